@@ -1,0 +1,60 @@
+package store
+
+import "errors"
+
+// Sentinel errors of the store. Callers test for them with errors.Is; the
+// store wraps them with the context (file, position) where one helps.
+var (
+	// ErrClosed is returned by every call made after Close.
+	ErrClosed = errors.New("store: closed")
+
+	// ErrCorrupt means a record failed its length or CRC check. Recovery
+	// truncates the log at the first such record; a read that meets one
+	// (a page damaged after recovery) returns this error, never the bytes.
+	ErrCorrupt = errors.New("store: record corrupt")
+
+	// ErrTooLarge means a record does not fit the limits: a field longer
+	// than its length field can hold, or a record larger than a segment.
+	ErrTooLarge = errors.New("store: record too large")
+
+	// ErrInvalid means a message or record breaks a rule that does not
+	// depend on size: an empty topic, an unknown kind, a zero origin.
+	ErrInvalid = errors.New("store: invalid record")
+
+	// ErrFull means the store reached its byte bound and the retention
+	// policy forbids recycling (or nothing can be recycled yet: a segment
+	// is still needed by the snapshot or by a durable cursor). Nothing was
+	// written.
+	ErrFull = errors.New("store: full")
+
+	// ErrDiskFull means the file system refused to allocate a segment or
+	// an index chunk (ENOSPC, EDQUOT, EFBIG). Nothing was written; the
+	// append can be retried once space is freed.
+	ErrDiskFull = errors.New("store: disk full")
+
+	// ErrRecycled means the position asked for lies before the oldest
+	// record the log retains.
+	ErrRecycled = errors.New("store: position recycled")
+
+	// ErrBeyondEnd means the position asked for lies at or past the end
+	// of the log: there is no record there yet.
+	ErrBeyondEnd = errors.New("store: position beyond end")
+
+	// ErrBadPosition means the position does not start a record.
+	ErrBadPosition = errors.New("store: position does not start a record")
+
+	// ErrDuplicate means a record with the same (origin, seq) is already
+	// in the log. Receivers treat it as success.
+	ErrDuplicate = errors.New("store: duplicate record")
+
+	// ErrOutOfOrder means a record skips ahead in its origin's sequence:
+	// the records between must be appended first.
+	ErrOutOfOrder = errors.New("store: record out of origin order")
+
+	// ErrIO wraps a failed read, write, sync or page fault on a file or
+	// its map.
+	ErrIO = errors.New("store: i/o error")
+
+	// ErrLocked means another process holds the data directory.
+	ErrLocked = errors.New("store: data directory in use")
+)

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// This file holds the few system calls every mapped file of the store uses:
+// preallocation, mapping, syncing and the guard that turns a fault on a
+// mapped page into an error.
+
+// allocate reserves size bytes for f so that no later write through a map
+// can fail for want of space (a SIGBUS). Space errors become ErrDiskFull.
+func allocate(f *os.File, size int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EOPNOTSUPP {
+			// A file system without fallocate: extend the file and write
+			// zeros, which allocates the blocks the slow way.
+			return allocateByWriting(f, size)
+		}
+		return fileError("allocate", f.Name(), err)
+	}
+}
+
+func allocateByWriting(f *os.File, size int64) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fileError("stat", f.Name(), err)
+	}
+	zeros := make([]byte, 1<<20)
+	for off := st.Size(); off < size; {
+		n := min(int64(len(zeros)), size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return fileError("allocate", f.Name(), err)
+		}
+		off += n
+	}
+	return nil
+}
+
+// zeroRange makes [off, off+n) of f read as zeros while keeping its blocks
+// allocated, so a recycled segment reads as empty.
+func zeroRange(f *os.File, off, n int64) error {
+	fd := int(f.Fd())
+	err := unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil {
+		return nil
+	}
+	if err == unix.EOPNOTSUPP || err == unix.EINVAL {
+		// Punch a hole (reads as zeros) and allocate it again.
+		if err = unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err == nil {
+			err = unix.Fallocate(fd, 0, off, n)
+		}
+	}
+	if err == unix.EOPNOTSUPP || err == unix.EINVAL {
+		zeros := make([]byte, min(n, 1<<20))
+		for o := off; o < off+n; {
+			m := min(int64(len(zeros)), off+n-o)
+			if _, werr := f.WriteAt(zeros[:m], o); werr != nil {
+				return fileError("zero", f.Name(), werr)
+			}
+			o += m
+		}
+		return nil
+	}
+	return fileError("zero", f.Name(), err)
+}
+
+// mapFile maps size bytes of f shared, read and write.
+func mapFile(f *os.File, size int) ([]byte, error) {
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fileError("mmap", f.Name(), err)
+	}
+	return b, nil
+}
+
+// unmap releases a map made by mapFile.
+func unmap(b []byte) error {
+	if b == nil {
+		return nil
+	}
+	if err := unix.Munmap(b); err != nil {
+		return fmt.Errorf("%w: munmap: %v", ErrIO, err)
+	}
+	return nil
+}
+
+// syncRange writes the pages of b[from:to] back to the file and waits for
+// the device (msync MS_SYNC). The range is widened to whole pages.
+func syncRange(b []byte, from, to int) error {
+	if to <= from {
+		return nil
+	}
+	from &^= pageSize - 1
+	if err := unix.Msync(b[from:to], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("%w: msync: %v", ErrIO, err)
+	}
+	return nil
+}
+
+var pageSize = os.Getpagesize()
+
+// fileError wraps a system call error with the file and the store's
+// sentinel for its class: ErrDiskFull for space, ErrIO for the rest.
+func fileError(op, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if isSpaceError(err) {
+		return fmt.Errorf("%w: %s %s: %v", ErrDiskFull, op, path, err)
+	}
+	return fmt.Errorf("%w: %s %s: %v", ErrIO, op, path, err)
+}
+
+func isSpaceError(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
+}
+
+// guardFault runs fn with SetPanicOnFault on, so that a fault on a mapped
+// page (an I/O error under the map, a truncated file) comes back as an
+// ErrIO instead of killing the process. The goroutine keeps the setting
+// only for the call.
+func guardFault(fn func() error) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if re, ok := r.(interface{ Addr() uintptr }); ok {
+				err = fmt.Errorf("%w: fault on mapped page at %#x", ErrIO, re.Addr())
+				return
+			}
+			panic(r)
+		}
+	}()
+	return fn()
+}
+
+// syncDir makes a rename or a new file in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fileError("open", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fileError("fsync", dir, err)
+	}
+	return nil
+}
