@@ -1,0 +1,403 @@
+package store
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"unsafe"
+)
+
+// A snapshot file holds the whole view (tombstones included), the
+// per-origin high-water marks and the log position it covers, so that a
+// restart loads it and replays only the log from that position on.
+//
+//	 0                       8           12          16                      24
+//	+-----------------------+-----------+-----------+-----------------------+
+//	| magic "CCSNAP01"      | version   | reserved  | covers (int64): every |
+//	|                       | (u32) = 1 | (u32) = 0 | record before it is in|
+//	+-----------------------+-----------+-----------+-----------------------+
+//	24                      32                      40                      48
+//	| marks (u64)           | topics (u64)          | entries (u64)         |
+//	+-----------------------+-----------------------+-----------------------+
+//	48: `marks` marks, ascending and distinct origins (16 bytes each)
+//	+-----------------------+-----------------------+
+//	| origin (u64) != 0     | highest seq applied   |
+//	+-----------------------+-----------------------+
+//	then `topics` topics, ascending and distinct names, each followed by its
+//	entries (at least one) in ascending and distinct key order
+//	+-----------------------+----------+------------+
+//	| entries (u64) >= 1    | len (u16)| name       |
+//	+-----------------------+----------+------------+
+//	+-------+---------+---------+-----------+--------+--------+--------+-----+-----+-------+
+//	| flags | key len | tag len | value len | origin |  seq   |  hlc   | key | tag | value |
+//	| (u8)  | (u16)   | (u16)   | (u32)     | (u64)  | (u64)  | (u64)  |     |     |       |
+//	+-------+---------+---------+-----------+--------+--------+--------+-----+-----+-------+
+//	  flags: bit 0 = tombstone (then tag and value are empty); other bits 0.
+//	  key len >= 1, origin and seq != 0. The entry counts add up to `entries`.
+//	+-----------------------------+
+//	| crc32c (u32) of every byte  |  the last 4 bytes of the file
+//	| before it                   |
+//	+-----------------------------+
+//
+// All integers are little endian; nothing is aligned: the file is read and
+// written as a stream through bufio, never held in memory.
+//
+// The file is replaced atomically: written to a temporary file in the same
+// directory (named <base>.*.tmp; one left by a crash can be deleted), synced,
+// renamed over the old one, and the directory synced. A reader rejects
+// anything that does not follow the layout above exactly, or whose CRC does
+// not match, with an error wrapping ErrCorrupt; every count and length is
+// checked against the bytes left in the file before anything is allocated.
+const (
+	snapMagic      = "CCSNAP01"
+	snapVersion    = 1
+	snapHeaderSize = 48
+	snapMarkSize   = 16
+	snapTopicSize  = 10 // entries u64 + name len u16
+	snapEntrySize  = 33 // flags .. hlc
+	snapTrailer    = 4
+
+	snapFlagTombstone = 1
+
+	// snapBufSize is the bufio buffer of the writer and the reader.
+	snapBufSize = 1 << 20
+)
+
+// writeSnapshot writes the view, the position it covers and the per-origin
+// marks to path, atomically.
+//
+// The view is cloned (copy-on-write, O(1) per topic) under its lock at the
+// start; the file is written from the clone while Apply goes on. So the
+// snapshot may hold records applied after covers and marks were taken, never
+// fewer: the caller takes covers and marks first (or at the same moment),
+// and a restart that replays the log from covers applies some records twice,
+// which the view's rule makes harmless.
+func writeSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) error {
+	if covers < 0 {
+		return fmt.Errorf("%w: snapshot covers negative position %d", ErrInvalid, covers)
+	}
+	if _, ok := marks[0]; ok {
+		return fmt.Errorf("%w: snapshot mark for origin 0", ErrInvalid)
+	}
+	topics, entries := v.freeze()
+
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return fileError("create", path, err)
+	}
+	tmp := f.Name()
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := encodeSnapshot(f, topics, entries, covers, marks); err != nil {
+		return fileError("write", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fileError("fsync", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fileError("close", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fileError("rename", tmp, err)
+	}
+	done = true
+	return syncDir(dir)
+}
+
+// crcWriter passes writes through and keeps the CRC-32C of what it passed.
+type crcWriter struct {
+	w   io.Writer
+	crc uint32
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	return n, err
+}
+
+// encodeSnapshot streams the snapshot of the frozen topics (holding entries
+// entries in all) to w.
+func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64, marks map[uint64]uint64) error {
+	cw := &crcWriter{w: w}
+	bw := bufio.NewWriterSize(cw, snapBufSize)
+	var b [snapHeaderSize]byte
+
+	copy(b[0:], snapMagic)
+	binary.LittleEndian.PutUint32(b[8:], snapVersion)
+	binary.LittleEndian.PutUint32(b[12:], 0)
+	binary.LittleEndian.PutUint64(b[16:], uint64(covers))
+	binary.LittleEndian.PutUint64(b[24:], uint64(len(marks)))
+	binary.LittleEndian.PutUint64(b[32:], uint64(len(topics)))
+	binary.LittleEndian.PutUint64(b[40:], uint64(entries))
+	bw.Write(b[:snapHeaderSize])
+
+	for _, origin := range slices.Sorted(maps.Keys(marks)) {
+		binary.LittleEndian.PutUint64(b[0:], origin)
+		binary.LittleEndian.PutUint64(b[8:], marks[origin])
+		bw.Write(b[:snapMarkSize])
+	}
+
+	for _, ft := range topics {
+		binary.LittleEndian.PutUint64(b[0:], uint64(ft.items.Len()))
+		binary.LittleEndian.PutUint16(b[8:], uint16(len(ft.name)))
+		bw.Write(b[:snapTopicSize])
+		bw.WriteString(ft.name)
+		ft.items.Ascend(func(it *viewItem) bool {
+			val := it.data[int(it.klen)+int(it.tlen):]
+			b[0] = 0
+			if it.tomb {
+				b[0] = snapFlagTombstone
+			}
+			binary.LittleEndian.PutUint16(b[1:], it.klen)
+			binary.LittleEndian.PutUint16(b[3:], it.tlen)
+			binary.LittleEndian.PutUint32(b[5:], uint32(len(val)))
+			binary.LittleEndian.PutUint64(b[9:], it.stamp.Origin)
+			binary.LittleEndian.PutUint64(b[17:], it.stamp.Seq)
+			binary.LittleEndian.PutUint64(b[25:], it.stamp.HLC)
+			bw.Write(b[:snapEntrySize])
+			// key, tag and value lie back to back in it.data.
+			_, err := bw.WriteString(it.data)
+			return err == nil
+		})
+	}
+	// bufio keeps the first write error; Flush reports it.
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint32(b[0:], cw.crc)
+	_, err := w.Write(b[:snapTrailer])
+	return err
+}
+
+// readSnapshot loads the snapshot at path. A missing file is reported with
+// an error satisfying errors.Is(err, fs.ErrNotExist); a malformed one with
+// ErrCorrupt; a failed read with ErrIO.
+func readSnapshot(path string) (v *View, covers int64, marks map[uint64]uint64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, 0, nil, err
+		}
+		return nil, 0, nil, fileError("open", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, nil, fileError("stat", path, err)
+	}
+	v, covers, marks, err = decodeSnapshot(f, st.Size())
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return v, covers, marks, nil
+}
+
+// crcReader passes reads through and keeps the CRC-32C of what it passed.
+type crcReader struct {
+	r   io.Reader
+	crc uint32
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	return n, err
+}
+
+// snapDecoder reads the body of a snapshot (everything but the trailer),
+// counting the bytes left so that no length is believed before it is known
+// to fit.
+type snapDecoder struct {
+	br   *bufio.Reader
+	left int64
+	buf  [snapHeaderSize]byte
+}
+
+// next reads the next n (<= snapHeaderSize) bytes into d.buf.
+func (d *snapDecoder) next(n int, what string) ([]byte, error) {
+	if int64(n) > d.left {
+		return nil, fmt.Errorf("%w: %s needs %d bytes, %d left", ErrCorrupt, what, n, d.left)
+	}
+	return d.buf[:n], d.fill(d.buf[:n])
+}
+
+func (d *snapDecoder) fill(p []byte) error {
+	if _, err := io.ReadFull(d.br, p); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			// The file shrank under us.
+			return fmt.Errorf("%w: unexpected end of file", ErrCorrupt)
+		}
+		return fmt.Errorf("%w: read snapshot: %v", ErrIO, err)
+	}
+	d.left -= int64(len(p))
+	return nil
+}
+
+// decodeSnapshot reads a snapshot of size bytes from r.
+func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64, error) {
+	if size < snapHeaderSize+snapTrailer {
+		return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", ErrCorrupt, size)
+	}
+	body := size - snapTrailer
+	cr := &crcReader{r: io.NewSectionReader(r, 0, body)}
+	d := &snapDecoder{br: bufio.NewReaderSize(cr, int(min(body, snapBufSize))), left: body}
+	le := binary.LittleEndian
+
+	h, err := d.next(snapHeaderSize, "header")
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	if string(h[:8]) != snapMagic {
+		return nil, 0, nil, fmt.Errorf("%w: bad magic %q", ErrCorrupt, h[:8])
+	}
+	if ver := le.Uint32(h[8:]); ver != snapVersion {
+		return nil, 0, nil, fmt.Errorf("%w: unknown snapshot version %d", ErrCorrupt, ver)
+	}
+	if res := le.Uint32(h[12:]); res != 0 {
+		return nil, 0, nil, fmt.Errorf("%w: reserved header field %#x", ErrCorrupt, res)
+	}
+	covers := int64(le.Uint64(h[16:]))
+	nmarks, ntopics, nentries := le.Uint64(h[24:]), le.Uint64(h[32:]), le.Uint64(h[40:])
+	// Cheap bounds first, so that a huge count fails before any allocation.
+	switch {
+	case covers < 0:
+		return nil, 0, nil, fmt.Errorf("%w: covers negative position %d", ErrCorrupt, covers)
+	case nmarks > uint64(d.left)/snapMarkSize:
+		return nil, 0, nil, fmt.Errorf("%w: %d marks in %d bytes", ErrCorrupt, nmarks, d.left)
+	case ntopics > uint64(d.left)/(snapTopicSize+1):
+		return nil, 0, nil, fmt.Errorf("%w: %d topics in %d bytes", ErrCorrupt, ntopics, d.left)
+	case nentries > uint64(d.left)/(snapEntrySize+1):
+		return nil, 0, nil, fmt.Errorf("%w: %d entries in %d bytes", ErrCorrupt, nentries, d.left)
+	case ntopics > nentries:
+		return nil, 0, nil, fmt.Errorf("%w: %d topics for %d entries", ErrCorrupt, ntopics, nentries)
+	}
+
+	marks := make(map[uint64]uint64, nmarks)
+	var prevOrigin uint64
+	for i := uint64(0); i < nmarks; i++ {
+		m, err := d.next(snapMarkSize, "mark")
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		origin := le.Uint64(m[0:])
+		if origin <= prevOrigin {
+			return nil, 0, nil, fmt.Errorf("%w: mark for origin %016x after %016x", ErrCorrupt, origin, prevOrigin)
+		}
+		marks[origin] = le.Uint64(m[8:])
+		prevOrigin = origin
+	}
+
+	v := newView()
+	remaining := nentries
+	prevTopic := ""
+	for i := uint64(0); i < ntopics; i++ {
+		th, err := d.next(snapTopicSize, "topic header")
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		count, nameLen := le.Uint64(th[0:]), int64(le.Uint16(th[8:]))
+		if count == 0 || count > remaining {
+			return nil, 0, nil, fmt.Errorf("%w: topic of %d entries with %d left", ErrCorrupt, count, remaining)
+		}
+		if nameLen == 0 || nameLen > d.left {
+			return nil, 0, nil, fmt.Errorf("%w: topic name of %d bytes with %d left", ErrCorrupt, nameLen, d.left)
+		}
+		name := make([]byte, nameLen)
+		if err := d.fill(name); err != nil {
+			return nil, 0, nil, err
+		}
+		if i > 0 && string(name) <= prevTopic {
+			return nil, 0, nil, fmt.Errorf("%w: topic %q after %q", ErrCorrupt, name, prevTopic)
+		}
+		remaining -= count
+		tv := newTopicView(string(name), int(count))
+		v.topics[tv.name] = tv
+		prevTopic = tv.name
+		if err := d.readEntries(v, tv, count); err != nil {
+			return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
+		}
+	}
+	if remaining != 0 {
+		return nil, 0, nil, fmt.Errorf("%w: header counts %d entries, topics hold %d", ErrCorrupt, nentries, nentries-remaining)
+	}
+	if d.left != 0 {
+		return nil, 0, nil, fmt.Errorf("%w: %d bytes after the last entry", ErrCorrupt, d.left)
+	}
+
+	var t [snapTrailer]byte
+	// A ReaderAt may report io.EOF along with the last bytes of the file.
+	if n, err := r.ReadAt(t[:], body); n < snapTrailer {
+		if err == nil || errors.Is(err, io.EOF) {
+			return nil, 0, nil, fmt.Errorf("%w: trailer cut short", ErrCorrupt)
+		}
+		return nil, 0, nil, fmt.Errorf("%w: read snapshot trailer: %v", ErrIO, err)
+	}
+	if got, want := cr.crc, le.Uint32(t[:]); got != want {
+		return nil, 0, nil, fmt.Errorf("%w: crc %08x, trailer says %08x", ErrCorrupt, got, want)
+	}
+	return v, covers, marks, nil
+}
+
+// readEntries reads count entries of tv and puts them into v.
+func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64) error {
+	le := binary.LittleEndian
+	prevKey := ""
+	for j := uint64(0); j < count; j++ {
+		e, err := d.next(snapEntrySize, "entry")
+		if err != nil {
+			return err
+		}
+		flags := e[0]
+		klen, tlen, vlen := le.Uint16(e[1:]), le.Uint16(e[3:]), le.Uint32(e[5:])
+		st := Stamp{Origin: le.Uint64(e[9:]), Seq: le.Uint64(e[17:]), HLC: le.Uint64(e[25:])}
+		tomb := flags&snapFlagTombstone != 0
+		n := int64(klen) + int64(tlen) + int64(vlen)
+		switch {
+		case flags&^snapFlagTombstone != 0:
+			return fmt.Errorf("%w: entry flags %#x", ErrCorrupt, flags)
+		case klen == 0:
+			return fmt.Errorf("%w: entry without a key", ErrCorrupt)
+		case tomb && (tlen != 0 || vlen != 0):
+			return fmt.Errorf("%w: tombstone with a tag or value", ErrCorrupt)
+		case vlen > MaxValueLen:
+			return fmt.Errorf("%w: value of %d bytes", ErrCorrupt, vlen)
+		case st.Origin == 0 || st.Seq == 0:
+			return fmt.Errorf("%w: entry with zero origin or seq", ErrCorrupt)
+		case n > d.left:
+			return fmt.Errorf("%w: entry of %d bytes with %d left", ErrCorrupt, n, d.left)
+		}
+		buf := make([]byte, n)
+		if err := d.fill(buf); err != nil {
+			return err
+		}
+		it := &viewItem{
+			data:  unsafe.String(unsafe.SliceData(buf), len(buf)),
+			stamp: st,
+			klen:  klen,
+			tlen:  tlen,
+			tomb:  tomb,
+		}
+		k := it.key()
+		if j > 0 && k <= prevKey {
+			return fmt.Errorf("%w: key %q after %q", ErrCorrupt, k, prevKey)
+		}
+		prevKey = k
+		v.put(tv, it)
+	}
+	return nil
+}
