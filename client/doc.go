@@ -1,0 +1,50 @@
+// Package client is the Go client of cachecastd's local API: HTTP/1.1 and
+// JSON over the daemon's Unix socket.
+//
+//	c := client.New("/run/cachecast/cachecast.sock")
+//	res, err := c.Publish(ctx, "prices", "sku-42", []byte("12.50"), "eu")
+//	v, err := c.Get(ctx, "prices", "sku-42")          // v.Bytes, v.Tag, v.Origin, v.Seq, v.HLC, v.Time
+//	sub, err := c.Subscribe(ctx, "prices", client.SubscribeOptions{From: client.FromEarliest})
+//	for {
+//		ev, err := sub.Next()                         // io.EOF when the daemon ends the stream
+//		...
+//	}
+//
+// # Wire format
+//
+// The types mirror the wire objects field for field. Two identities do not
+// fit a JSON number and travel as strings: origin as 16 lower-case hex
+// digits, hlc (wall milliseconds << 16 | counter, above 2^53) as a decimal
+// string; the client parses both into uint64. Times are RFC 3339 with
+// milliseconds. Values travel raw in PUT and GET bodies, and in JSON (batch
+// publish, subscription lines) as "value" when they are valid UTF-8 and
+// "value_base64" otherwise; the client chooses on the way out and accepts
+// both on the way in.
+//
+// Topic and key names are percent-encoded as one path segment each
+// (url.PathEscape, plus "." and ".." so that no path cleaning takes a key
+// for a dot segment); a key may hold any character the daemon allows,
+// slashes included.
+//
+// # Errors
+//
+// An error answer of the daemon is an *APIError carrying the HTTP status
+// and the stable code of the API ({"error":{"code":..,"message":..}}); get
+// it with errors.As. A missing key or cursor matches ErrNotFound under
+// errors.Is. A socket nobody listens on is ErrUnreachable; an answer that
+// breaks the wire format is ErrBadResponse.
+//
+// # Publish results
+//
+// A PutResult's Status is "ok" when the message was stored as the daemon's
+// flush (and, in a cluster, replication) mode promises. Any other word,
+// known or not, still means stored locally: callers treat it as a warning,
+// never as a failure.
+//
+// # Connections and timeouts
+//
+// A Client is safe for concurrent use and pools connections. Every call
+// but Subscribe is bounded by the caller's context or, when it has no
+// deadline, by WithTimeout (DefaultTimeout). A subscription holds one
+// connection for as long as it lives.
+package client

@@ -1,0 +1,259 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/client/clienttest"
+)
+
+func publishN(t *testing.T, c *client.Client, topic string, from, n int, tag string) []client.PutResult {
+	t.Helper()
+	var msgs []client.Message
+	for i := from; i < from+n; i++ {
+		msgs = append(msgs, client.Message{Key: fmt.Sprintf("k%d", i), Tag: tag, Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	rs, err := c.PublishBatch(ctx(t), topic, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func next(t *testing.T, s *client.Subscription) client.Event {
+	t.Helper()
+	ev, err := s.Next()
+	if err != nil {
+		t.Fatalf("next: %v", err)
+	}
+	return ev
+}
+
+func TestSubscribeFrom(t *testing.T) {
+	srv, c := newPair(t)
+	tests := []struct {
+		name  string
+		from  func(rs []client.PutResult) string
+		first func(rs []client.PutResult) uint64
+	}{
+		{"earliest", func([]client.PutResult) string { return client.FromEarliest }, fixed(0)},
+		{"offset", func([]client.PutResult) string { return client.FromOffset(3) }, fixed(3)},
+		{"time", func(rs []client.PutResult) string { return client.FromTime(rs[2].Time) },
+			// Several messages may share a millisecond: the first
+			// delivered is the first of rs[2]'s millisecond.
+			func(rs []client.PutResult) uint64 {
+				for i := range rs {
+					if rs[i].Time.Equal(rs[2].Time) {
+						return uint64(i)
+					}
+				}
+				return 2
+			}},
+		{"future-time", func([]client.PutResult) string { return client.FromTime(time.Now().Add(time.Hour)) }, fixed(5)},
+		{"latest", func([]client.PutResult) string { return client.FromLatest }, fixed(5)},
+		{"default", func([]client.PutResult) string { return "" }, fixed(5)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topic := "s-" + tt.name
+			rs := publishN(t, c, topic, 0, 5, "")
+			sub, err := c.Subscribe(ctx(t), topic, client.SubscribeOptions{From: tt.from(rs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			for off := tt.first(rs); off < 5; off++ {
+				ev := next(t, sub)
+				r := rs[off]
+				want := client.Event{
+					Offset: off, Topic: topic, Key: r.Key, Value: []byte(fmt.Sprintf("v%d", off)),
+					Origin: srv.Origin(), Seq: r.Seq, HLC: r.HLC, Time: r.Time,
+				}
+				if !eventEqual(ev, want) {
+					t.Fatalf("event %+v, want %+v", ev, want)
+				}
+			}
+			// Then live messages, after the backlog; other topics' are not delivered.
+			publishN(t, c, "other-"+tt.name, 0, 1, "")
+			live := publishN(t, c, topic, 100, 1, "")[0]
+			ev := next(t, sub)
+			if ev.Seq != live.Seq || ev.Key != "k100" || ev.Offset != 5 {
+				t.Fatalf("live event %+v, want seq %d at offset 5", ev, live.Seq)
+			}
+		})
+	}
+}
+
+func fixed(off uint64) func([]client.PutResult) uint64 {
+	return func([]client.PutResult) uint64 { return off }
+}
+
+func eventEqual(a, b client.Event) bool {
+	return a.Offset == b.Offset && a.Topic == b.Topic && a.Key == b.Key && a.Tag == b.Tag &&
+		bytes.Equal(a.Value, b.Value) && a.Delete == b.Delete && a.Origin == b.Origin &&
+		a.Seq == b.Seq && a.HLC == b.HLC && a.Time.Equal(b.Time)
+}
+
+func TestSubscribeValuesAndTags(t *testing.T) {
+	_, c := newPair(t)
+	big := bytes.Repeat([]byte{0xfe, 'x'}, 300_000) // not UTF-8: base64, a line far over the read buffer
+	msgs := []client.Message{
+		{Key: "a", Tag: "red", Value: []byte("text")},
+		{Key: "b", Tag: "blue", Value: big},
+		{Key: "c", Tag: "green", Value: []byte("skip me")},
+		{Key: "a", Tag: "red", Delete: true},
+		{Key: "", Tag: "blue", Value: []byte("stream\nwith newline")},
+		{Key: "e", Tag: "", Value: nil},
+	}
+	if _, err := c.PublishBatch(ctx(t), "tags", msgs); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx(t), "tags", client.SubscribeOptions{From: client.FromEarliest, Tags: []string{"red", "blue"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for _, off := range []uint64{0, 1, 3, 4} {
+		ev := next(t, sub)
+		m := msgs[off]
+		if ev.Offset != off || ev.Key != m.Key || ev.Tag != m.Tag || ev.Delete != m.Delete || !bytes.Equal(ev.Value, m.Value) {
+			t.Fatalf("event at %d: offset %d key %q tag %q delete %v value %d bytes; want %+v",
+				off, ev.Offset, ev.Key, ev.Tag, ev.Delete, len(ev.Value), m)
+		}
+	}
+}
+
+func TestSubscribeCursor(t *testing.T) {
+	_, c := newPair(t)
+	publishN(t, c, "cur", 0, 4, "")
+
+	// ack=auto: the daemon advances the cursor as it writes.
+	sub, err := c.Subscribe(ctx(t), "cur", client.SubscribeOptions{From: client.FromEarliest, Name: "auto", AutoAck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		next(t, sub)
+	}
+	sub.Close()
+	cur, err := c.GetCursor(ctx(t), "auto")
+	if err != nil || cur.Offset != 4 || cur.Topic != "cur" {
+		t.Fatalf("auto cursor %+v %v, want offset 4", cur, err)
+	}
+
+	// Manual acks; a new subscription under the name resumes after the last ack.
+	sub, err = c.Subscribe(ctx(t), "cur", client.SubscribeOptions{From: client.FromEarliest, Name: "manual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, sub)
+	ev := next(t, sub)
+	if err := sub.Ack(ctx(t), ev); err != nil {
+		t.Fatal(err)
+	}
+	sub.Close()
+	sub, err = c.Subscribe(ctx(t), "cur", client.SubscribeOptions{Name: "manual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if ev := next(t, sub); ev.Offset != 2 {
+		t.Fatalf("resumed at %d, want 2", ev.Offset)
+	}
+
+	anon, err := c.Subscribe(ctx(t), "cur", client.SubscribeOptions{From: client.FromEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	if err := anon.Ack(ctx(t), next(t, anon)); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("ack without a name: %v", err)
+	}
+}
+
+func TestSubscribeEvents(t *testing.T) {
+	_, c := newPair(t)
+	sub, err := c.Subscribe(ctx(t), "ch", client.SubscribeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := sub.Events()
+	if sub.Events() != ch {
+		t.Error("Events returned a second channel")
+	}
+	// Published after Subscribe returned: a latest subscriber sees it all.
+	publishN(t, c, "ch", 0, 50, "")
+	for i := range 50 {
+		select {
+		case ev := <-ch:
+			if ev.Offset != uint64(i) {
+				t.Fatalf("event %d has offset %d", i, ev.Offset)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no event %d", i)
+		}
+	}
+	// Close while the pump is blocked sending (more published, none read).
+	publishN(t, c, "ch", 50, 5, "")
+	time.Sleep(50 * time.Millisecond)
+	sub.Close()
+	for range ch {
+	}
+	if !errors.Is(sub.Err(), client.ErrClosed) {
+		t.Errorf("Err after Close: %v", sub.Err())
+	}
+}
+
+func TestSubscribeEnds(t *testing.T) {
+	t.Run("close", func(t *testing.T) {
+		_, c := newPair(t)
+		sub, err := c.Subscribe(ctx(t), "e", client.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { _, err := sub.Next(); done <- err }()
+		time.Sleep(20 * time.Millisecond)
+		sub.Close()
+		if err := <-done; !errors.Is(err, client.ErrClosed) {
+			t.Errorf("next after close: %v", err)
+		}
+		if _, err := sub.Next(); !errors.Is(err, client.ErrClosed) {
+			t.Errorf("next after close: %v", err)
+		}
+		sub.Close() // twice is fine
+	})
+	t.Run("context", func(t *testing.T) {
+		_, c := newPair(t)
+		cctx, cancel := context.WithCancel(context.Background())
+		sub, err := c.Subscribe(cctx, "e", client.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		time.AfterFunc(20*time.Millisecond, cancel)
+		if _, err := sub.Next(); !errors.Is(err, context.Canceled) {
+			t.Errorf("next after cancel: %v", err)
+		}
+	})
+	t.Run("daemon ends stream", func(t *testing.T) {
+		srv := clienttest.NewServer(t)
+		c := client.New(srv.Socket)
+		defer c.Close()
+		sub, err := c.Subscribe(ctx(t), "e", client.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		go srv.Close()
+		if _, err := sub.Next(); err != io.EOF {
+			t.Errorf("next after the daemon closed: %v, want io.EOF", err)
+		}
+	})
+}

@@ -1,0 +1,463 @@
+package client
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Status words of a PutResult. Every status means the message was stored
+// on this node; the words other than StatusOK say that a promise beyond
+// that (the replica's copy) was not kept. A status this client does not
+// know must be treated the same way: stored, with a warning.
+const (
+	// StatusOK: stored as the daemon's flush mode (and replication mode,
+	// in a cluster) promises.
+	StatusOK = "ok"
+	// StatusReplicaUnavailable: stored locally; the replica peer is down.
+	StatusReplicaUnavailable = "replica_unavailable"
+	// StatusReplicaTimeout: stored locally; the replica did not answer in time.
+	StatusReplicaTimeout = "replica_timeout"
+)
+
+// PutResult is the daemon's answer for one published message (a PUT, a
+// DELETE, or one line of a batch). It mirrors the wire object
+//
+//	{"topic":"t","key":"k","origin":"00ab..","seq":7,"hlc":"123...","time":"...","status":"ok"}
+//
+// where origin is 16 hex digits and hlc a decimal string (it exceeds 2^53).
+type PutResult struct {
+	Topic  string
+	Key    string
+	Origin uint64    // the node that stamped the message
+	Seq    uint64    // per-origin sequence number, from 1, gap-free
+	HLC    uint64    // hybrid logical clock: wall milliseconds << 16 | counter
+	Time   time.Time // the HLC's wall part, to the millisecond
+	Status string    // StatusOK or another word; see the Status* constants
+}
+
+// OK reports whether the status is StatusOK. A false OK still means the
+// message was stored locally (see the Status* constants).
+func (r PutResult) OK() bool { return r.Status == StatusOK }
+
+// Message is one message of a batch publish. It mirrors the wire object
+// {"key":"k","tag":"t","value":"text"} (or "value_base64" when the value is
+// not valid UTF-8; the client picks), with "delete":true for a tombstone.
+// An empty Key makes a plain stream message: stored and delivered to
+// subscribers, not cached in the view.
+type Message struct {
+	Key    string
+	Tag    string
+	Value  []byte
+	Delete bool
+}
+
+// Event is one message delivered by a subscription. It mirrors the wire
+// line {"offset":12,"topic":"t","key":"k","tag":"","value":"...","delete":false,
+// "origin":"..","seq":3,"hlc":"...","time":"..."}.
+type Event struct {
+	Offset uint64 // the message's position in its topic on this node (0 = first ever)
+	Topic  string
+	Key    string
+	Tag    string
+	Value  []byte
+	Delete bool // a tombstone: Key was deleted
+	Origin uint64
+	Seq    uint64
+	HLC    uint64
+	Time   time.Time
+}
+
+// Value is a key's latest value and its identity, as Get returns it.
+type Value struct {
+	Bytes  []byte
+	Tag    string
+	Origin uint64
+	Seq    uint64
+	HLC    uint64
+	Time   time.Time
+}
+
+// TopicInfo describes one topic in the Topics list.
+type TopicInfo struct {
+	Name     string `json:"name"`
+	Keys     int    `json:"keys"`     // live keys in the view
+	Messages uint64 `json:"messages"` // messages ever appended on this node
+}
+
+// Cursor is a durable named position in a topic: Offset is the next
+// message to read.
+type Cursor struct {
+	Name   string `json:"name"`
+	Topic  string `json:"topic"`
+	Offset uint64 `json:"offset"`
+}
+
+// Status is the daemon's GET /v1/status answer.
+type Status struct {
+	Node   NodeInfo
+	Uptime time.Duration
+	Flush  string // "async" or "sync"
+	Store  StoreStats
+	// Raw is the whole answer as received, fields this client does not
+	// know (cluster figures, for instance) included.
+	Raw json.RawMessage
+}
+
+// NodeInfo identifies the daemon's node.
+type NodeInfo struct {
+	Name    string
+	Origin  uint64
+	Version string
+}
+
+// StoreStats are the store's figures in Status.
+type StoreStats struct {
+	Segments       int    `json:"segments"`
+	MappedSegments int    `json:"mapped_segments"`
+	LogBytes       int64  `json:"log_bytes"`
+	WritePos       int64  `json:"write_pos"`
+	FlushedPos     int64  `json:"flushed_pos"`
+	OldestPos      int64  `json:"oldest_pos"`
+	Records        uint64 `json:"records"`
+	Keys           int    `json:"keys"`
+}
+
+// The wire forms. Identities travel as strings (origin hex, hlc decimal);
+// these structs hold them as received and convert in one place.
+
+type putResultWire struct {
+	Topic  string      `json:"topic"`
+	Key    string      `json:"key"`
+	Origin string      `json:"origin"`
+	Seq    uint64      `json:"seq"`
+	HLC    json.Number `json:"hlc"` // a string on the wire; a number is accepted too
+	Time   string      `json:"time"`
+	Status string      `json:"status"`
+}
+
+type eventWire struct {
+	Offset      uint64      `json:"offset"`
+	Topic       string      `json:"topic"`
+	Key         string      `json:"key"`
+	Tag         string      `json:"tag"`
+	Value       *string     `json:"value,omitempty"`
+	ValueBase64 *string     `json:"value_base64,omitempty"`
+	Delete      bool        `json:"delete"`
+	Origin      string      `json:"origin"`
+	Seq         uint64      `json:"seq"`
+	HLC         json.Number `json:"hlc"`
+	Time        string      `json:"time"`
+}
+
+type messageWire struct {
+	Key         string  `json:"key,omitempty"`
+	Tag         string  `json:"tag,omitempty"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 *string `json:"value_base64,omitempty"`
+	Delete      bool    `json:"delete,omitempty"`
+}
+
+type statusWire struct {
+	Node struct {
+		Name    string `json:"name"`
+		Origin  string `json:"origin"`
+		Version string `json:"version"`
+	} `json:"node"`
+	UptimeSeconds float64    `json:"uptime_seconds"`
+	Flush         string     `json:"flush"`
+	Store         StoreStats `json:"store"`
+}
+
+// timeLayout is RFC 3339 with milliseconds, the wire's time format.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatOrigin renders an origin ID the way the wire does: 16 lower-case
+// hex digits.
+func FormatOrigin(o uint64) string { return fmt.Sprintf("%016x", o) }
+
+// parseOrigin accepts 1 to 16 hex digits; "" is zero (absent).
+func parseOrigin(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if len(s) > 16 {
+		return 0, fmt.Errorf("%w: origin %q: more than 16 hex digits", ErrBadResponse, s)
+	}
+	v, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: origin %q: not hex", ErrBadResponse, s)
+	}
+	return v, nil
+}
+
+// parseHLC accepts a decimal uint64; "" is zero (absent).
+func parseHLC(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: hlc %q: not a decimal uint64", ErrBadResponse, s)
+	}
+	return v, nil
+}
+
+func parseSeq(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: seq %q: not a decimal uint64", ErrBadResponse, s)
+	}
+	return v, nil
+}
+
+// parseTime accepts RFC 3339 with any fraction; "" is the zero time.
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: time %q: not RFC 3339", ErrBadResponse, s)
+	}
+	return t, nil
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// decodeValue turns the wire's value / value_base64 pair into bytes:
+// exactly one of them, or neither for an empty value.
+func decodeValue(text, b64 *string) ([]byte, error) {
+	switch {
+	case text != nil && b64 != nil:
+		return nil, fmt.Errorf("%w: both value and value_base64", ErrBadResponse)
+	case text != nil:
+		return []byte(*text), nil
+	case b64 != nil:
+		v, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: value_base64: %v", ErrBadResponse, err)
+		}
+		return v, nil
+	}
+	return []byte{}, nil
+}
+
+// encodeValue is decodeValue's inverse: text when the bytes are valid
+// UTF-8, base64 otherwise, neither when empty.
+func encodeValue(v []byte) (text, b64 *string) {
+	if len(v) == 0 {
+		return nil, nil
+	}
+	if utf8.Valid(v) {
+		s := string(v)
+		return &s, nil
+	}
+	s := base64.StdEncoding.EncodeToString(v)
+	return nil, &s
+}
+
+func (w *putResultWire) result() (PutResult, error) {
+	r := PutResult{Topic: w.Topic, Key: w.Key, Seq: w.Seq, Status: w.Status}
+	var err error
+	if r.Origin, err = parseOrigin(w.Origin); err != nil {
+		return PutResult{}, err
+	}
+	if r.HLC, err = parseHLC(string(w.HLC)); err != nil {
+		return PutResult{}, err
+	}
+	if r.Time, err = parseTime(w.Time); err != nil {
+		return PutResult{}, err
+	}
+	return r, nil
+}
+
+func (w *eventWire) event() (Event, error) {
+	e := Event{Offset: w.Offset, Topic: w.Topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete, Seq: w.Seq}
+	var err error
+	if e.Value, err = decodeValue(w.Value, w.ValueBase64); err != nil {
+		return Event{}, err
+	}
+	if e.Origin, err = parseOrigin(w.Origin); err != nil {
+		return Event{}, err
+	}
+	if e.HLC, err = parseHLC(string(w.HLC)); err != nil {
+		return Event{}, err
+	}
+	if e.Time, err = parseTime(w.Time); err != nil {
+		return Event{}, err
+	}
+	return e, nil
+}
+
+// decodeEvent decodes one NDJSON line of a subscription.
+func decodeEvent(line []byte) (Event, error) {
+	var w eventWire
+	if err := json.Unmarshal(line, &w); err != nil {
+		return Event{}, fmt.Errorf("%w: event: %v", ErrBadResponse, err)
+	}
+	return w.event()
+}
+
+// MarshalJSON renders the result in its wire form.
+func (r PutResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(putResultWire{
+		Topic: r.Topic, Key: r.Key, Origin: FormatOrigin(r.Origin), Seq: r.Seq,
+		HLC: json.Number(strconv.FormatUint(r.HLC, 10)), Time: formatTime(r.Time), Status: r.Status,
+	})
+}
+
+// UnmarshalJSON parses the wire form.
+func (r *PutResult) UnmarshalJSON(b []byte) error {
+	var w putResultWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("%w: result: %v", ErrBadResponse, err)
+	}
+	v, err := w.result()
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
+// MarshalJSON renders the event in its wire form.
+func (e Event) MarshalJSON() ([]byte, error) {
+	w := eventWire{
+		Offset: e.Offset, Topic: e.Topic, Key: e.Key, Tag: e.Tag, Delete: e.Delete,
+		Origin: FormatOrigin(e.Origin), Seq: e.Seq,
+		HLC: json.Number(strconv.FormatUint(e.HLC, 10)), Time: formatTime(e.Time),
+	}
+	w.Value, w.ValueBase64 = encodeValue(e.Value)
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON parses the wire form.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	v, err := decodeEvent(b)
+	if err != nil {
+		return err
+	}
+	*e = v
+	return nil
+}
+
+// MarshalJSON renders the message in its wire form (what PublishBatch sends).
+func (m Message) MarshalJSON() ([]byte, error) {
+	return appendMessage(nil, &m), nil
+}
+
+// UnmarshalJSON parses the wire form.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	var w messageWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("%w: message: %v", ErrBadResponse, err)
+	}
+	v, err := decodeValue(w.Value, w.ValueBase64)
+	if err != nil {
+		return err
+	}
+	*m = Message{Key: w.Key, Tag: w.Tag, Value: v, Delete: w.Delete}
+	return nil
+}
+
+// appendMessage appends m's wire object to dst. Hand-written rather than
+// encoding/json: a batch of a thousand messages is encoded per request,
+// and reflection would make the client, not the daemon, what bench measures.
+func appendMessage(dst []byte, m *Message) []byte {
+	dst = append(dst, '{')
+	sep := false
+	field := func(name string) {
+		if sep {
+			dst = append(dst, ',')
+		}
+		sep = true
+		dst = append(dst, '"')
+		dst = append(dst, name...)
+		dst = append(dst, '"', ':')
+	}
+	if m.Key != "" {
+		field("key")
+		dst = appendJSONString(dst, m.Key)
+	}
+	if m.Tag != "" {
+		field("tag")
+		dst = appendJSONString(dst, m.Tag)
+	}
+	if len(m.Value) > 0 {
+		if utf8.Valid(m.Value) {
+			field("value")
+			dst = appendJSONBytes(dst, m.Value)
+		} else {
+			field("value_base64")
+			dst = append(dst, '"')
+			dst = base64.StdEncoding.AppendEncode(dst, m.Value)
+			dst = append(dst, '"')
+		}
+	}
+	if m.Delete {
+		field("delete")
+		dst = append(dst, "true"...)
+	}
+	return append(dst, '}')
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	return appendJSONBytes(dst, []byte(s))
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONBytes appends s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, byte by byte, as encoding/json does.
+func appendJSONBytes(dst []byte, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
