@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -17,6 +18,9 @@ import (
 // allocate reserves size bytes for f so that no later write through a map
 // can fail for want of space (a SIGBUS). Space errors become ErrDiskFull.
 func allocate(f *os.File, size int64) error {
+	if err := injectedFault("allocate"); err != nil {
+		return fileError("allocate", f.Name(), err)
+	}
 	for {
 		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
 		if err == unix.EINTR {
@@ -102,6 +106,9 @@ func syncRange(b []byte, from, to int) error {
 		return nil
 	}
 	from &^= pageSize - 1
+	if err := injectedFault("sync"); err != nil {
+		return fmt.Errorf("%w: msync: %v", ErrIO, err)
+	}
 	if err := unix.Msync(b[from:to], unix.MS_SYNC); err != nil {
 		return fmt.Errorf("%w: msync: %v", ErrIO, err)
 	}
@@ -109,6 +116,18 @@ func syncRange(b []byte, from, to int) error {
 }
 
 var pageSize = os.Getpagesize()
+
+// faultHook, when set (only by tests), is asked before each allocation
+// ("allocate") and flush ("sync") and fails it with the error it returns:
+// the store's fault-injecting file layer.
+var faultHook atomic.Pointer[func(op string) error]
+
+func injectedFault(op string) error {
+	if h := faultHook.Load(); h != nil {
+		return (*h)(op)
+	}
+	return nil
+}
 
 // fileError wraps a system call error with the file and the store's
 // sentinel for its class: ErrDiskFull for space, ErrIO for the rest.

@@ -1,0 +1,235 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The append benchmarks are named so that they sit beside SkyWalking
+// Satellite's mmap-queue benchmarks (BenchmarkEnqueue and
+// BenchmarkEnqueueAndDequeue, segmentSize x maxInMemSegments x message).
+// They publish keyless stream messages: the log, the topic index and the
+// origin index take every record, the view ignores them (a keyed message
+// also costs the copy of its value into the view).
+
+type appendCase struct {
+	size, segment, mapped int
+}
+
+func (c appendCase) name() string {
+	return fmt.Sprintf("size=%s/segment=%s/mapped=%d", byteSize(c.size), byteSize(c.segment), c.mapped)
+}
+
+var appendCases = []appendCase{
+	{8 << 10, 128 << 10, 18},
+	{8 << 10, 256 << 10, 10},
+	{8 << 10, 512 << 10, 6},
+	{8 << 10, 256 << 10, 20},
+	{16 << 10, 128 << 10, 10},
+	{128, 64 << 20, 16},
+	{8 << 10, 64 << 20, 16},
+	{1 << 20, 64 << 20, 16},
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func benchStore(b *testing.B, c appendCase, flush FlushMode) *Store {
+	o := DefaultOptions(b.TempDir())
+	o.SegmentSize = int64(c.segment)
+	o.MaxMappedSegments = c.mapped
+	o.Flush = flush
+	// Keep the disk use of a long run bounded: the benchmark measures
+	// recycling too, as a long-running node does.
+	o.RetentionBytes = max(int64(1<<30), 4*o.SegmentSize)
+	s, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func BenchmarkAppend(b *testing.B) {
+	for _, c := range appendCases {
+		b.Run(c.name(), func(b *testing.B) {
+			s := benchStore(b, c, FlushAsync)
+			defer s.Close()
+			m := Message{Topic: "bench", Value: make([]byte, c.size-HeaderSize-len("bench"))}
+			b.SetBytes(int64(c.size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.Publish(&m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAppendRead(b *testing.B) {
+	for _, c := range appendCases {
+		b.Run(c.name(), func(b *testing.B) {
+			s := benchStore(b, c, FlushAsync)
+			defer s.Close()
+			m := Message{Topic: "bench", Value: make([]byte, c.size-HeaderSize-len("bench"))}
+			out := make([]byte, 0, c.size)
+			copyOut := func(r Record) error { out = append(out[:0], r...); return nil }
+			b.SetBytes(int64(c.size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := s.Publish(&m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.seglog.read(res.Pos, copyOut); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAppendSync measures group commit: N writers, 1 KB records,
+// each write waits for a flush that covers it.
+func BenchmarkAppendSync(b *testing.B) {
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			s := benchStore(b, appendCase{1 << 10, 64 << 20, 16}, FlushSync)
+			defer s.Close()
+			b.SetBytes(1 << 10)
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			per := b.N / writers
+			for w := 0; w < writers; w++ {
+				n := per
+				if w == 0 {
+					n += b.N % writers
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					m := Message{Topic: "bench", Value: make([]byte, 1<<10-HeaderSize-len("bench"))}
+					for i := 0; i < n; i++ {
+						if _, err := s.Publish(&m); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
+
+// BenchmarkRecover opens a 1 GiB log left by a crash: every record after
+// the last flush is checked (here: all of them, nothing was flushed), the
+// indexes are found complete, and the view (no snapshot) is rebuilt.
+func BenchmarkRecover(b *testing.B) {
+	const total = 1 << 30
+	dir := b.TempDir()
+	o := DefaultOptions(dir)
+	o.FlushInterval = time.Hour
+	o.FlushBytes = 0
+	s, err := Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := Message{Topic: "bench", Key: "", Value: make([]byte, 8<<10-HeaderSize-len("bench"))}
+	for written := 0; written < total; written += 8 << 10 {
+		if _, err := s.Publish(&m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.crash()
+	b.SetBytes(total)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		// Back to the state of a crash before any flush.
+		mm, _, err := openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mm.setPos(metaOffCommitted, 0)
+		mm.close()
+		os.Remove(filepath.Join(dir, snapshotName))
+		b.StartTimer()
+		s, err := Open(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := s.Stats().WritePos; got < total {
+			b.Fatalf("recovered %d bytes of %d", got, total)
+		}
+		b.StopTimer()
+		s.crash()
+		b.StartTimer()
+	}
+}
+
+// BenchmarkAccumulate appends CACHECAST_ACCUMULATE_GB gigabytes of 8 KB
+// records (default 2) and reports the rate of the first and the last
+// gigabyte and the resident memory at the end: the rate must stay flat and
+// the memory bounded by the mapped segments. `make bench-accumulate` runs
+// it with 20 GB; it is not part of CI.
+func BenchmarkAccumulate(b *testing.B) {
+	gb := 2
+	if v, err := strconv.Atoi(os.Getenv("CACHECAST_ACCUMULATE_GB")); err == nil && v > 0 {
+		gb = v
+	}
+	s := benchStore(b, appendCase{8 << 10, 64 << 20, 16}, FlushAsync)
+	defer s.Close()
+	m := Message{Topic: "bench", Value: make([]byte, 8<<10-HeaderSize-len("bench"))}
+	perGB := (1 << 30) / (8 << 10)
+	var first, last float64
+	for g := 0; g < gb; g++ {
+		start := time.Now()
+		for i := 0; i < perGB; i++ {
+			if _, err := s.Publish(&m); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rate := float64(1<<30) / time.Since(start).Seconds() / 1e9
+		if g == 0 {
+			first = rate
+		}
+		last = rate
+		b.Logf("GB %2d: %.2f GB/s, rss %d MB", g+1, rate, rssMB())
+	}
+	b.ReportMetric(first, "first-GB/s")
+	b.ReportMetric(last, "last-GB/s")
+	b.ReportMetric(float64(rssMB()), "rss-MB")
+}
+
+// rssMB reads the resident set size of this process.
+func rssMB() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.Atoi(strings.Fields(line)[1])
+			return kb / 1024
+		}
+	}
+	return -1
+}

@@ -1,0 +1,799 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// segLog is the log itself: segments written and read through their maps.
+//
+// Concurrency: one writer (the store's write lock serializes reserve,
+// commit, rollback and recycle) and any number of readers. Readers see
+// only [oldest, end); end is published after the bytes under it are
+// written, so a reader never sees a half-written record. The segment
+// table and the maps are guarded by mu; a pinned segment stays mapped.
+type segLog struct {
+	dir       string
+	segSize   int64
+	maxMapped int
+	meta      *meta
+	log       *zap.Logger
+
+	mu     sync.Mutex
+	segs   map[int64]*segment // by segment index (base / segSize)
+	mapped int
+	tick   uint64
+	free   []string // recycled files waiting for reuse
+	// prepared is the next segment, made ahead by the preparer goroutine.
+	prepared  *segment
+	prepErr   error
+	preparing int64 // base of the segment being made, -1 if none
+	prepCond  *sync.Cond
+	unpinned  *sync.Cond // a segment being recycled lost its last pin
+
+	// Writer state, touched only under the store's write lock.
+	cur  *segment
+	wpos int64
+
+	end     atomic.Int64 // readers may read below this
+	oldest  atomic.Int64 // and at or above this
+	flushed atomic.Int64 // durable below this
+
+	prepKick chan struct{}
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// maxFreeSegments is how many recycled files are kept for reuse; more are
+// deleted so that retention gives the space back.
+const maxFreeSegments = 2
+
+// openLog opens (creating if needed) the segments in dir and recovers
+// the tail: it checks every record from the committed position on,
+// truncates at the first bad or torn one (copying the damaged bytes aside
+// first) and leaves the log ready to append. It reports where the
+// recovered log ends.
+func openLog(dir string, m *meta, maxMapped int, log *zap.Logger) (*segLog, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fileError("mkdir", dir, err)
+	}
+	l := &segLog{
+		dir:       dir,
+		segSize:   m.segSize,
+		maxMapped: max(maxMapped, 2),
+		meta:      m,
+		log:       log,
+		segs:      make(map[int64]*segment),
+		prepKick:  make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		preparing: -1,
+	}
+	l.prepCond = sync.NewCond(&l.mu)
+	l.unpinned = sync.NewCond(&l.mu)
+	if err := l.load(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	if err := l.recover(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	l.wg.Add(1)
+	go l.prepareLoop()
+	l.kickPrepare()
+	return l, nil
+}
+
+// load opens the segment files of the directory: a contiguous run of
+// segments from the oldest retained one. Free files join the free list;
+// temp files are removed; anything else is warned about and left alone.
+func (l *segLog) load() error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return fileError("readdir", l.dir, err)
+	}
+	var bases []int64
+	for _, e := range entries {
+		name := e.Name()
+		if base, ok := parseSegmentName(name); ok {
+			if base%l.segSize != 0 {
+				l.log.Warn("ignoring segment not on a segment boundary", zap.String("segment-path", filepath.Join(l.dir, name)))
+				continue
+			}
+			bases = append(bases, base)
+			continue
+		}
+		switch {
+		case strings.HasSuffix(name, freeSuffix):
+			l.free = append(l.free, filepath.Join(l.dir, name))
+		case strings.HasSuffix(name, ".tmp"):
+			os.Remove(filepath.Join(l.dir, name))
+		default:
+			l.log.Warn("unexpected file in the log directory", zap.String("path", filepath.Join(l.dir, name)))
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+
+	oldest := l.meta.pos(metaOffReading)
+	for _, base := range bases {
+		if base+l.segSize <= oldest {
+			// Recycled in the metafile but not yet renamed: finish the job.
+			if err := l.retire(filepath.Join(l.dir, segmentName(base))); err != nil {
+				return err
+			}
+			continue
+		}
+		s, err := openSegment(l.dir, base, l.segSize)
+		if err != nil {
+			return err
+		}
+		l.segs[base/l.segSize] = s
+	}
+	if len(l.segs) == 0 {
+		// A new log, or one whose every segment is gone: start at the
+		// oldest position the metafile knows, on a segment boundary.
+		base := oldest - oldest%l.segSize
+		s, err := createSegment(l.dir, base, l.segSize, l.takeFree())
+		if err != nil {
+			return err
+		}
+		l.segs[base/l.segSize] = s
+		oldest = base
+	}
+	first := l.firstIndex()
+	if oldest < first*l.segSize {
+		oldest = first * l.segSize
+	}
+	// The run must be contiguous: a gap means lost files, and what lies
+	// after the gap cannot be trusted to follow what lies before it.
+	for i := first; ; i++ {
+		if _, ok := l.segs[i]; !ok {
+			for j, s := range l.segs {
+				if j > i {
+					l.log.Error("segment after a gap in the log, setting it aside", zap.String("segment-path", s.path))
+					s.close()
+					delete(l.segs, j)
+					if err := os.Rename(s.path, s.path+".orphan"); err != nil {
+						return fileError("rename", s.path, err)
+					}
+				}
+			}
+			break
+		}
+	}
+	l.oldest.Store(oldest)
+	return nil
+}
+
+func (l *segLog) firstIndex() int64 {
+	first := int64(-1)
+	for i := range l.segs {
+		if first < 0 || i < first {
+			first = i
+		}
+	}
+	return first
+}
+
+func (l *segLog) lastIndex() int64 {
+	last := int64(-1)
+	for i := range l.segs {
+		if i > last {
+			last = i
+		}
+	}
+	return last
+}
+
+// recover finds the end of the log, starting from the committed position
+// in the metafile (everything before it was flushed and checked when it
+// was written) and checking each record after it.
+func (l *segLog) recover() error {
+	start := max(l.meta.pos(metaOffCommitted), l.oldest.Load())
+	lastSeg := l.lastIndex()
+	if start >= (lastSeg+1)*l.segSize {
+		start = lastSeg * l.segSize
+	}
+	start -= start % recordAlign
+	pos := start
+	var bad error
+	for {
+		idx := pos / l.segSize
+		s := l.segs[idx]
+		if err := s.mapIn(l.segSize, false); err != nil {
+			return err
+		}
+		l.mapped++
+		off := pos - s.base
+		next, err := l.scanSegment(s, off)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		pos = s.base + next
+		if err != nil {
+			bad = err
+			break
+		}
+		// A zero size ends the written part of this segment. The writer
+		// moves to the next segment only when the next record does not fit
+		// here, so the next segment continues the log only if its first
+		// record is valid and too big for the space left; otherwise the
+		// zeros are a hole (a lost page) and the log ends here.
+		nextSeg := l.segs[idx+1]
+		if nextSeg == nil {
+			break
+		}
+		if err := nextSeg.mapIn(l.segSize, false); err != nil {
+			return err
+		}
+		l.mapped++
+		var first Record
+		ferr := guardFault(func() error {
+			var err error
+			first, err = DecodeRecord(nextSeg.data)
+			return err
+		})
+		if ferr != nil && !errors.Is(ferr, ErrCorrupt) {
+			return ferr
+		}
+		if ferr != nil || first == nil || int64(Padded(first.Size())) <= l.segSize-next {
+			break
+		}
+		pos = nextSeg.base
+	}
+	if err := l.truncate(pos, bad); err != nil {
+		return err
+	}
+	// Everything kept is made durable before anything new is acknowledged.
+	for i := start / l.segSize; i <= pos/l.segSize; i++ {
+		if s := l.segs[i]; s != nil && s.data != nil {
+			hi := min(pos-s.base, l.segSize)
+			if err := syncRange(s.data, 0, int(hi)); err != nil {
+				return err
+			}
+		}
+	}
+	l.wpos = pos
+	l.cur = l.segs[pos/l.segSize]
+	l.cur.pins++
+	l.end.Store(pos)
+	l.flushed.Store(pos)
+	l.meta.setPos(metaOffWriting, pos)
+	l.meta.setPos(metaOffCommitted, pos)
+	l.meta.setPos(metaOffReading, l.oldest.Load())
+	return l.meta.sync()
+}
+
+// scanSegment walks the records of s from off and returns the offset of the
+// first position that does not hold a valid record: the end of the data
+// (nil error) or a bad record (an error wrapping ErrCorrupt).
+func (l *segLog) scanSegment(s *segment, off int64) (end int64, err error) {
+	err = guardFault(func() error {
+		for off+HeaderSize <= l.segSize {
+			r, err := DecodeRecord(s.data[off:])
+			if err != nil {
+				return fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
+			}
+			if r == nil {
+				return nil
+			}
+			off += int64(Padded(r.Size()))
+		}
+		return nil
+	})
+	return off, err
+}
+
+// truncate makes pos the end of the log: it copies damaged bytes aside
+// (when cause says the end is a bad record), zeroes the rest of the
+// segment, and recycles every segment after it.
+func (l *segLog) truncate(pos int64, cause error) error {
+	idx := pos / l.segSize
+	s := l.segs[idx]
+	off := pos - s.base
+	if cause != nil {
+		aside, err := l.copyAside(s, off)
+		if err != nil {
+			return err
+		}
+		l.log.Warn("truncated the log at a bad record",
+			zap.String("segment-path", s.path), zap.Int64("offset", off),
+			zap.String("copied-to", aside), zap.Error(cause))
+	}
+	if off < l.segSize {
+		// Zero what follows even after a clean end: bytes after a hole
+		// could otherwise reappear behind the records written next.
+		var dirty bool
+		if err := guardFault(func() error {
+			for _, c := range s.data[off:] {
+				if c != 0 {
+					dirty = true
+					break
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if dirty {
+			if err := guardFault(func() error { clear(s.data[off:]); return nil }); err != nil {
+				return err
+			}
+			if err := syncRange(s.data, int(off), int(l.segSize)); err != nil {
+				return err
+			}
+		}
+	}
+	for i, t := range l.segs {
+		if i > idx {
+			if t.data != nil {
+				l.mapped--
+			}
+			t.close()
+			delete(l.segs, i)
+			if err := l.retire(t.path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyAside saves the bytes of s from off to the end of its non-zero data
+// into <dir>/corrupt/, so that a truncation never destroys the evidence.
+func (l *segLog) copyAside(s *segment, off int64) (string, error) {
+	dir := filepath.Join(filepath.Dir(l.dir), "corrupt")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fileError("mkdir", dir, err)
+	}
+	var data []byte
+	if err := guardFault(func() error {
+		end := l.segSize
+		for end > off && s.data[end-1] == 0 {
+			end--
+		}
+		data = append([]byte(nil), s.data[off:end]...)
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s.%d.%d.bad", segmentName(s.base), off, time.Now().Unix()))
+	if err := os.WriteFile(path, data, 0o640); err != nil {
+		return "", fileError("write", path, err)
+	}
+	return path, nil
+}
+
+// retire turns a segment file into a free one, or deletes it when enough
+// free files wait already.
+func (l *segLog) retire(path string) error {
+	if len(l.free) >= maxFreeSegments {
+		if err := os.Remove(path); err != nil {
+			return fileError("remove", path, err)
+		}
+		return nil
+	}
+	free := path + freeSuffix
+	if err := os.Rename(path, free); err != nil {
+		return fileError("rename", path, err)
+	}
+	l.free = append(l.free, free)
+	return nil
+}
+
+func (l *segLog) takeFree() string {
+	if len(l.free) == 0 {
+		return ""
+	}
+	f := l.free[len(l.free)-1]
+	l.free = l.free[:len(l.free)-1]
+	return f
+}
+
+// prepareLoop makes the next segment ahead of the writer, so that moving
+// to a new segment is a pointer swap, not a file creation.
+func (l *segLog) prepareLoop() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-l.prepKick:
+		}
+		l.mu.Lock()
+		want := (l.lastIndex() + 1) * l.segSize
+		if l.prepared != nil && l.prepared.base == want || l.preparing >= 0 {
+			l.mu.Unlock()
+			continue
+		}
+		if l.prepared != nil {
+			// Left over from a rollback that moved the writer back.
+			l.dropPreparedLocked()
+		}
+		l.preparing = want
+		free := l.takeFree()
+		l.mu.Unlock()
+
+		s, err := l.makeSegment(want, free, true)
+
+		l.mu.Lock()
+		l.preparing = -1
+		l.prepared, l.prepErr = s, err
+		if err != nil {
+			l.log.Warn("preparing the next segment failed", zap.Int64("base", want), zap.Error(err))
+		}
+		l.prepCond.Broadcast()
+		l.mu.Unlock()
+	}
+}
+
+// makeSegment creates (or recycles) and maps the segment at base.
+func (l *segLog) makeSegment(base int64, free string, populate bool) (*segment, error) {
+	s, err := createSegment(l.dir, base, l.segSize, free)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.mapIn(l.segSize, populate); err != nil {
+		s.close()
+		return nil, err
+	}
+	l.mu.Lock()
+	l.mapped++
+	l.mu.Unlock()
+	return s, nil
+}
+
+func (l *segLog) dropPreparedLocked() {
+	p := l.prepared
+	l.prepared = nil
+	if p.data != nil {
+		l.mapped--
+	}
+	p.close()
+	if err := l.retire(p.path); err != nil {
+		l.log.Warn("retiring a prepared segment failed", zap.Error(err))
+	}
+}
+
+func (l *segLog) kickPrepare() {
+	select {
+	case l.prepKick <- struct{}{}:
+	default:
+	}
+}
+
+// advance moves the writer to the next segment: the one the preparer
+// made, or one made here if the preparer failed or is not there yet.
+func (l *segLog) advance() error {
+	base := l.cur.base + l.segSize
+	idx := base / l.segSize
+	l.mu.Lock()
+	var s *segment
+	for {
+		if s = l.segs[idx]; s != nil { // still there after a rollback
+			break
+		}
+		if l.prepared != nil && l.prepared.base == base {
+			s, l.prepared = l.prepared, nil
+			break
+		}
+		if l.preparing != base {
+			break
+		}
+		l.prepCond.Wait()
+	}
+	if s == nil {
+		if l.prepared != nil {
+			l.dropPreparedLocked()
+		}
+		l.preparing = base // keeps the preparer off this one
+		free := l.takeFree()
+		l.mu.Unlock()
+		var err error
+		s, err = l.makeSegment(base, free, false)
+		l.mu.Lock()
+		l.preparing = -1
+		if err != nil {
+			l.mu.Unlock()
+			return err
+		}
+	}
+	if s.data == nil {
+		if err := s.mapIn(l.segSize, false); err != nil {
+			l.mu.Unlock()
+			return err
+		}
+		l.mapped++
+	}
+	l.segs[idx] = s
+	s.pins++
+	l.cur.pins--
+	l.cur = s
+	l.evictLocked()
+	l.mu.Unlock()
+	l.wpos = base
+	l.kickPrepare()
+	return nil
+}
+
+// reserve returns the bytes of the map where a record of size bytes goes
+// and its log position. Nothing is visible to readers until commit.
+func (l *segLog) reserve(size int) ([]byte, int64, error) {
+	padded := int64(Padded(size))
+	if padded > l.segSize {
+		return nil, 0, fmt.Errorf("%w: record of %d bytes, segment of %d", ErrTooLarge, size, l.segSize)
+	}
+	if l.wpos-l.cur.base+padded > l.segSize {
+		if err := l.advance(); err != nil {
+			return nil, 0, err
+		}
+	}
+	off := l.wpos - l.cur.base
+	pos := l.wpos
+	l.wpos += padded
+	return l.cur.data[off : off+int64(size)], pos, nil
+}
+
+// commit makes everything reserved so far visible to readers.
+func (l *segLog) commit() {
+	l.end.Store(l.wpos)
+	l.meta.setPos(metaOffWriting, l.wpos)
+}
+
+// rollback drops everything reserved after pos (which must be at or after
+// the committed end): the bytes are zeroed and the writer goes back.
+func (l *segLog) rollback(pos int64) error {
+	if pos >= l.wpos {
+		return nil
+	}
+	return guardFault(func() error {
+		for base := pos - pos%l.segSize; base < l.wpos; base += l.segSize {
+			s := l.segs[base/l.segSize]
+			lo := max(pos, base) - base
+			hi := min(l.wpos, base+l.segSize) - base
+			clear(s.data[lo:hi])
+		}
+		l.mu.Lock()
+		back := l.segs[pos/l.segSize]
+		if back != l.cur {
+			back.pins++
+			l.cur.pins--
+			l.cur = back
+		}
+		l.mu.Unlock()
+		l.wpos = pos
+		return nil
+	})
+}
+
+// pin returns the mapped segment holding pos, mapping it if needed; unpin
+// must follow.
+func (l *segLog) pin(pos int64) (*segment, error) {
+	idx := pos / l.segSize
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.segs[idx]
+	if s == nil || pos < l.oldest.Load() {
+		if pos < l.oldest.Load() {
+			return nil, fmt.Errorf("%w: position %d", ErrRecycled, pos)
+		}
+		return nil, fmt.Errorf("%w: position %d", ErrBeyondEnd, pos)
+	}
+	s.pins++
+	l.tick++
+	s.used = l.tick
+	if s.data == nil {
+		if err := s.mapIn(l.segSize, false); err != nil {
+			s.pins--
+			return nil, err
+		}
+		l.mapped++
+		l.evictLocked()
+	}
+	return s, nil
+}
+
+func (l *segLog) unpin(s *segment) {
+	l.mu.Lock()
+	s.pins--
+	if s.pins == 0 && s.base < l.oldest.Load() {
+		l.unpinned.Broadcast()
+	}
+	l.mu.Unlock()
+}
+
+// evictLocked unmaps the least recently used unpinned segments while more
+// than maxMapped are mapped.
+func (l *segLog) evictLocked() {
+	for l.mapped > l.maxMapped {
+		var victim *segment
+		for _, s := range l.segs {
+			if s.data != nil && s.pins == 0 && (victim == nil || s.used < victim.used) {
+				victim = s
+			}
+		}
+		if victim == nil {
+			return // all pinned: allow more for now
+		}
+		if err := victim.unmap(); err != nil {
+			l.log.Warn("unmapping a segment failed", zap.String("segment-path", victim.path), zap.Error(err))
+		}
+		l.mapped--
+	}
+}
+
+// read calls fn with the record at pos, straight out of the map, and
+// returns the position of the next record. The record is valid only while
+// fn runs. A position at the unused tail of a segment moves on to the
+// next segment.
+func (l *segLog) read(pos int64, fn func(Record) error) (next int64, err error) {
+	for {
+		if pos < l.oldest.Load() {
+			return pos, fmt.Errorf("%w: position %d, oldest %d", ErrRecycled, pos, l.oldest.Load())
+		}
+		if pos >= l.end.Load() {
+			return pos, ErrBeyondEnd
+		}
+		if pos%recordAlign != 0 {
+			return pos, fmt.Errorf("%w: %d", ErrBadPosition, pos)
+		}
+		s, err := l.pin(pos)
+		if err != nil {
+			return pos, err
+		}
+		next, skip, err := l.readPinned(s, pos, fn)
+		l.unpin(s)
+		if !skip || err != nil {
+			return next, err
+		}
+		pos = next
+	}
+}
+
+func (l *segLog) readPinned(s *segment, pos int64, fn func(Record) error) (next int64, skip bool, err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if re, ok := r.(interface{ Addr() uintptr }); ok {
+				err = fmt.Errorf("%w: fault reading %s at %#x", ErrIO, s.path, re.Addr())
+				return
+			}
+			panic(r)
+		}
+	}()
+	off := pos - s.base
+	if off+HeaderSize > l.segSize || binary.LittleEndian.Uint32(s.data[off:]) == 0 {
+		return s.base + l.segSize, true, nil
+	}
+	r, err := DecodeRecord(s.data[off:])
+	if err != nil {
+		return pos, false, fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
+	}
+	return pos + int64(Padded(r.Size())), false, fn(r)
+}
+
+// syncTo makes the log durable up to to (a committed position) and records
+// that in the metafile. Only the flusher and Close call it.
+func (l *segLog) syncTo(to int64) error {
+	from := l.flushed.Load()
+	if to <= from {
+		return nil
+	}
+	for base := from - from%l.segSize; base < to; base += l.segSize {
+		if base+l.segSize <= l.oldest.Load() {
+			continue
+		}
+		s, err := l.pin(base)
+		if err != nil {
+			return err
+		}
+		lo := max(from, base) - base
+		hi := min(to, base+l.segSize) - base
+		err = syncRange(s.data, int(lo), int(hi))
+		l.unpin(s)
+		if err != nil {
+			return err
+		}
+	}
+	l.flushed.Store(to)
+	l.meta.setPos(metaOffCommitted, to)
+	return nil
+}
+
+// recycle retires every segment wholly before upTo (never the writer's)
+// and returns the new oldest position. Readers that hold a segment pinned
+// finish their read first; new readers are turned away by oldest.
+func (l *segLog) recycle(upTo int64) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	oldest := l.oldest.Load()
+	for idx := oldest / l.segSize; ; idx++ {
+		s := l.segs[idx]
+		if s == nil || s == l.cur || s.base+l.segSize > upTo {
+			break
+		}
+		oldest = s.base + l.segSize
+		l.oldest.Store(oldest)
+		l.meta.setPos(metaOffReading, oldest)
+		for s.pins > 0 {
+			l.unpinned.Wait()
+		}
+		if s.data != nil {
+			l.mapped--
+		}
+		if err := s.close(); err != nil {
+			return oldest, err
+		}
+		delete(l.segs, idx)
+		if err := l.retire(s.path); err != nil {
+			return oldest, err
+		}
+	}
+	return oldest, nil
+}
+
+// segmentTimes returns, for each retained segment before the writer's,
+// its base and the time it was last written.
+func (l *segLog) sealedSegments() []sealedSegment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sealedSegment
+	for _, s := range l.segs {
+		if s == l.cur || s.base >= l.cur.base {
+			continue
+		}
+		var mtime time.Time
+		if st, err := s.f.Stat(); err == nil {
+			mtime = st.ModTime()
+		}
+		out = append(out, sealedSegment{base: s.base, written: mtime})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].base < out[j].base })
+	return out
+}
+
+type sealedSegment struct {
+	base    int64
+	written time.Time
+}
+
+// counts reports how many segments are retained and mapped.
+func (l *segLog) counts() (segments, mapped int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.segs), l.mapped
+}
+
+// close stops the preparer and closes every file. The caller flushed.
+func (l *segLog) close() error {
+	close(l.done)
+	l.wg.Wait()
+	return l.closeFiles()
+}
+
+func (l *segLog) closeFiles() error {
+	var first error
+	for _, s := range l.segs {
+		if err := s.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if l.prepared != nil {
+		l.prepared.close()
+		l.prepared = nil
+	}
+	l.segs = map[int64]*segment{}
+	return first
+}

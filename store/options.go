@@ -1,0 +1,157 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// FlushMode says when an append counts as done.
+type FlushMode int
+
+const (
+	// FlushAsync acknowledges an append once it is in the page cache; a
+	// background flusher msyncs every FlushInterval or after FlushBytes of
+	// new data. A process crash loses nothing; a machine crash or power
+	// loss loses at most what was appended since the last flush.
+	FlushAsync FlushMode = iota
+	// FlushSync acknowledges an append only after a flush covers it. One
+	// flush serves every writer waiting on it (group commit). Nothing
+	// acknowledged is lost to a process crash, a machine crash or a power
+	// loss, as far as the device honours its flush.
+	FlushSync
+)
+
+func (m FlushMode) String() string {
+	if m == FlushSync {
+		return "sync"
+	}
+	return "async"
+}
+
+// ParseFlushMode reads "sync" or "async".
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch s {
+	case "async":
+		return FlushAsync, nil
+	case "sync":
+		return FlushSync, nil
+	}
+	return 0, fmt.Errorf("flush mode must be \"sync\" or \"async\", got %q", s)
+}
+
+// FullPolicy says what the store does when the log reaches RetentionBytes.
+type FullPolicy int
+
+const (
+	// FullRecycle recycles the oldest segments that the view snapshot and
+	// every durable cursor have passed. When none has been passed yet the
+	// append fails with ErrFull: nothing unconsumed is dropped silently.
+	FullRecycle FullPolicy = iota
+	// FullRefuse refuses new appends with ErrFull until retention by age
+	// (or an operator) frees space.
+	FullRefuse
+)
+
+func (p FullPolicy) String() string {
+	if p == FullRefuse {
+		return "refuse"
+	}
+	return "recycle"
+}
+
+// ParseFullPolicy reads "recycle" or "refuse".
+func ParseFullPolicy(s string) (FullPolicy, error) {
+	switch s {
+	case "recycle":
+		return FullRecycle, nil
+	case "refuse":
+		return FullRefuse, nil
+	}
+	return 0, fmt.Errorf("full policy must be \"recycle\" or \"refuse\", got %q", s)
+}
+
+// Options configure a store. DefaultOptions gives sane values; Validate
+// checks them.
+type Options struct {
+	// Dir is the data directory; it is created if missing.
+	Dir string
+	// SegmentSize is the size of each log file, a multiple of the page
+	// size. Larger segments mean fewer files and switches; smaller ones
+	// finer-grained retention. It is fixed when the directory is created.
+	SegmentSize int64
+	// MaxMappedSegments bounds how many segments are mapped at once (the
+	// seed's maxInMemSegments), and so the address space the log uses.
+	MaxMappedSegments int
+	// Flush is the durability of an acknowledged append.
+	Flush FlushMode
+	// FlushInterval is how often the async flusher runs.
+	FlushInterval time.Duration
+	// FlushBytes makes the async flusher run early once this many bytes
+	// are unflushed.
+	FlushBytes int64
+	// RetentionBytes bounds the log's size in bytes; 0 means no bound but
+	// the disk.
+	RetentionBytes int64
+	// RetentionAge recycles segments whose last write is older than this
+	// once the snapshot and durable cursors have passed them; 0 keeps them.
+	RetentionAge time.Duration
+	// WhenFull is what reaching RetentionBytes does.
+	WhenFull FullPolicy
+	// SnapshotInterval is how often the view snapshot is written when the
+	// log has grown since the last one; it bounds the replay on restart.
+	SnapshotInterval time.Duration
+	// IndexChunkEntries is the number of entries in one index file.
+	IndexChunkEntries int
+	// Logger receives the store's logs; nil discards them.
+	Logger *zap.Logger
+}
+
+// DefaultOptions returns the defaults for a store in dir.
+func DefaultOptions(dir string) Options {
+	return Options{
+		Dir:               dir,
+		SegmentSize:       64 << 20,
+		MaxMappedSegments: 16,
+		Flush:             FlushAsync,
+		FlushInterval:     100 * time.Millisecond,
+		FlushBytes:        16 << 20,
+		WhenFull:          FullRecycle,
+		SnapshotInterval:  time.Minute,
+		IndexChunkEntries: 1 << 20,
+	}
+}
+
+// Validate checks the options; its messages name the option.
+func (o Options) Validate() error {
+	switch {
+	case o.Dir == "":
+		return fmt.Errorf("store: Dir is empty")
+	case o.SegmentSize < 64<<10 || o.SegmentSize%int64(pageSize) != 0:
+		return fmt.Errorf("store: SegmentSize must be at least 64KiB and a multiple of %d, got %d", pageSize, o.SegmentSize)
+	case o.SegmentSize > 1<<31:
+		return fmt.Errorf("store: SegmentSize must be at most 2GiB, got %d", o.SegmentSize)
+	case o.MaxMappedSegments < 2:
+		return fmt.Errorf("store: MaxMappedSegments must be at least 2, got %d", o.MaxMappedSegments)
+	case o.Flush != FlushAsync && o.Flush != FlushSync:
+		return fmt.Errorf("store: Flush must be FlushAsync or FlushSync, got %d", o.Flush)
+	case o.Flush == FlushAsync && o.FlushInterval <= 0:
+		return fmt.Errorf("store: FlushInterval must be positive, got %s", o.FlushInterval)
+	case o.FlushBytes < 0:
+		return fmt.Errorf("store: FlushBytes must not be negative, got %d", o.FlushBytes)
+	case o.RetentionBytes < 0:
+		return fmt.Errorf("store: RetentionBytes must not be negative, got %d", o.RetentionBytes)
+	case o.RetentionBytes > 0 && o.RetentionBytes < 2*o.SegmentSize:
+		return fmt.Errorf("store: RetentionBytes must be at least two segments (%d), got %d", 2*o.SegmentSize, o.RetentionBytes)
+	case o.RetentionAge < 0:
+		return fmt.Errorf("store: RetentionAge must not be negative, got %s", o.RetentionAge)
+	case o.WhenFull != FullRecycle && o.WhenFull != FullRefuse:
+		return fmt.Errorf("store: WhenFull must be FullRecycle or FullRefuse, got %d", o.WhenFull)
+	case o.SnapshotInterval <= 0:
+		return fmt.Errorf("store: SnapshotInterval must be positive, got %s", o.SnapshotInterval)
+	case o.IndexChunkEntries < 1024:
+		return fmt.Errorf("store: IndexChunkEntries must be at least 1024, got %d", o.IndexChunkEntries)
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+)
+
+// crash abandons the store the way a killed process does: no flush, no
+// snapshot, no metafile update; what is in the page cache stays.
+func (s *Store) crash() {
+	s.closed.Store(true)
+	close(s.done)
+	s.wg.Wait()
+	s.notify.notify()
+	s.cursors.close()
+	s.origins.close()
+	s.topics.close()
+	s.seglog.close()
+	s.meta.close()
+	s.lock.Close()
+}
+
+// noFlushOptions keep the committed position at the start, so that a
+// reopen checks every record.
+func noFlushOptions(t testing.TB, dir string) Options {
+	o := testOptions(t, dir)
+	o.FlushInterval = time.Hour
+	o.FlushBytes = 0
+	return o
+}
+
+// writeRecords publishes n keyed messages of the given size and returns
+// their positions.
+func writeRecords(t testing.TB, s *Store, n, size int) []int64 {
+	t.Helper()
+	var pos []int64
+	for i := 0; i < n; i++ {
+		m := Message{Topic: "t", Key: fmt.Sprint(i), Value: value(i, size)}
+		res, err := s.Publish(&m)
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		pos = append(pos, res.Pos)
+	}
+	return pos
+}
+
+// readAll returns every record of the log, in order, checking that the
+// sequence is gap-free from 1.
+func readAll(t testing.TB, s *Store) []Record {
+	t.Helper()
+	var out []Record
+	for pos := s.seglog.oldest.Load(); pos < s.seglog.end.Load(); {
+		next, err := s.seglog.read(pos, func(r Record) error {
+			out = append(out, r.Clone())
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("read at %d: %v", pos, err)
+		}
+		pos = next
+	}
+	for i, r := range out {
+		if r.Seq() != uint64(i+1) {
+			t.Fatalf("record %d has seq %d", i, r.Seq())
+		}
+	}
+	return out
+}
+
+// segmentFile returns the path of the segment holding pos.
+func segmentFile(s *Store, pos int64) (string, int64) {
+	base := pos - pos%s.seglog.segSize
+	return filepath.Join(s.dir, logDirName, segmentName(base)), pos - base
+}
+
+func TestRecovery(t *testing.T) {
+	const n, size = 300, 700 // ~4 segments
+	cases := []struct {
+		name string
+		// damage breaks the files of a crashed store and says how many
+		// records must survive and whether bytes must be copied aside.
+		damage func(t *testing.T, s *Store, pos []int64) (keep int, aside bool)
+	}{
+		{"clean crash", func(t *testing.T, s *Store, pos []int64) (int, bool) { return n, false }},
+		{"flipped byte mid-log", func(t *testing.T, s *Store, pos []int64) (int, bool) {
+			path, off := segmentFile(s, pos[150])
+			flip(t, path, off+HeaderSize+10)
+			return 150, true
+		}},
+		{"torn last record", func(t *testing.T, s *Store, pos []int64) (int, bool) {
+			path, off := segmentFile(s, pos[n-1])
+			zero(t, path, off+HeaderSize+size/2, size/2)
+			return n - 1, true
+		}},
+		{"garbage after the end", func(t *testing.T, s *Store, pos []int64) (int, bool) {
+			path, off := segmentFile(s, pos[n-1])
+			write(t, path, off+int64(Padded(HeaderSize+len("t")+3+size)), []byte("garbage!garbage!"))
+			return n, true
+		}},
+		{"hole in the middle", func(t *testing.T, s *Store, pos []int64) (int, bool) {
+			path, off := segmentFile(s, pos[100])
+			zero(t, path, off, 8)
+			return 100, false
+		}},
+		{"lost segment file", func(t *testing.T, s *Store, pos []int64) (int, bool) {
+			path, _ := segmentFile(s, pos[200])
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			first := 200
+			for first > 0 && pos[first-1]/s.seglog.segSize == pos[200]/s.seglog.segSize {
+				first--
+			}
+			return first, false
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := noFlushOptions(t, dir)
+			s := openTest(t, o)
+			pos := writeRecords(t, s, n, size)
+			s.crash()
+			keep, aside := tc.damage(t, s, pos)
+
+			s = openTest(t, o)
+			defer s.Close()
+			recs := readAll(t, s)
+			if len(recs) != keep {
+				t.Fatalf("recovered %d records, want %d", len(recs), keep)
+			}
+			for i, r := range recs {
+				if !bytes.Equal(r.Value(), value(i, size)) {
+					t.Fatalf("record %d differs", i)
+				}
+			}
+			bad, _ := filepath.Glob(filepath.Join(dir, "corrupt", "*.bad"))
+			if aside != (len(bad) > 0) {
+				t.Fatalf("copied aside: %v, want %v", bad, aside)
+			}
+			// The view and the indexes agree with the truncated log.
+			if _, ok := s.Get("t", fmt.Sprint(keep)); ok && keep < n {
+				t.Fatalf("key %d survived the truncation in the view", keep)
+			}
+			if keep > 0 {
+				if e, ok := s.Get("t", fmt.Sprint(keep-1)); !ok || !bytes.Equal(e.Value, value(keep-1, size)) {
+					t.Fatalf("key %d lost", keep-1)
+				}
+			}
+			// Appending goes on from the truncation point, and what was
+			// cut off never comes back, also after another crash.
+			more := Message{Topic: "t", Key: "after", Value: []byte("after")}
+			res, err := s.Publish(&more)
+			if err != nil || res.Seq != uint64(keep+1) {
+				t.Fatalf("publish after recovery: %+v %v, want seq %d", res, err, keep+1)
+			}
+			s.crash()
+			s = openTest(t, o)
+			if got := readAll(t, s); len(got) != keep+1 || string(got[keep].Key()) != "after" {
+				t.Fatalf("after a second crash: %d records", len(got))
+			}
+		})
+	}
+}
+
+func flip(t *testing.T, path string, off int64) {
+	t.Helper()
+	b := readAt(t, path, off, 1)
+	write(t, path, off, []byte{b[0] ^ 0x40})
+}
+
+func zero(t *testing.T, path string, off int64, n int) { write(t, path, off, make([]byte, n)) }
+
+func readAt(t *testing.T, path string, off int64, n int) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func write(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzRecovery damages a small crashed log with the fuzzer's flips and
+// cut, reopens it, and checks the promise: the recovered log is a prefix
+// of what was written, every record in it intact, and appending goes on.
+func FuzzRecovery(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 10, 0x40}, uint32(0))
+	f.Add([]byte{1, 0, 2, 0, 0xff, 0, 0, 0, 0, 1}, uint32(70000))
+	f.Add([]byte{}, uint32(130000))
+	f.Add([]byte{2, 0, 0, 64, 0x01, 0, 0, 1, 0, 0x80}, uint32(0))
+	f.Fuzz(func(t *testing.T, flips []byte, cut uint32) {
+		const n, size = 120, 1500 // three segments of 64 KiB
+		dir := t.TempDir()
+		o := noFlushOptions(t, dir)
+		s := openTest(t, o)
+		writeRecords(t, s, n, size)
+		s.crash()
+		segs, _ := filepath.Glob(filepath.Join(dir, logDirName, "0*"))
+		sort.Strings(segs)
+		// Each flip is 5 bytes: segment, offset (3 bytes), xor mask.
+		for i := 0; i+5 <= len(flips); i += 5 {
+			path := segs[int(flips[i])%len(segs)]
+			off := (int64(flips[i+1])<<16 | int64(flips[i+2])<<8 | int64(flips[i+3])) % o.SegmentSize
+			b := readAt(t, path, off, 1)
+			write(t, path, off, []byte{b[0] ^ flips[i+4]})
+		}
+		if cut > 0 {
+			total := int64(len(segs)) * o.SegmentSize
+			at := int64(cut) % total
+			path := segs[at/o.SegmentSize]
+			if err := os.Truncate(path, at%o.SegmentSize); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := Open(o)
+		if err != nil {
+			t.Fatalf("open after damage: %v", err)
+		}
+		defer s.Close()
+		recs := readAll(t, s)
+		for i, r := range recs {
+			if !bytes.Equal(r.Value(), value(i, size)) || string(r.Key()) != fmt.Sprint(i) {
+				t.Fatalf("record %d is not what was written", i)
+			}
+		}
+		m := Message{Topic: "t", Key: "next", Value: []byte("x")}
+		res, err := s.Publish(&m)
+		if err != nil || res.Seq != uint64(len(recs)+1) {
+			t.Fatalf("publish after recovery: %+v %v", res, err)
+		}
+	})
+}
+
+func TestFaultInjection(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.Flush = FlushSync
+	s := openTest(t, o)
+	defer s.Close()
+	writeRecords(t, s, 10, 100)
+
+	fail := func(op string) func(string) error {
+		return func(got string) error {
+			if got == op {
+				return errors.New("injected EIO")
+			}
+			return nil
+		}
+	}
+	t.Run("sync fails", func(t *testing.T) {
+		h := fail("sync")
+		faultHook.Store(&h)
+		m := Message{Topic: "t", Key: "k", Value: []byte("v")}
+		_, err := s.Publish(&m)
+		faultHook.Store(nil)
+		if !errors.Is(err, ErrIO) {
+			t.Fatalf("publish under a failing sync: %v, want ErrIO", err)
+		}
+		if s.Healthy() == nil {
+			t.Fatal("healthy after a failed flush")
+		}
+		if _, err := s.Publish(&m); err != nil {
+			t.Fatalf("publish after the fault cleared: %v", err)
+		}
+		if err := s.Healthy(); err != nil {
+			t.Fatalf("still unhealthy after a good flush: %v", err)
+		}
+	})
+	t.Run("allocation fails", func(t *testing.T) {
+		h := fail("allocate")
+		faultHook.Store(&h)
+		defer faultHook.Store(nil)
+		before := s.Stats().WritePos
+		// Fill the current segment and the prepared one, so that the
+		// writer must make a segment under the fault.
+		var err error
+		for i := 0; i < 400 && err == nil; i++ {
+			m := Message{Topic: "t", Key: "fill", Value: value(i, 1000)}
+			_, err = s.Publish(&m)
+		}
+		if !errors.Is(err, ErrIO) && !errors.Is(err, ErrDiskFull) {
+			t.Fatalf("got %v, want an allocation error", err)
+		}
+		if s.Stats().WritePos <= before {
+			t.Fatal("nothing was written before the fault")
+		}
+		faultHook.Store(nil)
+		m := Message{Topic: "t", Key: "fill", Value: []byte("ok")}
+		if _, err := s.Publish(&m); err != nil {
+			t.Fatalf("publish after the fault cleared: %v", err)
+		}
+	})
+	readAll(t, s)
+}

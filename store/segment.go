@@ -1,0 +1,127 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// A segment is one fixed-size file of the log, named by the log position of
+// its first byte in 20 decimal digits (like RocketMQ's CommitLog files), so
+// that names sort in log order. Recycled files wait for reuse under the
+// name "<position>.free".
+type segment struct {
+	base int64
+	path string
+	f    *os.File
+	data []byte // the map; nil while unmapped
+
+	// Guarded by segLog.mu.
+	pins int    // readers and the writer using data right now
+	used uint64 // last use, for choosing which map to drop
+}
+
+const freeSuffix = ".free"
+
+// segmentName formats the file name of the segment starting at base.
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+// parseSegmentName is segmentName's inverse; ok is false for any other name.
+func parseSegmentName(name string) (base int64, ok bool) {
+	if len(name) != 20 || strings.Trim(name, "0123456789") != "" {
+		return 0, false
+	}
+	base, err := strconv.ParseInt(name, 10, 64)
+	return base, err == nil
+}
+
+// createSegment makes the file for the segment at base: it reuses a free
+// file when one is given (renamed and zeroed), else creates and
+// preallocates a new one, so that a full disk shows here and never as a
+// fault on a page of the map.
+func createSegment(dir string, base, size int64, free string) (*segment, error) {
+	path := filepath.Join(dir, segmentName(base))
+	var f *os.File
+	var err error
+	if free != "" {
+		if err = os.Rename(free, path); err != nil {
+			return nil, fileError("rename", free, err)
+		}
+		if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
+			return nil, fileError("open", path, err)
+		}
+		err = zeroRange(f, 0, size)
+	} else {
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640); err != nil {
+			return nil, fileError("create", path, err)
+		}
+		err = allocate(f, size)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		if free == "" {
+			os.Remove(path)
+		}
+		return nil, err
+	}
+	return &segment{base: base, path: path, f: f}, nil
+}
+
+// openSegment opens an existing segment file and checks its size.
+func openSegment(dir string, base, size int64) (*segment, error) {
+	path := filepath.Join(dir, segmentName(base))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fileError("open", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fileError("stat", path, err)
+	}
+	if st.Size() < size {
+		// A segment cut short (a crash while it was being made, or a file
+		// system that lost the allocation): allocate the rest again.
+		if err := allocate(f, size); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return &segment{base: base, path: path, f: f}, nil
+}
+
+// mapIn maps the segment; populate also faults its pages in ahead of use,
+// which the segment preparer does so that the writer takes no page faults.
+func (s *segment) mapIn(size int64, populate bool) error {
+	flags := unix.MAP_SHARED
+	if populate {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err := unix.Mmap(int(s.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, flags)
+	if err != nil {
+		return fileError("mmap", s.path, err)
+	}
+	s.data = b
+	return nil
+}
+
+func (s *segment) unmap() error {
+	err := unmap(s.data)
+	s.data = nil
+	return err
+}
+
+func (s *segment) close() error {
+	err := s.unmap()
+	if cerr := s.f.Close(); err == nil && cerr != nil {
+		err = fileError("close", s.path, cerr)
+	}
+	return err
+}

@@ -1,0 +1,876 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Store is a node's durable log with its indexes, its key/value view and
+// its consumer cursors.
+//
+// Concurrency: every method is safe for concurrent use. Writes (Publish,
+// PublishBatch, AppendRecord) are serialized by one lock, which covers the
+// copy into the map and the index entries but not the flush a sync-mode
+// writer waits for; reads never take it.
+type Store struct {
+	opts Options
+	log  *zap.Logger
+	dir  string
+
+	lock    *os.File
+	meta    *meta
+	seglog  *segLog
+	topics  *topicIndexes
+	origins *originIndexes
+	view    *View
+	cursors *cursors
+	clock   *Clock
+	origin  uint64
+
+	wmu     sync.Mutex // the write lock
+	nextSeq uint64
+	records atomic.Uint64
+	closed  atomic.Bool
+
+	notify notifier
+
+	// Flushing: fmu guards flushErr and wakes sync-mode writers.
+	fmu       sync.Mutex
+	fcond     *sync.Cond
+	flushErr  error
+	flushKick chan struct{}
+	lastFlush atomic.Int64 // duration of the last flush, ns
+	pendingAt atomic.Int64 // when the oldest unflushed write was made, unix ns (0: none)
+
+	snapMu       sync.Mutex // one snapshot at a time
+	snapCovers   atomic.Int64
+	snapshotKick chan struct{}
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// File names inside the data directory.
+const (
+	lockName     = "LOCK"
+	metaName     = "meta"
+	logDirName   = "log"
+	indexDirName = "index"
+	cursorsName  = "cursors"
+	snapshotName = "snapshot"
+)
+
+// Open opens the store in opts.Dir, creating it if needed, and recovers:
+// the log is checked from its last flushed position and cut at the first
+// bad record, the indexes are cut to match and rebuilt from the log, and
+// the view is loaded from its snapshot and brought up to date from the
+// log. Only one process may have a directory open (ErrLocked).
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
+		return nil, fileError("mkdir", opts.Dir, err)
+	}
+	s := &Store{
+		opts:         opts,
+		log:          log,
+		dir:          opts.Dir,
+		clock:        NewClock(nil),
+		flushKick:    make(chan struct{}, 1),
+		snapshotKick: make(chan struct{}, 1),
+		done:         make(chan struct{}),
+	}
+	s.fcond = sync.NewCond(&s.fmu)
+	if err := s.open(); err != nil {
+		s.closeParts()
+		return nil, err
+	}
+	s.wg.Add(1)
+	go s.flushLoop()
+	return s, nil
+}
+
+func (s *Store) open() error {
+	var err error
+	if s.lock, err = lockDir(filepath.Join(s.dir, lockName)); err != nil {
+		return err
+	}
+	var fresh bool
+	if s.meta, fresh, err = openMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, time.Now().Unix()); err != nil {
+		return err
+	}
+	if !fresh && s.meta.segSize != s.opts.SegmentSize {
+		s.log.Warn("keeping the segment size the directory was made with",
+			zap.Int64("segment-size", s.meta.segSize), zap.Int64("asked", s.opts.SegmentSize))
+	}
+	s.origin = s.meta.get(metaOffOrigin)
+	s.meta.put(metaOffCapacity, uint64(s.opts.RetentionBytes))
+	if s.seglog, err = openLog(filepath.Join(s.dir, logDirName), s.meta, s.opts.MaxMappedSegments, s.log); err != nil {
+		return err
+	}
+	end := s.seglog.end.Load()
+	idir := filepath.Join(s.dir, indexDirName)
+	if s.topics, err = openTopicIndexes(filepath.Join(idir, "topic"), s.opts.IndexChunkEntries, 8, s.log); err != nil {
+		return err
+	}
+	if s.origins, err = openOriginIndexes(filepath.Join(idir, "origin"), s.opts.IndexChunkEntries, 8, s.log); err != nil {
+		return err
+	}
+	if err = s.topics.truncate(end); err != nil {
+		return err
+	}
+	if err = s.origins.truncate(end); err != nil {
+		return err
+	}
+	if err = s.loadView(); err != nil {
+		return err
+	}
+	if err = s.replay(); err != nil {
+		return err
+	}
+	s.nextSeq = s.origins.last(s.origin) + 1
+	s.clock.Floor(s.meta.get(metaOffLastHLC))
+	if s.cursors, err = openCursors(filepath.Join(s.dir, cursorsName), s.log); err != nil {
+		return err
+	}
+	s.log.Info("store open",
+		zap.String("dir", s.dir), zap.String("origin", fmt.Sprintf("%016x", s.origin)),
+		zap.Int64("oldest", s.seglog.oldest.Load()), zap.Int64("end", end),
+		zap.Int64("snapshot-covers", s.snapCovers.Load()), zap.Int("keys", s.view.Len()))
+	return nil
+}
+
+// lockDir takes an exclusive, non-blocking flock on path.
+func lockDir(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fileError("open", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is locked by another process", ErrLocked, filepath.Dir(path))
+		}
+		return nil, fileError("flock", path, err)
+	}
+	return f, nil
+}
+
+// loadView reads the snapshot, if any. A log that has recycled segments
+// needs its snapshot: without it the view would silently miss keys.
+func (s *Store) loadView() error {
+	path := filepath.Join(s.dir, snapshotName)
+	oldest := s.seglog.oldest.Load()
+	v, covers, _, err := readSnapshot(path)
+	switch {
+	case err == nil:
+		if covers < oldest {
+			return fmt.Errorf("%w: snapshot %s covers the log up to %d, but the log starts at %d", ErrCorrupt, path, covers, oldest)
+		}
+		s.view = v
+		s.snapCovers.Store(covers)
+		return nil
+	case errors.Is(err, os.ErrNotExist) && oldest == 0:
+		s.view = newView()
+		return nil
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: snapshot %s is missing and the log was recycled up to %d; the view cannot be rebuilt", ErrCorrupt, path, oldest)
+	default:
+		return fmt.Errorf("store: snapshot %s: %w (move it away to rebuild the view from the retained log, which starts at %d)", path, err, oldest)
+	}
+}
+
+// replay brings the indexes and the view up to the end of the log.
+func (s *Store) replay() error {
+	topicsAt, originsAt, covers := s.topics.lastPos(), s.origins.lastPos(), s.snapCovers.Load()
+	from := min(topicsAt+1, originsAt+1, covers)
+	from = max(from, s.seglog.oldest.Load())
+	from -= from % recordAlign
+	end := s.seglog.end.Load()
+	var n int
+	start := time.Now()
+	for pos := from; pos < end; {
+		next, err := s.seglog.read(pos, func(r Record) error {
+			if pos > topicsAt {
+				if _, err := s.topics.append(r.Topic(), IndexEntry{Pos: pos, Size: uint32(r.Size()), TagHash: TagHash(r.Tag()), HLC: r.HLC()}); err != nil {
+					return err
+				}
+			}
+			if pos > originsAt {
+				if err := s.origins.put(r.Origin(), r.Seq(), pos); err != nil && !errors.Is(err, ErrDuplicate) {
+					return fmt.Errorf("store: rebuilding the origin index at %d: %w", pos, err)
+				}
+			}
+			if pos >= covers {
+				s.view.Apply(r)
+			}
+			s.clock.Floor(r.HLC())
+			n++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		pos = next
+	}
+	s.records.Store(uint64(n))
+	if n > 0 {
+		s.log.Info("replayed the log", zap.Int64("from", from), zap.Int64("to", end),
+			zap.Int("records", n), zap.Duration("took", time.Since(start)))
+	}
+	return nil
+}
+
+// Origin is this node's origin ID.
+func (s *Store) Origin() uint64 { return s.origin }
+
+// Result is the outcome of one append.
+type Result struct {
+	Stamp
+	// Pos is the record's position in this node's log.
+	Pos int64
+	// Durable is true when a flush covers the record (always, on success,
+	// under FlushSync).
+	Durable bool
+}
+
+// Publish stamps m with this node's origin, its next sequence number and
+// the clock, appends it, indexes it and applies it to the view. Under
+// FlushSync it returns once the record is durable.
+func (s *Store) Publish(m *Message) (Result, error) {
+	rs, err := s.publish(std1(m))
+	if err != nil {
+		return Result{}, err
+	}
+	return rs[0], nil
+}
+
+// std1 views one message as a batch without allocating a slice header on
+// the heap for the common case.
+func std1(m *Message) []Message { return unsafe.Slice(m, 1) }
+
+// PublishBatch publishes the messages as one unit: all are appended or
+// none is.
+func (s *Store) PublishBatch(ms []Message) ([]Result, error) {
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	return s.publish(ms)
+}
+
+func (s *Store) publish(ms []Message) ([]Result, error) {
+	for i := range ms {
+		if err := ms[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	s.wmu.Lock()
+	if s.closed.Load() {
+		s.wmu.Unlock()
+		return nil, ErrClosed
+	}
+	results := make([]Result, len(ms))
+	start := s.seglog.wpos
+	err := s.guarded(func() error {
+		for i := range ms {
+			m := &ms[i]
+			if err := s.makeRoom(m.EncodedSize()); err != nil {
+				return err
+			}
+			buf, pos, err := s.seglog.reserve(m.EncodedSize())
+			if err != nil {
+				return err
+			}
+			st := Stamp{Origin: s.origin, Seq: s.nextSeq + uint64(i), HLC: s.clock.Now()}
+			EncodeRecord(buf, m, st)
+			if err := s.index(Record(buf), pos); err != nil {
+				return err
+			}
+			results[i] = Result{Stamp: st, Pos: pos}
+		}
+		return nil
+	})
+	if err != nil {
+		s.undo(start)
+		s.wmu.Unlock()
+		return nil, err
+	}
+	s.nextSeq += uint64(len(ms))
+	s.seglog.commit()
+	for i := range ms {
+		// Applied after the commit so that the view never shows what a
+		// reader of the log cannot find.
+		s.applyAt(results[i].Pos)
+	}
+	end := s.seglog.end.Load()
+	s.afterWrite(len(ms))
+	s.wmu.Unlock()
+	return results, s.waitDurable(end, results)
+}
+
+// AppendRecord appends a record first accepted by another node (or by
+// this one, returned by a peer after a wipe): it checks the record,
+// refuses a duplicate (ErrDuplicate) or a gap in the origin's sequence
+// (ErrOutOfOrder), and otherwise appends its bytes unchanged.
+func (s *Store) AppendRecord(raw []byte) (Result, error) {
+	r, err := DecodeRecord(raw)
+	if err != nil {
+		return Result{}, err
+	}
+	if r == nil || len(r) != len(raw) && len(raw) != Padded(len(r)) {
+		return Result{}, fmt.Errorf("%w: record of %d bytes in %d", ErrInvalid, len(r), len(raw))
+	}
+	s.wmu.Lock()
+	if s.closed.Load() {
+		s.wmu.Unlock()
+		return Result{}, ErrClosed
+	}
+	last := s.origins.last(r.Origin())
+	switch {
+	case r.Seq() <= last:
+		s.wmu.Unlock()
+		return Result{}, fmt.Errorf("%w: origin %016x seq %d (held up to %d)", ErrDuplicate, r.Origin(), r.Seq(), last)
+	case last != 0 && r.Seq() != last+1:
+		s.wmu.Unlock()
+		return Result{}, fmt.Errorf("%w: origin %016x seq %d after %d", ErrOutOfOrder, r.Origin(), r.Seq(), last)
+	}
+	var res Result
+	start := s.seglog.wpos
+	err = s.guarded(func() error {
+		if err := s.makeRoom(len(r)); err != nil {
+			return err
+		}
+		buf, pos, err := s.seglog.reserve(len(r))
+		if err != nil {
+			return err
+		}
+		copy(buf, r)
+		res = Result{Stamp: r.Stamp(), Pos: pos}
+		return s.index(Record(buf), pos)
+	})
+	if err != nil {
+		s.undo(start)
+		s.wmu.Unlock()
+		return Result{}, err
+	}
+	s.clock.Observe(r.HLC())
+	s.seglog.commit()
+	s.applyAt(res.Pos)
+	end := s.seglog.end.Load()
+	s.afterWrite(1)
+	s.wmu.Unlock()
+	return res, s.waitDurable(end, std1r(&res))
+}
+
+func std1r(r *Result) []Result { return unsafe.Slice(r, 1) }
+
+// guarded runs fn with faults on mapped pages turned into errors.
+func (s *Store) guarded(fn func() error) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if re, ok := r.(interface{ Addr() uintptr }); ok {
+				err = fmt.Errorf("%w: fault writing the log at %#x", ErrIO, re.Addr())
+				return
+			}
+			panic(r)
+		}
+	}()
+	return fn()
+}
+
+// index adds the record at pos to the topic and origin indexes.
+func (s *Store) index(r Record, pos int64) error {
+	if _, err := s.topics.append(r.Topic(), IndexEntry{Pos: pos, Size: uint32(len(r)), TagHash: TagHash(r.Tag()), HLC: r.HLC()}); err != nil {
+		return err
+	}
+	return s.origins.put(r.Origin(), r.Seq(), pos)
+}
+
+// undo drops a failed write: the log's bytes after start and the index
+// entries that point at them.
+func (s *Store) undo(start int64) {
+	if err := s.topics.truncate(start); err != nil {
+		s.log.Error("undoing topic index entries failed", zap.Error(err))
+	}
+	if err := s.origins.truncate(start); err != nil {
+		s.log.Error("undoing origin index entries failed", zap.Error(err))
+	}
+	if err := s.seglog.rollback(start); err != nil {
+		s.log.Error("undoing a log write failed", zap.Error(err))
+	}
+}
+
+// applyAt applies the committed record at pos to the view.
+func (s *Store) applyAt(pos int64) {
+	if _, err := s.seglog.read(pos, func(r Record) error {
+		s.view.Apply(r)
+		return nil
+	}); err != nil {
+		s.log.Error("applying a record to the view failed", zap.Int64("pos", pos), zap.Error(err))
+	}
+}
+
+// afterWrite wakes readers and the flusher. Called under the write lock.
+func (s *Store) afterWrite(n int) {
+	s.records.Add(uint64(n))
+	s.meta.put(metaOffLastHLC, s.clock.Last())
+	s.notify.notify()
+	if s.pendingAt.Load() == 0 {
+		s.pendingAt.Store(time.Now().UnixNano())
+	}
+	if s.opts.Flush == FlushAsync && s.opts.FlushBytes > 0 && s.seglog.end.Load()-s.seglog.flushed.Load() >= s.opts.FlushBytes {
+		s.kickFlush()
+	}
+}
+
+// waitDurable returns once the log is flushed up to end under FlushSync;
+// under FlushAsync it only records whether it already is.
+func (s *Store) waitDurable(end int64, results []Result) error {
+	if s.opts.Flush == FlushSync {
+		s.fmu.Lock()
+		for s.seglog.flushed.Load() < end && !s.closed.Load() {
+			s.kickFlush()
+			s.fcond.Wait()
+			if s.flushErr != nil && s.seglog.flushed.Load() < end {
+				err := s.flushErr
+				s.fmu.Unlock()
+				return fmt.Errorf("stored but not flushed: %w", err)
+			}
+		}
+		s.fmu.Unlock()
+	}
+	durable := s.seglog.flushed.Load() >= end
+	for i := range results {
+		results[i].Durable = durable
+	}
+	if !durable && s.opts.Flush == FlushSync {
+		return fmt.Errorf("stored but not flushed: %w", ErrClosed)
+	}
+	return nil
+}
+
+func (s *Store) kickFlush() {
+	select {
+	case s.flushKick <- struct{}{}:
+	default:
+	}
+}
+
+// makeRoom enforces RetentionBytes before a write of size bytes.
+func (s *Store) makeRoom(size int) error {
+	limit := s.opts.RetentionBytes
+	if limit == 0 {
+		return nil
+	}
+	need := s.seglog.wpos + int64(Padded(size)) - s.seglog.oldest.Load()
+	if s.seglog.wpos%s.seglog.segSize+int64(Padded(size)) > s.seglog.segSize {
+		need += s.seglog.segSize - s.seglog.wpos%s.seglog.segSize // the skipped tail
+	}
+	if need <= limit {
+		return nil
+	}
+	if s.opts.WhenFull == FullRefuse {
+		return fmt.Errorf("%w: the log holds %d bytes, RetentionBytes is %d", ErrFull, need-int64(Padded(size)), limit)
+	}
+	upTo := s.seglog.wpos + int64(Padded(size)) + s.seglog.segSize - limit
+	floor := s.retainFloor()
+	if _, err := s.recycleTo(min(upTo, floor)); err != nil {
+		return err
+	}
+	if s.seglog.wpos+int64(Padded(size))-s.seglog.oldest.Load() > limit {
+		s.kickSnapshot()
+		return fmt.Errorf("%w: the log holds %d bytes, RetentionBytes is %d, and the oldest segment is still needed (snapshot covers %d, durable cursors)",
+			ErrFull, s.seglog.wpos-s.seglog.oldest.Load(), limit, s.snapCovers.Load())
+	}
+	return nil
+}
+
+// retainFloor is the lowest log position something still needs: the view
+// snapshot's coverage and every durable cursor's next record.
+func (s *Store) retainFloor() int64 {
+	floor := s.snapCovers.Load()
+	for _, c := range s.cursors.list() {
+		ti := s.topics.get(c.Topic)
+		if ti == nil {
+			continue
+		}
+		e, err := ti.entry(c.Offset)
+		if err == nil && e.Pos < floor {
+			floor = e.Pos
+		}
+	}
+	return floor
+}
+
+// recycleTo retires the segments wholly before upTo and the index chunks
+// that only point into them. Called under the write lock.
+func (s *Store) recycleTo(upTo int64) (int64, error) {
+	before := s.seglog.oldest.Load()
+	oldest, err := s.seglog.recycle(upTo)
+	if oldest > before {
+		s.log.Info("recycled log segments", zap.Int64("from", before), zap.Int64("to", oldest))
+		if err := s.topics.dropBefore(oldest); err != nil {
+			s.log.Warn("dropping topic index chunks failed", zap.Error(err))
+		}
+		if err := s.origins.dropBefore(oldest); err != nil {
+			s.log.Warn("dropping origin index chunks failed", zap.Error(err))
+		}
+	}
+	return oldest, err
+}
+
+// Get returns the live value of (topic, key).
+func (s *Store) Get(topic, key string) (Entry, bool) { return s.view.Get(topic, key) }
+
+// Keys lists live keys of a topic in order, after the given key, with the
+// given prefix, at most limit of them.
+func (s *Store) Keys(topic, prefix, after string, limit int) []string {
+	return s.view.Keys(topic, prefix, after, limit)
+}
+
+// Topics lists every topic this node holds, with its live keys and the
+// number of messages its index has seen.
+func (s *Store) Topics() []TopicInfo {
+	byName := map[string]TopicInfo{}
+	for _, t := range s.view.Topics() {
+		byName[t.Name] = t
+	}
+	for _, name := range s.topics.topics() {
+		t := byName[name]
+		t.Name = name
+		if ti := s.topics.get(name); ti != nil {
+			t.Messages = ti.len()
+		}
+		byName[name] = t
+	}
+	out := make([]TopicInfo, 0, len(byName))
+	for _, t := range byName {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Stats are figures about the store for status pages and metrics.
+type Stats struct {
+	Origin         uint64
+	Flush          FlushMode
+	Segments       int
+	MappedSegments int
+	LogBytes       int64 // retained: WritePos - OldestPos
+	WritePos       int64
+	FlushedPos     int64
+	OldestPos      int64
+	SnapshotPos    int64
+	Records        uint64 // appended or replayed since open
+	Keys           int
+	LastFlush      time.Duration
+}
+
+// Stats returns the store's current figures.
+func (s *Store) Stats() Stats {
+	segs, mapped := s.seglog.counts()
+	end, oldest := s.seglog.end.Load(), s.seglog.oldest.Load()
+	return Stats{
+		Origin:         s.origin,
+		Flush:          s.opts.Flush,
+		Segments:       segs,
+		MappedSegments: mapped,
+		LogBytes:       end - oldest,
+		WritePos:       end,
+		FlushedPos:     s.seglog.flushed.Load(),
+		OldestPos:      oldest,
+		SnapshotPos:    s.snapCovers.Load(),
+		Records:        s.records.Load(),
+		Keys:           s.view.Len(),
+		LastFlush:      time.Duration(s.lastFlush.Load()),
+	}
+}
+
+// wedgedAfter is how long a write may wait for a flush before the store
+// calls itself unhealthy.
+const wedgedAfter = 10 * time.Second
+
+// Healthy returns nil, or why the store cannot be trusted to take writes:
+// the last flush failed, or unflushed data has waited far too long.
+func (s *Store) Healthy() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.fmu.Lock()
+	err := s.flushErr
+	s.fmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("store: last flush failed: %w", err)
+	}
+	if at := s.pendingAt.Load(); at != 0 {
+		if wait := time.Since(time.Unix(0, at)); wait > wedgedAfter+s.opts.FlushInterval {
+			return fmt.Errorf("store: unflushed data has waited %s", wait.Round(time.Millisecond))
+		}
+	}
+	return nil
+}
+
+// Flush makes everything appended so far durable.
+func (s *Store) Flush() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.flush()
+}
+
+// flush syncs the log to its current end and wakes waiting writers.
+func (s *Store) flush() error {
+	to := s.seglog.end.Load()
+	start := time.Now()
+	if to > s.seglog.flushed.Load() {
+		s.pendingAt.Store(0)
+	}
+	err := s.seglog.syncTo(to)
+	took := time.Since(start)
+	s.lastFlush.Store(int64(took))
+	if took > time.Second {
+		s.log.Warn("slow flush", zap.Duration("took", took), zap.Int64("to", to))
+	}
+	if err != nil {
+		s.log.Error("flush failed", zap.Int64("to", to), zap.Error(err))
+	}
+	s.fmu.Lock()
+	s.flushErr = err
+	s.fcond.Broadcast()
+	s.fmu.Unlock()
+	return err
+}
+
+// flushLoop is the background flusher: it serves sync-mode writers at
+// once, flushes on a timer in async mode, keeps the metafile and the
+// indexes synced, writes snapshots and applies retention by age.
+func (s *Store) flushLoop() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.opts.FlushInterval)
+	defer tick.Stop()
+	lastHousekeeping := time.Now()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.flushKick:
+			s.flush()
+			continue
+		case <-s.snapshotKick:
+			if err := s.Snapshot(); err != nil {
+				s.log.Warn("snapshot failed", zap.Error(err))
+			}
+			continue
+		case <-tick.C:
+		}
+		s.flush()
+		if err := s.meta.sync(); err != nil {
+			s.log.Warn("syncing the metafile failed", zap.Error(err))
+		}
+		if time.Since(lastHousekeeping) < time.Second {
+			continue
+		}
+		lastHousekeeping = time.Now()
+		s.housekeeping()
+	}
+}
+
+// housekeeping runs about once a second: index syncs, snapshots when the
+// log has grown, retention by age.
+func (s *Store) housekeeping() {
+	if err := s.topics.sync(); err != nil {
+		s.log.Warn("syncing topic indexes failed", zap.Error(err))
+	}
+	if err := s.origins.sync(); err != nil {
+		s.log.Warn("syncing origin indexes failed", zap.Error(err))
+	}
+	if err := s.cursors.sync(); err != nil {
+		s.log.Warn("syncing cursors failed", zap.Error(err))
+	}
+	grown := s.seglog.end.Load() - s.snapCovers.Load()
+	if grown > s.snapshotBytes() || grown > 0 && time.Since(s.lastSnapshotTime()) > s.opts.SnapshotInterval {
+		if err := s.Snapshot(); err != nil {
+			s.log.Warn("snapshot failed", zap.Error(err))
+		}
+	}
+	if s.opts.RetentionAge > 0 {
+		s.retireAged()
+	}
+}
+
+// snapshotBytes is how much the log may grow before a snapshot is written
+// regardless of the interval: a quarter of the byte bound, so that
+// recycling always has a recent snapshot to rely on.
+func (s *Store) snapshotBytes() int64 {
+	if s.opts.RetentionBytes > 0 {
+		return s.opts.RetentionBytes / 4
+	}
+	return 1 << 30
+}
+
+func (s *Store) lastSnapshotTime() time.Time {
+	st, err := os.Stat(filepath.Join(s.dir, snapshotName))
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
+}
+
+// retireAged recycles sealed segments older than RetentionAge.
+func (s *Store) retireAged() {
+	cutoff := time.Now().Add(-s.opts.RetentionAge)
+	var upTo int64 = -1
+	for _, seg := range s.seglog.sealedSegments() {
+		if seg.written.After(cutoff) {
+			break
+		}
+		upTo = seg.base + s.seglog.segSize
+	}
+	if upTo < 0 {
+		return
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.closed.Load() {
+		return
+	}
+	if _, err := s.recycleTo(min(upTo, s.retainFloor())); err != nil {
+		s.log.Warn("recycling aged segments failed", zap.Error(err))
+	}
+}
+
+func (s *Store) kickSnapshot() {
+	select {
+	case s.snapshotKick <- struct{}{}:
+	default:
+	}
+}
+
+// Snapshot writes the view's snapshot now and records the log position it
+// covers, which lets retention recycle the segments before it.
+func (s *Store) Snapshot() error {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	// Everything below covers is in the view already; the snapshot may
+	// hold more (writes applied while it is written), which replaying them
+	// again on restart does not change.
+	s.wmu.Lock()
+	covers := s.seglog.end.Load()
+	marks := s.origins.vector()
+	s.wmu.Unlock()
+	if covers == s.snapCovers.Load() && s.lastSnapshotTime() != (time.Time{}) {
+		return nil
+	}
+	if err := writeSnapshot(filepath.Join(s.dir, snapshotName), s.view, covers, marks); err != nil {
+		return err
+	}
+	s.snapCovers.Store(covers)
+	s.meta.setPos(metaOffWatermark, covers)
+	return s.meta.sync()
+}
+
+// Cursor returns a durable named cursor: the topic it reads and the offset
+// of the next message.
+func (s *Store) Cursor(name string) (topic string, offset uint64, ok bool) {
+	return s.cursors.get(name)
+}
+
+// SetCursor records a durable named cursor. It is synced with the next
+// housekeeping pass (about a second): a crash may roll it back a little,
+// which redelivers, never skips.
+func (s *Store) SetCursor(name, topic string, offset uint64) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.cursors.set(name, topic, offset)
+}
+
+// Close flushes, writes the snapshot, and closes every file. It waits for
+// no reader: a TopicReader blocked in Next returns ErrClosed.
+func (s *Store) Close() error {
+	s.wmu.Lock()
+	if s.closed.Swap(true) {
+		s.wmu.Unlock()
+		return ErrClosed
+	}
+	s.wmu.Unlock()
+	close(s.done)
+	s.wg.Wait()
+	s.notify.notify()
+	s.fmu.Lock()
+	s.fcond.Broadcast()
+	s.fmu.Unlock()
+
+	var errs []error
+	errs = append(errs, s.flush(), s.Snapshot())
+	errs = append(errs, s.closeParts())
+	return errors.Join(errs...)
+}
+
+// closeParts closes whatever is open, in reverse order of opening.
+func (s *Store) closeParts() error {
+	var errs []error
+	if s.cursors != nil {
+		errs = append(errs, s.cursors.sync(), s.cursors.close())
+	}
+	if s.origins != nil {
+		errs = append(errs, s.origins.sync(), s.origins.close())
+	}
+	if s.topics != nil {
+		errs = append(errs, s.topics.sync(), s.topics.close())
+	}
+	if s.seglog != nil {
+		errs = append(errs, s.seglog.close())
+	}
+	if s.meta != nil {
+		errs = append(errs, s.meta.sync(), s.meta.close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// notifier wakes readers waiting for new records. It makes a channel only
+// when someone waits, so a write with no reader waiting allocates nothing.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
+	}
+	return n.ch
+}
+
+func (n *notifier) notify() {
+	n.mu.Lock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
+	n.mu.Unlock()
+}

@@ -1,0 +1,388 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// testOptions are small: 64 KiB segments so that a test crosses many.
+func testOptions(t testing.TB, dir string) Options {
+	o := DefaultOptions(dir)
+	o.SegmentSize = 64 << 10
+	o.MaxMappedSegments = 4
+	o.IndexChunkEntries = 1024
+	o.FlushInterval = 10 * time.Millisecond
+	return o
+}
+
+func openTest(t testing.TB, o Options) *Store {
+	t.Helper()
+	s, err := Open(o)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return s
+}
+
+// value is the deterministic value of message i, so that a test can check
+// a record byte for byte without remembering it.
+func value(i int, size int) []byte {
+	b := make([]byte, size)
+	for j := range b {
+		b[j] = byte(i*31 + j)
+	}
+	copy(b, fmt.Sprintf("v%d:", i))
+	return b
+}
+
+func TestPublishGetReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testOptions(t, dir))
+	origin := s.Origin()
+	const n = 3000 // ~1.4 MB: more than 20 segments of 64 KiB
+	for i := 0; i < n; i++ {
+		m := Message{Topic: "prices", Key: fmt.Sprintf("sku-%d", i%500), Tag: "eu", Value: value(i, 400)}
+		res, err := s.Publish(&m)
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if res.Seq != uint64(i+1) || res.Origin != origin {
+			t.Fatalf("publish %d: stamp %+v", i, res.Stamp)
+		}
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for k := 0; k < 500; k++ {
+			e, ok := s.Get("prices", fmt.Sprintf("sku-%d", k))
+			last := n - 500 + k
+			if !ok || !bytes.Equal(e.Value, value(last, 400)) {
+				t.Fatalf("sku-%d: got %q ok=%v, want value of message %d", k, e.Value[:8], ok, last)
+			}
+		}
+		if got := len(s.Keys("prices", "", "", 10000)); got != 500 {
+			t.Fatalf("keys: %d, want 500", got)
+		}
+	}
+	check(s)
+	if st := s.Stats(); st.Segments < 20 {
+		t.Fatalf("only %d segments; the test should cross many", st.Segments)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, testOptions(t, dir))
+	defer s.Close()
+	if s.Origin() != origin {
+		t.Fatalf("origin changed across restart: %x -> %x", origin, s.Origin())
+	}
+	check(s)
+	m := Message{Topic: "prices", Key: "after", Value: []byte("x")}
+	res, err := s.Publish(&m)
+	if err != nil || res.Seq != n+1 {
+		t.Fatalf("publish after reopen: %+v %v, want seq %d", res, err, n+1)
+	}
+}
+
+func TestTopicReader(t *testing.T) {
+	s := openTest(t, testOptions(t, t.TempDir()))
+	defer s.Close()
+	for i := 0; i < 200; i++ {
+		tag := []string{"a", "b", "c"}[i%3]
+		m := Message{Topic: "t", Key: fmt.Sprint(i), Tag: tag, Value: value(i, 1000)}
+		if _, err := s.Publish(&m); err != nil {
+			t.Fatal(err)
+		}
+		other := Message{Topic: "other", Value: []byte("noise")}
+		if _, err := s.Publish(&other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cases := []struct {
+		name  string
+		start Start
+		tags  []string
+		want  []int
+	}{
+		{"earliest", Start{From: FromEarliest}, nil, seq(0, 200, 1)},
+		{"offset", Start{From: FromOffset, Offset: 150}, nil, seq(150, 200, 1)},
+		{"tag a", Start{From: FromEarliest}, []string{"a"}, seq(0, 200, 3)},
+		{"tags b or c", Start{From: FromEarliest}, []string{"b", "c"}, without(seq(0, 200, 1), seq(0, 200, 3))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := s.NewTopicReader("t", tc.start, tc.tags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for _, i := range tc.want {
+				d, err := r.Next(ctx)
+				if err != nil {
+					t.Fatalf("next (want %d): %v", i, err)
+				}
+				if d.Offset != uint64(i) || !bytes.Equal(d.Record.Value(), value(i, 1000)) {
+					t.Fatalf("got offset %d, want %d", d.Offset, i)
+				}
+			}
+		})
+	}
+
+	// latest sees only what comes after it, and wakes up for it.
+	r, err := s.NewTopicReader("t", Start{From: FromLatest}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Delivery, 1)
+	go func() {
+		d, err := r.Next(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- d
+	}()
+	time.Sleep(20 * time.Millisecond)
+	m := Message{Topic: "t", Key: "late", Value: []byte("late")}
+	if _, err := s.Publish(&m); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-got; string(d.Record.Key()) != "late" || d.Offset != 200 {
+		t.Fatalf("latest reader got offset %d key %q", d.Offset, d.Record.Key())
+	}
+}
+
+func seq(from, to, step int) []int {
+	var out []int
+	for i := from; i < to; i += step {
+		out = append(out, i)
+	}
+	return out
+}
+
+func without(a, b []int) []int {
+	drop := map[int]bool{}
+	for _, x := range b {
+		drop[x] = true
+	}
+	var out []int
+	for _, x := range a {
+		if !drop[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func TestBatchAllOrNothing(t *testing.T) {
+	s := openTest(t, testOptions(t, t.TempDir()))
+	defer s.Close()
+	before := s.Stats()
+	// The third message is larger than a segment: the batch must leave no trace,
+	// although the first two were already copied into the map.
+	batch := []Message{
+		{Topic: "t", Key: "a", Value: value(1, 30000)},
+		{Topic: "t", Key: "b", Value: value(2, 30000)},
+		{Topic: "t", Key: "c", Value: value(3, 70000)},
+	}
+	if _, err := s.PublishBatch(batch); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+	after := s.Stats()
+	if after.WritePos != before.WritePos || after.Keys != 0 {
+		t.Fatalf("a failed batch left a trace: %+v", after)
+	}
+	if _, ok := s.Get("t", "a"); ok {
+		t.Fatal("a failed batch is visible in the view")
+	}
+	res, err := s.PublishBatch(batch[:2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Seq != 1 || res[1].Seq != 2 {
+		t.Fatalf("seqs after a failed batch: %d %d, want 1 2", res[0].Seq, res[1].Seq)
+	}
+	r, _ := s.NewTopicReader("t", Start{From: FromEarliest}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, k := range []string{"a", "b"} {
+		d, err := r.Next(ctx)
+		if err != nil || string(d.Record.Key()) != k {
+			t.Fatalf("reader: %v key %q, want %q", err, d.Record.Key(), k)
+		}
+	}
+}
+
+func TestAppendRecordFromPeer(t *testing.T) {
+	a := openTest(t, testOptions(t, t.TempDir()))
+	defer a.Close()
+	b := openTest(t, testOptions(t, t.TempDir()))
+	defer b.Close()
+	var recs [][]byte
+	for i := 0; i < 5; i++ {
+		m := Message{Topic: "t", Key: "k", Value: value(i, 10)}
+		res, err := a.Publish(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.seglog.read(res.Pos, func(r Record) error { recs = append(recs, r.Clone()); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		rec  []byte
+		want error
+	}{
+		{recs[0], nil},
+		{recs[0], ErrDuplicate},
+		{recs[2], ErrOutOfOrder},
+		{recs[1], nil},
+		{append(append([]byte(nil), recs[2][:20]...), 0xff), ErrCorrupt},
+		{recs[2], nil},
+	}
+	for i, tc := range cases {
+		if _, err := b.AppendRecord(tc.rec); !errors.Is(err, tc.want) {
+			t.Fatalf("case %d: %v, want %v", i, err, tc.want)
+		}
+	}
+	e, ok := b.Get("t", "k")
+	if !ok || !bytes.Equal(e.Value, value(2, 10)) || e.Stamp.Origin != a.Origin() {
+		t.Fatalf("peer view: %+v %v", e, ok)
+	}
+	// The node's own sequence is untouched by records of other origins.
+	m := Message{Topic: "t", Key: "own"}
+	if res, err := b.Publish(&m); err != nil || res.Seq != 1 {
+		t.Fatalf("own publish: %+v %v", res, err)
+	}
+}
+
+func TestLocked(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testOptions(t, dir))
+	defer s.Close()
+	if _, err := Open(testOptions(t, dir)); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v, want ErrLocked", err)
+	}
+}
+
+func TestSyncFlushIsDurable(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.Flush = FlushSync
+	s := openTest(t, o)
+	defer s.Close()
+	for i := 0; i < 50; i++ {
+		m := Message{Topic: "t", Key: "k", Value: value(i, 100)}
+		res, err := s.Publish(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Durable || s.Stats().FlushedPos < res.Pos {
+			t.Fatalf("publish %d returned before a flush covered it: %+v flushed %d", i, res, s.Stats().FlushedPos)
+		}
+	}
+}
+
+func TestRetention(t *testing.T) {
+	for _, policy := range []FullPolicy{FullRecycle, FullRefuse} {
+		t.Run(policy.String(), func(t *testing.T) {
+			o := testOptions(t, t.TempDir())
+			o.RetentionBytes = 4 * o.SegmentSize
+			o.WhenFull = policy
+			s := openTest(t, o)
+			defer s.Close()
+			var err error
+			var written int
+			for i := 0; i < 2000 && err == nil; i++ {
+				if i%100 == 99 {
+					// Recycling waits for the snapshot to cover a segment.
+					if err := s.Snapshot(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m := Message{Topic: "t", Key: fmt.Sprint(i % 10), Value: value(i, 1000)}
+				_, err = s.Publish(&m)
+				if err == nil {
+					written++
+				}
+			}
+			st := s.Stats()
+			if st.LogBytes > o.RetentionBytes {
+				t.Fatalf("log holds %d bytes, bound %d", st.LogBytes, o.RetentionBytes)
+			}
+			switch policy {
+			case FullRefuse:
+				if !errors.Is(err, ErrFull) {
+					t.Fatalf("refuse: got %v after %d writes, want ErrFull", err, written)
+				}
+			case FullRecycle:
+				if err != nil || st.OldestPos == 0 {
+					t.Fatalf("recycle: %v, oldest %d", err, st.OldestPos)
+				}
+				// Every key still has its latest value, and a reopen keeps it.
+				for k := 0; k < 10; k++ {
+					if e, ok := s.Get("t", fmt.Sprint(k)); !ok || !bytes.Equal(e.Value, value(1990+k, 1000)) {
+						t.Fatalf("key %d lost its latest value after recycling", k)
+					}
+				}
+				s.Close()
+				s = openTest(t, o)
+				for k := 0; k < 10; k++ {
+					if e, ok := s.Get("t", fmt.Sprint(k)); !ok || !bytes.Equal(e.Value, value(1990+k, 1000)) {
+						t.Fatalf("key %d lost after reopen of a recycled log", k)
+					}
+				}
+				r, _ := s.NewTopicReader("t", Start{From: FromEarliest}, nil)
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				d, err := r.Next(ctx)
+				if err != nil || d.Offset == 0 {
+					t.Fatalf("earliest after recycling: offset %d, %v", d.Offset, err)
+				}
+				// The files on disk stay bounded: the retained segments, the
+				// one made ahead, and the few kept for reuse.
+				files, _ := filepath.Glob(filepath.Join(o.Dir, logDirName, "*"))
+				if bound := int(o.RetentionBytes/o.SegmentSize) + 2 + maxFreeSegments; len(files) > bound {
+					t.Fatalf("%d files in the log directory, bound %d", len(files), bound)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	base := DefaultOptions("d")
+	cases := []struct {
+		name string
+		edit func(*Options)
+		ok   bool
+	}{
+		{"defaults", func(*Options) {}, true},
+		{"no dir", func(o *Options) { o.Dir = "" }, false},
+		{"tiny segment", func(o *Options) { o.SegmentSize = 4096 }, false},
+		{"unaligned segment", func(o *Options) { o.SegmentSize = 1<<20 + 1 }, false},
+		{"one map", func(o *Options) { o.MaxMappedSegments = 1 }, false},
+		{"retention below two segments", func(o *Options) { o.RetentionBytes = o.SegmentSize }, false},
+		{"negative age", func(o *Options) { o.RetentionAge = -1 }, false},
+	}
+	for _, tc := range cases {
+		o := base
+		tc.edit(&o)
+		if err := o.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		crashChild()
+		return
+	}
+	os.Exit(m.Run())
+}
