@@ -1,0 +1,644 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// An array is an append-only sequence of fixed-size entries kept in a
+// directory of memory-mapped chunk files; both indexes are built on it. It
+// holds nothing per entry in the Go heap, so an index of a billion entries
+// costs the page cache, not the heap.
+//
+// On disk, a chunk holds chunkEntries entries of entrySize bytes, back to
+// back, no header:
+//
+//	<dir>/00000000000000000000   entries [0, n)
+//	<dir>/00000000000000000000+n entries [n, 2n)   (the name is the number,
+//	...                                              zero-padded to 20 digits)
+//
+//	chunk file:
+//	+-----------+-----------+-----+-------------------+-----------+
+//	| entry b+0 | entry b+1 | ... | entry b+len-1     | 0 0 0 ... |
+//	+-----------+-----------+-----+-------------------+-----------+
+//
+// Chunk names are the number of their first entry; the chunks of an array
+// follow each other without a gap, so the first chunk's name is the first
+// retained entry and its entry numbers need not start at zero (the origin
+// index numbers entries by sequence number). A chunk is preallocated
+// (fallocate) before it is mapped, so a full disk shows as ErrDiskFull when
+// a chunk is made and never as a fault on a page. An all-zero entry means
+// "nothing written here": a fresh chunk reads as empty, and on open the
+// length is found by a binary search of the last chunk for its first zero
+// entry (entries are written in order). Users must therefore never store
+// an all-zero entry; append refuses one.
+//
+// Concurrency: one writer, many readers. The writer calls append,
+// truncate, dropChunksBefore and close, one call at a time. sync may run
+// from another goroutine concurrently with the writer and the readers (not
+// with close). Readers call read, len and first from any goroutine; they
+// see entries below the published length only, which the writer stores
+// (atomically) after the entry's bytes are in the map.
+//
+// At most maxMapped chunks are mapped at once; the least recently used is
+// unmapped when another must be mapped. The last chunk (the one appended
+// to) always stays mapped, so the writer's fast path takes no lock.
+type array struct {
+	dir          string
+	entrySize    int
+	chunkEntries uint64
+	maxMapped    int
+	log          *zap.Logger
+
+	length     atomic.Uint64 // entries [first, length) are readable
+	firstEntry atomic.Uint64 // first retained entry: the first chunk's base
+	synced     atomic.Uint64 // entries below are durable (msync'd)
+	clock      atomic.Uint64 // use counter for the LRU
+	closed     atomic.Bool
+
+	// syncMu serialises sync with truncate and close, which move synced.
+	syncMu sync.Mutex
+
+	// mu guards chunks, the chunks' data fields and mapped. Readers copy
+	// an entry out under the read lock, so no map is unmapped under them;
+	// mapping, unmapping and changing the chunk list take the write lock.
+	// The writer reads chunks and the last chunk's data without the lock:
+	// only it changes them (under the write lock).
+	mu     sync.RWMutex
+	chunks []*arrayChunk // in order, contiguous; never empty once written
+	mapped int
+}
+
+// arrayChunk is one chunk file; data is its map, nil while unmapped.
+type arrayChunk struct {
+	base uint64
+	data []byte
+	used atomic.Uint64
+}
+
+// arrayConfig sizes an array.
+type arrayConfig struct {
+	entrySize    int
+	chunkEntries uint64 // entries per chunk file; 0 means defaultChunkEntries
+	maxMapped    int    // chunks mapped at once; at least 2 are used
+}
+
+// defaultChunkEntries is the number of entries per chunk: 24 MiB chunks
+// for the topic index, 8 MiB for the origin index.
+const defaultChunkEntries = 1 << 20
+
+// arrayChunkName formats the file name of the chunk whose first entry is
+// base.
+func arrayChunkName(base uint64) string { return fmt.Sprintf("%020d", base) }
+
+// parseArrayChunkName is arrayChunkName's inverse; ok is false for any
+// other name.
+func parseArrayChunkName(name string) (base uint64, ok bool) {
+	if len(name) != 20 || strings.Trim(name, "0123456789") != "" {
+		return 0, false
+	}
+	base, err := strconv.ParseUint(name, 10, 64)
+	return base, err == nil
+}
+
+const tmpSuffix = ".tmp"
+
+// openArray opens the array in dir, which must exist. An array without
+// chunks starts empty at entry start (its first chunk will be named
+// start); an existing one ignores start. The chunk size of existing files
+// wins over cfg.chunkEntries, so an array keeps its layout when the
+// configured size changes.
+func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*array, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.entrySize <= 0 {
+		return nil, fmt.Errorf("%w: array entry size %d", ErrInvalid, cfg.entrySize)
+	}
+	if cfg.chunkEntries == 0 {
+		cfg.chunkEntries = defaultChunkEntries
+	}
+	if cfg.chunkEntries > (1<<40)/uint64(cfg.entrySize) {
+		return nil, fmt.Errorf("%w: %d entries per chunk", ErrInvalid, cfg.chunkEntries)
+	}
+	a := &array{
+		dir:          dir,
+		entrySize:    cfg.entrySize,
+		chunkEntries: cfg.chunkEntries,
+		maxMapped:    max(cfg.maxMapped, 2),
+		log:          log,
+	}
+	bases, chunkBytes, err := a.scanDir()
+	if err != nil {
+		return nil, err
+	}
+	if len(bases) == 0 {
+		a.firstEntry.Store(start)
+		a.length.Store(start)
+		a.synced.Store(start)
+		return a, nil
+	}
+	if chunkBytes%int64(a.entrySize) != 0 || chunkBytes == 0 {
+		return nil, fmt.Errorf("%w: chunk of %d bytes in %s is not a whole number of %d-byte entries",
+			ErrCorrupt, chunkBytes, dir, a.entrySize)
+	}
+	if n := uint64(chunkBytes) / uint64(a.entrySize); n != a.chunkEntries {
+		log.Info("index keeps the chunk size it was made with",
+			zap.String("index-dir", dir), zap.Uint64("chunk-entries", n), zap.Uint64("configured", a.chunkEntries))
+		a.chunkEntries = n
+	}
+	for i, b := range bases {
+		if i > 0 && b != bases[i-1]+a.chunkEntries {
+			return nil, fmt.Errorf("%w: index chunks %s and %s of %s are not adjacent",
+				ErrCorrupt, arrayChunkName(bases[i-1]), arrayChunkName(b), dir)
+		}
+		a.chunks = append(a.chunks, &arrayChunk{base: b})
+	}
+	last := a.chunks[len(a.chunks)-1]
+	if err := a.mapChunk(last); err != nil {
+		return nil, err
+	}
+	a.mapped = 1
+	n, err := a.scanLength(last)
+	if err != nil {
+		a.unmapAll()
+		return nil, err
+	}
+	a.firstEntry.Store(bases[0])
+	a.length.Store(n)
+	a.synced.Store(n)
+	return a, nil
+}
+
+// scanDir lists the chunk files, removes leftovers of an interrupted chunk
+// creation and checks that every chunk has the same size.
+func (a *array) scanDir() (bases []uint64, chunkBytes int64, err error) {
+	des, err := os.ReadDir(a.dir)
+	if err != nil {
+		return nil, 0, fileError("readdir", a.dir, err)
+	}
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasSuffix(name, tmpSuffix) {
+			p := filepath.Join(a.dir, name)
+			a.log.Info("removing a leftover index chunk", zap.String("path", p))
+			if err := os.Remove(p); err != nil {
+				return nil, 0, fileError("remove", p, err)
+			}
+			continue
+		}
+		base, ok := parseArrayChunkName(name)
+		if !ok || !de.Type().IsRegular() {
+			a.log.Warn("unexpected file in an index directory", zap.String("path", filepath.Join(a.dir, name)))
+			continue
+		}
+		info, err := de.Info()
+		if err != nil {
+			return nil, 0, fileError("stat", filepath.Join(a.dir, name), err)
+		}
+		if len(bases) > 0 && info.Size() != chunkBytes {
+			return nil, 0, fmt.Errorf("%w: index chunks in %s differ in size (%d and %d bytes)",
+				ErrCorrupt, a.dir, chunkBytes, info.Size())
+		}
+		chunkBytes = info.Size()
+		bases = append(bases, base)
+	}
+	slices.Sort(bases)
+	return bases, chunkBytes, nil
+}
+
+// scanLength finds the first zero entry of the last chunk by binary
+// search; entries are written in order, so the written ones form a prefix.
+func (a *array) scanLength(c *arrayChunk) (uint64, error) {
+	var n uint64
+	err := guardFault(func() error {
+		lo, hi := uint64(0), a.chunkEntries
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			if isZero(c.data[mid*uint64(a.entrySize) : (mid+1)*uint64(a.entrySize)]) {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		n = c.base + lo
+		return nil
+	})
+	return n, err
+}
+
+func isZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *array) chunkBytes() int { return int(a.chunkEntries) * a.entrySize }
+
+func (a *array) chunkPath(base uint64) string { return filepath.Join(a.dir, arrayChunkName(base)) }
+
+// mapChunk maps c's file; the descriptor is closed at once, the map keeps
+// the file.
+func (a *array) mapChunk(c *arrayChunk) error {
+	path := a.chunkPath(c.base)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fileError("open", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fileError("stat", path, err)
+	}
+	if st.Size() != int64(a.chunkBytes()) {
+		return fmt.Errorf("%w: index chunk %s has %d bytes, want %d", ErrCorrupt, path, st.Size(), a.chunkBytes())
+	}
+	b, err := mapFile(f, a.chunkBytes())
+	if err != nil {
+		return err
+	}
+	c.data = b
+	c.used.Store(a.clock.Add(1))
+	return nil
+}
+
+// createChunk makes, preallocates and maps the chunk starting at base. The
+// file is prepared under a temporary name and renamed, so a crash never
+// leaves a chunk of the wrong size.
+func (a *array) createChunk(base uint64) (*arrayChunk, error) {
+	path := a.chunkPath(base)
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return nil, fileError("create", tmp, err)
+	}
+	c := &arrayChunk{base: base}
+	err = allocate(f, int64(a.chunkBytes()))
+	if err == nil {
+		c.data, err = mapFile(f, a.chunkBytes())
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fileError("close", tmp, cerr)
+	}
+	if err == nil {
+		if err = os.Rename(tmp, path); err != nil {
+			err = fileError("rename", tmp, err)
+		}
+	}
+	if err == nil {
+		err = syncDir(a.dir)
+	}
+	if err != nil {
+		unmap(c.data)
+		os.Remove(tmp)
+		return nil, err
+	}
+	c.used.Store(a.clock.Add(1))
+	return c, nil
+}
+
+// len is the number of the entry the next append writes: entries below it
+// exist (those below first were dropped).
+func (a *array) len() uint64 { return a.length.Load() }
+
+// first is the first retained entry.
+func (a *array) first() uint64 { return a.firstEntry.Load() }
+
+// append writes entry (entrySize bytes, not all zero) at len() and
+// publishes it. Writer only.
+func (a *array) append(entry []byte) error {
+	if len(entry) != a.entrySize {
+		return fmt.Errorf("%w: index entry of %d bytes, want %d", ErrInvalid, len(entry), a.entrySize)
+	}
+	if isZero(entry) {
+		return fmt.Errorf("%w: all-zero index entry", ErrInvalid)
+	}
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	n := a.length.Load()
+	var c *arrayChunk
+	if k := len(a.chunks); k > 0 {
+		c = a.chunks[k-1]
+	}
+	if c == nil || n >= c.base+a.chunkEntries {
+		var err error
+		if c, err = a.grow(n); err != nil {
+			return err
+		}
+	}
+	off := int(n-c.base) * a.entrySize
+	if err := guardFault(func() error {
+		copy(c.data[off:off+a.entrySize], entry)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("%w (index %s, entry %d)", err, a.dir, n)
+	}
+	a.length.Store(n + 1)
+	return nil
+}
+
+// grow adds the chunk starting at n, which must follow the last one.
+func (a *array) grow(n uint64) (*arrayChunk, error) {
+	c, err := a.createChunk(n)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.chunks = append(a.chunks, c)
+	a.mapped++
+	a.evictLocked(nil)
+	a.mu.Unlock()
+	return c, nil
+}
+
+// evictLocked unmaps the least recently used chunks, never the last one
+// nor keep, while more than maxMapped are mapped. A chunk with entries not
+// yet synced is synced first: munmap alone does not make them durable.
+func (a *array) evictLocked(keep *arrayChunk) {
+	for a.mapped > a.maxMapped {
+		var victim *arrayChunk
+		for _, c := range a.chunks[:len(a.chunks)-1] {
+			if c.data != nil && c != keep && (victim == nil || c.used.Load() < victim.used.Load()) {
+				victim = c
+			}
+		}
+		if victim == nil {
+			return
+		}
+		if from, to := a.dirtyRange(victim); from < to {
+			if err := syncRange(victim.data, from, to); err != nil {
+				// Keep it mapped; the next sync reports the error.
+				a.log.Warn("syncing an index chunk before unmapping it failed",
+					zap.String("path", a.chunkPath(victim.base)), zap.Error(err))
+				return
+			}
+		}
+		if err := unmap(victim.data); err != nil {
+			a.log.Warn("unmapping an index chunk failed", zap.String("path", a.chunkPath(victim.base)), zap.Error(err))
+		}
+		victim.data = nil
+		a.mapped--
+	}
+}
+
+// dirtyRange is the byte range of c holding entries written but not yet
+// synced.
+func (a *array) dirtyRange(c *arrayChunk) (from, to int) {
+	lo := max(a.synced.Load(), c.base)
+	hi := min(a.length.Load(), c.base+a.chunkEntries)
+	if lo >= hi {
+		return 0, 0
+	}
+	return int(lo-c.base) * a.entrySize, int(hi-c.base) * a.entrySize
+}
+
+// read copies entry i into dst (entrySize bytes). It returns ErrRecycled
+// below first(), ErrBeyondEnd at or after len(), ErrIO if the page faults.
+// Safe from any goroutine.
+func (a *array) read(i uint64, dst []byte) error {
+	a.mu.RLock()
+	c, err := a.chunkLocked(i)
+	if err != nil || c.data == nil {
+		a.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+		return a.readMapping(i, dst)
+	}
+	err = a.copyOut(c, i, dst)
+	a.mu.RUnlock()
+	return err
+}
+
+// readMapping is read's slow path: the chunk must be mapped first.
+func (a *array) readMapping(i uint64, dst []byte) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, err := a.chunkLocked(i) // the chunk list may have changed
+	if err != nil {
+		return err
+	}
+	if c.data == nil {
+		if err := a.mapChunk(c); err != nil {
+			return err
+		}
+		a.mapped++
+		a.evictLocked(c)
+	}
+	return a.copyOut(c, i, dst)
+}
+
+// chunkLocked finds the chunk holding entry i; mu must be held.
+func (a *array) chunkLocked(i uint64) (*arrayChunk, error) {
+	if a.closed.Load() {
+		return nil, ErrClosed
+	}
+	if first := a.firstEntry.Load(); i < first {
+		return nil, fmt.Errorf("%w: index entry %d, first is %d", ErrRecycled, i, first)
+	}
+	if n := a.length.Load(); i >= n {
+		return nil, fmt.Errorf("%w: index entry %d, length is %d", ErrBeyondEnd, i, n)
+	}
+	return a.chunks[(i-a.chunks[0].base)/a.chunkEntries], nil
+}
+
+func (a *array) copyOut(c *arrayChunk, i uint64, dst []byte) error {
+	c.used.Store(a.clock.Add(1))
+	off := int(i-c.base) * a.entrySize
+	err := guardFault(func() error {
+		copy(dst[:a.entrySize], c.data[off:off+a.entrySize])
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (index %s, entry %d)", err, a.dir, i)
+	}
+	return nil
+}
+
+// dropChunksBefore removes every chunk whose entries all lie below i,
+// oldest first, but never the last chunk: it carries the array's length
+// across a restart. Writer only.
+func (a *array) dropChunksBefore(i uint64) error {
+	a.mu.Lock()
+	if a.closed.Load() {
+		a.mu.Unlock()
+		return ErrClosed
+	}
+	var drop []*arrayChunk
+	for len(a.chunks) > 1 && a.chunks[0].base+a.chunkEntries <= i {
+		c := a.chunks[0]
+		if c.data != nil {
+			// Dropped entries need no sync.
+			if err := unmap(c.data); err != nil {
+				a.log.Warn("unmapping an index chunk failed", zap.String("path", a.chunkPath(c.base)), zap.Error(err))
+			}
+			c.data = nil
+			a.mapped--
+		}
+		drop = append(drop, c)
+		a.chunks = slices.Delete(a.chunks, 0, 1)
+	}
+	if len(a.chunks) > 0 {
+		a.firstEntry.Store(a.chunks[0].base)
+	}
+	a.mu.Unlock()
+	if len(drop) == 0 {
+		return nil
+	}
+	// Oldest first, so a crash leaves the chunks contiguous.
+	for _, c := range drop {
+		p := a.chunkPath(c.base)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fileError("remove", p, err)
+		}
+	}
+	return syncDir(a.dir)
+}
+
+// truncate drops entries n and after; n below first() is taken as first(),
+// so the array never forgets where it starts. Later chunks are removed,
+// the rest of the chunk holding n is zeroed, and both are made durable at
+// once, since truncation is part of recovery. Writer only.
+func (a *array) truncate(n uint64) error {
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	n = max(n, a.firstEntry.Load())
+	old := a.length.Load()
+	if n >= old || len(a.chunks) == 0 {
+		return nil
+	}
+	// Newest first, so a crash leaves the chunks contiguous. The first
+	// chunk stays even when it empties: its name is the array's start.
+	removed := false
+	for len(a.chunks) > 1 && a.chunks[len(a.chunks)-1].base >= n {
+		c := a.chunks[len(a.chunks)-1]
+		if c.data != nil {
+			unmap(c.data)
+			c.data = nil
+			a.mapped--
+		}
+		a.chunks = a.chunks[:len(a.chunks)-1]
+		p := a.chunkPath(c.base)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.length.Store(c.base)
+			return fileError("remove", p, err)
+		}
+		removed = true
+	}
+	if removed {
+		if err := syncDir(a.dir); err != nil {
+			return err
+		}
+	}
+	c := a.chunks[len(a.chunks)-1]
+	if c.data == nil {
+		if err := a.mapChunk(c); err != nil {
+			return err
+		}
+		a.mapped++
+		a.evictLocked(c)
+	}
+	from := int(n-c.base) * a.entrySize
+	to := int(min(old, c.base+a.chunkEntries)-c.base) * a.entrySize
+	a.length.Store(n)
+	if a.synced.Load() > n {
+		a.synced.Store(n)
+	}
+	err := guardFault(func() error {
+		clear(c.data[from:to])
+		return nil
+	})
+	if err == nil {
+		err = syncRange(c.data, from, to)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (truncating index %s at %d)", err, a.dir, n)
+	}
+	return nil
+}
+
+// sync makes every entry appended so far durable. It may run concurrently
+// with the writer and readers.
+func (a *array) sync() error {
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	return a.syncLocked()
+}
+
+func (a *array) syncLocked() error {
+	to := a.length.Load()
+	if a.synced.Load() >= to {
+		return nil
+	}
+	a.mu.RLock()
+	var err error
+	for _, c := range a.chunks {
+		if c.base+a.chunkEntries <= a.synced.Load() || c.base >= to || c.data == nil {
+			continue // clean, or unmapped (synced when it was unmapped)
+		}
+		lo := max(a.synced.Load(), c.base) - c.base
+		hi := min(to, c.base+a.chunkEntries) - c.base
+		if err = syncRange(c.data, int(lo)*a.entrySize, int(hi)*a.entrySize); err != nil {
+			err = fmt.Errorf("%w (index chunk %s)", err, a.chunkPath(c.base))
+			break
+		}
+	}
+	a.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	a.synced.Store(to)
+	return nil
+}
+
+// close syncs and unmaps everything. Reads after close return ErrClosed.
+func (a *array) close() error {
+	a.syncMu.Lock()
+	defer a.syncMu.Unlock()
+	if a.closed.Load() {
+		return nil
+	}
+	err := a.syncLocked()
+	a.mu.Lock()
+	a.closed.Store(true)
+	if uerr := a.unmapAll(); err == nil {
+		err = uerr
+	}
+	a.mu.Unlock()
+	return err
+}
+
+func (a *array) unmapAll() error {
+	var err error
+	for _, c := range a.chunks {
+		if c.data != nil {
+			if uerr := unmap(c.data); err == nil {
+				err = uerr
+			}
+			c.data = nil
+		}
+	}
+	a.mapped = 0
+	return err
+}

@@ -1,0 +1,434 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// Durable named cursors live in one mapped file of fixed cells, updated in
+// place. Each cursor owns one 1 KiB cell made of two 512-byte copies; an
+// update writes the older copy with the next generation, so the newer copy
+// is never touched while it is the current one:
+//
+//	cell (1024 bytes) = copy A (512 bytes) | copy B (512 bytes)
+//
+//	copy:
+//	0       4     5      6          7           8                 16                24
+//	+-------+-----+------+----------+-----------+-----------------+-----------------+
+//	| crc32c| ver | state| name len | topic len | generation u64  |   offset u64    |
+//	+-------+-----+------+----------+-----------+-----------------+-----------------+
+//	24                      152                     280                            512
+//	|   name (128 bytes)     |   topic (128 bytes)   |          zero               |
+//	+------------------------+-----------------------+-----------------------------+
+//
+// Integers are little endian; the CRC-32C covers bytes [4, 512). state is
+// 1 for a live cursor, 2 for a deleted one (the cell is free). On open, the
+// valid copy with the higher generation is the cell's state; a copy with a
+// bad CRC (a torn write) is ignored with a warning, and an all-zero copy is
+// simply unused. So a crash in the middle of an update leaves the cursor at
+// its previous value (or absent, if it was being created; or present, if it
+// was being deleted), never at garbage. A set is durable after the next
+// sync.
+//
+// If two cells claim the same name (which only damage can cause), the one
+// with the higher generation wins and the other is marked deleted.
+//
+// The cursors are also held in memory, so get and list read no map. All
+// methods are safe for concurrent use.
+type cursors struct {
+	path string
+	log  *zap.Logger
+
+	mu     sync.Mutex
+	f      *os.File
+	data   []byte // the map; len(data) == len(cells) * cursorCellSize
+	cells  []cursorCell
+	byName map[string]int // name -> cell
+	dirty  bool           // written since the last sync
+	grown  bool           // file size changed since the last sync
+	closed bool
+}
+
+// cursorCell is the in-memory state of one cell.
+type cursorCell struct {
+	gen    uint64 // generation of the current copy, 0 if none is valid
+	cur    int    // copy holding the current state, -1 if none
+	live   bool
+	name   string
+	topic  string
+	offset uint64
+}
+
+// cursorEntry is one cursor as list returns it.
+type cursorEntry struct {
+	Name   string
+	Topic  string
+	Offset uint64
+}
+
+const (
+	cursorCopySize = 512
+	cursorCellSize = 2 * cursorCopySize
+	cursorVersion  = 1
+	cursorLive     = 1
+	cursorDeleted  = 2
+	cursorNameOff  = 24
+	cursorTopicOff = cursorNameOff + maxCursorNameLen
+	cursorMinCells = 16
+
+	// maxCursorNameLen and maxCursorTopicLen bound a cursor's name and
+	// topic; longer ones are refused with ErrTooLarge.
+	maxCursorNameLen  = 128
+	maxCursorTopicLen = 128
+)
+
+// cursorCopy is a decoded copy.
+type cursorCopy struct {
+	state  byte
+	gen    uint64
+	offset uint64
+	name   string
+	topic  string
+}
+
+// encodeCursorCopy fills b (one copy) with c and its CRC.
+func encodeCursorCopy(b []byte, c cursorCopy) {
+	_ = b[cursorCopySize-1]
+	clear(b[4:cursorCopySize])
+	b[4] = cursorVersion
+	b[5] = c.state
+	b[6] = byte(len(c.name))
+	b[7] = byte(len(c.topic))
+	binary.LittleEndian.PutUint64(b[8:], c.gen)
+	binary.LittleEndian.PutUint64(b[16:], c.offset)
+	copy(b[cursorNameOff:], c.name)
+	copy(b[cursorTopicOff:], c.topic)
+	binary.LittleEndian.PutUint32(b[0:], crc32.Checksum(b[4:cursorCopySize], castagnoli))
+}
+
+// decodeCursorCopy checks and reads one copy; ok is false for a copy that
+// is not valid (bad CRC, unknown version or state, lengths out of range).
+func decodeCursorCopy(b []byte) (c cursorCopy, ok bool) {
+	_ = b[cursorCopySize-1]
+	if crc32.Checksum(b[4:cursorCopySize], castagnoli) != binary.LittleEndian.Uint32(b[0:]) {
+		return c, false
+	}
+	if b[4] != cursorVersion || (b[5] != cursorLive && b[5] != cursorDeleted) {
+		return c, false
+	}
+	nl, tl := int(b[6]), int(b[7])
+	if nl > maxCursorNameLen || tl > maxCursorTopicLen || b[5] == cursorLive && nl == 0 {
+		return c, false
+	}
+	c.state = b[5]
+	c.gen = binary.LittleEndian.Uint64(b[8:])
+	c.offset = binary.LittleEndian.Uint64(b[16:])
+	c.name = string(b[cursorNameOff : cursorNameOff+nl])
+	c.topic = string(b[cursorTopicOff : cursorTopicOff+tl])
+	return c, c.gen != 0
+}
+
+// openCursors opens the cursors file at path, creating it if needed.
+func openCursors(path string, log *zap.Logger) (*cursors, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	c := &cursors{path: path, log: log, byName: make(map[string]int)}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fileError("open", path, err)
+	}
+	c.f = f
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fileError("stat", path, err)
+	}
+	n := int(st.Size() / cursorCellSize)
+	if n == 0 {
+		// New (or too short to hold a cell: nothing to keep).
+		if err := c.resize(cursorMinCells, st.Size()); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			c.close()
+			return nil, err
+		}
+		return c, nil
+	}
+	if st.Size()%cursorCellSize != 0 {
+		log.Warn("cursor file has a partial cell at its end, ignoring it",
+			zap.String("path", path), zap.Int64("size", st.Size()))
+	}
+	if c.data, err = mapFile(f, n*cursorCellSize); err != nil {
+		f.Close()
+		return nil, err
+	}
+	c.cells = make([]cursorCell, n)
+	if err := guardFault(c.load); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// load reads every cell of the map into memory.
+func (c *cursors) load() error {
+	for i := range c.cells {
+		cell := &c.cells[i]
+		cell.cur = -1
+		for k := 0; k < 2; k++ {
+			b := c.copyBytes(i, k)
+			cp, ok := decodeCursorCopy(b)
+			if !ok {
+				if !isZero(b) {
+					c.log.Warn("ignoring a damaged cursor slot (torn write?)",
+						zap.String("path", c.path), zap.Int("cell", i), zap.Int("copy", k))
+				}
+				continue
+			}
+			if cell.cur < 0 || cp.gen > cell.gen {
+				cell.cur, cell.gen = k, cp.gen
+				cell.live = cp.state == cursorLive
+				cell.name, cell.topic, cell.offset = cp.name, cp.topic, cp.offset
+			}
+		}
+		if !cell.live {
+			continue
+		}
+		j, dup := c.byName[cell.name]
+		if !dup {
+			c.byName[cell.name] = i
+			continue
+		}
+		// Two cells for one name: keep the newer, delete the other.
+		loser := i
+		if cell.gen > c.cells[j].gen {
+			loser = j
+			c.byName[cell.name] = i
+		}
+		c.log.Warn("cursor stored twice, keeping the newer",
+			zap.String("path", c.path), zap.String("cursor", cell.name), zap.Int("cell", loser))
+		if err := c.writeCell(loser, cursorCopy{state: cursorDeleted}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *cursors) copyBytes(cell, k int) []byte {
+	off := cell*cursorCellSize + k*cursorCopySize
+	return c.data[off : off+cursorCopySize]
+}
+
+// writeCell writes cp with the cell's next generation into the copy that
+// is not current, then makes it current.
+func (c *cursors) writeCell(i int, cp cursorCopy) error {
+	cell := &c.cells[i]
+	k := 0
+	if cell.cur == 0 {
+		k = 1
+	}
+	cp.gen = cell.gen + 1
+	if err := guardFault(func() error {
+		encodeCursorCopy(c.copyBytes(i, k), cp)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("%w (cursor file %s)", err, c.path)
+	}
+	cell.cur, cell.gen = k, cp.gen
+	cell.live = cp.state == cursorLive
+	cell.name, cell.topic, cell.offset = cp.name, cp.topic, cp.offset
+	c.dirty = true
+	return nil
+}
+
+// resize grows the file to n cells and maps it again. The bytes past the
+// last whole cell (old, a partial cell) are zeroed so they read as unused.
+func (c *cursors) resize(n int, oldSize int64) error {
+	whole := int64(len(c.cells)) * cursorCellSize
+	if oldSize > whole {
+		if err := zeroRange(c.f, whole, oldSize-whole); err != nil {
+			return err
+		}
+	}
+	if err := allocate(c.f, int64(n)*cursorCellSize); err != nil {
+		return err
+	}
+	if err := c.f.Sync(); err != nil {
+		return fileError("fsync", c.path, err)
+	}
+	if c.data != nil {
+		// Push what the old map holds to the file before dropping it.
+		if err := syncRange(c.data, 0, len(c.data)); err != nil {
+			return err
+		}
+		if err := unmap(c.data); err != nil {
+			return err
+		}
+		c.data = nil
+	}
+	data, err := mapFile(c.f, n*cursorCellSize)
+	if err != nil {
+		return err
+	}
+	c.data = data
+	for i := len(c.cells); i < n; i++ {
+		c.cells = append(c.cells, cursorCell{cur: -1})
+	}
+	c.grown = true
+	return nil
+}
+
+// get returns the cursor's topic and offset.
+func (c *cursors) get(name string) (topic string, offset uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.byName[name]
+	if !ok {
+		return "", 0, false
+	}
+	return c.cells[i].topic, c.cells[i].offset, true
+}
+
+// set creates or moves a cursor. It is durable after the next sync.
+func (c *cursors) set(name, topic string, offset uint64) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty cursor name", ErrInvalid)
+	case len(name) > maxCursorNameLen:
+		return fmt.Errorf("%w: cursor name of %d bytes, at most %d", ErrTooLarge, len(name), maxCursorNameLen)
+	case len(topic) > maxCursorTopicLen:
+		return fmt.Errorf("%w: cursor topic of %d bytes, at most %d", ErrTooLarge, len(topic), maxCursorTopicLen)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	i, ok := c.byName[name]
+	if ok {
+		if cell := &c.cells[i]; cell.topic == topic && cell.offset == offset {
+			return nil
+		}
+	} else {
+		var err error
+		if i, err = c.freeCell(); err != nil {
+			return err
+		}
+	}
+	if err := c.writeCell(i, cursorCopy{state: cursorLive, name: name, topic: topic, offset: offset}); err != nil {
+		return err
+	}
+	c.byName[name] = i
+	return nil
+}
+
+// freeCell returns a cell holding no live cursor, growing the file if all
+// are taken.
+func (c *cursors) freeCell() (int, error) {
+	for i := range c.cells {
+		if !c.cells[i].live {
+			return i, nil
+		}
+	}
+	i := len(c.cells)
+	if err := c.resize(2*len(c.cells), int64(len(c.data))); err != nil {
+		return 0, err
+	}
+	return i, nil
+}
+
+// delete removes a cursor; deleting an unknown one is not an error.
+func (c *cursors) delete(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	i, ok := c.byName[name]
+	if !ok {
+		return nil
+	}
+	if err := c.writeCell(i, cursorCopy{state: cursorDeleted}); err != nil {
+		return err
+	}
+	delete(c.byName, name)
+	return nil
+}
+
+// list returns every cursor, sorted by name.
+func (c *cursors) list() []cursorEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]cursorEntry, 0, len(c.byName))
+	for name, i := range c.byName {
+		out = append(out, cursorEntry{Name: name, Topic: c.cells[i].topic, Offset: c.cells[i].offset})
+	}
+	slices.SortFunc(out, func(a, b cursorEntry) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// sync makes every change so far durable.
+func (c *cursors) sync() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return c.syncLocked()
+}
+
+func (c *cursors) syncLocked() error {
+	if c.dirty {
+		if err := syncRange(c.data, 0, len(c.data)); err != nil {
+			return fmt.Errorf("%w (cursor file %s)", err, c.path)
+		}
+		c.dirty = false
+	}
+	if c.grown {
+		if err := c.f.Sync(); err != nil {
+			return fileError("fsync", c.path, err)
+		}
+		c.grown = false
+	}
+	return nil
+}
+
+// close syncs, unmaps and closes the file.
+func (c *cursors) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var err error
+	if c.data != nil {
+		err = c.syncLocked()
+		if uerr := unmap(c.data); err == nil {
+			err = uerr
+		}
+		c.data = nil
+	}
+	if cerr := c.f.Close(); err == nil && cerr != nil {
+		err = fileError("close", c.path, cerr)
+	}
+	return err
+}
