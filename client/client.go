@@ -180,8 +180,9 @@ func (c *Client) send(ctx context.Context, rq request, bounded bool) (resp *http
 	req.Header.Set("User-Agent", c.userAgent)
 	resp, err = c.hc.Do(req)
 	if err != nil {
+		err = c.transportError(ctx, rq, err) // before cancel: it reads ctx.Err
 		cancel()
-		return nil, nil, c.transportError(ctx, rq, err)
+		return nil, nil, err
 	}
 	done = func() {
 		resp.Body.Close()

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cachecast/cachecast/client"
+)
+
+var benchCmd = &command{
+	name:    "bench",
+	args:    "",
+	summary: "measure publish or get throughput and latency against the daemon",
+	help: `Publishes --count messages of --size bytes over --conns connections
+(each connection a client of its own, sending one request at a time), to
+--keys distinct keys of --topic. --batch 0 sends one PUT per message;
+--batch B sends batches of B messages as NDJSON. --mode get first
+publishes the --keys keys (in batches), then measures --count GETs
+spread over them.
+
+Prints throughput (messages/s and MB/s of values, MB = 10^6 bytes) and the
+latency of each request (one PUT, one batch, or one GET): p50, p99,
+p99.9, max. A progress bar goes to stderr when it is a terminal, a line
+a second otherwise.`,
+	minArgs: 0, maxArgs: 0,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		var o benchOptions
+		fs.IntVar(&o.count, "count", 100000, "messages to publish (or GETs to make)")
+		fs.IntVar(&o.size, "size", 100, "value size in bytes")
+		fs.IntVar(&o.conns, "conns", 1, "connections, each sending one request at a time")
+		fs.IntVar(&o.batch, "batch", 0, "messages per request (0: one PUT per message; else NDJSON batches)")
+		fs.IntVar(&o.keys, "keys", 1000, "distinct keys")
+		fs.StringVar(&o.mode, "mode", "put", "put or get")
+		fs.StringVar(&o.topic, "topic", "bench", "topic to publish to")
+		fs.StringVar(&o.tag, "tag", "", "tag of the messages")
+		fs.BoolVar(&o.json, "json", false, "print the figures as one JSON object")
+		return func(ctx context.Context, e *env, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return bench(ctx, e, g, o)
+		}
+	},
+}
+
+type benchOptions struct {
+	count, size, conns, batch, keys int
+	mode, topic, tag                string
+	json                            bool
+}
+
+func (o *benchOptions) validate() error {
+	switch {
+	case o.count < 1:
+		return usagef("--count must be at least 1")
+	case o.size < 0:
+		return usagef("--size must be 0 or more")
+	case o.conns < 1:
+		return usagef("--conns must be at least 1")
+	case o.batch < 0:
+		return usagef("--batch must be 0 or more")
+	case o.keys < 1:
+		return usagef("--keys must be at least 1")
+	case o.mode != "put" && o.mode != "get":
+		return usagef("--mode must be put or get")
+	case o.mode == "get" && o.batch > 0:
+		return usagef("--batch applies to --mode put only (the API has no batch get)")
+	}
+	return nil
+}
+
+// benchReport is what bench prints.
+type benchReport struct {
+	Mode       string  `json:"mode"`
+	Messages   int     `json:"messages"`
+	Requests   int     `json:"requests"`
+	Size       int     `json:"size"`
+	Conns      int     `json:"conns"`
+	Batch      int     `json:"batch"`
+	Keys       int     `json:"keys"`
+	Seconds    float64 `json:"seconds"`
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+	MBPerSec   float64 `json:"mb_per_sec"`
+	P50        float64 `json:"p50_us"`
+	P99        float64 `json:"p99_us"`
+	P999       float64 `json:"p999_us"`
+	Max        float64 `json:"max_us"`
+	Warnings   int     `json:"warnings"` // results stored with a status other than ok
+}
+
+func benchKey(i int) string { return fmt.Sprintf("bench-%08d", i) }
+
+func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
+	keys := make([]string, o.keys)
+	for i := range keys {
+		keys[i] = benchKey(i)
+	}
+	// Printable bytes: values travel as JSON text in batches, not base64.
+	value := []byte(strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz", o.size/36+1)[:o.size])
+
+	if o.mode == "get" {
+		if err := benchPreload(ctx, e, g, o, keys, value); err != nil {
+			return fmt.Errorf("publishing the keys to get: %w", err)
+		}
+	}
+
+	per := 1
+	if o.batch > 0 {
+		per = o.batch
+	}
+	requests := (o.count + per - 1) / per
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next     atomic.Int64 // next request index to take
+		done     atomic.Int64 // messages done
+		warnings atomic.Int64
+		errOnce  sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+		lats     = make([][]time.Duration, o.conns)
+	)
+	setErr := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	worker := func(w int) {
+		defer wg.Done()
+		c := g.client(client.WithMaxConns(1), client.WithUserAgent("cachecast-bench"))
+		defer c.Close()
+		lat := make([]time.Duration, 0, requests/o.conns+1)
+		var msgs []client.Message
+		if o.batch > 0 {
+			msgs = make([]client.Message, o.batch)
+		}
+		for ctx.Err() == nil {
+			r := int(next.Add(1) - 1)
+			if r >= requests {
+				break
+			}
+			first, n := r*per, min(per, o.count-r*per)
+			start := time.Now()
+			var err error
+			switch {
+			case o.mode == "get":
+				var v client.Value
+				v, err = c.Get(ctx, o.topic, keys[first%o.keys])
+				if err == nil && len(v.Bytes) != o.size {
+					err = fmt.Errorf("get %s: %d bytes, want %d", keys[first%o.keys], len(v.Bytes), o.size)
+				}
+			case o.batch == 0:
+				var res client.PutResult
+				res, err = c.Publish(ctx, o.topic, keys[first%o.keys], value, o.tag)
+				if err == nil && !res.OK() {
+					warnings.Add(1)
+				}
+			default:
+				for i := range n {
+					msgs[i] = client.Message{Key: keys[(first+i)%o.keys], Tag: o.tag, Value: value}
+				}
+				var rs []client.PutResult
+				rs, err = c.PublishBatch(ctx, o.topic, msgs[:n])
+				for _, res := range rs {
+					if !res.OK() {
+						warnings.Add(1)
+					}
+				}
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					setErr(err)
+				}
+				break
+			}
+			lat = append(lat, time.Since(start))
+			done.Add(int64(n))
+		}
+		lats[w] = lat
+	}
+
+	stopProgress := startProgress(e, "bench", int64(o.count), &done)
+	start := time.Now()
+	wg.Add(o.conns)
+	for w := range o.conns {
+		go worker(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	if firstErr != nil {
+		return fmt.Errorf("after %d messages: %w", done.Load(), firstErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted after %d messages", done.Load())
+	}
+	all := slices.Concat(lats...)
+	slices.Sort(all)
+	rep := benchReport{
+		Mode: o.mode, Messages: o.count, Requests: len(all), Size: o.size, Conns: o.conns,
+		Batch: o.batch, Keys: o.keys, Seconds: elapsed.Seconds(),
+		MsgsPerSec: float64(o.count) / elapsed.Seconds(),
+		MBPerSec:   float64(o.count) * float64(o.size) / elapsed.Seconds() / 1e6,
+		P50:        micros(percentile(all, 0.50)),
+		P99:        micros(percentile(all, 0.99)),
+		P999:       micros(percentile(all, 0.999)),
+		Max:        micros(percentile(all, 1)),
+		Warnings:   int(warnings.Load()),
+	}
+	if o.json {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return nil
+	}
+	printBenchReport(e.stdout, rep)
+	return nil
+}
+
+// benchPreload publishes every key once, in batches of up to 1000, so
+// that the GETs find them.
+func benchPreload(ctx context.Context, e *env, g *globals, o benchOptions, keys []string, value []byte) error {
+	c := g.client(client.WithUserAgent("cachecast-bench"))
+	defer c.Close()
+	var done atomic.Int64
+	stop := startProgress(e, "preload", int64(len(keys)), &done)
+	defer stop()
+	msgs := make([]client.Message, 0, 1000)
+	for i := 0; i < len(keys); i += 1000 {
+		msgs = msgs[:0]
+		for _, k := range keys[i:min(i+1000, len(keys))] {
+			msgs = append(msgs, client.Message{Key: k, Tag: o.tag, Value: value})
+		}
+		if _, err := c.PublishBatch(ctx, o.topic, msgs); err != nil {
+			return err
+		}
+		done.Add(int64(len(msgs)))
+	}
+	return nil
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func printBenchReport(w io.Writer, r benchReport) {
+	how := "unbatched PUT"
+	switch {
+	case r.Mode == "get":
+		how = "GET"
+	case r.Batch > 0:
+		how = fmt.Sprintf("batches of %d (NDJSON)", r.Batch)
+	}
+	conns := "connection"
+	if r.Conns > 1 {
+		conns += "s"
+	}
+	fmt.Fprintf(w, "%s: %d messages of %d bytes, %d keys, %d %s, %s\n", r.Mode, r.Messages, r.Size, r.Keys, r.Conns, conns, how)
+	fmt.Fprintf(w, "elapsed:    %.3fs\n", r.Seconds)
+	fmt.Fprintf(w, "throughput: %.0f msgs/s, %.2f MB/s\n", r.MsgsPerSec, r.MBPerSec)
+	fmt.Fprintf(w, "latency per request (%d requests): p50 %s  p99 %s  p99.9 %s  max %s\n",
+		r.Requests, fmtMicros(r.P50), fmtMicros(r.P99), fmtMicros(r.P999), fmtMicros(r.Max))
+	if r.Warnings > 0 {
+		fmt.Fprintf(w, "warnings:   %d messages stored with a status other than ok\n", r.Warnings)
+	}
+}
+
+func fmtMicros(us float64) string {
+	switch {
+	case us < 1000:
+		return fmt.Sprintf("%.1fµs", us)
+	case us < 1e6:
+		return fmt.Sprintf("%.2fms", us/1e3)
+	}
+	return fmt.Sprintf("%.2fs", us/1e6)
+}
+
+// startProgress shows done/total on stderr until the returned function is
+// called: a bar redrawn ten times a second on a terminal, else a line a
+// second. The returned function waits for the drawing goroutine to stop.
+func startProgress(e *env, what string, total int64, done *atomic.Int64) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		every := time.Second
+		if e.stderrTTY {
+			every = 100 * time.Millisecond
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-quit:
+				if e.stderrTTY {
+					fmt.Fprint(e.stderr, "\r\033[K")
+				}
+				return
+			case <-t.C:
+				n := done.Load()
+				rate := float64(n) / time.Since(start).Seconds()
+				if e.stderrTTY {
+					fmt.Fprintf(e.stderr, "\r%s %s %d/%d %.0f msgs/s\033[K", what, bar(n, total, 30), n, total, rate)
+				} else {
+					fmt.Fprintf(e.stderr, "%s: %d/%d messages (%.0f%%), %.0f msgs/s\n", what, n, total, 100*float64(n)/float64(total), rate)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit); wg.Wait() })
+	}
+}
+
+func bar(n, total int64, width int) string {
+	filled := 0
+	if total > 0 {
+		filled = int(int64(width) * min(n, total) / total)
+	}
+	return "[" + strings.Repeat("=", filled) + strings.Repeat(" ", width-filled) + "]" +
+		fmt.Sprintf(" %3d%%", 100*min(n, total)/max(total, 1))
+}

@@ -1,0 +1,426 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cachecast/cachecast/client"
+)
+
+// maxStdinValue bounds a value read from stdin; the daemon's own limit
+// is far lower, this only keeps a mistaken pipe from eating memory.
+const maxStdinValue = 256 << 20
+
+var publishCmd = &command{
+	name:    "publish",
+	args:    "TOPIC KEY [VALUE]",
+	summary: "publish a value under a key (the value from stdin when absent)",
+	help: `Prints the message's identity: status, seq, origin, hlc, time.
+An empty KEY ("") publishes a plain stream message: delivered to
+subscribers, not cached. A status other than "ok" means stored locally
+but not as replicated as asked; it is printed as a warning on stderr and
+the exit status stays 0.`,
+	minArgs: 2, maxArgs: 3,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		tag := fs.String("tag", "", "the message's tag (subscribers filter on it)")
+		asJSON := fs.Bool("json", false, "print the result as the API's JSON")
+		return func(ctx context.Context, e *env, args []string) error {
+			var value []byte
+			if len(args) == 3 {
+				value = []byte(args[2])
+			} else {
+				b, err := io.ReadAll(io.LimitReader(e.stdin, maxStdinValue+1))
+				if err != nil {
+					return fmt.Errorf("reading the value from stdin: %w", err)
+				}
+				if len(b) > maxStdinValue {
+					return fmt.Errorf("the value on stdin is larger than %d bytes", maxStdinValue)
+				}
+				value = b
+			}
+			c := g.client()
+			defer c.Close()
+			r, err := c.Publish(ctx, args[0], args[1], value, *tag)
+			if err != nil {
+				return err
+			}
+			return printResult(e, r, *asJSON)
+		}
+	},
+}
+
+var delCmd = &command{
+	name:    "del",
+	args:    "TOPIC KEY",
+	summary: "delete a key (publishes a tombstone)",
+	minArgs: 2, maxArgs: 2,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		asJSON := fs.Bool("json", false, "print the result as the API's JSON")
+		return func(ctx context.Context, e *env, args []string) error {
+			c := g.client()
+			defer c.Close()
+			r, err := c.Delete(ctx, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return printResult(e, r, *asJSON)
+		}
+	},
+}
+
+func printResult(e *env, r client.PutResult, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	} else {
+		fmt.Fprintf(e.stdout, "%s seq=%d origin=%s hlc=%d time=%s\n",
+			r.Status, r.Seq, client.FormatOrigin(r.Origin), r.HLC, r.Time.UTC().Format(time.RFC3339Nano))
+	}
+	if !r.OK() {
+		fmt.Fprintf(e.stderr, "cachecast: warning: stored locally, status %q\n", r.Status)
+	}
+	return nil
+}
+
+var getCmd = &command{
+	name:    "get",
+	args:    "TOPIC KEY",
+	summary: "print a key's latest value, raw, on stdout",
+	help: `With -v, the value's metadata (tag, origin, seq, hlc, time, size) goes
+to stderr, so that stdout stays the raw value. A missing key is an error
+(exit status 1).`,
+	minArgs: 2, maxArgs: 2,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		verbose := fs.BoolP("verbose", "v", false, "show the metadata on stderr")
+		return func(ctx context.Context, e *env, args []string) error {
+			c := g.client()
+			defer c.Close()
+			v, err := c.Get(ctx, args[0], args[1])
+			if errors.Is(err, client.ErrNotFound) {
+				return fmt.Errorf("%s/%s: not found", args[0], args[1])
+			}
+			if err != nil {
+				return err
+			}
+			if *verbose {
+				fmt.Fprintf(e.stderr, "tag:    %s\norigin: %s\nseq:    %d\nhlc:    %d\ntime:   %s\nsize:   %d\n",
+					v.Tag, client.FormatOrigin(v.Origin), v.Seq, v.HLC, v.Time.UTC().Format(time.RFC3339Nano), len(v.Bytes))
+			}
+			_, err = e.stdout.Write(v.Bytes)
+			return err
+		}
+	},
+}
+
+var keysCmd = &command{
+	name:    "keys",
+	args:    "TOPIC",
+	summary: "list a topic's live keys, sorted, one per line",
+	minArgs: 1, maxArgs: 1,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		prefix := fs.String("prefix", "", "only keys that start with this")
+		after := fs.String("after", "", "only keys greater than this")
+		limit := fs.Int("limit", 0, "at most this many keys (0: all)")
+		return func(ctx context.Context, e *env, args []string) error {
+			if *limit < 0 {
+				return usagef("--limit must be 0 or more")
+			}
+			c := g.client()
+			defer c.Close()
+			w := bufio.NewWriter(e.stdout)
+			defer w.Flush()
+			from, n := *after, 0
+			for {
+				page := 10000
+				if *limit > 0 {
+					page = min(page, *limit-n)
+				}
+				keys, next, err := c.Keys(ctx, args[0], *prefix, from, page)
+				if err != nil {
+					return err
+				}
+				for _, k := range keys {
+					w.WriteString(k)
+					w.WriteByte('\n')
+				}
+				n += len(keys)
+				if next == "" || (*limit > 0 && n >= *limit) {
+					return w.Flush()
+				}
+				from = next
+			}
+		}
+	},
+}
+
+var topicsCmd = &command{
+	name:    "topics",
+	args:    "",
+	summary: "list the topics with their key and message counts",
+	minArgs: 0, maxArgs: 0,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		return func(ctx context.Context, e *env, args []string) error {
+			c := g.client()
+			defer c.Close()
+			topics, err := c.Topics(ctx)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPIC\tKEYS\tMESSAGES")
+			for _, t := range topics {
+				fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Name, t.Keys, t.Messages)
+			}
+			return tw.Flush()
+		}
+	},
+}
+
+var statusCmd = &command{
+	name:    "status",
+	args:    "",
+	summary: "show the daemon's node, store figures, health and readiness",
+	help: `The exit status is 1 when the daemon answers but is not healthy or not
+ready (the table is printed all the same), so that scripts can use it
+as a check.`,
+	minArgs: 0, maxArgs: 0,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		asJSON := fs.Bool("json", false, "print the API's JSON answer as it is")
+		return func(ctx context.Context, e *env, args []string) error {
+			c := g.client()
+			defer c.Close()
+			st, err := c.Status(ctx)
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				fmt.Fprintf(e.stdout, "%s\n", strings.TrimSpace(string(st.Raw)))
+				return nil
+			}
+			health, ready := c.Healthz(ctx), c.Readyz(ctx)
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "node\t%s\n", st.Node.Name)
+			fmt.Fprintf(tw, "origin\t%s\n", client.FormatOrigin(st.Node.Origin))
+			fmt.Fprintf(tw, "version\t%s\n", st.Node.Version)
+			fmt.Fprintf(tw, "uptime\t%s\n", st.Uptime.Round(time.Second))
+			fmt.Fprintf(tw, "flush\t%s\n", st.Flush)
+			fmt.Fprintf(tw, "segments\t%d (%d mapped)\n", st.Store.Segments, st.Store.MappedSegments)
+			fmt.Fprintf(tw, "log size\t%s\n", humanBytes(st.Store.LogBytes))
+			fmt.Fprintf(tw, "write position\t%d\n", st.Store.WritePos)
+			fmt.Fprintf(tw, "flushed position\t%d (%s behind)\n", st.Store.FlushedPos, humanBytes(st.Store.WritePos-st.Store.FlushedPos))
+			fmt.Fprintf(tw, "oldest position\t%d\n", st.Store.OldestPos)
+			fmt.Fprintf(tw, "records\t%d\n", st.Store.Records)
+			fmt.Fprintf(tw, "keys\t%d\n", st.Store.Keys)
+			fmt.Fprintf(tw, "health\t%s\n", probeText(health))
+			fmt.Fprintf(tw, "ready\t%s\n", probeText(ready))
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if health != nil {
+				return fmt.Errorf("not healthy: %w", health)
+			}
+			if ready != nil {
+				return fmt.Errorf("not ready: %w", ready)
+			}
+			return nil
+		}
+	},
+}
+
+func probeText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Message != "" {
+		return "FAIL: " + ae.Message
+	}
+	return "FAIL: " + err.Error()
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), -1
+	for ; (f >= unit || f <= -unit) && i < 5; i++ {
+		f /= unit
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTPE"[i])
+}
+
+var watchCmd = &command{
+	name:    "watch",
+	args:    "TOPIC",
+	summary: "print a topic's messages as they arrive, one per line",
+	help: `Each line is: offset, key, tag, value, separated by tabs. An empty key
+or tag shows as "-"; a tombstone's value as "(deleted)"; a value that is
+not printable text is shown Go-quoted ("\xff..."). --json prints the
+API's NDJSON lines instead.
+
+--from is earliest, latest (the default, or the cursor's position when
+--name names an existing cursor), an offset, or an RFC 3339 time.
+--tags keeps messages with one of the tags: "a,b" or "a||b".
+
+With --name the position is a durable cursor: by default (--ack client)
+the command advances it after printing, at most every 200ms and on exit,
+so a message may be printed twice after a crash but never skipped;
+--ack auto lets the daemon advance it as it sends (never twice, but a
+message in flight at a crash is skipped).
+
+watch runs until interrupted (exit status 0), until --count messages were
+printed, or until the daemon ends the stream (exit status 1).`,
+	minArgs: 1, maxArgs: 1,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		from := fs.String("from", "", "earliest, latest, an offset or an RFC 3339 time")
+		tags := fs.String("tags", "", `only these tags: "a,b" or "a||b"`)
+		name := fs.String("name", "", "durable cursor name: resume where it left off")
+		ack := fs.String("ack", "client", "with --name: client (ack after printing) or auto (the daemon acks)")
+		count := fs.Int("count", 0, "exit after this many messages (0: no limit)")
+		asJSON := fs.Bool("json", false, "print the API's NDJSON lines")
+		return func(ctx context.Context, e *env, args []string) error {
+			if *ack != "client" && *ack != "auto" {
+				return usagef("--ack must be client or auto")
+			}
+			if *count < 0 {
+				return usagef("--count must be 0 or more")
+			}
+			opts := client.SubscribeOptions{From: *from, Name: *name, AutoAck: *name != "" && *ack == "auto"}
+			for _, t := range strings.FieldsFunc(*tags, func(r rune) bool { return r == ',' || r == '|' || unicode.IsSpace(r) }) {
+				opts.Tags = append(opts.Tags, t)
+			}
+			c := g.client()
+			defer c.Close()
+			sub, err := c.Subscribe(ctx, args[0], opts)
+			if err != nil {
+				return err
+			}
+			defer sub.Close()
+			return watch(ctx, e, c, sub, args[0], *name, *name != "" && *ack == "client", *count, *asJSON)
+		}
+	},
+}
+
+func watch(ctx context.Context, e *env, c *client.Client, sub *client.Subscription, topic, name string, clientAck bool, count int, asJSON bool) error {
+	w := bufio.NewWriter(e.stdout)
+	defer w.Flush()
+	var (
+		printed  int
+		pending  bool   // an offset printed but not acked
+		ackTo    uint64 // the offset after the last printed
+		ackTimer = time.NewTicker(200 * time.Millisecond)
+	)
+	defer ackTimer.Stop()
+	ackNow := func() error {
+		if !clientAck || !pending {
+			return nil
+		}
+		// A bounded context of its own: on interrupt the caller's is done,
+		// and the final ack must still go out.
+		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := c.SetCursor(actx, name, topic, ackTo); err != nil {
+			return fmt.Errorf("acknowledging offset %d: %w", ackTo, err)
+		}
+		pending = false
+		return nil
+	}
+	events := sub.Events()
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				err := sub.Err()
+				if ackErr := ackNow(); ackErr != nil {
+					return ackErr
+				}
+				if ctx.Err() != nil {
+					return nil // interrupted: a normal end
+				}
+				if err == io.EOF {
+					return errors.New("the daemon ended the stream")
+				}
+				return err
+			}
+			if asJSON {
+				b, err := json.Marshal(ev)
+				if err != nil {
+					return err
+				}
+				w.Write(b)
+				w.WriteByte('\n')
+			} else {
+				writeEventLine(w, ev)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			printed++
+			pending, ackTo = true, ev.Offset+1
+			if count > 0 && printed >= count {
+				return ackNow()
+			}
+		case <-ackTimer.C:
+			if err := ackNow(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ackNow()
+		}
+	}
+}
+
+func writeEventLine(w *bufio.Writer, ev client.Event) {
+	w.WriteString(strconv.FormatUint(ev.Offset, 10))
+	w.WriteByte('\t')
+	w.WriteString(dash(ev.Key))
+	w.WriteByte('\t')
+	w.WriteString(dash(ev.Tag))
+	w.WriteByte('\t')
+	switch {
+	case ev.Delete:
+		w.WriteString("(deleted)")
+	case printable(ev.Value):
+		w.Write(ev.Value)
+	default:
+		w.WriteString(strconv.Quote(string(ev.Value)))
+	}
+	w.WriteByte('\n')
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printable reports whether b is UTF-8 text without control characters,
+// so that printing it raw keeps one message per line.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if !unicode.IsPrint(r) && r != ' ' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,238 @@
+// Command cachecast is the command-line client of cachecastd: it publishes,
+// reads, lists, deletes and watches messages over the daemon's Unix
+// socket, shows the daemon's status, and measures it (bench).
+//
+//	cachecast [--socket PATH] COMMAND [flags] [args]
+//
+// Commands: publish, get, del, keys, watch, topics, status, bench, help.
+// `cachecast help COMMAND` or `cachecast COMMAND --help` documents each.
+//
+// The socket is --socket, else $CACHECAST_SOCKET, else ./cachecast.sock
+// (where `cachecastd` with no flags puts it). Exit status: 0 success, 1
+// an error (its message on stderr), 2 a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+
+	"github.com/cachecast/cachecast/client"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// defaultSocket is where cachecastd with no flags listens.
+const defaultSocket = "./cachecast.sock"
+
+// env is what a command may touch of the process, so that tests run
+// commands in-process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	stderrTTY      bool // draw a progress bar rather than print lines
+}
+
+// globals are the flags every command takes.
+type globals struct {
+	socket  string
+	timeout time.Duration
+}
+
+func (g *globals) register(fs *pflag.FlagSet, e *env) {
+	def := defaultSocket
+	if s := e.getenv("CACHECAST_SOCKET"); s != "" {
+		def = s
+	}
+	fs.StringVar(&g.socket, "socket", def, "the daemon's Unix socket ($CACHECAST_SOCKET)")
+	fs.DurationVar(&g.timeout, "timeout", client.DefaultTimeout, "bound on each request (0: none; watch streams are not bounded)")
+}
+
+func (g *globals) client(opts ...client.Option) *client.Client {
+	return client.New(g.socket, append([]client.Option{client.WithTimeout(g.timeout)}, opts...)...)
+}
+
+// A command is one subcommand. setup defines its flags on fs and returns
+// the function that runs it with the arguments left after the flags.
+type command struct {
+	name    string
+	args    string // synopsis of the arguments, after the flags
+	summary string
+	help    string // more text for `cachecast help NAME`
+	minArgs int
+	maxArgs int // -1: any
+	setup   func(fs *pflag.FlagSet, g *globals) func(ctx context.Context, e *env, args []string) error
+}
+
+// commands, in the order help lists them.
+var commands = []*command{
+	benchCmd, delCmd, getCmd, keysCmd, publishCmd, statusCmd, topicsCmd, watchCmd,
+}
+
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{
+		stdin:     os.Stdin,
+		stdout:    os.Stdout,
+		stderr:    os.Stderr,
+		getenv:    os.Getenv,
+		stderrTTY: isTerminal(os.Stderr),
+	}
+	code := run(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, e *env, argv []string) int {
+	// Global flags may come before the command name.
+	var topG, g globals
+	top := pflag.NewFlagSet("cachecast", pflag.ContinueOnError)
+	top.SetInterspersed(false)
+	top.SetOutput(io.Discard)
+	top.Usage = func() {}
+	topG.register(top, e)
+	if err := top.Parse(argv); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			topUsage(e.stdout, top)
+			return exitOK
+		}
+		fmt.Fprintf(e.stderr, "cachecast: %v\n", err)
+		topUsage(e.stderr, top)
+		return exitUsage
+	}
+	args := top.Args()
+	if len(args) == 0 {
+		topUsage(e.stderr, top)
+		return exitUsage
+	}
+	name, args := args[0], args[1:]
+	if name == "help" {
+		return help(e, top, args)
+	}
+	cmd := lookup(name)
+	if cmd == nil {
+		fmt.Fprintf(e.stderr, "cachecast: unknown command %q\nRun 'cachecast help' for the list of commands.\n", name)
+		return exitUsage
+	}
+
+	fs := newFlagSet(cmd)
+	g.register(fs, e)
+	// The values given before the command name are the defaults here.
+	top.Visit(func(f *pflag.Flag) { fs.Set(f.Name, f.Value.String()) })
+	runCmd := cmd.setup(fs, &g)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			cmdUsage(e.stdout, cmd, fs)
+			return exitOK
+		}
+		return fail(e, cmd, &usageError{err.Error()})
+	}
+	args = fs.Args()
+	if len(args) < cmd.minArgs || (cmd.maxArgs >= 0 && len(args) > cmd.maxArgs) {
+		return fail(e, cmd, usagef("wrong number of arguments"))
+	}
+	return fail(e, cmd, runCmd(ctx, e, args))
+}
+
+func newFlagSet(cmd *command) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(cmd.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = true
+	return fs
+}
+
+// fail reports err (if any) and returns the exit status for it.
+func fail(e *env, cmd *command, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(e.stderr, "cachecast %s: %v\nUsage: cachecast %s [flags] %s\nRun 'cachecast %s --help' for more.\n",
+			cmd.name, err, cmd.name, cmd.args, cmd.name)
+		return exitUsage
+	}
+	fmt.Fprintf(e.stderr, "cachecast %s: %v\n", cmd.name, err)
+	if errors.Is(err, client.ErrUnreachable) {
+		fmt.Fprintln(e.stderr, "Is cachecastd running? --socket or CACHECAST_SOCKET choose the socket.")
+	}
+	return exitError
+}
+
+func help(e *env, top *pflag.FlagSet, args []string) int {
+	if len(args) == 0 {
+		topUsage(e.stdout, top)
+		return exitOK
+	}
+	cmd := lookup(args[0])
+	if cmd == nil {
+		fmt.Fprintf(e.stderr, "cachecast help: unknown command %q\n", args[0])
+		return exitUsage
+	}
+	fs := newFlagSet(cmd)
+	var g globals
+	g.register(fs, e)
+	cmd.setup(fs, &g)
+	cmdUsage(e.stdout, cmd, fs)
+	return exitOK
+}
+
+func topUsage(w io.Writer, top *pflag.FlagSet) {
+	var b strings.Builder
+	b.WriteString("cachecast is the command-line client of cachecastd.\n\n")
+	b.WriteString("Usage: cachecast [--socket PATH] COMMAND [flags] [args]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+	}
+	b.WriteString("  help     show the help of a command: cachecast help COMMAND\n\n")
+	b.WriteString("Flags (every command takes them too):\n")
+	b.WriteString(top.FlagUsages())
+	b.WriteString("\nExit status: 0 success, 1 error, 2 usage error.\n")
+	io.WriteString(w, b.String())
+}
+
+func cmdUsage(w io.Writer, cmd *command, fs *pflag.FlagSet) {
+	fmt.Fprintf(w, "Usage: cachecast %s [flags] %s\n\n%s\n", cmd.name, cmd.args, cmd.summary)
+	if cmd.help != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(cmd.help))
+	}
+	fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsages())
+}

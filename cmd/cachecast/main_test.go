@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/client/clienttest"
+)
+
+// The CLI is tested in-process (run) against clienttest.Server, a double
+// of the daemon's wire format on a real Unix socket. End-to-end runs of
+// the binary against a real cachecastd belong to test/.
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func cli(t *testing.T, srv *clienttest.Server, stdin string, args ...string) result {
+	t.Helper()
+	return cliCtx(context.Background(), t, srv, stdin, args...)
+}
+
+func cliCtx(ctx context.Context, t *testing.T, srv *clienttest.Server, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	e := &env{
+		stdin:  strings.NewReader(stdin),
+		stdout: &out,
+		stderr: &errOut,
+		getenv: func(k string) string {
+			if k == "CACHECAST_SOCKET" && srv != nil {
+				return srv.Socket
+			}
+			return ""
+		},
+	}
+	code := run(ctx, e, args)
+	return result{out.String(), errOut.String(), code}
+}
+
+func (r result) check(t *testing.T, code int) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+func TestHelp(t *testing.T) {
+	r := cli(t, nil, "", "help").check(t, exitOK)
+	for _, c := range commands {
+		if !strings.Contains(r.stdout, "  "+c.name+" ") {
+			t.Errorf("help lacks %s:\n%s", c.name, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "--socket") || !strings.Contains(r.stdout, "./cachecast.sock") {
+		t.Errorf("help lacks --socket and its default:\n%s", r.stdout)
+	}
+	cli(t, nil, "", "--help").check(t, exitOK)
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
+			r := cli(t, nil, "", args...).check(t, exitOK)
+			if !strings.Contains(r.stdout, "Usage: cachecast "+c.name) || !strings.Contains(r.stdout, "--socket") {
+				t.Errorf("%v:\n%s", args, r.stdout)
+			}
+		}
+	}
+	r = cli(t, nil, "", "help", "bench").check(t, exitOK)
+	for _, f := range []string{"--count", "--size", "--conns", "--batch", "--keys", "--mode"} {
+		if !strings.Contains(r.stdout, f) {
+			t.Errorf("bench help lacks %s", f)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	tests := [][]string{
+		{},
+		{"nope"},
+		{"help", "nope"},
+		{"--bogus"},
+		{"publish", "t"},
+		{"publish", "t", "k", "v", "extra"},
+		{"get", "t"},
+		{"get", "t", "k", "x"},
+		{"del", "t"},
+		{"keys"},
+		{"keys", "t", "--limit", "-1"},
+		{"keys", "t", "--limit", "many"},
+		{"topics", "x"},
+		{"status", "x"},
+		{"watch"},
+		{"watch", "t", "--ack", "sometimes"},
+		{"bench", "--mode", "scan"},
+		{"bench", "--mode", "get", "--batch", "10"},
+		{"bench", "--count", "0"},
+		{"bench", "--conns", "0"},
+		{"get", "--nope", "t", "k"},
+	}
+	for _, args := range tests {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cli(t, srv, "", args...).check(t, exitUsage)
+			if r.stderr == "" || r.stdout != "" {
+				t.Errorf("stdout %q stderr %q", r.stdout, r.stderr)
+			}
+		})
+	}
+	if n := srv.Messages("t"); n != 0 {
+		t.Errorf("usage errors published %d messages", n)
+	}
+}
+
+var resultLine = regexp.MustCompile(`^ok seq=(\d+) origin=00c0ffee12345678 hlc=(\d{17,}) time=\d{4}-\d\d-\d\dT[0-9:.]+Z\n$`)
+
+func TestPublishGetDel(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	r := cli(t, srv, "", "publish", "prices", "sku/42", "12.50", "--tag", "eu").check(t, exitOK)
+	if !resultLine.MatchString(r.stdout) {
+		t.Errorf("publish printed %q", r.stdout)
+	}
+	binary := "\x00\xff\nbinary\r\n"
+	cli(t, srv, binary, "publish", "prices", "bin").check(t, exitOK)
+	cli(t, srv, "", "publish", "prices", "empty", "").check(t, exitOK)
+
+	r = cli(t, srv, "", "get", "prices", "sku/42").check(t, exitOK)
+	if r.stdout != "12.50" || r.stderr != "" {
+		t.Errorf("get: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	r = cli(t, srv, "", "get", "prices", "bin", "-v").check(t, exitOK)
+	if r.stdout != binary {
+		t.Errorf("get of a value from stdin: %q, want %q", r.stdout, binary)
+	}
+	for _, want := range []string{"origin: 00c0ffee12345678", "seq:    2", "size:   11", "tag:    \n"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("get -v stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	r = cli(t, srv, "", "get", "prices", "empty").check(t, exitOK)
+	if r.stdout != "" {
+		t.Errorf("empty value: %q", r.stdout)
+	}
+
+	r = cli(t, srv, "", "del", "prices", "sku/42", "--json").check(t, exitOK)
+	var pr client.PutResult
+	if err := json.Unmarshal([]byte(r.stdout), &pr); err != nil || pr.Seq != 4 || pr.Key != "sku/42" || !pr.OK() {
+		t.Errorf("del --json: %q (%+v, %v)", r.stdout, pr, err)
+	}
+	r = cli(t, srv, "", "get", "prices", "sku/42").check(t, exitError)
+	if !strings.Contains(r.stderr, "prices/sku/42: not found") {
+		t.Errorf("get of a deleted key: %q", r.stderr)
+	}
+
+	// A keyless publish is a stream message.
+	cli(t, srv, "", "publish", "events", "", "hello").check(t, exitOK)
+	if n := srv.Messages("events"); n != 1 {
+		t.Errorf("%d stream messages", n)
+	}
+	// An API error is reported with its code, exit 1.
+	r = cli(t, srv, "", "publish", "bad topic", "k", "v").check(t, exitError)
+	if !strings.Contains(r.stderr, "invalid_name") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestSocketSelection(t *testing.T) {
+	a, b := clienttest.NewServer(t), clienttest.NewServer(t)
+	// env names a; --socket, before or after the command, names b.
+	cli(t, a, "", "publish", "t", "k", "from-env").check(t, exitOK)
+	cli(t, a, "", "--socket", b.Socket, "publish", "t", "k", "flag-before").check(t, exitOK)
+	cli(t, a, "", "publish", "--socket="+b.Socket, "t", "k2", "flag-after").check(t, exitOK)
+	if a.Messages("t") != 1 || b.Messages("t") != 2 {
+		t.Errorf("a has %d, b has %d messages; want 1 and 2", a.Messages("t"), b.Messages("t"))
+	}
+
+	// Without either, ./cachecast.sock in the working directory.
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	r := cli(t, nil, "", "get", "t", "k").check(t, exitError)
+	if !strings.Contains(r.stderr, "cachecast.sock") || !strings.Contains(r.stderr, "Is cachecastd running?") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestKeysTopics(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	c := client.New(srv.Socket)
+	defer c.Close()
+	var msgs []client.Message
+	var want []string
+	for i := range 30 {
+		k := fmt.Sprintf("p/%03d", i)
+		msgs = append(msgs, client.Message{Key: k, Value: []byte("v")})
+		want = append(want, k)
+	}
+	msgs = append(msgs, client.Message{Key: "q", Value: []byte("v")})
+	if _, err := c.PublishBatch(context.Background(), "cat", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(context.Background(), "dog", "x", []byte("v"), ""); err != nil {
+		t.Fatal(err)
+	}
+
+	r := cli(t, srv, "", "keys", "cat", "--prefix", "p/").check(t, exitOK)
+	if r.stdout != strings.Join(want, "\n")+"\n" {
+		t.Errorf("keys --prefix:\n%s", r.stdout)
+	}
+	r = cli(t, srv, "", "keys", "cat", "--limit", "3", "--after", "p/010").check(t, exitOK)
+	if r.stdout != "p/011\np/012\np/013\n" {
+		t.Errorf("keys --limit --after: %q", r.stdout)
+	}
+	r = cli(t, srv, "", "keys", "none").check(t, exitOK)
+	if r.stdout != "" {
+		t.Errorf("keys of an unknown topic: %q", r.stdout)
+	}
+
+	r = cli(t, srv, "", "topics").check(t, exitOK)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "TOPIC KEYS MESSAGES" ||
+		strings.Join(strings.Fields(lines[1]), " ") != "cat 31 31" || strings.Join(strings.Fields(lines[2]), " ") != "dog 1 1" {
+		t.Errorf("topics:\n%s", r.stdout)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	r := cli(t, srv, "", "status").check(t, exitOK)
+	for _, want := range []string{"node", "clienttest", "00c0ffee12345678", "flush", "async", "segments", "1 (1 mapped)", "64.0 MiB", "health", "ready"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = cli(t, srv, "", "status", "--json").check(t, exitOK)
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil || raw["cluster"] == nil || raw["store"] == nil {
+		t.Errorf("status --json: %s (%v)", r.stdout, err)
+	}
+	srv.SetHealth(errors.New("last flush failed: EIO"))
+	r = cli(t, srv, "", "status").check(t, exitError)
+	if !strings.Contains(r.stdout, "FAIL: last flush failed: EIO") || !strings.Contains(r.stderr, "not healthy") {
+		t.Errorf("unhealthy status: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	c := client.New(srv.Socket)
+	defer c.Close()
+	msgs := []client.Message{
+		{Key: "a", Tag: "red", Value: []byte("12.50")},
+		{Key: "b", Value: []byte("two words")},
+		{Key: "", Tag: "red", Value: []byte("line\nbreak\xff")},
+		{Key: "a", Tag: "red", Delete: true},
+		{Key: "c", Tag: "blue", Value: []byte("x")},
+	}
+	if _, err := c.PublishBatch(context.Background(), "w", msgs); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, srv, "", "watch", "w", "--from", "earliest", "--count", "5").check(t, exitOK)
+	want := "0\ta\tred\t12.50\n" +
+		"1\tb\t-\ttwo words\n" +
+		"2\t-\tred\t\"line\\nbreak\\xff\"\n" +
+		"3\ta\tred\t(deleted)\n" +
+		"4\tc\tblue\tx\n"
+	if r.stdout != want {
+		t.Errorf("watch:\n%s\nwant:\n%s", r.stdout, want)
+	}
+	r = cli(t, srv, "", "watch", "w", "--from", "1", "--tags", "red,blue", "--count", "2").check(t, exitOK)
+	if r.stdout != "2\t-\tred\t\"line\\nbreak\\xff\"\n3\ta\tred\t(deleted)\n" {
+		t.Errorf("watch --tags --from 1:\n%s", r.stdout)
+	}
+	r = cli(t, srv, "", "watch", "w", "--from", "earliest", "--count", "3", "--json").check(t, exitOK)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	var ev client.Event
+	if len(lines) != 3 || json.Unmarshal([]byte(lines[2]), &ev) != nil || !bytes.Equal(ev.Value, msgs[2].Value) || ev.Offset != 2 {
+		t.Errorf("watch --json:\n%s", r.stdout)
+	}
+
+	// --name with client acks: the cursor follows what was printed, and a
+	// second watch resumes there.
+	cli(t, srv, "", "watch", "w", "--from", "earliest", "--name", "me", "--count", "2").check(t, exitOK)
+	if cur, err := c.GetCursor(context.Background(), "me"); err != nil || cur.Offset != 2 {
+		t.Fatalf("cursor after 2 printed: %+v %v", cur, err)
+	}
+	r = cli(t, srv, "", "watch", "w", "--name", "me", "--count", "1").check(t, exitOK)
+	if !strings.HasPrefix(r.stdout, "2\t") {
+		t.Errorf("resumed watch printed %q", r.stdout)
+	}
+	cli(t, srv, "", "watch", "w", "--from", "earliest", "--name", "auto", "--ack", "auto", "--count", "5").check(t, exitOK)
+	if cur, err := c.GetCursor(context.Background(), "auto"); err != nil || cur.Offset != 5 {
+		t.Errorf("auto-acked cursor: %+v %v", cur, err)
+	}
+
+	// Live: a watch from latest sees what is published after it starts;
+	// an interrupt ends it with status 0 and acks what it printed.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result)
+	go func() { done <- cliCtx(ctx, t, srv, "", "watch", "w", "--name", "live", "--from", "latest") }()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Requests("GET /v1/topics/{topic}/subscribe") < 7 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the headers reach the client
+	if _, err := c.Publish(context.Background(), "w", "live", []byte("now"), ""); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		cur, err := c.GetCursor(context.Background(), "live")
+		if err == nil && cur.Offset == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the live message was not acked: %+v %v", cur, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	r = (<-done).check(t, exitOK)
+	if r.stdout != "5\tlive\t-\tnow\n" {
+		t.Errorf("live watch printed %q", r.stdout)
+	}
+
+	// The daemon going away ends watch with an error.
+	go func() { time.Sleep(50 * time.Millisecond); srv.Close() }()
+	r = cli(t, srv, "", "watch", "w").check(t, exitError)
+	if !strings.Contains(r.stderr, "ended the stream") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestBench(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		route    string
+		requests int
+		stored   int
+	}{
+		{"put", []string{"--count", "300", "--conns", "3", "--keys", "50"}, "PUT /v1/topics/{topic}/keys/{key}", 300, 300},
+		{"batch", []string{"--count", "1050", "--batch", "100", "--conns", "2", "--size", "10"}, "POST /v1/topics/{topic}/messages", 11, 1050},
+		{"get", []string{"--mode", "get", "--count", "200", "--keys", "2500", "--conns", "2"}, "GET /v1/topics/{topic}/keys/{key}", 200, 2500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := clienttest.NewServer(t)
+			r := cli(t, srv, "", append([]string{"bench"}, tt.args...)...).check(t, exitOK)
+			for _, want := range []string{"throughput:", "msgs/s", "MB/s", "p50 ", "p99 ", "p99.9 ", "max "} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("report lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			if n := srv.Requests(tt.route); n != tt.requests {
+				t.Errorf("%d requests on %s, want %d", n, tt.route, tt.requests)
+			}
+			if n := srv.Messages("bench"); n != tt.stored {
+				t.Errorf("%d messages stored, want %d", n, tt.stored)
+			}
+		})
+	}
+	srv := clienttest.NewServer(t)
+	r := cli(t, srv, "", "bench", "--count", "100", "--batch", "7", "--json", "--topic", "bj").check(t, exitOK)
+	var rep benchReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Messages != 100 || rep.Requests != 15 ||
+		rep.MsgsPerSec <= 0 || rep.P50 <= 0 || rep.P50 > rep.P99 || rep.P99 > rep.P999 || rep.P999 > rep.Max {
+		t.Errorf("bench --json: %s (%+v, %v)", r.stdout, rep, err)
+	}
+	// An error on the way (the value is too large) ends the bench, exit 1.
+	small := clienttest.NewServer(t, clienttest.WithMaxValueSize(10))
+	r = cli(t, small, "", "bench", "--count", "100", "--size", "11").check(t, exitError)
+	if !strings.Contains(r.stderr, "value_too_large") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 1000; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for _, tt := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500}, {0.99, 990}, {0.999, 999}, {1, 1000}, {0, 1}} {
+		if got := percentile(d, tt.q); got != tt.want {
+			t.Errorf("percentile(%v) = %d, want %d", tt.q, got, tt.want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 || percentile([]time.Duration{7}, 0.999) != 7 {
+		t.Error("percentile of short lists")
+	}
+}
+
+func TestProgress(t *testing.T) {
+	if got := bar(50, 100, 10); got != "[=====     ]  50%" {
+		t.Errorf("bar: %q", got)
+	}
+	if got := bar(150, 100, 4); got != "[====] 100%" {
+		t.Errorf("bar over total: %q", got)
+	}
+	for _, tty := range []bool{false, true} {
+		var errOut bytes.Buffer
+		e := &env{stderr: &errOut, stderrTTY: tty}
+		var done atomic64
+		done.Store(40)
+		stop := startProgress(e, "x", 100, &done.Int64)
+		time.Sleep(1100 * time.Millisecond)
+		stop()
+		stop()
+		s := errOut.String()
+		if tty && (!strings.Contains(s, "\rx [============") || !strings.HasSuffix(s, "\r\033[K")) {
+			t.Errorf("tty progress %q", s)
+		}
+		if !tty && !strings.Contains(s, "x: 40/100 messages (40%)") {
+			t.Errorf("line progress %q", s)
+		}
+	}
+}
+
+type atomic64 struct{ atomic.Int64 }
+
+func TestFmtMicros(t *testing.T) {
+	for us, want := range map[float64]string{12.34: "12.3µs", 999.9: "999.9µs", 1500: "1.50ms", 2.5e6: "2.50s"} {
+		if got := fmtMicros(us); got != want {
+			t.Errorf("fmtMicros(%v) = %q, want %q", us, got, want)
+		}
+	}
+}
