@@ -397,7 +397,7 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64) error {
 			return fmt.Errorf("%w: key %q after %q", ErrCorrupt, k, prevKey)
 		}
 		prevKey = k
-		v.put(tv, it)
+		v.insertNew(tv, it)
 	}
 	return nil
 }

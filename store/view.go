@@ -31,10 +31,17 @@ import (
 // listing, both pointing at the same immutable item. An item is 48 bytes plus
 // one allocation holding key, tag and value back to back; the map's key
 // string and the B-tree's ordering both use the key inside that allocation,
-// so a key is stored once. Items are never modified once in the view: an
-// update makes a new item and swaps the pointers, which is what lets Digest
-// and the snapshot writer work on a lazy copy-on-write clone of the B-trees
-// (btree.Clone) without holding the lock while they read.
+// so a key is stored once. Measured with 10 million 14-byte keys and 16-byte
+// values (BenchmarkViewGet): about 144 heap bytes per key (item 48, key and
+// value 32, map about 50, B-tree about 14) and about 0.5 us per Get, 0
+// allocations. Without the map it would be about 95 bytes per key but about
+// 4.5 us and one allocation per Get (a B-tree descent is ~25 key compares,
+// each a cache miss at this size), hence the map.
+//
+// Items are never modified once in the view: an update makes a new item
+// and swaps the pointers, which is what lets Digest and the snapshot writer
+// work on a lazy copy-on-write clone of the B-trees (btree.Clone) without
+// holding the lock while they read.
 
 // Entry is the view's value for one (topic, key).
 type Entry struct {
@@ -206,6 +213,18 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		v.live++
 	}
 	return true
+}
+
+// insertNew stores it in tv, which holds nothing for its key yet (the
+// snapshot reader's entries are sorted and distinct). The caller holds the
+// write lock or owns v alone.
+func (v *View) insertNew(tv *topicView, it *viewItem) {
+	tv.byKey[it.key()] = it
+	tv.order.ReplaceOrInsert(it)
+	if !it.tomb {
+		tv.live++
+		v.live++
+	}
 }
 
 // Get returns the live value of (topic, key). A deleted or unknown key
