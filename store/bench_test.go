@@ -47,8 +47,23 @@ func byteSize(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
+// benchDir is where benchmarks keep their stores: CACHECAST_BENCH_DIR (for
+// example /dev/shm, to measure the store's own cost without the disk's
+// bandwidth), else a temporary directory on the test's file system.
+func benchDir(b *testing.B) string {
+	if root := os.Getenv("CACHECAST_BENCH_DIR"); root != "" {
+		dir, err := os.MkdirTemp(root, "cachecast-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	return b.TempDir()
+}
+
 func benchStore(b *testing.B, c appendCase, flush FlushMode) *Store {
-	o := DefaultOptions(b.TempDir())
+	o := DefaultOptions(benchDir(b))
 	o.SegmentSize = int64(c.segment)
 	o.MaxMappedSegments = c.mapped
 	o.Flush = flush
@@ -144,7 +159,7 @@ func BenchmarkAppendSync(b *testing.B) {
 // indexes are found complete, and the view (no snapshot) is rebuilt.
 func BenchmarkRecover(b *testing.B) {
 	const total = 1 << 30
-	dir := b.TempDir()
+	dir := benchDir(b)
 	o := DefaultOptions(dir)
 	o.FlushInterval = time.Hour
 	o.FlushBytes = 0

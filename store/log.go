@@ -32,7 +32,8 @@ type segLog struct {
 
 	mu     sync.Mutex
 	segs   map[int64]*segment // by segment index (base / segSize)
-	mapped int
+	maps   []*segment // the mapped ones
+	last   int64      // index of the newest segment in segs
 	tick   uint64
 	free   []string // recycled files waiting for reuse
 	// prepared is the next segment, made ahead by the preparer goroutine.
@@ -45,6 +46,8 @@ type segLog struct {
 	// Writer state, touched only under the store's write lock.
 	cur  *segment
 	wpos int64
+
+	dirDirty atomic.Bool // a segment file was made or renamed since the last directory sync
 
 	end     atomic.Int64 // readers may read below this
 	oldest  atomic.Int64 // and at or above this
@@ -148,6 +151,7 @@ func (l *segLog) load() error {
 		if err != nil {
 			return err
 		}
+		l.dirDirty.Store(true)
 		l.segs[base/l.segSize] = s
 		oldest = base
 	}
@@ -172,6 +176,10 @@ func (l *segLog) load() error {
 			break
 		}
 	}
+	l.last = -1
+	for i := range l.segs {
+		l.last = max(l.last, i)
+	}
 	l.oldest.Store(oldest)
 	return nil
 }
@@ -186,15 +194,9 @@ func (l *segLog) firstIndex() int64 {
 	return first
 }
 
-func (l *segLog) lastIndex() int64 {
-	last := int64(-1)
-	for i := range l.segs {
-		if i > last {
-			last = i
-		}
-	}
-	return last
-}
+// lastIndex is the index of the newest segment in segs. Guarded by mu
+// once the preparer runs.
+func (l *segLog) lastIndex() int64 { return l.last }
 
 // recover finds the end of the log, starting from the committed position
 // in the metafile (everything before it was flushed and checked when it
@@ -211,10 +213,12 @@ func (l *segLog) recover() error {
 	for {
 		idx := pos / l.segSize
 		s := l.segs[idx]
-		if err := s.mapIn(l.segSize, false); err != nil {
-			return err
+		if s.data == nil {
+			if err := s.mapIn(l.segSize, false); err != nil {
+				return err
+			}
+			l.noteMapped(s)
 		}
-		l.mapped++
 		off := pos - s.base
 		next, err := l.scanSegment(s, off)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
@@ -234,10 +238,12 @@ func (l *segLog) recover() error {
 		if nextSeg == nil {
 			break
 		}
-		if err := nextSeg.mapIn(l.segSize, false); err != nil {
-			return err
+		if nextSeg.data == nil {
+			if err := nextSeg.mapIn(l.segSize, false); err != nil {
+				return err
+			}
+			l.noteMapped(nextSeg)
 		}
-		l.mapped++
 		var first Record
 		ferr := guardFault(func() error {
 			var err error
@@ -272,6 +278,11 @@ func (l *segLog) recover() error {
 	l.meta.setPos(metaOffWriting, pos)
 	l.meta.setPos(metaOffCommitted, pos)
 	l.meta.setPos(metaOffReading, l.oldest.Load())
+	if l.dirDirty.Swap(false) {
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+	}
 	return l.meta.sync()
 }
 
@@ -337,9 +348,7 @@ func (l *segLog) truncate(pos int64, cause error) error {
 	}
 	for i, t := range l.segs {
 		if i > idx {
-			if t.data != nil {
-				l.mapped--
-			}
+			l.noteUnmapped(t)
 			t.close()
 			delete(l.segs, i)
 			if err := l.retire(t.path); err != nil {
@@ -347,6 +356,7 @@ func (l *segLog) truncate(pos int64, cause error) error {
 			}
 		}
 	}
+	l.last = idx
 	return nil
 }
 
@@ -441,6 +451,7 @@ func (l *segLog) prepareLoop() {
 // makeSegment creates (or recycles) and maps the segment at base.
 func (l *segLog) makeSegment(base int64, free string, populate bool) (*segment, error) {
 	s, err := createSegment(l.dir, base, l.segSize, free)
+	l.dirDirty.Store(true)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +460,7 @@ func (l *segLog) makeSegment(base int64, free string, populate bool) (*segment, 
 		return nil, err
 	}
 	l.mu.Lock()
-	l.mapped++
+	l.noteMapped(s)
 	l.mu.Unlock()
 	return s, nil
 }
@@ -457,9 +468,7 @@ func (l *segLog) makeSegment(base int64, free string, populate bool) (*segment, 
 func (l *segLog) dropPreparedLocked() {
 	p := l.prepared
 	l.prepared = nil
-	if p.data != nil {
-		l.mapped--
-	}
+	l.noteUnmapped(p)
 	p.close()
 	if err := l.retire(p.path); err != nil {
 		l.log.Warn("retiring a prepared segment failed", zap.Error(err))
@@ -514,9 +523,10 @@ func (l *segLog) advance() error {
 			l.mu.Unlock()
 			return err
 		}
-		l.mapped++
+		l.noteMapped(s)
 	}
 	l.segs[idx] = s
+	l.last = max(l.last, idx)
 	s.pins++
 	l.cur.pins--
 	l.cur = s
@@ -598,7 +608,7 @@ func (l *segLog) pin(pos int64) (*segment, error) {
 			s.pins--
 			return nil, err
 		}
-		l.mapped++
+		l.noteMapped(s)
 		l.evictLocked()
 	}
 	return s, nil
@@ -616,20 +626,33 @@ func (l *segLog) unpin(s *segment) {
 // evictLocked unmaps the least recently used unpinned segments while more
 // than maxMapped are mapped.
 func (l *segLog) evictLocked() {
-	for l.mapped > l.maxMapped {
+	for len(l.maps) > l.maxMapped {
 		var victim *segment
-		for _, s := range l.segs {
-			if s.data != nil && s.pins == 0 && (victim == nil || s.used < victim.used) {
+		for _, s := range l.maps {
+			if s.pins == 0 && s != l.prepared && (victim == nil || s.used < victim.used) {
 				victim = s
 			}
 		}
 		if victim == nil {
 			return // all pinned: allow more for now
 		}
+		l.noteUnmapped(victim)
 		if err := victim.unmap(); err != nil {
 			l.log.Warn("unmapping a segment failed", zap.String("segment-path", victim.path), zap.Error(err))
 		}
-		l.mapped--
+	}
+}
+
+// noteMapped and noteUnmapped keep the list of mapped segments, so that
+// eviction looks at the few maps, not at every retained segment.
+func (l *segLog) noteMapped(s *segment) { l.maps = append(l.maps, s) }
+
+func (l *segLog) noteUnmapped(s *segment) {
+	for i, m := range l.maps {
+		if m == s {
+			l.maps = append(l.maps[:i], l.maps[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -691,6 +714,12 @@ func (l *segLog) syncTo(to int64) error {
 	if to <= from {
 		return nil
 	}
+	if l.dirDirty.Swap(false) {
+		if err := syncDir(l.dir); err != nil {
+			l.dirDirty.Store(true)
+			return err
+		}
+	}
 	for base := from - from%l.segSize; base < to; base += l.segSize {
 		if base+l.segSize <= l.oldest.Load() {
 			continue
@@ -730,9 +759,7 @@ func (l *segLog) recycle(upTo int64) (int64, error) {
 		for s.pins > 0 {
 			l.unpinned.Wait()
 		}
-		if s.data != nil {
-			l.mapped--
-		}
+		l.noteUnmapped(s)
 		if err := s.close(); err != nil {
 			return oldest, err
 		}
@@ -773,7 +800,7 @@ type sealedSegment struct {
 func (l *segLog) counts() (segments, mapped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.segs), l.mapped
+	return len(l.segs), len(l.maps)
 }
 
 // close stops the preparer and closes every file. The caller flushed.

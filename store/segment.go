@@ -42,7 +42,8 @@ func parseSegmentName(name string) (base int64, ok bool) {
 // createSegment makes the file for the segment at base: it reuses a free
 // file when one is given (renamed and zeroed), else creates and
 // preallocates a new one, so that a full disk shows here and never as a
-// fault on a page of the map.
+// fault on a page of the map. The directory is not synced here: the next
+// flush does it, once for every file made since (segLog.dirDirty).
 func createSegment(dir string, base, size int64, free string) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
 	var f *os.File
@@ -60,9 +61,6 @@ func createSegment(dir string, base, size int64, free string) (*segment, error) 
 			return nil, fileError("create", path, err)
 		}
 		err = allocate(f, size)
-	}
-	if err == nil {
-		err = syncDir(dir)
 	}
 	if err != nil {
 		f.Close()

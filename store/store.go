@@ -101,8 +101,9 @@ func Open(opts Options) (*Store, error) {
 		s.closeParts()
 		return nil, err
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.flushLoop()
+	go s.snapshotLoop()
 	return s, nil
 }
 
@@ -254,11 +255,11 @@ type Result struct {
 // the clock, appends it, indexes it and applies it to the view. Under
 // FlushSync it returns once the record is durable.
 func (s *Store) Publish(m *Message) (Result, error) {
-	rs, err := s.publish(std1(m))
-	if err != nil {
+	var r Result
+	if err := s.publish(std1(m), std1r(&r)); err != nil {
 		return Result{}, err
 	}
-	return rs[0], nil
+	return r, nil
 }
 
 // std1 views one message as a batch without allocating a slice header on
@@ -271,21 +272,25 @@ func (s *Store) PublishBatch(ms []Message) ([]Result, error) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
-	return s.publish(ms)
+	results := make([]Result, len(ms))
+	if err := s.publish(ms, results); err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
-func (s *Store) publish(ms []Message) ([]Result, error) {
+// publish appends ms and fills results, which has the same length.
+func (s *Store) publish(ms []Message, results []Result) error {
 	for i := range ms {
 		if err := ms[i].Validate(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.wmu.Lock()
 	if s.closed.Load() {
 		s.wmu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	results := make([]Result, len(ms))
 	start := s.seglog.wpos
 	err := s.guarded(func() error {
 		for i := range ms {
@@ -309,19 +314,21 @@ func (s *Store) publish(ms []Message) ([]Result, error) {
 	if err != nil {
 		s.undo(start)
 		s.wmu.Unlock()
-		return nil, err
+		return err
 	}
 	s.nextSeq += uint64(len(ms))
 	s.seglog.commit()
 	for i := range ms {
 		// Applied after the commit so that the view never shows what a
 		// reader of the log cannot find.
-		s.applyAt(results[i].Pos)
+		if ms[i].Key != "" {
+			s.applyAt(results[i].Pos)
+		}
 	}
 	end := s.seglog.end.Load()
 	s.afterWrite(len(ms))
 	s.wmu.Unlock()
-	return results, s.waitDurable(end, results)
+	return s.waitDurable(end, results)
 }
 
 // AppendRecord appends a record first accepted by another node (or by
@@ -371,7 +378,9 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	}
 	s.clock.Observe(r.HLC())
 	s.seglog.commit()
-	s.applyAt(res.Pos)
+	if len(r.Key()) > 0 {
+		s.applyAt(res.Pos)
+	}
 	end := s.seglog.end.Load()
 	s.afterWrite(1)
 	s.wmu.Unlock()
@@ -436,8 +445,12 @@ func (s *Store) afterWrite(n int) {
 	if s.pendingAt.Load() == 0 {
 		s.pendingAt.Store(time.Now().UnixNano())
 	}
-	if s.opts.Flush == FlushAsync && s.opts.FlushBytes > 0 && s.seglog.end.Load()-s.seglog.flushed.Load() >= s.opts.FlushBytes {
+	end := s.seglog.end.Load()
+	if s.opts.Flush == FlushAsync && s.opts.FlushBytes > 0 && end-s.seglog.flushed.Load() >= s.opts.FlushBytes {
 		s.kickFlush()
+	}
+	if end-s.snapCovers.Load() >= s.snapshotBytes() {
+		s.kickSnapshot()
 	}
 }
 
@@ -675,11 +688,6 @@ func (s *Store) flushLoop() {
 		case <-s.flushKick:
 			s.flush()
 			continue
-		case <-s.snapshotKick:
-			if err := s.Snapshot(); err != nil {
-				s.log.Warn("snapshot failed", zap.Error(err))
-			}
-			continue
 		case <-tick.C:
 		}
 		s.flush()
@@ -691,6 +699,22 @@ func (s *Store) flushLoop() {
 		}
 		lastHousekeeping = time.Now()
 		s.housekeeping()
+	}
+}
+
+// snapshotLoop writes view snapshots when asked, apart from the flusher
+// so that a big view never delays a sync-mode writer's flush.
+func (s *Store) snapshotLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.snapshotKick:
+		}
+		if err := s.Snapshot(); err != nil {
+			s.log.Warn("snapshot failed", zap.Error(err))
+		}
 	}
 }
 
@@ -707,10 +731,8 @@ func (s *Store) housekeeping() {
 		s.log.Warn("syncing cursors failed", zap.Error(err))
 	}
 	grown := s.seglog.end.Load() - s.snapCovers.Load()
-	if grown > s.snapshotBytes() || grown > 0 && time.Since(s.lastSnapshotTime()) > s.opts.SnapshotInterval {
-		if err := s.Snapshot(); err != nil {
-			s.log.Warn("snapshot failed", zap.Error(err))
-		}
+	if grown > 0 && time.Since(s.lastSnapshotTime()) > s.opts.SnapshotInterval {
+		s.kickSnapshot()
 	}
 	if s.opts.RetentionAge > 0 {
 		s.retireAged()
