@@ -1,0 +1,123 @@
+// Command cachecastd is the cachecast daemon: it keeps a durable,
+// memory-mapped log and a key/value view on this machine and serves them to
+// local applications over HTTP on a Unix socket.
+//
+// Every flag can also be set by an environment variable CACHECAST_<FLAG>
+// (upper case, dashes as underscores), so that systemd's EnvironmentFile
+// works; the command line wins. `cachecastd --help` lists every flag with
+// its default. With no flags it runs a single node with its data in ./data
+// and its socket at ./cachecast.sock.
+//
+// Signals: SIGTERM and SIGINT shut down gracefully (drain, flush, snapshot);
+// SIGHUP reloads the log level and the allow-lists from the command line,
+// the environment and --env-file.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cachecast/cachecast/daemon"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the daemon failed
+	exitUsage = 2 // bad flags or configuration
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, lookup func(string) (string, bool), stdout io.Writer, stderr *os.File) int {
+	cfg, action, err := parse(args, lookup, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "cachecastd: %v\nRun 'cachecastd --help' for the flags.\n", err)
+		return exitUsage
+	}
+	switch action {
+	case actionHelp:
+		return exitOK
+	case actionVersion:
+		fmt.Fprintf(stdout, "cachecastd %s\n", daemon.Version)
+		return exitOK
+	}
+	cfg.Reload = func() (daemon.Config, error) {
+		c, _, err := parse(args, lookup, io.Discard)
+		return c, err
+	}
+
+	log, err := daemon.NewLogger(cfg.LogFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "cachecastd: %v\n", err)
+		return exitUsage
+	}
+	defer func() { _ = log.Sync() }()
+
+	d, err := daemon.New(cfg, log)
+	if err != nil {
+		log.Error("cannot start: " + err.Error())
+		return exitError
+	}
+	// Run catches SIGTERM, SIGINT and SIGHUP itself.
+	if err := d.Run(context.Background()); err != nil {
+		log.Error("stopped with an error: " + err.Error())
+		return exitError
+	}
+	return exitOK
+}
+
+type action int
+
+const (
+	actionRun action = iota
+	actionHelp
+	actionVersion
+)
+
+// parse builds the configuration: defaults, then the command line, then
+// --env-file and the environment for the flags the command line left out.
+func parse(args []string, lookup func(string) (string, bool), stdout io.Writer) (daemon.Config, action, error) {
+	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard) // errors are printed once, by run
+	cfg := daemon.DefaultConfig()
+	cfg.AddFlags(fs)
+	help := fs.BoolP("help", "h", false, "show this help and exit")
+	version := fs.BoolP("version", "V", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return cfg, actionRun, err
+	}
+	switch {
+	case *help:
+		fmt.Fprintf(stdout, `Usage: cachecastd [flags]
+
+cachecastd keeps a durable log and a key/value view of cachecast topics on
+this machine and serves them over HTTP on a Unix socket.
+
+Every flag can also be set by the environment variable shown after it
+(the command line wins). Sizes take units: 64MiB, 1GB, 512KiB, 4096.
+
+Flags:
+%s`, fs.FlagUsagesWrapped(100))
+		return cfg, actionHelp, nil
+	case *version:
+		return cfg, actionVersion, nil
+	case fs.NArg() > 0:
+		return cfg, actionRun, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err := daemon.ApplyEnv(fs, lookup); err != nil {
+		return cfg, actionRun, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, actionRun, err
+	}
+	return cfg, actionRun, nil
+}

@@ -1,0 +1,612 @@
+package daemon
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Limits of names that the daemon enforces on every request. They are part of
+// the wire contract (see the package doc), so they are constants, not flags.
+const (
+	// MaxTopicLen is the longest topic (and cursor) name, in bytes.
+	MaxTopicLen = 128
+	// MaxKeyLen is the longest key, in bytes.
+	MaxKeyLen = 1024
+	// MaxTagLen is the longest tag, in bytes.
+	MaxTagLen = 128
+
+	// recordOverhead is the most a record adds to its value: the header and
+	// the longest topic, key and tag, padded. A value of max-value-size must
+	// still fit in one segment with it.
+	recordOverhead = store.HeaderSize + MaxTopicLen + MaxKeyLen + MaxTagLen + 8
+
+	// maxSocketPath is the longest path a Unix socket address holds
+	// (sun_path is 108 bytes, one of them the terminating NUL).
+	maxSocketPath = 107
+
+	// envPrefix starts the environment variable of every flag.
+	envPrefix = "CACHECAST_"
+
+	// envAnnotation marks the flags that ApplyEnv reads from the
+	// environment, so that --help and --version of a main are left alone.
+	envAnnotation = "cachecast-env"
+)
+
+// Config is everything a daemon is started with. DefaultConfig gives values
+// that run a single node on a laptop; cmd/cachecastd binds every field to a
+// flag (AddFlags) that can also be set by the environment variable
+// CACHECAST_<FLAG> (ApplyEnv).
+//
+// Fields named after a flag are documented in that flag's help text (see
+// AddFlags); the comments here give the unit and the trade-off.
+type Config struct {
+	// DataDir holds the store: segments, meta, cursors, snapshot and the
+	// lock file. One daemon per directory.
+	DataDir string
+	// Socket is the path of the local API's Unix socket.
+	Socket string
+	// SocketMode is the permission of the socket file. Connecting needs
+	// write permission, so 0660 admits the owner and the group.
+	SocketMode os.FileMode
+	// NodeName names the node for people (logs, status). The cluster
+	// identity is the store's origin ID, not this.
+	NodeName string
+	// EnvFile is a file of CACHECAST_<FLAG>=value lines read at start (under
+	// the command line, over the process environment) and read again on
+	// SIGHUP. Empty: none.
+	EnvFile string
+
+	// Flush is "async" (an ack means the page cache has the record; a
+	// background flusher msyncs every FlushInterval or FlushBytes) or
+	// "sync" (an ack means the record is on disk; writers share one msync).
+	Flush string
+	// FlushInterval bounds how long an async write stays only in memory.
+	FlushInterval time.Duration
+	// FlushBytes makes the async flusher run early after this many dirty
+	// bytes.
+	FlushBytes int64
+	// SegmentSize is the size of each log segment file in bytes.
+	SegmentSize int64
+	// MaxMappedSegments bounds how many segments are mapped at once.
+	MaxMappedSegments int
+	// RetentionBytes bounds the log's size; 0 means no byte bound.
+	RetentionBytes int64
+	// RetentionAge bounds the age of retained records; 0 means no bound.
+	RetentionAge time.Duration
+	// SnapshotInterval is how often the view snapshot is written while the
+	// log grows; it bounds the replay on restart.
+	SnapshotInterval time.Duration
+	// WhenFull is "recycle" (drop the oldest segments every durable cursor
+	// has passed) or "refuse" (refuse writes with store_full).
+	WhenFull string
+
+	// MaxValueSize is the largest value a message may carry, in bytes.
+	MaxValueSize int64
+	// MaxBodySize is the largest request body (a batch), in bytes.
+	MaxBodySize int64
+	// MaxConnections bounds concurrent connections to the socket; more
+	// wait in the listen backlog.
+	MaxConnections int
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response (not a subscription stream,
+	// which may run for days).
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long.
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds how long shutdown waits for in-flight requests
+	// before it closes their connections.
+	ShutdownTimeout time.Duration
+
+	// MetricsAddr is the TCP address of the Prometheus endpoint; empty: off.
+	MetricsAddr string
+	// AllowUIDs and AllowGIDs restrict publishing (PUT, DELETE, POST
+	// messages) to callers with one of these user IDs, or one of these
+	// group IDs (primary or supplementary). Both empty: anyone who can open
+	// the socket may publish.
+	AllowUIDs []uint32
+	AllowGIDs []uint32
+
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// LogFormat is json or console; empty picks console on a terminal and
+	// json otherwise. The daemon does not build its logger (main does), so
+	// this field only travels through Config for main's sake.
+	LogFormat string
+
+	// Reload, if set, is called on SIGHUP for the new configuration; the
+	// daemon applies what can change while it runs (LogLevel, AllowUIDs,
+	// AllowGIDs) and logs the other fields that differ. cmd/cachecastd sets
+	// it to parse the command line and the environment (and EnvFile) again.
+	Reload func() (Config, error) `json:"-"`
+}
+
+// DefaultConfig is the configuration of `cachecastd` with no flags: a single
+// node with its data in ./data and its socket at ./cachecast.sock.
+func DefaultConfig() Config {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	so := store.DefaultOptions("./data")
+	return Config{
+		DataDir:           "./data",
+		Socket:            "./cachecast.sock",
+		SocketMode:        0o660,
+		NodeName:          host,
+		Flush:             "async",
+		FlushInterval:     100 * time.Millisecond,
+		FlushBytes:        16 << 20,
+		SegmentSize:       64 << 20,
+		MaxMappedSegments: 16,
+		WhenFull:          "recycle",
+		SnapshotInterval:  time.Minute,
+		MaxValueSize:      1 << 20,
+		MaxBodySize:       64 << 20,
+		MaxConnections:    1024,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ShutdownTimeout:   10 * time.Second,
+		LogLevel:          "info",
+		// The store's own defaults win where they differ from ours: one
+		// source of truth for the storage figures.
+	}.withStoreDefaults(so)
+}
+
+func (c Config) withStoreDefaults(so store.Options) Config {
+	if so.SegmentSize > 0 {
+		c.SegmentSize = so.SegmentSize
+	}
+	if so.MaxMappedSegments > 0 {
+		c.MaxMappedSegments = so.MaxMappedSegments
+	}
+	if so.FlushInterval > 0 {
+		c.FlushInterval = so.FlushInterval
+	}
+	if so.FlushBytes > 0 {
+		c.FlushBytes = so.FlushBytes
+	}
+	if so.SnapshotInterval > 0 {
+		c.SnapshotInterval = so.SnapshotInterval
+	}
+	return c
+}
+
+// Validate checks every field and returns the first problem, naming the flag
+// that sets the field (`--flush: must be "sync" or "async", got "x"`).
+func (c Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("--data-dir: must not be empty")
+	case c.Socket == "":
+		return errors.New("--socket: must not be empty")
+	case len(c.Socket) > maxSocketPath:
+		return fmt.Errorf("--socket: path of %d bytes is longer than the %d bytes a Unix socket address holds: %q",
+			len(c.Socket), maxSocketPath, c.Socket)
+	case c.SocketMode&^os.ModePerm != 0:
+		return fmt.Errorf("--socket-mode: must be permission bits (0000..0777), got %#o", uint32(c.SocketMode))
+	case c.SocketMode&0o600 != 0o600:
+		return fmt.Errorf("--socket-mode: the owner needs read and write permission, got %04o", uint32(c.SocketMode))
+	case c.NodeName == "":
+		return errors.New("--node-name: must not be empty")
+	case len(c.NodeName) > 255:
+		return fmt.Errorf("--node-name: at most 255 bytes, got %d", len(c.NodeName))
+	case c.Flush != "sync" && c.Flush != "async":
+		return fmt.Errorf("--flush: must be \"sync\" or \"async\", got %q", c.Flush)
+	case c.FlushInterval <= 0:
+		return fmt.Errorf("--flush-interval: must be positive, got %v", c.FlushInterval)
+	case c.FlushBytes <= 0:
+		return fmt.Errorf("--flush-bytes: must be positive, got %d", c.FlushBytes)
+	case c.SegmentSize < 64<<10:
+		return fmt.Errorf("--segment-size: must be at least 64KiB, got %s", formatSize(c.SegmentSize))
+	case c.SegmentSize > 2<<30:
+		return fmt.Errorf("--segment-size: must be at most 2GiB, got %s", formatSize(c.SegmentSize))
+	case c.SegmentSize%int64(os.Getpagesize()) != 0:
+		return fmt.Errorf("--segment-size: must be a multiple of the page size (%d), got %s", os.Getpagesize(), formatSize(c.SegmentSize))
+	case c.MaxMappedSegments < 2:
+		// One segment is written while another may still be read.
+		return fmt.Errorf("--max-mapped-segments: must be at least 2, got %d", c.MaxMappedSegments)
+	case c.RetentionBytes < 0:
+		return fmt.Errorf("--retention-bytes: must not be negative, got %d", c.RetentionBytes)
+	case c.RetentionBytes > 0 && c.RetentionBytes < 2*c.SegmentSize:
+		return fmt.Errorf("--retention-bytes: must be 0 (no bound) or at least two segments (%s), got %s",
+			formatSize(2*c.SegmentSize), formatSize(c.RetentionBytes))
+	case c.RetentionAge < 0:
+		return fmt.Errorf("--retention-age: must not be negative, got %v", c.RetentionAge)
+	case c.SnapshotInterval <= 0:
+		return fmt.Errorf("--snapshot-interval: must be positive, got %v", c.SnapshotInterval)
+	case c.WhenFull != "recycle" && c.WhenFull != "refuse":
+		return fmt.Errorf("--when-full: must be \"recycle\" or \"refuse\", got %q", c.WhenFull)
+	case c.MaxValueSize < 0:
+		return fmt.Errorf("--max-value-size: must not be negative, got %d", c.MaxValueSize)
+	case c.MaxValueSize > c.SegmentSize-recordOverhead:
+		return fmt.Errorf("--max-value-size: a value of %s does not fit a segment of %s (--segment-size) with its header",
+			formatSize(c.MaxValueSize), formatSize(c.SegmentSize))
+	case c.MaxBodySize < c.MaxValueSize:
+		return fmt.Errorf("--max-body-size: must be at least --max-value-size (%s), got %s",
+			formatSize(c.MaxValueSize), formatSize(c.MaxBodySize))
+	case c.MaxConnections < 1:
+		return fmt.Errorf("--max-connections: must be at least 1, got %d", c.MaxConnections)
+	case c.ReadHeaderTimeout <= 0:
+		return fmt.Errorf("--read-header-timeout: must be positive, got %v", c.ReadHeaderTimeout)
+	case c.ReadTimeout <= 0:
+		return fmt.Errorf("--read-timeout: must be positive, got %v", c.ReadTimeout)
+	case c.WriteTimeout <= 0:
+		return fmt.Errorf("--write-timeout: must be positive, got %v", c.WriteTimeout)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("--idle-timeout: must be positive, got %v", c.IdleTimeout)
+	case c.ShutdownTimeout <= 0:
+		return fmt.Errorf("--shutdown-timeout: must be positive, got %v", c.ShutdownTimeout)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	switch c.LogFormat {
+	case "", "json", "console":
+	default:
+		return fmt.Errorf("--log-format: must be \"json\" or \"console\", got %q", c.LogFormat)
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr: %v", err)
+		}
+	}
+	// The store has the last word on its own figures.
+	if err := c.storeOptions(nil).Validate(); err != nil {
+		return fmt.Errorf("store options: %w", err)
+	}
+	return nil
+}
+
+// storeOptions maps the configuration onto the store's options. It assumes
+// Validate passed for Flush and WhenFull.
+func (c Config) storeOptions(log *zap.Logger) store.Options {
+	o := store.DefaultOptions(c.DataDir)
+	if c.Flush == "sync" {
+		o.Flush = store.FlushSync
+	} else {
+		o.Flush = store.FlushAsync
+	}
+	if c.WhenFull == "refuse" {
+		o.WhenFull = store.FullRefuse
+	} else {
+		o.WhenFull = store.FullRecycle
+	}
+	o.FlushInterval = c.FlushInterval
+	o.FlushBytes = c.FlushBytes
+	o.SegmentSize = c.SegmentSize
+	o.MaxMappedSegments = c.MaxMappedSegments
+	o.RetentionBytes = c.RetentionBytes
+	o.RetentionAge = c.RetentionAge
+	o.SnapshotInterval = c.SnapshotInterval
+	if log != nil {
+		o.Logger = log.Named("store")
+	}
+	return o
+}
+
+// AddFlags binds every field of c to a flag of fs, with c's current values
+// as the defaults that --help shows. Each flag is marked for ApplyEnv.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the store (segments, meta, cursors, snapshot); one daemon per directory")
+	fs.StringVar(&c.Socket, "socket", c.Socket, "path of the local API's Unix socket")
+	fs.Var(newModeValue(&c.SocketMode), "socket-mode", "permission of the socket file, octal (connecting needs write permission)")
+	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this node for people; defaults to the host name")
+	fs.StringVar(&c.EnvFile, "env-file", c.EnvFile, "file of CACHECAST_<FLAG>=value lines, applied over the environment and read again on SIGHUP")
+	fs.StringVar(&c.Flush, "flush", c.Flush, `when a write is acknowledged: "async" (in the page cache; flushed every --flush-interval) or "sync" (on disk)`)
+	fs.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "async flush: the longest a write stays only in memory")
+	fs.Var(newSizeValue(&c.FlushBytes), "flush-bytes", "async flush: flush early after this many unflushed bytes")
+	fs.Var(newSizeValue(&c.SegmentSize), "segment-size", "size of each log segment file (e.g. 64MiB, 1GB)")
+	fs.IntVar(&c.MaxMappedSegments, "max-mapped-segments", c.MaxMappedSegments, "most log segments mapped into memory at once")
+	fs.Var(newSizeValue(&c.RetentionBytes), "retention-bytes", "bound on the log's size; 0: no bound")
+	fs.DurationVar(&c.RetentionAge, "retention-age", c.RetentionAge, "bound on the age of retained records; 0: no bound")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the key/value snapshot is written while the log grows (bounds the replay on restart)")
+	fs.StringVar(&c.WhenFull, "when-full", c.WhenFull, `at the retention bound: "recycle" the oldest segments every durable cursor has passed, or "refuse" writes`)
+	fs.Var(newSizeValue(&c.MaxValueSize), "max-value-size", "largest value of one message")
+	fs.Var(newSizeValue(&c.MaxBodySize), "max-body-size", "largest request body (a batch of messages)")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most concurrent connections to the socket; more wait in the backlog")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read a request's headers")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time allowed to read a whole request, body included")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "time allowed to write a response (subscription streams are exempt)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "idle keep-alive connections are closed after this long")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on shutdown, how long in-flight requests may take before their connections are closed")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9464); empty: off")
+	fs.Var(newIDListValue(&c.AllowUIDs), "allow-uids", "user IDs allowed to publish, comma separated; with --allow-gids empty: anyone who can open the socket")
+	fs.Var(newIDListValue(&c.AllowGIDs), "allow-gids", "group IDs (primary or supplementary) allowed to publish, comma separated")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (reloaded on SIGHUP)")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or console (default: console on a terminal, json otherwise)")
+
+	fs.VisitAll(func(f *pflag.Flag) {
+		_ = fs.SetAnnotation(f.Name, envAnnotation, []string{EnvName(f.Name)})
+		f.Usage += " [$" + EnvName(f.Name) + "]"
+	})
+}
+
+// EnvName is the environment variable of a flag: CACHECAST_ then the flag's
+// name in upper case with dashes as underscores (data-dir: CACHECAST_DATA_DIR).
+func EnvName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// ApplyEnv sets each flag that AddFlags registered and the command line did
+// not give: from the env file (--env-file, or CACHECAST_ENV_FILE) if there is
+// one, else from the environment variable CACHECAST_<FLAG> found by lookup
+// (os.LookupEnv in cmd/cachecastd). So the command line wins over the env
+// file, which wins over the process environment (under systemd, the process
+// environment is the EnvironmentFile as it was at start; the env file is read
+// fresh on every SIGHUP). Call it after fs.Parse.
+func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	var file map[string]string
+	if f := fs.Lookup("env-file"); f != nil {
+		path := f.Value.String()
+		if !f.Changed {
+			path, _ = lookup(EnvName("env-file"))
+			if path != "" {
+				if err := fs.Set("env-file", path); err != nil {
+					return err
+				}
+			}
+		}
+		if path != "" {
+			var err error
+			if file, err = ReadEnvFile(path); err != nil {
+				return fmt.Errorf("--env-file: %w", err)
+			}
+		}
+	}
+	var firstErr error
+	fs.VisitAll(func(f *pflag.Flag) {
+		names := f.Annotations[envAnnotation]
+		if firstErr != nil || len(names) == 0 || f.Changed || f.Name == "env-file" {
+			return
+		}
+		name := names[0]
+		v, ok := file[name]
+		from := name + " (from " + fs.Lookup("env-file").Value.String() + ")"
+		if !ok {
+			v, ok = lookup(name)
+			from = name
+		}
+		if !ok {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			firstErr = fmt.Errorf("%s: invalid value %q for --%s: %v", from, v, f.Name, err)
+		}
+	})
+	return firstErr
+}
+
+// ReadEnvFile reads a file in the syntax of systemd's EnvironmentFile: one
+// KEY=value a line, blank lines and lines starting with # or ; ignored, an
+// optional "export " prefix, values optionally in single or double quotes.
+// Keys not starting with CACHECAST_ are kept too; ApplyEnv ignores them.
+func ReadEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	env := make(map[string]string)
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, fmt.Errorf("%s:%d: not KEY=value: %q", filepath.Base(path), n, line)
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+			v = v[1 : len(v)-1]
+		}
+		env[k] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return env, nil
+}
+
+// ParseSize reads a byte size: a plain number of bytes, or a number with a
+// unit. KiB, MiB, GiB, TiB and the short K, M, G, T are powers of 1024;
+// KB, MB, GB, TB are powers of 1000; B is bytes. Units are case-insensitive
+// and may follow a space. Fractions are allowed where the result is whole
+// (1.5MiB).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
+	}
+	num, unit := strings.TrimSpace(t[:i]), strings.ToLower(strings.TrimSpace(t[i:]))
+	var mult float64
+	switch unit {
+	case "", "b":
+		mult = 1
+	case "k", "kib":
+		mult = 1 << 10
+	case "m", "mib":
+		mult = 1 << 20
+	case "g", "gib":
+		mult = 1 << 30
+	case "t", "tib":
+		mult = 1 << 40
+	case "kb":
+		mult = 1e3
+	case "mb":
+		mult = 1e6
+	case "gb":
+		mult = 1e9
+	case "tb":
+		mult = 1e12
+	default:
+		return 0, fmt.Errorf("size %q: unknown unit %q (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)", s, t[i:])
+	}
+	if num == "" {
+		return 0, fmt.Errorf("size %q: no number", s)
+	}
+	if num[0] == '-' {
+		return 0, fmt.Errorf("size %q: must not be negative", s)
+	}
+	if !strings.Contains(num, ".") {
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("size %q: %w", s, errors.Unwrap(err))
+		}
+		if n != 0 && (n > math.MaxInt64/int64(mult)) {
+			return 0, fmt.Errorf("size %q: too large", s)
+		}
+		return n * int64(mult), nil
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %w", s, errors.Unwrap(err))
+	}
+	v := f * mult
+	if v >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %q: too large", s)
+	}
+	if v != math.Trunc(v) {
+		return 0, fmt.Errorf("size %q: not a whole number of bytes", s)
+	}
+	return int64(v), nil
+}
+
+// formatSize prints a size the way ParseSize reads it back, in the largest
+// binary unit that divides it.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// sizeValue is a pflag.Value of a byte size.
+type sizeValue struct{ p *int64 }
+
+func newSizeValue(p *int64) *sizeValue { return &sizeValue{p} }
+
+func (v *sizeValue) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return formatSize(*v.p)
+}
+
+func (v *sizeValue) Set(s string) error {
+	n, err := ParseSize(s)
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("size %q is negative", s)
+	}
+	*v.p = n
+	return nil
+}
+
+func (v *sizeValue) Type() string { return "size" }
+
+// modeValue is a pflag.Value of file permission bits in octal.
+type modeValue struct{ p *os.FileMode }
+
+func newModeValue(p *os.FileMode) *modeValue { return &modeValue{p} }
+
+func (v *modeValue) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return fmt.Sprintf("%04o", uint32(*v.p))
+}
+
+func (v *modeValue) Set(s string) error {
+	n, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O"), 8, 32)
+	if err != nil {
+		return fmt.Errorf("mode %q: want octal permission bits like 0660", s)
+	}
+	if n > 0o777 {
+		return fmt.Errorf("mode %q: want permission bits 0000..0777", s)
+	}
+	*v.p = os.FileMode(n)
+	return nil
+}
+
+func (v *modeValue) Type() string { return "mode" }
+
+// idListValue is a pflag.Value of user or group IDs: comma separated, and
+// repeated flags add to the list (the first one replaces the default).
+type idListValue struct {
+	p   *[]uint32
+	set bool
+}
+
+func newIDListValue(p *[]uint32) *idListValue { return &idListValue{p: p} }
+
+func (v *idListValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	parts := make([]string, len(*v.p))
+	for i, id := range *v.p {
+		parts[i] = strconv.FormatUint(uint64(id), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (v *idListValue) Set(s string) error {
+	var ids []uint32
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(part, 10, 32)
+		if err != nil {
+			return fmt.Errorf("id %q: want a number from 0 to %d", part, uint32(math.MaxUint32))
+		}
+		ids = append(ids, uint32(n))
+	}
+	if !v.set {
+		*v.p = nil
+		v.set = true
+	}
+	for _, id := range ids {
+		if !slices.Contains(*v.p, id) {
+			*v.p = append(*v.p, id)
+		}
+	}
+	return nil
+}
+
+func (v *idListValue) Type() string { return "ids" }

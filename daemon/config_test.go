@@ -1,0 +1,286 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int64
+		wantErr string
+	}{
+		{"0", 0, ""},
+		{"4096", 4096, ""},
+		{"64MiB", 64 << 20, ""},
+		{"64mib", 64 << 20, ""},
+		{"64M", 64 << 20, ""},
+		{"64 MiB", 64 << 20, ""},
+		{"1GB", 1e9, ""},
+		{"1gb", 1e9, ""},
+		{"512KiB", 512 << 10, ""},
+		{"512KB", 512e3, ""},
+		{"2G", 2 << 30, ""},
+		{"1TiB", 1 << 40, ""},
+		{"1.5MiB", 3 << 19, ""},
+		{"10B", 10, ""},
+		{"", 0, "no number"},
+		{"MiB", 0, "no number"},
+		{"12XB", 0, "unknown unit"},
+		{"1.3B", 0, "not a whole number"},
+		{"99999999999TiB", 0, "too large"},
+		{"-1", 0, "must not be negative"},
+		{"-1MiB", 0, "must not be negative"},
+		{"1e3", 0, "invalid syntax"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseSize(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseSize(%q) = %d, %v; want error containing %q", tt.in, got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseSize(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+			}
+			// What formatSize prints, ParseSize reads back.
+			if back, err := ParseSize(formatSize(got)); err != nil || back != got {
+				t.Fatalf("round trip of %d via %q: %d, %v", got, formatSize(got), back, err)
+			}
+		})
+	}
+}
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("DefaultConfig().Validate() = %v", err)
+	}
+	if c.DataDir != "./data" || c.Socket != "./cachecast.sock" || c.Flush != "async" || c.SocketMode != 0o660 ||
+		c.MaxValueSize != 1<<20 || c.WhenFull != "recycle" || c.MetricsAddr != "" || c.NodeName == "" {
+		t.Fatalf("DefaultConfig() = %+v; not the documented defaults", c)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mut     func(*Config)
+		wantErr string // "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"flush sync", func(c *Config) { c.Flush = "sync" }, ""},
+		{"flush bad", func(c *Config) { c.Flush = "x" }, `--flush: must be "sync" or "async", got "x"`},
+		{"when-full refuse", func(c *Config) { c.WhenFull = "refuse" }, ""},
+		{"when-full bad", func(c *Config) { c.WhenFull = "drop" }, `--when-full: must be "recycle" or "refuse", got "drop"`},
+		{"data-dir empty", func(c *Config) { c.DataDir = "" }, "--data-dir: must not be empty"},
+		{"socket empty", func(c *Config) { c.Socket = "" }, "--socket: must not be empty"},
+		{"socket too long", func(c *Config) { c.Socket = "/" + strings.Repeat("s", 107) }, "--socket: path of 108 bytes"},
+		{"socket 107 bytes", func(c *Config) { c.Socket = "/" + strings.Repeat("s", 106) }, ""},
+		{"socket-mode owner", func(c *Config) { c.SocketMode = 0o060 }, "--socket-mode: the owner needs read and write"},
+		{"socket-mode bits", func(c *Config) { c.SocketMode = os.ModeSetuid | 0o660 }, "--socket-mode: must be permission bits"},
+		{"node-name empty", func(c *Config) { c.NodeName = "" }, "--node-name: must not be empty"},
+		{"flush-interval zero", func(c *Config) { c.FlushInterval = 0 }, "--flush-interval: must be positive"},
+		{"flush-bytes zero", func(c *Config) { c.FlushBytes = 0 }, "--flush-bytes: must be positive"},
+		{"segment-size small", func(c *Config) { c.SegmentSize = 4096 }, "--segment-size: must be at least 64KiB"},
+		{"segment-size large", func(c *Config) { c.SegmentSize = 4 << 30 }, "--segment-size: must be at most 2GiB"},
+		{"segment-size unaligned", func(c *Config) { c.SegmentSize = 64<<20 + 1 }, "--segment-size: must be a multiple of the page size"},
+		{"max-mapped-segments", func(c *Config) { c.MaxMappedSegments = 1 }, "--max-mapped-segments: must be at least 2"},
+		{"retention-bytes negative", func(c *Config) { c.RetentionBytes = -1 }, "--retention-bytes: must not be negative"},
+		{"retention-bytes one segment", func(c *Config) { c.RetentionBytes = c.SegmentSize }, "--retention-bytes: must be 0 (no bound) or at least two segments"},
+		{"retention-bytes ok", func(c *Config) { c.RetentionBytes = 10 * c.SegmentSize }, ""},
+		{"retention-age negative", func(c *Config) { c.RetentionAge = -time.Second }, "--retention-age: must not be negative"},
+		{"snapshot-interval", func(c *Config) { c.SnapshotInterval = 0 }, "--snapshot-interval: must be positive"},
+		{"max-value-size negative", func(c *Config) { c.MaxValueSize = -1 }, "--max-value-size: must not be negative"},
+		{"max-value-size beyond segment", func(c *Config) { c.SegmentSize = 1 << 20; c.MaxValueSize = 1 << 20 }, "--max-value-size: a value of 1MiB does not fit a segment of 1MiB"},
+		{"max-body-size below value", func(c *Config) { c.MaxBodySize = c.MaxValueSize - 1 }, "--max-body-size: must be at least --max-value-size"},
+		{"max-connections", func(c *Config) { c.MaxConnections = 0 }, "--max-connections: must be at least 1"},
+		{"read-header-timeout", func(c *Config) { c.ReadHeaderTimeout = 0 }, "--read-header-timeout: must be positive"},
+		{"read-timeout", func(c *Config) { c.ReadTimeout = 0 }, "--read-timeout: must be positive"},
+		{"write-timeout", func(c *Config) { c.WriteTimeout = 0 }, "--write-timeout: must be positive"},
+		{"idle-timeout", func(c *Config) { c.IdleTimeout = 0 }, "--idle-timeout: must be positive"},
+		{"shutdown-timeout", func(c *Config) { c.ShutdownTimeout = 0 }, "--shutdown-timeout: must be positive"},
+		{"log-level bad", func(c *Config) { c.LogLevel = "verbose" }, `--log-level: must be debug, info, warn or error, got "verbose"`},
+		{"log-level panic", func(c *Config) { c.LogLevel = "panic" }, "--log-level"},
+		{"log-format bad", func(c *Config) { c.LogFormat = "xml" }, `--log-format: must be "json" or "console", got "xml"`},
+		{"log-format json", func(c *Config) { c.LogFormat = "json" }, ""},
+		{"metrics-addr bad", func(c *Config) { c.MetricsAddr = "localhost" }, "--metrics-addr:"},
+		{"metrics-addr ok", func(c *Config) { c.MetricsAddr = "127.0.0.1:0" }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.mut(&c)
+			err := c.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Validate() = %v; want nil", err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("Validate() = nil; want %q", tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("Validate() = %q; want it to contain %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// parseForTest is what cmd/cachecastd does: flags, then the environment.
+func parseForTest(args []string, env map[string]string) (Config, error) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	c := DefaultConfig()
+	c.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	err := ApplyEnv(fs, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	return c, err
+}
+
+func TestFlagsAndEnv(t *testing.T) {
+	dir := t.TempDir()
+	envFile := filepath.Join(dir, "cachecastd.env")
+	if err := os.WriteFile(envFile, []byte(`# comment
+; another comment
+
+CACHECAST_LOG_LEVEL=debug
+export CACHECAST_NODE_NAME="from-file"
+CACHECAST_FLUSH='sync'
+OTHER_VAR=ignored
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{
+			name: "flags",
+			args: []string{"--data-dir=/var/lib/cc", "--socket", "/run/cc.sock", "--flush=sync", "--flush-interval=5ms",
+				"--segment-size=128MiB", "--max-value-size", "2MB", "--retention-bytes=1GB", "--retention-age=24h",
+				"--socket-mode=0600", "--allow-uids=1,2", "--allow-uids=3", "--allow-gids=100", "--metrics-addr=:9464",
+				"--max-connections=7", "--when-full=refuse", "--log-format=json", "--node-name=n1", "--max-body-size=1GiB"},
+			check: func(t *testing.T, c Config) {
+				want := DefaultConfig()
+				want.DataDir, want.Socket, want.Flush, want.FlushInterval = "/var/lib/cc", "/run/cc.sock", "sync", 5*time.Millisecond
+				want.SegmentSize, want.MaxValueSize, want.RetentionBytes, want.RetentionAge = 128<<20, 2e6, 1e9, 24*time.Hour
+				want.SocketMode, want.AllowUIDs, want.AllowGIDs, want.MetricsAddr = 0o600, []uint32{1, 2, 3}, []uint32{100}, ":9464"
+				want.MaxConnections, want.WhenFull, want.LogFormat, want.NodeName, want.MaxBodySize = 7, "refuse", "json", "n1", 1<<30
+				if diff := staticFieldsChanged(want, c); len(diff) > 0 || !slices.Equal(c.AllowUIDs, want.AllowUIDs) || !slices.Equal(c.AllowGIDs, want.AllowGIDs) {
+					t.Fatalf("fields differ: %v\n got %+v\nwant %+v", diff, c, want)
+				}
+			},
+		},
+		{
+			name: "env fills what the command line left out",
+			args: []string{"--flush=async"},
+			env: map[string]string{"CACHECAST_FLUSH": "sync", "CACHECAST_DATA_DIR": "/srv/cc", "CACHECAST_SEGMENT_SIZE": "32MiB",
+				"CACHECAST_ALLOW_GIDS": "10,20", "CACHECAST_SOCKET_MODE": "660", "CACHECAST_RETENTION_AGE": "1h"},
+			check: func(t *testing.T, c Config) {
+				if c.Flush != "async" || c.DataDir != "/srv/cc" || c.SegmentSize != 32<<20 ||
+					!slices.Equal(c.AllowGIDs, []uint32{10, 20}) || c.SocketMode != 0o660 || c.RetentionAge != time.Hour {
+					t.Fatalf("got %+v", c)
+				}
+			},
+		},
+		{
+			name: "env file under the command line, over the environment",
+			args: []string{"--env-file", envFile, "--log-level=warn"},
+			env:  map[string]string{"CACHECAST_NODE_NAME": "from-env", "CACHECAST_SOCKET": "/env.sock"},
+			check: func(t *testing.T, c Config) {
+				if c.LogLevel != "warn" || c.NodeName != "from-file" || c.Flush != "sync" || c.Socket != "/env.sock" || c.EnvFile != envFile {
+					t.Fatalf("got %+v", c)
+				}
+			},
+		},
+		{
+			name: "env file named by the environment",
+			env:  map[string]string{"CACHECAST_ENV_FILE": envFile},
+			check: func(t *testing.T, c Config) {
+				if c.LogLevel != "debug" || c.EnvFile != envFile {
+					t.Fatalf("got %+v", c)
+				}
+			},
+		},
+		{name: "bad size flag", args: []string{"--segment-size=lots"}, wantErr: `invalid argument "lots" for "--segment-size"`},
+		{name: "bad size env", env: map[string]string{"CACHECAST_MAX_VALUE_SIZE": "1QB"}, wantErr: "CACHECAST_MAX_VALUE_SIZE: invalid value"},
+		{name: "bad duration env", env: map[string]string{"CACHECAST_FLUSH_INTERVAL": "soon"}, wantErr: "CACHECAST_FLUSH_INTERVAL"},
+		{name: "bad uid", args: []string{"--allow-uids=root"}, wantErr: "want a number"},
+		{name: "bad mode", args: []string{"--socket-mode=rw"}, wantErr: "octal"},
+		{name: "mode too wide", args: []string{"--socket-mode=1777"}, wantErr: "0000..0777"},
+		{name: "missing env file", args: []string{"--env-file=/nonexistent/env"}, wantErr: "--env-file:"},
+		{name: "unknown flag", args: []string{"--bogus"}, wantErr: "unknown flag: --bogus"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseForTest(tt.args, tt.env)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v; want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	for flag, want := range map[string]string{
+		"data-dir": "CACHECAST_DATA_DIR", "flush": "CACHECAST_FLUSH", "max-mapped-segments": "CACHECAST_MAX_MAPPED_SEGMENTS",
+	} {
+		if got := EnvName(flag); got != want {
+			t.Errorf("EnvName(%q) = %q; want %q", flag, got, want)
+		}
+	}
+}
+
+// Every field of Config has a flag (Reload aside), and the flag's name is
+// the one Validate's messages and the reload warnings use.
+func TestEveryFieldHasAFlag(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	c := DefaultConfig()
+	c.AddFlags(fs)
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	ct := reflect.TypeOf(Config{})
+	fields := 0
+	for i := range ct.NumField() {
+		f := ct.Field(i).Name
+		if f == "Reload" {
+			continue
+		}
+		fields++
+		if !slices.Contains(names, flagName(f)) {
+			t.Errorf("field %s: no flag --%s", f, flagName(f))
+		}
+	}
+	if fields != len(names) {
+		t.Errorf("%d fields, %d flags: %v", fields, len(names), names)
+	}
+}
+
+func TestReadEnvFileErrors(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(p, []byte("CACHECAST_FLUSH sync\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadEnvFile(p); err == nil || !strings.Contains(err.Error(), "env:1: not KEY=value") {
+		t.Fatalf("err = %v", err)
+	}
+}

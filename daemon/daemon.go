@@ -1,0 +1,550 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/daemon"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Version is the daemon's version, set at build time by the Makefile:
+//
+//	go build -ldflags "-X github.com/cachecast/cachecast/daemon.Version=v1.2.3"
+var Version = "dev"
+
+// Sentinel errors of the daemon.
+var (
+	// ErrClosed is returned by Run on a daemon that was closed or already run.
+	ErrClosed = errors.New("daemon: closed")
+
+	// ErrSocketInUse means another process answers on the socket path.
+	ErrSocketInUse = errors.New("daemon: socket in use")
+)
+
+// statusInterval is how often the STATUS= line sent to systemd is refreshed.
+const statusInterval = 10 * time.Second
+
+// Daemon is one cachecast node: the store, the local API on a Unix socket
+// and the metrics endpoint. New opens and binds everything; Run serves until
+// its context ends or a SIGTERM/SIGINT arrives, then shuts down in order.
+//
+// Every goroutine the daemon starts is owned by d.wg (nsqd's WaitGroup
+// wrapper, now sync.WaitGroup.Go) and stops before Run returns.
+type Daemon struct {
+	cfg   Config
+	log   *zap.Logger
+	level zap.AtomicLevel
+	store *store.Store
+	m     *metrics
+
+	ln   *credListener // the local API's socket
+	srv  *http.Server
+	mln  net.Listener // metrics; nil when off
+	msrv *http.Server
+
+	access atomic.Pointer[accessList] // swapped by Reload
+
+	started  time.Time
+	ready    atomic.Bool
+	handlers gate // in-flight handlers, waited for before the store closes
+
+	// subsCtx ends every subscription stream at shutdown: http.Server's
+	// Shutdown waits for handlers, and a stream never ends on its own.
+	subsCtx  context.Context
+	stopSubs context.CancelFunc
+
+	wg        sync.WaitGroup
+	stopLoops chan struct{} // closed at shutdown: background loops return
+
+	mu       sync.Mutex // guards state
+	state    int        // stateNew, stateRunning, stateClosed
+	exit     chan struct{}
+	exitOnce sync.Once
+	done     chan struct{} // closed once shutdown has finished
+	closeErr error
+}
+
+const (
+	stateNew = iota
+	stateRunning
+	stateClosed
+)
+
+// New validates cfg, opens the store (recovering it) and binds the Unix
+// socket and the metrics listener, so that the caller knows the addresses
+// before Run. A second daemon on the same data directory fails here with an
+// error wrapping store.ErrLocked. log may be nil; the daemon filters it by
+// cfg.LogLevel.
+//
+// Until Run, connections wait in the socket's backlog. Call Close if Run is
+// never called.
+func New(cfg Config, log *zap.Logger) (*Daemon, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lvl, _ := parseLevel(cfg.LogLevel)
+	if log == nil {
+		log = zap.NewNop()
+	}
+	level := zap.NewAtomicLevelAt(lvl)
+	log = log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return levelCore{Core: c, level: level}
+	}))
+
+	d := &Daemon{
+		cfg:       cfg,
+		log:       log,
+		level:     level,
+		stopLoops: make(chan struct{}),
+		exit:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
+	d.access.Store(newAccessList(cfg.AllowUIDs, cfg.AllowGIDs))
+
+	d.notify("STATUS=recovering the store in " + cfg.DataDir)
+	t0 := time.Now()
+	st, err := store.Open(cfg.storeOptions(log))
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return nil, fmt.Errorf("--data-dir: %s is in use by another cachecastd: %w", cfg.DataDir, err)
+		}
+		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
+	}
+	d.store = st
+	stats := st.Stats()
+	log.Info("store recovered",
+		zap.String("data-dir", cfg.DataDir),
+		zap.String("origin", formatOrigin(st.Origin())),
+		zap.Int("segments", stats.Segments),
+		zap.Uint64("records", stats.Records),
+		zap.Int("keys", stats.Keys),
+		zap.Duration("took", time.Since(t0)))
+
+	d.m = newMetrics(d)
+
+	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, cfg.MaxConnections, d.m.connections)
+	if err != nil {
+		return nil, errors.Join(err, d.closeStore())
+	}
+	d.ln = ln
+	d.srv = d.newServer()
+
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			_ = d.ln.Close()
+			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.closeStore())
+		}
+		d.mln = mln
+		d.msrv = d.m.newServer(log)
+	}
+	return d, nil
+}
+
+// SocketPath is the path of the local API's Unix socket.
+func (d *Daemon) SocketPath() string { return d.cfg.Socket }
+
+// MetricsAddr is the address the metrics endpoint listens on (with the port
+// the system chose for ":0"), or "" when metrics are off.
+func (d *Daemon) MetricsAddr() string {
+	if d.mln == nil {
+		return ""
+	}
+	return d.mln.Addr().String()
+}
+
+// Store is the daemon's store. The cluster layer and tests use it; callers
+// must not close it.
+func (d *Daemon) Store() *store.Store { return d.store }
+
+// Run serves the local API (and metrics) until ctx ends, Close is called or
+// a SIGTERM or SIGINT arrives; a SIGHUP reloads (see Reload). It then shuts
+// down: STOPPING=1 to systemd, stop accepting, end subscriptions, drain
+// in-flight requests (at most cfg.ShutdownTimeout), close the store (flush
+// and snapshot), remove the socket. Run returns nil after a requested
+// shutdown, or the error that made it stop. Run may be called once.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.mu.Lock()
+	if d.state != stateNew {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.state = stateRunning
+	d.mu.Unlock()
+	defer close(d.done)
+
+	d.started = time.Now()
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigc)
+
+	// The first fatal error of a server loop ends Run (nsqd's exitFunc).
+	errc := make(chan error, 2)
+	d.wg.Go(func() {
+		if err := d.srv.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("local api on %s: %w", d.cfg.Socket, err)
+		}
+	})
+	if d.msrv != nil {
+		d.wg.Go(func() {
+			if err := d.msrv.Serve(d.mln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics on %s: %w", d.MetricsAddr(), err)
+			}
+		})
+	}
+	d.wg.Go(d.notifyLoop)
+
+	d.ready.Store(true)
+	d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
+	d.log.Info("serving",
+		zap.String("socket", d.cfg.Socket),
+		zap.String("metrics-addr", d.MetricsAddr()),
+		zap.String("node", d.cfg.NodeName),
+		zap.String("flush", d.cfg.Flush),
+		zap.String("version", Version))
+
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			d.log.Info("shutting down", zap.String("reason", "context done"))
+			break loop
+		case <-d.exit:
+			d.log.Info("shutting down", zap.String("reason", "close"))
+			break loop
+		case err := <-errc:
+			d.log.Error("shutting down", zap.Error(err))
+			runErr = err
+			break loop
+		case s := <-sigc:
+			if s == syscall.SIGHUP {
+				if err := d.Reload(); err != nil {
+					d.log.Error("reload failed; the running configuration stays", zap.Error(err))
+				}
+				continue
+			}
+			d.log.Info("shutting down", zap.String("reason", s.String()))
+			break loop
+		}
+	}
+	d.closeErr = d.shutdown()
+	return errors.Join(runErr, d.closeErr)
+}
+
+// Close shuts the daemon down: it ends Run and waits for it, or, if Run was
+// never called, releases the listeners and the store. It is safe to call
+// more than once and from any goroutine.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	st := d.state
+	if st == stateNew {
+		d.state = stateClosed
+	}
+	d.mu.Unlock()
+	switch st {
+	case stateNew:
+		d.closeErr = d.shutdown()
+		close(d.done)
+	case stateRunning:
+		d.exitOnce.Do(func() { close(d.exit) })
+	}
+	<-d.done
+	return d.closeErr
+}
+
+// shutdown stops everything in order. Each step is bounded.
+func (d *Daemon) shutdown() error {
+	d.ready.Store(false)
+	d.notify(sd.SdNotifyStopping + "\nSTATUS=stopping: draining requests")
+	d.stopSubs()
+
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	// Shutdown closes the listener (which removes the socket file) and
+	// waits for in-flight requests; past the deadline Close cuts them off.
+	if err := d.srv.Shutdown(ctx); err != nil {
+		d.log.Warn("requests still in flight at the shutdown timeout; closing their connections",
+			zap.Duration("shutdown-timeout", d.cfg.ShutdownTimeout), zap.Error(err))
+		_ = d.srv.Close()
+	}
+	_ = d.ln.Close() // when Serve never ran
+	if d.msrv != nil {
+		if err := d.msrv.Shutdown(ctx); err != nil {
+			_ = d.msrv.Close()
+		}
+		_ = d.mln.Close()
+	}
+	close(d.stopLoops)
+	d.wg.Wait()
+
+	// A handler cut off by Close may still be returning; the store must
+	// outlive it. Bounded: a handler stuck in the store is logged, not
+	// waited for forever.
+	select {
+	case <-d.handlers.closeAndWait():
+	case <-time.After(d.cfg.ShutdownTimeout):
+		d.log.Error("handlers still running after the shutdown timeout; closing the store under them",
+			zap.Int("handlers", d.handlers.count()))
+	}
+
+	d.notify("STATUS=stopping: flushing and writing the snapshot")
+	err := d.closeStore()
+	if err != nil {
+		d.log.Error("store close", zap.Error(err))
+	} else {
+		d.log.Info("stopped")
+	}
+	return err
+}
+
+func (d *Daemon) closeStore() error {
+	if err := d.store.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// Reload applies a new configuration from cfg.Reload (cmd/cachecastd reads
+// the command line, the environment and --env-file again): the log level
+// and the allow-lists change at once; other fields that differ are logged as
+// needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
+func (d *Daemon) Reload() error {
+	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec() + "\nSTATUS=reloading")
+	defer d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
+	if d.cfg.Reload == nil {
+		d.log.Info("reload: no configuration source; nothing changed")
+		return nil
+	}
+	nc, err := d.cfg.Reload()
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if err := nc.Validate(); err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	lvl, _ := parseLevel(nc.LogLevel)
+	d.level.SetLevel(lvl)
+	d.access.Store(newAccessList(nc.AllowUIDs, nc.AllowGIDs))
+	d.log.Info("reloaded",
+		zap.String("log-level", nc.LogLevel),
+		zap.Uint32s("allow-uids", nc.AllowUIDs),
+		zap.Uint32s("allow-gids", nc.AllowGIDs))
+	for _, f := range staticFieldsChanged(d.cfg, nc) {
+		d.log.Warn("reload: this setting changes only on restart", zap.String("flag", f))
+	}
+	return nil
+}
+
+// staticFieldsChanged names the flags whose values differ between a and b,
+// other than those Reload applies.
+func staticFieldsChanged(a, b Config) []string {
+	reloadable := map[string]bool{"LogLevel": true, "AllowUIDs": true, "AllowGIDs": true, "Reload": true, "EnvFile": true}
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	var changed []string
+	for i := range va.NumField() {
+		f := va.Type().Field(i)
+		if reloadable[f.Name] {
+			continue
+		}
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			changed = append(changed, flagName(f.Name))
+		}
+	}
+	return changed
+}
+
+// flagName turns a Config field name into its flag: MaxValueSize -> max-value-size.
+func flagName(field string) string {
+	special := map[string]string{"AllowUIDs": "allow-uids", "AllowGIDs": "allow-gids"}
+	if s, ok := special[field]; ok {
+		return s
+	}
+	var b []byte
+	for i := 0; i < len(field); i++ {
+		c := field[i]
+		if c >= 'A' && c <= 'Z' {
+			if i > 0 {
+				b = append(b, '-')
+			}
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// notifyLoop sends WATCHDOG=1 at half the watchdog interval while the store
+// is healthy (a wedged store stops the pings and systemd restarts us),
+// refreshes the STATUS= line and samples the flush duration.
+func (d *Daemon) notifyLoop() {
+	var watchdog <-chan time.Time
+	if every, err := sd.SdWatchdogEnabled(false); err != nil {
+		d.log.Warn("systemd watchdog settings unreadable; not pinging it", zap.Error(err))
+	} else if every > 0 {
+		t := time.NewTicker(every / 2)
+		defer t.Stop()
+		watchdog = t.C
+		d.log.Info("systemd watchdog on", zap.Duration("interval", every))
+	}
+	status := time.NewTicker(statusInterval)
+	defer status.Stop()
+	// The store keeps the duration of its last flush only; sampling it
+	// once per flush interval feeds the flush histogram.
+	flushes := time.NewTicker(max(d.cfg.FlushInterval, 10*time.Millisecond))
+	defer flushes.Stop()
+	unhealthy := false
+	for {
+		select {
+		case <-d.stopLoops:
+			return
+		case <-flushes.C:
+			d.m.sampleFlush(d.store.Stats())
+		case <-watchdog:
+			if err := d.store.Healthy(); err != nil {
+				if !unhealthy {
+					d.log.Error("store unhealthy; watchdog pings stop", zap.Error(err))
+					d.notify("STATUS=store unhealthy: " + err.Error())
+				}
+				unhealthy = true
+				continue
+			}
+			if unhealthy {
+				d.log.Info("store healthy again; watchdog pings resume")
+				unhealthy = false
+			}
+			d.notify(sd.SdNotifyWatchdog)
+		case <-status.C:
+			if !unhealthy {
+				d.notify("STATUS=" + d.statusLine())
+			}
+		}
+	}
+}
+
+// statusLine is the human summary systemctl status shows.
+func (d *Daemon) statusLine() string {
+	s := d.store.Stats()
+	return "serving on " + d.cfg.Socket + "; " + strconv.Itoa(s.Keys) + " keys, " +
+		strconv.FormatUint(s.Records, 10) + " records, " + strconv.Itoa(s.Segments) + " segments"
+}
+
+// notify sends a state to systemd when NOTIFY_SOCKET is set. A failure is
+// logged, never fatal: the daemon also runs without systemd.
+func (d *Daemon) notify(state string) {
+	if _, err := sd.SdNotify(false, state); err != nil {
+		d.log.Debug("sd_notify failed", zap.Error(err))
+	}
+}
+
+// listenUnix binds the socket at path. A leftover socket file is removed
+// only when nothing answers on it (a daemon that crashed); a live one is
+// ErrSocketInUse, and a file that is not a socket is left alone.
+func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike) (*credListener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("--socket: %s exists and is not a socket; not removing it", path)
+		}
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("--socket: %s: another process answers on it: %w", path, ErrSocketInUse)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("--socket: %s: cannot tell whether it is in use: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("--socket: remove stale socket: %w", err)
+		}
+	}
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("--socket: %w", err)
+	}
+	// The socket is created under the umask and then set to the mode.
+	// In between it is at most as open as the umask allows; a daemon that
+	// must never be reachable more widely runs under a strict umask (the
+	// systemd unit's UMask=) or in a private RuntimeDirectory.
+	if err := os.Chmod(path, mode); err != nil {
+		_ = ul.Close()
+		return nil, fmt.Errorf("--socket-mode: chmod %s: %w", path, err)
+	}
+	return newCredListener(ul, maxConns, conns), nil
+}
+
+// gate counts in-flight handlers and, once closed, admits no more.
+type gate struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   chan struct{}
+}
+
+// enter admits a handler; false once the gate is closed.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.n--
+	if g.n == 0 && g.idle != nil {
+		close(g.idle)
+		g.idle = nil
+	}
+}
+
+func (g *gate) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// closeAndWait closes the gate and returns a channel closed once no handler
+// is left.
+func (g *gate) closeAndWait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	ch := make(chan struct{})
+	if g.n == 0 {
+		close(ch)
+	} else {
+		g.idle = ch
+	}
+	return ch
+}
+
+// formatOrigin prints an origin ID as the wire format wants it: 16 hex digits.
+func formatOrigin(o uint64) string {
+	const digits = "0123456789abcdef"
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[o&0xf]
+		o >>= 4
+	}
+	return string(b[:])
+}

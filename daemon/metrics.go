@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// metrics are the daemon's Prometheus metrics, on a registry of their own
+// (not the global one, so that two daemons in one test process do not
+// collide), served at /metrics on --metrics-addr.
+type metrics struct {
+	reg *prometheus.Registry
+
+	publishes    prometheus.Counter
+	publishBytes prometheus.Counter
+	errors       *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	flush        prometheus.Histogram
+	subscribers  prometheus.Gauge
+	connections  prometheus.Gauge
+
+	// lastFlushed is the flushed position at the last flush sample.
+	lastFlushed int64
+}
+
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		publishes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cachecast_publish_messages_total",
+			Help: "Messages published through the local API (values and tombstones).",
+		}),
+		publishBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cachecast_publish_bytes_total",
+			Help: "Bytes of values published through the local API.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachecast_api_errors_total",
+			Help: "Error responses of the local API, by error code.",
+		}, []string{"code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cachecast_api_request_duration_seconds",
+			Help:    "Time to serve a local API request, by route (subscription streams excluded).",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10), // 10µs .. 2.6s
+		}, []string{"route"}),
+		flush: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cachecast_store_flush_duration_seconds",
+			Help:    "Duration of the store's flushes (msync), sampled once per flush interval.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10), // 50µs .. 13s
+		}),
+		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cachecast_subscribers",
+			Help: "Open subscription streams.",
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "cachecast_api_connections",
+			Help: "Open connections to the local API socket.",
+		}),
+	}
+	for _, code := range errorCodes {
+		m.errors.WithLabelValues(code) // every code shows, at zero
+	}
+	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections,
+		newStoreCollector(d.store, d.cfg.NodeName),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// sampleFlush records the last flush's duration if a flush happened since
+// the previous sample. The store keeps only the last flush's duration, so
+// this is a sample per call, not every flush (see the package doc).
+func (m *metrics) sampleFlush(s store.Stats) {
+	if s.FlushedPos != m.lastFlushed {
+		m.lastFlushed = s.FlushedPos
+		m.flush.Observe(s.LastFlush.Seconds())
+	}
+}
+
+// newServer serves /metrics; anything else is 404.
+func (m *metrics) newServer(log *zap.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:          zap.NewStdLog(log.Named("metrics")),
+		EnableOpenMetrics: true,
+	}))
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(log.Named("metrics")),
+	}
+}
+
+// storeCollector reads the store's figures at scrape time.
+type storeCollector struct {
+	s                                                        *store.Store
+	node                                                     string
+	segments, mapped, logBytes, writePos, flushedPos, oldest *prometheus.Desc
+	records, keys, lastFlush, info                           *prometheus.Desc
+}
+
+func newStoreCollector(s *store.Store, node string) *storeCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("cachecast_store_"+name, help, labels, nil)
+	}
+	return &storeCollector{
+		s:          s,
+		node:       node,
+		segments:   d("segments", "Log segment files."),
+		mapped:     d("mapped_segments", "Log segments mapped into memory."),
+		logBytes:   d("log_bytes", "Bytes of log retained."),
+		writePos:   d("write_position_bytes", "Log position of the next append."),
+		flushedPos: d("flushed_position_bytes", "Log position up to which the log is on disk."),
+		oldest:     d("oldest_position_bytes", "Log position of the oldest retained record."),
+		records:    d("records", "Records appended or replayed since the store opened."),
+		keys:       d("view_keys", "Live keys in the key/value view."),
+		lastFlush:  d("last_flush_seconds", "Duration of the last flush."),
+		info:       prometheus.NewDesc("cachecast_node_info", "The node's identity (value 1).", []string{"node", "origin", "version", "flush"}, nil),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s.Stats()
+	g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v) }
+	g(c.segments, float64(s.Segments))
+	g(c.mapped, float64(s.MappedSegments))
+	g(c.logBytes, float64(s.LogBytes))
+	g(c.writePos, float64(s.WritePos))
+	g(c.flushedPos, float64(s.FlushedPos))
+	g(c.oldest, float64(s.OldestPos))
+	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(s.Records))
+	g(c.keys, float64(s.Keys))
+	g(c.lastFlush, s.LastFlush.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1,
+		c.node, formatOrigin(s.Origin), Version, s.Flush.String())
+}

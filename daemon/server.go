@@ -1,0 +1,795 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Limits of the list routes and of small bodies.
+const (
+	defaultKeysLimit = 1000
+	maxKeysLimit     = 10000
+	maxCursorBody    = 64 << 10
+	maxHeaderBytes   = 64 << 10
+
+	// streamFlushBytes is how much a subscription stream buffers before it
+	// flushes while messages are waiting; an idle stream flushes each one.
+	streamFlushBytes = 32 << 10
+)
+
+// params are the wildcards of a matched route, unescaped.
+type params struct {
+	topic, key, name string
+}
+
+// route is one method and path of the local API. A path segment "{x}"
+// matches one escaped segment; "{key...}" matches the rest of the path,
+// slashes included (so a key may hold a slash, escaped as %2F or not).
+type route struct {
+	name    string // the metrics label
+	method  string
+	path    []string
+	handler func(w http.ResponseWriter, r *http.Request, p params)
+	stream  bool // a subscription: no latency metric
+}
+
+// match reports whether the route's path matches segs and fills the
+// wildcards; err is set when a wildcard's escaping is broken.
+func (rt *route) match(segs []string) (p params, ok bool, err error) {
+	for i, pat := range rt.path {
+		if pat == "{key...}" {
+			if i >= len(segs) {
+				return p, false, nil
+			}
+			p.key, err = url.PathUnescape(strings.Join(segs[i:], "/"))
+			return p, true, err
+		}
+		if i >= len(segs) {
+			return p, false, nil
+		}
+		switch pat {
+		case "{topic}":
+			p.topic, err = url.PathUnescape(segs[i])
+		case "{name}":
+			p.name, err = url.PathUnescape(segs[i])
+		default:
+			if segs[i] != pat {
+				return p, false, nil
+			}
+		}
+		if err != nil {
+			return p, true, err
+		}
+	}
+	return p, len(segs) == len(rt.path), nil
+}
+
+// api is the local API's HTTP handler.
+type api struct {
+	d      *Daemon
+	routes []route
+}
+
+func (d *Daemon) newServer() *http.Server {
+	a := &api{d: d}
+	seg := func(p string) []string { return strings.Split(strings.TrimPrefix(p, "/"), "/") }
+	add := func(name, method, path string, h func(http.ResponseWriter, *http.Request, params)) *route {
+		a.routes = append(a.routes, route{name: name, method: method, path: seg(path), handler: h})
+		return &a.routes[len(a.routes)-1]
+	}
+	add("healthz", http.MethodGet, "/healthz", a.healthz)
+	add("readyz", http.MethodGet, "/readyz", a.readyz)
+	add("status", http.MethodGet, "/v1/status", a.status)
+	add("topics", http.MethodGet, "/v1/topics", a.topics)
+	add("keys", http.MethodGet, "/v1/topics/{topic}/keys", a.listKeys)
+	add("get", http.MethodGet, "/v1/topics/{topic}/keys/{key...}", a.getKey)
+	add("put", http.MethodPut, "/v1/topics/{topic}/keys/{key...}", a.putKey)
+	add("delete", http.MethodDelete, "/v1/topics/{topic}/keys/{key...}", a.deleteKey)
+	add("messages", http.MethodPost, "/v1/topics/{topic}/messages", a.postMessages)
+	add("subscribe", http.MethodGet, "/v1/topics/{topic}/subscribe", a.subscribe).stream = true
+	add("cursor_get", http.MethodGet, "/v1/cursors/{name}", a.getCursor)
+	add("cursor_set", http.MethodPost, "/v1/cursors/{name}", a.setCursor)
+
+	return &http.Server{
+		Handler:           a,
+		ReadHeaderTimeout: d.cfg.ReadHeaderTimeout,
+		ReadTimeout:       d.cfg.ReadTimeout,
+		WriteTimeout:      d.cfg.WriteTimeout,
+		IdleTimeout:       d.cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ConnContext:       connContext,
+		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
+	}
+}
+
+// ServeHTTP routes a request: 404 route_not_found when no path matches,
+// 405 method_not_allowed (with Allow) when the path matches under other
+// methods. GET routes also answer HEAD.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !a.d.handlers.enter() {
+		a.fail(w, r, errorf(CodeUnavailable, "the daemon is shutting down"))
+		return
+	}
+	defer a.d.handlers.leave()
+
+	segs := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+	var allow []string
+	for i := range a.routes {
+		rt := &a.routes[i]
+		p, ok, err := rt.match(segs)
+		if !ok {
+			continue
+		}
+		if rt.method != r.Method && (rt.method != http.MethodGet || r.Method != http.MethodHead) {
+			allow = append(allow, rt.method)
+			if rt.method == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+			continue
+		}
+		if err != nil {
+			a.fail(w, r, errorf(CodeInvalidName, "bad escaping in the path: %v", err))
+			return
+		}
+		start := time.Now()
+		rt.handler(w, r, p)
+		if !rt.stream {
+			a.d.m.latency.WithLabelValues(rt.name).Observe(time.Since(start).Seconds())
+		}
+		return
+	}
+	if len(allow) > 0 {
+		slices.Sort(allow)
+		e := errorf(CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
+		e.allow = strings.Join(allow, ", ")
+		a.fail(w, r, e)
+		return
+	}
+	a.fail(w, r, errorf(CodeRouteNotFound, "no route %s %s (see the cachecast API documentation)", r.Method, r.URL.Path))
+}
+
+// fail answers with an error object.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
+	status := statusOf(e.Code)
+	a.d.m.errors.WithLabelValues(e.Code).Inc()
+	lvl := zapcore.DebugLevel
+	if status >= 500 {
+		lvl = zapcore.ErrorLevel
+	}
+	if ce := a.d.log.Check(lvl, "request failed"); ce != nil {
+		ce.Write(append(callerFrom(r.Context()).fields(),
+			zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.String("code", e.Code), zap.String("message", e.Message))...)
+	}
+	h := w.Header()
+	for k := range h {
+		if strings.HasPrefix(k, "Cachecast-") {
+			h.Del(k)
+		}
+	}
+	if e.allow != "" {
+		h.Set("Allow", e.allow)
+	}
+	b := []byte(`{"error":{"code":`)
+	b = appendJSONString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, e.Message)
+	b = append(b, "}}\n"...)
+	writeJSONBytes(w, status, b)
+}
+
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		a.fail(w, r, errorf(CodeInternal, "encoding the answer: %v", err))
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, append(b, '\n'))
+}
+
+// readBody reads the whole body, at most limit bytes (tooLarge names the
+// error code past it). A body that ends before its Content-Length is
+// bad_request, one that stalls past --read-timeout is timeout.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLarge, what string) ([]byte, *apiError) {
+	if r.ContentLength > limit {
+		return nil, errorf(tooLarge, "%s of %d bytes exceeds %s", what, r.ContentLength, limitName(tooLarge, limit))
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var (
+		b   []byte
+		err error
+	)
+	if r.ContentLength >= 0 {
+		b = make([]byte, r.ContentLength)
+		var n int
+		n, err = io.ReadFull(body, b)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errorf(CodeBadRequest, "body cut short: got %d of the %d bytes of Content-Length", n, r.ContentLength)
+		}
+	} else {
+		b, err = io.ReadAll(body)
+	}
+	if err == nil {
+		return b, nil
+	}
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &mbe):
+		return nil, errorf(tooLarge, "%s exceeds %s", what, limitName(tooLarge, limit))
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return nil, errorf(CodeTimeout, "the body did not arrive within --read-timeout (%v)", a.d.cfg.ReadTimeout)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, errorf(CodeBadRequest, "body cut short: %v", err)
+	}
+	return nil, errorf(CodeBadRequest, "reading the body: %v", err)
+}
+
+func limitName(code string, limit int64) string {
+	if code == CodeValueTooLarge {
+		return "--max-value-size (" + formatSize(limit) + ")"
+	}
+	return "the limit of " + formatSize(limit) + " (--max-body-size)"
+}
+
+// mayPublish answers 403 when the caller may not publish; it is checked
+// before the body is read (publish checks again: it is the one write path).
+func (a *api) mayPublish(w http.ResponseWriter, r *http.Request) bool {
+	c := callerFrom(r.Context())
+	if err := a.d.authorize(c); err != nil {
+		a.fail(w, r, err)
+		return false
+	}
+	return true
+}
+
+// writeResults answers a publish: one result object (PUT, DELETE) or
+// {"results":[...]} (POST messages).
+func writeResults(w http.ResponseWriter, results []PutResult, batch bool) {
+	b := make([]byte, 0, 64+len(results)*160)
+	if batch {
+		b = append(b, `{"results":[`...)
+	}
+	for i := range results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = results[i].appendJSON(b)
+	}
+	if batch {
+		b = append(b, "]}"...)
+	}
+	writeJSONBytes(w, http.StatusOK, append(b, '\n'))
+}
+
+func (a *api) putKey(w http.ResponseWriter, r *http.Request, p params) {
+	tag := r.Header.Get("Cachecast-Tag")
+	if e := firstError(validTopic("topic", p.topic), validKey(p.key), validTag(tag)); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	if !a.mayPublish(w, r) {
+		return
+	}
+	value, e := a.readBody(w, r, a.d.cfg.MaxValueSize, CodeValueTooLarge, "value")
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	msgs := []store.Message{{Topic: p.topic, Key: p.key, Tag: tag, Value: value}}
+	results, err := a.d.publish(r.Context(), msgs, callerFrom(r.Context()))
+	if err != nil {
+		a.fail(w, r, storeError(err))
+		return
+	}
+	writeResults(w, results, false)
+}
+
+func (a *api) deleteKey(w http.ResponseWriter, r *http.Request, p params) {
+	if e := firstError(validTopic("topic", p.topic), validKey(p.key)); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	if !a.mayPublish(w, r) {
+		return
+	}
+	msgs := []store.Message{{Topic: p.topic, Key: p.key, Delete: true}}
+	results, err := a.d.publish(r.Context(), msgs, callerFrom(r.Context()))
+	if err != nil {
+		a.fail(w, r, storeError(err))
+		return
+	}
+	writeResults(w, results, false)
+}
+
+func (a *api) getKey(w http.ResponseWriter, r *http.Request, p params) {
+	if e := firstError(validTopic("topic", p.topic), validKey(p.key)); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	e, ok := a.d.store.Get(p.topic, p.key)
+	if !ok {
+		a.fail(w, r, errorf(CodeNotFound, "no key %q in topic %q", p.key, p.topic))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.Itoa(len(e.Value)))
+	h.Set("Cachecast-Origin", formatOrigin(e.Stamp.Origin))
+	h.Set("Cachecast-Seq", strconv.FormatUint(e.Stamp.Seq, 10))
+	h.Set("Cachecast-Hlc", strconv.FormatUint(e.Stamp.HLC, 10))
+	h.Set("Cachecast-Time", hlcTime(e.Stamp.HLC))
+	h.Set("Cachecast-Tag", e.Tag)
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(e.Value)
+	}
+}
+
+// ndjsonTypes are the media types that mark a body as a batch.
+var ndjsonTypes = []string{"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"}
+
+func (a *api) postMessages(w http.ResponseWriter, r *http.Request, p params) {
+	if e := validTopic("topic", p.topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	if !a.mayPublish(w, r) {
+		return
+	}
+	ndjson := false
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil {
+			a.fail(w, r, errorf(CodeBadRequest, "Content-Type %q: %v", ct, err))
+			return
+		}
+		ndjson = slices.Contains(ndjsonTypes, mt)
+	}
+	body, e := a.readBody(w, r, a.d.cfg.MaxBodySize, CodeBodyTooLarge, "body")
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	msgs, e := decodeMessages(p.topic, body, ndjson, a.d.cfg.MaxValueSize)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	results, err := a.d.publish(r.Context(), msgs, callerFrom(r.Context()))
+	if err != nil {
+		a.fail(w, r, storeError(err))
+		return
+	}
+	writeResults(w, results, true)
+}
+
+// query parses the query string strictly: a malformed one is bad_request
+// rather than silently dropped.
+func query(r *http.Request) (url.Values, *apiError) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errorf(CodeBadRequest, "query string: %v", err)
+	}
+	return q, nil
+}
+
+func (a *api) listKeys(w http.ResponseWriter, r *http.Request, p params) {
+	if e := validTopic("topic", p.topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	q, e := query(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	limit := defaultKeysLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxKeysLimit {
+			a.fail(w, r, errorf(CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s))
+			return
+		}
+		limit = n
+	}
+	prefix, after := q.Get("prefix"), q.Get("after")
+	if len(prefix) > MaxKeyLen || len(after) > MaxKeyLen {
+		a.fail(w, r, errorf(CodeBadRequest, "prefix and after: at most %d bytes", MaxKeyLen))
+		return
+	}
+	keys := a.d.store.Keys(p.topic, prefix, after, limit+1)
+	next := ""
+	if len(keys) > limit {
+		keys = keys[:limit]
+		next = keys[limit-1]
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	a.writeJSON(w, r, struct {
+		Keys []string `json:"keys"`
+		Next string   `json:"next"`
+	}{keys, next})
+}
+
+func (a *api) topics(w http.ResponseWriter, r *http.Request, _ params) {
+	type topic struct {
+		Name     string `json:"name"`
+		Keys     int    `json:"keys"`
+		Messages uint64 `json:"messages"`
+	}
+	ts := a.d.store.Topics()
+	out := make([]topic, len(ts))
+	for i, t := range ts {
+		out[i] = topic{t.Name, t.Keys, t.Messages}
+	}
+	a.writeJSON(w, r, struct {
+		Topics []topic `json:"topics"`
+	}{out})
+}
+
+// subscribe streams a topic as NDJSON. The reader is made before the
+// headers go out, so a subscriber from latest misses nothing published
+// after it has the headers. Backpressure is the connection's: a slow
+// reader blocks its own handler in Write, and the store's reader simply
+// stays behind; nothing is dropped and no one else waits.
+func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
+	if e := validTopic("topic", p.topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	q, e := query(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	name, ack := q.Get("name"), q.Get("ack")
+	if name != "" {
+		if e := validTopic("cursor name", name); e != nil {
+			a.fail(w, r, e)
+			return
+		}
+	}
+	switch ack {
+	case "", "client":
+		ack = ""
+	case "auto":
+		if name == "" {
+			a.fail(w, r, errorf(CodeBadRequest, "ack=auto needs a cursor: name=<cursor>"))
+			return
+		}
+	default:
+		a.fail(w, r, errorf(CodeBadRequest, "ack: want \"auto\" or \"client\", got %q", ack))
+		return
+	}
+	tags, e := parseTags(q.Get("tags"))
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	start, e := a.startOf(p.topic, q.Get("from"), name)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	reader, err := a.d.store.NewTopicReader(p.topic, start, tags)
+	if err != nil {
+		a.fail(w, r, storeError(err))
+		return
+	}
+	defer reader.Close()
+
+	// A stream lives longer than any timeout of the server: clear the
+	// deadlines (a passed read deadline would end the request's context).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	// Shutdown ends the stream, even one blocked writing to a client that
+	// does not read.
+	stop := context.AfterFunc(a.d.subsCtx, func() {
+		cancel()
+		_ = rc.SetWriteDeadline(time.Now())
+	})
+	defer stop()
+
+	a.d.m.subscribers.Inc()
+	defer a.d.m.subscribers.Dec()
+	a.d.log.Debug("subscribe", append(callerFrom(r.Context()).fields(),
+		zap.String("topic", p.topic), zap.String("cursor", name), zap.Uint64("offset", reader.Offset()))...)
+
+	h := w.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+
+	// polled is already done: Next with it returns a waiting message or
+	// the context's error at once, so the stream can gather what is
+	// waiting and flush once.
+	polled, cancelPolled := context.WithCancel(context.Background())
+	cancelPolled()
+	buf := make([]byte, 0, streamFlushBytes+4096)
+	for {
+		d, err := reader.Next(ctx)
+		if err != nil {
+			a.endStream(w, rc, ctx, err, p.topic)
+			return
+		}
+		next := d.Offset + 1
+		buf = append(appendDelivery(buf[:0], d), '\n')
+		for len(buf) < streamFlushBytes {
+			d, err := reader.Next(polled)
+			if err != nil {
+				break
+			}
+			next = d.Offset + 1
+			buf = append(appendDelivery(buf, d), '\n')
+		}
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		if ack == "auto" {
+			if err := a.d.store.SetCursor(name, p.topic, next); err != nil {
+				a.endStream(w, rc, ctx, err, p.topic)
+				return
+			}
+		}
+	}
+}
+
+// endStream ends a subscription: quietly when the client left or the
+// daemon is stopping, with a last {"error":...} line otherwise (the status
+// line is long gone).
+func (a *api) endStream(w http.ResponseWriter, rc *http.ResponseController, ctx context.Context, err error, topic string) {
+	if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+		return
+	}
+	e := storeError(err)
+	a.d.m.errors.WithLabelValues(e.Code).Inc()
+	a.d.log.Error("subscription ended", zap.String("topic", topic), zap.Error(err))
+	b := []byte(`{"error":{"code":`)
+	b = appendJSONString(b, e.Code)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, e.Message)
+	b = append(b, "}}\n"...)
+	_, _ = w.Write(b)
+	_ = rc.Flush()
+}
+
+// startOf reads from=: earliest, latest, an offset, or an RFC 3339 time.
+// Without it, a named cursor that exists resumes where it stands, and
+// anything else starts at latest.
+func (a *api) startOf(topic, from, name string) (store.Start, *apiError) {
+	switch {
+	case from == "" && name != "":
+		ct, off, ok := a.d.store.Cursor(name)
+		if !ok {
+			return store.Start{From: store.FromLatest}, nil
+		}
+		if ct != topic {
+			return store.Start{}, errorf(CodeBadRequest, "cursor %q reads topic %q, not %q", name, ct, topic)
+		}
+		return store.Start{From: store.FromOffset, Offset: off}, nil
+	case from == "" || from == "latest":
+		return store.Start{From: store.FromLatest}, nil
+	case from == "earliest":
+		return store.Start{From: store.FromEarliest}, nil
+	}
+	if n, err := strconv.ParseUint(from, 10, 64); err == nil {
+		return store.Start{From: store.FromOffset, Offset: n}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, from); err == nil {
+		return store.Start{From: store.FromTime, Time: t}, nil
+	}
+	return store.Start{}, errorf(CodeBadRequest, "from: want earliest, latest, an offset or an RFC 3339 time, got %q", from)
+}
+
+// parseTags reads tags=a||b.
+func parseTags(s string) ([]string, *apiError) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var tags []string
+	for t := range strings.SplitSeq(s, "||") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			return nil, errorf(CodeInvalidName, "tags: an empty tag in %q (separate tags with ||)", s)
+		}
+		if e := validTag(t); e != nil {
+			return nil, e
+		}
+		tags = append(tags, t)
+	}
+	return tags, nil
+}
+
+func (a *api) getCursor(w http.ResponseWriter, r *http.Request, p params) {
+	if e := validTopic("cursor name", p.name); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	topic, off, ok := a.d.store.Cursor(p.name)
+	if !ok {
+		a.fail(w, r, errorf(CodeNotFound, "no cursor %q", p.name))
+		return
+	}
+	a.writeJSON(w, r, cursorAnswer{Name: p.name, Topic: topic, Offset: off})
+}
+
+func (a *api) setCursor(w http.ResponseWriter, r *http.Request, p params) {
+	if e := validTopic("cursor name", p.name); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	body, e := a.readBody(w, r, maxCursorBody, CodeBodyTooLarge, "body")
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	var req cursorRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		a.fail(w, r, errorf(CodeBadJSON, "%s", jsonErrorText(err)))
+		return
+	}
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		a.fail(w, r, errorf(CodeBadJSON, "data after the cursor object"))
+		return
+	}
+	if e := validTopic("topic", req.Topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	if req.Offset == nil {
+		a.fail(w, r, errorf(CodeBadRequest, `"offset" is required (the offset of the next message to read)`))
+		return
+	}
+	if err := a.d.store.SetCursor(p.name, req.Topic, *req.Offset); err != nil {
+		a.fail(w, r, storeError(err))
+		return
+	}
+	a.writeJSON(w, r, cursorAnswer{Name: p.name, Topic: req.Topic, Offset: *req.Offset})
+}
+
+func (a *api) status(w http.ResponseWriter, r *http.Request, _ params) {
+	s := a.d.store.Stats()
+	var b statusBody
+	b.Node.Name = a.d.cfg.NodeName
+	b.Node.Origin = formatOrigin(s.Origin)
+	b.Node.Version = Version
+	b.UptimeSeconds = uptime(a.d.started)
+	b.Flush = s.Flush.String()
+	b.Store.Segments = s.Segments
+	b.Store.MappedSegments = s.MappedSegments
+	b.Store.LogBytes = s.LogBytes
+	b.Store.WritePos = s.WritePos
+	b.Store.FlushedPos = s.FlushedPos
+	b.Store.OldestPos = s.OldestPos
+	b.Store.Records = s.Records
+	b.Store.Keys = s.Keys
+	a.writeJSON(w, r, &b)
+}
+
+func (a *api) healthz(w http.ResponseWriter, r *http.Request, _ params) {
+	if err := a.d.store.Healthy(); err != nil {
+		a.fail(w, r, errorf(CodeUnavailable, "%v", err))
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+}
+
+// readyz is 200 once the store is recovered and the daemon serves, until
+// shutdown begins.
+func (a *api) readyz(w http.ResponseWriter, r *http.Request, _ params) {
+	if !a.d.ready.Load() {
+		a.fail(w, r, errorf(CodeUnavailable, "not ready: starting or shutting down"))
+		return
+	}
+	a.healthz(w, r, params{})
+}
+
+func firstError(errs ...*apiError) *apiError {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// authorize checks the caller against the allow-lists.
+func (d *Daemon) authorize(c Caller) *apiError {
+	if d.access.Load().allows(c) {
+		return nil
+	}
+	d.log.Warn("publish refused", c.fields()...)
+	if !c.Known {
+		return errorf(CodeForbidden, "the caller's credentials are unknown; publishing is restricted (--allow-uids, --allow-gids)")
+	}
+	return errorf(CodeForbidden, "uid %d (gid %d) may not publish; see --allow-uids and --allow-gids", c.UID, c.GID)
+}
+
+// publish is the one path every write takes: PUT, DELETE and POST messages
+// of the local API call it, and the cluster layer extends it (replication to
+// the peer, fan-out, the replica statuses of PutResult). It checks the
+// caller against the allow-lists, appends msgs as one all-or-nothing batch
+// (stamped with this node's origin, seq and HLC), counts and logs the write.
+// msgs are checked by the caller (names, sizes); the store checks again.
+func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([]PutResult, error) {
+	if e := d.authorize(c); e != nil {
+		return nil, e
+	}
+	if err := ctx.Err(); err != nil {
+		// The client left before anything was written: write nothing.
+		return nil, errorf(CodeTimeout, "request cancelled before the write: %v", err)
+	}
+	var (
+		results []store.Result
+		err     error
+	)
+	if len(msgs) == 1 {
+		var res store.Result
+		res, err = d.store.Publish(&msgs[0])
+		results = []store.Result{res}
+	} else {
+		results, err = d.store.PublishBatch(msgs)
+	}
+	if err != nil {
+		d.log.Warn("publish failed", append(c.fields(),
+			zap.String("topic", msgs[0].Topic), zap.Int("messages", len(msgs)), zap.Error(err))...)
+		return nil, err
+	}
+	var n int
+	for i := range msgs {
+		n += len(msgs[i].Value)
+	}
+	d.m.publishes.Add(float64(len(msgs)))
+	d.m.publishBytes.Add(float64(n))
+	if ce := d.log.Check(zapcore.DebugLevel, "published"); ce != nil {
+		ce.Write(append(c.fields(),
+			zap.String("topic", msgs[0].Topic), zap.Int("messages", len(msgs)), zap.Int("bytes", n),
+			zap.Uint64("first-seq", results[0].Seq))...)
+	}
+	out := make([]PutResult, len(msgs))
+	for i := range msgs {
+		out[i] = newPutResult(&msgs[i], results[i].Stamp, StatusOK)
+	}
+	return out, nil
+}

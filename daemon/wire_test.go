@@ -1,0 +1,235 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+func TestNames(t *testing.T) {
+	tests := []struct {
+		kind, in string
+		ok       bool
+	}{
+		{"topic", "prices", true},
+		{"topic", "A.b_c-9", true},
+		{"topic", "", false},
+		{"topic", strings.Repeat("t", 128), true},
+		{"topic", strings.Repeat("t", 129), false},
+		{"topic", "with space", false},
+		{"topic", "slash/inside", false},
+		{"topic", "ünïcode", false},
+		{"tag", "", true},
+		{"tag", "blue", true},
+		{"tag", strings.Repeat("t", 128), true},
+		{"tag", strings.Repeat("t", 129), false},
+		{"tag", "a|b", false},
+		{"key", "sku/1", true},
+		{"key", "ключ 🔑", true},
+		{"key", "with space", true},
+		{"key", "", false},
+		{"key", strings.Repeat("k", 1024), true},
+		{"key", strings.Repeat("k", 1025), false},
+		{"key", "tab\there", false},
+		{"key", "nul\x00", false},
+		{"key", "del\x7f", false},
+		{"key", "c1\u0085", false},
+		{"key", "bad\xffutf8", false},
+		{"key", "\uFFFD is fine", true},
+	}
+	for _, tt := range tests {
+		var e *apiError
+		switch tt.kind {
+		case "topic":
+			e = validTopic("topic", tt.in)
+		case "tag":
+			e = validTag(tt.in)
+		case "key":
+			e = validKey(tt.in)
+		}
+		if (e == nil) != tt.ok {
+			t.Errorf("%s %q: error %v; want ok=%v", tt.kind, tt.in, e, tt.ok)
+		}
+		if e != nil && e.Code != CodeInvalidName {
+			t.Errorf("%s %q: code %s; want invalid_name", tt.kind, tt.in, e.Code)
+		}
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain", `quote " backslash \`, "ctl \x00\x01\x1f\x7f", "nl \n\r\t",
+		"ünïcode 🔑", "bad \xff\xfe utf8", "\u2028\u2029", "<html>&amp;"} {
+		b := appendJSONString(nil, s)
+		var back string
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%q encodes as %s, which is not JSON: %v", s, b, err)
+		}
+		want := strings.ToValidUTF8(s, "\uFFFD")
+		if strings.ContainsRune(s, utf8.RuneError) || !utf8.ValidString(s) {
+			// Each invalid byte becomes one U+FFFD, as encoding/json does.
+			var w bytes.Buffer
+			for i := 0; i < len(s); {
+				r, n := utf8.DecodeRuneInString(s[i:])
+				w.WriteRune(r)
+				i += n
+			}
+			want = w.String()
+		}
+		if back != want {
+			t.Fatalf("%q -> %s -> %q; want %q", s, b, back, want)
+		}
+	}
+}
+
+func TestDecodeMessages(t *testing.T) {
+	const max = 16
+	tests := []struct {
+		name     string
+		body     string
+		ndjson   bool
+		want     []store.Message
+		wantCode string
+		wantMsg  string
+	}{
+		{name: "one", body: `{"key":"k","tag":"t","value":"v"}`,
+			want: []store.Message{{Topic: "T", Key: "k", Tag: "t", Value: []byte("v")}}},
+		{name: "base64", body: `{"key":"k","value_base64":"AAEC"}`,
+			want: []store.Message{{Topic: "T", Key: "k", Value: []byte{0, 1, 2}}}},
+		{name: "no value", body: `{"key":"k"}`, want: []store.Message{{Topic: "T", Key: "k"}}},
+		{name: "null value is no value", body: `{"key":"k","value":null}`, want: []store.Message{{Topic: "T", Key: "k"}}},
+		{name: "stream message", body: `{"value":"v"}`, want: []store.Message{{Topic: "T", Value: []byte("v")}}},
+		{name: "delete", body: `{"key":"k","delete":true}`, want: []store.Message{{Topic: "T", Key: "k", Delete: true}}},
+		{name: "ndjson", ndjson: true, body: "{\"key\":\"a\",\"value\":\"1\"}\n\n  \n{\"key\":\"b\",\"value\":\"2\"}",
+			want: []store.Message{{Topic: "T", Key: "a", Value: []byte("1")}, {Topic: "T", Key: "b", Value: []byte("2")}}},
+		{name: "ndjson crlf", ndjson: true, body: "{\"key\":\"a\"}\r\n{\"key\":\"b\"}\r\n",
+			want: []store.Message{{Topic: "T", Key: "a"}, {Topic: "T", Key: "b"}}},
+		{name: "value at the limit", body: `{"key":"k","value":"0123456789abcdef"}`,
+			want: []store.Message{{Topic: "T", Key: "k", Value: []byte("0123456789abcdef")}}},
+
+		{name: "empty", body: "", wantCode: CodeBadJSON},
+		{name: "empty ndjson", body: "\n\n", ndjson: true, wantCode: CodeBadRequest},
+		{name: "malformed", body: `{"key":`, wantCode: CodeBadJSON},
+		{name: "not an object", body: `["k"]`, wantCode: CodeBadJSON},
+		{name: "wrong type", body: `{"key":1}`, wantCode: CodeBadJSON, wantMsg: `field "key"`},
+		{name: "unknown field", body: `{"key":"k","vaule":"x"}`, wantCode: CodeBadJSON, wantMsg: "vaule"},
+		{name: "two objects without ndjson", body: "{\"key\":\"a\"}\n{\"key\":\"b\"}", wantCode: CodeBadJSON, wantMsg: "application/x-ndjson"},
+		{name: "trailing garbage", body: `{"key":"a"}]`, wantCode: CodeBadJSON},
+		{name: "two objects on a line", ndjson: true, body: `{"key":"a"} {"key":"b"}`, wantCode: CodeBadJSON, wantMsg: "line 1"},
+		{name: "bad line names its number", ndjson: true, body: "{\"key\":\"a\"}\n{oops}\n", wantCode: CodeBadJSON, wantMsg: "line 2"},
+		{name: "both values", body: `{"key":"k","value":"a","value_base64":"YQ=="}`, wantCode: CodeBadRequest},
+		{name: "bad base64", body: `{"key":"k","value_base64":"!!!"}`, wantCode: CodeBadBase64},
+		{name: "base64 bad padding", body: `{"key":"k","value_base64":"YQ="}`, wantCode: CodeBadBase64},
+		{name: "value too large", body: `{"key":"k","value":"0123456789abcdefX"}`, wantCode: CodeValueTooLarge},
+		{name: "base64 value too large", body: `{"key":"k","value_base64":"MDEyMzQ1Njc4OWFiY2RlZlg="}`, wantCode: CodeValueTooLarge},
+		{name: "key too long", body: `{"key":"` + strings.Repeat("k", 1025) + `"}`, wantCode: CodeInvalidName},
+		{name: "key control char", body: `{"key":"a\u0000b"}`, wantCode: CodeInvalidName},
+		{name: "bad tag", body: `{"key":"k","tag":"a b"}`, wantCode: CodeInvalidName},
+		{name: "delete without key", body: `{"delete":true}`, wantCode: CodeInvalidName},
+		{name: "delete with value", body: `{"key":"k","delete":true,"value":"x"}`, wantCode: CodeBadRequest},
+		{name: "delete not bool", body: `{"key":"k","delete":"yes"}`, wantCode: CodeBadJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, e := decodeMessages("T", []byte(tt.body), tt.ndjson, max)
+			if tt.wantCode != "" {
+				if e == nil || e.Code != tt.wantCode || !strings.Contains(e.Message, tt.wantMsg) {
+					t.Fatalf("decode = %v, %v; want %s containing %q", got, e, tt.wantCode, tt.wantMsg)
+				}
+				return
+			}
+			if e != nil {
+				t.Fatalf("decode: %v", e)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d messages; want %d", len(got), len(tt.want))
+			}
+			for i := range got {
+				g, w := got[i], tt.want[i]
+				if g.Topic != w.Topic || g.Key != w.Key || g.Tag != w.Tag || g.Delete != w.Delete || !bytes.Equal(g.Value, w.Value) {
+					t.Fatalf("message %d = %+v; want %+v", i, g, w)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecodeMessages feeds the batch decoder arbitrary bodies. Whatever it
+// accepts must pass every check the API promises (so the store never sees
+// a bad name or an oversize value), and must survive a round trip through
+// the NDJSON the daemon itself writes.
+func FuzzDecodeMessages(f *testing.F) {
+	for _, seed := range []string{
+		`{"key":"k","tag":"t","value":"v"}`,
+		`{"key":"k","value_base64":"AAEC"}`,
+		`{"key":"k","delete":true}`,
+		"{\"key\":\"a\",\"value\":\"1\"}\n{\"key\":\"b\",\"value\":\"\\u00ff\"}\n",
+		`{"value":"stream"}`,
+		`{"key":"a\u0000"}`,
+		`{"key":"k","value":"a","value_base64":"YQ=="}`,
+		`{"key":`,
+		"",
+	} {
+		f.Add([]byte(seed), false)
+		f.Add([]byte(seed), true)
+	}
+	const max = 64
+	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
+		msgs, e := decodeMessages("topic", body, ndjson, max)
+		if e != nil {
+			if msgs != nil {
+				t.Fatalf("error %v with %d messages", e, len(msgs))
+			}
+			if statusOf(e.Code) < 400 || statusOf(e.Code) >= 500 {
+				t.Fatalf("decode error %v maps to status %d", e, statusOf(e.Code))
+			}
+			return
+		}
+		if len(msgs) == 0 || !ndjson && len(msgs) != 1 {
+			t.Fatalf("%d messages (ndjson=%v)", len(msgs), ndjson)
+		}
+		var again []byte
+		for _, m := range msgs {
+			if m.Topic != "topic" || len(m.Value) > max || validTag(m.Tag) != nil ||
+				m.Key != "" && validKey(m.Key) != nil || m.Delete && (m.Key == "" || len(m.Value) > 0) {
+				t.Fatalf("accepted a bad message: %+v", m)
+			}
+			if err := m.Validate(); err != nil {
+				t.Fatalf("accepted a message the store refuses: %+v: %v", m, err)
+			}
+			// Re-encode as the daemon would and decode again.
+			again = append(again, `{"key":`...)
+			again = appendJSONString(again, m.Key)
+			again = append(again, `,"tag":`...)
+			again = appendJSONString(again, m.Tag)
+			if utf8.Valid(m.Value) {
+				again = append(again, `,"value":`...)
+				again = appendJSONString(again, string(m.Value))
+			} else {
+				again = append(again, `,"value_base64":"`...)
+				again = append(again, []byte(b64(m.Value))...)
+				again = append(again, '"')
+			}
+			if m.Delete {
+				again = append(again, `,"delete":true`...)
+			}
+			again = append(again, "}\n"...)
+		}
+		back, e := decodeMessages("topic", again, true, max)
+		if e != nil {
+			t.Fatalf("round trip of %q: %v", again, e)
+		}
+		for i := range msgs {
+			a, b := msgs[i], back[i]
+			if a.Key != b.Key || a.Tag != b.Tag || a.Delete != b.Delete || !bytes.Equal(a.Value, b.Value) {
+				t.Fatalf("round trip changed message %d: %+v -> %+v", i, a, b)
+			}
+		}
+	})
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
