@@ -30,12 +30,12 @@ type segLog struct {
 	meta      *meta
 	log       *zap.Logger
 
-	mu     sync.Mutex
-	segs   map[int64]*segment // by segment index (base / segSize)
-	maps   []*segment // the mapped ones
-	last   int64      // index of the newest segment in segs
-	tick   uint64
-	free   []string // recycled files waiting for reuse
+	mu   sync.Mutex
+	segs map[int64]*segment // by segment index (base / segSize)
+	maps []*segment         // the mapped ones
+	last int64              // index of the newest segment in segs
+	tick uint64
+	free []string // recycled files waiting for reuse
 	// prepared is the next segment, made ahead by the preparer goroutine.
 	prepared  *segment
 	prepErr   error
