@@ -139,6 +139,12 @@ func (s *Store) open() error {
 	if err = s.origins.truncate(end); err != nil {
 		return err
 	}
+	// A snapshot being written when the process died is never read.
+	if tmps, _ := filepath.Glob(filepath.Join(s.dir, snapshotName+".*.tmp")); len(tmps) > 0 {
+		for _, tmp := range tmps {
+			os.Remove(tmp)
+		}
+	}
 	if err = s.loadView(); err != nil {
 		return err
 	}

@@ -1,0 +1,107 @@
+// Package store is a node's durable memory-mapped log, the indexes that
+// find records in it, the consumer cursors, and the key/value view the
+// log's records build, with the view's snapshot.
+//
+// The design follows SkyWalking Satellite's mmap queue (itself from
+// bigqueue) for the files, and RocketMQ's CommitLog + ConsumeQueue for the
+// log and its per-topic indexes. It knows nothing of the network: the
+// cluster layer hands it records and reads records out of it.
+//
+// # Files
+//
+//	<dir>/LOCK                       flock: one process per directory (ErrLocked)
+//	<dir>/meta                       the metafile, one page (see meta.go)
+//	<dir>/log/<20-digit position>    segments, fixed size, preallocated
+//	<dir>/log/<position>.free        recycled segments waiting for reuse
+//	<dir>/index/topic/<topic>/...    per-topic index chunks (see index.go)
+//	<dir>/index/origin/<16 hex>/...  per-origin index chunks
+//	<dir>/cursors                    durable named cursors (see cursors.go)
+//	<dir>/snapshot                   the view's snapshot (see snapshot.go)
+//	<dir>/corrupt/                   damaged bytes copied aside by recovery
+//
+// # The log
+//
+// A log position is a byte offset into an endless log; segment files cut it
+// into pieces of SegmentSize bytes, each file named by the position of its
+// first byte. Records are 8-byte aligned and never span segments: a record
+// that does not fit in what is left of a segment goes to the start of the
+// next one, and the rest of the segment stays zero. Each record is the
+// fixed header drawn in record.go (size, CRC-32C, kind, version, lengths,
+// origin, seq, HLC) followed by topic, key, tag and value. A zero size
+// means "nothing written here". The bytes of a record are the same in the
+// log, in a snapshot-free catch-up and on the wire: a receiver checks the
+// CRC and appends them unchanged (AppendRecord).
+//
+// Segments are made ahead of the writer by a background goroutine:
+// created and fallocated (or a recycled file renamed and zeroed with
+// FALLOC_FL_ZERO_RANGE), then mapped with MAP_POPULATE, so that the writer
+// switches segments without a system call in its path, and a full disk is
+// an ErrDiskFull at creation, never a SIGBUS on a page. At most
+// MaxMappedSegments segments are mapped; the least recently used unpinned
+// one is unmapped when another is needed. Code that touches a map runs
+// with runtime/debug.SetPanicOnFault, so an I/O error under a page is an
+// ErrIO, not a crash.
+//
+// # Durability
+//
+// Every append is copied into the map, indexed, and made visible to
+// readers before Publish returns. What "done" promises depends on Flush:
+//
+//   - FlushAsync: the record is in the page cache. A process crash
+//     (SIGKILL, panic) loses nothing; a machine crash or power loss loses at
+//     most the records appended since the last flush, which runs every
+//     FlushInterval (default 100ms) or after FlushBytes (default 16 MiB).
+//   - FlushSync: Publish returns once an msync covering the record has
+//     returned (group commit: one flush serves every writer waiting on it).
+//     Nothing acknowledged is lost to a crash of the process, the machine
+//     or the power, as far as the device honours the flush.
+//
+// A directory entry made for a new segment is synced by the next flush,
+// before any record in it is reported durable.
+//
+// # Recovery
+//
+// Open checks the records from the metafile's committed (flushed) position
+// on: length, field lengths and CRC. The log ends at the first bad record,
+// at a zero size that is not a legitimate jump to the next segment (the
+// next segment's first record must be too big for the space left), or at
+// a missing segment file. Damaged bytes are copied to corrupt/ first; the
+// rest of the last segment is zeroed and later segments are recycled, so a
+// cut-off record can never reappear. The indexes are cut to the end of the
+// log and rebuilt from it; the view is loaded from its snapshot and
+// brought up to date from the log. Reads check the CRC too, so a page
+// damaged after recovery reads as ErrCorrupt, never as wrong bytes.
+//
+// A crash may leave records that were written but not acknowledged; they
+// are kept, with their seqs. Under FlushAsync a power loss may lose
+// acknowledged records at the tail, and the node then reuses their seqs
+// for new messages: the cluster layer must repair the node's own origin
+// from its peers before it publishes again (see the broadcast package).
+//
+// # Retention
+//
+// RetentionBytes bounds the retained log (0: only the disk does);
+// RetentionAge recycles segments last written longer ago than that. A
+// segment is recycled only when the view's snapshot covers it and every
+// durable cursor has passed it, so nothing unconsumed is dropped silently.
+// When a write would pass RetentionBytes, WhenFull decides: FullRecycle
+// recycles the oldest segments that may go (and fails with ErrFull if none
+// may yet: a snapshot is then written at once), FullRefuse fails the write
+// with ErrFull. Snapshots are written every SnapshotInterval and whenever
+// the log has grown by a quarter of RetentionBytes (1 GiB without a bound).
+// Recycled files are reused for new segments, as the seed design asks;
+// beyond two spare files they are deleted to give the space back.
+//
+// # The view
+//
+// The view maps (topic, key) to the latest message by the greatest (HLC,
+// origin); a tombstone is a message too, so a delete wins over an older
+// value arriving late. The rule is deterministic, so two nodes holding the
+// same records hold the same view, whatever the arrival order.
+//
+// # Concurrency
+//
+// Every exported method is safe for concurrent use. Writes are serialized
+// by one lock that covers the copy into the map and the index entries, but
+// not a sync-mode writer's wait for its flush; readers never take it.
+package store
