@@ -5,7 +5,7 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION)
-FUZZTIME  ?= 5s
+FUZZTIME  ?= 8s
 
 .PHONY: all build run test vet race fuzz bench bench-accumulate install clean
 
