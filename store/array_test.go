@@ -1,14 +1,18 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -503,4 +507,71 @@ func TestArrayConcurrentReaders(t *testing.T) {
 	}
 	checkArray(t, a, 0, n)
 	t.Logf("%d concurrent reads", reads.Load())
+}
+
+const fsizeChildEnv = "CACHECAST_TEST_FSIZE_CHILD"
+
+// inFSizeChild reports whether this process is the child that runs the
+// calling test alone, where it may lower RLIMIT_FSIZE to make the file
+// system refuse to grow a file (SIGXFSZ is ignored there, so the system
+// call fails with EFBIG instead of killing the process). In the parent it
+// runs that child, fails if the child failed, and returns false.
+func inFSizeChild(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(fsizeChildEnv) == t.Name() {
+		signal.Ignore(syscall.SIGXFSZ)
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), fsizeChildEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
+		t.Fatalf("child process: %v\n%s", err, out)
+	}
+	return false
+}
+
+// setFSizeLimit sets the soft limit on the size of files this process may
+// grow; 0 restores the hard limit.
+func setFSizeLimit(t *testing.T, n uint64) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	lim.Cur = lim.Max
+	if n > 0 {
+		lim.Cur = n
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestArrayDiskFull makes the file system refuse a new chunk: the append
+// fails with ErrDiskFull, nothing written before is lost, and appending
+// works again once space is back.
+func TestArrayDiskFull(t *testing.T) {
+	if !inFSizeChild(t) {
+		return
+	}
+	dir := t.TempDir()
+	a := openTestArray(t, dir, 0, 1024, 2) // 16 KiB chunks
+	defer a.close()
+	appendEntries(t, a, 0, 1024)
+	setFSizeLimit(t, 8<<10)
+	err := a.append(arrayEntry(1024))
+	setFSizeLimit(t, 0)
+	if !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("append needing a chunk over the size limit: %v, want ErrDiskFull", err)
+	}
+	if a.len() != 1024 {
+		t.Fatalf("len %d after a failed append", a.len())
+	}
+	checkArray(t, a, 0, 1024)
+	if des, _ := os.ReadDir(dir); len(des) != 1 {
+		t.Fatalf("%d files after a failed chunk creation, want 1", len(des))
+	}
+	appendEntries(t, a, 1024, 1100)
+	checkArray(t, a, 0, 1100)
 }

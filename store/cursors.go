@@ -49,6 +49,7 @@ type cursors struct {
 	mu     sync.Mutex
 	f      *os.File
 	data   []byte // the map; len(data) == len(cells) * cursorCellSize
+	size   int64  // file size; may end in a partial cell
 	cells  []cursorCell
 	byName map[string]int // name -> cell
 	dirty  bool           // written since the last sync
@@ -154,7 +155,8 @@ func openCursors(path string, log *zap.Logger) (*cursors, error) {
 	n := int(st.Size() / cursorCellSize)
 	if n == 0 {
 		// New (or too short to hold a cell: nothing to keep).
-		if err := c.resize(cursorMinCells, st.Size()); err != nil {
+		c.size = st.Size()
+		if err := c.resize(cursorMinCells); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -164,6 +166,7 @@ func openCursors(path string, log *zap.Logger) (*cursors, error) {
 		}
 		return c, nil
 	}
+	c.size = st.Size()
 	if st.Size()%cursorCellSize != 0 {
 		log.Warn("cursor file has a partial cell at its end, ignoring it",
 			zap.String("path", path), zap.Int64("size", st.Size()))
@@ -252,17 +255,18 @@ func (c *cursors) writeCell(i int, cp cursorCopy) error {
 }
 
 // resize grows the file to n cells and maps it again. The bytes past the
-// last whole cell (old, a partial cell) are zeroed so they read as unused.
-func (c *cursors) resize(n int, oldSize int64) error {
+// last whole cell (a partial cell) are zeroed so they read as unused.
+func (c *cursors) resize(n int) error {
 	whole := int64(len(c.cells)) * cursorCellSize
-	if oldSize > whole {
-		if err := zeroRange(c.f, whole, oldSize-whole); err != nil {
+	if c.size > whole {
+		if err := zeroRange(c.f, whole, c.size-whole); err != nil {
 			return err
 		}
 	}
 	if err := allocate(c.f, int64(n)*cursorCellSize); err != nil {
 		return err
 	}
+	c.size = max(c.size, int64(n)*cursorCellSize)
 	if err := c.f.Sync(); err != nil {
 		return fileError("fsync", c.path, err)
 	}
@@ -341,7 +345,7 @@ func (c *cursors) freeCell() (int, error) {
 		}
 	}
 	i := len(c.cells)
-	if err := c.resize(2*len(c.cells), int64(len(c.data))); err != nil {
+	if err := c.resize(2 * len(c.cells)); err != nil {
 		return 0, err
 	}
 	return i, nil

@@ -1,0 +1,540 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+type curState struct {
+	topic  string
+	offset uint64
+}
+
+func openTestCursors(t testing.TB, path string) *cursors {
+	t.Helper()
+	c, err := openCursors(path, nil)
+	if err != nil {
+		t.Fatalf("openCursors: %v", err)
+	}
+	return c
+}
+
+// curSnapshot returns what the cursors hold, checking that list and get
+// agree.
+func curSnapshot(t testing.TB, c *cursors) map[string]curState {
+	t.Helper()
+	m := map[string]curState{}
+	l := c.list()
+	for i, e := range l {
+		if i > 0 && l[i-1].Name >= e.Name {
+			t.Fatalf("list not sorted: %q then %q", l[i-1].Name, e.Name)
+		}
+		topic, off, ok := c.get(e.Name)
+		if !ok || topic != e.Topic || off != e.Offset {
+			t.Fatalf("get(%q) = %q %d %v, list says %q %d", e.Name, topic, off, ok, e.Topic, e.Offset)
+		}
+		m[e.Name] = curState{e.Topic, e.Offset}
+	}
+	return m
+}
+
+func TestCursorOps(t *testing.T) {
+	type op struct {
+		kind         string // set, delete
+		name, topic  string
+		offset       uint64
+		wantErr      error
+		wantAfterSet map[string]curState
+	}
+	long := strings.Repeat("n", maxCursorNameLen)
+	for _, tc := range []struct {
+		name string
+		ops  []op
+		want map[string]curState
+	}{
+		{"set one", []op{{kind: "set", name: "a", topic: "t", offset: 1}}, map[string]curState{"a": {"t", 1}}},
+		{"move", []op{{kind: "set", name: "a", topic: "t", offset: 1}, {kind: "set", name: "a", topic: "t", offset: 9}},
+			map[string]curState{"a": {"t", 9}}},
+		{"change topic", []op{{kind: "set", name: "a", topic: "t", offset: 1}, {kind: "set", name: "a", topic: "u", offset: 0}},
+			map[string]curState{"a": {"u", 0}}},
+		{"same value twice", []op{{kind: "set", name: "a", topic: "t", offset: 1}, {kind: "set", name: "a", topic: "t", offset: 1}},
+			map[string]curState{"a": {"t", 1}}},
+		{"delete", []op{{kind: "set", name: "a", topic: "t", offset: 1}, {kind: "set", name: "b", topic: "t", offset: 2}, {kind: "delete", name: "a"}},
+			map[string]curState{"b": {"t", 2}}},
+		{"delete unknown", []op{{kind: "delete", name: "x"}}, map[string]curState{}},
+		{"delete and set again", []op{{kind: "set", name: "a", topic: "t", offset: 1}, {kind: "delete", name: "a"}, {kind: "set", name: "a", topic: "t", offset: 3}},
+			map[string]curState{"a": {"t", 3}}},
+		{"limits", []op{
+			{kind: "set", name: long, topic: strings.Repeat("t", maxCursorTopicLen), offset: 1<<64 - 1},
+			{kind: "set", name: long + "x", topic: "t", wantErr: ErrTooLarge},
+			{kind: "set", name: "a", topic: strings.Repeat("t", maxCursorTopicLen+1), wantErr: ErrTooLarge},
+			{kind: "set", name: "", topic: "t", wantErr: ErrInvalid},
+		}, map[string]curState{long: {strings.Repeat("t", maxCursorTopicLen), 1<<64 - 1}}},
+		{"empty topic and binary name", []op{{kind: "set", name: "\x00\xff", topic: "", offset: 5}},
+			map[string]curState{"\x00\xff": {"", 5}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cursors")
+			c := openTestCursors(t, path)
+			for _, op := range tc.ops {
+				var err error
+				switch op.kind {
+				case "set":
+					err = c.set(op.name, op.topic, op.offset)
+				case "delete":
+					err = c.delete(op.name)
+				}
+				if !errors.Is(err, op.wantErr) || (err == nil) != (op.wantErr == nil) {
+					t.Fatalf("%s(%q): %v, want %v", op.kind, op.name, err, op.wantErr)
+				}
+			}
+			if got := curSnapshot(t, c); !maps.Equal(got, tc.want) {
+				t.Fatalf("cursors %v, want %v", got, tc.want)
+			}
+			if err := c.sync(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.close(); err != nil {
+				t.Fatal(err)
+			}
+			c = openTestCursors(t, path)
+			defer c.close()
+			if got := curSnapshot(t, c); !maps.Equal(got, tc.want) {
+				t.Fatalf("after reopen: cursors %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCursorGrowAndReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cursors")
+	c := openTestCursors(t, path)
+	want := map[string]curState{}
+	for i := range 100 {
+		name := fmt.Sprintf("c%03d", i)
+		if err := c.set(name, "t"+name, uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = curState{"t" + name, uint64(i)}
+	}
+	for i := 0; i < 100; i += 3 {
+		name := fmt.Sprintf("c%03d", i)
+		if err := c.delete(name); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, name)
+	}
+	for i := 1; i < 100; i += 3 {
+		name := fmt.Sprintf("c%03d", i)
+		for k := range 3 { // several updates flip between the copies
+			if err := c.set(name, "moved", uint64(1000+i+k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want[name] = curState{"moved", uint64(1002 + i)}
+	}
+	st, _ := os.Stat(path)
+	if st.Size() != 128*cursorCellSize {
+		t.Fatalf("file of %d bytes for 100 cursors, want 128 cells", st.Size())
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openTestCursors(t, path)
+	if got := curSnapshot(t, c); !maps.Equal(got, want) {
+		t.Fatalf("after reopen: %d cursors, want %d", len(got), len(want))
+	}
+	// Freed cells are reused before the file grows.
+	for i := range 30 {
+		if err := c.set(fmt.Sprintf("new%d", i), "t", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.close()
+	if st, _ := os.Stat(path); st.Size() != 128*cursorCellSize {
+		t.Fatalf("file grew to %d bytes though cells were free", st.Size())
+	}
+}
+
+// curCellOf is the cell holding name.
+func curCellOf(t *testing.T, c *cursors, name string) int {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.byName[name]
+	if !ok {
+		t.Fatalf("no cell for %q", name)
+	}
+	return i
+}
+
+func TestCursorTornWrites(t *testing.T) {
+	// Each case: a history of values for cursor "x" (nil: deleted), then
+	// damage to the copy written last or the one before; the cursor must
+	// come back at one of the last two values, never garbage.
+	type val *curState
+	v := func(topic string, off uint64) val { return &curState{topic, off} }
+	for _, tc := range []struct {
+		name    string
+		history []val
+		damage  string // "newest", "older", "both"
+		want    val    // nil: absent
+	}{
+		{"update torn", []val{v("t", 1), v("t", 2)}, "newest", v("t", 1)},
+		{"older copy damaged", []val{v("t", 1), v("t", 2)}, "older", v("t", 2)},
+		{"both damaged", []val{v("t", 1), v("t", 2)}, "both", nil},
+		{"create torn", []val{v("t", 1)}, "newest", nil},
+		{"delete torn", []val{v("t", 1), v("t", 2), nil}, "newest", v("t", 2)},
+		{"long history torn", []val{v("t", 1), v("t", 2), v("u", 3), v("u", 4), v("v", 5)}, "newest", v("u", 4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cursors")
+			c := openTestCursors(t, path)
+			if err := c.set("other", "o", 7); err != nil {
+				t.Fatal(err)
+			}
+			cell := -1
+			for _, h := range tc.history {
+				var err error
+				if h == nil {
+					err = c.delete("x")
+				} else {
+					err = c.set("x", h.topic, h.offset)
+					cell = curCellOf(t, c, "x")
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			newest := c.cells[cell].cur
+			c.close()
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hit := func(k int) { // flip a byte of the name inside copy k
+				off := int64(cell*cursorCellSize + k*cursorCopySize + cursorNameOff)
+				b := []byte{0}
+				f.ReadAt(b, off)
+				b[0] ^= 0x5a
+				f.WriteAt(b, off)
+			}
+			switch tc.damage {
+			case "newest":
+				hit(newest)
+			case "older":
+				hit(1 - newest)
+			case "both":
+				hit(0)
+				hit(1)
+			}
+			f.Close()
+			c = openTestCursors(t, path)
+			defer c.close()
+			topic, off, ok := c.get("x")
+			switch {
+			case tc.want == nil && ok:
+				t.Fatalf("x = %q %d, want absent", topic, off)
+			case tc.want != nil && (!ok || topic != tc.want.topic || off != tc.want.offset):
+				t.Fatalf("x = %q %d %v, want %v", topic, off, ok, *tc.want)
+			}
+			if topic, off, ok := c.get("other"); !ok || topic != "o" || off != 7 {
+				t.Fatal("a neighbouring cursor was lost")
+			}
+			// The cell is usable again.
+			if err := c.set("x", "after", 99); err != nil {
+				t.Fatal(err)
+			}
+			c.close()
+			c = openTestCursors(t, path)
+			if topic, off, ok := c.get("x"); !ok || topic != "after" || off != 99 {
+				t.Fatalf("x after repair = %q %d %v", topic, off, ok)
+			}
+		})
+	}
+}
+
+// curRawCopy encodes a copy the way the file holds it.
+func curRawCopy(state byte, gen uint64, name, topic string, offset uint64) []byte {
+	b := make([]byte, cursorCopySize)
+	encodeCursorCopy(b, cursorCopy{state: state, gen: gen, name: name, topic: topic, offset: offset})
+	return b
+}
+
+func TestCursorDuplicateName(t *testing.T) {
+	// Two cells both claim "x": the newer generation wins, and the loser is
+	// deleted on disk so that it cannot come back when the winner goes.
+	file := make([]byte, 4*cursorCellSize)
+	copy(file[0:], curRawCopy(cursorLive, 3, "x", "old", 1))
+	copy(file[2*cursorCellSize:], curRawCopy(cursorLive, 9, "x", "new", 2))
+	path := filepath.Join(t.TempDir(), "cursors")
+	os.WriteFile(path, file, 0o600)
+	c := openTestCursors(t, path)
+	if topic, off, ok := c.get("x"); !ok || topic != "new" || off != 2 {
+		t.Fatalf("x = %q %d %v, want the newer", topic, off, ok)
+	}
+	if err := c.delete("x"); err != nil {
+		t.Fatal(err)
+	}
+	c.close()
+	c = openTestCursors(t, path)
+	defer c.close()
+	if topic, off, ok := c.get("x"); ok {
+		t.Fatalf("a stale copy came back: x = %q %d", topic, off)
+	}
+}
+
+func TestCursorOddFiles(t *testing.T) {
+	valid := curRawCopy(cursorLive, 1, "keep", "t", 42)
+	for _, tc := range []struct {
+		name string
+		file []byte
+		want map[string]curState
+	}{
+		{"empty", nil, map[string]curState{}},
+		{"shorter than a cell", []byte("garbage"), map[string]curState{}},
+		{"one cell and a partial one", append(append(slices.Clone(valid), make([]byte, cursorCopySize)...), []byte("partial")...),
+			map[string]curState{"keep": {"t", 42}}},
+		{"unknown version", func() []byte {
+			b := slices.Clone(valid)
+			b[4] = 9
+			binary.LittleEndian.PutUint32(b, crc32.Checksum(b[4:], castagnoli))
+			return append(b, make([]byte, cursorCopySize)...)
+		}(), map[string]curState{}},
+		{"name length out of range", func() []byte {
+			b := slices.Clone(valid)
+			b[6] = 200
+			binary.LittleEndian.PutUint32(b, crc32.Checksum(b[4:], castagnoli))
+			return append(b, make([]byte, cursorCopySize)...)
+		}(), map[string]curState{}},
+		{"generation zero", append(curRawCopy(cursorLive, 0, "z", "t", 1), make([]byte, cursorCopySize)...), map[string]curState{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cursors")
+			if tc.file != nil {
+				os.WriteFile(path, tc.file, 0o600)
+			}
+			c := openTestCursors(t, path)
+			if got := curSnapshot(t, c); !maps.Equal(got, tc.want) {
+				t.Fatalf("cursors %v, want %v", got, tc.want)
+			}
+			// Enough sets to grow the file past its odd end.
+			for i := range 40 {
+				if err := c.set(fmt.Sprintf("n%d", i), "t", uint64(i)); err != nil {
+					t.Fatal(err)
+				}
+				tc.want[fmt.Sprintf("n%d", i)] = curState{"t", uint64(i)}
+			}
+			c.close()
+			c = openTestCursors(t, path)
+			defer c.close()
+			if got := curSnapshot(t, c); !maps.Equal(got, tc.want) {
+				t.Fatalf("after growing and reopening: %v, want %v", got, tc.want)
+			}
+			if st, _ := os.Stat(path); st.Size()%cursorCellSize != 0 {
+				t.Fatalf("file of %d bytes is not whole cells", st.Size())
+			}
+		})
+	}
+}
+
+// TestCursorDiskFull: growing the file fails with ErrDiskFull and loses
+// nothing.
+func TestCursorDiskFull(t *testing.T) {
+	if !inFSizeChild(t) {
+		return
+	}
+	path := filepath.Join(t.TempDir(), "cursors")
+	c := openTestCursors(t, path)
+	want := map[string]curState{}
+	for i := range cursorMinCells {
+		name := fmt.Sprintf("c%d", i)
+		if err := c.set(name, "t", uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = curState{"t", uint64(i)}
+	}
+	setFSizeLimit(t, (cursorMinCells+4)*cursorCellSize)
+	err := c.set("one-too-many", "t", 1)
+	setFSizeLimit(t, 0)
+	if !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("set needing a bigger file: %v, want ErrDiskFull", err)
+	}
+	if got := curSnapshot(t, c); !maps.Equal(got, want) {
+		t.Fatalf("cursors changed by a failed set: %v", got)
+	}
+	if err := c.set("one-too-many", "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	want["one-too-many"] = curState{"t", 1}
+	c.close()
+	c = openTestCursors(t, path)
+	defer c.close()
+	if got := curSnapshot(t, c); !maps.Equal(got, want) {
+		t.Fatalf("after reopen: %v", got)
+	}
+}
+
+func TestCursorClosed(t *testing.T) {
+	c := openTestCursors(t, filepath.Join(t.TempDir(), "cursors"))
+	c.set("a", "t", 1)
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	for name, err := range map[string]error{"set": c.set("a", "t", 2), "delete": c.delete("a"), "sync": c.sync()} {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after close: %v", name, err)
+		}
+	}
+}
+
+func TestCursorConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cursors")
+	c := openTestCursors(t, path)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				name := fmt.Sprintf("g%d-%d", g, i%40)
+				if err := c.set(name, "t", uint64(i)); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, off, ok := c.get(name); !ok || off != uint64(i) {
+					t.Errorf("get(%s) = %d %v", name, off, ok)
+				}
+				if i%10 == 0 {
+					c.list()
+					c.sync()
+				}
+				if i%7 == 0 {
+					c.delete(fmt.Sprintf("g%d-%d", g, (i+1)%40))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	want := curSnapshot(t, c)
+	c.close()
+	c = openTestCursors(t, path)
+	defer c.close()
+	if got := curSnapshot(t, c); !maps.Equal(got, want) {
+		t.Fatal("cursors differ after reopen")
+	}
+}
+
+// curValidLiveCopies decodes, independently of the code under test, every
+// valid live copy at a copy boundary of b.
+func curValidLiveCopies(b []byte) map[cursorEntry]bool {
+	out := map[cursorEntry]bool{}
+	for off := 0; off+cursorCopySize <= len(b)/cursorCellSize*cursorCellSize; off += cursorCopySize {
+		p := b[off : off+cursorCopySize]
+		if crc32.Checksum(p[4:], crc32.MakeTable(crc32.Castagnoli)) != binary.LittleEndian.Uint32(p) {
+			continue
+		}
+		nl, tl := int(p[6]), int(p[7])
+		if p[4] != 1 || p[5] != 1 || nl == 0 || nl > 128 || tl > 128 || binary.LittleEndian.Uint64(p[8:]) == 0 {
+			continue
+		}
+		out[cursorEntry{
+			Name:   string(p[24 : 24+nl]),
+			Topic:  string(p[152 : 152+tl]),
+			Offset: binary.LittleEndian.Uint64(p[16:]),
+		}] = true
+	}
+	return out
+}
+
+// FuzzCursorFile opens a cursors file made of fuzzed bytes: it must never
+// panic, every cursor it returns must come from a valid copy in the file,
+// and the file must stay usable (set, delete, reopen).
+func FuzzCursorFile(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("not a cursor file"))
+	f.Add(make([]byte, cursorCellSize))
+	// A real file with a few cursors, one updated, one deleted.
+	{
+		dir := f.TempDir()
+		path := filepath.Join(dir, "cursors")
+		c, err := openCursors(path, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		c.set("alpha", "prices", 10)
+		c.set("beta", "orders", 3)
+		c.set("alpha", "prices", 11)
+		c.set("gamma", "t", 1)
+		c.delete("gamma")
+		c.close()
+		b, _ := os.ReadFile(path)
+		f.Add(b[:4*cursorCellSize])
+		torn := slices.Clone(b[:4*cursorCellSize])
+		torn[cursorCopySize+30] ^= 1 // alpha's newest copy
+		f.Add(torn)
+		f.Add(b[:cursorCellSize+700]) // cut inside a cell
+	}
+	// Two cells naming the same cursor.
+	dup := make([]byte, 2*cursorCellSize)
+	copy(dup, curRawCopy(cursorLive, 5, "x", "a", 1))
+	copy(dup[cursorCellSize+cursorCopySize:], curRawCopy(cursorLive, 5, "x", "b", 2))
+	f.Add(dup)
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 64*cursorCellSize {
+			return
+		}
+		path := filepath.Join(t.TempDir(), "cursors")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := openCursors(path, nil)
+		if err != nil {
+			t.Fatalf("open of a damaged file failed instead of ignoring the damage: %v", err)
+		}
+		valid := curValidLiveCopies(data)
+		got := curSnapshot(t, c)
+		for name, s := range got {
+			if !valid[cursorEntry{Name: name, Topic: s.topic, Offset: s.offset}] {
+				t.Fatalf("cursor %q (%q, %d) has no valid slot in the file", name, s.topic, s.offset)
+			}
+		}
+		// The file stays usable.
+		if err := c.set("fuzz", "t", 77); err != nil {
+			t.Fatal(err)
+		}
+		got["fuzz"] = curState{"t", 77}
+		for name := range got {
+			if name != "fuzz" && len(name)%2 == 0 {
+				if err := c.delete(name); err != nil {
+					t.Fatal(err)
+				}
+				delete(got, name)
+			}
+		}
+		if err := c.close(); err != nil {
+			t.Fatal(err)
+		}
+		c, err = openCursors(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.close()
+		if after := curSnapshot(t, c); !maps.Equal(after, got) {
+			t.Fatalf("after set, delete and reopen: %v, want %v", after, got)
+		}
+	})
+}
