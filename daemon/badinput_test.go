@@ -1,0 +1,191 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A table of bad requests over the real socket. Each gets its status and
+// code, and afterwards the daemon still serves and its data is unchanged:
+// nothing of a rejected request is written.
+func TestBadInputs(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxValueSize = 1 << 10
+	cfg.MaxBodySize = 64 << 10
+	cfg.ReadHeaderTimeout = 300 * time.Millisecond
+	cfg.ReadTimeout = 500 * time.Millisecond
+	td := startDaemon(t, cfg)
+	td.put("t", "known", "original")
+	td.do("POST", "/v1/cursors/c", strings.NewReader(`{"topic":"t","offset":1}`))
+
+	big := strings.Repeat("x", 1<<10+1)
+	ndjson := func(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
+	good := `{"key":"known","value":"overwritten!"}`
+
+	// req builds a raw HTTP/1.1 request with a Content-Length.
+	req := func(method, path, body string, headers ...string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: cachecast\r\nContent-Length: %d\r\n", method, path, len(body))
+		for _, h := range headers {
+			b.WriteString(h + "\r\n")
+		}
+		b.WriteString("Connection: close\r\n\r\n")
+		b.WriteString(body)
+		return b.String()
+	}
+
+	tests := []struct {
+		name   string
+		raw    string
+		mid    func(c *net.UnixConn) // between writing and reading
+		status int
+		code   string // "" with status 0: the server closes without an answer
+		allow  string
+	}{
+		{name: "malformed json", raw: req("POST", "/v1/topics/t/messages", `{"key":`), status: 400, code: "bad_json"},
+		{name: "json not an object", raw: req("POST", "/v1/topics/t/messages", `"hello"`), status: 400, code: "bad_json"},
+		{name: "json unknown field", raw: req("POST", "/v1/topics/t/messages", `{"key":"known","vaule":"x"}`), status: 400, code: "bad_json"},
+		{name: "two objects as json", raw: req("POST", "/v1/topics/t/messages", good+"\n"+good), status: 400, code: "bad_json"},
+		{name: "malformed ndjson line after a good one",
+			raw:    req("POST", "/v1/topics/t/messages", ndjson(good, `{"key":"x",}`), "Content-Type: application/x-ndjson"),
+			status: 400, code: "bad_json"},
+		{name: "ndjson oversize value on line 2",
+			raw:    req("POST", "/v1/topics/t/messages", ndjson(good, `{"key":"x","value":"`+big+`"}`), "Content-Type: application/x-ndjson"),
+			status: 413, code: "value_too_large"},
+		{name: "ndjson bad base64 on line 2",
+			raw:    req("POST", "/v1/topics/t/messages", ndjson(good, `{"key":"x","value_base64":"***"}`), "Content-Type: application/x-ndjson"),
+			status: 400, code: "bad_base64"},
+		{name: "value and value_base64", raw: req("POST", "/v1/topics/t/messages", `{"key":"known","value":"a","value_base64":"YQ=="}`), status: 400, code: "bad_request"},
+		{name: "empty ndjson batch", raw: req("POST", "/v1/topics/t/messages", "\n\n", "Content-Type: application/x-ndjson"), status: 400, code: "bad_request"},
+		{name: "bad content type", raw: req("POST", "/v1/topics/t/messages", good, "Content-Type: ;;;"), status: 400, code: "bad_request"},
+		{name: "oversize value put", raw: req("PUT", "/v1/topics/t/keys/known", big), status: 413, code: "value_too_large"},
+		{name: "oversize value chunked put",
+			raw:    "PUT /v1/topics/t/keys/known HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big),
+			status: 413, code: "value_too_large"},
+		{name: "declared oversize body, not sent",
+			raw:    "PUT /v1/topics/t/keys/known HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n",
+			status: 413, code: "value_too_large"},
+		{name: "oversize body", raw: req("POST", "/v1/topics/t/messages", ndjson(strings.Repeat(good+"\n", 2000)), "Content-Type: application/x-ndjson"), status: 413, code: "body_too_large"},
+		{name: "oversize key", raw: req("PUT", "/v1/topics/t/keys/"+strings.Repeat("k", 1025), "v"), status: 400, code: "invalid_name"},
+		{name: "oversize key in a batch", raw: req("POST", "/v1/topics/t/messages", `{"key":"`+strings.Repeat("k", 1025)+`"}`), status: 400, code: "invalid_name"},
+		{name: "control char in key", raw: req("PUT", "/v1/topics/t/keys/a%00b", "v"), status: 400, code: "invalid_name"},
+		{name: "empty key", raw: req("PUT", "/v1/topics/t/keys/", "v"), status: 400, code: "invalid_name"},
+		{name: "topic with a space", raw: req("PUT", "/v1/topics/bad%20topic/keys/k", "v"), status: 400, code: "invalid_name"},
+		{name: "topic with a slash", raw: req("PUT", "/v1/topics/a%2Fb/keys/k", "v"), status: 400, code: "invalid_name"},
+		{name: "empty topic", raw: req("PUT", "/v1/topics//keys/k", "v"), status: 400, code: "invalid_name"},
+		{name: "topic too long", raw: req("POST", "/v1/topics/"+strings.Repeat("t", 129)+"/messages", good), status: 400, code: "invalid_name"},
+		{name: "bad tag header", raw: req("PUT", "/v1/topics/t/keys/known", "v", "Cachecast-Tag: a b"), status: 400, code: "invalid_name"},
+		{name: "bad tag in a batch", raw: req("POST", "/v1/topics/t/messages", `{"key":"known","tag":"x|y","value":"v"}`), status: 400, code: "invalid_name"},
+		{name: "delete bad key", raw: req("DELETE", "/v1/topics/t/keys/%7F", ""), status: 400, code: "invalid_name"},
+		{name: "bad cursor name", raw: req("POST", "/v1/cursors/bad%20name", `{"topic":"t","offset":0}`), status: 400, code: "invalid_name"},
+		{name: "unknown route", raw: req("GET", "/v2/topics", ""), status: 404, code: "route_not_found"},
+		{name: "unknown route under v1", raw: req("GET", "/v1/topics/t/nothing", ""), status: 404, code: "route_not_found"},
+		{name: "trailing slash", raw: req("GET", "/v1/topics/", ""), status: 404, code: "route_not_found"},
+		{name: "unknown method on a key", raw: req("PATCH", "/v1/topics/t/keys/known", "v"), status: 405, code: "method_not_allowed", allow: "DELETE, GET, HEAD, PUT"},
+		{name: "post to topics", raw: req("POST", "/v1/topics", good), status: 405, code: "method_not_allowed", allow: "GET, HEAD"},
+		{name: "put to messages", raw: req("PUT", "/v1/topics/t/messages", good), status: 405, code: "method_not_allowed", allow: "POST"},
+		{name: "delete a cursor", raw: req("DELETE", "/v1/cursors/c", ""), status: 405, code: "method_not_allowed", allow: "GET, HEAD, POST"},
+		{name: "limit zero", raw: req("GET", "/v1/topics/t/keys?limit=0", ""), status: 400, code: "bad_request"},
+		{name: "limit too large", raw: req("GET", "/v1/topics/t/keys?limit=10001", ""), status: 400, code: "bad_request"},
+		{name: "limit not a number", raw: req("GET", "/v1/topics/t/keys?limit=ten", ""), status: 400, code: "bad_request"},
+		{name: "malformed query", raw: req("GET", "/v1/topics/t/keys?limit=%zz", ""), status: 400, code: "bad_request"},
+		{name: "subscribe bad from", raw: req("GET", "/v1/topics/t/subscribe?from=yesterday", ""), status: 400, code: "bad_request"},
+		{name: "subscribe ack=auto without name", raw: req("GET", "/v1/topics/t/subscribe?ack=auto", ""), status: 400, code: "bad_request"},
+		{name: "subscribe bad ack", raw: req("GET", "/v1/topics/t/subscribe?name=c&ack=sometimes", ""), status: 400, code: "bad_request"},
+		{name: "subscribe bad tags", raw: req("GET", "/v1/topics/t/subscribe?tags=a||", ""), status: 400, code: "invalid_name"},
+		{name: "subscribe bad cursor name", raw: req("GET", "/v1/topics/t/subscribe?name=a/b", ""), status: 400, code: "invalid_name"},
+		{name: "get absent key", raw: req("GET", "/v1/topics/t/keys/absent", ""), status: 404, code: "not_found"},
+		{name: "get absent cursor", raw: req("GET", "/v1/cursors/absent", ""), status: 404, code: "not_found"},
+		{
+			name: "body cut short",
+			raw:  "PUT /v1/topics/t/keys/known HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789",
+			mid: func(c *net.UnixConn) {
+				_ = c.CloseWrite()
+			},
+			status: 400, code: "bad_request",
+		},
+		{
+			name: "chunked body cut short",
+			raw:  "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n{\"key\":\"known\"",
+			mid: func(c *net.UnixConn) {
+				_ = c.CloseWrite()
+			},
+			status: 400, code: "bad_request",
+		},
+		{
+			name: "client stalls in the body",
+			raw:  "PUT /v1/topics/t/keys/known HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789",
+			mid: func(*net.UnixConn) {
+				time.Sleep(cfg.ReadTimeout + 200*time.Millisecond)
+			},
+			status: 408, code: "timeout",
+		},
+		{
+			name: "client stalls in the headers",
+			raw:  "PUT /v1/topics/t/keys/known HTTP/1.1\r\nHost: x\r\n",
+			mid: func(*net.UnixConn) {
+				time.Sleep(cfg.ReadHeaderTimeout + 200*time.Millisecond)
+			},
+			status: 0, // closed without an answer
+		},
+	}
+
+	topicsBefore := td.do("GET", "/v1/topics", nil).body
+	recordsBefore := td.d.Store().Stats().Records
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := rawRequest(t, cfg.Socket, tt.raw, tt.mid)
+			if tt.status == 0 {
+				if err == nil {
+					t.Fatalf("got %d %s; want the connection closed", r.status, r.body)
+				}
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+					var ne net.Error
+					if !errors.As(err, &ne) {
+						t.Fatalf("read: %v; want the connection closed", err)
+					}
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("no answer: %v", err)
+				}
+				if r.status != tt.status || r.errCode() != tt.code {
+					t.Fatalf("got %d %s; want %d %s", r.status, r.body, tt.status, tt.code)
+				}
+				if ct := r.header.Get("Content-Type"); ct != "application/json" {
+					t.Fatalf("Content-Type %q", ct)
+				}
+				if tt.allow != "" && r.header.Get("Allow") != tt.allow {
+					t.Fatalf("Allow %q; want %q", r.header.Get("Allow"), tt.allow)
+				}
+			}
+
+			// The daemon still serves, and nothing changed.
+			if r := td.do("GET", "/v1/topics/t/keys/known", nil); r.status != 200 || string(r.body) != "original" {
+				t.Fatalf("known key after the bad request: %d %q", r.status, r.body)
+			}
+			if got := td.d.Store().Stats().Records; got != recordsBefore {
+				t.Fatalf("records %d; want %d: a rejected request wrote", got, recordsBefore)
+			}
+			if got := td.do("GET", "/v1/topics", nil).body; string(got) != string(topicsBefore) {
+				t.Fatalf("topics changed: %s; was %s", got, topicsBefore)
+			}
+			if r := td.do("GET", "/v1/cursors/c", nil); !strings.Contains(string(r.body), `"offset":1`) {
+				t.Fatalf("cursor changed: %s", r.body)
+			}
+		})
+	}
+	// Every error was counted under its code.
+	var total float64
+	for _, code := range errorCodes {
+		total += testutilCounter(t, td, code)
+	}
+	if want := float64(len(tests) - 1); total < want {
+		t.Fatalf("%v errors counted; want at least %v", total, want)
+	}
+}

@@ -1,0 +1,604 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+func TestAllowLists(t *testing.T) {
+	if os.Getuid() == 12345 {
+		t.Fatal("the test assumes it does not run as uid 12345")
+	}
+	cfg := testConfig(t)
+	cfg.AllowUIDs = []uint32{12345}
+	// What SIGHUP reloads to; set by the test as it goes.
+	var reloadTo atomic.Pointer[Config]
+	cfg.Reload = func() (Config, error) { return *reloadTo.Load(), nil }
+	core, logs := observer.New(zapcore.DebugLevel)
+	d, err := New(cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(ctx) }()
+	td := &testDaemon{t: t, d: d, cfg: cfg, c: unixClient(cfg.Socket), cancel: cancel, runErr: runErr}
+	t.Cleanup(td.stop)
+	td.waitReady()
+
+	// Reads and cursors are open to anyone; publishing is not.
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"PUT", "/v1/topics/t/keys/k", "v", 403, "forbidden"},
+		{"DELETE", "/v1/topics/t/keys/k", "", 403, "forbidden"},
+		{"POST", "/v1/topics/t/messages", `{"key":"k","value":"v"}`, 403, "forbidden"},
+		{"GET", "/v1/topics/t/keys/k", "", 404, "not_found"},
+		{"GET", "/v1/topics", "", 200, ""},
+		{"POST", "/v1/cursors/c", `{"topic":"t","offset":0}`, 200, ""},
+	} {
+		r := td.do(tc.method, tc.path, strings.NewReader(tc.body))
+		if r.status != tc.status || r.errCode() != tc.code {
+			t.Errorf("%s %s: %d %s; want %d %s", tc.method, tc.path, r.status, r.body, tc.status, tc.code)
+		}
+	}
+	if n := d.Store().Stats().Records; n != 0 {
+		t.Fatalf("%d records written by a forbidden caller", n)
+	}
+	refused := logs.FilterMessage("publish refused").All()
+	if len(refused) != 3 || refused[0].ContextMap()["uid"] != uint32(os.Getuid()) {
+		t.Fatalf("refusals logged: %v", refused)
+	}
+
+	// Reload (SIGHUP) with our own uid allowed.
+	next := cfg
+	next.AllowUIDs = []uint32{12345, uint32(os.Getuid())}
+	next.LogLevel = "info"
+	next.Flush = "sync" // needs a restart: logged, not applied
+	reloadTo.Store(&next)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload", func() bool { return logs.FilterMessage("reloaded").Len() == 1 })
+	if w := logs.FilterMessage("reload: this setting changes only on restart").All(); len(w) != 1 || w[0].ContextMap()["flag"] != "flush" {
+		t.Fatalf("restart warnings: %v", w)
+	}
+	pr := td.put("t", "k", "v")
+	if pr.Status != "ok" {
+		t.Fatalf("PUT after reload: %+v", pr)
+	}
+	// The reload set the level to info: no debug lines.
+	if n := logs.FilterMessage("published").Len(); n != 0 {
+		t.Fatalf("debug line logged at level info")
+	}
+
+	// Groups: the caller's primary group admits it. Each write is logged
+	// (at debug level) with the caller's credentials.
+	d.access.Store(newAccessList([]uint32{12345}, []uint32{uint32(os.Getgid())}))
+	d.level.SetLevel(zapcore.DebugLevel)
+	td.put("t", "k2", "v")
+	pub := logs.FilterMessage("published").All()
+	if len(pub) != 1 {
+		t.Fatalf("published lines: %v", pub)
+	}
+	if m := pub[0].ContextMap(); m["uid"] != uint32(os.Getuid()) || m["gid"] != uint32(os.Getgid()) || m["pid"] != int32(os.Getpid()) {
+		t.Fatalf("write logged without the caller's credentials: %v", m)
+	}
+	// A failed reload keeps the running configuration.
+	bad := cfg
+	bad.Flush = "bogus"
+	reloadTo.Store(&bad)
+	if err := d.Reload(); err == nil || !strings.Contains(err.Error(), "--flush") {
+		t.Fatalf("Reload with a bad config = %v", err)
+	}
+	td.put("t", "k3", "v")
+}
+
+func TestAccessList(t *testing.T) {
+	me := Caller{Known: true, UID: 1000, GID: 1000, Groups: []uint32{1000, 27, 44}}
+	for _, tc := range []struct {
+		uids, gids []uint32
+		c          Caller
+		want       bool
+	}{
+		{nil, nil, me, true},
+		{nil, nil, Caller{}, true},
+		{[]uint32{1000}, nil, me, true},
+		{[]uint32{0}, nil, me, false},
+		{nil, []uint32{1000}, me, true},
+		{nil, []uint32{44}, me, true}, // a supplementary group
+		{nil, []uint32{45}, me, false},
+		{[]uint32{0}, []uint32{45}, me, false},
+		{[]uint32{1000}, nil, Caller{UID: 1000}, false}, // credentials unknown
+	} {
+		if got := newAccessList(tc.uids, tc.gids).allows(tc.c); got != tc.want {
+			t.Errorf("uids %v gids %v caller %+v: %v; want %v", tc.uids, tc.gids, tc.c, got, tc.want)
+		}
+	}
+}
+
+func TestPeerCredentials(t *testing.T) {
+	dir, err := os.MkdirTemp("", "cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, "s"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := net.Dial("unix", filepath.Join(dir, "s"))
+		if err == nil {
+			time.Sleep(100 * time.Millisecond)
+			c.Close()
+		}
+	}()
+	c, err := l.AcceptUnix()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := peerCaller(c)
+	if !got.Known || got.UID != uint32(os.Getuid()) || got.GID != uint32(os.Getgid()) || got.PID != int32(os.Getpid()) {
+		t.Fatalf("peerCaller = %+v", got)
+	}
+	gs, _ := os.Getgroups()
+	for _, g := range gs {
+		found := false
+		for _, pg := range got.Groups {
+			found = found || pg == uint32(g)
+		}
+		if !found {
+			t.Fatalf("supplementary group %d missing from %v", g, got.Groups)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// notifySocket listens on a datagram socket set as NOTIFY_SOCKET, like
+// systemd, and collects what the daemon sends.
+type notifySocket struct {
+	t    *testing.T
+	conn *net.UnixConn
+	msgs chan string
+}
+
+func listenNotify(t *testing.T) *notifySocket {
+	dir, err := os.MkdirTemp("", "cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NOTIFY_SOCKET", path)
+	ns := &notifySocket{t: t, conn: conn, msgs: make(chan string, 1000)}
+	go func() {
+		defer close(ns.msgs)
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			ns.msgs <- string(buf[:n])
+		}
+	}()
+	t.Cleanup(func() {
+		conn.Close()
+		for range ns.msgs {
+		}
+	})
+	return ns
+}
+
+// expect waits for a datagram containing want and returns it; datagrams
+// before it are skipped unless they contain one of forbid.
+func (ns *notifySocket) expect(want string, forbid ...string) string {
+	ns.t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case m := <-ns.msgs:
+			for _, f := range forbid {
+				if strings.Contains(m, f) {
+					ns.t.Fatalf("got %q before %q", m, want)
+				}
+			}
+			if strings.Contains(m, want) {
+				return m
+			}
+		case <-timeout:
+			ns.t.Fatalf("no %q from the daemon", want)
+		}
+	}
+}
+
+func TestSystemdNotify(t *testing.T) {
+	ns := listenNotify(t)
+	t.Setenv("WATCHDOG_USEC", "100000") // 100ms: a ping every 50ms
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+
+	td := startDaemon(t, testConfig(t))
+	ns.expect("STATUS=recovering the store", "READY=1")
+	ready := ns.expect("READY=1")
+	if !strings.Contains(ready, "STATUS=serving on "+td.cfg.Socket) {
+		t.Fatalf("READY without a STATUS line: %q", ready)
+	}
+	for range 3 {
+		ns.expect("WATCHDOG=1")
+	}
+	if err := td.d.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	reloading := ns.expect("RELOADING=1")
+	if !strings.Contains(reloading, "MONOTONIC_USEC=") {
+		t.Fatalf("RELOADING=1 without MONOTONIC_USEC: %q", reloading)
+	}
+	ns.expect("READY=1")
+
+	td.stop()
+	stopping := ns.expect("STOPPING=1")
+	if !strings.Contains(stopping, "STATUS=stopping") {
+		t.Fatalf("STOPPING=1 without a status: %q", stopping)
+	}
+	ns.expect("STATUS=stopping: flushing", "READY=1")
+}
+
+// SIGTERM ends Run with nil, after a graceful shutdown.
+func TestSIGTERM(t *testing.T) {
+	cfg := testConfig(t)
+	td := startDaemon(t, cfg)
+	td.put("t", "k", "v")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-td.runErr:
+		if err != nil {
+			t.Fatalf("Run after SIGTERM: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after SIGTERM")
+	}
+	td.cancel = nil
+	td.c.CloseIdleConnections()
+	if _, err := os.Stat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("socket after shutdown: %v", err)
+	}
+	td2 := startDaemon(t, cfg)
+	if r := td2.do("GET", "/v1/topics/t/keys/k", nil); string(r.body) != "v" {
+		t.Fatalf("value after SIGTERM and restart: %d %q", r.status, r.body)
+	}
+}
+
+func TestSecondDaemonRefused(t *testing.T) {
+	cfg := testConfig(t)
+	td := startDaemon(t, cfg)
+
+	// Same data directory, other socket: the store's lock refuses it.
+	other := cfg
+	other.Socket = cfg.Socket + "2"
+	_, err := New(other, nil)
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "--data-dir: "+cfg.DataDir+" is in use by another cachecastd") {
+		t.Fatalf("second daemon on the data dir: %v", err)
+	}
+	if _, err := os.Stat(other.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused daemon left a socket: %v", err)
+	}
+
+	// Other data directory, same socket: the live socket is not taken over.
+	other = cfg
+	other.DataDir = filepath.Join(t.TempDir(), "data2")
+	_, err = New(other, nil)
+	if !errors.Is(err, ErrSocketInUse) {
+		t.Fatalf("second daemon on the socket: %v", err)
+	}
+	if r := td.do("GET", "/healthz", nil); r.status != 200 {
+		t.Fatalf("first daemon after the attempt: %d", r.status)
+	}
+	// The refused daemon released its store.
+	other.Socket = cfg.Socket + "3"
+	d, err := New(other, nil)
+	if err != nil {
+		t.Fatalf("data dir of the refused daemon still locked: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := d.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close: %v", err)
+	}
+	if _, err := os.Stat(other.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Close without Run left the socket: %v", err)
+	}
+}
+
+func TestSocketFile(t *testing.T) {
+	t.Run("stale socket is replaced", func(t *testing.T) {
+		cfg := testConfig(t)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetUnlinkOnClose(false)
+		l.Close() // a crashed daemon's socket: the file stays, nobody answers
+		td := startDaemon(t, cfg)
+		if r := td.do("GET", "/healthz", nil); r.status != 200 {
+			t.Fatalf("healthz: %d", r.status)
+		}
+	})
+	t.Run("a file that is not a socket is left alone", func(t *testing.T) {
+		cfg := testConfig(t)
+		if err := os.WriteFile(cfg.Socket, []byte("precious"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(cfg, nil)
+		if err == nil || !strings.Contains(err.Error(), "is not a socket") {
+			t.Fatalf("New: %v", err)
+		}
+		if b, _ := os.ReadFile(cfg.Socket); string(b) != "precious" {
+			t.Fatal("the file was touched")
+		}
+		// And the data dir was released.
+		cfg.Socket += "2"
+		d, err := New(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+	})
+	t.Run("mode", func(t *testing.T) {
+		for _, mode := range []os.FileMode{0o660, 0o600, 0o666} {
+			cfg := testConfig(t)
+			cfg.SocketMode = mode
+			d, err := New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(cfg.Socket)
+			d.Close()
+			if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != mode {
+				t.Fatalf("socket mode %v, %v; want %v", fi.Mode(), err, mode)
+			}
+		}
+	})
+	t.Run("directory missing", func(t *testing.T) {
+		cfg := testConfig(t)
+		cfg.Socket = filepath.Join(filepath.Dir(cfg.Socket), "no", "such", "dir.sock")
+		if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "--socket") {
+			t.Fatalf("New: %v", err)
+		}
+	})
+}
+
+// Shutdown waits for a request in flight: its body arrives after the
+// shutdown began, and it is still answered and kept.
+func TestShutdownDrains(t *testing.T) {
+	cfg := testConfig(t)
+	td := startDaemon(t, cfg)
+	conn, err := net.Dial("unix", cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT /v1/topics/t/keys/late HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
+	waitFor(t, "the handler", func() bool { return td.d.handlers.count() == 1 })
+
+	td.cancel()
+	td.cancel = nil
+	select {
+	case err := <-td.runErr:
+		t.Fatalf("Run returned (%v) with a request in flight", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if r, err := unixClient(cfg.Socket).Get("http://x/healthz"); err == nil {
+		r.Body.Close()
+		t.Fatal("a new connection was served during shutdown")
+	}
+	fmt.Fprintf(conn, "56789")
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(body), `"status":"ok"`) {
+		t.Fatalf("drained request: %d %s", res.StatusCode, body)
+	}
+	if err := <-td.runErr; err != nil {
+		t.Fatal(err)
+	}
+	td.c.CloseIdleConnections()
+
+	td2 := startDaemon(t, cfg)
+	if r := td2.do("GET", "/v1/topics/t/keys/late", nil); string(r.body) != "0123456789" {
+		t.Fatalf("drained write lost: %d %q", r.status, r.body)
+	}
+}
+
+// A request that never finishes holds shutdown for --shutdown-timeout at
+// most; a subscription, even one whose client stopped reading, ends at once.
+func TestShutdownBounded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ShutdownTimeout = 500 * time.Millisecond
+	cfg.ReadTimeout = time.Minute
+	td := startDaemon(t, cfg)
+
+	// A subscriber that never reads: 3.6 MB is far more than the socket
+	// buffers hold, so its handler blocks in Write.
+	sub, err := net.Dial("unix", cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	fmt.Fprintf(sub, "GET /v1/topics/t/subscribe HTTP/1.1\r\nHost: x\r\n\r\n")
+	waitFor(t, "the subscription", func() bool { return td.d.handlers.count() == 1 })
+	time.Sleep(50 * time.Millisecond) // let the stream reach its reader
+	value := strings.Repeat("v", 60000)
+	for i := range 60 {
+		td.put("t", "k"+strconv.Itoa(i), value)
+	}
+	// And a body that never completes.
+	conn, err := net.Dial("unix", cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "PUT /v1/topics/t/keys/never HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
+	waitFor(t, "two handlers", func() bool { return td.d.handlers.count() == 2 })
+
+	start := time.Now()
+	td.stop()
+	if took := time.Since(start); took > cfg.ShutdownTimeout+3*time.Second {
+		t.Fatalf("shutdown took %v with --shutdown-timeout %v", took, cfg.ShutdownTimeout)
+	}
+	if n := td.d.Store().Stats().Records; n != 60 {
+		t.Fatalf("%d records; the unfinished PUT must not be written", n)
+	}
+}
+
+func TestMaxConnections(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxConnections = 2
+	td := startDaemon(t, cfg)
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("unix", cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	waitFor(t, "two connections", func() bool { return len(td.d.ln.sem) == 2 })
+
+	// A third connection waits in the backlog: no answer while two are open.
+	c3, err := net.Dial("unix", cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	fmt.Fprintf(c3, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(c3)
+	_ = c3.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := http.ReadResponse(br, nil); err == nil {
+		t.Fatal("a third connection was served with --max-connections 2")
+	}
+	held[0].Close()
+	_ = c3.SetReadDeadline(time.Now().Add(5 * time.Second))
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("third connection after one closed: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+}
+
+func TestStoreFullRefused(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RetentionBytes = 2 * cfg.SegmentSize
+	cfg.WhenFull = "refuse"
+	td := startDaemon(t, cfg)
+	value := strings.Repeat("v", 60<<10)
+	var full resp
+	stored := 0
+	for i := range 100 {
+		full = td.do("PUT", "/v1/topics/t/keys/k"+strconv.Itoa(i), strings.NewReader(value))
+		if full.status != 200 {
+			break
+		}
+		stored++
+	}
+	if full.status != 507 || full.errCode() != "store_full" {
+		t.Fatalf("after %d values: %d %s; want 507 store_full", stored, full.status, full.body)
+	}
+	if n := td.d.Store().Stats().Records; n != uint64(stored) {
+		t.Fatalf("%d records; %d were acknowledged", n, stored)
+	}
+	// Reads go on.
+	if r := td.do("GET", "/v1/topics/t/keys/k0", nil); r.status != 200 || len(r.body) != len(value) {
+		t.Fatalf("read while full: %d", r.status)
+	}
+}
+
+func TestStoreErrorCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   string
+		status int
+	}{
+		{fmt.Errorf("x: %w", store.ErrFull), "store_full", 507},
+		{fmt.Errorf("x: %w", store.ErrDiskFull), "disk_full", 507},
+		{store.ErrTooLarge, "value_too_large", 413},
+		{store.ErrInvalid, "bad_request", 400},
+		{store.ErrClosed, "unavailable", 503},
+		{store.ErrIO, "internal", 500},
+		{errorf(CodeForbidden, "no"), "forbidden", 403},
+	} {
+		e := storeError(tc.err)
+		if e.Code != tc.code || statusOf(e.Code) != tc.status {
+			t.Errorf("%v -> %s %d; want %s %d", tc.err, e.Code, statusOf(e.Code), tc.code, tc.status)
+		}
+	}
+	for _, code := range errorCodes {
+		if s := statusOf(code); s < 400 || code != CodeInternal && s == 500 {
+			t.Errorf("code %s has status %d", code, s)
+		}
+	}
+}
+
+func TestReadyzDuringShutdown(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	if r := td.do("GET", "/readyz", nil); r.status != 200 {
+		t.Fatalf("readyz: %d", r.status)
+	}
+	td.d.ready.Store(false) // what shutdown does first
+	if r := td.do("GET", "/readyz", nil); r.status != 503 || r.errCode() != "unavailable" {
+		t.Fatalf("readyz while not ready: %d %s", r.status, r.body)
+	}
+	if r := td.do("GET", "/healthz", nil); r.status != 200 {
+		t.Fatalf("healthz: %d", r.status)
+	}
+}

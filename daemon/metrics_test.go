@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// testutilCounter reads cachecast_api_errors_total{code=code} from the
+// daemon's registry.
+func testutilCounter(t *testing.T, td *testDaemon, code string) float64 {
+	t.Helper()
+	mfs, err := td.d.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "cachecast_api_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" && l.GetValue() == code {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no cachecast_api_errors_total{code=%q}", code)
+	return 0
+}
+
+func TestMetricsEndpoint(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MetricsAddr = "127.0.0.1:0"
+	td := startDaemon(t, cfg)
+	td.put("t", "a", "12345")
+	td.do("POST", "/v1/topics/t/messages", strings.NewReader("{\"key\":\"b\",\"value\":\"1\"}\n{\"key\":\"c\"}\n"), "Content-Type", "application/x-ndjson")
+	td.do("GET", "/v1/topics/t/keys/absent", nil)
+	s := td.subscribe("t/subscribe")
+
+	addr := td.d.MetricsAddr()
+	if addr == "" || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("MetricsAddr() = %q", addr)
+	}
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	res, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("/metrics: %d", res.StatusCode)
+	}
+	text := string(body)
+	for _, want := range []string{
+		"cachecast_publish_messages_total 3",
+		"cachecast_publish_bytes_total 6",
+		`cachecast_api_errors_total{code="not_found"} 1`,
+		`cachecast_api_errors_total{code="disk_full"} 0`,
+		`cachecast_api_request_duration_seconds_count{route="put"} 1`,
+		`cachecast_api_request_duration_seconds_count{route="messages"} 1`,
+		"cachecast_subscribers 1",
+		"cachecast_store_view_keys 3",
+		"cachecast_store_segments ",
+		"cachecast_store_log_bytes ",
+		"cachecast_store_records 3",
+		"cachecast_store_flush_duration_seconds_bucket",
+		`cachecast_node_info{flush="async",node="test-node"`,
+		"cachecast_api_connections ",
+		"go_goroutines ",
+		"process_open_fds ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	s.close()
+
+	res, err = c.Get("http://" + addr + "/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 404 {
+		t.Fatalf("/other: %d", res.StatusCode)
+	}
+}
