@@ -208,6 +208,9 @@ func (c *Client) transportError(ctx context.Context, rq request, err error) erro
 	return fmt.Errorf("client: %s %s: %w", rq.method, rq.url.Path, err)
 }
 
+// rawBody makes call hand back the answer's bytes undecoded.
+type rawBody []byte
+
 // call performs a bounded request and decodes a JSON answer into out
 // (skipped when out is nil).
 func (c *Client) call(ctx context.Context, rq request, out any) error {
@@ -220,7 +223,11 @@ func (c *Client) call(ctx context.Context, rq request, out any) error {
 	if err != nil {
 		return fmt.Errorf("client: %s %s: reading answer: %w", rq.method, rq.url.Path, err)
 	}
-	if out == nil {
+	switch out := out.(type) {
+	case nil:
+		return nil
+	case *rawBody:
+		*out = b
 		return nil
 	}
 	if err := json.Unmarshal(b, out); err != nil {
@@ -287,20 +294,40 @@ func (c *Client) publishMessages(ctx context.Context, topic string, msgs []Messa
 		body:   body,
 		ctype:  ctype,
 	}
-	var out struct {
-		Results []putResultWire `json:"results"`
-	}
-	if err := c.call(ctx, rq, &out); err != nil {
+	var raw rawBody
+	if err := c.call(ctx, rq, &raw); err != nil {
 		return nil, err
 	}
-	if len(out.Results) != len(msgs) {
-		return nil, fmt.Errorf("%w: %d results for %d messages", ErrBadResponse, len(out.Results), len(msgs))
+	wires, err := decodeResults(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: POST %s: %v", ErrBadResponse, rq.url.Path, err)
 	}
-	rs := make([]PutResult, len(out.Results))
-	for i := range out.Results {
-		r, err := out.Results[i].result()
+	if len(wires) != len(msgs) {
+		return nil, fmt.Errorf("%w: %d results for %d messages", ErrBadResponse, len(wires), len(msgs))
+	}
+	return convertResults(wires)
+}
+
+// convertResults turns wire results into PutResults.
+func convertResults(wires []putResultWire) ([]PutResult, error) {
+	rs := make([]PutResult, len(wires))
+	var lastTime string
+	var lastParsed time.Time
+	for i := range wires {
+		// Results of a batch mostly share their millisecond: parse each
+		// distinct time once.
+		t := wires[i].Time
+		if t == lastTime && t != "" {
+			wires[i].Time = ""
+		}
+		r, err := wires[i].result()
 		if err != nil {
 			return nil, err
+		}
+		if t == lastTime && t != "" {
+			r.Time = lastParsed
+		} else {
+			lastTime, lastParsed = t, r.Time
 		}
 		rs[i] = r
 	}
