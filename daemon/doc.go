@@ -1,0 +1,173 @@
+// Package daemon is a cachecast node: it opens the store, serves the local
+// API over HTTP/1.1 on a Unix socket, exports Prometheus metrics, and talks
+// to systemd. cmd/cachecastd is a thin main around it:
+//
+//	cfg := daemon.DefaultConfig()
+//	cfg.AddFlags(fs)                    // every field is a flag ...
+//	fs.Parse(os.Args[1:])
+//	daemon.ApplyEnv(fs, os.LookupEnv)   // ... and a CACHECAST_<FLAG> variable
+//	d, err := daemon.New(cfg, logger)   // validate, open the store, bind the socket
+//	err = d.Run(ctx)                    // serve until ctx ends or SIGTERM/SIGINT
+//
+// # Lifecycle
+//
+// New validates the Config (messages name the flag), opens the store (which
+// recovers it and locks the data directory: a second daemon on the same
+// directory fails with an error wrapping store.ErrLocked), binds the socket
+// and the metrics listener. A socket file left by a crashed daemon is
+// removed if nothing answers on it; a live one is ErrSocketInUse. The socket
+// gets --socket-mode (default 0660: connecting needs write permission).
+//
+// Run sends READY=1 to systemd once it serves, STATUS= lines while it runs,
+// and WATCHDOG=1 at half of WATCHDOG_USEC while store.Healthy() is nil (a
+// wedged store stops the pings, and systemd restarts the unit). SIGHUP sends
+// RELOADING=1, applies --log-level, --allow-uids and --allow-gids from
+// Config.Reload, and sends READY=1. SIGTERM or SIGINT (or the context, or
+// Close) shut down: STOPPING=1, stop accepting, end subscription streams,
+// drain in-flight requests for at most --shutdown-timeout, close the store
+// (flush and snapshot), remove the socket.
+//
+// # The local API
+//
+// All answers are JSON except GET of a key (the raw value) and subscribe
+// (NDJSON). Identities: "origin" is 16 lower-case hex digits, "hlc" a
+// decimal string (it exceeds 2^53), "seq" and offsets are JSON numbers,
+// "time" is RFC 3339 with milliseconds (the HLC's wall-clock part).
+//
+// Names: a topic (and a cursor name) is 1 to 128 bytes of A-Z a-z 0-9 . _ -;
+// a key is 1 to 1024 bytes of UTF-8 without control characters (in a path it
+// is percent-encoded; a slash may be written as %2F or as is); a tag is 0 to
+// 128 bytes like a topic. A value is at most --max-value-size (1 MiB), a
+// request body at most --max-body-size. Everything is checked before
+// anything is written: a rejected request changes nothing.
+//
+// A publish answers one PutResult per message:
+//
+//	{"topic":"prices","key":"sku-1","origin":"3f9a0c1d2b4e5f60","seq":7,
+//	 "hlc":"117703570434031616","time":"2026-11-30T04:45:53.156Z","status":"ok"}
+//
+// "status" is "ok" when the message is stored as the flush mode promises
+// (--flush async: in the page cache; sync: on disk). The cluster layer adds
+// "replica_unavailable" and "replica_timeout"; a client treats any status
+// it does not know as stored, with a warning.
+//
+// The routes, with curl (S=--unix-socket /run/cachecast/cachecast.sock):
+//
+//	PUT /v1/topics/{topic}/keys/{key}
+//	    The body is the value; the optional header Cachecast-Tag sets the tag.
+//	    200 PutResult.
+//	    curl -sS $S -X PUT -H 'Cachecast-Tag: eu' --data-binary 12.50 http://x/v1/topics/prices/keys/sku-1
+//
+//	GET /v1/topics/{topic}/keys/{key}   (and HEAD)
+//	    200 with the raw value (application/octet-stream) and the headers
+//	    Cachecast-Origin, Cachecast-Seq, Cachecast-Hlc, Cachecast-Time,
+//	    Cachecast-Tag; 404 not_found when absent or deleted.
+//	    curl -sS $S http://x/v1/topics/prices/keys/sku-1
+//
+//	DELETE /v1/topics/{topic}/keys/{key}
+//	    Publishes a tombstone. 200 PutResult.
+//	    curl -sS $S -X DELETE http://x/v1/topics/prices/keys/sku-1
+//
+//	POST /v1/topics/{topic}/messages
+//	    One JSON object, or NDJSON (Content-Type: application/x-ndjson, one
+//	    object a line) for a batch that is stored whole or not at all:
+//	    {"key":"k","tag":"t","value":"text"} or "value_base64":"..." (not
+//	    both; neither is an empty value), "delete":true for a tombstone. A
+//	    message without a key is a stream message: stored and delivered to
+//	    subscribers, not kept in the key/value view. Unknown fields are
+//	    refused. 200 {"results":[PutResult,...]}.
+//	    curl -sS $S -H 'Content-Type: application/x-ndjson' --data-binary @batch.ndjson http://x/v1/topics/prices/messages
+//	    curl -sS $S -d '{"key":"sku-2","value":"9.99"}' http://x/v1/topics/prices/messages
+//
+//	GET /v1/topics/{topic}/keys?prefix=&after=&limit=
+//	    Live keys in order, limit 1 to 10000 (default 1000).
+//	    200 {"keys":["a","b"],"next":"b"}; "next" is empty on the last page,
+//	    otherwise pass it as after= for the next one.
+//	    curl -sS $S 'http://x/v1/topics/prices/keys?prefix=sku-&limit=100'
+//
+//	GET /v1/topics
+//	    200 {"topics":[{"name":"prices","keys":3,"messages":10}]}
+//	    curl -sS $S http://x/v1/topics
+//
+//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=
+//	    A stream of NDJSON, one line a message, as they arrive:
+//	    {"offset":12,"topic":"prices","key":"sku-1","tag":"","value":"12.50",
+//	     "delete":false,"origin":"..","seq":3,"hlc":"...","time":"..."}
+//	    ("value_base64" instead of "value" when the bytes are not UTF-8).
+//	    from: earliest, latest (the default), an offset in the topic, or an
+//	    RFC 3339 time. tags: a||b, only messages with one of these tags.
+//	    name: a durable cursor; without from=, the stream resumes at the
+//	    cursor. ack=auto advances the cursor as lines are written (at most
+//	    once for a crash of the client between write and use); without it
+//	    the client acknowledges with POST /v1/cursors/{name}. The headers go
+//	    out once the stream's position is fixed: a subscriber from latest
+//	    misses nothing published after it has them. A slow reader slows its
+//	    own stream only (the handler waits in Write); nothing is dropped.
+//	    The stream ends when the client leaves or the daemon stops; an error
+//	    in between ends it with a last {"error":{...}} line.
+//	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
+//
+//	POST /v1/cursors/{name}   body {"topic":"prices","offset":13}
+//	    Sets a durable cursor; offset is the next message to read.
+//	    200 {"name":"web-1","topic":"prices","offset":13}
+//	    curl -sS $S -d '{"topic":"prices","offset":13}' http://x/v1/cursors/web-1
+//
+//	GET /v1/cursors/{name}
+//	    200 the same object; 404 not_found if unknown.
+//	    curl -sS $S http://x/v1/cursors/web-1
+//
+//	GET /v1/status
+//	    200 {"node":{"name":"h","origin":"..","version":"v"},"uptime_seconds":1.5,
+//	    "flush":"async","store":{"segments":1,"mapped_segments":1,"log_bytes":..,
+//	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..}}
+//	    curl -sS $S http://x/v1/status
+//
+//	GET /healthz   200 {"status":"ok"} while the store is healthy, else 503.
+//	GET /readyz    Likewise, and 503 before serving and once shutdown began.
+//	    curl -sS $S http://x/readyz
+//
+// Errors are {"error":{"code":"...","message":"..."}} with a stable code:
+// bad_request, invalid_name, bad_json, bad_base64 (400); value_too_large,
+// body_too_large (413); not_found, route_not_found (404);
+// method_not_allowed (405, with an Allow header); forbidden (403);
+// store_full, disk_full (507); unavailable (503); timeout (408, a body
+// that did not arrive within --read-timeout); internal (500). A request
+// line or header that HTTP itself cannot parse is answered by net/http
+// with a plain 400 before it reaches the API.
+//
+// # Limits and who may write
+//
+// The server bounds the time to read headers (--read-header-timeout) and a
+// whole request (--read-timeout), the time to write an answer
+// (--write-timeout; subscription streams are exempt), idle keep-alive
+// connections (--idle-timeout), and the number of open connections
+// (--max-connections; more wait in the socket's backlog).
+//
+// Each connection's credentials are read from the kernel when it connects
+// (SO_PEERCRED and SO_PEERGROUPS): uid, gid, pid and supplementary groups.
+// They are logged with every write (at debug level) and every refusal (at
+// warn). With --allow-uids or --allow-gids set, only those users, or
+// members of those groups, may publish (PUT, DELETE, POST messages);
+// others get 403 forbidden. Reads, subscriptions and cursors are open to
+// whoever can open the socket: the socket's mode and group are the first
+// fence.
+//
+// # Writes
+//
+// Every write goes through one method, Daemon.publish: it checks the
+// caller, appends the batch to the store (which stamps origin, seq and HLC)
+// and counts it. The cluster layer extends that path (replication to the
+// peer, fan-out) without touching the handlers.
+//
+// # Metrics
+//
+// With --metrics-addr, GET /metrics serves, on a registry of the daemon's
+// own: cachecast_publish_messages_total, cachecast_publish_bytes_total,
+// cachecast_api_errors_total{code}, cachecast_api_request_duration_seconds{route},
+// cachecast_store_flush_duration_seconds (the store keeps only its last
+// flush's duration, so this histogram samples it once per flush interval),
+// cachecast_store_* (segments, mapped segments, log bytes, positions,
+// records, view keys, last flush), cachecast_subscribers,
+// cachecast_api_connections, cachecast_node_info, and the Go and process
+// collectors.
+package daemon
