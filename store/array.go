@@ -22,9 +22,10 @@ import (
 // On disk, a chunk holds chunkEntries entries of entrySize bytes, back to
 // back, no header:
 //
-//	<dir>/00000000000000000000   entries [0, n)
-//	<dir>/00000000000000000000+n entries [n, 2n)   (the name is the number,
-//	...                                              zero-padded to 20 digits)
+//	<dir>/00000000000000000000   entries [0, n)       (n = chunkEntries; a
+//	<dir>/0000000000000000000n   entries [n, 2n)       name is the number of
+//	...                                                the first entry, in 20
+//	                                                   zero-padded digits)
 //
 //	chunk file:
 //	+-----------+-----------+-----+-------------------+-----------+
