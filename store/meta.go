@@ -16,9 +16,9 @@ import (
 //	|version |  writing        |  watermark      |  committed      |  reading        |capacity|
 //	|        |  ID    | offset |  ID    | offset |  ID    | offset |  ID    | offset |        |
 //	+--------+--------+--------+--------+--------+--------+--------+--------+--------+--------+
-//	80       88       96       104      112
-//	|segsize | origin |last hlc|created |  zero to the end of the page
-//	+--------+--------+--------+--------+
+//	80       88       96       104      112      120
+//	|segsize | origin |last hlc|created |indexed |  zero to the end of the page
+//	+--------+--------+--------+--------+--------+
 //
 // All fields are little-endian uint64. A segment ID is the segment's first
 // log position divided by the segment size; the position it stands for is
@@ -38,6 +38,8 @@ import (
 //   - last hlc: the greatest HLC the node has stamped or seen, so that the
 //     clock never goes backwards across restarts.
 //   - created: when the directory was made, Unix seconds.
+//   - indexed: a log position below which every index entry is durable;
+//     a restart re-indexes the log from here.
 //
 // The metafile is written through its map and synced after the data it
 // describes, so each position in it is at most, never beyond, the truth;
@@ -56,6 +58,7 @@ const (
 	metaOffOrigin    = 88
 	metaOffLastHLC   = 96
 	metaOffCreated   = 104
+	metaOffIndexed   = 112
 )
 
 type meta struct {

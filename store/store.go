@@ -126,11 +126,20 @@ func (s *Store) open() error {
 		return err
 	}
 	end := s.seglog.end.Load()
-	idir := filepath.Join(s.dir, indexDirName)
-	if s.topics, err = openTopicIndexes(filepath.Join(idir, "topic"), s.opts.IndexChunkEntries, 8, s.log); err != nil {
-		return err
+	if err = s.openIndexes(); errors.Is(err, ErrCorrupt) {
+		// The indexes are derived data: set the damaged ones aside and
+		// rebuild them from the log.
+		idir := filepath.Join(s.dir, indexDirName)
+		aside := fmt.Sprintf("%s.broken-%d", idir, time.Now().Unix())
+		s.log.Error("indexes damaged, rebuilding them from the log", zap.String("moved-to", aside), zap.Error(err))
+		s.closeIndexes()
+		if rerr := os.Rename(idir, aside); rerr != nil {
+			return fileError("rename", idir, rerr)
+		}
+		s.meta.put(metaOffIndexed, 0)
+		err = s.openIndexes()
 	}
-	if s.origins, err = openOriginIndexes(filepath.Join(idir, "origin"), s.opts.IndexChunkEntries, 8, s.log); err != nil {
+	if err != nil {
 		return err
 	}
 	if err = s.topics.truncate(end); err != nil {
@@ -161,6 +170,27 @@ func (s *Store) open() error {
 		zap.Int64("oldest", s.seglog.oldest.Load()), zap.Int64("end", end),
 		zap.Int64("snapshot-covers", s.snapCovers.Load()), zap.Int("keys", s.view.Len()))
 	return nil
+}
+
+func (s *Store) openIndexes() error {
+	idir := filepath.Join(s.dir, indexDirName)
+	var err error
+	if s.topics, err = openTopicIndexes(filepath.Join(idir, "topic"), s.opts.IndexChunkEntries, 8, s.log); err != nil {
+		return err
+	}
+	s.origins, err = openOriginIndexes(filepath.Join(idir, "origin"), s.opts.IndexChunkEntries, 8, s.log)
+	return err
+}
+
+func (s *Store) closeIndexes() {
+	if s.topics != nil {
+		s.topics.close()
+		s.topics = nil
+	}
+	if s.origins != nil {
+		s.origins.close()
+		s.origins = nil
+	}
 }
 
 // lockDir takes an exclusive, non-blocking flock on path.
@@ -203,25 +233,22 @@ func (s *Store) loadView() error {
 	}
 }
 
-// replay brings the indexes and the view up to the end of the log.
+// replay brings the indexes and the view up to the end of the log. The
+// indexes are re-fed from the metafile's indexed mark (below it every
+// entry was synced); entries they hold already are skipped.
 func (s *Store) replay() error {
-	topicsAt, originsAt, covers := s.topics.lastPos(), s.origins.lastPos(), s.snapCovers.Load()
-	from := min(topicsAt+1, originsAt+1, covers)
-	from = max(from, s.seglog.oldest.Load())
+	indexed := min(int64(s.meta.get(metaOffIndexed)), s.topics.lastPos()+1, s.origins.lastPos()+1)
+	covers := s.snapCovers.Load()
+	from := max(min(indexed, covers), s.seglog.oldest.Load())
 	from -= from % recordAlign
 	end := s.seglog.end.Load()
 	var n int
 	start := time.Now()
 	for pos := from; pos < end; {
 		next, err := s.seglog.read(pos, func(r Record) error {
-			if pos > topicsAt {
-				if _, err := s.topics.append(r.Topic(), IndexEntry{Pos: pos, Size: uint32(r.Size()), TagHash: TagHash(r.Tag()), HLC: r.HLC()}); err != nil {
-					return err
-				}
-			}
-			if pos > originsAt {
-				if err := s.origins.put(r.Origin(), r.Seq(), pos); err != nil && !errors.Is(err, ErrDuplicate) {
-					return fmt.Errorf("store: rebuilding the origin index at %d: %w", pos, err)
+			if pos >= indexed {
+				if err := s.index(r, pos); err != nil && !errors.Is(err, ErrDuplicate) {
+					return fmt.Errorf("store: rebuilding the indexes at %d: %w", pos, err)
 				}
 			}
 			if pos >= covers {
@@ -413,10 +440,14 @@ func (s *Store) guarded(fn func() error) (err error) {
 
 // index adds the record at pos to the topic and origin indexes.
 func (s *Store) index(r Record, pos int64) error {
-	if _, err := s.topics.append(r.Topic(), IndexEntry{Pos: pos, Size: uint32(len(r)), TagHash: TagHash(r.Tag()), HLC: r.HLC()}); err != nil {
+	_, terr := s.topics.append(r.Topic(), IndexEntry{Pos: pos, Size: uint32(len(r)), TagHash: TagHash(r.Tag()), HLC: r.HLC()})
+	if terr != nil && !errors.Is(terr, ErrDuplicate) {
+		return terr
+	}
+	if err := s.origins.put(r.Origin(), r.Seq(), pos); err != nil {
 		return err
 	}
-	return s.origins.put(r.Origin(), r.Seq(), pos)
+	return terr
 }
 
 // undo drops a failed write: the log's bytes after start and the index
@@ -708,6 +739,22 @@ func (s *Store) flushLoop() {
 	}
 }
 
+// syncIndexes syncs both indexes and then records in the metafile how far
+// they are durable.
+func (s *Store) syncIndexes() error {
+	upTo := s.seglog.end.Load()
+	if err := s.topics.sync(); err != nil {
+		s.log.Warn("syncing topic indexes failed", zap.Error(err))
+		return err
+	}
+	if err := s.origins.sync(); err != nil {
+		s.log.Warn("syncing origin indexes failed", zap.Error(err))
+		return err
+	}
+	s.meta.put(metaOffIndexed, uint64(upTo))
+	return nil
+}
+
 // snapshotLoop writes view snapshots when asked, apart from the flusher
 // so that a big view never delays a sync-mode writer's flush.
 func (s *Store) snapshotLoop() {
@@ -727,12 +774,7 @@ func (s *Store) snapshotLoop() {
 // housekeeping runs about once a second: index syncs, snapshots when the
 // log has grown, retention by age.
 func (s *Store) housekeeping() {
-	if err := s.topics.sync(); err != nil {
-		s.log.Warn("syncing topic indexes failed", zap.Error(err))
-	}
-	if err := s.origins.sync(); err != nil {
-		s.log.Warn("syncing origin indexes failed", zap.Error(err))
-	}
+	s.syncIndexes()
 	if err := s.cursors.sync(); err != nil {
 		s.log.Warn("syncing cursors failed", zap.Error(err))
 	}
@@ -860,12 +902,10 @@ func (s *Store) closeParts() error {
 	if s.cursors != nil {
 		errs = append(errs, s.cursors.sync(), s.cursors.close())
 	}
-	if s.origins != nil {
-		errs = append(errs, s.origins.sync(), s.origins.close())
+	if s.origins != nil && s.topics != nil && s.meta != nil && s.seglog != nil {
+		errs = append(errs, s.syncIndexes())
 	}
-	if s.topics != nil {
-		errs = append(errs, s.topics.sync(), s.topics.close())
-	}
+	s.closeIndexes()
 	if s.seglog != nil {
 		errs = append(errs, s.seglog.close())
 	}
