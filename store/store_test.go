@@ -386,3 +386,34 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+func TestReadOriginAndVector(t *testing.T) {
+	s := openTest(t, testOptions(t, t.TempDir()))
+	defer s.Close()
+	writeRecords(t, s, 20, 10)
+	if v := s.Vector(); len(v) != 1 || v[s.Origin()] != 20 {
+		t.Fatalf("vector %v", v)
+	}
+	cases := []struct {
+		from, to, next uint64
+		want           []uint64
+	}{
+		{1, 3, 4, []uint64{1, 2, 3}},
+		{18, 100, 21, []uint64{18, 19, 20}},
+		{21, 30, 21, nil},
+		{5, 4, 5, nil},
+	}
+	for _, tc := range cases {
+		var got []uint64
+		next, err := s.ReadOrigin(s.Origin(), tc.from, tc.to, func(r Record) error {
+			got = append(got, r.Seq())
+			return nil
+		})
+		if err != nil || next != tc.next || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("ReadOrigin(%d, %d) = %v next %d err %v; want %v next %d", tc.from, tc.to, got, next, err, tc.want, tc.next)
+		}
+	}
+	if _, err := s.ReadOrigin(12345, 1, 5, func(Record) error { return nil }); err != nil {
+		t.Errorf("unknown origin: %v", err)
+	}
+}
