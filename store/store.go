@@ -410,6 +410,11 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 		return Result{}, err
 	}
 	s.clock.Observe(r.HLC())
+	if r.Origin() == s.origin && r.Seq() >= s.nextSeq {
+		// Our own record, back from a peer after this node lost it (a
+		// power loss under FlushAsync): never stamp that seq again.
+		s.nextSeq = r.Seq() + 1
+	}
 	s.seglog.commit()
 	if len(r.Key()) > 0 {
 		s.applyAt(res.Pos)

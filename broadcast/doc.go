@@ -1,0 +1,52 @@
+// Package broadcast carries records between nodes: fan-out of each node's
+// own records to every peer, anti-entropy repair, and the acknowledgements
+// that sync replication waits for. It reads and appends through package
+// store and takes its peer list from the membership layer (package gossip,
+// wired by the daemon); it knows nothing of HTTP or of the local API.
+//
+// # Links
+//
+// Every node dials every peer's data port (one outbound link per peer,
+// redialed with backoff while the peer is a member) and accepts the
+// peers' links. A connection opens with the handshake of handshake.go,
+// which proves the cluster key both ways (or TLS first, then the
+// handshake, when TLS is configured). Then frames flow (frame.go):
+//
+//   - the listener sends its whole version vector (origin -> highest seq
+//     held) at once and every SyncInterval, and after each records frame
+//     an ack with the origins it just appended;
+//   - the dialer pushes its own records in seq order, starting after the
+//     seq the listener says it holds, waking on every write to the store;
+//   - the dialer pulls: for every origin where the listener's vector is
+//     ahead of its own, it asks for the missing range (at most MaxPull
+//     records at a time, again until caught up), and the listener answers
+//     with the records straight from its log and a pullEnd.
+//
+// So a record reaches every live peer directly from its origin, and a
+// node that missed records (down, cut off, joined late, or any gap at all)
+// gets them from whichever peer has them, also after the origin is gone.
+// The anti-entropy exchange runs over the data port every SyncInterval
+// (default 1s) rather than through memberlist's push/pull, whose LAN
+// default interval is 30s.
+//
+// A receiver checks each record's CRC and appends it through
+// store.AppendRecord, which deduplicates on (origin, seq) and keeps each
+// origin gap-free; a record that skips ahead is dropped and fetched again
+// by the next pull. A malformed frame or a corrupt record closes that one
+// connection with a logged reason; nothing else is affected.
+//
+// # Replication
+//
+// WaitReplica(peer, seq) returns once the peer has acknowledged holding
+// this node's record seq, that is once the peer appended it under its own
+// flush mode. The daemon uses it for --replication=sync and reports a
+// distinct status when the peer is missing or slower than the timeout.
+//
+// # Not yet
+//
+// A node that needs records its peers have all recycled cannot catch up
+// by pulling; bootstrapping it from a peer's view snapshot is not built
+// yet (it is logged as an error). Records are copied once into a send
+// buffer on their way out; sending them straight from the map (pinned
+// segments, writev) is a later step.
+package broadcast

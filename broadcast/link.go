@@ -1,0 +1,322 @@
+package broadcast
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// A link is this node's outbound connection to one peer, redialed with
+// backoff while the peer is a member. Its writer goroutine pushes this
+// node's records and the pull requests; its reader goroutine takes the
+// peer's acks and the records it pulled.
+type link struct {
+	n    *Node
+	peer Peer
+	log  *zap.Logger
+
+	connected atomic.Bool
+
+	mu      sync.Mutex
+	holds   map[uint64]uint64 // the peer's vector, as it reported it
+	pulling map[uint64]bool   // origins with a pull in flight on this link
+	pulls   []pullReq         // pull requests waiting to be written
+	ackCh   chan struct{}     // closed and replaced when holds grows
+	kick    chan struct{}     // wakes the writer
+	stopped chan struct{}
+
+	stopOnce sync.Once
+}
+
+func newLink(n *Node, p Peer) *link {
+	return &link{
+		n:       n,
+		peer:    p,
+		log:     n.log.With(zap.String("peer", p.Name), zap.String("peer-addr", p.Addr)),
+		holds:   map[uint64]uint64{},
+		pulling: map[uint64]bool{},
+		ackCh:   make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+	}
+}
+
+func (l *link) stop() { l.stopOnce.Do(func() { close(l.stopped) }) }
+
+func (l *link) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run dials, serves the connection until it fails, and dials again.
+func (l *link) run() {
+	defer l.n.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		err := l.session()
+		l.connected.Store(false)
+		select {
+		case <-l.stopped:
+			return
+		case <-l.n.ctx.Done():
+			return
+		default:
+		}
+		if err != nil {
+			l.log.Debug("data link down", zap.Error(err), zap.Duration("retry-in", backoff))
+		}
+		select {
+		case <-time.After(backoff):
+		case <-l.stopped:
+			return
+		case <-l.n.ctx.Done():
+			return
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// session runs one connection to the peer.
+func (l *link) session() error {
+	ctx, cancel := context.WithCancel(l.n.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	dctx, dcancel := context.WithTimeout(ctx, l.n.cfg.HandshakeTimeout)
+	c, err := l.n.cfg.Dial(dctx, l.peer.Addr)
+	dcancel()
+	if err != nil {
+		return err
+	}
+	if l.n.cfg.TLS != nil {
+		tc := tls.Client(c, l.n.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return fmt.Errorf("tls: %w", err)
+		}
+		c = tc
+	}
+	defer c.Close()
+	go func() { <-ctx.Done(); c.Close() }()
+
+	id, err := dialHandshake(c, l.n.self, l.n.cfg.Keys, l.n.cfg.HandshakeTimeout)
+	if err != nil {
+		l.n.rejected.Add(1)
+		l.log.Warn("data handshake failed", zap.Error(err))
+		return err
+	}
+	if id != l.peer.ID {
+		return fmt.Errorf("%w: %s is node %016x, membership says %016x", ErrHandshake, l.peer.Addr, id, l.peer.ID)
+	}
+
+	// The first frame is the peer's whole vector: it says where to start.
+	fr := newFrameReader(c)
+	typ, p, err := fr.next()
+	if err != nil {
+		return err
+	}
+	if typ != frameAck {
+		return fmt.Errorf("%w: first frame of type %d", ErrBadFrame, typ)
+	}
+	v, err := decodeAck(p)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.holds = v
+	clear(l.pulling) // pulls of an earlier connection are gone with it
+	l.pulls = l.pulls[:0]
+	l.mu.Unlock()
+	l.connected.Store(true)
+	l.afterAck()
+
+	readErr := make(chan error, 1)
+	go func() { readErr <- l.readLoop(fr) }()
+	werr := l.writeLoop(ctx, c)
+	cancel()
+	rerr := <-readErr
+	if werr != nil && !errors.Is(werr, context.Canceled) {
+		return werr
+	}
+	return rerr
+}
+
+// writeLoop pushes this node's records as they are written and sends the
+// pull requests, until the connection fails or the link stops.
+func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
+	w := &frameWriter{conn: c}
+	var batch [][]byte
+	var buf []byte
+	self := l.n.self
+	l.mu.Lock()
+	next := l.holds[self] + 1 // where the peer said it stands
+	l.mu.Unlock()
+	for {
+		changed := l.n.st.Changed()
+		l.mu.Lock()
+		pulls := append([]pullReq(nil), l.pulls...)
+		l.pulls = l.pulls[:0]
+		l.mu.Unlock()
+		for _, r := range pulls {
+			if err := w.writeFrame(framePull, encodePull(r)); err != nil {
+				return err
+			}
+		}
+		// Push what the peer lacks of this node's own records, in frames
+		// of up to a megabyte.
+		for next <= l.n.st.LastSeq(self) {
+			batch, buf = batch[:0], buf[:0]
+			end, err := l.n.st.ReadOrigin(self, next, next+1023, func(r store.Record) error {
+				start := len(buf)
+				buf = append(buf, r...)
+				batch = append(batch, buf[start:])
+				if len(buf) >= 1<<20 {
+					return errBatchFull
+				}
+				return nil
+			})
+			if errors.Is(err, errBatchFull) {
+				end = next + uint64(len(batch))
+			} else if errors.Is(err, store.ErrRecycled) {
+				// The peer needs records this node no longer has: it will
+				// have to get them from a snapshot (not yet supported).
+				l.log.Error("peer lacks records this node has recycled", zap.Uint64("seq", next))
+				return err
+			} else if err != nil {
+				return err
+			}
+			if len(batch) == 0 {
+				break
+			}
+			if err := w.writeRecords(batch); err != nil {
+				return err
+			}
+			next = end
+		}
+		select {
+		case <-changed:
+		case <-l.kick:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+var errBatchFull = errors.New("batch full")
+
+// readLoop takes the peer's acks and the records it sends for pulls.
+func (l *link) readLoop(fr *frameReader) error {
+	for {
+		typ, p, err := fr.next()
+		if err != nil {
+			if errors.Is(err, ErrBadFrame) {
+				l.n.badFrames.Add(1)
+				l.log.Warn("closing a data link on a bad frame", zap.Error(err))
+			}
+			return err
+		}
+		switch typ {
+		case frameAck:
+			v, err := decodeAck(p)
+			if err != nil {
+				l.n.badFrames.Add(1)
+				return err
+			}
+			l.mu.Lock()
+			for o, s := range v {
+				l.holds[o] = max(l.holds[o], s) // a restarted peer opens a new session
+			}
+			l.mu.Unlock()
+			l.afterAck()
+		case frameRecords:
+			touched := map[uint64]uint64{}
+			if err := l.n.appendAll(p, touched); err != nil {
+				l.n.badFrames.Add(1)
+				return err
+			}
+		case framePullEnd:
+			e, err := decodePullEnd(p)
+			if err != nil {
+				l.n.badFrames.Add(1)
+				return err
+			}
+			if e.status == pullRecycled {
+				l.log.Error("peer has recycled records this node lacks; a snapshot bootstrap is needed",
+					zap.String("origin", fmt.Sprintf("%016x", e.origin)), zap.Uint64("seq", e.next))
+			}
+			l.mu.Lock()
+			delete(l.pulling, e.origin)
+			l.mu.Unlock()
+			l.afterAck() // still behind? ask again
+		default:
+			l.n.badFrames.Add(1)
+			return fmt.Errorf("%w: unexpected type %d", ErrBadFrame, typ)
+		}
+	}
+}
+
+// afterAck wakes replica waiters and asks for what the peer holds and
+// this node lacks.
+func (l *link) afterAck() {
+	l.mu.Lock()
+	close(l.ackCh)
+	l.ackCh = make(chan struct{})
+	var want bool
+	for o, theirs := range l.holds {
+		if l.pulling[o] {
+			continue
+		}
+		if mine := l.n.st.LastSeq(o); theirs > mine {
+			l.pulls = append(l.pulls, pullReq{origin: o, from: mine + 1, to: min(theirs, mine+l.n.cfg.MaxPull)})
+			l.pulling[o] = true
+			want = true
+		}
+	}
+	l.mu.Unlock()
+	if want {
+		l.wake()
+	}
+}
+
+// waitAcked returns once the peer holds origin's seq.
+func (l *link) waitAcked(ctx context.Context, origin, seq uint64) error {
+	for {
+		l.mu.Lock()
+		ok := l.holds[origin] >= seq
+		ch := l.ackCh
+		l.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.stopped:
+			return ErrNoPeer
+		}
+	}
+}
+
+func (l *link) holdsCopy() map[uint64]uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.holds)
+}

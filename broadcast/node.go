@@ -1,0 +1,417 @@
+package broadcast
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Config configures a Node.
+type Config struct {
+	// Store is the node's store: records are read from it and appended to it.
+	Store *store.Store
+	// ListenAddr is the data port's address; port 0 picks a free one.
+	ListenAddr string
+	// Keys are the cluster keys; Keys[0] is the one this node proves
+	// with, any of them is accepted from a peer. Empty: no key.
+	Keys [][]byte
+	// TLS, when set, wraps the data port in TLS both ways. Set ClientCAs
+	// and ClientAuth for mutual TLS; the same config dials (RootCAs).
+	TLS *tls.Config
+	// Dial opens a connection to a peer's data port; nil uses net.Dialer.
+	// Tests put a fault-injecting dialer here.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Listener, when set, is used instead of listening on ListenAddr.
+	Listener net.Listener
+	// SyncInterval is how often a node sends its whole version vector to
+	// the peers connected to it, which pull what they miss (anti-entropy).
+	SyncInterval time.Duration
+	// HandshakeTimeout bounds the handshake of a new connection.
+	HandshakeTimeout time.Duration
+	// MaxPull is the most records one pull request asks for.
+	MaxPull uint64
+	// Logger receives the node's logs; nil discards them.
+	Logger *zap.Logger
+}
+
+// Peer is another node of the cluster as membership reports it.
+type Peer struct {
+	ID   uint64
+	Name string
+	Addr string // data port
+}
+
+// Node fans this node's records out to every peer, receives theirs,
+// repairs gaps by pulling from peers, and tells the daemon when a peer
+// holds a record (for sync replication).
+//
+// Each node dials every peer (one outbound link each) and accepts every
+// peer's link. On its outbound link a node pushes its own records, in seq
+// order, starting after the seq the peer says it holds, and sends pull
+// requests; the peer answers with acks (its version vector: the whole
+// vector when the link opens and every SyncInterval, the origins it just
+// appended after each frame) and with the records it is asked for. A
+// node that sees a peer ahead on any origin pulls the range from that
+// peer; so a node that was down, cut off or joined late catches up from
+// anyone, also when the origin is gone.
+type Node struct {
+	cfg      Config
+	st       *store.Store
+	self     uint64
+	log      *zap.Logger
+	listener net.Listener
+
+	mu    sync.Mutex
+	links map[uint64]*link
+	conns map[net.Conn]struct{} // accepted, to close on shutdown
+
+	rejected  atomic.Uint64 // peers refused at the handshake
+	badFrames atomic.Uint64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New binds the data port; Start begins serving it.
+func New(cfg Config) (*Node, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("broadcast: Config.Store is nil")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = time.Second
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 5 * time.Second
+	}
+	if cfg.MaxPull == 0 {
+		cfg.MaxPull = 16384
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
+		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, fmt.Errorf("broadcast: listen on %s: %w", cfg.ListenAddr, err)
+		}
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Node{
+		cfg:      cfg,
+		st:       cfg.Store,
+		self:     cfg.Store.Origin(),
+		log:      cfg.Logger,
+		listener: ln,
+		links:    make(map[uint64]*link),
+		conns:    make(map[net.Conn]struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
+	}, nil
+}
+
+// Addr is the data port's bound address.
+func (n *Node) Addr() string { return n.listener.Addr().String() }
+
+// Start serves the data port until Close.
+func (n *Node) Start() {
+	n.wg.Add(1)
+	go n.acceptLoop()
+}
+
+// Close stops every link and connection and waits for their goroutines.
+func (n *Node) Close() error {
+	n.cancel()
+	err := n.listener.Close()
+	n.mu.Lock()
+	for c := range n.conns {
+		c.Close()
+	}
+	for _, l := range n.links {
+		l.stop()
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+	return err
+}
+
+// SetPeers makes the node link to exactly these peers (itself excluded):
+// new ones are dialed, gone ones are dropped.
+func (n *Node) SetPeers(peers []Peer) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return
+	}
+	want := map[uint64]Peer{}
+	for _, p := range peers {
+		if p.ID != n.self && p.ID != 0 && p.Addr != "" {
+			want[p.ID] = p
+		}
+	}
+	for id, l := range n.links {
+		if p, ok := want[id]; !ok || p.Addr != l.peer.Addr {
+			l.stop()
+			delete(n.links, id)
+		}
+	}
+	for id, p := range want {
+		if _, ok := n.links[id]; !ok {
+			l := newLink(n, p)
+			n.links[id] = l
+			n.wg.Add(1)
+			go l.run()
+		}
+	}
+}
+
+// WaitReplica returns nil once peer holds this node's record seq, the
+// context's error when it ends first, or ErrNoPeer when there is no link
+// to that peer.
+func (n *Node) WaitReplica(ctx context.Context, peer uint64, seq uint64) error {
+	n.mu.Lock()
+	l := n.links[peer]
+	n.mu.Unlock()
+	if l == nil {
+		return ErrNoPeer
+	}
+	return l.waitAcked(ctx, n.self, seq)
+}
+
+// ErrNoPeer means the node has no link to the peer asked for.
+var ErrNoPeer = errors.New("broadcast: no such peer")
+
+// PeerStatus describes one link.
+type PeerStatus struct {
+	Peer      Peer
+	Connected bool
+	// Holds is the peer's version vector as it last reported it.
+	Holds map[uint64]uint64
+	// Queue is how many of this node's own records the peer lacks.
+	Queue uint64
+}
+
+// Peers reports every link, sorted by peer name.
+func (n *Node) Peers() []PeerStatus {
+	n.mu.Lock()
+	ls := make([]*link, 0, len(n.links))
+	for _, l := range n.links {
+		ls = append(ls, l)
+	}
+	n.mu.Unlock()
+	own := n.st.LastSeq(n.self)
+	out := make([]PeerStatus, 0, len(ls))
+	for _, l := range ls {
+		holds := l.holdsCopy()
+		var q uint64
+		if h := holds[n.self]; h < own {
+			q = own - h
+		}
+		out = append(out, PeerStatus{Peer: l.peer, Connected: l.connected.Load(), Holds: holds, Queue: q})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Peer.Name < out[j].Peer.Name })
+	return out
+}
+
+// Rejected counts peers refused at the handshake; BadFrames counts
+// connections closed for a malformed frame.
+func (n *Node) Rejected() uint64  { return n.rejected.Load() }
+func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
+
+func (n *Node) acceptLoop() {
+	defer n.wg.Done()
+	for {
+		c, err := n.listener.Accept()
+		if err != nil {
+			if n.ctx.Err() != nil {
+				return
+			}
+			n.log.Warn("accepting a data connection failed", zap.Error(err))
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-n.ctx.Done():
+				return
+			}
+			continue
+		}
+		n.mu.Lock()
+		if n.ctx.Err() != nil {
+			n.mu.Unlock()
+			c.Close()
+			return
+		}
+		n.conns[c] = struct{}{}
+		n.wg.Add(1)
+		n.mu.Unlock()
+		go n.serve(c)
+	}
+}
+
+// serve runs the listener's side of a link: it appends the records a
+// peer pushes, answers its pulls, and keeps it told of this node's vector.
+func (n *Node) serve(c net.Conn) {
+	defer n.wg.Done()
+	defer func() {
+		c.Close()
+		n.mu.Lock()
+		delete(n.conns, c)
+		n.mu.Unlock()
+	}()
+	peer, err := acceptHandshake(c, n.self, n.cfg.Keys, n.cfg.HandshakeTimeout)
+	if err != nil {
+		n.rejected.Add(1)
+		n.log.Warn("refused a data connection", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
+		return
+	}
+	log := n.log.With(zap.String("peer", fmt.Sprintf("%016x", peer)))
+	w := &frameWriter{conn: c}
+	var wmu sync.Mutex // the vector ticker and the frame loop both write
+	send := func(typ byte, p []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		return w.writeFrame(typ, p)
+	}
+	if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	defer close(done)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTicker(n.cfg.SyncInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-n.ctx.Done():
+				return
+			case <-t.C:
+				if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
+					return
+				}
+			}
+		}
+	}()
+
+	fr := newFrameReader(c)
+	touched := map[uint64]uint64{}
+	for {
+		typ, p, err := fr.next()
+		if err != nil {
+			if errors.Is(err, ErrBadFrame) {
+				n.badFrames.Add(1)
+				log.Warn("closing a data connection on a bad frame", zap.Error(err))
+			}
+			return
+		}
+		switch typ {
+		case frameRecords:
+			clear(touched)
+			if err := n.appendAll(p, touched); err != nil {
+				n.badFrames.Add(1)
+				log.Warn("closing a data connection on bad records", zap.Error(err))
+				return
+			}
+			if err := send(frameAck, encodeAck(touched)); err != nil {
+				return
+			}
+		case framePull:
+			req, err := decodePull(p)
+			if err != nil {
+				n.badFrames.Add(1)
+				log.Warn("closing a data connection on a bad pull", zap.Error(err))
+				return
+			}
+			wmu.Lock()
+			err = n.servePull(w, req)
+			wmu.Unlock()
+			if err != nil {
+				return
+			}
+		default:
+			n.badFrames.Add(1)
+			log.Warn("closing a data connection on an unexpected frame", zap.Uint8("type", typ))
+			return
+		}
+	}
+}
+
+// appendAll appends the records of a frame and notes, per origin, the
+// highest seq held afterwards. Duplicates are fine; a gap is left for
+// anti-entropy to fill. A record that fails its checks is an error.
+func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
+	return splitRecords(p, func(r store.Record) error {
+		_, err := n.st.AppendRecord(r)
+		switch {
+		case err == nil, errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrOutOfOrder):
+		case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrInvalid):
+			return err
+		default:
+			// The store refused it (full, disk full, closed): keep the
+			// connection, the sender will offer it again.
+			n.log.Warn("appending a peer's record failed", zap.Error(err))
+		}
+		touched[r.Origin()] = n.st.LastSeq(r.Origin())
+		return nil
+	})
+}
+
+// servePull answers a pull with the records asked for, in frames of
+// about a megabyte, then a pullEnd.
+func (n *Node) servePull(w *frameWriter, req pullReq) error {
+	var buf [][]byte
+	var size int
+	var copyBuf []byte
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		err := w.writeRecords(buf)
+		buf, size, copyBuf = buf[:0], 0, copyBuf[:0]
+		return err
+	}
+	next, err := n.st.ReadOrigin(req.origin, req.from, req.to, func(r store.Record) error {
+		// The record is valid only inside this call: copy it into the
+		// frame's buffer. (A pinned, zero-copy batch is a later step.)
+		start := len(copyBuf)
+		copyBuf = append(copyBuf, r...)
+		buf = append(buf, copyBuf[start:])
+		size += len(r)
+		if size >= 1<<20 {
+			return flush()
+		}
+		return nil
+	})
+	status := byte(pullDone)
+	if errors.Is(err, store.ErrRecycled) {
+		status = pullRecycled
+	} else if err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return w.writeFrame(framePullEnd, encodePullEnd(pullEnd{origin: req.origin, next: next, status: status}))
+}

@@ -1,0 +1,371 @@
+package broadcast
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// faultNet is a fault-injecting layer over real TCP: it refuses dials and
+// closes connections between nodes that are cut off from each other.
+type faultNet struct {
+	mu    sync.Mutex
+	cut   map[[2]string]bool // (from node, to addr)
+	conns map[[2]string][]net.Conn
+}
+
+func newFaultNet() *faultNet {
+	return &faultNet{cut: map[[2]string]bool{}, conns: map[[2]string][]net.Conn{}}
+}
+
+func (f *faultNet) dialer(from string) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		k := [2]string{from, addr}
+		if f.cut[k] {
+			return nil, errors.New("faultnet: cut")
+		}
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			f.conns[k] = append(f.conns[k], c)
+		}
+		return c, err
+	}
+}
+
+// cutOff stops traffic from node from to the data port at addr (one way:
+// from can no longer push to it, nor pull from it).
+func (f *faultNet) cutOff(from, addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := [2]string{from, addr}
+	f.cut[k] = true
+	for _, c := range f.conns[k] {
+		c.Close()
+	}
+	f.conns[k] = nil
+}
+
+func (f *faultNet) heal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.cut)
+}
+
+type testNode struct {
+	name string
+	dir  string
+	st   *store.Store
+	n    *Node
+}
+
+type testCluster struct {
+	t     *testing.T
+	net   *faultNet
+	keys  [][]byte
+	nodes []*testNode
+}
+
+func newCluster(t *testing.T, size int, keys [][]byte) *testCluster {
+	c := &testCluster{t: t, net: newFaultNet(), keys: keys}
+	for i := 0; i < size; i++ {
+		c.add(fmt.Sprintf("n%d", i), t.TempDir())
+	}
+	c.wire()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *testCluster) add(name, dir string) *testNode {
+	o := store.DefaultOptions(dir)
+	o.SegmentSize = 1 << 20
+	o.IndexChunkEntries = 4096
+	st, err := store.Open(o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n, err := New(Config{
+		Store: st, ListenAddr: "127.0.0.1:0", Keys: c.keys,
+		Dial: c.net.dialer(name), SyncInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n.Start()
+	tn := &testNode{name: name, dir: dir, st: st, n: n}
+	c.nodes = append(c.nodes, tn)
+	return tn
+}
+
+// wire tells every live node about every other, as membership would.
+func (c *testCluster) wire() {
+	var peers []Peer
+	for _, tn := range c.nodes {
+		if tn.n != nil {
+			peers = append(peers, Peer{ID: tn.st.Origin(), Name: tn.name, Addr: tn.n.Addr()})
+		}
+	}
+	for _, tn := range c.nodes {
+		if tn.n != nil {
+			tn.n.SetPeers(peers)
+		}
+	}
+}
+
+func (tn *testNode) shutdown(t *testing.T) {
+	if tn.n == nil {
+		return
+	}
+	tn.n.Close()
+	if err := tn.st.Close(); err != nil {
+		t.Error(err)
+	}
+	tn.n, tn.st = nil, nil
+}
+
+func (c *testCluster) stop() {
+	for _, tn := range c.nodes {
+		tn.shutdown(c.t)
+	}
+}
+
+func (c *testCluster) live() []*testNode {
+	var out []*testNode
+	for _, tn := range c.nodes {
+		if tn.n != nil {
+			out = append(out, tn)
+		}
+	}
+	return out
+}
+
+// waitConverged waits until every live node holds the same version vector
+// and the same view digest.
+func (c *testCluster) waitConverged(within time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		nodes := c.live()
+		same := true
+		v0, d0 := fmt.Sprint(nodes[0].st.Vector()), nodes[0].st.Digest()
+		for _, tn := range nodes[1:] {
+			if fmt.Sprint(tn.st.Vector()) != v0 || tn.st.Digest() != d0 {
+				same = false
+			}
+		}
+		if same {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, tn := range nodes {
+				c.t.Logf("%s: vector %v digest %x", tn.name, tn.st.Vector(), tn.st.Digest())
+			}
+			c.t.Fatalf("not converged within %s", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func publish(t *testing.T, tn *testNode, key, val string) store.Result {
+	t.Helper()
+	m := store.Message{Topic: "prices", Key: key, Value: []byte(val)}
+	res, err := tn.st.Publish(&m)
+	if err != nil {
+		t.Fatalf("%s publish: %v", tn.name, err)
+	}
+	return res
+}
+
+func TestFanOutConverges(t *testing.T) {
+	for _, size := range []int{3, 5} {
+		t.Run(fmt.Sprintf("nodes=%d", size), func(t *testing.T) {
+			c := newCluster(t, size, nil)
+			var wg sync.WaitGroup
+			for i, tn := range c.nodes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := 0; j < 300; j++ {
+						// Every node writes its own keys and the shared ones.
+						publish(t, tn, fmt.Sprintf("own-%d-%d", i, j%50), fmt.Sprintf("%d/%d", i, j))
+						publish(t, tn, fmt.Sprintf("shared-%d", j%20), fmt.Sprintf("%d/%d", i, j))
+					}
+				}()
+			}
+			wg.Wait()
+			c.waitConverged(10 * time.Second)
+			for _, tn := range c.nodes {
+				if got := len(tn.st.Keys("prices", "", "", 0)); got != size*50+20 {
+					t.Fatalf("%s holds %d keys, want %d", tn.name, got, size*50+20)
+				}
+			}
+		})
+	}
+}
+
+func TestPartitionHeals(t *testing.T) {
+	c := newCluster(t, 5, nil)
+	a, b := c.nodes[:2], c.nodes[2:]
+	for _, x := range a {
+		for _, y := range b {
+			c.net.cutOff(x.name, y.n.Addr())
+			c.net.cutOff(y.name, x.n.Addr())
+		}
+	}
+	for j := 0; j < 100; j++ {
+		publish(t, a[j%2], fmt.Sprintf("k%d", j%30), fmt.Sprintf("a%d", j))
+		publish(t, b[j%3], fmt.Sprintf("k%d", j%30), fmt.Sprintf("b%d", j))
+	}
+	// The sides differ while cut off.
+	if a[0].st.Digest() == b[0].st.Digest() {
+		t.Fatal("the partition let writes through")
+	}
+	c.net.heal()
+	c.waitConverged(10 * time.Second)
+	// The (HLC, origin) rule decided each key the same way everywhere.
+	for j := 0; j < 30; j++ {
+		e0, _ := c.nodes[0].st.Get("prices", fmt.Sprintf("k%d", j))
+		for _, tn := range c.nodes[1:] {
+			e, _ := tn.st.Get("prices", fmt.Sprintf("k%d", j))
+			if !bytes.Equal(e.Value, e0.Value) || e.Stamp != e0.Stamp {
+				t.Fatalf("key k%d differs between n0 and %s", j, tn.name)
+			}
+		}
+	}
+}
+
+func TestOneWayCut(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	// n0 cannot reach n1 at all: n1 still gets n0's records through n2,
+	// which pulls them from n0 and serves them to n1's pulls.
+	c.net.cutOff("n0", c.nodes[1].n.Addr())
+	c.net.cutOff("n1", c.nodes[0].n.Addr())
+	for j := 0; j < 50; j++ {
+		publish(t, c.nodes[0], fmt.Sprintf("k%d", j), "v")
+	}
+	c.waitConverged(10 * time.Second)
+}
+
+func TestLateJoinerAndRestart(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	for j := 0; j < 500; j++ {
+		publish(t, c.nodes[j%2], fmt.Sprintf("k%d", j%100), fmt.Sprint(j))
+	}
+	late := c.add("late", t.TempDir())
+	c.wire()
+	c.waitConverged(10 * time.Second)
+
+	// A node that was down catches up, also from records whose origin is
+	// down now.
+	n1 := c.nodes[1]
+	n1.shutdown(t)
+	c.wire()
+	for j := 0; j < 200; j++ {
+		publish(t, c.nodes[0], fmt.Sprintf("k%d", j%100), fmt.Sprint("after", j))
+	}
+	c.nodes[0].shutdown(t) // the origin of the newest writes is gone
+	c.wire()
+	restarted := c.add("n1b", n1.dir)
+	c.wire()
+	c.waitConverged(10 * time.Second)
+	if restarted.st.Digest() != late.st.Digest() {
+		t.Fatal("restarted node differs")
+	}
+}
+
+func TestWaitReplica(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	a, b := c.nodes[0], c.nodes[1]
+	res := publish(t, a, "k", "v")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.n.WaitReplica(ctx, b.st.Origin(), res.Seq); err != nil {
+		t.Fatalf("replica wait: %v", err)
+	}
+	if e, ok := b.st.Get("prices", "k"); !ok || string(e.Value) != "v" {
+		t.Fatal("the replica acked a record it does not hold")
+	}
+	// Cut off, the wait times out instead of returning success.
+	c.net.cutOff("n0", b.n.Addr())
+	res = publish(t, a, "k", "v2")
+	short, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	if err := a.n.WaitReplica(short, b.st.Origin(), res.Seq); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("replica wait on a cut link: %v", err)
+	}
+	if err := a.n.WaitReplica(short, 12345, res.Seq); !errors.Is(err, ErrNoPeer) {
+		t.Fatalf("unknown peer: %v", err)
+	}
+}
+
+func TestWrongKeyRefused(t *testing.T) {
+	c := newCluster(t, 2, [][]byte{[]byte("0123456789abcdef")})
+	intruders := []struct {
+		name string
+		keys [][]byte
+	}{
+		{"wrong key", [][]byte{[]byte("fedcba9876543210")}},
+		{"no key", nil},
+	}
+	for _, in := range intruders {
+		t.Run(in.name, func(t *testing.T) {
+			c.keys = in.keys
+			x := c.add("x-"+in.name, t.TempDir())
+			c.keys = [][]byte{[]byte("0123456789abcdef")}
+			c.wire()
+			publish(t, x, "intruder", "bad")
+			publish(t, c.nodes[0], "good", "ok")
+			time.Sleep(300 * time.Millisecond)
+			for _, tn := range c.nodes[:2] {
+				if _, ok := tn.st.Get("prices", "intruder"); ok {
+					t.Fatalf("%s took a record from a node without the key", tn.name)
+				}
+			}
+			if _, ok := x.st.Get("prices", "good"); ok {
+				t.Fatal("a node without the key got the cluster's records")
+			}
+			if c.nodes[0].n.Rejected() == 0 {
+				t.Fatal("no refusal counted")
+			}
+			x.shutdown(t)
+			c.wire()
+		})
+	}
+	c.nodes = c.nodes[:2]
+	publish(t, c.nodes[0], "after", "ok")
+	c.waitConverged(5 * time.Second)
+}
+
+func TestGarbageOnDataPort(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	target := c.nodes[0]
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20; i++ {
+		conn, err := net.Dial("tcp", target.n.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		junk := make([]byte, rng.IntN(4096))
+		for j := range junk {
+			junk[j] = byte(rng.Uint32())
+		}
+		conn.Write(junk)
+		conn.Close()
+	}
+	publish(t, c.nodes[1], "k", "v")
+	c.waitConverged(5 * time.Second)
+}
