@@ -106,6 +106,10 @@ type Options struct {
 	// topic preallocates 24 bytes per entry (1.5 MiB by default), an
 	// origin 8 bytes per entry.
 	IndexChunkEntries int
+	// OnFlush, when set, is called after every flush that wrote something,
+	// with how long it took (for a latency histogram). It runs on the
+	// flusher's goroutine and must not block.
+	OnFlush func(took time.Duration)
 	// Logger receives the store's logs; nil discards them.
 	Logger *zap.Logger
 }

@@ -93,7 +93,9 @@ func (r *TopicReader) Offset() uint64 { return r.off }
 
 // Next returns the next message, waiting for one to arrive until ctx ends
 // (ctx.Err()) or the store closes (ErrClosed). Messages recycled before the
-// reader reached them are skipped.
+// reader reached them are skipped. A message already waiting is returned
+// even when ctx has ended: Next with a cancelled context is a non-blocking
+// read, which lets a caller drain what is there before it flushes.
 func (r *TopicReader) Next(ctx context.Context) (Delivery, error) {
 	for {
 		wait := r.s.notify.wait()

@@ -699,9 +699,13 @@ func (s *Store) flush() error {
 	if to > s.seglog.flushed.Load() {
 		s.pendingAt.Store(0)
 	}
+	flushed := to > s.seglog.flushed.Load()
 	err := s.seglog.syncTo(to)
 	took := time.Since(start)
 	s.lastFlush.Store(int64(took))
+	if s.opts.OnFlush != nil && err == nil && flushed {
+		s.opts.OnFlush(took)
+	}
 	if took > time.Second {
 		s.log.Warn("slow flush", zap.Duration("took", took), zap.Int64("to", to))
 	}
@@ -877,6 +881,31 @@ func (s *Store) SetCursor(name, topic string, offset uint64) error {
 		return ErrClosed
 	}
 	return s.cursors.set(name, topic, offset)
+}
+
+// CursorInfo is one durable named cursor.
+type CursorInfo struct {
+	Name   string
+	Topic  string
+	Offset uint64
+}
+
+// Cursors lists the durable cursors, sorted by name.
+func (s *Store) Cursors() []CursorInfo {
+	var out []CursorInfo
+	for _, c := range s.cursors.list() {
+		out = append(out, CursorInfo(c))
+	}
+	return out
+}
+
+// DeleteCursor removes a durable cursor; removing an unknown one is not an
+// error. Retention no longer waits for it.
+func (s *Store) DeleteCursor(name string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.cursors.delete(name)
 }
 
 // Close flushes, writes the snapshot, and closes every file. It waits for
