@@ -1,0 +1,154 @@
+package gossip
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestMetaRoundTrip(t *testing.T) {
+	tests := []Meta{
+		{},
+		{ID: 1, DataAddr: "127.0.0.1:7947", Proto: ProtocolVersion},
+		{ID: ^uint64(0), DataAddr: "[2001:db8::1]:65535", Proto: 255},
+		{ID: 0x0123456789abcdef, DataAddr: "node-7.cachecast.example.internal:7947", Proto: 1},
+		{ID: 42, DataAddr: strings.Repeat("a", MetaMaxSize-metaHeader-2)}, // exactly at the limit
+	}
+	for _, m := range tests {
+		b, err := EncodeMeta(m)
+		if err != nil {
+			t.Fatalf("EncodeMeta(%+v): %v", m, err)
+		}
+		if len(b) > MetaMaxSize {
+			t.Fatalf("EncodeMeta(%+v) = %d bytes, over %d", m, len(b), MetaMaxSize)
+		}
+		got, err := DecodeMeta(b)
+		if err != nil {
+			t.Fatalf("DecodeMeta(EncodeMeta(%+v)): %v", m, err)
+		}
+		if got != m {
+			t.Fatalf("round trip: got %+v, want %+v", got, m)
+		}
+		// Fields added by a later version at the end are ignored.
+		if len(b)+2 > MetaMaxSize {
+			continue
+		}
+		got, err = DecodeMeta(append(b[:len(b):len(b)], 0xff, 0x01))
+		if err != nil || got != m {
+			t.Fatalf("with trailing bytes: got %+v, %v; want %+v", got, err, m)
+		}
+	}
+}
+
+func TestMetaSizeLimit(t *testing.T) {
+	// The largest data address that fits: header, a 2-byte uvarint length.
+	max := MetaMaxSize - metaHeader - 2
+	if b, err := EncodeMeta(Meta{ID: 1, DataAddr: strings.Repeat("x", max)}); err != nil || len(b) != MetaMaxSize {
+		t.Fatalf("at the limit: %d bytes, %v", len(b), err)
+	}
+	_, err := EncodeMeta(Meta{ID: 1, DataAddr: strings.Repeat("x", max+1)})
+	if !errors.Is(err, ErrMetaTooLarge) {
+		t.Fatalf("over the limit: err = %v, want ErrMetaTooLarge", err)
+	}
+	if _, err := DecodeMeta(make([]byte, MetaMaxSize+1)); !errors.Is(err, ErrBadMeta) {
+		t.Fatalf("decoding %d bytes: err = %v, want ErrBadMeta", MetaMaxSize+1, err)
+	}
+}
+
+func TestDecodeMetaErrors(t *testing.T) {
+	good, _ := EncodeMeta(Meta{ID: 7, DataAddr: "10.0.0.1:7947", Proto: 1})
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"nil", nil},
+		{"short header", good[:metaHeader-1]},
+		{"no address length", good[:metaHeader]},
+		{"unknown format", append([]byte{2}, good[1:]...)},
+		{"format zero", append([]byte{0}, good[1:]...)},
+		{"address truncated", good[:len(good)-1]},
+		{"length beyond end", append(append([]byte(nil), good[:metaHeader]...), 0x80, 0x80, 0x80, 0x80, 0x01)},
+		{"unterminated uvarint", append(append([]byte(nil), good[:metaHeader]...), bytes.Repeat([]byte{0xff}, 11)...)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if m, err := DecodeMeta(tt.b); !errors.Is(err, ErrBadMeta) {
+				t.Fatalf("DecodeMeta = %+v, %v; want ErrBadMeta", m, err)
+			}
+		})
+	}
+}
+
+func TestStateEnvelope(t *testing.T) {
+	meta, _ := EncodeMeta(Meta{ID: 9, DataAddr: "10.0.0.9:7947", Proto: 1})
+	for _, state := range [][]byte{nil, {}, []byte("vector"), bytes.Repeat([]byte{0}, 100000)} {
+		b := encodeState("node-9", meta, state)
+		name, m, got, err := decodeState(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != "node-9" || m != (Meta{ID: 9, DataAddr: "10.0.0.9:7947", Proto: 1}) || !bytes.Equal(got, state) {
+			t.Fatalf("got %q %+v %d bytes", name, m, len(got))
+		}
+	}
+	b := encodeState("n", meta, []byte("x"))
+	for _, bad := range [][]byte{nil, {'G'}, {'X', 1}, {'G', 2, 1, 'n'}, b[:3], encodeState("", meta, nil), encodeState("n", meta[:4], nil)} {
+		if _, _, _, err := decodeState(bad); !errors.Is(err, ErrBadMeta) {
+			t.Fatalf("decodeState(%x): err = %v, want ErrBadMeta", bad, err)
+		}
+	}
+}
+
+func FuzzDecodeMeta(f *testing.F) {
+	for _, m := range []Meta{{}, {ID: 1, DataAddr: "127.0.0.1:7947", Proto: 1}, {ID: ^uint64(0), DataAddr: "[::1]:1"}} {
+		b, _ := EncodeMeta(m)
+		f.Add(b)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0x03})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeMeta(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMeta) {
+				t.Fatalf("error does not wrap ErrBadMeta: %v", err)
+			}
+			return
+		}
+		// Whatever decodes re-encodes, within the limit, to the same Meta.
+		enc, err := EncodeMeta(m)
+		if err != nil {
+			t.Fatalf("decoded %+v does not re-encode: %v", m, err)
+		}
+		if got, err := DecodeMeta(enc); err != nil || got != m {
+			t.Fatalf("re-decode: %+v, %v; want %+v", got, err, m)
+		}
+		if !bytes.HasPrefix(b, enc) {
+			t.Fatalf("re-encoding %x is not a prefix of the input %x", enc, b)
+		}
+	})
+}
+
+func FuzzDecodeState(f *testing.F) {
+	meta, _ := EncodeMeta(Meta{ID: 3, DataAddr: "127.0.0.1:7003", Proto: 1})
+	f.Add(encodeState("node-3", meta, []byte("state")))
+	f.Add(encodeState("n", meta, nil))
+	f.Add([]byte{'G', 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, m, state, err := decodeState(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMeta) {
+				t.Fatalf("error does not wrap ErrBadMeta: %v", err)
+			}
+			return
+		}
+		mb, err := EncodeMeta(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n2, m2, s2, err := decodeState(encodeState(name, mb, state))
+		if err != nil || n2 != name || m2 != m || !bytes.Equal(s2, state) {
+			t.Fatalf("round trip: %q %+v %x %v", n2, m2, s2, err)
+		}
+	})
+}
