@@ -1,0 +1,45 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// bins are the binaries every test of the package runs, built once by
+// TestMain.
+var bins *Binaries
+
+// testVersion is the version compiled into the test binaries; the tests
+// check that the daemon reports it.
+const testVersion = "v0.0.0-e2e"
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "cachecast-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// The daemon is built with the race detector when the tests are: a race
+	// in the real process under the tests' load fails the test.
+	bins, err = Build(dir, testVersion, raceEnabled)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			return 1
+		}
+	}
+	return code
+}
