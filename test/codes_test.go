@@ -1,0 +1,339 @@
+package test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/client"
+)
+
+// statusOfCode is the HTTP status of each error code of the wire format.
+var statusOfCode = map[string]int{
+	client.CodeBadRequest:       400,
+	client.CodeInvalidName:      400,
+	client.CodeBadJSON:          400,
+	client.CodeBadBase64:        400,
+	client.CodeValueTooLarge:    413,
+	client.CodeBodyTooLarge:     413,
+	client.CodeNotFound:         404,
+	client.CodeRouteNotFound:    404,
+	client.CodeMethodNotAllowed: 405,
+	client.CodeForbidden:        403,
+	client.CodeStoreFull:        507,
+	client.CodeDiskFull:         507,
+	client.CodeUnavailable:      503,
+	client.CodeTimeout:          408,
+	client.CodeInternal:         500,
+}
+
+// codeSet records the error codes a test has seen, checking each answer's
+// shape on the way.
+type codeSet map[string]bool
+
+// check fails the test unless r is the error answer of code: its HTTP
+// status, Content-Type application/json, {"error":{"code","message"}}
+// with a message.
+func (s codeSet) check(t *testing.T, what string, r response, code string) {
+	t.Helper()
+	if r.status != statusOfCode[code] || r.code() != code {
+		t.Fatalf("%s: %d %s; want %d %s", what, r.status, r.body, statusOfCode[code], code)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("%s: Content-Type %q", what, ct)
+	}
+	if r.message() == "" {
+		t.Fatalf("%s: no message: %s", what, r.body)
+	}
+	s[code] = true
+}
+
+// TestErrorCodes produces every error code of the local API from a real
+// cachecastd, each with its HTTP status and JSON body, the ones that need
+// a fault (a full store, a full disk, an I/O error, a shutdown) from a
+// daemon of their own.
+func TestErrorCodes(t *testing.T) {
+	seen := codeSet{}
+	// ran counts the subtests that ran: the check that every code was
+	// produced needs them all (go test -run may select a few).
+	ran, subtests := 0, 0
+	run := func(name string, f func(t *testing.T)) {
+		subtests++
+		t.Run(name, func(t *testing.T) { ran++; f(t) })
+	}
+	envFile := filepath.Join(t.TempDir(), "cachecastd.env")
+	if err := os.WriteFile(envFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := StartNode(t, bins, NodeOptions{Name: "codes", Args: append([]string{
+		"--max-body-size", "8KiB", "--read-timeout", "500ms", "--env-file", envFile,
+	}, append(smallNode, "--max-value-size", "1KiB")...)})
+	c := n.Client
+	if _, err := c.Publish(ctx(t), "t", "known", []byte("original"), ""); err != nil {
+		t.Fatal(err)
+	}
+
+	big := strings.Repeat("x", 1<<10+1)
+	line := `{"key":"k","value":"` + strings.Repeat("v", 100) + `"}` + "\n"
+	tests := []struct {
+		name  string
+		raw   string
+		mid   func(*net.UnixConn)
+		code  string
+		allow string
+	}{
+		{name: "limit zero", raw: request("GET", "/v1/topics/t/keys?limit=0", ""), code: client.CodeBadRequest},
+		{name: "bad subscribe from", raw: request("GET", "/v1/topics/t/subscribe?from=yesterday", ""), code: client.CodeBadRequest},
+		{name: "topic with a space", raw: request("PUT", "/v1/topics/bad%20topic/keys/k", "v"), code: client.CodeInvalidName},
+		{name: "key too long", raw: request("PUT", "/v1/topics/t/keys/"+strings.Repeat("k", 1025), "v"), code: client.CodeInvalidName},
+		{name: "bad cursor name", raw: request("GET", "/v1/cursors/a%20b", ""), code: client.CodeInvalidName},
+		{name: "malformed json", raw: request("POST", "/v1/topics/t/messages", `{"key":`), code: client.CodeBadJSON},
+		{name: "bad base64", raw: request("POST", "/v1/topics/t/messages", `{"key":"k","value_base64":"***"}`), code: client.CodeBadBase64},
+		{name: "value too large", raw: request("PUT", "/v1/topics/t/keys/k", big), code: client.CodeValueTooLarge},
+		{name: "body too large", raw: request("POST", "/v1/topics/t/messages", strings.Repeat(line, 100), "Content-Type: application/x-ndjson"), code: client.CodeBodyTooLarge},
+		{name: "absent key", raw: request("GET", "/v1/topics/t/keys/absent", ""), code: client.CodeNotFound},
+		{name: "absent cursor", raw: request("GET", "/v1/cursors/absent", ""), code: client.CodeNotFound},
+		{name: "unknown route", raw: request("GET", "/v2/topics", ""), code: client.CodeRouteNotFound},
+		{name: "method on a key", raw: request("PATCH", "/v1/topics/t/keys/k", "v"), code: client.CodeMethodNotAllowed, allow: "DELETE, GET, HEAD, PUT"},
+		{name: "method on topics", raw: request("DELETE", "/v1/topics", ""), code: client.CodeMethodNotAllowed, allow: "GET, HEAD"},
+		{
+			name: "body stalls past --read-timeout",
+			raw:  "PUT /v1/topics/t/keys/known HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789",
+			mid:  func(*net.UnixConn) { time.Sleep(700 * time.Millisecond) },
+			code: client.CodeTimeout,
+		},
+	}
+	for _, tt := range tests {
+		run(tt.name, func(t *testing.T) {
+			r, err := rawRequest(t, n.Socket, tt.raw, tt.mid)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			seen.check(t, tt.name, r, tt.code)
+			if tt.allow != "" && r.header.Get("Allow") != tt.allow {
+				t.Fatalf("Allow %q; want %q", r.header.Get("Allow"), tt.allow)
+			}
+		})
+	}
+
+	run("forbidden after a reload", func(t *testing.T) {
+		// --allow-uids from the env file, applied by SIGHUP: this test's
+		// uid is not on the list, so it may read but not publish.
+		reload := func(content string) {
+			t.Helper()
+			if err := os.WriteFile(envFile, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			before := n.CountLog(`"msg":"reloaded"`)
+			if err := n.Signal(syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for n.CountLog(`"msg":"reloaded"`) == before {
+				if time.Now().After(deadline) {
+					t.Fatal("no reload logged 5s after SIGHUP")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		other := os.Getuid() + 4242
+		reload(fmt.Sprintf("CACHECAST_ALLOW_UIDS=%d\n", other))
+		for _, raw := range []string{
+			request("PUT", "/v1/topics/t/keys/known", "changed"),
+			request("DELETE", "/v1/topics/t/keys/known", ""),
+			request("POST", "/v1/topics/t/messages", `{"key":"known","value":"changed"}`),
+		} {
+			r, err := rawRequest(t, n.Socket, raw, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen.check(t, strings.Fields(raw)[0], r, client.CodeForbidden)
+		}
+		if v, err := c.Get(ctx(t), "t", "known"); err != nil || string(v.Bytes) != "original" {
+			t.Fatalf("a reader is not restricted: %q %v", v.Bytes, err)
+		}
+		if !strings.Contains(n.Logs(), `"msg":"publish refused"`) {
+			t.Fatal("the refusal was not logged")
+		}
+		reload(fmt.Sprintf("CACHECAST_ALLOW_UIDS=%d,%d\n", other, os.Getuid()))
+		if _, err := c.Publish(ctx(t), "t", "allowed", []byte("yes"), ""); err != nil {
+			t.Fatalf("publish once allowed: %v", err)
+		}
+		reload("")
+		if _, err := c.Publish(ctx(t), "t", "open", []byte("yes"), ""); err != nil {
+			t.Fatalf("publish with no list: %v", err)
+		}
+	})
+
+	run("store_full", func(t *testing.T) {
+		// A log bounded at two 64 KiB segments that refuses writes when full.
+		n := StartNode(t, bins, NodeOptions{Name: "full", Args: []string{
+			"--segment-size", "64KiB", "--max-value-size", "8KiB", "--retention-bytes", "128KiB", "--when-full", "refuse",
+		}})
+		value := []byte(strings.Repeat("f", 8000))
+		var acked int
+		for ; acked < 100; acked++ {
+			r := httpDo(t, n, "PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", acked), strings.NewReader(string(value)))
+			if r.status != 200 {
+				seen.check(t, "PUT to a full store", r, client.CodeStoreFull)
+				break
+			}
+		}
+		if acked == 0 || acked == 100 {
+			t.Fatalf("%d writes acknowledged before store_full", acked)
+		}
+		for i := range acked {
+			if v, err := n.Client.Get(ctx(t), "t", fmt.Sprintf("k%d", i)); err != nil || len(v.Bytes) != len(value) {
+				t.Fatalf("k%d after store_full: %v", i, err)
+			}
+		}
+		t.Logf("%d values of 8000 bytes acknowledged, then store_full", acked)
+		n.Stop()
+	})
+
+	run("disk_full", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Fatal("disk_full needs a tiny tmpfs, which needs root (CI runs as root)")
+		}
+		mnt := t.TempDir()
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("mount tmpfs: %v: %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() }) // after the node's cleanup
+		n := StartNode(t, bins, NodeOptions{Name: "diskfull", DataDir: filepath.Join(mnt, "data"),
+			Args: []string{"--segment-size", "1MiB", "--max-value-size", "64KiB"}})
+		value := strings.Repeat("d", 30000)
+		var acked int
+		for ; acked < 300; acked++ {
+			r := httpDo(t, n, "PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", acked), strings.NewReader(value))
+			if r.status != 200 {
+				seen.check(t, "PUT to a full disk", r, client.CodeDiskFull)
+				break
+			}
+		}
+		if acked == 0 || acked == 300 {
+			t.Fatalf("%d writes acknowledged before disk_full; want some, on a 6 MiB file system", acked)
+		}
+		t.Logf("%d values of 30000 bytes acknowledged, then disk_full", acked)
+		for i := range acked {
+			if v, err := n.Client.Get(ctx(t), "t", fmt.Sprintf("k%d", i)); err != nil || string(v.Bytes) != value {
+				t.Fatalf("k%d after disk_full: %v", i, err)
+			}
+		}
+		// Room again: writing goes on, and a clean stop keeps everything.
+		if out, err := exec.Command("mount", "-o", "remount,size=64m", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("remount: %v: %s", err, out)
+		}
+		if _, err := n.Client.Publish(ctx(t), "t", "after", []byte("room again"), ""); err != nil {
+			t.Fatalf("publish once the disk has room: %v", err)
+		}
+		n.Restart()
+		for i := range acked {
+			if v, err := n.Client.Get(ctx(t), "t", fmt.Sprintf("k%d", i)); err != nil || string(v.Bytes) != value {
+				t.Fatalf("k%d after the restart: %v", i, err)
+			}
+		}
+		n.Stop()
+	})
+
+	run("internal", func(t *testing.T) {
+		// An I/O error under the log's map: the segment file is truncated
+		// behind the daemon's back, so its pages fault. The daemon must
+		// answer 500 internal, not crash.
+		n := StartNode(t, bins, NodeOptions{Name: "ioerr", Args: smallNode})
+		if _, err := n.Client.Publish(ctx(t), "t", "a", []byte("before"), ""); err != nil {
+			t.Fatal(err)
+		}
+		seg := filepath.Join(n.DataDir, "log", fmt.Sprintf("%020d", 0))
+		if err := os.Truncate(seg, 0); err != nil {
+			t.Fatal(err)
+		}
+		r := httpDo(t, n, "PUT", "/v1/topics/t/keys/b", strings.NewReader("after"))
+		seen.check(t, "PUT over a truncated segment", r, client.CodeInternal)
+		if _, err := n.Client.Status(ctx(t)); err != nil || !n.Running() {
+			t.Fatalf("after the I/O error: %v (running: %v)", err, n.Running())
+		}
+		n.Kill() // its log is damaged on purpose
+	})
+
+	run("unavailable", func(t *testing.T) {
+		// A device that fails under the store: an ext4 file system on a
+		// loop device whose backing file lives on a 6 MiB tmpfs. Once the
+		// tmpfs is full, writeback fails with EIO, the store's flush fails,
+		// and /healthz and /readyz answer 503 unavailable (systemd's
+		// watchdog pings stop on the same check).
+		dir := failingDevice(t, 6<<20, 64<<20)
+		n := StartNode(t, bins, NodeOptions{Name: "eio", DataDir: filepath.Join(dir, "data"),
+			Args: []string{"--segment-size", "4MiB", "--max-value-size", "64KiB", "--flush-interval", "20ms"}})
+		value := strings.Repeat("u", 60000)
+		var r response
+		for i := 0; i < 400; i++ {
+			// Writes may fail too once the device is gone; what matters
+			// here is the health check.
+			_ = httpDo(t, n, "PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", i), strings.NewReader(value))
+			if r = httpDo(t, n, "GET", "/healthz", nil); r.status != 200 {
+				break
+			}
+			time.Sleep(time.Millisecond) // let the flusher run
+		}
+		seen.check(t, "GET /healthz on a failed device", r, client.CodeUnavailable)
+		t.Logf("healthz: %s", r.message())
+		r = httpDo(t, n, "GET", "/readyz", nil)
+		seen.check(t, "GET /readyz on a failed device", r, client.CodeUnavailable)
+		if _, err := n.Client.Status(ctx(t)); err != nil {
+			t.Fatalf("status on a failed device: %v", err)
+		}
+		n.Kill()
+	})
+
+	// The daemon that served the table still holds its data.
+	if v, err := c.Get(ctx(t), "t", "known"); err != nil || string(v.Bytes) != "original" {
+		t.Fatalf("known key at the end: %q %v", v.Bytes, err)
+	}
+	if ran < subtests {
+		return
+	}
+	for code := range statusOfCode {
+		if !seen[code] {
+			t.Errorf("error code %s was never produced", code)
+		}
+	}
+}
+
+// failingDevice makes a file system that fails with I/O errors once about
+// room bytes were written to it: ext4 on a loop device whose sparse backing
+// file of size bytes lives on a tmpfs of room bytes. It returns the mount
+// point; everything is undone when the test ends (after the test's nodes
+// are killed, since cleanups run last-in first-out). It needs root,
+// losetup and mkfs.ext4.
+func failingDevice(t *testing.T, room, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("a failing device needs root (mount, losetup); CI runs as root")
+	}
+	sh := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	back, mnt := t.TempDir(), t.TempDir()
+	sh("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", room), "tmpfs", back)
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", back).Run() })
+	img := filepath.Join(back, "img")
+	sh("truncate", "-s", fmt.Sprint(size), img)
+	loop := sh("losetup", "--find", "--show", img)
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", loop).Run() })
+	sh("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=1,lazy_journal_init=1", loop)
+	sh("mount", loop, mnt)
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	return mnt
+}
