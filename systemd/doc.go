@@ -33,8 +33,8 @@
 //	systemctl daemon-reload && systemctl enable --now cachecastd
 //
 // The tests run systemd-analyze verify and systemd-analyze security on the
-// unit, apply the sysusers and tmpfiles snippets to a scratch root, and
-// check that the unit, the snippets and the example agree on paths and
-// names. They need the systemd package (apt-get install systemd); they fail,
+// unit, apply the sysusers and tmpfiles snippets to a scratch root, check
+// that the unit, the snippets and the example agree on paths and names,
+// and check the example against the daemon's real flags and defaults. They need the systemd package (apt-get install systemd); they fail,
 // saying so, when it is missing.
 package systemd

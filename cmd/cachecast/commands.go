@@ -89,7 +89,7 @@ func printResult(e *env, r client.PutResult, asJSON bool) error {
 		fmt.Fprintf(e.stdout, "%s\n", b)
 	} else {
 		fmt.Fprintf(e.stdout, "%s seq=%d origin=%s hlc=%d time=%s\n",
-			r.Status, r.Seq, client.FormatOrigin(r.Origin), r.HLC, r.Time.UTC().Format(time.RFC3339Nano))
+			r.Status, r.Seq, client.FormatOrigin(r.Origin), r.HLC, r.Time.UTC().Format(timeLayout))
 	}
 	if !r.OK() {
 		fmt.Fprintf(e.stderr, "cachecast: warning: stored locally, status %q\n", r.Status)
@@ -119,7 +119,7 @@ to stderr, so that stdout stays the raw value. A missing key is an error
 			}
 			if *verbose {
 				fmt.Fprintf(e.stderr, "tag:    %s\norigin: %s\nseq:    %d\nhlc:    %d\ntime:   %s\nsize:   %d\n",
-					v.Tag, client.FormatOrigin(v.Origin), v.Seq, v.HLC, v.Time.UTC().Format(time.RFC3339Nano), len(v.Bytes))
+					v.Tag, client.FormatOrigin(v.Origin), v.Seq, v.HLC, v.Time.UTC().Format(timeLayout), len(v.Bytes))
 			}
 			_, err = e.stdout.Write(v.Bytes)
 			return err
@@ -424,3 +424,6 @@ func printable(b []byte) bool {
 	}
 	return true
 }
+
+// timeLayout is RFC 3339 with milliseconds, as the API writes times.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
