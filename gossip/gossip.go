@@ -8,6 +8,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,6 +125,7 @@ type Gossip struct {
 	cfg     Config
 	log     *zap.Logger
 	ml      *memberlist.Memberlist
+	mlp     atomic.Pointer[memberlist.Memberlist] // ml, for the delegate (set after Create returns)
 	keyring *memberlist.Keyring // nil without encryption
 	prof    profile
 	meta    []byte // EncodeMeta of local; immutable after New
@@ -176,7 +178,7 @@ func New(cfg Config) (*Gossip, error) {
 	mc.DelegateProtocolVersion = ProtocolVersion
 	mc.DelegateProtocolMin = ProtocolVersion
 	mc.DelegateProtocolMax = ProtocolVersion
-	d := &delegate{g}
+	d := &delegate{g: g}
 	mc.Delegate, mc.Events, mc.Alive, mc.Conflict = d, d, d, d
 	if len(cfg.Keys) > 0 {
 		keys := make([][]byte, len(cfg.Keys))
@@ -240,6 +242,7 @@ func New(cfg Config) (*Gossip, error) {
 		_ = nt.Shutdown() // Create shuts it down only on some paths; twice is fine
 		return nil, fmt.Errorf("gossip: start memberlist: %w", err)
 	}
+	g.mlp.Store(g.ml)
 	g.log.Info("gossip started",
 		zap.String("node-name", cfg.NodeName),
 		zap.String("node-id", fmt.Sprintf("%016x", cfg.NodeID)),
@@ -647,7 +650,10 @@ func (g *Gossip) emitLocked(ev Event) {
 // and ConflictDelegate. memberlist calls the event, alive and conflict
 // methods with its node lock held: they must not block nor call
 // memberlist.
-type delegate struct{ g *Gossip }
+type delegate struct {
+	g          *Gossip
+	warnLayout sync.Once
+}
 
 // NodeMeta returns the encoded metadata (checked against the limit in New).
 func (d *delegate) NodeMeta(limit int) []byte {
@@ -726,6 +732,40 @@ func (d *delegate) member(n *memberlist.Node) (Member, bool) {
 	return m, true
 }
 
+// nodeState returns memberlist's own state of n. memberlist v0.7 keeps a
+// node's state in its private nodeState.State, which shadows the State of
+// the embedded Node that delegates are given: that one stays StateAlive, so
+// NotifyLeave cannot tell a leave from a failure (hashicorp/memberlist#293,
+// fix proposed in #321). The private field is read through reflection, not
+// unsafe: if memberlist's layout changes, FieldByName finds nothing (or,
+// once #321 lands, the promoted Node.State) and this falls back to
+// n.State. Only call it from a delegate method that memberlist calls with
+// its node lock held (NotifyLeave), so the read does not race.
+func (d *delegate) nodeState(n *memberlist.Node) memberlist.NodeStateType {
+	if n.State != memberlist.StateAlive {
+		return n.State // a memberlist that fills it in
+	}
+	ml := d.g.mlp.Load()
+	if ml == nil {
+		return n.State
+	}
+	nodes := reflect.ValueOf(ml).Elem().FieldByName("nodeMap")
+	if !nodes.IsValid() || nodes.Kind() != reflect.Map || nodes.Type().Key().Kind() != reflect.String {
+		d.warnLayout.Do(func() { d.g.log.Error("cannot read memberlist's node states: leaves will be reported as failures") })
+		return n.State
+	}
+	ns := nodes.MapIndex(reflect.ValueOf(n.Name))
+	if !ns.IsValid() || ns.Kind() != reflect.Pointer || ns.IsNil() || ns.Elem().Kind() != reflect.Struct {
+		return n.State
+	}
+	f := ns.Elem().FieldByName("State")
+	if !f.IsValid() || !f.CanInt() {
+		d.warnLayout.Do(func() { d.g.log.Error("cannot read memberlist's node states: leaves will be reported as failures") })
+		return n.State
+	}
+	return memberlist.NodeStateType(f.Int())
+}
+
 // NotifyJoin records a member that appeared and emits EventJoined.
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	g := d.g
@@ -790,7 +830,7 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 		}
 	}
 	typ, state := EventFailed, StateDead
-	if n.State == memberlist.StateLeft {
+	if d.nodeState(n) == memberlist.StateLeft {
 		typ, state = EventLeft, StateLeft
 	}
 	m.State = state
