@@ -210,7 +210,13 @@ func (n *Node) StartProcess() error {
 	}
 	cmd := exec.Command(prog, n.Args()...)
 	cmd.Dir = n.opts.Dir
-	cmd.Env = append(cleanEnv(os.Environ()), n.opts.Env...)
+	cmd.Env = cleanEnv(os.Environ())
+	if n.bins.Race {
+		// The race runtime sleeps 1s at exit by default: every stop
+		// would take a second.
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+	}
+	cmd.Env = append(cmd.Env, n.opts.Env...)
 	n.runs++
 	fmt.Fprintf(n.logs, "=== %s run %d: %s %s\n", n.opts.Name, n.runs, prog, strings.Join(n.Args(), " "))
 	cmd.Stdout = n.logs
@@ -408,7 +414,7 @@ func cleanEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "CACHECAST_") || strings.HasPrefix(kv, "NOTIFY_SOCKET=") ||
-			strings.HasPrefix(kv, "WATCHDOG_") || strings.HasPrefix(kv, "LISTEN_") {
+			strings.HasPrefix(kv, "WATCHDOG_") || strings.HasPrefix(kv, "LISTEN_") || strings.HasPrefix(kv, "GORACE=") {
 			continue
 		}
 		out = append(out, kv)

@@ -102,9 +102,15 @@ func rawRequest(t *testing.T, sock, raw string, mid func(c *net.UnixConn)) (resp
 	return readResponse(conn)
 }
 
+// readResponse reads one answer from conn, waiting at most 10s.
 func readResponse(conn net.Conn) (response, error) {
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	return readResponseFrom(bufio.NewReader(conn))
+}
+
+// readResponseFrom reads one answer from br.
+func readResponseFrom(br *bufio.Reader) (response, error) {
+	res, err := http.ReadResponse(br, nil)
 	if err != nil {
 		return response{}, err
 	}
