@@ -126,9 +126,10 @@ type Gossip struct {
 	log     *zap.Logger
 	ml      *memberlist.Memberlist
 	mlp     atomic.Pointer[memberlist.Memberlist] // ml, for the delegate (set after Create returns)
-	keyring *memberlist.Keyring // nil without encryption
+	keyring *memberlist.Keyring                   // nil without encryption
 	prof    profile
 	meta    []byte // EncodeMeta of local; immutable after New
+	addr    string // local.Addr; immutable after New
 
 	// mu guards the member table, the local state and the events channel.
 	// Never call memberlist while holding it: memberlist calls the event
@@ -233,6 +234,7 @@ func New(cfg Config) (*Gossip, error) {
 		Proto:    ProtocolVersion,
 		State:    StateAlive,
 	}
+	g.addr = g.local.Addr
 	if g.meta, err = EncodeMeta(Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: ProtocolVersion}); err != nil {
 		_ = nt.Shutdown()
 		return nil, fmt.Errorf("%w: DataAddr: %w", ErrInvalidConfig, err)
@@ -301,8 +303,13 @@ func resolveDataAddr(addr string, adv net.IP) (string, error) {
 // ErrJoin (and ctx's error if ctx ended first, or ErrShutdown) and gives
 // the last error of each seed.
 //
-// Join may be called again (to rejoin after a partition, say) and
-// concurrently with any method. One seed contact runs on after Join has
+// A seed that is this node itself counts as reached, so that every node
+// can be given the same seed list: the first one up forms a cluster of
+// one, and the others find it. A node that has left (Leave) cannot join
+// again (a memberlist rule): Shutdown it and make a new one.
+//
+// Join may be called again (to retry in the background after a failed
+// first join, say) and concurrently with any method. One seed contact runs on after Join has
 // returned early for ctx, for at most memberlist's TCP timeout; Shutdown
 // waits for it. A seed that answers after that early return still joins
 // the node.
@@ -346,6 +353,8 @@ func (g *Gossip) Join(ctx context.Context) (int, error) {
 		}
 		msg := seedErrors(g.cfg.Join, lastErr)
 		switch {
+		case errors.Is(err, errLeft):
+			return 0, fmt.Errorf("%w: %w", ErrJoin, err)
 		case errors.Is(err, ErrShutdown):
 			return 0, fmt.Errorf("%w: %w after %d rounds: %s", ErrJoin, ErrShutdown, rounds, msg)
 		case ctx.Err() != nil:
@@ -358,6 +367,8 @@ func (g *Gossip) Join(ctx context.Context) (int, error) {
 	}
 }
 
+var errLeft = errors.New("this node has left the cluster; make a new one to join again")
+
 // joinRound tries each seed once, on a goroutine so that ctx and Shutdown
 // are honoured while memberlist dials. It returns the number of seeds
 // reached and each failed seed's error, or err if ctx ended or Shutdown
@@ -367,6 +378,10 @@ func (g *Gossip) joinRound(ctx context.Context) (int, map[string]string, error) 
 	if g.shut {
 		g.life.Unlock()
 		return 0, nil, ErrShutdown
+	}
+	if g.left {
+		g.life.Unlock()
+		return 0, nil, errLeft
 	}
 	g.joins.Add(1)
 	g.life.Unlock()
@@ -498,7 +513,7 @@ func (g *Gossip) Local() Member {
 // 0). This is what another node puts in its Join list. Safe for
 // concurrent use.
 func (g *Gossip) Addr() string {
-	return g.local.Addr // immutable after New
+	return g.addr
 }
 
 // Events returns the channel of changes to other members (this node's own

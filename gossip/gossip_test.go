@@ -275,6 +275,10 @@ func TestGracefulLeave(t *testing.T) {
 			t.Fatalf("%s: Alive() = %v", n.cfg.NodeName, got)
 		}
 	}
+	c.cfg.Join = []string{a.Addr()}
+	if n, err := c.Join(context.Background()); n != 0 || !errors.Is(err, ErrJoin) || !strings.Contains(err.Error(), "has left") {
+		t.Fatalf("Join after Leave = %d, %v; want ErrJoin, has left", n, err)
+	}
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -627,6 +631,23 @@ func TestJoinUnreachableSeed(t *testing.T) {
 		g := start(t, testConfig(t, "alone", 4), false)
 		if n, err := g.Join(context.Background()); n != 0 || err != nil {
 			t.Fatalf("Join with no seeds = %d, %v", n, err)
+		}
+	})
+
+	t.Run("itself as a seed", func(t *testing.T) {
+		cfg := testConfig(t, "first", 7)
+		cfg.LocalState = func(bool) []byte { return []byte("v") }
+		cfg.MergeState = func(from Member, _ []byte) { t.Errorf("MergeState from %+v", from) }
+		g := start(t, cfg, true)
+		g.cfg.Join = []string{seed, g.Addr()} // the shared seed list of a cluster not yet up
+		if n, err := g.Join(context.Background()); n != 1 || err != nil {
+			t.Fatalf("Join = %d, %v; want 1, nil", n, err)
+		}
+		if got := names(g.Members()); !slices.Equal(got, []string{"first/alive"}) {
+			t.Fatalf("Members() = %v", got)
+		}
+		if evs := g.rec.about("first"); len(evs) != 0 {
+			t.Fatalf("events about itself: %+v", evs)
 		}
 	})
 
