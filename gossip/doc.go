@@ -32,6 +32,14 @@
 // and Alive are built from the events only, never from memberlist's
 // Members, whose *Node values memberlist keeps writing under its lock.
 //
+// A leave and a failure look alike to memberlist's NotifyLeave: in v0.7 the
+// Node it passes always says StateAlive (hashicorp/memberlist#293), while
+// memberlist itself knows which it was (a dead notice sent by the node about
+// itself is a leave). The delegate reads that private state by reflection,
+// under memberlist's lock; tests pin the result (EventLeft vs EventFailed).
+// Suspicion is not reported at all, so a suspected member stays alive here
+// until it is declared dead.
+//
 // # Anti-entropy
 //
 // memberlist v0.7 runs push/pull over a TCP stream with one random peer
@@ -75,7 +83,7 @@
 // Config.Profile chooses memberlist's timers: "lan" (the default,
 // memberlist's DefaultLANConfig), "wan" (DefaultWANConfig) or "local"
 // (loopback tests: 200ms probes, 300ms push/pull, a dead node declared in
-// about two seconds).
+// a second or two).
 //
 // # Logs
 //

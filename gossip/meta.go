@@ -11,7 +11,9 @@ import (
 // build speaks. It travels in every node's metadata (Member.Proto) so that
 // the data plane can refuse or adapt to a peer of another version. It is
 // also given to memberlist as the delegate protocol version, so memberlist
-// refuses to merge with a cluster whose range excludes it.
+// refuses to merge with a cluster whose range excludes it: a later build
+// that speaks 2 must keep 1 in its range, and speak 1, until every node is
+// upgraded.
 const ProtocolVersion = 1
 
 // MetaMaxSize is memberlist's limit on a node's metadata, in bytes.
