@@ -178,6 +178,7 @@ func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
 			if err := w.writeFrame(framePull, encodePull(r)); err != nil {
 				return err
 			}
+			l.n.pulls.Add(1)
 		}
 		// Push what the peer lacks of this node's own records, in frames
 		// of up to a megabyte.

@@ -77,6 +77,7 @@ type Node struct {
 
 	rejected  atomic.Uint64 // peers refused at the handshake
 	badFrames atomic.Uint64
+	pulls     atomic.Uint64 // pull requests sent
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -237,6 +238,9 @@ func (n *Node) Peers() []PeerStatus {
 // connections closed for a malformed frame.
 func (n *Node) Rejected() uint64  { return n.rejected.Load() }
 func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
+
+// Pulls counts the anti-entropy pull requests this node has sent.
+func (n *Node) Pulls() uint64 { return n.pulls.Load() }
 
 func (n *Node) acceptLoop() {
 	defer n.wg.Done()

@@ -114,6 +114,40 @@ type Config struct {
 	// before it closes their connections.
 	ShutdownTimeout time.Duration
 
+	// GossipAddr is the ip:port of cluster membership (memberlist, UDP and
+	// TCP). Empty: no cluster at all, a lone node with no network port.
+	GossipAddr string
+	// AdvertiseAddr is the ip[:port] other nodes reach the gossip port at;
+	// empty: derived from GossipAddr (a private IP when bound to 0.0.0.0).
+	AdvertiseAddr string
+	// DataAddr is the host:port of the data port that carries records
+	// between nodes; an unspecified host is advertised as the gossip IP.
+	DataAddr string
+	// Join lists seed addresses of the cluster; empty: wait for others.
+	Join []string
+	// JoinTimeout bounds the first join attempt, which READY=1 waits for;
+	// a failed join is retried in the background.
+	JoinTimeout time.Duration
+	// GossipProfile picks memberlist's timers: lan, wan or local (fast,
+	// for tests on one machine).
+	GossipProfile string
+	// ClusterKeyFile holds the cluster keys, base64, one per line, the
+	// first one primary; empty: no encryption and no key on the data port.
+	ClusterKeyFile string
+	// Replication is "none", "async" (the replica gets writes with the
+	// fan-out) or "sync" (a publish waits until the replica holds it).
+	Replication string
+	// Replica pins the replica peer by node name; empty: the successor of
+	// this node on the ring of alive node IDs.
+	Replica string
+	// ReplicaTimeout bounds a sync-replication wait; past it the publish
+	// answers replica_timeout (the write stands).
+	ReplicaTimeout time.Duration
+	// TLSCert, TLSKey and TLSCA turn on mutual TLS on the data port.
+	TLSCert string
+	TLSKey  string
+	TLSCA   string
+
 	// MetricsAddr is the TCP address of the Prometheus endpoint; empty: off.
 	MetricsAddr string
 	// AllowUIDs and AllowGIDs restrict publishing (PUT, DELETE, POST
@@ -165,6 +199,12 @@ func DefaultConfig() Config {
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ShutdownTimeout:   10 * time.Second,
+		GossipAddr:        "0.0.0.0:7946",
+		DataAddr:          "0.0.0.0:7947",
+		JoinTimeout:       10 * time.Second,
+		GossipProfile:     "lan",
+		Replication:       "async",
+		ReplicaTimeout:    time.Second,
 		LogLevel:          "info",
 		// The store's own defaults win where they differ from ours: one
 		// source of truth for the storage figures.
@@ -269,9 +309,47 @@ func (c Config) Validate() error {
 			return fmt.Errorf("--metrics-addr: %v", err)
 		}
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	// The store has the last word on its own figures.
 	if err := c.storeOptions(nil).Validate(); err != nil {
 		return fmt.Errorf("store options: %w", err)
+	}
+	return nil
+}
+
+func (c Config) validateCluster() error {
+	switch c.Replication {
+	case "none", "async", "sync":
+	default:
+		return fmt.Errorf("--replication: must be \"none\", \"async\" or \"sync\", got %q", c.Replication)
+	}
+	if c.GossipAddr == "" {
+		if len(c.Join) > 0 {
+			return errors.New("--join: needs --gossip-addr (empty --gossip-addr means no cluster)")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
+		return fmt.Errorf("--gossip-addr: %v", err)
+	}
+	if _, _, err := net.SplitHostPort(c.DataAddr); err != nil {
+		return fmt.Errorf("--data-addr: %v", err)
+	}
+	switch c.GossipProfile {
+	case "lan", "wan", "local":
+	default:
+		return fmt.Errorf("--gossip-profile: must be \"lan\", \"wan\" or \"local\", got %q", c.GossipProfile)
+	}
+	switch {
+	case c.JoinTimeout <= 0:
+		return fmt.Errorf("--join-timeout: must be positive, got %v", c.JoinTimeout)
+	case c.ReplicaTimeout <= 0:
+		return fmt.Errorf("--replica-timeout: must be positive, got %v", c.ReplicaTimeout)
+	}
+	if _, err := c.tlsConfig(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -328,6 +406,19 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "time allowed to write a response (subscription streams are exempt)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "idle keep-alive connections are closed after this long")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on shutdown, how long in-flight requests may take before their connections are closed")
+	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "ip:port of cluster membership (UDP and TCP); empty: no cluster, no network port")
+	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", c.AdvertiseAddr, "ip[:port] other nodes reach the gossip port at; empty: derived from --gossip-addr")
+	fs.StringVar(&c.DataAddr, "data-addr", c.DataAddr, "host:port of the data port that carries records between nodes")
+	fs.StringSliceVar(&c.Join, "join", c.Join, "seed addresses of the cluster, comma separated (ip:port of their gossip ports)")
+	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "bound on the first join attempt (READY=1 waits for it); later attempts run in the background")
+	fs.StringVar(&c.GossipProfile, "gossip-profile", c.GossipProfile, `memberlist timers: "lan", "wan" or "local" (fast, one machine)`)
+	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", c.ClusterKeyFile, "file of cluster keys (base64, one per line, first is primary) for gossip encryption and the data port")
+	fs.StringVar(&c.Replication, "replication", c.Replication, `copy each write to the replica peer: "none", "async" (with the fan-out) or "sync" (the publish waits for the replica)`)
+	fs.StringVar(&c.Replica, "replica", c.Replica, "node name of the replica peer; empty: the successor on the ring of node IDs")
+	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "sync replication: how long a publish waits for the replica before it answers replica_timeout")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "certificate (PEM) of this node for mutual TLS on the data port")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "private key (PEM) for --tls-cert")
+	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA certificate (PEM) that signs every node's certificate")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9464); empty: off")
 	fs.Var(newIDListValue(&c.AllowUIDs), "allow-uids", "user IDs allowed to publish, comma separated; with --allow-gids empty: anyone who can open the socket")
 	fs.Var(newIDListValue(&c.AllowGIDs), "allow-gids", "group IDs (primary or supplementary) allowed to publish, comma separated")

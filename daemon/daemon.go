@@ -51,6 +51,8 @@ type Daemon struct {
 	level zap.AtomicLevel
 	store *store.Store
 	m     *metrics
+	// cluster is nil for a lone node (--gossip-addr empty).
+	cluster *cluster
 
 	ln   *credListener // the local API's socket
 	srv  *http.Server
@@ -136,11 +138,19 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		zap.Int("keys", stats.Keys),
 		zap.Duration("took", time.Since(t0)))
 
+	if cfg.GossipAddr != "" {
+		c, err := newCluster(cfg, st, log)
+		if err != nil {
+			return nil, errors.Join(err, d.closeStore())
+		}
+		d.cluster = c
+	}
+
 	d.m = newMetrics(d)
 
 	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, cfg.MaxConnections, d.m.connections)
 	if err != nil {
-		return nil, errors.Join(err, d.closeStore())
+		return nil, errors.Join(err, d.closeCluster(), d.closeStore())
 	}
 	d.ln = ln
 	d.srv = d.newServer()
@@ -149,7 +159,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			_ = d.ln.Close()
-			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.closeStore())
+			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.closeCluster(), d.closeStore())
 		}
 		d.mln = mln
 		d.msrv = d.m.newServer(log)
@@ -209,6 +219,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		})
 	}
 	d.wg.Go(d.notifyLoop)
+
+	if d.cluster != nil {
+		d.notify("STATUS=joining the cluster")
+		d.cluster.start()
+		select {
+		case <-d.cluster.joined:
+		case <-ctx.Done():
+		}
+	}
 
 	d.ready.Store(true)
 	d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
@@ -304,6 +323,9 @@ func (d *Daemon) shutdown() error {
 			zap.Int("handlers", d.handlers.count()))
 	}
 
+	if cerr := d.closeCluster(); cerr != nil {
+		d.log.Warn("leaving the cluster", zap.Error(cerr))
+	}
 	d.notify("STATUS=stopping: flushing and writing the snapshot")
 	err := d.closeStore()
 	if err != nil {
@@ -312,6 +334,15 @@ func (d *Daemon) shutdown() error {
 		d.log.Info("stopped")
 	}
 	return err
+}
+
+// closeCluster leaves the cluster gracefully (before the store closes, so
+// that peers stop sending) and stops the gossip and data ports.
+func (d *Daemon) closeCluster() error {
+	if d.cluster == nil {
+		return nil
+	}
+	return d.cluster.close()
 }
 
 func (d *Daemon) closeStore() error {
@@ -372,7 +403,8 @@ func staticFieldsChanged(a, b Config) []string {
 
 // flagName turns a Config field name into its flag: MaxValueSize -> max-value-size.
 func flagName(field string) string {
-	special := map[string]string{"AllowUIDs": "allow-uids", "AllowGIDs": "allow-gids"}
+	special := map[string]string{"AllowUIDs": "allow-uids", "AllowGIDs": "allow-gids",
+		"TLSCert": "tls-cert", "TLSKey": "tls-key", "TLSCA": "tls-ca"}
 	if s, ok := special[field]; ok {
 		return s
 	}

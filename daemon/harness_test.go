@@ -36,6 +36,7 @@ func testConfig(t *testing.T) Config {
 	c.DataDir = filepath.Join(t.TempDir(), "data")
 	c.Socket = filepath.Join(sockDir, "s.sock")
 	c.NodeName = "test-node"
+	c.GossipAddr = "" // a lone node: cluster tests set their own ports
 	c.SegmentSize = 1 << 20
 	c.MaxValueSize = 64 << 10
 	c.MaxBodySize = 1 << 20

@@ -25,6 +25,9 @@ type metrics struct {
 	flush        prometheus.Histogram
 	subscribers  prometheus.Gauge
 	connections  prometheus.Gauge
+	// replicaMisses counts sync-replication publishes answered without
+	// the replica's confirmation, by status.
+	replicaMisses *prometheus.CounterVec
 
 	// lastFlushed is the flushed position at the last flush sample.
 	lastFlushed int64
@@ -63,11 +66,18 @@ func newMetrics(d *Daemon) *metrics {
 			Name: "cachecast_api_connections",
 			Help: "Open connections to the local API socket.",
 		}),
+		replicaMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachecast_replication_unconfirmed_total",
+			Help: "Sync-replication publishes the replica did not confirm, by status (replica_unavailable, replica_timeout).",
+		}, []string{"status"}),
 	}
 	for _, code := range errorCodes {
 		m.errors.WithLabelValues(code) // every code shows, at zero
 	}
-	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections,
+	if d.cluster != nil {
+		m.reg.MustRegister(newClusterCollector(d.cluster))
+	}
+	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections, m.replicaMisses,
 		newStoreCollector(d.store, d.cfg.NodeName),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -149,4 +159,58 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.lastFlush, s.LastFlush.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1,
 		c.node, formatOrigin(s.Origin), Version, s.Flush.String())
+}
+
+// clusterCollector reads the cluster's figures at scrape time.
+type clusterCollector struct {
+	c                                        *cluster
+	members, queue, lag, rejected, badFrames *prometheus.Desc
+	pulls, dropped                           *prometheus.Desc
+}
+
+func newClusterCollector(c *cluster) *clusterCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("cachecast_cluster_"+name, help, labels, nil)
+	}
+	return &clusterCollector{
+		c:         c,
+		members:   d("members", "Members as this node sees them, by state.", "state"),
+		queue:     d("fanout_queue_records", "This node's own records a peer does not hold yet, by peer.", "peer"),
+		lag:       d("peer_lag_records", "Records this node holds and a peer does not, summed over origins, by peer.", "peer"),
+		rejected:  d("rejected_peers_total", "Data connections refused at the handshake (wrong or missing cluster key)."),
+		badFrames: d("bad_frames_total", "Data connections closed on a malformed frame or record."),
+		pulls:     d("repair_pulls_total", "Anti-entropy pull requests sent to peers."),
+		dropped:   d("dropped_events_total", "Membership events dropped on a full buffer (the peer list is refreshed every second anyway)."),
+	}
+}
+
+func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.pulls, cc.dropped} {
+		ch <- d
+	}
+}
+
+func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	byState := map[string]float64{"alive": 0, "suspect": 0, "dead": 0, "left": 0}
+	for _, m := range cc.c.g.Members() {
+		byState[m.State.String()]++
+	}
+	for state, n := range byState {
+		ch <- prometheus.MustNewConstMetric(cc.members, prometheus.GaugeValue, n, state)
+	}
+	mine := cc.c.st.Vector()
+	for _, p := range cc.c.b.Peers() {
+		ch <- prometheus.MustNewConstMetric(cc.queue, prometheus.GaugeValue, float64(p.Queue), p.Peer.Name)
+		var lag uint64
+		for o, m := range mine {
+			if h := p.Holds[o]; h < m {
+				lag += m - h
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(cc.lag, prometheus.GaugeValue, float64(lag), p.Peer.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(cc.rejected, prometheus.CounterValue, float64(cc.c.b.Rejected()))
+	ch <- prometheus.MustNewConstMetric(cc.badFrames, prometheus.CounterValue, float64(cc.c.b.BadFrames()))
+	ch <- prometheus.MustNewConstMetric(cc.pulls, prometheus.CounterValue, float64(cc.c.b.Pulls()))
+	ch <- prometheus.MustNewConstMetric(cc.dropped, prometheus.CounterValue, float64(cc.c.g.DroppedEvents()))
 }

@@ -97,6 +97,7 @@ func (d *Daemon) newServer() *http.Server {
 	add("healthz", http.MethodGet, "/healthz", a.healthz)
 	add("readyz", http.MethodGet, "/readyz", a.readyz)
 	add("status", http.MethodGet, "/v1/status", a.status)
+	add("cluster", http.MethodGet, "/v1/cluster", a.clusterStatus)
 	add("topics", http.MethodGet, "/v1/topics", a.topics)
 	add("keys", http.MethodGet, "/v1/topics/{topic}/keys", a.listKeys)
 	add("get", http.MethodGet, "/v1/topics/{topic}/keys/{key...}", a.getKey)
@@ -707,6 +708,20 @@ func (a *api) status(w http.ResponseWriter, r *http.Request, _ params) {
 	a.writeJSON(w, r, &b)
 }
 
+// clusterStatus answers GET /v1/cluster: the members as this node sees
+// them and how far each is behind each origin. A lone node (no
+// --gossip-addr) lists only itself.
+func (a *api) clusterStatus(w http.ResponseWriter, r *http.Request, _ params) {
+	if a.d.cluster == nil {
+		st := ClusterStatus{Node: a.d.cfg.NodeName, Origin: formatOrigin(a.d.store.Origin()),
+			Members: []ClusterMember{{Name: a.d.cfg.NodeName, Origin: formatOrigin(a.d.store.Origin()), State: "alive", Self: true}}}
+		a.writeJSON(w, r, &st)
+		return
+	}
+	st := a.d.cluster.status()
+	a.writeJSON(w, r, &st)
+}
+
 func (a *api) healthz(w http.ResponseWriter, r *http.Request, _ params) {
 	if err := a.d.store.Healthy(); err != nil {
 		a.fail(w, r, errorf(CodeUnavailable, "%v", err))
@@ -787,9 +802,20 @@ func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([
 			zap.String("topic", msgs[0].Topic), zap.Int("messages", len(msgs)), zap.Int("bytes", n),
 			zap.Uint64("first-seq", results[0].Seq))...)
 	}
+	status := StatusOK
+	if d.cluster != nil && d.cfg.Replication == "sync" {
+		// The write stands whatever the replica does; the status says
+		// whether the replica confirmed it in time.
+		status = d.cluster.waitReplica(ctx, results[len(results)-1].Seq)
+		if status != StatusOK {
+			d.m.replicaMisses.WithLabelValues(status).Inc()
+		}
+	} else if d.cluster == nil && d.cfg.Replication == "sync" {
+		status = StatusReplicaUnavailable
+	}
 	out := make([]PutResult, len(msgs))
 	for i := range msgs {
-		out[i] = newPutResult(&msgs[i], results[i].Stamp, StatusOK)
+		out[i] = newPutResult(&msgs[i], results[i].Stamp, status)
 	}
 	return out, nil
 }

@@ -1,0 +1,352 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/broadcast"
+	"github.com/cachecast/cachecast/gossip"
+	"github.com/cachecast/cachecast/store"
+)
+
+// Publish statuses beyond StatusOK, for --replication=sync: the write is
+// stored on this node (durably, as --flush says) but the replica peer did
+// not confirm it. Like RocketMQ's SLAVE_NOT_AVAILABLE and
+// FLUSH_SLAVE_TIMEOUT, neither is a plain success nor a failure: the write
+// stands and reaches the others by fan-out and anti-entropy.
+const (
+	StatusReplicaUnavailable = "replica_unavailable"
+	StatusReplicaTimeout     = "replica_timeout"
+)
+
+// cluster joins the daemon to the others: gossip for membership, the
+// broadcast node for records. It exists unless --gossip-addr is empty.
+type cluster struct {
+	cfg  Config
+	log  *zap.Logger
+	st   *store.Store
+	g    *gossip.Gossip
+	b    *broadcast.Node
+	keys [][]byte
+
+	joined chan struct{} // closed after the first join attempt
+	stop   chan struct{}
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) {
+	var keys [][]byte
+	if cfg.ClusterKeyFile != "" {
+		var err error
+		if keys, err = gossip.LoadKeyFile(cfg.ClusterKeyFile); err != nil {
+			return nil, fmt.Errorf("--cluster-key-file: %w", err)
+		}
+	}
+	tlsConf, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	b, err := broadcast.New(broadcast.Config{
+		Store:      st,
+		ListenAddr: cfg.DataAddr,
+		Keys:       keys,
+		TLS:        tlsConf,
+		Logger:     log.Named("broadcast"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--data-addr: %w", err)
+	}
+	g, err := gossip.New(gossip.Config{
+		NodeName:      cfg.NodeName,
+		NodeID:        st.Origin(),
+		BindAddr:      cfg.GossipAddr,
+		AdvertiseAddr: cfg.AdvertiseAddr,
+		DataAddr:      b.Addr(),
+		Join:          cfg.Join,
+		JoinTimeout:   cfg.JoinTimeout,
+		Keys:          keys,
+		Profile:       cfg.GossipProfile,
+		Logger:        log.Named("gossip"),
+	})
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("--gossip-addr: %w", err)
+	}
+	return &cluster{cfg: cfg, log: log, st: st, g: g, b: b, keys: keys,
+		joined: make(chan struct{}), stop: make(chan struct{})}, nil
+}
+
+// tlsConfig builds mutual TLS for the data port from --tls-cert,
+// --tls-key and --tls-ca; nil when they are not set.
+func (c Config) tlsConfig() (*tls.Config, error) {
+	if c.TLSCert == "" && c.TLSKey == "" && c.TLSCA == "" {
+		return nil, nil
+	}
+	if c.TLSCert == "" || c.TLSKey == "" || c.TLSCA == "" {
+		return nil, errors.New("--tls-cert, --tls-key and --tls-ca: set all three for mutual TLS on the data port, or none")
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	pem, err := os.ReadFile(c.TLSCA)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--tls-ca: no certificate in %s", c.TLSCA)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		MinVersion:   tls.VersionTLS13,
+		// Peers are dialed by address; the certificate must be signed by
+		// the cluster's CA, its name is not checked against the address.
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			return verifyChain(raw, pool)
+		},
+	}, nil
+}
+
+func verifyChain(raw [][]byte, pool *x509.CertPool) error {
+	if len(raw) == 0 {
+		return errors.New("tls: no certificate from the peer")
+	}
+	leaf, err := x509.ParseCertificate(raw[0])
+	if err != nil {
+		return err
+	}
+	inter := x509.NewCertPool()
+	for _, r := range raw[1:] {
+		if c, err := x509.ParseCertificate(r); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err
+}
+
+// start serves the data port, follows membership and joins the seeds. The
+// first join attempt ends before joined is closed (READY=1 waits for it);
+// a failed join is retried in the background.
+func (c *cluster) start() {
+	c.b.Start()
+	c.wg.Add(2)
+	go c.followMembers()
+	go c.joinLoop()
+}
+
+func (c *cluster) joinLoop() {
+	defer c.wg.Done()
+	first := true
+	for {
+		if len(c.cfg.Join) == 0 {
+			close(c.joined)
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		n, err := c.g.Join(ctx)
+		cancel()
+		if first {
+			close(c.joined)
+			first = false
+		}
+		if err == nil {
+			c.log.Info("joined the cluster", zap.Int("seeds-reached", n), zap.Int("members", len(c.g.Alive())))
+			c.refresh()
+			return
+		}
+		c.log.Warn("joining the cluster failed; retrying", zap.Strings("join", c.cfg.Join), zap.Error(err))
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// followMembers keeps the broadcast node's peers equal to the alive
+// members: at every membership event, and every second in case an event
+// was dropped.
+func (c *cluster) followMembers() {
+	defer c.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	events := c.g.Events()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			c.log.Info("member "+ev.Type.String(), zap.String("member", ev.Member.Name),
+				zap.String("data-addr", ev.Member.DataAddr))
+		case <-tick.C:
+		}
+		c.refresh()
+	}
+}
+
+func (c *cluster) refresh() {
+	var peers []broadcast.Peer
+	for _, m := range c.g.Alive() {
+		peers = append(peers, broadcast.Peer{ID: m.ID, Name: m.Name, Addr: m.DataAddr})
+	}
+	c.b.SetPeers(peers)
+}
+
+// replica is the peer this node's writes are copied to: the one --replica
+// names, else this node's successor on the ring of alive node IDs.
+func (c *cluster) replica() (gossip.Member, bool) {
+	alive := c.g.Alive() // sorted by ID, this node included
+	if c.cfg.Replica != "" {
+		for _, m := range alive {
+			if m.Name == c.cfg.Replica && m.ID != c.st.Origin() {
+				return m, true
+			}
+		}
+		return gossip.Member{}, false
+	}
+	if len(alive) < 2 {
+		return gossip.Member{}, false
+	}
+	self := c.st.Origin()
+	i := sort.Search(len(alive), func(i int) bool { return alive[i].ID > self })
+	return alive[i%len(alive)], true
+}
+
+// waitReplica waits until the replica holds this node's record seq and
+// says how it went as a publish status.
+func (c *cluster) waitReplica(ctx context.Context, seq uint64) string {
+	peer, ok := c.replica()
+	if !ok {
+		return StatusReplicaUnavailable
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReplicaTimeout)
+	defer cancel()
+	err := c.b.WaitReplica(ctx, peer.ID, seq)
+	switch {
+	case err == nil:
+		return StatusOK
+	case errors.Is(err, broadcast.ErrNoPeer):
+		return StatusReplicaUnavailable
+	default:
+		return StatusReplicaTimeout
+	}
+}
+
+// close leaves the cluster gracefully and stops everything. Only the
+// first call does the work.
+func (c *cluster) close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.doClose() })
+	return c.closeErr
+}
+
+func (c *cluster) doClose() error {
+	close(c.stop)
+	var errs []error
+	if err := c.g.Leave(c.cfg.ShutdownTimeout); err != nil {
+		errs = append(errs, fmt.Errorf("leave: %w", err))
+	}
+	errs = append(errs, c.g.Shutdown())
+	c.wg.Wait()
+	errs = append(errs, c.b.Close())
+	return errors.Join(errs...)
+}
+
+// ClusterStatus is the body of GET /v1/cluster.
+type ClusterStatus struct {
+	Node    string          `json:"node"`
+	Origin  string          `json:"origin"`
+	Replica string          `json:"replica,omitempty"`
+	Members []ClusterMember `json:"members"`
+}
+
+// ClusterMember is one member as this node sees it, with how far it is
+// behind each origin this node holds.
+type ClusterMember struct {
+	Name      string      `json:"name"`
+	Origin    string      `json:"origin"`
+	State     string      `json:"state"`
+	Addr      string      `json:"addr"`
+	DataAddr  string      `json:"data_addr"`
+	Connected bool        `json:"connected"`
+	Self      bool        `json:"self,omitempty"`
+	Lag       []OriginLag `json:"lag,omitempty"`
+}
+
+// OriginLag is how far a member is behind this node on one origin.
+type OriginLag struct {
+	Origin  string  `json:"origin"`
+	Records uint64  `json:"records"`
+	Seconds float64 `json:"seconds"`
+}
+
+func (c *cluster) status() ClusterStatus {
+	self := c.st.Origin()
+	out := ClusterStatus{Node: c.cfg.NodeName, Origin: formatOrigin(self)}
+	if r, ok := c.replica(); ok {
+		out.Replica = r.Name
+	}
+	links := map[uint64]broadcast.PeerStatus{}
+	for _, p := range c.b.Peers() {
+		links[p.Peer.ID] = p
+	}
+	mine := c.st.Vector()
+	for _, m := range c.g.Members() {
+		cm := ClusterMember{Name: m.Name, Origin: formatOrigin(m.ID), State: m.State.String(),
+			Addr: m.Addr, DataAddr: m.DataAddr, Self: m.ID == self}
+		if l, ok := links[m.ID]; ok {
+			cm.Connected = l.Connected
+			cm.Lag = c.lag(mine, l.Holds)
+		}
+		out.Members = append(out.Members, cm)
+	}
+	return out
+}
+
+// lag compares what a peer holds with what this node holds, per origin;
+// the seconds are the age of the oldest record the peer lacks.
+func (c *cluster) lag(mine, theirs map[uint64]uint64) []OriginLag {
+	var out []OriginLag
+	for o, m := range mine {
+		t := theirs[o]
+		if t >= m {
+			continue
+		}
+		l := OriginLag{Origin: formatOrigin(o), Records: m - t}
+		c.st.ReadOrigin(o, t+1, t+1, func(r store.Record) error {
+			l.Seconds = time.Since(store.HLCTime(r.HLC())).Seconds()
+			return nil
+		})
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Origin < out[j].Origin })
+	return out
+}

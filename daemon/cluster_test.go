@@ -1,0 +1,126 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clusterConfig is testConfig on its own loopback ports, with the fast
+// gossip timers of one machine.
+func clusterConfig(t *testing.T, name string, join []string) Config {
+	c := testConfig(t)
+	c.NodeName = name
+	c.GossipAddr = "127.0.0.1:0"
+	c.DataAddr = "127.0.0.1:0"
+	c.GossipProfile = "local"
+	c.Join = join
+	c.JoinTimeout = 5 * time.Second
+	return c
+}
+
+func startCluster(t *testing.T, n int, edit func(i int, c *Config)) []*testDaemon {
+	var ds []*testDaemon
+	var seed []string
+	for i := 0; i < n; i++ {
+		c := clusterConfig(t, fmt.Sprintf("node%d", i), seed)
+		if edit != nil {
+			edit(i, &c)
+		}
+		td := startDaemon(t, c)
+		ds = append(ds, td)
+		if i == 0 {
+			seed = []string{td.d.cluster.g.Addr()}
+		}
+	}
+	waitFor(t, "every node sees every other", func() bool {
+		for _, td := range ds {
+			if len(td.d.cluster.g.Alive()) != n {
+				return false
+			}
+		}
+		return true
+	})
+	return ds
+}
+
+func TestClusterPublishReachesEveryNode(t *testing.T) {
+	ds := startCluster(t, 3, func(i int, c *Config) { c.Replication = "sync" })
+	for i, td := range ds {
+		res := td.put("prices", fmt.Sprintf("sku-%d", i), fmt.Sprintf("v%d", i))
+		if res.Status != StatusOK {
+			t.Fatalf("sync publish on node%d: status %q, want ok", i, res.Status)
+		}
+	}
+	for _, td := range ds {
+		for i := range ds {
+			key := fmt.Sprintf("sku-%d", i)
+			waitFor(t, td.cfg.NodeName+" has "+key, func() bool {
+				r := td.do("GET", "/v1/topics/prices/keys/"+key, nil)
+				return r.status == 200 && string(r.body) == fmt.Sprintf("v%d", i)
+			})
+		}
+	}
+	r := ds[0].do("GET", "/v1/cluster", nil)
+	var st ClusterStatus
+	if err := json.Unmarshal(r.body, &st); err != nil || r.status != 200 {
+		t.Fatalf("GET /v1/cluster: %d %s", r.status, r.body)
+	}
+	if len(st.Members) != 3 || st.Replica == "" {
+		t.Fatalf("cluster status: %+v", st)
+	}
+	for _, m := range st.Members {
+		if m.State != "alive" || m.DataAddr == "" || (!m.Self && !m.Connected) {
+			t.Fatalf("member %+v", m)
+		}
+	}
+}
+
+func TestSyncReplicationWithoutPeer(t *testing.T) {
+	c := clusterConfig(t, "alone", nil)
+	c.Replication = "sync"
+	td := startDaemon(t, c)
+	res := td.put("prices", "k", "v")
+	if res.Status != StatusReplicaUnavailable {
+		t.Fatalf("status %q, want %q", res.Status, StatusReplicaUnavailable)
+	}
+	// The write stands.
+	if r := td.do("GET", "/v1/topics/prices/keys/k", nil); r.status != 200 || string(r.body) != "v" {
+		t.Fatalf("get after replica_unavailable: %d %s", r.status, r.body)
+	}
+}
+
+func TestClusterKeyMismatch(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, key string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good", "MDEyMzQ1Njc4OWFiY2RlZg==") // 16 bytes
+	bad := write("bad", "ZmVkY2JhOTg3NjU0MzIxMA==")
+	ds := startCluster(t, 2, func(i int, c *Config) { c.ClusterKeyFile = good })
+	c := clusterConfig(t, "intruder", []string{ds[0].d.cluster.g.Addr()})
+	c.ClusterKeyFile = bad
+	c.JoinTimeout = 500 * time.Millisecond
+	td := startDaemon(t, c) // the join fails; the node still serves alone
+	td.put("prices", "intruder", "x")
+	time.Sleep(300 * time.Millisecond)
+	for _, d := range ds {
+		if n := len(d.d.cluster.g.Alive()); n != 2 {
+			t.Fatalf("%s sees %d members", d.cfg.NodeName, n)
+		}
+		if r := d.do("GET", "/v1/topics/prices/keys/intruder", nil); r.status != 404 {
+			t.Fatalf("%s took the intruder's write", d.cfg.NodeName)
+		}
+	}
+	if strings.Contains(fmt.Sprint(td.d.cluster.g.Alive()), "node0") {
+		t.Fatal("the intruder joined")
+	}
+}
