@@ -116,7 +116,7 @@ func TestRunUntilSIGTERM(t *testing.T) {
 	defer os.RemoveAll(sockDir)
 	sock := filepath.Join(sockDir, "s.sock")
 	dataDir := filepath.Join(t.TempDir(), "data")
-	args := []string{"--data-dir", dataDir, "--socket", sock, "--max-value-size=64KiB"}
+	args := []string{"--data-dir", dataDir, "--socket", sock, "--max-value-size=64KiB", "--gossip-addr="}
 	env := map[string]string{"CACHECAST_SEGMENT_SIZE": "1MiB", "CACHECAST_LOG_FORMAT": "json"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	stderr := tempStderr(t)
@@ -160,7 +160,7 @@ func TestRunUntilSIGTERM(t *testing.T) {
 
 	// A second daemon on the same data directory is refused.
 	stderr2 := tempStderr(t)
-	if code := run([]string{"--data-dir", dataDir, "--socket", sock + "2", "--max-value-size=64KiB"}, lookup, io.Discard, stderr2); code != exitError {
+	if code := run([]string{"--data-dir", dataDir, "--socket", sock + "2", "--max-value-size=64KiB", "--gossip-addr="}, lookup, io.Discard, stderr2); code != exitError {
 		t.Fatalf("second daemon: exit %d", code)
 	}
 	if got := readAll(t, stderr2); !strings.Contains(got, "is in use by another cachecastd") {
