@@ -67,6 +67,19 @@ func Build(dir, version string, race bool) (*Binaries, error) {
 	return b, nil
 }
 
+// Env is the environment to run the binaries with: the test process's,
+// without the variables that would configure them behind the test's back
+// (CACHECAST_*, NOTIFY_SOCKET, ...), plus extra (KEY=value).
+func (b *Binaries) Env(extra ...string) []string {
+	env := cleanEnv(os.Environ())
+	if b.Race {
+		// The race runtime sleeps 1s at exit by default: every stop and
+		// every CLI command would take a second.
+		env = append(env, "GORACE=atexit_sleep_ms=0")
+	}
+	return append(env, extra...)
+}
+
 // NodeOptions choose how a Node runs cachecastd. The zero value is a node
 // on a fresh data directory and a fresh short socket path, with the
 // daemon's defaults for everything else.
@@ -210,13 +223,7 @@ func (n *Node) StartProcess() error {
 	}
 	cmd := exec.Command(prog, n.Args()...)
 	cmd.Dir = n.opts.Dir
-	cmd.Env = cleanEnv(os.Environ())
-	if n.bins.Race {
-		// The race runtime sleeps 1s at exit by default: every stop
-		// would take a second.
-		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
-	}
-	cmd.Env = append(cmd.Env, n.opts.Env...)
+	cmd.Env = n.bins.Env(n.opts.Env...)
 	n.runs++
 	fmt.Fprintf(n.logs, "=== %s run %d: %s %s\n", n.opts.Name, n.runs, prog, strings.Join(n.Args(), " "))
 	cmd.Stdout = n.logs

@@ -1,0 +1,278 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/client"
+)
+
+// cliResult is what one run of the cachecast command printed.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cli runs the cachecast command against n (CACHECAST_SOCKET), with stdin
+// if not empty, bounded to 30s.
+func cli(t *testing.T, n *Node, stdin string, args ...string) cliResult {
+	t.Helper()
+	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(c, bins.CLI, args...)
+	cmd.Env = bins.Env("CACHECAST_SOCKET=" + n.Socket)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := cliResult{out.String(), errb.String(), cmd.ProcessState.ExitCode()}
+	if err != nil && r.code < 0 {
+		t.Fatalf("cachecast %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// ok fails the test unless the command exited 0.
+func (r cliResult) ok(t *testing.T, what string) cliResult {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("cachecast %s: exit %d\nstdout: %s\nstderr: %s", what, r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+var publishLine = regexp.MustCompile(`^ok seq=(\d+) origin=([0-9a-f]{16}) hlc=\d+ time=\S+\n$`)
+
+// TestCLI runs every command of cachecast against a real daemon: publish
+// (argument and stdin), get, del, keys, topics, status, watch (history,
+// live, durable cursor, JSON) and a small bench, and the exit statuses of
+// errors.
+func TestCLI(t *testing.T) {
+	n := StartNode(t, bins, NodeOptions{Name: "cli", Args: smallNode})
+	st, err := n.Client.Status(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := client.FormatOrigin(st.Node.Origin)
+
+	t.Run("publish", func(t *testing.T) {
+		r := cli(t, n, "", "publish", "--tag", "eu", "prices", "sku-1", "12.50").ok(t, "publish")
+		if m := publishLine.FindStringSubmatch(r.stdout); m == nil || m[1] != "1" || m[2] != origin {
+			t.Fatalf("publish printed %q; want ok seq=1 origin=%s ...", r.stdout, origin)
+		}
+		r = cli(t, n, "9.99", "publish", "prices", "sku-2").ok(t, "publish from stdin")
+		if m := publishLine.FindStringSubmatch(r.stdout); m == nil || m[1] != "2" {
+			t.Fatalf("publish from stdin printed %q", r.stdout)
+		}
+		r = cli(t, n, "", "publish", "--json", "prices", "sku-3", "1.00").ok(t, "publish --json")
+		var pr client.PutResult
+		if err := json.Unmarshal([]byte(r.stdout), &pr); err != nil || pr.Seq != 3 || pr.Key != "sku-3" {
+			t.Fatalf("publish --json printed %q: %v", r.stdout, err)
+		}
+		// --socket wins over CACHECAST_SOCKET.
+		cmd := exec.Command(bins.CLI, "--socket", n.Socket, "publish", "prices", "sku-4", "4.00")
+		cmd.Env = bins.Env("CACHECAST_SOCKET=/nonexistent/cachecast.sock")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("publish with --socket: %v: %s", err, out)
+		}
+	})
+
+	t.Run("get", func(t *testing.T) {
+		r := cli(t, n, "", "get", "prices", "sku-2").ok(t, "get")
+		if r.stdout != "9.99" {
+			t.Fatalf("get printed %q; want the raw value 9.99", r.stdout)
+		}
+		r = cli(t, n, "", "get", "-v", "prices", "sku-1").ok(t, "get -v")
+		if r.stdout != "12.50" || !regexp.MustCompile(`(?m)^tag:\s+eu$`).MatchString(r.stderr) ||
+			!regexp.MustCompile(`(?m)^seq:\s+1$`).MatchString(r.stderr) || !strings.Contains(r.stderr, origin) {
+			t.Fatalf("get -v: stdout %q, stderr %q", r.stdout, r.stderr)
+		}
+		r = cli(t, n, "", "get", "prices", "absent")
+		if r.code != 1 || !strings.Contains(r.stderr, "not found") || r.stdout != "" {
+			t.Fatalf("get of an absent key: exit %d, %q %q", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("del", func(t *testing.T) {
+		r := cli(t, n, "", "del", "prices", "sku-2").ok(t, "del")
+		if m := publishLine.FindStringSubmatch(r.stdout); m == nil || m[1] != "5" {
+			t.Fatalf("del printed %q; want ok seq=5", r.stdout)
+		}
+		if r := cli(t, n, "", "get", "prices", "sku-2"); r.code != 1 {
+			t.Fatalf("get after del: exit %d %q", r.code, r.stdout)
+		}
+	})
+
+	t.Run("keys", func(t *testing.T) {
+		if r := cli(t, n, "", "keys", "prices").ok(t, "keys"); r.stdout != "sku-1\nsku-3\nsku-4\n" {
+			t.Fatalf("keys printed %q", r.stdout)
+		}
+		if r := cli(t, n, "", "keys", "--prefix", "sku-", "--after", "sku-1", "--limit", "1", "prices").ok(t, "keys --after"); r.stdout != "sku-3\n" {
+			t.Fatalf("keys --prefix --after --limit printed %q", r.stdout)
+		}
+	})
+
+	t.Run("topics", func(t *testing.T) {
+		r := cli(t, n, "", "topics").ok(t, "topics")
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 || strings.Join(strings.Fields(lines[1]), " ") != "prices 3 5" {
+			t.Fatalf("topics printed %q; want a header and prices 3 keys 5 messages", r.stdout)
+		}
+	})
+
+	t.Run("status", func(t *testing.T) {
+		r := cli(t, n, "", "status").ok(t, "status")
+		for _, want := range []string{`(?m)^node\s+cli$`, `(?m)^origin\s+` + origin + `$`, `(?m)^version\s+` + regexp.QuoteMeta(testVersion) + `$`,
+			`(?m)^flush\s+async$`, `(?m)^health\s+ok$`, `(?m)^ready\s+ok$`} {
+			if !regexp.MustCompile(want).MatchString(r.stdout) {
+				t.Fatalf("status does not match %s:\n%s", want, r.stdout)
+			}
+		}
+		r = cli(t, n, "", "status", "--json").ok(t, "status --json")
+		var s struct{ Node struct{ Origin string } }
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Node.Origin != origin {
+			t.Fatalf("status --json printed %q: %v", r.stdout, err)
+		}
+	})
+
+	t.Run("watch history", func(t *testing.T) {
+		r := cli(t, n, "", "watch", "--from", "earliest", "--count", "3", "prices").ok(t, "watch")
+		want := "0\tsku-1\teu\t12.50\n1\tsku-2\t-\t9.99\n2\tsku-3\t-\t1.00\n"
+		if r.stdout != want {
+			t.Fatalf("watch printed %q; want %q", r.stdout, want)
+		}
+		r = cli(t, n, "", "watch", "--from", "4", "--count", "1", "prices").ok(t, "watch --from 4")
+		if r.stdout != "4\tsku-2\t-\t(deleted)\n" {
+			t.Fatalf("watch of a tombstone printed %q", r.stdout)
+		}
+		r = cli(t, n, "", "watch", "--json", "--from", "earliest", "--count", "1", "prices").ok(t, "watch --json")
+		var ev client.Event
+		if err := json.Unmarshal([]byte(r.stdout), &ev); err != nil || ev.Key != "sku-1" || ev.Tag != "eu" {
+			t.Fatalf("watch --json printed %q: %v", r.stdout, err)
+		}
+	})
+
+	t.Run("watch with a durable cursor", func(t *testing.T) {
+		r := cli(t, n, "", "watch", "--name", "w1", "--from", "earliest", "--count", "2", "prices").ok(t, "watch --name")
+		if !strings.HasPrefix(r.stdout, "0\t") || strings.Count(r.stdout, "\n") != 2 {
+			t.Fatalf("first watch --name printed %q", r.stdout)
+		}
+		r = cli(t, n, "", "watch", "--name", "w1", "--count", "1", "prices").ok(t, "watch --name again")
+		if !strings.HasPrefix(r.stdout, "2\tsku-3\t") {
+			t.Fatalf("watch --name resumed with %q; want offset 2", r.stdout)
+		}
+	})
+
+	t.Run("watch live", func(t *testing.T) {
+		// From latest: publish until three lines came (the first publishes
+		// may precede the subscription); they must be consecutive.
+		c, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(c, bins.CLI, "watch", "--count", "3", "live")
+		cmd.Env = bins.Env("CACHECAST_SOCKET=" + n.Socket)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 3)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		var got []string
+		for i := 0; len(got) < 3 && c.Err() == nil; i++ {
+			if _, err := n.Client.Publish(ctx(t), "live", fmt.Sprintf("k%03d", i), []byte(fmt.Sprint(i)), ""); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case l, ok := <-lines:
+				if ok {
+					got = append(got, l)
+				}
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		for len(got) < 3 {
+			l, ok := <-lines
+			if !ok {
+				break
+			}
+			got = append(got, l)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("watch --count 3: %v (lines %q)", err, got)
+		}
+		if len(got) != 3 {
+			t.Fatalf("watch printed %q", got)
+		}
+		var first int
+		if _, err := fmt.Sscanf(got[0], "%d\t", &first); err != nil {
+			t.Fatalf("line %q: %v", got[0], err)
+		}
+		for i, l := range got {
+			if want := fmt.Sprintf("%d\tk%03d\t-\t%d", first+i, first+i, first+i); l != want {
+				t.Fatalf("line %d: %q; want %q", i, l, want)
+			}
+		}
+	})
+
+	t.Run("bench", func(t *testing.T) {
+		re := regexp.MustCompile(`throughput: (\d+) msgs/s.*\n.*p50 (\S+)\s+p99 (\S+)\s+p99\.9 (\S+)\s+max (\S+)`)
+		for _, args := range [][]string{
+			{"bench", "--count", "2000"},
+			{"bench", "--count", "2000", "--conns", "4"},
+			{"bench", "--count", "2000", "--batch", "100"},
+			{"bench", "--count", "2000", "--mode", "get", "--keys", "100"},
+		} {
+			r := cli(t, n, "", args...).ok(t, strings.Join(args, " "))
+			m := re.FindStringSubmatch(r.stdout)
+			if m == nil {
+				t.Fatalf("%s printed no throughput and percentiles:\n%s", strings.Join(args, " "), r.stdout)
+			}
+			t.Logf("%s: %s msgs/s, p50 %s p99 %s p99.9 %s max %s", strings.Join(args[1:], " "), m[1], m[2], m[3], m[4], m[5])
+		}
+		r := cli(t, n, "", "bench", "--count", "2000", "--batch", "100", "--json").ok(t, "bench --json")
+		var b struct {
+			Messages int     `json:"messages"`
+			Rate     float64 `json:"msgs_per_sec"`
+			P50      float64 `json:"p50_us"`
+			P999     float64 `json:"p999_us"`
+			Max      float64 `json:"max_us"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &b); err != nil || b.Messages != 2000 || b.Rate <= 0 || b.P50 <= 0 || b.P50 > b.Max || b.P999 > b.Max {
+			t.Fatalf("bench --json printed %q: %v", r.stdout, err)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		if r := cli(t, n, "", "nosuchcommand"); r.code != 2 {
+			t.Fatalf("unknown command: exit %d; want 2 (usage)", r.code)
+		}
+		if r := cli(t, n, "", "publish", "prices"); r.code != 2 {
+			t.Fatalf("publish without a key: exit %d; want 2 (usage)", r.code)
+		}
+		if r := cli(t, n, "", "publish", "bad topic", "k", "v"); r.code != 1 || !strings.Contains(r.stderr, "invalid_name") && !strings.Contains(r.stderr, "topic") {
+			t.Fatalf("publish to a bad topic: exit %d, %q", r.code, r.stderr)
+		}
+		cmd := exec.Command(bins.CLI, "--socket", "/nonexistent/cachecast.sock", "status")
+		cmd.Env = bins.Env()
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "/nonexistent/cachecast.sock") {
+			t.Fatalf("status without a daemon: %v %q; want exit 1 naming the socket", err, out)
+		}
+	})
+}
