@@ -3,6 +3,7 @@ package broadcast
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -77,6 +78,7 @@ type testCluster struct {
 	t     *testing.T
 	net   *faultNet
 	keys  [][]byte
+	tls   *tls.Config // for the next node added, when set
 	nodes []*testNode
 }
 
@@ -100,7 +102,7 @@ func (c *testCluster) add(name, dir string) *testNode {
 	}
 	n, err := New(Config{
 		Store: st, ListenAddr: "127.0.0.1:0", Keys: c.keys,
-		Dial: c.net.dialer(name), SyncInterval: 50 * time.Millisecond,
+		Dial: c.net.dialer(name), SyncInterval: 50 * time.Millisecond, TLS: c.tls,
 	})
 	if err != nil {
 		c.t.Fatal(err)

@@ -3,10 +3,8 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"time"
@@ -97,50 +95,11 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 	if c.TLSCert == "" || c.TLSKey == "" || c.TLSCA == "" {
 		return nil, errors.New("--tls-cert, --tls-key and --tls-ca: set all three for mutual TLS on the data port, or none")
 	}
-	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	conf, err := broadcast.LoadTLS(c.TLSCert, c.TLSKey, c.TLSCA)
 	if err != nil {
-		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		return nil, fmt.Errorf("--tls-cert/--tls-key/--tls-ca: %w", err)
 	}
-	pem, err := os.ReadFile(c.TLSCA)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--tls-ca: no certificate in %s", c.TLSCA)
-	}
-	return &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      pool,
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		MinVersion:   tls.VersionTLS13,
-		// Peers are dialed by address; the certificate must be signed by
-		// the cluster's CA, its name is not checked against the address.
-		InsecureSkipVerify: true,
-		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			return verifyChain(raw, pool)
-		},
-	}, nil
-}
-
-func verifyChain(raw [][]byte, pool *x509.CertPool) error {
-	if len(raw) == 0 {
-		return errors.New("tls: no certificate from the peer")
-	}
-	leaf, err := x509.ParseCertificate(raw[0])
-	if err != nil {
-		return err
-	}
-	inter := x509.NewCertPool()
-	for _, r := range raw[1:] {
-		if c, err := x509.ParseCertificate(r); err == nil {
-			inter.AddCert(c)
-		}
-	}
-	_, err = leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
-	return err
+	return conf, nil
 }
 
 // start serves the data port, follows membership and joins the seeds. The
