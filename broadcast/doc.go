@@ -42,11 +42,19 @@
 // flush mode. The daemon uses it for --replication=sync and reports a
 // distinct status when the peer is missing or slower than the timeout.
 //
+// # Bootstrap
+//
+// When a pull is answered "recycled" (the peer no longer has the start of
+// the range), the node asks that peer for its view snapshot, merges it
+// into its own view by the usual rule and moves each origin's sequence on
+// to the snapshot's marks (store.Bootstrap); pulling then continues from
+// there with records. A node that joins after the oldest records were
+// recycled, or that was down longer than the retention, converges so.
+//
 // # Not yet
 //
-// A node that needs records its peers have all recycled cannot catch up
-// by pulling; bootstrapping it from a peer's view snapshot is not built
-// yet (it is logged as an error). Records are copied once into a send
-// buffer on their way out; sending them straight from the map (pinned
-// segments, writev) is a later step.
+// Records are copied once into a send buffer on their way out; sending
+// them straight from the map (pinned segments, writev) is a later step.
+// The records a bootstrap skipped are not in the node's log, so a reader
+// of a topic from the earliest position does not see them there.
 package broadcast

@@ -28,11 +28,18 @@ import (
 //	pull      origin u64, from u64, to u64: send me these records
 //	pullEnd   origin u64, next u64, status u8 (0 done, 1 recycled):
 //	          the end of the records answering a pull
+//	snapReq   (empty) send me your view snapshot: I need records you
+//	          have recycled
+//	snapData  the next bytes of the snapshot file
+//	snapEnd   (empty) the snapshot is complete
 const (
-	frameRecords = 1
-	frameAck     = 2
-	framePull    = 3
-	framePullEnd = 4
+	frameRecords  = 1
+	frameAck      = 2
+	framePull     = 3
+	framePullEnd  = 4
+	frameSnapReq  = 5
+	frameSnapData = 6
+	frameSnapEnd  = 7
 )
 
 // MaxFrameSize bounds a frame; a peer that announces more is cut off.
@@ -177,7 +184,7 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if _, err := io.ReadFull(fr.r, b); err != nil {
 		return 0, nil, err
 	}
-	if b[0] < frameRecords || b[0] > framePullEnd {
+	if b[0] < frameRecords || b[0] > frameSnapEnd {
 		return 0, nil, fmt.Errorf("%w: type %d", ErrBadFrame, b[0])
 	}
 	return b[0], b[1:], nil

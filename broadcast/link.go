@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,12 @@ type link struct {
 	pulling map[uint64]bool   // origins with a pull in flight on this link
 	pulls   []pullReq         // pull requests waiting to be written
 	ackCh   chan struct{}     // closed and replaced when holds grows
-	kick    chan struct{}     // wakes the writer
+
+	wantSnap bool     // a snapshot request waits to be written
+	snapping bool     // a snapshot is on its way
+	snapFile *os.File // where the snapshot being received goes
+
+	kick    chan struct{} // wakes the writer
 	stopped chan struct{}
 
 	stopOnce sync.Once
@@ -63,6 +69,11 @@ func (l *link) wake() {
 // run dials, serves the connection until it fails, and dials again.
 func (l *link) run() {
 	defer l.n.wg.Done()
+	defer func() {
+		l.mu.Lock()
+		l.dropSnapFile()
+		l.mu.Unlock()
+	}()
 	backoff := 50 * time.Millisecond
 	for {
 		err := l.session()
@@ -143,6 +154,8 @@ func (l *link) session() error {
 	l.holds = v
 	clear(l.pulling) // pulls of an earlier connection are gone with it
 	l.pulls = l.pulls[:0]
+	l.wantSnap, l.snapping = false, false
+	l.dropSnapFile()
 	l.mu.Unlock()
 	l.connected.Store(true)
 	l.afterAck()
@@ -173,7 +186,17 @@ func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
 		l.mu.Lock()
 		pulls := append([]pullReq(nil), l.pulls...)
 		l.pulls = l.pulls[:0]
+		wantSnap := l.wantSnap
+		l.wantSnap = false
+		// A peer that bootstrapped from a snapshot holds more than was
+		// pushed to it: go on from what it holds.
+		next = max(next, l.holds[self]+1)
 		l.mu.Unlock()
+		if wantSnap {
+			if err := w.writeFrame(frameSnapReq, nil); err != nil {
+				return err
+			}
+		}
 		for _, r := range pulls {
 			if err := w.writeFrame(framePull, encodePull(r)); err != nil {
 				return err
@@ -196,10 +219,10 @@ func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
 			if errors.Is(err, errBatchFull) {
 				end = next + uint64(len(batch))
 			} else if errors.Is(err, store.ErrRecycled) {
-				// The peer needs records this node no longer has: it will
-				// have to get them from a snapshot (not yet supported).
-				l.log.Error("peer lacks records this node has recycled", zap.Uint64("seq", next))
-				return err
+				// The peer needs records this node no longer has: its own
+				// pulls find that out and it bootstraps from a snapshot;
+				// pushing resumes from what it then holds.
+				break
 			} else if err != nil {
 				return err
 			}
@@ -258,18 +281,83 @@ func (l *link) readLoop(fr *frameReader) error {
 				l.n.badFrames.Add(1)
 				return err
 			}
-			if e.status == pullRecycled {
-				l.log.Error("peer has recycled records this node lacks; a snapshot bootstrap is needed",
-					zap.String("origin", fmt.Sprintf("%016x", e.origin)), zap.Uint64("seq", e.next))
-			}
 			l.mu.Lock()
+			if e.status == pullRecycled && !l.snapping {
+				l.log.Info("peer has recycled records this node lacks: asking for its snapshot",
+					zap.String("origin", fmt.Sprintf("%016x", e.origin)), zap.Uint64("seq", e.next))
+				l.wantSnap, l.snapping = true, true
+				l.mu.Unlock()
+				l.wake()
+				continue // pulls resume after the bootstrap
+			}
 			delete(l.pulling, e.origin)
 			l.mu.Unlock()
 			l.afterAck() // still behind? ask again
+		case frameSnapData:
+			if err := l.snapWrite(p); err != nil {
+				return err
+			}
+		case frameSnapEnd:
+			if err := l.bootstrap(); err != nil {
+				return err
+			}
+			l.afterAck()
 		default:
 			l.n.badFrames.Add(1)
 			return fmt.Errorf("%w: unexpected type %d", ErrBadFrame, typ)
 		}
+	}
+}
+
+// snapWrite appends the bytes of a snapshot on its way to a temp file.
+func (l *link) snapWrite(p []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.snapping {
+		return fmt.Errorf("%w: snapshot data not asked for", ErrBadFrame)
+	}
+	if l.snapFile == nil {
+		f, err := os.CreateTemp("", "cachecast-bootstrap-*.snap")
+		if err != nil {
+			return err
+		}
+		l.snapFile = f
+	}
+	_, err := l.snapFile.Write(p)
+	return err
+}
+
+// bootstrap hands a complete snapshot to the store and resumes pulling.
+func (l *link) bootstrap() error {
+	l.mu.Lock()
+	f := l.snapFile
+	l.snapFile = nil
+	ok := l.snapping
+	l.snapping = false
+	clear(l.pulling)
+	l.mu.Unlock()
+	if !ok || f == nil {
+		return fmt.Errorf("%w: snapshot end without a snapshot", ErrBadFrame)
+	}
+	defer os.Remove(f.Name())
+	if err := f.Close(); err != nil {
+		return err
+	}
+	moved, err := l.n.st.Bootstrap(f.Name())
+	if err != nil {
+		return fmt.Errorf("bootstrap from %s: %w", l.peer.Name, err)
+	}
+	l.n.boots.Add(1)
+	l.log.Info("bootstrapped from the peer's snapshot", zap.Int("origins-moved", len(moved)))
+	return nil
+}
+
+// dropSnapFile removes a half-received snapshot. Called with mu held.
+func (l *link) dropSnapFile() {
+	if l.snapFile != nil {
+		l.snapFile.Close()
+		os.Remove(l.snapFile.Name())
+		l.snapFile = nil
 	}
 }
 

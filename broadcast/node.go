@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sort"
 	"sync"
@@ -78,6 +79,7 @@ type Node struct {
 	rejected  atomic.Uint64 // peers refused at the handshake
 	badFrames atomic.Uint64
 	pulls     atomic.Uint64 // pull requests sent
+	boots     atomic.Uint64 // bootstraps from a peer's snapshot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -239,6 +241,10 @@ func (n *Node) Peers() []PeerStatus {
 func (n *Node) Rejected() uint64  { return n.rejected.Load() }
 func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
 
+// Bootstraps counts the times this node took a peer's snapshot because
+// the records it needed were recycled everywhere.
+func (n *Node) Bootstraps() uint64 { return n.boots.Load() }
+
 // Pulls counts the anti-entropy pull requests this node has sent.
 func (n *Node) Pulls() uint64 { return n.pulls.Load() }
 
@@ -354,12 +360,47 @@ func (n *Node) serve(c net.Conn) {
 			if err != nil {
 				return
 			}
+		case frameSnapReq:
+			wmu.Lock()
+			err := n.serveSnapshot(w)
+			wmu.Unlock()
+			if err != nil {
+				log.Warn("sending a snapshot failed", zap.Error(err))
+				return
+			}
 		default:
 			n.badFrames.Add(1)
 			log.Warn("closing a data connection on an unexpected frame", zap.Uint8("type", typ))
 			return
 		}
 	}
+}
+
+// serveSnapshot sends a fresh snapshot of the view, for a peer that needs
+// records this node has recycled.
+func (n *Node) serveSnapshot(w *frameWriter) error {
+	f, err := n.st.OpenSnapshot()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		k, err := f.Read(buf)
+		if k > 0 {
+			if werr := w.writeFrame(frameSnapData, buf[:k]); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	n.log.Info("sent a snapshot to a peer for its bootstrap")
+	return w.writeFrame(frameSnapEnd, nil)
 }
 
 // appendAll appends the records of a frame and notes, per origin, the

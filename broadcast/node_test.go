@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +80,7 @@ type testCluster struct {
 	net   *faultNet
 	keys  [][]byte
 	tls   *tls.Config // for the next node added, when set
+	opts  func(*store.Options)
 	nodes []*testNode
 }
 
@@ -96,6 +98,9 @@ func (c *testCluster) add(name, dir string) *testNode {
 	o := store.DefaultOptions(dir)
 	o.SegmentSize = 1 << 20
 	o.IndexChunkEntries = 4096
+	if c.opts != nil {
+		c.opts(&o)
+	}
 	st, err := store.Open(o)
 	if err != nil {
 		c.t.Fatal(err)
@@ -369,5 +374,43 @@ func TestGarbageOnDataPort(t *testing.T) {
 		conn.Close()
 	}
 	publish(t, c.nodes[1], "k", "v")
+	c.waitConverged(5 * time.Second)
+}
+
+// TestLateJoinerAfterRecycling: the origin has recycled the start of its
+// log, so a node joining later cannot pull it; it bootstraps from a
+// peer's snapshot and converges.
+func TestLateJoinerAfterRecycling(t *testing.T) {
+	c := &testCluster{t: t, net: newFaultNet()}
+	c.opts = func(o *store.Options) {
+		o.SegmentSize = 64 << 10
+		o.RetentionBytes = 4 * o.SegmentSize
+	}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	t.Cleanup(c.stop)
+	a := c.add("a", dirs[0])
+	b := c.add("b", dirs[1])
+	c.wire()
+	for j := 0; j < 2000; j++ {
+		publish(t, []*testNode{a, b}[j%2], fmt.Sprintf("k%d", j%300), fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 200)))
+		if j%200 == 199 {
+			a.st.Snapshot() // lets retention recycle
+			b.st.Snapshot()
+		}
+	}
+	if a.st.Stats().OldestPos == 0 || b.st.Stats().OldestPos == 0 {
+		t.Fatalf("nothing recycled: oldest %d, %d", a.st.Stats().OldestPos, b.st.Stats().OldestPos)
+	}
+	late := c.add("late", dirs[2])
+	c.wire()
+	c.waitConverged(10 * time.Second)
+	if late.n.Bootstraps() == 0 {
+		t.Fatal("the late node converged without a bootstrap: the test did not test it")
+	}
+	if late.st.Stats().Keys != 300 {
+		t.Fatalf("late node has %d keys, want 300", late.st.Stats().Keys)
+	}
+	// And it keeps up with what comes after.
+	publish(t, a, "after", "bootstrap")
 	c.waitConverged(5 * time.Second)
 }

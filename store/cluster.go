@@ -3,6 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
 )
 
 // These methods serve the cluster layer: what a node tells its peers it
@@ -53,3 +57,60 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(Record) error) (next
 // Digest is a SHA-256 over the whole view, tombstones included, in (topic,
 // key) order: two nodes with equal digests hold the same view.
 func (s *Store) Digest() [32]byte { return s.view.Digest() }
+
+// OpenSnapshot writes a fresh snapshot of the view and opens it for
+// reading, for a peer that must bootstrap from it. The caller closes the
+// file; a later snapshot replaces the file's name, not the open file.
+func (s *Store) OpenSnapshot() (*os.File, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := s.Snapshot(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(s.dir, snapshotName))
+	if err != nil {
+		return nil, fileError("open", snapshotName, err)
+	}
+	return f, nil
+}
+
+// Bootstrap takes a peer's snapshot (a file in the snapshot format, as
+// OpenSnapshot serves it) for a node that needs records every peer has
+// recycled: the snapshot's entries are merged into the view by the usual
+// rule, and for every origin the snapshot covers beyond what this node
+// holds, the origin's sequence moves on to the snapshot's mark, so that
+// catching up continues from there with records. The merged view is
+// snapshotted at once, so a restart keeps it. It returns the origins it
+// moved on.
+func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
+	v, _, marks, err := readSnapshot(path)
+	if err != nil {
+		return nil, err
+	}
+	s.wmu.Lock()
+	if s.closed.Load() {
+		s.wmu.Unlock()
+		return nil, ErrClosed
+	}
+	_, maxHLC := s.view.merge(v)
+	s.clock.Observe(maxHLC)
+	moved := map[uint64]uint64{}
+	for origin, mark := range marks {
+		if mark <= s.origins.last(origin) {
+			continue
+		}
+		if err := s.origins.reset(origin, mark+1); err != nil {
+			s.wmu.Unlock()
+			return moved, err
+		}
+		moved[origin] = mark
+		if origin == s.origin && mark >= s.nextSeq {
+			s.nextSeq = mark + 1
+		}
+	}
+	s.notify.notify()
+	s.wmu.Unlock()
+	s.log.Info("bootstrapped from a peer's snapshot", zap.Int("keys", s.view.Len()), zap.Int("origins-moved", len(moved)))
+	return moved, s.snapshot(true)
+}

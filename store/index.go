@@ -825,3 +825,35 @@ func (o *originIndexes) close() error {
 	}
 	return o.each(func(oi *originIndex) error { return oi.arr.close() })
 }
+
+// reset makes origin's index start over at seq next, holding nothing: the
+// node took the records before next from a peer's snapshot instead of
+// from their records. The empty first chunk is made at once, so the start
+// survives a restart. Writer only.
+func (o *originIndexes) reset(origin, next uint64) error {
+	if o.closed.Load() {
+		return ErrClosed
+	}
+	dir := filepath.Join(o.dir, originDirName(origin))
+	if old := o.m[origin]; old != nil {
+		o.mu.Lock()
+		delete(o.m, origin)
+		o.mu.Unlock()
+		old.arr.close()
+		if err := os.RemoveAll(dir); err != nil {
+			return fileError("remove", dir, err)
+		}
+	}
+	oi, err := o.create(origin, next)
+	if err != nil {
+		return err
+	}
+	if _, err := oi.arr.grow(next); err != nil {
+		o.forget(oi)
+		return err
+	}
+	o.mu.Lock()
+	o.m[origin] = oi
+	o.mu.Unlock()
+	return nil
+}

@@ -846,7 +846,11 @@ func (s *Store) kickSnapshot() {
 
 // Snapshot writes the view's snapshot now and records the log position it
 // covers, which lets retention recycle the segments before it.
-func (s *Store) Snapshot() error {
+func (s *Store) Snapshot() error { return s.snapshot(false) }
+
+// snapshot writes the snapshot; unless forced, not when the log has not
+// moved since the last one.
+func (s *Store) snapshot(force bool) error {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	// Everything below covers is in the view already; the snapshot may
@@ -856,7 +860,7 @@ func (s *Store) Snapshot() error {
 	covers := s.seglog.end.Load()
 	marks := s.origins.vector()
 	s.wmu.Unlock()
-	if covers == s.snapCovers.Load() && s.lastSnapshotTime() != (time.Time{}) {
+	if !force && covers == s.snapCovers.Load() && s.lastSnapshotTime() != (time.Time{}) {
 		return nil
 	}
 	if err := writeSnapshot(filepath.Join(s.dir, snapshotName), s.view, covers, marks); err != nil {

@@ -417,3 +417,71 @@ func TestReadOriginAndVector(t *testing.T) {
 		t.Errorf("unknown origin: %v", err)
 	}
 }
+
+func TestBootstrapFromSnapshot(t *testing.T) {
+	a := openTest(t, testOptions(t, t.TempDir()))
+	defer a.Close()
+	writeRecords(t, a, 50, 10)
+	tomb := Message{Topic: "t", Key: "3", Delete: true}
+	if _, err := a.Publish(&tomb); err != nil {
+		t.Fatal(err)
+	}
+	f, err := a.OpenSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	dirB := t.TempDir()
+	b := openTest(t, testOptions(t, dirB))
+	m := Message{Topic: "t", Key: "own", Value: []byte("mine")}
+	if _, err := b.Publish(&m); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := b.Bootstrap(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved[a.Origin()] != 51 || b.LastSeq(a.Origin()) != 51 {
+		t.Fatalf("moved %v, last %d; want origin at 51", moved, b.LastSeq(a.Origin()))
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for i := 0; i < 50; i++ {
+			e, ok := s.Get("t", fmt.Sprint(i))
+			if i == 3 {
+				if ok {
+					t.Fatal("the tombstone did not come across")
+				}
+				continue
+			}
+			if !ok || !bytes.Equal(e.Value, value(i, 10)) {
+				t.Fatalf("key %d after bootstrap: %v", i, ok)
+			}
+		}
+		if e, ok := s.Get("t", "own"); !ok || string(e.Value) != "mine" {
+			t.Fatal("bootstrap lost the node's own key")
+		}
+	}
+	check(b)
+	// Catching up goes on with records after the mark.
+	next := Message{Topic: "t", Key: "after", Value: []byte("x")}
+	res, err := a.Publish(&next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	a.ReadOrigin(a.Origin(), res.Seq, res.Seq, func(r Record) error { raw = r.Clone(); return nil })
+	if _, err := b.AppendRecord(raw); err != nil {
+		t.Fatalf("record after the mark: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openTest(t, testOptions(t, dirB))
+	defer b.Close()
+	check(b)
+	if b.LastSeq(a.Origin()) != 52 {
+		t.Fatalf("after restart: origin at %d, want 52", b.LastSeq(a.Origin()))
+	}
+}

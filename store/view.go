@@ -364,3 +364,27 @@ func (v *View) Digest() [32]byte {
 	h.Sum(sum[:0])
 	return sum
 }
+
+// merge puts every entry of other into v by the usual rule (greatest
+// (HLC, origin) wins) and returns how many changed v and the greatest HLC
+// it saw. Items are immutable, so v and other may share them.
+func (v *View) merge(other *View) (changed int, maxHLC uint64) {
+	topics, _ := other.freeze()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, ft := range topics {
+		tv := v.topics[ft.name]
+		if tv == nil {
+			tv = newTopicView(ft.name, ft.items.Len())
+			v.topics[tv.name] = tv
+		}
+		ft.items.Ascend(func(it *viewItem) bool {
+			maxHLC = max(maxHLC, it.stamp.HLC)
+			if v.put(tv, it) {
+				changed++
+			}
+			return true
+		})
+	}
+	return changed, maxHLC
+}
