@@ -102,8 +102,8 @@ type NodeOptions struct {
 	// Command replaces the program run (default Binaries.Daemon), e.g.
 	// "./bin/cachecastd" relative to Dir.
 	Command string
-	// Bare passes none of --data-dir, --socket and --node-name: the daemon
-	// uses its defaults (relative to Dir). DataDir and Socket must then
+	// Bare passes none of --data-dir, --socket, --node-name and
+	// --gossip-addr: the daemon uses its defaults (relative to Dir). DataDir and Socket must then
 	// name those defaults' paths, for the harness to find them.
 	Bare bool
 	// ReadyTimeout bounds Start's wait for /readyz. Default 15s.
@@ -185,11 +185,16 @@ func StartNode(t testing.TB, bins *Binaries, opts NodeOptions) *Node {
 	return n
 }
 
-// Args is the command line the node runs (without the program).
+// Args is the command line the node runs (without the program). Unless
+// Bare, the node is a lone one: --gossip-addr= opens no network port, so
+// that nodes run side by side; a cluster test passes its own
+// --gossip-addr, --data-addr and --join in NodeOptions.Args, which come
+// later and win.
 func (n *Node) Args() []string {
 	var args []string
 	if !n.opts.Bare {
-		args = append(args, "--data-dir", n.opts.DataDir, "--socket", n.opts.Socket, "--node-name", n.opts.Name)
+		args = append(args, "--data-dir", n.opts.DataDir, "--socket", n.opts.Socket, "--node-name", n.opts.Name,
+			"--gossip-addr=")
 	}
 	return append(args, n.opts.Args...)
 }

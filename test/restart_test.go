@@ -345,3 +345,39 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	n.Stop()
 }
+
+// TestSecondDaemonRefuses starts a second cachecastd on the data directory
+// of a running one, then on its socket: each refuses to start, exits 1 and
+// says why, and the first one serves on, unharmed.
+func TestSecondDaemonRefuses(t *testing.T) {
+	first := StartNode(t, bins, NodeOptions{Name: "first"})
+	if _, err := first.Client.Publish(ctx(t), "t", "k", []byte("v"), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		opts NodeOptions
+		want string
+	}{
+		{"same data directory", NodeOptions{Name: "same-data", DataDir: first.DataDir}, "in use by another cachecastd"},
+		{"same socket", NodeOptions{Name: "same-socket", Socket: first.Socket}, "socket in use"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			second := NewNode(t, bins, tt.opts)
+			if err := second.StartProcess(); err != nil {
+				t.Fatal(err)
+			}
+			st, err := second.Wait(10 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.ExitCode() != 1 || !strings.Contains(second.Logs(), tt.want) {
+				t.Fatalf("second daemon: %v; want exit status 1 and %q logged:\n%s", st, tt.want, second.Logs())
+			}
+			if v, err := first.Client.Get(ctx(t), "t", "k"); err != nil || string(v.Bytes) != "v" {
+				t.Fatalf("the first daemon after the second one's attempt: %q %v", v.Bytes, err)
+			}
+		})
+	}
+	first.Stop()
+}
