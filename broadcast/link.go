@@ -127,7 +127,7 @@ func (l *link) session() error {
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
 
-	id, err := dialHandshake(c, l.n.self, l.n.cfg.Keys, l.n.cfg.HandshakeTimeout)
+	id, err := dialHandshake(c, l.n.self, l.n.currentKeys(), l.n.cfg.HandshakeTimeout)
 	if err != nil {
 		l.n.rejected.Add(1)
 		l.log.Warn("data handshake failed", zap.Error(err))

@@ -76,6 +76,8 @@ type Node struct {
 	links map[uint64]*link
 	conns map[net.Conn]struct{} // accepted, to close on shutdown
 
+	keys atomic.Pointer[[][]byte] // the cluster keys in force (SetKeys)
+
 	rejected  atomic.Uint64 // peers refused at the handshake
 	badFrames atomic.Uint64
 	pulls     atomic.Uint64 // pull requests sent
@@ -120,7 +122,7 @@ func New(cfg Config) (*Node, error) {
 		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Node{
+	n := &Node{
 		cfg:      cfg,
 		st:       cfg.Store,
 		self:     cfg.Store.Origin(),
@@ -130,8 +132,17 @@ func New(cfg Config) (*Node, error) {
 		conns:    make(map[net.Conn]struct{}),
 		ctx:      ctx,
 		cancel:   cancel,
-	}, nil
+	}
+	n.keys.Store(&cfg.Keys)
+	return n, nil
 }
+
+// SetKeys replaces the cluster keys for new connections (key rotation:
+// add the new key everywhere, make it first everywhere, then drop the old
+// one). Connections already open stay.
+func (n *Node) SetKeys(keys [][]byte) { n.keys.Store(&keys) }
+
+func (n *Node) currentKeys() [][]byte { return *n.keys.Load() }
 
 // Addr is the data port's bound address.
 func (n *Node) Addr() string { return n.listener.Addr().String() }
@@ -287,7 +298,7 @@ func (n *Node) serve(c net.Conn) {
 		delete(n.conns, c)
 		n.mu.Unlock()
 	}()
-	peer, err := acceptHandshake(c, n.self, n.cfg.Keys, n.cfg.HandshakeTimeout)
+	peer, err := acceptHandshake(c, n.self, n.currentKeys(), n.cfg.HandshakeTimeout)
 	if err != nil {
 		n.rejected.Add(1)
 		n.log.Warn("refused a data connection", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))

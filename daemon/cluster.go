@@ -102,6 +102,21 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 	return conf, nil
 }
 
+// reloadKeys reads --cluster-key-file again and puts its keys in force
+// for gossip and for new data connections.
+func (c *cluster) reloadKeys() error {
+	keys, err := gossip.LoadKeyFile(c.cfg.ClusterKeyFile)
+	if err != nil {
+		return err
+	}
+	if err := c.g.SetKeys(keys); err != nil {
+		return err
+	}
+	c.b.SetKeys(keys)
+	c.log.Info("cluster keys reloaded", zap.Strings("keys", c.g.Keys()))
+	return nil
+}
+
 // start serves the data port, follows membership and joins the seeds. The
 // first join attempt ends before joined is closed (READY=1 waits for it);
 // a failed join is retried in the background.

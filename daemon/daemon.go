@@ -370,6 +370,12 @@ func (d *Daemon) Reload() error {
 	if err := nc.Validate(); err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
+	if d.cluster != nil && nc.ClusterKeyFile != "" && nc.ClusterKeyFile == d.cfg.ClusterKeyFile {
+		// The key file's contents may change on a running node (rotation).
+		if err := d.cluster.reloadKeys(); err != nil {
+			return fmt.Errorf("reload: --cluster-key-file: %w", err)
+		}
+	}
 	lvl, _ := parseLevel(nc.LogLevel)
 	d.level.SetLevel(lvl)
 	d.access.Store(newAccessList(nc.AllowUIDs, nc.AllowGIDs))
