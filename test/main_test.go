@@ -1,6 +1,7 @@
 package test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -21,6 +22,10 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		return m.Run() // go test -list (make fuzz uses it): no daemon runs
+	}
 	dir, err := os.MkdirTemp("", "cachecast-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
