@@ -310,12 +310,21 @@ func decodeEvent(line []byte) (Event, error) {
 	return w.event()
 }
 
+// hlcString renders an HLC as the wire does: a decimal string. (The wire
+// structs hold it as a json.Number, which reads a string or a number but
+// writes a number; ",string" makes it a string again.)
+func hlcString(h uint64) json.Number { return json.Number(strconv.FormatUint(h, 10)) }
+
 // MarshalJSON renders the result in its wire form.
 func (r PutResult) MarshalJSON() ([]byte, error) {
-	return json.Marshal(putResultWire{
+	type out struct {
+		putResultWire
+		HLC json.Number `json:"hlc,string"`
+	}
+	return json.Marshal(out{putResultWire: putResultWire{
 		Topic: r.Topic, Key: r.Key, Origin: FormatOrigin(r.Origin), Seq: r.Seq,
-		HLC: json.Number(strconv.FormatUint(r.HLC, 10)), Time: formatTime(r.Time), Status: r.Status,
-	})
+		Time: formatTime(r.Time), Status: r.Status,
+	}, HLC: hlcString(r.HLC)})
 }
 
 // UnmarshalJSON parses the wire form.
@@ -334,11 +343,14 @@ func (r *PutResult) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON renders the event in its wire form.
 func (e Event) MarshalJSON() ([]byte, error) {
-	w := eventWire{
-		Offset: e.Offset, Topic: e.Topic, Key: e.Key, Tag: e.Tag, Delete: e.Delete,
-		Origin: FormatOrigin(e.Origin), Seq: e.Seq,
-		HLC: json.Number(strconv.FormatUint(e.HLC, 10)), Time: formatTime(e.Time),
+	type out struct {
+		eventWire
+		HLC json.Number `json:"hlc,string"`
 	}
+	w := out{eventWire: eventWire{
+		Offset: e.Offset, Topic: e.Topic, Key: e.Key, Tag: e.Tag, Delete: e.Delete,
+		Origin: FormatOrigin(e.Origin), Seq: e.Seq, Time: formatTime(e.Time),
+	}, HLC: hlcString(e.HLC)}
 	w.Value, w.ValueBase64 = encodeValue(e.Value)
 	return json.Marshal(w)
 }

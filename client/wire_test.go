@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkWireStrings(t, b)
 		back, err := decodeEvent(b)
 		if err != nil {
 			t.Fatalf("re-decoding %s: %v", b, err)
@@ -245,6 +247,7 @@ func FuzzPutResult(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkWireStrings(t, out)
 		var back PutResult
 		if err := json.Unmarshal(out, &back); err != nil {
 			t.Fatalf("re-decoding %s: %v", out, err)
@@ -330,4 +333,44 @@ func FuzzDecodeResults(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkWireStrings checks that a marshaled object carries hlc as a
+// decimal string and origin as 16 hex digits, as the wire does.
+func checkWireStrings(t *testing.T, b []byte) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if h, ok := m["hlc"].(string); !ok {
+		t.Fatalf("%s: hlc is not a string", b)
+	} else if _, err := strconv.ParseUint(h, 10, 64); err != nil {
+		t.Fatalf("%s: hlc is not a decimal string", b)
+	}
+	if o, ok := m["origin"].(string); !ok || len(o) != 16 {
+		t.Fatalf("%s: origin is not 16 hex digits", b)
+	}
+}
+
+func TestMarshalWireForm(t *testing.T) {
+	ev, err := json.Marshal(Event{Offset: 3, Topic: "t", Key: "k", Value: []byte{0xff}, Origin: 0xab, Seq: 2, HLC: 1 << 60,
+		Time: time.Date(2025, 1, 2, 3, 4, 5, 6e6, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"hlc":"1152921504606846976"`, `"origin":"00000000000000ab"`, `"value_base64":"/w=="`, `"time":"2025-01-02T03:04:05.006Z"`, `"offset":3`} {
+		if !strings.Contains(string(ev), want) {
+			t.Errorf("event %s lacks %s", ev, want)
+		}
+	}
+	pr, err := json.Marshal(PutResult{Topic: "t", Origin: 1, Seq: 9, HLC: 77, Status: "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"hlc":"77"`, `"origin":"0000000000000001"`, `"seq":9`, `"status":"ok"`} {
+		if !strings.Contains(string(pr), want) {
+			t.Errorf("result %s lacks %s", pr, want)
+		}
+	}
 }
