@@ -515,11 +515,12 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	// Shutdown ends the stream, even one blocked writing to a client that
-	// does not read.
+	// Shutdown ends the stream: a reading client gets the stream's proper
+	// end (the last chunk), one blocked writing to a client that does not
+	// read is cut off a second later.
 	stop := context.AfterFunc(a.d.subsCtx, func() {
 		cancel()
-		_ = rc.SetWriteDeadline(time.Now())
+		_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
 	})
 	defer stop()
 

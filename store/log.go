@@ -562,27 +562,30 @@ func (l *segLog) commit() {
 }
 
 // rollback drops everything reserved after pos (which must be at or after
-// the committed end): the bytes are zeroed and the writer goes back.
+// the committed end): the writer goes back to pos and the bytes are
+// zeroed. The writer goes back even when zeroing faults, so that the next
+// record is written where this one failed.
 func (l *segLog) rollback(pos int64) error {
 	if pos >= l.wpos {
 		return nil
 	}
+	from := l.wpos
+	l.mu.Lock()
+	back := l.segs[pos/l.segSize]
+	if back != l.cur {
+		back.pins++
+		l.cur.pins--
+		l.cur = back
+	}
+	l.mu.Unlock()
+	l.wpos = pos
 	return guardFault(func() error {
-		for base := pos - pos%l.segSize; base < l.wpos; base += l.segSize {
+		for base := pos - pos%l.segSize; base < from; base += l.segSize {
 			s := l.segs[base/l.segSize]
 			lo := max(pos, base) - base
-			hi := min(l.wpos, base+l.segSize) - base
+			hi := min(from, base+l.segSize) - base
 			clear(s.data[lo:hi])
 		}
-		l.mu.Lock()
-		back := l.segs[pos/l.segSize]
-		if back != l.cur {
-			back.pins++
-			l.cur.pins--
-			l.cur = back
-		}
-		l.mu.Unlock()
-		l.wpos = pos
 		return nil
 	})
 }

@@ -40,7 +40,6 @@ type Store struct {
 
 	wmu     sync.Mutex // the write lock
 	nextSeq uint64
-	records atomic.Uint64
 	closed  atomic.Bool
 
 	notify notifier
@@ -50,8 +49,9 @@ type Store struct {
 	fcond     *sync.Cond
 	flushErr  error
 	flushKick chan struct{}
-	lastFlush atomic.Int64 // duration of the last flush, ns
-	pendingAt atomic.Int64 // when the oldest unflushed write was made, unix ns (0: none)
+	lastFlush atomic.Int64          // duration of the last flush, ns
+	pendingAt atomic.Int64          // when the oldest unflushed write was made, unix ns (0: none)
+	writeErr  atomic.Pointer[error] // the first write that failed on an I/O error
 
 	snapMu       sync.Mutex // one snapshot at a time
 	snapCovers   atomic.Int64
@@ -182,14 +182,14 @@ func (s *Store) openIndexes() error {
 	return err
 }
 
+// closeIndexes closes both indexes; the pointers stay (a closed index
+// answers ErrClosed or nothing), so that Stats after Close is safe.
 func (s *Store) closeIndexes() {
 	if s.topics != nil {
 		s.topics.close()
-		s.topics = nil
 	}
 	if s.origins != nil {
 		s.origins.close()
-		s.origins = nil
 	}
 }
 
@@ -263,7 +263,6 @@ func (s *Store) replay() error {
 		}
 		pos = next
 	}
-	s.records.Store(uint64(n))
 	if n > 0 {
 		s.log.Info("replayed the log", zap.Int64("from", from), zap.Int64("to", end),
 			zap.Int("records", n), zap.Duration("took", time.Since(start)))
@@ -345,6 +344,7 @@ func (s *Store) publish(ms []Message, results []Result) error {
 		return nil
 	})
 	if err != nil {
+		s.failed(err)
 		s.undo(start)
 		s.wmu.Unlock()
 		return err
@@ -359,7 +359,7 @@ func (s *Store) publish(ms []Message, results []Result) error {
 		}
 	}
 	end := s.seglog.end.Load()
-	s.afterWrite(len(ms))
+	s.afterWrite()
 	s.wmu.Unlock()
 	return s.waitDurable(end, results)
 }
@@ -405,6 +405,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 		return s.index(Record(buf), pos)
 	})
 	if err != nil {
+		s.failed(err)
 		s.undo(start)
 		s.wmu.Unlock()
 		return Result{}, err
@@ -420,7 +421,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 		s.applyAt(res.Pos)
 	}
 	end := s.seglog.end.Load()
-	s.afterWrite(1)
+	s.afterWrite()
 	s.wmu.Unlock()
 	return res, s.waitDurable(end, std1r(&res))
 }
@@ -441,6 +442,15 @@ func (s *Store) guarded(fn func() error) (err error) {
 		}
 	}()
 	return fn()
+}
+
+// failed remembers a write that failed on an I/O error (a fault on a
+// mapped page: the file under the map is damaged): the store is not
+// healthy any more, and says so until a restart recovers it.
+func (s *Store) failed(err error) {
+	if errors.Is(err, ErrIO) {
+		s.writeErr.CompareAndSwap(nil, &err)
+	}
 }
 
 // index adds the record at pos to the topic and origin indexes.
@@ -480,8 +490,7 @@ func (s *Store) applyAt(pos int64) {
 }
 
 // afterWrite wakes readers and the flusher. Called under the write lock.
-func (s *Store) afterWrite(n int) {
-	s.records.Add(uint64(n))
+func (s *Store) afterWrite() {
 	s.meta.put(metaOffLastHLC, s.clock.Last())
 	s.notify.notify()
 	if s.pendingAt.Load() == 0 {
@@ -635,7 +644,7 @@ type Stats struct {
 	FlushedPos     int64
 	OldestPos      int64
 	SnapshotPos    int64
-	Records        uint64 // appended or replayed since open
+	Records        uint64 // retained in the log (all topics)
 	Keys           int
 	LastFlush      time.Duration
 }
@@ -654,10 +663,21 @@ func (s *Store) Stats() Stats {
 		FlushedPos:     s.seglog.flushed.Load(),
 		OldestPos:      oldest,
 		SnapshotPos:    s.snapCovers.Load(),
-		Records:        s.records.Load(),
+		Records:        s.retainedRecords(),
 		Keys:           s.view.Len(),
 		LastFlush:      time.Duration(s.lastFlush.Load()),
 	}
+}
+
+// retainedRecords counts the records the topic indexes still reach.
+func (s *Store) retainedRecords() uint64 {
+	var n uint64
+	for _, name := range s.topics.topics() {
+		if ti := s.topics.get(name); ti != nil {
+			n += ti.len() - ti.first()
+		}
+	}
+	return n
 }
 
 // wedgedAfter is how long a write may wait for a flush before the store
@@ -669,6 +689,9 @@ const wedgedAfter = 10 * time.Second
 func (s *Store) Healthy() error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if werr := s.writeErr.Load(); werr != nil {
+		return fmt.Errorf("store: a write failed on an i/o error (restart to recover the log): %w", *werr)
 	}
 	s.fmu.Lock()
 	err := s.flushErr

@@ -426,8 +426,11 @@ func TestRoutes(t *testing.T) {
 		}
 		sub.Close()
 
+		// The HLC's wall part is in milliseconds: keep the mark clear of
+		// the millisecond of the writes before it and after it.
+		time.Sleep(5 * time.Millisecond)
 		mark := time.Now()
-		time.Sleep(5 * time.Millisecond) // the HLC's wall part is in milliseconds
+		time.Sleep(5 * time.Millisecond)
 		res, err := c.Publish(ctx, topic, "after-mark", []byte("x"), "")
 		if err != nil {
 			t.Fatal(err)
