@@ -3,6 +3,10 @@ GO        ?= go
 BIN       := bin
 PREFIX    ?= /usr/local
 DESTDIR   ?=
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
+SYSCONFDIR  ?= /etc
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION)
 FUZZTIME  ?= 8s
@@ -43,9 +47,19 @@ bench:
 bench-accumulate:
 	CACHECAST_ACCUMULATE_GB=20 $(GO) test -run '^$$' -bench 'BenchmarkAccumulate' -benchtime 1x -timeout 60m ./store/
 
+# Binaries, the systemd unit (its ExecStart follows PREFIX), the sysusers and
+# tmpfiles snippets, and the settings file (an example; an existing one is kept).
 install: build
 	install -D -m 0755 $(BIN)/cachecastd $(DESTDIR)$(PREFIX)/bin/cachecastd
 	install -D -m 0755 $(BIN)/cachecast $(DESTDIR)$(PREFIX)/bin/cachecast
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/|$(PREFIX)/bin/|g' systemd/cachecastd.service > $(DESTDIR)$(UNITDIR)/cachecastd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/cachecastd.service
+	install -D -m 0644 systemd/cachecast.sysusers $(DESTDIR)$(SYSUSERSDIR)/cachecast.conf
+	install -D -m 0644 systemd/cachecast.tmpfiles $(DESTDIR)$(TMPFILESDIR)/cachecast.conf
+	install -D -m 0644 systemd/cachecastd.env.example $(DESTDIR)$(PREFIX)/share/doc/cachecast/cachecastd.env.example
+	test -e $(DESTDIR)$(SYSCONFDIR)/default/cachecastd || \
+		install -D -m 0640 systemd/cachecastd.env.example $(DESTDIR)$(SYSCONFDIR)/default/cachecastd
 
 clean:
 	rm -rf $(BIN)
