@@ -367,19 +367,23 @@ func (c *Client) Get(ctx context.Context, topic, key string) (Value, error) {
 
 // valueFromHeader reads a value's identity from the Cachecast-* headers.
 func valueFromHeader(h http.Header) (Value, error) {
-	var v Value
+	return valueFromFields(h.Get("Cachecast-Tag"), h.Get("Cachecast-Origin"), h.Get("Cachecast-Seq"),
+		h.Get("Cachecast-Hlc"), h.Get("Cachecast-Time"))
+}
+
+func valueFromFields(tag, origin, seq, hlc, t string) (Value, error) {
+	v := Value{Tag: tag}
 	var err error
-	v.Tag = h.Get("Cachecast-Tag")
-	if v.Origin, err = parseOrigin(h.Get("Cachecast-Origin")); err != nil {
+	if v.Origin, err = parseOrigin(origin); err != nil {
 		return Value{}, err
 	}
-	if v.Seq, err = parseSeq(h.Get("Cachecast-Seq")); err != nil {
+	if v.Seq, err = parseSeq(seq); err != nil {
 		return Value{}, err
 	}
-	if v.HLC, err = parseHLC(h.Get("Cachecast-Hlc")); err != nil {
+	if v.HLC, err = parseHLC(hlc); err != nil {
 		return Value{}, err
 	}
-	if v.Time, err = parseTime(h.Get("Cachecast-Time")); err != nil {
+	if v.Time, err = parseTime(t); err != nil {
 		return Value{}, err
 	}
 	return v, nil

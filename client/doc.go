@@ -47,4 +47,13 @@
 // but Subscribe is bounded by the caller's context or, when it has no
 // deadline, by WithTimeout (DefaultTimeout). A subscription holds one
 // connection for as long as it lives.
+//
+// Conn (Dial) is one connection driven by the calling goroutine, for
+// tight loops such as `cachecast bench`: it speaks just enough HTTP/1.1
+// for Get, Publish and PublishBatch and costs a third of the CPU per
+// request that net/http's pooled client does, which matters when the
+// client shares the machine with the daemon it measures.
+//
+// Package clienttest serves the wire format from memory on a real socket,
+// for testing code that uses this package without a daemon.
 package client

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -23,6 +24,15 @@ func decodeResults(body []byte) ([]putResultWire, error) {
 		return nil, err
 	}
 	return out.Results, nil
+}
+
+// decodeResultSlow decodes one result object with encoding/json.
+func decodeResultSlow(b []byte) (putResultWire, error) {
+	var w putResultWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return w, fmt.Errorf("%w: result: %v", ErrBadResponse, err)
+	}
+	return w, nil
 }
 
 type scanner struct {

@@ -22,7 +22,9 @@ var benchCmd = &command{
 	args:    "",
 	summary: "measure publish or get throughput and latency against the daemon",
 	help: `Publishes --count messages of --size bytes over --conns connections
-(each connection a client of its own, sending one request at a time), to
+(each sending one request at a time, on the calling goroutine: a raw
+HTTP/1.1 connection by default, light on CPU so that the daemon, not
+the client, is measured; --transport http uses the Go client), to
 --keys distinct keys of --topic. --batch 0 sends one PUT per message;
 --batch B sends batches of B messages as NDJSON. --mode get first
 publishes the --keys keys (in batches), then measures --count GETs
@@ -44,6 +46,7 @@ a second otherwise.`,
 		fs.StringVar(&o.topic, "topic", "bench", "topic to publish to")
 		fs.StringVar(&o.tag, "tag", "", "tag of the messages")
 		fs.BoolVar(&o.json, "json", false, "print the figures as one JSON object")
+		fs.StringVar(&o.transport, "transport", "conn", "conn (one raw HTTP/1.1 connection per worker, light on CPU) or http (the pooled net/http client)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if err := o.validate(); err != nil {
 				return err
@@ -55,7 +58,7 @@ a second otherwise.`,
 
 type benchOptions struct {
 	count, size, conns, batch, keys int
-	mode, topic, tag                string
+	mode, topic, tag, transport     string
 	json                            bool
 }
 
@@ -73,6 +76,8 @@ func (o *benchOptions) validate() error {
 		return usagef("--keys must be at least 1")
 	case o.mode != "put" && o.mode != "get":
 		return usagef("--mode must be put or get")
+	case o.transport != "conn" && o.transport != "http":
+		return usagef("--transport must be conn or http")
 	case o.mode == "get" && o.batch > 0:
 		return usagef("--batch applies to --mode put only (the API has no batch get)")
 	}
@@ -136,7 +141,11 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 	}
 	worker := func(w int) {
 		defer wg.Done()
-		c := g.client(client.WithMaxConns(1), client.WithUserAgent("cachecast-bench"))
+		c, err := dialBench(ctx, g, o.transport)
+		if err != nil {
+			setErr(err)
+			return
+		}
 		defer c.Close()
 		lat := make([]time.Duration, 0, requests/o.conns+1)
 		var msgs []client.Message
@@ -154,13 +163,13 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 			switch {
 			case o.mode == "get":
 				var v client.Value
-				v, err = c.Get(ctx, o.topic, keys[first%o.keys])
+				v, err = c.Get(o.topic, keys[first%o.keys])
 				if err == nil && len(v.Bytes) != o.size {
 					err = fmt.Errorf("get %s: %d bytes, want %d", keys[first%o.keys], len(v.Bytes), o.size)
 				}
 			case o.batch == 0:
 				var res client.PutResult
-				res, err = c.Publish(ctx, o.topic, keys[first%o.keys], value, o.tag)
+				res, err = c.Publish(o.topic, keys[first%o.keys], value, o.tag)
 				if err == nil && !res.OK() {
 					warnings.Add(1)
 				}
@@ -169,7 +178,7 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 					msgs[i] = client.Message{Key: keys[(first+i)%o.keys], Tag: o.tag, Value: value}
 				}
 				var rs []client.PutResult
-				rs, err = c.PublishBatch(ctx, o.topic, msgs[:n])
+				rs, err = c.PublishBatch(o.topic, msgs[:n])
 				for _, res := range rs {
 					if !res.OK() {
 						warnings.Add(1)
@@ -229,7 +238,10 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 // benchPreload publishes every key once, in batches of up to 1000, so
 // that the GETs find them.
 func benchPreload(ctx context.Context, e *env, g *globals, o benchOptions, keys []string, value []byte) error {
-	c := g.client(client.WithUserAgent("cachecast-bench"))
+	c, err := dialBench(ctx, g, o.transport)
+	if err != nil {
+		return err
+	}
 	defer c.Close()
 	var done atomic.Int64
 	stop := startProgress(e, "preload", int64(len(keys)), &done)
@@ -240,13 +252,44 @@ func benchPreload(ctx context.Context, e *env, g *globals, o benchOptions, keys 
 		for _, k := range keys[i:min(i+1000, len(keys))] {
 			msgs = append(msgs, client.Message{Key: k, Tag: o.tag, Value: value})
 		}
-		if _, err := c.PublishBatch(ctx, o.topic, msgs); err != nil {
+		if _, err := c.PublishBatch(o.topic, msgs); err != nil {
 			return err
 		}
 		done.Add(int64(len(msgs)))
 	}
 	return nil
 }
+
+// benchConn is what a bench worker sends its requests through: a
+// client.Conn, or a client.Client limited to one connection.
+type benchConn interface {
+	Get(topic, key string) (client.Value, error)
+	Publish(topic, key string, value []byte, tag string) (client.PutResult, error)
+	PublishBatch(topic string, msgs []client.Message) ([]client.PutResult, error)
+	Close() error
+}
+
+func dialBench(ctx context.Context, g *globals, transport string) (benchConn, error) {
+	if transport == "http" {
+		return &httpBench{ctx: ctx, c: g.client(client.WithMaxConns(1), client.WithUserAgent("cachecast-bench"))}, nil
+	}
+	return client.Dial(ctx, g.socket, g.timeout)
+}
+
+// httpBench adapts a client.Client to benchConn.
+type httpBench struct {
+	ctx context.Context
+	c   *client.Client
+}
+
+func (h *httpBench) Get(topic, key string) (client.Value, error) { return h.c.Get(h.ctx, topic, key) }
+func (h *httpBench) Publish(topic, key string, value []byte, tag string) (client.PutResult, error) {
+	return h.c.Publish(h.ctx, topic, key, value, tag)
+}
+func (h *httpBench) PublishBatch(topic string, msgs []client.Message) ([]client.PutResult, error) {
+	return h.c.PublishBatch(h.ctx, topic, msgs)
+}
+func (h *httpBench) Close() error { return h.c.Close() }
 
 // percentile is the nearest-rank percentile of sorted durations.
 func percentile(sorted []time.Duration, q float64) time.Duration {

@@ -107,6 +107,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--mode", "get", "--batch", "10"},
 		{"bench", "--count", "0"},
 		{"bench", "--conns", "0"},
+		{"bench", "--transport", "carrier-pigeon"},
 		{"get", "--nope", "t", "k"},
 	}
 	for _, args := range tests {
@@ -357,21 +358,23 @@ func TestBench(t *testing.T) {
 		{"get", []string{"--mode", "get", "--count", "200", "--keys", "2500", "--conns", "2"}, "GET /v1/topics/{topic}/keys/{key}", 200, 2500},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := clienttest.NewServer(t)
-			r := cli(t, srv, "", append([]string{"bench"}, tt.args...)...).check(t, exitOK)
-			for _, want := range []string{"throughput:", "msgs/s", "MB/s", "p50 ", "p99 ", "p99.9 ", "max "} {
-				if !strings.Contains(r.stdout, want) {
-					t.Errorf("report lacks %q:\n%s", want, r.stdout)
+		for _, transport := range []string{"conn", "http"} {
+			t.Run(tt.name+"/"+transport, func(t *testing.T) {
+				srv := clienttest.NewServer(t)
+				r := cli(t, srv, "", append([]string{"bench", "--transport", transport}, tt.args...)...).check(t, exitOK)
+				for _, want := range []string{"throughput:", "msgs/s", "MB/s", "p50 ", "p99 ", "p99.9 ", "max "} {
+					if !strings.Contains(r.stdout, want) {
+						t.Errorf("report lacks %q:\n%s", want, r.stdout)
+					}
 				}
-			}
-			if n := srv.Requests(tt.route); n != tt.requests {
-				t.Errorf("%d requests on %s, want %d", n, tt.route, tt.requests)
-			}
-			if n := srv.Messages("bench"); n != tt.stored {
-				t.Errorf("%d messages stored, want %d", n, tt.stored)
-			}
-		})
+				if n := srv.Requests(tt.route); n != tt.requests {
+					t.Errorf("%d requests on %s, want %d", n, tt.route, tt.requests)
+				}
+				if n := srv.Messages("bench"); n != tt.stored {
+					t.Errorf("%d messages stored, want %d", n, tt.stored)
+				}
+			})
+		}
 	}
 	srv := clienttest.NewServer(t)
 	r := cli(t, srv, "", "bench", "--count", "100", "--batch", "7", "--json", "--topic", "bj").check(t, exitOK)
@@ -382,8 +385,16 @@ func TestBench(t *testing.T) {
 	}
 	// An error on the way (the value is too large) ends the bench, exit 1.
 	small := clienttest.NewServer(t, clienttest.WithMaxValueSize(10))
-	r = cli(t, small, "", "bench", "--count", "100", "--size", "11").check(t, exitError)
-	if !strings.Contains(r.stderr, "value_too_large") {
+	for _, transport := range []string{"conn", "http"} {
+		r = cli(t, small, "", "bench", "--count", "100", "--size", "11", "--transport", transport).check(t, exitError)
+		if !strings.Contains(r.stderr, "value_too_large") {
+			t.Errorf("stderr %q", r.stderr)
+		}
+	}
+	// No daemon: a clear error, exit 1.
+	dir := t.TempDir()
+	r = cliCtx(context.Background(), t, nil, "", "bench", "--socket", dir+"/none.sock").check(t, exitError)
+	if !strings.Contains(r.stderr, "Is cachecastd running?") {
 		t.Errorf("stderr %q", r.stderr)
 	}
 }

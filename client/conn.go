@@ -1,0 +1,461 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"time"
+)
+
+// Conn is one connection to the daemon for tight loops, such as
+// `cachecast bench`: each call writes its request and reads the answer on
+// the calling goroutine, one request at a time on one keep-alive
+// connection. A Client spends more CPU per request than a local daemon
+// does (net/http's pooling and its two goroutines per connection); a
+// benchmark that shares the machine with the daemon would measure that.
+// Conn speaks only what the daemon sends (HTTP/1.1, Content-Length or
+// chunked bodies) and offers only the calls a benchmark makes.
+//
+// A Conn is not safe for concurrent use. After a transport error (or an
+// answer that breaks HTTP) it is closed, and every later call returns that
+// error; after Close, ErrClosed. Error answers of the API (*APIError)
+// leave it usable.
+type Conn struct {
+	socket  string
+	nc      net.Conn
+	r       *bufio.Reader
+	buf     []byte // the request being written
+	body    []byte // the last answer's body, reused
+	ua      string
+	timeout time.Duration
+	broken  error
+}
+
+// maxAnswer bounds an answer's body: far above any value or batch answer
+// the daemon sends.
+const maxAnswer = 256 << 20
+
+// Dial opens a Conn to the daemon's socket. timeout bounds each call
+// (zero: no bound).
+func Dial(ctx context.Context, socketPath string, timeout time.Duration) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socketPath, err)
+	}
+	return &Conn{
+		socket:  socketPath,
+		nc:      nc,
+		r:       bufio.NewReaderSize(nc, 64<<10),
+		ua:      "cachecast-go-client",
+		timeout: timeout,
+	}, nil
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	if c.broken == nil {
+		c.broken = ErrClosed
+	}
+	return c.nc.Close()
+}
+
+// answer is what roundTrip reads back.
+type answer struct {
+	status int
+	header answerHeader
+	body   []byte // valid until the next call
+}
+
+// answerHeader holds the header fields the client reads.
+type answerHeader struct {
+	contentLength       int64 // -1: none
+	chunked, close      bool
+	origin, seq, hlc    string
+	time, tag, location string
+}
+
+// roundTrip writes the request in c.buf and reads the answer. Any error
+// breaks the connection.
+func (c *Conn) roundTrip() (answer, error) {
+	if c.broken != nil {
+		return answer{}, c.broken
+	}
+	if c.timeout > 0 {
+		c.nc.SetDeadline(time.Now().Add(c.timeout))
+	}
+	a, err := c.exchange()
+	if err != nil {
+		c.nc.Close()
+		if errors.Is(err, ErrBadResponse) {
+			c.broken = err
+		} else {
+			c.broken = fmt.Errorf("client: connection to %s: %w", c.socket, err)
+		}
+		return answer{}, c.broken
+	}
+	if a.header.close {
+		c.nc.Close()
+		c.broken = fmt.Errorf("client: connection to %s: closed by the daemon", c.socket)
+	}
+	return a, nil
+}
+
+func (c *Conn) exchange() (answer, error) {
+	if _, err := c.nc.Write(c.buf); err != nil {
+		return answer{}, err
+	}
+	var err error
+	var a answer
+	a.status, a.header, err = readHead(c.r)
+	if err != nil {
+		return answer{}, err
+	}
+	c.body, err = readBody(c.r, a.status, a.header, c.body[:0])
+	if err != nil {
+		return answer{}, err
+	}
+	a.body = c.body
+	return a, nil
+}
+
+// readHead reads a status line and header fields. It is the decoder of
+// the raw answers (FuzzReadAnswer).
+func readHead(r *bufio.Reader) (int, answerHeader, error) {
+	h := answerHeader{contentLength: -1}
+	line, err := readLine(r)
+	if err != nil {
+		return 0, h, err
+	}
+	// "HTTP/1.1 200 OK"
+	// HTTP/1.1 only: the daemon answers our HTTP/1.1 requests in kind.
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) || (len(line) > 12 && line[12] != ' ') {
+		return 0, h, fmt.Errorf("%w: status line %q", ErrBadResponse, line)
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil || status < 100 {
+		return 0, h, fmt.Errorf("%w: status line %q", ErrBadResponse, line)
+	}
+	for n := 0; ; n++ {
+		if n > 100 {
+			return 0, h, fmt.Errorf("%w: more than 100 header fields", ErrBadResponse)
+		}
+		line, err := readLine(r)
+		if err != nil {
+			return 0, h, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte{':'})
+		if !ok || !isToken(name) || !isFieldValue(value) {
+			return 0, h, fmt.Errorf("%w: header line %q", ErrBadResponse, line)
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case asciiEqualFold(name, "Content-Length"):
+			n, err := strconv.ParseInt(string(value), 10, 64)
+			if err != nil || n < 0 || (h.contentLength >= 0 && h.contentLength != n) {
+				return 0, h, fmt.Errorf("%w: Content-Length %q", ErrBadResponse, value)
+			}
+			h.contentLength = n
+		case asciiEqualFold(name, "Transfer-Encoding"):
+			if !asciiEqualFold(value, "chunked") {
+				return 0, h, fmt.Errorf("%w: Transfer-Encoding %q", ErrBadResponse, value)
+			}
+			h.chunked = true
+		case asciiEqualFold(name, "Connection"):
+			h.close = asciiEqualFold(value, "close")
+		case asciiEqualFold(name, "Cachecast-Origin"):
+			h.origin = string(value)
+		case asciiEqualFold(name, "Cachecast-Seq"):
+			h.seq = string(value)
+		case asciiEqualFold(name, "Cachecast-Hlc"):
+			h.hlc = string(value)
+		case asciiEqualFold(name, "Cachecast-Time"):
+			h.time = string(value)
+		case asciiEqualFold(name, "Cachecast-Tag"):
+			h.tag = string(value)
+		}
+	}
+	if status < 200 {
+		// No 1xx is ever asked for (no Expect: 100-continue).
+		return 0, h, fmt.Errorf("%w: unexpected status %d", ErrBadResponse, status)
+	}
+	if h.chunked {
+		h.contentLength = -1
+	}
+	return status, h, nil
+}
+
+// readLine reads one CRLF- (or LF-) terminated line of at most 64 KiB.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("%w: a header line longer than %d bytes", ErrBadResponse, r.Size())
+		}
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// isToken reports whether b is an RFC 9110 token, as a field name must be.
+func isToken(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isFieldValue reports whether b holds only what a field value may:
+// visible characters, space, tab, and bytes from 0x80 (obs-text).
+func isFieldValue(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(s) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// readBody reads the body the header announces, appended to dst.
+func readBody(r *bufio.Reader, status int, h answerHeader, dst []byte) ([]byte, error) {
+	switch {
+	case status == http.StatusNoContent || status == http.StatusNotModified:
+		return dst, nil // never a body, whatever the header says
+	case h.chunked:
+		b, err := io.ReadAll(io.LimitReader(httputil.NewChunkedReader(r), maxAnswer+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: chunked body: %v", ErrBadResponse, err)
+		}
+		if len(b) > maxAnswer {
+			return nil, fmt.Errorf("%w: a body larger than %d bytes", ErrBadResponse, maxAnswer)
+		}
+		// The trailer section, usually empty, ends with an empty line: a
+		// CRLF, strictly (net/http does not take a bare LF there).
+		for n := 0; ; n++ {
+			line, err := r.ReadSlice('\n')
+			if err != nil {
+				if err == io.EOF || errors.Is(err, bufio.ErrBufferFull) {
+					err = fmt.Errorf("%w: trailer: %v", ErrBadResponse, err)
+				}
+				return nil, err
+			}
+			if len(line) < 2 || line[len(line)-2] != '\r' {
+				return nil, fmt.Errorf("%w: trailer line without CRLF", ErrBadResponse)
+			}
+			if len(line) == 2 {
+				break
+			}
+			if name, value, ok := bytes.Cut(line[:len(line)-2], []byte{':'}); !ok || !isToken(name) || !isFieldValue(value) {
+				return nil, fmt.Errorf("%w: trailer line %q", ErrBadResponse, line)
+			}
+			if n > 100 {
+				return nil, fmt.Errorf("%w: more than 100 trailer fields", ErrBadResponse)
+			}
+		}
+		return append(dst, b...), nil
+	case h.contentLength < 0:
+		// The daemon always announces its bodies; reading to EOF would
+		// need the connection closed.
+		return nil, fmt.Errorf("%w: an answer without Content-Length", ErrBadResponse)
+	case h.contentLength > maxAnswer:
+		return nil, fmt.Errorf("%w: a body of %d bytes", ErrBadResponse, h.contentLength)
+	}
+	n := int(h.contentLength)
+	if cap(dst)-len(dst) < n {
+		dst = append(make([]byte, 0, len(dst)+n), dst...)
+	}
+	body := dst[len(dst) : len(dst)+n]
+	if _, err := io.ReadFull(r, body); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return dst[:len(dst)+n], nil
+}
+
+// startRequest begins c.buf with a request line and the common fields.
+func (c *Conn) startRequest(method string, parts []string) {
+	u := apiURL(parts, nil)
+	c.buf = append(c.buf[:0], method...)
+	c.buf = append(c.buf, ' ')
+	c.buf = append(c.buf, u.EscapedPath()...)
+	c.buf = append(c.buf, " HTTP/1.1\r\nHost: cachecast\r\nUser-Agent: "...)
+	c.buf = append(c.buf, c.ua...)
+	c.buf = append(c.buf, "\r\n"...)
+}
+
+// endRequest ends the header with the body's type and length, then adds
+// the body.
+func (c *Conn) endRequest(ctype string, body []byte) {
+	if ctype != "" {
+		c.buf = append(c.buf, "Content-Type: "...)
+		c.buf = append(c.buf, ctype...)
+		c.buf = append(c.buf, "\r\n"...)
+	}
+	c.buf = append(c.buf, "Content-Length: "...)
+	c.buf = strconv.AppendInt(c.buf, int64(len(body)), 10)
+	c.buf = append(c.buf, "\r\n\r\n"...)
+	c.buf = append(c.buf, body...)
+}
+
+func (a *answer) apiError() error {
+	if a.status >= 200 && a.status <= 299 {
+		return nil
+	}
+	return decodeAPIError(a.status, a.body)
+}
+
+// Get is Client.Get on this connection.
+func (c *Conn) Get(topic, key string) (Value, error) {
+	if err := checkName("topic", topic); err != nil {
+		return Value{}, err
+	}
+	if err := checkName("key", key); err != nil {
+		return Value{}, err
+	}
+	c.startRequest(http.MethodGet, []string{"/v1/topics/", topic, "/keys/", key})
+	c.buf = append(c.buf, "\r\n"...)
+	a, err := c.roundTrip()
+	if err != nil {
+		return Value{}, err
+	}
+	if err := a.apiError(); err != nil {
+		return Value{}, err
+	}
+	h := &a.header
+	v, err := valueFromFields(h.tag, h.origin, h.seq, h.hlc, h.time)
+	if err != nil {
+		return Value{}, err
+	}
+	v.Bytes = bytes.Clone(a.body)
+	if v.Bytes == nil {
+		v.Bytes = []byte{}
+	}
+	return v, nil
+}
+
+// Publish is Client.Publish on this connection (PUT; with an empty key,
+// POST of one message).
+func (c *Conn) Publish(topic, key string, value []byte, tag string) (PutResult, error) {
+	if err := checkName("topic", topic); err != nil {
+		return PutResult{}, err
+	}
+	if key == "" {
+		rs, err := c.publishMessages(topic, []Message{{Tag: tag, Value: value}}, "application/json")
+		if err != nil {
+			return PutResult{}, err
+		}
+		return rs[0], nil
+	}
+	c.startRequest(http.MethodPut, []string{"/v1/topics/", topic, "/keys/", key})
+	if tag != "" {
+		c.buf = append(c.buf, "Cachecast-Tag: "...)
+		c.buf = append(c.buf, tag...)
+		c.buf = append(c.buf, "\r\n"...)
+	}
+	c.endRequest("application/octet-stream", value)
+	a, err := c.roundTrip()
+	if err != nil {
+		return PutResult{}, err
+	}
+	if err := a.apiError(); err != nil {
+		return PutResult{}, err
+	}
+	s := &scanner{b: a.body}
+	w, ok := s.result(&putResultWire{})
+	if s.ws(); !ok || s.i != len(s.b) {
+		if w, err = decodeResultSlow(a.body); err != nil {
+			return PutResult{}, err
+		}
+	}
+	return w.result()
+}
+
+// PublishBatch is Client.PublishBatch on this connection.
+func (c *Conn) PublishBatch(topic string, msgs []Message) ([]PutResult, error) {
+	if err := checkName("topic", topic); err != nil {
+		return nil, err
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	return c.publishMessages(topic, msgs, "application/x-ndjson")
+}
+
+func (c *Conn) publishMessages(topic string, msgs []Message, ctype string) ([]PutResult, error) {
+	c.startRequest(http.MethodPost, []string{"/v1/topics/", topic, "/messages"})
+	c.buf = append(c.buf, "Content-Type: "...)
+	c.buf = append(c.buf, ctype...)
+	c.buf = append(c.buf, "\r\nContent-Length: "...)
+	// The length goes before the body: leave room, encode, then fill it in.
+	lenAt := len(c.buf)
+	c.buf = append(c.buf, "0000000000\r\n\r\n"...)
+	start := len(c.buf)
+	for i := range msgs {
+		c.buf = appendMessage(c.buf, &msgs[i])
+		c.buf = append(c.buf, '\n')
+	}
+	n := strconv.Itoa(len(c.buf) - start)
+	copy(c.buf[lenAt:], "          "[:10-len(n)]) // leading spaces: optional white space
+	copy(c.buf[lenAt+10-len(n):], n)
+	a, err := c.roundTrip()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.apiError(); err != nil {
+		return nil, err
+	}
+	wires, err := decodeResults(a.body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: POST messages: %v", ErrBadResponse, err)
+	}
+	if len(wires) != len(msgs) {
+		return nil, fmt.Errorf("%w: %d results for %d messages", ErrBadResponse, len(wires), len(msgs))
+	}
+	return convertResults(wires)
+}

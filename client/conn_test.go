@@ -1,0 +1,252 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/client/clienttest"
+)
+
+func dial(t *testing.T, srv *clienttest.Server) *client.Conn {
+	t.Helper()
+	c, err := client.Dial(context.Background(), srv.Socket, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestConnPublishGet(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	c := dial(t, srv)
+	cl := client.New(srv.Socket)
+	defer cl.Close()
+	tests := []struct {
+		key, tag string
+		value    []byte
+	}{
+		{"sku-1", "", []byte("12.50")},
+		{"a/b c?d#%", "eu", []byte{0, 0xff, '\r', '\n'}},
+		{"..", "", []byte{}},
+		{"é€😀", "x", bytes.Repeat([]byte("v"), 200_000)},
+	}
+	for i, tt := range tests {
+		r, err := c.Publish("p", tt.key, tt.value, tt.tag)
+		if err != nil {
+			t.Fatalf("publish %q: %v", tt.key, err)
+		}
+		checkStamp(t, srv, r)
+		if r.Seq != uint64(i+1) || r.Key != tt.key || r.Topic != "p" {
+			t.Errorf("result %+v", r)
+		}
+		v, err := c.Get("p", tt.key)
+		if err != nil {
+			t.Fatalf("get %q: %v", tt.key, err)
+		}
+		if !bytes.Equal(v.Bytes, tt.value) || v.Tag != tt.tag || v.Seq != r.Seq || v.HLC != r.HLC || v.Origin != r.Origin || !v.Time.Equal(r.Time) {
+			t.Errorf("get %q: %+v after %+v", tt.key, v, r)
+		}
+		// The same as the pooled client reads it.
+		w, err := cl.Get(context.Background(), "p", tt.key)
+		if err != nil || !bytes.Equal(w.Bytes, v.Bytes) || w.Seq != v.Seq {
+			t.Errorf("Client.Get %q disagrees: %+v %v", tt.key, w, err)
+		}
+	}
+	if n := srv.Requests("PUT /v1/topics/{topic}/keys/{key}"); n != len(tests) {
+		t.Errorf("%d PUTs", n)
+	}
+	r, err := c.Publish("p", "", []byte("stream"), "t")
+	if err != nil || r.Key != "" || srv.Requests("POST /v1/topics/{topic}/messages") != 1 {
+		t.Errorf("keyless publish: %+v %v", r, err)
+	}
+}
+
+func TestConnBatch(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	c := dial(t, srv)
+	// Large enough for the answer to come chunked from net/http's server.
+	var msgs []client.Message
+	for i := range 500 {
+		msgs = append(msgs, client.Message{Key: fmt.Sprintf("k%03d", i), Value: []byte("v"), Tag: "t"})
+	}
+	msgs[7].Value = []byte{0xff}
+	msgs[9] = client.Message{Key: "k001", Delete: true}
+	for round := range 3 {
+		rs, err := c.PublishBatch("b", msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != len(msgs) {
+			t.Fatalf("%d results", len(rs))
+		}
+		for i, r := range rs {
+			if r.Seq != uint64(round*len(msgs)+i+1) || r.Key != msgs[i].Key || !r.OK() {
+				t.Fatalf("result %d: %+v", i, r)
+			}
+		}
+	}
+	if v, err := c.Get("b", "k007"); err != nil || !bytes.Equal(v.Bytes, []byte{0xff}) {
+		t.Errorf("k007: %q %v", v.Bytes, err)
+	}
+	if _, err := c.Get("b", "k001"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("deleted in the batch: %v", err)
+	}
+	if rs, err := c.PublishBatch("b", nil); rs != nil || err != nil {
+		t.Errorf("empty batch: %v %v", rs, err)
+	}
+}
+
+func TestConnErrors(t *testing.T) {
+	srv := clienttest.NewServer(t, clienttest.WithMaxValueSize(4))
+	c := dial(t, srv)
+	var ae *client.APIError
+	_, err := c.Get("p", "missing")
+	if !errors.Is(err, client.ErrNotFound) || !errors.As(err, &ae) || ae.Code != client.CodeNotFound {
+		t.Errorf("missing: %v", err)
+	}
+	if _, err := c.Publish("bad topic", "k", nil, ""); !errors.As(err, &ae) || ae.Code != client.CodeInvalidName {
+		t.Errorf("bad topic: %v", err)
+	}
+	if _, err := c.Publish("p", "k", []byte("12345"), ""); !errors.As(err, &ae) || ae.Code != client.CodeValueTooLarge {
+		t.Errorf("too large: %v", err)
+	}
+	if _, err := c.PublishBatch("p", []client.Message{{Key: "k", Tag: "no spaces"}}); !errors.As(err, &ae) || ae.Code != client.CodeInvalidName {
+		t.Errorf("bad tag: %v", err)
+	}
+	if _, err := c.Get("", "k"); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("empty topic: %v", err)
+	}
+	// API errors leave the connection usable.
+	if _, err := c.Publish("p", "k", []byte("ok"), ""); err != nil {
+		t.Fatalf("after API errors: %v", err)
+	}
+	c.Close()
+	if _, err := c.Get("p", "k"); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+}
+
+func TestConnBroken(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	c := dial(t, srv)
+	if _, err := c.Publish("p", "k", []byte("v"), ""); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	_, err := c.Get("p", "k")
+	if err == nil {
+		t.Fatal("no error from a closed daemon")
+	}
+	if _, err2 := c.Get("p", "k"); err2 == nil || err2.Error() != err.Error() {
+		t.Errorf("second call: %v, want the first error %v", err2, err)
+	}
+	if _, err := client.Dial(context.Background(), srv.Socket, 0); !errors.Is(err, client.ErrUnreachable) {
+		t.Errorf("dial of a closed daemon: %v", err)
+	}
+}
+
+// rawServer answers every request on a connection with answer (after
+// reading the request head), for answers clienttest never sends.
+func rawServer(t *testing.T, answer string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ccraw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				buf := make([]byte, 4096)
+				var got []byte
+				for !bytes.Contains(got, []byte("\r\n\r\n")) {
+					n, err := nc.Read(buf)
+					if err != nil {
+						return
+					}
+					got = append(got, buf[:n]...)
+				}
+				if answer == "" {
+					time.Sleep(time.Hour) // stall
+				}
+				nc.Write([]byte(answer))
+			}()
+		}
+	}()
+	return sock
+}
+
+func TestConnAnswers(t *testing.T) {
+	tests := []struct {
+		name, answer string
+		value        string
+		err          error
+	}{
+		{"chunked with trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nCachecast-Seq: 5\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n", "abcde", nil},
+		{"lower-case fields", "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncachecast-seq: 5\r\n\r\nhi", "hi", nil},
+		{"no content length", "HTTP/1.1 200 OK\r\n\r\nhi", "", client.ErrBadResponse},
+		{"bad status line", "HTTP/2 200 OK\r\nContent-Length: 0\r\n\r\n", "", client.ErrBadResponse},
+		{"bad seq", "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nCachecast-Seq: x\r\n\r\n", "", client.ErrBadResponse},
+		{"cut short", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", "", nil},
+		{"conflicting lengths", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", "", client.ErrBadResponse},
+		{"plain-text error", "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 4\r\n\r\noops", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := client.Dial(context.Background(), rawServer(t, tt.answer), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			v, err := c.Get("t", "k")
+			switch {
+			case tt.name == "cut short":
+				if err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+					t.Errorf("err %v, want unexpected EOF", err)
+				}
+			case tt.name == "plain-text error":
+				var ae *client.APIError
+				if !errors.As(err, &ae) || ae.Status != 502 || ae.Message != "oops" {
+					t.Errorf("err %v", err)
+				}
+			case tt.err != nil:
+				if !errors.Is(err, tt.err) {
+					t.Errorf("err %v, want %v", err, tt.err)
+				}
+			case err != nil || string(v.Bytes) != tt.value || v.Seq != 5:
+				t.Errorf("got %q seq %d, %v; want %q", v.Bytes, v.Seq, err, tt.value)
+			}
+		})
+	}
+	t.Run("timeout", func(t *testing.T) {
+		c, err := client.Dial(context.Background(), rawServer(t, ""), 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Get("t", "k"); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("err %v, want a deadline error", err)
+		}
+	})
+}
