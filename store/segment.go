@@ -95,16 +95,21 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 	return &segment{base: base, path: path, f: f}, nil
 }
 
-// mapIn maps the segment; populate also faults its pages in ahead of use,
-// which the segment preparer does so that the writer takes no page faults.
+// mapIn maps the segment. populate also faults its pages in, writable,
+// ahead of use (MADV_POPULATE_WRITE, or MAP_POPULATE's read faults on
+// kernels before 5.14): the segment preparer does it so that the writer
+// takes no page faults. The pages it dirties are zeros the writer
+// overwrites; at worst they are written back once.
 func (s *segment) mapIn(size int64, populate bool) error {
-	flags := unix.MAP_SHARED
-	if populate {
-		flags |= unix.MAP_POPULATE
-	}
-	b, err := unix.Mmap(int(s.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, flags)
+	b, err := unix.Mmap(int(s.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fileError("mmap", s.path, err)
+	}
+	if populate {
+		if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
+			// An old kernel: fault the pages in for reading at least.
+			_ = unix.Madvise(b, unix.MADV_WILLNEED)
+		}
 	}
 	s.data = b
 	return nil
