@@ -34,6 +34,11 @@ func TestEnvExampleCoversDaemonFlags(t *testing.T) {
 			if got != "" {
 				t.Errorf("%s=%q, want it empty (the default is the host name)", name, got)
 			}
+		case f.Value.Type() == "stringSlice" && f.DefValue == "[]":
+			// pflag shows an empty list as "[]"; in the file it is empty.
+			if got != "" {
+				t.Errorf("%s=%q, want it empty (the default is an empty list)", name, got)
+			}
 		case got != f.DefValue:
 			t.Errorf("%s=%q, but the default of --%s is %q", name, got, f.Name, f.DefValue)
 		}
