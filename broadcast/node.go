@@ -212,6 +212,10 @@ func (n *Node) WaitReplica(ctx context.Context, peer uint64, seq uint64) error {
 	return l.waitAcked(ctx, n.self, seq)
 }
 
+// vectorPause bounds how often a changing store sends its whole vector
+// to a connected peer.
+const vectorPause = 50 * time.Millisecond
+
 // ErrNoPeer means the node has no link to the peer asked for.
 var ErrNoPeer = errors.New("broadcast: no such peer")
 
@@ -320,18 +324,30 @@ func (n *Node) serve(c net.Conn) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
+		// The whole vector goes out every SyncInterval, and soon after
+		// this node's store changes (at most every vectorPause), so that
+		// the peer's view of what this node holds is fresh.
 		t := time.NewTicker(n.cfg.SyncInterval)
 		defer t.Stop()
 		for {
+			changed := n.st.Changed()
 			select {
 			case <-done:
 				return
 			case <-n.ctx.Done():
 				return
 			case <-t.C:
-				if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
+			case <-changed:
+				select {
+				case <-time.After(vectorPause):
+				case <-done:
+					return
+				case <-n.ctx.Done():
 					return
 				}
+			}
+			if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
+				return
 			}
 		}
 	}()

@@ -231,6 +231,9 @@ as a check.`,
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if cl, err := c.Cluster(ctx); err == nil {
+				printCluster(e.stdout, cl)
+			}
 			if health != nil {
 				return fmt.Errorf("not healthy: %w", health)
 			}
@@ -240,6 +243,41 @@ as a check.`,
 			return nil
 		}
 	},
+}
+
+// printCluster prints the members as a table, with how far each is
+// behind this node, summed over origins.
+func printCluster(w io.Writer, cl *client.ClusterStatus) {
+	fmt.Fprintf(w, "\nmembers")
+	if cl.Replica != "" {
+		fmt.Fprintf(w, " (replica: %s)", cl.Replica)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tORIGIN\tDATA ADDR\tLINK\tBEHIND")
+	for _, m := range cl.Members {
+		link := "-"
+		switch {
+		case m.Self:
+			link = "self"
+		case m.Connected:
+			link = "up"
+		case m.State == "alive":
+			link = "down"
+		}
+		var recs uint64
+		var secs float64
+		for _, l := range m.Lag {
+			recs += l.Records
+			secs = max(secs, l.Seconds)
+		}
+		behind := "0"
+		if recs > 0 {
+			behind = fmt.Sprintf("%d records, %.1fs", recs, secs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.State, m.Origin, m.DataAddr, link, behind)
+	}
+	tw.Flush()
 }
 
 func probeText(err error) string {

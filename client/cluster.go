@@ -1,0 +1,44 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// ClusterStatus is the daemon's GET /v1/cluster answer: the members as the
+// node sees them. Origins are 16-digit hex strings here, as on the wire.
+type ClusterStatus struct {
+	Node    string          `json:"node"`
+	Origin  string          `json:"origin"`
+	Replica string          `json:"replica,omitempty"`
+	Members []ClusterMember `json:"members"`
+}
+
+// ClusterMember is one member of the cluster.
+type ClusterMember struct {
+	Name      string      `json:"name"`
+	Origin    string      `json:"origin"`
+	State     string      `json:"state"` // alive, suspect, dead, left
+	Addr      string      `json:"addr"`
+	DataAddr  string      `json:"data_addr"`
+	Connected bool        `json:"connected"`
+	Self      bool        `json:"self,omitempty"`
+	Lag       []OriginLag `json:"lag,omitempty"`
+}
+
+// OriginLag is how far a member is behind the answering node on one
+// origin, as of the last exchange between them (at most a second old).
+type OriginLag struct {
+	Origin  string  `json:"origin"`
+	Records uint64  `json:"records"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Cluster returns the cluster's members as the daemon sees them.
+func (c *Client) Cluster(ctx context.Context) (*ClusterStatus, error) {
+	var st ClusterStatus
+	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/cluster"}, nil)}, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
