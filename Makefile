@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build run test vet race fuzz bench bench-accumulate install clean
+.PHONY: all build run test vet race fuzz bench bench-accumulate bench-daemon install clean
 
 all: build
 
@@ -42,6 +42,11 @@ test: vet race fuzz
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./store/
+
+# cachecast bench against a local daemon beside redis-benchmark against a
+# local redis-server, both over Unix sockets (not in CI).
+bench-daemon:
+	bash test/bench-vs-redis.sh
 
 # Appends 20 GB and reports the rate per GB: a flat line is the goal (not in CI).
 bench-accumulate:

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs `cachecast bench` against a local cachecastd and redis-benchmark against
+# a local redis-server, both over Unix sockets, in one session, so that the
+# figures can be set side by side (BENCHMARKS.md). Needs redis-server and
+# redis-tools (Debian packages); run from the repository root:
+#   make bench-daemon          (or: bash test/bench-vs-redis.sh)
+set -euo pipefail
+N=${N:-200000}
+SIZE=${SIZE:-100}
+work=$(mktemp -d /tmp/cc-bench.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+
+command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
+	echo "install redis-server and redis-tools first (apt-get install redis-server redis-tools)" >&2
+	exit 1
+}
+make -s build
+
+./bin/cachecastd --data-dir "$work/data" --socket "$work/cc.sock" --gossip-addr= \
+	--flush async --log-level warn --max-connections 4096 2>"$work/cachecastd.log" &
+redis-server --unixsocket "$work/redis.sock" --port 0 --save "" --appendonly no \
+	--daemonize no --loglevel warning >"$work/redis.log" 2>&1 &
+for _ in $(seq 100); do [ -S "$work/cc.sock" ] && [ -S "$work/redis.sock" ] && break; sleep 0.1; done
+
+cc() { ./bin/cachecast --socket "$work/cc.sock" bench --size "$SIZE" --keys 10000 "$@" 2>/dev/null; }
+rb() { redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -q "$@" | tr "\r" "\n" | grep "per second"; }
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
+echo "== cachecast, unbatched PUT, 1 connection";   cc --count "$N" --conns 1
+echo "== cachecast, unbatched PUT, 16 connections"; cc --count "$N" --conns 16
+echo "== cachecast, batches of 1000, 4 connections"; cc --count $((N * 10)) --conns 4 --batch 1000
+echo "== cachecast, GET, 1 connection";   cc --count "$N" --conns 1 --mode get
+echo "== cachecast, GET, 16 connections"; cc --count "$N" --conns 16 --mode get
+echo "== redis, SET and GET, 1 connection, no pipelining";   rb -t set,get -n "$N" -c 1
+echo "== redis, SET and GET, 16 connections, no pipelining"; rb -t set,get -n "$N" -c 16
+echo "== redis, SET, pipelined 1000, 4 connections";        rb -t set -n $((N * 10)) -c 4 -P 1000
