@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,10 @@ import (
 //	go test -run '^$' -bench . -benchtime 1x ./broadcast/
 //
 // Their figures are the custom metrics (p50-ms, records/s, ...); ns/op is
-// suppressed where it would only repeat the window's length.
+// suppressed where it would only repeat the window's length. rx-bytes/record
+// is what a receiving node read from the data port per record it needed:
+// a record is benchRecordSize (160) bytes, a records frame adds 5 bytes and
+// its ack 25; more than that is records that arrived twice.
 
 const (
 	benchValueSize  = 100
@@ -67,6 +71,7 @@ func benchDir(b *testing.B) string {
 type benchCluster struct {
 	b     *testing.B
 	nodes []*testNode
+	rx    []*atomic.Uint64 // bytes each node read from the data port
 }
 
 func newBenchCluster(b *testing.B, size int, opts func(i int, o *store.Options)) *benchCluster {
@@ -85,16 +90,81 @@ func newBenchCluster(b *testing.B, size int, opts func(i int, o *store.Options))
 		if err != nil {
 			b.Fatal(err)
 		}
-		n, err := New(Config{Store: st, ListenAddr: "127.0.0.1:0"})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			st.Close()
+			b.Fatal(err)
+		}
+		rx := new(atomic.Uint64)
+		var d net.Dialer
+		n, err := New(Config{
+			Store:    st,
+			Listener: countingListener{ln, rx},
+			Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+				conn, err := d.DialContext(ctx, "tcp", addr)
+				if err != nil {
+					return nil, err
+				}
+				return countingConn{conn, rx}, nil
+			},
+		})
+		if err != nil {
+			ln.Close()
 			st.Close()
 			b.Fatal(err)
 		}
 		n.Start()
 		c.nodes = append(c.nodes, &testNode{name: fmt.Sprintf("n%d", i), dir: o.Dir, st: st, n: n})
+		c.rx = append(c.rx, rx)
 	}
 	return c
 }
+
+// countingConn counts the bytes a node reads from the data port, on the
+// links it dialed and on the connections it accepted alike: what arrives
+// twice (a pushed record also pulled from a third node) shows up there.
+type countingConn struct {
+	net.Conn
+	rx *atomic.Uint64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.rx.Add(uint64(n))
+	return n, err
+}
+
+type countingListener struct {
+	net.Listener
+	rx *atomic.Uint64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countingConn{conn, l.rx}, nil
+}
+
+// received is how many bytes the given nodes have read from the data
+// port so far.
+func (c *benchCluster) received(nodes ...*testNode) uint64 {
+	var n uint64
+	for i, tn := range c.nodes {
+		if slices.Contains(nodes, tn) {
+			n += c.rx[i].Load()
+		}
+	}
+	return n
+}
+
+// benchRecordSize is the size on the wire of one benchmark record.
+var benchRecordSize = func() int {
+	var val [benchValueSize]byte
+	m := store.Message{Topic: benchTopic, Key: benchKeyNames[0], Value: val[:]}
+	return store.EncodeRecord(make([]byte, 4096), &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})
+}()
 
 func (c *benchCluster) stop() {
 	for _, tn := range c.nodes {
@@ -191,6 +261,17 @@ func (c *benchCluster) warmUp() {
 	}
 }
 
+// pulls is how many pull requests the cluster's nodes have sent so far.
+// While every node is linked to the origin, each pull during a fan-out
+// fetches records that the origin is pushing anyway.
+func (c *benchCluster) pulls() uint64 {
+	var n uint64
+	for _, tn := range c.nodes {
+		n += tn.n.Pulls()
+	}
+	return n
+}
+
 func benchPublish(b *testing.B, tn *testNode, i int) store.Result {
 	var val [benchValueSize]byte
 	m := store.Message{Topic: benchTopic, Key: benchKeyNames[i%benchKeys], Value: val[:]}
@@ -201,7 +282,7 @@ func benchPublish(b *testing.B, tn *testNode, i int) store.Result {
 	return res
 }
 
-// quantile returns the q-quantile of sorted durations (nearest rank) in ms.
+// quantileMs returns the q-quantile of sorted durations (nearest rank) in ms.
 func quantileMs(sorted []time.Duration, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
@@ -291,6 +372,7 @@ func benchFanOutLatency(b *testing.B, nodes, rate int) {
 	m := store.Message{Topic: benchTopic, Value: val[:]}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
+	pulls, rx := c.pulls(), c.received(c.nodes...)
 	b.ResetTimer()
 	start := time.Now()
 	perNs := float64(rate) / float64(time.Second)
@@ -337,6 +419,8 @@ func benchFanOutLatency(b *testing.B, nodes, rate int) {
 	b.ReportMetric(quantileMs(lat, 0.999), "p999-ms")
 	b.ReportMetric(quantileMs(lat, 1), "max-ms")
 	b.ReportMetric(float64(total)/pubTook.Seconds(), "records/s")
+	b.ReportMetric(float64(c.pulls()-pulls)/float64(b.N), "pulls/op")
+	b.ReportMetric(float64(c.received(c.nodes...)-rx)/float64(total*(nodes-1)), "rx-bytes/record")
 }
 
 // BenchmarkFanOutSustained publishes 100,000 records per op from one node
@@ -352,6 +436,7 @@ func BenchmarkFanOutSustained(b *testing.B) {
 			var val [benchValueSize]byte
 			m := store.Message{Topic: benchTopic, Value: val[:]}
 			var took, pubTook time.Duration
+			pulls, rx := c.pulls(), c.received(c.nodes...)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				start := time.Now()
@@ -374,6 +459,8 @@ func BenchmarkFanOutSustained(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(n/took.Seconds(), "records/s")
 			b.ReportMetric(n/pubTook.Seconds(), "publish-records/s")
+			b.ReportMetric(float64(c.pulls()-pulls)/float64(b.N), "pulls/op")
+			b.ReportMetric(float64(c.received(c.nodes...)-rx)/(n*float64(nodes-1)), "rx-bytes/record")
 		})
 	}
 }
@@ -448,9 +535,11 @@ func (c *benchCluster) replicaOf(tn *testNode) *testNode {
 // BenchmarkPublishReplication measures the latency of one publish on a
 // 3-node cluster, one at a time, for a window of two seconds per op:
 // mode=async is Publish alone, mode=sync is Publish then WaitReplica on
-// the replica, as the daemon answers --replication=sync. Each op also
-// times a 100-byte loopback ping-pong after every publish (rtt-*), and
-// mode=sync a plain Publish before every sync one (async-*), so that the
+// the replica, as the daemon answers --replication=sync. Every publish
+// starts on an idle cluster (the previous one acknowledged by every peer).
+// Each op also times a 100-byte loopback ping-pong after every publish
+// (rtt-*), and mode=sync a plain Publish after every sync one (async-*),
+// so that the
 // cost sync adds (added-* = sync - async, per quantile) is read against
 // one round trip plus the replica's flush (peer-flush-*: the replica's
 // flushes, from its store's OnFlush, during the window) of the same run.
@@ -486,8 +575,26 @@ func benchPublishReplication(b *testing.B, syncMode bool, flush store.FlushMode)
 	ping := newPingPong(b)
 	defer ping.close()
 
-	var lat, base, rtt []time.Duration
+	// quiesce waits until every peer has acknowledged seq: the cluster is
+	// idle again, so that each publish and each ping is measured alone,
+	// not beside the tail of the previous one's fan-out.
 	ctx := context.Background()
+	wait := func(peer, seq uint64) {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := src.n.WaitReplica(wctx, peer, seq); err != nil {
+			b.Fatalf("replica wait: %v", err)
+		}
+	}
+	quiesce := func(seq uint64) {
+		for _, tn := range c.nodes {
+			if tn != src {
+				wait(tn.st.Origin(), seq)
+			}
+		}
+	}
+
+	var lat, base, rtt []time.Duration
 	i := 0
 	b.ResetTimer()
 	fmu.Lock()
@@ -499,23 +606,19 @@ func benchPublishReplication(b *testing.B, syncMode bool, flush store.FlushMode)
 			start := time.Now()
 			res := benchPublish(b, src, i)
 			if syncMode {
-				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := src.n.WaitReplica(wctx, replicaID, res.Seq)
-				cancel()
-				if err != nil {
-					b.Fatalf("replica wait: %v", err)
-				}
+				wait(replicaID, res.Seq)
 			}
 			lat = append(lat, time.Since(start))
 			i++
+			quiesce(res.Seq)
 			if syncMode {
-				// The baseline goes after the sync publish, and the ping
-				// after it, so that its replication (which nobody waits
-				// for) is done before the next sync publish starts.
+				// The baseline: a plain publish, interleaved with the
+				// sync ones, under the same conditions.
 				start := time.Now()
-				benchPublish(b, src, i)
+				res := benchPublish(b, src, i)
 				base = append(base, time.Since(start))
 				i++
+				quiesce(res.Seq)
 			}
 			rtt = append(rtt, ping.roundTrip(b))
 		}
@@ -566,6 +669,7 @@ func BenchmarkCatchUp(b *testing.B) {
 	ms := make([]store.Message, 1000)
 	var val [benchValueSize]byte
 	var took time.Duration
+	var rx uint64
 	pulls := down.n.Pulls()
 	b.ResetTimer()
 	for op := 0; op < b.N; op++ {
@@ -588,11 +692,14 @@ func BenchmarkCatchUp(b *testing.B) {
 		b.StartTimer()
 
 		start := time.Now()
+		rx0 := c.received(down)
 		c.wire(c.nodes...)
 		took += c.waitHolds([]*testNode{down}, origin, target, 200*time.Microsecond).Sub(start)
+		rx += c.received(down) - rx0
 	}
 	b.StopTimer()
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(b.N*catchUpPerOp)/took.Seconds(), "records/s")
 	b.ReportMetric(float64(down.n.Pulls()-pulls)/float64(b.N), "pulls/op")
+	b.ReportMetric(float64(rx)/float64(b.N*catchUpPerOp), "rx-bytes/record")
 }
