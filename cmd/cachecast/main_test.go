@@ -303,8 +303,16 @@ func TestWatch(t *testing.T) {
 		t.Errorf("resumed watch printed %q", r.stdout)
 	}
 	cli(t, srv, "", "watch", "w", "--from", "earliest", "--name", "auto", "--ack", "auto", "--count", "5").check(t, exitOK)
-	if cur, err := c.GetCursor(context.Background(), "auto"); err != nil || cur.Offset != 5 {
-		t.Errorf("auto-acked cursor: %+v %v", cur, err)
+	// The server acks as it writes, so its last ack may land just after
+	// the CLI has printed its fifth line and gone: wait for it.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		cur, err := c.GetCursor(context.Background(), "auto")
+		if err == nil && cur.Offset == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("auto-acked cursor: %+v %v", cur, err)
+		}
 	}
 
 	// Live: a watch from latest sees what is published after it starts;
