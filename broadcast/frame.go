@@ -63,8 +63,9 @@ type frameWriter struct {
 	hdr  [5]byte
 }
 
-// writeRecords sends the records as one frame, straight from the slices it
-// is given (usually slices of the log's map): writev, no copy.
+// writeRecords sends the records as one frame, with one writev of the
+// slices it is given (the callers copy the records out of the log's map
+// into a send buffer first).
 func (w *frameWriter) writeRecords(recs [][]byte) error {
 	n := 1
 	for _, r := range recs {

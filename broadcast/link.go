@@ -72,6 +72,7 @@ func (l *link) run() {
 	defer func() {
 		l.mu.Lock()
 		l.dropSnapFile()
+		l.releasePulls()
 		l.mu.Unlock()
 	}()
 	backoff := 50 * time.Millisecond
@@ -152,7 +153,7 @@ func (l *link) session() error {
 	}
 	l.mu.Lock()
 	l.holds = v
-	clear(l.pulling) // pulls of an earlier connection are gone with it
+	l.releasePulls() // pulls of an earlier connection are gone with it
 	l.pulls = l.pulls[:0]
 	l.wantSnap, l.snapping = false, false
 	l.dropSnapFile()
@@ -291,6 +292,7 @@ func (l *link) readLoop(fr *frameReader) error {
 				continue // pulls resume after the bootstrap
 			}
 			delete(l.pulling, e.origin)
+			l.n.pullDone(e.origin)
 			l.mu.Unlock()
 			l.afterAck() // still behind? ask again
 		case frameSnapData:
@@ -334,7 +336,7 @@ func (l *link) bootstrap() error {
 	l.snapFile = nil
 	ok := l.snapping
 	l.snapping = false
-	clear(l.pulling)
+	l.releasePulls()
 	l.mu.Unlock()
 	if !ok || f == nil {
 		return fmt.Errorf("%w: snapshot end without a snapshot", ErrBadFrame)
@@ -350,6 +352,14 @@ func (l *link) bootstrap() error {
 	l.n.boots.Add(1)
 	l.log.Info("bootstrapped from the peer's snapshot", zap.Int("origins-moved", len(moved)))
 	return nil
+}
+
+// releasePulls forgets this link's pulls in flight. Called with mu held.
+func (l *link) releasePulls() {
+	for o := range l.pulling {
+		l.n.pullDone(o)
+	}
+	clear(l.pulling)
 }
 
 // dropSnapFile removes a half-received snapshot. Called with mu held.
@@ -372,7 +382,7 @@ func (l *link) afterAck() {
 		if l.pulling[o] {
 			continue
 		}
-		if mine := l.n.st.LastSeq(o); theirs > mine {
+		if mine := l.n.st.LastSeq(o); theirs > mine && l.n.mayPull(o) {
 			l.pulls = append(l.pulls, pullReq{origin: o, from: mine + 1, to: min(theirs, mine+l.n.cfg.MaxPull)})
 			l.pulling[o] = true
 			want = true

@@ -86,6 +86,32 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// Pulls are the repair path, pushes the fast one: an origin is pulled
+	// by one link at a time, and only when none of its records has come in
+	// for a SyncInterval (else the pull would fetch what is being pushed).
+	pmu        sync.Mutex
+	lastAppend map[uint64]time.Time // origin -> when a record of it last came in
+	pullingAll map[uint64]bool      // origins being pulled on some link
+}
+
+// mayPull reserves origin o for a pull, if no link pulls it and its
+// records are not flowing in anyway.
+func (n *Node) mayPull(o uint64) bool {
+	n.pmu.Lock()
+	defer n.pmu.Unlock()
+	if n.pullingAll[o] || time.Since(n.lastAppend[o]) < n.cfg.SyncInterval {
+		return false
+	}
+	n.pullingAll[o] = true
+	return true
+}
+
+// pullDone releases origin o after its pull ended (or its link went down).
+func (n *Node) pullDone(o uint64) {
+	n.pmu.Lock()
+	delete(n.pullingAll, o)
+	n.pmu.Unlock()
 }
 
 // New binds the data port; Start begins serving it.
@@ -132,6 +158,9 @@ func New(cfg Config) (*Node, error) {
 		conns:    make(map[net.Conn]struct{}),
 		ctx:      ctx,
 		cancel:   cancel,
+
+		lastAppend: make(map[uint64]time.Time),
+		pullingAll: make(map[uint64]bool),
 	}
 	n.keys.Store(&cfg.Keys)
 	return n, nil
@@ -434,10 +463,18 @@ func (n *Node) serveSnapshot(w *frameWriter) error {
 // highest seq held afterwards. Duplicates are fine; a gap is left for
 // anti-entropy to fill. A record that fails its checks is an error.
 func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
-	return splitRecords(p, func(r store.Record) error {
+	var advanced uint64 // an origin that moved on (frames carry one origin)
+	err := splitRecords(p, func(r store.Record) error {
+		o := r.Origin()
+		if r.Seq() <= n.st.LastSeq(o) {
+			touched[o] = n.st.LastSeq(o) // held already: no need to ask the store
+			return nil
+		}
 		_, err := n.st.AppendRecord(r)
 		switch {
-		case err == nil, errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrOutOfOrder):
+		case err == nil:
+			advanced = o
+		case errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrOutOfOrder):
 		case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrInvalid):
 			return err
 		default:
@@ -445,9 +482,15 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
 			// connection, the sender will offer it again.
 			n.log.Warn("appending a peer's record failed", zap.Error(err))
 		}
-		touched[r.Origin()] = n.st.LastSeq(r.Origin())
+		touched[o] = n.st.LastSeq(o)
 		return nil
 	})
+	if advanced != 0 {
+		n.pmu.Lock()
+		n.lastAppend[advanced] = time.Now()
+		n.pmu.Unlock()
+	}
+	return err
 }
 
 // servePull answers a pull with the records asked for, in frames of
