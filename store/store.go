@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -755,6 +756,13 @@ func (s *Store) flushLoop() {
 		case <-s.done:
 			return
 		case <-s.flushKick:
+			if s.opts.Flush == FlushSync {
+				// Writers woken by the last flush are on their way back
+				// with their next records: let them append before this
+				// flush takes the end of the log, so that one flush
+				// serves more of them (group commit).
+				runtime.Gosched()
+			}
 			s.flush()
 			continue
 		case <-tick.C:
