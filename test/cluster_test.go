@@ -387,8 +387,8 @@ func TestClusterSIGKILLSyncReplication(t *testing.T) {
 	// a comes back on the same data and ports, and catches up; everything
 	// it acknowledged, with any status, reaches every node.
 	a.Start()
-	// Data first: the links' state after a quick restart is checked
-	// separately.
+	// Data first: what a quick restart leaves of the links' state is
+	// TestClusterQuickRestartRelinks's business.
 	waitClusterUp(t, nodes, namesOf(nodes), false, 20*time.Second)
 	for _, n := range nodes {
 		missing, highest := originSeqs(t, n, topic, origin, allSeqs, 10*time.Second)
@@ -421,6 +421,79 @@ func TestClusterSIGKILLSyncReplication(t *testing.T) {
 		keys = append(keys, key)
 	}
 	waitConverged(t, nodes, topic, keys, -1, 15*time.Second)
+	stopAll(nodes)
+}
+
+// TestClusterQuickRestartRelinks SIGKILLs a node while it publishes and
+// restarts it at once, before the failure detector declares it dead (as
+// systemd's Restart= does): membership never changes, so the others must
+// notice by themselves that their data links to it broke. Within a bound
+// every node then sees it connected and caught up, and a sync publish on
+// the nodes whose replica it is (pinned with --replica) answers ok.
+func TestClusterQuickRestartRelinks(t *testing.T) {
+	const topic = "relink"
+	args := func(replica string) []string {
+		return []string{"--replication=sync", "--replica-timeout", "2s", "--replica", replica}
+	}
+	nodes := startClusterNodes(t, []clusterSpec{
+		{Name: "a", Args: args("b")},
+		{Name: "b", Args: args("a")},
+		{Name: "c", Args: args("a")},
+	})
+	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
+	a := nodes[0]
+	c := ctx(t)
+
+	// a writes without pause up to the kill, so that what the others
+	// last heard of a's vector is behind what a holds.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := fmt.Sprintf("k%d", i%50)
+			if _, err := a.Client.Publish(c, topic, k, clusterValue(k, i), ""); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(700 * time.Millisecond)
+	a.Kill()
+	close(stop)
+	wg.Wait()
+	a.Start()
+
+	// Both checks run, so that a failure shows both symptoms.
+	if why := poll(t, 10*time.Second, func() string {
+		for _, n := range nodes {
+			st, err := n.clusterStatus(t.Context())
+			if err != nil {
+				return err.Error()
+			}
+			if why := fullyConnected(st, namesOf(nodes), true); why != "" {
+				return why
+			}
+		}
+		return ""
+	}); why != "" {
+		t.Errorf("10s after a's restart: %s (a link to a that is still on the killed process's connection?)", why)
+	}
+	for _, n := range nodes[1:] {
+		key := "after-" + n.Name
+		res, err := n.Client.Publish(c, topic, key, clusterValue(key, 0), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != client.StatusOK {
+			t.Errorf("%s: sync publish to its replica a after a's restart: status %q, want ok", n.Name, res.Status)
+		}
+	}
 	stopAll(nodes)
 }
 
