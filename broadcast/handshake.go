@@ -19,7 +19,7 @@ import (
 // key sends and expects zero MACs, so a keyed node refuses an unkeyed one
 // and the other way round.
 //
-//	hello (both ways, 64 bytes, plus 32 bytes of MAC from the listener):
+//	hello (both ways, 56 bytes, plus 32 bytes of MAC from the listener):
 //	+----------------+--------+---------+---------------+----------------+
 //	| magic "CCDATA1"| proto  | flags   | node ID (u64) | nonce (32 B)   |
 //	|   (7 bytes)    |  (u8)  | (u64 0) |               |                |

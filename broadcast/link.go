@@ -162,7 +162,11 @@ func (l *link) session() error {
 	l.afterAck()
 
 	readErr := make(chan error, 1)
-	go func() { readErr <- l.readLoop(fr) }()
+	go func() {
+		err := l.readLoop(fr)
+		cancel() // a dead connection ends the session: the writer must not wait on it
+		readErr <- err
+	}()
 	werr := l.writeLoop(ctx, c)
 	cancel()
 	rerr := <-readErr

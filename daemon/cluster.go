@@ -130,6 +130,7 @@ func (c *cluster) start() {
 func (c *cluster) joinLoop() {
 	defer c.wg.Done()
 	first := true
+	alone := 0
 	for {
 		if len(c.cfg.Join) == 0 {
 			close(c.joined)
@@ -149,12 +150,26 @@ func (c *cluster) joinLoop() {
 			close(c.joined)
 			first = false
 		}
-		if err == nil {
+		if err == nil && len(c.g.Alive()) > 1 {
 			c.log.Info("joined the cluster", zap.Int("seeds-reached", n), zap.Int("members", len(c.g.Alive())))
 			c.refresh()
 			return
 		}
-		c.log.Warn("joining the cluster failed; retrying", zap.Strings("join", c.cfg.Join), zap.Error(err))
+		if err == nil {
+			// Only this node answered (it is on its own seed list): fine for
+			// the first node of a cluster, a problem (a wrong key, a
+			// firewall) if the others are up. Keep trying; say it once.
+			if alone == 0 {
+				c.log.Warn("no other member answered the join; running alone and trying again",
+					zap.Strings("join", c.cfg.Join))
+			}
+			alone++
+			if alone > 720 {
+				return // an hour alone: from now on the others join this node
+			}
+		} else {
+			c.log.Warn("joining the cluster failed; retrying", zap.Strings("join", c.cfg.Join), zap.Error(err))
+		}
 		select {
 		case <-c.stop:
 			return

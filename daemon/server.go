@@ -171,7 +171,10 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
 	status := statusOf(e.Code)
 	a.d.m.errors.WithLabelValues(e.Code).Inc()
 	lvl := zapcore.DebugLevel
-	if status >= 500 {
+	if status >= 500 && e.Code != CodeUnavailable {
+		// 503 is a state (starting, stopping, unhealthy) that health
+		// probes ask about many times a second; it is logged where it
+		// starts, not per request.
 		lvl = zapcore.ErrorLevel
 	}
 	if ce := a.d.log.Check(lvl, "request failed"); ce != nil {
