@@ -18,14 +18,16 @@ var (
 // everything and checks that all nodes converge to one view and that no
 // acknowledged write is missing anywhere. Rerun a failure with
 // -fuzzy.seed=N (the seed is logged).
-func TestRandomFaults(t *testing.T) {
+func TestRandomFaults(t *testing.T) { eachTransport(t, testRandomFaults) }
+
+func testRandomFaults(t *testing.T, transport string) {
 	seed := *fuzzySeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
 	t.Logf("seed %d (rerun with -fuzzy.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	c := newCluster(t, 5, nil)
+	c := newClusterOn(t, transport, 5, nil)
 	acked := map[uint64]uint64{} // origin -> highest acknowledged seq
 
 	for step := 0; step < *fuzzySteps; step++ {

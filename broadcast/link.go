@@ -209,8 +209,9 @@ func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
 			l.n.pulls.Add(1)
 		}
 		// Push what the peer lacks of this node's own records, in frames
-		// of up to a megabyte.
-		for next <= l.n.st.LastSeq(self) {
+		// of up to a megabyte. Under NATS only the replica is pushed to.
+		push := l.n.nats == nil || l.n.replica.Load() == l.peer.ID
+		for push && next <= l.n.st.LastSeq(self) {
 			batch, buf = batch[:0], buf[:0]
 			end, err := l.n.st.ReadOrigin(self, next, next+1023, func(r store.Record) error {
 				start := len(buf)
@@ -237,6 +238,7 @@ func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
 			if err := w.writeRecords(batch); err != nil {
 				return err
 			}
+			l.n.bytesSent.Add(uint64(len(buf)))
 			next = end
 		}
 		select {

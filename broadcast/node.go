@@ -41,6 +41,9 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// MaxPull is the most records one pull request asks for.
 	MaxPull uint64
+	// NATS, when set, carries the fan-out through NATS (see NATSConfig);
+	// nil pushes to every peer over the data port.
+	NATS *NATSConfig
 	// Logger receives the node's logs; nil discards them.
 	Logger *zap.Logger
 }
@@ -77,6 +80,12 @@ type Node struct {
 	conns map[net.Conn]struct{} // accepted, to close on shutdown
 
 	keys atomic.Pointer[[][]byte] // the cluster keys in force (SetKeys)
+
+	nats            *natsFanOut   // nil: fan-out over the data port
+	replica         atomic.Uint64 // the peer pushed to directly under NATS
+	bytesSent       atomic.Uint64 // bytes of own records sent (pushes, NATS publishes)
+	natsDisconnects atomic.Uint64
+	natsErrors      atomic.Uint64
 
 	rejected  atomic.Uint64 // peers refused at the handshake
 	badFrames atomic.Uint64
@@ -163,8 +172,29 @@ func New(cfg Config) (*Node, error) {
 		pullingAll: make(map[uint64]bool),
 	}
 	n.keys.Store(&cfg.Keys)
+	if cfg.NATS != nil {
+		if err := n.startNATS(cfg.NATS); err != nil {
+			cancel()
+			ln.Close()
+			return nil, err
+		}
+	}
 	return n, nil
 }
+
+// SetReplica names the replica peer. Under NATS it is the one peer this
+// node still pushes to directly, so that a sync-replication wait is one
+// round trip; over the data port every peer is pushed to anyway.
+func (n *Node) SetReplica(peer uint64) { n.replica.Store(peer) }
+
+// BytesSent counts the bytes of this node's own records it has sent:
+// pushed to peers and published to NATS (not pulls it served).
+func (n *Node) BytesSent() uint64 { return n.bytesSent.Load() }
+
+// NATSDisconnects and NATSErrors count NATS disconnections and errors
+// (slow consumer and the like); zero without NATS.
+func (n *Node) NATSDisconnects() uint64 { return n.natsDisconnects.Load() }
+func (n *Node) NATSErrors() uint64      { return n.natsErrors.Load() }
 
 // SetKeys replaces the cluster keys for new connections (key rotation:
 // add the new key everywhere, make it first everywhere, then drop the old
@@ -185,6 +215,9 @@ func (n *Node) Start() {
 // Close stops every link and connection and waits for their goroutines.
 func (n *Node) Close() error {
 	n.cancel()
+	if n.nats != nil {
+		n.nats.close()
+	}
 	err := n.listener.Close()
 	n.mu.Lock()
 	for c := range n.conns {

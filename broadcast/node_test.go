@@ -76,16 +76,28 @@ type testNode struct {
 }
 
 type testCluster struct {
-	t     *testing.T
-	net   *faultNet
-	keys  [][]byte
-	tls   *tls.Config // for the next node added, when set
-	opts  func(*store.Options)
-	nodes []*testNode
+	t    *testing.T
+	net  *faultNet
+	keys [][]byte
+	tls  *tls.Config // for the next node added, when set
+	opts func(*store.Options)
+
+	natsURL string            // fan-out through NATS when set
+	names   map[uint64]string // origin -> node name, for cutting NATS deliveries
+	nodes   []*testNode
 }
 
 func newCluster(t *testing.T, size int, keys [][]byte) *testCluster {
-	c := &testCluster{t: t, net: newFaultNet(), keys: keys}
+	return newClusterOn(t, "tcp", size, keys)
+}
+
+// newClusterOn starts a cluster whose fan-out goes over transport: "tcp"
+// (pushes on the data port) or "nats" (through an embedded NATS server).
+func newClusterOn(t *testing.T, transport string, size int, keys [][]byte) *testCluster {
+	c := &testCluster{t: t, net: newFaultNet(), keys: keys, names: map[uint64]string{}}
+	if transport == "nats" {
+		c.natsURL = startNATSServer(t)
+	}
 	for i := 0; i < size; i++ {
 		c.add(fmt.Sprintf("n%d", i), t.TempDir())
 	}
@@ -105,12 +117,33 @@ func (c *testCluster) add(name, dir string) *testNode {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	n, err := New(Config{
+	cfg := Config{
 		Store: st, ListenAddr: "127.0.0.1:0", Keys: c.keys,
 		Dial: c.net.dialer(name), SyncInterval: 50 * time.Millisecond, TLS: c.tls,
-	})
+	}
+	if c.natsURL != "" {
+		cfg.NATS = &NATSConfig{URL: c.natsURL}
+	}
+	n, err := New(cfg)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if c.names == nil {
+		c.names = map[uint64]string{}
+	}
+	c.net.mu.Lock()
+	c.names[st.Origin()] = name
+	c.net.mu.Unlock()
+	if n.nats != nil {
+		// NATS deliveries obey the same cuts as the data port: a node cut
+		// off from the origin does not get the origin's records.
+		addr := n.Addr()
+		drop := func(origin uint64) bool {
+			c.net.mu.Lock()
+			defer c.net.mu.Unlock()
+			return c.net.cut[[2]string{c.names[origin], addr}]
+		}
+		n.nats.drop.Store(&drop)
 	}
 	n.Start()
 	tn := &testNode{name: name, dir: dir, st: st, n: n}
@@ -181,6 +214,23 @@ func (c *testCluster) waitConverged(within time.Duration) {
 			for _, tn := range nodes {
 				c.t.Logf("%s: vector %v digest %x", tn.name, tn.st.Vector(), tn.st.Digest())
 			}
+			for _, tn := range nodes[1:] {
+				for _, top := range nodes[0].st.Topics() {
+					for _, k := range nodes[0].st.Keys(top.Name, "", "", 0) {
+						e0, _ := nodes[0].st.Get(top.Name, k)
+						e, ok := tn.st.Get(top.Name, k)
+						if !ok || e.Stamp != e0.Stamp {
+							c.t.Logf("%s/%s: %s has %q %+v, %s has %q %+v (ok %v)", top.Name, k, nodes[0].name, e0.Value, e0.Stamp, tn.name, e.Value, e.Stamp, ok)
+							for _, st := range []store.Stamp{e0.Stamp, e.Stamp} {
+								tn.st.ReadOrigin(st.Origin, st.Seq, st.Seq, func(r store.Record) error {
+									c.t.Logf("   %s's log: origin %x seq %d: key %s value %q hlc %d", tn.name, r.Origin(), r.Seq(), r.Key(), r.Value(), r.HLC())
+									return nil
+								})
+							}
+						}
+					}
+				}
+			}
 			c.t.Fatalf("not converged within %s", within)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -197,10 +247,12 @@ func publish(t *testing.T, tn *testNode, key, val string) store.Result {
 	return res
 }
 
-func TestFanOutConverges(t *testing.T) {
+func TestFanOutConverges(t *testing.T) { eachTransport(t, testFanOutConverges) }
+
+func testFanOutConverges(t *testing.T, transport string) {
 	for _, size := range []int{3, 5} {
 		t.Run(fmt.Sprintf("nodes=%d", size), func(t *testing.T) {
-			c := newCluster(t, size, nil)
+			c := newClusterOn(t, transport, size, nil)
 			var wg sync.WaitGroup
 			for i, tn := range c.nodes {
 				wg.Add(1)
@@ -224,8 +276,10 @@ func TestFanOutConverges(t *testing.T) {
 	}
 }
 
-func TestPartitionHeals(t *testing.T) {
-	c := newCluster(t, 5, nil)
+func TestPartitionHeals(t *testing.T) { eachTransport(t, testPartitionHeals) }
+
+func testPartitionHeals(t *testing.T, transport string) {
+	c := newClusterOn(t, transport, 5, nil)
 	a, b := c.nodes[:2], c.nodes[2:]
 	for _, x := range a {
 		for _, y := range b {
@@ -267,8 +321,10 @@ func TestOneWayCut(t *testing.T) {
 	c.waitConverged(10 * time.Second)
 }
 
-func TestLateJoinerAndRestart(t *testing.T) {
-	c := newCluster(t, 2, nil)
+func TestLateJoinerAndRestart(t *testing.T) { eachTransport(t, testLateJoinerAndRestart) }
+
+func testLateJoinerAndRestart(t *testing.T, transport string) {
+	c := newClusterOn(t, transport, 2, nil)
 	for j := 0; j < 500; j++ {
 		publish(t, c.nodes[j%2], fmt.Sprintf("k%d", j%100), fmt.Sprint(j))
 	}
@@ -294,9 +350,12 @@ func TestLateJoinerAndRestart(t *testing.T) {
 	}
 }
 
-func TestWaitReplica(t *testing.T) {
-	c := newCluster(t, 2, nil)
+func TestWaitReplica(t *testing.T) { eachTransport(t, testWaitReplica) }
+
+func testWaitReplica(t *testing.T, transport string) {
+	c := newClusterOn(t, transport, 2, nil)
 	a, b := c.nodes[0], c.nodes[1]
+	a.n.SetReplica(b.st.Origin())
 	res := publish(t, a, "k", "v")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

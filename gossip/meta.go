@@ -138,7 +138,9 @@ func decodeState(b []byte) (name string, meta Meta, state []byte, err error) {
 // view of b) and the rest.
 func readBytes(b []byte) (v, rest []byte, err error) {
 	n, k := binary.Uvarint(b)
-	if k <= 0 {
+	if k <= 0 || k != uvarintLen(n) {
+		// Not a uvarint, or not its shortest form (0x80 0x00 for 0): one
+		// value has one encoding, so what decodes re-encodes the same.
 		return nil, nil, fmt.Errorf("bad length")
 	}
 	b = b[k:]

@@ -387,7 +387,12 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	case r.Seq() <= last:
 		s.wmu.Unlock()
 		return Result{}, fmt.Errorf("%w: origin %016x seq %d (held up to %d)", ErrDuplicate, r.Origin(), r.Seq(), last)
-	case last != 0 && r.Seq() != last+1:
+	case r.Seq() != last+1:
+		// Also for an origin this node has nothing of: its first record
+		// must be seq 1. Starting an origin in the middle would leave the
+		// seqs before it missing for good, with the vector saying they are
+		// held; a node starts an origin mid-sequence only from a snapshot
+		// (Bootstrap).
 		s.wmu.Unlock()
 		return Result{}, fmt.Errorf("%w: origin %016x seq %d after %d", ErrOutOfOrder, r.Origin(), r.Seq(), last)
 	}
