@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/broadcast"
@@ -56,11 +57,16 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 	if err != nil {
 		return nil, err
 	}
+	var natsConf *broadcast.NATSConfig
+	if cfg.Transport == "nats" {
+		natsConf = &broadcast.NATSConfig{URL: cfg.NATSURL, SubjectPrefix: cfg.NATSSubjectPrefix, Options: cfg.natsOptions()}
+	}
 	b, err := broadcast.New(broadcast.Config{
 		Store:      st,
 		ListenAddr: cfg.DataAddr,
 		Keys:       keys,
 		TLS:        tlsConf,
+		NATS:       natsConf,
 		Logger:     log.Named("broadcast"),
 	})
 	if err != nil {
@@ -100,6 +106,21 @@ func (c Config) tlsConfig() (*tls.Config, error) {
 		return nil, fmt.Errorf("--tls-cert/--tls-key/--tls-ca: %w", err)
 	}
 	return conf, nil
+}
+
+// natsOptions turns the --nats-* flags into connection options.
+func (c Config) natsOptions() []nats.Option {
+	var opts []nats.Option
+	if c.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(c.NATSCreds))
+	}
+	if c.NATSTLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.NATSTLSCA))
+	}
+	if c.NATSTLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.NATSTLSCert, c.NATSTLSKey))
+	}
+	return opts
 }
 
 // reloadKeys reads --cluster-key-file again and puts its keys in force
@@ -208,6 +229,9 @@ func (c *cluster) refresh() {
 		peers = append(peers, broadcast.Peer{ID: m.ID, Name: m.Name, Addr: m.DataAddr})
 	}
 	c.b.SetPeers(peers)
+	if r, ok := c.replica(); ok {
+		c.b.SetReplica(r.ID)
+	}
 }
 
 // replica is the peer this node's writes are copied to: the one --replica

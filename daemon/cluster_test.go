@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
 // clusterConfig is testConfig on its own loopback ports, with the fast
@@ -122,5 +124,41 @@ func TestClusterKeyMismatch(t *testing.T) {
 	}
 	if strings.Contains(fmt.Sprint(td.d.cluster.g.Alive()), "node0") {
 		t.Fatal("the intruder joined")
+	}
+}
+
+// TestClusterOverNATS runs three daemons whose fan-out goes through a real
+// NATS server embedded in the test process.
+func TestClusterOverNATS(t *testing.T) {
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(5 * time.Second) {
+		t.Fatal("NATS not ready")
+	}
+	t.Cleanup(ns.Shutdown) // after the daemons (cleanups run last first)
+	ds := startCluster(t, 3, func(i int, c *Config) {
+		c.Transport = "nats"
+		c.NATSURL = ns.ClientURL()
+		c.Replication = "sync"
+	})
+	for i, td := range ds {
+		if res := td.put("prices", fmt.Sprintf("k%d", i), fmt.Sprint(i)); res.Status != StatusOK {
+			t.Fatalf("sync publish over nats: %q", res.Status)
+		}
+	}
+	for _, td := range ds {
+		for i := range ds {
+			key := fmt.Sprintf("k%d", i)
+			waitFor(t, td.cfg.NodeName+" has "+key, func() bool {
+				r := td.do("GET", "/v1/topics/prices/keys/"+key, nil)
+				return r.status == 200 && string(r.body) == fmt.Sprint(i)
+			})
+		}
+		if td.d.cluster.b.BytesSent() == 0 {
+			t.Fatalf("%s sent nothing", td.cfg.NodeName)
+		}
 	}
 }

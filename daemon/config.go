@@ -147,6 +147,21 @@ type Config struct {
 	TLSCert string
 	TLSKey  string
 	TLSCA   string
+	// Transport carries the fan-out: "tcp" (each node pushes to every
+	// peer over the data port) or "nats" (each node publishes once to a
+	// NATS cluster, which fans out; for fleets too large for a full mesh).
+	Transport string
+	// NATSURL lists the NATS servers, comma-separated (--transport=nats).
+	NATSURL string
+	// NATSCreds is a NATS credentials file (JWT and nkey); empty: none.
+	NATSCreds string
+	// NATSTLSCert, NATSTLSKey and NATSTLSCA set TLS to the NATS servers
+	// (CA alone: verify the servers; with cert and key: mutual TLS).
+	NATSTLSCert string
+	NATSTLSKey  string
+	NATSTLSCA   string
+	// NATSSubjectPrefix starts the subjects records are published on.
+	NATSSubjectPrefix string
 
 	// MetricsAddr is the TCP address of the Prometheus endpoint; empty: off.
 	MetricsAddr string
@@ -205,6 +220,8 @@ func DefaultConfig() Config {
 		GossipProfile:     "lan",
 		Replication:       "async",
 		ReplicaTimeout:    time.Second,
+		Transport:         "tcp",
+		NATSSubjectPrefix: "cachecast",
 		LogLevel:          "info",
 		// The store's own defaults win where they differ from ours: one
 		// source of truth for the storage figures.
@@ -351,6 +368,21 @@ func (c Config) validateCluster() error {
 	if _, err := c.tlsConfig(); err != nil {
 		return err
 	}
+	switch c.Transport {
+	case "tcp":
+	case "nats":
+		if c.NATSURL == "" {
+			return errors.New("--nats-url: needed with --transport=nats")
+		}
+		if c.NATSSubjectPrefix == "" || strings.ContainsAny(c.NATSSubjectPrefix, " *>") {
+			return fmt.Errorf("--nats-subject-prefix: must be a NATS subject without wildcards, got %q", c.NATSSubjectPrefix)
+		}
+		if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
+			return errors.New("--nats-tls-cert and --nats-tls-key: set both or neither")
+		}
+	default:
+		return fmt.Errorf("--transport: must be \"tcp\" or \"nats\", got %q", c.Transport)
+	}
 	return nil
 }
 
@@ -419,6 +451,13 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "certificate (PEM) of this node for mutual TLS on the data port")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "private key (PEM) for --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA certificate (PEM) that signs every node's certificate")
+	fs.StringVar(&c.Transport, "transport", c.Transport, `fan-out: "tcp" (push to every peer) or "nats" (publish once to a NATS cluster, for large fleets)`)
+	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS servers, comma separated (nats://host:4222,...), for --transport=nats")
+	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials file (JWT and nkey seed)")
+	fs.StringVar(&c.NATSTLSCert, "nats-tls-cert", c.NATSTLSCert, "client certificate (PEM) for TLS to NATS")
+	fs.StringVar(&c.NATSTLSKey, "nats-tls-key", c.NATSTLSKey, "private key (PEM) for --nats-tls-cert")
+	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", c.NATSTLSCA, "CA certificate (PEM) that signs the NATS servers' certificates")
+	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "prefix of the NATS subjects records are published on (<prefix>.<origin>)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9464); empty: off")
 	fs.Var(newIDListValue(&c.AllowUIDs), "allow-uids", "user IDs allowed to publish, comma separated; with --allow-gids empty: anyone who can open the socket")
 	fs.Var(newIDListValue(&c.AllowGIDs), "allow-gids", "group IDs (primary or supplementary) allowed to publish, comma separated")

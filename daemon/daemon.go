@@ -410,7 +410,9 @@ func staticFieldsChanged(a, b Config) []string {
 // flagName turns a Config field name into its flag: MaxValueSize -> max-value-size.
 func flagName(field string) string {
 	special := map[string]string{"AllowUIDs": "allow-uids", "AllowGIDs": "allow-gids",
-		"TLSCert": "tls-cert", "TLSKey": "tls-key", "TLSCA": "tls-ca"}
+		"TLSCert": "tls-cert", "TLSKey": "tls-key", "TLSCA": "tls-ca",
+		"NATSURL": "nats-url", "NATSCreds": "nats-creds", "NATSTLSCert": "nats-tls-cert",
+		"NATSTLSKey": "nats-tls-key", "NATSTLSCA": "nats-tls-ca", "NATSSubjectPrefix": "nats-subject-prefix"}
 	if s, ok := special[field]; ok {
 		return s
 	}

@@ -166,6 +166,7 @@ type clusterCollector struct {
 	c                                        *cluster
 	members, queue, lag, rejected, badFrames *prometheus.Desc
 	pulls, dropped                           *prometheus.Desc
+	natsDisconnects, natsErrors, sent        *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster) *clusterCollector {
@@ -173,19 +174,22 @@ func newClusterCollector(c *cluster) *clusterCollector {
 		return prometheus.NewDesc("cachecast_cluster_"+name, help, labels, nil)
 	}
 	return &clusterCollector{
-		c:         c,
-		members:   d("members", "Members as this node sees them, by state.", "state"),
-		queue:     d("fanout_queue_records", "This node's own records a peer does not hold yet, by peer.", "peer"),
-		lag:       d("peer_lag_records", "Records this node holds and a peer does not, summed over origins, by peer.", "peer"),
-		rejected:  d("rejected_peers_total", "Data connections refused at the handshake (wrong or missing cluster key)."),
-		badFrames: d("bad_frames_total", "Data connections closed on a malformed frame or record."),
-		pulls:     d("repair_pulls_total", "Anti-entropy pull requests sent to peers."),
-		dropped:   d("dropped_events_total", "Membership events dropped on a full buffer (the peer list is refreshed every second anyway)."),
+		c:               c,
+		members:         d("members", "Members as this node sees them, by state.", "state"),
+		queue:           d("fanout_queue_records", "This node's own records a peer does not hold yet, by peer.", "peer"),
+		lag:             d("peer_lag_records", "Records this node holds and a peer does not, summed over origins, by peer.", "peer"),
+		rejected:        d("rejected_peers_total", "Data connections refused at the handshake (wrong or missing cluster key)."),
+		badFrames:       d("bad_frames_total", "Data connections closed on a malformed frame or record."),
+		pulls:           d("repair_pulls_total", "Anti-entropy pull requests sent to peers."),
+		dropped:         d("dropped_events_total", "Membership events dropped on a full buffer (the peer list is refreshed every second anyway)."),
+		natsDisconnects: d("nats_disconnects_total", "Disconnections from NATS (--transport=nats); what was missed is repaired from peers."),
+		natsErrors:      d("nats_errors_total", "NATS errors such as a slow consumer (--transport=nats); what was missed is repaired from peers."),
+		sent:            d("own_bytes_sent_total", "Bytes of this node's own records sent: pushed to peers and published to NATS."),
 	}
 }
 
 func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.pulls, cc.dropped} {
+	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.pulls, cc.dropped, cc.natsDisconnects, cc.natsErrors, cc.sent} {
 		ch <- d
 	}
 }
@@ -213,4 +217,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cc.badFrames, prometheus.CounterValue, float64(cc.c.b.BadFrames()))
 	ch <- prometheus.MustNewConstMetric(cc.pulls, prometheus.CounterValue, float64(cc.c.b.Pulls()))
 	ch <- prometheus.MustNewConstMetric(cc.dropped, prometheus.CounterValue, float64(cc.c.g.DroppedEvents()))
+	ch <- prometheus.MustNewConstMetric(cc.natsDisconnects, prometheus.CounterValue, float64(cc.c.b.NATSDisconnects()))
+	ch <- prometheus.MustNewConstMetric(cc.natsErrors, prometheus.CounterValue, float64(cc.c.b.NATSErrors()))
+	ch <- prometheus.MustNewConstMetric(cc.sent, prometheus.CounterValue, float64(cc.c.b.BytesSent()))
 }
