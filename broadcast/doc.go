@@ -35,6 +35,18 @@
 // by the next pull. A malformed frame or a corrupt record closes that one
 // connection with a logged reason; nothing else is affected.
 //
+// # NATS
+//
+// With Config.NATS the fan-out goes through a NATS cluster instead of the
+// pushes: each node publishes a batch of its own records once, on
+// <prefix>.<origin>, and subscribes to <prefix>.>; what arrives takes the
+// same path as a pushed frame (CRC check, deduplication, per-origin
+// order). The links stay for everything else: the vector exchange and the
+// pulls (NATS core is at most once: a record it dropped is found missing
+// by its seq and pulled), snapshots, and a direct push to the replica peer
+// only (SetReplica), so that sync replication waits one TCP round trip.
+// The origin's bytes sent per record stay flat as the fleet grows.
+//
 // # Replication
 //
 // WaitReplica(peer, seq) returns once the peer has acknowledged holding
