@@ -233,3 +233,48 @@ func FuzzDecodeMessages(f *testing.F) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// FuzzFastMessage checks the reflection-free decoder against encoding/json:
+// whatever the fast path accepts, encoding/json (strict, as the daemon
+// runs it) accepts too, with the same fields.
+func FuzzFastMessage(f *testing.F) {
+	for _, seed := range []string{
+		`{"key":"k","tag":"t","value":"v"}`,
+		` { "value_base64" : "AAEC" , "key":"k" } `,
+		`{"key":"k","delete":true}`,
+		`{"key":"k","delete":false,"value":""}`,
+		`{}`,
+		`{"key":"k","key":"j"}`,
+		`{"key":"\u00ff"}`,
+		`{"other":1}`,
+		`{"key":"k"}x`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fast, ok := fastMessage(b)
+		if !ok {
+			return
+		}
+		var slow wireMessage
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&slow); err != nil || len(bytes.TrimSpace(b[dec.InputOffset():])) > 0 {
+			t.Fatalf("fast path accepted %q, encoding/json refuses it: %v", b, err)
+		}
+		str := func(p *string) string {
+			if p == nil {
+				return "<nil>"
+			}
+			return *p
+		}
+		if fast.raw != nil {
+			v := string(fast.raw)
+			fast.Value = &v
+		}
+		if fast.Key != slow.Key || fast.Tag != slow.Tag || fast.Delete != slow.Delete ||
+			str(fast.Value) != str(slow.Value) || str(fast.ValueBase64) != str(slow.ValueBase64) {
+			t.Fatalf("%q: fast %+v, encoding/json %+v", b, fast, slow)
+		}
+	})
+}
