@@ -187,7 +187,9 @@ func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
 	next := l.holds[self] + 1 // where the peer said it stands
 	l.mu.Unlock()
 	for {
-		changed := l.n.st.Changed()
+		// Only this node's own records are pushed: other origins' records
+		// arriving must not wake every link's writer.
+		changed := l.n.st.OwnChanged()
 		l.mu.Lock()
 		pulls := append([]pullReq(nil), l.pulls...)
 		l.pulls = l.pulls[:0]
@@ -211,6 +213,9 @@ func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
 		// Push what the peer lacks of this node's own records, in frames
 		// of up to a megabyte. Under NATS only the replica is pushed to.
 		push := l.n.nats == nil || l.n.replica.Load() == l.peer.ID
+		if !push {
+			changed = nil // nothing to push to this peer: wake on kicks only
+		}
 		for push && next <= l.n.st.LastSeq(self) {
 			batch, buf = batch[:0], buf[:0]
 			end, err := l.n.st.ReadOrigin(self, next, next+1023, func(r store.Record) error {

@@ -185,7 +185,16 @@ func New(cfg Config) (*Node, error) {
 // SetReplica names the replica peer. Under NATS it is the one peer this
 // node still pushes to directly, so that a sync-replication wait is one
 // round trip; over the data port every peer is pushed to anyway.
-func (n *Node) SetReplica(peer uint64) { n.replica.Store(peer) }
+func (n *Node) SetReplica(peer uint64) {
+	if n.replica.Swap(peer) == peer {
+		return
+	}
+	n.mu.Lock()
+	for _, l := range n.links {
+		l.wake() // the new replica's writer starts pushing
+	}
+	n.mu.Unlock()
+}
 
 // BytesSent counts the bytes of this node's own records it has sent:
 // pushed to peers and published to NATS (not pulls it served).
@@ -273,10 +282,6 @@ func (n *Node) WaitReplica(ctx context.Context, peer uint64, seq uint64) error {
 	}
 	return l.waitAcked(ctx, n.self, seq)
 }
-
-// vectorPause bounds how often a changing store sends its whole vector
-// to a connected peer.
-const vectorPause = 50 * time.Millisecond
 
 // ErrNoPeer means the node has no link to the peer asked for.
 var ErrNoPeer = errors.New("broadcast: no such peer")
@@ -386,27 +391,19 @@ func (n *Node) serve(c net.Conn) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		// The whole vector goes out every SyncInterval, and soon after
-		// this node's store changes (at most every vectorPause), so that
-		// the peer's view of what this node holds is fresh.
+		// The whole vector goes out every SyncInterval (pushed frames are
+		// acked at once on top). Not on every change: under NATS every
+		// node's store changes with everyone's records, and a vector to
+		// every peer on each change costs O(nodes²) per node.
 		t := time.NewTicker(n.cfg.SyncInterval)
 		defer t.Stop()
 		for {
-			changed := n.st.Changed()
 			select {
 			case <-done:
 				return
 			case <-n.ctx.Done():
 				return
 			case <-t.C:
-			case <-changed:
-				select {
-				case <-time.After(vectorPause):
-				case <-done:
-					return
-				case <-n.ctx.Done():
-					return
-				}
 			}
 			if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
 				return

@@ -337,20 +337,22 @@ func (c *cluster) status() ClusterStatus {
 			Addr: m.Addr, DataAddr: m.DataAddr, Self: m.ID == self}
 		if l, ok := links[m.ID]; ok {
 			cm.Connected = l.Connected
-			cm.Lag = c.lag(mine, l.Holds)
+			cm.Lag = c.lag(mine, l.Holds, m.ID)
 		}
 		out.Members = append(out.Members, cm)
 	}
 	return out
 }
 
-// lag compares what a peer holds with what this node holds, per origin;
-// the seconds are the age of the oldest record the peer lacks.
-func (c *cluster) lag(mine, theirs map[uint64]uint64) []OriginLag {
+// lag compares what a peer holds with what this node holds, per origin,
+// as of the peer's last report (at most a SyncInterval old); the seconds
+// are the age of the oldest record the peer lacks. A peer is never behind
+// on its own origin.
+func (c *cluster) lag(mine, theirs map[uint64]uint64, peer uint64) []OriginLag {
 	var out []OriginLag
 	for o, m := range mine {
 		t := theirs[o]
-		if t >= m {
+		if t >= m || o == peer {
 			continue
 		}
 		l := OriginLag{Origin: formatOrigin(o), Records: m - t}

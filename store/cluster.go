@@ -25,6 +25,10 @@ func (s *Store) LastSeq(origin uint64) uint64 { return s.origins.last(origin) }
 // state, then wait on it, so that no write falls in between.
 func (s *Store) Changed() <-chan struct{} { return s.notify.wait() }
 
+// OwnChanged is Changed for this node's own records only: it fires when
+// this node publishes (not when a peer's record arrives).
+func (s *Store) OwnChanged() <-chan struct{} { return s.ownNotify.wait() }
+
 // ReadOrigin calls fn with the records of origin from seq from up to seq
 // to (inclusive), in order, straight out of the log's map: a record is
 // valid only while fn runs (copy it, or write it out, inside fn). It stops

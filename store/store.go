@@ -43,7 +43,8 @@ type Store struct {
 	nextSeq uint64
 	closed  atomic.Bool
 
-	notify notifier
+	notify    notifier // every write
+	ownNotify notifier // writes of this node's own records
 
 	// Flushing: fmu guards flushErr and wakes sync-mode writers.
 	fmu       sync.Mutex
@@ -361,6 +362,7 @@ func (s *Store) publish(ms []Message, results []Result) error {
 	}
 	end := s.seglog.end.Load()
 	s.afterWrite()
+	s.ownNotify.notify()
 	s.wmu.Unlock()
 	return s.waitDurable(end, results)
 }
@@ -421,6 +423,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 		// Our own record, back from a peer after this node lost it (a
 		// power loss under FlushAsync): never stamp that seq again.
 		s.nextSeq = r.Seq() + 1
+		defer s.ownNotify.notify()
 	}
 	s.seglog.commit()
 	if len(r.Key()) > 0 {
@@ -960,6 +963,7 @@ func (s *Store) Close() error {
 	close(s.done)
 	s.wg.Wait()
 	s.notify.notify()
+	s.ownNotify.notify()
 	s.fmu.Lock()
 	s.fcond.Broadcast()
 	s.fmu.Unlock()
