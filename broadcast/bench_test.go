@@ -368,38 +368,10 @@ func benchFanOutLatency(b *testing.B, nodes, rate int) {
 		}
 	}()
 
-	var val [benchValueSize]byte
-	m := store.Message{Topic: benchTopic, Value: val[:]}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
 	pulls, rx := c.pulls(), c.received(c.nodes...)
 	b.ResetTimer()
-	start := time.Now()
-	perNs := float64(rate) / float64(time.Second)
-	for sent := 0; sent < total; {
-		<-tick.C
-		due := min(total, int(float64(time.Since(start))*perNs))
-		for ; sent < due; sent++ {
-			m.Key = benchKeyNames[sent%benchKeys]
-			res, err := src.st.Publish(&m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if res.Seq != base+uint64(sent)+1 {
-				b.Fatalf("publish got seq %d, want %d", res.Seq, base+uint64(sent)+1)
-			}
-			pub[sent] = time.Since(t0)
-		}
-	}
-	pubTook := time.Since(start)
-	timeout := time.After(benchSettleTime)
-	for _, w := range watchers {
-		select {
-		case <-w.done:
-		case <-timeout:
-			b.Fatalf("records not on every node within %s", benchSettleTime)
-		}
-	}
+	pubTook := publishPaced(b, src, total, rate, base, t0, pub)
+	waitWatchers(b, watchers)
 	b.StopTimer()
 
 	lat := make([]time.Duration, total)
@@ -702,4 +674,44 @@ func BenchmarkCatchUp(b *testing.B) {
 	b.ReportMetric(float64(b.N*catchUpPerOp)/took.Seconds(), "records/s")
 	b.ReportMetric(float64(down.n.Pulls()-pulls)/float64(b.N), "pulls/op")
 	b.ReportMetric(float64(rx)/float64(b.N*catchUpPerOp), "rx-bytes/record")
+}
+
+// publishPaced publishes total keyed records on src at rate a second (in
+// batches every millisecond), checks their seqs follow base, stores each
+// one's publish time (since t0) in pub, and returns how long it took.
+func publishPaced(b *testing.B, src *testNode, total, rate int, base uint64, t0 time.Time, pub []time.Duration) time.Duration {
+	var val [benchValueSize]byte
+	m := store.Message{Topic: benchTopic, Value: val[:]}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	perNs := float64(rate) / float64(time.Second)
+	for sent := 0; sent < total; {
+		<-tick.C
+		due := min(total, int(float64(time.Since(start))*perNs))
+		for ; sent < due; sent++ {
+			m.Key = benchKeyNames[sent%benchKeys]
+			res, err := src.st.Publish(&m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Seq != base+uint64(sent)+1 {
+				b.Fatalf("publish got seq %d, want %d", res.Seq, base+uint64(sent)+1)
+			}
+			pub[sent] = time.Since(t0)
+		}
+	}
+	return time.Since(start)
+}
+
+// waitWatchers waits until every watcher has seen every record.
+func waitWatchers(b *testing.B, watchers []*arrivalWatcher) {
+	timeout := time.After(benchSettleTime)
+	for _, w := range watchers {
+		select {
+		case <-w.done:
+		case <-timeout:
+			b.Fatalf("records not on every node within %s", benchSettleTime)
+		}
+	}
 }

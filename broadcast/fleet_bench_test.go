@@ -181,38 +181,10 @@ func benchFleet(b *testing.B, transport string, size int) {
 			<-w.done
 		}
 	}()
-	var val [benchValueSize]byte
-	m := store.Message{Topic: benchTopic, Value: val[:]}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
 	sent0, wire0, pulls0, cpu0 := src.n.BytesSent(), wire(), c.pulls(), cpuTime(b)
 	b.ResetTimer()
-	start := time.Now()
-	perNs := float64(fleetRate) / float64(time.Second)
-	for sent := 0; sent < total; {
-		<-tick.C
-		due := min(total, int(float64(time.Since(start))*perNs))
-		for ; sent < due; sent++ {
-			m.Key = benchKeyNames[sent%benchKeys]
-			res, err := src.st.Publish(&m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if res.Seq != base+uint64(sent)+1 {
-				b.Fatalf("publish got seq %d, want %d", res.Seq, base+uint64(sent)+1)
-			}
-			pub[sent] = time.Since(t0)
-		}
-	}
-	pubTook := time.Since(start)
-	timeout := time.After(benchSettleTime)
-	for _, w := range watchers {
-		select {
-		case <-w.done:
-		case <-timeout:
-			b.Fatalf("records not on every node within %s", benchSettleTime)
-		}
-	}
+	pubTook := publishPaced(b, src, total, fleetRate, base, t0, pub)
+	waitWatchers(b, watchers)
 	cpu := cpuTime(b) - cpu0
 	sent, wired, pulls := src.n.BytesSent()-sent0, wire()-wire0, c.pulls()-pulls0
 
@@ -227,8 +199,10 @@ func benchFleet(b *testing.B, transport string, size int) {
 	sortDurations(lat)
 
 	// Phase 2, flat out.
+	var val [benchValueSize]byte
+	m := store.Message{Topic: benchTopic, Value: val[:]}
 	var last store.Result
-	start = time.Now()
+	start := time.Now()
 	for j := 0; j < fleetSustained; j++ {
 		m.Key = benchKeyNames[j%benchKeys]
 		var err error
