@@ -483,3 +483,48 @@ func TestRestartKeepsValuesAndCursors(t *testing.T) {
 		t.Fatalf("seq after restart %d; want 51", pr.Seq)
 	}
 }
+
+// TestSubscribeServerSentEvents: with Accept: text/event-stream the stream
+// is server-sent events, one event per message carrying the same object.
+func TestSubscribeServerSentEvents(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	td.put("t", "a", "1")
+	td.put("t", "b", "2")
+	req, err := http.NewRequest("GET", "http://cachecast/v1/topics/t/subscribe?from=earliest", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := td.c.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for i, key := range []string{"a", "b"} {
+		var id, data string
+		for sc.Scan() && sc.Text() != "" {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			default:
+				t.Fatalf("unexpected line %q", line)
+			}
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("event %d data %q: %v", i, data, err)
+		}
+		if id != strconv.Itoa(i) || m["key"] != key || m["offset"] != float64(i) {
+			t.Fatalf("event %d: id %q data %v", i, id, m)
+		}
+	}
+}

@@ -104,7 +104,10 @@
 //	    misses nothing published after it has them. A slow reader slows its
 //	    own stream only (the handler waits in Write); nothing is dropped.
 //	    The stream ends when the client leaves or the daemon stops; an error
-//	    in between ends it with a last {"error":{...}} line.
+//	    in between ends it with a last {"error":{...}} line. With
+//	    "Accept: text/event-stream" the stream is server-sent events instead
+//	    (what a browser's EventSource reads): "id: <offset>" and
+//	    "data: <the same object>" per message, "event: error" for the error.
 //	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
 //
 //	POST /v1/cursors/{name}   body {"topic":"prices","offset":13}

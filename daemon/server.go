@@ -532,8 +532,25 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	a.d.log.Debug("subscribe", append(callerFrom(r.Context()).fields(),
 		zap.String("topic", p.topic), zap.String("cursor", name), zap.Uint64("offset", reader.Offset()))...)
 
+	// Server-sent events when the client asks for them (a browser's
+	// EventSource does), NDJSON otherwise: the same JSON object per
+	// message, framed as "id: <offset>" and "data: <object>".
+	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	frame := func(b []byte, d store.Delivery) []byte {
+		if !sse {
+			return append(appendDelivery(b, d), '\n')
+		}
+		b = append(b, "id: "...)
+		b = strconv.AppendUint(b, d.Offset, 10)
+		b = append(b, "\ndata: "...)
+		return append(appendDelivery(b, d), "\n\n"...)
+	}
 	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
+	if sse {
+		h.Set("Content-Type", "text/event-stream")
+	} else {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
@@ -550,18 +567,18 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	for {
 		d, err := reader.Next(ctx)
 		if err != nil {
-			a.endStream(w, rc, ctx, err, p.topic)
+			a.endStream(w, rc, ctx, err, p.topic, sse)
 			return
 		}
 		next := d.Offset + 1
-		buf = append(appendDelivery(buf[:0], d), '\n')
+		buf = frame(buf[:0], d)
 		for len(buf) < streamFlushBytes {
 			d, err := reader.Next(polled)
 			if err != nil {
 				break
 			}
 			next = d.Offset + 1
-			buf = append(appendDelivery(buf, d), '\n')
+			buf = frame(buf, d)
 		}
 		if _, err := w.Write(buf); err != nil {
 			return
@@ -571,7 +588,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		}
 		if ack == "auto" {
 			if err := a.d.store.SetCursor(name, p.topic, next); err != nil {
-				a.endStream(w, rc, ctx, err, p.topic)
+				a.endStream(w, rc, ctx, err, p.topic, sse)
 				return
 			}
 		}
@@ -581,18 +598,25 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 // endStream ends a subscription: quietly when the client left or the
 // daemon is stopping, with a last {"error":...} line otherwise (the status
 // line is long gone).
-func (a *api) endStream(w http.ResponseWriter, rc *http.ResponseController, ctx context.Context, err error, topic string) {
+func (a *api) endStream(w http.ResponseWriter, rc *http.ResponseController, ctx context.Context, err error, topic string, sse bool) {
 	if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
 		return
 	}
 	e := storeError(err)
 	a.d.m.errors.WithLabelValues(e.Code).Inc()
 	a.d.log.Error("subscription ended", zap.String("topic", topic), zap.Error(err))
-	b := []byte(`{"error":{"code":`)
+	var b []byte
+	if sse {
+		b = append(b, "event: error\ndata: "...)
+	}
+	b = append(b, `{"error":{"code":`...)
 	b = appendJSONString(b, e.Code)
 	b = append(b, `,"message":`...)
 	b = appendJSONString(b, e.Message)
 	b = append(b, "}}\n"...)
+	if sse {
+		b = append(b, '\n')
+	}
 	_, _ = w.Write(b)
 	_ = rc.Flush()
 }
