@@ -200,9 +200,9 @@ func (n *Node) SetReplica(peer uint64) {
 // pushed to peers and published to NATS (not pulls it served).
 func (n *Node) BytesSent() uint64 { return n.bytesSent.Load() }
 
-// NATSDisconnects and NATSErrors count NATS disconnections and errors
-// (slow consumer and the like); zero without NATS.
+// NATSDisconnects counts disconnections from NATS; zero without NATS.
 func (n *Node) NATSDisconnects() uint64 { return n.natsDisconnects.Load() }
+// NATSErrors counts NATS errors (slow consumer and the like).
 func (n *Node) NATSErrors() uint64      { return n.natsErrors.Load() }
 
 // SetKeys replaces the cluster keys for new connections (key rotation:
@@ -318,9 +318,9 @@ func (n *Node) Peers() []PeerStatus {
 	return out
 }
 
-// Rejected counts peers refused at the handshake; BadFrames counts
-// connections closed for a malformed frame.
+// Rejected counts peers refused at the handshake.
 func (n *Node) Rejected() uint64  { return n.rejected.Load() }
+// BadFrames counts connections closed for a malformed frame or record.
 func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
 
 // Bootstraps counts the times this node took a peer's snapshot because

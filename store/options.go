@@ -23,6 +23,7 @@ const (
 	FlushSync
 )
 
+// String returns "sync" or "async", as the flag spells it.
 func (m FlushMode) String() string {
 	if m == FlushSync {
 		return "sync"
@@ -54,6 +55,7 @@ const (
 	FullRefuse
 )
 
+// String returns "recycle" or "refuse", as the flag spells it.
 func (p FullPolicy) String() string {
 	if p == FullRefuse {
 		return "refuse"

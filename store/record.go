@@ -53,6 +53,7 @@ const (
 	KindTombstone Kind = 2
 )
 
+// String returns "value", "tombstone" or kind(N).
 func (k Kind) String() string {
 	switch k {
 	case KindValue:
