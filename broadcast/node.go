@@ -202,8 +202,9 @@ func (n *Node) BytesSent() uint64 { return n.bytesSent.Load() }
 
 // NATSDisconnects counts disconnections from NATS; zero without NATS.
 func (n *Node) NATSDisconnects() uint64 { return n.natsDisconnects.Load() }
+
 // NATSErrors counts NATS errors (slow consumer and the like).
-func (n *Node) NATSErrors() uint64      { return n.natsErrors.Load() }
+func (n *Node) NATSErrors() uint64 { return n.natsErrors.Load() }
 
 // SetKeys replaces the cluster keys for new connections (key rotation:
 // add the new key everywhere, make it first everywhere, then drop the old
@@ -319,7 +320,8 @@ func (n *Node) Peers() []PeerStatus {
 }
 
 // Rejected counts peers refused at the handshake.
-func (n *Node) Rejected() uint64  { return n.rejected.Load() }
+func (n *Node) Rejected() uint64 { return n.rejected.Load() }
+
 // BadFrames counts connections closed for a malformed frame or record.
 func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
 
