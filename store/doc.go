@@ -73,10 +73,13 @@
 // damaged after recovery reads as ErrCorrupt, never as wrong bytes.
 //
 // A crash may leave records that were written but not acknowledged; they
-// are kept, with their seqs. Under FlushAsync a power loss may lose
-// acknowledged records at the tail, and the node then reuses their seqs
-// for new messages: the cluster layer must repair the node's own origin
-// from its peers before it publishes again (see the broadcast package).
+// are kept, with their seqs. A store that was not closed when the machine
+// restarted (a power loss, a kernel crash) may have lost records appended
+// after its last flush, and peers may hold them already; so it continues
+// as a new origin, and no (origin, seq) ever names two messages. A process
+// killed on a running machine loses nothing (the page cache has every
+// write) and keeps its origin; the metafile records the kernel's boot ID
+// to tell the two apart.
 //
 // # Retention
 //

@@ -3,8 +3,10 @@ package store
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // The metafile is one page, mapped, updated in place. It begins with the
@@ -16,9 +18,9 @@ import (
 //	|version |  writing        |  watermark      |  committed      |  reading        |capacity|
 //	|        |  ID    | offset |  ID    | offset |  ID    | offset |  ID    | offset |        |
 //	+--------+--------+--------+--------+--------+--------+--------+--------+--------+--------+
-//	80       88       96       104      112      120
-//	|segsize | origin |last hlc|created |indexed |  zero to the end of the page
-//	+--------+--------+--------+--------+--------+
+//	80       88       96       104      112      120      128               144
+//	|segsize | origin |last hlc|created |indexed | open   | boot ID (16 B)  | zero to the end
+//	+--------+--------+--------+--------+--------+--------+-----------------+
 //
 // All fields are little-endian uint64. A segment ID is the segment's first
 // log position divided by the segment size; the position it stands for is
@@ -40,6 +42,11 @@ import (
 //   - created: when the directory was made, Unix seconds.
 //   - indexed: a log position below which every index entry is durable;
 //     a restart re-indexes the log from here.
+//   - open: 1 while a process has the store open, 0 after a clean Close.
+//   - boot ID: the kernel's boot ID (/proc/sys/kernel/random/boot_id) of
+//     the process that last opened the store. Found open after a reboot,
+//     the store may have lost unflushed records that peers already hold,
+//     so the node takes a new origin ID (see Open).
 //
 // The metafile is written through its map and synced after the data it
 // describes, so each position in it is at most, never beyond, the truth;
@@ -59,6 +66,8 @@ const (
 	metaOffLastHLC   = 96
 	metaOffCreated   = 104
 	metaOffIndexed   = 112
+	metaOffOpen      = 120
+	metaOffBootID    = 128
 )
 
 type meta struct {
@@ -97,16 +106,14 @@ func openMeta(path string, segSize int64, created int64) (*meta, bool, error) {
 	}
 	m := &meta{f: f, b: b}
 	if fresh {
-		var id [8]byte
-		for binary.LittleEndian.Uint64(id[:]) == 0 {
-			if _, err := rand.Read(id[:]); err != nil {
-				m.close()
-				return nil, false, fmt.Errorf("store: origin id: %w", err)
-			}
+		origin, err := newOrigin()
+		if err != nil {
+			m.close()
+			return nil, false, err
 		}
 		m.put(metaOffVersion, metaVersion)
 		m.put(metaOffSegSize, uint64(segSize))
-		m.put(metaOffOrigin, binary.LittleEndian.Uint64(id[:]))
+		m.put(metaOffOrigin, origin)
 		m.put(metaOffCreated, uint64(created))
 		if err := m.sync(); err != nil {
 			m.close()
@@ -140,6 +147,30 @@ func (m *meta) setPos(off int, pos int64) {
 }
 
 func (m *meta) sync() error { return syncRange(m.b, 0, metaSize) }
+
+// newOrigin returns a random, nonzero origin ID.
+func newOrigin() (uint64, error) {
+	var id [8]byte
+	for binary.LittleEndian.Uint64(id[:]) == 0 {
+		if _, err := rand.Read(id[:]); err != nil {
+			return 0, fmt.Errorf("store: origin id: %w", err)
+		}
+	}
+	return binary.LittleEndian.Uint64(id[:]), nil
+}
+
+// bootID reads the kernel's boot ID; ok is false where there is none.
+func bootID() (id [16]byte, ok bool) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return id, false
+	}
+	h := strings.ReplaceAll(strings.TrimSpace(string(b)), "-", "")
+	if n, err := hex.Decode(id[:], []byte(h)); err != nil || n != 16 {
+		return id, false
+	}
+	return id, true
+}
 
 func (m *meta) close() error {
 	err := unmap(m.b)

@@ -122,6 +122,9 @@ func (s *Store) open() error {
 		s.log.Warn("keeping the segment size the directory was made with",
 			zap.Int64("segment-size", s.meta.segSize), zap.Int64("asked", s.opts.SegmentSize))
 	}
+	if err := s.checkRestart(fresh); err != nil {
+		return err
+	}
 	s.origin = s.meta.get(metaOffOrigin)
 	s.meta.put(metaOffCapacity, uint64(s.opts.RetentionBytes))
 	if s.seglog, err = openLog(filepath.Join(s.dir, logDirName), s.meta, s.opts.MaxMappedSegments, s.log); err != nil {
@@ -193,6 +196,34 @@ func (s *Store) closeIndexes() {
 	if s.origins != nil {
 		s.origins.close()
 	}
+}
+
+// checkRestart keeps the promise that no (origin, seq) is ever used for
+// two messages. A store found open (its last process did not Close it)
+// after the machine rebooted may have lost records that were appended
+// but not flushed, and the fan-out may have sent them to peers already:
+// stamping new messages with those seqs would make two messages of one
+// identity. So the node continues as a new origin; the old origin's
+// records stay valid and keep replicating. Found open on the same boot
+// (the process was killed, the machine was not), the page cache kept
+// every write and the origin stays.
+func (s *Store) checkRestart(fresh bool) error {
+	cur, ok := bootID()
+	var last [16]byte
+	copy(last[:], s.meta.b[metaOffBootID:metaOffBootID+16])
+	if !fresh && s.meta.get(metaOffOpen) != 0 && (!ok || cur != last) {
+		origin, err := newOrigin()
+		if err != nil {
+			return err
+		}
+		s.log.Warn("the store was not closed before the machine restarted: continuing as a new origin, so that no (origin, seq) is reused for another message",
+			zap.String("old-origin", fmt.Sprintf("%016x", s.meta.get(metaOffOrigin))),
+			zap.String("origin", fmt.Sprintf("%016x", origin)))
+		s.meta.put(metaOffOrigin, origin)
+	}
+	copy(s.meta.b[metaOffBootID:metaOffBootID+16], cur[:])
+	s.meta.put(metaOffOpen, 1)
+	return s.meta.sync()
 }
 
 // lockDir takes an exclusive, non-blocking flock on path.
@@ -970,6 +1001,9 @@ func (s *Store) Close() error {
 
 	var errs []error
 	errs = append(errs, s.flush(), s.Snapshot())
+	if errors.Join(errs...) == nil {
+		s.meta.put(metaOffOpen, 0) // closed cleanly: nothing can be lost
+	}
 	errs = append(errs, s.closeParts())
 	return errors.Join(errs...)
 }
