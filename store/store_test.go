@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 // testOptions are small: 64 KiB segments so that a test crosses many.
@@ -27,6 +29,7 @@ func openTest(t testing.TB, o Options) *Store {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
+	t.Cleanup(func() { s.Close() }) // a no-op (ErrClosed) when the test closed it
 	return s
 }
 
@@ -384,7 +387,15 @@ func TestMain(m *testing.M) {
 		crashChild()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		// Every store closed in the tests must have stopped its goroutines.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func TestReadOriginAndVector(t *testing.T) {
