@@ -424,6 +424,7 @@ func (l *segLog) prepareLoop() {
 		l.mu.Lock()
 		want := (l.lastIndex() + 1) * l.segSize
 		if l.prepared != nil && l.prepared.base == want || l.preparing >= 0 {
+			l.evictLocked()
 			l.mu.Unlock()
 			continue
 		}
@@ -444,6 +445,7 @@ func (l *segLog) prepareLoop() {
 			l.log.Warn("preparing the next segment failed", zap.Int64("base", want), zap.Error(err))
 		}
 		l.prepCond.Broadcast()
+		l.evictLocked()
 		l.mu.Unlock()
 	}
 }
@@ -530,9 +532,10 @@ func (l *segLog) advance() error {
 	s.pins++
 	l.cur.pins--
 	l.cur = s
-	l.evictLocked()
 	l.mu.Unlock()
 	l.wpos = base
+	// The preparer unmaps what is over the bound: munmap of a big segment
+	// takes milliseconds, which the writer should not wait for.
 	l.kickPrepare()
 	return nil
 }
