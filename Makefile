@@ -29,14 +29,9 @@ vet:
 race:
 	$(GO) test -race -timeout 30m ./...
 
-# A short pass of every fuzz target (go test allows one -fuzz target per run).
+# A short pass of every fuzz target (see test/run-fuzz.sh).
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "fuzz $$pkg $$t"; \
-			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg; \
-		done; \
-	done
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash test/run-fuzz.sh
 
 test: vet race fuzz
 
