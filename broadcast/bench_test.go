@@ -354,19 +354,7 @@ func benchFanOutLatency(b *testing.B, nodes, rate int) {
 	base := src.st.LastSeq(origin)
 	t0 := time.Now()
 	pub := make([]time.Duration, total)
-	stop := make(chan struct{})
-	var watchers []*arrivalWatcher
-	for _, tn := range c.nodes[1:] {
-		w := &arrivalWatcher{st: tn.st, origin: origin, base: base, at: make([]time.Duration, total), t0: t0, done: make(chan struct{})}
-		watchers = append(watchers, w)
-		go w.run(stop)
-	}
-	defer func() {
-		close(stop)
-		for _, w := range watchers {
-			<-w.done
-		}
-	}()
+	watchers := watchArrivals(b, c.nodes[1:], origin, base, total, t0)
 
 	pulls, rx := c.pulls(), c.received(c.nodes...)
 	b.ResetTimer()
@@ -714,4 +702,24 @@ func waitWatchers(b *testing.B, watchers []*arrivalWatcher) {
 			b.Fatalf("records not on every node within %s", benchSettleTime)
 		}
 	}
+}
+
+// watchArrivals starts a watcher on each node that timestamps the arrival
+// of origin's records base+1 .. base+total; they stop when the benchmark
+// ends.
+func watchArrivals(b *testing.B, nodes []*testNode, origin, base uint64, total int, t0 time.Time) []*arrivalWatcher {
+	stop := make(chan struct{})
+	var watchers []*arrivalWatcher
+	for _, tn := range nodes {
+		w := &arrivalWatcher{st: tn.st, origin: origin, base: base, at: make([]time.Duration, total), t0: t0, done: make(chan struct{})}
+		watchers = append(watchers, w)
+		go w.run(stop)
+	}
+	b.Cleanup(func() {
+		close(stop)
+		for _, w := range watchers {
+			<-w.done
+		}
+	})
+	return watchers
 }

@@ -168,19 +168,7 @@ func benchFleet(b *testing.B, transport string, size int) {
 	base := src.st.LastSeq(origin)
 	t0 := time.Now()
 	pub := make([]time.Duration, total)
-	stop := make(chan struct{})
-	var watchers []*arrivalWatcher
-	for _, tn := range c.nodes[1:] {
-		w := &arrivalWatcher{st: tn.st, origin: origin, base: base, at: make([]time.Duration, total), t0: t0, done: make(chan struct{})}
-		watchers = append(watchers, w)
-		go w.run(stop)
-	}
-	defer func() {
-		close(stop)
-		for _, w := range watchers {
-			<-w.done
-		}
-	}()
+	watchers := watchArrivals(b, c.nodes[1:], origin, base, total, t0)
 	sent0, wire0, pulls0, cpu0 := src.n.BytesSent(), wire(), c.pulls(), cpuTime(b)
 	b.ResetTimer()
 	pubTook := publishPaced(b, src, total, fleetRate, base, t0, pub)
