@@ -10,6 +10,21 @@
 //		...
 //	}
 //
+// # Consumer groups
+//
+// A subscription in clustering mode joins a consumer group: each message
+// of the topic goes to one member of the group, which acknowledges it by
+// its ID; what is not acknowledged in time, or refused, is delivered
+// again (Event.Attempt counts), and in the end dead-lettered.
+//
+//	sub, err := c.Subscribe(ctx, "orders", client.SubscribeOptions{Mode: client.ModeClustering, Group: "billing"})
+//	ev, err := sub.Next()                                     // ev.ID, ev.Attempt, ev.Queue
+//	res, err := c.Ack(ctx, "orders", "billing", []string{ev.ID}, nil) // refusals in the last list
+//
+// ResetGroup moves a group's position, Groups lists the groups, and
+// DeadLetters, DeadLetter and Replay read and replay a group's dead
+// letters.
+//
 // # Wire format
 //
 // The types mirror the wire objects field for field. Two identities do not

@@ -29,6 +29,17 @@ func FromOffset(offset uint64) string { return strconv.FormatUint(offset, 10) }
 // after t.
 func FromTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
+// Values of SubscribeOptions.Mode.
+const (
+	// ModeBroadcasting delivers every message to every subscriber (the
+	// default).
+	ModeBroadcasting = "broadcasting"
+	// ModeClustering makes the subscriber a member of a consumer group:
+	// each message goes to one member of the group, which acknowledges it
+	// with Client.Ack (or Subscription.Ack).
+	ModeClustering = "clustering"
+)
+
 // MaxEventBytes bounds one line of a subscription stream. The daemon's
 // value size limit keeps lines far below it; a longer line means a broken
 // stream.
@@ -52,6 +63,18 @@ type SubscribeOptions struct {
 	// before handling what it was sent). Without it, Ack advances it
 	// (at least once).
 	AutoAck bool
+	// Mode is ModeBroadcasting (or empty: the daemon's default, the same)
+	// or ModeClustering. Clustering needs Group and refuses From and
+	// AutoAck: the group's committed position (see ResetGroup) says where
+	// it starts.
+	Mode string
+	// Group is the consumer group in clustering mode. In broadcasting
+	// mode the daemon takes it as Name.
+	Group string
+	// MaxInflight bounds, in clustering mode, the messages the daemon
+	// sends this member before it acknowledges them (0: the daemon's
+	// default, 1000; at most 100000).
+	MaxInflight int
 }
 
 // Subscription is a stream of the messages of one topic, in topic offset
@@ -61,7 +84,8 @@ type SubscribeOptions struct {
 type Subscription struct {
 	c      *Client
 	topic  string
-	name   string
+	name   string          // the cursor Ack advances, in broadcasting mode
+	group  string          // the group Ack acknowledges to, in clustering mode
 	ctx    context.Context // the caller's
 	cancel context.CancelFunc
 	resp   *http.Response
@@ -98,6 +122,22 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts SubscribeOpti
 	if opts.AutoAck {
 		q.Set("ack", "auto")
 	}
+	if opts.Mode != "" {
+		q.Set("mode", opts.Mode)
+	}
+	if opts.Group != "" {
+		q.Set("group", opts.Group)
+	}
+	if opts.MaxInflight > 0 {
+		q.Set("max_inflight", strconv.Itoa(opts.MaxInflight))
+	}
+	name, group := opts.Name, ""
+	switch {
+	case opts.Mode == ModeClustering:
+		name, group = "", opts.Group
+	case name == "":
+		name = opts.Group
+	}
 	subCtx, cancel := context.WithCancel(ctx)
 	rq := request{method: http.MethodGet, url: apiURL([]string{"/v1/topics/", topic, "/subscribe"}, q)}
 	resp, _, err := c.send(subCtx, rq, false)
@@ -108,7 +148,8 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts SubscribeOpti
 	return &Subscription{
 		c:      c,
 		topic:  topic,
-		name:   opts.Name,
+		name:   name,
+		group:  group,
 		ctx:    ctx,
 		cancel: cancel,
 		resp:   resp,
@@ -222,10 +263,16 @@ func (s *Subscription) pump() {
 // meaningful only after the channel is closed.
 func (s *Subscription) Err() error { return s.err }
 
-// Ack advances the subscription's named cursor past ev: the next
-// subscription under that name starts at ev.Offset+1. It needs
-// SubscribeOptions.Name.
+// Ack acknowledges ev. In broadcasting mode it advances the subscription's
+// named cursor past ev: the next subscription under that name starts at
+// ev.Offset+1; it needs SubscribeOptions.Name (or Group). In clustering
+// mode it acknowledges ev.ID to the group, one request per call: a
+// consumer that handles many messages batches its acks with Client.Ack.
 func (s *Subscription) Ack(ctx context.Context, ev Event) error {
+	if s.group != "" {
+		_, err := s.c.Ack(ctx, s.topic, s.group, []string{ev.ID}, nil)
+		return err
+	}
 	if s.name == "" {
 		return fmt.Errorf("%w: Ack on a subscription without a cursor name", ErrInvalidArgument)
 	}

@@ -57,7 +57,8 @@ type Message struct {
 
 // Event is one message delivered by a subscription. It mirrors the wire
 // line {"offset":12,"topic":"t","key":"k","tag":"","value":"...","delete":false,
-// "origin":"..","seq":3,"hlc":"...","time":"..."}.
+// "origin":"..","seq":3,"hlc":"...","time":"..."}, plus, in clustering mode,
+// "id":"<origin>-<seq>","attempt":1,"queue":0.
 type Event struct {
 	Offset uint64 // the message's position in its topic on this node (0 = first ever)
 	Topic  string
@@ -69,6 +70,17 @@ type Event struct {
 	Seq    uint64
 	HLC    uint64
 	Time   time.Time
+
+	// ID, Attempt and Queue are set in clustering mode only.
+
+	// ID is the message's id, "<origin as 16 hex digits>-<seq>", the same
+	// on every node: what Client.Ack takes.
+	ID string
+	// Attempt is 1 for a message's first delivery to the group, 2 and up
+	// for redeliveries.
+	Attempt int
+	// Queue is the group's queue the message came through (0..Q-1).
+	Queue int
 }
 
 // Value is a key's latest value and its identity, as Get returns it.
@@ -151,6 +163,9 @@ type eventWire struct {
 	Seq         uint64      `json:"seq"`
 	HLC         json.Number `json:"hlc"`
 	Time        string      `json:"time"`
+	ID          string      `json:"id,omitempty"`
+	Attempt     int         `json:"attempt,omitempty"`
+	Queue       *int        `json:"queue,omitempty"` // a pointer: queue 0 is a queue
 }
 
 type messageWire struct {
@@ -284,7 +299,11 @@ func (w *putResultWire) result() (PutResult, error) {
 }
 
 func (w *eventWire) event() (Event, error) {
-	e := Event{Offset: w.Offset, Topic: w.Topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete, Seq: w.Seq}
+	e := Event{Offset: w.Offset, Topic: w.Topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete, Seq: w.Seq,
+		ID: w.ID, Attempt: w.Attempt}
+	if w.Queue != nil {
+		e.Queue = *w.Queue
+	}
 	var err error
 	if e.Value, err = decodeValue(w.Value, w.ValueBase64); err != nil {
 		return Event{}, err
@@ -350,8 +369,13 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	w := out{eventWire: eventWire{
 		Offset: e.Offset, Topic: e.Topic, Key: e.Key, Tag: e.Tag, Delete: e.Delete,
 		Origin: FormatOrigin(e.Origin), Seq: e.Seq, Time: formatTime(e.Time),
+		ID: e.ID, Attempt: e.Attempt,
 	}, HLC: hlcString(e.HLC)}
 	w.Value, w.ValueBase64 = encodeValue(e.Value)
+	if e.ID != "" || e.Queue != 0 {
+		q := e.Queue
+		w.Queue = &q
+	}
 	return json.Marshal(w)
 }
 

@@ -69,6 +69,10 @@ func TestDecodeEvent(t *testing.T) {
 		{"tombstone", `{"offset":1,"topic":"t","key":"k","delete":true,"origin":"ff","seq":2,"hlc":"7"}`,
 			Event{Offset: 1, Topic: "t", Key: "k", Delete: true, Value: []byte{}, Origin: 0xff, Seq: 2, HLC: 7}, false},
 		{"hlc as number", `{"hlc":123}`, Event{HLC: 123, Value: []byte{}}, false},
+		{"clustering", `{"offset":5,"topic":"t","key":"k","value":"v","origin":"00000000deadbeef","seq":42,"hlc":"9","id":"00000000deadbeef-42","attempt":3,"queue":7}`,
+			Event{Offset: 5, Topic: "t", Key: "k", Value: []byte("v"), Origin: 0xdeadbeef, Seq: 42, HLC: 9, ID: "00000000deadbeef-42", Attempt: 3, Queue: 7}, false},
+		{"queue 0", `{"id":"0000000000000001-1","attempt":1,"queue":0}`, Event{Value: []byte{}, ID: "0000000000000001-1", Attempt: 1}, false},
+		{"bad attempt", `{"attempt":"1"}`, Event{}, true},
 		{"both values", `{"value":"a","value_base64":"YQ=="}`, Event{}, true},
 		{"bad base64", `{"value_base64":"!!"}`, Event{}, true},
 		{"bad origin", `{"origin":"xyz"}`, Event{}, true},
@@ -100,7 +104,8 @@ func TestDecodeEvent(t *testing.T) {
 func sameEvent(a, b Event) bool {
 	return a.Offset == b.Offset && a.Topic == b.Topic && a.Key == b.Key && a.Tag == b.Tag &&
 		bytes.Equal(a.Value, b.Value) && a.Delete == b.Delete && a.Origin == b.Origin &&
-		a.Seq == b.Seq && a.HLC == b.HLC && a.Time.Equal(b.Time)
+		a.Seq == b.Seq && a.HLC == b.HLC && a.Time.Equal(b.Time) &&
+		a.ID == b.ID && a.Attempt == b.Attempt && a.Queue == b.Queue
 }
 
 func TestAppendMessage(t *testing.T) {
@@ -144,6 +149,8 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"delete":true,"hlc":5,"time":"2025-01-02T03:04:05+02:00"}`))
 	f.Add([]byte(`{"value":"a","value_base64":"YQ=="}`))
 	f.Add([]byte(`{"value":"\ud800"}`))
+	f.Add([]byte(`{"offset":5,"value":"v","origin":"00000000deadbeef","seq":42,"id":"00000000deadbeef-42","attempt":2,"queue":0}`))
+	f.Add([]byte(`{"queue":3}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		ev, err := decodeEvent(line)
@@ -362,6 +369,20 @@ func TestMarshalWireForm(t *testing.T) {
 	for _, want := range []string{`"hlc":"1152921504606846976"`, `"origin":"00000000000000ab"`, `"value_base64":"/w=="`, `"time":"2025-01-02T03:04:05.006Z"`, `"offset":3`} {
 		if !strings.Contains(string(ev), want) {
 			t.Errorf("event %s lacks %s", ev, want)
+		}
+	}
+	for _, absent := range []string{`"id"`, `"attempt"`, `"queue"`} {
+		if strings.Contains(string(ev), absent) {
+			t.Errorf("broadcasting event %s has %s", ev, absent)
+		}
+	}
+	ev, err = json.Marshal(Event{ID: "00000000000000ab-2", Attempt: 1, Queue: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"id":"00000000000000ab-2"`, `"attempt":1`, `"queue":0`} {
+		if !strings.Contains(string(ev), want) {
+			t.Errorf("clustering event %s lacks %s", ev, want)
 		}
 	}
 	pr, err := json.Marshal(PutResult{Topic: "t", Origin: 1, Seq: 9, HLC: 77, Status: "ok"})
