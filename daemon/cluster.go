@@ -36,6 +36,9 @@ type cluster struct {
 	g    *gossip.Gossip
 	b    *broadcast.Node
 	keys [][]byte
+	// onMembers is called at each membership event (the consumer groups
+	// rebalance); set before start.
+	onMembers func()
 
 	joined chan struct{} // closed after the first join attempt
 	stop   chan struct{}
@@ -217,6 +220,9 @@ func (c *cluster) followMembers() {
 			}
 			c.log.Info("member "+ev.Type.String(), zap.String("member", ev.Member.Name),
 				zap.String("data-addr", ev.Member.DataAddr))
+			if c.onMembers != nil {
+				c.onMembers()
+			}
 		case <-tick.C:
 		}
 		c.refresh()
@@ -232,6 +238,16 @@ func (c *cluster) refresh() {
 	if r, ok := c.replica(); ok {
 		c.b.SetReplica(r.ID)
 	}
+}
+
+// nodes returns the IDs of the alive members, this node included.
+func (c *cluster) nodes() []uint64 {
+	alive := c.g.Alive()
+	ids := make([]uint64, len(alive))
+	for i, m := range alive {
+		ids[i] = m.ID
+	}
+	return ids
 }
 
 // replica is the peer this node's writes are copied to: the one --replica

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -143,6 +144,17 @@ type Config struct {
 	// ReplicaTimeout bounds a sync-replication wait; past it the publish
 	// answers replica_timeout (the write stands).
 	ReplicaTimeout time.Duration
+	// QueuesPerTopic is the number of queues a topic is split into for
+	// consumer groups (clustering consumption).
+	QueuesPerTopic int
+	// AckTimeout is how long a group member may hold a message
+	// unacknowledged before it is redelivered.
+	AckTimeout time.Duration
+	// MaxRetries is how many times a group redelivers a message before it
+	// goes to the group's dead-letter topic.
+	MaxRetries int
+	// RetryBackoff is the wait before each retry; the last repeats.
+	RetryBackoff []time.Duration
 	// TLSCert, TLSKey and TLSCA turn on mutual TLS on the data port.
 	TLSCert string
 	TLSKey  string
@@ -220,6 +232,10 @@ func DefaultConfig() Config {
 		GossipProfile:     "lan",
 		Replication:       "async",
 		ReplicaTimeout:    time.Second,
+		QueuesPerTopic:    group.DefaultQueues,
+		AckTimeout:        group.DefaultAckTimeout,
+		MaxRetries:        group.DefaultMaxRetries,
+		RetryBackoff:      group.DefaultBackoff,
 		Transport:         "tcp",
 		NATSSubjectPrefix: "cachecast",
 		LogLevel:          "info",
@@ -364,6 +380,19 @@ func (c Config) validateCluster() error {
 		return fmt.Errorf("--join-timeout: must be positive, got %v", c.JoinTimeout)
 	case c.ReplicaTimeout <= 0:
 		return fmt.Errorf("--replica-timeout: must be positive, got %v", c.ReplicaTimeout)
+	case c.QueuesPerTopic < 1 || c.QueuesPerTopic > 1024:
+		return fmt.Errorf("--queues-per-topic: must be 1 to 1024, got %d", c.QueuesPerTopic)
+	case c.AckTimeout <= 0:
+		return fmt.Errorf("--ack-timeout: must be positive, got %v", c.AckTimeout)
+	case c.MaxRetries < 0:
+		return fmt.Errorf("--max-retries: must not be negative, got %d", c.MaxRetries)
+	case len(c.RetryBackoff) == 0:
+		return errors.New("--retry-backoff: give at least one duration")
+	}
+	for _, b := range c.RetryBackoff {
+		if b < 0 {
+			return fmt.Errorf("--retry-backoff: must not be negative, got %v", b)
+		}
 	}
 	if _, err := c.tlsConfig(); err != nil {
 		return err
@@ -448,6 +477,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Replication, "replication", c.Replication, `copy each write to the replica peer: "none", "async" (with the fan-out) or "sync" (the publish waits for the replica)`)
 	fs.StringVar(&c.Replica, "replica", c.Replica, "node name of the replica peer; empty: the successor on the ring of node IDs")
 	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "sync replication: how long a publish waits for the replica before it answers replica_timeout")
+	fs.IntVar(&c.QueuesPerTopic, "queues-per-topic", c.QueuesPerTopic, "consumer groups: queues per topic (a message goes to queue hash(key) mod this); the same on every node")
+	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "consumer groups: how long a member may hold a message unacknowledged before it is redelivered")
+	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "consumer groups: redeliveries of a failed message before it goes to the dead-letter topic")
+	fs.DurationSliceVar(&c.RetryBackoff, "retry-backoff", c.RetryBackoff, "consumer groups: wait before each retry, comma separated; the last repeats")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "certificate (PEM) of this node for mutual TLS on the data port")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "private key (PEM) for --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA certificate (PEM) that signs every node's certificate")

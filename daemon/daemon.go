@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -53,6 +54,8 @@ type Daemon struct {
 	m     *metrics
 	// cluster is nil for a lone node (--gossip-addr empty).
 	cluster *cluster
+	// groups runs the consumer groups with members on this node.
+	groups *group.Manager
 
 	ln   *credListener // the local API's socket
 	srv  *http.Server
@@ -147,10 +150,29 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	}
 
 	d.m = newMetrics(d)
+	gcfg := group.Config{
+		Store:      st,
+		Write:      d.writeInternal,
+		Queues:     cfg.QueuesPerTopic,
+		AckTimeout: cfg.AckTimeout,
+		MaxRetries: cfg.MaxRetries,
+		Backoff:    cfg.RetryBackoff,
+		Logger:     log.Named("groups"),
+	}
+	if d.cluster != nil {
+		gcfg.Nodes = d.cluster.nodes
+	}
+	if d.groups, err = group.New(gcfg); err != nil {
+		return nil, errors.Join(err, d.closeCluster(), d.closeStore())
+	}
+	if d.cluster != nil {
+		d.cluster.onMembers = d.groups.Kick
+	}
+
 
 	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, cfg.MaxConnections, d.m.connections)
 	if err != nil {
-		return nil, errors.Join(err, d.closeCluster(), d.closeStore())
+		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
 	}
 	d.ln = ln
 	d.srv = d.newServer()
@@ -159,7 +181,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			_ = d.ln.Close()
-			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.closeCluster(), d.closeStore())
+			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.groups.Close(), d.closeCluster(), d.closeStore())
 		}
 		d.mln = mln
 		d.msrv = d.m.newServer(log)
@@ -323,6 +345,9 @@ func (d *Daemon) shutdown() error {
 			zap.Int("handlers", d.handlers.count()))
 	}
 
+	// The groups write their positions and this node's departure while
+	// the cluster can still carry them.
+	_ = d.groups.Close()
 	if cerr := d.closeCluster(); cerr != nil {
 		d.log.Warn("leaving the cluster", zap.Error(cerr))
 	}
@@ -343,6 +368,23 @@ func (d *Daemon) closeCluster() error {
 		return nil
 	}
 	return d.cluster.close()
+}
+
+// writeInternal appends the daemon's own records (consumer-group
+// positions, hosts and dead letters) as one batch and, under
+// --replication=sync, waits for the replica as a publish does. A replica
+// that does not confirm is counted, not an error: the write stands.
+func (d *Daemon) writeInternal(ctx context.Context, msgs []store.Message) error {
+	results, err := d.store.PublishBatch(msgs)
+	if err != nil {
+		return err
+	}
+	if d.cluster != nil && d.cfg.Replication == "sync" {
+		if status := d.cluster.waitReplica(ctx, results[len(results)-1].Seq); status != StatusOK {
+			d.m.replicaMisses.WithLabelValues(status).Inc()
+		}
+	}
+	return nil
 }
 
 func (d *Daemon) closeStore() error {

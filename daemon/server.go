@@ -105,6 +105,12 @@ func (d *Daemon) newServer() *http.Server {
 	add("delete", http.MethodDelete, "/v1/topics/{topic}/keys/{key...}", a.deleteKey)
 	add("messages", http.MethodPost, "/v1/topics/{topic}/messages", a.postMessages)
 	add("subscribe", http.MethodGet, "/v1/topics/{topic}/subscribe", a.subscribe).stream = true
+	add("groups", http.MethodGet, "/v1/groups", a.groups)
+	add("group_ack", http.MethodPost, "/v1/topics/{topic}/groups/{name}/ack", a.groupAck)
+	add("group_reset", http.MethodPost, "/v1/topics/{topic}/groups/{name}/reset", a.groupReset)
+	add("dlq_list", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq", a.dlqList)
+	add("dlq_replay", http.MethodPost, "/v1/topics/{topic}/groups/{name}/dlq/replay", a.dlqReplay)
+	add("dlq_get", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq/{key...}", a.dlqGet)
 	add("cursor_get", http.MethodGet, "/v1/cursors/{name}", a.getCursor)
 	add("cursor_set", http.MethodPost, "/v1/cursors/{name}", a.setCursor)
 
@@ -474,7 +480,24 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
+	switch mode := q.Get("mode"); mode {
+	case "", "broadcasting":
+	case "clustering":
+		a.subscribeGroup(w, r, p, q)
+		return
+	default:
+		a.fail(w, r, errorf(CodeBadRequest, "mode: want \"broadcasting\" or \"clustering\", got %q", mode))
+		return
+	}
 	name, ack := q.Get("name"), q.Get("ack")
+	if g := q.Get("group"); g != "" {
+		// In broadcasting a group is a cursor: each node keeps its own.
+		if name != "" && name != g {
+			a.fail(w, r, errorf(CodeBadRequest, "name %q and group %q: in broadcasting mode group is another word for name; give one", name, g))
+			return
+		}
+		name = g
+	}
 	if name != "" {
 		if e := validTopic("cursor name", name); e != nil {
 			a.fail(w, r, e)
@@ -510,32 +533,14 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	}
 	defer reader.Close()
 
-	// A stream lives longer than any timeout of the server: clear the
-	// deadlines (a passed read deadline would end the request's context).
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
-
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	// Shutdown ends the stream: a reading client gets the stream's proper
-	// end (the last chunk), one blocked writing to a client that does not
-	// read is cut off a second later.
-	stop := context.AfterFunc(a.d.subsCtx, func() {
-		cancel()
-		_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
-	})
-	defer stop()
-
-	a.d.m.subscribers.Inc()
-	defer a.d.m.subscribers.Dec()
+	st, ok := a.openStream(w, r)
+	if !ok {
+		return
+	}
+	defer st.close()
+	ctx, rc, sse := st.ctx, st.rc, st.sse
 	a.d.log.Debug("subscribe", append(callerFrom(r.Context()).fields(),
 		zap.String("topic", p.topic), zap.String("cursor", name), zap.Uint64("offset", reader.Offset()))...)
-
-	// Server-sent events when the client asks for them (a browser's
-	// EventSource does), NDJSON otherwise: the same JSON object per
-	// message, framed as "id: <offset>" and "data: <object>".
-	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	frame := func(b []byte, d store.Delivery) []byte {
 		if !sse {
 			return append(appendDelivery(b, d), '\n')
@@ -544,18 +549,6 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		b = strconv.AppendUint(b, d.Offset, 10)
 		b = append(b, "\ndata: "...)
 		return append(appendDelivery(b, d), "\n\n"...)
-	}
-	h := w.Header()
-	if sse {
-		h.Set("Content-Type", "text/event-stream")
-	} else {
-		h.Set("Content-Type", "application/x-ndjson")
-	}
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
-		return
 	}
 
 	// polled is already done: Next with it returns a waiting message or
@@ -593,6 +586,53 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 			}
 		}
 	}
+}
+
+// stream is an open subscription response.
+type stream struct {
+	ctx   context.Context // ends with the client or at shutdown
+	rc    *http.ResponseController
+	sse   bool
+	close func()
+}
+
+// openStream starts a subscription's response: server-sent events when the
+// client asks for them (a browser's EventSource does), NDJSON otherwise,
+// with the server's timeouts lifted and the daemon's shutdown ending it.
+// ok is false when the client is already gone.
+func (a *api) openStream(w http.ResponseWriter, r *http.Request) (st stream, ok bool) {
+	// A stream lives longer than any timeout of the server: clear the
+	// deadlines (a passed read deadline would end the request's context).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+
+	ctx, cancel := context.WithCancel(r.Context())
+	// Shutdown ends the stream: a reading client gets the stream's proper
+	// end (the last chunk), one blocked writing to a client that does not
+	// read is cut off a second later.
+	stop := context.AfterFunc(a.d.subsCtx, func() {
+		cancel()
+		_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
+	})
+	a.d.m.subscribers.Inc()
+	st = stream{ctx: ctx, rc: rc, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream"),
+		close: func() { a.d.m.subscribers.Dec(); stop(); cancel() }}
+
+	h := w.Header()
+	if st.sse {
+		h.Set("Content-Type", "text/event-stream")
+	} else {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		st.close()
+		return stream{}, false
+	}
+	return st, true
 }
 
 // endStream ends a subscription: quietly when the client left or the

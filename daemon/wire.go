@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -26,6 +27,7 @@ const (
 	CodeValueTooLarge    = "value_too_large"
 	CodeBodyTooLarge     = "body_too_large"
 	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
 	CodeRouteNotFound    = "route_not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeForbidden        = "forbidden"
@@ -39,7 +41,7 @@ const (
 // errorCodes lists every code, for the metrics.
 var errorCodes = []string{
 	CodeBadRequest, CodeInvalidName, CodeBadJSON, CodeBadBase64, CodeValueTooLarge, CodeBodyTooLarge,
-	CodeNotFound, CodeRouteNotFound, CodeMethodNotAllowed, CodeForbidden, CodeStoreFull, CodeDiskFull,
+	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeForbidden, CodeStoreFull, CodeDiskFull,
 	CodeUnavailable, CodeTimeout, CodeInternal,
 }
 
@@ -54,6 +56,8 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case CodeConflict:
+		return http.StatusConflict
 	case CodeForbidden:
 		return http.StatusForbidden
 	case CodeStoreFull, CodeDiskFull:
@@ -210,11 +214,30 @@ func (p *PutResult) appendJSON(b []byte) []byte {
 // newline): the message's fields, its value as "value" when it is valid
 // UTF-8 and as "value_base64" otherwise.
 func appendDelivery(b []byte, d store.Delivery) []byte {
-	r := d.Record
+	return append(appendMessageFields(b, d.Offset, d.Record.Topic(), d.Record), '}')
+}
+
+// appendGroupDelivery appends a consumer group's delivery: the fields of
+// appendDelivery, the topic the group's (a replayed message's record names
+// the retry topic), and the message id, attempt and queue.
+func appendGroupDelivery(b []byte, d group.Delivery) []byte {
+	b = appendMessageFields(b, d.Offset, []byte(d.Topic), d.Record)
+	b = append(b, `,"id":"`...)
+	b = append(b, d.ID.String()...)
+	b = append(b, `","attempt":`...)
+	b = strconv.AppendInt(b, int64(d.Attempt), 10)
+	b = append(b, `,"queue":`...)
+	b = strconv.AppendInt(b, int64(d.Queue), 10)
+	return append(b, '}')
+}
+
+// appendMessageFields appends a delivered message's object without its
+// closing brace.
+func appendMessageFields(b []byte, offset uint64, topic []byte, r store.Record) []byte {
 	b = append(b, `{"offset":`...)
-	b = strconv.AppendUint(b, d.Offset, 10)
+	b = strconv.AppendUint(b, offset, 10)
 	b = append(b, `,"topic":`...)
-	b = appendJSONBytes(b, r.Topic())
+	b = appendJSONBytes(b, topic)
 	b = append(b, `,"key":`...)
 	b = appendJSONBytes(b, r.Key())
 	b = append(b, `,"tag":`...)
@@ -237,7 +260,7 @@ func appendDelivery(b []byte, d store.Delivery) []byte {
 	b = strconv.AppendUint(b, r.HLC(), 10)
 	b = append(b, `","time":"`...)
 	b = store.HLCTime(r.HLC()).UTC().AppendFormat(b, timeLayout)
-	return append(b, `"}`...)
+	return append(b, '"')
 }
 
 const hexDigits = "0123456789abcdef"

@@ -185,3 +185,43 @@ func containsTag(tags [][]byte, tag []byte) bool {
 
 // Close releases the reader.
 func (r *TopicReader) Close() { r.ti = nil }
+
+// TopicEnd is the offset one past topic's last message on this node (0
+// for a topic it has never seen).
+func (s *Store) TopicEnd(topic string) uint64 {
+	if ti := s.topics.get(topic); ti != nil {
+		return ti.len()
+	}
+	return 0
+}
+
+// ResumeOffset returns the offset in topic of the first message not
+// covered by done (origin -> highest seq already handled; a missing origin
+// is 0): a reader started there meets every message that is not covered,
+// and covered ones only as far as they are mixed in with the others. Each
+// origin's records lie in the log in seq order, so this is the least, over
+// the origins this node holds, of the offset of (origin, done+1). When a
+// record it needs was recycled it answers the oldest offset retained.
+func (s *Store) ResumeOffset(topic string, done map[uint64]uint64) uint64 {
+	ti := s.topics.get(topic)
+	if ti == nil {
+		return 0
+	}
+	off := ti.len()
+	for origin, last := range s.origins.vector() {
+		d := done[origin]
+		if d >= last {
+			continue
+		}
+		pos, ok := s.origins.get(origin, d+1)
+		if !ok {
+			return ti.first()
+		}
+		o, err := searchPos(ti.arr, pos)
+		if err != nil {
+			return ti.first()
+		}
+		off = min(off, o)
+	}
+	return off
+}

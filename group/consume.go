@@ -1,0 +1,753 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Delivery is one message handed to a member.
+type Delivery struct {
+	// ID identifies the message for Ack.
+	ID ID
+	// Topic is the group's topic (also for a message replayed from the
+	// dead-letter topic, whose record names the retry topic).
+	Topic string
+	// Queue is the message's queue.
+	Queue int
+	// Attempt is 1 at the first delivery, n at the (n-1)th retry.
+	Attempt int
+	// Offset is the message's offset on this node, in the group's topic
+	// or, for a replayed one, in its retry topic.
+	Offset uint64
+	// Record is the message.
+	Record store.Record
+}
+
+// Member is one consumer of a group on this node: a subscription stream.
+type Member struct {
+	// ID is unique on this node.
+	ID uint64
+
+	g    *group
+	max  int
+	wake chan struct{}
+
+	// guarded by g.mu
+	queues   []int
+	inflight int
+	pending  []Delivery
+	gone     bool
+}
+
+// Next returns the deliveries waiting for the member, waiting for one
+// until ctx ends or the member is closed (ErrClosed).
+func (mb *Member) Next(ctx context.Context) ([]Delivery, error) {
+	for {
+		mb.g.mu.Lock()
+		if mb.gone {
+			mb.g.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if len(mb.pending) > 0 {
+			ds := mb.pending
+			mb.pending = nil
+			mb.g.mu.Unlock()
+			return ds, nil
+		}
+		mb.g.mu.Unlock()
+		select {
+		case <-mb.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close removes the member from its group: what it holds unacknowledged
+// goes to the others (or, when it was the last, stays for the node that
+// takes the queues over).
+func (mb *Member) Close() {
+	mb.g.removeMember(mb)
+}
+
+func (mb *Member) signal() {
+	select {
+	case mb.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flight is a message delivered and not yet settled.
+type flight struct {
+	id      ID
+	q       *queue
+	src     int
+	offset  uint64
+	rec     store.Record
+	attempt int     // deliveries made
+	gen     uint64  // bumped at each delivery: a timeout is for one delivery
+	member  *Member // holding it; nil while it waits for (re)delivery
+	due     time.Time
+	reason  string // why the last attempt failed
+	dying   bool   // being written to the dead-letter topic
+}
+
+// queue is one queue this node owns.
+type queue struct {
+	n      int
+	member *Member
+	// pos is what is handled (delivered or skipped) so far; it starts at
+	// the committed position.
+	pos position
+	// out holds, per source and origin, the seqs delivered and not yet
+	// settled, ascending.
+	out [nSources]map[uint64][]uint64
+	// written is the position last written to OffsetsTopic.
+	written []byte
+}
+
+func (q *queue) addOut(src int, id ID) {
+	q.out[src][id.Origin] = append(q.out[src][id.Origin], id.Seq)
+}
+
+func (q *queue) removeOut(src int, id ID) {
+	s := q.out[src][id.Origin]
+	if i, ok := slices.BinarySearch(s, id.Seq); ok {
+		s = slices.Delete(s, i, i+1)
+	}
+	if len(s) == 0 {
+		delete(q.out[src], id.Origin)
+	} else {
+		q.out[src][id.Origin] = s
+	}
+}
+
+// counters of a group on this node.
+type counters struct {
+	delivered, acked, retries, deadLetters uint64
+}
+
+// group is one consumer group's part on this node.
+type group struct {
+	m      *Manager
+	topic  string
+	name   string
+	topics [nSources]string
+	tags   []string
+
+	// commitMu orders position writes: one computed later is written
+	// later.
+	commitMu sync.Mutex
+
+	mu       sync.Mutex
+	members  []*Member // by ID
+	queues   map[int]*queue
+	nodes    int // hosting nodes at the last rebalance
+	readers  [nSources]*store.TopicReader
+	held     [nSources]*store.Delivery
+	passed   [nSources]vector // highest seq read per origin since the reader started
+	flights  map[ID]*flight
+	waiting  []*flight      // to (re)deliver, by due
+	timeouts []timeoutEntry // delivered, by deadline
+	dead     []*flight      // to write to the dead-letter topic
+	stats    counters
+	closed   bool
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+type timeoutEntry struct {
+	f        *flight
+	gen      uint64
+	deadline time.Time
+}
+
+func newGroup(m *Manager, topic, name string, tags []string) *group {
+	g := &group{
+		m: m, topic: topic, name: name, tags: tags,
+		topics:  [nSources]string{topic, RetryTopic(topic, name)},
+		queues:  make(map[int]*queue),
+		flights: make(map[ID]*flight),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	for i := range g.passed {
+		g.passed[i] = vector{}
+	}
+	return g
+}
+
+func (g *group) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (g *group) memberCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.members)
+}
+
+func (g *group) addMember(mb *Member) {
+	g.mu.Lock()
+	g.members = append(g.members, mb)
+	g.assignLocked()
+	g.mu.Unlock()
+	g.signal()
+}
+
+// removeMember takes mb out; its flights wait for redelivery at once, and
+// do not count as an attempt (they got no verdict). The last member out
+// closes the group here.
+func (g *group) removeMember(mb *Member) {
+	g.mu.Lock()
+	if mb.gone {
+		g.mu.Unlock()
+		return
+	}
+	mb.gone = true
+	g.members = slices.DeleteFunc(g.members, func(x *Member) bool { return x == mb })
+	now := time.Now()
+	for _, f := range g.flights {
+		if f.member == mb {
+			f.member = nil
+			f.attempt--
+			f.due = now
+			g.wait(f)
+		}
+	}
+	mb.signal()
+	last := len(g.members) == 0
+	if !last {
+		g.assignLocked()
+	}
+	g.mu.Unlock()
+	if last {
+		g.m.leave(g)
+		g.shutdown()
+		return
+	}
+	g.signal()
+}
+
+// shutdown writes the group's positions and stops its loop.
+func (g *group) shutdown() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		<-g.done
+		return
+	}
+	g.closed = true
+	for _, mb := range g.members {
+		mb.gone = true
+		mb.signal()
+	}
+	g.mu.Unlock()
+	close(g.stop)
+	<-g.done
+	g.commit(context.Background(), nil)
+}
+
+// assignLocked divides the owned queues among the members, averaged over
+// the members in ID order.
+func (g *group) assignLocked() {
+	owned := make([]int, 0, len(g.queues))
+	for n := range g.queues {
+		owned = append(owned, n)
+	}
+	sort.Ints(owned)
+	for _, mb := range g.members {
+		mb.queues = mb.queues[:0]
+	}
+	for i, mb := range g.members {
+		for _, j := range allocate(len(owned), len(g.members), i) {
+			q := g.queues[owned[j]]
+			q.member = mb
+			mb.queues = append(mb.queues, q.n)
+		}
+	}
+	if len(g.members) == 0 {
+		for _, q := range g.queues {
+			q.member = nil
+		}
+	}
+}
+
+// wait puts f in the waiting list, ordered by due.
+func (g *group) wait(f *flight) {
+	i := sort.Search(len(g.waiting), func(i int) bool { return g.waiting[i].due.After(f.due) })
+	g.waiting = slices.Insert(g.waiting, i, f)
+}
+
+// queueOf is the queue of a record: the key's hash, or for a message
+// without a key its origin seq, round robin.
+func (g *group) queueOf(r store.Record) int {
+	k := r.Key()
+	if len(k) == 0 {
+		return int(r.Seq() % uint64(g.m.cfg.Queues))
+	}
+	h := fnv.New32a()
+	h.Write(k)
+	return int(h.Sum32() % uint32(g.m.cfg.Queues))
+}
+
+// run delivers: new messages as they arrive, retries when due, and writes
+// positions that moved without acks every CommitInterval.
+func (g *group) run() {
+	defer g.m.wg.Done()
+	defer close(g.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastCommit := time.Now()
+	for {
+		changed := g.m.st.Changed()
+		now := time.Now()
+		g.mu.Lock()
+		next := g.pump(now)
+		dead := g.dead
+		g.dead = nil
+		g.mu.Unlock()
+		if len(dead) > 0 {
+			g.bury(dead)
+		}
+		if now.Sub(lastCommit) >= g.m.cfg.CommitInterval {
+			g.commit(context.Background(), nil)
+			lastCommit = now
+		}
+		wait := g.m.cfg.CommitInterval
+		if !next.IsZero() {
+			wait = min(wait, max(next.Sub(now), time.Millisecond))
+		}
+		timer.Reset(wait)
+		select {
+		case <-changed:
+		case <-g.wake:
+		case <-timer.C:
+		case <-g.stop:
+			return
+		}
+	}
+}
+
+// pump times out, redelivers and delivers what it can; it returns when
+// the next timer is due (zero: none).
+func (g *group) pump(now time.Time) (next time.Time) {
+	for len(g.timeouts) > 0 {
+		te := g.timeouts[0]
+		f := te.f
+		if f.member == nil || f.gen != te.gen || g.flights[f.id] != f {
+			g.timeouts = g.timeouts[1:] // settled or redelivered since
+			continue
+		}
+		if te.deadline.After(now) {
+			next = te.deadline
+			break
+		}
+		g.timeouts = g.timeouts[1:]
+		g.fail(f, "timeout", now)
+	}
+	for i := 0; i < len(g.waiting); {
+		f := g.waiting[i]
+		if g.flights[f.id] != f || f.member != nil || f.dying {
+			g.waiting = slices.Delete(g.waiting, i, i+1)
+			continue
+		}
+		if f.due.After(now) {
+			if next.IsZero() || f.due.Before(next) {
+				next = f.due
+			}
+			break
+		}
+		mb := f.q.member
+		if mb == nil || mb.inflight >= mb.max {
+			i++
+			continue
+		}
+		g.waiting = slices.Delete(g.waiting, i, i+1)
+		g.deliver(f, mb, now)
+	}
+	polled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for src, r := range g.readers {
+		if r == nil {
+			continue
+		}
+		for {
+			d := g.held[src]
+			g.held[src] = nil
+			if d == nil {
+				x, err := r.Next(polled)
+				if err != nil {
+					if !errors.Is(err, context.Canceled) && !errors.Is(err, store.ErrClosed) {
+						g.m.log.Error("reading a group's topic", zap.String("topic", g.topics[src]), zap.Error(err))
+					}
+					break
+				}
+				d = &x
+			}
+			if !g.offer(src, d, now) {
+				g.held[src] = d
+				break
+			}
+		}
+	}
+	return next
+}
+
+// offer handles a message read from source src; false means its member is
+// full and it must wait.
+func (g *group) offer(src int, d *store.Delivery, now time.Time) bool {
+	r := d.Record
+	id := ID{r.Origin(), r.Seq()}
+	q := g.queues[g.queueOf(r)]
+	switch {
+	case q == nil, id.Seq <= q.pos.Done[src][id.Origin], r.HLC() < q.pos.From:
+		// Another node's queue, or handled already.
+	case q.member == nil || q.member.inflight >= q.member.max:
+		return false
+	case g.flights[id] != nil:
+		// In flight already (a rewound reader meets it again).
+	default:
+		f := &flight{id: id, q: q, src: src, offset: d.Offset, rec: r}
+		g.flights[id] = f
+		q.pos.Done[src][id.Origin] = id.Seq
+		q.addOut(src, id)
+		g.deliver(f, q.member, now)
+	}
+	g.passed[src][id.Origin] = max(g.passed[src][id.Origin], id.Seq)
+	return true
+}
+
+func (g *group) deliver(f *flight, mb *Member, now time.Time) {
+	f.attempt++
+	f.gen++
+	f.member = mb
+	mb.inflight++
+	mb.pending = append(mb.pending, Delivery{ID: f.id, Topic: g.topic, Queue: f.q.n, Attempt: f.attempt, Offset: f.offset, Record: f.rec})
+	if len(g.timeouts) > 2*len(g.flights)+1024 {
+		// Settled entries wait behind an older one: sweep them out.
+		g.timeouts = slices.DeleteFunc(g.timeouts, func(te timeoutEntry) bool {
+			return te.f.member == nil || te.f.gen != te.gen || g.flights[te.f.id] != te.f
+		})
+	}
+	g.timeouts = append(g.timeouts, timeoutEntry{f: f, gen: f.gen, deadline: now.Add(g.m.cfg.AckTimeout)})
+	g.stats.delivered++
+	if f.attempt > 1 {
+		g.stats.retries++
+	}
+	mb.signal()
+}
+
+// release takes f from its member.
+func (g *group) release(f *flight) {
+	if f.member != nil {
+		f.member.inflight--
+		f.member = nil
+		g.signal() // room for more
+	}
+}
+
+// fail handles an attempt that failed: a retry after the back-off, or the
+// dead-letter topic once the retries are spent.
+func (g *group) fail(f *flight, reason string, now time.Time) {
+	g.release(f)
+	f.reason = reason
+	if f.attempt > g.m.cfg.MaxRetries {
+		f.dying = true
+		g.dead = append(g.dead, f)
+		g.signal()
+		return
+	}
+	b := g.m.cfg.Backoff
+	f.due = now.Add(b[min(f.attempt-1, len(b)-1)])
+	g.wait(f)
+}
+
+// finish settles f for good.
+func (g *group) finish(f *flight) {
+	g.release(f)
+	delete(g.flights, f.id)
+	f.q.removeOut(f.src, f.id)
+}
+
+// bury writes dead letters, then settles them; on a failed write they are
+// tried again a second later.
+func (g *group) bury(dead []*flight) {
+	now := time.Now()
+	msgs := make([]store.Message, 0, len(dead))
+	for _, f := range dead {
+		dl := deadLetterFrom(g.topic, g.name, f, f.reason, now)
+		b, err := encodeDeadLetter(dl)
+		if err != nil {
+			g.m.log.Error("encoding a dead letter", zap.Error(err))
+			continue
+		}
+		msgs = append(msgs, store.Message{Topic: DeadLetterTopic(g.topic, g.name), Key: dl.ID, Tag: dl.Tag, Value: b})
+	}
+	err := g.m.write(context.Background(), msgs)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
+		g.m.log.Error("writing dead letters: trying again", zap.String("topic", g.topic),
+			zap.String("group", g.name), zap.Int("messages", len(dead)), zap.Error(err))
+		for _, f := range dead {
+			f.dying = false
+			f.attempt--
+			f.due = now.Add(time.Second)
+			g.wait(f)
+		}
+		return
+	}
+	for _, f := range dead {
+		if g.flights[f.id] == f {
+			g.finish(f)
+			g.stats.deadLetters++
+		}
+	}
+	g.m.log.Info("messages dead-lettered", zap.String("topic", g.topic), zap.String("group", g.name), zap.Int("messages", len(dead)))
+}
+
+// settle applies acks and nacks, then writes the positions that moved.
+func (g *group) settle(ctx context.Context, ack, nack []ID) (acked, nacked, unknown int, err error) {
+	g.commitMu.Lock()
+	defer g.commitMu.Unlock()
+	g.mu.Lock()
+	now := time.Now()
+	for _, id := range ack {
+		f := g.flights[id]
+		if f == nil || f.dying {
+			unknown++
+			continue
+		}
+		g.finish(f)
+		g.stats.acked++
+		acked++
+	}
+	for _, id := range nack {
+		f := g.flights[id]
+		if f == nil || f.dying || f.member == nil {
+			unknown++
+			continue
+		}
+		g.fail(f, "nack", now)
+		nacked++
+	}
+	msgs, qs := g.positionsLocked(nil)
+	g.mu.Unlock()
+	if nacked > 0 {
+		g.signal()
+	}
+	return acked, nacked, unknown, g.writePositions(ctx, msgs, qs)
+}
+
+// commit writes the positions that moved, of the queues in only (all when
+// nil).
+func (g *group) commit(ctx context.Context, only []*queue) {
+	g.commitMu.Lock()
+	defer g.commitMu.Unlock()
+	g.mu.Lock()
+	msgs, qs := g.positionsLocked(only)
+	g.mu.Unlock()
+	if err := g.writePositions(ctx, msgs, qs); err != nil {
+		g.m.log.Warn("writing a group's positions", zap.String("topic", g.topic), zap.String("group", g.name), zap.Error(err))
+	}
+}
+
+// positionsLocked builds the OffsetsTopic records of the queues whose
+// position moved since it was last written. A queue's position per origin
+// is one below its lowest unsettled seq, or else the furthest it or the
+// reader got.
+func (g *group) positionsLocked(only []*queue) ([]store.Message, []*queue) {
+	if only == nil {
+		for _, q := range g.queues {
+			only = append(only, q)
+		}
+	}
+	var msgs []store.Message
+	var qs []*queue
+	for _, q := range only {
+		p := position{Epoch: q.pos.Epoch, From: q.pos.From}
+		for src := range nSources {
+			v := vector{}
+			for o, s := range q.pos.Done[src] {
+				v[o] = s
+			}
+			for o, s := range g.passed[src] {
+				v[o] = max(v[o], s)
+			}
+			for o, out := range q.out[src] {
+				v[o] = out[0] - 1
+			}
+			p.Done[src] = v
+		}
+		b, err := encodePosition(p)
+		if err != nil || slices.Equal(b, q.written) {
+			continue
+		}
+		msgs = append(msgs, store.Message{Topic: OffsetsTopic, Key: offsetsKey(g.topic, g.name, q.n), Value: b})
+		qs = append(qs, q)
+	}
+	return msgs, qs
+}
+
+func (g *group) writePositions(ctx context.Context, msgs []store.Message, qs []*queue) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	// A reset seen since: its position must not be overwritten.
+	for i := 0; i < len(msgs); {
+		if g.m.position(g.topic, g.name, qs[i].n).Epoch > qs[i].pos.Epoch {
+			msgs, qs = slices.Delete(msgs, i, i+1), slices.Delete(qs, i, i+1)
+			g.m.Kick()
+			continue
+		}
+		i++
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := g.m.write(ctx, msgs); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	for i, q := range qs {
+		q.written = msgs[i].Value
+	}
+	g.mu.Unlock()
+	return nil
+}
+
+// rebalance makes the node own exactly want: the queues it loses have
+// their positions written and their flights dropped (their next owner
+// delivers them again); the queues it gains, or whose epoch a reset
+// raised, start at their committed position, the readers rewinding as
+// far as that needs.
+func (g *group) rebalance(want []int, nodes int) {
+	g.commitMu.Lock()
+	defer g.commitMu.Unlock()
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.nodes = nodes
+	var lost []*queue
+	keep := make(map[int]bool, len(want))
+	for _, n := range want {
+		keep[n] = true
+	}
+	for n, q := range g.queues {
+		if !keep[n] {
+			lost = append(lost, q)
+		}
+	}
+	msgs, qs := g.positionsLocked(lost)
+	g.mu.Unlock()
+	if err := g.writePositions(context.Background(), msgs, qs); err != nil {
+		g.m.log.Warn("writing the positions of queues given up", zap.String("topic", g.topic), zap.String("group", g.name), zap.Error(err))
+	}
+
+	// The committed positions, read outside the lock.
+	fresh := make(map[int]position, len(want))
+	for _, n := range want {
+		fresh[n] = g.m.position(g.topic, g.name, n)
+	}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, q := range lost {
+		g.dropLocked(q)
+	}
+	var gained []*queue
+	for _, n := range want {
+		p := fresh[n]
+		q := g.queues[n]
+		if q != nil && p.Epoch <= q.pos.Epoch {
+			continue
+		}
+		if q != nil {
+			g.m.log.Info("group reset", zap.String("topic", g.topic), zap.String("group", g.name), zap.Int("queue", n), zap.Uint64("epoch", p.Epoch))
+			g.dropLocked(q)
+		}
+		q = &queue{n: n, pos: p}
+		for src := range nSources {
+			q.out[src] = map[uint64][]uint64{}
+		}
+		q.written, _ = encodePosition(p)
+		g.queues[n] = q
+		gained = append(gained, q)
+	}
+	if len(lost) == 0 && len(gained) == 0 {
+		return
+	}
+	g.m.log.Info("group rebalanced", zap.String("topic", g.topic), zap.String("group", g.name),
+		zap.Int("nodes", nodes), zap.Ints("queues", want))
+	g.assignLocked()
+	g.rewindLocked(gained)
+	g.signal()
+}
+
+// dropLocked gives up queue q: its flights are forgotten, undelivered ones
+// taken back from the members.
+func (g *group) dropLocked(q *queue) {
+	for id, f := range g.flights {
+		if f.q == q {
+			g.release(f)
+			delete(g.flights, id)
+		}
+	}
+	for _, mb := range g.members {
+		mb.pending = slices.DeleteFunc(mb.pending, func(d Delivery) bool { return d.Queue == q.n })
+	}
+	delete(g.queues, q.n)
+}
+
+// rewindLocked moves the readers back to where the gained queues resume.
+func (g *group) rewindLocked(gained []*queue) {
+	if len(gained) == 0 {
+		return
+	}
+	for src := range nSources {
+		from := ^uint64(0)
+		for _, q := range gained {
+			from = min(from, g.m.st.ResumeOffset(g.topics[src], q.pos.Done[src]))
+		}
+		r := g.readers[src]
+		if r != nil {
+			cur := r.Offset()
+			if d := g.held[src]; d != nil {
+				cur = d.Offset
+			}
+			if from >= cur {
+				continue
+			}
+			r.Close()
+		}
+		if from == ^uint64(0) {
+			from = 0
+		}
+		nr, err := g.m.st.NewTopicReader(g.topics[src], store.Start{From: store.FromOffset, Offset: from}, g.tags)
+		if err != nil {
+			g.m.log.Error("opening a group's reader", zap.String("topic", g.topics[src]), zap.Error(err))
+			continue
+		}
+		g.readers[src] = nr
+		g.held[src] = nil
+		g.passed[src] = vector{}
+	}
+}

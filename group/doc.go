@@ -1,0 +1,71 @@
+// Package group is clustering consumption: a consumer group spread over
+// the nodes shares a topic's messages, each handled by one member, as
+// RocketMQ's clustering model does. Broadcasting (every subscriber of every
+// node sees everything) needs none of this and stays in the daemon.
+//
+// # Queues and allocation
+//
+// A topic is split into a fixed number of queues (Config.Queues, the same
+// on every node): a message goes to queue fnv32a(key) mod Q, a message
+// without a key to seq mod Q, so one key's messages stay in one queue and
+// keep their order inside the group. The queues are divided among the
+// live nodes that host members of the group, in the order of their IDs,
+// by RocketMQ's AllocateMessageQueueAveragely; a node divides its queues
+// among its members the same way. Which node hosts which group is itself
+// replicated data: HostsTopic holds a key per (topic, group, node) with
+// the node's member count, and a node that leaves or restarts writes a
+// tombstone; a dead node's entry is ignored because gossip no longer
+// counts it alive. Every node recomputes the allocation at each membership
+// event and every Config.Interval, so a rebalance follows a death within
+// memberlist's failure detection plus one interval.
+//
+// # Positions
+//
+// Every node holds every message, at offsets of its own; what a group has
+// handled is therefore kept as a vector per queue: per origin, the highest
+// seq such that every message of that origin in the queue up to it is
+// settled (acknowledged or dead-lettered). Each origin's messages lie in
+// every node's log in seq order, so the vector is exact, and a node taking
+// a queue over finds where to start with the origin index (Store.
+// ResumeOffset). Positions are written to OffsetsTopic, one key per queue,
+// when acks move them (before the ack is answered) and every
+// CommitInterval otherwise, and reach the other nodes by the ordinary
+// fan-out. A group with no position yet starts at the earliest message
+// retained: nothing published is skipped; reset it to latest to skip
+// history.
+//
+// Delivery is exactly once per message while membership is stable, at
+// least once across a rebalance or a crash: the next owner delivers again
+// what was in flight, and what was acknowledged but whose position had not
+// reached it yet.
+//
+// # Acks, retries, dead letters
+//
+// A member settles each message by its ID ("<origin>-<seq>"): ack, or nack
+// to refuse it. One not acknowledged within Config.AckTimeout, or refused,
+// is delivered again after Config.Backoff (retry n waits Backoff[n-1], the
+// last repeating), at most Config.MaxRetries times, as RocketMQ counts
+// reconsume times: a message is delivered at most 1+MaxRetries times, then
+// written to the group's dead-letter topic (DeadLetterTopic) with the
+// reason of the last failure and the number of attempts. Retry state lives
+// in memory on the owning node; after a crash the next owner starts the
+// count over. A member that disconnects gives its messages back without
+// counting an attempt. Replay moves dead letters into the group's retry
+// topic (RetryTopic), which the group reads next to its topic with its own
+// vector: a replayed message goes to the group again but not to
+// broadcasting subscribers, and does not touch the key's value in the view.
+//
+// # Reset
+//
+// Reset writes a new position to every queue under a higher epoch; the
+// owners adopt it at their next check, dropping what they hold in flight.
+// A position with a lower epoch than the one a node holds is not written
+// over it.
+//
+// # Limits
+//
+// A node reads each group's topic once for all its members; a member at
+// its max_inflight holds the reader up for the node's other members of the
+// group (head-of-line). Members of a group on one node must name the same
+// tags; across nodes it is not checked (RocketMQ requires the same).
+package group

@@ -1,0 +1,435 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultQueues      = 16
+	DefaultAckTimeout  = 30 * time.Second
+	DefaultMaxRetries  = 5
+	DefaultMaxInflight = 1000
+	// MaxInflightLimit bounds a member's max_inflight.
+	MaxInflightLimit = 100000
+)
+
+// DefaultBackoff is the wait before each retry, the last repeating: the
+// first five of RocketMQ's delay levels that its retries use (level 3 on).
+var DefaultBackoff = []time.Duration{10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 3 * time.Minute}
+
+// Errors of Join and Reset.
+var (
+	// ErrConflict: the group already has members on this node that
+	// subscribed with other tags.
+	ErrConflict = errors.New("conflict")
+	// ErrClosed: the manager is closed.
+	ErrClosed = errors.New("group manager closed")
+	// ErrInvalid: a bad argument (reset target, message id).
+	ErrInvalid = errors.New("invalid")
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Store is the node's store.
+	Store *store.Store
+	// Nodes returns the IDs (origins) of the live nodes, this one
+	// included. Nil for a lone node.
+	Nodes func() []uint64
+	// Write appends internal records (positions, hosts, dead letters) as
+	// this node's writes and returns once they are as safe as the
+	// daemon's flush and replication modes make a publish.
+	Write func(ctx context.Context, msgs []store.Message) error
+	// Queues is the number of queues per topic.
+	Queues int
+	// AckTimeout is how long a delivered message may go unacknowledged
+	// before it is redelivered.
+	AckTimeout time.Duration
+	// MaxRetries is how many times a message is redelivered before it
+	// goes to the dead-letter topic; 0 dead-letters it at its first
+	// failure.
+	MaxRetries int
+	// Backoff is the wait before retry n (Backoff[n-1]; the last entry
+	// repeats).
+	Backoff []time.Duration
+	// Interval is how often the allocation and the positions are checked
+	// against the cluster (membership changes also wake the check).
+	Interval time.Duration
+	// CommitInterval is how often a group writes positions that moved
+	// without acks (messages its tags or queues skip).
+	CommitInterval time.Duration
+	// Logger logs rebalances and failures.
+	Logger *zap.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Queues == 0 {
+		c.Queues = DefaultQueues
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = DefaultBackoff
+	}
+	if c.Interval == 0 {
+		c.Interval = 100 * time.Millisecond
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// Manager runs the consumer groups that have members on this node.
+type Manager struct {
+	cfg  Config
+	st   *store.Store
+	self uint64
+	log  *zap.Logger
+
+	mu        sync.Mutex
+	groups    map[groupKey]*group
+	published map[groupKey]int // member counts written to HostsTopic
+	closed    bool
+
+	nextMember atomic.Uint64
+	kick       chan struct{}
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+type groupKey struct{ topic, name string }
+
+// New starts a Manager.
+func New(cfg Config) (*Manager, error) {
+	cfg.setDefaults()
+	switch {
+	case cfg.Store == nil || cfg.Write == nil:
+		return nil, errors.New("group: Store and Write are required")
+	case cfg.Queues < 1 || cfg.Queues > 1024:
+		return nil, fmt.Errorf("queues per topic: must be 1 to 1024, got %d", cfg.Queues)
+	case cfg.MaxRetries < 0:
+		return nil, fmt.Errorf("max retries: must not be negative, got %d", cfg.MaxRetries)
+	case cfg.AckTimeout < 0:
+		return nil, fmt.Errorf("ack timeout: must be positive, got %s", cfg.AckTimeout)
+	}
+	for _, b := range cfg.Backoff {
+		if b < 0 {
+			return nil, fmt.Errorf("retry back-off: must not be negative, got %s", b)
+		}
+	}
+	m := &Manager{
+		cfg: cfg, st: cfg.Store, self: cfg.Store.Origin(), log: cfg.Logger,
+		groups: make(map[groupKey]*group), published: make(map[groupKey]int),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	// What this node hosted before a restart is stale: it has no members
+	// now. The loop writes the tombstones.
+	for _, k := range m.st.Keys(HostsTopic, "", "", 0) {
+		if t, g, node, ok := parseHostsKey(k); ok && node == m.self {
+			m.published[groupKey{t, g}] = -1
+		}
+	}
+	m.wg.Add(1)
+	go m.loop()
+	return m, nil
+}
+
+// Kick makes the manager check the allocation now (at a membership
+// change, say).
+func (m *Manager) Kick() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Join adds a member to a group on this node. tags must be the same for
+// every member of the group on this node. maxInflight bounds the messages
+// it holds unacknowledged (0: DefaultMaxInflight).
+func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Member, error) {
+	if maxInflight <= 0 {
+		maxInflight = DefaultMaxInflight
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	k := groupKey{topic, name}
+	g := m.groups[k]
+	if g == nil {
+		g = newGroup(m, topic, name, tags)
+		m.groups[k] = g
+		m.wg.Add(1)
+		go g.run()
+	} else if !slices.Equal(g.tags, tags) {
+		return nil, fmt.Errorf("%w: group %s on %s has members here with tags %q; every member must name the same tags",
+			ErrConflict, name, topic, g.tags)
+	}
+	mb := &Member{ID: m.nextMember.Add(1), g: g, max: maxInflight, wake: make(chan struct{}, 1)}
+	g.addMember(mb)
+	m.Kick()
+	return mb, nil
+}
+
+// leave removes g from the manager once its last member left.
+func (m *Manager) leave(g *group) {
+	m.mu.Lock()
+	if m.groups[groupKey{g.topic, g.name}] == g {
+		delete(m.groups, groupKey{g.topic, g.name})
+	}
+	m.mu.Unlock()
+	m.Kick()
+}
+
+// Ack settles messages of a group delivered on this node: ack ones are
+// handled, nack ones refused (redelivered after the back-off, or dead-
+// lettered). The group's position is written before Ack returns. unknown
+// counts IDs not in flight here.
+func (m *Manager) Ack(ctx context.Context, topic, name string, ack, nack []ID) (acked, nacked, unknown int, err error) {
+	m.mu.Lock()
+	g := m.groups[groupKey{topic, name}]
+	m.mu.Unlock()
+	if g == nil {
+		return 0, 0, 0, fmt.Errorf("group %s on %s has no member on this node: %w", name, topic, ErrNotFound)
+	}
+	return g.settle(ctx, ack, nack)
+}
+
+// loop keeps the hosts entries and the allocation current.
+func (m *Manager) loop() {
+	defer m.wg.Done()
+	tick := time.NewTicker(m.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-m.kick:
+		case <-tick.C:
+		}
+		m.syncHosts(context.Background())
+		m.rebalance()
+	}
+}
+
+// syncHosts writes this node's member counts to HostsTopic where they
+// changed.
+func (m *Manager) syncHosts(ctx context.Context) {
+	m.mu.Lock()
+	var msgs []store.Message
+	counts := make(map[groupKey]int)
+	for k, g := range m.groups {
+		counts[k] = g.memberCount()
+	}
+	for k := range m.published {
+		if _, ok := counts[k]; !ok {
+			counts[k] = 0
+		}
+	}
+	for k, n := range counts {
+		if m.published[k] == n {
+			continue
+		}
+		msg := store.Message{Topic: HostsTopic, Key: hostsKey(k.topic, k.name, m.self)}
+		if n == 0 {
+			msg.Delete = true
+		} else {
+			msg.Value = strconv.AppendInt(nil, int64(n), 10)
+		}
+		msgs = append(msgs, msg)
+	}
+	m.mu.Unlock()
+	if len(msgs) == 0 {
+		return
+	}
+	if err := m.cfg.Write(ctx, msgs); err != nil {
+		m.log.Warn("writing the groups this node hosts", zap.Error(err))
+		return
+	}
+	m.mu.Lock()
+	for k, n := range counts {
+		if n == 0 {
+			delete(m.published, k)
+		} else {
+			m.published[k] = n
+		}
+	}
+	m.mu.Unlock()
+}
+
+// alive returns the live nodes as a set.
+func (m *Manager) alive() map[uint64]bool {
+	set := map[uint64]bool{m.self: true}
+	if m.cfg.Nodes != nil {
+		for _, n := range m.cfg.Nodes() {
+			set[n] = true
+		}
+	}
+	return set
+}
+
+// hosts returns the live nodes hosting members of a group, sorted;
+// self is counted when it has members, whether or not its own entry is
+// written yet.
+func (m *Manager) hosts(topic, name string, alive map[uint64]bool, self bool) []uint64 {
+	var nodes []uint64
+	if self {
+		nodes = append(nodes, m.self)
+	}
+	for _, k := range m.st.Keys(HostsTopic, topic+"/"+name+"/", "", 0) {
+		_, _, n, ok := parseHostsKey(k)
+		if ok && n != m.self && alive[n] {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+// rebalance gives each local group the queues the allocation says.
+func (m *Manager) rebalance() {
+	alive := m.alive()
+	m.mu.Lock()
+	gs := make([]*group, 0, len(m.groups))
+	for _, g := range m.groups {
+		gs = append(gs, g)
+	}
+	m.mu.Unlock()
+	for _, g := range gs {
+		nodes := m.hosts(g.topic, g.name, alive, true)
+		i := sort.Search(len(nodes), func(i int) bool { return nodes[i] >= m.self })
+		g.rebalance(allocate(m.cfg.Queues, len(nodes), i), len(nodes))
+	}
+}
+
+// position reads a queue's committed position from the view.
+func (m *Manager) position(topic, name string, q int) position {
+	e, ok := m.st.Get(OffsetsTopic, offsetsKey(topic, name, q))
+	if !ok {
+		return position{Done: [nSources]vector{{}, {}}}
+	}
+	p, err := decodePosition(e.Value)
+	if err != nil {
+		m.log.Error("a queue's position is unreadable: starting it over", zap.String("topic", topic),
+			zap.String("group", name), zap.Int("queue", q), zap.Error(err))
+		return position{Done: [nSources]vector{{}, {}}}
+	}
+	return p
+}
+
+func (m *Manager) write(ctx context.Context, msgs []store.Message) error {
+	return m.cfg.Write(ctx, msgs)
+}
+
+// Reset moves every queue of a group to a new position, under a new
+// epoch: "earliest", "latest", an RFC 3339 time (the messages stamped from
+// then on), or an offset of the group's topic on this node (the messages
+// from that offset on, as this node holds them). The members, here and on
+// the other nodes, drop what they hold in flight and start over from it at
+// their next check.
+func (m *Manager) Reset(ctx context.Context, topic, name, to string) (epoch uint64, err error) {
+	var p position
+	p.Done = [nSources]vector{{}, {}}
+	switch {
+	case to == "earliest":
+	case to == "latest":
+		p.Done[srcMain] = vector(m.st.Vector())
+		p.Done[srcRetry] = vector(m.st.Vector())
+	default:
+		if off, err := strconv.ParseUint(to, 10, 64); err == nil {
+			if p.Done[srcMain], err = m.vectorBefore(topic, off); err != nil {
+				return 0, err
+			}
+			p.Done[srcRetry] = vector(m.st.Vector())
+			break
+		}
+		t, err := time.Parse(time.RFC3339Nano, to)
+		if err != nil {
+			return 0, fmt.Errorf("%w: reset to %q: want earliest, latest, an offset or an RFC 3339 time", ErrInvalid, to)
+		}
+		p.From = store.MakeHLC(t.UnixMilli(), 0)
+	}
+	for q := 0; q < m.cfg.Queues; q++ {
+		epoch = max(epoch, m.position(topic, name, q).Epoch)
+	}
+	p.Epoch = epoch + 1
+	b, err := encodePosition(p)
+	if err != nil {
+		return 0, err
+	}
+	msgs := make([]store.Message, m.cfg.Queues)
+	for q := range msgs {
+		msgs[q] = store.Message{Topic: OffsetsTopic, Key: offsetsKey(topic, name, q), Value: b}
+	}
+	if err := m.write(ctx, msgs); err != nil {
+		return 0, err
+	}
+	m.Kick()
+	return p.Epoch, nil
+}
+
+// vectorBefore is, per origin, the highest seq among topic's messages
+// before offset off on this node: each origin's messages lie in seq order,
+// so it covers exactly the messages before off.
+func (m *Manager) vectorBefore(topic string, off uint64) (vector, error) {
+	r, err := m.st.NewTopicReader(topic, store.Start{From: store.FromEarliest}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	v := vector{}
+	for r.Offset() < off {
+		d, err := r.Next(done)
+		if err != nil {
+			break // the end of what this node holds
+		}
+		if d.Offset >= off {
+			break
+		}
+		v[d.Record.Origin()] = max(v[d.Record.Origin()], d.Record.Seq())
+	}
+	return v, nil
+}
+
+// Close ends every member, writes the groups' positions and this node's
+// departure from them, and stops.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	gs := make([]*group, 0, len(m.groups))
+	for _, g := range m.groups {
+		gs = append(gs, g)
+	}
+	m.groups = map[groupKey]*group{}
+	m.mu.Unlock()
+	close(m.stop)
+	for _, g := range gs {
+		g.shutdown()
+	}
+	m.wg.Wait()
+	m.syncHosts(context.Background())
+	return nil
+}

@@ -1,0 +1,117 @@
+package group
+
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Status describes a group as this node sees it.
+type Status struct {
+	Topic string
+	Group string
+	// Queues is the number of queues of the topic.
+	Queues int
+	// Nodes is the allocation: each live node hosting members, with the
+	// queues it owns.
+	Nodes []NodeQueues
+	// Members are the group's members on this node.
+	Members []MemberStatus
+	// Backlog is the number of messages of the group's topics this node
+	// has not looked at yet, plus those waiting for a retry; it counts
+	// every queue's messages, so it is an upper bound of this node's share.
+	Backlog uint64
+	// Inflight is the number of messages delivered here and not settled.
+	Inflight int
+	// Counters since this node's part of the group started.
+	Delivered, Acked, Retries, DeadLetters uint64
+}
+
+// NodeQueues is one node's share of a group.
+type NodeQueues struct {
+	Node   uint64
+	Queues []int
+}
+
+// MemberStatus is one member on this node.
+type MemberStatus struct {
+	ID       uint64
+	Queues   []int
+	Inflight int
+}
+
+// Status lists the groups the cluster has (from HostsTopic), with this
+// node's detail for those it hosts, ordered by topic and group.
+func (m *Manager) Status() []Status {
+	alive := m.alive()
+	seen := map[groupKey]bool{}
+	for _, k := range m.st.Keys(HostsTopic, "", "", 0) {
+		if t, g, _, ok := parseHostsKey(k); ok {
+			seen[groupKey{t, g}] = true
+		}
+	}
+	m.mu.Lock()
+	local := make(map[groupKey]*group, len(m.groups))
+	for k, g := range m.groups {
+		local[k] = g
+		seen[k] = true
+	}
+	m.mu.Unlock()
+	keys := make([]groupKey, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].name < keys[j].name
+	})
+	var out []Status
+	for _, k := range keys {
+		g := local[k]
+		nodes := m.hosts(k.topic, k.name, alive, g != nil)
+		if len(nodes) == 0 {
+			continue
+		}
+		s := Status{Topic: k.topic, Group: k.name, Queues: m.cfg.Queues}
+		for i, n := range nodes {
+			s.Nodes = append(s.Nodes, NodeQueues{Node: n, Queues: allocate(m.cfg.Queues, len(nodes), i)})
+		}
+		if g != nil {
+			g.status(&s)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (g *group) status(s *Status) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, mb := range g.members {
+		s.Members = append(s.Members, MemberStatus{ID: mb.ID, Queues: slices.Clone(mb.queues), Inflight: mb.inflight})
+		s.Inflight += mb.inflight
+	}
+	for src, r := range g.readers {
+		if r == nil {
+			continue
+		}
+		cur := r.Offset()
+		if d := g.held[src]; d != nil {
+			cur = d.Offset
+		}
+		if end := g.m.st.TopicEnd(g.topics[src]); end > cur {
+			s.Backlog += end - cur
+		}
+	}
+	for _, f := range g.waiting {
+		if g.flights[f.id] == f && f.member == nil {
+			s.Backlog++
+		}
+	}
+	s.Delivered, s.Acked, s.Retries, s.DeadLetters = g.stats.delivered, g.stats.acked, g.stats.retries, g.stats.deadLetters
+}
+
+// IsInternal reports whether a topic is one of the daemon's own.
+func IsInternal(topic string) bool { return strings.HasPrefix(topic, "$") }

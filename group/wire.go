@@ -1,0 +1,178 @@
+package group
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Internal topics. Their names start with '$', which the local API refuses
+// in a user's topic, so only the daemon writes them; they travel through
+// the cluster like any other topic.
+const (
+	// HostsTopic holds which node hosts members of which group: key
+	// "<topic>/<group>/<node>", value the number of members there (a
+	// tombstone when none is left).
+	HostsTopic = "$groups"
+	// OffsetsTopic holds each queue's committed position: key
+	// "<topic>/<group>/<queue>", value a JSON position.
+	OffsetsTopic = "$offsets"
+)
+
+// RetryTopic is the topic a group's dead letters are replayed into; the
+// group consumes it next to its own topic.
+func RetryTopic(topic, group string) string { return "$retry/" + topic + "/" + group }
+
+// DeadLetterTopic is a group's dead-letter topic: key the message ID,
+// value a JSON DeadLetter.
+func DeadLetterTopic(topic, group string) string { return "$dlq/" + topic + "/" + group }
+
+// sources a group reads: its topic, then its retry topic.
+const (
+	srcMain = iota
+	srcRetry
+	nSources
+)
+
+// ID is a message's identity in the cluster: its origin and seq, the same
+// on every node. It is written "<origin as 16 hex digits>-<seq>".
+type ID struct {
+	Origin, Seq uint64
+}
+
+func (id ID) String() string {
+	return fmt.Sprintf("%016x-%d", id.Origin, id.Seq)
+}
+
+// ParseID reads an ID written by String.
+func ParseID(s string) (ID, error) {
+	o, q, ok := strings.Cut(s, "-")
+	if !ok || len(o) != 16 {
+		return ID{}, fmt.Errorf("message id %q: want <16 hex digits>-<seq>", s)
+	}
+	origin, err := strconv.ParseUint(o, 16, 64)
+	if err != nil {
+		return ID{}, fmt.Errorf("message id %q: want <16 hex digits>-<seq>", s)
+	}
+	seq, err := strconv.ParseUint(q, 10, 64)
+	if err != nil || seq == 0 {
+		return ID{}, fmt.Errorf("message id %q: want <16 hex digits>-<seq>", s)
+	}
+	return ID{origin, seq}, nil
+}
+
+// vector is origin -> the highest seq handled. In JSON its keys are
+// origins in hex.
+type vector map[uint64]uint64
+
+func (v vector) MarshalJSON() ([]byte, error) {
+	m := make(map[string]uint64, len(v))
+	for o, s := range v {
+		if s > 0 {
+			m[fmt.Sprintf("%016x", o)] = s
+		}
+	}
+	return json.Marshal(m)
+}
+
+func (v *vector) UnmarshalJSON(b []byte) error {
+	var m map[string]uint64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	*v = make(vector, len(m))
+	for k, s := range m {
+		o, err := strconv.ParseUint(k, 16, 64)
+		if err != nil || len(k) != 16 {
+			return fmt.Errorf("origin %q: want 16 hex digits", k)
+		}
+		(*v)[o] = s
+	}
+	return nil
+}
+
+func (v vector) clone() vector {
+	c := make(vector, len(v))
+	for o, s := range v {
+		c[o] = s
+	}
+	return c
+}
+
+// position is a queue's committed position, the value of its key in
+// OffsetsTopic. A message of origin o with seq s is handled when s <=
+// Done[source][o] or its HLC is below From. A reset raises Epoch; a
+// position of a lower epoch than one seen is stale.
+type position struct {
+	Epoch uint64           `json:"epoch"`
+	From  uint64           `json:"from_hlc,omitempty"`
+	Done  [nSources]vector `json:"done"`
+}
+
+func decodePosition(b []byte) (position, error) {
+	var p position
+	if err := json.Unmarshal(b, &p); err != nil {
+		return position{}, fmt.Errorf("group position: %w", err)
+	}
+	for i := range p.Done {
+		if p.Done[i] == nil {
+			p.Done[i] = vector{}
+		}
+	}
+	return p, nil
+}
+
+func offsetsKey(topic, group string, q int) string {
+	return topic + "/" + group + "/" + strconv.Itoa(q)
+}
+
+func hostsKey(topic, group string, node uint64) string {
+	return fmt.Sprintf("%s/%s/%016x", topic, group, node)
+}
+
+// parseHostsKey splits a HostsTopic key; names hold no '/'.
+func parseHostsKey(k string) (topic, group string, node uint64, ok bool) {
+	parts := strings.Split(k, "/")
+	if len(parts) != 3 || len(parts[2]) != 16 {
+		return "", "", 0, false
+	}
+	n, err := strconv.ParseUint(parts[2], 16, 64)
+	if err != nil {
+		return "", "", 0, false
+	}
+	return parts[0], parts[1], n, true
+}
+
+// allocate returns the queues of the index-th of n consumers, out of
+// queues in all, as RocketMQ's AllocateMessageQueueAveragely does: each
+// gets a contiguous run, the first queues%n one more than the rest.
+func allocate(queues, n, index int) []int {
+	if n <= 0 || index < 0 || index >= n {
+		return nil
+	}
+	mod := queues % n
+	size := queues / n
+	if queues <= n {
+		size = 1
+	} else if mod > 0 && index < mod {
+		size++
+	}
+	start := index*size + mod
+	if mod > 0 && index < mod {
+		start = index * size
+	}
+	var qs []int
+	for i := 0; i < min(size, queues-start); i++ {
+		qs = append(qs, start+i)
+	}
+	return qs
+}
+
+func encodePosition(p position) ([]byte, error) {
+	return json.Marshal(p)
+}
+
+func encodeDeadLetter(dl DeadLetter) ([]byte, error) {
+	return json.Marshal(dl)
+}
