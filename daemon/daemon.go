@@ -169,7 +169,6 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		d.cluster.onMembers = d.groups.Kick
 	}
 
-
 	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, cfg.MaxConnections, d.m.connections)
 	if err != nil {
 		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
