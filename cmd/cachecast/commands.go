@@ -194,10 +194,11 @@ var topicsCmd = &command{
 var statusCmd = &command{
 	name:    "status",
 	args:    "",
-	summary: "show the daemon's node, store figures, health and readiness",
+	summary: "show the daemon's node, store figures, health, readiness and groups",
 	help: `The exit status is 1 when the daemon answers but is not healthy or not
 ready (the table is printed all the same), so that scripts can use it
-as a check.`,
+as a check. The cluster's members follow, and the consumer groups when
+there are any (as "cachecast groups" prints them).`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
 		asJSON := fs.Bool("json", false, "print the API's JSON answer as it is")
@@ -234,6 +235,7 @@ as a check.`,
 			if cl, err := c.Cluster(ctx); err == nil {
 				printCluster(e.stdout, cl)
 			}
+			printStatusGroups(ctx, e, c)
 			if health != nil {
 				return fmt.Errorf("not healthy: %w", health)
 			}
@@ -322,6 +324,15 @@ so a message may be printed twice after a crash but never skipped;
 --ack auto lets the daemon advance it as it sends (never twice, but a
 message in flight at a crash is skipped).
 
+With --group the command is a member of that consumer group (clustering
+mode): each message of the topic goes to one member of the group. Each
+line is then: id, attempt (1, or more for a redelivery), key, tag,
+value. The command acknowledges what it printed, in batches (every 100ms
+or 256 messages, or --max-inflight if fewer) and once more on exit; a
+message printed but not acknowledged when the command dies is delivered
+again. A group starts where the group stands, not at --from, and is its
+own cursor (no --name): "cachecast group reset" moves it.
+
 watch runs until interrupted (exit status 0), until --count messages were
 printed, or until the daemon ends the stream (exit status 1).`,
 	minArgs: 1, maxArgs: 1,
@@ -332,6 +343,8 @@ printed, or until the daemon ends the stream (exit status 1).`,
 		ack := fs.String("ack", "client", "with --name: client (ack after printing) or auto (the daemon acks)")
 		count := fs.Int("count", 0, "exit after this many messages (0: no limit)")
 		asJSON := fs.Bool("json", false, "print the API's NDJSON lines")
+		group := fs.String("group", "", "consume as a member of this consumer group")
+		maxInflight := fs.Int("max-inflight", 0, "with --group: messages the daemon may send before they are acknowledged (0: its default, 1000)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if *ack != "client" && *ack != "auto" {
 				return usagef("--ack must be client or auto")
@@ -339,12 +352,36 @@ printed, or until the daemon ends the stream (exit status 1).`,
 			if *count < 0 {
 				return usagef("--count must be 0 or more")
 			}
-			opts := client.SubscribeOptions{From: *from, Name: *name, AutoAck: *name != "" && *ack == "auto"}
+			if *maxInflight < 0 {
+				return usagef("--max-inflight must be 0 or more")
+			}
+			var tagList []string
 			for _, t := range strings.FieldsFunc(*tags, func(r rune) bool { return r == ',' || r == '|' || unicode.IsSpace(r) }) {
-				opts.Tags = append(opts.Tags, t)
+				tagList = append(tagList, t)
 			}
 			c := g.client()
 			defer c.Close()
+			if *group != "" {
+				if fs.Changed("from") || fs.Changed("name") || fs.Changed("ack") {
+					return usagef("--group takes no --from, --name or --ack: a group keeps its own position")
+				}
+				opts := client.SubscribeOptions{Mode: client.ModeClustering, Group: *group, Tags: tagList, MaxInflight: *maxInflight}
+				sub, cancel, err := subscribeGroup(ctx, c, args[0], opts)
+				if err != nil {
+					return err
+				}
+				defer cancel()
+				defer sub.Close()
+				batch := groupAckBatch
+				if *maxInflight > 0 {
+					batch = min(batch, *maxInflight)
+				}
+				return watchGroup(ctx, e, c, sub, args[0], *group, batch, *count, *asJSON)
+			}
+			if fs.Changed("max-inflight") {
+				return usagef("--max-inflight needs --group")
+			}
+			opts := client.SubscribeOptions{From: *from, Name: *name, AutoAck: *name != "" && *ack == "auto", Tags: tagList}
 			sub, err := c.Subscribe(ctx, args[0], opts)
 			if err != nil {
 				return err
@@ -426,6 +463,12 @@ func watch(ctx context.Context, e *env, c *client.Client, sub *client.Subscripti
 
 func writeEventLine(w *bufio.Writer, ev client.Event) {
 	w.WriteString(strconv.FormatUint(ev.Offset, 10))
+	writeEventFields(w, ev)
+}
+
+// writeEventFields writes the end of an event's line: a tab, then key,
+// tag and value.
+func writeEventFields(w *bufio.Writer, ev client.Event) {
 	w.WriteByte('\t')
 	w.WriteString(dash(ev.Key))
 	w.WriteByte('\t')

@@ -1,10 +1,12 @@
 // Command cachecast is the command-line client of cachecastd: it publishes,
 // reads, lists, deletes and watches messages over the daemon's Unix
-// socket, shows the daemon's status, and measures it (bench).
+// socket, consumes them in consumer groups and handles the groups' dead
+// letters, shows the daemon's status, and measures it (bench).
 //
 //	cachecast [--socket PATH] COMMAND [flags] [args]
 //
-// Commands: publish, get, del, keys, watch, topics, status, bench, help.
+// Commands: publish, get, del, keys, watch, topics, groups, group reset,
+// dlq list, dlq show, dlq replay, status, bench, help.
 // `cachecast help COMMAND` or `cachecast COMMAND --help` documents each.
 //
 // The socket is --socket, else $CACHECAST_SOCKET, else ./cachecast.sock
@@ -67,7 +69,8 @@ func (g *globals) client(opts ...client.Option) *client.Client {
 	return client.New(g.socket, append([]client.Option{client.WithTimeout(g.timeout)}, opts...)...)
 }
 
-// A command is one subcommand. setup defines its flags on fs and returns
+// A command is one subcommand, named by one word ("watch") or two ("dlq
+// list"). setup defines its flags on fs and returns
 // the function that runs it with the arguments left after the flags.
 type command struct {
 	name    string
@@ -81,7 +84,8 @@ type command struct {
 
 // commands, in the order help lists them.
 var commands = []*command{
-	benchCmd, delCmd, getCmd, keysCmd, publishCmd, statusCmd, topicsCmd, watchCmd,
+	benchCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
+	keysCmd, publishCmd, statusCmd, topicsCmd, watchCmd,
 }
 
 func lookup(name string) *command {
@@ -91,6 +95,32 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
+}
+
+// resolve finds the command args start with, by one word or two, and
+// returns it with the arguments after its name; nil if there is none.
+func resolve(args []string) (*command, []string) {
+	if len(args) > 1 {
+		if c := lookup(args[0] + " " + args[1]); c != nil {
+			return c, args[2:]
+		}
+	}
+	return lookup(args[0]), args[1:]
+}
+
+// unknownCommand explains why args name no command: a family of
+// commands ("dlq") without its second word, or nothing known.
+func unknownCommand(args []string) string {
+	var subs []string
+	for _, c := range commands {
+		if first, second, ok := strings.Cut(c.name, " "); ok && first == args[0] {
+			subs = append(subs, second)
+		}
+	}
+	if len(subs) > 0 {
+		return fmt.Sprintf("%q needs a subcommand: %s", args[0], strings.Join(subs, ", "))
+	}
+	return fmt.Sprintf("unknown command %q", args[0])
 }
 
 // usageError is a mistake in the command line: exit status 2.
@@ -142,13 +172,12 @@ func run(ctx context.Context, e *env, argv []string) int {
 		topUsage(e.stderr, top)
 		return exitUsage
 	}
-	name, args := args[0], args[1:]
-	if name == "help" {
-		return help(e, top, args)
+	if args[0] == "help" {
+		return help(e, top, args[1:])
 	}
-	cmd := lookup(name)
+	cmd, args := resolve(args)
 	if cmd == nil {
-		fmt.Fprintf(e.stderr, "cachecast: unknown command %q\nRun 'cachecast help' for the list of commands.\n", name)
+		fmt.Fprintf(e.stderr, "cachecast: %s\nRun 'cachecast help' for the list of commands.\n", unknownCommand(top.Args()))
 		return exitUsage
 	}
 
@@ -202,9 +231,9 @@ func help(e *env, top *pflag.FlagSet, args []string) int {
 		topUsage(e.stdout, top)
 		return exitOK
 	}
-	cmd := lookup(args[0])
-	if cmd == nil {
-		fmt.Fprintf(e.stderr, "cachecast help: unknown command %q\n", args[0])
+	cmd, rest := resolve(args)
+	if cmd == nil || len(rest) > 0 {
+		fmt.Fprintf(e.stderr, "cachecast help: %s\n", unknownCommand(args))
 		return exitUsage
 	}
 	fs := newFlagSet(cmd)
@@ -219,10 +248,14 @@ func topUsage(w io.Writer, top *pflag.FlagSet) {
 	var b strings.Builder
 	b.WriteString("cachecast is the command-line client of cachecastd.\n\n")
 	b.WriteString("Usage: cachecast [--socket PATH] COMMAND [flags] [args]\n\nCommands:\n")
+	width := len("help")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
 	}
-	b.WriteString("  help     show the help of a command: cachecast help COMMAND\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, c.name, c.summary)
+	}
+	fmt.Fprintf(&b, "  %-*s  show the help of a command: cachecast help COMMAND\n\n", width, "help")
 	b.WriteString("Flags (every command takes them too):\n")
 	b.WriteString(top.FlagUsages())
 	b.WriteString("\nExit status: 0 success, 1 error, 2 usage error.\n")

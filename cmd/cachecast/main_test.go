@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,14 +34,25 @@ func cli(t *testing.T, srv *clienttest.Server, stdin string, args ...string) res
 
 func cliCtx(ctx context.Context, t *testing.T, srv *clienttest.Server, stdin string, args ...string) result {
 	t.Helper()
+	socket := ""
+	if srv != nil {
+		socket = srv.Socket
+	}
+	return cliSocket(ctx, t, socket, stdin, args...)
+}
+
+// cliSocket runs a command line with CACHECAST_SOCKET set to socket
+// (unset when empty).
+func cliSocket(ctx context.Context, t *testing.T, socket, stdin string, args ...string) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	e := &env{
 		stdin:  strings.NewReader(stdin),
 		stdout: &out,
 		stderr: &errOut,
 		getenv: func(k string) string {
-			if k == "CACHECAST_SOCKET" && srv != nil {
-				return srv.Socket
+			if k == "CACHECAST_SOCKET" {
+				return socket
 			}
 			return ""
 		},
@@ -69,7 +81,8 @@ func TestHelp(t *testing.T) {
 	}
 	cli(t, nil, "", "--help").check(t, exitOK)
 	for _, c := range commands {
-		for _, args := range [][]string{{c.name, "--help"}, {c.name, "-h"}, {"help", c.name}} {
+		name := strings.Fields(c.name)
+		for _, args := range [][]string{slices.Concat(name, []string{"--help"}), slices.Concat(name, []string{"-h"}), slices.Concat([]string{"help"}, name)} {
 			r := cli(t, nil, "", args...).check(t, exitOK)
 			if !strings.Contains(r.stdout, "Usage: cachecast "+c.name) || !strings.Contains(r.stdout, "--socket") {
 				t.Errorf("%v:\n%s", args, r.stdout)
@@ -109,6 +122,26 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--conns", "0"},
 		{"bench", "--transport", "carrier-pigeon"},
 		{"get", "--nope", "t", "k"},
+		{"dlq"},
+		{"dlq", "nope"},
+		{"help", "dlq"},
+		{"help", "dlq", "list", "x"},
+		{"group"},
+		{"groups", "x"},
+		{"dlq", "list"},
+		{"dlq", "list", "--topic", "t"},
+		{"dlq", "list", "--topic", "t", "--group", "g", "--limit", "-1"},
+		{"dlq", "show", "--topic", "t", "--group", "g"},
+		{"dlq", "show", "--group", "g", "id"},
+		{"dlq", "replay", "--topic", "t", "--group", "g"},
+		{"dlq", "replay", "--topic", "t", "--group", "g", "--all", "id"},
+		{"group", "reset", "--topic", "t", "--group", "g"},
+		{"group", "reset", "--group", "g", "--to", "earliest"},
+		{"watch", "t", "--group", "g", "--from", "earliest"},
+		{"watch", "t", "--group", "g", "--name", "n"},
+		{"watch", "t", "--group", "g", "--ack", "auto"},
+		{"watch", "t", "--max-inflight", "5"},
+		{"watch", "t", "--group", "g", "--max-inflight", "-1"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
