@@ -78,7 +78,8 @@ type SubscribeOptions struct {
 }
 
 // Subscription is a stream of the messages of one topic, in topic offset
-// order. Read it with Next, or with Events for a channel; not both. Close
+// order (in clustering mode, the member's share of them, redeliveries
+// out of that order). Read it with Next, or with Events for a channel; not both. Close
 // ends it. The daemon keeps pace with the reader: a reader that stops
 // reading stops its own stream, nothing is dropped.
 type Subscription struct {
