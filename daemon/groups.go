@@ -220,6 +220,7 @@ type GroupStatus struct {
 	Group       string        `json:"group"`
 	Queues      int           `json:"queues"`
 	Nodes       []GroupNode   `json:"nodes"`
+	Owned       []int         `json:"owned"`
 	Members     []GroupMember `json:"members"`
 	Backlog     uint64        `json:"backlog"`
 	Inflight    int           `json:"inflight"`
@@ -245,7 +246,7 @@ type GroupMember struct {
 func groupStatuses(ss []group.Status) []GroupStatus {
 	out := make([]GroupStatus, 0, len(ss))
 	for _, s := range ss {
-		g := GroupStatus{Topic: s.Topic, Group: s.Group, Queues: s.Queues, Nodes: []GroupNode{}, Members: []GroupMember{},
+		g := GroupStatus{Topic: s.Topic, Group: s.Group, Queues: s.Queues, Nodes: []GroupNode{}, Owned: nonNil(s.Owned), Members: []GroupMember{},
 			Backlog: s.Backlog, Inflight: s.Inflight, Delivered: s.Delivered, Acked: s.Acked, Retries: s.Retries, DeadLetters: s.DeadLetters}
 		for _, n := range s.Nodes {
 			g.Nodes = append(g.Nodes, GroupNode{Node: formatOrigin(n.Node), Queues: nonNil(n.Queues)})

@@ -127,6 +127,7 @@ type Gossip struct {
 	ml      *memberlist.Memberlist
 	mlp     atomic.Pointer[memberlist.Memberlist] // ml, for the delegate (set after Create returns)
 	keyring *memberlist.Keyring                   // nil without encryption
+	mlLog   *logWriter                            // memberlist's log, stopped at Shutdown
 	prof    profile
 	meta    []byte // EncodeMeta of local; immutable after New
 	addr    string // local.Addr; immutable after New
@@ -175,7 +176,8 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	mc := g.prof.ml()
 	mc.Name = cfg.NodeName
-	mc.Logger = newStdLogger(cfg.Logger.Named("memberlist"))
+	g.mlLog = &logWriter{log: cfg.Logger.Named("memberlist")}
+	mc.Logger = newStdLogger(g.mlLog)
 	mc.DelegateProtocolVersion = ProtocolVersion
 	mc.DelegateProtocolMin = ProtocolVersion
 	mc.DelegateProtocolMax = ProtocolVersion
@@ -582,6 +584,7 @@ func (g *Gossip) Shutdown() error {
 
 	err := g.ml.Shutdown()
 	g.joins.Wait()
+	g.mlLog.stopped.Store(true)
 
 	g.mu.Lock()
 	if !left {

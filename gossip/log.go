@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log"
 	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -11,20 +12,27 @@ import (
 
 // newStdLogger returns the *log.Logger handed to memberlist: its lines go
 // to zap at the level memberlist wrote in them.
-func newStdLogger(z *zap.Logger) *log.Logger {
-	return log.New(&logWriter{log: z}, "", 0)
+func newStdLogger(w *logWriter) *log.Logger {
+	return log.New(w, "", 0)
 }
 
 // logWriter parses memberlist's "[LEVEL] memberlist: message" lines into
-// zap entries. A *log.Logger calls Write once per line, serialised, so
-// the writer keeps no state.
+// zap entries. A *log.Logger calls Write once per line, serialised.
+// memberlist's probe and gossip goroutines can still run for a moment
+// after its Shutdown returns; once stopped, the writer drops their lines,
+// so that nothing logs after Gossip.Shutdown (a test's logger, say, is
+// gone by then).
 type logWriter struct {
-	log *zap.Logger
+	log     *zap.Logger
+	stopped atomic.Bool
 }
 
 // Write logs each line of p. It never fails, so that memberlist never sees
 // an error from its logger.
 func (w *logWriter) Write(p []byte) (int, error) {
+	if w.stopped.Load() {
+		return len(p), nil
+	}
 	for _, line := range bytes.Split(p, []byte{'\n'}) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue

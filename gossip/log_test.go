@@ -27,7 +27,7 @@ func TestLogWriter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		core, logs := observer.New(zapcore.DebugLevel)
-		l := newStdLogger(zap.New(core))
+		l := newStdLogger(&logWriter{log: zap.New(core)})
 		l.Print(tt.line)
 		entries := logs.AllUntimed()
 		if len(entries) != 1 {
@@ -47,5 +47,17 @@ func TestLogWriter(t *testing.T) {
 	}
 	if got := logs.AllUntimed(); len(got) != 2 || got[0].Message != "a" || got[1].Level != zapcore.InfoLevel {
 		t.Fatalf("entries: %+v", got)
+	}
+}
+
+func TestLogWriterStopped(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	w := &logWriter{log: zap.New(core)}
+	l := newStdLogger(w)
+	l.Print("[INFO] memberlist: before")
+	w.stopped.Store(true)
+	l.Print("[INFO] memberlist: after")
+	if got := logs.AllUntimed(); len(got) != 1 || got[0].Message != "before" {
+		t.Fatalf("logged %v, want only the line before the stop", got)
 	}
 }

@@ -15,6 +15,9 @@ type Status struct {
 	// Nodes is the allocation: each live node hosting members, with the
 	// queues it owns.
 	Nodes []NodeQueues
+	// Owned is the queues this node serves now: the allocation as it has
+	// applied it (it follows Nodes within Config.Interval).
+	Owned []int
 	// Members are the group's members on this node.
 	Members []MemberStatus
 	// Backlog is the number of messages of the group's topics this node
@@ -89,6 +92,10 @@ func (m *Manager) Status() []Status {
 func (g *group) status(s *Status) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	for n := range g.queues {
+		s.Owned = append(s.Owned, n)
+	}
+	slices.Sort(s.Owned)
 	for _, mb := range g.members {
 		s.Members = append(s.Members, MemberStatus{ID: mb.ID, Queues: slices.Clone(mb.queues), Inflight: mb.inflight})
 		s.Inflight += mb.inflight

@@ -1,0 +1,370 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// groupsOf reads GET /v1/groups.
+func (td *testDaemon) groupsOf() []GroupStatus {
+	td.t.Helper()
+	r := td.do("GET", "/v1/groups", nil)
+	var ans struct{ Groups []GroupStatus }
+	if r.status != 200 || json.Unmarshal(r.body, &ans) != nil {
+		td.t.Fatalf("GET /v1/groups: %d %s", r.status, r.body)
+	}
+	return ans.Groups
+}
+
+// waitHosts waits until every node sees n nodes hosting the group and
+// serves the queues that allocation gives it.
+func waitHosts(t *testing.T, ds []*testDaemon, topic, group string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, td := range ds {
+		self := formatOrigin(td.d.store.Origin())
+		for {
+			ok := slices.ContainsFunc(td.groupsOf(), func(g GroupStatus) bool {
+				if g.Topic != topic || g.Group != group || len(g.Nodes) != n {
+					return false
+				}
+				i := slices.IndexFunc(g.Nodes, func(gn GroupNode) bool { return gn.Node == self })
+				return i >= 0 && slices.Equal(g.Nodes[i].Queues, g.Owned)
+			})
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not see %d nodes hosting %s/%s: %+v", td.cfg.NodeName, n, topic, group, td.groupsOf())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// postAck acknowledges ids; it runs on the consumers' goroutines, so it
+// returns its failure rather than failing the test.
+func postAck(td *testDaemon, topic, group string, ids []string) error {
+	body, _ := json.Marshal(map[string][]string{"ack": ids})
+	res, err := td.c.Post("http://cachecast/v1/topics/"+topic+"/groups/"+group+"/ack", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	var ans AckAnswer
+	if err := json.NewDecoder(res.Body).Decode(&ans); err != nil || res.StatusCode != http.StatusOK {
+		return fmt.Errorf("ack: %d, %v", res.StatusCode, err)
+	}
+	if ans.Acked != len(ids) {
+		return fmt.Errorf("ack of %d: %+v", len(ids), ans)
+	}
+	return nil
+}
+
+// handled is one message as a consumer recorded it.
+type handled struct {
+	id, key, value, tag string
+	node                int
+}
+
+// consume reads a subscription until stop, acking each batch when
+// group is set, and sends what it got to out.
+func consume(td *testDaemon, s *subscription, node int, topic, group string, out chan<- handled, errs chan<- error, stop <-chan struct{}) {
+	var ids []string
+	flush := func() {
+		if group != "" && len(ids) > 0 {
+			if err := postAck(td, topic, group, ids); err != nil {
+				errs <- err
+			}
+		}
+		ids = ids[:0]
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		case m, ok := <-s.lines:
+			if !ok {
+				return
+			}
+			h := handled{node: node}
+			h.id, _ = m["id"].(string)
+			h.key, _ = m["key"].(string)
+			h.value, _ = m["value"].(string)
+			h.tag, _ = m["tag"].(string)
+			out <- h
+			ids = append(ids, h.id)
+			if len(ids) >= 100 {
+				flush()
+			}
+		case <-time.After(20 * time.Millisecond):
+			flush()
+		}
+	}
+}
+
+// publishNDJSON posts a batch of messages to one node.
+func publishNDJSON(t *testing.T, td *testDaemon, topic string, lines []string) {
+	t.Helper()
+	r := td.do("POST", "/v1/topics/"+topic+"/messages", strings.NewReader(strings.Join(lines, "\n")),
+		"Content-Type", "application/x-ndjson")
+	if r.status != 200 {
+		t.Fatalf("POST messages: %d %s", r.status, r.body)
+	}
+}
+
+// TestGroupSharesAcrossNodes: a group with a member on each of three
+// nodes handles 10,000 keyed messages published from all three exactly
+// once, each key's messages in order on one member.
+func TestGroupSharesAcrossNodes(t *testing.T) {
+	ds := startCluster(t, 3, nil)
+	var subs []*subscription
+	for _, td := range ds {
+		subs = append(subs, td.subscribe("prices/subscribe?mode=clustering&group=pricing"))
+	}
+	waitHosts(t, ds, "prices", "pricing", 3)
+
+	out, errs, stop := make(chan handled, 1024), make(chan error, 16), make(chan struct{})
+	var wg sync.WaitGroup
+	for i, td := range ds {
+		wg.Add(1)
+		go func() { defer wg.Done(); consume(td, subs[i], i, "prices", "pricing", out, errs, stop) }()
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	const keysPerNode, perKey = 100, 34 // 3 × 100 × 34 = 10,200 messages
+	total := len(ds) * keysPerNode * perKey
+	go func() {
+		for c := range perKey {
+			for i, td := range ds {
+				var lines []string
+				for k := range keysPerNode {
+					lines = append(lines, fmt.Sprintf(`{"key":"n%d-k%d","value":"%d"}`, i, k, c))
+				}
+				publishNDJSON(t, td, "prices", lines)
+			}
+		}
+	}()
+
+	seen := map[string]int{}
+	last := map[string]int{}
+	owner := map[string]int{}
+	var dups, disorder, split []string
+	deadline := time.After(60 * time.Second)
+	for got := 0; got < total; {
+		select {
+		case h := <-out:
+			seen[h.id]++
+			if seen[h.id] > 1 {
+				dups = append(dups, h.id)
+				continue
+			}
+			got++
+			var v int
+			fmt.Sscan(h.value, &v)
+			if l, ok := last[h.key]; ok && v != l+1 {
+				disorder = append(disorder, fmt.Sprintf("%s: %d after %d", h.key, v, l))
+			} else if !ok && v != 0 {
+				disorder = append(disorder, fmt.Sprintf("%s: first %d", h.key, v))
+			}
+			last[h.key] = v
+			if o, ok := owner[h.key]; ok && o != h.node {
+				split = append(split, fmt.Sprintf("%s on nodes %d and %d", h.key, o, h.node))
+			}
+			owner[h.key] = h.node
+		case err := <-errs:
+			t.Fatal(err)
+		case <-deadline:
+			t.Fatalf("handled %d of %d messages in 60 s", len(seen), total)
+		}
+	}
+	// Nothing more may come: no duplicates after the fact.
+	select {
+	case h := <-out:
+		t.Fatalf("a message beyond the %d: %+v", total, h)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if len(dups)+len(disorder)+len(split) > 0 {
+		t.Fatalf("%d duplicates %v; %d out of order %v; %d keys split %v", len(dups), head(dups), len(disorder), head(disorder), len(split), head(split))
+	}
+	perNode := make([]int, len(ds))
+	for _, n := range owner {
+		perNode[n]++
+	}
+	for i, n := range perNode {
+		if n == 0 {
+			t.Errorf("node %d handled no key: %v", i, perNode)
+		}
+	}
+	for _, g := range ds[0].groupsOf() {
+		if g.Group == "pricing" && (g.Inflight != 0 || g.Acked == 0) {
+			t.Errorf("node0's status after the run: %+v", g)
+		}
+	}
+}
+
+func head(s []string) []string { return s[:min(5, len(s))] }
+
+// TestGroupBesideBroadcastAndTags: on two nodes, broadcasting subscribers
+// (all messages, and tag eu only) and two groups (all, and eu only) read
+// one topic at once: each broadcasting subscriber gets exactly what its
+// filter takes, each group gets it exactly once across the nodes.
+func TestGroupBesideBroadcastAndTags(t *testing.T) {
+	ds := startCluster(t, 2, nil)
+	type reader struct {
+		name  string
+		node  int
+		group string
+		eu    bool
+		sub   *subscription
+	}
+	var readers []*reader
+	for i, td := range ds {
+		readers = append(readers,
+			&reader{name: "bcast-all", node: i, sub: td.subscribe("prices/subscribe")},
+			&reader{name: "bcast-eu", node: i, eu: true, sub: td.subscribe("prices/subscribe?tags=eu")},
+			&reader{name: "group-all", node: i, group: "all", sub: td.subscribe("prices/subscribe?mode=clustering&group=all")},
+			&reader{name: "group-eu", node: i, group: "eu", eu: true, sub: td.subscribe("prices/subscribe?mode=clustering&group=eu&tags=eu")},
+		)
+	}
+	waitHosts(t, ds, "prices", "all", 2)
+	waitHosts(t, ds, "prices", "eu", 2)
+
+	tags := []string{"eu", "us", "", "eu-west", "eu"}
+	const n = 500
+	var lines []string
+	wantAll, wantEU := map[string]bool{}, map[string]bool{}
+	for i := range n {
+		tag := tags[i%len(tags)]
+		k := fmt.Sprintf("sku-%d", i)
+		lines = append(lines, fmt.Sprintf(`{"key":%q,"value":"v","tag":%q}`, k, tag))
+		wantAll[k] = true
+		if tag == "eu" {
+			wantEU[k] = true
+		}
+	}
+	publishNDJSON(t, ds[0], "prices", lines[:n/2])
+	publishNDJSON(t, ds[1], "prices", lines[n/2:])
+
+	got := map[string]map[string]int{} // reader (with node for broadcasting) -> key -> count
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 16)
+	for _, rd := range readers {
+		name := rd.name
+		if rd.group == "" {
+			name = fmt.Sprintf("%s@%d", rd.name, rd.node)
+		}
+		mu.Lock()
+		if got[name] == nil {
+			got[name] = map[string]int{}
+		}
+		m := got[name]
+		mu.Unlock()
+		out := make(chan handled, 64)
+		wg.Add(2)
+		go func() { defer wg.Done(); consume(ds[rd.node], rd.sub, rd.node, "prices", rd.group, out, errs, stop) }()
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case h := <-out:
+					mu.Lock()
+					m[h.key]++
+					mu.Unlock()
+				case <-stop:
+					return
+				}
+			}
+		}()
+	}
+	want := func(name string) map[string]bool {
+		if strings.HasSuffix(strings.Split(name, "@")[0], "eu") {
+			return wantEU
+		}
+		return wantAll
+	}
+	complete := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for name, m := range got {
+			if len(m) < len(want(name)) {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !complete() {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // room for anything extra to show
+	close(stop)
+	wg.Wait()
+	for name, m := range got {
+		w := want(name)
+		if len(m) != len(w) {
+			t.Errorf("%s got %d keys, want %d", name, len(m), len(w))
+		}
+		for k, c := range m {
+			if !w[k] || c != 1 {
+				t.Errorf("%s got %s %d times (wanted: %v)", name, k, c, w[k])
+			}
+		}
+	}
+}
+
+func TestGroupRoutesBadInput(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	s := td.subscribe("t/subscribe?mode=clustering&group=g")
+	waitFor(t, "the group", func() bool { return len(td.groupsOf()) == 1 })
+	for _, tc := range []struct {
+		method, path, body, code string
+	}{
+		{"GET", "/v1/topics/t/subscribe?mode=fanout", "", CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering", "", CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&from=earliest", "", CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&max_inflight=0", "", CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&tags=x", "", CodeConflict},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=a%24b", "", CodeInvalidName},
+		{"GET", "/v1/topics/t/subscribe?name=a&group=b", "", CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/ack", `{"ack":["nope"]}`, CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/ack", `{"ack":[1]}`, CodeBadJSON},
+		{"POST", "/v1/topics/t/groups/g/ack", `{"acks":[]}`, CodeBadJSON},
+		{"POST", "/v1/topics/t/groups/other/ack", `{"ack":[]}`, CodeNotFound},
+		{"POST", "/v1/topics/t/groups/g/reset", `{"to":"soon"}`, CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"ids":["00000000000000aa-1"],"all":true}`, CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{}`, CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"ids":["00000000000000aa-1"]}`, CodeNotFound},
+		{"GET", "/v1/topics/t/groups/g/dlq/00000000000000aa-1", "", CodeNotFound},
+		{"GET", "/v1/topics/t/groups/g/dlq?limit=0", "", CodeBadRequest},
+		{"GET", "/v1/topics/%24offsets/keys", "", CodeInvalidName},
+		{"PUT", "/v1/topics/%24offsets/keys/t%2Fg%2F0", "", CodeInvalidName},
+	} {
+		r := td.do(tc.method, tc.path, strings.NewReader(tc.body))
+		if r.errCode() != tc.code {
+			t.Errorf("%s %s %s: %d %s, want code %s", tc.method, tc.path, tc.body, r.status, r.body, tc.code)
+		}
+	}
+	// The member is still served.
+	td.put("t", "k", "v")
+	if m := s.next(); m["key"] != "k" || m["attempt"] != float64(1) {
+		t.Fatalf("after the bad requests the member got %v", m)
+	}
+}
