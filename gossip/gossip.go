@@ -733,6 +733,11 @@ func (d *delegate) NotifyAlive(n *memberlist.Node) error {
 
 // NotifyConflict logs two nodes claiming one name.
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	d.g.mu.Lock()
+	defer d.g.mu.Unlock()
+	if d.g.closed {
+		return
+	}
 	d.g.log.Error("two nodes claim the same name; the second is ignored",
 		zap.String("node-name", existing.Name),
 		zap.String("existing-addr", existing.Address()), zap.String("other-addr", other.Address()))
@@ -797,6 +802,9 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	m.State = StateAlive
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return // a timer of memberlist's firing after Shutdown
+	}
 	if m.ID == g.local.ID {
 		g.log.Error("a member has this node's ID: two nodes share an origin (a copied data directory?)",
 			zap.String("member", m.Name), zap.String("node-id", fmt.Sprintf("%016x", m.ID)))
@@ -826,6 +834,9 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 	m.State = StateAlive
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
 	g.members[m.Name] = &entry{m: m, since: time.Now()}
 	g.log.Info("member updated", zap.String("member", m.Name), zap.String("addr", m.Addr),
 		zap.String("data-addr", m.DataAddr))
@@ -841,6 +852,9 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		return // memberlist's suspicion timers outlive its Shutdown
+	}
 	m, ok := d.member(n)
 	if !ok {
 		if e, known := g.members[n.Name]; known {
