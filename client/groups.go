@@ -34,15 +34,17 @@ type Group struct {
 	Group   string        `json:"group"`
 	Queues  int           `json:"queues"`  // the group's queues, Q
 	Nodes   []GroupNode   `json:"nodes"`   // the queues' allocation over the hosting nodes
+	Owned   []int         `json:"owned"`   // the queues this node serves now (follows Nodes within a moment)
 	Members []GroupMember `json:"members"` // this node's members
-	// Backlog is the messages in this node's queues not yet delivered
-	// (approximate).
+	// Backlog is the messages of the group's topics this node has not
+	// looked at yet plus those waiting for a retry: an upper bound of its
+	// share.
 	Backlog     uint64 `json:"backlog"`
 	Inflight    uint64 `json:"inflight"` // delivered, not yet acknowledged
 	Delivered   uint64 `json:"delivered"`
 	Acked       uint64 `json:"acked"`
 	Retries     uint64 `json:"retries"`      // redeliveries
-	DeadLetters uint64 `json:"dead_letters"` // messages in the dead-letter list
+	DeadLetters uint64 `json:"dead_letters"` // messages this node dead-lettered
 }
 
 // GroupNode is one node hosting a group and the queues allocated to it.
