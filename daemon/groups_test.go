@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -366,5 +367,42 @@ func TestGroupRoutesBadInput(t *testing.T) {
 	td.put("t", "k", "v")
 	if m := s.next(); m["key"] != "k" || m["attempt"] != float64(1) {
 		t.Fatalf("after the bad requests the member got %v", m)
+	}
+}
+
+func TestGroupMetrics(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MetricsAddr = "127.0.0.1:0"
+	td := startDaemon(t, cfg)
+	s := td.subscribe("t/subscribe?mode=clustering&group=g")
+	td.put("t", "a", "1")
+	td.put("t", "b", "2")
+	first := s.next()
+	s.next()
+	if err := postAck(td, "t", "g", []string{first["id"].(string)}); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	res, err := c.Get("http://" + td.d.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`cachecast_group_nodes{group="g",topic="t"} 1`,
+		`cachecast_group_members{group="g",topic="t"} 1`,
+		`cachecast_group_queues{group="g",topic="t"} 16`,
+		`cachecast_group_inflight{group="g",topic="t"} 1`,
+		`cachecast_group_delivered_total{group="g",topic="t"} 2`,
+		`cachecast_group_acked_total{group="g",topic="t"} 1`,
+		`cachecast_group_retries_total{group="g",topic="t"} 0`,
+		`cachecast_group_dead_letters_total{group="g",topic="t"} 0`,
+		`cachecast_group_backlog{group="g",topic="t"} 0`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -79,6 +79,7 @@ func newMetrics(d *Daemon) *metrics {
 	}
 	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections, m.replicaMisses,
 		newStoreCollector(d.store, d.cfg.NodeName),
+		newGroupCollector(d),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -220,4 +221,60 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cc.natsDisconnects, prometheus.CounterValue, float64(cc.c.b.NATSDisconnects()))
 	ch <- prometheus.MustNewConstMetric(cc.natsErrors, prometheus.CounterValue, float64(cc.c.b.NATSErrors()))
 	ch <- prometheus.MustNewConstMetric(cc.sent, prometheus.CounterValue, float64(cc.c.b.BytesSent()))
+}
+
+// groupCollector reads the consumer groups' figures at scrape time, by
+// topic and group. The counters count from when the group's part on this
+// node started (its first local member joined).
+type groupCollector struct {
+	d                                             *Daemon
+	members, owned, inflight, backlog             *prometheus.Desc
+	delivered, acked, retries, deadLetters, nodes *prometheus.Desc
+}
+
+func newGroupCollector(d *Daemon) *groupCollector {
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("cachecast_group_"+name, help, []string{"topic", "group"}, nil)
+	}
+	return &groupCollector{
+		d:           d,
+		nodes:       desc("nodes", "Live nodes hosting members of the group."),
+		members:     desc("members", "Members of the group on this node."),
+		owned:       desc("queues", "Queues of the group this node serves."),
+		inflight:    desc("inflight", "Messages delivered on this node and not yet settled."),
+		backlog:     desc("backlog", "Messages of the group's topics this node has not looked at yet, plus those waiting for a retry."),
+		delivered:   desc("delivered_total", "Deliveries on this node, retries included."),
+		acked:       desc("acked_total", "Messages acknowledged on this node."),
+		retries:     desc("retries_total", "Redeliveries on this node."),
+		deadLetters: desc("dead_letters_total", "Messages this node wrote to the group's dead-letter topic."),
+	}
+}
+
+func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.nodes, c.members, c.owned, c.inflight, c.backlog, c.delivered, c.acked, c.retries, c.deadLetters} {
+		ch <- d
+	}
+}
+
+func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.d.groups == nil {
+		return
+	}
+	for _, s := range c.d.groups.Status() {
+		g := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, s.Topic, s.Group)
+		}
+		n := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), s.Topic, s.Group)
+		}
+		g(c.nodes, float64(len(s.Nodes)))
+		g(c.members, float64(len(s.Members)))
+		g(c.owned, float64(len(s.Owned)))
+		g(c.inflight, float64(s.Inflight))
+		g(c.backlog, float64(s.Backlog))
+		n(c.delivered, s.Delivered)
+		n(c.acked, s.Acked)
+		n(c.retries, s.Retries)
+		n(c.deadLetters, s.DeadLetters)
+	}
 }
