@@ -18,8 +18,9 @@ var groupBenchArgs = []string{"--replication", "sync", "--ack-timeout", "5s"}
 // BenchmarkGroupRate measures how many messages a consumer group handles
 // per second with one member, then with three (one per node), on three
 // nodes holding the same 30,000 keyed messages. Each member handles its
-// messages one at a time, sleeping 200µs for each (the work), and
-// acknowledges every 20ms. Each phase uses a fresh group, which starts at
+// messages one at a time, sleeping 200µs for each (the work; a short
+// sleep takes longer on a busy machine, and us-work-per-msg says how long
+// it took), and acknowledges every 20ms. Each phase uses a fresh group, which starts at
 // the earliest message; the clock runs from the first subscription to the
 // last message handled (joins and rebalances included).
 func BenchmarkGroupRate(b *testing.B) {
@@ -56,12 +57,13 @@ func BenchmarkGroupRate(b *testing.B) {
 	}
 
 	b.ResetTimer()
-	var one, three, dups1, dups3 float64
+	var one, three, dups1, dups3, worked float64
 	for i := range b.N {
-		r, d := groupRate(b, nodes[:1], topic, fmt.Sprintf("one-%d", i), messages, work)
+		r, d, w := groupRate(b, nodes[:1], topic, fmt.Sprintf("one-%d", i), messages, work)
 		one += r
 		dups1 += float64(d)
-		r, d = groupRate(b, nodes, topic, fmt.Sprintf("three-%d", i), messages, work)
+		worked += w.Seconds() * 1e6
+		r, d, _ = groupRate(b, nodes, topic, fmt.Sprintf("three-%d", i), messages, work)
 		three += r
 		dups3 += float64(d)
 	}
@@ -74,15 +76,17 @@ func BenchmarkGroupRate(b *testing.B) {
 	b.ReportMetric(three/one, "ratio-3:1")
 	b.ReportMetric(dups1/n, "dups-1-member")
 	b.ReportMetric(dups3/n, "dups-3-members")
+	b.ReportMetric(worked/n, "us-work-per-msg")
 	for _, nd := range nodes {
 		nd.Stop()
 	}
 }
 
 // groupRate runs one member of group on each of nodes until every one
-// of messages was handled, and returns the messages handled per second
-// and how many deliveries were duplicates.
-func groupRate(b *testing.B, nodes []*clusterNode, topic, group string, messages int, work time.Duration) (rate float64, dups int) {
+// of messages was handled, and returns the messages handled per second,
+// how many deliveries were duplicates, and the time the work of one
+// message took on average.
+func groupRate(b *testing.B, nodes []*clusterNode, topic, group string, messages int, work time.Duration) (rate float64, dups int, worked time.Duration) {
 	b.Helper()
 	log := newGroupLog()
 	start := time.Now()
@@ -103,7 +107,11 @@ func groupRate(b *testing.B, nodes []*clusterNode, topic, group string, messages
 		m.Close()
 	}
 	dels, _ := log.snapshot()
-	return float64(messages) / took.Seconds(), len(dels) - messages
+	var total time.Duration
+	for _, m := range members {
+		total += time.Duration(m.worked.Load())
+	}
+	return float64(messages) / took.Seconds(), len(dels) - messages, total / time.Duration(len(dels))
 }
 
 // BenchmarkGroupRebalance runs a group with one member on each of three

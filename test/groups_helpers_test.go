@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,6 +133,9 @@ type groupMember struct {
 	group string
 	work  time.Duration // per message, sequential
 	log   *groupLog
+	// worked is the time the work took (a short sleep takes longer than
+	// asked on a busy machine).
+	worked atomic.Int64
 
 	sub     *client.Subscription
 	mu      sync.Mutex
@@ -180,6 +184,7 @@ func (m *groupMember) read() {
 		at := time.Now()
 		if m.work > 0 {
 			time.Sleep(m.work)
+			m.worked.Add(int64(time.Since(at)))
 		}
 		m.log.add(delivery{member: m.Name, node: m.Node, at: at, id: ev.ID, key: ev.Key,
 			counter: clusterCounter(ev.Key, string(ev.Value)), attempt: ev.Attempt, queue: ev.Queue})
