@@ -46,6 +46,7 @@ const (
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeNotFound         = "not_found"          // 404
 	CodeRouteNotFound    = "route_not_found"    // 404
+	CodeConflict         = "conflict"           // 409
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeForbidden        = "forbidden"          // 403
 	CodeStoreFull        = "store_full"         // 507

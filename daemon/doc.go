@@ -110,6 +110,54 @@
 //	    "data: <the same object>" per message, "event: error" for the error.
 //	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
 //
+//	GET /v1/topics/{topic}/subscribe?mode=clustering&group=&tags=&max_inflight=
+//	    A member of consumer group {group} (package group has the
+//	    semantics): the group's members, on every node, share the topic's
+//	    messages, each handled by one of them. mode=broadcasting, the
+//	    default, is the stream above (there group= is another word for
+//	    name=). from=, name= and ack= are refused here: a group resumes at
+//	    its committed position; move it with .../reset. max_inflight (1 to
+//	    100000, default 1000) bounds what the member holds unacknowledged.
+//	    The header Cachecast-Member gives the member's id. Each line is the
+//	    object above plus "id":"<origin>-<seq>", "attempt" (1, then 2.. on
+//	    redeliveries) and "queue"; SSE frames have "id: <that id>". Members
+//	    of one group on one node must name the same tags (409 conflict).
+//	    curl -sSN $S 'http://x/v1/topics/orders/subscribe?mode=clustering&group=billing'
+//
+//	POST /v1/topics/{topic}/groups/{group}/ack   body {"ack":[ids],"nack":[ids]}
+//	    Settles messages delivered on this node: ack handled them, nack
+//	    refuses them (redelivered after --retry-backoff, at most
+//	    --max-retries times, then dead-lettered). The group's position is
+//	    written (as --replication says) before the answer.
+//	    200 {"acked":1,"nacked":0,"unknown":0}; unknown counts ids not in
+//	    flight here (acked already, or their queue moved to another node).
+//	    404 not_found when the group has no member on this node.
+//	    curl -sS $S -d '{"ack":["00000000deadbeef-42"]}' http://x/v1/topics/orders/groups/billing/ack
+//
+//	POST /v1/topics/{topic}/groups/{group}/reset   body {"to":"earliest"}
+//	    Moves every queue of the group, on every node: "earliest", "latest",
+//	    an offset of the topic on this node, or an RFC 3339 time (the
+//	    messages stamped from then on). 200 {"epoch":2}. A writer's route
+//	    (--allow-uids/--allow-gids apply).
+//
+//	GET /v1/groups
+//	    200 {"groups":[{"topic","group","queues":16,"nodes":[{"node":"<origin>",
+//	    "queues":[0,..]}],"owned":[..],"members":[{"id","queues","inflight"}],
+//	    "backlog","inflight","delivered","acked","retries","dead_letters"}]}:
+//	    every group some live node hosts, the allocation, and this node's
+//	    part (owned: the queues it serves now).
+//
+//	GET /v1/topics/{topic}/groups/{group}/dlq?after=&limit=
+//	    200 {"dead_letters":[{"id","topic","group","key","tag","value",
+//	    "delete","reason":"nack"|"timeout","attempts","origin","seq","hlc",
+//	    "time","dead_at"}],"next":""}, in id order, paged like keys.
+//	GET /v1/topics/{topic}/groups/{group}/dlq/{id}    one; 404 not_found.
+//	POST /v1/topics/{topic}/groups/{group}/dlq/replay   body {"ids":[..]} or {"all":true}
+//	    Hands dead letters back to the group (through its retry topic: not
+//	    to broadcasting subscribers, and the key's value is not touched);
+//	    they leave the dead-letter list. 200 {"replayed":1}. A writer's
+//	    route.
+//
 //	POST /v1/cursors/{name}   body {"topic":"prices","offset":13}
 //	    Sets a durable cursor; offset is the next message to read.
 //	    200 {"name":"web-1","topic":"prices","offset":13}
@@ -131,7 +179,7 @@
 //
 // Errors are {"error":{"code":"...","message":"..."}} with a stable code:
 // bad_request, invalid_name, bad_json, bad_base64 (400); value_too_large,
-// body_too_large (413); not_found, route_not_found (404);
+// body_too_large (413); not_found, route_not_found (404); conflict (409);
 // method_not_allowed (405, with an Allow header); forbidden (403);
 // store_full, disk_full (507); unavailable (503); timeout (408, a body
 // that did not arrive within --read-timeout); internal (500). A request
@@ -171,6 +219,16 @@
 // flush's duration, so this histogram samples it once per flush interval),
 // cachecast_store_* (segments, mapped segments, log bytes, positions,
 // records, view keys, last flush), cachecast_subscribers,
-// cachecast_api_connections, cachecast_node_info, and the Go and process
+// cachecast_api_connections, cachecast_node_info, cachecast_group_*{topic,
+// group} (nodes, members, queues, inflight, backlog, delivered_total,
+// acked_total, retries_total, dead_letters_total), and the Go and process
 // collectors.
+//
+// # Internal topics
+//
+// Topics whose names start with '$' are the daemon's own (a user's topic
+// name cannot hold '$'): $groups and $offsets hold the consumer groups'
+// hosts and positions, $retry/<topic>/<group> and $dlq/<topic>/<group> a
+// group's replayed and dead messages. They travel like any topic and show
+// in GET /v1/topics.
 package daemon

@@ -24,6 +24,7 @@ var statusOfCode = map[string]int{
 	client.CodeBodyTooLarge:     413,
 	client.CodeNotFound:         404,
 	client.CodeRouteNotFound:    404,
+	client.CodeConflict:         409,
 	client.CodeMethodNotAllowed: 405,
 	client.CodeForbidden:        403,
 	client.CodeStoreFull:        507,
@@ -121,6 +122,19 @@ func TestErrorCodes(t *testing.T) {
 			}
 		})
 	}
+
+	run("a group member with other tags", func(t *testing.T) {
+		sub, err := c.Subscribe(ctx(t), "t", client.SubscribeOptions{Mode: client.ModeClustering, Group: "g", Tags: []string{"eu"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		r, err := rawRequest(t, n.Socket, request("GET", "/v1/topics/t/subscribe?mode=clustering&group=g&tags=us", ""), nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		seen.check(t, "a group member with other tags", r, client.CodeConflict)
+	})
 
 	run("forbidden after a reload", func(t *testing.T) {
 		// --allow-uids from the env file, applied by SIGHUP: this test's
