@@ -324,14 +324,10 @@ func (a *api) dlqList(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	limit := defaultKeysLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxKeysLimit {
-			a.fail(w, r, errorf(CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s))
-			return
-		}
-		limit = n
+	limit, e := limitParam(q)
+	if e != nil {
+		a.fail(w, r, e)
+		return
 	}
 	dls, next, err := a.d.groups.DeadLetters(p.topic, p.name, q.Get("after"), limit)
 	if err != nil {

@@ -410,6 +410,20 @@ func query(r *http.Request) (url.Values, *apiError) {
 	return q, nil
 }
 
+// limitParam reads limit= of a list route: 1 to maxKeysLimit, default
+// defaultKeysLimit.
+func limitParam(q url.Values) (int, *apiError) {
+	s := q.Get("limit")
+	if s == "" {
+		return defaultKeysLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxKeysLimit {
+		return 0, errorf(CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s)
+	}
+	return n, nil
+}
+
 func (a *api) listKeys(w http.ResponseWriter, r *http.Request, p params) {
 	if e := validTopic("topic", p.topic); e != nil {
 		a.fail(w, r, e)
@@ -420,14 +434,10 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	limit := defaultKeysLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxKeysLimit {
-			a.fail(w, r, errorf(CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s))
-			return
-		}
-		limit = n
+	limit, e := limitParam(q)
+	if e != nil {
+		a.fail(w, r, e)
+		return
 	}
 	prefix, after := q.Get("prefix"), q.Get("after")
 	if len(prefix) > MaxKeyLen || len(after) > MaxKeyLen {
