@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"sort"
@@ -113,6 +114,12 @@ type queue struct {
 	out [nSources]map[uint64][]uint64
 	// written is the position last written to OffsetsTopic.
 	written []byte
+	// draining: the allocation moved the queue to another live node;
+	// nothing new is delivered, and once its members settled what they
+	// hold (or at drainUntil) the position is written with no owner and
+	// the queue dropped.
+	draining   bool
+	drainUntil time.Time
 }
 
 func (q *queue) addOut(src int, id ID) {
@@ -151,7 +158,8 @@ type group struct {
 	mu       sync.Mutex
 	members  []*Member // by ID
 	queues   map[int]*queue
-	nodes    int // hosting nodes at the last rebalance
+	gaining  map[int]time.Time // queues allocated here, waiting for their release since
+	nodes    int               // hosting nodes at the last rebalance
 	readers  [nSources]*store.TopicReader
 	held     [nSources]*store.Delivery
 	passed   [nSources]vector // highest seq read per origin since the reader started
@@ -178,6 +186,7 @@ func newGroup(m *Manager, topic, name string, tags []string) *group {
 		m: m, topic: topic, name: name, tags: tags,
 		topics:  [nSources]string{topic, RetryTopic(topic, name)},
 		queues:  make(map[int]*queue),
+		gaining: make(map[int]time.Time),
 		flights: make(map[ID]*flight),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -194,6 +203,14 @@ func (g *group) signal() {
 	case g.wake <- struct{}{}:
 	default:
 	}
+}
+
+// serves reports whether queue n is served here.
+func (g *group) serves(n int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.queues[n]
+	return q != nil && !q.draining
 }
 
 func (g *group) memberCount() int {
@@ -260,15 +277,17 @@ func (g *group) shutdown() {
 	g.mu.Unlock()
 	close(g.stop)
 	<-g.done
-	g.commit(context.Background(), nil)
+	g.commit(context.Background(), nil, true)
 }
 
 // assignLocked divides the owned queues among the members, averaged over
 // the members in ID order.
 func (g *group) assignLocked() {
 	owned := make([]int, 0, len(g.queues))
-	for n := range g.queues {
-		owned = append(owned, n)
+	for n, q := range g.queues {
+		if !q.draining {
+			owned = append(owned, n)
+		}
 	}
 	sort.Ints(owned)
 	for _, mb := range g.members {
@@ -283,7 +302,9 @@ func (g *group) assignLocked() {
 	}
 	if len(g.members) == 0 {
 		for _, q := range g.queues {
-			q.member = nil
+			if !q.draining {
+				q.member = nil
+			}
 		}
 	}
 }
@@ -321,12 +342,19 @@ func (g *group) run() {
 		next := g.pump(now)
 		dead := g.dead
 		g.dead = nil
+		drained, drainNext := g.drainedLocked(now)
 		g.mu.Unlock()
 		if len(dead) > 0 {
 			g.bury(dead)
 		}
+		if len(drained) > 0 {
+			g.handOver(drained)
+		}
+		if !drainNext.IsZero() && (next.IsZero() || drainNext.Before(next)) {
+			next = drainNext
+		}
 		if now.Sub(lastCommit) >= g.m.cfg.CommitInterval {
-			g.commit(context.Background(), nil)
+			g.commit(context.Background(), nil, false)
 			lastCommit = now
 		}
 		wait := g.m.cfg.CommitInterval
@@ -374,7 +402,7 @@ func (g *group) pump(now time.Time) (next time.Time) {
 			break
 		}
 		mb := f.q.member
-		if mb == nil || mb.inflight >= mb.max {
+		if f.q.draining || mb == nil || mb.inflight >= mb.max {
 			i++
 			continue
 		}
@@ -416,7 +444,7 @@ func (g *group) offer(src int, d *store.Delivery, now time.Time) bool {
 	id := ID{r.Origin(), r.Seq()}
 	q := g.queues[g.queueOf(r)]
 	switch {
-	case q == nil, id.Seq <= q.pos.Done[src][id.Origin], r.HLC() < q.pos.From:
+	case q == nil, q.draining, id.Seq <= q.pos.Done[src][id.Origin], r.HLC() < q.pos.From:
 		// Another node's queue, or handled already.
 	case q.member == nil || q.member.inflight >= q.member.max:
 		return false
@@ -547,7 +575,7 @@ func (g *group) settle(ctx context.Context, ack, nack []ID) (acked, nacked, unkn
 		g.fail(f, "nack", now)
 		nacked++
 	}
-	msgs, qs := g.positionsLocked(nil)
+	msgs, qs := g.positionsLocked(nil, false)
 	g.mu.Unlock()
 	if nacked > 0 {
 		g.signal()
@@ -556,12 +584,12 @@ func (g *group) settle(ctx context.Context, ack, nack []ID) (acked, nacked, unkn
 }
 
 // commit writes the positions that moved, of the queues in only (all when
-// nil).
-func (g *group) commit(ctx context.Context, only []*queue) {
+// nil); release writes them with no owner.
+func (g *group) commit(ctx context.Context, only []*queue, release bool) {
 	g.commitMu.Lock()
 	defer g.commitMu.Unlock()
 	g.mu.Lock()
-	msgs, qs := g.positionsLocked(only)
+	msgs, qs := g.positionsLocked(only, release)
 	g.mu.Unlock()
 	if err := g.writePositions(ctx, msgs, qs); err != nil {
 		g.m.log.Warn("writing a group's positions", zap.String("topic", g.topic), zap.String("group", g.name), zap.Error(err))
@@ -571,8 +599,9 @@ func (g *group) commit(ctx context.Context, only []*queue) {
 // positionsLocked builds the OffsetsTopic records of the queues whose
 // position moved since it was last written. A queue's position per origin
 // is one below its lowest unsettled seq, or else the furthest it or the
-// reader got.
-func (g *group) positionsLocked(only []*queue) ([]store.Message, []*queue) {
+// reader got (a draining queue's reader progress is not its own). With
+// release the positions name no owner.
+func (g *group) positionsLocked(only []*queue, release bool) ([]store.Message, []*queue) {
 	if only == nil {
 		for _, q := range g.queues {
 			only = append(only, q)
@@ -581,14 +610,19 @@ func (g *group) positionsLocked(only []*queue) ([]store.Message, []*queue) {
 	var msgs []store.Message
 	var qs []*queue
 	for _, q := range only {
-		p := position{Epoch: q.pos.Epoch, From: q.pos.From}
+		p := position{Epoch: q.pos.Epoch, From: q.pos.From, Owner: g.m.self}
+		if release {
+			p.Owner = 0
+		}
 		for src := range nSources {
 			v := vector{}
 			for o, s := range q.pos.Done[src] {
 				v[o] = s
 			}
-			for o, s := range g.passed[src] {
-				v[o] = max(v[o], s)
+			if !q.draining {
+				for o, s := range g.passed[src] {
+					v[o] = max(v[o], s)
+				}
 			}
 			for o, out := range q.out[src] {
 				v[o] = out[0] - 1
@@ -632,36 +666,17 @@ func (g *group) writePositions(ctx context.Context, msgs []store.Message, qs []*
 	return nil
 }
 
-// rebalance makes the node own exactly want: the queues it loses have
-// their positions written and their flights dropped (their next owner
-// delivers them again); the queues it gains, or whose epoch a reset
-// raised, start at their committed position, the readers rewinding as
-// far as that needs.
-func (g *group) rebalance(want []int, nodes int) {
+// rebalance makes the node serve exactly want. A queue it loses drains:
+// nothing new is delivered, and it is handed over (position written with
+// no owner) once its members settled what they hold, or after
+// Config.Handover. A queue it gains starts at its committed position once
+// its last owner released it or is dead (or after Config.Handover and a
+// second, when the release never comes), the readers rewinding as far as
+// that needs; its claim is written at once. A queue whose epoch a reset
+// raised starts over at the new position.
+func (g *group) rebalance(want []int, nodes int, alive map[uint64]bool) {
 	g.commitMu.Lock()
 	defer g.commitMu.Unlock()
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		return
-	}
-	g.nodes = nodes
-	var lost []*queue
-	keep := make(map[int]bool, len(want))
-	for _, n := range want {
-		keep[n] = true
-	}
-	for n, q := range g.queues {
-		if !keep[n] {
-			lost = append(lost, q)
-		}
-	}
-	msgs, qs := g.positionsLocked(lost)
-	g.mu.Unlock()
-	if err := g.writePositions(context.Background(), msgs, qs); err != nil {
-		g.m.log.Warn("writing the positions of queues given up", zap.String("topic", g.topic), zap.String("group", g.name), zap.Error(err))
-	}
-
 	// The committed positions, read outside the lock.
 	fresh := make(map[int]position, len(want))
 	for _, n := range want {
@@ -669,37 +684,143 @@ func (g *group) rebalance(want []int, nodes int) {
 	}
 
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, q := range lost {
-		g.dropLocked(q)
+	if g.closed {
+		g.mu.Unlock()
+		return
 	}
-	var gained []*queue
+	now := time.Now()
+	g.nodes = nodes
+	keep := make(map[int]bool, len(want))
+	for _, n := range want {
+		keep[n] = true
+	}
+	for n := range g.gaining {
+		if !keep[n] {
+			delete(g.gaining, n)
+		}
+	}
+	var lost, gained []*queue
+	for n, q := range g.queues {
+		if !keep[n] && !q.draining {
+			g.drainLocked(q, now)
+			lost = append(lost, q)
+		}
+	}
 	for _, n := range want {
 		p := fresh[n]
 		q := g.queues[n]
-		if q != nil && p.Epoch <= q.pos.Epoch {
-			continue
-		}
 		if q != nil {
+			if q.draining || p.Epoch <= q.pos.Epoch {
+				continue // a drained queue is gained anew once released
+			}
 			g.m.log.Info("group reset", zap.String("topic", g.topic), zap.String("group", g.name), zap.Int("queue", n), zap.Uint64("epoch", p.Epoch))
 			g.dropLocked(q)
+		} else if p.Owner != 0 && p.Owner != g.m.self && alive[p.Owner] {
+			since, ok := g.gaining[n]
+			if !ok {
+				g.gaining[n] = now
+				continue
+			}
+			if now.Sub(since) < g.m.cfg.Handover+time.Second {
+				continue
+			}
+			g.m.log.Warn("taking a queue over without its release", zap.String("topic", g.topic), zap.String("group", g.name),
+				zap.Int("queue", n), zap.String("owner", fmt.Sprintf("%016x", p.Owner)))
 		}
+		delete(g.gaining, n)
 		q = &queue{n: n, pos: p}
 		for src := range nSources {
 			q.out[src] = map[uint64][]uint64{}
 		}
-		q.written, _ = encodePosition(p)
 		g.queues[n] = q
 		gained = append(gained, q)
 	}
 	if len(lost) == 0 && len(gained) == 0 {
+		g.mu.Unlock()
 		return
 	}
+	var serving []int
+	for n, q := range g.queues {
+		if !q.draining {
+			serving = append(serving, n)
+		}
+	}
+	sort.Ints(serving)
 	g.m.log.Info("group rebalanced", zap.String("topic", g.topic), zap.String("group", g.name),
-		zap.Int("nodes", nodes), zap.Ints("queues", want))
+		zap.Int("nodes", nodes), zap.Ints("queues", want), zap.Ints("serving", serving), zap.Int("draining", len(lost)))
 	g.assignLocked()
 	g.rewindLocked(gained)
+	msgs, qs := g.positionsLocked(gained, false) // the claims
+	g.mu.Unlock()
 	g.signal()
+	if err := g.writePositions(context.Background(), msgs, qs); err != nil {
+		g.m.log.Warn("writing the claims of queues taken over", zap.String("topic", g.topic), zap.String("group", g.name), zap.Error(err))
+	}
+}
+
+// drainLocked starts handing q over: what its members were given but have
+// not read yet is taken back (it goes to the next owner).
+func (g *group) drainLocked(q *queue, now time.Time) {
+	q.draining = true
+	q.drainUntil = now.Add(g.m.cfg.Handover)
+	for _, mb := range g.members {
+		mb.pending = slices.DeleteFunc(mb.pending, func(d Delivery) bool {
+			if d.Queue != q.n {
+				return false
+			}
+			if f := g.flights[d.ID]; f != nil && f.member == mb {
+				g.release(f)
+				f.attempt--
+				f.due = now
+				g.wait(f)
+			}
+			return true
+		})
+	}
+	g.signal()
+}
+
+// drainedLocked returns the draining queues ready to hand over: nothing
+// held by a member, or past their deadline; next is the earliest deadline
+// of the others.
+func (g *group) drainedLocked(now time.Time) (done []*queue, next time.Time) {
+	held := map[*queue]bool{}
+	any := false
+	for _, q := range g.queues {
+		any = any || q.draining
+	}
+	if !any {
+		return nil, time.Time{}
+	}
+	for _, f := range g.flights {
+		if f.member != nil && f.q.draining {
+			held[f.q] = true
+		}
+	}
+	for _, q := range g.queues {
+		switch {
+		case !q.draining:
+		case !held[q] || !now.Before(q.drainUntil):
+			done = append(done, q)
+		case next.IsZero() || q.drainUntil.Before(next):
+			next = q.drainUntil
+		}
+	}
+	return done, next
+}
+
+// handOver writes the drained queues' positions with no owner, then drops
+// them.
+func (g *group) handOver(qs []*queue) {
+	g.commit(context.Background(), qs, true)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, q := range qs {
+		if g.queues[q.n] == q {
+			g.dropLocked(q)
+		}
+	}
+	g.m.Kick() // the next owner may be this node again
 }
 
 // dropLocked gives up queue q: its flights are forgotten, undelivered ones

@@ -34,10 +34,26 @@
 // retained: nothing published is skipped; reset it to latest to skip
 // history.
 //
-// Delivery is exactly once per message while membership is stable, at
-// least once across a rebalance or a crash: the next owner delivers again
-// what was in flight, and what was acknowledged but whose position had not
-// reached it yet.
+// # Handover
+//
+// A rebalance between live nodes hands each moving queue over: the node
+// giving it up stops delivering from it, waits until its members have
+// settled what they hold (at most Config.Handover), and writes the
+// queue's position with no owner; the node taking it over waits for that
+// release (at most Config.Handover and a second more) and starts from the
+// released position. A position names its owner for this. A dead owner is
+// not waited for, and a node restarting releases what it served before.
+// So the averaged allocation, which moves some queues between the
+// survivors when a node dies, duplicates nothing while the survivors'
+// members keep acknowledging.
+//
+// Delivery is exactly once per message while membership is stable and
+// across a handover, at least once across a node's death: the next owner
+// delivers again what the dead node had in flight unacknowledged (and
+// what was acknowledged there but whose position had not reached a live
+// node yet; with --replication=sync an ack answers once the replica holds
+// the position). Two nodes that briefly disagree on the membership may
+// both serve a queue for a moment: at least once, again.
 //
 // # Acks, retries, dead letters
 //

@@ -70,6 +70,11 @@ type Config struct {
 	// CommitInterval is how often a group writes positions that moved
 	// without acks (messages its tags or queues skip).
 	CommitInterval time.Duration
+	// Handover bounds a rebalance between live nodes: the node giving a
+	// queue up waits this long at most for its members to settle what
+	// they hold, and the node taking it over waits this long plus a
+	// second at most for the release before it starts anyway.
+	Handover time.Duration
 	// Logger logs rebalances and failures.
 	Logger *zap.Logger
 }
@@ -90,6 +95,9 @@ func (c *Config) setDefaults() {
 	if c.CommitInterval == 0 {
 		c.CommitInterval = time.Second
 	}
+	if c.Handover == 0 {
+		c.Handover = 3 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -105,6 +113,7 @@ type Manager struct {
 	mu        sync.Mutex
 	groups    map[groupKey]*group
 	published map[groupKey]int // member counts written to HostsTopic
+	stale     []string         // OffsetsTopic keys this node claims from before a restart
 	closed    bool
 
 	nextMember atomic.Uint64
@@ -138,11 +147,18 @@ func New(cfg Config) (*Manager, error) {
 		groups: make(map[groupKey]*group), published: make(map[groupKey]int),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
-	// What this node hosted before a restart is stale: it has no members
-	// now. The loop writes the tombstones.
+	// What this node hosted and served before a restart is stale: it has
+	// no members now. The loop writes the tombstones and the releases.
 	for _, k := range m.st.Keys(HostsTopic, "", "", 0) {
 		if t, g, node, ok := parseHostsKey(k); ok && node == m.self {
 			m.published[groupKey{t, g}] = -1
+		}
+	}
+	for _, k := range m.st.Keys(OffsetsTopic, "", "", 0) {
+		if e, ok := m.st.Get(OffsetsTopic, k); ok {
+			if p, err := decodePosition(e.Value); err == nil && p.Owner == m.self {
+				m.stale = append(m.stale, k)
+			}
 		}
 	}
 	m.wg.Add(1)
@@ -225,7 +241,51 @@ func (m *Manager) loop() {
 		case <-tick.C:
 		}
 		m.syncHosts(context.Background())
+		m.releaseStale(context.Background())
 		m.rebalance()
+	}
+}
+
+// releaseStale hands over the queues this node served before a restart
+// and does not serve now, so that their next owners need not wait.
+func (m *Manager) releaseStale(ctx context.Context) {
+	m.mu.Lock()
+	keys := m.stale
+	m.stale = nil
+	m.mu.Unlock()
+	var msgs []store.Message
+	for _, k := range keys {
+		e, ok := m.st.Get(OffsetsTopic, k)
+		if !ok {
+			continue
+		}
+		p, err := decodePosition(e.Value)
+		if err != nil || p.Owner != m.self {
+			continue
+		}
+		if t, g, q, ok := parseOffsetsKey(k); ok {
+			m.mu.Lock()
+			lg := m.groups[groupKey{t, g}]
+			m.mu.Unlock()
+			if lg != nil && lg.serves(q) {
+				continue // taken up again since
+			}
+		}
+		p.Owner = 0
+		b, err := encodePosition(p)
+		if err != nil {
+			continue
+		}
+		msgs = append(msgs, store.Message{Topic: OffsetsTopic, Key: k, Value: b})
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	if err := m.cfg.Write(ctx, msgs); err != nil {
+		m.log.Warn("releasing the queues served before the restart", zap.Error(err))
+		m.mu.Lock()
+		m.stale = append(m.stale, keys...)
+		m.mu.Unlock()
 	}
 }
 
@@ -315,7 +375,7 @@ func (m *Manager) rebalance() {
 	for _, g := range gs {
 		nodes := m.hosts(g.topic, g.name, alive, true)
 		i := sort.Search(len(nodes), func(i int) bool { return nodes[i] >= m.self })
-		g.rebalance(allocate(m.cfg.Queues, len(nodes), i), len(nodes))
+		g.rebalance(allocate(m.cfg.Queues, len(nodes), i), len(nodes), alive)
 	}
 }
 
@@ -366,16 +426,20 @@ func (m *Manager) Reset(ctx context.Context, topic, name, to string) (epoch uint
 		}
 		p.From = store.MakeHLC(t.UnixMilli(), 0)
 	}
-	for q := 0; q < m.cfg.Queues; q++ {
-		epoch = max(epoch, m.position(topic, name, q).Epoch)
+	owners := make([]uint64, m.cfg.Queues)
+	for q := range owners {
+		cur := m.position(topic, name, q)
+		epoch = max(epoch, cur.Epoch)
+		owners[q] = cur.Owner // the owner adopts the reset; no handover
 	}
 	p.Epoch = epoch + 1
-	b, err := encodePosition(p)
-	if err != nil {
-		return 0, err
-	}
 	msgs := make([]store.Message, m.cfg.Queues)
 	for q := range msgs {
+		p.Owner = owners[q]
+		b, err := encodePosition(p)
+		if err != nil {
+			return 0, err
+		}
 		msgs[q] = store.Message{Topic: OffsetsTopic, Key: offsetsKey(topic, name, q), Value: b}
 	}
 	if err := m.write(ctx, msgs); err != nil {

@@ -103,10 +103,13 @@ func (v vector) clone() vector {
 // position is a queue's committed position, the value of its key in
 // OffsetsTopic. A message of origin o with seq s is handled when s <=
 // Done[source][o] or its HLC is below From. A reset raises Epoch; a
-// position of a lower epoch than one seen is stale.
+// position of a lower epoch than one seen is stale. Owner is the node
+// serving the queue, 0 once it handed the queue over: the next owner
+// waits for that while Owner is alive.
 type position struct {
 	Epoch uint64           `json:"epoch"`
 	From  uint64           `json:"from_hlc,omitempty"`
+	Owner uint64           `json:"owner,omitempty"`
 	Done  [nSources]vector `json:"done"`
 }
 
@@ -125,6 +128,19 @@ func decodePosition(b []byte) (position, error) {
 
 func offsetsKey(topic, group string, q int) string {
 	return topic + "/" + group + "/" + strconv.Itoa(q)
+}
+
+// parseOffsetsKey splits an OffsetsTopic key.
+func parseOffsetsKey(k string) (topic, group string, q int, ok bool) {
+	parts := strings.Split(k, "/")
+	if len(parts) != 3 {
+		return "", "", 0, false
+	}
+	q, err := strconv.Atoi(parts[2])
+	if err != nil || q < 0 {
+		return "", "", 0, false
+	}
+	return parts[0], parts[1], q, true
 }
 
 func hostsKey(topic, group string, node uint64) string {
