@@ -111,14 +111,21 @@ func consume(td *testDaemon, s *subscription, node int, topic, group string, out
 	}
 }
 
-// publishNDJSON posts a batch of messages to one node.
-func publishNDJSON(t *testing.T, td *testDaemon, topic string, lines []string) {
-	t.Helper()
-	r := td.do("POST", "/v1/topics/"+topic+"/messages", strings.NewReader(strings.Join(lines, "\n")),
-		"Content-Type", "application/x-ndjson")
-	if r.status != 200 {
-		t.Fatalf("POST messages: %d %s", r.status, r.body)
+// publishNDJSON posts a batch of messages to one node. It may run off the
+// test's goroutine: it returns its failure.
+func publishNDJSON(td *testDaemon, topic string, lines []string) error {
+	res, err := td.c.Post("http://cachecast/v1/topics/"+topic+"/messages", "application/x-ndjson",
+		strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		return err
 	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		return fmt.Errorf("POST messages: %d %s", res.StatusCode, b)
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	return err
 }
 
 // TestGroupSharesAcrossNodes: a group with a member on each of three
@@ -149,7 +156,10 @@ func TestGroupSharesAcrossNodes(t *testing.T) {
 				for k := range keysPerNode {
 					lines = append(lines, fmt.Sprintf(`{"key":"n%d-k%d","value":"%d"}`, i, k, c))
 				}
-				publishNDJSON(t, td, "prices", lines)
+				if err := publishNDJSON(td, "prices", lines); err != nil {
+					errs <- err
+					return
+				}
 			}
 		}
 	}()
@@ -251,8 +261,11 @@ func TestGroupBesideBroadcastAndTags(t *testing.T) {
 			wantEU[k] = true
 		}
 	}
-	publishNDJSON(t, ds[0], "prices", lines[:n/2])
-	publishNDJSON(t, ds[1], "prices", lines[n/2:])
+	for i, part := range [][]string{lines[:n/2], lines[n/2:]} {
+		if err := publishNDJSON(ds[i], "prices", part); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	got := map[string]map[string]int{} // reader (with node for broadcasting) -> key -> count
 	var mu sync.Mutex
@@ -405,4 +418,80 @@ func TestGroupMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// TestGroupHandoverOnJoin: while two nodes' members consume a steady
+// stream, a member joins on a third node; the queues that move to it are
+// handed over (drained, released, then started), so every message is
+// still handled exactly once.
+func TestGroupHandoverOnJoin(t *testing.T) {
+	ds := startCluster(t, 3, nil)
+	out, errs, stop := make(chan handled, 1024), make(chan error, 16), make(chan struct{})
+	var wg sync.WaitGroup
+	join := func(i int) {
+		s := ds[i].subscribe("prices/subscribe?mode=clustering&group=g")
+		wg.Add(1)
+		go func() { defer wg.Done(); consume(ds[i], s, i, "prices", "g", out, errs, stop) }()
+	}
+	join(0)
+	join(1)
+	waitHosts(t, ds[:2], "prices", "g", 2)
+	defer func() { close(stop); wg.Wait() }()
+
+	const rounds, perRound = 60, 50
+	third := make(chan struct{}) // closed a third of the way: node 2 joins
+	go func() {
+		for r := range rounds {
+			var lines []string
+			for k := range perRound {
+				lines = append(lines, fmt.Sprintf(`{"key":"k%d","value":"%d"}`, k, r))
+			}
+			if err := publishNDJSON(ds[r%2], "prices", lines); err != nil {
+				errs <- err
+				return
+			}
+			if r == rounds/3 {
+				close(third)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	seen := map[string]int{}
+	byNode := make([]int, 3)
+	var dups []string
+	deadline := time.After(60 * time.Second)
+	for got := 0; got < rounds*perRound; {
+		select {
+		case h := <-out:
+			seen[h.id]++
+			if seen[h.id] > 1 {
+				dups = append(dups, h.id)
+				continue
+			}
+			byNode[h.node]++
+			got++
+		case <-third:
+			join(2)
+			third = nil
+		case err := <-errs:
+			t.Fatal(err)
+		case <-deadline:
+			t.Fatalf("handled %d of %d messages", len(seen), rounds*perRound)
+		}
+	}
+	if third != nil {
+		t.Fatal("every message was handled before node 2 joined")
+	}
+	select {
+	case h := <-out:
+		t.Fatalf("a message beyond the %d: %+v", rounds*perRound, h)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if len(dups) > 0 {
+		t.Fatalf("%d duplicates across the handover: %v", len(dups), head(dups))
+	}
+	if byNode[2] == 0 {
+		t.Fatalf("the node that joined handled nothing: %v", byNode)
+	}
+	t.Logf("handled per node: %v", byNode)
 }
