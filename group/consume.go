@@ -150,6 +150,7 @@ type group struct {
 	name   string
 	topics [nSources]string
 	tags   []string
+	born   time.Time
 
 	// commitMu orders position writes: one computed later is written
 	// later.
@@ -183,7 +184,7 @@ type timeoutEntry struct {
 
 func newGroup(m *Manager, topic, name string, tags []string) *group {
 	g := &group{
-		m: m, topic: topic, name: name, tags: tags,
+		m: m, topic: topic, name: name, tags: tags, born: time.Now(),
 		topics:  [nSources]string{topic, RetryTopic(topic, name)},
 		queues:  make(map[int]*queue),
 		gaining: make(map[int]time.Time),

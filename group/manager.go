@@ -373,6 +373,12 @@ func (m *Manager) rebalance() {
 	}
 	m.mu.Unlock()
 	for _, g := range gs {
+		if time.Since(g.born) < 2*m.cfg.Interval {
+			// A group new here waits for the cluster to tell it who else
+			// hosts it and who serves what, rather than grab every queue
+			// for a moment and hand most of them over at once.
+			continue
+		}
 		nodes := m.hosts(g.topic, g.name, alive, true)
 		i := sort.Search(len(nodes), func(i int) bool { return nodes[i] >= m.self })
 		g.rebalance(allocate(m.cfg.Queues, len(nodes), i), len(nodes), alive)

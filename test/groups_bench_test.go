@@ -20,7 +20,8 @@ var groupBenchArgs = []string{"--replication", "sync", "--ack-timeout", "5s"}
 // nodes holding the same 30,000 keyed messages. Each member handles its
 // messages one at a time, sleeping 200µs for each (the work; a short
 // sleep takes longer on a busy machine, and us-work-per-msg says how long
-// it took), and acknowledges every 20ms. Each phase uses a fresh group, which starts at
+// it took), and acknowledges every 20ms; then both again with no work, for
+// what the daemons themselves sustain. Each phase uses a fresh group, which starts at
 // the earliest message; the clock runs from the first subscription to the
 // last message handled (joins and rebalances included).
 func BenchmarkGroupRate(b *testing.B) {
@@ -57,7 +58,7 @@ func BenchmarkGroupRate(b *testing.B) {
 	}
 
 	b.ResetTimer()
-	var one, three, dups1, dups3, worked float64
+	var one, three, dups1, dups3, worked, bare1, bare3 float64
 	for i := range b.N {
 		r, d, w := groupRate(b, nodes[:1], topic, fmt.Sprintf("one-%d", i), messages, work)
 		one += r
@@ -66,6 +67,11 @@ func BenchmarkGroupRate(b *testing.B) {
 		r, d, _ = groupRate(b, nodes, topic, fmt.Sprintf("three-%d", i), messages, work)
 		three += r
 		dups3 += float64(d)
+		// No work at all: what the daemons deliver and take acks for.
+		r, _, _ = groupRate(b, nodes[:1], topic, fmt.Sprintf("bare-one-%d", i), messages, 0)
+		bare1 += r
+		r, _, _ = groupRate(b, nodes, topic, fmt.Sprintf("bare-three-%d", i), messages, 0)
+		bare3 += r
 	}
 	b.StopTimer()
 	n := float64(b.N)
@@ -77,6 +83,8 @@ func BenchmarkGroupRate(b *testing.B) {
 	b.ReportMetric(dups1/n, "dups-1-member")
 	b.ReportMetric(dups3/n, "dups-3-members")
 	b.ReportMetric(worked/n, "us-work-per-msg")
+	b.ReportMetric(bare1/n, "msgs/s-1-member-no-work")
+	b.ReportMetric(bare3/n, "msgs/s-3-members-no-work")
 	for _, nd := range nodes {
 		nd.Stop()
 	}
