@@ -103,14 +103,20 @@ func groupRate(b *testing.B, nodes []*clusterNode, topic, group string, messages
 		members = append(members, startGroupMember(b, log, "member-"+n.Name, n.Name, n.Client, topic, group, work))
 	}
 	deadline := time.After(3 * time.Minute)
+	var first time.Time
 	for log.distinct() < messages {
 		select {
 		case <-log.notify:
+			if first.IsZero() && log.distinct() > 0 {
+				first = time.Now()
+			}
 		case <-deadline:
 			b.Fatalf("%s: %d of %d messages handled after 3 minutes", group, log.distinct(), messages)
 		}
 	}
 	took := time.Since(start)
+	b.Logf("%s: %d messages in %v, %v of them before the first delivery (the group's start)", group, messages,
+		took.Round(time.Millisecond), first.Sub(start).Round(time.Millisecond))
 	for _, m := range members {
 		m.Close()
 	}
