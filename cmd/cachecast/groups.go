@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -169,7 +170,45 @@ func printGroups(w io.Writer, groups []client.Group) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
 			g.Topic, g.Group, g.Queues, len(g.Nodes), len(g.Members), g.Backlog, g.Inflight, g.Retries, g.DeadLetters)
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The queues each local member serves, when there are members here.
+	header := false
+	for _, g := range groups {
+		for _, m := range g.Members {
+			if !header {
+				fmt.Fprintln(tw, "\nTOPIC\tGROUP\tMEMBER\tQUEUES\tINFLIGHT")
+				header = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", g.Topic, g.Group, m.ID, queueList(m.Queues), m.Inflight)
+		}
+	}
 	return tw.Flush()
+}
+
+// queueList writes queue numbers compactly: 0-5,8.
+func queueList(qs []int) string {
+	if len(qs) == 0 {
+		return "-"
+	}
+	var b strings.Builder
+	for i := 0; i < len(qs); {
+		j := i
+		for j+1 < len(qs) && qs[j+1] == qs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", qs[i], qs[j])
+		} else {
+			fmt.Fprintf(&b, "%d", qs[i])
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // printStatusGroups adds the groups table to status when there are

@@ -260,6 +260,19 @@ func TestWatchGroup(t *testing.T) {
 	})
 }
 
+func TestQueueList(t *testing.T) {
+	for _, tc := range []struct {
+		qs   []int
+		want string
+	}{
+		{nil, "-"}, {[]int{3}, "3"}, {[]int{0, 1, 2, 3, 4, 5}, "0-5"}, {[]int{0, 2}, "0,2"}, {[]int{0, 1, 2, 5, 7, 8}, "0-2,5,7-8"},
+	} {
+		if got := queueList(tc.qs); got != tc.want {
+			t.Errorf("queueList(%v) = %q, want %q", tc.qs, got, tc.want)
+		}
+	}
+}
+
 func TestGroupCommands(t *testing.T) {
 	d := newGroupDaemon(t)
 	const g = "/v1/topics/orders/groups/billing"
@@ -282,7 +295,9 @@ func TestGroupCommands(t *testing.T) {
 	}{
 		{"groups", []string{"groups"}, exitOK, "GET /v1/groups", []string{
 			"TOPIC GROUP QUEUES NODES LOCAL MEMBERS BACKLOG INFLIGHT RETRIES DEAD LETTERS",
-			"orders billing 4 2 1 10 3 2 1"}},
+			"orders billing 4 2 1 10 3 2 1",
+			"TOPIC GROUP MEMBER QUEUES INFLIGHT",
+			"orders billing 17 0,2 3"}},
 		{"reset", []string{"group", "reset", "--topic", "orders", "--group", "billing", "--to", "2026-11-30T05:00:00Z"}, exitOK,
 			"POST " + g + `/reset {"to":"2026-11-30T05:00:00Z"}`, []string{"ok epoch=7"}},
 		{"dlq list", []string{"dlq", "list", "--topic", "orders", "--group", "billing", "--limit", "5"}, exitOK,
