@@ -322,59 +322,78 @@ func TestLocalMembersShareOnce(t *testing.T) {
 	}
 }
 
-// TestRetriesThenDeadLetterThenReplay: a refused message comes back after
-// each back-off, 1+MaxRetries deliveries in all, then lands in the dead-
-// letter topic with its reason and attempts; replay delivers it again.
+// TestRetriesThenDeadLetterThenReplay: refused messages come back after
+// each back-off, 1+MaxRetries deliveries in all, then land in the dead-
+// letter topic with their reason and attempts; replay delivers them again.
 func TestRetriesThenDeadLetterThenReplay(t *testing.T) {
 	backoff := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
-	r := newRig(t, func(c *Config) { c.MaxRetries = 3; c.Backoff = backoff })
+	const maxRetries = 3
+	r := newRig(t, func(c *Config) { c.MaxRetries = maxRetries; c.Backoff = backoff })
 	mb, err := r.m.Join("orders", "billing", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := r.publish("orders", "o-1", "pay 10", "eu")
+	values := map[ID]string{}
+	for i := range 3 {
+		values[r.publish("orders", fmt.Sprintf("o-%d", i), fmt.Sprintf("pay %d", i), "eu")] = fmt.Sprintf("pay %d", i)
+	}
 	var buf []Delivery
-	var last time.Time
-	for attempt := 1; attempt <= 4; attempt++ {
+	attempts := map[ID]int{}
+	nacked := map[ID]time.Time{}
+	for range len(values) * (1 + maxRetries) {
 		d := next(t, mb, &buf)
-		now := time.Now()
-		if d.ID != id || d.Attempt != attempt || string(d.Record.Value()) != "pay 10" {
-			t.Fatalf("delivery %d: %+v", attempt, d)
+		if values[d.ID] != string(d.Record.Value()) || d.Attempt != attempts[d.ID]+1 {
+			t.Fatalf("delivery %+v (value %q) after %d attempts", d, d.Record.Value(), attempts[d.ID])
 		}
-		if attempt > 1 {
-			want := backoff[min(attempt-2, len(backoff)-1)]
-			if gap := now.Sub(last); gap < want {
-				t.Fatalf("attempt %d came %v after the nack, want at least the back-off %v", attempt, gap, want)
+		if d.Attempt > 1 {
+			want := backoff[min(d.Attempt-2, len(backoff)-1)]
+			if gap := time.Since(nacked[d.ID]); gap < want {
+				t.Fatalf("%v: attempt %d came %v after the nack, want at least the back-off %v", d.ID, d.Attempt, gap, want)
 			}
 		}
-		last = time.Now()
-		r.ack("orders", "billing", nil, []ID{id})
+		attempts[d.ID] = d.Attempt
+		nacked[d.ID] = time.Now()
+		r.ack("orders", "billing", nil, []ID{d.ID})
 	}
 	none(t, mb, 300*time.Millisecond)
 	var dls []DeadLetter
-	waitFor(t, "the dead letter", func() bool {
+	waitFor(t, "the dead letters", func() bool {
 		dls, _, err = r.m.DeadLetters("orders", "billing", "", 10)
-		return err == nil && len(dls) == 1
+		return err == nil && len(dls) == len(values)
 	})
-	dl := dls[0]
-	if dl.ID != id.String() || dl.Reason != "nack" || dl.Attempts != 4 || string(dl.Value) != "pay 10" ||
-		dl.Key != "o-1" || dl.Tag != "eu" || dl.Topic != "orders" || dl.Group != "billing" {
-		t.Fatalf("dead letter %+v", dl)
+	for _, dl := range dls {
+		id, _ := ParseID(dl.ID)
+		if values[id] == "" || dl.Reason != "nack" || dl.Attempts != 1+maxRetries || string(dl.Value) != values[id] ||
+			dl.Tag != "eu" || dl.Topic != "orders" || dl.Group != "billing" {
+			t.Fatalf("dead letter %+v", dl)
+		}
+		if got, err := r.m.DeadLetter("orders", "billing", dl.ID); err != nil || got.ID != dl.ID {
+			t.Fatalf("DeadLetter(%s): %+v, %v", dl.ID, got, err)
+		}
 	}
-	if got, err := r.m.DeadLetter("orders", "billing", id.String()); err != nil || got.ID != dl.ID {
-		t.Fatalf("DeadLetter: %+v, %v", got, err)
+	if page, next, err := r.m.DeadLetters("orders", "billing", "", 2); err != nil || len(page) != 2 || next != page[1].ID {
+		t.Fatalf("a page of 2: %d, next %q, %v", len(page), next, err)
 	}
 	if _, err := r.m.DeadLetter("orders", "billing", "00000000000000aa-1"); err == nil {
 		t.Fatal("an unknown dead letter was found")
 	}
-	if n, err := r.m.Replay(context.Background(), "orders", "billing", nil, true); err != nil || n != 1 {
+	if n, err := r.m.Replay(context.Background(), "orders", "billing", nil, true); err != nil || n != len(values) {
 		t.Fatalf("Replay: %d, %v", n, err)
 	}
-	d := next(t, mb, &buf)
-	if d.Attempt != 1 || d.Topic != "orders" || string(d.Record.Value()) != "pay 10" || string(d.Record.Key()) != "o-1" {
-		t.Fatalf("replayed delivery %+v (%s)", d, d.Record.Value())
+	replayed := map[string]bool{}
+	for range len(values) {
+		d := next(t, mb, &buf)
+		if d.Attempt != 1 || d.Topic != "orders" || replayed[string(d.Record.Value())] {
+			t.Fatalf("replayed delivery %+v (%s)", d, d.Record.Value())
+		}
+		replayed[string(d.Record.Value())] = true
+		r.ack("orders", "billing", []ID{d.ID}, nil)
 	}
-	r.ack("orders", "billing", []ID{d.ID}, nil)
+	for _, v := range values {
+		if !replayed[v] {
+			t.Errorf("%q was not replayed", v)
+		}
+	}
 	if dls, _, _ := r.m.DeadLetters("orders", "billing", "", 10); len(dls) != 0 {
 		t.Fatalf("after replay the dead letters are %+v", dls)
 	}
