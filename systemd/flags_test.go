@@ -1,6 +1,7 @@
 package systemd
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -38,6 +39,11 @@ func TestEnvExampleCoversDaemonFlags(t *testing.T) {
 			// pflag shows an empty list as "[]"; in the file it is empty.
 			if got != "" {
 				t.Errorf("%s=%q, want it empty (the default is an empty list)", name, got)
+			}
+		case f.Value.Type() == "durationSlice":
+			// pflag shows a list in brackets; in the file it is bare.
+			if want := strings.Trim(f.DefValue, "[]"); got != want {
+				t.Errorf("%s=%q, but the default of --%s is %q", name, got, f.Name, want)
 			}
 		case got != f.DefValue:
 			t.Errorf("%s=%q, but the default of --%s is %q", name, got, f.Name, f.DefValue)
