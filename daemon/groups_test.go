@@ -495,3 +495,20 @@ func TestGroupHandoverOnJoin(t *testing.T) {
 	}
 	t.Logf("handled per node: %v", byNode)
 }
+
+// TestGroupQueuesMismatch: a node with another --queues-per-topic than
+// the group's hosts cannot take a member of it: the allocation needs one
+// count.
+func TestGroupQueuesMismatch(t *testing.T) {
+	ds := startCluster(t, 2, func(i int, c *Config) {
+		if i == 1 {
+			c.QueuesPerTopic = 8
+		}
+	})
+	ds[0].subscribe("t/subscribe?mode=clustering&group=g")
+	waitFor(t, "node1 to see the group", func() bool { return len(ds[1].groupsOf()) == 1 })
+	r := ds[1].do("GET", "/v1/topics/t/subscribe?mode=clustering&group=g", nil)
+	if r.status != http.StatusConflict || r.errCode() != CodeConflict || !strings.Contains(string(r.body), "--queues-per-topic") {
+		t.Fatalf("a member on the node with 8 queues: %d %s", r.status, r.body)
+	}
+}

@@ -13,7 +13,9 @@
 // by RocketMQ's AllocateMessageQueueAveragely; a node divides its queues
 // among its members the same way. Which node hosts which group is itself
 // replicated data: HostsTopic holds a key per (topic, group, node) with
-// the node's member count, and a node that leaves or restarts writes a
+// the node's member count and queue count (a member cannot join on a node
+// whose queue count differs from that of the group's live hosts: the
+// allocation needs one count), and a node that leaves or restarts writes a
 // tombstone; a dead node's entry is ignored because gossip no longer
 // counts it alive. Every node recomputes the allocation at each membership
 // event and every Config.Interval, so a rebalance follows a death within

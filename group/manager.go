@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -190,6 +191,10 @@ func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Mem
 	k := groupKey{topic, name}
 	g := m.groups[k]
 	if g == nil {
+		if other := m.otherQueues(topic, name); other != 0 {
+			return nil, fmt.Errorf("%w: group %s on %s is hosted by nodes with %d queues per topic; this node has %d (--queues-per-topic must be the same on every node)",
+				ErrConflict, name, topic, other, m.cfg.Queues)
+		}
 		g = newGroup(m, topic, name, tags)
 		m.groups[k] = g
 		m.wg.Add(1)
@@ -311,7 +316,7 @@ func (m *Manager) syncHosts(ctx context.Context) {
 		if n == 0 {
 			msg.Delete = true
 		} else {
-			msg.Value = strconv.AppendInt(nil, int64(n), 10)
+			msg.Value, _ = json.Marshal(hosting{Members: n, Queues: m.cfg.Queues})
 		}
 		msgs = append(msgs, msg)
 	}
@@ -361,6 +366,26 @@ func (m *Manager) hosts(topic, name string, alive map[uint64]bool, self bool) []
 	}
 	slices.Sort(nodes)
 	return nodes
+}
+
+// otherQueues returns the queues per topic of a live node hosting the
+// group with a count other than this node's, 0 if none.
+func (m *Manager) otherQueues(topic, name string) int {
+	alive := m.alive()
+	for _, k := range m.st.Keys(HostsTopic, topic+"/"+name+"/", "", 0) {
+		_, _, n, ok := parseHostsKey(k)
+		if !ok || n == m.self || !alive[n] {
+			continue
+		}
+		e, ok := m.st.Get(HostsTopic, k)
+		if !ok {
+			continue
+		}
+		if h, err := decodeHosting(e.Value); err == nil && h.Queues != m.cfg.Queues {
+			return h.Queues
+		}
+	}
+	return 0
 }
 
 // rebalance gives each local group the queues the allocation says.

@@ -12,8 +12,8 @@ import (
 // the cluster like any other topic.
 const (
 	// HostsTopic holds which node hosts members of which group: key
-	// "<topic>/<group>/<node>", value the number of members there (a
-	// tombstone when none is left).
+	// "<topic>/<group>/<node>", value a JSON hosting (a tombstone when no
+	// member is left).
 	HostsTopic = "$groups"
 	// OffsetsTopic holds each queue's committed position: key
 	// "<topic>/<group>/<queue>", value a JSON position.
@@ -124,6 +124,21 @@ func decodePosition(b []byte) (position, error) {
 		}
 	}
 	return p, nil
+}
+
+// hosting is the value of a HostsTopic key: the node's member count and
+// its queues per topic (which every node must agree on).
+type hosting struct {
+	Members int `json:"members"`
+	Queues  int `json:"queues"`
+}
+
+func decodeHosting(b []byte) (hosting, error) {
+	var h hosting
+	if err := json.Unmarshal(b, &h); err != nil {
+		return hosting{}, fmt.Errorf("group hosting: %w", err)
+	}
+	return h, nil
 }
 
 func offsetsKey(topic, group string, q int) string {
