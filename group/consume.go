@@ -100,6 +100,7 @@ type flight struct {
 	due     time.Time
 	reason  string // why the last attempt failed
 	dying   bool   // being written to the dead-letter topic
+	parked  bool   // waiting for its first delivery: the member was full
 }
 
 // queue is one queue this node owns.
@@ -166,6 +167,7 @@ type group struct {
 	passed   [nSources]vector // highest seq read per origin since the reader started
 	flights  map[ID]*flight
 	waiting  []*flight      // to (re)deliver, by due
+	parked   int            // flights in waiting never delivered (their member was full)
 	timeouts []timeoutEntry // delivered, by deadline
 	dead     []*flight      // to write to the dead-letter topic
 	stats    counters
@@ -316,16 +318,20 @@ func (g *group) wait(f *flight) {
 	g.waiting = slices.Insert(g.waiting, i, f)
 }
 
-// queueOf is the queue of a record: the key's hash, or for a message
-// without a key its origin seq, round robin.
+// queueOf is the queue of a record.
 func (g *group) queueOf(r store.Record) int {
-	k := r.Key()
-	if len(k) == 0 {
-		return int(r.Seq() % uint64(g.m.cfg.Queues))
+	return queueOf(r.Key(), r.Seq(), g.m.cfg.Queues)
+}
+
+// queueOf is the queue of a message: its key's hash, or for a message
+// without a key its origin seq, round robin.
+func queueOf(key []byte, seq uint64, queues int) int {
+	if len(key) == 0 {
+		return int(seq % uint64(queues))
 	}
 	h := fnv.New32a()
-	h.Write(k)
-	return int(h.Sum32() % uint32(g.m.cfg.Queues))
+	h.Write(key)
+	return int(h.Sum32() % uint32(queues))
 }
 
 // run delivers: new messages as they arrive, retries when due, and writes
@@ -390,26 +396,38 @@ func (g *group) pump(now time.Time) (next time.Time) {
 		g.timeouts = g.timeouts[1:]
 		g.fail(f, "timeout", now)
 	}
-	for i := 0; i < len(g.waiting); {
-		f := g.waiting[i]
-		if g.flights[f.id] != f || f.member != nil || f.dying {
-			g.waiting = slices.Delete(g.waiting, i, i+1)
-			continue
+	// One pass over the waiting list, keeping what cannot go yet; it stops
+	// at the first flight not due, or once every member is full.
+	room := 0
+	for _, mb := range g.members {
+		if mb.inflight < mb.max {
+			room++
 		}
-		if f.due.After(now) {
-			if next.IsZero() || f.due.Before(next) {
+	}
+	kept := g.waiting[:0]
+	for i, f := range g.waiting {
+		if g.flights[f.id] != f || f.member != nil || f.dying {
+			continue // settled or taken since
+		}
+		if f.due.After(now) || room == 0 {
+			if f.due.After(now) && (next.IsZero() || f.due.Before(next)) {
 				next = f.due
 			}
+			kept = append(kept, g.waiting[i:]...)
 			break
 		}
 		mb := f.q.member
 		if f.q.draining || mb == nil || mb.inflight >= mb.max {
-			i++
+			kept = append(kept, f)
 			continue
 		}
-		g.waiting = slices.Delete(g.waiting, i, i+1)
 		g.deliver(f, mb, now)
+		if mb.inflight >= mb.max {
+			room--
+		}
 	}
+	clear(g.waiting[len(kept):])
+	g.waiting = kept
 	polled, cancel := context.WithCancel(context.Background())
 	cancel()
 	for src, r := range g.readers {
@@ -438,8 +456,14 @@ func (g *group) pump(now time.Time) (next time.Time) {
 	return next
 }
 
-// offer handles a message read from source src; false means its member is
-// full and it must wait.
+// maxParked bounds the messages a group holds on a node for members that
+// are full: past it the reader waits.
+const maxParked = 10000
+
+// offer handles a message read from source src. A message for a member at
+// its max_inflight is parked in the waiting list (behind the queue's
+// earlier ones, so a key's order holds) and the reader goes on for the
+// other members; false means too much is parked and the reader must wait.
 func (g *group) offer(src int, d *store.Delivery, now time.Time) bool {
 	r := d.Record
 	id := ID{r.Origin(), r.Seq()}
@@ -447,22 +471,32 @@ func (g *group) offer(src int, d *store.Delivery, now time.Time) bool {
 	switch {
 	case q == nil, q.draining, id.Seq <= q.pos.Done[src][id.Origin], r.HLC() < q.pos.From:
 		// Another node's queue, or handled already.
-	case q.member == nil || q.member.inflight >= q.member.max:
-		return false
 	case g.flights[id] != nil:
 		// In flight already (a rewound reader meets it again).
 	default:
+		full := q.member == nil || q.member.inflight >= q.member.max
+		if full && g.parked >= maxParked {
+			return false
+		}
 		f := &flight{id: id, q: q, src: src, offset: d.Offset, rec: r}
 		g.flights[id] = f
 		q.pos.Done[src][id.Origin] = id.Seq
 		q.addOut(src, id)
-		g.deliver(f, q.member, now)
+		if full {
+			f.due = now
+			f.parked = true
+			g.parked++
+			g.wait(f)
+		} else {
+			g.deliver(f, q.member, now)
+		}
 	}
 	g.passed[src][id.Origin] = max(g.passed[src][id.Origin], id.Seq)
 	return true
 }
 
 func (g *group) deliver(f *flight, mb *Member, now time.Time) {
+	g.unpark(f)
 	f.attempt++
 	f.gen++
 	f.member = mb
@@ -507,8 +541,17 @@ func (g *group) fail(f *flight, reason string, now time.Time) {
 	g.wait(f)
 }
 
+// unpark takes f out of the parked count.
+func (g *group) unpark(f *flight) {
+	if f.parked {
+		f.parked = false
+		g.parked--
+	}
+}
+
 // finish settles f for good.
 func (g *group) finish(f *flight) {
+	g.unpark(f)
 	g.release(f)
 	delete(g.flights, f.id)
 	f.q.removeOut(f.src, f.id)
@@ -829,6 +872,7 @@ func (g *group) handOver(qs []*queue) {
 func (g *group) dropLocked(q *queue) {
 	for id, f := range g.flights {
 		if f.q == q {
+			g.unpark(f)
 			g.release(f)
 			delete(g.flights, id)
 		}

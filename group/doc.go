@@ -82,8 +82,9 @@
 //
 // # Limits
 //
-// A node reads each group's topic once for all its members; a member at
-// its max_inflight holds the reader up for the node's other members of the
-// group (head-of-line). Members of a group on one node must name the same
+// A node reads each group's topic once for all its members. A message for
+// a member at its max_inflight is parked, in order, until it has room,
+// and the reader goes on for the others; only past 10,000 parked messages
+// does the reader wait. Members of a group on one node must name the same
 // tags; across nodes it is not checked (RocketMQ requires the same).
 package group

@@ -621,3 +621,51 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestFullMemberDoesNotStallOthers: a member that holds its max_inflight
+// and acknowledges nothing does not hold up the other member of the group
+// on the node; its own messages wait, in order, for room.
+func TestFullMemberDoesNotStallOthers(t *testing.T) {
+	r := newRig(t, nil)
+	stuck, err := r.m.Join("t", "g", nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := r.m.Join("t", "g", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queues to be divided", func() bool {
+		s := r.m.Status()
+		return len(s) == 1 && len(s[0].Members) == 2 && len(s[0].Members[0].Queues) == 8 && len(s[0].Members[1].Queues) == 8
+	})
+	mine := map[int]bool{}
+	for _, q := range r.m.Status()[0].Members[1].Queues {
+		mine[q] = true
+	}
+	// 200 keys over the 16 queues: about half are busy's.
+	const keys = 200
+	want := 0
+	for i := range keys {
+		k := fmt.Sprintf("k%d", i)
+		r.publish("t", k, "1", "")
+		if mine[queueOf([]byte(k), 0, DefaultQueues)] {
+			want++
+		}
+	}
+	var buf []Delivery
+	for range want {
+		d := next(t, busy, &buf)
+		r.ack("t", "g", []ID{d.ID}, nil)
+	}
+	none(t, busy, 100*time.Millisecond)
+	// The stuck member got its 2; once it acks them the next come, in order.
+	var sbuf []Delivery
+	a, b := next(t, stuck, &sbuf), next(t, stuck, &sbuf)
+	none(t, stuck, 100*time.Millisecond)
+	r.ack("t", "g", []ID{a.ID, b.ID}, nil)
+	c := next(t, stuck, &sbuf)
+	if c.ID.Seq <= b.ID.Seq {
+		t.Fatalf("after %v the parked %v came out of order", b.ID, c.ID)
+	}
+}
