@@ -378,9 +378,12 @@ func TestGroupCLIDeadLetters(t *testing.T) {
 		t.Errorf("dlq list after the replay still lists %s: %q", id, r.stdout)
 	}
 	groups := cli(t, n, "", "groups").ok(t, "groups")
-	if gl := strings.Split(strings.TrimSpace(groups.stdout), "\n"); len(gl) != 2 ||
-		!slices.Equal(strings.Fields(gl[1])[:5], []string{topic, group, "16", "1", "1"}) {
-		t.Errorf("groups printed %q; want the header and %s %s with 16 queues, 1 node, 1 member", groups.stdout, topic, group)
+	// The groups table, then the members table: the one member serves all
+	// 16 queues.
+	if gl := strings.Split(strings.TrimSpace(groups.stdout), "\n"); len(gl) != 5 ||
+		!slices.Equal(strings.Fields(gl[1])[:5], []string{topic, group, "16", "1", "1"}) ||
+		!slices.Equal(strings.Fields(gl[4])[:2], []string{topic, group}) || strings.Fields(gl[4])[3] != "0-15" {
+		t.Errorf("groups printed %q; want %s %s with 16 queues, 1 node, 1 member, and that member serving 0-15", groups.stdout, topic, group)
 	}
 	sub.Close()
 
