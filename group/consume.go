@@ -161,7 +161,6 @@ type group struct {
 	members  []*Member // by ID
 	queues   map[int]*queue
 	gaining  map[int]time.Time // queues allocated here, waiting for their release since
-	nodes    int               // hosting nodes at the last rebalance
 	readers  [nSources]*store.TopicReader
 	held     [nSources]*store.Delivery
 	passed   [nSources]vector // highest seq read per origin since the reader started
@@ -733,7 +732,6 @@ func (g *group) rebalance(want []int, nodes int, alive map[uint64]bool) {
 		return
 	}
 	now := time.Now()
-	g.nodes = nodes
 	keep := make(map[int]bool, len(want))
 	for _, n := range want {
 		keep[n] = true

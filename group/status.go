@@ -3,7 +3,6 @@ package group
 import (
 	"slices"
 	"sort"
-	"strings"
 )
 
 // Status describes a group as this node sees it.
@@ -119,6 +118,3 @@ func (g *group) status(s *Status) {
 	}
 	s.Delivered, s.Acked, s.Retries, s.DeadLetters = g.stats.delivered, g.stats.acked, g.stats.retries, g.stats.deadLetters
 }
-
-// IsInternal reports whether a topic is one of the daemon's own.
-func IsInternal(topic string) bool { return strings.HasPrefix(topic, "$") }

@@ -41,6 +41,7 @@ type ID struct {
 	Origin, Seq uint64
 }
 
+// String writes the ID as ParseID reads it.
 func (id ID) String() string {
 	return fmt.Sprintf("%016x-%d", id.Origin, id.Seq)
 }
@@ -90,14 +91,6 @@ func (v *vector) UnmarshalJSON(b []byte) error {
 		(*v)[o] = s
 	}
 	return nil
-}
-
-func (v vector) clone() vector {
-	c := make(vector, len(v))
-	for o, s := range v {
-		c[o] = s
-	}
-	return c
 }
 
 // position is a queue's committed position, the value of its key in
