@@ -169,6 +169,7 @@ type group struct {
 	parked   int            // flights in waiting never delivered (their member was full)
 	timeouts []timeoutEntry // delivered, by deadline
 	dead     []*flight      // to write to the dead-letter topic
+	deadAt   time.Time      // not before: after a failed write
 	stats    counters
 	closed   bool
 
@@ -346,8 +347,12 @@ func (g *group) run() {
 		now := time.Now()
 		g.mu.Lock()
 		next := g.pump(now)
-		dead := g.dead
-		g.dead = nil
+		var dead []*flight
+		if !now.Before(g.deadAt) {
+			dead, g.dead = g.dead, nil
+		} else if next.IsZero() || g.deadAt.Before(next) {
+			next = g.deadAt
+		}
 		drained, drainNext := g.drainedLocked(now)
 		g.mu.Unlock()
 		if len(dead) > 0 {
@@ -556,8 +561,8 @@ func (g *group) finish(f *flight) {
 	f.q.removeOut(f.src, f.id)
 }
 
-// bury writes dead letters, then settles them; on a failed write they are
-// tried again a second later.
+// bury writes dead letters, then settles them; a failed write is tried
+// again a second later (they are not delivered again meanwhile).
 func (g *group) bury(dead []*flight) {
 	now := time.Now()
 	msgs := make([]store.Message, 0, len(dead))
@@ -576,12 +581,8 @@ func (g *group) bury(dead []*flight) {
 	if err != nil {
 		g.m.log.Error("writing dead letters: trying again", zap.String("topic", g.topic),
 			zap.String("group", g.name), zap.Int("messages", len(dead)), zap.Error(err))
-		for _, f := range dead {
-			f.dying = false
-			f.attempt--
-			f.due = now.Add(time.Second)
-			g.wait(f)
-		}
+		g.dead = append(g.dead, dead...)
+		g.deadAt = now.Add(time.Second)
 		return
 	}
 	for _, f := range dead {

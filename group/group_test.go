@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -666,4 +667,41 @@ func TestFullMemberDoesNotStallOthers(t *testing.T) {
 	if c.ID.Seq <= b.ID.Seq {
 		t.Fatalf("after %v the parked %v came out of order", b.ID, c.ID)
 	}
+}
+
+// TestDeadLetterWriteFails: when the dead-letter write fails (a full disk,
+// say), the message is not delivered again; the write is tried again until
+// it lands.
+func TestDeadLetterWriteFails(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	r := newRig(t, func(c *Config) {
+		write := c.Write
+		c.Write = func(ctx context.Context, msgs []store.Message) error {
+			if failing.Load() && strings.HasPrefix(msgs[0].Topic, "$dlq/") {
+				return store.ErrDiskFull
+			}
+			return write(ctx, msgs)
+		}
+	})
+	mb, err := r.m.Join("t", "g", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.publish("t", "k", "v", "")
+	var buf []Delivery
+	if d := next(t, mb, &buf); d.ID != id {
+		t.Fatalf("got %+v", d)
+	}
+	r.ack("t", "g", nil, []ID{id}) // MaxRetries is 0: dead at once
+	none(t, mb, 1500*time.Millisecond)
+	if dls, _, _ := r.m.DeadLetters("t", "g", "", 10); len(dls) != 0 {
+		t.Fatalf("dead letters while the writes fail: %+v", dls)
+	}
+	failing.Store(false)
+	waitFor(t, "the dead letter", func() bool {
+		dls, _, _ := r.m.DeadLetters("t", "g", "", 10)
+		return len(dls) == 1 && dls[0].ID == id.String()
+	})
+	none(t, mb, 200*time.Millisecond)
 }
