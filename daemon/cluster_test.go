@@ -127,9 +127,10 @@ func TestClusterKeyMismatch(t *testing.T) {
 	}
 }
 
-// TestClusterOverNATS runs three daemons whose fan-out goes through a real
-// NATS server embedded in the test process.
-func TestClusterOverNATS(t *testing.T) {
+// startNATS runs a NATS server in the test process until the test's end
+// (after its daemons stop: cleanups run last first) and returns its URL.
+func startNATS(t *testing.T) string {
+	t.Helper()
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -138,10 +139,17 @@ func TestClusterOverNATS(t *testing.T) {
 	if !ns.ReadyForConnections(5 * time.Second) {
 		t.Fatal("NATS not ready")
 	}
-	t.Cleanup(ns.Shutdown) // after the daemons (cleanups run last first)
+	t.Cleanup(ns.Shutdown)
+	return ns.ClientURL()
+}
+
+// TestClusterOverNATS runs three daemons whose fan-out goes through a real
+// NATS server embedded in the test process.
+func TestClusterOverNATS(t *testing.T) {
+	url := startNATS(t)
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		c.Transport = "nats"
-		c.NATSURL = ns.ClientURL()
+		c.NATSURL = url
 		c.Replication = "sync"
 	})
 	for i, td := range ds {

@@ -130,9 +130,20 @@ func publishNDJSON(td *testDaemon, topic string, lines []string) error {
 
 // TestGroupSharesAcrossNodes: a group with a member on each of three
 // nodes handles 10,000 keyed messages published from all three exactly
-// once, each key's messages in order on one member.
+// once, each key's messages in order on one member; with the fan-out over
+// TCP and over NATS.
 func TestGroupSharesAcrossNodes(t *testing.T) {
-	ds := startCluster(t, 3, nil)
+	t.Run("tcp", func(t *testing.T) { groupSharesAcrossNodes(t, startCluster(t, 3, nil)) })
+	t.Run("nats", func(t *testing.T) {
+		url := startNATS(t)
+		groupSharesAcrossNodes(t, startCluster(t, 3, func(i int, c *Config) {
+			c.Transport = "nats"
+			c.NATSURL = url
+		}))
+	})
+}
+
+func groupSharesAcrossNodes(t *testing.T, ds []*testDaemon) {
 	var subs []*subscription
 	for _, td := range ds {
 		subs = append(subs, td.subscribe("prices/subscribe?mode=clustering&group=pricing"))
