@@ -99,6 +99,7 @@ type flight struct {
 	member  *Member // holding it; nil while it waits for (re)delivery
 	due     time.Time
 	reason  string // why the last attempt failed
+	failed  int    // attempts that failed
 	dying   bool   // being written to the dead-letter topic
 	parked  bool   // waiting for its first delivery: the member was full
 }
@@ -113,6 +114,10 @@ type queue struct {
 	// out holds, per source and origin, the seqs delivered and not yet
 	// settled, ascending.
 	out [nSources]map[uint64][]uint64
+	// failed holds the flights with a failed attempt, written with the
+	// position (pos.Failed keeps the counts loaded with it until their
+	// messages are read).
+	failed map[ID]*flight
 	// written is the position last written to OffsetsTopic.
 	written []byte
 	// draining: the allocation moved the queue to another live node;
@@ -125,6 +130,18 @@ type queue struct {
 
 func (q *queue) addOut(src int, id ID) {
 	q.out[src][id.Origin] = append(q.out[src][id.Origin], id.Seq)
+}
+
+// takeFailed returns and forgets the failed attempts the loaded position
+// counts for a message.
+func (q *queue) takeFailed(src int, id ID) int {
+	if len(q.pos.Failed) == 0 {
+		return 0
+	}
+	k := failedKey(src, id)
+	n := q.pos.Failed[k]
+	delete(q.pos.Failed, k)
+	return n
 }
 
 func (q *queue) removeOut(src int, id ID) {
@@ -486,7 +503,14 @@ func (g *group) offer(src int, d *store.Delivery, now time.Time) bool {
 		g.flights[id] = f
 		q.pos.Done[src][id.Origin] = id.Seq
 		q.addOut(src, id)
-		if full {
+		if n := q.takeFailed(src, id); n > 0 {
+			// It failed n times under the queue's last owner: the count
+			// goes on, after the back-off of the last failure.
+			f.attempt, f.failed = n, n
+			q.failed[id] = f
+			f.due = now.Add(g.backoff(n))
+			g.wait(f)
+		} else if full {
 			f.due = now
 			f.parked = true
 			g.parked++
@@ -534,15 +558,22 @@ func (g *group) release(f *flight) {
 func (g *group) fail(f *flight, reason string, now time.Time) {
 	g.release(f)
 	f.reason = reason
+	f.failed = f.attempt
+	f.q.failed[f.id] = f
 	if f.attempt > g.m.cfg.MaxRetries {
 		f.dying = true
 		g.dead = append(g.dead, f)
 		g.signal()
 		return
 	}
-	b := g.m.cfg.Backoff
-	f.due = now.Add(b[min(f.attempt-1, len(b)-1)])
+	f.due = now.Add(g.backoff(f.attempt))
 	g.wait(f)
+}
+
+// backoff is the wait after the n-th failed attempt.
+func (g *group) backoff(n int) time.Duration {
+	b := g.m.cfg.Backoff
+	return b[min(n-1, len(b)-1)]
 }
 
 // unpark takes f out of the parked count.
@@ -558,6 +589,7 @@ func (g *group) finish(f *flight) {
 	g.unpark(f)
 	g.release(f)
 	delete(g.flights, f.id)
+	delete(f.q.failed, f.id)
 	f.q.removeOut(f.src, f.id)
 }
 
@@ -673,6 +705,16 @@ func (g *group) positionsLocked(only []*queue, release bool) ([]store.Message, [
 			}
 			p.Done[src] = v
 		}
+		for k, n := range q.pos.Failed {
+			// Counts loaded with the position, of messages not read yet;
+			// those settled since are covered by Done.
+			if src, id, ok := parseFailedKey(k); ok && id.Seq > p.Done[src][id.Origin] {
+				p.setFailed(k, n)
+			}
+		}
+		for _, f := range q.failed {
+			p.setFailed(failedKey(f.src, f.id), f.failed)
+		}
 		b, err := encodePosition(p)
 		if err != nil || slices.Equal(b, q.written) {
 			continue
@@ -771,7 +813,7 @@ func (g *group) rebalance(want []int, nodes int, alive map[uint64]bool) {
 				zap.Int("queue", n), zap.String("owner", fmt.Sprintf("%016x", p.Owner)))
 		}
 		delete(g.gaining, n)
-		q = &queue{n: n, pos: p}
+		q = &queue{n: n, pos: p, failed: map[ID]*flight{}}
 		for src := range nSources {
 			q.out[src] = map[uint64][]uint64{}
 		}

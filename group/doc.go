@@ -65,10 +65,14 @@
 // last repeating), at most Config.MaxRetries times, as RocketMQ counts
 // reconsume times: a message is delivered at most 1+MaxRetries times, then
 // written to the group's dead-letter topic (DeadLetterTopic) with the
-// reason of the last failure and the number of attempts. Retry state lives
-// in memory on the owning node; after a crash the next owner starts the
-// count over. A member that disconnects gives its messages back without
-// counting an attempt. Replay moves dead letters into the group's retry
+// reason of the last failure and the number of attempts. The back-off
+// timers live in memory on the owning node; the count of failed attempts
+// is written with the queue's position, so the next owner (after a
+// handover, a crash or a restart) goes on counting and waits the back-off
+// of the last failure again. A failure not yet written when a node dies
+// (an ack timeout less than Config.CommitInterval before) is not counted.
+// A member that disconnects gives its messages back without counting an
+// attempt. Replay moves dead letters into the group's retry
 // topic (RetryTopic), which the group reads next to its topic with its own
 // vector: a replayed message goes to the group again but not to
 // broadcasting subscribers, and does not touch the key's value in the view.

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -69,7 +70,8 @@ func TestParseID(t *testing.T) {
 }
 
 func TestPositionRoundTrip(t *testing.T) {
-	p := position{Epoch: 3, From: 99, Done: [nSources]vector{{1: 5, 0xffffffffffffffff: 7}, {}}}
+	p := position{Epoch: 3, From: 99, Owner: 12, Done: [nSources]vector{{1: 5, 0xffffffffffffffff: 7}, {}},
+		Failed: map[string]int{failedKey(srcRetry, ID{1, 9}): 2}}
 	b, err := encodePosition(p)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +80,8 @@ func TestPositionRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Epoch != 3 || got.From != 99 || got.Done[0][1] != 5 || got.Done[0][0xffffffffffffffff] != 7 || len(got.Done[1]) != 0 {
+	if got.Epoch != 3 || got.From != 99 || got.Owner != 12 || got.Done[0][1] != 5 || got.Done[0][0xffffffffffffffff] != 7 ||
+		len(got.Done[1]) != 0 || got.Failed["1:0000000000000001-9"] != 2 {
 		t.Fatalf("round trip: %s -> %+v", b, got)
 	}
 	for _, bad := range []string{``, `{`, `{"done":[{"xyz":1}]}`, `{"done":[{"1":1}]}`, `{"epoch":-1}`} {
@@ -88,9 +91,34 @@ func TestPositionRoundTrip(t *testing.T) {
 	}
 }
 
+func TestParseFailedKey(t *testing.T) {
+	for _, tc := range []struct {
+		k   string
+		src int
+		id  ID
+		ok  bool
+	}{
+		{"0:00000000000000ff-3", 0, ID{0xff, 3}, true},
+		{"1:00000000000000ff-3", 1, ID{0xff, 3}, true},
+		{"2:00000000000000ff-3", 0, ID{}, false},
+		{"00000000000000ff-3", 0, ID{}, false},
+		{"0:ff-3", 0, ID{}, false},
+		{"", 0, ID{}, false},
+	} {
+		src, id, ok := parseFailedKey(tc.k)
+		if ok != tc.ok || ok && (src != tc.src || id != tc.id) {
+			t.Errorf("parseFailedKey(%q) = %d, %v, %v", tc.k, src, id, ok)
+		}
+		if ok && failedKey(src, id) != tc.k {
+			t.Errorf("failedKey(%d, %v) = %q, want %q", src, id, failedKey(src, id), tc.k)
+		}
+	}
+}
+
 func FuzzDecodePosition(f *testing.F) {
 	f.Add([]byte(`{"epoch":1,"from_hlc":5,"done":[{"00000000deadbeef":3},{}]}`))
 	f.Add([]byte(`{"done":[null,null]}`))
+	f.Add([]byte(`{"epoch":2,"owner":7,"done":[{},{}],"failed":{"0:00000000000000ff-3":2}}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := decodePosition(b)
@@ -102,7 +130,7 @@ func FuzzDecodePosition(f *testing.F) {
 			t.Fatalf("re-encoding %+v: %v", p, err)
 		}
 		p2, err := decodePosition(b2)
-		if err != nil || p2.Epoch != p.Epoch || p2.From != p.From {
+		if err != nil || p2.Epoch != p.Epoch || p2.From != p.From || p2.Owner != p.Owner || !maps.Equal(p2.Failed, p.Failed) {
 			t.Fatalf("round trip of %q: %+v / %+v, %v", b, p, p2, err)
 		}
 		for src := range nSources {
@@ -702,6 +730,45 @@ func TestDeadLetterWriteFails(t *testing.T) {
 	waitFor(t, "the dead letter", func() bool {
 		dls, _, _ := r.m.DeadLetters("t", "g", "", 10)
 		return len(dls) == 1 && dls[0].ID == id.String()
+	})
+	none(t, mb, 200*time.Millisecond)
+}
+
+// TestFailedAttemptsOutliveTheOwner: the failed attempts of a message are
+// written with its queue's position, so after a restart (or on the next
+// owner) the count goes on toward MaxRetries instead of starting over.
+func TestFailedAttemptsOutliveTheOwner(t *testing.T) {
+	edit := func(c *Config) { c.MaxRetries = 3; c.Backoff = []time.Duration{50 * time.Millisecond} }
+	r := newRig(t, edit)
+	mb, err := r.m.Join("t", "g", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.publish("t", "k", "v", "")
+	var buf []Delivery
+	for attempt := 1; attempt <= 2; attempt++ {
+		if d := next(t, mb, &buf); d.ID != id || d.Attempt != attempt {
+			t.Fatalf("delivery %+v, want attempt %d", d, attempt)
+		}
+		r.ack("t", "g", nil, []ID{id})
+	}
+	mb.Close()
+	r.close()
+	r.open(edit)
+	mb, err = r.m.Join("t", "g", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf = nil
+	for attempt := 3; attempt <= 4; attempt++ {
+		if d := next(t, mb, &buf); d.ID != id || d.Attempt != attempt {
+			t.Fatalf("after the restart: delivery %+v, want attempt %d", d, attempt)
+		}
+		r.ack("t", "g", nil, []ID{id})
+	}
+	waitFor(t, "the dead letter", func() bool {
+		dls, _, _ := r.m.DeadLetters("t", "g", "", 10)
+		return len(dls) == 1 && dls[0].Attempts == 4
 	})
 	none(t, mb, 200*time.Millisecond)
 }

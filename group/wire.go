@@ -104,6 +104,34 @@ type position struct {
 	From  uint64           `json:"from_hlc,omitempty"`
 	Owner uint64           `json:"owner,omitempty"`
 	Done  [nSources]vector `json:"done"`
+	// Failed counts the failed attempts of messages not yet settled, so
+	// that the next owner goes on counting toward MaxRetries instead of
+	// starting over. A key is failedKey(source, ID).
+	Failed map[string]int `json:"failed,omitempty"`
+}
+
+func (p *position) setFailed(k string, n int) {
+	if p.Failed == nil {
+		p.Failed = map[string]int{}
+	}
+	p.Failed[k] = n
+}
+
+// failedKey is the key of position.Failed: the source (0, the topic; 1,
+// the retry topic) and the message ID, "1:<origin>-<seq>".
+func failedKey(src int, id ID) string { return strconv.Itoa(src) + ":" + id.String() }
+
+// parseFailedKey reads a failedKey.
+func parseFailedKey(k string) (src int, id ID, ok bool) {
+	s, rest, found := strings.Cut(k, ":")
+	if !found || (s != "0" && s != "1") {
+		return 0, ID{}, false
+	}
+	id, err := ParseID(rest)
+	if err != nil {
+		return 0, ID{}, false
+	}
+	return int(s[0] - '0'), id, true
 }
 
 func decodePosition(b []byte) (position, error) {
