@@ -507,19 +507,35 @@ func TestGroupHandoverOnJoin(t *testing.T) {
 	t.Logf("handled per node: %v", byNode)
 }
 
-// TestGroupQueuesMismatch: a node with another --queues-per-topic than
-// the group's hosts cannot take a member of it: the allocation needs one
-// count.
-func TestGroupQueuesMismatch(t *testing.T) {
-	ds := startCluster(t, 2, func(i int, c *Config) {
+// TestGroupHostsMustAgree: a member cannot join on a node whose
+// --queues-per-topic, or whose tags, differ from the group's live hosts:
+// the allocation needs one queue count, the positions one filter.
+func TestGroupHostsMustAgree(t *testing.T) {
+	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 1 {
 			c.QueuesPerTopic = 8
 		}
 	})
-	ds[0].subscribe("t/subscribe?mode=clustering&group=g")
-	waitFor(t, "node1 to see the group", func() bool { return len(ds[1].groupsOf()) == 1 })
-	r := ds[1].do("GET", "/v1/topics/t/subscribe?mode=clustering&group=g", nil)
-	if r.status != http.StatusConflict || r.errCode() != CodeConflict || !strings.Contains(string(r.body), "--queues-per-topic") {
-		t.Fatalf("a member on the node with 8 queues: %d %s", r.status, r.body)
+	ds[0].subscribe("t/subscribe?mode=clustering&group=g&tags=eu||us")
+	for _, td := range ds[1:] {
+		waitFor(t, td.cfg.NodeName+" to see the group", func() bool { return len(td.groupsOf()) == 1 })
 	}
+	for _, tc := range []struct {
+		node  int
+		query string
+		want  string
+	}{
+		{1, "mode=clustering&group=g&tags=eu||us", "--queues-per-topic"},
+		{2, "mode=clustering&group=g&tags=eu", "same tags"},
+		{2, "mode=clustering&group=g", "same tags"},
+	} {
+		r := ds[tc.node].do("GET", "/v1/topics/t/subscribe?"+tc.query, nil)
+		if r.status != http.StatusConflict || r.errCode() != CodeConflict || !strings.Contains(string(r.body), tc.want) {
+			t.Errorf("node%d %s: %d %s; want conflict about %q", tc.node, tc.query, r.status, r.body, tc.want)
+		}
+	}
+	// The same tags in another order are the same filter.
+	s := ds[2].subscribe("t/subscribe?mode=clustering&group=g&tags=us||eu")
+	waitHosts(t, []*testDaemon{ds[0], ds[2]}, "t", "g", 2)
+	s.close()
 }

@@ -89,6 +89,8 @@
 // A node reads each group's topic once for all its members. A message for
 // a member at its max_inflight is parked, in order, until it has room,
 // and the reader goes on for the others; only past 10,000 parked messages
-// does the reader wait. Members of a group on one node must name the same
-// tags; across nodes it is not checked (RocketMQ requires the same).
+// does the reader wait. Every member of a group, on every node, must name
+// the same tags, as RocketMQ requires: a message one node's filter skips
+// counts as handled. A member with other tags, or on a node with another
+// queue count, is refused while the group has live hosts that differ.
 package group

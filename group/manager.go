@@ -176,13 +176,14 @@ func (m *Manager) Kick() {
 	}
 }
 
-// Join adds a member to a group on this node. tags must be the same for
-// every member of the group on this node. maxInflight bounds the messages
+// Join adds a member to a group on this node. tags (in any order) must
+// be the same for every member of the group, on every node. maxInflight bounds the messages
 // it holds unacknowledged (0: DefaultMaxInflight).
 func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Member, error) {
 	if maxInflight <= 0 {
 		maxInflight = DefaultMaxInflight
 	}
+	tags = slices.Compact(slices.Sorted(slices.Values(tags))) // a||b is b||a
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -191,9 +192,8 @@ func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Mem
 	k := groupKey{topic, name}
 	g := m.groups[k]
 	if g == nil {
-		if other := m.otherQueues(topic, name); other != 0 {
-			return nil, fmt.Errorf("%w: group %s on %s is hosted by nodes with %d queues per topic; this node has %d (--queues-per-topic must be the same on every node)",
-				ErrConflict, name, topic, other, m.cfg.Queues)
+		if err := m.agrees(topic, name, tags); err != nil {
+			return nil, err
 		}
 		g = newGroup(m, topic, name, tags)
 		m.groups[k] = g
@@ -300,8 +300,10 @@ func (m *Manager) syncHosts(ctx context.Context) {
 	m.mu.Lock()
 	var msgs []store.Message
 	counts := make(map[groupKey]int)
+	tags := make(map[groupKey][]string)
 	for k, g := range m.groups {
 		counts[k] = g.memberCount()
+		tags[k] = g.tags
 	}
 	for k := range m.published {
 		if _, ok := counts[k]; !ok {
@@ -316,7 +318,7 @@ func (m *Manager) syncHosts(ctx context.Context) {
 		if n == 0 {
 			msg.Delete = true
 		} else {
-			msg.Value, _ = json.Marshal(hosting{Members: n, Queues: m.cfg.Queues})
+			msg.Value, _ = json.Marshal(hosting{Members: n, Queues: m.cfg.Queues, Tags: tags[k]})
 		}
 		msgs = append(msgs, msg)
 	}
@@ -368,9 +370,10 @@ func (m *Manager) hosts(topic, name string, alive map[uint64]bool, self bool) []
 	return nodes
 }
 
-// otherQueues returns the queues per topic of a live node hosting the
-// group with a count other than this node's, 0 if none.
-func (m *Manager) otherQueues(topic, name string) int {
+// agrees checks a group new on this node against its live hosts: the
+// allocation needs one queue count, and the positions one tag filter (a
+// message one node's filter skips counts as handled).
+func (m *Manager) agrees(topic, name string, tags []string) error {
 	alive := m.alive()
 	for _, k := range m.st.Keys(HostsTopic, topic+"/"+name+"/", "", 0) {
 		_, _, n, ok := parseHostsKey(k)
@@ -381,11 +384,18 @@ func (m *Manager) otherQueues(topic, name string) int {
 		if !ok {
 			continue
 		}
-		if h, err := decodeHosting(e.Value); err == nil && h.Queues != m.cfg.Queues {
-			return h.Queues
+		h, err := decodeHosting(e.Value)
+		switch {
+		case err != nil:
+		case h.Queues != m.cfg.Queues:
+			return fmt.Errorf("%w: group %s on %s is hosted by nodes with %d queues per topic; this node has %d (--queues-per-topic must be the same on every node)",
+				ErrConflict, name, topic, h.Queues, m.cfg.Queues)
+		case !slices.Equal(h.Tags, tags):
+			return fmt.Errorf("%w: group %s on %s has members with tags %q on node %016x; every member must name the same tags",
+				ErrConflict, name, topic, h.Tags, n)
 		}
 	}
-	return 0
+	return nil
 }
 
 // rebalance gives each local group the queues the allocation says.

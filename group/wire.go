@@ -147,11 +147,13 @@ func decodePosition(b []byte) (position, error) {
 	return p, nil
 }
 
-// hosting is the value of a HostsTopic key: the node's member count and
-// its queues per topic (which every node must agree on).
+// hosting is the value of a HostsTopic key: the node's member count, and
+// its queues per topic and the group's tags there, which every node must
+// agree on.
 type hosting struct {
-	Members int `json:"members"`
-	Queues  int `json:"queues"`
+	Members int      `json:"members"`
+	Queues  int      `json:"queues"`
+	Tags    []string `json:"tags,omitempty"`
 }
 
 func decodeHosting(b []byte) (hosting, error) {
