@@ -120,8 +120,10 @@
 //	    100000, default 1000) bounds what the member holds unacknowledged.
 //	    The header Cachecast-Member gives the member's id. Each line is the
 //	    object above plus "id":"<origin>-<seq>", "attempt" (1, then 2.. on
-//	    redeliveries) and "queue"; SSE frames have "id: <that id>". Members
-//	    of one group on one node must name the same tags (409 conflict).
+//	    redeliveries) and "queue"; SSE frames have "id: <that id>". Every
+//	    member of a group, on every node, must name the same tags (in any
+//	    order), and every node hosting it have the same --queues-per-topic:
+//	    409 conflict otherwise.
 //	    curl -sSN $S 'http://x/v1/topics/orders/subscribe?mode=clustering&group=billing'
 //
 //	POST /v1/topics/{topic}/groups/{group}/ack   body {"ack":[ids],"nack":[ids]}
