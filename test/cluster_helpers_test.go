@@ -59,7 +59,7 @@ type clusterSpec struct {
 // ready. The ports are picked before the first node starts, so that every
 // node can be given every node as a seed; a node whose port was taken in
 // between is started again on new ports.
-func startClusterNodes(t *testing.T, specs []clusterSpec) []*clusterNode {
+func startClusterNodes(t testing.TB, specs []clusterSpec) []*clusterNode {
 	t.Helper()
 	gossip := make([]string, len(specs))
 	data := make([]string, len(specs))
@@ -95,7 +95,7 @@ func startClusterNodes(t *testing.T, specs []clusterSpec) []*clusterNode {
 	return nodes
 }
 
-func newClusterNode(t *testing.T, sp clusterSpec, gossipAddr, dataAddr string, join []string) *clusterNode {
+func newClusterNode(t testing.TB, sp clusterSpec, gossipAddr, dataAddr string, join []string) *clusterNode {
 	args := []string{
 		"--gossip-addr", gossipAddr,
 		"--data-addr", dataAddr,
@@ -111,7 +111,7 @@ func newClusterNode(t *testing.T, sp clusterSpec, gossipAddr, dataAddr string, j
 
 // freeGossipAddr is a 127.0.0.1 port free for both TCP and UDP, as
 // memberlist binds both.
-func freeGossipAddr(t *testing.T) string {
+func freeGossipAddr(t testing.TB) string {
 	t.Helper()
 	for range 100 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -132,7 +132,7 @@ func freeGossipAddr(t *testing.T) string {
 }
 
 // freeDataAddr is a free TCP port on 127.0.0.1.
-func freeDataAddr(t *testing.T) string {
+func freeDataAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -236,7 +236,7 @@ func fullyConnected(st daemon.ClusterStatus, want []string, noLag bool) string {
 
 // waitClusterUp waits until every node sees every node of want alive and
 // connected (and, with noLag, caught up).
-func waitClusterUp(t *testing.T, nodes []*clusterNode, want []string, noLag bool, timeout time.Duration) {
+func waitClusterUp(t testing.TB, nodes []*clusterNode, want []string, noLag bool, timeout time.Duration) {
 	t.Helper()
 	var last []string
 	why := poll(t, timeout, func() string {
@@ -269,16 +269,17 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() str
 	}
 }
 
-// poll calls cond every 50ms until it returns "" or timeout passes, and
-// returns its last answer.
-func poll(t *testing.T, timeout time.Duration, cond func() string) string {
+// poll calls cond every 20ms until it returns "" or timeout passes (or
+// the test ends), and returns its last answer. The step is short enough
+// for the benchmarks that time events with it.
+func poll(t testing.TB, timeout time.Duration, cond func() string) string {
 	deadline := time.Now().Add(timeout)
 	for {
 		why := cond()
 		if why == "" || time.Now().After(deadline) || t.Context().Err() != nil {
 			return why
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -266,7 +264,7 @@ func groupOf(ctx context.Context, c *client.Client, topic, group string) (*clien
 func waitAllocated(tb testing.TB, nodes []*clusterNode, topic, group string, timeout time.Duration) map[string][]int {
 	tb.Helper()
 	var out map[string][]int
-	why := pollTB(tb, timeout, func() string {
+	why := poll(tb, timeout, func() string {
 		out = map[string][]int{}
 		for _, n := range nodes {
 			g, err := groupOf(context.Background(), n.Client, topic, group)
@@ -319,98 +317,14 @@ func waitAllocated(tb testing.TB, nodes []*clusterNode, topic, group string, tim
 	return out
 }
 
-// pollTB is poll for a test or a benchmark.
-func pollTB(tb testing.TB, timeout time.Duration, cond func() string) string {
-	deadline := time.Now().Add(timeout)
-	for {
-		why := cond()
-		if why == "" || time.Now().After(deadline) || tb.Context().Err() != nil {
-			return why
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// startGroupCluster starts a three-node process cluster (a, b, c) as
-// startClusterNodes does, for benchmarks too (startClusterNodes takes a
-// *testing.T), and waits until every node sees every other alive and
-// connected.
+// startGroupCluster starts a three-node process cluster (a, b, c) for a
+// test or a benchmark and waits until every node sees every other alive
+// and connected.
 func startGroupCluster(tb testing.TB, args ...string) []*clusterNode {
 	tb.Helper()
-	names := []string{"a", "b", "c"}
-	gossip := make([]string, len(names))
-	data := make([]string, len(names))
-	for i := range names {
-		gossip[i], data[i] = freeAddrTB(tb, true), freeAddrTB(tb, false)
-	}
-	nodes := make([]*clusterNode, len(names))
-	for i, name := range names {
-		for attempt := 1; ; attempt++ {
-			n := NewNode(tb, bins, NodeOptions{Name: name, Args: append([]string{
-				"--gossip-addr", gossip[i],
-				"--data-addr", data[i],
-				"--gossip-profile", "local",
-				"--join", strings.Join(gossip, ","),
-				"--join-timeout", clusterJoinTimeout,
-				"--log-level", "info",
-			}, args...)})
-			cn := &clusterNode{Node: n, Name: name, GossipAddr: gossip[i], DataAddr: data[i]}
-			err := cn.StartProcess()
-			if err == nil {
-				err = cn.WaitReady(15 * time.Second)
-			}
-			if err == nil {
-				nodes[i] = cn
-				break
-			}
-			if attempt < 5 && strings.Contains(cn.Logs(), "address already in use") {
-				cn.Kill()
-				gossip[i], data[i] = freeAddrTB(tb, true), freeAddrTB(tb, false)
-				continue
-			}
-			tb.Fatal(err)
-		}
-	}
-	if why := pollTB(tb, 20*time.Second, func() string {
-		for _, n := range nodes {
-			st, err := n.clusterStatus(context.Background())
-			if err != nil {
-				return err.Error()
-			}
-			if why := fullyConnected(st, names, false); why != "" {
-				return why
-			}
-		}
-		return ""
-	}); why != "" {
-		tb.Fatalf("the cluster did not come up: %s", why)
-	}
+	nodes := startClusterNodes(tb, threeNodes(args...))
+	waitClusterUp(tb, nodes, namesOf(nodes), false, 20*time.Second)
 	return nodes
-}
-
-// freeAddrTB is a free 127.0.0.1 port, free for UDP too with udp.
-func freeAddrTB(tb testing.TB, udp bool) string {
-	tb.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		addr := l.Addr().String()
-		if !udp {
-			l.Close()
-			return addr
-		}
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return addr
-	}
-	tb.Fatal("no port free for both TCP and UDP on 127.0.0.1")
-	return ""
 }
 
 // nodeGone reports whether st shows name dead, left or absent.

@@ -73,7 +73,7 @@ func TestGroupKillMember(t *testing.T) {
 	// Failure detection, for comparison with the take-over.
 	var detected time.Duration
 	wg.Go(func() {
-		pollTB(t, 30*time.Second, func() string {
+		poll(t, 30*time.Second, func() string {
 			for _, n := range []*clusterNode{a, b} {
 				st, err := n.clusterStatus(t.Context())
 				if err != nil || !nodeGone(st, "c") {
