@@ -319,12 +319,7 @@ func (a *api) dlqList(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	q, e := query(r)
-	if e != nil {
-		a.fail(w, r, e)
-		return
-	}
-	limit, e := limitParam(q)
+	q, limit, e := listQuery(r)
 	if e != nil {
 		a.fail(w, r, e)
 		return

@@ -410,18 +410,22 @@ func query(r *http.Request) (url.Values, *apiError) {
 	return q, nil
 }
 
-// limitParam reads limit= of a list route: 1 to maxKeysLimit, default
-// defaultKeysLimit.
-func limitParam(q url.Values) (int, *apiError) {
+// listQuery reads the query of a list route and its limit=: 1 to
+// maxKeysLimit, default defaultKeysLimit.
+func listQuery(r *http.Request) (url.Values, int, *apiError) {
+	q, e := query(r)
+	if e != nil {
+		return nil, 0, e
+	}
 	s := q.Get("limit")
 	if s == "" {
-		return defaultKeysLimit, nil
+		return q, defaultKeysLimit, nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > maxKeysLimit {
-		return 0, errorf(CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s)
+		return nil, 0, errorf(CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s)
 	}
-	return n, nil
+	return q, n, nil
 }
 
 func (a *api) listKeys(w http.ResponseWriter, r *http.Request, p params) {
@@ -429,12 +433,7 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	q, e := query(r)
-	if e != nil {
-		a.fail(w, r, e)
-		return
-	}
-	limit, e := limitParam(q)
+	q, limit, e := listQuery(r)
 	if e != nil {
 		a.fail(w, r, e)
 		return
