@@ -60,6 +60,12 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 	if err != nil {
 		return nil, err
 	}
+	if len(keys) == 0 {
+		// Validate kept the ports on loopback, unless told otherwise.
+		log.Warn("the cluster runs without a key: gossip is not encrypted and the data port takes records from any process that reaches it",
+			zap.String("gossip-addr", cfg.GossipAddr), zap.String("data-addr", cfg.DataAddr),
+			zap.Bool("loopback-only", loopbackAddr(cfg.GossipAddr) && loopbackAddr(cfg.DataAddr)))
+	}
 	var natsConf *broadcast.NATSConfig
 	if cfg.Transport == "nats" {
 		natsConf = &broadcast.NATSConfig{URL: cfg.NATSURL, SubjectPrefix: cfg.NATSSubjectPrefix, Options: cfg.natsOptions()}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // clusterConfig is testConfig on its own loopback ports, with the fast
@@ -167,6 +170,66 @@ func TestClusterOverNATS(t *testing.T) {
 		}
 		if td.d.cluster.b.BytesSent() == 0 {
 			t.Fatalf("%s sent nothing", td.cfg.NodeName)
+		}
+	}
+}
+
+// TestClusterWithoutKeyStaysOnLoopback: a node without --cluster-key-file
+// binds loopback by default, refuses a wider bind unless
+// --allow-insecure-cluster says so (checked by validation alone: no test
+// binds 0.0.0.0), and warns at start that it runs without a key.
+func TestClusterWithoutKeyStaysOnLoopback(t *testing.T) {
+	def := DefaultConfig()
+	if !loopbackAddr(def.GossipAddr) || !loopbackAddr(def.DataAddr) {
+		t.Fatalf("defaults bind %s and %s; want loopback without a key", def.GossipAddr, def.DataAddr)
+	}
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZg==\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		gossip, data string
+		key          string
+		insecure     bool
+		wantErr      string
+	}{
+		{"127.0.0.1:7946", "127.0.0.1:7947", "", false, ""},
+		{"[::1]:7946", "localhost:7947", "", false, ""},
+		{"0.0.0.0:7946", "127.0.0.1:7947", "", false, "--gossip-addr: 0.0.0.0:7946 is reachable beyond this machine"},
+		{"127.0.0.1:7946", ":7947", "", false, "--data-addr: :7947 is reachable beyond this machine"},
+		{"127.0.0.1:7946", "[::]:7947", "", false, "--data-addr: [::]:7947 is reachable"},
+		{"10.1.2.3:7946", "127.0.0.1:7947", "", false, "--gossip-addr: 10.1.2.3:7946 is reachable"},
+		{"node1.example:7946", "127.0.0.1:7947", "", false, "--gossip-addr: node1.example:7946 is reachable"},
+		{"0.0.0.0:7946", "0.0.0.0:7947", "", true, ""},
+		{"0.0.0.0:7946", "0.0.0.0:7947", keyFile, false, ""},
+	} {
+		c := DefaultConfig()
+		c.GossipAddr, c.DataAddr, c.ClusterKeyFile, c.AllowInsecureCluster = tt.gossip, tt.data, tt.key, tt.insecure
+		err := c.Validate()
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s %s key %q insecure %v: %v", tt.gossip, tt.data, tt.key, tt.insecure, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInsecureCluster)):
+			t.Errorf("%s %s: Validate() = %v; want %q", tt.gossip, tt.data, err, tt.wantErr)
+		}
+	}
+
+	for _, withKey := range []bool{false, true} {
+		c := clusterConfig(t, "lone", nil)
+		if withKey {
+			c.ClusterKeyFile = keyFile
+		}
+		core, logs := observer.New(zap.InfoLevel)
+		d, err := New(c, zap.New(core))
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := logs.FilterMessageSnippet("runs without a key").Len() > 0
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if warned == withKey {
+			t.Errorf("with a key %v: warned of no key: %v", withKey, warned)
 		}
 	}
 }

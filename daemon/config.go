@@ -133,8 +133,15 @@ type Config struct {
 	// for tests on one machine).
 	GossipProfile string
 	// ClusterKeyFile holds the cluster keys, base64, one per line, the
-	// first one primary; empty: no encryption and no key on the data port.
+	// first one primary; empty: no encryption and no key on the data port,
+	// so the cluster's ports must stay on loopback (see
+	// AllowInsecureCluster).
 	ClusterKeyFile string
+	// AllowInsecureCluster lets a node without ClusterKeyFile bind its
+	// gossip or data port beyond loopback, where anyone who reaches the
+	// ports may join the cluster and write to it. Off: such a bind is
+	// refused.
+	AllowInsecureCluster bool
 	// Replication is "none", "async" (the replica gets writes with the
 	// fan-out) or "sync" (a publish waits until the replica holds it).
 	Replication string
@@ -226,8 +233,8 @@ func DefaultConfig() Config {
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ShutdownTimeout:   10 * time.Second,
-		GossipAddr:        "0.0.0.0:7946",
-		DataAddr:          "0.0.0.0:7947",
+		GossipAddr:        "127.0.0.1:7946",
+		DataAddr:          "127.0.0.1:7947",
 		JoinTimeout:       10 * time.Second,
 		GossipProfile:     "lan",
 		Replication:       "async",
@@ -370,6 +377,15 @@ func (c Config) validateCluster() error {
 	if _, _, err := net.SplitHostPort(c.DataAddr); err != nil {
 		return fmt.Errorf("--data-addr: %v", err)
 	}
+	if c.ClusterKeyFile == "" && !c.AllowInsecureCluster {
+		for _, a := range []struct{ flag, addr string }{{"--gossip-addr", c.GossipAddr}, {"--data-addr", c.DataAddr}} {
+			if !loopbackAddr(a.addr) {
+				return fmt.Errorf("%s: %s is reachable beyond this machine and there is no --cluster-key-file, "+
+					"so anyone who reaches it could join the cluster and write to it: give --cluster-key-file, "+
+					"bind 127.0.0.1, or pass --allow-insecure-cluster: %w", a.flag, a.addr, ErrInsecureCluster)
+			}
+		}
+	}
 	switch c.GossipProfile {
 	case "lan", "wan", "local":
 	default:
@@ -413,6 +429,25 @@ func (c Config) validateCluster() error {
 		return fmt.Errorf("--transport: must be \"tcp\" or \"nats\", got %q", c.Transport)
 	}
 	return nil
+}
+
+// ErrInsecureCluster means a node without a cluster key would open its
+// cluster ports beyond loopback without --allow-insecure-cluster.
+var ErrInsecureCluster = errors.New("daemon: cluster ports open to the network without a key")
+
+// loopbackAddr reports whether host:port binds loopback only: localhost or
+// a loopback IP. An empty host, an unspecified IP (0.0.0.0, ::) or any
+// other name or address reaches beyond this machine.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // storeOptions maps the configuration onto the store's options. It assumes
@@ -473,7 +508,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Join, "join", c.Join, "seed addresses of the cluster, comma separated (ip:port of their gossip ports)")
 	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "bound on the first join attempt (READY=1 waits for it); later attempts run in the background")
 	fs.StringVar(&c.GossipProfile, "gossip-profile", c.GossipProfile, `memberlist timers: "lan", "wan" or "local" (fast, one machine)`)
-	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", c.ClusterKeyFile, "file of cluster keys (base64, one per line, first is primary) for gossip encryption and the data port")
+	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", c.ClusterKeyFile, "file of cluster keys (base64, one per line, first is primary) for gossip encryption and the data port; without it the cluster's ports stay on loopback")
+	fs.BoolVar(&c.AllowInsecureCluster, "allow-insecure-cluster", c.AllowInsecureCluster, "let a node without --cluster-key-file bind --gossip-addr or --data-addr beyond loopback (anyone who reaches the ports can join and write)")
 	fs.StringVar(&c.Replication, "replication", c.Replication, `copy each write to the replica peer: "none", "async" (with the fan-out) or "sync" (the publish waits for the replica)`)
 	fs.StringVar(&c.Replica, "replica", c.Replica, "node name of the replica peer; empty: the successor on the ring of node IDs")
 	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "sync replication: how long a publish waits for the replica before it answers replica_timeout")
