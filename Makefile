@@ -8,7 +8,9 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 TMPFILESDIR ?= $(PREFIX)/lib/tmpfiles.d
 SYSCONFDIR  ?= /etc
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION)
+# The version of both binaries: daemon.Version for cachecastd, main.version
+# for cachecast (cachecast version prints both).
+LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
 .PHONY: all build run test vet race fuzz bench bench-accumulate bench-daemon install clean

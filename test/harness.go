@@ -38,12 +38,13 @@ type Binaries struct {
 }
 
 // Build compiles cmd/cachecastd and cmd/cachecast into dir with go build,
-// stamping version as daemon.Version the way the Makefile does. With race the
-// race detector is compiled in: a daemon that reports a data race then fails
-// the test that ran it (see Node). Build is meant for TestMain: once per run.
+// stamping version as daemon.Version and the CLI's main.version the way the
+// Makefile does. With race the race detector is compiled in: a daemon that
+// reports a data race then fails the test that ran it (see Node). Build is
+// meant for TestMain: once per run.
 func Build(dir, version string, race bool) (*Binaries, error) {
 	args := []string{"build", "-o", dir + string(os.PathSeparator),
-		"-ldflags", "-X " + Module + "/daemon.Version=" + version}
+		"-ldflags", "-X " + Module + "/daemon.Version=" + version + " -X main.version=" + version}
 	if race {
 		args = append(args, "-race")
 	}

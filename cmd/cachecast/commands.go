@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,8 +29,11 @@ var publishCmd = &command{
 	args:    "TOPIC KEY [VALUE]",
 	summary: "publish a value under a key (the value from stdin when absent)",
 	help: `Prints the message's identity: status, seq, origin, hlc, time.
-An empty KEY ("") publishes a plain stream message: delivered to
-subscribers, not cached. A status other than "ok" means stored locally
+Without VALUE the value is stdin, read to its end, byte for byte (a
+file or a pipe: cachecast publish TOPIC KEY < value.bin); when stdin
+is a terminal, that is refused as a usage error rather than waiting
+for typing. An empty KEY ("") publishes a plain stream message:
+delivered to subscribers, not cached. A status other than "ok" means stored locally
 but not as replicated as asked; it is printed as a warning on stderr and
 the exit status stays 0.`,
 	minArgs: 2, maxArgs: 3,
@@ -38,9 +42,12 @@ the exit status stays 0.`,
 		asJSON := fs.Bool("json", false, "print the result as the API's JSON")
 		return func(ctx context.Context, e *env, args []string) error {
 			var value []byte
-			if len(args) == 3 {
+			switch {
+			case len(args) == 3:
 				value = []byte(args[2])
-			} else {
+			case e.stdinTTY:
+				return usagef("no VALUE given and stdin is a terminal: give the value as an argument, or on stdin from a file or a pipe")
+			default:
 				b, err := io.ReadAll(io.LimitReader(e.stdin, maxStdinValue+1))
 				if err != nil {
 					return fmt.Errorf("reading the value from stdin: %w", err)
@@ -101,8 +108,11 @@ var getCmd = &command{
 	name:    "get",
 	args:    "TOPIC KEY",
 	summary: "print a key's latest value, raw, on stdout",
-	help: `With -v, the value's metadata (tag, origin, seq, hlc, time, size) goes
-to stderr, so that stdout stays the raw value. A missing key is an error
+	help: `The value is printed as it is stored, byte for byte, when stdout is a
+file or a pipe. On a terminal a newline follows it (unless it ends
+with one), so that the prompt starts on a line of its own. With -v,
+the value's metadata (tag, origin, seq, hlc, time, size) goes to
+stderr, so that stdout stays the raw value. A missing key is an error
 (exit status 1).`,
 	minArgs: 2, maxArgs: 2,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
@@ -121,7 +131,11 @@ to stderr, so that stdout stays the raw value. A missing key is an error
 				fmt.Fprintf(e.stderr, "tag:    %s\norigin: %s\nseq:    %d\nhlc:    %d\ntime:   %s\nsize:   %d\n",
 					v.Tag, client.FormatOrigin(v.Origin), v.Seq, v.HLC, v.Time.UTC().Format(timeLayout), len(v.Bytes))
 			}
-			_, err = e.stdout.Write(v.Bytes)
+			out := v.Bytes
+			if e.stdoutTTY && !bytes.HasSuffix(out, []byte("\n")) {
+				out = append(out, '\n')
+			}
+			_, err = e.stdout.Write(out)
 			return err
 		}
 	},

@@ -6,7 +6,7 @@
 //	cachecast [--socket PATH] COMMAND [flags] [args]
 //
 // Commands: publish, get, del, keys, watch, topics, groups, group reset,
-// dlq list, dlq show, dlq replay, status, bench, help.
+// dlq list, dlq show, dlq replay, status, bench, version, help.
 // `cachecast help COMMAND` or `cachecast COMMAND --help` documents each.
 //
 // The socket is --socket, else $CACHECAST_SOCKET, else ./cachecast.sock
@@ -47,6 +47,8 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	stdinTTY       bool // publish refuses to wait for a value typed at a terminal
+	stdoutTTY      bool // get ends a value with a newline
 	stderrTTY      bool // draw a progress bar rather than print lines
 }
 
@@ -85,7 +87,7 @@ type command struct {
 // commands, in the order help lists them.
 var commands = []*command{
 	benchCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
-	keysCmd, publishCmd, statusCmd, topicsCmd, watchCmd,
+	keysCmd, publishCmd, statusCmd, topicsCmd, versionCmd, watchCmd,
 }
 
 func lookup(name string) *command {
@@ -137,6 +139,8 @@ func main() {
 		stdout:    os.Stdout,
 		stderr:    os.Stderr,
 		getenv:    os.Getenv,
+		stdinTTY:  isTerminal(os.Stdin),
+		stdoutTTY: isTerminal(os.Stdout),
 		stderrTTY: isTerminal(os.Stderr),
 	}
 	code := run(ctx, e, os.Args[1:])
@@ -144,6 +148,7 @@ func main() {
 	os.Exit(code)
 }
 
+// isTerminal reports whether f is a terminal.
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
@@ -231,6 +236,10 @@ func help(e *env, top *pflag.FlagSet, args []string) int {
 		topUsage(e.stdout, top)
 		return exitOK
 	}
+	if len(args) == 1 && args[0] == "help" {
+		fmt.Fprint(e.stdout, helpUsage)
+		return exitOK
+	}
 	cmd, rest := resolve(args)
 	if cmd == nil || len(rest) > 0 {
 		fmt.Fprintf(e.stderr, "cachecast help: %s\n", unknownCommand(args))
@@ -243,6 +252,15 @@ func help(e *env, top *pflag.FlagSet, args []string) int {
 	cmdUsage(e.stdout, cmd, fs)
 	return exitOK
 }
+
+// helpUsage is what `cachecast help help` prints: help is not a command
+// of the table (it takes no flags), so its text is here.
+const helpUsage = `Usage: cachecast help [COMMAND]
+
+Without COMMAND, lists the commands and the flags they all take; with
+one, prints its usage, flags and details, as "cachecast COMMAND --help"
+does. A command of two words is named with both: cachecast help dlq list.
+`
 
 func topUsage(w io.Writer, top *pflag.FlagSet) {
 	var b strings.Builder

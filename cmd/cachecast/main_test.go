@@ -45,6 +45,13 @@ func cliCtx(ctx context.Context, t *testing.T, srv *clienttest.Server, stdin str
 // (unset when empty).
 func cliSocket(ctx context.Context, t *testing.T, socket, stdin string, args ...string) result {
 	t.Helper()
+	return cliEnv(ctx, t, socket, stdin, nil, args...)
+}
+
+// cliEnv is cliSocket with edit applied to the env first (nil: none),
+// for the terminal flags.
+func cliEnv(ctx context.Context, t *testing.T, socket, stdin string, edit func(*env), args ...string) result {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	e := &env{
 		stdin:  strings.NewReader(stdin),
@@ -56,6 +63,9 @@ func cliSocket(ctx context.Context, t *testing.T, socket, stdin string, args ...
 			}
 			return ""
 		},
+	}
+	if edit != nil {
+		edit(e)
 	}
 	code := run(ctx, e, args)
 	return result{out.String(), errOut.String(), code}

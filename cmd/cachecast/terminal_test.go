@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cachecast/cachecast/client/clienttest"
+)
+
+// openPTY opens a pseudo-terminal pair and returns its terminal end.
+func openPTY(t *testing.T) *os.File {
+	t.Helper()
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	t.Cleanup(func() { master.Close() })
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return pts
+}
+
+// TestIsTerminal: the check main uses for stdin, stdout and stderr says
+// yes for a pseudo-terminal and no for a pipe and a file.
+func TestIsTerminal(t *testing.T) {
+	pts := openPTY(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	for _, c := range []struct {
+		name string
+		f    *os.File
+		want bool
+	}{{"pty", pts, true}, {"pipe", w, false}, {"file", file, false}} {
+		if got := isTerminal(c.f); got != c.want {
+			t.Errorf("isTerminal(%s) = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestGetNewlineOnTerminal: get ends the value with a newline on a
+// terminal (unless it has one), and prints the raw bytes otherwise.
+func TestGetNewlineOnTerminal(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	for key, value := range map[string]string{"plain": "12.50", "newline": "line\n", "empty": "", "binary": "\x00\xff"} {
+		cli(t, srv, "", "publish", "prices", key, value).check(t, exitOK)
+	}
+	tests := []struct {
+		key  string
+		tty  bool
+		want string
+	}{
+		{"plain", true, "12.50\n"},
+		{"plain", false, "12.50"},
+		{"newline", true, "line\n"},
+		{"newline", false, "line\n"},
+		{"empty", true, "\n"},
+		{"empty", false, ""},
+		{"binary", true, "\x00\xff\n"},
+		{"binary", false, "\x00\xff"},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s tty=%v", tc.key, tc.tty), func(t *testing.T) {
+			r := cliEnv(context.Background(), t, srv.Socket, "", func(e *env) { e.stdoutTTY = tc.tty }, "get", "prices", tc.key).check(t, exitOK)
+			if r.stdout != tc.want {
+				t.Errorf("stdout %q, want %q", r.stdout, tc.want)
+			}
+		})
+	}
+}
+
+// TestPublishStdinTerminal: publish without a value refuses a terminal
+// on stdin (a usage error, nothing published) instead of waiting, and
+// reads stdin otherwise.
+func TestPublishStdinTerminal(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	tty := func(e *env) { e.stdinTTY = true }
+	r := cliEnv(context.Background(), t, srv.Socket, "typed", tty, "publish", "prices", "k").check(t, exitUsage)
+	if !strings.Contains(r.stderr, "stdin is a terminal") || r.stdout != "" {
+		t.Errorf("stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	if n := srv.Messages("prices"); n != 0 {
+		t.Fatalf("%d messages published", n)
+	}
+	cliEnv(context.Background(), t, srv.Socket, "", tty, "publish", "prices", "k", "arg").check(t, exitOK)
+	cli(t, srv, "piped", "publish", "prices", "k2").check(t, exitOK)
+	if r := cli(t, srv, "", "get", "prices", "k2").check(t, exitOK); r.stdout != "piped" {
+		t.Errorf("value from a pipe: %q", r.stdout)
+	}
+}
+
+// TestHelpHelp: help documents itself.
+func TestHelpHelp(t *testing.T) {
+	r := cli(t, nil, "", "help", "help").check(t, exitOK)
+	if !strings.HasPrefix(r.stdout, "Usage: cachecast help [COMMAND]") || r.stderr != "" {
+		t.Errorf("help help: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// TestVersion: version prints the CLI's version, then the daemon's when
+// one answers; without a daemon it says so on stderr and succeeds.
+func TestVersion(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	r := cli(t, srv, "", "version").check(t, exitOK)
+	if want := "cachecast " + cliVersion() + "\ncachecastd test\n"; r.stdout != want {
+		t.Errorf("version printed %q, want %q", r.stdout, want)
+	}
+	r = cliSocket(context.Background(), t, filepath.Join(t.TempDir(), "none.sock"), "", "version").check(t, exitOK)
+	if r.stdout != "cachecast "+cliVersion()+"\n" || !strings.Contains(r.stderr, "no daemon answered") {
+		t.Errorf("version without a daemon: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+}
