@@ -49,6 +49,12 @@
 // errors.Is. A socket nobody listens on is ErrUnreachable; an answer that
 // breaks the wire format is ErrBadResponse.
 //
+// A subscription stream the daemon ends with an error line reports it as
+// an *APIError (Status 0). A subscription line that does not decode is
+// never dropped silently: Subscription.Malformed counts them, Next
+// returns each as an error wrapping ErrBadResponse (and can go on), and
+// the Events channel ends at the first one with that error in Err.
+//
 // # Publish results
 //
 // A PutResult's Status is "ok" when the message was stored as the daemon's

@@ -75,6 +75,10 @@ type SubscribeOptions struct {
 	// sends this member before it acknowledges them (0: the daemon's
 	// default, 1000; at most 100000).
 	MaxInflight int
+	// RawLines keeps each message's NDJSON line, as the daemon sent it,
+	// in Event.Raw (for a caller that passes the lines on, as `cachecast
+	// watch --json` prints them).
+	RawLines bool
 }
 
 // Subscription is a stream of the messages of one topic, in topic offset
@@ -93,6 +97,9 @@ type Subscription struct {
 	r      *bufio.Reader
 	closed atomic.Bool
 	buf    []byte // line accumulation when a line outgrows r's buffer
+	raw    bool   // SubscribeOptions.RawLines
+
+	malformed atomic.Uint64 // lines that did not decode
 
 	once   sync.Once
 	events chan Event
@@ -155,6 +162,7 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts SubscribeOpti
 		cancel: cancel,
 		resp:   resp,
 		r:      bufio.NewReaderSize(resp.Body, 64<<10),
+		raw:    opts.RawLines,
 		stop:   make(chan struct{}),
 	}, nil
 }
@@ -162,8 +170,12 @@ func (c *Client) Subscribe(ctx context.Context, topic string, opts SubscribeOpti
 // Next blocks until the next message arrives and returns it. It returns
 // io.EOF when the daemon ended the stream (it shuts down, for one),
 // ErrClosed after Close, the context's error when the caller's context
-// ended, and an error wrapping ErrBadResponse for a line that does not
-// decode (the stream stays usable: the next call reads the next line).
+// ended, and an error wrapping *APIError when the daemon ended the stream
+// with an error line ({"error":{...}}; its Status is 0: the stream's own
+// status was 200). A line that does not decode is counted (Malformed)
+// and returned as an error wrapping ErrBadResponse; the stream stays
+// usable, and the next call reads the next line, but the message on that
+// line is lost to the caller: one that goes on should say so.
 // Next must not be called concurrently with itself or with Events.
 func (s *Subscription) Next() (Event, error) {
 	for {
@@ -174,8 +186,31 @@ func (s *Subscription) Next() (Event, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue // tolerate blank keep-alive lines
 		}
-		return decodeEvent(line)
+		if bytes.HasPrefix(line, []byte(`{"error":`)) {
+			return Event{}, fmt.Errorf("client: subscription to %q ended by the daemon: %w", s.topic, decodeAPIError(0, line))
+		}
+		ev, err := decodeEvent(line)
+		if err != nil {
+			n := s.malformed.Add(1)
+			return Event{}, fmt.Errorf("subscription to %q: line %q (malformed lines so far: %d): %w", s.topic, shortLine(line), n, err)
+		}
+		if s.raw {
+			ev.Raw = bytes.Clone(line)
+		}
+		return ev, nil
 	}
+}
+
+// Malformed is the number of lines of the stream that did not decode as
+// a message so far.
+func (s *Subscription) Malformed() uint64 { return s.malformed.Load() }
+
+// shortLine cuts a line for an error message.
+func shortLine(line []byte) []byte {
+	if len(line) > 200 {
+		return append(line[:200:200], "..."...)
+	}
+	return line
 }
 
 // readLine returns the next line without its newline. The slice is valid
@@ -244,9 +279,9 @@ func (s *Subscription) pump() {
 	for {
 		ev, err := s.Next()
 		if err != nil {
-			if errors.Is(err, ErrBadResponse) {
-				continue // skip the line, as Next's callers may
-			}
+			// A line that does not decode ends the channel too: skipping
+			// it would lose its message without a word, and a caller
+			// acknowledging what comes next would move its cursor past it.
 			s.err = err
 			return
 		}
@@ -260,8 +295,10 @@ func (s *Subscription) pump() {
 }
 
 // Err is why the Events channel closed: io.EOF when the daemon ended the
-// stream, ErrClosed, the context's error, or a transport error. It is
-// meaningful only after the channel is closed.
+// stream, an error wrapping *APIError when it ended it with an error line,
+// one wrapping ErrBadResponse for a line that did not decode (the channel
+// ends there rather than skip a message), ErrClosed, the context's error,
+// or a transport error. It is meaningful only after the channel is closed.
 func (s *Subscription) Err() error { return s.err }
 
 // Ack acknowledges ev. In broadcasting mode it advances the subscription's

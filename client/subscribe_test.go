@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,4 +264,91 @@ func TestSubscribeEnds(t *testing.T) {
 			t.Errorf("next after the daemon closed: %v, want io.EOF", err)
 		}
 	})
+}
+
+// streamAnswer is a subscription answer carrying lines, then its end.
+func streamAnswer(lines ...string) string {
+	body := strings.Join(lines, "\n") + "\n"
+	return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}
+
+const (
+	goodLine1 = `{"offset":0,"topic":"t","key":"a","tag":"","value":"1","delete":false,"origin":"00c0ffee12345678","seq":1,"hlc":"117703674415284224","time":"2026-11-30T05:12:19.784Z"}`
+	badLine   = `{"offset":1,"topic":"t","key":"b","value":"2","origin":"not hex","seq":2,"hlc":"1","time":"x"}`
+	goodLine3 = `{"offset":2,"topic":"t","key":"c","tag":"","value":"3","delete":false,"origin":"00c0ffee12345678","seq":3,"hlc":"117703674415546368","time":"2026-11-30T05:12:19.788Z"}`
+	errorLine = `{"error":{"code":"internal","message":"record corrupt at offset 3"}}`
+)
+
+// TestSubscribeMalformedLine: a line that does not decode is counted and
+// reported, never skipped without a word: Next returns it as an error and
+// goes on; Events ends there with the error in Err. An error line of the
+// daemon is an *APIError with its code.
+func TestSubscribeMalformedLine(t *testing.T) {
+	sock := rawServer(t, streamAnswer(goodLine1, badLine, goodLine3, errorLine))
+	c := client.New(sock)
+	defer c.Close()
+
+	t.Run("Next", func(t *testing.T) {
+		sub, err := c.Subscribe(ctx(t), "t", client.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		if ev := next(t, sub); ev.Key != "a" {
+			t.Fatalf("first: %+v", ev)
+		}
+		if _, err := sub.Next(); !errors.Is(err, client.ErrBadResponse) || !strings.Contains(err.Error(), "not hex") {
+			t.Fatalf("malformed line: %v, want ErrBadResponse naming the line", err)
+		}
+		if n := sub.Malformed(); n != 1 {
+			t.Fatalf("Malformed() = %d, want 1", n)
+		}
+		if ev := next(t, sub); ev.Key != "c" {
+			t.Fatalf("after the malformed line: %+v", ev)
+		}
+		_, err = sub.Next()
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Code != "internal" || !strings.Contains(ae.Message, "record corrupt") {
+			t.Fatalf("error line: %v, want the daemon's internal error", err)
+		}
+		if _, err := sub.Next(); err != io.EOF {
+			t.Fatalf("after the error line: %v, want io.EOF", err)
+		}
+	})
+
+	t.Run("Events", func(t *testing.T) {
+		sub, err := c.Subscribe(ctx(t), "t", client.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		var keys []string
+		for ev := range sub.Events() {
+			keys = append(keys, ev.Key)
+		}
+		if len(keys) != 1 || keys[0] != "a" || !errors.Is(sub.Err(), client.ErrBadResponse) || sub.Malformed() != 1 {
+			t.Fatalf("events %q, Err %v, Malformed %d; want a, then the channel closed on the malformed line", keys, sub.Err(), sub.Malformed())
+		}
+	})
+}
+
+// TestSubscribeRawLines: with RawLines each event carries its line as
+// the daemon sent it.
+func TestSubscribeRawLines(t *testing.T) {
+	sock := rawServer(t, streamAnswer(goodLine1, goodLine3))
+	c := client.New(sock)
+	defer c.Close()
+	for _, raw := range []bool{false, true} {
+		sub, err := c.Subscribe(ctx(t), "t", client.SubscribeOptions{RawLines: raw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{goodLine1, goodLine3} {
+			ev := next(t, sub)
+			if raw && string(ev.Raw) != want || !raw && ev.Raw != nil {
+				t.Errorf("RawLines %v: Raw %q, want %q", raw, ev.Raw, want)
+			}
+		}
+		sub.Close()
+	}
 }

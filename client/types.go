@@ -81,6 +81,10 @@ type Event struct {
 	Attempt int
 	// Queue is the group's queue the message came through (0..Q-1).
 	Queue int
+
+	// Raw is the message's line as the daemon sent it, without the
+	// newline, when SubscribeOptions.RawLines asks for it.
+	Raw []byte
 }
 
 // Value is a key's latest value and its identity, as Get returns it.

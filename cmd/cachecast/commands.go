@@ -326,7 +326,7 @@ var watchCmd = &command{
 	help: `Each line is: offset, key, tag, value, separated by tabs. An empty key
 or tag shows as "-"; a tombstone's value as "(deleted)"; a value that is
 not printable text is shown Go-quoted ("\xff..."). --json prints the
-API's NDJSON lines instead.
+API's NDJSON lines instead, byte for byte as the daemon sent them.
 
 --from is earliest, latest (the default, or the cursor's position when
 --name names an existing cursor), an offset, or an RFC 3339 time.
@@ -348,7 +348,11 @@ again. A group starts where the group stands, not at --from, and is its
 own cursor (no --name): "cachecast group reset" moves it.
 
 watch runs until interrupted (exit status 0), until --count messages were
-printed, or until the daemon ends the stream (exit status 1).`,
+printed, or until the daemon ends the stream (exit status 1, with the
+daemon's error when it sent one). A line that does not decode as a
+message ends it too (exit status 1, the line on stderr), rather than be
+skipped: with --name or --group, what comes after it would be
+acknowledged past it.`,
 	minArgs: 1, maxArgs: 1,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
 		from := fs.String("from", "", "earliest, latest, an offset or an RFC 3339 time")
@@ -379,7 +383,7 @@ printed, or until the daemon ends the stream (exit status 1).`,
 				if fs.Changed("from") || fs.Changed("name") || fs.Changed("ack") {
 					return usagef("--group takes no --from, --name or --ack: a group keeps its own position")
 				}
-				opts := client.SubscribeOptions{Mode: client.ModeClustering, Group: *group, Tags: tagList, MaxInflight: *maxInflight}
+				opts := client.SubscribeOptions{Mode: client.ModeClustering, Group: *group, Tags: tagList, MaxInflight: *maxInflight, RawLines: *asJSON}
 				sub, cancel, err := subscribeGroup(ctx, c, args[0], opts)
 				if err != nil {
 					return err
@@ -395,7 +399,7 @@ printed, or until the daemon ends the stream (exit status 1).`,
 			if fs.Changed("max-inflight") {
 				return usagef("--max-inflight needs --group")
 			}
-			opts := client.SubscribeOptions{From: *from, Name: *name, AutoAck: *name != "" && *ack == "auto", Tags: tagList}
+			opts := client.SubscribeOptions{From: *from, Name: *name, AutoAck: *name != "" && *ack == "auto", Tags: tagList, RawLines: *asJSON}
 			sub, err := c.Subscribe(ctx, args[0], opts)
 			if err != nil {
 				return err
@@ -448,11 +452,7 @@ func watch(ctx context.Context, e *env, c *client.Client, sub *client.Subscripti
 				return err
 			}
 			if asJSON {
-				b, err := json.Marshal(ev)
-				if err != nil {
-					return err
-				}
-				w.Write(b)
+				w.Write(ev.Raw) // the daemon's line, byte for byte
 				w.WriteByte('\n')
 			} else {
 				writeEventLine(w, ev)

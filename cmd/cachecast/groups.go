@@ -73,11 +73,7 @@ func watchGroup(ctx context.Context, e *env, c *client.Client, sub *client.Subsc
 				return errors.Join(err, ackNow())
 			}
 			if asJSON {
-				b, err := json.Marshal(ev)
-				if err != nil {
-					return err
-				}
-				w.Write(b)
+				w.Write(ev.Raw) // the daemon's line, byte for byte
 				w.WriteByte('\n')
 			} else {
 				w.WriteString(ev.ID)

@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/client/clienttest"
 )
 
@@ -34,6 +33,7 @@ type groupDaemon struct {
 	mu      sync.Mutex
 	answers map[string]string // JSON bodies by "METHOD /escaped/path"
 	stream  []string          // the lines of a clustering subscription
+	lines   []string          // the lines of a broadcasting subscription (nil: the back server's)
 	seen    []string          // "METHOD /path?query body", in order; "leave" when a stream ends
 	acked   [][]string        // the ack lists of each ack request
 }
@@ -65,6 +65,12 @@ func newGroupDaemon(t *testing.T) *groupDaemon {
 		switch {
 		case r.URL.Query().Get("mode") == "clustering":
 			d.subscribe(w, r)
+		case strings.HasSuffix(route, "/subscribe") && d.broadcastLines() != nil:
+			d.record(r)
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			for _, l := range d.broadcastLines() {
+				io.WriteString(w, l+"\n")
+			}
 		case strings.HasSuffix(route, "/ack"):
 			d.ack(w, r)
 		default:
@@ -87,6 +93,12 @@ func newGroupDaemon(t *testing.T) *groupDaemon {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return d
+}
+
+func (d *groupDaemon) broadcastLines() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lines
 }
 
 func (d *groupDaemon) answer(route, body string) {
@@ -210,13 +222,16 @@ func TestWatchGroup(t *testing.T) {
 		})
 	}
 
+	// --json prints the daemon's lines byte for byte: a field the client
+	// does not know and the daemon's spacing stay.
 	t.Run("json", func(t *testing.T) {
 		d := newGroupDaemon(t)
-		d.stream, _ = groupLines(1)
-		r := cliSocket(context.Background(), t, d.socket, "", "watch", "orders", "--group", "billing", "--count", "1", "--json").check(t, exitOK)
-		var ev client.Event
-		if err := json.Unmarshal([]byte(r.stdout), &ev); err != nil || ev.ID != "00000000deadbeef-1" || ev.Attempt != 2 || ev.Queue != 1 {
-			t.Errorf("watch --group --json: %s (%+v, %v)", r.stdout, ev, err)
+		lines, _ := groupLines(2)
+		lines[0] = strings.Replace(lines[0], `{"offset":0,`, `{"offset": 0, "future":{"x":[1,2]},`, 1)
+		d.stream = lines
+		r := cliSocket(context.Background(), t, d.socket, "", "watch", "orders", "--group", "billing", "--count", "2", "--json").check(t, exitOK)
+		if want := lines[0] + "\n" + lines[1] + "\n"; r.stdout != want {
+			t.Errorf("watch --group --json printed\n%s\nwant the daemon's lines\n%s", r.stdout, want)
 		}
 	})
 
@@ -361,5 +376,40 @@ func TestStatusGroups(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "orders billing 4 0 0 10 0 0 3") {
 		t.Errorf("status with a group:\n%s", r.stdout)
+	}
+}
+
+// TestWatchStreamLines: watch --json prints a broadcasting stream's lines
+// byte for byte; a line that does not decode ends watch (exit 1, the line
+// on stderr) after what came before it, and so does the daemon's error
+// line, with its code.
+func TestWatchStreamLines(t *testing.T) {
+	good := []string{
+		`{"offset":0,"topic":"w","key":"a","tag":"","value":"1","delete":false,"origin":"00000000deadbeef","seq":1,"hlc":"117703673222397952","time":"2026-11-30T05:12:01.582Z","future":true}`,
+		`{"offset": 1, "topic":"w","key":"b","tag":"","value_base64":"/w==","delete":false,"origin":"00000000deadbeef","seq":2,"hlc":"117703673222397953","time":"2026-11-30T05:12:01.582Z"}`,
+	}
+	tests := []struct {
+		name       string
+		lines      []string
+		args       []string
+		stdout     string
+		code       int
+		stderrWant string
+	}{
+		{"json", good, []string{"--json", "--count", "2"}, good[0] + "\n" + good[1] + "\n", exitOK, ""},
+		{"malformed", []string{good[0], `{"offset":1,"topic":"w","origin":"zz"}`, good[1]}, nil,
+			"0\ta\t-\t1\n", exitError, `(malformed lines so far: 1): client: malformed response: origin "zz"`},
+		{"error line", []string{good[0], `{"error":{"code":"internal","message":"record corrupt"}}`}, []string{"--json"},
+			good[0] + "\n", exitError, "internal: record corrupt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newGroupDaemon(t)
+			d.lines = tt.lines
+			r := cliSocket(context.Background(), t, d.socket, "", append([]string{"watch", "w", "--from", "earliest"}, tt.args...)...).check(t, tt.code)
+			if r.stdout != tt.stdout || !strings.Contains(r.stderr, tt.stderrWant) {
+				t.Errorf("stdout %q stderr %q; want stdout %q, stderr with %q", r.stdout, r.stderr, tt.stdout, tt.stderrWant)
+			}
+		})
 	}
 }
