@@ -109,9 +109,24 @@ func (c *Conn) roundTrip() (answer, error) {
 }
 
 func (c *Conn) exchange() (answer, error) {
-	if _, err := c.nc.Write(c.buf); err != nil {
-		return answer{}, err
+	if _, werr := c.nc.Write(c.buf); werr != nil {
+		// The daemon answers some requests before it has read them whole
+		// (413 for a body over its limit) and closes: its answer, already
+		// here, is what the caller needs, not the broken pipe. The
+		// connection is spent either way.
+		c.nc.SetReadDeadline(time.Now().Add(time.Second))
+		a, err := c.readAnswer()
+		if err != nil {
+			return answer{}, werr
+		}
+		a.header.close = true
+		return a, nil
 	}
+	return c.readAnswer()
+}
+
+// readAnswer reads one answer, its body into c.body.
+func (c *Conn) readAnswer() (answer, error) {
 	var err error
 	var a answer
 	a.status, a.header, err = readHead(c.r)

@@ -250,3 +250,24 @@ func TestConnAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestConnAnswerBeforeBody: the daemon answers a body over its limit
+// before reading it (413) and closes; the caller gets that answer, not
+// the broken pipe of the rest of its write, and the connection is spent.
+func TestConnAnswerBeforeBody(t *testing.T) {
+	const body = `{"error":{"code":"value_too_large","message":"value of 8388608 bytes exceeds --max-value-size (1MiB)"}}`
+	answer := fmt.Sprintf("HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c, err := client.Dial(context.Background(), rawServer(t, answer), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Publish("t", "k", make([]byte, 8<<20), "")
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != 413 || ae.Code != client.CodeValueTooLarge || !strings.Contains(ae.Message, "--max-value-size (1MiB)") {
+		t.Fatalf("publish of 8 MiB: %v; want the daemon's 413 value_too_large naming the limit", err)
+	}
+	if _, err := c.Get("t", "k"); err == nil || errors.As(err, &ae) && ae.Status == 413 {
+		t.Fatalf("the connection after the early answer: %v; want it spent", err)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -158,6 +160,11 @@ func TestCLI(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &ev); err != nil || ev.Key != "sku-1" || ev.Tag != "eu" {
 			t.Fatalf("watch --json printed %q: %v", r.stdout, err)
 		}
+		// --json is the daemon's own lines, byte for byte.
+		r = cli(t, n, "", "watch", "--json", "--from", "earliest", "--count", "5", "prices").ok(t, "watch --json")
+		if want := subscriptionLines(t, n, "prices", 5); r.stdout != want {
+			t.Fatalf("watch --json printed\n%s\nthe daemon's stream is\n%s", r.stdout, want)
+		}
 	})
 
 	t.Run("watch with a durable cursor", func(t *testing.T) {
@@ -258,7 +265,23 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
+	t.Run("version", func(t *testing.T) {
+		r := cli(t, n, "", "version").ok(t, "version")
+		if want := "cachecast " + testVersion + "\ncachecastd " + testVersion + "\n"; r.stdout != want {
+			t.Fatalf("version printed %q, want %q", r.stdout, want)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
+		// A value over --max-value-size (64KiB here) is refused before
+		// the daemon reads it: bench reports the daemon's answer, not the
+		// broken pipe of its write, with either transport.
+		for _, transport := range []string{"conn", "http"} {
+			r := cli(t, n, "", "bench", "--size", "2000000", "--count", "3", "--transport", transport)
+			if r.code != 1 || !strings.Contains(r.stderr, "value_too_large") || !strings.Contains(r.stderr, "--max-value-size (64KiB)") {
+				t.Fatalf("bench --size 2000000 --transport %s: exit %d, %q; want value_too_large naming the limit", transport, r.code, r.stderr)
+			}
+		}
 		if r := cli(t, n, "", "nosuchcommand"); r.code != 2 {
 			t.Fatalf("unknown command: exit %d; want 2 (usage)", r.code)
 		}
@@ -275,4 +298,33 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("status without a daemon: %v %q; want exit 1 naming the socket", err, out)
 		}
 	})
+}
+
+// subscriptionLines reads the first count lines of topic's stream from
+// the earliest message straight off the socket (net/http, not package
+// client), each with its newline.
+func subscriptionLines(t *testing.T, n *Node, topic string, count int) string {
+	t.Helper()
+	conn, err := net.Dial("unix", n.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET /v1/topics/%s/subscribe?from=earliest HTTP/1.1\r\nHost: x\r\n\r\n", topic)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	var b strings.Builder
+	for range count {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("subscription of %s: %v after %q", topic, err, b.String())
+		}
+		b.WriteString(line)
+	}
+	return b.String()
 }
