@@ -71,18 +71,6 @@ type Config struct {
 	// Profile selects memberlist's timers: ProfileLAN (default),
 	// ProfileWAN or ProfileLocal.
 	Profile string
-	// LocalState returns this node's anti-entropy state (the version
-	// vector) for a push/pull exchange with a random peer; join is true
-	// during a join. Called from memberlist's goroutines, concurrently; it
-	// must be quick and must not call into Gossip's Leave or Shutdown. Nil:
-	// no state is exchanged.
-	LocalState func(join bool) []byte
-	// MergeState receives a peer's state from a push/pull, with the peer
-	// that sent it. Called from memberlist's goroutines, concurrently, while
-	// the exchange is in progress: it must not block long (hand the work
-	// to another goroutine) and must not call Leave or Shutdown. state is
-	// not reused by gossip. Nil: peers' state is dropped.
-	MergeState func(from Member, state []byte)
 	// EventBuffer is the capacity of the Events channel (default 256).
 	EventBuffer int
 	// ForgetAfter is how long Members keeps reporting a node that left or

@@ -2,14 +2,17 @@
 // github.com/hashicorp/memberlist (SWIM: random probes, indirect probes,
 // suspicion, gossip of state changes, periodic full state push/pull).
 //
-// Gossip knows nothing of messages. It carries three things:
+// Gossip knows nothing of messages. It carries two things:
 //
 //   - membership: who is in the cluster and in what state (alive, left,
 //     dead), with Events for changes;
-//   - node metadata: each node's origin ID, data-port address and protocol
-//     version (Meta, at most MetaMaxSize = 512 bytes, memberlist's limit);
-//   - opaque state blobs for anti-entropy: Config.LocalState and
-//     Config.MergeState ride on memberlist's push/pull exchange.
+//   - node metadata: each node's origin ID, data-port address, protocol
+//     version and leaving flag (Meta, at most MetaMaxSize = 512 bytes,
+//     memberlist's limit).
+//
+// Anti-entropy (the version vectors) does not ride on memberlist's
+// push/pull exchange: package broadcast runs it over the data port every
+// second, where memberlist's LAN push/pull runs every 30s.
 //
 // # Lifecycle
 //
@@ -33,26 +36,19 @@
 // Members, whose *Node values memberlist keeps writing under its lock.
 //
 // A leave and a failure look alike to memberlist's NotifyLeave: in v0.7 the
-// Node it passes always says StateAlive (hashicorp/memberlist#293), while
-// memberlist itself knows which it was (a dead notice sent by the node about
-// itself is a leave). The delegate reads that private state by reflection,
-// under memberlist's lock; tests pin the result (EventLeft vs EventFailed).
-// Suspicion is not reported at all, so a suspected member stays alive here
-// until it is declared dead.
-//
-// # Anti-entropy
-//
-// memberlist v0.7 runs push/pull over a TCP stream with one random peer
-// every PushPullInterval (and during a join), calling Delegate.LocalState
-// on each side and Delegate.MergeRemoteState with the other side's blob.
-// MergeRemoteState is not told who sent the blob: memberlist reads the
-// peer's node list and user state from the stream (net.go
-// readRemoteState, mergeRemoteState) and passes only the bytes on. So this
-// package wraps every blob in an envelope carrying the sender's name and
-// metadata (encodeState), and MergeState's from is the sender as it
-// describes itself, completed with the gossip address and state this node
-// knows for that name. It is exact, not best-effort; it is as trustworthy
-// as the gossip itself (encrypted and authenticated when keys are set).
+// Node it passes always says StateAlive (hashicorp/memberlist#293). So
+// Leave first sets the Leaving flag in this node's metadata and gossips it
+// (memberlist's UpdateNode, waited for until the update has been sent its
+// full number of times, at most half of Leave's timeout), and only then
+// sends memberlist's leave, as Serf marks a member leaving before it
+// leaves. A member whose last metadata says Leaving is reported EventLeft
+// when memberlist drops it, any other EventFailed; the flag alone is no
+// event. A node that missed the flag (it was cut off while it travelled,
+// or the leave reached it first) reports the leave as a failure, which is
+// what it would report without the flag; a node that crashes between the
+// two steps is reported as left. memberlist's private state is never
+// read. Suspicion is not reported at all, so a suspected member stays
+// alive here until it is declared dead.
 //
 // # Encryption and key rotation
 //

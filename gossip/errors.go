@@ -21,8 +21,8 @@ var (
 	// memberlist's limit.
 	ErrMetaTooLarge = errors.New("gossip: node metadata too large")
 
-	// ErrBadMeta means node metadata or a state envelope received from a
-	// peer is malformed or of an unknown format.
+	// ErrBadMeta means node metadata received from a peer is malformed or
+	// of an unknown format.
 	ErrBadMeta = errors.New("gossip: malformed node metadata")
 
 	// ErrBadKey means a cluster key is malformed (not base64, not 16, 24 or

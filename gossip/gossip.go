@@ -8,7 +8,6 @@ import (
 	"log"
 	"math/rand/v2"
 	"net"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,12 +124,14 @@ type Gossip struct {
 	cfg     Config
 	log     *zap.Logger
 	ml      *memberlist.Memberlist
-	mlp     atomic.Pointer[memberlist.Memberlist] // ml, for the delegate (set after Create returns)
-	keyring *memberlist.Keyring                   // nil without encryption
-	mlLog   *logWriter                            // memberlist's log, stopped at Shutdown
+	keyring *memberlist.Keyring // nil without encryption
+	mlLog   *logWriter          // memberlist's log, stopped at Shutdown
 	prof    profile
-	meta    []byte // EncodeMeta of local; immutable after New
-	addr    string // local.Addr; immutable after New
+	// meta is EncodeMeta of this node's Meta, read by memberlist through
+	// NodeMeta; Leave swaps in the same with Leaving set.
+	meta     atomic.Pointer[[]byte]
+	metaBase Meta   // this node's Meta without Leaving; immutable after New
+	addr     string // local.Addr; immutable after New
 
 	// mu guards the member table, the local state and the events channel.
 	// Never call memberlist while holding it: memberlist calls the event
@@ -237,16 +238,19 @@ func New(cfg Config) (*Gossip, error) {
 		State:    StateAlive,
 	}
 	g.addr = g.local.Addr
-	if g.meta, err = EncodeMeta(Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: ProtocolVersion}); err != nil {
+	g.metaBase = Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: ProtocolVersion}
+	// The leaving form is one byte longer: check that one against the limit.
+	if _, err := EncodeMeta(Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: ProtocolVersion, Leaving: true}); err != nil {
 		_ = nt.Shutdown()
 		return nil, fmt.Errorf("%w: DataAddr: %w", ErrInvalidConfig, err)
 	}
+	meta, _ := EncodeMeta(g.metaBase)
+	g.meta.Store(&meta)
 
 	if g.ml, err = memberlist.Create(mc); err != nil {
 		_ = nt.Shutdown() // Create shuts it down only on some paths; twice is fine
 		return nil, fmt.Errorf("gossip: start memberlist: %w", err)
 	}
-	g.mlp.Store(g.ml)
 	g.log.Info("gossip started",
 		zap.String("node-name", cfg.NodeName),
 		zap.String("node-id", fmt.Sprintf("%016x", cfg.NodeID)),
@@ -535,13 +539,15 @@ func (g *Gossip) DroppedEvents() uint64 {
 	return g.dropped.Load()
 }
 
-// Leave tells the cluster this node is leaving and waits until the message
-// has gone out to at least one member, or timeout (≤ 0 means 5s). The
-// others then report this node as StateLeft (EventLeft) rather than
-// failed. The node keeps answering gossip until Shutdown; call Shutdown
-// next. Calling Leave again is a no-op; after Shutdown it returns
-// ErrShutdown. Safe for concurrent use; Shutdown waits for a Leave in
-// progress.
+// Leave tells the cluster this node is leaving, in two steps: first its
+// metadata with Leaving set, gossiped until memberlist has sent it its
+// full number of times, then memberlist's leave, waited for until it has
+// gone out to at least one member. timeout (≤ 0 means 5s) bounds the two
+// together, half each at most for the first. The others then report this
+// node as StateLeft (EventLeft) rather than failed. The node keeps
+// answering gossip until Shutdown; call Shutdown next. Calling Leave again
+// is a no-op; after Shutdown it returns ErrShutdown. Safe for concurrent
+// use; Shutdown waits for a Leave in progress.
 func (g *Gossip) Leave(timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -556,7 +562,16 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	g.mu.Unlock()
 	g.left = true
 	start := time.Now()
-	if err := g.ml.Leave(timeout); err != nil {
+	leaving := g.metaBase
+	leaving.Leaving = true
+	meta, _ := EncodeMeta(leaving) // checked in New
+	g.meta.Store(&meta)
+	if err := g.ml.UpdateNode(timeout / 2); err != nil {
+		// The leave itself still goes out; a member that missed the flag
+		// reports a failure instead.
+		g.log.Warn("leaving flag not confirmed", zap.Duration("timeout", timeout/2), zap.Error(err))
+	}
+	if err := g.ml.Leave(max(timeout-time.Since(start), time.Millisecond)); err != nil {
 		g.log.Warn("leave not confirmed", zap.Duration("timeout", timeout), zap.Error(err))
 		return fmt.Errorf("gossip: leave: %w", err)
 	}
@@ -669,16 +684,16 @@ func (g *Gossip) emitLocked(ev Event) {
 // methods with its node lock held: they must not block nor call
 // memberlist.
 type delegate struct {
-	g          *Gossip
-	warnLayout sync.Once
+	g *Gossip
 }
 
 // NodeMeta returns the encoded metadata (checked against the limit in New).
 func (d *delegate) NodeMeta(limit int) []byte {
-	if len(d.g.meta) > limit {
+	meta := *d.g.meta.Load()
+	if len(meta) > limit {
 		return nil // cannot happen: New checks against MetaMaxSize
 	}
-	return d.g.meta
+	return meta
 }
 
 // NotifyMsg is unused: gossip carries no messages.
@@ -687,37 +702,12 @@ func (d *delegate) NotifyMsg([]byte) {}
 // GetBroadcasts is unused: gossip carries no messages.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
-// LocalState wraps Config.LocalState's blob with this node's identity.
-func (d *delegate) LocalState(join bool) []byte {
-	if d.g.cfg.LocalState == nil {
-		return nil
-	}
-	return encodeState(d.g.cfg.NodeName, d.g.meta, d.g.cfg.LocalState(join))
-}
+// LocalState is unused: anti-entropy runs over the data port (package
+// broadcast), not memberlist's push/pull, whose LAN interval is 30s.
+func (d *delegate) LocalState(join bool) []byte { return nil }
 
-// MergeRemoteState unwraps a peer's state and hands it to Config.MergeState
-// with the sender.
-func (d *delegate) MergeRemoteState(buf []byte, join bool) {
-	g := d.g
-	if g.cfg.MergeState == nil {
-		return
-	}
-	name, meta, state, err := decodeState(buf)
-	if err != nil {
-		g.log.Warn("dropping a peer's anti-entropy state", zap.Int("bytes", len(buf)), zap.Error(err))
-		return
-	}
-	if name == g.cfg.NodeName {
-		return // a seed list that names this node
-	}
-	from := Member{Name: name, ID: meta.ID, DataAddr: meta.DataAddr, Proto: meta.Proto, State: StateAlive}
-	g.mu.Lock()
-	if e, ok := g.members[name]; ok {
-		from.Addr, from.State = e.m.Addr, e.m.State
-	}
-	g.mu.Unlock()
-	g.cfg.MergeState(from, state)
-}
+// MergeRemoteState is unused, as LocalState is.
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {}
 
 // NotifyAlive refuses a node whose metadata does not decode: not a
 // cachecast node, or one of an incompatible metadata format.
@@ -743,50 +733,18 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 		zap.String("existing-addr", existing.Address()), zap.String("other-addr", other.Address()))
 }
 
-func (d *delegate) member(n *memberlist.Node) (Member, bool) {
-	m := Member{Name: n.Name, Addr: n.Address(), State: stateOf(n.State)}
+// member returns n as a Member, and whether its metadata says it is
+// leaving; ok is false if the metadata does not decode.
+func (d *delegate) member(n *memberlist.Node) (m Member, leaving, ok bool) {
+	m = Member{Name: n.Name, Addr: n.Address(), State: stateOf(n.State)}
 	meta, err := DecodeMeta(n.Meta)
 	if err != nil {
 		// NotifyAlive keeps such nodes out; a leave notice may still name one.
 		d.g.log.Warn("member with malformed metadata", zap.String("member", n.Name), zap.Error(err))
-		return m, false
+		return m, false, false
 	}
 	m.ID, m.DataAddr, m.Proto = meta.ID, meta.DataAddr, meta.Proto
-	return m, true
-}
-
-// nodeState returns memberlist's own state of n. memberlist v0.7 keeps a
-// node's state in its private nodeState.State, which shadows the State of
-// the embedded Node that delegates are given: that one stays StateAlive, so
-// NotifyLeave cannot tell a leave from a failure (hashicorp/memberlist#293,
-// fix proposed in #321). The private field is read through reflection, not
-// unsafe: if memberlist's layout changes, FieldByName finds nothing (or,
-// once #321 lands, the promoted Node.State) and this falls back to
-// n.State. Only call it from a delegate method that memberlist calls with
-// its node lock held (NotifyLeave), so the read does not race.
-func (d *delegate) nodeState(n *memberlist.Node) memberlist.NodeStateType {
-	if n.State != memberlist.StateAlive {
-		return n.State // a memberlist that fills it in
-	}
-	ml := d.g.mlp.Load()
-	if ml == nil {
-		return n.State
-	}
-	nodes := reflect.ValueOf(ml).Elem().FieldByName("nodeMap")
-	if !nodes.IsValid() || nodes.Kind() != reflect.Map || nodes.Type().Key().Kind() != reflect.String {
-		d.warnLayout.Do(func() { d.g.log.Error("cannot read memberlist's node states: leaves will be reported as failures") })
-		return n.State
-	}
-	ns := nodes.MapIndex(reflect.ValueOf(n.Name))
-	if !ns.IsValid() || ns.Kind() != reflect.Pointer || ns.IsNil() || ns.Elem().Kind() != reflect.Struct {
-		return n.State
-	}
-	f := ns.Elem().FieldByName("State")
-	if !f.IsValid() || !f.CanInt() {
-		d.warnLayout.Do(func() { d.g.log.Error("cannot read memberlist's node states: leaves will be reported as failures") })
-		return n.State
-	}
-	return memberlist.NodeStateType(f.Int())
+	return m, meta.Leaving, true
 }
 
 // NotifyJoin records a member that appeared and emits EventJoined.
@@ -795,7 +753,7 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	if n.Name == g.cfg.NodeName {
 		return
 	}
-	m, ok := d.member(n)
+	m, _, ok := d.member(n)
 	if !ok {
 		return
 	}
@@ -822,12 +780,13 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 }
 
 // NotifyUpdate records a member's new metadata and emits EventUpdated.
+// The leaving flag alone is no event: it is read again at NotifyLeave.
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 	g := d.g
 	if n.Name == g.cfg.NodeName {
 		return
 	}
-	m, ok := d.member(n)
+	m, leaving, ok := d.member(n)
 	if !ok {
 		return
 	}
@@ -837,6 +796,12 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 	if g.closed {
 		return
 	}
+	if e, known := g.members[m.Name]; known && e.m == m {
+		if leaving {
+			g.log.Info("member leaving", zap.String("member", m.Name), zap.String("addr", m.Addr))
+		}
+		return
+	}
 	g.members[m.Name] = &entry{m: m, since: time.Now()}
 	g.log.Info("member updated", zap.String("member", m.Name), zap.String("addr", m.Addr),
 		zap.String("data-addr", m.DataAddr))
@@ -844,7 +809,10 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 }
 
 // NotifyLeave records a member that left (StateLeft, EventLeft) or was
-// declared dead (StateDead, EventFailed).
+// declared dead (StateDead, EventFailed). memberlist v0.7 calls it alike
+// for both, with the Node's State saying StateAlive
+// (hashicorp/memberlist#293); the member's last metadata tells them apart:
+// Leave sets its Leaving flag before the leave goes out.
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	g := d.g
 	if n.Name == g.cfg.NodeName {
@@ -855,14 +823,14 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	if g.closed {
 		return // memberlist's suspicion timers outlive its Shutdown
 	}
-	m, ok := d.member(n)
+	m, leaving, ok := d.member(n)
 	if !ok {
 		if e, known := g.members[n.Name]; known {
 			m = e.m // keep the metadata we had
 		}
 	}
 	typ, state := EventFailed, StateDead
-	if d.nodeState(n) == memberlist.StateLeft {
+	if leaving {
 		typ, state = EventLeft, StateLeft
 	}
 	m.State = state

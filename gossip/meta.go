@@ -36,20 +36,34 @@ type Meta struct {
 	DataAddr string
 	// Proto is the node's ProtocolVersion.
 	Proto uint8
+	// Leaving is set by Leave before memberlist's own leave goes out, so
+	// that the others can tell a leave from a failure (see the package
+	// doc, "Events").
+	Leaving bool
 }
+
+// metaLeaving is the bit of the flags byte that says Meta.Leaving.
+const metaLeaving = 1 << 0
 
 // EncodeMeta encodes m in the layout below. It returns ErrMetaTooLarge if
 // the result would exceed MetaMaxSize.
 //
 //	0        1        2                       10
-//	+--------+--------+-----------------------+-----------------+----------------+
-//	| format | proto  | node ID (uint64, BE)  | len (uvarint)   | data address   | ...
-//	+--------+--------+-----------------------+-----------------+----------------+
+//	+--------+--------+-----------------------+---------------+--------------+-------+
+//	| format | proto  | node ID (uint64, BE)  | len (uvarint) | data address | flags | ...
+//	+--------+--------+-----------------------+---------------+--------------+-------+
 //
-// format is 1. Bytes after the data address are reserved for fields added
-// later; DecodeMeta ignores them.
+// format is 1. flags is one byte, bit 0 Leaving; it is written only when
+// a flag is set, so the metadata of a node that is not leaving is the
+// same bytes as before the byte was added (and older decoders, which
+// ignore bytes after the data address, read both). Unknown flag bits and
+// bytes after the flags are reserved for fields added later; DecodeMeta
+// ignores them.
 func EncodeMeta(m Meta) ([]byte, error) {
 	n := metaHeader + uvarintLen(uint64(len(m.DataAddr))) + len(m.DataAddr)
+	if m.Leaving {
+		n++
+	}
 	if n > MetaMaxSize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d (data address is %d bytes)",
 			ErrMetaTooLarge, n, MetaMaxSize, len(m.DataAddr))
@@ -59,6 +73,9 @@ func EncodeMeta(m Meta) ([]byte, error) {
 	b = binary.BigEndian.AppendUint64(b, m.ID)
 	b = binary.AppendUvarint(b, uint64(len(m.DataAddr)))
 	b = append(b, m.DataAddr...)
+	if m.Leaving {
+		b = append(b, metaLeaving)
+	}
 	return b, nil
 }
 
@@ -76,62 +93,15 @@ func DecodeMeta(b []byte) (Meta, error) {
 		return Meta{}, fmt.Errorf("%w: unknown format %d", ErrBadMeta, b[0])
 	}
 	m := Meta{Proto: b[1], ID: binary.BigEndian.Uint64(b[2:10])}
-	addr, _, err := readString(b[metaHeader:])
+	addr, rest, err := readString(b[metaHeader:])
 	if err != nil {
 		return Meta{}, fmt.Errorf("%w: data address: %v", ErrBadMeta, err)
 	}
 	m.DataAddr = addr
+	if len(rest) > 0 {
+		m.Leaving = rest[0]&metaLeaving != 0
+	}
 	return m, nil
-}
-
-// stateMagic opens every state envelope, so that a blob from something
-// other than this package is recognised as such.
-const stateMagic, stateFormat = 'G', 1
-
-// encodeState wraps the application's push/pull state with the identity of
-// the sender, because memberlist's MergeRemoteState does not say who sent
-// the state (see the package doc, "Anti-entropy").
-//
-//	0       1        2
-//	+-------+--------+--------------+------+--------------+------+-------------------+
-//	| 'G'   | format | len (uvarint)| name | len (uvarint)| meta | application state |
-//	+-------+--------+--------------+------+--------------+------+-------------------+
-//
-// meta is EncodeMeta's output; the application state runs to the end.
-func encodeState(name string, meta, state []byte) []byte {
-	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(name)+len(meta)+len(state))
-	b = append(b, stateMagic, stateFormat)
-	b = binary.AppendUvarint(b, uint64(len(name)))
-	b = append(b, name...)
-	b = binary.AppendUvarint(b, uint64(len(meta)))
-	b = append(b, meta...)
-	return append(b, state...)
-}
-
-// decodeState splits an envelope written by encodeState. The returned state
-// aliases b.
-func decodeState(b []byte) (name string, meta Meta, state []byte, err error) {
-	if len(b) < 2 || b[0] != stateMagic {
-		return "", Meta{}, nil, fmt.Errorf("%w: state envelope: bad magic", ErrBadMeta)
-	}
-	if b[1] != stateFormat {
-		return "", Meta{}, nil, fmt.Errorf("%w: state envelope: unknown format %d", ErrBadMeta, b[1])
-	}
-	name, rest, err := readString(b[2:])
-	if err != nil {
-		return "", Meta{}, nil, fmt.Errorf("%w: state envelope: node name: %v", ErrBadMeta, err)
-	}
-	if name == "" {
-		return "", Meta{}, nil, fmt.Errorf("%w: state envelope: empty node name", ErrBadMeta)
-	}
-	mb, rest, err := readBytes(rest)
-	if err != nil {
-		return "", Meta{}, nil, fmt.Errorf("%w: state envelope: metadata: %v", ErrBadMeta, err)
-	}
-	if meta, err = DecodeMeta(mb); err != nil {
-		return "", Meta{}, nil, fmt.Errorf("state envelope: %w", err)
-	}
-	return name, meta, rest, nil
 }
 
 // readBytes reads a uvarint length and that many bytes, returning them (a

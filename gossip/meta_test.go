@@ -14,6 +14,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{ID: ^uint64(0), DataAddr: "[2001:db8::1]:65535", Proto: 255},
 		{ID: 0x0123456789abcdef, DataAddr: "node-7.cachecast.example.internal:7947", Proto: 1},
 		{ID: 42, DataAddr: strings.Repeat("a", MetaMaxSize-metaHeader-2)}, // exactly at the limit
+		{ID: 7, DataAddr: "10.0.0.7:7947", Proto: 1, Leaving: true},
+		{ID: 43, DataAddr: strings.Repeat("a", MetaMaxSize-metaHeader-3), Leaving: true}, // at the limit, leaving
 	}
 	for _, m := range tests {
 		b, err := EncodeMeta(m)
@@ -30,11 +32,16 @@ func TestMetaRoundTrip(t *testing.T) {
 		if got != m {
 			t.Fatalf("round trip: got %+v, want %+v", got, m)
 		}
-		// Fields added by a later version at the end are ignored.
-		if len(b)+2 > MetaMaxSize {
+		// Fields added by a later version at the end are ignored: flag
+		// bits other than Leaving, and bytes after the flags.
+		if len(b)+3 > MetaMaxSize {
 			continue
 		}
-		got, err = DecodeMeta(append(b[:len(b):len(b)], 0xff, 0x01))
+		later := append(b[:len(b):len(b)], 0xfe, 0x01)
+		if m.Leaving {
+			later = append(b[:len(b):len(b)], 0x01)
+		}
+		got, err = DecodeMeta(later)
 		if err != nil || got != m {
 			t.Fatalf("with trailing bytes: got %+v, %v; want %+v", got, err, m)
 		}
@@ -80,28 +87,8 @@ func TestDecodeMetaErrors(t *testing.T) {
 	}
 }
 
-func TestStateEnvelope(t *testing.T) {
-	meta, _ := EncodeMeta(Meta{ID: 9, DataAddr: "10.0.0.9:7947", Proto: 1})
-	for _, state := range [][]byte{nil, {}, []byte("vector"), bytes.Repeat([]byte{0}, 100000)} {
-		b := encodeState("node-9", meta, state)
-		name, m, got, err := decodeState(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if name != "node-9" || m != (Meta{ID: 9, DataAddr: "10.0.0.9:7947", Proto: 1}) || !bytes.Equal(got, state) {
-			t.Fatalf("got %q %+v %d bytes", name, m, len(got))
-		}
-	}
-	b := encodeState("n", meta, []byte("x"))
-	for _, bad := range [][]byte{nil, {'G'}, {'X', 1}, {'G', 2, 1, 'n'}, b[:3], encodeState("", meta, nil), encodeState("n", meta[:4], nil)} {
-		if _, _, _, err := decodeState(bad); !errors.Is(err, ErrBadMeta) {
-			t.Fatalf("decodeState(%x): err = %v, want ErrBadMeta", bad, err)
-		}
-	}
-}
-
 func FuzzDecodeMeta(f *testing.F) {
-	for _, m := range []Meta{{}, {ID: 1, DataAddr: "127.0.0.1:7947", Proto: 1}, {ID: ^uint64(0), DataAddr: "[::1]:1"}} {
+	for _, m := range []Meta{{}, {ID: 1, DataAddr: "127.0.0.1:7947", Proto: 1}, {ID: ^uint64(0), DataAddr: "[::1]:1"}, {ID: 2, DataAddr: "127.0.0.1:7948", Proto: 1, Leaving: true}} {
 		b, _ := EncodeMeta(m)
 		f.Add(b)
 	}
@@ -123,32 +110,14 @@ func FuzzDecodeMeta(f *testing.F) {
 		if got, err := DecodeMeta(enc); err != nil || got != m {
 			t.Fatalf("re-decode: %+v, %v; want %+v", got, err, m)
 		}
-		if !bytes.HasPrefix(b, enc) {
+		// Up to the data address the re-encoding is the input; after it
+		// only the Leaving bit of the flags byte is kept.
+		fixed := enc
+		if m.Leaving {
+			fixed = enc[:len(enc)-1]
+		}
+		if !bytes.HasPrefix(b, fixed) {
 			t.Fatalf("re-encoding %x is not a prefix of the input %x", enc, b)
-		}
-	})
-}
-
-func FuzzDecodeState(f *testing.F) {
-	meta, _ := EncodeMeta(Meta{ID: 3, DataAddr: "127.0.0.1:7003", Proto: 1})
-	f.Add(encodeState("node-3", meta, []byte("state")))
-	f.Add(encodeState("n", meta, nil))
-	f.Add([]byte{'G', 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		name, m, state, err := decodeState(b)
-		if err != nil {
-			if !errors.Is(err, ErrBadMeta) {
-				t.Fatalf("error does not wrap ErrBadMeta: %v", err)
-			}
-			return
-		}
-		mb, err := EncodeMeta(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n2, m2, s2, err := decodeState(encodeState(name, mb, state))
-		if err != nil || n2 != name || m2 != m || !bytes.Equal(s2, state) {
-			t.Fatalf("round trip: %q %+v %x %v", n2, m2, s2, err)
 		}
 	})
 }
