@@ -230,7 +230,7 @@ func (c *Client) call(ctx context.Context, rq request, out any) error {
 		*out = b
 		return nil
 	}
-	if err := json.Unmarshal(b, out); err != nil {
+	if err := unmarshal(b, out); err != nil {
 		return fmt.Errorf("%w: %s %s: %v", ErrBadResponse, rq.method, rq.url.Path, err)
 	}
 	return nil
@@ -279,6 +279,9 @@ func (c *Client) PublishBatch(ctx context.Context, topic string, msgs []Message)
 }
 
 func (c *Client) publishMessages(ctx context.Context, topic string, msgs []Message, ctype string) ([]PutResult, error) {
+	if err := checkMessages(msgs); err != nil {
+		return nil, err
+	}
 	size := 0
 	for i := range msgs {
 		size += len(msgs[i].Key) + len(msgs[i].Tag) + len(msgs[i].Value) + 48
@@ -452,7 +455,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	var w statusWire
-	if err := json.Unmarshal(raw, &w); err != nil {
+	if err := unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("%w: status: %v", ErrBadResponse, err)
 	}
 	origin, err := parseOrigin(w.Node.Origin)

@@ -402,6 +402,16 @@ func TestInvalidArguments(t *testing.T) {
 		"delete empty key":    func(ctx context.Context) error { _, err := c.Delete(ctx, "t", ""); return err },
 		"keys empty topic":    func(ctx context.Context) error { _, _, err := c.Keys(ctx, "", "", "", 0); return err },
 		"cursor empty name":   func(ctx context.Context) error { _, err := c.SetCursor(ctx, "", "t", 0); return err },
+		// A key or tag that is not UTF-8 would travel as U+FFFD: another key.
+		"batch key not UTF-8": func(ctx context.Context) error {
+			_, err := c.PublishBatch(ctx, "t", []client.Message{{Key: "ok", Value: []byte("v")}, {Key: "z\xc3", Value: []byte("v")}})
+			return err
+		},
+		"batch tag not UTF-8": func(ctx context.Context) error {
+			_, err := c.PublishBatch(ctx, "t", []client.Message{{Key: "k", Tag: "\xff"}})
+			return err
+		},
+		"stream message tag not UTF-8": func(ctx context.Context) error { _, err := c.Publish(ctx, "t", "", []byte("v"), "\xff"); return err },
 		"subscribe no topic": func(ctx context.Context) error {
 			_, err := c.Subscribe(ctx, "", client.SubscribeOptions{})
 			return err

@@ -443,6 +443,9 @@ func (c *Conn) PublishBatch(topic string, msgs []Message) ([]PutResult, error) {
 }
 
 func (c *Conn) publishMessages(topic string, msgs []Message, ctype string) ([]PutResult, error) {
+	if err := checkMessages(msgs); err != nil {
+		return nil, err
+	}
 	c.startRequest(http.MethodPost, []string{"/v1/topics/", topic, "/messages"})
 	c.buf = append(c.buf, "Content-Type: "...)
 	c.buf = append(c.buf, ctype...)

@@ -126,6 +126,9 @@ func TestConnErrors(t *testing.T) {
 	if _, err := c.Get("", "k"); !errors.Is(err, client.ErrInvalidArgument) {
 		t.Errorf("empty topic: %v", err)
 	}
+	if _, err := c.PublishBatch("p", []client.Message{{Key: "z\xc3"}}); !errors.Is(err, client.ErrInvalidArgument) {
+		t.Errorf("key not UTF-8: %v", err)
+	}
 	// API errors leave the connection usable.
 	if _, err := c.Publish("p", "k", []byte("ok"), ""); err != nil {
 		t.Fatalf("after API errors: %v", err)

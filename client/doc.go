@@ -34,7 +34,10 @@
 // milliseconds. Values travel raw in PUT and GET bodies, and in JSON (batch
 // publish, subscription lines) as "value" when they are valid UTF-8 and
 // "value_base64" otherwise; the client chooses on the way out and accepts
-// both on the way in.
+// both on the way in. Keys and tags are UTF-8 text: a batch holding one
+// that is not is refused with ErrInvalidArgument before anything is sent
+// (JSON would carry it as U+FFFD, another key), and an answer whose JSON
+// strings are not valid UTF-8 is ErrBadResponse.
 //
 // Topic and key names are percent-encoded as one path segment each
 // (url.PathEscape, plus "." and ".." so that no path cleaning takes a key

@@ -20,7 +20,7 @@ func decodeResults(body []byte) ([]putResultWire, error) {
 	var out struct {
 		Results []putResultWire `json:"results"`
 	}
-	if err := json.Unmarshal(body, &out); err != nil {
+	if err := unmarshal(body, &out); err != nil {
 		return nil, err
 	}
 	return out.Results, nil
@@ -29,7 +29,7 @@ func decodeResults(body []byte) ([]putResultWire, error) {
 // decodeResultSlow decodes one result object with encoding/json.
 func decodeResultSlow(b []byte) (putResultWire, error) {
 	var w putResultWire
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshal(b, &w); err != nil {
 		return w, fmt.Errorf("%w: result: %v", ErrBadResponse, err)
 	}
 	return w, nil

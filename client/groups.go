@@ -126,7 +126,7 @@ func (d DeadLetter) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON parses the wire form.
 func (d *DeadLetter) UnmarshalJSON(b []byte) error {
 	var w deadLetterWire
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshal(b, &w); err != nil {
 		return fmt.Errorf("%w: dead letter: %v", ErrBadResponse, err)
 	}
 	v, err := w.deadLetter()

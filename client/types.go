@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cachecast/cachecast/internal/jsonstr"
 )
 
 // Status words of a PutResult. Every status means the message was stored
@@ -255,6 +257,32 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(timeLayout)
 }
 
+// unmarshal is json.Unmarshal that refuses a text whose strings
+// encoding/json would rewrite (invalid UTF-8, half a surrogate pair: both
+// read as U+FFFD), so a key is never silently changed on the way in.
+func unmarshal(b []byte, v any) error {
+	if p := jsonstr.Check(b); p != nil {
+		return p
+	}
+	return json.Unmarshal(b, v)
+}
+
+// checkMessages refuses, before anything is sent, a message whose key or
+// tag is not valid UTF-8: the wire's JSON would carry it as U+FFFD, and
+// the daemon would store another key. Values may be any bytes (they go as
+// value_base64).
+func checkMessages(msgs []Message) error {
+	for i := range msgs {
+		if !utf8.ValidString(msgs[i].Key) {
+			return fmt.Errorf("%w: message %d: key %q is not valid UTF-8", ErrInvalidArgument, i, msgs[i].Key)
+		}
+		if !utf8.ValidString(msgs[i].Tag) {
+			return fmt.Errorf("%w: message %d: tag %q is not valid UTF-8", ErrInvalidArgument, i, msgs[i].Tag)
+		}
+	}
+	return nil
+}
+
 // decodeValue turns the wire's value / value_base64 pair into bytes:
 // exactly one of them, or neither for an empty value.
 func decodeValue(text, b64 *string) ([]byte, error) {
@@ -327,7 +355,7 @@ func (w *eventWire) event() (Event, error) {
 // decodeEvent decodes one NDJSON line of a subscription.
 func decodeEvent(line []byte) (Event, error) {
 	var w eventWire
-	if err := json.Unmarshal(line, &w); err != nil {
+	if err := unmarshal(line, &w); err != nil {
 		return Event{}, fmt.Errorf("%w: event: %v", ErrBadResponse, err)
 	}
 	return w.event()
@@ -353,7 +381,7 @@ func (r PutResult) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON parses the wire form.
 func (r *PutResult) UnmarshalJSON(b []byte) error {
 	var w putResultWire
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshal(b, &w); err != nil {
 		return fmt.Errorf("%w: result: %v", ErrBadResponse, err)
 	}
 	v, err := w.result()
@@ -401,7 +429,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON parses the wire form.
 func (m *Message) UnmarshalJSON(b []byte) error {
 	var w messageWire
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := unmarshal(b, &w); err != nil {
 		return fmt.Errorf("%w: message: %v", ErrBadResponse, err)
 	}
 	v, err := decodeValue(w.Value, w.ValueBase64)

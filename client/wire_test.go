@@ -81,6 +81,9 @@ func TestDecodeEvent(t *testing.T) {
 		{"negative hlc", `{"hlc":"-1"}`, Event{}, true},
 		{"bad time", `{"time":"yesterday"}`, Event{}, true},
 		{"not json", `{"offset":`, Event{}, true},
+		// encoding/json would read these keys as U+FFFD, another key.
+		{"invalid utf-8 key", "{\"key\":\"z\xc3\"}", Event{}, true},
+		{"half a surrogate pair", `{"key":"\ud800"}`, Event{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,7 +294,10 @@ func TestDecodeResults(t *testing.T) {
 		{"hlc not a number", `{"results":[{"hlc":"x1"}]}`, false, 0, true},
 		{"trailing garbage", `{"results":[]}x`, false, 0, true},
 		{"truncated", `{"results":[` + one, false, 0, true},
-		{"invalid utf-8", "{\"results\":[{\"key\":\"\xff\"}]}", false, 1, false},
+		// encoding/json would read the key as U+FFFD, another key: refused.
+		{"invalid utf-8", "{\"results\":[{\"key\":\"\xff\"}]}", false, 0, true},
+		{"half a surrogate pair", `{"results":[{"key":"\udc00"}]}`, false, 0, true},
+		{"surrogate pair", `{"results":[{"key":"\ud83d\udd11"}]}`, false, 1, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

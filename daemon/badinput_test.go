@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +62,13 @@ func TestBadInputs(t *testing.T) {
 		{name: "ndjson bad base64 on line 2",
 			raw:    req("POST", "/v1/topics/t/messages", ndjson(good, `{"key":"x","value_base64":"***"}`), "Content-Type: application/x-ndjson"),
 			status: 400, code: "bad_base64"},
+		{name: "ndjson invalid UTF-8 key on line 2",
+			raw:    req("POST", "/v1/topics/t/messages", ndjson(good, "{\"key\":\"z\xc3\",\"value\":\"x\"}"), "Content-Type: application/x-ndjson"),
+			status: 400, code: "bad_json"},
+		{name: "invalid UTF-8 value", raw: req("POST", "/v1/topics/t/messages", "{\"key\":\"known\",\"value\":\"\xff\xfe\"}"), status: 400, code: "bad_json"},
+		{name: "lone surrogate in a key", raw: req("POST", "/v1/topics/t/messages", `{"key":"known\ud800","value":"x"}`), status: 400, code: "bad_json"},
+		{name: "invalid UTF-8 in a cursor body", raw: req("POST", "/v1/cursors/c", "{\"topic\":\"t\xff\",\"offset\":0}"), status: 400, code: "bad_json"},
+		{name: "invalid UTF-8 in an ack body", raw: req("POST", "/v1/topics/t/groups/g/ack", "{\"ack\":[\"\xff\"]}"), status: 400, code: "bad_json"},
 		{name: "value and value_base64", raw: req("POST", "/v1/topics/t/messages", `{"key":"known","value":"a","value_base64":"YQ=="}`), status: 400, code: "bad_request"},
 		{name: "empty ndjson batch", raw: req("POST", "/v1/topics/t/messages", "\n\n", "Content-Type: application/x-ndjson"), status: 400, code: "bad_request"},
 		{name: "bad content type", raw: req("POST", "/v1/topics/t/messages", good, "Content-Type: ;;;"), status: 400, code: "bad_request"},
@@ -187,5 +196,49 @@ func TestBadInputs(t *testing.T) {
 	}
 	if want := float64(len(tests) - 1); total < want {
 		t.Fatalf("%v errors counted; want at least %v", total, want)
+	}
+}
+
+// The issue's repro: two keys that differ only in an invalid UTF-8 byte
+// were both answered ok and stored as the one key "z\ufffd", and a value
+// of bytes ff fe was stored as ef bf bd ef bf bd. Now the whole batch is
+// refused with an error that names the line, the field and value_base64,
+// nothing is stored, and value_base64 stores the bytes as sent.
+func TestPublishRefusesInvalidUTF8(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	tests := []struct {
+		name, body, ctype, want string
+	}{
+		{"keys that would merge", "{\"key\":\"z\xc3\",\"value\":\"x\"}\n{\"key\":\"z\xc4\",\"value\":\"y\"}\n", "application/x-ndjson",
+			`line 1: field "key": invalid UTF-8 (byte 0xc3) at byte 9`},
+		{"good line, then a binary value", "{\"key\":\"g0\",\"value\":\"v\"}\n{\"key\":\"g1\",\"value\":\"\xff\xfe\"}\n", "application/x-ndjson",
+			`line 2: field "value": invalid UTF-8 (byte 0xff)`},
+		{"binary value in a JSON body", "{\"key\":\"g1\",\"value\":\"\xff\xfe\"}", "application/json",
+			`field "value": invalid UTF-8 (byte 0xff)`},
+		{"half a surrogate pair", `{"key":"z\udc00","value":"x"}`, "application/json",
+			`field "key": the escape \udc00 is half a UTF-16 surrogate pair`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := td.do("POST", "/v1/topics/nd/messages", strings.NewReader(tt.body), "Content-Type", tt.ctype)
+			var e struct {
+				Error struct{ Code, Message string }
+			}
+			_ = json.Unmarshal(r.body, &e)
+			if r.status != 400 || e.Error.Code != CodeBadJSON || !strings.Contains(e.Error.Message, tt.want) ||
+				!strings.Contains(e.Error.Message, `"value_base64"`) {
+				t.Fatalf("got %d %s; want 400 bad_json naming %q and value_base64", r.status, r.body, tt.want)
+			}
+			if keys := td.d.Store().Keys("nd", "", "", 10); len(keys) != 0 {
+				t.Fatalf("keys %q stored by a refused batch", keys)
+			}
+		})
+	}
+	r := td.do("POST", "/v1/topics/nd/messages", strings.NewReader(`{"key":"g1","value_base64":"//4="}`))
+	if r.status != 200 {
+		t.Fatalf("value_base64: %d %s", r.status, r.body)
+	}
+	if got := td.do("GET", "/v1/topics/nd/keys/g1", nil); got.status != 200 || !bytes.Equal(got.body, []byte{0xff, 0xfe}) {
+		t.Fatalf("GET g1: %d % x; want ff fe", got.status, got.body)
 	}
 }

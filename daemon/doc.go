@@ -75,7 +75,11 @@
 //	    both; neither is an empty value), "delete":true for a tombstone. A
 //	    message without a key is a stream message: stored and delivered to
 //	    subscribers, not kept in the key/value view. Unknown fields are
-//	    refused. 200 {"results":[PutResult,...]}.
+//	    refused. JSON text is UTF-8: a string holding a byte that is not
+//	    UTF-8, or a \u escape of half a surrogate pair, is 400 bad_json
+//	    naming the line, the field and the byte (encoding it as U+FFFD
+//	    would merge distinct keys); a value of any bytes goes as
+//	    "value_base64". 200 {"results":[PutResult,...]}.
 //	    curl -sS $S -H 'Content-Type: application/x-ndjson' --data-binary @batch.ndjson http://x/v1/topics/prices/messages
 //	    curl -sS $S -d '{"key":"sku-2","value":"9.99"}' http://x/v1/topics/prices/messages
 //
@@ -178,6 +182,10 @@
 //	GET /healthz   200 {"status":"ok"} while the store is healthy, else 503.
 //	GET /readyz    Likewise, and 503 before serving and once shutdown began.
 //	    curl -sS $S http://x/readyz
+//
+// Every JSON body (messages, cursors, acks, resets, replays) is decoded
+// strictly: unknown fields, data after the object, and strings that are not
+// valid UTF-8 (see POST messages) are bad_json.
 //
 // Errors are {"error":{"code":"...","message":"..."}} with a stable code:
 // bad_request, invalid_name, bad_json, bad_base64 (400); value_too_large,

@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -122,15 +120,7 @@ func (a *api) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiErro
 	if e != nil {
 		return e
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errorf(CodeBadJSON, "%s", jsonErrorText(err))
-	}
-	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
-		return errorf(CodeBadJSON, "data after the object")
-	}
-	return nil
+	return decodeStrict(body, v, "object")
 }
 
 // ackRequest is the body of POST .../groups/{name}/ack.

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -741,14 +740,8 @@ func (a *api) setCursor(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	var req cursorRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		a.fail(w, r, errorf(CodeBadJSON, "%s", jsonErrorText(err)))
-		return
-	}
-	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
-		a.fail(w, r, errorf(CodeBadJSON, "data after the cursor object"))
+	if e := decodeStrict(body, &req, "cursor object"); e != nil {
+		a.fail(w, r, e)
 		return
 	}
 	if e := validTopic("topic", req.Topic); e != nil {

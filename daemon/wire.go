@@ -9,11 +9,13 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/cachecast/cachecast/group"
+	"github.com/cachecast/cachecast/internal/jsonstr"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -347,7 +349,7 @@ func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]s
 		}
 		m, err := decodeMessage(topic, body, maxValue)
 		if err != nil {
-			if err.Code == CodeBadJSON && bytes.Count(bytes.TrimSpace(body), []byte{'\n'}) > 0 {
+			if strings.HasPrefix(err.Message, "data after") && bytes.Count(bytes.TrimSpace(body), []byte{'\n'}) > 0 {
 				err.Message += " (for a batch, send one object a line with Content-Type: application/x-ndjson)"
 			}
 			return nil, err
@@ -382,21 +384,9 @@ func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]s
 
 // decodeMessage decodes and checks one JSON message object.
 func decodeMessage(topic string, b []byte, maxValue int64) (store.Message, *apiError) {
-	w, ok := fastMessage(b)
-	if !ok {
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&w); err != nil {
-			return store.Message{}, errorf(CodeBadJSON, "%s", jsonErrorText(err))
-		}
-		if dec.More() {
-			return store.Message{}, errorf(CodeBadJSON, "data after the message object")
-		}
-		// Anything after the object other than whitespace (dec.More misses
-		// a stray closing bracket).
-		if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
-			return store.Message{}, errorf(CodeBadJSON, "data after the message object")
-		}
+	w, e := decodeWire(b)
+	if e != nil {
+		return store.Message{}, e
 	}
 	m := store.Message{Topic: topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete}
 	if w.Key != "" {
@@ -442,6 +432,39 @@ func decodeMessage(topic string, b []byte, maxValue int64) (store.Message, *apiE
 		}
 	}
 	return m, nil
+}
+
+// decodeWire decodes one message object: by fastMessage when it can, by
+// encoding/json (strict, after jsonstr.Check) otherwise.
+func decodeWire(b []byte) (wireMessage, *apiError) {
+	if w, ok := fastMessage(b); ok {
+		return w, nil
+	}
+	var w wireMessage
+	if e := decodeStrict(b, &w, "message object"); e != nil {
+		return wireMessage{}, e
+	}
+	return w, nil
+}
+
+// decodeStrict decodes one JSON object from b into v: no unknown field,
+// nothing but white space after it (what names the object in that error),
+// and no string that encoding/json would silently change (jsonstr.Check).
+func decodeStrict(b []byte, v any, what string) *apiError {
+	if p := jsonstr.Check(b); p != nil {
+		return errorf(CodeBadJSON, "%v: JSON strings must be valid UTF-8 (send a binary value as \"value_base64\")", p)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errorf(CodeBadJSON, "%s", jsonErrorText(err))
+	}
+	// Anything after the object other than white space (dec.More misses a
+	// stray closing bracket).
+	if rest := bytes.TrimSpace(b[dec.InputOffset():]); len(rest) > 0 {
+		return errorf(CodeBadJSON, "data after the %s", what)
+	}
+	return nil
 }
 
 // fastMessage decodes the common shape of a message object without
@@ -553,7 +576,7 @@ func fastBytes(b []byte, i int) ([]byte, int, bool) {
 		case c == '"':
 			s := b[i+1 : j]
 			if !utf8.Valid(s) {
-				return nil, i, false // encoding/json would substitute U+FFFD
+				return nil, i, false // jsonstr.Check names the problem
 			}
 			return s, j + 1, true
 		case c == '\\' || c < 0x20:

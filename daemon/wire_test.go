@@ -132,6 +132,23 @@ func TestDecodeMessages(t *testing.T) {
 		{name: "delete without key", body: `{"delete":true}`, wantCode: CodeInvalidName},
 		{name: "delete with value", body: `{"key":"k","delete":true,"value":"x"}`, wantCode: CodeBadRequest},
 		{name: "delete not bool", body: `{"key":"k","delete":"yes"}`, wantCode: CodeBadJSON},
+
+		// Strings exactly as sent, or refused: encoding/json would turn each
+		// of these into U+FFFD, merging distinct keys.
+		{name: "surrogate pair escape", body: `{"key":"\ud83d\udd11"}`, want: []store.Message{{Topic: "T", Key: "🔑"}}},
+		{name: "U+FFFD escape is a character", body: `{"key":"\ufffd"}`, want: []store.Message{{Topic: "T", Key: "\uFFFD"}}},
+		{name: "escaped backslash before u", body: `{"key":"a\\ud800"}`, want: []store.Message{{Topic: "T", Key: `a\ud800`}}},
+		{name: "invalid UTF-8 key", body: "{\"key\":\"z\xc3\",\"value\":\"x\"}", wantCode: CodeBadJSON, wantMsg: `field "key": invalid UTF-8 (byte 0xc3) at byte 9`},
+		{name: "invalid UTF-8 key on line 2", ndjson: true, body: "{\"key\":\"z\xc3\",\"value\":\"x\"}\n{\"key\":\"z\xc4\",\"value\":\"y\"}\n",
+			wantCode: CodeBadJSON, wantMsg: "line 1: field \"key\""},
+		{name: "invalid UTF-8 value", body: "{\"key\":\"g1\",\"value\":\"\xff\xfe\"}", wantCode: CodeBadJSON, wantMsg: `field "value": invalid UTF-8 (byte 0xff) at byte 21: JSON strings must be valid UTF-8 (send a binary value as "value_base64")`},
+		{name: "invalid UTF-8 value after an escape", ndjson: true, body: "{\"key\":\"a\"}\n{\"key\":\"q\\n\",\"value\":\"\xff\"}", wantCode: CodeBadJSON, wantMsg: `line 2: field "value"`},
+		{name: "invalid UTF-8 tag", body: "{\"key\":\"k\",\"tag\":\"\x80\"}", wantCode: CodeBadJSON, wantMsg: `field "tag"`},
+		{name: "invalid UTF-8 field name", body: "{\"key\xff\":\"k\"}", wantCode: CodeBadJSON, wantMsg: "a field name"},
+		{name: "truncated UTF-8 at the end", body: "{\"key\":\"k\xe2\x82\"}", wantCode: CodeBadJSON, wantMsg: "invalid UTF-8"},
+		{name: "lone high surrogate", body: `{"key":"\ud800"}`, wantCode: CodeBadJSON, wantMsg: `field "key": the escape \ud800 is half a UTF-16 surrogate pair at byte 8`},
+		{name: "lone low surrogate", body: `{"key":"k","value":"\uDC00x"}`, wantCode: CodeBadJSON, wantMsg: `field "value"`},
+		{name: "high surrogate then not a low one", body: `{"key":"\ud800\u0041"}`, wantCode: CodeBadJSON, wantMsg: "surrogate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,9 +176,9 @@ func TestDecodeMessages(t *testing.T) {
 }
 
 // FuzzDecodeMessages feeds the batch decoder arbitrary bodies. Whatever it
-// accepts must pass every check the API promises (so the store never sees
-// a bad name or an oversize value), and must survive a round trip through
-// the NDJSON the daemon itself writes.
+// accepts must be UTF-8 with every string as sent, pass every check the
+// API promises (so the store never sees a bad name or an oversize value),
+// and survive a round trip through the NDJSON the daemon itself writes.
 func FuzzDecodeMessages(f *testing.F) {
 	for _, seed := range []string{
 		`{"key":"k","tag":"t","value":"v"}`,
@@ -188,6 +205,15 @@ func FuzzDecodeMessages(f *testing.F) {
 				t.Fatalf("decode error %v maps to status %d", e, statusOf(e.Code))
 			}
 			return
+		}
+		// JSON text is UTF-8, and no string was rewritten on the way.
+		if !utf8.Valid(body) {
+			t.Fatalf("accepted %q, which is not UTF-8", body)
+		}
+		for l := range bytes.SplitSeq(body, []byte{'\n'}) {
+			if !stringsAsSent(l) {
+				t.Fatalf("accepted %q, whose strings encoding/json rewrites", body)
+			}
 		}
 		if len(msgs) == 0 || !ndjson && len(msgs) != 1 {
 			t.Fatalf("%d messages (ndjson=%v)", len(msgs), ndjson)
@@ -234,9 +260,13 @@ func FuzzDecodeMessages(f *testing.F) {
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
-// FuzzFastMessage checks the reflection-free decoder against encoding/json:
-// whatever the fast path accepts, encoding/json (strict, as the daemon
-// runs it) accepts too, with the same fields.
+// FuzzFastMessage checks the message decoder against encoding/json, the
+// reference, both ways. Whatever fastMessage accepts, encoding/json (strict,
+// as the daemon runs it) accepts too, with the same fields. And decodeWire
+// (fastMessage, then its fallback) accepts exactly what encoding/json reads
+// without rewriting a string (invalid UTF-8 or half a surrogate pair, which
+// encoding/json turns into U+FFFD) and refuses everything else, so two keys
+// that differ there are never stored as one.
 func FuzzFastMessage(f *testing.F) {
 	for _, seed := range []string{
 		`{"key":"k","tag":"t","value":"v"}`,
@@ -248,33 +278,104 @@ func FuzzFastMessage(f *testing.F) {
 		`{"key":"\u00ff"}`,
 		`{"other":1}`,
 		`{"key":"k"}x`,
+		"{\"key\":\"z\xc3\",\"value\":\"x\"}",
+		"{\"key\":\"g1\",\"value\":\"\xff\xfe\"}",
+		`{"key":"\ud800","value":"\ud83d\udd11"}`,
+		`{"key":"\ufffd\\ud800","key":"k"}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fast, ok := fastMessage(b)
-		if !ok {
-			return
-		}
 		var slow wireMessage
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&slow); err != nil || len(bytes.TrimSpace(b[dec.InputOffset():])) > 0 {
-			t.Fatalf("fast path accepted %q, encoding/json refuses it: %v", b, err)
-		}
+		slowErr := dec.Decode(&slow)
+		slowOK := slowErr == nil && len(bytes.TrimSpace(b[dec.InputOffset():])) == 0
+		faithful := utf8.Valid(b) && stringsAsSent(b)
 		str := func(p *string) string {
 			if p == nil {
 				return "<nil>"
 			}
 			return *p
 		}
-		if fast.raw != nil {
-			v := string(fast.raw)
-			fast.Value = &v
+		same := func(w wireMessage) bool {
+			if w.raw != nil {
+				v := string(w.raw)
+				w.Value = &v
+			}
+			return w.Key == slow.Key && w.Tag == slow.Tag && w.Delete == slow.Delete &&
+				str(w.Value) == str(slow.Value) && str(w.ValueBase64) == str(slow.ValueBase64)
 		}
-		if fast.Key != slow.Key || fast.Tag != slow.Tag || fast.Delete != slow.Delete ||
-			str(fast.Value) != str(slow.Value) || str(fast.ValueBase64) != str(slow.ValueBase64) {
-			t.Fatalf("%q: fast %+v, encoding/json %+v", b, fast, slow)
+
+		if fast, ok := fastMessage(b); ok {
+			if !slowOK {
+				t.Fatalf("fast path accepted %q, encoding/json refuses it: %v", b, slowErr)
+			}
+			if !same(fast) {
+				t.Fatalf("%q: fast %+v, encoding/json %+v", b, fast, slow)
+			}
+		}
+
+		w, e := decodeWire(b)
+		switch {
+		case slowOK && faithful && e != nil:
+			t.Fatalf("%q: refused (%v); encoding/json reads it as sent: %+v", b, e, slow)
+		case slowOK && faithful && !same(w):
+			t.Fatalf("%q: decoded %+v, encoding/json %+v", b, w, slow)
+		case !(slowOK && faithful) && e == nil:
+			t.Fatalf("%q: accepted as %+v; encoding/json refuses it (%v) or rewrites a string (faithful=%v)", b, w, slowErr, faithful)
+		case e != nil && e.Code != CodeBadJSON:
+			t.Fatalf("%q: refused as %s; want bad_json", b, e.Code)
 		}
 	})
+}
+
+// stringsAsSent reports whether every string of the JSON text b (a prefix
+// up to encoding/json's first syntax error) holds, after encoding/json
+// decodes it, no U+FFFD the text did not spell: encoding/json writes one
+// for each invalid byte and each half surrogate pair. The fuzz test's
+// reference, independent of checkJSONStrings: it lets encoding/json find
+// the strings and only counts.
+func stringsAsSent(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	prev := int64(0)
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return true
+		}
+		off := dec.InputOffset()
+		if s, ok := tok.(string); ok {
+			lit := b[prev:off]
+			lit = lit[bytes.IndexByte(lit, '"'):]
+			if strings.Count(s, "\uFFFD") != spelledFFFD(lit) {
+				return false
+			}
+		}
+		prev = off
+	}
+}
+
+// spelledFFFD counts the U+FFFD a JSON string literal spells: as itself,
+// or as the escape \ufffd.
+func spelledFFFD(lit []byte) int {
+	n := 0
+	for i := 0; i < len(lit); {
+		switch {
+		case lit[i] == '\\' && i+5 < len(lit) && lit[i+1] == 'u':
+			if strings.EqualFold(string(lit[i+2:i+6]), "fffd") {
+				n++
+			}
+			i += 6
+		case lit[i] == '\\':
+			i += 2
+		default:
+			r, size := utf8.DecodeRune(lit[i:])
+			if r == utf8.RuneError && size == 3 {
+				n++
+			}
+			i += size
+		}
+	}
+	return n
 }

@@ -397,6 +397,11 @@ type wireMessage struct {
 }
 
 func (s *Server) parseMessage(line []byte) (stored, error) {
+	// As the daemon: JSON text is UTF-8 (encoding/json would read an
+	// invalid byte as U+FFFD, another key).
+	if !utf8.Valid(line) {
+		return stored{}, errorf(400, "bad_json", "invalid UTF-8: JSON strings must be valid UTF-8 (send a binary value as \"value_base64\")")
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	var m wireMessage
