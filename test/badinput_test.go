@@ -53,6 +53,8 @@ func TestBadInputs(t *testing.T) {
 		{name: "ndjson: good line, then malformed", raw: request("POST", "/v1/topics/t/messages", ndjson(good, `{"key":"x",}`), nd), status: 400, code: "bad_json"},
 		{name: "ndjson: oversize value on line 2", raw: request("POST", "/v1/topics/t/messages", ndjson(good, `{"key":"x","value":"`+big+`"}`), nd), status: 413, code: "value_too_large"},
 		{name: "ndjson: bad base64 on line 3", raw: request("POST", "/v1/topics/t/messages", ndjson(good, good, `{"key":"x","value_base64":"!!"}`), nd), status: 400, code: "bad_base64"},
+		{name: "ndjson: a key that is not UTF-8 on line 2", raw: request("POST", "/v1/topics/t/messages", ndjson(good, "{\"key\":\"z\xc3\",\"value\":\"x\"}"), nd), status: 400, code: "bad_json"},
+		{name: "a value that is not UTF-8", raw: request("POST", "/v1/topics/t/messages", "{\"key\":\"known\",\"value\":\"\xff\xfe\"}"), status: 400, code: "bad_json"},
 		{name: "bad base64", raw: request("POST", "/v1/topics/t/messages", `{"key":"known","value_base64":"b3Zlcndy=dHRlbg"}`), status: 400, code: "bad_base64"},
 		{name: "oversize value", raw: request("PUT", "/v1/topics/t/keys/known", big), status: 413, code: "value_too_large"},
 		{name: "oversize value, chunked",
