@@ -10,7 +10,12 @@
 // redialed with backoff while the peer is a member) and accepts the
 // peers' links. A connection opens with the handshake of handshake.go,
 // which proves the cluster key both ways (or TLS first, then the
-// handshake, when TLS is configured). Then frames flow (frame.go):
+// handshake, when TLS is configured) and derives the connection's session
+// keys. Then frames flow (frame.go), each with an HMAC-SHA256 under the
+// session key and its number in the stream, so that a frame changed,
+// replayed, reordered or dropped on the way closes the connection before
+// anything of it is applied (protocol 2; without a cluster key the MAC
+// proves nothing, and without TLS the records travel unencrypted):
 //
 //   - the listener sends its whole version vector (origin -> highest seq
 //     held) at once and every SyncInterval, and after each records frame

@@ -2,9 +2,12 @@ package broadcast
 
 import (
 	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 
@@ -13,12 +16,19 @@ import (
 
 // Frames on the data port. After the handshake both sides exchange frames:
 //
-//	+----------------+--------+---------------------------+
-//	| length (u32 LE)| type u8| payload (length-1 bytes)  |
-//	+----------------+--------+---------------------------+
+//	+----------------+--------+---------------------------+---------------+
+//	| length (u32 LE)| type u8| payload (length-1 bytes)  | MAC (32 bytes)|
+//	+----------------+--------+---------------------------+---------------+
 //
 // length counts the type byte and the payload. It is checked against
 // MaxFrameSize before anything is read or allocated.
+//
+// MAC = HMAC-SHA256(session key of this direction, frame number u64 LE |
+// length | type | payload). The session keys come from the handshake (see
+// handshake.go); frames are numbered from 0 in each direction, so a frame
+// changed, replayed, reordered or dropped on the way fails the check, and
+// the receiver closes the connection before it looks at the payload. (The
+// CRC in each record catches a flipped bit, not someone who recomputes it.)
 //
 //	type      payload
 //	records   one or more records exactly as the log holds them
@@ -58,9 +68,31 @@ var ErrBadFrame = errors.New("broadcast: bad frame")
 // frameWriter writes frames to a connection. Not safe for concurrent use:
 // a link serializes its writes.
 type frameWriter struct {
-	conn net.Conn
+	conn io.Writer
+	mac  hash.Hash // HMAC-SHA256 with this direction's session key
+	seq  uint64    // number of the next frame
 	bufs net.Buffers
 	hdr  [5]byte
+	sum  [macSize]byte
+}
+
+func newFrameWriter(conn io.Writer, key []byte) *frameWriter {
+	return &frameWriter{conn: conn, mac: hmac.New(sha256.New, key)}
+}
+
+// seal computes the MAC of the next frame (its header in w.hdr, its
+// payload in parts) into w.sum.
+func (w *frameWriter) seal(parts ...[]byte) {
+	var seq [8]byte
+	binary.LittleEndian.PutUint64(seq[:], w.seq)
+	w.seq++
+	w.mac.Reset()
+	w.mac.Write(seq[:])
+	w.mac.Write(w.hdr[:])
+	for _, p := range parts {
+		w.mac.Write(p)
+	}
+	w.mac.Sum(w.sum[:0])
 }
 
 // writeRecords sends the records as one frame, with one writev of the
@@ -73,8 +105,10 @@ func (w *frameWriter) writeRecords(recs [][]byte) error {
 	}
 	binary.LittleEndian.PutUint32(w.hdr[:], uint32(n))
 	w.hdr[4] = frameRecords
+	w.seal(recs...)
 	w.bufs = append(w.bufs[:0], w.hdr[:])
 	w.bufs = append(w.bufs, recs...)
+	w.bufs = append(w.bufs, w.sum[:])
 	bufs := w.bufs // WriteTo consumes the slice
 	_, err := bufs.WriteTo(w.conn)
 	return err
@@ -82,10 +116,11 @@ func (w *frameWriter) writeRecords(recs [][]byte) error {
 
 // writeFrame sends a small frame built in one buffer.
 func (w *frameWriter) writeFrame(typ byte, payload []byte) error {
-	b := make([]byte, 5+len(payload))
-	binary.LittleEndian.PutUint32(b, uint32(1+len(payload)))
-	b[4] = typ
-	copy(b[5:], payload)
+	binary.LittleEndian.PutUint32(w.hdr[:], uint32(1+len(payload)))
+	w.hdr[4] = typ
+	w.seal(payload)
+	b := make([]byte, 0, 5+len(payload)+macSize)
+	b = append(append(append(b, w.hdr[:]...), payload...), w.sum[:]...)
 	_, err := w.conn.Write(b)
 	return err
 }
@@ -157,18 +192,23 @@ func decodePullEnd(p []byte) (pullEnd, error) {
 	return pullEnd{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), p[16]}, nil
 }
 
-// frameReader reads frames into a buffer it reuses.
+// frameReader reads frames into a buffer it reuses and checks each one's
+// MAC before it hands it out.
 type frameReader struct {
 	r   *bufio.Reader
+	mac hash.Hash // HMAC-SHA256 with the peer's direction's session key
+	seq uint64    // number of the next frame
 	buf []byte
+	sum [macSize]byte
 }
 
-func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 256<<10)}
+func newFrameReader(r io.Reader, key []byte) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 256<<10), mac: hmac.New(sha256.New, key)}
 }
 
 // next returns the next frame's type and payload; the payload is valid
-// until the following call.
+// until the following call. A frame whose MAC does not match is
+// ErrBadFrame: the connection must be closed, nothing of it applied.
 func (fr *frameReader) next() (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(fr.r, hdr[:4]); err != nil {
@@ -178,12 +218,23 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if n < 1 || n > MaxFrameSize {
 		return 0, nil, fmt.Errorf("%w: length %d", ErrBadFrame, n)
 	}
-	if cap(fr.buf) < int(n) {
-		fr.buf = make([]byte, n)
+	if cap(fr.buf) < int(n)+macSize {
+		fr.buf = make([]byte, int(n)+macSize)
 	}
-	b := fr.buf[:n]
+	b := fr.buf[:int(n)+macSize]
 	if _, err := io.ReadFull(fr.r, b); err != nil {
 		return 0, nil, err
+	}
+	b, got := b[:n], b[n:]
+	var seq [8]byte
+	binary.LittleEndian.PutUint64(seq[:], fr.seq)
+	fr.seq++
+	fr.mac.Reset()
+	fr.mac.Write(seq[:])
+	fr.mac.Write(hdr[:4])
+	fr.mac.Write(b)
+	if !hmac.Equal(fr.mac.Sum(fr.sum[:0]), got) {
+		return 0, nil, fmt.Errorf("%w: frame %d fails its MAC (changed on the way, or not from the peer)", ErrBadFrame, fr.seq-1)
 	}
 	if b[0] < frameRecords || b[0] > frameSnapEnd {
 		return 0, nil, fmt.Errorf("%w: type %d", ErrBadFrame, b[0])

@@ -3,6 +3,7 @@ package broadcast
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/cachecast/cachecast/store"
@@ -52,13 +53,81 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 }
 
 func TestFrameReaderLimits(t *testing.T) {
+	var unknown bytes.Buffer
+	newFrameWriter(&unknown, nil).writeFrame(9, nil) // a valid MAC, an unknown type
 	for _, b := range [][]byte{
 		{0, 0, 0, 0},                // zero length
 		{0xff, 0xff, 0xff, 0xff, 1}, // over MaxFrameSize
-		{1, 0, 0, 0, 9},             // unknown type
+		unknown.Bytes(),
 	} {
-		if _, _, err := newFrameReader(bytes.NewReader(b)).next(); !errors.Is(err, ErrBadFrame) {
+		if _, _, err := newFrameReader(bytes.NewReader(b), nil).next(); !errors.Is(err, ErrBadFrame) {
 			t.Errorf("% x: %v, want ErrBadFrame", b, err)
+		}
+	}
+}
+
+// testFrames writes a records frame, an ack and a pull with key and returns
+// the stream and each frame's type and payload.
+func testFrames(t *testing.T, key []byte) ([]byte, []byte, [][]byte) {
+	t.Helper()
+	rec := make([]byte, 128)
+	m := store.Message{Topic: "prices", Key: "sku-1", Value: []byte("12.50")}
+	rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})]
+	var buf bytes.Buffer
+	w := newFrameWriter(&buf, key)
+	if err := w.writeRecords([][]byte{rec, rec}); err != nil {
+		t.Fatal(err)
+	}
+	ack := encodeAck(map[uint64]uint64{1: 1})
+	pull := encodePull(pullReq{1, 2, 9})
+	w.writeFrame(frameAck, ack)
+	w.writeFrame(framePull, pull)
+	return buf.Bytes(), []byte{frameRecords, frameAck, framePull}, [][]byte{append(rec[:len(rec):len(rec)], rec...), ack, pull}
+}
+
+// TestFrameMAC: frames read back with the session key they were written
+// with; with another key, or with any one byte of the stream changed, or
+// with frames replayed, dropped or reordered, the reader refuses the frame
+// and hands out nothing that differs from what was sent.
+func TestFrameMAC(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	stream, types, payloads := testFrames(t, key)
+	readAll := func(b, key []byte) (n int, err error) {
+		fr := newFrameReader(bytes.NewReader(b), key)
+		for {
+			typ, p, err := fr.next()
+			if err != nil {
+				return n, err
+			}
+			if n >= len(types) || typ != types[n] || !bytes.Equal(p, payloads[n]) {
+				t.Fatalf("frame %d: the reader handed out type %d, % x; sent type %d", n, typ, p, types[min(n, len(types)-1)])
+			}
+			n++
+		}
+	}
+	if n, err := readAll(stream, key); n != 3 || !errors.Is(err, io.EOF) {
+		t.Fatalf("with the key: %d frames, %v", n, err)
+	}
+	if n, err := readAll(stream, []byte("another key")); n != 0 || !errors.Is(err, ErrBadFrame) {
+		t.Fatalf("with another key: %d frames, %v; want none, ErrBadFrame", n, err)
+	}
+	for i := range stream {
+		bad := bytes.Clone(stream)
+		bad[i] ^= 0x20
+		if n, err := readAll(bad, key); err == nil || errors.Is(err, io.EOF) || n == 3 {
+			t.Fatalf("byte %d changed: read %d frames, %v; want a refusal", i, n, err)
+		}
+	}
+	// The frames' boundaries: the records frame is first, ack and pull next.
+	recEnd := 5 + len(payloads[0]) + macSize
+	ackEnd := recEnd + 5 + len(payloads[1]) + macSize
+	for name, b := range map[string][]byte{
+		"replayed":  append(bytes.Clone(stream[:recEnd]), stream[:recEnd]...),
+		"dropped":   append(bytes.Clone(stream[:recEnd]), stream[ackEnd:]...),
+		"reordered": append(append(bytes.Clone(stream[:recEnd]), stream[ackEnd:]...), stream[recEnd:ackEnd]...),
+	} {
+		if n, err := readAll(b, key); n != 1 || !errors.Is(err, ErrBadFrame) {
+			t.Errorf("%s: read %d frames, %v; want 1, then ErrBadFrame", name, n, err)
 		}
 	}
 }
@@ -79,51 +148,96 @@ func TestHelloDecode(t *testing.T) {
 	}
 }
 
-// FuzzFrames feeds arbitrary bytes to every decoder of the data port: none
-// may panic, and what one accepts must encode back to the same bytes.
+// FuzzFrames feeds arbitrary bytes to the frame reader and to every
+// decoder of the data port: none may panic, and what one accepts must
+// encode back to the same bytes. The input is a frame's type byte and
+// payload; the fuzzer seals it with the MAC of a test key (else nearly
+// nothing would pass the reader), and also reads the raw bytes as a stream.
 func FuzzFrames(f *testing.F) {
 	rec := make([]byte, 64)
 	m := store.Message{Topic: "t", Key: "k", Value: []byte("v")}
 	rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})]
-	f.Add(append([]byte{byte(len(rec) + 1), 0, 0, 0, frameRecords}, rec...))
-	f.Add(append([]byte{21, 0, 0, 0, frameAck}, encodeAck(map[uint64]uint64{1: 2})...))
-	f.Add(append([]byte{25, 0, 0, 0, framePull}, encodePull(pullReq{1, 1, 9})...))
-	f.Add(append([]byte{18, 0, 0, 0, framePullEnd}, encodePullEnd(pullEnd{1, 9, 0})...))
+	f.Add(append([]byte{frameRecords}, rec...))
+	f.Add(append([]byte{frameAck}, encodeAck(map[uint64]uint64{1: 2})...))
+	f.Add(append([]byte{framePull}, encodePull(pullReq{1, 1, 9})...))
+	f.Add(append([]byte{framePullEnd}, encodePullEnd(pullEnd{1, 9, 0})...))
 	h, _ := newHello(7)
 	f.Add(h.encode())
+	key := []byte("fuzz key")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decodeHello(b)
-		fr := newFrameReader(bytes.NewReader(b))
+		fr := newFrameReader(bytes.NewReader(b), key)
 		for {
-			typ, p, err := fr.next()
-			if err != nil {
-				return
-			}
-			switch typ {
-			case frameAck:
-				if v, err := decodeAck(p); err == nil && !bytes.Equal(encodeAck(v), p) && len(v) == int(p[0]) {
-					// Map order differs; compare as sets.
-					back, _ := decodeAck(encodeAck(v))
-					if len(back) != len(v) {
-						t.Fatal("ack round trip")
-					}
-				}
-			case framePull:
-				if r, err := decodePull(p); err == nil && !bytes.Equal(encodePull(r), p) {
-					t.Fatal("pull round trip")
-				}
-			case framePullEnd:
-				if e, err := decodePullEnd(p); err == nil && !bytes.Equal(encodePullEnd(e), p) {
-					t.Fatal("pullEnd round trip")
-				}
-			case frameRecords:
-				splitRecords(p, func(r store.Record) error {
-					if _, err := store.DecodeRecord(r); err != nil {
-						t.Fatal("split handed out a bad record")
-					}
-					return nil
-				})
+			if _, _, err := fr.next(); err != nil {
+				break
 			}
 		}
+		if len(b) == 0 {
+			return
+		}
+		var sealed bytes.Buffer
+		newFrameWriter(&sealed, key).writeFrame(b[0], b[1:])
+		typ, p, err := newFrameReader(&sealed, key).next()
+		if err != nil {
+			if b[0] >= frameRecords && b[0] <= frameSnapEnd {
+				t.Fatalf("a sealed frame of type %d refused: %v", b[0], err)
+			}
+			return
+		}
+		if typ != b[0] || !bytes.Equal(p, b[1:]) {
+			t.Fatal("the reader changed a sealed frame")
+		}
+		switch typ {
+		case frameAck:
+			if v, err := decodeAck(p); err == nil && !bytes.Equal(encodeAck(v), p) && len(v) == int(p[0]) {
+				// Map order differs; compare as sets.
+				back, _ := decodeAck(encodeAck(v))
+				if len(back) != len(v) {
+					t.Fatal("ack round trip")
+				}
+			}
+		case framePull:
+			if r, err := decodePull(p); err == nil && !bytes.Equal(encodePull(r), p) {
+				t.Fatal("pull round trip")
+			}
+		case framePullEnd:
+			if e, err := decodePullEnd(p); err == nil && !bytes.Equal(encodePullEnd(e), p) {
+				t.Fatal("pullEnd round trip")
+			}
+		case frameRecords:
+			splitRecords(p, func(r store.Record) error {
+				if _, err := store.DecodeRecord(r); err != nil {
+					t.Fatal("split handed out a bad record")
+				}
+				return nil
+			})
+		}
 	})
+}
+
+// BenchmarkFrameMAC writes a records frame of about a megabyte (the size
+// a link batches) and reads it back through the MAC check: the cost of
+// frame authentication per byte, on both ends.
+func BenchmarkFrameMAC(b *testing.B) {
+	rec := make([]byte, 256)
+	m := store.Message{Topic: "prices", Key: "sku-1", Value: bytes.Repeat([]byte("x"), 100)}
+	rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})]
+	recs := make([][]byte, (1<<20)/len(rec))
+	for i := range recs {
+		recs[i] = rec
+	}
+	key := []byte("0123456789abcdef0123456789abcdef")
+	var buf bytes.Buffer
+	w := newFrameWriter(&buf, key)
+	fr := newFrameReader(&buf, key)
+	b.SetBytes(int64(len(recs) * len(rec)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.writeRecords(recs); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := fr.next(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -30,13 +30,30 @@ import (
 // The listener tries every key of its keyring on the dialer's MAC, so keys
 // can be rotated (add everywhere, switch the primary, remove the old one)
 // without a split.
+//
+// The handshake authenticates the peer; the session keys it yields
+// authenticate every frame after it (protocol 2; protocol 1 had none, so
+// anyone on the path could change records once a connection was open).
+// Both sides derive them from the key each side proved with (they differ
+// while a rotation is half done) and both hellos, so both nonces:
+//
+//	secret = HMAC-SHA256(listener's key, "cachecast session" | len(dialer's key) u32 |
+//	                     dialer's key | dialer hello | listener hello)
+//	dialer->listener key = HMAC-SHA256(secret, "dialer->listener")
+//	listener->dialer key = HMAC-SHA256(secret, "listener->dialer")
+//
+// Without a cluster key the keys are still derived (from no key), so the
+// frames keep one format, but they prove nothing: only a key (or TLS)
+// protects the stream.
 const (
 	helloMagic = "CCDATA1"
 	helloSize  = 7 + 1 + 8 + 8 + 32
 	macSize    = sha256.Size
 
-	// ProtocolVersion is the data port's protocol version.
-	ProtocolVersion = 1
+	// ProtocolVersion is the data port's protocol version: 2 since frames
+	// carry a MAC (see frame.go). A node of another version is refused at
+	// the handshake ("protocol 1, want 2"), so a fleet is upgraded whole.
+	ProtocolVersion = 2
 )
 
 // ErrHandshake means a peer did not complete the handshake: wrong magic,
@@ -90,17 +107,18 @@ func mac(key []byte, role string, dialer, listener []byte) []byte {
 	return m.Sum(nil)
 }
 
-// checkMAC accepts got if any key (or, with no keys, the zero MAC) made it.
-func checkMAC(keys [][]byte, got []byte, role string, dialer, listener []byte) bool {
+// matchKey returns the key (of keys) that made got; with no keys, got must
+// be the zero MAC and the key is nil.
+func matchKey(keys [][]byte, got []byte, role string, dialer, listener []byte) ([]byte, bool) {
 	if len(keys) == 0 {
-		return hmac.Equal(got, make([]byte, macSize))
+		return nil, hmac.Equal(got, make([]byte, macSize))
 	}
 	for _, k := range keys {
 		if hmac.Equal(got, mac(k, role, dialer, listener)) {
-			return true
+			return k, true
 		}
 	}
-	return false
+	return nil, false
 }
 
 func primary(keys [][]byte) []byte {
@@ -110,62 +128,89 @@ func primary(keys [][]byte) []byte {
 	return keys[0]
 }
 
-// dialHandshake runs the dialer's side and returns the listener's node ID.
-func dialHandshake(conn net.Conn, self uint64, keys [][]byte, timeout time.Duration) (uint64, error) {
+// sessionKeys authenticate the frames of one connection, one key a way.
+type sessionKeys struct {
+	dialerToListener, listenerToDialer []byte
+}
+
+// deriveSession makes a connection's session keys (see the top of this
+// file) from the keys each side proved with and both hellos.
+func deriveSession(listenerKey, dialerKey, dialer, listener []byte) sessionKeys {
+	m := hmac.New(sha256.New, listenerKey)
+	m.Write([]byte("cachecast session"))
+	m.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(dialerKey))))
+	m.Write(dialerKey)
+	m.Write(dialer)
+	m.Write(listener)
+	secret := m.Sum(nil)
+	sub := func(label string) []byte {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte(label))
+		return m.Sum(nil)
+	}
+	return sessionKeys{dialerToListener: sub("dialer->listener"), listenerToDialer: sub("listener->dialer")}
+}
+
+// dialHandshake runs the dialer's side and returns the listener's node ID
+// and the connection's session keys.
+func dialHandshake(conn net.Conn, self uint64, keys [][]byte, timeout time.Duration) (uint64, sessionKeys, error) {
 	conn.SetDeadline(time.Now().Add(timeout))
 	defer conn.SetDeadline(time.Time{})
 	mine, err := newHello(self)
 	if err != nil {
-		return 0, err
+		return 0, sessionKeys{}, err
 	}
 	dh := mine.encode()
 	if _, err := conn.Write(dh); err != nil {
-		return 0, err
+		return 0, sessionKeys{}, err
 	}
 	buf := make([]byte, helloSize+macSize)
 	if _, err := io.ReadFull(conn, buf); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, sessionKeys{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	lh := buf[:helloSize]
 	theirs, err := decodeHello(lh)
 	if err != nil {
-		return 0, err
+		return 0, sessionKeys{}, err
 	}
-	if !checkMAC(keys, buf[helloSize:], "listener", dh, lh) {
-		return 0, fmt.Errorf("%w: the peer does not hold the cluster key", ErrHandshake)
+	theirKey, ok := matchKey(keys, buf[helloSize:], "listener", dh, lh)
+	if !ok {
+		return 0, sessionKeys{}, fmt.Errorf("%w: the peer does not hold the cluster key", ErrHandshake)
 	}
 	if _, err := conn.Write(mac(primary(keys), "dialer", dh, lh)); err != nil {
-		return 0, err
+		return 0, sessionKeys{}, err
 	}
-	return theirs.node, nil
+	return theirs.node, deriveSession(theirKey, primary(keys), dh, lh), nil
 }
 
-// acceptHandshake runs the listener's side and returns the dialer's node ID.
-func acceptHandshake(conn net.Conn, self uint64, keys [][]byte, timeout time.Duration) (uint64, error) {
+// acceptHandshake runs the listener's side and returns the dialer's node
+// ID and the connection's session keys.
+func acceptHandshake(conn net.Conn, self uint64, keys [][]byte, timeout time.Duration) (uint64, sessionKeys, error) {
 	conn.SetDeadline(time.Now().Add(timeout))
 	defer conn.SetDeadline(time.Time{})
 	dh := make([]byte, helloSize)
 	if _, err := io.ReadFull(conn, dh); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, sessionKeys{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	theirs, err := decodeHello(dh)
 	if err != nil {
-		return 0, err
+		return 0, sessionKeys{}, err
 	}
 	mine, err := newHello(self)
 	if err != nil {
-		return 0, err
+		return 0, sessionKeys{}, err
 	}
 	lh := mine.encode()
 	if _, err := conn.Write(append(lh, mac(primary(keys), "listener", dh, lh)...)); err != nil {
-		return 0, err
+		return 0, sessionKeys{}, err
 	}
 	got := make([]byte, macSize)
 	if _, err := io.ReadFull(conn, got); err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, sessionKeys{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
-	if !checkMAC(keys, got, "dialer", dh, lh) {
-		return 0, fmt.Errorf("%w: node %016x does not hold the cluster key", ErrHandshake, theirs.node)
+	theirKey, ok := matchKey(keys, got, "dialer", dh, lh)
+	if !ok {
+		return 0, sessionKeys{}, fmt.Errorf("%w: node %016x does not hold the cluster key", ErrHandshake, theirs.node)
 	}
-	return theirs.node, nil
+	return theirs.node, deriveSession(primary(keys), theirKey, dh, lh), nil
 }

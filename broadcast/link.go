@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -128,7 +127,7 @@ func (l *link) session() error {
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
 
-	id, err := dialHandshake(c, l.n.self, l.n.currentKeys(), l.n.cfg.HandshakeTimeout)
+	id, keys, err := dialHandshake(c, l.n.self, l.n.currentKeys(), l.n.cfg.HandshakeTimeout)
 	if err != nil {
 		l.n.rejected.Add(1)
 		l.log.Warn("data handshake failed", zap.Error(err))
@@ -139,7 +138,7 @@ func (l *link) session() error {
 	}
 
 	// The first frame is the peer's whole vector: it says where to start.
-	fr := newFrameReader(c)
+	fr := newFrameReader(c, keys.listenerToDialer)
 	typ, p, err := fr.next()
 	if err != nil {
 		return err
@@ -167,7 +166,7 @@ func (l *link) session() error {
 		cancel() // a dead connection ends the session: the writer must not wait on it
 		readErr <- err
 	}()
-	werr := l.writeLoop(ctx, c)
+	werr := l.writeLoop(ctx, newFrameWriter(c, keys.dialerToListener))
 	cancel()
 	rerr := <-readErr
 	if werr != nil && !errors.Is(werr, context.Canceled) {
@@ -178,8 +177,7 @@ func (l *link) session() error {
 
 // writeLoop pushes this node's records as they are written and sends the
 // pull requests, until the connection fails or the link stops.
-func (l *link) writeLoop(ctx context.Context, c net.Conn) error {
-	w := &frameWriter{conn: c}
+func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 	var batch [][]byte
 	var buf []byte
 	self := l.n.self

@@ -371,14 +371,14 @@ func (n *Node) serve(c net.Conn) {
 		delete(n.conns, c)
 		n.mu.Unlock()
 	}()
-	peer, err := acceptHandshake(c, n.self, n.currentKeys(), n.cfg.HandshakeTimeout)
+	peer, keys, err := acceptHandshake(c, n.self, n.currentKeys(), n.cfg.HandshakeTimeout)
 	if err != nil {
 		n.rejected.Add(1)
 		n.log.Warn("refused a data connection", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
 		return
 	}
 	log := n.log.With(zap.String("peer", fmt.Sprintf("%016x", peer)))
-	w := &frameWriter{conn: c}
+	w := newFrameWriter(c, keys.listenerToDialer)
 	var wmu sync.Mutex // the vector ticker and the frame loop both write
 	send := func(typ byte, p []byte) error {
 		wmu.Lock()
@@ -413,7 +413,7 @@ func (n *Node) serve(c net.Conn) {
 		}
 	}()
 
-	fr := newFrameReader(c)
+	fr := newFrameReader(c, keys.dialerToListener)
 	touched := map[uint64]uint64{}
 	for {
 		typ, p, err := fr.next()

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +29,28 @@ type faultNet struct {
 	mu    sync.Mutex
 	cut   map[[2]string]bool // (from node, to addr)
 	conns map[[2]string][]net.Conn
+	// tamper, when set, may change the bytes a node writes on the
+	// connections it dialed, in place, before they reach the wire.
+	tamper func(from string, b []byte)
+}
+
+// tamperConn hands what is written on it to the fault network's tamper
+// function first: a man in the middle on the data port.
+type tamperConn struct {
+	net.Conn
+	f    *faultNet
+	from string
+}
+
+func (c *tamperConn) Write(b []byte) (int, error) {
+	c.f.mu.Lock()
+	tamper := c.f.tamper
+	c.f.mu.Unlock()
+	if tamper != nil {
+		b = bytes.Clone(b)
+		tamper(c.from, b)
+	}
+	return c.Conn.Write(b)
 }
 
 func newFaultNet() *faultNet {
@@ -42,10 +67,11 @@ func (f *faultNet) dialer(from string) func(context.Context, string) (net.Conn, 
 		}
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			f.conns[k] = append(f.conns[k], c)
+		if err != nil {
+			return nil, err
 		}
-		return c, err
+		f.conns[k] = append(f.conns[k], c)
+		return &tamperConn{Conn: c, f: f, from: from}, nil
 	}
 }
 
@@ -476,4 +502,64 @@ func TestLateJoinerAfterRecycling(t *testing.T) {
 	// And it keeps up with what comes after.
 	publish(t, a, "after", "bootstrap")
 	c.waitConverged(5 * time.Second)
+}
+
+// TestTamperedFrameRefused puts a man in the middle on the data port that
+// changes a value in a pushed record and recomputes the record's CRC, as an
+// attacker on the path would: the receiver must refuse the frame (its MAC
+// fails), drop the connection and never apply the record; once the path is
+// clean the genuine record arrives.
+func TestTamperedFrameRefused(t *testing.T) {
+	c := newCluster(t, 2, [][]byte{[]byte("0123456789abcdef0123456789abcdef")})
+	a, b := c.nodes[0], c.nodes[1]
+	genuine, forged := []byte("price=12.50"), []byte("price=99.99")
+	var tampered atomic.Int64
+	c.net.mu.Lock()
+	c.net.tamper = func(from string, p []byte) {
+		if from == a.name && forgeRecord(p, genuine, forged) {
+			tampered.Add(1)
+		}
+	}
+	c.net.mu.Unlock()
+
+	publish(t, a, "sku-1", string(genuine))
+	for deadline := time.Now().Add(10 * time.Second); tampered.Load() == 0 || b.n.BadFrames() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %d records forged on the way, %d bad frames refused by %s", tampered.Load(), b.n.BadFrames(), b.name)
+		}
+	}
+	if e, ok := b.st.Get("prices", "sku-1"); ok && bytes.Equal(e.Value, forged) {
+		t.Fatalf("%s applied the forged record", b.name)
+	}
+
+	c.net.mu.Lock()
+	c.net.tamper = nil
+	c.net.mu.Unlock()
+	c.waitConverged(10 * time.Second)
+	if e, ok := b.st.Get("prices", "sku-1"); !ok || !bytes.Equal(e.Value, genuine) {
+		t.Fatalf("%s holds %q (ok %v), want %q", b.name, e.Value, ok, genuine)
+	}
+}
+
+// forgeRecord finds a valid record in p whose value contains old, puts new
+// (as long) in its place and recomputes the record's CRC-32C. It reports
+// whether it forged one.
+func forgeRecord(p, old, new []byte) bool {
+	i := bytes.Index(p, old)
+	if i < 0 {
+		return false
+	}
+	for start := i - store.HeaderSize; start >= max(0, i-4096); start-- {
+		r, err := store.DecodeRecord(p[start:])
+		if err != nil || r == nil || start+len(r) < i+len(old) {
+			continue
+		}
+		copy(p[i:], new)
+		binary.LittleEndian.PutUint32(p[start+4:], crc32.Checksum(p[start+8:start+len(r)], crc32.MakeTable(crc32.Castagnoli)))
+		if _, err := store.DecodeRecord(p[start:]); err != nil {
+			panic("forgeRecord: the forged record does not decode: " + err.Error())
+		}
+		return true
+	}
+	return false
 }

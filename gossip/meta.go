@@ -12,9 +12,13 @@ import (
 // the data plane can refuse or adapt to a peer of another version. It is
 // also given to memberlist as the delegate protocol version, so memberlist
 // refuses to merge with a cluster whose range excludes it: a later build
-// that speaks 2 must keep 1 in its range, and speak 1, until every node is
+// that speaks 3 must keep 2 in its range, and speak 2, until every node is
 // upgraded.
-const ProtocolVersion = 1
+//
+// 2: the data port authenticates every frame (broadcast.ProtocolVersion 2).
+// Version 1 nodes sent frames without a MAC; they are not in the range,
+// so a cluster moves to 2 whole (a 2 and a 1 do not merge).
+const ProtocolVersion = 2
 
 // MetaMaxSize is memberlist's limit on a node's metadata, in bytes.
 const MetaMaxSize = memberlist.MetaMaxSize

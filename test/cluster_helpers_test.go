@@ -530,11 +530,12 @@ func originSeqs(t *testing.T, n *clusterNode, topic string, origin uint64, want 
 	return missing, highest
 }
 
-// The data port's handshake, written out here from broadcast/handshake.go
-// so that a test can reach the frame decoder behind it as a peer would
-// (and fail it on purpose).
+// The data port's handshake and frames (protocol 2), written out here from
+// broadcast/handshake.go and broadcast/frame.go so that a test can reach
+// the frame decoder behind them as a peer would (and fail it on purpose).
 const (
 	dataHelloMagic = "CCDATA1"
+	dataProtocol   = 2
 	dataHelloSize  = 7 + 1 + 8 + 8 + 32 // magic, protocol, flags, node ID, nonce
 	dataMACSize    = sha256.Size
 )
@@ -545,18 +546,41 @@ func dataMAC(key []byte, role string, dialer, listener []byte) []byte {
 	if len(key) == 0 {
 		return make([]byte, dataMACSize)
 	}
+	return hmacOf(key, []byte(role), dialer, listener)
+}
+
+func hmacOf(key []byte, parts ...[]byte) []byte {
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte(role))
-	m.Write(dialer)
-	m.Write(listener)
+	for _, p := range parts {
+		m.Write(p)
+	}
 	return m.Sum(nil)
+}
+
+// dataConn is a dialed data-port connection after the handshake: it seals
+// the frames it is asked for with the session key, numbered from 0.
+type dataConn struct {
+	net.Conn
+	key []byte // dialer->listener session key
+	seq uint64
+}
+
+// frame is a sealed frame: length (type and payload), type, payload, and
+// HMAC-SHA256(key, frame number | length | type | payload).
+func (c *dataConn) frame(typ byte, payload []byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(1+len(payload)))
+	b = append(b, typ)
+	b = append(b, payload...)
+	sum := hmacOf(c.key, binary.LittleEndian.AppendUint64(nil, c.seq), b)
+	c.seq++
+	return append(b, sum...)
 }
 
 // dataDial connects to a data port and runs the dialer's side of the
 // handshake as node, proving key (nil: no key). It sends its MAC whatever
 // the listener proved; listenerOK says whether the listener's MAC was
 // made with key.
-func dataDial(addr string, key []byte, node uint64) (conn net.Conn, listenerOK bool, err error) {
+func dataDial(addr string, key []byte, node uint64) (conn *dataConn, listenerOK bool, err error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return nil, false, err
@@ -564,7 +588,7 @@ func dataDial(addr string, key []byte, node uint64) (conn net.Conn, listenerOK b
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	dh := make([]byte, dataHelloSize)
 	copy(dh, dataHelloMagic)
-	dh[7] = 1 // protocol version
+	dh[7] = dataProtocol
 	binary.LittleEndian.PutUint64(dh[16:], node)
 	if _, err := rand.Read(dh[24:]); err != nil {
 		c.Close()
@@ -590,15 +614,9 @@ func dataDial(addr string, key []byte, node uint64) (conn net.Conn, listenerOK b
 		return nil, false, err
 	}
 	_ = c.SetDeadline(time.Time{})
-	return c, listenerOK, nil
-}
-
-// dataFrame is a frame of the data port: length (type and payload), type,
-// payload.
-func dataFrame(typ byte, payload []byte) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, uint32(1+len(payload)))
-	b = append(b, typ)
-	return append(b, payload...)
+	// Both sides proved key: it is the listener's and the dialer's.
+	secret := hmacOf(key, []byte("cachecast session"), binary.LittleEndian.AppendUint32(nil, uint32(len(key))), key, dh, lh)
+	return &dataConn{Conn: c, key: hmacOf(secret, []byte("dialer->listener"))}, listenerOK, nil
 }
 
 // closedByPeer reads from c (discarding what the peer sends) until the

@@ -695,7 +695,8 @@ func TestClusterGarbageDataPort(t *testing.T) {
 		{"random bytes", randBytes(4096)},
 		{"an HTTP request", []byte("GET /v1/topics HTTP/1.1\r\nHost: cachecast\r\n\r\n")},
 		{"a hello with a bad protocol", append([]byte(dataHelloMagic+"\x09"), randBytes(dataHelloSize-8)...)},
-		{"a hello with node ID 0", append([]byte(dataHelloMagic+"\x01"), make([]byte, dataHelloSize-8)...)},
+		{"a hello with node ID 0", append([]byte(dataHelloMagic+"\x02"), make([]byte, dataHelloSize-8)...)},
+		{"a hello of protocol 1 (frames without a MAC)", append([]byte(dataHelloMagic+"\x01"), randBytes(dataHelloSize-8)...)},
 	}
 	for _, r := range raw {
 		refused := a.CountLog("refused a data connection")
@@ -733,22 +734,33 @@ func TestClusterGarbageDataPort(t *testing.T) {
 	binary.LittleEndian.PutUint32(bigRecords[:], 1<<30)
 	frames := []struct {
 		name  string
-		data  []byte
+		data  func(c *dataConn) []byte
 		close bool // a must close the connection
 	}{
-		{"a zero length", []byte{0, 0, 0, 0}, true},
-		{"a length over the limit", []byte{0xff, 0xff, 0xff, 0xff, 1}, true},
-		{"an unknown type", dataFrame(0x63, randBytes(100)), true},
-		{"type 0", dataFrame(0, nil), true},
-		{"an ack (the listener takes none)", dataFrame(2, make([]byte, 4)), true},
-		{"records of random bytes", dataFrame(1, randBytes(1000)), true},
-		{"records claiming a huge size", dataFrame(1, append(bigRecords[:], randBytes(100)...)), true},
-		{"empty records", dataFrame(1, nil), true},
-		{"a short pull", dataFrame(3, randBytes(5)), true},
-		{"a pull from 0", dataFrame(3, make([]byte, 24)), true},
-		{"a pull ending before it starts", dataFrame(3, pullPayload(1, 10, 5)), true},
-		{"a pull of everything of an unknown origin", dataFrame(3, pullPayload(0xdeadbeef, 1, 1<<63)), false},
-		{"a good frame, then a bad one", append(dataFrame(3, pullPayload(0xdeadbeef, 1, 2)), dataFrame(0x77, randBytes(64))...), true},
+		{"a zero length", func(c *dataConn) []byte { return []byte{0, 0, 0, 0} }, true},
+		{"a length over the limit", func(c *dataConn) []byte { return []byte{0xff, 0xff, 0xff, 0xff, 1} }, true},
+		{"an unknown type", func(c *dataConn) []byte { return c.frame(0x63, randBytes(100)) }, true},
+		{"type 0", func(c *dataConn) []byte { return c.frame(0, nil) }, true},
+		{"an ack (the listener takes none)", func(c *dataConn) []byte { return c.frame(2, make([]byte, 4)) }, true},
+		{"records of random bytes", func(c *dataConn) []byte { return c.frame(1, randBytes(1000)) }, true},
+		{"records claiming a huge size", func(c *dataConn) []byte { return c.frame(1, append(bigRecords[:], randBytes(100)...)) }, true},
+		{"empty records", func(c *dataConn) []byte { return c.frame(1, nil) }, true},
+		{"a short pull", func(c *dataConn) []byte { return c.frame(3, randBytes(5)) }, true},
+		{"a pull from 0", func(c *dataConn) []byte { return c.frame(3, make([]byte, 24)) }, true},
+		{"a pull ending before it starts", func(c *dataConn) []byte { return c.frame(3, pullPayload(1, 10, 5)) }, true},
+		{"a pull of everything of an unknown origin", func(c *dataConn) []byte { return c.frame(3, pullPayload(0xdeadbeef, 1, 1<<63)) }, false},
+		{"a good frame, then a bad one", func(c *dataConn) []byte {
+			return append(c.frame(3, pullPayload(0xdeadbeef, 1, 2)), c.frame(0x77, randBytes(64))...)
+		}, true},
+		{"a pull whose MAC fails", func(c *dataConn) []byte {
+			f := c.frame(3, pullPayload(0xdeadbeef, 1, 2))
+			f[len(f)-1] ^= 1
+			return f
+		}, true},
+		{"a good frame replayed", func(c *dataConn) []byte {
+			f := c.frame(3, pullPayload(0xdeadbeef, 1, 2))
+			return append(f, f...)
+		}, true},
 	}
 	for i, f := range frames {
 		bad := a.CountLog("closing a data connection on")
@@ -756,7 +768,7 @@ func TestClusterGarbageDataPort(t *testing.T) {
 		if err != nil || !listenerOK {
 			t.Fatalf("%s: handshake: %v (listener proved the key: %v)", f.name, err, listenerOK)
 		}
-		if _, err := conn.Write(f.data); err != nil {
+		if _, err := conn.Write(f.data(conn)); err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
 		wait := 5 * time.Second
