@@ -199,7 +199,7 @@ func TestClusterWithoutKeyStaysOnLoopback(t *testing.T) {
 		{"127.0.0.1:7946", ":7947", "", false, "--data-addr: :7947 is reachable beyond this machine"},
 		{"127.0.0.1:7946", "[::]:7947", "", false, "--data-addr: [::]:7947 is reachable"},
 		{"10.1.2.3:7946", "127.0.0.1:7947", "", false, "--gossip-addr: 10.1.2.3:7946 is reachable"},
-		{"node1.example:7946", "127.0.0.1:7947", "", false, "--gossip-addr: node1.example:7946 is reachable"},
+		{"127.0.0.1:7946", "node1.example:7947", "", false, "--data-addr: node1.example:7947 is reachable"},
 		{"0.0.0.0:7946", "0.0.0.0:7947", "", true, ""},
 		{"0.0.0.0:7946", "0.0.0.0:7947", keyFile, false, ""},
 	} {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/gossip"
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/store"
 )
@@ -315,8 +316,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--snapshot-interval: must be positive, got %v", c.SnapshotInterval)
 	case c.WhenFull != "recycle" && c.WhenFull != "refuse":
 		return fmt.Errorf("--when-full: must be \"recycle\" or \"refuse\", got %q", c.WhenFull)
-	case c.MaxValueSize < 0:
-		return fmt.Errorf("--max-value-size: must not be negative, got %d", c.MaxValueSize)
+	case c.MaxValueSize < 1:
+		return fmt.Errorf("--max-value-size: must be at least 1 byte, got %d", c.MaxValueSize)
 	case c.MaxValueSize > c.SegmentSize-recordOverhead:
 		return fmt.Errorf("--max-value-size: a value of %s does not fit a segment of %s (--segment-size) with its header",
 			formatSize(c.MaxValueSize), formatSize(c.SegmentSize))
@@ -345,8 +346,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--log-format: must be \"json\" or \"console\", got %q", c.LogFormat)
 	}
 	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return fmt.Errorf("--metrics-addr: %v", err)
+		if err := checkAddr("--metrics-addr", c.MetricsAddr, false, false); err != nil {
+			return err
 		}
 	}
 	if err := c.validateCluster(); err != nil {
@@ -359,25 +360,41 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// validateCluster checks the cluster's and the consumer groups' settings.
+// They are checked with or without a cluster (--gossip-addr empty), so that
+// a setting given by mistake is not silently ignored, or replaced by a
+// default further down.
 func (c Config) validateCluster() error {
 	switch c.Replication {
 	case "none", "async", "sync":
 	default:
 		return fmt.Errorf("--replication: must be \"none\", \"async\" or \"sync\", got %q", c.Replication)
 	}
-	if c.GossipAddr == "" {
-		if len(c.Join) > 0 {
-			return errors.New("--join: needs --gossip-addr (empty --gossip-addr means no cluster)")
+	if c.GossipAddr == "" && len(c.Join) > 0 {
+		return errors.New("--join: needs --gossip-addr (empty --gossip-addr means no cluster)")
+	}
+	if c.GossipAddr != "" {
+		if err := checkAddr("--gossip-addr", c.GossipAddr, true, false); err != nil {
+			return err
 		}
-		return nil
 	}
-	if _, _, err := net.SplitHostPort(c.GossipAddr); err != nil {
-		return fmt.Errorf("--gossip-addr: %v", err)
+	if c.AdvertiseAddr != "" {
+		if err := checkAddr("--advertise-addr", c.AdvertiseAddr, true, true); err != nil {
+			return err
+		}
 	}
-	if _, _, err := net.SplitHostPort(c.DataAddr); err != nil {
-		return fmt.Errorf("--data-addr: %v", err)
+	if c.DataAddr == "" {
+		return errors.New("--data-addr: must not be empty (host:port; port 0 picks a free one)")
 	}
-	if c.ClusterKeyFile == "" && !c.AllowInsecureCluster {
+	if err := checkAddr("--data-addr", c.DataAddr, false, false); err != nil {
+		return err
+	}
+	for _, j := range c.Join {
+		if err := checkAddr("--join", j, false, true); err != nil {
+			return err
+		}
+	}
+	if c.GossipAddr != "" && c.ClusterKeyFile == "" && !c.AllowInsecureCluster {
 		for _, a := range []struct{ flag, addr string }{{"--gossip-addr", c.GossipAddr}, {"--data-addr", c.DataAddr}} {
 			if !loopbackAddr(a.addr) {
 				return fmt.Errorf("%s: %s is reachable beyond this machine and there is no --cluster-key-file, "+
@@ -410,6 +427,11 @@ func (c Config) validateCluster() error {
 			return fmt.Errorf("--retry-backoff: must not be negative, got %v", b)
 		}
 	}
+	if c.ClusterKeyFile != "" {
+		if _, err := gossip.LoadKeyFile(c.ClusterKeyFile); err != nil {
+			return fmt.Errorf("--cluster-key-file: %w", err)
+		}
+	}
 	if _, err := c.tlsConfig(); err != nil {
 		return err
 	}
@@ -425,10 +447,48 @@ func (c Config) validateCluster() error {
 		if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
 			return errors.New("--nats-tls-cert and --nats-tls-key: set both or neither")
 		}
+		for _, f := range []struct{ flag, path string }{{"--nats-creds", c.NATSCreds},
+			{"--nats-tls-cert", c.NATSTLSCert}, {"--nats-tls-key", c.NATSTLSKey}, {"--nats-tls-ca", c.NATSTLSCA}} {
+			if err := checkReadable(f.flag, f.path); err != nil {
+				return err
+			}
+		}
 	default:
 		return fmt.Errorf("--transport: must be \"tcp\" or \"nats\", got %q", c.Transport)
 	}
 	return nil
+}
+
+// checkAddr checks a host:port setting: the port is a number from 0 to
+// 65535, and with ipOnly the host is an IP literal or empty (gossip binds
+// and advertises IPs only). With portOptional a bare host is fine too.
+func checkAddr(flag, addr string, ipOnly, portOptional bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		if !portOptional {
+			return fmt.Errorf("%s: want host:port, got %q", flag, addr)
+		}
+		host, port = addr, "0" // a bare host, or a bare IPv6 address
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%s: the port of %q must be a number from 0 to 65535", flag, addr)
+	}
+	if ipOnly && host != "" && net.ParseIP(host) == nil {
+		return fmt.Errorf("%s: the host of %q must be an IP address (or empty for every interface)", flag, addr)
+	}
+	return nil
+}
+
+// checkReadable checks that the file a flag names (if any) can be opened.
+func checkReadable(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	return f.Close()
 }
 
 // ErrInsecureCluster means a node without a cluster key would open its
@@ -595,6 +655,40 @@ func ApplyEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 		}
 	})
 	return firstErr
+}
+
+// UnknownEnv names the CACHECAST_ variables that no flag of fs reads: in
+// environ (KEY=value strings, as os.Environ gives them) and in the env
+// file that fs's --env-file names, sorted, those of the file with the
+// file's name after them ("CACHECAST_MAX_VALU_SIZE (in /etc/default/cachecastd)").
+// A typo there would otherwise leave the setting at its default without a
+// word. Call it after ApplyEnv, which has checked that the file reads.
+func UnknownEnv(fs *pflag.FlagSet, environ []string) []string {
+	known := map[string]bool{}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if names := f.Annotations[envAnnotation]; len(names) > 0 {
+			known[names[0]] = true
+		}
+	})
+	var unknown []string
+	var file map[string]string
+	if f := fs.Lookup("env-file"); f != nil && f.Value.String() != "" {
+		file, _ = ReadEnvFile(f.Value.String())
+		for k := range file {
+			if strings.HasPrefix(k, envPrefix) && !known[k] {
+				unknown = append(unknown, k+" (in "+f.Value.String()+")")
+			}
+		}
+	}
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		_, inFile := file[k] // under systemd the environment is the file again
+		if strings.HasPrefix(k, envPrefix) && !known[k] && !inFile {
+			unknown = append(unknown, k)
+		}
+	}
+	slices.Sort(unknown)
+	return slices.Compact(unknown)
 }
 
 // ReadEnvFile reads a file in the syntax of systemd's EnvironmentFile: one

@@ -101,7 +101,7 @@ func TestConfigValidate(t *testing.T) {
 		{"retention-bytes ok", func(c *Config) { c.RetentionBytes = 10 * c.SegmentSize }, ""},
 		{"retention-age negative", func(c *Config) { c.RetentionAge = -time.Second }, "--retention-age: must not be negative"},
 		{"snapshot-interval", func(c *Config) { c.SnapshotInterval = 0 }, "--snapshot-interval: must be positive"},
-		{"max-value-size negative", func(c *Config) { c.MaxValueSize = -1 }, "--max-value-size: must not be negative"},
+		{"max-value-size negative", func(c *Config) { c.MaxValueSize = -1 }, "--max-value-size: must be at least 1 byte, got -1"},
 		{"max-value-size beyond segment", func(c *Config) { c.SegmentSize = 1 << 20; c.MaxValueSize = 1 << 20 }, "--max-value-size: a value of 1MiB does not fit a segment of 1MiB"},
 		{"max-body-size below value", func(c *Config) { c.MaxBodySize = c.MaxValueSize - 1 }, "--max-body-size: must be at least --max-value-size"},
 		{"max-connections", func(c *Config) { c.MaxConnections = 0 }, "--max-connections: must be at least 1"},
@@ -131,6 +131,86 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("Validate() = %q; want it to contain %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestBadSettingsNameTheFlag: every setting is checked whatever else is
+// set (with no cluster too), and the error names the flag.
+func TestBadSettingsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	notAKey := filepath.Join(dir, "not-a-key")
+	if err := os.WriteFile(notAKey, []byte("not base64!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noCluster := []string{"--gossip-addr="}
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"--max-value-size", "0"}, "--max-value-size: must be at least 1 byte, got 0"},
+		{[]string{"--ack-timeout", "0"}, "--ack-timeout: must be positive, got 0s"},
+		{append(noCluster, "--ack-timeout", "0"), "--ack-timeout: must be positive, got 0s"},
+		{append(noCluster, "--queues-per-topic", "0"), "--queues-per-topic: must be 1 to 1024, got 0"},
+		{append(noCluster, "--max-retries", "-1"), "--max-retries: must not be negative, got -1"},
+		{append(noCluster, "--retry-backoff", "-1s"), "--retry-backoff: must not be negative, got -1s"},
+		{append(noCluster, "--transport", "udp"), `--transport: must be "tcp" or "nats", got "udp"`},
+		{append(noCluster, "--transport", "nats"), "--nats-url: needed with --transport=nats"},
+		{[]string{"--transport", "nats", "--nats-url", "nats://127.0.0.1:4222", "--nats-creds", missing}, "--nats-creds: open " + missing},
+		{append(noCluster, "--gossip-profile", "fast"), `--gossip-profile: must be "lan", "wan" or "local", got "fast"`},
+		{append(noCluster, "--replication", "always"), `--replication: must be "none", "async" or "sync", got "always"`},
+		{append(noCluster, "--join-timeout", "0"), "--join-timeout: must be positive"},
+		{append(noCluster, "--replica-timeout", "0"), "--replica-timeout: must be positive"},
+		{[]string{"--data-addr", "127.0.0.1:99999"}, `--data-addr: the port of "127.0.0.1:99999" must be a number from 0 to 65535`},
+		{append(noCluster, "--data-addr", "127.0.0.1:99999"), `--data-addr: the port of "127.0.0.1:99999"`},
+		{[]string{"--data-addr", "127.0.0.1"}, `--data-addr: want host:port, got "127.0.0.1"`},
+		{[]string{"--data-addr="}, "--data-addr: must not be empty"},
+		{[]string{"--gossip-addr", "127.0.0.1:http"}, `--gossip-addr: the port of "127.0.0.1:http" must be a number`},
+		{[]string{"--gossip-addr", "localhost:7946"}, `--gossip-addr: the host of "localhost:7946" must be an IP address`},
+		{[]string{"--advertise-addr", "10.0.0.1:70000"}, `--advertise-addr: the port of "10.0.0.1:70000"`},
+		{[]string{"--join", "10.0.0.1:0x10"}, `--join: the port of "10.0.0.1:0x10"`},
+		{append(noCluster, "--join", "10.0.0.1:7946"), "--join: needs --gossip-addr"},
+		{[]string{"--metrics-addr", "127.0.0.1:99999"}, `--metrics-addr: the port of "127.0.0.1:99999"`},
+		{[]string{"--cluster-key-file", missing}, "--cluster-key-file: "},
+		{append(noCluster, "--cluster-key-file", missing), "--cluster-key-file: "},
+		{append(noCluster, "--cluster-key-file", notAKey), "--cluster-key-file: "},
+		{append(noCluster, "--tls-cert", missing), "--tls-cert, --tls-key and --tls-ca: set all three"},
+		{append(noCluster, "--tls-cert", missing, "--tls-key", missing, "--tls-ca", missing), "--tls-cert/--tls-key/--tls-ca: open " + missing},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			c, err := parseForTest(tt.args, nil)
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("%q: %v; want an error containing %q", tt.args, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestUnknownEnv: CACHECAST_ names that no flag reads are reported, from
+// the environment and from the env file, and nothing else is.
+func TestUnknownEnv(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(file, []byte("CACHECAST_MAX_VALU_SIZE=1KiB\nCACHECAST_LOG_LEVEL=debug\nCACHECAST_BOTH=1\nPATH=/bin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	c := DefaultConfig()
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--env-file", file}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ApplyEnv(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"CACHECAST_DATA_DIR=/x", "CACHECAST_GOSIP_ADDR=", "CACHECAST_BOTH=1", "HOME=/root", "cachecast_lower=1"}
+	got := UnknownEnv(fs, environ)
+	want := []string{"CACHECAST_BOTH (in " + file + ")", "CACHECAST_GOSIP_ADDR", "CACHECAST_MAX_VALU_SIZE (in " + file + ")"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("UnknownEnv = %q; want %q", got, want)
 	}
 }
 

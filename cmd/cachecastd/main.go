@@ -10,7 +10,9 @@
 //
 // Signals: SIGTERM and SIGINT shut down gracefully (drain, flush, snapshot);
 // SIGHUP reloads the log level and the allow-lists from the command line,
-// the environment and --env-file.
+// the environment and --env-file. At start and on SIGHUP it warns about
+// every CACHECAST_ name of the environment or the env file that no flag
+// reads.
 package main
 
 import (
@@ -37,7 +39,7 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(args []string, lookup func(string) (string, bool), stdout io.Writer, stderr *os.File) int {
-	cfg, action, err := parse(args, lookup, stdout)
+	cfg, action, unknown, err := parse(args, lookup, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "cachecastd: %v\nRun 'cachecastd --help' for the flags.\n", err)
 		return exitUsage
@@ -49,17 +51,25 @@ func run(args []string, lookup func(string) (string, bool), stdout io.Writer, st
 		fmt.Fprintf(stdout, "cachecastd %s\n", daemon.Version)
 		return exitOK
 	}
-	cfg.Reload = func() (daemon.Config, error) {
-		c, _, err := parse(args, lookup, io.Discard)
-		return c, err
-	}
-
 	log, err := daemon.NewLogger(cfg.LogFormat, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "cachecastd: %v\n", err)
 		return exitUsage
 	}
 	defer func() { _ = log.Sync() }()
+	warnUnknown := func(names []string) {
+		for _, n := range names {
+			log.Warn("unknown setting ignored: no flag reads " + n)
+		}
+	}
+	warnUnknown(unknown)
+	cfg.Reload = func() (daemon.Config, error) {
+		c, _, unknown, err := parse(args, lookup, io.Discard)
+		if err == nil {
+			warnUnknown(unknown)
+		}
+		return c, err
+	}
 
 	d, err := daemon.New(cfg, log)
 	if err != nil {
@@ -84,7 +94,9 @@ const (
 
 // parse builds the configuration: defaults, then the command line, then
 // --env-file and the environment for the flags the command line left out.
-func parse(args []string, lookup func(string) (string, bool), stdout io.Writer) (daemon.Config, action, error) {
+// It also names the CACHECAST_ variables of the environment and the env
+// file that no flag reads (daemon.UnknownEnv), for run to warn about.
+func parse(args []string, lookup func(string) (string, bool), stdout io.Writer) (daemon.Config, action, []string, error) {
 	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.SetOutput(io.Discard) // errors are printed once, by run
@@ -93,7 +105,7 @@ func parse(args []string, lookup func(string) (string, bool), stdout io.Writer) 
 	help := fs.BoolP("help", "h", false, "show this help and exit")
 	version := fs.BoolP("version", "V", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
-		return cfg, actionRun, err
+		return cfg, actionRun, nil, err
 	}
 	switch {
 	case *help:
@@ -107,17 +119,17 @@ Every flag can also be set by the environment variable shown after it
 
 Flags:
 %s`, fs.FlagUsagesWrapped(100))
-		return cfg, actionHelp, nil
+		return cfg, actionHelp, nil, nil
 	case *version:
-		return cfg, actionVersion, nil
+		return cfg, actionVersion, nil, nil
 	case fs.NArg() > 0:
-		return cfg, actionRun, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return cfg, actionRun, nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	if err := daemon.ApplyEnv(fs, lookup); err != nil {
-		return cfg, actionRun, err
+		return cfg, actionRun, nil, err
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, actionRun, err
+		return cfg, actionRun, nil, err
 	}
-	return cfg, actionRun, nil
+	return cfg, actionRun, daemon.UnknownEnv(fs, os.Environ()), nil
 }

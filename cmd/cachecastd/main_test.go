@@ -189,3 +189,58 @@ func TestRunUntilSIGTERM(t *testing.T) {
 		t.Fatalf("json logs expected, got:\n%s", logs)
 	}
 }
+
+// TestUnknownSettingsWarned: a CACHECAST_ name in the env file that no
+// flag reads (a typo) is warned about at start, and one added later on
+// SIGHUP, when the file is read again.
+func TestUnknownSettingsWarned(t *testing.T) {
+	sockDir, err := os.MkdirTemp("", "cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "s.sock")
+	envFile := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(envFile, []byte("CACHECAST_MAX_VALU_SIZE=1KiB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--socket", sock, "--gossip-addr=",
+		"--segment-size=1MiB", "--max-value-size=64KiB", "--log-format=json", "--env-file", envFile}
+	stderr := tempStderr(t)
+	done := make(chan int, 1)
+	go func() { done <- run(args, noEnv, io.Discard, stderr) }()
+	waitLog := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(readAll(t, stderr), want); time.Sleep(10 * time.Millisecond) {
+			select {
+			case code := <-done:
+				t.Fatalf("run exited %d: %s", code, readAll(t, stderr))
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the log after 10s:\n%s", want, readAll(t, stderr))
+			}
+		}
+	}
+	waitLog("no flag reads CACHECAST_MAX_VALU_SIZE (in " + envFile + ")")
+	waitLog(`"msg":"serving"`)
+
+	if err := os.WriteFile(envFile, []byte("CACHECAST_MAX_VALUE_SIZE=32KiB\nCACHECAST_LOG_LEVL=debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog("no flag reads CACHECAST_LOG_LEVL (in " + envFile + ")")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("exit %d after SIGTERM: %s", code, readAll(t, stderr))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10s after SIGTERM")
+	}
+}
