@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 
@@ -61,6 +62,18 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(Record) error) (next
 // Digest is a SHA-256 over the whole view, tombstones included, in (topic,
 // key) order: two nodes with equal digests hold the same view.
 func (s *Store) Digest() [32]byte { return s.view.Digest() }
+
+// FollowView makes fn see every later change of the view, in the order the
+// view applies them, whichever node the record came from, deletes
+// included (ViewChange.Deleted), and returns the view as it stood at that
+// moment (tombstones included), so that a follower that applies the
+// returned entries and then the changes misses nothing and sees nothing
+// twice. fn runs under the view's write lock, on the goroutine applying a
+// record: it must be quick (queue the change and return) and must not call
+// the store. There is one follower; FollowView(nil) stops it.
+func (s *Store) FollowView(fn func(ViewChange)) iter.Seq[ViewChange] {
+	return s.view.followFrom(fn)
+}
 
 // OpenSnapshot writes a fresh snapshot of the view and opens it for
 // reading, for a peer that must bootstrap from it. The caller closes the

@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"iter"
 	"sort"
 	"strings"
 	"sync"
@@ -73,6 +74,29 @@ type View struct {
 	mu     sync.RWMutex
 	topics map[string]*topicView
 	live   int // live keys over all topics
+	// follow, when set, sees every change put makes, under the write lock.
+	follow func(ViewChange)
+}
+
+// ViewChange is one change of the view, as a follower (Store.FollowView)
+// sees it: the entry (topic, key) holds from now on, or its tombstone.
+type ViewChange struct {
+	Topic string
+	Key   string
+	// Entry is what the key holds now; Value is shared with the view
+	// (callers must not modify it). For a tombstone only Stamp is set.
+	Entry
+	// Deleted is true for a tombstone.
+	Deleted bool
+}
+
+func (it *viewItem) change(topic string) ViewChange {
+	c := ViewChange{Topic: topic, Key: it.key(), Deleted: it.tomb}
+	c.Stamp = it.stamp
+	if !it.tomb {
+		c.Value, c.Tag = it.value(), it.tag()
+	}
+	return c
 }
 
 // topicView holds one topic's items.
@@ -212,6 +236,9 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		tv.live++
 		v.live++
 	}
+	if v.follow != nil {
+		v.follow(it.change(tv.name))
+	}
 	return true
 }
 
@@ -312,15 +339,41 @@ type frozenTopic struct {
 // copy a shared node before changing it, and items are never modified.
 func (v *View) freeze() (topics []frozenTopic, entries int) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.freezeLocked()
+}
+
+// freezeLocked is freeze for a caller holding the write lock.
+func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 	topics = make([]frozenTopic, 0, len(v.topics))
 	for _, tv := range v.topics {
 		c := tv.order.Clone()
 		topics = append(topics, frozenTopic{name: tv.name, items: c})
 		entries += c.Len()
 	}
-	v.mu.Unlock()
 	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
 	return topics, entries
+}
+
+// followFrom makes fn see every later change (nil stops it) and returns
+// the view as it is at that moment, with nothing in between.
+func (v *View) followFrom(fn func(ViewChange)) iter.Seq[ViewChange] {
+	v.mu.Lock()
+	v.follow = fn
+	topics, _ := v.freezeLocked()
+	v.mu.Unlock()
+	return func(yield func(ViewChange) bool) {
+		for _, ft := range topics {
+			ok := true
+			ft.items.Ascend(func(it *viewItem) bool {
+				ok = yield(it.change(ft.name))
+				return ok
+			})
+			if !ok {
+				return
+			}
+		}
+	}
 }
 
 // Digest is a SHA-256 over every entry of the view, tombstones included, in
