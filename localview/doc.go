@@ -1,0 +1,191 @@
+// Package localview is the daemon's key/value view in a shared-memory
+// file: any local process maps it read-only and reads a value with a few
+// memory loads, no system call, no lock shared with the writer and no
+// registration (nothing a killed reader could leave behind).
+//
+// The daemon (cachecastd --view-file) is the one Writer: it mirrors every
+// change of its store's view (from any node, deletes included) into the
+// file within microseconds. A Reader (Open, Get, GetInto, Scan, Fresh)
+// follows the file through growth, compaction and daemon restarts by
+// itself. The python/ directory holds a reader in Python with only the
+// standard library, written from this page.
+//
+// # Model
+//
+// One writer, any number of lock-free readers, as Aeron's log buffers and
+// the Linux seqlock: each record carries a version word, odd while the
+// writer changes the record and two more once it is done. A reader loads
+// the version, copies, loads it again: an odd or changed version means the
+// copy may be torn and is thrown away and retried; it is never returned.
+// The writer never waits for readers.
+//
+// A file is one generation: a fixed-size slot table and a fixed-size
+// arena. When either fills up (growth), or the arena is mostly garbage
+// (compaction), the writer builds the next generation beside the file
+// (<path>.<generation>.tmp), renames it onto the path (atomic), and only
+// then sets the "superseded" bit of the old header. A reader that sees the
+// bit opens the path again and maps the new file; the old file, unlinked
+// by the rename, stays valid for as long as anyone maps it. A restarting
+// daemon first clears the old file's "ready" bit, then puts an empty, not
+// ready generation in place and supersedes the old one; it sets "ready"
+// once the store has recovered and the view is loaded.
+//
+// # File
+//
+// All integers are little endian. Every record and every 8-byte field is
+// 8-byte aligned. The file is
+//
+//	+---------------------+ 0
+//	| header (4096 bytes) |
+//	+---------------------+ 4096 (slots offset)
+//	| slot table          | slot count x 8 bytes, a power of two
+//	+---------------------+ arena offset
+//	| arena               | records, one after another
+//	+---------------------+ arena offset + arena size (<= file size)
+//
+// # Header
+//
+//	offset size field
+//	0      8    magic "CCVIEW\x00\x01"
+//	8      4    format version (1)
+//	12     4    header size (4096)
+//	16     8    file size in bytes (<= the file's real size)
+//	24     8    generation: 1, 2, 3, ... one more for each new file
+//	32     8    slots offset (4096)
+//	40     8    slot count (a power of two)
+//	48     8    arena offset
+//	56     8    arena size
+//	64     8    state: bit 0 ready, bit 1 superseded, bit 2 closed
+//	72     56   zero (the state word has its cache line to itself)
+//	128    8    heartbeat: unix nanoseconds when the writer last said the
+//	            view was current (after each batch, and every 50ms)
+//	136    8    writer's process ID
+//	144    8    created: unix nanoseconds
+//	152    40   zero
+//	192    8    meta version: the seqlock of the fields from 200 to 4095
+//	200    8    live keys
+//	208    8    changes applied since the writer started
+//	216    8    unix nanoseconds of the last change
+//	224    4    alive cluster members (this node included; 0: no cluster)
+//	228    4    known cluster members
+//	232    4    origin count n (at most 241)
+//	236    4    zero
+//	240    16*n (origin ID u64, greatest HLC applied from it u64), sorted
+//	            by origin; with more origins than fit, the most recent
+//
+// Offsets 0 to 63 and 128 to 191 never change within a generation, but
+// the state (64) and the heartbeat (128) do; the fields from 200 on change
+// under the meta version, as a record's fields do under its version.
+//
+// # Slot table
+//
+// A slot is one 64-bit word, written with a single atomic store:
+//
+//	bits 63..32  hash of (topic, key), never 0
+//	bits 31..0   record offset / 8 (an absolute file offset)
+//
+// 0 is an empty slot. The table is open addressing with linear probing:
+// the key's first slot is hash & (slot count - 1), then the next, wrapping
+// at the end, until its slot or an empty one. A slot, once set, only ever
+// changes to point at a new record of the same key (a value that outgrew
+// its record); deleted keys keep their slot (their record says deleted)
+// until the next generation drops them. The writer keeps the table at most
+// 3/4 full.
+//
+// The hash is CRC-32 (IEEE, as zlib.crc32 and Go's crc32.ChecksumIEEE)
+// over the topic's length as 2 bytes, the topic's bytes and the key's
+// bytes, then the murmur3 32-bit finalizer (h ^= h>>16; h *= 0x85ebca6b;
+// h ^= h>>13; h *= 0xc2b2ae35; h ^= h>>16, all mod 2^32); a result of 0
+// becomes 1. See Hash.
+//
+// # Record
+//
+//	offset     size  field
+//	0          8     version: even when stable, odd while being written
+//	8          8     HLC of the message that set the value
+//	16         8     origin of that message
+//	24         8     its seq
+//	32         4     value length v
+//	36         2     tag length t
+//	38         2     flags: bit 0 deleted
+//	40         4     capacity c: room for tag and value, a multiple of 8
+//	44         2     topic length p
+//	46         2     key length k
+//	48         c     tag (t bytes), value (v bytes), zero padding; t+v <= c
+//	48+c       p+k   topic, key, zero padding to a multiple of 8
+//
+// Offsets 40 to 47 and the topic and key never change: a record belongs
+// to one key for its life. The rest changes under the version. A value
+// that fits the capacity is rewritten in place; a larger one goes to a new
+// record, and the slot is switched to it.
+//
+// # Reading a value
+//
+// Open: open the path read-only, fstat it, map the whole file read-only
+// (PROT_READ, MAP_SHARED). Check the magic, the version (1), the header
+// size (4096), that the file size field is at most the mapping's length,
+// the slots offset is 4096, the slot count is a power of two, the arena
+// starts at or after the table's end, 8-aligned, and ends inside the
+// mapping. Keep these numbers; they do not change within a generation.
+//
+// Get(topic, key):
+//
+//  1. Load the state word (offset 64). Superseded: open the path again
+//     (Open), unmap the old file, and start over (a few times at most).
+//     Closed or not ready: answer "not ready" (fall back to the socket).
+//  2. h = hash(topic, key); i = h & (slot count - 1).
+//  3. Load slot i (one 64-bit load). 0: the key is not there, stop. If its
+//     upper 32 bits are not h, i = (i+1) & (slot count - 1) and repeat
+//     (at most slot count times).
+//  4. off = (lower 32 bits) * 8. Check arena offset <= off and off + 48 <=
+//     arena end; read capacity c, p and k (offset 40); check c is a
+//     multiple of 8 and off + 48 + c + p + k <= arena end. Anything else
+//     is a damaged file: stop with an error.
+//  5. Compare the topic and key at off+48+c with the wanted ones; if they
+//     differ, go on probing at 3.
+//  6. Load the version (offset 0). Odd: the writer is in the record; load
+//     it again (yield after a while, and give up after ~20000 tries: a
+//     writer that died in the middle leaves it odd).
+//  7. Copy offsets 8 to 39 and then t+v bytes from offset 48, in 8-byte
+//     words (the copy may read up to 7 bytes past t+v, inside c).
+//  8. Load the version again. If it differs from the one of step 6, go back
+//     to 6. If t+v > c (after the version check passed), the file is
+//     damaged. If the deleted flag is set, the key is not there.
+//  9. Return the value, the tag and (HLC, origin, seq).
+//
+// On CPUs that reorder loads (arm64), the loads of step 7 must not move
+// past the second version load: the Go reader does every load of a
+// record with an atomic 64-bit load (a plain MOV on amd64), a C reader
+// would put an acquire fence (smp_rmb) before the second load.
+//
+// Scan(topic): walk every slot; for each non-empty one, check the record
+// as in step 4, keep those whose topic matches, and read each as in steps
+// 6 to 8. Freshness: the heartbeat (offset 128) says when the writer last
+// said the view was current; a reader that needs fresh prices compares it
+// with its own clock (Fresh). The meta fields (200 on) are read as a
+// record is: meta version, fields, meta version again.
+//
+// A reader never writes to the file and trusts nothing in it: every offset
+// and length is checked against the mapping before it is used, and a
+// mapped page that faults (the file truncated under the mapping) is turned
+// into an error (runtime/debug.SetPanicOnFault). A damaged file reads as
+// ErrCorrupt, never as a crash or as bytes from outside the record.
+//
+// # Writing
+//
+// To change a record in place: store version+1 (odd), store the fields and
+// the data words, store version+2. Every store is an atomic 64-bit store,
+// which orders them on every CPU. A new record is written in full in the
+// free part of the arena and then published by one atomic store of its
+// slot. Nothing is ever freed within a generation: the garbage goes with
+// the generation, so a reader holding an old offset reads a record that
+// is still there.
+//
+// Sizes: a record is 48 bytes plus tag and value rounded up to 8 plus
+// topic and key rounded up to 8; a key costs 8 / load bytes of slot table
+// (10.7 to 21.3 bytes at a load between 3/8 and 3/4). A new generation
+// has room for 1/8 more keys and bytes than the live ones (twice as many
+// while small), so the file stays within about 1.125 times its live
+// records. The file is allocated (fallocate) when made: a full tmpfs is
+// an error then, not a SIGBUS later. The format limits a file to 32 GiB.
+package localview

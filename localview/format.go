@@ -1,0 +1,141 @@
+package localview
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The byte layout is drawn in doc.go; these constants are its offsets.
+const (
+	// magic opens every view file.
+	magic = "CCVIEW\x00\x01"
+	// formatVersion is the layout's version; a reader refuses others.
+	formatVersion = 1
+	// headerSize is the header's size, one page: the slot table starts
+	// right after it.
+	headerSize = 4096
+
+	offMagic      = 0
+	offVersion    = 8
+	offHeaderSize = 12
+	offFileSize   = 16
+	offGeneration = 24
+	offSlotsOff   = 32
+	offSlotCount  = 40
+	offArenaOff   = 48
+	offArenaSize  = 56
+	offState      = 64 // alone on its cache line: read by every Get
+	offHeartbeat  = 128
+	offWriterPID  = 136
+	offCreated    = 144
+	offMetaSeq    = 192 // seqlock over the fields from here to the origins
+	offLiveKeys   = 200
+	offChanges    = 208
+	offLastChange = 216
+	offAlive      = 224
+	offMembers    = 228
+	offOrigins    = 232 // count u32, reserved u32, then the pairs
+	offOriginList = 240
+
+	// MaxOrigins is how many (origin, HLC) pairs the header holds.
+	MaxOrigins = (headerSize - offOriginList) / 16
+
+	// State bits.
+	stateReady      = 1
+	stateSuperseded = 2
+	stateClosed     = 4
+
+	// recordHeader is the fixed part of a record in the arena.
+	recordHeader = 48
+	recVersion   = 0
+	recHLC       = 8
+	recOrigin    = 16
+	recSeq       = 24
+	recValueLen  = 32
+	recTagLen    = 36
+	recFlags     = 38
+	recCap       = 40
+	recTopicLen  = 44
+	recKeyLen    = 46
+
+	flagDeleted = 1
+
+	// maxFileSize: a slot names its record by offset/8 in 32 bits.
+	maxFileSize = 8 << 32
+)
+
+// Sentinel errors of the package.
+var (
+	// ErrNotFound means the view holds no live value for (topic, key).
+	ErrNotFound = errors.New("localview: not found")
+	// ErrNotReady means the daemon has not finished loading the view,
+	// has stopped, or lost it (readers fall back to the socket).
+	ErrNotReady = errors.New("localview: view not ready")
+	// ErrStale means the daemon's heartbeat is older than asked (Fresh):
+	// the daemon is gone, stuck or behind.
+	ErrStale = errors.New("localview: view is stale")
+	// ErrCorrupt means the file breaks the format: an offset or length
+	// points outside the mapping, or the header is not a view's.
+	ErrCorrupt = errors.New("localview: view file corrupt")
+	// ErrBusy means an entry stayed half-written for longer than a reader
+	// waits (the writer died in the middle of an update, or is stuck).
+	ErrBusy = errors.New("localview: entry being written")
+	// ErrClosed is returned by a closed Reader or Writer.
+	ErrClosed = errors.New("localview: closed")
+	// ErrTooLarge means the view would outgrow the format (32 GiB).
+	ErrTooLarge = errors.New("localview: view too large")
+)
+
+// Stamp is the identity of the message that set a value: its origin node,
+// the origin's sequence number and its HLC timestamp.
+type Stamp struct {
+	HLC    uint64
+	Origin uint64
+	Seq    uint64
+}
+
+var crcTable = crc32.MakeTable(crc32.IEEE)
+
+// Hash is the table's hash of (topic, key): CRC-32 (IEEE, as zlib.crc32)
+// over the topic's length as two little-endian bytes, the topic and the
+// key, then the murmur3 finalizer; 0 becomes 1 (0 marks an empty slot).
+func Hash(topic, key string) uint32 {
+	var n [2]byte
+	binary.LittleEndian.PutUint16(n[:], uint16(len(topic)))
+	h := crc32.Update(0, crcTable, n[:])
+	h = crc32.Update(h, crcTable, unsafe.Slice(unsafe.StringData(topic), len(topic)))
+	h = crc32.Update(h, crcTable, unsafe.Slice(unsafe.StringData(key), len(key)))
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// align8 rounds n up to a multiple of 8.
+func align8(n int) int { return (n + 7) &^ 7 }
+
+// recordSize is the arena bytes of a record with room for capacity bytes
+// of tag and value.
+func recordSize(capacity, topicLen, keyLen int) int {
+	return recordHeader + capacity + align8(topicLen+keyLen)
+}
+
+// word returns a pointer to the 8-aligned uint64 at off of m. The caller
+// has checked that off+8 <= len(m) and off%8 == 0.
+func word(m []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&m[off])) }
+
+func load64(m []byte, off int) uint64 { return atomic.LoadUint64(word(m, off)) }
+
+func store64(m []byte, off int, v uint64) { atomic.StoreUint64(word(m, off), v) }
+
+func le16(m []byte, off int) int    { return int(binary.LittleEndian.Uint16(m[off:])) }
+func le32(m []byte, off int) int    { return int(binary.LittleEndian.Uint32(m[off:])) }
+func le64(m []byte, off int) uint64 { return binary.LittleEndian.Uint64(m[off:]) }

@@ -1,0 +1,179 @@
+package localview
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func newWriter(t testing.TB, path string) *Writer {
+	t.Helper()
+	w, err := Create(path, WriterOptions{Gid: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func openReader(t testing.TB, path string) *Reader {
+	t.Helper()
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestPutGetDelete(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "view")
+	w := newWriter(t, path)
+	r := openReader(t, path)
+	if _, _, _, err := r.Get("prices", "a"); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("get before ready: %v", err)
+	}
+	w.SetReady(true)
+	st := Stamp{HLC: 10, Origin: 7, Seq: 1}
+	cases := []struct {
+		topic, key, tag, value string
+	}{
+		{"prices", "a", "", "1.00"},
+		{"prices", "b", "eu", "2.00"},
+		{"prices", "", "", ""}, // an empty key and value are still an entry
+		{"fx", "a", "t", "a value of some length, longer than a word or two"},
+		{"p", "ricesa", "", "same bytes as prices/a, another (topic, key)"},
+	}
+	for _, c := range cases {
+		if err := w.Put(c.topic, c.key, c.tag, []byte(c.value), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cases {
+		v, tag, got, err := r.Get(c.topic, c.key)
+		if err != nil || string(v) != c.value || tag != c.tag || got != st {
+			t.Errorf("get %s/%s: %q %q %+v %v", c.topic, c.key, v, tag, got, err)
+		}
+	}
+	if _, _, _, err := r.Get("prices", "missing"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing key: %v", err)
+	}
+	// In place (shorter), then larger than the record's room.
+	if err := w.Put("prices", "a", "", []byte("9"), Stamp{HLC: 11}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _, _ := r.Get("prices", "a"); string(v) != "9" {
+		t.Errorf("after a shorter put: %q", v)
+	}
+	long := []byte("a much longer value than the record had room for")
+	if err := w.Put("prices", "a", "x", long, Stamp{HLC: 12}); err != nil {
+		t.Fatal(err)
+	}
+	if v, tag, st, _ := r.Get("prices", "a"); string(v) != string(long) || tag != "x" || st.HLC != 12 {
+		t.Errorf("after a longer put: %q %q %+v", v, tag, st)
+	}
+	if err := w.Delete("prices", "b", Stamp{HLC: 13}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := r.Get("prices", "b"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleted key: %v", err)
+	}
+	keys, err := r.Keys("prices")
+	if err != nil || !slices.Equal(keys, []string{"", "a"}) {
+		t.Errorf("keys: %q %v", keys, err)
+	}
+	if err := w.Put("prices", "b", "", []byte("back"), Stamp{HLC: 14}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _, _ := r.Get("prices", "b"); string(v) != "back" {
+		t.Errorf("re-inserted: %q", v)
+	}
+	if w.Len() != 5 {
+		t.Errorf("len %d", w.Len())
+	}
+}
+
+func TestGrowCompactFollow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "view")
+	w := newWriter(t, path)
+	w.SetReady(true)
+	r := openReader(t, path)
+	gen0 := r.Generation()
+	const n = 50_000
+	for i := range n {
+		if err := w.Put("t", fmt.Sprintf("key-%07d", i), "", fmt.Appendf(nil, "v%d", i), Stamp{HLC: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		v, _, _, err := r.Get("t", fmt.Sprintf("key-%07d", i))
+		if err != nil || string(v) != fmt.Sprint("v", i) {
+			t.Fatalf("key %d: %q %v", i, v, err)
+		}
+	}
+	if r.Generation() == gen0 {
+		t.Fatalf("still on generation %d after growing to %d keys", gen0, n)
+	}
+	// Delete most and insert new ones: compaction keeps the file bounded.
+	size := w.Size()
+	for round := range 5 {
+		for i := range n {
+			k := fmt.Sprintf("key-%07d", i+round*n)
+			if err := w.Delete("t", k, Stamp{HLC: uint64(n + i)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Put("t", fmt.Sprintf("key-%07d", i+(round+1)*n), "", []byte("new"), Stamp{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if w.Size() > size*3/2 {
+		t.Errorf("file grew from %d to %d bytes with a constant number of keys", size, w.Size())
+	}
+	keys, err := r.Keys("t")
+	if err != nil || len(keys) != n || keys[0] != fmt.Sprintf("key-%07d", 5*n) {
+		t.Fatalf("keys after compactions: %d %v", len(keys), err)
+	}
+	// Old generations are gone from the directory.
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	if len(ents) != 1 {
+		t.Errorf("directory holds %d files", len(ents))
+	}
+}
+
+func TestRestartSupersedes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "view")
+	w := newWriter(t, path)
+	w.SetReady(true)
+	w.Put("t", "k", "", []byte("one"), Stamp{HLC: 1})
+	w.Heartbeat(time.Now())
+	r := openReader(t, path)
+	if err := r.Fresh(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A writer killed without Close: the next one supersedes its file.
+	w2 := newWriter(t, path)
+	if _, _, _, err := r.Get("t", "k"); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("before the new writer is ready: %v", err)
+	}
+	w2.Put("t", "k", "", []byte("two"), Stamp{HLC: 2})
+	w2.SetReady(true)
+	if v, _, _, err := r.Get("t", "k"); string(v) != "two" || err != nil {
+		t.Fatalf("after restart: %q %v", v, err)
+	}
+	if err := r.Fresh(time.Nanosecond); !errors.Is(err, ErrStale) {
+		t.Errorf("fresh with an old heartbeat: %v", err)
+	}
+	w2.Heartbeat(time.Now())
+	if err := r.Fresh(time.Minute); err != nil {
+		t.Errorf("fresh: %v", err)
+	}
+	w2.Close()
+	if err := r.Fresh(time.Minute); !errors.Is(err, ErrNotReady) {
+		t.Errorf("fresh after close: %v", err)
+	}
+}

@@ -1,0 +1,529 @@
+package localview
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// WriterOptions are the Writer's settings.
+type WriterOptions struct {
+	// Gid, when not -1, is the group every file the writer makes is given
+	// (the daemon passes its socket's group); -1 keeps the process's.
+	Gid int
+	// Keys and Bytes size the first generation (how many keys, how many
+	// bytes of topic, key, tag and value); later ones grow from what is in
+	// the view. Zero is fine: the file grows.
+	Keys  int
+	Bytes int64
+}
+
+// Writer maintains a view file: the one writer of the format. It is not
+// safe for concurrent use: one goroutine owns it (the daemon's mirror).
+// Readers in any process read the file while it writes.
+type Writer struct {
+	path string
+	gid  int
+
+	f    *os.File
+	m    []byte // the whole file, mapped read-write
+	gen  uint64
+	mask int // slot count - 1
+
+	arenaOff, arenaEnd int
+	used               int // next free arena byte
+	slotsUsed          int // slots pointing at a record, live or deleted
+	live               int // live keys
+	liveBytes          int // arena bytes of live records
+	state              uint64
+
+	changes    uint64
+	lastChange int64
+	origins    map[uint64]uint64 // origin -> greatest HLC applied
+	alive      uint32
+	members    uint32
+	metaDirty  bool
+}
+
+// Create makes a new generation of the view file at path, empty and not
+// ready, and puts it in place atomically. A view file already at path
+// (left by an earlier daemon, maybe killed) is first marked not ready,
+// then superseded, so that its readers move to the new one by themselves.
+// Anything else at path that is not a regular file is refused.
+func Create(path string, opts WriterOptions) (*Writer, error) {
+	w := &Writer{path: path, gid: opts.Gid, origins: make(map[uint64]uint64)}
+	old, oldGen := openOld(path)
+	if old != nil {
+		defer old.release()
+		old.clearReady()
+	}
+	if tmps, _ := filepath.Glob(path + ".*.tmp"); len(tmps) > 0 {
+		for _, t := range tmps {
+			os.Remove(t)
+		}
+	}
+	w.gen = oldGen
+	if err := w.build(opts.Keys, int(opts.Bytes)); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		old.supersede()
+	}
+	return w, nil
+}
+
+// oldFile is the header page of a view file this writer replaces.
+type oldFile struct {
+	f *os.File
+	m []byte
+}
+
+// openOld maps the header of a view file at path, if there is a valid one.
+func openOld(path string) (*oldFile, uint64) {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < headerSize {
+		return nil, 0
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, 0
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, headerSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil || string(m[:8]) != magic {
+		if err == nil {
+			unix.Munmap(m)
+		}
+		f.Close()
+		return nil, 0
+	}
+	return &oldFile{f: f, m: m}, le64(m, offGeneration)
+}
+
+func (o *oldFile) clearReady() { orState(o.m, stateReady, 0) }
+func (o *oldFile) supersede()  { orState(o.m, stateSuperseded, stateReady) }
+func (o *oldFile) release() {
+	unix.Munmap(o.m)
+	o.f.Close()
+}
+
+// orState sets the bits set and clears the bits clear of a header's state.
+// Only the writer changes the state, so a load and a store suffice.
+func orState(m []byte, set, clear uint64) {
+	store64(m, offState, load64(m, offState)&^clear|set)
+}
+
+// Path is the file the writer maintains.
+func (w *Writer) Path() string { return w.path }
+
+// Generation is the number of the file currently at Path.
+func (w *Writer) Generation() uint64 { return w.gen }
+
+// Len is the number of live keys.
+func (w *Writer) Len() int { return w.live }
+
+// Size is the size of the current file in bytes.
+func (w *Writer) Size() int { return len(w.m) }
+
+// SetReady marks the view ready (it reflects the store) or not.
+func (w *Writer) SetReady(ready bool) {
+	if ready {
+		w.state |= stateReady
+	} else {
+		w.state &^= stateReady
+	}
+	if w.m != nil {
+		store64(w.m, offState, w.state)
+	}
+}
+
+// SetGroup gives the current file, and every later one, the group gid.
+func (w *Writer) SetGroup(gid int) error {
+	w.gid = gid
+	if err := w.f.Chown(-1, gid); err != nil {
+		return fmt.Errorf("localview: chown %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// SetCluster records the cluster state readers see: alive members (this
+// node included) out of the members known.
+func (w *Writer) SetCluster(alive, members int) {
+	w.alive, w.members = uint32(alive), uint32(members)
+	w.metaDirty = true
+}
+
+// Heartbeat stores now as the time the view was last known current, and
+// publishes the counters and the per-origin HLCs changed since the last
+// call. The daemon calls it after each batch of changes and periodically.
+func (w *Writer) Heartbeat(now time.Time) {
+	if w.m == nil {
+		return
+	}
+	if w.metaDirty {
+		w.writeMeta(w.m)
+		w.metaDirty = false
+	}
+	store64(w.m, offHeartbeat, uint64(now.UnixNano()))
+}
+
+// writeMeta writes the fields under the header's seqlock.
+func (w *Writer) writeMeta(m []byte) {
+	v := load64(m, offMetaSeq)
+	store64(m, offMetaSeq, v+1)
+	store64(m, offLiveKeys, uint64(w.live))
+	store64(m, offChanges, w.changes)
+	store64(m, offLastChange, uint64(w.lastChange))
+	store64(m, offAlive, uint64(w.alive)|uint64(w.members)<<32)
+	type pair struct{ origin, hlc uint64 }
+	ps := make([]pair, 0, len(w.origins))
+	for o, h := range w.origins {
+		ps = append(ps, pair{o, h})
+	}
+	if len(ps) > MaxOrigins {
+		// Keep the origins heard from most recently.
+		sort.Slice(ps, func(i, j int) bool { return ps[i].hlc > ps[j].hlc })
+		ps = ps[:MaxOrigins]
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].origin < ps[j].origin })
+	store64(m, offOrigins, uint64(len(ps)))
+	for i, p := range ps {
+		store64(m, offOriginList+16*i, p.origin)
+		store64(m, offOriginList+16*i+8, p.hlc)
+	}
+	store64(m, offMetaSeq, v+2)
+}
+
+// Put makes (topic, key) hold tag and value, set by the message stamped st.
+// The writer trusts its feed: the store's view has already decided that
+// this message wins.
+func (w *Writer) Put(topic, key, tag string, value []byte, st Stamp) error {
+	return w.apply(topic, key, tag, value, st, false)
+}
+
+// Delete removes (topic, key); st is the tombstone's stamp.
+func (w *Writer) Delete(topic, key string, st Stamp) error {
+	return w.apply(topic, key, "", nil, st, true)
+}
+
+func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del bool) error {
+	if w.m == nil {
+		return ErrClosed
+	}
+	if len(topic) > 0xffff || len(key) > 0xffff || len(tag) > 0xffff || int64(len(value)) > 1<<31 {
+		return fmt.Errorf("%w: topic %d, key %d, tag %d, value %d bytes", ErrTooLarge, len(topic), len(key), len(tag), len(value))
+	}
+	w.changes++
+	w.lastChange = time.Now().UnixNano()
+	if st.HLC > w.origins[st.Origin] {
+		w.origins[st.Origin] = st.HLC
+	}
+	w.metaDirty = true
+	return w.set(topic, key, tag, value, st, del)
+}
+
+// set stores the change, rebuilding the file first when it is full.
+func (w *Writer) set(topic, key, tag string, value []byte, st Stamp, del bool) error {
+	h := Hash(topic, key)
+	slot, off := w.find(h, topic, key)
+	need := len(tag) + len(value)
+	if off == 0 && del {
+		return nil // nothing to delete
+	}
+	if off != 0 {
+		capacity := le32(w.m, off+recCap)
+		size := recordSize(capacity, len(topic), len(key))
+		wasLive := le16(w.m, off+recFlags)&flagDeleted == 0
+		switch {
+		case del:
+			w.update(off, "", nil, st, flagDeleted)
+			if wasLive {
+				w.live--
+				w.liveBytes -= size
+			}
+			return nil
+		case need <= capacity:
+			w.update(off, tag, value, st, 0)
+			if !wasLive {
+				w.live++
+				w.liveBytes += size
+			}
+			return nil
+		}
+		// It does not fit: a new record, and the old one is garbage.
+		newSize := recordSize(align8(need), len(topic), len(key))
+		if w.used+newSize > w.arenaEnd {
+			if err := w.rebuild(0, newSize); err != nil {
+				return err
+			}
+			return w.set(topic, key, tag, value, st, del)
+		}
+		rec := w.add(topic, key, tag, value, st)
+		store64(w.m, slot, uint64(h)<<32|uint64(rec/8))
+		if wasLive {
+			w.liveBytes -= size
+		} else {
+			w.live++
+		}
+		w.liveBytes += newSize
+		return nil
+	}
+	size := recordSize(align8(need), len(topic), len(key))
+	if w.used+size > w.arenaEnd || (w.slotsUsed+1)*4 > (w.mask+1)*3 {
+		if err := w.rebuild(1, size); err != nil {
+			return err
+		}
+		return w.set(topic, key, tag, value, st, del)
+	}
+	rec := w.add(topic, key, tag, value, st)
+	// The slot's store publishes the record: it is complete before it.
+	store64(w.m, slot, uint64(h)<<32|uint64(rec/8))
+	w.slotsUsed++
+	w.live++
+	w.liveBytes += size
+	return nil
+}
+
+// find returns the offset of the slot holding (topic, key) and its record's
+// offset, or the first empty slot on the key's probe path and 0.
+func (w *Writer) find(h uint32, topic, key string) (slot, rec int) {
+	for i := int(h) & w.mask; ; i = (i + 1) & w.mask {
+		so := headerSize + 8*i
+		s := load64(w.m, so)
+		if s == 0 {
+			return so, 0
+		}
+		if uint32(s>>32) != h {
+			continue
+		}
+		off := int(uint32(s)) * 8
+		tl, kl, c := le16(w.m, off+recTopicLen), le16(w.m, off+recKeyLen), le32(w.m, off+recCap)
+		k := off + recordHeader + c
+		if string(w.m[k:k+tl]) == topic && string(w.m[k+tl:k+tl+kl]) == key {
+			return so, off
+		}
+	}
+}
+
+// update rewrites the mutable part of the record at off under its seqlock:
+// odd while the words change, even (2 more) once they are all written.
+func (w *Writer) update(off int, tag string, value []byte, st Stamp, flags uint16) {
+	m := w.m
+	v := load64(m, off)
+	store64(m, off, v+1)
+	store64(m, off+recHLC, st.HLC)
+	store64(m, off+recOrigin, st.Origin)
+	store64(m, off+recSeq, st.Seq)
+	store64(m, off+recValueLen, uint64(len(value))|uint64(len(tag))<<32|uint64(flags)<<48)
+	storeConcat(m, off+recordHeader, tag, value)
+	store64(m, off, v+2)
+}
+
+// add writes a new record at the end of the arena and returns its offset.
+// No reader can reach it before its slot is stored, so plain copies do.
+func (w *Writer) add(topic, key, tag string, value []byte, st Stamp) int {
+	off := w.used
+	capacity := align8(len(tag) + len(value))
+	m := w.m
+	binary.LittleEndian.PutUint64(m[off+recVersion:], 0)
+	binary.LittleEndian.PutUint64(m[off+recHLC:], st.HLC)
+	binary.LittleEndian.PutUint64(m[off+recOrigin:], st.Origin)
+	binary.LittleEndian.PutUint64(m[off+recSeq:], st.Seq)
+	binary.LittleEndian.PutUint32(m[off+recValueLen:], uint32(len(value)))
+	binary.LittleEndian.PutUint16(m[off+recTagLen:], uint16(len(tag)))
+	binary.LittleEndian.PutUint16(m[off+recFlags:], 0)
+	binary.LittleEndian.PutUint32(m[off+recCap:], uint32(capacity))
+	binary.LittleEndian.PutUint16(m[off+recTopicLen:], uint16(len(topic)))
+	binary.LittleEndian.PutUint16(m[off+recKeyLen:], uint16(len(key)))
+	d := off + recordHeader
+	d += copy(m[d:], tag)
+	d += copy(m[d:], value)
+	clear(m[d : off+recordHeader+capacity])
+	d = off + recordHeader + capacity
+	d += copy(m[d:], topic)
+	d += copy(m[d:], key)
+	end := off + recordSize(capacity, len(topic), len(key))
+	clear(m[d:end])
+	w.used = end
+	return off
+}
+
+// storeConcat stores a‖b at off (8-aligned) one atomic 64-bit word at a
+// time, zero-filling the last word.
+func storeConcat(m []byte, off int, a string, b []byte) {
+	n := len(a) + len(b)
+	for i := 0; i < n; i += 8 {
+		var x uint64
+		switch {
+		case i+8 <= len(a):
+			x = binary.LittleEndian.Uint64([]byte(a[i : i+8]))
+		case i >= len(a) && i+8-len(a) <= len(b):
+			x = binary.LittleEndian.Uint64(b[i-len(a):])
+		default:
+			for j := 0; j < 8 && i+j < n; j++ {
+				var c byte
+				if i+j < len(a) {
+					c = a[i+j]
+				} else {
+					c = b[i+j-len(a)]
+				}
+				x |= uint64(c) << (8 * j)
+			}
+		}
+		store64(m, off+i, x)
+	}
+}
+
+// Growth: a new generation has room for this many more keys and bytes
+// than the live ones: double while small (few rebuilds), an eighth once
+// large (a bounded file: the arena is at most 1.125x the live records).
+func grown(n, small int) int {
+	if n < small {
+		return 2*n + small/8
+	}
+	return n + n/8
+}
+
+// rebuild makes a new generation holding the live records, with room for
+// extraKeys more keys and extraBytes more arena bytes, and swaps it in.
+func (w *Writer) rebuild(extraKeys, extraBytes int) error {
+	return w.build(w.live+extraKeys, w.liveBytes+extraBytes)
+}
+
+// build writes a new generation sized for keys keys and bytes arena bytes,
+// copies the live records of the current one into it, renames it onto the
+// path and marks the old one superseded. On an error the current file
+// stays as it is.
+func (w *Writer) build(keys, bytes int) error {
+	capKeys := grown(keys, 1<<16)
+	slots := 1 << bits.Len(uint(capKeys*4/3)) // load <= 3/4
+	slots = max(slots, 64)
+	arena := align8(grown(bytes, 8<<20))
+	size := headerSize + 8*slots + arena
+	size = (size + 4095) &^ 4095
+	if size > maxFileSize {
+		return fmt.Errorf("%w: a generation for %d keys and %d bytes needs %d bytes", ErrTooLarge, keys, bytes, size)
+	}
+	gen := w.gen + 1
+	tmp := fmt.Sprintf("%s.%d.tmp", w.path, gen)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o640)
+	if err != nil {
+		return fmt.Errorf("localview: create %s: %w", tmp, err)
+	}
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Chmod(0o640); err != nil { // the umask may have taken bits
+		return fail(fmt.Errorf("localview: chmod %s: %w", tmp, err))
+	}
+	if w.gid != -1 {
+		if err := f.Chown(-1, w.gid); err != nil {
+			return fail(fmt.Errorf("localview: chown %s: %w", tmp, err))
+		}
+	}
+	// fallocate, not ftruncate: a full tmpfs is an error here, never a
+	// SIGBUS on a page later.
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil {
+		return fail(fmt.Errorf("localview: allocate %d bytes for %s: %w", size, tmp, err))
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail(fmt.Errorf("localview: mmap %s: %w", tmp, err))
+	}
+	copy(m[offMagic:], magic)
+	binary.LittleEndian.PutUint32(m[offVersion:], formatVersion)
+	binary.LittleEndian.PutUint32(m[offHeaderSize:], headerSize)
+	binary.LittleEndian.PutUint64(m[offFileSize:], uint64(size))
+	binary.LittleEndian.PutUint64(m[offGeneration:], gen)
+	binary.LittleEndian.PutUint64(m[offSlotsOff:], headerSize)
+	binary.LittleEndian.PutUint64(m[offSlotCount:], uint64(slots))
+	arenaOff := headerSize + 8*slots
+	binary.LittleEndian.PutUint64(m[offArenaOff:], uint64(arenaOff))
+	binary.LittleEndian.PutUint64(m[offArenaSize:], uint64(size-arenaOff))
+	binary.LittleEndian.PutUint64(m[offWriterPID:], uint64(os.Getpid()))
+	binary.LittleEndian.PutUint64(m[offCreated:], uint64(time.Now().UnixNano()))
+
+	nw := Writer{m: m, mask: slots - 1, arenaOff: arenaOff, arenaEnd: size, used: arenaOff}
+	if w.m != nil {
+		w.copyLive(&nw)
+		binary.LittleEndian.PutUint64(m[offHeartbeat:], le64(w.m, offHeartbeat))
+	}
+	w.live, w.liveBytes = nw.live, nw.liveBytes
+	w.writeMeta(m)
+	store64(m, offState, w.state)
+
+	if err := os.Rename(tmp, w.path); err != nil {
+		unix.Munmap(m)
+		return fail(fmt.Errorf("localview: rename %s: %w", tmp, err))
+	}
+	if w.m != nil {
+		orState(w.m, stateSuperseded, 0)
+		unix.Munmap(w.m)
+		w.f.Close()
+	}
+	w.f, w.m, w.gen = f, m, gen
+	w.mask, w.arenaOff, w.arenaEnd, w.used = nw.mask, nw.arenaOff, nw.arenaEnd, nw.used
+	w.slotsUsed = nw.slotsUsed
+	return nil
+}
+
+// copyLive copies w's live records into nw, compacting their capacity.
+func (w *Writer) copyLive(nw *Writer) {
+	m := w.m
+	for i := 0; i <= w.mask; i++ {
+		s := le64(m, headerSize+8*i)
+		if s == 0 {
+			continue
+		}
+		off := int(uint32(s)) * 8
+		if le16(m, off+recFlags)&flagDeleted != 0 {
+			continue
+		}
+		vl, tl := le32(m, off+recValueLen), le16(m, off+recTagLen)
+		c := le32(m, off+recCap)
+		tpl, kl := le16(m, off+recTopicLen), le16(m, off+recKeyLen)
+		d := off + recordHeader
+		k := d + c
+		st := Stamp{HLC: le64(m, off+recHLC), Origin: le64(m, off+recOrigin), Seq: le64(m, off+recSeq)}
+		topic := string(m[k : k+tpl])
+		key := string(m[k+tpl : k+tpl+kl])
+		h := uint32(s >> 32)
+		slot, _ := nw.find(h, topic, key)
+		rec := nw.add(topic, key, string(m[d:d+tl]), m[d+tl:d+tl+vl], st)
+		binary.LittleEndian.PutUint64(nw.m[slot:], uint64(h)<<32|uint64(rec/8))
+		nw.slotsUsed++
+		nw.live++
+		nw.liveBytes += nw.used - rec
+	}
+}
+
+// Compact rebuilds the file now with only the live records (the writer
+// also does it by itself when the arena or the table fills up).
+func (w *Writer) Compact() error {
+	if w.m == nil {
+		return ErrClosed
+	}
+	return w.rebuild(0, 0)
+}
+
+// Close marks the file closed and not ready (readers report ErrNotReady:
+// the daemon stopped) and releases it. The file stays for the next writer
+// to supersede.
+func (w *Writer) Close() error {
+	if w.m == nil {
+		return ErrClosed
+	}
+	w.state = w.state&^stateReady | stateClosed
+	store64(w.m, offState, w.state)
+	err := unix.Munmap(w.m)
+	w.m = nil
+	return errors.Join(err, w.f.Close())
+}
