@@ -315,6 +315,12 @@ func (c *cluster) doClose() error {
 	return errors.Join(errs...)
 }
 
+// memberCounts is how many members are alive, and known, this node
+// included.
+func (c *cluster) memberCounts() (alive, known int) {
+	return len(c.g.Alive()), len(c.g.Members())
+}
+
 // ClusterStatus is the body of GET /v1/cluster.
 type ClusterStatus struct {
 	Node    string          `json:"node"`

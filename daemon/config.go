@@ -64,6 +64,13 @@ type Config struct {
 	// SocketMode is the permission of the socket file. Connecting needs
 	// write permission, so 0660 admits the owner and the group.
 	SocketMode os.FileMode
+	// ViewFile is the shared-memory view file (package localview) local
+	// processes map read-only to read values with no system call. "auto"
+	// (the default) puts it beside the socket, the socket's path with
+	// ".sock" replaced by ".view"; empty turns it off. Put it on a tmpfs
+	// (/run): it is rebuilt at each start and costs about the view's size
+	// in memory.
+	ViewFile string
 	// NodeName names the node for people (logs, status). The cluster
 	// identity is the store's origin ID, not this.
 	NodeName string
@@ -218,6 +225,7 @@ func DefaultConfig() Config {
 		DataDir:           "./data",
 		Socket:            "./cachecast.sock",
 		SocketMode:        0o660,
+		ViewFile:          ViewFileAuto,
 		NodeName:          host,
 		Flush:             "async",
 		FlushInterval:     100 * time.Millisecond,
@@ -271,6 +279,17 @@ func (c Config) withStoreDefaults(so store.Options) Config {
 	return c
 }
 
+// ViewFileAuto is the --view-file that puts the view beside the socket.
+const ViewFileAuto = "auto"
+
+// ViewPath is the view file's path, "" when it is off.
+func (c Config) ViewPath() string {
+	if c.ViewFile != ViewFileAuto {
+		return c.ViewFile
+	}
+	return strings.TrimSuffix(c.Socket, ".sock") + ".view"
+}
+
 // Validate checks every field and returns the first problem, naming the flag
 // that sets the field (`--flush: must be "sync" or "async", got "x"`).
 func (c Config) Validate() error {
@@ -286,6 +305,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--socket-mode: must be permission bits (0000..0777), got %#o", uint32(c.SocketMode))
 	case c.SocketMode&0o600 != 0o600:
 		return fmt.Errorf("--socket-mode: the owner needs read and write permission, got %04o", uint32(c.SocketMode))
+	case c.ViewFile != "" && c.ViewPath() == c.Socket:
+		return fmt.Errorf("--view-file: must not be the socket's path %q", c.Socket)
 	case c.NodeName == "":
 		return errors.New("--node-name: must not be empty")
 	case len(c.NodeName) > 255:
@@ -543,6 +564,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the store (segments, meta, cursors, snapshot); one daemon per directory")
 	fs.StringVar(&c.Socket, "socket", c.Socket, "path of the local API's Unix socket")
 	fs.Var(newModeValue(&c.SocketMode), "socket-mode", "permission of the socket file, octal (connecting needs write permission)")
+	fs.StringVar(&c.ViewFile, "view-file", c.ViewFile, `shared-memory view file local processes read with no system call (mode 0640, the socket's group); "auto": beside the socket, ".view" for ".sock"; empty: off`)
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this node for people; defaults to the host name")
 	fs.StringVar(&c.EnvFile, "env-file", c.EnvFile, "file of CACHECAST_<FLAG>=value lines, applied over the environment and read again on SIGHUP")
 	fs.StringVar(&c.Flush, "flush", c.Flush, `when a write is acknowledged: "async" (in the page cache; flushed every --flush-interval) or "sync" (on disk)`)

@@ -56,6 +56,8 @@ type Daemon struct {
 	cluster *cluster
 	// groups runs the consumer groups with members on this node.
 	groups *group.Manager
+	// view mirrors the store's view into --view-file; nil when off.
+	view *viewMirror
 
 	ln   *credListener // the local API's socket
 	srv  *http.Server
@@ -122,16 +124,35 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
 	d.access.Store(newAccessList(cfg.AllowUIDs, cfg.AllowGIDs))
 
+	if cfg.ViewPath() != "" {
+		// A daemon answering on the socket owns the view beside it: say
+		// so (ErrSocketInUse) rather than that the view is locked.
+		if _, err := checkSocket(cfg.Socket); err != nil {
+			return nil, err
+		}
+		vm, err := openViewMirror(cfg, log.Named("view"))
+		if err != nil {
+			return nil, err
+		}
+		d.view = vm
+	}
+
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
 	st, err := store.Open(cfg.storeOptions(log))
 	if err != nil {
+		if d.view != nil {
+			d.view.close()
+		}
 		if errors.Is(err, store.ErrLocked) {
 			return nil, fmt.Errorf("--data-dir: %s is in use by another cachecastd: %w", cfg.DataDir, err)
 		}
 		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
 	}
 	d.store = st
+	if d.view != nil {
+		d.view.follow(st)
+	}
 	stats := st.Stats()
 	log.Info("store recovered",
 		zap.String("data-dir", cfg.DataDir),
@@ -175,6 +196,15 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	}
 	d.ln = ln
 	d.srv = d.newServer()
+	if d.view != nil {
+		if err := d.view.useSocketGroup(cfg.Socket); err != nil {
+			_ = d.ln.Close()
+			return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
+		}
+		if d.cluster != nil {
+			d.view.members = d.cluster.memberCounts
+		}
+	}
 
 	if cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
@@ -240,6 +270,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		})
 	}
 	d.wg.Go(d.notifyLoop)
+	if d.view != nil {
+		d.wg.Go(func() { d.view.run(d.stopLoops) })
+	}
 
 	if d.cluster != nil {
 		d.notify("STATUS=joining the cluster")
@@ -386,7 +419,11 @@ func (d *Daemon) writeInternal(ctx context.Context, msgs []store.Message) error 
 	return nil
 }
 
+// closeStore closes the view file (it mirrors the store) and the store.
 func (d *Daemon) closeStore() error {
+	if d.view != nil {
+		d.view.close()
+	}
 	if err := d.store.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -538,18 +575,11 @@ func (d *Daemon) notify(state string) {
 // only when nothing answers on it (a daemon that crashed); a live one is
 // ErrSocketInUse, and a file that is not a socket is left alone.
 func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike) (*credListener, error) {
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("--socket: %s exists and is not a socket; not removing it", path)
-		}
-		c, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("--socket: %s: another process answers on it: %w", path, ErrSocketInUse)
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("--socket: %s: cannot tell whether it is in use: %w", path, err)
-		}
+	stale, err := checkSocket(path)
+	if err != nil {
+		return nil, err
+	}
+	if stale {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("--socket: remove stale socket: %w", err)
 		}
@@ -567,6 +597,27 @@ func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike) (*
 		return nil, fmt.Errorf("--socket-mode: chmod %s: %w", path, err)
 	}
 	return newCredListener(ul, maxConns, conns), nil
+}
+
+// checkSocket refuses a path that is not a socket or that another process
+// answers on; stale is true for a socket nobody answers on.
+func checkSocket(path string) (stale bool, err error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return false, nil
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return false, fmt.Errorf("--socket: %s exists and is not a socket; not removing it", path)
+	}
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err == nil {
+		_ = c.Close()
+		return false, fmt.Errorf("--socket: %s: another process answers on it: %w", path, ErrSocketInUse)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false, fmt.Errorf("--socket: %s: cannot tell whether it is in use: %w", path, err)
+	}
+	return true, nil
 }
 
 // gate counts in-flight handlers and, once closed, admits no more.

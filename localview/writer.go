@@ -505,6 +505,20 @@ func (w *Writer) copyLive(nw *Writer) {
 	}
 }
 
+// Reserve makes room for keys keys holding bytes bytes of topic, key, tag
+// and value in all, building a bigger generation now if the current one
+// has not that room, so that loading a large view grows the file once.
+func (w *Writer) Reserve(keys int, bytes int64) error {
+	if w.m == nil {
+		return ErrClosed
+	}
+	need := int(bytes) + keys*(recordHeader+14) // alignment, on average
+	if (w.slotsUsed+keys)*4 <= (w.mask+1)*3 && w.used+need <= w.arenaEnd {
+		return nil
+	}
+	return w.build(w.live+keys, w.liveBytes+need)
+}
+
 // Compact rebuilds the file now with only the live records (the writer
 // also does it by itself when the arena or the table fills up).
 func (w *Writer) Compact() error {

@@ -1,0 +1,197 @@
+package daemon
+
+import (
+	"fmt"
+	"iter"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/localview"
+	"github.com/cachecast/cachecast/store"
+)
+
+// viewHeartbeat is how often the mirror tells readers the view is current
+// when nothing changes (localview.Reader.Fresh compares with it).
+const viewHeartbeat = 50 * time.Millisecond
+
+// viewMirror keeps the shared view file (--view-file) equal to the store's
+// view. The store calls enqueue under its view lock for every change, from
+// any node; one goroutine (run) owns the localview.Writer and applies the
+// queue in order, so a publish is never held up by the file, even while the
+// writer builds a bigger generation.
+type viewMirror struct {
+	w       *localview.Writer
+	lock    *os.File // flock held for the daemon's life
+	log     *zap.Logger
+	st      *store.Store
+	current iter.Seq[store.ViewChange] // the view as of follow, applied first
+	members func() (alive, known int)  // nil for a lone node
+
+	mu      sync.Mutex
+	pending []store.ViewChange
+	kick    chan struct{}
+
+	closeOnce sync.Once
+}
+
+// openViewMirror puts a new, not ready generation of the view file in
+// place (before the store recovers, so that readers of an earlier
+// daemon's file see "not ready" instead of values the recovery may
+// change). A lock file beside it keeps a second daemon off the same path.
+func openViewMirror(cfg Config, log *zap.Logger) (*viewMirror, error) {
+	vm, err := openViewFile(cfg.ViewPath(), log)
+	if err != nil && cfg.ViewFile == ViewFileAuto {
+		return nil, fmt.Errorf("beside --socket %s: %w", cfg.Socket, err)
+	}
+	return vm, err
+}
+
+func openViewFile(path string, log *zap.Logger) (*viewMirror, error) {
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("--view-file: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("--view-file: %s is in use by another cachecastd: %w", path, err)
+	}
+	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("--view-file: %w", err)
+	}
+	return &viewMirror{w: w, lock: lock, log: log, kick: make(chan struct{}, 1)}, nil
+}
+
+// useSocketGroup gives the view file the socket's group: whoever may use
+// the API may read the view.
+func (vm *viewMirror) useSocketGroup(socket string) error {
+	fi, err := os.Stat(socket)
+	if err != nil {
+		return fmt.Errorf("--view-file: %w", err)
+	}
+	if err := vm.w.SetGroup(int(fi.Sys().(*syscall.Stat_t).Gid)); err != nil {
+		return fmt.Errorf("--view-file: %w", err)
+	}
+	return nil
+}
+
+// follow starts queueing the store's changes; run applies them.
+func (vm *viewMirror) follow(st *store.Store) {
+	vm.st = st
+	vm.current = st.FollowView(vm.enqueue)
+}
+
+// enqueue is the store's follower: it runs under the view's lock, so it
+// only appends and wakes run.
+func (vm *viewMirror) enqueue(c store.ViewChange) {
+	vm.mu.Lock()
+	vm.pending = append(vm.pending, c)
+	first := len(vm.pending) == 1
+	vm.mu.Unlock()
+	if first {
+		select {
+		case vm.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run loads the view, marks the file ready, then applies the changes as
+// they come and beats the heartbeat, until stop is closed. An error writing
+// the file (a full tmpfs) turns the view off: readers see "not ready" and
+// fall back to the socket; the daemon goes on.
+func (vm *viewMirror) run(stop <-chan struct{}) {
+	defer vm.close()
+	t0 := time.Now()
+	n := 0
+	var bytes int64
+	for c := range vm.current {
+		n++
+		bytes += int64(len(c.Topic) + len(c.Key) + len(c.Tag) + len(c.Value))
+	}
+	if err := vm.w.Reserve(n, bytes); err != nil {
+		vm.fail(err)
+		<-stop
+		return
+	}
+	for c := range vm.current {
+		if err := vm.apply(c); err != nil {
+			vm.fail(err)
+			<-stop
+			return
+		}
+	}
+	vm.current = nil
+	vm.beat()
+	vm.w.SetReady(true)
+	vm.log.Info("view file ready", zap.String("view-file", vm.w.Path()), zap.Int("keys", vm.w.Len()),
+		zap.Int("bytes", vm.w.Size()), zap.Duration("took", time.Since(t0)))
+
+	tick := time.NewTicker(viewHeartbeat)
+	defer tick.Stop()
+	var batch []store.ViewChange
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		case <-vm.kick:
+		}
+		vm.mu.Lock()
+		batch, vm.pending = vm.pending, batch[:0]
+		vm.mu.Unlock()
+		for i := range batch {
+			if err := vm.apply(batch[i]); err != nil {
+				vm.fail(err)
+				<-stop
+				return
+			}
+			batch[i] = store.ViewChange{} // drop the references to the values
+		}
+		vm.beat()
+	}
+}
+
+func (vm *viewMirror) apply(c store.ViewChange) error {
+	st := localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq}
+	if c.Deleted {
+		return vm.w.Delete(c.Topic, c.Key, st)
+	}
+	return vm.w.Put(c.Topic, c.Key, c.Tag, c.Value, st)
+}
+
+func (vm *viewMirror) beat() {
+	if vm.members != nil {
+		vm.w.SetCluster(vm.members())
+	}
+	vm.w.Heartbeat(time.Now())
+}
+
+// fail turns the view off after a write error.
+func (vm *viewMirror) fail(err error) {
+	vm.st.FollowView(nil)
+	vm.w.SetReady(false)
+	vm.mu.Lock()
+	vm.pending = nil
+	vm.mu.Unlock()
+	vm.log.Error("view file off: readers get \"not ready\" until a restart", zap.String("view-file", vm.w.Path()), zap.Error(err))
+}
+
+// close stops following the store and closes the file (readers see "not
+// ready": the daemon stopped). It is safe to call more than once.
+func (vm *viewMirror) close() {
+	vm.closeOnce.Do(func() {
+		if vm.st != nil {
+			vm.st.FollowView(nil)
+		}
+		if err := vm.w.Close(); err != nil {
+			vm.log.Warn("closing the view file", zap.Error(err))
+		}
+		vm.lock.Close()
+	})
+}

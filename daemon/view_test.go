@@ -1,0 +1,96 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/localview"
+)
+
+// waitView polls the shared view until cond holds (a bounded wait on a
+// condition, not a sleep).
+func waitView(t *testing.T, r *localview.Reader, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("view: %s not seen after 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestViewFileMirrorsTheStore(t *testing.T) {
+	cfg := testConfig(t)
+	td := startDaemon(t, cfg)
+	path := cfg.ViewPath()
+	if !strings.HasSuffix(path, "/s.view") {
+		t.Fatalf("auto view path %q", path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("view file: %v %v", fi, err)
+	}
+	r, err := localview.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitView(t, r, "ready", func() bool { return r.Fresh(time.Second) == nil })
+
+	pr := td.put("prices", "sku%2F1", "12.50", "Cachecast-Tag", "eu")
+	var v []byte
+	var tag string
+	var st localview.Stamp
+	waitView(t, r, "the put", func() bool {
+		v, tag, st, err = r.Get("prices", "sku/1")
+		return err == nil
+	})
+	if string(v) != "12.50" || tag != "eu" || st.Seq != pr.Seq || formatOrigin(st.Origin) != pr.Origin {
+		t.Fatalf("view holds %q %q %+v, the put was %+v", v, tag, st, pr)
+	}
+	if r := td.do("DELETE", "/v1/topics/prices/keys/sku%2F1", nil); r.status/100 != 2 {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	waitView(t, r, "the delete", func() bool {
+		_, _, _, err = r.Get("prices", "sku/1")
+		return errors.Is(err, localview.ErrNotFound)
+	})
+	td.put("prices", "sku%2F2", "7")
+
+	// Stopped: not ready. Restarted: the values again, in a new generation.
+	gen := r.Generation()
+	td.stop()
+	if err := r.Fresh(time.Minute); !errors.Is(err, localview.ErrNotReady) {
+		t.Fatalf("fresh after stop: %v", err)
+	}
+	startDaemon(t, cfg)
+	waitView(t, r, "ready after restart", func() bool { return r.Fresh(time.Second) == nil })
+	if v, _, _, err := r.Get("prices", "sku/2"); err != nil || string(v) != "7" || r.Generation() <= gen {
+		t.Fatalf("after restart: %q %v, generation %d (was %d)", v, err, r.Generation(), gen)
+	}
+}
+
+func TestViewFileOff(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ViewFile = ""
+	startDaemon(t, cfg)
+	auto := cfg
+	auto.ViewFile = ViewFileAuto
+	if _, err := os.Stat(auto.ViewPath()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("--view-file= made a file: %v", err)
+	}
+}
+
+func TestViewFileInUse(t *testing.T) {
+	cfg := testConfig(t)
+	startDaemon(t, cfg)
+	other := testConfig(t)
+	other.ViewFile = cfg.ViewPath()
+	if _, err := New(other, nil); err == nil || !strings.Contains(err.Error(), "--view-file: "+cfg.ViewPath()+" is in use") {
+		t.Fatalf("second daemon on the view file: %v", err)
+	}
+}
