@@ -13,14 +13,15 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build run test vet race fuzz bench bench-accumulate bench-daemon install clean
+.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon install clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-# A single node with the embedded defaults: data in ./data, socket ./cachecast.sock.
+# A single node with the embedded defaults: data in ./data, socket ./cachecast.sock,
+# shared view ./cachecast.view.
 run: build
 	./$(BIN)/cachecastd
 
@@ -35,7 +36,11 @@ race:
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) bash test/run-fuzz.sh
 
-test: vet race fuzz
+# The Python reader of the shared view (standard library only).
+python:
+	cd localview/python && python3 -m unittest -v
+
+test: vet race fuzz python
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./store/

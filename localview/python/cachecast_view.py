@@ -1,0 +1,326 @@
+"""Read cachecast's shared view (cachecastd --view-file) from Python.
+
+Standard library only (mmap, struct, zlib). The format and the reader's
+algorithm are drawn in the Go package's doc (localview/doc.go); this module
+follows it step by step. A View maps the file read-only and reads a value
+with a few slices of the mapping: no system call, no lock, no registration.
+
+    import cachecast_view
+    view = cachecast_view.View("/run/cachecast/view")
+    view.fresh(0.5)                  # raises Stale or NotReady
+    e = view.get("prices", "sku-1")  # None when the key is not there
+    if e is not None:
+        print(e.value, e.tag, e.hlc, e.origin, e.seq)
+
+A View is not safe for concurrent use by several threads: give each its own.
+Run as a script it prints what it reads as JSON lines (the Go tests compare
+them with the Go reader):
+
+    python3 cachecast_view.py PATH get TOPIC KEY
+    python3 cachecast_view.py PATH keys TOPIC
+    python3 cachecast_view.py PATH dump
+"""
+
+import collections
+import json
+import mmap
+import os
+import struct
+import sys
+import time
+import zlib
+
+MAGIC = b"CCVIEW\x00\x01"
+VERSION = 1
+HEADER_SIZE = 4096
+RECORD_HEADER = 48
+MAX_ORIGINS = (HEADER_SIZE - 240) // 16
+
+STATE_READY, STATE_SUPERSEDED, STATE_CLOSED = 1, 2, 4
+FLAG_DELETED = 1
+
+# How often a read retries an entry the writer is in before giving up, and
+# how many generations one call follows (as the Go reader).
+SPIN_LIMIT = 20000
+MAX_REOPENS = 8
+
+_U64 = struct.Struct("<Q")
+_U16 = struct.Struct("<H")
+# Offsets 8..47 of a record: hlc, origin, seq, value len, tag len, flags,
+# capacity, topic len, key len.
+_FIELDS = struct.Struct("<QQQIHHIHH")
+# Offsets 40..47: capacity, topic len, key len (they never change).
+_FIXED = struct.Struct("<IHH")
+_GEOMETRY = struct.Struct("<8sIIQQQQQQ")  # offsets 0..63
+
+
+class Error(Exception):
+    """Base of the errors of this module."""
+
+
+class NotReady(Error):
+    """The daemon has not loaded the view yet, has stopped, or lost it."""
+
+
+class Stale(Error):
+    """The daemon's heartbeat is older than asked: gone, stuck or behind."""
+
+
+class Corrupt(Error):
+    """The file breaks the format (an offset outside the mapping, ...)."""
+
+
+class Busy(Error):
+    """An entry stayed half-written too long (its writer died mid-update)."""
+
+
+Entry = collections.namedtuple("Entry", "value tag hlc origin seq")
+
+
+def hash_key(topic, key):
+    """The table's hash of (topic, key): CRC-32 over the topic's length (2
+    bytes, little endian), the topic and the key, then murmur3's fmix32."""
+    h = zlib.crc32(key, zlib.crc32(topic, zlib.crc32(_U16.pack(len(topic)))))
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h or 1
+
+
+def _bytes(s):
+    return s.encode() if isinstance(s, str) else bytes(s)
+
+
+class View:
+    """A read-only mapping of a view file that follows its generations."""
+
+    def __init__(self, path):
+        self.path = path
+        self._m = None
+        self._attach()
+
+    def _attach(self):
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            if st.st_size < HEADER_SIZE or st.st_size > 8 << 32:
+                raise Corrupt("%s is not a view file (%d bytes)" % (self.path, st.st_size))
+            m = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+        try:
+            geometry = self._check(m)
+        except Corrupt:
+            m.close()
+            raise
+        if self._m is not None:
+            self._m.close()
+        self._m = m
+        self._ino = (st.st_dev, st.st_ino)
+        self.generation, self._mask, self._arena, self._end = geometry
+
+    @staticmethod
+    def _check(m):
+        (magic, version, header, file_size, gen, slots_off, slots,
+         arena_off, arena_size) = _GEOMETRY.unpack_from(m, 0)
+        if magic != MAGIC:
+            raise Corrupt("bad magic")
+        if version != VERSION:
+            raise Corrupt("format version %d, this reader knows %d" % (version, VERSION))
+        if header != HEADER_SIZE or slots_off != HEADER_SIZE:
+            raise Corrupt("header size")
+        if file_size > len(m):
+            raise Corrupt("header says %d bytes, the file has %d" % (file_size, len(m)))
+        if slots == 0 or slots & (slots - 1) or slots > len(m) // 8:
+            raise Corrupt("slot count %d" % slots)
+        if arena_off < HEADER_SIZE + 8 * slots or arena_off % 8 or arena_off > file_size:
+            raise Corrupt("arena offset %d" % arena_off)
+        if arena_size > file_size - arena_off:
+            raise Corrupt("arena size %d" % arena_size)
+        return gen, slots - 1, arena_off, arena_off + arena_size
+
+    def _current(self):
+        """Step 1: follow a superseded generation; refuse a view not ready."""
+        if self._m is None:
+            raise Error("closed")
+        for _ in range(MAX_REOPENS):
+            state = _U64.unpack_from(self._m, 64)[0]
+            if state & STATE_SUPERSEDED:
+                try:
+                    self._attach()
+                except OSError as e:
+                    raise NotReady("generation %d superseded, the next: %s" % (self.generation, e))
+                continue
+            if state & STATE_CLOSED:
+                raise NotReady("the daemon closed it")
+            if not state & STATE_READY:
+                raise NotReady("view not ready")
+            return
+        raise NotReady("more than %d generations in one read" % MAX_REOPENS)
+
+    def _record_at(self, slot):
+        """Step 4: check the record a slot names against the arena."""
+        off = (slot & 0xFFFFFFFF) * 8
+        if off < self._arena or off + RECORD_HEADER > self._end:
+            raise Corrupt("a slot points at %d, outside the arena" % off)
+        cap, tl, kl = _FIXED.unpack_from(self._m, off + 40)
+        if cap % 8 or off + RECORD_HEADER + cap + tl + kl > self._end:
+            raise Corrupt("the record at %d overruns the arena" % off)
+        return off, cap, tl, kl
+
+    def _read(self, off, cap):
+        """Steps 6 to 8: copy under the record's version; None if deleted."""
+        m = self._m
+        for attempt in range(SPIN_LIMIT):
+            v1 = _U64.unpack_from(m, off)[0]
+            if v1 & 1:
+                if attempt > 100:
+                    time.sleep(0)
+                continue
+            hlc, origin, seq, vl, tl, flags, _, _, _ = _FIELDS.unpack_from(m, off + 8)
+            n = tl + vl
+            data = m[off + RECORD_HEADER: off + RECORD_HEADER + min(n, cap)]
+            if _U64.unpack_from(m, off)[0] != v1:
+                continue
+            if n > cap:
+                raise Corrupt("the record at %d holds %d bytes in %d" % (off, n, cap))
+            if flags & FLAG_DELETED:
+                return None
+            return Entry(data[tl:], data[:tl], hlc, origin, seq)
+        raise Busy("the record at %d" % off)
+
+    def get(self, topic, key):
+        """The Entry of (topic, key), or None when it is not there."""
+        topic, key = _bytes(topic), _bytes(key)
+        self._current()
+        m, mask = self._m, self._mask
+        h = hash_key(topic, key)
+        i = h & mask
+        for _ in range(mask + 1):
+            slot = _U64.unpack_from(m, HEADER_SIZE + 8 * i)[0]
+            if slot == 0:
+                return None
+            if slot >> 32 == h:
+                off, cap, tl, kl = self._record_at(slot)
+                k = off + RECORD_HEADER + cap
+                if tl == len(topic) and kl == len(key) and m[k:k + tl] == topic and m[k + tl:k + tl + kl] == key:
+                    return self._read(off, cap)
+            i = (i + 1) & mask
+        return None
+
+    def scan(self, topic=None):
+        """Yields (topic, key, Entry) for every live key (of topic, if set)."""
+        if topic is not None:
+            topic = _bytes(topic)
+        self._current()
+        m = self._m
+        for i in range(self._mask + 1):
+            slot = _U64.unpack_from(m, HEADER_SIZE + 8 * i)[0]
+            if slot == 0:
+                continue
+            off, cap, tl, kl = self._record_at(slot)
+            k = off + RECORD_HEADER + cap
+            t = m[k:k + tl]
+            if topic is not None and t != topic:
+                continue
+            e = self._read(off, cap)
+            if e is not None:
+                yield t, m[k + tl:k + tl + kl], e
+
+    def keys(self, topic):
+        """The live keys of topic, sorted (bytes)."""
+        return sorted(k for _, k, _ in self.scan(topic))
+
+    def status(self):
+        """The header's state and counters (read under the meta version)."""
+        if self._m is None:
+            raise Error("closed")
+        try:
+            self._current()
+        except NotReady:
+            pass
+        m = self._m
+        for _ in range(SPIN_LIMIT):
+            v1 = _U64.unpack_from(m, 192)[0]
+            if v1 & 1:
+                continue
+            state, = _U64.unpack_from(m, 64)
+            heartbeat, pid = struct.unpack_from("<QQ", m, 128)
+            keys, changes, last, alive, members, n = struct.unpack_from("<QQQIII", m, 200)
+            n = min(n, MAX_ORIGINS)
+            pairs = struct.unpack_from("<%dQ" % (2 * n), m, 240)
+            if _U64.unpack_from(m, 192)[0] == v1:
+                return {
+                    "generation": self.generation,
+                    "ready": state & 7 == STATE_READY,
+                    "heartbeat": heartbeat / 1e9,
+                    "writer_pid": pid,
+                    "keys": keys,
+                    "changes": changes,
+                    "last_change": last / 1e9,
+                    "alive": alive,
+                    "members": members,
+                    "origins": dict(zip(pairs[0::2], pairs[1::2])),
+                    "size": len(m),
+                }
+        raise Busy("the header")
+
+    def fresh(self, max_age):
+        """Raises NotReady or Stale unless the writer said the view was
+        current less than max_age seconds ago (one stat, to notice a file
+        replaced at the path)."""
+        try:
+            st = os.stat(self.path)
+        except OSError as e:
+            raise NotReady("%s: %s" % (self.path, e))
+        if (st.st_dev, st.st_ino) != self._ino:
+            self._attach()
+        self._current()
+        heartbeat, pid = struct.unpack_from("<QQ", self._m, 128)
+        age = time.time() - heartbeat / 1e9
+        if age > max_age:
+            raise Stale("the daemon (pid %d) last said it was current %.3fs ago (max %.3fs)" % (pid, age, max_age))
+
+    def close(self):
+        if self._m is not None:
+            self._m.close()
+            self._m = None
+
+
+def _entry_json(topic, key, e):
+    return json.dumps({
+        "topic": topic.decode("latin-1"), "key": key.decode("latin-1"),
+        "tag": e.tag.decode("latin-1"), "value": e.value.hex(),
+        "hlc": e.hlc, "origin": e.origin, "seq": e.seq,
+    }, sort_keys=True)
+
+
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    view = View(argv[1])
+    cmd = argv[2]
+    try:
+        if cmd == "get" and len(argv) == 5:
+            e = view.get(argv[3].encode(), argv[4].encode())
+            print("null" if e is None else _entry_json(argv[3].encode(), argv[4].encode(), e))
+        elif cmd == "keys" and len(argv) == 4:
+            for k in view.keys(argv[3].encode()):
+                print(json.dumps(k.decode("latin-1")))
+        elif cmd == "dump" and len(argv) == 3:
+            for line in sorted(_entry_json(t, k, e) for t, k, e in view.scan()):
+                print(line)
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+    except Error as e:
+        print("%s: %s" % (type(e).__name__, e), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
