@@ -40,10 +40,29 @@ type Reader struct {
 // replacing files faster than a reader maps them is a broken writer.
 const maxReopens = 8
 
-// spinLimit is how many times a reader retries an entry that is being
-// written before it gives up with ErrBusy. A write takes well under a
-// microsecond; an entry odd for this long was left by a writer that died.
-const spinLimit = 20000
+// A reader retries an entry that is being written: spinning first (a
+// write takes well under a microsecond), then yielding (the writer may
+// have been descheduled in the middle of one), and gives up with ErrBusy
+// after busyTimeout: an entry odd for that long was left by a writer that
+// died. A variable so that the fuzz test can shorten it.
+var busyTimeout = time.Second
+
+const spinTries = 64
+
+// busyWait waits a little for a writer in an entry; false once the entry
+// has been busy for busyTimeout (started is set on the first call).
+func busyWait(try int, started *time.Time) bool {
+	switch {
+	case try < spinTries:
+		return true
+	case try == spinTries:
+		*started = time.Now()
+	case time.Since(*started) > busyTimeout:
+		return false
+	}
+	runtime.Gosched()
+	return true
+}
 
 // Open maps the view file at path read-only. A file that is not a view
 // (or is damaged) gives ErrCorrupt; a view that is not ready yet opens
@@ -254,12 +273,10 @@ func (r *Reader) recordAt(slot uint32) (off, topicLen, keyLen, keyAt int, err er
 func (r *Reader) readRecord(off int, bufp *[]byte) (value, tag []byte, st Stamp, err error) {
 	m := r.m
 	c := int(uint32(load64(m, off+recCap)))
-	for try := 0; try < spinLimit; try++ {
+	var started time.Time
+	for try := 0; busyWait(try, &started); try++ {
 		v1 := load64(m, off+recVersion)
 		if v1&1 != 0 {
-			if try > 100 {
-				runtime.Gosched()
-			}
 			continue
 		}
 		st = Stamp{HLC: load64(m, off+recHLC), Origin: load64(m, off+recOrigin), Seq: load64(m, off+recSeq)}
@@ -390,10 +407,10 @@ func (r *Reader) Status() (Status, error) {
 			return err
 		}
 		m := r.m
-		for try := 0; try < spinLimit; try++ {
+		var started time.Time
+		for try := 0; busyWait(try, &started); try++ {
 			v1 := load64(m, offMetaSeq)
 			if v1&1 != 0 {
-				runtime.Gosched()
 				continue
 			}
 			s := load64(m, offState)

@@ -50,6 +50,10 @@ type Writer struct {
 	alive      uint32
 	members    uint32
 	metaDirty  bool
+
+	// smallKeys and smallBytes: below these a new generation doubles;
+	// tests shrink them to make small files.
+	smallKeys, smallBytes int
 }
 
 // Create makes a new generation of the view file at path, empty and not
@@ -58,7 +62,11 @@ type Writer struct {
 // then superseded, so that its readers move to the new one by themselves.
 // Anything else at path that is not a regular file is refused.
 func Create(path string, opts WriterOptions) (*Writer, error) {
-	w := &Writer{path: path, gid: opts.Gid, origins: make(map[uint64]uint64)}
+	return create(path, opts, 1<<16, 8<<20)
+}
+
+func create(path string, opts WriterOptions, smallKeys, smallBytes int) (*Writer, error) {
+	w := &Writer{path: path, gid: opts.Gid, origins: make(map[uint64]uint64), smallKeys: smallKeys, smallBytes: smallBytes}
 	old, oldGen := openOld(path)
 	if old != nil {
 		defer old.release()
@@ -401,10 +409,10 @@ func (w *Writer) rebuild(extraKeys, extraBytes int) error {
 // path and marks the old one superseded. On an error the current file
 // stays as it is.
 func (w *Writer) build(keys, bytes int) error {
-	capKeys := grown(keys, 1<<16)
+	capKeys := grown(keys, w.smallKeys)
 	slots := 1 << bits.Len(uint(capKeys*4/3)) // load <= 3/4
-	slots = max(slots, 64)
-	arena := align8(grown(bytes, 8<<20))
+	slots = max(slots, 16)
+	arena := align8(grown(bytes, w.smallBytes))
 	size := headerSize + 8*slots + arena
 	size = (size + 4095) &^ 4095
 	if size > maxFileSize {
