@@ -293,6 +293,12 @@ func (c Config) ViewPath() string {
 // Validate checks every field and returns the first problem, naming the flag
 // that sets the field (`--flush: must be "sync" or "async", got "x"`).
 func (c Config) Validate() error {
+	if _, err := store.ParseFlushMode(c.Flush); err != nil {
+		return fmt.Errorf("--flush: %w", err)
+	}
+	if _, err := store.ParseFullPolicy(c.WhenFull); err != nil {
+		return fmt.Errorf("--when-full: %w", err)
+	}
 	switch {
 	case c.DataDir == "":
 		return errors.New("--data-dir: must not be empty")
@@ -311,8 +317,6 @@ func (c Config) Validate() error {
 		return errors.New("--node-name: must not be empty")
 	case len(c.NodeName) > 255:
 		return fmt.Errorf("--node-name: at most 255 bytes, got %d", len(c.NodeName))
-	case c.Flush != "sync" && c.Flush != "async":
-		return fmt.Errorf("--flush: must be \"sync\" or \"async\", got %q", c.Flush)
 	case c.FlushInterval <= 0:
 		return fmt.Errorf("--flush-interval: must be positive, got %v", c.FlushInterval)
 	case c.FlushBytes <= 0:
@@ -335,8 +339,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--retention-age: must not be negative, got %v", c.RetentionAge)
 	case c.SnapshotInterval <= 0:
 		return fmt.Errorf("--snapshot-interval: must be positive, got %v", c.SnapshotInterval)
-	case c.WhenFull != "recycle" && c.WhenFull != "refuse":
-		return fmt.Errorf("--when-full: must be \"recycle\" or \"refuse\", got %q", c.WhenFull)
 	case c.MaxValueSize < 1:
 		return fmt.Errorf("--max-value-size: must be at least 1 byte, got %d", c.MaxValueSize)
 	case c.MaxValueSize > c.SegmentSize-recordOverhead:
@@ -535,16 +537,8 @@ func loopbackAddr(addr string) bool {
 // Validate passed for Flush and WhenFull.
 func (c Config) storeOptions(log *zap.Logger) store.Options {
 	o := store.DefaultOptions(c.DataDir)
-	if c.Flush == "sync" {
-		o.Flush = store.FlushSync
-	} else {
-		o.Flush = store.FlushAsync
-	}
-	if c.WhenFull == "refuse" {
-		o.WhenFull = store.FullRefuse
-	} else {
-		o.WhenFull = store.FullRecycle
-	}
+	o.Flush, _ = store.ParseFlushMode(c.Flush)
+	o.WhenFull, _ = store.ParseFullPolicy(c.WhenFull)
 	o.FlushInterval = c.FlushInterval
 	o.FlushBytes = c.FlushBytes
 	o.SegmentSize = c.SegmentSize

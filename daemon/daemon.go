@@ -139,7 +139,10 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
-	st, err := store.Open(cfg.storeOptions(log))
+	so := cfg.storeOptions(log)
+	flushes := newFlushHistogram()
+	so.OnFlush = func(took time.Duration) { flushes.Observe(took.Seconds()) }
+	st, err := store.Open(so)
 	if err != nil {
 		if d.view != nil {
 			d.view.close()
@@ -170,7 +173,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		d.cluster = c
 	}
 
-	d.m = newMetrics(d)
+	d.m = newMetrics(d, flushes)
 	gcfg := group.Config{
 		Store:      st,
 		Write:      d.writeInternal,
@@ -523,17 +526,11 @@ func (d *Daemon) notifyLoop() {
 	}
 	status := time.NewTicker(statusInterval)
 	defer status.Stop()
-	// The store keeps the duration of its last flush only; sampling it
-	// once per flush interval feeds the flush histogram.
-	flushes := time.NewTicker(max(d.cfg.FlushInterval, 10*time.Millisecond))
-	defer flushes.Stop()
 	unhealthy := false
 	for {
 		select {
 		case <-d.stopLoops:
 			return
-		case <-flushes.C:
-			d.m.sampleFlush(d.store.Stats())
 		case <-watchdog:
 			if err := d.store.Healthy(); err != nil {
 				if !unhealthy {

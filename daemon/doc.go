@@ -179,6 +179,13 @@
 //	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..}}
 //	    curl -sS $S http://x/v1/status
 //
+//	GET /v1/cluster
+//	    200 {"node","origin","replica","members":[{"name","origin","state",
+//	    "addr","data_addr","connected","self","lag":[{"origin","records",
+//	    "seconds"}]}]}: the members as this node sees them and how far each
+//	    is behind; a lone node lists itself only.
+//	    curl -sS $S http://x/v1/cluster
+//
 //	GET /healthz   200 {"status":"ok"} while the store is healthy, else 503.
 //	GET /readyz    Likewise, and 503 before serving and once shutdown began.
 //	    curl -sS $S http://x/readyz
@@ -225,8 +232,7 @@
 // With --metrics-addr, GET /metrics serves, on a registry of the daemon's
 // own: cachecast_publish_messages_total, cachecast_publish_bytes_total,
 // cachecast_api_errors_total{code}, cachecast_api_request_duration_seconds{route},
-// cachecast_store_flush_duration_seconds (the store keeps only its last
-// flush's duration, so this histogram samples it once per flush interval),
+// cachecast_store_flush_duration_seconds (every flush that wrote something),
 // cachecast_store_* (segments, mapped segments, log bytes, positions,
 // records, view keys, last flush), cachecast_subscribers,
 // cachecast_api_connections, cachecast_node_info, cachecast_group_*{topic,

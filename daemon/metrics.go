@@ -28,12 +28,21 @@ type metrics struct {
 	// replicaMisses counts sync-replication publishes answered without
 	// the replica's confirmation, by status.
 	replicaMisses *prometheus.CounterVec
-
-	// lastFlushed is the flushed position at the last flush sample.
-	lastFlushed int64
 }
 
-func newMetrics(d *Daemon) *metrics {
+// newFlushHistogram is the histogram of the store's flushes, made before
+// the store opens: the store observes every flush into it (Options.OnFlush).
+func newFlushHistogram() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "cachecast_store_flush_duration_seconds",
+		Help:    "Duration of the store's flushes (msync) that wrote something.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10), // 50µs .. 13s
+	})
+}
+
+// newMetrics registers the daemon's metrics; flush is newFlushHistogram's,
+// already fed by the store.
+func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		publishes: prometheus.NewCounter(prometheus.CounterOpts{
@@ -53,11 +62,7 @@ func newMetrics(d *Daemon) *metrics {
 			Help:    "Time to serve a local API request, by route (subscription streams excluded).",
 			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10), // 10µs .. 2.6s
 		}, []string{"route"}),
-		flush: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "cachecast_store_flush_duration_seconds",
-			Help:    "Duration of the store's flushes (msync), sampled once per flush interval.",
-			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10), // 50µs .. 13s
-		}),
+		flush: flush,
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cachecast_subscribers",
 			Help: "Open subscription streams.",
@@ -83,16 +88,6 @@ func newMetrics(d *Daemon) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
-}
-
-// sampleFlush records the last flush's duration if a flush happened since
-// the previous sample. The store keeps only the last flush's duration, so
-// this is a sample per call, not every flush (see the package doc).
-func (m *metrics) sampleFlush(s store.Stats) {
-	if s.FlushedPos != m.lastFlushed {
-		m.lastFlushed = s.FlushedPos
-		m.flush.Observe(s.LastFlush.Seconds())
-	}
 }
 
 // newServer serves /metrics; anything else is 404.

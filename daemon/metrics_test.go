@@ -89,3 +89,28 @@ func TestMetricsEndpoint(t *testing.T) {
 		t.Fatalf("/other: %d", res.StatusCode)
 	}
 }
+
+// TestFlushHistogram: the store reports every flush to the histogram
+// (store.Options.OnFlush). Under --flush sync each of three PUTs in a row
+// waits for a flush of its own, so the histogram has at least three.
+func TestFlushHistogram(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Flush = "sync"
+	td := startDaemon(t, cfg)
+	for _, k := range []string{"a", "b", "c"} {
+		td.put("t", k, "1")
+	}
+	mfs, err := td.d.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "cachecast_store_flush_duration_seconds" {
+			if n := mf.GetMetric()[0].GetHistogram().GetSampleCount(); n < 3 {
+				t.Fatalf("flush histogram has %d flushes after three sync PUTs, want at least 3", n)
+			}
+			return
+		}
+	}
+	t.Fatal("no cachecast_store_flush_duration_seconds")
+}

@@ -156,9 +156,13 @@ func BenchmarkAppendSync(b *testing.B) {
 
 // BenchmarkRecover opens a 1 GiB log left by a crash: every record after
 // the last flush is checked (here: all of them, nothing was flushed), the
-// indexes are found complete, and the view (no snapshot) is rebuilt.
+// indexes are found complete, and the view (no snapshot) is rebuilt from
+// the log. The records are 8 KiB updates of recoverKeys keys, as prices
+// are updated again and again, so every record is applied to the view and
+// the view ends at recoverKeys keys of 8 KiB values.
 func BenchmarkRecover(b *testing.B) {
 	const total = 1 << 30
+	const recoverKeys = 4096
 	dir := benchDir(b)
 	o := DefaultOptions(dir)
 	o.FlushInterval = time.Hour
@@ -167,12 +171,20 @@ func BenchmarkRecover(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := Message{Topic: "bench", Key: "", Value: make([]byte, 8<<10-HeaderSize-len("bench"))}
+	keys := make([]string, recoverKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("sku-%05d", i) // all of one length: every record is 8 KiB
+	}
+	m := Message{Topic: "bench", Value: make([]byte, 8<<10-HeaderSize-len("bench")-len(keys[0]))}
+	var records uint64
 	for written := 0; written < total; written += 8 << 10 {
+		m.Key = keys[records%recoverKeys]
 		if _, err := s.Publish(&m); err != nil {
 			b.Fatal(err)
 		}
+		records++
 	}
+	lastKey := keys[(records-1)%recoverKeys]
 	s.crash()
 	b.SetBytes(total)
 	b.ResetTimer()
@@ -193,6 +205,12 @@ func BenchmarkRecover(b *testing.B) {
 		}
 		if got := s.Stats().WritePos; got < total {
 			b.Fatalf("recovered %d bytes of %d", got, total)
+		}
+		if got := s.Stats().Keys; got != recoverKeys {
+			b.Fatalf("view rebuilt with %d keys, want %d", got, recoverKeys)
+		}
+		if e, ok := s.Get("bench", lastKey); !ok || e.Stamp.Seq != records {
+			b.Fatalf("view: %s has seq %d (found %v), want the last record's %d", lastKey, e.Stamp.Seq, ok, records)
 		}
 		b.StopTimer()
 		s.crash()

@@ -34,7 +34,8 @@
 //
 // Segments are made ahead of the writer by a background goroutine:
 // created and fallocated (or a recycled file renamed and zeroed with
-// FALLOC_FL_ZERO_RANGE), then mapped with MAP_POPULATE, so that the writer
+// FALLOC_FL_ZERO_RANGE), then mapped and populated writable with
+// MADV_POPULATE_WRITE (MADV_WILLNEED before Linux 5.14), so that the writer
 // switches segments without a system call in its path, and a full disk is
 // an ErrDiskFull at creation, never a SIGBUS on a page. At most
 // MaxMappedSegments segments are mapped; the least recently used unpinned

@@ -31,7 +31,8 @@ func (m FlushMode) String() string {
 	return "async"
 }
 
-// ParseFlushMode reads "sync" or "async".
+// ParseFlushMode reads "sync" or "async". The error reads after the name
+// of the flag or field that held s.
 func ParseFlushMode(s string) (FlushMode, error) {
 	switch s {
 	case "async":
@@ -39,7 +40,7 @@ func ParseFlushMode(s string) (FlushMode, error) {
 	case "sync":
 		return FlushSync, nil
 	}
-	return 0, fmt.Errorf("flush mode must be \"sync\" or \"async\", got %q", s)
+	return 0, fmt.Errorf("must be \"sync\" or \"async\", got %q", s)
 }
 
 // FullPolicy says what the store does when the log reaches RetentionBytes.
@@ -63,7 +64,8 @@ func (p FullPolicy) String() string {
 	return "recycle"
 }
 
-// ParseFullPolicy reads "recycle" or "refuse".
+// ParseFullPolicy reads "recycle" or "refuse". The error reads after the
+// name of the flag or field that held s.
 func ParseFullPolicy(s string) (FullPolicy, error) {
 	switch s {
 	case "recycle":
@@ -71,7 +73,7 @@ func ParseFullPolicy(s string) (FullPolicy, error) {
 	case "refuse":
 		return FullRefuse, nil
 	}
-	return 0, fmt.Errorf("full policy must be \"recycle\" or \"refuse\", got %q", s)
+	return 0, fmt.Errorf("must be \"recycle\" or \"refuse\", got %q", s)
 }
 
 // Options configure a store. DefaultOptions gives sane values; Validate
@@ -110,7 +112,8 @@ type Options struct {
 	IndexChunkEntries int
 	// OnFlush, when set, is called after every flush that wrote something,
 	// with how long it took (for a latency histogram). It runs on the
-	// flusher's goroutine and must not block.
+	// goroutine that flushed (the flusher's, or a caller of Flush or
+	// Close), possibly on two at once, and must not block.
 	OnFlush func(took time.Duration)
 	// Logger receives the store's logs; nil discards them.
 	Logger *zap.Logger

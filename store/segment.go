@@ -96,9 +96,9 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 }
 
 // mapIn maps the segment. populate also faults its pages in, writable,
-// ahead of use (MADV_POPULATE_WRITE, or MAP_POPULATE's read faults on
-// kernels before 5.14): the segment preparer does it so that the writer
-// takes no page faults. The pages it dirties are zeros the writer
+// ahead of use (MADV_POPULATE_WRITE; kernels before 5.14 lack it, and
+// MADV_WILLNEED reads the pages ahead instead): the segment preparer does
+// it so that the writer takes no page faults. The pages it dirties are zeros the writer
 // overwrites; at worst they are written back once.
 func (s *segment) mapIn(size int64, populate bool) error {
 	b, err := unix.Mmap(int(s.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
