@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"sync"
@@ -124,12 +125,14 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
 	d.access.Store(newAccessList(cfg.AllowUIDs, cfg.AllowGIDs))
 
+	// The socket's path is checked before the store (and the view beside
+	// it) is opened: a recovery of minutes must not end in "no such
+	// directory", and a daemon answering on the socket owns the view (say
+	// so, ErrSocketInUse, rather than that the view is locked).
+	if _, err := checkSocket(cfg.Socket); err != nil {
+		return nil, err
+	}
 	if cfg.ViewPath() != "" {
-		// A daemon answering on the socket owns the view beside it: say
-		// so (ErrSocketInUse) rather than that the view is locked.
-		if _, err := checkSocket(cfg.Socket); err != nil {
-			return nil, err
-		}
 		vm, err := openViewMirror(cfg, log.Named("view"))
 		if err != nil {
 			return nil, err
@@ -596,12 +599,29 @@ func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike) (*
 	return newCredListener(ul, maxConns, conns), nil
 }
 
-// checkSocket refuses a path that is not a socket or that another process
-// answers on; stale is true for a socket nobody answers on.
+// checkSocket checks that a socket can be made at path: its directory
+// exists and this process may create files in it, and nothing answers at
+// path. stale is a socket file nobody answers on (a daemon that crashed),
+// which listenUnix removes; any other file there is left alone.
 func checkSocket(path string) (stale bool, err error) {
+	dir := filepath.Dir(path)
+	switch fi, err := os.Stat(dir); {
+	case errors.Is(err, os.ErrNotExist):
+		return false, fmt.Errorf("--socket: the directory %s does not exist", dir)
+	case err != nil:
+		return false, fmt.Errorf("--socket: %w", err)
+	case !fi.IsDir():
+		return false, fmt.Errorf("--socket: %s is not a directory", dir)
+	}
+	if err := syscall.Access(dir, 0o3); err != nil { // W_OK | X_OK
+		return false, fmt.Errorf("--socket: cannot create the socket in %s: %w", dir, err)
+	}
 	fi, err := os.Lstat(path)
-	if err != nil {
+	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("--socket: %w", err)
 	}
 	if fi.Mode().Type() != os.ModeSocket {
 		return false, fmt.Errorf("--socket: %s exists and is not a socket; not removing it", path)

@@ -602,3 +602,51 @@ func TestReadyzDuringShutdown(t *testing.T) {
 		t.Fatalf("healthz: %d", r.status)
 	}
 }
+
+// TestSocketCheckedBeforeStore: a socket path that cannot be used is
+// refused before the store is opened (whose recovery may take minutes):
+// New fails naming --socket, and the data directory was never created.
+func TestSocketCheckedBeforeStore(t *testing.T) {
+	live := testConfig(t)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: live.Socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(readOnly, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, socket, want string
+	}{
+		{"no such directory", filepath.Join(t.TempDir(), "gone", "s.sock"), "--socket: the directory"},
+		{"the directory is a file", filepath.Join(file, "s.sock"), "is not a directory"},
+		{"another daemon answers", live.Socket, "another process answers on it"},
+		{"a file that is not a socket", file, "exists and is not a socket"},
+	}
+	if os.Geteuid() != 0 { // root may write anywhere
+		cases = append(cases, struct{ name, socket, want string }{"a directory without write permission", filepath.Join(readOnly, "s.sock"), "cannot create the socket in"})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Socket = tc.socket
+			d, err := New(cfg, nil)
+			if err == nil {
+				d.Close()
+				t.Fatal("New accepted the socket path")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v; want %q", err, tc.want)
+			}
+			if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the store was opened before the socket was checked: %v", err)
+			}
+		})
+	}
+}
