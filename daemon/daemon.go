@@ -529,12 +529,26 @@ func (d *Daemon) notifyLoop() {
 	}
 	status := time.NewTicker(statusInterval)
 	defer status.Stop()
-	unhealthy := false
+	unhealthy, full := false, false
+	// checkDisk logs a full disk once, and the end of it; the STATUS line
+	// says it meanwhile. The watchdog pings go on: a restart frees no space,
+	// and reads still work.
+	checkDisk := func() {
+		err := d.store.DiskFull()
+		switch {
+		case err != nil && !full:
+			d.log.Error("the disk is full: writes are refused with disk_full until space is freed", zap.Error(err))
+		case err == nil && full:
+			d.log.Info("the disk has room again; writes resume")
+		}
+		full = err != nil
+	}
 	for {
 		select {
 		case <-d.stopLoops:
 			return
 		case <-watchdog:
+			checkDisk()
 			if err := d.store.Healthy(); err != nil {
 				if !unhealthy {
 					d.log.Error("store unhealthy; watchdog pings stop", zap.Error(err))
@@ -549,6 +563,7 @@ func (d *Daemon) notifyLoop() {
 			}
 			d.notify(sd.SdNotifyWatchdog)
 		case <-status.C:
+			checkDisk()
 			if !unhealthy {
 				d.notify("STATUS=" + d.statusLine())
 			}
@@ -559,8 +574,12 @@ func (d *Daemon) notifyLoop() {
 // statusLine is the human summary systemctl status shows.
 func (d *Daemon) statusLine() string {
 	s := d.store.Stats()
-	return "serving on " + d.cfg.Socket + "; " + strconv.Itoa(s.Keys) + " keys, " +
+	line := "serving on " + d.cfg.Socket + "; " + strconv.Itoa(s.Keys) + " keys, " +
 		strconv.FormatUint(s.Records, 10) + " records, " + strconv.Itoa(s.Segments) + " segments"
+	if d.store.DiskFull() != nil {
+		line = "DISK FULL, writes refused; " + line
+	}
+	return line
 }
 
 // notify sends a state to systemd when NOTIFY_SOCKET is set. A failure is

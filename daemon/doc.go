@@ -186,7 +186,11 @@
 //	    is behind; a lone node lists itself only.
 //	    curl -sS $S http://x/v1/cluster
 //
-//	GET /healthz   200 {"status":"ok"} while the store is healthy, else 503.
+//	GET /healthz   200 {"status":"ok"} while the store is healthy, else 503;
+//	               507 disk_full while writes are refused for want of space
+//	               (reads go on; ok again once a write passes or the file
+//	               system has room for a segment). The systemd STATUS line
+//	               says DISK FULL meanwhile; the watchdog pings go on.
 //	GET /readyz    Likewise, and 503 before serving and once shutdown began.
 //	    curl -sS $S http://x/readyz
 //

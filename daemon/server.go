@@ -797,6 +797,10 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request, _ params) {
 		a.fail(w, r, errorf(CodeUnavailable, "%v", err))
 		return
 	}
+	if err := a.d.store.DiskFull(); err != nil {
+		a.fail(w, r, errorf(CodeDiskFull, "writes are refused until space is freed (reads go on): %v", err))
+		return
+	}
 	writeJSONBytes(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 }
 

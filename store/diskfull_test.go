@@ -42,6 +42,9 @@ func TestDiskFull(t *testing.T) {
 		t.Fatal("nothing fit on the file system")
 	}
 	t.Logf("%d writes acknowledged, then: %v", acked, err)
+	if !errors.Is(s.DiskFull(), ErrDiskFull) {
+		t.Fatalf("DiskFull() = %v on a full disk", s.DiskFull())
+	}
 	// Still full: the same clear error, again and again, nothing torn.
 	for i := 0; i < 5; i++ {
 		m := Message{Topic: "t", Key: "more", Value: value(i, 2000)}

@@ -54,6 +54,7 @@ type Store struct {
 	lastFlush atomic.Int64          // duration of the last flush, ns
 	pendingAt atomic.Int64          // when the oldest unflushed write was made, unix ns (0: none)
 	writeErr  atomic.Pointer[error] // the first write that failed on an I/O error
+	fullErr   atomic.Pointer[error] // the last write refused for want of space, until one passes or room is back
 
 	snapMu       sync.Mutex // one snapshot at a time
 	snapCovers   atomic.Int64
@@ -491,6 +492,27 @@ func (s *Store) failed(err error) {
 	if errors.Is(err, ErrIO) {
 		s.writeErr.CompareAndSwap(nil, &err)
 	}
+	if errors.Is(err, ErrDiskFull) {
+		s.fullErr.Store(&err)
+	}
+}
+
+// DiskFull is nil unless the last write was refused with ErrDiskFull and
+// the file system still lacks room for a segment; then it is that error.
+// It clears once a write passes or the room is back (space freed, the
+// file system grown), which it checks with statfs when asked. Reads go on
+// while the disk is full; health reports it (the daemon's /healthz).
+func (s *Store) DiskFull() error {
+	p := s.fullErr.Load()
+	if p == nil {
+		return nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.opts.Dir, &st); err == nil && int64(st.Bavail)*int64(st.Bsize) >= s.opts.SegmentSize {
+		s.fullErr.CompareAndSwap(p, nil)
+		return nil
+	}
+	return *p
 }
 
 // index adds the record at pos to the topic and origin indexes.
@@ -531,6 +553,9 @@ func (s *Store) applyAt(pos int64) {
 
 // afterWrite wakes readers and the flusher. Called under the write lock.
 func (s *Store) afterWrite() {
+	if s.fullErr.Load() != nil {
+		s.fullErr.Store(nil) // a write passed: there is room again
+	}
 	s.meta.put(metaOffLastHLC, s.clock.Last())
 	s.notify.notify()
 	if s.pendingAt.Load() == 0 {

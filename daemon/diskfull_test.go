@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// mountTmpfs mounts a tmpfs of size (mount's syntax: 2m, 6m) on a temp
+// directory for the test, as store/diskfull_test.go does; it needs root, as
+// CI has. remount changes its size.
+func mountTmpfs(t *testing.T, size string) (dir string, remount func(size string)) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test mounts a tmpfs and needs root (CI runs as root)")
+	}
+	dir = t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	// Cleanups run last first: the daemon stops before the unmount.
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir, func(size string) {
+		t.Helper()
+		if out, err := exec.Command("mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
+			t.Fatalf("remount: %v: %s", err, out)
+		}
+	}
+}
+
+// TestHealthReportsFullDisk fills a small tmpfs until writes fail with
+// disk_full: /healthz and /readyz must say so (507 disk_full) and the
+// systemd STATUS line too, while reads go on; once the file system has room
+// again they are ok without a write, and writes pass.
+func TestHealthReportsFullDisk(t *testing.T) {
+	mnt, remount := mountTmpfs(t, "6m")
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(mnt, "data")
+	td := startDaemon(t, cfg)
+	value := strings.Repeat("x", 60<<10)
+	var stored int
+	for ; ; stored++ {
+		r := td.do("PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", stored), strings.NewReader(value))
+		if r.status == 507 && r.errCode() == CodeDiskFull {
+			break
+		}
+		if r.status != 200 || stored > 1000 {
+			t.Fatalf("PUT %d: %d %s", stored, r.status, r.body)
+		}
+	}
+	if stored == 0 {
+		t.Fatal("nothing fit on the file system")
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := td.do("GET", path, nil); r.status != 507 || r.errCode() != CodeDiskFull {
+			t.Errorf("%s on a full disk: %d %s; want 507 disk_full", path, r.status, r.body)
+		}
+	}
+	if line := td.d.statusLine(); !strings.Contains(line, "DISK FULL") {
+		t.Errorf("STATUS line on a full disk: %q", line)
+	}
+	if r := td.do("GET", "/v1/topics/t/keys/k0", nil); r.status != 200 {
+		t.Errorf("a read on a full disk: %d %s", r.status, r.body)
+	}
+
+	remount("64m")
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := td.do("GET", path, nil); r.status != 200 {
+			t.Errorf("%s once the disk has room: %d %s", path, r.status, r.body)
+		}
+	}
+	td.put("t", "after", "room again")
+}
