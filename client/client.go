@@ -437,12 +437,25 @@ func (c *Client) Keys(ctx context.Context, topic, prefix, after string, limit in
 	return out.Keys, out.Next, nil
 }
 
-// Topics lists the topics the daemon holds.
+// Topics lists the topics the daemon holds for its users, without its
+// internal ones (AllTopics has those).
 func (c *Client) Topics(ctx context.Context) ([]TopicInfo, error) {
+	return c.topics(ctx, nil)
+}
+
+// AllTopics lists every topic the daemon holds, its internal ones
+// included: $groups, $offsets, $dlq/<topic>/<group> and
+// $retry/<topic>/<group>, which the consumer groups keep (no topic call
+// reads them; the group calls do).
+func (c *Client) AllTopics(ctx context.Context) ([]TopicInfo, error) {
+	return c.topics(ctx, url.Values{"internal": {"1"}})
+}
+
+func (c *Client) topics(ctx context.Context, q url.Values) ([]TopicInfo, error) {
 	var out struct {
 		Topics []TopicInfo `json:"topics"`
 	}
-	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/topics"}, nil)}, &out); err != nil {
+	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/topics"}, q)}, &out); err != nil {
 		return nil, err
 	}
 	return out.Topics, nil

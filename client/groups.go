@@ -45,7 +45,14 @@ type Group struct {
 	Acked       uint64 `json:"acked"`
 	Retries     uint64 `json:"retries"`      // redeliveries
 	DeadLetters uint64 `json:"dead_letters"` // messages this node dead-lettered
+	// DLQ is the number of dead letters the group holds now (what
+	// DeadLetters lists), the same on every node.
+	DLQ int `json:"dlq"`
 }
+
+// Live reports whether the group has a live member on some node; a group
+// without one is still listed for its positions and dead letters.
+func (g *Group) Live() bool { return len(g.Nodes) > 0 }
 
 // GroupNode is one node hosting a group and the queues allocated to it.
 type GroupNode struct {

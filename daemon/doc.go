@@ -89,8 +89,10 @@
 //	    otherwise pass it as after= for the next one.
 //	    curl -sS $S 'http://x/v1/topics/prices/keys?prefix=sku-&limit=100'
 //
-//	GET /v1/topics
-//	    200 {"topics":[{"name":"prices","keys":3,"messages":10}]}
+//	GET /v1/topics?internal=
+//	    200 {"topics":[{"name":"prices","keys":3,"messages":10}]}: the
+//	    users' topics; internal=1 adds the daemon's own (see Internal
+//	    topics below).
 //	    curl -sS $S http://x/v1/topics
 //
 //	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=
@@ -149,9 +151,13 @@
 //	GET /v1/groups
 //	    200 {"groups":[{"topic","group","queues":16,"nodes":[{"node":"<origin>",
 //	    "queues":[0,..]}],"owned":[..],"members":[{"id","queues","inflight"}],
-//	    "backlog","inflight","delivered","acked","retries","dead_letters"}]}:
-//	    every group some live node hosts, the allocation, and this node's
-//	    part (owned: the queues it serves now).
+//	    "backlog","inflight","delivered","acked","retries","dead_letters",
+//	    "dlq"}]}: every group the node knows, the allocation, and this
+//	    node's part (owned: the queues it serves now; the counters
+//	    delivered..dead_letters since its part started). dlq is the number
+//	    of dead letters the group holds now, the same on every node. A
+//	    group with no live member on any node is listed too, with "nodes"
+//	    empty, while it has positions or dead letters.
 //
 //	GET /v1/topics/{topic}/groups/{group}/dlq?after=&limit=
 //	    200 {"dead_letters":[{"id","topic","group","key","tag","value",
@@ -247,8 +253,12 @@
 // # Internal topics
 //
 // Topics whose names start with '$' are the daemon's own (a user's topic
-// name cannot hold '$'): $groups and $offsets hold the consumer groups'
-// hosts and positions, $retry/<topic>/<group> and $dlq/<topic>/<group> a
-// group's replayed and dead messages. They travel like any topic and show
-// in GET /v1/topics.
+// name cannot hold '$'): $groups holds which node hosts members of which
+// consumer group, $offsets each group queue's committed position,
+// $dlq/<topic>/<group> a group's dead letters and $retry/<topic>/<group>
+// the dead letters replayed to it. They travel like any topic, but no
+// topic route reads or writes them (their names are refused there):
+// their content is reached through the group routes (GET /v1/groups,
+// .../dlq, .../dlq/replay, .../reset). GET /v1/topics lists them only
+// with internal=1.
 package daemon

@@ -218,6 +218,7 @@ type GroupStatus struct {
 	Acked       uint64        `json:"acked"`
 	Retries     uint64        `json:"retries"`
 	DeadLetters uint64        `json:"dead_letters"`
+	DLQ         int           `json:"dlq"`
 }
 
 // GroupNode is one hosting node's share of a group.
@@ -237,7 +238,7 @@ func groupStatuses(ss []group.Status) []GroupStatus {
 	out := make([]GroupStatus, 0, len(ss))
 	for _, s := range ss {
 		g := GroupStatus{Topic: s.Topic, Group: s.Group, Queues: s.Queues, Nodes: []GroupNode{}, Owned: nonNil(s.Owned), Members: []GroupMember{},
-			Backlog: s.Backlog, Inflight: s.Inflight, Delivered: s.Delivered, Acked: s.Acked, Retries: s.Retries, DeadLetters: s.DeadLetters}
+			Backlog: s.Backlog, Inflight: s.Inflight, Delivered: s.Delivered, Acked: s.Acked, Retries: s.Retries, DeadLetters: s.DeadLetters, DLQ: s.DLQ}
 		for _, n := range s.Nodes {
 			g.Nodes = append(g.Nodes, GroupNode{Node: formatOrigin(n.Node), Queues: nonNil(n.Queues)})
 		}

@@ -457,16 +457,33 @@ func (a *api) listKeys(w http.ResponseWriter, r *http.Request, p params) {
 	}{keys, next})
 }
 
+// topics lists the topics; the daemon's internal ones ('$', which a
+// user's topic cannot hold, and which no topic route reads) only with
+// internal=1.
 func (a *api) topics(w http.ResponseWriter, r *http.Request, _ params) {
 	type topic struct {
 		Name     string `json:"name"`
 		Keys     int    `json:"keys"`
 		Messages uint64 `json:"messages"`
 	}
-	ts := a.d.store.Topics()
-	out := make([]topic, len(ts))
-	for i, t := range ts {
-		out[i] = topic{t.Name, t.Keys, t.Messages}
+	q, e := query(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	internal := false
+	if s := q.Get("internal"); s != "" {
+		var err error
+		if internal, err = strconv.ParseBool(s); err != nil {
+			a.fail(w, r, errorf(CodeBadRequest, "internal: want 1 or 0, got %q", s))
+			return
+		}
+	}
+	out := []topic{}
+	for _, t := range a.d.store.Topics() {
+		if internal || !strings.HasPrefix(t.Name, "$") {
+			out = append(out, topic{t.Name, t.Keys, t.Messages})
+		}
 	}
 	a.writeJSON(w, r, struct {
 		Topics []topic `json:"topics"`

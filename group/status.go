@@ -12,7 +12,8 @@ type Status struct {
 	// Queues is the number of queues of the topic.
 	Queues int
 	// Nodes is the allocation: each live node hosting members, with the
-	// queues it owns.
+	// queues it owns. It is empty for a group with no live member on any
+	// node, still listed for its positions and dead letters.
 	Nodes []NodeQueues
 	// Owned is the queues this node serves now: the allocation as it has
 	// applied it (it follows Nodes within Config.Interval).
@@ -27,6 +28,10 @@ type Status struct {
 	Inflight int
 	// Counters since this node's part of the group started.
 	Delivered, Acked, Retries, DeadLetters uint64
+	// DLQ is the number of dead letters the group holds now (what
+	// Manager.DeadLetters lists): replicated, so the same on every node,
+	// members or not.
+	DLQ int
 }
 
 // NodeQueues is one node's share of a group.
@@ -42,13 +47,27 @@ type MemberStatus struct {
 	Inflight int
 }
 
-// Status lists the groups the cluster has (from HostsTopic), with this
-// node's detail for those it hosts, ordered by topic and group.
+// Status lists the groups the node knows, ordered by topic and group:
+// those with hosts (HostsTopic), and those with no live member left
+// that have positions (OffsetsTopic) or dead letters, so that their dead
+// letters can still be found; with this node's detail for those it hosts.
 func (m *Manager) Status() []Status {
 	alive := m.alive()
 	seen := map[groupKey]bool{}
 	for _, k := range m.st.Keys(HostsTopic, "", "", 0) {
 		if t, g, _, ok := parseHostsKey(k); ok {
+			seen[groupKey{t, g}] = true
+		}
+	}
+	for _, k := range m.st.Keys(OffsetsTopic, "", "", 0) {
+		if t, g, _, ok := parseOffsetsKey(k); ok {
+			seen[groupKey{t, g}] = true
+		}
+	}
+	dlq := map[groupKey]int{}
+	for _, ti := range m.st.Topics() {
+		if t, g, ok := parseDeadLetterTopic(ti.Name); ok && ti.Keys > 0 {
+			dlq[groupKey{t, g}] = ti.Keys
 			seen[groupKey{t, g}] = true
 		}
 	}
@@ -73,10 +92,7 @@ func (m *Manager) Status() []Status {
 	for _, k := range keys {
 		g := local[k]
 		nodes := m.hosts(k.topic, k.name, alive, g != nil)
-		if len(nodes) == 0 {
-			continue
-		}
-		s := Status{Topic: k.topic, Group: k.name, Queues: m.cfg.Queues}
+		s := Status{Topic: k.topic, Group: k.name, Queues: m.cfg.Queues, DLQ: dlq[k]}
 		for i, n := range nodes {
 			s.Nodes = append(s.Nodes, NodeQueues{Node: n, Queues: allocate(m.cfg.Queues, len(nodes), i)})
 		}

@@ -28,6 +28,19 @@ func RetryTopic(topic, group string) string { return "$retry/" + topic + "/" + g
 // value a JSON DeadLetter.
 func DeadLetterTopic(topic, group string) string { return "$dlq/" + topic + "/" + group }
 
+// parseDeadLetterTopic splits a DeadLetterTopic name; names hold no '/'.
+func parseDeadLetterTopic(name string) (topic, group string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "$dlq/")
+	if !ok {
+		return "", "", false
+	}
+	topic, group, ok = strings.Cut(rest, "/")
+	if !ok || topic == "" || group == "" || strings.Contains(group, "/") {
+		return "", "", false
+	}
+	return topic, group, true
+}
+
 // sources a group reads: its topic, then its retry topic.
 const (
 	srcMain = iota

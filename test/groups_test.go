@@ -398,3 +398,63 @@ func TestGroupCLIDeadLetters(t *testing.T) {
 	}
 	n.Stop()
 }
+
+// TestGroupCLINoLiveMember: a group whose members are all gone, with a
+// dead letter, is still listed by `cachecast groups` (no live member,
+// its dead letters counted), so that `dlq list` can be pointed at it, as
+// README shows; the groups' internal topics are left out of `cachecast
+// topics` but listed with --internal.
+func TestGroupCLINoLiveMember(t *testing.T) {
+	const (
+		topic = "jobs"
+		group = "workers"
+	)
+	n := StartNode(t, bins, NodeOptions{Name: "gone", Args: append(smallNode, "--max-retries", "0")})
+	c := ctx(t)
+	sub, err := n.Client.Subscribe(c, topic, client.SubscribeOptions{Mode: client.ModeClustering, Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.Client.Publish(c, topic, "job-1", []byte("resize"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := messageID(res.Origin, res.Seq)
+	ev, err := sub.Next()
+	if err != nil || ev.ID != id {
+		t.Fatalf("delivery: %+v, %v; want %s", ev, err, id)
+	}
+	if r, err := n.Client.Ack(c, topic, group, nil, []string{id}); err != nil || r.Nacked != 1 {
+		t.Fatalf("nack: %+v, %v", r, err)
+	}
+	sub.Close()
+
+	var line []string
+	waitUntil(t, 10*time.Second, "the group to be listed with no live member and its dead letter", func() string {
+		out := cli(t, n, "", "groups").ok(t, "groups").stdout
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) == 10 && f[0] == topic && f[1] == group {
+				line = f
+			}
+		}
+		if line == nil || line[3] != "0" || line[8] != "1" || line[9] != "no" {
+			return "groups printed " + out
+		}
+		return ""
+	})
+	if list := cli(t, n, "", "dlq", "list", "--topic", line[0], "--group", line[1]).ok(t, "dlq list"); !strings.Contains(list.stdout, id) {
+		t.Fatalf("dlq list of the group without members: %q; want %s", list.stdout, id)
+	}
+
+	topics := cli(t, n, "", "topics").ok(t, "topics").stdout
+	if strings.Contains(topics, "$") || !strings.Contains(topics, topic) {
+		t.Errorf("topics printed %q; want %s and no internal topic", topics, topic)
+	}
+	all := cli(t, n, "", "topics", "--internal").ok(t, "topics --internal").stdout
+	for _, want := range []string{"$groups", "$offsets", "$dlq/" + topic + "/" + group, topic} {
+		if !strings.Contains(all, want) {
+			t.Errorf("topics --internal printed %q; want %s", all, want)
+		}
+	}
+	n.Stop()
+}

@@ -526,6 +526,11 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
+	// The double has no internal topics: internal=1 lists the same.
+	if v := r.URL.Query().Get("internal"); v != "" && v != "1" && v != "0" && v != "true" && v != "false" {
+		fail(w, errorf(400, "bad_request", "internal: want 1 or 0, got %q", v))
+		return
+	}
 	s.mu.Lock()
 	list := []map[string]any{}
 	for name, t := range s.topics {

@@ -186,12 +186,22 @@ var topicsCmd = &command{
 	name:    "topics",
 	args:    "",
 	summary: "list the topics with their key and message counts",
+	help: `The daemon's internal topics, whose names start with '$', are left out
+unless --internal: $groups (which node hosts which consumer group),
+$offsets (the groups' positions), $dlq/TOPIC/GROUP (a group's dead
+letters) and $retry/TOPIC/GROUP (dead letters replayed to it). No topic
+command reads them; "cachecast groups" and the dlq commands do.`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		internal := fs.Bool("internal", false, "list the daemon's internal topics too ($groups, $offsets, $dlq/..., $retry/...)")
 		return func(ctx context.Context, e *env, args []string) error {
 			c := g.client()
 			defer c.Close()
-			topics, err := c.Topics(ctx)
+			list := c.Topics
+			if *internal {
+				list = c.AllTopics
+			}
+			topics, err := list(ctx)
 			if err != nil {
 				return err
 			}

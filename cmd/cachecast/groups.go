@@ -141,9 +141,13 @@ var groupsCmd = &command{
 	args:    "",
 	summary: "list the consumer groups with this node's figures",
 	help: `One line per group: its topic and name, its queues, the nodes that host
-it, this node's members, and this node's figures: backlog (messages not
-yet delivered, approximate), in flight (delivered, not acknowledged),
-retries (redeliveries) and dead letters.`,
+it, this node's members, this node's figures: backlog (messages not yet
+delivered, approximate), in flight (delivered, not acknowledged) and
+retries (redeliveries); the dead letters the group holds now (what "dlq
+list" lists, the same on every node); and LIVE: "no" when the group has
+no live member on any node. Such a group stays listed while it has
+positions or dead letters, so that "dlq list", "dlq replay" and "group
+reset" can still be pointed at it.`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
 		return func(ctx context.Context, e *env, args []string) error {
@@ -161,10 +165,14 @@ retries (redeliveries) and dead letters.`,
 // printGroups prints the groups as a table.
 func printGroups(w io.Writer, groups []client.Group) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tGROUP\tQUEUES\tNODES\tLOCAL MEMBERS\tBACKLOG\tINFLIGHT\tRETRIES\tDEAD LETTERS")
+	fmt.Fprintln(tw, "TOPIC\tGROUP\tQUEUES\tNODES\tLOCAL MEMBERS\tBACKLOG\tINFLIGHT\tRETRIES\tDEAD LETTERS\tLIVE")
 	for _, g := range groups {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
-			g.Topic, g.Group, g.Queues, len(g.Nodes), len(g.Members), g.Backlog, g.Inflight, g.Retries, g.DeadLetters)
+		live := "yes"
+		if !g.Live() {
+			live = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
+			g.Topic, g.Group, g.Queues, len(g.Nodes), len(g.Members), g.Backlog, g.Inflight, g.Retries, g.DLQ, live)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -295,7 +295,9 @@ func TestGroupCommands(t *testing.T) {
 	d.answer("GET /v1/groups", `{"groups":[{"topic":"orders","group":"billing","queues":4,
 		"nodes":[{"node":"00000000deadbeef","queues":[0,2]},{"node":"0000000000000001","queues":[1,3]}],
 		"members":[{"id":"17","queues":[0,2],"inflight":3}],
-		"backlog":10,"inflight":3,"delivered":100,"acked":97,"retries":2,"dead_letters":1}]}`)
+		"backlog":10,"inflight":3,"delivered":100,"acked":97,"retries":2,"dead_letters":1,"dlq":1},
+		{"topic":"orders","group":"gone","queues":4,"nodes":[],"owned":[],"members":[],
+		"backlog":0,"inflight":0,"delivered":0,"acked":0,"retries":0,"dead_letters":0,"dlq":3}]}`)
 	d.answer("POST "+g+"/reset", `{"epoch":7}`)
 	d.answer("GET "+g+"/dlq", `{"dead_letters":[`+dl+`,{"id":"00000000deadbeef-43","reason":"nack","attempts":1,"value":"`+strings.Repeat("x", 50)+`","dead_at":"2026-11-30T05:14:00.000Z"}],"next":""}`)
 	d.answer("GET "+g+"/dlq/00000000deadbeef-42", dl)
@@ -309,8 +311,9 @@ func TestGroupCommands(t *testing.T) {
 		stdout  []string // lines, compared with the spaces of the table squeezed
 	}{
 		{"groups", []string{"groups"}, exitOK, "GET /v1/groups", []string{
-			"TOPIC GROUP QUEUES NODES LOCAL MEMBERS BACKLOG INFLIGHT RETRIES DEAD LETTERS",
-			"orders billing 4 2 1 10 3 2 1",
+			"TOPIC GROUP QUEUES NODES LOCAL MEMBERS BACKLOG INFLIGHT RETRIES DEAD LETTERS LIVE",
+			"orders billing 4 2 1 10 3 2 1 yes",
+			"orders gone 4 0 0 0 0 0 3 no",
 			"TOPIC GROUP MEMBER QUEUES INFLIGHT",
 			"orders billing 17 0,2 3"}},
 		{"reset", []string{"group", "reset", "--topic", "orders", "--group", "billing", "--to", "2026-11-30T05:00:00Z"}, exitOK,
@@ -369,12 +372,12 @@ func TestStatusGroups(t *testing.T) {
 	if strings.Contains(r.stdout, "GROUP") {
 		t.Errorf("status with no groups:\n%s", r.stdout)
 	}
-	d.answer("GET /v1/groups", `{"groups":[{"topic":"orders","group":"billing","queues":4,"nodes":[],"members":[],"backlog":10,"inflight":0,"delivered":0,"acked":0,"retries":0,"dead_letters":3}]}`)
+	d.answer("GET /v1/groups", `{"groups":[{"topic":"orders","group":"billing","queues":4,"nodes":[],"members":[],"backlog":10,"inflight":0,"delivered":0,"acked":0,"retries":0,"dead_letters":0,"dlq":3}]}`)
 	r = cliSocket(context.Background(), t, d.socket, "", "status").check(t, exitOK)
 	if !strings.Contains(r.stdout, "\ngroups\nTOPIC ") || !strings.Contains(r.stdout, "clienttest") {
 		t.Errorf("status with a group:\n%s", r.stdout)
 	}
-	if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "orders billing 4 0 0 10 0 0 3") {
+	if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), "orders billing 4 0 0 10 0 0 3 no") {
 		t.Errorf("status with a group:\n%s", r.stdout)
 	}
 }
