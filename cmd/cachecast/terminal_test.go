@@ -3,65 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cachecast/cachecast/client/clienttest"
 )
 
-// openPTY opens a pseudo-terminal pair and returns its terminal end.
-func openPTY(t *testing.T) *os.File {
-	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	t.Cleanup(func() { master.Close() })
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pts.Close() })
-	return pts
-}
-
-// TestIsTerminal: the check main uses for stdin, stdout and stderr says
-// yes for a pseudo-terminal and no for a pipe and a file.
-func TestIsTerminal(t *testing.T) {
-	pts := openPTY(t)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
-	for _, c := range []struct {
-		name string
-		f    *os.File
-		want bool
-	}{{"pty", pts, true}, {"pipe", w, false}, {"file", file, false}} {
-		if got := isTerminal(c.f); got != c.want {
-			t.Errorf("isTerminal(%s) = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
+// The terminal checks are injected here (env.stdinTTY, env.stdoutTTY);
+// test.TestCLITerminal runs the binary on a real pseudo-terminal.
 
 // TestGetNewlineOnTerminal: get ends the value with a newline on a
 // terminal (unless it has one), and prints the raw bytes otherwise.
