@@ -299,6 +299,7 @@ func TestGroupCommands(t *testing.T) {
 		{"topic":"orders","group":"gone","queues":4,"nodes":[],"owned":[],"members":[],
 		"backlog":0,"inflight":0,"delivered":0,"acked":0,"retries":0,"dead_letters":0,"dlq":3}]}`)
 	d.answer("POST "+g+"/reset", `{"epoch":7}`)
+	d.answer("GET /v1/topics", `{"topics":[{"name":"$groups","keys":1,"messages":2},{"name":"orders","keys":3,"messages":4}]}`)
 	d.answer("GET "+g+"/dlq", `{"dead_letters":[`+dl+`,{"id":"00000000deadbeef-43","reason":"nack","attempts":1,"value":"`+strings.Repeat("x", 50)+`","dead_at":"2026-11-30T05:14:00.000Z"}],"next":""}`)
 	d.answer("GET "+g+"/dlq/00000000deadbeef-42", dl)
 	d.answer("GET "+g+"/dlq/0000000000000001-1", `{"error":{"code":"not_found","message":"no dead letter"}}`)
@@ -316,6 +317,8 @@ func TestGroupCommands(t *testing.T) {
 			"orders gone 4 0 0 0 0 0 3 no",
 			"TOPIC GROUP MEMBER QUEUES INFLIGHT",
 			"orders billing 17 0,2 3"}},
+		{"topics --internal", []string{"topics", "--internal"}, exitOK, "GET /v1/topics?internal=1", []string{
+			"TOPIC KEYS MESSAGES", "$groups 1 2", "orders 3 4"}},
 		{"reset", []string{"group", "reset", "--topic", "orders", "--group", "billing", "--to", "2026-11-30T05:00:00Z"}, exitOK,
 			"POST " + g + `/reset {"to":"2026-11-30T05:00:00Z"}`, []string{"ok epoch=7"}},
 		{"dlq list", []string{"dlq", "list", "--topic", "orders", "--group", "billing", "--limit", "5"}, exitOK,
