@@ -247,8 +247,9 @@
 // records, view keys, last flush), cachecast_subscribers,
 // cachecast_api_connections, cachecast_node_info, cachecast_group_*{topic,
 // group} (nodes, members, queues, inflight, backlog, delivered_total,
-// acked_total, retries_total, dead_letters_total), and the Go and process
-// collectors.
+// acked_total, retries_total, dead_letters_total),
+// cachecast_log_lines_lost_total (log lines that could not be written: see
+// NewLogger), and the Go and process collectors.
 //
 // # Internal topics
 //

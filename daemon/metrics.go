@@ -85,6 +85,10 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections, m.replicaMisses,
 		newStoreCollector(d.store, d.cfg.NodeName),
 		newGroupCollector(d),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "cachecast_log_lines_lost_total",
+			Help: "Log lines that could not be written (a closed pipe, a full disk), over the process.",
+		}, func() float64 { return float64(lostLogLines.Load()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
