@@ -190,6 +190,21 @@ type Config struct {
 	// NATSSubjectPrefix starts the subjects records are published on.
 	NATSSubjectPrefix string
 
+	// RedisSocket is the path of the Redis protocol's Unix socket (package
+	// resp); empty: beside Socket (name-redis.sock), "off": none.
+	RedisSocket string
+	// RedisAddr is a TCP address for the Redis protocol; empty: off.
+	RedisAddr string
+	// RedisAllowRemote lets RedisAddr be other than a loopback address.
+	RedisAllowRemote bool
+	// RedisDefaultTopic holds the Redis keys without a ':'.
+	RedisDefaultTopic string
+	// RedisPushBuffer bounds the invalidations and messages waiting to be
+	// written to one Redis client; past it the client is disconnected.
+	RedisPushBuffer int64
+	// RedisNotifyKeyspaceEvents is notify-keyspace-events at start.
+	RedisNotifyKeyspaceEvents string
+
 	// MetricsAddr is the TCP address of the Prometheus endpoint; empty: off.
 	MetricsAddr string
 	// AllowUIDs and AllowGIDs restrict publishing (PUT, DELETE, POST
@@ -254,6 +269,8 @@ func DefaultConfig() Config {
 		RetryBackoff:      group.DefaultBackoff,
 		Transport:         "tcp",
 		NATSSubjectPrefix: "cachecast",
+		RedisDefaultTopic: "default",
+		RedisPushBuffer:   4 << 20,
 		LogLevel:          "info",
 		// The store's own defaults win where they differ from ours: one
 		// source of truth for the storage figures.
@@ -374,6 +391,9 @@ func (c Config) Validate() error {
 		}
 	}
 	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if err := c.validateRedis(); err != nil {
 		return err
 	}
 	// The store has the last word on its own figures.
@@ -603,6 +623,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.NATSTLSKey, "nats-tls-key", c.NATSTLSKey, "private key (PEM) for --nats-tls-cert")
 	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", c.NATSTLSCA, "CA certificate (PEM) that signs the NATS servers' certificates")
 	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "prefix of the NATS subjects records are published on (<prefix>.<origin>)")
+	fs.StringVar(&c.RedisSocket, "redis-socket", c.RedisSocket, `path of the Redis protocol's Unix socket; empty: beside --socket (cachecast.sock: cachecast-redis.sock); "off": none`)
+	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "host:port for the Redis protocol over TCP (loopback only unless --redis-allow-remote); empty: off")
+	fs.BoolVar(&c.RedisAllowRemote, "redis-allow-remote", c.RedisAllowRemote, "let --redis-addr listen beyond loopback (a TCP client has no uid: writes then need empty --allow-uids/--allow-gids)")
+	fs.StringVar(&c.RedisDefaultTopic, "redis-default-topic", c.RedisDefaultTopic, "topic of the Redis keys without a ':' (topic:key otherwise)")
+	fs.Var(newSizeValue(&c.RedisPushBuffer), "redis-push-buffer", "invalidations and messages waiting for one Redis client; past it the client is disconnected")
+	fs.StringVar(&c.RedisNotifyKeyspaceEvents, "redis-notify-keyspace-events", c.RedisNotifyKeyspaceEvents, "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9464); empty: off")
 	fs.Var(newIDListValue(&c.AllowUIDs), "allow-uids", "user IDs allowed to publish, comma separated; with --allow-gids empty: anyone who can open the socket")
 	fs.Var(newIDListValue(&c.AllowGIDs), "allow-gids", "group IDs (primary or supplementary) allowed to publish, comma separated")

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/cachecast/cachecast/group"
+	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -60,10 +61,13 @@ type Daemon struct {
 	// view mirrors the store's view into --view-file; nil when off.
 	view *viewMirror
 
-	ln   *credListener // the local API's socket
-	srv  *http.Server
-	mln  net.Listener // metrics; nil when off
-	msrv *http.Server
+	ln  *credListener // the local API's socket
+	srv *http.Server
+	mln net.Listener // metrics; nil when off
+
+	redis    *respsrv.Server // the Redis front door; nil when off
+	redisLns []net.Listener
+	msrv     *http.Server
 
 	access atomic.Pointer[accessList] // swapped by Reload
 
@@ -129,7 +133,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	// it) is opened: a recovery of minutes must not end in "no such
 	// directory", and a daemon answering on the socket owns the view (say
 	// so, ErrSocketInUse, rather than that the view is locked).
-	if _, err := checkSocket(cfg.Socket); err != nil {
+	if _, err := checkSocket(cfg.Socket, "--socket"); err != nil {
 		return nil, err
 	}
 	if cfg.ViewPath() != "" {
@@ -196,7 +200,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		d.cluster.onMembers = d.groups.Kick
 	}
 
-	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, cfg.MaxConnections, d.m.connections)
+	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, cfg.MaxConnections, d.m.connections, "--socket")
 	if err != nil {
 		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
 	}
@@ -211,11 +215,16 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 			d.view.members = d.cluster.memberCounts
 		}
 	}
+	if err := d.startRedis(); err != nil {
+		_ = d.ln.Close()
+		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
+	}
 
 	if cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			_ = d.ln.Close()
+			d.closeRedis()
 			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.groups.Close(), d.closeCluster(), d.closeStore())
 		}
 		d.mln = mln
@@ -262,7 +271,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer signal.Stop(sigc)
 
 	// The first fatal error of a server loop ends Run (nsqd's exitFunc).
-	errc := make(chan error, 2)
+	errc := make(chan error, 2+len(d.redisLns))
 	d.wg.Go(func() {
 		if err := d.srv.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("local api on %s: %w", d.cfg.Socket, err)
@@ -275,6 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		})
 	}
+	d.serveRedis(errc)
 	d.wg.Go(d.notifyLoop)
 	if d.view != nil {
 		d.wg.Go(func() { d.view.run(d.stopLoops) })
@@ -293,6 +303,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
 	d.log.Info("serving",
 		zap.String("socket", d.cfg.Socket),
+		zap.String("redis-socket", d.RedisSocketPath()),
+		zap.String("redis-addr", d.RedisAddr()),
 		zap.String("metrics-addr", d.MetricsAddr()),
 		zap.String("node", d.cfg.NodeName),
 		zap.String("flush", d.cfg.Flush),
@@ -364,6 +376,7 @@ func (d *Daemon) shutdown() error {
 		_ = d.srv.Close()
 	}
 	_ = d.ln.Close() // when Serve never ran
+	d.closeRedis()
 	if d.msrv != nil {
 		if err := d.msrv.Shutdown(ctx); err != nil {
 			_ = d.msrv.Close()
@@ -593,19 +606,19 @@ func (d *Daemon) notify(state string) {
 // listenUnix binds the socket at path. A leftover socket file is removed
 // only when nothing answers on it (a daemon that crashed); a live one is
 // ErrSocketInUse, and a file that is not a socket is left alone.
-func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike) (*credListener, error) {
-	stale, err := checkSocket(path)
+func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike, flag string) (*credListener, error) {
+	stale, err := checkSocket(path, flag)
 	if err != nil {
 		return nil, err
 	}
 	if stale {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("--socket: remove stale socket: %w", err)
+			return nil, fmt.Errorf(flag+": remove stale socket: %w", err)
 		}
 	}
 	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("--socket: %w", err)
+		return nil, fmt.Errorf(flag+": %w", err)
 	}
 	// The socket is created under the umask and then set to the mode.
 	// In between it is at most as open as the umask allows; a daemon that
@@ -622,36 +635,36 @@ func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike) (*
 // exists and this process may create files in it, and nothing answers at
 // path. stale is a socket file nobody answers on (a daemon that crashed),
 // which listenUnix removes; any other file there is left alone.
-func checkSocket(path string) (stale bool, err error) {
+func checkSocket(path, flag string) (stale bool, err error) {
 	dir := filepath.Dir(path)
 	switch fi, err := os.Stat(dir); {
 	case errors.Is(err, os.ErrNotExist):
-		return false, fmt.Errorf("--socket: the directory %s does not exist", dir)
+		return false, fmt.Errorf(flag+": the directory %s does not exist", dir)
 	case err != nil:
-		return false, fmt.Errorf("--socket: %w", err)
+		return false, fmt.Errorf(flag+": %w", err)
 	case !fi.IsDir():
-		return false, fmt.Errorf("--socket: %s is not a directory", dir)
+		return false, fmt.Errorf(flag+": %s is not a directory", dir)
 	}
 	if err := syscall.Access(dir, 0o3); err != nil { // W_OK | X_OK
-		return false, fmt.Errorf("--socket: cannot create the socket in %s: %w", dir, err)
+		return false, fmt.Errorf(flag+": cannot create the socket in %s: %w", dir, err)
 	}
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("--socket: %w", err)
+		return false, fmt.Errorf(flag+": %w", err)
 	}
 	if fi.Mode().Type() != os.ModeSocket {
-		return false, fmt.Errorf("--socket: %s exists and is not a socket; not removing it", path)
+		return false, fmt.Errorf(flag+": %s exists and is not a socket; not removing it", path)
 	}
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		_ = c.Close()
-		return false, fmt.Errorf("--socket: %s: another process answers on it: %w", path, ErrSocketInUse)
+		return false, fmt.Errorf(flag+": %s: another process answers on it: %w", path, ErrSocketInUse)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return false, fmt.Errorf("--socket: %s: cannot tell whether it is in use: %w", path, err)
+		return false, fmt.Errorf(flag+": %s: cannot tell whether it is in use: %w", path, err)
 	}
 	return true, nil
 }

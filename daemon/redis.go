@@ -1,0 +1,406 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	respsrv "github.com/cachecast/cachecast/resp"
+	"github.com/cachecast/cachecast/store"
+)
+
+// The Redis front door (package resp) reaches the node through respNode:
+// the same view for reads, and Daemon.publish, with its checks, limits and
+// statuses, for writes.
+
+// redisSocketPath is --redis-socket with its default applied: empty is
+// beside --socket (cachecast.sock: cachecast-redis.sock), "off" is none.
+func (c Config) redisSocketPath() string {
+	switch c.RedisSocket {
+	case "off":
+		return ""
+	case "":
+		dir, base := filepath.Split(c.Socket)
+		return dir + strings.TrimSuffix(base, ".sock") + "-redis.sock"
+	}
+	return c.RedisSocket
+}
+
+// validateRedis checks the --redis-* flags.
+func (c Config) validateRedis() error {
+	if p := c.redisSocketPath(); len(p) > maxSocketPath {
+		return fmt.Errorf("--redis-socket: path of %d bytes is longer than the %d bytes a Unix socket address holds: %q",
+			len(p), maxSocketPath, p)
+	}
+	if p := c.redisSocketPath(); p != "" && p == c.Socket {
+		return fmt.Errorf("--redis-socket: %s is already --socket", p)
+	}
+	if c.RedisAddr != "" {
+		host, _, err := net.SplitHostPort(c.RedisAddr)
+		if err != nil {
+			return fmt.Errorf("--redis-addr: %v", err)
+		}
+		ip := net.ParseIP(host)
+		if !c.RedisAllowRemote && (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			return fmt.Errorf("--redis-addr: %s is not a loopback address; a TCP client has no uid to check, so listening beyond this machine needs --redis-allow-remote", c.RedisAddr)
+		}
+	}
+	if e := validTopic("--redis-default-topic", c.RedisDefaultTopic); e != nil {
+		return errors.New(e.Message)
+	}
+	if c.RedisPushBuffer < 64<<10 {
+		return fmt.Errorf("--redis-push-buffer: must be at least 64KiB, got %s", formatSize(c.RedisPushBuffer))
+	}
+	return nil
+}
+
+// startRedis binds the Redis listeners and makes the server (New calls
+// it); Run serves them.
+func (d *Daemon) startRedis() error {
+	path := d.cfg.redisSocketPath()
+	if path == "" && d.cfg.RedisAddr == "" {
+		return nil
+	}
+	srv, err := respsrv.New(respsrv.Config{
+		Node:                 &respNode{d: d},
+		DefaultTopic:         d.cfg.RedisDefaultTopic,
+		MaxValueSize:         int(d.cfg.MaxValueSize),
+		MaxFrameSize:         int(d.cfg.MaxBodySize),
+		PushBuffer:           int(d.cfg.RedisPushBuffer),
+		WriteTimeout:         d.cfg.WriteTimeout,
+		NotifyKeyspaceEvents: d.cfg.RedisNotifyKeyspaceEvents,
+		Logger:               d.log.Named("redis"),
+	})
+	if err != nil {
+		return fmt.Errorf("--redis-notify-keyspace-events: %w", err)
+	}
+	d.redis = srv
+	if path != "" {
+		ln, err := listenUnix(path, d.cfg.SocketMode, d.cfg.MaxConnections, nopGauge{}, "--redis-socket")
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		d.redisLns = append(d.redisLns, ln)
+	}
+	if d.cfg.RedisAddr != "" {
+		ln, err := net.Listen("tcp", d.cfg.RedisAddr)
+		if err != nil {
+			d.closeRedis()
+			return fmt.Errorf("--redis-addr: %w", err)
+		}
+		d.redisLns = append(d.redisLns, newLimitListener(ln, d.cfg.MaxConnections))
+	}
+	d.m.reg.MustRegister(redisCollector{srv})
+	return nil
+}
+
+// serveRedis runs the Redis listeners under d.wg.
+func (d *Daemon) serveRedis(errc chan<- error) {
+	for _, ln := range d.redisLns {
+		d.wg.Go(func() {
+			if err := d.redis.Serve(ln); err != nil {
+				errc <- fmt.Errorf("redis on %s: %w", ln.Addr(), err)
+			}
+		})
+	}
+}
+
+// closeRedis closes the listeners (removing the socket file) and every
+// Redis connection; it waits for their goroutines.
+func (d *Daemon) closeRedis() {
+	if d.redis == nil {
+		return
+	}
+	for _, ln := range d.redisLns {
+		_ = ln.Close()
+	}
+	_ = d.redis.Close()
+}
+
+// RedisSocketPath is the path of the Redis socket, "" when off.
+func (d *Daemon) RedisSocketPath() string {
+	if d.redis == nil {
+		return ""
+	}
+	return d.cfg.redisSocketPath()
+}
+
+// RedisAddr is the TCP address of the Redis listener, "" when off.
+func (d *Daemon) RedisAddr() string {
+	for _, ln := range d.redisLns {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			return a.String()
+		}
+	}
+	return ""
+}
+
+// respNode is the node as package resp sees it.
+type respNode struct{ d *Daemon }
+
+func (n *respNode) Get(topic, key string) ([]byte, bool) {
+	e, ok := n.d.store.Get(topic, key)
+	return e.Value, ok
+}
+
+func (n *respNode) Keys(topic, prefix, after string, limit int) []string {
+	return n.d.store.Keys(topic, prefix, after, limit)
+}
+
+func (n *respNode) Topics() []store.TopicInfo { return n.d.store.Topics() }
+
+// callerOfConn is the peer of a Redis connection: a Unix one's
+// credentials, unknown over TCP.
+func callerOfConn(c net.Conn) Caller {
+	if cc, ok := c.(*credConn); ok {
+		return cc.caller
+	}
+	return Caller{}
+}
+
+func (n *respNode) Authorize(c net.Conn) error {
+	if e := n.d.authorize(callerOfConn(c)); e != nil {
+		return redisError{e}
+	}
+	return nil
+}
+
+// Publish checks the messages as the HTTP routes do (names, --max-value-size,
+// --max-body-size) and publishes them through Daemon.publish.
+func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message) (respsrv.Written, error) {
+	caller := callerOfConn(c)
+	if e := n.d.authorize(caller); e != nil {
+		return respsrv.Written{}, redisError{e}
+	}
+	var total int64
+	for i := range msgs {
+		m := &msgs[i]
+		if e := validTopic("topic", m.Topic); e != nil {
+			return respsrv.Written{}, redisError{e}
+		}
+		if m.Key != "" || m.Delete {
+			if e := validKey(m.Key); e != nil {
+				return respsrv.Written{}, redisError{e}
+			}
+		}
+		if int64(len(m.Value)) > n.d.cfg.MaxValueSize {
+			return respsrv.Written{}, redisError{errorf(CodeValueTooLarge, "a value of %d bytes exceeds --max-value-size (%s)",
+				len(m.Value), formatSize(n.d.cfg.MaxValueSize))}
+		}
+		total += int64(len(m.Value))
+	}
+	if total > n.d.cfg.MaxBodySize {
+		return respsrv.Written{}, redisError{errorf(CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
+			total, formatSize(n.d.cfg.MaxBodySize))}
+	}
+	results, err := n.d.publish(ctx, msgs, caller)
+	if err != nil {
+		return respsrv.Written{}, redisError{storeError(err)}
+	}
+	last := results[len(results)-1]
+	w := respsrv.Written{Seq: last.Seq, Origin: n.d.store.Origin()}
+	if last.Status != StatusOK {
+		w.Unconfirmed = last.Status
+	}
+	return w, nil
+}
+
+func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Duration) int {
+	c := n.d.cluster
+	if c == nil {
+		return 0
+	}
+	peer, ok := c.replica()
+	if !ok {
+		return 0
+	}
+	var cancel context.CancelFunc
+	switch {
+	case timeout == 0:
+		ctx, cancel = context.WithCancel(ctx)
+		cancel() // only what the replica holds already
+	case timeout > 0:
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	default:
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	if seq == 0 {
+		for _, p := range c.b.Peers() {
+			if p.Peer.ID == peer.ID && p.Connected {
+				return 1
+			}
+		}
+		return 0
+	}
+	if c.b.WaitReplica(ctx, peer.ID, seq) == nil {
+		return 1
+	}
+	return 0
+}
+
+// Follow reads every origin's new records in order, after each write the
+// store reports (Changed fires once the view has the record).
+func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) {
+	st := n.d.store
+	seen := st.Vector()
+	for {
+		changed := st.Changed()
+		for origin, last := range st.Vector() {
+			from := seen[origin] + 1
+			if from > last {
+				continue
+			}
+			next, err := st.ReadOrigin(origin, from, last, func(r store.Record) error {
+				fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
+					Delete: r.Kind() == store.KindTombstone, Origin: r.Origin(), Seq: r.Seq()})
+				return nil
+			})
+			if errors.Is(err, store.ErrRecycled) {
+				next = last + 1 // gone from the log: nothing left to tell
+			}
+			seen[origin] = next - 1
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+func (n *respNode) Status() respsrv.Status {
+	d := n.d
+	s := respsrv.Status{Node: d.cfg.NodeName, Origin: formatOrigin(d.store.Origin()), Version: Version,
+		Flush: d.cfg.Flush, Replication: d.cfg.Replication, Keys: d.store.Stats().Keys}
+	if d.cluster == nil {
+		s.Members = []respsrv.Member{{Name: d.cfg.NodeName, State: "alive", Self: true}}
+		return s
+	}
+	cs := d.cluster.status()
+	s.Replica = cs.Replica
+	for _, m := range cs.Members {
+		rm := respsrv.Member{Name: m.Name, State: m.State, Self: m.Self}
+		for _, l := range m.Lag {
+			rm.LagRecords += l.Records
+			rm.LagSeconds = max(rm.LagSeconds, l.Seconds)
+		}
+		s.Members = append(s.Members, rm)
+	}
+	return s
+}
+
+// redisError is an API error as a Redis error: NOPERM for forbidden, OOM
+// for a full store, ERR otherwise; the text keeps the API's code.
+type redisError struct{ e *apiError }
+
+func (r redisError) Error() string { return r.e.Error() }
+func (r redisError) Unwrap() error { return r.e }
+
+func (r redisError) RedisError() string {
+	prefix := "ERR "
+	switch r.e.Code {
+	case CodeForbidden:
+		prefix = "NOPERM "
+	case CodeStoreFull, CodeDiskFull:
+		prefix = "OOM "
+	}
+	return prefix + r.e.Code + ": " + r.e.Message
+}
+
+// nopGauge is a gaugeLike that counts nothing (the Redis server counts
+// its own connections).
+type nopGauge struct{}
+
+func (nopGauge) Inc() {}
+func (nopGauge) Dec() {}
+
+// limitListener bounds a TCP listener's open connections like
+// credListener does the socket's: callers past it wait in the backlog.
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newLimitListener(l net.Listener, n int) *limitListener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Close() error {
+	err := net.ErrClosed
+	l.closeOnce.Do(func() {
+		close(l.done)
+		err = l.Listener.Close()
+	})
+	return err
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// redisCollector exports the Redis server's counters.
+type redisCollector struct{ s *respsrv.Server }
+
+var (
+	redisConnsDesc = prometheus.NewDesc("cachecast_redis_connections", "Open connections to the Redis front door.", nil, nil)
+	redisCmdsDesc  = prometheus.NewDesc("cachecast_redis_commands_total", "Redis commands run, by command.", []string{"command"}, nil)
+	redisUnknown   = prometheus.NewDesc("cachecast_redis_unknown_commands_total", "Unknown Redis commands refused.", nil, nil)
+	redisProtoDesc = prometheus.NewDesc("cachecast_redis_protocol_errors_total", "Redis connections closed for a malformed or oversized frame.", nil, nil)
+	redisTrackDesc = prometheus.NewDesc("cachecast_redis_tracking_clients", "Redis connections with CLIENT TRACKING on.", nil, nil)
+	redisInvDesc   = prometheus.NewDesc("cachecast_redis_invalidations_total", "Keys sent in client-side-caching invalidations.", nil, nil)
+	redisSlowDesc  = prometheus.NewDesc("cachecast_redis_slow_clients_disconnected_total", "Redis clients disconnected because they did not read their invalidations or messages (--redis-push-buffer).", nil, nil)
+	redisSubsDesc  = prometheus.NewDesc("cachecast_redis_subscriptions", "Redis channel and pattern subscriptions.", nil, nil)
+)
+
+func (redisCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{redisConnsDesc, redisCmdsDesc, redisUnknown, redisProtoDesc, redisTrackDesc, redisInvDesc, redisSlowDesc, redisSubsDesc} {
+		ch <- d
+	}
+}
+
+func (c redisCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.Stats()
+	ch <- prometheus.MustNewConstMetric(redisConnsDesc, prometheus.GaugeValue, float64(st.Connections))
+	for name, n := range st.ByCommand {
+		ch <- prometheus.MustNewConstMetric(redisCmdsDesc, prometheus.CounterValue, float64(n), name)
+	}
+	ch <- prometheus.MustNewConstMetric(redisUnknown, prometheus.CounterValue, float64(st.Unknown))
+	ch <- prometheus.MustNewConstMetric(redisProtoDesc, prometheus.CounterValue, float64(st.ProtocolErrors))
+	ch <- prometheus.MustNewConstMetric(redisTrackDesc, prometheus.GaugeValue, float64(st.TrackingClients))
+	ch <- prometheus.MustNewConstMetric(redisInvDesc, prometheus.CounterValue, float64(st.Invalidations))
+	ch <- prometheus.MustNewConstMetric(redisSlowDesc, prometheus.CounterValue, float64(st.SlowDisconnects))
+	ch <- prometheus.MustNewConstMetric(redisSubsDesc, prometheus.GaugeValue, float64(st.Subscriptions))
+}

@@ -1,0 +1,404 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+)
+
+// goRedis is a go-redis client of td's Redis socket, speaking proto.
+func goRedis(t *testing.T, td *testDaemon, proto int) *goredis.Client {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Network: "unix", Addr: td.d.RedisSocketPath(), Protocol: proto,
+		DialTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// must returns v, or panics on err: the test fails with the stack of
+// the call that failed.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(fmt.Sprintf("unexpected error: %v", err))
+	}
+	return v
+}
+
+// must2 is must for two values.
+func must2[T, U any](v T, u U, err error) (T, U) {
+	return v, must(u, err)
+}
+
+// noErr fails the test on err.
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantErr checks that err is a Redis error holding every part.
+func wantErr(t *testing.T, what string, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error, want one with %q", what, parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Fatalf("%s: error %q, want it to hold %q", what, err, p)
+		}
+	}
+}
+
+// TestRedisGoRedis runs the commands through go-redis, over RESP2 and RESP3.
+func TestRedisGoRedis(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
+			ctx := context.Background()
+			rc := goRedis(t, td, proto)
+			p := fmt.Sprintf("p%d", proto) // this run's topic
+			if got := must(rc.Ping(ctx).Result()); got != "PONG" {
+				t.Fatalf("PING: %q", got)
+			}
+			must(rc.Set(ctx, p+":sku-1", "12.50", 0).Result())
+			// The same value through HTTP, GET and HGET.
+			if r := td.do("GET", "/v1/topics/"+p+"/keys/sku-1", nil); r.status != 200 || string(r.body) != "12.50" {
+				t.Fatalf("HTTP GET after SET: %d %s", r.status, r.body)
+			}
+			if got := must(rc.Get(ctx, p+":sku-1").Result()); got != "12.50" {
+				t.Fatalf("GET: %q", got)
+			}
+			if got := must(rc.HGet(ctx, p, "sku-1").Result()); got != "12.50" {
+				t.Fatalf("HGET: %q", got)
+			}
+			// A key without ':' is in the default topic.
+			must(rc.Set(ctx, "plain"+p, "x", 0).Result())
+			if got := must(rc.Get(ctx, "default:plain"+p).Result()); got != "x" {
+				t.Fatalf("GET default:plain: %q", got)
+			}
+			if _, err := rc.Get(ctx, p+":missing").Result(); !errors.Is(err, goredis.Nil) {
+				t.Fatalf("GET missing: %v, want redis.Nil", err)
+			}
+			// A hash read as a string is WRONGTYPE.
+			wantErr(t, "GET of a topic", rc.Get(ctx, p).Err(), "WRONGTYPE")
+
+			must(rc.MSet(ctx, p+":a", "1", p+":b", "2", p+":c", "3").Result())
+			if got := must(rc.MGet(ctx, p+":a", p+":nope", p+":c").Result()); !slices.Equal(got, []any{"1", nil, "3"}) {
+				t.Fatalf("MGET: %v", got)
+			}
+			if n := must(rc.Exists(ctx, p+":a", p+":nope", p).Result()); n != 2 {
+				t.Fatalf("EXISTS: %d", n)
+			}
+			for name, want := range map[string]string{p + ":a": "string", p: "hash", p + ":nope": "none"} {
+				if got := must(rc.Type(ctx, name).Result()); got != want {
+					t.Fatalf("TYPE %s: %q, want %q", name, got, want)
+				}
+			}
+			if n := must(rc.StrLen(ctx, p+":sku-1").Result()); n != 5 {
+				t.Fatalf("STRLEN: %d", n)
+			}
+			if s := must(rc.GetRange(ctx, p+":sku-1", 0, 1).Result()); s != "12" {
+				t.Fatalf("GETRANGE 0 1: %q", s)
+			}
+			if s := must(rc.GetRange(ctx, p+":sku-1", -2, -1).Result()); s != "50" {
+				t.Fatalf("GETRANGE -2 -1: %q", s)
+			}
+			if d := must(rc.TTL(ctx, p+":a").Result()); d != -1 {
+				t.Fatalf("TTL: %v", d)
+			}
+			if d := must(rc.PTTL(ctx, p+":nope").Result()); d != -2 {
+				t.Fatalf("PTTL of a missing key: %v", d)
+			}
+			if e := must(rc.ObjectEncoding(ctx, p+":a").Result()); e != "raw" {
+				t.Fatalf("OBJECT ENCODING: %q", e)
+			}
+
+			// Hashes are topics.
+			if n := must(rc.HSet(ctx, p, "h1", "v1", "h2", "v2", "a", "1b").Result()); n != 2 {
+				t.Fatalf("HSET: %d new fields, want 2", n)
+			}
+			if got := must(rc.Get(ctx, p+":h1").Result()); got != "v1" {
+				t.Fatalf("GET of an HSET field: %q", got)
+			}
+			all := must(rc.HGetAll(ctx, p).Result())
+			if len(all) != 6 || all["h2"] != "v2" || all["a"] != "1b" {
+				t.Fatalf("HGETALL: %v", all)
+			}
+			if n := must(rc.HLen(ctx, p).Result()); n != 6 {
+				t.Fatalf("HLEN: %d", n)
+			}
+			if ks := must(rc.HKeys(ctx, p).Result()); len(ks) != 6 || ks[0] != "a" {
+				t.Fatalf("HKEYS: %v", ks)
+			}
+			if got := must(rc.HMGet(ctx, p, "h1", "zz").Result()); !slices.Equal(got, []any{"v1", nil}) {
+				t.Fatalf("HMGET: %v", got)
+			}
+			if !must(rc.HExists(ctx, p, "h2").Result()) {
+				t.Fatal("HEXISTS h2: false")
+			}
+			if n := must(rc.HDel(ctx, p, "h2", "zz").Result()); n != 1 {
+				t.Fatalf("HDEL: %d", n)
+			}
+			if n := must(rc.Del(ctx, p+":a", p+":nope").Result()); n != 1 {
+				t.Fatalf("DEL: %d", n)
+			}
+			if r := td.do("GET", "/v1/topics/"+p+"/keys/a", nil); r.status != 404 {
+				t.Fatalf("HTTP GET after DEL: %d", r.status)
+			}
+			var keys []string
+			it := rc.Scan(ctx, 0, p+":*", 2).Iterator()
+			for it.Next(ctx) {
+				keys = append(keys, it.Val())
+			}
+			noErr(t, it.Err())
+			slices.Sort(keys)
+			if want := []string{p + ":b", p + ":c", p + ":h1", p + ":sku-1"}; !slices.Equal(keys, want) {
+				t.Fatalf("SCAN MATCH %s:*: %v, want %v", p, keys, want)
+			}
+			var fields []string
+			hit := rc.HScan(ctx, p, 0, "", 1).Iterator()
+			for hit.Next(ctx) {
+				fields = append(fields, hit.Val())
+			}
+			if len(fields) != 8 { // 4 keys, 4 values
+				t.Fatalf("HSCAN: %v", fields)
+			}
+			if ks := must(rc.Keys(ctx, p+":[bc]").Result()); len(ks) != 2 {
+				t.Fatalf("KEYS %s:[bc]: %v", p, ks)
+			}
+			if ks, _ := must2(rc.ScanType(ctx, 0, p, 100, "hash").Result()); !slices.Contains(ks, p) {
+				t.Fatalf("SCAN TYPE hash: %v", ks)
+			}
+			if n := must(rc.DBSize(ctx).Result()); n < 5 {
+				t.Fatalf("DBSIZE: %d", n)
+			}
+			if tm := must(rc.Time(ctx).Result()); time.Since(tm).Abs() > time.Minute {
+				t.Fatalf("TIME: %v", tm)
+			}
+			info := must(rc.Info(ctx).Result())
+			for _, w := range []string{"redis_version:", "loading:0", "role:master", "db0:keys=", "# Cachecast", "node:test-node"} {
+				if !strings.Contains(info, w) {
+					t.Fatalf("INFO lacks %q:\n%s", w, info)
+				}
+			}
+			if got := must(rc.Echo(ctx, "hi").Result()); got != "hi" {
+				t.Fatalf("ECHO: %q", got)
+			}
+
+			// Connection commands.
+			conn := rc.Conn()
+			defer conn.Close()
+			must(conn.ClientSetName(ctx, "web-1").Result())
+			if n := must(conn.ClientGetName(ctx).Result()); n != "web-1" {
+				t.Fatalf("CLIENT GETNAME: %q", n)
+			}
+			id := must(conn.ClientID(ctx).Result())
+			if l := must(conn.ClientList(ctx).Result()); !strings.Contains(l, fmt.Sprintf("id=%d ", id)) || !strings.Contains(l, "name=web-1") {
+				t.Fatalf("CLIENT LIST: %s", l)
+			}
+			if ci := must(conn.ClientInfo(ctx).Result()); ci.ID != id || ci.Name != "web-1" {
+				t.Fatalf("CLIENT INFO: %+v", ci)
+			}
+			must(conn.Select(ctx, 0).Result())
+			wantErr(t, "SELECT 1", conn.Select(ctx, 1).Err(), "out of range")
+			if n := must(rc.Do(ctx, "COMMAND", "COUNT").Int()); n < 40 {
+				t.Fatalf("COMMAND COUNT: %d", n)
+			}
+			must(rc.Do(ctx, "COMMAND", "DOCS", "get").Result())
+			must(rc.Do(ctx, "READONLY").Result())
+
+			// Refusals name what is supported.
+			wantErr(t, "SET EX", rc.Set(ctx, p+":t", "v", time.Second).Err(), "SET EX is not supported", "SET key value")
+			wantErr(t, "SET NX", rc.SetNX(ctx, p+":t", "v", 0).Err(), "NX is not supported")
+			wantErr(t, "CLUSTER", rc.ClusterInfo(ctx).Err(), "cluster support disabled")
+			wantErr(t, "unknown", rc.Do(ctx, "FROBNICATE", "x").Err(), "ERR unknown command 'FROBNICATE'")
+			wantErr(t, "arity", rc.Do(ctx, "GET").Err(), "wrong number of arguments for 'get'")
+			wantErr(t, "bad key", rc.Set(ctx, p+":", "v", 0).Err(), "invalid_name")
+			wantErr(t, "bad topic", rc.Set(ctx, "bad topic:k", "v", 0).Err(), "invalid_name")
+			if _, err := rc.Get(ctx, p+":t").Result(); !errors.Is(err, goredis.Nil) {
+				t.Fatalf("a refused SET wrote something: %v", err)
+			}
+			// MSET is one batch: an invalid key refuses all of it.
+			wantErr(t, "MSET with a bad key", rc.MSet(ctx, p+":m1", "1", p+":", "2").Err(), "invalid_name")
+			if n := must(rc.Exists(ctx, p+":m1").Result()); n != 0 {
+				t.Fatal("a refused MSET wrote its first key")
+			}
+
+			// Pipelining: 500 writes and reads in one round trip each.
+			pipe := rc.Pipeline()
+			for i := range 500 {
+				pipe.Set(ctx, fmt.Sprintf("%s:pipe-%d", p, i), i, 0)
+			}
+			must(pipe.Exec(ctx))
+			pipe = rc.Pipeline()
+			gets := make([]*goredis.StringCmd, 500)
+			for i := range gets {
+				gets[i] = pipe.Get(ctx, fmt.Sprintf("%s:pipe-%d", p, i))
+			}
+			must(pipe.Exec(ctx))
+			for i, g := range gets {
+				if g.Val() != fmt.Sprint(i) {
+					t.Fatalf("pipelined GET %d: %q", i, g.Val())
+				}
+			}
+
+			// WAIT on a lone node: no replica.
+			if n := must(rc.Wait(ctx, 1, 10*time.Millisecond).Result()); n != 0 {
+				t.Fatalf("WAIT on a lone node: %d", n)
+			}
+		})
+	}
+}
+
+// TestRedisPubSub checks SUBSCRIBE on topics and keys, PSUBSCRIBE,
+// PUBLISH and keyspace notifications, over both protocols.
+func TestRedisPubSub(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	ctx := context.Background()
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("RESP%d", proto), func(t *testing.T) {
+			rc := goRedis(t, td, proto)
+			topic := fmt.Sprintf("ps%d", proto)
+			sub := rc.Subscribe(ctx, topic, topic+":k1")
+			defer sub.Close()
+			psub := rc.PSubscribe(ctx, topic+":*", "__keyevent@0__:*")
+			defer psub.Close()
+			for _, s := range []*goredis.PubSub{sub, psub} {
+				if _, err := s.Receive(ctx); err != nil { // the subscribe confirmation
+					t.Fatal(err)
+				}
+				if _, err := s.Receive(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			must(rc.ConfigSet(ctx, "notify-keyspace-events", "KEA").Result())
+			if got := must(rc.ConfigGet(ctx, "notify-keyspace-events").Result()); got["notify-keyspace-events"] != "AKE" {
+				t.Fatalf("CONFIG GET notify-keyspace-events: %v", got)
+			}
+			// A PUBLISH is a keyless message on the channel's topic.
+			if n := must(rc.Publish(ctx, topic, "hello").Result()); n != 1 {
+				t.Fatalf("PUBLISH reached %d local subscribers, want 1", n)
+			}
+			m := must(sub.ReceiveMessage(ctx))
+			if m.Channel != topic || m.Payload != "hello" {
+				t.Fatalf("message %+v", m)
+			}
+			// A keyed update arrives on topic:key, by pattern as well, and
+			// as a keyspace event; an update through HTTP too.
+			td.put(topic, "k1", "v1")
+			m = must(sub.ReceiveMessage(ctx))
+			if m.Channel != topic+":k1" || m.Payload != "v1" {
+				t.Fatalf("keyed message %+v", m)
+			}
+			m = must(psub.ReceiveMessage(ctx))
+			if m.Pattern != topic+":*" || m.Channel != topic+":k1" || m.Payload != "v1" {
+				t.Fatalf("pattern message %+v", m)
+			}
+			m = must(psub.ReceiveMessage(ctx))
+			if m.Channel != "__keyevent@0__:set" || m.Payload != topic+":k1" {
+				t.Fatalf("keyevent %+v", m)
+			}
+			must(rc.Del(ctx, topic+":k1").Result())
+			m = must(psub.ReceiveMessage(ctx))
+			if m.Channel != "__keyevent@0__:del" || m.Payload != topic+":k1" {
+				t.Fatalf("keyevent of DEL %+v", m)
+			}
+			must(rc.ConfigSet(ctx, "notify-keyspace-events", "").Result())
+			noErr(t, sub.Unsubscribe(ctx, topic))
+			noErr(t, psub.PUnsubscribe(ctx))
+		})
+	}
+}
+
+// TestRedisRueidis runs rueidis (RESP3, client-side caching on by
+// default) against the daemon: the handshake, commands, a cached read and
+// its invalidation by a write through HTTP.
+func TestRedisRueidis(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	ctx := context.Background()
+	opt := rueidis.ClientOption{InitAddress: []string{td.d.RedisSocketPath()},
+		DialCtxFn: func(ctx context.Context, addr string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", addr)
+		}}
+	c := must(rueidis.NewClient(opt))
+	defer c.Close()
+	td.put("prices", "sku-1", "10")
+	get := func() rueidis.RedisResult {
+		return c.DoCache(ctx, c.B().Get().Key("prices:sku-1").Cache(), time.Minute)
+	}
+	if v := must(get().ToString()); v != "10" {
+		t.Fatalf("first cached GET: %q", v)
+	}
+	r := get()
+	if v := must(r.ToString()); v != "10" || !r.IsCacheHit() {
+		t.Fatalf("second cached GET: %q, cache hit %v", v, r.IsCacheHit())
+	}
+	td.put("prices", "sku-1", "11")
+	waitFor(t, "the cached read sees the update", func() bool {
+		v, err := get().ToString()
+		return err == nil && v == "11"
+	})
+	// HGET is cached under the hash: a write to one of its keys
+	// invalidates it.
+	hget := func() rueidis.RedisResult {
+		return c.DoCache(ctx, c.B().Hget().Key("prices").Field("sku-1").Cache(), time.Minute)
+	}
+	must(hget().ToString())
+	if r := hget(); !r.IsCacheHit() {
+		t.Fatal("second cached HGET missed the cache")
+	}
+	noErr(t, c.Do(ctx, c.B().Set().Key("prices:sku-1").Value("12").Build()).Error())
+	waitFor(t, "the cached HGET sees the update", func() bool {
+		v, err := hget().ToString()
+		return err == nil && v == "12"
+	})
+	if err := c.Do(ctx, c.B().Mset().KeyValue().KeyValue("a:1", "x").KeyValue("a:2", "y").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	vs := must(c.Do(ctx, c.B().Mget().Key("a:1", "a:2", "a:3").Build()).ToArray())
+	if s, _ := vs[1].ToString(); len(vs) != 3 || s != "y" || !vs[2].IsNil() {
+		t.Fatalf("MGET: %v", vs)
+	}
+	st := td.d.redis.Stats()
+	if st.TrackingClients < 1 || st.Invalidations < 2 {
+		t.Fatalf("stats after invalidations: %+v", st)
+	}
+}
+
+// TestRedisWritersAreChecked: with --allow-uids naming someone else, Redis
+// writes are refused with NOPERM and change nothing; reads work.
+func TestRedisWritersAreChecked(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.AllowUIDs = []uint32{uint32(os.Getuid()) + 1}
+	td := startDaemon(t, cfg)
+	ctx := context.Background()
+	rc := goRedis(t, td, 3)
+	for name, err := range map[string]error{
+		"SET":     rc.Set(ctx, "prices:k", "v", 0).Err(),
+		"MSET":    rc.MSet(ctx, "prices:k", "v").Err(),
+		"DEL":     rc.Del(ctx, "prices:k").Err(),
+		"HSET":    rc.HSet(ctx, "prices", "k", "v").Err(),
+		"PUBLISH": rc.Publish(ctx, "prices", "m").Err(),
+		"CONFIG":  rc.ConfigSet(ctx, "notify-keyspace-events", "KEA").Err(),
+	} {
+		wantErr(t, name, err, "NOPERM", "--allow-uids")
+	}
+	if n := must(rc.DBSize(ctx).Result()); n != 0 {
+		t.Fatalf("refused writes left %d keys", n)
+	}
+	if _, err := rc.Get(ctx, "prices:k").Result(); !errors.Is(err, goredis.Nil) {
+		t.Fatalf("GET: %v", err)
+	}
+}

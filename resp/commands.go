@@ -1,0 +1,1085 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// command is one entry of the command table.
+type command struct {
+	name    string // lower case, as COMMAND lists it
+	arity   int    // Redis's convention: n exactly, -n at least n
+	flags   []string
+	first   int // first key argument (0: none)
+	last    int
+	step    int
+	group   string
+	summary string
+	fn      func(c *conn, a [][]byte)
+	write   bool // goes through the node's publish path
+	pubsub  bool // allowed while a RESP2 connection is subscribed
+	inMulti bool // may be queued after MULTI
+	index   int  // into the per-command counters
+}
+
+// commands is the table, by upper-case name; filled by init.
+var commands map[string]*command
+
+// commandList is the table in name order (COMMAND, metrics).
+var commandList []*command
+
+func init() {
+	ro := []string{"readonly", "fast"}
+	wr := []string{"write", "denyoom"}
+	cn := []string{"fast", "loading", "stale"}
+	ps := []string{"pubsub", "noscript", "loading", "stale"}
+	table := []*command{
+		// Connection.
+		{name: "hello", arity: -1, flags: cn, group: "connection", summary: "Handshakes with the server (RESP2 or RESP3, AUTH, SETNAME).", fn: cmdHello, pubsub: true},
+		{name: "auth", arity: -2, flags: cn, group: "connection", summary: "Accepted and ignored: writers are chosen by the connection's uid.", fn: cmdAuth},
+		{name: "client", arity: -2, flags: cn, group: "connection", summary: "SETNAME, GETNAME, SETINFO, ID, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO.", fn: cmdClient},
+		{name: "select", arity: 2, flags: cn, group: "connection", summary: "Selects database 0, the only one.", fn: cmdSelect},
+		{name: "ping", arity: -1, flags: cn, group: "connection", summary: "Answers PONG or the message.", fn: cmdPing, pubsub: true, inMulti: true},
+		{name: "echo", arity: 2, flags: cn, group: "connection", summary: "Answers the message.", fn: cmdEcho, inMulti: true},
+		{name: "quit", arity: -1, flags: cn, group: "connection", summary: "Closes the connection.", fn: cmdQuit, pubsub: true},
+		{name: "reset", arity: 1, flags: cn, group: "connection", summary: "Resets the connection's state.", fn: cmdReset, pubsub: true},
+		{name: "readonly", arity: 1, flags: cn, group: "cluster", summary: "Accepted: every read is local.", fn: cmdOK},
+		{name: "readwrite", arity: 1, flags: cn, group: "cluster", summary: "Accepted.", fn: cmdOK},
+		{name: "cluster", arity: -2, flags: cn, group: "cluster", summary: "Refused: a standalone endpoint.", fn: cmdCluster},
+		{name: "info", arity: -1, flags: cn, group: "server", summary: "Sections server, clients, persistence, stats, replication, keyspace, cachecast.", fn: cmdInfo, inMulti: true},
+		{name: "command", arity: -1, flags: cn, group: "server", summary: "The command table: COMMAND, COUNT, DOCS, INFO, LIST.", fn: cmdCommand},
+		{name: "config", arity: -2, flags: cn, group: "server", summary: "GET of a few parameters; SET notify-keyspace-events.", fn: cmdConfig},
+		{name: "dbsize", arity: 1, flags: ro, group: "server", summary: "The number of live keys.", fn: cmdDBSize, inMulti: true},
+		{name: "time", arity: 1, flags: ro, group: "server", summary: "The server's time.", fn: cmdTime, inMulti: true},
+		{name: "wait", arity: 3, flags: []string{"noscript"}, group: "generic", summary: "Waits until the replica holds this connection's last write.", fn: cmdWait},
+		{name: "multi", arity: 1, flags: cn, group: "transactions", summary: "Queues reads until EXEC.", fn: cmdMulti},
+		{name: "exec", arity: 1, flags: cn, group: "transactions", summary: "Runs the queued reads.", fn: cmdExec},
+		{name: "discard", arity: 1, flags: cn, group: "transactions", summary: "Drops the queued commands.", fn: cmdDiscard},
+
+		// Reads.
+		{name: "get", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "The value of topic:key.", fn: cmdGet, inMulti: true},
+		{name: "mget", arity: -2, flags: ro, first: 1, last: -1, step: 1, group: "string", summary: "The values of several keys.", fn: cmdMGet, inMulti: true},
+		{name: "exists", arity: -2, flags: ro, first: 1, last: -1, step: 1, group: "generic", summary: "How many of the keys exist.", fn: cmdExists, inMulti: true},
+		{name: "type", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "string, hash (a topic) or none.", fn: cmdType, inMulti: true},
+		{name: "strlen", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "The length of a value.", fn: cmdStrlen, inMulti: true},
+		{name: "getrange", arity: 4, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "A substring of a value.", fn: cmdGetRange, inMulti: true},
+		{name: "ttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "-1 (keys do not expire) or -2 (no key).", fn: cmdTTL, inMulti: true},
+		{name: "pttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "-1 (keys do not expire) or -2 (no key).", fn: cmdTTL, inMulti: true},
+		{name: "object", arity: -2, flags: ro, first: 2, last: 2, step: 1, group: "generic", summary: "OBJECT ENCODING.", fn: cmdObject, inMulti: true},
+		{name: "scan", arity: -2, flags: []string{"readonly"}, group: "generic", summary: "Iterates the keys (MATCH, COUNT, TYPE).", fn: cmdScan, inMulti: true},
+		{name: "keys", arity: 2, flags: []string{"readonly"}, group: "generic", summary: "The keys matching a pattern (bounded; use SCAN).", fn: cmdKeys, inMulti: true},
+		{name: "hget", arity: 3, flags: ro, first: 1, last: 1, step: 1, group: "hash", summary: "HGET topic key is GET topic:key.", fn: cmdHGet, inMulti: true},
+		{name: "hmget", arity: -3, flags: ro, first: 1, last: 1, step: 1, group: "hash", summary: "Several keys of a topic.", fn: cmdHMGet, inMulti: true},
+		{name: "hexists", arity: 3, flags: ro, first: 1, last: 1, step: 1, group: "hash", summary: "Whether a topic has a key.", fn: cmdHExists, inMulti: true},
+		{name: "hstrlen", arity: 3, flags: ro, first: 1, last: 1, step: 1, group: "hash", summary: "The length of a topic's value.", fn: cmdHStrlen, inMulti: true},
+		{name: "hlen", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "hash", summary: "The live keys of a topic.", fn: cmdHLen, inMulti: true},
+		{name: "hkeys", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "hash", summary: "The keys of a topic (bounded; use HSCAN).", fn: cmdHKeys, inMulti: true},
+		{name: "hvals", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "hash", summary: "The values of a topic (bounded; use HSCAN).", fn: cmdHVals, inMulti: true},
+		{name: "hgetall", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "hash", summary: "A topic's keys and values (bounded; use HSCAN).", fn: cmdHGetAll, inMulti: true},
+		{name: "hscan", arity: -3, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "hash", summary: "Iterates a topic (MATCH, COUNT, NOVALUES).", fn: cmdHScan, inMulti: true},
+
+		// Writes.
+		{name: "set", arity: -3, flags: wr, first: 1, last: 1, step: 1, group: "string", summary: "SET key value (no options).", fn: cmdSet, write: true},
+		{name: "mset", arity: -3, flags: wr, first: 1, last: -1, step: 2, group: "string", summary: "One batch: all or nothing.", fn: cmdMSet, write: true},
+		{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, group: "generic", summary: "Tombstones for the keys that exist.", fn: cmdDel, write: true},
+		{name: "unlink", arity: -2, flags: []string{"write", "fast"}, first: 1, last: -1, step: 1, group: "generic", summary: "Like DEL.", fn: cmdDel, write: true},
+		{name: "hset", arity: -4, flags: wr, first: 1, last: 1, step: 1, group: "hash", summary: "HSET topic key value ... is one batch.", fn: cmdHSet, write: true},
+		{name: "hmset", arity: -4, flags: wr, first: 1, last: 1, step: 1, group: "hash", summary: "Like HSET; answers OK.", fn: cmdHSet, write: true},
+		{name: "hdel", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "hash", summary: "Tombstones for a topic's keys.", fn: cmdHDel, write: true},
+		{name: "publish", arity: 3, flags: []string{"pubsub", "loading", "stale", "fast"}, group: "pubsub", summary: "A keyless message on the channel's topic, to every node.", fn: cmdPublish, write: true},
+
+		// Pub/sub.
+		{name: "subscribe", arity: -2, flags: ps, group: "pubsub", summary: "Messages of topics and keys, from every node.", fn: cmdSubscribe, pubsub: true},
+		{name: "psubscribe", arity: -2, flags: ps, group: "pubsub", summary: "Like SUBSCRIBE, by pattern.", fn: cmdPSubscribe, pubsub: true},
+		{name: "unsubscribe", arity: -1, flags: ps, group: "pubsub", summary: "Ends subscriptions.", fn: cmdUnsubscribe, pubsub: true},
+		{name: "punsubscribe", arity: -1, flags: ps, group: "pubsub", summary: "Ends pattern subscriptions.", fn: cmdPUnsubscribe, pubsub: true},
+	}
+	commands = make(map[string]*command, len(table))
+	sort.Slice(table, func(i, j int) bool { return table[i].name < table[j].name })
+	for i, cmd := range table {
+		cmd.index = i
+		commands[strings.ToUpper(cmd.name)] = cmd
+	}
+	commandList = table
+}
+
+// lookup finds a command by name, in any case, without allocating.
+func lookup(name []byte) *command {
+	var up [24]byte
+	if len(name) > len(up) {
+		return nil
+	}
+	for i, ch := range name {
+		if 'a' <= ch && ch <= 'z' {
+			ch -= 'a' - 'A'
+		}
+		up[i] = ch
+	}
+	return commands[string(up[:len(name)])]
+}
+
+// exec runs one command under mu.
+func (c *conn) exec(a [][]byte) {
+	cmd := lookup(a[0])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.stats.commands.Add(1)
+	if cmd == nil {
+		c.s.stats.unknown.Add(1)
+		c.unknownCommand(a)
+		if c.inMulti {
+			c.multiErr = true
+		}
+		return
+	}
+	c.s.stats.byCommand[cmd.index].Add(1)
+	c.lastCmd = cmd
+	if cmd.arity > 0 && len(a) != cmd.arity || cmd.arity < 0 && len(a) < -cmd.arity {
+		c.err("ERR wrong number of arguments for '" + cmd.name + "' command")
+		if c.inMulti {
+			c.multiErr = true
+		}
+		return
+	}
+	if c.proto == 2 && c.subscribed() && !cmd.pubsub {
+		c.err("ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		return
+	}
+	if c.inMulti && cmd.name != "exec" && cmd.name != "discard" && cmd.name != "multi" {
+		if !cmd.inMulti {
+			c.multiErr = true
+			c.err("ERR " + strings.ToUpper(cmd.name) + " cannot be queued: MULTI here holds reads only (a write inside a transaction would not be atomic with them); MSET and HSET write a batch all or nothing")
+			return
+		}
+		q := make([][]byte, len(a))
+		for i := range a {
+			q[i] = bytes.Clone(a[i])
+		}
+		c.queued = append(c.queued, q)
+		c.out = append(c.out, "+QUEUED\r\n"...)
+		return
+	}
+	cmd.fn(c, a)
+	if c.cachSet {
+		c.cachSet = false
+	} else if !c.inMulti {
+		c.caching = 0
+	}
+}
+
+// The answer writers; called with mu held.
+
+func (c *conn) ok()                 { c.out = append(c.out, "+OK\r\n"...) }
+func (c *conn) simple(s string)     { c.out = appendSimple(c.out, s) }
+func (c *conn) err(msg string)      { c.out = appendError(c.out, msg) }
+func (c *conn) integer(n int64)     { c.out = appendInt(c.out, n) }
+func (c *conn) bulk(b []byte)       { c.out = appendBulk(c.out, b) }
+func (c *conn) bulkString(s string) { c.out = appendBulkString(c.out, s) }
+func (c *conn) null()               { c.out = appendNull(c.out, c.proto) }
+func (c *conn) array(n int)         { c.out = appendArray(c.out, n) }
+func (c *conn) mapOf(n int)         { c.out = appendMap(c.out, n, c.proto) }
+
+// nullArray is a missing array: *-1 in RESP2, _ in RESP3.
+func (c *conn) nullArray() {
+	if c.proto == 3 {
+		c.out = append(c.out, "_\r\n"...)
+		return
+	}
+	c.out = append(c.out, "*-1\r\n"...)
+}
+
+func (c *conn) unknownCommand(a [][]byte) {
+	var b strings.Builder
+	b.WriteString("ERR unknown command '")
+	b.WriteString(clip(a[0]))
+	b.WriteString("', with args beginning with: ")
+	for _, arg := range a[1:min(len(a), 4)] {
+		b.WriteString("'")
+		b.WriteString(clip(arg))
+		b.WriteString("' ")
+	}
+	c.err(b.String())
+}
+
+// clip shortens an argument quoted in an error.
+func clip(b []byte) string {
+	if len(b) > 128 {
+		return string(b[:128]) + "..."
+	}
+	return string(b)
+}
+
+// view is a string over b for a lookup that does not keep it.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// split maps a Redis key onto (topic, key): at the first ':', or the
+// default topic when there is none. The strings share b.
+func (s *Server) split(name []byte) (topic, key string) {
+	if i := bytes.IndexByte(name, ':'); i >= 0 {
+		return view(name[:i]), view(name[i+1:])
+	}
+	return s.cfg.DefaultTopic, view(name)
+}
+
+// RedisName is the Redis key of (topic, key): the bare key in the default
+// topic when it holds no ':', topic:key otherwise.
+func (s *Server) RedisName(topic, key string) string {
+	if topic == s.cfg.DefaultTopic && strings.IndexByte(key, ':') < 0 {
+		return key
+	}
+	return topic + ":" + key
+}
+
+// isHash reports whether name is a topic with live keys (a hash).
+func (s *Server) isHash(name []byte) bool {
+	if bytes.IndexByte(name, ':') >= 0 || len(name) == 0 {
+		return false
+	}
+	return len(s.node.Keys(view(name), "", "", 1)) > 0
+}
+
+const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// getString reads a Redis key as a string, tracking it for the client.
+func (c *conn) getString(name []byte) ([]byte, bool) {
+	c.trackRead(name)
+	t, k := c.s.split(name)
+	return c.s.node.Get(t, k)
+}
+
+func cmdGet(c *conn, a [][]byte) {
+	v, ok := c.getString(a[1])
+	switch {
+	case ok:
+		c.bulk(v)
+	case c.s.isHash(a[1]):
+		c.err(wrongType)
+	default:
+		c.null()
+	}
+}
+
+func cmdMGet(c *conn, a [][]byte) {
+	c.array(len(a) - 1)
+	for _, name := range a[1:] {
+		if v, ok := c.getString(name); ok {
+			c.bulk(v)
+		} else {
+			c.null()
+		}
+	}
+}
+
+func cmdExists(c *conn, a [][]byte) {
+	n := 0
+	for _, name := range a[1:] {
+		if _, ok := c.getString(name); ok || c.s.isHash(name) {
+			n++
+		}
+	}
+	c.integer(int64(n))
+}
+
+func cmdType(c *conn, a [][]byte) {
+	if _, ok := c.getString(a[1]); ok {
+		c.simple("string")
+	} else if c.s.isHash(a[1]) {
+		c.simple("hash")
+	} else {
+		c.simple("none")
+	}
+}
+
+func cmdStrlen(c *conn, a [][]byte) {
+	v, ok := c.getString(a[1])
+	if !ok && c.s.isHash(a[1]) {
+		c.err(wrongType)
+		return
+	}
+	c.integer(int64(len(v)))
+}
+
+func cmdGetRange(c *conn, a [][]byte) {
+	start, err1 := strconv.Atoi(view(a[2]))
+	end, err2 := strconv.Atoi(view(a[3]))
+	if err1 != nil || err2 != nil {
+		c.err("ERR value is not an integer or out of range")
+		return
+	}
+	v, ok := c.getString(a[1])
+	if !ok && c.s.isHash(a[1]) {
+		c.err(wrongType)
+		return
+	}
+	n := len(v)
+	if start < 0 {
+		start = max(n+start, 0)
+	}
+	if end < 0 {
+		end = n + end
+	}
+	end = min(end, n-1)
+	if n == 0 || start > end || start >= n {
+		c.bulk(nil)
+		return
+	}
+	c.bulk(v[start : end+1])
+}
+
+func cmdTTL(c *conn, a [][]byte) {
+	if _, ok := c.getString(a[1]); ok || c.s.isHash(a[1]) {
+		c.integer(-1)
+		return
+	}
+	c.integer(-2)
+}
+
+func cmdObject(c *conn, a [][]byte) {
+	if !strings.EqualFold(view(a[1]), "encoding") || len(a) != 3 {
+		c.err("ERR OBJECT supports ENCODING only")
+		return
+	}
+	if _, ok := c.getString(a[2]); ok {
+		c.bulkString("raw")
+	} else if c.s.isHash(a[2]) {
+		c.bulkString("hashtable")
+	} else {
+		c.null()
+	}
+}
+
+// The hash commands: a hash is a topic, its fields are the topic's keys.
+
+// topicOf checks a hash name: a valid topic, or "" (an empty hash).
+func topicOf(name []byte) string {
+	if len(name) == 0 || len(name) > store.MaxTopicLen {
+		return ""
+	}
+	for _, ch := range name {
+		if !('a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
+			return ""
+		}
+	}
+	return view(name)
+}
+
+// getField reads a topic's key, tracking the hash for the client.
+func (c *conn) getField(hash, field []byte) ([]byte, bool) {
+	c.trackRead(hash)
+	t := topicOf(hash)
+	if t == "" {
+		return nil, false
+	}
+	return c.s.node.Get(t, view(field))
+}
+
+func cmdHGet(c *conn, a [][]byte) {
+	if v, ok := c.getField(a[1], a[2]); ok {
+		c.bulk(v)
+	} else {
+		c.null()
+	}
+}
+
+func cmdHMGet(c *conn, a [][]byte) {
+	c.array(len(a) - 2)
+	for _, f := range a[2:] {
+		if v, ok := c.getField(a[1], f); ok {
+			c.bulk(v)
+		} else {
+			c.null()
+		}
+	}
+}
+
+func cmdHExists(c *conn, a [][]byte) {
+	if _, ok := c.getField(a[1], a[2]); ok {
+		c.integer(1)
+	} else {
+		c.integer(0)
+	}
+}
+
+func cmdHStrlen(c *conn, a [][]byte) {
+	v, _ := c.getField(a[1], a[2])
+	c.integer(int64(len(v)))
+}
+
+func cmdHLen(c *conn, a [][]byte) {
+	c.trackRead(a[1])
+	t := topicOf(a[1])
+	for _, ti := range c.s.node.Topics() {
+		if ti.Name == t {
+			c.integer(int64(ti.Keys))
+			return
+		}
+	}
+	c.integer(0)
+}
+
+// maxHashReply bounds HGETALL, HKEYS and HVALS: a larger topic is read
+// with HSCAN.
+const maxHashReply = 10000
+
+// hashKeys lists a whole topic for HKEYS, HVALS and HGETALL, or answers
+// the error that points at HSCAN.
+func (c *conn) hashKeys(hash []byte) ([]string, bool) {
+	c.trackRead(hash)
+	t := topicOf(hash)
+	if t == "" {
+		return nil, true
+	}
+	keys := c.s.node.Keys(t, "", "", maxHashReply+1)
+	if len(keys) > maxHashReply {
+		c.err("ERR topic " + t + " has more than " + strconv.Itoa(maxHashReply) + " keys, too many for one reply; use HSCAN")
+		return nil, false
+	}
+	return keys, true
+}
+
+func cmdHKeys(c *conn, a [][]byte) {
+	keys, ok := c.hashKeys(a[1])
+	if !ok {
+		return
+	}
+	c.array(len(keys))
+	for _, k := range keys {
+		c.bulkString(k)
+	}
+}
+
+// hashPairs reads the values of keys; a key deleted meanwhile is left out.
+func (c *conn) hashPairs(t string, keys []string) (ks []string, vs [][]byte) {
+	for _, k := range keys {
+		if v, ok := c.s.node.Get(t, k); ok {
+			ks = append(ks, k)
+			vs = append(vs, v)
+		}
+	}
+	return ks, vs
+}
+
+func cmdHVals(c *conn, a [][]byte) {
+	keys, ok := c.hashKeys(a[1])
+	if !ok {
+		return
+	}
+	_, vs := c.hashPairs(topicOf(a[1]), keys)
+	c.array(len(vs))
+	for _, v := range vs {
+		c.bulk(v)
+	}
+}
+
+func cmdHGetAll(c *conn, a [][]byte) {
+	keys, ok := c.hashKeys(a[1])
+	if !ok {
+		return
+	}
+	ks, vs := c.hashPairs(topicOf(a[1]), keys)
+	c.mapOf(len(ks))
+	for i := range ks {
+		c.bulkString(ks[i])
+		c.bulk(vs[i])
+	}
+}
+
+// Writes.
+
+// redisErrorer is an error that knows its Redis text.
+type redisErrorer interface{ RedisError() string }
+
+// publish writes msgs through the node, with mu released meanwhile (a
+// write may wait for the disk or the replica; pushes go on). false when
+// it answered an error.
+func (c *conn) publish(msgs []store.Message) bool {
+	c.mu.Unlock()
+	w, err := c.s.node.Publish(c.s.ctx, c.nc, msgs)
+	c.mu.Lock()
+	if err != nil {
+		var re redisErrorer
+		if errors.As(err, &re) {
+			c.err(re.RedisError())
+		} else {
+			c.err("ERR " + err.Error())
+		}
+		return false
+	}
+	c.lastWrite = w.Seq
+	c.s.track.ownWrite(c, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
+	if w.Unconfirmed != "" {
+		c.err("NOREPLICAS stored on this node but not confirmed by the replica (" + w.Unconfirmed +
+			", --replication=sync); it reaches the other nodes by fan-out and anti-entropy; WAIT 1 <ms> waits for the replica")
+		return false
+	}
+	return true
+}
+
+// message builds a message for a Redis key; the strings are copies. A
+// name with nothing after its ':' has no key (a message without one would
+// be a stream message): false, with the error answered.
+func (c *conn) message(name []byte, value []byte, del bool) (store.Message, bool) {
+	t, k := c.s.split(name)
+	if k == "" {
+		c.err("ERR invalid_name: the key " + strconv.Quote(clip(name)) + " is empty after its ':' (topic:key)")
+		return store.Message{}, false
+	}
+	m := store.Message{Topic: strings.Clone(t), Key: strings.Clone(k), Delete: del}
+	if !del {
+		m.Value = bytes.Clone(value)
+	}
+	return m, true
+}
+
+var setOptions = []string{"EX", "PX", "EXAT", "PXAT", "NX", "XX", "GET", "KEEPTTL", "IFEQ"}
+
+func cmdSet(c *conn, a [][]byte) {
+	if len(a) > 3 {
+		opt := strings.ToUpper(clip(a[3]))
+		if !slices.Contains(setOptions, opt) {
+			c.err("ERR syntax error")
+			return
+		}
+		c.err("ERR SET " + opt + " is not supported: cachecast keys do not expire and every write is unconditional (the latest write wins on every node); SET key value is supported")
+		return
+	}
+	m, ok := c.message(a[1], a[2], false)
+	if ok && c.publish([]store.Message{m}) {
+		c.ok()
+	}
+}
+
+func cmdMSet(c *conn, a [][]byte) {
+	if len(a)%2 != 1 {
+		c.err("ERR wrong number of arguments for 'mset' command")
+		return
+	}
+	msgs := make([]store.Message, 0, len(a)/2)
+	for i := 1; i < len(a); i += 2 {
+		m, ok := c.message(a[i], a[i+1], false)
+		if !ok {
+			return
+		}
+		msgs = append(msgs, m)
+	}
+	if c.publish(msgs) {
+		c.ok()
+	}
+}
+
+func cmdDel(c *conn, a [][]byte) {
+	if err := c.s.node.Authorize(c.nc); err != nil {
+		c.writeError(err)
+		return
+	}
+	var msgs []store.Message
+	for _, name := range a[1:] {
+		t, k := c.s.split(name)
+		if _, ok := c.s.node.Get(t, k); ok {
+			m, _ := c.message(name, nil, true)
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) == 0 || c.publish(msgs) {
+		if len(msgs) == 0 {
+			c.integer(0)
+			return
+		}
+		c.integer(int64(len(msgs)))
+	}
+}
+
+func (c *conn) writeError(err error) {
+	var re redisErrorer
+	if errors.As(err, &re) {
+		c.err(re.RedisError())
+		return
+	}
+	c.err("ERR " + err.Error())
+}
+
+func cmdHSet(c *conn, a [][]byte) {
+	if len(a)%2 != 0 {
+		c.err("ERR wrong number of arguments for '" + strings.ToLower(view(a[0])) + "' command")
+		return
+	}
+	t := string(a[1])
+	msgs := make([]store.Message, 0, len(a)/2-1)
+	added := 0
+	for i := 2; i < len(a); i += 2 {
+		k := string(a[i])
+		if k == "" {
+			c.err("ERR invalid_name: key: must be 1 to 1024 bytes, got 0")
+			return
+		}
+		if _, ok := c.s.node.Get(t, k); !ok {
+			added++
+		}
+		msgs = append(msgs, store.Message{Topic: t, Key: k, Value: bytes.Clone(a[i+1])})
+	}
+	if !c.publish(msgs) {
+		return
+	}
+	if strings.EqualFold(view(a[0]), "hmset") {
+		c.ok()
+		return
+	}
+	c.integer(int64(added))
+}
+
+func cmdHDel(c *conn, a [][]byte) {
+	if err := c.s.node.Authorize(c.nc); err != nil {
+		c.writeError(err)
+		return
+	}
+	t := topicOf(a[1])
+	var msgs []store.Message
+	for _, f := range a[2:] {
+		if t == "" {
+			break
+		}
+		if _, ok := c.s.node.Get(t, view(f)); ok {
+			msgs = append(msgs, store.Message{Topic: strings.Clone(t), Key: string(f), Delete: true})
+		}
+	}
+	if len(msgs) == 0 {
+		c.integer(0)
+		return
+	}
+	if c.publish(msgs) {
+		c.integer(int64(len(msgs)))
+	}
+}
+
+func cmdPublish(c *conn, a [][]byte) {
+	ch := string(a[1])
+	if topicOf(a[1]) == "" {
+		c.err("ERR PUBLISH channel " + strconv.Quote(clip(a[1])) + ": a channel names a topic (1 to 128 bytes of A-Z a-z 0-9 . _ -); keyed updates are published with SET topic:key")
+		return
+	}
+	if !c.publish([]store.Message{{Topic: ch, Value: bytes.Clone(a[2])}}) {
+		return
+	}
+	c.integer(int64(c.s.subs.receivers(ch)))
+}
+
+// cmdWait answers how many replicas hold this connection's last write.
+func cmdWait(c *conn, a [][]byte) {
+	want, err1 := strconv.Atoi(view(a[1]))
+	ms, err2 := strconv.ParseInt(view(a[2]), 10, 64)
+	if err1 != nil || err2 != nil || want < 0 || ms < 0 {
+		c.err("ERR value is not an integer or out of range")
+		return
+	}
+	// timeout: 0 waits until the replica confirms (Redis's "forever");
+	// numreplicas 0 does not wait. A node has one replica, so a larger
+	// numreplicas is answered when that one confirms.
+	wait := time.Duration(ms) * time.Millisecond
+	switch {
+	case want == 0:
+		wait = 0
+	case ms == 0:
+		wait = -1
+	}
+	seq := c.lastWrite
+	c.mu.Unlock()
+	n := c.s.node.WaitReplicas(c.s.ctx, seq, wait)
+	c.mu.Lock()
+	c.integer(int64(n))
+}
+
+// Connection commands.
+
+func cmdOK(c *conn, _ [][]byte) { c.ok() }
+
+func cmdPing(c *conn, a [][]byte) {
+	if len(a) > 2 {
+		c.err("ERR wrong number of arguments for 'ping' command")
+		return
+	}
+	if c.proto == 2 && c.subscribed() {
+		c.array(2)
+		c.bulkString("pong")
+		if len(a) == 2 {
+			c.bulk(a[1])
+		} else {
+			c.bulkString("")
+		}
+		return
+	}
+	if len(a) == 2 {
+		c.bulk(a[1])
+		return
+	}
+	c.simple("PONG")
+}
+
+func cmdEcho(c *conn, a [][]byte) { c.bulk(a[1]) }
+
+func cmdQuit(c *conn, _ [][]byte) {
+	c.ok()
+	c.quit = true
+}
+
+func cmdSelect(c *conn, a [][]byte) {
+	if view(a[1]) != "0" {
+		c.err("ERR DB index is out of range (cachecast has database 0 only)")
+		return
+	}
+	c.ok()
+}
+
+func cmdAuth(c *conn, a [][]byte) {
+	if len(a) > 3 {
+		c.err("ERR syntax error")
+		return
+	}
+	c.ok()
+}
+
+func cmdCluster(c *conn, _ [][]byte) {
+	c.err("ERR This instance has cluster support disabled (cachecast answers on each node as a standalone endpoint; the fleet replicates by itself)")
+}
+
+func cmdReset(c *conn, _ [][]byte) {
+	c.s.subs.dropConn(c)
+	c.channels, c.patterns = nil, nil
+	c.s.track.off(c)
+	c.trk = trackState{}
+	c.caching, c.inMulti, c.multiErr, c.queued = 0, false, false, nil
+	c.setProto(2)
+	c.setName("")
+	c.simple("RESET")
+}
+
+func cmdHello(c *conn, a [][]byte) {
+	proto := c.proto
+	if len(a) >= 2 {
+		v, err := strconv.Atoi(view(a[1]))
+		if err != nil {
+			c.err("ERR Protocol version is not an integer or out of range")
+			return
+		}
+		if v != 2 && v != 3 {
+			c.err("NOPROTO unsupported protocol version")
+			return
+		}
+		proto = v
+	}
+	name, setName := "", false
+	for i := 2; i < len(a); i++ {
+		switch opt := strings.ToUpper(view(a[i])); {
+		case opt == "AUTH" && i+2 < len(a):
+			i += 2 // accepted and ignored, as AUTH is
+		case opt == "SETNAME" && i+1 < len(a):
+			if !validClientName(a[i+1]) {
+				c.err("ERR Client names cannot contain spaces, newlines or special characters.")
+				return
+			}
+			name, setName = string(a[i+1]), true
+			i++
+		default:
+			c.err("ERR Syntax error in HELLO option '" + clip(a[i]) + "'")
+			return
+		}
+	}
+	c.setProto(proto)
+	if setName {
+		c.setName(name)
+	}
+	c.mapOf(7)
+	c.bulkString("server")
+	c.bulkString("redis")
+	c.bulkString("version")
+	c.bulkString(redisVersion)
+	c.bulkString("proto")
+	c.integer(int64(proto))
+	c.bulkString("id")
+	c.integer(c.id)
+	c.bulkString("mode")
+	c.bulkString("standalone")
+	c.bulkString("role")
+	c.bulkString("master")
+	c.bulkString("modules")
+	c.array(0)
+}
+
+// redisVersion is the Redis version the server answers like.
+const redisVersion = "7.2.0"
+
+func validClientName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func cmdClient(c *conn, a [][]byte) {
+	sub := strings.ToUpper(view(a[1]))
+	switch sub {
+	case "ID":
+		c.integer(c.id)
+	case "SETNAME":
+		if len(a) != 3 {
+			c.err("ERR wrong number of arguments for 'client|setname' command")
+			return
+		}
+		if !validClientName(a[2]) {
+			c.err("ERR Client names cannot contain spaces, newlines or special characters.")
+			return
+		}
+		c.setName(string(a[2]))
+		c.ok()
+	case "GETNAME":
+		if n := c.meta().name; n != "" {
+			c.bulkString(n)
+		} else {
+			c.null()
+		}
+	case "SETINFO":
+		if len(a) != 4 {
+			c.err("ERR wrong number of arguments for 'client|setinfo' command")
+			return
+		}
+		if !validClientName(a[3]) {
+			c.err("ERR " + strings.ToLower(view(a[2])) + " cannot contain spaces, newlines or special characters.")
+			return
+		}
+		switch strings.ToUpper(view(a[2])) {
+		case "LIB-NAME":
+			c.setLib(string(a[3]), "")
+		case "LIB-VER":
+			c.setLib("", string(a[3]))
+		default:
+			c.err("ERR Unrecognized option '" + clip(a[2]) + "'")
+			return
+		}
+		c.ok()
+	case "INFO":
+		c.bulkString(c.infoLine())
+	case "LIST":
+		var b strings.Builder
+		for _, o := range c.s.allConns() {
+			if o == c {
+				b.WriteString(c.infoLine())
+			} else {
+				b.WriteString(o.infoLine())
+			}
+		}
+		c.bulkString(b.String())
+	case "TRACKING":
+		c.clientTracking(a)
+	case "CACHING":
+		c.clientCaching(a)
+	case "GETREDIR":
+		switch {
+		case !c.trk.on:
+			c.integer(-1)
+		default:
+			c.integer(c.trk.redirect)
+		}
+	case "TRACKINGINFO":
+		c.trackingInfo()
+	case "NO-EVICT", "NO-TOUCH", "CAPA":
+		c.ok()
+	default:
+		c.err("ERR unknown subcommand '" + clip(a[1]) + "'. CLIENT supports ID, SETNAME, GETNAME, SETINFO, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO")
+	}
+}
+
+// MULTI holds reads only.
+
+func cmdMulti(c *conn, _ [][]byte) {
+	if c.inMulti {
+		c.err("ERR MULTI calls can not be nested")
+		return
+	}
+	c.inMulti, c.multiErr, c.queued = true, false, nil
+	c.ok()
+}
+
+func cmdDiscard(c *conn, _ [][]byte) {
+	if !c.inMulti {
+		c.err("ERR DISCARD without MULTI")
+		return
+	}
+	c.inMulti, c.multiErr, c.queued = false, false, nil
+	c.ok()
+}
+
+func cmdExec(c *conn, _ [][]byte) {
+	if !c.inMulti {
+		c.err("ERR EXEC without MULTI")
+		return
+	}
+	queued, failed := c.queued, c.multiErr
+	c.inMulti, c.multiErr, c.queued = false, false, nil
+	if failed {
+		c.err("EXECABORT Transaction discarded because of previous errors.")
+		return
+	}
+	c.array(len(queued))
+	for _, q := range queued {
+		lookup(q[0]).fn(c, q)
+	}
+}
+
+// Server commands.
+
+func cmdDBSize(c *conn, _ [][]byte) { c.integer(int64(c.s.liveKeys())) }
+
+func (s *Server) liveKeys() int {
+	n := 0
+	for _, t := range s.node.Topics() {
+		if !strings.HasPrefix(t.Name, "$") {
+			n += t.Keys
+		}
+	}
+	return n
+}
+
+func cmdTime(c *conn, _ [][]byte) {
+	now := time.Now()
+	c.array(2)
+	c.bulkString(strconv.FormatInt(now.Unix(), 10))
+	c.bulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+}
+
+func cmdConfig(c *conn, a [][]byte) {
+	switch strings.ToUpper(view(a[1])) {
+	case "GET":
+		if len(a) < 3 {
+			c.err("ERR wrong number of arguments for 'config|get' command")
+			return
+		}
+		params := map[string]string{
+			"notify-keyspace-events": formatNotifyFlags(c.s.notify.Load()),
+			"databases":              "1",
+			"save":                   "",
+			"appendonly":             "no",
+			"maxmemory":              "0",
+			"maxmemory-policy":       "noeviction",
+			"proto-max-bulk-len":     strconv.Itoa(c.s.lim.maxBulk),
+			"timeout":                "0",
+		}
+		var names []string
+		for name := range params {
+			for _, p := range a[2:] {
+				if globMatch(strings.ToLower(view(p)), name) {
+					names = append(names, name)
+					break
+				}
+			}
+		}
+		sort.Strings(names)
+		c.mapOf(len(names))
+		for _, n := range names {
+			c.bulkString(n)
+			c.bulkString(params[n])
+		}
+	case "SET":
+		if len(a) != 4 || !strings.EqualFold(view(a[2]), "notify-keyspace-events") {
+			c.err("ERR CONFIG SET supports notify-keyspace-events only")
+			return
+		}
+		if err := c.s.node.Authorize(c.nc); err != nil {
+			c.writeError(err)
+			return
+		}
+		flags, err := parseNotifyFlags(view(a[3]))
+		if err != nil {
+			c.err("ERR Invalid argument '" + clip(a[3]) + "' for CONFIG SET 'notify-keyspace-events'")
+			return
+		}
+		c.s.notify.Store(flags)
+		c.ok()
+	case "RESETSTAT":
+		c.ok()
+	default:
+		c.err("ERR CONFIG supports GET, SET notify-keyspace-events and RESETSTAT")
+	}
+}
+
+func cmdCommand(c *conn, a [][]byte) {
+	if len(a) == 1 {
+		c.array(len(commandList))
+		for _, cmd := range commandList {
+			c.commandInfo(cmd)
+		}
+		return
+	}
+	switch strings.ToUpper(view(a[1])) {
+	case "COUNT":
+		c.integer(int64(len(commandList)))
+	case "LIST":
+		c.array(len(commandList))
+		for _, cmd := range commandList {
+			c.bulkString(cmd.name)
+		}
+	case "INFO":
+		c.array(len(a) - 2)
+		for _, name := range a[2:] {
+			if cmd := lookup(name); cmd != nil {
+				c.commandInfo(cmd)
+			} else {
+				c.nullArray()
+			}
+		}
+	case "DOCS":
+		var list []*command
+		if len(a) == 2 {
+			list = commandList
+		} else {
+			for _, name := range a[2:] {
+				if cmd := lookup(name); cmd != nil {
+					list = append(list, cmd)
+				}
+			}
+		}
+		c.mapOf(len(list))
+		for _, cmd := range list {
+			c.bulkString(cmd.name)
+			c.mapOf(3)
+			c.bulkString("summary")
+			c.bulkString(cmd.summary)
+			c.bulkString("since")
+			c.bulkString("1.0.0")
+			c.bulkString("group")
+			c.bulkString(cmd.group)
+		}
+	default:
+		c.err("ERR COMMAND supports COUNT, LIST, INFO and DOCS")
+	}
+}
+
+// commandInfo writes one command as COMMAND INFO does (Redis 7's ten
+// fields).
+func (c *conn) commandInfo(cmd *command) {
+	c.array(10)
+	c.bulkString(cmd.name)
+	c.integer(int64(cmd.arity))
+	c.array(len(cmd.flags))
+	for _, f := range cmd.flags {
+		c.simple(f)
+	}
+	c.integer(int64(cmd.first))
+	c.integer(int64(cmd.last))
+	c.integer(int64(cmd.step))
+	c.array(0) // ACL categories
+	c.array(0) // tips
+	c.array(0) // key specs
+	c.array(0) // subcommands
+}
+
+var pid = os.Getpid()

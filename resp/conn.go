@@ -1,0 +1,266 @@
+package resp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+const (
+	readBufSize = 16 << 10
+	// outFlushSize makes a long pipeline's answers go out before the
+	// pipeline ends.
+	outFlushSize = 64 << 10
+)
+
+// conn is one client connection. Its goroutine reads commands, runs them
+// and writes the answers; pushes (invalidations, pub/sub messages) come
+// from the server's change follower through pending and are written by a
+// second goroutine, started when the connection first needs it.
+//
+// mu is held while a command runs and while anything is written, so that
+// the answer to a read is always in front of the invalidation of what it
+// read.
+type conn struct {
+	s       *Server
+	nc      net.Conn
+	id      int64
+	created time.Time
+	addr    string
+
+	rbuf []byte
+	args [][]byte
+
+	mu    sync.Mutex
+	out   []byte
+	proto int
+	// protoShared is proto for the follower, under metaMu.
+	protoShared int
+	name        string
+	libName     string
+	libVer      string
+	lastCmd     *command
+	quit        bool
+	// Pub/sub: the channels and patterns this connection subscribed to
+	// (the tables that route messages are the server's).
+	channels map[string]struct{}
+	patterns map[string]struct{}
+	// Tracking (CLIENT TRACKING), under mu; the server's tracker holds the
+	// tables the follower reads.
+	trk     trackState
+	caching int8 // CLIENT CACHING: 1 yes, -1 no, for the next command
+	cachSet bool // the command that just ran was CLIENT CACHING
+	// MULTI: the queued commands and whether one was refused.
+	inMulti   bool
+	multiErr  bool
+	queued    [][][]byte
+	lastWrite uint64 // seq of this connection's last write, for WAIT
+
+	// Pushes waiting for the pusher goroutine.
+	pmu      sync.Mutex
+	pending  []byte
+	pusherOn bool
+	kick     chan struct{}
+
+	dead      atomic.Bool
+	closeOnce sync.Once
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{
+		s:       s,
+		nc:      nc,
+		id:      s.nextID.Add(1),
+		created: time.Now(),
+		rbuf:    make([]byte, readBufSize),
+		args:    make([][]byte, 0, 8),
+		out:     make([]byte, 0, 4096),
+		proto:   2, protoShared: 2,
+		kick: make(chan struct{}, 1),
+	}
+	if a := nc.RemoteAddr(); a != nil && a.String() != "" {
+		c.addr = a.String()
+	} else {
+		c.addr = "unix"
+	}
+	return c
+}
+
+// serve is the connection's goroutine: read, parse every complete command
+// in the buffer, run it, and write the answers once the buffer holds no
+// complete command (so a pipeline's answers go out together).
+func (c *conn) serve() {
+	defer c.s.forget(c)
+	defer c.close()
+	start, end := 0, 0
+	for {
+		need := 0
+		for start < end {
+			args, n, nd, err := parseCommand(c.rbuf[start:end], c.args, &c.s.lim)
+			if err != nil {
+				c.fatal(err)
+				return
+			}
+			if n == 0 {
+				need = nd
+				break
+			}
+			c.args = args
+			start += n
+			if len(args) == 0 {
+				continue
+			}
+			c.exec(args)
+			if c.quit {
+				_ = c.flush()
+				return
+			}
+			if len(c.out) >= outFlushSize {
+				if c.flush() != nil {
+					return
+				}
+			}
+		}
+		if c.flush() != nil {
+			return
+		}
+		if start == end {
+			start, end = 0, 0
+			if len(c.rbuf) > readBufSize {
+				c.rbuf = make([]byte, readBufSize)
+			}
+		} else if start > 0 {
+			end = copy(c.rbuf, c.rbuf[start:end])
+			start = 0
+		}
+		if need > len(c.rbuf) || end == len(c.rbuf) {
+			nb := make([]byte, max(need, 2*len(c.rbuf)))
+			copy(nb, c.rbuf[:end])
+			c.rbuf = nb
+		}
+		n, err := c.nc.Read(c.rbuf[end:])
+		end += n
+		if err != nil {
+			if n > 0 {
+				continue // answer what arrived, then see the error again
+			}
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !c.dead.Load() {
+				c.s.log.Debug("redis connection read failed", zap.Int64("client-id", c.id), zap.Error(err))
+			}
+			return
+		}
+	}
+}
+
+// fatal answers a stream that cannot be resynchronised, then the
+// connection closes.
+func (c *conn) fatal(err error) {
+	c.s.stats.protocolErrors.Add(1)
+	msg := err.Error()
+	var pe *protoError
+	if errors.As(err, &pe) {
+		msg = pe.msg
+	}
+	c.mu.Lock()
+	c.out = appendError(c.out, "ERR "+msg)
+	c.mu.Unlock()
+	_ = c.flush()
+	c.s.log.Debug("redis protocol error; closing the connection", zap.Int64("client-id", c.id), zap.String("error", msg))
+}
+
+// flush writes the answers waiting in out.
+func (c *conn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushLocked()
+}
+
+func (c *conn) flushLocked() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	_, err := c.nc.Write(c.out)
+	if cap(c.out) > outFlushSize*4 {
+		c.out = make([]byte, 0, 4096)
+	} else {
+		c.out = c.out[:0]
+	}
+	if err != nil {
+		c.close()
+	}
+	return err
+}
+
+// close closes the connection once; the goroutines see it and end.
+func (c *conn) close() {
+	c.closeOnce.Do(func() {
+		c.dead.Store(true)
+		_ = c.nc.Close()
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// push queues an out-of-band frame (built by build for the connection's
+// protocol) for the pusher goroutine. A connection whose queue is past
+// --redis-push-buffer is disconnected: its client-side cache goes with
+// it, so it never serves a value it was not told is stale.
+func (c *conn) push(frame []byte) {
+	if c.dead.Load() {
+		return
+	}
+	c.pmu.Lock()
+	if len(c.pending)+len(frame) > c.s.cfg.PushBuffer {
+		c.pmu.Unlock()
+		c.s.stats.slowDisconnects.Add(1)
+		c.s.log.Warn("redis client does not read its pushes; disconnecting it",
+			zap.Int64("client-id", c.id), zap.String("name", c.name), zap.Int("push-buffer", c.s.cfg.PushBuffer))
+		c.close()
+		return
+	}
+	c.pending = append(c.pending, frame...)
+	if !c.pusherOn {
+		c.pusherOn = true
+		c.s.wg.Go(c.pusher)
+	}
+	c.pmu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pusher writes the queued pushes. It takes mu, so a push never cuts an
+// answer in two, and runs until the connection closes.
+func (c *conn) pusher() {
+	var buf []byte
+	for range c.kick {
+		if c.dead.Load() {
+			return
+		}
+		c.pmu.Lock()
+		buf, c.pending = c.pending, buf[:0]
+		c.pmu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		c.mu.Lock()
+		c.out = append(c.out, buf...)
+		err := c.flushLocked()
+		c.mu.Unlock()
+		if err != nil {
+			return
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil
+		}
+	}
+}

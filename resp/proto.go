@@ -1,0 +1,269 @@
+package resp
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Errors of the protocol reader. Each one leaves the stream in a state
+// that cannot be resynchronised: the connection answers it and closes.
+var (
+	ErrProtocol = errors.New("resp: protocol error")
+	// ErrTooLarge is a bulk string over the value limit, a command over
+	// the frame limit, or too many arguments.
+	ErrTooLarge = errors.New("resp: too large")
+)
+
+// protoError is a reader error with the text the client is told.
+type protoError struct {
+	err error
+	msg string
+}
+
+func (e *protoError) Error() string { return e.msg }
+func (e *protoError) Unwrap() error { return e.err }
+
+func errProto(msg string) error { return &protoError{ErrProtocol, "Protocol error: " + msg} }
+
+// limits bound what one command may hold.
+type limits struct {
+	maxBulk  int // one argument
+	maxFrame int // the whole command
+	maxArgs  int
+	maxLine  int // an inline command
+}
+
+// parseCommand parses one command at the start of b into args (reused).
+// It returns the arguments, the bytes the command took, and need: when the
+// command is incomplete (n == 0, err == nil), the buffer length known to be
+// needed before parsing again is worth it (at least len(b)+1). The
+// arguments point into b.
+//
+// A command is a RESP array of bulk strings (what every client sends) or
+// an inline command: a line of words separated by spaces (what telnet
+// sends).
+func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need int, err error) {
+	args = args[:0]
+	if len(b) == 0 {
+		return args, 0, 1, nil
+	}
+	if b[0] != '*' {
+		return parseInline(b, args, lim)
+	}
+	count, i, ok, err := parseLength(b, 1, lim.maxLine)
+	if err != nil || !ok {
+		return args, 0, len(b) + 1, err
+	}
+	switch {
+	case count < 0:
+		// A null array is no command; Redis skips it.
+		return args, i, 0, nil
+	case count > lim.maxArgs:
+		return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: " + strconv.Itoa(count) +
+			" arguments is more than the " + strconv.Itoa(lim.maxArgs) + " a command may have"}
+	}
+	for range count {
+		if i >= len(b) {
+			return args, 0, len(b) + 1, nil
+		}
+		if b[i] != '$' {
+			return args, 0, 0, errProto("expected '$', got '" + printable(b[i]) + "'")
+		}
+		size, j, ok, err := parseLength(b, i+1, lim.maxLine)
+		if err != nil {
+			return args, 0, 0, err
+		}
+		if !ok {
+			return args, 0, len(b) + 1, nil
+		}
+		if size < 0 {
+			return args, 0, 0, errProto("invalid bulk length")
+		}
+		if size > lim.maxBulk {
+			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: a bulk string of " + strconv.Itoa(size) +
+				" bytes is over --max-value-size (" + strconv.Itoa(lim.maxBulk) + " bytes)"}
+		}
+		end := j + size + 2
+		if end > lim.maxFrame {
+			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: a command of more than " +
+				strconv.Itoa(lim.maxFrame) + " bytes is over --max-body-size"}
+		}
+		if end > len(b) {
+			return args, 0, end, nil
+		}
+		if b[end-2] != '\r' || b[end-1] != '\n' {
+			return args, 0, 0, errProto("bulk string not followed by CRLF")
+		}
+		args = append(args, b[j:j+size:j+size])
+		i = end
+	}
+	return args, i, 0, nil
+}
+
+// parseLength reads the decimal after a type byte at b[i:] up to CRLF.
+// ok is false when the line is not complete yet.
+func parseLength(b []byte, i, maxLine int) (v, next int, ok bool, err error) {
+	neg := false
+	start := i
+	if i < len(b) && b[i] == '-' {
+		neg = true
+		i++
+	}
+	digits := 0
+	for ; i < len(b); i++ {
+		c := b[i]
+		if c >= '0' && c <= '9' {
+			if digits >= 10 {
+				return 0, 0, false, errProto("invalid length")
+			}
+			v = v*10 + int(c-'0')
+			digits++
+			continue
+		}
+		if c != '\r' {
+			return 0, 0, false, errProto("invalid length")
+		}
+		if i+1 >= len(b) {
+			return 0, 0, false, nil
+		}
+		if b[i+1] != '\n' || digits == 0 {
+			return 0, 0, false, errProto("invalid length")
+		}
+		if neg {
+			if v != 1 {
+				return 0, 0, false, errProto("invalid length")
+			}
+			v = -1
+		}
+		return v, i + 2, true, nil
+	}
+	if i-start > maxLine {
+		return 0, 0, false, errProto("invalid length")
+	}
+	return 0, 0, false, nil
+}
+
+// parseInline splits a line on spaces and tabs.
+func parseInline(b []byte, args [][]byte, lim *limits) ([][]byte, int, int, error) {
+	end := -1
+	for i, c := range b {
+		if c == '\n' {
+			end = i
+			break
+		}
+		if i >= lim.maxLine {
+			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: too big inline request"}
+		}
+	}
+	if end < 0 {
+		return args, 0, len(b) + 1, nil
+	}
+	line := b[:end]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	for i := 0; i < len(line); {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		j := i
+		for j < len(line) && line[j] != ' ' && line[j] != '\t' {
+			j++
+		}
+		if j > i {
+			if len(args) >= lim.maxArgs {
+				return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: too many arguments"}
+			}
+			args = append(args, line[i:j:j])
+		}
+		i = j
+	}
+	return args, end + 1, 0, nil
+}
+
+func printable(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return string(rune(c))
+	}
+	return "\\x" + strconv.FormatUint(uint64(c), 16)
+}
+
+// The append functions write RESP values. proto is 2 or 3: RESP3 has
+// maps, nulls, booleans, doubles and pushes of its own; under RESP2 they
+// fall back to arrays, null bulk strings and integers, as Redis does.
+
+func appendSimple(b []byte, s string) []byte {
+	b = append(b, '+')
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+// appendError writes an error; msg starts with its code (ERR, WRONGTYPE,
+// NOPERM, ...). CR and LF in msg would break the frame: they become spaces.
+func appendError(b []byte, msg string) []byte {
+	b = append(b, '-')
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		b = append(b, c)
+	}
+	return append(b, '\r', '\n')
+}
+
+func appendInt(b []byte, n int64) []byte {
+	b = append(b, ':')
+	b = strconv.AppendInt(b, n, 10)
+	return append(b, '\r', '\n')
+}
+
+func appendBulk(b []byte, v []byte) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(v)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, v...)
+	return append(b, '\r', '\n')
+}
+
+func appendBulkString(b []byte, v string) []byte {
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(v)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, v...)
+	return append(b, '\r', '\n')
+}
+
+func appendNull(b []byte, proto int) []byte {
+	if proto == 3 {
+		return append(b, '_', '\r', '\n')
+	}
+	return append(b, "$-1\r\n"...)
+}
+
+func appendArray(b []byte, n int) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
+}
+
+// appendMap starts a map of n pairs: RESP3 %n, RESP2 an array of 2n.
+func appendMap(b []byte, n, proto int) []byte {
+	if proto == 3 {
+		b = append(b, '%')
+		b = strconv.AppendInt(b, int64(n), 10)
+		return append(b, '\r', '\n')
+	}
+	return appendArray(b, 2*n)
+}
+
+// appendPush starts an out-of-band message: RESP3 >n, RESP2 an array (a
+// pub/sub message of a subscribed connection).
+func appendPush(b []byte, n, proto int) []byte {
+	if proto == 3 {
+		b = append(b, '>')
+		b = strconv.AppendInt(b, int64(n), 10)
+		return append(b, '\r', '\n')
+	}
+	return appendArray(b, n)
+}

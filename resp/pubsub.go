@@ -1,0 +1,316 @@
+package resp
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// subscriptions route messages to the connections subscribed to a
+// channel or a pattern.
+type subscriptions struct {
+	mu       sync.RWMutex
+	channels map[string]map[*conn]struct{}
+	patterns map[string]map[*conn]struct{}
+	count    atomic.Int64 // channel and pattern entries, read without the lock
+}
+
+func (p *subscriptions) init() {
+	p.channels = map[string]map[*conn]struct{}{}
+	p.patterns = map[string]map[*conn]struct{}{}
+}
+
+func (p *subscriptions) table(pattern bool) map[string]map[*conn]struct{} {
+	if pattern {
+		return p.patterns
+	}
+	return p.channels
+}
+
+func (p *subscriptions) add(c *conn, name string, pattern bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.table(pattern)
+	set := m[name]
+	if set == nil {
+		set = map[*conn]struct{}{}
+		m[name] = set
+	}
+	if _, ok := set[c]; !ok {
+		set[c] = struct{}{}
+		p.count.Add(1)
+	}
+}
+
+func (p *subscriptions) remove(c *conn, name string, pattern bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.table(pattern)
+	if set := m[name]; set != nil {
+		if _, ok := set[c]; ok {
+			delete(set, c)
+			p.count.Add(-1)
+		}
+		if len(set) == 0 {
+			delete(m, name)
+		}
+	}
+}
+
+// dropConn removes every subscription of c.
+func (p *subscriptions) dropConn(c *conn) {
+	if p.count.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range []map[string]map[*conn]struct{}{p.channels, p.patterns} {
+		for name, set := range m {
+			if _, ok := set[c]; ok {
+				delete(set, c)
+				p.count.Add(-1)
+				if len(set) == 0 {
+					delete(m, name)
+				}
+			}
+		}
+	}
+}
+
+// counts is c's channels and patterns (CLIENT LIST).
+func (p *subscriptions) counts(c *conn) (channels, patterns int) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, set := range p.channels {
+		if _, ok := set[c]; ok {
+			channels++
+		}
+	}
+	for _, set := range p.patterns {
+		if _, ok := set[c]; ok {
+			patterns++
+		}
+	}
+	return channels, patterns
+}
+
+// receivers counts the local connections a message on channel reaches.
+func (p *subscriptions) receivers(channel string) int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	n := len(p.channels[channel])
+	for pat, set := range p.patterns {
+		if globMatch(pat, channel) {
+			n += len(set)
+		}
+	}
+	return n
+}
+
+// deliver sends a message on channel to its subscribers.
+func (p *subscriptions) deliver(channel string, payload []byte) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for c := range p.channels[channel] {
+		proto := c.protoNow()
+		b := appendPush(nil, 3, proto)
+		b = appendBulkString(b, "message")
+		b = appendBulkString(b, channel)
+		c.push(appendBulk(b, payload))
+	}
+	for pat, set := range p.patterns {
+		if !globMatch(pat, channel) {
+			continue
+		}
+		for c := range set {
+			proto := c.protoNow()
+			b := appendPush(nil, 4, proto)
+			b = appendBulkString(b, "pmessage")
+			b = appendBulkString(b, pat)
+			b = appendBulkString(b, channel)
+			c.push(appendBulk(b, payload))
+		}
+	}
+}
+
+// subscribed reports whether c has a subscription (RESP2 then accepts
+// only the pub/sub commands).
+func (c *conn) subscribed() bool { return len(c.channels)+len(c.patterns) > 0 }
+
+func cmdSubscribe(c *conn, a [][]byte)  { c.subscribe(a[1:], false) }
+func cmdPSubscribe(c *conn, a [][]byte) { c.subscribe(a[1:], true) }
+
+func (c *conn) subscribe(names [][]byte, pattern bool) {
+	kind := "subscribe"
+	if pattern {
+		kind = "psubscribe"
+	}
+	for _, n := range names {
+		name := string(n)
+		set := &c.channels
+		if pattern {
+			set = &c.patterns
+		}
+		if *set == nil {
+			*set = map[string]struct{}{}
+		}
+		(*set)[name] = struct{}{}
+		c.s.subs.add(c, name, pattern)
+		c.subReply(kind, name, true)
+	}
+}
+
+func (c *conn) subReply(kind, name string, named bool) {
+	c.out = appendPush(c.out, 3, c.proto)
+	c.bulkString(kind)
+	if named {
+		c.bulkString(name)
+	} else {
+		c.null()
+	}
+	c.integer(int64(len(c.channels) + len(c.patterns)))
+}
+
+func cmdUnsubscribe(c *conn, a [][]byte)  { c.unsubscribe(a[1:], false) }
+func cmdPUnsubscribe(c *conn, a [][]byte) { c.unsubscribe(a[1:], true) }
+
+func (c *conn) unsubscribe(names [][]byte, pattern bool) {
+	kind := "unsubscribe"
+	set := c.channels
+	if pattern {
+		kind = "punsubscribe"
+		set = c.patterns
+	}
+	var list []string
+	for _, n := range names {
+		list = append(list, string(n))
+	}
+	if len(names) == 0 {
+		for n := range set {
+			list = append(list, n)
+		}
+		if len(list) == 0 {
+			c.subReply(kind, "", false)
+			return
+		}
+	}
+	for _, n := range list {
+		delete(set, n)
+		c.s.subs.remove(c, n, pattern)
+		c.subReply(kind, n, true)
+	}
+}
+
+// Keyspace notifications: the letters of notify-keyspace-events that
+// apply here.
+const (
+	notifyKeyspace = 1 << iota // K
+	notifyKeyevent             // E
+	notifyGeneric              // g: del
+	notifyString               // $: set
+	notifyHash                 // h: accepted; hash writes are sets and dels here
+)
+
+var errNotifyFlags = errors.New("resp: invalid notify-keyspace-events")
+
+// parseNotifyFlags reads Redis's notify-keyspace-events letters. Classes
+// that cachecast has no events of (lists, sets, expiry, ...) are accepted
+// and produce nothing.
+func parseNotifyFlags(s string) (uint32, error) {
+	var f uint32
+	for _, ch := range s {
+		switch ch {
+		case 'K':
+			f |= notifyKeyspace
+		case 'E':
+			f |= notifyKeyevent
+		case 'g':
+			f |= notifyGeneric
+		case '$':
+			f |= notifyString
+		case 'h':
+			f |= notifyHash
+		case 'A':
+			f |= notifyGeneric | notifyString | notifyHash
+		case 'l', 's', 'z', 'x', 'e', 't', 'm', 'd', 'n':
+		default:
+			return 0, errNotifyFlags
+		}
+	}
+	return f, nil
+}
+
+func formatNotifyFlags(f uint32) string {
+	var b strings.Builder
+	if f&(notifyGeneric|notifyString|notifyHash) == notifyGeneric|notifyString|notifyHash {
+		b.WriteByte('A')
+	} else {
+		for _, x := range []struct {
+			bit uint32
+			ch  byte
+		}{{notifyGeneric, 'g'}, {notifyString, '$'}, {notifyHash, 'h'}} {
+			if f&x.bit != 0 {
+				b.WriteByte(x.ch)
+			}
+		}
+	}
+	if f&notifyKeyspace != 0 {
+		b.WriteByte('K')
+	}
+	if f&notifyKeyevent != 0 {
+		b.WriteByte('E')
+	}
+	return b.String()
+}
+
+// changed is the follower: every record the node stores, from any node,
+// after the view has it. It invalidates the client caches that may hold
+// the key and delivers the messages of the subscriptions.
+func (s *Server) changed(ch Change) {
+	if len(ch.Topic) == 0 || ch.Topic[0] == '$' {
+		return // the daemon's own topics
+	}
+	tracking := s.track.active.Load() > 0
+	subs := s.subs.count.Load() > 0
+	if !tracking && !subs {
+		return
+	}
+	topic := string(ch.Topic)
+	if len(ch.Key) == 0 {
+		if subs {
+			s.subs.deliver(topic, ch.Value)
+		}
+		return
+	}
+	key := string(ch.Key)
+	full := topic + ":" + key
+	bare := ""
+	if topic == s.cfg.DefaultTopic && strings.IndexByte(key, ':') < 0 {
+		bare = key
+	}
+	if tracking {
+		// The names a client may have read it by: topic:key, the bare
+		// key of the default topic, and the hash (HGET topic key).
+		s.track.invalidate(s, &ch, []string{full, bare, topic})
+	}
+	if !subs {
+		return
+	}
+	event, class := "set", uint32(notifyString)
+	if ch.Delete {
+		event, class = "del", notifyGeneric
+	} else {
+		s.subs.deliver(full, ch.Value)
+	}
+	f := s.notify.Load()
+	if f&class == 0 {
+		return
+	}
+	if f&notifyKeyspace != 0 {
+		s.subs.deliver("__keyspace@0__:"+full, []byte(event))
+	}
+	if f&notifyKeyevent != 0 {
+		s.subs.deliver("__keyevent@0__:"+event, []byte(full))
+	}
+}

@@ -1,0 +1,336 @@
+package resp
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// globMatch is Redis's pattern matching (stringmatchlen): * ? [abc] [^a]
+// [a-z] and \ escapes.
+func globMatch(pattern, s string) bool {
+	for len(pattern) > 0 {
+		switch pattern[0] {
+		case '*':
+			for len(pattern) > 1 && pattern[1] == '*' {
+				pattern = pattern[1:]
+			}
+			if len(pattern) == 1 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatch(pattern[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if len(s) == 0 {
+				return false
+			}
+			s = s[1:]
+			pattern = pattern[1:]
+		case '[':
+			if len(s) == 0 {
+				return false
+			}
+			p := pattern[1:]
+			not := len(p) > 0 && p[0] == '^'
+			if not {
+				p = p[1:]
+			}
+			match := false
+			for len(p) > 0 && p[0] != ']' {
+				switch {
+				case p[0] == '\\' && len(p) >= 2:
+					if p[1] == s[0] {
+						match = true
+					}
+					p = p[2:]
+				case len(p) >= 3 && p[1] == '-' && p[2] != ']':
+					lo, hi := p[0], p[2]
+					if lo > hi {
+						lo, hi = hi, lo
+					}
+					if s[0] >= lo && s[0] <= hi {
+						match = true
+					}
+					p = p[3:]
+				default:
+					if p[0] == s[0] {
+						match = true
+					}
+					p = p[1:]
+				}
+			}
+			if len(p) > 0 {
+				p = p[1:] // the ]
+			}
+			if match == not {
+				return false
+			}
+			s = s[1:]
+			pattern = p
+		case '\\':
+			if len(pattern) >= 2 {
+				pattern = pattern[1:]
+			}
+			fallthrough
+		default:
+			if len(s) == 0 || s[0] != pattern[0] {
+				return false
+			}
+			s = s[1:]
+			pattern = pattern[1:]
+		}
+	}
+	return len(s) == 0
+}
+
+// literalPrefix is the part of a pattern before its first special byte.
+func literalPrefix(pattern string) string {
+	if i := strings.IndexAny(pattern, "*?[\\"); i >= 0 {
+		return pattern[:i]
+	}
+	return pattern
+}
+
+// scanPos is where a SCAN or HSCAN stopped: the topic and the last key.
+type scanPos struct {
+	id    uint64
+	topic string
+	after string
+}
+
+// cursorTable maps SCAN cursors (numbers, as clients expect) onto
+// positions. It keeps the last cursorSlots cursors of the whole server: a
+// cursor older than that answers an error and the scan starts again.
+type cursorTable struct {
+	mu    sync.Mutex
+	next  uint64
+	slots [cursorSlots]scanPos
+}
+
+const cursorSlots = 4096
+
+func (t *cursorTable) put(topic, after string) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	id := t.next
+	t.slots[id%cursorSlots] = scanPos{id: id, topic: topic, after: after}
+	return id
+}
+
+func (t *cursorTable) get(id uint64) (scanPos, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.slots[id%cursorSlots]
+	return p, p.id == id && id != 0
+}
+
+// scanArgs are the options of SCAN and HSCAN.
+type scanArgs struct {
+	match    string
+	count    int
+	typ      string
+	novalues bool
+}
+
+func (c *conn) scanOptions(a [][]byte, hash bool) (o scanArgs, ok bool) {
+	o.count = 10
+	for i := 0; i < len(a); i++ {
+		opt := strings.ToUpper(view(a[i]))
+		switch {
+		case opt == "NOVALUES" && hash:
+			o.novalues = true
+			continue
+		case i+1 >= len(a):
+			c.err("ERR syntax error")
+			return o, false
+		}
+		i++
+		switch opt {
+		case "MATCH":
+			o.match = string(a[i])
+		case "COUNT":
+			n, err := strconv.Atoi(view(a[i]))
+			if err != nil || n < 1 {
+				c.err("ERR value is not an integer or out of range")
+				return o, false
+			}
+			o.count = min(n, 100000)
+		case "TYPE":
+			if hash {
+				c.err("ERR syntax error")
+				return o, false
+			}
+			o.typ = strings.ToLower(string(a[i]))
+		default:
+			c.err("ERR syntax error")
+			return o, false
+		}
+	}
+	return o, true
+}
+
+// cursorPos reads a cursor argument; false when it answered an error.
+func (c *conn) cursorPos(arg []byte) (scanPos, bool) {
+	id, err := strconv.ParseUint(view(arg), 10, 64)
+	if err != nil {
+		c.err("ERR invalid cursor")
+		return scanPos{}, false
+	}
+	if id == 0 {
+		return scanPos{}, true
+	}
+	p, ok := c.s.cursors.get(id)
+	if !ok {
+		c.err("ERR cursor " + strconv.FormatUint(id, 10) + " is unknown or expired (the server keeps its last " +
+			strconv.Itoa(cursorSlots) + " cursors); start the SCAN again at 0")
+		return scanPos{}, false
+	}
+	return p, true
+}
+
+// scanKeys walks the string keys from pos, looking at about count of
+// them, and returns the names that match and where it stopped (done: at
+// the end).
+func (s *Server) scanKeys(pos scanPos, match string, count int) (names []string, next scanPos, done bool) {
+	topics := s.node.Topics()
+	lp := literalPrefix(match)
+	fixed := ""
+	if i := strings.IndexByte(lp, ':'); i >= 0 {
+		fixed = lp[:i]
+	}
+	seen := 0
+	for _, t := range topics {
+		if t.Name < pos.topic || strings.HasPrefix(t.Name, "$") || fixed != "" && t.Name != fixed {
+			continue
+		}
+		after := ""
+		if t.Name == pos.topic {
+			after = pos.after
+		}
+		prefix := ""
+		if fixed != "" {
+			prefix = lp[len(fixed)+1:]
+		}
+		for {
+			want := count - seen
+			if want <= 0 {
+				return names, scanPos{topic: t.Name, after: after}, false
+			}
+			keys := s.node.Keys(t.Name, prefix, after, want)
+			for _, k := range keys {
+				name := s.RedisName(t.Name, k)
+				if match == "" || globMatch(match, name) {
+					names = append(names, name)
+				}
+			}
+			seen += len(keys)
+			if len(keys) < want {
+				break
+			}
+			after = keys[len(keys)-1]
+		}
+	}
+	return names, scanPos{}, true
+}
+
+func cmdScan(c *conn, a [][]byte) {
+	pos, ok := c.cursorPos(a[1])
+	if !ok {
+		return
+	}
+	o, ok := c.scanOptions(a[2:], false)
+	if !ok {
+		return
+	}
+	var names []string
+	next := uint64(0)
+	switch o.typ {
+	case "", "string":
+		var np scanPos
+		var done bool
+		names, np, done = c.s.scanKeys(pos, o.match, o.count)
+		if !done {
+			next = c.s.cursors.put(np.topic, np.after)
+		}
+	case "hash":
+		// The topics, in one answer: there are few of them.
+		for _, t := range c.s.node.Topics() {
+			if t.Keys > 0 && !strings.HasPrefix(t.Name, "$") && (o.match == "" || globMatch(o.match, t.Name)) {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	c.array(2)
+	c.bulkString(strconv.FormatUint(next, 10))
+	c.array(len(names))
+	for _, n := range names {
+		c.bulkString(n)
+	}
+}
+
+// maxKeysReply bounds KEYS; a larger key space is read with SCAN.
+const maxKeysReply = 100000
+
+func cmdKeys(c *conn, a [][]byte) {
+	names, _, done := c.s.scanKeys(scanPos{}, string(a[1]), maxKeysReply+1)
+	if !done || len(names) > maxKeysReply {
+		c.err("ERR KEYS would look at more than " + strconv.Itoa(maxKeysReply) + " keys; use SCAN")
+		return
+	}
+	c.array(len(names))
+	for _, n := range names {
+		c.bulkString(n)
+	}
+}
+
+func cmdHScan(c *conn, a [][]byte) {
+	pos, ok := c.cursorPos(a[2])
+	if !ok {
+		return
+	}
+	o, ok := c.scanOptions(a[3:], true)
+	if !ok {
+		return
+	}
+	c.trackRead(a[1])
+	t := topicOf(a[1])
+	var keys []string
+	var vals [][]byte
+	next := uint64(0)
+	if t != "" && (pos.topic == "" || pos.topic == t) {
+		page := c.s.node.Keys(t, literalPrefix(o.match), pos.after, o.count)
+		for _, k := range page {
+			if o.match != "" && !globMatch(o.match, k) {
+				continue
+			}
+			v, ok := c.s.node.Get(t, k)
+			if !ok {
+				continue
+			}
+			keys = append(keys, k)
+			vals = append(vals, v)
+		}
+		if len(page) == o.count {
+			next = c.s.cursors.put(t, page[len(page)-1])
+		}
+	}
+	c.array(2)
+	c.bulkString(strconv.FormatUint(next, 10))
+	if o.novalues {
+		c.array(len(keys))
+		for _, k := range keys {
+			c.bulkString(k)
+		}
+		return
+	}
+	c.array(2 * len(keys))
+	for i := range keys {
+		c.bulkString(keys[i])
+		c.bulk(vals[i])
+	}
+}

@@ -1,0 +1,273 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Node is what the server needs of a cachecast node. The daemon implements
+// it with its own write path, checks and limits; the server adds nothing
+// of its own to a write.
+type Node interface {
+	// Get returns the live value of (topic, key) in the local view. The
+	// bytes are shared with the view and must not be modified or kept.
+	Get(topic, key string) ([]byte, bool)
+	// Keys lists the live keys of topic that start with prefix and sort
+	// after after, in byte order, at most limit.
+	Keys(topic, prefix, after string, limit int) []string
+	// Topics lists the topics of the view, sorted, with their live keys.
+	Topics() []store.TopicInfo
+	// Authorize says whether the peer of conn may write (nil) or why not.
+	Authorize(conn net.Conn) error
+	// Publish writes msgs as one all-or-nothing batch through the node's
+	// write path, as the peer of conn. An error that has a RedisError
+	// method gives the Redis error text.
+	Publish(ctx context.Context, conn net.Conn, msgs []store.Message) (Written, error)
+	// WaitReplicas waits at most timeout (0: not at all; negative: until
+	// ctx ends) until the replica holds this node's records up to seq
+	// and returns how many replicas hold them (a node has at most one;
+	// seq 0 asks how many replicas are connected).
+	WaitReplicas(ctx context.Context, seq uint64, timeout time.Duration) int
+	// Follow calls fn, from one goroutine, for every record this node
+	// stores from now on (its own and every other node's), after the view
+	// has it, until ctx ends. The change's bytes are valid only during fn.
+	Follow(ctx context.Context, fn func(Change))
+	// Status describes the node for INFO.
+	Status() Status
+}
+
+// Written is what a publish did.
+type Written struct {
+	// Seq is this node's sequence number of the batch's last message.
+	Seq uint64
+	// Origin is the node's origin.
+	Origin uint64
+	// Unconfirmed is the replica status when --replication=sync and the
+	// replica did not confirm ("replica_timeout", "replica_unavailable");
+	// empty otherwise.
+	Unconfirmed string
+}
+
+// Change is one record as Follow reports it.
+type Change struct {
+	Topic, Key []byte // Key is empty for a stream message
+	Value      []byte
+	Delete     bool
+	Origin     uint64
+	Seq        uint64
+}
+
+// Status is the node's state as INFO shows it.
+type Status struct {
+	Node        string
+	Origin      string
+	Version     string
+	Flush       string
+	Replication string
+	Replica     string // the replica peer's name, if any
+	Members     []Member
+	Keys        int
+}
+
+// Member is one member of the cluster as this node sees it.
+type Member struct {
+	Name, State string
+	Self        bool
+	LagRecords  uint64
+	LagSeconds  float64
+}
+
+// Config configures a Server.
+type Config struct {
+	Node Node
+	// DefaultTopic holds the keys without a ':' (--redis-default-topic).
+	DefaultTopic string
+	// MaxValueSize bounds one bulk string (--max-value-size).
+	MaxValueSize int
+	// MaxFrameSize bounds one command (--max-body-size).
+	MaxFrameSize int
+	// PushBuffer bounds the invalidations and messages waiting to be
+	// written to one client (--redis-push-buffer); past it the client is
+	// disconnected.
+	PushBuffer int
+	// WriteTimeout bounds writing to a client (--write-timeout).
+	WriteTimeout time.Duration
+	// NotifyKeyspaceEvents is the initial notify-keyspace-events.
+	NotifyKeyspaceEvents string
+	Logger               *zap.Logger
+}
+
+// maxArgs bounds the arguments of one command (an MSET of 32767 pairs).
+const maxArgs = 1 << 16
+
+// Server serves the Redis protocol on any number of listeners.
+type Server struct {
+	cfg  Config
+	node Node
+	log  *zap.Logger
+	lim  limits
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex // guards conns and listeners
+	conns  map[*conn]struct{}
+	lns    []net.Listener
+	closed bool
+	nextID atomic.Int64
+
+	notify atomic.Uint32 // keyspace notification flags
+
+	subs    subscriptions
+	track   tracker
+	cursors cursorTable
+	started time.Time
+
+	stats stats
+}
+
+// New makes a server and starts following the node's changes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Node == nil {
+		return nil, errors.New("resp: Config.Node is nil")
+	}
+	if cfg.DefaultTopic == "" {
+		cfg.DefaultTopic = "default"
+	}
+	if cfg.PushBuffer <= 0 {
+		cfg.PushBuffer = 4 << 20
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	flags, err := parseNotifyFlags(cfg.NotifyKeyspaceEvents)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		node:    cfg.Node,
+		log:     cfg.Logger,
+		conns:   map[*conn]struct{}{},
+		started: time.Now(),
+		lim: limits{
+			maxBulk:  max(cfg.MaxValueSize, 64<<10),
+			maxFrame: max(cfg.MaxFrameSize, cfg.MaxValueSize+64<<10),
+			maxArgs:  maxArgs,
+			maxLine:  64 << 10,
+		},
+	}
+	s.notify.Store(flags)
+	s.subs.init()
+	s.track.init()
+	s.stats.init()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Go(func() { s.node.Follow(s.ctx, s.changed) })
+	return s, nil
+}
+
+// Serve accepts connections on ln until it is closed or the server is.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return net.ErrClosed
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = nc.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.stats.connections.Add(1)
+		s.stats.accepted.Add(1)
+		s.wg.Go(c.serve)
+	}
+}
+
+// Close stops the listeners, closes every connection and waits for their
+// goroutines.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	lns := s.lns
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, ln := range lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	s.cancel()
+	for _, c := range conns {
+		c.close()
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *Server) forget(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.subs.dropConn(c)
+	s.track.dropConn(s, c)
+	s.stats.connections.Add(-1)
+}
+
+// byID finds a connection by its CLIENT ID.
+func (s *Server) byID(id int64) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.id == id {
+			return c
+		}
+	}
+	return nil
+}
+
+func (s *Server) allConns() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	return out
+}

@@ -1,0 +1,471 @@
+package resp
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// trackState is a connection's CLIENT TRACKING mode; the connection's own
+// copy, under its mu.
+type trackState struct {
+	on, bcast, optin, optout, noloop bool
+	redirect                         int64
+	prefixes                         []string
+}
+
+// trackEntry is a tracking connection as the follower sees it.
+type trackEntry struct {
+	bcast    bool
+	noloop   bool
+	prefixes []string
+	redirect *conn           // where the invalidations go; nil: to itself
+	names    map[string]bool // default mode: the keys it may have cached
+	own      [16][3]uint64   // NOLOOP: recent writes (origin, first, last seq)
+	ownNext  int
+}
+
+// tracker holds the client-side caching tables: which connection may
+// have cached which key. A key's entry goes at its first invalidation, as
+// in Redis: the client reads it again to track it again.
+type tracker struct {
+	mu      sync.Mutex
+	keys    map[string]map[*conn]struct{}
+	clients map[*conn]*trackEntry
+	active  atomic.Int64 // len(clients), read without the lock
+}
+
+func (t *tracker) init() {
+	t.keys = map[string]map[*conn]struct{}{}
+	t.clients = map[*conn]*trackEntry{}
+}
+
+// wantsTracking says whether the command now running registers its keys.
+func (c *conn) wantsTracking() bool {
+	tk := &c.trk
+	if !tk.on || tk.bcast {
+		return false
+	}
+	switch {
+	case tk.optin:
+		return c.caching == 1
+	case tk.optout:
+		return c.caching != -1
+	}
+	return true
+}
+
+// trackRead registers a key the client reads; before the read, so that a
+// change after the read is always invalidated.
+func (c *conn) trackRead(name []byte) {
+	if !c.wantsTracking() {
+		return
+	}
+	t := &c.s.track
+	t.mu.Lock()
+	e := t.clients[c]
+	if e != nil && !e.names[view(name)] {
+		n := string(name)
+		e.names[n] = true
+		set := t.keys[n]
+		if set == nil {
+			set = map[*conn]struct{}{}
+			t.keys[n] = set
+		}
+		set[c] = struct{}{}
+	}
+	t.mu.Unlock()
+}
+
+// on starts or changes tracking for c.
+func (t *tracker) on(c *conn, st trackState, redirect *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.clients[c]
+	if e == nil {
+		e = &trackEntry{names: map[string]bool{}}
+		t.clients[c] = e
+		t.active.Store(int64(len(t.clients)))
+	}
+	e.bcast, e.noloop, e.prefixes, e.redirect = st.bcast, st.noloop, st.prefixes, redirect
+}
+
+// off ends tracking for c and forgets its keys.
+func (t *tracker) off(c *conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.offLocked(c)
+}
+
+func (t *tracker) offLocked(c *conn) {
+	e := t.clients[c]
+	if e == nil {
+		return
+	}
+	for n := range e.names {
+		if set := t.keys[n]; set != nil {
+			delete(set, c)
+			if len(set) == 0 {
+				delete(t.keys, n)
+			}
+		}
+	}
+	delete(t.clients, c)
+	t.active.Store(int64(len(t.clients)))
+}
+
+// dropConn forgets a closed connection, and disconnects the connections
+// whose invalidations went to it: they could no longer be told.
+func (t *tracker) dropConn(s *Server, c *conn) {
+	t.mu.Lock()
+	t.offLocked(c)
+	var orphans []*conn
+	for o, e := range t.clients {
+		if e.redirect == c {
+			orphans = append(orphans, o)
+		}
+	}
+	t.mu.Unlock()
+	for _, o := range orphans {
+		s.stats.slowDisconnects.Add(1)
+		s.log.Warn("the redirect target of a tracking client closed; disconnecting the client")
+		o.close()
+	}
+}
+
+// ownWrite remembers a write of c for NOLOOP.
+func (t *tracker) ownWrite(c *conn, origin, first, last uint64) {
+	if t.active.Load() == 0 {
+		return
+	}
+	t.mu.Lock()
+	if e := t.clients[c]; e != nil && e.noloop {
+		e.own[e.ownNext] = [3]uint64{origin, first, last}
+		e.ownNext = (e.ownNext + 1) % len(e.own)
+	}
+	t.mu.Unlock()
+}
+
+func (e *trackEntry) wrote(origin, seq uint64) bool {
+	if !e.noloop {
+		return false
+	}
+	for _, w := range e.own {
+		if w[0] == origin && w[1] <= seq && seq <= w[2] {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidate tells the connections that may have cached one of names
+// that it changed.
+func (t *tracker) invalidate(s *Server, ch *Change, names []string) {
+	type target struct {
+		dest  *conn
+		names []string
+	}
+	var targets map[*conn]*target
+	add := func(c *conn, e *trackEntry, n string) {
+		if targets == nil {
+			targets = map[*conn]*target{}
+		}
+		tg := targets[c]
+		if tg == nil {
+			tg = &target{dest: c}
+			if e.redirect != nil {
+				tg.dest = e.redirect
+			}
+			targets[c] = tg
+		}
+		tg.names = append(tg.names, n)
+	}
+	t.mu.Lock()
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		for c := range t.keys[n] {
+			e := t.clients[c]
+			delete(e.names, n)
+			if !e.wrote(ch.Origin, ch.Seq) {
+				add(c, e, n)
+			}
+		}
+		delete(t.keys, n)
+	}
+	for c, e := range t.clients {
+		if !e.bcast || e.wrote(ch.Origin, ch.Seq) {
+			continue
+		}
+		for _, n := range names {
+			if n != "" && hasPrefix(e.prefixes, n) {
+				add(c, e, n)
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, tg := range targets {
+		tg.dest.push(invalidateFrame(tg.dest.protoNow(), tg.names))
+		s.stats.invalidations.Add(int64(len(tg.names)))
+	}
+}
+
+func hasPrefix(prefixes []string, name string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// invalidateFrame is the invalidation of names: a RESP3 push, or on a
+// RESP2 redirect target the message of __redis__:invalidate.
+func invalidateFrame(proto int, names []string) []byte {
+	var b []byte
+	if proto == 3 {
+		b = append(b, ">2\r\n$10\r\ninvalidate\r\n"...)
+	} else {
+		b = append(b, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"...)
+	}
+	b = appendArray(b, len(names))
+	for _, n := range names {
+		b = appendBulkString(b, n)
+	}
+	return b
+}
+
+// clientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
+// [BCAST] [OPTIN] [OPTOUT] [NOLOOP].
+func (c *conn) clientTracking(a [][]byte) {
+	if len(a) < 3 {
+		c.err("ERR wrong number of arguments for 'client|tracking' command")
+		return
+	}
+	var st trackState
+	switch strings.ToUpper(view(a[2])) {
+	case "ON":
+		st.on = true
+	case "OFF":
+		c.s.track.off(c)
+		c.trk = trackState{}
+		c.ok()
+		return
+	default:
+		c.err("ERR syntax error")
+		return
+	}
+	for i := 3; i < len(a); i++ {
+		switch opt := strings.ToUpper(view(a[i])); opt {
+		case "BCAST":
+			st.bcast = true
+		case "OPTIN":
+			st.optin = true
+		case "OPTOUT":
+			st.optout = true
+		case "NOLOOP":
+			st.noloop = true
+		case "REDIRECT", "PREFIX":
+			if i+1 >= len(a) {
+				c.err("ERR syntax error")
+				return
+			}
+			i++
+			if opt == "PREFIX" {
+				st.prefixes = append(st.prefixes, string(a[i]))
+				continue
+			}
+			id, err := strconv.ParseInt(view(a[i]), 10, 64)
+			if err != nil {
+				c.err("ERR value is not an integer or out of range")
+				return
+			}
+			st.redirect = id
+		default:
+			c.err("ERR syntax error")
+			return
+		}
+	}
+	switch {
+	case st.optin && st.optout:
+		c.err("ERR You can't use both OPTIN and OPTOUT")
+		return
+	case st.bcast && (st.optin || st.optout):
+		c.err("ERR OPTIN and OPTOUT are not compatible with BCAST")
+		return
+	case len(st.prefixes) > 0 && !st.bcast:
+		c.err("ERR PREFIX option requires BCAST mode to be enabled")
+		return
+	case c.trk.on && (c.trk.bcast != st.bcast || c.trk.optin != st.optin || c.trk.optout != st.optout):
+		c.err("ERR You can't switch BCAST, OPTIN or OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode")
+		return
+	}
+	var target *conn
+	if st.redirect != 0 && st.redirect != c.id {
+		if target = c.s.byID(st.redirect); target == nil {
+			c.err("ERR The client ID you want redirect to does not exist")
+			return
+		}
+	}
+	if c.proto == 2 && target == nil {
+		// Redis would accept this and drop the invalidations; a client
+		// cache that is never told is stale, so it is refused.
+		c.err("ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)")
+		return
+	}
+	if len(st.prefixes) > 0 {
+		c.trk.prefixes = append(c.trk.prefixes, st.prefixes...)
+		st.prefixes = c.trk.prefixes
+	}
+	c.trk = st
+	c.s.track.on(c, st, target)
+	c.ok()
+}
+
+// clientCaching is CLIENT CACHING YES|NO, for the next command.
+func (c *conn) clientCaching(a [][]byte) {
+	if len(a) != 3 {
+		c.err("ERR wrong number of arguments for 'client|caching' command")
+		return
+	}
+	switch strings.ToUpper(view(a[2])) {
+	case "YES":
+		if !c.trk.on || !c.trk.optin {
+			c.err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+			return
+		}
+		c.caching = 1
+	case "NO":
+		if !c.trk.on || !c.trk.optout {
+			c.err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+			return
+		}
+		c.caching = -1
+	default:
+		c.err("ERR syntax error")
+		return
+	}
+	c.cachSet = true
+	c.ok()
+}
+
+func (c *conn) trackingInfo() {
+	var flags []string
+	tk := c.trk
+	if !tk.on {
+		flags = append(flags, "off")
+	} else {
+		flags = append(flags, "on")
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{tk.bcast, "bcast"}, {tk.optin, "optin"}, {tk.optout, "optout"}, {tk.noloop, "noloop"}} {
+			if f.on {
+				flags = append(flags, f.name)
+			}
+		}
+		if c.caching == 1 {
+			flags = append(flags, "caching-yes")
+		}
+	}
+	c.mapOf(3)
+	c.bulkString("flags")
+	c.array(len(flags))
+	for _, f := range flags {
+		c.bulkString(f)
+	}
+	c.bulkString("redirect")
+	switch {
+	case !tk.on:
+		c.integer(-1)
+	default:
+		c.integer(tk.redirect)
+	}
+	c.bulkString("prefixes")
+	c.array(len(tk.prefixes))
+	for _, p := range tk.prefixes {
+		c.bulkString(p)
+	}
+}
+
+// Connection metadata, read by other connections (CLIENT LIST) under its
+// own small lock.
+
+type connMeta struct {
+	name, libName, libVer string
+	proto                 int
+}
+
+var metaMu sync.Mutex
+
+func (c *conn) meta() connMeta {
+	metaMu.Lock()
+	defer metaMu.Unlock()
+	m := connMeta{name: c.name, libName: c.libName, libVer: c.libVer, proto: c.protoShared}
+	return m
+}
+
+func (c *conn) setName(n string) {
+	metaMu.Lock()
+	c.name = n
+	metaMu.Unlock()
+}
+
+func (c *conn) setLib(name, ver string) {
+	metaMu.Lock()
+	if name != "" {
+		c.libName = name
+	}
+	if ver != "" {
+		c.libVer = ver
+	}
+	metaMu.Unlock()
+}
+
+// setProto sets the protocol (HELLO); protoShared is the copy the
+// follower reads when it builds a push.
+func (c *conn) setProto(p int) {
+	c.proto = p
+	metaMu.Lock()
+	c.protoShared = p
+	metaMu.Unlock()
+}
+
+func (c *conn) protoNow() int {
+	metaMu.Lock()
+	defer metaMu.Unlock()
+	return c.protoShared
+}
+
+func (c *conn) infoLine() string {
+	m := c.meta()
+	now := time.Now()
+	var b strings.Builder
+	b.WriteString("id=")
+	b.WriteString(strconv.FormatInt(c.id, 10))
+	b.WriteString(" addr=")
+	b.WriteString(c.addr)
+	b.WriteString(" name=")
+	b.WriteString(m.name)
+	b.WriteString(" age=")
+	b.WriteString(strconv.Itoa(int(now.Sub(c.created).Seconds())))
+	b.WriteString(" db=0 sub=")
+	subs, psubs := c.s.subs.counts(c)
+	b.WriteString(strconv.Itoa(subs))
+	b.WriteString(" psub=")
+	b.WriteString(strconv.Itoa(psubs))
+	b.WriteString(" lib-name=")
+	b.WriteString(m.libName)
+	b.WriteString(" lib-ver=")
+	b.WriteString(m.libVer)
+	b.WriteString(" resp=")
+	b.WriteString(strconv.Itoa(m.proto))
+	b.WriteString("\n")
+	return b.String()
+}
