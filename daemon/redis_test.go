@@ -402,3 +402,104 @@ func TestRedisWritersAreChecked(t *testing.T) {
 		t.Fatalf("GET: %v", err)
 	}
 }
+
+// rueidisClient is a rueidis client of td's Redis socket; opt may set
+// more options.
+func rueidisClient(t *testing.T, td *testDaemon, opt rueidis.ClientOption) rueidis.Client {
+	t.Helper()
+	opt.InitAddress = []string{td.d.RedisSocketPath()}
+	opt.DialCtxFn = func(ctx context.Context, addr string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", addr)
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestRedisClientCacheAcrossCluster: a rueidis client with client-side
+// caching reads keys on node 0 while they are updated on node 2. Its reads
+// come from its own memory between updates, and each update shows in
+// them soon after it reaches node 0's view: the test measures both and
+// asserts the cache lags the view by less than the fan-out itself took
+// (plus a margin for a busy machine).
+func TestRedisClientCacheAcrossCluster(t *testing.T) {
+	ds := startCluster(t, 3, nil)
+	a, c := ds[0], ds[2]
+	ctx := context.Background()
+	reader := rueidisClient(t, a, rueidis.ClientOption{})
+	writer := goRedis(t, c, 3)
+	const keys, rounds = 5, 20
+	name := func(k int) string { return fmt.Sprintf("prices:sku-%d", k) }
+	for k := range keys {
+		noErr(t, writer.Set(ctx, name(k), "v0", 0).Err())
+	}
+	read := func(k int) (string, bool) {
+		r := reader.DoCache(ctx, reader.B().Get().Key(name(k)).Cache(), time.Hour)
+		v, err := r.ToString()
+		if err != nil {
+			return "", false
+		}
+		return v, r.IsCacheHit()
+	}
+	for k := range keys {
+		waitFor(t, "node 0 has "+name(k), func() bool { v, _ := read(k); return v == "v0" })
+	}
+	var hits, reads int
+	var worstLag, worstFanout time.Duration
+	for round := 1; round <= rounds; round++ {
+		k := round % keys
+		want := fmt.Sprintf("v%d", round)
+		// Reads between updates come from the client's cache.
+		for range 10 {
+			_, hit := read(k)
+			reads++
+			if hit {
+				hits++
+			}
+		}
+		start := time.Now()
+		noErr(t, writer.Set(ctx, name(k), want, 0).Err())
+		var inView, inCache time.Duration
+		deadline := start.Add(10 * time.Second)
+		for inView == 0 || inCache == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %s=%s not seen on node 0 within 10s (view after %v, cache after %v)", round, name(k), want, inView, inCache)
+			}
+			if inView == 0 {
+				if e, ok := a.d.store.Get("prices", fmt.Sprintf("sku-%d", k)); ok && string(e.Value) == want {
+					inView = time.Since(start)
+				}
+			}
+			if inCache == 0 {
+				v, hit := read(k)
+				reads++
+				if hit {
+					hits++
+				}
+				if v == want {
+					inCache = time.Since(start)
+					if inView == 0 {
+						t.Fatalf("round %d: the client read %s before node 0's view had it", round, want)
+					}
+				}
+			}
+		}
+		worstFanout = max(worstFanout, inView)
+		worstLag = max(worstLag, inCache-inView)
+		if lag := inCache - inView; lag > inView+250*time.Millisecond {
+			t.Fatalf("round %d: the cache showed the update %v after the view (the fan-out took %v)", round, lag, inView)
+		}
+	}
+	t.Logf("%d rounds: worst fan-out %v, worst lag of the client cache behind the view %v; %d of %d reads from the client cache",
+		rounds, worstFanout, worstLag, hits, reads)
+	if hits < rounds*10/2 {
+		t.Fatalf("only %d of %d reads came from the client cache", hits, reads)
+	}
+	if st := a.d.redis.Stats(); st.Invalidations < rounds {
+		t.Fatalf("node 0 sent %d invalidations for %d updates", st.Invalidations, rounds)
+	}
+}
