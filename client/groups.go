@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -69,8 +70,9 @@ type GroupMember struct {
 
 // DeadLetter is a message a group gave up on. It mirrors the wire object
 // {"id":"..","topic":"t","group":"g","key":"k","tag":"","value":"..",
-// "reason":"nack","attempts":5,"origin":"..","seq":42,"time":"..",
-// "dead_at":".."} (or "value_base64", as for events).
+// "delete":false,"reason":"nack","attempts":5,"origin":"..","seq":42,
+// "hlc":"..","time":"..","dead_at":".."} (or "value_base64", as for
+// events).
 type DeadLetter struct {
 	ID       string // the message's id, "<origin>-<seq>"
 	Topic    string
@@ -78,38 +80,49 @@ type DeadLetter struct {
 	Key      string
 	Tag      string
 	Value    []byte
+	Delete   bool   // the message was a tombstone
 	Reason   string // ReasonNack or ReasonTimeout
 	Attempts int    // deliveries made
 	Origin   uint64
 	Seq      uint64
+	HLC      uint64
 	Time     time.Time // when the message was published
 	DeadAt   time.Time // when it was dead-lettered
+
+	// Raw is the object as the daemon sent it, when it was decoded from
+	// an answer (DeadLetters, DeadLetter); MarshalJSON does not use it.
+	Raw json.RawMessage
 }
 
 type deadLetterWire struct {
-	ID          string  `json:"id"`
-	Topic       string  `json:"topic"`
-	Group       string  `json:"group"`
-	Key         string  `json:"key"`
-	Tag         string  `json:"tag"`
-	Value       *string `json:"value,omitempty"`
-	ValueBase64 *string `json:"value_base64,omitempty"`
-	Reason      string  `json:"reason"`
-	Attempts    int     `json:"attempts"`
-	Origin      string  `json:"origin"`
-	Seq         uint64  `json:"seq"`
-	Time        string  `json:"time"`
-	DeadAt      string  `json:"dead_at"`
+	ID          string      `json:"id"`
+	Topic       string      `json:"topic"`
+	Group       string      `json:"group"`
+	Key         string      `json:"key"`
+	Tag         string      `json:"tag"`
+	Value       *string     `json:"value,omitempty"`
+	ValueBase64 *string     `json:"value_base64,omitempty"`
+	Delete      bool        `json:"delete"`
+	Reason      string      `json:"reason"`
+	Attempts    int         `json:"attempts"`
+	Origin      string      `json:"origin"`
+	Seq         uint64      `json:"seq"`
+	HLC         json.Number `json:"hlc"`
+	Time        string      `json:"time"`
+	DeadAt      string      `json:"dead_at"`
 }
 
 func (w *deadLetterWire) deadLetter() (DeadLetter, error) {
 	d := DeadLetter{ID: w.ID, Topic: w.Topic, Group: w.Group, Key: w.Key, Tag: w.Tag,
-		Reason: w.Reason, Attempts: w.Attempts, Seq: w.Seq}
+		Delete: w.Delete, Reason: w.Reason, Attempts: w.Attempts, Seq: w.Seq}
 	var err error
 	if d.Value, err = decodeValue(w.Value, w.ValueBase64); err != nil {
 		return DeadLetter{}, err
 	}
 	if d.Origin, err = parseOrigin(w.Origin); err != nil {
+		return DeadLetter{}, err
+	}
+	if d.HLC, err = parseHLC(string(w.HLC)); err != nil {
 		return DeadLetter{}, err
 	}
 	if d.Time, err = parseTime(w.Time); err != nil {
@@ -123,11 +136,15 @@ func (w *deadLetterWire) deadLetter() (DeadLetter, error) {
 
 // MarshalJSON renders the dead letter in its wire form.
 func (d DeadLetter) MarshalJSON() ([]byte, error) {
+	type out struct {
+		deadLetterWire
+		HLC json.Number `json:"hlc,string"`
+	}
 	w := deadLetterWire{ID: d.ID, Topic: d.Topic, Group: d.Group, Key: d.Key, Tag: d.Tag,
-		Reason: d.Reason, Attempts: d.Attempts, Origin: FormatOrigin(d.Origin), Seq: d.Seq,
+		Delete: d.Delete, Reason: d.Reason, Attempts: d.Attempts, Origin: FormatOrigin(d.Origin), Seq: d.Seq,
 		Time: formatTime(d.Time), DeadAt: formatTime(d.DeadAt)}
 	w.Value, w.ValueBase64 = encodeValue(d.Value)
-	return json.Marshal(w)
+	return json.Marshal(out{deadLetterWire: w, HLC: hlcString(d.HLC)})
 }
 
 // UnmarshalJSON parses the wire form.
@@ -140,6 +157,7 @@ func (d *DeadLetter) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
+	v.Raw = bytes.Clone(b)
 	*d = v
 	return nil
 }

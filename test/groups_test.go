@@ -355,6 +355,14 @@ func TestGroupCLIDeadLetters(t *testing.T) {
 			t.Errorf("dlq show printed %q; want a line %q", show.stdout, want)
 		}
 	}
+	// --json is the daemon's object, byte for byte (delete and hlc too).
+	api := httpDo(t, n, "GET", "/v1/topics/"+topic+"/groups/"+group+"/dlq/"+id, nil)
+	if r := cli(t, n, "", "dlq", "show", "--json", "--topic", topic, "--group", group, id).ok(t, "dlq show --json"); api.status != 200 || r.stdout != string(api.body) {
+		t.Errorf("dlq show --json printed %q; the daemon answers %d %q", r.stdout, api.status, api.body)
+	}
+	if r := cli(t, n, "", "dlq", "list", "--json", "--topic", topic, "--group", group).ok(t, "dlq list --json"); r.stdout != string(api.body) {
+		t.Errorf("dlq list --json printed %q; want the daemon's object %q", r.stdout, api.body)
+	}
 	if r := cli(t, n, "", "dlq", "show", "--topic", topic, "--group", group, "0000000000000001-9"); r.code != 1 {
 		t.Errorf("dlq show of an unknown id: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -268,7 +267,8 @@ var dlqListCmd = &command{
 	summary: "list a consumer group's dead letters",
 	help: `One line per dead letter: id, reason (nack or timeout), attempts, when
 it was dead-lettered, key, tag, and the value (cut at 40 bytes; "dlq
-show" prints it whole). --json prints the API's objects, one per line.`,
+show" prints it whole). --json prints the API's objects as the daemon
+sent them, one per line.`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
 		var tg topicGroup
@@ -302,11 +302,7 @@ show" prints it whole). --json prints the API's objects, one per line.`,
 				}
 				for _, d := range dls {
 					if *asJSON {
-						b, err := json.Marshal(d)
-						if err != nil {
-							return err
-						}
-						w.Write(b)
+						w.Write(d.Raw) // the daemon's object, byte for byte
 						w.WriteByte('\n')
 						continue
 					}
@@ -351,7 +347,8 @@ var dlqShowCmd = &command{
 	args:    "--topic TOPIC --group GROUP ID",
 	summary: "show one dead letter of a consumer group, value included",
 	help: `Prints the dead letter's fields, then its value: as it is when it is
-printable text, Go-quoted otherwise. --json prints the API's object.
+printable text, Go-quoted otherwise. --json prints the API's object as
+the daemon sent it.
 An unknown ID is an error (exit status 1).`,
 	minArgs: 1, maxArgs: 1,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
@@ -372,11 +369,7 @@ An unknown ID is an error (exit status 1).`,
 				return err
 			}
 			if *asJSON {
-				b, err := json.Marshal(d)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stdout, "%s\n", b)
+				fmt.Fprintf(e.stdout, "%s\n", d.Raw)
 				return nil
 			}
 			value := string(d.Value)

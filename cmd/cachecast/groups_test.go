@@ -326,6 +326,8 @@ func TestGroupCommands(t *testing.T) {
 				"ID REASON ATTEMPTS DEAD AT KEY TAG VALUE",
 				`00000000deadbeef-42 timeout 5 2026-11-30T05:13:00.001Z o-1 eu "\xff\x00"`,
 				"00000000deadbeef-43 nack 1 2026-11-30T05:14:00.000Z - - " + strings.Repeat("x", 40) + "..."}},
+		{"dlq list json", []string{"dlq", "list", "--topic", "orders", "--group", "billing", "--json"}, exitOK,
+			"GET " + g + "/dlq?limit=1000", []string{dl, `{"id":"00000000deadbeef-43","reason":"nack","attempts":1,"value":"` + strings.Repeat("x", 50) + `","dead_at":"2026-11-30T05:14:00.000Z"}`}},
 		{"dlq show", []string{"dlq", "show", "--topic", "orders", "--group", "billing", "00000000deadbeef-42"}, exitOK,
 			"GET " + g + "/dlq/00000000deadbeef-42", []string{
 				"id 00000000deadbeef-42", "topic orders", "group billing", "key o-1", "tag eu", "reason timeout",
