@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,5 +85,30 @@ func TestVersion(t *testing.T) {
 	r = cliSocket(context.Background(), t, filepath.Join(t.TempDir(), "none.sock"), "", "version").check(t, exitOK)
 	if r.stdout != "cachecast "+cliVersion()+"\n" || !strings.Contains(r.stderr, "no daemon answered") {
 		t.Errorf("version without a daemon: stdout %q stderr %q", r.stdout, r.stderr)
+	}
+
+	// A daemon that accepts and never answers does not hold version up.
+	dir, err := os.MkdirTemp("", "ccver") // short: socket paths are limited to 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ln, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	r = cliSocket(context.Background(), t, filepath.Join(dir, "s.sock"), "", "version", "--timeout", "100ms").check(t, exitOK)
+	if r.stdout != "cachecast "+cliVersion()+"\n" || !strings.Contains(r.stderr, "no daemon answered") {
+		t.Errorf("version with a stalled daemon: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -26,20 +27,31 @@ func cliVersion() string {
 	return version
 }
 
+// versionTimeout bounds version's question to the daemon, unless
+// --timeout says otherwise.
+const versionTimeout = 3 * time.Second
+
 var versionCmd = &command{
 	name:    "version",
 	args:    "",
 	summary: "print the CLI's version and the daemon's",
 	help: `The first line is this command's version ("cachecast v1.2.3"); the
 second, when a daemon answers on the socket, the daemon's version from
-/v1/status ("cachecastd v1.2.3"). When none answers, stderr says so and
-the exit status is still 0: the CLI's version does not need a daemon.`,
+/v1/status ("cachecastd v1.2.3"). When none answers (within 3s, or
+--timeout), stderr says so and the exit status is still 0: the CLI's
+version does not need a daemon.`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
 		return func(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "cachecast %s\n", cliVersion())
 			c := g.client()
 			defer c.Close()
+			if !fs.Changed("timeout") {
+				// A wedged daemon must not hold up the CLI's own version.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, versionTimeout)
+				defer cancel()
+			}
 			st, err := c.Status(ctx)
 			if err != nil {
 				fmt.Fprintf(e.stderr, "cachecast version: no daemon answered: %v\n", err)
