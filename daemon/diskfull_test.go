@@ -74,3 +74,31 @@ func TestHealthReportsFullDisk(t *testing.T) {
 	}
 	td.put("t", "after", "room again")
 }
+
+// TestSmallDiskHoldsManyTopics: on a 2 MiB file system a node stores a
+// value in each of many topics (each topic's and each origin's index start
+// with a file of a few KiB, not a full chunk), and has it all after a
+// restart.
+func TestSmallDiskHoldsManyTopics(t *testing.T) {
+	mnt, _ := mountTmpfs(t, "2m")
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(mnt, "data")
+	cfg.SegmentSize = 256 << 10
+	cfg.MaxValueSize = 16 << 10
+	cfg.MaxBodySize = 64 << 10
+	const topics = 20
+	td := startDaemon(t, cfg)
+	if r := td.do("GET", "/readyz", nil); r.status != 200 {
+		t.Fatalf("readyz: %d %s", r.status, r.body)
+	}
+	for i := range topics {
+		td.put(fmt.Sprintf("topic-%d", i), "k", "hello")
+	}
+	td.stop()
+	td = startDaemon(t, cfg)
+	for i := range topics {
+		if r := td.do("GET", fmt.Sprintf("/v1/topics/topic-%d/keys/k", i), nil); r.status != 200 || string(r.body) != "hello" {
+			t.Fatalf("topic-%d after a restart: %d %s", i, r.status, r.body)
+		}
+	}
+}

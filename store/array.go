@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -19,13 +20,16 @@ import (
 // holds nothing per entry in the Go heap, so an index of a billion entries
 // costs the page cache, not the heap.
 //
-// On disk, a chunk holds chunkEntries entries of entrySize bytes, back to
-// back, no header:
+// On disk, a chunk holds entries of entrySize bytes, back to back, no
+// header; its size says how many. An array's first chunk holds
+// firstChunkEntries, each next one twice as many as the one before, up to
+// chunkEntries, so that an index of a few entries (a new topic, an origin
+// that wrote once) costs a few kilobytes of disk, not a full chunk:
 //
-//	<dir>/00000000000000000000   entries [0, n)       (n = chunkEntries; a
-//	<dir>/0000000000000000000n   entries [n, 2n)       name is the number of
-//	...                                                the first entry, in 20
-//	                                                   zero-padded digits)
+//	<dir>/00000000000000000000   entries [0, f)        (f = firstChunkEntries;
+//	<dir>/0000000000000000000f   entries [f, 3f)        a name is the number
+//	<dir>/000000000000000000(3f) entries [3f, 7f)       of the first entry, in
+//	...                                                 20 zero-padded digits)
 //
 //	chunk file:
 //	+-----------+-----------+-----+-------------------+-----------+
@@ -56,7 +60,8 @@ import (
 type array struct {
 	dir          string
 	entrySize    int
-	chunkEntries uint64
+	chunkEntries uint64 // the most entries a new chunk holds
+	firstChunk   uint64 // entries of the first chunk of an empty array
 	maxMapped    int
 	log          *zap.Logger
 
@@ -79,18 +84,26 @@ type array struct {
 	mapped int
 }
 
-// arrayChunk is one chunk file; data is its map, nil while unmapped.
+// arrayChunk is one chunk file, of entries [base, base+entries); data is
+// its map, nil while unmapped.
 type arrayChunk struct {
-	base uint64
-	data []byte
-	used atomic.Uint64
+	base    uint64
+	entries uint64
+	data    []byte
+	used    atomic.Uint64
 }
+
+// end is the entry after the chunk's last.
+func (c *arrayChunk) end() uint64 { return c.base + c.entries }
 
 // arrayConfig sizes an array.
 type arrayConfig struct {
 	entrySize    int
-	chunkEntries uint64 // entries per chunk file; 0 means defaultChunkEntries
-	maxMapped    int    // chunks mapped at once; at least 2 are used
+	chunkEntries uint64 // most entries per chunk file; 0 means defaultChunkEntries
+	// firstChunkEntries sizes the first chunk; each next chunk doubles, up
+	// to chunkEntries. 0 means chunkEntries: every chunk the same size.
+	firstChunkEntries uint64
+	maxMapped         int // chunks mapped at once; at least 2 are used
 }
 
 // defaultChunkEntries is the number of entries per chunk: 24 MiB chunks
@@ -115,9 +128,8 @@ const tmpSuffix = ".tmp"
 
 // openArray opens the array in dir, which must exist. An array without
 // chunks starts empty at entry start (its first chunk will be named
-// start); an existing one ignores start. The chunk size of existing files
-// wins over cfg.chunkEntries, so an array keeps its layout when the
-// configured size changes.
+// start); an existing one ignores start. Existing chunk files keep their
+// size whatever cfg says; new chunks follow cfg.
 func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*array, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -131,39 +143,34 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 	if cfg.chunkEntries > (1<<40)/uint64(cfg.entrySize) {
 		return nil, fmt.Errorf("%w: %d entries per chunk", ErrInvalid, cfg.chunkEntries)
 	}
+	if cfg.firstChunkEntries == 0 || cfg.firstChunkEntries > cfg.chunkEntries {
+		cfg.firstChunkEntries = cfg.chunkEntries
+	}
 	a := &array{
 		dir:          dir,
 		entrySize:    cfg.entrySize,
 		chunkEntries: cfg.chunkEntries,
+		firstChunk:   cfg.firstChunkEntries,
 		maxMapped:    max(cfg.maxMapped, 2),
 		log:          log,
 	}
-	bases, chunkBytes, err := a.scanDir()
+	chunks, err := a.scanDir()
 	if err != nil {
 		return nil, err
 	}
-	if len(bases) == 0 {
+	if len(chunks) == 0 {
 		a.firstEntry.Store(start)
 		a.length.Store(start)
 		a.synced.Store(start)
 		return a, nil
 	}
-	if chunkBytes%int64(a.entrySize) != 0 || chunkBytes == 0 {
-		return nil, fmt.Errorf("%w: chunk of %d bytes in %s is not a whole number of %d-byte entries",
-			ErrCorrupt, chunkBytes, dir, a.entrySize)
-	}
-	if n := uint64(chunkBytes) / uint64(a.entrySize); n != a.chunkEntries {
-		log.Info("index keeps the chunk size it was made with",
-			zap.String("index-dir", dir), zap.Uint64("chunk-entries", n), zap.Uint64("configured", a.chunkEntries))
-		a.chunkEntries = n
-	}
-	for i, b := range bases {
-		if i > 0 && b != bases[i-1]+a.chunkEntries {
-			return nil, fmt.Errorf("%w: index chunks %s and %s of %s are not adjacent",
-				ErrCorrupt, arrayChunkName(bases[i-1]), arrayChunkName(b), dir)
+	for i, c := range chunks {
+		if i > 0 && c.base != chunks[i-1].end() {
+			return nil, fmt.Errorf("%w: index chunks %s (of %d entries) and %s of %s are not adjacent",
+				ErrCorrupt, arrayChunkName(chunks[i-1].base), chunks[i-1].entries, arrayChunkName(c.base), dir)
 		}
-		a.chunks = append(a.chunks, &arrayChunk{base: b})
 	}
+	a.chunks = chunks
 	last := a.chunks[len(a.chunks)-1]
 	if err := a.mapChunk(last); err != nil {
 		return nil, err
@@ -174,26 +181,28 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 		a.unmapAll()
 		return nil, err
 	}
-	a.firstEntry.Store(bases[0])
+	a.firstEntry.Store(chunks[0].base)
 	a.length.Store(n)
 	a.synced.Store(n)
 	return a, nil
 }
 
-// scanDir lists the chunk files, removes leftovers of an interrupted chunk
-// creation and checks that every chunk has the same size.
-func (a *array) scanDir() (bases []uint64, chunkBytes int64, err error) {
+// scanDir lists the chunk files in order, removes leftovers of an
+// interrupted chunk creation and checks that each chunk is a whole number
+// of entries.
+func (a *array) scanDir() ([]*arrayChunk, error) {
 	des, err := os.ReadDir(a.dir)
 	if err != nil {
-		return nil, 0, fileError("readdir", a.dir, err)
+		return nil, fileError("readdir", a.dir, err)
 	}
+	var chunks []*arrayChunk
 	for _, de := range des {
 		name := de.Name()
 		if strings.HasSuffix(name, tmpSuffix) {
 			p := filepath.Join(a.dir, name)
 			a.log.Info("removing a leftover index chunk", zap.String("path", p))
 			if err := os.Remove(p); err != nil {
-				return nil, 0, fileError("remove", p, err)
+				return nil, fileError("remove", p, err)
 			}
 			continue
 		}
@@ -204,17 +213,16 @@ func (a *array) scanDir() (bases []uint64, chunkBytes int64, err error) {
 		}
 		info, err := de.Info()
 		if err != nil {
-			return nil, 0, fileError("stat", filepath.Join(a.dir, name), err)
+			return nil, fileError("stat", filepath.Join(a.dir, name), err)
 		}
-		if len(bases) > 0 && info.Size() != chunkBytes {
-			return nil, 0, fmt.Errorf("%w: index chunks in %s differ in size (%d and %d bytes)",
-				ErrCorrupt, a.dir, chunkBytes, info.Size())
+		if info.Size()%int64(a.entrySize) != 0 || info.Size() == 0 {
+			return nil, fmt.Errorf("%w: index chunk %s of %d bytes is not a whole number of %d-byte entries",
+				ErrCorrupt, filepath.Join(a.dir, name), info.Size(), a.entrySize)
 		}
-		chunkBytes = info.Size()
-		bases = append(bases, base)
+		chunks = append(chunks, &arrayChunk{base: base, entries: uint64(info.Size()) / uint64(a.entrySize)})
 	}
-	slices.Sort(bases)
-	return bases, chunkBytes, nil
+	slices.SortFunc(chunks, func(x, y *arrayChunk) int { return cmp.Compare(x.base, y.base) })
+	return chunks, nil
 }
 
 // scanLength finds the first zero entry of the last chunk by binary
@@ -222,7 +230,7 @@ func (a *array) scanDir() (bases []uint64, chunkBytes int64, err error) {
 func (a *array) scanLength(c *arrayChunk) (uint64, error) {
 	var n uint64
 	err := guardFault(func() error {
-		lo, hi := uint64(0), a.chunkEntries
+		lo, hi := uint64(0), c.entries
 		for lo < hi {
 			mid := lo + (hi-lo)/2
 			if isZero(c.data[mid*uint64(a.entrySize) : (mid+1)*uint64(a.entrySize)]) {
@@ -246,8 +254,6 @@ func isZero(b []byte) bool {
 	return true
 }
 
-func (a *array) chunkBytes() int { return int(a.chunkEntries) * a.entrySize }
-
 func (a *array) chunkPath(base uint64) string { return filepath.Join(a.dir, arrayChunkName(base)) }
 
 // mapChunk maps c's file; the descriptor is closed at once, the map keeps
@@ -263,10 +269,11 @@ func (a *array) mapChunk(c *arrayChunk) error {
 	if err != nil {
 		return fileError("stat", path, err)
 	}
-	if st.Size() != int64(a.chunkBytes()) {
-		return fmt.Errorf("%w: index chunk %s has %d bytes, want %d", ErrCorrupt, path, st.Size(), a.chunkBytes())
+	size := int(c.entries) * a.entrySize
+	if st.Size() != int64(size) {
+		return fmt.Errorf("%w: index chunk %s has %d bytes, want %d", ErrCorrupt, path, st.Size(), size)
 	}
-	b, err := mapFile(f, a.chunkBytes())
+	b, err := mapFile(f, size)
 	if err != nil {
 		return err
 	}
@@ -275,20 +282,21 @@ func (a *array) mapChunk(c *arrayChunk) error {
 	return nil
 }
 
-// createChunk makes, preallocates and maps the chunk starting at base. The
-// file is prepared under a temporary name and renamed, so a crash never
-// leaves a chunk of the wrong size.
-func (a *array) createChunk(base uint64) (*arrayChunk, error) {
+// createChunk makes, preallocates and maps the chunk of entries starting
+// at base. The file is prepared under a temporary name and renamed, so a
+// crash never leaves a chunk of the wrong size.
+func (a *array) createChunk(base, entries uint64) (*arrayChunk, error) {
 	path := a.chunkPath(base)
 	tmp := path + tmpSuffix
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
 		return nil, fileError("create", tmp, err)
 	}
-	c := &arrayChunk{base: base}
-	err = allocate(f, int64(a.chunkBytes()))
+	c := &arrayChunk{base: base, entries: entries}
+	size := int(entries) * a.entrySize
+	err = allocate(f, int64(size))
 	if err == nil {
-		c.data, err = mapFile(f, a.chunkBytes())
+		c.data, err = mapFile(f, size)
 	}
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = fileError("close", tmp, cerr)
@@ -334,7 +342,7 @@ func (a *array) append(entry []byte) error {
 	if k := len(a.chunks); k > 0 {
 		c = a.chunks[k-1]
 	}
-	if c == nil || n >= c.base+a.chunkEntries {
+	if c == nil || n >= c.end() {
 		var err error
 		if c, err = a.grow(n); err != nil {
 			return err
@@ -351,9 +359,15 @@ func (a *array) append(entry []byte) error {
 	return nil
 }
 
-// grow adds the chunk starting at n, which must follow the last one.
+// grow adds the chunk starting at n, which must follow the last one: the
+// first of an empty array holds firstChunk entries, each next one twice as
+// many as the last, up to chunkEntries.
 func (a *array) grow(n uint64) (*arrayChunk, error) {
-	c, err := a.createChunk(n)
+	entries := a.firstChunk
+	if k := len(a.chunks); k > 0 {
+		entries = min(2*a.chunks[k-1].entries, a.chunkEntries)
+	}
+	c, err := a.createChunk(n, entries)
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +413,7 @@ func (a *array) evictLocked(keep *arrayChunk) {
 // synced.
 func (a *array) dirtyRange(c *arrayChunk) (from, to int) {
 	lo := max(a.synced.Load(), c.base)
-	hi := min(a.length.Load(), c.base+a.chunkEntries)
+	hi := min(a.length.Load(), c.end())
 	if lo >= hi {
 		return 0, 0
 	}
@@ -453,7 +467,17 @@ func (a *array) chunkLocked(i uint64) (*arrayChunk, error) {
 	if n := a.length.Load(); i >= n {
 		return nil, fmt.Errorf("%w: index entry %d, length is %d", ErrBeyondEnd, i, n)
 	}
-	return a.chunks[(i-a.chunks[0].base)/a.chunkEntries], nil
+	// Chunks differ in size (they grow): a binary search finds the one.
+	k, _ := slices.BinarySearchFunc(a.chunks, i, func(c *arrayChunk, i uint64) int {
+		switch {
+		case c.end() <= i:
+			return -1
+		case c.base > i:
+			return 1
+		}
+		return 0
+	})
+	return a.chunks[k], nil
 }
 
 func (a *array) copyOut(c *arrayChunk, i uint64, dst []byte) error {
@@ -479,7 +503,7 @@ func (a *array) dropChunksBefore(i uint64) error {
 		return ErrClosed
 	}
 	var drop []*arrayChunk
-	for len(a.chunks) > 1 && a.chunks[0].base+a.chunkEntries <= i {
+	for len(a.chunks) > 1 && a.chunks[0].end() <= i {
 		c := a.chunks[0]
 		if c.data != nil {
 			// Dropped entries need no sync.
@@ -558,7 +582,7 @@ func (a *array) truncate(n uint64) error {
 		a.evictLocked(c)
 	}
 	from := int(n-c.base) * a.entrySize
-	to := int(min(old, c.base+a.chunkEntries)-c.base) * a.entrySize
+	to := int(min(old, c.end())-c.base) * a.entrySize
 	a.length.Store(n)
 	if a.synced.Load() > n {
 		a.synced.Store(n)
@@ -595,11 +619,11 @@ func (a *array) syncLocked() error {
 	a.mu.RLock()
 	var err error
 	for _, c := range a.chunks {
-		if c.base+a.chunkEntries <= a.synced.Load() || c.base >= to || c.data == nil {
+		if c.end() <= a.synced.Load() || c.base >= to || c.data == nil {
 			continue // clean, or unmapped (synced when it was unmapped)
 		}
 		lo := max(a.synced.Load(), c.base) - c.base
-		hi := min(to, c.base+a.chunkEntries) - c.base
+		hi := min(to, c.end()) - c.base
 		if err = syncRange(c.data, int(lo)*a.entrySize, int(hi)*a.entrySize); err != nil {
 			err = fmt.Errorf("%w (index chunk %s)", err, a.chunkPath(c.base))
 			break

@@ -172,13 +172,16 @@ func TestArrayReopen(t *testing.T) {
 		if err := a.close(); err != nil {
 			t.Fatal(err)
 		}
-		// Reopened with another configured chunk size: the files' size wins.
+		// Reopened with another configured chunk size: the files keep
+		// theirs, new chunks follow the configuration.
 		a = openTestArray(t, dir, 0, 1024, 2)
 		if a.len() != n || a.first() != 0 {
 			t.Fatalf("n=%d: reopened with len %d first %d", n, a.len(), a.first())
 		}
-		if n > 0 && a.chunkEntries != 8 {
-			t.Fatalf("n=%d: chunk size %d after reopen, want the on-disk 8", n, a.chunkEntries)
+		for _, c := range a.chunks {
+			if c.entries != 8 {
+				t.Fatalf("n=%d: a chunk of %d entries after reopen, want the on-disk 8", n, c.entries)
+			}
 		}
 		checkArray(t, a, 0, n)
 		appendEntries(t, a, n, n+20)
@@ -574,4 +577,86 @@ func TestArrayDiskFull(t *testing.T) {
 	}
 	appendEntries(t, a, 1024, 1100)
 	checkArray(t, a, 0, 1100)
+}
+
+// TestArrayChunksGrow: an array's first chunk holds firstChunkEntries and
+// each next one twice as many, up to chunkEntries; reads, reopening,
+// truncating into a small chunk and dropping chunks all follow the sizes
+// on disk.
+func TestArrayChunksGrow(t *testing.T) {
+	open := func(dir string) *array {
+		t.Helper()
+		a, err := openArray(dir, 0, arrayConfig{entrySize: 16, chunkEntries: 64, firstChunkEntries: 4, maxMapped: 2}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	sizes := func(dir string) []int64 {
+		t.Helper()
+		var out []int64
+		for _, b := range chunkFiles(t, dir) {
+			fi, err := os.Stat(filepath.Join(dir, arrayChunkName(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fi.Size()/16)
+		}
+		return out
+	}
+	dir := t.TempDir()
+	a := open(dir)
+	appendEntries(t, a, 0, 1)
+	if got := sizes(dir); !slices.Equal(got, []int64{4}) {
+		t.Fatalf("after one entry: chunks of %v entries, want [4]", got)
+	}
+	appendEntries(t, a, 1, 300)
+	wantBases := []uint64{0, 4, 12, 28, 60, 124, 188, 252}
+	if got := chunkFiles(t, dir); !slices.Equal(got, wantBases) {
+		t.Fatalf("chunk files %v, want %v", got, wantBases)
+	}
+	if got := sizes(dir); !slices.Equal(got, []int64{4, 8, 16, 32, 64, 64, 64, 64}) {
+		t.Fatalf("chunks of %v entries", got)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 16)
+	for range 2000 { // random reads map and unmap chunks of every size
+		i := rng.Uint64N(300)
+		if err := a.read(i, buf); err != nil || string(buf) != string(arrayEntry(i)) {
+			t.Fatalf("read %d: %x %v", i, buf, err)
+		}
+	}
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+
+	a = open(dir)
+	if a.len() != 300 {
+		t.Fatalf("reopened with len %d", a.len())
+	}
+	checkArray(t, a, 0, 300)
+	if err := a.truncate(10); err != nil { // inside the second chunk
+		t.Fatal(err)
+	}
+	if got := chunkFiles(t, dir); !slices.Equal(got, []uint64{0, 4}) {
+		t.Fatalf("after truncate(10): chunk files %v", got)
+	}
+	appendEntries(t, a, 10, 40) // the next chunks grow again from the last
+	if got := sizes(dir); !slices.Equal(got, []int64{4, 8, 16, 32}) {
+		t.Fatalf("after growing again: chunks of %v entries", got)
+	}
+	if err := a.dropChunksBefore(20); err != nil {
+		t.Fatal(err)
+	}
+	if a.first() != 12 {
+		t.Fatalf("first %d after dropping the chunks below 20, want 12", a.first())
+	}
+	checkArray(t, a, 12, 40)
+	a.close()
+	a = open(dir)
+	defer a.close()
+	if a.first() != 12 || a.len() != 40 {
+		t.Fatalf("reopened: first %d len %d", a.first(), a.len())
+	}
+	checkArray(t, a, 12, 40)
 }

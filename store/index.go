@@ -209,6 +209,12 @@ func parseTopicDirName(name string) (string, bool) {
 	return topic, true
 }
 
+// firstIndexChunkEntries sizes the first index file of a topic (12 KiB)
+// and of an origin (4 KiB); each next file doubles, up to the store's
+// IndexChunkEntries. A topic that holds a few records costs a few pages of
+// disk, not a full chunk.
+const firstIndexChunkEntries = 512
+
 // topicIndexes is the set of topic indexes of a store.
 type topicIndexes struct {
 	dir    string
@@ -231,8 +237,10 @@ type topicIndex struct {
 }
 
 // openTopicIndexes opens (creating if needed) the topic indexes in dir
-// (the store's <data>/index/topic). chunkEntries is the number of entries per chunk file (0:
-// 1<<20, 24 MiB); maxMapped bounds the chunks mapped at once per topic.
+// (the store's <data>/index/topic). chunkEntries is the most entries per
+// chunk file (0: 1<<20, 24 MiB; the first files are smaller, see
+// firstIndexChunkEntries); maxMapped bounds the chunks mapped at once per
+// topic.
 func openTopicIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger) (*topicIndexes, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -242,7 +250,8 @@ func openTopicIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger) 
 	}
 	t := &topicIndexes{
 		dir: dir,
-		cfg: arrayConfig{entrySize: topicEntrySize, chunkEntries: uint64(chunkEntries), maxMapped: maxMapped},
+		cfg: arrayConfig{entrySize: topicEntrySize, chunkEntries: uint64(chunkEntries),
+			firstChunkEntries: firstIndexChunkEntries, maxMapped: maxMapped},
 		log: log,
 		m:   make(map[string]*topicIndex),
 	}
@@ -590,8 +599,10 @@ func parseOriginDirName(name string) (uint64, bool) {
 }
 
 // openOriginIndexes opens (creating if needed) the origin indexes in dir
-// (the store's <data>/index/origin). chunkEntries is the number of entries per chunk file (0:
-// 1<<20, 8 MiB); maxMapped bounds the chunks mapped at once per origin.
+// (the store's <data>/index/origin). chunkEntries is the most entries per
+// chunk file (0: 1<<20, 8 MiB; the first files are smaller, see
+// firstIndexChunkEntries); maxMapped bounds the chunks mapped at once per
+// origin.
 func openOriginIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger) (*originIndexes, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -601,7 +612,8 @@ func openOriginIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger)
 	}
 	o := &originIndexes{
 		dir: dir,
-		cfg: arrayConfig{entrySize: originEntrySize, chunkEntries: uint64(chunkEntries), maxMapped: maxMapped},
+		cfg: arrayConfig{entrySize: originEntrySize, chunkEntries: uint64(chunkEntries),
+			firstChunkEntries: firstIndexChunkEntries, maxMapped: maxMapped},
 		log: log,
 		m:   make(map[uint64]*originIndex),
 	}

@@ -708,7 +708,7 @@ func TestIndexDiskFull(t *testing.T) {
 	if !inFSizeChild(t) {
 		return
 	}
-	ti := openTestTopics(t, t.TempDir(), 1024) // 24 KiB chunks
+	ti := openTestTopics(t, t.TempDir(), 1024) // a 12 KiB chunk, then 24 KiB ones
 	defer ti.close()
 	setFSizeLimit(t, 8<<10)
 	_, err := ti.append([]byte("new"), idxEntry(0))
@@ -719,25 +719,26 @@ func TestIndexDiskFull(t *testing.T) {
 	if ti.get("new") != nil || len(ti.topics()) != 0 || ti.lastPos() != -1 {
 		t.Fatal("a topic whose first append failed is visible")
 	}
-	for i := range 1024 {
+	const full = firstIndexChunkEntries + 1024 // the first two chunks
+	for i := range full {
 		if _, err := ti.append([]byte("a"), idxEntry(int64(8*i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	setFSizeLimit(t, 8<<10)
-	_, err = ti.append([]byte("a"), idxEntry(8*1024))
+	_, err = ti.append([]byte("a"), idxEntry(8*full))
 	setFSizeLimit(t, 0)
 	if !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("append needing a new chunk: %v, want ErrDiskFull", err)
 	}
 	x := ti.get("a")
-	if x.len() != 1024 || ti.lastPos() != 8*1023 {
+	if x.len() != full || ti.lastPos() != 8*(full-1) {
 		t.Fatalf("len %d lastPos %d after a failed append", x.len(), ti.lastPos())
 	}
-	if off, err := ti.append([]byte("a"), idxEntry(8*1024)); err != nil || off != 1024 {
+	if off, err := ti.append([]byte("a"), idxEntry(8*full)); err != nil || off != full {
 		t.Fatalf("append once space is back: %d, %v", off, err)
 	}
-	for off := range uint64(1025) {
+	for off := range uint64(full + 1) {
 		if e, err := x.entry(off); err != nil || e != idxEntry(int64(8*off)) {
 			t.Fatalf("entry %d: %+v %v", off, e, err)
 		}
@@ -747,9 +748,9 @@ func TestIndexDiskFull(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	o := openTestOrigins(t, dir, 1024) // 8 KiB chunks
+	o := openTestOrigins(t, dir, 1024) // a 4 KiB chunk, then 8 KiB ones
 	defer o.close()
-	setFSizeLimit(t, 4<<10)
+	setFSizeLimit(t, 2<<10)
 	err = o.put(5, 10, 0)
 	setFSizeLimit(t, 0)
 	if !errors.Is(err, ErrDiskFull) {

@@ -106,9 +106,10 @@ type Options struct {
 	// SnapshotInterval is how often the view snapshot is written when the
 	// log has grown since the last one; it bounds the replay on restart.
 	SnapshotInterval time.Duration
-	// IndexChunkEntries is the number of entries in one index file: a
-	// topic preallocates 24 bytes per entry (1.5 MiB by default), an
-	// origin 8 bytes per entry.
+	// IndexChunkEntries is the most entries in one index file: a topic
+	// preallocates 24 bytes per entry (1.5 MiB by default), an origin 8
+	// bytes per entry. A new topic or origin starts with a file of 512
+	// entries, and each next file doubles up to this.
 	IndexChunkEntries int
 	// OnFlush, when set, is called after every flush that wrote something,
 	// with how long it took (for a latency histogram). It runs on the
