@@ -1,6 +1,7 @@
 package group
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -75,4 +76,21 @@ func TestParseDeadLetterTopic(t *testing.T) {
 			t.Errorf("parseDeadLetterTopic(%q) = %q, %q, %v", tc.name, topic, group, ok)
 		}
 	}
+}
+
+// FuzzParseDeadLetterTopic: what parses names a topic and a group without
+// '/', and DeadLetterTopic writes it back as it was.
+func FuzzParseDeadLetterTopic(f *testing.F) {
+	f.Add(DeadLetterTopic("orders", "billing"))
+	f.Add("$dlq/a/b/c")
+	f.Add("$retry/orders/billing")
+	f.Fuzz(func(t *testing.T, name string) {
+		topic, group, ok := parseDeadLetterTopic(name)
+		if !ok {
+			return
+		}
+		if topic == "" || group == "" || strings.Contains(topic, "/") || strings.Contains(group, "/") || DeadLetterTopic(topic, group) != name {
+			t.Fatalf("%q parsed as %q, %q", name, topic, group)
+		}
+	})
 }
