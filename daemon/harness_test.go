@@ -17,9 +17,12 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/cachecast/cachecast/localview/viewtest"
 )
 
 func TestMain(m *testing.M) {
+	viewtest.RunChildIfAsked() // a reader process of the view tests
 	goleak.VerifyTestMain(m)
 }
 

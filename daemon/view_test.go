@@ -2,12 +2,15 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cachecast/cachecast/localview"
+	"github.com/cachecast/cachecast/localview/viewtest"
+	"github.com/cachecast/cachecast/store"
 )
 
 // waitView polls the shared view until cond holds (a bounded wait on a
@@ -92,5 +95,73 @@ func TestViewFileInUse(t *testing.T) {
 	other.ViewFile = cfg.ViewPath()
 	if _, err := New(other, nil); err == nil || !strings.Contains(err.Error(), "--view-file: "+cfg.ViewPath()+" is in use") {
 		t.Fatalf("second daemon on the view file: %v", err)
+	}
+}
+
+// TestViewReadersUnderLoad: reader processes read the shared view while
+// the daemon applies updates to the same keys as fast as it can (the rate
+// is logged; BENCHMARKS.md has the figures). Every value carries its
+// checksum and its key's counter: no reader may see a torn value, another
+// key's value, a counter going backwards or one never written.
+func TestViewReadersUnderLoad(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.LogLevel = "info"
+	cfg.SegmentSize = 64 << 20
+	td := startDaemon(t, cfg)
+	st := td.d.Store()
+	const keys, size, batch, updates = 1000, 100, 500, 300_000
+	// The messages are made before the clock starts: the rate is the
+	// store's and the mirror's, not the test's.
+	published := make([]uint64, keys)
+	batches := make([][]store.Message, updates/batch)
+	for b := range batches {
+		batches[b] = make([]store.Message, batch)
+		for j := range batch {
+			i := (b*batch + j) % keys
+			published[i]++
+			batches[b][j] = store.Message{Topic: "load", Key: viewtest.Key(i), Tag: viewtest.Tag(published[i]), Value: viewtest.Value(i, published[i], size)}
+		}
+	}
+	r, err := localview.Open(cfg.ViewPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	first := keys / batch // every key has a value before the readers start
+	for _, b := range batches[:first] {
+		if _, err := st.PublishBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitView(t, r, "every key", func() bool {
+		keys, err := r.Keys("load")
+		return err == nil && len(keys) == 1000
+	})
+	readers := viewtest.StartReaders(t, 2, cfg.ViewPath(), "load", keys, false)
+
+	start := time.Now()
+	for _, b := range batches[first:] {
+		if _, err := st.PublishBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(start)
+	n := updates - first*batch
+	t.Logf("%d updates in %s: %.0f a second", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
+
+	waitView(t, r, "the last counters", func() bool {
+		for i := range keys {
+			v, tag, _, err := r.Get("load", viewtest.Key(i))
+			if err != nil {
+				return false
+			}
+			if c, err := viewtest.Check(i, v, []byte(tag)); err != nil || c != published[i] {
+				return false
+			}
+		}
+		return true
+	})
+	for i, c := range readers {
+		viewtest.Verify(t, fmt.Sprintf("reader %d", i), c.Stop(t), published)
 	}
 }

@@ -206,8 +206,10 @@ func (r *Reader) Get(topic, key string) (value []byte, tag string, st Stamp, err
 }
 
 // GetInto is Get into the caller's buffer: tag and value are copied into
-// buf (grown if it is too short) and the results are slices of it, so a
-// caller that reuses buf allocates nothing.
+// buf, tag first, and returned as slices of it, so a caller that reuses
+// its buffer allocates nothing. When buf is too short a larger one is
+// made; tag[:0] is always the buffer used (tag starts it and keeps its
+// capacity), the one to pass next time.
 func (r *Reader) GetInto(buf []byte, topic, key string) (value, tag []byte, st Stamp, err error) {
 	defer func(old bool) {
 		debug.SetPanicOnFault(old)
@@ -301,7 +303,7 @@ func (r *Reader) readRecord(off int, bufp *[]byte) (value, tag []byte, st Stamp,
 		buf := (*bufp)[:n]
 		loadWords(buf, m, off+recordHeader)
 		if load64(m, off+recVersion) == v1 {
-			return buf[tl:n:n], buf[:tl:tl], st, nil
+			return buf[tl:n:n], buf[:tl], st, nil
 		}
 	}
 	return nil, nil, Stamp{}, fmt.Errorf("%w: the record at %d", ErrBusy, off)
