@@ -484,6 +484,7 @@ func (w *Writer) build(keys, bytes int) error {
 }
 
 // copyLive copies w's live records into nw, compacting their capacity.
+// w is not changing (one writer), so plain copies do.
 func (w *Writer) copyLive(nw *Writer) {
 	m := w.m
 	for i := 0; i <= w.mask; i++ {
@@ -495,21 +496,27 @@ func (w *Writer) copyLive(nw *Writer) {
 		if le16(m, off+recFlags)&flagDeleted != 0 {
 			continue
 		}
-		vl, tl := le32(m, off+recValueLen), le16(m, off+recTagLen)
+		n := le32(m, off+recValueLen) + le16(m, off+recTagLen)
 		c := le32(m, off+recCap)
-		tpl, kl := le16(m, off+recTopicLen), le16(m, off+recKeyLen)
-		d := off + recordHeader
-		k := d + c
-		st := Stamp{HLC: le64(m, off+recHLC), Origin: le64(m, off+recOrigin), Seq: le64(m, off+recSeq)}
-		topic := string(m[k : k+tpl])
-		key := string(m[k+tpl : k+tpl+kl])
-		h := uint32(s >> 32)
-		slot, _ := nw.find(h, topic, key)
-		rec := nw.add(topic, key, string(m[d:d+tl]), m[d+tl:d+tl+vl], st)
-		binary.LittleEndian.PutUint64(nw.m[slot:], uint64(h)<<32|uint64(rec/8))
+		tk := le16(m, off+recTopicLen) + le16(m, off+recKeyLen)
+		capacity := align8(n)
+		rec := nw.used
+		size := recordSize(capacity, 0, tk)
+		copy(nw.m[rec:rec+recordHeader+n], m[off:off+recordHeader+n])
+		binary.LittleEndian.PutUint64(nw.m[rec:], 0) // a new record's version
+		binary.LittleEndian.PutUint32(nw.m[rec+recCap:], uint32(capacity))
+		copy(nw.m[rec+recordHeader+capacity:rec+size], m[off+recordHeader+c:off+recordHeader+c+align8(tk)])
+		nw.used += size
+		// The new table has no deleted slots and every key once: the
+		// first empty slot on the probe path is the key's.
+		j := int(s>>32) & nw.mask
+		for le64(nw.m, headerSize+8*j) != 0 {
+			j = (j + 1) & nw.mask
+		}
+		binary.LittleEndian.PutUint64(nw.m[headerSize+8*j:], s&^0xffffffff|uint64(rec/8))
 		nw.slotsUsed++
 		nw.live++
-		nw.liveBytes += nw.used - rec
+		nw.liveBytes += size
 	}
 }
 

@@ -131,13 +131,15 @@ func readLoop(path, topic string, keys int, missingOK bool) Report {
 	var buf []byte
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 1))
 	for n := 0; ; n++ {
-		if n%1024 == 0 {
+		if n%4096 == 0 {
 			select {
 			case <-stop:
 				rep.Generations = len(gens)
 				return rep
 			default:
 			}
+			// A breath now and then: the writer needs a core too.
+			time.Sleep(200 * time.Microsecond)
 		}
 		i := rng.IntN(keys)
 		v, tag, _, err := r.GetInto(buf, topic, Key(i))

@@ -1,0 +1,5 @@
+//go:build !race
+
+package localview_test
+
+const raceEnabled = false
