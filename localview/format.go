@@ -81,7 +81,9 @@ var (
 	// points outside the mapping, or the header is not a view's.
 	ErrCorrupt = errors.New("localview: view file corrupt")
 	// ErrBusy means an entry stayed half-written for longer than a reader
-	// waits (the writer died in the middle of an update, or is stuck).
+	// waits (the writer died in the middle of an update, or is stuck). A
+	// read that fails so wraps ErrNotReady as well: the view is not
+	// current, fall back to the socket.
 	ErrBusy = errors.New("localview: entry being written")
 	// ErrClosed is returned by a closed Reader or Writer.
 	ErrClosed = errors.New("localview: closed")

@@ -306,7 +306,7 @@ func (r *Reader) readRecord(off int, bufp *[]byte) (value, tag []byte, st Stamp,
 			return buf[tl:n:n], buf[:tl], st, nil
 		}
 	}
-	return nil, nil, Stamp{}, fmt.Errorf("%w: the record at %d", ErrBusy, off)
+	return nil, nil, Stamp{}, fmt.Errorf("%w: %w: the record at %d stayed odd for %s", ErrNotReady, ErrBusy, off, busyTimeout)
 }
 
 // loadWords copies len(dst) bytes from m at off (8-aligned, with the last

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/cachecast/cachecast/localview/viewtest"
 )
 
 // bins are the binaries every test of the package runs, built once by
@@ -18,6 +20,7 @@ var bins *Binaries
 const testVersion = "v0.0.0-e2e"
 
 func TestMain(m *testing.M) {
+	viewtest.RunChildIfAsked() // a reader process of the view tests
 	os.Exit(run(m))
 }
 
