@@ -517,6 +517,31 @@ func (c *Client) SetCursor(ctx context.Context, name, topic string, offset uint6
 	return cur, nil
 }
 
+// Cursors lists the node's durable cursors, sorted by name.
+func (c *Client) Cursors(ctx context.Context) ([]Cursor, error) {
+	var out struct {
+		Cursors []Cursor `json:"cursors"`
+	}
+	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/cursors"}, nil)}, &out); err != nil {
+		return nil, err
+	}
+	return out.Cursors, nil
+}
+
+// DeleteCursor deletes the durable cursor name (its owner or an admin
+// may) and returns it as it was; an unknown cursor is an *APIError that
+// matches ErrNotFound.
+func (c *Client) DeleteCursor(ctx context.Context, name string) (Cursor, error) {
+	if err := checkName("cursor name", name); err != nil {
+		return Cursor{}, err
+	}
+	var cur Cursor
+	if err := c.call(ctx, request{method: http.MethodDelete, url: apiURL([]string{"/v1/cursors/", name}, nil)}, &cur); err != nil {
+		return Cursor{}, err
+	}
+	return cur, nil
+}
+
 // GetCursor returns the durable cursor name; an unknown cursor is an
 // *APIError that matches ErrNotFound.
 func (c *Client) GetCursor(ctx context.Context, name string) (Cursor, error) {

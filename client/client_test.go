@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -331,13 +332,31 @@ func TestCursors(t *testing.T) {
 	if _, err := c.GetCursor(ctx(t), "worker-1"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("unknown cursor: %v", err)
 	}
+	uid := uint32(os.Getuid())
+	want := client.Cursor{Name: "worker-1", Topic: "prices", Offset: 13, OwnerUID: &uid}
 	cur, err := c.SetCursor(ctx(t), "worker-1", "prices", 13)
-	if err != nil || cur != (client.Cursor{Name: "worker-1", Topic: "prices", Offset: 13}) {
+	if err != nil || !reflect.DeepEqual(cur, want) {
 		t.Fatalf("set: %+v %v", cur, err)
 	}
 	cur, err = c.GetCursor(ctx(t), "worker-1")
-	if err != nil || cur != (client.Cursor{Name: "worker-1", Topic: "prices", Offset: 13}) {
+	if err != nil || !reflect.DeepEqual(cur, want) {
 		t.Fatalf("get: %+v %v", cur, err)
+	}
+	if _, err := c.SetCursor(ctx(t), "worker-0", "prices", 0); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.Cursors(ctx(t))
+	if err != nil || len(list) != 2 || list[0].Name != "worker-0" || !reflect.DeepEqual(list[1], want) {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if cur, err := c.DeleteCursor(ctx(t), "worker-0"); err != nil || cur.Name != "worker-0" {
+		t.Fatalf("delete: %+v %v", cur, err)
+	}
+	if _, err := c.DeleteCursor(ctx(t), "worker-0"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("delete again: %v", err)
+	}
+	if list, err := c.Cursors(ctx(t)); err != nil || len(list) != 1 {
+		t.Fatalf("list after the delete: %+v %v", list, err)
 	}
 }
 

@@ -51,6 +51,7 @@ const (
 	CodeForbidden        = "forbidden"          // 403
 	CodeStoreFull        = "store_full"         // 507
 	CodeDiskFull         = "disk_full"          // 507
+	CodeTooMany          = "too_many"           // 429
 	CodeUnavailable      = "unavailable"        // 503
 	CodeTimeout          = "timeout"            // 408
 	CodeInternal         = "internal"           // 500

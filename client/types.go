@@ -112,6 +112,13 @@ type Cursor struct {
 	Name   string `json:"name"`
 	Topic  string `json:"topic"`
 	Offset uint64 `json:"offset"`
+	// End is the topic's next offset on the node, Lag the messages from
+	// Offset to End.
+	End uint64 `json:"end"`
+	Lag uint64 `json:"lag"`
+	// OwnerUID is the user that created the cursor (only it or an admin
+	// may move or delete it); nil when none is recorded.
+	OwnerUID *uint32 `json:"owner_uid"`
 }
 
 // Status is the daemon's GET /v1/status answer.

@@ -229,12 +229,31 @@ func TestCursors(t *testing.T) {
 	if r := td.do("GET", "/v1/cursors/c1", nil); r.status != 404 || r.errCode() != "not_found" {
 		t.Fatalf("unknown cursor: %d %s", r.status, r.body)
 	}
-	r := td.do("POST", "/v1/cursors/c1", strings.NewReader(`{"topic":"t","offset":13}`))
-	if r.status != 200 || string(r.body) != `{"name":"c1","topic":"t","offset":13}`+"\n" {
-		t.Fatalf("set cursor: %d %s", r.status, r.body)
+	for i := range 20 {
+		td.put("t", fmt.Sprint("k", i), "v")
 	}
-	if r := td.do("GET", "/v1/cursors/c1", nil); r.status != 200 || string(r.body) != `{"name":"c1","topic":"t","offset":13}`+"\n" {
+	me := os.Getuid()
+	want := fmt.Sprintf(`{"name":"c1","topic":"t","offset":13,"end":20,"lag":7,"owner_uid":%d}`, me)
+	r := td.do("POST", "/v1/cursors/c1", strings.NewReader(`{"topic":"t","offset":13}`))
+	if r.status != 200 || string(r.body) != want+"\n" {
+		t.Fatalf("set cursor: %d %s; want %s", r.status, r.body, want)
+	}
+	if r := td.do("GET", "/v1/cursors/c1", nil); r.status != 200 || string(r.body) != want+"\n" {
 		t.Fatalf("get cursor: %d %s", r.status, r.body)
+	}
+	td.do("POST", "/v1/cursors/c0", strings.NewReader(`{"topic":"other","offset":0}`))
+	list := fmt.Sprintf(`{"cursors":[{"name":"c0","topic":"other","offset":0,"end":0,"lag":0,"owner_uid":%d},%s]}`, me, want)
+	if r := td.do("GET", "/v1/cursors", nil); r.status != 200 || string(r.body) != list+"\n" {
+		t.Fatalf("list cursors: %d %s; want %s", r.status, r.body, list)
+	}
+	if r := td.do("DELETE", "/v1/cursors/c0", nil); r.status != 200 {
+		t.Fatalf("delete cursor: %d %s", r.status, r.body)
+	}
+	if r := td.do("DELETE", "/v1/cursors/c0", nil); r.status != 404 || r.errCode() != "not_found" {
+		t.Fatalf("delete a deleted cursor: %d %s", r.status, r.body)
+	}
+	if cs := td.d.Store().Cursors(); len(cs) != 1 || cs[0].Name != "c1" {
+		t.Fatalf("after the delete: %+v", cs)
 	}
 	for _, tc := range []struct{ body, code string }{
 		{`{"topic":"t"}`, "bad_request"},
@@ -249,6 +268,36 @@ func TestCursors(t *testing.T) {
 	}
 	if r := td.do("GET", "/v1/cursors/c1", nil); !strings.Contains(string(r.body), `"offset":13`) {
 		t.Fatalf("cursor changed by bad input: %s", r.body)
+	}
+}
+
+// TestCursorBounds checks --max-cursors and --max-cursors-per-uid at the
+// API: past either, a new cursor (set, or ack=auto) is 429 too_many naming
+// the flag, and nothing is made; an admin (here: the daemon's own user)
+// is bound by --max-cursors only.
+func TestCursorBounds(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxCursors = 3
+	cfg.MaxCursorsPerUID = 1
+	td := startDaemon(t, cfg)
+	for i := range 3 {
+		if r := td.do("POST", fmt.Sprintf("/v1/cursors/c%d", i), strings.NewReader(`{"topic":"t","offset":0}`)); r.status != 200 {
+			t.Fatalf("cursor %d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := td.do("POST", "/v1/cursors/c3", strings.NewReader(`{"topic":"t","offset":0}`))
+	if r.status != 429 || r.errCode() != "too_many" || !strings.Contains(string(r.body), "--max-cursors") {
+		t.Fatalf("a cursor past --max-cursors: %d %s", r.status, r.body)
+	}
+	r = td.do("GET", "/v1/topics/t/subscribe?name=c4&ack=auto", nil)
+	if r.status != 429 || r.errCode() != "too_many" {
+		t.Fatalf("ack=auto past --max-cursors: %d %s", r.status, r.body)
+	}
+	if r := td.do("POST", "/v1/cursors/c2", strings.NewReader(`{"topic":"t","offset":5}`)); r.status != 200 {
+		t.Fatalf("moving a cursor at the bound: %d %s", r.status, r.body)
+	}
+	if n := len(td.d.Store().Cursors()); n != 3 {
+		t.Fatalf("%d cursors, bound 3", n)
 	}
 }
 

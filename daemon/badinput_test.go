@@ -98,7 +98,7 @@ func TestBadInputs(t *testing.T) {
 		{name: "unknown method on a key", raw: req("PATCH", "/v1/topics/t/keys/known", "v"), status: 405, code: "method_not_allowed", allow: "DELETE, GET, HEAD, PUT"},
 		{name: "post to topics", raw: req("POST", "/v1/topics", good), status: 405, code: "method_not_allowed", allow: "GET, HEAD"},
 		{name: "put to messages", raw: req("PUT", "/v1/topics/t/messages", good), status: 405, code: "method_not_allowed", allow: "POST"},
-		{name: "delete a cursor", raw: req("DELETE", "/v1/cursors/c", ""), status: 405, code: "method_not_allowed", allow: "GET, HEAD, POST"},
+		{name: "patch a cursor", raw: req("PATCH", "/v1/cursors/c", ""), status: 405, code: "method_not_allowed", allow: "DELETE, GET, HEAD, POST"},
 		{name: "limit zero", raw: req("GET", "/v1/topics/t/keys?limit=0", ""), status: 400, code: "bad_request"},
 		{name: "limit too large", raw: req("GET", "/v1/topics/t/keys?limit=10001", ""), status: 400, code: "bad_request"},
 		{name: "limit not a number", raw: req("GET", "/v1/topics/t/keys?limit=ten", ""), status: 400, code: "bad_request"},

@@ -207,12 +207,27 @@ type Config struct {
 
 	// MetricsAddr is the TCP address of the Prometheus endpoint; empty: off.
 	MetricsAddr string
-	// AllowUIDs and AllowGIDs restrict publishing (PUT, DELETE, POST
-	// messages) to callers with one of these user IDs, or one of these
-	// group IDs (primary or supplementary). Both empty: anyone who can open
-	// the socket may publish.
-	AllowUIDs []uint32
-	AllowGIDs []uint32
+	// The roles of the local API's callers (see Role): each pair lists the
+	// user IDs and the group IDs (primary or supplementary) that hold the
+	// role. An empty pair is the pair of the role below it: consume falls
+	// back to publish (AllowUIDs, AllowGIDs), publish to read, and read
+	// to anyone who can open the socket. Root and the daemon's own user
+	// are always admin; admin holds every role.
+	ReadUIDs    []uint32
+	ReadGIDs    []uint32
+	ConsumeUIDs []uint32
+	ConsumeGIDs []uint32
+	AllowUIDs   []uint32
+	AllowGIDs   []uint32
+	AdminUIDs   []uint32
+	AdminGIDs   []uint32
+	// MaxCursors bounds the durable cursors of the node, MaxCursorsPerUID
+	// those one user creates; 0: no bound.
+	MaxCursors       int
+	MaxCursorsPerUID int
+	// MaxMembersPerUID bounds the consumer-group members one user holds
+	// on this node at once; 0: no bound.
+	MaxMembersPerUID int
 
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
@@ -222,8 +237,8 @@ type Config struct {
 	LogFormat string
 
 	// Reload, if set, is called on SIGHUP for the new configuration; the
-	// daemon applies what can change while it runs (LogLevel, AllowUIDs,
-	// AllowGIDs) and logs the other fields that differ. cmd/cachecastd sets
+	// daemon applies what can change while it runs (LogLevel and the role
+	// lists) and logs the other fields that differ. cmd/cachecastd sets
 	// it to parse the command line and the environment (and EnvFile) again.
 	Reload func() (Config, error) `json:"-"`
 }
@@ -252,6 +267,9 @@ func DefaultConfig() Config {
 		MaxValueSize:      1 << 20,
 		MaxBodySize:       64 << 20,
 		MaxConnections:    1024,
+		MaxCursors:        1000,
+		MaxCursorsPerUID:  100,
+		MaxMembersPerUID:  256,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -366,6 +384,12 @@ func (c Config) Validate() error {
 			formatSize(c.MaxValueSize), formatSize(c.MaxBodySize))
 	case c.MaxConnections < 1:
 		return fmt.Errorf("--max-connections: must be at least 1, got %d", c.MaxConnections)
+	case c.MaxCursors < 0:
+		return fmt.Errorf("--max-cursors: must not be negative, got %d", c.MaxCursors)
+	case c.MaxCursorsPerUID < 0:
+		return fmt.Errorf("--max-cursors-per-uid: must not be negative, got %d", c.MaxCursorsPerUID)
+	case c.MaxMembersPerUID < 0:
+		return fmt.Errorf("--max-members-per-uid: must not be negative, got %d", c.MaxMembersPerUID)
 	case c.ReadHeaderTimeout <= 0:
 		return fmt.Errorf("--read-header-timeout: must be positive, got %v", c.ReadHeaderTimeout)
 	case c.ReadTimeout <= 0:
@@ -566,6 +590,8 @@ func (c Config) storeOptions(log *zap.Logger) store.Options {
 	o.RetentionBytes = c.RetentionBytes
 	o.RetentionAge = c.RetentionAge
 	o.SnapshotInterval = c.SnapshotInterval
+	o.MaxCursors = c.MaxCursors
+	o.MaxCursorsPerOwner = c.MaxCursorsPerUID
 	if log != nil {
 		o.Logger = log.Named("store")
 	}
@@ -630,8 +656,17 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(newSizeValue(&c.RedisPushBuffer), "redis-push-buffer", "invalidations and messages waiting for one Redis client; past it the client is disconnected")
 	fs.StringVar(&c.RedisNotifyKeyspaceEvents, "redis-notify-keyspace-events", c.RedisNotifyKeyspaceEvents, "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9464); empty: off")
-	fs.Var(newIDListValue(&c.AllowUIDs), "allow-uids", "user IDs allowed to publish, comma separated; with --allow-gids empty: anyone who can open the socket")
-	fs.Var(newIDListValue(&c.AllowGIDs), "allow-gids", "group IDs (primary or supplementary) allowed to publish, comma separated")
+	fs.Var(newIDListValue(&c.ReadUIDs), "read-uids", "read role (keys, topics, status, subscriptions that move no cursor): user IDs, comma separated; with --read-gids empty: anyone who can open the socket (reloaded on SIGHUP)")
+	fs.Var(newIDListValue(&c.ReadGIDs), "read-gids", "read role: group IDs (primary or supplementary), comma separated")
+	fs.Var(newIDListValue(&c.ConsumeUIDs), "consume-uids", "consume role (durable cursors, consumer groups, acks, dead-letter listings): user IDs; with --consume-gids empty: the publishers")
+	fs.Var(newIDListValue(&c.ConsumeGIDs), "consume-gids", "consume role: group IDs, comma separated")
+	fs.Var(newIDListValue(&c.AllowUIDs), "allow-uids", "publish role (PUT, DELETE, POST messages): user IDs, comma separated; with --allow-gids empty: the readers")
+	fs.Var(newIDListValue(&c.AllowGIDs), "allow-gids", "publish role: group IDs (primary or supplementary), comma separated")
+	fs.Var(newIDListValue(&c.AdminUIDs), "admin-uids", "admin role (every role, group resets, dead-letter replays, other users' cursors): user IDs besides root and the daemon's own")
+	fs.Var(newIDListValue(&c.AdminGIDs), "admin-gids", "admin role: group IDs, comma separated")
+	fs.IntVar(&c.MaxCursors, "max-cursors", c.MaxCursors, "most durable cursors on this node (each takes 1KiB of the cursors file and may hold retention back); 0: no bound")
+	fs.IntVar(&c.MaxCursorsPerUID, "max-cursors-per-uid", c.MaxCursorsPerUID, "most durable cursors one user creates (admins are exempt); 0: no bound")
+	fs.IntVar(&c.MaxMembersPerUID, "max-members-per-uid", c.MaxMembersPerUID, "most consumer-group members one user holds on this node at once (admins are exempt); 0: no bound")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (reloaded on SIGHUP)")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or console (default: console on a terminal, json otherwise)")
 

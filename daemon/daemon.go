@@ -69,7 +69,8 @@ type Daemon struct {
 	redisLns []net.Listener
 	msrv     *http.Server
 
-	access atomic.Pointer[accessList] // swapped by Reload
+	roles   atomic.Pointer[roles] // swapped by Reload
+	members memberCounts          // group members per uid
 
 	started  time.Time
 	ready    atomic.Bool
@@ -127,7 +128,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		done:      make(chan struct{}),
 	}
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
-	d.access.Store(newAccessList(cfg.AllowUIDs, cfg.AllowGIDs))
+	d.roles.Store(newRoles(cfg, uint32(os.Getuid())))
 
 	// The socket's path is checked before the store (and the view beside
 	// it) is opened: a recovery of minutes must not end in "no such
@@ -475,11 +476,13 @@ func (d *Daemon) Reload() error {
 	}
 	lvl, _ := parseLevel(nc.LogLevel)
 	d.level.SetLevel(lvl)
-	d.access.Store(newAccessList(nc.AllowUIDs, nc.AllowGIDs))
+	d.roles.Store(newRoles(nc, uint32(os.Getuid())))
 	d.log.Info("reloaded",
 		zap.String("log-level", nc.LogLevel),
-		zap.Uint32s("allow-uids", nc.AllowUIDs),
-		zap.Uint32s("allow-gids", nc.AllowGIDs))
+		zap.Uint32s("read-uids", nc.ReadUIDs), zap.Uint32s("read-gids", nc.ReadGIDs),
+		zap.Uint32s("consume-uids", nc.ConsumeUIDs), zap.Uint32s("consume-gids", nc.ConsumeGIDs),
+		zap.Uint32s("allow-uids", nc.AllowUIDs), zap.Uint32s("allow-gids", nc.AllowGIDs),
+		zap.Uint32s("admin-uids", nc.AdminUIDs), zap.Uint32s("admin-gids", nc.AdminGIDs))
 	for _, f := range staticFieldsChanged(d.cfg, nc) {
 		d.log.Warn("reload: this setting changes only on restart", zap.String("flag", f))
 	}
@@ -489,7 +492,9 @@ func (d *Daemon) Reload() error {
 // staticFieldsChanged names the flags whose values differ between a and b,
 // other than those Reload applies.
 func staticFieldsChanged(a, b Config) []string {
-	reloadable := map[string]bool{"LogLevel": true, "AllowUIDs": true, "AllowGIDs": true, "Reload": true, "EnvFile": true}
+	reloadable := map[string]bool{"LogLevel": true, "Reload": true, "EnvFile": true,
+		"ReadUIDs": true, "ReadGIDs": true, "ConsumeUIDs": true, "ConsumeGIDs": true,
+		"AllowUIDs": true, "AllowGIDs": true, "AdminUIDs": true, "AdminGIDs": true}
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	var changed []string
 	for i := range va.NumField() {
@@ -507,7 +512,10 @@ func staticFieldsChanged(a, b Config) []string {
 // flagName turns a Config field name into its flag: MaxValueSize -> max-value-size.
 func flagName(field string) string {
 	special := map[string]string{"AllowUIDs": "allow-uids", "AllowGIDs": "allow-gids",
-		"TLSCert": "tls-cert", "TLSKey": "tls-key", "TLSCA": "tls-ca",
+		"ReadUIDs": "read-uids", "ReadGIDs": "read-gids", "ConsumeUIDs": "consume-uids", "ConsumeGIDs": "consume-gids",
+		"AdminUIDs": "admin-uids", "AdminGIDs": "admin-gids", "MaxCursorsPerUID": "max-cursors-per-uid",
+		"MaxMembersPerUID": "max-members-per-uid",
+		"TLSCert":          "tls-cert", "TLSKey": "tls-key", "TLSCA": "tls-ca",
 		"NATSURL": "nats-url", "NATSCreds": "nats-creds", "NATSTLSCert": "nats-tls-cert",
 		"NATSTLSKey": "nats-tls-key", "NATSTLSCA": "nats-tls-ca", "NATSSubjectPrefix": "nats-subject-prefix"}
 	if s, ok := special[field]; ok {

@@ -21,8 +21,8 @@
 // Run sends READY=1 to systemd once it serves, STATUS= lines while it runs,
 // and WATCHDOG=1 at half of WATCHDOG_USEC while store.Healthy() is nil (a
 // wedged store stops the pings, and systemd restarts the unit). SIGHUP sends
-// RELOADING=1, applies --log-level, --allow-uids and --allow-gids from
-// Config.Reload, and sends READY=1. SIGTERM or SIGINT (or the context, or
+// RELOADING=1, applies --log-level and the role lists (--read-*,
+// --consume-*, --allow-*, --admin-*) from Config.Reload, and sends READY=1. SIGTERM or SIGINT (or the context, or
 // Close) shut down: STOPPING=1, stop accepting, end subscription streams,
 // drain in-flight requests for at most --shutdown-timeout, close the store
 // (flush and snapshot), remove the socket.
@@ -51,24 +51,25 @@
 // "replica_unavailable" and "replica_timeout"; a client treats any status
 // it does not know as stored, with a warning.
 //
-// The routes, with curl (S=--unix-socket /run/cachecast/cachecast.sock):
+// The routes, with curl (S=--unix-socket /run/cachecast/cachecast.sock).
+// Each needs a role, named in brackets (see "Roles" below):
 //
-//	PUT /v1/topics/{topic}/keys/{key}
+//	PUT /v1/topics/{topic}/keys/{key}   [publish]
 //	    The body is the value; the optional header Cachecast-Tag sets the tag.
 //	    200 PutResult.
 //	    curl -sS $S -X PUT -H 'Cachecast-Tag: eu' --data-binary 12.50 http://x/v1/topics/prices/keys/sku-1
 //
-//	GET /v1/topics/{topic}/keys/{key}   (and HEAD)
+//	GET /v1/topics/{topic}/keys/{key}   (and HEAD)   [read]
 //	    200 with the raw value (application/octet-stream) and the headers
 //	    Cachecast-Origin, Cachecast-Seq, Cachecast-Hlc, Cachecast-Time,
 //	    Cachecast-Tag; 404 not_found when absent or deleted.
 //	    curl -sS $S http://x/v1/topics/prices/keys/sku-1
 //
-//	DELETE /v1/topics/{topic}/keys/{key}
+//	DELETE /v1/topics/{topic}/keys/{key}   [publish]
 //	    Publishes a tombstone. 200 PutResult.
 //	    curl -sS $S -X DELETE http://x/v1/topics/prices/keys/sku-1
 //
-//	POST /v1/topics/{topic}/messages
+//	POST /v1/topics/{topic}/messages   [publish]
 //	    One JSON object, or NDJSON (Content-Type: application/x-ndjson, one
 //	    object a line) for a batch that is stored whole or not at all:
 //	    {"key":"k","tag":"t","value":"text"} or "value_base64":"..." (not
@@ -83,19 +84,19 @@
 //	    curl -sS $S -H 'Content-Type: application/x-ndjson' --data-binary @batch.ndjson http://x/v1/topics/prices/messages
 //	    curl -sS $S -d '{"key":"sku-2","value":"9.99"}' http://x/v1/topics/prices/messages
 //
-//	GET /v1/topics/{topic}/keys?prefix=&after=&limit=
+//	GET /v1/topics/{topic}/keys?prefix=&after=&limit=   [read]
 //	    Live keys in order, limit 1 to 10000 (default 1000).
 //	    200 {"keys":["a","b"],"next":"b"}; "next" is empty on the last page,
 //	    otherwise pass it as after= for the next one.
 //	    curl -sS $S 'http://x/v1/topics/prices/keys?prefix=sku-&limit=100'
 //
-//	GET /v1/topics?internal=
+//	GET /v1/topics?internal=   [read]
 //	    200 {"topics":[{"name":"prices","keys":3,"messages":10}]}: the
 //	    users' topics; internal=1 adds the daemon's own (see Internal
 //	    topics below).
 //	    curl -sS $S http://x/v1/topics
 //
-//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=
+//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=   [read; consume with ack=auto]
 //	    A stream of NDJSON, one line a message, as they arrive:
 //	    {"offset":12,"topic":"prices","key":"sku-1","tag":"","value":"12.50",
 //	     "delete":false,"origin":"..","seq":3,"hlc":"...","time":"..."}
@@ -103,9 +104,11 @@
 //	    from: earliest, latest (the default), an offset in the topic, or an
 //	    RFC 3339 time. tags: a||b, only messages with one of these tags.
 //	    name: a durable cursor; without from=, the stream resumes at the
-//	    cursor. ack=auto advances the cursor as lines are written (at most
-//	    once for a crash of the client between write and use); without it
-//	    the client acknowledges with POST /v1/cursors/{name}. The headers go
+//	    cursor. ack=auto sets the cursor where the stream starts (making it
+//	    the caller's, or 403 when another user owns it; 429 too_many past
+//	    --max-cursors) and advances it as lines are written (at most once
+//	    for a crash of the client between write and use); without it the
+//	    client acknowledges with POST /v1/cursors/{name}. The headers go
 //	    out once the stream's position is fixed: a subscriber from latest
 //	    misses nothing published after it has them. A slow reader slows its
 //	    own stream only (the handler waits in Write); nothing is dropped.
@@ -116,7 +119,7 @@
 //	    "data: <the same object>" per message, "event: error" for the error.
 //	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
 //
-//	GET /v1/topics/{topic}/subscribe?mode=clustering&group=&tags=&max_inflight=
+//	GET /v1/topics/{topic}/subscribe?mode=clustering&group=&tags=&max_inflight=   [consume]
 //	    A member of consumer group {group} (package group has the
 //	    semantics): the group's members, on every node, share the topic's
 //	    messages, each handled by one of them. mode=broadcasting, the
@@ -132,7 +135,7 @@
 //	    409 conflict otherwise.
 //	    curl -sSN $S 'http://x/v1/topics/orders/subscribe?mode=clustering&group=billing'
 //
-//	POST /v1/topics/{topic}/groups/{group}/ack   body {"ack":[ids],"nack":[ids]}
+//	POST /v1/topics/{topic}/groups/{group}/ack   body {"ack":[ids],"nack":[ids]}   [consume]
 //	    Settles messages delivered on this node: ack handled them, nack
 //	    refuses them (redelivered after --retry-backoff, at most
 //	    --max-retries times, then dead-lettered). The group's position is
@@ -142,13 +145,12 @@
 //	    404 not_found when the group has no member on this node.
 //	    curl -sS $S -d '{"ack":["00000000deadbeef-42"]}' http://x/v1/topics/orders/groups/billing/ack
 //
-//	POST /v1/topics/{topic}/groups/{group}/reset   body {"to":"earliest"}
+//	POST /v1/topics/{topic}/groups/{group}/reset   body {"to":"earliest"}   [admin]
 //	    Moves every queue of the group, on every node: "earliest", "latest",
 //	    an offset of the topic on this node, or an RFC 3339 time (the
-//	    messages stamped from then on). 200 {"epoch":2}. A writer's route
-//	    (--allow-uids/--allow-gids apply).
+//	    messages stamped from then on). 200 {"epoch":2}.
 //
-//	GET /v1/groups
+//	GET /v1/groups   [read]
 //	    200 {"groups":[{"topic","group","queues":16,"nodes":[{"node":"<origin>",
 //	    "queues":[0,..]}],"owned":[..],"members":[{"id","queues","inflight"}],
 //	    "backlog","inflight","delivered","acked","retries","dead_letters",
@@ -159,45 +161,61 @@
 //	    group with no live member on any node is listed too, with "nodes"
 //	    empty, while it has positions or dead letters.
 //
-//	GET /v1/topics/{topic}/groups/{group}/dlq?after=&limit=
+//	GET /v1/topics/{topic}/groups/{group}/dlq?after=&limit=   [consume]
 //	    200 {"dead_letters":[{"id","topic","group","key","tag","value",
 //	    "delete","reason":"nack"|"timeout","attempts","origin","seq","hlc",
 //	    "time","dead_at"}],"next":""}, in id order, paged like keys.
-//	GET /v1/topics/{topic}/groups/{group}/dlq/{id}    one; 404 not_found.
-//	POST /v1/topics/{topic}/groups/{group}/dlq/replay   body {"ids":[..]} or {"all":true}
+//	GET /v1/topics/{topic}/groups/{group}/dlq/{id}    one; 404 not_found.   [consume]
+//	POST /v1/topics/{topic}/groups/{group}/dlq/replay   body {"ids":[..]} or {"all":true}   [admin]
 //	    Hands dead letters back to the group (through its retry topic: not
 //	    to broadcasting subscribers, and the key's value is not touched);
-//	    they leave the dead-letter list. 200 {"replayed":1}. A writer's
-//	    route.
+//	    they leave the dead-letter list. 200 {"replayed":1}.
 //
-//	POST /v1/cursors/{name}   body {"topic":"prices","offset":13}
-//	    Sets a durable cursor; offset is the next message to read.
-//	    200 {"name":"web-1","topic":"prices","offset":13}
+//	POST /v1/cursors/{name}   body {"topic":"prices","offset":13}   [consume]
+//	    Sets a durable cursor; offset is the next message to read. The
+//	    caller owns a cursor it creates: another user moving it is 403
+//	    forbidden (an admin may). A new cursor past --max-cursors, or past
+//	    --max-cursors-per-uid of the caller's (admins are exempt from that
+//	    one), is 429 too_many. A cursor holds retention back until it moves
+//	    on: store_full names the one that does, with its owner.
+//	    200 {"name":"web-1","topic":"prices","offset":13,"end":20,"lag":7,
+//	    "owner_uid":1000}; end is the topic's next offset, lag end-offset,
+//	    owner_uid null for a cursor made before owners were recorded (the
+//	    next user to set it adopts it).
 //	    curl -sS $S -d '{"topic":"prices","offset":13}' http://x/v1/cursors/web-1
 //
-//	GET /v1/cursors/{name}
+//	GET /v1/cursors/{name}   [read]
 //	    200 the same object; 404 not_found if unknown.
 //	    curl -sS $S http://x/v1/cursors/web-1
 //
-//	GET /v1/status
+//	GET /v1/cursors   [read]
+//	    200 {"cursors":[<the same object>,...]}, by name (at most
+//	    --max-cursors of them).
+//
+//	DELETE /v1/cursors/{name}   [consume; its owner or an admin]
+//	    200 the cursor as it was; 404 not_found if unknown; 403 forbidden
+//	    when another user owns it. Retention no longer waits for it.
+//	    curl -sS $S -X DELETE http://x/v1/cursors/web-1
+//
+//	GET /v1/status   [read]
 //	    200 {"node":{"name":"h","origin":"..","version":"v"},"uptime_seconds":1.5,
 //	    "flush":"async","store":{"segments":1,"mapped_segments":1,"log_bytes":..,
 //	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..}}
 //	    curl -sS $S http://x/v1/status
 //
-//	GET /v1/cluster
+//	GET /v1/cluster   [read]
 //	    200 {"node","origin","replica","members":[{"name","origin","state",
 //	    "addr","data_addr","connected","self","lag":[{"origin","records",
 //	    "seconds"}]}]}: the members as this node sees them and how far each
 //	    is behind; a lone node lists itself only.
 //	    curl -sS $S http://x/v1/cluster
 //
-//	GET /healthz   200 {"status":"ok"} while the store is healthy, else 503;
+//	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503;
 //	               507 disk_full while writes are refused for want of space
 //	               (reads go on; ok again once a write passes or the file
 //	               system has room for a segment). The systemd STATUS line
 //	               says DISK FULL meanwhile; the watchdog pings go on.
-//	GET /readyz    Likewise, and 503 before serving and once shutdown began.
+//	GET /readyz    [none]   Likewise, and 503 before serving and once shutdown began.
 //	    curl -sS $S http://x/readyz
 //
 // Every JSON body (messages, cursors, acks, resets, replays) is decoded
@@ -207,13 +225,15 @@
 // Errors are {"error":{"code":"...","message":"..."}} with a stable code:
 // bad_request, invalid_name, bad_json, bad_base64 (400); value_too_large,
 // body_too_large (413); not_found, route_not_found (404); conflict (409);
-// method_not_allowed (405, with an Allow header); forbidden (403);
+// method_not_allowed (405, with an Allow header); forbidden (403: a role
+// is missing, or the cursor is another user's); too_many (429: a bound
+// of --max-cursors, --max-cursors-per-uid or --max-members-per-uid);
 // store_full, disk_full (507); unavailable (503); timeout (408, a body
 // that did not arrive within --read-timeout); internal (500). A request
 // line or header that HTTP itself cannot parse is answered by net/http
 // with a plain 400 before it reaches the API.
 //
-// # Limits and who may write
+// # Limits and roles
 //
 // The server bounds the time to read headers (--read-header-timeout) and a
 // whole request (--read-timeout), the time to write an answer
@@ -224,11 +244,32 @@
 // Each connection's credentials are read from the kernel when it connects
 // (SO_PEERCRED and SO_PEERGROUPS): uid, gid, pid and supplementary groups.
 // They are logged with every write (at debug level) and every refusal (at
-// warn). With --allow-uids or --allow-gids set, only those users, or
-// members of those groups, may publish (PUT, DELETE, POST messages);
-// others get 403 forbidden. Reads, subscriptions and cursors are open to
-// whoever can open the socket: the socket's mode and group are the first
-// fence.
+// warn). The socket's mode and group are the first fence; past it, every
+// route needs a role (Role; the brackets above), checked by one function,
+// Daemon.authorize, which any other front door calls the same way:
+//
+//	read      keys, topics, status, cluster, groups, cursor listings,
+//	          subscriptions that move no cursor   --read-uids, --read-gids
+//	consume   durable cursors (set, delete, ack=auto), group membership,
+//	          acks and nacks, dead-letter listings --consume-uids, --consume-gids
+//	publish   PUT, DELETE, POST messages          --allow-uids, --allow-gids
+//	admin     every role; group resets, dead-letter replays, other users'
+//	          cursors                             --admin-uids, --admin-gids
+//
+// A caller holds a role when its uid, its primary group or one of its
+// supplementary groups is on the role's lists. consume, publish and admin
+// include read; root and the daemon's own uid are always admin. An empty
+// pair of lists is the pair of the role below: consume falls back to
+// publish, publish to read, read to anyone who can open the socket. So
+// with no flags every caller but admin's work is open (one user's `make
+// run`), --allow-uids alone restricts consuming too, and --read-uids alone
+// restricts everything. A refusal is 403 forbidden naming the role, the
+// caller's uid and the flags that grant it; nothing is changed.
+//
+// What one user creates is bounded: --max-cursors (1000) durable cursors on
+// the node, --max-cursors-per-uid (100) of one user's, --max-members-per-uid
+// (256) consumer-group members one user holds at once (admins are exempt
+// from the per-uid bounds).
 //
 // # Writes
 //
@@ -245,7 +286,9 @@
 // cachecast_store_flush_duration_seconds (every flush that wrote something),
 // cachecast_store_* (segments, mapped segments, log bytes, positions,
 // records, view keys, last flush), cachecast_subscribers,
-// cachecast_api_connections, cachecast_node_info, cachecast_group_*{topic,
+// cachecast_api_connections, cachecast_cursors,
+// cachecast_cursor_oldest_lag_messages{cursor,topic,owner_uid} (the
+// furthest-behind durable cursor, named), cachecast_node_info, cachecast_group_*{topic,
 // group} (nodes, members, queues, inflight, backlog, delivered_total,
 // acked_total, retries_total, dead_letters_total),
 // cachecast_log_lines_lost_total (log lines that could not be written: see

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -70,6 +71,12 @@ func (a *api) subscribeGroup(w http.ResponseWriter, r *http.Request, p params, q
 		}
 		maxInflight = n
 	}
+	release, e := a.d.memberSlot(callerFrom(r.Context()))
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	defer release()
 	mb, err := a.d.groups.Join(p.topic, name, tags, maxInflight)
 	if err != nil {
 		a.fail(w, r, groupError(err))
@@ -112,6 +119,40 @@ func (a *api) subscribeGroup(w http.ResponseWriter, r *http.Request, p params, q
 			return
 		}
 	}
+}
+
+// memberCounts counts the group members each user holds on this node,
+// for --max-members-per-uid.
+type memberCounts struct {
+	mu    sync.Mutex
+	byUID map[uint32]int
+}
+
+// memberSlot takes one of c's --max-members-per-uid (admins are not
+// counted): 429 too_many when c holds them all. release gives it back.
+func (d *Daemon) memberSlot(c Caller) (release func(), e *apiError) {
+	limit := d.cfg.MaxMembersPerUID
+	if limit == 0 || d.roles.Load().has(c, RoleAdmin) {
+		return func() {}, nil
+	}
+	mc := &d.members
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if mc.byUID[c.UID] >= limit {
+		return nil, errorf(CodeTooMany, "uid %d already holds %d consumer-group members on this node, at most %d (--max-members-per-uid)",
+			c.UID, mc.byUID[c.UID], limit)
+	}
+	if mc.byUID == nil {
+		mc.byUID = map[uint32]int{}
+	}
+	mc.byUID[c.UID]++
+	return func() {
+		mc.mu.Lock()
+		defer mc.mu.Unlock()
+		if mc.byUID[c.UID]--; mc.byUID[c.UID] == 0 {
+			delete(mc.byUID, c.UID)
+		}
+	}, nil
 }
 
 // decodeBody reads a JSON object body strictly into v.
@@ -182,9 +223,6 @@ type resetRequest struct {
 func (a *api) groupReset(w http.ResponseWriter, r *http.Request, p params) {
 	if e := groupNames(p); e != nil {
 		a.fail(w, r, e)
-		return
-	}
-	if !a.mayPublish(w, r) {
 		return
 	}
 	var req resetRequest
@@ -354,9 +392,6 @@ type replayRequest struct {
 func (a *api) dlqReplay(w http.ResponseWriter, r *http.Request, p params) {
 	if e := groupNames(p); e != nil {
 		a.fail(w, r, e)
-		return
-	}
-	if !a.mayPublish(w, r) {
 		return
 	}
 	var req replayRequest

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,11 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 	}
 	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections, m.replicaMisses,
 		newStoreCollector(d.store, d.cfg.NodeName),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cachecast_cursors",
+			Help: "Durable cursors on this node (bound: --max-cursors).",
+		}, func() float64 { return float64(len(d.store.Cursors())) }),
+		cursorLagCollector{d.store},
 		newGroupCollector(d),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cachecast_log_lines_lost_total",
@@ -92,6 +98,35 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// cursorLagDesc is the lag of the furthest-behind durable cursor, named by
+// its labels: the cursor most likely to hold retention back.
+var cursorLagDesc = prometheus.NewDesc("cachecast_cursor_oldest_lag_messages",
+	"Messages the furthest-behind durable cursor has still to read; its labels name it, its topic and its owner (absent without cursors).",
+	[]string{"cursor", "topic", "owner_uid"}, nil)
+
+// cursorLagCollector reports cursorLagDesc at scrape time.
+type cursorLagCollector struct{ s *store.Store }
+
+func (c cursorLagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- cursorLagDesc }
+
+func (c cursorLagCollector) Collect(ch chan<- prometheus.Metric) {
+	var oldest *store.CursorInfo
+	cs := c.s.Cursors()
+	for i := range cs {
+		if oldest == nil || cs[i].Lag() > oldest.Lag() {
+			oldest = &cs[i]
+		}
+	}
+	if oldest == nil {
+		return
+	}
+	owner := ""
+	if oldest.Owned {
+		owner = strconv.FormatUint(uint64(oldest.Owner), 10)
+	}
+	ch <- prometheus.MustNewConstMetric(cursorLagDesc, prometheus.GaugeValue, float64(oldest.Lag()), oldest.Name, oldest.Topic, owner)
 }
 
 // newServer serves /metrics; anything else is 404.

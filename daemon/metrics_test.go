@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -38,6 +40,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	td.put("t", "a", "12345")
 	td.do("POST", "/v1/topics/t/messages", strings.NewReader("{\"key\":\"b\",\"value\":\"1\"}\n{\"key\":\"c\"}\n"), "Content-Type", "application/x-ndjson")
 	td.do("GET", "/v1/topics/t/keys/absent", nil)
+	td.do("POST", "/v1/cursors/behind", strings.NewReader(`{"topic":"t","offset":0}`))
+	td.do("POST", "/v1/cursors/current", strings.NewReader(`{"topic":"t","offset":3}`))
 	s := td.subscribe("t/subscribe")
 
 	addr := td.d.MetricsAddr()
@@ -64,6 +68,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		`cachecast_api_request_duration_seconds_count{route="put"} 1`,
 		`cachecast_api_request_duration_seconds_count{route="messages"} 1`,
 		"cachecast_subscribers 1",
+		"cachecast_cursors 2",
+		fmt.Sprintf(`cachecast_cursor_oldest_lag_messages{cursor="behind",owner_uid="%d",topic="t"} 3`, os.Getuid()),
 		"cachecast_store_view_keys 3",
 		"cachecast_store_segments ",
 		"cachecast_store_log_bytes ",

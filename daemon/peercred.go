@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
-	"slices"
 	"sync"
 	"unsafe"
 
@@ -85,35 +84,6 @@ func peerGroups(fd int) []uint32 {
 		}
 	}
 	return nil
-}
-
-// accessList is --allow-uids and --allow-gids. Both empty admits everyone.
-type accessList struct {
-	uids, gids []uint32
-}
-
-func newAccessList(uids, gids []uint32) *accessList {
-	return &accessList{uids: slices.Clone(uids), gids: slices.Clone(gids)}
-}
-
-// allows reports whether c may publish: its user is listed, or its primary
-// or one of its supplementary groups is.
-func (a *accessList) allows(c Caller) bool {
-	if len(a.uids) == 0 && len(a.gids) == 0 {
-		return true
-	}
-	if !c.Known {
-		return false
-	}
-	if slices.Contains(a.uids, c.UID) || slices.Contains(a.gids, c.GID) {
-		return true
-	}
-	for _, g := range c.Groups {
-		if slices.Contains(a.gids, g) {
-			return true
-		}
-	}
-	return false
 }
 
 // gaugeLike is the part of a Prometheus gauge the listener uses.

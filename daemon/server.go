@@ -47,6 +47,7 @@ type route struct {
 	path    []string
 	handler func(w http.ResponseWriter, r *http.Request, p params)
 	stream  bool // a subscription: no latency metric
+	role    Role // what the caller needs to be served
 }
 
 // match reports whether the route's path matches segs and fills the
@@ -89,29 +90,34 @@ type api struct {
 func (d *Daemon) newServer() *http.Server {
 	a := &api{d: d}
 	seg := func(p string) []string { return strings.Split(strings.TrimPrefix(p, "/"), "/") }
-	add := func(name, method, path string, h func(http.ResponseWriter, *http.Request, params)) *route {
-		a.routes = append(a.routes, route{name: name, method: method, path: seg(path), handler: h})
+	add := func(name, method, path string, role Role, h func(http.ResponseWriter, *http.Request, params)) *route {
+		a.routes = append(a.routes, route{name: name, method: method, path: seg(path), handler: h, role: role})
 		return &a.routes[len(a.routes)-1]
 	}
-	add("healthz", http.MethodGet, "/healthz", a.healthz)
-	add("readyz", http.MethodGet, "/readyz", a.readyz)
-	add("status", http.MethodGet, "/v1/status", a.status)
-	add("cluster", http.MethodGet, "/v1/cluster", a.clusterStatus)
-	add("topics", http.MethodGet, "/v1/topics", a.topics)
-	add("keys", http.MethodGet, "/v1/topics/{topic}/keys", a.listKeys)
-	add("get", http.MethodGet, "/v1/topics/{topic}/keys/{key...}", a.getKey)
-	add("put", http.MethodPut, "/v1/topics/{topic}/keys/{key...}", a.putKey)
-	add("delete", http.MethodDelete, "/v1/topics/{topic}/keys/{key...}", a.deleteKey)
-	add("messages", http.MethodPost, "/v1/topics/{topic}/messages", a.postMessages)
-	add("subscribe", http.MethodGet, "/v1/topics/{topic}/subscribe", a.subscribe).stream = true
-	add("groups", http.MethodGet, "/v1/groups", a.groups)
-	add("group_ack", http.MethodPost, "/v1/topics/{topic}/groups/{name}/ack", a.groupAck)
-	add("group_reset", http.MethodPost, "/v1/topics/{topic}/groups/{name}/reset", a.groupReset)
-	add("dlq_list", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq", a.dlqList)
-	add("dlq_replay", http.MethodPost, "/v1/topics/{topic}/groups/{name}/dlq/replay", a.dlqReplay)
-	add("dlq_get", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq/{key...}", a.dlqGet)
-	add("cursor_get", http.MethodGet, "/v1/cursors/{name}", a.getCursor)
-	add("cursor_set", http.MethodPost, "/v1/cursors/{name}", a.setCursor)
+	// The role of each route is the table of the package doc.
+	add("healthz", http.MethodGet, "/healthz", RoleNone, a.healthz)
+	add("readyz", http.MethodGet, "/readyz", RoleNone, a.readyz)
+	add("status", http.MethodGet, "/v1/status", RoleRead, a.status)
+	add("cluster", http.MethodGet, "/v1/cluster", RoleRead, a.clusterStatus)
+	add("topics", http.MethodGet, "/v1/topics", RoleRead, a.topics)
+	add("keys", http.MethodGet, "/v1/topics/{topic}/keys", RoleRead, a.listKeys)
+	add("get", http.MethodGet, "/v1/topics/{topic}/keys/{key...}", RoleRead, a.getKey)
+	add("put", http.MethodPut, "/v1/topics/{topic}/keys/{key...}", RolePublish, a.putKey)
+	add("delete", http.MethodDelete, "/v1/topics/{topic}/keys/{key...}", RolePublish, a.deleteKey)
+	add("messages", http.MethodPost, "/v1/topics/{topic}/messages", RolePublish, a.postMessages)
+	// Read here; a subscription that moves a cursor or joins a group
+	// needs consume, checked once the query is read.
+	add("subscribe", http.MethodGet, "/v1/topics/{topic}/subscribe", RoleRead, a.subscribe).stream = true
+	add("groups", http.MethodGet, "/v1/groups", RoleRead, a.groups)
+	add("group_ack", http.MethodPost, "/v1/topics/{topic}/groups/{name}/ack", RoleConsume, a.groupAck)
+	add("group_reset", http.MethodPost, "/v1/topics/{topic}/groups/{name}/reset", RoleAdmin, a.groupReset)
+	add("dlq_list", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq", RoleConsume, a.dlqList)
+	add("dlq_replay", http.MethodPost, "/v1/topics/{topic}/groups/{name}/dlq/replay", RoleAdmin, a.dlqReplay)
+	add("dlq_get", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq/{key...}", RoleConsume, a.dlqGet)
+	add("cursors", http.MethodGet, "/v1/cursors", RoleRead, a.listCursors)
+	add("cursor_get", http.MethodGet, "/v1/cursors/{name}", RoleRead, a.getCursor)
+	add("cursor_set", http.MethodPost, "/v1/cursors/{name}", RoleConsume, a.setCursor)
+	add("cursor_delete", http.MethodDelete, "/v1/cursors/{name}", RoleConsume, a.deleteCursor)
 
 	return &http.Server{
 		Handler:           a,
@@ -152,6 +158,10 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			a.fail(w, r, errorf(CodeInvalidName, "bad escaping in the path: %v", err))
+			return
+		}
+		if e := a.d.authorize(callerFrom(r.Context()), rt.role); e != nil {
+			a.fail(w, r, e)
 			return
 		}
 		start := time.Now()
@@ -267,17 +277,6 @@ func limitName(code string, limit int64) string {
 	return "the limit of " + formatSize(limit) + " (--max-body-size)"
 }
 
-// mayPublish answers 403 when the caller may not publish; it is checked
-// before the body is read (publish checks again: it is the one write path).
-func (a *api) mayPublish(w http.ResponseWriter, r *http.Request) bool {
-	c := callerFrom(r.Context())
-	if err := a.d.authorize(c); err != nil {
-		a.fail(w, r, err)
-		return false
-	}
-	return true
-}
-
 // writeResults answers a publish: one result object (PUT, DELETE) or
 // {"results":[...]} (POST messages).
 func writeResults(w http.ResponseWriter, results []PutResult, batch bool) {
@@ -303,9 +302,6 @@ func (a *api) putKey(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	if !a.mayPublish(w, r) {
-		return
-	}
 	value, e := a.readBody(w, r, a.d.cfg.MaxValueSize, CodeValueTooLarge, "value")
 	if e != nil {
 		a.fail(w, r, e)
@@ -323,9 +319,6 @@ func (a *api) putKey(w http.ResponseWriter, r *http.Request, p params) {
 func (a *api) deleteKey(w http.ResponseWriter, r *http.Request, p params) {
 	if e := firstError(validTopic("topic", p.topic), validKey(p.key)); e != nil {
 		a.fail(w, r, e)
-		return
-	}
-	if !a.mayPublish(w, r) {
 		return
 	}
 	msgs := []store.Message{{Topic: p.topic, Key: p.key, Delete: true}}
@@ -367,9 +360,6 @@ var ndjsonTypes = []string{"application/x-ndjson", "application/ndjson", "applic
 func (a *api) postMessages(w http.ResponseWriter, r *http.Request, p params) {
 	if e := validTopic("topic", p.topic); e != nil {
 		a.fail(w, r, e)
-		return
-	}
-	if !a.mayPublish(w, r) {
 		return
 	}
 	ndjson := false
@@ -508,6 +498,10 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	switch mode := q.Get("mode"); mode {
 	case "", "broadcasting":
 	case "clustering":
+		if e := a.d.authorize(callerFrom(r.Context()), RoleConsume); e != nil {
+			a.fail(w, r, e)
+			return
+		}
 		a.subscribeGroup(w, r, p, q)
 		return
 	default:
@@ -537,6 +531,10 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 			a.fail(w, r, errorf(CodeBadRequest, "ack=auto needs a cursor: name=<cursor>"))
 			return
 		}
+		if e := a.d.authorize(callerFrom(r.Context()), RoleConsume); e != nil {
+			a.fail(w, r, e)
+			return
+		}
 	default:
 		a.fail(w, r, errorf(CodeBadRequest, "ack: want \"auto\" or \"client\", got %q", ack))
 		return
@@ -557,6 +555,14 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	defer reader.Close()
+	if ack == "auto" {
+		// The cursor is taken (made, or checked as the caller's) where the
+		// stream starts, so that a refusal is a status, not a stream's end.
+		if err := a.d.setCursorAs(r.Context(), name, p.topic, reader.Offset()); err != nil {
+			a.fail(w, r, storeError(err))
+			return
+		}
+	}
 
 	st, ok := a.openStream(w, r)
 	if !ok {
@@ -605,7 +611,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 			return
 		}
 		if ack == "auto" {
-			if err := a.d.store.SetCursor(name, p.topic, next); err != nil {
+			if err := a.d.setCursorAs(r.Context(), name, p.topic, next); err != nil {
 				a.endStream(w, rc, ctx, err, p.topic, sse)
 				return
 			}
@@ -738,12 +744,57 @@ func (a *api) getCursor(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	topic, off, ok := a.d.store.Cursor(p.name)
+	c, ok := a.d.store.LookupCursor(p.name)
 	if !ok {
 		a.fail(w, r, errorf(CodeNotFound, "no cursor %q", p.name))
 		return
 	}
-	a.writeJSON(w, r, cursorAnswer{Name: p.name, Topic: topic, Offset: off})
+	a.writeJSON(w, r, newCursorAnswer(c))
+}
+
+// listCursors answers GET /v1/cursors: every durable cursor of the node
+// (at most --max-cursors), sorted by name.
+func (a *api) listCursors(w http.ResponseWriter, r *http.Request, _ params) {
+	cs := a.d.store.Cursors()
+	out := make([]cursorAnswer, len(cs))
+	for i, c := range cs {
+		out[i] = newCursorAnswer(c)
+	}
+	a.writeJSON(w, r, struct {
+		Cursors []cursorAnswer `json:"cursors"`
+	}{out})
+}
+
+// deleteCursor answers DELETE /v1/cursors/{name}: the cursor's owner or an
+// admin may delete it; retention then no longer waits for it.
+func (a *api) deleteCursor(w http.ResponseWriter, r *http.Request, p params) {
+	if e := validTopic("cursor name", p.name); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	c, ok := a.d.store.LookupCursor(p.name)
+	if !ok {
+		a.fail(w, r, errorf(CodeNotFound, "no cursor %q", p.name))
+		return
+	}
+	caller := callerFrom(r.Context())
+	if err := a.d.store.DeleteCursorAs(caller.UID, a.d.roles.Load().has(caller, RoleAdmin), p.name); err != nil {
+		a.fail(w, r, storeError(err))
+		return
+	}
+	a.d.log.Info("cursor deleted", append(caller.fields(), zap.String("cursor", p.name), zap.String("topic", c.Topic))...)
+	a.writeJSON(w, r, newCursorAnswer(c))
+}
+
+// setCursorAs creates or moves a durable cursor for the request's caller:
+// the caller owns a cursor it creates, and only the owner or an admin may
+// move it afterwards. A caller the kernel did not name may not own one.
+func (d *Daemon) setCursorAs(ctx context.Context, name, topic string, offset uint64) error {
+	c := callerFrom(ctx)
+	if !c.Known {
+		return errorf(CodeForbidden, "a durable cursor needs a caller the kernel names (SO_PEERCRED); connect over the Unix socket")
+	}
+	return d.store.SetCursorAs(c.UID, d.roles.Load().has(c, RoleAdmin), name, topic, offset)
 }
 
 func (a *api) setCursor(w http.ResponseWriter, r *http.Request, p params) {
@@ -769,11 +820,12 @@ func (a *api) setCursor(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, errorf(CodeBadRequest, `"offset" is required (the offset of the next message to read)`))
 		return
 	}
-	if err := a.d.store.SetCursor(p.name, req.Topic, *req.Offset); err != nil {
+	if err := a.d.setCursorAs(r.Context(), p.name, req.Topic, *req.Offset); err != nil {
 		a.fail(w, r, storeError(err))
 		return
 	}
-	a.writeJSON(w, r, cursorAnswer{Name: p.name, Topic: req.Topic, Offset: *req.Offset})
+	c, _ := a.d.store.LookupCursor(p.name)
+	a.writeJSON(w, r, newCursorAnswer(c))
 }
 
 func (a *api) status(w http.ResponseWriter, r *http.Request, _ params) {
@@ -840,26 +892,14 @@ func firstError(errs ...*apiError) *apiError {
 	return nil
 }
 
-// authorize checks the caller against the allow-lists.
-func (d *Daemon) authorize(c Caller) *apiError {
-	if d.access.Load().allows(c) {
-		return nil
-	}
-	d.log.Warn("publish refused", c.fields()...)
-	if !c.Known {
-		return errorf(CodeForbidden, "the caller's credentials are unknown; publishing is restricted (--allow-uids, --allow-gids)")
-	}
-	return errorf(CodeForbidden, "uid %d (gid %d) may not publish; see --allow-uids and --allow-gids", c.UID, c.GID)
-}
-
 // publish is the one path every write takes: PUT, DELETE and POST messages
 // of the local API call it, and the cluster layer extends it (replication to
-// the peer, fan-out, the replica statuses of PutResult). It checks the
-// caller against the allow-lists, appends msgs as one all-or-nothing batch
+// the peer, fan-out, the replica statuses of PutResult). It checks that the
+// caller has the publish role, appends msgs as one all-or-nothing batch
 // (stamped with this node's origin, seq and HLC), counts and logs the write.
 // msgs are checked by the caller (names, sizes); the store checks again.
 func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([]PutResult, error) {
-	if e := d.authorize(c); e != nil {
+	if e := d.authorize(c, RolePublish); e != nil {
 		return nil, e
 	}
 	if err := ctx.Err(); err != nil {

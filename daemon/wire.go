@@ -34,6 +34,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeForbidden        = "forbidden"
 	CodeStoreFull        = "store_full"
+	CodeTooMany          = "too_many"
 	CodeDiskFull         = "disk_full"
 	CodeUnavailable      = "unavailable"
 	CodeTimeout          = "timeout"
@@ -44,7 +45,7 @@ const (
 var errorCodes = []string{
 	CodeBadRequest, CodeInvalidName, CodeBadJSON, CodeBadBase64, CodeValueTooLarge, CodeBodyTooLarge,
 	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeForbidden, CodeStoreFull, CodeDiskFull,
-	CodeUnavailable, CodeTimeout, CodeInternal,
+	CodeTooMany, CodeUnavailable, CodeTimeout, CodeInternal,
 }
 
 // statusOf is the HTTP status of each error code.
@@ -64,6 +65,8 @@ func statusOf(code string) int {
 		return http.StatusForbidden
 	case CodeStoreFull, CodeDiskFull:
 		return http.StatusInsufficientStorage
+	case CodeTooMany:
+		return http.StatusTooManyRequests
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
 	case CodeTimeout:
@@ -95,6 +98,10 @@ func storeError(err error) *apiError {
 		return errorf(CodeStoreFull, "%v", err)
 	case errors.Is(err, store.ErrDiskFull):
 		return errorf(CodeDiskFull, "%v", err)
+	case errors.Is(err, store.ErrCursorLimit):
+		return errorf(CodeTooMany, "%v", err)
+	case errors.Is(err, store.ErrNotOwner):
+		return errorf(CodeForbidden, "%v; only its owner or an admin (--admin-uids, --admin-gids) may change it", err)
 	case errors.Is(err, store.ErrTooLarge):
 		return errorf(CodeValueTooLarge, "%v", err)
 	case errors.Is(err, store.ErrInvalid):
@@ -638,11 +645,25 @@ type cursorRequest struct {
 	Offset *uint64 `json:"offset"`
 }
 
-// cursorAnswer is the answer of the cursor routes.
+// cursorAnswer is one cursor in the answers of the cursor routes.
 type cursorAnswer struct {
 	Name   string `json:"name"`
 	Topic  string `json:"topic"`
 	Offset uint64 `json:"offset"`
+	// End is the topic's next offset, Lag the messages between.
+	End uint64 `json:"end"`
+	Lag uint64 `json:"lag"`
+	// OwnerUID is the user that created the cursor; null when none is
+	// recorded.
+	OwnerUID *uint32 `json:"owner_uid"`
+}
+
+func newCursorAnswer(c store.CursorInfo) cursorAnswer {
+	a := cursorAnswer{Name: c.Name, Topic: c.Topic, Offset: c.Offset, End: c.End, Lag: c.Lag()}
+	if c.Owned {
+		a.OwnerUID = &c.Owner
+	}
+	return a
 }
 
 // uptime rounds to milliseconds for the status page.

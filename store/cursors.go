@@ -24,12 +24,15 @@ import (
 //	+-------+-----+------+----------+-----------+-----------------+-----------------+
 //	| crc32c| ver | state| name len | topic len | generation u64  |   offset u64    |
 //	+-------+-----+------+----------+-----------+-----------------+-----------------+
-//	24                      152                     280                            512
-//	|   name (128 bytes)     |   topic (128 bytes)   |          zero               |
-//	+------------------------+-----------------------+-----------------------------+
+//	24                      152                     280         284     285      512
+//	|   name (128 bytes)     |   topic (128 bytes)   | owner u32 | owned |  zero   |
+//	+------------------------+-----------------------+-----------+-------+---------+
 //
 // Integers are little endian; the CRC-32C covers bytes [4, 512). state is
-// 1 for a live cursor, 2 for a deleted one (the cell is free). On open, the
+// 1 for a live cursor, 2 for a deleted one (the cell is free). owned is 1
+// when owner holds the user ID that created the cursor; a cursor written
+// before owners were recorded has 0 there, and the first user who sets it
+// adopts it. On open, the
 // valid copy with the higher generation is the cell's state; a copy with a
 // bad CRC (a torn write) is ignored with a warning, and an all-zero copy is
 // simply unused. So a crash in the middle of an update leaves the cursor at
@@ -55,7 +58,23 @@ type cursors struct {
 	dirty  bool           // written since the last sync
 	grown  bool           // file size changed since the last sync
 	closed bool
+
+	// max bounds the live cursors, perOwner the live cursors of one owner;
+	// 0: no bound. Set by the store after open.
+	max, perOwner int
 }
+
+// cursorOwner is who sets or deletes a cursor: uid owns the cursors it
+// creates (when known); override lets it move or delete another user's.
+type cursorOwner struct {
+	uid      uint32
+	known    bool
+	override bool
+}
+
+// cursorSystem is the store's own caller: it keeps a cursor's owner and
+// may change any cursor.
+var cursorSystem = cursorOwner{override: true}
 
 // cursorCell is the in-memory state of one cell.
 type cursorCell struct {
@@ -65,6 +84,8 @@ type cursorCell struct {
 	name   string
 	topic  string
 	offset uint64
+	owner  uint32
+	owned  bool
 }
 
 // cursorEntry is one cursor as list returns it.
@@ -72,6 +93,8 @@ type cursorEntry struct {
 	Name   string
 	Topic  string
 	Offset uint64
+	Owner  uint32
+	Owned  bool
 }
 
 const (
@@ -82,6 +105,7 @@ const (
 	cursorDeleted  = 2
 	cursorNameOff  = 24
 	cursorTopicOff = cursorNameOff + maxCursorNameLen
+	cursorOwnerOff = cursorTopicOff + maxCursorTopicLen
 	cursorMinCells = 16
 
 	// maxCursorNameLen and maxCursorTopicLen bound a cursor's name and
@@ -97,6 +121,8 @@ type cursorCopy struct {
 	offset uint64
 	name   string
 	topic  string
+	owner  uint32
+	owned  bool
 }
 
 // encodeCursorCopy fills b (one copy) with c and its CRC.
@@ -111,6 +137,10 @@ func encodeCursorCopy(b []byte, c cursorCopy) {
 	binary.LittleEndian.PutUint64(b[16:], c.offset)
 	copy(b[cursorNameOff:], c.name)
 	copy(b[cursorTopicOff:], c.topic)
+	if c.owned {
+		binary.LittleEndian.PutUint32(b[cursorOwnerOff:], c.owner)
+		b[cursorOwnerOff+4] = 1
+	}
 	binary.LittleEndian.PutUint32(b[0:], crc32.Checksum(b[4:cursorCopySize], castagnoli))
 }
 
@@ -133,6 +163,10 @@ func decodeCursorCopy(b []byte) (c cursorCopy, ok bool) {
 	c.offset = binary.LittleEndian.Uint64(b[16:])
 	c.name = string(b[cursorNameOff : cursorNameOff+nl])
 	c.topic = string(b[cursorTopicOff : cursorTopicOff+tl])
+	c.owned = b[cursorOwnerOff+4] == 1
+	if c.owned {
+		c.owner = binary.LittleEndian.Uint32(b[cursorOwnerOff:])
+	}
 	return c, c.gen != 0
 }
 
@@ -202,6 +236,7 @@ func (c *cursors) load() error {
 				cell.cur, cell.gen = k, cp.gen
 				cell.live = cp.state == cursorLive
 				cell.name, cell.topic, cell.offset = cp.name, cp.topic, cp.offset
+				cell.owner, cell.owned = cp.owner, cp.owned
 			}
 		}
 		if !cell.live {
@@ -250,6 +285,7 @@ func (c *cursors) writeCell(i int, cp cursorCopy) error {
 	cell.cur, cell.gen = k, cp.gen
 	cell.live = cp.state == cursorLive
 	cell.name, cell.topic, cell.offset = cp.name, cp.topic, cp.offset
+	cell.owner, cell.owned = cp.owner, cp.owned
 	c.dirty = true
 	return nil
 }
@@ -303,8 +339,27 @@ func (c *cursors) get(name string) (topic string, offset uint64, ok bool) {
 	return c.cells[i].topic, c.cells[i].offset, true
 }
 
-// set creates or moves a cursor. It is durable after the next sync.
+// lookup returns one cursor as list does.
+func (c *cursors) lookup(name string) (cursorEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.byName[name]
+	if !ok {
+		return cursorEntry{}, false
+	}
+	cell := &c.cells[i]
+	return cursorEntry{Name: name, Topic: cell.topic, Offset: cell.offset, Owner: cell.owner, Owned: cell.owned}, true
+}
+
+// set creates or moves a cursor as the store itself (its owner stays).
 func (c *cursors) set(name, topic string, offset uint64) error {
+	return c.setAs(cursorSystem, name, topic, offset)
+}
+
+// setAs creates or moves a cursor for who. A cursor another user owns is
+// ErrNotOwner unless who overrides; a new cursor past the bounds is
+// ErrCursorLimit. It is durable after the next sync.
+func (c *cursors) setAs(who cursorOwner, name, topic string, offset uint64) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty cursor name", ErrInvalid)
@@ -318,21 +373,61 @@ func (c *cursors) set(name, topic string, offset uint64) error {
 	if c.closed {
 		return ErrClosed
 	}
+	cp := cursorCopy{state: cursorLive, name: name, topic: topic, offset: offset, owner: who.uid, owned: who.known}
 	i, ok := c.byName[name]
 	if ok {
-		if cell := &c.cells[i]; cell.topic == topic && cell.offset == offset {
+		cell := &c.cells[i]
+		if err := cell.mayChange(who, name); err != nil {
+			return err
+		}
+		if cell.owned {
+			cp.owner, cp.owned = cell.owner, true
+		}
+		if cell.topic == topic && cell.offset == offset && cell.owned == cp.owned {
 			return nil
 		}
 	} else {
+		if err := c.checkLimits(who, name); err != nil {
+			return err
+		}
 		var err error
 		if i, err = c.freeCell(); err != nil {
 			return err
 		}
 	}
-	if err := c.writeCell(i, cursorCopy{state: cursorLive, name: name, topic: topic, offset: offset}); err != nil {
+	if err := c.writeCell(i, cp); err != nil {
 		return err
 	}
 	c.byName[name] = i
+	return nil
+}
+
+// mayChange reports whether who may move or delete the cell's cursor.
+func (cell *cursorCell) mayChange(who cursorOwner, name string) error {
+	if who.override || !cell.owned || who.known && who.uid == cell.owner {
+		return nil
+	}
+	return fmt.Errorf("%w: cursor %q belongs to uid %d", ErrNotOwner, name, cell.owner)
+}
+
+// checkLimits refuses a new cursor past max or perOwner.
+func (c *cursors) checkLimits(who cursorOwner, name string) error {
+	if c.max > 0 && len(c.byName) >= c.max {
+		return fmt.Errorf("%w: cursor %q would be cursor %d of at most %d on this node (--max-cursors); delete unused ones",
+			ErrCursorLimit, name, len(c.byName)+1, c.max)
+	}
+	if c.perOwner > 0 && who.known && !who.override {
+		n := 0
+		for _, i := range c.byName {
+			if c.cells[i].owned && c.cells[i].owner == who.uid {
+				n++
+			}
+		}
+		if n >= c.perOwner {
+			return fmt.Errorf("%w: uid %d already has %d cursors, at most %d (--max-cursors-per-uid); delete unused ones",
+				ErrCursorLimit, who.uid, n, c.perOwner)
+		}
+	}
 	return nil
 }
 
@@ -351,8 +446,15 @@ func (c *cursors) freeCell() (int, error) {
 	return i, nil
 }
 
-// delete removes a cursor; deleting an unknown one is not an error.
+// delete removes a cursor as the store itself; deleting an unknown one is
+// not an error.
 func (c *cursors) delete(name string) error {
+	return c.deleteAs(cursorSystem, name)
+}
+
+// deleteAs removes a cursor for who: ErrNotOwner when another user owns
+// it and who does not override. Deleting an unknown one is not an error.
+func (c *cursors) deleteAs(who cursorOwner, name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -361,6 +463,9 @@ func (c *cursors) delete(name string) error {
 	i, ok := c.byName[name]
 	if !ok {
 		return nil
+	}
+	if err := c.cells[i].mayChange(who, name); err != nil {
+		return err
 	}
 	if err := c.writeCell(i, cursorCopy{state: cursorDeleted}); err != nil {
 		return err
@@ -375,7 +480,8 @@ func (c *cursors) list() []cursorEntry {
 	defer c.mu.Unlock()
 	out := make([]cursorEntry, 0, len(c.byName))
 	for name, i := range c.byName {
-		out = append(out, cursorEntry{Name: name, Topic: c.cells[i].topic, Offset: c.cells[i].offset})
+		cell := &c.cells[i]
+		out = append(out, cursorEntry{Name: name, Topic: cell.topic, Offset: cell.offset, Owner: cell.owner, Owned: cell.owned})
 	}
 	slices.SortFunc(out, func(a, b cursorEntry) int {
 		switch {

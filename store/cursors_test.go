@@ -550,3 +550,99 @@ func FuzzCursorFile(f *testing.F) {
 		}
 	})
 }
+
+// TestCursorOwners checks who may move and delete a cursor: its owner,
+// an override (an admin), the store itself; another user gets
+// ErrNotOwner and changes nothing. The owner survives a reopen, and a
+// cursor with no owner (an older file) is adopted by its first setter.
+func TestCursorOwners(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cursors")
+	c := openTestCursors(t, path)
+	alice := cursorOwner{uid: 1001, known: true}
+	bob := cursorOwner{uid: 1002, known: true}
+	admin := cursorOwner{uid: 0, known: true, override: true}
+	if err := c.setAs(alice, "a", "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.set("legacy", "t", 5); err != nil { // no owner recorded
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		op   func() error
+		want error
+	}{
+		{"bob moves alice's", func() error { return c.setAs(bob, "a", "t", 0) }, ErrNotOwner},
+		{"bob deletes alice's", func() error { return c.deleteAs(bob, "a") }, ErrNotOwner},
+		{"alice moves hers", func() error { return c.setAs(alice, "a", "t", 2) }, nil},
+		{"admin moves alice's", func() error { return c.setAs(admin, "a", "t", 3) }, nil},
+		{"the store moves alice's", func() error { return c.set("a", "t", 4) }, nil},
+		{"bob adopts the legacy one", func() error { return c.setAs(bob, "legacy", "t", 6) }, nil},
+		{"alice moves bob's adopted one", func() error { return c.setAs(alice, "legacy", "t", 7) }, ErrNotOwner},
+	} {
+		if err := tc.op(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := c.close(); err != nil {
+		t.Fatal(err)
+	}
+	c = openTestCursors(t, path)
+	defer c.close()
+	got := map[string]cursorEntry{}
+	for _, e := range c.list() {
+		got[e.Name] = e
+	}
+	want := map[string]cursorEntry{
+		"a":      {Name: "a", Topic: "t", Offset: 4, Owner: 1001, Owned: true},
+		"legacy": {Name: "legacy", Topic: "t", Offset: 6, Owner: 1002, Owned: true},
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("after reopen: %+v, want %+v", got, want)
+	}
+	if err := c.deleteAs(alice, "a"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCursorLimits checks --max-cursors and --max-cursors-per-uid: a new
+// cursor past either is ErrCursorLimit and writes nothing, moving an
+// existing one is always allowed, and a delete makes room.
+func TestCursorLimits(t *testing.T) {
+	c := openTestCursors(t, filepath.Join(t.TempDir(), "cursors"))
+	defer c.close()
+	c.max, c.perOwner = 5, 2
+	alice := cursorOwner{uid: 1001, known: true}
+	bob := cursorOwner{uid: 1002, known: true}
+	for _, tc := range []struct {
+		who  cursorOwner
+		name string
+		want error
+	}{
+		{alice, "a1", nil},
+		{alice, "a2", nil},
+		{alice, "a3", ErrCursorLimit}, // alice's third
+		{alice, "a1", nil},            // a move, not a new one
+		{bob, "b1", nil},
+		{bob, "b2", nil},
+		{cursorSystem, "s1", nil}, // the store is not a user: only --max-cursors
+		{cursorSystem, "s2", ErrCursorLimit},
+	} {
+		if err := c.setAs(tc.who, tc.name, "t", 9); !errors.Is(err, tc.want) {
+			t.Errorf("uid %d sets %s: %v, want %v", tc.who.uid, tc.name, err, tc.want)
+		}
+	}
+	if n := len(c.list()); n != 5 {
+		t.Fatalf("%d cursors, want 5", n)
+	}
+	err := c.setAs(alice, "a3", "t", 9)
+	if err == nil || !strings.Contains(err.Error(), "--max-cursors") {
+		t.Fatalf("the refusal does not name the flag: %v", err)
+	}
+	if err := c.deleteAs(alice, "a2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.setAs(alice, "a3", "t", 9); err != nil {
+		t.Fatalf("after a delete: %v", err)
+	}
+}

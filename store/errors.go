@@ -55,6 +55,14 @@ var (
 	// its map.
 	ErrIO = errors.New("store: i/o error")
 
+	// ErrNotOwner means a cursor belongs to another user: only its owner
+	// (or a caller that overrides, an admin) may move or delete it.
+	ErrNotOwner = errors.New("store: cursor owned by another user")
+
+	// ErrCursorLimit means a new cursor would pass MaxCursors or
+	// MaxCursorsPerOwner. Nothing was written.
+	ErrCursorLimit = errors.New("store: too many cursors")
+
 	// ErrLocked means another process holds the data directory.
 	ErrLocked = errors.New("store: data directory in use")
 )

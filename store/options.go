@@ -111,6 +111,12 @@ type Options struct {
 	// bytes per entry. A new topic or origin starts with a file of 512
 	// entries, and each next file doubles up to this.
 	IndexChunkEntries int
+	// MaxCursors bounds the durable cursors (each takes 1 KiB of the
+	// cursors file and may hold retention back); 0: no bound.
+	MaxCursors int
+	// MaxCursorsPerOwner bounds the cursors one user ID creates; 0: no
+	// bound.
+	MaxCursorsPerOwner int
 	// OnFlush, when set, is called after every flush that wrote something,
 	// with how long it took (for a latency histogram). It runs on the
 	// goroutine that flushed (the flusher's, or a caller of Flush or
@@ -162,6 +168,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("store: WhenFull must be FullRecycle or FullRefuse, got %d", o.WhenFull)
 	case o.SnapshotInterval <= 0:
 		return fmt.Errorf("store: SnapshotInterval must be positive, got %s", o.SnapshotInterval)
+	case o.MaxCursors < 0:
+		return fmt.Errorf("store: MaxCursors must not be negative, got %d", o.MaxCursors)
+	case o.MaxCursorsPerOwner < 0:
+		return fmt.Errorf("store: MaxCursorsPerOwner must not be negative, got %d", o.MaxCursorsPerOwner)
 	case o.IndexChunkEntries < 1024:
 		return fmt.Errorf("store: IndexChunkEntries must be at least 1024, got %d", o.IndexChunkEntries)
 	}

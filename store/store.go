@@ -171,6 +171,7 @@ func (s *Store) open() error {
 	if s.cursors, err = openCursors(filepath.Join(s.dir, cursorsName), s.log); err != nil {
 		return err
 	}
+	s.cursors.max, s.cursors.perOwner = s.opts.MaxCursors, s.opts.MaxCursorsPerOwner
 	s.log.Info("store open",
 		zap.String("dir", s.dir), zap.String("origin", fmt.Sprintf("%016x", s.origin)),
 		zap.Int64("oldest", s.seglog.oldest.Load()), zap.Int64("end", end),
@@ -620,22 +621,37 @@ func (s *Store) makeRoom(size int) error {
 		return fmt.Errorf("%w: the log holds %d bytes, RetentionBytes is %d", ErrFull, need-int64(Padded(size)), limit)
 	}
 	upTo := s.seglog.wpos + int64(Padded(size)) + s.seglog.segSize - limit
-	floor := s.retainFloor()
+	floor, holder := s.retainFloor()
 	if _, err := s.recycleTo(min(upTo, floor)); err != nil {
 		return err
 	}
 	if s.seglog.wpos+int64(Padded(size))-s.seglog.oldest.Load() > limit {
 		s.kickSnapshot()
-		return fmt.Errorf("%w: the log holds %d bytes, RetentionBytes is %d, and the oldest segment is still needed (snapshot covers %d, durable cursors)",
-			ErrFull, s.seglog.wpos-s.seglog.oldest.Load(), limit, s.snapCovers.Load())
+		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d, and the oldest segment is still needed by %s",
+			ErrFull, s.seglog.wpos-s.seglog.oldest.Load(), limit, holderText(holder, s.snapCovers.Load()))
 	}
 	return nil
 }
 
+// holderText names what holds the log back: a durable cursor (with its
+// owner), or else the snapshot.
+func holderText(c *cursorEntry, snapCovers int64) string {
+	if c == nil {
+		return fmt.Sprintf("the snapshot (it covers the log up to position %d; it is written again soon)", snapCovers)
+	}
+	owner := "no recorded owner"
+	if c.Owned {
+		owner = fmt.Sprintf("owner uid %d", c.Owner)
+	}
+	return fmt.Sprintf("durable cursor %q (%s) at offset %d of topic %q; move it on or delete it (DELETE /v1/cursors/%s)",
+		c.Name, owner, c.Offset, c.Topic, c.Name)
+}
+
 // retainFloor is the lowest log position something still needs: the view
-// snapshot's coverage and every durable cursor's next record.
-func (s *Store) retainFloor() int64 {
-	floor := s.snapCovers.Load()
+// snapshot's coverage and every durable cursor's next record. holder is
+// the cursor that sets it, nil when the snapshot does.
+func (s *Store) retainFloor() (floor int64, holder *cursorEntry) {
+	floor = s.snapCovers.Load()
 	for _, c := range s.cursors.list() {
 		ti := s.topics.get(c.Topic)
 		if ti == nil {
@@ -643,10 +659,10 @@ func (s *Store) retainFloor() int64 {
 		}
 		e, err := ti.entry(c.Offset)
 		if err == nil && e.Pos < floor {
-			floor = e.Pos
+			floor, holder = e.Pos, &c
 		}
 	}
-	return floor
+	return floor, holder
 }
 
 // recycleTo retires the segments wholly before upTo and the index chunks
@@ -927,7 +943,8 @@ func (s *Store) retireAged() {
 	if s.closed.Load() {
 		return
 	}
-	if _, err := s.recycleTo(min(upTo, s.retainFloor())); err != nil {
+	floor, _ := s.retainFloor()
+	if _, err := s.recycleTo(min(upTo, floor)); err != nil {
 		s.log.Warn("recycling aged segments failed", zap.Error(err))
 	}
 }
@@ -987,15 +1004,68 @@ type CursorInfo struct {
 	Name   string
 	Topic  string
 	Offset uint64
+	// Owner is the user ID that created the cursor, when Owned (a cursor
+	// set by the store itself, or written by an older version, has none).
+	Owner uint32
+	Owned bool
+	// End is the topic's next offset now: End-Offset messages wait for
+	// the cursor (0 when the cursor is at or past the end).
+	End uint64
+}
+
+// Lag is the number of messages of the topic past the cursor.
+func (c CursorInfo) Lag() uint64 {
+	if c.End > c.Offset {
+		return c.End - c.Offset
+	}
+	return 0
 }
 
 // Cursors lists the durable cursors, sorted by name.
 func (s *Store) Cursors() []CursorInfo {
 	var out []CursorInfo
 	for _, c := range s.cursors.list() {
-		out = append(out, CursorInfo(c))
+		out = append(out, s.cursorInfo(c))
 	}
 	return out
+}
+
+// LookupCursor returns one durable cursor as Cursors lists it.
+func (s *Store) LookupCursor(name string) (CursorInfo, bool) {
+	c, ok := s.cursors.lookup(name)
+	if !ok {
+		return CursorInfo{}, false
+	}
+	return s.cursorInfo(c), true
+}
+
+func (s *Store) cursorInfo(c cursorEntry) CursorInfo {
+	ci := CursorInfo{Name: c.Name, Topic: c.Topic, Offset: c.Offset, Owner: c.Owner, Owned: c.Owned}
+	if ti := s.topics.get(c.Topic); ti != nil {
+		ci.End = ti.len()
+	}
+	return ci
+}
+
+// SetCursorAs creates or moves a durable cursor for the user uid, who owns
+// the cursors it creates. Moving a cursor another user owns is ErrNotOwner
+// unless override is set (an admin); a new cursor past MaxCursors or
+// MaxCursorsPerOwner is ErrCursorLimit. Synced as SetCursor is.
+func (s *Store) SetCursorAs(uid uint32, override bool, name, topic string, offset uint64) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.cursors.setAs(cursorOwner{uid: uid, known: true, override: override}, name, topic, offset)
+}
+
+// DeleteCursorAs removes a durable cursor for the user uid: ErrNotOwner
+// when another user owns it and override is not set. Removing an unknown
+// one is not an error.
+func (s *Store) DeleteCursorAs(uid uint32, override bool, name string) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.cursors.deleteAs(cursorOwner{uid: uid, known: true, override: override}, name)
 }
 
 // DeleteCursor removes a durable cursor; removing an unknown one is not an

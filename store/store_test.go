@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -494,5 +495,48 @@ func TestBootstrapFromSnapshot(t *testing.T) {
 	check(b)
 	if b.LastSeq(a.Origin()) != 52 {
 		t.Fatalf("after restart: origin at %d, want 52", b.LastSeq(a.Origin()))
+	}
+}
+
+// TestStoreFullNamesCursor checks that a cursor holding the log back is
+// named in store_full, with its owner, and that deleting it lets writes on.
+func TestStoreFullNamesCursor(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.RetentionBytes = 4 * o.SegmentSize
+	s := openTest(t, o)
+	if err := s.SetCursorAs(65534, false, "pin", "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for i := 0; i < 2000 && err == nil; i++ {
+		if i%100 == 99 {
+			if err := s.Snapshot(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m := Message{Topic: "t", Key: fmt.Sprint(i % 10), Value: value(i, 1000)}
+		_, err = s.Publish(&m)
+	}
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("a cursor at offset 0 did not hold the log: %v", err)
+	}
+	for _, want := range []string{`durable cursor "pin"`, "owner uid 65534", `topic "t"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("store_full %q lacks %q", err, want)
+		}
+	}
+	cs := s.Cursors()
+	if len(cs) != 1 || cs[0].Lag() == 0 || cs[0].End == 0 {
+		t.Fatalf("cursors: %+v", cs)
+	}
+	if err := s.DeleteCursorAs(65533, false, "pin"); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("another user deleted the cursor: %v", err)
+	}
+	if err := s.DeleteCursorAs(65534, false, "pin"); err != nil {
+		t.Fatal(err)
+	}
+	m := Message{Topic: "t", Key: "k", Value: value(1, 1000)}
+	if _, err := s.Publish(&m); err != nil {
+		t.Fatalf("a write after the cursor is gone: %v", err)
 	}
 }

@@ -29,6 +29,7 @@ var statusOfCode = map[string]int{
 	client.CodeForbidden:        403,
 	client.CodeStoreFull:        507,
 	client.CodeDiskFull:         507,
+	client.CodeTooMany:          429,
 	client.CodeUnavailable:      503,
 	client.CodeTimeout:          408,
 	client.CodeInternal:         500,
@@ -156,33 +157,46 @@ func TestErrorCodes(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}
-		other := os.Getuid() + 4242
-		reload(fmt.Sprintf("CACHECAST_ALLOW_UIDS=%d\n", other))
-		for _, raw := range []string{
-			request("PUT", "/v1/topics/t/keys/known", "changed"),
-			request("DELETE", "/v1/topics/t/keys/known", ""),
-			request("POST", "/v1/topics/t/messages", `{"key":"known","value":"changed"}`),
+		// The caller is another user (root, which runs the tests, is
+		// always admin): the socket is opened to it.
+		if err := os.Chmod(filepath.Dir(n.Socket), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(n.Socket, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		const other = 61042
+		reload("CACHECAST_ALLOW_UIDS=4242\n")
+		for _, rq := range [][3]string{
+			{"PUT", "/v1/topics/t/keys/known", "changed"},
+			{"DELETE", "/v1/topics/t/keys/known", ""},
+			{"POST", "/v1/topics/t/messages", `{"key":"known","value":"changed"}`},
 		} {
-			r, err := rawRequest(t, n.Socket, raw, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seen.check(t, strings.Fields(raw)[0], r, client.CodeForbidden)
+			seen.check(t, rq[0], requestAs(t, other, n.Socket, rq[0], rq[1], rq[2]), client.CodeForbidden)
 		}
-		if v, err := c.Get(ctx(t), "t", "known"); err != nil || string(v.Bytes) != "original" {
-			t.Fatalf("a reader is not restricted: %q %v", v.Bytes, err)
+		if r := requestAs(t, other, n.Socket, "GET", "/v1/topics/t/keys/known", ""); r.status != 200 || string(r.body) != "original" {
+			t.Fatalf("a reader is not restricted: %d %s", r.status, r.body)
 		}
-		if !strings.Contains(n.Logs(), `"msg":"publish refused"`) {
+		if !strings.Contains(n.Logs(), `"msg":"request refused"`) {
 			t.Fatal("the refusal was not logged")
 		}
-		reload(fmt.Sprintf("CACHECAST_ALLOW_UIDS=%d,%d\n", other, os.Getuid()))
-		if _, err := c.Publish(ctx(t), "t", "allowed", []byte("yes"), ""); err != nil {
-			t.Fatalf("publish once allowed: %v", err)
+		reload(fmt.Sprintf("CACHECAST_ALLOW_UIDS=4242,%d\n", other))
+		if r := requestAs(t, other, n.Socket, "PUT", "/v1/topics/t/keys/allowed", "yes"); r.status != 200 {
+			t.Fatalf("publish once allowed: %d %s", r.status, r.body)
 		}
 		reload("")
-		if _, err := c.Publish(ctx(t), "t", "open", []byte("yes"), ""); err != nil {
-			t.Fatalf("publish with no list: %v", err)
+		if r := requestAs(t, other, n.Socket, "PUT", "/v1/topics/t/keys/open", "yes"); r.status != 200 {
+			t.Fatalf("publish with no list: %d %s", r.status, r.body)
 		}
+	})
+
+	run("too many cursors", func(t *testing.T) {
+		n := StartNode(t, bins, NodeOptions{Name: "cursors", Args: append([]string{"--max-cursors", "1"}, smallNode...)})
+		if r := httpDo(t, n, "POST", "/v1/cursors/one", strings.NewReader(`{"topic":"t","offset":0}`)); r.status != 200 {
+			t.Fatalf("the first cursor: %d %s", r.status, r.body)
+		}
+		r := httpDo(t, n, "POST", "/v1/cursors/two", strings.NewReader(`{"topic":"t","offset":0}`))
+		seen.check(t, "a cursor past --max-cursors", r, client.CodeTooMany)
 	})
 
 	run("store_full", func(t *testing.T) {

@@ -2,12 +2,14 @@ package test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,6 +102,28 @@ func rawRequest(t *testing.T, sock, raw string, mid func(c *net.UnixConn)) (resp
 		mid(conn.(*net.UnixConn))
 	}
 	return readResponse(conn)
+}
+
+// requestAs sends one request as the user uid (its group the same number,
+// no supplementary groups): curl under setpriv, so that the daemon reads
+// that user's credentials off the socket. It needs root.
+func requestAs(t *testing.T, uid int, sock, method, path, body string) response {
+	t.Helper()
+	id := strconv.Itoa(uid)
+	args := []string{"--reuid=" + id, "--regid=" + id, "--clear-groups",
+		"curl", "-sS", "-i", "--max-time", "10", "--unix-socket", sock, "-X", method}
+	if body != "" {
+		args = append(args, "--data-binary", body)
+	}
+	out, err := exec.Command("setpriv", append(args, "http://cachecast"+path)...).Output()
+	if err != nil {
+		t.Fatalf("%s %s as uid %d: %v: %s", method, path, uid, err, out)
+	}
+	r, err := readResponseFrom(bufio.NewReader(bytes.NewReader(out)))
+	if err != nil {
+		t.Fatalf("%s %s as uid %d: %v: %s", method, path, uid, err, out)
+	}
+	return r
 }
 
 // readResponse reads one answer from conn, waiting at most 10s.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -467,19 +468,24 @@ func TestRoutes(t *testing.T) {
 
 	t.Run("cursors", func(t *testing.T) {
 		cur, err := c.SetCursor(ctx, "web-1", topic, 5)
-		if err != nil || cur != (client.Cursor{Name: "web-1", Topic: topic, Offset: 5}) {
+		if err != nil || cur.Name != "web-1" || cur.Topic != topic || cur.Offset != 5 || cur.Lag != cur.End-5 ||
+			cur.OwnerUID == nil || *cur.OwnerUID != uint32(os.Getuid()) {
 			t.Fatalf("SetCursor: %+v %v", cur, err)
 		}
 		if cur, err = c.GetCursor(ctx, "web-1"); err != nil || cur.Offset != 5 || cur.Topic != topic {
 			t.Fatalf("GetCursor: %+v %v", cur, err)
 		}
+		want := fmt.Sprintf(`{"name":"web-2","topic":"prices","offset":2,"end":%d,"lag":%d,"owner_uid":%d}`, cur.End, cur.End-2, os.Getuid())
 		r := httpDo(t, n, "POST", "/v1/cursors/web-2", strings.NewReader(`{"topic":"prices","offset":2}`))
-		if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"name":"web-2","topic":"prices","offset":2}` {
-			t.Fatalf("POST cursor: %d %s", r.status, r.body)
+		if r.status != 200 || strings.TrimSpace(string(r.body)) != want {
+			t.Fatalf("POST cursor: %d %s; want %s", r.status, r.body, want)
 		}
 		r = httpDo(t, n, "GET", "/v1/cursors/web-2", nil)
-		if r.status != 200 || strings.TrimSpace(string(r.body)) != `{"name":"web-2","topic":"prices","offset":2}` {
+		if r.status != 200 || strings.TrimSpace(string(r.body)) != want {
 			t.Fatalf("GET cursor: %d %s", r.status, r.body)
+		}
+		if cs, err := c.Cursors(ctx); err != nil || len(cs) < 2 {
+			t.Fatalf("Cursors: %+v %v", cs, err)
 		}
 		// A named subscription without from= resumes at the cursor.
 		sub, err := c.Subscribe(ctx, topic, client.SubscribeOptions{Name: "web-1"})

@@ -84,6 +84,23 @@ type cursor struct {
 	Name   string `json:"name"`
 	Topic  string `json:"topic"`
 	Offset uint64 `json:"offset"`
+	End    uint64 `json:"end"`
+	Lag    uint64 `json:"lag"`
+	// OwnerUID: this server reads no peer credentials; every cursor is
+	// owned by the process's user, as a same-user caller's is.
+	OwnerUID uint32 `json:"owner_uid"`
+}
+
+// withLag fills End and Lag from the topic; called under s.mu.
+func (s *Server) withLag(c cursor) cursor {
+	c.End, c.Lag = 0, 0
+	if t := s.topics[c.Topic]; t != nil {
+		c.End = uint64(len(t.msgs))
+	}
+	if c.End > c.Offset {
+		c.Lag = c.End - c.Offset
+	}
+	return c
 }
 
 // Option configures a Server.
@@ -191,6 +208,8 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/topics/{topic}/subscribe", s.subscribe)
 	handle("POST /v1/cursors/{name}", s.setCursor)
 	handle("GET /v1/cursors/{name}", s.getCursor)
+	handle("GET /v1/cursors", s.listCursors)
+	handle("DELETE /v1/cursors/{name}", s.deleteCursor)
 	handle("GET /v1/status", s.status)
 	handle("GET /healthz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, &s.health) })
 	handle("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.probe(w, &s.ready) })
@@ -649,7 +668,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 		rc.Flush()
 		if autoAck && name != "" {
 			s.mu.Lock()
-			s.cursors[name] = cursor{Name: name, Topic: topicName, Offset: off}
+			s.cursors[name] = cursor{Name: name, Topic: topicName, Offset: off, OwnerUID: uint32(os.Getuid())}
 			s.mu.Unlock()
 		}
 		if len(batch) > 0 {
@@ -689,10 +708,36 @@ func (s *Server) setCursor(w http.ResponseWriter, r *http.Request) {
 		fail(w, errorf(400, "bad_request", "offset missing"))
 		return
 	}
-	c := cursor{Name: name, Topic: body.Topic, Offset: *body.Offset}
+	c := cursor{Name: name, Topic: body.Topic, Offset: *body.Offset, OwnerUID: uint32(os.Getuid())}
 	s.mu.Lock()
 	s.cursors[name] = c
+	c = s.withLag(c)
 	s.mu.Unlock()
+	writeJSON(w, c)
+}
+
+func (s *Server) listCursors(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	out := make([]cursor, 0, len(s.cursors))
+	for _, c := range s.cursors {
+		out = append(out, s.withLag(c))
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	writeJSON(w, map[string]any{"cursors": out})
+}
+
+func (s *Server) deleteCursor(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.mu.Lock()
+	c, ok := s.cursors[name]
+	delete(s.cursors, name)
+	c = s.withLag(c)
+	s.mu.Unlock()
+	if !ok {
+		fail(w, errorf(404, "not_found", "no cursor %q", name))
+		return
+	}
 	writeJSON(w, c)
 }
 
@@ -700,6 +745,7 @@ func (s *Server) getCursor(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	s.mu.Lock()
 	c, ok := s.cursors[name]
+	c = s.withLag(c)
 	s.mu.Unlock()
 	if !ok {
 		fail(w, errorf(404, "not_found", "no cursor %q", name))

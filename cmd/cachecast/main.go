@@ -86,7 +86,7 @@ type command struct {
 
 // commands, in the order help lists them.
 var commands = []*command{
-	benchCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
+	benchCmd, cursorDeleteCmd, cursorsCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
 	keysCmd, publishCmd, statusCmd, topicsCmd, versionCmd, watchCmd,
 }
 

@@ -503,3 +503,33 @@ func TestFmtMicros(t *testing.T) {
 		}
 	}
 }
+
+func TestCursorsCommands(t *testing.T) {
+	srv := clienttest.NewServer(t)
+	c := client.New(srv.Socket)
+	defer c.Close()
+	for i := range 5 {
+		if _, err := c.Publish(context.Background(), "t", fmt.Sprint("k", i), []byte("v"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.SetCursor(context.Background(), "behind", "t", 1); err != nil {
+		t.Fatal(err)
+	}
+	r := cli(t, srv, "", "cursors").check(t, exitOK)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	want := fmt.Sprintf("behind t 1 4 %d", os.Getuid())
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "CURSOR TOPIC OFFSET LAG OWNER" ||
+		strings.Join(strings.Fields(lines[1]), " ") != want {
+		t.Errorf("cursors:\n%s\nwant the row %q", r.stdout, want)
+	}
+	r = cli(t, srv, "", "cursor", "delete", "behind").check(t, exitOK)
+	if r.stdout != "deleted behind topic=t offset=1\n" {
+		t.Errorf("cursor delete: %q", r.stdout)
+	}
+	r = cli(t, srv, "", "cursors").check(t, exitOK)
+	if strings.TrimSpace(r.stdout) != "CURSOR  TOPIC  OFFSET  LAG  OWNER" {
+		t.Errorf("cursors after the delete: %q", r.stdout)
+	}
+	cli(t, srv, "", "cursor", "delete", "behind").check(t, exitError)
+}
