@@ -452,7 +452,7 @@ func (d *Daemon) closeStore() error {
 
 // Reload applies a new configuration from cfg.Reload (cmd/cachecastd reads
 // the command line, the environment and --env-file again): the log level
-// and the allow-lists change at once; other fields that differ are logged as
+// and the role lists change at once; other fields that differ are logged as
 // needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
 func (d *Daemon) Reload() error {
 	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec() + "\nSTATUS=reloading")

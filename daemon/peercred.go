@@ -15,8 +15,8 @@ import (
 // (SO_PEERCRED, SO_PEERGROUPS): the credentials of the process that
 // connected, taken when it connected.
 type Caller struct {
-	// Known is false when the kernel did not say (the allow-lists then
-	// refuse the caller).
+	// Known is false when the kernel did not say (a TCP caller of the
+	// Redis door): only the roles whose lists are empty admit it.
 	Known bool
 	UID   uint32
 	GID   uint32

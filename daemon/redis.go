@@ -167,7 +167,7 @@ func callerOfConn(c net.Conn) Caller {
 }
 
 func (n *respNode) Authorize(c net.Conn) error {
-	if e := n.d.authorize(callerOfConn(c)); e != nil {
+	if e := n.d.authorize(callerOfConn(c), RolePublish); e != nil {
 		return redisError{e}
 	}
 	return nil
@@ -177,7 +177,7 @@ func (n *respNode) Authorize(c net.Conn) error {
 // --max-body-size) and publishes them through Daemon.publish.
 func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message) (respsrv.Written, error) {
 	caller := callerOfConn(c)
-	if e := n.d.authorize(caller); e != nil {
+	if e := n.d.authorize(caller, RolePublish); e != nil {
 		return respsrv.Written{}, redisError{e}
 	}
 	var total int64

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -378,28 +379,43 @@ func TestRedisRueidis(t *testing.T) {
 }
 
 // TestRedisWritersAreChecked: with --allow-uids naming someone else, Redis
-// writes are refused with NOPERM and change nothing; reads work.
+// writes of a real other uid (redis-cli under setpriv) are refused with
+// NOPERM naming the publish role and change nothing; its reads work.
 func TestRedisWritersAreChecked(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.AllowUIDs = []uint32{uint32(os.Getuid()) + 1}
+	needRoot(t)
+	const user = 61060
+	cfg := roleConfig(t)
+	cfg.AllowUIDs = []uint32{user + 1}
 	td := startDaemon(t, cfg)
 	ctx := context.Background()
-	rc := goRedis(t, td, 3)
-	for name, err := range map[string]error{
-		"SET":     rc.Set(ctx, "prices:k", "v", 0).Err(),
-		"MSET":    rc.MSet(ctx, "prices:k", "v").Err(),
-		"DEL":     rc.Del(ctx, "prices:k").Err(),
-		"HSET":    rc.HSet(ctx, "prices", "k", "v").Err(),
-		"PUBLISH": rc.Publish(ctx, "prices", "m").Err(),
-		"CONFIG":  rc.ConfigSet(ctx, "notify-keyspace-events", "KEA").Err(),
-	} {
-		wantErr(t, name, err, "NOPERM", "--allow-uids")
+	cli := func(args ...string) string {
+		t.Helper()
+		id := strconv.Itoa(user)
+		out, err := exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups",
+			"redis-cli", "-s", td.d.RedisSocketPath()}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %v as uid %d: %v: %s", args, user, err, out)
+		}
+		return string(out)
 	}
+	for _, args := range [][]string{
+		{"SET", "prices:k", "v"},
+		{"MSET", "prices:k", "v"},
+		{"DEL", "prices:k"},
+		{"HSET", "prices", "k", "v"},
+		{"PUBLISH", "prices", "m"},
+		{"CONFIG", "SET", "notify-keyspace-events", "KEA"},
+	} {
+		if out := cli(args...); !strings.HasPrefix(out, "NOPERM") || !strings.Contains(out, "publish role") || !strings.Contains(out, "--allow-uids") {
+			t.Errorf("%s as uid %d: %q; want NOPERM naming the publish role", args[0], user, out)
+		}
+	}
+	rc := goRedis(t, td, 3)
 	if n := must(rc.DBSize(ctx).Result()); n != 0 {
 		t.Fatalf("refused writes left %d keys", n)
 	}
-	if _, err := rc.Get(ctx, "prices:k").Result(); !errors.Is(err, goredis.Nil) {
-		t.Fatalf("GET: %v", err)
+	if out := cli("GET", "prices:k"); strings.TrimSpace(out) != "" {
+		t.Fatalf("GET as uid %d: %q", user, out)
 	}
 }
 

@@ -9,7 +9,7 @@
 // and its socket at ./cachecast.sock.
 //
 // Signals: SIGTERM and SIGINT shut down gracefully (drain, flush, snapshot);
-// SIGHUP reloads the log level and the allow-lists from the command line,
+// SIGHUP reloads the log level and the role lists from the command line,
 // the environment and --env-file. At start and on SIGHUP it warns about
 // every CACHECAST_ name of the environment or the env file that no flag
 // reads.
