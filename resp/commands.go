@@ -361,7 +361,7 @@ func cmdObject(c *conn, a [][]byte) {
 
 // topicOf checks a hash name: a valid topic, or "" (an empty hash).
 func topicOf(name []byte) string {
-	if len(name) == 0 || len(name) > store.MaxTopicLen {
+	if len(name) == 0 || len(name) > store.MaxTopicBytes {
 		return ""
 	}
 	for _, ch := range name {

@@ -286,32 +286,17 @@ func (a *array) mapChunk(c *arrayChunk) error {
 // at base. The file is prepared under a temporary name and renamed, so a
 // crash never leaves a chunk of the wrong size.
 func (a *array) createChunk(base, entries uint64) (*arrayChunk, error) {
-	path := a.chunkPath(base)
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return nil, fileError("create", tmp, err)
-	}
 	c := &arrayChunk{base: base, entries: entries}
 	size := int(entries) * a.entrySize
-	err = allocate(f, int64(size))
-	if err == nil {
-		c.data, err = mapFile(f, size)
-	}
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fileError("close", tmp, cerr)
-	}
-	if err == nil {
-		if err = os.Rename(tmp, path); err != nil {
-			err = fileError("rename", tmp, err)
+	err := createFileAtomic(a.chunkPath(base), func(f *os.File) (err error) {
+		// Zeros, preallocated: nothing to fsync (see createFileAtomic).
+		if err = allocate(f, int64(size)); err == nil {
+			c.data, err = mapFile(f, size)
 		}
-	}
-	if err == nil {
-		err = syncDir(a.dir)
-	}
+		return err
+	})
 	if err != nil {
 		unmap(c.data)
-		os.Remove(tmp)
 		return nil, err
 	}
 	c.used.Store(a.clock.Add(1))

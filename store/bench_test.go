@@ -266,3 +266,31 @@ func rssMB() int {
 	}
 	return -1
 }
+
+// BenchmarkRead reads one record back from the map through the log's read
+// path (pin, the fault guard, the header and CRC check, the callback),
+// which every reader of the log takes: topic readers, the view's apply,
+// pulls and pushes.
+func BenchmarkRead(b *testing.B) {
+	for _, size := range []int{128, 8 << 10} {
+		b.Run("size="+byteSize(size), func(b *testing.B) {
+			s := benchStore(b, appendCase{size, 64 << 20, 16}, FlushAsync)
+			defer s.Close()
+			m := Message{Topic: "bench", Value: make([]byte, size-HeaderSize-len("bench"))}
+			res, err := s.Publish(&m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var n int
+			count := func(r Record) error { n += len(r); return nil }
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.seglog.read(res.Pos, count); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -387,7 +387,7 @@ func (t *topicIndexes) create(topic string) (*topicIndex, error) {
 	}
 	name := topicDirName(topic)
 	if strings.HasPrefix(name, "#") {
-		if err := writeFileAtomic(filepath.Join(t.dir, name+topicNameSuffix), []byte(topic)); err != nil {
+		if err := createFileAtomic(filepath.Join(t.dir, name+topicNameSuffix), writeSynced([]byte(topic))); err != nil {
 			return nil, err
 		}
 	}
@@ -402,30 +402,6 @@ func (t *topicIndexes) create(topic string) (*topicIndex, error) {
 	ti := &topicIndex{name: topic, arr: a}
 	ti.last.Store(-1)
 	return ti, nil
-}
-
-// writeFileAtomic writes path through a temporary file, fsync and rename.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return fileError("create", tmp, err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fileError("write", path, err)
-	}
-	return syncDir(filepath.Dir(path))
 }
 
 // get returns the index of topic, nil if the topic has none. Safe from any

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -691,26 +690,21 @@ func (l *segLog) read(pos int64, fn func(Record) error) (next int64, err error) 
 }
 
 func (l *segLog) readPinned(s *segment, pos int64, fn func(Record) error) (next int64, skip bool, err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			if re, ok := r.(interface{ Addr() uintptr }); ok {
-				err = fmt.Errorf("%w: fault reading %s at %#x", ErrIO, s.path, re.Addr())
-				return
-			}
-			panic(r)
+	next = pos
+	err = guardFaultDoing("reading", s.path, func() error {
+		off := pos - s.base
+		if off+HeaderSize > l.segSize || binary.LittleEndian.Uint32(s.data[off:]) == 0 {
+			next, skip = s.base+l.segSize, true
+			return nil
 		}
-	}()
-	off := pos - s.base
-	if off+HeaderSize > l.segSize || binary.LittleEndian.Uint32(s.data[off:]) == 0 {
-		return s.base + l.segSize, true, nil
-	}
-	r, err := DecodeRecord(s.data[off:])
-	if err != nil {
-		return pos, false, fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
-	}
-	return pos + int64(Padded(r.Size())), false, fn(r)
+		r, err := DecodeRecord(s.data[off:])
+		if err != nil {
+			return fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
+		}
+		next = pos + int64(Padded(r.Size()))
+		return fn(r)
+	})
+	return next, skip, err
 }
 
 // syncTo makes the log durable up to to (a committed position) and records

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
@@ -149,19 +150,73 @@ func isSpaceError(err error) bool {
 // page (an I/O error under the map, a truncated file) comes back as an
 // ErrIO instead of killing the process. The goroutine keeps the setting
 // only for the call.
-func guardFault(fn func() error) (err error) {
+func guardFault(fn func() error) error { return guardFaultDoing("on a mapped page", "", fn) }
+
+// guardFaultDoing is guardFault whose error says what fn was doing, and to
+// which file when path is not empty: "fault reading <path> at 0x...". It
+// is the one place the store turns faults into errors; the strings are
+// joined only when a fault happened, so the hot paths (append, read) pay
+// no allocation for them.
+func guardFaultDoing(doing, path string, fn func() error) (err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
 			if re, ok := r.(interface{ Addr() uintptr }); ok {
-				err = fmt.Errorf("%w: fault on mapped page at %#x", ErrIO, re.Addr())
+				if path != "" {
+					doing += " " + path
+				}
+				err = fmt.Errorf("%w: fault %s at %#x", ErrIO, doing, re.Addr())
 				return
 			}
 			panic(r)
 		}
 	}()
 	return fn()
+}
+
+// createFileAtomic makes the file at path whole or not at all (raft's
+// file snapshots, etcd's wal do the same): fill writes the file under a
+// temporary name beside it (path + tmpSuffix: a crash's leftover is
+// recognised by the suffix and removed or ignored), which is closed and
+// renamed over path, and the directory is fsynced. fill must fsync what it
+// wrote when the bytes must survive a crash (a metadata-only change, such
+// as a preallocation, is ordered before the rename by the file system's
+// journal and needs none). On an error path is untouched and the temporary
+// file removed. The file's mode is 0640, as every file of the store.
+func createFileAtomic(path string, fill func(f *os.File) error) error {
+	tmp := path + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fileError("create", tmp, err)
+	}
+	err = fill(f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fileError("close", tmp, cerr)
+	}
+	if err == nil {
+		if rerr := os.Rename(tmp, path); rerr != nil {
+			err = fileError("rename", tmp, rerr)
+		}
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// writeSynced is a fill for createFileAtomic: b, fsynced.
+func writeSynced(b []byte) func(f *os.File) error {
+	return func(f *os.File) error {
+		if _, err := f.Write(b); err != nil {
+			return fileError("write", f.Name(), err)
+		}
+		if err := f.Sync(); err != nil {
+			return fileError("fsync", f.Name(), err)
+		}
+		return nil
+	}
 }
 
 // syncDir makes a rename or a new file in dir durable.

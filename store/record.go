@@ -64,12 +64,15 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Limits of the record format itself; the daemon applies smaller ones.
+// Limits of the record format itself, in bytes: what the length fields of
+// the header can hold. They are not the local API's limits, which are much
+// smaller (daemon.MaxKeyLen is 1024 bytes, against MaxKeyBytes here); the
+// names differ so that the two cannot be taken for each other.
 const (
-	MaxTopicLen = 1<<16 - 1
-	MaxKeyLen   = 1<<16 - 1
-	MaxTagLen   = 1<<16 - 1
-	MaxValueLen = 1<<31 - 1
+	MaxTopicBytes = 1<<16 - 1
+	MaxKeyBytes   = 1<<16 - 1
+	MaxTagBytes   = 1<<16 - 1
+	MaxValueBytes = 1<<31 - 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -108,13 +111,13 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: empty topic", ErrInvalid)
 	case m.Delete && m.Key == "":
 		return fmt.Errorf("%w: a delete needs a key", ErrInvalid)
-	case len(m.Topic) > MaxTopicLen:
+	case len(m.Topic) > MaxTopicBytes:
 		return fmt.Errorf("%w: topic of %d bytes", ErrTooLarge, len(m.Topic))
-	case len(m.Key) > MaxKeyLen:
+	case len(m.Key) > MaxKeyBytes:
 		return fmt.Errorf("%w: key of %d bytes", ErrTooLarge, len(m.Key))
-	case len(m.Tag) > MaxTagLen:
+	case len(m.Tag) > MaxTagBytes:
 		return fmt.Errorf("%w: tag of %d bytes", ErrTooLarge, len(m.Tag))
-	case len(m.Value) > MaxValueLen:
+	case len(m.Value) > MaxValueBytes:
 		return fmt.Errorf("%w: value of %d bytes", ErrTooLarge, len(m.Value))
 	}
 	return nil

@@ -84,8 +84,8 @@ func TestMessageValidate(t *testing.T) {
 		{Message{Topic: "t"}, nil},
 		{Message{}, ErrInvalid},
 		{Message{Topic: "t", Delete: true}, ErrInvalid},
-		{Message{Topic: string(make([]byte, MaxTopicLen+1))}, ErrTooLarge},
-		{Message{Topic: "t", Key: string(make([]byte, MaxKeyLen+1))}, ErrTooLarge},
+		{Message{Topic: string(make([]byte, MaxTopicBytes+1))}, ErrTooLarge},
+		{Message{Topic: "t", Key: string(make([]byte, MaxKeyBytes+1))}, ErrTooLarge},
 	}
 	for i, tc := range cases {
 		if err := tc.m.Validate(); !errors.Is(err, tc.want) {

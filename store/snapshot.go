@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"unsafe"
 )
@@ -88,34 +87,15 @@ func writeSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 		return fmt.Errorf("%w: snapshot mark for origin 0", ErrInvalid)
 	}
 	topics, entries := v.freeze()
-
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fileError("create", path, err)
-	}
-	tmp := f.Name()
-	done := false
-	defer func() {
-		if !done {
-			f.Close()
-			os.Remove(tmp)
+	return createFileAtomic(path, func(f *os.File) error {
+		if err := encodeSnapshot(f, topics, entries, covers, marks); err != nil {
+			return fileError("write", f.Name(), err)
 		}
-	}()
-	if err := encodeSnapshot(f, topics, entries, covers, marks); err != nil {
-		return fileError("write", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fileError("fsync", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fileError("close", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fileError("rename", tmp, err)
-	}
-	done = true
-	return syncDir(dir)
+		if err := f.Sync(); err != nil {
+			return fileError("fsync", f.Name(), err)
+		}
+		return nil
+	})
 }
 
 // crcWriter passes writes through and keeps the CRC-32C of what it passed.
@@ -374,7 +354,7 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64) error {
 			return fmt.Errorf("%w: entry without a key", ErrCorrupt)
 		case tomb && (tlen != 0 || vlen != 0):
 			return fmt.Errorf("%w: tombstone with a tag or value", ErrCorrupt)
-		case vlen > MaxValueLen:
+		case vlen > MaxValueBytes:
 			return fmt.Errorf("%w: value of %d bytes", ErrCorrupt, vlen)
 		case st.Origin == 0 || st.Seq == 0:
 			return fmt.Errorf("%w: entry with zero origin or seq", ErrCorrupt)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -155,7 +154,7 @@ func (s *Store) open() error {
 		return err
 	}
 	// A snapshot being written when the process died is never read.
-	if tmps, _ := filepath.Glob(filepath.Join(s.dir, snapshotName+".*.tmp")); len(tmps) > 0 {
+	if tmps, _ := filepath.Glob(filepath.Join(s.dir, snapshotName+"*"+tmpSuffix)); len(tmps) > 0 {
 		for _, tmp := range tmps {
 			os.Remove(tmp)
 		}
@@ -359,7 +358,7 @@ func (s *Store) publish(ms []Message, results []Result) error {
 		return ErrClosed
 	}
 	start := s.seglog.wpos
-	err := s.guarded(func() error {
+	err := guardFaultDoing("writing", "the log", func() error {
 		for i := range ms {
 			m := &ms[i]
 			if err := s.makeRoom(m.EncodedSize()); err != nil {
@@ -433,7 +432,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	}
 	var res Result
 	start := s.seglog.wpos
-	err = s.guarded(func() error {
+	err = guardFaultDoing("writing", "the log", func() error {
 		if err := s.makeRoom(len(r)); err != nil {
 			return err
 		}
@@ -469,22 +468,6 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 }
 
 func std1r(r *Result) []Result { return unsafe.Slice(r, 1) }
-
-// guarded runs fn with faults on mapped pages turned into errors.
-func (s *Store) guarded(fn func() error) (err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			if re, ok := r.(interface{ Addr() uintptr }); ok {
-				err = fmt.Errorf("%w: fault writing the log at %#x", ErrIO, re.Addr())
-				return
-			}
-			panic(r)
-		}
-	}()
-	return fn()
-}
 
 // failed remembers a write that failed on an I/O error (a fault on a
 // mapped page: the file under the map is damaged): the store is not

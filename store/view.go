@@ -278,12 +278,12 @@ func (v *View) Keys(topic, prefix, after string, limit int) []string {
 	if after > start {
 		start = after
 	}
-	if len(prefix) > MaxKeyLen {
+	if len(prefix) > MaxKeyBytes {
 		return nil
 	}
-	// No key is longer than MaxKeyLen; starting from a longer after's first
-	// MaxKeyLen bytes only visits a few keys more, which the loop skips.
-	probe := &viewItem{data: start, klen: uint16(min(len(start), MaxKeyLen))}
+	// No key is longer than MaxKeyBytes; starting from a longer after's first
+	// MaxKeyBytes bytes only visits a few keys more, which the loop skips.
+	probe := &viewItem{data: start, klen: uint16(min(len(start), MaxKeyBytes))}
 	var keys []string
 	v.mu.RLock()
 	defer v.mu.RUnlock()

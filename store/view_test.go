@@ -246,7 +246,7 @@ func TestViewKeys(t *testing.T) {
 		{"after the last", "t", "", "d", 0, nil},
 		{"unknown topic", "nope", "", "", 0, nil},
 		{"other topic", "u", "", "", 0, []string{"apple"}},
-		{"prefix longer than any key", "t", string(make([]byte, MaxKeyLen+1)), "", 0, nil},
+		{"prefix longer than any key", "t", string(make([]byte, MaxKeyBytes+1)), "", 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// faultSink keeps the compiler from dropping a read the test needs.
+var faultSink byte
+
+// TestGuardFault: a real fault on a mapped page (the file truncated under
+// the map, so the page has nothing behind it: SIGBUS) comes back from each
+// guarded path as ErrIO saying what was being done; the process goes on.
+func TestGuardFault(t *testing.T) {
+	s := openTest(t, testOptions(t, t.TempDir()))
+	res, err := s.Publish(&Message{Topic: "t", Key: "k", Value: []byte("v")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := s.seglog.pin(res.Pos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := seg.path
+	s.seglog.unpin(seg)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"read of the log", func() error {
+			_, err := s.seglog.read(res.Pos, func(Record) error { return nil })
+			return err
+		}, "fault reading " + path + " at 0x"},
+		{"write of the log", func() error {
+			_, err := s.Publish(&Message{Topic: "t", Key: "k2", Value: []byte("v")})
+			return err
+		}, "fault writing the log at 0x"},
+		{"any mapped page", func() error {
+			return guardFault(func() error { faultSink = seg.data[0]; return nil })
+		}, "fault on a mapped page at 0x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.run()
+			if !errors.Is(err, ErrIO) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v; want ErrIO saying %q", err, tt.want)
+			}
+		})
+	}
+	if err := s.Healthy(); err == nil {
+		t.Fatal("Healthy() = nil after a write fault")
+	}
+
+	// A panic that is not a fault is not swallowed.
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Fatalf("recovered %v, want the panic to go through", r)
+		}
+	}()
+	_ = guardFault(func() error { panic("boom") })
+}
+
+// TestCreateFileAtomic: the file is there whole, with the store's mode, or
+// not at all; no temporary file is left either way.
+func TestCreateFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := createFileAtomic(path, writeSynced([]byte("one"))); err != nil {
+		t.Fatal(err)
+	}
+	failing := errors.New("fill failed")
+	err := createFileAtomic(path, func(f *os.File) error {
+		f.Write([]byte("half of two"))
+		return failing
+	})
+	if !errors.Is(err, failing) {
+		t.Fatalf("err = %v, want the fill's error", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "one" {
+		t.Fatalf("after a failed replace: %q, %v; want the old file", b, err)
+	}
+	if err := createFileAtomic(path, writeSynced([]byte("two"))); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "two" {
+		t.Fatalf("after a replace: %q", b)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %v, %v; want 0640", fi.Mode(), err)
+	}
+	if des, _ := os.ReadDir(dir); len(des) != 1 {
+		t.Fatalf("directory holds %d files, want only f", len(des))
+	}
+	if err := createFileAtomic(filepath.Join(dir, "no", "dir", "f"), writeSynced(nil)); !errors.Is(err, ErrIO) {
+		t.Fatalf("in a missing directory: %v, want ErrIO", err)
+	}
+}
