@@ -11,18 +11,25 @@
 //
 // # Lifecycle
 //
-// New validates the Config (messages name the flag), opens the store (which
+// New validates the Config (every setting, whether in use or not; messages
+// name the flag), checks the socket's path, opens the store (which
 // recovers it and locks the data directory: a second daemon on the same
 // directory fails with an error wrapping store.ErrLocked), binds the socket
-// and the metrics listener. A socket file left by a crashed daemon is
-// removed if nothing answers on it; a live one is ErrSocketInUse. The socket
-// gets --socket-mode (default 0660: connecting needs write permission).
+// and the metrics listener. The cluster's ports default to loopback
+// (127.0.0.1:7946 and :7947); without --cluster-key-file a bind beyond
+// loopback is refused (ErrInsecureCluster) unless --allow-insecure-cluster,
+// and a node without a key warns at start. A socket file left by a crashed
+// daemon is removed if nothing answers on it; a live one is
+// ErrSocketInUse. The socket gets --socket-mode (default 0660: connecting
+// needs write permission).
 //
-// Run sends READY=1 to systemd once it serves, STATUS= lines while it runs,
-// and WATCHDOG=1 at half of WATCHDOG_USEC while store.Healthy() is nil (a
-// wedged store stops the pings, and systemd restarts the unit). SIGHUP sends
-// RELOADING=1, applies --log-level and the role lists (--read-*,
-// --consume-*, --allow-*, --admin-*) from Config.Reload, and sends READY=1. SIGTERM or SIGINT (or the context, or
+// Run sends READY=1 to systemd once it serves, STATUS= lines while it runs
+// (DISK FULL while writes are refused for want of space), and WATCHDOG=1 at
+// half of WATCHDOG_USEC while store.Healthy() is nil (a wedged store stops
+// the pings, and systemd restarts the unit; a full disk does not, since a
+// restart frees no space). SIGHUP sends RELOADING=1, applies --log-level
+// and the role lists (--read-*, --consume-*, --allow-*, --admin-*) from
+// Config.Reload, and sends READY=1. SIGTERM or SIGINT (or the context, or
 // Close) shut down: STOPPING=1, stop accepting, end subscription streams,
 // drain in-flight requests for at most --shutdown-timeout, close the store
 // (flush and snapshot), remove the socket.

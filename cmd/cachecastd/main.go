@@ -5,8 +5,9 @@
 // Every flag can also be set by an environment variable CACHECAST_<FLAG>
 // (upper case, dashes as underscores), so that systemd's EnvironmentFile
 // works; the command line wins. `cachecastd --help` lists every flag with
-// its default. With no flags it runs a single node with its data in ./data
-// and its socket at ./cachecast.sock.
+// its default. With no flags it runs a single node with its data in ./data,
+// its socket at ./cachecast.sock and its cluster ports on loopback only
+// (without --cluster-key-file a wider bind needs --allow-insecure-cluster).
 //
 // Signals: SIGTERM and SIGINT shut down gracefully (drain, flush, snapshot);
 // SIGHUP reloads the log level and the role lists from the command line,
