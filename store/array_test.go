@@ -452,8 +452,16 @@ func TestArrayOpenDamagedDir(t *testing.T) {
 // TestArrayConcurrentReaders runs one writer, several readers that map and
 // unmap chunks all the time, and a syncer, under -race.
 func TestArrayConcurrentReaders(t *testing.T) {
+	t.Run("fixed chunks", func(t *testing.T) { testArrayConcurrentReaders(t, 0) })
+	t.Run("growing chunks", func(t *testing.T) { testArrayConcurrentReaders(t, 2) })
+}
+
+func testArrayConcurrentReaders(t *testing.T, firstChunk uint64) {
 	dir := t.TempDir()
-	a := openTestArray(t, dir, 0, 16, 2)
+	a, err := openArray(dir, 0, arrayConfig{entrySize: 16, chunkEntries: 16, firstChunkEntries: firstChunk, maxMapped: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer a.close()
 	const n = 1000
 	var wg sync.WaitGroup
