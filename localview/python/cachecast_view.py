@@ -19,6 +19,7 @@ them with the Go reader):
     python3 cachecast_view.py PATH get TOPIC KEY
     python3 cachecast_view.py PATH keys TOPIC
     python3 cachecast_view.py PATH dump
+    python3 cachecast_view.py PATH gets < lines of "xTOPICHEX xKEYHEX"
 """
 
 import collections
@@ -310,6 +311,11 @@ def main(argv):
         elif cmd == "keys" and len(argv) == 4:
             for k in view.keys(argv[3].encode()):
                 print(json.dumps(k.decode("latin-1")))
+        elif cmd == "gets" and len(argv) == 3:
+            for line in sys.stdin:
+                t, k = (bytes.fromhex(x[1:]) for x in line.split())
+                e = view.get(t, k)
+                print("null" if e is None else _entry_json(t, k, e))
         elif cmd == "dump" and len(argv) == 3:
             for line in sorted(_entry_json(t, k, e) for t, k, e in view.scan()):
                 print(line)
