@@ -53,6 +53,7 @@ _FIELDS = struct.Struct("<QQQIHHIHH")
 # Offsets 40..47: capacity, topic len, key len (they never change).
 _FIXED = struct.Struct("<IHH")
 _GEOMETRY = struct.Struct("<8sIIQQQQQQ")  # offsets 0..63
+_u64, _fields, _fixed = _U64.unpack_from, _FIELDS.unpack_from, _FIXED.unpack_from
 
 
 class Error(Exception):
@@ -100,6 +101,7 @@ class View:
     def __init__(self, path):
         self.path = path
         self._m = None
+        self._topic_crc = {}
         self._attach()
 
     def _attach(self):
@@ -193,21 +195,59 @@ class View:
         raise Busy("the record at %d" % off)
 
     def get(self, topic, key):
-        """The Entry of (topic, key), or None when it is not there."""
-        topic, key = _bytes(topic), _bytes(key)
-        self._current()
-        m, mask = self._m, self._mask
-        h = hash_key(topic, key)
+        """The Entry of (topic, key), or None when it is not there. This is
+        steps 1 to 9 of the doc, inlined: a Python call costs more than
+        anything else here."""
+        if type(topic) is str:
+            topic = topic.encode()
+        if type(key) is str:
+            key = key.encode()
+        m = self._m
+        if m is None:
+            raise Error("closed")
+        if _u64(m, 64)[0] & 7 != STATE_READY:
+            self._current()
+            m = self._m
+        # The hash: the CRC of (topic length, topic) is kept per topic.
+        h = self._topic_crc.get(topic)
+        if h is None:
+            h = zlib.crc32(topic, zlib.crc32(_U16.pack(len(topic))))
+            if len(self._topic_crc) < 1024:
+                self._topic_crc[topic] = h
+        h = zlib.crc32(key, h)
+        h ^= h >> 16
+        h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+        h ^= h >> 13
+        h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+        h ^= h >> 16
+        h = h or 1
+        mask, arena, end = self._mask, self._arena, self._end
+        want = topic + key
         i = h & mask
         for _ in range(mask + 1):
-            slot = _U64.unpack_from(m, HEADER_SIZE + 8 * i)[0]
+            slot = _u64(m, HEADER_SIZE + 8 * i)[0]
             if slot == 0:
                 return None
             if slot >> 32 == h:
-                off, cap, tl, kl = self._record_at(slot)
-                k = off + RECORD_HEADER + cap
-                if tl == len(topic) and kl == len(key) and m[k:k + tl] == topic and m[k + tl:k + tl + kl] == key:
-                    return self._read(off, cap)
+                off = (slot & 0xFFFFFFFF) * 8
+                if off < arena or off + RECORD_HEADER > end:
+                    raise Corrupt("a slot points at %d, outside the arena" % off)
+                cap, tl, kl = _fixed(m, off + 40)
+                d = off + RECORD_HEADER
+                if cap % 8 or d + cap + tl + kl > end:
+                    raise Corrupt("the record at %d overruns the arena" % off)
+                if tl + kl == len(want) and tl == len(topic) and m[d + cap:d + cap + tl + kl] == want:
+                    # Version, fields, data, version again (steps 6 to 8).
+                    v1 = _u64(m, off)[0]
+                    if not v1 & 1:
+                        hlc, origin, seq, vl, tgl, flags, _, _, _ = _fields(m, off + 8)
+                        n = tgl + vl
+                        data = m[d:d + n]
+                        if _u64(m, off)[0] == v1 and n <= cap:
+                            if flags & FLAG_DELETED:
+                                return None
+                            return Entry(data[tgl:], data[:tgl], hlc, origin, seq)
+                    return self._read(off, cap)  # contended: the slow path
             i = (i + 1) & mask
         return None
 
