@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -98,6 +99,10 @@ type Stamp struct {
 	Origin uint64
 	Seq    uint64
 }
+
+// Time is the wall-clock part of the stamp's HLC, to the millisecond (an
+// HLC is wall milliseconds << 16 | a logical counter, as in package store).
+func (s Stamp) Time() time.Time { return time.UnixMilli(int64(s.HLC >> 16)) }
 
 var crcTable = crc32.MakeTable(crc32.IEEE)
 

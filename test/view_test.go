@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -218,5 +219,44 @@ func TestViewCrossNode(t *testing.T) {
 		if st, err := r.Status(); err != nil || st.Alive != 3 || st.Members != 3 || len(st.Origins) == 0 {
 			t.Errorf("node %s: view status %+v %v", nodes[i].Name, st, err)
 		}
+	}
+}
+
+// TestCLILocal: cachecast get --local reads the shared view; bench --mode
+// local-get measures it; a stopped daemon's view is refused.
+func TestCLILocal(t *testing.T) {
+	n := StartNode(t, bins, NodeOptions{Name: "cli-local"})
+	cli(t, n, "", "publish", "--tag", "eu", "prices", "sku-1", "12.50").ok(t, "publish")
+	var r cliResult
+	// The view has it microseconds after the publish returned; poll anyway.
+	if msg := poll(t, 10*time.Second, func() string {
+		if r = cli(t, n, "", "get", "--local", "-v", "prices", "sku-1"); r.code != 0 {
+			return r.stderr
+		}
+		return ""
+	}); msg != "" {
+		t.Fatal(msg)
+	}
+	if r.stdout != "12.50" || !strings.Contains(r.stderr, "tag:    eu") || !strings.Contains(r.stderr, "seq:    1") {
+		t.Errorf("get --local: %q %q", r.stdout, r.stderr)
+	}
+	if r := cli(t, n, "", "get", "--local", "prices", "nope"); r.code != 1 || !strings.Contains(r.stderr, "prices/nope: not found") {
+		t.Errorf("get --local of a missing key: %d %q", r.code, r.stderr)
+	}
+	if r := cli(t, n, "", "get", "--local", "--view-file", "/nonexistent/view", "prices", "sku-1"); r.code == 0 || !strings.Contains(r.stderr, "--local") {
+		t.Errorf("get --local of a missing file: %d %q", r.code, r.stderr)
+	}
+	r = cli(t, n, "", "bench", "--mode", "local-get", "--keys", "1000", "--count", "100000", "--json").ok(t, "bench --mode local-get")
+	var rep struct {
+		Mode     string
+		Messages int
+		P50      float64 `json:"p50_us"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Mode != "local-get" || rep.Messages != 100000 || rep.P50 <= 0 {
+		t.Errorf("bench --mode local-get: %q %v", r.stdout, err)
+	}
+	n.Stop()
+	if r := cli(t, n, "", "get", "--local", "prices", "sku-1"); r.code == 0 || !strings.Contains(r.stderr, "not ready") {
+		t.Errorf("get --local after the daemon stopped: %d %q", r.code, r.stderr)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/localview"
 )
 
 var benchCmd = &command{
@@ -28,7 +29,11 @@ the client, is measured; --transport http uses the Go client), to
 --keys distinct keys of --topic. --batch 0 sends one PUT per message;
 --batch B sends batches of B messages as NDJSON. --mode get first
 publishes the --keys keys (in batches), then measures --count GETs
-spread over them.
+spread over them. --mode local-get publishes them too, waits until the
+shared view (--view-file) has them, then measures --count reads of the
+view with no request to the daemon, --conns goroutines each with its
+own reader; each read is timed alone (the two clock reads, ~50ns,
+are in the latency).
 
 Prints throughput (messages/s and MB/s of values, MB = 10^6 bytes) and the
 latency of each request (one PUT, one batch, or one GET): p50, p99,
@@ -42,7 +47,7 @@ a second otherwise.`,
 		fs.IntVar(&o.conns, "conns", 1, "connections, each sending one request at a time")
 		fs.IntVar(&o.batch, "batch", 0, "messages per request (0: one PUT per message; else NDJSON batches)")
 		fs.IntVar(&o.keys, "keys", 1000, "distinct keys")
-		fs.StringVar(&o.mode, "mode", "put", "put or get")
+		fs.StringVar(&o.mode, "mode", "put", "put, get or local-get (the shared view)")
 		fs.StringVar(&o.topic, "topic", "bench", "topic to publish to")
 		fs.StringVar(&o.tag, "tag", "", "tag of the messages")
 		fs.BoolVar(&o.json, "json", false, "print the figures as one JSON object")
@@ -74,11 +79,11 @@ func (o *benchOptions) validate() error {
 		return usagef("--batch must be 0 or more")
 	case o.keys < 1:
 		return usagef("--keys must be at least 1")
-	case o.mode != "put" && o.mode != "get":
-		return usagef("--mode must be put or get")
+	case o.mode != "put" && o.mode != "get" && o.mode != "local-get":
+		return usagef("--mode must be put, get or local-get")
 	case o.transport != "conn" && o.transport != "http":
 		return usagef("--transport must be conn or http")
-	case o.mode == "get" && o.batch > 0:
+	case o.mode != "put" && o.batch > 0:
 		return usagef("--batch applies to --mode put only (the API has no batch get)")
 	}
 	return nil
@@ -113,9 +118,14 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 	// Printable bytes: values travel as JSON text in batches, not base64.
 	value := []byte(strings.Repeat("0123456789abcdefghijklmnopqrstuvwxyz", o.size/36+1)[:o.size])
 
-	if o.mode == "get" {
+	if o.mode != "put" {
 		if err := benchPreload(ctx, e, g, o, keys, value); err != nil {
 			return fmt.Errorf("publishing the keys to get: %w", err)
+		}
+	}
+	if o.mode == "local-get" {
+		if err := waitLocalKeys(ctx, g.viewPath(), o.topic, keys, o.size); err != nil {
+			return err
 		}
 	}
 
@@ -141,13 +151,20 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 	}
 	worker := func(w int) {
 		defer wg.Done()
+		lat := make([]time.Duration, 0, requests/o.conns+1)
+		defer func() { lats[w] = lat }()
+		if o.mode == "local-get" {
+			if err := benchLocal(ctx, g.viewPath(), o, keys, &next, &done, &lat); err != nil {
+				setErr(err)
+			}
+			return
+		}
 		c, err := dialBench(ctx, g, o.transport)
 		if err != nil {
 			setErr(err)
 			return
 		}
 		defer c.Close()
-		lat := make([]time.Duration, 0, requests/o.conns+1)
 		var msgs []client.Message
 		if o.batch > 0 {
 			msgs = make([]client.Message, o.batch)
@@ -194,7 +211,6 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 			lat = append(lat, time.Since(start))
 			done.Add(int64(n))
 		}
-		lats[w] = lat
 	}
 
 	stopProgress := startProgress(e, "bench", int64(o.count), &done)
@@ -260,6 +276,69 @@ func benchPreload(ctx context.Context, e *env, g *globals, o benchOptions, keys 
 	return nil
 }
 
+// waitLocalKeys waits until the shared view at path holds every key with
+// a value of size bytes (the daemon mirrors the preload within
+// microseconds; this bounds the wait at 30s).
+func waitLocalKeys(ctx context.Context, path, topic string, keys []string, size int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	var r *localview.Reader
+	var err error
+	for {
+		if r == nil {
+			r, err = localview.Open(path)
+		}
+		if r != nil {
+			i := 0
+			for ; i < len(keys); i++ {
+				var v []byte
+				if v, _, _, err = r.Get(topic, keys[i]); err != nil || len(v) != size {
+					break
+				}
+			}
+			if i == len(keys) {
+				return r.Close()
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if r != nil {
+				r.Close()
+			}
+			return fmt.Errorf("--view-file %s: the view does not hold the %d keys: %v", path, len(keys), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// benchLocal is a local-get worker: its own reader of the view, each read
+// into one reused buffer (no allocation), timed alone.
+func benchLocal(ctx context.Context, path string, o benchOptions, keys []string, next, done *atomic.Int64, lat *[]time.Duration) error {
+	r, err := localview.Open(path)
+	if err != nil {
+		return fmt.Errorf("--view-file: %w", err)
+	}
+	defer r.Close()
+	buf := make([]byte, 0, o.size+64)
+	for ctx.Err() == nil {
+		i := int(next.Add(1) - 1)
+		if i >= o.count {
+			return nil
+		}
+		start := time.Now()
+		v, tag, _, err := r.GetInto(buf, o.topic, keys[i%o.keys])
+		d := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", keys[i%o.keys], err)
+		}
+		if len(v) != o.size {
+			return fmt.Errorf("read %s: %d bytes, want %d", keys[i%o.keys], len(v), o.size)
+		}
+		buf = tag[:0]
+		*lat = append(*lat, d)
+		done.Add(1)
+	}
+	return nil
+}
+
 // benchConn is what a bench worker sends its requests through: a
 // client.Conn, or a client.Client limited to one connection.
 type benchConn interface {
@@ -307,6 +386,8 @@ func printBenchReport(w io.Writer, r benchReport) {
 	switch {
 	case r.Mode == "get":
 		how = "GET"
+	case r.Mode == "local-get":
+		how = "reads of the shared view"
 	case r.Batch > 0:
 		how = fmt.Sprintf("batches of %d (NDJSON)", r.Batch)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/localview"
 )
 
 // maxStdinValue bounds a value read from stdin; the daemon's own limit
@@ -113,15 +114,28 @@ file or a pipe. On a terminal a newline follows it (unless it ends
 with one), so that the prompt starts on a line of its own. With -v,
 the value's metadata (tag, origin, seq, hlc, time, size) goes to
 stderr, so that stdout stays the raw value. A missing key is an error
-(exit status 1).`,
+(exit status 1).
+
+With --local the value is read from the daemon's shared view (the file
+--view-file, by default beside the socket) with no request to the
+daemon; the read fails unless the daemon said the view was current
+less than --max-age ago.`,
 	minArgs: 2, maxArgs: 2,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
 		verbose := fs.BoolP("verbose", "v", false, "show the metadata on stderr")
+		local := fs.Bool("local", false, "read the shared view (--view-file) instead of asking the daemon")
+		maxAge := fs.Duration("max-age", time.Second, "with --local: fail unless the daemon said the view was current this recently")
 		return func(ctx context.Context, e *env, args []string) error {
-			c := g.client()
-			defer c.Close()
-			v, err := c.Get(ctx, args[0], args[1])
-			if errors.Is(err, client.ErrNotFound) {
+			var v client.Value
+			var err error
+			if *local {
+				v, err = getLocal(g.viewPath(), args[0], args[1], *maxAge)
+			} else {
+				c := g.client()
+				defer c.Close()
+				v, err = c.Get(ctx, args[0], args[1])
+			}
+			if errors.Is(err, client.ErrNotFound) || errors.Is(err, localview.ErrNotFound) {
 				return fmt.Errorf("%s/%s: not found", args[0], args[1])
 			}
 			if err != nil {
@@ -139,6 +153,23 @@ stderr, so that stdout stays the raw value. A missing key is an error
 			return err
 		}
 	},
+}
+
+// getLocal reads (topic, key) from the shared view at path.
+func getLocal(path, topic, key string, maxAge time.Duration) (client.Value, error) {
+	r, err := localview.Open(path)
+	if err != nil {
+		return client.Value{}, fmt.Errorf("--local: %w", err)
+	}
+	defer r.Close()
+	if err := r.Fresh(maxAge); err != nil {
+		return client.Value{}, fmt.Errorf("--local: %s: %w", path, err)
+	}
+	value, tag, st, err := r.Get(topic, key)
+	if err != nil {
+		return client.Value{}, err
+	}
+	return client.Value{Bytes: value, Tag: tag, Origin: st.Origin, Seq: st.Seq, HLC: st.HLC, Time: st.Time()}, nil
 }
 
 var keysCmd = &command{

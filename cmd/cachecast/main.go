@@ -56,6 +56,7 @@ type env struct {
 type globals struct {
 	socket  string
 	timeout time.Duration
+	view    string // --view-file; "" means beside the socket
 }
 
 func (g *globals) register(fs *pflag.FlagSet, e *env) {
@@ -65,6 +66,16 @@ func (g *globals) register(fs *pflag.FlagSet, e *env) {
 	}
 	fs.StringVar(&g.socket, "socket", def, "the daemon's Unix socket ($CACHECAST_SOCKET)")
 	fs.DurationVar(&g.timeout, "timeout", client.DefaultTimeout, "bound on each request (0: none; watch streams are not bounded)")
+	fs.StringVar(&g.view, "view-file", e.getenv("CACHECAST_VIEW_FILE"), "the daemon's shared view, for get --local and bench --mode local-get ($CACHECAST_VIEW_FILE; default: beside --socket, .view for .sock)")
+}
+
+// viewPath is the shared view file the local reads map: --view-file, or
+// the daemon's default (--view-file=auto) beside the socket.
+func (g *globals) viewPath() string {
+	if g.view != "" {
+		return g.view
+	}
+	return strings.TrimSuffix(g.socket, ".sock") + ".view"
 }
 
 func (g *globals) client(opts ...client.Option) *client.Client {
