@@ -480,6 +480,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		Uptime: time.Duration(w.UptimeSeconds * float64(time.Second)),
 		Flush:  w.Flush,
 		Store:  w.Store,
+		Redis:  w.Redis,
 		Raw:    raw,
 	}, nil
 }

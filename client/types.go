@@ -127,6 +127,8 @@ type Status struct {
 	Uptime time.Duration
 	Flush  string // "async" or "sync"
 	Store  StoreStats
+	// Redis is the daemon's Redis front door, nil when it is off.
+	Redis *RedisStats
 	// Raw is the whole answer as received, fields this client does not
 	// know (cluster figures, for instance) included.
 	Raw json.RawMessage
@@ -195,9 +197,23 @@ type statusWire struct {
 		Origin  string `json:"origin"`
 		Version string `json:"version"`
 	} `json:"node"`
-	UptimeSeconds float64    `json:"uptime_seconds"`
-	Flush         string     `json:"flush"`
-	Store         StoreStats `json:"store"`
+	UptimeSeconds float64     `json:"uptime_seconds"`
+	Flush         string      `json:"flush"`
+	Store         StoreStats  `json:"store"`
+	Redis         *RedisStats `json:"redis"`
+}
+
+// RedisStats are the Redis front door's figures in Status.
+type RedisStats struct {
+	Socket          string `json:"socket"`
+	Addr            string `json:"addr"`
+	Connections     int64  `json:"connections"`
+	Commands        int64  `json:"commands"`
+	TrackingClients int64  `json:"tracking_clients"`
+	Invalidations   int64  `json:"invalidations"`
+	SlowDisconnects int64  `json:"slow_clients_disconnected"`
+	ProtocolErrors  int64  `json:"protocol_errors"`
+	Subscriptions   int64  `json:"subscriptions"`
 }
 
 // timeLayout is RFC 3339 with milliseconds, the wire's time format.

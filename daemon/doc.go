@@ -299,7 +299,22 @@
 // group} (nodes, members, queues, inflight, backlog, delivered_total,
 // acked_total, retries_total, dead_letters_total),
 // cachecast_log_lines_lost_total (log lines that could not be written: see
-// NewLogger), and the Go and process collectors.
+// NewLogger), cachecast_redis_* (connections, commands_total{command},
+// unknown_commands_total, protocol_errors_total, tracking_clients,
+// invalidations_total, slow_clients_disconnected_total, subscriptions: the
+// Redis front door), and the Go and process collectors.
+//
+// # The Redis front door
+//
+// The same node also speaks Redis's protocol (package resp has the
+// reference: the key mapping topic:key, the commands, WAIT, client-side
+// caching) on --redis-socket, by default beside --socket
+// (cachecast.sock: cachecast-redis.sock; "off": none), with the same
+// --socket-mode, --max-connections and credentials: its writes go through
+// Daemon.publish and --allow-uids/--allow-gids apply to them. --redis-addr
+// adds TCP (loopback unless --redis-allow-remote; a TCP client has no uid,
+// so with an allow-list set it may only read). GET /v1/status has a
+// "redis" object with the server's counters.
 //
 // # Internal topics
 //

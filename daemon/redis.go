@@ -249,32 +249,37 @@ func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Du
 
 // Follow reads every origin's new records in order, after each write the
 // store reports (Changed fires once the view has the record).
-func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) {
+func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan struct{} {
 	st := n.d.store
 	seen := st.Vector()
-	for {
-		changed := st.Changed()
-		for origin, last := range st.Vector() {
-			from := seen[origin] + 1
-			if from > last {
-				continue
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			changed := st.Changed()
+			for origin, last := range st.Vector() {
+				from := seen[origin] + 1
+				if from > last {
+					continue
+				}
+				next, err := st.ReadOrigin(origin, from, last, func(r store.Record) error {
+					fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
+						Delete: r.Kind() == store.KindTombstone, Origin: r.Origin(), Seq: r.Seq()})
+					return nil
+				})
+				if errors.Is(err, store.ErrRecycled) {
+					next = last + 1 // gone from the log: nothing left to tell
+				}
+				seen[origin] = next - 1
 			}
-			next, err := st.ReadOrigin(origin, from, last, func(r store.Record) error {
-				fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
-					Delete: r.Kind() == store.KindTombstone, Origin: r.Origin(), Seq: r.Seq()})
-				return nil
-			})
-			if errors.Is(err, store.ErrRecycled) {
-				next = last + 1 // gone from the log: nothing left to tell
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
 			}
-			seen[origin] = next - 1
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		}
-	}
+	}()
+	return done
 }
 
 func (n *respNode) Status() respsrv.Status {

@@ -3,9 +3,12 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -523,5 +526,50 @@ func TestRedisClientCacheAcrossCluster(t *testing.T) {
 	}
 	if st := a.d.redis.Stats(); st.Invalidations < rounds {
 		t.Fatalf("node 0 sent %d invalidations for %d updates", st.Invalidations, rounds)
+	}
+}
+
+// TestRedisMetricsAndStatus: the Redis counters show in /metrics and in
+// GET /v1/status.
+func TestRedisMetricsAndStatus(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MetricsAddr = "127.0.0.1:0"
+	td := startDaemon(t, cfg)
+	ctx := context.Background()
+	rc := goRedis(t, td, 3)
+	noErr(t, rc.Set(ctx, "m:k", "v", 0).Err())
+	must(rc.Get(ctx, "m:k").Result())
+	must(rc.Get(ctx, "m:k").Result())
+	tracker := rueidisClient(t, td, rueidis.ClientOption{})
+	must(tracker.DoCache(ctx, tracker.B().Get().Key("m:k").Cache(), time.Minute).ToString())
+	noErr(t, rc.Set(ctx, "m:k", "w", 0).Err())
+	waitFor(t, "an invalidation", func() bool { return td.d.redis.Stats().Invalidations > 0 })
+
+	res, err := http.Get("http://" + td.d.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`cachecast_redis_commands_total{command="get"} 3`, // two from go-redis, one in rueidis's MULTI
+		`cachecast_redis_commands_total{command="set"} 2`,
+		"cachecast_redis_connections ",
+		"cachecast_redis_tracking_clients ",
+		"cachecast_redis_invalidations_total 1",
+		"cachecast_redis_slow_clients_disconnected_total 0",
+		"cachecast_redis_protocol_errors_total 0",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	r := td.do("GET", "/v1/status", nil)
+	var st struct{ Redis *redisStatus }
+	if err := json.Unmarshal(r.body, &st); err != nil || st.Redis == nil {
+		t.Fatalf("status %s: %v", r.body, err)
+	}
+	if st.Redis.Socket != td.d.RedisSocketPath() || st.Redis.TrackingClients < 1 || st.Redis.Invalidations != 1 || st.Redis.Connections < 2 {
+		t.Fatalf("status redis: %+v", *st.Redis)
 	}
 }

@@ -844,6 +844,12 @@ func (a *api) status(w http.ResponseWriter, r *http.Request, _ params) {
 	b.Store.OldestPos = s.OldestPos
 	b.Store.Records = s.Records
 	b.Store.Keys = s.Keys
+	if a.d.redis != nil {
+		rs := a.d.redis.Stats()
+		b.Redis = &redisStatus{Socket: a.d.RedisSocketPath(), Addr: a.d.RedisAddr(), Connections: rs.Connections,
+			Commands: rs.Commands, TrackingClients: rs.TrackingClients, Invalidations: rs.Invalidations,
+			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions}
+	}
 	a.writeJSON(w, r, &b)
 }
 

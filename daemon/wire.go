@@ -637,6 +637,21 @@ type statusBody struct {
 		Records        uint64 `json:"records"`
 		Keys           int    `json:"keys"`
 	} `json:"store"`
+	// Redis is the Redis front door's counters; absent when it is off.
+	Redis *redisStatus `json:"redis,omitempty"`
+}
+
+// redisStatus is the "redis" object of GET /v1/status.
+type redisStatus struct {
+	Socket          string `json:"socket,omitempty"`
+	Addr            string `json:"addr,omitempty"`
+	Connections     int64  `json:"connections"`
+	Commands        int64  `json:"commands"`
+	TrackingClients int64  `json:"tracking_clients"`
+	Invalidations   int64  `json:"invalidations"`
+	SlowDisconnects int64  `json:"slow_clients_disconnected"`
+	ProtocolErrors  int64  `json:"protocol_errors"`
+	Subscriptions   int64  `json:"subscriptions"`
 }
 
 // cursorRequest is the body of POST /v1/cursors/{name}.

@@ -1,4 +1,141 @@
-// Package resp is cachecast's Redis front door: it speaks RESP2 and RESP3
-// so that applications read the local view with the Redis client they
-// already have.
+// Package resp is cachecast's Redis front door: a server of the Redis
+// protocol (RESP2 and RESP3) beside the HTTP API, so that an application
+// reads and writes the node's view with the Redis client it already has
+// (go-redis, redis-py, Jedis, Lettuce, ioredis, rueidis, redis-cli). The
+// daemon serves it on --redis-socket (a Unix socket beside --socket, same
+// mode) and, optionally, --redis-addr (TCP, loopback only unless
+// --redis-allow-remote).
+//
+// The server reaches the node through Node, a narrow interface: reads from
+// the local view, one publish path for writes (the daemon's, with its
+// checks, limits, flush mode, replication and statuses), WAIT's replica
+// confirmation, and a follower of every record the node stores. It adds no
+// write logic of its own.
+//
+// # Keys
+//
+// A Redis key topic:key is the key key of topic topic, split at the first
+// ':' (prices:sku-42 is topic prices, key sku-42; a:b:c is topic a, key
+// b:c). A key without ':' lives in --redis-default-topic (default
+// "default"): GET sku-42 reads default:sku-42. A hash is a topic and its
+// fields are the topic's keys: HGET prices sku-42 is GET prices:sku-42, and
+// TYPE prices is hash. Names follow the API's rules (a topic is 1 to 128
+// bytes of A-Z a-z 0-9 . _ -; a key 1 to 1024 bytes of UTF-8); a write of a
+// name outside them is refused (ERR invalid_name: ...), a read of one finds
+// nothing.
+//
+// # Commands
+//
+// Connection: HELLO 2|3 [AUTH user pass] [SETNAME name], AUTH, CLIENT
+// (ID, SETNAME, GETNAME, SETINFO, INFO, LIST, TRACKING, CACHING, GETREDIR,
+// TRACKINGINFO; NO-EVICT, NO-TOUCH and CAPA answer OK), SELECT 0, PING,
+// ECHO, QUIT, RESET, READONLY, READWRITE. AUTH and HELLO's AUTH are
+// accepted and ignored: who may write is the connection's uid and groups
+// (SO_PEERCRED), checked against --allow-uids and --allow-gids as for HTTP;
+// a TCP client has no uid, so with an allow-list it may only read.
+//
+// Server: INFO [section] (server, clients, persistence with loading:0,
+// stats, replication, keyspace, and cachecast: node, origin, members and
+// their lag), COMMAND, COMMAND COUNT/LIST/INFO/DOCS, CONFIG GET (a few
+// parameters), CONFIG SET notify-keyspace-events, DBSIZE, TIME. CLUSTER
+// answers "ERR This instance has cluster support disabled": every node is
+// a standalone endpoint that holds the whole view (clients that probe for
+// a cluster fall back to standalone on it).
+//
+// Reads, from the local view: GET, MGET, EXISTS, TYPE, STRLEN, GETRANGE,
+// TTL and PTTL (-1: keys do not expire; -2: no key), OBJECT ENCODING (raw,
+// or hashtable for a topic), SCAN cursor [MATCH p] [COUNT n] [TYPE
+// string|hash], KEYS, HGET, HMGET, HEXISTS, HSTRLEN, HLEN, HKEYS, HVALS,
+// HGETALL, HSCAN cursor [MATCH p] [COUNT n] [NOVALUES]. SCAN walks the
+// string keys (every value once, as topic:key or a bare default-topic
+// key); TYPE hash lists the topics. HGETALL, HKEYS and HVALS answer at
+// most 10,000 keys and KEYS 100,000: past that, an error points at HSCAN
+// or SCAN. A cursor is a number the server maps onto a position; it keeps
+// the last 4,096 cursors, and an older one is an error (start at 0 again).
+// GET of a topic name (a hash) is WRONGTYPE.
+//
+// Writes, through the node's publish path: SET key value (EX, PX, EXAT,
+// PXAT, NX, XX, GET, KEEPTTL are refused with an error naming what is
+// supported: keys do not expire and writes are unconditional, the latest
+// wins on every node), MSET (one batch: all or nothing), DEL and UNLINK
+// (tombstones for the keys this node holds; the answer counts them), HSET
+// and HMSET (one batch), HDEL, PUBLISH channel message (a keyless message
+// on the topic the channel names, to every node; the answer counts the
+// local subscribers). MULTI/EXEC/DISCARD queue reads only (what rueidis's
+// client-side caching sends); a write in MULTI is refused, as it would not
+// be atomic with the reads: MSET and HSET are the all-or-nothing writes.
+//
+// WAIT numreplicas timeout answers how many replicas hold this
+// connection's last write: 1 once the node's replica (--replica, or its
+// successor on the ring) has it, else 0 (a lone node has none). timeout 0
+// waits until the replica has it; numreplicas 0 does not wait; a node has
+// one replica, so numreplicas above 1 is answered when that one confirms.
+// Under --replication=sync a write already waits for the replica: when
+// the replica did not confirm within --replica-timeout, SET and the other
+// writes answer "NOREPLICAS stored on this node but not confirmed by the
+// replica (replica_timeout ...)": the write stands, and reaches the other
+// nodes by fan-out and anti-entropy, as the HTTP statuses
+// replica_timeout and replica_unavailable say.
+//
+// # Subscriptions
+//
+// SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE and PUNSUBSCRIBE see the records of
+// every node as this node stores them. The channel of a keyless message
+// (PUBLISH, or POST messages without a key) is its topic; the channel of
+// an update of a key is its full name topic:key (default-topic keys too:
+// default:sku-1), with the value as the message; deletions have no channel
+// message. So SUBSCRIBE prices gets the topic's stream and PSUBSCRIBE
+// prices:* its key updates. Keyspace notifications, when enabled (CONFIG
+// SET notify-keyspace-events, or --redis-notify-keyspace-events; Redis's
+// letters, K E g $ A), send __keyspace@0__:<topic:key> with "set" or "del"
+// and __keyevent@0__:set|del with the key, for updates from every node
+// (HSET and HDEL are sets and dels too).
+//
+// # Client-side caching
+//
+// CLIENT TRACKING ON [REDIRECT id] [BCAST] [PREFIX p]... [OPTIN] [OPTOUT]
+// [NOLOOP] and CLIENT CACHING YES|NO work as in Redis: in the default mode
+// a key read on the connection (by any name it was read by: topic:key, a
+// bare default-topic key, or the hash name for HGET and the other hash
+// reads) is invalidated at its next change; BCAST invalidates every key
+// under the prefixes. Invalidations are RESP3 pushes (>2 invalidate
+// [keys]) or, for a RESP2 client, messages of __redis__:invalidate on the
+// REDIRECT connection; a RESP2 client without REDIRECT is refused (Redis
+// would drop its invalidations). An update that reaches this node from any
+// node of the fleet invalidates the local clients once the view has it;
+// the answer to a read always goes out before the invalidation of what it
+// read. Invalidations never cross the network. A client whose pending
+// invalidations and messages pass --redis-push-buffer is disconnected
+// (its library drops its cache with the connection), never left stale;
+// so is a tracking client whose REDIRECT connection closes. Both are
+// counted (cachecast_redis_slow_clients_disconnected_total).
+//
+// # Errors and limits
+//
+// Errors are Redis's: ERR, WRONGTYPE, NOPROTO, EXECABORT, NOPERM (a writer
+// not on the allow-lists), OOM (store_full, disk_full), NOREPLICAS; an
+// error from the node keeps the API's code (ERR invalid_name: ...). A
+// command refused for any reason writes nothing. A command is a RESP array
+// of bulk strings or an inline line (telnet); a bulk string is at most
+// --max-value-size (at least 64 KiB), a command at most --max-body-size
+// and 65,536 arguments, an inline line 64 KiB. A frame that breaks these
+// or RESP's syntax (a bad length, a missing CRLF, a null or non-bulk
+// argument) cannot be resynchronised: the connection gets "ERR Protocol
+// error: ..." and is closed; other connections are not affected.
+// Unknown commands and wrong arities are answered and the connection goes
+// on.
+//
+// # Why not redcon
+//
+// github.com/tidwall/redcon (v1.6.4) was the first choice. Its reader
+// grows its buffer to whatever length a frame declares (a "$1000000000"
+// header makes it allocate toward a gigabyte before any limit could
+// refuse it), copies every command and allocates its argument slices per
+// command (so a GET cannot run without allocating), and it writes only
+// from the connection's own goroutine unless the connection is detached
+// from the server's loop. Client-side caching needs pushes written at any
+// moment between answers, and the limits above must hold before the bytes
+// are buffered; so the protocol is written here: a bounded parser that
+// points into one read buffer, answers appended into one write buffer, and
+// a second goroutine per tracking or subscribed connection for pushes.
 package resp

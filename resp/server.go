@@ -36,10 +36,13 @@ type Node interface {
 	// and returns how many replicas hold them (a node has at most one;
 	// seq 0 asks how many replicas are connected).
 	WaitReplicas(ctx context.Context, seq uint64, timeout time.Duration) int
-	// Follow calls fn, from one goroutine, for every record this node
-	// stores from now on (its own and every other node's), after the view
-	// has it, until ctx ends. The change's bytes are valid only during fn.
-	Follow(ctx context.Context, fn func(Change))
+	// Follow calls fn, from one goroutine of its own, for every record
+	// this node stores after Follow returns (its own and every other
+	// node's), once the view has it, until ctx ends; the channel closes
+	// when that goroutine has ended. The change's bytes are valid only
+	// during fn. The server follows from the first tracking client or
+	// subscriber on (the follower costs every write a wake-up).
+	Follow(ctx context.Context, fn func(Change)) <-chan struct{}
 	// Status describes the node for INFO.
 	Status() Status
 }
@@ -127,6 +130,9 @@ type Server struct {
 
 	notify atomic.Uint32 // keyspace notification flags
 
+	followMu  sync.Mutex
+	following <-chan struct{} // closed when the follower ends; nil before it starts
+
 	subs    subscriptions
 	track   tracker
 	cursors cursorTable
@@ -174,7 +180,6 @@ func New(cfg Config) (*Server, error) {
 	s.track.init()
 	s.stats.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Go(func() { s.node.Follow(s.ctx, s.changed) })
 	return s, nil
 }
 
@@ -238,7 +243,23 @@ func (s *Server) Close() error {
 		c.close()
 	}
 	s.wg.Wait()
+	s.followMu.Lock()
+	if s.following != nil {
+		<-s.following
+	}
+	s.followMu.Unlock()
 	return errors.Join(errs...)
+}
+
+// follow starts following the node's changes if it does not yet; a
+// tracking client or a subscriber calls it before it registers, so that
+// no change after its registration is missed.
+func (s *Server) follow() {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if s.following == nil && s.ctx.Err() == nil {
+		s.following = s.node.Follow(s.ctx, s.changed)
+	}
 }
 
 func (s *Server) forget(c *conn) {

@@ -323,6 +323,7 @@ func (c *conn) clientTracking(a [][]byte) {
 		c.trk.prefixes = append(c.trk.prefixes, st.prefixes...)
 		st.prefixes = c.trk.prefixes
 	}
+	c.s.follow()
 	c.trk = st
 	c.s.track.on(c, st, target)
 	c.ok()

@@ -284,6 +284,13 @@ there are any (as "cachecast groups" prints them).`,
 			fmt.Fprintf(tw, "keys\t%d\n", st.Store.Keys)
 			fmt.Fprintf(tw, "health\t%s\n", probeText(health))
 			fmt.Fprintf(tw, "ready\t%s\n", probeText(ready))
+			if r := st.Redis; r != nil {
+				fmt.Fprintf(tw, "redis\t%s\n", strings.Trim(r.Socket+" "+r.Addr, " "))
+				fmt.Fprintf(tw, "redis clients\t%d (%d tracking, %d subscriptions)\n", r.Connections, r.TrackingClients, r.Subscriptions)
+				fmt.Fprintf(tw, "redis commands\t%d (%d protocol errors)\n", r.Commands, r.ProtocolErrors)
+				fmt.Fprintf(tw, "invalidations sent\t%d\n", r.Invalidations)
+				fmt.Fprintf(tw, "slow clients disconnected\t%d\n", r.SlowDisconnects)
+			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}

@@ -1,0 +1,131 @@
+package resp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// storeNode is a Node over a real store, for the package's own tests; the
+// daemon's node (daemon/redis.go) adds the checks, the cluster and the
+// allow-lists.
+type storeNode struct{ st *store.Store }
+
+func (n *storeNode) Get(topic, key string) ([]byte, bool) {
+	e, ok := n.st.Get(topic, key)
+	return e.Value, ok
+}
+
+func (n *storeNode) Keys(topic, prefix, after string, limit int) []string {
+	return n.st.Keys(topic, prefix, after, limit)
+}
+
+func (n *storeNode) Topics() []store.TopicInfo { return n.st.Topics() }
+func (n *storeNode) Authorize(net.Conn) error  { return nil }
+
+func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []store.Message) (Written, error) {
+	res, err := n.st.PublishBatch(msgs)
+	if err != nil {
+		return Written{}, err
+	}
+	return Written{Seq: res[len(res)-1].Seq, Origin: n.st.Origin()}, nil
+}
+
+func (n *storeNode) WaitReplicas(context.Context, uint64, time.Duration) int { return 0 }
+
+func (n *storeNode) Follow(ctx context.Context, fn func(Change)) <-chan struct{} {
+	done := make(chan struct{})
+	seen := n.st.Vector()
+	go func() {
+		defer close(done)
+		n.follow(ctx, seen, fn)
+	}()
+	return done
+}
+
+func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(Change)) {
+	for {
+		changed := n.st.Changed()
+		for origin, last := range n.st.Vector() {
+			next, _ := n.st.ReadOrigin(origin, seen[origin]+1, last, func(r store.Record) error {
+				fn(Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(), Delete: r.Kind() == store.KindTombstone,
+					Origin: r.Origin(), Seq: r.Seq()})
+				return nil
+			})
+			seen[origin] = next - 1
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+func (n *storeNode) Status() Status {
+	return Status{Node: "test", Members: []Member{{Name: "test", State: "alive", Self: true}}}
+}
+
+// newTestServer is a server over a fresh store.
+func newTestServer(tb testing.TB) (*Server, *store.Store) {
+	tb.Helper()
+	opts := store.DefaultOptions(tb.TempDir())
+	opts.SegmentSize = 1 << 20
+	opts.Flush = store.FlushAsync
+	st, err := store.Open(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := New(Config{Node: &storeNode{st}, MaxValueSize: 64 << 10, MaxFrameSize: 1 << 20})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = s.Close()
+		_ = st.Close()
+	})
+	return s, st
+}
+
+// pipeConn is a net.Conn that reads a fixed input and keeps what is
+// written: the whole client side of a connection, for the fuzz target.
+type pipeConn struct {
+	in  *bytes.Reader
+	out bytes.Buffer
+}
+
+func (p *pipeConn) Read(b []byte) (int, error) {
+	n, err := p.in.Read(b)
+	if errors.Is(err, io.EOF) && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+func (p *pipeConn) Write(b []byte) (int, error)      { return p.out.Write(b) }
+func (p *pipeConn) Close() error                     { return nil }
+func (p *pipeConn) LocalAddr() net.Addr              { return &net.UnixAddr{Name: "test", Net: "unix"} }
+func (p *pipeConn) RemoteAddr() net.Addr             { return &net.UnixAddr{Name: "", Net: "unix"} }
+func (p *pipeConn) SetDeadline(time.Time) error      { return nil }
+func (p *pipeConn) SetReadDeadline(time.Time) error  { return nil }
+func (p *pipeConn) SetWriteDeadline(time.Time) error { return nil }
+
+// session runs a whole connection over input and returns what the server
+// wrote.
+func session(s *Server, input []byte) []byte {
+	pc := &pipeConn{in: bytes.NewReader(input)}
+	c := newConn(s, pc)
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	s.stats.connections.Add(1)
+	c.serve()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(pc.out.Bytes())
+}

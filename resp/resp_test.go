@@ -1,0 +1,316 @@
+package resp
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+var testLimits = limits{maxBulk: 64, maxFrame: 256, maxArgs: 4, maxLine: 64}
+
+func TestParseCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		args     []string
+		n        int
+		need     int // > 0: incomplete, at least this much
+		err      string
+	}{
+		{name: "get", in: "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", args: []string{"GET", "k"}, n: 20},
+		{name: "two in a row", in: "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n", args: []string{"PING"}, n: 14},
+		{name: "empty bulk", in: "*2\r\n$3\r\nGET\r\n$0\r\n\r\n", args: []string{"GET", ""}, n: 19},
+		{name: "binary bulk", in: "*1\r\n$4\r\n\x00\r\n\xff\r\n", args: []string{"\x00\r\n\xff"}, n: 14},
+		{name: "inline", in: "SET  a\tb\r\nrest", args: []string{"SET", "a", "b"}, n: 10},
+		{name: "inline LF", in: "PING\n", args: []string{"PING"}, n: 5},
+		{name: "empty array", in: "*0\r\n", args: []string{}, n: 4},
+		{name: "null array", in: "*-1\r\n", args: []string{}, n: 5},
+		{name: "nothing", in: "", need: 1},
+		{name: "half count", in: "*2\r", need: 4},
+		{name: "half bulk header", in: "*2\r\n$3\r\nGET\r\n$1", need: 16},
+		{name: "half bulk", in: "*2\r\n$3\r\nGET\r\n$10\r\nab", need: 30},
+		{name: "half inline", in: "PING", need: 5},
+		{name: "bad count", in: "*x\r\n", err: "Protocol error: invalid length"},
+		{name: "count LF only", in: "*1\n", err: "Protocol error: invalid length"},
+		{name: "count too long", in: "*12345678901\r\n", err: "Protocol error: invalid length"},
+		{name: "count -2", in: "*-2\r\n", err: "Protocol error: invalid length"},
+		{name: "too many args", in: "*5\r\n", err: "5 arguments is more than the 4"},
+		{name: "not a bulk", in: "*1\r\n:1\r\n", err: "expected '$', got ':'"},
+		{name: "null bulk", in: "*1\r\n$-1\r\n", err: "invalid bulk length"},
+		{name: "bulk too large", in: "*1\r\n$65\r\n", err: "over --max-value-size (64 bytes)"},
+		{name: "frame too large", in: "*4\r\n$60\r\n" + strings.Repeat("a", 60) + "\r\n$60\r\n" + strings.Repeat("a", 60) + "\r\n$60\r\n" + strings.Repeat("a", 60) + "\r\n$60\r\n", err: "over --max-body-size"},
+		{name: "bulk without CRLF", in: "*1\r\n$1\r\nab\r\n", err: "bulk string not followed by CRLF"},
+		{name: "inline too long", in: strings.Repeat("a", 65), err: "too big inline request"},
+		{name: "inline too many args", in: "a b c d e\r\n", err: "too many arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, n, need, err := parseCommand([]byte(tc.in), nil, &testLimits)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.need > 0 {
+				if n != 0 || need < tc.need {
+					t.Fatalf("n %d need %d, want incomplete needing %d", n, need, tc.need)
+				}
+				return
+			}
+			got := []string{}
+			for _, a := range args {
+				got = append(got, string(a))
+			}
+			if n != tc.n || fmt.Sprint(got) != fmt.Sprint(tc.args) {
+				t.Fatalf("args %q n %d, want %q n %d", got, n, tc.args, tc.n)
+			}
+		})
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pat, s string
+		want   bool
+	}{
+		{"*", "", true}, {"*", "abc", true}, {"a*", "abc", true}, {"a*", "bac", false},
+		{"*c", "abc", true}, {"a?c", "abc", true}, {"a?c", "ac", false},
+		{"prices:*", "prices:sku-1", true}, {"prices:*", "price:sku-1", false},
+		{"[abc]x", "bx", true}, {"[^abc]x", "bx", false}, {"[a-c]x", "cx", true}, {"[c-a]x", "bx", true},
+		{"\\*", "*", true}, {"\\*", "a", false}, {"a\\?b", "a?b", true},
+		{"h[\\]]", "h]", true}, {"**a", "ba", true}, {"a[", "a", false},
+	} {
+		if got := globMatch(tc.pat, tc.s); got != tc.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pat, tc.s, got, tc.want)
+		}
+	}
+}
+
+// cmd encodes a command as a client sends it.
+func cmd(args ...string) string {
+	var b strings.Builder
+	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
+	for _, a := range args {
+		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+	}
+	return b.String()
+}
+
+// readReply reads one RESP2 or RESP3 value off b and returns its length;
+// -1 if b does not start with a whole, well-formed value.
+func readReply(b []byte) int {
+	if len(b) < 3 {
+		return -1
+	}
+	end := bytes.Index(b, []byte("\r\n"))
+	if end < 1 {
+		return -1
+	}
+	line := string(b[1:end])
+	n := end + 2
+	switch b[0] {
+	case '+', '-', ':', ',', '#', '_', '(':
+		if strings.ContainsAny(line, "\r\n") {
+			return -1
+		}
+		return n
+	case '$', '=', '!':
+		size, err := strconv.Atoi(line)
+		if err != nil || size < -1 {
+			return -1
+		}
+		if size == -1 {
+			return n
+		}
+		if len(b) < n+size+2 || string(b[n+size:n+size+2]) != "\r\n" {
+			return -1
+		}
+		return n + size + 2
+	case '*', '%', '~', '>', '|':
+		count, err := strconv.Atoi(line)
+		if err != nil || count < -1 {
+			return -1
+		}
+		if b[0] == '%' || b[0] == '|' {
+			count *= 2
+		}
+		for range max(count, 0) {
+			m := readReply(b[n:])
+			if m < 0 {
+				return -1
+			}
+			n += m
+		}
+		return n
+	}
+	return -1
+}
+
+// replies splits a server's output into values; it fails the test on
+// anything that is not a whole RESP value.
+func replies(t testing.TB, out []byte) []string {
+	t.Helper()
+	var got []string
+	for len(out) > 0 {
+		n := readReply(out)
+		if n < 0 {
+			t.Fatalf("malformed reply at %q", out[:min(len(out), 80)])
+		}
+		got = append(got, string(out[:n]))
+		out = out[n:]
+	}
+	return got
+}
+
+// TestSessionReplies runs whole connections and compares the answers.
+func TestSessionReplies(t *testing.T) {
+	s, _ := newTestServer(t)
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"ping", cmd("PING") + cmd("ping", "hi") + "PING\r\n", []string{"+PONG\r\n", "$2\r\nhi\r\n", "+PONG\r\n"}},
+		{"set get hget", cmd("SET", "p:k", "v") + cmd("GET", "p:k") + cmd("HGET", "p", "k") + cmd("GET", "p:nope"),
+			[]string{"+OK\r\n", "$1\r\nv\r\n", "$1\r\nv\r\n", "$-1\r\n"}},
+		{"resp3 null", cmd("HELLO", "3") + cmd("GET", "p:nope"), nil},
+		{"mget", cmd("MSET", "m:a", "1", "m:b", "2") + cmd("MGET", "m:a", "m:x", "m:b"),
+			[]string{"+OK\r\n", "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n"}},
+		{"default topic", cmd("SET", "plain", "x") + cmd("GET", "default:plain") + cmd("EXISTS", "plain", "nope"),
+			[]string{"+OK\r\n", "$1\r\nx\r\n", ":1\r\n"}},
+		{"multi reads", cmd("MULTI") + cmd("GET", "p:k") + cmd("PTTL", "p:k") + cmd("EXEC"),
+			[]string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n$1\r\nv\r\n:-1\r\n"}},
+		{"multi refuses writes", cmd("MULTI") + cmd("SET", "p:k", "w") + cmd("EXEC") + cmd("GET", "p:k"),
+			[]string{"+OK\r\n", "-ERR SET cannot be queued: MULTI here holds reads only (a write inside a transaction would not be atomic with them); MSET and HSET write a batch all or nothing\r\n",
+				"-EXECABORT Transaction discarded because of previous errors.\r\n", "$1\r\nv\r\n"}},
+		{"subscribed resp2 refuses get", cmd("SUBSCRIBE", "c") + cmd("GET", "p:k") + cmd("PING"),
+			[]string{"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n",
+				"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n",
+				"*2\r\n$4\r\npong\r\n$0\r\n\r\n"}},
+		{"reset", cmd("HELLO", "3") + cmd("RESET") + cmd("GET", "p:nope"), nil},
+		{"quit", cmd("QUIT") + cmd("PING"), []string{"+OK\r\n"}},
+		{"tracking resp2 needs redirect", cmd("CLIENT", "TRACKING", "ON"),
+			[]string{"-ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)\r\n"}},
+		{"caching needs optin", cmd("HELLO", "3") + cmd("CLIENT", "TRACKING", "ON") + cmd("CLIENT", "CACHING", "YES"), nil},
+		{"wait", cmd("WAIT", "1", "0"), []string{":0\r\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := replies(t, session(s, []byte(tc.in)))
+			if tc.want != nil && fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
+				t.Fatalf("replies\n%q\nwant\n%q", got, tc.want)
+			}
+			if tc.want == nil && len(got) == 0 {
+				t.Fatal("no reply")
+			}
+			if tc.name == "resp3 null" && got[1] != "_\r\n" {
+				t.Fatalf("RESP3 null: %q", got[1])
+			}
+			if tc.name == "reset" && (got[1] != "+RESET\r\n" || got[2] != "$-1\r\n") {
+				t.Fatalf("after RESET: %q", got)
+			}
+			if tc.name == "caching needs optin" && !strings.HasPrefix(got[2], "-ERR CLIENT CACHING YES is only valid") {
+				t.Fatalf("CLIENT CACHING: %q", got[2])
+			}
+		})
+	}
+}
+
+// TestGetAllocatesNothing: a GET hit, parsed, run and answered, makes no
+// heap allocation on the server's command path.
+func TestGetAllocatesNothing(t *testing.T) {
+	s, st := newTestServer(t)
+	value := bytes.Repeat([]byte("x"), 100)
+	if _, err := st.Publish(&store.Message{Topic: "key", Key: "k-1", Value: value}); err != nil {
+		t.Fatal(err)
+	}
+	c := newConn(s, &pipeConn{})
+	frame := []byte(cmd("GET", "key:k-1"))
+	run := func() {
+		args, n, _, err := parseCommand(frame, c.args, &s.lim)
+		if err != nil || n != len(frame) {
+			t.Fatalf("parse: %v", err)
+		}
+		c.args = args
+		c.exec(args)
+		c.out = c.out[:0]
+	}
+	run()
+	if n := testing.AllocsPerRun(1000, run); n != 0 {
+		t.Fatalf("%v allocations per GET, want 0", n)
+	}
+}
+
+// BenchmarkCommandGet is the server's path for one GET hit of a 100-byte
+// value: parse, dispatch, read the view, write the answer.
+func BenchmarkCommandGet(b *testing.B) {
+	s, st := newTestServer(b)
+	for i := range 10000 {
+		if _, err := st.Publish(&store.Message{Topic: "key", Key: "k-" + strconv.Itoa(i), Value: bytes.Repeat([]byte("x"), 100)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := newConn(s, &pipeConn{})
+	frames := make([][]byte, 10000)
+	for i := range frames {
+		frames[i] = []byte(cmd("GET", "key:k-"+strconv.Itoa(i)))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		f := frames[i%len(frames)]
+		args, _, _, _ := parseCommand(f, c.args, &s.lim)
+		c.args = args
+		c.exec(args)
+		c.out = c.out[:0]
+	}
+}
+
+// BenchmarkCommandSet is SET through the publish path of the test node
+// (the store's Publish; the daemon adds its checks).
+func BenchmarkCommandSet(b *testing.B) {
+	s, _ := newTestServer(b)
+	c := newConn(s, &pipeConn{})
+	value := strings.Repeat("x", 100)
+	frames := make([][]byte, 10000)
+	for i := range frames {
+		frames[i] = []byte(cmd("SET", "key:k-"+strconv.Itoa(i), value))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		args, _, _, _ := parseCommand(frames[i%len(frames)], c.args, &s.lim)
+		c.args = args
+		c.exec(args)
+		c.out = c.out[:0]
+	}
+}
+
+// FuzzSession feeds arbitrary bytes to a connection: the server never
+// panics, and everything it writes is whole RESP values.
+func FuzzSession(f *testing.F) {
+	for _, seed := range []string{
+		cmd("PING"),
+		cmd("SET", "p:k", "v") + cmd("GET", "p:k") + cmd("HGETALL", "p"),
+		cmd("HELLO", "3") + cmd("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "p:") + cmd("SET", "p:k", "w"),
+		cmd("SUBSCRIBE", "c") + cmd("PSUBSCRIBE", "p:*") + cmd("UNSUBSCRIBE"),
+		cmd("MULTI") + cmd("GET", "a") + cmd("EXEC"),
+		cmd("SCAN", "0", "MATCH", "p:*", "COUNT", "1") + cmd("HSCAN", "p", "0"),
+		cmd("GETRANGE", "p:k", "-100", "100") + cmd("INFO") + cmd("COMMAND", "DOCS"),
+		"*2\r\n$3\r\nGET\r\n$-5\r\n",
+		"*99999999\r\n",
+		"GET p:k\r\nPING\n",
+		"\x00\xff*1\r\n$1\r\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	s, _ := newTestServer(f)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		replies(t, session(s, in))
+	})
+}
