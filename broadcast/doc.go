@@ -27,6 +27,14 @@
 //     records at a time, again until caught up), and the listener answers
 //     with the records straight from its log and a pullEnd.
 //
+// A stuck peer stalls nobody: every frame must be written within
+// PeerTimeout (default 10s), and the dialer must hear from the listener
+// within it (the vector comes every SyncInterval), else the connection is
+// closed, counted (Stalls) and redialed. The connections a peer opened to
+// this node are closed when membership drops it (it left or failed). A
+// link's redial waits from 50ms doubling up to 2s, and starts again from
+// 50ms after a connection that worked.
+//
 // So a record reaches every live peer directly from its origin, and a
 // node that missed records (down, cut off, joined late, or any gap at all)
 // gets them from whichever peer has them, also after the origin is gone.

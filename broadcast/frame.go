@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"net"
+	"time"
 
 	"github.com/cachecast/cachecast/store"
 )
@@ -67,17 +68,36 @@ var ErrBadFrame = errors.New("broadcast: bad frame")
 
 // frameWriter writes frames to a connection. Not safe for concurrent use:
 // a link serializes its writes.
+//
+// Each frame must be written within timeout (when the connection has
+// deadlines): a peer that stops reading (stopped, stalled, its receive
+// window full) fails the write with os.ErrDeadlineExceeded instead of
+// blocking the writer for good. The connection is then unusable (part of
+// a frame may be out) and is closed.
 type frameWriter struct {
-	conn io.Writer
-	mac  hash.Hash // HMAC-SHA256 with this direction's session key
-	seq  uint64    // number of the next frame
-	bufs net.Buffers
-	hdr  [5]byte
-	sum  [macSize]byte
+	conn     io.Writer
+	deadline writeDeadliner // conn's, nil when it has none
+	timeout  time.Duration  // 0: no deadline
+	mac      hash.Hash      // HMAC-SHA256 with this direction's session key
+	seq      uint64         // number of the next frame
+	bufs     net.Buffers
+	hdr      [5]byte
+	sum      [macSize]byte
 }
 
-func newFrameWriter(conn io.Writer, key []byte) *frameWriter {
-	return &frameWriter{conn: conn, mac: hmac.New(sha256.New, key)}
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+func newFrameWriter(conn io.Writer, key []byte, timeout time.Duration) *frameWriter {
+	w := &frameWriter{conn: conn, mac: hmac.New(sha256.New, key), timeout: timeout}
+	w.deadline, _ = conn.(writeDeadliner)
+	return w
+}
+
+// arm sets the deadline of the frame about to be written.
+func (w *frameWriter) arm() {
+	if w.deadline != nil && w.timeout > 0 {
+		w.deadline.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
 }
 
 // seal computes the MAC of the next frame (its header in w.hdr, its
@@ -110,6 +130,7 @@ func (w *frameWriter) writeRecords(recs [][]byte) error {
 	w.bufs = append(w.bufs, recs...)
 	w.bufs = append(w.bufs, w.sum[:])
 	bufs := w.bufs // WriteTo consumes the slice
+	w.arm()
 	_, err := bufs.WriteTo(w.conn)
 	return err
 }
@@ -121,6 +142,7 @@ func (w *frameWriter) writeFrame(typ byte, payload []byte) error {
 	w.seal(payload)
 	b := make([]byte, 0, 5+len(payload)+macSize)
 	b = append(append(append(b, w.hdr[:]...), payload...), w.sum[:]...)
+	w.arm()
 	_, err := w.conn.Write(b)
 	return err
 }
@@ -194,22 +216,35 @@ func decodePullEnd(p []byte) (pullEnd, error) {
 
 // frameReader reads frames into a buffer it reuses and checks each one's
 // MAC before it hands it out.
+//
+// With a timeout (and a connection with deadlines), each frame must
+// arrive within it: the dialer's side, whose peer sends its vector every
+// SyncInterval, so that silence means the peer is gone or stopped.
 type frameReader struct {
-	r   *bufio.Reader
-	mac hash.Hash // HMAC-SHA256 with the peer's direction's session key
-	seq uint64    // number of the next frame
-	buf []byte
-	sum [macSize]byte
+	r        *bufio.Reader
+	deadline readDeadliner // the connection's, nil when it has none
+	timeout  time.Duration // 0: no deadline
+	mac      hash.Hash     // HMAC-SHA256 with the peer's direction's session key
+	seq      uint64        // number of the next frame
+	buf      []byte
+	sum      [macSize]byte
 }
 
-func newFrameReader(r io.Reader, key []byte) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 256<<10), mac: hmac.New(sha256.New, key)}
+type readDeadliner interface{ SetReadDeadline(time.Time) error }
+
+func newFrameReader(r io.Reader, key []byte, timeout time.Duration) *frameReader {
+	fr := &frameReader{r: bufio.NewReaderSize(r, 256<<10), mac: hmac.New(sha256.New, key), timeout: timeout}
+	fr.deadline, _ = r.(readDeadliner)
+	return fr
 }
 
 // next returns the next frame's type and payload; the payload is valid
 // until the following call. A frame whose MAC does not match is
 // ErrBadFrame: the connection must be closed, nothing of it applied.
 func (fr *frameReader) next() (byte, []byte, error) {
+	if fr.deadline != nil && fr.timeout > 0 {
+		fr.deadline.SetReadDeadline(time.Now().Add(fr.timeout))
+	}
 	var hdr [5]byte
 	if _, err := io.ReadFull(fr.r, hdr[:4]); err != nil {
 		return 0, nil, err

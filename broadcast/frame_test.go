@@ -54,13 +54,13 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 
 func TestFrameReaderLimits(t *testing.T) {
 	var unknown bytes.Buffer
-	newFrameWriter(&unknown, nil).writeFrame(9, nil) // a valid MAC, an unknown type
+	newFrameWriter(&unknown, nil, 0).writeFrame(9, nil) // a valid MAC, an unknown type
 	for _, b := range [][]byte{
 		{0, 0, 0, 0},                // zero length
 		{0xff, 0xff, 0xff, 0xff, 1}, // over MaxFrameSize
 		unknown.Bytes(),
 	} {
-		if _, _, err := newFrameReader(bytes.NewReader(b), nil).next(); !errors.Is(err, ErrBadFrame) {
+		if _, _, err := newFrameReader(bytes.NewReader(b), nil, 0).next(); !errors.Is(err, ErrBadFrame) {
 			t.Errorf("% x: %v, want ErrBadFrame", b, err)
 		}
 	}
@@ -74,7 +74,7 @@ func testFrames(t *testing.T, key []byte) ([]byte, []byte, [][]byte) {
 	m := store.Message{Topic: "prices", Key: "sku-1", Value: []byte("12.50")}
 	rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})]
 	var buf bytes.Buffer
-	w := newFrameWriter(&buf, key)
+	w := newFrameWriter(&buf, key, 0)
 	if err := w.writeRecords([][]byte{rec, rec}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestFrameMAC(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	stream, types, payloads := testFrames(t, key)
 	readAll := func(b, key []byte) (n int, err error) {
-		fr := newFrameReader(bytes.NewReader(b), key)
+		fr := newFrameReader(bytes.NewReader(b), key, 0)
 		for {
 			typ, p, err := fr.next()
 			if err != nil {
@@ -166,7 +166,7 @@ func FuzzFrames(f *testing.F) {
 	key := []byte("fuzz key")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decodeHello(b)
-		fr := newFrameReader(bytes.NewReader(b), key)
+		fr := newFrameReader(bytes.NewReader(b), key, 0)
 		for {
 			if _, _, err := fr.next(); err != nil {
 				break
@@ -176,8 +176,8 @@ func FuzzFrames(f *testing.F) {
 			return
 		}
 		var sealed bytes.Buffer
-		newFrameWriter(&sealed, key).writeFrame(b[0], b[1:])
-		typ, p, err := newFrameReader(&sealed, key).next()
+		newFrameWriter(&sealed, key, 0).writeFrame(b[0], b[1:])
+		typ, p, err := newFrameReader(&sealed, key, 0).next()
 		if err != nil {
 			if b[0] >= frameRecords && b[0] <= frameSnapEnd {
 				t.Fatalf("a sealed frame of type %d refused: %v", b[0], err)
@@ -228,8 +228,8 @@ func BenchmarkFrameMAC(b *testing.B) {
 	}
 	key := []byte("0123456789abcdef0123456789abcdef")
 	var buf bytes.Buffer
-	w := newFrameWriter(&buf, key)
-	fr := newFrameReader(&buf, key)
+	w := newFrameWriter(&buf, key, 0)
+	fr := newFrameReader(&buf, key, 0)
 	b.SetBytes(int64(len(recs) * len(rec)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -26,6 +26,7 @@ type link struct {
 	log  *zap.Logger
 
 	connected atomic.Bool
+	retryIn   atomic.Int64 // the wait before the latest redial (time.Duration)
 
 	mu      sync.Mutex
 	holds   map[uint64]uint64 // the peer's vector, as it reported it
@@ -74,9 +75,9 @@ func (l *link) run() {
 		l.releasePulls()
 		l.mu.Unlock()
 	}()
-	backoff := 50 * time.Millisecond
+	backoff := l.n.minBackoff
 	for {
-		err := l.session()
+		healthy, err := l.session()
 		l.connected.Store(false)
 		select {
 		case <-l.stopped:
@@ -85,7 +86,16 @@ func (l *link) run() {
 			return
 		default:
 		}
-		if err != nil {
+		if healthy {
+			// The peer was up and talking: this is a new failure, not the
+			// same one again, so the redial starts from the shortest wait.
+			backoff = l.n.minBackoff
+		}
+		l.retryIn.Store(int64(backoff))
+		if l.n.stalled(err) {
+			l.log.Warn("data link down: the peer stopped reading or went silent",
+				zap.Duration("timeout", l.n.cfg.PeerTimeout), zap.Duration("retry-in", backoff))
+		} else if err != nil {
 			l.log.Debug("data link down", zap.Error(err), zap.Duration("retry-in", backoff))
 		}
 		select {
@@ -95,12 +105,13 @@ func (l *link) run() {
 		case <-l.n.ctx.Done():
 			return
 		}
-		backoff = min(backoff*2, 2*time.Second)
+		backoff = min(backoff*2, l.n.maxBackoff)
 	}
 }
 
-// session runs one connection to the peer.
-func (l *link) session() error {
+// session runs one connection to the peer. healthy says the connection
+// worked: past the handshake and the first vector, the peer sent more.
+func (l *link) session() (healthy bool, err error) {
 	ctx, cancel := context.WithCancel(l.n.ctx)
 	defer cancel()
 	go func() {
@@ -114,13 +125,13 @@ func (l *link) session() error {
 	c, err := l.n.cfg.Dial(dctx, l.peer.Addr)
 	dcancel()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if l.n.cfg.TLS != nil {
 		tc := tls.Client(c, l.n.cfg.TLS)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			c.Close()
-			return fmt.Errorf("tls: %w", err)
+			return false, fmt.Errorf("tls: %w", err)
 		}
 		c = tc
 	}
@@ -131,24 +142,26 @@ func (l *link) session() error {
 	if err != nil {
 		l.n.rejected.Add(1)
 		l.log.Warn("data handshake failed", zap.Error(err))
-		return err
+		return false, err
 	}
 	if id != l.peer.ID {
-		return fmt.Errorf("%w: %s is node %016x, membership says %016x", ErrHandshake, l.peer.Addr, id, l.peer.ID)
+		return false, fmt.Errorf("%w: %s is node %016x, membership says %016x", ErrHandshake, l.peer.Addr, id, l.peer.ID)
 	}
 
 	// The first frame is the peer's whole vector: it says where to start.
-	fr := newFrameReader(c, keys.listenerToDialer)
+	// The peer sends its vector every SyncInterval: a read that waits
+	// longer than PeerTimeout means it is stopped or gone.
+	fr := newFrameReader(c, keys.listenerToDialer, l.n.cfg.PeerTimeout)
 	typ, p, err := fr.next()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if typ != frameAck {
-		return fmt.Errorf("%w: first frame of type %d", ErrBadFrame, typ)
+		return false, fmt.Errorf("%w: first frame of type %d", ErrBadFrame, typ)
 	}
 	v, err := decodeAck(p)
 	if err != nil {
-		return err
+		return false, err
 	}
 	l.mu.Lock()
 	l.holds = v
@@ -160,19 +173,20 @@ func (l *link) session() error {
 	l.connected.Store(true)
 	l.afterAck()
 
+	var talked atomic.Bool // a frame came in after the first vector
 	readErr := make(chan error, 1)
 	go func() {
-		err := l.readLoop(fr)
+		err := l.readLoop(fr, &talked)
 		cancel() // a dead connection ends the session: the writer must not wait on it
 		readErr <- err
 	}()
-	werr := l.writeLoop(ctx, newFrameWriter(c, keys.dialerToListener))
+	werr := l.writeLoop(ctx, newFrameWriter(c, keys.dialerToListener, l.n.cfg.PeerTimeout))
 	cancel()
 	rerr := <-readErr
 	if werr != nil && !errors.Is(werr, context.Canceled) {
-		return werr
+		return talked.Load(), werr
 	}
-	return rerr
+	return talked.Load(), rerr
 }
 
 // writeLoop pushes this node's records as they are written and sends the
@@ -255,10 +269,14 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 
 var errBatchFull = errors.New("batch full")
 
-// readLoop takes the peer's acks and the records it sends for pulls.
-func (l *link) readLoop(fr *frameReader) error {
+// readLoop takes the peer's acks and the records it sends for pulls; it
+// sets talked once a frame has come in.
+func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 	for {
 		typ, p, err := fr.next()
+		if err == nil {
+			talked.Store(true)
+		}
 		if err != nil {
 			if errors.Is(err, ErrBadFrame) {
 				l.n.badFrames.Add(1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,12 @@ type Config struct {
 	SyncInterval time.Duration
 	// HandshakeTimeout bounds the handshake of a new connection.
 	HandshakeTimeout time.Duration
+	// PeerTimeout bounds how long a frame's write may block (a peer that
+	// stopped reading) and how long an outbound connection may stay
+	// silent (its peer sends its vector every SyncInterval) before the
+	// connection is closed and redialed. Default 10s, and at least three
+	// SyncIntervals.
+	PeerTimeout time.Duration
 	// MaxPull is the most records one pull request asks for.
 	MaxPull uint64
 	// NATS, when set, carries the fan-out through NATS (see NATSConfig);
@@ -77,7 +84,11 @@ type Node struct {
 
 	mu    sync.Mutex
 	links map[uint64]*link
-	conns map[net.Conn]struct{} // accepted, to close on shutdown
+	conns map[net.Conn]uint64 // accepted -> the peer's ID once its handshake is done
+
+	// The redial backoff of a link: from minBackoff, doubled up to
+	// maxBackoff, and back to minBackoff after a connection that worked.
+	minBackoff, maxBackoff time.Duration
 
 	keys atomic.Pointer[[][]byte] // the cluster keys in force (SetKeys)
 
@@ -88,6 +99,7 @@ type Node struct {
 	natsErrors      atomic.Uint64
 
 	rejected  atomic.Uint64 // peers refused at the handshake
+	stalls    atomic.Uint64 // connections closed past PeerTimeout
 	badFrames atomic.Uint64
 	pulls     atomic.Uint64 // pull requests sent
 	boots     atomic.Uint64 // bootstraps from a peer's snapshot
@@ -137,6 +149,10 @@ func New(cfg Config) (*Node, error) {
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 5 * time.Second
 	}
+	if cfg.PeerTimeout <= 0 {
+		cfg.PeerTimeout = 10 * time.Second
+	}
+	cfg.PeerTimeout = max(cfg.PeerTimeout, 3*cfg.SyncInterval)
 	if cfg.MaxPull == 0 {
 		cfg.MaxPull = 16384
 	}
@@ -164,9 +180,12 @@ func New(cfg Config) (*Node, error) {
 		log:      cfg.Logger,
 		listener: ln,
 		links:    make(map[uint64]*link),
-		conns:    make(map[net.Conn]struct{}),
+		conns:    make(map[net.Conn]uint64),
 		ctx:      ctx,
 		cancel:   cancel,
+
+		minBackoff: 50 * time.Millisecond,
+		maxBackoff: 2 * time.Second,
 
 		lastAppend: make(map[uint64]time.Time),
 		pullingAll: make(map[uint64]bool),
@@ -259,6 +278,14 @@ func (n *Node) SetPeers(peers []Peer) {
 		if p, ok := want[id]; !ok || p.Addr != l.peer.Addr {
 			l.stop()
 			delete(n.links, id)
+			// The peer left or failed (or came back elsewhere): its
+			// connections to this node go too, else a stopped peer's
+			// would hold their goroutines until Node.Close.
+			for c, peer := range n.conns {
+				if peer == id {
+					c.Close()
+				}
+			}
 		}
 	}
 	for id, p := range want {
@@ -322,6 +349,19 @@ func (n *Node) Peers() []PeerStatus {
 // Rejected counts peers refused at the handshake.
 func (n *Node) Rejected() uint64 { return n.rejected.Load() }
 
+// Stalls counts connections closed because the peer stopped reading or
+// went silent for longer than PeerTimeout.
+func (n *Node) Stalls() uint64 { return n.stalls.Load() }
+
+// stalled counts err if it is a deadline that expired, and says so.
+func (n *Node) stalled(err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	n.stalls.Add(1)
+	return true
+}
+
 // BadFrames counts connections closed for a malformed frame or record.
 func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
 
@@ -354,7 +394,7 @@ func (n *Node) acceptLoop() {
 			c.Close()
 			return
 		}
-		n.conns[c] = struct{}{}
+		n.conns[c] = 0
 		n.wg.Add(1)
 		n.mu.Unlock()
 		go n.serve(c)
@@ -377,13 +417,25 @@ func (n *Node) serve(c net.Conn) {
 		n.log.Warn("refused a data connection", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
 		return
 	}
+	n.mu.Lock()
+	if _, ok := n.conns[c]; ok {
+		n.conns[c] = peer
+	}
+	n.mu.Unlock()
 	log := n.log.With(zap.String("peer", fmt.Sprintf("%016x", peer)))
-	w := newFrameWriter(c, keys.listenerToDialer)
+	w := newFrameWriter(c, keys.listenerToDialer, n.cfg.PeerTimeout)
 	var wmu sync.Mutex // the vector ticker and the frame loop both write
 	send := func(typ byte, p []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
-		return w.writeFrame(typ, p)
+		err := w.writeFrame(typ, p)
+		if n.stalled(err) {
+			log.Warn("closing a data connection: the peer stopped reading", zap.Duration("timeout", n.cfg.PeerTimeout))
+		}
+		if err != nil {
+			c.Close() // the frame loop's read ends too
+		}
+		return err
 	}
 	if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
 		return
@@ -413,7 +465,10 @@ func (n *Node) serve(c net.Conn) {
 		}
 	}()
 
-	fr := newFrameReader(c, keys.dialerToListener)
+	// No read deadline on this side: the dialer sends only when it has
+	// records or pulls. A stopped dialer is let go when membership drops
+	// it (SetPeers) or a write to it times out.
+	fr := newFrameReader(c, keys.dialerToListener, 0)
 	touched := map[uint64]uint64{}
 	for {
 		typ, p, err := fr.next()
@@ -446,6 +501,9 @@ func (n *Node) serve(c net.Conn) {
 			err = n.servePull(w, req)
 			wmu.Unlock()
 			if err != nil {
+				if n.stalled(err) {
+					log.Warn("closing a data connection: the peer stopped reading", zap.Duration("timeout", n.cfg.PeerTimeout))
+				}
 				return
 			}
 		case frameSnapReq:
@@ -453,6 +511,7 @@ func (n *Node) serve(c net.Conn) {
 			err := n.serveSnapshot(w)
 			wmu.Unlock()
 			if err != nil {
+				n.stalled(err)
 				log.Warn("sending a snapshot failed", zap.Error(err))
 				return
 			}

@@ -88,6 +88,18 @@ func (f *faultNet) cutOff(from, addr string) {
 	f.conns[k] = nil
 }
 
+// drop closes the connections from node from to addr, without refusing
+// the next dial: the connection broke, the peer is still there.
+func (f *faultNet) drop(from, addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := [2]string{from, addr}
+	for _, c := range f.conns[k] {
+		c.Close()
+	}
+	f.conns[k] = nil
+}
+
 func (f *faultNet) heal() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -107,6 +119,8 @@ type testCluster struct {
 	keys [][]byte
 	tls  *tls.Config // for the next node added, when set
 	opts func(*store.Options)
+	// peerTimeout, when set, is the nodes' Config.PeerTimeout.
+	peerTimeout time.Duration
 
 	natsURL string            // fan-out through NATS when set
 	names   map[uint64]string // origin -> node name, for cutting NATS deliveries
@@ -146,6 +160,7 @@ func (c *testCluster) add(name, dir string) *testNode {
 	cfg := Config{
 		Store: st, ListenAddr: "127.0.0.1:0", Keys: c.keys,
 		Dial: c.net.dialer(name), SyncInterval: 50 * time.Millisecond, TLS: c.tls,
+		PeerTimeout: c.peerTimeout,
 	}
 	if c.natsURL != "" {
 		cfg.NATS = &NATSConfig{URL: c.natsURL}

@@ -200,7 +200,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 type clusterCollector struct {
 	c                                        *cluster
 	members, queue, lag, rejected, badFrames *prometheus.Desc
-	pulls, dropped                           *prometheus.Desc
+	pulls, dropped, stalls                   *prometheus.Desc
 	natsDisconnects, natsErrors, sent        *prometheus.Desc
 }
 
@@ -215,6 +215,7 @@ func newClusterCollector(c *cluster) *clusterCollector {
 		lag:             d("peer_lag_records", "Records this node holds and a peer does not, summed over origins, by peer.", "peer"),
 		rejected:        d("rejected_peers_total", "Data connections refused at the handshake (wrong or missing cluster key)."),
 		badFrames:       d("bad_frames_total", "Data connections closed on a malformed frame or record."),
+		stalls:          d("peer_stalls_total", "Data connections closed because the peer stopped reading or went silent (a stopped process, a full receive window)."),
 		pulls:           d("repair_pulls_total", "Anti-entropy pull requests sent to peers."),
 		dropped:         d("dropped_events_total", "Membership events dropped on a full buffer (the peer list is refreshed every second anyway)."),
 		natsDisconnects: d("nats_disconnects_total", "Disconnections from NATS (--transport=nats); what was missed is repaired from peers."),
@@ -224,7 +225,7 @@ func newClusterCollector(c *cluster) *clusterCollector {
 }
 
 func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.pulls, cc.dropped, cc.natsDisconnects, cc.natsErrors, cc.sent} {
+	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.stalls, cc.pulls, cc.dropped, cc.natsDisconnects, cc.natsErrors, cc.sent} {
 		ch <- d
 	}
 }
@@ -250,6 +251,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(cc.rejected, prometheus.CounterValue, float64(cc.c.b.Rejected()))
 	ch <- prometheus.MustNewConstMetric(cc.badFrames, prometheus.CounterValue, float64(cc.c.b.BadFrames()))
+	ch <- prometheus.MustNewConstMetric(cc.stalls, prometheus.CounterValue, float64(cc.c.b.Stalls()))
 	ch <- prometheus.MustNewConstMetric(cc.pulls, prometheus.CounterValue, float64(cc.c.b.Pulls()))
 	ch <- prometheus.MustNewConstMetric(cc.dropped, prometheus.CounterValue, float64(cc.c.g.DroppedEvents()))
 	ch <- prometheus.MustNewConstMetric(cc.natsDisconnects, prometheus.CounterValue, float64(cc.c.b.NATSDisconnects()))
