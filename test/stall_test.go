@@ -1,0 +1,141 @@
+package test
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// latencies is a sorted set of publish latencies, for the log.
+type latencies []time.Duration
+
+func (l latencies) at(q float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[min(len(l)-1, int(q*float64(len(l))))]
+}
+
+func (l latencies) String() string {
+	return fmt.Sprintf("n=%d p50=%v p99=%v p99.9=%v max=%v", len(l),
+		l.at(0.50).Round(time.Microsecond), l.at(0.99).Round(time.Microsecond),
+		l.at(0.999).Round(time.Microsecond), l[len(l)-1].Round(time.Microsecond))
+}
+
+// TestClusterSIGSTOPOneNode freezes one node of three with SIGSTOP for
+// 10s (the issue asks 30s; 10s keeps the suite's time down and is past
+// the gossip's failure detection and the data port's PeerTimeout) while
+// the two others publish at a steady 5,000/s between them. Every publish
+// on the others succeeds and none is lost; after SIGCONT the frozen node
+// catches up and all views are equal. The publish latency with and
+// without the frozen peer is logged (BENCHMARKS.md has the figures), not
+// asserted: the machine is shared.
+func TestClusterSIGSTOPOneNode(t *testing.T) {
+	const (
+		topic   = "stall"
+		rate    = 5000 // publishes a second, over both publishing nodes
+		writers = 4    // per publishing node
+		keysPer = 500  // keys per writer
+		warm    = 3 * time.Second
+		paused  = 10 * time.Second
+	)
+	nodes := startClusterNodes(t, threeNodes())
+	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
+	a, b, frozen := nodes[0], nodes[1], nodes[2]
+	c := ctx(t)
+
+	var keys []string
+	for _, n := range []*clusterNode{a, b} {
+		for w := range writers {
+			for k := range keysPer {
+				keys = append(keys, fmt.Sprintf("%s%d-%04d", n.Name, w, k))
+			}
+		}
+	}
+	var acked atomic.Int64
+	// run publishes for d at the rate, and returns the sorted latencies.
+	run := func(d time.Duration) latencies {
+		t.Helper()
+		per := rate / (2 * writers)
+		count := int(d.Seconds() * float64(per))
+		interval := time.Second / time.Duration(per)
+		var (
+			mu   sync.Mutex
+			lat  latencies
+			wg   sync.WaitGroup
+			errs = make(chan error, 2*writers)
+		)
+		start := time.Now()
+		for _, n := range []*clusterNode{a, b} {
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					mine := make(latencies, 0, count)
+					for i := range count {
+						// A steady rate: each publish has its slot; a late
+						// one goes at once (the rate then catches up).
+						if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+							time.Sleep(wait)
+						}
+						k := fmt.Sprintf("%s%d-%04d", n.Name, w, i%keysPer)
+						t0 := time.Now()
+						if _, err := n.Client.Publish(c, topic, k, clusterValue(k, i), ""); err != nil {
+							errs <- fmt.Errorf("%s: publish %s: %w", n.Name, k, err)
+							return
+						}
+						mine = append(mine, time.Since(t0))
+						acked.Add(1)
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		t.Logf("%d publishes in %v: %.0f/s", len(lat), took.Round(time.Millisecond), float64(len(lat))/took.Seconds())
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return lat
+	}
+
+	unpaused := run(warm)
+	t.Logf("publish latency, all three running: %v", unpaused)
+
+	if err := frozen.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont := func() { _ = frozen.Signal(syscall.SIGCONT) }
+	t.Cleanup(cont) // a failed test must not leave it stopped for the kill
+	stopped := run(paused)
+	t.Logf("publish latency, %s stopped for %v: %v", frozen.Name, paused, stopped)
+	st, err := a.clusterStatus(c)
+	if err == nil {
+		for _, m := range st.Members {
+			if m.Name == frozen.Name {
+				t.Logf("a sees %s as %s, connected %v, lag %v", m.Name, m.State, m.Connected, m.Lag)
+			}
+		}
+	}
+
+	// No loss on the running nodes, before the frozen one is back.
+	want := acked.Load()
+	waitConverged(t, []*clusterNode{a, b}, topic, keys, want, 30*time.Second)
+	if err := frozen.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	waitConverged(t, nodes, topic, keys, want, 60*time.Second)
+	t.Logf("%s converged %v after SIGCONT", frozen.Name, time.Since(resumed).Round(time.Millisecond))
+	waitClusterUp(t, nodes, namesOf(nodes), true, 30*time.Second)
+	stopAll(nodes)
+}
