@@ -3,9 +3,9 @@ package broadcast
 import (
 	"context"
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -52,20 +52,6 @@ var benchKeyNames = func() []string {
 	return k
 }()
 
-// benchDir is where a benchmark node keeps its store: CACHECAST_BENCH_DIR
-// when set (as in package store's benchmarks), else a temporary directory.
-func benchDir(b *testing.B) string {
-	if root := os.Getenv("CACHECAST_BENCH_DIR"); root != "" {
-		dir, err := os.MkdirTemp(root, "cachecast-bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { os.RemoveAll(dir) })
-		return dir
-	}
-	return b.TempDir()
-}
-
 // benchCluster is an in-process cluster for benchmarks (newCluster takes a
 // *testing.T and the test settings; this one the daemon's defaults).
 type benchCluster struct {
@@ -78,7 +64,7 @@ func newBenchCluster(b *testing.B, size int, opts func(i int, o *store.Options))
 	c := &benchCluster{b: b}
 	dirs := make([]string, size)
 	for i := range dirs {
-		dirs[i] = benchDir(b)
+		dirs[i] = testkit.BenchDir(b)
 	}
 	b.Cleanup(c.stop) // after the directories' cleanups: runs before them
 	for i := 0; i < size; i++ {

@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -91,7 +92,7 @@ func newFleetCluster(b *testing.B, size int, natsURL string) (c *benchCluster, t
 	c = &benchCluster{b: b}
 	dirs := make([]string, size)
 	for i := range dirs {
-		dirs[i] = benchDir(b)
+		dirs[i] = testkit.BenchDir(b)
 	}
 	b.Cleanup(c.stop) // runs before the directories' cleanups and the NATS server's
 	for i := 0; i < size; i++ {

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -26,30 +27,18 @@ func startNATSCluster(tb testing.TB, size int) []*server.Server {
 	var servers []*server.Server
 	var routes string
 	for i := 0; i < size; i++ {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("nats%d", i),
-			Host:       "127.0.0.1", Port: -1,
-			NoLog: true, NoSigs: true,
-		}
+		o := &server.Options{ServerName: fmt.Sprintf("nats%d", i)}
 		if size > 1 {
 			o.Cluster = server.ClusterOpts{Host: "127.0.0.1", Port: -1, Name: "cc", PoolSize: -1}
 			o.Routes = server.RoutesFromStr(routes)
 		}
-		ns, err := server.NewServer(o)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(ns.Shutdown) // idempotent: a server a test stopped is fine
-		go ns.Start()
-		if !ns.ReadyForConnections(5 * time.Second) {
-			tb.Fatalf("NATS server %d not ready", i)
-		}
+		ns := testkit.NATS(tb, o) // a server a test stopped is fine: Shutdown is idempotent
 		if i == 0 && size > 1 {
 			routes = fmt.Sprintf("nats://%s", ns.ClusterAddr())
 		}
 		servers = append(servers, ns)
 	}
-	waitUntil(tb, 10*time.Second, "every NATS server routed to every other", func() bool {
+	testkit.Eventually(tb, 10*time.Second, "every NATS server routed to every other", func() bool {
 		for _, ns := range servers {
 			if ns.NumRoutes() != size-1 {
 				return false
@@ -58,19 +47,6 @@ func startNATSCluster(tb testing.TB, size int) []*server.Server {
 		return true
 	})
 	return servers
-}
-
-// waitUntil polls cond every few milliseconds until it holds, or fails the
-// test after within.
-func waitUntil(tb testing.TB, within time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // addFleetNode adds a node to c as testCluster.add does, fanning out
@@ -122,12 +98,12 @@ func waitNATSReady(t *testing.T, nodes []*testNode, live []*server.Server) {
 	t.Helper()
 	for _, tn := range nodes {
 		nc := tn.n.nats.nc
-		waitUntil(t, 10*time.Second, tn.name+" connected to NATS", nc.IsConnected)
+		testkit.Eventually(t, 10*time.Second, tn.name+" connected to NATS", nc.IsConnected)
 		if err := nc.FlushTimeout(5 * time.Second); err != nil {
 			t.Fatalf("%s: NATS flush: %v", tn.name, err)
 		}
 	}
-	waitUntil(t, 10*time.Second, "the routes carry the interest in cachecast.>", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the routes carry the interest in cachecast.>", func() bool {
 		for _, ns := range live {
 			rz, err := ns.Routez(&server.RoutezOptions{Subscriptions: true})
 			if err != nil || len(rz.Routes) != len(live)-1 {

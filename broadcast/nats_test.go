@@ -3,7 +3,7 @@ package broadcast
 import (
 	"context"
 	"fmt"
-	"sync"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"testing"
 	"time"
 
@@ -11,28 +11,6 @@ import (
 
 	"github.com/cachecast/cachecast/store"
 )
-
-// startNATSServer runs a real NATS server in the test process, on a free
-// port, until the test ends.
-func startNATSServer(t *testing.T) string {
-	t.Helper()
-	ns := newNATSServer(t, -1)
-	t.Cleanup(ns.Shutdown)
-	return ns.ClientURL()
-}
-
-func newNATSServer(t *testing.T, port int) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("NATS server not ready")
-	}
-	return ns
-}
 
 // eachTransport runs the test body on both transports.
 func eachTransport(t *testing.T, body func(t *testing.T, transport string)) {
@@ -61,17 +39,12 @@ func TestNATSCarriesFanOut(t *testing.T) {
 // starts it again: every view converges and no acknowledged write is
 // missing (NATS drops, anti-entropy repairs).
 func TestNATSServerRestart(t *testing.T) {
-	ns := newNATSServer(t, -1)
+	ns := testkit.NATS(t, nil)
 	url := ns.ClientURL()
 	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}, natsURL: url}
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	var mu sync.Mutex
-	restarted := ns
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		restarted.Shutdown()
-	})
+	// The restarted server's cleanup runs before c.stop: the nodes close
+	// with NATS gone, as they ran with it gone.
 	t.Cleanup(c.stop)
 	for i := 0; i < 3; i++ {
 		c.add(fmt.Sprintf("n%d", i), dirs[i])
@@ -89,9 +62,7 @@ func TestNATSServerRestart(t *testing.T) {
 	ns.WaitForShutdown()
 	write(200, 400) // NATS is down: these travel only by anti-entropy
 	time.Sleep(100 * time.Millisecond)
-	mu.Lock()
-	restarted = newNATSServerAt(t, url)
-	mu.Unlock()
+	newNATSServerAt(t, url)
 	write(400, 600)
 	c.waitConverged(15 * time.Second)
 	for _, tn := range c.nodes {
@@ -113,7 +84,7 @@ func newNATSServerAt(t *testing.T, url string) *server.Server {
 	if _, err := fmt.Sscanf(url[len("nats://127.0.0.1:"):], "%d", &port); err != nil {
 		t.Fatalf("port of %s: %v", url, err)
 	}
-	return newNATSServer(t, port)
+	return testkit.NATS(t, &server.Options{Port: port})
 }
 
 func TestNATSWaitReplica(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"hash/crc32"
 	"math/rand/v2"
 	"net"
@@ -136,7 +137,7 @@ func newCluster(t *testing.T, size int, keys [][]byte) *testCluster {
 func newClusterOn(t *testing.T, transport string, size int, keys [][]byte) *testCluster {
 	c := &testCluster{t: t, net: newFaultNet(), keys: keys, names: map[uint64]string{}}
 	if transport == "nats" {
-		c.natsURL = startNATSServer(t)
+		c.natsURL = testkit.NATS(t, nil).ClientURL()
 	}
 	for i := 0; i < size; i++ {
 		c.add(fmt.Sprintf("n%d", i), t.TempDir())

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // clusterConfig is testConfig on its own loopback ports, with the fast
@@ -42,7 +43,7 @@ func startCluster(t *testing.T, n int, edit func(i int, c *Config)) []*testDaemo
 			seed = []string{td.d.cluster.g.Addr()}
 		}
 	}
-	waitFor(t, "every node sees every other", func() bool {
+	testkit.Eventually(t, 5*time.Second, "every node sees every other", func() bool {
 		for _, td := range ds {
 			if len(td.d.cluster.g.Alive()) != n {
 				return false
@@ -64,7 +65,7 @@ func TestClusterPublishReachesEveryNode(t *testing.T) {
 	for _, td := range ds {
 		for i := range ds {
 			key := fmt.Sprintf("sku-%d", i)
-			waitFor(t, td.cfg.NodeName+" has "+key, func() bool {
+			testkit.Eventually(t, 5*time.Second, td.cfg.NodeName+" has "+key, func() bool {
 				r := td.do("GET", "/v1/topics/prices/keys/"+key, nil)
 				return r.status == 200 && string(r.body) == fmt.Sprintf("v%d", i)
 			})
@@ -130,26 +131,10 @@ func TestClusterKeyMismatch(t *testing.T) {
 	}
 }
 
-// startNATS runs a NATS server in the test process until the test's end
-// (after its daemons stop: cleanups run last first) and returns its URL.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(5 * time.Second) {
-		t.Fatal("NATS not ready")
-	}
-	t.Cleanup(ns.Shutdown)
-	return ns.ClientURL()
-}
-
 // TestClusterOverNATS runs three daemons whose fan-out goes through a real
 // NATS server embedded in the test process.
 func TestClusterOverNATS(t *testing.T) {
-	url := startNATS(t)
+	url := testkit.NATS(t, nil).ClientURL()
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		c.Transport = "nats"
 		c.NATSURL = url
@@ -163,7 +148,7 @@ func TestClusterOverNATS(t *testing.T) {
 	for _, td := range ds {
 		for i := range ds {
 			key := fmt.Sprintf("k%d", i)
-			waitFor(t, td.cfg.NodeName+" has "+key, func() bool {
+			testkit.Eventually(t, 5*time.Second, td.cfg.NodeName+" has "+key, func() bool {
 				r := td.do("GET", "/v1/topics/prices/keys/"+key, nil)
 				return r.status == 200 && string(r.body) == fmt.Sprint(i)
 			})

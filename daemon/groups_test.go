@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // groupsOf reads GET /v1/groups.
@@ -135,7 +137,7 @@ func publishNDJSON(td *testDaemon, topic string, lines []string) error {
 func TestGroupSharesAcrossNodes(t *testing.T) {
 	t.Run("tcp", func(t *testing.T) { groupSharesAcrossNodes(t, startCluster(t, 3, nil)) })
 	t.Run("nats", func(t *testing.T) {
-		url := startNATS(t)
+		url := testkit.NATS(t, nil).ClientURL()
 		groupSharesAcrossNodes(t, startCluster(t, 3, func(i int, c *Config) {
 			c.Transport = "nats"
 			c.NATSURL = url
@@ -358,7 +360,7 @@ func TestGroupBesideBroadcastAndTags(t *testing.T) {
 func TestGroupRoutesBadInput(t *testing.T) {
 	td := startDaemon(t, testConfig(t))
 	s := td.subscribe("t/subscribe?mode=clustering&group=g")
-	waitFor(t, "the group", func() bool { return len(td.groupsOf()) == 1 })
+	testkit.Eventually(t, 5*time.Second, "the group", func() bool { return len(td.groupsOf()) == 1 })
 	for _, tc := range []struct {
 		method, path, body, code string
 	}{
@@ -518,7 +520,7 @@ func TestGroupHostsMustAgree(t *testing.T) {
 	})
 	ds[0].subscribe("t/subscribe?mode=clustering&group=g&tags=eu||us")
 	for _, td := range ds[1:] {
-		waitFor(t, td.cfg.NodeName+" to see the group", func() bool { return len(td.groupsOf()) == 1 })
+		testkit.Eventually(t, 5*time.Second, td.cfg.NodeName+" to see the group", func() bool { return len(td.groupsOf()) == 1 })
 	}
 	for _, tc := range []struct {
 		node  int

@@ -1,10 +1,9 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -68,7 +67,7 @@ func startDaemon(t *testing.T, cfg Config) *testDaemon {
 		t.Fatalf("New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	td := &testDaemon{t: t, d: d, cfg: cfg, c: unixClient(cfg.Socket), cancel: cancel, runErr: make(chan error, 1)}
+	td := &testDaemon{t: t, d: d, cfg: cfg, c: testkit.UnixClient(cfg.Socket, true, 10*time.Second), cancel: cancel, runErr: make(chan error, 1)}
 	go func() { td.runErr <- d.Run(ctx) }()
 	t.Cleanup(func() { td.stop() })
 	td.waitReady()
@@ -96,27 +95,7 @@ func (td *testDaemon) stop() {
 
 func (td *testDaemon) waitReady() {
 	td.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if td.d.ready.Load() {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	td.t.Fatal("daemon not ready after 5s")
-}
-
-func unixClient(sock string) *http.Client {
-	return &http.Client{
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", sock)
-			},
-			DisableCompression: true,
-		},
-		Timeout: 10 * time.Second,
-	}
+	testkit.Eventually(td.t, 5*time.Second, "the daemon to be ready", td.d.ready.Load)
 }
 
 // resp is a response read whole.
@@ -174,26 +153,8 @@ func (td *testDaemon) put(topic, key, value string, header ...string) PutResult 
 // mid, if set (to stall, or to half-close).
 func rawRequest(t *testing.T, sock string, raw string, mid func(c *net.UnixConn)) (resp, error) {
 	t.Helper()
-	conn, err := net.Dial("unix", sock)
+	res, b, err := testkit.RawHTTP(t, sock, raw, mid)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	uc := conn.(*net.UnixConn)
-	if _, err := io.WriteString(conn, raw); err != nil {
-		t.Fatal(err)
-	}
-	if mid != nil {
-		mid(uc)
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return resp{}, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return resp{}, err
 	}
 	return resp{res.StatusCode, res.Header, b}, nil

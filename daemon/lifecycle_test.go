@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -44,7 +45,7 @@ func TestAllowLists(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() { runErr <- d.Run(ctx) }()
-	td := &testDaemon{t: t, d: d, cfg: cfg, c: unixClient(cfg.Socket), cancel: cancel, runErr: runErr}
+	td := &testDaemon{t: t, d: d, cfg: cfg, c: testkit.UnixClient(cfg.Socket, true, 10*time.Second), cancel: cancel, runErr: runErr}
 	t.Cleanup(td.stop)
 	td.waitReady()
 
@@ -80,7 +81,7 @@ func TestAllowLists(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the reload", func() bool { return logs.FilterMessage("reloaded").Len() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the reload", func() bool { return logs.FilterMessage("reloaded").Len() == 1 })
 	if w := logs.FilterMessage("reload: this setting changes only on restart").All(); len(w) != 1 || w[0].ContextMap()["flag"] != "flush" {
 		t.Fatalf("restart warnings: %v", w)
 	}
@@ -111,17 +112,6 @@ func TestAllowLists(t *testing.T) {
 	}
 	if r := as.do("PUT", "/v1/topics/t/keys/k", "v"); r.status != 200 {
 		t.Fatalf("PUT after a failed reload: %d %s", r.status, r.body)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -359,7 +349,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "PUT /v1/topics/t/keys/late HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
-	waitFor(t, "the handler", func() bool { return td.d.handlers.count() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the handler", func() bool { return td.d.handlers.count() == 1 })
 
 	td.cancel()
 	td.cancel = nil
@@ -368,7 +358,7 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatalf("Run returned (%v) with a request in flight", err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	if r, err := unixClient(cfg.Socket).Get("http://x/healthz"); err == nil {
+	if r, err := testkit.UnixClient(cfg.Socket, true, 10*time.Second).Get("http://x/healthz"); err == nil {
 		r.Body.Close()
 		t.Fatal("a new connection was served during shutdown")
 	}
@@ -409,7 +399,7 @@ func TestShutdownBounded(t *testing.T) {
 	}
 	defer sub.Close()
 	fmt.Fprintf(sub, "GET /v1/topics/t/subscribe HTTP/1.1\r\nHost: x\r\n\r\n")
-	waitFor(t, "the subscription", func() bool { return td.d.handlers.count() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the subscription", func() bool { return td.d.handlers.count() == 1 })
 	time.Sleep(50 * time.Millisecond) // let the stream reach its reader
 	value := strings.Repeat("v", 60000)
 	for i := range 60 {
@@ -422,7 +412,7 @@ func TestShutdownBounded(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "PUT /v1/topics/t/keys/never HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
-	waitFor(t, "two handlers", func() bool { return td.d.handlers.count() == 2 })
+	testkit.Eventually(t, 5*time.Second, "two handlers", func() bool { return td.d.handlers.count() == 2 })
 
 	start := time.Now()
 	td.stop()
@@ -447,7 +437,7 @@ func TestMaxConnections(t *testing.T) {
 		defer c.Close()
 		held = append(held, c)
 	}
-	waitFor(t, "two connections", func() bool { return len(td.d.ln.sem) == 2 })
+	testkit.Eventually(t, 5*time.Second, "two connections", func() bool { return len(td.d.ln.sem) == 2 })
 
 	// A third connection waits in the backlog: no answer while two are open.
 	c3, err := net.Dial("unix", cfg.Socket)

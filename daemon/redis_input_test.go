@@ -14,6 +14,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // TestRedisMalformedInput: each frame gets the standard error; a stream
@@ -135,7 +137,7 @@ func TestRedisSlowReader(t *testing.T) {
 	if _, err := io.WriteString(slow, "HELLO 3\r\nCLIENT TRACKING ON BCAST\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the slow client tracks", func() bool { return td.d.redis.Stats().TrackingClients == 1 })
+	testkit.Eventually(t, 5*time.Second, "the slow client tracks", func() bool { return td.d.redis.Stats().TrackingClients == 1 })
 	other := goRedis(t, td, 3)
 	for i := 0; td.d.redis.Stats().SlowDisconnects == 0; i++ {
 		if i > 200000 {
@@ -147,7 +149,7 @@ func TestRedisSlowReader(t *testing.T) {
 		}
 		noErr(t, must(pipe.Exec(ctx))[0].Err())
 	}
-	waitFor(t, "the slow client is gone", func() bool { return td.d.redis.Stats().TrackingClients == 0 })
+	testkit.Eventually(t, 5*time.Second, "the slow client is gone", func() bool { return td.d.redis.Stats().TrackingClients == 0 })
 	// Its connection ends after whatever the kernel still held.
 	if _, err := io.Copy(io.Discard, slow); err != nil && !strings.Contains(err.Error(), "reset") {
 		t.Fatalf("the slow client's connection: %v", err)

@@ -18,6 +18,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // goRedis is a go-redis client of td's Redis socket, speaking proto.
@@ -350,7 +352,7 @@ func TestRedisRueidis(t *testing.T) {
 		t.Fatalf("second cached GET: %q, cache hit %v", v, r.IsCacheHit())
 	}
 	td.put("prices", "sku-1", "11")
-	waitFor(t, "the cached read sees the update", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the cached read sees the update", func() bool {
 		v, err := get().ToString()
 		return err == nil && v == "11"
 	})
@@ -364,7 +366,7 @@ func TestRedisRueidis(t *testing.T) {
 		t.Fatal("second cached HGET missed the cache")
 	}
 	noErr(t, c.Do(ctx, c.B().Set().Key("prices:sku-1").Value("12").Build()).Error())
-	waitFor(t, "the cached HGET sees the update", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the cached HGET sees the update", func() bool {
 		v, err := hget().ToString()
 		return err == nil && v == "12"
 	})
@@ -465,7 +467,7 @@ func TestRedisClientCacheAcrossCluster(t *testing.T) {
 		return v, r.IsCacheHit()
 	}
 	for k := range keys {
-		waitFor(t, "node 0 has "+name(k), func() bool { v, _ := read(k); return v == "v0" })
+		testkit.Eventually(t, 5*time.Second, "node 0 has "+name(k), func() bool { v, _ := read(k); return v == "v0" })
 	}
 	var hits, reads int
 	var worstLag, worstFanout time.Duration
@@ -543,7 +545,7 @@ func TestRedisMetricsAndStatus(t *testing.T) {
 	tracker := rueidisClient(t, td, rueidis.ClientOption{})
 	must(tracker.DoCache(ctx, tracker.B().Get().Key("m:k").Cache(), time.Minute).ToString())
 	noErr(t, rc.Set(ctx, "m:k", "w", 0).Err())
-	waitFor(t, "an invalidation", func() bool { return td.d.redis.Stats().Invalidations > 0 })
+	testkit.Eventually(t, 5*time.Second, "an invalidation", func() bool { return td.d.redis.Stats().Invalidations > 0 })
 
 	res, err := http.Get("http://" + td.d.MetricsAddr() + "/metrics")
 	if err != nil {

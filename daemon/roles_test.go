@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // needRoot stops a test that runs clients as other users: setpriv may
@@ -290,7 +293,7 @@ func TestMemberBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = first.Process.Kill(); _ = first.Wait() })
-	waitFor(t, "the first member", func() bool { return held() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the first member", func() bool { return held() == 1 })
 
 	as := uidClient{t: t, sock: cfg.Socket, uid: user}
 	r := as.do("GET", path, "")
@@ -303,7 +306,7 @@ func TestMemberBound(t *testing.T) {
 	}
 	_ = first.Process.Kill()
 	_ = first.Wait()
-	waitFor(t, "the first member to leave", func() bool { return held() == 0 })
+	testkit.Eventually(t, 5*time.Second, "the first member to leave", func() bool { return held() == 0 })
 	if r := as.do("GET", path, ""); r.status != 200 {
 		t.Fatalf("a member after the first left: %d %s", r.status, r.body)
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"os"
 	"strings"
 	"testing"
@@ -17,13 +18,7 @@ import (
 // condition, not a sleep).
 func waitView(t *testing.T, r *localview.Reader, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("view: %s not seen after 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the view to show "+what, cond)
 }
 
 func TestViewFileMirrorsTheStore(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -129,18 +131,6 @@ func join(t *testing.T, n *tnode, seeds ...string) {
 	}
 }
 
-// waitFor polls cond until it holds or bound passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", bound, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func names(ms []Member) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
@@ -164,7 +154,7 @@ func cluster(t *testing.T, n int, mod func(*Config)) []*tnode {
 		join(t, nd, nodes[0].Addr())
 	}
 	for _, nd := range nodes {
-		waitFor(t, nd.cfg.NodeName+" to see all alive", func() bool { return len(nd.Alive()) == n })
+		testkit.Eventually(t, bound, nd.cfg.NodeName+" to see all alive", func() bool { return len(nd.Alive()) == n })
 	}
 	return nodes
 }
@@ -203,7 +193,7 @@ func TestThreeNodesJoinViaOneSeed(t *testing.T) {
 	join(t, nodes[2], nodes[0].Addr())
 
 	for _, n := range nodes {
-		waitFor(t, n.cfg.NodeName+" to see 3 alive", func() bool { return len(n.Alive()) == 3 })
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to see 3 alive", func() bool { return len(n.Alive()) == 3 })
 	}
 	for _, n := range nodes {
 		members := n.Members()
@@ -230,7 +220,7 @@ func TestThreeNodesJoinViaOneSeed(t *testing.T) {
 				}
 				continue
 			}
-			waitFor(t, n.cfg.NodeName+" to get Joined for "+s.name, func() bool {
+			testkit.Eventually(t, bound, n.cfg.NodeName+" to get Joined for "+s.name, func() bool {
 				_, ok := n.rec.find(EventJoined, s.name)
 				return ok
 			})
@@ -257,7 +247,7 @@ func TestGracefulLeave(t *testing.T) {
 		t.Fatalf("second Leave: %v", err)
 	}
 	for _, n := range []*tnode{a, b} {
-		waitFor(t, n.cfg.NodeName+" to get Left for node-2", func() bool {
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to get Left for node-2", func() bool {
 			_, ok := n.rec.find(EventLeft, "node-2")
 			return ok
 		})
@@ -306,7 +296,7 @@ func TestFailureDetected(t *testing.T) {
 		t.Fatalf("after Shutdown without Leave, Local().State = %v", c.Local().State)
 	}
 	for _, n := range []*tnode{a, b} {
-		waitFor(t, n.cfg.NodeName+" to get Failed for node-2", func() bool {
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to get Failed for node-2", func() bool {
 			_, ok := n.rec.find(EventFailed, "node-2")
 			return ok
 		})
@@ -335,7 +325,7 @@ func TestLeaveThenCrash(t *testing.T) {
 		t.Fatalf("Leave: %v", err)
 	}
 	for _, n := range []*tnode{a, b} {
-		waitFor(t, n.cfg.NodeName+" to get Left for node-2", func() bool {
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to get Left for node-2", func() bool {
 			_, ok := n.rec.find(EventLeft, "node-2")
 			return ok
 		})
@@ -348,7 +338,7 @@ func TestLeaveThenCrash(t *testing.T) {
 	again := start(t, testConfig(t, "node-2", 0x1002), false)
 	join(t, again, a.Addr())
 	for _, n := range []*tnode{a, b} {
-		waitFor(t, n.cfg.NodeName+" to see node-2 alive again", func() bool {
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to see node-2 alive again", func() bool {
 			return slices.Contains(names(n.Alive()), "node-2/alive")
 		})
 	}
@@ -361,14 +351,14 @@ func TestLeaveThenCrash(t *testing.T) {
 	}
 	before := map[*tnode]int{}
 	for _, n := range []*tnode{a, b} {
-		waitFor(t, n.cfg.NodeName+" to hold node-2 joined", func() bool { return settled(n) })
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to hold node-2 joined", func() bool { return settled(n) })
 		before[n] = len(n.rec.about("node-2"))
 	}
 	if err := again.Shutdown(); err != nil { // no Leave: a crash
 		t.Fatal(err)
 	}
 	for _, n := range []*tnode{a, b} {
-		waitFor(t, n.cfg.NodeName+" to get Failed for node-2 after the crash", func() bool {
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to get Failed for node-2 after the crash", func() bool {
 			evs := n.rec.about("node-2")[before[n]:]
 			return slices.ContainsFunc(evs, func(ev Event) bool { return ev.Type == EventFailed })
 		})
@@ -460,7 +450,7 @@ func TestKeyRotation(t *testing.T) {
 				t.Fatal(err)
 			}
 			answered := 0
-			waitFor(t, fmt.Sprintf("%s: %s to get two pings answered by %s", step, n.cfg.NodeName, peer.cfg.NodeName), func() bool {
+			testkit.Eventually(t, bound, fmt.Sprintf("%s: %s to get two pings answered by %s", step, n.cfg.NodeName, peer.cfg.NodeName), func() bool {
 				if _, err := n.ml.Ping(peer.cfg.NodeName, addr); err == nil {
 					answered++
 				}
@@ -510,7 +500,7 @@ func TestKeyRotation(t *testing.T) {
 	nw.Keys = [][]byte{B}
 	join(t, start(t, nw, false), nodes[1].Addr())
 	for _, n := range nodes {
-		waitFor(t, n.cfg.NodeName+" to see new-key", func() bool { return len(n.Alive()) == 3 })
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to see new-key", func() bool { return len(n.Alive()) == 3 })
 	}
 }
 
@@ -670,7 +660,7 @@ func TestEventOverflow(t *testing.T) {
 		n := start(t, testConfig(t, fmt.Sprintf("node-%d", i), uint64(0x1000+i)), false)
 		join(t, n, a.Addr())
 	}
-	waitFor(t, "slow-reader to see 4 alive", func() bool { return len(a.Alive()) == 4 })
+	testkit.Eventually(t, bound, "slow-reader to see 4 alive", func() bool { return len(a.Alive()) == 4 })
 	if d := a.DroppedEvents(); d != 2 {
 		t.Fatalf("DroppedEvents = %d, want 2 (3 joins, buffer 1)", d)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -386,7 +387,7 @@ func TestRetriesThenDeadLetterThenReplay(t *testing.T) {
 	}
 	none(t, mb, 300*time.Millisecond)
 	var dls []DeadLetter
-	waitFor(t, "the dead letters", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the dead letters", func() bool {
 		dls, _, err = r.m.DeadLetters("orders", "billing", "", 10)
 		return err == nil && len(dls) == len(values)
 	})
@@ -638,17 +639,6 @@ func TestMaxInflight(t *testing.T) {
 	none(t, mb, 200*time.Millisecond)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestFullMemberDoesNotStallOthers: a member that holds its max_inflight
 // and acknowledges nothing does not hold up the other member of the group
 // on the node; its own messages wait, in order, for room.
@@ -662,7 +652,7 @@ func TestFullMemberDoesNotStallOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the queues to be divided", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the queues to be divided", func() bool {
 		s := r.m.Status()
 		return len(s) == 1 && len(s[0].Members) == 2 && len(s[0].Members[0].Queues) == 8 && len(s[0].Members[1].Queues) == 8
 	})
@@ -727,7 +717,7 @@ func TestDeadLetterWriteFails(t *testing.T) {
 		t.Fatalf("dead letters while the writes fail: %+v", dls)
 	}
 	failing.Store(false)
-	waitFor(t, "the dead letter", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the dead letter", func() bool {
 		dls, _, _ := r.m.DeadLetters("t", "g", "", 10)
 		return len(dls) == 1 && dls[0].ID == id.String()
 	})
@@ -766,7 +756,7 @@ func TestFailedAttemptsOutliveTheOwner(t *testing.T) {
 		}
 		r.ack("t", "g", nil, []ID{id})
 	}
-	waitFor(t, "the dead letter", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the dead letter", func() bool {
 		dls, _, _ := r.m.DeadLetters("t", "g", "", 10)
 		return len(dls) == 1 && dls[0].Attempts == 4
 	})

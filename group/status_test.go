@@ -1,8 +1,10 @@
 package group
 
 import (
+	"github.com/cachecast/cachecast/internal/testkit"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStatusListsGroupWithoutMembers: a group whose last member left is
@@ -24,14 +26,14 @@ func TestStatusListsGroupWithoutMembers(t *testing.T) {
 		d := next(t, mb, &buf)
 		r.ack("orders", "billing", nil, []ID{d.ID}) // refused: with no retries, dead at once
 	}
-	waitFor(t, "two dead letters", func() bool {
+	testkit.Eventually(t, 10*time.Second, "two dead letters", func() bool {
 		dls, _, err := r.m.DeadLetters("orders", "billing", "", 10)
 		return err == nil && len(dls) == 2
 	})
 	mb.Close()
 
 	var st []Status
-	waitFor(t, "the group to be listed without a live host", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the group to be listed without a live host", func() bool {
 		st = r.m.Status()
 		return len(st) == 1 && len(st[0].Nodes) == 0
 	})

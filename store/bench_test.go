@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,23 +48,8 @@ func byteSize(n int) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// benchDir is where benchmarks keep their stores: CACHECAST_BENCH_DIR (for
-// example /dev/shm, to measure the store's own cost without the disk's
-// bandwidth), else a temporary directory on the test's file system.
-func benchDir(b *testing.B) string {
-	if root := os.Getenv("CACHECAST_BENCH_DIR"); root != "" {
-		dir, err := os.MkdirTemp(root, "cachecast-bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { os.RemoveAll(dir) })
-		return dir
-	}
-	return b.TempDir()
-}
-
 func benchStore(b *testing.B, c appendCase, flush FlushMode) *Store {
-	o := DefaultOptions(benchDir(b))
+	o := DefaultOptions(testkit.BenchDir(b))
 	o.SegmentSize = int64(c.segment)
 	o.MaxMappedSegments = c.mapped
 	o.Flush = flush
@@ -163,7 +149,7 @@ func BenchmarkAppendSync(b *testing.B) {
 func BenchmarkRecover(b *testing.B) {
 	const total = 1 << 30
 	const recoverKeys = 4096
-	dir := benchDir(b)
+	dir := testkit.BenchDir(b)
 	o := DefaultOptions(dir)
 	o.FlushInterval = time.Hour
 	o.FlushBytes = 0

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // A process cluster is N cachecastd processes on 127.0.0.1, each with its
@@ -161,16 +162,7 @@ func writeKeyFile(t *testing.T, name string) (string, []byte) {
 // callers poll.
 func (n *clusterNode) clusterStatus(ctx context.Context) (daemon.ClusterStatus, error) {
 	var st daemon.ClusterStatus
-	hc := &http.Client{
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", n.Socket)
-			},
-			DisableKeepAlives: true,
-		},
-		Timeout: 5 * time.Second,
-	}
+	hc := testkit.UnixClient(n.Socket, false, 5*time.Second)
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://cachecast/v1/cluster", nil)
 	if err != nil {
 		return st, err
@@ -239,7 +231,7 @@ func fullyConnected(st daemon.ClusterStatus, want []string, noLag bool) string {
 func waitClusterUp(t testing.TB, nodes []*clusterNode, want []string, noLag bool, timeout time.Duration) {
 	t.Helper()
 	var last []string
-	why := poll(t, timeout, func() string {
+	why := testkit.Poll(t, timeout, func() string {
 		last = last[:0]
 		for _, n := range nodes {
 			st, err := n.clusterStatus(t.Context())
@@ -257,29 +249,6 @@ func waitClusterUp(t testing.TB, nodes []*clusterNode, want []string, noLag bool
 	if why != "" {
 		t.Fatalf("waited %v for the cluster to be %s: %s\nGET /v1/cluster:\n%s",
 			timeout, strings.Join(want, ","), why, strings.Join(last, "\n"))
-	}
-}
-
-// waitUntil polls cond every 50ms until it returns "" (done), and fails
-// the test with cond's last answer after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() string) {
-	t.Helper()
-	if why := poll(t, timeout, cond); why != "" {
-		t.Fatalf("waited %v for %s: %s", timeout, what, why)
-	}
-}
-
-// poll calls cond every 20ms until it returns "" or timeout passes (or
-// the test ends), and returns its last answer. The step is short enough
-// for the benchmarks that time events with it.
-func poll(t testing.TB, timeout time.Duration, cond func() string) string {
-	deadline := time.Now().Add(timeout)
-	for {
-		why := cond()
-		if why == "" || time.Now().After(deadline) || t.Context().Err() != nil {
-			return why
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -394,7 +363,7 @@ func waitConverged(t *testing.T, nodes []*clusterNode, topic string, keys []stri
 	start := time.Now()
 	deadline := start.Add(timeout)
 	if wantMessages >= 0 {
-		waitUntil(t, timeout, fmt.Sprintf("%d messages of %s on every node", wantMessages, topic), func() string {
+		testkit.Until(t, timeout, fmt.Sprintf("%d messages of %s on every node", wantMessages, topic), func() string {
 			var counts []string
 			ok := true
 			for _, n := range nodes {

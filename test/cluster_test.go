@@ -16,6 +16,7 @@ import (
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // clusterSeed makes the randomized cluster tests reproducible: every one
@@ -210,7 +211,7 @@ func TestClusterSIGKILLSyncReplication(t *testing.T) {
 	a := nodes[0]
 
 	var st daemon.ClusterStatus
-	waitUntil(t, 10*time.Second, "a to name its replica", func() string {
+	testkit.Until(t, 10*time.Second, "a to name its replica", func() string {
 		var err error
 		if st, err = a.clusterStatus(t.Context()); err != nil {
 			return err.Error()
@@ -470,7 +471,7 @@ func TestClusterQuickRestartRelinks(t *testing.T) {
 	a.Start()
 
 	// Both checks run, so that a failure shows both symptoms.
-	if why := poll(t, 10*time.Second, func() string {
+	if why := testkit.Poll(t, 10*time.Second, func() string {
 		for _, n := range nodes {
 			st, err := n.clusterStatus(t.Context())
 			if err != nil {
@@ -538,7 +539,7 @@ func TestClusterNodeDownCatchesUp(t *testing.T) {
 	waitConverged(t, nodes, topic, keys, before, 10*time.Second)
 
 	cn.Stop()
-	waitUntil(t, 10*time.Second, "a and b to see c gone", func() string {
+	testkit.Until(t, 10*time.Second, "a and b to see c gone", func() string {
 		for _, n := range nodes[:2] {
 			st, err := n.clusterStatus(t.Context())
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // groupBenchArgs are the daemon flags of the consumer group benchmarks:
@@ -46,7 +47,7 @@ func BenchmarkGroupRate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if why := poll(b, 30*time.Second, func() string {
+	if why := testkit.Poll(b, 30*time.Second, func() string {
 		for _, n := range nodes {
 			if got := topicMessages(ctx, n, topic); got != messages {
 				return fmt.Sprintf("%s holds %d messages of %s", n.Name, got, topic)
@@ -172,7 +173,7 @@ func BenchmarkGroupRebalance(b *testing.B) {
 		killAt := time.Now()
 		c.Kill()
 		var gone time.Duration
-		if why := poll(b, 30*time.Second, func() string {
+		if why := testkit.Poll(b, 30*time.Second, func() string {
 			for _, n := range []*clusterNode{a, bn} {
 				st, err := n.clusterStatus(context.Background())
 				if err != nil {
@@ -188,7 +189,7 @@ func BenchmarkGroupRebalance(b *testing.B) {
 			b.Fatalf("30s after the kill: %s", why)
 		}
 		var took map[int]time.Duration
-		if why := poll(b, 30*time.Second, func() string {
+		if why := testkit.Poll(b, 30*time.Second, func() string {
 			took = map[int]time.Duration{}
 			dels, _ := log.snapshot()
 			for _, d := range dels {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // The consumer group tests and benchmarks run their members in the test
@@ -264,7 +265,7 @@ func groupOf(ctx context.Context, c *client.Client, topic, group string) (*clien
 func waitAllocated(tb testing.TB, nodes []*clusterNode, topic, group string, timeout time.Duration) map[string][]int {
 	tb.Helper()
 	var out map[string][]int
-	why := poll(tb, timeout, func() string {
+	why := testkit.Poll(tb, timeout, func() string {
 		out = map[string][]int{}
 		for _, n := range nodes {
 			g, err := groupOf(context.Background(), n.Client, topic, group)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // TestGroupKillMember runs a consumer group with one member on each of
@@ -73,7 +74,7 @@ func TestGroupKillMember(t *testing.T) {
 	// Failure detection, for comparison with the take-over.
 	var detected time.Duration
 	wg.Go(func() {
-		poll(t, 30*time.Second, func() string {
+		testkit.Poll(t, 30*time.Second, func() string {
 			for _, n := range []*clusterNode{a, b} {
 				st, err := n.clusterStatus(t.Context())
 				if err != nil || !nodeGone(st, "c") {
@@ -115,7 +116,7 @@ func TestGroupKillMember(t *testing.T) {
 		return missing
 	}
 	var missing []string
-	if why := poll(t, 60*time.Second, func() string {
+	if why := testkit.Poll(t, 60*time.Second, func() string {
 		if missing = handled(); len(missing) > 0 {
 			return fmt.Sprintf("%d messages not handled, e.g. %v", len(missing), missing[:min(10, len(missing))])
 		}
@@ -126,7 +127,7 @@ func TestGroupKillMember(t *testing.T) {
 	}
 	// Let a and b settle what they hold, so that a late redelivery (an
 	// ack timeout) shows below.
-	waitUntil(t, 30*time.Second, "a and b to hold nothing in flight", func() string {
+	testkit.Until(t, 30*time.Second, "a and b to hold nothing in flight", func() string {
 		for _, n := range []*clusterNode{a, b} {
 			g, err := groupOf(t.Context(), n.Client, topic, group)
 			if err != nil {
@@ -334,7 +335,7 @@ func TestGroupCLIDeadLetters(t *testing.T) {
 		}
 	}
 	var list cliResult
-	waitUntil(t, 10*time.Second, "the dead letter to be listed", func() string {
+	testkit.Until(t, 10*time.Second, "the dead letter to be listed", func() string {
 		list = cli(t, n, "", "dlq", "list", "--topic", topic, "--group", group).ok(t, "dlq list")
 		if !strings.Contains(list.stdout, id) {
 			return "dlq list printed " + list.stdout
@@ -438,7 +439,7 @@ func TestGroupCLINoLiveMember(t *testing.T) {
 	sub.Close()
 
 	var line []string
-	waitUntil(t, 10*time.Second, "the group to be listed with no live member and its dead letter", func() string {
+	testkit.Until(t, 10*time.Second, "the group to be listed with no live member and its dead letter", func() string {
 		out := cli(t, n, "", "groups").ok(t, "groups").stdout
 		for _, l := range strings.Split(out, "\n") {
 			if f := strings.Fields(l); len(f) == 10 && f[0] == topic && f[1] == group {

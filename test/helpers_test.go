@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -56,16 +57,7 @@ func (r response) message() string {
 // the whole answer. header holds name, value pairs.
 func httpDo(t *testing.T, n *Node, method, path string, body io.Reader, header ...string) response {
 	t.Helper()
-	hc := &http.Client{
-		Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, "unix", n.Socket)
-			},
-			DisableKeepAlives: true,
-		},
-		Timeout: 10 * time.Second,
-	}
+	hc := testkit.UnixClient(n.Socket, false, 10*time.Second)
 	req, err := http.NewRequest(method, "http://cachecast"+path, body)
 	if err != nil {
 		t.Fatal(err)
@@ -90,18 +82,11 @@ func httpDo(t *testing.T, n *Node, method, path string, body io.Reader, header .
 // answer came (the daemon closed the connection, or 10s passed).
 func rawRequest(t *testing.T, sock, raw string, mid func(c *net.UnixConn)) (response, error) {
 	t.Helper()
-	conn, err := net.Dial("unix", sock)
+	res, b, err := testkit.RawHTTP(t, sock, raw, mid)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, raw); err != nil {
-		t.Fatal(err)
-	}
-	if mid != nil {
-		mid(conn.(*net.UnixConn))
-	}
-	return readResponse(conn)
+	return response{res.StatusCode, res.Header, b}, nil
 }
 
 // requestAs sends one request as the user uid (its group the same number,
@@ -124,12 +109,6 @@ func requestAs(t *testing.T, uid int, sock, method, path, body string) response 
 		t.Fatalf("%s %s as uid %d: %v: %s", method, path, uid, err, out)
 	}
 	return r
-}
-
-// readResponse reads one answer from conn, waiting at most 10s.
-func readResponse(conn net.Conn) (response, error) {
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	return readResponseFrom(bufio.NewReader(conn))
 }
 
 // readResponseFrom reads one answer from br.

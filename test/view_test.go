@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
 )
@@ -31,7 +32,7 @@ func waitViewValues(t *testing.T, path, topic string, want []uint64) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	msg := poll(t, 20*time.Second, func() string {
+	msg := testkit.Poll(t, 20*time.Second, func() string {
 		for i, w := range want {
 			v, tag, _, err := r.Get(topic, viewtest.Key(i))
 			if err != nil {
@@ -93,7 +94,7 @@ func TestViewSIGKILL(t *testing.T) {
 			}
 		}()
 		// The kill lands while batches are in flight.
-		if msg := poll(t, 20*time.Second, func() string {
+		if msg := testkit.Poll(t, 20*time.Second, func() string {
 			if acked.Load() < 10 {
 				return fmt.Sprintf("kill %d: %d batches acknowledged", kill, acked.Load())
 			}
@@ -195,7 +196,7 @@ func TestViewCrossNode(t *testing.T) {
 		if _, err := a.Client.Publish(ctx, "fx", "usd", []byte(want), ""); err != nil {
 			t.Fatal(err)
 		}
-		if msg := poll(t, 10*time.Second, func() string {
+		if msg := testkit.Poll(t, 10*time.Second, func() string {
 			v, err := c.Client.Get(ctx, "fx", "usd")
 			if err != nil || string(v.Bytes) != want {
 				return fmt.Sprintf("c's socket: %q %v", v.Bytes, err)
@@ -229,7 +230,7 @@ func TestCLILocal(t *testing.T) {
 	cli(t, n, "", "publish", "--tag", "eu", "prices", "sku-1", "12.50").ok(t, "publish")
 	var r cliResult
 	// The view has it microseconds after the publish returned; poll anyway.
-	if msg := poll(t, 10*time.Second, func() string {
+	if msg := testkit.Poll(t, 10*time.Second, func() string {
 		if r = cli(t, n, "", "get", "--local", "-v", "prices", "sku-1"); r.code != 0 {
 			return r.stderr
 		}
