@@ -547,6 +547,18 @@ func TestTamperedFrameRefused(t *testing.T) {
 	if e, ok := b.st.Get("prices", "sku-1"); ok && bytes.Equal(e.Value, forged) {
 		t.Fatalf("%s applied the forged record", b.name)
 	}
+	// The connection was dropped: a's link dials b again.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c.net.mu.Lock()
+		dials := len(c.net.conns[[2]string{a.name, b.n.Addr()}])
+		c.net.mu.Unlock()
+		if dials >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s's link to %s was not dropped after the bad frame (%d dials)", a.name, b.name, dials)
+		}
+	}
 
 	c.net.mu.Lock()
 	c.net.tamper = nil
