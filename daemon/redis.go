@@ -43,12 +43,10 @@ func (c Config) validateRedis() error {
 		return fmt.Errorf("--redis-socket: %s is already --socket", p)
 	}
 	if c.RedisAddr != "" {
-		host, _, err := net.SplitHostPort(c.RedisAddr)
-		if err != nil {
-			return fmt.Errorf("--redis-addr: %v", err)
+		if err := checkAddr("--redis-addr", c.RedisAddr, false, false); err != nil {
+			return err
 		}
-		ip := net.ParseIP(host)
-		if !c.RedisAllowRemote && (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		if !c.RedisAllowRemote && !loopbackAddr(c.RedisAddr) {
 			return fmt.Errorf("--redis-addr: %s is not a loopback address; a TCP client has no uid to check, so listening beyond this machine needs --redis-allow-remote", c.RedisAddr)
 		}
 	}
