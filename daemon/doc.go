@@ -320,7 +320,8 @@
 //
 // Topics whose names start with '$' are the daemon's own (a user's topic
 // name cannot hold '$'): $groups holds which node hosts members of which
-// consumer group, $offsets each group queue's committed position,
+// consumer group (written once a node's members have stayed a second, at
+// most once a second per group: short-lived subscriptions write nothing), $offsets each group queue's committed position,
 // $dlq/<topic>/<group> a group's dead letters and $retry/<topic>/<group>
 // the dead letters replayed to it. They travel like any topic, but no
 // topic route reads or writes them (their names are refused there):

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
@@ -50,6 +52,23 @@ func waitHosts(t *testing.T, ds []*testDaemon, topic, group string, n int) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// hostsSeen reports whether every node sees n hosts of topic/group.
+func hostsSeen(ds []*testDaemon, topic, group string, n int) bool {
+	for _, td := range ds {
+		r := td.do("GET", "/v1/groups", nil)
+		var ans struct{ Groups []GroupStatus }
+		if r.status != 200 || json.Unmarshal(r.body, &ans) != nil {
+			return false
+		}
+		if !slices.ContainsFunc(ans.Groups, func(g GroupStatus) bool {
+			return g.Topic == topic && g.Group == group && len(g.Nodes) == n
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // postAck acknowledges ids; it runs on the consumers' goroutines, so it
@@ -464,7 +483,18 @@ func TestGroupHandoverOnJoin(t *testing.T) {
 				return
 			}
 			if r == rounds/3 {
+				// Node 2 joins; the rest is published once the others
+				// know it hosts the group (it says so after its member has
+				// stayed a second), so that the handover happens with
+				// messages in flight.
 				close(third)
+				for deadline := time.Now().Add(15 * time.Second); !hostsSeen(ds, "prices", "g", 3); {
+					if time.Now().After(deadline) {
+						errs <- errors.New("node 2 was not seen hosting the group 15s after it joined")
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -520,7 +550,12 @@ func TestGroupHostsMustAgree(t *testing.T) {
 	})
 	ds[0].subscribe("t/subscribe?mode=clustering&group=g&tags=eu||us")
 	for _, td := range ds[1:] {
-		testkit.Eventually(t, 5*time.Second, td.cfg.NodeName+" to see the group", func() bool { return len(td.groupsOf()) == 1 })
+		// Node 0's hosts entry (written once its member has stayed a
+		// second) is what the others check against.
+		testkit.Eventually(t, 5*time.Second, td.cfg.NodeName+" to see the group's host", func() bool {
+			gs := td.groupsOf()
+			return len(gs) == 1 && len(gs[0].Nodes) == 1
+		})
 	}
 	for _, tc := range []struct {
 		node  int
@@ -540,4 +575,60 @@ func TestGroupHostsMustAgree(t *testing.T) {
 	s := ds[2].subscribe("t/subscribe?mode=clustering&group=g&tags=us||eu")
 	waitHosts(t, []*testDaemon{ds[0], ds[2]}, "t", "g", 2)
 	s.close()
+}
+
+// TestShortMembersCostNoRecords: 1,000 group subscriptions that each live
+// a moment (as a cron job's or a health check's would) write a bounded
+// number of $groups records, not two per subscription: the hosts entry
+// is written at most once a second (group.Config.HostsInterval), and only
+// when it differs from what was written by then. The entry is still written for
+// a member that stays, and its tombstone once the last one leaves.
+func TestShortMembersCostNoRecords(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	records := func(topic string) uint64 {
+		for _, tp := range td.d.Store().Topics() {
+			if tp.Name == topic {
+				return tp.Messages
+			}
+		}
+		return 0
+	}
+	hostsRecords := func() uint64 { return records(group.HostsTopic) }
+	const n = 1000
+	start := time.Now()
+	for range n {
+		td.subscribe("t/subscribe?mode=clustering&group=short").close()
+	}
+	took := time.Since(start)
+	got := hostsRecords()
+	// At most an entry and a tombstone per interval the loop took, and
+	// the pair that may straddle its end.
+	bound := 2*uint64(took/time.Second) + 2
+	t.Logf("%d short subscriptions in %v wrote %d $groups records (bound %d) and %d $offsets records",
+		n, took.Round(time.Millisecond), got, bound, records(group.OffsetsTopic))
+	if got > bound {
+		t.Fatalf("%d short subscriptions wrote %d $groups records; want at most %d", n, got, bound)
+	}
+
+	// A member that stays is announced; members that come and go beside
+	// it write nothing (the count is no reason to write); the last one's
+	// leaving is written, once.
+	sub := td.subscribe("t/subscribe?mode=clustering&group=long")
+	key := "t/long/" + formatOrigin(td.d.Store().Origin())
+	testkit.Eventually(t, 5*time.Second, "the hosts entry of a member that stays", func() bool {
+		_, ok := td.d.Store().Get(group.HostsTopic, key)
+		return ok
+	})
+	before := hostsRecords()
+	for range 50 {
+		td.subscribe("t/subscribe?mode=clustering&group=long").close()
+	}
+	sub.close()
+	testkit.Eventually(t, 5*time.Second, "the hosts tombstone", func() bool {
+		_, ok := td.d.Store().Get(group.HostsTopic, key)
+		return !ok
+	})
+	if got := hostsRecords(); got != before+1 {
+		t.Fatalf("members beside a lasting one, then its leaving, wrote %d $groups records; want 1 (the tombstone)", got-before)
+	}
 }

@@ -16,7 +16,12 @@
 // the node's member count and queue count (a member cannot join on a node
 // whose queue count differs from that of the group's live hosts: the
 // allocation needs one count), and a node that leaves or restarts writes a
-// tombstone; a dead node's entry is ignored because gossip no longer
+// tombstone. A node writes its entry once the change has stood for
+// Config.HostsInterval (a second), and only if it still differs from what
+// it wrote (the member count alone is no reason): members that come and go
+// within a second write nothing, and churn at most one record a second per
+// group; other nodes learn of a new host that much later. A dead node's
+// entry is ignored because gossip no longer
 // counts it alive. Every node recomputes the allocation at each membership
 // event and every Config.Interval, so a rebalance follows a death within
 // memberlist's failure detection plus one interval.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -71,6 +72,13 @@ type Config struct {
 	// CommitInterval is how often a group writes positions that moved
 	// without acks (messages its tags or queues skip).
 	CommitInterval time.Duration
+	// HostsInterval paces this node's HostsTopic entry of a group: a change
+	// (the group's first member here, its last one gone, other tags) is
+	// written once it has waited this long, and only if the entry still
+	// differs from what was written then. So members that come and go
+	// within it write nothing, and churn writes one record per interval
+	// at most. Other nodes learn of a new host that much later.
+	HostsInterval time.Duration
 	// Handover bounds a rebalance between live nodes: the node giving a
 	// queue up waits this long at most for its members to settle what
 	// they hold, and the node taking it over waits this long plus a
@@ -96,6 +104,9 @@ func (c *Config) setDefaults() {
 	if c.CommitInterval == 0 {
 		c.CommitInterval = time.Second
 	}
+	if c.HostsInterval == 0 {
+		c.HostsInterval = time.Second
+	}
 	if c.Handover == 0 {
 		c.Handover = 3 * time.Second
 	}
@@ -113,9 +124,12 @@ type Manager struct {
 
 	mu        sync.Mutex
 	groups    map[groupKey]*group
-	published map[groupKey]int // member counts written to HostsTopic
-	stale     []string         // OffsetsTopic keys this node claims from before a restart
-	closed    bool
+	published map[groupKey]hostEntry // this node's entries written to HostsTopic
+	// pending holds when each entry that may differ from published was
+	// first seen to (HostsInterval).
+	pending map[groupKey]time.Time
+	stale   []string // OffsetsTopic keys this node claims from before a restart
+	closed  bool
 
 	nextMember atomic.Uint64
 	kick       chan struct{}
@@ -145,14 +159,14 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, st: cfg.Store, self: cfg.Store.Origin(), log: cfg.Logger,
-		groups: make(map[groupKey]*group), published: make(map[groupKey]int),
+		groups: make(map[groupKey]*group), published: make(map[groupKey]hostEntry), pending: make(map[groupKey]time.Time),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	// What this node hosted and served before a restart is stale: it has
 	// no members now. The loop writes the tombstones and the releases.
 	for _, k := range m.st.Keys(HostsTopic, "", "", 0) {
 		if t, g, node, ok := parseHostsKey(k); ok && node == m.self {
-			m.published[groupKey{t, g}] = -1
+			m.published[groupKey{t, g}] = hostEntry{stale: true}
 		}
 	}
 	for _, k := range m.st.Keys(OffsetsTopic, "", "", 0) {
@@ -245,7 +259,7 @@ func (m *Manager) loop() {
 		case <-m.kick:
 		case <-tick.C:
 		}
-		m.syncHosts(context.Background())
+		m.syncHosts(context.Background(), false)
 		m.releaseStale(context.Background())
 		m.rebalance()
 	}
@@ -294,33 +308,75 @@ func (m *Manager) releaseStale(ctx context.Context) {
 	}
 }
 
-// syncHosts writes this node's member counts to HostsTopic where they
-// changed.
-func (m *Manager) syncHosts(ctx context.Context) {
+// hostEntry is what this node's HostsTopic entry of a group says (or
+// should say): whether it hosts members, with which tags. The member
+// count is written with it but is no reason to write.
+type hostEntry struct {
+	hosts bool
+	tags  []string
+	// stale marks an entry left by this node before a restart: it says
+	// the node hosts the group, which it does not any more.
+	stale bool
+}
+
+func (h hostEntry) equal(o hostEntry) bool {
+	return h.hosts == o.hosts && h.stale == o.stale && slices.Equal(h.tags, o.tags)
+}
+
+// syncHosts writes this node's HostsTopic entries that changed, each at
+// most once per HostsInterval (see Config.HostsInterval); now writes
+// every change at once (at Close).
+func (m *Manager) syncHosts(ctx context.Context, now bool) {
 	m.mu.Lock()
-	var msgs []store.Message
-	counts := make(map[groupKey]int)
-	tags := make(map[groupKey][]string)
-	for k, g := range m.groups {
-		counts[k] = g.memberCount()
-		tags[k] = g.tags
+	type change struct {
+		k     groupKey
+		entry hostEntry
 	}
-	for k := range m.published {
-		if _, ok := counts[k]; !ok {
-			counts[k] = 0
+	var (
+		msgs    []store.Message
+		changes []change
+	)
+	want := make(map[groupKey]hostEntry)
+	members := make(map[groupKey]int)
+	for k, g := range m.groups {
+		if n := g.memberCount(); n > 0 {
+			want[k] = hostEntry{hosts: true, tags: g.tags}
+			members[k] = n
 		}
 	}
-	for k, n := range counts {
-		if m.published[k] == n {
-			continue
+	keys := slices.Collect(maps.Keys(want))
+	for k := range m.published {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	t := time.Now()
+	for _, k := range keys {
+		differs := !want[k].equal(m.published[k])
+		since, waiting := m.pending[k]
+		if !now {
+			if !waiting {
+				if differs {
+					m.pending[k] = t
+				}
+				continue
+			}
+			if t.Sub(since) < m.cfg.HostsInterval {
+				continue
+			}
+		}
+		delete(m.pending, k)
+		if !differs {
+			continue // it came back to what was written: nothing to say
 		}
 		msg := store.Message{Topic: HostsTopic, Key: hostsKey(k.topic, k.name, m.self)}
-		if n == 0 {
-			msg.Delete = true
+		if w := want[k]; w.hosts {
+			msg.Value, _ = json.Marshal(hosting{Members: members[k], Queues: m.cfg.Queues, Tags: w.tags})
 		} else {
-			msg.Value, _ = json.Marshal(hosting{Members: n, Queues: m.cfg.Queues, Tags: tags[k]})
+			msg.Delete = true
 		}
 		msgs = append(msgs, msg)
+		changes = append(changes, change{k, want[k]})
 	}
 	m.mu.Unlock()
 	if len(msgs) == 0 {
@@ -328,14 +384,14 @@ func (m *Manager) syncHosts(ctx context.Context) {
 	}
 	if err := m.cfg.Write(ctx, msgs); err != nil {
 		m.log.Warn("writing the groups this node hosts", zap.Error(err))
-		return
+		return // the next pass tries again
 	}
 	m.mu.Lock()
-	for k, n := range counts {
-		if n == 0 {
-			delete(m.published, k)
+	for _, c := range changes {
+		if c.entry.hosts {
+			m.published[c.k] = c.entry
 		} else {
-			m.published[k] = n
+			delete(m.published, c.k)
 		}
 	}
 	m.mu.Unlock()
@@ -535,6 +591,6 @@ func (m *Manager) Close() error {
 		g.shutdown()
 	}
 	m.wg.Wait()
-	m.syncHosts(context.Background())
+	m.syncHosts(context.Background(), true)
 	return nil
 }
