@@ -223,25 +223,16 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 			l.n.pulls.Add(1)
 		}
 		// Push what the peer lacks of this node's own records, in frames
-		// of up to a megabyte. Under NATS only the replica is pushed to.
+		// of up to frameBytes. Under NATS only the replica is pushed to.
 		push := l.n.nats == nil || l.n.replica.Load() == l.peer.ID
 		if !push {
 			changed = nil // nothing to push to this peer: wake on kicks only
 		}
 		for push && next <= l.n.st.LastSeq(self) {
-			batch, buf = batch[:0], buf[:0]
-			end, err := l.n.st.ReadOrigin(self, next, next+1023, func(r store.Record) error {
-				start := len(buf)
-				buf = append(buf, r...)
-				batch = append(batch, buf[start:])
-				if len(buf) >= 1<<20 {
-					return errBatchFull
-				}
-				return nil
-			})
-			if errors.Is(err, errBatchFull) {
-				end = next + uint64(len(batch))
-			} else if errors.Is(err, store.ErrRecycled) {
+			var end uint64
+			var err error
+			buf, batch, end, err = readBatch(l.n.st, self, next, batchRecords, frameBytes, buf[:0], batch[:0])
+			if errors.Is(err, store.ErrRecycled) {
 				// The peer needs records this node no longer has: its own
 				// pulls find that out and it bootstraps from a snapshot;
 				// pushing resumes from what it then holds.
@@ -266,8 +257,6 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 		}
 	}
 }
-
-var errBatchFull = errors.New("batch full")
 
 // readLoop takes the peer's acks and the records it sends for pulls; it
 // sets talked once a frame has come in.

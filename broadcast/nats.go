@@ -1,7 +1,6 @@
 package broadcast
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -115,20 +114,13 @@ func (f *natsFanOut) publishLoop() {
 	subject := fmt.Sprintf("%s.%016x", f.prefix, self)
 	next := f.n.st.LastSeq(self) + 1
 	var buf []byte
+	var recs [][]byte
 	for {
 		changed := f.n.st.Changed()
 		for next <= f.n.st.LastSeq(self) {
-			buf = buf[:0]
-			end, err := f.n.st.ReadOrigin(self, next, next+1023, func(r store.Record) error {
-				buf = append(buf, r...)
-				if len(buf) >= 64<<10 {
-					return errBatchFull
-				}
-				return nil
-			})
-			if errors.Is(err, errBatchFull) {
-				end, err = end+1, nil // the record that filled the batch is in it
-			}
+			var end uint64
+			var err error
+			buf, recs, end, err = readBatch(f.n.st, self, next, batchRecords, natsBytes, buf[:0], recs[:0])
 			if err != nil || len(buf) == 0 {
 				break
 			}

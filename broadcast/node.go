@@ -587,37 +587,33 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
 // servePull answers a pull with the records asked for, in frames of
 // about a megabyte, then a pullEnd.
 func (n *Node) servePull(w *frameWriter, req pullReq) error {
-	var buf [][]byte
-	var size int
-	var copyBuf []byte
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		err := w.writeRecords(buf)
-		buf, size, copyBuf = buf[:0], 0, copyBuf[:0]
-		return err
-	}
-	next, err := n.st.ReadOrigin(req.origin, req.from, req.to, func(r store.Record) error {
-		// The record is valid only inside this call: copy it into the
-		// frame's buffer. (A pinned, zero-copy batch is a later step.)
-		start := len(copyBuf)
-		copyBuf = append(copyBuf, r...)
-		buf = append(buf, copyBuf[start:])
-		size += len(r)
-		if size >= 1<<20 {
-			return flush()
-		}
-		return nil
-	})
+	// The records are copied into the frame's buffer: a record is valid
+	// only inside ReadOrigin's call. (A pinned, zero-copy batch is a later
+	// step.)
+	var buf []byte
+	var recs [][]byte
 	status := byte(pullDone)
-	if errors.Is(err, store.ErrRecycled) {
-		status = pullRecycled
-	} else if err != nil {
-		return err
-	}
-	if err := flush(); err != nil {
-		return err
+	next := req.from
+	for next <= req.to {
+		var end uint64
+		var err error
+		buf, recs, end, err = readBatch(n.st, req.origin, next, int(min(req.to-next+1, 1<<20)), frameBytes, buf[:0], recs[:0])
+		if len(recs) > 0 {
+			if werr := w.writeRecords(recs); werr != nil {
+				return werr
+			}
+		}
+		if errors.Is(err, store.ErrRecycled) {
+			next, status = end, pullRecycled
+			break
+		} else if err != nil {
+			return err
+		}
+		full := len(buf) >= frameBytes
+		next = end
+		if !full {
+			break // all of the range, or all this node holds of it
+		}
 	}
 	return w.writeFrame(framePullEnd, encodePullEnd(pullEnd{origin: req.origin, next: next, status: status}))
 }

@@ -1,0 +1,48 @@
+package broadcast
+
+import (
+	"errors"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// The bounds of a batch of records read out of the log for one write: a
+// push or pull frame, or a NATS message. They bound what one write holds
+// in memory and how long one origin's backlog holds a connection before
+// the link's other work (pulls, acks) gets its turn.
+const (
+	// batchRecords is the most records a pushed frame or a NATS message
+	// carries.
+	batchRecords = 1024
+	// frameBytes is the size at which a records frame (pushed or pulled)
+	// is cut: the record that reaches it is the frame's last.
+	frameBytes = 1 << 20
+	// natsBytes is the same for a NATS message, well under NATS's default
+	// max_payload (1 MiB), which a message may pass by one record.
+	natsBytes = 64 << 10
+)
+
+// errBatchFull stops a read that has filled its batch.
+var errBatchFull = errors.New("batch full")
+
+// readBatch copies origin's records from seq from on into buf: at most
+// maxRecords of them, the last being the one that brings buf to maxBytes.
+// It returns buf, the records as slices of it appended to recs, and the
+// seq after the last record read. It stops early at the first seq this
+// node does not hold yet. An error (store.ErrRecycled among them) comes
+// back with the records read before it, and end the seq it stopped at.
+func readBatch(st *store.Store, origin, from uint64, maxRecords, maxBytes int, buf []byte, recs [][]byte) ([]byte, [][]byte, uint64, error) {
+	end, err := st.ReadOrigin(origin, from, from+uint64(maxRecords)-1, func(r store.Record) error {
+		start := len(buf)
+		buf = append(buf, r...)
+		recs = append(recs, buf[start:])
+		if len(buf) >= maxBytes {
+			return errBatchFull
+		}
+		return nil
+	})
+	if errors.Is(err, errBatchFull) {
+		end, err = end+1, nil // the record that filled the batch is in it
+	}
+	return buf, recs, end, err
+}
