@@ -38,23 +38,24 @@ var (
 // The stable error codes of the local API. An *APIError carries one of them
 // in Code (or "" when the daemon's answer carried none).
 const (
-	CodeBadRequest       = "bad_request"        // 400
-	CodeInvalidName      = "invalid_name"       // 400
-	CodeBadJSON          = "bad_json"           // 400
-	CodeBadBase64        = "bad_base64"         // 400
-	CodeValueTooLarge    = "value_too_large"    // 413
-	CodeBodyTooLarge     = "body_too_large"     // 413
-	CodeNotFound         = "not_found"          // 404
-	CodeRouteNotFound    = "route_not_found"    // 404
-	CodeConflict         = "conflict"           // 409
-	CodeMethodNotAllowed = "method_not_allowed" // 405
-	CodeForbidden        = "forbidden"          // 403
-	CodeStoreFull        = "store_full"         // 507
-	CodeDiskFull         = "disk_full"          // 507
-	CodeTooMany          = "too_many"           // 429
-	CodeUnavailable      = "unavailable"        // 503
-	CodeTimeout          = "timeout"            // 408
-	CodeInternal         = "internal"           // 500
+	CodeBadRequest          = "bad_request"          // 400
+	CodeInvalidName         = "invalid_name"         // 400
+	CodeBadJSON             = "bad_json"             // 400
+	CodeBadBase64           = "bad_base64"           // 400
+	CodeValueTooLarge       = "value_too_large"      // 413
+	CodeBodyTooLarge        = "body_too_large"       // 413
+	CodeNotFound            = "not_found"            // 404
+	CodeRouteNotFound       = "route_not_found"      // 404
+	CodeConflict            = "conflict"             // 409
+	CodeMethodNotAllowed    = "method_not_allowed"   // 405
+	CodeUnsupportedEncoding = "unsupported_encoding" // 415
+	CodeForbidden           = "forbidden"            // 403
+	CodeStoreFull           = "store_full"           // 507
+	CodeDiskFull            = "disk_full"            // 507
+	CodeTooMany             = "too_many"             // 429
+	CodeUnavailable         = "unavailable"          // 503
+	CodeTimeout             = "timeout"              // 408
+	CodeInternal            = "internal"             // 500
 )
 
 // APIError is an error answer of the daemon: its HTTP status and the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,11 @@ func TestBadInputs(t *testing.T) {
 		{name: "empty topic", raw: req("PUT", "/v1/topics//keys/k", "v"), status: 400, code: "invalid_name"},
 		{name: "topic too long", raw: req("POST", "/v1/topics/"+strings.Repeat("t", 129)+"/messages", good), status: 400, code: "invalid_name"},
 		{name: "bad tag header", raw: req("PUT", "/v1/topics/t/keys/known", "v", "Cachecast-Tag: a b"), status: 400, code: "invalid_name"},
+		{name: "two tag headers", raw: req("PUT", "/v1/topics/t/keys/known", "v", "Cachecast-Tag: eu", "Cachecast-Tag: us"), status: 400, code: "bad_request"},
+		{name: "gzip value", raw: req("PUT", "/v1/topics/t/keys/known", "\x1f\x8b\x08\x00", "Content-Encoding: gzip"), status: 415, code: "unsupported_encoding"},
+		{name: "gzip batch", raw: req("POST", "/v1/topics/t/messages", good, "Content-Encoding: gzip"), status: 415, code: "unsupported_encoding"},
+		{name: "identity then gzip", raw: req("POST", "/v1/topics/t/messages", good, "Content-Encoding: identity, gzip"), status: 415, code: "unsupported_encoding"},
+		{name: "br cursor body", raw: req("POST", "/v1/cursors/c", `{"topic":"t","offset":0}`, "Content-Encoding: br"), status: 415, code: "unsupported_encoding"},
 		{name: "bad tag in a batch", raw: req("POST", "/v1/topics/t/messages", `{"key":"known","tag":"x|y","value":"v"}`), status: 400, code: "invalid_name"},
 		{name: "delete bad key", raw: req("DELETE", "/v1/topics/t/keys/%7F", ""), status: 400, code: "invalid_name"},
 		{name: "bad cursor name", raw: req("POST", "/v1/cursors/bad%20name", `{"topic":"t","offset":0}`), status: 400, code: "invalid_name"},
@@ -104,6 +110,8 @@ func TestBadInputs(t *testing.T) {
 		{name: "limit not a number", raw: req("GET", "/v1/topics/t/keys?limit=ten", ""), status: 400, code: "bad_request"},
 		{name: "malformed query", raw: req("GET", "/v1/topics/t/keys?limit=%zz", ""), status: 400, code: "bad_request"},
 		{name: "subscribe bad from", raw: req("GET", "/v1/topics/t/subscribe?from=yesterday", ""), status: 400, code: "bad_request"},
+		{name: "subscribe from beyond the end", raw: req("GET", "/v1/topics/t/subscribe?from=2", ""), status: 400, code: "bad_request"},
+		{name: "subscribe from beyond an unknown topic's end", raw: req("GET", "/v1/topics/never/subscribe?from=1", ""), status: 400, code: "bad_request"},
 		{name: "subscribe ack=auto without name", raw: req("GET", "/v1/topics/t/subscribe?ack=auto", ""), status: 400, code: "bad_request"},
 		{name: "subscribe bad ack", raw: req("GET", "/v1/topics/t/subscribe?name=c&ack=sometimes", ""), status: 400, code: "bad_request"},
 		{name: "subscribe bad tags", raw: req("GET", "/v1/topics/t/subscribe?tags=a||", ""), status: 400, code: "invalid_name"},
@@ -240,5 +248,66 @@ func TestPublishRefusesInvalidUTF8(t *testing.T) {
 	}
 	if got := td.do("GET", "/v1/topics/nd/keys/g1", nil); got.status != 200 || !bytes.Equal(got.body, []byte{0xff, 0xfe}) {
 		t.Fatalf("GET g1: %d % x; want ff fe", got.status, got.body)
+	}
+}
+
+// The messages of the small refusals say what to do, and what is allowed
+// still works: Content-Encoding identity, one tag header, from= at the end
+// of a topic (the next message).
+func TestSmallRefusals(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	td.put("t", "k", "v")
+	msg := func(r resp) string {
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		_ = json.Unmarshal(r.body, &e)
+		return e.Error.Message
+	}
+	tests := []struct {
+		name, method, path, body string
+		header                   []string
+		status                   int
+		want                     string
+	}{
+		{"two tags", "PUT", "/v1/topics/t/keys/k", "v", []string{"Cachecast-Tag", "eu", "Cachecast-Tag", "us"}, 400, "Cachecast-Tag: given 2 times"},
+		{"gzip", "PUT", "/v1/topics/t/keys/k", "v", []string{"Content-Encoding", "gzip"}, 415, `Content-Encoding "gzip"`},
+		{"from beyond the end", "GET", "/v1/topics/t/subscribe?from=5", "", nil, 400,
+			`from=5 is beyond the end of topic "t" on this node (its next offset is 1); from=latest waits for new messages`},
+		{"identity", "PUT", "/v1/topics/t/keys/k", "v2", []string{"Content-Encoding", "identity"}, 200, ""},
+		{"one tag", "PUT", "/v1/topics/t/keys/k", "v3", []string{"Cachecast-Tag", "eu"}, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, "http://cachecast"+tt.path, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i+1 < len(tt.header); i += 2 {
+				req.Header.Add(tt.header[i], tt.header[i+1])
+			}
+			res, err := td.c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			b, _ := io.ReadAll(res.Body)
+			r := resp{res.StatusCode, res.Header, b}
+			if r.status != tt.status || !strings.Contains(msg(r), tt.want) {
+				t.Fatalf("got %d %s; want %d with %q", r.status, r.body, tt.status, tt.want)
+			}
+		})
+	}
+	if got := td.do("GET", "/v1/topics/t/keys/k", nil); string(got.body) != "v3" || got.header.Get("Cachecast-Tag") != "eu" {
+		t.Fatalf("k = %q tag %q; want v3 eu", got.body, got.header.Get("Cachecast-Tag"))
+	}
+
+	// from= at the end is allowed: it waits for the next message.
+	end := td.d.Store().TopicEnd("t")
+	sub := td.subscribe(fmt.Sprintf("t/subscribe?from=%d", end))
+	defer sub.close()
+	td.put("t", "k2", "next")
+	if m := sub.next(); m["key"] != "k2" || m["offset"] != float64(end) {
+		t.Fatalf("from=%d delivered %v; want k2 at that offset", end, m)
 	}
 }

@@ -158,7 +158,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		if errors.Is(err, store.ErrLocked) {
 			return nil, fmt.Errorf("--data-dir: %s is in use by another cachecastd: %w", cfg.DataDir, err)
 		}
-		return nil, fmt.Errorf("open store in %s: %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("--data-dir: %w", err) // the store names the path
 	}
 	d.store = st
 	if d.view != nil {
@@ -634,7 +634,7 @@ func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike, fl
 	// systemd unit's UMask=) or in a private RuntimeDirectory.
 	if err := os.Chmod(path, mode); err != nil {
 		_ = ul.Close()
-		return nil, fmt.Errorf("--socket-mode: chmod %s: %w", path, err)
+		return nil, fmt.Errorf("--socket-mode: %w", err) // chmod <path>: <why>
 	}
 	return newCredListener(ul, maxConns, conns), nil
 }
@@ -672,7 +672,7 @@ func checkSocket(path, flag string) (stale bool, err error) {
 		return false, fmt.Errorf(flag+": %s: another process answers on it: %w", path, ErrSocketInUse)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		return false, fmt.Errorf(flag+": %s: cannot tell whether it is in use: %w", path, err)
+		return false, fmt.Errorf(flag+": cannot tell whether %s is in use: %w", path, errors.Unwrap(err)) // the cause, without "dial unix <path>"
 	}
 	return true, nil
 }

@@ -62,8 +62,8 @@
 // Each needs a role, named in brackets (see "Roles" below):
 //
 //	PUT /v1/topics/{topic}/keys/{key}   [publish]
-//	    The body is the value; the optional header Cachecast-Tag sets the tag.
-//	    200 PutResult.
+//	    The body is the value; the optional header Cachecast-Tag sets the tag
+//	    (given twice: 400 bad_request). 200 PutResult.
 //	    curl -sS $S -X PUT -H 'Cachecast-Tag: eu' --data-binary 12.50 http://x/v1/topics/prices/keys/sku-1
 //
 //	GET /v1/topics/{topic}/keys/{key}   (and HEAD)   [read]
@@ -109,7 +109,9 @@
 //	     "delete":false,"origin":"..","seq":3,"hlc":"...","time":"..."}
 //	    ("value_base64" instead of "value" when the bytes are not UTF-8).
 //	    from: earliest, latest (the default), an offset in the topic, or an
-//	    RFC 3339 time. tags: a||b, only messages with one of these tags.
+//	    RFC 3339 time. An offset past the topic's end on this node is 400
+//	    bad_request naming the end (the end itself waits for the next
+//	    message); from=latest is the way to wait for new ones. tags: a||b, only messages with one of these tags.
 //	    name: a durable cursor; without from=, the stream resumes at the
 //	    cursor. ack=auto sets the cursor where the stream starts (making it
 //	    the caller's, or 403 when another user owns it; 429 too_many past
@@ -227,12 +229,15 @@
 //
 // Every JSON body (messages, cursors, acks, resets, replays) is decoded
 // strictly: unknown fields, data after the object, and strings that are not
-// valid UTF-8 (see POST messages) are bad_json.
+// valid UTF-8 (see POST messages) are bad_json. A body is taken as it is:
+// a Content-Encoding other than identity (gzip, br, ...) is 415
+// unsupported_encoding, not stored compressed and not decoded.
 //
 // Errors are {"error":{"code":"...","message":"..."}} with a stable code:
 // bad_request, invalid_name, bad_json, bad_base64 (400); value_too_large,
 // body_too_large (413); not_found, route_not_found (404); conflict (409);
-// method_not_allowed (405, with an Allow header); forbidden (403: a role
+// method_not_allowed (405, with an Allow header); unsupported_encoding
+// (415, a Content-Encoding other than identity); forbidden (403: a role
 // is missing, or the cursor is another user's); too_many (429: a bound
 // of --max-cursors, --max-cursors-per-uid or --max-members-per-uid);
 // store_full, disk_full (507); unavailable (503); timeout (408, a body

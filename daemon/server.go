@@ -236,6 +236,9 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 // error code past it). A body that ends before its Content-Length is
 // bad_request, one that stalls past --read-timeout is timeout.
 func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLarge, what string) ([]byte, *apiError) {
+	if e := checkContentEncoding(r); e != nil {
+		return nil, e
+	}
 	if r.ContentLength > limit {
 		return nil, errorf(tooLarge, "%s of %d bytes exceeds %s", what, r.ContentLength, limitName(tooLarge, limit))
 	}
@@ -270,6 +273,20 @@ func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooL
 	return nil, errorf(CodeBadRequest, "reading the body: %v", err)
 }
 
+// checkContentEncoding refuses a body sent with a Content-Encoding other
+// than identity (gzip, say): stored as it came it would be another value,
+// and decoding it would let a small body grow past every size limit.
+func checkContentEncoding(r *http.Request) *apiError {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for enc := range strings.SplitSeq(v, ",") {
+			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
+				return errorf(CodeUnsupportedEncoding, "Content-Encoding %q: the daemon takes bodies as they are (identity) only; send the body uncompressed", enc)
+			}
+		}
+	}
+	return nil
+}
+
 func limitName(code string, limit int64) string {
 	if code == CodeValueTooLarge {
 		return "--max-value-size (" + formatSize(limit) + ")"
@@ -297,6 +314,11 @@ func writeResults(w http.ResponseWriter, results []PutResult, batch bool) {
 }
 
 func (a *api) putKey(w http.ResponseWriter, r *http.Request, p params) {
+	tags := r.Header.Values("Cachecast-Tag")
+	if len(tags) > 1 {
+		a.fail(w, r, errorf(CodeBadRequest, "Cachecast-Tag: given %d times; a message has one tag", len(tags)))
+		return
+	}
 	tag := r.Header.Get("Cachecast-Tag")
 	if e := firstError(validTopic("topic", p.topic), validKey(p.key), validTag(tag)); e != nil {
 		a.fail(w, r, e)
@@ -692,7 +714,8 @@ func (a *api) endStream(w http.ResponseWriter, rc *http.ResponseController, ctx 
 	_ = rc.Flush()
 }
 
-// startOf reads from=: earliest, latest, an offset, or an RFC 3339 time.
+// startOf reads from=: earliest, latest, an offset (at most the topic's
+// end), or an RFC 3339 time.
 // Without it, a named cursor that exists resumes where it stands, and
 // anything else starts at latest.
 func (a *api) startOf(topic, from, name string) (store.Start, *apiError) {
@@ -712,6 +735,12 @@ func (a *api) startOf(topic, from, name string) (store.Start, *apiError) {
 		return store.Start{From: store.FromEarliest}, nil
 	}
 	if n, err := strconv.ParseUint(from, 10, 64); err == nil {
+		// An offset past the end would wait, silently, for messages that
+		// may never come (a position from another node, or from before the
+		// data directory was wiped). The end itself is the next message.
+		if end := a.d.store.TopicEnd(topic); n > end {
+			return store.Start{}, errorf(CodeBadRequest, "from=%d is beyond the end of topic %q on this node (its next offset is %d); from=latest waits for new messages", n, topic, end)
+		}
 		return store.Start{From: store.FromOffset, Offset: n}, nil
 	}
 	if t, err := time.Parse(time.RFC3339Nano, from); err == nil {

@@ -22,29 +22,30 @@ import (
 // Error codes of the local API: stable words clients branch on. The HTTP
 // status of each is fixed (see statusOf).
 const (
-	CodeBadRequest       = "bad_request"
-	CodeInvalidName      = "invalid_name"
-	CodeBadJSON          = "bad_json"
-	CodeBadBase64        = "bad_base64"
-	CodeValueTooLarge    = "value_too_large"
-	CodeBodyTooLarge     = "body_too_large"
-	CodeNotFound         = "not_found"
-	CodeConflict         = "conflict"
-	CodeRouteNotFound    = "route_not_found"
-	CodeMethodNotAllowed = "method_not_allowed"
-	CodeForbidden        = "forbidden"
-	CodeStoreFull        = "store_full"
-	CodeTooMany          = "too_many"
-	CodeDiskFull         = "disk_full"
-	CodeUnavailable      = "unavailable"
-	CodeTimeout          = "timeout"
-	CodeInternal         = "internal"
+	CodeBadRequest          = "bad_request"
+	CodeInvalidName         = "invalid_name"
+	CodeBadJSON             = "bad_json"
+	CodeBadBase64           = "bad_base64"
+	CodeValueTooLarge       = "value_too_large"
+	CodeBodyTooLarge        = "body_too_large"
+	CodeNotFound            = "not_found"
+	CodeConflict            = "conflict"
+	CodeRouteNotFound       = "route_not_found"
+	CodeMethodNotAllowed    = "method_not_allowed"
+	CodeUnsupportedEncoding = "unsupported_encoding"
+	CodeForbidden           = "forbidden"
+	CodeStoreFull           = "store_full"
+	CodeTooMany             = "too_many"
+	CodeDiskFull            = "disk_full"
+	CodeUnavailable         = "unavailable"
+	CodeTimeout             = "timeout"
+	CodeInternal            = "internal"
 )
 
 // errorCodes lists every code, for the metrics.
 var errorCodes = []string{
 	CodeBadRequest, CodeInvalidName, CodeBadJSON, CodeBadBase64, CodeValueTooLarge, CodeBodyTooLarge,
-	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeForbidden, CodeStoreFull, CodeDiskFull,
+	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeUnsupportedEncoding, CodeForbidden, CodeStoreFull, CodeDiskFull,
 	CodeTooMany, CodeUnavailable, CodeTimeout, CodeInternal,
 }
 
@@ -59,6 +60,8 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case CodeUnsupportedEncoding:
+		return http.StatusUnsupportedMediaType
 	case CodeConflict:
 		return http.StatusConflict
 	case CodeForbidden:
@@ -118,7 +121,7 @@ func validTopic(what, s string) *apiError {
 		return errorf(CodeInvalidName, "%s: must be 1 to %d bytes, got %d", what, MaxTopicLen, len(s))
 	}
 	if i := badNameByte(s); i >= 0 {
-		return errorf(CodeInvalidName, "%s %q: byte %d (%q) is not one of A-Z a-z 0-9 . _ -", what, s, i, s[i])
+		return errorf(CodeInvalidName, "%s %q: %s is not one of A-Z a-z 0-9 . _ -", what, s, badByteText(s, i))
 	}
 	return nil
 }
@@ -129,9 +132,24 @@ func validTag(s string) *apiError {
 		return errorf(CodeInvalidName, "tag: must be at most %d bytes, got %d", MaxTagLen, len(s))
 	}
 	if i := badNameByte(s); i >= 0 {
-		return errorf(CodeInvalidName, "tag %q: byte %d (%q) is not one of A-Z a-z 0-9 . _ -", s, i, s[i])
+		return errorf(CodeInvalidName, "tag %q: %s is not one of A-Z a-z 0-9 . _ -", s, badByteText(s, i))
 	}
 	return nil
+}
+
+// badByteText shows the character at byte i of s as what it is: a
+// character of UTF-8 with its bytes ('ü' (bytes c3 bc) at byte 0), or a
+// byte that is not UTF-8 as hex (byte 0xff at byte 3), never a byte
+// misread as a Latin-1 character.
+func badByteText(s string, i int) string {
+	r, n := utf8.DecodeRuneInString(s[i:])
+	switch {
+	case r == utf8.RuneError && n <= 1:
+		return fmt.Sprintf("byte 0x%02x at byte %d (not UTF-8)", s[i], i)
+	case n > 1:
+		return fmt.Sprintf("%q (bytes % x) at byte %d", r, s[i:i+n], i)
+	}
+	return fmt.Sprintf("%q at byte %d", r, i)
 }
 
 func badNameByte(s string) int {

@@ -61,6 +61,27 @@ func TestNames(t *testing.T) {
 	}
 }
 
+// A name's offending character is shown as what it is: a UTF-8
+// character with its bytes, a byte that is not UTF-8 in hex; never a byte
+// read as Latin-1 (0xc3 shown as 'Ã').
+func TestNameErrorShowsTheCharacter(t *testing.T) {
+	tests := []struct {
+		err  *apiError
+		want string
+	}{
+		{validTopic("topic", "ünïcode"), `topic "ünïcode": 'ü' (bytes c3 bc) at byte 0 is not one of A-Z a-z 0-9 . _ -`},
+		{validTopic("topic", "ab🔑"), `'🔑' (bytes f0 9f 94 91) at byte 2`},
+		{validTopic("cursor name", "t\xff"), `cursor name "t\xff": byte 0xff at byte 1 (not UTF-8) is not one of`},
+		{validTopic("topic", "with space"), `' ' at byte 4 is not one of`},
+		{validTag("é"), `tag "é": 'é' (bytes c3 a9) at byte 0 is not one of`},
+	}
+	for _, tt := range tests {
+		if tt.err == nil || !strings.Contains(tt.err.Message, tt.want) || strings.Contains(tt.err.Message, "Ã") {
+			t.Errorf("error %v; want one containing %q", tt.err, tt.want)
+		}
+	}
+}
+
 func TestAppendJSONString(t *testing.T) {
 	for _, s := range []string{"", "plain", `quote " backslash \`, "ctl \x00\x01\x1f\x7f", "nl \n\r\t",
 		"ünïcode 🔑", "bad \xff\xfe utf8", "\u2028\u2029", "<html>&amp;"} {

@@ -155,7 +155,7 @@ func (w *Writer) SetReady(ready bool) {
 func (w *Writer) SetGroup(gid int) error {
 	w.gid = gid
 	if err := w.f.Chown(-1, gid); err != nil {
-		return fmt.Errorf("localview: chown %s: %w", w.path, err)
+		return fmt.Errorf("localview: %w", err)
 	}
 	return nil
 }
@@ -422,7 +422,7 @@ func (w *Writer) build(keys, bytes int) error {
 	tmp := fmt.Sprintf("%s.%d.tmp", w.path, gen)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o640)
 	if err != nil {
-		return fmt.Errorf("localview: create %s: %w", tmp, err)
+		return fmt.Errorf("localview: %w", err)
 	}
 	fail := func(err error) error {
 		f.Close()
@@ -430,11 +430,11 @@ func (w *Writer) build(keys, bytes int) error {
 		return err
 	}
 	if err := f.Chmod(0o640); err != nil { // the umask may have taken bits
-		return fail(fmt.Errorf("localview: chmod %s: %w", tmp, err))
+		return fail(fmt.Errorf("localview: %w", err))
 	}
 	if w.gid != -1 {
 		if err := f.Chown(-1, w.gid); err != nil {
-			return fail(fmt.Errorf("localview: chown %s: %w", tmp, err))
+			return fail(fmt.Errorf("localview: %w", err))
 		}
 	}
 	// fallocate, not ftruncate: a full tmpfs is an error here, never a
@@ -470,7 +470,7 @@ func (w *Writer) build(keys, bytes int) error {
 
 	if err := os.Rename(tmp, w.path); err != nil {
 		unix.Munmap(m)
-		return fail(fmt.Errorf("localview: rename %s: %w", tmp, err))
+		return fail(fmt.Errorf("localview: %w", err))
 	}
 	if w.m != nil {
 		orState(w.m, stateSuperseded, 0)

@@ -131,10 +131,16 @@ func injectedFault(op string) error {
 }
 
 // fileError wraps a system call error with the file and the store's
-// sentinel for its class: ErrDiskFull for space, ErrIO for the rest.
+// sentinel for its class: ErrDiskFull for space, ErrIO for the rest. An
+// os error names its own operation and file, which are used instead, so
+// the message says them once ("mkdir /d: not a directory", not
+// "mkdir /d: mkdir /d: not a directory").
 func fileError(op, path string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if pe, ok := err.(*os.PathError); ok {
+		op, path, err = pe.Op, pe.Path, pe.Err
 	}
 	if isSpaceError(err) {
 		return fmt.Errorf("%w: %s %s: %v", ErrDiskFull, op, path, err)

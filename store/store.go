@@ -601,7 +601,7 @@ func (s *Store) makeRoom(size int) error {
 		return nil
 	}
 	if s.opts.WhenFull == FullRefuse {
-		return fmt.Errorf("%w: the log holds %d bytes, RetentionBytes is %d", ErrFull, need-int64(Padded(size)), limit)
+		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d (--when-full refuse)", ErrFull, need-int64(Padded(size)), limit)
 	}
 	upTo := s.seglog.wpos + int64(Padded(size)) + s.seglog.segSize - limit
 	floor, holder := s.retainFloor()

@@ -540,3 +540,19 @@ func TestStoreFullNamesCursor(t *testing.T) {
 		t.Fatalf("a write after the cursor is gone: %v", err)
 	}
 }
+
+// An error of the file system names its operation and file once: the
+// os error already says "mkdir <dir>", so the store does not say it again.
+func TestOpenErrorSaysThePathOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(testOptions(t, file))
+	if err == nil {
+		t.Fatal("a store opened in a file")
+	}
+	if !errors.Is(err, ErrIO) || strings.Count(err.Error(), file) != 1 || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("error %q: want ErrIO naming %s once, with its cause", err, file)
+	}
+}

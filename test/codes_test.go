@@ -16,23 +16,24 @@ import (
 
 // statusOfCode is the HTTP status of each error code of the wire format.
 var statusOfCode = map[string]int{
-	client.CodeBadRequest:       400,
-	client.CodeInvalidName:      400,
-	client.CodeBadJSON:          400,
-	client.CodeBadBase64:        400,
-	client.CodeValueTooLarge:    413,
-	client.CodeBodyTooLarge:     413,
-	client.CodeNotFound:         404,
-	client.CodeRouteNotFound:    404,
-	client.CodeConflict:         409,
-	client.CodeMethodNotAllowed: 405,
-	client.CodeForbidden:        403,
-	client.CodeStoreFull:        507,
-	client.CodeDiskFull:         507,
-	client.CodeTooMany:          429,
-	client.CodeUnavailable:      503,
-	client.CodeTimeout:          408,
-	client.CodeInternal:         500,
+	client.CodeBadRequest:          400,
+	client.CodeInvalidName:         400,
+	client.CodeBadJSON:             400,
+	client.CodeBadBase64:           400,
+	client.CodeValueTooLarge:       413,
+	client.CodeBodyTooLarge:        413,
+	client.CodeNotFound:            404,
+	client.CodeRouteNotFound:       404,
+	client.CodeConflict:            409,
+	client.CodeMethodNotAllowed:    405,
+	client.CodeUnsupportedEncoding: 415,
+	client.CodeForbidden:           403,
+	client.CodeStoreFull:           507,
+	client.CodeDiskFull:            507,
+	client.CodeTooMany:             429,
+	client.CodeUnavailable:         503,
+	client.CodeTimeout:             408,
+	client.CodeInternal:            500,
 }
 
 // codeSet records the error codes a test has seen, checking each answer's
@@ -104,6 +105,7 @@ func TestErrorCodes(t *testing.T) {
 		{name: "unknown route", raw: request("GET", "/v2/topics", ""), code: client.CodeRouteNotFound},
 		{name: "method on a key", raw: request("PATCH", "/v1/topics/t/keys/k", "v"), code: client.CodeMethodNotAllowed, allow: "DELETE, GET, HEAD, PUT"},
 		{name: "method on topics", raw: request("DELETE", "/v1/topics", ""), code: client.CodeMethodNotAllowed, allow: "GET, HEAD"},
+		{name: "gzip body", raw: request("PUT", "/v1/topics/t/keys/k", "\x1f\x8b", "Content-Encoding: gzip"), code: client.CodeUnsupportedEncoding},
 		{
 			name: "body stalls past --read-timeout",
 			raw:  "PUT /v1/topics/t/keys/known HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789",
@@ -210,6 +212,10 @@ func TestErrorCodes(t *testing.T) {
 			r := httpDo(t, n, "PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", acked), strings.NewReader(string(value)))
 			if r.status != 200 {
 				seen.check(t, "PUT to a full store", r, client.CodeStoreFull)
+				// The message names the flags, not the store's Go fields.
+				if m := r.message(); !strings.Contains(m, "--retention-bytes") || strings.Contains(m, "RetentionBytes") {
+					t.Fatalf("store_full message %q: want it to name --retention-bytes", m)
+				}
 				break
 			}
 		}
