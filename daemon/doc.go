@@ -315,10 +315,12 @@
 // reference: the key mapping topic:key, the commands, WAIT, client-side
 // caching) on --redis-socket, by default beside --socket
 // (cachecast.sock: cachecast-redis.sock; "off": none), with the same
-// --socket-mode, --max-connections and credentials: its writes go through
-// Daemon.publish and --allow-uids/--allow-gids apply to them. --redis-addr
-// adds TCP (loopback unless --redis-allow-remote; a TCP client has no uid,
-// so with an allow-list set it may only read). GET /v1/status has a
+// --socket-mode, --max-connections and credentials, and the same roles: a
+// client needs the read role to be served at all (checked as it connects;
+// otherwise its first command gets NOPERM and it is closed), and its
+// writes go through Daemon.publish, which needs publish. --redis-addr adds
+// TCP (loopback unless --redis-allow-remote; a TCP client has no uid, so
+// it holds only the roles whose lists are empty). GET /v1/status has a
 // "redis" object with the server's counters.
 //
 // # Internal topics

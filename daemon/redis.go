@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -86,7 +87,7 @@ func (d *Daemon) startRedis() error {
 			_ = srv.Close()
 			return err
 		}
-		d.redisLns = append(d.redisLns, ln)
+		d.redisLns = append(d.redisLns, readGate{ln, d})
 	}
 	if d.cfg.RedisAddr != "" {
 		ln, err := net.Listen("tcp", d.cfg.RedisAddr)
@@ -94,7 +95,7 @@ func (d *Daemon) startRedis() error {
 			d.closeRedis()
 			return fmt.Errorf("--redis-addr: %w", err)
 		}
-		d.redisLns = append(d.redisLns, newLimitListener(ln, d.cfg.MaxConnections))
+		d.redisLns = append(d.redisLns, readGate{newLimitListener(ln, d.cfg.MaxConnections), d})
 	}
 	d.m.reg.MustRegister(redisCollector{srv})
 	return nil
@@ -325,6 +326,37 @@ type nopGauge struct{}
 
 func (nopGauge) Inc() {}
 func (nopGauge) Dec() {}
+
+// readGate admits only the Redis clients that hold the read role (checked
+// when they connect: every Redis command reads, or writes, which needs
+// publish on top). A refused client gets, to its first command, one
+// NOPERM error naming the role, and is closed; that takes at most a
+// second, off the accepting goroutine.
+type readGate struct {
+	net.Listener
+	d *Daemon
+}
+
+func (g readGate) Accept() (net.Conn, error) {
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		e := g.d.authorize(callerOfConn(c), RoleRead)
+		if e == nil {
+			return c, nil
+		}
+		g.d.wg.Go(func() {
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			// Read the first command first, so that the client is
+			// reading when the answer comes (and gets no broken pipe).
+			_, _ = c.Read(make([]byte, 4096))
+			_, _ = io.WriteString(c, "-"+redisError{e}.RedisError()+"\r\n")
+		})
+	}
+}
 
 // limitListener bounds a TCP listener's open connections like
 // credListener does the socket's: callers past it wait in the backlog.

@@ -385,14 +385,37 @@ func TestRedisRueidis(t *testing.T) {
 
 // TestRedisWritersAreChecked: with --allow-uids naming someone else, Redis
 // writes of a real other uid (redis-cli under setpriv) are refused with
-// NOPERM naming the publish role and change nothing; its reads work.
+// NOPERM naming the publish role and change nothing; its reads work. A
+// user without the read role (--read-uids names others) is refused as it
+// connects.
 func TestRedisWritersAreChecked(t *testing.T) {
 	needRoot(t)
-	const user = 61060
+	const user, outsider = 61060, 61061
 	cfg := roleConfig(t)
-	cfg.AllowUIDs = []uint32{user + 1}
+	cfg.ReadUIDs = []uint32{user}
+	cfg.AllowUIDs = []uint32{user + 2}
 	td := startDaemon(t, cfg)
 	ctx := context.Background()
+	cliAs := func(uid int, args ...string) string {
+		t.Helper()
+		id := strconv.Itoa(uid)
+		out, err := exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups",
+			"redis-cli", "-s", td.d.RedisSocketPath()}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %v as uid %d: %v: %s", args, uid, err, out)
+		}
+		return string(out)
+	}
+	td.put("prices", "k0", "v0")
+	for _, args := range [][]string{{"GET", "prices:k0"}, {"KEYS", "*"}} {
+		if out := cliAs(outsider, args...); !strings.HasPrefix(out, "NOPERM") || !strings.Contains(out, "read role") || strings.Contains(out, "v0") {
+			t.Errorf("%s as uid %d, not a reader: %q; want NOPERM naming the read role", args[0], outsider, out)
+		}
+	}
+	if out := cliAs(user, "GET", "prices:k0"); strings.TrimSpace(out) != "v0" {
+		t.Fatalf("GET as the reader uid %d: %q", user, out)
+	}
+	td.do("DELETE", "/v1/topics/prices/keys/k0", nil)
 	cli := func(args ...string) string {
 		t.Helper()
 		id := strconv.Itoa(user)

@@ -31,8 +31,10 @@
 // TRACKINGINFO; NO-EVICT, NO-TOUCH and CAPA answer OK), SELECT 0, PING,
 // ECHO, QUIT, RESET, READONLY, READWRITE. AUTH and HELLO's AUTH are
 // accepted and ignored: who may write is the connection's uid and groups
-// (SO_PEERCRED), checked against --allow-uids and --allow-gids as for HTTP;
-// a TCP client has no uid, so with an allow-list it may only read.
+// (SO_PEERCRED), checked by the node's Authorize (the daemon's publish
+// role, as for HTTP; a client without its read role is refused as it
+// connects); a TCP client has no uid, so with an allow-list it may only
+// read.
 //
 // Server: INFO [section] (server, clients, persistence with loading:0,
 // stats, replication, keyspace, and cachecast: node, origin, members and
