@@ -22,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	viewtest.RunChildIfAsked() // a reader process of the view tests
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(withBenchDaemonsClosed{m})
 }
 
 // testConfig is a small daemon: 1 MiB segments, a short socket path (Unix

@@ -104,17 +104,44 @@ type Stamp struct {
 // HLC is wall milliseconds << 16 | a logical counter, as in package store).
 func (s Stamp) Time() time.Time { return time.UnixMilli(int64(s.HLC >> 16)) }
 
-var crcTable = crc32.MakeTable(crc32.IEEE)
+// crcTables are the slicing-by-8 tables of CRC-32 (IEEE): hash/crc32 is
+// fast for long inputs only, and a hash of a short key is most of a Get.
+var crcTables = func() (t [8][256]uint32) {
+	t[0] = *crc32.MakeTable(crc32.IEEE)
+	for i := range 256 {
+		c := t[0][i]
+		for j := 1; j < 8; j++ {
+			c = t[0][c&0xff] ^ c>>8
+			t[j][i] = c
+		}
+	}
+	return t
+}()
+
+// crcUpdate continues the (inverted) CRC c over s.
+func crcUpdate(c uint32, s string) uint32 {
+	t := &crcTables
+	for len(s) >= 8 {
+		c ^= uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+		c = t[7][c&0xff] ^ t[6][c>>8&0xff] ^ t[5][c>>16&0xff] ^ t[4][c>>24] ^
+			t[3][s[4]] ^ t[2][s[5]] ^ t[1][s[6]] ^ t[0][s[7]]
+		s = s[8:]
+	}
+	for i := 0; i < len(s); i++ {
+		c = t[0][byte(c)^s[i]] ^ c>>8
+	}
+	return c
+}
 
 // Hash is the table's hash of (topic, key): CRC-32 (IEEE, as zlib.crc32)
 // over the topic's length as two little-endian bytes, the topic and the
 // key, then the murmur3 finalizer; 0 becomes 1 (0 marks an empty slot).
 func Hash(topic, key string) uint32 {
-	var n [2]byte
-	binary.LittleEndian.PutUint16(n[:], uint16(len(topic)))
-	h := crc32.Update(0, crcTable, n[:])
-	h = crc32.Update(h, crcTable, unsafe.Slice(unsafe.StringData(topic), len(topic)))
-	h = crc32.Update(h, crcTable, unsafe.Slice(unsafe.StringData(key), len(key)))
+	t := &crcTables[0]
+	h := ^uint32(0)
+	h = t[byte(h)^byte(len(topic))] ^ h>>8
+	h = t[byte(h)^byte(len(topic)>>8)] ^ h>>8
+	h = ^crcUpdate(crcUpdate(h, topic), key)
 	h ^= h >> 16
 	h *= 0x85ebca6b
 	h ^= h >> 13

@@ -3,9 +3,11 @@ package localview
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -175,5 +177,36 @@ func TestRestartSupersedes(t *testing.T) {
 	w2.Close()
 	if err := r.Fresh(time.Minute); !errors.Is(err, ErrNotReady) {
 		t.Errorf("fresh after close: %v", err)
+	}
+}
+
+// TestHash checks Hash against hash/crc32 (and so zlib.crc32) over the
+// same bytes, for lengths around the 8-byte steps, and fixed values the
+// Python reader's tests use too.
+func TestHash(t *testing.T) {
+	fmix := func(h uint32) uint32 {
+		h ^= h >> 16
+		h *= 0x85ebca6b
+		h ^= h >> 13
+		h *= 0xc2b2ae35
+		h ^= h >> 16
+		return max(h, 1)
+	}
+	for tl := range 20 {
+		for kl := range 20 {
+			topic, key := strings.Repeat("t", tl), strings.Repeat("\\xfe", kl)
+			b := append([]byte{byte(tl), 0}, topic+key...)
+			if got, want := Hash(topic, key), fmix(crc32.ChecksumIEEE(b)); got != want {
+				t.Fatalf("Hash(%d, %d bytes) = %d, want %d", tl, kl, got, want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		topic, key string
+		want       uint32
+	}{{"prices", "sku-1", 2781460982}, {"", "", 2259668196}, {"fx", "eur/usd", 3588776657}} {
+		if got := Hash(c.topic, c.key); got != c.want {
+			t.Errorf("Hash(%q, %q) = %d, want %d", c.topic, c.key, got, c.want)
+		}
 	}
 }

@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/localview"
+	"github.com/cachecast/cachecast/localview/viewtest"
+	"github.com/cachecast/cachecast/store"
+)
+
+// The shared view's benchmarks run against a real daemon holding 1M keys
+// (16-byte keys, topic "prices"), with the socket GET in the same run:
+//
+//	go test -run '^$' -bench 'LocalGet|SocketGet|PublishToVisible|PythonGet' -benchtime 2s ./daemon/
+
+const benchKeys = 1_000_000
+
+func benchKey(i int) string { return fmt.Sprintf("sku-%012d", i) } // 16 bytes
+
+// benchDaemon is a daemon whose view holds benchKeys keys of size-byte
+// values, and a random order of the keys to read them in.
+type benchDaemon struct {
+	d     *Daemon
+	stop  context.CancelFunc
+	done  chan struct{}
+	dir   string
+	cfg   Config
+	keys  []string
+	order []int
+	size  int
+}
+
+var (
+	benchMu      sync.Mutex
+	benchDaemons = map[int]*benchDaemon{}
+)
+
+// startBenchDaemon starts (once per value size, for every benchmark of
+// the run) a daemon and publishes the keys through its store. It is not
+// testConfig: that one wants a *testing.T.
+func startBenchDaemon(b *testing.B, size int) *benchDaemon {
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if bd := benchDaemons[size]; bd != nil {
+		return bd
+	}
+	dir, err := os.MkdirTemp("", "ccb")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.Socket = filepath.Join(dir, "s.sock")
+	cfg.NodeName = "bench"
+	cfg.GossipAddr = ""
+	cfg.LogLevel = "error"
+	cfg.SnapshotInterval = time.Hour
+	d, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	// Not b.Cleanup: the daemon serves every benchmark of the run;
+	// closeBenchDaemons stops it after them.
+	bd := &benchDaemon{d: d, stop: cancel, done: done, dir: dir, cfg: cfg, size: size, keys: make([]string, benchKeys)}
+	for i := range bd.keys {
+		bd.keys[i] = benchKey(i)
+	}
+	bd.order = rand.New(rand.NewPCG(1, uint64(size))).Perm(benchKeys)
+	value := make([]byte, size)
+	msgs := make([]store.Message, 0, 1000)
+	for i := 0; i < benchKeys; i += 1000 {
+		msgs = msgs[:0]
+		for j := i; j < i+1000; j++ {
+			copy(value, strconv.Itoa(j))
+			msgs = append(msgs, store.Message{Topic: "prices", Key: bd.keys[j], Value: append([]byte(nil), value...)})
+		}
+		if _, err := d.Store().PublishBatch(msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := bd.reader(b)
+	defer r.Close()
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		st, err := r.Status()
+		if err == nil && st.Ready && st.Keys == benchKeys {
+			b.Logf("view of %d keys of %d-byte values: %d bytes (%.1f a key), generation %d",
+				st.Keys, size, st.Size, float64(st.Size)/benchKeys, st.Generation)
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("view not loaded: %+v %v", st, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	benchDaemons[size] = bd
+	return bd
+}
+
+// withBenchDaemonsClosed runs the tests and benchmarks, then stops the
+// benchmarks' daemons (before TestMain looks for leaked goroutines).
+type withBenchDaemonsClosed struct{ m *testing.M }
+
+func (w withBenchDaemonsClosed) Run() int {
+	code := w.m.Run()
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	for size, bd := range benchDaemons {
+		bd.stop()
+		<-bd.done
+		os.RemoveAll(bd.dir)
+		delete(benchDaemons, size)
+	}
+	return code
+}
+
+func (bd *benchDaemon) reader(b *testing.B) *localview.Reader {
+	r, err := localview.Open(bd.cfg.ViewPath())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// writeAt100k publishes updates of random keys through the store at
+// 100,000 a second (100 every millisecond) until stop is called.
+func (bd *benchDaemon) writeAt100k(b *testing.B) (stop func() int) {
+	quit := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		rng := rand.New(rand.NewPCG(2, 3))
+		msgs := make([]store.Message, 100)
+		value := make([]byte, bd.size)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-quit:
+				done <- n
+				return
+			case <-tick.C:
+			}
+			// Catch up after a late tick, so that the rate holds.
+			for want := int(time.Since(start).Milliseconds()) * 100; n < want; n += len(msgs) {
+				for j := range msgs {
+					copy(value, strconv.Itoa(n+j))
+					msgs[j] = store.Message{Topic: "prices", Key: bd.keys[rng.IntN(benchKeys)], Value: append([]byte(nil), value...)}
+				}
+				if _, err := bd.d.Store().PublishBatch(msgs); err != nil {
+					b.Error(err)
+				}
+			}
+		}
+	}()
+	t0 := time.Now()
+	return func() int {
+		close(quit)
+		n := <-done
+		b.ReportMetric(float64(n)/time.Since(t0).Seconds(), "writes/s")
+		return n
+	}
+}
+
+// reportPercentiles times reads one by one (the two clock reads, ~40ns
+// here, are in the figures) and reports p50 and p99.
+func reportPercentiles(b *testing.B, read func(i int)) {
+	lat := make([]time.Duration, 200_000)
+	for i := range lat {
+		t0 := time.Now()
+		read(i)
+		lat[i] = time.Since(t0)
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+}
+
+func BenchmarkLocalGet(b *testing.B) {
+	for _, size := range []int{16, 100} {
+		for _, writer := range []string{"none", "100k"} {
+			b.Run(fmt.Sprintf("keys=1M/value=%d/writer=%s", size, writer), func(b *testing.B) {
+				bd := startBenchDaemon(b, size)
+				r := bd.reader(b)
+				defer r.Close()
+				if writer == "100k" {
+					defer bd.writeAt100k(b)()
+				}
+				buf := make([]byte, 0, 256)
+				read := func(i int) {
+					v, tag, _, err := r.GetInto(buf, "prices", bd.keys[bd.order[i%benchKeys]])
+					if err != nil || len(v) != size {
+						b.Fatalf("get: %d bytes, %v", len(v), err)
+					}
+					buf = tag[:0]
+				}
+				b.ReportAllocs()
+				cpu := viewtest.StartThreadCPU()
+				n := 0
+				for i := 0; b.Loop(); i++ {
+					read(i)
+					n++
+				}
+				cpu.Report(b, n)
+				reportPercentiles(b, read)
+			})
+		}
+	}
+}
+
+// BenchmarkSocketGet is a GET over the Unix socket (HTTP/1.1, one raw
+// connection, as cachecast bench --mode get) of the same daemon and keys.
+func BenchmarkSocketGet(b *testing.B) {
+	b.Run("keys=1M/value=100", func(b *testing.B) {
+		bd := startBenchDaemon(b, 100)
+		c, err := client.Dial(context.Background(), bd.cfg.Socket, 10*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		read := func(i int) {
+			v, err := c.Get("prices", bd.keys[bd.order[i%benchKeys]])
+			if err != nil || len(v.Bytes) != 100 {
+				b.Fatalf("get: %v", err)
+			}
+		}
+		b.ReportAllocs()
+		cpu := viewtest.StartThreadCPU() // the client's side only
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			read(i)
+			n++
+		}
+		cpu.Report(b, n)
+		lat := make([]time.Duration, 20_000)
+		for i := range lat {
+			t0 := time.Now()
+			read(i)
+			lat[i] = time.Since(t0)
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+		b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+	})
+}
+
+// BenchmarkPublishToVisible: a publish on this node (the store, as the
+// API's handler calls it), then a reader of the view spins until it sees
+// the value: the time from the publish's return (the store's view has
+// applied it) to the shared view showing it.
+func BenchmarkPublishToVisible(b *testing.B) {
+	bd := startBenchDaemon(b, 100)
+	r := bd.reader(b)
+	defer r.Close()
+	lat := make([]time.Duration, 0, 1<<16)
+	buf := make([]byte, 0, 256)
+	value := make([]byte, 100)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		key := bd.keys[bd.order[i%benchKeys]]
+		want := strconv.Itoa(i)
+		copy(value, want+"|")
+		if _, err := bd.d.Store().Publish(&store.Message{Topic: "prices", Key: key, Value: value}); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		for {
+			v, tag, _, err := r.GetInto(buf, "prices", key)
+			if err == nil && strings.HasPrefix(string(v), want+"|") {
+				buf = tag[:0]
+				break
+			}
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+}
+
+// BenchmarkPythonGet runs the Python reader (localview/python) over the
+// same view: ns per Get, measured by the script in CPU time.
+func BenchmarkPythonGet(b *testing.B) {
+	bd := startBenchDaemon(b, 100)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Fatalf("python3: %v", err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		out, err := exec.Command(py, "../localview/python/bench_view.py", bd.cfg.ViewPath(), "prices", strconv.Itoa(benchKeys), "200000").CombinedOutput()
+		if err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		var cpu, wall float64
+		if _, err := fmt.Sscanf(string(out), "%g %g", &cpu, &wall); err != nil {
+			b.Fatalf("%q: %v", out, err)
+		}
+		b.ReportMetric(cpu, "py-cpu-ns/get")
+		b.ReportMetric(wall, "py-wall-ns/get")
+	}
+}
