@@ -56,6 +56,14 @@ ENTRIES = [
 ]
 
 
+class HashTest(unittest.TestCase):
+    def test_vectors(self):
+        # The same values as localview's TestHash (Go).
+        for topic, key, want in [(b"prices", b"sku-1", 2781460982), (b"", b"", 2259668196),
+                                 (b"fx", b"eur/usd", 3588776657)]:
+            self.assertEqual(cv.hash_key(topic, key), want)
+
+
 class ReaderTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
