@@ -12,7 +12,8 @@
 // # Lifecycle
 //
 // New validates the Config (every setting, whether in use or not; messages
-// name the flag), checks the socket's path, opens the store (which
+// name the flag), checks the socket's path, opens the shared view's file
+// (see below), opens the store (which
 // recovers it and locks the data directory: a second daemon on the same
 // directory fails with an error wrapping store.ErrLocked), binds the socket
 // and the metrics listener. The cluster's ports default to loopback
@@ -289,6 +290,22 @@
 // caller, appends the batch to the store (which stamps origin, seq and HLC)
 // and counts it. The cluster layer extends that path (replication to the
 // peer, fan-out) without touching the handlers.
+//
+// # The shared view
+//
+// With --view-file (default "auto": the socket's path with ".view" for
+// ".sock"; empty: off) the daemon mirrors its store's view into a
+// shared-memory file in the format of package localview, which local
+// processes map read-only and read with no system call. New, before the
+// store recovers, takes a lock file beside it (<view>.lock: a second
+// daemon on the same view is refused), clears the "ready" bit of a file an
+// earlier daemon left and puts an empty, not ready generation in place;
+// once the store is open, every change of the view (store.FollowView: any
+// origin, deletes included) is queued and applied by one goroutine, which
+// loads the view, sets "ready", then applies each batch as it comes and
+// beats the heartbeat every 50ms. The file is 0640 with the socket's
+// group. A shutdown marks it closed (readers: not ready); a write error
+// (a full tmpfs) turns it off with an error log, and the daemon serves on.
 //
 // # Metrics
 //
