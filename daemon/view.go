@@ -127,7 +127,7 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 		}
 	}
 	vm.current = nil
-	vm.beat()
+	vm.beat(t0)
 	vm.w.SetReady(true)
 	vm.log.Info("view file ready", zap.String("view-file", vm.w.Path()), zap.Int("keys", vm.w.Len()),
 		zap.Int("bytes", vm.w.Size()), zap.Duration("took", time.Since(t0)))
@@ -144,6 +144,7 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 		}
 		vm.mu.Lock()
 		batch, vm.pending = vm.pending, batch[:0]
+		taken := time.Now()
 		vm.mu.Unlock()
 		for i := range batch {
 			if err := vm.apply(batch[i]); err != nil {
@@ -153,7 +154,10 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 			}
 			batch[i] = store.ViewChange{} // drop the references to the values
 		}
-		vm.beat()
+		// Every change queued before taken is in the file now: the view is
+		// current as of then (a mirror falling behind shows as an old
+		// heartbeat, and Fresh fails).
+		vm.beat(taken)
 	}
 }
 
@@ -165,11 +169,12 @@ func (vm *viewMirror) apply(c store.ViewChange) error {
 	return vm.w.Put(c.Topic, c.Key, c.Tag, c.Value, st)
 }
 
-func (vm *viewMirror) beat() {
+// beat says the view is current as of asOf.
+func (vm *viewMirror) beat(asOf time.Time) {
 	if vm.members != nil {
 		vm.w.SetCluster(vm.members())
 	}
-	vm.w.Heartbeat(time.Now())
+	vm.w.Heartbeat(asOf)
 }
 
 // fail turns the view off after a write error.

@@ -57,8 +57,9 @@
 //	56     8    arena size
 //	64     8    state: bit 0 ready, bit 1 superseded, bit 2 closed
 //	72     56   zero (the state word has its cache line to itself)
-//	128    8    heartbeat: unix nanoseconds when the writer last said the
-//	            view was current (after each batch, and every 50ms)
+//	128    8    heartbeat: unix nanoseconds up to which the view is known
+//	            current (every change made before it is in the file);
+//	            written after each batch of changes and every 50ms
 //	136    8    writer's process ID
 //	144    8    created: unix nanoseconds
 //	152    40   zero

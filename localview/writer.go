@@ -167,10 +167,12 @@ func (w *Writer) SetCluster(alive, members int) {
 	w.metaDirty = true
 }
 
-// Heartbeat stores now as the time the view was last known current, and
-// publishes the counters and the per-origin HLCs changed since the last
-// call. The daemon calls it after each batch of changes and periodically.
-func (w *Writer) Heartbeat(now time.Time) {
+// Heartbeat stores asOf as the time up to which the view is known to be
+// current (every change made before it is in the file), and publishes the
+// counters and the per-origin HLCs changed since the last call. The
+// daemon calls it after each batch of changes, with the time it took the
+// batch, and every 50ms.
+func (w *Writer) Heartbeat(asOf time.Time) {
 	if w.m == nil {
 		return
 	}
@@ -178,7 +180,7 @@ func (w *Writer) Heartbeat(now time.Time) {
 		w.writeMeta(w.m)
 		w.metaDirty = false
 	}
-	store64(w.m, offHeartbeat, uint64(now.UnixNano()))
+	store64(w.m, offHeartbeat, uint64(asOf.UnixNano()))
 }
 
 // writeMeta writes the fields under the header's seqlock.
