@@ -20,9 +20,12 @@ const viewHeartbeat = 50 * time.Millisecond
 
 // viewMirror keeps the shared view file (--view-file) equal to the store's
 // view. The store calls enqueue under its view lock for every change, from
-// any node; one goroutine (run) owns the localview.Writer and applies the
-// queue in order, so a publish is never held up by the file, even while the
-// writer builds a bigger generation.
+// any node, in the order the view applies them. A change is written to the
+// file right there when nothing is queued and the writer is free (the
+// common case: the value is in the file when the publish returns);
+// otherwise it is queued, and run applies the queue in order. So a publish
+// is never held up by the file, even while the writer builds a bigger
+// generation.
 type viewMirror struct {
 	w       *localview.Writer
 	lock    *os.File // flock held for the daemon's life
@@ -30,6 +33,13 @@ type viewMirror struct {
 	st      *store.Store
 	current iter.Seq[store.ViewChange] // the view as of follow, applied first
 	members func() (alive, known int)  // nil for a lone node
+
+	// wmu owns the Writer. run holds it while it loads the view and while
+	// it drains the queue; enqueue applies a change itself only when it
+	// gets wmu at once (TryLock: it never waits) and the queue is empty.
+	wmu    sync.Mutex
+	direct bool  // the view is loaded and healthy: enqueue may write
+	err    error // a write of enqueue's that failed: run turns the view off
 
 	mu      sync.Mutex
 	pending []store.ViewChange
@@ -86,27 +96,52 @@ func (vm *viewMirror) follow(st *store.Store) {
 	vm.current = st.FollowView(vm.enqueue)
 }
 
-// enqueue is the store's follower: it runs under the view's lock, so it
-// only appends and wakes run.
+// enqueue is the store's follower. It runs under the view's lock, so it
+// never waits: it writes the change itself when it can, or queues it.
 func (vm *viewMirror) enqueue(c store.ViewChange) {
+	if vm.wmu.TryLock() {
+		if vm.direct {
+			vm.mu.Lock()
+			empty := len(vm.pending) == 0
+			vm.mu.Unlock()
+			if empty {
+				// Changes come one at a time (under the view's lock) and
+				// none is queued: this one is next in order.
+				if err := vm.apply(c); err != nil {
+					vm.direct, vm.err = false, err
+					vm.wmu.Unlock()
+					vm.wake()
+					return
+				}
+				vm.wmu.Unlock()
+				return
+			}
+		}
+		vm.wmu.Unlock()
+	}
 	vm.mu.Lock()
 	vm.pending = append(vm.pending, c)
 	first := len(vm.pending) == 1
 	vm.mu.Unlock()
 	if first {
-		select {
-		case vm.kick <- struct{}{}:
-		default:
-		}
+		vm.wake()
 	}
 }
 
-// run loads the view, marks the file ready, then applies the changes as
-// they come and beats the heartbeat, until stop is closed. An error writing
-// the file (a full tmpfs) turns the view off: readers see "not ready" and
-// fall back to the socket; the daemon goes on.
+func (vm *viewMirror) wake() {
+	select {
+	case vm.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run loads the view, marks the file ready, then applies what is queued
+// and beats the heartbeat, until stop is closed. An error writing the file
+// (a full tmpfs) turns the view off: readers see "not ready" and fall back
+// to the socket; the daemon goes on.
 func (vm *viewMirror) run(stop <-chan struct{}) {
 	defer vm.close()
+	vm.wmu.Lock()
 	t0 := time.Now()
 	n := 0
 	var bytes int64
@@ -114,27 +149,33 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 		n++
 		bytes += int64(len(c.Topic) + len(c.Key) + len(c.Tag) + len(c.Value))
 	}
-	if err := vm.w.Reserve(n, bytes); err != nil {
+	err := vm.w.Reserve(n, bytes)
+	for c := range vm.current {
+		if err != nil {
+			break
+		}
+		err = vm.apply(c)
+	}
+	vm.current = nil
+	var batch []store.ViewChange
+	if err == nil {
+		batch, _, err = vm.drain(batch)
+	}
+	if err != nil {
 		vm.fail(err)
+		vm.wmu.Unlock()
 		<-stop
 		return
 	}
-	for c := range vm.current {
-		if err := vm.apply(c); err != nil {
-			vm.fail(err)
-			<-stop
-			return
-		}
-	}
-	vm.current = nil
 	vm.beat(t0)
 	vm.w.SetReady(true)
+	vm.direct = true
 	vm.log.Info("view file ready", zap.String("view-file", vm.w.Path()), zap.Int("keys", vm.w.Len()),
 		zap.Int("bytes", vm.w.Size()), zap.Duration("took", time.Since(t0)))
+	vm.wmu.Unlock()
 
 	tick := time.NewTicker(viewHeartbeat)
 	defer tick.Stop()
-	var batch []store.ViewChange
 	for {
 		select {
 		case <-stop:
@@ -142,22 +183,43 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 		case <-tick.C:
 		case <-vm.kick:
 		}
+		vm.wmu.Lock()
+		var taken time.Time
+		err := vm.err
+		if err == nil {
+			batch, taken, err = vm.drain(batch)
+		}
+		if err != nil {
+			vm.fail(err)
+			vm.wmu.Unlock()
+			<-stop
+			return
+		}
+		// Every change made before taken is in the file now: the view is
+		// current as of then (a mirror falling behind shows as an old
+		// heartbeat, and Fresh fails).
+		vm.beat(taken)
+		vm.wmu.Unlock()
+	}
+}
+
+// drain applies the queue until it is empty and returns when it last
+// found it empty. The caller holds wmu.
+func (vm *viewMirror) drain(batch []store.ViewChange) ([]store.ViewChange, time.Time, error) {
+	for {
 		vm.mu.Lock()
 		batch, vm.pending = vm.pending, batch[:0]
 		taken := time.Now()
 		vm.mu.Unlock()
+		if len(batch) == 0 {
+			return batch, taken, nil
+		}
 		for i := range batch {
 			if err := vm.apply(batch[i]); err != nil {
-				vm.fail(err)
-				<-stop
-				return
+				return batch, taken, err
 			}
 			batch[i] = store.ViewChange{} // drop the references to the values
 		}
-		// Every change queued before taken is in the file now: the view is
-		// current as of then (a mirror falling behind shows as an old
-		// heartbeat, and Fresh fails).
-		vm.beat(taken)
 	}
 }
 
@@ -177,8 +239,9 @@ func (vm *viewMirror) beat(asOf time.Time) {
 	vm.w.Heartbeat(asOf)
 }
 
-// fail turns the view off after a write error.
+// fail turns the view off after a write error. The caller holds wmu.
 func (vm *viewMirror) fail(err error) {
+	vm.direct = false
 	vm.st.FollowView(nil)
 	vm.w.SetReady(false)
 	vm.mu.Lock()
@@ -192,8 +255,11 @@ func (vm *viewMirror) fail(err error) {
 func (vm *viewMirror) close() {
 	vm.closeOnce.Do(func() {
 		if vm.st != nil {
-			vm.st.FollowView(nil)
+			vm.st.FollowView(nil) // returns once no enqueue runs
 		}
+		vm.wmu.Lock()
+		defer vm.wmu.Unlock()
+		vm.direct = false
 		if err := vm.w.Close(); err != nil {
 			vm.log.Warn("closing the view file", zap.Error(err))
 		}
