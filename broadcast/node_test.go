@@ -507,11 +507,12 @@ func TestLateJoinerAfterRecycling(t *testing.T) {
 	c.waitConverged(10 * time.Second)
 	// The counter moves just after the store took the snapshot, which is
 	// what convergence saw.
-	for deadline := time.Now().Add(2 * time.Second); late.n.Bootstraps() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the late node converged without a bootstrap: the test did not test it")
+	testkit.Until(t, 2*time.Second, "the late node's bootstrap", func() string {
+		if late.n.Bootstraps() == 0 {
+			return "the late node converged without a bootstrap: the test did not test it"
 		}
-	}
+		return ""
+	})
 	if late.st.Stats().Keys != 300 {
 		t.Fatalf("late node has %d keys, want 300", late.st.Stats().Keys)
 	}
@@ -539,26 +540,25 @@ func TestTamperedFrameRefused(t *testing.T) {
 	c.net.mu.Unlock()
 
 	publish(t, a, "sku-1", string(genuine))
-	for deadline := time.Now().Add(10 * time.Second); tampered.Load() == 0 || b.n.BadFrames() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s: %d records forged on the way, %d bad frames refused by %s", tampered.Load(), b.n.BadFrames(), b.name)
+	testkit.Until(t, 10*time.Second, "a forged record refused", func() string {
+		if tampered.Load() == 0 || b.n.BadFrames() == 0 {
+			return fmt.Sprintf("%d records forged on the way, %d bad frames refused by %s", tampered.Load(), b.n.BadFrames(), b.name)
 		}
-	}
+		return ""
+	})
 	if e, ok := b.st.Get("prices", "sku-1"); ok && bytes.Equal(e.Value, forged) {
 		t.Fatalf("%s applied the forged record", b.name)
 	}
 	// The connection was dropped: a's link dials b again.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	testkit.Until(t, 10*time.Second, "the link to be dialed again", func() string {
 		c.net.mu.Lock()
 		dials := len(c.net.conns[[2]string{a.name, b.n.Addr()}])
 		c.net.mu.Unlock()
-		if dials >= 2 {
-			break
+		if dials < 2 {
+			return fmt.Sprintf("%s's link to %s was not dropped after the bad frame (%d dials)", a.name, b.name, dials)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s's link to %s was not dropped after the bad frame (%d dials)", a.name, b.name, dials)
-		}
-	}
+		return ""
+	})
 
 	c.net.mu.Lock()
 	c.net.tamper = nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net/http"
 	"net/url"
@@ -437,19 +438,15 @@ func TestSubscribe(t *testing.T) {
 			}
 		}
 		// The cursor follows the written lines.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		testkit.Until(t, 5*time.Second, "the cursor to follow the lines", func() string {
 			r := td.do("GET", "/v1/cursors/worker", nil)
 			var c cursorAnswer
 			_ = json.Unmarshal(r.body, &c)
-			if c.Topic == "t" && c.Offset >= 3 {
-				break
+			if c.Topic != "t" || c.Offset < 3 {
+				return "cursor did not advance: " + string(r.body)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cursor did not advance: %s", r.body)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return ""
+		})
 		s.close()
 		// Move the cursor back by hand; a new stream without from resumes there.
 		td.do("POST", "/v1/cursors/worker", strings.NewReader(`{"topic":"t","offset":5}`))
@@ -489,13 +486,12 @@ func TestSubscribeBackpressure(t *testing.T) {
 		}
 	}
 	// The reader really was stalled: its buffer is full.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(s.lines) < cap(s.lines) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream's reader holds %d lines; the test wants it full (%d)", len(s.lines), cap(s.lines))
+	testkit.Until(t, 5*time.Second, "the stalled reader's buffer to fill", func() string {
+		if len(s.lines) < cap(s.lines) {
+			return fmt.Sprintf("the stream's reader holds %d lines; the test wants it full (%d)", len(s.lines), cap(s.lines))
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ""
+	})
 	for i := range n {
 		if m := s.next(); m["offset"] != float64(i) {
 			t.Fatalf("line %d: %v", i, m["offset"])

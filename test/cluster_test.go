@@ -715,7 +715,7 @@ func TestClusterGarbageDataPort(t *testing.T) {
 			t.Errorf("%s: a kept the connection", r.name)
 		}
 		conn.Close()
-		if !logGrows(a, "refused a data connection", refused) {
+		if !logGrows(t, a, "refused a data connection", refused) {
 			t.Errorf("%s: a did not log the refusal", r.name)
 		}
 	}
@@ -780,7 +780,7 @@ func TestClusterGarbageDataPort(t *testing.T) {
 			t.Errorf("%s: a closed the connection: %v, want %v", f.name, got, f.close)
 		}
 		conn.Close()
-		if f.close && !logGrows(a, "closing a data connection on", bad) {
+		if f.close && !logGrows(t, a, "closing a data connection on", bad) {
 			t.Errorf("%s: a did not log why it closed the connection", f.name)
 		}
 	}
@@ -814,15 +814,13 @@ func TestClusterGarbageDataPort(t *testing.T) {
 
 // logGrows reports whether n's log holds substr more than before times,
 // waiting a little for the log to come through its pipe.
-func logGrows(n *clusterNode, substr string, before int) bool {
-	deadline := time.Now().Add(2 * time.Second)
-	for n.CountLog(substr) <= before {
-		if time.Now().After(deadline) {
-			return false
+func logGrows(t *testing.T, n *clusterNode, substr string, before int) bool {
+	return testkit.Poll(t, 2*time.Second, func() string {
+		if n.CountLog(substr) <= before {
+			return "not yet"
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+		return ""
+	}) == ""
 }
 
 // pullPayload is a pull frame's payload: origin, from, to.

@@ -2,6 +2,7 @@ package test
 
 import (
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"net"
 	"os"
 	"os/exec"
@@ -151,13 +152,9 @@ func TestErrorCodes(t *testing.T) {
 			if err := n.Signal(syscall.SIGHUP); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for n.CountLog(`"msg":"reloaded"`) == before {
-				if time.Now().After(deadline) {
-					t.Fatal("no reload logged 5s after SIGHUP")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			testkit.Eventually(t, 5*time.Second, "a reload logged after SIGHUP", func() bool {
+				return n.CountLog(`"msg":"reloaded"`) != before
+			})
 		}
 		// The caller is another user (root, which runs the tests, is
 		// always admin): the socket is opened to it.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"net"
 	"net/http"
 	"os"
@@ -511,17 +512,13 @@ func TestRoutes(t *testing.T) {
 		}
 		readEvents(t, sub, published)
 		sub.Close()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		testkit.Until(t, 5*time.Second, "the auto-acked cursor", func() string {
 			cur, err = c.GetCursor(ctx, "auto-1")
-			if err == nil && cur.Offset == uint64(published) {
-				break
+			if err != nil || cur.Offset != uint64(published) {
+				return fmt.Sprintf("%+v %v; want offset %d", cur, err, published)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("auto-acked cursor: %+v %v; want offset %d", cur, err, published)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return ""
+		})
 	})
 
 	t.Run("status counts", func(t *testing.T) {
