@@ -156,8 +156,9 @@ type Gossip struct {
 }
 
 type entry struct {
-	m     Member
-	since time.Time // of the last state change
+	m       Member
+	since   time.Time // of the last state change
+	leaving bool      // its metadata says it is leaving (Leave has begun)
 }
 
 // New checks cfg, binds the gossip port and starts memberlist. It does not
@@ -548,6 +549,11 @@ func (g *Gossip) DroppedEvents() uint64 {
 // answering gossip until Shutdown; call Shutdown next. Calling Leave again
 // is a no-op; after Shutdown it returns ErrShutdown. Safe for concurrent
 // use; Shutdown waits for a Leave in progress.
+//
+// Only a live peer (alive, not leaving itself) can confirm a leave: when
+// none is left, as when a whole cluster is stopped at once, Leave sends
+// its messages without waiting for them, and it stops waiting as soon as
+// the last live peer is gone (checked between rounds of the first step).
 func (g *Gossip) Leave(timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -556,6 +562,9 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	defer g.life.Unlock()
 	if g.shut {
 		return ErrShutdown
+	}
+	if g.left {
+		return nil // memberlist must not be asked again: it may have forgotten this node
 	}
 	g.mu.Lock()
 	g.local.State = StateLeft
@@ -566,10 +575,15 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	leaving.Leaving = true
 	meta, _ := EncodeMeta(leaving) // checked in New
 	g.meta.Store(&meta)
-	if err := g.ml.UpdateNode(timeout / 2); err != nil {
+	if err := g.announceLeaving(start.Add(timeout / 2)); err != nil {
 		// The leave itself still goes out; a member that missed the flag
 		// reports a failure instead.
 		g.log.Warn("leaving flag not confirmed", zap.Duration("timeout", timeout/2), zap.Error(err))
+	}
+	if !g.anyLivePeer() {
+		_ = g.ml.Leave(time.Millisecond) // sent all the same, for anyone still listening
+		g.log.Info("left the cluster; no live peer to confirm it", zap.Duration("took", time.Since(start)))
+		return nil
 	}
 	if err := g.ml.Leave(max(timeout-time.Since(start), time.Millisecond)); err != nil {
 		g.log.Warn("leave not confirmed", zap.Duration("timeout", timeout), zap.Error(err))
@@ -577,6 +591,39 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	}
 	g.log.Info("left the cluster", zap.Duration("took", time.Since(start)))
 	return nil
+}
+
+// announceLeaving gossips the Leaving flag until memberlist has sent it
+// its full number of times, or no live peer remains, or deadline. A wait
+// in memberlist cannot be cut short, so it waits in rounds, from 250ms
+// doubling (a round too short for the gossip to finish is tried again
+// longer), and looks for a live peer between them.
+func (g *Gossip) announceLeaving(deadline time.Time) error {
+	round := 250 * time.Millisecond
+	for {
+		if !g.anyLivePeer() {
+			return g.ml.UpdateNode(time.Millisecond) // queued all the same; nobody to wait for
+		}
+		wait := min(round, time.Until(deadline))
+		err := g.ml.UpdateNode(max(wait, time.Millisecond))
+		if err == nil || wait < round {
+			return err
+		}
+		round *= 2
+	}
+}
+
+// anyLivePeer says whether another member is alive and not leaving: one
+// that can take and pass on this node's leave.
+func (g *Gossip) anyLivePeer() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.members {
+		if e.m.State == StateAlive && !e.leaving {
+			return true
+		}
+	}
+	return false
 }
 
 // Shutdown stops gossip: listeners closed, timers stopped, Join attempts
@@ -797,12 +844,13 @@ func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 		return
 	}
 	if e, known := g.members[m.Name]; known && e.m == m {
-		if leaving {
+		if leaving && !e.leaving {
 			g.log.Info("member leaving", zap.String("member", m.Name), zap.String("addr", m.Addr))
 		}
+		e.leaving = leaving
 		return
 	}
-	g.members[m.Name] = &entry{m: m, since: time.Now()}
+	g.members[m.Name] = &entry{m: m, since: time.Now(), leaving: leaving}
 	g.log.Info("member updated", zap.String("member", m.Name), zap.String("addr", m.Addr),
 		zap.String("data-addr", m.DataAddr))
 	g.emitLocked(Event{Type: EventUpdated, Member: m})

@@ -280,6 +280,35 @@ func TestGracefulLeave(t *testing.T) {
 	}
 }
 
+// A whole cluster stopped at once: each node leaves and shuts down at
+// the same moment, so the last one has nobody to confirm its leave. No
+// node may wait its timeout (40s here) for it: each returns within bound.
+func TestLeaveAllAtOnce(t *testing.T) {
+	leakCheck(t)
+	nodes := cluster(t, 3, nil)
+	done := make(chan string, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			if err := n.Leave(40 * time.Second); err != nil {
+				t.Errorf("%s: Leave: %v", n.cfg.NodeName, err)
+			}
+			if err := n.Shutdown(); err != nil {
+				t.Errorf("%s: Shutdown: %v", n.cfg.NodeName, err)
+			}
+			done <- n.cfg.NodeName
+		}()
+	}
+	deadline := time.After(bound)
+	for range nodes {
+		select {
+		case name := <-done:
+			t.Logf("%s left and stopped", name)
+		case <-deadline:
+			t.Fatalf("a node still waits for a leave nobody can confirm after %s", bound)
+		}
+	}
+}
+
 func TestFailureDetected(t *testing.T) {
 	leakCheck(t)
 	nodes := cluster(t, 3, nil)

@@ -139,3 +139,28 @@ func TestClusterSIGSTOPOneNode(t *testing.T) {
 	waitClusterUp(t, nodes, namesOf(nodes), true, 30*time.Second)
 	stopAll(nodes)
 }
+
+// TestClusterStopAllAtOnce stops every node of three with SIGTERM at the
+// same moment (a fleet-wide stop): nobody is left to confirm a leave, so
+// no node may wait its --shutdown-timeout (30s here) for one. Each must
+// exit 0 well within it.
+func TestClusterStopAllAtOnce(t *testing.T) {
+	nodes := startClusterNodes(t, threeNodes("--shutdown-timeout", "30s"))
+	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
+	start := time.Now()
+	for _, n := range nodes {
+		if err := n.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		st, err := n.Wait(15 * time.Second)
+		if err != nil {
+			t.Fatalf("%v: waiting for a leave nobody can confirm", err)
+		}
+		if !st.Success() {
+			t.Fatalf("%s: %v, want exit status 0", n.Name, st)
+		}
+		t.Logf("%s exited %v after the SIGTERM", n.Name, time.Since(start).Round(time.Millisecond))
+	}
+}
