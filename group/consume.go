@@ -193,6 +193,11 @@ type group struct {
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	// ctx is cancelled by shutdown: the group's writes (commits, claims,
+	// dead letters) give up their wait for the replica then, so that a
+	// stop is not held up by one.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 type timeoutEntry struct {
@@ -212,6 +217,7 @@ func newGroup(m *Manager, topic, name string, tags []string) *group {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for i := range g.passed {
 		g.passed[i] = vector{}
 	}
@@ -295,8 +301,12 @@ func (g *group) shutdown() {
 		mb.signal()
 	}
 	g.mu.Unlock()
+	g.cancel()
 	close(g.stop)
 	<-g.done
+	// The last write is the stop's own, so the stop does not cancel it;
+	// Config.Write bounds its wait (the daemon waits for its replica at
+	// most --replica-timeout).
 	g.commit(context.Background(), nil, true)
 }
 
@@ -382,7 +392,7 @@ func (g *group) run() {
 			next = drainNext
 		}
 		if now.Sub(lastCommit) >= g.m.cfg.CommitInterval {
-			g.commit(context.Background(), nil, false)
+			g.commit(g.ctx, nil, false)
 			lastCommit = now
 		}
 		wait := g.m.cfg.CommitInterval
@@ -607,7 +617,7 @@ func (g *group) bury(dead []*flight) {
 		}
 		msgs = append(msgs, store.Message{Topic: DeadLetterTopic(g.topic, g.name), Key: dl.ID, Tag: dl.Tag, Value: b})
 	}
-	err := g.m.write(context.Background(), msgs)
+	err := g.m.write(g.ctx, msgs)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err != nil {
@@ -838,7 +848,7 @@ func (g *group) rebalance(want []int, nodes int, alive map[uint64]bool) {
 	msgs, qs := g.positionsLocked(gained, false) // the claims
 	g.mu.Unlock()
 	g.signal()
-	if err := g.writePositions(context.Background(), msgs, qs); err != nil {
+	if err := g.writePositions(g.ctx, msgs, qs); err != nil {
 		g.m.log.Warn("writing the claims of queues taken over", zap.String("topic", g.topic), zap.String("group", g.name), zap.Error(err))
 	}
 }
@@ -897,7 +907,7 @@ func (g *group) drainedLocked(now time.Time) (done []*queue, next time.Time) {
 // handOver writes the drained queues' positions with no owner, then drops
 // them.
 func (g *group) handOver(qs []*queue) {
-	g.commit(context.Background(), qs, true)
+	g.commit(g.ctx, qs, true)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, q := range qs {

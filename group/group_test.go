@@ -762,3 +762,56 @@ func TestFailedAttemptsOutliveTheOwner(t *testing.T) {
 	})
 	none(t, mb, 200*time.Millisecond)
 }
+
+// TestStopCancelsAPendingWrite: a group's write that waits (for a replica
+// that does not answer, say) gives up when the group stops, instead of
+// holding the stop up; the final write of the positions still lands.
+func TestStopCancelsAPendingWrite(t *testing.T) {
+	var blocking atomic.Bool
+	blocking.Store(true)
+	entered := make(chan struct{}, 1)
+	cancelled := make(chan struct{}, 1)
+	r := newRig(t, func(c *Config) {
+		write := c.Write
+		c.Write = func(ctx context.Context, msgs []store.Message) error {
+			if msgs[0].Topic == OffsetsTopic && blocking.CompareAndSwap(true, false) {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				select {
+				case <-ctx.Done():
+					cancelled <- struct{}{}
+					return ctx.Err()
+				case <-time.After(30 * time.Second): // without a cancel: far past the test's wait
+				}
+			}
+			return write(ctx, msgs)
+		}
+	})
+	mb, err := r.m.Join("t", "g", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.publish("t", "k", "v", "")
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no positions written")
+	}
+	stopped := make(chan struct{})
+	go func() {
+		mb.Close() // the last member: the group stops
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the group's stop waits for a write it should have cancelled")
+	}
+	select {
+	case <-cancelled:
+	default:
+		t.Fatal("the pending write was not cancelled")
+	}
+}
