@@ -1,16 +1,21 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/cachecast/cachecast/internal/testkit"
@@ -216,5 +221,89 @@ func TestClusterWithoutKeyStaysOnLoopback(t *testing.T) {
 		if warned == withKey {
 			t.Errorf("with a key %v: warned of no key: %v", withKey, warned)
 		}
+	}
+}
+
+// silentSeed is a gossip seed that takes TCP connections and never
+// answers: a join to it lasts the whole --join-timeout. accepted is
+// signalled at each connection.
+func silentSeed(t *testing.T) (addr string, accepted <-chan struct{}) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{}, 16)
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().String(), ch
+}
+
+// A stop during the first join (Close, or SIGTERM from systemd) shuts the
+// daemon down at once instead of after --join-timeout.
+func TestStopDuringFirstJoin(t *testing.T) {
+	for _, how := range []string{"close", "sigterm"} {
+		t.Run(how, func(t *testing.T) {
+			seed, accepted := silentSeed(t)
+			c := clusterConfig(t, "joiner", []string{seed})
+			c.JoinTimeout = time.Minute
+			d, err := New(c, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runErr := make(chan error, 1)
+			go func() { runErr <- d.Run(context.Background()) }()
+			select {
+			case <-accepted:
+			case <-time.After(10 * time.Second):
+				d.Close()
+				t.Fatal("the join never reached the seed")
+			}
+			if d.ready.Load() {
+				t.Fatal("ready before the first join ended")
+			}
+			switch how {
+			case "close":
+				go d.Close()
+			case "sigterm":
+				if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case err := <-runErr:
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Run still waits for the join 10s after the %s (--join-timeout 1m)", how)
+			}
+			d.Close()
+		})
 	}
 }

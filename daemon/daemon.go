@@ -291,40 +291,53 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.wg.Go(func() { d.view.run(d.stopLoops) })
 	}
 
-	if d.cluster != nil {
+	// The first join is waited for (READY=1 follows it), but a stop is
+	// heard meanwhile: a SIGTERM or Close during the join timeout shuts
+	// down at once.
+	joined := make(chan struct{})
+	if d.cluster == nil {
+		close(joined)
+	} else {
 		d.notify("STATUS=joining the cluster")
 		d.cluster.start()
-		select {
-		case <-d.cluster.joined:
-		case <-ctx.Done():
-		}
+		joined = d.cluster.joined
 	}
+	stop, runErr := d.waitForStop(ctx, sigc, errc, joined)
+	if !stop {
+		d.ready.Store(true)
+		d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
+		d.log.Info("serving",
+			zap.String("socket", d.cfg.Socket),
+			zap.String("redis-socket", d.RedisSocketPath()),
+			zap.String("redis-addr", d.RedisAddr()),
+			zap.String("metrics-addr", d.MetricsAddr()),
+			zap.String("node", d.cfg.NodeName),
+			zap.String("flush", d.cfg.Flush),
+			zap.String("version", Version))
+		_, runErr = d.waitForStop(ctx, sigc, errc, nil)
+	}
+	d.closeErr = d.shutdown()
+	return errors.Join(runErr, d.closeErr)
+}
 
-	d.ready.Store(true)
-	d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
-	d.log.Info("serving",
-		zap.String("socket", d.cfg.Socket),
-		zap.String("redis-socket", d.RedisSocketPath()),
-		zap.String("redis-addr", d.RedisAddr()),
-		zap.String("metrics-addr", d.MetricsAddr()),
-		zap.String("node", d.cfg.NodeName),
-		zap.String("flush", d.cfg.Flush),
-		zap.String("version", Version))
-
-	var runErr error
-loop:
+// waitForStop serves signals (SIGHUP reloads) until a stop comes (ctx
+// done, Close, SIGTERM or SIGINT, a server loop's error: stop is true,
+// with that error) or until is closed (stop is false). A nil until waits
+// for the stop alone.
+func (d *Daemon) waitForStop(ctx context.Context, sigc <-chan os.Signal, errc <-chan error, until <-chan struct{}) (stop bool, err error) {
 	for {
 		select {
+		case <-until:
+			return false, nil
 		case <-ctx.Done():
 			d.log.Info("shutting down", zap.String("reason", "context done"))
-			break loop
+			return true, nil
 		case <-d.exit:
 			d.log.Info("shutting down", zap.String("reason", "close"))
-			break loop
+			return true, nil
 		case err := <-errc:
 			d.log.Error("shutting down", zap.Error(err))
-			runErr = err
-			break loop
+			return true, err
 		case s := <-sigc:
 			if s == syscall.SIGHUP {
 				if err := d.Reload(); err != nil {
@@ -333,11 +346,9 @@ loop:
 				continue
 			}
 			d.log.Info("shutting down", zap.String("reason", s.String()))
-			break loop
+			return true, nil
 		}
 	}
-	d.closeErr = d.shutdown()
-	return errors.Join(runErr, d.closeErr)
 }
 
 // Close shuts the daemon down: it ends Run and waits for it, or, if Run was
