@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -597,4 +599,223 @@ func TestRedisMetricsAndStatus(t *testing.T) {
 	if st.Redis.Socket != td.d.RedisSocketPath() || st.Redis.TrackingClients < 1 || st.Redis.Invalidations != 1 || st.Redis.Connections < 2 {
 		t.Fatalf("status redis: %+v", *st.Redis)
 	}
+}
+
+// invalidations collects the keys a rueidis client is told about.
+type invalidations struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (iv *invalidations) add(ms []rueidis.RedisMessage) {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	for _, m := range ms {
+		s, _ := m.ToString()
+		iv.keys = append(iv.keys, s)
+	}
+}
+
+func (iv *invalidations) has(key string) bool {
+	iv.mu.Lock()
+	defer iv.mu.Unlock()
+	return slices.Contains(iv.keys, key)
+}
+
+// TestRedisTrackingModes: BCAST with PREFIX, NOLOOP, and the RESP2
+// redirect to __redis__:invalidate.
+func TestRedisTrackingModes(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	ctx := context.Background()
+	writer := goRedis(t, td, 3)
+
+	t.Run("BCAST PREFIX", func(t *testing.T) {
+		var iv invalidations
+		rueidisClient(t, td, rueidis.ClientOption{ClientTrackingOptions: []string{"BCAST", "PREFIX", "bc:"},
+			OnInvalidations: iv.add, DisableAutoPipelining: true})
+		waitFor(t, "the BCAST client tracks", func() bool { return td.d.redis.Stats().TrackingClients >= 1 })
+		noErr(t, writer.Set(ctx, "other:y", "1", 0).Err())
+		noErr(t, writer.Set(ctx, "bc:x", "1", 0).Err())
+		waitFor(t, "bc:x invalidated", func() bool { return iv.has("bc:x") })
+		if iv.has("other:y") {
+			t.Fatal("a key outside the prefix was invalidated")
+		}
+	})
+
+	t.Run("NOLOOP", func(t *testing.T) {
+		// A raw RESP3 connection: a library may send its writes on
+		// another connection than its cached reads.
+		nc, err := net.Dial("unix", td.d.RedisSocketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(nc)
+		send := func(args ...string) any {
+			t.Helper()
+			var b strings.Builder
+			fmt.Fprintf(&b, "*%d\r\n", len(args))
+			for _, a := range args {
+				fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+			}
+			if _, err := io.WriteString(nc, b.String()); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				v := must(readRESP(r))
+				if p, ok := v.(push); ok {
+					t.Fatalf("push %v before the answer to %v", p, args)
+				}
+				return v
+			}
+		}
+		// Keys nobody wrote yet (a missing key is tracked too), so that no
+		// earlier write's invalidation can arrive late.
+		send("HELLO", "3")
+		send("CLIENT", "TRACKING", "ON", "NOLOOP")
+		send("GET", "nl:own")
+		send("GET", "nl:other")
+		// Its own write is not sent back to it; another client's is.
+		if v := send("SET", "nl:own", "1"); v != "OK" {
+			t.Fatalf("SET: %v", v)
+		}
+		noErr(t, writer.Set(ctx, "nl:other", "1", 0).Err())
+		v := must(readRESP(r))
+		if p, ok := v.(push); !ok || fmt.Sprint(p) != "[invalidate [nl:other]]" {
+			t.Fatalf("after its own write and another's: %v, want the invalidation of nl:other only", v)
+		}
+	})
+
+	t.Run("RESP2 redirect", func(t *testing.T) {
+		rc := goRedis(t, td, 2)
+		sub := rc.Subscribe(ctx, "__redis__:invalidate")
+		defer sub.Close()
+		must(sub.Receive(ctx))
+		// The subscriber's id: the connection that is subscribed.
+		var subID int64
+		for _, line := range strings.Split(must(writer.ClientList(ctx).Result()), "\n") {
+			if strings.Contains(line, " sub=1 ") {
+				subID = must(strconv.ParseInt(strings.TrimPrefix(strings.Fields(line)[0], "id="), 10, 64))
+			}
+		}
+		if subID == 0 {
+			t.Fatal("no subscribed connection in CLIENT LIST")
+		}
+		tracked := rc.Conn()
+		defer tracked.Close()
+		wantErr(t, "tracking without REDIRECT", tracked.Do(ctx, "CLIENT", "TRACKING", "ON").Err(), "needs REDIRECT")
+		noErr(t, tracked.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", subID).Err())
+		noErr(t, writer.Set(ctx, "r2:k", "0", 0).Err())
+		must(tracked.Get(ctx, "r2:k").Result())
+		noErr(t, writer.Set(ctx, "r2:k", "1", 0).Err())
+		m := must(sub.ReceiveMessage(ctx))
+		if m.Channel != "__redis__:invalidate" || !slices.Equal(m.PayloadSlice, []string{"r2:k"}) {
+			t.Fatalf("invalidation %+v", m)
+		}
+		// Without its redirect target the tracking client could go stale:
+		// it is disconnected.
+		before := td.d.redis.Stats().SlowDisconnects
+		sub.Close()
+		waitFor(t, "the orphaned tracking client is disconnected", func() bool { return td.d.redis.Stats().SlowDisconnects > before })
+	})
+}
+
+// TestRedisWaitAndSyncReplication: WAIT answers 1 once the replica holds
+// the connection's last write; under --replication=sync without a replica
+// a write answers NOREPLICAS and still stands.
+func TestRedisWaitAndSyncReplication(t *testing.T) {
+	ds := startCluster(t, 2, nil)
+	ctx := context.Background()
+	rc := goRedis(t, ds[0], 3)
+	noErr(t, rc.Set(ctx, "w:k", "v", 0).Err())
+	if n := must(rc.Wait(ctx, 1, 5*time.Second).Result()); n != 1 {
+		t.Fatalf("WAIT 1 5000 after a write in a 2-node cluster: %d", n)
+	}
+	if n := must(rc.Wait(ctx, 0, 0).Result()); n != 1 {
+		t.Fatalf("WAIT 0 0: %d", n)
+	}
+
+	c := clusterConfig(t, "alone", nil)
+	c.Replication = "sync"
+	alone := startDaemon(t, c)
+	ac := goRedis(t, alone, 3)
+	wantErr(t, "sync write without a replica", ac.Set(ctx, "s:k", "v", 0).Err(), "NOREPLICAS", "stored on this node", "replica_unavailable")
+	if v := must(ac.Get(ctx, "s:k").Result()); v != "v" {
+		t.Fatalf("the unconfirmed write does not stand: %q", v)
+	}
+	if n := must(ac.Wait(ctx, 1, 10*time.Millisecond).Result()); n != 0 {
+		t.Fatalf("WAIT without a replica: %d", n)
+	}
+}
+
+// TestRedisTCP: --redis-addr serves the same commands over loopback TCP.
+func TestRedisTCP(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	td := startDaemon(t, cfg)
+	rc := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr()})
+	defer rc.Close()
+	ctx := context.Background()
+	noErr(t, rc.Set(ctx, "tcp:k", "v", 0).Err())
+	if v := must(rc.Get(ctx, "tcp:k").Result()); v != "v" {
+		t.Fatalf("GET over TCP: %q", v)
+	}
+}
+
+// push is a RESP3 push as readRESP returns it.
+type push []any
+
+// readRESP reads one RESP2 or RESP3 value: strings, errors (as error),
+// integers, nil, arrays and maps (as []any), pushes (as push).
+func readRESP(r *bufio.Reader) (any, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
+		return nil, fmt.Errorf("bad line %q", line)
+	}
+	body := line[1 : len(line)-2]
+	switch line[0] {
+	case '+':
+		return body, nil
+	case '-':
+		return nil, errors.New(body)
+	case ':':
+		return strconv.ParseInt(body, 10, 64)
+	case '_':
+		return nil, nil
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil || n < 0 {
+			return nil, err
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, err
+		}
+		return string(b[:n]), nil
+	case '*', '%', '>':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return nil, err
+		}
+		if line[0] == '%' {
+			n *= 2
+		}
+		out := make([]any, 0, max(n, 0))
+		for range n {
+			v, err := readRESP(r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v)
+		}
+		if line[0] == '>' {
+			return push(out), nil
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("unknown type %q", line[0])
 }

@@ -502,9 +502,13 @@ type redisErrorer interface{ RedisError() string }
 // write may wait for the disk or the replica; pushes go on). false when
 // it answered an error.
 func (c *conn) publish(msgs []store.Message) bool {
+	noloop := c.s.track.beginWrite(c)
 	c.mu.Unlock()
 	w, err := c.s.node.Publish(c.s.ctx, c.nc, msgs)
 	c.mu.Lock()
+	if noloop {
+		c.s.track.endWrite(c.s, c, err == nil, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
+	}
 	if err != nil {
 		var re redisErrorer
 		if errors.As(err, &re) {
@@ -515,7 +519,6 @@ func (c *conn) publish(msgs []store.Message) bool {
 		return false
 	}
 	c.lastWrite = w.Seq
-	c.s.track.ownWrite(c, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
 	if w.Unconfirmed != "" {
 		c.err("NOREPLICAS stored on this node but not confirmed by the replica (" + w.Unconfirmed +
 			", --replication=sync); it reaches the other nodes by fan-out and anti-entropy; WAIT 1 <ms> waits for the replica")

@@ -25,6 +25,17 @@ type trackEntry struct {
 	names    map[string]bool // default mode: the keys it may have cached
 	own      [16][3]uint64   // NOLOOP: recent writes (origin, first, last seq)
 	ownNext  int
+	// NOLOOP: while one of its writes is in flight (its seqs not known
+	// yet), the invalidations of this node's changes wait in deferred,
+	// to be sent unless they turn out to be its own.
+	inflight int
+	deferred []deferredInvalidation
+}
+
+// deferredInvalidation is an invalidation held for a NOLOOP client.
+type deferredInvalidation struct {
+	origin, seq uint64
+	names       []string
 }
 
 // tracker holds the client-side caching tables: which connection may
@@ -135,17 +146,55 @@ func (t *tracker) dropConn(s *Server, c *conn) {
 	}
 }
 
-// ownWrite remembers a write of c for NOLOOP.
-func (t *tracker) ownWrite(c *conn, origin, first, last uint64) {
+// beginWrite marks a write of c in flight, for NOLOOP: true when
+// endWrite must follow.
+func (t *tracker) beginWrite(c *conn) bool {
 	if t.active.Load() == 0 {
-		return
+		return false
 	}
 	t.mu.Lock()
-	if e := t.clients[c]; e != nil && e.noloop {
+	defer t.mu.Unlock()
+	e := t.clients[c]
+	if e == nil || !e.noloop {
+		return false
+	}
+	e.inflight++
+	return true
+}
+
+// endWrite remembers the write of c that began with beginWrite (ok: it
+// was stored, with seqs first to last of origin) and sends the held
+// invalidations that were not its own.
+func (t *tracker) endWrite(s *Server, c *conn, ok bool, origin, first, last uint64) {
+	t.mu.Lock()
+	e := t.clients[c]
+	if e == nil {
+		t.mu.Unlock()
+		return
+	}
+	if ok {
 		e.own[e.ownNext] = [3]uint64{origin, first, last}
 		e.ownNext = (e.ownNext + 1) % len(e.own)
 	}
+	e.inflight--
+	var send []string
+	if e.inflight == 0 {
+		for _, d := range e.deferred {
+			if !e.wrote(d.origin, d.seq) {
+				send = append(send, d.names...)
+			}
+		}
+		e.deferred = nil
+	}
+	dest := c
+	if e.redirect != nil {
+		dest = e.redirect
+	}
 	t.mu.Unlock()
+	if len(send) > 0 {
+		dest.push(invalidateFrame(dest.protoNow(), send))
+		s.stats.invalidations.Add(int64(len(send)))
+	}
 }
 
 func (e *trackEntry) wrote(origin, seq uint64) bool {
@@ -169,6 +218,15 @@ func (t *tracker) invalidate(s *Server, ch *Change, names []string) {
 	}
 	var targets map[*conn]*target
 	add := func(c *conn, e *trackEntry, n string) {
+		if e.inflight > 0 {
+			// Maybe its own write: decided when the write returns.
+			if l := len(e.deferred); l > 0 && e.deferred[l-1].seq == ch.Seq && e.deferred[l-1].origin == ch.Origin {
+				e.deferred[l-1].names = append(e.deferred[l-1].names, n)
+			} else {
+				e.deferred = append(e.deferred, deferredInvalidation{origin: ch.Origin, seq: ch.Seq, names: []string{n}})
+			}
+			return
+		}
 		if targets == nil {
 			targets = map[*conn]*target{}
 		}

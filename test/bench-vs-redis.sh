@@ -20,7 +20,7 @@ make -s build
 	--flush async --log-level warn --max-connections 4096 2>"$work/cachecastd.log" &
 redis-server --unixsocket "$work/redis.sock" --port 0 --save "" --appendonly no \
 	--daemonize no --loglevel warning >"$work/redis.log" 2>&1 &
-for _ in $(seq 100); do [ -S "$work/cc.sock" ] && [ -S "$work/redis.sock" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ -S "$work/cc.sock" ] && [ -S "$work/cc-redis.sock" ] && [ -S "$work/redis.sock" ] && break; sleep 0.1; done
 
 cc() { ./bin/cachecast --socket "$work/cc.sock" bench --size "$SIZE" --keys 10000 "$@" 2>/dev/null; }
 rb() { redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -q "$@" | tr "\r" "\n" | grep "per second"; }
@@ -34,3 +34,24 @@ echo "== cachecast, GET, 16 connections"; cc --count "$N" --conns 16 --mode get
 echo "== redis, SET and GET, 1 connection, no pipelining";   rb -t set,get -n "$N" -c 1
 echo "== redis, SET and GET, 16 connections, no pipelining"; rb -t set,get -n "$N" -c 16
 echo "== redis, SET, pipelined 1000, 4 connections";        rb -t set -n $((N * 10)) -c 4 -P 1000
+
+# The Redis front door against redis-server, redis-benchmark on both sockets in
+# turn: GET, SET and MGET (10 keys) of 100-byte values over 10,000 keys
+# (key:__rand_int__ is topic "key" here), 1 connection, 50, and 50 pipelining 16.
+# The keys are written first so that GET and MGET hit.
+MGET="MGET$(printf ' key:__rand_int__%.0s' $(seq 10))"
+rbs() {
+	sock=$1
+	shift
+	redis-benchmark -s "$sock" -d "$SIZE" -r 10000 -q "$@" -t set,get | tr "\r" "\n" | grep "per second"
+	# shellcheck disable=SC2086
+	redis-benchmark -s "$sock" -d "$SIZE" -r 10000 -q "$@" $MGET | tr "\r" "\n" | grep "per second" | sed 's/^MGET .*__: /MGET (10 keys): /'
+}
+redis-benchmark -s "$work/cc-redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
+redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
+for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
+	# shellcheck disable=SC2086
+	echo "== cachecast's Redis socket, $opts"; rbs "$work/cc-redis.sock" -n "$N" $opts
+	# shellcheck disable=SC2086
+	echo "== redis-server, $opts";             rbs "$work/redis.sock" -n "$N" $opts
+done
