@@ -633,10 +633,10 @@ func TestRedisTrackingModes(t *testing.T) {
 		var iv invalidations
 		rueidisClient(t, td, rueidis.ClientOption{ClientTrackingOptions: []string{"BCAST", "PREFIX", "bc:"},
 			OnInvalidations: iv.add, DisableAutoPipelining: true})
-		waitFor(t, "the BCAST client tracks", func() bool { return td.d.redis.Stats().TrackingClients >= 1 })
+		testkit.Eventually(t, 5*time.Second, "the BCAST client tracks", func() bool { return td.d.redis.Stats().TrackingClients >= 1 })
 		noErr(t, writer.Set(ctx, "other:y", "1", 0).Err())
 		noErr(t, writer.Set(ctx, "bc:x", "1", 0).Err())
-		waitFor(t, "bc:x invalidated", func() bool { return iv.has("bc:x") })
+		testkit.Eventually(t, 5*time.Second, "bc:x invalidated", func() bool { return iv.has("bc:x") })
 		if iv.has("other:y") {
 			t.Fatal("a key outside the prefix was invalidated")
 		}
@@ -717,7 +717,7 @@ func TestRedisTrackingModes(t *testing.T) {
 		// it is disconnected.
 		before := td.d.redis.Stats().SlowDisconnects
 		sub.Close()
-		waitFor(t, "the orphaned tracking client is disconnected", func() bool { return td.d.redis.Stats().SlowDisconnects > before })
+		testkit.Eventually(t, 5*time.Second, "the orphaned tracking client is disconnected", func() bool { return td.d.redis.Stats().SlowDisconnects > before })
 	})
 }
 
