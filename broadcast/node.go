@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"sort"
@@ -84,6 +85,9 @@ type Node struct {
 
 	mu    sync.Mutex
 	links map[uint64]*link
+	// gone is the last vector of each peer whose link was dropped (it left
+	// or failed): what it lacks is still known while it is away.
+	gone  map[uint64]map[uint64]uint64
 	conns map[net.Conn]uint64 // accepted -> the peer's ID once its handshake is done
 
 	// The redial backoff of a link: from minBackoff, doubled up to
@@ -180,6 +184,7 @@ func New(cfg Config) (*Node, error) {
 		log:      cfg.Logger,
 		listener: ln,
 		links:    make(map[uint64]*link),
+		gone:     make(map[uint64]map[uint64]uint64),
 		conns:    make(map[net.Conn]uint64),
 		ctx:      ctx,
 		cancel:   cancel,
@@ -278,6 +283,7 @@ func (n *Node) SetPeers(peers []Peer) {
 		if p, ok := want[id]; !ok || p.Addr != l.peer.Addr {
 			l.stop()
 			delete(n.links, id)
+			n.gone[id] = l.holdsCopy()
 			// The peer left or failed (or came back elsewhere): its
 			// connections to this node go too, else a stopped peer's
 			// would hold their goroutines until Node.Close.
@@ -289,11 +295,33 @@ func (n *Node) SetPeers(peers []Peer) {
 		}
 	}
 	for id, p := range want {
+		delete(n.gone, id) // back: its link reports for it
 		if _, ok := n.links[id]; !ok {
 			l := newLink(n, p)
 			n.links[id] = l
 			n.wg.Add(1)
 			go l.run()
+		}
+	}
+}
+
+// LastVector is the version vector a peer without a link (one that left
+// or failed) last reported, and whether there is one.
+func (n *Node) LastVector(peer uint64) (map[uint64]uint64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.gone[peer]
+	return maps.Clone(v), ok
+}
+
+// ForgetPeers drops the last vectors of the peers keep says no to (those
+// membership no longer knows), so that they do not pile up.
+func (n *Node) ForgetPeers(keep func(peer uint64) bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id := range n.gone {
+		if !keep(id) {
+			delete(n.gone, id)
 		}
 	}
 }

@@ -476,12 +476,13 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	return &Status{
-		Node:   NodeInfo{Name: w.Node.Name, Origin: origin, Version: w.Node.Version},
-		Uptime: time.Duration(w.UptimeSeconds * float64(time.Second)),
-		Flush:  w.Flush,
-		Store:  w.Store,
-		Redis:  w.Redis,
-		Raw:    raw,
+		Node:     NodeInfo{Name: w.Node.Name, Origin: origin, Version: w.Node.Version},
+		Uptime:   time.Duration(w.UptimeSeconds * float64(time.Second)),
+		Flush:    w.Flush,
+		Store:    w.Store,
+		Redis:    w.Redis,
+		Degraded: w.Degraded,
+		Raw:      raw,
 	}, nil
 }
 

@@ -129,6 +129,10 @@ type Status struct {
 	Store  StoreStats
 	// Redis is the daemon's Redis front door, nil when it is off.
 	Redis *RedisStats
+	// Degraded, when set, says why the node, told to join a cluster, runs
+	// alone past its join timeout (it serves, but gets nothing from the
+	// fleet).
+	Degraded string
 	// Raw is the whole answer as received, fields this client does not
 	// know (cluster figures, for instance) included.
 	Raw json.RawMessage
@@ -201,6 +205,7 @@ type statusWire struct {
 	Flush         string      `json:"flush"`
 	Store         StoreStats  `json:"store"`
 	Redis         *RedisStats `json:"redis"`
+	Degraded      string      `json:"degraded"`
 }
 
 // RedisStats are the Redis front door's figures in Status.

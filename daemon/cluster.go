@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,9 +41,10 @@ type cluster struct {
 	// rebalance); set before start.
 	onMembers func()
 
-	joined chan struct{} // closed after the first join attempt
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	joined   chan struct{} // closed after the first join attempt
+	sawPeers atomic.Bool   // another member was alive at some point
+	stop     chan struct{}
+	wg       sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -241,6 +243,14 @@ func (c *cluster) refresh() {
 		peers = append(peers, broadcast.Peer{ID: m.ID, Name: m.Name, Addr: m.DataAddr})
 	}
 	c.b.SetPeers(peers)
+	if len(peers) > 1 {
+		c.sawPeers.Store(true)
+	}
+	known := map[uint64]bool{}
+	for _, m := range c.g.Members() {
+		known[m.ID] = true
+	}
+	c.b.ForgetPeers(func(id uint64) bool { return known[id] })
 	if r, ok := c.replica(); ok {
 		c.b.SetReplica(r.ID)
 	}
@@ -366,6 +376,12 @@ func (c *cluster) status() ClusterStatus {
 		if l, ok := links[m.ID]; ok {
 			cm.Connected = l.Connected
 			cm.Lag = c.lag(mine, l.Holds, m.ID)
+		} else if !cm.Self {
+			// Failed, stopped or left: it lacks what it lacked when last
+			// heard from and everything since (all of it if it never
+			// reported), not nothing.
+			last, _ := c.b.LastVector(m.ID)
+			cm.Lag = c.lag(mine, last, m.ID)
 		}
 		out.Members = append(out.Members, cm)
 	}

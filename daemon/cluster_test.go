@@ -307,3 +307,95 @@ func TestStopDuringFirstJoin(t *testing.T) {
 		})
 	}
 }
+
+func getStatus(t *testing.T, td *testDaemon) statusBody {
+	t.Helper()
+	r := td.do("GET", "/v1/status", nil)
+	var b statusBody
+	if err := json.Unmarshal(r.body, &b); err != nil || r.status != 200 {
+		t.Fatalf("GET /v1/status: %d %s", r.status, r.body)
+	}
+	return b
+}
+
+// A node told to join that is alone past --join-timeout says so: status
+// "degraded" with the reason (never joined: a wrong key, here; or every
+// other member gone), /readyz 200 with status degraded (it still serves),
+// and the systemd STATUS line. It is not degraded while the others are
+// there.
+func TestDegradedWhenAlone(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := func(name, key string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := keyFile("good", "MDEyMzQ1Njc4OWFiY2RlZg==")
+	bad := keyFile("bad", "ZmVkY2JhOTg3NjU0MzIxMA==")
+	ds := startCluster(t, 2, func(i int, c *Config) {
+		c.ClusterKeyFile = good
+		c.JoinTimeout = 300 * time.Millisecond
+	})
+	c := clusterConfig(t, "intruder", []string{ds[0].d.cluster.g.Addr()})
+	c.ClusterKeyFile = bad
+	c.JoinTimeout = 300 * time.Millisecond
+	x := startDaemon(t, c)
+
+	testkit.Eventually(t, 10*time.Second, "the intruder degraded", func() bool { return getStatus(t, x).Degraded != "" })
+	if why := getStatus(t, x).Degraded; !strings.Contains(why, "no other member answered") || !strings.Contains(why, "--cluster-key-file") {
+		t.Fatalf("degraded reason %q", why)
+	}
+	r := x.do("GET", "/readyz", nil)
+	if r.status != 200 || !strings.Contains(string(r.body), `"status":"degraded"`) {
+		t.Fatalf("/readyz of a degraded node: %d %s", r.status, r.body)
+	}
+	if line := x.d.statusLine(); !strings.HasPrefix(line, "DEGRADED, alone") {
+		t.Fatalf("STATUS line %q", line)
+	}
+	// node1 joined node0 (--join), past its join timeout, not alone.
+	if why := getStatus(t, ds[1]).Degraded; why != "" {
+		t.Fatalf("node1 with its peer is degraded: %s", why)
+	}
+	if r := ds[1].do("GET", "/readyz", nil); r.status != 200 || !strings.Contains(string(r.body), `"status":"ok"`) {
+		t.Fatalf("/readyz of node1: %d %s", r.status, r.body)
+	}
+	// node0 goes: node1 is alone now, and says so.
+	ds[0].stop()
+	testkit.Eventually(t, 10*time.Second, "node1 degraded once alone", func() bool { return getStatus(t, ds[1]).Degraded != "" })
+	if why := getStatus(t, ds[1]).Degraded; !strings.Contains(why, "every other member is gone") {
+		t.Fatalf("node1 degraded reason %q", why)
+	}
+}
+
+// A member without a link (it left, failed or is stopped) is shown behind
+// by what it lacks, from the vector it last reported, not by nothing.
+func TestLagOfAGoneMember(t *testing.T) {
+	ds := startCluster(t, 2, nil)
+	ds[0].put("prices", "before", "x")
+	testkit.Eventually(t, 10*time.Second, "node1 holds the first record", func() bool {
+		return ds[1].do("GET", "/v1/topics/prices/keys/before", nil).status == 200
+	})
+	ds[1].stop()
+	testkit.Eventually(t, 10*time.Second, "node0 sees node1 gone", func() bool { return len(ds[0].d.cluster.g.Alive()) == 1 })
+	const missed = 25
+	for i := range missed {
+		ds[0].put("prices", fmt.Sprintf("k%d", i), "v")
+	}
+	st := ds[0].d.cluster.status()
+	for _, m := range st.Members {
+		if m.Name != "node1" {
+			continue
+		}
+		var recs uint64
+		for _, l := range m.Lag {
+			recs += l.Records
+		}
+		if m.State == "alive" || recs != missed {
+			t.Fatalf("node1 (%s) shown %d records behind, want %d: %+v", m.State, recs, missed, m)
+		}
+		return
+	}
+	t.Fatalf("node1 not among the members: %+v", st)
+}

@@ -608,10 +608,39 @@ func (d *Daemon) statusLine() string {
 	s := d.store.Stats()
 	line := "serving on " + d.cfg.Socket + "; " + strconv.Itoa(s.Keys) + " keys, " +
 		strconv.FormatUint(s.Records, 10) + " records, " + strconv.Itoa(s.Segments) + " segments"
+	if why := d.degraded(); why != "" {
+		line = "DEGRADED, " + why + "; " + line
+	}
 	if d.store.DiskFull() != nil {
 		line = "DISK FULL, writes refused; " + line
 	}
 	return line
+}
+
+// degraded says why a node told to join (--join) is alone past
+// --join-timeout (a wrong cluster key, a firewall, every other member
+// gone); "" when it is not. Such a node serves what it holds, but its
+// view gets nothing from the fleet: status says so and "cachecast
+// status" exits 1.
+func (d *Daemon) degraded() string {
+	if d.cluster == nil || len(d.cfg.Join) == 0 {
+		return ""
+	}
+	select {
+	case <-d.cluster.joined:
+	default:
+		return "" // the first join is still on
+	}
+	if d.started.IsZero() || time.Since(d.started) < d.cfg.JoinTimeout {
+		return ""
+	}
+	if alive, _ := d.cluster.memberCounts(); alive > 1 {
+		return ""
+	}
+	if d.cluster.sawPeers.Load() {
+		return "alone: every other member is gone"
+	}
+	return "alone: no other member answered the join of --join (a wrong --cluster-key-file, a firewall, or the others are down; the log has the seeds' answers)"
 }
 
 // notify sends a state to systemd when NOTIFY_SOCKET is set. A failure is

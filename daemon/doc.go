@@ -210,14 +210,18 @@
 //	GET /v1/status   [read]
 //	    200 {"node":{"name":"h","origin":"..","version":"v"},"uptime_seconds":1.5,
 //	    "flush":"async","store":{"segments":1,"mapped_segments":1,"log_bytes":..,
-//	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..}}
+//	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..},
+//	    "degraded":"alone: ..."}; degraded is there only while a node told to
+//	    join (--join) is alone past --join-timeout, and says why.
 //	    curl -sS $S http://x/v1/status
 //
 //	GET /v1/cluster   [read]
 //	    200 {"node","origin","replica","members":[{"name","origin","state",
 //	    "addr","data_addr","connected","self","lag":[{"origin","records",
 //	    "seconds"}]}]}: the members as this node sees them and how far each
-//	    is behind; a lone node lists itself only.
+//	    is behind (a member that failed, left or is stopped: by what it
+//	    lacks from the vector it last reported); a lone node lists itself
+//	    only.
 //	    curl -sS $S http://x/v1/cluster
 //
 //	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503;
@@ -225,7 +229,8 @@
 //	               (reads go on; ok again once a write passes or the file
 //	               system has room for a segment). The systemd STATUS line
 //	               says DISK FULL meanwhile; the watchdog pings go on.
-//	GET /readyz    [none]   Likewise, and 503 before serving and once shutdown began.
+//	GET /readyz    [none]   Likewise, and 503 before serving and once shutdown began;
+//	               200 {"status":"degraded","reason":..} while degraded (it serves).
 //	    curl -sS $S http://x/readyz
 //
 // Every JSON body (messages, cursors, acks, resets, replays) is decoded

@@ -879,6 +879,7 @@ func (a *api) status(w http.ResponseWriter, r *http.Request, _ params) {
 			Commands: rs.Commands, TrackingClients: rs.TrackingClients, Invalidations: rs.Invalidations,
 			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions}
 	}
+	b.Degraded = a.d.degraded()
 	a.writeJSON(w, r, &b)
 }
 
@@ -909,10 +910,17 @@ func (a *api) healthz(w http.ResponseWriter, r *http.Request, _ params) {
 }
 
 // readyz is 200 once the store is recovered and the daemon serves, until
-// shutdown begins.
+// shutdown begins. A degraded node (told to join, alone) still serves, so
+// it is still 200, with {"status":"degraded","reason":...}: the last node
+// of a cluster whose others are gone must not be taken out of service.
 func (a *api) readyz(w http.ResponseWriter, r *http.Request, _ params) {
 	if !a.d.ready.Load() {
 		a.fail(w, r, errorf(CodeUnavailable, "not ready: starting or shutting down"))
+		return
+	}
+	if why := a.d.degraded(); why != "" && a.d.store.Healthy() == nil && a.d.store.DiskFull() == nil {
+		b, _ := json.Marshal(map[string]string{"status": "degraded", "reason": why})
+		writeJSONBytes(w, http.StatusOK, append(b, '\n'))
 		return
 	}
 	a.healthz(w, r, params{})

@@ -657,6 +657,9 @@ type statusBody struct {
 	} `json:"store"`
 	// Redis is the Redis front door's counters; absent when it is off.
 	Redis *redisStatus `json:"redis,omitempty"`
+	// Degraded says why a node told to join (--join) runs alone past
+	// --join-timeout; absent when it does not.
+	Degraded string `json:"degraded,omitempty"`
 }
 
 // redisStatus is the "redis" object of GET /v1/status.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -655,6 +656,15 @@ func TestClusterWrongKey(t *testing.T) {
 		if _, err := x.Client.Get(c, topic, k); apiCode(err) != client.CodeNotFound {
 			t.Errorf("the intruder holds %s (get: %v)", k, err)
 		}
+	}
+	// The intruder, told to join and alone past its --join-timeout, is
+	// degraded and says why; "cachecast status" exits 1 with it.
+	res := cli(t, x.Node, "", "status")
+	if res.code != 1 || !strings.Contains(res.stdout, "degraded: alone: no other member answered") || !strings.Contains(res.stderr, "degraded") {
+		t.Errorf("cachecast status on the intruder: exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
+	}
+	if res := cli(t, a.Node, "", "status"); res.code != 0 {
+		t.Errorf("cachecast status on a: exit %d\nstdout: %s\nstderr: %s", res.code, res.stdout, res.stderr)
 	}
 	// Both sides say why: the seeds' answers do not decrypt.
 	if n := x.CountLog("joining the cluster failed"); n < 1 || x.CountLog("could decrypt") < 1 {

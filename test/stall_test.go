@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // latencies is a sorted set of publish latencies, for the log.
@@ -31,7 +33,8 @@ func (l latencies) String() string {
 // the gossip's failure detection and the data port's PeerTimeout) while
 // the two others publish at a steady 5,000/s between them. Every publish
 // on the others succeeds and none is lost; after SIGCONT the frozen node
-// catches up and all views are equal. The publish latency with and
+// catches up and all views are equal. Meanwhile the others show it
+// behind by what it missed, not by 0. The publish latency with and
 // without the frozen peer is logged (BENCHMARKS.md has the figures), not
 // asserted: the machine is shared.
 func TestClusterSIGSTOPOneNode(t *testing.T) {
@@ -118,14 +121,29 @@ func TestClusterSIGSTOPOneNode(t *testing.T) {
 	t.Cleanup(cont) // a failed test must not leave it stopped for the kill
 	stopped := run(paused)
 	t.Logf("publish latency, %s stopped for %v: %v", frozen.Name, paused, stopped)
-	st, err := a.clusterStatus(c)
-	if err == nil {
-		for _, m := range st.Members {
-			if m.Name == frozen.Name {
-				t.Logf("a sees %s as %s, connected %v, lag %v", m.Name, m.State, m.Connected, m.Lag)
-			}
+	// a shows the stopped node behind by what it lacks: at least every
+	// record published while it was stopped (its last vector is older).
+	testkit.Until(t, 10*time.Second, "a to show c behind by what it missed", func() string {
+		st, err := a.clusterStatus(c)
+		if err != nil {
+			return err.Error()
 		}
-	}
+		for _, m := range st.Members {
+			if m.Name != frozen.Name {
+				continue
+			}
+			var recs uint64
+			for _, l := range m.Lag {
+				recs += l.Records
+			}
+			if recs < uint64(len(stopped)) {
+				return fmt.Sprintf("a sees %s %s, connected %v, %d records behind, want at least %d", m.Name, m.State, m.Connected, recs, len(stopped))
+			}
+			t.Logf("a sees %s %s, connected %v, %d records behind", m.Name, m.State, m.Connected, recs)
+			return ""
+		}
+		return "c is not a member"
+	})
 
 	// No loss on the running nodes, before the frozen one is back.
 	want := acked.Load()

@@ -250,9 +250,11 @@ var statusCmd = &command{
 	name:    "status",
 	args:    "",
 	summary: "show the daemon's node, store figures, health, readiness and groups",
-	help: `The exit status is 1 when the daemon answers but is not healthy or not
-ready (the table is printed all the same), so that scripts can use it
-as a check. The cluster's members follow, and the consumer groups when
+	help: `The exit status is 1 when the daemon answers but is not healthy, not
+ready, or degraded (told to join a cluster with --join, it is alone past
+its --join-timeout: a wrong cluster key, a firewall, or every other member
+gone), the table printed all the same, so that scripts can use it as a
+check. The cluster's members follow, and the consumer groups when
 there are any (as "cachecast groups" prints them).`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
@@ -283,7 +285,11 @@ there are any (as "cachecast groups" prints them).`,
 			fmt.Fprintf(tw, "records\t%d\n", st.Store.Records)
 			fmt.Fprintf(tw, "keys\t%d\n", st.Store.Keys)
 			fmt.Fprintf(tw, "health\t%s\n", probeText(health))
-			fmt.Fprintf(tw, "ready\t%s\n", probeText(ready))
+			readyText := probeText(ready)
+			if ready == nil && st.Degraded != "" {
+				readyText = "degraded: " + st.Degraded
+			}
+			fmt.Fprintf(tw, "ready\t%s\n", readyText)
 			if r := st.Redis; r != nil {
 				fmt.Fprintf(tw, "redis\t%s\n", strings.Trim(r.Socket+" "+r.Addr, " "))
 				fmt.Fprintf(tw, "redis clients\t%d (%d tracking, %d subscriptions)\n", r.Connections, r.TrackingClients, r.Subscriptions)
@@ -303,6 +309,9 @@ there are any (as "cachecast groups" prints them).`,
 			}
 			if ready != nil {
 				return fmt.Errorf("not ready: %w", ready)
+			}
+			if st.Degraded != "" {
+				return fmt.Errorf("degraded: %s", st.Degraded)
 			}
 			return nil
 		}
