@@ -54,6 +54,7 @@ const (
 	CodeDiskFull            = "disk_full"            // 507
 	CodeTooMany             = "too_many"             // 429
 	CodeUnavailable         = "unavailable"          // 503
+	CodeBusy                = "busy"                 // 503, a limit of the node is reached: retry later
 	CodeTimeout             = "timeout"              // 408
 	CodeInternal            = "internal"             // 500
 )

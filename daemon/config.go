@@ -107,9 +107,22 @@ type Config struct {
 	MaxValueSize int64
 	// MaxBodySize is the largest request body (a batch), in bytes.
 	MaxBodySize int64
-	// MaxConnections bounds concurrent connections to the socket; more
-	// wait in the listen backlog.
+	// MaxConnections bounds the open connections to the socket that are
+	// not subscriptions; at the bound a new connection closes the one that
+	// has waited longest for a request (see connLimits).
 	MaxConnections int
+	// MaxConnectionsPerUID is one uid's share of MaxConnections.
+	MaxConnectionsPerUID int
+	// MaxStreams bounds the open subscriptions (kept apart from
+	// MaxConnections, so that readers never take publishers' places).
+	MaxStreams int
+	// MaxStreamsPerUID is one uid's share of MaxStreams.
+	MaxStreamsPerUID int
+	// MaxBodyMemory bounds the bytes of request bodies held in memory
+	// over all connections; at least MaxBodySize.
+	MaxBodyMemory int64
+	// MaxBodyMemoryPerUID is one uid's share of MaxBodyMemory.
+	MaxBodyMemoryPerUID int64
 	// ReadHeaderTimeout bounds reading a request's headers.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included.
@@ -270,6 +283,15 @@ func DefaultConfig() Config {
 		MaxCursors:        1000,
 		MaxCursorsPerUID:  100,
 		MaxMembersPerUID:  256,
+
+		// A uid may take half of each limit: two users cannot be starved
+		// by a third, and one service user still has room.
+		MaxConnectionsPerUID: 512,
+		MaxStreams:           1024,
+		MaxStreamsPerUID:     512,
+		MaxBodyMemory:        256 << 20,
+		MaxBodyMemoryPerUID:  128 << 20,
+
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -382,8 +404,6 @@ func (c Config) Validate() error {
 	case c.MaxBodySize < c.MaxValueSize:
 		return fmt.Errorf("--max-body-size: must be at least --max-value-size (%s), got %s",
 			formatSize(c.MaxValueSize), formatSize(c.MaxBodySize))
-	case c.MaxConnections < 1:
-		return fmt.Errorf("--max-connections: must be at least 1, got %d", c.MaxConnections)
 	case c.MaxCursors < 0:
 		return fmt.Errorf("--max-cursors: must not be negative, got %d", c.MaxCursors)
 	case c.MaxCursorsPerUID < 0:
@@ -400,6 +420,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--idle-timeout: must be positive, got %v", c.IdleTimeout)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %v", c.ShutdownTimeout)
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
@@ -618,7 +641,12 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.WhenFull, "when-full", c.WhenFull, `at the retention bound: "recycle" the oldest segments every durable cursor has passed, or "refuse" writes`)
 	fs.Var(newSizeValue(&c.MaxValueSize), "max-value-size", "largest value of one message")
 	fs.Var(newSizeValue(&c.MaxBodySize), "max-body-size", "largest request body (a batch of messages)")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most concurrent connections to the socket; more wait in the backlog")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most open connections to the socket besides subscriptions; at the bound a new one closes the connection idle longest")
+	fs.IntVar(&c.MaxConnectionsPerUID, "max-connections-per-uid", c.MaxConnectionsPerUID, "one uid's share of --max-connections")
+	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most open subscriptions (apart from --max-connections); more are answered 503 busy")
+	fs.IntVar(&c.MaxStreamsPerUID, "max-streams-per-uid", c.MaxStreamsPerUID, "one uid's share of --max-streams; more are answered 429 too_many")
+	fs.Var(newSizeValue(&c.MaxBodyMemory), "max-body-memory", "most bytes of request bodies held in memory over all connections; more are answered 503 busy")
+	fs.Var(newSizeValue(&c.MaxBodyMemoryPerUID), "max-body-memory-per-uid", "one uid's share of --max-body-memory; more are answered 429 too_many")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read a request's headers")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time allowed to read a whole request, body included")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "time allowed to write a response (subscription streams are exempt)")

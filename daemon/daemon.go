@@ -72,6 +72,10 @@ type Daemon struct {
 	roles   atomic.Pointer[roles] // swapped by Reload
 	members memberCounts          // group members per uid
 
+	// limits and bodies keep one local user from starving the node.
+	limits *connLimits
+	bodies *bodyBudget
+
 	started  time.Time
 	ready    atomic.Bool
 	handlers gate // in-flight handlers, waited for before the store closes
@@ -201,7 +205,9 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		d.cluster.onMembers = d.groups.Kick
 	}
 
-	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, cfg.MaxConnections, d.m.connections, "--socket")
+	d.limits = newConnLimits(cfg, d.m.connections, d.m.evicted)
+	d.bodies = newBodyBudget(cfg)
+	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, d.limits, "--socket")
 	if err != nil {
 		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
 	}
@@ -528,7 +534,9 @@ func flagName(field string) string {
 		"MaxMembersPerUID": "max-members-per-uid",
 		"TLSCert":          "tls-cert", "TLSKey": "tls-key", "TLSCA": "tls-ca",
 		"NATSURL": "nats-url", "NATSCreds": "nats-creds", "NATSTLSCert": "nats-tls-cert",
-		"NATSTLSKey": "nats-tls-key", "NATSTLSCA": "nats-tls-ca", "NATSSubjectPrefix": "nats-subject-prefix"}
+		"NATSTLSKey": "nats-tls-key", "NATSTLSCA": "nats-tls-ca", "NATSSubjectPrefix": "nats-subject-prefix",
+		"MaxConnectionsPerUID": "max-connections-per-uid", "MaxStreamsPerUID": "max-streams-per-uid",
+		"MaxBodyMemoryPerUID": "max-body-memory-per-uid"}
 	if s, ok := special[field]; ok {
 		return s
 	}
@@ -654,7 +662,7 @@ func (d *Daemon) notify(state string) {
 // listenUnix binds the socket at path. A leftover socket file is removed
 // only when nothing answers on it (a daemon that crashed); a live one is
 // ErrSocketInUse, and a file that is not a socket is left alone.
-func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike, flag string) (*credListener, error) {
+func listenUnix(path string, mode os.FileMode, limits *connLimits, flag string) (*credListener, error) {
 	stale, err := checkSocket(path, flag)
 	if err != nil {
 		return nil, err
@@ -676,7 +684,7 @@ func listenUnix(path string, mode os.FileMode, maxConns int, conns gaugeLike, fl
 		_ = ul.Close()
 		return nil, fmt.Errorf("--socket-mode: %w", err) // chmod <path>: <why>
 	}
-	return newCredListener(ul, maxConns, conns), nil
+	return newCredListener(ul, limits), nil
 }
 
 // checkSocket checks that a socket can be made at path: its directory

@@ -245,9 +245,12 @@
 // method_not_allowed (405, with an Allow header); unsupported_encoding
 // (415, a Content-Encoding other than identity); forbidden (403: a role
 // is missing, or the cursor is another user's); too_many (429: a bound
-// of --max-cursors, --max-cursors-per-uid or --max-members-per-uid);
-// store_full, disk_full (507); unavailable (503); timeout (408, a body
-// that did not arrive within --read-timeout); internal (500). A request
+// of --max-cursors, --max-cursors-per-uid or --max-members-per-uid, or the
+// caller's uid holds its share of a limit below); store_full, disk_full
+// (507); unavailable (503); busy (503, a limit of the node below is
+// reached: retry, Retry-After: 1); timeout (408, a body that did not
+// arrive within --read-timeout; the connection closes after it); internal
+// (500). A request
 // line or header that HTTP itself cannot parse is answered by net/http
 // with a plain 400 before it reaches the API.
 //
@@ -255,9 +258,42 @@
 //
 // The server bounds the time to read headers (--read-header-timeout) and a
 // whole request (--read-timeout), the time to write an answer
-// (--write-timeout; subscription streams are exempt), idle keep-alive
-// connections (--idle-timeout), and the number of open connections
-// (--max-connections; more wait in the socket's backlog).
+// (--write-timeout; subscription streams are exempt), and idle keep-alive
+// connections (--idle-timeout). A body that stalls past --read-timeout is
+// answered 408 timeout even when --write-timeout is no longer (the answer
+// gets a few seconds of its own).
+//
+// No local user can starve the node of connections or memory. Each limit
+// below has a node-wide bound (past it: 503 busy) and a share one uid may
+// take (past it: 429 too_many), for every uid, admins included (callers
+// of unknown credentials share one):
+//
+//   - Connections: --max-connections (1024) open connections besides
+//     subscriptions, --max-connections-per-uid (512) of them one uid's. A
+//     connection that waits for a request (idle keep-alive, or sending its
+//     headers slowly) serves no one, so at a bound a new connection closes
+//     the one that has waited longest (the uid's own first, at its share)
+//     instead of waiting in the socket's backlog behind it. Waiting means
+//     the daemon is blocked reading it: after a request, after part of
+//     one, or 100ms into a first read; one just accepted with its request
+//     on the way is not closed. A connection running a request is never
+//     closed for another; when every one is, up to 16 spare connections
+//     answer /healthz and /readyz, anything else busy (too_many at the
+//     uid's share), and close.
+//   - Subscriptions: --max-streams (1024), --max-streams-per-uid (512). A
+//     subscription gives back its connection's place, so readers, however
+//     many or slow, never take publishers' or health checks'.
+//   - Memory: --max-body-memory (256MiB) bytes of request bodies held at
+//     once over all connections, --max-body-memory-per-uid (128MiB) of them
+//     one uid's. A body is counted from its Content-Length before a byte is
+//     read (a chunked one as it grows) until its request is answered; past
+//     a bound it is refused without being read, and the connection closes.
+//     After a burst of bodies (64 MiB or more at once) the daemon hands
+//     their memory back to the system.
+//
+// cachecast_api_connections_evicted_total counts the connections closed to
+// make room. The Redis front door's socket keeps the plain bound of
+// --max-connections (more wait in the backlog).
 //
 // Each connection's credentials are read from the kernel when it connects
 // (SO_PEERCRED and SO_PEERGROUPS): uid, gid, pid and supplementary groups.
@@ -320,7 +356,8 @@
 // cachecast_store_flush_duration_seconds (every flush that wrote something),
 // cachecast_store_* (segments, mapped segments, log bytes, positions,
 // records, view keys, last flush), cachecast_subscribers,
-// cachecast_api_connections, cachecast_cursors,
+// cachecast_api_connections, cachecast_api_connections_evicted_total,
+// cachecast_cursors,
 // cachecast_cursor_oldest_lag_messages{cursor,topic,owner_uid} (the
 // furthest-behind durable cursor, named), cachecast_node_info, cachecast_group_*{topic,
 // group} (nodes, members, queues, inflight, backlog, delivered_total,

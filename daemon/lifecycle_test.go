@@ -424,45 +424,6 @@ func TestShutdownBounded(t *testing.T) {
 	}
 }
 
-func TestMaxConnections(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.MaxConnections = 2
-	td := startDaemon(t, cfg)
-	var held []net.Conn
-	for range 2 {
-		c, err := net.Dial("unix", cfg.Socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
-	}
-	testkit.Eventually(t, 5*time.Second, "two connections", func() bool { return len(td.d.ln.sem) == 2 })
-
-	// A third connection waits in the backlog: no answer while two are open.
-	c3, err := net.Dial("unix", cfg.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	fmt.Fprintf(c3, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-	br := bufio.NewReader(c3)
-	_ = c3.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-	if _, err := http.ReadResponse(br, nil); err == nil {
-		t.Fatal("a third connection was served with --max-connections 2")
-	}
-	held[0].Close()
-	_ = c3.SetReadDeadline(time.Now().Add(5 * time.Second))
-	res, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatalf("third connection after one closed: %v", err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 200 {
-		t.Fatalf("status %d", res.StatusCode)
-	}
-}
-
 func TestStoreFullRefused(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.RetentionBytes = 2 * cfg.SegmentSize

@@ -26,6 +26,8 @@ type metrics struct {
 	flush        prometheus.Histogram
 	subscribers  prometheus.Gauge
 	connections  prometheus.Gauge
+	// evicted counts connections closed to make room for a new one.
+	evicted prometheus.Counter
 	// replicaMisses counts sync-replication publishes answered without
 	// the replica's confirmation, by status.
 	replicaMisses *prometheus.CounterVec
@@ -72,6 +74,10 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 			Name: "cachecast_api_connections",
 			Help: "Open connections to the local API socket.",
 		}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cachecast_api_connections_evicted_total",
+			Help: "Connections waiting for a request (idle, or sending headers) closed to make room under --max-connections.",
+		}),
 		replicaMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachecast_replication_unconfirmed_total",
 			Help: "Sync-replication publishes the replica did not confirm, by status (replica_unavailable, replica_timeout).",
@@ -83,7 +89,7 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 	if d.cluster != nil {
 		m.reg.MustRegister(newClusterCollector(d.cluster))
 	}
-	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections, m.replicaMisses,
+	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections, m.evicted, m.replicaMisses,
 		newStoreCollector(d.store, d.cfg.NodeName),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cachecast_cursors",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
-	"sync"
 	"unsafe"
 
 	"go.uber.org/zap"
@@ -84,78 +83,4 @@ func peerGroups(fd int) []uint32 {
 		}
 	}
 	return nil
-}
-
-// gaugeLike is the part of a Prometheus gauge the listener uses.
-type gaugeLike interface {
-	Inc()
-	Dec()
-}
-
-// credListener bounds the number of open connections (a semaphore taken in
-// Accept, released when the connection closes; like netutil.LimitListener,
-// callers beyond the bound wait in the kernel's backlog) and reads each
-// connection's peer credentials once, at accept.
-type credListener struct {
-	*net.UnixListener
-	sem       chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-	conns     gaugeLike
-}
-
-func newCredListener(l *net.UnixListener, max int, conns gaugeLike) *credListener {
-	return &credListener{UnixListener: l, sem: make(chan struct{}, max), done: make(chan struct{}), conns: conns}
-}
-
-// Accept waits for a free slot, then for a connection.
-func (l *credListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.AcceptUnix()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	l.conns.Inc()
-	return &credConn{UnixConn: c, caller: peerCaller(c), l: l}, nil
-}
-
-// Close stops accepting and, for a listener made by net.ListenUnix, removes
-// the socket file.
-func (l *credListener) Close() error {
-	err := net.ErrClosed
-	l.closeOnce.Do(func() {
-		close(l.done)
-		err = l.UnixListener.Close()
-	})
-	return err
-}
-
-// credConn is an accepted connection and its caller.
-type credConn struct {
-	*net.UnixConn
-	caller    Caller
-	l         *credListener
-	closeOnce sync.Once
-}
-
-func (c *credConn) Close() error {
-	err := c.UnixConn.Close()
-	c.closeOnce.Do(func() {
-		c.l.conns.Dec()
-		<-c.l.sem
-	})
-	return err
-}
-
-// connContext puts the connection's caller into every request's context.
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	if cc, ok := c.(*credConn); ok {
-		return context.WithValue(ctx, callerKey{}, cc.caller)
-	}
-	return ctx
 }

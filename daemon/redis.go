@@ -82,12 +82,12 @@ func (d *Daemon) startRedis() error {
 	}
 	d.redis = srv
 	if path != "" {
-		ln, err := listenUnix(path, d.cfg.SocketMode, d.cfg.MaxConnections, nopGauge{}, "--redis-socket")
+		ln, err := listenUnix(path, d.cfg.SocketMode, nil, "--redis-socket")
 		if err != nil {
 			_ = srv.Close()
 			return err
 		}
-		d.redisLns = append(d.redisLns, readGate{ln, d})
+		d.redisLns = append(d.redisLns, readGate{newLimitListener(ln, d.cfg.MaxConnections), d})
 	}
 	if d.cfg.RedisAddr != "" {
 		ln, err := net.Listen("tcp", d.cfg.RedisAddr)
@@ -159,6 +159,9 @@ func (n *respNode) Topics() []store.TopicInfo { return n.d.store.Topics() }
 // callerOfConn is the peer of a Redis connection: a Unix one's
 // credentials, unknown over TCP.
 func callerOfConn(c net.Conn) Caller {
+	if lc, ok := c.(*limitConn); ok {
+		c = lc.Conn
+	}
 	if cc, ok := c.(*credConn); ok {
 		return cc.caller
 	}
@@ -320,13 +323,6 @@ func (r redisError) RedisError() string {
 	return prefix + r.e.Code + ": " + r.e.Message
 }
 
-// nopGauge is a gaugeLike that counts nothing (the Redis server counts
-// its own connections).
-type nopGauge struct{}
-
-func (nopGauge) Inc() {}
-func (nopGauge) Dec() {}
-
 // readGate admits only the Redis clients that hold the read role (checked
 // when they connect: every Redis command reads, or writes, which needs
 // publish on top). A refused client gets, to its first command, one
@@ -358,8 +354,8 @@ func (g readGate) Accept() (net.Conn, error) {
 	}
 }
 
-// limitListener bounds a TCP listener's open connections like
-// credListener does the socket's: callers past it wait in the backlog.
+// limitListener bounds the Redis listeners' open connections (on the
+// socket and on TCP): callers past the bound wait in the backlog.
 type limitListener struct {
 	net.Listener
 	sem       chan struct{}

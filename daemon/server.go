@@ -127,6 +127,7 @@ func (d *Daemon) newServer() *http.Server {
 		IdleTimeout:       d.cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ConnContext:       connContext,
+		ConnState:         d.limits.connState,
 		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
 	}
 }
@@ -160,10 +161,14 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.fail(w, r, errorf(CodeInvalidName, "bad escaping in the path: %v", err))
 			return
 		}
+		if !a.admitRoute(w, r, rt) {
+			return
+		}
 		if e := a.d.authorize(callerFrom(r.Context()), rt.role); e != nil {
 			a.fail(w, r, e)
 			return
 		}
+		defer a.d.bodies.releaseHeld(connFrom(r.Context()))
 		start := time.Now()
 		rt.handler(w, r, p)
 		if !rt.stream {
@@ -206,6 +211,9 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.allow != "" {
 		h.Set("Allow", e.allow)
 	}
+	if e.Code == CodeBusy {
+		h.Set("Retry-After", "1")
+	}
 	b := []byte(`{"error":{"code":`)
 	b = appendJSONString(b, e.Code)
 	b = append(b, `,"message":`...)
@@ -233,7 +241,8 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 }
 
 // readBody reads the whole body, at most limit bytes (tooLarge names the
-// error code past it). A body that ends before its Content-Length is
+// error code past it), counted in the bodies' memory budget until the
+// request is answered. A body that ends before its Content-Length is
 // bad_request, one that stalls past --read-timeout is timeout.
 func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLarge, what string) ([]byte, *apiError) {
 	if e := checkContentEncoding(r); e != nil {
@@ -248,6 +257,10 @@ func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooL
 		err error
 	)
 	if r.ContentLength >= 0 {
+		if e := a.d.bodies.hold(connFrom(r.Context()), r.ContentLength); e != nil {
+			closeAfter(w) // rather than wait for the body to discard it
+			return nil, e
+		}
 		b = make([]byte, r.ContentLength)
 		var n int
 		n, err = io.ReadFull(body, b)
@@ -255,17 +268,24 @@ func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooL
 			return nil, errorf(CodeBadRequest, "body cut short: got %d of the %d bytes of Content-Length", n, r.ContentLength)
 		}
 	} else {
-		b, err = io.ReadAll(body)
+		b, err = a.d.bodies.readAll(connFrom(r.Context()), body, limit)
 	}
 	if err == nil {
 		return b, nil
 	}
-	var mbe *http.MaxBytesError
-	var ne net.Error
+	var (
+		mbe *http.MaxBytesError
+		ne  net.Error
+		ae  *apiError
+	)
 	switch {
+	case errors.As(err, &ae):
+		closeAfter(w)
+		return nil, ae
 	case errors.As(err, &mbe):
 		return nil, errorf(tooLarge, "%s exceeds %s", what, limitName(tooLarge, limit))
 	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		answerLate(w)
 		return nil, errorf(CodeTimeout, "the body did not arrive within --read-timeout (%v)", a.d.cfg.ReadTimeout)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return nil, errorf(CodeBadRequest, "body cut short: %v", err)
@@ -508,6 +528,12 @@ func (a *api) topics(w http.ResponseWriter, r *http.Request, _ params) {
 // reader blocks its own handler in Write, and the store's reader simply
 // stays behind; nothing is dropped and no one else waits.
 func (a *api) subscribe(w http.ResponseWriter, r *http.Request, p params) {
+	release, e := a.streamSlot(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	defer release()
 	if e := validTopic("topic", p.topic); e != nil {
 		a.fail(w, r, e)
 		return

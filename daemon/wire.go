@@ -38,6 +38,7 @@ const (
 	CodeTooMany             = "too_many"
 	CodeDiskFull            = "disk_full"
 	CodeUnavailable         = "unavailable"
+	CodeBusy                = "busy" // a limit of the node (--max-connections, --max-streams, --max-body-memory)
 	CodeTimeout             = "timeout"
 	CodeInternal            = "internal"
 )
@@ -46,7 +47,7 @@ const (
 var errorCodes = []string{
 	CodeBadRequest, CodeInvalidName, CodeBadJSON, CodeBadBase64, CodeValueTooLarge, CodeBodyTooLarge,
 	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeUnsupportedEncoding, CodeForbidden, CodeStoreFull, CodeDiskFull,
-	CodeTooMany, CodeUnavailable, CodeTimeout, CodeInternal,
+	CodeTooMany, CodeUnavailable, CodeBusy, CodeTimeout, CodeInternal,
 }
 
 // statusOf is the HTTP status of each error code.
@@ -70,7 +71,7 @@ func statusOf(code string) int {
 		return http.StatusInsufficientStorage
 	case CodeTooMany:
 		return http.StatusTooManyRequests
-	case CodeUnavailable:
+	case CodeUnavailable, CodeBusy:
 		return http.StatusServiceUnavailable
 	case CodeTimeout:
 		return http.StatusRequestTimeout

@@ -33,6 +33,7 @@ var statusOfCode = map[string]int{
 	client.CodeDiskFull:            507,
 	client.CodeTooMany:             429,
 	client.CodeUnavailable:         503,
+	client.CodeBusy:                503,
 	client.CodeTimeout:             408,
 	client.CodeInternal:            500,
 }
@@ -187,6 +188,49 @@ func TestErrorCodes(t *testing.T) {
 		if r := requestAs(t, other, n.Socket, "PUT", "/v1/topics/t/keys/open", "yes"); r.status != 200 {
 			t.Fatalf("publish with no list: %d %s", r.status, r.body)
 		}
+	})
+
+	run("busy, and too_many past a uid's share", func(t *testing.T) {
+		// A subscription per uid, two on the node; one body of 8 KiB in
+		// memory at a time.
+		n := StartNode(t, bins, NodeOptions{Name: "limits", Args: append([]string{
+			"--max-streams", "2", "--max-streams-per-uid", "1",
+			"--max-body-size", "8KiB", "--max-body-memory", "8KiB", "--max-body-memory-per-uid", "8KiB",
+		}, append(smallNode, "--max-value-size", "1KiB")...)})
+		sub, err := n.Client.Subscribe(ctx(t), "t", client.SubscribeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		r, err := rawRequest(t, n.Socket, request("GET", "/v1/topics/t/subscribe", ""), nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		seen.check(t, "a second subscription of the uid", r, client.CodeTooMany)
+
+		// A body that has all of the budget, stalled, and a PUT after it
+		// (again, when the PUT came first).
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			stalled, err := net.Dial("unix", n.Socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(stalled, "POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 8192\r\n\r\n{")
+			r, err := rawRequest(t, n.Socket, request("PUT", "/v1/topics/t/keys/k", "v"), nil)
+			stalled.Close()
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			if r.status != 200 {
+				seen.check(t, "a PUT while another body has the budget", r, client.CodeBusy)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("PUTs still stored 5s after stalled bodies took the budget")
+			}
+		}
+		n.Stop()
 	})
 
 	run("too many cursors", func(t *testing.T) {

@@ -1,0 +1,679 @@
+package daemon
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The limits that keep one local user from starving the node: connections
+// (--max-connections, --max-connections-per-uid), subscription streams
+// (--max-streams, --max-streams-per-uid) and the bytes of request bodies
+// held in memory (--max-body-memory, --max-body-memory-per-uid). The node's
+// limit reached answers 503 busy; a uid's share reached while the node has
+// room answers 429 too_many.
+const (
+	// spareConnections are admitted beyond the limits when every counted
+	// connection is running a request: they are answered for /healthz and
+	// /readyz, anything else gets busy or too_many, and they close
+	// after one answer.
+	spareConnections = 16
+
+	// errorWriteGrace is how long an error answer may take to write once the
+	// request's own deadline has passed: a body that stalls past
+	// --read-timeout is answered 408 even when --write-timeout is as long.
+	errorWriteGrace = 2 * time.Second
+
+	// burstBytes: once request bodies in memory reached this much, the
+	// memory is handed back to the system (debug.FreeOSMemory) after the
+	// burst, freeDelay after the bodies fell to a quarter of their peak.
+	// Go would otherwise keep it for minutes.
+	burstBytes = 64 << 20
+	freeDelay  = 500 * time.Millisecond
+
+	// readGrace: a connection that has sent nothing yet is taken as idle
+	// once the daemon has waited this long in its first read. (One that
+	// has sent part of a request, or had one answered, is idle as soon as
+	// the daemon waits for it.)
+	readGrace = 100 * time.Millisecond
+	// evictWait is the longest a new connection waits for room while no
+	// waiting connection is idle yet by that rule (just accepted, not read
+	// yet); then the one waiting longest goes. admitPoll is how often it
+	// looks again.
+	evictWait = time.Second
+	admitPoll = 20 * time.Millisecond
+)
+
+// peerKey is whose share a connection counts against: its uid, or the
+// callers whose credentials are unknown, together.
+type peerKey struct {
+	known bool
+	uid   uint32
+}
+
+func keyOf(c Caller) peerKey { return peerKey{c.Known, c.UID} }
+
+// connState is where a connection is, for the limits.
+type connState int
+
+const (
+	connUncounted connState = iota // not admitted yet, closed or evicted: counts nothing
+	connWaiting                    // between requests: idle keep-alive, or sending its headers
+	connBusy                       // a request is being served
+	connStream                     // a subscription: counted in streams, not connections
+)
+
+// peerCount is one uid's connections and streams.
+type peerCount struct {
+	open, streams int
+	waiting       list.List // of *credConn, the longest waiting first
+}
+
+// connLimits counts the local API's connections and streams. A connection
+// that waits for a request (idle keep-alive, or still sending its headers)
+// costs the node little and serves no one, so at a limit a new connection
+// closes the one that has waited longest (its uid's own first, at its
+// uid's limit) instead of waiting in the backlog behind it. Connections
+// that run a request are never closed for another.
+type connLimits struct {
+	maxConns, maxConnsPerUID     int
+	maxStreams, maxStreamsPerUID int
+	conns                        gaugeLike   // cachecast_api_connections
+	evicted                      counterLike // cachecast_api_connections_evicted_total
+
+	mu           sync.Mutex
+	open         int           // connections counted against --max-connections
+	streams      int           // open subscription streams
+	spares       int           // connections admitted over the limits
+	starved      atomic.Bool   // an Accept waits for room (admitLater)
+	room         chan struct{} // signals it
+	waiting      list.List     // counted connections waiting, the longest first
+	spareWaiting list.List     // spare connections waiting
+	peers        map[peerKey]*peerCount
+}
+
+// counterLike is the part of a Prometheus counter the limits use.
+type counterLike interface{ Inc() }
+
+func newConnLimits(c Config, conns gaugeLike, evicted counterLike) *connLimits {
+	return &connLimits{
+		maxConns: c.MaxConnections, maxConnsPerUID: c.MaxConnectionsPerUID,
+		maxStreams: c.MaxStreams, maxStreamsPerUID: c.MaxStreamsPerUID,
+		conns: conns, evicted: evicted, peers: map[peerKey]*peerCount{}, room: make(chan struct{}, 1),
+	}
+}
+
+func (l *connLimits) peer(k peerKey) *peerCount {
+	p := l.peers[k]
+	if p == nil {
+		p = &peerCount{}
+		l.peers[k] = p
+	}
+	return p
+}
+
+// dropPeer forgets a uid with nothing open.
+func (l *connLimits) dropPeer(k peerKey, p *peerCount) {
+	if p.open == 0 && p.streams == 0 {
+		delete(l.peers, k)
+	}
+}
+
+// admission is admit's verdict on a new connection.
+type admission int
+
+const (
+	admitted   admission = iota
+	admitLater           // room can be made soon: call again
+	admitNone            // no room, not even as a spare: close it
+)
+
+// admit counts a new connection, making room by evicting waiting ones. A
+// waiting connection is evicted only when it is idle (see idle): one just
+// accepted and not read yet may hold a whole request. When only such ones
+// are there, admit says admitLater, unless force (after evictWait), when
+// the longest waiting goes anyway. With nothing waiting at all, c becomes
+// a spare.
+func (l *connLimits) admit(c *credConn, force bool) admission {
+	var victims []*credConn
+	defer func() {
+		for _, v := range victims {
+			l.evicted.Inc()
+			_ = v.UnixConn.Close() // its server goroutine then sees the end
+		}
+	}()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	busy := func() *apiError {
+		return errorf(CodeBusy, "every connection is running a request (--max-connections %d); retry", l.maxConns)
+	}
+	p := l.peer(c.key)
+	if p.open >= l.maxConnsPerUID {
+		v := l.evictLocked(&p.waiting, force)
+		if v == nil {
+			if p.waiting.Len() > 0 {
+				return l.later(c, p)
+			}
+			why := c.limitReached()
+			if l.open >= l.maxConns {
+				why = busy()
+			}
+			return l.admitSpare(c, p, &victims, why, force)
+		}
+		victims = append(victims, v)
+	}
+	for l.open >= l.maxConns {
+		v := l.evictLocked(&l.waiting, force)
+		if v == nil {
+			if l.waiting.Len() > 0 {
+				return l.later(c, p)
+			}
+			return l.admitSpare(c, p, &victims, busy(), force)
+		}
+		victims = append(victims, v)
+	}
+	l.starved.Store(false)
+	l.open++
+	p.open++
+	c.state = connWaiting
+	c.elem = l.waiting.PushBack(c)
+	c.uidElem = p.waiting.PushBack(c)
+	return admitted
+}
+
+// later asks for a signal on room (a connection read, or uncounted).
+func (l *connLimits) later(c *credConn, p *peerCount) admission {
+	l.dropPeer(c.key, p)
+	l.starved.Store(true)
+	return admitLater
+}
+
+// signalRoom wakes an Accept waiting in admitLater.
+func (l *connLimits) signalRoom() {
+	if l.starved.Load() {
+		select {
+		case l.room <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// evictLocked uncounts the idle connection of ws that has waited longest
+// (with force, the longest waiting of all) and returns it for closing; nil
+// when there is none.
+func (l *connLimits) evictLocked(ws *list.List, force bool) *credConn {
+	now := time.Now().UnixNano()
+	for e := ws.Front(); e != nil; e = e.Next() {
+		v := e.Value.(*credConn)
+		if force || v.idle(now) {
+			l.uncountLocked(v)
+			return v
+		}
+	}
+	return nil
+}
+
+// admitSpare lets c in over the limits, for health checks; the oldest
+// waiting spare makes room when every spare is taken.
+func (l *connLimits) admitSpare(c *credConn, p *peerCount, victims *[]*credConn, why *apiError, force bool) admission {
+	l.dropPeer(c.key, p)
+	if l.spares >= spareConnections {
+		v := l.evictLocked(&l.spareWaiting, force)
+		if v == nil {
+			if l.spareWaiting.Len() > 0 {
+				l.starved.Store(true)
+				return admitLater
+			}
+			l.starved.Store(false)
+			return admitNone
+		}
+		*victims = append(*victims, v)
+	}
+	l.starved.Store(false)
+	l.spares++
+	c.spare = why
+	c.state = connWaiting
+	c.elem = l.spareWaiting.PushBack(c)
+	return admitted
+}
+
+// uncountLocked takes c out of every count; it then counts nothing.
+func (l *connLimits) uncountLocked(c *credConn) {
+	switch c.state {
+	case connUncounted:
+		return
+	case connWaiting:
+		if c.spare != nil {
+			l.spareWaiting.Remove(c.elem)
+		} else {
+			l.waiting.Remove(c.elem)
+			l.peers[c.key].waiting.Remove(c.uidElem)
+		}
+	}
+	c.elem, c.uidElem = nil, nil
+	if c.spare != nil {
+		l.spares--
+		c.state = connUncounted
+		l.signalRoom()
+		return
+	}
+	p := l.peers[c.key]
+	if c.state == connStream {
+		l.streams--
+		p.streams--
+	} else {
+		l.open--
+		p.open--
+	}
+	c.state = connUncounted
+	l.dropPeer(c.key, p)
+	l.signalRoom()
+}
+
+// connState is the http.Server's ConnState hook: it moves a connection
+// between waiting and busy, and uncounts it once closed.
+func (l *connLimits) connState(nc net.Conn, s http.ConnState) {
+	c, ok := nc.(*credConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch s {
+	case http.StateActive:
+		if c.state == connWaiting {
+			if c.spare != nil {
+				l.spareWaiting.Remove(c.elem)
+			} else {
+				l.waiting.Remove(c.elem)
+				l.peers[c.key].waiting.Remove(c.uidElem)
+			}
+			c.elem, c.uidElem = nil, nil
+			c.state = connBusy
+		}
+	case http.StateIdle:
+		if c.state == connBusy {
+			c.state = connWaiting
+			if c.spare != nil {
+				c.elem = l.spareWaiting.PushBack(c)
+			} else {
+				c.elem = l.waiting.PushBack(c)
+				c.uidElem = l.peers[c.key].waiting.PushBack(c)
+			}
+		}
+	case http.StateClosed, http.StateHijacked:
+		l.uncountLocked(c)
+	}
+}
+
+// startStream moves a busy connection from the connections to the streams,
+// or says which limit is reached.
+func (l *connLimits) startStream(c *credConn) *apiError {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.state != connBusy || c.spare != nil {
+		return errorf(CodeBusy, "no subscription on this connection")
+	}
+	p := l.peers[c.key]
+	switch {
+	case l.streams >= l.maxStreams:
+		return errorf(CodeBusy, "%d subscriptions are open, the node's limit (--max-streams %d); retry", l.streams, l.maxStreams)
+	case p.streams >= l.maxStreamsPerUID:
+		return errorf(CodeTooMany, "%s has %d subscriptions open, its share (--max-streams-per-uid %d)",
+			c.caller.who(), p.streams, l.maxStreamsPerUID)
+	}
+	l.open--
+	p.open--
+	l.streams++
+	p.streams++
+	c.state = connStream
+	l.signalRoom()
+	return nil
+}
+
+// endStream counts c as a connection again.
+func (l *connLimits) endStream(c *credConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.state != connStream {
+		return
+	}
+	p := l.peers[c.key]
+	l.streams--
+	p.streams--
+	l.open++
+	p.open++
+	c.state = connBusy
+}
+
+// bodyBudget bounds the bytes of request bodies held in memory over all
+// connections, and each uid's share of them. A body of known length is
+// counted whole before it is read (so it is refused before a byte of it is
+// read); a chunked one as its buffer grows.
+type bodyBudget struct {
+	limit, perUID int64
+
+	mu       sync.Mutex
+	inFlight int64
+	byPeer   map[peerKey]int64
+	peak     int64       // the most in flight since the last hand-back
+	free     *time.Timer // hands the memory of a burst back to the system
+}
+
+func newBodyBudget(c Config) *bodyBudget {
+	b := &bodyBudget{limit: c.MaxBodyMemory, perUID: c.MaxBodyMemoryPerUID, byPeer: map[peerKey]int64{}}
+	b.free = time.AfterFunc(time.Hour, debug.FreeOSMemory)
+	b.free.Stop()
+	return b
+}
+
+// hold counts n more bytes of c's request body, or says which limit they
+// would pass. Without a credConn (not the daemon's listener) nothing is
+// counted.
+func (b *bodyBudget) hold(c *credConn, n int64) *apiError {
+	if c == nil || n <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	mine := b.byPeer[c.key]
+	switch {
+	case b.inFlight+n > b.limit:
+		return errorf(CodeBusy, "request bodies take %s of memory; %s more would pass --max-body-memory (%s); retry",
+			formatSize(b.inFlight), formatSize(n), formatSize(b.limit))
+	case mine+n > b.perUID:
+		return errorf(CodeTooMany, "%s has %s of request bodies in memory; %s more would pass its share (--max-body-memory-per-uid %s)",
+			c.caller.who(), formatSize(mine), formatSize(n), formatSize(b.perUID))
+	}
+	b.byPeer[c.key] = mine + n
+	b.inFlight += n
+	b.peak = max(b.peak, b.inFlight)
+	c.bodyHeld += n
+	return nil
+}
+
+// releaseHeld gives back what c's request held, once it is answered.
+func (b *bodyBudget) releaseHeld(c *credConn) {
+	if c == nil || c.bodyHeld == 0 {
+		return
+	}
+	n := c.bodyHeld
+	c.bodyHeld = 0
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inFlight -= n
+	if left := b.byPeer[c.key] - n; left > 0 {
+		b.byPeer[c.key] = left
+	} else {
+		delete(b.byPeer, c.key)
+	}
+	if b.peak >= burstBytes && b.inFlight <= b.peak/4 {
+		b.peak = b.inFlight
+		b.free.Reset(freeDelay)
+	}
+}
+
+// inUse is the bytes of request bodies held now.
+func (b *bodyBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inFlight
+}
+
+// readAll reads a body of unknown length, at most limit bytes (more is
+// the reader's error), counting its buffer against the budget as it grows.
+// An *apiError is a limit of the budget.
+func (b *bodyBudget) readAll(c *credConn, r io.Reader, limit int64) ([]byte, error) {
+	size := min(4<<10, limit+1)
+	if e := b.hold(c, size); e != nil {
+		return nil, e
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			// Double, but never past limit+1: a full buffer of that is
+			// over the limit, which the reader says.
+			size := min(2*int64(cap(buf)), limit+1)
+			if size == int64(cap(buf)) {
+				return nil, fmt.Errorf("the body passes %d bytes", limit) // the reader said nothing
+			}
+			if e := b.hold(c, size-int64(cap(buf))); e != nil {
+				return nil, e
+			}
+			nb := make([]byte, len(buf), size)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// answerLate lets an error answer out after the request's deadline has
+// passed (a stalled body), and closes the connection after it.
+func answerLate(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(errorWriteGrace))
+	w.Header().Set("Connection", "close")
+}
+
+// closeAfter closes the connection after the answer: the request's body
+// was not read, and net/http would otherwise wait for the client to send
+// it, to discard it (up to 256 KiB; of a chunked body, even after a
+// Connection: close). The passed read deadline makes that wait end at
+// once; the answer is written under the write deadline.
+func closeAfter(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// admitRoute refuses what a spare connection may not ask (anything but
+// health), and makes a spare connection close after its answer.
+func (a *api) admitRoute(w http.ResponseWriter, r *http.Request, rt *route) bool {
+	c := connFrom(r.Context())
+	if c == nil || c.spare == nil {
+		return true
+	}
+	w.Header().Set("Connection", "close")
+	if rt.name == "healthz" || rt.name == "readyz" {
+		return true
+	}
+	a.fail(w, r, c.spare)
+	return false
+}
+
+// streamSlot takes a stream's place for a subscription; release gives it
+// back as a connection.
+func (a *api) streamSlot(r *http.Request) (release func(), e *apiError) {
+	c := connFrom(r.Context())
+	if c == nil {
+		return func() {}, nil
+	}
+	if e := a.d.limits.startStream(c); e != nil {
+		return nil, e
+	}
+	return func() { a.d.limits.endStream(c) }, nil
+}
+
+// validateLimits checks the flags of the limits.
+func (c Config) validateLimits() error {
+	switch {
+	case c.MaxConnections < 1:
+		return fmt.Errorf("--max-connections: must be at least 1, got %d", c.MaxConnections)
+	case c.MaxConnectionsPerUID < 1 || c.MaxConnectionsPerUID > c.MaxConnections:
+		return fmt.Errorf("--max-connections-per-uid: must be 1 to --max-connections (%d), got %d", c.MaxConnections, c.MaxConnectionsPerUID)
+	case c.MaxStreams < 1:
+		return fmt.Errorf("--max-streams: must be at least 1, got %d", c.MaxStreams)
+	case c.MaxStreamsPerUID < 1 || c.MaxStreamsPerUID > c.MaxStreams:
+		return fmt.Errorf("--max-streams-per-uid: must be 1 to --max-streams (%d), got %d", c.MaxStreams, c.MaxStreamsPerUID)
+	case c.MaxBodyMemory < c.MaxBodySize:
+		return fmt.Errorf("--max-body-memory: must be at least --max-body-size (%s), got %s", formatSize(c.MaxBodySize), formatSize(c.MaxBodyMemory))
+	case c.MaxBodyMemoryPerUID < c.MaxBodySize || c.MaxBodyMemoryPerUID > c.MaxBodyMemory:
+		return fmt.Errorf("--max-body-memory-per-uid: must be --max-body-size (%s) to --max-body-memory (%s), got %s",
+			formatSize(c.MaxBodySize), formatSize(c.MaxBodyMemory), formatSize(c.MaxBodyMemoryPerUID))
+	}
+	return nil
+}
+
+// gaugeLike is the part of a Prometheus gauge the listener uses.
+type gaugeLike interface {
+	Inc()
+	Dec()
+}
+
+// credListener reads each connection's peer credentials once, at accept,
+// and admits it under the connection limits (connLimits) if it has them.
+// Accept does not wait for a free slot: a full node makes room by closing
+// a connection that waits for nothing, so a new one is never stuck in the
+// backlog behind idle ones. Without limits (the Redis socket: its server
+// has no ConnState to tell idle connections, so limitListener bounds it)
+// it only reads the credentials.
+type credListener struct {
+	*net.UnixListener
+	limits *connLimits // nil: none
+}
+
+func newCredListener(l *net.UnixListener, limits *connLimits) *credListener {
+	return &credListener{UnixListener: l, limits: limits}
+}
+
+// Accept returns the next connection the limits admit.
+func (l *credListener) Accept() (net.Conn, error) {
+	for {
+		uc, err := l.AcceptUnix()
+		if err != nil {
+			return nil, err
+		}
+		c := &credConn{UnixConn: uc, caller: peerCaller(uc), l: l}
+		c.key = keyOf(c.caller)
+		if l.limits == nil {
+			return c, nil
+		}
+		l.limits.conns.Inc()
+		if l.admit(c) {
+			return c, nil
+		}
+		_ = c.Close()
+	}
+}
+
+// admit asks the limits about c, waiting up to evictWait for room.
+func (l *credListener) admit(c *credConn) bool {
+	deadline := time.Now().Add(evictWait)
+	for {
+		force := !time.Now().Before(deadline)
+		switch l.limits.admit(c, force) {
+		case admitted:
+			return true
+		case admitNone:
+			return false
+		}
+		t := time.NewTimer(min(admitPoll, time.Until(deadline)))
+		select {
+		case <-l.limits.room:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// credConn is an accepted connection, its caller and its place in the
+// limits (guarded by connLimits.mu, but bodyHeld, which only the
+// connection's own goroutine touches).
+type credConn struct {
+	*net.UnixConn
+	caller    Caller
+	key       peerKey
+	l         *credListener
+	closeOnce sync.Once
+
+	readSince     atomic.Int64 // when the Read the daemon is in began (UnixNano); 0 outside one
+	hasRead       atomic.Bool  // a Read returned data, or a request was answered
+	state         connState
+	spare         *apiError     // set on a spare connection: the answer to anything but health
+	elem, uidElem *list.Element // in the waiting lists, while waiting
+	bodyHeld      int64         // bytes of the current request's body counted in the budget
+}
+
+// limitReached is the answer of a spare admitted over its uid's share.
+func (c *credConn) limitReached() *apiError {
+	return errorf(CodeTooMany, "%s has every connection of its share running a request (--max-connections-per-uid %d)",
+		c.caller.who(), c.l.limits.maxConnsPerUID)
+}
+
+// Read notes when the daemon waits for the client (see idle).
+func (c *credConn) Read(b []byte) (int, error) {
+	if c.l.limits == nil {
+		return c.UnixConn.Read(b)
+	}
+	c.readSince.Store(time.Now().UnixNano())
+	c.l.limits.signalRoom()
+	n, err := c.UnixConn.Read(b)
+	c.readSince.Store(0)
+	if n > 0 {
+		c.hasRead.Store(true)
+	}
+	return n, err
+}
+
+// idle reports whether the daemon is waiting for the client: in a Read of
+// a connection that has sent something before (part of its headers, or a
+// whole request that was answered), or in its first Read for readGrace.
+// A new connection whose request is on its way, not read yet, is not idle.
+func (c *credConn) idle(now int64) bool {
+	since := c.readSince.Load()
+	return since != 0 && (c.hasRead.Load() || now-since >= int64(readGrace))
+}
+
+func (c *credConn) Close() error {
+	err := c.UnixConn.Close()
+	if c.l.limits == nil {
+		return err
+	}
+	c.closeOnce.Do(func() {
+		c.l.limits.mu.Lock()
+		c.l.limits.uncountLocked(c)
+		c.l.limits.mu.Unlock()
+		c.l.limits.conns.Dec()
+	})
+	return err
+}
+
+// who names the caller in an error message.
+func (c Caller) who() string {
+	if !c.Known {
+		return "a caller of unknown credentials"
+	}
+	return fmt.Sprintf("uid %d", c.UID)
+}
+
+type connKey struct{}
+
+// connContext puts the connection and its caller into every request's
+// context.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if cc, ok := c.(*credConn); ok {
+		ctx = context.WithValue(ctx, connKey{}, cc)
+		return context.WithValue(ctx, callerKey{}, cc.caller)
+	}
+	return ctx
+}
+
+// connFrom is the request's connection; nil when it is not the daemon's.
+func connFrom(ctx context.Context) *credConn {
+	c, _ := ctx.Value(connKey{}).(*credConn)
+	return c
+}
