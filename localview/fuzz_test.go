@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // smallFile is a valid view file of a few entries, cut to the bytes in
@@ -176,6 +178,21 @@ func TestFileTruncatedUnderTheMapping(t *testing.T) {
 	}
 	if _, _, _, err := r.Get("t", "k"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("get from a truncated file: %v", err)
+	}
+}
+
+// TestNotAFile: a FIFO or a directory at the path is refused at once
+// (a FIFO's open does not wait for a writer).
+func TestNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, dir} {
+		if _, err := Open(p); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Open(%s): %v, want ErrCorrupt", p, err)
+		}
 	}
 }
 

@@ -77,7 +77,9 @@ func Open(path string) (*Reader, error) {
 
 // attach maps the file at r.path and checks its geometry.
 func (r *Reader) attach() error {
-	f, err := os.OpenFile(r.path, os.O_RDONLY, 0)
+	// O_NONBLOCK: a FIFO put at the path must not hang the reader (fstat
+	// refuses it next); it changes nothing for a regular file.
+	f, err := os.OpenFile(r.path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("localview: open: %w", err)
 	}

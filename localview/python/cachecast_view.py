@@ -26,6 +26,7 @@ import collections
 import json
 import mmap
 import os
+import stat
 import struct
 import sys
 import time
@@ -105,10 +106,11 @@ class View:
         self._attach()
 
     def _attach(self):
-        fd = os.open(self.path, os.O_RDONLY)
+        # O_NONBLOCK: a FIFO at the path must not hang us (refused below).
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         try:
             st = os.fstat(fd)
-            if st.st_size < HEADER_SIZE or st.st_size > 8 << 32:
+            if not stat.S_ISREG(st.st_mode) or st.st_size < HEADER_SIZE or st.st_size > 8 << 32:
                 raise Corrupt("%s is not a view file (%d bytes)" % (self.path, st.st_size))
             m = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, mmap.PROT_READ)
         finally:

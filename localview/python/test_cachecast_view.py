@@ -169,6 +169,15 @@ class ReaderTest(unittest.TestCase):
                 except cv.Corrupt:
                     pass
 
+    def test_not_a_file(self):
+        os.mkfifo(self.path)
+        with self.assertRaises(cv.Corrupt):
+            cv.View(self.path)  # neither hangs nor maps it
+        os.remove(self.path)
+        os.mkdir(self.path)
+        with self.assertRaises((cv.Corrupt, OSError)):
+            cv.View(self.path)
+
     def test_random_mutations_never_crash(self):
         good, _ = build(ENTRIES)
         rng = random.Random(1)
