@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,43 @@ func TestViewReadersUnderLoad(t *testing.T) {
 	})
 	for i, c := range readers {
 		viewtest.Verify(t, fmt.Sprintf("reader %d", i), c.Stop(t), published)
+	}
+}
+
+// TestViewFileFull: the view outgrows a small tmpfs. The generation that
+// does not fit is refused by fallocate (never a SIGBUS later), the view is
+// turned off (readers: not ready, so they use the socket) and the daemon
+// serves on, reads and writes.
+func TestViewFileFull(t *testing.T) {
+	mnt, _ := mountTmpfs(t, "3m")
+	cfg := testConfig(t)
+	cfg.ViewFile = filepath.Join(mnt, "view")
+	td := startDaemon(t, cfg)
+	r, err := localview.Open(cfg.ViewFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitView(t, r, "ready", func() bool { return r.Fresh(time.Second) == nil })
+	value := strings.Repeat("x", 1000)
+	for i := 0; ; i++ {
+		if r := td.do("PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", i), strings.NewReader(value)); r.status != 200 {
+			t.Fatalf("PUT %d: %d %s", i, r.status, r.body)
+		}
+		if _, _, _, err := r.Get("t", fmt.Sprintf("k%d", i)); errors.Is(err, localview.ErrNotReady) {
+			break
+		}
+		if i > 10000 {
+			t.Fatal("the view never outgrew a 3 MiB tmpfs")
+		}
+	}
+	if err := r.Fresh(time.Minute); !errors.Is(err, localview.ErrNotReady) {
+		t.Errorf("fresh after the view was turned off: %v", err)
+	}
+	if r := td.do("PUT", "/v1/topics/t/keys/after", strings.NewReader("1")); r.status != 200 {
+		t.Errorf("PUT after the view was turned off: %d %s", r.status, r.body)
+	}
+	if r := td.do("GET", "/v1/topics/t/keys/after", nil); r.status != 200 || string(r.body) != "1" {
+		t.Errorf("GET after the view was turned off: %d %s", r.status, r.body)
 	}
 }
