@@ -177,11 +177,14 @@ func BenchmarkRecover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// Back to the state of a crash before any flush.
-		mm, _, err := openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0)
+		mm, _, err := openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		mm.setPos(metaOffCommitted, 0)
+		if err := mm.sync(); err != nil {
+			b.Fatal(err)
+		}
 		mm.close()
 		os.Remove(filepath.Join(dir, snapshotName))
 		b.StartTimer()

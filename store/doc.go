@@ -10,7 +10,7 @@
 // # Files
 //
 //	<dir>/LOCK                       flock: one process per directory (ErrLocked)
-//	<dir>/meta                       the metafile, one page (see meta.go)
+//	<dir>/meta                       the metafile, one page, two CRC'd copies (see meta.go)
 //	<dir>/log/<20-digit position>    segments, fixed size, preallocated
 //	<dir>/log/<position>.free        recycled segments waiting for reuse
 //	<dir>/index/topic/<topic>/...    per-topic index chunks (see index.go)
@@ -66,7 +66,8 @@
 // on: length, field lengths and CRC. The log ends at the first bad record,
 // at a zero size that is not a legitimate jump to the next segment (the
 // next segment's first record must be too big for the space left), or at
-// a missing segment file. Damaged bytes are copied to corrupt/ first; the
+// a missing segment file. Damaged bytes are copied to corrupt/ first
+// (fsynced, with the directory, before the original is zeroed); the
 // rest of the last segment is zeroed and later segments are recycled, so a
 // cut-off record can never reappear. The indexes are cut to the end of the
 // log and rebuilt from it; the view is loaded from its snapshot and

@@ -378,8 +378,13 @@ func (l *segLog) copyAside(s *segment, off int64) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, fmt.Sprintf("%s.%d.%d.bad", segmentName(s.base), off, time.Now().Unix()))
-	if err := os.WriteFile(path, data, 0o640); err != nil {
-		return "", fileError("write", path, err)
+	// Durable before the caller zeroes the original: a crash in between
+	// must not lose both.
+	if err := createFileAtomic(path, writeSynced(data)); err != nil {
+		return "", err
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil { // the new corrupt/ directory
+		return "", err
 	}
 	return path, nil
 }

@@ -374,11 +374,16 @@ func TestNewOriginAfterReboot(t *testing.T) {
 	s.crash()
 
 	// Pretend the machine rebooted: another boot ID in the metafile.
-	m, _, err := openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0)
+	m, _, err := openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.b[metaOffBootID] ^= 0xff
+	id := m.bootID()
+	id[0] ^= 0xff
+	m.setBootID(id)
+	if err := m.sync(); err != nil {
+		t.Fatal(err)
+	}
 	m.close()
 	s = openTest(t, o)
 	second := s.Origin()
@@ -400,11 +405,16 @@ func TestNewOriginAfterReboot(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m, _, err = openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0)
+	m, _, err = openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.b[metaOffBootID] ^= 0xff
+	id = m.bootID()
+	id[0] ^= 0xff
+	m.setBootID(id)
+	if err := m.sync(); err != nil {
+		t.Fatal(err)
+	}
 	m.close()
 	s = openTest(t, o)
 	defer s.Close()

@@ -115,7 +115,7 @@ func (s *Store) open() error {
 		return err
 	}
 	var fresh bool
-	if s.meta, fresh, err = openMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, time.Now().Unix()); err != nil {
+	if s.meta, fresh, err = openMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, time.Now().Unix(), s.log); err != nil {
 		return err
 	}
 	if !fresh && s.meta.segSize != s.opts.SegmentSize {
@@ -210,8 +210,7 @@ func (s *Store) closeIndexes() {
 // every write and the origin stays.
 func (s *Store) checkRestart(fresh bool) error {
 	cur, ok := bootID()
-	var last [16]byte
-	copy(last[:], s.meta.b[metaOffBootID:metaOffBootID+16])
+	last := s.meta.bootID()
 	if !fresh && s.meta.get(metaOffOpen) != 0 && (!ok || cur != last) {
 		origin, err := newOrigin()
 		if err != nil {
@@ -222,7 +221,7 @@ func (s *Store) checkRestart(fresh bool) error {
 			zap.String("origin", fmt.Sprintf("%016x", origin)))
 		s.meta.put(metaOffOrigin, origin)
 	}
-	copy(s.meta.b[metaOffBootID:metaOffBootID+16], cur[:])
+	s.meta.setBootID(cur)
 	s.meta.put(metaOffOpen, 1)
 	return s.meta.sync()
 }

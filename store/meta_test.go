@@ -1,0 +1,201 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// metaCopies reads the metafile at path and says which copy is current
+// (the valid one with the higher generation; -1 when neither is valid).
+func metaCopies(t *testing.T, path string) (b []byte, cur int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur = -1
+	var gen uint64
+	for k := 0; k < 2; k++ {
+		c := b[k*metaCopySize : (k+1)*metaCopySize]
+		if g := binary.LittleEndian.Uint64(c[metaOffGen:]); metaCopyValid(c) && (cur < 0 || g > gen) {
+			cur, gen = k, g
+		}
+	}
+	return b, cur
+}
+
+// closedStore makes a store with records, closed cleanly (the metafile
+// synced many times), and returns its options and origin.
+func closedStore(t *testing.T) (Options, uint64) {
+	t.Helper()
+	o := testOptions(t, t.TempDir())
+	s := openTest(t, o)
+	writeRecords(t, s, 50, 100)
+	origin := s.Origin()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return o, origin
+}
+
+// TestMetaDamagedCopy: a torn (half-written) or corrupt (bytes flipped)
+// copy of the metafile is ignored; the store opens from the other copy
+// with its origin and every record.
+func TestMetaDamagedCopy(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(c []byte) // one copy
+	}{
+		{"torn: the second half not written", func(c []byte) { clear(c[metaCopySize/2:]) }},
+		{"torn: the first half not written", func(c []byte) { clear(c[:metaCopySize/2]) }},
+		{"corrupt: bytes flipped", func(c []byte) { c[metaOffWriting] ^= 0x5a; c[metaOffOrigin+3] ^= 0x01 }},
+	}
+	for _, tt := range tests {
+		for _, which := range []string{"current", "other"} {
+			t.Run(tt.name+", "+which+" copy", func(t *testing.T) {
+				o, origin := closedStore(t)
+				path := filepath.Join(o.Dir, metaName)
+				b, cur := metaCopies(t, path)
+				if cur < 0 {
+					t.Fatal("no valid copy after a clean close")
+				}
+				k := cur
+				if which == "other" {
+					k = 1 - cur
+				}
+				tt.damage(b[k*metaCopySize : (k+1)*metaCopySize])
+				if err := os.WriteFile(path, b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+				s := openTest(t, o)
+				if s.Origin() != origin {
+					t.Fatalf("origin %x after a damaged copy, want %x", s.Origin(), origin)
+				}
+				for i := 0; i < 50; i++ {
+					if _, ok := s.Get("t", fmt.Sprint(i)); !ok {
+						t.Fatalf("key %d missing", i)
+					}
+				}
+				if got := len(readAll(t, s)); got != 50 {
+					t.Fatalf("%d records after reopening, want 50", got)
+				}
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				// The damaged copy was rewritten: both are valid again.
+				b, _ = metaCopies(t, path)
+				for k := 0; k < 2; k++ {
+					if !metaCopyValid(b[k*metaCopySize : (k+1)*metaCopySize]) {
+						t.Fatalf("copy %d still invalid after a reopen and a close", k)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMetaBothCopiesBad: with neither copy valid the store refuses to
+// open with ErrCorrupt naming the metafile.
+func TestMetaBothCopiesBad(t *testing.T) {
+	o, _ := closedStore(t)
+	path := filepath.Join(o.Dir, metaName)
+	b, _ := metaCopies(t, path)
+	b[metaOffCommitted] ^= 0xff
+	b[metaCopySize+metaOffCommitted] ^= 0xff
+	if err := os.WriteFile(path, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(o)
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a store whose metafile has no valid copy")
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "both copies") {
+		t.Fatalf("err = %v; want ErrCorrupt naming %s and both copies", err, path)
+	}
+}
+
+// TestMetaSingleCopyUpgrade: a metafile of the old single-copy layout
+// (version 1, no CRC, nothing in copy B) opens unchanged and is upgraded
+// by the next write, which goes to copy B.
+func TestMetaSingleCopyUpgrade(t *testing.T) {
+	o, origin := closedStore(t)
+	path := filepath.Join(o.Dir, metaName)
+	b, cur := metaCopies(t, path)
+	old := make([]byte, metaSize)
+	copy(old[:metaOffGen], b[cur*metaCopySize:]) // the old layout ends at the boot ID
+	binary.LittleEndian.PutUint64(old[metaOffVersion:], metaVersionSingle)
+	if err := os.WriteFile(path, old, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// The first write goes to copy B; the old copy A stays as it was
+	// until the next one.
+	m, fresh, err := openMeta(path, o.SegmentSize, 0, nil)
+	if err != nil || fresh {
+		t.Fatalf("opening the old metafile: fresh %v, %v", fresh, err)
+	}
+	if m.get(metaOffOrigin) != origin {
+		t.Fatalf("origin %x from the old metafile, want %x", m.get(metaOffOrigin), origin)
+	}
+	err = m.sync()
+	m.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, cur = metaCopies(t, path)
+	if cur != 1 || binary.LittleEndian.Uint64(b[metaOffVersion:]) != metaVersionSingle || !bytes.Equal(b[:metaOffGen], old[:metaOffGen]) {
+		t.Fatalf("after the first write: current copy %d, copy A version %d; want B, and A untouched",
+			cur, binary.LittleEndian.Uint64(b[metaOffVersion:]))
+	}
+
+	// The store opens from the old file just the same.
+	if err := os.WriteFile(path, old, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s := openTest(t, o)
+	if s.Origin() != origin {
+		t.Fatalf("origin %x from the old metafile, want %x", s.Origin(), origin)
+	}
+	if got := len(readAll(t, s)); got != 50 {
+		t.Fatalf("%d records, want 50", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = metaCopies(t, path)
+	for k := 0; k < 2; k++ {
+		if !metaCopyValid(b[k*metaCopySize : (k+1)*metaCopySize]) {
+			t.Fatalf("copy %d not upgraded after a close", k)
+		}
+	}
+	s = openTest(t, o)
+	if s.Origin() != origin {
+		t.Fatalf("origin %x after the upgrade, want %x", s.Origin(), origin)
+	}
+}
+
+// TestMetaWriteFault: a fault under the metafile's map (the file truncated
+// under it) comes back from a sync as ErrIO naming the file.
+func TestMetaWriteFault(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, metaName)
+	m, _, err := openMeta(path, 64<<10, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	m.put(metaOffLastHLC, 7)
+	err = m.sync()
+	if !errors.Is(err, ErrIO) || !strings.Contains(err.Error(), "fault writing "+path) {
+		t.Fatalf("err = %v; want ErrIO saying fault writing %s", err, path)
+	}
+}
