@@ -132,6 +132,8 @@ type Gossip struct {
 	meta     atomic.Pointer[[]byte]
 	metaBase Meta   // this node's Meta without Leaving; immutable after New
 	addr     string // local.Addr; immutable after New
+	// leaveRound bounds Leave's wait for memberlist's leave; set in New.
+	leaveRound time.Duration
 
 	// mu guards the member table, the local state and the events channel.
 	// Never call memberlist while holding it: memberlist calls the event
@@ -177,6 +179,9 @@ func New(cfg Config) (*Gossip, error) {
 		shutdownCh: make(chan struct{}),
 	}
 	mc := g.prof.ml()
+	// A leave's gossip is done in a few gossip intervals (memberlist sends
+	// it RetransmitMult*log10(n+1) times, to GossipNodes nodes a round).
+	g.leaveRound = max(50*mc.GossipInterval, 2*time.Second)
 	mc.Name = cfg.NodeName
 	g.mlLog = &logWriter{log: cfg.Logger.Named("memberlist")}
 	mc.Logger = newStdLogger(g.mlLog)
@@ -553,7 +558,9 @@ func (g *Gossip) DroppedEvents() uint64 {
 // Only a live peer (alive, not leaving itself) can confirm a leave: when
 // none is left, as when a whole cluster is stopped at once, Leave sends
 // its messages without waiting for them, and it stops waiting as soon as
-// the last live peer is gone (checked between rounds of the first step).
+// the last live peer is gone (checked between rounds of the first step,
+// and after the second, whose wait is bounded by many times what the
+// gossip of a leave takes).
 func (g *Gossip) Leave(timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -585,7 +592,16 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 		g.log.Info("left the cluster; no live peer to confirm it", zap.Duration("took", time.Since(start)))
 		return nil
 	}
-	if err := g.ml.Leave(max(timeout-time.Since(start), time.Millisecond)); err != nil {
+	// memberlist's wait cannot be cut short when the last live peers stop
+	// meanwhile (a cluster stopped at once: they had not yet told us they
+	// were leaving), and then never ends: its leave has nobody left to go
+	// to. So it waits at most leaveRound, many times what the gossip of a
+	// leave takes, and a leave nobody alive is left to confirm is done.
+	if err := g.ml.Leave(min(max(timeout-time.Since(start), time.Millisecond), g.leaveRound)); err != nil {
+		if !g.anyLivePeer() {
+			g.log.Info("left the cluster; its last live peers stopped meanwhile", zap.Duration("took", time.Since(start)))
+			return nil
+		}
 		g.log.Warn("leave not confirmed", zap.Duration("timeout", timeout), zap.Error(err))
 		return fmt.Errorf("gossip: leave: %w", err)
 	}
