@@ -221,6 +221,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		if d.cluster != nil {
 			d.view.members = d.cluster.memberCounts
 		}
+		d.view.registerMetrics(d.m.reg)
 	}
 	if err := d.startRedis(); err != nil {
 		_ = d.ln.Close()

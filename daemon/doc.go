@@ -366,7 +366,8 @@
 // NewLogger), cachecast_redis_* (connections, commands_total{command},
 // unknown_commands_total, protocol_errors_total, tracking_clients,
 // invalidations_total, slow_clients_disconnected_total, subscriptions: the
-// Redis front door), and the Go and process collectors.
+// Redis front door), cachecast_view_{ready,generation,bytes,keys,queued}
+// (the shared view, with --view-file), and the Go and process collectors.
 //
 // # The Redis front door
 //

@@ -5,9 +5,11 @@ import (
 	"iter"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/localview"
@@ -45,7 +47,28 @@ type viewMirror struct {
 	pending []store.ViewChange
 	kick    chan struct{}
 
+	// For the metrics, set at each heartbeat.
+	ready, generation, size, keys atomic.Int64
+
 	closeOnce sync.Once
+}
+
+// registerMetrics adds the view's gauges to reg.
+func (vm *viewMirror) registerMetrics(reg *prometheus.Registry) {
+	gauge := func(name, help string, v func() float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v))
+	}
+	gauge("cachecast_view_ready", "1 while the shared view file (--view-file) is loaded and current, 0 otherwise.",
+		func() float64 { return float64(vm.ready.Load()) })
+	gauge("cachecast_view_generation", "Generation of the shared view file (one more at each growth or compaction).",
+		func() float64 { return float64(vm.generation.Load()) })
+	gauge("cachecast_view_bytes", "Size of the shared view file.", func() float64 { return float64(vm.size.Load()) })
+	gauge("cachecast_view_keys", "Live keys in the shared view file.", func() float64 { return float64(vm.keys.Load()) })
+	gauge("cachecast_view_queued", "Changes of the view waiting to be written to the file.", func() float64 {
+		vm.mu.Lock()
+		defer vm.mu.Unlock()
+		return float64(len(vm.pending))
+	})
 }
 
 // openViewMirror puts a new, not ready generation of the view file in
@@ -169,6 +192,7 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 	}
 	vm.beat(t0)
 	vm.w.SetReady(true)
+	vm.ready.Store(1)
 	vm.direct = true
 	vm.log.Info("view file ready", zap.String("view-file", vm.w.Path()), zap.Int("keys", vm.w.Len()),
 		zap.Int("bytes", vm.w.Size()), zap.Duration("took", time.Since(t0)))
@@ -231,17 +255,21 @@ func (vm *viewMirror) apply(c store.ViewChange) error {
 	return vm.w.Put(c.Topic, c.Key, c.Tag, c.Value, st)
 }
 
-// beat says the view is current as of asOf.
+// beat says the view is current as of asOf. The caller holds wmu.
 func (vm *viewMirror) beat(asOf time.Time) {
 	if vm.members != nil {
 		vm.w.SetCluster(vm.members())
 	}
 	vm.w.Heartbeat(asOf)
+	vm.generation.Store(int64(vm.w.Generation()))
+	vm.size.Store(int64(vm.w.Size()))
+	vm.keys.Store(int64(vm.w.Len()))
 }
 
 // fail turns the view off after a write error. The caller holds wmu.
 func (vm *viewMirror) fail(err error) {
 	vm.direct = false
+	vm.ready.Store(0)
 	vm.st.FollowView(nil)
 	vm.w.SetReady(false)
 	vm.mu.Lock()
@@ -260,6 +288,7 @@ func (vm *viewMirror) close() {
 		vm.wmu.Lock()
 		defer vm.wmu.Unlock()
 		vm.direct = false
+		vm.ready.Store(0)
 		if err := vm.w.Close(); err != nil {
 			vm.log.Warn("closing the view file", zap.Error(err))
 		}

@@ -3,13 +3,15 @@ package daemon
 import (
 	"errors"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
 	"github.com/cachecast/cachecast/store"
@@ -197,5 +199,32 @@ func TestViewFileFull(t *testing.T) {
 	}
 	if r := td.do("GET", "/v1/topics/t/keys/after", nil); r.status != 200 || string(r.body) != "1" {
 		t.Errorf("GET after the view was turned off: %d %s", r.status, r.body)
+	}
+}
+
+// TestViewMetrics: the view's gauges on /metrics.
+func TestViewMetrics(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MetricsAddr = "127.0.0.1:0"
+	td := startDaemon(t, cfg)
+	td.put("t", "a", "1")
+	td.put("t", "b", "2")
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	var text string
+	testkit.Eventually(t, 10*time.Second, "the view's gauges", func() bool {
+		res, err := c.Get("http://" + td.d.MetricsAddr() + "/metrics")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		text = string(body)
+		return strings.Contains(text, "\ncachecast_view_keys 2\n")
+	})
+	for _, want := range []string{"cachecast_view_ready 1", "cachecast_view_generation 1", "cachecast_view_queued 0", "cachecast_view_bytes "} {
+		if !strings.Contains(text, "\n"+want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
