@@ -9,20 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 )
-
-// waitFor polls cond until it holds, failing the test after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // stuckPeer is a data port that completes the handshake and the first
 // vector, then misbehaves: "never reads" keeps sending its vector but
@@ -135,7 +124,7 @@ func TestStuckPeerDoesNotStallOthers(t *testing.T) {
 				}
 			}
 			c.waitConverged(20 * time.Second)
-			waitFor(t, 20*time.Second, "the link to the stuck peer closed as a stall", func() bool {
+			testkit.Eventually(t, 20*time.Second, "the link to the stuck peer closed as a stall", func() bool {
 				return a.n.Stalls() > 0
 			})
 			// And the node keeps publishing to b afterwards.
@@ -175,7 +164,7 @@ func TestListenerLetsGoOfADialerThatStopsReading(t *testing.T) {
 	if err := w.writeFrame(framePull, encodePull(pullReq{origin: b.st.Origin(), from: 1, to: last})); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the listener closed the connection of a dialer that stopped reading", func() bool {
+	testkit.Eventually(t, 20*time.Second, "the listener closed the connection of a dialer that stopped reading", func() bool {
 		b.n.mu.Lock()
 		defer b.n.mu.Unlock()
 		return len(b.n.conns) == 0
@@ -207,7 +196,7 @@ func TestInboundConnectionFreedWhenPeerLeaves(t *testing.T) {
 	}
 	gone.Close() // the peer's own data port: nobody answers there now
 	b.n.SetPeers([]Peer{{ID: peer, Name: "p", Addr: gone.Addr().String()}})
-	waitFor(t, 5*time.Second, "the inbound connection known by its peer", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the inbound connection known by its peer", func() bool {
 		b.n.mu.Lock()
 		defer b.n.mu.Unlock()
 		for _, id := range b.n.conns {
@@ -218,7 +207,7 @@ func TestInboundConnectionFreedWhenPeerLeaves(t *testing.T) {
 		return false
 	})
 	b.n.SetPeers(nil) // membership: the peer failed
-	waitFor(t, 5*time.Second, "the inbound connection of a departed peer closed", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the inbound connection of a departed peer closed", func() bool {
 		b.n.mu.Lock()
 		defer b.n.mu.Unlock()
 		return len(b.n.conns) == 0
@@ -240,18 +229,18 @@ func TestBackoffResetsAfterHealthyConnection(t *testing.T) {
 		defer a.n.mu.Unlock()
 		return a.n.links[b.st.Origin()]
 	}()
-	waitFor(t, 10*time.Second, "the backoff at its maximum", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the backoff at its maximum", func() bool {
 		return time.Duration(l.retryIn.Load()) == a.n.maxBackoff
 	})
 	c.net.heal()
 	// A healthy connection: a record pushed and acknowledged (a frame
 	// after the first vector).
 	res := publish(t, a, "k", "v")
-	waitFor(t, 10*time.Second, "the record acknowledged", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the record acknowledged", func() bool {
 		return l.connected.Load() && l.holdsCopy()[a.st.Origin()] >= res.Seq
 	})
 	c.net.drop("a", b.n.Addr())
-	waitFor(t, 10*time.Second, "the link redialed", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the link redialed", func() bool {
 		c.net.mu.Lock()
 		defer c.net.mu.Unlock()
 		return len(c.net.conns[[2]string{"a", b.n.Addr()}]) > 0 // retryIn is set before the dial
