@@ -158,6 +158,7 @@ type storeCollector struct {
 	node                                                     string
 	segments, mapped, logBytes, writePos, flushedPos, oldest *prometheus.Desc
 	records, keys, lastFlush, info                           *prometheus.Desc
+	mismatches                                               *prometheus.Desc
 }
 
 func newStoreCollector(s *store.Store, node string) *storeCollector {
@@ -176,12 +177,13 @@ func newStoreCollector(s *store.Store, node string) *storeCollector {
 		records:    d("records", "Records appended or replayed since the store opened."),
 		keys:       d("view_keys", "Live keys in the key/value view."),
 		lastFlush:  d("last_flush_seconds", "Duration of the last flush."),
+		mismatches: d("log_mismatches_total", "Failures that leave the view or an index not matching the log, by kind: apply (a committed record the view could not take), undo (a failed write that could not be taken back). Any makes the store unhealthy until a restart.", "kind"),
 		info:       prometheus.NewDesc("cachecast_node_info", "The node's identity (value 1).", []string{"node", "origin", "version", "flush"}, nil),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info} {
+	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info, c.mismatches} {
 		ch <- d
 	}
 }
@@ -198,6 +200,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.records, prometheus.CounterValue, float64(s.Records))
 	g(c.keys, float64(s.Keys))
 	g(c.lastFlush, s.LastFlush.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.mismatches, prometheus.CounterValue, float64(s.ApplyFailures), "apply")
+	ch <- prometheus.MustNewConstMetric(c.mismatches, prometheus.CounterValue, float64(s.UndoFailures), "undo")
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1,
 		c.node, formatOrigin(s.Origin), Version, s.Flush.String())
 }

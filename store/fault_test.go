@@ -103,3 +103,52 @@ func TestCreateFileAtomic(t *testing.T) {
 		t.Fatalf("in a missing directory: %v, want ErrIO", err)
 	}
 }
+
+// TestViewOrUndoFailureMarksUnhealthy: a committed record the view cannot
+// take (a fault reading it back) and a failed write that cannot be taken
+// back (a fault zeroing its bytes) leave the log, its indexes and the view
+// disagreeing: each is counted and makes the store unhealthy, not only
+// logged. The fault is real: the segment file truncated under its map.
+func TestViewOrUndoFailureMarksUnhealthy(t *testing.T) {
+	tests := []struct {
+		name  string
+		fail  func(s *Store, pos int64)
+		count func(Stats) uint64
+	}{
+		{"apply to the view", func(s *Store, pos int64) { s.applyAt(pos) }, func(st Stats) uint64 { return st.ApplyFailures }},
+		{"undo of a write", func(s *Store, pos int64) {
+			s.wmu.Lock()
+			defer s.wmu.Unlock()
+			s.undo(pos)
+		}, func(st Stats) uint64 { return st.UndoFailures }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openTest(t, testOptions(t, t.TempDir()))
+			res, err := s.Publish(&Message{Topic: "t", Key: "k", Value: []byte("v")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Healthy(); err != nil {
+				t.Fatal(err)
+			}
+			seg, err := s.seglog.pin(res.Pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := seg.path
+			s.seglog.unpin(seg)
+			if err := os.Truncate(path, 0); err != nil {
+				t.Fatal(err)
+			}
+			tt.fail(s, res.Pos)
+			err = s.Healthy()
+			if err == nil || !strings.Contains(err.Error(), "no longer matches the log") {
+				t.Fatalf("Healthy() = %v after the failure, want it to say the store no longer matches its log", err)
+			}
+			if got := tt.count(s.Stats()); got != 1 {
+				t.Fatalf("counted %d failures, want 1", got)
+			}
+		})
+	}
+}

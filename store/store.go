@@ -53,7 +53,11 @@ type Store struct {
 	lastFlush atomic.Int64          // duration of the last flush, ns
 	pendingAt atomic.Int64          // when the oldest unflushed write was made, unix ns (0: none)
 	writeErr  atomic.Pointer[error] // the first write that failed on an I/O error
-	fullErr   atomic.Pointer[error] // the last write refused for want of space, until one passes or room is back
+	brokenErr atomic.Pointer[error] // the first failed view apply or undo: log, indexes and view disagree
+
+	applyFailures atomic.Uint64         // committed records the view could not take
+	undoFailures  atomic.Uint64         // failed writes that could not be taken back
+	fullErr       atomic.Pointer[error] // the last write refused for want of space, until one passes or room is back
 
 	snapMu       sync.Mutex // one snapshot at a time
 	snapCovers   atomic.Int64
@@ -514,13 +518,13 @@ func (s *Store) index(r Record, pos int64) error {
 // entries that point at them.
 func (s *Store) undo(start int64) {
 	if err := s.topics.truncate(start); err != nil {
-		s.log.Error("undoing topic index entries failed", zap.Error(err))
+		s.broken(&s.undoFailures, fmt.Errorf("undoing the topic index entries from %d: %w", start, err))
 	}
 	if err := s.origins.truncate(start); err != nil {
-		s.log.Error("undoing origin index entries failed", zap.Error(err))
+		s.broken(&s.undoFailures, fmt.Errorf("undoing the origin index entries from %d: %w", start, err))
 	}
 	if err := s.seglog.rollback(start); err != nil {
-		s.log.Error("undoing a log write failed", zap.Error(err))
+		s.broken(&s.undoFailures, fmt.Errorf("undoing the log write from %d: %w", start, err))
 	}
 }
 
@@ -530,8 +534,18 @@ func (s *Store) applyAt(pos int64) {
 		s.view.Apply(r)
 		return nil
 	}); err != nil {
-		s.log.Error("applying a record to the view failed", zap.Int64("pos", pos), zap.Error(err))
+		s.broken(&s.applyFailures, fmt.Errorf("applying the record at %d to the view: %w", pos, err))
 	}
+}
+
+// broken counts a failure that leaves the log, its indexes and the view
+// disagreeing (a record in the log the view lacks, index entries or bytes
+// of a failed write left behind): the store is unhealthy from then on,
+// until a restart rebuilds the view and the indexes from the log.
+func (s *Store) broken(counter *atomic.Uint64, err error) {
+	counter.Add(1)
+	s.brokenErr.CompareAndSwap(nil, &err)
+	s.log.Error("the store no longer matches its log; restart to rebuild it", zap.Error(err))
 }
 
 // afterWrite wakes readers and the flusher. Called under the write lock.
@@ -710,6 +724,10 @@ type Stats struct {
 	Records        uint64 // retained in the log (all topics)
 	Keys           int
 	LastFlush      time.Duration
+	// ApplyFailures counts committed records the view could not take,
+	// UndoFailures failed writes that could not be taken back; either
+	// makes the store unhealthy until a restart.
+	ApplyFailures, UndoFailures uint64
 }
 
 // Stats returns the store's current figures.
@@ -729,6 +747,8 @@ func (s *Store) Stats() Stats {
 		Records:        s.retainedRecords(),
 		Keys:           s.view.Len(),
 		LastFlush:      time.Duration(s.lastFlush.Load()),
+		ApplyFailures:  s.applyFailures.Load(),
+		UndoFailures:   s.undoFailures.Load(),
 	}
 }
 
@@ -755,6 +775,9 @@ func (s *Store) Healthy() error {
 	}
 	if werr := s.writeErr.Load(); werr != nil {
 		return fmt.Errorf("store: a write failed on an i/o error (restart to recover the log): %w", *werr)
+	}
+	if berr := s.brokenErr.Load(); berr != nil {
+		return fmt.Errorf("store: the view or an index no longer matches the log (restart to rebuild them): %w", *berr)
 	}
 	s.fmu.Lock()
 	err := s.flushErr
