@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -818,4 +820,74 @@ func readRESP(r *bufio.Reader) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown type %q", line[0])
+}
+
+// BenchmarkRedisClientCache is GETs of 1,000 hot keys through rueidis,
+// from its client-side cache (DoCache) and without it (Do), against a real
+// daemon: the rate an application reads at when cachecast invalidates its
+// cache.
+func BenchmarkRedisClientCache(b *testing.B) {
+	for _, cached := range []bool{false, true} {
+		b.Run(map[bool]string{false: "without", true: "cached"}[cached], func(b *testing.B) {
+			td := startRedisBenchDaemon(b)
+			ctx := context.Background()
+			opt := rueidis.ClientOption{InitAddress: []string{td.RedisSocketPath()},
+				DialCtxFn: func(ctx context.Context, addr string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, "unix", addr)
+				}}
+			c, err := rueidis.NewClient(opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			const keys = 1000
+			for i := range keys {
+				if err := c.Do(ctx, c.B().Set().Key(fmt.Sprintf("bench:k-%d", i)).Value(strings.Repeat("x", 100)).Build()).Error(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				key := fmt.Sprintf("bench:k-%d", i%keys)
+				var err error
+				if cached {
+					_, err = c.DoCache(ctx, c.B().Get().Key(key).Cache(), time.Hour).ToString()
+				} else {
+					_, err = c.Do(ctx, c.B().Get().Key(key).Build()).ToString()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// startRedisBenchDaemon runs a lone daemon for a benchmark until it ends.
+func startRedisBenchDaemon(b *testing.B) *Daemon {
+	b.Helper()
+	sockDir, err := os.MkdirTemp("", "cc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(sockDir) })
+	cfg := DefaultConfig()
+	cfg.DataDir = filepath.Join(b.TempDir(), "data")
+	cfg.Socket = filepath.Join(sockDir, "s.sock")
+	cfg.GossipAddr = ""
+	cfg.LogLevel = "warn"
+	d, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	b.Cleanup(func() {
+		_ = d.Close()
+		<-done
+	})
+	testkit.Eventually(b, 5*time.Second, "the daemon is ready", d.ready.Load)
+	return d
 }

@@ -36,6 +36,8 @@ type conn struct {
 	rbuf []byte
 	args [][]byte
 
+	deadlineSet time.Time // when the write deadline was last set (under mu)
+
 	mu    sync.Mutex
 	out   []byte
 	proto int
@@ -184,7 +186,13 @@ func (c *conn) flushLocked() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	// The deadline moves once per tenth of --write-timeout, not at every
+	// write: resetting the runtime's timer costs about as much as the
+	// answer to a GET.
+	if now := time.Now(); now.After(c.deadlineSet.Add(c.s.cfg.WriteTimeout / 10)) {
+		_ = c.nc.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
+		c.deadlineSet = now
+	}
 	_, err := c.nc.Write(c.out)
 	if cap(c.out) > outFlushSize*4 {
 		c.out = make([]byte, 0, 4096)
