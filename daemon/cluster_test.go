@@ -377,6 +377,14 @@ func TestLagOfAGoneMember(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "node1 holds the first record", func() bool {
 		return ds[1].do("GET", "/v1/topics/prices/keys/before", nil).status == 200
 	})
+	testkit.Eventually(t, 10*time.Second, "node0 to know node1 holds it", func() bool {
+		for _, m := range ds[0].d.cluster.status().Members {
+			if m.Name == "node1" {
+				return m.Connected && len(m.Lag) == 0
+			}
+		}
+		return false
+	})
 	ds[1].stop()
 	testkit.Eventually(t, 10*time.Second, "node0 sees node1 gone", func() bool { return len(ds[0].d.cluster.g.Alive()) == 1 })
 	const missed = 25
