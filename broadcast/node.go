@@ -280,17 +280,23 @@ func (n *Node) SetPeers(peers []Peer) {
 		}
 	}
 	for id, l := range n.links {
-		if p, ok := want[id]; !ok || p.Addr != l.peer.Addr {
-			l.stop()
-			delete(n.links, id)
-			n.gone[id] = l.holdsCopy()
-			// The peer left or failed (or came back elsewhere): its
-			// connections to this node go too, else a stopped peer's
-			// would hold their goroutines until Node.Close.
-			for c, peer := range n.conns {
-				if peer == id {
-					c.Close()
-				}
+		p, ok := want[id]
+		if ok && p.Addr == l.peer.Addr {
+			continue
+		}
+		l.stop()
+		delete(n.links, id)
+		if ok {
+			continue // back on a new address: redialed below
+		}
+		n.gone[id] = l.holdsCopy()
+		// The peer left or failed: its connections to this node go too,
+		// else a stopped peer's would hold their goroutines until
+		// Node.Close. (One that came back on a new address keeps its new
+		// connection.)
+		for c, peer := range n.conns {
+			if peer == id {
+				c.Close()
 			}
 		}
 	}
