@@ -242,12 +242,14 @@ func (s *Server) Close() error {
 	for _, c := range conns {
 		c.close()
 	}
-	s.wg.Wait()
+	// The follower first: it may start a connection's pusher (wg.Go)
+	// until it has returned.
 	s.followMu.Lock()
 	if s.following != nil {
 		<-s.following
 	}
 	s.followMu.Unlock()
+	s.wg.Wait()
 	return errors.Join(errs...)
 }
 
