@@ -35,6 +35,20 @@
 // link's redial waits from 50ms doubling up to 2s, and starts again from
 // 50ms after a connection that worked.
 //
+// # Protocol versions
+//
+// A node speaks the protocol versions [ProtocolMin, ProtocolMax] (both 2
+// in this build: 1 had no frame MAC and is not spoken). Both hellos of
+// the handshake carry the sender's range; each side takes the highest
+// version in both (PeerStatus.Proto) or, with none in common, refuses the
+// connection with ErrHandshake naming both ranges (the listener answers
+// its hello first, so that the dialer can say so too). A build that adds
+// a version keeps the previous one in its range until the whole fleet
+// runs it; then the next build may raise ProtocolMin. Membership carries
+// the same range (Protocols, gossip.Meta) and refuses such a member
+// before any dial. Tests act as other builds by changing the range a new
+// Node speaks (the package variable protocols).
+//
 // So a record reaches every live peer directly from its origin, and a
 // node that missed records (down, cut off, joined late, or any gap at all)
 // gets them from whichever peer has them, also after the origin is gone.

@@ -133,18 +133,56 @@ func TestFrameMAC(t *testing.T) {
 }
 
 func TestHelloDecode(t *testing.T) {
-	h, _ := newHello(42)
-	got, err := decodeHello(h.encode())
-	if err != nil || got != h {
-		t.Fatalf("round trip: %+v %v", got, err)
+	h, _ := newHello(42, protoRange{2, 3})
+	good := h.encode()
+	with := func(f func(b []byte)) []byte { b := bytes.Clone(good); f(b); return b }
+	tests := []struct {
+		name string
+		b    []byte
+		want protoRange // zero: refused
+	}{
+		{"round trip", good, protoRange{2, 3}},
+		{"a build of one version (max byte zero)", with(func(b []byte) { b[8] = 0 }), protoRange{2, 2}},
+		{"min above max", with(func(b []byte) { b[7], b[8] = 4, 3 }), protoRange{}},
+		{"min zero", with(func(b []byte) { b[7] = 0 }), protoRange{}},
+		{"node ID zero", with(func(b []byte) { clear(b[16:24]) }), protoRange{}},
+		{"http", []byte("GET / HTTP/1.1\r\n"), protoRange{}},
 	}
-	bad := h.encode()
-	bad[7] = 99
-	if _, err := decodeHello(bad); !errors.Is(err, ErrHandshake) {
-		t.Fatalf("wrong protocol: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeHello(tt.b)
+			if tt.want == (protoRange{}) {
+				if !errors.Is(err, ErrHandshake) {
+					t.Fatalf("decoded %+v, %v; want ErrHandshake", got, err)
+				}
+				return
+			}
+			if err != nil || got.protos != tt.want || got.node != 42 || got.nonce != h.nonce {
+				t.Fatalf("got %+v, %v; want range %s", got, err, tt.want)
+			}
+		})
 	}
-	if _, err := decodeHello([]byte("GET / HTTP/1.1\r\n")); !errors.Is(err, ErrHandshake) {
-		t.Fatalf("http: %v", err)
+}
+
+func TestNegotiate(t *testing.T) {
+	tests := []struct {
+		a, b protoRange
+		want uint8 // 0: none in common
+	}{
+		{protoRange{2, 2}, protoRange{2, 2}, 2},
+		{protoRange{2, 3}, protoRange{2, 2}, 2},
+		{protoRange{2, 3}, protoRange{2, 3}, 3},
+		{protoRange{2, 3}, protoRange{3, 4}, 3},
+		{protoRange{3, 3}, protoRange{2, 2}, 0},
+		{protoRange{2, 2}, protoRange{3, 5}, 0},
+	}
+	for _, tt := range tests {
+		for _, pair := range [][2]protoRange{{tt.a, tt.b}, {tt.b, tt.a}} {
+			v, ok := negotiate(pair[0], pair[1])
+			if tt.want == 0 && ok || tt.want != 0 && (!ok || v != tt.want) {
+				t.Errorf("negotiate(%s, %s) = %d, %v; want %d", pair[0], pair[1], v, ok, tt.want)
+			}
+		}
 	}
 }
 
@@ -161,7 +199,7 @@ func FuzzFrames(f *testing.F) {
 	f.Add(append([]byte{frameAck}, encodeAck(map[uint64]uint64{1: 2})...))
 	f.Add(append([]byte{framePull}, encodePull(pullReq{1, 1, 9})...))
 	f.Add(append([]byte{framePullEnd}, encodePullEnd(pullEnd{1, 9, 0})...))
-	h, _ := newHello(7)
+	h, _ := newHello(7, protocols)
 	f.Add(h.encode())
 	key := []byte("fuzz key")
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -20,10 +20,19 @@ import (
 // and the other way round.
 //
 //	hello (both ways, 56 bytes, plus 32 bytes of MAC from the listener):
-//	+----------------+--------+---------+---------------+----------------+
-//	| magic "CCDATA1"| proto  | flags   | node ID (u64) | nonce (32 B)   |
-//	|   (7 bytes)    |  (u8)  | (u64 0) |               |                |
-//	+----------------+--------+---------+---------------+----------------+
+//	+----------------+--------+---------+---------+---------------+----------------+
+//	| magic "CCDATA1"| min    | max     | zero    | node ID (u64) | nonce (32 B)   |
+//	|   (7 bytes)    |  (u8)  |  (u8)   | (7 B)   |               |                |
+//	+----------------+--------+---------+---------+---------------+----------------+
+//
+// min and max are the protocol versions the sender speaks. Both sides
+// speak the highest version in both ranges; with none in common each
+// refuses the other, naming both ranges. The byte after min was zero in
+// builds that spoke one version (then in the min byte, which they alone
+// checked): a zero max reads as max = min, and such a build accepts a
+// newer hello whose min is its version. So a build that adds version N+1
+// keeps min = N until the whole fleet runs it; the next build can drop N.
+//
 //	listener's MAC = HMAC-SHA256(key, "listener" | dialer hello | listener hello)
 //	dialer's   MAC = HMAC-SHA256(key, "dialer"   | dialer hello | listener hello)
 //
@@ -50,26 +59,47 @@ const (
 	helloSize  = 7 + 1 + 8 + 8 + 32
 	macSize    = sha256.Size
 
-	// ProtocolVersion is the data port's protocol version: 2 since frames
-	// carry a MAC (see frame.go). A node of another version is refused at
-	// the handshake ("protocol 1, want 2"), so a fleet is upgraded whole.
-	ProtocolVersion = 2
+	// ProtocolMin and ProtocolMax are the data port's protocol versions
+	// this build speaks: 2 since frames carry a MAC (see frame.go; 1 had
+	// none and cannot be spoken safely, so it is out of the range).
+	ProtocolMin = 2
+	ProtocolMax = 2
 )
+
+// protocols is the range a new Node speaks. Only tests change it, to act
+// as another build (a [2,3] node beside a [2,2] one).
+var protocols = protoRange{min: ProtocolMin, max: ProtocolMax}
+
+// Protocols returns the lowest and highest protocol versions a Node made
+// now speaks; membership carries them (gossip.Config.ProtoMin, ProtoMax).
+func Protocols() (lowest, highest uint8) { return protocols.min, protocols.max }
+
+// protoRange is a range of protocol versions, both ends included.
+type protoRange struct{ min, max uint8 }
+
+func (r protoRange) String() string { return fmt.Sprintf("[%d,%d]", r.min, r.max) }
+
+// negotiate returns the highest version in both ranges; ok is false when
+// they have none in common.
+func negotiate(a, b protoRange) (v uint8, ok bool) {
+	v = min(a.max, b.max)
+	return v, v >= max(a.min, b.min)
+}
 
 // ErrHandshake means a peer did not complete the handshake: wrong magic,
 // wrong protocol, or no proof of the cluster key.
 var ErrHandshake = errors.New("broadcast: handshake refused")
 
 type hello struct {
-	proto byte
-	node  uint64
-	nonce [32]byte
+	protos protoRange
+	node   uint64
+	nonce  [32]byte
 }
 
 func (h hello) encode() []byte {
 	b := make([]byte, helloSize)
 	copy(b, helloMagic)
-	b[7] = h.proto
+	b[7], b[8] = h.protos.min, h.protos.max
 	binary.LittleEndian.PutUint64(b[16:], h.node)
 	copy(b[24:], h.nonce[:])
 	return b
@@ -79,10 +109,13 @@ func decodeHello(b []byte) (hello, error) {
 	if len(b) != helloSize || string(b[:7]) != helloMagic {
 		return hello{}, fmt.Errorf("%w: not a cachecast data port", ErrHandshake)
 	}
-	h := hello{proto: b[7], node: binary.LittleEndian.Uint64(b[16:])}
+	h := hello{protos: protoRange{min: b[7], max: b[8]}, node: binary.LittleEndian.Uint64(b[16:])}
+	if h.protos.max == 0 { // a build that spoke one version
+		h.protos.max = h.protos.min
+	}
 	copy(h.nonce[:], b[24:])
-	if h.proto != ProtocolVersion {
-		return hello{}, fmt.Errorf("%w: protocol %d, want %d", ErrHandshake, h.proto, ProtocolVersion)
+	if h.protos.min == 0 || h.protos.min > h.protos.max {
+		return hello{}, fmt.Errorf("%w: bad protocol range %s", ErrHandshake, h.protos)
 	}
 	if h.node == 0 {
 		return hello{}, fmt.Errorf("%w: node ID 0", ErrHandshake)
@@ -90,10 +123,28 @@ func decodeHello(b []byte) (hello, error) {
 	return h, nil
 }
 
-func newHello(node uint64) (hello, error) {
-	h := hello{proto: ProtocolVersion, node: node}
+func newHello(node uint64, protos protoRange) (hello, error) {
+	h := hello{protos: protos, node: node}
 	_, err := rand.Read(h.nonce[:])
 	return h, err
+}
+
+// session is what a handshake yields: the session keys and the protocol
+// version both sides speak on the connection.
+type session struct {
+	sessionKeys
+	proto uint8
+}
+
+// agree negotiates the version of a connection between ours and theirs,
+// or says why there is none.
+func agree(ours, theirs protoRange, node uint64) (uint8, error) {
+	v, ok := negotiate(ours, theirs)
+	if !ok {
+		return 0, fmt.Errorf("%w: node %016x speaks protocol versions %s, this node %s: none in common (upgrade the fleet one version range at a time)",
+			ErrHandshake, node, theirs, ours)
+	}
+	return v, nil
 }
 
 func mac(key []byte, role string, dialer, listener []byte) []byte {
@@ -152,65 +203,74 @@ func deriveSession(listenerKey, dialerKey, dialer, listener []byte) sessionKeys 
 }
 
 // dialHandshake runs the dialer's side and returns the listener's node ID
-// and the connection's session keys.
-func dialHandshake(conn net.Conn, self uint64, keys [][]byte, timeout time.Duration) (uint64, sessionKeys, error) {
+// and the connection's session.
+func dialHandshake(conn net.Conn, self uint64, keys [][]byte, protos protoRange, timeout time.Duration) (uint64, session, error) {
 	conn.SetDeadline(time.Now().Add(timeout))
 	defer conn.SetDeadline(time.Time{})
-	mine, err := newHello(self)
+	mine, err := newHello(self, protos)
 	if err != nil {
-		return 0, sessionKeys{}, err
+		return 0, session{}, err
 	}
 	dh := mine.encode()
 	if _, err := conn.Write(dh); err != nil {
-		return 0, sessionKeys{}, err
+		return 0, session{}, err
 	}
 	buf := make([]byte, helloSize+macSize)
 	if _, err := io.ReadFull(conn, buf); err != nil {
-		return 0, sessionKeys{}, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	lh := buf[:helloSize]
 	theirs, err := decodeHello(lh)
 	if err != nil {
-		return 0, sessionKeys{}, err
+		return 0, session{}, err
+	}
+	v, err := agree(protos, theirs.protos, theirs.node)
+	if err != nil {
+		return 0, session{}, err
 	}
 	theirKey, ok := matchKey(keys, buf[helloSize:], "listener", dh, lh)
 	if !ok {
-		return 0, sessionKeys{}, fmt.Errorf("%w: the peer does not hold the cluster key", ErrHandshake)
+		return 0, session{}, fmt.Errorf("%w: the peer does not hold the cluster key", ErrHandshake)
 	}
 	if _, err := conn.Write(mac(primary(keys), "dialer", dh, lh)); err != nil {
-		return 0, sessionKeys{}, err
+		return 0, session{}, err
 	}
-	return theirs.node, deriveSession(theirKey, primary(keys), dh, lh), nil
+	return theirs.node, session{deriveSession(theirKey, primary(keys), dh, lh), v}, nil
 }
 
 // acceptHandshake runs the listener's side and returns the dialer's node
-// ID and the connection's session keys.
-func acceptHandshake(conn net.Conn, self uint64, keys [][]byte, timeout time.Duration) (uint64, sessionKeys, error) {
+// ID and the connection's session. The listener answers even a dialer it
+// has no version in common with, so that the dialer can say why.
+func acceptHandshake(conn net.Conn, self uint64, keys [][]byte, protos protoRange, timeout time.Duration) (uint64, session, error) {
 	conn.SetDeadline(time.Now().Add(timeout))
 	defer conn.SetDeadline(time.Time{})
 	dh := make([]byte, helloSize)
 	if _, err := io.ReadFull(conn, dh); err != nil {
-		return 0, sessionKeys{}, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	theirs, err := decodeHello(dh)
 	if err != nil {
-		return 0, sessionKeys{}, err
+		return 0, session{}, err
 	}
-	mine, err := newHello(self)
+	mine, err := newHello(self, protos)
 	if err != nil {
-		return 0, sessionKeys{}, err
+		return 0, session{}, err
 	}
 	lh := mine.encode()
 	if _, err := conn.Write(append(lh, mac(primary(keys), "listener", dh, lh)...)); err != nil {
-		return 0, sessionKeys{}, err
+		return 0, session{}, err
+	}
+	v, err := agree(protos, theirs.protos, theirs.node)
+	if err != nil {
+		return 0, session{}, err
 	}
 	got := make([]byte, macSize)
 	if _, err := io.ReadFull(conn, got); err != nil {
-		return 0, sessionKeys{}, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	theirKey, ok := matchKey(keys, got, "dialer", dh, lh)
 	if !ok {
-		return 0, sessionKeys{}, fmt.Errorf("%w: node %016x does not hold the cluster key", ErrHandshake, theirs.node)
+		return 0, session{}, fmt.Errorf("%w: node %016x does not hold the cluster key", ErrHandshake, theirs.node)
 	}
-	return theirs.node, deriveSession(primary(keys), theirKey, dh, lh), nil
+	return theirs.node, session{deriveSession(primary(keys), theirKey, dh, lh), v}, nil
 }

@@ -26,7 +26,8 @@ type link struct {
 	log  *zap.Logger
 
 	connected atomic.Bool
-	retryIn   atomic.Int64 // the wait before the latest redial (time.Duration)
+	proto     atomic.Uint32 // the protocol version of the last connection
+	retryIn   atomic.Int64  // the wait before the latest redial (time.Duration)
 
 	mu      sync.Mutex
 	holds   map[uint64]uint64 // the peer's vector, as it reported it
@@ -138,7 +139,7 @@ func (l *link) session() (healthy bool, err error) {
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
 
-	id, keys, err := dialHandshake(c, l.n.self, l.n.currentKeys(), l.n.cfg.HandshakeTimeout)
+	id, keys, err := dialHandshake(c, l.n.self, l.n.currentKeys(), l.n.protos, l.n.cfg.HandshakeTimeout)
 	if err != nil {
 		l.n.rejected.Add(1)
 		l.log.Warn("data handshake failed", zap.Error(err))
@@ -147,6 +148,7 @@ func (l *link) session() (healthy bool, err error) {
 	if id != l.peer.ID {
 		return false, fmt.Errorf("%w: %s is node %016x, membership says %016x", ErrHandshake, l.peer.Addr, id, l.peer.ID)
 	}
+	l.proto.Store(uint32(keys.proto))
 
 	// The first frame is the peer's whole vector: it says where to start.
 	// The peer sends its vector every SyncInterval: a read that waits

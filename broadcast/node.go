@@ -103,6 +103,7 @@ type Node struct {
 	natsErrors      atomic.Uint64
 
 	rejected  atomic.Uint64 // peers refused at the handshake
+	protos    protoRange    // the protocol versions it speaks (protocols at New)
 	stalls    atomic.Uint64 // connections closed past PeerTimeout
 	badFrames atomic.Uint64
 	pulls     atomic.Uint64 // pull requests sent
@@ -181,6 +182,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		st:       cfg.Store,
 		self:     cfg.Store.Origin(),
+		protos:   protocols,
 		log:      cfg.Logger,
 		listener: ln,
 		links:    make(map[uint64]*link),
@@ -356,6 +358,9 @@ type PeerStatus struct {
 	Holds map[uint64]uint64
 	// Queue is how many of this node's own records the peer lacks.
 	Queue uint64
+	// Proto is the protocol version of the link's last connection (0:
+	// none yet).
+	Proto uint8
 }
 
 // Peers reports every link, sorted by peer name.
@@ -374,7 +379,7 @@ func (n *Node) Peers() []PeerStatus {
 		if h := holds[n.self]; h < own {
 			q = own - h
 		}
-		out = append(out, PeerStatus{Peer: l.peer, Connected: l.connected.Load(), Holds: holds, Queue: q})
+		out = append(out, PeerStatus{Peer: l.peer, Connected: l.connected.Load(), Holds: holds, Queue: q, Proto: uint8(l.proto.Load())})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer.Name < out[j].Peer.Name })
 	return out
@@ -445,7 +450,7 @@ func (n *Node) serve(c net.Conn) {
 		delete(n.conns, c)
 		n.mu.Unlock()
 	}()
-	peer, keys, err := acceptHandshake(c, n.self, n.currentKeys(), n.cfg.HandshakeTimeout)
+	peer, keys, err := acceptHandshake(c, n.self, n.currentKeys(), n.protos, n.cfg.HandshakeTimeout)
 	if err != nil {
 		n.rejected.Add(1)
 		n.log.Warn("refused a data connection", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))

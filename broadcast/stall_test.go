@@ -58,7 +58,7 @@ func (p *stuckPeer) accept() {
 
 func (p *stuckPeer) serve(c net.Conn) {
 	defer p.wg.Done()
-	_, keys, err := acceptHandshake(c, p.id, p.keys, 5*time.Second)
+	_, keys, err := acceptHandshake(c, p.id, p.keys, protocols, 5*time.Second)
 	if err != nil {
 		return
 	}
@@ -156,7 +156,7 @@ func TestListenerLetsGoOfADialerThatStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, keys, err := dialHandshake(conn, 0x5758, nil, 5*time.Second)
+	_, keys, err := dialHandshake(conn, 0x5758, nil, protocols, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestInboundConnectionFreedWhenPeerLeaves(t *testing.T) {
 	}
 	defer conn.Close()
 	const peer = 0x5759
-	if _, _, err := dialHandshake(conn, peer, nil, 5*time.Second); err != nil {
+	if _, _, err := dialHandshake(conn, peer, nil, protocols, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	gone, err := net.Listen("tcp", "127.0.0.1:0")

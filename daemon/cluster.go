@@ -83,6 +83,7 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 	if err != nil {
 		return nil, fmt.Errorf("--data-addr: %w", err)
 	}
+	protoMin, protoMax := broadcast.Protocols()
 	g, err := gossip.New(gossip.Config{
 		NodeName:      cfg.NodeName,
 		NodeID:        st.Origin(),
@@ -92,6 +93,8 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		Join:          cfg.Join,
 		JoinTimeout:   cfg.JoinTimeout,
 		Keys:          keys,
+		ProtoMin:      protoMin,
+		ProtoMax:      protoMax,
 		Profile:       cfg.GossipProfile,
 		Logger:        log.Named("gossip"),
 	})

@@ -68,6 +68,11 @@ type Config struct {
 	// will not talk to this one. Encryption cannot be turned on or off on
 	// a running node (SetKeys), only the keys changed.
 	Keys [][]byte
+	// ProtoMin and ProtoMax are the data-port protocol versions the node
+	// speaks (broadcast.Protocols); both zero: ProtocolVersion alone. They
+	// travel in the metadata, and a member whose range has no version in
+	// common with this one is refused (see Meta).
+	ProtoMin, ProtoMax uint8
 	// Profile selects memberlist's timers: ProfileLAN (default),
 	// ProfileWAN or ProfileLocal.
 	Profile string
@@ -120,6 +125,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.NodeID == 0 {
 		return bad("NodeID is zero")
+	}
+	if cfg.ProtoMin == 0 && cfg.ProtoMax == 0 {
+		cfg.ProtoMin, cfg.ProtoMax = ProtocolVersion, ProtocolVersion
+	}
+	if cfg.ProtoMin == 0 || cfg.ProtoMin > cfg.ProtoMax {
+		return bad("ProtoMin %d, ProtoMax %d: not a range", cfg.ProtoMin, cfg.ProtoMax)
 	}
 	if cfg.BindAddr == "" {
 		cfg.BindAddr = DefaultBindAddr

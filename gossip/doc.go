@@ -6,9 +6,11 @@
 //
 //   - membership: who is in the cluster and in what state (alive, left,
 //     dead), with Events for changes;
-//   - node metadata: each node's origin ID, data-port address, protocol
-//     version and leaving flag (Meta, at most MetaMaxSize = 512 bytes,
-//     memberlist's limit).
+//   - node metadata: each node's origin ID, data-port address, range of
+//     protocol versions and leaving flag (Meta, at most MetaMaxSize = 512
+//     bytes, memberlist's limit). A member whose range has no version in
+//     common with this node's is refused (ErrNoCommonProtocol), both in
+//     its alive messages and at a join, which then fails saying why.
 //
 // Anti-entropy (the version vectors) does not ride on memberlist's
 // push/pull exchange: package broadcast runs it over the data port every

@@ -25,6 +25,10 @@ var (
 	// of an unknown format.
 	ErrBadMeta = errors.New("gossip: malformed node metadata")
 
+	// ErrNoCommonProtocol means a member's data-port protocol range has no
+	// version in common with this node's: it is refused (see Meta).
+	ErrNoCommonProtocol = errors.New("gossip: no protocol version in common")
+
 	// ErrBadKey means a cluster key is malformed (not base64, not 16, 24 or
 	// 32 bytes), a key file holds no key, or a key change is not allowed on
 	// a running node (turning encryption on or off).

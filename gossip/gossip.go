@@ -75,8 +75,9 @@ type Member struct {
 	Addr string
 	// DataAddr is the node's data-port address, host:port.
 	DataAddr string
-	// Proto is the node's ProtocolVersion.
-	Proto uint8
+	// Proto and ProtoMin are the highest and lowest data-port protocol
+	// versions the node speaks.
+	Proto, ProtoMin uint8
 	// State is the node's state as this node sees it.
 	State State
 }
@@ -189,7 +190,7 @@ func New(cfg Config) (*Gossip, error) {
 	mc.DelegateProtocolMin = ProtocolVersion
 	mc.DelegateProtocolMax = ProtocolVersion
 	d := &delegate{g: g}
-	mc.Delegate, mc.Events, mc.Alive, mc.Conflict = d, d, d, d
+	mc.Delegate, mc.Events, mc.Alive, mc.Conflict, mc.Merge = d, d, d, d, d
 	if len(cfg.Keys) > 0 {
 		keys := make([][]byte, len(cfg.Keys))
 		for i, k := range cfg.Keys {
@@ -240,13 +241,14 @@ func New(cfg Config) (*Gossip, error) {
 		ID:       cfg.NodeID,
 		Addr:     net.JoinHostPort(advIP.String(), strconv.Itoa(advPort)),
 		DataAddr: dataAddr,
-		Proto:    ProtocolVersion,
+		Proto:    cfg.ProtoMax,
+		ProtoMin: cfg.ProtoMin,
 		State:    StateAlive,
 	}
 	g.addr = g.local.Addr
-	g.metaBase = Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: ProtocolVersion}
+	g.metaBase = Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: cfg.ProtoMax, ProtoMin: cfg.ProtoMin}
 	// The leaving form is one byte longer: check that one against the limit.
-	if _, err := EncodeMeta(Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: ProtocolVersion, Leaving: true}); err != nil {
+	if _, err := EncodeMeta(Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: cfg.ProtoMax, ProtoMin: cfg.ProtoMin, Leaving: true}); err != nil {
 		_ = nt.Shutdown()
 		return nil, fmt.Errorf("%w: DataAddr: %w", ErrInvalidConfig, err)
 	}
@@ -778,8 +780,41 @@ func (d *delegate) NotifyAlive(n *memberlist.Node) error {
 	if n.Name == d.g.cfg.NodeName {
 		return nil
 	}
-	if _, err := DecodeMeta(n.Meta); err != nil {
+	meta, err := DecodeMeta(n.Meta)
+	if err != nil {
 		return err
+	}
+	return d.checkProto(n.Name, meta)
+}
+
+// checkProto refuses a member whose protocol range has no version in
+// common with this node's: neither side could read the other's data port.
+func (d *delegate) checkProto(name string, m Meta) error {
+	c := d.g.cfg
+	if overlaps(m.ProtoMin, m.Proto, c.ProtoMin, c.ProtoMax) {
+		return nil
+	}
+	return fmt.Errorf("%w: member %s speaks protocol versions [%d,%d], this node [%d,%d]; refused (upgrade the fleet one version range at a time)",
+		ErrNoCommonProtocol, name, m.ProtoMin, m.Proto, c.ProtoMin, c.ProtoMax)
+}
+
+// NotifyMerge refuses a join (either way) with a cluster that holds a
+// live member this node cannot talk to, so that Join fails saying why
+// instead of succeeding into a cluster of one.
+func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
+	for _, n := range peers {
+		if n.Name == d.g.cfg.NodeName || n.State != memberlist.StateAlive {
+			continue
+		}
+		meta, err := DecodeMeta(n.Meta)
+		if err != nil {
+			return err
+		}
+		if err := d.checkProto(n.Name, meta); err != nil {
+			d.g.log.Warn("refusing to merge with a member of no common protocol version",
+				zap.String("member", n.Name), zap.Error(err))
+			return err
+		}
 	}
 	return nil
 }
@@ -806,7 +841,7 @@ func (d *delegate) member(n *memberlist.Node) (m Member, leaving, ok bool) {
 		d.g.log.Warn("member with malformed metadata", zap.String("member", n.Name), zap.Error(err))
 		return m, false, false
 	}
-	m.ID, m.DataAddr, m.Proto = meta.ID, meta.DataAddr, meta.Proto
+	m.ID, m.DataAddr, m.Proto, m.ProtoMin = meta.ID, meta.DataAddr, meta.Proto, meta.ProtoMin
 	return m, meta.Leaving, true
 }
 

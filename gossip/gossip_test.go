@@ -202,7 +202,7 @@ func TestThreeNodesJoinViaOneSeed(t *testing.T) {
 		}
 		for i, m := range members {
 			want := Member{Name: specs[i].name, ID: specs[i].id, Addr: nodes[i].Addr(),
-				DataAddr: specs[i].want, Proto: ProtocolVersion, State: StateAlive}
+				DataAddr: specs[i].want, Proto: ProtocolVersion, ProtoMin: ProtocolVersion, State: StateAlive}
 			if m != want {
 				t.Fatalf("%s sees %+v, want %+v", n.cfg.NodeName, m, want)
 			}
@@ -782,5 +782,43 @@ func TestStateStrings(t *testing.T) {
 		if e.String() != want {
 			t.Errorf("%d: %q", int(e), e.String())
 		}
+	}
+}
+
+// TestProtocolRange: a node whose data-port protocol range overlaps the
+// cluster's joins and shows its range; one with no version in common is
+// refused at the join, saying why, and never becomes a member.
+func TestProtocolRange(t *testing.T) {
+	leakCheck(t)
+	nodes := cluster(t, 1, nil) // speaks [2,2]
+
+	up := testConfig(t, "upgraded", 0x777)
+	up.ProtoMin, up.ProtoMax = 2, 3
+	u := start(t, up, true)
+	join(t, u, nodes[0].Addr())
+	testkit.Eventually(t, bound, "the seed to see the upgraded node", func() bool { return len(nodes[0].Alive()) == 2 })
+	for _, m := range nodes[0].Members() {
+		if m.Name == "upgraded" && (m.ProtoMin != 2 || m.Proto != 3) {
+			t.Fatalf("the upgraded node's range as the seed sees it: [%d,%d], want [2,3]", m.ProtoMin, m.Proto)
+		}
+	}
+
+	cfg := testConfig(t, "too-new", 0x888)
+	cfg.ProtoMin, cfg.ProtoMax = 3, 3
+	cfg.JoinTimeout = 700 * time.Millisecond
+	cfg.Join = []string{nodes[0].Addr()}
+	x := start(t, cfg, true)
+	n, err := x.Join(context.Background())
+	if !errors.Is(err, ErrJoin) || n != 0 || !strings.Contains(err.Error(), "no protocol version in common: member node-0 speaks protocol versions [2,2], this node [3,3]") {
+		t.Fatalf("Join = %d, %v; want 0, ErrJoin naming both ranges", n, err)
+	}
+	time.Sleep(time.Second) // a few gossip rounds, for the refused node to leak in if it could
+	for _, nd := range []*tnode{nodes[0], u} {
+		if evs := nd.rec.about("too-new"); len(evs) != 0 {
+			t.Fatalf("%s got events about the refused node: %+v", nd.cfg.NodeName, evs)
+		}
+	}
+	if got := names(x.Members()); !slices.Equal(got, []string{"too-new/alive"}) {
+		t.Fatalf("refused node: Members() = %v", got)
 	}
 }

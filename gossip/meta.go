@@ -7,17 +7,13 @@ import (
 	"github.com/hashicorp/memberlist"
 )
 
-// ProtocolVersion is the version of cachecast's node-to-node protocol this
-// build speaks. It travels in every node's metadata (Member.Proto) so that
-// the data plane can refuse or adapt to a peer of another version. It is
-// also given to memberlist as the delegate protocol version, so memberlist
-// refuses to merge with a cluster whose range excludes it: a later build
-// that speaks 3 must keep 2 in its range, and speak 2, until every node is
-// upgraded.
-//
-// 2: the data port authenticates every frame (broadcast.ProtocolVersion 2).
-// Version 1 nodes sent frames without a MAC; they are not in the range,
-// so a cluster moves to 2 whole (a 2 and a 1 do not merge).
+// ProtocolVersion is the version of the gossip layer given to memberlist
+// as its delegate protocol version (memberlist refuses a node whose
+// version is outside another's range). It stays 2, the version of the
+// builds before the data-port range existed, so that memberlist never
+// splits a rolling upgrade: which nodes can talk is decided by the range
+// each node's metadata carries (Meta.ProtoMin, Meta.Proto), the same one
+// its data port negotiates with.
 const ProtocolVersion = 2
 
 // MetaMaxSize is memberlist's limit on a node's metadata, in bytes.
@@ -38,8 +34,10 @@ type Meta struct {
 	ID uint64
 	// DataAddr is the host:port of the node's data port.
 	DataAddr string
-	// Proto is the node's ProtocolVersion.
-	Proto uint8
+	// Proto is the highest data-port protocol version the node speaks,
+	// ProtoMin the lowest (DecodeMeta sets it to Proto for a node that
+	// did not send it: one that speaks one version).
+	Proto, ProtoMin uint8
 	// Leaving is set by Leave before memberlist's own leave goes out, so
 	// that the others can tell a leave from a failure (see the package
 	// doc, "Events").
@@ -53,19 +51,24 @@ const metaLeaving = 1 << 0
 // the result would exceed MetaMaxSize.
 //
 //	0        1        2                       10
-//	+--------+--------+-----------------------+---------------+--------------+-------+
-//	| format | proto  | node ID (uint64, BE)  | len (uvarint) | data address | flags | ...
-//	+--------+--------+-----------------------+---------------+--------------+-------+
+//	+--------+--------+-----------------------+---------------+--------------+-------+-----------+
+//	| format | proto  | node ID (uint64, BE)  | len (uvarint) | data address | flags | proto min | ...
+//	+--------+--------+-----------------------+---------------+--------------+-------+-----------+
 //
-// format is 1. flags is one byte, bit 0 Leaving; it is written only when
-// a flag is set, so the metadata of a node that is not leaving is the
-// same bytes as before the byte was added (and older decoders, which
-// ignore bytes after the data address, read both). Unknown flag bits and
-// bytes after the flags are reserved for fields added later; DecodeMeta
-// ignores them.
+// format is 1, proto the highest protocol version. flags is one byte, bit
+// 0 Leaving; proto min follows it when it differs from proto (0 or equal:
+// omitted). Both are written only when needed, so the metadata of a node
+// that speaks one version and is not leaving is the same bytes as before
+// they were added (and older decoders, which ignore bytes after the data
+// address, read all of them). Unknown flag bits and bytes after proto min
+// are reserved for fields added later; DecodeMeta ignores them.
 func EncodeMeta(m Meta) ([]byte, error) {
+	withMin := m.ProtoMin != 0 && m.ProtoMin != m.Proto
 	n := metaHeader + uvarintLen(uint64(len(m.DataAddr))) + len(m.DataAddr)
-	if m.Leaving {
+	if m.Leaving || withMin {
+		n++
+	}
+	if withMin {
 		n++
 	}
 	if n > MetaMaxSize {
@@ -77,8 +80,15 @@ func EncodeMeta(m Meta) ([]byte, error) {
 	b = binary.BigEndian.AppendUint64(b, m.ID)
 	b = binary.AppendUvarint(b, uint64(len(m.DataAddr)))
 	b = append(b, m.DataAddr...)
-	if m.Leaving {
-		b = append(b, metaLeaving)
+	if m.Leaving || withMin {
+		var flags byte
+		if m.Leaving {
+			flags |= metaLeaving
+		}
+		b = append(b, flags)
+	}
+	if withMin {
+		b = append(b, m.ProtoMin)
 	}
 	return b, nil
 }
@@ -96,7 +106,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if b[0] != metaFormat {
 		return Meta{}, fmt.Errorf("%w: unknown format %d", ErrBadMeta, b[0])
 	}
-	m := Meta{Proto: b[1], ID: binary.BigEndian.Uint64(b[2:10])}
+	m := Meta{Proto: b[1], ProtoMin: b[1], ID: binary.BigEndian.Uint64(b[2:10])}
 	addr, rest, err := readString(b[metaHeader:])
 	if err != nil {
 		return Meta{}, fmt.Errorf("%w: data address: %v", ErrBadMeta, err)
@@ -105,8 +115,18 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if len(rest) > 0 {
 		m.Leaving = rest[0]&metaLeaving != 0
 	}
+	if len(rest) > 1 {
+		if rest[1] == 0 || rest[1] > m.Proto {
+			return Meta{}, fmt.Errorf("%w: protocol range [%d,%d]", ErrBadMeta, rest[1], m.Proto)
+		}
+		m.ProtoMin = rest[1]
+	}
 	return m, nil
 }
+
+// overlaps reports whether the protocol ranges [aMin, aMax] and [bMin,
+// bMax] have a version in common.
+func overlaps(aMin, aMax, bMin, bMax uint8) bool { return max(aMin, bMin) <= min(aMax, bMax) }
 
 // readBytes reads a uvarint length and that many bytes, returning them (a
 // view of b) and the rest.

@@ -16,8 +16,13 @@ func TestMetaRoundTrip(t *testing.T) {
 		{ID: 42, DataAddr: strings.Repeat("a", MetaMaxSize-metaHeader-2)}, // exactly at the limit
 		{ID: 7, DataAddr: "10.0.0.7:7947", Proto: 1, Leaving: true},
 		{ID: 43, DataAddr: strings.Repeat("a", MetaMaxSize-metaHeader-3), Leaving: true}, // at the limit, leaving
+		{ID: 8, DataAddr: "10.0.0.8:7947", Proto: 3, ProtoMin: 2},
+		{ID: 9, DataAddr: "10.0.0.9:7947", Proto: 3, ProtoMin: 2, Leaving: true},
 	}
 	for _, m := range tests {
+		if m.ProtoMin == 0 {
+			m.ProtoMin = m.Proto // what a node of one version decodes as
+		}
 		b, err := EncodeMeta(m)
 		if err != nil {
 			t.Fatalf("EncodeMeta(%+v): %v", m, err)
@@ -37,9 +42,15 @@ func TestMetaRoundTrip(t *testing.T) {
 		if len(b)+3 > MetaMaxSize {
 			continue
 		}
-		later := append(b[:len(b):len(b)], 0xfe, 0x01)
-		if m.Leaving {
+		if m.Proto == 0 {
+			continue // no proto min can follow
+		}
+		later := append(b[:len(b):len(b)], 0xfe, m.Proto, 0x01)
+		if m.Leaving || m.ProtoMin != m.Proto {
 			later = append(b[:len(b):len(b)], 0x01)
+		}
+		if m.Leaving && m.ProtoMin == m.Proto {
+			later = append(b[:len(b):len(b)], m.Proto, 0x01)
 		}
 		got, err = DecodeMeta(later)
 		if err != nil || got != m {
@@ -92,6 +103,8 @@ func FuzzDecodeMeta(f *testing.F) {
 		b, _ := EncodeMeta(m)
 		f.Add(b)
 	}
+	b, _ := EncodeMeta(Meta{ID: 3, DataAddr: "127.0.0.1:7949", Proto: 3, ProtoMin: 2})
+	f.Add(b)
 	f.Add([]byte{})
 	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xff, 0x03})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -111,11 +124,8 @@ func FuzzDecodeMeta(f *testing.F) {
 			t.Fatalf("re-decode: %+v, %v; want %+v", got, err, m)
 		}
 		// Up to the data address the re-encoding is the input; after it
-		// only the Leaving bit of the flags byte is kept.
-		fixed := enc
-		if m.Leaving {
-			fixed = enc[:len(enc)-1]
-		}
+		// only the Leaving bit and proto min are kept.
+		fixed := enc[:metaHeader+uvarintLen(uint64(len(m.DataAddr)))+len(m.DataAddr)]
 		if !bytes.HasPrefix(b, fixed) {
 			t.Fatalf("re-encoding %x is not a prefix of the input %x", enc, b)
 		}
