@@ -346,7 +346,9 @@
 // loads the view, sets "ready", then applies each batch as it comes and
 // beats the heartbeat every 50ms. The file is 0640 with the socket's
 // group. A shutdown marks it closed (readers: not ready); a write error
-// (a full tmpfs) turns it off with an error log, and the daemon serves on.
+// (a full tmpfs) turns it off with an error log while the daemon serves
+// on, and every 5s the mirror starts over with a new file loaded from the
+// store.
 //
 // # Metrics
 //

@@ -35,6 +35,7 @@ type viewMirror struct {
 	st      *store.Store
 	current iter.Seq[store.ViewChange] // the view as of follow, applied first
 	members func() (alive, known int)  // nil for a lone node
+	gid     int                        // the socket's group, for the files
 
 	// wmu owns the Writer. run holds it while it loads the view and while
 	// it drains the queue; enqueue applies a change itself only when it
@@ -97,7 +98,7 @@ func openViewFile(path string, log *zap.Logger) (*viewMirror, error) {
 		lock.Close()
 		return nil, fmt.Errorf("--view-file: %w", err)
 	}
-	return &viewMirror{w: w, lock: lock, log: log, kick: make(chan struct{}, 1)}, nil
+	return &viewMirror{w: w, lock: lock, log: log, gid: -1, kick: make(chan struct{}, 1)}, nil
 }
 
 // useSocketGroup gives the view file the socket's group: whoever may use
@@ -107,7 +108,8 @@ func (vm *viewMirror) useSocketGroup(socket string) error {
 	if err != nil {
 		return fmt.Errorf("--view-file: %w", err)
 	}
-	if err := vm.w.SetGroup(int(fi.Sys().(*syscall.Stat_t).Gid)); err != nil {
+	vm.gid = int(fi.Sys().(*syscall.Stat_t).Gid)
+	if err := vm.w.SetGroup(vm.gid); err != nil {
 		return fmt.Errorf("--view-file: %w", err)
 	}
 	return nil
@@ -158,12 +160,58 @@ func (vm *viewMirror) wake() {
 	}
 }
 
-// run loads the view, marks the file ready, then applies what is queued
-// and beats the heartbeat, until stop is closed. An error writing the file
-// (a full tmpfs) turns the view off: readers see "not ready" and fall back
-// to the socket; the daemon goes on.
+// viewRetry is how long after a write error the mirror tries again with
+// a new file (the tmpfs may have room by then).
+var viewRetry = 5 * time.Second
+
+// run serves the view until stop is closed. An error writing the file (a
+// full tmpfs) turns the view off: readers see "not ready" and fall back to
+// the socket, the daemon goes on, and every viewRetry the mirror starts
+// over with a new file loaded from the store.
 func (vm *viewMirror) run(stop <-chan struct{}) {
 	defer vm.close()
+	for {
+		err := vm.serve(stop)
+		if err == nil {
+			return
+		}
+		vm.wmu.Lock()
+		vm.fail(err)
+		vm.wmu.Unlock()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(viewRetry):
+			}
+			if err = vm.restart(); err == nil {
+				break
+			}
+			vm.log.Warn("view file: starting over failed; trying again later", zap.Duration("in", viewRetry), zap.Error(err))
+		}
+	}
+}
+
+// restart replaces the writer with a new one on a new file (the old one
+// superseded) and follows the store again.
+func (vm *viewMirror) restart() error {
+	w, err := localview.Create(vm.w.Path(), localview.WriterOptions{Gid: vm.gid})
+	if err != nil {
+		return err
+	}
+	vm.wmu.Lock()
+	old := vm.w
+	vm.w, vm.err = w, nil
+	vm.wmu.Unlock()
+	old.Close()
+	vm.current = vm.st.FollowView(vm.enqueue)
+	return nil
+}
+
+// serve loads the view, marks the file ready, then applies what is queued
+// and beats the heartbeat. It returns nil when stop is closed, or the
+// first error writing the file.
+func (vm *viewMirror) serve(stop <-chan struct{}) error {
 	vm.wmu.Lock()
 	t0 := time.Now()
 	n := 0
@@ -185,10 +233,8 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 		batch, _, err = vm.drain(batch)
 	}
 	if err != nil {
-		vm.fail(err)
 		vm.wmu.Unlock()
-		<-stop
-		return
+		return err
 	}
 	vm.beat(t0)
 	vm.w.SetReady(true)
@@ -203,7 +249,7 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
-			return
+			return nil
 		case <-tick.C:
 		case <-vm.kick:
 		}
@@ -214,10 +260,8 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 			batch, taken, err = vm.drain(batch)
 		}
 		if err != nil {
-			vm.fail(err)
 			vm.wmu.Unlock()
-			<-stop
-			return
+			return err
 		}
 		// Every change made before taken is in the file now: the view is
 		// current as of then (a mirror falling behind shows as an old
@@ -275,7 +319,8 @@ func (vm *viewMirror) fail(err error) {
 	vm.mu.Lock()
 	vm.pending = nil
 	vm.mu.Unlock()
-	vm.log.Error("view file off: readers get \"not ready\" until a restart", zap.String("view-file", vm.w.Path()), zap.Error(err))
+	vm.log.Error("view file off: readers get \"not ready\"; starting over later", zap.String("view-file", vm.w.Path()),
+		zap.Duration("in", viewRetry), zap.Error(err))
 }
 
 // close stops following the store and closes the file (readers see "not

@@ -167,9 +167,12 @@ func TestViewReadersUnderLoad(t *testing.T) {
 // TestViewFileFull: the view outgrows a small tmpfs. The generation that
 // does not fit is refused by fallocate (never a SIGBUS later), the view is
 // turned off (readers: not ready, so they use the socket) and the daemon
-// serves on, reads and writes.
+// serves on, reads and writes. Once the tmpfs is larger, the mirror starts
+// over by itself and the view has every key.
 func TestViewFileFull(t *testing.T) {
-	mnt, _ := mountTmpfs(t, "3m")
+	defer func(d time.Duration) { viewRetry = d }(viewRetry)
+	viewRetry = 50 * time.Millisecond
+	mnt, remount := mountTmpfs(t, "3m")
 	cfg := testConfig(t)
 	cfg.ViewFile = filepath.Join(mnt, "view")
 	td := startDaemon(t, cfg)
@@ -199,6 +202,26 @@ func TestViewFileFull(t *testing.T) {
 	}
 	if r := td.do("GET", "/v1/topics/t/keys/after", nil); r.status != 200 || string(r.body) != "1" {
 		t.Errorf("GET after the view was turned off: %d %s", r.status, r.body)
+	}
+	remount("64m")
+	if msg := testkit.Poll(t, 10*time.Second, func() string {
+		v, _, _, err := r.Get("t", "after")
+		if err == nil && string(v) != "1" {
+			err = fmt.Errorf("value %q", v)
+		}
+		if err == nil {
+			err = r.Fresh(time.Second)
+		}
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}); msg != "" {
+		t.Fatalf("the view is not back with every key: %s", msg)
+	}
+	keys, err := r.Keys("t")
+	if err != nil || len(keys) != len(td.d.Store().Keys("t", "", "", 0)) {
+		t.Errorf("the view holds %d keys, the store %d: %v", len(keys), len(td.d.Store().Keys("t", "", "", 0)), err)
 	}
 }
 

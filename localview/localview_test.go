@@ -174,7 +174,16 @@ func TestRestartSupersedes(t *testing.T) {
 	if err := r.Fresh(time.Minute); err != nil {
 		t.Errorf("fresh: %v", err)
 	}
+	// The first writer closed late (after the second superseded its file)
+	// leaves the superseded mark: readers still move on.
+	r1 := openReader(t, path)
+	w3 := newWriter(t, path)
 	w2.Close()
+	w3.SetReady(true)
+	if _, _, _, err := r1.Get("t", "k"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a reader of a file closed after it was superseded: %v", err)
+	}
+	w3.Close()
 	if err := r.Fresh(time.Minute); !errors.Is(err, ErrNotReady) {
 		t.Errorf("fresh after close: %v", err)
 	}

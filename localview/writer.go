@@ -147,8 +147,14 @@ func (w *Writer) SetReady(ready bool) {
 		w.state &^= stateReady
 	}
 	if w.m != nil {
-		store64(w.m, offState, w.state)
+		w.storeState()
 	}
+}
+
+// storeState writes w.state, keeping a superseded bit another writer set
+// (a restarted mirror's Create superseding this file before Close).
+func (w *Writer) storeState() {
+	store64(w.m, offState, load64(w.m, offState)&stateSuperseded|w.state)
 }
 
 // SetGroup gives the current file, and every later one, the group gid.
@@ -553,7 +559,7 @@ func (w *Writer) Close() error {
 		return ErrClosed
 	}
 	w.state = w.state&^stateReady | stateClosed
-	store64(w.m, offState, w.state)
+	w.storeState()
 	err := unix.Munmap(w.m)
 	w.m = nil
 	return errors.Join(err, w.f.Close())
