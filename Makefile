@@ -13,7 +13,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon install clean
+.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-satellite install clean
 
 all: build
 
@@ -49,6 +49,13 @@ bench:
 # local redis-server, both over Unix sockets (not in CI).
 bench-daemon:
 	bash test/bench-vs-redis.sh
+
+# The store beside SkyWalking Satellite's mmap queue, alternated in one run on
+# the disk and on a tmpfs, three rounds, as a ratio table (not in CI). Needs a
+# local copy of Satellite's repository, outside this module:
+#   make bench-satellite SATELLITE_DIR=/path/to/skywalking-satellite
+bench-satellite:
+	SATELLITE_DIR="$(SATELLITE_DIR)" GO=$(GO) bash test/bench-satellite.sh
 
 # Appends 20 GB and reports the rate per GB: a flat line is the goal (not in CI).
 bench-accumulate:

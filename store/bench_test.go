@@ -1,8 +1,9 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // The append benchmarks are named so that they sit beside SkyWalking
@@ -281,5 +284,65 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkTopicRead is the consumer path: a TopicReader over a topic
+// already written, each Next an index lookup, the record's read from the
+// map and its copy out (Delivery.Record is a private copy). With
+// "tags=1of4" the topic's messages carry one of four tags round robin and
+// the reader asks for one of them: the index's tag hash skips three
+// entries in four without reading their records. A reader that reaches the
+// end starts again from the earliest message.
+func BenchmarkTopicRead(b *testing.B) {
+	tags := []string{"t0", "t1", "t2", "t3"}
+	for _, size := range []int{128, 8 << 10} {
+		for _, filter := range []string{"all", "1of4"} {
+			b.Run(fmt.Sprintf("size=%s/tags=%s", byteSize(size), filter), func(b *testing.B) {
+				s := benchStore(b, appendCase{size, 64 << 20, 16}, FlushAsync)
+				defer s.Close()
+				records := (32 << 20) / size
+				m := Message{Topic: "bench", Value: make([]byte, size-HeaderSize-len("bench")-len(tags[0]))}
+				for i := 0; i < records; i++ {
+					m.Tag = tags[i%len(tags)]
+					if _, err := s.Publish(&m); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var want []string
+				if filter == "1of4" {
+					want = tags[1:2]
+				}
+				done, cancel := context.WithCancel(context.Background())
+				cancel() // Next does not wait: the topic is written already
+				open := func() *TopicReader {
+					r, err := s.NewTopicReader("bench", Start{From: FromEarliest}, want)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return r
+				}
+				r := open()
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					d, err := r.Next(done)
+					if errors.Is(err, context.Canceled) {
+						r.Close()
+						r = open()
+						d, err = r.Next(done)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if want != nil && string(d.Record.Tag()) != want[0] {
+						b.Fatalf("offset %d: tag %q, want %q", d.Offset, d.Record.Tag(), want[0])
+					}
+				}
+				b.StopTimer()
+				r.Close()
+			})
+		}
 	}
 }
