@@ -3,7 +3,9 @@
 # BenchmarkEnqueueAndDequeue, plugins/queue/mmap) alternately with the store's
 # BenchmarkAppend and BenchmarkAppendRead in the same five configurations, on
 # the same file systems (the disk and a tmpfs), ROUNDS rounds, and prints the
-# ratio table of BENCHMARKS.md (test/benchsatellite parses the output).
+# ratio table of BENCHMARKS.md (test/benchsatellite parses the output); and
+# the default-segment 8 KB append beside BenchmarkMapCopyProbe, a plain copy
+# into fresh mappings with the async flusher's msync cadence.
 # Satellite is a local copy of its public repository, outside this module and
 # never vendored into it; it is built in its own directory with its own go.mod.
 # Run from the repository root (not in CI):
@@ -60,6 +62,9 @@ run() {
 	CACHECAST_BENCH_DIR=$dir "$work/bin/store.test" -test.run '^$' -test.bench "^BenchmarkAppend\$$our_bench" -test.benchtime "$BENCHTIME" -test.benchmem | grep '^Benchmark'
 	(cd "$dir" && "$work/bin/satellite.test" -test.run '^$' -test.bench "^BenchmarkEnqueueAndDequeue\$$sat_bench" -test.benchtime "$BENCHTIME" -test.benchmem 2>/dev/null) | grep '^Benchmark' || true
 	CACHECAST_BENCH_DIR=$dir "$work/bin/store.test" -test.run '^$' -test.bench "^BenchmarkAppendRead\$$our_bench" -test.benchtime "$BENCHTIME" -test.benchmem | grep '^Benchmark'
+	# Default segments, 8 KB: the store against a plain copy into fresh mappings.
+	CACHECAST_BENCH_DIR=$dir "$work/bin/store.test" -test.run '^$' -test.bench '^BenchmarkMapCopyProbe$' -test.benchtime "$BENCHTIME" -test.benchmem | grep '^Benchmark'
+	CACHECAST_BENCH_DIR=$dir "$work/bin/store.test" -test.run '^$' -test.bench '^BenchmarkAppend$/^size=8KB$/^segment=64MB$' -test.benchtime "$BENCHTIME" -test.benchmem | grep '^Benchmark'
 	rm -rf "$dir"
 }
 
