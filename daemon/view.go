@@ -131,15 +131,20 @@ func (vm *viewMirror) enqueue(c store.ViewChange) {
 			vm.mu.Unlock()
 			if empty {
 				// Changes come one at a time (under the view's lock) and
-				// none is queued: this one is next in order.
-				if err := vm.apply(c); err != nil {
+				// none is queued: this one is next in order. One that
+				// needs a new generation is queued for run: a rebuild
+				// must not hold the view's lock.
+				done, err := vm.tryApply(c)
+				if err != nil {
 					vm.direct, vm.err = false, err
 					vm.wmu.Unlock()
 					vm.wake()
 					return
 				}
-				vm.wmu.Unlock()
-				return
+				if done {
+					vm.wmu.Unlock()
+					return
+				}
 			}
 		}
 		vm.wmu.Unlock()
@@ -289,6 +294,14 @@ func (vm *viewMirror) drain(batch []store.ViewChange) ([]store.ViewChange, time.
 			batch[i] = store.ViewChange{} // drop the references to the values
 		}
 	}
+}
+
+// tryApply is apply without a rebuild: false when the change needs one.
+func (vm *viewMirror) tryApply(c store.ViewChange) (bool, error) {
+	if c.Deleted {
+		return true, vm.apply(c) // a delete is in place
+	}
+	return vm.w.TryPut(c.Topic, c.Key, c.Tag, c.Value, localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq})
 }
 
 func (vm *viewMirror) apply(c store.ViewChange) error {

@@ -219,3 +219,31 @@ func TestHash(t *testing.T) {
 		}
 	}
 }
+
+// TestTryPut: TryPut writes what fits and refuses, changing nothing, what
+// would need a new generation.
+func TestTryPut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "view")
+	w, err := create(path, WriterOptions{Gid: -1}, 64, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	gen := w.Generation()
+	n := 0
+	for ; ; n++ {
+		ok, err := w.TryPut("t", fmt.Sprint("k", n), "", []byte("value"), Stamp{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+	}
+	if w.Generation() != gen || w.Len() != n || n == 0 {
+		t.Fatalf("after %d TryPuts: generation %d (was %d), %d keys", n, w.Generation(), gen, w.Len())
+	}
+	if err := w.Put("t", fmt.Sprint("k", n), "", []byte("value"), Stamp{}); err != nil || w.Generation() == gen || w.Len() != n+1 {
+		t.Fatalf("Put after TryPut refused: %v, generation %d, %d keys", err, w.Generation(), w.Len())
+	}
+}

@@ -220,20 +220,39 @@ func (w *Writer) writeMeta(m []byte) {
 // The writer trusts its feed: the store's view has already decided that
 // this message wins.
 func (w *Writer) Put(topic, key, tag string, value []byte, st Stamp) error {
-	return w.apply(topic, key, tag, value, st, false)
+	return w.apply(topic, key, tag, value, st, false, true)
 }
 
 // Delete removes (topic, key); st is the tombstone's stamp.
 func (w *Writer) Delete(topic, key string, st Stamp) error {
-	return w.apply(topic, key, "", nil, st, true)
+	return w.apply(topic, key, "", nil, st, true, true)
 }
 
-func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del bool) error {
+// TryPut is Put when it needs no new generation; otherwise it changes
+// nothing and reports false. A caller that must not wait for a rebuild
+// (one holding a lock others wait on) uses it, and leaves the change to
+// Put on another goroutine when it reports false.
+func (w *Writer) TryPut(topic, key, tag string, value []byte, st Stamp) (bool, error) {
+	err := w.apply(topic, key, tag, value, st, false, false)
+	if err == errWouldGrow {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// errWouldGrow is set's answer, with grow false, to a change that needs a
+// new generation.
+var errWouldGrow = errors.New("localview: a new generation is needed")
+
+func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del, grow bool) error {
 	if w.m == nil {
 		return ErrClosed
 	}
 	if len(topic) > 0xffff || len(key) > 0xffff || len(tag) > 0xffff || int64(len(value)) > 1<<31 {
 		return fmt.Errorf("%w: topic %d, key %d, tag %d, value %d bytes", ErrTooLarge, len(topic), len(key), len(tag), len(value))
+	}
+	if err := w.set(topic, key, tag, value, st, del, grow); err != nil {
+		return err
 	}
 	w.changes++
 	w.lastChange = time.Now().UnixNano()
@@ -241,11 +260,11 @@ func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del bool)
 		w.origins[st.Origin] = st.HLC
 	}
 	w.metaDirty = true
-	return w.set(topic, key, tag, value, st, del)
+	return nil
 }
 
 // set stores the change, rebuilding the file first when it is full.
-func (w *Writer) set(topic, key, tag string, value []byte, st Stamp, del bool) error {
+func (w *Writer) set(topic, key, tag string, value []byte, st Stamp, del, grow bool) error {
 	h := Hash(topic, key)
 	slot, off := w.find(h, topic, key)
 	need := len(tag) + len(value)
@@ -275,10 +294,13 @@ func (w *Writer) set(topic, key, tag string, value []byte, st Stamp, del bool) e
 		// It does not fit: a new record, and the old one is garbage.
 		newSize := recordSize(align8(need), len(topic), len(key))
 		if w.used+newSize > w.arenaEnd {
+			if !grow {
+				return errWouldGrow
+			}
 			if err := w.rebuild(0, newSize); err != nil {
 				return err
 			}
-			return w.set(topic, key, tag, value, st, del)
+			return w.set(topic, key, tag, value, st, del, grow)
 		}
 		rec := w.add(topic, key, tag, value, st)
 		store64(w.m, slot, uint64(h)<<32|uint64(rec/8))
@@ -292,10 +314,13 @@ func (w *Writer) set(topic, key, tag string, value []byte, st Stamp, del bool) e
 	}
 	size := recordSize(align8(need), len(topic), len(key))
 	if w.used+size > w.arenaEnd || (w.slotsUsed+1)*4 > (w.mask+1)*3 {
+		if !grow {
+			return errWouldGrow
+		}
 		if err := w.rebuild(1, size); err != nil {
 			return err
 		}
-		return w.set(topic, key, tag, value, st, del)
+		return w.set(topic, key, tag, value, st, del, grow)
 	}
 	rec := w.add(topic, key, tag, value, st)
 	// The slot's store publishes the record: it is complete before it.
