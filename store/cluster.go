@@ -111,7 +111,7 @@ func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
 		return nil, ErrClosed
 	}
 	_, maxHLC := s.view.merge(v)
-	s.clock.Observe(maxHLC)
+	s.clock.Observe(s.boundStamp(maxHLC))
 	moved := map[uint64]uint64{}
 	for origin, mark := range marks {
 		if mark <= s.origins.last(origin) {

@@ -104,6 +104,41 @@
 // value arriving late. The rule is deterministic, so two nodes holding the
 // same records hold the same view, whatever the arrival order.
 //
+// # Clocks
+//
+// Every record carries an HLC stamp (hlc.go) and the view keeps the
+// greatest (HLC, origin), so a node whose wall clock runs ahead would win
+// every concurrent write and, through the HLC, drag every other node's
+// clock along for good. With MaxClockOffset set (the daemon's
+// --max-clock-offset, 500ms by default, as CockroachDB's max-offset),
+// AppendRecord looks at a peer's record's stamp against the local wall
+// clock before anything else:
+//
+//   - at most MaxClockOffset ahead: appended, applied and observed by
+//     the HLC at once (the HLC moves at most that far ahead);
+//   - further ahead, up to HardClockOffsetFactor (10) times the offset:
+//     held (ErrHeld). A held record is not in the log, the view, the
+//     vector or the HLC; its origin's later records are held behind it
+//     (whatever their stamps), so the log keeps each origin gap-free and
+//     in seq order and anti-entropy's vectors stay true. The flusher's
+//     timer (every FlushInterval) appends the held records, in order,
+//     once the local clock is within MaxClockOffset of their stamps;
+//   - further ahead still, or when MaxHeldRecords (4096) records or
+//     MaxHeldBytes (16 MiB) are held already: refused (ErrClockAhead).
+//
+// Neither a held nor a refused record is lost: held ones live only in
+// memory (a restart forgets them), and as the vector does not cover
+// either, the peers' anti-entropy offers them again every sync interval
+// until the local clock has caught up and they are taken. A refusal
+// counts each offer. Holding and refusing are counted (ClockStats) and
+// logged with the origin, at most once per 10s per origin. An origin
+// whose last 3 records in a row arrived beyond the offset, the last less
+// than a minute ago, is flagged (OriginClocks): its clock is persistently
+// ahead, or this node's is behind (the daemon tells the two apart by how
+// many peers are flagged). A peer's snapshot (Bootstrap) moves the HLC
+// at most MaxClockOffset ahead of the wall clock. Records replayed from
+// this node's own log were admitted already and are not checked again.
+//
 // # Concurrency
 //
 // Every exported method is safe for concurrent use. Writes are serialized

@@ -51,6 +51,20 @@ var (
 	// the records between must be appended first.
 	ErrOutOfOrder = errors.New("store: record out of origin order")
 
+	// ErrHeld means a record is stamped further ahead of the local wall
+	// clock than MaxClockOffset (or follows such a record of its origin):
+	// it is held in memory, not appended yet, and appended once the local
+	// clock catches up (see ClockGuard in the package doc). Receivers
+	// treat it as taken.
+	ErrHeld = errors.New("store: record held until the local clock catches up with its stamp")
+
+	// ErrClockAhead means a record was refused for its stamp: more than
+	// HardClockOffsetFactor times MaxClockOffset ahead of the local wall
+	// clock, or ahead while the held records are at their bound. Nothing
+	// was appended; the origin's records are offered again by
+	// anti-entropy.
+	ErrClockAhead = errors.New("store: record stamped too far ahead of the local clock")
+
 	// ErrIO wraps a failed read, write, sync or page fault on a file or
 	// its map.
 	ErrIO = errors.New("store: i/o error")

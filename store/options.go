@@ -117,6 +117,15 @@ type Options struct {
 	// MaxCursorsPerOwner bounds the cursors one user ID creates; 0: no
 	// bound.
 	MaxCursorsPerOwner int
+	// MaxClockOffset bounds how far ahead of the local wall clock a
+	// peer's record may be stamped and still be appended at once; one
+	// further ahead is held until the clock catches up, or refused past
+	// HardClockOffsetFactor times this (see "Clocks" in the package doc).
+	// 0: no bound (the HLC follows any stamp).
+	MaxClockOffset time.Duration
+	// Now, when set, is the wall clock of the HLC and of the clock guard
+	// (tests drive or skew it); nil: time.Now.
+	Now func() time.Time
 	// OnFlush, when set, is called after every flush that wrote something,
 	// with how long it took (for a latency histogram). It runs on the
 	// goroutine that flushed (the flusher's, or a caller of Flush or
@@ -172,6 +181,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("store: MaxCursors must not be negative, got %d", o.MaxCursors)
 	case o.MaxCursorsPerOwner < 0:
 		return fmt.Errorf("store: MaxCursorsPerOwner must not be negative, got %d", o.MaxCursorsPerOwner)
+	case o.MaxClockOffset < 0:
+		return fmt.Errorf("store: MaxClockOffset must not be negative, got %s", o.MaxClockOffset)
 	case o.IndexChunkEntries < 1024:
 		return fmt.Errorf("store: IndexChunkEntries must be at least 1024, got %d", o.IndexChunkEntries)
 	}

@@ -36,6 +36,7 @@ type Store struct {
 	view    *View
 	cursors *cursors
 	clock   *Clock
+	guard   clockGuard // remote stamps ahead of the local clock
 	origin  uint64
 
 	wmu     sync.Mutex // the write lock
@@ -97,7 +98,8 @@ func Open(opts Options) (*Store, error) {
 		opts:         opts,
 		log:          log,
 		dir:          opts.Dir,
-		clock:        NewClock(nil),
+		clock:        NewClock(opts.Now),
+		guard:        clockGuard{max: opts.MaxClockOffset, origins: map[uint64]*originClock{}},
 		flushKick:    make(chan struct{}, 1),
 		snapshotKick: make(chan struct{}, 1),
 		done:         make(chan struct{}),
@@ -405,7 +407,9 @@ func (s *Store) publish(ms []Message, results []Result) error {
 // AppendRecord appends a record first accepted by another node (or by
 // this one, returned by a peer after a wipe): it checks the record,
 // refuses a duplicate (ErrDuplicate) or a gap in the origin's sequence
-// (ErrOutOfOrder), and otherwise appends its bytes unchanged.
+// (ErrOutOfOrder), holds (ErrHeld) or refuses (ErrClockAhead) one stamped
+// too far ahead of the local clock (see "Clocks" in the package doc), and
+// otherwise appends its bytes unchanged.
 func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	r, err := DecodeRecord(raw)
 	if err != nil {
@@ -420,20 +424,42 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 		return Result{}, ErrClosed
 	}
 	last := s.origins.last(r.Origin())
+	expect := max(last, s.heldTail(r.Origin())) + 1
 	switch {
 	case r.Seq() <= last:
 		s.wmu.Unlock()
 		return Result{}, fmt.Errorf("%w: origin %016x seq %d (held up to %d)", ErrDuplicate, r.Origin(), r.Seq(), last)
-	case r.Seq() != last+1:
+	case r.Seq() < expect:
+		s.wmu.Unlock()
+		return Result{}, fmt.Errorf("%w: origin %016x seq %d (held already)", ErrHeld, r.Origin(), r.Seq())
+	case r.Seq() != expect:
 		// Also for an origin this node has nothing of: its first record
 		// must be seq 1. Starting an origin in the middle would leave the
 		// seqs before it missing for good, with the vector saying they are
 		// held; a node starts an origin mid-sequence only from a snapshot
 		// (Bootstrap).
 		s.wmu.Unlock()
-		return Result{}, fmt.Errorf("%w: origin %016x seq %d after %d", ErrOutOfOrder, r.Origin(), r.Seq(), last)
+		return Result{}, fmt.Errorf("%w: origin %016x seq %d after %d", ErrOutOfOrder, r.Origin(), r.Seq(), expect-1)
 	}
-	var res Result
+	if err := s.admitStamp(r); err != nil {
+		s.wmu.Unlock()
+		return Result{}, err
+	}
+	res, end, err := s.appendRemote(r)
+	if err == nil {
+		s.releaseHeld()
+	}
+	s.wmu.Unlock()
+	if err != nil {
+		return Result{}, err
+	}
+	return res, s.waitDurable(end, std1r(&res))
+}
+
+// appendRemote appends a checked record of another node (or one of this
+// node's, back from a peer) and applies it; end is the log's end after
+// it, for waitDurable. Called under the write lock.
+func (s *Store) appendRemote(r Record) (res Result, end int64, err error) {
 	start := s.seglog.wpos
 	err = guardFaultDoing("writing", "the log", func() error {
 		if err := s.makeRoom(len(r)); err != nil {
@@ -450,8 +476,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	if err != nil {
 		s.failed(err)
 		s.undo(start)
-		s.wmu.Unlock()
-		return Result{}, err
+		return Result{}, 0, err
 	}
 	s.clock.Observe(r.HLC())
 	if r.Origin() == s.origin && r.Seq() >= s.nextSeq {
@@ -464,10 +489,9 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	if len(r.Key()) > 0 {
 		s.applyAt(res.Pos)
 	}
-	end := s.seglog.end.Load()
+	end = s.seglog.end.Load()
 	s.afterWrite()
-	s.wmu.Unlock()
-	return res, s.waitDurable(end, std1r(&res))
+	return res, end, nil
 }
 
 func std1r(r *Result) []Result { return unsafe.Slice(r, 1) }
@@ -852,6 +876,7 @@ func (s *Store) flushLoop() {
 			continue
 		case <-tick.C:
 		}
+		s.releaseDue()
 		s.flush()
 		if err := s.meta.sync(); err != nil {
 			s.log.Warn("syncing the metafile failed", zap.Error(err))
