@@ -59,7 +59,10 @@
 // A receiver checks each record's CRC and appends it through
 // store.AppendRecord, which deduplicates on (origin, seq) and keeps each
 // origin gap-free; a record that skips ahead is dropped and fetched again
-// by the next pull. A malformed frame or a corrupt record closes that one
+// by the next pull. A record stamped beyond the store's MaxClockOffset
+// ahead of this node's clock is held or refused by the store (see
+// "Clocks" in package store); the vector does not cover it until it is
+// appended, so pulls offer it again meanwhile. A malformed frame or a corrupt record closes that one
 // connection with a logged reason; nothing else is affected.
 //
 // # NATS

@@ -605,6 +605,10 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
 		case err == nil:
 			advanced = o
 		case errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrOutOfOrder):
+		case errors.Is(err, store.ErrHeld), errors.Is(err, store.ErrClockAhead):
+			// Stamped ahead of this node's clock: the store holds it or
+			// refused it, counts it and logs it (rate-limited); what it
+			// does not hold yet is offered again by anti-entropy.
 		case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrInvalid):
 			return err
 		default:
