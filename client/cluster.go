@@ -8,10 +8,14 @@ import (
 // ClusterStatus is the daemon's GET /v1/cluster answer: the members as the
 // node sees them. Origins are 16-digit hex strings here, as on the wire.
 type ClusterStatus struct {
-	Node    string          `json:"node"`
-	Origin  string          `json:"origin"`
-	Replica string          `json:"replica,omitempty"`
-	Members []ClusterMember `json:"members"`
+	Node    string `json:"node"`
+	Origin  string `json:"origin"`
+	Replica string `json:"replica,omitempty"`
+	// ClockBehind: most peers' records arrive stamped ahead of the
+	// answering node's clock beyond its --max-clock-offset: its clock is
+	// most likely behind.
+	ClockBehind bool            `json:"clock_behind,omitempty"`
+	Members     []ClusterMember `json:"members"`
 }
 
 // ClusterMember is one member of the cluster.
@@ -24,6 +28,14 @@ type ClusterMember struct {
 	Connected bool        `json:"connected"`
 	Self      bool        `json:"self,omitempty"`
 	Lag       []OriginLag `json:"lag,omitempty"`
+	// ClockAhead: the member's records persistently arrive stamped ahead
+	// of the answering node's clock beyond --max-clock-offset, by
+	// ClockAheadSeconds for the last one. HeldRecords wait there for its
+	// clock; RefusedRecords counts the offers refused as too far ahead.
+	ClockAhead        bool    `json:"clock_ahead,omitempty"`
+	ClockAheadSeconds float64 `json:"clock_ahead_seconds,omitempty"`
+	HeldRecords       int     `json:"held_records,omitempty"`
+	RefusedRecords    uint64  `json:"refused_records,omitempty"`
 }
 
 // OriginLag is how far a member is behind the answering node on one

@@ -43,8 +43,12 @@ type cluster struct {
 
 	joined   chan struct{} // closed after the first join attempt
 	sawPeers atomic.Bool   // another member was alive at some point
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	// clockBehind is set while most peers' records arrive stamped ahead
+	// of this node's clock beyond --max-clock-offset (checkClocks).
+	clockBehind   atomic.Bool
+	clockWarnedAt time.Time // checkClocks' last warning (its goroutine only)
+	stop          chan struct{}
+	wg            sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -235,9 +239,51 @@ func (c *cluster) followMembers() {
 				c.onMembers()
 			}
 		case <-tick.C:
+			c.checkClocks()
 		}
 		c.refresh()
 	}
+}
+
+// clockWarnEvery is how often checkClocks repeats its warning while this
+// node's clock stays behind.
+const clockWarnEvery = 5 * time.Minute
+
+// checkClocks tells a clock of this node's that runs behind from a peer's
+// that runs ahead: the store flags every origin whose records arrive
+// stamped beyond --max-clock-offset ahead, so when that is most of the
+// alive peers (at least two: with one peer the two cases look alike),
+// the fault is most likely here. It says so loudly and in status.
+func (c *cluster) checkClocks() {
+	flagged, peers := c.clockAheadPeers()
+	behind := peers >= 2 && 2*len(flagged) > peers
+	was := c.clockBehind.Swap(behind)
+	now := time.Now()
+	switch {
+	case behind && (!was || now.Sub(c.clockWarnedAt) >= clockWarnEvery):
+		c.clockWarnedAt = now
+		c.log.Error("this node's clock is behind most of its peers: their records arrive stamped ahead of it by more than --max-clock-offset and are held or refused; check its time sync (chronyc tracking, timedatectl)",
+			zap.Strings("peers-ahead", flagged), zap.Int("peers", peers), zap.Duration("max-clock-offset", c.cfg.MaxClockOffset))
+	case was && !behind:
+		c.log.Info("this node's clock is no longer behind most of its peers")
+	}
+}
+
+// clockAheadPeers names the alive peers whose records the store flags as
+// persistently stamped ahead, and counts the alive peers.
+func (c *cluster) clockAheadPeers() (flagged []string, peers int) {
+	clocks := c.st.OriginClocks()
+	self := c.st.Origin()
+	for _, m := range c.g.Alive() {
+		if m.ID == self {
+			continue
+		}
+		peers++
+		if clocks[m.ID].Flagged {
+			flagged = append(flagged, m.Name)
+		}
+	}
+	return flagged, peers
 }
 
 func (c *cluster) refresh() {
@@ -336,10 +382,14 @@ func (c *cluster) memberCounts() (alive, known int) {
 
 // ClusterStatus is the body of GET /v1/cluster.
 type ClusterStatus struct {
-	Node    string          `json:"node"`
-	Origin  string          `json:"origin"`
-	Replica string          `json:"replica,omitempty"`
-	Members []ClusterMember `json:"members"`
+	Node    string `json:"node"`
+	Origin  string `json:"origin"`
+	Replica string `json:"replica,omitempty"`
+	// ClockBehind: most peers' records arrive stamped ahead of this
+	// node's clock beyond --max-clock-offset; this node's clock is most
+	// likely behind.
+	ClockBehind bool            `json:"clock_behind,omitempty"`
+	Members     []ClusterMember `json:"members"`
 }
 
 // ClusterMember is one member as this node sees it, with how far it is
@@ -353,6 +403,16 @@ type ClusterMember struct {
 	Connected bool        `json:"connected"`
 	Self      bool        `json:"self,omitempty"`
 	Lag       []OriginLag `json:"lag,omitempty"`
+	// ClockAhead: the member's records persistently arrive stamped
+	// beyond --max-clock-offset ahead of this node's clock (its clock is
+	// ahead, or this one's behind: see ClockBehind); ClockAheadSeconds is
+	// by how much its last record was. HeldRecords of its records wait
+	// here for this node's clock; RefusedRecords counts the offers
+	// refused as too far ahead.
+	ClockAhead        bool    `json:"clock_ahead,omitempty"`
+	ClockAheadSeconds float64 `json:"clock_ahead_seconds,omitempty"`
+	HeldRecords       int     `json:"held_records,omitempty"`
+	RefusedRecords    uint64  `json:"refused_records,omitempty"`
 }
 
 // OriginLag is how far a member is behind this node on one origin.
@@ -373,9 +433,17 @@ func (c *cluster) status() ClusterStatus {
 		links[p.Peer.ID] = p
 	}
 	mine := c.st.Vector()
+	clocks := c.st.OriginClocks()
+	out.ClockBehind = c.clockBehind.Load()
 	for _, m := range c.g.Members() {
 		cm := ClusterMember{Name: m.Name, Origin: formatOrigin(m.ID), State: m.State.String(),
 			Addr: m.Addr, DataAddr: m.DataAddr, Self: m.ID == self}
+		if oc, ok := clocks[m.ID]; ok {
+			cm.ClockAhead, cm.HeldRecords, cm.RefusedRecords = oc.Flagged, oc.Held, oc.Refused
+			if oc.Flagged {
+				cm.ClockAheadSeconds = oc.Ahead.Seconds()
+			}
+		}
 		if l, ok := links[m.ID]; ok {
 			cm.Connected = l.Connected
 			cm.Lag = c.lag(mine, l.Holds, m.ID)

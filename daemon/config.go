@@ -172,6 +172,11 @@ type Config struct {
 	// ReplicaTimeout bounds a sync-replication wait; past it the publish
 	// answers replica_timeout (the write stands).
 	ReplicaTimeout time.Duration
+	// MaxClockOffset bounds how far ahead of this node's wall clock a
+	// peer's record may be stamped and still be applied at once (see
+	// "Clocks" in package store): one further ahead is held until the
+	// clock catches up, one more than 10 times further is refused for now.
+	MaxClockOffset time.Duration
 	// QueuesPerTopic is the number of queues a topic is split into for
 	// consumer groups (clustering consumption).
 	QueuesPerTopic int
@@ -254,6 +259,9 @@ type Config struct {
 	// lists) and logs the other fields that differ. cmd/cachecastd sets
 	// it to parse the command line and the environment (and EnvFile) again.
 	Reload func() (Config, error) `json:"-"`
+	// Clock, if set, is the node's wall clock (tests run a node whose
+	// clock is skewed); nil: time.Now. It has no flag.
+	Clock func() time.Time `json:"-"`
 }
 
 // DefaultConfig is the configuration of `cachecastd` with no flags: a single
@@ -303,6 +311,7 @@ func DefaultConfig() Config {
 		GossipProfile:     "lan",
 		Replication:       "async",
 		ReplicaTimeout:    time.Second,
+		MaxClockOffset:    500 * time.Millisecond,
 		QueuesPerTopic:    group.DefaultQueues,
 		AckTimeout:        group.DefaultAckTimeout,
 		MaxRetries:        group.DefaultMaxRetries,
@@ -503,6 +512,9 @@ func (c Config) validateCluster() error {
 		return fmt.Errorf("--join-timeout: must be positive, got %v", c.JoinTimeout)
 	case c.ReplicaTimeout <= 0:
 		return fmt.Errorf("--replica-timeout: must be positive, got %v", c.ReplicaTimeout)
+	case c.MaxClockOffset < time.Millisecond || c.MaxClockOffset > time.Hour:
+		// HLC stamps count milliseconds; past an hour the bound guards nothing.
+		return fmt.Errorf("--max-clock-offset: must be 1ms to 1h, got %v", c.MaxClockOffset)
 	case c.QueuesPerTopic < 1 || c.QueuesPerTopic > 1024:
 		return fmt.Errorf("--queues-per-topic: must be 1 to 1024, got %d", c.QueuesPerTopic)
 	case c.AckTimeout <= 0:
@@ -615,6 +627,8 @@ func (c Config) storeOptions(log *zap.Logger) store.Options {
 	o.SnapshotInterval = c.SnapshotInterval
 	o.MaxCursors = c.MaxCursors
 	o.MaxCursorsPerOwner = c.MaxCursorsPerUID
+	o.MaxClockOffset = c.MaxClockOffset
+	o.Now = c.Clock
 	if log != nil {
 		o.Logger = log.Named("store")
 	}
@@ -663,6 +677,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Replication, "replication", c.Replication, `copy each write to the replica peer: "none", "async" (with the fan-out) or "sync" (the publish waits for the replica)`)
 	fs.StringVar(&c.Replica, "replica", c.Replica, "node name of the replica peer; empty: the successor on the ring of node IDs")
 	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "sync replication: how long a publish waits for the replica before it answers replica_timeout")
+	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset, "a peer's record stamped further ahead of this node's clock is held until the clock catches up (refused for now past 10 times this); peers persistently ahead are flagged in status")
 	fs.IntVar(&c.QueuesPerTopic, "queues-per-topic", c.QueuesPerTopic, "consumer groups: queues per topic (a message goes to queue hash(key) mod this); the same on every node")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "consumer groups: how long a member may hold a message unacknowledged before it is redelivered")
 	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "consumer groups: redeliveries of a failed message before it goes to the dead-letter topic")

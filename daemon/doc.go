@@ -218,10 +218,18 @@
 //	GET /v1/cluster   [read]
 //	    200 {"node","origin","replica","members":[{"name","origin","state",
 //	    "addr","data_addr","connected","self","lag":[{"origin","records",
-//	    "seconds"}]}]}: the members as this node sees them and how far each
-//	    is behind (a member that failed, left or is stopped: by what it
-//	    lacks from the vector it last reported); a lone node lists itself
-//	    only.
+//	    "seconds"}],"clock_ahead","clock_ahead_seconds","held_records",
+//	    "refused_records"}],"clock_behind"}: the members as this node sees
+//	    them and how far each is behind (a member that failed, left or is
+//	    stopped: by what it lacks from the vector it last reported); a lone
+//	    node lists itself only. clock_ahead flags a member whose records
+//	    persistently arrive stamped more than --max-clock-offset ahead of
+//	    this node's clock (clock_ahead_seconds: by how much its last one
+//	    did); such records are held (held_records, until this clock
+//	    catches up) or, past 10 times the offset, refused (refused_records
+//	    counts the offers; anti-entropy offers them again). clock_behind
+//	    says most peers are flagged: this node's clock is most likely the
+//	    one behind (logged as an error too, every 5 minutes while it lasts).
 //	    curl -sS $S http://x/v1/cluster
 //
 //	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503;

@@ -212,6 +212,8 @@ type clusterCollector struct {
 	members, queue, lag, rejected, badFrames *prometheus.Desc
 	pulls, dropped, stalls                   *prometheus.Desc
 	natsDisconnects, natsErrors, sent        *prometheus.Desc
+	clockAhead, clockBehind                  *prometheus.Desc
+	clockHeld, clockHeldTotal, clockRefused  *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster) *clusterCollector {
@@ -231,11 +233,17 @@ func newClusterCollector(c *cluster) *clusterCollector {
 		natsDisconnects: d("nats_disconnects_total", "Disconnections from NATS (--transport=nats); what was missed is repaired from peers."),
 		natsErrors:      d("nats_errors_total", "NATS errors such as a slow consumer (--transport=nats); what was missed is repaired from peers."),
 		sent:            d("own_bytes_sent_total", "Bytes of this node's own records sent: pushed to peers and published to NATS."),
+		clockAhead:      d("peer_clock_ahead", "1 while a peer's records persistently arrive stamped beyond --max-clock-offset ahead of this node's clock, by peer.", "peer"),
+		clockBehind:     d("clock_behind", "1 while most peers are ahead of this node's clock (peer_clock_ahead): this node's clock is most likely behind."),
+		clockHeld:       d("clock_held_records", "Peers' records held until this node's clock catches up with their stamps (bound: 4096)."),
+		clockHeldTotal:  d("clock_held_records_total", "Peers' records held for a stamp beyond --max-clock-offset ahead of this node's clock."),
+		clockRefused:    d("clock_refused_records_total", "Offers of peers' records refused for a stamp beyond 10 times --max-clock-offset ahead (or with the held records at their bound); anti-entropy offers them again."),
 	}
 }
 
 func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.stalls, cc.pulls, cc.dropped, cc.natsDisconnects, cc.natsErrors, cc.sent} {
+	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.stalls, cc.pulls, cc.dropped, cc.natsDisconnects, cc.natsErrors, cc.sent,
+		cc.clockAhead, cc.clockBehind, cc.clockHeld, cc.clockHeldTotal, cc.clockRefused} {
 		ch <- d
 	}
 }
@@ -267,6 +275,15 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cc.natsDisconnects, prometheus.CounterValue, float64(cc.c.b.NATSDisconnects()))
 	ch <- prometheus.MustNewConstMetric(cc.natsErrors, prometheus.CounterValue, float64(cc.c.b.NATSErrors()))
 	ch <- prometheus.MustNewConstMetric(cc.sent, prometheus.CounterValue, float64(cc.c.b.BytesSent()))
+	clocks := cc.c.st.OriginClocks()
+	for _, p := range cc.c.b.Peers() {
+		ch <- prometheus.MustNewConstMetric(cc.clockAhead, prometheus.GaugeValue, boolFloat(clocks[p.Peer.ID].Flagged), p.Peer.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(cc.clockBehind, prometheus.GaugeValue, boolFloat(cc.c.clockBehind.Load()))
+	cs := cc.c.st.ClockStats()
+	ch <- prometheus.MustNewConstMetric(cc.clockHeld, prometheus.GaugeValue, float64(cs.HeldNow))
+	ch <- prometheus.MustNewConstMetric(cc.clockHeldTotal, prometheus.CounterValue, float64(cs.HeldTotal))
+	ch <- prometheus.MustNewConstMetric(cc.clockRefused, prometheus.CounterValue, float64(cs.Refused))
 }
 
 // groupCollector reads the consumer groups' figures at scrape time, by
@@ -323,4 +340,12 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 		n(c.retries, s.Retries)
 		n(c.deadLetters, s.DeadLetters)
 	}
+}
+
+// boolFloat is a gauge's 1 for true, 0 for false.
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

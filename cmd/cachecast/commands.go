@@ -351,6 +351,21 @@ func printCluster(w io.Writer, cl *client.ClusterStatus) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.State, m.Origin, m.DataAddr, link, behind)
 	}
 	tw.Flush()
+	printClocks(w, cl)
+}
+
+// printClocks says which members' records arrive stamped ahead of this
+// node's clock, and whether this node's clock is the one behind.
+func printClocks(w io.Writer, cl *client.ClusterStatus) {
+	for _, m := range cl.Members {
+		if m.ClockAhead || m.HeldRecords > 0 {
+			fmt.Fprintf(w, "clock: %s stamps its records %.1fs ahead of this node's clock (beyond --max-clock-offset; %d held, %d offers refused)\n",
+				m.Name, m.ClockAheadSeconds, m.HeldRecords, m.RefusedRecords)
+		}
+	}
+	if cl.ClockBehind {
+		fmt.Fprintln(w, "clock: WARNING: this node's clock is behind most of its peers; check its time sync (chronyc tracking, timedatectl)")
+	}
 }
 
 func probeText(err error) string {
