@@ -134,7 +134,10 @@ func (s *Store) heldTail(origin uint64) uint64 {
 // under the write lock.
 func (s *Store) admitStamp(r Record) error {
 	g := &s.guard
-	if g.max <= 0 {
+	if g.max <= 0 || r.Origin() == s.origin {
+		// This node's own record, back from a peer, was stamped by this
+		// clock; holding it would let Publish give its seq to another
+		// message meanwhile.
 		return nil
 	}
 	now := s.now()

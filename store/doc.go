@@ -137,7 +137,9 @@
 // ahead, or this node's is behind (the daemon tells the two apart by how
 // many peers are flagged). A peer's snapshot (Bootstrap) moves the HLC
 // at most MaxClockOffset ahead of the wall clock. Records replayed from
-// this node's own log were admitted already and are not checked again.
+// this node's own log were admitted already and are not checked again,
+// nor are this node's own records coming back from a peer (holding one
+// would let Publish reuse its seq).
 //
 // # Concurrency
 //
