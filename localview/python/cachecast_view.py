@@ -6,7 +6,7 @@ follows it step by step. A View maps the file read-only and reads a value
 with a few slices of the mapping: no system call, no lock, no registration.
 
     import cachecast_view
-    view = cachecast_view.View("/run/cachecast/view")
+    view = cachecast_view.View("/run/cachecast/cachecast.view")
     view.fresh(0.5)                  # raises Stale or NotReady
     e = view.get("prices", "sku-1")  # None when the key is not there
     if e is not None:
