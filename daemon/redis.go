@@ -159,13 +159,33 @@ func (n *respNode) Topics() []store.TopicInfo { return n.d.store.Topics() }
 // callerOfConn is the peer of a Redis connection: a Unix one's
 // credentials, unknown over TCP.
 func callerOfConn(c net.Conn) Caller {
-	if lc, ok := c.(*limitConn); ok {
-		c = lc.Conn
-	}
-	if cc, ok := c.(*credConn); ok {
+	if cc := credOf(c); cc != nil {
 		return cc.caller
 	}
 	return Caller{}
+}
+
+// credOf is the Unix connection under a Redis connection, nil over TCP.
+func credOf(c net.Conn) *credConn {
+	if lc, ok := c.(*limitConn); ok {
+		c = lc.Conn
+	}
+	cc, _ := c.(*credConn)
+	return cc
+}
+
+// HoldMemory counts a large Redis command against --max-body-memory and
+// its per-uid share, as the HTTP bodies are (a TCP client is not counted:
+// it has no uid; --redis-addr is loopback unless --redis-allow-remote).
+func (n *respNode) HoldMemory(c net.Conn, size int) error {
+	if e := n.d.bodies.hold(credOf(c), int64(size)); e != nil {
+		return redisError{e}
+	}
+	return nil
+}
+
+func (n *respNode) ReleaseMemory(c net.Conn) {
+	n.d.bodies.releaseHeld(credOf(c))
 }
 
 func (n *respNode) Authorize(c net.Conn) error {

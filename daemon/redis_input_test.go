@@ -238,3 +238,54 @@ func TestRedisCLI(t *testing.T) {
 		t.Fatalf("GET past the end: %v", err)
 	}
 }
+
+// TestRedisFrameMemoryBudget: a large command's buffer counts against
+// --max-body-memory-per-uid like an HTTP body: a second connection of the
+// same uid that would pass the share is refused and closed; once the
+// first is answered its memory is back.
+func TestRedisFrameMemoryBudget(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxBodyMemory = 2 * cfg.MaxBodySize // the uid's share (1 MiB) is passed first
+	cfg.MaxBodyMemoryPerUID = cfg.MaxBodySize
+	td := startDaemon(t, cfg)
+	value := strings.Repeat("v", 60<<10)
+	var frame strings.Builder
+	fmt.Fprintf(&frame, "*%d\r\n$4\r\nMSET\r\n", 1+2*10)
+	for i := range 10 {
+		fmt.Fprintf(&frame, "$6\r\nbig:k%d\r\n$%d\r\n%s\r\n", i, len(value), value)
+	}
+	whole := frame.String() // about 600 KiB
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", td.d.RedisSocketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c
+	}
+	first := dial()
+	defer first.Close()
+	if _, err := io.WriteString(first, whole[:len(whole)-10]); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the first command's buffer is counted", func() bool { return td.d.bodies.inUse() > 512<<10 })
+	second := dial()
+	defer second.Close()
+	_, _ = io.WriteString(second, whole)
+	got, _ := io.ReadAll(second)
+	if !strings.HasPrefix(string(got), "-ERR too_many: ") || !strings.Contains(string(got), "--max-body-memory-per-uid") {
+		t.Fatalf("second connection: %q, want the per-uid share refused", got)
+	}
+	if _, err := io.WriteString(first, whole[len(whole)-10:]); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(first)
+	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("first connection: %q %v", line, err)
+	}
+	testkit.Eventually(t, 5*time.Second, "the memory is given back", func() bool { return td.d.bodies.inUse() == 0 })
+	rc := goRedis(t, td, 2)
+	if n := must(rc.HLen(context.Background(), "big").Result()); n != 10 {
+		t.Fatalf("HLEN big: %d", n)
+	}
+}

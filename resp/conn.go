@@ -99,6 +99,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	defer c.s.forget(c)
 	defer c.close()
+	defer c.s.node.ReleaseMemory(c.nc)
 	start, end := 0, 0
 	for {
 		need := 0
@@ -135,13 +136,19 @@ func (c *conn) serve() {
 			start, end = 0, 0
 			if len(c.rbuf) > readBufSize {
 				c.rbuf = make([]byte, readBufSize)
+				c.s.node.ReleaseMemory(c.nc)
 			}
 		} else if start > 0 {
 			end = copy(c.rbuf, c.rbuf[start:end])
 			start = 0
 		}
 		if need > len(c.rbuf) || end == len(c.rbuf) {
-			nb := make([]byte, max(need, 2*len(c.rbuf)))
+			size := max(need, 2*len(c.rbuf))
+			if err := c.s.node.HoldMemory(c.nc, size-len(c.rbuf)); err != nil {
+				c.fatal(err)
+				return
+			}
+			nb := make([]byte, size)
 			copy(nb, c.rbuf[:end])
 			c.rbuf = nb
 		}
@@ -163,13 +170,17 @@ func (c *conn) serve() {
 // connection closes.
 func (c *conn) fatal(err error) {
 	c.s.stats.protocolErrors.Add(1)
-	msg := err.Error()
+	msg := "ERR " + err.Error()
 	var pe *protoError
-	if errors.As(err, &pe) {
-		msg = pe.msg
+	var re redisErrorer
+	switch {
+	case errors.As(err, &pe):
+		msg = "ERR " + pe.msg
+	case errors.As(err, &re):
+		msg = re.RedisError()
 	}
 	c.mu.Lock()
-	c.out = appendError(c.out, "ERR "+msg)
+	c.out = appendError(c.out, msg)
 	c.mu.Unlock()
 	_ = c.flush()
 	c.s.log.Debug("redis protocol error; closing the connection", zap.Int64("client-id", c.id), zap.String("error", msg))

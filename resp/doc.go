@@ -120,7 +120,11 @@
 // command refused for any reason writes nothing. A command is a RESP array
 // of bulk strings or an inline line (telnet); a bulk string is at most
 // --max-value-size (at least 64 KiB), a command at most --max-body-size
-// and 65,536 arguments, an inline line 64 KiB. A frame that breaks these
+// and 65,536 arguments, an inline line 64 KiB; a read buffer grown past
+// 16 KiB for a large command is counted by the node's memory budget
+// (the daemon's --max-body-memory and its per-uid share, which HTTP
+// bodies share), and a command that would pass it is refused with the
+// budget's error and the connection closed. A frame that breaks these
 // or RESP's syntax (a bad length, a missing CRLF, a null or non-bulk
 // argument) cannot be resynchronised: the connection gets "ERR Protocol
 // error: ..." and is closed; other connections are not affected.

@@ -26,8 +26,10 @@ func (n *storeNode) Keys(topic, prefix, after string, limit int) []string {
 	return n.st.Keys(topic, prefix, after, limit)
 }
 
-func (n *storeNode) Topics() []store.TopicInfo { return n.st.Topics() }
-func (n *storeNode) Authorize(net.Conn) error  { return nil }
+func (n *storeNode) Topics() []store.TopicInfo      { return n.st.Topics() }
+func (n *storeNode) Authorize(net.Conn) error       { return nil }
+func (n *storeNode) HoldMemory(net.Conn, int) error { return nil }
+func (n *storeNode) ReleaseMemory(net.Conn)         {}
 
 func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []store.Message) (Written, error) {
 	res, err := n.st.PublishBatch(msgs)

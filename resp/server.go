@@ -27,6 +27,13 @@ type Node interface {
 	Topics() []store.TopicInfo
 	// Authorize says whether the peer of conn may write (nil) or why not.
 	Authorize(conn net.Conn) error
+	// HoldMemory counts n more bytes of a large command being read from
+	// conn against the node's budget for request bodies (the HTTP
+	// bodies' too), or says which limit they would pass; ReleaseMemory
+	// gives back all conn holds. Only a read buffer past its first 16 KiB
+	// is counted.
+	HoldMemory(conn net.Conn, n int) error
+	ReleaseMemory(conn net.Conn)
 	// Publish writes msgs as one all-or-nothing batch through the node's
 	// write path, as the peer of conn. An error that has a RedisError
 	// method gives the Redis error text.
