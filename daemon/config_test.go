@@ -95,6 +95,8 @@ func TestConfigValidate(t *testing.T) {
 		{"redis-addr port", func(c *Config) { c.RedisAddr = "127.0.0.1:99999" }, `--redis-addr: the port of "127.0.0.1:99999" must be a number from 0 to 65535`},
 		{"redis default topic", func(c *Config) { c.RedisDefaultTopic = "a:b" }, "--redis-default-topic \"a:b\": ':' at byte 1"},
 		{"redis push buffer", func(c *Config) { c.RedisPushBuffer = 100 }, "--redis-push-buffer: must be at least 64KiB"},
+		{"redis keyspace events", func(c *Config) { c.RedisNotifyKeyspaceEvents = "KEQ" }, "--redis-notify-keyspace-events: \"KEQ\": want Redis's letters"},
+		{"redis keyspace events ok", func(c *Config) { c.RedisNotifyKeyspaceEvents = "KEA" }, ""},
 		{"socket-mode owner", func(c *Config) { c.SocketMode = 0o060 }, "--socket-mode: the owner needs read and write"},
 		{"socket-mode bits", func(c *Config) { c.SocketMode = os.ModeSetuid | 0o660 }, "--socket-mode: must be permission bits"},
 		{"node-name empty", func(c *Config) { c.NodeName = "" }, "--node-name: must not be empty"},

@@ -57,6 +57,9 @@ func (c Config) validateRedis() error {
 	if c.RedisPushBuffer < 64<<10 {
 		return fmt.Errorf("--redis-push-buffer: must be at least 64KiB, got %s", formatSize(c.RedisPushBuffer))
 	}
+	if err := respsrv.CheckNotifyKeyspaceEvents(c.RedisNotifyKeyspaceEvents); err != nil {
+		return fmt.Errorf("--redis-notify-keyspace-events: %q: want Redis's letters (K, E, g, $, h, A, ...)", c.RedisNotifyKeyspaceEvents)
+	}
 	return nil
 }
 

@@ -242,6 +242,13 @@ func parseNotifyFlags(s string) (uint32, error) {
 	return f, nil
 }
 
+// CheckNotifyKeyspaceEvents says whether s is a notify-keyspace-events
+// value the server accepts (nil) or not.
+func CheckNotifyKeyspaceEvents(s string) error {
+	_, err := parseNotifyFlags(s)
+	return err
+}
+
 func formatNotifyFlags(f uint32) string {
 	var b strings.Builder
 	if f&(notifyGeneric|notifyString|notifyHash) == notifyGeneric|notifyString|notifyHash {
