@@ -54,3 +54,38 @@ func (c *Client) Cluster(ctx context.Context) (*ClusterStatus, error) {
 	}
 	return &st, nil
 }
+
+// Verify is the daemon's GET /v1/verify answer: every live node's view
+// digest at one common vector, and the nodes that differ from most.
+type Verify struct {
+	Identical    bool         `json:"identical"`
+	CommonVector bool         `json:"common_vector"`
+	Nodes        []VerifyNode `json:"nodes"`
+	Differ       []VerifyDiff `json:"differ,omitempty"`
+}
+
+// VerifyNode is one node's digest: a SHA-256 (hex) per topic and the
+// vector (origin in hex -> highest seq) it covers, or why there is none.
+type VerifyNode struct {
+	Name string `json:"name"`
+	View *struct {
+		Vector map[string]uint64 `json:"vector"`
+		Topics map[string]string `json:"topics"`
+	} `json:"view,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// VerifyDiff names a node whose view differs from most nodes' on topics.
+type VerifyDiff struct {
+	Node   string   `json:"node"`
+	Topics []string `json:"topics"`
+}
+
+// Verify asks the daemon to compare every live node's view digest.
+func (c *Client) Verify(ctx context.Context) (*Verify, error) {
+	var v Verify
+	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/verify"}, nil)}, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

@@ -183,6 +183,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 			return nil, errors.Join(err, d.closeStore())
 		}
 		d.cluster = c
+		c.g.SetAnswer(d.answerVerify)
 	}
 
 	d.m = newMetrics(d, flushes)

@@ -211,9 +211,24 @@
 //	    200 {"node":{"name":"h","origin":"..","version":"v"},"uptime_seconds":1.5,
 //	    "flush":"async","store":{"segments":1,"mapped_segments":1,"log_bytes":..,
 //	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..},
-//	    "degraded":"alone: ..."}; degraded is there only while a node told to
-//	    join (--join) is alone past --join-timeout, and says why.
+//	    "degraded":"alone: ...","view":{"vector":{"<origin>":seq},"topics":
+//	    {"<topic>":"<sha256 hex>"}}}; degraded is there only while a node told
+//	    to join (--join) is alone past --join-timeout, and says why. view is
+//	    the view's digest per topic (entries and tombstones, as store's
+//	    Digest) and the vector of exactly the records it holds; it hashes the
+//	    whole view, so it costs O(keys) per call.
 //	    curl -sS $S http://x/v1/status
+//
+//	GET /v1/verify   [read]
+//	    200 {"identical":true,"common_vector":true,"nodes":[{"name","view":
+//	    {"vector","topics"},"error"}],"differ":[{"node","topics":[..]}]}:
+//	    this node asks every live member (gossip's TCP messages, under the
+//	    cluster key) for its digest once it covers this node's vector, and
+//	    asks again (5 rounds) while writes keep the vectors apart; per topic
+//	    the digest most nodes hold is the reference, and differ names the
+//	    nodes with another. identical needs every node's answer at one
+//	    vector. `cachecast verify` prints it and exits 1 unless identical.
+//	    curl -sS $S http://x/v1/verify
 //
 //	GET /v1/cluster   [read]
 //	    200 {"node","origin","replica","members":[{"name","origin","state",

@@ -99,6 +99,7 @@ func (d *Daemon) newServer() *http.Server {
 	add("readyz", http.MethodGet, "/readyz", RoleNone, a.readyz)
 	add("status", http.MethodGet, "/v1/status", RoleRead, a.status)
 	add("cluster", http.MethodGet, "/v1/cluster", RoleRead, a.clusterStatus)
+	add("verify", http.MethodGet, "/v1/verify", RoleRead, a.verify)
 	add("topics", http.MethodGet, "/v1/topics", RoleRead, a.topics)
 	add("keys", http.MethodGet, "/v1/topics/{topic}/keys", RoleRead, a.listKeys)
 	add("get", http.MethodGet, "/v1/topics/{topic}/keys/{key...}", RoleRead, a.getKey)
@@ -906,6 +907,8 @@ func (a *api) status(w http.ResponseWriter, r *http.Request, _ params) {
 			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions}
 	}
 	b.Degraded = a.d.degraded()
+	view := viewDigest(a.d.store.ViewDigests())
+	b.View = &view
 	a.writeJSON(w, r, &b)
 }
 

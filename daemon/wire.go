@@ -661,6 +661,8 @@ type statusBody struct {
 	// Degraded says why a node told to join (--join) runs alone past
 	// --join-timeout; absent when it does not.
 	Degraded string `json:"degraded,omitempty"`
+	// View is the view's digest per topic and the vector it covers.
+	View *ViewDigest `json:"view"`
 }
 
 // redisStatus is the "redis" object of GET /v1/status.

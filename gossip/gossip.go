@@ -148,6 +148,8 @@ type Gossip struct {
 
 	keyMu sync.Mutex // serialises SetKeys
 
+	asks asker // Ask and its answers (ask.go)
+
 	// life guards shut and joins.Add; Leave holds it while it runs, so
 	// that Shutdown never interleaves with memberlist's Leave (which
 	// panics after Shutdown).
@@ -761,8 +763,8 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return meta
 }
 
-// NotifyMsg is unused: gossip carries no messages.
-func (d *delegate) NotifyMsg([]byte) {}
+// NotifyMsg takes the questions and answers of Ask (ask.go).
+func (d *delegate) NotifyMsg(b []byte) { d.g.receiveAsk(b) }
 
 // GetBroadcasts is unused: gossip carries no messages.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }

@@ -63,6 +63,23 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(Record) error) (next
 // key) order: two nodes with equal digests hold the same view.
 func (s *Store) Digest() [32]byte { return s.view.Digest() }
 
+// ViewDigest is the view's digest per topic (as Digest, topic by topic)
+// and the version vector of exactly the records it holds.
+type ViewDigest struct {
+	Vector map[uint64]uint64
+	Topics map[string][32]byte
+}
+
+// ViewDigests returns the view's digest per topic with the vector it
+// covers, taken together under the write lock (the hashing runs after).
+func (s *Store) ViewDigests() ViewDigest {
+	s.wmu.Lock()
+	topics, _ := s.view.freeze()
+	vec := s.origins.vector()
+	s.wmu.Unlock()
+	return ViewDigest{Vector: vec, Topics: digestTopics(topics)}
+}
+
 // FollowView makes fn see every later change of the view, in the order the
 // view applies them, whichever node the record came from, deletes
 // included (ViewChange.Deleted), and returns the view as it stood at that

@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"hash"
 	"iter"
 	"sort"
 	"strings"
@@ -390,32 +391,55 @@ func (v *View) Digest() [32]byte {
 	h := sha256.New()
 	var buf []byte
 	for _, ft := range topics {
-		ft.items.Ascend(func(it *viewItem) bool {
-			buf = buf[:0]
-			buf = binary.LittleEndian.AppendUint16(buf, uint16(len(ft.name)))
-			buf = append(buf, ft.name...)
-			buf = binary.LittleEndian.AppendUint16(buf, it.klen)
-			buf = append(buf, it.key()...)
-			buf = binary.LittleEndian.AppendUint16(buf, it.tlen)
-			buf = append(buf, it.tag()...)
-			val := it.data[int(it.klen)+int(it.tlen):]
-			buf = binary.LittleEndian.AppendUint32(buf, uint32(len(val)))
-			buf = append(buf, val...)
-			buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Origin)
-			buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Seq)
-			buf = binary.LittleEndian.AppendUint64(buf, it.stamp.HLC)
-			var tomb byte
-			if it.tomb {
-				tomb = 1
-			}
-			buf = append(buf, tomb)
-			h.Write(buf)
-			return true
-		})
+		buf = ft.hash(h, buf)
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum
+}
+
+// digestTopics is Digest for each topic alone: the same bytes hashed,
+// topic by topic.
+func digestTopics(topics []frozenTopic) map[string][32]byte {
+	out := make(map[string][32]byte, len(topics))
+	h := sha256.New()
+	var buf []byte
+	for _, ft := range topics {
+		h.Reset()
+		buf = ft.hash(h, buf)
+		var sum [32]byte
+		h.Sum(sum[:0])
+		out[ft.name] = sum
+	}
+	return out
+}
+
+// hash writes every entry of the topic into h, as Digest describes; buf
+// is scratch space, returned for reuse.
+func (ft frozenTopic) hash(h hash.Hash, buf []byte) []byte {
+	ft.items.Ascend(func(it *viewItem) bool {
+		buf = buf[:0]
+		buf = binary.LittleEndian.AppendUint16(buf, uint16(len(ft.name)))
+		buf = append(buf, ft.name...)
+		buf = binary.LittleEndian.AppendUint16(buf, it.klen)
+		buf = append(buf, it.key()...)
+		buf = binary.LittleEndian.AppendUint16(buf, it.tlen)
+		buf = append(buf, it.tag()...)
+		val := it.data[int(it.klen)+int(it.tlen):]
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(val)))
+		buf = append(buf, val...)
+		buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Origin)
+		buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Seq)
+		buf = binary.LittleEndian.AppendUint64(buf, it.stamp.HLC)
+		var tomb byte
+		if it.tomb {
+			tomb = 1
+		}
+		buf = append(buf, tomb)
+		h.Write(buf)
+		return true
+	})
+	return buf
 }
 
 // merge puts every entry of other into v by the usual rule (greatest

@@ -1,0 +1,228 @@
+package daemon
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// Proving the fleet identical (GET /v1/verify, `cachecast verify`).
+//
+// The node asked takes its own view digest (per topic, with the vector it
+// covers) and sends its vector as a question to every live member over
+// gossip (gossip.Ask: memberlist's TCP user messages, under the cluster
+// key), since the members' sockets are on other machines and the data
+// port has no frame for it. Each member waits (at most verifyCatchUp)
+// until its vector covers the question's, then answers its own digest.
+// When the vectors differ (writes in flight) the round is asked again,
+// up to verifyRounds times, so that the digests compared cover one
+// common vector. For each topic the digest most nodes hold is the
+// reference; a node with another (or without the topic) differs on it.
+
+const (
+	verifyRounds  = 5
+	verifyCatchUp = 3 * time.Second
+	verifyAskWait = 10 * time.Second
+)
+
+// ViewDigest is a node's view digest: a SHA-256 per topic (hex) over its
+// entries, tombstones included, and the version vector (origin -> highest
+// seq, origins in hex) of exactly the records the view holds. Two nodes
+// with the same vector and digests hold the same view.
+type ViewDigest struct {
+	Vector map[string]uint64 `json:"vector"`
+	Topics map[string]string `json:"topics"`
+}
+
+func viewDigest(d store.ViewDigest) ViewDigest {
+	out := ViewDigest{Vector: make(map[string]uint64, len(d.Vector)), Topics: make(map[string]string, len(d.Topics))}
+	for o, seq := range d.Vector {
+		out.Vector[formatOrigin(o)] = seq
+	}
+	for t, sum := range d.Topics {
+		out.Topics[t] = hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+// VerifyNode is one node's answer in GET /v1/verify.
+type VerifyNode struct {
+	Name string      `json:"name"`
+	View *ViewDigest `json:"view,omitempty"`
+	// Error says why the node gave no digest.
+	Error string `json:"error,omitempty"`
+}
+
+// VerifyDiff names a node whose view differs from most nodes' on topics.
+type VerifyDiff struct {
+	Node   string   `json:"node"`
+	Topics []string `json:"topics"`
+}
+
+// VerifyResult is the body of GET /v1/verify.
+type VerifyResult struct {
+	// Identical: every live node answered, at one common vector, with the
+	// same digest for every topic.
+	Identical bool `json:"identical"`
+	// CommonVector: every answer covers the same vector (else writes were
+	// in flight all the rounds long, and a difference may be lag).
+	CommonVector bool         `json:"common_vector"`
+	Nodes        []VerifyNode `json:"nodes"`
+	Differ       []VerifyDiff `json:"differ,omitempty"`
+}
+
+// verifyQuestion is what a node sends a member to ask for its digest.
+type verifyQuestion struct {
+	Vector map[uint64]uint64 `json:"vector"`
+}
+
+// answerVerify answers a member's question: this node's digest once its
+// vector covers the question's (or verifyCatchUp has passed).
+func (d *Daemon) answerVerify(from string, question []byte) []byte {
+	var q verifyQuestion
+	if err := json.Unmarshal(question, &q); err != nil {
+		b, _ := json.Marshal(VerifyNode{Name: d.cfg.NodeName, Error: "malformed question: " + err.Error()})
+		return b
+	}
+	deadline := time.Now().Add(verifyCatchUp)
+	for !covers(d.store.Vector(), q.Vector) && time.Now().Before(deadline) {
+		select {
+		case <-d.store.Changed():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	v := viewDigest(d.store.ViewDigests())
+	b, _ := json.Marshal(VerifyNode{Name: d.cfg.NodeName, View: &v})
+	return b
+}
+
+// covers reports whether vector a holds every record b does.
+func covers(a, b map[uint64]uint64) bool {
+	for o, seq := range b {
+		if a[o] < seq {
+			return false
+		}
+	}
+	return true
+}
+
+// verify asks every live member for its digest and compares them.
+func (d *Daemon) verify(ctx context.Context) VerifyResult {
+	var nodes []VerifyNode
+	common := false
+	for round := 0; round < verifyRounds && !common; round++ {
+		own := d.store.ViewDigests()
+		mine := viewDigest(own)
+		nodes = []VerifyNode{{Name: d.cfg.NodeName, View: &mine}}
+		if d.cluster != nil {
+			nodes = append(nodes, d.askMembers(ctx, own.Vector)...)
+		}
+		common = sameVectors(nodes)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return compareDigests(nodes, common)
+}
+
+// askMembers asks every live member but this node for its digest once it
+// covers vector.
+func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []VerifyNode {
+	question, _ := json.Marshal(verifyQuestion{Vector: vector})
+	var names []string
+	for _, m := range d.cluster.g.Alive() {
+		if m.Name != d.cfg.NodeName {
+			names = append(names, m.Name)
+		}
+	}
+	slices.Sort(names)
+	out := make([]VerifyNode, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = VerifyNode{Name: name}
+			actx, cancel := context.WithTimeout(ctx, verifyAskWait)
+			defer cancel()
+			b, err := d.cluster.g.Ask(actx, name, question)
+			if err != nil {
+				out[i].Error = err.Error()
+				return
+			}
+			var n VerifyNode
+			if err := json.Unmarshal(b, &n); err != nil || n.View == nil && n.Error == "" {
+				out[i].Error = "malformed answer"
+				return
+			}
+			out[i].View, out[i].Error = n.View, n.Error
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// sameVectors reports whether every node answered with one vector.
+func sameVectors(nodes []VerifyNode) bool {
+	for _, n := range nodes {
+		if n.View == nil || !maps.Equal(n.View.Vector, nodes[0].View.Vector) {
+			return false
+		}
+	}
+	return true
+}
+
+// compareDigests finds, per topic, the digest most nodes hold (ties: the
+// first node's, this one) and names the nodes that differ from it.
+func compareDigests(nodes []VerifyNode, common bool) VerifyResult {
+	res := VerifyResult{CommonVector: common, Nodes: nodes}
+	topics := map[string]bool{}
+	answered := 0
+	for _, n := range nodes {
+		if n.View != nil {
+			answered++
+			for t := range n.View.Topics {
+				topics[t] = true
+			}
+		}
+	}
+	differ := map[string][]string{}
+	for _, t := range slices.Sorted(maps.Keys(topics)) {
+		count := map[string]int{}
+		ref, best := "", 0
+		for _, n := range nodes {
+			if n.View == nil {
+				continue
+			}
+			sum := n.View.Topics[t] // "" without the topic
+			count[sum]++
+			if count[sum] > best {
+				ref, best = sum, count[sum]
+			}
+		}
+		for _, n := range nodes {
+			if n.View != nil && n.View.Topics[t] != ref {
+				differ[n.Name] = append(differ[n.Name], t)
+			}
+		}
+	}
+	for _, n := range nodes {
+		if ts := differ[n.Name]; ts != nil {
+			res.Differ = append(res.Differ, VerifyDiff{Node: n.Name, Topics: ts})
+		}
+	}
+	res.Identical = common && answered == len(nodes) && len(res.Differ) == 0
+	return res
+}
+
+func (a *api) verify(w http.ResponseWriter, r *http.Request, _ params) {
+	res := a.d.verify(r.Context())
+	a.writeJSON(w, r, &res)
+}
