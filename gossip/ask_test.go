@@ -2,8 +2,8 @@ package gossip
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
