@@ -668,3 +668,21 @@ func TestFollowView(t *testing.T) {
 		t.Errorf("a change after FollowView(nil) was seen")
 	}
 }
+
+// BenchmarkViewDigests is what GET /v1/status and every verify round pay:
+// the per-topic digest of a whole view of 100,000 keys.
+func BenchmarkViewDigests(b *testing.B) {
+	v := newView()
+	buf := make([]byte, 256)
+	value := []byte("19.99 EUR/unit  ")
+	for i := range 100_000 {
+		m := &Message{Topic: "prices", Key: viewBenchKey(i), Value: value}
+		n := EncodeRecord(buf, m, Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+		v.Apply(Record(buf[:n]))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		topics, _ := v.freeze()
+		digestTopics(topics)
+	}
+}
