@@ -544,7 +544,10 @@ func TestRedisClientCacheAcrossCluster(t *testing.T) {
 		}
 		worstFanout = max(worstFanout, inView)
 		worstLag = max(worstLag, inCache-inView)
-		if lag := inCache - inView; lag > inView+250*time.Millisecond {
+		// The margin is for a loaded machine (-race, packages side by
+		// side: 362ms was seen); a lost invalidation fails by the
+		// 10s deadline above, as the client's cache lives an hour.
+		if lag := inCache - inView; lag > inView+time.Second {
 			t.Fatalf("round %d: the cache showed the update %v after the view (the fan-out took %v)", round, lag, inView)
 		}
 	}
