@@ -198,6 +198,38 @@ func (n *respNode) Authorize(c net.Conn) error {
 	return nil
 }
 
+// Check checks one message as Publish does, alone in its batch.
+func (n *respNode) Check(m *store.Message) error {
+	if err := n.checkMessage(m); err != nil {
+		return err
+	}
+	if int64(len(m.Value)) > n.d.cfg.MaxBodySize {
+		return redisError{errorf(CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
+			len(m.Value), formatSize(n.d.cfg.MaxBodySize))}
+	}
+	if err := m.Validate(); err != nil {
+		return redisError{storeError(err)} // the store's own refusal
+	}
+	return nil
+}
+
+// checkMessage checks m's names and --max-value-size.
+func (n *respNode) checkMessage(m *store.Message) error {
+	if e := validTopic("topic", m.Topic); e != nil {
+		return redisError{e}
+	}
+	if m.Key != "" || m.Delete {
+		if e := validKey(m.Key); e != nil {
+			return redisError{e}
+		}
+	}
+	if int64(len(m.Value)) > n.d.cfg.MaxValueSize {
+		return redisError{errorf(CodeValueTooLarge, "a value of %d bytes exceeds --max-value-size (%s)",
+			len(m.Value), formatSize(n.d.cfg.MaxValueSize))}
+	}
+	return nil
+}
+
 // Publish checks the messages as the HTTP routes do (names, --max-value-size,
 // --max-body-size) and publishes them through Daemon.publish.
 func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message) (respsrv.Written, error) {
@@ -207,20 +239,10 @@ func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message
 	}
 	var total int64
 	for i := range msgs {
-		m := &msgs[i]
-		if e := validTopic("topic", m.Topic); e != nil {
-			return respsrv.Written{}, redisError{e}
+		if err := n.checkMessage(&msgs[i]); err != nil {
+			return respsrv.Written{}, err
 		}
-		if m.Key != "" || m.Delete {
-			if e := validKey(m.Key); e != nil {
-				return respsrv.Written{}, redisError{e}
-			}
-		}
-		if int64(len(m.Value)) > n.d.cfg.MaxValueSize {
-			return respsrv.Written{}, redisError{errorf(CodeValueTooLarge, "a value of %d bytes exceeds --max-value-size (%s)",
-				len(m.Value), formatSize(n.d.cfg.MaxValueSize))}
-		}
-		total += int64(len(m.Value))
+		total += int64(len(msgs[i].Value))
 	}
 	if total > n.d.cfg.MaxBodySize {
 		return respsrv.Written{}, redisError{errorf(CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",

@@ -894,3 +894,72 @@ func startRedisBenchDaemon(b *testing.B) *Daemon {
 	testkit.Eventually(b, 5*time.Second, "the daemon is ready", d.ready.Load)
 	return d
 }
+
+// TestRedisPipelinedSets: a go-redis pipeline of 1,000 SETs, some on the
+// same key, one with a value over --max-value-size and one with a name
+// the API refuses, with a GET among them. The daemon publishes the SETs
+// in batches; every command answers what it answers alone, in order, the
+// GET sees the SET before it, and the view holds each key's last value.
+func TestRedisPipelinedSets(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxValueSize = 4096
+	td := startDaemon(t, cfg)
+	ctx := context.Background()
+	rc := goRedis(t, td, 3)
+	long := strings.Repeat("x", 5000)
+	badName := "bad topic!:k"
+
+	pipe := rc.Pipeline()
+	sets := make([]*goredis.StatusCmd, 1000)
+	var get *goredis.StringCmd
+	last := map[string]string{}
+	for i := range sets {
+		key := fmt.Sprintf("pipe:k-%d", i%250)
+		val := fmt.Sprintf("v-%d", i)
+		switch i {
+		case 400:
+			sets[i] = pipe.Set(ctx, key, long, 0)
+		case 700:
+			sets[i] = pipe.Set(ctx, badName, val, 0)
+		default:
+			sets[i] = pipe.Set(ctx, key, val, 0)
+			last[key] = val
+		}
+		if i == 500 {
+			get = pipe.Get(ctx, key)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // the refused SETs make Exec return the first error
+	for i, c := range sets {
+		switch i {
+		case 400, 700:
+			arg := long
+			name := fmt.Sprintf("pipe:k-%d", i%250)
+			if i == 700 {
+				name, arg = badName, fmt.Sprintf("v-%d", i)
+			}
+			alone := rc.Set(ctx, name, arg, 0).Err()
+			if c.Err() == nil || alone == nil || c.Err().Error() != alone.Error() {
+				t.Fatalf("SET %d in the pipeline: %v; alone: %v", i, c.Err(), alone)
+			}
+		default:
+			if c.Err() != nil || c.Val() != "OK" {
+				t.Fatalf("SET %d: %q %v", i, c.Val(), c.Err())
+			}
+		}
+	}
+	wantErr(t, "SET over --max-value-size", sets[400].Err(), "value_too_large")
+	wantErr(t, "SET of a bad name", sets[700].Err(), "invalid_name")
+	if got := must(get.Result()); got != "v-500" {
+		t.Fatalf("GET in the pipeline after SET v-500: %q", got)
+	}
+	for key, val := range last {
+		if got := must(rc.Get(ctx, key).Result()); got != val {
+			t.Fatalf("%s: %q, want the last write %q", key, got, val)
+		}
+	}
+	// The batches went through the daemon's publish path: HTTP sees them.
+	if r := td.do("GET", "/v1/topics/pipe/keys/k-249", nil); r.status != 200 || string(r.body) != "v-999" {
+		t.Fatalf("HTTP GET of the last SET: %d %s", r.status, r.body)
+	}
+}

@@ -110,6 +110,7 @@ func init() {
 		commands[strings.ToUpper(cmd.name)] = cmd
 	}
 	commandList = table
+	setCommand = commands["SET"]
 }
 
 // lookup finds a command by name, in any case, without allocating.
@@ -502,6 +503,16 @@ type redisErrorer interface{ RedisError() string }
 // write may wait for the disk or the replica; pushes go on). false when
 // it answered an error.
 func (c *conn) publish(msgs []store.Message) bool {
+	if msg := c.publishMsgs(msgs); msg != "" {
+		c.err(msg)
+		return false
+	}
+	return true
+}
+
+// publishMsgs is publish without the answer: the error text it would
+// answer, or "" when msgs were written and confirmed as asked.
+func (c *conn) publishMsgs(msgs []store.Message) string {
 	noloop := c.s.track.beginWrite(c)
 	c.mu.Unlock()
 	w, err := c.s.node.Publish(c.s.ctx, c.nc, msgs)
@@ -512,19 +523,16 @@ func (c *conn) publish(msgs []store.Message) bool {
 	if err != nil {
 		var re redisErrorer
 		if errors.As(err, &re) {
-			c.err(re.RedisError())
-		} else {
-			c.err("ERR " + err.Error())
+			return re.RedisError()
 		}
-		return false
+		return "ERR " + err.Error()
 	}
 	c.lastWrite = w.Seq
 	if w.Unconfirmed != "" {
-		c.err("NOREPLICAS stored on this node but not confirmed by the replica (" + w.Unconfirmed +
-			", --replication=sync); it reaches the other nodes by fan-out and anti-entropy; WAIT 1 <ms> waits for the replica")
-		return false
+		return "NOREPLICAS stored on this node but not confirmed by the replica (" + w.Unconfirmed +
+			", --replication=sync); it reaches the other nodes by fan-out and anti-entropy; WAIT 1 <ms> waits for the replica"
 	}
-	return true
+	return ""
 }
 
 // message builds a message for a Redis key; the strings are copies. A

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cachecast/cachecast/store"
 	"go.uber.org/zap"
 )
 
@@ -35,6 +36,7 @@ type conn struct {
 
 	rbuf []byte
 	args [][]byte
+	peek [][]byte // the next command's arguments, while execSets looks ahead
 
 	deadlineSet time.Time // when the write deadline was last set (under mu)
 
@@ -62,6 +64,9 @@ type conn struct {
 	multiErr  bool
 	queued    [][][]byte
 	lastWrite uint64 // seq of this connection's last write, for WAIT
+	// A pipeline's SETs waiting to be published as one batch (execSets).
+	sets     []store.Message
+	setBytes int
 
 	// Pushes waiting for the pusher goroutine.
 	pmu      sync.Mutex
@@ -118,7 +123,11 @@ func (c *conn) serve() {
 			if len(args) == 0 {
 				continue
 			}
-			c.exec(args)
+			if k := c.execSets(args, c.rbuf[start:end]); k >= 0 {
+				start += k
+			} else {
+				c.exec(args)
+			}
 			if c.quit {
 				_ = c.flush()
 				return

@@ -67,6 +67,21 @@
 // client-side caching sends); a write in MULTI is refused, as it would not
 // be atomic with the reads: MSET and HSET are the all-or-nothing writes.
 //
+// Pipelined SETs are batched: when a connection's read buffer holds
+// consecutive plain SETs (SET key value), they are published as one
+// batch, one call of the node's publish path with one flush and one
+// replication wait, and each gets its own answer, in order. Each SET is
+// checked before it joins the batch (the node's Check: names,
+// --max-value-size); one the node would refuse ends the batch, which is
+// published first, and then runs alone, so it gets the answer it gets
+// alone and the others do not fail with it. Any other command (a read, a
+// SET with options, a DEL) ends the batch too, so it sees the writes
+// before it; the effects are in the pipeline's order (the last SET of a
+// key wins), NOLOOP knows the batch's writes as the connection's own, and
+// WAIT refers to the batch's last write. An error that is not one SET's
+// (the writer's role, a full store, NOREPLICAS) answers every SET of the
+// batch. HSET, MSET and DEL are not batched across commands.
+//
 // WAIT numreplicas timeout answers how many replicas hold this
 // connection's last write: 1 once the node's replica (--replica, or its
 // successor on the ring) has it, else 0 (a lone node has none). timeout 0

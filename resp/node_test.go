@@ -31,6 +31,8 @@ func (n *storeNode) Authorize(net.Conn) error       { return nil }
 func (n *storeNode) HoldMemory(net.Conn, int) error { return nil }
 func (n *storeNode) ReleaseMemory(net.Conn)         {}
 
+func (n *storeNode) Check(m *store.Message) error { return m.Validate() }
+
 func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []store.Message) (Written, error) {
 	res, err := n.st.PublishBatch(msgs)
 	if err != nil {

@@ -34,6 +34,10 @@ type Node interface {
 	// is counted.
 	HoldMemory(conn net.Conn, n int) error
 	ReleaseMemory(conn net.Conn)
+	// Check says whether Publish would refuse m alone for a reason of
+	// its own (its names, its size): nil, or that error. A pipeline's
+	// SETs that pass it are published as one batch.
+	Check(m *store.Message) error
 	// Publish writes msgs as one all-or-nothing batch through the node's
 	// write path, as the peer of conn. An error that has a RedisError
 	// method gives the Redis error text.

@@ -1,0 +1,110 @@
+package resp
+
+import (
+	"bytes"
+	"strings"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// maxSetBatch bounds the SETs of a pipeline published as one batch.
+const maxSetBatch = 1024
+
+// setCommand is SET's entry of the command table (set by its init).
+var setCommand *command
+
+// isPlainSet reports whether a is SET key value (no options).
+func isPlainSet(a [][]byte) bool {
+	return len(a) == 3 && len(a[0]) == 3 && bytes.EqualFold(a[0], []byte("set"))
+}
+
+// execSets runs a pipeline's run of plain SETs, the first one a and the
+// next ones parsed from rest, as few publishes as it can: each SET that
+// the node would accept on its own joins one batch (one publish, one
+// flush and replication wait); a SET the node would refuse ends the
+// batch, which is published first, and then runs alone, so that it gets
+// the answer it would get alone and the others are not refused with it.
+// Any other command, an incomplete one or a protocol error ends the run
+// (the main loop parses it again). It returns the bytes of rest it used,
+// or -1 when a is not the start of a run of two SETs or more: then the
+// caller runs a as usual.
+func (c *conn) execSets(a [][]byte, rest []byte) int {
+	if !isPlainSet(a) {
+		return -1
+	}
+	next, n, _, err := parseCommand(rest, c.peek[:0], &c.s.lim)
+	c.peek = next
+	if err != nil || n == 0 || !isPlainSet(next) {
+		return -1
+	}
+	c.mu.Lock()
+	if c.inMulti || c.proto == 2 && c.subscribed() {
+		c.mu.Unlock()
+		return -1 // exec answers these as it does
+	}
+	defer c.mu.Unlock()
+	c.batchSet(a)
+	used := 0
+	for {
+		c.batchSet(next)
+		used += n
+		if len(c.out) >= outFlushSize {
+			break // the main loop writes the answers so far
+		}
+		next, n, _, err = parseCommand(rest[used:], c.peek[:0], &c.s.lim)
+		c.peek = next
+		if err != nil || n == 0 || !isPlainSet(next) {
+			break
+		}
+	}
+	c.publishSets()
+	c.caching = 0 // CLIENT CACHING applies to the command after it only
+	return used
+}
+
+// batchSet adds one SET to the pending batch, or, when the node would
+// refuse it, publishes the pending batch and runs the SET alone.
+func (c *conn) batchSet(a [][]byte) {
+	c.s.stats.commands.Add(1)
+	c.s.stats.byCommand[setCommand.index].Add(1)
+	c.lastCmd = setCommand
+	t, k := c.s.split(a[1])
+	m := store.Message{Topic: t, Key: k, Value: a[2]}
+	limit := c.s.cfg.MaxFrameSize
+	if limit <= 0 {
+		limit = c.s.lim.maxFrame
+	}
+	if k == "" || c.s.node.Check(&m) != nil {
+		c.publishSets()
+		cmdSet(c, a)
+		return
+	}
+	if len(c.sets) == maxSetBatch || c.setBytes+len(m.Value) > limit {
+		c.publishSets()
+	}
+	m.Topic, m.Key, m.Value = strings.Clone(t), strings.Clone(k), bytes.Clone(a[2])
+	c.sets = append(c.sets, m)
+	c.setBytes += len(m.Value)
+}
+
+// publishSets publishes the pending SETs as one batch and answers each:
+// OK, or the batch's error (the node's, for a reason that is not one
+// SET's: the writer's role, a full store, the replica's NOREPLICAS).
+func (c *conn) publishSets() {
+	if len(c.sets) == 0 {
+		return
+	}
+	msg := c.publishMsgs(c.sets)
+	for range c.sets {
+		if msg == "" {
+			c.ok()
+		} else {
+			c.err(msg)
+		}
+	}
+	clear(c.sets)
+	c.sets, c.setBytes = c.sets[:0], 0
+	if cap(c.sets) > maxSetBatch {
+		c.sets = nil
+	}
+}

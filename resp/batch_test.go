@@ -1,0 +1,107 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// countingNode counts the publishes that reach the node.
+type countingNode struct {
+	*storeNode
+	publishes atomic.Int64
+}
+
+// errRefused is the node's refusal of the value "refused", as the
+// daemon's node refuses a name or a size: the whole batch that holds it.
+var errRefused = errors.New("value_refused: the test node refuses this value")
+
+func (n *countingNode) Check(m *store.Message) error {
+	if string(m.Value) == "refused" {
+		return errRefused
+	}
+	return n.storeNode.Check(m)
+}
+
+func (n *countingNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message) (Written, error) {
+	n.publishes.Add(1)
+	for i := range msgs {
+		if err := n.Check(&msgs[i]); err != nil {
+			return Written{}, err
+		}
+	}
+	return n.storeNode.Publish(ctx, c, msgs)
+}
+
+// TestPipelinedSetsBatch: a pipeline of 1,000 SETs, with refused SETs and
+// a read among them, takes a few publishes; every command answers what it
+// answers alone, in order; the read sees the writes before it; the last
+// write of a key wins.
+func TestPipelinedSetsBatch(t *testing.T) {
+	s, st := newTestServer(t)
+	node := &countingNode{storeNode: s.node.(*storeNode)}
+	s.node = node
+	alone, _ := newTestServer(t) // answers each refused command alone
+	alone.node = &countingNode{storeNode: alone.node.(*storeNode)}
+
+	var in strings.Builder
+	var want []string
+	last := map[string]string{}
+	for i := range 1000 {
+		key := fmt.Sprintf("b:k-%d", i%100)
+		val := fmt.Sprintf("v-%d", i)
+		switch i {
+		case 300: // an empty key: refused by the server
+			c := cmd("SET", "b:", val)
+			in.WriteString(c)
+			want = append(want, string(session(alone, []byte(c))))
+			continue
+		case 600: // an option: refused
+			c := cmd("SET", key, val, "EX", "1")
+			in.WriteString(c)
+			want = append(want, string(session(alone, []byte(c))))
+			continue
+		case 700: // refused by the node
+			c := cmd("SET", key, "refused")
+			in.WriteString(c)
+			want = append(want, string(session(alone, []byte(c))))
+			continue
+		case 800: // a read: sees the SET just before it
+			in.WriteString(cmd("GET", fmt.Sprintf("b:k-%d", 799%100)))
+			want = append(want, "$5\r\nv-799\r\n")
+			continue
+		}
+		in.WriteString(cmd("SET", key, val))
+		want = append(want, "+OK\r\n")
+		last[key] = val
+	}
+	got := replies(t, session(s, []byte(in.String())))
+	if len(got) != len(want) {
+		t.Fatalf("%d replies, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("reply %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+	for _, i := range []int{300, 600, 700} {
+		if !strings.HasPrefix(want[i], "-ERR") {
+			t.Fatalf("command %d alone answered %q, want an error", i, want[i])
+		}
+	}
+	for key, val := range last {
+		e, ok := st.Get("b", strings.TrimPrefix(key, "b:"))
+		if !ok || string(e.Value) != val {
+			t.Fatalf("%s: %q, want %q (the last write)", key, e.Value, val)
+		}
+	}
+	if p := node.publishes.Load(); p > 50 {
+		t.Fatalf("%d publishes for 997 SETs: the pipeline was not batched", p)
+	}
+}
