@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 
 	"github.com/hashicorp/memberlist"
@@ -74,15 +76,12 @@ func (g *Gossip) Ask(ctx context.Context, name string, question []byte) ([]byte,
 }
 
 func (g *Gossip) sendAsk(name string, kind byte, id uint64, body []byte) error {
-	var node *memberlist.Node
-	for _, n := range g.ml.Members() {
-		if n.Name == name {
-			node = n
-			break
-		}
-	}
-	if node == nil {
-		return fmt.Errorf("%w: no member %s", ErrAsk, name)
+	// The address comes from this package's own copy of the member:
+	// memberlist's Members() hands out its live *Node, which its packet
+	// handler rewrites in place (a data race).
+	node, err := g.askNode(name)
+	if err != nil {
+		return err
 	}
 	self := g.cfg.NodeName
 	msg := make([]byte, 0, 1+8+1+len(self)+len(body))
@@ -95,6 +94,25 @@ func (g *Gossip) sendAsk(name string, kind byte, id uint64, body []byte) error {
 		return fmt.Errorf("%w: to %s: %v", ErrAsk, name, err)
 	}
 	return nil
+}
+
+// askNode is a private memberlist.Node for the alive member name.
+func (g *Gossip) askNode(name string) (*memberlist.Node, error) {
+	for _, m := range g.Alive() {
+		if m.Name != name {
+			continue
+		}
+		host, port, err := net.SplitHostPort(m.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: member %s has address %q: %v", ErrAsk, name, m.Addr, err)
+		}
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("%w: member %s has address %q: %v", ErrAsk, name, m.Addr, err)
+		}
+		return &memberlist.Node{Name: m.Name, Addr: net.ParseIP(host), Port: uint16(p)}, nil
+	}
+	return nil, fmt.Errorf("%w: no live member %s", ErrAsk, name)
 }
 
 // decodeAsk splits a message of Ask; ok is false for a malformed one.

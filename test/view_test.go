@@ -116,18 +116,21 @@ func TestViewSIGKILL(t *testing.T) {
 		}
 		waitViewValues(t, path, "load", attempted)
 	}
-	for i, c := range readers {
-		rep := c.Stop(t)
-		viewtest.Verify(t, fmt.Sprintf("reader %d", i), rep, attempted)
-		if rep.Generations < 4 {
-			t.Errorf("reader %d read %d generations; the daemon made 4", i, rep.Generations)
-		}
-	}
 	r, err := localview.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
+	for i, c := range readers {
+		rep := c.Stop(t)
+		viewtest.Verify(t, fmt.Sprintf("reader %d", i), rep, attempted)
+		// A reader slowed down (-race, a busy machine) may skip a
+		// generation that lived while it slept, but it must have moved
+		// and must end on the daemon's current one.
+		if rep.Generations < 2 || rep.Last != r.Generation() {
+			t.Errorf("reader %d read %d generations and ended on %d; the daemon is on %d", i, rep.Generations, rep.Last, r.Generation())
+		}
+	}
 	if err := r.Fresh(5 * time.Second); err != nil {
 		t.Errorf("fresh after the restarts: %v", err)
 	}

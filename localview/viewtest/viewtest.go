@@ -81,7 +81,8 @@ type Report struct {
 	Reads       int64
 	NotReady    int64
 	NotFound    int64
-	Generations int // distinct generations read from
+	Generations int    // distinct generations read from
+	Last        uint64 // the generation of the last read
 	Errors      []string
 	// MaxCounter is the greatest counter read per key index.
 	MaxCounter map[int]uint64
@@ -135,6 +136,7 @@ func readLoop(path, topic string, keys int, missingOK bool) Report {
 			select {
 			case <-stop:
 				rep.Generations = len(gens)
+				rep.Last = r.Generation()
 				return rep
 			default:
 			}
