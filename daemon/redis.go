@@ -248,14 +248,13 @@ func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message
 		return respsrv.Written{}, redisError{errorf(CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
 			total, formatSize(n.d.cfg.MaxBodySize))}
 	}
-	results, err := n.d.publish(ctx, msgs, caller)
+	results, status, err := n.d.publishStamped(ctx, msgs, caller)
 	if err != nil {
 		return respsrv.Written{}, redisError{storeError(err)}
 	}
-	last := results[len(results)-1]
-	w := respsrv.Written{Seq: last.Seq, Origin: n.d.store.Origin()}
-	if last.Status != StatusOK {
-		w.Unconfirmed = last.Status
+	w := respsrv.Written{Seq: results[len(results)-1].Seq, Origin: n.d.store.Origin()}
+	if status != StatusOK {
+		w.Unconfirmed = status
 	}
 	return w, nil
 }

@@ -971,12 +971,27 @@ func firstError(errs ...*apiError) *apiError {
 // (stamped with this node's origin, seq and HLC), counts and logs the write.
 // msgs are checked by the caller (names, sizes); the store checks again.
 func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([]PutResult, error) {
+	results, status, err := d.publishStamped(ctx, msgs, c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PutResult, len(msgs))
+	for i := range msgs {
+		out[i] = newPutResult(&msgs[i], results[i].Stamp, status)
+	}
+	return out, nil
+}
+
+// publishStamped is publish without the answers' text: the store's
+// results and the replica status, for the Redis front door (which
+// answers OK, and keeps only the last seq for WAIT).
+func (d *Daemon) publishStamped(ctx context.Context, msgs []store.Message, c Caller) ([]store.Result, string, error) {
 	if e := d.authorize(c, RolePublish); e != nil {
-		return nil, e
+		return nil, "", e
 	}
 	if err := ctx.Err(); err != nil {
 		// The client left before anything was written: write nothing.
-		return nil, errorf(CodeTimeout, "request cancelled before the write: %v", err)
+		return nil, "", errorf(CodeTimeout, "request cancelled before the write: %v", err)
 	}
 	var (
 		results []store.Result
@@ -992,7 +1007,7 @@ func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([
 	if err != nil {
 		d.log.Warn("publish failed", append(c.fields(),
 			zap.String("topic", msgs[0].Topic), zap.Int("messages", len(msgs)), zap.Error(err))...)
-		return nil, err
+		return nil, "", err
 	}
 	var n int
 	for i := range msgs {
@@ -1016,9 +1031,5 @@ func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([
 	} else if d.cluster == nil && d.cfg.Replication == "sync" {
 		status = StatusReplicaUnavailable
 	}
-	out := make([]PutResult, len(msgs))
-	for i := range msgs {
-		out[i] = newPutResult(&msgs[i], results[i].Stamp, status)
-	}
-	return out, nil
+	return results, status, nil
 }
