@@ -16,12 +16,13 @@ import (
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
-// needRoot stops a test that runs clients as other users: setpriv may
-// change the user only for root (CI runs the tests as root).
+// needRoot fails a test that runs clients as other users when it is not
+// root: setpriv may change the user only for root (CI runs the tests as
+// root, as the full-disk tests need too).
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Getuid() != 0 {
-		t.Skip("runs clients as other uids with setpriv, which needs root")
+		t.Fatal("runs clients as other uids with setpriv, which needs root")
 	}
 	for _, tool := range []string{"setpriv", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
