@@ -183,15 +183,15 @@ func TestClusterWithoutKeyStaysOnLoopback(t *testing.T) {
 		insecure     bool
 		wantErr      string
 	}{
-		{"127.0.0.1:7946", "127.0.0.1:7947", "", false, ""},
-		{"[::1]:7946", "localhost:7947", "", false, ""},
-		{"0.0.0.0:7946", "127.0.0.1:7947", "", false, "--gossip-addr: 0.0.0.0:7946 is reachable beyond this machine"},
-		{"127.0.0.1:7946", ":7947", "", false, "--data-addr: :7947 is reachable beyond this machine"},
-		{"127.0.0.1:7946", "[::]:7947", "", false, "--data-addr: [::]:7947 is reachable"},
-		{"10.1.2.3:7946", "127.0.0.1:7947", "", false, "--gossip-addr: 10.1.2.3:7946 is reachable"},
-		{"127.0.0.1:7946", "node1.example:7947", "", false, "--data-addr: node1.example:7947 is reachable"},
-		{"0.0.0.0:7946", "0.0.0.0:7947", "", true, ""},
-		{"0.0.0.0:7946", "0.0.0.0:7947", keyFile, false, ""},
+		{"127.0.0.1:17946", "127.0.0.1:17947", "", false, ""},
+		{"[::1]:17946", "localhost:17947", "", false, ""},
+		{"0.0.0.0:17946", "127.0.0.1:17947", "", false, "--gossip-addr: 0.0.0.0:17946 is reachable beyond this machine"},
+		{"127.0.0.1:17946", ":17947", "", false, "--data-addr: :17947 is reachable beyond this machine"},
+		{"127.0.0.1:17946", "[::]:17947", "", false, "--data-addr: [::]:17947 is reachable"},
+		{"10.1.2.3:17946", "127.0.0.1:17947", "", false, "--gossip-addr: 10.1.2.3:17946 is reachable"},
+		{"127.0.0.1:17946", "node1.example:17947", "", false, "--data-addr: node1.example:17947 is reachable"},
+		{"0.0.0.0:17946", "0.0.0.0:17947", "", true, ""},
+		{"0.0.0.0:17946", "0.0.0.0:17947", keyFile, false, ""},
 	} {
 		c := DefaultConfig()
 		c.GossipAddr, c.DataAddr, c.ClusterKeyFile, c.AllowInsecureCluster = tt.gossip, tt.data, tt.key, tt.insecure

@@ -795,17 +795,24 @@ func parseTags(s string) ([]string, *apiError) {
 	return tags, nil
 }
 
-func (a *api) getCursor(w http.ResponseWriter, r *http.Request, p params) {
-	if e := validTopic("cursor name", p.name); e != nil {
+// cursorOf looks up the cursor a route names, answering the refusal
+// itself when the name is invalid or there is no such cursor.
+func (a *api) cursorOf(w http.ResponseWriter, r *http.Request, name string) (store.CursorInfo, bool) {
+	if e := validTopic("cursor name", name); e != nil {
 		a.fail(w, r, e)
-		return
+		return store.CursorInfo{}, false
 	}
-	c, ok := a.d.store.LookupCursor(p.name)
+	c, ok := a.d.store.LookupCursor(name)
 	if !ok {
-		a.fail(w, r, errorf(CodeNotFound, "no cursor %q", p.name))
-		return
+		a.fail(w, r, errorf(CodeNotFound, "no cursor %q", name))
 	}
-	a.writeJSON(w, r, newCursorAnswer(c))
+	return c, ok
+}
+
+func (a *api) getCursor(w http.ResponseWriter, r *http.Request, p params) {
+	if c, ok := a.cursorOf(w, r, p.name); ok {
+		a.writeJSON(w, r, newCursorAnswer(c))
+	}
 }
 
 // listCursors answers GET /v1/cursors: every durable cursor of the node
@@ -824,13 +831,8 @@ func (a *api) listCursors(w http.ResponseWriter, r *http.Request, _ params) {
 // deleteCursor answers DELETE /v1/cursors/{name}: the cursor's owner or an
 // admin may delete it; retention then no longer waits for it.
 func (a *api) deleteCursor(w http.ResponseWriter, r *http.Request, p params) {
-	if e := validTopic("cursor name", p.name); e != nil {
-		a.fail(w, r, e)
-		return
-	}
-	c, ok := a.d.store.LookupCursor(p.name)
+	c, ok := a.cursorOf(w, r, p.name)
 	if !ok {
-		a.fail(w, r, errorf(CodeNotFound, "no cursor %q", p.name))
 		return
 	}
 	caller := callerFrom(r.Context())

@@ -96,8 +96,8 @@ func TestUsageErrors(t *testing.T) {
 		{nil, map[string]string{"CACHECAST_SEGMENT_SIZE": "big"}, "CACHECAST_SEGMENT_SIZE: invalid value"},
 		{[]string{"--log-format=xml"}, nil, "--log-format"},
 		// Refused by validation, before anything is bound.
-		{[]string{"--gossip-addr", "0.0.0.0:7946"}, nil, "--gossip-addr: 0.0.0.0:7946 is reachable beyond this machine and there is no --cluster-key-file"},
-		{nil, map[string]string{"CACHECAST_DATA_ADDR": ":7947"}, "--data-addr: :7947 is reachable beyond this machine"},
+		{[]string{"--gossip-addr", "0.0.0.0:17946"}, nil, "--gossip-addr: 0.0.0.0:17946 is reachable beyond this machine and there is no --cluster-key-file"},
+		{nil, map[string]string{"CACHECAST_DATA_ADDR": ":17947"}, "--data-addr: :17947 is reachable beyond this machine"},
 		{[]string{"--gossip-addr=", "--ack-timeout=0"}, nil, "--ack-timeout: must be positive"},
 	} {
 		stderr := tempStderr(t)
