@@ -13,7 +13,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-satellite install clean
+.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-redis bench-satellite install clean
 
 all: build
 
@@ -49,6 +49,11 @@ bench:
 # local redis-server, both over Unix sockets (not in CI).
 bench-daemon:
 	bash test/bench-vs-redis.sh
+
+# Only the Redis section of bench-daemon: redis-benchmark -t get,set,mget on
+# cachecastd's Redis socket and redis-server's, in turn, ROUNDS rounds (not in CI).
+bench-redis:
+	REDIS_ONLY=1 N=$${N:-100000} ROUNDS=$${ROUNDS:-2} bash test/bench-vs-redis.sh
 
 # The store beside SkyWalking Satellite's mmap queue, alternated in one run on
 # the disk and on a tmpfs, three rounds, as a ratio table (not in CI). Needs a

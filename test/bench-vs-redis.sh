@@ -4,6 +4,8 @@
 # figures can be set side by side (BENCHMARKS.md). Needs redis-server and
 # redis-tools (Debian packages); run from the repository root:
 #   make bench-daemon          (or: bash test/bench-vs-redis.sh)
+# REDIS_ONLY=1 (make bench-redis) runs only the Redis front door's section;
+# ROUNDS=n repeats it n times, alternating the servers.
 set -euo pipefail
 N=${N:-200000}
 SIZE=${SIZE:-100}
@@ -25,7 +27,8 @@ for _ in $(seq 100); do [ -S "$work/cc.sock" ] && [ -S "$work/cc-redis.sock" ] &
 cc() { ./bin/cachecast --socket "$work/cc.sock" bench --size "$SIZE" --keys 10000 "$@" 2>/dev/null; }
 rb() { redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -q "$@" | tr "\r" "\n" | grep "per second"; }
 
-echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u '+%F %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -z "${REDIS_ONLY:-}" ]; then
 echo "== cachecast, unbatched PUT, 1 connection";   cc --count "$N" --conns 1
 echo "== cachecast, unbatched PUT, 16 connections"; cc --count "$N" --conns 16
 echo "== cachecast, batches of 1000, 4 connections"; cc --count $((N * 10)) --conns 4 --batch 1000
@@ -34,6 +37,7 @@ echo "== cachecast, GET, 16 connections"; cc --count "$N" --conns 16 --mode get
 echo "== redis, SET and GET, 1 connection, no pipelining";   rb -t set,get -n "$N" -c 1
 echo "== redis, SET and GET, 16 connections, no pipelining"; rb -t set,get -n "$N" -c 16
 echo "== redis, SET, pipelined 1000, 4 connections";        rb -t set -n $((N * 10)) -c 4 -P 1000
+fi
 
 # The Redis front door against redis-server, redis-benchmark on both sockets in
 # turn: GET, SET and MGET (10 keys) of 100-byte values over 10,000 keys
@@ -49,9 +53,11 @@ rbs() {
 }
 redis-benchmark -s "$work/cc-redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
 redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
-for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
-	# shellcheck disable=SC2086
-	echo "== cachecast's Redis socket, $opts"; rbs "$work/cc-redis.sock" -n "$N" $opts
-	# shellcheck disable=SC2086
-	echo "== redis-server, $opts";             rbs "$work/redis.sock" -n "$N" $opts
+for round in $(seq "${ROUNDS:-1}"); do
+	for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
+		# shellcheck disable=SC2086
+		echo "== round $round, cachecast's Redis socket, $opts"; rbs "$work/cc-redis.sock" -n "$N" $opts
+		# shellcheck disable=SC2086
+		echo "== round $round, redis-server, $opts";             rbs "$work/redis.sock" -n "$N" $opts
+	done
 done
