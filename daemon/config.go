@@ -222,6 +222,12 @@ type Config struct {
 	RedisPushBuffer int64
 	// RedisNotifyKeyspaceEvents is notify-keyspace-events at start.
 	RedisNotifyKeyspaceEvents string
+	// RedisIdleTimeout closes a Redis connection that sends no command
+	// for this long (subscribed and tracking ones are exempt); 0: never.
+	RedisIdleTimeout time.Duration
+	// RedisTrackingMaxKeys bounds the keys one tracking Redis client is
+	// remembered to have cached.
+	RedisTrackingMaxKeys int
 
 	// MetricsAddr is the TCP address of the Prometheus endpoint; empty: off.
 	MetricsAddr string
@@ -300,27 +306,29 @@ func DefaultConfig() Config {
 		MaxBodyMemory:        256 << 20,
 		MaxBodyMemoryPerUID:  128 << 20,
 
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ShutdownTimeout:   10 * time.Second,
-		GossipAddr:        "127.0.0.1:7946",
-		DataAddr:          "127.0.0.1:7947",
-		JoinTimeout:       10 * time.Second,
-		GossipProfile:     "lan",
-		Replication:       "async",
-		ReplicaTimeout:    time.Second,
-		MaxClockOffset:    500 * time.Millisecond,
-		QueuesPerTopic:    group.DefaultQueues,
-		AckTimeout:        group.DefaultAckTimeout,
-		MaxRetries:        group.DefaultMaxRetries,
-		RetryBackoff:      group.DefaultBackoff,
-		Transport:         "tcp",
-		NATSSubjectPrefix: "cachecast",
-		RedisDefaultTopic: "default",
-		RedisPushBuffer:   4 << 20,
-		LogLevel:          "info",
+		ReadHeaderTimeout:    10 * time.Second,
+		ReadTimeout:          60 * time.Second,
+		WriteTimeout:         60 * time.Second,
+		IdleTimeout:          2 * time.Minute,
+		ShutdownTimeout:      10 * time.Second,
+		GossipAddr:           "127.0.0.1:7946",
+		DataAddr:             "127.0.0.1:7947",
+		JoinTimeout:          10 * time.Second,
+		GossipProfile:        "lan",
+		Replication:          "async",
+		ReplicaTimeout:       time.Second,
+		MaxClockOffset:       500 * time.Millisecond,
+		QueuesPerTopic:       group.DefaultQueues,
+		AckTimeout:           group.DefaultAckTimeout,
+		MaxRetries:           group.DefaultMaxRetries,
+		RetryBackoff:         group.DefaultBackoff,
+		Transport:            "tcp",
+		NATSSubjectPrefix:    "cachecast",
+		RedisDefaultTopic:    "default",
+		RedisPushBuffer:      4 << 20,
+		RedisIdleTimeout:     5 * time.Minute,
+		RedisTrackingMaxKeys: 100_000,
+		LogLevel:             "info",
 		// The store's own defaults win where they differ from ours: one
 		// source of truth for the storage figures.
 	}.withStoreDefaults(so)
@@ -698,6 +706,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.RedisDefaultTopic, "redis-default-topic", c.RedisDefaultTopic, "topic of the Redis keys without a ':' (topic:key otherwise)")
 	fs.Var(newSizeValue(&c.RedisPushBuffer), "redis-push-buffer", "invalidations and messages waiting for one Redis client; past it the client is disconnected")
 	fs.StringVar(&c.RedisNotifyKeyspaceEvents, "redis-notify-keyspace-events", c.RedisNotifyKeyspaceEvents, "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off")
+	fs.DurationVar(&c.RedisIdleTimeout, "redis-idle-timeout", c.RedisIdleTimeout, "close a Redis connection that sends no command for this long (subscribed and tracking ones are exempt); 0: never")
+	fs.IntVar(&c.RedisTrackingMaxKeys, "redis-tracking-max-keys", c.RedisTrackingMaxKeys, "keys one Redis client-side-caching client is tracked for; past it a tenth of them are invalidated and forgotten")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9464); empty: off")
 	fs.Var(newIDListValue(&c.ReadUIDs), "read-uids", "read role (keys, topics, status, subscriptions that move no cursor): user IDs, comma separated; with --read-gids empty: anyone who can open the socket (reloaded on SIGHUP)")
 	fs.Var(newIDListValue(&c.ReadGIDs), "read-gids", "read role: group IDs (primary or supplementary), comma separated")

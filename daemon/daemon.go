@@ -496,6 +496,9 @@ func (d *Daemon) Reload() error {
 	lvl, _ := parseLevel(nc.LogLevel)
 	d.level.SetLevel(lvl)
 	d.roles.Store(newRoles(nc, uint32(os.Getuid())))
+	if d.redis != nil {
+		d.redis.RolesChanged()
+	}
 	d.log.Info("reloaded",
 		zap.String("log-level", nc.LogLevel),
 		zap.Uint32s("read-uids", nc.ReadUIDs), zap.Uint32s("read-gids", nc.ReadGIDs),

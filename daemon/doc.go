@@ -315,8 +315,10 @@
 //     their memory back to the system.
 //
 // cachecast_api_connections_evicted_total counts the connections closed to
-// make room. The Redis front door's socket keeps the plain bound of
-// --max-connections (more wait in the backlog).
+// make room. The Redis front door counts its own connections (socket and
+// TCP together) against --max-connections and --max-connections-per-uid
+// (a TCP client's share is its IP address's); past either a new one is
+// answered "ERR max number of clients reached ..." and closed.
 //
 // Each connection's credentials are read from the kernel when it connects
 // (SO_PEERCRED and SO_PEERGROUPS): uid, gid, pid and supplementary groups.
@@ -390,8 +392,9 @@
 // cachecast_log_lines_lost_total (log lines that could not be written: see
 // NewLogger), cachecast_redis_* (connections, commands_total{command},
 // unknown_commands_total, protocol_errors_total, tracking_clients,
-// invalidations_total, slow_clients_disconnected_total, subscriptions: the
-// Redis front door), cachecast_view_{ready,generation,bytes,keys,queued}
+// invalidations_total, slow_clients_disconnected_total, subscriptions,
+// connections_refused_total, idle_closed_total,
+// tracking_evicted_keys_total: the Redis front door), cachecast_view_{ready,generation,bytes,keys,queued}
 // (the shared view, with --view-file), and the Go and process collectors.
 //
 // # The Redis front door
@@ -401,9 +404,14 @@
 // caching) on --redis-socket, by default beside --socket
 // (cachecast.sock: cachecast-redis.sock; "off": none), with the same
 // --socket-mode, --max-connections and credentials, and the same roles: a
-// client needs the read role to be served at all (checked as it connects;
-// otherwise its first command gets NOPERM and it is closed), and its
-// writes go through Daemon.publish, which needs publish. --redis-addr adds
+// client needs the read role to be served at all (checked at its first
+// command and again after a SIGHUP reloads the roles; without it the
+// command gets NOPERM and the connection is closed, and a reload closes
+// the subscribed and tracking connections that lost it at once), and its
+// writes go through Daemon.publish, which needs publish.
+// --redis-idle-timeout (5m) closes connections that send no command, but
+// subscribed and tracking ones; --redis-tracking-max-keys (100,000)
+// bounds what one tracking client is remembered to have cached. --redis-addr adds
 // TCP (loopback unless --redis-allow-remote; a TCP client has no uid, so
 // it holds only the roles whose lists are empty). GET /v1/status has a
 // "redis" object with the server's counters.

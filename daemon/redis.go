@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +55,12 @@ func (c Config) validateRedis() error {
 	if c.RedisPushBuffer < 64<<10 {
 		return fmt.Errorf("--redis-push-buffer: must be at least 64KiB, got %s", formatSize(c.RedisPushBuffer))
 	}
+	if c.RedisIdleTimeout < 0 {
+		return fmt.Errorf("--redis-idle-timeout: must not be negative (0: never), got %s", c.RedisIdleTimeout)
+	}
+	if c.RedisTrackingMaxKeys < 10 {
+		return fmt.Errorf("--redis-tracking-max-keys: must be at least 10, got %d", c.RedisTrackingMaxKeys)
+	}
 	if err := respsrv.CheckNotifyKeyspaceEvents(c.RedisNotifyKeyspaceEvents); err != nil {
 		return fmt.Errorf("--redis-notify-keyspace-events: %q: want Redis's letters (K, E, g, $, h, A, ...)", c.RedisNotifyKeyspaceEvents)
 	}
@@ -71,14 +75,18 @@ func (d *Daemon) startRedis() error {
 		return nil
 	}
 	srv, err := respsrv.New(respsrv.Config{
-		Node:                 &respNode{d: d},
-		DefaultTopic:         d.cfg.RedisDefaultTopic,
-		MaxValueSize:         int(d.cfg.MaxValueSize),
-		MaxFrameSize:         int(d.cfg.MaxBodySize),
-		PushBuffer:           int(d.cfg.RedisPushBuffer),
-		WriteTimeout:         d.cfg.WriteTimeout,
-		NotifyKeyspaceEvents: d.cfg.RedisNotifyKeyspaceEvents,
-		Logger:               d.log.Named("redis"),
+		Node:                  &respNode{d: d},
+		DefaultTopic:          d.cfg.RedisDefaultTopic,
+		MaxValueSize:          int(d.cfg.MaxValueSize),
+		MaxFrameSize:          int(d.cfg.MaxBodySize),
+		PushBuffer:            int(d.cfg.RedisPushBuffer),
+		WriteTimeout:          d.cfg.WriteTimeout,
+		IdleTimeout:           d.cfg.RedisIdleTimeout,
+		MaxConnections:        d.cfg.MaxConnections,
+		MaxConnectionsPerPeer: d.cfg.MaxConnectionsPerUID,
+		TrackingMaxKeys:       d.cfg.RedisTrackingMaxKeys,
+		NotifyKeyspaceEvents:  d.cfg.RedisNotifyKeyspaceEvents,
+		Logger:                d.log.Named("redis"),
 	})
 	if err != nil {
 		return fmt.Errorf("--redis-notify-keyspace-events: %w", err)
@@ -90,7 +98,7 @@ func (d *Daemon) startRedis() error {
 			_ = srv.Close()
 			return err
 		}
-		d.redisLns = append(d.redisLns, readGate{newLimitListener(ln, d.cfg.MaxConnections), d})
+		d.redisLns = append(d.redisLns, ln)
 	}
 	if d.cfg.RedisAddr != "" {
 		ln, err := net.Listen("tcp", d.cfg.RedisAddr)
@@ -98,7 +106,7 @@ func (d *Daemon) startRedis() error {
 			d.closeRedis()
 			return fmt.Errorf("--redis-addr: %w", err)
 		}
-		d.redisLns = append(d.redisLns, readGate{newLimitListener(ln, d.cfg.MaxConnections), d})
+		d.redisLns = append(d.redisLns, ln)
 	}
 	d.m.reg.MustRegister(redisCollector{srv})
 	return nil
@@ -170,11 +178,17 @@ func callerOfConn(c net.Conn) Caller {
 
 // credOf is the Unix connection under a Redis connection, nil over TCP.
 func credOf(c net.Conn) *credConn {
-	if lc, ok := c.(*limitConn); ok {
-		c = lc.Conn
-	}
 	cc, _ := c.(*credConn)
 	return cc
+}
+
+// Peer is a Unix client's uid, for its share of --max-connections
+// (--max-connections-per-uid); "" over TCP (the server counts by IP).
+func (n *respNode) Peer(c net.Conn) string {
+	if cc := credOf(c); cc != nil && cc.caller.Known {
+		return cc.caller.who()
+	}
+	return ""
 }
 
 // HoldMemory counts a large Redis command against --max-body-memory and
@@ -193,6 +207,16 @@ func (n *respNode) ReleaseMemory(c net.Conn) {
 
 func (n *respNode) Authorize(c net.Conn) error {
 	if e := n.d.authorize(callerOfConn(c), RolePublish); e != nil {
+		return redisError{e}
+	}
+	return nil
+}
+
+// AuthorizeRead checks the read role (every Redis command reads, or
+// writes, which needs publish on top): at a connection's first command,
+// and again after a reload of the roles.
+func (n *respNode) AuthorizeRead(c net.Conn) error {
+	if e := n.d.authorize(callerOfConn(c), RoleRead); e != nil {
 		return redisError{e}
 	}
 	return nil
@@ -367,85 +391,6 @@ func (r redisError) RedisError() string {
 	return prefix + r.e.Code + ": " + r.e.Message
 }
 
-// readGate admits only the Redis clients that hold the read role (checked
-// when they connect: every Redis command reads, or writes, which needs
-// publish on top). A refused client gets, to its first command, one
-// NOPERM error naming the role, and is closed; that takes at most a
-// second, off the accepting goroutine.
-type readGate struct {
-	net.Listener
-	d *Daemon
-}
-
-func (g readGate) Accept() (net.Conn, error) {
-	for {
-		c, err := g.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		e := g.d.authorize(callerOfConn(c), RoleRead)
-		if e == nil {
-			return c, nil
-		}
-		g.d.wg.Go(func() {
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(time.Second))
-			// Read the first command first, so that the client is
-			// reading when the answer comes (and gets no broken pipe).
-			_, _ = c.Read(make([]byte, 4096))
-			_, _ = io.WriteString(c, "-"+redisError{e}.RedisError()+"\r\n")
-		})
-	}
-}
-
-// limitListener bounds the Redis listeners' open connections (on the
-// socket and on TCP): callers past the bound wait in the backlog.
-type limitListener struct {
-	net.Listener
-	sem       chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-}
-
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-func (l *limitListener) Close() error {
-	err := net.ErrClosed
-	l.closeOnce.Do(func() {
-		close(l.done)
-		err = l.Listener.Close()
-	})
-	return err
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
-}
-
 // redisCollector exports the Redis server's counters.
 type redisCollector struct{ s *respsrv.Server }
 
@@ -458,10 +403,13 @@ var (
 	redisInvDesc   = prometheus.NewDesc("cachecast_redis_invalidations_total", "Keys sent in client-side-caching invalidations.", nil, nil)
 	redisSlowDesc  = prometheus.NewDesc("cachecast_redis_slow_clients_disconnected_total", "Redis clients disconnected because they did not read their invalidations or messages (--redis-push-buffer).", nil, nil)
 	redisSubsDesc  = prometheus.NewDesc("cachecast_redis_subscriptions", "Redis channel and pattern subscriptions.", nil, nil)
+	redisRefused   = prometheus.NewDesc("cachecast_redis_connections_refused_total", "Redis connections refused at --max-connections or a uid's (a TCP address's) --max-connections-per-uid.", nil, nil)
+	redisIdle      = prometheus.NewDesc("cachecast_redis_idle_closed_total", "Redis connections closed after --redis-idle-timeout without a command.", nil, nil)
+	redisEvicted   = prometheus.NewDesc("cachecast_redis_tracking_evicted_keys_total", "Tracked keys invalidated and forgotten for clients at --redis-tracking-max-keys.", nil, nil)
 )
 
 func (redisCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{redisConnsDesc, redisCmdsDesc, redisUnknown, redisProtoDesc, redisTrackDesc, redisInvDesc, redisSlowDesc, redisSubsDesc} {
+	for _, d := range []*prometheus.Desc{redisConnsDesc, redisCmdsDesc, redisUnknown, redisProtoDesc, redisTrackDesc, redisInvDesc, redisSlowDesc, redisSubsDesc, redisRefused, redisIdle, redisEvicted} {
 		ch <- d
 	}
 }
@@ -478,4 +426,7 @@ func (c redisCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(redisInvDesc, prometheus.CounterValue, float64(st.Invalidations))
 	ch <- prometheus.MustNewConstMetric(redisSlowDesc, prometheus.CounterValue, float64(st.SlowDisconnects))
 	ch <- prometheus.MustNewConstMetric(redisSubsDesc, prometheus.GaugeValue, float64(st.Subscriptions))
+	ch <- prometheus.MustNewConstMetric(redisRefused, prometheus.CounterValue, float64(st.Refused))
+	ch <- prometheus.MustNewConstMetric(redisIdle, prometheus.CounterValue, float64(st.IdleClosed))
+	ch <- prometheus.MustNewConstMetric(redisEvicted, prometheus.CounterValue, float64(st.TrackingEvicted))
 }

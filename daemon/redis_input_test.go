@@ -9,11 +9,14 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/cachecast/cachecast/internal/testkit"
 )
@@ -287,5 +290,228 @@ func TestRedisFrameMemoryBudget(t *testing.T) {
 	rc := goRedis(t, td, 2)
 	if n := must(rc.HLen(context.Background(), "big").Result()); n != 10 {
 		t.Fatalf("HLEN big: %d", n)
+	}
+}
+
+// TestRedisIdleConnections: one uid opens 2,000 connections and sends
+// nothing. Its share (--max-connections-per-uid) admits them and refuses
+// the next with Redis's "max number of clients reached"; another uid is
+// still served; --redis-idle-timeout closes the idle ones, and the uid
+// may connect again.
+func TestRedisIdleConnections(t *testing.T) {
+	needRoot(t)
+	const idle, other = 2000, 61070
+	cfg := roleConfig(t)
+	cfg.MaxConnections, cfg.MaxConnectionsPerUID = idle+100, idle
+	cfg.RedisIdleTimeout = 2 * time.Second
+	td := startDaemon(t, cfg)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range idle {
+		c, err := net.Dial("unix", td.d.RedisSocketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	testkit.Eventually(t, 10*time.Second, "the idle connections are admitted", func() bool {
+		return td.d.redis.Stats().Connections == idle
+	})
+	out, _ := redisCLI(t, td, nil, "PING")
+	if want := "ERR max number of clients reached for uid 0 (--max-connections-per-uid 2000)\n"; out != want {
+		t.Fatalf("PING past the uid's share: %q, want %q", out, want)
+	}
+	got, err := exec.Command("setpriv", "--reuid="+strconv.Itoa(other), "--regid="+strconv.Itoa(other), "--clear-groups",
+		"redis-cli", "-s", td.d.RedisSocketPath(), "PING").CombinedOutput()
+	if err != nil || string(got) != "PONG\n" {
+		t.Fatalf("PING as another uid while uid 0's share is full: %q %v", got, err)
+	}
+	td.put("idle", "k", "v") // the HTTP API too
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("idle connection %d: %v, want it closed by the daemon", i, err)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "the closed connections are forgotten", func() bool {
+		return td.d.redis.Stats().Connections == 0
+	})
+	if out, _ := redisCLI(t, td, nil, "GET", "idle:k"); out != "v\n" {
+		t.Fatalf("GET after the idle ones closed: %q", out)
+	}
+	if st := td.d.redis.Stats(); st.IdleClosed != idle || st.Refused != 1 {
+		t.Fatalf("idle closed %d (want %d), refused %d (want 1)", st.IdleClosed, idle, st.Refused)
+	}
+}
+
+// TestRedisNeverReadsReplies: a client pipelines GETs of a 60 KiB value
+// and never reads the answers. Its connection is closed when a write has
+// waited --write-timeout; meanwhile and after, another client is served.
+func TestRedisNeverReadsReplies(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.WriteTimeout = time.Second
+	td := startDaemon(t, cfg)
+	td.put("big", "v", strings.Repeat("x", 60<<10))
+	deaf, err := net.Dial("unix", td.d.RedisSocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deaf.Close()
+	ctx := context.Background()
+	rc := goRedis(t, td, 2)
+	get := []byte(strings.Repeat("*2\r\n$3\r\nGET\r\n$5\r\nbig:v\r\n", 100))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_ = deaf.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := deaf.Write(get); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// The daemon stopped reading: it is stuck writing to us.
+				if v := must(rc.Get(ctx, "big:v").Result()); len(v) != 60<<10 {
+					t.Fatalf("GET by another client: %d bytes", len(v))
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the daemon never closed the client that does not read")
+				}
+				continue
+			}
+			break // closed by the daemon
+		}
+	}
+	noErr(t, rc.Set(ctx, "big:after", "ok", 0).Err())
+	if v := must(rc.Get(ctx, "big:after").Result()); v != "ok" {
+		t.Fatalf("GET after: %q", v)
+	}
+}
+
+// TestRedisRolesReload: the read role is checked at every command, not
+// only at connect: a SIGHUP that takes a uid off --read-uids answers the
+// next command of its open connection NOPERM, and closes its subscriber
+// at once; another reload gives the role back.
+func TestRedisRolesReload(t *testing.T) {
+	needRoot(t)
+	const user = 61080
+	cfg := roleConfig(t)
+	cfg.ReadUIDs = []uint32{user}
+	var reloadTo atomic.Pointer[Config]
+	cfg.Reload = func() (Config, error) { return *reloadTo.Load(), nil }
+	td := startDaemon(t, cfg)
+	td.put("prices", "k0", "v0")
+	id := strconv.Itoa(user)
+	asUser := func(args ...string) *exec.Cmd {
+		return exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups",
+			"redis-cli", "-s", td.d.RedisSocketPath()}, args...)...)
+	}
+	// An interactive session: one connection, a command per line.
+	session := asUser()
+	in, err := session.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := session.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	noErr(t, session.Start())
+	defer session.Process.Kill()
+	out := bufio.NewReader(outPipe)
+	ask := func(cmd string) string {
+		t.Helper()
+		if _, err := io.WriteString(in, cmd+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return strings.TrimSpace(line)
+	}
+	if got := ask("GET prices:k0"); got != "v0" {
+		t.Fatalf("GET as a reader: %q", got)
+	}
+	sub := asUser("SUBSCRIBE", "prices")
+	noErr(t, sub.Start())
+	defer sub.Process.Kill()
+	testkit.Eventually(t, 10*time.Second, "the subscriber is subscribed", func() bool { return td.d.redis.Stats().Subscriptions == 1 })
+
+	nc := cfg
+	nc.ReadUIDs = []uint32{user + 1}
+	reloadTo.Store(&nc)
+	noErr(t, td.d.Reload())
+	exited := make(chan error, 1)
+	go func() { exited <- sub.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the subscriber is still connected without the read role")
+	}
+	if got := ask("GET prices:k0"); !strings.HasPrefix(got, "NOPERM") || !strings.Contains(got, "read role") {
+		t.Fatalf("GET on the open connection after the reload: %q, want NOPERM naming the read role", got)
+	}
+	reloadTo.Store(&cfg)
+	noErr(t, td.d.Reload())
+	if got, err := asUser("GET", "prices:k0").CombinedOutput(); err != nil || string(got) != "v0\n" {
+		t.Fatalf("GET with the role back: %q %v", got, err)
+	}
+}
+
+// TestRedisRueidisTrackingCap: a rueidis client with client-side caching
+// reads 500 keys while the daemon tracks at most 50 for it; every key
+// is then updated over HTTP, and each cached read returns the new value:
+// the keys the daemon forgot were invalidated first, so the client's
+// cache never serves one that changed.
+func TestRedisRueidisTrackingCap(t *testing.T) {
+	const keys, limit = 500, 50
+	cfg := testConfig(t)
+	cfg.RedisTrackingMaxKeys = limit
+	td := startDaemon(t, cfg)
+	ctx := context.Background()
+	c := rueidisClient(t, td, rueidis.ClientOption{})
+	for i := range keys {
+		td.put("cap", fmt.Sprintf("k%d", i), "old")
+	}
+	read := func(i int) string {
+		v, err := c.DoCache(ctx, c.B().Get().Key(fmt.Sprintf("cap:k%d", i)).Cache(), time.Hour).ToString()
+		noErr(t, err)
+		return v
+	}
+	for i := range keys {
+		if v := read(i); v != "old" {
+			t.Fatalf("cap:k%d = %q", i, v)
+		}
+	}
+	// rueidis may spread its reads over more than one connection: each
+	// is tracked for at most limit keys.
+	testkit.Eventually(t, 10*time.Second, "the daemon evicted past the cap", func() bool {
+		st := td.d.redis.Stats()
+		return st.TrackingEvicted >= keys-limit*st.TrackingClients
+	})
+	for i := range keys {
+		td.put("cap", fmt.Sprintf("k%d", i), "new")
+	}
+	for i := range keys {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("cap:k%d reads the new value", i), func() bool { return read(i) == "new" })
+	}
+}
+
+// TestRedisIdleTimeoutGoRedis: go-redis's pooled connection, closed by
+// --redis-idle-timeout while it waits in the pool, is replaced without
+// an error reaching the application.
+func TestRedisIdleTimeoutGoRedis(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisIdleTimeout = 300 * time.Millisecond
+	td := startDaemon(t, cfg)
+	ctx := context.Background()
+	rc := goRedis(t, td, 3)
+	noErr(t, rc.Set(ctx, "idle:k", "v", 0).Err())
+	testkit.Eventually(t, 10*time.Second, "the pooled connection is closed as idle", func() bool {
+		return td.d.redis.Stats().IdleClosed == 1
+	})
+	if v, err := rc.Get(ctx, "idle:k").Result(); err != nil || v != "v" {
+		t.Fatalf("GET on the pool after its connection was closed as idle: %q %v", v, err)
 	}
 }

@@ -27,24 +27,27 @@ func isPlainSet(a [][]byte) bool {
 // Any other command, an incomplete one or a protocol error ends the run
 // (the main loop parses it again). It returns the bytes of rest it used,
 // or -1 when a is not the start of a run of two SETs or more: then the
-// caller runs a as usual.
-func (c *conn) execSets(a [][]byte, rest []byte) int {
+// caller runs a as usual; and, as exec, whether the answers waiting
+// reached outFlushSize.
+func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	if !isPlainSet(a) {
-		return -1
+		return -1, false
 	}
 	next, n, _, err := parseCommand(rest, c.peek[:0], &c.s.lim)
 	c.peek = next
 	if err != nil || n == 0 || !isPlainSet(next) {
-		return -1
+		return -1, false
 	}
 	c.mu.Lock()
 	if c.inMulti || c.proto == 2 && c.subscribed() {
 		c.mu.Unlock()
-		return -1 // exec answers these as it does
+		return -1, false // exec answers these as it does
 	}
-	defer c.mu.Unlock()
+	defer func() {
+		full = len(c.out) >= outFlushSize
+		c.mu.Unlock()
+	}()
 	c.batchSet(a)
-	used := 0
 	for {
 		c.batchSet(next)
 		used += n
@@ -59,7 +62,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) int {
 	}
 	c.publishSets()
 	c.caching = 0 // CLIENT CACHING applies to the command after it only
-	return used
+	return used, false
 }
 
 // batchSet adds one SET to the pending batch, or, when the node would

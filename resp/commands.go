@@ -128,11 +128,16 @@ func lookup(name []byte) *command {
 	return commands[string(up[:len(name)])]
 }
 
-// exec runs one command under mu.
-func (c *conn) exec(a [][]byte) {
+// exec runs one command under mu. full says whether the answers waiting
+// to be written reached outFlushSize (read under mu: the pusher appends
+// to them too).
+func (c *conn) exec(a [][]byte) (full bool) {
 	cmd := lookup(a[0])
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer func() {
+		full = len(c.out) >= outFlushSize
+		c.mu.Unlock()
+	}()
 	c.s.stats.commands.Add(1)
 	if cmd == nil {
 		c.s.stats.unknown.Add(1)
@@ -175,6 +180,7 @@ func (c *conn) exec(a [][]byte) {
 	} else if !c.inMulti {
 		c.caching = 0
 	}
+	return full
 }
 
 // The answer writers; called with mu held.

@@ -33,6 +33,17 @@ type conn struct {
 	id      int64
 	created time.Time
 	addr    string
+	peer    string // its share of the connection limits
+
+	// The read role, asked again when the server's roles generation
+	// moves (RolesChanged); the connection's own goroutine only.
+	rolesSeen uint64
+	readErr   error
+	// pushed: it subscribed or turned tracking on (it receives without
+	// sending commands), set once.
+	pushed atomic.Bool
+
+	readDeadlineSet time.Time // when the idle deadline was last moved
 
 	rbuf []byte
 	args [][]byte
@@ -123,16 +134,20 @@ func (c *conn) serve() {
 			if len(args) == 0 {
 				continue
 			}
-			if k := c.execSets(args, c.rbuf[start:end]); k >= 0 {
+			if !c.mayRead() {
+				return
+			}
+			k, full := c.execSets(args, c.rbuf[start:end])
+			if k >= 0 {
 				start += k
 			} else {
-				c.exec(args)
+				full = c.exec(args)
 			}
 			if c.quit {
 				_ = c.flush()
 				return
 			}
-			if len(c.out) >= outFlushSize {
+			if full {
 				if c.flush() != nil {
 					return
 				}
@@ -161,18 +176,76 @@ func (c *conn) serve() {
 			copy(nb, c.rbuf[:end])
 			c.rbuf = nb
 		}
-		n, err := c.nc.Read(c.rbuf[end:])
+		n, err := c.read(c.rbuf[end:])
 		end += n
 		if err != nil {
 			if n > 0 {
 				continue // answer what arrived, then see the error again
 			}
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !c.dead.Load() {
+			if errors.Is(err, errIdle) {
+				c.s.stats.idleClosed.Add(1)
+				c.s.log.Debug("redis connection idle; closing it", zap.Int64("client-id", c.id), zap.Duration("redis-idle-timeout", c.s.cfg.IdleTimeout))
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !c.dead.Load() {
 				c.s.log.Debug("redis connection read failed", zap.Int64("client-id", c.id), zap.Error(err))
 			}
 			return
 		}
 	}
+}
+
+// errIdle ends a connection idle for --redis-idle-timeout.
+var errIdle = errors.New("resp: idle")
+
+// read reads from the client. With an idle timeout, a connection that
+// sends nothing for that long, and neither subscribed nor turned
+// tracking on, gets errIdle. The read deadline moves once per tenth of
+// the timeout, not at every read (a timer reset costs about what a GET
+// does); when it passes early, the wait goes on to its full length.
+func (c *conn) read(b []byte) (int, error) {
+	idle := c.s.cfg.IdleTimeout
+	if idle <= 0 {
+		return c.nc.Read(b)
+	}
+	start := time.Now()
+	if start.Sub(c.readDeadlineSet) > idle/10 {
+		_ = c.nc.SetReadDeadline(start.Add(idle))
+		c.readDeadlineSet = start
+	}
+	for {
+		n, err := c.nc.Read(b)
+		var ne net.Error
+		if n > 0 || err == nil || !errors.As(err, &ne) || !ne.Timeout() {
+			return n, err
+		}
+		now := time.Now()
+		next := start.Add(idle)
+		switch {
+		case c.pushed.Load():
+			next = now.Add(idle) // it waits for pushes, not for its client
+		case !now.Before(next):
+			return 0, errIdle
+		}
+		_ = c.nc.SetReadDeadline(next)
+		c.readDeadlineSet = next.Add(-idle)
+	}
+}
+
+// mayRead checks the read role before a command: asked at the first
+// command and again after RolesChanged. A connection without it gets
+// NOPERM and is closed (false).
+func (c *conn) mayRead() bool {
+	if gen := c.s.roles.Load(); gen != c.rolesSeen {
+		c.rolesSeen = gen
+		c.readErr = c.s.node.AuthorizeRead(c.nc)
+	}
+	if c.readErr == nil {
+		return true
+	}
+	c.mu.Lock()
+	c.writeError(c.readErr)
+	c.mu.Unlock()
+	_ = c.flush()
+	return false
 }
 
 // fatal answers a stream that cannot be resynchronised, then the

@@ -30,11 +30,15 @@
 // (ID, SETNAME, GETNAME, SETINFO, INFO, LIST, TRACKING, CACHING, GETREDIR,
 // TRACKINGINFO; NO-EVICT, NO-TOUCH and CAPA answer OK), SELECT 0, PING,
 // ECHO, QUIT, RESET, READONLY, READWRITE. AUTH and HELLO's AUTH are
-// accepted and ignored: who may write is the connection's uid and groups
-// (SO_PEERCRED), checked by the node's Authorize (the daemon's publish
-// role, as for HTTP; a client without its read role is refused as it
-// connects); a TCP client has no uid, so with an allow-list it may only
-// read.
+// accepted and ignored: who may read and write is the connection's uid
+// and groups (SO_PEERCRED), checked by the node's AuthorizeRead and
+// Authorize (the daemon's read and publish roles, as for HTTP); a TCP
+// client has no uid, so with an allow-list it may only read. The read
+// role is asked at a connection's first command and again at its next
+// command after RolesChanged (a SIGHUP's reload): without it the command
+// is answered NOPERM and the connection closed. RolesChanged closes at
+// once the subscribed and tracking connections that lost it (they
+// receive without sending commands). Writes ask Authorize each time.
 //
 // Server: INFO [section] (server, clients, persistence with loading:0,
 // stats, replication, keyspace, and cachecast: node, origin, members and
@@ -125,7 +129,13 @@
 // invalidations and messages pass --redis-push-buffer is disconnected
 // (its library drops its cache with the connection), never left stale;
 // so is a tracking client whose REDIRECT connection closes. Both are
-// counted (cachecast_redis_slow_clients_disconnected_total).
+// counted (cachecast_redis_slow_clients_disconnected_total). The server
+// remembers at most --redis-tracking-max-keys (Config.TrackingMaxKeys)
+// keys per client in the default mode; a read of one more first sends
+// the client the invalidation of a tenth of them, which it drops from
+// its cache, and forgets them (as Redis does at its
+// tracking-table-max-keys), so that a client's tracking memory is
+// bounded and nothing it caches goes untracked.
 //
 // # Errors and limits
 //
@@ -145,6 +155,17 @@
 // error: ..." and is closed; other connections are not affected.
 // Unknown commands and wrong arities are answered and the connection goes
 // on.
+//
+// Connections: at most Config.MaxConnections open over every listener
+// (--max-connections), one peer at most MaxConnectionsPerPeer of them
+// (--max-connections-per-uid: a Unix client's uid, a TCP client's IP
+// address); past either, a new connection's first command is answered
+// "ERR max number of clients reached ..." (Redis's words, which go-redis
+// retries) and it is closed. A connection that sends nothing for
+// Config.IdleTimeout (--redis-idle-timeout) is closed, unless it is
+// subscribed or has turned tracking on: those wait for the server. A
+// client that does not read its answers is closed when a write has
+// waited --write-timeout.
 //
 // # Why not redcon
 //

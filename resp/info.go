@@ -17,6 +17,9 @@ type stats struct {
 	protocolErrors  atomic.Int64
 	invalidations   atomic.Int64
 	slowDisconnects atomic.Int64
+	refused         atomic.Int64
+	idleClosed      atomic.Int64
+	trackingEvicted atomic.Int64
 	byCommand       []atomic.Int64
 }
 
@@ -47,6 +50,14 @@ type Stats struct {
 	SlowDisconnects int64
 	// Subscriptions is the number of channel and pattern subscriptions.
 	Subscriptions int64
+	// Refused counts the connections refused at --max-connections or a
+	// peer's share of it.
+	Refused int64
+	// IdleClosed counts the connections closed after --redis-idle-timeout.
+	IdleClosed int64
+	// TrackingEvicted counts the keys forgotten (and invalidated) for
+	// tracking clients at --redis-tracking-max-keys.
+	TrackingEvicted int64
 }
 
 // Stats returns the server's counters.
@@ -61,6 +72,9 @@ func (s *Server) Stats() Stats {
 		Invalidations:   s.stats.invalidations.Load(),
 		SlowDisconnects: s.stats.slowDisconnects.Load(),
 		Subscriptions:   s.subs.count.Load(),
+		Refused:         s.stats.refused.Load(),
+		IdleClosed:      s.stats.idleClosed.Load(),
+		TrackingEvicted: s.stats.trackingEvicted.Load(),
 		ByCommand:       make(map[string]int64, len(commandList)),
 	}
 	for i, cmd := range commandList {

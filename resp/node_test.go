@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 // storeNode is a Node over a real store, for the package's own tests; the
 // daemon's node (daemon/redis.go) adds the checks, the cluster and the
 // allow-lists.
-type storeNode struct{ st *store.Store }
+type storeNode struct {
+	st      *store.Store
+	noReads atomic.Bool // AuthorizeRead refuses everyone
+}
 
 func (n *storeNode) Get(topic, key string) ([]byte, bool) {
 	e, ok := n.st.Get(topic, key)
@@ -28,8 +32,19 @@ func (n *storeNode) Keys(topic, prefix, after string, limit int) []string {
 
 func (n *storeNode) Topics() []store.TopicInfo      { return n.st.Topics() }
 func (n *storeNode) Authorize(net.Conn) error       { return nil }
+func (n *storeNode) Peer(net.Conn) string           { return "" }
 func (n *storeNode) HoldMemory(net.Conn, int) error { return nil }
 func (n *storeNode) ReleaseMemory(net.Conn)         {}
+
+func (n *storeNode) AuthorizeRead(net.Conn) error {
+	if n.noReads.Load() {
+		return errNoReads
+	}
+	return nil
+}
+
+// errNoReads is storeNode's refusal of a reader.
+var errNoReads = errors.New("test: the read role is gone")
 
 func (n *storeNode) Check(m *store.Message) error { return m.Validate() }
 
@@ -86,7 +101,7 @@ func newTestServer(tb testing.TB) (*Server, *store.Store) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s, err := New(Config{Node: &storeNode{st}, MaxValueSize: 64 << 10, MaxFrameSize: 1 << 20})
+	s, err := New(Config{Node: &storeNode{st: st}, MaxValueSize: 64 << 10, MaxFrameSize: 1 << 20})
 	if err != nil {
 		tb.Fatal(err)
 	}

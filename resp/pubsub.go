@@ -146,6 +146,7 @@ func (c *conn) subscribe(names [][]byte, pattern bool) {
 	if pattern {
 		kind = "psubscribe"
 	}
+	c.pushed.Store(true)
 	c.s.follow()
 	for _, n := range names {
 		name := string(n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,14 @@ type Node interface {
 	Topics() []store.TopicInfo
 	// Authorize says whether the peer of conn may write (nil) or why not.
 	Authorize(conn net.Conn) error
+	// AuthorizeRead says whether the peer of conn may read (nil) or why
+	// not. The server asks it at a connection's first command and again
+	// after RolesChanged.
+	AuthorizeRead(conn net.Conn) error
+	// Peer names whose share of the connection limits conn counts
+	// against ("uid 1000"); "" when the node does not know (then a TCP
+	// peer's share is its IP address's, and the others share one).
+	Peer(conn net.Conn) string
 	// HoldMemory counts n more bytes of a large command being read from
 	// conn against the node's budget for request bodies (the HTTP
 	// bodies' too), or says which limit they would pass; ReleaseMemory
@@ -114,6 +123,19 @@ type Config struct {
 	PushBuffer int
 	// WriteTimeout bounds writing to a client (--write-timeout).
 	WriteTimeout time.Duration
+	// IdleTimeout closes a connection that sent nothing for this long
+	// (--redis-idle-timeout); subscribed and tracking connections are
+	// exempt. 0: never.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the open connections over all listeners
+	// (--max-connections); MaxConnectionsPerPeer is one peer's share
+	// (--max-connections-per-uid; see Node.Peer). Past either a new
+	// connection is refused. 0: no bound.
+	MaxConnections, MaxConnectionsPerPeer int
+	// TrackingMaxKeys bounds the keys one tracking client is remembered
+	// to have cached (--redis-tracking-max-keys); past it the client is
+	// sent the invalidation of a tenth of them, which are forgotten.
+	TrackingMaxKeys int
 	// NotifyKeyspaceEvents is the initial notify-keyspace-events.
 	NotifyKeyspaceEvents string
 	Logger               *zap.Logger
@@ -133,11 +155,17 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex // guards conns and listeners
+	mu     sync.Mutex // guards conns, peers and listeners
 	conns  map[*conn]struct{}
+	peers  map[string]int // open connections by peer (connection limits)
 	lns    []net.Listener
 	closed bool
 	nextID atomic.Int64
+
+	// roles is bumped by RolesChanged: a connection asks AuthorizeRead
+	// again at its next command.
+	roles   atomic.Uint64
+	refusal chan struct{} // bounds the goroutines answering refused connections
 
 	notify atomic.Uint32 // keyspace notification flags
 
@@ -169,6 +197,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.TrackingMaxKeys <= 0 {
+		cfg.TrackingMaxKeys = 100_000
+	}
 	flags, err := parseNotifyFlags(cfg.NotifyKeyspaceEvents)
 	if err != nil {
 		return nil, err
@@ -178,6 +209,8 @@ func New(cfg Config) (*Server, error) {
 		node:    cfg.Node,
 		log:     cfg.Logger,
 		conns:   map[*conn]struct{}{},
+		peers:   map[string]int{},
+		refusal: make(chan struct{}, maxRefusing),
 		started: time.Now(),
 		lim: limits{
 			maxBulk:  max(cfg.MaxValueSize, 64<<10),
@@ -187,6 +220,7 @@ func New(cfg Config) (*Server, error) {
 		},
 	}
 	s.notify.Store(flags)
+	s.roles.Store(1)
 	s.subs.init()
 	s.track.init()
 	s.stats.init()
@@ -218,11 +252,18 @@ func (s *Server) Serve(ln net.Listener) error {
 			return err
 		}
 		c := newConn(s, nc)
+		c.peer = s.peerOf(nc)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			_ = nc.Close()
 			return nil
+		}
+		if why := s.admitLocked(c.peer); why != "" {
+			s.mu.Unlock()
+			s.stats.refused.Add(1)
+			s.refuse(nc, why)
+			continue
 		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
@@ -278,6 +319,9 @@ func (s *Server) follow() {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if s.peers[c.peer]--; s.peers[c.peer] <= 0 {
+		delete(s.peers, c.peer)
+	}
 	s.mu.Unlock()
 	s.subs.dropConn(c)
 	s.track.dropConn(s, c)
@@ -304,4 +348,72 @@ func (s *Server) allConns() []*conn {
 		out = append(out, c)
 	}
 	return out
+}
+
+// maxRefusing bounds the refused connections being answered at once;
+// past it one is closed without an answer.
+const maxRefusing = 64
+
+// peerOf is whose share of the connection limits nc counts against.
+func (s *Server) peerOf(nc net.Conn) string {
+	if p := s.node.Peer(nc); p != "" {
+		return p
+	}
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return "address " + a.IP.String()
+	}
+	return "a caller of unknown credentials"
+}
+
+// admitLocked counts a new connection of peer, or says which bound it
+// would pass (Redis's own "max number of clients reached", which
+// clients such as go-redis retry).
+func (s *Server) admitLocked(peer string) string {
+	if limit := s.cfg.MaxConnections; limit > 0 && len(s.conns) >= limit {
+		return "ERR max number of clients reached (--max-connections " + strconv.Itoa(limit) + ")"
+	}
+	if share := s.cfg.MaxConnectionsPerPeer; share > 0 && s.peers[peer] >= share {
+		return "ERR max number of clients reached for " + peer + " (--max-connections-per-uid " + strconv.Itoa(share) + ")"
+	}
+	s.peers[peer]++
+	return ""
+}
+
+// refuse answers a connection that is not admitted with why, then closes
+// it. It reads the first command first, so that the client is reading
+// when the answer comes (and gets no broken pipe), for at most a second,
+// off the accepting goroutine.
+func (s *Server) refuse(nc net.Conn, why string) {
+	select {
+	case s.refusal <- struct{}{}:
+	default:
+		_ = nc.Close()
+		return
+	}
+	s.wg.Go(func() {
+		defer func() { <-s.refusal }()
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(time.Second))
+		_, _ = nc.Read(make([]byte, 512))
+		_, _ = nc.Write(appendError(nil, why))
+	})
+	s.log.Debug("redis connection refused", zap.String("reason", why))
+}
+
+// RolesChanged makes every connection ask Node.AuthorizeRead again at its
+// next command (the daemon calls it when SIGHUP reloads the roles), and
+// closes at once the subscribed and tracking connections that may no
+// longer read: they receive values and key names without sending a
+// command.
+func (s *Server) RolesChanged() {
+	s.roles.Add(1)
+	for _, c := range s.allConns() {
+		if !c.pushed.Load() {
+			continue
+		}
+		if err := s.node.AuthorizeRead(c.nc); err != nil {
+			s.log.Info("redis client lost the read role; disconnecting it", zap.Int64("client-id", c.id), zap.Error(err))
+			c.close()
+		}
+	}
 }

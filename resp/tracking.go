@@ -77,7 +77,15 @@ func (c *conn) trackRead(name []byte) {
 	t := &c.s.track
 	t.mu.Lock()
 	e := t.clients[c]
+	var evicted []string
+	dest := c
 	if e != nil && !e.names[view(name)] {
+		if len(e.names) >= c.s.cfg.TrackingMaxKeys {
+			evicted = t.evictLocked(c, e, max(c.s.cfg.TrackingMaxKeys/10, 1))
+			if e.redirect != nil {
+				dest = e.redirect
+			}
+		}
 		n := string(name)
 		e.names[n] = true
 		set := t.keys[n]
@@ -88,6 +96,35 @@ func (c *conn) trackRead(name []byte) {
 		set[c] = struct{}{}
 	}
 	t.mu.Unlock()
+	if len(evicted) > 0 {
+		c.s.stats.trackingEvicted.Add(int64(len(evicted)))
+		c.s.stats.invalidations.Add(int64(len(evicted)))
+		dest.push(invalidateFrame(dest.protoNow(), evicted))
+	}
+}
+
+// evictLocked forgets n of the keys c is tracked for (those the map's
+// order gives first) and returns them, to be sent as an invalidation: a
+// client at --redis-tracking-max-keys drops them from its cache, as
+// Redis's clients do at tracking-table-max-keys, so the memory the
+// server holds for one client stays bounded and no cached key goes
+// untracked.
+func (t *tracker) evictLocked(c *conn, e *trackEntry, n int) []string {
+	out := make([]string, 0, n)
+	for name := range e.names {
+		if len(out) == n {
+			break
+		}
+		delete(e.names, name)
+		if set := t.keys[name]; set != nil {
+			delete(set, c)
+			if len(set) == 0 {
+				delete(t.keys, name)
+			}
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // on starts or changes tracking for c.
@@ -381,6 +418,7 @@ func (c *conn) clientTracking(a [][]byte) {
 		c.trk.prefixes = append(c.trk.prefixes, st.prefixes...)
 		st.prefixes = c.trk.prefixes
 	}
+	c.pushed.Store(true)
 	c.s.follow()
 	c.trk = st
 	c.s.track.on(c, st, target)
