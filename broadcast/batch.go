@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The bounds of a batch of records read out of the log for one write: a
@@ -32,7 +34,7 @@ var errBatchFull = errors.New("batch full")
 // node does not hold yet. An error (store.ErrRecycled among them) comes
 // back with the records read before it, and end the seq it stopped at.
 func readBatch(st *store.Store, origin, from uint64, maxRecords, maxBytes int, buf []byte, recs [][]byte) ([]byte, [][]byte, uint64, error) {
-	end, err := st.ReadOrigin(origin, from, from+uint64(maxRecords)-1, func(r store.Record) error {
+	end, err := st.ReadOrigin(origin, from, from+uint64(maxRecords)-1, func(r record.Record) error {
 		start := len(buf)
 		buf = append(buf, r...)
 		recs = append(recs, buf[start:])

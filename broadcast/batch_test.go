@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // TestReadBatch: a batch stops at its record count, after the record that
@@ -21,11 +23,11 @@ func TestReadBatch(t *testing.T) {
 	origin := st.Origin()
 	var sizes []int
 	for i := range 10 {
-		res, err := st.Publish(&store.Message{Topic: "t", Key: "k", Value: make([]byte, 100*i)})
+		res, err := st.Publish(&record.Message{Topic: "t", Key: "k", Value: make([]byte, 100*i)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = st.ReadOrigin(origin, res.Seq, res.Seq, func(r store.Record) error { sizes = append(sizes, len(r)); return nil })
+		_, err = st.ReadOrigin(origin, res.Seq, res.Seq, func(r record.Record) error { sizes = append(sizes, len(r)); return nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,8 +56,8 @@ func TestReadBatch(t *testing.T) {
 			}
 			var joined []byte
 			for i, r := range recs {
-				if len(r) != sizes[int(tt.from)-1+i] || store.Record(r).Seq() != tt.from+uint64(i) {
-					t.Fatalf("record %d: %d bytes, seq %d", i, len(r), store.Record(r).Seq())
+				if len(r) != sizes[int(tt.from)-1+i] || record.Record(r).Seq() != tt.from+uint64(i) {
+					t.Fatalf("record %d: %d bytes, seq %d", i, len(r), record.Record(r).Seq())
 				}
 				joined = append(joined, r...)
 			}

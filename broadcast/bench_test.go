@@ -3,7 +3,6 @@ package broadcast
 import (
 	"context"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net"
 	"slices"
@@ -13,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
+
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The cluster benchmarks of issue 4: real stores on the test's file system
@@ -148,8 +151,8 @@ func (c *benchCluster) received(nodes ...*testNode) uint64 {
 // benchRecordSize is the size on the wire of one benchmark record.
 var benchRecordSize = func() int {
 	var val [benchValueSize]byte
-	m := store.Message{Topic: benchTopic, Key: benchKeyNames[0], Value: val[:]}
-	return store.EncodeRecord(make([]byte, 4096), &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})
+	m := record.Message{Topic: benchTopic, Key: benchKeyNames[0], Value: val[:]}
+	return record.Encode(make([]byte, 4096), &m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})
 }()
 
 func (c *benchCluster) stop() {
@@ -260,7 +263,7 @@ func (c *benchCluster) pulls() uint64 {
 
 func benchPublish(b *testing.B, tn *testNode, i int) store.Result {
 	var val [benchValueSize]byte
-	m := store.Message{Topic: benchTopic, Key: benchKeyNames[i%benchKeys], Value: val[:]}
+	m := record.Message{Topic: benchTopic, Key: benchKeyNames[i%benchKeys], Value: val[:]}
 	res, err := tn.st.Publish(&m)
 	if err != nil {
 		b.Fatalf("%s publish: %v", tn.name, err)
@@ -380,7 +383,7 @@ func BenchmarkFanOutSustained(b *testing.B) {
 			src := c.nodes[0]
 			origin := src.st.Origin()
 			var val [benchValueSize]byte
-			m := store.Message{Topic: benchTopic, Value: val[:]}
+			m := record.Message{Topic: benchTopic, Value: val[:]}
 			var took, pubTook time.Duration
 			pulls, rx := c.pulls(), c.received(c.nodes...)
 			b.ResetTimer()
@@ -612,7 +615,7 @@ func BenchmarkCatchUp(b *testing.B) {
 	src, down := c.nodes[0], c.nodes[2]
 	live := c.nodes[:2]
 	origin := src.st.Origin()
-	ms := make([]store.Message, 1000)
+	ms := make([]record.Message, 1000)
 	var val [benchValueSize]byte
 	var took time.Duration
 	var rx uint64
@@ -624,7 +627,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		c.waitLinked(live...)
 		for j := 0; j < catchUpPerOp; j += len(ms) {
 			for k := range ms {
-				ms[k] = store.Message{Topic: benchTopic, Key: benchKeyNames[(j+k)%benchKeys], Value: val[:]}
+				ms[k] = record.Message{Topic: benchTopic, Key: benchKeyNames[(j+k)%benchKeys], Value: val[:]}
 			}
 			if _, err := src.st.PublishBatch(ms); err != nil {
 				b.Fatal(err)
@@ -655,7 +658,7 @@ func BenchmarkCatchUp(b *testing.B) {
 // one's publish time (since t0) in pub, and returns how long it took.
 func publishPaced(b *testing.B, src *testNode, total, rate int, base uint64, t0 time.Time, pub []time.Duration) time.Duration {
 	var val [benchValueSize]byte
-	m := store.Message{Topic: benchTopic, Value: val[:]}
+	m := record.Message{Topic: benchTopic, Value: val[:]}
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()

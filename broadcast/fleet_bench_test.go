@@ -3,14 +3,17 @@ package broadcast
 import (
 	"context"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"net"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
+
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The fleet benchmark of issue 6: one origin's cost and its records'
@@ -189,7 +192,7 @@ func benchFleet(b *testing.B, transport string, size int) {
 
 	// Phase 2, flat out.
 	var val [benchValueSize]byte
-	m := store.Message{Topic: benchTopic, Value: val[:]}
+	m := record.Message{Topic: benchTopic, Value: val[:]}
 	var last store.Result
 	start := time.Now()
 	for j := 0; j < fleetSustained; j++ {

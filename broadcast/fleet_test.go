@@ -13,6 +13,7 @@ import (
 
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // startNATSCluster runs size NATS servers in the test process, routed into
@@ -286,7 +287,7 @@ func TestNATSServerCluster(t *testing.T) {
 // tryPublish is publish for goroutines other than the test's: it returns
 // the error instead of failing the test.
 func tryPublish(tn *testNode, key, val string) (store.Result, error) {
-	m := store.Message{Topic: "prices", Key: key, Value: []byte(val)}
+	m := record.Message{Topic: "prices", Key: key, Value: []byte(val)}
 	res, err := tn.st.Publish(&m)
 	if err != nil {
 		return res, fmt.Errorf("%s publish: %w", tn.name, err)

@@ -12,7 +12,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Frames on the data port. After the handshake both sides exchange frames:
@@ -279,12 +279,12 @@ func (fr *frameReader) next() (byte, []byte, error) {
 
 // splitRecords cuts a records payload into its records, checking each
 // one's size and CRC; fn gets each record as a slice of p.
-func splitRecords(p []byte, fn func(store.Record) error) error {
+func splitRecords(p []byte, fn func(record.Record) error) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: empty records frame", ErrBadFrame)
 	}
 	for len(p) > 0 {
-		r, err := store.DecodeRecord(p)
+		r, err := record.Decode(p)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrBadFrame, err)
 		}

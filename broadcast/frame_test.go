@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 func TestAckRoundTrip(t *testing.T) {
@@ -42,8 +42,8 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 			_, err := decodePullEnd(b)
 			return err
 		}()},
-		{"records zero size", splitRecords(make([]byte, 64), func(store.Record) error { return nil })},
-		{"records empty", splitRecords(nil, func(store.Record) error { return nil })},
+		{"records zero size", splitRecords(make([]byte, 64), func(record.Record) error { return nil })},
+		{"records empty", splitRecords(nil, func(record.Record) error { return nil })},
 	}
 	for _, tc := range cases {
 		if !errors.Is(tc.err, ErrBadFrame) {
@@ -71,8 +71,8 @@ func TestFrameReaderLimits(t *testing.T) {
 func testFrames(t *testing.T, key []byte) ([]byte, []byte, [][]byte) {
 	t.Helper()
 	rec := make([]byte, 128)
-	m := store.Message{Topic: "prices", Key: "sku-1", Value: []byte("12.50")}
-	rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})]
+	m := record.Message{Topic: "prices", Key: "sku-1", Value: []byte("12.50")}
+	rec = rec[:record.Encode(rec, &m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})]
 	var buf bytes.Buffer
 	w := newFrameWriter(&buf, key, 0)
 	if err := w.writeRecords([][]byte{rec, rec}); err != nil {
@@ -193,8 +193,8 @@ func TestNegotiate(t *testing.T) {
 // nothing would pass the reader), and also reads the raw bytes as a stream.
 func FuzzFrames(f *testing.F) {
 	rec := make([]byte, 64)
-	m := store.Message{Topic: "t", Key: "k", Value: []byte("v")}
-	rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})]
+	m := record.Message{Topic: "t", Key: "k", Value: []byte("v")}
+	rec = rec[:record.Encode(rec, &m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})]
 	f.Add(append([]byte{frameRecords}, rec...))
 	f.Add(append([]byte{frameAck}, encodeAck(map[uint64]uint64{1: 2})...))
 	f.Add(append([]byte{framePull}, encodePull(pullReq{1, 1, 9})...))
@@ -243,8 +243,8 @@ func FuzzFrames(f *testing.F) {
 				t.Fatal("pullEnd round trip")
 			}
 		case frameRecords:
-			splitRecords(p, func(r store.Record) error {
-				if _, err := store.DecodeRecord(r); err != nil {
+			splitRecords(p, func(r record.Record) error {
+				if _, err := record.Decode(r); err != nil {
 					t.Fatal("split handed out a bad record")
 				}
 				return nil
@@ -258,8 +258,8 @@ func FuzzFrames(f *testing.F) {
 // frame authentication per byte, on both ends.
 func BenchmarkFrameMAC(b *testing.B) {
 	rec := make([]byte, 256)
-	m := store.Message{Topic: "prices", Key: "sku-1", Value: bytes.Repeat([]byte("x"), 100)}
-	rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 1, Seq: 1, HLC: 1})]
+	m := record.Message{Topic: "prices", Key: "sku-1", Value: bytes.Repeat([]byte("x"), 100)}
+	rec = rec[:record.Encode(rec, &m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})]
 	recs := make([][]byte, (1<<20)/len(rec))
 	for i := range recs {
 		recs[i] = rec

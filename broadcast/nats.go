@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // NATSConfig makes a Node carry its fan-out through NATS instead of
@@ -95,7 +95,7 @@ func (n *Node) startNATS(cfg *NATSConfig) error {
 // receive feeds a batch of someone's records into the receive path.
 func (f *natsFanOut) receive(m *nats.Msg) {
 	if d := f.drop.Load(); d != nil {
-		if r, err := store.DecodeRecord(m.Data); err == nil && r != nil && (*d)(r.Origin()) {
+		if r, err := record.Decode(m.Data); err == nil && r != nil && (*d)(r.Origin()) {
 			return
 		}
 	}

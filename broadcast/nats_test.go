@@ -3,13 +3,14 @@ package broadcast
 import (
 	"context"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
+
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // eachTransport runs the test body on both transports.
@@ -28,7 +29,7 @@ func TestNATSCarriesFanOut(t *testing.T) {
 	// Each origin sent its records once, to NATS, not once per peer.
 	for _, tn := range c.nodes {
 		var own uint64
-		tn.st.ReadOrigin(tn.st.Origin(), 1, 1000, func(r store.Record) error { own += uint64(r.Size()); return nil })
+		tn.st.ReadOrigin(tn.st.Origin(), 1, 1000, func(r record.Record) error { own += uint64(r.Size()); return nil })
 		if sent := tn.n.BytesSent(); sent != own {
 			t.Errorf("%s sent %d bytes of its own records, which are %d bytes", tn.name, sent, own)
 		}

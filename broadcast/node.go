@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Config configures a Node.
@@ -594,7 +596,7 @@ func (n *Node) serveSnapshot(w *frameWriter) error {
 // anti-entropy to fill. A record that fails its checks is an error.
 func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
 	var advanced uint64 // an origin that moved on (frames carry one origin)
-	err := splitRecords(p, func(r store.Record) error {
+	err := splitRecords(p, func(r record.Record) error {
 		o := r.Origin()
 		if r.Seq() <= n.st.LastSeq(o) {
 			touched[o] = n.st.LastSeq(o) // held already: no need to ask the store

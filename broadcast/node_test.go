@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"hash/crc32"
 	"math/rand/v2"
 	"net"
@@ -17,9 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
+
 	"go.uber.org/goleak"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -263,8 +266,8 @@ func (c *testCluster) waitConverged(within time.Duration) {
 						e, ok := tn.st.Get(top.Name, k)
 						if !ok || e.Stamp != e0.Stamp {
 							c.t.Logf("%s/%s: %s has %q %+v, %s has %q %+v (ok %v)", top.Name, k, nodes[0].name, e0.Value, e0.Stamp, tn.name, e.Value, e.Stamp, ok)
-							for _, st := range []store.Stamp{e0.Stamp, e.Stamp} {
-								tn.st.ReadOrigin(st.Origin, st.Seq, st.Seq, func(r store.Record) error {
+							for _, st := range []record.Stamp{e0.Stamp, e.Stamp} {
+								tn.st.ReadOrigin(st.Origin, st.Seq, st.Seq, func(r record.Record) error {
 									c.t.Logf("   %s's log: origin %x seq %d: key %s value %q hlc %d", tn.name, r.Origin(), r.Seq(), r.Key(), r.Value(), r.HLC())
 									return nil
 								})
@@ -281,7 +284,7 @@ func (c *testCluster) waitConverged(within time.Duration) {
 
 func publish(t *testing.T, tn *testNode, key, val string) store.Result {
 	t.Helper()
-	m := store.Message{Topic: "prices", Key: key, Value: []byte(val)}
+	m := record.Message{Topic: "prices", Key: key, Value: []byte(val)}
 	res, err := tn.st.Publish(&m)
 	if err != nil {
 		t.Fatalf("%s publish: %v", tn.name, err)
@@ -577,14 +580,14 @@ func forgeRecord(p, old, new []byte) bool {
 	if i < 0 {
 		return false
 	}
-	for start := i - store.HeaderSize; start >= max(0, i-4096); start-- {
-		r, err := store.DecodeRecord(p[start:])
+	for start := i - record.HeaderSize; start >= max(0, i-4096); start-- {
+		r, err := record.Decode(p[start:])
 		if err != nil || r == nil || start+len(r) < i+len(old) {
 			continue
 		}
 		copy(p[i:], new)
 		binary.LittleEndian.PutUint32(p[start+4:], crc32.Checksum(p[start+8:start+len(r)], crc32.MakeTable(crc32.Castagnoli)))
-		if _, err := store.DecodeRecord(p[start:]); err != nil {
+		if _, err := record.Decode(p[start:]); err != nil {
 			panic("forgeRecord: the forged record does not decode: " + err.Error())
 		}
 		return true

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // stuckPeer is a data port that completes the handshake and the first
@@ -118,7 +120,7 @@ func TestStuckPeerDoesNotStallOthers(t *testing.T) {
 			// peer that does not read.
 			val := bytes.Repeat([]byte("x"), 16<<10)
 			for i := 0; i < 1536; i++ {
-				m := store.Message{Topic: "prices", Key: fmt.Sprintf("k%d", i%300), Value: val}
+				m := record.Message{Topic: "prices", Key: fmt.Sprintf("k%d", i%300), Value: val}
 				if _, err := a.st.Publish(&m); err != nil {
 					t.Fatalf("publish %d: %v", i, err)
 				}
@@ -144,7 +146,7 @@ func TestListenerLetsGoOfADialerThatStopsReading(t *testing.T) {
 	val := bytes.Repeat([]byte("y"), 16<<10)
 	var last uint64
 	for i := 0; i < 1536; i++ {
-		m := store.Message{Topic: "prices", Key: fmt.Sprintf("k%d", i%300), Value: val}
+		m := record.Message{Topic: "prices", Key: fmt.Sprintf("k%d", i%300), Value: val}
 		res, err := b.st.Publish(&m)
 		if err != nil {
 			t.Fatal(err)

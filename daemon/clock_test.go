@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
-	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // clusterStatusOf reads GET /v1/cluster of td.
@@ -69,7 +70,7 @@ func stampTime(t *testing.T, pr PutResult) time.Time {
 	if err != nil {
 		t.Fatalf("hlc %q: %v", pr.HLC, err)
 	}
-	return store.HLCTime(h)
+	return record.HLCTime(h)
 }
 
 // TestClusterClockAheadIsHeldBack runs three nodes, node2's clock an hour

@@ -16,6 +16,8 @@ import (
 	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/gossip"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Publish statuses beyond StatusOK, for --replication=sync: the write is
@@ -471,8 +473,8 @@ func (c *cluster) lag(mine, theirs map[uint64]uint64, peer uint64) []OriginLag {
 			continue
 		}
 		l := OriginLag{Origin: formatOrigin(o), Records: m - t}
-		c.st.ReadOrigin(o, t+1, t+1, func(r store.Record) error {
-			l.Seconds = time.Since(store.HLCTime(r.HLC())).Seconds()
+		c.st.ReadOrigin(o, t+1, t+1, func(r record.Record) error {
+			l.Seconds = time.Since(record.HLCTime(r.HLC())).Seconds()
 			return nil
 		})
 		out = append(out, l)

@@ -19,6 +19,8 @@ import (
 	"github.com/cachecast/cachecast/gossip"
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Limits of names that the daemon enforces on every request. They are part of
@@ -34,7 +36,7 @@ const (
 	// recordOverhead is the most a record adds to its value: the header and
 	// the longest topic, key and tag, padded. A value of max-value-size must
 	// still fit in one segment with it.
-	recordOverhead = store.HeaderSize + MaxTopicLen + MaxKeyLen + MaxTagLen + 8
+	recordOverhead = record.HeaderSize + MaxTopicLen + MaxKeyLen + MaxTagLen + 8
 
 	// maxSocketPath is the longest path a Unix socket address holds
 	// (sun_path is 108 bytes, one of them the terminating NUL).

@@ -23,6 +23,8 @@ import (
 	"github.com/cachecast/cachecast/group"
 	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Version is the daemon's version, set at build time by the Makefile:
@@ -445,7 +447,7 @@ func (d *Daemon) closeCluster() error {
 // positions, hosts and dead letters) as one batch and, under
 // --replication=sync, waits for the replica as a publish does. A replica
 // that does not confirm is counted, not an error: the write stands.
-func (d *Daemon) writeInternal(ctx context.Context, msgs []store.Message) error {
+func (d *Daemon) writeInternal(ctx context.Context, msgs []record.Message) error {
 	results, err := d.store.PublishBatch(msgs)
 	if err != nil {
 		return err

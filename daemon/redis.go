@@ -13,6 +13,9 @@ import (
 
 	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
 )
 
 // The Redis front door (package resp) reaches the node through respNode:
@@ -165,7 +168,7 @@ func (n *respNode) Keys(topic, prefix, after string, limit int) []string {
 	return n.d.store.Keys(topic, prefix, after, limit)
 }
 
-func (n *respNode) Topics() []store.TopicInfo { return n.d.store.Topics() }
+func (n *respNode) Topics() []view.TopicInfo { return n.d.store.Topics() }
 
 // callerOfConn is the peer of a Redis connection: a Unix one's
 // credentials, unknown over TCP.
@@ -223,7 +226,7 @@ func (n *respNode) AuthorizeRead(c net.Conn) error {
 }
 
 // Check checks one message as Publish does, alone in its batch.
-func (n *respNode) Check(m *store.Message) error {
+func (n *respNode) Check(m *record.Message) error {
 	if err := n.checkMessage(m); err != nil {
 		return err
 	}
@@ -238,7 +241,7 @@ func (n *respNode) Check(m *store.Message) error {
 }
 
 // checkMessage checks m's names and --max-value-size.
-func (n *respNode) checkMessage(m *store.Message) error {
+func (n *respNode) checkMessage(m *record.Message) error {
 	if e := validTopic("topic", m.Topic); e != nil {
 		return redisError{e}
 	}
@@ -256,7 +259,7 @@ func (n *respNode) checkMessage(m *store.Message) error {
 
 // Publish checks the messages as the HTTP routes do (names, --max-value-size,
 // --max-body-size) and publishes them through Daemon.publish.
-func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message) (respsrv.Written, error) {
+func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Message) (respsrv.Written, error) {
 	caller := callerOfConn(c)
 	if e := n.d.authorize(caller, RolePublish); e != nil {
 		return respsrv.Written{}, redisError{e}
@@ -332,9 +335,9 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan s
 				if from > last {
 					continue
 				}
-				next, err := st.ReadOrigin(origin, from, last, func(r store.Record) error {
+				next, err := st.ReadOrigin(origin, from, last, func(r record.Record) error {
 					fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
-						Delete: r.Kind() == store.KindTombstone, Origin: r.Origin(), Seq: r.Seq()})
+						Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq()})
 					return nil
 				})
 				if errors.Is(err, store.ErrRecycled) {

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Limits of the list routes and of small bodies.
@@ -350,7 +352,7 @@ func (a *api) putKey(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	msgs := []store.Message{{Topic: p.topic, Key: p.key, Tag: tag, Value: value}}
+	msgs := []record.Message{{Topic: p.topic, Key: p.key, Tag: tag, Value: value}}
 	results, err := a.d.publish(r.Context(), msgs, callerFrom(r.Context()))
 	if err != nil {
 		a.fail(w, r, storeError(err))
@@ -364,7 +366,7 @@ func (a *api) deleteKey(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
-	msgs := []store.Message{{Topic: p.topic, Key: p.key, Delete: true}}
+	msgs := []record.Message{{Topic: p.topic, Key: p.key, Delete: true}}
 	results, err := a.d.publish(r.Context(), msgs, callerFrom(r.Context()))
 	if err != nil {
 		a.fail(w, r, storeError(err))
@@ -972,7 +974,7 @@ func firstError(errs ...*apiError) *apiError {
 // caller has the publish role, appends msgs as one all-or-nothing batch
 // (stamped with this node's origin, seq and HLC), counts and logs the write.
 // msgs are checked by the caller (names, sizes); the store checks again.
-func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([]PutResult, error) {
+func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c Caller) ([]PutResult, error) {
 	results, status, err := d.publishStamped(ctx, msgs, c)
 	if err != nil {
 		return nil, err
@@ -987,7 +989,7 @@ func (d *Daemon) publish(ctx context.Context, msgs []store.Message, c Caller) ([
 // publishStamped is publish without the answers' text: the store's
 // results and the replica status, for the Redis front door (which
 // answers OK, and keeps only the last seq for WAIT).
-func (d *Daemon) publishStamped(ctx context.Context, msgs []store.Message, c Caller) ([]store.Result, string, error) {
+func (d *Daemon) publishStamped(ctx context.Context, msgs []record.Message, c Caller) ([]store.Result, string, error) {
 	if e := d.authorize(c, RolePublish); e != nil {
 		return nil, "", e
 	}

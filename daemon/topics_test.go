@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // TestTopicsHideInternal: GET /v1/topics lists the users' topics; the
@@ -14,7 +14,7 @@ func TestTopicsHideInternal(t *testing.T) {
 	td := startDaemon(t, testConfig(t))
 	td.put("prices", "sku-1", "12.50")
 	for _, topic := range []string{"$groups", "$offsets", "$dlq/orders/billing"} {
-		if _, err := td.d.store.Publish(&store.Message{Topic: topic, Key: "k", Value: []byte("{}")}); err != nil {
+		if _, err := td.d.store.Publish(&record.Message{Topic: topic, Key: "k", Value: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
-	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 func (td *testDaemon) verify() VerifyResult {
@@ -52,9 +53,9 @@ func TestVerifyCluster(t *testing.T) {
 	// origin that is no node, with another value on node2, appended to
 	// all three at once, so every vector says the same.
 	forged := func(value string) []byte {
-		m := store.Message{Topic: "prices", Key: "forged", Value: []byte(value)}
+		m := record.Message{Topic: "prices", Key: "forged", Value: []byte(value)}
 		b := make([]byte, 256)
-		return b[:store.EncodeRecord(b, &m, store.Stamp{Origin: 0xf0f0, Seq: 1, HLC: 1})]
+		return b[:record.Encode(b, &m, record.Stamp{Origin: 0xf0f0, Seq: 1, HLC: 1})]
 	}
 	var wg sync.WaitGroup
 	for i, td := range ds {

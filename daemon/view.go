@@ -14,6 +14,8 @@ import (
 
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/view"
 )
 
 // viewHeartbeat is how often the mirror tells readers the view is current
@@ -33,9 +35,9 @@ type viewMirror struct {
 	lock    *os.File // flock held for the daemon's life
 	log     *zap.Logger
 	st      *store.Store
-	current iter.Seq[store.ViewChange] // the view as of follow, applied first
-	members func() (alive, known int)  // nil for a lone node
-	gid     int                        // the socket's group, for the files
+	current iter.Seq[view.Change]     // the view as of follow, applied first
+	members func() (alive, known int) // nil for a lone node
+	gid     int                       // the socket's group, for the files
 
 	// wmu owns the Writer. run holds it while it loads the view and while
 	// it drains the queue; enqueue applies a change itself only when it
@@ -45,7 +47,7 @@ type viewMirror struct {
 	err    error // a write of enqueue's that failed: run turns the view off
 
 	mu      sync.Mutex
-	pending []store.ViewChange
+	pending []view.Change
 	kick    chan struct{}
 
 	// For the metrics, set at each heartbeat.
@@ -123,7 +125,7 @@ func (vm *viewMirror) follow(st *store.Store) {
 
 // enqueue is the store's follower. It runs under the view's lock, so it
 // never waits: it writes the change itself when it can, or queues it.
-func (vm *viewMirror) enqueue(c store.ViewChange) {
+func (vm *viewMirror) enqueue(c view.Change) {
 	if vm.wmu.TryLock() {
 		if vm.direct {
 			vm.mu.Lock()
@@ -233,7 +235,7 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		err = vm.apply(c)
 	}
 	vm.current = nil
-	var batch []store.ViewChange
+	var batch []view.Change
 	if err == nil {
 		batch, _, err = vm.drain(batch)
 	}
@@ -278,7 +280,7 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 
 // drain applies the queue until it is empty and returns when it last
 // found it empty. The caller holds wmu.
-func (vm *viewMirror) drain(batch []store.ViewChange) ([]store.ViewChange, time.Time, error) {
+func (vm *viewMirror) drain(batch []view.Change) ([]view.Change, time.Time, error) {
 	for {
 		vm.mu.Lock()
 		batch, vm.pending = vm.pending, batch[:0]
@@ -291,20 +293,20 @@ func (vm *viewMirror) drain(batch []store.ViewChange) ([]store.ViewChange, time.
 			if err := vm.apply(batch[i]); err != nil {
 				return batch, taken, err
 			}
-			batch[i] = store.ViewChange{} // drop the references to the values
+			batch[i] = view.Change{} // drop the references to the values
 		}
 	}
 }
 
 // tryApply is apply without a rebuild: false when the change needs one.
-func (vm *viewMirror) tryApply(c store.ViewChange) (bool, error) {
+func (vm *viewMirror) tryApply(c view.Change) (bool, error) {
 	if c.Deleted {
 		return true, vm.apply(c) // a delete is in place
 	}
 	return vm.w.TryPut(c.Topic, c.Key, c.Tag, c.Value, localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq})
 }
 
-func (vm *viewMirror) apply(c store.ViewChange) error {
+func (vm *viewMirror) apply(c view.Change) error {
 	st := localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq}
 	if c.Deleted {
 		return vm.w.Delete(c.Topic, c.Key, st)

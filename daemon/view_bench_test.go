@@ -17,7 +17,8 @@ import (
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
-	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The shared view's benchmarks run against a real daemon holding 1M keys
@@ -82,12 +83,12 @@ func startBenchDaemon(b *testing.B, size int) *benchDaemon {
 	}
 	bd.order = rand.New(rand.NewPCG(1, uint64(size))).Perm(benchKeys)
 	value := make([]byte, size)
-	msgs := make([]store.Message, 0, 1000)
+	msgs := make([]record.Message, 0, 1000)
 	for i := 0; i < benchKeys; i += 1000 {
 		msgs = msgs[:0]
 		for j := i; j < i+1000; j++ {
 			copy(value, strconv.Itoa(j))
-			msgs = append(msgs, store.Message{Topic: "prices", Key: bd.keys[j], Value: append([]byte(nil), value...)})
+			msgs = append(msgs, record.Message{Topic: "prices", Key: bd.keys[j], Value: append([]byte(nil), value...)})
 		}
 		if _, err := d.Store().PublishBatch(msgs); err != nil {
 			b.Fatal(err)
@@ -144,7 +145,7 @@ func (bd *benchDaemon) writeAt100k(b *testing.B) (stop func() int) {
 	go func() {
 		n := 0
 		rng := rand.New(rand.NewPCG(2, 3))
-		msgs := make([]store.Message, 100)
+		msgs := make([]record.Message, 100)
 		value := make([]byte, bd.size)
 		tick := time.NewTicker(time.Millisecond)
 		defer tick.Stop()
@@ -160,7 +161,7 @@ func (bd *benchDaemon) writeAt100k(b *testing.B) (stop func() int) {
 			for want := int(time.Since(start).Milliseconds()) * 100; n < want; n += len(msgs) {
 				for j := range msgs {
 					copy(value, strconv.Itoa(n+j))
-					msgs[j] = store.Message{Topic: "prices", Key: bd.keys[rng.IntN(benchKeys)], Value: append([]byte(nil), value...)}
+					msgs[j] = record.Message{Topic: "prices", Key: bd.keys[rng.IntN(benchKeys)], Value: append([]byte(nil), value...)}
 				}
 				if _, err := bd.d.Store().PublishBatch(msgs); err != nil {
 					b.Error(err)
@@ -275,7 +276,7 @@ func BenchmarkPublishToVisible(b *testing.B) {
 		key := bd.keys[bd.order[i%benchKeys]]
 		want := strconv.Itoa(i)
 		copy(value, want+"|")
-		if _, err := bd.d.Store().Publish(&store.Message{Topic: "prices", Key: key, Value: value}); err != nil {
+		if _, err := bd.d.Store().Publish(&record.Message{Topic: "prices", Key: key, Value: value}); err != nil {
 			b.Fatal(err)
 		}
 		t0 := time.Now()

@@ -14,7 +14,8 @@ import (
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
-	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // waitView polls the shared view until cond holds (a bounded wait on a
@@ -111,13 +112,13 @@ func TestViewReadersUnderLoad(t *testing.T) {
 	// The messages are made before the clock starts: the rate is the
 	// store's and the mirror's, not the test's.
 	published := make([]uint64, keys)
-	batches := make([][]store.Message, updates/batch)
+	batches := make([][]record.Message, updates/batch)
 	for b := range batches {
-		batches[b] = make([]store.Message, batch)
+		batches[b] = make([]record.Message, batch)
 		for j := range batch {
 			i := (b*batch + j) % keys
 			published[i]++
-			batches[b][j] = store.Message{Topic: "load", Key: viewtest.Key(i), Tag: viewtest.Tag(published[i]), Value: viewtest.Value(i, published[i], size)}
+			batches[b][j] = record.Message{Topic: "load", Key: viewtest.Key(i), Tag: viewtest.Tag(published[i]), Value: viewtest.Value(i, published[i], size)}
 		}
 	}
 	r, err := localview.Open(cfg.ViewPath())

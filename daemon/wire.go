@@ -17,6 +17,8 @@ import (
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/internal/jsonstr"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Error codes of the local API: stable words clients branch on. The HTTP
@@ -204,9 +206,9 @@ const StatusOK = "ok"
 // timeLayout is RFC 3339 with milliseconds, the resolution of an HLC.
 const timeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-func hlcTime(h uint64) string { return store.HLCTime(h).UTC().Format(timeLayout) }
+func hlcTime(h uint64) string { return record.HLCTime(h).UTC().Format(timeLayout) }
 
-func newPutResult(m *store.Message, st store.Stamp, status string) PutResult {
+func newPutResult(m *record.Message, st record.Stamp, status string) PutResult {
 	return PutResult{
 		Topic:  m.Topic,
 		Key:    m.Key,
@@ -261,7 +263,7 @@ func appendGroupDelivery(b []byte, d group.Delivery) []byte {
 
 // appendMessageFields appends a delivered message's object without its
 // closing brace.
-func appendMessageFields(b []byte, offset uint64, topic []byte, r store.Record) []byte {
+func appendMessageFields(b []byte, offset uint64, topic []byte, r record.Record) []byte {
 	b = append(b, `{"offset":`...)
 	b = strconv.AppendUint(b, offset, 10)
 	b = append(b, `,"topic":`...)
@@ -279,7 +281,7 @@ func appendMessageFields(b []byte, offset uint64, topic []byte, r store.Record) 
 		b = append(b, '"')
 	}
 	b = append(b, `,"delete":`...)
-	b = strconv.AppendBool(b, r.Kind() == store.KindTombstone)
+	b = strconv.AppendBool(b, r.Kind() == record.KindTombstone)
 	b = append(b, `,"origin":"`...)
 	b = append(b, formatOrigin(r.Origin())...)
 	b = append(b, `","seq":`...)
@@ -287,7 +289,7 @@ func appendMessageFields(b []byte, offset uint64, topic []byte, r store.Record) 
 	b = append(b, `,"hlc":"`...)
 	b = strconv.AppendUint(b, r.HLC(), 10)
 	b = append(b, `","time":"`...)
-	b = store.HLCTime(r.HLC()).UTC().AppendFormat(b, timeLayout)
+	b = record.HLCTime(r.HLC()).UTC().AppendFormat(b, timeLayout)
 	return append(b, '"')
 }
 
@@ -368,7 +370,7 @@ type wireMessage struct {
 // delete has a key and no value). It returns at least one message or the
 // first problem, naming the line of an NDJSON batch. Nothing is written
 // here; the batch is published whole or not at all.
-func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]store.Message, *apiError) {
+func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]record.Message, *apiError) {
 	if !ndjson {
 		if len(bytes.TrimSpace(body)) == 0 {
 			return nil, errorf(CodeBadJSON, "empty body: want one JSON message object (or NDJSON with Content-Type: application/x-ndjson)")
@@ -380,9 +382,9 @@ func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]s
 			}
 			return nil, err
 		}
-		return []store.Message{m}, nil
+		return []record.Message{m}, nil
 	}
-	msgs := make([]store.Message, 0, bytes.Count(body, []byte{'\n'})+1)
+	msgs := make([]record.Message, 0, bytes.Count(body, []byte{'\n'})+1)
 	line := 0
 	for len(body) > 0 {
 		line++
@@ -409,12 +411,12 @@ func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]s
 }
 
 // decodeMessage decodes and checks one JSON message object.
-func decodeMessage(topic string, b []byte, maxValue int64) (store.Message, *apiError) {
+func decodeMessage(topic string, b []byte, maxValue int64) (record.Message, *apiError) {
 	w, e := decodeWire(b)
 	if e != nil {
-		return store.Message{}, e
+		return record.Message{}, e
 	}
-	m := store.Message{Topic: topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete}
+	m := record.Message{Topic: topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete}
 	if w.Key != "" {
 		if err := validKey(w.Key); err != nil {
 			return m, err

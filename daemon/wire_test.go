@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 func TestNames(t *testing.T) {
@@ -113,24 +113,24 @@ func TestDecodeMessages(t *testing.T) {
 		name     string
 		body     string
 		ndjson   bool
-		want     []store.Message
+		want     []record.Message
 		wantCode string
 		wantMsg  string
 	}{
 		{name: "one", body: `{"key":"k","tag":"t","value":"v"}`,
-			want: []store.Message{{Topic: "T", Key: "k", Tag: "t", Value: []byte("v")}}},
+			want: []record.Message{{Topic: "T", Key: "k", Tag: "t", Value: []byte("v")}}},
 		{name: "base64", body: `{"key":"k","value_base64":"AAEC"}`,
-			want: []store.Message{{Topic: "T", Key: "k", Value: []byte{0, 1, 2}}}},
-		{name: "no value", body: `{"key":"k"}`, want: []store.Message{{Topic: "T", Key: "k"}}},
-		{name: "null value is no value", body: `{"key":"k","value":null}`, want: []store.Message{{Topic: "T", Key: "k"}}},
-		{name: "stream message", body: `{"value":"v"}`, want: []store.Message{{Topic: "T", Value: []byte("v")}}},
-		{name: "delete", body: `{"key":"k","delete":true}`, want: []store.Message{{Topic: "T", Key: "k", Delete: true}}},
+			want: []record.Message{{Topic: "T", Key: "k", Value: []byte{0, 1, 2}}}},
+		{name: "no value", body: `{"key":"k"}`, want: []record.Message{{Topic: "T", Key: "k"}}},
+		{name: "null value is no value", body: `{"key":"k","value":null}`, want: []record.Message{{Topic: "T", Key: "k"}}},
+		{name: "stream message", body: `{"value":"v"}`, want: []record.Message{{Topic: "T", Value: []byte("v")}}},
+		{name: "delete", body: `{"key":"k","delete":true}`, want: []record.Message{{Topic: "T", Key: "k", Delete: true}}},
 		{name: "ndjson", ndjson: true, body: "{\"key\":\"a\",\"value\":\"1\"}\n\n  \n{\"key\":\"b\",\"value\":\"2\"}",
-			want: []store.Message{{Topic: "T", Key: "a", Value: []byte("1")}, {Topic: "T", Key: "b", Value: []byte("2")}}},
+			want: []record.Message{{Topic: "T", Key: "a", Value: []byte("1")}, {Topic: "T", Key: "b", Value: []byte("2")}}},
 		{name: "ndjson crlf", ndjson: true, body: "{\"key\":\"a\"}\r\n{\"key\":\"b\"}\r\n",
-			want: []store.Message{{Topic: "T", Key: "a"}, {Topic: "T", Key: "b"}}},
+			want: []record.Message{{Topic: "T", Key: "a"}, {Topic: "T", Key: "b"}}},
 		{name: "value at the limit", body: `{"key":"k","value":"0123456789abcdef"}`,
-			want: []store.Message{{Topic: "T", Key: "k", Value: []byte("0123456789abcdef")}}},
+			want: []record.Message{{Topic: "T", Key: "k", Value: []byte("0123456789abcdef")}}},
 
 		{name: "empty", body: "", wantCode: CodeBadJSON},
 		{name: "empty ndjson", body: "\n\n", ndjson: true, wantCode: CodeBadRequest},
@@ -156,9 +156,9 @@ func TestDecodeMessages(t *testing.T) {
 
 		// Strings exactly as sent, or refused: encoding/json would turn each
 		// of these into U+FFFD, merging distinct keys.
-		{name: "surrogate pair escape", body: `{"key":"\ud83d\udd11"}`, want: []store.Message{{Topic: "T", Key: "🔑"}}},
-		{name: "U+FFFD escape is a character", body: `{"key":"\ufffd"}`, want: []store.Message{{Topic: "T", Key: "\uFFFD"}}},
-		{name: "escaped backslash before u", body: `{"key":"a\\ud800"}`, want: []store.Message{{Topic: "T", Key: `a\ud800`}}},
+		{name: "surrogate pair escape", body: `{"key":"\ud83d\udd11"}`, want: []record.Message{{Topic: "T", Key: "🔑"}}},
+		{name: "U+FFFD escape is a character", body: `{"key":"\ufffd"}`, want: []record.Message{{Topic: "T", Key: "\uFFFD"}}},
+		{name: "escaped backslash before u", body: `{"key":"a\\ud800"}`, want: []record.Message{{Topic: "T", Key: `a\ud800`}}},
 		{name: "invalid UTF-8 key", body: "{\"key\":\"z\xc3\",\"value\":\"x\"}", wantCode: CodeBadJSON, wantMsg: `field "key": invalid UTF-8 (byte 0xc3) at byte 9`},
 		{name: "invalid UTF-8 key on line 2", ndjson: true, body: "{\"key\":\"z\xc3\",\"value\":\"x\"}\n{\"key\":\"z\xc4\",\"value\":\"y\"}\n",
 			wantCode: CodeBadJSON, wantMsg: "line 1: field \"key\""},

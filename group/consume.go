@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Delivery is one message handed to a member.
@@ -30,7 +32,7 @@ type Delivery struct {
 	// or, for a replayed one, in its retry topic.
 	Offset uint64
 	// Record is the message.
-	Record store.Record
+	Record record.Record
 }
 
 // Member is one consumer of a group on this node: a subscription stream.
@@ -93,7 +95,7 @@ type flight struct {
 	q       *queue
 	src     int
 	offset  uint64
-	rec     store.Record
+	rec     record.Record
 	attempt int     // deliveries made
 	gen     uint64  // bumped at each delivery: a timeout is for one delivery
 	member  *Member // holding it; nil while it waits for (re)delivery
@@ -346,7 +348,7 @@ func (g *group) wait(f *flight) {
 }
 
 // queueOf is the queue of a record.
-func (g *group) queueOf(r store.Record) int {
+func (g *group) queueOf(r record.Record) int {
 	return queueOf(r.Key(), r.Seq(), g.m.cfg.Queues)
 }
 
@@ -607,7 +609,7 @@ func (g *group) finish(f *flight) {
 // again a second later (they are not delivered again meanwhile).
 func (g *group) bury(dead []*flight) {
 	now := time.Now()
-	msgs := make([]store.Message, 0, len(dead))
+	msgs := make([]record.Message, 0, len(dead))
 	for _, f := range dead {
 		dl := deadLetterFrom(g.topic, g.name, f, f.reason, now)
 		b, err := encodeDeadLetter(dl)
@@ -615,7 +617,7 @@ func (g *group) bury(dead []*flight) {
 			g.m.log.Error("encoding a dead letter", zap.Error(err))
 			continue
 		}
-		msgs = append(msgs, store.Message{Topic: DeadLetterTopic(g.topic, g.name), Key: dl.ID, Tag: dl.Tag, Value: b})
+		msgs = append(msgs, record.Message{Topic: DeadLetterTopic(g.topic, g.name), Key: dl.ID, Tag: dl.Tag, Value: b})
 	}
 	err := g.m.write(g.ctx, msgs)
 	g.mu.Lock()
@@ -687,13 +689,13 @@ func (g *group) commit(ctx context.Context, only []*queue, release bool) {
 // is one below its lowest unsettled seq, or else the furthest it or the
 // reader got (a draining queue's reader progress is not its own). With
 // release the positions name no owner.
-func (g *group) positionsLocked(only []*queue, release bool) ([]store.Message, []*queue) {
+func (g *group) positionsLocked(only []*queue, release bool) ([]record.Message, []*queue) {
 	if only == nil {
 		for _, q := range g.queues {
 			only = append(only, q)
 		}
 	}
-	var msgs []store.Message
+	var msgs []record.Message
 	var qs []*queue
 	for _, q := range only {
 		p := position{Epoch: q.pos.Epoch, From: q.pos.From, Owner: g.m.self}
@@ -729,13 +731,13 @@ func (g *group) positionsLocked(only []*queue, release bool) ([]store.Message, [
 		if err != nil || slices.Equal(b, q.written) {
 			continue
 		}
-		msgs = append(msgs, store.Message{Topic: OffsetsTopic, Key: offsetsKey(g.topic, g.name, q.n), Value: b})
+		msgs = append(msgs, record.Message{Topic: OffsetsTopic, Key: offsetsKey(g.topic, g.name, q.n), Value: b})
 		qs = append(qs, q)
 	}
 	return msgs, qs
 }
 
-func (g *group) writePositions(ctx context.Context, msgs []store.Message, qs []*queue) error {
+func (g *group) writePositions(ctx context.Context, msgs []record.Message, qs []*queue) error {
 	if len(msgs) == 0 {
 		return nil
 	}

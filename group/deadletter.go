@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // DeadLetter is a message a group gave up on, as its dead-letter topic
@@ -42,7 +42,7 @@ func deadLetterFrom(topic, group string, f *flight, reason string, now time.Time
 	return DeadLetter{
 		ID: f.id.String(), Topic: topic, Group: group,
 		Key: string(r.Key()), Tag: string(r.Tag()), Value: r.Value(),
-		Delete: r.Kind() == store.KindTombstone, HLC: r.HLC(),
+		Delete: r.Kind() == record.KindTombstone, HLC: r.HLC(),
 		Reason: reason, Attempts: f.attempt, DeadAt: now.UTC(),
 	}
 }
@@ -103,15 +103,15 @@ func (m *Manager) Replay(ctx context.Context, topic, group string, ids []string,
 	for len(ids) > 0 {
 		chunk := ids[:min(batch, len(ids))]
 		ids = ids[len(chunk):]
-		var msgs []store.Message
+		var msgs []record.Message
 		for _, id := range chunk {
 			dl, err := m.DeadLetter(topic, group, id)
 			if err != nil {
 				return n, err
 			}
 			msgs = append(msgs,
-				store.Message{Topic: RetryTopic(topic, group), Key: dl.Key, Tag: dl.Tag, Value: dl.Value, Delete: dl.Delete},
-				store.Message{Topic: DeadLetterTopic(topic, group), Key: id, Delete: true})
+				record.Message{Topic: RetryTopic(topic, group), Key: dl.Key, Tag: dl.Tag, Value: dl.Value, Delete: dl.Delete},
+				record.Message{Topic: DeadLetterTopic(topic, group), Key: id, Delete: true})
 		}
 		if err := m.write(ctx, msgs); err != nil {
 			return n, err

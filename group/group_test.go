@@ -16,6 +16,8 @@ import (
 
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 func TestMain(m *testing.M) {
@@ -190,7 +192,7 @@ func (r *rig) open(edit func(*Config)) {
 	r.st = st
 	r.cfg = Config{
 		Store: st,
-		Write: func(_ context.Context, msgs []store.Message) error {
+		Write: func(_ context.Context, msgs []record.Message) error {
 			_, err := st.PublishBatch(msgs)
 			return err
 		},
@@ -218,7 +220,7 @@ func (r *rig) close() {
 
 func (r *rig) publish(topic, key, value, tag string) ID {
 	r.t.Helper()
-	res, err := r.st.Publish(&store.Message{Topic: topic, Key: key, Value: []byte(value), Tag: tag})
+	res, err := r.st.Publish(&record.Message{Topic: topic, Key: key, Value: []byte(value), Tag: tag})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -695,7 +697,7 @@ func TestDeadLetterWriteFails(t *testing.T) {
 	failing.Store(true)
 	r := newRig(t, func(c *Config) {
 		write := c.Write
-		c.Write = func(ctx context.Context, msgs []store.Message) error {
+		c.Write = func(ctx context.Context, msgs []record.Message) error {
 			if failing.Load() && strings.HasPrefix(msgs[0].Topic, "$dlq/") {
 				return store.ErrDiskFull
 			}
@@ -773,7 +775,7 @@ func TestStopCancelsAPendingWrite(t *testing.T) {
 	cancelled := make(chan struct{}, 1)
 	r := newRig(t, func(c *Config) {
 		write := c.Write
-		c.Write = func(ctx context.Context, msgs []store.Message) error {
+		c.Write = func(ctx context.Context, msgs []record.Message) error {
 			if msgs[0].Topic == OffsetsTopic && blocking.CompareAndSwap(true, false) {
 				select {
 				case entered <- struct{}{}:

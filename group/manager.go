@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Defaults of Config.
@@ -53,7 +55,7 @@ type Config struct {
 	// Write appends internal records (positions, hosts, dead letters) as
 	// this node's writes and returns once they are as safe as the
 	// daemon's flush and replication modes make a publish.
-	Write func(ctx context.Context, msgs []store.Message) error
+	Write func(ctx context.Context, msgs []record.Message) error
 	// Queues is the number of queues per topic.
 	Queues int
 	// AckTimeout is how long a delivered message may go unacknowledged
@@ -272,7 +274,7 @@ func (m *Manager) releaseStale(ctx context.Context) {
 	keys := m.stale
 	m.stale = nil
 	m.mu.Unlock()
-	var msgs []store.Message
+	var msgs []record.Message
 	for _, k := range keys {
 		e, ok := m.st.Get(OffsetsTopic, k)
 		if !ok {
@@ -295,7 +297,7 @@ func (m *Manager) releaseStale(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		msgs = append(msgs, store.Message{Topic: OffsetsTopic, Key: k, Value: b})
+		msgs = append(msgs, record.Message{Topic: OffsetsTopic, Key: k, Value: b})
 	}
 	if len(msgs) == 0 {
 		return
@@ -333,7 +335,7 @@ func (m *Manager) syncHosts(ctx context.Context, now bool) {
 		entry hostEntry
 	}
 	var (
-		msgs    []store.Message
+		msgs    []record.Message
 		changes []change
 	)
 	want := make(map[groupKey]hostEntry)
@@ -369,7 +371,7 @@ func (m *Manager) syncHosts(ctx context.Context, now bool) {
 		if !differs {
 			continue // it came back to what was written: nothing to say
 		}
-		msg := store.Message{Topic: HostsTopic, Key: hostsKey(k.topic, k.name, m.self)}
+		msg := record.Message{Topic: HostsTopic, Key: hostsKey(k.topic, k.name, m.self)}
 		if w := want[k]; w.hosts {
 			msg.Value, _ = json.Marshal(hosting{Members: members[k], Queues: m.cfg.Queues, Tags: w.tags})
 		} else {
@@ -491,7 +493,7 @@ func (m *Manager) position(topic, name string, q int) position {
 	return p
 }
 
-func (m *Manager) write(ctx context.Context, msgs []store.Message) error {
+func (m *Manager) write(ctx context.Context, msgs []record.Message) error {
 	return m.cfg.Write(ctx, msgs)
 }
 
@@ -521,7 +523,7 @@ func (m *Manager) Reset(ctx context.Context, topic, name, to string) (epoch uint
 		if err != nil {
 			return 0, fmt.Errorf("%w: reset to %q: want earliest, latest, an offset or an RFC 3339 time", ErrInvalid, to)
 		}
-		p.From = store.MakeHLC(t.UnixMilli(), 0)
+		p.From = record.MakeHLC(t.UnixMilli(), 0)
 	}
 	owners := make([]uint64, m.cfg.Queues)
 	for q := range owners {
@@ -530,14 +532,14 @@ func (m *Manager) Reset(ctx context.Context, topic, name, to string) (epoch uint
 		owners[q] = cur.Owner // the owner adopts the reset; no handover
 	}
 	p.Epoch = epoch + 1
-	msgs := make([]store.Message, m.cfg.Queues)
+	msgs := make([]record.Message, m.cfg.Queues)
 	for q := range msgs {
 		p.Owner = owners[q]
 		b, err := encodePosition(p)
 		if err != nil {
 			return 0, err
 		}
-		msgs[q] = store.Message{Topic: OffsetsTopic, Key: offsetsKey(topic, name, q), Value: b}
+		msgs[q] = record.Message{Topic: OffsetsTopic, Key: offsetsKey(topic, name, q), Value: b}
 	}
 	if err := m.write(ctx, msgs); err != nil {
 		return 0, err

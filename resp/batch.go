@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strings"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // maxSetBatch bounds the SETs of a pipeline published as one batch.
@@ -72,7 +72,7 @@ func (c *conn) batchSet(a [][]byte) {
 	c.s.stats.byCommand[setCommand.index].Add(1)
 	c.lastCmd = setCommand
 	t, k := c.s.split(a[1])
-	m := store.Message{Topic: t, Key: k, Value: a[2]}
+	m := record.Message{Topic: t, Key: k, Value: a[2]}
 	limit := c.s.cfg.MaxFrameSize
 	if limit <= 0 {
 		limit = c.s.lim.maxFrame

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // countingNode counts the publishes that reach the node.
@@ -22,14 +22,14 @@ type countingNode struct {
 // daemon's node refuses a name or a size: the whole batch that holds it.
 var errRefused = errors.New("value_refused: the test node refuses this value")
 
-func (n *countingNode) Check(m *store.Message) error {
+func (n *countingNode) Check(m *record.Message) error {
 	if string(m.Value) == "refused" {
 		return errRefused
 	}
 	return n.storeNode.Check(m)
 }
 
-func (n *countingNode) Publish(ctx context.Context, c net.Conn, msgs []store.Message) (Written, error) {
+func (n *countingNode) Publish(ctx context.Context, c net.Conn, msgs []record.Message) (Written, error) {
 	n.publishes.Add(1)
 	for i := range msgs {
 		if err := n.Check(&msgs[i]); err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // command is one entry of the command table.
@@ -368,7 +368,7 @@ func cmdObject(c *conn, a [][]byte) {
 
 // topicOf checks a hash name: a valid topic, or "" (an empty hash).
 func topicOf(name []byte) string {
-	if len(name) == 0 || len(name) > store.MaxTopicBytes {
+	if len(name) == 0 || len(name) > record.MaxTopicBytes {
 		return ""
 	}
 	for _, ch := range name {
@@ -508,7 +508,7 @@ type redisErrorer interface{ RedisError() string }
 // publish writes msgs through the node, with mu released meanwhile (a
 // write may wait for the disk or the replica; pushes go on). false when
 // it answered an error.
-func (c *conn) publish(msgs []store.Message) bool {
+func (c *conn) publish(msgs []record.Message) bool {
 	if msg := c.publishMsgs(msgs); msg != "" {
 		c.err(msg)
 		return false
@@ -518,7 +518,7 @@ func (c *conn) publish(msgs []store.Message) bool {
 
 // publishMsgs is publish without the answer: the error text it would
 // answer, or "" when msgs were written and confirmed as asked.
-func (c *conn) publishMsgs(msgs []store.Message) string {
+func (c *conn) publishMsgs(msgs []record.Message) string {
 	noloop := c.s.track.beginWrite(c)
 	c.mu.Unlock()
 	w, err := c.s.node.Publish(c.s.ctx, c.nc, msgs)
@@ -544,13 +544,13 @@ func (c *conn) publishMsgs(msgs []store.Message) string {
 // message builds a message for a Redis key; the strings are copies. A
 // name with nothing after its ':' has no key (a message without one would
 // be a stream message): false, with the error answered.
-func (c *conn) message(name []byte, value []byte, del bool) (store.Message, bool) {
+func (c *conn) message(name []byte, value []byte, del bool) (record.Message, bool) {
 	t, k := c.s.split(name)
 	if k == "" {
 		c.err("ERR invalid_name: the key " + strconv.Quote(clip(name)) + " is empty after its ':' (topic:key)")
-		return store.Message{}, false
+		return record.Message{}, false
 	}
-	m := store.Message{Topic: strings.Clone(t), Key: strings.Clone(k), Delete: del}
+	m := record.Message{Topic: strings.Clone(t), Key: strings.Clone(k), Delete: del}
 	if !del {
 		m.Value = bytes.Clone(value)
 	}
@@ -570,7 +570,7 @@ func cmdSet(c *conn, a [][]byte) {
 		return
 	}
 	m, ok := c.message(a[1], a[2], false)
-	if ok && c.publish([]store.Message{m}) {
+	if ok && c.publish([]record.Message{m}) {
 		c.ok()
 	}
 }
@@ -580,7 +580,7 @@ func cmdMSet(c *conn, a [][]byte) {
 		c.err("ERR wrong number of arguments for 'mset' command")
 		return
 	}
-	msgs := make([]store.Message, 0, len(a)/2)
+	msgs := make([]record.Message, 0, len(a)/2)
 	for i := 1; i < len(a); i += 2 {
 		m, ok := c.message(a[i], a[i+1], false)
 		if !ok {
@@ -598,7 +598,7 @@ func cmdDel(c *conn, a [][]byte) {
 		c.writeError(err)
 		return
 	}
-	var msgs []store.Message
+	var msgs []record.Message
 	for _, name := range a[1:] {
 		t, k := c.s.split(name)
 		if _, ok := c.s.node.Get(t, k); ok {
@@ -630,7 +630,7 @@ func cmdHSet(c *conn, a [][]byte) {
 		return
 	}
 	t := string(a[1])
-	msgs := make([]store.Message, 0, len(a)/2-1)
+	msgs := make([]record.Message, 0, len(a)/2-1)
 	added := 0
 	for i := 2; i < len(a); i += 2 {
 		k := string(a[i])
@@ -641,7 +641,7 @@ func cmdHSet(c *conn, a [][]byte) {
 		if _, ok := c.s.node.Get(t, k); !ok {
 			added++
 		}
-		msgs = append(msgs, store.Message{Topic: t, Key: k, Value: bytes.Clone(a[i+1])})
+		msgs = append(msgs, record.Message{Topic: t, Key: k, Value: bytes.Clone(a[i+1])})
 	}
 	if !c.publish(msgs) {
 		return
@@ -659,13 +659,13 @@ func cmdHDel(c *conn, a [][]byte) {
 		return
 	}
 	t := topicOf(a[1])
-	var msgs []store.Message
+	var msgs []record.Message
 	for _, f := range a[2:] {
 		if t == "" {
 			break
 		}
 		if _, ok := c.s.node.Get(t, view(f)); ok {
-			msgs = append(msgs, store.Message{Topic: strings.Clone(t), Key: string(f), Delete: true})
+			msgs = append(msgs, record.Message{Topic: strings.Clone(t), Key: string(f), Delete: true})
 		}
 	}
 	if len(msgs) == 0 {
@@ -683,7 +683,7 @@ func cmdPublish(c *conn, a [][]byte) {
 		c.err("ERR PUBLISH channel " + strconv.Quote(clip(a[1])) + ": a channel names a topic (1 to 128 bytes of A-Z a-z 0-9 . _ -); keyed updates are published with SET topic:key")
 		return
 	}
-	if !c.publish([]store.Message{{Topic: ch, Value: bytes.Clone(a[2])}}) {
+	if !c.publish([]record.Message{{Topic: ch, Value: bytes.Clone(a[2])}}) {
 		return
 	}
 	c.integer(int64(c.s.subs.receivers(ch)))

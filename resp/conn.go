@@ -8,8 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cachecast/cachecast/store"
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 const (
@@ -76,7 +77,7 @@ type conn struct {
 	queued    [][][]byte
 	lastWrite uint64 // seq of this connection's last write, for WAIT
 	// A pipeline's SETs waiting to be published as one batch (execSets).
-	sets     []store.Message
+	sets     []record.Message
 	setBytes int
 
 	// Pushes waiting for the pusher goroutine.

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
+	storeview "github.com/cachecast/cachecast/store/view"
 )
 
 // storeNode is a Node over a real store, for the package's own tests; the
@@ -30,7 +33,7 @@ func (n *storeNode) Keys(topic, prefix, after string, limit int) []string {
 	return n.st.Keys(topic, prefix, after, limit)
 }
 
-func (n *storeNode) Topics() []store.TopicInfo      { return n.st.Topics() }
+func (n *storeNode) Topics() []storeview.TopicInfo  { return n.st.Topics() }
 func (n *storeNode) Authorize(net.Conn) error       { return nil }
 func (n *storeNode) Peer(net.Conn) string           { return "" }
 func (n *storeNode) HoldMemory(net.Conn, int) error { return nil }
@@ -46,9 +49,9 @@ func (n *storeNode) AuthorizeRead(net.Conn) error {
 // errNoReads is storeNode's refusal of a reader.
 var errNoReads = errors.New("test: the read role is gone")
 
-func (n *storeNode) Check(m *store.Message) error { return m.Validate() }
+func (n *storeNode) Check(m *record.Message) error { return m.Validate() }
 
-func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []store.Message) (Written, error) {
+func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []record.Message) (Written, error) {
 	res, err := n.st.PublishBatch(msgs)
 	if err != nil {
 		return Written{}, err
@@ -72,8 +75,8 @@ func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(
 	for {
 		changed := n.st.Changed()
 		for origin, last := range n.st.Vector() {
-			next, _ := n.st.ReadOrigin(origin, seen[origin]+1, last, func(r store.Record) error {
-				fn(Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(), Delete: r.Kind() == store.KindTombstone,
+			next, _ := n.st.ReadOrigin(origin, seen[origin]+1, last, func(r record.Record) error {
+				fn(Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(), Delete: r.Kind() == record.KindTombstone,
 					Origin: r.Origin(), Seq: r.Seq()})
 				return nil
 			})

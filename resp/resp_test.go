@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 var testLimits = limits{maxBulk: 64, maxFrame: 256, maxArgs: 4, maxLine: 64}
@@ -226,7 +226,7 @@ func TestSessionReplies(t *testing.T) {
 func TestGetAllocatesNothing(t *testing.T) {
 	s, st := newTestServer(t)
 	value := bytes.Repeat([]byte("x"), 100)
-	if _, err := st.Publish(&store.Message{Topic: "key", Key: "k-1", Value: value}); err != nil {
+	if _, err := st.Publish(&record.Message{Topic: "key", Key: "k-1", Value: value}); err != nil {
 		t.Fatal(err)
 	}
 	c := newConn(s, &pipeConn{})
@@ -251,7 +251,7 @@ func TestGetAllocatesNothing(t *testing.T) {
 func BenchmarkCommandGet(b *testing.B) {
 	s, st := newTestServer(b)
 	for i := range 10000 {
-		if _, err := st.Publish(&store.Message{Topic: "key", Key: "k-" + strconv.Itoa(i), Value: bytes.Repeat([]byte("x"), 100)}); err != nil {
+		if _, err := st.Publish(&record.Message{Topic: "key", Key: "k-" + strconv.Itoa(i), Value: bytes.Repeat([]byte("x"), 100)}); err != nil {
 			b.Fatal(err)
 		}
 	}

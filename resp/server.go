@@ -11,7 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
+	storeview "github.com/cachecast/cachecast/store/view"
 )
 
 // Node is what the server needs of a cachecast node. The daemon implements
@@ -25,7 +26,7 @@ type Node interface {
 	// after after, in byte order, at most limit.
 	Keys(topic, prefix, after string, limit int) []string
 	// Topics lists the topics of the view, sorted, with their live keys.
-	Topics() []store.TopicInfo
+	Topics() []storeview.TopicInfo
 	// Authorize says whether the peer of conn may write (nil) or why not.
 	Authorize(conn net.Conn) error
 	// AuthorizeRead says whether the peer of conn may read (nil) or why
@@ -46,11 +47,11 @@ type Node interface {
 	// Check says whether Publish would refuse m alone for a reason of
 	// its own (its names, its size): nil, or that error. A pipeline's
 	// SETs that pass it are published as one batch.
-	Check(m *store.Message) error
+	Check(m *record.Message) error
 	// Publish writes msgs as one all-or-nothing batch through the node's
 	// write path, as the peer of conn. An error that has a RedisError
 	// method gives the Redis error text.
-	Publish(ctx context.Context, conn net.Conn, msgs []store.Message) (Written, error)
+	Publish(ctx context.Context, conn net.Conn, msgs []record.Message) (Written, error)
 	// WaitReplicas waits at most timeout (0: not at all; negative: until
 	// ctx ends) until the replica holds this node's records up to seq
 	// and returns how many replicas hold them (a node has at most one;

@@ -14,6 +14,10 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/internal/segment"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The append benchmarks are named so that they sit beside SkyWalking
@@ -72,7 +76,7 @@ func BenchmarkAppend(b *testing.B) {
 		b.Run(c.name(), func(b *testing.B) {
 			s := benchStore(b, c, FlushAsync)
 			defer s.Close()
-			m := Message{Topic: "bench", Value: make([]byte, c.size-HeaderSize-len("bench"))}
+			m := record.Message{Topic: "bench", Value: make([]byte, c.size-record.HeaderSize-len("bench"))}
 			b.SetBytes(int64(c.size))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -102,9 +106,9 @@ func BenchmarkAppendRead(b *testing.B) {
 		b.Run(c.name(), func(b *testing.B) {
 			s := benchStore(b, c, FlushAsync)
 			defer s.Close()
-			m := Message{Topic: "bench", Value: make([]byte, c.size-HeaderSize-len("bench"))}
+			m := record.Message{Topic: "bench", Value: make([]byte, c.size-record.HeaderSize-len("bench"))}
 			out := make([]byte, 0, c.size)
-			copyOut := func(r Record) error { out = append(out[:0], r...); return nil }
+			copyOut := func(r record.Record) error { out = append(out[:0], r...); return nil }
 			b.SetBytes(int64(c.size))
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -113,7 +117,7 @@ func BenchmarkAppendRead(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.seglog.read(res.Pos, copyOut); err != nil {
+				if _, err := s.seglog.Read(res.Pos, copyOut); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -142,7 +146,7 @@ func BenchmarkAppendSync(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					m := Message{Topic: "bench", Value: make([]byte, 1<<10-HeaderSize-len("bench"))}
+					m := record.Message{Topic: "bench", Value: make([]byte, 1<<10-record.HeaderSize-len("bench"))}
 					for i := 0; i < n; i++ {
 						if _, err := s.Publish(&m); err != nil {
 							b.Error(err)
@@ -178,7 +182,7 @@ func BenchmarkRecover(b *testing.B) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("sku-%05d", i) // all of one length: every record is 8 KiB
 	}
-	m := Message{Topic: "bench", Value: make([]byte, 8<<10-HeaderSize-len("bench")-len(keys[0]))}
+	m := record.Message{Topic: "bench", Value: make([]byte, 8<<10-record.HeaderSize-len("bench")-len(keys[0]))}
 	var records uint64
 	for written := 0; written < total; written += 8 << 10 {
 		m.Key = keys[records%recoverKeys]
@@ -194,15 +198,15 @@ func BenchmarkRecover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// Back to the state of a crash before any flush.
-		mm, _, err := openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
+		mm, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		mm.setPos(metaOffCommitted, 0)
-		if err := mm.sync(); err != nil {
+		mm.SetPos(segment.OffCommitted, 0)
+		if err := mm.Sync(); err != nil {
 			b.Fatal(err)
 		}
-		mm.close()
+		mm.Close()
 		os.Remove(filepath.Join(dir, snapshotName))
 		b.StartTimer()
 		s, err := Open(o)
@@ -236,7 +240,7 @@ func BenchmarkAccumulate(b *testing.B) {
 	}
 	s := benchStore(b, appendCase{8 << 10, 64 << 20, 16}, FlushAsync)
 	defer s.Close()
-	m := Message{Topic: "bench", Value: make([]byte, 8<<10-HeaderSize-len("bench"))}
+	m := record.Message{Topic: "bench", Value: make([]byte, 8<<10-record.HeaderSize-len("bench"))}
 	perGB := (1 << 30) / (8 << 10)
 	var first, last float64
 	for g := 0; g < gb; g++ {
@@ -282,18 +286,18 @@ func BenchmarkRead(b *testing.B) {
 		b.Run("size="+byteSize(size), func(b *testing.B) {
 			s := benchStore(b, appendCase{size, 64 << 20, 16}, FlushAsync)
 			defer s.Close()
-			m := Message{Topic: "bench", Value: make([]byte, size-HeaderSize-len("bench"))}
+			m := record.Message{Topic: "bench", Value: make([]byte, size-record.HeaderSize-len("bench"))}
 			res, err := s.Publish(&m)
 			if err != nil {
 				b.Fatal(err)
 			}
 			var n int
-			count := func(r Record) error { n += len(r); return nil }
+			count := func(r record.Record) error { n += len(r); return nil }
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := s.seglog.read(res.Pos, count); err != nil {
+				if _, err := s.seglog.Read(res.Pos, count); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -316,7 +320,7 @@ func BenchmarkTopicRead(b *testing.B) {
 				s := benchStore(b, appendCase{size, 64 << 20, 16}, FlushAsync)
 				defer s.Close()
 				records := (32 << 20) / size
-				m := Message{Topic: "bench", Value: make([]byte, size-HeaderSize-len("bench")-len(tags[0]))}
+				m := record.Message{Topic: "bench", Value: make([]byte, size-record.HeaderSize-len("bench")-len(tags[0]))}
 				for i := 0; i < records; i++ {
 					m.Tag = tags[i%len(tags)]
 					if _, err := s.Publish(&m); err != nil {
@@ -386,16 +390,16 @@ func BenchmarkMapCopyProbe(b *testing.B) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, d := range full {
-				if err := syncRange(d, 0, len(d)); err != nil {
+				if err := fsys.SyncRange(d, 0, len(d)); err != nil {
 					b.Error(err)
 				}
-				if err := unmap(d); err != nil {
+				if err := fsys.Unmap(d); err != nil {
 					b.Error(err)
 				}
 			}
 			full = full[:0]
 			if w := written.Load(); cur != nil && w > synced {
-				if err := syncRange(cur, int(synced), int(w)); err != nil {
+				if err := fsys.SyncRange(cur, int(synced), int(w)); err != nil {
 					b.Error(err)
 				}
 				synced = w
@@ -417,15 +421,15 @@ func BenchmarkMapCopyProbe(b *testing.B) {
 			}
 		}()
 		newFile := func(n int) []byte {
-			f, err := os.OpenFile(filepath.Join(dir, segmentName(int64(n)*fileSize)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
+			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%020d", int64(n)*fileSize)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			if err := allocate(f, fileSize); err != nil {
+			if err := fsys.Allocate(f, fileSize); err != nil {
 				b.Fatal(err)
 			}
-			d, err := mapFile(f, fileSize)
+			d, err := fsys.Map(f, fileSize)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -461,7 +465,7 @@ func BenchmarkMapCopyProbe(b *testing.B) {
 		<-flusherDone
 		flushOnce()
 		mu.Lock()
-		if err := unmap(cur); err != nil {
+		if err := fsys.Unmap(cur); err != nil {
 			b.Error(err)
 		}
 		mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The clock guard keeps a peer whose clock runs ahead from poisoning this
@@ -51,7 +53,7 @@ type originClock struct {
 	// last it appended, without a gap: the first is stamped beyond the
 	// offset, the others follow it (held so that the origin's sequence
 	// stays gap-free in the log).
-	held     []Record
+	held     []record.Record
 	streak   int           // records in a row stamped beyond the offset
 	ahead    time.Duration // how far ahead the last record was stamped
 	aheadAt  time.Time     // local wall time of the last record beyond the offset
@@ -132,7 +134,7 @@ func (s *Store) heldTail(origin uint64) uint64 {
 // sequence (after the log and the held records): nil to append it now,
 // ErrHeld when it was held, ErrClockAhead when it was refused. Called
 // under the write lock.
-func (s *Store) admitStamp(r Record) error {
+func (s *Store) admitStamp(r record.Record) error {
 	g := &s.guard
 	if g.max <= 0 || r.Origin() == s.origin {
 		// This node's own record, back from a peer, was stamped by this
@@ -141,7 +143,7 @@ func (s *Store) admitStamp(r Record) error {
 		return nil
 	}
 	now := s.now()
-	ahead := HLCTime(r.HLC()).Sub(now)
+	ahead := record.HLCTime(r.HLC()).Sub(now)
 	oc := g.origins[r.Origin()]
 	if oc == nil {
 		if ahead <= g.max {
@@ -165,7 +167,7 @@ func (s *Store) admitStamp(r Record) error {
 	case int(g.heldNow.Load()) >= MaxHeldRecords || g.bytes+len(r) > MaxHeldBytes:
 		return s.refuseStamp(r, oc, now, "the held records are at their bound")
 	}
-	oc.held = append(oc.held, Record(append([]byte(nil), r...)))
+	oc.held = append(oc.held, record.Record(append([]byte(nil), r...)))
 	g.bytes += len(r)
 	g.heldNow.Add(1)
 	g.held.Add(1)
@@ -181,7 +183,7 @@ func (s *Store) admitStamp(r Record) error {
 }
 
 // refuseStamp counts and logs a refused record.
-func (s *Store) refuseStamp(r Record, oc *originClock, now time.Time, why string) error {
+func (s *Store) refuseStamp(r record.Record, oc *originClock, now time.Time, why string) error {
 	s.guard.refused.Add(1)
 	oc.refusedN++
 	if now.Sub(oc.loggedAt) >= clockLogEvery {
@@ -204,10 +206,10 @@ func (s *Store) releaseHeld() {
 	}
 	now := s.now()
 	for o, oc := range g.origins {
-		for len(oc.held) > 0 && HLCTime(oc.held[0].HLC()).Sub(now) <= g.max {
+		for len(oc.held) > 0 && record.HLCTime(oc.held[0].HLC()).Sub(now) <= g.max {
 			r := oc.held[0]
 			s.dropHeld(oc, 1)
-			if r.Seq() != s.origins.last(o)+1 {
+			if r.Seq() != s.origins.Last(o)+1 {
 				// The origin moved on without them (a bootstrap from a
 				// snapshot): what is left is stale.
 				s.dropHeld(oc, len(oc.held))
@@ -258,10 +260,10 @@ func (s *Store) boundStamp(h uint64) uint64 {
 	if s.guard.max <= 0 {
 		return h
 	}
-	limit := MakeHLC(s.now().Add(s.guard.max).UnixMilli(), hlcLogicalMask)
+	limit := record.MakeHLC(s.now().Add(s.guard.max).UnixMilli(), record.MaxLogical)
 	if h > limit {
 		s.log.Warn("a peer's snapshot holds stamps ahead of the local clock beyond --max-clock-offset; the clock follows them only that far",
-			zap.Time("stamp", HLCTime(h)), zap.Duration("max-clock-offset", s.guard.max))
+			zap.Time("stamp", record.HLCTime(h)), zap.Duration("max-clock-offset", s.guard.max))
 		return limit
 	}
 	return h

@@ -2,16 +2,24 @@ package store
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // peerRecord is a record of a peer's origin, stamped at wall time at
 // (logical counter 0), with key k.
+// hlcFakeWall is a wall clock the test moves by hand.
+type hlcFakeWall struct{ ms atomic.Int64 }
+
+func (w *hlcFakeWall) now() time.Time { return time.UnixMilli(w.ms.Load()) }
+
 func peerRecord(origin, seq uint64, at time.Time, key string) []byte {
-	m := Message{Topic: "t", Key: key, Value: []byte("v" + key)}
+	m := record.Message{Topic: "t", Key: key, Value: []byte("v" + key)}
 	buf := make([]byte, m.EncodedSize())
-	EncodeRecord(buf, &m, Stamp{Origin: origin, Seq: seq, HLC: MakeHLC(at.UnixMilli(), 0)})
+	record.Encode(buf, &m, record.Stamp{Origin: origin, Seq: seq, HLC: record.MakeHLC(at.UnixMilli(), 0)})
 	return buf
 }
 
@@ -64,9 +72,9 @@ func TestClockGuardAdmits(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("AppendRecord: %v, want %v", err, tt.want)
 			}
-			stamp := Record(rec).HLC()
+			stamp := record.Record(rec).HLC()
 			if got := s.clock.Last() >= stamp; got != tt.clock {
-				t.Fatalf("local HLC %s vs the stamp %s: follows = %v, want %v", HLCTime(s.clock.Last()), HLCTime(stamp), got, tt.clock)
+				t.Fatalf("local HLC %s vs the stamp %s: follows = %v, want %v", record.HLCTime(s.clock.Last()), record.HLCTime(stamp), got, tt.clock)
 			}
 			if _, ok := s.Get("t", "k"); ok != tt.inView {
 				t.Fatalf("in the view: %v, want %v", ok, tt.inView)
@@ -83,13 +91,13 @@ func TestClockGuardAdmits(t *testing.T) {
 			}
 			// The local clock's own stamps are not dragged by a held or
 			// refused record either.
-			m := Message{Topic: "t", Key: "own"}
+			m := record.Message{Topic: "t", Key: "own"}
 			res, err := s.Publish(&m)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !tt.clock && res.HLC >= stamp && tt.ahead > 0 {
-				t.Fatalf("own stamp %s follows the peer's %s", HLCTime(res.HLC), HLCTime(stamp))
+				t.Fatalf("own stamp %s follows the peer's %s", record.HLCTime(res.HLC), record.HLCTime(stamp))
 			}
 		})
 	}
@@ -102,7 +110,7 @@ func TestClockGuardTakesOwnRecords(t *testing.T) {
 	if _, err := s.AppendRecord(peerRecord(s.Origin(), 1, base.Add(time.Hour), "k")); err != nil {
 		t.Fatalf("own record: %v", err)
 	}
-	m := Message{Topic: "t", Key: "next"}
+	m := record.Message{Topic: "t", Key: "next"}
 	if res, err := s.Publish(&m); err != nil || res.Seq != 2 {
 		t.Fatalf("next own publish: %+v %v, want seq 2", res, err)
 	}
@@ -149,8 +157,8 @@ func TestClockGuardHoldsThenApplies(t *testing.T) {
 		t.Fatalf("after the release: %+v", st)
 	}
 	// The HLC follows the released stamp now: it is within the offset.
-	if s.clock.Last() < Record(ahead).HLC() {
-		t.Fatalf("local HLC %s behind the released stamp", HLCTime(s.clock.Last()))
+	if s.clock.Last() < record.Record(ahead).HLC() {
+		t.Fatalf("local HLC %s behind the released stamp", record.HLCTime(s.clock.Last()))
 	}
 	// The next records go straight in.
 	if _, err := s.AppendRecord(peerRecord(peer, 3, base, "c")); err != nil {
@@ -171,8 +179,8 @@ func TestClockGuardRefusedIsTakenLater(t *testing.T) {
 	if !oc.Flagged || oc.Refused != 3 || oc.Ahead != time.Hour {
 		t.Fatalf("origin clock after 3 refusals: %+v", oc)
 	}
-	if s.clock.Last() >= MakeHLC(base.Add(time.Second).UnixMilli(), 0) {
-		t.Fatalf("local HLC dragged to %s", HLCTime(s.clock.Last()))
+	if s.clock.Last() >= record.MakeHLC(base.Add(time.Second).UnixMilli(), 0) {
+		t.Fatalf("local HLC dragged to %s", record.HLCTime(s.clock.Last()))
 	}
 	// An hour later the same offer is taken.
 	w.ms.Store(base.Add(time.Hour).UnixMilli())

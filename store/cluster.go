@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
 )
 
 // These methods serve the cluster layer: what a node tells its peers it
@@ -16,10 +20,10 @@ import (
 // Vector returns, for every origin this node holds records of, the highest
 // seq it holds (its version vector; seqs are gap-free per origin, so the
 // highest is also the highest contiguous).
-func (s *Store) Vector() map[uint64]uint64 { return s.origins.vector() }
+func (s *Store) Vector() map[uint64]uint64 { return s.origins.Vector() }
 
 // LastSeq returns the highest seq of origin this node holds, 0 if none.
-func (s *Store) LastSeq(origin uint64) uint64 { return s.origins.last(origin) }
+func (s *Store) LastSeq(origin uint64) uint64 { return s.origins.Last(origin) }
 
 // Changed returns a channel that is closed at the next write to the store
 // (or when it closes). Take the channel before looking at the store's
@@ -36,20 +40,20 @@ func (s *Store) OwnChanged() <-chan struct{} { return s.ownNotify.wait() }
 // at the first seq this node does not hold yet and returns the seq after
 // the last record it passed to fn. A seq this node held but has recycled
 // gives ErrRecycled.
-func (s *Store) ReadOrigin(origin, from, to uint64, fn func(Record) error) (next uint64, err error) {
+func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error) (next uint64, err error) {
 	if s.closed.Load() {
 		return from, ErrClosed
 	}
 	if from == 0 {
 		return from, fmt.Errorf("%w: seq 0", ErrInvalid)
 	}
-	last := min(to, s.origins.last(origin))
+	last := min(to, s.origins.Last(origin))
 	for next = from; next <= last; next++ {
-		pos, ok := s.origins.get(origin, next)
+		pos, ok := s.origins.Get(origin, next)
 		if !ok {
 			return next, fmt.Errorf("%w: origin %016x seq %d", ErrRecycled, origin, next)
 		}
-		if _, err := s.seglog.read(pos, fn); err != nil {
+		if _, err := s.seglog.Read(pos, fn); err != nil {
 			if errors.Is(err, ErrBeyondEnd) {
 				return next, nil // indexed, not yet committed: the next call gets it
 			}
@@ -74,22 +78,22 @@ type ViewDigest struct {
 // covers, taken together under the write lock (the hashing runs after).
 func (s *Store) ViewDigests() ViewDigest {
 	s.wmu.Lock()
-	topics, _ := s.view.freeze()
-	vec := s.origins.vector()
+	frozen := s.view.Freeze()
+	vec := s.origins.Vector()
 	s.wmu.Unlock()
-	return ViewDigest{Vector: vec, Topics: digestTopics(topics)}
+	return ViewDigest{Vector: vec, Topics: frozen.Digests()}
 }
 
 // FollowView makes fn see every later change of the view, in the order the
 // view applies them, whichever node the record came from, deletes
-// included (ViewChange.Deleted), and returns the view as it stood at that
+// included (view.Change.Deleted), and returns the view as it stood at that
 // moment (tombstones included), so that a follower that applies the
 // returned entries and then the changes misses nothing and sees nothing
 // twice. fn runs under the view's write lock, on the goroutine applying a
 // record: it must be quick (queue the change and return) and must not call
 // the store. There is one follower; FollowView(nil) stops it.
-func (s *Store) FollowView(fn func(ViewChange)) iter.Seq[ViewChange] {
-	return s.view.followFrom(fn)
+func (s *Store) FollowView(fn func(view.Change)) iter.Seq[view.Change] {
+	return s.view.FollowFrom(fn)
 }
 
 // OpenSnapshot writes a fresh snapshot of the view and opens it for
@@ -104,7 +108,7 @@ func (s *Store) OpenSnapshot() (*os.File, error) {
 	}
 	f, err := os.Open(filepath.Join(s.dir, snapshotName))
 	if err != nil {
-		return nil, fileError("open", snapshotName, err)
+		return nil, fsys.FileError("open", snapshotName, err)
 	}
 	return f, nil
 }
@@ -118,7 +122,7 @@ func (s *Store) OpenSnapshot() (*os.File, error) {
 // snapshotted at once, so a restart keeps it. It returns the origins it
 // moved on.
 func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
-	v, _, marks, err := readSnapshot(path)
+	v, _, marks, err := view.ReadSnapshot(path)
 	if err != nil {
 		return nil, err
 	}
@@ -127,14 +131,14 @@ func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
 		s.wmu.Unlock()
 		return nil, ErrClosed
 	}
-	_, maxHLC := s.view.merge(v)
+	_, maxHLC := s.view.Merge(v)
 	s.clock.Observe(s.boundStamp(maxHLC))
 	moved := map[uint64]uint64{}
 	for origin, mark := range marks {
-		if mark <= s.origins.last(origin) {
+		if mark <= s.origins.Last(origin) {
 			continue
 		}
-		if err := s.origins.reset(origin, mark+1); err != nil {
+		if err := s.origins.Reset(origin, mark+1); err != nil {
 			s.wmu.Unlock()
 			return moved, err
 		}

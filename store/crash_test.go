@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 const crashChildEnv = "CACHECAST_STORE_CRASH_CHILD"
@@ -35,7 +37,7 @@ func crashChild() {
 	fmt.Fprintln(out, "ready")
 	for {
 		seq := s.nextSeq
-		m := Message{Topic: "crash", Key: strconv.FormatUint(seq%97, 10), Value: value(int(seq), crashSize(seq))}
+		m := record.Message{Topic: "crash", Key: strconv.FormatUint(seq%97, 10), Value: value(int(seq), crashSize(seq))}
 		res, err := s.Publish(&m)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child publish:", err)

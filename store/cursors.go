@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
 )
 
 // Durable named cursors live in one mapped file of fixed cells, updated in
@@ -141,14 +143,14 @@ func encodeCursorCopy(b []byte, c cursorCopy) {
 		binary.LittleEndian.PutUint32(b[cursorOwnerOff:], c.owner)
 		b[cursorOwnerOff+4] = 1
 	}
-	binary.LittleEndian.PutUint32(b[0:], crc32.Checksum(b[4:cursorCopySize], castagnoli))
+	binary.LittleEndian.PutUint32(b[0:], crc32.Checksum(b[4:cursorCopySize], fsys.Castagnoli))
 }
 
 // decodeCursorCopy checks and reads one copy; ok is false for a copy that
 // is not valid (bad CRC, unknown version or state, lengths out of range).
 func decodeCursorCopy(b []byte) (c cursorCopy, ok bool) {
 	_ = b[cursorCopySize-1]
-	if crc32.Checksum(b[4:cursorCopySize], castagnoli) != binary.LittleEndian.Uint32(b[0:]) {
+	if crc32.Checksum(b[4:cursorCopySize], fsys.Castagnoli) != binary.LittleEndian.Uint32(b[0:]) {
 		return c, false
 	}
 	if b[4] != cursorVersion || (b[5] != cursorLive && b[5] != cursorDeleted) {
@@ -178,13 +180,13 @@ func openCursors(path string, log *zap.Logger) (*cursors, error) {
 	c := &cursors{path: path, log: log, byName: make(map[string]int)}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, fileError("open", path, err)
+		return nil, fsys.FileError("open", path, err)
 	}
 	c.f = f
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fileError("stat", path, err)
+		return nil, fsys.FileError("stat", path, err)
 	}
 	n := int(st.Size() / cursorCellSize)
 	if n == 0 {
@@ -194,7 +196,7 @@ func openCursors(path string, log *zap.Logger) (*cursors, error) {
 			f.Close()
 			return nil, err
 		}
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
 			c.close()
 			return nil, err
 		}
@@ -205,12 +207,12 @@ func openCursors(path string, log *zap.Logger) (*cursors, error) {
 		log.Warn("cursor file has a partial cell at its end, ignoring it",
 			zap.String("path", path), zap.Int64("size", st.Size()))
 	}
-	if c.data, err = mapFile(f, n*cursorCellSize); err != nil {
+	if c.data, err = fsys.Map(f, n*cursorCellSize); err != nil {
 		f.Close()
 		return nil, err
 	}
 	c.cells = make([]cursorCell, n)
-	if err := guardFault(c.load); err != nil {
+	if err := fsys.Guard(c.load); err != nil {
 		c.close()
 		return nil, err
 	}
@@ -226,7 +228,7 @@ func (c *cursors) load() error {
 			b := c.copyBytes(i, k)
 			cp, ok := decodeCursorCopy(b)
 			if !ok {
-				if !isZero(b) {
+				if !fsys.IsZero(b) {
 					c.log.Warn("ignoring a damaged cursor slot (torn write?)",
 						zap.String("path", c.path), zap.Int("cell", i), zap.Int("copy", k))
 				}
@@ -276,7 +278,7 @@ func (c *cursors) writeCell(i int, cp cursorCopy) error {
 		k = 1
 	}
 	cp.gen = cell.gen + 1
-	if err := guardFault(func() error {
+	if err := fsys.Guard(func() error {
 		encodeCursorCopy(c.copyBytes(i, k), cp)
 		return nil
 	}); err != nil {
@@ -295,28 +297,28 @@ func (c *cursors) writeCell(i int, cp cursorCopy) error {
 func (c *cursors) resize(n int) error {
 	whole := int64(len(c.cells)) * cursorCellSize
 	if c.size > whole {
-		if err := zeroRange(c.f, whole, c.size-whole); err != nil {
+		if err := fsys.ZeroRange(c.f, whole, c.size-whole); err != nil {
 			return err
 		}
 	}
-	if err := allocate(c.f, int64(n)*cursorCellSize); err != nil {
+	if err := fsys.Allocate(c.f, int64(n)*cursorCellSize); err != nil {
 		return err
 	}
 	c.size = max(c.size, int64(n)*cursorCellSize)
 	if err := c.f.Sync(); err != nil {
-		return fileError("fsync", c.path, err)
+		return fsys.FileError("fsync", c.path, err)
 	}
 	if c.data != nil {
 		// Push what the old map holds to the file before dropping it.
-		if err := syncRange(c.data, 0, len(c.data)); err != nil {
+		if err := fsys.SyncRange(c.data, 0, len(c.data)); err != nil {
 			return err
 		}
-		if err := unmap(c.data); err != nil {
+		if err := fsys.Unmap(c.data); err != nil {
 			return err
 		}
 		c.data = nil
 	}
-	data, err := mapFile(c.f, n*cursorCellSize)
+	data, err := fsys.Map(c.f, n*cursorCellSize)
 	if err != nil {
 		return err
 	}
@@ -507,14 +509,14 @@ func (c *cursors) sync() error {
 
 func (c *cursors) syncLocked() error {
 	if c.dirty {
-		if err := syncRange(c.data, 0, len(c.data)); err != nil {
+		if err := fsys.SyncRange(c.data, 0, len(c.data)); err != nil {
 			return fmt.Errorf("%w (cursor file %s)", err, c.path)
 		}
 		c.dirty = false
 	}
 	if c.grown {
 		if err := c.f.Sync(); err != nil {
-			return fileError("fsync", c.path, err)
+			return fsys.FileError("fsync", c.path, err)
 		}
 		c.grown = false
 	}
@@ -532,13 +534,13 @@ func (c *cursors) close() error {
 	var err error
 	if c.data != nil {
 		err = c.syncLocked()
-		if uerr := unmap(c.data); err == nil {
+		if uerr := fsys.Unmap(c.data); err == nil {
 			err = uerr
 		}
 		c.data = nil
 	}
 	if cerr := c.f.Close(); err == nil && cerr != nil {
-		err = fileError("close", c.path, cerr)
+		err = fsys.FileError("close", c.path, cerr)
 	}
 	return err
 }

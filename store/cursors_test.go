@@ -12,6 +12,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
 )
 
 type curState struct {
@@ -307,13 +311,13 @@ func TestCursorOddFiles(t *testing.T) {
 		{"unknown version", func() []byte {
 			b := slices.Clone(valid)
 			b[4] = 9
-			binary.LittleEndian.PutUint32(b, crc32.Checksum(b[4:], castagnoli))
+			binary.LittleEndian.PutUint32(b, crc32.Checksum(b[4:], fsys.Castagnoli))
 			return append(b, make([]byte, cursorCopySize)...)
 		}(), map[string]curState{}},
 		{"name length out of range", func() []byte {
 			b := slices.Clone(valid)
 			b[6] = 200
-			binary.LittleEndian.PutUint32(b, crc32.Checksum(b[4:], castagnoli))
+			binary.LittleEndian.PutUint32(b, crc32.Checksum(b[4:], fsys.Castagnoli))
 			return append(b, make([]byte, cursorCopySize)...)
 		}(), map[string]curState{}},
 		{"generation zero", append(curRawCopy(cursorLive, 0, "z", "t", 1), make([]byte, cursorCopySize)...), map[string]curState{}},
@@ -350,7 +354,7 @@ func TestCursorOddFiles(t *testing.T) {
 // TestCursorDiskFull: growing the file fails with ErrDiskFull and loses
 // nothing.
 func TestCursorDiskFull(t *testing.T) {
-	if !inFSizeChild(t) {
+	if !testkit.InFSizeChild(t) {
 		return
 	}
 	path := filepath.Join(t.TempDir(), "cursors")
@@ -363,9 +367,9 @@ func TestCursorDiskFull(t *testing.T) {
 		}
 		want[name] = curState{"t", uint64(i)}
 	}
-	setFSizeLimit(t, (cursorMinCells+4)*cursorCellSize)
+	testkit.SetFSizeLimit(t, (cursorMinCells+4)*cursorCellSize)
 	err := c.set("one-too-many", "t", 1)
-	setFSizeLimit(t, 0)
+	testkit.SetFSizeLimit(t, 0)
 	if !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("set needing a bigger file: %v, want ErrDiskFull", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // TestDiskFull runs the store on a real, tiny file system (a 1 MiB tmpfs
@@ -29,7 +31,7 @@ func TestDiskFull(t *testing.T) {
 	var acked int
 	var err error
 	for i := 0; i < 10000; i++ {
-		m := Message{Topic: "t", Key: fmt.Sprint(i), Value: value(i, 2000)}
+		m := record.Message{Topic: "t", Key: fmt.Sprint(i), Value: value(i, 2000)}
 		if _, err = s.Publish(&m); err != nil {
 			break
 		}
@@ -47,7 +49,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	// Still full: the same clear error, again and again, nothing torn.
 	for i := 0; i < 5; i++ {
-		m := Message{Topic: "t", Key: "more", Value: value(i, 2000)}
+		m := record.Message{Topic: "t", Key: "more", Value: value(i, 2000)}
 		if _, err := s.Publish(&m); !errors.Is(err, ErrDiskFull) {
 			t.Fatalf("retry %d on a full disk: %v", i, err)
 		}
@@ -74,7 +76,7 @@ func TestDiskFull(t *testing.T) {
 	s = openTest(t, o)
 	defer s.Close()
 	check(s)
-	m := Message{Topic: "t", Key: "after", Value: []byte("room again")}
+	m := record.Message{Topic: "t", Key: "after", Value: []byte("room again")}
 	if res, err := s.Publish(&m); err != nil || res.Seq != uint64(acked+1) {
 		t.Fatalf("publish after space came back: %+v %v", res, err)
 	}

@@ -2,6 +2,15 @@
 // find records in it, the consumer cursors, and the key/value view the
 // log's records build, with the view's snapshot.
 //
+// The package is the orchestrator; its parts live beside it, each owning
+// its bytes, in the way hashicorp/raft-wal keeps segment/ apart from wal:
+//
+//	store/record            the record format and the HLC (no other import)
+//	store/view              the view and its snapshot file
+//	store/internal/segment  segment files, their maps, the metafile, tail recovery
+//	store/internal/index    the topic and origin indexes (mapped arrays)
+//	store/internal/fsys     fallocate, mmap, msync, the fault guard, atomic files
+//
 // The design follows SkyWalking Satellite's mmap queue (itself from
 // bigqueue) for the files, and RocketMQ's CommitLog + ConsumeQueue for the
 // log and its per-topic indexes. It knows nothing of the network: the
@@ -10,13 +19,13 @@
 // # Files
 //
 //	<dir>/LOCK                       flock: one process per directory (ErrLocked)
-//	<dir>/meta                       the metafile, one page, two CRC'd copies (see meta.go)
+//	<dir>/meta                       the metafile, one page, two CRC'd copies (segment/meta.go)
 //	<dir>/log/<20-digit position>    segments, fixed size, preallocated
 //	<dir>/log/<position>.free        recycled segments waiting for reuse
-//	<dir>/index/topic/<topic>/...    per-topic index chunks (see index.go)
+//	<dir>/index/topic/<topic>/...    per-topic index chunks (index/index.go)
 //	<dir>/index/origin/<16 hex>/...  per-origin index chunks
-//	<dir>/cursors                    durable named cursors (see cursors.go)
-//	<dir>/snapshot                   the view's snapshot (see snapshot.go)
+//	<dir>/cursors                    durable named cursors (cursors.go)
+//	<dir>/snapshot                   the view's snapshot (view/snapshot.go)
 //	<dir>/corrupt/                   damaged bytes copied aside by recovery
 //
 // # The log
@@ -26,7 +35,7 @@
 // first byte. Records are 8-byte aligned and never span segments: a record
 // that does not fit in what is left of a segment goes to the start of the
 // next one, and the rest of the segment stays zero. Each record is the
-// fixed header drawn in record.go (size, CRC-32C, kind, version, lengths,
+// fixed header drawn in package record (size, CRC-32C, kind, version, lengths,
 // origin, seq, HLC) followed by topic, key, tag and value. A zero size
 // means "nothing written here". The bytes of a record are the same in the
 // log, in a snapshot-free catch-up and on the wire: a receiver checks the
@@ -106,7 +115,7 @@
 //
 // # Clocks
 //
-// Every record carries an HLC stamp (hlc.go) and the view keeps the
+// Every record carries an HLC stamp (record/hlc.go) and the view keeps the
 // greatest (HLC, origin), so a node whose wall clock runs ahead would win
 // every concurrent write and, through the HLC, drag every other node's
 // clock along for good. With MaxClockOffset set (the daemon's

@@ -1,25 +1,33 @@
 package store
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/record"
+)
 
 // Sentinel errors of the store. Callers test for them with errors.Is; the
-// store wraps them with the context (file, position) where one helps.
+// store wraps them with the context (file, position) where one helps. The
+// record format's are package record's (store.ErrCorrupt is
+// record.ErrCorrupt), those its parts share are package errs's: one value
+// under both names.
 var (
 	// ErrClosed is returned by every call made after Close.
-	ErrClosed = errors.New("store: closed")
+	ErrClosed = errs.ErrClosed
 
 	// ErrCorrupt means a record failed its length or CRC check. Recovery
 	// truncates the log at the first such record; a read that meets one
 	// (a page damaged after recovery) returns this error, never the bytes.
-	ErrCorrupt = errors.New("store: record corrupt")
+	ErrCorrupt = record.ErrCorrupt
 
 	// ErrTooLarge means a record does not fit the limits: a field longer
 	// than its length field can hold, or a record larger than a segment.
-	ErrTooLarge = errors.New("store: record too large")
+	ErrTooLarge = record.ErrTooLarge
 
 	// ErrInvalid means a message or record breaks a rule that does not
 	// depend on size: an empty topic, an unknown kind, a zero origin.
-	ErrInvalid = errors.New("store: invalid record")
+	ErrInvalid = record.ErrInvalid
 
 	// ErrFull means the store reached its byte bound and the retention
 	// policy forbids recycling (or nothing can be recycled yet: a segment
@@ -30,26 +38,26 @@ var (
 	// ErrDiskFull means the file system refused to allocate a segment or
 	// an index chunk (ENOSPC, EDQUOT, EFBIG). Nothing was written; the
 	// append can be retried once space is freed.
-	ErrDiskFull = errors.New("store: disk full")
+	ErrDiskFull = errs.ErrDiskFull
 
 	// ErrRecycled means the position asked for lies before the oldest
 	// record the log retains.
-	ErrRecycled = errors.New("store: position recycled")
+	ErrRecycled = errs.ErrRecycled
 
 	// ErrBeyondEnd means the position asked for lies at or past the end
 	// of the log: there is no record there yet.
-	ErrBeyondEnd = errors.New("store: position beyond end")
+	ErrBeyondEnd = errs.ErrBeyondEnd
 
 	// ErrBadPosition means the position does not start a record.
-	ErrBadPosition = errors.New("store: position does not start a record")
+	ErrBadPosition = errs.ErrBadPosition
 
 	// ErrDuplicate means a record with the same (origin, seq) is already
 	// in the log. Receivers treat it as success.
-	ErrDuplicate = errors.New("store: duplicate record")
+	ErrDuplicate = errs.ErrDuplicate
 
 	// ErrOutOfOrder means a record skips ahead in its origin's sequence:
 	// the records between must be appended first.
-	ErrOutOfOrder = errors.New("store: record out of origin order")
+	ErrOutOfOrder = errs.ErrOutOfOrder
 
 	// ErrHeld means a record is stamped further ahead of the local wall
 	// clock than MaxClockOffset (or follows such a record of its origin):
@@ -67,7 +75,7 @@ var (
 
 	// ErrIO wraps a failed read, write, sync or page fault on a file or
 	// its map.
-	ErrIO = errors.New("store: i/o error")
+	ErrIO = errs.ErrIO
 
 	// ErrNotOwner means a cursor belongs to another user: only its owner
 	// (or a caller that overrides, an admin) may move or delete it.

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // faultSink keeps the compiler from dropping a read the test needs.
@@ -16,16 +19,22 @@ var faultSink byte
 // guarded path as ErrIO saying what was being done; the process goes on.
 func TestGuardFault(t *testing.T) {
 	s := openTest(t, testOptions(t, t.TempDir()))
-	res, err := s.Publish(&Message{Topic: "t", Key: "k", Value: []byte("v")})
+	res, err := s.Publish(&record.Message{Topic: "t", Key: "k", Value: []byte("v")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seg, err := s.seglog.pin(res.Pos)
+	path := s.seglog.SegmentPath(res.Pos)
+	// A map of our own over the same file, for the bare guard.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := seg.path
-	s.seglog.unpin(seg)
+	data, err := fsys.Map(f, fsys.PageSize)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsys.Unmap(data)
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -36,15 +45,15 @@ func TestGuardFault(t *testing.T) {
 		want string
 	}{
 		{"read of the log", func() error {
-			_, err := s.seglog.read(res.Pos, func(Record) error { return nil })
+			_, err := s.seglog.Read(res.Pos, func(record.Record) error { return nil })
 			return err
 		}, "fault reading " + path + " at 0x"},
 		{"write of the log", func() error {
-			_, err := s.Publish(&Message{Topic: "t", Key: "k2", Value: []byte("v")})
+			_, err := s.Publish(&record.Message{Topic: "t", Key: "k2", Value: []byte("v")})
 			return err
 		}, "fault writing the log at 0x"},
 		{"any mapped page", func() error {
-			return guardFault(func() error { faultSink = seg.data[0]; return nil })
+			return fsys.Guard(func() error { faultSink = data[0]; return nil })
 		}, "fault on a mapped page at 0x"},
 	}
 	for _, tt := range tests {
@@ -65,7 +74,7 @@ func TestGuardFault(t *testing.T) {
 			t.Fatalf("recovered %v, want the panic to go through", r)
 		}
 	}()
-	_ = guardFault(func() error { panic("boom") })
+	_ = fsys.Guard(func() error { panic("boom") })
 }
 
 // TestCreateFileAtomic: the file is there whole, with the store's mode, or
@@ -73,11 +82,11 @@ func TestGuardFault(t *testing.T) {
 func TestCreateFileAtomic(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f")
-	if err := createFileAtomic(path, writeSynced([]byte("one"))); err != nil {
+	if err := fsys.CreateAtomic(path, fsys.WriteSynced([]byte("one"))); err != nil {
 		t.Fatal(err)
 	}
 	failing := errors.New("fill failed")
-	err := createFileAtomic(path, func(f *os.File) error {
+	err := fsys.CreateAtomic(path, func(f *os.File) error {
 		f.Write([]byte("half of two"))
 		return failing
 	})
@@ -87,7 +96,7 @@ func TestCreateFileAtomic(t *testing.T) {
 	if b, err := os.ReadFile(path); err != nil || string(b) != "one" {
 		t.Fatalf("after a failed replace: %q, %v; want the old file", b, err)
 	}
-	if err := createFileAtomic(path, writeSynced([]byte("two"))); err != nil {
+	if err := fsys.CreateAtomic(path, fsys.WriteSynced([]byte("two"))); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "two" {
@@ -99,7 +108,7 @@ func TestCreateFileAtomic(t *testing.T) {
 	if des, _ := os.ReadDir(dir); len(des) != 1 {
 		t.Fatalf("directory holds %d files, want only f", len(des))
 	}
-	if err := createFileAtomic(filepath.Join(dir, "no", "dir", "f"), writeSynced(nil)); !errors.Is(err, ErrIO) {
+	if err := fsys.CreateAtomic(filepath.Join(dir, "no", "dir", "f"), fsys.WriteSynced(nil)); !errors.Is(err, ErrIO) {
 		t.Fatalf("in a missing directory: %v, want ErrIO", err)
 	}
 }
@@ -125,19 +134,14 @@ func TestViewOrUndoFailureMarksUnhealthy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := openTest(t, testOptions(t, t.TempDir()))
-			res, err := s.Publish(&Message{Topic: "t", Key: "k", Value: []byte("v")})
+			res, err := s.Publish(&record.Message{Topic: "t", Key: "k", Value: []byte("v")})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Healthy(); err != nil {
 				t.Fatal(err)
 			}
-			seg, err := s.seglog.pin(res.Pos)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := seg.path
-			s.seglog.unpin(seg)
+			path := s.seglog.SegmentPath(res.Pos)
 			if err := os.Truncate(path, 0); err != nil {
 				t.Fatal(err)
 			}

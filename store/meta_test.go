@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cachecast/cachecast/store/internal/segment"
 )
 
 // metaCopies reads the metafile at path and says which copy is current
@@ -22,8 +24,8 @@ func metaCopies(t *testing.T, path string) (b []byte, cur int) {
 	cur = -1
 	var gen uint64
 	for k := 0; k < 2; k++ {
-		c := b[k*metaCopySize : (k+1)*metaCopySize]
-		if g := binary.LittleEndian.Uint64(c[metaOffGen:]); metaCopyValid(c) && (cur < 0 || g > gen) {
+		c := b[k*segment.MetaCopySize : (k+1)*segment.MetaCopySize]
+		if g := binary.LittleEndian.Uint64(c[segment.OffGen:]); segment.MetaCopyValid(c) && (cur < 0 || g > gen) {
 			cur, gen = k, g
 		}
 	}
@@ -52,9 +54,9 @@ func TestMetaDamagedCopy(t *testing.T) {
 		name   string
 		damage func(c []byte) // one copy
 	}{
-		{"torn: the second half not written", func(c []byte) { clear(c[metaCopySize/2:]) }},
-		{"torn: the first half not written", func(c []byte) { clear(c[:metaCopySize/2]) }},
-		{"corrupt: bytes flipped", func(c []byte) { c[metaOffWriting] ^= 0x5a; c[metaOffOrigin+3] ^= 0x01 }},
+		{"torn: the second half not written", func(c []byte) { clear(c[segment.MetaCopySize/2:]) }},
+		{"torn: the first half not written", func(c []byte) { clear(c[:segment.MetaCopySize/2]) }},
+		{"corrupt: bytes flipped", func(c []byte) { c[segment.OffWriting] ^= 0x5a; c[segment.OffOrigin+3] ^= 0x01 }},
 	}
 	for _, tt := range tests {
 		for _, which := range []string{"current", "other"} {
@@ -69,7 +71,7 @@ func TestMetaDamagedCopy(t *testing.T) {
 				if which == "other" {
 					k = 1 - cur
 				}
-				tt.damage(b[k*metaCopySize : (k+1)*metaCopySize])
+				tt.damage(b[k*segment.MetaCopySize : (k+1)*segment.MetaCopySize])
 				if err := os.WriteFile(path, b, 0o640); err != nil {
 					t.Fatal(err)
 				}
@@ -91,7 +93,7 @@ func TestMetaDamagedCopy(t *testing.T) {
 				// The damaged copy was rewritten: both are valid again.
 				b, _ = metaCopies(t, path)
 				for k := 0; k < 2; k++ {
-					if !metaCopyValid(b[k*metaCopySize : (k+1)*metaCopySize]) {
+					if !segment.MetaCopyValid(b[k*segment.MetaCopySize : (k+1)*segment.MetaCopySize]) {
 						t.Fatalf("copy %d still invalid after a reopen and a close", k)
 					}
 				}
@@ -106,8 +108,8 @@ func TestMetaBothCopiesBad(t *testing.T) {
 	o, _ := closedStore(t)
 	path := filepath.Join(o.Dir, metaName)
 	b, _ := metaCopies(t, path)
-	b[metaOffCommitted] ^= 0xff
-	b[metaCopySize+metaOffCommitted] ^= 0xff
+	b[segment.OffCommitted] ^= 0xff
+	b[segment.MetaCopySize+segment.OffCommitted] ^= 0xff
 	if err := os.WriteFile(path, b, 0o640); err != nil {
 		t.Fatal(err)
 	}
@@ -128,30 +130,30 @@ func TestMetaSingleCopyUpgrade(t *testing.T) {
 	o, origin := closedStore(t)
 	path := filepath.Join(o.Dir, metaName)
 	b, cur := metaCopies(t, path)
-	old := make([]byte, metaSize)
-	copy(old[:metaOffGen], b[cur*metaCopySize:]) // the old layout ends at the boot ID
-	binary.LittleEndian.PutUint64(old[metaOffVersion:], metaVersionSingle)
+	old := make([]byte, segment.MetaSize)
+	copy(old[:segment.OffGen], b[cur*segment.MetaCopySize:]) // the old layout ends at the boot ID
+	binary.LittleEndian.PutUint64(old[segment.OffVersion:], segment.MetaVersionSingle)
 	if err := os.WriteFile(path, old, 0o640); err != nil {
 		t.Fatal(err)
 	}
 	// The first write goes to copy B; the old copy A stays as it was
 	// until the next one.
-	m, fresh, err := openMeta(path, o.SegmentSize, 0, nil)
+	m, fresh, err := segment.OpenMeta(path, o.SegmentSize, 0, nil)
 	if err != nil || fresh {
 		t.Fatalf("opening the old metafile: fresh %v, %v", fresh, err)
 	}
-	if m.get(metaOffOrigin) != origin {
-		t.Fatalf("origin %x from the old metafile, want %x", m.get(metaOffOrigin), origin)
+	if m.Get(segment.OffOrigin) != origin {
+		t.Fatalf("origin %x from the old metafile, want %x", m.Get(segment.OffOrigin), origin)
 	}
-	err = m.sync()
-	m.close()
+	err = m.Sync()
+	m.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, cur = metaCopies(t, path)
-	if cur != 1 || binary.LittleEndian.Uint64(b[metaOffVersion:]) != metaVersionSingle || !bytes.Equal(b[:metaOffGen], old[:metaOffGen]) {
+	if cur != 1 || binary.LittleEndian.Uint64(b[segment.OffVersion:]) != segment.MetaVersionSingle || !bytes.Equal(b[:segment.OffGen], old[:segment.OffGen]) {
 		t.Fatalf("after the first write: current copy %d, copy A version %d; want B, and A untouched",
-			cur, binary.LittleEndian.Uint64(b[metaOffVersion:]))
+			cur, binary.LittleEndian.Uint64(b[segment.OffVersion:]))
 	}
 
 	// The store opens from the old file just the same.
@@ -170,7 +172,7 @@ func TestMetaSingleCopyUpgrade(t *testing.T) {
 	}
 	b, _ = metaCopies(t, path)
 	for k := 0; k < 2; k++ {
-		if !metaCopyValid(b[k*metaCopySize : (k+1)*metaCopySize]) {
+		if !segment.MetaCopyValid(b[k*segment.MetaCopySize : (k+1)*segment.MetaCopySize]) {
 			t.Fatalf("copy %d not upgraded after a close", k)
 		}
 	}
@@ -185,16 +187,16 @@ func TestMetaSingleCopyUpgrade(t *testing.T) {
 func TestMetaWriteFault(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, metaName)
-	m, _, err := openMeta(path, 64<<10, 0, nil)
+	m, _, err := segment.OpenMeta(path, 64<<10, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.close()
+	defer m.Close()
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
-	m.put(metaOffLastHLC, 7)
-	err = m.sync()
+	m.Put(segment.OffLastHLC, 7)
+	err = m.Sync()
 	if !errors.Is(err, ErrIO) || !strings.Contains(err.Error(), "fault writing "+path) {
 		t.Fatalf("err = %v; want ErrIO saying fault writing %s", err, path)
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
 )
 
 // FlushMode says when an append counts as done.
@@ -155,8 +157,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Dir == "":
 		return fmt.Errorf("store: Dir is empty")
-	case o.SegmentSize < 64<<10 || o.SegmentSize%int64(pageSize) != 0:
-		return fmt.Errorf("store: SegmentSize must be at least 64KiB and a multiple of %d, got %d", pageSize, o.SegmentSize)
+	case o.SegmentSize < 64<<10 || o.SegmentSize%int64(fsys.PageSize) != 0:
+		return fmt.Errorf("store: SegmentSize must be at least 64KiB and a multiple of %d, got %d", fsys.PageSize, o.SegmentSize)
 	case o.SegmentSize > 1<<31:
 		return fmt.Errorf("store: SegmentSize must be at most 2GiB, got %d", o.SegmentSize)
 	case o.MaxMappedSegments < 2:

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cachecast/cachecast/store/internal/index"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // StartFrom says where a TopicReader begins.
@@ -37,7 +40,7 @@ type Delivery struct {
 	// Offset is the message's offset in the topic on this node.
 	Offset uint64
 	// Record is a private copy of the message's record.
-	Record Record
+	Record record.Record
 }
 
 // TopicReader reads one topic in order, like a RocketMQ consumer reading a
@@ -46,7 +49,7 @@ type Delivery struct {
 type TopicReader struct {
 	s      *Store
 	topic  string
-	ti     *topicIndex
+	ti     *index.Topic
 	off    uint64
 	tags   [][]byte
 	hashes []uint32
@@ -62,25 +65,25 @@ func (s *Store) NewTopicReader(topic string, start Start, tags []string) (*Topic
 	if topic == "" {
 		return nil, fmt.Errorf("%w: empty topic", ErrInvalid)
 	}
-	r := &TopicReader{s: s, topic: topic, ti: s.topics.get(topic)}
+	r := &TopicReader{s: s, topic: topic, ti: s.topics.Get(topic)}
 	for _, t := range tags {
 		r.tags = append(r.tags, []byte(t))
-		r.hashes = append(r.hashes, TagHash([]byte(t)))
+		r.hashes = append(r.hashes, record.TagHash([]byte(t)))
 	}
 	switch start.From {
 	case FromLatest:
 		if r.ti != nil {
-			r.off = r.ti.len()
+			r.off = r.ti.Len()
 		}
 	case FromEarliest:
 		if r.ti != nil {
-			r.off = r.ti.first()
+			r.off = r.ti.First()
 		}
 	case FromOffset:
 		r.off = start.Offset
 	case FromTime:
 		if r.ti != nil {
-			r.off = r.ti.searchHLC(MakeHLC(start.Time.UnixMilli(), 0))
+			r.off = r.ti.SearchHLC(record.MakeHLC(start.Time.UnixMilli(), 0))
 		}
 	default:
 		return nil, fmt.Errorf("%w: start %d", ErrInvalid, start.From)
@@ -103,7 +106,7 @@ func (r *TopicReader) Next(ctx context.Context) (Delivery, error) {
 			return Delivery{}, ErrClosed
 		}
 		if r.ti == nil {
-			r.ti = r.s.topics.get(r.topic)
+			r.ti = r.s.topics.Get(r.topic)
 		}
 		if r.ti != nil {
 			d, ok, err := r.scan()
@@ -122,13 +125,13 @@ func (r *TopicReader) Next(ctx context.Context) (Delivery, error) {
 // scan looks at the entries from the reader's offset on for one that
 // matches; ok is false when it reached the end of what is committed.
 func (r *TopicReader) scan() (Delivery, bool, error) {
-	if first := r.ti.first(); r.off < first {
+	if first := r.ti.First(); r.off < first {
 		r.off = first
 	}
-	for r.off < r.ti.len() {
-		e, err := r.ti.entry(r.off)
+	for r.off < r.ti.Len() {
+		e, err := r.ti.Entry(r.off)
 		if errors.Is(err, ErrRecycled) {
-			r.off = r.ti.first()
+			r.off = r.ti.First()
 			continue
 		}
 		if err != nil {
@@ -138,8 +141,8 @@ func (r *TopicReader) scan() (Delivery, bool, error) {
 			r.off++
 			continue
 		}
-		var rec Record
-		_, err = r.s.seglog.read(e.Pos, func(x Record) error {
+		var rec record.Record
+		_, err = r.s.seglog.Read(e.Pos, func(x record.Record) error {
 			if len(r.tags) > 0 && !containsTag(r.tags, x.Tag()) {
 				return nil
 			}
@@ -189,8 +192,8 @@ func (r *TopicReader) Close() { r.ti = nil }
 // TopicEnd is the offset one past topic's last message on this node (0
 // for a topic it has never seen).
 func (s *Store) TopicEnd(topic string) uint64 {
-	if ti := s.topics.get(topic); ti != nil {
-		return ti.len()
+	if ti := s.topics.Get(topic); ti != nil {
+		return ti.Len()
 	}
 	return 0
 }
@@ -203,23 +206,23 @@ func (s *Store) TopicEnd(topic string) uint64 {
 // the origins this node holds, of the offset of (origin, done+1). When a
 // record it needs was recycled it answers the oldest offset retained.
 func (s *Store) ResumeOffset(topic string, done map[uint64]uint64) uint64 {
-	ti := s.topics.get(topic)
+	ti := s.topics.Get(topic)
 	if ti == nil {
 		return 0
 	}
-	off := ti.len()
-	for origin, last := range s.origins.vector() {
+	off := ti.Len()
+	for origin, last := range s.origins.Vector() {
 		d := done[origin]
 		if d >= last {
 			continue
 		}
-		pos, ok := s.origins.get(origin, d+1)
+		pos, ok := s.origins.Get(origin, d+1)
 		if !ok {
-			return ti.first()
+			return ti.First()
 		}
-		o, err := searchPos(ti.arr, pos)
+		o, err := ti.SearchPos(pos)
 		if err != nil {
-			return ti.first()
+			return ti.First()
 		}
 		off = min(off, o)
 	}

@@ -10,6 +10,10 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/internal/segment"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // crash abandons the store the way a killed process does: no flush, no
@@ -20,10 +24,10 @@ func (s *Store) crash() {
 	s.wg.Wait()
 	s.notify.notify()
 	s.cursors.close()
-	s.origins.close()
-	s.topics.close()
-	s.seglog.close()
-	s.meta.close()
+	s.origins.Close()
+	s.topics.Close()
+	s.seglog.Close()
+	s.meta.Close()
 	s.lock.Close()
 }
 
@@ -42,7 +46,7 @@ func writeRecords(t testing.TB, s *Store, n, size int) []int64 {
 	t.Helper()
 	var pos []int64
 	for i := 0; i < n; i++ {
-		m := Message{Topic: "t", Key: fmt.Sprint(i), Value: value(i, size)}
+		m := record.Message{Topic: "t", Key: fmt.Sprint(i), Value: value(i, size)}
 		res, err := s.Publish(&m)
 		if err != nil {
 			t.Fatalf("publish %d: %v", i, err)
@@ -54,11 +58,11 @@ func writeRecords(t testing.TB, s *Store, n, size int) []int64 {
 
 // readAll returns every record of the log, in order, checking that the
 // sequence is gap-free from 1.
-func readAll(t testing.TB, s *Store) []Record {
+func readAll(t testing.TB, s *Store) []record.Record {
 	t.Helper()
-	var out []Record
-	for pos := s.seglog.oldest.Load(); pos < s.seglog.end.Load(); {
-		next, err := s.seglog.read(pos, func(r Record) error {
+	var out []record.Record
+	for pos := s.seglog.Oldest(); pos < s.seglog.End(); {
+		next, err := s.seglog.Read(pos, func(r record.Record) error {
 			out = append(out, r.Clone())
 			return nil
 		})
@@ -77,8 +81,7 @@ func readAll(t testing.TB, s *Store) []Record {
 
 // segmentFile returns the path of the segment holding pos.
 func segmentFile(s *Store, pos int64) (string, int64) {
-	base := pos - pos%s.seglog.segSize
-	return filepath.Join(s.dir, logDirName, segmentName(base)), pos - base
+	return s.seglog.SegmentPath(pos), pos % s.seglog.SegmentSize()
 }
 
 func TestRecovery(t *testing.T) {
@@ -92,17 +95,17 @@ func TestRecovery(t *testing.T) {
 		{"clean crash", func(t *testing.T, s *Store, pos []int64) (int, bool) { return n, false }},
 		{"flipped byte mid-log", func(t *testing.T, s *Store, pos []int64) (int, bool) {
 			path, off := segmentFile(s, pos[150])
-			flip(t, path, off+HeaderSize+10)
+			flip(t, path, off+record.HeaderSize+10)
 			return 150, true
 		}},
 		{"torn last record", func(t *testing.T, s *Store, pos []int64) (int, bool) {
 			path, off := segmentFile(s, pos[n-1])
-			zero(t, path, off+HeaderSize+size/2, size/2)
+			zero(t, path, off+record.HeaderSize+size/2, size/2)
 			return n - 1, true
 		}},
 		{"garbage after the end", func(t *testing.T, s *Store, pos []int64) (int, bool) {
 			path, off := segmentFile(s, pos[n-1])
-			write(t, path, off+int64(Padded(HeaderSize+len("t")+3+size)), []byte("garbage!garbage!"))
+			write(t, path, off+int64(record.Padded(record.HeaderSize+len("t")+3+size)), []byte("garbage!garbage!"))
 			return n, true
 		}},
 		{"hole in the middle", func(t *testing.T, s *Store, pos []int64) (int, bool) {
@@ -116,7 +119,7 @@ func TestRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 			first := 200
-			for first > 0 && pos[first-1]/s.seglog.segSize == pos[200]/s.seglog.segSize {
+			for first > 0 && pos[first-1]/s.seglog.SegmentSize() == pos[200]/s.seglog.SegmentSize() {
 				first--
 			}
 			return first, false
@@ -157,7 +160,7 @@ func TestRecovery(t *testing.T) {
 			}
 			// Appending goes on from the truncation point, and what was
 			// cut off never comes back, also after another crash.
-			more := Message{Topic: "t", Key: "after", Value: []byte("after")}
+			more := record.Message{Topic: "t", Key: "after", Value: []byte("after")}
 			res, err := s.Publish(&more)
 			if err != nil || res.Seq != uint64(keep+1) {
 				t.Fatalf("publish after recovery: %+v %v, want seq %d", res, err, keep+1)
@@ -248,7 +251,7 @@ func FuzzRecovery(f *testing.F) {
 				t.Fatalf("record %d is not what was written", i)
 			}
 		}
-		m := Message{Topic: "t", Key: "next", Value: []byte("x")}
+		m := record.Message{Topic: "t", Key: "next", Value: []byte("x")}
 		res, err := s.Publish(&m)
 		if err != nil || res.Seq != uint64(len(recs)+1) {
 			t.Fatalf("publish after recovery: %+v %v", res, err)
@@ -273,10 +276,10 @@ func TestFaultInjection(t *testing.T) {
 	}
 	t.Run("sync fails", func(t *testing.T) {
 		h := fail("sync")
-		faultHook.Store(&h)
-		m := Message{Topic: "t", Key: "k", Value: []byte("v")}
+		fsys.FaultHook.Store(&h)
+		m := record.Message{Topic: "t", Key: "k", Value: []byte("v")}
 		_, err := s.Publish(&m)
-		faultHook.Store(nil)
+		fsys.FaultHook.Store(nil)
 		if !errors.Is(err, ErrIO) {
 			t.Fatalf("publish under a failing sync: %v, want ErrIO", err)
 		}
@@ -292,14 +295,14 @@ func TestFaultInjection(t *testing.T) {
 	})
 	t.Run("allocation fails", func(t *testing.T) {
 		h := fail("allocate")
-		faultHook.Store(&h)
-		defer faultHook.Store(nil)
+		fsys.FaultHook.Store(&h)
+		defer fsys.FaultHook.Store(nil)
 		before := s.Stats().WritePos
 		// Fill the current segment and the prepared one, so that the
 		// writer must make a segment under the fault.
 		var err error
 		for i := 0; i < 400 && err == nil; i++ {
-			m := Message{Topic: "t", Key: "fill", Value: value(i, 1000)}
+			m := record.Message{Topic: "t", Key: "fill", Value: value(i, 1000)}
 			_, err = s.Publish(&m)
 		}
 		if !errors.Is(err, ErrIO) && !errors.Is(err, ErrDiskFull) {
@@ -308,8 +311,8 @@ func TestFaultInjection(t *testing.T) {
 		if s.Stats().WritePos <= before {
 			t.Fatal("nothing was written before the fault")
 		}
-		faultHook.Store(nil)
-		m := Message{Topic: "t", Key: "fill", Value: []byte("ok")}
+		fsys.FaultHook.Store(nil)
+		m := record.Message{Topic: "t", Key: "fill", Value: []byte("ok")}
 		if _, err := s.Publish(&m); err != nil {
 			t.Fatalf("publish after the fault cleared: %v", err)
 		}
@@ -374,17 +377,17 @@ func TestNewOriginAfterReboot(t *testing.T) {
 	s.crash()
 
 	// Pretend the machine rebooted: another boot ID in the metafile.
-	m, _, err := openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
+	m, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := m.bootID()
+	id := m.BootID()
 	id[0] ^= 0xff
-	m.setBootID(id)
-	if err := m.sync(); err != nil {
+	m.SetBootID(id)
+	if err := m.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	m.close()
+	m.Close()
 	s = openTest(t, o)
 	second := s.Origin()
 	if second == first {
@@ -393,7 +396,7 @@ func TestNewOriginAfterReboot(t *testing.T) {
 	if got := s.LastSeq(first); got != 10 {
 		t.Fatalf("the old origin's records: last seq %d, want 10", got)
 	}
-	m1 := Message{Topic: "t", Key: "new", Value: []byte("x")}
+	m1 := record.Message{Topic: "t", Key: "new", Value: []byte("x")}
 	res, err := s.Publish(&m1)
 	if err != nil || res.Origin != second || res.Seq != 1 {
 		t.Fatalf("first publish as the new origin: %+v %v", res, err)
@@ -405,17 +408,17 @@ func TestNewOriginAfterReboot(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m, _, err = openMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
+	m, _, err = segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id = m.bootID()
+	id = m.BootID()
 	id[0] ^= 0xff
-	m.setBootID(id)
-	if err := m.sync(); err != nil {
+	m.SetBootID(id)
+	if err := m.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	m.close()
+	m.Close()
 	s = openTest(t, o)
 	defer s.Close()
 	if s.Origin() != second {

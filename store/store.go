@@ -14,6 +14,12 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/internal/index"
+	"github.com/cachecast/cachecast/store/internal/segment"
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
 )
 
 // Store is a node's durable log with its indexes, its key/value view and
@@ -29,13 +35,13 @@ type Store struct {
 	dir  string
 
 	lock    *os.File
-	meta    *meta
-	seglog  *segLog
-	topics  *topicIndexes
-	origins *originIndexes
-	view    *View
+	meta    *segment.Meta
+	seglog  *segment.Log
+	topics  *index.Topics
+	origins *index.Origins
+	view    *view.View
 	cursors *cursors
-	clock   *Clock
+	clock   *record.Clock
 	guard   clockGuard // remote stamps ahead of the local clock
 	origin  uint64
 
@@ -92,13 +98,13 @@ func Open(opts Options) (*Store, error) {
 		log = zap.NewNop()
 	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
-		return nil, fileError("mkdir", opts.Dir, err)
+		return nil, fsys.FileError("mkdir", opts.Dir, err)
 	}
 	s := &Store{
 		opts:         opts,
 		log:          log,
 		dir:          opts.Dir,
-		clock:        NewClock(opts.Now),
+		clock:        record.NewClock(opts.Now),
 		guard:        clockGuard{max: opts.MaxClockOffset, origins: map[uint64]*originClock{}},
 		flushKick:    make(chan struct{}, 1),
 		snapshotKick: make(chan struct{}, 1),
@@ -121,22 +127,22 @@ func (s *Store) open() error {
 		return err
 	}
 	var fresh bool
-	if s.meta, fresh, err = openMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, time.Now().Unix(), s.log); err != nil {
+	if s.meta, fresh, err = segment.OpenMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, time.Now().Unix(), s.log); err != nil {
 		return err
 	}
-	if !fresh && s.meta.segSize != s.opts.SegmentSize {
+	if !fresh && s.meta.SegmentSize() != s.opts.SegmentSize {
 		s.log.Warn("keeping the segment size the directory was made with",
-			zap.Int64("segment-size", s.meta.segSize), zap.Int64("asked", s.opts.SegmentSize))
+			zap.Int64("segment-size", s.meta.SegmentSize()), zap.Int64("asked", s.opts.SegmentSize))
 	}
 	if err := s.checkRestart(fresh); err != nil {
 		return err
 	}
-	s.origin = s.meta.get(metaOffOrigin)
-	s.meta.put(metaOffCapacity, uint64(s.opts.RetentionBytes))
-	if s.seglog, err = openLog(filepath.Join(s.dir, logDirName), s.meta, s.opts.MaxMappedSegments, s.log); err != nil {
+	s.origin = s.meta.Get(segment.OffOrigin)
+	s.meta.Put(segment.OffCapacity, uint64(s.opts.RetentionBytes))
+	if s.seglog, err = segment.Open(filepath.Join(s.dir, logDirName), s.meta, s.opts.MaxMappedSegments, s.log); err != nil {
 		return err
 	}
-	end := s.seglog.end.Load()
+	end := s.seglog.End()
 	if err = s.openIndexes(); errors.Is(err, ErrCorrupt) {
 		// The indexes are derived data: set the damaged ones aside and
 		// rebuild them from the log.
@@ -145,22 +151,22 @@ func (s *Store) open() error {
 		s.log.Error("indexes damaged, rebuilding them from the log", zap.String("moved-to", aside), zap.Error(err))
 		s.closeIndexes()
 		if rerr := os.Rename(idir, aside); rerr != nil {
-			return fileError("rename", idir, rerr)
+			return fsys.FileError("rename", idir, rerr)
 		}
-		s.meta.put(metaOffIndexed, 0)
+		s.meta.Put(segment.OffIndexed, 0)
 		err = s.openIndexes()
 	}
 	if err != nil {
 		return err
 	}
-	if err = s.topics.truncate(end); err != nil {
+	if err = s.topics.Truncate(end); err != nil {
 		return err
 	}
-	if err = s.origins.truncate(end); err != nil {
+	if err = s.origins.Truncate(end); err != nil {
 		return err
 	}
 	// A snapshot being written when the process died is never read.
-	if tmps, _ := filepath.Glob(filepath.Join(s.dir, snapshotName+"*"+tmpSuffix)); len(tmps) > 0 {
+	if tmps, _ := filepath.Glob(filepath.Join(s.dir, snapshotName+"*"+fsys.TmpSuffix)); len(tmps) > 0 {
 		for _, tmp := range tmps {
 			os.Remove(tmp)
 		}
@@ -171,15 +177,15 @@ func (s *Store) open() error {
 	if err = s.replay(); err != nil {
 		return err
 	}
-	s.nextSeq = s.origins.last(s.origin) + 1
-	s.clock.Floor(s.meta.get(metaOffLastHLC))
+	s.nextSeq = s.origins.Last(s.origin) + 1
+	s.clock.Floor(s.meta.Get(segment.OffLastHLC))
 	if s.cursors, err = openCursors(filepath.Join(s.dir, cursorsName), s.log); err != nil {
 		return err
 	}
 	s.cursors.max, s.cursors.perOwner = s.opts.MaxCursors, s.opts.MaxCursorsPerOwner
 	s.log.Info("store open",
 		zap.String("dir", s.dir), zap.String("origin", fmt.Sprintf("%016x", s.origin)),
-		zap.Int64("oldest", s.seglog.oldest.Load()), zap.Int64("end", end),
+		zap.Int64("oldest", s.seglog.Oldest()), zap.Int64("end", end),
 		zap.Int64("snapshot-covers", s.snapCovers.Load()), zap.Int("keys", s.view.Len()))
 	return nil
 }
@@ -187,10 +193,10 @@ func (s *Store) open() error {
 func (s *Store) openIndexes() error {
 	idir := filepath.Join(s.dir, indexDirName)
 	var err error
-	if s.topics, err = openTopicIndexes(filepath.Join(idir, "topic"), s.opts.IndexChunkEntries, 8, s.log); err != nil {
+	if s.topics, err = index.OpenTopics(filepath.Join(idir, "topic"), s.opts.IndexChunkEntries, 8, s.log); err != nil {
 		return err
 	}
-	s.origins, err = openOriginIndexes(filepath.Join(idir, "origin"), s.opts.IndexChunkEntries, 8, s.log)
+	s.origins, err = index.OpenOrigins(filepath.Join(idir, "origin"), s.opts.IndexChunkEntries, 8, s.log)
 	return err
 }
 
@@ -198,10 +204,10 @@ func (s *Store) openIndexes() error {
 // answers ErrClosed or nothing), so that Stats after Close is safe.
 func (s *Store) closeIndexes() {
 	if s.topics != nil {
-		s.topics.close()
+		s.topics.Close()
 	}
 	if s.origins != nil {
-		s.origins.close()
+		s.origins.Close()
 	}
 }
 
@@ -215,35 +221,35 @@ func (s *Store) closeIndexes() {
 // (the process was killed, the machine was not), the page cache kept
 // every write and the origin stays.
 func (s *Store) checkRestart(fresh bool) error {
-	cur, ok := bootID()
-	last := s.meta.bootID()
-	if !fresh && s.meta.get(metaOffOpen) != 0 && (!ok || cur != last) {
-		origin, err := newOrigin()
+	cur, ok := segment.KernelBootID()
+	last := s.meta.BootID()
+	if !fresh && s.meta.Get(segment.OffOpen) != 0 && (!ok || cur != last) {
+		origin, err := segment.NewOrigin()
 		if err != nil {
 			return err
 		}
 		s.log.Warn("the store was not closed before the machine restarted: continuing as a new origin, so that no (origin, seq) is reused for another message",
-			zap.String("old-origin", fmt.Sprintf("%016x", s.meta.get(metaOffOrigin))),
+			zap.String("old-origin", fmt.Sprintf("%016x", s.meta.Get(segment.OffOrigin))),
 			zap.String("origin", fmt.Sprintf("%016x", origin)))
-		s.meta.put(metaOffOrigin, origin)
+		s.meta.Put(segment.OffOrigin, origin)
 	}
-	s.meta.setBootID(cur)
-	s.meta.put(metaOffOpen, 1)
-	return s.meta.sync()
+	s.meta.SetBootID(cur)
+	s.meta.Put(segment.OffOpen, 1)
+	return s.meta.Sync()
 }
 
 // lockDir takes an exclusive, non-blocking flock on path.
 func lockDir(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, fileError("open", path, err)
+		return nil, fsys.FileError("open", path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: %s is locked by another process", ErrLocked, filepath.Dir(path))
 		}
-		return nil, fileError("flock", path, err)
+		return nil, fsys.FileError("flock", path, err)
 	}
 	return f, nil
 }
@@ -252,8 +258,8 @@ func lockDir(path string) (*os.File, error) {
 // needs its snapshot: without it the view would silently miss keys.
 func (s *Store) loadView() error {
 	path := filepath.Join(s.dir, snapshotName)
-	oldest := s.seglog.oldest.Load()
-	v, covers, _, err := readSnapshot(path)
+	oldest := s.seglog.Oldest()
+	v, covers, _, err := view.ReadSnapshot(path)
 	switch {
 	case err == nil:
 		if covers < oldest {
@@ -263,7 +269,7 @@ func (s *Store) loadView() error {
 		s.snapCovers.Store(covers)
 		return nil
 	case errors.Is(err, os.ErrNotExist) && oldest == 0:
-		s.view = newView()
+		s.view = view.New()
 		return nil
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w: snapshot %s is missing and the log was recycled up to %d; the view cannot be rebuilt", ErrCorrupt, path, oldest)
@@ -276,15 +282,15 @@ func (s *Store) loadView() error {
 // indexes are re-fed from the metafile's indexed mark (below it every
 // entry was synced); entries they hold already are skipped.
 func (s *Store) replay() error {
-	indexed := min(int64(s.meta.get(metaOffIndexed)), s.topics.lastPos()+1, s.origins.lastPos()+1)
+	indexed := min(int64(s.meta.Get(segment.OffIndexed)), s.topics.LastPos()+1, s.origins.LastPos()+1)
 	covers := s.snapCovers.Load()
-	from := max(min(indexed, covers), s.seglog.oldest.Load())
-	from -= from % recordAlign
-	end := s.seglog.end.Load()
+	from := max(min(indexed, covers), s.seglog.Oldest())
+	from -= from % record.Align
+	end := s.seglog.End()
 	var n int
 	start := time.Now()
 	for pos := from; pos < end; {
-		next, err := s.seglog.read(pos, func(r Record) error {
+		next, err := s.seglog.Read(pos, func(r record.Record) error {
 			if pos >= indexed {
 				if err := s.index(r, pos); err != nil && !errors.Is(err, ErrDuplicate) {
 					return fmt.Errorf("store: rebuilding the indexes at %d: %w", pos, err)
@@ -314,7 +320,7 @@ func (s *Store) Origin() uint64 { return s.origin }
 
 // Result is the outcome of one append.
 type Result struct {
-	Stamp
+	record.Stamp
 	// Pos is the record's position in this node's log.
 	Pos int64
 	// Durable is true when a flush covers the record (always, on success,
@@ -325,7 +331,7 @@ type Result struct {
 // Publish stamps m with this node's origin, its next sequence number and
 // the clock, appends it, indexes it and applies it to the view. Under
 // FlushSync it returns once the record is durable.
-func (s *Store) Publish(m *Message) (Result, error) {
+func (s *Store) Publish(m *record.Message) (Result, error) {
 	var r Result
 	if err := s.publish(std1(m), std1r(&r)); err != nil {
 		return Result{}, err
@@ -335,11 +341,11 @@ func (s *Store) Publish(m *Message) (Result, error) {
 
 // std1 views one message as a batch without allocating a slice header on
 // the heap for the common case.
-func std1(m *Message) []Message { return unsafe.Slice(m, 1) }
+func std1(m *record.Message) []record.Message { return unsafe.Slice(m, 1) }
 
 // PublishBatch publishes the messages as one unit: all are appended or
 // none is.
-func (s *Store) PublishBatch(ms []Message) ([]Result, error) {
+func (s *Store) PublishBatch(ms []record.Message) ([]Result, error) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
@@ -351,7 +357,7 @@ func (s *Store) PublishBatch(ms []Message) ([]Result, error) {
 }
 
 // publish appends ms and fills results, which has the same length.
-func (s *Store) publish(ms []Message, results []Result) error {
+func (s *Store) publish(ms []record.Message, results []Result) error {
 	for i := range ms {
 		if err := ms[i].Validate(); err != nil {
 			return err
@@ -362,20 +368,20 @@ func (s *Store) publish(ms []Message, results []Result) error {
 		s.wmu.Unlock()
 		return ErrClosed
 	}
-	start := s.seglog.wpos
-	err := guardFaultDoing("writing", "the log", func() error {
+	start := s.seglog.WritePos()
+	err := fsys.GuardDoing("writing", "the log", func() error {
 		for i := range ms {
 			m := &ms[i]
 			if err := s.makeRoom(m.EncodedSize()); err != nil {
 				return err
 			}
-			buf, pos, err := s.seglog.reserve(m.EncodedSize())
+			buf, pos, err := s.seglog.Reserve(m.EncodedSize())
 			if err != nil {
 				return err
 			}
-			st := Stamp{Origin: s.origin, Seq: s.nextSeq + uint64(i), HLC: s.clock.Now()}
-			EncodeRecord(buf, m, st)
-			if err := s.index(Record(buf), pos); err != nil {
+			st := record.Stamp{Origin: s.origin, Seq: s.nextSeq + uint64(i), HLC: s.clock.Now()}
+			record.Encode(buf, m, st)
+			if err := s.index(record.Record(buf), pos); err != nil {
 				return err
 			}
 			results[i] = Result{Stamp: st, Pos: pos}
@@ -389,7 +395,7 @@ func (s *Store) publish(ms []Message, results []Result) error {
 		return err
 	}
 	s.nextSeq += uint64(len(ms))
-	s.seglog.commit()
+	s.seglog.Commit()
 	for i := range ms {
 		// Applied after the commit so that the view never shows what a
 		// reader of the log cannot find.
@@ -397,7 +403,7 @@ func (s *Store) publish(ms []Message, results []Result) error {
 			s.applyAt(results[i].Pos)
 		}
 	}
-	end := s.seglog.end.Load()
+	end := s.seglog.End()
 	s.afterWrite()
 	s.ownNotify.notify()
 	s.wmu.Unlock()
@@ -411,11 +417,11 @@ func (s *Store) publish(ms []Message, results []Result) error {
 // too far ahead of the local clock (see "Clocks" in the package doc), and
 // otherwise appends its bytes unchanged.
 func (s *Store) AppendRecord(raw []byte) (Result, error) {
-	r, err := DecodeRecord(raw)
+	r, err := record.Decode(raw)
 	if err != nil {
 		return Result{}, err
 	}
-	if r == nil || len(r) != len(raw) && len(raw) != Padded(len(r)) {
+	if r == nil || len(r) != len(raw) && len(raw) != record.Padded(len(r)) {
 		return Result{}, fmt.Errorf("%w: record of %d bytes in %d", ErrInvalid, len(r), len(raw))
 	}
 	s.wmu.Lock()
@@ -423,7 +429,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 		s.wmu.Unlock()
 		return Result{}, ErrClosed
 	}
-	last := s.origins.last(r.Origin())
+	last := s.origins.Last(r.Origin())
 	expect := max(last, s.heldTail(r.Origin())) + 1
 	switch {
 	case r.Seq() <= last:
@@ -459,19 +465,19 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 // appendRemote appends a checked record of another node (or one of this
 // node's, back from a peer) and applies it; end is the log's end after
 // it, for waitDurable. Called under the write lock.
-func (s *Store) appendRemote(r Record) (res Result, end int64, err error) {
-	start := s.seglog.wpos
-	err = guardFaultDoing("writing", "the log", func() error {
+func (s *Store) appendRemote(r record.Record) (res Result, end int64, err error) {
+	start := s.seglog.WritePos()
+	err = fsys.GuardDoing("writing", "the log", func() error {
 		if err := s.makeRoom(len(r)); err != nil {
 			return err
 		}
-		buf, pos, err := s.seglog.reserve(len(r))
+		buf, pos, err := s.seglog.Reserve(len(r))
 		if err != nil {
 			return err
 		}
 		copy(buf, r)
 		res = Result{Stamp: r.Stamp(), Pos: pos}
-		return s.index(Record(buf), pos)
+		return s.index(record.Record(buf), pos)
 	})
 	if err != nil {
 		s.failed(err)
@@ -485,11 +491,11 @@ func (s *Store) appendRemote(r Record) (res Result, end int64, err error) {
 		s.nextSeq = r.Seq() + 1
 		defer s.ownNotify.notify()
 	}
-	s.seglog.commit()
+	s.seglog.Commit()
 	if len(r.Key()) > 0 {
 		s.applyAt(res.Pos)
 	}
-	end = s.seglog.end.Load()
+	end = s.seglog.End()
 	s.afterWrite()
 	return res, end, nil
 }
@@ -527,12 +533,12 @@ func (s *Store) DiskFull() error {
 }
 
 // index adds the record at pos to the topic and origin indexes.
-func (s *Store) index(r Record, pos int64) error {
-	_, terr := s.topics.append(r.Topic(), IndexEntry{Pos: pos, Size: uint32(len(r)), TagHash: TagHash(r.Tag()), HLC: r.HLC()})
+func (s *Store) index(r record.Record, pos int64) error {
+	_, terr := s.topics.Append(r.Topic(), index.Entry{Pos: pos, Size: uint32(len(r)), TagHash: record.TagHash(r.Tag()), HLC: r.HLC()})
 	if terr != nil && !errors.Is(terr, ErrDuplicate) {
 		return terr
 	}
-	if err := s.origins.put(r.Origin(), r.Seq(), pos); err != nil {
+	if err := s.origins.Put(r.Origin(), r.Seq(), pos); err != nil {
 		return err
 	}
 	return terr
@@ -541,20 +547,20 @@ func (s *Store) index(r Record, pos int64) error {
 // undo drops a failed write: the log's bytes after start and the index
 // entries that point at them.
 func (s *Store) undo(start int64) {
-	if err := s.topics.truncate(start); err != nil {
+	if err := s.topics.Truncate(start); err != nil {
 		s.broken(&s.undoFailures, fmt.Errorf("undoing the topic index entries from %d: %w", start, err))
 	}
-	if err := s.origins.truncate(start); err != nil {
+	if err := s.origins.Truncate(start); err != nil {
 		s.broken(&s.undoFailures, fmt.Errorf("undoing the origin index entries from %d: %w", start, err))
 	}
-	if err := s.seglog.rollback(start); err != nil {
+	if err := s.seglog.Rollback(start); err != nil {
 		s.broken(&s.undoFailures, fmt.Errorf("undoing the log write from %d: %w", start, err))
 	}
 }
 
 // applyAt applies the committed record at pos to the view.
 func (s *Store) applyAt(pos int64) {
-	if _, err := s.seglog.read(pos, func(r Record) error {
+	if _, err := s.seglog.Read(pos, func(r record.Record) error {
 		s.view.Apply(r)
 		return nil
 	}); err != nil {
@@ -577,13 +583,13 @@ func (s *Store) afterWrite() {
 	if s.fullErr.Load() != nil {
 		s.fullErr.Store(nil) // a write passed: there is room again
 	}
-	s.meta.put(metaOffLastHLC, s.clock.Last())
+	s.meta.Put(segment.OffLastHLC, s.clock.Last())
 	s.notify.notify()
 	if s.pendingAt.Load() == 0 {
 		s.pendingAt.Store(time.Now().UnixNano())
 	}
-	end := s.seglog.end.Load()
-	if s.opts.Flush == FlushAsync && s.opts.FlushBytes > 0 && end-s.seglog.flushed.Load() >= s.opts.FlushBytes {
+	end := s.seglog.End()
+	if s.opts.Flush == FlushAsync && s.opts.FlushBytes > 0 && end-s.seglog.Flushed() >= s.opts.FlushBytes {
 		s.kickFlush()
 	}
 	if end-s.snapCovers.Load() >= s.snapshotBytes() {
@@ -596,10 +602,10 @@ func (s *Store) afterWrite() {
 func (s *Store) waitDurable(end int64, results []Result) error {
 	if s.opts.Flush == FlushSync {
 		s.fmu.Lock()
-		for s.seglog.flushed.Load() < end && !s.closed.Load() {
+		for s.seglog.Flushed() < end && !s.closed.Load() {
 			s.kickFlush()
 			s.fcond.Wait()
-			if s.flushErr != nil && s.seglog.flushed.Load() < end {
+			if s.flushErr != nil && s.seglog.Flushed() < end {
 				err := s.flushErr
 				s.fmu.Unlock()
 				return fmt.Errorf("stored but not flushed: %w", err)
@@ -607,7 +613,7 @@ func (s *Store) waitDurable(end int64, results []Result) error {
 		}
 		s.fmu.Unlock()
 	}
-	durable := s.seglog.flushed.Load() >= end
+	durable := s.seglog.Flushed() >= end
 	for i := range results {
 		results[i].Durable = durable
 	}
@@ -630,25 +636,25 @@ func (s *Store) makeRoom(size int) error {
 	if limit == 0 {
 		return nil
 	}
-	need := s.seglog.wpos + int64(Padded(size)) - s.seglog.oldest.Load()
-	if s.seglog.wpos%s.seglog.segSize+int64(Padded(size)) > s.seglog.segSize {
-		need += s.seglog.segSize - s.seglog.wpos%s.seglog.segSize // the skipped tail
+	need := s.seglog.WritePos() + int64(record.Padded(size)) - s.seglog.Oldest()
+	if s.seglog.WritePos()%s.seglog.SegmentSize()+int64(record.Padded(size)) > s.seglog.SegmentSize() {
+		need += s.seglog.SegmentSize() - s.seglog.WritePos()%s.seglog.SegmentSize() // the skipped tail
 	}
 	if need <= limit {
 		return nil
 	}
 	if s.opts.WhenFull == FullRefuse {
-		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d (--when-full refuse)", ErrFull, need-int64(Padded(size)), limit)
+		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d (--when-full refuse)", ErrFull, need-int64(record.Padded(size)), limit)
 	}
-	upTo := s.seglog.wpos + int64(Padded(size)) + s.seglog.segSize - limit
+	upTo := s.seglog.WritePos() + int64(record.Padded(size)) + s.seglog.SegmentSize() - limit
 	floor, holder := s.retainFloor()
 	if _, err := s.recycleTo(min(upTo, floor)); err != nil {
 		return err
 	}
-	if s.seglog.wpos+int64(Padded(size))-s.seglog.oldest.Load() > limit {
+	if s.seglog.WritePos()+int64(record.Padded(size))-s.seglog.Oldest() > limit {
 		s.kickSnapshot()
 		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d, and the oldest segment is still needed by %s",
-			ErrFull, s.seglog.wpos-s.seglog.oldest.Load(), limit, holderText(holder, s.snapCovers.Load()))
+			ErrFull, s.seglog.WritePos()-s.seglog.Oldest(), limit, holderText(holder, s.snapCovers.Load()))
 	}
 	return nil
 }
@@ -673,11 +679,11 @@ func holderText(c *cursorEntry, snapCovers int64) string {
 func (s *Store) retainFloor() (floor int64, holder *cursorEntry) {
 	floor = s.snapCovers.Load()
 	for _, c := range s.cursors.list() {
-		ti := s.topics.get(c.Topic)
+		ti := s.topics.Get(c.Topic)
 		if ti == nil {
 			continue
 		}
-		e, err := ti.entry(c.Offset)
+		e, err := ti.Entry(c.Offset)
 		if err == nil && e.Pos < floor {
 			floor, holder = e.Pos, &c
 		}
@@ -688,14 +694,14 @@ func (s *Store) retainFloor() (floor int64, holder *cursorEntry) {
 // recycleTo retires the segments wholly before upTo and the index chunks
 // that only point into them. Called under the write lock.
 func (s *Store) recycleTo(upTo int64) (int64, error) {
-	before := s.seglog.oldest.Load()
-	oldest, err := s.seglog.recycle(upTo)
+	before := s.seglog.Oldest()
+	oldest, err := s.seglog.Recycle(upTo)
 	if oldest > before {
 		s.log.Info("recycled log segments", zap.Int64("from", before), zap.Int64("to", oldest))
-		if err := s.topics.dropBefore(oldest); err != nil {
+		if err := s.topics.DropBefore(oldest); err != nil {
 			s.log.Warn("dropping topic index chunks failed", zap.Error(err))
 		}
-		if err := s.origins.dropBefore(oldest); err != nil {
+		if err := s.origins.DropBefore(oldest); err != nil {
 			s.log.Warn("dropping origin index chunks failed", zap.Error(err))
 		}
 	}
@@ -703,7 +709,7 @@ func (s *Store) recycleTo(upTo int64) (int64, error) {
 }
 
 // Get returns the live value of (topic, key).
-func (s *Store) Get(topic, key string) (Entry, bool) { return s.view.Get(topic, key) }
+func (s *Store) Get(topic, key string) (view.Entry, bool) { return s.view.Get(topic, key) }
 
 // Keys lists live keys of a topic in order, after the given key, with the
 // given prefix, at most limit of them.
@@ -713,20 +719,20 @@ func (s *Store) Keys(topic, prefix, after string, limit int) []string {
 
 // Topics lists every topic this node holds, with its live keys and the
 // number of messages its index has seen.
-func (s *Store) Topics() []TopicInfo {
-	byName := map[string]TopicInfo{}
+func (s *Store) Topics() []view.TopicInfo {
+	byName := map[string]view.TopicInfo{}
 	for _, t := range s.view.Topics() {
 		byName[t.Name] = t
 	}
-	for _, name := range s.topics.topics() {
+	for _, name := range s.topics.Names() {
 		t := byName[name]
 		t.Name = name
-		if ti := s.topics.get(name); ti != nil {
-			t.Messages = ti.len()
+		if ti := s.topics.Get(name); ti != nil {
+			t.Messages = ti.Len()
 		}
 		byName[name] = t
 	}
-	out := make([]TopicInfo, 0, len(byName))
+	out := make([]view.TopicInfo, 0, len(byName))
 	for _, t := range byName {
 		out = append(out, t)
 	}
@@ -756,8 +762,8 @@ type Stats struct {
 
 // Stats returns the store's current figures.
 func (s *Store) Stats() Stats {
-	segs, mapped := s.seglog.counts()
-	end, oldest := s.seglog.end.Load(), s.seglog.oldest.Load()
+	segs, mapped := s.seglog.Counts()
+	end, oldest := s.seglog.End(), s.seglog.Oldest()
 	return Stats{
 		Origin:         s.origin,
 		Flush:          s.opts.Flush,
@@ -765,7 +771,7 @@ func (s *Store) Stats() Stats {
 		MappedSegments: mapped,
 		LogBytes:       end - oldest,
 		WritePos:       end,
-		FlushedPos:     s.seglog.flushed.Load(),
+		FlushedPos:     s.seglog.Flushed(),
 		OldestPos:      oldest,
 		SnapshotPos:    s.snapCovers.Load(),
 		Records:        s.retainedRecords(),
@@ -779,9 +785,9 @@ func (s *Store) Stats() Stats {
 // retainedRecords counts the records the topic indexes still reach.
 func (s *Store) retainedRecords() uint64 {
 	var n uint64
-	for _, name := range s.topics.topics() {
-		if ti := s.topics.get(name); ti != nil {
-			n += ti.len() - ti.first()
+	for _, name := range s.topics.Names() {
+		if ti := s.topics.Get(name); ti != nil {
+			n += ti.Len() - ti.First()
 		}
 	}
 	return n
@@ -827,13 +833,13 @@ func (s *Store) Flush() error {
 
 // flush syncs the log to its current end and wakes waiting writers.
 func (s *Store) flush() error {
-	to := s.seglog.end.Load()
+	to := s.seglog.End()
 	start := time.Now()
-	if to > s.seglog.flushed.Load() {
+	if to > s.seglog.Flushed() {
 		s.pendingAt.Store(0)
 	}
-	flushed := to > s.seglog.flushed.Load()
-	err := s.seglog.syncTo(to)
+	flushed := to > s.seglog.Flushed()
+	err := s.seglog.SyncTo(to)
 	took := time.Since(start)
 	s.lastFlush.Store(int64(took))
 	if s.opts.OnFlush != nil && err == nil && flushed {
@@ -878,7 +884,7 @@ func (s *Store) flushLoop() {
 		}
 		s.releaseDue()
 		s.flush()
-		if err := s.meta.sync(); err != nil {
+		if err := s.meta.Sync(); err != nil {
 			s.log.Warn("syncing the metafile failed", zap.Error(err))
 		}
 		if time.Since(lastHousekeeping) < time.Second {
@@ -892,16 +898,16 @@ func (s *Store) flushLoop() {
 // syncIndexes syncs both indexes and then records in the metafile how far
 // they are durable.
 func (s *Store) syncIndexes() error {
-	upTo := s.seglog.end.Load()
-	if err := s.topics.sync(); err != nil {
+	upTo := s.seglog.End()
+	if err := s.topics.Sync(); err != nil {
 		s.log.Warn("syncing topic indexes failed", zap.Error(err))
 		return err
 	}
-	if err := s.origins.sync(); err != nil {
+	if err := s.origins.Sync(); err != nil {
 		s.log.Warn("syncing origin indexes failed", zap.Error(err))
 		return err
 	}
-	s.meta.put(metaOffIndexed, uint64(upTo))
+	s.meta.Put(segment.OffIndexed, uint64(upTo))
 	return nil
 }
 
@@ -928,7 +934,7 @@ func (s *Store) housekeeping() {
 	if err := s.cursors.sync(); err != nil {
 		s.log.Warn("syncing cursors failed", zap.Error(err))
 	}
-	grown := s.seglog.end.Load() - s.snapCovers.Load()
+	grown := s.seglog.End() - s.snapCovers.Load()
 	if grown > 0 && time.Since(s.lastSnapshotTime()) > s.opts.SnapshotInterval {
 		s.kickSnapshot()
 	}
@@ -959,11 +965,11 @@ func (s *Store) lastSnapshotTime() time.Time {
 func (s *Store) retireAged() {
 	cutoff := time.Now().Add(-s.opts.RetentionAge)
 	var upTo int64 = -1
-	for _, seg := range s.seglog.sealedSegments() {
-		if seg.written.After(cutoff) {
+	for _, seg := range s.seglog.Sealed() {
+		if seg.Written.After(cutoff) {
 			break
 		}
-		upTo = seg.base + s.seglog.segSize
+		upTo = seg.Base + s.seglog.SegmentSize()
 	}
 	if upTo < 0 {
 		return
@@ -999,18 +1005,18 @@ func (s *Store) snapshot(force bool) error {
 	// hold more (writes applied while it is written), which replaying them
 	// again on restart does not change.
 	s.wmu.Lock()
-	covers := s.seglog.end.Load()
-	marks := s.origins.vector()
+	covers := s.seglog.End()
+	marks := s.origins.Vector()
 	s.wmu.Unlock()
 	if !force && covers == s.snapCovers.Load() && s.lastSnapshotTime() != (time.Time{}) {
 		return nil
 	}
-	if err := writeSnapshot(filepath.Join(s.dir, snapshotName), s.view, covers, marks); err != nil {
+	if err := view.WriteSnapshot(filepath.Join(s.dir, snapshotName), s.view, covers, marks); err != nil {
 		return err
 	}
 	s.snapCovers.Store(covers)
-	s.meta.setPos(metaOffWatermark, covers)
-	return s.meta.sync()
+	s.meta.SetPos(segment.OffWatermark, covers)
+	return s.meta.Sync()
 }
 
 // Cursor returns a durable named cursor: the topic it reads and the offset
@@ -1071,8 +1077,8 @@ func (s *Store) LookupCursor(name string) (CursorInfo, bool) {
 
 func (s *Store) cursorInfo(c cursorEntry) CursorInfo {
 	ci := CursorInfo{Name: c.Name, Topic: c.Topic, Offset: c.Offset, Owner: c.Owner, Owned: c.Owned}
-	if ti := s.topics.get(c.Topic); ti != nil {
-		ci.End = ti.len()
+	if ti := s.topics.Get(c.Topic); ti != nil {
+		ci.End = ti.Len()
 	}
 	return ci
 }
@@ -1127,7 +1133,7 @@ func (s *Store) Close() error {
 	var errs []error
 	errs = append(errs, s.flush(), s.Snapshot())
 	if errors.Join(errs...) == nil {
-		s.meta.put(metaOffOpen, 0) // closed cleanly: nothing can be lost
+		s.meta.Put(segment.OffOpen, 0) // closed cleanly: nothing can be lost
 	}
 	errs = append(errs, s.closeParts())
 	return errors.Join(errs...)
@@ -1144,10 +1150,10 @@ func (s *Store) closeParts() error {
 	}
 	s.closeIndexes()
 	if s.seglog != nil {
-		errs = append(errs, s.seglog.close())
+		errs = append(errs, s.seglog.Close())
 	}
 	if s.meta != nil {
-		errs = append(errs, s.meta.sync(), s.meta.close())
+		errs = append(errs, s.meta.Sync(), s.meta.Close())
 	}
 	if s.lock != nil {
 		errs = append(errs, s.lock.Close())

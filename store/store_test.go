@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/cachecast/cachecast/store/internal/segment"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // testOptions are small: 64 KiB segments so that a test crosses many.
@@ -51,7 +54,7 @@ func TestPublishGetReopen(t *testing.T) {
 	origin := s.Origin()
 	const n = 3000 // ~1.4 MB: more than 20 segments of 64 KiB
 	for i := 0; i < n; i++ {
-		m := Message{Topic: "prices", Key: fmt.Sprintf("sku-%d", i%500), Tag: "eu", Value: value(i, 400)}
+		m := record.Message{Topic: "prices", Key: fmt.Sprintf("sku-%d", i%500), Tag: "eu", Value: value(i, 400)}
 		res, err := s.Publish(&m)
 		if err != nil {
 			t.Fatalf("publish %d: %v", i, err)
@@ -86,7 +89,7 @@ func TestPublishGetReopen(t *testing.T) {
 		t.Fatalf("origin changed across restart: %x -> %x", origin, s.Origin())
 	}
 	check(s)
-	m := Message{Topic: "prices", Key: "after", Value: []byte("x")}
+	m := record.Message{Topic: "prices", Key: "after", Value: []byte("x")}
 	res, err := s.Publish(&m)
 	if err != nil || res.Seq != n+1 {
 		t.Fatalf("publish after reopen: %+v %v, want seq %d", res, err, n+1)
@@ -98,11 +101,11 @@ func TestTopicReader(t *testing.T) {
 	defer s.Close()
 	for i := 0; i < 200; i++ {
 		tag := []string{"a", "b", "c"}[i%3]
-		m := Message{Topic: "t", Key: fmt.Sprint(i), Tag: tag, Value: value(i, 1000)}
+		m := record.Message{Topic: "t", Key: fmt.Sprint(i), Tag: tag, Value: value(i, 1000)}
 		if _, err := s.Publish(&m); err != nil {
 			t.Fatal(err)
 		}
-		other := Message{Topic: "other", Value: []byte("noise")}
+		other := record.Message{Topic: "other", Value: []byte("noise")}
 		if _, err := s.Publish(&other); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +156,7 @@ func TestTopicReader(t *testing.T) {
 		got <- d
 	}()
 	time.Sleep(20 * time.Millisecond)
-	m := Message{Topic: "t", Key: "late", Value: []byte("late")}
+	m := record.Message{Topic: "t", Key: "late", Value: []byte("late")}
 	if _, err := s.Publish(&m); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +193,7 @@ func TestBatchAllOrNothing(t *testing.T) {
 	before := s.Stats()
 	// The third message is larger than a segment: the batch must leave no trace,
 	// although the first two were already copied into the map.
-	batch := []Message{
+	batch := []record.Message{
 		{Topic: "t", Key: "a", Value: value(1, 30000)},
 		{Topic: "t", Key: "b", Value: value(2, 30000)},
 		{Topic: "t", Key: "c", Value: value(3, 70000)},
@@ -230,12 +233,12 @@ func TestAppendRecordFromPeer(t *testing.T) {
 	defer b.Close()
 	var recs [][]byte
 	for i := 0; i < 5; i++ {
-		m := Message{Topic: "t", Key: "k", Value: value(i, 10)}
+		m := record.Message{Topic: "t", Key: "k", Value: value(i, 10)}
 		res, err := a.Publish(&m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.seglog.read(res.Pos, func(r Record) error { recs = append(recs, r.Clone()); return nil }); err != nil {
+		if _, err := a.seglog.Read(res.Pos, func(r record.Record) error { recs = append(recs, r.Clone()); return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,7 +263,7 @@ func TestAppendRecordFromPeer(t *testing.T) {
 		t.Fatalf("peer view: %+v %v", e, ok)
 	}
 	// The node's own sequence is untouched by records of other origins.
-	m := Message{Topic: "t", Key: "own"}
+	m := record.Message{Topic: "t", Key: "own"}
 	if res, err := b.Publish(&m); err != nil || res.Seq != 1 {
 		t.Fatalf("own publish: %+v %v", res, err)
 	}
@@ -281,7 +284,7 @@ func TestSyncFlushIsDurable(t *testing.T) {
 	s := openTest(t, o)
 	defer s.Close()
 	for i := 0; i < 50; i++ {
-		m := Message{Topic: "t", Key: "k", Value: value(i, 100)}
+		m := record.Message{Topic: "t", Key: "k", Value: value(i, 100)}
 		res, err := s.Publish(&m)
 		if err != nil {
 			t.Fatal(err)
@@ -309,7 +312,7 @@ func TestRetention(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				m := Message{Topic: "t", Key: fmt.Sprint(i % 10), Value: value(i, 1000)}
+				m := record.Message{Topic: "t", Key: fmt.Sprint(i % 10), Value: value(i, 1000)}
 				_, err = s.Publish(&m)
 				if err == nil {
 					written++
@@ -351,7 +354,7 @@ func TestRetention(t *testing.T) {
 				// The files on disk stay bounded: the retained segments, the
 				// one made ahead, and the few kept for reuse.
 				files, _ := filepath.Glob(filepath.Join(o.Dir, logDirName, "*"))
-				if bound := int(o.RetentionBytes/o.SegmentSize) + 2 + maxFreeSegments; len(files) > bound {
+				if bound := int(o.RetentionBytes/o.SegmentSize) + 2 + segment.MaxFreeSegments; len(files) > bound {
 					t.Fatalf("%d files in the log directory, bound %d", len(files), bound)
 				}
 			}
@@ -417,7 +420,7 @@ func TestReadOriginAndVector(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var got []uint64
-		next, err := s.ReadOrigin(s.Origin(), tc.from, tc.to, func(r Record) error {
+		next, err := s.ReadOrigin(s.Origin(), tc.from, tc.to, func(r record.Record) error {
 			got = append(got, r.Seq())
 			return nil
 		})
@@ -425,7 +428,7 @@ func TestReadOriginAndVector(t *testing.T) {
 			t.Errorf("ReadOrigin(%d, %d) = %v next %d err %v; want %v next %d", tc.from, tc.to, got, next, err, tc.want, tc.next)
 		}
 	}
-	if _, err := s.ReadOrigin(12345, 1, 5, func(Record) error { return nil }); err != nil {
+	if _, err := s.ReadOrigin(12345, 1, 5, func(record.Record) error { return nil }); err != nil {
 		t.Errorf("unknown origin: %v", err)
 	}
 }
@@ -434,7 +437,7 @@ func TestBootstrapFromSnapshot(t *testing.T) {
 	a := openTest(t, testOptions(t, t.TempDir()))
 	defer a.Close()
 	writeRecords(t, a, 50, 10)
-	tomb := Message{Topic: "t", Key: "3", Delete: true}
+	tomb := record.Message{Topic: "t", Key: "3", Delete: true}
 	if _, err := a.Publish(&tomb); err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +449,7 @@ func TestBootstrapFromSnapshot(t *testing.T) {
 
 	dirB := t.TempDir()
 	b := openTest(t, testOptions(t, dirB))
-	m := Message{Topic: "t", Key: "own", Value: []byte("mine")}
+	m := record.Message{Topic: "t", Key: "own", Value: []byte("mine")}
 	if _, err := b.Publish(&m); err != nil {
 		t.Fatal(err)
 	}
@@ -477,13 +480,13 @@ func TestBootstrapFromSnapshot(t *testing.T) {
 	}
 	check(b)
 	// Catching up goes on with records after the mark.
-	next := Message{Topic: "t", Key: "after", Value: []byte("x")}
+	next := record.Message{Topic: "t", Key: "after", Value: []byte("x")}
 	res, err := a.Publish(&next)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var raw []byte
-	a.ReadOrigin(a.Origin(), res.Seq, res.Seq, func(r Record) error { raw = r.Clone(); return nil })
+	a.ReadOrigin(a.Origin(), res.Seq, res.Seq, func(r record.Record) error { raw = r.Clone(); return nil })
 	if _, err := b.AppendRecord(raw); err != nil {
 		t.Fatalf("record after the mark: %v", err)
 	}
@@ -514,7 +517,7 @@ func TestStoreFullNamesCursor(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		m := Message{Topic: "t", Key: fmt.Sprint(i % 10), Value: value(i, 1000)}
+		m := record.Message{Topic: "t", Key: fmt.Sprint(i % 10), Value: value(i, 1000)}
 		_, err = s.Publish(&m)
 	}
 	if !errors.Is(err, ErrFull) {
@@ -535,7 +538,7 @@ func TestStoreFullNamesCursor(t *testing.T) {
 	if err := s.DeleteCursorAs(65534, false, "pin"); err != nil {
 		t.Fatal(err)
 	}
-	m := Message{Topic: "t", Key: "k", Value: value(1, 1000)}
+	m := record.Message{Topic: "t", Key: "k", Value: value(1, 1000)}
 	if _, err := s.Publish(&m); err != nil {
 		t.Fatalf("a write after the cursor is gone: %v", err)
 	}

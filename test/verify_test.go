@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
-	"github.com/cachecast/cachecast/store"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // TestVerifyCLI: `cachecast verify` on three cachecastd processes holding
@@ -35,9 +36,9 @@ func TestVerifyCLI(t *testing.T) {
 		if n.Name == "c" {
 			value = "two"
 		}
-		m := store.Message{Topic: "prices", Key: "forged", Value: []byte(value)}
+		m := record.Message{Topic: "prices", Key: "forged", Value: []byte(value)}
 		rec := make([]byte, 256)
-		rec = rec[:store.EncodeRecord(rec, &m, store.Stamp{Origin: 0xf0f0, Seq: 1, HLC: 1})]
+		rec = rec[:record.Encode(rec, &m, record.Stamp{Origin: 0xf0f0, Seq: 1, HLC: 1})]
 		conn, _, err := dataDial(n.DataAddr, nil, 0x1badc0ffee+uint64(i))
 		if err != nil {
 			t.Fatal(err)

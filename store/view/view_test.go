@@ -1,4 +1,4 @@
-package store
+package view
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 var viewSeed = flag.Uint64("view.seed", 0, "seed of the view property tests (0: from the clock)")
@@ -25,14 +27,14 @@ type viewRec struct {
 	origin, seq, hlc       uint64
 }
 
-func (r viewRec) record(tb testing.TB) Record {
+func (r viewRec) record(tb testing.TB) record.Record {
 	tb.Helper()
-	m := &Message{Topic: r.topic, Key: r.key, Tag: r.tag, Value: []byte(r.value), Delete: r.del}
-	buf := make([]byte, Padded(m.EncodedSize()))
-	EncodeRecord(buf, m, Stamp{Origin: r.origin, Seq: r.seq, HLC: r.hlc})
-	rec, err := DecodeRecord(buf)
+	m := &record.Message{Topic: r.topic, Key: r.key, Tag: r.tag, Value: []byte(r.value), Delete: r.del}
+	buf := make([]byte, record.Padded(m.EncodedSize()))
+	record.Encode(buf, m, record.Stamp{Origin: r.origin, Seq: r.seq, HLC: r.hlc})
+	rec, err := record.Decode(buf)
 	if err != nil {
-		tb.Fatalf("DecodeRecord(%+v): %v", r, err)
+		tb.Fatalf("record.Decode(%+v): %v", r, err)
 	}
 	return rec
 }
@@ -55,38 +57,38 @@ func TestViewApplyWinRule(t *testing.T) {
 		steps     []step
 		wantValue string // "" with wantFound false: absent
 		wantFound bool
-		wantStamp Stamp
+		wantStamp record.Stamp
 		wantLen   int
 	}{
 		{
 			name:      "higher hlc wins, in order",
 			steps:     []step{{viewPut("t", "k", "old", 1, 1, 10), true}, {viewPut("t", "k", "new", 1, 2, 20), true}},
-			wantValue: "new", wantFound: true, wantStamp: Stamp{1, 2, 20}, wantLen: 1,
+			wantValue: "new", wantFound: true, wantStamp: record.Stamp{Origin: 1, Seq: 2, HLC: 20}, wantLen: 1,
 		},
 		{
 			name:      "higher hlc wins, out of order",
 			steps:     []step{{viewPut("t", "k", "new", 1, 2, 20), true}, {viewPut("t", "k", "old", 1, 1, 10), false}},
-			wantValue: "new", wantFound: true, wantStamp: Stamp{1, 2, 20}, wantLen: 1,
+			wantValue: "new", wantFound: true, wantStamp: record.Stamp{Origin: 1, Seq: 2, HLC: 20}, wantLen: 1,
 		},
 		{
 			name:      "higher hlc wins over higher origin",
 			steps:     []step{{viewPut("t", "k", "a", 9, 1, 10), true}, {viewPut("t", "k", "b", 1, 1, 11), true}},
-			wantValue: "b", wantFound: true, wantStamp: Stamp{1, 1, 11}, wantLen: 1,
+			wantValue: "b", wantFound: true, wantStamp: record.Stamp{Origin: 1, Seq: 1, HLC: 11}, wantLen: 1,
 		},
 		{
 			name:      "equal hlc: higher origin wins",
 			steps:     []step{{viewPut("t", "k", "low", 1, 1, 10), true}, {viewPut("t", "k", "high", 2, 1, 10), true}},
-			wantValue: "high", wantFound: true, wantStamp: Stamp{2, 1, 10}, wantLen: 1,
+			wantValue: "high", wantFound: true, wantStamp: record.Stamp{Origin: 2, Seq: 1, HLC: 10}, wantLen: 1,
 		},
 		{
 			name:      "equal hlc: higher origin wins, out of order",
 			steps:     []step{{viewPut("t", "k", "high", 2, 1, 10), true}, {viewPut("t", "k", "low", 1, 1, 10), false}},
-			wantValue: "high", wantFound: true, wantStamp: Stamp{2, 1, 10}, wantLen: 1,
+			wantValue: "high", wantFound: true, wantStamp: record.Stamp{Origin: 2, Seq: 1, HLC: 10}, wantLen: 1,
 		},
 		{
 			name:      "equal hlc and origin is the same message: no change",
 			steps:     []step{{viewPut("t", "k", "v", 1, 1, 10), true}, {viewPut("t", "k", "v", 1, 1, 10), false}},
-			wantValue: "v", wantFound: true, wantStamp: Stamp{1, 1, 10}, wantLen: 1,
+			wantValue: "v", wantFound: true, wantStamp: record.Stamp{Origin: 1, Seq: 1, HLC: 10}, wantLen: 1,
 		},
 		{
 			name:    "newer tombstone deletes",
@@ -106,7 +108,7 @@ func TestViewApplyWinRule(t *testing.T) {
 		{
 			name:      "tombstone then newer put brings the key back",
 			steps:     []step{{viewDel("t", "k", 1, 1, 20), true}, {viewPut("t", "k", "back", 1, 2, 30), true}},
-			wantValue: "back", wantFound: true, wantStamp: Stamp{1, 2, 30}, wantLen: 1,
+			wantValue: "back", wantFound: true, wantStamp: record.Stamp{Origin: 1, Seq: 2, HLC: 30}, wantLen: 1,
 		},
 		{
 			name:    "tombstone for an unknown key is kept",
@@ -121,17 +123,17 @@ func TestViewApplyWinRule(t *testing.T) {
 		{
 			name:      "topics are separate",
 			steps:     []step{{viewPut("t", "k", "mine", 1, 1, 10), true}, {viewPut("u", "k", "other", 1, 2, 99), true}},
-			wantValue: "mine", wantFound: true, wantStamp: Stamp{1, 1, 10}, wantLen: 2,
+			wantValue: "mine", wantFound: true, wantStamp: record.Stamp{Origin: 1, Seq: 1, HLC: 10}, wantLen: 2,
 		},
 		{
 			name:      "empty value is a live value",
 			steps:     []step{{viewPut("t", "k", "", 1, 1, 10), true}},
-			wantValue: "", wantFound: true, wantStamp: Stamp{1, 1, 10}, wantLen: 1,
+			wantValue: "", wantFound: true, wantStamp: record.Stamp{Origin: 1, Seq: 1, HLC: 10}, wantLen: 1,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := newView()
+			v := New()
 			for i, s := range tt.steps {
 				if got := v.Apply(s.rec.record(t)); got != s.changed {
 					t.Fatalf("step %d: Apply(%+v) = %v, want %v", i, s.rec, got, s.changed)
@@ -170,14 +172,14 @@ func TestViewApplyWinRule(t *testing.T) {
 }
 
 func TestViewGetEntry(t *testing.T) {
-	v := newView()
+	v := New()
 	r := viewRec{topic: "prices", key: "sku-1", tag: "eu", value: "9.99", origin: 4, seq: 7, hlc: 1234}
 	v.Apply(r.record(t))
 	e, ok := v.Get("prices", "sku-1")
 	if !ok {
 		t.Fatal("Get: not found")
 	}
-	want := Entry{Value: []byte("9.99"), Tag: "eu", Stamp: Stamp{Origin: 4, Seq: 7, HLC: 1234}}
+	want := Entry{Value: []byte("9.99"), Tag: "eu", Stamp: record.Stamp{Origin: 4, Seq: 7, HLC: 1234}}
 	if !bytes.Equal(e.Value, want.Value) || e.Tag != want.Tag || e.Stamp != want.Stamp {
 		t.Fatalf("Get = %+v, want %+v", e, want)
 	}
@@ -193,7 +195,7 @@ func TestViewGetEntry(t *testing.T) {
 }
 
 func TestViewApplyCopiesBytes(t *testing.T) {
-	v := newView()
+	v := New()
 	rec := viewRec{topic: "t", key: "k", tag: "g", value: "value"}.withStamp(1, 1, 1).record(t)
 	v.Apply(rec)
 	for i := range rec {
@@ -214,7 +216,7 @@ func (r viewRec) withStamp(origin, seq, hlc uint64) viewRec {
 }
 
 func TestViewKeys(t *testing.T) {
-	v := newView()
+	v := New()
 	hlc := uint64(0)
 	for _, k := range []string{"b", "a", "apple", "apricot", "banana", "c", "cherry", "ap", "a\xff", "d"} {
 		hlc++
@@ -246,7 +248,7 @@ func TestViewKeys(t *testing.T) {
 		{"after the last", "t", "", "d", 0, nil},
 		{"unknown topic", "nope", "", "", 0, nil},
 		{"other topic", "u", "", "", 0, []string{"apple"}},
-		{"prefix longer than any key", "t", string(make([]byte, MaxKeyBytes+1)), "", 0, nil},
+		{"prefix longer than any key", "t", string(make([]byte, record.MaxKeyBytes+1)), "", 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,7 +276,7 @@ func TestViewKeys(t *testing.T) {
 }
 
 func TestViewTopics(t *testing.T) {
-	v := newView()
+	v := New()
 	if got := v.Topics(); len(got) != 0 {
 		t.Fatalf("empty view Topics = %+v", got)
 	}
@@ -296,7 +298,7 @@ func TestViewTopics(t *testing.T) {
 // value it replaced: neither the map key nor the B-tree may pin the old
 // item's bytes.
 func TestViewReplacedValueIsFreed(t *testing.T) {
-	v := newView()
+	v := New()
 	big := string(bytes.Repeat([]byte("x"), 4096))
 	v.Apply(viewPut("t", "key", big, 1, 1, 1).record(t))
 	freed := make(chan struct{})
@@ -324,11 +326,11 @@ func TestViewReplacedValueIsFreed(t *testing.T) {
 
 func TestViewDigest(t *testing.T) {
 	empty := sha256.Sum256(nil)
-	if d := newView().Digest(); d != empty {
+	if d := New().Digest(); d != empty {
 		t.Fatalf("empty view digest %x, want sha256 of nothing %x", d, empty)
 	}
 	build := func(recs ...viewRec) [32]byte {
-		v := newView()
+		v := New()
 		for _, r := range recs {
 			v.Apply(r.record(t))
 		}
@@ -416,7 +418,7 @@ func TestViewConvergesInAnyOrder(t *testing.T) {
 
 	for round := range 5 {
 		recs := viewRandomRecords(rng, 50+rng.IntN(300))
-		encoded := make([]Record, len(recs))
+		encoded := make([]record.Record, len(recs))
 		for i, r := range recs {
 			encoded[i] = r.record(t)
 		}
@@ -425,7 +427,7 @@ func TestViewConvergesInAnyOrder(t *testing.T) {
 		var ref [32]byte
 		for order := range 40 {
 			rng.Shuffle(len(encoded), func(i, j int) { encoded[i], encoded[j] = encoded[j], encoded[i] })
-			v := newView()
+			v := New()
 			for _, r := range encoded {
 				v.Apply(r)
 			}
@@ -452,7 +454,7 @@ func TestViewConvergesInAnyOrder(t *testing.T) {
 					continue
 				}
 				live++
-				wantStamp := Stamp{Origin: want.origin, Seq: want.seq, HLC: want.hlc}
+				wantStamp := record.Stamp{Origin: want.origin, Seq: want.seq, HLC: want.hlc}
 				if !ok || string(e.Value) != want.value || e.Tag != want.tag || e.Stamp != wantStamp {
 					t.Fatalf("seed %d round %d: Get(%q, %q) = %+v, %v; want %q tag %q %+v", seed, round, k[0], k[1], e, ok, want.value, want.tag, wantStamp)
 				}
@@ -465,9 +467,9 @@ func TestViewConvergesInAnyOrder(t *testing.T) {
 }
 
 func TestViewConcurrentReadersAndWriter(t *testing.T) {
-	v := newView()
+	v := New()
 	const keys = 200
-	recs := make([]Record, 0, 2000)
+	recs := make([]record.Record, 0, 2000)
 	for i := range cap(recs) {
 		r := viewPut("t", fmt.Sprintf("k%03d", i%keys), fmt.Sprint(i), 1, uint64(i+1), uint64(i+1))
 		if i%7 == 0 {
@@ -543,13 +545,13 @@ func BenchmarkViewGet(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		v := newView()
+		v := New()
 		buf := make([]byte, 256)
 		value := []byte("19.99 EUR/unit  ") // 16 bytes
 		for i := range viewBenchKeys {
-			m := &Message{Topic: "prices", Key: viewBenchKey(i), Value: value}
-			n := EncodeRecord(buf, m, Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
-			v.Apply(Record(buf[:n]))
+			m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: value}
+			n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+			v.Apply(record.Record(buf[:n]))
 		}
 		viewBench.build = time.Since(start)
 		runtime.GC()
@@ -577,12 +579,12 @@ func BenchmarkViewGet(b *testing.B) {
 func BenchmarkViewApply(b *testing.B) {
 	for _, keys := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			v := newView()
-			recs := make([]Record, keys)
+			v := New()
+			recs := make([]record.Record, keys)
 			for i := range recs {
-				m := &Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
+				m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
 				buf := make([]byte, m.EncodedSize())
-				EncodeRecord(buf, m, Stamp{Origin: 1, Seq: 1, HLC: 1})
+				record.Encode(buf, m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})
 				recs[i] = buf
 			}
 			b.ReportAllocs()
@@ -601,88 +603,19 @@ func BenchmarkViewApply(b *testing.B) {
 	}
 }
 
-// TestFollowView checks the follower's contract: the returned entries and
-// then the changes equal the view, for this node's writes, another node's
-// records (AppendRecord), deletes, and a superseded record (no change).
-func TestFollowView(t *testing.T) {
-	s := openTest(t, testOptions(t, t.TempDir()))
-	for i := range 10 {
-		if _, err := s.Publish(&Message{Topic: "prices", Key: fmt.Sprintf("k%d", i), Value: []byte("before")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var changes []ViewChange
-	current := s.FollowView(func(c ViewChange) { changes = append(changes, c) })
-
-	if _, err := s.Publish(&Message{Topic: "prices", Key: "k1", Tag: "eu", Value: []byte("after")}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Publish(&Message{Topic: "prices", Key: "k2", Delete: true}); err != nil {
-		t.Fatal(err)
-	}
-	// A record of another origin, and a stale one that loses to k1's.
-	other := Stamp{Origin: s.Origin() + 1, Seq: 1, HLC: s.clock.Now() + 1<<20}
-	raw := make([]byte, Padded((&Message{Topic: "fx", Key: "eur", Value: []byte("1.1")}).EncodedSize()))
-	EncodeRecord(raw, &Message{Topic: "fx", Key: "eur", Value: []byte("1.1")}, other)
-	if _, err := s.AppendRecord(raw); err != nil {
-		t.Fatal(err)
-	}
-	stale := Stamp{Origin: other.Origin, Seq: 2, HLC: 1}
-	raw = make([]byte, Padded((&Message{Topic: "prices", Key: "k1", Value: []byte("stale")}).EncodedSize()))
-	EncodeRecord(raw, &Message{Topic: "prices", Key: "k1", Value: []byte("stale")}, stale)
-	if _, err := s.AppendRecord(raw); err != nil {
-		t.Fatal(err)
-	}
-
-	// The entries as of FollowView's call, then the changes, in order.
-	got := map[string]string{}
-	n := 0
-	for c := range current {
-		n++
-		got[c.Topic+"/"+c.Key] = string(c.Value)
-	}
-	if n != 10 || got["prices/k1"] != "before" {
-		t.Fatalf("current: %d entries, k1=%q", n, got["prices/k1"])
-	}
-	want := []struct {
-		key, value, tag string
-		deleted         bool
-	}{{"prices/k1", "after", "eu", false}, {"prices/k2", "", "", true}, {"fx/eur", "1.1", "", false}}
-	if len(changes) != len(want) {
-		t.Fatalf("%d changes, want %d: %+v", len(changes), len(want), changes)
-	}
-	for i, w := range want {
-		c := changes[i]
-		if c.Topic+"/"+c.Key != w.key || string(c.Value) != w.value || c.Tag != w.tag || c.Deleted != w.deleted {
-			t.Errorf("change %d: %+v, want %+v", i, c, w)
-		}
-	}
-	if changes[2].Stamp != other {
-		t.Errorf("fx/eur stamp %+v, want %+v", changes[2].Stamp, other)
-	}
-	s.FollowView(nil)
-	if _, err := s.Publish(&Message{Topic: "prices", Key: "k3", Value: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	if len(changes) != len(want) {
-		t.Errorf("a change after FollowView(nil) was seen")
-	}
-}
-
 // BenchmarkViewDigests is what GET /v1/status and every verify round pay:
 // the per-topic digest of a whole view of 100,000 keys.
 func BenchmarkViewDigests(b *testing.B) {
-	v := newView()
+	v := New()
 	buf := make([]byte, 256)
 	value := []byte("19.99 EUR/unit  ")
 	for i := range 100_000 {
-		m := &Message{Topic: "prices", Key: viewBenchKey(i), Value: value}
-		n := EncodeRecord(buf, m, Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
-		v.Apply(Record(buf[:n]))
+		m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: value}
+		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+		v.Apply(record.Record(buf[:n]))
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		topics, _ := v.freeze()
-		digestTopics(topics)
+		v.Freeze().Digests()
 	}
 }

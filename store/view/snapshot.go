@@ -1,4 +1,4 @@
-package store
+package view
 
 import (
 	"bufio"
@@ -12,6 +12,10 @@ import (
 	"os"
 	"slices"
 	"unsafe"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // A snapshot file holds the whole view (tombstones included), the
@@ -70,7 +74,7 @@ const (
 	snapBufSize = 1 << 20
 )
 
-// writeSnapshot writes the view, the position it covers and the per-origin
+// WriteSnapshot writes the view, the position it covers and the per-origin
 // marks to path, atomically.
 //
 // The view is cloned (copy-on-write, O(1) per topic) under its lock at the
@@ -79,20 +83,20 @@ const (
 // fewer: the caller takes covers and marks first (or at the same moment),
 // and a restart that replays the log from covers applies some records twice,
 // which the view's rule makes harmless.
-func writeSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) error {
+func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) error {
 	if covers < 0 {
-		return fmt.Errorf("%w: snapshot covers negative position %d", ErrInvalid, covers)
+		return fmt.Errorf("%w: snapshot covers negative position %d", record.ErrInvalid, covers)
 	}
 	if _, ok := marks[0]; ok {
-		return fmt.Errorf("%w: snapshot mark for origin 0", ErrInvalid)
+		return fmt.Errorf("%w: snapshot mark for origin 0", record.ErrInvalid)
 	}
 	topics, entries := v.freeze()
-	return createFileAtomic(path, func(f *os.File) error {
+	return fsys.CreateAtomic(path, func(f *os.File) error {
 		if err := encodeSnapshot(f, topics, entries, covers, marks); err != nil {
-			return fileError("write", f.Name(), err)
+			return fsys.FileError("write", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return fileError("fsync", f.Name(), err)
+			return fsys.FileError("fsync", f.Name(), err)
 		}
 		return nil
 	})
@@ -106,7 +110,7 @@ type crcWriter struct {
 
 func (c *crcWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
-	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	c.crc = crc32.Update(c.crc, fsys.Castagnoli, p[:n])
 	return n, err
 }
 
@@ -164,21 +168,21 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 	return err
 }
 
-// readSnapshot loads the snapshot at path. A missing file is reported with
+// ReadSnapshot loads the snapshot at path. A missing file is reported with
 // an error satisfying errors.Is(err, fs.ErrNotExist); a malformed one with
 // ErrCorrupt; a failed read with ErrIO.
-func readSnapshot(path string) (v *View, covers int64, marks map[uint64]uint64, err error) {
+func ReadSnapshot(path string) (v *View, covers int64, marks map[uint64]uint64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, 0, nil, err
 		}
-		return nil, 0, nil, fileError("open", path, err)
+		return nil, 0, nil, fsys.FileError("open", path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, 0, nil, fileError("stat", path, err)
+		return nil, 0, nil, fsys.FileError("stat", path, err)
 	}
 	v, covers, marks, err = decodeSnapshot(f, st.Size())
 	if err != nil {
@@ -195,7 +199,7 @@ type crcReader struct {
 
 func (c *crcReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	c.crc = crc32.Update(c.crc, fsys.Castagnoli, p[:n])
 	return n, err
 }
 
@@ -211,7 +215,7 @@ type snapDecoder struct {
 // next reads the next n (<= snapHeaderSize) bytes into d.buf.
 func (d *snapDecoder) next(n int, what string) ([]byte, error) {
 	if int64(n) > d.left {
-		return nil, fmt.Errorf("%w: %s needs %d bytes, %d left", ErrCorrupt, what, n, d.left)
+		return nil, fmt.Errorf("%w: %s needs %d bytes, %d left", record.ErrCorrupt, what, n, d.left)
 	}
 	return d.buf[:n], d.fill(d.buf[:n])
 }
@@ -220,9 +224,9 @@ func (d *snapDecoder) fill(p []byte) error {
 	if _, err := io.ReadFull(d.br, p); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// The file shrank under us.
-			return fmt.Errorf("%w: unexpected end of file", ErrCorrupt)
+			return fmt.Errorf("%w: unexpected end of file", record.ErrCorrupt)
 		}
-		return fmt.Errorf("%w: read snapshot: %v", ErrIO, err)
+		return fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
 	}
 	d.left -= int64(len(p))
 	return nil
@@ -231,7 +235,7 @@ func (d *snapDecoder) fill(p []byte) error {
 // decodeSnapshot reads a snapshot of size bytes from r.
 func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64, error) {
 	if size < snapHeaderSize+snapTrailer {
-		return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", ErrCorrupt, size)
+		return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
 	}
 	body := size - snapTrailer
 	cr := &crcReader{r: io.NewSectionReader(r, 0, body)}
@@ -243,28 +247,28 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 		return nil, 0, nil, err
 	}
 	if string(h[:8]) != snapMagic {
-		return nil, 0, nil, fmt.Errorf("%w: bad magic %q", ErrCorrupt, h[:8])
+		return nil, 0, nil, fmt.Errorf("%w: bad magic %q", record.ErrCorrupt, h[:8])
 	}
 	if ver := le.Uint32(h[8:]); ver != snapVersion {
-		return nil, 0, nil, fmt.Errorf("%w: unknown snapshot version %d", ErrCorrupt, ver)
+		return nil, 0, nil, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, ver)
 	}
 	if res := le.Uint32(h[12:]); res != 0 {
-		return nil, 0, nil, fmt.Errorf("%w: reserved header field %#x", ErrCorrupt, res)
+		return nil, 0, nil, fmt.Errorf("%w: reserved header field %#x", record.ErrCorrupt, res)
 	}
 	covers := int64(le.Uint64(h[16:]))
 	nmarks, ntopics, nentries := le.Uint64(h[24:]), le.Uint64(h[32:]), le.Uint64(h[40:])
 	// Cheap bounds first, so that a huge count fails before any allocation.
 	switch {
 	case covers < 0:
-		return nil, 0, nil, fmt.Errorf("%w: covers negative position %d", ErrCorrupt, covers)
+		return nil, 0, nil, fmt.Errorf("%w: covers negative position %d", record.ErrCorrupt, covers)
 	case nmarks > uint64(d.left)/snapMarkSize:
-		return nil, 0, nil, fmt.Errorf("%w: %d marks in %d bytes", ErrCorrupt, nmarks, d.left)
+		return nil, 0, nil, fmt.Errorf("%w: %d marks in %d bytes", record.ErrCorrupt, nmarks, d.left)
 	case ntopics > uint64(d.left)/(snapTopicSize+1):
-		return nil, 0, nil, fmt.Errorf("%w: %d topics in %d bytes", ErrCorrupt, ntopics, d.left)
+		return nil, 0, nil, fmt.Errorf("%w: %d topics in %d bytes", record.ErrCorrupt, ntopics, d.left)
 	case nentries > uint64(d.left)/(snapEntrySize+1):
-		return nil, 0, nil, fmt.Errorf("%w: %d entries in %d bytes", ErrCorrupt, nentries, d.left)
+		return nil, 0, nil, fmt.Errorf("%w: %d entries in %d bytes", record.ErrCorrupt, nentries, d.left)
 	case ntopics > nentries:
-		return nil, 0, nil, fmt.Errorf("%w: %d topics for %d entries", ErrCorrupt, ntopics, nentries)
+		return nil, 0, nil, fmt.Errorf("%w: %d topics for %d entries", record.ErrCorrupt, ntopics, nentries)
 	}
 
 	marks := make(map[uint64]uint64, nmarks)
@@ -276,13 +280,13 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 		}
 		origin := le.Uint64(m[0:])
 		if origin <= prevOrigin {
-			return nil, 0, nil, fmt.Errorf("%w: mark for origin %016x after %016x", ErrCorrupt, origin, prevOrigin)
+			return nil, 0, nil, fmt.Errorf("%w: mark for origin %016x after %016x", record.ErrCorrupt, origin, prevOrigin)
 		}
 		marks[origin] = le.Uint64(m[8:])
 		prevOrigin = origin
 	}
 
-	v := newView()
+	v := New()
 	remaining := nentries
 	prevTopic := ""
 	for i := uint64(0); i < ntopics; i++ {
@@ -292,17 +296,17 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 		}
 		count, nameLen := le.Uint64(th[0:]), int64(le.Uint16(th[8:]))
 		if count == 0 || count > remaining {
-			return nil, 0, nil, fmt.Errorf("%w: topic of %d entries with %d left", ErrCorrupt, count, remaining)
+			return nil, 0, nil, fmt.Errorf("%w: topic of %d entries with %d left", record.ErrCorrupt, count, remaining)
 		}
 		if nameLen == 0 || nameLen > d.left {
-			return nil, 0, nil, fmt.Errorf("%w: topic name of %d bytes with %d left", ErrCorrupt, nameLen, d.left)
+			return nil, 0, nil, fmt.Errorf("%w: topic name of %d bytes with %d left", record.ErrCorrupt, nameLen, d.left)
 		}
 		name := make([]byte, nameLen)
 		if err := d.fill(name); err != nil {
 			return nil, 0, nil, err
 		}
 		if i > 0 && string(name) <= prevTopic {
-			return nil, 0, nil, fmt.Errorf("%w: topic %q after %q", ErrCorrupt, name, prevTopic)
+			return nil, 0, nil, fmt.Errorf("%w: topic %q after %q", record.ErrCorrupt, name, prevTopic)
 		}
 		remaining -= count
 		tv := newTopicView(string(name), int(count))
@@ -313,22 +317,22 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 		}
 	}
 	if remaining != 0 {
-		return nil, 0, nil, fmt.Errorf("%w: header counts %d entries, topics hold %d", ErrCorrupt, nentries, nentries-remaining)
+		return nil, 0, nil, fmt.Errorf("%w: header counts %d entries, topics hold %d", record.ErrCorrupt, nentries, nentries-remaining)
 	}
 	if d.left != 0 {
-		return nil, 0, nil, fmt.Errorf("%w: %d bytes after the last entry", ErrCorrupt, d.left)
+		return nil, 0, nil, fmt.Errorf("%w: %d bytes after the last entry", record.ErrCorrupt, d.left)
 	}
 
 	var t [snapTrailer]byte
 	// A ReaderAt may report io.EOF along with the last bytes of the file.
 	if n, err := r.ReadAt(t[:], body); n < snapTrailer {
 		if err == nil || errors.Is(err, io.EOF) {
-			return nil, 0, nil, fmt.Errorf("%w: trailer cut short", ErrCorrupt)
+			return nil, 0, nil, fmt.Errorf("%w: trailer cut short", record.ErrCorrupt)
 		}
-		return nil, 0, nil, fmt.Errorf("%w: read snapshot trailer: %v", ErrIO, err)
+		return nil, 0, nil, fmt.Errorf("%w: read snapshot trailer: %v", errs.ErrIO, err)
 	}
 	if got, want := cr.crc, le.Uint32(t[:]); got != want {
-		return nil, 0, nil, fmt.Errorf("%w: crc %08x, trailer says %08x", ErrCorrupt, got, want)
+		return nil, 0, nil, fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, got, want)
 	}
 	return v, covers, marks, nil
 }
@@ -344,22 +348,22 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64) error {
 		}
 		flags := e[0]
 		klen, tlen, vlen := le.Uint16(e[1:]), le.Uint16(e[3:]), le.Uint32(e[5:])
-		st := Stamp{Origin: le.Uint64(e[9:]), Seq: le.Uint64(e[17:]), HLC: le.Uint64(e[25:])}
+		st := record.Stamp{Origin: le.Uint64(e[9:]), Seq: le.Uint64(e[17:]), HLC: le.Uint64(e[25:])}
 		tomb := flags&snapFlagTombstone != 0
 		n := int64(klen) + int64(tlen) + int64(vlen)
 		switch {
 		case flags&^snapFlagTombstone != 0:
-			return fmt.Errorf("%w: entry flags %#x", ErrCorrupt, flags)
+			return fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
 		case klen == 0:
-			return fmt.Errorf("%w: entry without a key", ErrCorrupt)
+			return fmt.Errorf("%w: entry without a key", record.ErrCorrupt)
 		case tomb && (tlen != 0 || vlen != 0):
-			return fmt.Errorf("%w: tombstone with a tag or value", ErrCorrupt)
-		case vlen > MaxValueBytes:
-			return fmt.Errorf("%w: value of %d bytes", ErrCorrupt, vlen)
+			return fmt.Errorf("%w: tombstone with a tag or value", record.ErrCorrupt)
+		case vlen > record.MaxValueBytes:
+			return fmt.Errorf("%w: value of %d bytes", record.ErrCorrupt, vlen)
 		case st.Origin == 0 || st.Seq == 0:
-			return fmt.Errorf("%w: entry with zero origin or seq", ErrCorrupt)
+			return fmt.Errorf("%w: entry with zero origin or seq", record.ErrCorrupt)
 		case n > d.left:
-			return fmt.Errorf("%w: entry of %d bytes with %d left", ErrCorrupt, n, d.left)
+			return fmt.Errorf("%w: entry of %d bytes with %d left", record.ErrCorrupt, n, d.left)
 		}
 		buf := make([]byte, n)
 		if err := d.fill(buf); err != nil {
@@ -374,7 +378,7 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64) error {
 		}
 		k := it.key()
 		if j > 0 && k <= prevKey {
-			return fmt.Errorf("%w: key %q after %q", ErrCorrupt, k, prevKey)
+			return fmt.Errorf("%w: key %q after %q", record.ErrCorrupt, k, prevKey)
 		}
 		prevKey = k
 		v.insertNew(tv, it)

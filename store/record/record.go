@@ -1,9 +1,33 @@
-package store
+// Package record is the unit of cachecast's log, of its indexes and of
+// its wire: the record format (a checked, 8-byte aligned header followed by
+// topic, key, tag and value) and the hybrid logical clock that stamps each
+// record. It depends on nothing else of the module, so that the cluster
+// layer can frame, check and forward records without the store.
+package record
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+)
+
+// Errors of the record format. The store returns them too (store.ErrCorrupt
+// and the others are the same values), so callers test for either name with
+// errors.Is.
+var (
+	// ErrCorrupt means a record failed its length or CRC check. Recovery
+	// truncates the log at the first such record; a read that meets one
+	// (a page damaged after recovery) returns this error, never the bytes.
+	ErrCorrupt = errors.New("store: record corrupt")
+
+	// ErrTooLarge means a record does not fit the limits: a field longer
+	// than its length field can hold, or a record larger than a segment.
+	ErrTooLarge = errors.New("store: record too large")
+
+	// ErrInvalid means a message or record breaks a rule that does not
+	// depend on size: an empty topic, an unknown kind, a zero origin.
+	ErrInvalid = errors.New("store: invalid record")
 )
 
 // A record is the unit of the log, of the indexes and of the wire: the bytes
@@ -35,11 +59,11 @@ const (
 	// HeaderSize is the fixed part of every record.
 	HeaderSize = 48
 
-	// recordAlign is the alignment of every record in the log.
-	recordAlign = 8
+	// Align is the alignment of every record in the log.
+	Align = 8
 
-	// RecordVersion is the version byte written into every record.
-	RecordVersion = 1
+	// Version is the version byte written into every record.
+	Version = 1
 )
 
 // Kind says what a record does to the key/value view.
@@ -78,7 +102,7 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Padded is the number of log bytes a record of the given size occupies.
-func Padded(size int) int { return (size + recordAlign - 1) &^ (recordAlign - 1) }
+func Padded(size int) int { return (size + Align - 1) &^ (Align - 1) }
 
 // Message is what a publisher hands to the store: the store stamps origin,
 // seq and HLC.
@@ -130,15 +154,15 @@ type Stamp struct {
 	HLC    uint64
 }
 
-// EncodeRecord writes the record for m with stamp st into dst, which must
+// Encode writes the record for m with stamp st into dst, which must
 // hold at least m.EncodedSize() bytes, and returns the unpadded size. It does
 // not write the padding: the log's bytes past a record are already zero.
-func EncodeRecord(dst []byte, m *Message, st Stamp) int {
+func Encode(dst []byte, m *Message, st Stamp) int {
 	size := m.EncodedSize()
 	_ = dst[size-1]
 	binary.LittleEndian.PutUint32(dst[0:], uint32(size))
 	dst[8] = byte(m.Kind())
-	dst[9] = RecordVersion
+	dst[9] = Version
 	binary.LittleEndian.PutUint16(dst[10:], uint16(len(m.Topic)))
 	binary.LittleEndian.PutUint16(dst[12:], uint16(len(m.Key)))
 	binary.LittleEndian.PutUint16(dst[14:], uint16(len(m.Tag)))
@@ -162,12 +186,12 @@ func EncodeRecord(dst []byte, m *Message, st Stamp) int {
 // while the read's callback runs.
 type Record []byte
 
-// DecodeRecord checks the record at the start of b: that the size is sane
+// Decode checks the record at the start of b: that the size is sane
 // and fits in b, that the field lengths add up to the size, that the kind is
 // known and that the CRC matches. It returns the record (exactly size bytes,
 // no padding) or an error wrapping ErrCorrupt. A zero size is reported as
 // (nil, nil): nothing is written there.
-func DecodeRecord(b []byte) (Record, error) {
+func Decode(b []byte) (Record, error) {
 	if len(b) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes left, header needs %d", ErrCorrupt, len(b), HeaderSize)
 	}
@@ -188,7 +212,7 @@ func DecodeRecord(b []byte) (Record, error) {
 	if k := r.Kind(); k != KindValue && k != KindTombstone {
 		return nil, fmt.Errorf("%w: unknown kind %d", ErrCorrupt, k)
 	}
-	if r[9] != RecordVersion {
+	if r[9] != Version {
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, r[9])
 	}
 	if r.Origin() == 0 || r.Seq() == 0 || r.topicLen() == 0 {

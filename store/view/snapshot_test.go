@@ -1,4 +1,4 @@
-package store
+package view
 
 import (
 	"bytes"
@@ -13,13 +13,17 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // snapTestView builds a view with several topics, tags, empty values,
 // tombstones and a keyless record (ignored).
 func snapTestView(tb testing.TB) *View {
 	tb.Helper()
-	v := newView()
+	v := New()
 	recs := []viewRec{
 		{topic: "prices", key: "sku-1", tag: "eu", value: "9.99", origin: 1, seq: 1, hlc: 100},
 		{topic: "prices", key: "sku-2", value: "", origin: 1, seq: 2, hlc: 101},
@@ -27,7 +31,7 @@ func snapTestView(tb testing.TB) *View {
 		{topic: "prices", key: "sku-3", del: true, origin: 2, seq: 2, hlc: 150},
 		{topic: "prices", key: "gone", del: true, origin: 3, seq: 1, hlc: 90},
 		{topic: "stock", key: "sku-1", tag: "wh-7", value: string(bytes.Repeat([]byte{0, 1, 2, 0xff}, 300)), origin: 3, seq: 2, hlc: 120},
-		{topic: "stock", key: "ключ", value: "значение", origin: 0xfeedface, seq: 9, hlc: MakeHLC(1_750_000_000_000, 5)},
+		{topic: "stock", key: "ключ", value: "значение", origin: 0xfeedface, seq: 9, hlc: record.MakeHLC(1_750_000_000_000, 5)},
 		{topic: "events", value: "stream only", origin: 1, seq: 3, hlc: 130},
 	}
 	for _, r := range recs {
@@ -38,7 +42,7 @@ func snapTestView(tb testing.TB) *View {
 
 var snapTestMarks = map[uint64]uint64{1: 3, 2: 2, 3: 2, 0xfeedface: 9}
 
-// snapEncode returns the bytes writeSnapshot would write for v.
+// snapEncode returns the bytes WriteSnapshot would write for v.
 func snapEncode(tb testing.TB, v *View, covers int64, marks map[uint64]uint64) []byte {
 	tb.Helper()
 	topics, entries := v.freeze()
@@ -84,10 +88,10 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		covers int64
 		marks  map[uint64]uint64
 	}{
-		{"empty view, no marks", func(testing.TB) *View { return newView() }, 0, nil},
+		{"empty view, no marks", func(testing.TB) *View { return New() }, 0, nil},
 		{"mixed view", snapTestView, 123456, snapTestMarks},
 		{"many keys", func(tb testing.TB) *View {
-			v := newView()
+			v := New()
 			for i := range 5000 {
 				r := viewPut(fmt.Sprintf("t%d", i%3), fmt.Sprintf("key-%05d", i), fmt.Sprint(i), 7, uint64(i+1), uint64(i+1))
 				if i%10 == 0 {
@@ -103,12 +107,12 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "view.snap")
 			v := tt.view(t)
-			if err := writeSnapshot(path, v, tt.covers, tt.marks); err != nil {
-				t.Fatalf("writeSnapshot: %v", err)
+			if err := WriteSnapshot(path, v, tt.covers, tt.marks); err != nil {
+				t.Fatalf("WriteSnapshot: %v", err)
 			}
-			got, covers, marks, err := readSnapshot(path)
+			got, covers, marks, err := ReadSnapshot(path)
 			if err != nil {
-				t.Fatalf("readSnapshot: %v", err)
+				t.Fatalf("ReadSnapshot: %v", err)
 			}
 			if covers != tt.covers {
 				t.Fatalf("covers = %d, want %d", covers, tt.covers)
@@ -119,18 +123,18 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			snapViewsEqual(t, got, v)
 
 			// The loaded view goes on applying by the same rule.
-			r := viewPut("prices", "sku-1", "newer", 9, 1, MakeHLC(1<<40, 0)).record(t)
+			r := viewPut("prices", "sku-1", "newer", 9, 1, record.MakeHLC(1<<40, 0)).record(t)
 			if got.Apply(r) != v.Apply(r) || got.Digest() != v.Digest() {
 				t.Fatal("the loaded view applies a new record differently")
 			}
 
 			// Writing again replaces the file and leaves no temporary
 			// file behind.
-			if err := writeSnapshot(path, got, tt.covers+1, tt.marks); err != nil {
-				t.Fatalf("second writeSnapshot: %v", err)
+			if err := WriteSnapshot(path, got, tt.covers+1, tt.marks); err != nil {
+				t.Fatalf("second WriteSnapshot: %v", err)
 			}
-			if _, covers, _, err := readSnapshot(path); err != nil || covers != tt.covers+1 {
-				t.Fatalf("after the second write readSnapshot = covers %d, %v", covers, err)
+			if _, covers, _, err := ReadSnapshot(path); err != nil || covers != tt.covers+1 {
+				t.Fatalf("after the second write ReadSnapshot = covers %d, %v", covers, err)
 			}
 			ents, _ := os.ReadDir(dir)
 			if len(ents) != 1 {
@@ -145,9 +149,9 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 func TestSnapshotMissingFile(t *testing.T) {
-	_, _, _, err := readSnapshot(filepath.Join(t.TempDir(), "none"))
+	_, _, _, err := ReadSnapshot(filepath.Join(t.TempDir(), "none"))
 	if !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("readSnapshot of a missing file: %v, want fs.ErrNotExist", err)
+		t.Fatalf("ReadSnapshot of a missing file: %v, want fs.ErrNotExist", err)
 	}
 }
 
@@ -155,10 +159,10 @@ func TestSnapshotWriteRejectsBadArguments(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "view.snap")
 	for name, err := range map[string]error{
-		"negative covers": writeSnapshot(path, newView(), -1, nil),
-		"origin 0 mark":   writeSnapshot(path, newView(), 0, map[uint64]uint64{0: 1}),
+		"negative covers": WriteSnapshot(path, New(), -1, nil),
+		"origin 0 mark":   WriteSnapshot(path, New(), 0, map[uint64]uint64{0: 1}),
 	} {
-		if !errors.Is(err, ErrInvalid) {
+		if !errors.Is(err, record.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
@@ -166,7 +170,7 @@ func TestSnapshotWriteRejectsBadArguments(t *testing.T) {
 		t.Fatalf("a refused write left %d files", len(ents))
 	}
 	// A directory that does not exist is an I/O error, not a panic.
-	if err := writeSnapshot(filepath.Join(dir, "no", "such", "dir"), newView(), 0, nil); !errors.Is(err, ErrIO) {
+	if err := WriteSnapshot(filepath.Join(dir, "no", "such", "dir"), New(), 0, nil); !errors.Is(err, errs.ErrIO) {
 		t.Fatalf("write into a missing directory: %v, want ErrIO", err)
 	}
 }
@@ -175,7 +179,7 @@ func TestSnapshotWriteRejectsBadArguments(t *testing.T) {
 // checks behind the CRC.
 func snapFixCRC(b []byte) []byte {
 	body := len(b) - snapTrailer
-	binary.LittleEndian.PutUint32(b[body:], crc32.Checksum(b[:body], castagnoli))
+	binary.LittleEndian.PutUint32(b[body:], crc32.Checksum(b[:body], fsys.Castagnoli))
 	return b
 }
 
@@ -248,9 +252,9 @@ func TestSnapshotCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			v, _, _, err := readSnapshot(path)
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("readSnapshot: %v, want ErrCorrupt", err)
+			v, _, _, err := ReadSnapshot(path)
+			if !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("ReadSnapshot: %v, want ErrCorrupt", err)
 			}
 			if v != nil {
 				t.Fatal("a corrupt snapshot returned a view")
@@ -313,7 +317,7 @@ func TestSnapshotOrderChecks(t *testing.T) {
 			if tt.ok && err != nil {
 				t.Fatalf("decodeSnapshot: %v", err)
 			}
-			if !tt.ok && !errors.Is(err, ErrCorrupt) {
+			if !tt.ok && !errors.Is(err, record.ErrCorrupt) {
 				t.Fatalf("decodeSnapshot: %v, want ErrCorrupt", err)
 			}
 		})
@@ -326,7 +330,7 @@ func TestSnapshotOrderChecks(t *testing.T) {
 func TestSnapshotEveryCutAndFlip(t *testing.T) {
 	good := snapEncode(t, snapTestView(t), 77, snapTestMarks)
 	for n := range len(good) {
-		if _, _, _, err := decodeSnapshot(bytes.NewReader(good[:n]), int64(n)); !errors.Is(err, ErrCorrupt) {
+		if _, _, _, err := decodeSnapshot(bytes.NewReader(good[:n]), int64(n)); !errors.Is(err, record.ErrCorrupt) {
 			t.Fatalf("cut at %d of %d: %v, want ErrCorrupt", n, len(good), err)
 		}
 	}
@@ -334,7 +338,7 @@ func TestSnapshotEveryCutAndFlip(t *testing.T) {
 	for i := range b {
 		for bit := range 8 {
 			b[i] ^= 1 << bit
-			if _, _, _, err := decodeSnapshot(bytes.NewReader(b), int64(len(b))); !errors.Is(err, ErrCorrupt) {
+			if _, _, _, err := decodeSnapshot(bytes.NewReader(b), int64(len(b))); !errors.Is(err, record.ErrCorrupt) {
 				t.Fatalf("bit %d of byte %d flipped: %v, want ErrCorrupt", bit, i, err)
 			}
 			b[i] ^= 1 << bit
@@ -345,7 +349,7 @@ func TestSnapshotEveryCutAndFlip(t *testing.T) {
 // TestSnapshotIsAConsistentCut checks that a snapshot holds the view as it
 // was when the write began, while Apply goes on during the write.
 func TestSnapshotIsAConsistentCut(t *testing.T) {
-	v := newView()
+	v := New()
 	for i := range 2000 {
 		v.Apply(viewPut("t", fmt.Sprintf("k%04d", i), "before", 1, uint64(i+1), uint64(i+1)).record(t))
 	}
@@ -378,7 +382,7 @@ func TestSnapshotIsAConsistentCut(t *testing.T) {
 
 	// And the same with the real writer racing a writer (for -race).
 	path := filepath.Join(t.TempDir(), "view.snap")
-	racing := make([]Record, 2000)
+	racing := make([]record.Record, 2000)
 	for i := range racing {
 		racing[i] = viewPut("t", fmt.Sprintf("k%04d", i), "racing", 4, uint64(i+1), uint64(20_000+i)).record(t)
 	}
@@ -391,12 +395,12 @@ func TestSnapshotIsAConsistentCut(t *testing.T) {
 		}
 	}()
 	for range 3 {
-		if err := writeSnapshot(path, v, 1, nil); err != nil {
+		if err := WriteSnapshot(path, v, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wg.Wait()
-	if _, _, _, err := readSnapshot(path); err != nil {
+	if _, _, _, err := ReadSnapshot(path); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -406,10 +410,10 @@ func TestSnapshotIsAConsistentCut(t *testing.T) {
 // back to the same bytes (the format has one encoding per view).
 func FuzzReadSnapshot(f *testing.F) {
 	seeds := [][]byte{
-		snapEncode(f, newView(), 0, nil),
+		snapEncode(f, New(), 0, nil),
 		snapEncode(f, snapTestView(f), 4096, snapTestMarks),
 		func() []byte {
-			v := newView()
+			v := New()
 			v.Apply(viewPut("t", "k", "v", 1, 1, 1).record(f))
 			v.Apply(viewDel("t", "x", 2, 1, 2).record(f))
 			return snapEncode(f, v, 64, map[uint64]uint64{1: 1, 2: 1})
@@ -425,7 +429,7 @@ func FuzzReadSnapshot(f *testing.F) {
 		check := func(data []byte) {
 			v, covers, marks, err := decodeSnapshot(bytes.NewReader(data), int64(len(data)))
 			if err != nil {
-				if !errors.Is(err, ErrCorrupt) {
+				if !errors.Is(err, record.ErrCorrupt) {
 					t.Fatalf("error not wrapping ErrCorrupt: %v", err)
 				}
 				return
@@ -453,17 +457,17 @@ var snapBench struct {
 // a directory of b's own.
 func snapBenchView(b *testing.B) (*View, string) {
 	snapBench.once.Do(func() {
-		v := newView()
+		v := New()
 		buf := make([]byte, 256)
 		for i := range 1_000_000 {
-			m := &Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
-			n := EncodeRecord(buf, m, Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
-			v.Apply(Record(buf[:n]))
+			m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
+			n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+			v.Apply(record.Record(buf[:n]))
 		}
 		snapBench.v = v
 	})
 	path := filepath.Join(b.TempDir(), "view.snap")
-	if err := writeSnapshot(path, snapBench.v, 1, map[uint64]uint64{1: 1_000_000}); err != nil {
+	if err := WriteSnapshot(path, snapBench.v, 1, map[uint64]uint64{1: 1_000_000}); err != nil {
 		b.Fatal(err)
 	}
 	return snapBench.v, path
@@ -486,7 +490,7 @@ func BenchmarkSnapshotWrite(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := writeSnapshot(path, v, 1, marks); err != nil {
+		if err := WriteSnapshot(path, v, 1, marks); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -499,7 +503,7 @@ func BenchmarkSnapshotRead(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, _, _, err := readSnapshot(path); err != nil {
+		if _, _, _, err := ReadSnapshot(path); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,4 +1,9 @@
-package store
+// Package segment owns the log's bytes on disk: the segment files, their
+// maps and their preparation ahead of the writer, the metafile that roots
+// recovery, and the recovery of the log's tail. The store coordinates it
+// (one writer under the store's write lock, any number of readers) through
+// Log's methods; the record format is package record's.
+package segment
 
 import (
 	"fmt"
@@ -8,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
 )
 
 // A segment is one fixed-size file of the log, named by the log position of
@@ -20,7 +27,7 @@ type segment struct {
 	f    *os.File
 	data []byte // the map; nil while unmapped
 
-	// Guarded by segLog.mu.
+	// Guarded by Log.mu.
 	pins int    // readers and the writer using data right now
 	used uint64 // last use, for choosing which map to drop
 }
@@ -43,24 +50,24 @@ func parseSegmentName(name string) (base int64, ok bool) {
 // file when one is given (renamed and zeroed), else creates and
 // preallocates a new one, so that a full disk shows here and never as a
 // fault on a page of the map. The directory is not synced here: the next
-// flush does it, once for every file made since (segLog.dirDirty).
+// flush does it, once for every file made since (Log.dirDirty).
 func createSegment(dir string, base, size int64, free string) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
 	var f *os.File
 	var err error
 	if free != "" {
 		if err = os.Rename(free, path); err != nil {
-			return nil, fileError("rename", free, err)
+			return nil, fsys.FileError("rename", free, err)
 		}
 		if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
-			return nil, fileError("open", path, err)
+			return nil, fsys.FileError("open", path, err)
 		}
-		err = zeroRange(f, 0, size)
+		err = fsys.ZeroRange(f, 0, size)
 	} else {
 		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640); err != nil {
-			return nil, fileError("create", path, err)
+			return nil, fsys.FileError("create", path, err)
 		}
-		err = allocate(f, size)
+		err = fsys.Allocate(f, size)
 	}
 	if err != nil {
 		f.Close()
@@ -77,17 +84,17 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, fileError("open", path, err)
+		return nil, fsys.FileError("open", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, fileError("stat", path, err)
+		return nil, fsys.FileError("stat", path, err)
 	}
 	if st.Size() < size {
 		// A segment cut short (a crash while it was being made, or a file
 		// system that lost the allocation): allocate the rest again.
-		if err := allocate(f, size); err != nil {
+		if err := fsys.Allocate(f, size); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -103,7 +110,7 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 func (s *segment) mapIn(size int64, populate bool) error {
 	b, err := unix.Mmap(int(s.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return fileError("mmap", s.path, err)
+		return fsys.FileError("mmap", s.path, err)
 	}
 	if populate {
 		if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
@@ -116,7 +123,7 @@ func (s *segment) mapIn(size int64, populate bool) error {
 }
 
 func (s *segment) unmap() error {
-	err := unmap(s.data)
+	err := fsys.Unmap(s.data)
 	s.data = nil
 	return err
 }
@@ -124,7 +131,7 @@ func (s *segment) unmap() error {
 func (s *segment) close() error {
 	err := s.unmap()
 	if cerr := s.f.Close(); err == nil && cerr != nil {
-		err = fileError("close", s.path, cerr)
+		err = fsys.FileError("close", s.path, cerr)
 	}
 	return err
 }

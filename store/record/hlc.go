@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"sync/atomic"
@@ -24,6 +24,10 @@ const (
 	hlcLogicalBits = 16
 	hlcLogicalMask = 1<<hlcLogicalBits - 1
 )
+
+// MaxLogical is the greatest logical counter: MakeHLC(ms, MaxLogical) is
+// the last stamp of millisecond ms.
+const MaxLogical = hlcLogicalMask
 
 // MakeHLC packs wall milliseconds and a logical counter into an HLC stamp.
 // Negative milliseconds (before 1970) are taken as zero.

@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 func encode(t testing.TB, m Message, st Stamp) []byte {
 	t.Helper()
 	b := make([]byte, Padded(m.EncodedSize()))
-	EncodeRecord(b, &m, st)
+	Encode(b, &m, st)
 	return b
 }
 
@@ -29,7 +29,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := Stamp{Origin: 0xabcdef, Seq: 42, HLC: MakeHLC(1700000000000, 3)}
 			b := encode(t, tc.m, st)
-			r, err := DecodeRecord(b)
+			r, err := Decode(b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,12 +66,12 @@ func TestRecordCorruption(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.corrupt(append([]byte(nil), good...))
-			if r, err := DecodeRecord(b); !errors.Is(err, ErrCorrupt) {
+			if r, err := Decode(b); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("got record %v, err %v; want ErrCorrupt", r, err)
 			}
 		})
 	}
-	if r, err := DecodeRecord(make([]byte, 64)); r != nil || err != nil {
+	if r, err := Decode(make([]byte, 64)); r != nil || err != nil {
 		t.Fatalf("zeros: got %v, %v; want nothing written", r, err)
 	}
 }
@@ -102,13 +102,13 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(encode(f, Message{Topic: "events", Value: []byte("x")}, Stamp{1, 2, 3})[:40])
 	f.Add(make([]byte, 48))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeRecord(b)
+		r, err := Decode(b)
 		if err != nil || r == nil {
 			return
 		}
 		m := r.Message()
 		again := make([]byte, m.EncodedSize())
-		EncodeRecord(again, &m, r.Stamp())
+		Encode(again, &m, r.Stamp())
 		if !bytes.Equal(again, r) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", again, []byte(r))
 		}

@@ -1,4 +1,8 @@
-package store
+// Package view is a node's key -> latest value view: every keyed record of
+// the log applied by the (HLC, origin) rule, with its digest and its
+// snapshot file (snapshot.go), which a restart loads before it replays the
+// log from the position the snapshot covers.
+package view
 
 import (
 	"crypto/sha256"
@@ -11,6 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/google/btree"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The view is the store's answer to "what is the latest value of (topic,
@@ -53,7 +59,7 @@ type Entry struct {
 	// Tag is the message's tag; often empty.
 	Tag string
 	// Stamp is the identity of the message that set the value.
-	Stamp Stamp
+	Stamp record.Stamp
 }
 
 // TopicInfo describes one topic of the view.
@@ -76,12 +82,12 @@ type View struct {
 	topics map[string]*topicView
 	live   int // live keys over all topics
 	// follow, when set, sees every change put makes, under the write lock.
-	follow func(ViewChange)
+	follow func(Change)
 }
 
-// ViewChange is one change of the view, as a follower (Store.FollowView)
+// Change is one change of the view, as a follower (Store.FollowView)
 // sees it: the entry (topic, key) holds from now on, or its tombstone.
-type ViewChange struct {
+type Change struct {
 	Topic string
 	Key   string
 	// Entry is what the key holds now; Value is shared with the view
@@ -91,8 +97,8 @@ type ViewChange struct {
 	Deleted bool
 }
 
-func (it *viewItem) change(topic string) ViewChange {
-	c := ViewChange{Topic: topic, Key: it.key(), Deleted: it.tomb}
+func (it *viewItem) change(topic string) Change {
+	c := Change{Topic: topic, Key: it.key(), Deleted: it.tomb}
 	c.Stamp = it.stamp
 	if !it.tomb {
 		c.Value, c.Tag = it.value(), it.tag()
@@ -114,7 +120,7 @@ type viewItem struct {
 	// view owns and never writes again, so that the key and tag can be
 	// handed out as strings and the value as a []byte without a copy.
 	data  string
-	stamp Stamp
+	stamp record.Stamp
 	klen  uint16
 	tlen  uint16
 	tomb  bool
@@ -135,7 +141,7 @@ func (it *viewItem) value() []byte {
 
 // newViewItem copies key, tag and value into one new allocation. A
 // tombstone keeps only its key: nothing reads its tag or value.
-func newViewItem(key, tag, value []byte, st Stamp, tomb bool) *viewItem {
+func newViewItem(key, tag, value []byte, st record.Stamp, tomb bool) *viewItem {
 	if tomb {
 		tag, value = nil, nil
 	}
@@ -155,7 +161,7 @@ func newViewItem(key, tag, value []byte, st Stamp, tomb bool) *viewItem {
 // beats reports whether a message stamped (hlc, origin) wins over the one
 // that set st: the greater HLC wins, then the greater origin. Equal means
 // the same message.
-func beats(hlc, origin uint64, st Stamp) bool {
+func beats(hlc, origin uint64, st record.Stamp) bool {
 	if hlc != st.HLC {
 		return hlc > st.HLC
 	}
@@ -168,7 +174,7 @@ const btreeDegree = 32
 
 func itemLess(a, b *viewItem) bool { return a.key() < b.key() }
 
-func newView() *View {
+func New() *View {
 	return &View{topics: make(map[string]*topicView)}
 }
 
@@ -183,7 +189,7 @@ func newTopicView(name string, sizeHint int) *topicView {
 // Apply applies a record to the view and reports whether the view changed.
 // A record without a key (a plain stream message) is ignored. The view
 // copies what it keeps, so r may be a slice of a mapped file.
-func (v *View) Apply(r Record) bool {
+func (v *View) Apply(r record.Record) bool {
 	key := r.Key()
 	if len(key) == 0 {
 		return false
@@ -202,7 +208,7 @@ func (v *View) Apply(r Record) bool {
 	v.mu.RUnlock()
 
 	// Allocate outside the lock: readers wait only for the swap.
-	it := newViewItem(key, r.Tag(), r.Value(), st, r.Kind() == KindTombstone)
+	it := newViewItem(key, r.Tag(), r.Value(), st, r.Kind() == record.KindTombstone)
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -279,12 +285,12 @@ func (v *View) Keys(topic, prefix, after string, limit int) []string {
 	if after > start {
 		start = after
 	}
-	if len(prefix) > MaxKeyBytes {
+	if len(prefix) > record.MaxKeyBytes {
 		return nil
 	}
 	// No key is longer than MaxKeyBytes; starting from a longer after's first
 	// MaxKeyBytes bytes only visits a few keys more, which the loop skips.
-	probe := &viewItem{data: start, klen: uint16(min(len(start), MaxKeyBytes))}
+	probe := &viewItem{data: start, klen: uint16(min(len(start), record.MaxKeyBytes))}
 	var keys []string
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -356,14 +362,14 @@ func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 	return topics, entries
 }
 
-// followFrom makes fn see every later change (nil stops it) and returns
+// FollowFrom makes fn see every later change (nil stops it) and returns
 // the view as it is at that moment, with nothing in between.
-func (v *View) followFrom(fn func(ViewChange)) iter.Seq[ViewChange] {
+func (v *View) FollowFrom(fn func(Change)) iter.Seq[Change] {
 	v.mu.Lock()
 	v.follow = fn
 	topics, _ := v.freezeLocked()
 	v.mu.Unlock()
-	return func(yield func(ViewChange) bool) {
+	return func(yield func(Change) bool) {
 		for _, ft := range topics {
 			ok := true
 			ft.items.Ascend(func(it *viewItem) bool {
@@ -397,6 +403,21 @@ func (v *View) Digest() [32]byte {
 	h.Sum(sum[:0])
 	return sum
 }
+
+// Frozen is a read-only, copy-on-write clone of the view (Freeze), to
+// be hashed without holding the view's lock.
+type Frozen struct{ topics []frozenTopic }
+
+// Freeze clones the view (lazily: O(1) per topic) so that a caller can
+// take the clone together with other state under its own lock and hash it
+// afterwards (Frozen.Digests).
+func (v *View) Freeze() Frozen {
+	topics, _ := v.freeze()
+	return Frozen{topics: topics}
+}
+
+// Digests is Digest for each topic of the frozen view alone.
+func (f Frozen) Digests() map[string][32]byte { return digestTopics(f.topics) }
 
 // digestTopics is Digest for each topic alone: the same bytes hashed,
 // topic by topic.
@@ -442,10 +463,10 @@ func (ft frozenTopic) hash(h hash.Hash, buf []byte) []byte {
 	return buf
 }
 
-// merge puts every entry of other into v by the usual rule (greatest
+// Merge puts every entry of other into v by the usual rule (greatest
 // (HLC, origin) wins) and returns how many changed v and the greatest HLC
 // it saw. Items are immutable, so v and other may share them.
-func (v *View) merge(other *View) (changed int, maxHLC uint64) {
+func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 	topics, _ := other.freeze()
 	v.mu.Lock()
 	defer v.mu.Unlock()

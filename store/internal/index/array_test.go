@@ -1,20 +1,22 @@
-package store
+package index
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // arrayEntry is the test content of entry i: never zero, different for
@@ -202,10 +204,10 @@ func TestArrayStart(t *testing.T) {
 		t.Fatalf("empty array at 1000: len %d first %d", a.len(), a.first())
 	}
 	buf := make([]byte, 16)
-	if err := a.read(999, buf); !errors.Is(err, ErrRecycled) {
+	if err := a.read(999, buf); !errors.Is(err, errs.ErrRecycled) {
 		t.Fatalf("read below start: %v, want ErrRecycled", err)
 	}
-	if err := a.read(1000, buf); !errors.Is(err, ErrBeyondEnd) {
+	if err := a.read(1000, buf); !errors.Is(err, errs.ErrBeyondEnd) {
 		t.Fatalf("read at end: %v, want ErrBeyondEnd", err)
 	}
 	appendEntries(t, a, 1000, 1020)
@@ -262,7 +264,7 @@ func TestArrayTruncate(t *testing.T) {
 				}
 				checkArray(t, a, first, tc.wantLen)
 				buf := make([]byte, 16)
-				if err := a.read(tc.wantLen, buf); !errors.Is(err, ErrBeyondEnd) {
+				if err := a.read(tc.wantLen, buf); !errors.Is(err, errs.ErrBeyondEnd) {
 					t.Fatalf("read at len after truncate: %v", err)
 				}
 			}
@@ -321,7 +323,7 @@ func TestArrayDropChunksBefore(t *testing.T) {
 			}
 			buf := make([]byte, 16)
 			if tc.wantFirst > 0 {
-				if err := a.read(tc.wantFirst-1, buf); !errors.Is(err, ErrRecycled) {
+				if err := a.read(tc.wantFirst-1, buf); !errors.Is(err, errs.ErrRecycled) {
 					t.Fatalf("drop %v: read below first: %v", tc.drop, err)
 				}
 			}
@@ -348,20 +350,20 @@ func TestArrayErrors(t *testing.T) {
 	dir := t.TempDir()
 	a := openTestArray(t, dir, 0, 4, 2)
 	appendEntries(t, a, 0, 10)
-	if err := a.append(make([]byte, 15)); !errors.Is(err, ErrInvalid) {
+	if err := a.append(make([]byte, 15)); !errors.Is(err, record.ErrInvalid) {
 		t.Errorf("short entry: %v", err)
 	}
-	if err := a.append(make([]byte, 16)); !errors.Is(err, ErrInvalid) {
+	if err := a.append(make([]byte, 16)); !errors.Is(err, record.ErrInvalid) {
 		t.Errorf("zero entry: %v", err)
 	}
 	if a.len() != 10 {
 		t.Errorf("len %d after refused appends", a.len())
 	}
 	buf := make([]byte, 16)
-	if err := a.read(10, buf); !errors.Is(err, ErrBeyondEnd) {
+	if err := a.read(10, buf); !errors.Is(err, errs.ErrBeyondEnd) {
 		t.Errorf("read at len: %v", err)
 	}
-	if err := a.read(1<<63, buf); !errors.Is(err, ErrBeyondEnd) {
+	if err := a.read(1<<63, buf); !errors.Is(err, errs.ErrBeyondEnd) {
 		t.Errorf("read far: %v", err)
 	}
 	if err := a.close(); err != nil {
@@ -377,11 +379,11 @@ func TestArrayErrors(t *testing.T) {
 		"drop":     a.dropChunksBefore(8),
 		"sync":     a.sync(),
 	} {
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, errs.ErrClosed) {
 			t.Errorf("%s after close: %v, want ErrClosed", name, err)
 		}
 	}
-	if _, err := openArray(dir, 0, arrayConfig{entrySize: 0}, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := openArray(dir, 0, arrayConfig{entrySize: 0}, nil); !errors.Is(err, record.ErrInvalid) {
 		t.Errorf("entry size 0: %v", err)
 	}
 }
@@ -402,12 +404,12 @@ func TestArrayOpenDamagedDir(t *testing.T) {
 	}{
 		{"gap", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, arrayChunkName(4)))
-		}, ErrCorrupt, 0},
+		}, record.ErrCorrupt, 0},
 		{"short chunk", func(t *testing.T, dir string) {
 			os.Truncate(filepath.Join(dir, arrayChunkName(4)), 20)
-		}, ErrCorrupt, 0},
+		}, record.ErrCorrupt, 0},
 		{"leftover tmp", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, arrayChunkName(12)+tmpSuffix), []byte("x"), 0o600)
+			os.WriteFile(filepath.Join(dir, arrayChunkName(12)+fsys.TmpSuffix), []byte("x"), 0o600)
 		}, nil, 10},
 		{"stranger", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "README"), []byte("x"), 0o600)
@@ -442,7 +444,7 @@ func TestArrayOpenDamagedDir(t *testing.T) {
 				t.Fatalf("len %d, want %d", a.len(), tc.wantLen)
 			}
 			checkArray(t, a, 0, tc.wantLen)
-			if _, err := os.Stat(filepath.Join(dir, arrayChunkName(12)+tmpSuffix)); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(dir, arrayChunkName(12)+fsys.TmpSuffix)); !os.IsNotExist(err) {
 				t.Errorf("leftover tmp file not removed: %v", err)
 			}
 		})
@@ -520,60 +522,21 @@ func testArrayConcurrentReaders(t *testing.T, firstChunk uint64) {
 	t.Logf("%d concurrent reads", reads.Load())
 }
 
-const fsizeChildEnv = "CACHECAST_TEST_FSIZE_CHILD"
-
-// inFSizeChild reports whether this process is the child that runs the
-// calling test alone, where it may lower RLIMIT_FSIZE to make the file
-// system refuse to grow a file (SIGXFSZ is ignored there, so the system
-// call fails with EFBIG instead of killing the process). In the parent it
-// runs that child, fails if the child failed, and returns false.
-func inFSizeChild(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv(fsizeChildEnv) == t.Name() {
-		signal.Ignore(syscall.SIGXFSZ)
-		return true
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), fsizeChildEnv+"="+t.Name())
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
-		t.Fatalf("child process: %v\n%s", err, out)
-	}
-	return false
-}
-
-// setFSizeLimit sets the soft limit on the size of files this process may
-// grow; 0 restores the hard limit.
-func setFSizeLimit(t *testing.T, n uint64) {
-	t.Helper()
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	lim.Cur = lim.Max
-	if n > 0 {
-		lim.Cur = n
-	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestArrayDiskFull makes the file system refuse a new chunk: the append
 // fails with ErrDiskFull, nothing written before is lost, and appending
 // works again once space is back.
 func TestArrayDiskFull(t *testing.T) {
-	if !inFSizeChild(t) {
+	if !testkit.InFSizeChild(t) {
 		return
 	}
 	dir := t.TempDir()
 	a := openTestArray(t, dir, 0, 1024, 2) // 16 KiB chunks
 	defer a.close()
 	appendEntries(t, a, 0, 1024)
-	setFSizeLimit(t, 8<<10)
+	testkit.SetFSizeLimit(t, 8<<10)
 	err := a.append(arrayEntry(1024))
-	setFSizeLimit(t, 0)
-	if !errors.Is(err, ErrDiskFull) {
+	testkit.SetFSizeLimit(t, 0)
+	if !errors.Is(err, errs.ErrDiskFull) {
 		t.Fatalf("append needing a chunk over the size limit: %v, want ErrDiskFull", err)
 	}
 	if a.len() != 1024 {

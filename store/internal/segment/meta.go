@@ -1,4 +1,4 @@
-package store
+package segment
 
 import (
 	"crypto/rand"
@@ -12,6 +12,9 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The metafile is one page, mapped, holding two 2 KiB copies of the state,
@@ -70,209 +73,213 @@ import (
 // The metafile is synced after the data it describes, so each position in
 // it is at most, never beyond, the truth; a stale value only makes
 // recovery scan more.
+// The metafile's layout; the Off constants are the offsets of its fields
+// within a copy, for Get, Put, Pos and SetPos.
 const (
 	metaVersion       = 2
-	metaVersionSingle = 1 // the old single-copy file
-	metaSize          = 4096
-	metaCopySize      = metaSize / 2
-	metaCRCOff        = metaCopySize - 4
+	MetaVersionSingle = 1 // the old single-copy file
+	MetaSize          = 4096
+	MetaCopySize      = MetaSize / 2
+	metaCRCOff        = MetaCopySize - 4
 
-	metaOffVersion   = 0
-	metaOffWriting   = 8
-	metaOffWatermark = 24
-	metaOffCommitted = 40
-	metaOffReading   = 56
-	metaOffCapacity  = 72
-	metaOffSegSize   = 80
-	metaOffOrigin    = 88
-	metaOffLastHLC   = 96
-	metaOffCreated   = 104
-	metaOffIndexed   = 112
-	metaOffOpen      = 120
-	metaOffBootID    = 128
-	metaOffGen       = 144
+	OffVersion   = 0
+	OffWriting   = 8
+	OffWatermark = 24
+	OffCommitted = 40
+	OffReading   = 56
+	OffCapacity  = 72
+	OffSegSize   = 80
+	OffOrigin    = 88
+	OffLastHLC   = 96
+	OffCreated   = 104
+	OffIndexed   = 112
+	OffOpen      = 120
+	OffBootID    = 128
+	OffGen       = 144
 )
 
-// meta is the open metafile. Its methods are safe for concurrent use.
-type meta struct {
+// Meta is the open metafile. Its methods are safe for concurrent use.
+type Meta struct {
 	path    string
 	f       *os.File
 	data    []byte // the map: copy A | copy B
 	segSize int64  // fixed after open
 
 	mu  sync.Mutex
-	b   [metaCopySize]byte // the current state, the fields at their offsets
+	b   [MetaCopySize]byte // the current state, the fields at their offsets
 	gen uint64             // generation of the current copy
 	cur int                // copy holding the current state; -1: none yet
 
 	syncMu sync.Mutex // one sync at a time, so that one copy is always whole
 }
 
-// openMeta maps the metafile at path, creating it (with a new random
+// OpenMeta maps the metafile at path, creating it (with a new random
 // origin) when it does not exist. segSize is used only for a new file.
-func openMeta(path string, segSize int64, created int64, log *zap.Logger) (*meta, bool, error) {
+func OpenMeta(path string, segSize int64, created int64, log *zap.Logger) (*Meta, bool, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
-		return nil, false, fileError("open", path, err)
+		return nil, false, fsys.FileError("open", path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, false, fileError("stat", path, err)
+		return nil, false, fsys.FileError("stat", path, err)
 	}
 	fresh := st.Size() == 0
-	if !fresh && st.Size() != metaSize {
+	if !fresh && st.Size() != MetaSize {
 		f.Close()
-		return nil, false, fmt.Errorf("%w: metafile %s is %d bytes, want %d", ErrCorrupt, path, st.Size(), metaSize)
+		return nil, false, fmt.Errorf("%w: metafile %s is %d bytes, want %d", record.ErrCorrupt, path, st.Size(), MetaSize)
 	}
 	if fresh {
-		if err := allocate(f, metaSize); err != nil {
+		if err := fsys.Allocate(f, MetaSize); err != nil {
 			f.Close()
 			return nil, false, err
 		}
 	}
-	data, err := mapFile(f, metaSize)
+	data, err := fsys.Map(f, MetaSize)
 	if err != nil {
 		f.Close()
 		return nil, false, err
 	}
-	m := &meta{path: path, f: f, data: data, cur: -1}
+	m := &Meta{path: path, f: f, data: data, cur: -1}
 	if fresh {
-		origin, err := newOrigin()
+		origin, err := NewOrigin()
 		if err != nil {
-			m.close()
+			m.Close()
 			return nil, false, err
 		}
-		m.put(metaOffSegSize, uint64(segSize))
-		m.put(metaOffOrigin, origin)
-		m.put(metaOffCreated, uint64(created))
-		if err := m.sync(); err != nil {
-			m.close()
+		m.Put(OffSegSize, uint64(segSize))
+		m.Put(OffOrigin, origin)
+		m.Put(OffCreated, uint64(created))
+		if err := m.Sync(); err != nil {
+			m.Close()
 			return nil, false, err
 		}
-		if err := syncDir(filepath.Dir(path)); err != nil {
-			m.close()
+		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+			m.Close()
 			return nil, false, err
 		}
-	} else if err := guardFaultDoing("reading", path, func() error { return m.load(log) }); err != nil {
-		m.close()
+	} else if err := fsys.GuardDoing("reading", path, func() error { return m.load(log) }); err != nil {
+		m.Close()
 		return nil, false, err
 	}
-	m.segSize = int64(m.get(metaOffSegSize))
-	if m.segSize <= 0 || m.segSize%int64(pageSize) != 0 || m.get(metaOffOrigin) == 0 {
-		m.close()
-		return nil, false, fmt.Errorf("%w: metafile %s: segment size %d, origin %x", ErrCorrupt, path, m.segSize, m.get(metaOffOrigin))
+	m.segSize = int64(m.Get(OffSegSize))
+	if m.segSize <= 0 || m.segSize%int64(fsys.PageSize) != 0 || m.Get(OffOrigin) == 0 {
+		m.Close()
+		return nil, false, fmt.Errorf("%w: metafile %s: segment size %d, origin %x", record.ErrCorrupt, path, m.segSize, m.Get(OffOrigin))
 	}
 	return m, fresh, nil
 }
 
-// metaCopyValid reports whether b (one copy) has version 2 and its CRC.
-func metaCopyValid(b []byte) bool {
-	return binary.LittleEndian.Uint64(b[metaOffVersion:]) == metaVersion &&
-		crc32.Checksum(b[:metaCRCOff], castagnoli) == binary.LittleEndian.Uint32(b[metaCRCOff:])
+// MetaCopyValid reports whether b (one copy) has version 2 and its CRC.
+func MetaCopyValid(b []byte) bool {
+	return binary.LittleEndian.Uint64(b[OffVersion:]) == metaVersion &&
+		crc32.Checksum(b[:metaCRCOff], fsys.Castagnoli) == binary.LittleEndian.Uint32(b[metaCRCOff:])
 }
 
 // load reads the current state from the map: the valid copy with the
 // higher generation, or an old single-copy file.
-func (m *meta) load(log *zap.Logger) error {
+func (m *Meta) load(log *zap.Logger) error {
 	var valid [2]bool
 	for k := range valid {
-		b := m.data[k*metaCopySize : (k+1)*metaCopySize]
-		valid[k] = metaCopyValid(b)
-		if gen := binary.LittleEndian.Uint64(b[metaOffGen:]); valid[k] && (m.cur < 0 || gen > m.gen) {
+		b := m.data[k*MetaCopySize : (k+1)*MetaCopySize]
+		valid[k] = MetaCopyValid(b)
+		if gen := binary.LittleEndian.Uint64(b[OffGen:]); valid[k] && (m.cur < 0 || gen > m.gen) {
 			m.cur, m.gen = k, gen
 		}
 	}
 	if m.cur >= 0 {
-		if other := 1 - m.cur; !valid[other] && !isZero(m.data[other*metaCopySize:(other+1)*metaCopySize]) {
+		if other := 1 - m.cur; !valid[other] && !fsys.IsZero(m.data[other*MetaCopySize:(other+1)*MetaCopySize]) {
 			log.Warn("ignoring a damaged copy of the metafile (torn write?)",
 				zap.String("path", m.path), zap.String("copy", "AB"[other:other+1]))
 		}
-		copy(m.b[:], m.data[m.cur*metaCopySize:])
+		copy(m.b[:], m.data[m.cur*MetaCopySize:])
 		return nil
 	}
-	if v := binary.LittleEndian.Uint64(m.data[metaOffVersion:]); v == metaVersionSingle {
+	if v := binary.LittleEndian.Uint64(m.data[OffVersion:]); v == MetaVersionSingle {
 		// The old single-copy file: A is the state, and the next sync
 		// writes B (cur stays -1 for A, so that B goes first).
-		if !isZero(m.data[metaCopySize:]) {
+		if !fsys.IsZero(m.data[MetaCopySize:]) {
 			log.Warn("ignoring a damaged copy of the metafile (torn upgrade?)",
 				zap.String("path", m.path), zap.String("copy", "B"))
 		}
-		copy(m.b[:], m.data[:metaCopySize])
-		clear(m.b[metaOffGen:])
+		copy(m.b[:], m.data[:MetaCopySize])
+		clear(m.b[OffGen:])
 		m.cur = 0
 		return nil
 	}
 	return fmt.Errorf("%w: metafile %s: both copies damaged (bad checksum or version); restore it from a backup or move the data directory aside",
-		ErrCorrupt, m.path)
+		record.ErrCorrupt, m.path)
 }
 
-func (m *meta) get(off int) uint64 {
+// Get reads the field at off (one of the Off constants).
+func (m *Meta) Get(off int) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return binary.LittleEndian.Uint64(m.b[off:])
 }
 
-func (m *meta) put(off int, v uint64) {
+// Put writes the field at off; the next Sync makes it durable.
+func (m *Meta) Put(off int, v uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	binary.LittleEndian.PutUint64(m.b[off:], v)
 }
 
-// pos reads a (segment ID, offset) pair as a log position.
-func (m *meta) pos(off int) int64 {
+// Pos reads a (segment ID, offset) pair as a log position.
+func (m *Meta) Pos(off int) int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return int64(binary.LittleEndian.Uint64(m.b[off:]))*m.segSize + int64(binary.LittleEndian.Uint64(m.b[off+8:]))
 }
 
-// setPos writes a log position as a (segment ID, offset) pair.
-func (m *meta) setPos(off int, pos int64) {
+// SetPos writes a log position as a (segment ID, offset) pair.
+func (m *Meta) SetPos(off int, pos int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	binary.LittleEndian.PutUint64(m.b[off:], uint64(pos/m.segSize))
 	binary.LittleEndian.PutUint64(m.b[off+8:], uint64(pos%m.segSize))
 }
 
-// bootID returns the boot ID field.
-func (m *meta) bootID() (id [16]byte) {
+// BootID returns the boot ID field.
+func (m *Meta) BootID() (id [16]byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	copy(id[:], m.b[metaOffBootID:])
+	copy(id[:], m.b[OffBootID:])
 	return id
 }
 
-// setBootID writes the boot ID field.
-func (m *meta) setBootID(id [16]byte) {
+// SetBootID writes the boot ID field.
+func (m *Meta) SetBootID(id [16]byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	copy(m.b[metaOffBootID:], id[:])
+	copy(m.b[OffBootID:], id[:])
 }
 
-// sync writes the state into the copy that is not current, with the next
+// Sync writes the state into the copy that is not current, with the next
 // generation, and makes it durable; only then is it the current copy.
-func (m *meta) sync() error {
+func (m *Meta) Sync() error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	k := 0
 	if m.cur == 0 {
 		k = 1
 	}
-	dst := m.data[k*metaCopySize : (k+1)*metaCopySize]
+	dst := m.data[k*MetaCopySize : (k+1)*MetaCopySize]
 	m.mu.Lock()
 	gen := m.gen + 1
-	binary.LittleEndian.PutUint64(m.b[metaOffVersion:], metaVersion)
-	binary.LittleEndian.PutUint64(m.b[metaOffGen:], gen)
-	binary.LittleEndian.PutUint32(m.b[metaCRCOff:], crc32.Checksum(m.b[:metaCRCOff], castagnoli))
-	err := guardFaultDoing("writing", m.path, func() error { copy(dst, m.b[:]); return nil })
+	binary.LittleEndian.PutUint64(m.b[OffVersion:], metaVersion)
+	binary.LittleEndian.PutUint64(m.b[OffGen:], gen)
+	binary.LittleEndian.PutUint32(m.b[metaCRCOff:], crc32.Checksum(m.b[:metaCRCOff], fsys.Castagnoli))
+	err := fsys.GuardDoing("writing", m.path, func() error { copy(dst, m.b[:]); return nil })
 	m.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := syncRange(m.data, k*metaCopySize, (k+1)*metaCopySize); err != nil {
+	if err := fsys.SyncRange(m.data, k*MetaCopySize, (k+1)*MetaCopySize); err != nil {
 		return fmt.Errorf("%w (metafile %s)", err, m.path)
 	}
 	m.mu.Lock()
@@ -281,8 +288,8 @@ func (m *meta) sync() error {
 	return nil
 }
 
-// newOrigin returns a random, nonzero origin ID.
-func newOrigin() (uint64, error) {
+// NewOrigin returns a random, nonzero origin ID.
+func NewOrigin() (uint64, error) {
 	var id [8]byte
 	for binary.LittleEndian.Uint64(id[:]) == 0 {
 		if _, err := rand.Read(id[:]); err != nil {
@@ -292,8 +299,8 @@ func newOrigin() (uint64, error) {
 	return binary.LittleEndian.Uint64(id[:]), nil
 }
 
-// bootID reads the kernel's boot ID; ok is false where there is none.
-func bootID() (id [16]byte, ok bool) {
+// KernelBootID reads the kernel's boot ID; ok is false where there is none.
+func KernelBootID() (id [16]byte, ok bool) {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return id, false
@@ -305,12 +312,15 @@ func bootID() (id [16]byte, ok bool) {
 	return id, true
 }
 
-// close unmaps and closes the file; what was not synced is lost.
-func (m *meta) close() error {
-	err := unmap(m.data)
+// Close unmaps and closes the file; what was not synced is lost.
+func (m *Meta) Close() error {
+	err := fsys.Unmap(m.data)
 	m.data = nil
 	if cerr := m.f.Close(); err == nil && cerr != nil {
-		err = fileError("close", m.f.Name(), cerr)
+		err = fsys.FileError("close", m.f.Name(), cerr)
 	}
 	return err
 }
+
+// SegmentSize is the segment size the directory was made with.
+func (m *Meta) SegmentSize() int64 { return m.segSize }

@@ -1,4 +1,8 @@
-package store
+// Package index holds the indexes the store keeps beside its log, both
+// derived from the log and rebuilt from it when damaged: per topic (offset
+// -> record, RocketMQ's ConsumeQueue) and per origin (seq -> record), each
+// an array of fixed-size entries in memory-mapped chunk files.
+package index
 
 import (
 	"crypto/sha256"
@@ -15,6 +19,10 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The store keeps two kinds of index next to the log, both arrays of
@@ -53,8 +61,8 @@ import (
 // entry, len, first, searchHLC, last, vector, topics, lastPos), and sync
 // from any goroutine.
 
-// IndexEntry is one entry of a topic index.
-type IndexEntry struct {
+// Entry is one entry of a topic index.
+type Entry struct {
 	Pos     int64  // log position of the record
 	Size    uint32 // unpadded record size
 	TagHash uint32 // TagHash of the record's tag
@@ -72,7 +80,7 @@ const (
 	topicNameSuffix = ".name"
 )
 
-func encodeIndexEntry(b []byte, e IndexEntry) {
+func encodeIndexEntry(b []byte, e Entry) {
 	_ = b[topicEntrySize-1]
 	binary.LittleEndian.PutUint64(b[0:], uint64(e.Pos)+1)
 	binary.LittleEndian.PutUint32(b[8:], e.Size)
@@ -82,13 +90,13 @@ func encodeIndexEntry(b []byte, e IndexEntry) {
 
 // decodeIndexEntry reads an entry; a zero position field (a hole left by a
 // crash, never written) is ErrCorrupt.
-func decodeIndexEntry(b []byte) (IndexEntry, error) {
+func decodeIndexEntry(b []byte) (Entry, error) {
 	_ = b[topicEntrySize-1]
 	p := binary.LittleEndian.Uint64(b[0:])
 	if p == 0 {
-		return IndexEntry{}, fmt.Errorf("%w: empty index entry", ErrCorrupt)
+		return Entry{}, fmt.Errorf("%w: empty index entry", record.ErrCorrupt)
 	}
-	return IndexEntry{
+	return Entry{
 		Pos:     int64(p - 1),
 		Size:    binary.LittleEndian.Uint32(b[8:]),
 		TagHash: binary.LittleEndian.Uint32(b[12:]),
@@ -105,7 +113,7 @@ func entryPos(a *array, i uint64) (int64, error) {
 	}
 	p := binary.LittleEndian.Uint64(buf[:8])
 	if p == 0 {
-		return 0, fmt.Errorf("%w: empty index entry %d in %s", ErrCorrupt, i, a.dir)
+		return 0, fmt.Errorf("%w: empty index entry %d in %s", record.ErrCorrupt, i, a.dir)
 	}
 	return int64(p - 1), nil
 }
@@ -215,8 +223,8 @@ func parseTopicDirName(name string) (string, bool) {
 // disk, not a full chunk.
 const firstIndexChunkEntries = 512
 
-// topicIndexes is the set of topic indexes of a store.
-type topicIndexes struct {
+// Topics is the set of topic indexes of a store.
+type Topics struct {
 	dir    string
 	cfg    arrayConfig
 	log    *zap.Logger
@@ -225,47 +233,47 @@ type topicIndexes struct {
 	// mu guards m against readers while the writer adds a topic; the
 	// writer itself reads m without it (only it changes m).
 	mu sync.RWMutex
-	m  map[string]*topicIndex
+	m  map[string]*Topic
 }
 
-// topicIndex is the index of one topic. Its methods are safe concurrently
+// Topic is the index of one topic. Its methods are safe concurrently
 // with the writer appending to it.
-type topicIndex struct {
+type Topic struct {
 	name string
 	arr  *array
 	last atomic.Int64 // position of the last entry, -1 if none
 }
 
-// openTopicIndexes opens (creating if needed) the topic indexes in dir
+// OpenTopics opens (creating if needed) the topic indexes in dir
 // (the store's <data>/index/topic). chunkEntries is the most entries per
 // chunk file (0: 1<<20, 24 MiB; the first files are smaller, see
 // firstIndexChunkEntries); maxMapped bounds the chunks mapped at once per
 // topic.
-func openTopicIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger) (*topicIndexes, error) {
+func OpenTopics(dir string, chunkEntries, maxMapped int, log *zap.Logger) (*Topics, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if chunkEntries < 0 {
-		return nil, fmt.Errorf("%w: %d index entries per chunk", ErrInvalid, chunkEntries)
+		return nil, fmt.Errorf("%w: %d index entries per chunk", record.ErrInvalid, chunkEntries)
 	}
-	t := &topicIndexes{
+	t := &Topics{
 		dir: dir,
 		cfg: arrayConfig{entrySize: topicEntrySize, chunkEntries: uint64(chunkEntries),
 			firstChunkEntries: firstIndexChunkEntries, maxMapped: maxMapped},
 		log: log,
-		m:   make(map[string]*topicIndex),
+		m:   make(map[string]*Topic),
 	}
 	if err := makeIndexDir(t.dir); err != nil {
 		return nil, err
 	}
 	des, err := os.ReadDir(t.dir)
 	if err != nil {
-		return nil, fileError("readdir", t.dir, err)
+		return nil, fsys.FileError("readdir", t.dir, err)
 	}
 	for _, de := range des {
 		name := de.Name()
 		if !de.IsDir() {
-			if !strings.HasSuffix(name, topicNameSuffix) && !strings.HasSuffix(name, tmpSuffix) {
+			if !strings.HasSuffix(name, topicNameSuffix) && !strings.HasSuffix(name, fsys.TmpSuffix) {
 				log.Warn("unexpected file in the topic index directory", zap.String("path", filepath.Join(t.dir, name)))
 			}
 			continue
@@ -282,7 +290,7 @@ func openTopicIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger) 
 		}
 		ti, err := t.openTopic(topic, filepath.Join(t.dir, name))
 		if err != nil {
-			t.close()
+			t.Close()
 			return nil, err
 		}
 		if ti != nil {
@@ -294,7 +302,7 @@ func openTopicIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger) 
 
 // openTopic opens one topic's index; an empty directory (a crash right
 // after it was made) is removed and nil returned.
-func (t *topicIndexes) openTopic(topic, dir string) (*topicIndex, error) {
+func (t *Topics) openTopic(topic, dir string) (*Topic, error) {
 	if empty, err := removeIfEmpty(dir); err != nil || empty {
 		return nil, err
 	}
@@ -302,7 +310,7 @@ func (t *topicIndexes) openTopic(topic, dir string) (*topicIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ti := &topicIndex{name: topic, arr: a}
+	ti := &Topic{name: topic, arr: a}
 	last, err := lastEntryPos(a)
 	if err != nil {
 		a.close()
@@ -318,36 +326,36 @@ func makeIndexDir(dir string) error {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fileError("mkdir", dir, err)
+		return fsys.FileError("mkdir", dir, err)
 	}
-	return syncDir(filepath.Dir(dir))
+	return fsys.SyncDir(filepath.Dir(dir))
 }
 
 func removeIfEmpty(dir string) (bool, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
-		return false, fileError("readdir", dir, err)
+		return false, fsys.FileError("readdir", dir, err)
 	}
 	if len(des) > 0 {
 		return false, nil
 	}
 	if err := os.Remove(dir); err != nil {
-		return false, fileError("remove", dir, err)
+		return false, fsys.FileError("remove", dir, err)
 	}
 	return true, nil
 }
 
-// append adds e to the index of topic and returns its offset in the topic.
+// Append adds e to the index of topic and returns its offset in the topic.
 // Positions must increase along a topic: an entry at or before the topic's
 // last position is refused with ErrDuplicate (so that re-indexing the log
 // from an earlier point skips what is already indexed). It does not
 // allocate unless the topic is new. Writer only.
-func (t *topicIndexes) append(topic []byte, e IndexEntry) (uint64, error) {
+func (t *Topics) Append(topic []byte, e Entry) (uint64, error) {
 	if t.closed.Load() {
-		return 0, ErrClosed
+		return 0, errs.ErrClosed
 	}
 	if e.Pos < 0 {
-		return 0, fmt.Errorf("%w: index entry at position %d", ErrInvalid, e.Pos)
+		return 0, fmt.Errorf("%w: index entry at position %d", record.ErrInvalid, e.Pos)
 	}
 	ti := t.m[string(topic)]
 	created := false
@@ -359,7 +367,7 @@ func (t *topicIndexes) append(topic []byte, e IndexEntry) (uint64, error) {
 		created = true
 	}
 	if last := ti.last.Load(); e.Pos <= last {
-		return 0, fmt.Errorf("%w: topic %q already indexed up to position %d, got %d", ErrDuplicate, ti.name, last, e.Pos)
+		return 0, fmt.Errorf("%w: topic %q already indexed up to position %d, got %d", errs.ErrDuplicate, ti.name, last, e.Pos)
 	}
 	var buf [topicEntrySize]byte
 	encodeIndexEntry(buf[:], e)
@@ -381,13 +389,13 @@ func (t *topicIndexes) append(topic []byte, e IndexEntry) (uint64, error) {
 }
 
 // create makes the index of a new topic.
-func (t *topicIndexes) create(topic string) (*topicIndex, error) {
+func (t *Topics) create(topic string) (*Topic, error) {
 	if topic == "" {
-		return nil, fmt.Errorf("%w: empty topic", ErrInvalid)
+		return nil, fmt.Errorf("%w: empty topic", record.ErrInvalid)
 	}
 	name := topicDirName(topic)
 	if strings.HasPrefix(name, "#") {
-		if err := createFileAtomic(filepath.Join(t.dir, name+topicNameSuffix), writeSynced([]byte(topic))); err != nil {
+		if err := fsys.CreateAtomic(filepath.Join(t.dir, name+topicNameSuffix), fsys.WriteSynced([]byte(topic))); err != nil {
 			return nil, err
 		}
 	}
@@ -399,21 +407,21 @@ func (t *topicIndexes) create(topic string) (*topicIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ti := &topicIndex{name: topic, arr: a}
+	ti := &Topic{name: topic, arr: a}
 	ti.last.Store(-1)
 	return ti, nil
 }
 
-// get returns the index of topic, nil if the topic has none. Safe from any
+// Get returns the index of topic, nil if the topic has none. Safe from any
 // goroutine.
-func (t *topicIndexes) get(topic string) *topicIndex {
+func (t *Topics) Get(topic string) *Topic {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.m[topic]
 }
 
-// topics lists the indexed topics, sorted.
-func (t *topicIndexes) topics() []string {
+// Names lists the indexed topics, sorted.
+func (t *Topics) Names() []string {
 	t.mu.RLock()
 	names := make([]string, 0, len(t.m))
 	for name := range t.m {
@@ -425,7 +433,7 @@ func (t *topicIndexes) topics() []string {
 }
 
 // each calls fn for every topic index, in no order, under the read lock.
-func (t *topicIndexes) each(fn func(*topicIndex) error) error {
+func (t *Topics) each(fn func(*Topic) error) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var errs []error
@@ -437,13 +445,13 @@ func (t *topicIndexes) each(fn func(*topicIndex) error) error {
 	return errors.Join(errs...)
 }
 
-// truncate drops, in every topic, the entries whose position is at or
+// Truncate drops, in every topic, the entries whose position is at or
 // after pos: recovery cut the log there. Writer only.
-func (t *topicIndexes) truncate(pos int64) error {
+func (t *Topics) Truncate(pos int64) error {
 	if t.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
-	return t.each(func(ti *topicIndex) error {
+	return t.each(func(ti *Topic) error {
 		last, err := truncateIndex(ti.arr, pos)
 		if err == nil {
 			ti.last.Store(last)
@@ -452,52 +460,52 @@ func (t *topicIndexes) truncate(pos int64) error {
 	})
 }
 
-// dropBefore removes, in every topic, the chunks whose entries all lie
+// DropBefore removes, in every topic, the chunks whose entries all lie
 // before pos: the log no longer holds those records. Retention works by
 // whole chunks, and the last chunk of a topic always stays. Writer only.
-func (t *topicIndexes) dropBefore(pos int64) error {
+func (t *Topics) DropBefore(pos int64) error {
 	if t.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
-	return t.each(func(ti *topicIndex) error { return dropIndexBefore(ti.arr, pos) })
+	return t.each(func(ti *Topic) error { return dropIndexBefore(ti.arr, pos) })
 }
 
-// lastPos is the greatest position indexed in any topic, -1 if none. After
+// LastPos is the greatest position indexed in any topic, -1 if none. After
 // a crash, topics may have been synced to different points; a caller
 // re-indexing the log should start from a position it knows all indexes
 // were synced through, and append skips (ErrDuplicate) what is there.
-func (t *topicIndexes) lastPos() int64 {
+func (t *Topics) LastPos() int64 {
 	last := int64(-1)
-	t.each(func(ti *topicIndex) error {
+	t.each(func(ti *Topic) error {
 		last = max(last, ti.last.Load())
 		return nil
 	})
 	return last
 }
 
-// sync makes every entry appended so far durable. Safe concurrently with
+// Sync makes every entry appended so far durable. Safe concurrently with
 // the writer and readers.
-func (t *topicIndexes) sync() error {
+func (t *Topics) Sync() error {
 	if t.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
-	return t.each(func(ti *topicIndex) error { return ti.arr.sync() })
+	return t.each(func(ti *Topic) error { return ti.arr.sync() })
 }
 
-// close syncs and unmaps every index.
-func (t *topicIndexes) close() error {
+// Close syncs and unmaps every index.
+func (t *Topics) Close() error {
 	if t.closed.Swap(true) {
 		return nil
 	}
-	return t.each(func(ti *topicIndex) error { return ti.arr.close() })
+	return t.each(func(ti *Topic) error { return ti.arr.close() })
 }
 
-// entry returns the entry at offset off: ErrRecycled below first(),
+// Entry returns the entry at offset off: ErrRecycled below first(),
 // ErrBeyondEnd at or after len(), ErrCorrupt for a hole.
-func (ti *topicIndex) entry(off uint64) (IndexEntry, error) {
+func (ti *Topic) Entry(off uint64) (Entry, error) {
 	var buf [topicEntrySize]byte
 	if err := ti.arr.read(off, buf[:]); err != nil {
-		return IndexEntry{}, err
+		return Entry{}, err
 	}
 	e, err := decodeIndexEntry(buf[:])
 	if err != nil {
@@ -506,27 +514,27 @@ func (ti *topicIndex) entry(off uint64) (IndexEntry, error) {
 	return e, nil
 }
 
-// len is the offset the topic's next message will get.
-func (ti *topicIndex) len() uint64 { return ti.arr.len() }
+// Len is the offset the topic's next message will get.
+func (ti *Topic) Len() uint64 { return ti.arr.len() }
 
-// first is the first offset the index still holds.
-func (ti *topicIndex) first() uint64 { return ti.arr.first() }
+// First is the first offset the index still holds.
+func (ti *Topic) First() uint64 { return ti.arr.first() }
 
-// searchHLC returns the first offset whose entry's HLC is at least h, by
+// SearchHLC returns the first offset whose entry's HLC is at least h, by
 // binary search. The answer is approximate: entries follow log order, and
 // records from other origins may arrive with older HLCs than those
 // before them, so HLCs along a topic are nearly, not strictly, ordered.
 // Callers start there and scan on (a reader starting from a time delivers
 // what follows, filtering nothing). On a read error it returns first(), so
 // the caller's own scan meets the error.
-func (ti *topicIndex) searchHLC(h uint64) uint64 {
+func (ti *Topic) SearchHLC(h uint64) uint64 {
 	first := ti.arr.first()
 	lo, hi := first, ti.arr.len()
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		e, err := ti.entry(mid)
+		e, err := ti.Entry(mid)
 		if err != nil {
-			if errors.Is(err, ErrRecycled) {
+			if errors.Is(err, errs.ErrRecycled) {
 				// Retention dropped chunks under us: search what is left.
 				lo = max(lo, ti.arr.first())
 				continue
@@ -542,8 +550,12 @@ func (ti *topicIndex) searchHLC(h uint64) uint64 {
 	return lo
 }
 
-// originIndexes is the set of origin indexes of a store.
-type originIndexes struct {
+// SearchPos returns the first offset whose record lies at or after log
+// position pos (Len() if none): positions increase along a topic.
+func (ti *Topic) SearchPos(pos int64) (uint64, error) { return searchPos(ti.arr, pos) }
+
+// Origins is the set of origin indexes of a store.
+type Origins struct {
 	dir    string
 	cfg    arrayConfig
 	log    *zap.Logger
@@ -574,19 +586,19 @@ func parseOriginDirName(name string) (uint64, bool) {
 	return o, err == nil && o != 0
 }
 
-// openOriginIndexes opens (creating if needed) the origin indexes in dir
+// OpenOrigins opens (creating if needed) the origin indexes in dir
 // (the store's <data>/index/origin). chunkEntries is the most entries per
 // chunk file (0: 1<<20, 8 MiB; the first files are smaller, see
 // firstIndexChunkEntries); maxMapped bounds the chunks mapped at once per
 // origin.
-func openOriginIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger) (*originIndexes, error) {
+func OpenOrigins(dir string, chunkEntries, maxMapped int, log *zap.Logger) (*Origins, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if chunkEntries < 0 {
-		return nil, fmt.Errorf("%w: %d index entries per chunk", ErrInvalid, chunkEntries)
+		return nil, fmt.Errorf("%w: %d index entries per chunk", record.ErrInvalid, chunkEntries)
 	}
-	o := &originIndexes{
+	o := &Origins{
 		dir: dir,
 		cfg: arrayConfig{entrySize: originEntrySize, chunkEntries: uint64(chunkEntries),
 			firstChunkEntries: firstIndexChunkEntries, maxMapped: maxMapped},
@@ -598,7 +610,7 @@ func openOriginIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger)
 	}
 	des, err := os.ReadDir(o.dir)
 	if err != nil {
-		return nil, fileError("readdir", o.dir, err)
+		return nil, fsys.FileError("readdir", o.dir, err)
 	}
 	for _, de := range des {
 		origin, ok := parseOriginDirName(de.Name())
@@ -609,21 +621,21 @@ func openOriginIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger)
 		dir := filepath.Join(o.dir, de.Name())
 		if empty, err := removeIfEmpty(dir); err != nil || empty {
 			if err != nil {
-				o.close()
+				o.Close()
 				return nil, err
 			}
 			continue
 		}
 		a, err := openArray(dir, 0, o.cfg, log)
 		if err != nil {
-			o.close()
+			o.Close()
 			return nil, err
 		}
 		oi := &originIndex{origin: origin, arr: a}
 		last, err := lastEntryPos(a)
 		if err != nil {
 			a.close()
-			o.close()
+			o.Close()
 			return nil, err
 		}
 		oi.last.Store(last)
@@ -632,17 +644,17 @@ func openOriginIndexes(dir string, chunkEntries, maxMapped int, log *zap.Logger)
 	return o, nil
 }
 
-// put records that (origin, seq) is at log position pos. seq must be
+// Put records that (origin, seq) is at log position pos. seq must be
 // last(origin)+1; an origin not seen before accepts any seq >= 1 as its
 // first (a node bootstrapped from a snapshot starts mid-sequence). A seq
 // already held gives ErrDuplicate, one that skips ahead ErrOutOfOrder. It
 // does not allocate unless the origin is new. Writer only.
-func (o *originIndexes) put(origin, seq uint64, pos int64) error {
+func (o *Origins) Put(origin, seq uint64, pos int64) error {
 	if o.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	if origin == 0 || seq == 0 || pos < 0 {
-		return fmt.Errorf("%w: origin index entry (%016x, %d) at position %d", ErrInvalid, origin, seq, pos)
+		return fmt.Errorf("%w: origin index entry (%016x, %d) at position %d", record.ErrInvalid, origin, seq, pos)
 	}
 	oi := o.m[origin]
 	created := false
@@ -655,12 +667,12 @@ func (o *originIndexes) put(origin, seq uint64, pos int64) error {
 	}
 	switch next := oi.arr.len(); {
 	case seq < next:
-		return fmt.Errorf("%w: origin %016x seq %d (held up to %d)", ErrDuplicate, origin, seq, next-1)
+		return fmt.Errorf("%w: origin %016x seq %d (held up to %d)", errs.ErrDuplicate, origin, seq, next-1)
 	case seq > next:
-		return fmt.Errorf("%w: origin %016x seq %d, expected %d", ErrOutOfOrder, origin, seq, next)
+		return fmt.Errorf("%w: origin %016x seq %d, expected %d", errs.ErrOutOfOrder, origin, seq, next)
 	}
 	if last := oi.last.Load(); pos <= last {
-		return fmt.Errorf("%w: origin %016x seq %d at position %d, not after %d", ErrInvalid, origin, seq, pos, last)
+		return fmt.Errorf("%w: origin %016x seq %d at position %d, not after %d", record.ErrInvalid, origin, seq, pos, last)
 	}
 	var buf [originEntrySize]byte
 	binary.LittleEndian.PutUint64(buf[:], uint64(pos)+1)
@@ -681,7 +693,7 @@ func (o *originIndexes) put(origin, seq uint64, pos int64) error {
 }
 
 // create makes the (empty) index of a new origin starting at seq.
-func (o *originIndexes) create(origin, seq uint64) (*originIndex, error) {
+func (o *Origins) create(origin, seq uint64) (*originIndex, error) {
 	dir := filepath.Join(o.dir, originDirName(origin))
 	if err := makeIndexDir(dir); err != nil {
 		return nil, err
@@ -697,7 +709,7 @@ func (o *originIndexes) create(origin, seq uint64) (*originIndex, error) {
 
 // forget removes the files of a new origin whose first put failed, so that
 // the next put may start it at another seq.
-func (o *originIndexes) forget(oi *originIndex) {
+func (o *Origins) forget(oi *originIndex) {
 	oi.arr.close()
 	dir := filepath.Join(o.dir, originDirName(oi.origin))
 	if err := os.RemoveAll(dir); err != nil {
@@ -705,16 +717,16 @@ func (o *originIndexes) forget(oi *originIndex) {
 	}
 }
 
-func (o *originIndexes) lookup(origin uint64) *originIndex {
+func (o *Origins) lookup(origin uint64) *originIndex {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	return o.m[origin]
 }
 
-// get returns the log position of (origin, seq); ok is false if the index
+// Get returns the log position of (origin, seq); ok is false if the index
 // does not hold it (never seen, or dropped by retention). Safe from any
 // goroutine.
-func (o *originIndexes) get(origin, seq uint64) (pos int64, ok bool) {
+func (o *Origins) Get(origin, seq uint64) (pos int64, ok bool) {
 	oi := o.lookup(origin)
 	if oi == nil {
 		return 0, false
@@ -726,10 +738,10 @@ func (o *originIndexes) get(origin, seq uint64) (pos int64, ok bool) {
 	return p, true
 }
 
-// last is the highest seq of origin the index holds, 0 if none. An origin
+// Last is the highest seq of origin the index holds, 0 if none. An origin
 // whose entries were all dropped keeps reporting the seq before the first
 // one it retained: those records were held once.
-func (o *originIndexes) last(origin uint64) uint64 {
+func (o *Origins) Last(origin uint64) uint64 {
 	oi := o.lookup(origin)
 	if oi == nil {
 		return 0
@@ -737,8 +749,8 @@ func (o *originIndexes) last(origin uint64) uint64 {
 	return oi.arr.len() - 1
 }
 
-// vector returns origin -> last(origin) for every origin with a last seq.
-func (o *originIndexes) vector() map[uint64]uint64 {
+// Vector returns origin -> last(origin) for every origin with a last seq.
+func (o *Origins) Vector() map[uint64]uint64 {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	v := make(map[uint64]uint64, len(o.m))
@@ -750,7 +762,7 @@ func (o *originIndexes) vector() map[uint64]uint64 {
 	return v
 }
 
-func (o *originIndexes) each(fn func(*originIndex) error) error {
+func (o *Origins) each(fn func(*originIndex) error) error {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	var errs []error
@@ -762,12 +774,12 @@ func (o *originIndexes) each(fn func(*originIndex) error) error {
 	return errors.Join(errs...)
 }
 
-// truncate drops, in every origin, the entries whose position is at or
+// Truncate drops, in every origin, the entries whose position is at or
 // after pos. An origin keeps its first seq even when it empties. Writer
 // only.
-func (o *originIndexes) truncate(pos int64) error {
+func (o *Origins) Truncate(pos int64) error {
 	if o.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	return o.each(func(oi *originIndex) error {
 		last, err := truncateIndex(oi.arr, pos)
@@ -778,17 +790,17 @@ func (o *originIndexes) truncate(pos int64) error {
 	})
 }
 
-// dropBefore removes, in every origin, the chunks whose entries all lie
+// DropBefore removes, in every origin, the chunks whose entries all lie
 // before pos. Writer only.
-func (o *originIndexes) dropBefore(pos int64) error {
+func (o *Origins) DropBefore(pos int64) error {
 	if o.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	return o.each(func(oi *originIndex) error { return dropIndexBefore(oi.arr, pos) })
 }
 
-// lastPos is the greatest position indexed for any origin, -1 if none.
-func (o *originIndexes) lastPos() int64 {
+// LastPos is the greatest position indexed for any origin, -1 if none.
+func (o *Origins) LastPos() int64 {
 	last := int64(-1)
 	o.each(func(oi *originIndex) error {
 		last = max(last, oi.last.Load())
@@ -797,30 +809,30 @@ func (o *originIndexes) lastPos() int64 {
 	return last
 }
 
-// sync makes every entry put so far durable. Safe concurrently with the
+// Sync makes every entry put so far durable. Safe concurrently with the
 // writer and readers.
-func (o *originIndexes) sync() error {
+func (o *Origins) Sync() error {
 	if o.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	return o.each(func(oi *originIndex) error { return oi.arr.sync() })
 }
 
-// close syncs and unmaps every index.
-func (o *originIndexes) close() error {
+// Close syncs and unmaps every index.
+func (o *Origins) Close() error {
 	if o.closed.Swap(true) {
 		return nil
 	}
 	return o.each(func(oi *originIndex) error { return oi.arr.close() })
 }
 
-// reset makes origin's index start over at seq next, holding nothing: the
+// Reset makes origin's index start over at seq next, holding nothing: the
 // node took the records before next from a peer's snapshot instead of
 // from their records. The empty first chunk is made at once, so the start
 // survives a restart. Writer only.
-func (o *originIndexes) reset(origin, next uint64) error {
+func (o *Origins) Reset(origin, next uint64) error {
 	if o.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	dir := filepath.Join(o.dir, originDirName(origin))
 	if old := o.m[origin]; old != nil {
@@ -829,7 +841,7 @@ func (o *originIndexes) reset(origin, next uint64) error {
 		o.mu.Unlock()
 		old.arr.close()
 		if err := os.RemoveAll(dir); err != nil {
-			return fileError("remove", dir, err)
+			return fsys.FileError("remove", dir, err)
 		}
 	}
 	oi, err := o.create(origin, next)

@@ -1,4 +1,4 @@
-package store
+package segment
 
 import (
 	"encoding/binary"
@@ -13,20 +13,24 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
-// segLog is the log itself: segments written and read through their maps.
+// Log is the log itself: segments written and read through their maps.
 //
 // Concurrency: one writer (the store's write lock serializes reserve,
 // commit, rollback and recycle) and any number of readers. Readers see
 // only [oldest, end); end is published after the bytes under it are
 // written, so a reader never sees a half-written record. The segment
 // table and the maps are guarded by mu; a pinned segment stays mapped.
-type segLog struct {
+type Log struct {
 	dir       string
 	segSize   int64
 	maxMapped int
-	meta      *meta
+	meta      *Meta
 	log       *zap.Logger
 
 	mu   sync.Mutex
@@ -57,20 +61,42 @@ type segLog struct {
 	wg       sync.WaitGroup
 }
 
-// maxFreeSegments is how many recycled files are kept for reuse; more are
-// deleted so that retention gives the space back.
-const maxFreeSegments = 2
+// End is the end of the committed log: readers may read below it.
+func (l *Log) End() int64 { return l.end.Load() }
 
-// openLog opens (creating if needed) the segments in dir and recovers
+// Oldest is the oldest position the log retains.
+func (l *Log) Oldest() int64 { return l.oldest.Load() }
+
+// Flushed is the end of the durable log.
+func (l *Log) Flushed() int64 { return l.flushed.Load() }
+
+// WritePos is where the next record goes (past End while a write is
+// reserved and not committed). Writer only.
+func (l *Log) WritePos() int64 { return l.wpos }
+
+// SegmentSize is the size of every segment file, fixed for the life of
+// the directory.
+func (l *Log) SegmentSize() int64 { return l.segSize }
+
+// SegmentPath is the path of the segment file that holds position pos.
+func (l *Log) SegmentPath(pos int64) string {
+	return filepath.Join(l.dir, segmentName(pos-pos%l.segSize))
+}
+
+// MaxFreeSegments is how many recycled files are kept for reuse; more are
+// deleted so that retention gives the space back.
+const MaxFreeSegments = 2
+
+// Open opens (creating if needed) the segments in dir and recovers
 // the tail: it checks every record from the committed position on,
 // truncates at the first bad or torn one (copying the damaged bytes aside
 // first) and leaves the log ready to append. It reports where the
 // recovered log ends.
-func openLog(dir string, m *meta, maxMapped int, log *zap.Logger) (*segLog, error) {
+func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fileError("mkdir", dir, err)
+		return nil, fsys.FileError("mkdir", dir, err)
 	}
-	l := &segLog{
+	l := &Log{
 		dir:       dir,
 		segSize:   m.segSize,
 		maxMapped: max(maxMapped, 2),
@@ -100,10 +126,10 @@ func openLog(dir string, m *meta, maxMapped int, log *zap.Logger) (*segLog, erro
 // load opens the segment files of the directory: a contiguous run of
 // segments from the oldest retained one. Free files join the free list;
 // temp files are removed; anything else is warned about and left alone.
-func (l *segLog) load() error {
+func (l *Log) load() error {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
-		return fileError("readdir", l.dir, err)
+		return fsys.FileError("readdir", l.dir, err)
 	}
 	var bases []int64
 	for _, e := range entries {
@@ -127,7 +153,7 @@ func (l *segLog) load() error {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 
-	oldest := l.meta.pos(metaOffReading)
+	oldest := l.meta.Pos(OffReading)
 	for _, base := range bases {
 		if base+l.segSize <= oldest {
 			// Recycled in the metafile but not yet renamed: finish the job.
@@ -168,7 +194,7 @@ func (l *segLog) load() error {
 					s.close()
 					delete(l.segs, j)
 					if err := os.Rename(s.path, s.path+".orphan"); err != nil {
-						return fileError("rename", s.path, err)
+						return fsys.FileError("rename", s.path, err)
 					}
 				}
 			}
@@ -183,7 +209,7 @@ func (l *segLog) load() error {
 	return nil
 }
 
-func (l *segLog) firstIndex() int64 {
+func (l *Log) firstIndex() int64 {
 	first := int64(-1)
 	for i := range l.segs {
 		if first < 0 || i < first {
@@ -195,18 +221,18 @@ func (l *segLog) firstIndex() int64 {
 
 // lastIndex is the index of the newest segment in segs. Guarded by mu
 // once the preparer runs.
-func (l *segLog) lastIndex() int64 { return l.last }
+func (l *Log) lastIndex() int64 { return l.last }
 
 // recover finds the end of the log, starting from the committed position
 // in the metafile (everything before it was flushed and checked when it
 // was written) and checking each record after it.
-func (l *segLog) recover() error {
-	start := max(l.meta.pos(metaOffCommitted), l.oldest.Load())
+func (l *Log) recover() error {
+	start := max(l.meta.Pos(OffCommitted), l.oldest.Load())
 	lastSeg := l.lastIndex()
 	if start >= (lastSeg+1)*l.segSize {
 		start = lastSeg * l.segSize
 	}
-	start -= start % recordAlign
+	start -= start % record.Align
 	pos := start
 	var bad error
 	for {
@@ -220,7 +246,7 @@ func (l *segLog) recover() error {
 		}
 		off := pos - s.base
 		next, err := l.scanSegment(s, off)
-		if err != nil && !errors.Is(err, ErrCorrupt) {
+		if err != nil && !errors.Is(err, record.ErrCorrupt) {
 			return err
 		}
 		pos = s.base + next
@@ -243,16 +269,16 @@ func (l *segLog) recover() error {
 			}
 			l.noteMapped(nextSeg)
 		}
-		var first Record
-		ferr := guardFault(func() error {
+		var first record.Record
+		ferr := fsys.Guard(func() error {
 			var err error
-			first, err = DecodeRecord(nextSeg.data)
+			first, err = record.Decode(nextSeg.data)
 			return err
 		})
-		if ferr != nil && !errors.Is(ferr, ErrCorrupt) {
+		if ferr != nil && !errors.Is(ferr, record.ErrCorrupt) {
 			return ferr
 		}
-		if ferr != nil || first == nil || int64(Padded(first.Size())) <= l.segSize-next {
+		if ferr != nil || first == nil || int64(record.Padded(first.Size())) <= l.segSize-next {
 			break
 		}
 		pos = nextSeg.base
@@ -264,7 +290,7 @@ func (l *segLog) recover() error {
 	for i := start / l.segSize; i <= pos/l.segSize; i++ {
 		if s := l.segs[i]; s != nil && s.data != nil {
 			hi := min(pos-s.base, l.segSize)
-			if err := syncRange(s.data, 0, int(hi)); err != nil {
+			if err := fsys.SyncRange(s.data, 0, int(hi)); err != nil {
 				return err
 			}
 		}
@@ -274,31 +300,31 @@ func (l *segLog) recover() error {
 	l.cur.pins++
 	l.end.Store(pos)
 	l.flushed.Store(pos)
-	l.meta.setPos(metaOffWriting, pos)
-	l.meta.setPos(metaOffCommitted, pos)
-	l.meta.setPos(metaOffReading, l.oldest.Load())
+	l.meta.SetPos(OffWriting, pos)
+	l.meta.SetPos(OffCommitted, pos)
+	l.meta.SetPos(OffReading, l.oldest.Load())
 	if l.dirDirty.Swap(false) {
-		if err := syncDir(l.dir); err != nil {
+		if err := fsys.SyncDir(l.dir); err != nil {
 			return err
 		}
 	}
-	return l.meta.sync()
+	return l.meta.Sync()
 }
 
 // scanSegment walks the records of s from off and returns the offset of the
 // first position that does not hold a valid record: the end of the data
 // (nil error) or a bad record (an error wrapping ErrCorrupt).
-func (l *segLog) scanSegment(s *segment, off int64) (end int64, err error) {
-	err = guardFault(func() error {
-		for off+HeaderSize <= l.segSize {
-			r, err := DecodeRecord(s.data[off:])
+func (l *Log) scanSegment(s *segment, off int64) (end int64, err error) {
+	err = fsys.Guard(func() error {
+		for off+record.HeaderSize <= l.segSize {
+			r, err := record.Decode(s.data[off:])
 			if err != nil {
 				return fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
 			}
 			if r == nil {
 				return nil
 			}
-			off += int64(Padded(r.Size()))
+			off += int64(record.Padded(r.Size()))
 		}
 		return nil
 	})
@@ -308,7 +334,7 @@ func (l *segLog) scanSegment(s *segment, off int64) (end int64, err error) {
 // truncate makes pos the end of the log: it copies damaged bytes aside
 // (when cause says the end is a bad record), zeroes the rest of the
 // segment, and recycles every segment after it.
-func (l *segLog) truncate(pos int64, cause error) error {
+func (l *Log) truncate(pos int64, cause error) error {
 	idx := pos / l.segSize
 	s := l.segs[idx]
 	off := pos - s.base
@@ -325,7 +351,7 @@ func (l *segLog) truncate(pos int64, cause error) error {
 		// Zero what follows even after a clean end: bytes after a hole
 		// could otherwise reappear behind the records written next.
 		var dirty bool
-		if err := guardFault(func() error {
+		if err := fsys.Guard(func() error {
 			for _, c := range s.data[off:] {
 				if c != 0 {
 					dirty = true
@@ -337,10 +363,10 @@ func (l *segLog) truncate(pos int64, cause error) error {
 			return err
 		}
 		if dirty {
-			if err := guardFault(func() error { clear(s.data[off:]); return nil }); err != nil {
+			if err := fsys.Guard(func() error { clear(s.data[off:]); return nil }); err != nil {
 				return err
 			}
-			if err := syncRange(s.data, int(off), int(l.segSize)); err != nil {
+			if err := fsys.SyncRange(s.data, int(off), int(l.segSize)); err != nil {
 				return err
 			}
 		}
@@ -361,13 +387,13 @@ func (l *segLog) truncate(pos int64, cause error) error {
 
 // copyAside saves the bytes of s from off to the end of its non-zero data
 // into <dir>/corrupt/, so that a truncation never destroys the evidence.
-func (l *segLog) copyAside(s *segment, off int64) (string, error) {
+func (l *Log) copyAside(s *segment, off int64) (string, error) {
 	dir := filepath.Join(filepath.Dir(l.dir), "corrupt")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", fileError("mkdir", dir, err)
+		return "", fsys.FileError("mkdir", dir, err)
 	}
 	var data []byte
-	if err := guardFault(func() error {
+	if err := fsys.Guard(func() error {
 		end := l.segSize
 		for end > off && s.data[end-1] == 0 {
 			end--
@@ -380,10 +406,10 @@ func (l *segLog) copyAside(s *segment, off int64) (string, error) {
 	path := filepath.Join(dir, fmt.Sprintf("%s.%d.%d.bad", segmentName(s.base), off, time.Now().Unix()))
 	// Durable before the caller zeroes the original: a crash in between
 	// must not lose both.
-	if err := createFileAtomic(path, writeSynced(data)); err != nil {
+	if err := fsys.CreateAtomic(path, fsys.WriteSynced(data)); err != nil {
 		return "", err
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil { // the new corrupt/ directory
+	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil { // the new corrupt/ directory
 		return "", err
 	}
 	return path, nil
@@ -391,22 +417,22 @@ func (l *segLog) copyAside(s *segment, off int64) (string, error) {
 
 // retire turns a segment file into a free one, or deletes it when enough
 // free files wait already.
-func (l *segLog) retire(path string) error {
-	if len(l.free) >= maxFreeSegments {
+func (l *Log) retire(path string) error {
+	if len(l.free) >= MaxFreeSegments {
 		if err := os.Remove(path); err != nil {
-			return fileError("remove", path, err)
+			return fsys.FileError("remove", path, err)
 		}
 		return nil
 	}
 	free := path + freeSuffix
 	if err := os.Rename(path, free); err != nil {
-		return fileError("rename", path, err)
+		return fsys.FileError("rename", path, err)
 	}
 	l.free = append(l.free, free)
 	return nil
 }
 
-func (l *segLog) takeFree() string {
+func (l *Log) takeFree() string {
 	if len(l.free) == 0 {
 		return ""
 	}
@@ -417,7 +443,7 @@ func (l *segLog) takeFree() string {
 
 // prepareLoop makes the next segment ahead of the writer, so that moving
 // to a new segment is a pointer swap, not a file creation.
-func (l *segLog) prepareLoop() {
+func (l *Log) prepareLoop() {
 	defer l.wg.Done()
 	for {
 		select {
@@ -455,7 +481,7 @@ func (l *segLog) prepareLoop() {
 }
 
 // makeSegment creates (or recycles) and maps the segment at base.
-func (l *segLog) makeSegment(base int64, free string, populate bool) (*segment, error) {
+func (l *Log) makeSegment(base int64, free string, populate bool) (*segment, error) {
 	s, err := createSegment(l.dir, base, l.segSize, free)
 	l.dirDirty.Store(true)
 	if err != nil {
@@ -471,7 +497,7 @@ func (l *segLog) makeSegment(base int64, free string, populate bool) (*segment, 
 	return s, nil
 }
 
-func (l *segLog) dropPreparedLocked() {
+func (l *Log) dropPreparedLocked() {
 	p := l.prepared
 	l.prepared = nil
 	l.noteUnmapped(p)
@@ -481,7 +507,7 @@ func (l *segLog) dropPreparedLocked() {
 	}
 }
 
-func (l *segLog) kickPrepare() {
+func (l *Log) kickPrepare() {
 	select {
 	case l.prepKick <- struct{}{}:
 	default:
@@ -490,7 +516,7 @@ func (l *segLog) kickPrepare() {
 
 // advance moves the writer to the next segment: the one the preparer
 // made, or one made here if the preparer failed or is not there yet.
-func (l *segLog) advance() error {
+func (l *Log) advance() error {
 	base := l.cur.base + l.segSize
 	idx := base / l.segSize
 	l.mu.Lock()
@@ -544,12 +570,12 @@ func (l *segLog) advance() error {
 	return nil
 }
 
-// reserve returns the bytes of the map where a record of size bytes goes
+// Reserve returns the bytes of the map where a record of size bytes goes
 // and its log position. Nothing is visible to readers until commit.
-func (l *segLog) reserve(size int) ([]byte, int64, error) {
-	padded := int64(Padded(size))
+func (l *Log) Reserve(size int) ([]byte, int64, error) {
+	padded := int64(record.Padded(size))
 	if padded > l.segSize {
-		return nil, 0, fmt.Errorf("%w: record of %d bytes, segment of %d", ErrTooLarge, size, l.segSize)
+		return nil, 0, fmt.Errorf("%w: record of %d bytes, segment of %d", record.ErrTooLarge, size, l.segSize)
 	}
 	if l.wpos-l.cur.base+padded > l.segSize {
 		if err := l.advance(); err != nil {
@@ -562,17 +588,17 @@ func (l *segLog) reserve(size int) ([]byte, int64, error) {
 	return l.cur.data[off : off+int64(size)], pos, nil
 }
 
-// commit makes everything reserved so far visible to readers.
-func (l *segLog) commit() {
+// Commit makes everything reserved so far visible to readers.
+func (l *Log) Commit() {
 	l.end.Store(l.wpos)
-	l.meta.setPos(metaOffWriting, l.wpos)
+	l.meta.SetPos(OffWriting, l.wpos)
 }
 
-// rollback drops everything reserved after pos (which must be at or after
+// Rollback drops everything reserved after pos (which must be at or after
 // the committed end): the writer goes back to pos and the bytes are
 // zeroed. The writer goes back even when zeroing faults, so that the next
 // record is written where this one failed.
-func (l *segLog) rollback(pos int64) error {
+func (l *Log) Rollback(pos int64) error {
 	if pos >= l.wpos {
 		return nil
 	}
@@ -586,7 +612,7 @@ func (l *segLog) rollback(pos int64) error {
 	}
 	l.mu.Unlock()
 	l.wpos = pos
-	return guardFault(func() error {
+	return fsys.Guard(func() error {
 		for base := pos - pos%l.segSize; base < from; base += l.segSize {
 			s := l.segs[base/l.segSize]
 			lo := max(pos, base) - base
@@ -599,16 +625,16 @@ func (l *segLog) rollback(pos int64) error {
 
 // pin returns the mapped segment holding pos, mapping it if needed; unpin
 // must follow.
-func (l *segLog) pin(pos int64) (*segment, error) {
+func (l *Log) pin(pos int64) (*segment, error) {
 	idx := pos / l.segSize
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.segs[idx]
 	if s == nil || pos < l.oldest.Load() {
 		if pos < l.oldest.Load() {
-			return nil, fmt.Errorf("%w: position %d", ErrRecycled, pos)
+			return nil, fmt.Errorf("%w: position %d", errs.ErrRecycled, pos)
 		}
-		return nil, fmt.Errorf("%w: position %d", ErrBeyondEnd, pos)
+		return nil, fmt.Errorf("%w: position %d", errs.ErrBeyondEnd, pos)
 	}
 	s.pins++
 	l.tick++
@@ -624,7 +650,7 @@ func (l *segLog) pin(pos int64) (*segment, error) {
 	return s, nil
 }
 
-func (l *segLog) unpin(s *segment) {
+func (l *Log) unpin(s *segment) {
 	l.mu.Lock()
 	s.pins--
 	if s.pins == 0 && s.base < l.oldest.Load() {
@@ -635,7 +661,7 @@ func (l *segLog) unpin(s *segment) {
 
 // evictLocked unmaps the least recently used unpinned segments while more
 // than maxMapped are mapped.
-func (l *segLog) evictLocked() {
+func (l *Log) evictLocked() {
 	for len(l.maps) > l.maxMapped {
 		var victim *segment
 		for _, s := range l.maps {
@@ -655,9 +681,9 @@ func (l *segLog) evictLocked() {
 
 // noteMapped and noteUnmapped keep the list of mapped segments, so that
 // eviction looks at the few maps, not at every retained segment.
-func (l *segLog) noteMapped(s *segment) { l.maps = append(l.maps, s) }
+func (l *Log) noteMapped(s *segment) { l.maps = append(l.maps, s) }
 
-func (l *segLog) noteUnmapped(s *segment) {
+func (l *Log) noteUnmapped(s *segment) {
 	for i, m := range l.maps {
 		if m == s {
 			l.maps = append(l.maps[:i], l.maps[i+1:]...)
@@ -666,20 +692,20 @@ func (l *segLog) noteUnmapped(s *segment) {
 	}
 }
 
-// read calls fn with the record at pos, straight out of the map, and
+// Read calls fn with the record at pos, straight out of the map, and
 // returns the position of the next record. The record is valid only while
 // fn runs. A position at the unused tail of a segment moves on to the
 // next segment.
-func (l *segLog) read(pos int64, fn func(Record) error) (next int64, err error) {
+func (l *Log) Read(pos int64, fn func(record.Record) error) (next int64, err error) {
 	for {
 		if pos < l.oldest.Load() {
-			return pos, fmt.Errorf("%w: position %d, oldest %d", ErrRecycled, pos, l.oldest.Load())
+			return pos, fmt.Errorf("%w: position %d, oldest %d", errs.ErrRecycled, pos, l.oldest.Load())
 		}
 		if pos >= l.end.Load() {
-			return pos, ErrBeyondEnd
+			return pos, errs.ErrBeyondEnd
 		}
-		if pos%recordAlign != 0 {
-			return pos, fmt.Errorf("%w: %d", ErrBadPosition, pos)
+		if pos%record.Align != 0 {
+			return pos, fmt.Errorf("%w: %d", errs.ErrBadPosition, pos)
 		}
 		s, err := l.pin(pos)
 		if err != nil {
@@ -694,33 +720,33 @@ func (l *segLog) read(pos int64, fn func(Record) error) (next int64, err error) 
 	}
 }
 
-func (l *segLog) readPinned(s *segment, pos int64, fn func(Record) error) (next int64, skip bool, err error) {
+func (l *Log) readPinned(s *segment, pos int64, fn func(record.Record) error) (next int64, skip bool, err error) {
 	next = pos
-	err = guardFaultDoing("reading", s.path, func() error {
+	err = fsys.GuardDoing("reading", s.path, func() error {
 		off := pos - s.base
-		if off+HeaderSize > l.segSize || binary.LittleEndian.Uint32(s.data[off:]) == 0 {
+		if off+record.HeaderSize > l.segSize || binary.LittleEndian.Uint32(s.data[off:]) == 0 {
 			next, skip = s.base+l.segSize, true
 			return nil
 		}
-		r, err := DecodeRecord(s.data[off:])
+		r, err := record.Decode(s.data[off:])
 		if err != nil {
 			return fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
 		}
-		next = pos + int64(Padded(r.Size()))
+		next = pos + int64(record.Padded(r.Size()))
 		return fn(r)
 	})
 	return next, skip, err
 }
 
-// syncTo makes the log durable up to to (a committed position) and records
+// SyncTo makes the log durable up to to (a committed position) and records
 // that in the metafile. Only the flusher and Close call it.
-func (l *segLog) syncTo(to int64) error {
+func (l *Log) SyncTo(to int64) error {
 	from := l.flushed.Load()
 	if to <= from {
 		return nil
 	}
 	if l.dirDirty.Swap(false) {
-		if err := syncDir(l.dir); err != nil {
+		if err := fsys.SyncDir(l.dir); err != nil {
 			l.dirDirty.Store(true)
 			return err
 		}
@@ -735,21 +761,21 @@ func (l *segLog) syncTo(to int64) error {
 		}
 		lo := max(from, base) - base
 		hi := min(to, base+l.segSize) - base
-		err = syncRange(s.data, int(lo), int(hi))
+		err = fsys.SyncRange(s.data, int(lo), int(hi))
 		l.unpin(s)
 		if err != nil {
 			return err
 		}
 	}
 	l.flushed.Store(to)
-	l.meta.setPos(metaOffCommitted, to)
+	l.meta.SetPos(OffCommitted, to)
 	return nil
 }
 
-// recycle retires every segment wholly before upTo (never the writer's)
+// Recycle retires every segment wholly before upTo (never the writer's)
 // and returns the new oldest position. Readers that hold a segment pinned
 // finish their read first; new readers are turned away by oldest.
-func (l *segLog) recycle(upTo int64) (int64, error) {
+func (l *Log) Recycle(upTo int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	oldest := l.oldest.Load()
@@ -760,7 +786,7 @@ func (l *segLog) recycle(upTo int64) (int64, error) {
 		}
 		oldest = s.base + l.segSize
 		l.oldest.Store(oldest)
-		l.meta.setPos(metaOffReading, oldest)
+		l.meta.SetPos(OffReading, oldest)
 		for s.pins > 0 {
 			l.unpinned.Wait()
 		}
@@ -776,12 +802,12 @@ func (l *segLog) recycle(upTo int64) (int64, error) {
 	return oldest, nil
 }
 
-// segmentTimes returns, for each retained segment before the writer's,
-// its base and the time it was last written.
-func (l *segLog) sealedSegments() []sealedSegment {
+// Sealed returns, for each retained segment before the writer's, its
+// base and the time it was last written, oldest first.
+func (l *Log) Sealed() []Sealed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []sealedSegment
+	var out []Sealed
 	for _, s := range l.segs {
 		if s == l.cur || s.base >= l.cur.base {
 			continue
@@ -790,32 +816,34 @@ func (l *segLog) sealedSegments() []sealedSegment {
 		if st, err := s.f.Stat(); err == nil {
 			mtime = st.ModTime()
 		}
-		out = append(out, sealedSegment{base: s.base, written: mtime})
+		out = append(out, Sealed{Base: s.base, Written: mtime})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].base < out[j].base })
+	sort.Slice(out, func(i, j int) bool { return out[i].Base < out[j].Base })
 	return out
 }
 
-type sealedSegment struct {
-	base    int64
-	written time.Time
+// Sealed is a segment the writer has left: its first log position and
+// when it was last written (its file's modification time).
+type Sealed struct {
+	Base    int64
+	Written time.Time
 }
 
-// counts reports how many segments are retained and mapped.
-func (l *segLog) counts() (segments, mapped int) {
+// Counts reports how many segments are retained and mapped.
+func (l *Log) Counts() (segments, mapped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.segs), len(l.maps)
 }
 
-// close stops the preparer and closes every file. The caller flushed.
-func (l *segLog) close() error {
+// Close stops the preparer and closes every file. The caller flushed.
+func (l *Log) Close() error {
 	close(l.done)
 	l.wg.Wait()
 	return l.closeFiles()
 }
 
-func (l *segLog) closeFiles() error {
+func (l *Log) closeFiles() error {
 	var first error
 	for _, s := range l.segs {
 		if err := s.close(); err != nil && first == nil {

@@ -1,8 +1,14 @@
-package store
+// Package fsys holds the few file-system and map operations every file of
+// the store uses: preallocation, mapping, syncing, atomic file creation, the
+// guard that turns a fault on a mapped page into an error, and the
+// fault-injecting hook the tests use. Errors are wrapped with the store's
+// sentinels (errs.ErrIO, errs.ErrDiskFull).
+package fsys
 
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -10,17 +16,15 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
 )
 
-// This file holds the few system calls every mapped file of the store uses:
-// preallocation, mapping, syncing and the guard that turns a fault on a
-// mapped page into an error.
-
-// allocate reserves size bytes for f so that no later write through a map
+// Allocate reserves size bytes for f so that no later write through a map
 // can fail for want of space (a SIGBUS). Space errors become ErrDiskFull.
-func allocate(f *os.File, size int64) error {
+func Allocate(f *os.File, size int64) error {
 	if err := injectedFault("allocate"); err != nil {
-		return fileError("allocate", f.Name(), err)
+		return FileError("allocate", f.Name(), err)
 	}
 	for {
 		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
@@ -32,29 +36,29 @@ func allocate(f *os.File, size int64) error {
 			// zeros, which allocates the blocks the slow way.
 			return allocateByWriting(f, size)
 		}
-		return fileError("allocate", f.Name(), err)
+		return FileError("allocate", f.Name(), err)
 	}
 }
 
 func allocateByWriting(f *os.File, size int64) error {
 	st, err := f.Stat()
 	if err != nil {
-		return fileError("stat", f.Name(), err)
+		return FileError("stat", f.Name(), err)
 	}
 	zeros := make([]byte, 1<<20)
 	for off := st.Size(); off < size; {
 		n := min(int64(len(zeros)), size-off)
 		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return fileError("allocate", f.Name(), err)
+			return FileError("allocate", f.Name(), err)
 		}
 		off += n
 	}
 	return nil
 }
 
-// zeroRange makes [off, off+n) of f read as zeros while keeping its blocks
+// ZeroRange makes [off, off+n) of f read as zeros while keeping its blocks
 // allocated, so a recycled segment reads as empty.
-func zeroRange(f *os.File, off, n int64) error {
+func ZeroRange(f *os.File, off, n int64) error {
 	fd := int(f.Fd())
 	err := unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	if err == nil {
@@ -71,71 +75,72 @@ func zeroRange(f *os.File, off, n int64) error {
 		for o := off; o < off+n; {
 			m := min(int64(len(zeros)), off+n-o)
 			if _, werr := f.WriteAt(zeros[:m], o); werr != nil {
-				return fileError("zero", f.Name(), werr)
+				return FileError("zero", f.Name(), werr)
 			}
 			o += m
 		}
 		return nil
 	}
-	return fileError("zero", f.Name(), err)
+	return FileError("zero", f.Name(), err)
 }
 
-// mapFile maps size bytes of f shared, read and write.
-func mapFile(f *os.File, size int) ([]byte, error) {
+// Map maps size bytes of f shared, read and write.
+func Map(f *os.File, size int) ([]byte, error) {
 	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return nil, fileError("mmap", f.Name(), err)
+		return nil, FileError("mmap", f.Name(), err)
 	}
 	return b, nil
 }
 
-// unmap releases a map made by mapFile.
-func unmap(b []byte) error {
+// Unmap releases a map made by Map.
+func Unmap(b []byte) error {
 	if b == nil {
 		return nil
 	}
 	if err := unix.Munmap(b); err != nil {
-		return fmt.Errorf("%w: munmap: %v", ErrIO, err)
+		return fmt.Errorf("%w: munmap: %v", errs.ErrIO, err)
 	}
 	return nil
 }
 
-// syncRange writes the pages of b[from:to] back to the file and waits for
+// SyncRange writes the pages of b[from:to] back to the file and waits for
 // the device (msync MS_SYNC). The range is widened to whole pages.
-func syncRange(b []byte, from, to int) error {
+func SyncRange(b []byte, from, to int) error {
 	if to <= from {
 		return nil
 	}
-	from &^= pageSize - 1
+	from &^= PageSize - 1
 	if err := injectedFault("sync"); err != nil {
-		return fmt.Errorf("%w: msync: %v", ErrIO, err)
+		return fmt.Errorf("%w: msync: %v", errs.ErrIO, err)
 	}
 	if err := unix.Msync(b[from:to], unix.MS_SYNC); err != nil {
-		return fmt.Errorf("%w: msync: %v", ErrIO, err)
+		return fmt.Errorf("%w: msync: %v", errs.ErrIO, err)
 	}
 	return nil
 }
 
-var pageSize = os.Getpagesize()
+// PageSize is the size of a memory page, the unit of a map and a sync.
+var PageSize = os.Getpagesize()
 
-// faultHook, when set (only by tests), is asked before each allocation
+// FaultHook, when set (only by tests), is asked before each allocation
 // ("allocate") and flush ("sync") and fails it with the error it returns:
 // the store's fault-injecting file layer.
-var faultHook atomic.Pointer[func(op string) error]
+var FaultHook atomic.Pointer[func(op string) error]
 
 func injectedFault(op string) error {
-	if h := faultHook.Load(); h != nil {
+	if h := FaultHook.Load(); h != nil {
 		return (*h)(op)
 	}
 	return nil
 }
 
-// fileError wraps a system call error with the file and the store's
+// FileError wraps a system call error with the file and the store's
 // sentinel for its class: ErrDiskFull for space, ErrIO for the rest. An
 // os error names its own operation and file, which are used instead, so
 // the message says them once ("mkdir /d: not a directory", not
 // "mkdir /d: mkdir /d: not a directory").
-func fileError(op, path string, err error) error {
+func FileError(op, path string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -143,27 +148,27 @@ func fileError(op, path string, err error) error {
 		op, path, err = pe.Op, pe.Path, pe.Err
 	}
 	if isSpaceError(err) {
-		return fmt.Errorf("%w: %s %s: %v", ErrDiskFull, op, path, err)
+		return fmt.Errorf("%w: %s %s: %v", errs.ErrDiskFull, op, path, err)
 	}
-	return fmt.Errorf("%w: %s %s: %v", ErrIO, op, path, err)
+	return fmt.Errorf("%w: %s %s: %v", errs.ErrIO, op, path, err)
 }
 
 func isSpaceError(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EFBIG)
 }
 
-// guardFault runs fn with SetPanicOnFault on, so that a fault on a mapped
+// Guard runs fn with SetPanicOnFault on, so that a fault on a mapped
 // page (an I/O error under the map, a truncated file) comes back as an
 // ErrIO instead of killing the process. The goroutine keeps the setting
 // only for the call.
-func guardFault(fn func() error) error { return guardFaultDoing("on a mapped page", "", fn) }
+func Guard(fn func() error) error { return GuardDoing("on a mapped page", "", fn) }
 
-// guardFaultDoing is guardFault whose error says what fn was doing, and to
+// GuardDoing is Guard whose error says what fn was doing, and to
 // which file when path is not empty: "fault reading <path> at 0x...". It
 // is the one place the store turns faults into errors; the strings are
 // joined only when a fault happened, so the hot paths (append, read) pay
 // no allocation for them.
-func guardFaultDoing(doing, path string, fn func() error) (err error) {
+func GuardDoing(doing, path string, fn func() error) (err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -172,7 +177,7 @@ func guardFaultDoing(doing, path string, fn func() error) (err error) {
 				if path != "" {
 					doing += " " + path
 				}
-				err = fmt.Errorf("%w: fault %s at %#x", ErrIO, doing, re.Addr())
+				err = fmt.Errorf("%w: fault %s at %#x", errs.ErrIO, doing, re.Addr())
 				return
 			}
 			panic(r)
@@ -181,7 +186,7 @@ func guardFaultDoing(doing, path string, fn func() error) (err error) {
 	return fn()
 }
 
-// createFileAtomic makes the file at path whole or not at all (raft's
+// CreateAtomic makes the file at path whole or not at all (raft's
 // file snapshots, etcd's wal do the same): fill writes the file under a
 // temporary name beside it (path + tmpSuffix: a crash's leftover is
 // recognised by the suffix and removed or ignored), which is closed and
@@ -190,50 +195,68 @@ func guardFaultDoing(doing, path string, fn func() error) (err error) {
 // as a preallocation, is ordered before the rename by the file system's
 // journal and needs none). On an error path is untouched and the temporary
 // file removed. The file's mode is 0640, as every file of the store.
-func createFileAtomic(path string, fill func(f *os.File) error) error {
-	tmp := path + tmpSuffix
+func CreateAtomic(path string, fill func(f *os.File) error) error {
+	tmp := path + TmpSuffix
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
-		return fileError("create", tmp, err)
+		return FileError("create", tmp, err)
 	}
 	err = fill(f)
 	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fileError("close", tmp, cerr)
+		err = FileError("close", tmp, cerr)
 	}
 	if err == nil {
 		if rerr := os.Rename(tmp, path); rerr != nil {
-			err = fileError("rename", tmp, rerr)
+			err = FileError("rename", tmp, rerr)
 		}
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
 }
 
-// writeSynced is a fill for createFileAtomic: b, fsynced.
-func writeSynced(b []byte) func(f *os.File) error {
+// WriteSynced is a fill for CreateAtomic: b, fsynced.
+func WriteSynced(b []byte) func(f *os.File) error {
 	return func(f *os.File) error {
 		if _, err := f.Write(b); err != nil {
-			return fileError("write", f.Name(), err)
+			return FileError("write", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
-			return fileError("fsync", f.Name(), err)
+			return FileError("fsync", f.Name(), err)
 		}
 		return nil
 	}
 }
 
-// syncDir makes a rename or a new file in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes a rename or a new file in dir durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fileError("open", dir, err)
+		return FileError("open", dir, err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fileError("fsync", dir, err)
+		return FileError("fsync", dir, err)
 	}
 	return nil
+}
+
+// TmpSuffix ends the name of a file being made by CreateAtomic; a file so
+// named is a crash's leftover.
+const TmpSuffix = ".tmp"
+
+// Castagnoli is the CRC-32C table of every checksum the store's files
+// carry, built once.
+var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// IsZero reports whether every byte of b is zero.
+func IsZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }

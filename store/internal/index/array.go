@@ -1,4 +1,4 @@
-package store
+package index
 
 import (
 	"cmp"
@@ -13,6 +13,10 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // An array is an append-only sequence of fixed-size entries kept in a
@@ -124,8 +128,6 @@ func parseArrayChunkName(name string) (base uint64, ok bool) {
 	return base, err == nil
 }
 
-const tmpSuffix = ".tmp"
-
 // openArray opens the array in dir, which must exist. An array without
 // chunks starts empty at entry start (its first chunk will be named
 // start); an existing one ignores start. Existing chunk files keep their
@@ -135,13 +137,13 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 		log = zap.NewNop()
 	}
 	if cfg.entrySize <= 0 {
-		return nil, fmt.Errorf("%w: array entry size %d", ErrInvalid, cfg.entrySize)
+		return nil, fmt.Errorf("%w: array entry size %d", record.ErrInvalid, cfg.entrySize)
 	}
 	if cfg.chunkEntries == 0 {
 		cfg.chunkEntries = defaultChunkEntries
 	}
 	if cfg.chunkEntries > (1<<40)/uint64(cfg.entrySize) {
-		return nil, fmt.Errorf("%w: %d entries per chunk", ErrInvalid, cfg.chunkEntries)
+		return nil, fmt.Errorf("%w: %d entries per chunk", record.ErrInvalid, cfg.chunkEntries)
 	}
 	if cfg.firstChunkEntries == 0 || cfg.firstChunkEntries > cfg.chunkEntries {
 		cfg.firstChunkEntries = cfg.chunkEntries
@@ -167,7 +169,7 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 	for i, c := range chunks {
 		if i > 0 && c.base != chunks[i-1].end() {
 			return nil, fmt.Errorf("%w: index chunks %s (of %d entries) and %s of %s are not adjacent",
-				ErrCorrupt, arrayChunkName(chunks[i-1].base), chunks[i-1].entries, arrayChunkName(c.base), dir)
+				record.ErrCorrupt, arrayChunkName(chunks[i-1].base), chunks[i-1].entries, arrayChunkName(c.base), dir)
 		}
 	}
 	a.chunks = chunks
@@ -193,16 +195,16 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 func (a *array) scanDir() ([]*arrayChunk, error) {
 	des, err := os.ReadDir(a.dir)
 	if err != nil {
-		return nil, fileError("readdir", a.dir, err)
+		return nil, fsys.FileError("readdir", a.dir, err)
 	}
 	var chunks []*arrayChunk
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasSuffix(name, tmpSuffix) {
+		if strings.HasSuffix(name, fsys.TmpSuffix) {
 			p := filepath.Join(a.dir, name)
 			a.log.Info("removing a leftover index chunk", zap.String("path", p))
 			if err := os.Remove(p); err != nil {
-				return nil, fileError("remove", p, err)
+				return nil, fsys.FileError("remove", p, err)
 			}
 			continue
 		}
@@ -213,11 +215,11 @@ func (a *array) scanDir() ([]*arrayChunk, error) {
 		}
 		info, err := de.Info()
 		if err != nil {
-			return nil, fileError("stat", filepath.Join(a.dir, name), err)
+			return nil, fsys.FileError("stat", filepath.Join(a.dir, name), err)
 		}
 		if info.Size()%int64(a.entrySize) != 0 || info.Size() == 0 {
 			return nil, fmt.Errorf("%w: index chunk %s of %d bytes is not a whole number of %d-byte entries",
-				ErrCorrupt, filepath.Join(a.dir, name), info.Size(), a.entrySize)
+				record.ErrCorrupt, filepath.Join(a.dir, name), info.Size(), a.entrySize)
 		}
 		chunks = append(chunks, &arrayChunk{base: base, entries: uint64(info.Size()) / uint64(a.entrySize)})
 	}
@@ -229,11 +231,11 @@ func (a *array) scanDir() ([]*arrayChunk, error) {
 // search; entries are written in order, so the written ones form a prefix.
 func (a *array) scanLength(c *arrayChunk) (uint64, error) {
 	var n uint64
-	err := guardFault(func() error {
+	err := fsys.Guard(func() error {
 		lo, hi := uint64(0), c.entries
 		for lo < hi {
 			mid := lo + (hi-lo)/2
-			if isZero(c.data[mid*uint64(a.entrySize) : (mid+1)*uint64(a.entrySize)]) {
+			if fsys.IsZero(c.data[mid*uint64(a.entrySize) : (mid+1)*uint64(a.entrySize)]) {
 				hi = mid
 			} else {
 				lo = mid + 1
@@ -245,15 +247,6 @@ func (a *array) scanLength(c *arrayChunk) (uint64, error) {
 	return n, err
 }
 
-func isZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 func (a *array) chunkPath(base uint64) string { return filepath.Join(a.dir, arrayChunkName(base)) }
 
 // mapChunk maps c's file; the descriptor is closed at once, the map keeps
@@ -262,18 +255,18 @@ func (a *array) mapChunk(c *arrayChunk) error {
 	path := a.chunkPath(c.base)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return fileError("open", path, err)
+		return fsys.FileError("open", path, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return fileError("stat", path, err)
+		return fsys.FileError("stat", path, err)
 	}
 	size := int(c.entries) * a.entrySize
 	if st.Size() != int64(size) {
-		return fmt.Errorf("%w: index chunk %s has %d bytes, want %d", ErrCorrupt, path, st.Size(), size)
+		return fmt.Errorf("%w: index chunk %s has %d bytes, want %d", record.ErrCorrupt, path, st.Size(), size)
 	}
-	b, err := mapFile(f, size)
+	b, err := fsys.Map(f, size)
 	if err != nil {
 		return err
 	}
@@ -288,15 +281,15 @@ func (a *array) mapChunk(c *arrayChunk) error {
 func (a *array) createChunk(base, entries uint64) (*arrayChunk, error) {
 	c := &arrayChunk{base: base, entries: entries}
 	size := int(entries) * a.entrySize
-	err := createFileAtomic(a.chunkPath(base), func(f *os.File) (err error) {
-		// Zeros, preallocated: nothing to fsync (see createFileAtomic).
-		if err = allocate(f, int64(size)); err == nil {
-			c.data, err = mapFile(f, size)
+	err := fsys.CreateAtomic(a.chunkPath(base), func(f *os.File) (err error) {
+		// Zeros, preallocated: nothing to fsync (see fsys.CreateAtomic).
+		if err = fsys.Allocate(f, int64(size)); err == nil {
+			c.data, err = fsys.Map(f, size)
 		}
 		return err
 	})
 	if err != nil {
-		unmap(c.data)
+		fsys.Unmap(c.data)
 		return nil, err
 	}
 	c.used.Store(a.clock.Add(1))
@@ -314,13 +307,13 @@ func (a *array) first() uint64 { return a.firstEntry.Load() }
 // publishes it. Writer only.
 func (a *array) append(entry []byte) error {
 	if len(entry) != a.entrySize {
-		return fmt.Errorf("%w: index entry of %d bytes, want %d", ErrInvalid, len(entry), a.entrySize)
+		return fmt.Errorf("%w: index entry of %d bytes, want %d", record.ErrInvalid, len(entry), a.entrySize)
 	}
-	if isZero(entry) {
-		return fmt.Errorf("%w: all-zero index entry", ErrInvalid)
+	if fsys.IsZero(entry) {
+		return fmt.Errorf("%w: all-zero index entry", record.ErrInvalid)
 	}
 	if a.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	n := a.length.Load()
 	var c *arrayChunk
@@ -334,7 +327,7 @@ func (a *array) append(entry []byte) error {
 		}
 	}
 	off := int(n-c.base) * a.entrySize
-	if err := guardFault(func() error {
+	if err := fsys.Guard(func() error {
 		copy(c.data[off:off+a.entrySize], entry)
 		return nil
 	}); err != nil {
@@ -379,14 +372,14 @@ func (a *array) evictLocked(keep *arrayChunk) {
 			return
 		}
 		if from, to := a.dirtyRange(victim); from < to {
-			if err := syncRange(victim.data, from, to); err != nil {
+			if err := fsys.SyncRange(victim.data, from, to); err != nil {
 				// Keep it mapped; the next sync reports the error.
 				a.log.Warn("syncing an index chunk before unmapping it failed",
 					zap.String("path", a.chunkPath(victim.base)), zap.Error(err))
 				return
 			}
 		}
-		if err := unmap(victim.data); err != nil {
+		if err := fsys.Unmap(victim.data); err != nil {
 			a.log.Warn("unmapping an index chunk failed", zap.String("path", a.chunkPath(victim.base)), zap.Error(err))
 		}
 		victim.data = nil
@@ -444,13 +437,13 @@ func (a *array) readMapping(i uint64, dst []byte) error {
 // chunkLocked finds the chunk holding entry i; mu must be held.
 func (a *array) chunkLocked(i uint64) (*arrayChunk, error) {
 	if a.closed.Load() {
-		return nil, ErrClosed
+		return nil, errs.ErrClosed
 	}
 	if first := a.firstEntry.Load(); i < first {
-		return nil, fmt.Errorf("%w: index entry %d, first is %d", ErrRecycled, i, first)
+		return nil, fmt.Errorf("%w: index entry %d, first is %d", errs.ErrRecycled, i, first)
 	}
 	if n := a.length.Load(); i >= n {
-		return nil, fmt.Errorf("%w: index entry %d, length is %d", ErrBeyondEnd, i, n)
+		return nil, fmt.Errorf("%w: index entry %d, length is %d", errs.ErrBeyondEnd, i, n)
 	}
 	// Chunks differ in size (they grow): a binary search finds the one.
 	k, _ := slices.BinarySearchFunc(a.chunks, i, func(c *arrayChunk, i uint64) int {
@@ -468,7 +461,7 @@ func (a *array) chunkLocked(i uint64) (*arrayChunk, error) {
 func (a *array) copyOut(c *arrayChunk, i uint64, dst []byte) error {
 	c.used.Store(a.clock.Add(1))
 	off := int(i-c.base) * a.entrySize
-	err := guardFault(func() error {
+	err := fsys.Guard(func() error {
 		copy(dst[:a.entrySize], c.data[off:off+a.entrySize])
 		return nil
 	})
@@ -485,14 +478,14 @@ func (a *array) dropChunksBefore(i uint64) error {
 	a.mu.Lock()
 	if a.closed.Load() {
 		a.mu.Unlock()
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	var drop []*arrayChunk
 	for len(a.chunks) > 1 && a.chunks[0].end() <= i {
 		c := a.chunks[0]
 		if c.data != nil {
 			// Dropped entries need no sync.
-			if err := unmap(c.data); err != nil {
+			if err := fsys.Unmap(c.data); err != nil {
 				a.log.Warn("unmapping an index chunk failed", zap.String("path", a.chunkPath(c.base)), zap.Error(err))
 			}
 			c.data = nil
@@ -512,10 +505,10 @@ func (a *array) dropChunksBefore(i uint64) error {
 	for _, c := range drop {
 		p := a.chunkPath(c.base)
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fileError("remove", p, err)
+			return fsys.FileError("remove", p, err)
 		}
 	}
-	return syncDir(a.dir)
+	return fsys.SyncDir(a.dir)
 }
 
 // truncate drops entries n and after; n below first() is taken as first(),
@@ -528,7 +521,7 @@ func (a *array) truncate(n uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	n = max(n, a.firstEntry.Load())
 	old := a.length.Load()
@@ -541,7 +534,7 @@ func (a *array) truncate(n uint64) error {
 	for len(a.chunks) > 1 && a.chunks[len(a.chunks)-1].base >= n {
 		c := a.chunks[len(a.chunks)-1]
 		if c.data != nil {
-			unmap(c.data)
+			fsys.Unmap(c.data)
 			c.data = nil
 			a.mapped--
 		}
@@ -549,12 +542,12 @@ func (a *array) truncate(n uint64) error {
 		p := a.chunkPath(c.base)
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.length.Store(c.base)
-			return fileError("remove", p, err)
+			return fsys.FileError("remove", p, err)
 		}
 		removed = true
 	}
 	if removed {
-		if err := syncDir(a.dir); err != nil {
+		if err := fsys.SyncDir(a.dir); err != nil {
 			return err
 		}
 	}
@@ -572,12 +565,12 @@ func (a *array) truncate(n uint64) error {
 	if a.synced.Load() > n {
 		a.synced.Store(n)
 	}
-	err := guardFault(func() error {
+	err := fsys.Guard(func() error {
 		clear(c.data[from:to])
 		return nil
 	})
 	if err == nil {
-		err = syncRange(c.data, from, to)
+		err = fsys.SyncRange(c.data, from, to)
 	}
 	if err != nil {
 		return fmt.Errorf("%w (truncating index %s at %d)", err, a.dir, n)
@@ -591,7 +584,7 @@ func (a *array) sync() error {
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	if a.closed.Load() {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	return a.syncLocked()
 }
@@ -609,7 +602,7 @@ func (a *array) syncLocked() error {
 		}
 		lo := max(a.synced.Load(), c.base) - c.base
 		hi := min(to, c.end()) - c.base
-		if err = syncRange(c.data, int(lo)*a.entrySize, int(hi)*a.entrySize); err != nil {
+		if err = fsys.SyncRange(c.data, int(lo)*a.entrySize, int(hi)*a.entrySize); err != nil {
 			err = fmt.Errorf("%w (index chunk %s)", err, a.chunkPath(c.base))
 			break
 		}
@@ -643,7 +636,7 @@ func (a *array) unmapAll() error {
 	var err error
 	for _, c := range a.chunks {
 		if c.data != nil {
-			if uerr := unmap(c.data); err == nil {
+			if uerr := fsys.Unmap(c.data); err == nil {
 				err = uerr
 			}
 			c.data = nil

@@ -1,4 +1,4 @@
-package store
+package index
 
 import (
 	"errors"
@@ -12,20 +12,26 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
-func openTestTopics(t testing.TB, dir string, chunk int) *topicIndexes {
+func openTestTopics(t testing.TB, dir string, chunk int) *Topics {
 	t.Helper()
-	ti, err := openTopicIndexes(dir, chunk, 2, nil)
+	ti, err := OpenTopics(dir, chunk, 2, nil)
 	if err != nil {
 		t.Fatalf("openTopicIndexes: %v", err)
 	}
 	return ti
 }
 
-func openTestOrigins(t testing.TB, dir string, chunk int) *originIndexes {
+func openTestOrigins(t testing.TB, dir string, chunk int) *Origins {
 	t.Helper()
-	o, err := openOriginIndexes(dir, chunk, 2, nil)
+	o, err := OpenOrigins(dir, chunk, 2, nil)
 	if err != nil {
 		t.Fatalf("openOriginIndexes: %v", err)
 	}
@@ -33,19 +39,19 @@ func openTestOrigins(t testing.TB, dir string, chunk int) *originIndexes {
 }
 
 // idxEntry is the test entry for position pos.
-func idxEntry(pos int64) IndexEntry {
-	return IndexEntry{Pos: pos, Size: uint32(pos%1000) + 48, TagHash: uint32(pos * 31), HLC: uint64(pos) * 10}
+func idxEntry(pos int64) Entry {
+	return Entry{Pos: pos, Size: uint32(pos%1000) + 48, TagHash: uint32(pos * 31), HLC: uint64(pos) * 10}
 }
 
 func TestIndexEntryEncoding(t *testing.T) {
-	for _, e := range []IndexEntry{
+	for _, e := range []Entry{
 		{Pos: 0},
 		{Pos: 8, Size: 48, TagHash: 1, HLC: 1},
 		{Pos: 1<<63 - 2, Size: 1<<32 - 1, TagHash: 1<<32 - 1, HLC: 1<<64 - 1},
 	} {
 		var b [topicEntrySize]byte
 		encodeIndexEntry(b[:], e)
-		if isZero(b[:]) {
+		if fsys.IsZero(b[:]) {
 			t.Errorf("%+v encodes to zeros", e)
 		}
 		got, err := decodeIndexEntry(b[:])
@@ -53,7 +59,7 @@ func TestIndexEntryEncoding(t *testing.T) {
 			t.Errorf("round trip of %+v: %+v, %v", e, got, err)
 		}
 	}
-	if _, err := decodeIndexEntry(make([]byte, topicEntrySize)); !errors.Is(err, ErrCorrupt) {
+	if _, err := decodeIndexEntry(make([]byte, topicEntrySize)); !errors.Is(err, record.ErrCorrupt) {
 		t.Errorf("zero entry: %v, want ErrCorrupt", err)
 	}
 }
@@ -99,16 +105,16 @@ func TestTopicIndexDirName(t *testing.T) {
 func TestTopicIndexAppendAndRead(t *testing.T) {
 	dir := t.TempDir()
 	ti := openTestTopics(t, dir, 4)
-	defer ti.close()
-	if ti.get("a") != nil || len(ti.topics()) != 0 || ti.lastPos() != -1 {
+	defer ti.Close()
+	if ti.Get("a") != nil || len(ti.Names()) != 0 || ti.LastPos() != -1 {
 		t.Fatal("a new set is not empty")
 	}
 	// Interleave three topics; offsets count per topic.
-	want := map[string][]IndexEntry{}
+	want := map[string][]Entry{}
 	names := []string{"a", "b.c", "long/" + strings.Repeat("z", 250)}
 	for pos := int64(0); pos < 300; pos += 8 {
 		topic := names[rand.IntN(len(names))]
-		off, err := ti.append([]byte(topic), idxEntry(pos))
+		off, err := ti.Append([]byte(topic), idxEntry(pos))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,45 +123,45 @@ func TestTopicIndexAppendAndRead(t *testing.T) {
 		}
 		want[topic] = append(want[topic], idxEntry(pos))
 	}
-	checkTopics := func(ti *topicIndexes) {
+	checkTopics := func(ti *Topics) {
 		t.Helper()
-		if got, w := ti.topics(), slices.Sorted(maps.Keys(want)); !slices.Equal(got, w) {
+		if got, w := ti.Names(), slices.Sorted(maps.Keys(want)); !slices.Equal(got, w) {
 			t.Fatalf("topics() = %q, want %q", got, w)
 		}
-		if ti.lastPos() != 296 {
-			t.Fatalf("lastPos = %d, want 296", ti.lastPos())
+		if ti.LastPos() != 296 {
+			t.Fatalf("lastPos = %d, want 296", ti.LastPos())
 		}
 		for topic, es := range want {
-			x := ti.get(topic)
+			x := ti.Get(topic)
 			if x == nil {
 				t.Fatalf("get(%q) = nil", topic)
 			}
-			if x.len() != uint64(len(es)) || x.first() != 0 {
-				t.Fatalf("%q: len %d first %d, want %d 0", topic, x.len(), x.first(), len(es))
+			if x.Len() != uint64(len(es)) || x.First() != 0 {
+				t.Fatalf("%q: len %d first %d, want %d 0", topic, x.Len(), x.First(), len(es))
 			}
 			for off, e := range es {
-				got, err := x.entry(uint64(off))
+				got, err := x.Entry(uint64(off))
 				if err != nil || got != e {
 					t.Fatalf("%q entry %d = %+v, %v; want %+v", topic, off, got, err, e)
 				}
 			}
-			if _, err := x.entry(uint64(len(es))); !errors.Is(err, ErrBeyondEnd) {
+			if _, err := x.Entry(uint64(len(es))); !errors.Is(err, errs.ErrBeyondEnd) {
 				t.Fatalf("%q entry at len: %v", topic, err)
 			}
 		}
 	}
 	checkTopics(ti)
-	if err := ti.sync(); err != nil {
+	if err := ti.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if err := ti.close(); err != nil {
+	if err := ti.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ti = openTestTopics(t, dir, 1024)
-	defer ti.close()
+	defer ti.Close()
 	checkTopics(ti)
 	// Appending after reopen continues the offsets.
-	off, err := ti.append([]byte("a"), idxEntry(1000))
+	off, err := ti.Append([]byte("a"), idxEntry(1000))
 	if err != nil || off != uint64(len(want["a"])) {
 		t.Fatalf("append after reopen: %d, %v", off, err)
 	}
@@ -167,48 +173,48 @@ func TestTopicIndexAppendAndRead(t *testing.T) {
 
 func TestTopicIndexAppendErrors(t *testing.T) {
 	ti := openTestTopics(t, t.TempDir(), 4)
-	if _, err := ti.append([]byte("t"), idxEntry(100)); err != nil {
+	if _, err := ti.Append([]byte("t"), idxEntry(100)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name  string
 		topic string
-		e     IndexEntry
+		e     Entry
 		want  error
 	}{
-		{"same position", "t", idxEntry(100), ErrDuplicate},
-		{"earlier position", "t", idxEntry(50), ErrDuplicate},
-		{"negative position", "t", IndexEntry{Pos: -1}, ErrInvalid},
-		{"empty topic", "", idxEntry(200), ErrInvalid},
+		{"same position", "t", idxEntry(100), errs.ErrDuplicate},
+		{"earlier position", "t", idxEntry(50), errs.ErrDuplicate},
+		{"negative position", "t", Entry{Pos: -1}, record.ErrInvalid},
+		{"empty topic", "", idxEntry(200), record.ErrInvalid},
 	} {
-		if _, err := ti.append([]byte(tc.topic), tc.e); !errors.Is(err, tc.want) {
+		if _, err := ti.Append([]byte(tc.topic), tc.e); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if x := ti.get("t"); x.len() != 1 {
-		t.Errorf("refused appends changed the index: len %d", x.len())
+	if x := ti.Get("t"); x.Len() != 1 {
+		t.Errorf("refused appends changed the index: len %d", x.Len())
 	}
-	if ti.get("") != nil {
+	if ti.Get("") != nil {
 		t.Error("a refused topic was created")
 	}
-	ti.close()
-	if _, err := ti.append([]byte("t"), idxEntry(300)); !errors.Is(err, ErrClosed) {
+	ti.Close()
+	if _, err := ti.Append([]byte("t"), idxEntry(300)); !errors.Is(err, errs.ErrClosed) {
 		t.Errorf("append after close: %v", err)
 	}
-	if _, err := ti.get("t").entry(0); !errors.Is(err, ErrClosed) {
+	if _, err := ti.Get("t").Entry(0); !errors.Is(err, errs.ErrClosed) {
 		t.Errorf("entry after close: %v", err)
 	}
 }
 
 // fillTopics appends positions 0, 8, 16, ... < 8*n round-robin to topics
 // "t0".."t{k-1}" and returns the positions per topic.
-func fillTopics(t testing.TB, ti *topicIndexes, n, k int) map[string][]int64 {
+func fillTopics(t testing.TB, ti *Topics, n, k int) map[string][]int64 {
 	t.Helper()
 	got := map[string][]int64{}
 	for i := range n {
 		topic := fmt.Sprintf("t%d", i%k)
 		pos := int64(8 * i)
-		if _, err := ti.append([]byte(topic), idxEntry(pos)); err != nil {
+		if _, err := ti.Append([]byte(topic), idxEntry(pos)); err != nil {
 			t.Fatal(err)
 		}
 		got[topic] = append(got[topic], pos)
@@ -233,10 +239,10 @@ func TestTopicIndexTruncate(t *testing.T) {
 			dir := t.TempDir()
 			ti := openTestTopics(t, dir, chunk)
 			all := fillTopics(t, ti, n, k)
-			if err := ti.truncate(tc.pos); err != nil {
+			if err := ti.Truncate(tc.pos); err != nil {
 				t.Fatal(err)
 			}
-			check := func(ti *topicIndexes) {
+			check := func(ti *Topics) {
 				t.Helper()
 				wantLast := int64(-1)
 				for topic, ps := range all {
@@ -244,12 +250,12 @@ func TestTopicIndexTruncate(t *testing.T) {
 					for keep < len(ps) && ps[keep] < tc.pos {
 						keep++
 					}
-					x := ti.get(topic)
-					if x.len() != uint64(keep) {
-						t.Fatalf("%s: len %d, want %d", topic, x.len(), keep)
+					x := ti.Get(topic)
+					if x.Len() != uint64(keep) {
+						t.Fatalf("%s: len %d, want %d", topic, x.Len(), keep)
 					}
 					for off := range keep {
-						if e, err := x.entry(uint64(off)); err != nil || e != idxEntry(ps[off]) {
+						if e, err := x.Entry(uint64(off)); err != nil || e != idxEntry(ps[off]) {
 							t.Fatalf("%s entry %d: %+v %v", topic, off, e, err)
 						}
 					}
@@ -257,17 +263,17 @@ func TestTopicIndexTruncate(t *testing.T) {
 						wantLast = max(wantLast, ps[keep-1])
 					}
 				}
-				if ti.lastPos() != wantLast {
-					t.Fatalf("lastPos %d, want %d", ti.lastPos(), wantLast)
+				if ti.LastPos() != wantLast {
+					t.Fatalf("lastPos %d, want %d", ti.LastPos(), wantLast)
 				}
 			}
 			check(ti)
-			ti.close()
+			ti.Close()
 			ti = openTestTopics(t, dir, chunk)
-			defer ti.close()
+			defer ti.Close()
 			check(ti)
 			// Re-indexing after the cut appends again.
-			if _, err := ti.append([]byte("t0"), idxEntry(max(tc.pos, 8*n)+8)); err != nil {
+			if _, err := ti.Append([]byte("t0"), idxEntry(max(tc.pos, 8*n)+8)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -280,12 +286,12 @@ func TestTopicIndexDropBefore(t *testing.T) {
 		dir := t.TempDir()
 		ti := openTestTopics(t, dir, chunk)
 		all := fillTopics(t, ti, n, k)
-		if err := ti.dropBefore(pos); err != nil {
+		if err := ti.DropBefore(pos); err != nil {
 			t.Fatal(err)
 		}
 		for _, reopen := range []bool{false, true} {
 			if reopen {
-				ti.close()
+				ti.Close()
 				ti = openTestTopics(t, dir, chunk)
 			}
 			for topic, ps := range all {
@@ -296,35 +302,35 @@ func TestTopicIndexDropBefore(t *testing.T) {
 					before++
 				}
 				wantFirst := min(before/chunk*chunk, uint64(len(ps)-1)/chunk*chunk)
-				x := ti.get(topic)
-				if x.first() != wantFirst || x.len() != uint64(len(ps)) {
-					t.Fatalf("pos %d %s: first %d len %d, want %d %d", pos, topic, x.first(), x.len(), wantFirst, len(ps))
+				x := ti.Get(topic)
+				if x.First() != wantFirst || x.Len() != uint64(len(ps)) {
+					t.Fatalf("pos %d %s: first %d len %d, want %d %d", pos, topic, x.First(), x.Len(), wantFirst, len(ps))
 				}
 				if wantFirst > 0 {
-					if _, err := x.entry(wantFirst - 1); !errors.Is(err, ErrRecycled) {
+					if _, err := x.Entry(wantFirst - 1); !errors.Is(err, errs.ErrRecycled) {
 						t.Fatalf("entry below first: %v", err)
 					}
 				}
-				for off := x.first(); off < x.len(); off++ {
-					if e, err := x.entry(off); err != nil || e != idxEntry(ps[off]) {
+				for off := x.First(); off < x.Len(); off++ {
+					if e, err := x.Entry(off); err != nil || e != idxEntry(ps[off]) {
 						t.Fatalf("%s entry %d: %+v %v", topic, off, e, err)
 					}
 				}
 			}
-			if ti.lastPos() != 8*(n-1) {
-				t.Fatalf("lastPos %d after dropping", ti.lastPos())
+			if ti.LastPos() != 8*(n-1) {
+				t.Fatalf("lastPos %d after dropping", ti.LastPos())
 			}
 		}
-		if pos == 8*11 && (ti.get("t0").first() != 4 || ti.get("t2").first() != 0) {
+		if pos == 8*11 && (ti.Get("t0").First() != 4 || ti.Get("t2").First() != 0) {
 			t.Fatal("topics should drop independently")
 		}
-		ti.close()
+		ti.Close()
 	}
 }
 
 func TestTopicIndexSearchHLC(t *testing.T) {
 	ti := openTestTopics(t, t.TempDir(), 4)
-	defer ti.close()
+	defer ti.Close()
 	// HLCs: 10, 20, ..., 500 with one out-of-order record (a late arrival).
 	hlcs := make([]uint64, 50)
 	for i := range hlcs {
@@ -332,27 +338,27 @@ func TestTopicIndexSearchHLC(t *testing.T) {
 	}
 	hlcs[30] = 95
 	for i, h := range hlcs {
-		if _, err := ti.append([]byte("t"), IndexEntry{Pos: int64(i) * 8, Size: 48, HLC: h}); err != nil {
+		if _, err := ti.Append([]byte("t"), Entry{Pos: int64(i) * 8, Size: 48, HLC: h}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	x := ti.get("t")
+	x := ti.Get("t")
 	for _, tc := range []struct {
 		h    uint64
 		want uint64
 	}{
 		{0, 0}, {10, 0}, {11, 1}, {100, 9}, {250, 24}, {500, 49}, {501, 50}, {1 << 63, 50},
 	} {
-		if got := x.searchHLC(tc.h); got != tc.want {
+		if got := x.SearchHLC(tc.h); got != tc.want {
 			t.Errorf("searchHLC(%d) = %d, want %d", tc.h, got, tc.want)
 		}
 	}
 	// After retention, the search covers what is left.
-	if err := ti.dropBefore(8 * 20); err != nil {
+	if err := ti.DropBefore(8 * 20); err != nil {
 		t.Fatal(err)
 	}
-	if got := x.searchHLC(0); got != x.first() || got != 20 {
-		t.Errorf("searchHLC after drop = %d, first %d", got, x.first())
+	if got := x.SearchHLC(0); got != x.First() || got != 20 {
+		t.Errorf("searchHLC after drop = %d, first %d", got, x.First())
 	}
 }
 
@@ -360,14 +366,14 @@ func TestTopicIndexIgnoresStrangers(t *testing.T) {
 	dir := t.TempDir()
 	ti := openTestTopics(t, dir, 4)
 	fillTopics(t, ti, 10, 2)
-	ti.close()
+	ti.Close()
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o600)
 	os.Mkdir(filepath.Join(dir, "%zz"), 0o700)
 	os.Mkdir(filepath.Join(dir, "#deadbeef"), 0o700) // hashed name without its name file
 	os.Mkdir(filepath.Join(dir, "empty"), 0o700)     // a crash right after mkdir
 	ti = openTestTopics(t, dir, 4)
-	defer ti.close()
-	if got := ti.topics(); !slices.Equal(got, []string{"t0", "t1"}) {
+	defer ti.Close()
+	if got := ti.Names(); !slices.Equal(got, []string{"t0", "t1"}) {
 		t.Fatalf("topics %q", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "empty")); !os.IsNotExist(err) {
@@ -379,7 +385,7 @@ func TestTopicIndexIgnoresStrangers(t *testing.T) {
 // appearing), readers on every topic and a syncer, under -race.
 func TestTopicIndexConcurrent(t *testing.T) {
 	ti := openTestTopics(t, t.TempDir(), 8)
-	defer ti.close()
+	defer ti.Close()
 	const n, k = 1500, 5
 	var done atomic.Bool
 	var wg sync.WaitGroup
@@ -391,17 +397,17 @@ func TestTopicIndexConcurrent(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(r), 2))
 			for !done.Load() {
 				topic := fmt.Sprintf("t%d", rng.IntN(k))
-				x := ti.get(topic)
+				x := ti.Get(topic)
 				if x == nil {
 					continue
 				}
-				l := x.len()
+				l := x.Len()
 				if l == 0 {
 					errc <- fmt.Errorf("topic %s visible without entries", topic)
 					return
 				}
 				off := rng.Uint64N(l)
-				e, err := x.entry(off)
+				e, err := x.Entry(off)
 				if err != nil {
 					errc <- err
 					return
@@ -411,8 +417,8 @@ func TestTopicIndexConcurrent(t *testing.T) {
 					errc <- fmt.Errorf("%s entry %d = %+v, want %+v", topic, off, e, want)
 					return
 				}
-				ti.topics()
-				ti.lastPos()
+				ti.Names()
+				ti.LastPos()
 			}
 		}()
 	}
@@ -420,7 +426,7 @@ func TestTopicIndexConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for !done.Load() {
-			if err := ti.sync(); err != nil {
+			if err := ti.Sync(); err != nil {
 				errc <- err
 				return
 			}
@@ -448,13 +454,13 @@ func TestOriginIndexPut(t *testing.T) {
 	}{
 		{"in order", []op{{1, 1, 0, nil}, {1, 2, 8, nil}, {1, 3, 16, nil}}, map[uint64]uint64{1: 3}},
 		{"new origin mid-sequence", []op{{7, 500, 0, nil}, {7, 501, 8, nil}}, map[uint64]uint64{7: 501}},
-		{"duplicate", []op{{1, 1, 0, nil}, {1, 2, 8, nil}, {1, 2, 16, ErrDuplicate}, {1, 1, 24, ErrDuplicate}}, map[uint64]uint64{1: 2}},
-		{"below a mid-sequence start", []op{{7, 500, 0, nil}, {7, 3, 8, ErrDuplicate}}, map[uint64]uint64{7: 500}},
-		{"gap", []op{{1, 1, 0, nil}, {1, 3, 8, ErrOutOfOrder}, {1, 2, 16, nil}}, map[uint64]uint64{1: 2}},
-		{"zero origin", []op{{0, 1, 0, ErrInvalid}}, map[uint64]uint64{}},
-		{"zero seq", []op{{1, 0, 0, ErrInvalid}}, map[uint64]uint64{}},
-		{"negative position", []op{{1, 1, -8, ErrInvalid}}, map[uint64]uint64{}},
-		{"position going back", []op{{1, 1, 16, nil}, {1, 2, 8, ErrInvalid}}, map[uint64]uint64{1: 1}},
+		{"duplicate", []op{{1, 1, 0, nil}, {1, 2, 8, nil}, {1, 2, 16, errs.ErrDuplicate}, {1, 1, 24, errs.ErrDuplicate}}, map[uint64]uint64{1: 2}},
+		{"below a mid-sequence start", []op{{7, 500, 0, nil}, {7, 3, 8, errs.ErrDuplicate}}, map[uint64]uint64{7: 500}},
+		{"gap", []op{{1, 1, 0, nil}, {1, 3, 8, errs.ErrOutOfOrder}, {1, 2, 16, nil}}, map[uint64]uint64{1: 2}},
+		{"zero origin", []op{{0, 1, 0, record.ErrInvalid}}, map[uint64]uint64{}},
+		{"zero seq", []op{{1, 0, 0, record.ErrInvalid}}, map[uint64]uint64{}},
+		{"negative position", []op{{1, 1, -8, record.ErrInvalid}}, map[uint64]uint64{}},
+		{"position going back", []op{{1, 1, 16, nil}, {1, 2, 8, record.ErrInvalid}}, map[uint64]uint64{1: 1}},
 		{"two origins", []op{{1, 1, 0, nil}, {2, 1, 8, nil}, {1, 2, 16, nil}, {2, 2, 24, nil}, {2, 3, 32, nil}},
 			map[uint64]uint64{1: 2, 2: 3}},
 		{"max origin", []op{{1<<64 - 1, 1, 0, nil}}, map[uint64]uint64{1<<64 - 1: 1}},
@@ -464,7 +470,7 @@ func TestOriginIndexPut(t *testing.T) {
 			o := openTestOrigins(t, dir, 4)
 			held := map[[2]uint64]int64{}
 			for _, op := range tc.ops {
-				err := o.put(op.origin, op.seq, op.pos)
+				err := o.Put(op.origin, op.seq, op.pos)
 				if !errors.Is(err, op.want) || (op.want == nil) != (err == nil) {
 					t.Fatalf("put(%d, %d, %d) = %v, want %v", op.origin, op.seq, op.pos, err, op.want)
 				}
@@ -474,30 +480,30 @@ func TestOriginIndexPut(t *testing.T) {
 			}
 			for _, reopen := range []bool{false, true} {
 				if reopen {
-					o.close()
+					o.Close()
 					o = openTestOrigins(t, dir, 4)
 				}
-				if v := o.vector(); !maps.Equal(v, tc.last) {
+				if v := o.Vector(); !maps.Equal(v, tc.last) {
 					t.Fatalf("vector %v, want %v", v, tc.last)
 				}
 				for origin, last := range tc.last {
-					if got := o.last(origin); got != last {
+					if got := o.Last(origin); got != last {
 						t.Fatalf("last(%x) = %d, want %d", origin, got, last)
 					}
 				}
 				for k, pos := range held {
-					if got, ok := o.get(k[0], k[1]); !ok || got != pos {
+					if got, ok := o.Get(k[0], k[1]); !ok || got != pos {
 						t.Fatalf("get(%x, %d) = %d, %v; want %d", k[0], k[1], got, ok, pos)
 					}
 				}
-				if _, ok := o.get(1, 99); ok {
+				if _, ok := o.Get(1, 99); ok {
 					t.Fatal("get of a seq never put")
 				}
-				if o.last(12345) != 0 {
+				if o.Last(12345) != 0 {
 					t.Fatal("last of an unknown origin")
 				}
 			}
-			o.close()
+			o.Close()
 		})
 	}
 }
@@ -514,31 +520,31 @@ func TestOriginIndexAcrossChunks(t *testing.T) {
 			if origin == 5 {
 				seq += 999
 			}
-			if err := o.put(origin, seq, pos); err != nil {
+			if err := o.Put(origin, seq, pos); err != nil {
 				t.Fatal(err)
 			}
 			want[[2]uint64{origin, seq}] = pos
 			pos += 8
 		}
 	}
-	o.close()
+	o.Close()
 	if files := chunkFiles(t, filepath.Join(dir, originDirName(5))); len(files) != 25 || files[0] != 1000 {
 		t.Fatalf("origin 5 chunk files %v", files)
 	}
 	o = openTestOrigins(t, dir, 8)
-	defer o.close()
+	defer o.Close()
 	for k, p := range want {
-		if got, ok := o.get(k[0], k[1]); !ok || got != p {
+		if got, ok := o.Get(k[0], k[1]); !ok || got != p {
 			t.Fatalf("get(%d, %d) = %d %v, want %d", k[0], k[1], got, ok, p)
 		}
 	}
-	if v := o.vector(); !maps.Equal(v, map[uint64]uint64{5: 1199, 6: 200}) {
+	if v := o.Vector(); !maps.Equal(v, map[uint64]uint64{5: 1199, 6: 200}) {
 		t.Fatalf("vector %v", v)
 	}
-	if o.lastPos() != pos-8 {
-		t.Fatalf("lastPos %d, want %d", o.lastPos(), pos-8)
+	if o.LastPos() != pos-8 {
+		t.Fatalf("lastPos %d, want %d", o.LastPos(), pos-8)
 	}
-	if _, ok := o.get(5, 999); ok {
+	if _, ok := o.Get(5, 999); ok {
 		t.Fatal("seq before the first one held")
 	}
 }
@@ -546,14 +552,14 @@ func TestOriginIndexAcrossChunks(t *testing.T) {
 func TestOriginIndexTruncateAndDrop(t *testing.T) {
 	// Origin 1 holds seqs 1..40 at positions 0, 16, 32, ...;
 	// origin 2 holds seqs 101..140 at 8, 24, 40, ... (started mid-sequence).
-	setup := func(t *testing.T) (*originIndexes, string) {
+	setup := func(t *testing.T) (*Origins, string) {
 		dir := t.TempDir()
 		o := openTestOrigins(t, dir, 4)
 		for i := range int64(40) {
-			if err := o.put(1, uint64(i+1), 16*i); err != nil {
+			if err := o.Put(1, uint64(i+1), 16*i); err != nil {
 				t.Fatal(err)
 			}
-			if err := o.put(2, uint64(i+101), 16*i+8); err != nil {
+			if err := o.Put(2, uint64(i+101), 16*i+8); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -580,31 +586,31 @@ func TestOriginIndexTruncateAndDrop(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, dir := setup(t)
 			if tc.drop >= 0 {
-				if err := o.dropBefore(tc.drop); err != nil {
+				if err := o.DropBefore(tc.drop); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if tc.truncate >= 0 {
-				if err := o.truncate(tc.truncate); err != nil {
+				if err := o.Truncate(tc.truncate); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for _, reopen := range []bool{false, true} {
 				if reopen {
-					o.close()
+					o.Close()
 					o = openTestOrigins(t, dir, 4)
 				}
-				if o.last(1) != tc.last1 || o.last(2) != tc.last2 {
-					t.Fatalf("last = %d, %d; want %d, %d", o.last(1), o.last(2), tc.last1, tc.last2)
+				if o.Last(1) != tc.last1 || o.Last(2) != tc.last2 {
+					t.Fatalf("last = %d, %d; want %d, %d", o.Last(1), o.Last(2), tc.last1, tc.last2)
 				}
-				if o.lastPos() != tc.wantLastPos {
-					t.Fatalf("lastPos %d, want %d", o.lastPos(), tc.wantLastPos)
+				if o.LastPos() != tc.wantLastPos {
+					t.Fatalf("lastPos %d, want %d", o.LastPos(), tc.wantLastPos)
 				}
 				for _, c := range []struct{ origin, first, last, base uint64 }{
 					{1, tc.first1, tc.last1, 1}, {2, tc.first2, tc.last2, 101},
 				} {
 					for seq := c.base; seq <= c.base+40; seq++ {
-						pos, ok := o.get(c.origin, seq)
+						pos, ok := o.Get(c.origin, seq)
 						want := seq >= c.first && seq <= c.last
 						if ok != want {
 							t.Fatalf("get(%d, %d) ok=%v, want %v", c.origin, seq, ok, want)
@@ -616,13 +622,13 @@ func TestOriginIndexTruncateAndDrop(t *testing.T) {
 				}
 			}
 			// Puts go on from the last seq, or anywhere the index has not held.
-			if err := o.put(1, tc.last1+1, 1<<41); err != nil {
+			if err := o.Put(1, tc.last1+1, 1<<41); err != nil {
 				t.Fatal(err)
 			}
-			if err := o.put(2, tc.last2, 1<<41+8); !errors.Is(err, ErrDuplicate) {
+			if err := o.Put(2, tc.last2, 1<<41+8); !errors.Is(err, errs.ErrDuplicate) {
 				t.Fatalf("put of the last seq again: %v", err)
 			}
-			o.close()
+			o.Close()
 		})
 	}
 }
@@ -630,29 +636,29 @@ func TestOriginIndexTruncateAndDrop(t *testing.T) {
 func TestOriginIndexIgnoresStrangers(t *testing.T) {
 	dir := t.TempDir()
 	o := openTestOrigins(t, dir, 4)
-	o.put(1, 1, 0)
-	o.close()
+	o.Put(1, 1, 0)
+	o.Close()
 	for _, name := range []string{"0000000000000000", "00000000000000zz", "1", "000000000000000A"} {
 		os.Mkdir(filepath.Join(dir, name), 0o700)
 	}
 	os.Mkdir(filepath.Join(dir, originDirName(9)), 0o700) // empty: removed
 	o = openTestOrigins(t, dir, 4)
-	defer o.close()
-	if v := o.vector(); !maps.Equal(v, map[uint64]uint64{1: 1}) {
+	defer o.Close()
+	if v := o.Vector(); !maps.Equal(v, map[uint64]uint64{1: 1}) {
 		t.Fatalf("vector %v", v)
 	}
 	if _, err := os.Stat(filepath.Join(dir, originDirName(9))); !os.IsNotExist(err) {
 		t.Errorf("empty origin directory kept: %v", err)
 	}
 	// A new origin 9 can start anywhere.
-	if err := o.put(9, 77, 8); err != nil || o.last(9) != 77 {
-		t.Fatalf("put to origin 9: %v, last %d", err, o.last(9))
+	if err := o.Put(9, 77, 8); err != nil || o.Last(9) != 77 {
+		t.Fatalf("put to origin 9: %v, last %d", err, o.Last(9))
 	}
 }
 
 func TestOriginIndexConcurrent(t *testing.T) {
 	o := openTestOrigins(t, t.TempDir(), 8)
-	defer o.close()
+	defer o.Close()
 	const n = 600
 	var done atomic.Bool
 	var wg sync.WaitGroup
@@ -664,17 +670,17 @@ func TestOriginIndexConcurrent(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(r), 3))
 			for !done.Load() {
 				origin := uint64(rng.IntN(3) + 1)
-				last := o.last(origin)
+				last := o.Last(origin)
 				if last == 0 {
 					continue
 				}
 				seq := rng.Uint64N(last) + 1
-				pos, ok := o.get(origin, seq)
+				pos, ok := o.Get(origin, seq)
 				if !ok || pos != int64(8*(3*(seq-1)+origin-1)) {
 					errc <- fmt.Errorf("get(%d, %d) = %d %v with last %d", origin, seq, pos, ok, last)
 					return
 				}
-				o.vector()
+				o.Vector()
 			}
 		}()
 	}
@@ -682,7 +688,7 @@ func TestOriginIndexConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for !done.Load() {
-			if err := o.sync(); err != nil {
+			if err := o.Sync(); err != nil {
 				errc <- err
 				return
 			}
@@ -690,7 +696,7 @@ func TestOriginIndexConcurrent(t *testing.T) {
 	}()
 	for i := range uint64(n) {
 		origin := i%3 + 1
-		if err := o.put(origin, i/3+1, int64(8*i)); err != nil {
+		if err := o.Put(origin, i/3+1, int64(8*i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -705,81 +711,81 @@ func TestOriginIndexConcurrent(t *testing.T) {
 // TestIndexDiskFull: a chunk the file system refuses fails the append or
 // put with ErrDiskFull and changes nothing.
 func TestIndexDiskFull(t *testing.T) {
-	if !inFSizeChild(t) {
+	if !testkit.InFSizeChild(t) {
 		return
 	}
 	ti := openTestTopics(t, t.TempDir(), 1024) // a 12 KiB chunk, then 24 KiB ones
-	defer ti.close()
-	setFSizeLimit(t, 8<<10)
-	_, err := ti.append([]byte("new"), idxEntry(0))
-	setFSizeLimit(t, 0)
-	if !errors.Is(err, ErrDiskFull) {
+	defer ti.Close()
+	testkit.SetFSizeLimit(t, 8<<10)
+	_, err := ti.Append([]byte("new"), idxEntry(0))
+	testkit.SetFSizeLimit(t, 0)
+	if !errors.Is(err, errs.ErrDiskFull) {
 		t.Fatalf("first append to a new topic: %v, want ErrDiskFull", err)
 	}
-	if ti.get("new") != nil || len(ti.topics()) != 0 || ti.lastPos() != -1 {
+	if ti.Get("new") != nil || len(ti.Names()) != 0 || ti.LastPos() != -1 {
 		t.Fatal("a topic whose first append failed is visible")
 	}
 	const full = firstIndexChunkEntries + 1024 // the first two chunks
 	for i := range full {
-		if _, err := ti.append([]byte("a"), idxEntry(int64(8*i))); err != nil {
+		if _, err := ti.Append([]byte("a"), idxEntry(int64(8*i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	setFSizeLimit(t, 8<<10)
-	_, err = ti.append([]byte("a"), idxEntry(8*full))
-	setFSizeLimit(t, 0)
-	if !errors.Is(err, ErrDiskFull) {
+	testkit.SetFSizeLimit(t, 8<<10)
+	_, err = ti.Append([]byte("a"), idxEntry(8*full))
+	testkit.SetFSizeLimit(t, 0)
+	if !errors.Is(err, errs.ErrDiskFull) {
 		t.Fatalf("append needing a new chunk: %v, want ErrDiskFull", err)
 	}
-	x := ti.get("a")
-	if x.len() != full || ti.lastPos() != 8*(full-1) {
-		t.Fatalf("len %d lastPos %d after a failed append", x.len(), ti.lastPos())
+	x := ti.Get("a")
+	if x.Len() != full || ti.LastPos() != 8*(full-1) {
+		t.Fatalf("len %d lastPos %d after a failed append", x.Len(), ti.LastPos())
 	}
-	if off, err := ti.append([]byte("a"), idxEntry(8*full)); err != nil || off != full {
+	if off, err := ti.Append([]byte("a"), idxEntry(8*full)); err != nil || off != full {
 		t.Fatalf("append once space is back: %d, %v", off, err)
 	}
 	for off := range uint64(full + 1) {
-		if e, err := x.entry(off); err != nil || e != idxEntry(int64(8*off)) {
+		if e, err := x.Entry(off); err != nil || e != idxEntry(int64(8*off)) {
 			t.Fatalf("entry %d: %+v %v", off, e, err)
 		}
 	}
-	if off, err := ti.append([]byte("new"), idxEntry(1<<20)); err != nil || off != 0 {
+	if off, err := ti.Append([]byte("new"), idxEntry(1<<20)); err != nil || off != 0 {
 		t.Fatalf("new topic once space is back: %d, %v", off, err)
 	}
 
 	dir := t.TempDir()
 	o := openTestOrigins(t, dir, 1024) // a 4 KiB chunk, then 8 KiB ones
-	defer o.close()
-	setFSizeLimit(t, 2<<10)
-	err = o.put(5, 10, 0)
-	setFSizeLimit(t, 0)
-	if !errors.Is(err, ErrDiskFull) {
+	defer o.Close()
+	testkit.SetFSizeLimit(t, 2<<10)
+	err = o.Put(5, 10, 0)
+	testkit.SetFSizeLimit(t, 0)
+	if !errors.Is(err, errs.ErrDiskFull) {
 		t.Fatalf("put to a new origin: %v, want ErrDiskFull", err)
 	}
-	if o.last(5) != 0 || len(o.vector()) != 0 {
+	if o.Last(5) != 0 || len(o.Vector()) != 0 {
 		t.Fatal("an origin whose first put failed is visible")
 	}
 	if des, _ := os.ReadDir(dir); len(des) != 0 {
 		t.Fatalf("%d entries left in the origin directory", len(des))
 	}
 	// Its first seq was not taken: another one may start it.
-	if err := o.put(5, 20, 0); err != nil || o.last(5) != 20 {
-		t.Fatalf("put once space is back: %v, last %d", err, o.last(5))
+	if err := o.Put(5, 20, 0); err != nil || o.Last(5) != 20 {
+		t.Fatalf("put once space is back: %v, last %d", err, o.Last(5))
 	}
 }
 
 func BenchmarkTopicIndexAppend(b *testing.B) {
 	for _, topics := range []int{1, 100} {
 		b.Run(fmt.Sprintf("topics=%d", topics), func(b *testing.B) {
-			ti, err := openTopicIndexes(b.TempDir(), 0, 4, nil)
+			ti, err := OpenTopics(b.TempDir(), 0, 4, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer ti.close()
+			defer ti.Close()
 			names := make([][]byte, topics)
 			for i := range names {
 				names[i] = []byte(fmt.Sprintf("topic-%d", i))
-				if _, err := ti.append(names[i], IndexEntry{Pos: int64(i)}); err != nil {
+				if _, err := ti.Append(names[i], Entry{Pos: int64(i)}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -788,7 +794,7 @@ func BenchmarkTopicIndexAppend(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := ti.append(names[i%topics], IndexEntry{Pos: pos, Size: 100, TagHash: 7, HLC: uint64(pos)}); err != nil {
+				if _, err := ti.Append(names[i%topics], Entry{Pos: pos, Size: 100, TagHash: 7, HLC: uint64(pos)}); err != nil {
 					b.Fatal(err)
 				}
 				pos++
@@ -798,41 +804,41 @@ func BenchmarkTopicIndexAppend(b *testing.B) {
 }
 
 func BenchmarkOriginIndexPut(b *testing.B) {
-	o, err := openOriginIndexes(b.TempDir(), 0, 4, nil)
+	o, err := OpenOrigins(b.TempDir(), 0, 4, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer o.close()
-	if err := o.put(1, 1, 0); err != nil {
+	defer o.Close()
+	if err := o.Put(1, 1, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(originEntrySize)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := o.put(1, uint64(i)+2, int64(i)+1); err != nil {
+		if err := o.Put(1, uint64(i)+2, int64(i)+1); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 func BenchmarkTopicIndexEntry(b *testing.B) {
-	ti, err := openTopicIndexes(b.TempDir(), 0, 4, nil)
+	ti, err := OpenTopics(b.TempDir(), 0, 4, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ti.close()
+	defer ti.Close()
 	const n = 1 << 16
 	for i := range n {
-		if _, err := ti.append([]byte("t"), IndexEntry{Pos: int64(i)}); err != nil {
+		if _, err := ti.Append([]byte("t"), Entry{Pos: int64(i)}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	x := ti.get("t")
+	x := ti.Get("t")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := x.entry(uint64(i % n)); err != nil {
+		if _, err := x.Entry(uint64(i % n)); err != nil {
 			b.Fatal(err)
 		}
 	}
