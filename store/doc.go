@@ -9,6 +9,7 @@
 //	store/view              the view and its snapshot file
 //	store/internal/segment  segment files, their maps, the metafile, tail recovery
 //	store/internal/index    the topic and origin indexes (mapped arrays)
+//	store/internal/cursors  the durable named cursors' file
 //	store/internal/fsys     fallocate, mmap, msync, the fault guard, atomic files
 //
 // The design follows SkyWalking Satellite's mmap queue (itself from
@@ -24,7 +25,7 @@
 //	<dir>/log/<position>.free        recycled segments waiting for reuse
 //	<dir>/index/topic/<topic>/...    per-topic index chunks (index/index.go)
 //	<dir>/index/origin/<16 hex>/...  per-origin index chunks
-//	<dir>/cursors                    durable named cursors (cursors.go)
+//	<dir>/cursors                    durable named cursors (cursors/cursors.go)
 //	<dir>/snapshot                   the view's snapshot (view/snapshot.go)
 //	<dir>/corrupt/                   damaged bytes copied aside by recovery
 //

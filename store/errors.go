@@ -79,11 +79,11 @@ var (
 
 	// ErrNotOwner means a cursor belongs to another user: only its owner
 	// (or a caller that overrides, an admin) may move or delete it.
-	ErrNotOwner = errors.New("store: cursor owned by another user")
+	ErrNotOwner = errs.ErrNotOwner
 
 	// ErrCursorLimit means a new cursor would pass MaxCursors or
 	// MaxCursorsPerOwner. Nothing was written.
-	ErrCursorLimit = errors.New("store: too many cursors")
+	ErrCursorLimit = errs.ErrCursorLimit
 
 	// ErrLocked means another process holds the data directory.
 	ErrLocked = errors.New("store: data directory in use")

@@ -23,7 +23,7 @@ func (s *Store) crash() {
 	close(s.done)
 	s.wg.Wait()
 	s.notify.notify()
-	s.cursors.close()
+	s.cursors.Close()
 	s.origins.Close()
 	s.topics.Close()
 	s.seglog.Close()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/cachecast/cachecast/store/internal/cursors"
 	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/internal/index"
 	"github.com/cachecast/cachecast/store/internal/segment"
@@ -40,7 +41,7 @@ type Store struct {
 	topics  *index.Topics
 	origins *index.Origins
 	view    *view.View
-	cursors *cursors
+	cursors *cursors.File
 	clock   *record.Clock
 	guard   clockGuard // remote stamps ahead of the local clock
 	origin  uint64
@@ -179,10 +180,10 @@ func (s *Store) open() error {
 	}
 	s.nextSeq = s.origins.Last(s.origin) + 1
 	s.clock.Floor(s.meta.Get(segment.OffLastHLC))
-	if s.cursors, err = openCursors(filepath.Join(s.dir, cursorsName), s.log); err != nil {
+	if s.cursors, err = cursors.Open(filepath.Join(s.dir, cursorsName), s.log); err != nil {
 		return err
 	}
-	s.cursors.max, s.cursors.perOwner = s.opts.MaxCursors, s.opts.MaxCursorsPerOwner
+	s.cursors.SetLimits(s.opts.MaxCursors, s.opts.MaxCursorsPerOwner)
 	s.log.Info("store open",
 		zap.String("dir", s.dir), zap.String("origin", fmt.Sprintf("%016x", s.origin)),
 		zap.Int64("oldest", s.seglog.Oldest()), zap.Int64("end", end),
@@ -661,7 +662,7 @@ func (s *Store) makeRoom(size int) error {
 
 // holderText names what holds the log back: a durable cursor (with its
 // owner), or else the snapshot.
-func holderText(c *cursorEntry, snapCovers int64) string {
+func holderText(c *cursors.Entry, snapCovers int64) string {
 	if c == nil {
 		return fmt.Sprintf("the snapshot (it covers the log up to position %d; it is written again soon)", snapCovers)
 	}
@@ -676,9 +677,9 @@ func holderText(c *cursorEntry, snapCovers int64) string {
 // retainFloor is the lowest log position something still needs: the view
 // snapshot's coverage and every durable cursor's next record. holder is
 // the cursor that sets it, nil when the snapshot does.
-func (s *Store) retainFloor() (floor int64, holder *cursorEntry) {
+func (s *Store) retainFloor() (floor int64, holder *cursors.Entry) {
 	floor = s.snapCovers.Load()
-	for _, c := range s.cursors.list() {
+	for _, c := range s.cursors.List() {
 		ti := s.topics.Get(c.Topic)
 		if ti == nil {
 			continue
@@ -931,7 +932,7 @@ func (s *Store) snapshotLoop() {
 // log has grown, retention by age.
 func (s *Store) housekeeping() {
 	s.syncIndexes()
-	if err := s.cursors.sync(); err != nil {
+	if err := s.cursors.Sync(); err != nil {
 		s.log.Warn("syncing cursors failed", zap.Error(err))
 	}
 	grown := s.seglog.End() - s.snapCovers.Load()
@@ -1022,7 +1023,7 @@ func (s *Store) snapshot(force bool) error {
 // Cursor returns a durable named cursor: the topic it reads and the offset
 // of the next message.
 func (s *Store) Cursor(name string) (topic string, offset uint64, ok bool) {
-	return s.cursors.get(name)
+	return s.cursors.Get(name)
 }
 
 // SetCursor records a durable named cursor. It is synced with the next
@@ -1032,7 +1033,7 @@ func (s *Store) SetCursor(name, topic string, offset uint64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.cursors.set(name, topic, offset)
+	return s.cursors.Set(name, topic, offset)
 }
 
 // CursorInfo is one durable named cursor.
@@ -1060,7 +1061,7 @@ func (c CursorInfo) Lag() uint64 {
 // Cursors lists the durable cursors, sorted by name.
 func (s *Store) Cursors() []CursorInfo {
 	var out []CursorInfo
-	for _, c := range s.cursors.list() {
+	for _, c := range s.cursors.List() {
 		out = append(out, s.cursorInfo(c))
 	}
 	return out
@@ -1068,14 +1069,14 @@ func (s *Store) Cursors() []CursorInfo {
 
 // LookupCursor returns one durable cursor as Cursors lists it.
 func (s *Store) LookupCursor(name string) (CursorInfo, bool) {
-	c, ok := s.cursors.lookup(name)
+	c, ok := s.cursors.Lookup(name)
 	if !ok {
 		return CursorInfo{}, false
 	}
 	return s.cursorInfo(c), true
 }
 
-func (s *Store) cursorInfo(c cursorEntry) CursorInfo {
+func (s *Store) cursorInfo(c cursors.Entry) CursorInfo {
 	ci := CursorInfo{Name: c.Name, Topic: c.Topic, Offset: c.Offset, Owner: c.Owner, Owned: c.Owned}
 	if ti := s.topics.Get(c.Topic); ti != nil {
 		ci.End = ti.Len()
@@ -1091,7 +1092,7 @@ func (s *Store) SetCursorAs(uid uint32, override bool, name, topic string, offse
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.cursors.setAs(cursorOwner{uid: uid, known: true, override: override}, name, topic, offset)
+	return s.cursors.SetAs(cursors.User(uid, override), name, topic, offset)
 }
 
 // DeleteCursorAs removes a durable cursor for the user uid: ErrNotOwner
@@ -1101,7 +1102,7 @@ func (s *Store) DeleteCursorAs(uid uint32, override bool, name string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.cursors.deleteAs(cursorOwner{uid: uid, known: true, override: override}, name)
+	return s.cursors.DeleteAs(cursors.User(uid, override), name)
 }
 
 // DeleteCursor removes a durable cursor; removing an unknown one is not an
@@ -1110,7 +1111,7 @@ func (s *Store) DeleteCursor(name string) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.cursors.delete(name)
+	return s.cursors.Delete(name)
 }
 
 // Close flushes, writes the snapshot, and closes every file. It waits for
@@ -1143,7 +1144,7 @@ func (s *Store) Close() error {
 func (s *Store) closeParts() error {
 	var errs []error
 	if s.cursors != nil {
-		errs = append(errs, s.cursors.sync(), s.cursors.close())
+		errs = append(errs, s.cursors.Sync(), s.cursors.Close())
 	}
 	if s.origins != nil && s.topics != nil && s.meta != nil && s.seglog != nil {
 		errs = append(errs, s.syncIndexes())

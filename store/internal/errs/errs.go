@@ -1,5 +1,5 @@
 // Package errs holds the sentinel errors that the store's internal
-// packages (segment, index, fsys) return and the store exports under the
+// packages (segment, index, cursors, fsys) return and the store exports under the
 // same names (store.ErrClosed is errs.ErrClosed); their meaning is
 // documented there. The record format's own errors live in package record.
 package errs
@@ -17,4 +17,6 @@ var (
 	ErrDuplicate   = errors.New("store: duplicate record")
 	ErrOutOfOrder  = errors.New("store: record out of origin order")
 	ErrIO          = errors.New("store: i/o error")
+	ErrNotOwner    = errors.New("store: cursor owned by another user")
+	ErrCursorLimit = errors.New("store: too many cursors")
 )

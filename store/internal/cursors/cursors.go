@@ -1,4 +1,6 @@
-package store
+// Package cursors is the store's file of durable named cursors: fixed
+// cells, each two CRC'd copies updated in place, with each cursor's owner.
+package cursors
 
 import (
 	"encoding/binary"
@@ -12,6 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
 )
 
 // Durable named cursors live in one mapped file of fixed cells, updated in
@@ -47,7 +52,7 @@ import (
 //
 // The cursors are also held in memory, so get and list read no map. All
 // methods are safe for concurrent use.
-type cursors struct {
+type File struct {
 	path string
 	log  *zap.Logger
 
@@ -66,17 +71,29 @@ type cursors struct {
 	max, perOwner int
 }
 
-// cursorOwner is who sets or deletes a cursor: uid owns the cursors it
+// Owner is who sets or deletes a cursor: uid owns the cursors it
 // creates (when known); override lets it move or delete another user's.
-type cursorOwner struct {
+type Owner struct {
 	uid      uint32
 	known    bool
 	override bool
 }
 
-// cursorSystem is the store's own caller: it keeps a cursor's owner and
+// System is the store's own caller: it keeps a cursor's owner and
 // may change any cursor.
-var cursorSystem = cursorOwner{override: true}
+var System = Owner{override: true}
+
+// User is the user uid as a caller: it owns the cursors it creates, and
+// with override (an admin) may move or delete another user's.
+func User(uid uint32, override bool) Owner { return Owner{uid: uid, known: true, override: override} }
+
+// SetLimits bounds the live cursors (max) and the live cursors of one
+// owner (perOwner); 0: no bound. The store calls it once, after Open.
+func (c *File) SetLimits(max, perOwner int) {
+	c.mu.Lock()
+	c.max, c.perOwner = max, perOwner
+	c.mu.Unlock()
+}
 
 // cursorCell is the in-memory state of one cell.
 type cursorCell struct {
@@ -90,8 +107,8 @@ type cursorCell struct {
 	owned  bool
 }
 
-// cursorEntry is one cursor as list returns it.
-type cursorEntry struct {
+// Entry is one cursor as list returns it.
+type Entry struct {
 	Name   string
 	Topic  string
 	Offset uint64
@@ -172,12 +189,12 @@ func decodeCursorCopy(b []byte) (c cursorCopy, ok bool) {
 	return c, c.gen != 0
 }
 
-// openCursors opens the cursors file at path, creating it if needed.
-func openCursors(path string, log *zap.Logger) (*cursors, error) {
+// Open opens the cursors file at path, creating it if needed.
+func Open(path string, log *zap.Logger) (*File, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	c := &cursors{path: path, log: log, byName: make(map[string]int)}
+	c := &File{path: path, log: log, byName: make(map[string]int)}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
 	if err != nil {
 		return nil, fsys.FileError("open", path, err)
@@ -197,7 +214,7 @@ func openCursors(path string, log *zap.Logger) (*cursors, error) {
 			return nil, err
 		}
 		if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
-			c.close()
+			c.Close()
 			return nil, err
 		}
 		return c, nil
@@ -213,14 +230,14 @@ func openCursors(path string, log *zap.Logger) (*cursors, error) {
 	}
 	c.cells = make([]cursorCell, n)
 	if err := fsys.Guard(c.load); err != nil {
-		c.close()
+		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
 // load reads every cell of the map into memory.
-func (c *cursors) load() error {
+func (c *File) load() error {
 	for i := range c.cells {
 		cell := &c.cells[i]
 		cell.cur = -1
@@ -264,14 +281,14 @@ func (c *cursors) load() error {
 	return nil
 }
 
-func (c *cursors) copyBytes(cell, k int) []byte {
+func (c *File) copyBytes(cell, k int) []byte {
 	off := cell*cursorCellSize + k*cursorCopySize
 	return c.data[off : off+cursorCopySize]
 }
 
 // writeCell writes cp with the cell's next generation into the copy that
 // is not current, then makes it current.
-func (c *cursors) writeCell(i int, cp cursorCopy) error {
+func (c *File) writeCell(i int, cp cursorCopy) error {
 	cell := &c.cells[i]
 	k := 0
 	if cell.cur == 0 {
@@ -294,7 +311,7 @@ func (c *cursors) writeCell(i int, cp cursorCopy) error {
 
 // resize grows the file to n cells and maps it again. The bytes past the
 // last whole cell (a partial cell) are zeroed so they read as unused.
-func (c *cursors) resize(n int) error {
+func (c *File) resize(n int) error {
 	whole := int64(len(c.cells)) * cursorCellSize
 	if c.size > whole {
 		if err := fsys.ZeroRange(c.f, whole, c.size-whole); err != nil {
@@ -330,8 +347,8 @@ func (c *cursors) resize(n int) error {
 	return nil
 }
 
-// get returns the cursor's topic and offset.
-func (c *cursors) get(name string) (topic string, offset uint64, ok bool) {
+// Get returns the cursor's topic and offset.
+func (c *File) Get(name string) (topic string, offset uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.byName[name]
@@ -341,39 +358,39 @@ func (c *cursors) get(name string) (topic string, offset uint64, ok bool) {
 	return c.cells[i].topic, c.cells[i].offset, true
 }
 
-// lookup returns one cursor as list does.
-func (c *cursors) lookup(name string) (cursorEntry, bool) {
+// Lookup returns one cursor as list does.
+func (c *File) Lookup(name string) (Entry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.byName[name]
 	if !ok {
-		return cursorEntry{}, false
+		return Entry{}, false
 	}
 	cell := &c.cells[i]
-	return cursorEntry{Name: name, Topic: cell.topic, Offset: cell.offset, Owner: cell.owner, Owned: cell.owned}, true
+	return Entry{Name: name, Topic: cell.topic, Offset: cell.offset, Owner: cell.owner, Owned: cell.owned}, true
 }
 
-// set creates or moves a cursor as the store itself (its owner stays).
-func (c *cursors) set(name, topic string, offset uint64) error {
-	return c.setAs(cursorSystem, name, topic, offset)
+// Set creates or moves a cursor as the store itself (its owner stays).
+func (c *File) Set(name, topic string, offset uint64) error {
+	return c.SetAs(System, name, topic, offset)
 }
 
-// setAs creates or moves a cursor for who. A cursor another user owns is
+// SetAs creates or moves a cursor for who. A cursor another user owns is
 // ErrNotOwner unless who overrides; a new cursor past the bounds is
 // ErrCursorLimit. It is durable after the next sync.
-func (c *cursors) setAs(who cursorOwner, name, topic string, offset uint64) error {
+func (c *File) SetAs(who Owner, name, topic string, offset uint64) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty cursor name", ErrInvalid)
+		return fmt.Errorf("%w: empty cursor name", record.ErrInvalid)
 	case len(name) > maxCursorNameLen:
-		return fmt.Errorf("%w: cursor name of %d bytes, at most %d", ErrTooLarge, len(name), maxCursorNameLen)
+		return fmt.Errorf("%w: cursor name of %d bytes, at most %d", record.ErrTooLarge, len(name), maxCursorNameLen)
 	case len(topic) > maxCursorTopicLen:
-		return fmt.Errorf("%w: cursor topic of %d bytes, at most %d", ErrTooLarge, len(topic), maxCursorTopicLen)
+		return fmt.Errorf("%w: cursor topic of %d bytes, at most %d", record.ErrTooLarge, len(topic), maxCursorTopicLen)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	cp := cursorCopy{state: cursorLive, name: name, topic: topic, offset: offset, owner: who.uid, owned: who.known}
 	i, ok := c.byName[name]
@@ -405,18 +422,18 @@ func (c *cursors) setAs(who cursorOwner, name, topic string, offset uint64) erro
 }
 
 // mayChange reports whether who may move or delete the cell's cursor.
-func (cell *cursorCell) mayChange(who cursorOwner, name string) error {
+func (cell *cursorCell) mayChange(who Owner, name string) error {
 	if who.override || !cell.owned || who.known && who.uid == cell.owner {
 		return nil
 	}
-	return fmt.Errorf("%w: cursor %q belongs to uid %d", ErrNotOwner, name, cell.owner)
+	return fmt.Errorf("%w: cursor %q belongs to uid %d", errs.ErrNotOwner, name, cell.owner)
 }
 
 // checkLimits refuses a new cursor past max or perOwner.
-func (c *cursors) checkLimits(who cursorOwner, name string) error {
+func (c *File) checkLimits(who Owner, name string) error {
 	if c.max > 0 && len(c.byName) >= c.max {
 		return fmt.Errorf("%w: cursor %q would be cursor %d of at most %d on this node (--max-cursors); delete unused ones",
-			ErrCursorLimit, name, len(c.byName)+1, c.max)
+			errs.ErrCursorLimit, name, len(c.byName)+1, c.max)
 	}
 	if c.perOwner > 0 && who.known && !who.override {
 		n := 0
@@ -427,7 +444,7 @@ func (c *cursors) checkLimits(who cursorOwner, name string) error {
 		}
 		if n >= c.perOwner {
 			return fmt.Errorf("%w: uid %d already has %d cursors, at most %d (--max-cursors-per-uid); delete unused ones",
-				ErrCursorLimit, who.uid, n, c.perOwner)
+				errs.ErrCursorLimit, who.uid, n, c.perOwner)
 		}
 	}
 	return nil
@@ -435,7 +452,7 @@ func (c *cursors) checkLimits(who cursorOwner, name string) error {
 
 // freeCell returns a cell holding no live cursor, growing the file if all
 // are taken.
-func (c *cursors) freeCell() (int, error) {
+func (c *File) freeCell() (int, error) {
 	for i := range c.cells {
 		if !c.cells[i].live {
 			return i, nil
@@ -448,19 +465,19 @@ func (c *cursors) freeCell() (int, error) {
 	return i, nil
 }
 
-// delete removes a cursor as the store itself; deleting an unknown one is
+// Delete removes a cursor as the store itself; deleting an unknown one is
 // not an error.
-func (c *cursors) delete(name string) error {
-	return c.deleteAs(cursorSystem, name)
+func (c *File) Delete(name string) error {
+	return c.DeleteAs(System, name)
 }
 
-// deleteAs removes a cursor for who: ErrNotOwner when another user owns
+// DeleteAs removes a cursor for who: ErrNotOwner when another user owns
 // it and who does not override. Deleting an unknown one is not an error.
-func (c *cursors) deleteAs(who cursorOwner, name string) error {
+func (c *File) DeleteAs(who Owner, name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	i, ok := c.byName[name]
 	if !ok {
@@ -476,16 +493,16 @@ func (c *cursors) deleteAs(who cursorOwner, name string) error {
 	return nil
 }
 
-// list returns every cursor, sorted by name.
-func (c *cursors) list() []cursorEntry {
+// List returns every cursor, sorted by name.
+func (c *File) List() []Entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]cursorEntry, 0, len(c.byName))
+	out := make([]Entry, 0, len(c.byName))
 	for name, i := range c.byName {
 		cell := &c.cells[i]
-		out = append(out, cursorEntry{Name: name, Topic: cell.topic, Offset: cell.offset, Owner: cell.owner, Owned: cell.owned})
+		out = append(out, Entry{Name: name, Topic: cell.topic, Offset: cell.offset, Owner: cell.owner, Owned: cell.owned})
 	}
-	slices.SortFunc(out, func(a, b cursorEntry) int {
+	slices.SortFunc(out, func(a, b Entry) int {
 		switch {
 		case a.Name < b.Name:
 			return -1
@@ -497,17 +514,17 @@ func (c *cursors) list() []cursorEntry {
 	return out
 }
 
-// sync makes every change so far durable.
-func (c *cursors) sync() error {
+// Sync makes every change so far durable.
+func (c *File) Sync() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return ErrClosed
+		return errs.ErrClosed
 	}
 	return c.syncLocked()
 }
 
-func (c *cursors) syncLocked() error {
+func (c *File) syncLocked() error {
 	if c.dirty {
 		if err := fsys.SyncRange(c.data, 0, len(c.data)); err != nil {
 			return fmt.Errorf("%w (cursor file %s)", err, c.path)
@@ -523,8 +540,8 @@ func (c *cursors) syncLocked() error {
 	return nil
 }
 
-// close syncs, unmaps and closes the file.
-func (c *cursors) close() error {
+// Close syncs, unmaps and closes the file.
+func (c *File) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

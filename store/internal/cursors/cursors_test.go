@@ -1,4 +1,4 @@
-package store
+package cursors
 
 import (
 	"encoding/binary"
@@ -16,6 +16,9 @@ import (
 	"github.com/cachecast/cachecast/internal/testkit"
 
 	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
 )
 
 type curState struct {
@@ -23,9 +26,9 @@ type curState struct {
 	offset uint64
 }
 
-func openTestCursors(t testing.TB, path string) *cursors {
+func openTestCursors(t testing.TB, path string) *File {
 	t.Helper()
-	c, err := openCursors(path, nil)
+	c, err := Open(path, nil)
 	if err != nil {
 		t.Fatalf("openCursors: %v", err)
 	}
@@ -34,15 +37,15 @@ func openTestCursors(t testing.TB, path string) *cursors {
 
 // curSnapshot returns what the cursors hold, checking that list and get
 // agree.
-func curSnapshot(t testing.TB, c *cursors) map[string]curState {
+func curSnapshot(t testing.TB, c *File) map[string]curState {
 	t.Helper()
 	m := map[string]curState{}
-	l := c.list()
+	l := c.List()
 	for i, e := range l {
 		if i > 0 && l[i-1].Name >= e.Name {
 			t.Fatalf("list not sorted: %q then %q", l[i-1].Name, e.Name)
 		}
-		topic, off, ok := c.get(e.Name)
+		topic, off, ok := c.Get(e.Name)
 		if !ok || topic != e.Topic || off != e.Offset {
 			t.Fatalf("get(%q) = %q %d %v, list says %q %d", e.Name, topic, off, ok, e.Topic, e.Offset)
 		}
@@ -79,9 +82,9 @@ func TestCursorOps(t *testing.T) {
 			map[string]curState{"a": {"t", 3}}},
 		{"limits", []op{
 			{kind: "set", name: long, topic: strings.Repeat("t", maxCursorTopicLen), offset: 1<<64 - 1},
-			{kind: "set", name: long + "x", topic: "t", wantErr: ErrTooLarge},
-			{kind: "set", name: "a", topic: strings.Repeat("t", maxCursorTopicLen+1), wantErr: ErrTooLarge},
-			{kind: "set", name: "", topic: "t", wantErr: ErrInvalid},
+			{kind: "set", name: long + "x", topic: "t", wantErr: record.ErrTooLarge},
+			{kind: "set", name: "a", topic: strings.Repeat("t", maxCursorTopicLen+1), wantErr: record.ErrTooLarge},
+			{kind: "set", name: "", topic: "t", wantErr: record.ErrInvalid},
 		}, map[string]curState{long: {strings.Repeat("t", maxCursorTopicLen), 1<<64 - 1}}},
 		{"empty topic and binary name", []op{{kind: "set", name: "\x00\xff", topic: "", offset: 5}},
 			map[string]curState{"\x00\xff": {"", 5}}},
@@ -93,9 +96,9 @@ func TestCursorOps(t *testing.T) {
 				var err error
 				switch op.kind {
 				case "set":
-					err = c.set(op.name, op.topic, op.offset)
+					err = c.Set(op.name, op.topic, op.offset)
 				case "delete":
-					err = c.delete(op.name)
+					err = c.Delete(op.name)
 				}
 				if !errors.Is(err, op.wantErr) || (err == nil) != (op.wantErr == nil) {
 					t.Fatalf("%s(%q): %v, want %v", op.kind, op.name, err, op.wantErr)
@@ -104,14 +107,14 @@ func TestCursorOps(t *testing.T) {
 			if got := curSnapshot(t, c); !maps.Equal(got, tc.want) {
 				t.Fatalf("cursors %v, want %v", got, tc.want)
 			}
-			if err := c.sync(); err != nil {
+			if err := c.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if err := c.close(); err != nil {
+			if err := c.Close(); err != nil {
 				t.Fatal(err)
 			}
 			c = openTestCursors(t, path)
-			defer c.close()
+			defer c.Close()
 			if got := curSnapshot(t, c); !maps.Equal(got, tc.want) {
 				t.Fatalf("after reopen: cursors %v, want %v", got, tc.want)
 			}
@@ -125,14 +128,14 @@ func TestCursorGrowAndReopen(t *testing.T) {
 	want := map[string]curState{}
 	for i := range 100 {
 		name := fmt.Sprintf("c%03d", i)
-		if err := c.set(name, "t"+name, uint64(i)); err != nil {
+		if err := c.Set(name, "t"+name, uint64(i)); err != nil {
 			t.Fatal(err)
 		}
 		want[name] = curState{"t" + name, uint64(i)}
 	}
 	for i := 0; i < 100; i += 3 {
 		name := fmt.Sprintf("c%03d", i)
-		if err := c.delete(name); err != nil {
+		if err := c.Delete(name); err != nil {
 			t.Fatal(err)
 		}
 		delete(want, name)
@@ -140,7 +143,7 @@ func TestCursorGrowAndReopen(t *testing.T) {
 	for i := 1; i < 100; i += 3 {
 		name := fmt.Sprintf("c%03d", i)
 		for k := range 3 { // several updates flip between the copies
-			if err := c.set(name, "moved", uint64(1000+i+k)); err != nil {
+			if err := c.Set(name, "moved", uint64(1000+i+k)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -150,7 +153,7 @@ func TestCursorGrowAndReopen(t *testing.T) {
 	if st.Size() != 128*cursorCellSize {
 		t.Fatalf("file of %d bytes for 100 cursors, want 128 cells", st.Size())
 	}
-	if err := c.close(); err != nil {
+	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	c = openTestCursors(t, path)
@@ -159,18 +162,18 @@ func TestCursorGrowAndReopen(t *testing.T) {
 	}
 	// Freed cells are reused before the file grows.
 	for i := range 30 {
-		if err := c.set(fmt.Sprintf("new%d", i), "t", 1); err != nil {
+		if err := c.Set(fmt.Sprintf("new%d", i), "t", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.close()
+	c.Close()
 	if st, _ := os.Stat(path); st.Size() != 128*cursorCellSize {
 		t.Fatalf("file grew to %d bytes though cells were free", st.Size())
 	}
 }
 
 // curCellOf is the cell holding name.
-func curCellOf(t *testing.T, c *cursors, name string) int {
+func curCellOf(t *testing.T, c *File, name string) int {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -203,16 +206,16 @@ func TestCursorTornWrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cursors")
 			c := openTestCursors(t, path)
-			if err := c.set("other", "o", 7); err != nil {
+			if err := c.Set("other", "o", 7); err != nil {
 				t.Fatal(err)
 			}
 			cell := -1
 			for _, h := range tc.history {
 				var err error
 				if h == nil {
-					err = c.delete("x")
+					err = c.Delete("x")
 				} else {
-					err = c.set("x", h.topic, h.offset)
+					err = c.Set("x", h.topic, h.offset)
 					cell = curCellOf(t, c, "x")
 				}
 				if err != nil {
@@ -220,7 +223,7 @@ func TestCursorTornWrites(t *testing.T) {
 				}
 			}
 			newest := c.cells[cell].cur
-			c.close()
+			c.Close()
 			f, err := os.OpenFile(path, os.O_RDWR, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -243,24 +246,24 @@ func TestCursorTornWrites(t *testing.T) {
 			}
 			f.Close()
 			c = openTestCursors(t, path)
-			defer c.close()
-			topic, off, ok := c.get("x")
+			defer c.Close()
+			topic, off, ok := c.Get("x")
 			switch {
 			case tc.want == nil && ok:
 				t.Fatalf("x = %q %d, want absent", topic, off)
 			case tc.want != nil && (!ok || topic != tc.want.topic || off != tc.want.offset):
 				t.Fatalf("x = %q %d %v, want %v", topic, off, ok, *tc.want)
 			}
-			if topic, off, ok := c.get("other"); !ok || topic != "o" || off != 7 {
+			if topic, off, ok := c.Get("other"); !ok || topic != "o" || off != 7 {
 				t.Fatal("a neighbouring cursor was lost")
 			}
 			// The cell is usable again.
-			if err := c.set("x", "after", 99); err != nil {
+			if err := c.Set("x", "after", 99); err != nil {
 				t.Fatal(err)
 			}
-			c.close()
+			c.Close()
 			c = openTestCursors(t, path)
-			if topic, off, ok := c.get("x"); !ok || topic != "after" || off != 99 {
+			if topic, off, ok := c.Get("x"); !ok || topic != "after" || off != 99 {
 				t.Fatalf("x after repair = %q %d %v", topic, off, ok)
 			}
 		})
@@ -283,16 +286,16 @@ func TestCursorDuplicateName(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cursors")
 	os.WriteFile(path, file, 0o600)
 	c := openTestCursors(t, path)
-	if topic, off, ok := c.get("x"); !ok || topic != "new" || off != 2 {
+	if topic, off, ok := c.Get("x"); !ok || topic != "new" || off != 2 {
 		t.Fatalf("x = %q %d %v, want the newer", topic, off, ok)
 	}
-	if err := c.delete("x"); err != nil {
+	if err := c.Delete("x"); err != nil {
 		t.Fatal(err)
 	}
-	c.close()
+	c.Close()
 	c = openTestCursors(t, path)
-	defer c.close()
-	if topic, off, ok := c.get("x"); ok {
+	defer c.Close()
+	if topic, off, ok := c.Get("x"); ok {
 		t.Fatalf("a stale copy came back: x = %q %d", topic, off)
 	}
 }
@@ -333,14 +336,14 @@ func TestCursorOddFiles(t *testing.T) {
 			}
 			// Enough sets to grow the file past its odd end.
 			for i := range 40 {
-				if err := c.set(fmt.Sprintf("n%d", i), "t", uint64(i)); err != nil {
+				if err := c.Set(fmt.Sprintf("n%d", i), "t", uint64(i)); err != nil {
 					t.Fatal(err)
 				}
 				tc.want[fmt.Sprintf("n%d", i)] = curState{"t", uint64(i)}
 			}
-			c.close()
+			c.Close()
 			c = openTestCursors(t, path)
-			defer c.close()
+			defer c.Close()
 			if got := curSnapshot(t, c); !maps.Equal(got, tc.want) {
 				t.Fatalf("after growing and reopening: %v, want %v", got, tc.want)
 			}
@@ -362,27 +365,27 @@ func TestCursorDiskFull(t *testing.T) {
 	want := map[string]curState{}
 	for i := range cursorMinCells {
 		name := fmt.Sprintf("c%d", i)
-		if err := c.set(name, "t", uint64(i)); err != nil {
+		if err := c.Set(name, "t", uint64(i)); err != nil {
 			t.Fatal(err)
 		}
 		want[name] = curState{"t", uint64(i)}
 	}
 	testkit.SetFSizeLimit(t, (cursorMinCells+4)*cursorCellSize)
-	err := c.set("one-too-many", "t", 1)
+	err := c.Set("one-too-many", "t", 1)
 	testkit.SetFSizeLimit(t, 0)
-	if !errors.Is(err, ErrDiskFull) {
+	if !errors.Is(err, errs.ErrDiskFull) {
 		t.Fatalf("set needing a bigger file: %v, want ErrDiskFull", err)
 	}
 	if got := curSnapshot(t, c); !maps.Equal(got, want) {
 		t.Fatalf("cursors changed by a failed set: %v", got)
 	}
-	if err := c.set("one-too-many", "t", 1); err != nil {
+	if err := c.Set("one-too-many", "t", 1); err != nil {
 		t.Fatal(err)
 	}
 	want["one-too-many"] = curState{"t", 1}
-	c.close()
+	c.Close()
 	c = openTestCursors(t, path)
-	defer c.close()
+	defer c.Close()
 	if got := curSnapshot(t, c); !maps.Equal(got, want) {
 		t.Fatalf("after reopen: %v", got)
 	}
@@ -390,15 +393,15 @@ func TestCursorDiskFull(t *testing.T) {
 
 func TestCursorClosed(t *testing.T) {
 	c := openTestCursors(t, filepath.Join(t.TempDir(), "cursors"))
-	c.set("a", "t", 1)
-	if err := c.close(); err != nil {
+	c.Set("a", "t", 1)
+	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.close(); err != nil {
+	if err := c.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	for name, err := range map[string]error{"set": c.set("a", "t", 2), "delete": c.delete("a"), "sync": c.sync()} {
-		if !errors.Is(err, ErrClosed) {
+	for name, err := range map[string]error{"set": c.Set("a", "t", 2), "delete": c.Delete("a"), "sync": c.Sync()} {
+		if !errors.Is(err, errs.ErrClosed) {
 			t.Errorf("%s after close: %v", name, err)
 		}
 	}
@@ -414,28 +417,28 @@ func TestCursorConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				name := fmt.Sprintf("g%d-%d", g, i%40)
-				if err := c.set(name, "t", uint64(i)); err != nil {
+				if err := c.Set(name, "t", uint64(i)); err != nil {
 					t.Error(err)
 					return
 				}
-				if _, off, ok := c.get(name); !ok || off != uint64(i) {
+				if _, off, ok := c.Get(name); !ok || off != uint64(i) {
 					t.Errorf("get(%s) = %d %v", name, off, ok)
 				}
 				if i%10 == 0 {
-					c.list()
-					c.sync()
+					c.List()
+					c.Sync()
 				}
 				if i%7 == 0 {
-					c.delete(fmt.Sprintf("g%d-%d", g, (i+1)%40))
+					c.Delete(fmt.Sprintf("g%d-%d", g, (i+1)%40))
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	want := curSnapshot(t, c)
-	c.close()
+	c.Close()
 	c = openTestCursors(t, path)
-	defer c.close()
+	defer c.Close()
 	if got := curSnapshot(t, c); !maps.Equal(got, want) {
 		t.Fatal("cursors differ after reopen")
 	}
@@ -443,8 +446,8 @@ func TestCursorConcurrent(t *testing.T) {
 
 // curValidLiveCopies decodes, independently of the code under test, every
 // valid live copy at a copy boundary of b.
-func curValidLiveCopies(b []byte) map[cursorEntry]bool {
-	out := map[cursorEntry]bool{}
+func curValidLiveCopies(b []byte) map[Entry]bool {
+	out := map[Entry]bool{}
 	for off := 0; off+cursorCopySize <= len(b)/cursorCellSize*cursorCellSize; off += cursorCopySize {
 		p := b[off : off+cursorCopySize]
 		if crc32.Checksum(p[4:], crc32.MakeTable(crc32.Castagnoli)) != binary.LittleEndian.Uint32(p) {
@@ -454,7 +457,7 @@ func curValidLiveCopies(b []byte) map[cursorEntry]bool {
 		if p[4] != 1 || p[5] != 1 || nl == 0 || nl > 128 || tl > 128 || binary.LittleEndian.Uint64(p[8:]) == 0 {
 			continue
 		}
-		out[cursorEntry{
+		out[Entry{
 			Name:   string(p[24 : 24+nl]),
 			Topic:  string(p[152 : 152+tl]),
 			Offset: binary.LittleEndian.Uint64(p[16:]),
@@ -486,16 +489,16 @@ func FuzzCursorFile(f *testing.F) {
 	{
 		dir := f.TempDir()
 		path := filepath.Join(dir, "cursors")
-		c, err := openCursors(path, nil)
+		c, err := Open(path, nil)
 		if err != nil {
 			f.Fatal(err)
 		}
-		c.set("alpha", "prices", 10)
-		c.set("beta", "orders", 3)
-		c.set("alpha", "prices", 11)
-		c.set("gamma", "t", 1)
-		c.delete("gamma")
-		c.close()
+		c.Set("alpha", "prices", 10)
+		c.Set("beta", "orders", 3)
+		c.Set("alpha", "prices", 11)
+		c.Set("gamma", "t", 1)
+		c.Delete("gamma")
+		c.Close()
 		b, _ := os.ReadFile(path)
 		f.Add(b[:4*cursorCellSize])
 		torn := slices.Clone(b[:4*cursorCellSize])
@@ -517,38 +520,38 @@ func FuzzCursorFile(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := openCursors(path, nil)
+		c, err := Open(path, nil)
 		if err != nil {
 			t.Fatalf("open of a damaged file failed instead of ignoring the damage: %v", err)
 		}
 		valid := curValidLiveCopies(data)
 		got := curSnapshot(t, c)
 		for name, s := range got {
-			if !valid[cursorEntry{Name: name, Topic: s.topic, Offset: s.offset}] {
+			if !valid[Entry{Name: name, Topic: s.topic, Offset: s.offset}] {
 				t.Fatalf("cursor %q (%q, %d) has no valid slot in the file", name, s.topic, s.offset)
 			}
 		}
 		// The file stays usable.
-		if err := c.set("fuzz", "t", 77); err != nil {
+		if err := c.Set("fuzz", "t", 77); err != nil {
 			t.Fatal(err)
 		}
 		got["fuzz"] = curState{"t", 77}
 		for name := range got {
 			if name != "fuzz" && len(name)%2 == 0 {
-				if err := c.delete(name); err != nil {
+				if err := c.Delete(name); err != nil {
 					t.Fatal(err)
 				}
 				delete(got, name)
 			}
 		}
-		if err := c.close(); err != nil {
+		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		c, err = openCursors(path, nil)
+		c, err = Open(path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.close()
+		defer c.Close()
 		if after := curSnapshot(t, c); !maps.Equal(after, got) {
 			t.Fatalf("after set, delete and reopen: %v, want %v", after, got)
 		}
@@ -562,13 +565,13 @@ func FuzzCursorFile(f *testing.F) {
 func TestCursorOwners(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cursors")
 	c := openTestCursors(t, path)
-	alice := cursorOwner{uid: 1001, known: true}
-	bob := cursorOwner{uid: 1002, known: true}
-	admin := cursorOwner{uid: 0, known: true, override: true}
-	if err := c.setAs(alice, "a", "t", 1); err != nil {
+	alice := Owner{uid: 1001, known: true}
+	bob := Owner{uid: 1002, known: true}
+	admin := Owner{uid: 0, known: true, override: true}
+	if err := c.SetAs(alice, "a", "t", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.set("legacy", "t", 5); err != nil { // no owner recorded
+	if err := c.Set("legacy", "t", 5); err != nil { // no owner recorded
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -576,35 +579,35 @@ func TestCursorOwners(t *testing.T) {
 		op   func() error
 		want error
 	}{
-		{"bob moves alice's", func() error { return c.setAs(bob, "a", "t", 0) }, ErrNotOwner},
-		{"bob deletes alice's", func() error { return c.deleteAs(bob, "a") }, ErrNotOwner},
-		{"alice moves hers", func() error { return c.setAs(alice, "a", "t", 2) }, nil},
-		{"admin moves alice's", func() error { return c.setAs(admin, "a", "t", 3) }, nil},
-		{"the store moves alice's", func() error { return c.set("a", "t", 4) }, nil},
-		{"bob adopts the legacy one", func() error { return c.setAs(bob, "legacy", "t", 6) }, nil},
-		{"alice moves bob's adopted one", func() error { return c.setAs(alice, "legacy", "t", 7) }, ErrNotOwner},
+		{"bob moves alice's", func() error { return c.SetAs(bob, "a", "t", 0) }, errs.ErrNotOwner},
+		{"bob deletes alice's", func() error { return c.DeleteAs(bob, "a") }, errs.ErrNotOwner},
+		{"alice moves hers", func() error { return c.SetAs(alice, "a", "t", 2) }, nil},
+		{"admin moves alice's", func() error { return c.SetAs(admin, "a", "t", 3) }, nil},
+		{"the store moves alice's", func() error { return c.Set("a", "t", 4) }, nil},
+		{"bob adopts the legacy one", func() error { return c.SetAs(bob, "legacy", "t", 6) }, nil},
+		{"alice moves bob's adopted one", func() error { return c.SetAs(alice, "legacy", "t", 7) }, errs.ErrNotOwner},
 	} {
 		if err := tc.op(); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if err := c.close(); err != nil {
+	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	c = openTestCursors(t, path)
-	defer c.close()
-	got := map[string]cursorEntry{}
-	for _, e := range c.list() {
+	defer c.Close()
+	got := map[string]Entry{}
+	for _, e := range c.List() {
 		got[e.Name] = e
 	}
-	want := map[string]cursorEntry{
+	want := map[string]Entry{
 		"a":      {Name: "a", Topic: "t", Offset: 4, Owner: 1001, Owned: true},
 		"legacy": {Name: "legacy", Topic: "t", Offset: 6, Owner: 1002, Owned: true},
 	}
 	if !maps.Equal(got, want) {
 		t.Fatalf("after reopen: %+v, want %+v", got, want)
 	}
-	if err := c.deleteAs(alice, "a"); err != nil {
+	if err := c.DeleteAs(alice, "a"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -614,39 +617,39 @@ func TestCursorOwners(t *testing.T) {
 // existing one is always allowed, and a delete makes room.
 func TestCursorLimits(t *testing.T) {
 	c := openTestCursors(t, filepath.Join(t.TempDir(), "cursors"))
-	defer c.close()
+	defer c.Close()
 	c.max, c.perOwner = 5, 2
-	alice := cursorOwner{uid: 1001, known: true}
-	bob := cursorOwner{uid: 1002, known: true}
+	alice := Owner{uid: 1001, known: true}
+	bob := Owner{uid: 1002, known: true}
 	for _, tc := range []struct {
-		who  cursorOwner
+		who  Owner
 		name string
 		want error
 	}{
 		{alice, "a1", nil},
 		{alice, "a2", nil},
-		{alice, "a3", ErrCursorLimit}, // alice's third
-		{alice, "a1", nil},            // a move, not a new one
+		{alice, "a3", errs.ErrCursorLimit}, // alice's third
+		{alice, "a1", nil},                 // a move, not a new one
 		{bob, "b1", nil},
 		{bob, "b2", nil},
-		{cursorSystem, "s1", nil}, // the store is not a user: only --max-cursors
-		{cursorSystem, "s2", ErrCursorLimit},
+		{System, "s1", nil}, // the store is not a user: only --max-cursors
+		{System, "s2", errs.ErrCursorLimit},
 	} {
-		if err := c.setAs(tc.who, tc.name, "t", 9); !errors.Is(err, tc.want) {
+		if err := c.SetAs(tc.who, tc.name, "t", 9); !errors.Is(err, tc.want) {
 			t.Errorf("uid %d sets %s: %v, want %v", tc.who.uid, tc.name, err, tc.want)
 		}
 	}
-	if n := len(c.list()); n != 5 {
+	if n := len(c.List()); n != 5 {
 		t.Fatalf("%d cursors, want 5", n)
 	}
-	err := c.setAs(alice, "a3", "t", 9)
+	err := c.SetAs(alice, "a3", "t", 9)
 	if err == nil || !strings.Contains(err.Error(), "--max-cursors") {
 		t.Fatalf("the refusal does not name the flag: %v", err)
 	}
-	if err := c.deleteAs(alice, "a2"); err != nil {
+	if err := c.DeleteAs(alice, "a2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.setAs(alice, "a3", "t", 9); err != nil {
+	if err := c.SetAs(alice, "a3", "t", 9); err != nil {
 		t.Fatalf("after a delete: %v", err)
 	}
 }
