@@ -47,7 +47,7 @@
 //
 //	offset size field
 //	0      8    magic "CCVIEW\x00\x01"
-//	8      4    format version (1)
+//	8      4    format version (2)
 //	12     4    header size (4096)
 //	16     8    file size in bytes (<= the file's real size)
 //	24     8    generation: 1, 2, 3, ... one more for each new file
@@ -112,22 +112,27 @@
 //	40         4     capacity c: room for tag and value, a multiple of 8
 //	44         2     topic length p
 //	46         2     key length k
-//	48         c     tag (t bytes), value (v bytes), zero padding; t+v <= c
-//	48+c       p+k   topic, key, zero padding to a multiple of 8
+//	48         p+k   topic, key, zero padding to a multiple of 8
+//	d          c     tag (t bytes), value (v bytes), zero padding; t+v <= c
+//	                 (d = 48 + (p+k rounded up to 8))
 //
 // Offsets 40 to 47 and the topic and key never change: a record belongs
 // to one key for its life. The rest changes under the version. A value
 // that fits the capacity is rewritten in place; a larger one goes to a new
-// record, and the slot is switched to it.
+// record, and the slot is switched to it. (Format version 1 had the tag
+// and value before the topic and key; version 2 puts the key first, so
+// that a reader knows the address of every cache line of the record it
+// wants from the slot alone, and the CPU fetches them together.)
 //
 // # Reading a value
 //
 // Open: open the path read-only, fstat it, map the whole file read-only
-// (PROT_READ, MAP_SHARED). Check the magic, the version (1), the header
+// (PROT_READ, MAP_SHARED). Check the magic, the version (2), the header
 // size (4096), that the file size field is at most the mapping's length,
 // the slots offset is 4096, the slot count is a power of two, the arena
 // starts at or after the table's end, 8-aligned, and ends inside the
-// mapping. Keep these numbers; they do not change within a generation.
+// mapping. Keep these numbers; they do not change within a generation,
+// and keep the file's device and inode numbers.
 //
 // Get(topic, key):
 //
@@ -138,30 +143,38 @@
 //  3. Load slot i (one 64-bit load). 0: the key is not there, stop. If its
 //     upper 32 bits are not h, i = (i+1) & (slot count - 1) and repeat
 //     (at most slot count times).
-//  4. off = (lower 32 bits) * 8. Check arena offset <= off and off + 48 <=
-//     arena end; read capacity c, p and k (offset 40); check c is a
-//     multiple of 8 and off + 48 + c + p + k <= arena end. Anything else
-//     is a damaged file: stop with an error.
-//  5. Compare the topic and key at off+48+c with the wanted ones; if they
-//     differ, go on probing at 3.
+//  4. off = (lower 32 bits) * 8. Check arena offset <= off and off + 48 +
+//     p + k <= arena end, with the p and k of the wanted topic and key.
+//  5. Compare the bytes at off+48 with the wanted topic and key, and the
+//     lengths at offset 44 with theirs; if either differs, go on probing
+//     at 3. Read the capacity c (offset 40); check that it is a multiple
+//     of 8 and d + c <= arena end. Anything else is a damaged file: stop
+//     with an error.
 //  6. Load the version (offset 0). Odd: the writer is in the record; load
 //     it again (yield after a while, and give up after ~20000 tries: a
 //     writer that died in the middle leaves it odd).
-//  7. Copy offsets 8 to 39 and then t+v bytes from offset 48, in 8-byte
-//     words (the copy may read up to 7 bytes past t+v, inside c).
+//  7. Copy offsets 8 to 39 and then t+v bytes from d.
 //  8. Load the version again. If it differs from the one of step 6, go back
 //     to 6. If t+v > c (after the version check passed), the file is
 //     damaged. If the deleted flag is set, the key is not there.
 //  9. Return the value, the tag and (HLC, origin, seq).
 //
 // On CPUs that reorder loads (arm64), the loads of step 7 must not move
-// past the second version load: the Go reader does every load of a
-// record with an atomic 64-bit load (a plain MOV on amd64), a C reader
-// would put an acquire fence (smp_rmb) before the second load.
+// past the second version load: the Go reader copies with atomic 64-bit
+// loads there (acquire loads), a C reader would put an acquire fence
+// (smp_rmb) before the second load. On x86 loads are not reordered with
+// other loads, and a plain copy (memcpy) between the two loads is enough.
+//
+// A file that nobody marked superseded can still stop being the path's:
+// its runtime directory deleted, its daemon killed and a new one started
+// on a new file. Every 64 reads the Go reader compares the heartbeat
+// (offset 128) with the clock; once it is more than a second old it stats
+// the path (at most every 100ms): another file there is opened, no file
+// makes the read "not ready". A current view costs no system call.
 //
 // Scan(topic): walk every slot; for each non-empty one, check the record
-// as in step 4, keep those whose topic matches, and read each as in steps
-// 6 to 8. Freshness: the heartbeat (offset 128) says when the writer last
+// (off + 48 <= arena end, capacity a multiple of 8, d + c <= arena end),
+// keep those whose topic matches, and read each as in steps 6 to 8. Freshness: the heartbeat (offset 128) says when the writer last
 // said the view was current; a reader that needs fresh prices compares it
 // with its own clock (Fresh). The meta fields (200 on) are read as a
 // record is: meta version, fields, meta version again.
@@ -175,15 +188,17 @@
 // # Writing
 //
 // To change a record in place: store version+1 (odd), store the fields and
-// the data words, store version+2. Every store is an atomic 64-bit store,
-// which orders them on every CPU. A new record is written in full in the
+// the data, store version+2. The version stores are atomic (on x86 a
+// locked instruction, a full fence), and so is every store between them
+// on CPUs that reorder stores (arm64: release stores); on x86 the stores
+// between them are plain ones, which x86 makes visible in program order. A new record is written in full in the
 // free part of the arena and then published by one atomic store of its
 // slot. Nothing is ever freed within a generation: the garbage goes with
 // the generation, so a reader holding an old offset reads a record that
 // is still there.
 //
-// Sizes: a record is 48 bytes plus tag and value rounded up to 8 plus
-// topic and key rounded up to 8; a key costs 8 / load bytes of slot table
+// Sizes: a record is 48 bytes plus topic and key rounded up to 8 plus
+// tag and value rounded up to 8; a key costs 8 / load bytes of slot table
 // (10.7 to 21.3 bytes at a load between 3/8 and 3/4). A new generation
 // has room for 1/8 more keys and bytes than the live ones (twice as many
 // while small), so the file stays within about 1.125 times its live

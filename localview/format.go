@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"runtime"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -14,7 +15,9 @@ const (
 	// magic opens every view file.
 	magic = "CCVIEW\x00\x01"
 	// formatVersion is the layout's version; a reader refuses others.
-	formatVersion = 1
+	// Version 2 put the topic and key before the tag and value, so that a
+	// record's cache lines are all known from its offset alone.
+	formatVersion = 2
 	// headerSize is the header's size, one page: the slot table starts
 	// right after it.
 	headerSize = 4096
@@ -136,12 +139,21 @@ func crcUpdate(c uint32, s string) uint32 {
 // Hash is the table's hash of (topic, key): CRC-32 (IEEE, as zlib.crc32)
 // over the topic's length as two little-endian bytes, the topic and the
 // key, then the murmur3 finalizer; 0 becomes 1 (0 marks an empty slot).
-func Hash(topic, key string) uint32 {
+func Hash(topic, key string) uint32 { return hashKey(topicCRC(topic), key) }
+
+// topicCRC is the running CRC over the topic's length and the topic: the
+// part of Hash a Reader keeps for the topic it last read.
+func topicCRC(topic string) uint32 {
 	t := &crcTables[0]
 	h := ^uint32(0)
 	h = t[byte(h)^byte(len(topic))] ^ h>>8
 	h = t[byte(h)^byte(len(topic)>>8)] ^ h>>8
-	h = ^crcUpdate(crcUpdate(h, topic), key)
+	return crcUpdate(h, topic)
+}
+
+// hashKey finishes Hash from the topic's running CRC.
+func hashKey(topicCRC uint32, key string) uint32 {
+	h := ^crcUpdate(topicCRC, key)
 	h ^= h >> 16
 	h *= 0x85ebca6b
 	h ^= h >> 13
@@ -159,8 +171,19 @@ func align8(n int) int { return (n + 7) &^ 7 }
 // recordSize is the arena bytes of a record with room for capacity bytes
 // of tag and value.
 func recordSize(capacity, topicLen, keyLen int) int {
-	return recordHeader + capacity + align8(topicLen+keyLen)
+	return recordHeader + align8(topicLen+keyLen) + capacity
 }
+
+// dataAt is where a record's tag and value start: after the fixed
+// fields, the topic and the key.
+func dataAt(off, topicLen, keyLen int) int { return off + recordHeader + align8(topicLen+keyLen) }
+
+// tso is true on CPUs whose stores are seen in program order and whose
+// loads are not reordered with other loads (x86's total store order):
+// there the writer stores a record's data with plain stores between the
+// two atomic stores of its version. Elsewhere (arm64) every store of a
+// record is an atomic (release) store, which orders it.
+const tso = runtime.GOARCH == "amd64" || runtime.GOARCH == "386"
 
 // word returns a pointer to the 8-aligned uint64 at off of m. The caller
 // has checked that off+8 <= len(m) and off%8 == 0.

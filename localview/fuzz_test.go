@@ -94,7 +94,7 @@ func TestDamagedFiles(t *testing.T) {
 		damage func([]byte) []byte
 	}{
 		{"magic", func(d []byte) []byte { d[0] = 'X'; return d }},
-		{"version", put32(offVersion, 2)},
+		{"version", put32(offVersion, 1)}, // the old layout
 		{"file size", put64(offFileSize, uint64(len(good)+1))},
 		{"slot count not a power of two", put64(offSlotCount, 3)},
 		{"slot count huge", put64(offSlotCount, 1<<40)},

@@ -34,7 +34,31 @@ type Reader struct {
 	arena  int // first byte of the arena
 	end    int // one past the arena's last byte
 	closed bool
+
+	// The running CRC of the topic last read: most callers read one
+	// topic, and its part of the hash is most of the hash.
+	topic    string
+	topicCRC uint32
+
+	// reads counts Gets, for the check of the path every orphanCheckEvery
+	// reads; nextStat is when that check may stat the path again.
+	reads    uint64
+	nextStat int64
 }
+
+// A Reader notices a file that is no longer the path's (its runtime
+// directory deleted, the daemon killed and started again on a new file)
+// although nobody marked it superseded: every orphanCheckEvery reads it
+// compares the writer's heartbeat with the clock, and when the heartbeat
+// is older than orphanAfter (the writer beats every 50ms) it stats the
+// path, at most once every orphanStatEvery: another file there is mapped,
+// no file there makes the read ErrNotReady. A view that is current costs
+// one clock read every 64 reads and no system call.
+const (
+	orphanCheckEvery = 64
+	orphanAfter      = time.Second
+	orphanStatEvery  = 100 * time.Millisecond
+)
 
 // maxReopens bounds how many generations one call follows: a writer
 // replacing files faster than a reader maps them is a broken writer.
@@ -224,59 +248,105 @@ func (r *Reader) GetInto(buf []byte, topic, key string) (value, tag []byte, st S
 			err = fmt.Errorf("%w: fault reading the mapping at %#x (file truncated?)", ErrCorrupt, re.Addr())
 		}
 	}(debug.SetPanicOnFault(true))
-	if err := r.current(); err != nil {
-		return nil, nil, Stamp{}, err
+	if r.closed || load64(r.m, offState)&(stateReady|stateSuperseded|stateClosed) != stateReady {
+		if err := r.current(); err != nil {
+			return nil, nil, Stamp{}, err
+		}
 	}
-	off, err := r.lookup(Hash(topic, key), topic, key)
+	if r.reads++; r.reads%orphanCheckEvery == 0 {
+		if err := r.checkOrphan(); err != nil {
+			return nil, nil, Stamp{}, err
+		}
+	}
+	if topic != r.topic {
+		r.topic, r.topicCRC = topic, topicCRC(topic)
+	}
+	off, c, err := r.lookup(hashKey(r.topicCRC, key), topic, key)
 	if err != nil {
 		return nil, nil, Stamp{}, err
 	}
-	return r.readRecord(off, &buf)
+	return r.readRecord(off, c, dataAt(off, len(topic), len(key)), &buf)
 }
 
-// lookup walks the key's probe path: the offset of its record, or
-// ErrNotFound at the first empty slot.
-func (r *Reader) lookup(h uint32, topic, key string) (int, error) {
+// checkOrphan is the check of the path that a read makes every
+// orphanCheckEvery reads (see orphanAfter).
+func (r *Reader) checkOrphan() error {
+	now := time.Now().UnixNano()
+	if now-int64(load64(r.m, offHeartbeat)) < int64(orphanAfter) || now < r.nextStat {
+		return nil
+	}
+	r.nextStat = now + int64(orphanStatEvery)
+	var st unix.Stat_t
+	if err := unix.Stat(r.path, &st); err != nil {
+		return fmt.Errorf("%w: the writer's heartbeat stopped and %s is gone: %w", ErrNotReady, r.path, err)
+	}
+	if st.Dev == r.dev && st.Ino == r.ino {
+		return nil // still the path's file: a stuck writer is Fresh's to report
+	}
+	if err := r.attach(); err != nil {
+		return fmt.Errorf("%w: another file is at %s: %w", ErrNotReady, r.path, err)
+	}
+	return r.current()
+}
+
+// lookup walks the key's probe path: the offset of its record and the
+// record's capacity, or ErrNotFound at the first empty slot.
+func (r *Reader) lookup(h uint32, topic, key string) (off, capacity int, err error) {
 	m := r.m
 	for n, i := 0, int(h)&r.mask; n <= r.mask; n, i = n+1, (i+1)&r.mask {
 		s := load64(m, r.slots+8*i)
 		if s == 0 {
-			return 0, ErrNotFound
+			return 0, 0, ErrNotFound
 		}
 		if uint32(s>>32) != h {
 			continue
 		}
-		off, tl, kl, k, err := r.recordAt(uint32(s))
-		if err != nil {
-			return 0, err
+		// The topic and key are right after the fixed fields, and are
+		// compared at the wanted lengths before those are loaded: every
+		// address is known from the slot alone, so the record's cache
+		// lines are fetched together, not one after another.
+		off = int(uint32(s)) * 8
+		k := off + recordHeader
+		if off < r.arena || k+len(topic)+len(key) > r.end ||
+			string(m[k:k+len(topic)]) != topic || string(m[k+len(topic):k+len(topic)+len(key)]) != key {
+			if _, _, _, err := r.recordAt(uint32(s)); err != nil {
+				return 0, 0, err
+			}
+			continue
 		}
-		if tl == len(topic) && kl == len(key) && string(m[k:k+tl]) == topic && string(m[k+tl:k+tl+kl]) == key {
-			return off, nil
+		fixed := load64(m, off+recCap) // immutable: cap, topic and key lengths
+		c := int(uint32(fixed))
+		if int(uint16(fixed>>32)) != len(topic) || int(uint16(fixed>>48)) != len(key) {
+			continue
 		}
+		if c%8 != 0 || c > r.end-k-align8(len(topic)+len(key)) {
+			return 0, 0, fmt.Errorf("%w: the record at %d overruns the arena", ErrCorrupt, off)
+		}
+		return off, c, nil
 	}
-	return 0, ErrNotFound
+	return 0, 0, ErrNotFound
 }
 
 // recordAt checks the record a slot names against the arena and returns
-// its offset, topic and key lengths and where its topic starts.
-func (r *Reader) recordAt(slot uint32) (off, topicLen, keyLen, keyAt int, err error) {
+// its offset and its topic's and key's lengths.
+func (r *Reader) recordAt(slot uint32) (off, topicLen, keyLen int, err error) {
 	off = int(slot) * 8
 	if off < r.arena || off > r.end-recordHeader {
-		return 0, 0, 0, 0, fmt.Errorf("%w: a slot points at %d, outside the arena [%d, %d)", ErrCorrupt, off, r.arena, r.end)
+		return 0, 0, 0, fmt.Errorf("%w: a slot points at %d, outside the arena [%d, %d)", ErrCorrupt, off, r.arena, r.end)
 	}
 	fixed := load64(r.m, off+recCap) // immutable: cap, topic and key lengths
 	c, tl, kl := int(uint32(fixed)), int(uint16(fixed>>32)), int(uint16(fixed>>48))
-	if c%8 != 0 || c > r.end-off-recordHeader || tl+kl > r.end-off-recordHeader-c {
-		return 0, 0, 0, 0, fmt.Errorf("%w: the record at %d overruns the arena", ErrCorrupt, off)
+	if c%8 != 0 || c > r.end-off-recordHeader || align8(tl+kl) > r.end-off-recordHeader-c {
+		return 0, 0, 0, fmt.Errorf("%w: the record at %d overruns the arena", ErrCorrupt, off)
 	}
-	return off, tl, kl, off + recordHeader + c, nil
+	return off, tl, kl, nil
 }
 
-// readRecord copies the record at off (checked by recordAt) under its
-// seqlock: version, fields, data, version again; a torn copy is retried.
-func (r *Reader) readRecord(off int, bufp *[]byte) (value, tag []byte, st Stamp, err error) {
+// readRecord copies the record at off (checked: capacity c, its data at
+// data) under its seqlock: version, fields, data, version again; a torn
+// copy is retried.
+func (r *Reader) readRecord(off, c, data int, bufp *[]byte) (value, tag []byte, st Stamp, err error) {
 	m := r.m
-	c := int(uint32(load64(m, off+recCap)))
 	var started time.Time
 	for try := 0; busyWait(try, &started); try++ {
 		v1 := load64(m, off+recVersion)
@@ -303,7 +373,7 @@ func (r *Reader) readRecord(off int, bufp *[]byte) (value, tag []byte, st Stamp,
 			*bufp = make([]byte, n)
 		}
 		buf := (*bufp)[:n]
-		loadWords(buf, m, off+recordHeader)
+		loadWords(buf, m, data)
 		if load64(m, off+recVersion) == v1 {
 			return buf[tl:n:n], buf[:tl], st, nil
 		}
@@ -312,9 +382,14 @@ func (r *Reader) readRecord(off int, bufp *[]byte) (value, tag []byte, st Stamp,
 }
 
 // loadWords copies len(dst) bytes from m at off (8-aligned, with the last
-// word inside m) with atomic 64-bit loads, which order the copy between
-// the two loads of the version on every CPU Go runs on.
+// word inside m) so that the copy stays between the two loads of the
+// version: on x86 (tso) loads are not reordered with loads and a plain
+// copy does; elsewhere with atomic 64-bit loads (acquire loads on arm64).
 func loadWords(dst []byte, m []byte, off int) {
+	if tso {
+		copy(dst, m[off:])
+		return
+	}
 	i := 0
 	for ; i+8 <= len(dst); i += 8 {
 		binary.LittleEndian.PutUint64(dst[i:], load64(m, off+i))
@@ -354,14 +429,15 @@ func (r *Reader) Scan(topic string, fn func(key string, value, tag []byte, st St
 			if s == 0 {
 				continue
 			}
-			off, tl, kl, k, err := r.recordAt(uint32(s))
+			off, tl, kl, err := r.recordAt(uint32(s))
 			if err != nil {
 				return err
 			}
+			k := off + recordHeader
 			if tl != len(topic) || string(m[k:k+tl]) != topic {
 				continue
 			}
-			v, t, st, err := r.readRecord(off, &buf)
+			v, t, st, err := r.readRecord(off, int(uint32(load64(m, off+recCap))), dataAt(off, tl, kl), &buf)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}

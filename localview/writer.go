@@ -344,9 +344,9 @@ func (w *Writer) find(h uint32, topic, key string) (slot, rec int) {
 			continue
 		}
 		off := int(uint32(s)) * 8
-		tl, kl, c := le16(w.m, off+recTopicLen), le16(w.m, off+recKeyLen), le32(w.m, off+recCap)
-		k := off + recordHeader + c
-		if string(w.m[k:k+tl]) == topic && string(w.m[k+tl:k+tl+kl]) == key {
+		tl, kl := le16(w.m, off+recTopicLen), le16(w.m, off+recKeyLen)
+		k := off + recordHeader
+		if tl == len(topic) && kl == len(key) && string(w.m[k:k+tl]) == topic && string(w.m[k+tl:k+tl+kl]) == key {
 			return so, off
 		}
 	}
@@ -356,13 +356,27 @@ func (w *Writer) find(h uint32, topic, key string) (slot, rec int) {
 // odd while the words change, even (2 more) once they are all written.
 func (w *Writer) update(off int, tag string, value []byte, st Stamp, flags uint16) {
 	m := w.m
+	data := dataAt(off, le16(m, off+recTopicLen), le16(m, off+recKeyLen))
 	v := load64(m, off)
 	store64(m, off, v+1)
-	store64(m, off+recHLC, st.HLC)
-	store64(m, off+recOrigin, st.Origin)
-	store64(m, off+recSeq, st.Seq)
-	store64(m, off+recValueLen, uint64(len(value))|uint64(len(tag))<<32|uint64(flags)<<48)
-	storeConcat(m, off+recordHeader, tag, value)
+	if tso {
+		// The two version stores are locked instructions (full fences):
+		// every plain store between them is seen after the first and
+		// before the second.
+		binary.LittleEndian.PutUint64(m[off+recHLC:], st.HLC)
+		binary.LittleEndian.PutUint64(m[off+recOrigin:], st.Origin)
+		binary.LittleEndian.PutUint64(m[off+recSeq:], st.Seq)
+		binary.LittleEndian.PutUint64(m[off+recValueLen:], uint64(len(value))|uint64(len(tag))<<32|uint64(flags)<<48)
+		d := data + copy(m[data:], tag)
+		d += copy(m[d:], value)
+		clear(m[d:align8(d)])
+	} else {
+		store64(m, off+recHLC, st.HLC)
+		store64(m, off+recOrigin, st.Origin)
+		store64(m, off+recSeq, st.Seq)
+		store64(m, off+recValueLen, uint64(len(value))|uint64(len(tag))<<32|uint64(flags)<<48)
+		storeConcat(m, data, tag, value)
+	}
 	store64(m, off, v+2)
 }
 
@@ -383,13 +397,13 @@ func (w *Writer) add(topic, key, tag string, value []byte, st Stamp) int {
 	binary.LittleEndian.PutUint16(m[off+recTopicLen:], uint16(len(topic)))
 	binary.LittleEndian.PutUint16(m[off+recKeyLen:], uint16(len(key)))
 	d := off + recordHeader
-	d += copy(m[d:], tag)
-	d += copy(m[d:], value)
-	clear(m[d : off+recordHeader+capacity])
-	d = off + recordHeader + capacity
 	d += copy(m[d:], topic)
 	d += copy(m[d:], key)
-	end := off + recordSize(capacity, len(topic), len(key))
+	data := dataAt(off, len(topic), len(key))
+	clear(m[d:data])
+	d = data + copy(m[data:], tag)
+	d += copy(m[d:], value)
+	end := data + capacity
 	clear(m[d:end])
 	w.used = end
 	return off
@@ -530,15 +544,14 @@ func (w *Writer) copyLive(nw *Writer) {
 			continue
 		}
 		n := le32(m, off+recValueLen) + le16(m, off+recTagLen)
-		c := le32(m, off+recCap)
-		tk := le16(m, off+recTopicLen) + le16(m, off+recKeyLen)
+		tl, kl := le16(m, off+recTopicLen), le16(m, off+recKeyLen)
 		capacity := align8(n)
 		rec := nw.used
-		size := recordSize(capacity, 0, tk)
-		copy(nw.m[rec:rec+recordHeader+n], m[off:off+recordHeader+n])
+		size := recordSize(capacity, tl, kl)
+		// Fixed fields, topic, key and the data, which follows them.
+		copy(nw.m[rec:rec+size], m[off:dataAt(off, tl, kl)+n])
 		binary.LittleEndian.PutUint64(nw.m[rec:], 0) // a new record's version
 		binary.LittleEndian.PutUint32(nw.m[rec+recCap:], uint32(capacity))
-		copy(nw.m[rec+recordHeader+capacity:rec+size], m[off+recordHeader+c:off+recordHeader+c+align8(tk)])
 		nw.used += size
 		// The new table has no deleted slots and every key once: the
 		// first empty slot on the probe path is the key's.

@@ -13,6 +13,13 @@ with a few slices of the mapping: no system call, no lock, no registration.
         print(e.value, e.tag, e.hlc, e.origin, e.seq)
 
 A View is not safe for concurrent use by several threads: give each its own.
+
+x86 only: the reader checks a record's version before and after copying it,
+which is enough where the CPU does not reorder loads with loads (x86's total
+store order). On arm64 and other weakly ordered CPUs that check needs a load
+fence that Python's standard library cannot issue, so a torn value could be
+returned: the module refuses to import there (ImportError); read through the
+socket, or through the Go reader (package localview), instead.
 Run as a script it prints what it reads as JSON lines (the Go tests compare
 them with the Go reader):
 
@@ -30,10 +37,20 @@ import stat
 import struct
 import sys
 import time
+import platform
 import zlib
 
+# The seqlock reads below are correct only where loads are not reordered
+# with loads: refuse elsewhere rather than risk returning a torn value.
+_MACHINE = platform.machine().lower()
+if _MACHINE not in ("x86_64", "amd64", "i386", "i486", "i586", "i686", "x86"):
+    raise ImportError(
+        "cachecast_view reads the shared view only on x86 (this is %r): on weakly "
+        "ordered CPUs its version checks need a load fence Python cannot issue; "
+        "read through the socket or the Go reader instead" % platform.machine())
+
 MAGIC = b"CCVIEW\x00\x01"
-VERSION = 1
+VERSION = 2
 HEADER_SIZE = 4096
 RECORD_HEADER = 48
 MAX_ORIGINS = (HEADER_SIZE - 240) // 16
@@ -90,6 +107,10 @@ def hash_key(topic, key):
     h = (h * 0xC2B2AE35) & 0xFFFFFFFF
     h ^= h >> 16
     return h or 1
+
+
+def _align8(n):
+    return (n + 7) & ~7
 
 
 def _bytes(s):
@@ -166,16 +187,18 @@ class View:
         raise NotReady("more than %d generations in one read" % MAX_REOPENS)
 
     def _record_at(self, slot):
-        """Step 4: check the record a slot names against the arena."""
+        """Check the record a slot names against the arena; its offset,
+        capacity, topic and key lengths, and where its data starts."""
         off = (slot & 0xFFFFFFFF) * 8
         if off < self._arena or off + RECORD_HEADER > self._end:
             raise Corrupt("a slot points at %d, outside the arena" % off)
         cap, tl, kl = _FIXED.unpack_from(self._m, off + 40)
-        if cap % 8 or off + RECORD_HEADER + cap + tl + kl > self._end:
+        d = off + RECORD_HEADER + _align8(tl + kl)
+        if cap % 8 or d + cap > self._end:
             raise Corrupt("the record at %d overruns the arena" % off)
-        return off, cap, tl, kl
+        return off, cap, tl, kl, d
 
-    def _read(self, off, cap):
+    def _read(self, off, cap, d):
         """Steps 6 to 8: copy under the record's version; None if deleted."""
         m = self._m
         for attempt in range(SPIN_LIMIT):
@@ -186,7 +209,7 @@ class View:
                 continue
             hlc, origin, seq, vl, tl, flags, _, _, _ = _FIELDS.unpack_from(m, off + 8)
             n = tl + vl
-            data = m[off + RECORD_HEADER: off + RECORD_HEADER + min(n, cap)]
+            data = m[d: d + min(n, cap)]
             if _U64.unpack_from(m, off)[0] != v1:
                 continue
             if n > cap:
@@ -225,31 +248,36 @@ class View:
         h = h or 1
         mask, arena, end = self._mask, self._arena, self._end
         want = topic + key
+        wl = len(want)
+        d_off = RECORD_HEADER + ((wl + 7) & ~7)
         i = h & mask
         for _ in range(mask + 1):
             slot = _u64(m, HEADER_SIZE + 8 * i)[0]
             if slot == 0:
                 return None
             if slot >> 32 == h:
+                # Steps 4 and 5: the topic and key follow the fixed fields.
                 off = (slot & 0xFFFFFFFF) * 8
-                if off < arena or off + RECORD_HEADER > end:
-                    raise Corrupt("a slot points at %d, outside the arena" % off)
-                cap, tl, kl = _fixed(m, off + 40)
-                d = off + RECORD_HEADER
-                if cap % 8 or d + cap + tl + kl > end:
-                    raise Corrupt("the record at %d overruns the arena" % off)
-                if tl + kl == len(want) and tl == len(topic) and m[d + cap:d + cap + tl + kl] == want:
-                    # Version, fields, data, version again (steps 6 to 8).
-                    v1 = _u64(m, off)[0]
-                    if not v1 & 1:
-                        hlc, origin, seq, vl, tgl, flags, _, _, _ = _fields(m, off + 8)
-                        n = tgl + vl
-                        data = m[d:d + n]
-                        if _u64(m, off)[0] == v1 and n <= cap:
-                            if flags & FLAG_DELETED:
-                                return None
-                            return Entry(data[tgl:], data[:tgl], hlc, origin, seq)
-                    return self._read(off, cap)  # contended: the slow path
+                k = off + RECORD_HEADER
+                if off < arena or k + wl > end or m[k:k + wl] != want:
+                    self._record_at(slot)  # raises Corrupt for a bad record
+                else:
+                    cap, tl, kl = _fixed(m, off + 40)
+                    if tl == len(topic) and kl == len(key):
+                        d = off + d_off
+                        if cap % 8 or d + cap > end:
+                            raise Corrupt("the record at %d overruns the arena" % off)
+                        # Version, fields, data, version again (steps 6 to 8).
+                        v1 = _u64(m, off)[0]
+                        if not v1 & 1:
+                            hlc, origin, seq, vl, tgl, flags, _, _, _ = _fields(m, off + 8)
+                            n = tgl + vl
+                            data = m[d:d + n]
+                            if _u64(m, off)[0] == v1 and n <= cap:
+                                if flags & FLAG_DELETED:
+                                    return None
+                                return Entry(data[tgl:], data[:tgl], hlc, origin, seq)
+                        return self._read(off, cap, d)  # contended: the slow path
             i = (i + 1) & mask
         return None
 
@@ -263,12 +291,12 @@ class View:
             slot = _U64.unpack_from(m, HEADER_SIZE + 8 * i)[0]
             if slot == 0:
                 continue
-            off, cap, tl, kl = self._record_at(slot)
-            k = off + RECORD_HEADER + cap
+            off, cap, tl, kl, d = self._record_at(slot)
+            k = off + RECORD_HEADER
             t = m[k:k + tl]
             if topic is not None and t != topic:
                 continue
-            e = self._read(off, cap)
+            e = self._read(off, cap, d)
             if e is not None:
                 yield t, m[k + tl:k + tl + kl], e
 

@@ -26,7 +26,7 @@ def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origin
                           cv.FLAG_DELETED if deleted else 0, cap, len(topic), len(key))
         data = (tag + value).ljust(cap, b"\0")
         tk = topic + key
-        rec += data + tk.ljust((len(tk) + 7) & ~7, b"\0")
+        rec += tk.ljust((len(tk) + 7) & ~7, b"\0") + data
         arena += rec
         h = cv.hash_key(topic, key)
         i = h & (slots - 1)
@@ -146,7 +146,7 @@ class ReaderTest(unittest.TestCase):
                 slot_of[(s & 0xFFFFFFFF) * 8] = cv.HEADER_SIZE + 8 * i
         cases = {
             "magic": lambda d: d.__setitem__(slice(0, 1), b"X"),
-            "version": lambda d: struct.pack_into("<I", d, 8, 2),
+            "version": lambda d: struct.pack_into("<I", d, 8, 1),  # the old layout
             "file size": lambda d: struct.pack_into("<Q", d, 16, len(d) + 1),
             "slot count": lambda d: struct.pack_into("<Q", d, 40, 3),
             "slot count huge": lambda d: struct.pack_into("<Q", d, 40, 1 << 40),
@@ -197,6 +197,25 @@ class ReaderTest(unittest.TestCase):
                 v.status()
             except cv.Error:
                 pass
+
+
+class PlatformTest(unittest.TestCase):
+    def test_refuses_weakly_ordered_cpus(self):
+        # The version checks are sound only where loads are not reordered
+        # with loads (x86): elsewhere the import fails, loudly.
+        import subprocess
+        import sys
+        here = os.path.dirname(os.path.abspath(cv.__file__))
+        for machine, ok in [("aarch64", False), ("arm64", False), ("ppc64le", False), ("x86_64", True)]:
+            code = ("import platform; platform.machine = lambda: %r\n"
+                    "try:\n    import cachecast_view\nexcept ImportError as e:\n    print('refused:', e)\n"
+                    "else:\n    print('imported')" % machine)
+            out = subprocess.run([sys.executable, "-c", code], cwd=here, capture_output=True, text=True, check=True).stdout
+            with self.subTest(machine):
+                if ok:
+                    self.assertEqual(out.strip(), "imported")
+                else:
+                    self.assertIn("refused: cachecast_view reads the shared view only on x86", out)
 
 
 if __name__ == "__main__":
