@@ -247,3 +247,62 @@ func TestTryPut(t *testing.T) {
 		t.Fatalf("Put after TryPut refused: %v, generation %d, %d keys", err, w.Generation(), w.Len())
 	}
 }
+
+// TestOrphanedFile: a file nobody marked superseded that is no longer the
+// path's (its directory deleted, its daemon killed and a new one started
+// on a new file) is noticed by Get within orphanCheckEvery reads once its
+// heartbeat is old; a file whose writer still beats is read on.
+func TestOrphanedFile(t *testing.T) {
+	cases := []struct {
+		name      string
+		heartbeat time.Duration // before now
+		replace   func(t *testing.T, dir, path string)
+		want      func(v []byte, err error) bool
+	}{
+		{"directory deleted", 2 * time.Second,
+			func(t *testing.T, dir, _ string) { os.RemoveAll(dir) },
+			func(_ []byte, err error) bool { return errors.Is(err, ErrNotReady) }},
+		{"new writer on a new file", 2 * time.Second,
+			func(t *testing.T, _, path string) {
+				os.Remove(path)
+				w := newWriter(t, path)
+				w.Put("t", "k", "", []byte("two"), Stamp{HLC: 2})
+				w.SetReady(true)
+			},
+			func(v []byte, err error) bool { return err == nil && string(v) == "two" }},
+		{"writer still beating", 0,
+			func(t *testing.T, dir, _ string) { os.RemoveAll(dir) },
+			func(v []byte, err error) bool { return false }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			os.Mkdir(dir, 0o755)
+			path := filepath.Join(dir, "view")
+			w := newWriter(t, path)
+			w.Put("t", "k", "", []byte("one"), Stamp{HLC: 1})
+			w.SetReady(true)
+			w.Heartbeat(time.Now().Add(-c.heartbeat))
+			r := openReader(t, path)
+			if v, _, _, err := r.Get("t", "k"); err != nil || string(v) != "one" {
+				t.Fatalf("before: %q %v", v, err)
+			}
+			c.replace(t, dir, path)
+			for i := range 2 * orphanCheckEvery {
+				if c.heartbeat == 0 {
+					w.Heartbeat(time.Now())
+				}
+				v, _, _, err := r.Get("t", "k")
+				if c.want(v, err) {
+					return
+				}
+				if err != nil || string(v) != "one" {
+					t.Fatalf("read %d: %q %v", i, v, err)
+				}
+			}
+			if c.heartbeat != 0 {
+				t.Fatalf("not noticed in %d reads", 2*orphanCheckEvery)
+			}
+		})
+	}
+}

@@ -62,6 +62,11 @@ FLAG_DELETED = 1
 # how many generations one call follows (as the Go reader).
 SPIN_LIMIT = 20000
 MAX_REOPENS = 8
+# The check of the path for a file that stopped being the path's without
+# being superseded (as the Go reader: see localview/doc.go).
+ORPHAN_CHECK_EVERY = 64
+ORPHAN_AFTER = 1.0
+ORPHAN_STAT_EVERY = 0.1
 
 _U64 = struct.Struct("<Q")
 _U16 = struct.Struct("<H")
@@ -124,6 +129,8 @@ class View:
         self.path = path
         self._m = None
         self._topic_crc = {}
+        self._reads = 0
+        self._next_stat = 0.0
         self._attach()
 
     def _attach(self):
@@ -186,6 +193,23 @@ class View:
             return
         raise NotReady("more than %d generations in one read" % MAX_REOPENS)
 
+    def _check_orphan(self):
+        """Every ORPHAN_CHECK_EVERY gets: a file whose heartbeat is older
+        than ORPHAN_AFTER may no longer be the path's (its directory
+        deleted, a new daemon on a new file): stat the path, at most every
+        ORPHAN_STAT_EVERY, and map the file there (none: NotReady)."""
+        now = time.time()
+        if now - _u64(self._m, 128)[0] / 1e9 < ORPHAN_AFTER or now < self._next_stat:
+            return
+        self._next_stat = now + ORPHAN_STAT_EVERY
+        try:
+            st = os.stat(self.path)
+        except OSError as e:
+            raise NotReady("the writer's heartbeat stopped and %s is gone: %s" % (self.path, e))
+        if (st.st_dev, st.st_ino) != self._ino:
+            self._attach()
+            self._current()
+
     def _record_at(self, slot):
         """Check the record a slot names against the arena; its offset,
         capacity, topic and key lengths, and where its data starts."""
@@ -232,6 +256,10 @@ class View:
             raise Error("closed")
         if _u64(m, 64)[0] & 7 != STATE_READY:
             self._current()
+            m = self._m
+        self._reads += 1
+        if self._reads % ORPHAN_CHECK_EVERY == 0:
+            self._check_orphan()
             m = self._m
         # The hash: the CRC of (topic length, topic) is kept per topic.
         h = self._topic_crc.get(topic)

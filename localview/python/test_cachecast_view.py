@@ -123,6 +123,25 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(v.get("prices", "sku-1").value, b"13.00")
         self.assertEqual(v.generation, 2)
 
+    def test_orphaned_file(self):
+        # A file nobody superseded that is no longer the path's, with an old
+        # heartbeat: noticed within ORPHAN_CHECK_EVERY gets.
+        self.write(build(ENTRIES, heartbeat=time.time() - 10)[0])
+        v = cv.View(self.path)
+        self.assertEqual(v.get("prices", "sku-1").value, b"12.50")
+        os.remove(self.path)
+        newer = list(ENTRIES)
+        newer[0] = (b"prices", b"sku-1", b"", b"14.00", (300, 7, 4), False)
+        self.write(build(newer, gen=1, heartbeat=time.time() - 10)[0])
+        got = [v.get("prices", "sku-1").value for _ in range(cv.ORPHAN_CHECK_EVERY)]
+        self.assertEqual(got[-1], b"14.00")
+        self.assertEqual(set(got), {b"12.50", b"14.00"})
+        os.remove(self.path)
+        v._next_stat = 0
+        with self.assertRaises(cv.NotReady):
+            for _ in range(cv.ORPHAN_CHECK_EVERY):
+                v.get("prices", "sku-1")
+
     def test_odd_version_is_busy(self):
         data, offs = build(ENTRIES)
         struct.pack_into("<Q", data, offs[0], 1)  # a writer died mid-update
