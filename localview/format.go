@@ -151,6 +151,28 @@ func topicCRC(topic string) uint32 {
 	return crcUpdate(h, topic)
 }
 
+// topicCache keeps the running CRC of the topic last hashed (most callers
+// use one topic, and its part of the hash is most of the hash). It keeps
+// a copy of the topic's bytes, not the string: a caller may pass a string
+// over a buffer it reuses.
+type topicCache struct {
+	buf [64]byte
+	n   int // len(topic); -1: nothing kept
+	crc uint32
+}
+
+// hash is Hash(topic, key).
+func (c *topicCache) hash(topic, key string) uint32 {
+	if c.n != len(topic) || string(c.buf[:max(c.n, 0)]) != topic {
+		crc := topicCRC(topic)
+		if len(topic) > len(c.buf) {
+			return hashKey(crc, key)
+		}
+		c.n, c.crc = copy(c.buf[:], topic), crc
+	}
+	return hashKey(c.crc, key)
+}
+
 // hashKey finishes Hash from the topic's running CRC.
 func hashKey(topicCRC uint32, key string) uint32 {
 	h := ^crcUpdate(topicCRC, key)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func newWriter(t testing.TB, path string) *Writer {
@@ -304,5 +305,24 @@ func TestOrphanedFile(t *testing.T) {
 				t.Fatalf("not noticed in %d reads", 2*orphanCheckEvery)
 			}
 		})
+	}
+}
+
+// TestTopicCache: the kept topic CRC gives Hash's answer whatever the
+// order of the topics, for long topics (not kept) and for a topic string
+// over a buffer the caller rewrites between calls.
+func TestTopicCache(t *testing.T) {
+	c := topicCache{n: -1}
+	long := strings.Repeat("t", 100)
+	buf := []byte("prices")
+	reused := unsafe.String(&buf[0], len(buf))
+	for i, tk := range [][2]string{{"prices", "a"}, {"prices", "b"}, {"fx", "a"}, {"", ""}, {long, "a"}, {long, "b"}, {"prices", "a"}, {reused, "k"}} {
+		if got, want := c.hash(tk[0], tk[1]), Hash(tk[0], tk[1]); got != want {
+			t.Errorf("%d: hash(%q, %q) = %d, want %d", i, tk[0], tk[1], got, want)
+		}
+	}
+	copy(buf, "pricez") // the same string header, other bytes
+	if got, want := c.hash(reused, "k"), Hash("pricez", "k"); got != want {
+		t.Errorf("after the caller rewrote its buffer: %d, want %d", got, want)
 	}
 }

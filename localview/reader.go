@@ -35,10 +35,7 @@ type Reader struct {
 	end    int // one past the arena's last byte
 	closed bool
 
-	// The running CRC of the topic last read: most callers read one
-	// topic, and its part of the hash is most of the hash.
-	topic    string
-	topicCRC uint32
+	topics topicCache
 
 	// reads counts Gets, for the check of the path every orphanCheckEvery
 	// reads; nextStat is when that check may stat the path again.
@@ -92,7 +89,7 @@ func busyWait(try int, started *time.Time) bool {
 // (or is damaged) gives ErrCorrupt; a view that is not ready yet opens
 // fine, and its reads report ErrNotReady until it is.
 func Open(path string) (*Reader, error) {
-	r := &Reader{path: path}
+	r := &Reader{path: path, topics: topicCache{n: -1}}
 	if err := r.attach(); err != nil {
 		return nil, err
 	}
@@ -258,10 +255,7 @@ func (r *Reader) GetInto(buf []byte, topic, key string) (value, tag []byte, st S
 			return nil, nil, Stamp{}, err
 		}
 	}
-	if topic != r.topic {
-		r.topic, r.topicCRC = topic, topicCRC(topic)
-	}
-	off, c, err := r.lookup(hashKey(r.topicCRC, key), topic, key)
+	off, c, err := r.lookup(r.topics.hash(topic, key), topic, key)
 	if err != nil {
 		return nil, nil, Stamp{}, err
 	}

@@ -44,12 +44,20 @@ type Writer struct {
 	liveBytes          int // arena bytes of live records
 	state              uint64
 
-	changes    uint64
-	lastChange int64
-	origins    map[uint64]uint64 // origin -> greatest HLC applied
-	alive      uint32
-	members    uint32
-	metaDirty  bool
+	changes     uint64
+	metaChanges uint64 // changes as of the last meta write
+	lastChange  int64
+	origins     map[uint64]uint64 // origin -> greatest HLC applied
+	// The origin of the last change and its greatest HLC, folded into
+	// origins at each meta write or when a change comes from another
+	// origin: most changes come from the origin of the one before.
+	origin, originHLC uint64
+	haveOrigin        bool
+	alive             uint32
+	members           uint32
+	metaDirty         bool
+
+	topics topicCache
 
 	// smallKeys and smallBytes: below these a new generation doubles;
 	// tests shrink them to make small files.
@@ -66,7 +74,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 }
 
 func create(path string, opts WriterOptions, smallKeys, smallBytes int) (*Writer, error) {
-	w := &Writer{path: path, gid: opts.Gid, origins: make(map[uint64]uint64), smallKeys: smallKeys, smallBytes: smallBytes}
+	w := &Writer{topics: topicCache{n: -1}, path: path, gid: opts.Gid, origins: make(map[uint64]uint64), smallKeys: smallKeys, smallBytes: smallBytes}
 	old, oldGen := openOld(path)
 	if old != nil {
 		defer old.release()
@@ -189,8 +197,15 @@ func (w *Writer) Heartbeat(asOf time.Time) {
 	store64(w.m, offHeartbeat, uint64(asOf.UnixNano()))
 }
 
-// writeMeta writes the fields under the header's seqlock.
+// writeMeta writes the fields under the header's seqlock. The time of
+// the last change is taken here, once for all the changes since the last
+// meta write (a clock read a change was a tenth of the writer's cost), so
+// it is the time of the last change to within the heartbeat's period.
 func (w *Writer) writeMeta(m []byte) {
+	w.foldOrigin()
+	if w.changes != w.metaChanges {
+		w.metaChanges, w.lastChange = w.changes, time.Now().UnixNano()
+	}
 	v := load64(m, offMetaSeq)
 	store64(m, offMetaSeq, v+1)
 	store64(m, offLiveKeys, uint64(w.live))
@@ -255,17 +270,25 @@ func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del, grow
 		return err
 	}
 	w.changes++
-	w.lastChange = time.Now().UnixNano()
-	if st.HLC > w.origins[st.Origin] {
-		w.origins[st.Origin] = st.HLC
+	if !w.haveOrigin || st.Origin != w.origin {
+		w.foldOrigin()
+		w.origin, w.originHLC, w.haveOrigin = st.Origin, w.origins[st.Origin], true
 	}
+	w.originHLC = max(w.originHLC, st.HLC)
 	w.metaDirty = true
 	return nil
 }
 
+// foldOrigin puts the current origin's greatest HLC into origins.
+func (w *Writer) foldOrigin() {
+	if w.haveOrigin && w.originHLC > w.origins[w.origin] {
+		w.origins[w.origin] = w.originHLC
+	}
+}
+
 // set stores the change, rebuilding the file first when it is full.
 func (w *Writer) set(topic, key, tag string, value []byte, st Stamp, del, grow bool) error {
-	h := Hash(topic, key)
+	h := w.topics.hash(topic, key)
 	slot, off := w.find(h, topic, key)
 	need := len(tag) + len(value)
 	if off == 0 && del {
