@@ -49,6 +49,26 @@ var (
 //	| topic | key | tag | value | zero padding to a multiple of 8   |
 //	+---------------------------------------------------------------+
 //
+// Version 2 (Version2) is written only for a message that needs it:
+// one with an expiry, an effective time, a cancel, or a record of a batch
+// that more records of the same batch follow. Its header is 64 bytes: the
+// reserved word at 44 holds "batch follow" and two fields come before the
+// topic:
+//
+//	40              44              48                              56
+//	| value len u32 | batch follow  |     expires at (u64, Unix ms,  |
+//	|               | (u32)         |     0 = never)                 |
+//	+---------------+---------------+--------------------------------+
+//	56                              64
+//	|  effective at (u64, Unix ms,  | topic | key | tag | value | pad
+//	|  0 = its stamp's wall time)   |
+//	+-------------------------------+
+//
+// batch follow is how many records of the same batch come after this one
+// in its origin's sequence (0: the last one). A version 2 record always
+// needs one of the four (the encoding is canonical: the same message is
+// always the same bytes); kind 3 (cancel) exists only in version 2.
+//
 // All integers are little endian. size counts the header and the four
 // fields, not the padding; the record occupies Padded(size) bytes of the log.
 // The CRC-32C (Castagnoli) covers bytes [8, size). A size of zero means
@@ -62,8 +82,14 @@ const (
 	// Align is the alignment of every record in the log.
 	Align = 8
 
-	// Version is the version byte written into every record.
+	// Version is the version byte of a record that uses none of the
+	// time fields: the format every build reads.
 	Version = 1
+	// Version2 is the version of a record with an expiry, an
+	// effective time, a cancel or a batch follow.
+	Version2 = 2
+	// HeaderSizeV2 is the header of a version 2 record.
+	HeaderSizeV2 = 64
 )
 
 // Kind says what a record does to the key/value view.
@@ -75,6 +101,10 @@ const (
 	KindValue Kind = 1
 	// KindTombstone deletes (topic, key).
 	KindTombstone Kind = 2
+	// KindCancel voids the scheduled records of (topic, key) with the
+	// same effective time and a smaller (HLC, origin): see "Time" in
+	// DESIGN.md. Version 2 only.
+	KindCancel Kind = 3
 )
 
 // String returns "value", "tombstone" or kind(N).
@@ -84,6 +114,8 @@ func (k Kind) String() string {
 		return "value"
 	case KindTombstone:
 		return "tombstone"
+	case KindCancel:
+		return "cancel"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -113,19 +145,59 @@ type Message struct {
 	Value []byte
 	// Delete makes the message a tombstone for (Topic, Key).
 	Delete bool
+	// ExpiresAt, in Unix milliseconds, is when the value stops being
+	// served (0: never). Not for a delete or a cancel.
+	ExpiresAt int64
+	// EffectiveAt, in Unix milliseconds, schedules the message: it takes
+	// effect at that instant instead of at once (0: an ordinary write,
+	// effective at its stamp's time).
+	EffectiveAt int64
+	// Cancel makes the message a cancel of the scheduled records of
+	// (Topic, Key) at EffectiveAt (which it needs).
+	Cancel bool
+	// BatchFollow is how many messages of the same batch come after this
+	// one; Together sets it. A batch's records become visible together.
+	BatchFollow uint32
+}
+
+// Together marks ms as one batch whose records become visible together on
+// every node (each message's BatchFollow). A batch of one is left alone.
+func Together(ms []Message) {
+	if len(ms) < 2 {
+		return
+	}
+	for i := range ms {
+		ms[i].BatchFollow = uint32(len(ms) - 1 - i)
+	}
 }
 
 // Kind is the record kind this message is written as.
 func (m *Message) Kind() Kind {
-	if m.Delete {
+	switch {
+	case m.Cancel:
+		return KindCancel
+	case m.Delete:
 		return KindTombstone
 	}
 	return KindValue
 }
 
+// timed reports whether the message needs a version 2 record.
+func (m *Message) timed() bool {
+	return m.ExpiresAt != 0 || m.EffectiveAt != 0 || m.Cancel || m.BatchFollow != 0
+}
+
+// headerSize is the header of the record the message becomes.
+func (m *Message) headerSize() int {
+	if m.timed() {
+		return HeaderSizeV2
+	}
+	return HeaderSize
+}
+
 // EncodedSize is the size (unpadded) of the record the message becomes.
 func (m *Message) EncodedSize() int {
-	return HeaderSize + len(m.Topic) + len(m.Key) + len(m.Tag) + len(m.Value)
+	return m.headerSize() + len(m.Topic) + len(m.Key) + len(m.Tag) + len(m.Value)
 }
 
 // Validate checks the message against the record format's own rules.
@@ -143,6 +215,16 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: tag of %d bytes", ErrTooLarge, len(m.Tag))
 	case len(m.Value) > MaxValueBytes:
 		return fmt.Errorf("%w: value of %d bytes", ErrTooLarge, len(m.Value))
+	case m.ExpiresAt < 0 || m.EffectiveAt < 0:
+		return fmt.Errorf("%w: a negative expiry or effective time", ErrInvalid)
+	case (m.ExpiresAt != 0 || m.EffectiveAt != 0 || m.Cancel) && m.Key == "":
+		return fmt.Errorf("%w: an expiry, an effective time or a cancel needs a key", ErrInvalid)
+	case m.ExpiresAt != 0 && (m.Delete || m.Cancel):
+		return fmt.Errorf("%w: a delete or a cancel cannot expire", ErrInvalid)
+	case m.Cancel && (m.Delete || m.EffectiveAt == 0 || len(m.Value) != 0):
+		return fmt.Errorf("%w: a cancel needs the effective time it cancels, and no value", ErrInvalid)
+	case m.ExpiresAt != 0 && m.EffectiveAt != 0 && m.ExpiresAt <= m.EffectiveAt:
+		return fmt.Errorf("%w: the expiry is not after the effective time", ErrInvalid)
 	}
 	return nil
 }
@@ -163,6 +245,13 @@ func Encode(dst []byte, m *Message, st Stamp) int {
 	binary.LittleEndian.PutUint32(dst[0:], uint32(size))
 	dst[8] = byte(m.Kind())
 	dst[9] = Version
+	n := HeaderSize
+	if m.timed() {
+		dst[9] = Version2
+		binary.LittleEndian.PutUint64(dst[48:], uint64(m.ExpiresAt))
+		binary.LittleEndian.PutUint64(dst[56:], uint64(m.EffectiveAt))
+		n = HeaderSizeV2
+	}
 	binary.LittleEndian.PutUint16(dst[10:], uint16(len(m.Topic)))
 	binary.LittleEndian.PutUint16(dst[12:], uint16(len(m.Key)))
 	binary.LittleEndian.PutUint16(dst[14:], uint16(len(m.Tag)))
@@ -170,8 +259,7 @@ func Encode(dst []byte, m *Message, st Stamp) int {
 	binary.LittleEndian.PutUint64(dst[24:], st.Seq)
 	binary.LittleEndian.PutUint64(dst[32:], st.HLC)
 	binary.LittleEndian.PutUint32(dst[40:], uint32(len(m.Value)))
-	binary.LittleEndian.PutUint32(dst[44:], 0)
-	n := HeaderSize
+	binary.LittleEndian.PutUint32(dst[44:], m.BatchFollow)
 	n += copy(dst[n:], m.Topic)
 	n += copy(dst[n:], m.Key)
 	n += copy(dst[n:], m.Tag)
@@ -203,17 +291,26 @@ func Decode(b []byte) (Record, error) {
 		return nil, fmt.Errorf("%w: size %d with %d bytes left", ErrCorrupt, size, len(b))
 	}
 	r := Record(b[:size])
-	if fields := HeaderSize + int(r.topicLen()) + int(r.keyLen()) + int(r.tagLen()) + int(r.valueLen()); fields != size {
+	switch r[9] {
+	case Version:
+	case Version2:
+		if size < HeaderSizeV2 {
+			return nil, fmt.Errorf("%w: version 2 record of %d bytes", ErrCorrupt, size)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, r[9])
+	}
+	if fields := r.headerLen() + int(r.topicLen()) + int(r.keyLen()) + int(r.tagLen()) + int(r.valueLen()); fields != size {
 		return nil, fmt.Errorf("%w: fields add up to %d, size says %d", ErrCorrupt, fields, size)
 	}
 	if got, want := crc32.Checksum(b[8:size], castagnoli), binary.LittleEndian.Uint32(b[4:]); got != want {
 		return nil, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorrupt, got, want)
 	}
-	if k := r.Kind(); k != KindValue && k != KindTombstone {
-		return nil, fmt.Errorf("%w: unknown kind %d", ErrCorrupt, k)
+	if k := r.Kind(); k != KindValue && k != KindTombstone && (k != KindCancel || r[9] != Version2) {
+		return nil, fmt.Errorf("%w: unknown kind %d in a version %d record", ErrCorrupt, k, r[9])
 	}
-	if r[9] != Version {
-		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, r[9])
+	if err := r.checkTime(); err != nil {
+		return nil, err
 	}
 	if r.Origin() == 0 || r.Seq() == 0 || r.topicLen() == 0 {
 		return nil, fmt.Errorf("%w: zero origin, seq or topic", ErrCorrupt)
@@ -222,6 +319,45 @@ func Decode(b []byte) (Record, error) {
 		return nil, fmt.Errorf("%w: tombstone without a key", ErrCorrupt)
 	}
 	return r, nil
+}
+
+// checkTime checks the version 2 fields: a v1 record has none (its
+// reserved word is 0), a v2 record needs one, and they obey
+// Message.Validate's rules, so that a record decodes to a message that
+// encodes to the same bytes.
+func (r Record) checkTime() error {
+	if r[9] == Version {
+		if binary.LittleEndian.Uint32(r[44:]) != 0 {
+			return fmt.Errorf("%w: reserved word set in a version 1 record", ErrCorrupt)
+		}
+		return nil
+	}
+	m := Message{Topic: "t", Key: "k", Delete: r.Kind() == KindTombstone, Cancel: r.Kind() == KindCancel,
+		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), BatchFollow: r.BatchFollow()}
+	if len(r.Key()) == 0 {
+		m.Key = ""
+	}
+	if len(r.Value()) != 0 {
+		m.Value = []byte{0}
+	}
+	if !m.timed() {
+		return fmt.Errorf("%w: a version 2 record without an expiry, effective time, cancel or batch", ErrCorrupt)
+	}
+	if m.ExpiresAt < 0 || m.EffectiveAt < 0 {
+		return fmt.Errorf("%w: time field out of range", ErrCorrupt)
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return nil
+}
+
+// headerLen is the header's size: 48 bytes in version 1, 64 in 2.
+func (r Record) headerLen() int {
+	if r[9] == Version2 {
+		return HeaderSizeV2
+	}
+	return HeaderSize
 }
 
 func (r Record) topicLen() uint16 { return binary.LittleEndian.Uint16(r[10:]) }
@@ -244,38 +380,81 @@ func (r Record) Seq() uint64 { return binary.LittleEndian.Uint64(r[24:]) }
 // HLC is the message's hybrid logical clock timestamp.
 func (r Record) HLC() uint64 { return binary.LittleEndian.Uint64(r[32:]) }
 
+// ExpiresAt is when the value stops being served, in Unix milliseconds
+// (0: never).
+func (r Record) ExpiresAt() uint64 {
+	if r[9] != Version2 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(r[48:])
+}
+
+// EffectiveAt is the instant a scheduled record takes effect, in Unix
+// milliseconds; 0 for an ordinary record.
+func (r Record) EffectiveAt() uint64 {
+	if r[9] != Version2 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(r[56:])
+}
+
+// Effective is the record's effective time in Unix milliseconds: its
+// EffectiveAt when scheduled, else its stamp's wall time.
+func (r Record) Effective() uint64 {
+	if e := r.EffectiveAt(); e != 0 {
+		return e
+	}
+	return r.HLC() >> hlcLogicalBits
+}
+
+// BatchFollow is how many records of the record's batch come after it in
+// its origin's sequence.
+func (r Record) BatchFollow() uint32 {
+	if r[9] != Version2 {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(r[44:])
+}
+
 // Stamp is the record's identity.
 func (r Record) Stamp() Stamp { return Stamp{Origin: r.Origin(), Seq: r.Seq(), HLC: r.HLC()} }
 
 // Topic is the topic's bytes.
-func (r Record) Topic() []byte { return r[HeaderSize : HeaderSize+int(r.topicLen())] }
+func (r Record) Topic() []byte {
+	h := r.headerLen()
+	return r[h : h+int(r.topicLen())]
+}
 
 // Key is the key's bytes; empty for a plain stream message.
 func (r Record) Key() []byte {
-	o := HeaderSize + int(r.topicLen())
+	o := r.headerLen() + int(r.topicLen())
 	return r[o : o+int(r.keyLen())]
 }
 
 // Tag is the tag's bytes; often empty.
 func (r Record) Tag() []byte {
-	o := HeaderSize + int(r.topicLen()) + int(r.keyLen())
+	o := r.headerLen() + int(r.topicLen()) + int(r.keyLen())
 	return r[o : o+int(r.tagLen())]
 }
 
 // Value is the value's bytes; empty for a tombstone.
 func (r Record) Value() []byte {
-	o := HeaderSize + int(r.topicLen()) + int(r.keyLen()) + int(r.tagLen())
+	o := r.headerLen() + int(r.topicLen()) + int(r.keyLen()) + int(r.tagLen())
 	return r[o:]
 }
 
 // Message copies the record's fields into a Message.
 func (r Record) Message() Message {
 	return Message{
-		Topic:  string(r.Topic()),
-		Key:    string(r.Key()),
-		Tag:    string(r.Tag()),
-		Value:  append([]byte(nil), r.Value()...),
-		Delete: r.Kind() == KindTombstone,
+		Topic:       string(r.Topic()),
+		Key:         string(r.Key()),
+		Tag:         string(r.Tag()),
+		Value:       append([]byte(nil), r.Value()...),
+		Delete:      r.Kind() == KindTombstone,
+		ExpiresAt:   int64(r.ExpiresAt()),
+		EffectiveAt: int64(r.EffectiveAt()),
+		Cancel:      r.Kind() == KindCancel,
+		BatchFollow: r.BatchFollow(),
 	}
 }
 

@@ -2,7 +2,9 @@ package record
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 )
 
@@ -24,6 +26,12 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"empty value", Message{Topic: "t", Key: "k"}},
 		{"tombstone", Message{Topic: "t", Key: "k", Delete: true}},
 		{"binary", Message{Topic: "t", Key: "\x00\xff", Value: []byte{0, 1, 2, 255}}},
+		{"expiring", Message{Topic: "prices", Key: "sku-1", Value: []byte("9.99"), ExpiresAt: 1700000005000}},
+		{"scheduled", Message{Topic: "prices", Key: "sku-1", Tag: "sale", Value: []byte("7.99"), EffectiveAt: 1700000060000}},
+		{"scheduled and expiring", Message{Topic: "p", Key: "k", Value: []byte("v"), EffectiveAt: 10, ExpiresAt: 20}},
+		{"scheduled tombstone", Message{Topic: "p", Key: "k", Delete: true, EffectiveAt: 10}},
+		{"cancel", Message{Topic: "p", Key: "k", Cancel: true, EffectiveAt: 10}},
+		{"batch", Message{Topic: "p", Key: "k", Value: []byte("v"), BatchFollow: 99}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,8 +46,24 @@ func TestRecordRoundTrip(t *testing.T) {
 			}
 			got := r.Message()
 			if got.Topic != tc.m.Topic || got.Key != tc.m.Key || got.Tag != tc.m.Tag ||
-				!bytes.Equal(got.Value, tc.m.Value) || got.Delete != tc.m.Delete {
+				!bytes.Equal(got.Value, tc.m.Value) || got.Delete != tc.m.Delete ||
+				got.ExpiresAt != tc.m.ExpiresAt || got.EffectiveAt != tc.m.EffectiveAt ||
+				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow {
 				t.Errorf("message %+v, want %+v", got, tc.m)
+			}
+			wantVersion := byte(Version2)
+			if !tc.m.timed() {
+				wantVersion = Version
+			}
+			if r[9] != wantVersion {
+				t.Errorf("version %d, want %d", r[9], wantVersion)
+			}
+			wantEff := uint64(tc.m.EffectiveAt)
+			if wantEff == 0 {
+				wantEff = 1700000000000
+			}
+			if r.Effective() != wantEff {
+				t.Errorf("effective %d, want %d", r.Effective(), wantEff)
 			}
 			if r.Size() != tc.m.EncodedSize() {
 				t.Errorf("size %d, want %d", r.Size(), tc.m.EncodedSize())
@@ -71,6 +95,29 @@ func TestRecordCorruption(t *testing.T) {
 			}
 		})
 	}
+	timed := encode(t, Message{Topic: "t", Key: "k", Value: []byte("v"), ExpiresAt: 20, EffectiveAt: 10}, Stamp{1, 1, 1})
+	v2 := []struct {
+		name    string
+		corrupt func(b []byte)
+	}{
+		{"v1 with reserved word", func(b []byte) { b[9] = Version; b[44] = 1 }},
+		{"v2 with nothing timed", func(b []byte) { clear(b[44:64]) }},
+		{"expiry before effect", func(b []byte) { b[48] = 5 }},
+		{"expiry past int64", func(b []byte) { b[55] = 0x80 }},
+		{"cancel with a value", func(b []byte) { b[8] = byte(KindCancel); clear(b[48:56]) }},
+		{"cancel in v1", func(b []byte) { b[8] = byte(KindCancel); b[9] = Version }},
+		{"unknown version", func(b []byte) { b[9] = 3 }},
+	}
+	for _, tc := range v2 {
+		t.Run(tc.name, func(t *testing.T) {
+			b := append([]byte(nil), timed...)
+			tc.corrupt(b)
+			binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:Record(b).Size()], castagnoli))
+			if r, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got record %v, err %v; want ErrCorrupt", r, err)
+			}
+		})
+	}
 	if r, err := Decode(make([]byte, 64)); r != nil || err != nil {
 		t.Fatalf("zeros: got %v, %v; want nothing written", r, err)
 	}
@@ -86,6 +133,15 @@ func TestMessageValidate(t *testing.T) {
 		{Message{Topic: "t", Delete: true}, ErrInvalid},
 		{Message{Topic: string(make([]byte, MaxTopicBytes+1))}, ErrTooLarge},
 		{Message{Topic: "t", Key: string(make([]byte, MaxKeyBytes+1))}, ErrTooLarge},
+		{Message{Topic: "t", Key: "k", ExpiresAt: 5}, nil},
+		{Message{Topic: "t", Key: "k", EffectiveAt: 5, ExpiresAt: 6}, nil},
+		{Message{Topic: "t", Key: "k", Cancel: true, EffectiveAt: 5}, nil},
+		{Message{Topic: "t", ExpiresAt: 5}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", ExpiresAt: -1}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Delete: true, ExpiresAt: 5}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Cancel: true}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Cancel: true, EffectiveAt: 5, Value: []byte("v")}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", EffectiveAt: 6, ExpiresAt: 6}, ErrInvalid},
 	}
 	for i, tc := range cases {
 		if err := tc.m.Validate(); !errors.Is(err, tc.want) {
@@ -96,11 +152,14 @@ func TestMessageValidate(t *testing.T) {
 
 // FuzzDecodeRecord feeds arbitrary bytes to the decoder: it must never
 // panic, and whatever it accepts must re-encode to the same bytes.
-func FuzzDecodeRecord(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Tag: "eu", Value: []byte("1.00")}, Stamp{7, 1, 99}))
 	f.Add(encode(f, Message{Topic: "t", Key: "k", Delete: true}, Stamp{1, 2, 3}))
 	f.Add(encode(f, Message{Topic: "events", Value: []byte("x")}, Stamp{1, 2, 3})[:40])
 	f.Add(make([]byte, 48))
+	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("7.99"), EffectiveAt: 1700000060000, ExpiresAt: 1700000070000}, Stamp{7, 2, 99}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Cancel: true, EffectiveAt: 1700000060000}, Stamp{7, 3, 99}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("1"), BatchFollow: 2}, Stamp{7, 4, 99}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
 		if err != nil || r == nil {
