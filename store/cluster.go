@@ -122,7 +122,7 @@ func (s *Store) OpenSnapshot() (*os.File, error) {
 // snapshotted at once, so a restart keeps it. It returns the origins it
 // moved on.
 func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
-	v, _, marks, err := view.ReadSnapshot(path)
+	v, _, marks, err := view.ReadSnapshot(path, s.opts.Now)
 	if err != nil {
 		return nil, err
 	}

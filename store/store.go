@@ -41,6 +41,9 @@ type Store struct {
 	topics  *index.Topics
 	origins *index.Origins
 	view    *view.View
+	// batches are the batches the view waits for the end of, by origin;
+	// guarded by wmu.
+	batches map[uint64]*openBatch
 	cursors *cursors.File
 	clock   *record.Clock
 	guard   clockGuard // remote stamps ahead of the local clock
@@ -116,9 +119,13 @@ func Open(opts Options) (*Store, error) {
 		s.closeParts()
 		return nil, err
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.flushLoop()
 	go s.snapshotLoop()
+	go func() {
+		defer s.wg.Done()
+		s.view.RunTimes(s.done)
+	}()
 	return s, nil
 }
 
@@ -260,7 +267,7 @@ func lockDir(path string) (*os.File, error) {
 func (s *Store) loadView() error {
 	path := filepath.Join(s.dir, snapshotName)
 	oldest := s.seglog.Oldest()
-	v, covers, _, err := view.ReadSnapshot(path)
+	v, covers, _, err := view.ReadSnapshot(path, s.opts.Now)
 	switch {
 	case err == nil:
 		if covers < oldest {
@@ -271,6 +278,7 @@ func (s *Store) loadView() error {
 		return nil
 	case errors.Is(err, os.ErrNotExist) && oldest == 0:
 		s.view = view.New()
+		s.view.SetClock(s.opts.Now)
 		return nil
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w: snapshot %s is missing and the log was recycled up to %d; the view cannot be rebuilt", ErrCorrupt, path, oldest)
@@ -298,7 +306,7 @@ func (s *Store) replay() error {
 				}
 			}
 			if pos >= covers {
-				s.view.Apply(r)
+				s.applyRecord(r, pos)
 			}
 			s.clock.Floor(r.HLC())
 			n++
@@ -400,7 +408,7 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 	for i := range ms {
 		// Applied after the commit so that the view never shows what a
 		// reader of the log cannot find.
-		if ms[i].Key != "" {
+		if ms[i].Key != "" || ms[i].BatchFollow != 0 || s.batches[s.origin] != nil {
 			s.applyAt(results[i].Pos)
 		}
 	}
@@ -493,7 +501,7 @@ func (s *Store) appendRemote(r record.Record) (res Result, end int64, err error)
 		defer s.ownNotify.notify()
 	}
 	s.seglog.Commit()
-	if len(r.Key()) > 0 {
+	if len(r.Key()) > 0 || r.BatchFollow() != 0 || s.batches[r.Origin()] != nil {
 		s.applyAt(res.Pos)
 	}
 	end = s.seglog.End()
@@ -562,11 +570,65 @@ func (s *Store) undo(start int64) {
 // applyAt applies the committed record at pos to the view.
 func (s *Store) applyAt(pos int64) {
 	if _, err := s.seglog.Read(pos, func(r record.Record) error {
-		s.view.Apply(r)
+		s.applyRecord(r, pos)
 		return nil
 	}); err != nil {
 		s.broken(&s.applyFailures, fmt.Errorf("applying the record at %d to the view: %w", pos, err))
 	}
+}
+
+// openBatch is the records of a batch, from one origin, that the view has
+// not been given yet: it gets them all at once with the last one.
+type openBatch struct {
+	recs []record.Record
+	from int64 // log position of the first
+}
+
+// applyRecord applies r, at pos in the log, to the view, holding the
+// records of a batch until its last one comes (records of one origin come
+// in seq order). A batch that breaks off (its origin lost the tail in a
+// crash and went on) is applied as far as it got, so every node ends with
+// the same view. Called under the write lock, or alone during recovery.
+func (s *Store) applyRecord(r record.Record, pos int64) {
+	o := r.Origin()
+	b := s.batches[o]
+	if b != nil {
+		last := b.recs[len(b.recs)-1]
+		if r.Seq() != last.Seq()+1 || r.BatchFollow()+1 != last.BatchFollow() {
+			s.view.ApplyBatch(b.recs)
+			delete(s.batches, o)
+			b = nil
+		}
+	}
+	switch {
+	case r.BatchFollow() > 0:
+		if b == nil {
+			if s.batches == nil {
+				s.batches = make(map[uint64]*openBatch)
+			}
+			b = &openBatch{from: pos}
+			s.batches[o] = b
+		}
+		b.recs = append(b.recs, r.Clone())
+	case b != nil:
+		s.view.ApplyBatch(append(b.recs, r))
+		delete(s.batches, o)
+	default:
+		s.view.Apply(r)
+	}
+}
+
+// batchMarks lowers covers and marks below the open batches, whose
+// records the view does not hold yet: a snapshot must not claim them.
+// Called under the write lock.
+func (s *Store) batchMarks(covers int64, marks map[uint64]uint64) int64 {
+	for o, b := range s.batches {
+		covers = min(covers, b.from)
+		if m, ok := marks[o]; ok && m >= b.recs[0].Seq() {
+			marks[o] = b.recs[0].Seq() - 1
+		}
+	}
+	return covers
 }
 
 // broken counts a failure that leaves the log, its indexes and the view
@@ -1008,6 +1070,7 @@ func (s *Store) snapshot(force bool) error {
 	s.wmu.Lock()
 	covers := s.seglog.End()
 	marks := s.origins.Vector()
+	covers = s.batchMarks(covers, marks)
 	s.wmu.Unlock()
 	if !force && covers == s.snapCovers.Load() && s.lastSnapshotTime() != (time.Time{}) {
 		return nil

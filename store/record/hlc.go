@@ -40,8 +40,11 @@ func MakeHLC(ms int64, logical uint16) uint64 {
 
 // HLCTime is the wall-clock part of an HLC stamp, to the millisecond.
 func HLCTime(h uint64) time.Time {
-	return time.UnixMilli(int64(h >> hlcLogicalBits))
+	return time.UnixMilli(HLCMillis(h))
 }
+
+// HLCMillis is the wall-clock part of h, in Unix milliseconds.
+func HLCMillis(h uint64) int64 { return int64(h >> hlcLogicalBits) }
 
 // Clock is a hybrid logical clock. It hands out strictly increasing stamps
 // that never fall behind the wall clock's millisecond and that follow every

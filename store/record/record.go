@@ -404,7 +404,7 @@ func (r Record) Effective() uint64 {
 	if e := r.EffectiveAt(); e != 0 {
 		return e
 	}
-	return r.HLC() >> hlcLogicalBits
+	return uint64(HLCMillis(r.HLC()))
 }
 
 // BatchFollow is how many records of the record's batch come after it in

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/cachecast/cachecast/store/internal/errs"
@@ -45,6 +46,20 @@ import (
 //	+-------+---------+---------+-----------+--------+--------+--------+-----+-----+-------+
 //	  flags: bit 0 = tombstone (then tag and value are empty); other bits 0.
 //	  key len >= 1, origin and seq != 0. The entry counts add up to `entries`.
+//
+// Version 2 is written when the view holds a record with a time field
+// (an expiry, an effective time, a cancel); otherwise the file is version
+// 1, which older builds read. In version 2 an entry's flags have three more
+// bits: 2 = timed (16 bytes follow the fixed part, before the key:
+// effective_at u64 and expires u64, Unix ms, 0 for none), 4 = scheduled
+// (effective_at is set), 8 = cancel (effective_at set, no tag or value);
+// and a key with a timeline (see "Time" in package store's view) is
+// written as all its records, ascending in (effective time, HLC, origin),
+// so a topic's keys ascend but may repeat. A value whose expiry has passed
+// when the snapshot is written is written as a tombstone that keeps its
+// stamp, effective time and expiry: an expired value is never in a
+// snapshot.
+//
 //	+-----------------------------+
 //	| crc32c (u32) of every byte  |  the last 4 bytes of the file
 //	| before it                   |
@@ -57,11 +72,13 @@ import (
 // directory (named <base>.*.tmp; one left by a crash can be deleted), synced,
 // renamed over the old one, and the directory synced. A reader rejects
 // anything that does not follow the layout above exactly, or whose CRC does
-// not match, with an error wrapping ErrCorrupt; every count and length is
+// not match, with an error wrapping record.ErrCorrupt; every count and length is
 // checked against the bytes left in the file before anything is allocated.
 const (
 	snapMagic      = "CCSNAP01"
 	snapVersion    = 1
+	snapVersion2   = 2
+	snapTimedSize  = 16 // effective_at u64, expires u64
 	snapHeaderSize = 48
 	snapMarkSize   = 16
 	snapTopicSize  = 10 // entries u64 + name len u16
@@ -69,6 +86,9 @@ const (
 	snapTrailer    = 4
 
 	snapFlagTombstone = 1
+	snapFlagTimed     = 2
+	snapFlagScheduled = 4
+	snapFlagCancel    = 8
 
 	// snapBufSize is the bufio buffer of the writer and the reader.
 	snapBufSize = 1 << 20
@@ -90,9 +110,9 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 	if _, ok := marks[0]; ok {
 		return fmt.Errorf("%w: snapshot mark for origin 0", record.ErrInvalid)
 	}
-	topics, entries := v.freeze()
+	topics, entries, version := v.freezeSnapshot()
 	return fsys.CreateAtomic(path, func(f *os.File) error {
-		if err := encodeSnapshot(f, topics, entries, covers, marks); err != nil {
+		if err := encodeSnapshot(f, topics, entries, covers, marks, version); err != nil {
 			return fsys.FileError("write", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
@@ -100,6 +120,19 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 		}
 		return nil
 	})
+}
+
+// freezeSnapshot is freeze, with the snapshot version the view needs:
+// version 1 (which every build reads) unless it holds a time field.
+func (v *View) freezeSnapshot() (topics []frozenTopic, entries, version int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	topics, entries = v.freezeLocked()
+	version = snapVersion
+	if v.timed > 0 {
+		version = snapVersion2
+	}
+	return topics, entries, version
 }
 
 // crcWriter passes writes through and keeps the CRC-32C of what it passed.
@@ -116,13 +149,13 @@ func (c *crcWriter) Write(p []byte) (int, error) {
 
 // encodeSnapshot streams the snapshot of the frozen topics (holding entries
 // entries in all) to w.
-func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64, marks map[uint64]uint64) error {
+func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64, marks map[uint64]uint64, version int) error {
 	cw := &crcWriter{w: w}
 	bw := bufio.NewWriterSize(cw, snapBufSize)
 	var b [snapHeaderSize]byte
 
 	copy(b[0:], snapMagic)
-	binary.LittleEndian.PutUint32(b[8:], snapVersion)
+	binary.LittleEndian.PutUint32(b[8:], uint32(version))
 	binary.LittleEndian.PutUint32(b[12:], 0)
 	binary.LittleEndian.PutUint64(b[16:], uint64(covers))
 	binary.LittleEndian.PutUint64(b[24:], uint64(len(marks)))
@@ -137,15 +170,25 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 	}
 
 	for _, ft := range topics {
-		binary.LittleEndian.PutUint64(b[0:], uint64(ft.items.Len()))
+		binary.LittleEndian.PutUint64(b[0:], uint64(ft.entries()))
 		binary.LittleEndian.PutUint16(b[8:], uint16(len(ft.name)))
 		bw.Write(b[:snapTopicSize])
 		bw.WriteString(ft.name)
-		ft.items.Ascend(func(it *viewItem) bool {
+		ft.records(func(it *viewItem) bool {
 			val := it.data[int(it.klen)+int(it.tlen):]
 			b[0] = 0
-			if it.tomb {
+			if it.flags&itemTomb != 0 {
 				b[0] = snapFlagTombstone
+			}
+			timed := version == snapVersion2 && it.timedFields()
+			if timed {
+				b[0] |= snapFlagTimed
+				if it.scheduled() {
+					b[0] |= snapFlagScheduled
+				}
+				if it.cancel() {
+					b[0] |= snapFlagCancel
+				}
 			}
 			binary.LittleEndian.PutUint16(b[1:], it.klen)
 			binary.LittleEndian.PutUint16(b[3:], it.tlen)
@@ -154,6 +197,11 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 			binary.LittleEndian.PutUint64(b[17:], it.stamp.Seq)
 			binary.LittleEndian.PutUint64(b[25:], it.stamp.HLC)
 			bw.Write(b[:snapEntrySize])
+			if timed {
+				binary.LittleEndian.PutUint64(b[0:], uint64(it.scheduledAt()))
+				binary.LittleEndian.PutUint64(b[8:], uint64(it.expires))
+				bw.Write(b[:snapTimedSize])
+			}
 			// key, tag and value lie back to back in it.data.
 			_, err := bw.WriteString(it.data)
 			return err == nil
@@ -170,8 +218,8 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 
 // ReadSnapshot loads the snapshot at path. A missing file is reported with
 // an error satisfying errors.Is(err, fs.ErrNotExist); a malformed one with
-// ErrCorrupt; a failed read with ErrIO.
-func ReadSnapshot(path string) (v *View, covers int64, marks map[uint64]uint64, err error) {
+// record.ErrCorrupt; a failed read with errs.ErrIO.
+func ReadSnapshot(path string, now func() time.Time) (v *View, covers int64, marks map[uint64]uint64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -184,7 +232,7 @@ func ReadSnapshot(path string) (v *View, covers int64, marks map[uint64]uint64, 
 	if err != nil {
 		return nil, 0, nil, fsys.FileError("stat", path, err)
 	}
-	v, covers, marks, err = decodeSnapshot(f, st.Size())
+	v, covers, marks, err = decodeSnapshot(f, st.Size(), now)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("snapshot %s: %w", path, err)
 	}
@@ -233,7 +281,8 @@ func (d *snapDecoder) fill(p []byte) error {
 }
 
 // decodeSnapshot reads a snapshot of size bytes from r.
-func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64, error) {
+// now is the clock the view gets (nil: time.Now).
+func decodeSnapshot(r io.ReaderAt, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
 	if size < snapHeaderSize+snapTrailer {
 		return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
 	}
@@ -249,7 +298,8 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 	if string(h[:8]) != snapMagic {
 		return nil, 0, nil, fmt.Errorf("%w: bad magic %q", record.ErrCorrupt, h[:8])
 	}
-	if ver := le.Uint32(h[8:]); ver != snapVersion {
+	ver := le.Uint32(h[8:])
+	if ver != snapVersion && ver != snapVersion2 {
 		return nil, 0, nil, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, ver)
 	}
 	if res := le.Uint32(h[12:]); res != 0 {
@@ -287,6 +337,7 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 	}
 
 	v := New()
+	v.SetClock(now)
 	remaining := nentries
 	prevTopic := ""
 	for i := uint64(0); i < ntopics; i++ {
@@ -312,7 +363,7 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 		tv := newTopicView(string(name), int(count))
 		v.topics[tv.name] = tv
 		prevTopic = tv.name
-		if err := d.readEntries(v, tv, count); err != nil {
+		if err := d.readEntries(v, tv, count, ver); err != nil {
 			return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
 		}
 	}
@@ -338,9 +389,13 @@ func decodeSnapshot(r io.ReaderAt, size int64) (*View, int64, map[uint64]uint64,
 }
 
 // readEntries reads count entries of tv and puts them into v.
-func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64) error {
+func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version uint32) error {
 	le := binary.LittleEndian
-	prevKey := ""
+	known := uint8(snapFlagTombstone)
+	if version == snapVersion2 {
+		known |= snapFlagTimed | snapFlagScheduled | snapFlagCancel
+	}
+	var prev *viewItem
 	for j := uint64(0); j < count; j++ {
 		e, err := d.next(snapEntrySize, "entry")
 		if err != nil {
@@ -352,36 +407,70 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64) error {
 		tomb := flags&snapFlagTombstone != 0
 		n := int64(klen) + int64(tlen) + int64(vlen)
 		switch {
-		case flags&^snapFlagTombstone != 0:
+		case flags&^known != 0:
 			return fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
 		case klen == 0:
 			return fmt.Errorf("%w: entry without a key", record.ErrCorrupt)
-		case tomb && (tlen != 0 || vlen != 0):
-			return fmt.Errorf("%w: tombstone with a tag or value", record.ErrCorrupt)
+		case (tomb || flags&snapFlagCancel != 0) && (tlen != 0 || vlen != 0):
+			return fmt.Errorf("%w: tombstone or cancel with a tag or value", record.ErrCorrupt)
 		case vlen > record.MaxValueBytes:
 			return fmt.Errorf("%w: value of %d bytes", record.ErrCorrupt, vlen)
 		case st.Origin == 0 || st.Seq == 0:
 			return fmt.Errorf("%w: entry with zero origin or seq", record.ErrCorrupt)
-		case n > d.left:
+		case flags&(snapFlagScheduled|snapFlagCancel) != 0 && flags&snapFlagTimed == 0,
+			flags&snapFlagScheduled != 0 && flags&snapFlagCancel != 0,
+			flags&snapFlagCancel != 0 && tomb:
+			return fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
+		}
+		it := &viewItem{stamp: st, klen: klen, tlen: tlen, eff: int64(record.HLCMillis(st.HLC))}
+		if tomb {
+			it.flags = itemTomb
+		}
+		if flags&snapFlagTimed != 0 {
+			t, err := d.next(snapTimedSize, "entry times")
+			if err != nil {
+				return err
+			}
+			at, expires := int64(le.Uint64(t[0:])), int64(le.Uint64(t[8:]))
+			scheduled := flags&(snapFlagScheduled|snapFlagCancel) != 0
+			switch {
+			case at < 0 || expires < 0, scheduled != (at != 0), flags&snapFlagCancel != 0 && expires != 0,
+				at == 0 && expires == 0, at != 0 && expires != 0 && expires <= at:
+				return fmt.Errorf("%w: entry times %d, %d with flags %#x", record.ErrCorrupt, at, expires, flags)
+			}
+			if at != 0 {
+				it.eff = at
+			}
+			it.expires = expires
+			if flags&snapFlagScheduled != 0 {
+				it.flags |= itemScheduled
+			}
+			if flags&snapFlagCancel != 0 {
+				it.flags = itemCancel
+			}
+		}
+		if n > d.left {
 			return fmt.Errorf("%w: entry of %d bytes with %d left", record.ErrCorrupt, n, d.left)
 		}
 		buf := make([]byte, n)
 		if err := d.fill(buf); err != nil {
 			return err
 		}
-		it := &viewItem{
-			data:  unsafe.String(unsafe.SliceData(buf), len(buf)),
-			stamp: st,
-			klen:  klen,
-			tlen:  tlen,
-			tomb:  tomb,
+		it.data = unsafe.String(unsafe.SliceData(buf), len(buf))
+		if prev != nil {
+			pk, k := prev.key(), it.key()
+			// Version 1: keys ascend and are distinct. Version 2: a key's
+			// records may repeat it, ascending in (eff, HLC, origin).
+			if k < pk || k == pk && (version == snapVersion || !it.after(prev)) {
+				return fmt.Errorf("%w: key %q after %q", record.ErrCorrupt, k, pk)
+			}
 		}
-		k := it.key()
-		if j > 0 && k <= prevKey {
-			return fmt.Errorf("%w: key %q after %q", record.ErrCorrupt, k, prevKey)
+		if version == snapVersion {
+			v.insertNew(tv, it)
+		} else {
+			v.put(tv, it) // by the rule: a key's records rebuild its timeline
 		}
-		prevKey = k
-		v.insertNew(tv, it)
+		prev = it
 	}
 	return nil
 }

@@ -45,9 +45,9 @@ var snapTestMarks = map[uint64]uint64{1: 3, 2: 2, 3: 2, 0xfeedface: 9}
 // snapEncode returns the bytes WriteSnapshot would write for v.
 func snapEncode(tb testing.TB, v *View, covers int64, marks map[uint64]uint64) []byte {
 	tb.Helper()
-	topics, entries := v.freeze()
+	topics, entries, version := v.freezeSnapshot()
 	var buf bytes.Buffer
-	if err := encodeSnapshot(&buf, topics, entries, covers, marks); err != nil {
+	if err := encodeSnapshot(&buf, topics, entries, covers, marks, version); err != nil {
 		tb.Fatalf("encodeSnapshot: %v", err)
 	}
 	return buf.Bytes()
@@ -110,7 +110,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			if err := WriteSnapshot(path, v, tt.covers, tt.marks); err != nil {
 				t.Fatalf("WriteSnapshot: %v", err)
 			}
-			got, covers, marks, err := ReadSnapshot(path)
+			got, covers, marks, err := ReadSnapshot(path, nil)
 			if err != nil {
 				t.Fatalf("ReadSnapshot: %v", err)
 			}
@@ -133,8 +133,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			if err := WriteSnapshot(path, got, tt.covers+1, tt.marks); err != nil {
 				t.Fatalf("second WriteSnapshot: %v", err)
 			}
-			if _, covers, _, err := ReadSnapshot(path); err != nil || covers != tt.covers+1 {
-				t.Fatalf("after the second write ReadSnapshot = covers %d, %v", covers, err)
+			if _, covers, _, err := ReadSnapshot(path, nil); err != nil || covers != tt.covers+1 {
+				t.Fatalf("after the second write readSnapshot = covers %d, %v", covers, err)
 			}
 			ents, _ := os.ReadDir(dir)
 			if len(ents) != 1 {
@@ -149,7 +149,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 }
 
 func TestSnapshotMissingFile(t *testing.T) {
-	_, _, _, err := ReadSnapshot(filepath.Join(t.TempDir(), "none"))
+	_, _, _, err := ReadSnapshot(filepath.Join(t.TempDir(), "none"), nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("ReadSnapshot of a missing file: %v, want fs.ErrNotExist", err)
 	}
@@ -163,7 +163,7 @@ func TestSnapshotWriteRejectsBadArguments(t *testing.T) {
 		"origin 0 mark":   WriteSnapshot(path, New(), 0, map[uint64]uint64{0: 1}),
 	} {
 		if !errors.Is(err, record.ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", name, err)
+			t.Errorf("%s: %v, want record.ErrInvalid", name, err)
 		}
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -171,7 +171,7 @@ func TestSnapshotWriteRejectsBadArguments(t *testing.T) {
 	}
 	// A directory that does not exist is an I/O error, not a panic.
 	if err := WriteSnapshot(filepath.Join(dir, "no", "such", "dir"), New(), 0, nil); !errors.Is(err, errs.ErrIO) {
-		t.Fatalf("write into a missing directory: %v, want ErrIO", err)
+		t.Fatalf("write into a missing directory: %v, want errs.ErrIO", err)
 	}
 }
 
@@ -215,7 +215,7 @@ func TestSnapshotCorrupt(t *testing.T) {
 		{"crc flipped", func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }},
 		{"value byte flipped", func(b []byte) []byte { b[len(b)-10] ^= 1; return b }},
 		{"bad magic", set(0, 'X')},
-		{"version 2", set(8, 2)},
+		{"version 3", set(8, 3)},
 		{"reserved set", set(12, 1)},
 		{"negative covers", put64(16, 1<<63)},
 		{"huge mark count", put64(24, 1<<62)},
@@ -252,9 +252,9 @@ func TestSnapshotCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			v, _, _, err := ReadSnapshot(path)
+			v, _, _, err := ReadSnapshot(path, nil)
 			if !errors.Is(err, record.ErrCorrupt) {
-				t.Fatalf("ReadSnapshot: %v, want ErrCorrupt", err)
+				t.Fatalf("readSnapshot: %v, want record.ErrCorrupt", err)
 			}
 			if v != nil {
 				t.Fatal("a corrupt snapshot returned a view")
@@ -313,12 +313,12 @@ func TestSnapshotOrderChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, _, err := decodeSnapshot(bytes.NewReader(tt.file), int64(len(tt.file)))
+			_, _, _, err := decodeSnapshot(bytes.NewReader(tt.file), int64(len(tt.file)), nil)
 			if tt.ok && err != nil {
 				t.Fatalf("decodeSnapshot: %v", err)
 			}
 			if !tt.ok && !errors.Is(err, record.ErrCorrupt) {
-				t.Fatalf("decodeSnapshot: %v, want ErrCorrupt", err)
+				t.Fatalf("decodeSnapshot: %v, want record.ErrCorrupt", err)
 			}
 		})
 	}
@@ -330,16 +330,16 @@ func TestSnapshotOrderChecks(t *testing.T) {
 func TestSnapshotEveryCutAndFlip(t *testing.T) {
 	good := snapEncode(t, snapTestView(t), 77, snapTestMarks)
 	for n := range len(good) {
-		if _, _, _, err := decodeSnapshot(bytes.NewReader(good[:n]), int64(n)); !errors.Is(err, record.ErrCorrupt) {
-			t.Fatalf("cut at %d of %d: %v, want ErrCorrupt", n, len(good), err)
+		if _, _, _, err := decodeSnapshot(bytes.NewReader(good[:n]), int64(n), nil); !errors.Is(err, record.ErrCorrupt) {
+			t.Fatalf("cut at %d of %d: %v, want record.ErrCorrupt", n, len(good), err)
 		}
 	}
 	b := bytes.Clone(good)
 	for i := range b {
 		for bit := range 8 {
 			b[i] ^= 1 << bit
-			if _, _, _, err := decodeSnapshot(bytes.NewReader(b), int64(len(b))); !errors.Is(err, record.ErrCorrupt) {
-				t.Fatalf("bit %d of byte %d flipped: %v, want ErrCorrupt", bit, i, err)
+			if _, _, _, err := decodeSnapshot(bytes.NewReader(b), int64(len(b)), nil); !errors.Is(err, record.ErrCorrupt) {
+				t.Fatalf("bit %d of byte %d flipped: %v, want record.ErrCorrupt", bit, i, err)
 			}
 			b[i] ^= 1 << bit
 		}
@@ -366,10 +366,10 @@ func TestSnapshotIsAConsistentCut(t *testing.T) {
 		v.Apply(viewPut(fmt.Sprintf("new%d", i%5), "k", "v", 3, uint64(i+1), uint64(10_000+i)).record(t))
 	}
 	var buf bytes.Buffer
-	if err := encodeSnapshot(&buf, topics, entries, 0, nil); err != nil {
+	if err := encodeSnapshot(&buf, topics, entries, 0, nil, snapVersion); err != nil {
 		t.Fatal(err)
 	}
-	got, _, _, err := decodeSnapshot(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	got, _, _, err := decodeSnapshot(bytes.NewReader(buf.Bytes()), int64(buf.Len()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,13 +400,13 @@ func TestSnapshotIsAConsistentCut(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if _, _, _, err := ReadSnapshot(path); err != nil {
+	if _, _, _, err := ReadSnapshot(path, nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // FuzzReadSnapshot feeds arbitrary bytes to the snapshot reader. It must
-// never panic, must refuse with ErrCorrupt, and what it accepts must encode
+// never panic, must refuse with record.ErrCorrupt, and what it accepts must encode
 // back to the same bytes (the format has one encoding per view).
 func FuzzReadSnapshot(f *testing.F) {
 	seeds := [][]byte{
@@ -427,10 +427,10 @@ func FuzzReadSnapshot(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check := func(data []byte) {
-			v, covers, marks, err := decodeSnapshot(bytes.NewReader(data), int64(len(data)))
+			v, covers, marks, err := decodeSnapshot(bytes.NewReader(data), int64(len(data)), nil)
 			if err != nil {
 				if !errors.Is(err, record.ErrCorrupt) {
-					t.Fatalf("error not wrapping ErrCorrupt: %v", err)
+					t.Fatalf("error not wrapping record.ErrCorrupt: %v", err)
 				}
 				return
 			}
@@ -503,7 +503,7 @@ func BenchmarkSnapshotRead(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, _, _, err := ReadSnapshot(path); err != nil {
+		if _, _, _, err := ReadSnapshot(path, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,9 +9,11 @@ import (
 	"encoding/binary"
 	"hash"
 	"iter"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/google/btree"
@@ -58,8 +60,14 @@ type Entry struct {
 	Value []byte
 	// Tag is the message's tag; often empty.
 	Tag string
-	// Stamp is the identity of the message that set the value.
+	// record.Stamp is the identity of the message that set the value.
 	Stamp record.Stamp
+	// ExpiresAt is when the value stops being served, in Unix
+	// milliseconds (0: never).
+	ExpiresAt int64
+	// EffectiveAt is when a scheduled message took (or takes) effect, in
+	// Unix milliseconds; 0 for an ordinary write.
+	EffectiveAt int64
 }
 
 // TopicInfo describes one topic of the view.
@@ -81,8 +89,18 @@ type View struct {
 	mu     sync.RWMutex
 	topics map[string]*topicView
 	live   int // live keys over all topics
+	// timed counts the items and timelines that use a time field (the
+	// snapshot is written in version 1 while there are none).
+	timed int
 	// follow, when set, sees every change put makes, under the write lock.
 	follow func(Change)
+	// now is the local wall clock in Unix milliseconds.
+	now func() int64
+	// times holds the instants at which an entry changes by itself (an
+	// expiry, a scheduled record taking effect); guarded by mu.
+	times instants
+	// wake tells RunTimes that an earlier instant was added.
+	wake chan struct{}
 }
 
 // Change is one change of the view, as a follower (Store.FollowView)
@@ -91,16 +109,29 @@ type Change struct {
 	Topic string
 	Key   string
 	// Entry is what the key holds now; Value is shared with the view
-	// (callers must not modify it). For a tombstone only Stamp is set.
+	// (callers must not modify it). For a tombstone only record.Stamp is set.
 	Entry
-	// Deleted is true for a tombstone.
+	// Deleted is true for a tombstone (and for an expired value).
 	Deleted bool
+	// Cause is why the key changed without a record arriving: "" (a
+	// record), CauseExpired or CauseEffective.
+	Cause string
 }
 
+// The causes of a Change that no record brought.
+const (
+	// CauseExpired: the value's expiry came.
+	CauseExpired = "expired"
+	// CauseEffective: a scheduled record took effect (or a cancel made
+	// the one below it come back).
+	CauseEffective = "effective"
+)
+
 func (it *viewItem) change(topic string) Change {
-	c := Change{Topic: topic, Key: it.key(), Deleted: it.tomb}
+	c := Change{Topic: topic, Key: it.key(), Deleted: it.isTomb()}
 	c.Stamp = it.stamp
-	if !it.tomb {
+	c.ExpiresAt, c.EffectiveAt = it.expires, it.scheduledAt()
+	if !it.isTomb() {
 		c.Value, c.Tag = it.value(), it.tag()
 	}
 	return c
@@ -112,18 +143,76 @@ type topicView struct {
 	byKey map[string]*viewItem     // point gets
 	order *btree.BTreeG[*viewItem] // ordered listing, Digest, snapshots
 	live  int                      // items that are not tombstones
+	// times holds a timeline for each key with a scheduled record, a
+	// cancel, or a scheduled value in force; such a key always has an
+	// item in byKey too (its value in force when last settled, or a
+	// placeholder). Nil until the topic has one.
+	times map[string]*timeline
 }
 
-// viewItem is one (topic, key) entry. It is immutable once in the view.
+// viewItem is one (topic, key) entry, or one record of a timeline. It is
+// immutable once in the view.
 type viewItem struct {
 	// data is key | tag | value in one allocation, made from a []byte the
 	// view owns and never writes again, so that the key and tag can be
 	// handed out as strings and the value as a []byte without a copy.
 	data  string
 	stamp record.Stamp
-	klen  uint16
-	tlen  uint16
-	tomb  bool
+	// eff is the effective time (Unix ms): the record's effective_at, or
+	// its stamp's wall time for an ordinary write. (eff, HLC, origin)
+	// orders a key's records.
+	eff int64
+	// expires is the expiry (Unix ms), 0 for none.
+	expires int64
+	klen    uint16
+	tlen    uint16
+	flags   uint8
+}
+
+// Item flags.
+const (
+	itemTomb        = 1 << iota // a tombstone (or an expired value, whose bytes are dropped)
+	itemScheduled               // eff is an effective_at: a cancel may void it
+	itemCancel                  // a cancel: never in force, voids scheduled records of its eff
+	itemPlaceholder             // nothing in force: the key is held for its timeline
+)
+
+func (it *viewItem) isTomb() bool      { return it.flags&(itemTomb|itemPlaceholder|itemCancel) != 0 }
+func (it *viewItem) scheduled() bool   { return it.flags&itemScheduled != 0 }
+func (it *viewItem) cancel() bool      { return it.flags&itemCancel != 0 }
+func (it *viewItem) placeholder() bool { return it.flags&itemPlaceholder != 0 }
+
+// timedFields reports whether the item uses a time field.
+func (it *viewItem) timedFields() bool {
+	return it.expires != 0 || it.flags&(itemScheduled|itemCancel) != 0
+}
+
+// scheduledAt is the item's effective_at, 0 for an ordinary write.
+func (it *viewItem) scheduledAt() int64 {
+	if it.scheduled() || it.cancel() {
+		return it.eff
+	}
+	return 0
+}
+
+// liveAt reports whether the item serves a value at now (Unix ms).
+func (it *viewItem) liveAt(now int64) bool {
+	return !it.isTomb() && (it.expires == 0 || it.expires > now)
+}
+
+// after reports whether it comes after o in (eff, HLC, origin) order: the
+// rule by which the greatest effective record is in force. Equal means
+// the same message.
+func (it *viewItem) after(o *viewItem) bool {
+	if it.eff != o.eff {
+		return it.eff > o.eff
+	}
+	return beats(it.stamp.HLC, it.stamp.Origin, o.stamp)
+}
+
+// entry is the item as an Entry.
+func (it *viewItem) entry() Entry {
+	return Entry{Value: it.value(), Tag: it.tag(), Stamp: it.stamp, ExpiresAt: it.expires, EffectiveAt: it.scheduledAt()}
 }
 
 func (it *viewItem) key() string { return it.data[:it.klen] }
@@ -141,8 +230,8 @@ func (it *viewItem) value() []byte {
 
 // newViewItem copies key, tag and value into one new allocation. A
 // tombstone keeps only its key: nothing reads its tag or value.
-func newViewItem(key, tag, value []byte, st record.Stamp, tomb bool) *viewItem {
-	if tomb {
+func newViewItem(key, tag, value []byte, st record.Stamp, flags uint8, eff, expires int64) *viewItem {
+	if flags&(itemTomb|itemCancel|itemPlaceholder) != 0 {
 		tag, value = nil, nil
 	}
 	buf := make([]byte, len(key)+len(tag)+len(value))
@@ -150,12 +239,42 @@ func newViewItem(key, tag, value []byte, st record.Stamp, tomb bool) *viewItem {
 	n += copy(buf[n:], tag)
 	copy(buf[n:], value)
 	return &viewItem{
-		data:  unsafe.String(unsafe.SliceData(buf), len(buf)),
-		stamp: st,
-		klen:  uint16(len(key)),
-		tlen:  uint16(len(tag)),
-		tomb:  tomb,
+		data:    unsafe.String(unsafe.SliceData(buf), len(buf)),
+		stamp:   st,
+		eff:     eff,
+		expires: expires,
+		klen:    uint16(len(key)),
+		tlen:    uint16(len(tag)),
+		flags:   flags,
 	}
+}
+
+// recordItem is the item for a keyed record.
+func recordItem(r record.Record) *viewItem {
+	var flags uint8
+	switch r.Kind() {
+	case record.KindTombstone:
+		flags = itemTomb
+	case record.KindCancel:
+		flags = itemCancel
+	}
+	if r.EffectiveAt() != 0 && r.Kind() != record.KindCancel {
+		flags |= itemScheduled
+	}
+	return newViewItem(r.Key(), r.Tag(), r.Value(), r.Stamp(), flags, int64(r.Effective()), int64(r.ExpiresAt()))
+}
+
+// expired is the item with its value dropped: a tombstone that keeps its
+// place in the order (its stamp, effective time and expiry), so that no
+// older record comes back.
+func (it *viewItem) expired() *viewItem {
+	return &viewItem{data: it.key(), stamp: it.stamp, eff: it.eff, expires: it.expires,
+		klen: it.klen, flags: it.flags&itemScheduled | itemTomb}
+}
+
+// placeholderItem holds a key that has a timeline but nothing in force.
+func placeholderItem(key string) *viewItem {
+	return &viewItem{data: key, klen: uint16(len(key)), flags: itemPlaceholder}
 }
 
 // beats reports whether a message stamped (hlc, origin) wins over the one
@@ -175,7 +294,18 @@ const btreeDegree = 32
 func itemLess(a, b *viewItem) bool { return a.key() < b.key() }
 
 func New() *View {
-	return &View{topics: make(map[string]*topicView)}
+	return &View{
+		topics: make(map[string]*topicView),
+		now:    func() int64 { return time.Now().UnixMilli() },
+		wake:   make(chan struct{}, 1),
+	}
+}
+
+// SetClock makes now the view's wall clock.
+func (v *View) SetClock(now func() time.Time) {
+	if now != nil {
+		v.now = func() int64 { return now().UnixMilli() }
+	}
 }
 
 func newTopicView(name string, sizeHint int) *topicView {
@@ -194,21 +324,26 @@ func (v *View) Apply(r record.Record) bool {
 	if len(key) == 0 {
 		return false
 	}
-	topic, st := r.Topic(), r.Stamp()
+	topic := r.Topic()
+	ordinary := r[9] == record.Version
 
 	// A cheap check under the read lock keeps a replayed or superseded
 	// record from allocating and from taking the write lock.
-	v.mu.RLock()
-	if tv := v.topics[string(topic)]; tv != nil {
-		if old := tv.byKey[string(key)]; old != nil && !beats(st.HLC, st.Origin, old.stamp) {
-			v.mu.RUnlock()
-			return false
+	if ordinary {
+		st := r.Stamp()
+		eff := int64(r.Effective())
+		v.mu.RLock()
+		if tv := v.topics[string(topic)]; tv != nil && tv.times[string(key)] == nil {
+			if old := tv.byKey[string(key)]; old != nil && !(&viewItem{eff: eff, stamp: st}).after(old) {
+				v.mu.RUnlock()
+				return false
+			}
 		}
+		v.mu.RUnlock()
 	}
-	v.mu.RUnlock()
 
 	// Allocate outside the lock: readers wait only for the swap.
-	it := newViewItem(key, r.Tag(), r.Value(), st, r.Kind() == record.KindTombstone)
+	it := recordItem(r)
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -220,32 +355,170 @@ func (v *View) Apply(r record.Record) bool {
 	return v.put(tv, it)
 }
 
-// put stores it in tv if it beats what tv holds for its key. The caller
-// holds the write lock.
+// ApplyBatch applies the records of one batch under one hold of the write
+// lock, so that a reader sees all of them or none, and reports how many
+// changed the view.
+func (v *View) ApplyBatch(rs []record.Record) int {
+	its := make([]*viewItem, 0, len(rs))
+	topics := make([][]byte, 0, len(rs))
+	for _, r := range rs {
+		if len(r.Key()) > 0 {
+			its = append(its, recordItem(r))
+			topics = append(topics, r.Topic())
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	changed := 0
+	for i, it := range its {
+		tv := v.topics[string(topics[i])]
+		if tv == nil {
+			tv = newTopicView(string(topics[i]), 0)
+			v.topics[tv.name] = tv
+		}
+		if v.put(tv, it) {
+			changed++
+		}
+	}
+	return changed
+}
+
+// put adds it to what tv knows of its key and reports whether the entry
+// in force changed. The caller holds the write lock.
 func (v *View) put(tv *topicView, it *viewItem) bool {
 	k := it.key()
 	old := tv.byKey[k]
-	if old != nil {
-		if !beats(it.stamp.HLC, it.stamp.Origin, old.stamp) {
+	tl := tv.times[k]
+	if tl == nil && !it.scheduled() && !it.cancel() {
+		// The common case: an ordinary write to a key with no timeline.
+		if old != nil && !it.after(old) {
 			return false
 		}
-		if !old.tomb {
+		if it.expires != 0 {
+			if it.expires <= v.now() {
+				it = it.expired() // expired before it arrived: never served
+			} else {
+				v.times.push(instant{at: it.expires, topic: tv.name, key: k})
+				v.kick()
+			}
+		}
+		v.install(tv, k, it, "")
+		return true
+	}
+	if tl == nil {
+		if old != nil && !old.scheduled() && !old.placeholder() && !it.after(old) {
+			// Below an ordinary write, which nothing voids: never in force.
+			return false
+		}
+		tl = &timeline{}
+		if old != nil && !old.placeholder() {
+			tl.recs = []*viewItem{old}
+		}
+		v.timed++
+	}
+	ntl, added := tl.with(it)
+	if !added {
+		return false
+	}
+	if tv.times == nil {
+		tv.times = make(map[string]*timeline)
+	}
+	tv.times[k] = ntl
+	return v.settle(tv, k, v.now(), "")
+}
+
+// install makes it the entry of (tv, k) (nil: none) and tells the
+// follower. The caller holds the write lock.
+func (v *View) install(tv *topicView, k string, it *viewItem, cause string) {
+	old := tv.byKey[k]
+	if old != nil {
+		if !old.isTomb() {
 			tv.live--
 			v.live--
 		}
+		if old.timedFields() {
+			v.timed--
+		}
+	}
+	if it == nil {
+		delete(tv.byKey, k)
+		tv.order.Delete(old)
+		if v.follow != nil && old != nil && !old.isTomb() {
+			c := Change{Topic: tv.name, Key: k, Deleted: true, Cause: cause}
+			c.Stamp = old.stamp
+			v.follow(c)
+		}
+		return
 	}
 	// Assigning to an existing string key also stores the new key string
 	// (the runtime updates string keys on overwrite), so the map does not
 	// keep the old item's data alive.
-	tv.byKey[k] = it
+	tv.byKey[it.key()] = it
 	tv.order.ReplaceOrInsert(it)
-	if !it.tomb {
+	if !it.isTomb() {
 		tv.live++
 		v.live++
 	}
-	if v.follow != nil {
-		v.follow(it.change(tv.name))
+	if it.timedFields() {
+		v.timed++
 	}
+	if v.follow != nil && !(it.placeholder() && (old == nil || old.isTomb())) {
+		c := it.change(tv.name)
+		c.Cause = cause
+		v.follow(c)
+	}
+}
+
+// settle brings the entry of (tv, k) to what is in force at now: the
+// timeline's winner, its value dropped once expired, and prunes the
+// timeline. It reports whether the entry changed. The caller holds the
+// write lock.
+func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
+	old := tv.byKey[k]
+	tl := tv.times[k]
+	var want *viewItem
+	if tl == nil {
+		if old == nil || old.isTomb() || old.expires == 0 || old.expires > now {
+			return false
+		}
+		want = old.expired()
+		v.install(tv, k, want, CauseExpired)
+		return true
+	}
+	w := tl.resolve(now)
+	if ntl := tl.prune(); ntl != tl {
+		if ntl == nil {
+			delete(tv.times, k)
+			v.timed--
+		} else {
+			tv.times[k] = ntl
+		}
+		tl = ntl
+	}
+	switch {
+	case w == nil && tl == nil:
+		want = nil // a cancel took out the only record: nothing left
+	case w == nil:
+		want = placeholderItem(k)
+	case w.expires != 0 && w.expires <= now:
+		want = w.expired()
+		if old != nil && old.isTomb() && old.stamp == w.stamp && old.eff == w.eff {
+			want = old // expired already
+		}
+	default:
+		want = w
+	}
+	if next := tl.next(now, w); next != 0 {
+		v.times.push(instant{at: next, topic: tv.name, key: k})
+		v.kick()
+	}
+	if want == old || want != nil && old != nil && want.placeholder() && old.placeholder() {
+		return false
+	}
+	if want != nil && old != nil && want.isTomb() && !old.isTomb() && want.stamp == old.stamp && want.eff == old.eff {
+		cause = CauseExpired // the value in force reached its expiry
+	}
+	v.install(tv, k, want, cause)
 	return true
 }
 
@@ -255,9 +528,15 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 func (v *View) insertNew(tv *topicView, it *viewItem) {
 	tv.byKey[it.key()] = it
 	tv.order.ReplaceOrInsert(it)
-	if !it.tomb {
+	if !it.isTomb() {
 		tv.live++
 		v.live++
+	}
+	if it.timedFields() {
+		v.timed++
+	}
+	if it.expires != 0 && !it.isTomb() {
+		v.times.push(instant{at: it.expires, topic: tv.name, key: it.key()})
 	}
 }
 
@@ -270,11 +549,51 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 	if tv == nil {
 		return Entry{}, false
 	}
-	it := tv.byKey[key]
-	if it == nil || it.tomb {
+	it := tv.current(key, v.now)
+	if it == nil {
 		return Entry{}, false
 	}
-	return Entry{Value: it.value(), Tag: it.tag(), Stamp: it.stamp}, true
+	return it.entry(), true
+}
+
+// GetMany looks up several keys of one instant: under one hold of the read
+// lock, so that a batch applied meanwhile is seen whole or not at all.
+// found[i] says whether keys[i] has a live value; entries[i] is it.
+func (v *View) GetMany(topics, keys []string) (entries []Entry, found []bool) {
+	entries, found = make([]Entry, len(keys)), make([]bool, len(keys))
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	for i, k := range keys {
+		if tv := v.topics[topics[i]]; tv != nil {
+			if it := tv.current(k, v.now); it != nil {
+				entries[i], found[i] = it.entry(), true
+			}
+		}
+	}
+	return entries, found
+}
+
+// current is the item that serves key's value now, nil when it has none.
+// The clock is read only when the key has a time field. The caller holds
+// the read lock.
+func (tv *topicView) current(key string, now func() int64) *viewItem {
+	it := tv.byKey[key]
+	if it == nil {
+		return nil
+	}
+	if len(tv.times) > 0 {
+		if tl := tv.times[key]; tl != nil {
+			t := now()
+			if it = tl.resolve(t); it == nil || !it.liveAt(t) {
+				return nil
+			}
+			return it
+		}
+	}
+	if it.isTomb() || it.expires != 0 && it.expires <= now() {
+		return nil
+	}
+	return it
 }
 
 // Keys lists the live keys of topic that start with prefix and sort after
@@ -288,8 +607,8 @@ func (v *View) Keys(topic, prefix, after string, limit int) []string {
 	if len(prefix) > record.MaxKeyBytes {
 		return nil
 	}
-	// No key is longer than MaxKeyBytes; starting from a longer after's first
-	// MaxKeyBytes bytes only visits a few keys more, which the loop skips.
+	// No key is longer than record.MaxKeyBytes; starting from a longer after's first
+	// record.MaxKeyBytes bytes only visits a few keys more, which the loop skips.
 	probe := &viewItem{data: start, klen: uint16(min(len(start), record.MaxKeyBytes))}
 	var keys []string
 	v.mu.RLock()
@@ -303,7 +622,7 @@ func (v *View) Keys(topic, prefix, after string, limit int) []string {
 		if !strings.HasPrefix(k, prefix) {
 			return false
 		}
-		if it.tomb || k <= after {
+		if k <= after || tv.current(k, v.now) == nil {
 			return true
 		}
 		// A copy: the caller may keep the keys longer than the item.
@@ -334,10 +653,47 @@ func (v *View) Len() int {
 	return v.live
 }
 
-// frozenTopic is a read-only copy-on-write clone of one topic's B-tree.
+// frozenTopic is a read-only copy-on-write clone of one topic's B-tree,
+// with a copy of its timelines (which are immutable) and the instant of
+// the clone.
 type frozenTopic struct {
 	name  string
 	items *btree.BTreeG[*viewItem]
+	times map[string]*timeline
+	now   int64
+}
+
+// records calls fn for each record the frozen topic holds, in key order:
+// for a key with a timeline its records (pending ones and cancels
+// included), else its entry, as a tombstone once expired. Placeholders
+// are not records.
+func (ft *frozenTopic) records(fn func(it *viewItem) bool) {
+	ft.items.Ascend(func(it *viewItem) bool {
+		if tl := ft.times[it.key()]; tl != nil {
+			for _, r := range tl.recs {
+				if r.expires != 0 && r.expires <= ft.now && !r.isTomb() {
+					r = r.expired()
+				}
+				if !fn(r) {
+					return false
+				}
+			}
+			return true
+		}
+		if it.expires != 0 && it.expires <= ft.now && !it.isTomb() {
+			it = it.expired()
+		}
+		return fn(it)
+	})
+}
+
+// entries is how many records records yields.
+func (ft *frozenTopic) entries() int {
+	n := ft.items.Len()
+	for _, tl := range ft.times {
+		n += len(tl.recs) - 1
+	}
+	return n
 }
 
 // freeze clones every topic's B-tree (lazily: O(1) per topic) under the
@@ -353,10 +709,14 @@ func (v *View) freeze() (topics []frozenTopic, entries int) {
 // freezeLocked is freeze for a caller holding the write lock.
 func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 	topics = make([]frozenTopic, 0, len(v.topics))
+	now := v.now()
 	for _, tv := range v.topics {
-		c := tv.order.Clone()
-		topics = append(topics, frozenTopic{name: tv.name, items: c})
-		entries += c.Len()
+		ft := frozenTopic{name: tv.name, items: tv.order.Clone(), now: now}
+		if len(tv.times) > 0 {
+			ft.times = maps.Clone(tv.times)
+		}
+		topics = append(topics, ft)
+		entries += ft.entries()
 	}
 	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
 	return topics, entries
@@ -373,7 +733,9 @@ func (v *View) FollowFrom(fn func(Change)) iter.Seq[Change] {
 		for _, ft := range topics {
 			ok := true
 			ft.items.Ascend(func(it *viewItem) bool {
-				ok = yield(it.change(ft.name))
+				if !it.placeholder() {
+					ok = yield(it.change(ft.name))
+				}
 				return ok
 			})
 			if !ok {
@@ -390,7 +752,11 @@ func (v *View) FollowFrom(fn func(Change)) iter.Seq[Change] {
 //	topic len u16 | topic | key len u16 | key | tag len u16 | tag |
 //	value len u32 | value | origin u64 | seq u64 | hlc u64 | tombstone u8
 //
-// (little endian), so no two different views hash the same bytes. Digest
+// and, for an entry with a time field only, effective_at u64 | expires
+// u64 | flags u8 (little endian), so no two different views hash the same
+// bytes. A key with a timeline is hashed as what is in force at the moment
+// of the digest (an expired value as a tombstone), then its pending
+// records: the digest does not depend on when a node's timer ran. Digest
 // works on a clone of the view and does not block Apply while it hashes.
 func (v *View) Digest() [32]byte {
 	topics, _ := v.freeze()
@@ -439,31 +805,62 @@ func digestTopics(topics []frozenTopic) map[string][32]byte {
 // is scratch space, returned for reuse.
 func (ft frozenTopic) hash(h hash.Hash, buf []byte) []byte {
 	ft.items.Ascend(func(it *viewItem) bool {
-		buf = buf[:0]
-		buf = binary.LittleEndian.AppendUint16(buf, uint16(len(ft.name)))
-		buf = append(buf, ft.name...)
-		buf = binary.LittleEndian.AppendUint16(buf, it.klen)
-		buf = append(buf, it.key()...)
-		buf = binary.LittleEndian.AppendUint16(buf, it.tlen)
-		buf = append(buf, it.tag()...)
-		val := it.data[int(it.klen)+int(it.tlen):]
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(val)))
-		buf = append(buf, val...)
-		buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Origin)
-		buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Seq)
-		buf = binary.LittleEndian.AppendUint64(buf, it.stamp.HLC)
-		var tomb byte
-		if it.tomb {
-			tomb = 1
+		tl := ft.times[it.key()]
+		if tl == nil {
+			if it.expires != 0 && it.expires <= ft.now && !it.isTomb() {
+				it = it.expired()
+			}
+			buf = ft.hashItem(h, buf, it)
+			return true
 		}
-		buf = append(buf, tomb)
-		h.Write(buf)
+		// What is in force now, then what is pending: the same on every
+		// node that holds the same records, whenever its timer ran.
+		if w := tl.resolve(ft.now); w != nil {
+			if w.expires != 0 && w.expires <= ft.now {
+				w = w.expired()
+			}
+			buf = ft.hashItem(h, buf, w)
+		}
+		for _, r := range tl.recs {
+			if (r.scheduled() || r.cancel()) && r.eff > ft.now {
+				buf = ft.hashItem(h, buf, r)
+			}
+		}
 		return true
 	})
 	return buf
 }
 
-// Merge puts every entry of other into v by the usual rule (greatest
+// hashItem hashes one entry as Digest describes.
+func (ft frozenTopic) hashItem(h hash.Hash, buf []byte, it *viewItem) []byte {
+	buf = buf[:0]
+	buf = binary.LittleEndian.AppendUint16(buf, uint16(len(ft.name)))
+	buf = append(buf, ft.name...)
+	buf = binary.LittleEndian.AppendUint16(buf, it.klen)
+	buf = append(buf, it.key()...)
+	buf = binary.LittleEndian.AppendUint16(buf, it.tlen)
+	buf = append(buf, it.tag()...)
+	val := it.data[int(it.klen)+int(it.tlen):]
+	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(val)))
+	buf = append(buf, val...)
+	buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Origin)
+	buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Seq)
+	buf = binary.LittleEndian.AppendUint64(buf, it.stamp.HLC)
+	var tomb byte
+	if it.isTomb() {
+		tomb = 1
+	}
+	buf = append(buf, tomb)
+	if it.timedFields() {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(it.scheduledAt()))
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(it.expires))
+		buf = append(buf, it.flags)
+	}
+	h.Write(buf)
+	return buf
+}
+
+// merge puts every entry of other into v by the usual rule (greatest
 // (HLC, origin) wins) and returns how many changed v and the greatest HLC
 // it saw. Items are immutable, so v and other may share them.
 func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
@@ -476,7 +873,7 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 			tv = newTopicView(ft.name, ft.items.Len())
 			v.topics[tv.name] = tv
 		}
-		ft.items.Ascend(func(it *viewItem) bool {
+		ft.records(func(it *viewItem) bool {
 			maxHLC = max(maxHLC, it.stamp.HLC)
 			if v.put(tv, it) {
 				changed++

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
+)
+
+// TestBatchVisibleTogether: a receiver that gets a batch's records one by
+// one shows none of them until it has the last, then all; a snapshot
+// taken meanwhile claims none of them; a restart in the middle holds them
+// again and shows them with the last.
+func TestBatchVisibleTogether(t *testing.T) {
+	a := openTest(t, testOptions(t, t.TempDir()))
+	defer a.Close()
+	ms := make([]record.Message, 5)
+	for i := range ms {
+		ms[i] = record.Message{Topic: "t", Key: fmt.Sprint("k", i), Value: []byte("new")}
+	}
+	ms[2].Key = "" // a keyless message in the batch is held with it
+	record.Together(ms)
+	if _, err := a.PublishBatch(ms); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ms {
+		if _, ok := a.Get("t", fmt.Sprint("k", i)); ok != (i != 2) {
+			t.Fatalf("origin: k%d visible %v after the batch", i, ok)
+		}
+	}
+	var raw [][]byte
+	if _, err := a.ReadOrigin(a.Origin(), 1, 5, func(r record.Record) error {
+		raw = append(raw, r.Clone())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	b := openTest(t, testOptions(t, dir))
+	visible := func(s *Store) (n int) {
+		keys := []string{"k0", "k1", "k3", "k4"}
+		_, found := s.view.GetMany([]string{"t", "t", "t", "t"}, keys)
+		for _, f := range found {
+			if f {
+				n++
+			}
+		}
+		return n
+	}
+	for i, r := range raw[:4] {
+		if _, err := b.AppendRecord(r); err != nil {
+			t.Fatal(err)
+		}
+		if n := visible(b); n != 0 {
+			t.Fatalf("after %d records of 5, %d keys of the batch are visible", i+1, n)
+		}
+	}
+	if err := b.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	_, covers, marks, err := view.ReadSnapshot(b.dir+"/"+snapshotName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marks[a.Origin()] != 0 || covers != 0 {
+		t.Fatalf("a snapshot taken mid-batch covers %d with mark %d for the origin; want neither past the batch", covers, marks[a.Origin()])
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = openTest(t, testOptions(t, dir))
+	defer b.Close()
+	if n := visible(b); n != 0 {
+		t.Fatalf("after a restart mid-batch, %d keys of the batch are visible", n)
+	}
+	if _, err := b.AppendRecord(raw[4]); err != nil {
+		t.Fatal(err)
+	}
+	if n := visible(b); n != 4 {
+		t.Fatalf("after the last record, %d keys of 4 are visible", n)
+	}
+}
+
+// TestExpiryRealClock: with the real clock, values expire at their
+// instant by the store's own timer (the follower hears it), survive a
+// restart only while they have not expired, and are never served after.
+func TestExpiryRealClock(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testOptions(t, dir))
+	expired := make(chan view.Change, 16)
+	for range s.FollowView(func(c view.Change) {
+		if c.Cause == view.CauseExpired {
+			expired <- c
+		}
+	}) {
+	}
+	now := time.Now()
+	ttls := []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond}
+	for i, ttl := range ttls {
+		m := record.Message{Topic: "t", Key: fmt.Sprint("k", i), Value: []byte("v"), ExpiresAt: now.Add(ttl).UnixMilli()}
+		if _, err := s.Publish(&m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := record.Message{Topic: "t", Key: "long", Value: []byte("v"), ExpiresAt: now.Add(time.Hour).UnixMilli()}
+	if _, err := s.Publish(&long); err != nil {
+		t.Fatal(err)
+	}
+	for i, ttl := range ttls {
+		select {
+		case c := <-expired:
+			at := time.UnixMilli(c.ExpiresAt)
+			late := time.Since(at)
+			if c.Key != fmt.Sprint("k", i) || late < 0 {
+				t.Fatalf("expiry %d: %+v, %v after its instant", i, c, late)
+			}
+			t.Logf("%s (ttl %v) expired %v after its instant", c.Key, ttl, late)
+			if _, ok := s.Get("t", c.Key); ok {
+				t.Fatalf("%s is served after its expiry", c.Key)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("expiry %d never came", i)
+		}
+	}
+	if _, ok := s.Get("t", "long"); !ok {
+		t.Fatal("the hour-long value is gone")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, testOptions(t, dir))
+	defer s.Close()
+	for i := range ttls {
+		if _, ok := s.Get("t", fmt.Sprint("k", i)); ok {
+			t.Fatalf("k%d came back after a restart", i)
+		}
+	}
+	if e, ok := s.Get("t", "long"); !ok || e.ExpiresAt != long.ExpiresAt {
+		t.Fatalf("after a restart the hour-long value is %+v, %v", e, ok)
+	}
+}

@@ -1,0 +1,251 @@
+package view
+
+import (
+	"container/heap"
+	"sort"
+	"time"
+)
+
+// Time in the view (see "Time" in DESIGN.md). A key's records are ordered
+// by (effective time, HLC, origin); the one in force at t is the greatest
+// that is not cancelled and is effective by t: an ordinary write from the
+// moment the node has it, a scheduled one from its effective time on. A
+// key that has only ordinary writes keeps the greatest alone, as before.
+// A key with a scheduled record or a cancel keeps a timeline: its records
+// from the greatest ordinary write on (nothing voids an ordinary write, so
+// nothing below it can be in force again), pending ones and cancels
+// included. A point read resolves the timeline at the instant of the read;
+// RunTimes settles the entry at each instant, for the followers and the
+// listings.
+
+// timeline is the records of one key that are still needed, ascending in
+// (eff, HLC, origin) order. It is immutable: a change makes a new one, so
+// a frozen copy of the view can read it without the lock.
+type timeline struct {
+	recs []*viewItem
+}
+
+// with is the timeline with it added; false when it holds it already.
+func (tl *timeline) with(it *viewItem) (*timeline, bool) {
+	i := sort.Search(len(tl.recs), func(i int) bool { return !it.after(tl.recs[i]) })
+	if i < len(tl.recs) && !tl.recs[i].after(it) {
+		return tl, false // the same message again
+	}
+	recs := make([]*viewItem, 0, len(tl.recs)+1)
+	recs = append(recs, tl.recs[:i]...)
+	recs = append(recs, it)
+	recs = append(recs, tl.recs[i:]...)
+	return &timeline{recs: recs}, true
+}
+
+// voided reports whether the record at i is cancelled: it is scheduled
+// and a cancel of its effective time comes after it.
+func (tl *timeline) voided(i int) bool {
+	r := tl.recs[i]
+	if !r.scheduled() {
+		return false
+	}
+	for _, c := range tl.recs[i+1:] {
+		if c.eff != r.eff {
+			break
+		}
+		if c.cancel() {
+			return true
+		}
+	}
+	return false
+}
+
+// inForce reports whether the record at i may be in force at now.
+func (tl *timeline) inForce(i int, now int64) bool {
+	r := tl.recs[i]
+	return !r.cancel() && (!r.scheduled() || r.eff <= now) && !tl.voided(i)
+}
+
+// resolve is the record in force at now, nil when none is.
+func (tl *timeline) resolve(now int64) *viewItem {
+	for i := len(tl.recs) - 1; i >= 0; i-- {
+		if tl.inForce(i, now) {
+			return tl.recs[i]
+		}
+	}
+	return nil
+}
+
+// prune drops the records below the greatest ordinary write, which is in
+// force from the moment it is here and is never voided. It returns nil
+// when that write is all that is left (the key needs no timeline then).
+func (tl *timeline) prune() *timeline {
+	floor := -1
+	for i := len(tl.recs) - 1; i >= 0; i-- {
+		if r := tl.recs[i]; !r.scheduled() && !r.cancel() {
+			floor = i
+			break
+		}
+	}
+	switch {
+	case floor < 0 || floor == 0 && len(tl.recs) > 1:
+		return tl
+	case floor == len(tl.recs)-1:
+		return nil
+	}
+	return &timeline{recs: append([]*viewItem(nil), tl.recs[floor:]...)}
+}
+
+// next is the next instant after now at which the key changes by itself
+// (a scheduled record takes effect, the value in force w expires); 0 for
+// none. tl may be nil.
+func (tl *timeline) next(now int64, w *viewItem) int64 {
+	var next int64
+	if w != nil && w.expires > now {
+		next = w.expires
+	}
+	if tl != nil {
+		for _, r := range tl.recs {
+			if r.scheduled() && r.eff > now && (next == 0 || r.eff < next) {
+				next = r.eff
+			}
+		}
+	}
+	return next
+}
+
+// instant is a moment at which an entry may change by itself.
+type instant struct {
+	at         int64 // Unix ms
+	topic, key string
+}
+
+// instants is a min-heap of instants by at (container/heap).
+type instants []instant
+
+func (h instants) Len() int           { return len(h) }
+func (h instants) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h instants) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *instants) Push(x any)        { *h = append(*h, x.(instant)) }
+func (h *instants) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = instant{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (h *instants) push(in instant) { heap.Push(h, in) }
+
+// kick wakes RunTimes: an instant was added. The caller holds the write
+// lock.
+func (v *View) kick() {
+	select {
+	case v.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Pending lists the records of topic not in force yet (scheduled ones
+// whose instant is ahead, and cancels of such instants), by key then
+// effective time, for keys after after, at most limit keys (<= 0: all).
+func (v *View) Pending(topic, after string, limit int) []PendingRecord {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	tv := v.topics[topic]
+	if tv == nil || len(tv.times) == 0 {
+		return nil
+	}
+	now := v.now()
+	keys := make([]string, 0, len(tv.times))
+	for k := range tv.times {
+		if k > after {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var out []PendingRecord
+	n := 0
+	for _, k := range keys {
+		had := false
+		for _, r := range tv.times[k].recs {
+			if (r.scheduled() || r.cancel()) && r.eff > now {
+				out = append(out, PendingRecord{Key: k, Entry: r.entry(), Delete: r.flags&itemTomb != 0, Cancel: r.cancel()})
+				had = true
+			}
+		}
+		if had {
+			if n++; limit > 0 && n >= limit {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// PendingRecord is a record of the view not in force yet.
+type PendingRecord struct {
+	Key string
+	// Entry is the record: its value, tag, stamp, effective time and
+	// expiry. Value is shared with the view: do not modify it.
+	Entry
+	// Delete: a scheduled tombstone. Cancel: a cancel of the key's
+	// scheduled records at its EffectiveAt.
+	Delete, Cancel bool
+}
+
+// timePoll bounds how long RunTimes sleeps while an instant is due, so
+// that an injected clock that jumps is noticed soon.
+const timePoll = 20 * time.Millisecond
+
+// settleBatch bounds the entries settled under one hold of the lock.
+const settleBatch = 256
+
+// RunTimes settles each entry at its instants (expiries, scheduled
+// records taking effect) until done closes: it drops an expired value,
+// moves a scheduled record into the entry, and tells the follower.
+func (v *View) RunTimes(done <-chan struct{}) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		wait := v.settleDue()
+		if wait < time.Hour {
+			wait = min(wait, timePoll)
+		}
+		t.Reset(wait)
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		case <-v.wake:
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// settleDue settles every entry whose instant has come, a batch at a time
+// under the lock, and returns how long until the next instant (an hour
+// when there is none).
+func (v *View) settleDue() time.Duration {
+	for {
+		v.mu.Lock()
+		now := v.now()
+		for n := 0; len(v.times) > 0 && v.times[0].at <= now && n < settleBatch; n++ {
+			in := heap.Pop(&v.times).(instant)
+			if tv := v.topics[in.topic]; tv != nil {
+				v.settle(tv, in.key, now, CauseEffective)
+			}
+		}
+		wait := time.Hour
+		more := false
+		if len(v.times) > 0 {
+			wait = time.Duration(v.times[0].at-now) * time.Millisecond
+			more = v.times[0].at <= now
+		}
+		v.mu.Unlock()
+		if !more {
+			return wait
+		}
+	}
+}

@@ -1,0 +1,462 @@
+package view
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// timeRec is a record with the time fields, for the view's time tests.
+type timeRec struct {
+	key, value       string
+	del, cancel      bool
+	eff, expires     int64 // effective_at (0: ordinary), expiry (0: none)
+	origin, seq, hlc uint64
+	follow           uint32
+}
+
+func (r timeRec) record(tb testing.TB) record.Record {
+	tb.Helper()
+	m := &record.Message{Topic: "prices", Key: r.key, Value: []byte(r.value), Delete: r.del, Cancel: r.cancel,
+		EffectiveAt: r.eff, ExpiresAt: r.expires, BatchFollow: r.follow}
+	if err := m.Validate(); err != nil {
+		tb.Fatalf("%+v: %v", r, err)
+	}
+	buf := make([]byte, record.Padded(m.EncodedSize()))
+	record.Encode(buf, m, record.Stamp{Origin: r.origin, Seq: r.seq, HLC: r.hlc})
+	rec, err := record.Decode(buf)
+	if err != nil {
+		tb.Fatalf("record.Decode(%+v): %v", r, err)
+	}
+	return rec
+}
+
+// effective is the record's effective time: effective_at, or its stamp's
+// wall time.
+func (r timeRec) effective() int64 {
+	if r.eff != 0 {
+		return r.eff
+	}
+	return int64(record.HLCMillis(r.hlc))
+}
+
+// after is the rule's order, (effective time, HLC, origin).
+func (r timeRec) after(o timeRec) bool {
+	if r.effective() != o.effective() {
+		return r.effective() > o.effective()
+	}
+	if r.hlc != o.hlc {
+		return r.hlc > o.hlc
+	}
+	return r.origin > o.origin
+}
+
+// timeModel is the rule of DESIGN.md's "Time", by brute force: the value
+// of key at t is the greatest record (effective time, HLC, origin) among
+// those in force at t (an ordinary write always, a scheduled one from its
+// instant on) that no cancel voids; none if that one is a tombstone or
+// has expired.
+func timeModel(recs []timeRec, key string, t int64) (timeRec, bool) {
+	var best timeRec
+	found := false
+	for _, r := range recs {
+		if r.key != key || r.cancel || r.eff != 0 && r.eff > t {
+			continue
+		}
+		voided := false
+		for _, c := range recs {
+			if r.eff != 0 && c.cancel && c.key == key && c.eff == r.eff && c.after(r) {
+				voided = true
+			}
+		}
+		if voided {
+			continue
+		}
+		if !found || r.after(best) {
+			best, found = r, true
+		}
+	}
+	if !found || best.del || best.expires != 0 && best.expires <= t {
+		return timeRec{}, false
+	}
+	return best, true
+}
+
+const timeBase = 1_700_000_000_000 // Unix ms of the tests' instants
+
+// timeRandomRecords makes n records over a few keys and origins: ordinary
+// writes and deletes, scheduled ones, expiring ones, and cancels, most of
+// them of an instant some record of the key is scheduled for.
+func timeRandomRecords(rng *rand.Rand, n int) []timeRec {
+	origins := []uint64{0x11, 0x22, 0x33}
+	seqs := map[uint64]uint64{}
+	ms := map[uint64]int64{}
+	last := map[uint64]uint64{}
+	var recs []timeRec
+	scheduled := map[string][]int64{}
+	for range n {
+		o := origins[rng.IntN(len(origins))]
+		seqs[o]++
+		ms[o] += int64(rng.IntN(6))
+		// An origin's HLCs strictly increase; origins share a range.
+		h := max(record.MakeHLC(timeBase+ms[o], uint16(rng.IntN(3))), last[o]+1)
+		last[o] = h
+		r := timeRec{key: fmt.Sprintf("k%d", rng.IntN(5)), value: fmt.Sprintf("v%d", rng.IntN(1000)),
+			origin: o, seq: seqs[o], hlc: h}
+		switch p := rng.IntN(20); {
+		case p < 2:
+			r.del, r.value = true, ""
+		case p < 7:
+			r.eff = timeBase + int64(rng.IntN(120))
+			scheduled[r.key] = append(scheduled[r.key], r.eff)
+		case p < 8:
+			r.del, r.value = true, ""
+			r.eff = timeBase + int64(rng.IntN(120))
+			scheduled[r.key] = append(scheduled[r.key], r.eff)
+		case p < 11:
+			r.cancel, r.value = true, ""
+			if effs := scheduled[r.key]; len(effs) > 0 && rng.IntN(4) > 0 {
+				r.eff = effs[rng.IntN(len(effs))]
+			} else {
+				r.eff = timeBase + int64(rng.IntN(120))
+			}
+		}
+		if !r.del && !r.cancel && rng.IntN(3) == 0 {
+			r.expires = max(r.eff, r.effective()) + 1 + int64(rng.IntN(60))
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// fakeClock is an injected wall clock in Unix ms.
+type fakeClock struct{ ms atomic.Int64 }
+
+func (c *fakeClock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
+
+func newTimedView(c *fakeClock) *View {
+	v := New()
+	v.SetClock(c.now)
+	return v
+}
+
+// checkTimeModel compares everything a reader sees of v at the clock's
+// instant with the model.
+func checkTimeModel(t *testing.T, v *View, recs []timeRec, at int64, what string) {
+	t.Helper()
+	live := 0
+	var wantKeys []string
+	for k := range 5 {
+		key := fmt.Sprintf("k%d", k)
+		want, ok := timeModel(recs, key, at)
+		e, got := v.Get("prices", key)
+		if ok != got || ok && (string(e.Value) != want.value || e.Stamp != (record.Stamp{Origin: want.origin, Seq: want.seq, HLC: want.hlc}) ||
+			e.ExpiresAt != want.expires || e.EffectiveAt != want.eff) {
+			for _, r := range recs {
+				if r.key == key {
+					t.Logf("record %+v eff %d", r, r.effective()-timeBase)
+				}
+			}
+			t.Fatalf("%s at +%dms: Get(%s) = %+v, %v; the rule says %+v, %v", what, at-timeBase, key, e, got, want, ok)
+		}
+		if ok {
+			live++
+			wantKeys = append(wantKeys, key)
+		}
+	}
+	if keys := v.Keys("prices", "", "", 0); !slices.Equal(keys, wantKeys) {
+		t.Fatalf("%s at +%dms: Keys = %v, the rule says %v", what, at-timeBase, keys, wantKeys)
+	}
+	if v.Len() != live {
+		t.Fatalf("%s at +%dms: Len = %d, the rule says %d", what, at-timeBase, v.Len(), live)
+	}
+}
+
+// TestViewTimeConvergesInAnyOrder is the property the rule promises: the
+// same records, scheduled, expiring and cancelled, applied in any order
+// and at any moments, read at the same instants, give the same view; and
+// that view is the rule's (timeModel). Half the rounds apply everything
+// before the first instant and read as the clock moves on; the other half
+// apply the records while the clock moves (so records arrive after their
+// instant, cancels after the value they cancel took effect) and read after.
+func TestViewTimeConvergesInAnyOrder(t *testing.T) {
+	seed := *viewSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -view.seed=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x71e))
+	for round := range 40 {
+		recs := timeRandomRecords(rng, 10+rng.IntN(60))
+		encoded := make([]record.Record, len(recs))
+		for i, r := range recs {
+			encoded[i] = r.record(t)
+		}
+		late := round%2 == 1
+		reads := []int64{timeBase - 1}
+		for at := int64(timeBase); at < timeBase+200; at += 1 + int64(rng.IntN(12)) {
+			reads = append(reads, at)
+		}
+		if late {
+			reads = reads[len(reads)/2:]
+		}
+		var ref [][32]byte
+		for order := range 12 {
+			what := fmt.Sprintf("seed %d round %d order %d", seed, round, order)
+			perm := rng.Perm(len(recs))
+			c := &fakeClock{}
+			c.ms.Store(timeBase - 50)
+			v := newTimedView(c)
+			for i, p := range perm {
+				if late {
+					// The clock moves while the records arrive, up to the
+					// first read; the timer runs at some of the moments.
+					c.ms.Store(timeBase - 50 + int64(i)*(reads[0]-timeBase+50)/int64(len(perm)))
+					if rng.IntN(3) == 0 {
+						v.settleDue()
+					}
+				}
+				v.Apply(encoded[p])
+			}
+			var digests [][32]byte
+			for _, at := range reads {
+				c.ms.Store(at)
+				v.settleDue()
+				checkTimeModel(t, v, recs, at, what)
+				digests = append(digests, v.Digest())
+			}
+			if order == 0 {
+				ref = digests
+			} else if !slices.Equal(digests, ref) {
+				t.Fatalf("%s: digests differ from the first order's", what)
+			}
+		}
+	}
+}
+
+// TestViewTimeSnapshotRoundTrip writes a view with timed records (pending,
+// expired, cancelled) to a snapshot and reads it back: the same reads at
+// the same instants, and no expired value in the file.
+func TestViewTimeSnapshotRoundTrip(t *testing.T) {
+	seed := *viewSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for round := range 20 {
+		recs := timeRandomRecords(rng, 10+rng.IntN(40))
+		c := &fakeClock{}
+		c.ms.Store(timeBase + int64(rng.IntN(100)))
+		v := newTimedView(c)
+		for _, r := range recs {
+			v.Apply(r.record(t))
+		}
+		path := filepath.Join(t.TempDir(), "snap")
+		if err := WriteSnapshot(path, v, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, _, _, err := ReadSnapshot(path, c.now)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		for at := c.ms.Load(); at < timeBase+200; at += 7 {
+			c.ms.Store(at)
+			got.settleDue()
+			v.settleDue()
+			checkTimeModel(t, got, recs, at, fmt.Sprintf("seed %d round %d, from the snapshot", seed, round))
+			if got.Digest() != v.Digest() {
+				t.Fatalf("seed %d round %d at +%d: the snapshot's view has another digest", seed, round, at-timeBase)
+			}
+		}
+	}
+
+	// An expired value is not in the file.
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	v.Apply(timeRec{key: "gone", value: "secret-price", expires: timeBase + 10, origin: 1, seq: 1, hlc: record.MakeHLC(timeBase, 0)}.record(t))
+	v.Apply(timeRec{key: "kept", value: "kept-price", expires: timeBase + 100, origin: 1, seq: 2, hlc: record.MakeHLC(timeBase, 1)}.record(t))
+	c.ms.Store(timeBase + 10) // the timer has not run: the value is still in memory
+	path := filepath.Join(t.TempDir(), "snap")
+	if err := WriteSnapshot(path, v, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("secret-price")) || !bytes.Contains(b, []byte("kept-price")) {
+		t.Fatalf("the snapshot holds the expired value, or lost the live one")
+	}
+	got, _, _, err := ReadSnapshot(path, c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Get("prices", "gone"); ok {
+		t.Fatal("the expired key came back from the snapshot")
+	}
+	// The expired key still hides an older write.
+	got.Apply(timeRec{key: "gone", value: "older", origin: 2, seq: 1, hlc: record.MakeHLC(timeBase-5, 0)}.record(t))
+	if _, ok := got.Get("prices", "gone"); ok {
+		t.Fatal("an older write came back over the expired key")
+	}
+}
+
+// TestViewTimeRules walks the cases of DESIGN.md's "Time" one by one.
+func TestViewTimeRules(t *testing.T) {
+	hlc := func(ms int64, l uint16) uint64 { return record.MakeHLC(timeBase+ms, l) }
+	type read struct {
+		at    int64 // ms after timeBase
+		value string
+	}
+	tests := []struct {
+		name  string
+		recs  []timeRec
+		reads []read // value "" = no value
+	}{
+		{"an expiring value disappears at its instant",
+			[]timeRec{{key: "k", value: "a", expires: timeBase + 50, origin: 1, seq: 1, hlc: hlc(0, 0)}},
+			[]read{{0, "a"}, {49, "a"}, {50, ""}, {500, ""}}},
+		{"the sale at midnight wins over a later write for now",
+			[]timeRec{
+				{key: "k", value: "regular", origin: 1, seq: 1, hlc: hlc(0, 0)},
+				{key: "k", value: "sale", eff: timeBase + 100, origin: 1, seq: 2, hlc: hlc(10, 0)},
+				{key: "k", value: "published-later-for-now", origin: 2, seq: 1, hlc: hlc(50, 0)},
+			},
+			[]read{{60, "published-later-for-now"}, {99, "published-later-for-now"}, {100, "sale"}, {149, "sale"}}},
+		{"after the instant, an ordinary write wins again",
+			[]timeRec{
+				{key: "k", value: "regular", origin: 1, seq: 1, hlc: hlc(0, 0)},
+				{key: "k", value: "sale", eff: timeBase + 30, origin: 1, seq: 2, hlc: hlc(10, 0)},
+				{key: "k", value: "after-the-instant", origin: 2, seq: 1, hlc: hlc(40, 0)},
+			},
+			[]read{{55, "after-the-instant"}, {100, "after-the-instant"}}},
+		{"a cancel leaves the value in force before",
+			[]timeRec{
+				{key: "k", value: "regular", origin: 1, seq: 1, hlc: hlc(0, 0)},
+				{key: "k", value: "sale", eff: timeBase + 100, origin: 1, seq: 2, hlc: hlc(10, 0)},
+				{key: "k", cancel: true, eff: timeBase + 100, origin: 2, seq: 1, hlc: hlc(20, 0)},
+			},
+			[]read{{99, "regular"}, {100, "regular"}, {200, "regular"}}},
+		{"a value rescheduled after a cancel is not voided",
+			[]timeRec{
+				{key: "k", value: "sale", eff: timeBase + 100, origin: 1, seq: 1, hlc: hlc(10, 0)},
+				{key: "k", cancel: true, eff: timeBase + 100, origin: 1, seq: 2, hlc: hlc(20, 0)},
+				{key: "k", value: "sale-again", eff: timeBase + 100, origin: 1, seq: 3, hlc: hlc(30, 0)},
+			},
+			[]read{{99, ""}, {100, "sale-again"}}},
+		{"a scheduled tombstone deletes at its instant",
+			[]timeRec{
+				{key: "k", value: "sale", origin: 1, seq: 1, hlc: hlc(0, 0)},
+				{key: "k", del: true, eff: timeBase + 100, origin: 1, seq: 2, hlc: hlc(10, 0)},
+			},
+			[]read{{99, "sale"}, {100, ""}}},
+		{"an expired value hides the older ones",
+			[]timeRec{
+				{key: "k", value: "old", origin: 1, seq: 1, hlc: hlc(0, 0)},
+				{key: "k", value: "promo", expires: timeBase + 100, origin: 1, seq: 2, hlc: hlc(10, 0)},
+			},
+			[]read{{99, "promo"}, {100, ""}}},
+		{"a scheduled value with an expiry: in force between the two",
+			[]timeRec{
+				{key: "k", value: "regular", origin: 1, seq: 1, hlc: hlc(0, 0)},
+				{key: "k", value: "two-hour-promo", eff: timeBase + 100, expires: timeBase + 200, origin: 1, seq: 2, hlc: hlc(10, 0)},
+			},
+			[]read{{99, "regular"}, {100, "two-hour-promo"}, {200, ""}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Every order of the records, with the timer run at each read.
+			for perm := range permutations(len(tc.recs)) {
+				c := &fakeClock{}
+				c.ms.Store(timeBase + 55)
+				v := newTimedView(c)
+				for _, i := range perm {
+					v.Apply(tc.recs[i].record(t))
+				}
+				for _, rd := range tc.reads {
+					if timeBase+rd.at < c.ms.Load() {
+						continue // the clock does not go back
+					}
+					c.ms.Store(timeBase + rd.at)
+					for _, settled := range []bool{false, true} {
+						if settled {
+							v.settleDue()
+						}
+						e, ok := v.Get("prices", "k")
+						if got := string(e.Value); ok != (rd.value != "") || got != rd.value {
+							t.Fatalf("order %v at +%dms (timer run: %v): %q, %v; want %q", perm, rd.at, settled, got, ok, rd.value)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// permutations yields every order of n items (n is small).
+func permutations(n int) func(yield func([]int) bool) {
+	return func(yield func([]int) bool) {
+		p := make([]int, n)
+		for i := range p {
+			p[i] = i
+		}
+		var gen func(k int) bool
+		gen = func(k int) bool {
+			if k == n {
+				return yield(slices.Clone(p))
+			}
+			for i := k; i < n; i++ {
+				p[k], p[i] = p[i], p[k]
+				if !gen(k + 1) {
+					return false
+				}
+				p[k], p[i] = p[i], p[k]
+			}
+			return true
+		}
+		gen(0)
+	}
+}
+
+// TestViewTimeFollower: the follower sees an expiry and a scheduled value
+// taking effect when the timer runs, with their causes.
+func TestViewTimeFollower(t *testing.T) {
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	var seen []Change
+	v.FollowFrom(func(ch Change) { seen = append(seen, ch) })
+	v.Apply(timeRec{key: "a", value: "x", expires: timeBase + 10, origin: 1, seq: 1, hlc: record.MakeHLC(timeBase, 0)}.record(t))
+	v.Apply(timeRec{key: "b", value: "sale", eff: timeBase + 20, origin: 1, seq: 2, hlc: record.MakeHLC(timeBase, 1)}.record(t))
+	if len(seen) != 1 || seen[0].Key != "a" || seen[0].Cause != "" || seen[0].ExpiresAt != timeBase+10 {
+		t.Fatalf("after the writes the follower saw %+v; want the write of a alone", seen)
+	}
+	if p := v.Pending("prices", "", 0); len(p) != 1 || p[0].Key != "b" || p[0].EffectiveAt != timeBase+20 {
+		t.Fatalf("Pending = %+v", p)
+	}
+	c.ms.Store(timeBase + 10)
+	if w := v.settleDue(); w != 10*time.Millisecond {
+		t.Errorf("next instant in %v, want 10ms", w)
+	}
+	if len(seen) != 2 || seen[1].Key != "a" || !seen[1].Deleted || seen[1].Cause != CauseExpired {
+		t.Fatalf("after the expiry the follower saw %+v", seen)
+	}
+	c.ms.Store(timeBase + 20)
+	v.settleDue()
+	if len(seen) != 3 || seen[2].Key != "b" || seen[2].Deleted || string(seen[2].Value) != "sale" || seen[2].Cause != CauseEffective {
+		t.Fatalf("after the instant the follower saw %+v", seen)
+	}
+	if p := v.Pending("prices", "", 0); len(p) != 0 {
+		t.Fatalf("Pending after the instant = %+v", p)
+	}
+}
