@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // Sentinel errors of the client. Callers test for them with errors.Is.
@@ -38,25 +40,25 @@ var (
 // The stable error codes of the local API. An *APIError carries one of them
 // in Code (or "" when the daemon's answer carried none).
 const (
-	CodeBadRequest          = "bad_request"          // 400
-	CodeInvalidName         = "invalid_name"         // 400
-	CodeBadJSON             = "bad_json"             // 400
-	CodeBadBase64           = "bad_base64"           // 400
-	CodeValueTooLarge       = "value_too_large"      // 413
-	CodeBodyTooLarge        = "body_too_large"       // 413
-	CodeNotFound            = "not_found"            // 404
-	CodeRouteNotFound       = "route_not_found"      // 404
-	CodeConflict            = "conflict"             // 409
-	CodeMethodNotAllowed    = "method_not_allowed"   // 405
-	CodeUnsupportedEncoding = "unsupported_encoding" // 415
-	CodeForbidden           = "forbidden"            // 403
-	CodeStoreFull           = "store_full"           // 507
-	CodeDiskFull            = "disk_full"            // 507
-	CodeTooMany             = "too_many"             // 429
-	CodeUnavailable         = "unavailable"          // 503
-	CodeBusy                = "busy"                 // 503, a limit of the node is reached: retry later
-	CodeTimeout             = "timeout"              // 408
-	CodeInternal            = "internal"             // 500
+	CodeBadRequest          = wire.CodeBadRequest          // 400
+	CodeInvalidName         = wire.CodeInvalidName         // 400
+	CodeBadJSON             = wire.CodeBadJSON             // 400
+	CodeBadBase64           = "bad_base64"                 // 400
+	CodeValueTooLarge       = wire.CodeValueTooLarge       // 413
+	CodeBodyTooLarge        = wire.CodeBodyTooLarge        // 413
+	CodeNotFound            = wire.CodeNotFound            // 404
+	CodeRouteNotFound       = wire.CodeRouteNotFound       // 404
+	CodeConflict            = wire.CodeConflict            // 409
+	CodeMethodNotAllowed    = wire.CodeMethodNotAllowed    // 405
+	CodeUnsupportedEncoding = wire.CodeUnsupportedEncoding // 415
+	CodeForbidden           = wire.CodeForbidden           // 403
+	CodeStoreFull           = wire.CodeStoreFull           // 507
+	CodeDiskFull            = wire.CodeDiskFull            // 507
+	CodeTooMany             = wire.CodeTooMany             // 429
+	CodeUnavailable         = wire.CodeUnavailable         // 503
+	CodeBusy                = wire.CodeBusy                // 503, a limit of the node is reached: retry later
+	CodeTimeout             = wire.CodeTimeout             // 408
+	CodeInternal            = wire.CodeInternal            // 500
 )
 
 // APIError is an error answer of the daemon: its HTTP status and the

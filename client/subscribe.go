@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // Values of SubscribeOptions.From besides FromOffset and FromTime.
@@ -27,7 +29,7 @@ func FromOffset(offset uint64) string { return strconv.FormatUint(offset, 10) }
 
 // FromTime is the From for starting at the first message stamped at or
 // after t.
-func FromTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+func FromTime(t time.Time) string { return t.UTC().Format(wire.TimeLayout) }
 
 // Values of SubscribeOptions.Mode.
 const (

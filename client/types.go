@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cachecast/cachecast/internal/jsonstr"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // Status words of a PutResult. Every status means the message was stored
@@ -18,11 +19,11 @@ import (
 const (
 	// StatusOK: stored as the daemon's flush mode (and replication mode,
 	// in a cluster) promises.
-	StatusOK = "ok"
+	StatusOK = wire.StatusOK
 	// StatusReplicaUnavailable: stored locally; the replica peer is down.
-	StatusReplicaUnavailable = "replica_unavailable"
+	StatusReplicaUnavailable = wire.StatusReplicaUnavailable
 	// StatusReplicaTimeout: stored locally; the replica did not answer in time.
-	StatusReplicaTimeout = "replica_timeout"
+	StatusReplicaTimeout = wire.StatusReplicaTimeout
 )
 
 // PutResult is the daemon's answer for one published message (a PUT, a
@@ -221,12 +222,9 @@ type RedisStats struct {
 	Subscriptions   int64  `json:"subscriptions"`
 }
 
-// timeLayout is RFC 3339 with milliseconds, the wire's time format.
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
-
 // FormatOrigin renders an origin ID the way the wire does: 16 lower-case
 // hex digits.
-func FormatOrigin(o uint64) string { return fmt.Sprintf("%016x", o) }
+func FormatOrigin(o uint64) string { return wire.FormatOrigin(o) }
 
 // parseOrigin accepts 1 to 16 hex digits; "" is zero (absent).
 func parseOrigin(s string) (uint64, error) {
@@ -282,7 +280,7 @@ func formatTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format(timeLayout)
+	return t.UTC().Format(wire.TimeLayout)
 }
 
 // unmarshal is json.Unmarshal that refuses a text whose strings
@@ -485,16 +483,16 @@ func appendMessage(dst []byte, m *Message) []byte {
 	}
 	if m.Key != "" {
 		field("key")
-		dst = appendJSONString(dst, m.Key)
+		dst = wire.AppendString(dst, m.Key)
 	}
 	if m.Tag != "" {
 		field("tag")
-		dst = appendJSONString(dst, m.Tag)
+		dst = wire.AppendString(dst, m.Tag)
 	}
 	if len(m.Value) > 0 {
 		if utf8.Valid(m.Value) {
 			field("value")
-			dst = appendJSONBytes(dst, m.Value)
+			dst = wire.AppendBytes(dst, m.Value)
 		} else {
 			field("value_base64")
 			dst = append(dst, '"')
@@ -507,53 +505,4 @@ func appendMessage(dst []byte, m *Message) []byte {
 		dst = append(dst, "true"...)
 	}
 	return append(dst, '}')
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	return appendJSONBytes(dst, []byte(s))
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONBytes appends s as a JSON string. Invalid UTF-8 becomes
-// U+FFFD, byte by byte, as encoding/json does.
-func appendJSONBytes(dst []byte, s []byte) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,11 +14,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 func TestPutGetDelete(t *testing.T) {
 	td := startDaemon(t, testConfig(t))
-	origin := formatOrigin(td.d.Store().Origin())
+	origin := wire.FormatOrigin(td.d.Store().Origin())
 
 	before := time.Now().Add(-time.Second)
 	pr := td.put("prices", "sku%2F1", "12.50", "Cachecast-Tag", "eu")
@@ -76,7 +78,7 @@ func TestPutGetDelete(t *testing.T) {
 
 	// DELETE publishes a tombstone; the key is gone.
 	r = td.do("DELETE", "/v1/topics/prices/keys/sku%2F1", nil)
-	var del PutResult
+	var del wire.PutResult
 	if err := json.Unmarshal(r.body, &del); r.status != 200 || err != nil || del.Key != "sku/1" || del.Status != "ok" || del.Seq <= pr.Seq {
 		t.Fatalf("DELETE: %d %s", r.status, r.body)
 	}
@@ -92,7 +94,7 @@ func TestPostMessages(t *testing.T) {
 	// One JSON object.
 	r := td.do("POST", "/v1/topics/t/messages", strings.NewReader(`{"key":"a","tag":"x","value":"1"}`),
 		"Content-Type", "application/json")
-	var one struct{ Results []PutResult }
+	var one struct{ Results []wire.PutResult }
 	if err := json.Unmarshal(r.body, &one); r.status != 200 || err != nil || len(one.Results) != 1 || one.Results[0].Key != "a" {
 		t.Fatalf("POST one: %d %s", r.status, r.body)
 	}
@@ -103,7 +105,7 @@ func TestPostMessages(t *testing.T) {
 {"key":"a","delete":true}
 `
 	r = td.do("POST", "/v1/topics/t/messages", strings.NewReader(batch), "Content-Type", "application/x-ndjson")
-	var many struct{ Results []PutResult }
+	var many struct{ Results []wire.PutResult }
 	if err := json.Unmarshal(r.body, &many); r.status != 200 || err != nil || len(many.Results) != 4 {
 		t.Fatalf("POST batch: %d %s", r.status, r.body)
 	}
@@ -209,11 +211,11 @@ func TestStatusHealthReady(t *testing.T) {
 	td := startDaemon(t, cfg)
 	td.put("t", "k", "v")
 	r := td.do("GET", "/v1/status", nil)
-	var s statusBody
+	var s wire.Status
 	if err := json.Unmarshal(r.body, &s); r.status != 200 || err != nil {
 		t.Fatalf("status: %d %s", r.status, r.body)
 	}
-	if s.Node.Name != "test-node" || s.Node.Origin != formatOrigin(td.d.Store().Origin()) || s.Node.Version != Version ||
+	if s.Node.Name != "test-node" || s.Node.Origin != wire.FormatOrigin(td.d.Store().Origin()) || s.Node.Version != Version ||
 		s.Flush != "sync" || s.UptimeSeconds <= 0 || s.Store.Records != 1 || s.Store.Keys != 1 || s.Store.WritePos <= 0 ||
 		s.Store.Segments < 1 || s.Store.FlushedPos != s.Store.WritePos {
 		t.Fatalf("status: %s", r.body)
@@ -386,7 +388,7 @@ func TestSubscribe(t *testing.T) {
 		s := td.subscribe("t/subscribe?from=earliest")
 		m := s.next()
 		if m["offset"] != 0.0 || m["topic"] != "t" || m["key"] != "a" || m["tag"] != "red" || m["value"] != "1" ||
-			m["delete"] != false || m["seq"] != 1.0 || m["origin"] != formatOrigin(td.d.Store().Origin()) {
+			m["delete"] != false || m["seq"] != 1.0 || m["origin"] != wire.FormatOrigin(td.d.Store().Origin()) {
 			t.Fatalf("line %v", m)
 		}
 		if _, err := strconv.ParseUint(m["hlc"].(string), 10, 64); err != nil {
@@ -440,7 +442,7 @@ func TestSubscribe(t *testing.T) {
 		// The cursor follows the written lines.
 		testkit.Until(t, 5*time.Second, "the cursor to follow the lines", func() string {
 			r := td.do("GET", "/v1/cursors/worker", nil)
-			var c cursorAnswer
+			var c wire.Cursor
 			_ = json.Unmarshal(r.body, &c)
 			if c.Topic != "t" || c.Offset < 3 {
 				return "cursor did not advance: " + string(r.body)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // A table of bad requests over the real socket. Each gets its status and
@@ -199,7 +201,7 @@ func TestBadInputs(t *testing.T) {
 	}
 	// Every error was counted under its code.
 	var total float64
-	for _, code := range errorCodes {
+	for _, code := range wire.Codes {
 		total += testutilCounter(t, td, code)
 	}
 	if want := float64(len(tests) - 1); total < want {
@@ -233,7 +235,7 @@ func TestPublishRefusesInvalidUTF8(t *testing.T) {
 				Error struct{ Code, Message string }
 			}
 			_ = json.Unmarshal(r.body, &e)
-			if r.status != 400 || e.Error.Code != CodeBadJSON || !strings.Contains(e.Error.Message, tt.want) ||
+			if r.status != 400 || e.Error.Code != wire.CodeBadJSON || !strings.Contains(e.Error.Message, tt.want) ||
 				!strings.Contains(e.Error.Message, `"value_base64"`) {
 				t.Fatalf("got %d %s; want 400 bad_json naming %q and value_base64", r.status, r.body, tt.want)
 			}

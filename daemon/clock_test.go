@@ -9,13 +9,14 @@ import (
 	"github.com/cachecast/cachecast/internal/testkit"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // clusterStatusOf reads GET /v1/cluster of td.
-func clusterStatusOf(t *testing.T, td *testDaemon) ClusterStatus {
+func clusterStatusOf(t *testing.T, td *testDaemon) wire.ClusterStatus {
 	t.Helper()
 	r := td.do("GET", "/v1/cluster", nil)
-	var st ClusterStatus
+	var st wire.ClusterStatus
 	if err := json.Unmarshal(r.body, &st); err != nil || r.status != 200 {
 		t.Fatalf("GET /v1/cluster: %d %s", r.status, r.body)
 	}
@@ -23,7 +24,7 @@ func clusterStatusOf(t *testing.T, td *testDaemon) ClusterStatus {
 }
 
 // memberNamed is the member called name in st.
-func memberNamed(t *testing.T, st ClusterStatus, name string) ClusterMember {
+func memberNamed(t *testing.T, st wire.ClusterStatus, name string) wire.ClusterMember {
 	t.Helper()
 	for _, m := range st.Members {
 		if m.Name == name {
@@ -31,7 +32,7 @@ func memberNamed(t *testing.T, st ClusterStatus, name string) ClusterMember {
 		}
 	}
 	t.Fatalf("no member %q in %+v", name, st)
-	return ClusterMember{}
+	return wire.ClusterMember{}
 }
 
 // gaugeValue reads the metric name with the label peer=peer ("" for a
@@ -64,7 +65,7 @@ func gaugeValue(t *testing.T, td *testDaemon, name, peer string) (v float64, ok 
 }
 
 // stampTime is the wall time of a publish's HLC.
-func stampTime(t *testing.T, pr PutResult) time.Time {
+func stampTime(t *testing.T, pr wire.PutResult) time.Time {
 	t.Helper()
 	h, err := strconv.ParseUint(pr.HLC, 10, 64)
 	if err != nil {

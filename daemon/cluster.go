@@ -16,18 +16,8 @@ import (
 	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/gossip"
 	"github.com/cachecast/cachecast/store"
-
 	"github.com/cachecast/cachecast/store/record"
-)
-
-// Publish statuses beyond StatusOK, for --replication=sync: the write is
-// stored on this node (durably, as --flush says) but the replica peer did
-// not confirm it. Like RocketMQ's SLAVE_NOT_AVAILABLE and
-// FLUSH_SLAVE_TIMEOUT, neither is a plain success nor a failure: the write
-// stands and reaches the others by fan-out and anti-entropy.
-const (
-	StatusReplicaUnavailable = "replica_unavailable"
-	StatusReplicaTimeout     = "replica_timeout"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // cluster joins the daemon to the others: gossip for membership, the
@@ -342,18 +332,18 @@ func (c *cluster) replica() (gossip.Member, bool) {
 func (c *cluster) waitReplica(ctx context.Context, seq uint64) string {
 	peer, ok := c.replica()
 	if !ok {
-		return StatusReplicaUnavailable
+		return wire.StatusReplicaUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReplicaTimeout)
 	defer cancel()
 	err := c.b.WaitReplica(ctx, peer.ID, seq)
 	switch {
 	case err == nil:
-		return StatusOK
+		return wire.StatusOK
 	case errors.Is(err, broadcast.ErrNoPeer):
-		return StatusReplicaUnavailable
+		return wire.StatusReplicaUnavailable
 	default:
-		return StatusReplicaTimeout
+		return wire.StatusReplicaTimeout
 	}
 }
 
@@ -382,51 +372,9 @@ func (c *cluster) memberCounts() (alive, known int) {
 	return len(c.g.Alive()), len(c.g.Members())
 }
 
-// ClusterStatus is the body of GET /v1/cluster.
-type ClusterStatus struct {
-	Node    string `json:"node"`
-	Origin  string `json:"origin"`
-	Replica string `json:"replica,omitempty"`
-	// ClockBehind: most peers' records arrive stamped ahead of this
-	// node's clock beyond --max-clock-offset; this node's clock is most
-	// likely behind.
-	ClockBehind bool            `json:"clock_behind,omitempty"`
-	Members     []ClusterMember `json:"members"`
-}
-
-// ClusterMember is one member as this node sees it, with how far it is
-// behind each origin this node holds.
-type ClusterMember struct {
-	Name      string      `json:"name"`
-	Origin    string      `json:"origin"`
-	State     string      `json:"state"`
-	Addr      string      `json:"addr"`
-	DataAddr  string      `json:"data_addr"`
-	Connected bool        `json:"connected"`
-	Self      bool        `json:"self,omitempty"`
-	Lag       []OriginLag `json:"lag,omitempty"`
-	// ClockAhead: the member's records persistently arrive stamped
-	// beyond --max-clock-offset ahead of this node's clock (its clock is
-	// ahead, or this one's behind: see ClockBehind); ClockAheadSeconds is
-	// by how much its last record was. HeldRecords of its records wait
-	// here for this node's clock; RefusedRecords counts the offers
-	// refused as too far ahead.
-	ClockAhead        bool    `json:"clock_ahead,omitempty"`
-	ClockAheadSeconds float64 `json:"clock_ahead_seconds,omitempty"`
-	HeldRecords       int     `json:"held_records,omitempty"`
-	RefusedRecords    uint64  `json:"refused_records,omitempty"`
-}
-
-// OriginLag is how far a member is behind this node on one origin.
-type OriginLag struct {
-	Origin  string  `json:"origin"`
-	Records uint64  `json:"records"`
-	Seconds float64 `json:"seconds"`
-}
-
-func (c *cluster) status() ClusterStatus {
+func (c *cluster) status() wire.ClusterStatus {
 	self := c.st.Origin()
-	out := ClusterStatus{Node: c.cfg.NodeName, Origin: formatOrigin(self)}
+	out := wire.ClusterStatus{Node: c.cfg.NodeName, Origin: wire.FormatOrigin(self)}
 	if r, ok := c.replica(); ok {
 		out.Replica = r.Name
 	}
@@ -438,7 +386,7 @@ func (c *cluster) status() ClusterStatus {
 	clocks := c.st.OriginClocks()
 	out.ClockBehind = c.clockBehind.Load()
 	for _, m := range c.g.Members() {
-		cm := ClusterMember{Name: m.Name, Origin: formatOrigin(m.ID), State: m.State.String(),
+		cm := wire.ClusterMember{Name: m.Name, Origin: wire.FormatOrigin(m.ID), State: m.State.String(),
 			Addr: m.Addr, DataAddr: m.DataAddr, Self: m.ID == self}
 		if oc, ok := clocks[m.ID]; ok {
 			cm.ClockAhead, cm.HeldRecords, cm.RefusedRecords = oc.Flagged, oc.Held, oc.Refused
@@ -465,14 +413,14 @@ func (c *cluster) status() ClusterStatus {
 // as of the peer's last report (at most a SyncInterval old); the seconds
 // are the age of the oldest record the peer lacks. A peer is never behind
 // on its own origin.
-func (c *cluster) lag(mine, theirs map[uint64]uint64, peer uint64) []OriginLag {
-	var out []OriginLag
+func (c *cluster) lag(mine, theirs map[uint64]uint64, peer uint64) []wire.OriginLag {
+	var out []wire.OriginLag
 	for o, m := range mine {
 		t := theirs[o]
 		if t >= m || o == peer {
 			continue
 		}
-		l := OriginLag{Origin: formatOrigin(o), Records: m - t}
+		l := wire.OriginLag{Origin: wire.FormatOrigin(o), Records: m - t}
 		c.st.ReadOrigin(o, t+1, t+1, func(r record.Record) error {
 			l.Seconds = time.Since(record.HLCTime(r.HLC())).Seconds()
 			return nil

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // clusterConfig is testConfig on its own loopback ports, with the fast
@@ -63,7 +64,7 @@ func TestClusterPublishReachesEveryNode(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) { c.Replication = "sync" })
 	for i, td := range ds {
 		res := td.put("prices", fmt.Sprintf("sku-%d", i), fmt.Sprintf("v%d", i))
-		if res.Status != StatusOK {
+		if res.Status != wire.StatusOK {
 			t.Fatalf("sync publish on node%d: status %q, want ok", i, res.Status)
 		}
 	}
@@ -77,7 +78,7 @@ func TestClusterPublishReachesEveryNode(t *testing.T) {
 		}
 	}
 	r := ds[0].do("GET", "/v1/cluster", nil)
-	var st ClusterStatus
+	var st wire.ClusterStatus
 	if err := json.Unmarshal(r.body, &st); err != nil || r.status != 200 {
 		t.Fatalf("GET /v1/cluster: %d %s", r.status, r.body)
 	}
@@ -96,8 +97,8 @@ func TestSyncReplicationWithoutPeer(t *testing.T) {
 	c.Replication = "sync"
 	td := startDaemon(t, c)
 	res := td.put("prices", "k", "v")
-	if res.Status != StatusReplicaUnavailable {
-		t.Fatalf("status %q, want %q", res.Status, StatusReplicaUnavailable)
+	if res.Status != wire.StatusReplicaUnavailable {
+		t.Fatalf("status %q, want %q", res.Status, wire.StatusReplicaUnavailable)
 	}
 	// The write stands.
 	if r := td.do("GET", "/v1/topics/prices/keys/k", nil); r.status != 200 || string(r.body) != "v" {
@@ -146,7 +147,7 @@ func TestClusterOverNATS(t *testing.T) {
 		c.Replication = "sync"
 	})
 	for i, td := range ds {
-		if res := td.put("prices", fmt.Sprintf("k%d", i), fmt.Sprint(i)); res.Status != StatusOK {
+		if res := td.put("prices", fmt.Sprintf("k%d", i), fmt.Sprint(i)); res.Status != wire.StatusOK {
 			t.Fatalf("sync publish over nats: %q", res.Status)
 		}
 	}
@@ -308,10 +309,10 @@ func TestStopDuringFirstJoin(t *testing.T) {
 	}
 }
 
-func getStatus(t *testing.T, td *testDaemon) statusBody {
+func getStatus(t *testing.T, td *testDaemon) wire.Status {
 	t.Helper()
 	r := td.do("GET", "/v1/status", nil)
-	var b statusBody
+	var b wire.Status
 	if err := json.Unmarshal(r.body, &b); err != nil || r.status != 200 {
 		t.Fatalf("GET /v1/status: %d %s", r.status, r.body)
 	}

@@ -16,27 +16,21 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/gossip"
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
 
-// Limits of names that the daemon enforces on every request. They are part of
-// the wire contract (see the package doc), so they are constants, not flags.
 const (
-	// MaxTopicLen is the longest topic (and cursor) name, in bytes.
-	MaxTopicLen = 128
-	// MaxKeyLen is the longest key, in bytes.
-	MaxKeyLen = 1024
-	// MaxTagLen is the longest tag, in bytes.
-	MaxTagLen = 128
-
 	// recordOverhead is the most a record adds to its value: the header and
-	// the longest topic, key and tag, padded. A value of max-value-size must
-	// still fit in one segment with it.
-	recordOverhead = record.HeaderSize + MaxTopicLen + MaxKeyLen + MaxTagLen + 8
+	// the longest topic, key and tag the API takes (package wire's name
+	// limits), padded. A value of max-value-size must still fit in one
+	// segment with it.
+	recordOverhead = record.HeaderSize + wire.MaxTopicLen + wire.MaxAPIKeyLen + wire.MaxTagLen + 8
 
 	// maxSocketPath is the longest path a Unix socket address holds
 	// (sun_path is 108 bytes, one of them the terminating NUL).
@@ -398,11 +392,11 @@ func (c Config) Validate() error {
 	case c.FlushBytes <= 0:
 		return fmt.Errorf("--flush-bytes: must be positive, got %d", c.FlushBytes)
 	case c.SegmentSize < 64<<10:
-		return fmt.Errorf("--segment-size: must be at least 64KiB, got %s", formatSize(c.SegmentSize))
+		return fmt.Errorf("--segment-size: must be at least 64KiB, got %s", wire.FormatSize(c.SegmentSize))
 	case c.SegmentSize > 2<<30:
-		return fmt.Errorf("--segment-size: must be at most 2GiB, got %s", formatSize(c.SegmentSize))
+		return fmt.Errorf("--segment-size: must be at most 2GiB, got %s", wire.FormatSize(c.SegmentSize))
 	case c.SegmentSize%int64(os.Getpagesize()) != 0:
-		return fmt.Errorf("--segment-size: must be a multiple of the page size (%d), got %s", os.Getpagesize(), formatSize(c.SegmentSize))
+		return fmt.Errorf("--segment-size: must be a multiple of the page size (%d), got %s", os.Getpagesize(), wire.FormatSize(c.SegmentSize))
 	case c.MaxMappedSegments < 2:
 		// One segment is written while another may still be read.
 		return fmt.Errorf("--max-mapped-segments: must be at least 2, got %d", c.MaxMappedSegments)
@@ -410,7 +404,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--retention-bytes: must not be negative, got %d", c.RetentionBytes)
 	case c.RetentionBytes > 0 && c.RetentionBytes < 2*c.SegmentSize:
 		return fmt.Errorf("--retention-bytes: must be 0 (no bound) or at least two segments (%s), got %s",
-			formatSize(2*c.SegmentSize), formatSize(c.RetentionBytes))
+			wire.FormatSize(2*c.SegmentSize), wire.FormatSize(c.RetentionBytes))
 	case c.RetentionAge < 0:
 		return fmt.Errorf("--retention-age: must not be negative, got %v", c.RetentionAge)
 	case c.SnapshotInterval <= 0:
@@ -419,10 +413,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--max-value-size: must be at least 1 byte, got %d", c.MaxValueSize)
 	case c.MaxValueSize > c.SegmentSize-recordOverhead:
 		return fmt.Errorf("--max-value-size: a value of %s does not fit a segment of %s (--segment-size) with its header",
-			formatSize(c.MaxValueSize), formatSize(c.SegmentSize))
+			wire.FormatSize(c.MaxValueSize), wire.FormatSize(c.SegmentSize))
 	case c.MaxBodySize < c.MaxValueSize:
 		return fmt.Errorf("--max-body-size: must be at least --max-value-size (%s), got %s",
-			formatSize(c.MaxValueSize), formatSize(c.MaxBodySize))
+			wire.FormatSize(c.MaxValueSize), wire.FormatSize(c.MaxBodySize))
 	case c.MaxCursors < 0:
 		return fmt.Errorf("--max-cursors: must not be negative, got %d", c.MaxCursors)
 	case c.MaxCursorsPerUID < 0:
@@ -923,20 +917,6 @@ func ParseSize(s string) (int64, error) {
 	return int64(v), nil
 }
 
-// formatSize prints a size the way ParseSize reads it back, in the largest
-// binary unit that divides it.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10)
-}
-
 // sizeValue is a pflag.Value of a byte size.
 type sizeValue struct{ p *int64 }
 
@@ -946,7 +926,7 @@ func (v *sizeValue) String() string {
 	if v.p == nil {
 		return "0"
 	}
-	return formatSize(*v.p)
+	return wire.FormatSize(*v.p)
 }
 
 func (v *sizeValue) Set(s string) error {
@@ -1035,3 +1015,30 @@ func (v *idListValue) Set(s string) error {
 }
 
 func (v *idListValue) Type() string { return "ids" }
+
+// validateLimits checks the flags of the limits.
+func (c Config) validateLimits() error {
+	switch {
+	case c.MaxConnections < 1:
+		return fmt.Errorf("--max-connections: must be at least 1, got %d", c.MaxConnections)
+	case c.MaxConnectionsPerUID < 1 || c.MaxConnectionsPerUID > c.MaxConnections:
+		return fmt.Errorf("--max-connections-per-uid: must be 1 to --max-connections (%d), got %d", c.MaxConnections, c.MaxConnectionsPerUID)
+	case c.MaxStreams < 1:
+		return fmt.Errorf("--max-streams: must be at least 1, got %d", c.MaxStreams)
+	case c.MaxStreamsPerUID < 1 || c.MaxStreamsPerUID > c.MaxStreams:
+		return fmt.Errorf("--max-streams-per-uid: must be 1 to --max-streams (%d), got %d", c.MaxStreams, c.MaxStreamsPerUID)
+	case c.MaxBodyMemory < c.MaxBodySize:
+		return fmt.Errorf("--max-body-memory: must be at least --max-body-size (%s), got %s", wire.FormatSize(c.MaxBodySize), wire.FormatSize(c.MaxBodyMemory))
+	case c.MaxBodyMemoryPerUID < c.MaxBodySize || c.MaxBodyMemoryPerUID > c.MaxBodyMemory:
+		return fmt.Errorf("--max-body-memory-per-uid: must be --max-body-size (%s) to --max-body-memory (%s), got %s",
+			wire.FormatSize(c.MaxBodySize), wire.FormatSize(c.MaxBodyMemory), wire.FormatSize(c.MaxBodyMemoryPerUID))
+	}
+	return nil
+}
+
+// roles are the role lists of the --read-*, --consume-*, --allow-* and
+// --admin-* flags; self is the daemon's own uid.
+func (c Config) roles(self uint32) *access.Roles {
+	return access.NewRoles(access.IDs{UIDs: c.ReadUIDs, GIDs: c.ReadGIDs}, access.IDs{UIDs: c.ConsumeUIDs, GIDs: c.ConsumeGIDs},
+		access.IDs{UIDs: c.AllowUIDs, GIDs: c.AllowGIDs}, access.IDs{UIDs: c.AdminUIDs, GIDs: c.AdminGIDs}, self)
+}

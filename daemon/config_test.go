@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/wire"
 	"github.com/spf13/pflag"
 )
 
@@ -54,8 +55,8 @@ func TestParseSize(t *testing.T) {
 				t.Fatalf("ParseSize(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
 			}
 			// What formatSize prints, ParseSize reads back.
-			if back, err := ParseSize(formatSize(got)); err != nil || back != got {
-				t.Fatalf("round trip of %d via %q: %d, %v", got, formatSize(got), back, err)
+			if back, err := ParseSize(wire.FormatSize(got)); err != nil || back != got {
+				t.Fatalf("round trip of %d via %q: %d, %v", got, wire.FormatSize(got), back, err)
 			}
 		})
 	}

@@ -20,11 +20,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cachecast/cachecast/daemon/httpapi"
+	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/group"
 	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // Version is the daemon's version, set at build time by the Makefile:
@@ -63,7 +66,8 @@ type Daemon struct {
 	// view mirrors the store's view into --view-file; nil when off.
 	view *viewMirror
 
-	ln  *credListener // the local API's socket
+	ln  *access.Listener // the local API's socket
+	api *httpapi.Server
 	srv *http.Server
 	mln net.Listener // metrics; nil when off
 
@@ -71,16 +75,15 @@ type Daemon struct {
 	redisLns []net.Listener
 	msrv     *http.Server
 
-	roles   atomic.Pointer[roles] // swapped by Reload
-	members memberCounts          // group members per uid
+	guard *access.Guard // the roles, swapped by Reload
+	node  *node         // the node as the front doors see it
 
 	// limits and bodies keep one local user from starving the node.
-	limits *connLimits
-	bodies *bodyBudget
+	limits *access.Limits
+	bodies *access.Budget
 
-	started  time.Time
-	ready    atomic.Bool
-	handlers gate // in-flight handlers, waited for before the store closes
+	started time.Time
+	ready   atomic.Bool
 
 	// subsCtx ends every subscription stream at shutdown: http.Server's
 	// Shutdown waits for handlers, and a stream never ends on its own.
@@ -134,7 +137,8 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		done:      make(chan struct{}),
 	}
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
-	d.roles.Store(newRoles(cfg, uint32(os.Getuid())))
+	d.guard = access.NewGuard(cfg.roles(uint32(os.Getuid())), log)
+	d.node = &node{d: d}
 
 	// The socket's path is checked before the store (and the view beside
 	// it) is opened: a recovery of minutes must not end in "no such
@@ -173,7 +177,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	stats := st.Stats()
 	log.Info("store recovered",
 		zap.String("data-dir", cfg.DataDir),
-		zap.String("origin", formatOrigin(st.Origin())),
+		zap.String("origin", wire.FormatOrigin(st.Origin())),
 		zap.Int("segments", stats.Segments),
 		zap.Uint64("records", stats.Records),
 		zap.Int("keys", stats.Keys),
@@ -208,8 +212,11 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		d.cluster.onMembers = d.groups.Kick
 	}
 
-	d.limits = newConnLimits(cfg, d.m.connections, d.m.evicted)
-	d.bodies = newBodyBudget(cfg)
+	d.limits = access.NewLimits(access.LimitsConfig{
+		MaxConnections: cfg.MaxConnections, MaxConnectionsPerUID: cfg.MaxConnectionsPerUID,
+		MaxStreams: cfg.MaxStreams, MaxStreamsPerUID: cfg.MaxStreamsPerUID,
+	}, d.m.connections, d.m.evicted)
+	d.bodies = access.NewBudget(cfg.MaxBodyMemory, cfg.MaxBodyMemoryPerUID)
 	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, d.limits, "--socket")
 	if err != nil {
 		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
@@ -412,10 +419,10 @@ func (d *Daemon) shutdown() error {
 	// outlive it. Bounded: a handler stuck in the store is logged, not
 	// waited for forever.
 	select {
-	case <-d.handlers.closeAndWait():
+	case <-d.api.Drain():
 	case <-time.After(d.cfg.ShutdownTimeout):
 		d.log.Error("handlers still running after the shutdown timeout; closing the store under them",
-			zap.Int("handlers", d.handlers.count()))
+			zap.Int("handlers", d.api.Handlers()))
 	}
 
 	// The groups write their positions and this node's departure while
@@ -453,7 +460,7 @@ func (d *Daemon) writeInternal(ctx context.Context, msgs []record.Message) error
 		return err
 	}
 	if d.cluster != nil && d.cfg.Replication == "sync" {
-		if status := d.cluster.waitReplica(ctx, results[len(results)-1].Seq); status != StatusOK {
+		if status := d.cluster.waitReplica(ctx, results[len(results)-1].Seq); status != wire.StatusOK {
 			d.m.replicaMisses.WithLabelValues(status).Inc()
 		}
 	}
@@ -497,7 +504,7 @@ func (d *Daemon) Reload() error {
 	}
 	lvl, _ := parseLevel(nc.LogLevel)
 	d.level.SetLevel(lvl)
-	d.roles.Store(newRoles(nc, uint32(os.Getuid())))
+	d.guard.Set(nc.roles(uint32(os.Getuid())))
 	if d.redis != nil {
 		d.redis.RolesChanged()
 	}
@@ -669,7 +676,7 @@ func (d *Daemon) notify(state string) {
 // listenUnix binds the socket at path. A leftover socket file is removed
 // only when nothing answers on it (a daemon that crashed); a live one is
 // ErrSocketInUse, and a file that is not a socket is left alone.
-func listenUnix(path string, mode os.FileMode, limits *connLimits, flag string) (*credListener, error) {
+func listenUnix(path string, mode os.FileMode, limits *access.Limits, flag string) (*access.Listener, error) {
 	stale, err := checkSocket(path, flag)
 	if err != nil {
 		return nil, err
@@ -691,7 +698,7 @@ func listenUnix(path string, mode os.FileMode, limits *connLimits, flag string) 
 		_ = ul.Close()
 		return nil, fmt.Errorf("--socket-mode: %w", err) // chmod <path>: <why>
 	}
-	return newCredListener(ul, limits), nil
+	return access.NewListener(ul, limits), nil
 }
 
 // checkSocket checks that a socket can be made at path: its directory
@@ -732,63 +739,32 @@ func checkSocket(path, flag string) (stale bool, err error) {
 	return true, nil
 }
 
-// gate counts in-flight handlers and, once closed, admits no more.
-type gate struct {
-	mu     sync.Mutex
-	n      int
-	closed bool
-	idle   chan struct{}
-}
-
-// enter admits a handler; false once the gate is closed.
-func (g *gate) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
+// newServer makes the local API's HTTP server: httpapi's handler, under
+// the limits and the timeouts of the flags.
+func (d *Daemon) newServer() *http.Server {
+	d.api = httpapi.New(httpapi.Config{
+		Node:             d.node,
+		Groups:           d.groups,
+		Guard:            d.guard,
+		Limits:           d.limits,
+		Bodies:           d.bodies,
+		MaxValueSize:     d.cfg.MaxValueSize,
+		MaxBodySize:      d.cfg.MaxBodySize,
+		MaxMembersPerUID: d.cfg.MaxMembersPerUID,
+		ReadTimeout:      d.cfg.ReadTimeout,
+		Stop:             d.subsCtx,
+		Registry:         d.m.reg,
+		Logger:           d.log,
+	})
+	return &http.Server{
+		Handler:           d.api,
+		ReadHeaderTimeout: d.cfg.ReadHeaderTimeout,
+		ReadTimeout:       d.cfg.ReadTimeout,
+		WriteTimeout:      d.cfg.WriteTimeout,
+		IdleTimeout:       d.cfg.IdleTimeout,
+		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
+		ConnContext:       access.ConnContext,
+		ConnState:         d.limits.ConnState,
+		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
 	}
-	g.n++
-	return true
-}
-
-func (g *gate) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.n--
-	if g.n == 0 && g.idle != nil {
-		close(g.idle)
-		g.idle = nil
-	}
-}
-
-func (g *gate) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.n
-}
-
-// closeAndWait closes the gate and returns a channel closed once no handler
-// is left.
-func (g *gate) closeAndWait() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closed = true
-	ch := make(chan struct{})
-	if g.n == 0 {
-		close(ch)
-	} else {
-		g.idle = ch
-	}
-	return ch
-}
-
-// formatOrigin prints an origin ID as the wire format wants it: 16 hex digits.
-func formatOrigin(o uint64) string {
-	const digits = "0123456789abcdef"
-	var b [16]byte
-	for i := 15; i >= 0; i-- {
-		b[i] = digits[o&0xf]
-		o >>= 4
-	}
-	return string(b[:])
 }

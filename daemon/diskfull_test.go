@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // mountTmpfs mounts a tmpfs of size (mount's syntax: 2m, 6m) on a temp
@@ -44,7 +46,7 @@ func TestHealthReportsFullDisk(t *testing.T) {
 	var stored int
 	for ; ; stored++ {
 		r := td.do("PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", stored), strings.NewReader(value))
-		if r.status == 507 && r.errCode() == CodeDiskFull {
+		if r.status == 507 && r.errCode() == wire.CodeDiskFull {
 			break
 		}
 		if r.status != 200 || stored > 1000 {
@@ -55,7 +57,7 @@ func TestHealthReportsFullDisk(t *testing.T) {
 		t.Fatal("nothing fit on the file system")
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if r := td.do("GET", path, nil); r.status != 507 || r.errCode() != CodeDiskFull {
+		if r := td.do("GET", path, nil); r.status != 507 || r.errCode() != wire.CodeDiskFull {
 			t.Errorf("%s on a full disk: %d %s; want 507 disk_full", path, r.status, r.body)
 		}
 	}

@@ -15,13 +15,14 @@ import (
 
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // groupsOf reads GET /v1/groups.
-func (td *testDaemon) groupsOf() []GroupStatus {
+func (td *testDaemon) groupsOf() []wire.GroupStatus {
 	td.t.Helper()
 	r := td.do("GET", "/v1/groups", nil)
-	var ans struct{ Groups []GroupStatus }
+	var ans struct{ Groups []wire.GroupStatus }
 	if r.status != 200 || json.Unmarshal(r.body, &ans) != nil {
 		td.t.Fatalf("GET /v1/groups: %d %s", r.status, r.body)
 	}
@@ -34,13 +35,13 @@ func waitHosts(t *testing.T, ds []*testDaemon, topic, group string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for _, td := range ds {
-		self := formatOrigin(td.d.store.Origin())
+		self := wire.FormatOrigin(td.d.store.Origin())
 		for {
-			ok := slices.ContainsFunc(td.groupsOf(), func(g GroupStatus) bool {
+			ok := slices.ContainsFunc(td.groupsOf(), func(g wire.GroupStatus) bool {
 				if g.Topic != topic || g.Group != group || len(g.Nodes) != n {
 					return false
 				}
-				i := slices.IndexFunc(g.Nodes, func(gn GroupNode) bool { return gn.Node == self })
+				i := slices.IndexFunc(g.Nodes, func(gn wire.GroupNode) bool { return gn.Node == self })
 				return i >= 0 && slices.Equal(g.Nodes[i].Queues, g.Owned)
 			})
 			if ok {
@@ -58,11 +59,11 @@ func waitHosts(t *testing.T, ds []*testDaemon, topic, group string, n int) {
 func hostsSeen(ds []*testDaemon, topic, group string, n int) bool {
 	for _, td := range ds {
 		r := td.do("GET", "/v1/groups", nil)
-		var ans struct{ Groups []GroupStatus }
+		var ans struct{ Groups []wire.GroupStatus }
 		if r.status != 200 || json.Unmarshal(r.body, &ans) != nil {
 			return false
 		}
-		if !slices.ContainsFunc(ans.Groups, func(g GroupStatus) bool {
+		if !slices.ContainsFunc(ans.Groups, func(g wire.GroupStatus) bool {
 			return g.Topic == topic && g.Group == group && len(g.Nodes) == n
 		}) {
 			return false
@@ -80,7 +81,7 @@ func postAck(td *testDaemon, topic, group string, ids []string) error {
 		return err
 	}
 	defer res.Body.Close()
-	var ans AckAnswer
+	var ans wire.AckAnswer
 	if err := json.NewDecoder(res.Body).Decode(&ans); err != nil || res.StatusCode != http.StatusOK {
 		return fmt.Errorf("ack: %d, %v", res.StatusCode, err)
 	}
@@ -391,25 +392,25 @@ func TestGroupRoutesBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		method, path, body, code string
 	}{
-		{"GET", "/v1/topics/t/subscribe?mode=fanout", "", CodeBadRequest},
-		{"GET", "/v1/topics/t/subscribe?mode=clustering", "", CodeBadRequest},
-		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&from=earliest", "", CodeBadRequest},
-		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&max_inflight=0", "", CodeBadRequest},
-		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&tags=x", "", CodeConflict},
-		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=a%24b", "", CodeInvalidName},
-		{"GET", "/v1/topics/t/subscribe?name=a&group=b", "", CodeBadRequest},
-		{"POST", "/v1/topics/t/groups/g/ack", `{"ack":["nope"]}`, CodeBadRequest},
-		{"POST", "/v1/topics/t/groups/g/ack", `{"ack":[1]}`, CodeBadJSON},
-		{"POST", "/v1/topics/t/groups/g/ack", `{"acks":[]}`, CodeBadJSON},
-		{"POST", "/v1/topics/t/groups/other/ack", `{"ack":[]}`, CodeNotFound},
-		{"POST", "/v1/topics/t/groups/g/reset", `{"to":"soon"}`, CodeBadRequest},
-		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"ids":["00000000000000aa-1"],"all":true}`, CodeBadRequest},
-		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{}`, CodeBadRequest},
-		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"ids":["00000000000000aa-1"]}`, CodeNotFound},
-		{"GET", "/v1/topics/t/groups/g/dlq/00000000000000aa-1", "", CodeNotFound},
-		{"GET", "/v1/topics/t/groups/g/dlq?limit=0", "", CodeBadRequest},
-		{"GET", "/v1/topics/%24offsets/keys", "", CodeInvalidName},
-		{"PUT", "/v1/topics/%24offsets/keys/t%2Fg%2F0", "", CodeInvalidName},
+		{"GET", "/v1/topics/t/subscribe?mode=fanout", "", wire.CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering", "", wire.CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&from=earliest", "", wire.CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&max_inflight=0", "", wire.CodeBadRequest},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g&tags=x", "", wire.CodeConflict},
+		{"GET", "/v1/topics/t/subscribe?mode=clustering&group=a%24b", "", wire.CodeInvalidName},
+		{"GET", "/v1/topics/t/subscribe?name=a&group=b", "", wire.CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/ack", `{"ack":["nope"]}`, wire.CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/ack", `{"ack":[1]}`, wire.CodeBadJSON},
+		{"POST", "/v1/topics/t/groups/g/ack", `{"acks":[]}`, wire.CodeBadJSON},
+		{"POST", "/v1/topics/t/groups/other/ack", `{"ack":[]}`, wire.CodeNotFound},
+		{"POST", "/v1/topics/t/groups/g/reset", `{"to":"soon"}`, wire.CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"ids":["00000000000000aa-1"],"all":true}`, wire.CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{}`, wire.CodeBadRequest},
+		{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"ids":["00000000000000aa-1"]}`, wire.CodeNotFound},
+		{"GET", "/v1/topics/t/groups/g/dlq/00000000000000aa-1", "", wire.CodeNotFound},
+		{"GET", "/v1/topics/t/groups/g/dlq?limit=0", "", wire.CodeBadRequest},
+		{"GET", "/v1/topics/%24offsets/keys", "", wire.CodeInvalidName},
+		{"PUT", "/v1/topics/%24offsets/keys/t%2Fg%2F0", "", wire.CodeInvalidName},
 	} {
 		r := td.do(tc.method, tc.path, strings.NewReader(tc.body))
 		if r.errCode() != tc.code {
@@ -575,7 +576,7 @@ func TestGroupHostsMustAgree(t *testing.T) {
 		{2, "mode=clustering&group=g", "same tags"},
 	} {
 		r := ds[tc.node].do("GET", "/v1/topics/t/subscribe?"+tc.query, nil)
-		if r.status != http.StatusConflict || r.errCode() != CodeConflict || !strings.Contains(string(r.body), tc.want) {
+		if r.status != http.StatusConflict || r.errCode() != wire.CodeConflict || !strings.Contains(string(r.body), tc.want) {
 			t.Errorf("node%d %s: %d %s; want conflict about %q", tc.node, tc.query, r.status, r.body, tc.want)
 		}
 	}
@@ -622,7 +623,7 @@ func TestShortMembersCostNoRecords(t *testing.T) {
 	// it write nothing (the count is no reason to write); the last one's
 	// leaving is written, once.
 	sub := td.subscribe("t/subscribe?mode=clustering&group=long")
-	key := "t/long/" + formatOrigin(td.d.Store().Origin())
+	key := "t/long/" + wire.FormatOrigin(td.d.Store().Origin())
 	testkit.Eventually(t, 5*time.Second, "the hosts entry of a member that stays", func() bool {
 		_, ok := td.d.Store().Get(group.HostsTopic, key)
 		return ok

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -135,13 +137,13 @@ func (td *testDaemon) do(method, path string, body io.Reader, header ...string) 
 	return resp{res.StatusCode, res.Header, b}
 }
 
-func (td *testDaemon) put(topic, key, value string, header ...string) PutResult {
+func (td *testDaemon) put(topic, key, value string, header ...string) wire.PutResult {
 	td.t.Helper()
 	r := td.do("PUT", "/v1/topics/"+topic+"/keys/"+key, strings.NewReader(value), header...)
 	if r.status != 200 {
 		td.t.Fatalf("PUT %s/%s: %d %s", topic, key, r.status, r.body)
 	}
-	var pr PutResult
+	var pr wire.PutResult
 	if err := json.Unmarshal(r.body, &pr); err != nil {
 		td.t.Fatalf("PUT answer %s: %v", r.body, err)
 	}

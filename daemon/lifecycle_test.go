@@ -349,7 +349,7 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "PUT /v1/topics/t/keys/late HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
-	testkit.Eventually(t, 5*time.Second, "the handler", func() bool { return td.d.handlers.count() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the handler", func() bool { return td.d.api.Handlers() == 1 })
 
 	td.cancel()
 	td.cancel = nil
@@ -399,7 +399,7 @@ func TestShutdownBounded(t *testing.T) {
 	}
 	defer sub.Close()
 	fmt.Fprintf(sub, "GET /v1/topics/t/subscribe HTTP/1.1\r\nHost: x\r\n\r\n")
-	testkit.Eventually(t, 5*time.Second, "the subscription", func() bool { return td.d.handlers.count() == 1 })
+	testkit.Eventually(t, 5*time.Second, "the subscription", func() bool { return td.d.api.Handlers() == 1 })
 	time.Sleep(50 * time.Millisecond) // let the stream reach its reader
 	value := strings.Repeat("v", 60000)
 	for i := range 60 {
@@ -412,7 +412,7 @@ func TestShutdownBounded(t *testing.T) {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "PUT /v1/topics/t/keys/never HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234")
-	testkit.Eventually(t, 5*time.Second, "two handlers", func() bool { return td.d.handlers.count() == 2 })
+	testkit.Eventually(t, 5*time.Second, "two handlers", func() bool { return td.d.api.Handlers() == 2 })
 
 	start := time.Now()
 	td.stop()
@@ -448,32 +448,6 @@ func TestStoreFullRefused(t *testing.T) {
 	// Reads go on.
 	if r := td.do("GET", "/v1/topics/t/keys/k0", nil); r.status != 200 || len(r.body) != len(value) {
 		t.Fatalf("read while full: %d", r.status)
-	}
-}
-
-func TestStoreErrorCodes(t *testing.T) {
-	for _, tc := range []struct {
-		err    error
-		code   string
-		status int
-	}{
-		{fmt.Errorf("x: %w", store.ErrFull), "store_full", 507},
-		{fmt.Errorf("x: %w", store.ErrDiskFull), "disk_full", 507},
-		{store.ErrTooLarge, "value_too_large", 413},
-		{store.ErrInvalid, "bad_request", 400},
-		{store.ErrClosed, "unavailable", 503},
-		{store.ErrIO, "internal", 500},
-		{errorf(CodeForbidden, "no"), "forbidden", 403},
-	} {
-		e := storeError(tc.err)
-		if e.Code != tc.code || statusOf(e.Code) != tc.status {
-			t.Errorf("%v -> %s %d; want %s %d", tc.err, e.Code, statusOf(e.Code), tc.code, tc.status)
-		}
-	}
-	for _, code := range errorCodes {
-		if s := statusOf(code); s < 400 || code != CodeInternal && s == 500 {
-			t.Errorf("code %s has status %d", code, s)
-		}
 	}
 }
 

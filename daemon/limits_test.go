@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // livenessTimeout bounds each request a starvation test makes while the
@@ -135,7 +136,7 @@ func TestStarvationLoads(t *testing.T) {
 			// 512 (--max-streams-per-uid) are open, 518 refused; those
 			// then wait for their next request and make room.
 			held: func(td *testDaemon) bool {
-				return value(td, "cachecast_subscribers") == 512 && testutilCounter(td.t, td, CodeTooMany) == 518
+				return value(td, "cachecast_subscribers") == 512 && testutilCounter(td.t, td, wire.CodeTooMany) == 518
 			},
 			still: func(td *testDaemon) bool { return value(td, "cachecast_subscribers") == 512 },
 		},
@@ -233,9 +234,8 @@ func TestConnectionLimits(t *testing.T) {
 	// Two connections stalled in their bodies are running requests.
 	stalled := dialMany(t, cfg.Socket, 2, "PUT /v1/topics/t/keys/s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01")
 	testkit.Eventually(t, 5*time.Second, "two requests running", func() bool {
-		td.d.limits.mu.Lock()
-		defer td.d.limits.mu.Unlock()
-		return td.d.limits.open == 2 && td.d.limits.waiting.Len() == 0
+		open, waiting := td.d.limits.Counts()
+		return open == 2 && waiting == 0
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		r, closed := answerThenEnd(t, cfg.Socket, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -244,7 +244,7 @@ func TestConnectionLimits(t *testing.T) {
 		}
 	}
 	r, closed := answerThenEnd(t, cfg.Socket, "PUT /v1/topics/t/keys/k HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv")
-	if r.status != 503 || r.errCode() != CodeBusy || r.header.Get("Retry-After") == "" || !closed {
+	if r.status != 503 || r.errCode() != wire.CodeBusy || r.header.Get("Retry-After") == "" || !closed {
 		t.Fatalf("PUT on a spare connection: %d %v %s, closed after: %v", r.status, r.header, r.body, closed)
 	}
 	for _, c := range stalled {
@@ -362,7 +362,7 @@ func TestLimitsPerUID(t *testing.T) {
 		}
 		if want == 429 {
 			b, _ := io.ReadAll(res.Body)
-			if !bytes.Contains(b, []byte(CodeTooMany)) || !bytes.Contains(b, []byte("uid 65534")) {
+			if !bytes.Contains(b, []byte(wire.CodeTooMany)) || !bytes.Contains(b, []byte("uid 65534")) {
 				t.Fatalf("nobody's refused subscription: %s", b)
 			}
 		}
@@ -390,8 +390,8 @@ func TestBodyMemoryBudget(t *testing.T) {
 		refusal string
 		flag    string
 	}{
-		{"node budget", 2 << 20, 2 << 20, CodeBusy, "--max-body-memory (2MiB)"},
-		{"uid share", 4 << 20, 2 << 20, CodeTooMany, "--max-body-memory-per-uid 2MiB"},
+		{"node budget", 2 << 20, 2 << 20, wire.CodeBusy, "--max-body-memory (2MiB)"},
+		{"uid share", 4 << 20, 2 << 20, wire.CodeTooMany, "--max-body-memory-per-uid 2MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,7 +404,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 			body := strings.Repeat("x", size)
 			head := fmt.Sprintf("POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size)
 			stalled := dialMany(t, cfg.Socket, 2, head+body[:size/2])
-			testkit.Eventually(t, 5*time.Second, "two bodies counted", func() bool { return td.d.bodies.inUse() == 2*size })
+			testkit.Eventually(t, 5*time.Second, "two bodies counted", func() bool { return td.d.bodies.InUse() == 2*size })
 
 			for _, raw := range []string{
 				"PUT /v1/topics/t/keys/k HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nv",
@@ -413,7 +413,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 				"POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n",
 			} {
 				r, _ := answerThenEnd(t, cfg.Socket, raw)
-				if r.status != statusOf(tt.refusal) || r.errCode() != tt.refusal || (tt.refusal == CodeBusy) != (r.header.Get("Retry-After") == "1") ||
+				if r.status != wire.HTTPStatus(tt.refusal) || r.errCode() != tt.refusal || (tt.refusal == wire.CodeBusy) != (r.header.Get("Retry-After") == "1") ||
 					!strings.Contains(string(r.body), tt.flag) {
 					t.Fatalf("%s while the budget is held: %d %v %s; want %s naming %s",
 						strings.Fields(raw)[0], r.status, r.header, r.body, tt.refusal, tt.flag)
@@ -432,11 +432,11 @@ func TestBodyMemoryBudget(t *testing.T) {
 				}
 				b, _ := io.ReadAll(res.Body)
 				res.Body.Close()
-				if r := (resp{body: b}); res.StatusCode != 400 || r.errCode() != CodeBadJSON {
+				if r := (resp{body: b}); res.StatusCode != 400 || r.errCode() != wire.CodeBadJSON {
 					t.Fatalf("a stalled body once whole: %d %s", res.StatusCode, b)
 				}
 			}
-			if n := td.d.bodies.inUse(); n != 0 {
+			if n := td.d.bodies.InUse(); n != 0 {
 				t.Fatalf("%d bytes of bodies still counted after every answer", n)
 			}
 			if n := td.d.Store().Stats().Records; n != 0 {
@@ -459,7 +459,7 @@ func TestStalledBodyAnswered(t *testing.T) {
 		"POST /v1/topics/t/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n40\r\n{\"key\":\"k\"",
 	} {
 		r, closed := answerThenEnd(t, cfg.Socket, raw)
-		if r.status != 408 || r.errCode() != CodeTimeout || !closed {
+		if r.status != 408 || r.errCode() != wire.CodeTimeout || !closed {
 			t.Fatalf("%s: %d %s, closed after: %v; want 408 timeout, then the end", strings.Fields(raw)[0], r.status, r.body, closed)
 		}
 	}

@@ -11,20 +11,19 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // metrics are the daemon's Prometheus metrics, on a registry of their own
 // (not the global one, so that two daemons in one test process do not
-// collide), served at /metrics on --metrics-addr.
+// collide), served at /metrics on --metrics-addr. The HTTP API registers
+// its own (errors, latency, subscribers) on the same registry.
 type metrics struct {
 	reg *prometheus.Registry
 
 	publishes    prometheus.Counter
 	publishBytes prometheus.Counter
-	errors       *prometheus.CounterVec
-	latency      *prometheus.HistogramVec
 	flush        prometheus.Histogram
-	subscribers  prometheus.Gauge
 	connections  prometheus.Gauge
 	// evicted counts connections closed to make room for a new one.
 	evicted prometheus.Counter
@@ -56,20 +55,7 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 			Name: "cachecast_publish_bytes_total",
 			Help: "Bytes of values published through the local API.",
 		}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cachecast_api_errors_total",
-			Help: "Error responses of the local API, by error code.",
-		}, []string{"code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "cachecast_api_request_duration_seconds",
-			Help:    "Time to serve a local API request, by route (subscription streams excluded).",
-			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10), // 10µs .. 2.6s
-		}, []string{"route"}),
 		flush: flush,
-		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "cachecast_subscribers",
-			Help: "Open subscription streams.",
-		}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cachecast_api_connections",
 			Help: "Open connections to the local API socket.",
@@ -83,13 +69,10 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 			Help: "Sync-replication publishes the replica did not confirm, by status (replica_unavailable, replica_timeout).",
 		}, []string{"status"}),
 	}
-	for _, code := range errorCodes {
-		m.errors.WithLabelValues(code) // every code shows, at zero
-	}
 	if d.cluster != nil {
 		m.reg.MustRegister(newClusterCollector(d.cluster))
 	}
-	m.reg.MustRegister(m.publishes, m.publishBytes, m.errors, m.latency, m.flush, m.subscribers, m.connections, m.evicted, m.replicaMisses,
+	m.reg.MustRegister(m.publishes, m.publishBytes, m.flush, m.connections, m.evicted, m.replicaMisses,
 		newStoreCollector(d.store, d.cfg.NodeName),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cachecast_cursors",
@@ -203,7 +186,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.mismatches, prometheus.CounterValue, float64(s.ApplyFailures), "apply")
 	ch <- prometheus.MustNewConstMetric(c.mismatches, prometheus.CounterValue, float64(s.UndoFailures), "undo")
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1,
-		c.node, formatOrigin(s.Origin), Version, s.Flush.String())
+		c.node, wire.FormatOrigin(s.Origin), Version, s.Flush.String())
 }
 
 // clusterCollector reads the cluster's figures at scrape time.

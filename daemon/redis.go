@@ -11,16 +11,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cachecast/cachecast/daemon/httpapi"
+	"github.com/cachecast/cachecast/daemon/internal/access"
 	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/wire"
 
 	"github.com/cachecast/cachecast/store/record"
-	"github.com/cachecast/cachecast/store/view"
 )
 
-// The Redis front door (package resp) reaches the node through respNode:
-// the same view for reads, and Daemon.publish, with its checks, limits and
-// statuses, for writes.
+// The Redis front door (package resp) reaches the node through respNode,
+// the HTTP API's adapter (node.go): the same view for reads, and
+// Daemon.publish, with its checks, limits and statuses, for writes.
 
 // redisSocketPath is --redis-socket with its default applied: empty is
 // beside --socket (cachecast.sock: cachecast-redis.sock), "off" is none.
@@ -52,11 +54,11 @@ func (c Config) validateRedis() error {
 			return fmt.Errorf("--redis-addr: %s is not a loopback address; a TCP client has no uid to check, so listening beyond this machine needs --redis-allow-remote", c.RedisAddr)
 		}
 	}
-	if e := validTopic("--redis-default-topic", c.RedisDefaultTopic); e != nil {
+	if e := wire.CheckName("--redis-default-topic", c.RedisDefaultTopic); e != nil {
 		return errors.New(e.Message)
 	}
 	if c.RedisPushBuffer < 64<<10 {
-		return fmt.Errorf("--redis-push-buffer: must be at least 64KiB, got %s", formatSize(c.RedisPushBuffer))
+		return fmt.Errorf("--redis-push-buffer: must be at least 64KiB, got %s", wire.FormatSize(c.RedisPushBuffer))
 	}
 	if c.RedisIdleTimeout < 0 {
 		return fmt.Errorf("--redis-idle-timeout: must not be negative (0: never), got %s", c.RedisIdleTimeout)
@@ -78,7 +80,7 @@ func (d *Daemon) startRedis() error {
 		return nil
 	}
 	srv, err := respsrv.New(respsrv.Config{
-		Node:                  &respNode{d: d},
+		Node:                  d.node,
 		DefaultTopic:          d.cfg.RedisDefaultTopic,
 		MaxValueSize:          int(d.cfg.MaxValueSize),
 		MaxFrameSize:          int(d.cfg.MaxBodySize),
@@ -156,40 +158,34 @@ func (d *Daemon) RedisAddr() string {
 	return ""
 }
 
-// respNode is the node as package resp sees it.
-type respNode struct{ d *Daemon }
+// respNode is the node adapter (node.go) as package resp sees it.
+type respNode = node
 
 func (n *respNode) Get(topic, key string) ([]byte, bool) {
 	e, ok := n.d.store.Get(topic, key)
 	return e.Value, ok
 }
 
-func (n *respNode) Keys(topic, prefix, after string, limit int) []string {
-	return n.d.store.Keys(topic, prefix, after, limit)
-}
-
-func (n *respNode) Topics() []view.TopicInfo { return n.d.store.Topics() }
-
 // callerOfConn is the peer of a Redis connection: a Unix one's
 // credentials, unknown over TCP.
-func callerOfConn(c net.Conn) Caller {
+func callerOfConn(c net.Conn) access.Caller {
 	if cc := credOf(c); cc != nil {
-		return cc.caller
+		return cc.Caller()
 	}
-	return Caller{}
+	return access.Caller{}
 }
 
 // credOf is the Unix connection under a Redis connection, nil over TCP.
-func credOf(c net.Conn) *credConn {
-	cc, _ := c.(*credConn)
+func credOf(c net.Conn) *access.Conn {
+	cc, _ := c.(*access.Conn)
 	return cc
 }
 
 // Peer is a Unix client's uid, for its share of --max-connections
 // (--max-connections-per-uid); "" over TCP (the server counts by IP).
 func (n *respNode) Peer(c net.Conn) string {
-	if cc := credOf(c); cc != nil && cc.caller.Known {
-		return cc.caller.who()
+	if cc := credOf(c); cc != nil && cc.Caller().Known {
+		return cc.Caller().Who()
 	}
 	return ""
 }
@@ -198,18 +194,18 @@ func (n *respNode) Peer(c net.Conn) string {
 // its per-uid share, as the HTTP bodies are (a TCP client is not counted:
 // it has no uid; --redis-addr is loopback unless --redis-allow-remote).
 func (n *respNode) HoldMemory(c net.Conn, size int) error {
-	if e := n.d.bodies.hold(credOf(c), int64(size)); e != nil {
+	if e := n.d.bodies.Hold(credOf(c), int64(size)); e != nil {
 		return redisError{e}
 	}
 	return nil
 }
 
 func (n *respNode) ReleaseMemory(c net.Conn) {
-	n.d.bodies.releaseHeld(credOf(c))
+	n.d.bodies.ReleaseHeld(credOf(c))
 }
 
 func (n *respNode) Authorize(c net.Conn) error {
-	if e := n.d.authorize(callerOfConn(c), RolePublish); e != nil {
+	if e := n.d.guard.Authorize(callerOfConn(c), access.RolePublish); e != nil {
 		return redisError{e}
 	}
 	return nil
@@ -219,7 +215,7 @@ func (n *respNode) Authorize(c net.Conn) error {
 // writes, which needs publish on top): at a connection's first command,
 // and again after a reload of the roles.
 func (n *respNode) AuthorizeRead(c net.Conn) error {
-	if e := n.d.authorize(callerOfConn(c), RoleRead); e != nil {
+	if e := n.d.guard.Authorize(callerOfConn(c), access.RoleRead); e != nil {
 		return redisError{e}
 	}
 	return nil
@@ -231,28 +227,28 @@ func (n *respNode) Check(m *record.Message) error {
 		return err
 	}
 	if int64(len(m.Value)) > n.d.cfg.MaxBodySize {
-		return redisError{errorf(CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
-			len(m.Value), formatSize(n.d.cfg.MaxBodySize))}
+		return redisError{wire.Errorf(wire.CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
+			len(m.Value), wire.FormatSize(n.d.cfg.MaxBodySize))}
 	}
 	if err := m.Validate(); err != nil {
-		return redisError{storeError(err)} // the store's own refusal
+		return redisError{httpapi.StoreError(err)} // the store's own refusal
 	}
 	return nil
 }
 
 // checkMessage checks m's names and --max-value-size.
 func (n *respNode) checkMessage(m *record.Message) error {
-	if e := validTopic("topic", m.Topic); e != nil {
+	if e := wire.CheckName("topic", m.Topic); e != nil {
 		return redisError{e}
 	}
 	if m.Key != "" || m.Delete {
-		if e := validKey(m.Key); e != nil {
+		if e := wire.CheckKey(m.Key); e != nil {
 			return redisError{e}
 		}
 	}
 	if int64(len(m.Value)) > n.d.cfg.MaxValueSize {
-		return redisError{errorf(CodeValueTooLarge, "a value of %d bytes exceeds --max-value-size (%s)",
-			len(m.Value), formatSize(n.d.cfg.MaxValueSize))}
+		return redisError{wire.Errorf(wire.CodeValueTooLarge, "a value of %d bytes exceeds --max-value-size (%s)",
+			len(m.Value), wire.FormatSize(n.d.cfg.MaxValueSize))}
 	}
 	return nil
 }
@@ -261,7 +257,7 @@ func (n *respNode) checkMessage(m *record.Message) error {
 // --max-body-size) and publishes them through Daemon.publish.
 func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Message) (respsrv.Written, error) {
 	caller := callerOfConn(c)
-	if e := n.d.authorize(caller, RolePublish); e != nil {
+	if e := n.d.guard.Authorize(caller, access.RolePublish); e != nil {
 		return respsrv.Written{}, redisError{e}
 	}
 	var total int64
@@ -272,15 +268,15 @@ func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Messag
 		total += int64(len(msgs[i].Value))
 	}
 	if total > n.d.cfg.MaxBodySize {
-		return respsrv.Written{}, redisError{errorf(CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
-			total, formatSize(n.d.cfg.MaxBodySize))}
+		return respsrv.Written{}, redisError{wire.Errorf(wire.CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
+			total, wire.FormatSize(n.d.cfg.MaxBodySize))}
 	}
-	results, status, err := n.d.publishStamped(ctx, msgs, caller)
+	results, status, err := n.d.publish(ctx, msgs, caller)
 	if err != nil {
-		return respsrv.Written{}, redisError{storeError(err)}
+		return respsrv.Written{}, redisError{httpapi.StoreError(err)}
 	}
 	w := respsrv.Written{Seq: results[len(results)-1].Seq, Origin: n.d.store.Origin()}
-	if status != StatusOK {
+	if status != wire.StatusOK {
 		w.Unconfirmed = status
 	}
 	return w, nil
@@ -357,7 +353,7 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan s
 
 func (n *respNode) Status() respsrv.Status {
 	d := n.d
-	s := respsrv.Status{Node: d.cfg.NodeName, Origin: formatOrigin(d.store.Origin()), Version: Version,
+	s := respsrv.Status{Node: d.cfg.NodeName, Origin: wire.FormatOrigin(d.store.Origin()), Version: Version,
 		Flush: d.cfg.Flush, Replication: d.cfg.Replication, Keys: d.store.Stats().Keys}
 	if d.cluster == nil {
 		s.Members = []respsrv.Member{{Name: d.cfg.NodeName, State: "alive", Self: true}}
@@ -378,7 +374,7 @@ func (n *respNode) Status() respsrv.Status {
 
 // redisError is an API error as a Redis error: NOPERM for forbidden, OOM
 // for a full store, ERR otherwise; the text keeps the API's code.
-type redisError struct{ e *apiError }
+type redisError struct{ e *wire.Error }
 
 func (r redisError) Error() string { return r.e.Error() }
 func (r redisError) Unwrap() error { return r.e }
@@ -386,9 +382,9 @@ func (r redisError) Unwrap() error { return r.e }
 func (r redisError) RedisError() string {
 	prefix := "ERR "
 	switch r.e.Code {
-	case CodeForbidden:
+	case wire.CodeForbidden:
 		prefix = "NOPERM "
-	case CodeStoreFull, CodeDiskFull:
+	case wire.CodeStoreFull, wire.CodeDiskFull:
 		prefix = "OOM "
 	}
 	return prefix + r.e.Code + ": " + r.e.Message

@@ -271,7 +271,7 @@ func TestRedisFrameMemoryBudget(t *testing.T) {
 	if _, err := io.WriteString(first, whole[:len(whole)-10]); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 5*time.Second, "the first command's buffer is counted", func() bool { return td.d.bodies.inUse() > 512<<10 })
+	testkit.Eventually(t, 5*time.Second, "the first command's buffer is counted", func() bool { return td.d.bodies.InUse() > 512<<10 })
 	second := dial()
 	defer second.Close()
 	_, _ = io.WriteString(second, whole)
@@ -286,7 +286,7 @@ func TestRedisFrameMemoryBudget(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || line != "+OK\r\n" {
 		t.Fatalf("first connection: %q %v", line, err)
 	}
-	testkit.Eventually(t, 5*time.Second, "the memory is given back", func() bool { return td.d.bodies.inUse() == 0 })
+	testkit.Eventually(t, 5*time.Second, "the memory is given back", func() bool { return td.d.bodies.InUse() == 0 })
 	rc := goRedis(t, td, 2)
 	if n := must(rc.HLen(context.Background(), "big").Result()); n != 10 {
 		t.Fatalf("HLEN big: %d", n)

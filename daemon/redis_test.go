@@ -24,6 +24,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // goRedis is a go-redis client of td's Redis socket, speaking proto.
@@ -597,7 +598,7 @@ func TestRedisMetricsAndStatus(t *testing.T) {
 		}
 	}
 	r := td.do("GET", "/v1/status", nil)
-	var st struct{ Redis *redisStatus }
+	var st struct{ Redis *wire.RedisStatus }
 	if err := json.Unmarshal(r.body, &st); err != nil || st.Redis == nil {
 		t.Fatalf("status %s: %v", r.body, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
@@ -121,21 +122,21 @@ func TestRoles(t *testing.T) {
 		name   string
 		uid    int
 		groups []int
-		role   Role
+		role   access.Role
 	}
 	callers := []who{
-		{"none", none, nil, RoleNone},
-		{"reader", reader, nil, RoleRead},
-		{"consumer", consumer, nil, RoleConsume},
-		{"consumer-by-gid", consumerByGID, []int{consumeGID}, RoleConsume},
-		{"publisher", publisher, nil, RolePublish},
-		{"admin", admin, nil, RoleAdmin},
-		{"root", 0, nil, RoleAdmin},
+		{"none", none, nil, access.RoleNone},
+		{"reader", reader, nil, access.RoleRead},
+		{"consumer", consumer, nil, access.RoleConsume},
+		{"consumer-by-gid", consumerByGID, []int{consumeGID}, access.RoleConsume},
+		{"publisher", publisher, nil, access.RolePublish},
+		{"admin", admin, nil, access.RoleAdmin},
+		{"root", 0, nil, access.RoleAdmin},
 	}
 	// holds reports whether a caller of role r is served a route that
 	// needs need: admin holds every role, the others read and their own.
-	holds := func(r, need Role) bool {
-		return r == RoleAdmin || need == RoleNone || need == RoleRead && r != RoleNone || r == need
+	holds := func(r, need access.Role) bool {
+		return r == access.RoleAdmin || need == access.RoleNone || need == access.RoleRead && r != access.RoleNone || r == need
 	}
 
 	// written counts the node's records but its group-host entries, which
@@ -156,39 +157,39 @@ func TestRoles(t *testing.T) {
 			mine := "mine-" + c.name
 			for _, rt := range []struct {
 				method, path, body string
-				need               Role
-				status             int  // when served
-				route              Role // the route's role, when need is checked after it
+				need               access.Role
+				status             int         // when served
+				route              access.Role // the route's role, when need is checked after it
 			}{
-				{"GET", "/healthz", "", RoleNone, 200, RoleNone},
-				{"GET", "/readyz", "", RoleNone, 200, RoleNone},
-				{"GET", "/v1/status", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/cluster", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/topics", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/topics/t/keys", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/topics/t/keys/k", "", RoleRead, 200, RoleNone},
-				{"HEAD", "/v1/topics/t/keys/k", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/topics/t/subscribe?from=earliest", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/topics/t/subscribe?name=" + theirs, "", RoleRead, 200, RoleNone}, // resumes, moves nothing
-				{"GET", "/v1/groups", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/cursors", "", RoleRead, 200, RoleNone},
-				{"GET", "/v1/cursors/" + theirs, "", RoleRead, 200, RoleNone},
-				{"POST", "/v1/cursors/" + mine, `{"topic":"t","offset":1}`, RoleConsume, 200, RoleNone},
-				{"GET", "/v1/topics/t/subscribe?name=" + mine + "&ack=auto", "", RoleConsume, 200, RoleRead},
-				{"DELETE", "/v1/cursors/" + mine, "", RoleConsume, 200, RoleNone},
-				{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g", "", RoleConsume, 200, RoleRead},
-				{"POST", "/v1/topics/t/groups/g/ack", `{"ack":["0000000000000001-1"]}`, RoleConsume, 404, RoleNone}, // no member left
-				{"GET", "/v1/topics/t/groups/g/dlq", "", RoleConsume, 200, RoleNone},
-				{"GET", "/v1/topics/t/groups/g/dlq/0000000000000001-1", "", RoleConsume, 404, RoleNone},
-				{"PUT", "/v1/topics/t/keys/k", "v", RolePublish, 200, RoleNone},
-				{"POST", "/v1/topics/t/messages", `{"key":"k2","value":"v"}`, RolePublish, 200, RoleNone},
-				{"DELETE", "/v1/topics/t/keys/k2", "", RolePublish, 200, RoleNone},
-				{"POST", "/v1/topics/t/groups/g/reset", `{"to":"latest"}`, RoleAdmin, 200, RoleNone},
-				{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"all":true}`, RoleAdmin, 200, RoleNone},
+				{"GET", "/healthz", "", access.RoleNone, 200, access.RoleNone},
+				{"GET", "/readyz", "", access.RoleNone, 200, access.RoleNone},
+				{"GET", "/v1/status", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/cluster", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/topics", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/keys", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/keys/k", "", access.RoleRead, 200, access.RoleNone},
+				{"HEAD", "/v1/topics/t/keys/k", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/subscribe?from=earliest", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/subscribe?name=" + theirs, "", access.RoleRead, 200, access.RoleNone}, // resumes, moves nothing
+				{"GET", "/v1/groups", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/cursors", "", access.RoleRead, 200, access.RoleNone},
+				{"GET", "/v1/cursors/" + theirs, "", access.RoleRead, 200, access.RoleNone},
+				{"POST", "/v1/cursors/" + mine, `{"topic":"t","offset":1}`, access.RoleConsume, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/subscribe?name=" + mine + "&ack=auto", "", access.RoleConsume, 200, access.RoleRead},
+				{"DELETE", "/v1/cursors/" + mine, "", access.RoleConsume, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g", "", access.RoleConsume, 200, access.RoleRead},
+				{"POST", "/v1/topics/t/groups/g/ack", `{"ack":["0000000000000001-1"]}`, access.RoleConsume, 404, access.RoleNone}, // no member left
+				{"GET", "/v1/topics/t/groups/g/dlq", "", access.RoleConsume, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/groups/g/dlq/0000000000000001-1", "", access.RoleConsume, 404, access.RoleNone},
+				{"PUT", "/v1/topics/t/keys/k", "v", access.RolePublish, 200, access.RoleNone},
+				{"POST", "/v1/topics/t/messages", `{"key":"k2","value":"v"}`, access.RolePublish, 200, access.RoleNone},
+				{"DELETE", "/v1/topics/t/keys/k2", "", access.RolePublish, 200, access.RoleNone},
+				{"POST", "/v1/topics/t/groups/g/reset", `{"to":"latest"}`, access.RoleAdmin, 200, access.RoleNone},
+				{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"all":true}`, access.RoleAdmin, 200, access.RoleNone},
 				// Another user's cursor: its owner (root) or an admin.
-				{"POST", "/v1/cursors/" + theirs, `{"topic":"t","offset":1}`, RoleAdmin, 200, RoleConsume},
-				{"GET", "/v1/topics/t/subscribe?name=" + theirs + "&ack=auto", "", RoleAdmin, 200, RoleRead},
-				{"DELETE", "/v1/cursors/" + theirs, "", RoleAdmin, 200, RoleConsume},
+				{"POST", "/v1/cursors/" + theirs, `{"topic":"t","offset":1}`, access.RoleAdmin, 200, access.RoleConsume},
+				{"GET", "/v1/topics/t/subscribe?name=" + theirs + "&ack=auto", "", access.RoleAdmin, 200, access.RoleRead},
+				{"DELETE", "/v1/cursors/" + theirs, "", access.RoleAdmin, 200, access.RoleConsume},
 			} {
 				served := holds(c.role, rt.need)
 				want := rt.status
@@ -213,12 +214,12 @@ func TestRoles(t *testing.T) {
 				_ = json.Unmarshal(r.body, &e)
 				// The refusal names the first role the caller lacks.
 				need := rt.need
-				if rt.route != RoleNone && !holds(c.role, rt.route) {
+				if rt.route != access.RoleNone && !holds(c.role, rt.route) {
 					need = rt.route
-				} else if rt.route != RoleNone && need == RoleAdmin && rt.route == RoleRead && !holds(c.role, RoleConsume) {
-					need = RoleConsume // ack=auto
+				} else if rt.route != access.RoleNone && need == access.RoleAdmin && rt.route == access.RoleRead && !holds(c.role, access.RoleConsume) {
+					need = access.RoleConsume // ack=auto
 				}
-				if need == RoleAdmin && c.role == RoleConsume && strings.Contains(rt.path, theirs) {
+				if need == access.RoleAdmin && c.role == access.RoleConsume && strings.Contains(rt.path, theirs) {
 					// A consumer is refused by the cursor's owner, not by a role.
 					if e.Error.Code != "forbidden" || !strings.Contains(e.Error.Message, "belongs to uid 0") {
 						t.Errorf("%s %s: %s; want forbidden naming the owner", rt.method, rt.path, r.body)
@@ -230,7 +231,7 @@ func TestRoles(t *testing.T) {
 					t.Errorf("%s %s: %s; want forbidden naming uid %d and the %s role", rt.method, rt.path, r.body, c.uid, need)
 				}
 			}
-			if c.role < RoleConsume || c.role == RolePublish {
+			if c.role < access.RoleConsume || c.role == access.RolePublish {
 				if _, _, ok := td.d.Store().Cursor(mine); ok {
 					t.Errorf("uid %d made a cursor without the consume role", c.uid)
 				}
@@ -243,38 +244,38 @@ func TestRoles(t *testing.T) {
 // lists, groups, root and the daemon's own user.
 func TestRolesHas(t *testing.T) {
 	const self = 999
-	me := Caller{Known: true, UID: 1000, GID: 1000, Groups: []uint32{1000, 27, 44}}
+	me := access.Caller{Known: true, UID: 1000, GID: 1000, Groups: []uint32{1000, 27, 44}}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-		c    Caller
-		want []Role // the roles held, of read, consume, publish, admin
+		c    access.Caller
+		want []access.Role // the roles held, of read, consume, publish, admin
 	}{
-		{"no lists: every role but admin", Config{}, me, []Role{RoleRead, RoleConsume, RolePublish}},
-		{"no lists, credentials unknown", Config{}, Caller{}, []Role{RoleRead, RoleConsume, RolePublish}},
-		{"root", Config{AllowUIDs: []uint32{5}}, Caller{Known: true}, []Role{RoleRead, RoleConsume, RolePublish, RoleAdmin}},
-		{"the daemon's own user", Config{AllowUIDs: []uint32{5}}, Caller{Known: true, UID: self}, []Role{RoleRead, RoleConsume, RolePublish, RoleAdmin}},
-		{"publishers named: consume follows", Config{AllowUIDs: []uint32{5}}, me, []Role{RoleRead}},
-		{"a publisher consumes by default", Config{AllowUIDs: []uint32{1000}}, me, []Role{RoleRead, RoleConsume, RolePublish}},
-		{"consumers named apart", Config{AllowUIDs: []uint32{1000}, ConsumeUIDs: []uint32{5}}, me, []Role{RoleRead, RolePublish}},
-		{"a consumer by a supplementary group", Config{AllowUIDs: []uint32{5}, ConsumeGIDs: []uint32{44}}, me, []Role{RoleRead, RoleConsume}},
+		{"no lists: every role but admin", Config{}, me, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish}},
+		{"no lists, credentials unknown", Config{}, access.Caller{}, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish}},
+		{"root", Config{AllowUIDs: []uint32{5}}, access.Caller{Known: true}, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish, access.RoleAdmin}},
+		{"the daemon's own user", Config{AllowUIDs: []uint32{5}}, access.Caller{Known: true, UID: self}, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish, access.RoleAdmin}},
+		{"publishers named: consume follows", Config{AllowUIDs: []uint32{5}}, me, []access.Role{access.RoleRead}},
+		{"a publisher consumes by default", Config{AllowUIDs: []uint32{1000}}, me, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish}},
+		{"consumers named apart", Config{AllowUIDs: []uint32{1000}, ConsumeUIDs: []uint32{5}}, me, []access.Role{access.RoleRead, access.RolePublish}},
+		{"a consumer by a supplementary group", Config{AllowUIDs: []uint32{5}, ConsumeGIDs: []uint32{44}}, me, []access.Role{access.RoleRead, access.RoleConsume}},
 		{"readers named: writers follow", Config{ReadUIDs: []uint32{5}}, me, nil},
-		{"a reader may write when no writer is named", Config{ReadGIDs: []uint32{27}}, me, []Role{RoleRead, RoleConsume, RolePublish}},
-		{"readers named, publishers open to the reader list only", Config{ReadUIDs: []uint32{5}, AllowUIDs: []uint32{1000}}, me, []Role{RoleRead, RoleConsume, RolePublish}},
-		{"admin by gid", Config{AllowUIDs: []uint32{5}, AdminGIDs: []uint32{1000}}, me, []Role{RoleRead, RoleConsume, RolePublish, RoleAdmin}},
-		{"credentials unknown: refused where a list is named", Config{AllowUIDs: []uint32{1000}}, Caller{UID: 1000}, []Role{RoleRead}},
+		{"a reader may write when no writer is named", Config{ReadGIDs: []uint32{27}}, me, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish}},
+		{"readers named, publishers open to the reader list only", Config{ReadUIDs: []uint32{5}, AllowUIDs: []uint32{1000}}, me, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish}},
+		{"admin by gid", Config{AllowUIDs: []uint32{5}, AdminGIDs: []uint32{1000}}, me, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish, access.RoleAdmin}},
+		{"credentials unknown: refused where a list is named", Config{AllowUIDs: []uint32{1000}}, access.Caller{UID: 1000}, []access.Role{access.RoleRead}},
 	} {
-		r := newRoles(tc.cfg, self)
-		var got []Role
-		for _, role := range []Role{RoleRead, RoleConsume, RolePublish, RoleAdmin} {
-			if r.has(tc.c, role) {
+		r := tc.cfg.roles(self)
+		var got []access.Role
+		for _, role := range []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish, access.RoleAdmin} {
+			if r.Has(tc.c, role) {
 				got = append(got, role)
 			}
 		}
 		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("%s: %v; want %v", tc.name, got, tc.want)
 		}
-		if !r.has(tc.c, RoleNone) {
+		if !r.Has(tc.c, access.RoleNone) {
 			t.Errorf("%s: health refused", tc.name)
 		}
 	}
@@ -290,9 +291,7 @@ func TestMemberBound(t *testing.T) {
 	cfg.MaxMembersPerUID = 1
 	td := startDaemon(t, cfg)
 	held := func() int {
-		td.d.members.mu.Lock()
-		defer td.d.members.mu.Unlock()
-		return td.d.members.byUID[user]
+		return td.d.api.Members(user)
 	}
 	path := "/v1/topics/t/subscribe?mode=clustering&group=g"
 	first := exec.Command("setpriv", "--reuid="+strconv.Itoa(user), "--regid="+strconv.Itoa(user), "--clear-groups",

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // TestTopicsHideInternal: GET /v1/topics lists the users' topics; the
@@ -45,7 +46,7 @@ func TestTopicsHideInternal(t *testing.T) {
 			t.Errorf("GET /v1/topics%s: %q, want %q", tc.query, got, tc.want)
 		}
 	}
-	if r := td.do("GET", "/v1/topics?internal=yes", nil); r.status != 400 || r.errCode() != CodeBadRequest {
+	if r := td.do("GET", "/v1/topics?internal=yes", nil); r.status != 400 || r.errCode() != wire.CodeBadRequest {
 		t.Errorf("internal=yes: %d %s, want 400 bad_request", r.status, r.body)
 	}
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // Proving the fleet identical (GET /v1/verify, `cachecast verify`).
@@ -32,50 +32,15 @@ const (
 	verifyAskWait = 10 * time.Second
 )
 
-// ViewDigest is a node's view digest: a SHA-256 per topic (hex) over its
-// entries, tombstones included, and the version vector (origin -> highest
-// seq, origins in hex) of exactly the records the view holds. Two nodes
-// with the same vector and digests hold the same view.
-type ViewDigest struct {
-	Vector map[string]uint64 `json:"vector"`
-	Topics map[string]string `json:"topics"`
-}
-
-func viewDigest(d store.ViewDigest) ViewDigest {
-	out := ViewDigest{Vector: make(map[string]uint64, len(d.Vector)), Topics: make(map[string]string, len(d.Topics))}
+func viewDigest(d store.ViewDigest) wire.ViewDigest {
+	out := wire.ViewDigest{Vector: make(map[string]uint64, len(d.Vector)), Topics: make(map[string]string, len(d.Topics))}
 	for o, seq := range d.Vector {
-		out.Vector[formatOrigin(o)] = seq
+		out.Vector[wire.FormatOrigin(o)] = seq
 	}
 	for t, sum := range d.Topics {
 		out.Topics[t] = hex.EncodeToString(sum[:])
 	}
 	return out
-}
-
-// VerifyNode is one node's answer in GET /v1/verify.
-type VerifyNode struct {
-	Name string      `json:"name"`
-	View *ViewDigest `json:"view,omitempty"`
-	// Error says why the node gave no digest.
-	Error string `json:"error,omitempty"`
-}
-
-// VerifyDiff names a node whose view differs from most nodes' on topics.
-type VerifyDiff struct {
-	Node   string   `json:"node"`
-	Topics []string `json:"topics"`
-}
-
-// VerifyResult is the body of GET /v1/verify.
-type VerifyResult struct {
-	// Identical: every live node answered, at one common vector, with the
-	// same digest for every topic.
-	Identical bool `json:"identical"`
-	// CommonVector: every answer covers the same vector (else writes were
-	// in flight all the rounds long, and a difference may be lag).
-	CommonVector bool         `json:"common_vector"`
-	Nodes        []VerifyNode `json:"nodes"`
-	Differ       []VerifyDiff `json:"differ,omitempty"`
 }
 
 // verifyQuestion is what a node sends a member to ask for its digest.
@@ -88,7 +53,7 @@ type verifyQuestion struct {
 func (d *Daemon) answerVerify(from string, question []byte) []byte {
 	var q verifyQuestion
 	if err := json.Unmarshal(question, &q); err != nil {
-		b, _ := json.Marshal(VerifyNode{Name: d.cfg.NodeName, Error: "malformed question: " + err.Error()})
+		b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, Error: "malformed question: " + err.Error()})
 		return b
 	}
 	deadline := time.Now().Add(verifyCatchUp)
@@ -99,7 +64,7 @@ func (d *Daemon) answerVerify(from string, question []byte) []byte {
 		}
 	}
 	v := viewDigest(d.store.ViewDigests())
-	b, _ := json.Marshal(VerifyNode{Name: d.cfg.NodeName, View: &v})
+	b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, View: &v})
 	return b
 }
 
@@ -114,13 +79,13 @@ func covers(a, b map[uint64]uint64) bool {
 }
 
 // verify asks every live member for its digest and compares them.
-func (d *Daemon) verify(ctx context.Context) VerifyResult {
-	var nodes []VerifyNode
+func (d *Daemon) verify(ctx context.Context) wire.VerifyResult {
+	var nodes []wire.VerifyNode
 	common := false
 	for round := 0; round < verifyRounds && !common; round++ {
 		own := d.store.ViewDigests()
 		mine := viewDigest(own)
-		nodes = []VerifyNode{{Name: d.cfg.NodeName, View: &mine}}
+		nodes = []wire.VerifyNode{{Name: d.cfg.NodeName, View: &mine}}
 		if d.cluster != nil {
 			nodes = append(nodes, d.askMembers(ctx, own.Vector)...)
 		}
@@ -134,7 +99,7 @@ func (d *Daemon) verify(ctx context.Context) VerifyResult {
 
 // askMembers asks every live member but this node for its digest once it
 // covers vector.
-func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []VerifyNode {
+func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []wire.VerifyNode {
 	question, _ := json.Marshal(verifyQuestion{Vector: vector})
 	var names []string
 	for _, m := range d.cluster.g.Alive() {
@@ -143,13 +108,13 @@ func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []Ver
 		}
 	}
 	slices.Sort(names)
-	out := make([]VerifyNode, len(names))
+	out := make([]wire.VerifyNode, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = VerifyNode{Name: name}
+			out[i] = wire.VerifyNode{Name: name}
 			actx, cancel := context.WithTimeout(ctx, verifyAskWait)
 			defer cancel()
 			b, err := d.cluster.g.Ask(actx, name, question)
@@ -157,7 +122,7 @@ func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []Ver
 				out[i].Error = err.Error()
 				return
 			}
-			var n VerifyNode
+			var n wire.VerifyNode
 			if err := json.Unmarshal(b, &n); err != nil || n.View == nil && n.Error == "" {
 				out[i].Error = "malformed answer"
 				return
@@ -170,7 +135,7 @@ func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []Ver
 }
 
 // sameVectors reports whether every node answered with one vector.
-func sameVectors(nodes []VerifyNode) bool {
+func sameVectors(nodes []wire.VerifyNode) bool {
 	for _, n := range nodes {
 		if n.View == nil || !maps.Equal(n.View.Vector, nodes[0].View.Vector) {
 			return false
@@ -181,8 +146,8 @@ func sameVectors(nodes []VerifyNode) bool {
 
 // compareDigests finds, per topic, the digest most nodes hold (ties: the
 // first node's, this one) and names the nodes that differ from it.
-func compareDigests(nodes []VerifyNode, common bool) VerifyResult {
-	res := VerifyResult{CommonVector: common, Nodes: nodes}
+func compareDigests(nodes []wire.VerifyNode, common bool) wire.VerifyResult {
+	res := wire.VerifyResult{CommonVector: common, Nodes: nodes}
 	topics := map[string]bool{}
 	answered := 0
 	for _, n := range nodes {
@@ -215,14 +180,9 @@ func compareDigests(nodes []VerifyNode, common bool) VerifyResult {
 	}
 	for _, n := range nodes {
 		if ts := differ[n.Name]; ts != nil {
-			res.Differ = append(res.Differ, VerifyDiff{Node: n.Name, Topics: ts})
+			res.Differ = append(res.Differ, wire.VerifyDiff{Node: n.Name, Topics: ts})
 		}
 	}
 	res.Identical = common && answered == len(nodes) && len(res.Differ) == 0
 	return res
-}
-
-func (a *api) verify(w http.ResponseWriter, r *http.Request, _ params) {
-	res := a.d.verify(r.Context())
-	a.writeJSON(w, r, &res)
 }

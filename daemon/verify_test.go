@@ -11,15 +11,16 @@ import (
 	"github.com/cachecast/cachecast/internal/testkit"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
 
-func (td *testDaemon) verify() VerifyResult {
+func (td *testDaemon) verify() wire.VerifyResult {
 	td.t.Helper()
 	r := td.do("GET", "/v1/verify", nil)
 	if r.status != 200 {
 		td.t.Fatalf("GET /v1/verify: %d %s", r.status, r.body)
 	}
-	var res VerifyResult
+	var res wire.VerifyResult
 	if err := json.Unmarshal(r.body, &res); err != nil {
 		td.t.Fatalf("GET /v1/verify: %v: %s", err, r.body)
 	}
@@ -41,7 +42,7 @@ func TestVerifyCluster(t *testing.T) {
 	if !res.Identical || !res.CommonVector || len(res.Nodes) != 3 || res.Differ != nil {
 		t.Fatalf("identical cluster: %+v", res)
 	}
-	var st statusBody
+	var st wire.Status
 	if err := json.Unmarshal(ds[1].do("GET", "/v1/status", nil).body, &st); err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +74,8 @@ func TestVerifyCluster(t *testing.T) {
 	}
 	wg.Wait()
 	res = ds[0].verify()
-	want := []VerifyDiff{{Node: "node2", Topics: []string{"prices"}}}
-	if res.Identical || !res.CommonVector || !slices.EqualFunc(res.Differ, want, func(a, b VerifyDiff) bool {
+	want := []wire.VerifyDiff{{Node: "node2", Topics: []string{"prices"}}}
+	if res.Identical || !res.CommonVector || !slices.EqualFunc(res.Differ, want, func(a, b wire.VerifyDiff) bool {
 		return a.Node == b.Node && slices.Equal(a.Topics, b.Topics)
 	}) {
 		t.Fatalf("diverged cluster: %+v; want node2 differing on prices", res)

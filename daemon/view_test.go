@@ -16,6 +16,7 @@ import (
 	"github.com/cachecast/cachecast/localview/viewtest"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // waitView polls the shared view until cond holds (a bounded wait on a
@@ -51,7 +52,7 @@ func TestViewFileMirrorsTheStore(t *testing.T) {
 		v, tag, st, err = r.Get("prices", "sku/1")
 		return err == nil
 	})
-	if string(v) != "12.50" || tag != "eu" || st.Seq != pr.Seq || formatOrigin(st.Origin) != pr.Origin {
+	if string(v) != "12.50" || tag != "eu" || st.Seq != pr.Seq || wire.FormatOrigin(st.Origin) != pr.Origin {
 		t.Fatalf("view holds %q %q %+v, the put was %+v", v, tag, st, pr)
 	}
 	if r := td.do("DELETE", "/v1/topics/prices/keys/sku%2F1", nil); r.status/100 != 2 {

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // command is one entry of the command table.
@@ -366,15 +367,12 @@ func cmdObject(c *conn, a [][]byte) {
 
 // The hash commands: a hash is a topic, its fields are the topic's keys.
 
-// topicOf checks a hash name: a valid topic, or "" (an empty hash).
+// topicOf checks a hash name: a valid topic of the API (wire.IsName: at
+// most wire.MaxTopicLen bytes, not the record format's 65535), or "" (an
+// empty hash).
 func topicOf(name []byte) string {
-	if len(name) == 0 || len(name) > record.MaxTopicBytes {
+	if !wire.IsName(name) {
 		return ""
-	}
-	for _, ch := range name {
-		if !('a' <= ch && ch <= 'z' || 'A' <= ch && ch <= 'Z' || '0' <= ch && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
-			return ""
-		}
 	}
 	return view(name)
 }

@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
-	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // A process cluster is N cachecastd processes on 127.0.0.1, each with its
@@ -160,8 +160,8 @@ func writeKeyFile(t *testing.T, name string) (string, []byte) {
 
 // clusterStatus reads GET /v1/cluster. Errors are returned, not fatal: the
 // callers poll.
-func (n *clusterNode) clusterStatus(ctx context.Context) (daemon.ClusterStatus, error) {
-	var st daemon.ClusterStatus
+func (n *clusterNode) clusterStatus(ctx context.Context) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
 	hc := testkit.UnixClient(n.Socket, false, 5*time.Second)
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://cachecast/v1/cluster", nil)
 	if err != nil {
@@ -187,7 +187,7 @@ func (n *clusterNode) clusterStatus(ctx context.Context) (daemon.ClusterStatus, 
 
 // memberNames are the names of st's members in the given state ("" for
 // any), sorted.
-func memberNames(st daemon.ClusterStatus, state string) []string {
+func memberNames(st wire.ClusterStatus, state string) []string {
 	var out []string
 	for _, m := range st.Members {
 		if state == "" || m.State == state {
@@ -202,7 +202,7 @@ func memberNames(st daemon.ClusterStatus, state string) []string {
 // all alive and, but for the node itself, connected; "" when it is. With
 // noLag, a member that lags behind the node on some origin is not yet
 // right either.
-func fullyConnected(st daemon.ClusterStatus, want []string, noLag bool) string {
+func fullyConnected(st wire.ClusterStatus, want []string, noLag bool) string {
 	got := memberNames(st, "")
 	w := append([]string(nil), want...)
 	sort.Strings(w)

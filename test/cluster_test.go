@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
-	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // clusterSeed makes the randomized cluster tests reproducible: every one
@@ -167,14 +167,14 @@ func TestClusterConverges(t *testing.T) {
 // the ring of node IDs (origins), the default without --replica.
 func checkRing(t *testing.T, nodes []*clusterNode) {
 	t.Helper()
-	sts := make([]daemon.ClusterStatus, len(nodes))
+	sts := make([]wire.ClusterStatus, len(nodes))
 	for i, n := range nodes {
 		var err error
 		if sts[i], err = n.clusterStatus(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ring := append([]daemon.ClusterStatus(nil), sts...)
+	ring := append([]wire.ClusterStatus(nil), sts...)
 	sort.Slice(ring, func(i, j int) bool { return ring[i].Origin < ring[j].Origin }) // fixed-width hex
 	for i, st := range ring {
 		if want := ring[(i+1)%len(ring)].Node; st.Replica != want {
@@ -211,7 +211,7 @@ func TestClusterSIGKILLSyncReplication(t *testing.T) {
 	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
 	a := nodes[0]
 
-	var st daemon.ClusterStatus
+	var st wire.ClusterStatus
 	testkit.Until(t, 10*time.Second, "a to name its replica", func() string {
 		var err error
 		if st, err = a.clusterStatus(t.Context()); err != nil {
@@ -345,7 +345,7 @@ func TestClusterSIGKILLSyncReplication(t *testing.T) {
 	}
 	for s := range statuses {
 		switch s {
-		case client.StatusOK, daemon.StatusReplicaTimeout, daemon.StatusReplicaUnavailable:
+		case client.StatusOK, wire.StatusReplicaTimeout, wire.StatusReplicaUnavailable:
 		default:
 			t.Errorf("status %q: not a publish status", s)
 		}

@@ -2,7 +2,6 @@ package test
 
 import (
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 
 	"github.com/cachecast/cachecast/client"
 )

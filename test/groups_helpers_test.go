@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
-	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // The consumer group tests and benchmarks run their members in the test
@@ -329,7 +329,7 @@ func startGroupCluster(tb testing.TB, args ...string) []*clusterNode {
 }
 
 // nodeGone reports whether st shows name dead, left or absent.
-func nodeGone(st daemon.ClusterStatus, name string) bool {
+func nodeGone(st wire.ClusterStatus, name string) bool {
 	for _, m := range st.Members {
 		if m.Name == name {
 			return m.State != "alive"

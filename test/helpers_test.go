@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 
 	"github.com/cachecast/cachecast/client"
 )

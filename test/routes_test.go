@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/cachecast/cachecast/internal/testkit"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 
 	"github.com/cachecast/cachecast/client"
 )

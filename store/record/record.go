@@ -122,7 +122,7 @@ func (k Kind) String() string {
 
 // Limits of the record format itself, in bytes: what the length fields of
 // the header can hold. They are not the local API's limits, which are much
-// smaller (daemon.MaxKeyLen is 1024 bytes, against MaxKeyBytes here); the
+// smaller (wire.MaxAPIKeyLen, the API's, is 1024 bytes, against MaxKeyBytes here); the
 // names differ so that the two cannot be taken for each other.
 const (
 	MaxTopicBytes = 1<<16 - 1

@@ -1,4 +1,11 @@
-package daemon
+// Package access is who calls the daemon's local sockets and how much
+// each may hold: the caller's credentials as the kernel gives them
+// (SO_PEERCRED, SO_PEERGROUPS), the roles of the local API (Guard, the one
+// permission check of every front door), and the limits that keep one
+// local user from starving the node (Limits: connections and streams;
+// Budget: request bodies in memory). The HTTP API (daemon/httpapi) and
+// the Redis front door's adapter (daemon) use it; daemon wires it.
+package access
 
 import (
 	"context"
@@ -25,8 +32,8 @@ type Caller struct {
 	Groups []uint32
 }
 
-// fields are the zap fields a write is logged with.
-func (c Caller) fields() []zap.Field {
+// Fields are the zap fields a write is logged with.
+func (c Caller) Fields() []zap.Field {
 	if !c.Known {
 		return []zap.Field{zap.Bool("peer-unknown", true)}
 	}
@@ -35,8 +42,9 @@ func (c Caller) fields() []zap.Field {
 
 type callerKey struct{}
 
-// callerFrom is the caller of the request's connection.
-func callerFrom(ctx context.Context) Caller {
+// CallerFrom is the caller of the request's connection (ConnContext put
+// it there); the zero Caller, unknown, when there is none.
+func CallerFrom(ctx context.Context) Caller {
 	c, _ := ctx.Value(callerKey{}).(Caller)
 	return c
 }

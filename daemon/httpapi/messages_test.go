@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"bytes"
@@ -9,103 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
 )
-
-func TestNames(t *testing.T) {
-	tests := []struct {
-		kind, in string
-		ok       bool
-	}{
-		{"topic", "prices", true},
-		{"topic", "A.b_c-9", true},
-		{"topic", "", false},
-		{"topic", strings.Repeat("t", 128), true},
-		{"topic", strings.Repeat("t", 129), false},
-		{"topic", "with space", false},
-		{"topic", "slash/inside", false},
-		{"topic", "ünïcode", false},
-		{"tag", "", true},
-		{"tag", "blue", true},
-		{"tag", strings.Repeat("t", 128), true},
-		{"tag", strings.Repeat("t", 129), false},
-		{"tag", "a|b", false},
-		{"key", "sku/1", true},
-		{"key", "ключ 🔑", true},
-		{"key", "with space", true},
-		{"key", "", false},
-		{"key", strings.Repeat("k", 1024), true},
-		{"key", strings.Repeat("k", 1025), false},
-		{"key", "tab\there", false},
-		{"key", "nul\x00", false},
-		{"key", "del\x7f", false},
-		{"key", "c1\u0085", false},
-		{"key", "bad\xffutf8", false},
-		{"key", "\uFFFD is fine", true},
-	}
-	for _, tt := range tests {
-		var e *apiError
-		switch tt.kind {
-		case "topic":
-			e = validTopic("topic", tt.in)
-		case "tag":
-			e = validTag(tt.in)
-		case "key":
-			e = validKey(tt.in)
-		}
-		if (e == nil) != tt.ok {
-			t.Errorf("%s %q: error %v; want ok=%v", tt.kind, tt.in, e, tt.ok)
-		}
-		if e != nil && e.Code != CodeInvalidName {
-			t.Errorf("%s %q: code %s; want invalid_name", tt.kind, tt.in, e.Code)
-		}
-	}
-}
-
-// A name's offending character is shown as what it is: a UTF-8
-// character with its bytes, a byte that is not UTF-8 in hex; never a byte
-// read as Latin-1 (0xc3 shown as 'Ã').
-func TestNameErrorShowsTheCharacter(t *testing.T) {
-	tests := []struct {
-		err  *apiError
-		want string
-	}{
-		{validTopic("topic", "ünïcode"), `topic "ünïcode": 'ü' (bytes c3 bc) at byte 0 is not one of A-Z a-z 0-9 . _ -`},
-		{validTopic("topic", "ab🔑"), `'🔑' (bytes f0 9f 94 91) at byte 2`},
-		{validTopic("cursor name", "t\xff"), `cursor name "t\xff": byte 0xff at byte 1 (not UTF-8) is not one of`},
-		{validTopic("topic", "with space"), `' ' at byte 4 is not one of`},
-		{validTag("é"), `tag "é": 'é' (bytes c3 a9) at byte 0 is not one of`},
-	}
-	for _, tt := range tests {
-		if tt.err == nil || !strings.Contains(tt.err.Message, tt.want) || strings.Contains(tt.err.Message, "Ã") {
-			t.Errorf("error %v; want one containing %q", tt.err, tt.want)
-		}
-	}
-}
-
-func TestAppendJSONString(t *testing.T) {
-	for _, s := range []string{"", "plain", `quote " backslash \`, "ctl \x00\x01\x1f\x7f", "nl \n\r\t",
-		"ünïcode 🔑", "bad \xff\xfe utf8", "\u2028\u2029", "<html>&amp;"} {
-		b := appendJSONString(nil, s)
-		var back string
-		if err := json.Unmarshal(b, &back); err != nil {
-			t.Fatalf("%q encodes as %s, which is not JSON: %v", s, b, err)
-		}
-		want := strings.ToValidUTF8(s, "\uFFFD")
-		if strings.ContainsRune(s, utf8.RuneError) || !utf8.ValidString(s) {
-			// Each invalid byte becomes one U+FFFD, as encoding/json does.
-			var w bytes.Buffer
-			for i := 0; i < len(s); {
-				r, n := utf8.DecodeRuneInString(s[i:])
-				w.WriteRune(r)
-				i += n
-			}
-			want = w.String()
-		}
-		if back != want {
-			t.Fatalf("%q -> %s -> %q; want %q", s, b, back, want)
-		}
-	}
-}
 
 func TestDecodeMessages(t *testing.T) {
 	const max = 16
@@ -132,44 +37,44 @@ func TestDecodeMessages(t *testing.T) {
 		{name: "value at the limit", body: `{"key":"k","value":"0123456789abcdef"}`,
 			want: []record.Message{{Topic: "T", Key: "k", Value: []byte("0123456789abcdef")}}},
 
-		{name: "empty", body: "", wantCode: CodeBadJSON},
-		{name: "empty ndjson", body: "\n\n", ndjson: true, wantCode: CodeBadRequest},
-		{name: "malformed", body: `{"key":`, wantCode: CodeBadJSON},
-		{name: "not an object", body: `["k"]`, wantCode: CodeBadJSON},
-		{name: "wrong type", body: `{"key":1}`, wantCode: CodeBadJSON, wantMsg: `field "key"`},
-		{name: "unknown field", body: `{"key":"k","vaule":"x"}`, wantCode: CodeBadJSON, wantMsg: "vaule"},
-		{name: "two objects without ndjson", body: "{\"key\":\"a\"}\n{\"key\":\"b\"}", wantCode: CodeBadJSON, wantMsg: "application/x-ndjson"},
-		{name: "trailing garbage", body: `{"key":"a"}]`, wantCode: CodeBadJSON},
-		{name: "two objects on a line", ndjson: true, body: `{"key":"a"} {"key":"b"}`, wantCode: CodeBadJSON, wantMsg: "line 1"},
-		{name: "bad line names its number", ndjson: true, body: "{\"key\":\"a\"}\n{oops}\n", wantCode: CodeBadJSON, wantMsg: "line 2"},
-		{name: "both values", body: `{"key":"k","value":"a","value_base64":"YQ=="}`, wantCode: CodeBadRequest},
-		{name: "bad base64", body: `{"key":"k","value_base64":"!!!"}`, wantCode: CodeBadBase64},
-		{name: "base64 bad padding", body: `{"key":"k","value_base64":"YQ="}`, wantCode: CodeBadBase64},
-		{name: "value too large", body: `{"key":"k","value":"0123456789abcdefX"}`, wantCode: CodeValueTooLarge},
-		{name: "base64 value too large", body: `{"key":"k","value_base64":"MDEyMzQ1Njc4OWFiY2RlZlg="}`, wantCode: CodeValueTooLarge},
-		{name: "key too long", body: `{"key":"` + strings.Repeat("k", 1025) + `"}`, wantCode: CodeInvalidName},
-		{name: "key control char", body: `{"key":"a\u0000b"}`, wantCode: CodeInvalidName},
-		{name: "bad tag", body: `{"key":"k","tag":"a b"}`, wantCode: CodeInvalidName},
-		{name: "delete without key", body: `{"delete":true}`, wantCode: CodeInvalidName},
-		{name: "delete with value", body: `{"key":"k","delete":true,"value":"x"}`, wantCode: CodeBadRequest},
-		{name: "delete not bool", body: `{"key":"k","delete":"yes"}`, wantCode: CodeBadJSON},
+		{name: "empty", body: "", wantCode: wire.CodeBadJSON},
+		{name: "empty ndjson", body: "\n\n", ndjson: true, wantCode: wire.CodeBadRequest},
+		{name: "malformed", body: `{"key":`, wantCode: wire.CodeBadJSON},
+		{name: "not an object", body: `["k"]`, wantCode: wire.CodeBadJSON},
+		{name: "wrong type", body: `{"key":1}`, wantCode: wire.CodeBadJSON, wantMsg: `field "key"`},
+		{name: "unknown field", body: `{"key":"k","vaule":"x"}`, wantCode: wire.CodeBadJSON, wantMsg: "vaule"},
+		{name: "two objects without ndjson", body: "{\"key\":\"a\"}\n{\"key\":\"b\"}", wantCode: wire.CodeBadJSON, wantMsg: "application/x-ndjson"},
+		{name: "trailing garbage", body: `{"key":"a"}]`, wantCode: wire.CodeBadJSON},
+		{name: "two objects on a line", ndjson: true, body: `{"key":"a"} {"key":"b"}`, wantCode: wire.CodeBadJSON, wantMsg: "line 1"},
+		{name: "bad line names its number", ndjson: true, body: "{\"key\":\"a\"}\n{oops}\n", wantCode: wire.CodeBadJSON, wantMsg: "line 2"},
+		{name: "both values", body: `{"key":"k","value":"a","value_base64":"YQ=="}`, wantCode: wire.CodeBadRequest},
+		{name: "bad base64", body: `{"key":"k","value_base64":"!!!"}`, wantCode: wire.CodeBadBase64},
+		{name: "base64 bad padding", body: `{"key":"k","value_base64":"YQ="}`, wantCode: wire.CodeBadBase64},
+		{name: "value too large", body: `{"key":"k","value":"0123456789abcdefX"}`, wantCode: wire.CodeValueTooLarge},
+		{name: "base64 value too large", body: `{"key":"k","value_base64":"MDEyMzQ1Njc4OWFiY2RlZlg="}`, wantCode: wire.CodeValueTooLarge},
+		{name: "key too long", body: `{"key":"` + strings.Repeat("k", 1025) + `"}`, wantCode: wire.CodeInvalidName},
+		{name: "key control char", body: `{"key":"a\u0000b"}`, wantCode: wire.CodeInvalidName},
+		{name: "bad tag", body: `{"key":"k","tag":"a b"}`, wantCode: wire.CodeInvalidName},
+		{name: "delete without key", body: `{"delete":true}`, wantCode: wire.CodeInvalidName},
+		{name: "delete with value", body: `{"key":"k","delete":true,"value":"x"}`, wantCode: wire.CodeBadRequest},
+		{name: "delete not bool", body: `{"key":"k","delete":"yes"}`, wantCode: wire.CodeBadJSON},
 
 		// Strings exactly as sent, or refused: encoding/json would turn each
 		// of these into U+FFFD, merging distinct keys.
 		{name: "surrogate pair escape", body: `{"key":"\ud83d\udd11"}`, want: []record.Message{{Topic: "T", Key: "🔑"}}},
 		{name: "U+FFFD escape is a character", body: `{"key":"\ufffd"}`, want: []record.Message{{Topic: "T", Key: "\uFFFD"}}},
 		{name: "escaped backslash before u", body: `{"key":"a\\ud800"}`, want: []record.Message{{Topic: "T", Key: `a\ud800`}}},
-		{name: "invalid UTF-8 key", body: "{\"key\":\"z\xc3\",\"value\":\"x\"}", wantCode: CodeBadJSON, wantMsg: `field "key": invalid UTF-8 (byte 0xc3) at byte 9`},
+		{name: "invalid UTF-8 key", body: "{\"key\":\"z\xc3\",\"value\":\"x\"}", wantCode: wire.CodeBadJSON, wantMsg: `field "key": invalid UTF-8 (byte 0xc3) at byte 9`},
 		{name: "invalid UTF-8 key on line 2", ndjson: true, body: "{\"key\":\"z\xc3\",\"value\":\"x\"}\n{\"key\":\"z\xc4\",\"value\":\"y\"}\n",
-			wantCode: CodeBadJSON, wantMsg: "line 1: field \"key\""},
-		{name: "invalid UTF-8 value", body: "{\"key\":\"g1\",\"value\":\"\xff\xfe\"}", wantCode: CodeBadJSON, wantMsg: `field "value": invalid UTF-8 (byte 0xff) at byte 21: JSON strings must be valid UTF-8 (send a binary value as "value_base64")`},
-		{name: "invalid UTF-8 value after an escape", ndjson: true, body: "{\"key\":\"a\"}\n{\"key\":\"q\\n\",\"value\":\"\xff\"}", wantCode: CodeBadJSON, wantMsg: `line 2: field "value"`},
-		{name: "invalid UTF-8 tag", body: "{\"key\":\"k\",\"tag\":\"\x80\"}", wantCode: CodeBadJSON, wantMsg: `field "tag"`},
-		{name: "invalid UTF-8 field name", body: "{\"key\xff\":\"k\"}", wantCode: CodeBadJSON, wantMsg: "a field name"},
-		{name: "truncated UTF-8 at the end", body: "{\"key\":\"k\xe2\x82\"}", wantCode: CodeBadJSON, wantMsg: "invalid UTF-8"},
-		{name: "lone high surrogate", body: `{"key":"\ud800"}`, wantCode: CodeBadJSON, wantMsg: `field "key": the escape \ud800 is half a UTF-16 surrogate pair at byte 8`},
-		{name: "lone low surrogate", body: `{"key":"k","value":"\uDC00x"}`, wantCode: CodeBadJSON, wantMsg: `field "value"`},
-		{name: "high surrogate then not a low one", body: `{"key":"\ud800\u0041"}`, wantCode: CodeBadJSON, wantMsg: "surrogate"},
+			wantCode: wire.CodeBadJSON, wantMsg: "line 1: field \"key\""},
+		{name: "invalid UTF-8 value", body: "{\"key\":\"g1\",\"value\":\"\xff\xfe\"}", wantCode: wire.CodeBadJSON, wantMsg: `field "value": invalid UTF-8 (byte 0xff) at byte 21: JSON strings must be valid UTF-8 (send a binary value as "value_base64")`},
+		{name: "invalid UTF-8 value after an escape", ndjson: true, body: "{\"key\":\"a\"}\n{\"key\":\"q\\n\",\"value\":\"\xff\"}", wantCode: wire.CodeBadJSON, wantMsg: `line 2: field "value"`},
+		{name: "invalid UTF-8 tag", body: "{\"key\":\"k\",\"tag\":\"\x80\"}", wantCode: wire.CodeBadJSON, wantMsg: `field "tag"`},
+		{name: "invalid UTF-8 field name", body: "{\"key\xff\":\"k\"}", wantCode: wire.CodeBadJSON, wantMsg: "a field name"},
+		{name: "truncated UTF-8 at the end", body: "{\"key\":\"k\xe2\x82\"}", wantCode: wire.CodeBadJSON, wantMsg: "invalid UTF-8"},
+		{name: "lone high surrogate", body: `{"key":"\ud800"}`, wantCode: wire.CodeBadJSON, wantMsg: `field "key": the escape \ud800 is half a UTF-16 surrogate pair at byte 8`},
+		{name: "lone low surrogate", body: `{"key":"k","value":"\uDC00x"}`, wantCode: wire.CodeBadJSON, wantMsg: `field "value"`},
+		{name: "high surrogate then not a low one", body: `{"key":"\ud800\u0041"}`, wantCode: wire.CodeBadJSON, wantMsg: "surrogate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,8 +127,8 @@ func FuzzDecodeMessages(f *testing.F) {
 			if msgs != nil {
 				t.Fatalf("error %v with %d messages", e, len(msgs))
 			}
-			if statusOf(e.Code) < 400 || statusOf(e.Code) >= 500 {
-				t.Fatalf("decode error %v maps to status %d", e, statusOf(e.Code))
+			if wire.HTTPStatus(e.Code) < 400 || wire.HTTPStatus(e.Code) >= 500 {
+				t.Fatalf("decode error %v maps to status %d", e, wire.HTTPStatus(e.Code))
 			}
 			return
 		}
@@ -241,8 +146,8 @@ func FuzzDecodeMessages(f *testing.F) {
 		}
 		var again []byte
 		for _, m := range msgs {
-			if m.Topic != "topic" || len(m.Value) > max || validTag(m.Tag) != nil ||
-				m.Key != "" && validKey(m.Key) != nil || m.Delete && (m.Key == "" || len(m.Value) > 0) {
+			if m.Topic != "topic" || len(m.Value) > max || wire.CheckTag(m.Tag) != nil ||
+				m.Key != "" && wire.CheckKey(m.Key) != nil || m.Delete && (m.Key == "" || len(m.Value) > 0) {
 				t.Fatalf("accepted a bad message: %+v", m)
 			}
 			if err := m.Validate(); err != nil {
@@ -250,12 +155,12 @@ func FuzzDecodeMessages(f *testing.F) {
 			}
 			// Re-encode as the daemon would and decode again.
 			again = append(again, `{"key":`...)
-			again = appendJSONString(again, m.Key)
+			again = wire.AppendString(again, m.Key)
 			again = append(again, `,"tag":`...)
-			again = appendJSONString(again, m.Tag)
+			again = wire.AppendString(again, m.Tag)
 			if utf8.Valid(m.Value) {
 				again = append(again, `,"value":`...)
-				again = appendJSONString(again, string(m.Value))
+				again = wire.AppendString(again, string(m.Value))
 			} else {
 				again = append(again, `,"value_base64":"`...)
 				again = append(again, []byte(b64(m.Value))...)
@@ -345,7 +250,7 @@ func FuzzFastMessage(f *testing.F) {
 			t.Fatalf("%q: decoded %+v, encoding/json %+v", b, w, slow)
 		case !(slowOK && faithful) && e == nil:
 			t.Fatalf("%q: accepted as %+v; encoding/json refuses it (%v) or rewrites a string (faithful=%v)", b, w, slowErr, faithful)
-		case e != nil && e.Code != CodeBadJSON:
+		case e != nil && e.Code != wire.CodeBadJSON:
 			t.Fatalf("%q: refused as %s; want bad_json", b, e.Code)
 		}
 	})

@@ -1,4 +1,4 @@
-package daemon
+package access
 
 import (
 	"container/list"
@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // The limits that keep one local user from starving the node: connections
@@ -26,11 +28,6 @@ const (
 	// /readyz, anything else gets busy or too_many, and they close
 	// after one answer.
 	spareConnections = 16
-
-	// errorWriteGrace is how long an error answer may take to write once the
-	// request's own deadline has passed: a body that stalls past
-	// --read-timeout is answered 408 even when --write-timeout is as long.
-	errorWriteGrace = 2 * time.Second
 
 	// burstBytes: once request bodies in memory reached this much, the
 	// memory is handed back to the system (debug.FreeOSMemory) after the
@@ -74,20 +71,20 @@ const (
 // peerCount is one uid's connections and streams.
 type peerCount struct {
 	open, streams int
-	waiting       list.List // of *credConn, the longest waiting first
+	waiting       list.List // of *Conn, the longest waiting first
 }
 
-// connLimits counts the local API's connections and streams. A connection
+// Limits counts the local API's connections and streams. A connection
 // that waits for a request (idle keep-alive, or still sending its headers)
 // costs the node little and serves no one, so at a limit a new connection
 // closes the one that has waited longest (its uid's own first, at its
 // uid's limit) instead of waiting in the backlog behind it. Connections
 // that run a request are never closed for another.
-type connLimits struct {
+type Limits struct {
 	maxConns, maxConnsPerUID     int
 	maxStreams, maxStreamsPerUID int
-	conns                        gaugeLike   // cachecast_api_connections
-	evicted                      counterLike // cachecast_api_connections_evicted_total
+	conns                        Gauge   // cachecast_api_connections
+	evicted                      Counter // cachecast_api_connections_evicted_total
 
 	mu           sync.Mutex
 	open         int           // connections counted against --max-connections
@@ -100,18 +97,28 @@ type connLimits struct {
 	peers        map[peerKey]*peerCount
 }
 
-// counterLike is the part of a Prometheus counter the limits use.
-type counterLike interface{ Inc() }
+// Counter is the part of a Prometheus counter the limits use.
+type Counter interface{ Inc() }
 
-func newConnLimits(c Config, conns gaugeLike, evicted counterLike) *connLimits {
-	return &connLimits{
+// LimitsConfig are the bounds of Limits, from their flags.
+type LimitsConfig struct {
+	MaxConnections       int // --max-connections
+	MaxConnectionsPerUID int // --max-connections-per-uid
+	MaxStreams           int // --max-streams
+	MaxStreamsPerUID     int // --max-streams-per-uid
+}
+
+// NewLimits makes the limits of c; conns counts the open connections
+// (cachecast_api_connections), evicted those closed to make room.
+func NewLimits(c LimitsConfig, conns Gauge, evicted Counter) *Limits {
+	return &Limits{
 		maxConns: c.MaxConnections, maxConnsPerUID: c.MaxConnectionsPerUID,
 		maxStreams: c.MaxStreams, maxStreamsPerUID: c.MaxStreamsPerUID,
 		conns: conns, evicted: evicted, peers: map[peerKey]*peerCount{}, room: make(chan struct{}, 1),
 	}
 }
 
-func (l *connLimits) peer(k peerKey) *peerCount {
+func (l *Limits) peer(k peerKey) *peerCount {
 	p := l.peers[k]
 	if p == nil {
 		p = &peerCount{}
@@ -121,7 +128,7 @@ func (l *connLimits) peer(k peerKey) *peerCount {
 }
 
 // dropPeer forgets a uid with nothing open.
-func (l *connLimits) dropPeer(k peerKey, p *peerCount) {
+func (l *Limits) dropPeer(k peerKey, p *peerCount) {
 	if p.open == 0 && p.streams == 0 {
 		delete(l.peers, k)
 	}
@@ -142,8 +149,8 @@ const (
 // are there, admit says admitLater, unless force (after evictWait), when
 // the longest waiting goes anyway. With nothing waiting at all, c becomes
 // a spare.
-func (l *connLimits) admit(c *credConn, force bool) admission {
-	var victims []*credConn
+func (l *Limits) admit(c *Conn, force bool) admission {
+	var victims []*Conn
 	defer func() {
 		for _, v := range victims {
 			l.evicted.Inc()
@@ -152,8 +159,8 @@ func (l *connLimits) admit(c *credConn, force bool) admission {
 	}()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	busy := func() *apiError {
-		return errorf(CodeBusy, "every connection is running a request (--max-connections %d); retry", l.maxConns)
+	busy := func() *wire.Error {
+		return wire.Errorf(wire.CodeBusy, "every connection is running a request (--max-connections %d); retry", l.maxConns)
 	}
 	p := l.peer(c.key)
 	if p.open >= l.maxConnsPerUID {
@@ -190,14 +197,14 @@ func (l *connLimits) admit(c *credConn, force bool) admission {
 }
 
 // later asks for a signal on room (a connection read, or uncounted).
-func (l *connLimits) later(c *credConn, p *peerCount) admission {
+func (l *Limits) later(c *Conn, p *peerCount) admission {
 	l.dropPeer(c.key, p)
 	l.starved.Store(true)
 	return admitLater
 }
 
 // signalRoom wakes an Accept waiting in admitLater.
-func (l *connLimits) signalRoom() {
+func (l *Limits) signalRoom() {
 	if l.starved.Load() {
 		select {
 		case l.room <- struct{}{}:
@@ -209,10 +216,10 @@ func (l *connLimits) signalRoom() {
 // evictLocked uncounts the idle connection of ws that has waited longest
 // (with force, the longest waiting of all) and returns it for closing; nil
 // when there is none.
-func (l *connLimits) evictLocked(ws *list.List, force bool) *credConn {
+func (l *Limits) evictLocked(ws *list.List, force bool) *Conn {
 	now := time.Now().UnixNano()
 	for e := ws.Front(); e != nil; e = e.Next() {
-		v := e.Value.(*credConn)
+		v := e.Value.(*Conn)
 		if force || v.idle(now) {
 			l.uncountLocked(v)
 			return v
@@ -223,7 +230,7 @@ func (l *connLimits) evictLocked(ws *list.List, force bool) *credConn {
 
 // admitSpare lets c in over the limits, for health checks; the oldest
 // waiting spare makes room when every spare is taken.
-func (l *connLimits) admitSpare(c *credConn, p *peerCount, victims *[]*credConn, why *apiError, force bool) admission {
+func (l *Limits) admitSpare(c *Conn, p *peerCount, victims *[]*Conn, why *wire.Error, force bool) admission {
 	l.dropPeer(c.key, p)
 	if l.spares >= spareConnections {
 		v := l.evictLocked(&l.spareWaiting, force)
@@ -246,7 +253,7 @@ func (l *connLimits) admitSpare(c *credConn, p *peerCount, victims *[]*credConn,
 }
 
 // uncountLocked takes c out of every count; it then counts nothing.
-func (l *connLimits) uncountLocked(c *credConn) {
+func (l *Limits) uncountLocked(c *Conn) {
 	switch c.state {
 	case connUncounted:
 		return
@@ -278,10 +285,10 @@ func (l *connLimits) uncountLocked(c *credConn) {
 	l.signalRoom()
 }
 
-// connState is the http.Server's ConnState hook: it moves a connection
+// ConnState is the http.Server's ConnState hook: it moves a connection
 // between waiting and busy, and uncounts it once closed.
-func (l *connLimits) connState(nc net.Conn, s http.ConnState) {
-	c, ok := nc.(*credConn)
+func (l *Limits) ConnState(nc net.Conn, s http.ConnState) {
+	c, ok := nc.(*Conn)
 	if !ok {
 		return
 	}
@@ -314,21 +321,21 @@ func (l *connLimits) connState(nc net.Conn, s http.ConnState) {
 	}
 }
 
-// startStream moves a busy connection from the connections to the streams,
+// StartStream moves a busy connection from the connections to the streams,
 // or says which limit is reached.
-func (l *connLimits) startStream(c *credConn) *apiError {
+func (l *Limits) StartStream(c *Conn) *wire.Error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.state != connBusy || c.spare != nil {
-		return errorf(CodeBusy, "no subscription on this connection")
+		return wire.Errorf(wire.CodeBusy, "no subscription on this connection")
 	}
 	p := l.peers[c.key]
 	switch {
 	case l.streams >= l.maxStreams:
-		return errorf(CodeBusy, "%d subscriptions are open, the node's limit (--max-streams %d); retry", l.streams, l.maxStreams)
+		return wire.Errorf(wire.CodeBusy, "%d subscriptions are open, the node's limit (--max-streams %d); retry", l.streams, l.maxStreams)
 	case p.streams >= l.maxStreamsPerUID:
-		return errorf(CodeTooMany, "%s has %d subscriptions open, its share (--max-streams-per-uid %d)",
-			c.caller.who(), p.streams, l.maxStreamsPerUID)
+		return wire.Errorf(wire.CodeTooMany, "%s has %d subscriptions open, its share (--max-streams-per-uid %d)",
+			c.caller.Who(), p.streams, l.maxStreamsPerUID)
 	}
 	l.open--
 	p.open--
@@ -339,8 +346,8 @@ func (l *connLimits) startStream(c *credConn) *apiError {
 	return nil
 }
 
-// endStream counts c as a connection again.
-func (l *connLimits) endStream(c *credConn) {
+// EndStream counts c as a connection again.
+func (l *Limits) EndStream(c *Conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c.state != connStream {
@@ -354,11 +361,11 @@ func (l *connLimits) endStream(c *credConn) {
 	c.state = connBusy
 }
 
-// bodyBudget bounds the bytes of request bodies held in memory over all
+// Budget bounds the bytes of request bodies held in memory over all
 // connections, and each uid's share of them. A body of known length is
 // counted whole before it is read (so it is refused before a byte of it is
 // read); a chunked one as its buffer grows.
-type bodyBudget struct {
+type Budget struct {
 	limit, perUID int64
 
 	mu       sync.Mutex
@@ -368,17 +375,19 @@ type bodyBudget struct {
 	free     *time.Timer // hands the memory of a burst back to the system
 }
 
-func newBodyBudget(c Config) *bodyBudget {
-	b := &bodyBudget{limit: c.MaxBodyMemory, perUID: c.MaxBodyMemoryPerUID, byPeer: map[peerKey]int64{}}
+// NewBudget makes a budget of limit bytes (--max-body-memory), perUID of
+// them one uid's (--max-body-memory-per-uid).
+func NewBudget(limit, perUID int64) *Budget {
+	b := &Budget{limit: limit, perUID: perUID, byPeer: map[peerKey]int64{}}
 	b.free = time.AfterFunc(time.Hour, debug.FreeOSMemory)
 	b.free.Stop()
 	return b
 }
 
-// hold counts n more bytes of c's request body, or says which limit they
-// would pass. Without a credConn (not the daemon's listener) nothing is
+// Hold counts n more bytes of c's request body, or says which limit they
+// would pass. Without a Conn (not the daemon's listener) nothing is
 // counted.
-func (b *bodyBudget) hold(c *credConn, n int64) *apiError {
+func (b *Budget) Hold(c *Conn, n int64) *wire.Error {
 	if c == nil || n <= 0 {
 		return nil
 	}
@@ -387,11 +396,11 @@ func (b *bodyBudget) hold(c *credConn, n int64) *apiError {
 	mine := b.byPeer[c.key]
 	switch {
 	case b.inFlight+n > b.limit:
-		return errorf(CodeBusy, "request bodies take %s of memory; %s more would pass --max-body-memory (%s); retry",
-			formatSize(b.inFlight), formatSize(n), formatSize(b.limit))
+		return wire.Errorf(wire.CodeBusy, "request bodies take %s of memory; %s more would pass --max-body-memory (%s); retry",
+			wire.FormatSize(b.inFlight), wire.FormatSize(n), wire.FormatSize(b.limit))
 	case mine+n > b.perUID:
-		return errorf(CodeTooMany, "%s has %s of request bodies in memory; %s more would pass its share (--max-body-memory-per-uid %s)",
-			c.caller.who(), formatSize(mine), formatSize(n), formatSize(b.perUID))
+		return wire.Errorf(wire.CodeTooMany, "%s has %s of request bodies in memory; %s more would pass its share (--max-body-memory-per-uid %s)",
+			c.caller.Who(), wire.FormatSize(mine), wire.FormatSize(n), wire.FormatSize(b.perUID))
 	}
 	b.byPeer[c.key] = mine + n
 	b.inFlight += n
@@ -400,8 +409,8 @@ func (b *bodyBudget) hold(c *credConn, n int64) *apiError {
 	return nil
 }
 
-// releaseHeld gives back what c's request held, once it is answered.
-func (b *bodyBudget) releaseHeld(c *credConn) {
+// ReleaseHeld gives back what c's request held, once it is answered.
+func (b *Budget) ReleaseHeld(c *Conn) {
 	if c == nil || c.bodyHeld == 0 {
 		return
 	}
@@ -421,19 +430,19 @@ func (b *bodyBudget) releaseHeld(c *credConn) {
 	}
 }
 
-// inUse is the bytes of request bodies held now.
-func (b *bodyBudget) inUse() int64 {
+// InUse is the bytes of request bodies held now.
+func (b *Budget) InUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.inFlight
 }
 
-// readAll reads a body of unknown length, at most limit bytes (more is
+// ReadAll reads a body of unknown length, at most limit bytes (more is
 // the reader's error), counting its buffer against the budget as it grows.
-// An *apiError is a limit of the budget.
-func (b *bodyBudget) readAll(c *credConn, r io.Reader, limit int64) ([]byte, error) {
+// An *wire.Error is a limit of the budget.
+func (b *Budget) ReadAll(c *Conn, r io.Reader, limit int64) ([]byte, error) {
 	size := min(4<<10, limit+1)
-	if e := b.hold(c, size); e != nil {
+	if e := b.Hold(c, size); e != nil {
 		return nil, e
 	}
 	buf := make([]byte, 0, size)
@@ -445,7 +454,7 @@ func (b *bodyBudget) readAll(c *credConn, r io.Reader, limit int64) ([]byte, err
 			if size == int64(cap(buf)) {
 				return nil, fmt.Errorf("the body passes %d bytes", limit) // the reader said nothing
 			}
-			if e := b.hold(c, size-int64(cap(buf))); e != nil {
+			if e := b.Hold(c, size-int64(cap(buf))); e != nil {
 				return nil, e
 			}
 			nb := make([]byte, len(buf), size)
@@ -463,101 +472,36 @@ func (b *bodyBudget) readAll(c *credConn, r io.Reader, limit int64) ([]byte, err
 	}
 }
 
-// answerLate lets an error answer out after the request's deadline has
-// passed (a stalled body), and closes the connection after it.
-func answerLate(w http.ResponseWriter) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(errorWriteGrace))
-	w.Header().Set("Connection", "close")
-}
-
-// closeAfter closes the connection after the answer: the request's body
-// was not read, and net/http would otherwise wait for the client to send
-// it, to discard it (up to 256 KiB; of a chunked body, even after a
-// Connection: close). The passed read deadline makes that wait end at
-// once; the answer is written under the write deadline.
-func closeAfter(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-}
-
-// admitRoute refuses what a spare connection may not ask (anything but
-// health), and makes a spare connection close after its answer.
-func (a *api) admitRoute(w http.ResponseWriter, r *http.Request, rt *route) bool {
-	c := connFrom(r.Context())
-	if c == nil || c.spare == nil {
-		return true
-	}
-	w.Header().Set("Connection", "close")
-	if rt.name == "healthz" || rt.name == "readyz" {
-		return true
-	}
-	a.fail(w, r, c.spare)
-	return false
-}
-
-// streamSlot takes a stream's place for a subscription; release gives it
-// back as a connection.
-func (a *api) streamSlot(r *http.Request) (release func(), e *apiError) {
-	c := connFrom(r.Context())
-	if c == nil {
-		return func() {}, nil
-	}
-	if e := a.d.limits.startStream(c); e != nil {
-		return nil, e
-	}
-	return func() { a.d.limits.endStream(c) }, nil
-}
-
-// validateLimits checks the flags of the limits.
-func (c Config) validateLimits() error {
-	switch {
-	case c.MaxConnections < 1:
-		return fmt.Errorf("--max-connections: must be at least 1, got %d", c.MaxConnections)
-	case c.MaxConnectionsPerUID < 1 || c.MaxConnectionsPerUID > c.MaxConnections:
-		return fmt.Errorf("--max-connections-per-uid: must be 1 to --max-connections (%d), got %d", c.MaxConnections, c.MaxConnectionsPerUID)
-	case c.MaxStreams < 1:
-		return fmt.Errorf("--max-streams: must be at least 1, got %d", c.MaxStreams)
-	case c.MaxStreamsPerUID < 1 || c.MaxStreamsPerUID > c.MaxStreams:
-		return fmt.Errorf("--max-streams-per-uid: must be 1 to --max-streams (%d), got %d", c.MaxStreams, c.MaxStreamsPerUID)
-	case c.MaxBodyMemory < c.MaxBodySize:
-		return fmt.Errorf("--max-body-memory: must be at least --max-body-size (%s), got %s", formatSize(c.MaxBodySize), formatSize(c.MaxBodyMemory))
-	case c.MaxBodyMemoryPerUID < c.MaxBodySize || c.MaxBodyMemoryPerUID > c.MaxBodyMemory:
-		return fmt.Errorf("--max-body-memory-per-uid: must be --max-body-size (%s) to --max-body-memory (%s), got %s",
-			formatSize(c.MaxBodySize), formatSize(c.MaxBodyMemory), formatSize(c.MaxBodyMemoryPerUID))
-	}
-	return nil
-}
-
-// gaugeLike is the part of a Prometheus gauge the listener uses.
-type gaugeLike interface {
+// Gauge is the part of a Prometheus gauge the listener uses.
+type Gauge interface {
 	Inc()
 	Dec()
 }
 
-// credListener reads each connection's peer credentials once, at accept,
-// and admits it under the connection limits (connLimits) if it has them.
+// Listener reads each connection's peer credentials once, at accept,
+// and admits it under the connection limits (Limits) if it has them.
 // Accept does not wait for a free slot: a full node makes room by closing
 // a connection that waits for nothing, so a new one is never stuck in the
 // backlog behind idle ones. Without limits (the Redis socket: its server
 // has no ConnState to tell idle connections, so limitListener bounds it)
 // it only reads the credentials.
-type credListener struct {
+type Listener struct {
 	*net.UnixListener
-	limits *connLimits // nil: none
+	limits *Limits // nil: none
 }
 
-func newCredListener(l *net.UnixListener, limits *connLimits) *credListener {
-	return &credListener{UnixListener: l, limits: limits}
+func NewListener(l *net.UnixListener, limits *Limits) *Listener {
+	return &Listener{UnixListener: l, limits: limits}
 }
 
 // Accept returns the next connection the limits admit.
-func (l *credListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		uc, err := l.AcceptUnix()
 		if err != nil {
 			return nil, err
 		}
-		c := &credConn{UnixConn: uc, caller: peerCaller(uc), l: l}
+		c := &Conn{UnixConn: uc, caller: peerCaller(uc), l: l}
 		c.key = keyOf(c.caller)
 		if l.limits == nil {
 			return c, nil
@@ -571,7 +515,7 @@ func (l *credListener) Accept() (net.Conn, error) {
 }
 
 // admit asks the limits about c, waiting up to evictWait for room.
-func (l *credListener) admit(c *credConn) bool {
+func (l *Listener) admit(c *Conn) bool {
 	deadline := time.Now().Add(evictWait)
 	for {
 		force := !time.Now().Before(deadline)
@@ -590,32 +534,48 @@ func (l *credListener) admit(c *credConn) bool {
 	}
 }
 
-// credConn is an accepted connection, its caller and its place in the
-// limits (guarded by connLimits.mu, but bodyHeld, which only the
+// Conn is an accepted connection, its caller and its place in the
+// limits (guarded by Limits.mu, but bodyHeld, which only the
 // connection's own goroutine touches).
-type credConn struct {
+type Conn struct {
 	*net.UnixConn
 	caller    Caller
 	key       peerKey
-	l         *credListener
+	l         *Listener
 	closeOnce sync.Once
 
 	readSince     atomic.Int64 // when the Read the daemon is in began (UnixNano); 0 outside one
 	hasRead       atomic.Bool  // a Read returned data, or a request was answered
 	state         connState
-	spare         *apiError     // set on a spare connection: the answer to anything but health
+	spare         *wire.Error   // set on a spare connection: the answer to anything but health
 	elem, uidElem *list.Element // in the waiting lists, while waiting
 	bodyHeld      int64         // bytes of the current request's body counted in the budget
 }
 
+// Caller is who connected, as the kernel said when it did.
+func (c *Conn) Caller() Caller { return c.caller }
+
+// Spare is nil on a connection admitted under the limits; on a spare one
+// (admitted over them, for health checks) it is the answer to anything
+// but health.
+func (c *Conn) Spare() *wire.Error { return c.spare }
+
+// Counts is how many connections are counted against --max-connections
+// and how many of them wait for a request, for tests.
+func (l *Limits) Counts() (open, waiting int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open, l.waiting.Len()
+}
+
 // limitReached is the answer of a spare admitted over its uid's share.
-func (c *credConn) limitReached() *apiError {
-	return errorf(CodeTooMany, "%s has every connection of its share running a request (--max-connections-per-uid %d)",
-		c.caller.who(), c.l.limits.maxConnsPerUID)
+func (c *Conn) limitReached() *wire.Error {
+	return wire.Errorf(wire.CodeTooMany, "%s has every connection of its share running a request (--max-connections-per-uid %d)",
+		c.caller.Who(), c.l.limits.maxConnsPerUID)
 }
 
 // Read notes when the daemon waits for the client (see idle).
-func (c *credConn) Read(b []byte) (int, error) {
+func (c *Conn) Read(b []byte) (int, error) {
 	if c.l.limits == nil {
 		return c.UnixConn.Read(b)
 	}
@@ -633,12 +593,12 @@ func (c *credConn) Read(b []byte) (int, error) {
 // a connection that has sent something before (part of its headers, or a
 // whole request that was answered), or in its first Read for readGrace.
 // A new connection whose request is on its way, not read yet, is not idle.
-func (c *credConn) idle(now int64) bool {
+func (c *Conn) idle(now int64) bool {
 	since := c.readSince.Load()
 	return since != 0 && (c.hasRead.Load() || now-since >= int64(readGrace))
 }
 
-func (c *credConn) Close() error {
+func (c *Conn) Close() error {
 	err := c.UnixConn.Close()
 	if c.l.limits == nil {
 		return err
@@ -652,8 +612,8 @@ func (c *credConn) Close() error {
 	return err
 }
 
-// who names the caller in an error message.
-func (c Caller) who() string {
+// Who names the caller in an error message.
+func (c Caller) Who() string {
 	if !c.Known {
 		return "a caller of unknown credentials"
 	}
@@ -662,18 +622,18 @@ func (c Caller) who() string {
 
 type connKey struct{}
 
-// connContext puts the connection and its caller into every request's
+// ConnContext puts the connection and its caller into every request's
 // context.
-func connContext(ctx context.Context, c net.Conn) context.Context {
-	if cc, ok := c.(*credConn); ok {
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if cc, ok := c.(*Conn); ok {
 		ctx = context.WithValue(ctx, connKey{}, cc)
 		return context.WithValue(ctx, callerKey{}, cc.caller)
 	}
 	return ctx
 }
 
-// connFrom is the request's connection; nil when it is not the daemon's.
-func connFrom(ctx context.Context) *credConn {
-	c, _ := ctx.Value(connKey{}).(*credConn)
+// ConnFrom is the request's connection; nil when it is not the daemon's.
+func ConnFrom(ctx context.Context) *Conn {
+	c, _ := ctx.Value(connKey{}).(*Conn)
 	return c
 }

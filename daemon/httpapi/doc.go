@@ -1,0 +1,336 @@
+// Package httpapi is cachecastd's local API: HTTP/1.1 on the daemon's
+// Unix socket, its routes, handlers, validation and error codes, behind a
+// narrow interface to the node (Node: reads, the write path, cursors,
+// status; Groups: the consumer groups). The daemon (package daemon) makes
+// the socket and the node and serves New's handler; the wire format is
+// package wire's, shared with package client. This doc is the API's
+// reference.
+//
+// # Answers and names
+//
+// All answers are JSON except GET of a key (the raw value) and subscribe
+// (NDJSON). Identities: "origin" is 16 lower-case hex digits, "hlc" a
+// decimal string (it exceeds 2^53), "seq" and offsets are JSON numbers,
+// "time" is RFC 3339 with milliseconds (the HLC's wall-clock part).
+//
+// Names: a topic (and a cursor name) is 1 to 128 bytes of A-Z a-z 0-9 . _ -;
+// a key is 1 to 1024 bytes of UTF-8 without control characters (in a path it
+// is percent-encoded; a slash may be written as %2F or as is); a tag is 0 to
+// 128 bytes like a topic. A value is at most --max-value-size (1 MiB), a
+// request body at most --max-body-size. Everything is checked before
+// anything is written: a rejected request changes nothing.
+//
+// A publish answers one PutResult per message:
+//
+//	{"topic":"prices","key":"sku-1","origin":"3f9a0c1d2b4e5f60","seq":7,
+//	 "hlc":"117703570434031616","time":"2026-11-30T04:45:53.156Z","status":"ok"}
+//
+// "status" is "ok" when the message is stored as the flush mode promises
+// (--flush async: in the page cache; sync: on disk). The cluster layer adds
+// "replica_unavailable" and "replica_timeout"; a client treats any status
+// it does not know as stored, with a warning.
+//
+// The routes, with curl (S=--unix-socket /run/cachecast/cachecast.sock).
+// Each needs a role, named in brackets (see "Roles" below):
+//
+//	PUT /v1/topics/{topic}/keys/{key}   [publish]
+//	    The body is the value; the optional header Cachecast-Tag sets the tag
+//	    (given twice: 400 bad_request). 200 PutResult.
+//	    curl -sS $S -X PUT -H 'Cachecast-Tag: eu' --data-binary 12.50 http://x/v1/topics/prices/keys/sku-1
+//
+//	GET /v1/topics/{topic}/keys/{key}   (and HEAD)   [read]
+//	    200 with the raw value (application/octet-stream) and the headers
+//	    Cachecast-Origin, Cachecast-Seq, Cachecast-Hlc, Cachecast-Time,
+//	    Cachecast-Tag; 404 not_found when absent or deleted.
+//	    curl -sS $S http://x/v1/topics/prices/keys/sku-1
+//
+//	DELETE /v1/topics/{topic}/keys/{key}   [publish]
+//	    Publishes a tombstone. 200 PutResult.
+//	    curl -sS $S -X DELETE http://x/v1/topics/prices/keys/sku-1
+//
+//	POST /v1/topics/{topic}/messages   [publish]
+//	    One JSON object, or NDJSON (Content-Type: application/x-ndjson, one
+//	    object a line) for a batch that is stored whole or not at all:
+//	    {"key":"k","tag":"t","value":"text"} or "value_base64":"..." (not
+//	    both; neither is an empty value), "delete":true for a tombstone. A
+//	    message without a key is a stream message: stored and delivered to
+//	    subscribers, not kept in the key/value view. Unknown fields are
+//	    refused. JSON text is UTF-8: a string holding a byte that is not
+//	    UTF-8, or a \u escape of half a surrogate pair, is 400 bad_json
+//	    naming the line, the field and the byte (encoding it as U+FFFD
+//	    would merge distinct keys); a value of any bytes goes as
+//	    "value_base64". 200 {"results":[PutResult,...]}.
+//	    curl -sS $S -H 'Content-Type: application/x-ndjson' --data-binary @batch.ndjson http://x/v1/topics/prices/messages
+//	    curl -sS $S -d '{"key":"sku-2","value":"9.99"}' http://x/v1/topics/prices/messages
+//
+//	GET /v1/topics/{topic}/keys?prefix=&after=&limit=   [read]
+//	    Live keys in order, limit 1 to 10000 (default 1000).
+//	    200 {"keys":["a","b"],"next":"b"}; "next" is empty on the last page,
+//	    otherwise pass it as after= for the next one.
+//	    curl -sS $S 'http://x/v1/topics/prices/keys?prefix=sku-&limit=100'
+//
+//	GET /v1/topics?internal=   [read]
+//	    200 {"topics":[{"name":"prices","keys":3,"messages":10}]}: the
+//	    users' topics; internal=1 adds the daemon's own (see Internal
+//	    topics below).
+//	    curl -sS $S http://x/v1/topics
+//
+//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=   [read; consume with ack=auto]
+//	    A stream of NDJSON, one line a message, as they arrive:
+//	    {"offset":12,"topic":"prices","key":"sku-1","tag":"","value":"12.50",
+//	     "delete":false,"origin":"..","seq":3,"hlc":"...","time":"..."}
+//	    ("value_base64" instead of "value" when the bytes are not UTF-8).
+//	    from: earliest, latest (the default), an offset in the topic, or an
+//	    RFC 3339 time. An offset past the topic's end on this node is 400
+//	    bad_request naming the end (the end itself waits for the next
+//	    message); from=latest is the way to wait for new ones. tags: a||b, only messages with one of these tags.
+//	    name: a durable cursor; without from=, the stream resumes at the
+//	    cursor. ack=auto sets the cursor where the stream starts (making it
+//	    the caller's, or 403 when another user owns it; 429 too_many past
+//	    --max-cursors) and advances it as lines are written (at most once
+//	    for a crash of the client between write and use); without it the
+//	    client acknowledges with POST /v1/cursors/{name}. The headers go
+//	    out once the stream's position is fixed: a subscriber from latest
+//	    misses nothing published after it has them. A slow reader slows its
+//	    own stream only (the handler waits in Write); nothing is dropped.
+//	    The stream ends when the client leaves or the daemon stops; an error
+//	    in between ends it with a last {"error":{...}} line. With
+//	    "Accept: text/event-stream" the stream is server-sent events instead
+//	    (what a browser's EventSource reads): "id: <offset>" and
+//	    "data: <the same object>" per message, "event: error" for the error.
+//	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
+//
+//	GET /v1/topics/{topic}/subscribe?mode=clustering&group=&tags=&max_inflight=   [consume]
+//	    A member of consumer group {group} (package group has the
+//	    semantics): the group's members, on every node, share the topic's
+//	    messages, each handled by one of them. mode=broadcasting, the
+//	    default, is the stream above (there group= is another word for
+//	    name=). from=, name= and ack= are refused here: a group resumes at
+//	    its committed position; move it with .../reset. max_inflight (1 to
+//	    100000, default 1000) bounds what the member holds unacknowledged.
+//	    The header Cachecast-Member gives the member's id. Each line is the
+//	    object above plus "id":"<origin>-<seq>", "attempt" (1, then 2.. on
+//	    redeliveries) and "queue"; SSE frames have "id: <that id>". Every
+//	    member of a group, on every node, must name the same tags (in any
+//	    order), and every node hosting it have the same --queues-per-topic:
+//	    409 conflict otherwise.
+//	    curl -sSN $S 'http://x/v1/topics/orders/subscribe?mode=clustering&group=billing'
+//
+//	POST /v1/topics/{topic}/groups/{group}/ack   body {"ack":[ids],"nack":[ids]}   [consume]
+//	    Settles messages delivered on this node: ack handled them, nack
+//	    refuses them (redelivered after --retry-backoff, at most
+//	    --max-retries times, then dead-lettered). The group's position is
+//	    written (as --replication says) before the answer.
+//	    200 {"acked":1,"nacked":0,"unknown":0}; unknown counts ids not in
+//	    flight here (acked already, or their queue moved to another node).
+//	    404 not_found when the group has no member on this node.
+//	    curl -sS $S -d '{"ack":["00000000deadbeef-42"]}' http://x/v1/topics/orders/groups/billing/ack
+//
+//	POST /v1/topics/{topic}/groups/{group}/reset   body {"to":"earliest"}   [admin]
+//	    Moves every queue of the group, on every node: "earliest", "latest",
+//	    an offset of the topic on this node, or an RFC 3339 time (the
+//	    messages stamped from then on). 200 {"epoch":2}.
+//
+//	GET /v1/groups   [read]
+//	    200 {"groups":[{"topic","group","queues":16,"nodes":[{"node":"<origin>",
+//	    "queues":[0,..]}],"owned":[..],"members":[{"id","queues","inflight"}],
+//	    "backlog","inflight","delivered","acked","retries","dead_letters",
+//	    "dlq"}]}: every group the node knows, the allocation, and this
+//	    node's part (owned: the queues it serves now; the counters
+//	    delivered..dead_letters since its part started). dlq is the number
+//	    of dead letters the group holds now, the same on every node. A
+//	    group with no live member on any node is listed too, with "nodes"
+//	    empty, while it has positions or dead letters.
+//
+//	GET /v1/topics/{topic}/groups/{group}/dlq?after=&limit=   [consume]
+//	    200 {"dead_letters":[{"id","topic","group","key","tag","value",
+//	    "delete","reason":"nack"|"timeout","attempts","origin","seq","hlc",
+//	    "time","dead_at"}],"next":""}, in id order, paged like keys.
+//	GET /v1/topics/{topic}/groups/{group}/dlq/{id}    one; 404 not_found.   [consume]
+//	POST /v1/topics/{topic}/groups/{group}/dlq/replay   body {"ids":[..]} or {"all":true}   [admin]
+//	    Hands dead letters back to the group (through its retry topic: not
+//	    to broadcasting subscribers, and the key's value is not touched);
+//	    they leave the dead-letter list. 200 {"replayed":1}.
+//
+//	POST /v1/cursors/{name}   body {"topic":"prices","offset":13}   [consume]
+//	    Sets a durable cursor; offset is the next message to read. The
+//	    caller owns a cursor it creates: another user moving it is 403
+//	    forbidden (an admin may). A new cursor past --max-cursors, or past
+//	    --max-cursors-per-uid of the caller's (admins are exempt from that
+//	    one), is 429 too_many. A cursor holds retention back until it moves
+//	    on: store_full names the one that does, with its owner.
+//	    200 {"name":"web-1","topic":"prices","offset":13,"end":20,"lag":7,
+//	    "owner_uid":1000}; end is the topic's next offset, lag end-offset,
+//	    owner_uid null for a cursor made before owners were recorded (the
+//	    next user to set it adopts it).
+//	    curl -sS $S -d '{"topic":"prices","offset":13}' http://x/v1/cursors/web-1
+//
+//	GET /v1/cursors/{name}   [read]
+//	    200 the same object; 404 not_found if unknown.
+//	    curl -sS $S http://x/v1/cursors/web-1
+//
+//	GET /v1/cursors   [read]
+//	    200 {"cursors":[<the same object>,...]}, by name (at most
+//	    --max-cursors of them).
+//
+//	DELETE /v1/cursors/{name}   [consume; its owner or an admin]
+//	    200 the cursor as it was; 404 not_found if unknown; 403 forbidden
+//	    when another user owns it. Retention no longer waits for it.
+//	    curl -sS $S -X DELETE http://x/v1/cursors/web-1
+//
+//	GET /v1/status   [read]
+//	    200 {"node":{"name":"h","origin":"..","version":"v"},"uptime_seconds":1.5,
+//	    "flush":"async","store":{"segments":1,"mapped_segments":1,"log_bytes":..,
+//	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..},
+//	    "degraded":"alone: ...","view":{"vector":{"<origin>":seq},"topics":
+//	    {"<topic>":"<sha256 hex>"}}}; degraded is there only while a node told
+//	    to join (--join) is alone past --join-timeout, and says why. view is
+//	    the view's digest per topic (entries and tombstones, as store's
+//	    Digest) and the vector of exactly the records it holds; it hashes the
+//	    whole view, so it costs O(keys) per call.
+//	    curl -sS $S http://x/v1/status
+//
+//	GET /v1/verify   [read]
+//	    200 {"identical":true,"common_vector":true,"nodes":[{"name","view":
+//	    {"vector","topics"},"error"}],"differ":[{"node","topics":[..]}]}:
+//	    this node asks every live member (gossip's TCP messages, under the
+//	    cluster key) for its digest once it covers this node's vector, and
+//	    asks again (5 rounds) while writes keep the vectors apart; per topic
+//	    the digest most nodes hold is the reference, and differ names the
+//	    nodes with another. identical needs every node's answer at one
+//	    vector. `cachecast verify` prints it and exits 1 unless identical.
+//	    curl -sS $S http://x/v1/verify
+//
+//	GET /v1/cluster   [read]
+//	    200 {"node","origin","replica","members":[{"name","origin","state",
+//	    "addr","data_addr","connected","self","lag":[{"origin","records",
+//	    "seconds"}],"clock_ahead","clock_ahead_seconds","held_records",
+//	    "refused_records"}],"clock_behind"}: the members as this node sees
+//	    them and how far each is behind (a member that failed, left or is
+//	    stopped: by what it lacks from the vector it last reported); a lone
+//	    node lists itself only. clock_ahead flags a member whose records
+//	    persistently arrive stamped more than --max-clock-offset ahead of
+//	    this node's clock (clock_ahead_seconds: by how much its last one
+//	    did); such records are held (held_records, until this clock
+//	    catches up) or, past 10 times the offset, refused (refused_records
+//	    counts the offers; anti-entropy offers them again). clock_behind
+//	    says most peers are flagged: this node's clock is most likely the
+//	    one behind (logged as an error too, every 5 minutes while it lasts).
+//	    curl -sS $S http://x/v1/cluster
+//
+//	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503;
+//	               507 disk_full while writes are refused for want of space
+//	               (reads go on; ok again once a write passes or the file
+//	               system has room for a segment). The systemd STATUS line
+//	               says DISK FULL meanwhile; the watchdog pings go on.
+//	GET /readyz    [none]   Likewise, and 503 before serving and once shutdown began;
+//	               200 {"status":"degraded","reason":..} while degraded (it serves).
+//	    curl -sS $S http://x/readyz
+//
+// Every JSON body (messages, cursors, acks, resets, replays) is decoded
+// strictly: unknown fields, data after the object, and strings that are not
+// valid UTF-8 (see POST messages) are bad_json. A body is taken as it is:
+// a Content-Encoding other than identity (gzip, br, ...) is 415
+// unsupported_encoding, not stored compressed and not decoded.
+//
+// Errors are {"error":{"code":"...","message":"..."}} with a stable code:
+// bad_request, invalid_name, bad_json, bad_base64 (400); value_too_large,
+// body_too_large (413); not_found, route_not_found (404); conflict (409);
+// method_not_allowed (405, with an Allow header); unsupported_encoding
+// (415, a Content-Encoding other than identity); forbidden (403: a role
+// is missing, or the cursor is another user's); too_many (429: a bound
+// of --max-cursors, --max-cursors-per-uid or --max-members-per-uid, or the
+// caller's uid holds its share of a limit below); store_full, disk_full
+// (507); unavailable (503); busy (503, a limit of the node below is
+// reached: retry, Retry-After: 1); timeout (408, a body that did not
+// arrive within --read-timeout; the connection closes after it); internal
+// (500). A request
+// line or header that HTTP itself cannot parse is answered by net/http
+// with a plain 400 before it reaches the API.
+//
+// # Limits and roles
+//
+// The server bounds the time to read headers (--read-header-timeout) and a
+// whole request (--read-timeout), the time to write an answer
+// (--write-timeout; subscription streams are exempt), and idle keep-alive
+// connections (--idle-timeout). A body that stalls past --read-timeout is
+// answered 408 timeout even when --write-timeout is no longer (the answer
+// gets a few seconds of its own).
+//
+// No local user can starve the node of connections or memory. Each limit
+// below has a node-wide bound (past it: 503 busy) and a share one uid may
+// take (past it: 429 too_many), for every uid, admins included (callers
+// of unknown credentials share one):
+//
+//   - Connections: --max-connections (1024) open connections besides
+//     subscriptions, --max-connections-per-uid (512) of them one uid's. A
+//     connection that waits for a request (idle keep-alive, or sending its
+//     headers slowly) serves no one, so at a bound a new connection closes
+//     the one that has waited longest (the uid's own first, at its share)
+//     instead of waiting in the socket's backlog behind it. Waiting means
+//     the daemon is blocked reading it: after a request, after part of
+//     one, or 100ms into a first read; one just accepted with its request
+//     on the way is not closed. A connection running a request is never
+//     closed for another; when every one is, up to 16 spare connections
+//     answer /healthz and /readyz, anything else busy (too_many at the
+//     uid's share), and close.
+//   - Subscriptions: --max-streams (1024), --max-streams-per-uid (512). A
+//     subscription gives back its connection's place, so readers, however
+//     many or slow, never take publishers' or health checks'.
+//   - Memory: --max-body-memory (256MiB) bytes of request bodies held at
+//     once over all connections, --max-body-memory-per-uid (128MiB) of them
+//     one uid's. A body is counted from its Content-Length before a byte is
+//     read (a chunked one as it grows) until its request is answered; past
+//     a bound it is refused without being read, and the connection closes.
+//     After a burst of bodies (64 MiB or more at once) the daemon hands
+//     their memory back to the system.
+//
+// cachecast_api_connections_evicted_total counts the connections closed to
+// make room. The Redis front door counts its own connections (socket and
+// TCP together) against --max-connections and --max-connections-per-uid
+// (a TCP client's share is its IP address's); past either a new one is
+// answered "ERR max number of clients reached ..." and closed.
+//
+// Each connection's credentials are read from the kernel when it connects
+// (SO_PEERCRED and SO_PEERGROUPS): uid, gid, pid and supplementary groups.
+// They are logged with every write (at debug level) and every refusal (at
+// warn). The socket's mode and group are the first fence; past it, every
+// route needs a role (Role; the brackets above), checked by one function,
+// access.Guard.Authorize, which any other front door calls the same way:
+//
+//	read      keys, topics, status, cluster, groups, cursor listings,
+//	          subscriptions that move no cursor   --read-uids, --read-gids
+//	consume   durable cursors (set, delete, ack=auto), group membership,
+//	          acks and nacks, dead-letter listings --consume-uids, --consume-gids
+//	publish   PUT, DELETE, POST messages          --allow-uids, --allow-gids
+//	admin     every role; group resets, dead-letter replays, other users'
+//	          cursors                             --admin-uids, --admin-gids
+//
+// A caller holds a role when its uid, its primary group or one of its
+// supplementary groups is on the role's lists. consume, publish and admin
+// include read; root and the daemon's own uid are always admin. An empty
+// pair of lists is the pair of the role below: consume falls back to
+// publish, publish to read, read to anyone who can open the socket. So
+// with no flags every caller but admin's work is open (one user's `make
+// run`), --allow-uids alone restricts consuming too, and --read-uids alone
+// restricts everything. A refusal is 403 forbidden naming the role, the
+// caller's uid and the flags that grant it; nothing is changed.
+//
+// What one user creates is bounded: --max-cursors (1000) durable cursors on
+// the node, --max-cursors-per-uid (100) of one user's, --max-members-per-uid
+// (256) consumer-group members one user holds at once (admins are exempt
+// from the per-uid bounds).
+//
+// # Internal topics
+//
+// Topics whose names start with '$' are the daemon's own (a user's topic
+// name cannot hold '$'): $groups holds which node hosts members of which
+// consumer group (written once a node's members have stayed a second, at
+// most once a second per group: short-lived subscriptions write nothing), $offsets each group queue's committed position,
+// $dlq/<topic>/<group> a group's dead letters and $retry/<topic>/<group>
+// the dead letters replayed to it. They travel like any topic, but no
+// topic route reads or writes them (their names are refused there):
+// their content is reached through the group routes (GET /v1/groups,
+// .../dlq, .../dlq/replay, .../reset). GET /v1/topics lists them only
+// with internal=1.
+package httpapi

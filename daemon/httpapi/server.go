@@ -1,0 +1,1007 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/cachecast/cachecast/daemon/internal/access"
+	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
+)
+
+// Limits of the list routes and of small bodies.
+const (
+	defaultKeysLimit = 1000
+	maxKeysLimit     = 10000
+	maxCursorBody    = 64 << 10
+	MaxHeaderBytes   = 64 << 10 // the http.Server's MaxHeaderBytes
+
+	// streamFlushBytes is how much a subscription stream buffers before it
+	// flushes while messages are waiting; an idle stream flushes each one.
+	streamFlushBytes = 32 << 10
+
+	// errorWriteGrace is how long an error answer may take to write once the
+	// request's own deadline has passed: a body that stalls past
+	// --read-timeout is answered 408 even when --write-timeout is as long.
+	errorWriteGrace = 2 * time.Second
+)
+
+// params are the wildcards of a matched route, unescaped.
+type params struct {
+	topic, key, name string
+}
+
+// route is one method and path of the local API. A path segment "{x}"
+// matches one escaped segment; "{key...}" matches the rest of the path,
+// slashes included (so a key may hold a slash, escaped as %2F or not).
+type route struct {
+	name    string // the metrics label
+	method  string
+	path    []string
+	handler func(w http.ResponseWriter, r *http.Request, p params)
+	stream  bool        // a subscription: no latency metric
+	role    access.Role // what the caller needs to be served
+}
+
+// match reports whether the route's path matches segs and fills the
+// wildcards; err is set when a wildcard's escaping is broken.
+func (rt *route) match(segs []string) (p params, ok bool, err error) {
+	for i, pat := range rt.path {
+		if pat == "{key...}" {
+			if i >= len(segs) {
+				return p, false, nil
+			}
+			p.key, err = url.PathUnescape(strings.Join(segs[i:], "/"))
+			return p, true, err
+		}
+		if i >= len(segs) {
+			return p, false, nil
+		}
+		switch pat {
+		case "{topic}":
+			p.topic, err = url.PathUnescape(segs[i])
+		case "{name}":
+			p.name, err = url.PathUnescape(segs[i])
+		default:
+			if segs[i] != pat {
+				return p, false, nil
+			}
+		}
+		if err != nil {
+			return p, true, err
+		}
+	}
+	return p, len(segs) == len(rt.path), nil
+}
+
+// Server is the local API's HTTP handler: its routes, each checked for
+// its role, the handlers, and their errors. New makes it; the daemon
+// serves it on its Unix socket (with access.ConnContext and
+// Limits.ConnState as the http.Server's hooks).
+type Server struct {
+	cfg      Config
+	node     Node
+	guard    *access.Guard
+	limits   *access.Limits
+	bodies   *access.Budget
+	log      *zap.Logger
+	m        metrics
+	members  memberCounts
+	routes   []route
+	handlers gate
+}
+
+// New makes the local API's handler of cfg. Its metrics are registered
+// on cfg.Registry.
+func New(cfg Config) *Server {
+	a := &Server{cfg: cfg, node: cfg.Node, guard: cfg.Guard, limits: cfg.Limits, bodies: cfg.Bodies, log: cfg.Logger}
+	if a.log == nil {
+		a.log = zap.NewNop()
+	}
+	a.m = newMetrics(cfg.Registry)
+	seg := func(p string) []string { return strings.Split(strings.TrimPrefix(p, "/"), "/") }
+	add := func(name, method, path string, role access.Role, h func(http.ResponseWriter, *http.Request, params)) *route {
+		a.routes = append(a.routes, route{name: name, method: method, path: seg(path), handler: h, role: role})
+		return &a.routes[len(a.routes)-1]
+	}
+	// The role of each route is the table of the package doc.
+	add("healthz", http.MethodGet, "/healthz", access.RoleNone, a.healthz)
+	add("readyz", http.MethodGet, "/readyz", access.RoleNone, a.readyz)
+	add("status", http.MethodGet, "/v1/status", access.RoleRead, a.status)
+	add("cluster", http.MethodGet, "/v1/cluster", access.RoleRead, a.clusterStatus)
+	add("verify", http.MethodGet, "/v1/verify", access.RoleRead, a.verify)
+	add("topics", http.MethodGet, "/v1/topics", access.RoleRead, a.topics)
+	add("keys", http.MethodGet, "/v1/topics/{topic}/keys", access.RoleRead, a.listKeys)
+	add("get", http.MethodGet, "/v1/topics/{topic}/keys/{key...}", access.RoleRead, a.getKey)
+	add("put", http.MethodPut, "/v1/topics/{topic}/keys/{key...}", access.RolePublish, a.putKey)
+	add("delete", http.MethodDelete, "/v1/topics/{topic}/keys/{key...}", access.RolePublish, a.deleteKey)
+	add("messages", http.MethodPost, "/v1/topics/{topic}/messages", access.RolePublish, a.postMessages)
+	// Read here; a subscription that moves a cursor or joins a group
+	// needs consume, checked once the query is read.
+	add("subscribe", http.MethodGet, "/v1/topics/{topic}/subscribe", access.RoleRead, a.subscribe).stream = true
+	add("groups", http.MethodGet, "/v1/groups", access.RoleRead, a.groups)
+	add("group_ack", http.MethodPost, "/v1/topics/{topic}/groups/{name}/ack", access.RoleConsume, a.groupAck)
+	add("group_reset", http.MethodPost, "/v1/topics/{topic}/groups/{name}/reset", access.RoleAdmin, a.groupReset)
+	add("dlq_list", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq", access.RoleConsume, a.dlqList)
+	add("dlq_replay", http.MethodPost, "/v1/topics/{topic}/groups/{name}/dlq/replay", access.RoleAdmin, a.dlqReplay)
+	add("dlq_get", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq/{key...}", access.RoleConsume, a.dlqGet)
+	add("cursors", http.MethodGet, "/v1/cursors", access.RoleRead, a.listCursors)
+	add("cursor_get", http.MethodGet, "/v1/cursors/{name}", access.RoleRead, a.getCursor)
+	add("cursor_set", http.MethodPost, "/v1/cursors/{name}", access.RoleConsume, a.setCursor)
+	add("cursor_delete", http.MethodDelete, "/v1/cursors/{name}", access.RoleConsume, a.deleteCursor)
+	return a
+}
+
+// ServeHTTP routes a request: 404 route_not_found when no path matches,
+// 405 method_not_allowed (with Allow) when the path matches under other
+// methods. GET routes also answer HEAD.
+func (a *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !a.handlers.enter() {
+		a.fail(w, r, wire.Errorf(wire.CodeUnavailable, "the daemon is shutting down"))
+		return
+	}
+	defer a.handlers.leave()
+
+	segs := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
+	var allow []string
+	for i := range a.routes {
+		rt := &a.routes[i]
+		p, ok, err := rt.match(segs)
+		if !ok {
+			continue
+		}
+		if rt.method != r.Method && (rt.method != http.MethodGet || r.Method != http.MethodHead) {
+			allow = append(allow, rt.method)
+			if rt.method == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+			continue
+		}
+		if err != nil {
+			a.fail(w, r, wire.Errorf(wire.CodeInvalidName, "bad escaping in the path: %v", err))
+			return
+		}
+		if !a.admitRoute(w, r, rt) {
+			return
+		}
+		if e := a.guard.Authorize(access.CallerFrom(r.Context()), rt.role); e != nil {
+			a.fail(w, r, e)
+			return
+		}
+		defer a.bodies.ReleaseHeld(access.ConnFrom(r.Context()))
+		start := time.Now()
+		rt.handler(w, r, p)
+		if !rt.stream {
+			a.m.latency.WithLabelValues(rt.name).Observe(time.Since(start).Seconds())
+		}
+		return
+	}
+	if len(allow) > 0 {
+		slices.Sort(allow)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		a.fail(w, r, wire.Errorf(wire.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	a.fail(w, r, wire.Errorf(wire.CodeRouteNotFound, "no route %s %s (see the cachecast API documentation)", r.Method, r.URL.Path))
+}
+
+// Drain admits no more requests (they are answered unavailable) and
+// returns a channel closed once no handler is left.
+func (a *Server) Drain() <-chan struct{} { return a.handlers.closeAndWait() }
+
+// Handlers is how many requests are being handled now.
+func (a *Server) Handlers() int { return a.handlers.count() }
+
+// fail answers with an error object.
+func (a *Server) fail(w http.ResponseWriter, r *http.Request, e *wire.Error) {
+	status := wire.HTTPStatus(e.Code)
+	a.m.errors.WithLabelValues(e.Code).Inc()
+	lvl := zapcore.DebugLevel
+	if status >= 500 && e.Code != wire.CodeUnavailable {
+		// 503 is a state (starting, stopping, unhealthy) that health
+		// probes ask about many times a second; it is logged where it
+		// starts, not per request.
+		lvl = zapcore.ErrorLevel
+	}
+	if ce := a.log.Check(lvl, "request failed"); ce != nil {
+		ce.Write(append(access.CallerFrom(r.Context()).Fields(),
+			zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.String("code", e.Code), zap.String("message", e.Message))...)
+	}
+	h := w.Header()
+	for k := range h {
+		if strings.HasPrefix(k, "Cachecast-") {
+			h.Del(k)
+		}
+	}
+	if e.Code == wire.CodeBusy {
+		h.Set("Retry-After", "1")
+	}
+	writeJSONBytes(w, status, append(wire.AppendError(make([]byte, 0, 64+len(e.Message)), e), '\n'))
+}
+
+func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func (a *Server) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		a.fail(w, r, wire.Errorf(wire.CodeInternal, "encoding the answer: %v", err))
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, append(b, '\n'))
+}
+
+// readBody reads the whole body, at most limit bytes (tooLarge names the
+// error code past it), counted in the bodies' memory budget until the
+// request is answered. A body that ends before its Content-Length is
+// bad_request, one that stalls past --read-timeout is timeout.
+func (a *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLarge, what string) ([]byte, *wire.Error) {
+	if e := checkContentEncoding(r); e != nil {
+		return nil, e
+	}
+	if r.ContentLength > limit {
+		return nil, wire.Errorf(tooLarge, "%s of %d bytes exceeds %s", what, r.ContentLength, limitName(tooLarge, limit))
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	var (
+		b   []byte
+		err error
+	)
+	if r.ContentLength >= 0 {
+		if e := a.bodies.Hold(access.ConnFrom(r.Context()), r.ContentLength); e != nil {
+			closeAfter(w) // rather than wait for the body to discard it
+			return nil, e
+		}
+		b = make([]byte, r.ContentLength)
+		var n int
+		n, err = io.ReadFull(body, b)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, wire.Errorf(wire.CodeBadRequest, "body cut short: got %d of the %d bytes of Content-Length", n, r.ContentLength)
+		}
+	} else {
+		b, err = a.bodies.ReadAll(access.ConnFrom(r.Context()), body, limit)
+	}
+	if err == nil {
+		return b, nil
+	}
+	var (
+		mbe *http.MaxBytesError
+		ne  net.Error
+		ae  *wire.Error
+	)
+	switch {
+	case errors.As(err, &ae):
+		closeAfter(w)
+		return nil, ae
+	case errors.As(err, &mbe):
+		return nil, wire.Errorf(tooLarge, "%s exceeds %s", what, limitName(tooLarge, limit))
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		answerLate(w)
+		return nil, wire.Errorf(wire.CodeTimeout, "the body did not arrive within --read-timeout (%v)", a.cfg.ReadTimeout)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, wire.Errorf(wire.CodeBadRequest, "body cut short: %v", err)
+	}
+	return nil, wire.Errorf(wire.CodeBadRequest, "reading the body: %v", err)
+}
+
+// checkContentEncoding refuses a body sent with a Content-Encoding other
+// than identity (gzip, say): stored as it came it would be another value,
+// and decoding it would let a small body grow past every size limit.
+func checkContentEncoding(r *http.Request) *wire.Error {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for enc := range strings.SplitSeq(v, ",") {
+			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
+				return wire.Errorf(wire.CodeUnsupportedEncoding, "Content-Encoding %q: the daemon takes bodies as they are (identity) only; send the body uncompressed", enc)
+			}
+		}
+	}
+	return nil
+}
+
+func limitName(code string, limit int64) string {
+	if code == wire.CodeValueTooLarge {
+		return "--max-value-size (" + wire.FormatSize(limit) + ")"
+	}
+	return "the limit of " + wire.FormatSize(limit) + " (--max-body-size)"
+}
+
+// publish publishes msgs as the request's caller and answers the
+// results: one result object (PUT, DELETE) or {"results":[...]} (POST
+// messages, batch).
+func (a *Server) publish(w http.ResponseWriter, r *http.Request, msgs []record.Message, batch bool) {
+	results, status, err := a.node.PublishAs(r.Context(), msgs, access.CallerFrom(r.Context()))
+	if err != nil {
+		a.fail(w, r, StoreError(err))
+		return
+	}
+	out := make([]wire.PutResult, len(msgs))
+	for i := range msgs {
+		out[i] = newPutResult(&msgs[i], results[i].Stamp, status)
+	}
+	b := wire.AppendResults(make([]byte, 0, 64+len(out)*160), out, batch)
+	writeJSONBytes(w, http.StatusOK, append(b, '\n'))
+}
+
+func newPutResult(m *record.Message, st record.Stamp, status string) wire.PutResult {
+	return wire.PutResult{
+		Topic:  m.Topic,
+		Key:    m.Key,
+		Origin: wire.FormatOrigin(st.Origin),
+		Seq:    st.Seq,
+		HLC:    strconv.FormatUint(st.HLC, 10),
+		Time:   hlcTime(st.HLC),
+		Status: status,
+	}
+}
+
+// hlcTime is an HLC's wall-clock part as the wire writes it.
+func hlcTime(h uint64) string { return record.HLCTime(h).UTC().Format(wire.TimeLayout) }
+
+func (a *Server) putKey(w http.ResponseWriter, r *http.Request, p params) {
+	tags := r.Header.Values("Cachecast-Tag")
+	if len(tags) > 1 {
+		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "Cachecast-Tag: given %d times; a message has one tag", len(tags)))
+		return
+	}
+	tag := r.Header.Get("Cachecast-Tag")
+	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key), wire.CheckTag(tag)); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	value, e := a.readBody(w, r, a.cfg.MaxValueSize, wire.CodeValueTooLarge, "value")
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	msgs := []record.Message{{Topic: p.topic, Key: p.key, Tag: tag, Value: value}}
+	a.publish(w, r, msgs, false)
+}
+
+func (a *Server) deleteKey(w http.ResponseWriter, r *http.Request, p params) {
+	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key)); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	msgs := []record.Message{{Topic: p.topic, Key: p.key, Delete: true}}
+	a.publish(w, r, msgs, false)
+}
+
+func (a *Server) getKey(w http.ResponseWriter, r *http.Request, p params) {
+	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key)); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	e, ok := a.node.Entry(p.topic, p.key)
+	if !ok {
+		a.fail(w, r, wire.Errorf(wire.CodeNotFound, "no key %q in topic %q", p.key, p.topic))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.Itoa(len(e.Value)))
+	h.Set("Cachecast-Origin", wire.FormatOrigin(e.Stamp.Origin))
+	h.Set("Cachecast-Seq", strconv.FormatUint(e.Stamp.Seq, 10))
+	h.Set("Cachecast-Hlc", strconv.FormatUint(e.Stamp.HLC, 10))
+	h.Set("Cachecast-Time", hlcTime(e.Stamp.HLC))
+	h.Set("Cachecast-Tag", e.Tag)
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(e.Value)
+	}
+}
+
+// ndjsonTypes are the media types that mark a body as a batch.
+var ndjsonTypes = []string{"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"}
+
+func (a *Server) postMessages(w http.ResponseWriter, r *http.Request, p params) {
+	if e := wire.CheckName("topic", p.topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	ndjson := false
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil {
+			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "Content-Type %q: %v", ct, err))
+			return
+		}
+		ndjson = slices.Contains(ndjsonTypes, mt)
+	}
+	body, e := a.readBody(w, r, a.cfg.MaxBodySize, wire.CodeBodyTooLarge, "body")
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	msgs, e := decodeMessages(p.topic, body, ndjson, a.cfg.MaxValueSize)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	a.publish(w, r, msgs, true)
+}
+
+// query parses the query string strictly: a malformed one is bad_request
+// rather than silently dropped.
+func query(r *http.Request) (url.Values, *wire.Error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeBadRequest, "query string: %v", err)
+	}
+	return q, nil
+}
+
+// listQuery reads the query of a list route and its limit=: 1 to
+// maxKeysLimit, default defaultKeysLimit.
+func listQuery(r *http.Request) (url.Values, int, *wire.Error) {
+	q, e := query(r)
+	if e != nil {
+		return nil, 0, e
+	}
+	s := q.Get("limit")
+	if s == "" {
+		return q, defaultKeysLimit, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > maxKeysLimit {
+		return nil, 0, wire.Errorf(wire.CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s)
+	}
+	return q, n, nil
+}
+
+func (a *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) {
+	if e := wire.CheckName("topic", p.topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	q, limit, e := listQuery(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	prefix, after := q.Get("prefix"), q.Get("after")
+	if len(prefix) > wire.MaxAPIKeyLen || len(after) > wire.MaxAPIKeyLen {
+		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "prefix and after: at most %d bytes", wire.MaxAPIKeyLen))
+		return
+	}
+	keys := a.node.Keys(p.topic, prefix, after, limit+1)
+	next := ""
+	if len(keys) > limit {
+		keys = keys[:limit]
+		next = keys[limit-1]
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	a.writeJSON(w, r, struct {
+		Keys []string `json:"keys"`
+		Next string   `json:"next"`
+	}{keys, next})
+}
+
+// topics lists the topics; the daemon's internal ones ('$', which a
+// user's topic cannot hold, and which no topic route reads) only with
+// internal=1.
+func (a *Server) topics(w http.ResponseWriter, r *http.Request, _ params) {
+	type topic struct {
+		Name     string `json:"name"`
+		Keys     int    `json:"keys"`
+		Messages uint64 `json:"messages"`
+	}
+	q, e := query(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	internal := false
+	if s := q.Get("internal"); s != "" {
+		var err error
+		if internal, err = strconv.ParseBool(s); err != nil {
+			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "internal: want 1 or 0, got %q", s))
+			return
+		}
+	}
+	out := []topic{}
+	for _, t := range a.node.Topics() {
+		if internal || !strings.HasPrefix(t.Name, "$") {
+			out = append(out, topic{t.Name, t.Keys, t.Messages})
+		}
+	}
+	a.writeJSON(w, r, struct {
+		Topics []topic `json:"topics"`
+	}{out})
+}
+
+// subscribe streams a topic as NDJSON. The reader is made before the
+// headers go out, so a subscriber from latest misses nothing published
+// after it has the headers. Backpressure is the connection's: a slow
+// reader blocks its own handler in Write, and the store's reader simply
+// stays behind; nothing is dropped and no one else waits.
+func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
+	release, e := a.streamSlot(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	defer release()
+	if e := wire.CheckName("topic", p.topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	q, e := query(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	switch mode := q.Get("mode"); mode {
+	case "", "broadcasting":
+	case "clustering":
+		if e := a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume); e != nil {
+			a.fail(w, r, e)
+			return
+		}
+		a.subscribeGroup(w, r, p, q)
+		return
+	default:
+		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "mode: want \"broadcasting\" or \"clustering\", got %q", mode))
+		return
+	}
+	name, ack := q.Get("name"), q.Get("ack")
+	if g := q.Get("group"); g != "" {
+		// In broadcasting a group is a cursor: each node keeps its own.
+		if name != "" && name != g {
+			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "name %q and group %q: in broadcasting mode group is another word for name; give one", name, g))
+			return
+		}
+		name = g
+	}
+	if name != "" {
+		if e := wire.CheckName("cursor name", name); e != nil {
+			a.fail(w, r, e)
+			return
+		}
+	}
+	switch ack {
+	case "", "client":
+		ack = ""
+	case "auto":
+		if name == "" {
+			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "ack=auto needs a cursor: name=<cursor>"))
+			return
+		}
+		if e := a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume); e != nil {
+			a.fail(w, r, e)
+			return
+		}
+	default:
+		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "ack: want \"auto\" or \"client\", got %q", ack))
+		return
+	}
+	tags, e := parseTags(q.Get("tags"))
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	start, e := a.startOf(p.topic, q.Get("from"), name)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	reader, err := a.node.NewTopicReader(p.topic, start, tags)
+	if err != nil {
+		a.fail(w, r, StoreError(err))
+		return
+	}
+	defer reader.Close()
+	if ack == "auto" {
+		// The cursor is taken (made, or checked as the caller's) where the
+		// stream starts, so that a refusal is a status, not a stream's end.
+		if err := a.node.SetCursor(r.Context(), name, p.topic, reader.Offset()); err != nil {
+			a.fail(w, r, StoreError(err))
+			return
+		}
+	}
+
+	st, ok := a.openStream(w, r)
+	if !ok {
+		return
+	}
+	defer st.close()
+	ctx, rc, sse := st.ctx, st.rc, st.sse
+	a.log.Debug("subscribe", append(access.CallerFrom(r.Context()).Fields(),
+		zap.String("topic", p.topic), zap.String("cursor", name), zap.Uint64("offset", reader.Offset()))...)
+	frame := func(b []byte, d store.Delivery) []byte {
+		wd := delivery(d.Offset, d.Record.Topic(), d.Record)
+		if !sse {
+			return append(wire.AppendDelivery(b, &wd), '\n')
+		}
+		b = append(b, "id: "...)
+		b = strconv.AppendUint(b, d.Offset, 10)
+		b = append(b, "\ndata: "...)
+		return append(wire.AppendDelivery(b, &wd), "\n\n"...)
+	}
+
+	// polled is already done: Next with it returns a waiting message or
+	// the context's error at once, so the stream can gather what is
+	// waiting and flush once.
+	polled, cancelPolled := context.WithCancel(context.Background())
+	cancelPolled()
+	buf := make([]byte, 0, streamFlushBytes+4096)
+	for {
+		d, err := reader.Next(ctx)
+		if err != nil {
+			a.endStream(w, rc, ctx, err, p.topic, sse)
+			return
+		}
+		next := d.Offset + 1
+		buf = frame(buf[:0], d)
+		for len(buf) < streamFlushBytes {
+			d, err := reader.Next(polled)
+			if err != nil {
+				break
+			}
+			next = d.Offset + 1
+			buf = frame(buf, d)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		if ack == "auto" {
+			if err := a.node.SetCursor(r.Context(), name, p.topic, next); err != nil {
+				a.endStream(w, rc, ctx, err, p.topic, sse)
+				return
+			}
+		}
+	}
+}
+
+// stream is an open subscription response.
+type stream struct {
+	ctx   context.Context // ends with the client or at shutdown
+	rc    *http.ResponseController
+	sse   bool
+	close func()
+}
+
+// openStream starts a subscription's response: server-sent events when the
+// client asks for them (a browser's EventSource does), NDJSON otherwise,
+// with the server's timeouts lifted and the daemon's shutdown ending it.
+// ok is false when the client is already gone.
+func (a *Server) openStream(w http.ResponseWriter, r *http.Request) (st stream, ok bool) {
+	// A stream lives longer than any timeout of the server: clear the
+	// deadlines (a passed read deadline would end the request's context).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+
+	ctx, cancel := context.WithCancel(r.Context())
+	// Shutdown ends the stream: a reading client gets the stream's proper
+	// end (the last chunk), one blocked writing to a client that does not
+	// read is cut off a second later.
+	stop := context.AfterFunc(a.cfg.Stop, func() {
+		cancel()
+		_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
+	})
+	a.m.subscribers.Inc()
+	st = stream{ctx: ctx, rc: rc, sse: strings.Contains(r.Header.Get("Accept"), "text/event-stream"),
+		close: func() { a.m.subscribers.Dec(); stop(); cancel() }}
+
+	h := w.Header()
+	if st.sse {
+		h.Set("Content-Type", "text/event-stream")
+	} else {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		st.close()
+		return stream{}, false
+	}
+	return st, true
+}
+
+// endStream ends a subscription: quietly when the client left or the
+// daemon is stopping, with a last {"error":...} line otherwise (the status
+// line is long gone).
+func (a *Server) endStream(w http.ResponseWriter, rc *http.ResponseController, ctx context.Context, err error, topic string, sse bool) {
+	if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+		return
+	}
+	e := StoreError(err)
+	a.m.errors.WithLabelValues(e.Code).Inc()
+	a.log.Error("subscription ended", zap.String("topic", topic), zap.Error(err))
+	var b []byte
+	if sse {
+		b = append(b, "event: error\ndata: "...)
+	}
+	b = append(wire.AppendError(b, e), '\n')
+	if sse {
+		b = append(b, '\n')
+	}
+	_, _ = w.Write(b)
+	_ = rc.Flush()
+}
+
+// startOf reads from=: earliest, latest, an offset (at most the topic's
+// end), or an RFC 3339 time.
+// Without it, a named cursor that exists resumes where it stands, and
+// anything else starts at latest.
+func (a *Server) startOf(topic, from, name string) (store.Start, *wire.Error) {
+	switch {
+	case from == "" && name != "":
+		c, ok := a.node.Cursor(name)
+		if !ok {
+			return store.Start{From: store.FromLatest}, nil
+		}
+		if c.Topic != topic {
+			return store.Start{}, wire.Errorf(wire.CodeBadRequest, "cursor %q reads topic %q, not %q", name, c.Topic, topic)
+		}
+		return store.Start{From: store.FromOffset, Offset: c.Offset}, nil
+	case from == "" || from == "latest":
+		return store.Start{From: store.FromLatest}, nil
+	case from == "earliest":
+		return store.Start{From: store.FromEarliest}, nil
+	}
+	if n, err := strconv.ParseUint(from, 10, 64); err == nil {
+		// An offset past the end would wait, silently, for messages that
+		// may never come (a position from another node, or from before the
+		// data directory was wiped). The end itself is the next message.
+		if end := a.node.TopicEnd(topic); n > end {
+			return store.Start{}, wire.Errorf(wire.CodeBadRequest, "from=%d is beyond the end of topic %q on this node (its next offset is %d); from=latest waits for new messages", n, topic, end)
+		}
+		return store.Start{From: store.FromOffset, Offset: n}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, from); err == nil {
+		return store.Start{From: store.FromTime, Time: t}, nil
+	}
+	return store.Start{}, wire.Errorf(wire.CodeBadRequest, "from: want earliest, latest, an offset or an RFC 3339 time, got %q", from)
+}
+
+// parseTags reads tags=a||b.
+func parseTags(s string) ([]string, *wire.Error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var tags []string
+	for t := range strings.SplitSeq(s, "||") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			return nil, wire.Errorf(wire.CodeInvalidName, "tags: an empty tag in %q (separate tags with ||)", s)
+		}
+		if e := wire.CheckTag(t); e != nil {
+			return nil, e
+		}
+		tags = append(tags, t)
+	}
+	return tags, nil
+}
+
+// cursorOf looks up the cursor a route names, answering the refusal
+// itself when the name is invalid or there is no such cursor.
+func (a *Server) cursorOf(w http.ResponseWriter, r *http.Request, name string) (store.CursorInfo, bool) {
+	if e := wire.CheckName("cursor name", name); e != nil {
+		a.fail(w, r, e)
+		return store.CursorInfo{}, false
+	}
+	c, ok := a.node.Cursor(name)
+	if !ok {
+		a.fail(w, r, wire.Errorf(wire.CodeNotFound, "no cursor %q", name))
+	}
+	return c, ok
+}
+
+func (a *Server) getCursor(w http.ResponseWriter, r *http.Request, p params) {
+	if c, ok := a.cursorOf(w, r, p.name); ok {
+		a.writeJSON(w, r, newCursorAnswer(c))
+	}
+}
+
+// listCursors answers GET /v1/cursors: every durable cursor of the node
+// (at most --max-cursors), sorted by name.
+func (a *Server) listCursors(w http.ResponseWriter, r *http.Request, _ params) {
+	cs := a.node.Cursors()
+	out := make([]wire.Cursor, len(cs))
+	for i, c := range cs {
+		out[i] = newCursorAnswer(c)
+	}
+	a.writeJSON(w, r, struct {
+		Cursors []wire.Cursor `json:"cursors"`
+	}{out})
+}
+
+// deleteCursor answers DELETE /v1/cursors/{name}: the cursor's owner or an
+// admin may delete it; retention then no longer waits for it.
+func (a *Server) deleteCursor(w http.ResponseWriter, r *http.Request, p params) {
+	c, ok := a.cursorOf(w, r, p.name)
+	if !ok {
+		return
+	}
+	caller := access.CallerFrom(r.Context())
+	if err := a.node.DeleteCursor(r.Context(), p.name); err != nil {
+		a.fail(w, r, StoreError(err))
+		return
+	}
+	a.log.Info("cursor deleted", append(caller.Fields(), zap.String("cursor", p.name), zap.String("topic", c.Topic))...)
+	a.writeJSON(w, r, newCursorAnswer(c))
+}
+
+func (a *Server) setCursor(w http.ResponseWriter, r *http.Request, p params) {
+	if e := wire.CheckName("cursor name", p.name); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	body, e := a.readBody(w, r, maxCursorBody, wire.CodeBodyTooLarge, "body")
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	var req cursorRequest
+	if e := decodeStrict(body, &req, "cursor object"); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	if e := wire.CheckName("topic", req.Topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	if req.Offset == nil {
+		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, `"offset" is required (the offset of the next message to read)`))
+		return
+	}
+	if err := a.node.SetCursor(r.Context(), p.name, req.Topic, *req.Offset); err != nil {
+		a.fail(w, r, StoreError(err))
+		return
+	}
+	c, _ := a.node.Cursor(p.name)
+	a.writeJSON(w, r, newCursorAnswer(c))
+}
+
+func (a *Server) status(w http.ResponseWriter, r *http.Request, _ params) {
+	st := a.node.NodeStatus()
+	a.writeJSON(w, r, &st)
+}
+
+// clusterStatus answers GET /v1/cluster: the members as this node sees
+// them and how far each is behind each origin.
+func (a *Server) clusterStatus(w http.ResponseWriter, r *http.Request, _ params) {
+	st := a.node.Cluster()
+	a.writeJSON(w, r, &st)
+}
+
+// verify answers GET /v1/verify: whether every live node holds the same
+// view.
+func (a *Server) verify(w http.ResponseWriter, r *http.Request, _ params) {
+	res := a.node.Verify(r.Context())
+	a.writeJSON(w, r, &res)
+}
+
+func (a *Server) healthz(w http.ResponseWriter, r *http.Request, _ params) {
+	if err := a.node.Healthy(); err != nil {
+		a.fail(w, r, wire.Errorf(wire.CodeUnavailable, "%v", err))
+		return
+	}
+	if err := a.node.DiskFull(); err != nil {
+		a.fail(w, r, wire.Errorf(wire.CodeDiskFull, "writes are refused until space is freed (reads go on): %v", err))
+		return
+	}
+	writeJSONBytes(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+}
+
+// readyz is 200 once the store is recovered and the daemon serves, until
+// shutdown begins. A degraded node (told to join, alone) still serves, so
+// it is still 200, with {"status":"degraded","reason":...}: the last node
+// of a cluster whose others are gone must not be taken out of service.
+func (a *Server) readyz(w http.ResponseWriter, r *http.Request, _ params) {
+	if !a.node.Ready() {
+		a.fail(w, r, wire.Errorf(wire.CodeUnavailable, "not ready: starting or shutting down"))
+		return
+	}
+	if why := a.node.Degraded(); why != "" && a.node.Healthy() == nil && a.node.DiskFull() == nil {
+		b, _ := json.Marshal(map[string]string{"status": "degraded", "reason": why})
+		writeJSONBytes(w, http.StatusOK, append(b, '\n'))
+		return
+	}
+	a.healthz(w, r, params{})
+}
+
+func firstError(errs ...*wire.Error) *wire.Error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// answerLate lets an error answer out after the request's deadline has
+// passed (a stalled body), and closes the connection after it.
+func answerLate(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(errorWriteGrace))
+	w.Header().Set("Connection", "close")
+}
+
+// closeAfter closes the connection after the answer: the request's body
+// was not read, and net/http would otherwise wait for the client to send
+// it, to discard it (up to 256 KiB; of a chunked body, even after a
+// Connection: close). The passed read deadline makes that wait end at
+// once; the answer is written under the write deadline.
+func closeAfter(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// admitRoute refuses what a spare connection may not ask (anything but
+// health), and makes a spare connection close after its answer.
+func (a *Server) admitRoute(w http.ResponseWriter, r *http.Request, rt *route) bool {
+	c := access.ConnFrom(r.Context())
+	if c == nil || c.Spare() == nil {
+		return true
+	}
+	w.Header().Set("Connection", "close")
+	if rt.name == "healthz" || rt.name == "readyz" {
+		return true
+	}
+	a.fail(w, r, c.Spare())
+	return false
+}
+
+// streamSlot takes a stream's place for a subscription; release gives it
+// back as a connection.
+func (a *Server) streamSlot(r *http.Request) (release func(), e *wire.Error) {
+	c := access.ConnFrom(r.Context())
+	if c == nil {
+		return func() {}, nil
+	}
+	if e := a.limits.StartStream(c); e != nil {
+		return nil, e
+	}
+	return func() { a.limits.EndStream(c) }, nil
+}
+
+// cursorRequest is the body of POST /v1/cursors/{name}.
+type cursorRequest struct {
+	Topic  string  `json:"topic"`
+	Offset *uint64 `json:"offset"`
+}
+
+func newCursorAnswer(c store.CursorInfo) wire.Cursor {
+	a := wire.Cursor{Name: c.Name, Topic: c.Topic, Offset: c.Offset, End: c.End, Lag: c.Lag()}
+	if c.Owned {
+		a.OwnerUID = &c.Owner
+	}
+	return a
+}
+
+// delivery is a record's message as a subscription line writes it; topic
+// is the subscribed one (a consumer group's replayed message's record
+// names the retry topic).
+func delivery(offset uint64, topic []byte, r record.Record) wire.Delivery {
+	return wire.Delivery{Offset: offset, Topic: topic, Key: r.Key(), Tag: r.Tag(), Value: r.Value(),
+		Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(), HLC: r.HLC(), Time: record.HLCTime(r.HLC())}
+}

@@ -1,0 +1,171 @@
+package access
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/wire"
+)
+
+// Role is what a caller of the local API may do. Each route needs one
+// (daemon/httpapi's package doc has the table); consume, publish and admin each
+// include read, and admin includes every role.
+type Role int
+
+// The roles, from the least to the most.
+const (
+	// RoleNone: health checks, open to anyone who can open the socket.
+	RoleNone Role = iota
+	// RoleRead: keys, topics, status, cluster, groups and cursor listings,
+	// subscriptions that move no durable cursor.
+	RoleRead
+	// RoleConsume: durable cursors (set, delete, ack=auto), consumer-group
+	// membership, acks and nacks, dead-letter listings.
+	RoleConsume
+	// RolePublish: PUT, DELETE and POST messages.
+	RolePublish
+	// RoleAdmin: group resets, dead-letter replays, other users' cursors.
+	RoleAdmin
+)
+
+// String is the role's name as the flags and errors spell it.
+func (r Role) String() string {
+	switch r {
+	case RoleNone:
+		return "none"
+	case RoleRead:
+		return "read"
+	case RoleConsume:
+		return "consume"
+	case RolePublish:
+		return "publish"
+	case RoleAdmin:
+		return "admin"
+	}
+	return "unknown"
+}
+
+// flags names the flags that grant the role.
+func (r Role) flags() string {
+	switch r {
+	case RoleRead:
+		return "--read-uids or --read-gids"
+	case RoleConsume:
+		return "--consume-uids or --consume-gids"
+	case RolePublish:
+		return "--allow-uids or --allow-gids"
+	}
+	return "--admin-uids or --admin-gids"
+}
+
+// IDs is one role's user and group IDs (--read-uids and --read-gids,
+// say).
+type IDs struct {
+	UIDs, GIDs []uint32
+}
+
+func (l IDs) empty() bool { return len(l.UIDs) == 0 && len(l.GIDs) == 0 }
+
+// lists reports whether c's user, primary group or one of its
+// supplementary groups is on the list.
+func (l IDs) lists(c Caller) bool {
+	if !c.Known {
+		return false
+	}
+	if slices.Contains(l.UIDs, c.UID) || slices.Contains(l.GIDs, c.GID) {
+		return true
+	}
+	for _, g := range c.Groups {
+		if slices.Contains(l.GIDs, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Roles are the role lists of a configuration (swapped whole by a
+// reload).
+type Roles struct {
+	read, consume, publish, admin IDs
+	// self is the daemon's own user ID: always admin, as is root.
+	self uint32
+}
+
+// NewRoles makes the role lists; self is the daemon's own uid.
+func NewRoles(read, consume, publish, admin IDs, self uint32) *Roles {
+	l := func(ids IDs) IDs { return IDs{slices.Clone(ids.UIDs), slices.Clone(ids.GIDs)} }
+	r := &Roles{
+		read:    l(read),
+		consume: l(consume),
+		publish: l(publish),
+		admin:   l(admin),
+		self:    self,
+	}
+	// An empty list is the list of the role below it: consuming changes
+	// shared state, so by default the publishers do it, and a restriction
+	// of the readers restricts the writers too.
+	if r.publish.empty() {
+		r.publish = r.read
+	}
+	if r.consume.empty() {
+		r.consume = r.publish
+	}
+	return r
+}
+
+// Has reports whether c holds role need. A list still empty after the
+// fallbacks of NewRoles admits anyone who can open the socket.
+func (r *Roles) Has(c Caller, need Role) bool {
+	if need == RoleNone {
+		return true
+	}
+	if c.Known && (c.UID == 0 || c.UID == r.self) || r.admin.lists(c) {
+		return true
+	}
+	open := func(l IDs) bool { return l.empty() || l.lists(c) }
+	switch need {
+	case RoleRead:
+		return open(r.read) || open(r.consume) || open(r.publish)
+	case RoleConsume:
+		return open(r.consume)
+	case RolePublish:
+		return open(r.publish)
+	}
+	return false
+}
+
+// Guard is the one permission check of the daemon: the local API checks
+// each route with Authorize, and other front doors call it the same way.
+// Its roles are swapped whole by a reload (Set).
+type Guard struct {
+	roles atomic.Pointer[Roles]
+	log   *zap.Logger
+}
+
+// NewGuard makes a Guard of r; refusals are logged to log.
+func NewGuard(r *Roles, log *zap.Logger) *Guard {
+	g := &Guard{log: log}
+	g.roles.Store(r)
+	return g
+}
+
+// Set puts r in force.
+func (g *Guard) Set(r *Roles) { g.roles.Store(r) }
+
+// Has reports whether c holds role need now.
+func (g *Guard) Has(c Caller, need Role) bool { return g.roles.Load().Has(c, need) }
+
+// Authorize is nil when c holds role need, else a 403 forbidden naming
+// the role, the caller and the flags that grant it (and logged).
+func (g *Guard) Authorize(c Caller, need Role) *wire.Error {
+	if g.Has(c, need) {
+		return nil
+	}
+	g.log.Warn("request refused", append(c.Fields(), zap.Stringer("role", need))...)
+	if !c.Known {
+		return wire.Errorf(wire.CodeForbidden, "the %s role is needed and the caller's credentials are unknown (%s)", need, need.flags())
+	}
+	return wire.Errorf(wire.CodeForbidden, "uid %d (gid %d) does not have the %s role this needs; it is granted by %s", c.UID, c.GID, need, need.flags())
+}

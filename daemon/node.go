@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/cachecast/cachecast/daemon/internal/access"
+	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
+	"github.com/cachecast/cachecast/wire"
+)
+
+// node is the node as its front doors see it: the HTTP API's
+// httpapi.Node and the Redis front door's resp.Node (redis.go) on one
+// adapter, so that what both need (the view's Keys and Topics, the write
+// path, the cluster's status) is written once.
+type node struct{ d *Daemon }
+
+func (n *node) Entry(topic, key string) (view.Entry, bool) { return n.d.store.Get(topic, key) }
+
+func (n *node) Keys(topic, prefix, after string, limit int) []string {
+	return n.d.store.Keys(topic, prefix, after, limit)
+}
+
+func (n *node) Topics() []view.TopicInfo                     { return n.d.store.Topics() }
+func (n *node) TopicEnd(topic string) uint64                 { return n.d.store.TopicEnd(topic) }
+func (n *node) Cursors() []store.CursorInfo                  { return n.d.store.Cursors() }
+func (n *node) Healthy() error                               { return n.d.store.Healthy() }
+func (n *node) DiskFull() error                              { return n.d.store.DiskFull() }
+func (n *node) Ready() bool                                  { return n.d.ready.Load() }
+func (n *node) Degraded() string                             { return n.d.degraded() }
+func (n *node) Verify(ctx context.Context) wire.VerifyResult { return n.d.verify(ctx) }
+
+func (n *node) NewTopicReader(topic string, start store.Start, tags []string) (*store.TopicReader, error) {
+	return n.d.store.NewTopicReader(topic, start, tags)
+}
+
+func (n *node) Cursor(name string) (store.CursorInfo, bool) { return n.d.store.LookupCursor(name) }
+
+// SetCursor creates or moves a durable cursor for the request's caller:
+// the caller owns a cursor it creates, and only the owner or an admin may
+// move it afterwards. A caller the kernel did not name may not own one.
+func (n *node) SetCursor(ctx context.Context, name, topic string, offset uint64) error {
+	c := access.CallerFrom(ctx)
+	if !c.Known {
+		return wire.Errorf(wire.CodeForbidden, "a durable cursor needs a caller the kernel names (SO_PEERCRED); connect over the Unix socket")
+	}
+	return n.d.store.SetCursorAs(c.UID, n.d.guard.Has(c, access.RoleAdmin), name, topic, offset)
+}
+
+// DeleteCursor deletes a durable cursor: its owner or an admin may.
+func (n *node) DeleteCursor(ctx context.Context, name string) error {
+	c := access.CallerFrom(ctx)
+	return n.d.store.DeleteCursorAs(c.UID, n.d.guard.Has(c, access.RoleAdmin), name)
+}
+
+func (n *node) PublishAs(ctx context.Context, msgs []record.Message, c access.Caller) ([]store.Result, string, error) {
+	return n.d.publish(ctx, msgs, c)
+}
+
+// NodeStatus is GET /v1/status.
+func (n *node) NodeStatus() wire.Status {
+	d := n.d
+	s := d.store.Stats()
+	var b wire.Status
+	b.Node.Name = d.cfg.NodeName
+	b.Node.Origin = wire.FormatOrigin(s.Origin)
+	b.Node.Version = Version
+	b.UptimeSeconds = time.Since(d.started).Round(time.Millisecond).Seconds()
+	b.Flush = s.Flush.String()
+	b.Store.Segments = s.Segments
+	b.Store.MappedSegments = s.MappedSegments
+	b.Store.LogBytes = s.LogBytes
+	b.Store.WritePos = s.WritePos
+	b.Store.FlushedPos = s.FlushedPos
+	b.Store.OldestPos = s.OldestPos
+	b.Store.Records = s.Records
+	b.Store.Keys = s.Keys
+	if d.redis != nil {
+		rs := d.redis.Stats()
+		b.Redis = &wire.RedisStatus{Socket: d.RedisSocketPath(), Addr: d.RedisAddr(), Connections: rs.Connections,
+			Commands: rs.Commands, TrackingClients: rs.TrackingClients, Invalidations: rs.Invalidations,
+			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions}
+	}
+	b.Degraded = d.degraded()
+	view := viewDigest(d.store.ViewDigests())
+	b.View = &view
+	return b
+}
+
+// Cluster is GET /v1/cluster: the members as this node sees them and how
+// far each is behind each origin. A lone node (no --gossip-addr) lists
+// only itself.
+func (n *node) Cluster() wire.ClusterStatus {
+	d := n.d
+	if d.cluster == nil {
+		origin := wire.FormatOrigin(d.store.Origin())
+		return wire.ClusterStatus{Node: d.cfg.NodeName, Origin: origin,
+			Members: []wire.ClusterMember{{Name: d.cfg.NodeName, Origin: origin, State: "alive", Self: true}}}
+	}
+	return d.cluster.status()
+}
+
+// publish is the one path every write takes: the local API's PUT, DELETE
+// and POST messages and the Redis front door's writes call it, and the
+// cluster layer extends it (replication to the peer, fan-out, the replica
+// status). It checks that the caller has the publish role, appends msgs
+// as one all-or-nothing batch (stamped with this node's origin, seq and
+// HLC), counts and logs the write, and returns the store's results with
+// the replica status (wire.StatusOK, or another status word). msgs are
+// checked by the caller (names, sizes); the store checks again.
+func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Caller) ([]store.Result, string, error) {
+	if e := d.guard.Authorize(c, access.RolePublish); e != nil {
+		return nil, "", e
+	}
+	if err := ctx.Err(); err != nil {
+		// The client left before anything was written: write nothing.
+		return nil, "", wire.Errorf(wire.CodeTimeout, "request cancelled before the write: %v", err)
+	}
+	var (
+		results []store.Result
+		err     error
+	)
+	if len(msgs) == 1 {
+		var res store.Result
+		res, err = d.store.Publish(&msgs[0])
+		results = []store.Result{res}
+	} else {
+		results, err = d.store.PublishBatch(msgs)
+	}
+	if err != nil {
+		d.log.Warn("publish failed", append(c.Fields(),
+			zap.String("topic", msgs[0].Topic), zap.Int("messages", len(msgs)), zap.Error(err))...)
+		return nil, "", err
+	}
+	var size int
+	for i := range msgs {
+		size += len(msgs[i].Value)
+	}
+	d.m.publishes.Add(float64(len(msgs)))
+	d.m.publishBytes.Add(float64(size))
+	if ce := d.log.Check(zapcore.DebugLevel, "published"); ce != nil {
+		ce.Write(append(c.Fields(),
+			zap.String("topic", msgs[0].Topic), zap.Int("messages", len(msgs)), zap.Int("bytes", size),
+			zap.Uint64("first-seq", results[0].Seq))...)
+	}
+	status := wire.StatusOK
+	if d.cluster != nil && d.cfg.Replication == "sync" {
+		// The write stands whatever the replica does; the status says
+		// whether the replica confirmed it in time.
+		status = d.cluster.waitReplica(ctx, results[len(results)-1].Seq)
+		if status != wire.StatusOK {
+			d.m.replicaMisses.WithLabelValues(status).Inc()
+		}
+	} else if d.cluster == nil && d.cfg.Replication == "sync" {
+		status = wire.StatusReplicaUnavailable
+	}
+	return results, status, nil
+}

@@ -1,0 +1,46 @@
+package wire
+
+// ClusterStatus is the body of GET /v1/cluster: the members as the node
+// sees them. Origins are 16-digit hex strings.
+type ClusterStatus struct {
+	Node    string `json:"node"`
+	Origin  string `json:"origin"`
+	Replica string `json:"replica,omitempty"`
+	// ClockBehind: most peers' records arrive stamped ahead of this
+	// node's clock beyond --max-clock-offset; this node's clock is most
+	// likely behind.
+	ClockBehind bool            `json:"clock_behind,omitempty"`
+	Members     []ClusterMember `json:"members"`
+}
+
+// ClusterMember is one member as the node sees it, with how far it is
+// behind each origin the node holds.
+type ClusterMember struct {
+	Name      string      `json:"name"`
+	Origin    string      `json:"origin"`
+	State     string      `json:"state"` // alive, suspect, dead, left
+	Addr      string      `json:"addr"`
+	DataAddr  string      `json:"data_addr"`
+	Connected bool        `json:"connected"`
+	Self      bool        `json:"self,omitempty"`
+	Lag       []OriginLag `json:"lag,omitempty"`
+	// ClockAhead: the member's records persistently arrive stamped
+	// beyond --max-clock-offset ahead of the node's clock (its clock is
+	// ahead, or the node's behind: see ClockBehind); ClockAheadSeconds is
+	// by how much its last record was. HeldRecords of its records wait
+	// there for the node's clock; RefusedRecords counts the offers
+	// refused as too far ahead.
+	ClockAhead        bool    `json:"clock_ahead,omitempty"`
+	ClockAheadSeconds float64 `json:"clock_ahead_seconds,omitempty"`
+	HeldRecords       int     `json:"held_records,omitempty"`
+	RefusedRecords    uint64  `json:"refused_records,omitempty"`
+}
+
+// OriginLag is how far a member is behind the node on one origin, as of
+// the member's last report (at most a sync interval old); Seconds is the
+// age of the oldest record it lacks.
+type OriginLag struct {
+	Origin  string  `json:"origin"`
+	Records uint64  `json:"records"`
+	Seconds float64 `json:"seconds"`
+}

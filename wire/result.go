@@ -1,0 +1,170 @@
+package wire
+
+import (
+	"encoding/base64"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Publish statuses. Every status means the message was stored on the
+// node; the words other than StatusOK say that a promise beyond that (the
+// replica's copy, under --replication=sync) was not kept: like RocketMQ's
+// SLAVE_NOT_AVAILABLE and FLUSH_SLAVE_TIMEOUT, neither is a plain success
+// nor a failure. A client treats a status it does not know the same way:
+// stored, with a warning.
+const (
+	// StatusOK: stored as the flush mode (and replication mode) promises.
+	StatusOK = "ok"
+	// StatusReplicaUnavailable: stored locally; the replica peer is down.
+	StatusReplicaUnavailable = "replica_unavailable"
+	// StatusReplicaTimeout: stored locally; the replica did not confirm
+	// in time.
+	StatusReplicaTimeout = "replica_timeout"
+)
+
+// TimeLayout is the wire's time: RFC 3339 with milliseconds, the
+// resolution of an HLC.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatOrigin renders an origin ID as the wire does: 16 lower-case hex
+// digits.
+func FormatOrigin(o uint64) string {
+	var b [16]byte
+	return string(appendOrigin(b[:0], o))
+}
+
+func appendOrigin(b []byte, o uint64) []byte {
+	for i := 60; i >= 0; i -= 4 {
+		b = append(b, hexDigits[(o>>uint(i))&0xf])
+	}
+	return b
+}
+
+// PutResult is the answer to a publish, one per message, in its wire form:
+//
+//	{"topic":"t","key":"k","origin":"00ab..","seq":7,"hlc":"123...","time":"...","status":"ok"}
+//
+// origin is 16 hex digits and hlc a decimal string (it exceeds 2^53).
+type PutResult struct {
+	Topic  string `json:"topic"`
+	Key    string `json:"key"`
+	Origin string `json:"origin"`
+	Seq    uint64 `json:"seq"`
+	HLC    string `json:"hlc"`
+	Time   string `json:"time"`
+	// Status is StatusOK or another status word (see the Status
+	// constants).
+	Status string `json:"status"`
+}
+
+// AppendJSON appends the result as one JSON object, without reflection
+// (a batch answers thousands of them). Origin, HLC and Time are taken as
+// the daemon formats them (hex, digits, TimeLayout), unescaped.
+func (p *PutResult) AppendJSON(b []byte) []byte {
+	b = append(b, `{"topic":`...)
+	b = AppendString(b, p.Topic)
+	b = append(b, `,"key":`...)
+	b = AppendString(b, p.Key)
+	// Origin, HLC and Time are the daemon's own hex, digits and time
+	// layout: nothing in them to escape.
+	b = append(b, `,"origin":"`...)
+	b = append(b, p.Origin...)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, p.Seq, 10)
+	b = append(b, `,"hlc":"`...)
+	b = append(b, p.HLC...)
+	b = append(b, `","time":"`...)
+	b = append(b, p.Time...)
+	b = append(b, `","status":`...)
+	b = AppendString(b, p.Status)
+	return append(b, '}')
+}
+
+// AppendResults appends a publish's answer: one result object (PUT,
+// DELETE) or, for a batch, {"results":[...]}.
+func AppendResults(b []byte, results []PutResult, batch bool) []byte {
+	if batch {
+		b = append(b, `{"results":[`...)
+	}
+	for i := range results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = results[i].AppendJSON(b)
+	}
+	if batch {
+		b = append(b, "]}"...)
+	}
+	return b
+}
+
+// Delivery is one message of a subscription, as the daemon holds it (the
+// bytes are the record's), for AppendDelivery. Its line is
+//
+//	{"offset":12,"topic":"t","key":"k","tag":"","value":"...","delete":false,
+//	 "origin":"..","seq":3,"hlc":"...","time":"..."}
+//
+// with "value_base64" instead of "value" when the value is not UTF-8.
+type Delivery struct {
+	Offset           uint64
+	Topic, Key, Tag  []byte
+	Value            []byte
+	Delete           bool
+	Origin, Seq, HLC uint64
+	Time             time.Time // the HLC's wall-clock part
+}
+
+// AppendDelivery appends d's line (without the newline).
+func AppendDelivery(b []byte, d *Delivery) []byte {
+	return append(appendDeliveryFields(b, d), '}')
+}
+
+// AppendGroupDelivery appends a consumer group's delivery: d's fields and
+// the message id ("<origin>-<seq>"), attempt and queue.
+func AppendGroupDelivery(b []byte, d *Delivery, id string, attempt, queue int) []byte {
+	b = appendDeliveryFields(b, d)
+	b = append(b, `,"id":`...)
+	b = AppendString(b, id)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	b = append(b, `,"queue":`...)
+	b = strconv.AppendInt(b, int64(queue), 10)
+	return append(b, '}')
+}
+
+// appendDeliveryFields appends d's object without its closing brace.
+func appendDeliveryFields(b []byte, d *Delivery) []byte {
+	b = append(b, `{"offset":`...)
+	b = strconv.AppendUint(b, d.Offset, 10)
+	b = append(b, `,"topic":`...)
+	b = AppendBytes(b, d.Topic)
+	b = append(b, `,"key":`...)
+	b = AppendBytes(b, d.Key)
+	b = append(b, `,"tag":`...)
+	b = AppendBytes(b, d.Tag)
+	b = AppendValue(b, d.Value)
+	b = append(b, `,"delete":`...)
+	b = strconv.AppendBool(b, d.Delete)
+	b = append(b, `,"origin":"`...)
+	b = appendOrigin(b, d.Origin)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, d.Seq, 10)
+	b = append(b, `,"hlc":"`...)
+	b = strconv.AppendUint(b, d.HLC, 10)
+	b = append(b, `","time":"`...)
+	b = d.Time.UTC().AppendFormat(b, TimeLayout)
+	return append(b, '"')
+}
+
+// AppendValue appends a value field with its leading comma: "value" when
+// v is valid UTF-8, "value_base64" otherwise.
+func AppendValue(b, v []byte) []byte {
+	if utf8.Valid(v) {
+		b = append(b, `,"value":`...)
+		return AppendBytes(b, v)
+	}
+	b = append(b, `,"value_base64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, v)
+	return append(b, '"')
+}
