@@ -13,7 +13,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-redis bench-satellite install clean
+.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-redis bench-satellite install clean
 
 all: build
 
@@ -54,6 +54,14 @@ bench-daemon:
 # cachecastd's Redis socket and redis-server's, in turn, ROUNDS rounds (not in CI).
 bench-redis:
 	REDIS_ONLY=1 N=$${N:-100000} ROUNDS=$${ROUNDS:-2} bash test/bench-vs-redis.sh
+
+# The fleet harness (internal/fleet; not in CI, minutes, niced): in-process
+# fleets of 10 to 200 nodes over TCP and NATS, cachecastd process fleets, and
+# a fresh node's bootstrap from 1M and 10M keys. Merges its figures into
+# docs/fleet.json under -label, draws docs/fleet.png and prints the tables of
+# BENCHMARKS.md. Flags through FLEET_ARGS, e.g. FLEET_ARGS='-label after -nodes 10,25'.
+bench-fleet:
+	nice -n 10 $(GO) run ./internal/fleet/benchfleet $(FLEET_ARGS)
 
 # The store beside SkyWalking Satellite's mmap queue, alternated in one run on
 # the disk and on a tmpfs, three rounds, as a ratio table (not in CI). Needs a

@@ -165,6 +165,7 @@ func (l *link) session() (healthy bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	l.n.vectorEntries.Add(uint64(len(v)))
 	l.mu.Lock()
 	l.holds = v
 	l.releasePulls() // pulls of an earlier connection are gone with it
@@ -282,6 +283,7 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 				l.n.badFrames.Add(1)
 				return err
 			}
+			l.n.vectorEntries.Add(uint64(len(v)))
 			l.mu.Lock()
 			for o, s := range v {
 				l.holds[o] = max(l.holds[o], s) // a restarted peer opens a new session

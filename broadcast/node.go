@@ -104,12 +104,13 @@ type Node struct {
 	natsDisconnects atomic.Uint64
 	natsErrors      atomic.Uint64
 
-	rejected  atomic.Uint64 // peers refused at the handshake
-	protos    protoRange    // the protocol versions it speaks (protocols at New)
-	stalls    atomic.Uint64 // connections closed past PeerTimeout
-	badFrames atomic.Uint64
-	pulls     atomic.Uint64 // pull requests sent
-	boots     atomic.Uint64 // bootstraps from a peer's snapshot
+	rejected      atomic.Uint64 // peers refused at the handshake
+	protos        protoRange    // the protocol versions it speaks (protocols at New)
+	stalls        atomic.Uint64 // connections closed past PeerTimeout
+	badFrames     atomic.Uint64
+	pulls         atomic.Uint64 // pull requests sent
+	boots         atomic.Uint64 // bootstraps from a peer's snapshot
+	vectorEntries atomic.Uint64 // version vector entries sent and received
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -410,6 +411,17 @@ func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
 // the records it needed were recycled everywhere.
 func (n *Node) Bootstraps() uint64 { return n.boots.Load() }
 
+// VectorEntries counts the version vector entries (one per origin) this
+// node has sent and received in acks: the anti-entropy's cost, which the
+// fleet harness (internal/fleet) measures against the fleet's size.
+func (n *Node) VectorEntries() uint64 { return n.vectorEntries.Load() }
+
+// ack encodes v as an ack frame's payload and counts its entries.
+func (n *Node) ack(v map[uint64]uint64) []byte {
+	n.vectorEntries.Add(uint64(len(v)))
+	return encodeAck(v)
+}
+
 // Pulls counts the anti-entropy pull requests this node has sent.
 func (n *Node) Pulls() uint64 { return n.pulls.Load() }
 
@@ -478,7 +490,7 @@ func (n *Node) serve(c net.Conn) {
 		}
 		return err
 	}
-	if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
+	if err := send(frameAck, n.ack(n.st.Vector())); err != nil {
 		return
 	}
 	done := make(chan struct{})
@@ -500,7 +512,7 @@ func (n *Node) serve(c net.Conn) {
 				return
 			case <-t.C:
 			}
-			if err := send(frameAck, encodeAck(n.st.Vector())); err != nil {
+			if err := send(frameAck, n.ack(n.st.Vector())); err != nil {
 				return
 			}
 		}
@@ -528,7 +540,7 @@ func (n *Node) serve(c net.Conn) {
 				log.Warn("closing a data connection on bad records", zap.Error(err))
 				return
 			}
-			if err := send(frameAck, encodeAck(touched)); err != nil {
+			if err := send(frameAck, n.ack(touched)); err != nil {
 				return
 			}
 		case framePull:

@@ -1,0 +1,279 @@
+// Command benchfleet runs the fleet measurements of package fleet (make
+// bench-fleet): in-process fleets of each size over TCP and NATS, a
+// process fleet, and the bootstrap of a fresh node; it merges the results
+// into a JSON file (a run with another -label adds its own, so a before
+// and an after can be plotted together), writes the plot as a PNG and
+// prints the tables BENCHMARKS.md shows.
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/cachecast/cachecast/internal/fleet"
+)
+
+func main() {
+	nodes := flag.String("nodes", "10,25,50,100,200", "in-process fleet sizes, comma separated (empty: none)")
+	transports := flag.String("transports", "tcp,nats", "fan-outs to measure in-process")
+	procs := flag.String("procs", "25", "process fleet sizes (empty: none)")
+	boot := flag.String("bootstrap", "1000000,10000000", "bootstrap source sizes in keys (empty: none)")
+	label := flag.String("label", "now", "the build measured (before, after, ...)")
+	dir := flag.String("dir", "/dev/shm", "where the nodes' directories go (a tmpfs)")
+	window := flag.Duration("window", 5*time.Second, "each idle and load window")
+	rate := flag.Int("rate", 1000, "updates a second under load, fleet-wide")
+	out := flag.String("out", "docs/fleet.json", "results file (merged)")
+	plot := flag.String("png", "docs/fleet.png", "plot file")
+	flag.Parse()
+	ctx := context.Background()
+	fleet.RaiseFileLimit()
+
+	var res results
+	if b, err := os.ReadFile(*out); err == nil {
+		if err := json.Unmarshal(b, &res); err != nil {
+			fatal(err)
+		}
+	}
+	save := func() {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+			fatal(err)
+		}
+	}
+	base, err := os.MkdirTemp(*dir, "cachecast-fleet-")
+	if err != nil {
+		fatal(err)
+	}
+	defer os.RemoveAll(base)
+
+	for _, tr := range split(*transports) {
+		stopped := false
+		for _, n := range ints(*nodes) {
+			if stopped {
+				break
+			}
+			ns, err := natsFor(tr)
+			if err != nil {
+				fatal(err)
+			}
+			d, _ := os.MkdirTemp(base, "n")
+			log("in-process %s N=%d", tr, n)
+			r := fleet.Run(ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d}, Label: *label,
+				Window: *window, Rate: *rate, Partition: tr == "tcp", Restart: true}, ns)
+			if ns != nil {
+				ns.Shutdown()
+			}
+			os.RemoveAll(d)
+			log("  %+v", r)
+			res.add(r)
+			save()
+			stopped = r.Err != "" && strings.HasPrefix(r.Err, "start")
+		}
+	}
+
+	if *procs != "" || *boot != "" {
+		bin := filepath.Join(base, "cachecastd")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/cachecastd")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fatal(err)
+		}
+		for _, tr := range split(*transports) {
+			for _, n := range ints(*procs) {
+				ns, err := natsFor(tr)
+				if err != nil {
+					fatal(err)
+				}
+				url := ""
+				if ns != nil {
+					url = ns.ClientURL()
+				}
+				d, _ := os.MkdirTemp(base, "p")
+				log("processes %s N=%d", tr, n)
+				r := fleet.RunProcs(ctx, bin, d, n, *rate, *window, url, *label)
+				if ns != nil {
+					ns.Shutdown()
+				}
+				os.RemoveAll(d)
+				log("  %+v", r)
+				res.add(r)
+				save()
+			}
+		}
+		for _, k := range ints(*boot) {
+			d, _ := os.MkdirTemp(base, "b")
+			log("bootstrap of %d keys", k)
+			b := fleet.MeasureBootstrap(ctx, bin, d, k)
+			os.RemoveAll(d)
+			log("  %+v", b)
+			res.addBoot(*label, b)
+			save()
+		}
+	}
+
+	if *plot != "" {
+		f, err := os.Create(*plot)
+		if err != nil {
+			fatal(err)
+		}
+		if err := fleet.Plot(f, "cachecast: per node against fleet size (loaded 2-core machine)", res.charts()); err != nil {
+			fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			fatal(err)
+		}
+	}
+	res.print(os.Stdout)
+}
+
+// results is the results file.
+type results struct {
+	Fleets     []fleet.Result `json:"fleets"`
+	Bootstraps []bootstrap    `json:"bootstraps"`
+}
+
+type bootstrap struct {
+	Label string `json:"label"`
+	fleet.Bootstrap
+}
+
+func (r *results) add(x fleet.Result) {
+	r.Fleets = slices.DeleteFunc(r.Fleets, func(y fleet.Result) bool {
+		return y.Kind == x.Kind && y.Label == x.Label && y.Transport == x.Transport && y.Nodes == x.Nodes
+	})
+	r.Fleets = append(r.Fleets, x)
+	slices.SortStableFunc(r.Fleets, func(a, b fleet.Result) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Label, b.Label),
+			cmp.Compare(a.Transport, b.Transport), cmp.Compare(a.Nodes, b.Nodes))
+	})
+}
+
+func (r *results) addBoot(label string, b fleet.Bootstrap) {
+	r.Bootstraps = slices.DeleteFunc(r.Bootstraps, func(y bootstrap) bool { return y.Label == label && y.Keys == b.Keys })
+	r.Bootstraps = append(r.Bootstraps, bootstrap{label, b})
+}
+
+// charts are the plot's panels: one line per kind, label and transport.
+func (r *results) charts() []fleet.Chart {
+	type key struct{ kind, label, transport string }
+	var keys []key
+	lines := map[key][]fleet.Result{}
+	for _, x := range r.Fleets {
+		if x.Err != "" && x.Idle.CPU == 0 {
+			continue // nothing measured
+		}
+		k := key{x.Kind, x.Label, x.Transport}
+		if _, ok := lines[k]; !ok {
+			keys = append(keys, k)
+		}
+		lines[k] = append(lines[k], x)
+	}
+	chart := func(title string, y func(fleet.Result) float64) fleet.Chart {
+		c := fleet.Chart{Title: title}
+		for _, k := range keys {
+			s := fleet.Series{Label: k.transport + " " + k.label}
+			if k.kind == "processes" {
+				s.Label = "procs " + s.Label
+			}
+			for _, x := range lines[k] {
+				s.X = append(s.X, float64(x.Nodes))
+				s.Y = append(s.Y, y(x))
+			}
+			c.Series = append(c.Series, s)
+		}
+		return c
+	}
+	return []fleet.Chart{
+		chart("vector entries/s per node, idle", func(x fleet.Result) float64 { return x.Idle.VectorEntries }),
+		chart("bytes/s per node (sent+received), 1000 updates/s", func(x fleet.Result) float64 { return x.Load.TxBps + x.Load.RxBps }),
+		chart("open connections per node", func(x fleet.Result) float64 { return x.Idle.Conns }),
+		chart("idle cpu per node (% of a core)", func(x fleet.Result) float64 { return 100 * x.Idle.CPU }),
+	}
+}
+
+func (r *results) print(w *os.File) {
+	fmt.Fprintln(w, "| kind | build | fan-out | N | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | p50 / p99 ms | heal s | restart s | RSS MiB/node | note |")
+	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	for _, x := range r.Fleets {
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f / %.1f | %s | %s | %.1f | %s |\n",
+			x.Kind, x.Label, x.Transport, x.Nodes, 100*x.Idle.CPU, x.Idle.TxBps+x.Idle.RxBps, x.Idle.VectorEntries,
+			x.Idle.Conns, x.Idle.MaxConns, 100*x.Load.CPU, x.Load.TxBps+x.Load.RxBps, x.Load.VectorEntries,
+			x.P50Ms, x.P99Ms, secs(x.HealSec), secs(x.RestartSec), x.Idle.RSSMiB, firstLine(x.Err))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| build | keys | to caught up s | /readyz 200 s | fresh node HWM MiB | source RSS MiB | note |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|---|")
+	for _, b := range r.Bootstraps {
+		fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %.0f | %.0f | %s |\n", b.Label, b.Keys, b.ReadySec, b.ReadyzSec, b.HWMMiB, b.SourceMiB, firstLine(b.Err))
+	}
+}
+
+func secs(s float64) string {
+	if s == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", s)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return strings.ReplaceAll(s, "|", "/")
+}
+
+// natsFor starts an embedded NATS server for the nats fan-out; nil for
+// tcp.
+func natsFor(transport string) (*server.Server, error) {
+	switch transport {
+	case "tcp":
+		return nil, nil
+	case "nats":
+		return fleet.NATSServer()
+	}
+	return nil, fmt.Errorf("unknown fan-out %q (tcp or nats)", transport)
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, f := range split(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			fatal(fmt.Errorf("%q: %w", f, err))
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func log(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "benchfleet:", err)
+	os.Exit(1)
+}

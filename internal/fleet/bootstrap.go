@@ -1,0 +1,132 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// Seed writes keys keys of valueSize bytes to a store in dir, as one
+// node that wrote them all, and closes it: a data directory a cachecastd
+// started on it serves at once.
+func Seed(dir string, keys, valueSize int) error {
+	o := store.DefaultOptions(dir)
+	st, err := store.Open(o)
+	if err != nil {
+		return err
+	}
+	val := make([]byte, valueSize)
+	batch := make([]record.Message, 0, 1024)
+	for i := 0; i < keys; i++ {
+		copy(val, fmt.Sprintf("v%08d", i))
+		batch = append(batch, record.Message{Topic: Topic, Key: fmt.Sprintf("k%08d", i), Value: val})
+		if len(batch) == cap(batch) || i == keys-1 {
+			if _, err := st.PublishBatch(batch); err != nil {
+				st.Close()
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	return st.Close()
+}
+
+// Bootstrap is one bootstrap measurement.
+type Bootstrap struct {
+	Keys int `json:"keys"`
+	// ReadySec is from starting the fresh node's process to the moment it
+	// holds what the source holds (equal vector and view digests in
+	// /v1/status); ReadyzSec to its first 200 from /readyz.
+	ReadySec  float64 `json:"ready_s"`
+	ReadyzSec float64 `json:"readyz_s"`
+	// HWMMiB is the fresh node's resident memory high-water mark.
+	HWMMiB    float64 `json:"hwm_mib"`
+	SourceMiB float64 `json:"source_rss_mib"`
+	Err       string  `json:"error,omitempty"`
+}
+
+// MeasureBootstrap seeds a source node with keys keys of 100 bytes,
+// starts it (cachecastd, the binary bin), then starts a fresh node that
+// joins it and times it to caught up.
+func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...string) Bootstrap {
+	r := Bootstrap{Keys: keys}
+	src := &Proc{Name: "source", Dir: filepath.Join(dir, "source")}
+	if err := Seed(filepath.Join(src.Dir, "data"), keys, 100); err != nil {
+		r.Err = "seed: " + err.Error()
+		return r
+	}
+	pf := &Procs{Bin: bin}
+	defer pf.Close()
+	start := func(p *Proc, join string) error {
+		os.MkdirAll(p.Dir, 0o755)
+		p.Socket = filepath.Join(p.Dir, "s")
+		p.Gossip = freeAddr()
+		args := append([]string{
+			"--data-dir", filepath.Join(p.Dir, "data"), "--socket", p.Socket, "--view-file", "",
+			"--redis-socket", "off", "--node-name", p.Name,
+			"--gossip-addr", p.Gossip, "--data-addr", "127.0.0.1:0", "--join", join,
+			"--log-level", "info", "--log-format", "json",
+		}, extra...)
+		log, err := os.Create(filepath.Join(p.Dir, "log"))
+		if err != nil {
+			return err
+		}
+		defer log.Close()
+		p.cmd = exec.Command(bin, args...)
+		p.cmd.Stdout, p.cmd.Stderr = log, log
+		p.http = unixClient(p.Socket)
+		if err := p.start(); err != nil {
+			return err
+		}
+		pf.Procs = append(pf.Procs, p)
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := start(src, ""); err == nil {
+		err = src.waitReady(wctx)
+	} else {
+		r.Err = "source: " + err.Error()
+		return r
+	}
+	r.SourceMiB = float64(RSS(src.PID())) / (1 << 20)
+	want, err := src.view()
+	if err != nil {
+		r.Err = "source: " + err.Error()
+		return r
+	}
+
+	fresh := &Proc{Name: "fresh", Dir: filepath.Join(dir, "fresh")}
+	t0 := time.Now()
+	if err := start(fresh, src.Gossip); err != nil {
+		r.Err = "fresh: " + err.Error()
+		return r
+	}
+	readyz := make(chan float64, 1)
+	go func() {
+		if fresh.waitReady(wctx) == nil {
+			readyz <- time.Since(t0).Seconds()
+		}
+		close(readyz)
+	}()
+	for {
+		if got, err := fresh.view(); err == nil && got == want {
+			break
+		}
+		if wctx.Err() != nil {
+			r.Err = "fresh node not caught up: " + wctx.Err().Error()
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.ReadySec = time.Since(t0).Seconds()
+	r.ReadyzSec = <-readyz
+	r.HWMMiB = float64(HWM(fresh.PID())) / (1 << 20)
+	return r
+}

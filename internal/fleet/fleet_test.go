@@ -1,0 +1,91 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// maxVectorEntries is the most vector entries a node of an n-node fleet
+// may send and receive per anti-entropy interval: the full mesh's figure
+// (its whole n-entry vector to each of n-1 peers, and theirs back), with
+// room for the acks after pushed frames. A cost beyond it grows faster
+// than the mesh.
+func maxVectorEntries(n int) float64 { return 1.5 * 2 * float64(n) * float64(n-1) }
+
+// TestFleet25 runs 25 in-process nodes over TCP: every node's records
+// reach every node (identical vectors and view digests), also after a
+// 2|3 partition of the data ports heals and after a tenth of the nodes
+// restart, and an idle node's cost stays within bounds: its open
+// connections within the full mesh's 2(n-1), its vector entries per
+// interval within maxVectorEntries. Speed is for make bench-fleet.
+func TestFleet25(t *testing.T) {
+	const nodes = 25
+	const sync = time.Second
+	RaiseFileLimit()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	phase := func(what string) { t.Logf("%s after %v", what, time.Since(begin).Round(time.Millisecond)) }
+	f, err := Start(ctx, Options{Nodes: nodes, Dir: t.TempDir(), SyncInterval: sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	phase("started")
+
+	idle := f.Measure(ctx, nil, 3*sync)
+	perInterval := idle.VectorEntries * sync.Seconds()
+	t.Logf("idle per node: %.0f vector entries per interval, %.1f connections (most %d), %.0f bytes/s out",
+		perInterval, idle.Conns, idle.MaxConns, idle.TxBps)
+	if perInterval > maxVectorEntries(nodes) {
+		t.Errorf("a node handles %.0f vector entries per interval, more than %.0f", perInterval, maxVectorEntries(nodes))
+	}
+	if perInterval == 0 {
+		t.Errorf("no vector entries counted: anti-entropy is not running")
+	}
+	if idle.MaxConns > 2*(nodes-1) {
+		t.Errorf("a node holds %d data connections, more than the full mesh's %d", idle.MaxConns, 2*(nodes-1))
+	}
+
+	converge := func(what string) {
+		t.Helper()
+		if _, err := f.WaitConverged(ctx); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	f.Partition(2 * nodes / 5)
+	l := f.StartLoad(500)
+	time.Sleep(500 * time.Millisecond)
+	l.Stop()
+	f.Heal()
+	converge("after the partition healed")
+	phase("healed")
+
+	down := []*Node{f.nodes[3], f.nodes[13]}
+	for _, n := range down {
+		if err := n.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.PublishEach(); err != nil {
+		t.Fatal(err)
+	}
+	phase("two stopped")
+	for _, n := range down {
+		if err := n.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.WaitMembers(ctx, f.nodes); err != nil {
+		t.Fatal(err)
+	}
+	phase("restarted")
+	converge("after two nodes restarted")
+	phase("converged")
+	for _, n := range down {
+		if n.Store().LastSeq(f.nodes[0].Store().Origin()) == 0 {
+			t.Errorf("%s holds nothing of n000 after its restart", n.Name)
+		}
+	}
+}
