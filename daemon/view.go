@@ -87,6 +87,21 @@ func openViewMirror(cfg Config, log *zap.Logger) (*viewMirror, error) {
 }
 
 func openViewFile(path string, log *zap.Logger) (*viewMirror, error) {
+	lock, err := lockViewFile(path)
+	if err != nil {
+		return nil, err
+	}
+	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("--view-file: %w", err)
+	}
+	return &viewMirror{w: w, lock: lock, log: log, gid: -1, kick: make(chan struct{}, 1)}, nil
+}
+
+// lockViewFile takes the lock file beside the view file at path, which
+// keeps a second daemon off the path.
+func lockViewFile(path string) (*os.File, error) {
 	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("--view-file: %w", err)
@@ -95,12 +110,26 @@ func openViewFile(path string, log *zap.Logger) (*viewMirror, error) {
 		lock.Close()
 		return nil, fmt.Errorf("--view-file: %s is in use by another cachecastd: %w", path, err)
 	}
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
-	if err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("--view-file: %w", err)
+	return lock, nil
+}
+
+// relock takes the lock file again when the one held is no longer at its
+// path (the runtime directory was deleted): another daemon may have made
+// a new one, and then this one must keep off the path.
+func (vm *viewMirror) relock() error {
+	path := vm.w.Path() + ".lock"
+	var mine, there syscall.Stat_t
+	if syscall.Fstat(int(vm.lock.Fd()), &mine) == nil && syscall.Stat(path, &there) == nil &&
+		mine.Dev == there.Dev && mine.Ino == there.Ino {
+		return nil
 	}
-	return &viewMirror{w: w, lock: lock, log: log, gid: -1, kick: make(chan struct{}, 1)}, nil
+	lock, err := lockViewFile(vm.w.Path())
+	if err != nil {
+		return err
+	}
+	vm.lock.Close()
+	vm.lock = lock
+	return nil
 }
 
 // useSocketGroup gives the view file the socket's group: whoever may use
@@ -128,10 +157,10 @@ func (vm *viewMirror) follow(st *store.Store) {
 func (vm *viewMirror) enqueue(c view.Change) {
 	if vm.wmu.TryLock() {
 		if vm.direct {
-			vm.mu.Lock()
-			empty := len(vm.pending) == 0
-			vm.mu.Unlock()
-			if empty {
+			// pending is read here without mu: only enqueue appends to
+			// it (one call at a time, under the view's lock) and only
+			// drain empties it, holding wmu, which this call holds now.
+			if len(vm.pending) == 0 {
 				// Changes come one at a time (under the view's lock) and
 				// none is queued: this one is next in order. One that
 				// needs a new generation is queued for run: a rebuild
@@ -202,6 +231,9 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 // restart replaces the writer with a new one on a new file (the old one
 // superseded) and follows the store again.
 func (vm *viewMirror) restart() error {
+	if err := vm.relock(); err != nil {
+		return err
+	}
 	w, err := localview.Create(vm.w.Path(), localview.WriterOptions{Gid: vm.gid})
 	if err != nil {
 		return err
@@ -254,10 +286,12 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 	tick := time.NewTicker(viewHeartbeat)
 	defer tick.Stop()
 	for {
+		ticked := false
 		select {
 		case <-stop:
 			return nil
 		case <-tick.C:
+			ticked = true
 		case <-vm.kick:
 		}
 		vm.wmu.Lock()
@@ -265,6 +299,9 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		err := vm.err
 		if err == nil {
 			batch, taken, err = vm.drain(batch)
+		}
+		if err == nil && ticked && !vm.w.Linked() {
+			err = vm.relink()
 		}
 		if err != nil {
 			vm.wmu.Unlock()
@@ -276,6 +313,20 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		vm.beat(taken)
 		vm.wmu.Unlock()
 	}
+}
+
+// relink puts a new generation at the path when the file there is no
+// longer the writer's (deleted with its runtime directory, or replaced):
+// readers of the old file, marked superseded, move to the new one, and
+// readers opening the path find it. It fails when the directory is gone
+// (the view is off until it is back: run starts over every viewRetry) or
+// another daemon holds the path now. The caller holds wmu.
+func (vm *viewMirror) relink() error {
+	vm.log.Warn("view file: the path no longer names the file; making a new one", zap.String("view-file", vm.w.Path()))
+	if err := vm.relock(); err != nil {
+		return err
+	}
+	return vm.w.Compact()
 }
 
 // drain applies the queue until it is empty and returns when it last

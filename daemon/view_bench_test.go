@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +29,8 @@ import (
 // (16-byte keys, topic "prices"), with the socket GET in the same run:
 //
 //	go test -run '^$' -bench 'LocalGet|SocketGet|PublishToVisible|PythonGet' -benchtime 2s ./daemon/
+//
+// (SocketGet matches both the HTTP and the Redis socket's GET.)
 
 const benchKeys = 1_000_000
 
@@ -40,7 +46,11 @@ type benchDaemon struct {
 	cfg   Config
 	keys  []string
 	order []int
-	size  int
+	// inOrder is keys[order[i]] with the bytes of one after the other's,
+	// so that finding the next key to read costs the benchmark's loop no
+	// cache miss (an application has the key it asks for at hand).
+	inOrder []string
+	size    int
 }
 
 var (
@@ -82,6 +92,14 @@ func startBenchDaemon(b *testing.B, size int) *benchDaemon {
 		bd.keys[i] = benchKey(i)
 	}
 	bd.order = rand.New(rand.NewPCG(1, uint64(size))).Perm(benchKeys)
+	var all strings.Builder
+	for _, i := range bd.order {
+		all.WriteString(bd.keys[i])
+	}
+	bd.inOrder = make([]string, benchKeys)
+	for i, at := 0, all.String(); i < benchKeys; i++ {
+		bd.inOrder[i], at = at[:len(bd.keys[bd.order[i]])], at[len(bd.keys[bd.order[i]]):]
+	}
 	value := make([]byte, size)
 	msgs := make([]record.Message, 0, 1000)
 	for i := 0; i < benchKeys; i += 1000 {
@@ -204,7 +222,7 @@ func BenchmarkLocalGet(b *testing.B) {
 				}
 				buf := make([]byte, 0, 256)
 				read := func(i int) {
-					v, tag, _, err := r.GetInto(buf, "prices", bd.keys[bd.order[i%benchKeys]])
+					v, tag, _, err := r.GetInto(buf, "prices", bd.inOrder[i%benchKeys])
 					if err != nil || len(v) != size {
 						b.Fatalf("get: %d bytes, %v", len(v), err)
 					}
@@ -235,9 +253,57 @@ func BenchmarkSocketGet(b *testing.B) {
 		}
 		defer c.Close()
 		read := func(i int) {
-			v, err := c.Get("prices", bd.keys[bd.order[i%benchKeys]])
+			v, err := c.Get("prices", bd.inOrder[i%benchKeys])
 			if err != nil || len(v.Bytes) != 100 {
 				b.Fatalf("get: %v", err)
+			}
+		}
+		b.ReportAllocs()
+		cpu := viewtest.StartThreadCPU() // the client's side only
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			read(i)
+			n++
+		}
+		cpu.Report(b, n)
+		lat := make([]time.Duration, 20_000)
+		for i := range lat {
+			t0 := time.Now()
+			read(i)
+			lat[i] = time.Since(t0)
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+		b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+	})
+}
+
+// BenchmarkRedisSocketGet is a GET through the Redis door's Unix socket
+// of the same daemon and keys: one connection, a minimal RESP client (the
+// command written, the bulk answer read), as the HTTP one is minimal.
+func BenchmarkRedisSocketGet(b *testing.B) {
+	b.Run("keys=1M/value=100", func(b *testing.B) {
+		bd := startBenchDaemon(b, 100)
+		conn, err := net.Dial("unix", bd.d.RedisSocketPath())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		rd := bufio.NewReader(conn)
+		var cmd, answer []byte
+		read := func(i int) {
+			name := "prices:" + bd.inOrder[i%benchKeys]
+			cmd = fmt.Appendf(cmd[:0], "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", len(name), name)
+			if _, err := conn.Write(cmd); err != nil {
+				b.Fatal(err)
+			}
+			line, err := rd.ReadSlice('\n')
+			if err != nil || string(line) != "$100\r\n" {
+				b.Fatalf("get %s: %q %v", name, line, err)
+			}
+			answer = slices.Grow(answer[:0], 102)[:102]
+			if _, err := io.ReadFull(rd, answer); err != nil {
+				b.Fatal(err)
 			}
 		}
 		b.ReportAllocs()
@@ -316,4 +382,67 @@ func BenchmarkPythonGet(b *testing.B) {
 		b.ReportMetric(cpu, "py-cpu-ns/get")
 		b.ReportMetric(wall, "py-wall-ns/get")
 	}
+}
+
+// BenchmarkPublishViewMirror is what the shared view's mirror adds to a
+// publish: batches of 100 messages (100-byte values over 10,000 keys, as
+// redis-benchmark -r 10000) through the store of a daemon with the view
+// file on and off, in the same run. proc-cpu-ns/msg is the whole
+// process's CPU time a message (getrusage RUSAGE_SELF: the publishing
+// goroutine, the mirror's and the runtime's).
+func BenchmarkPublishViewMirror(b *testing.B) {
+	for _, view := range []string{"on", "off"} {
+		b.Run("view="+view, func(b *testing.B) {
+			dir := b.TempDir()
+			cfg := DefaultConfig()
+			cfg.DataDir = filepath.Join(dir, "data")
+			cfg.Socket = filepath.Join(dir, "s.sock")
+			cfg.NodeName = "bench"
+			cfg.GossipAddr = ""
+			cfg.LogLevel = "error"
+			cfg.SnapshotInterval = time.Hour
+			if view == "off" {
+				cfg.ViewFile = ""
+			}
+			d, err := New(cfg, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { d.Run(ctx); close(done) }()
+			defer func() { cancel(); <-done }()
+			const keys = 10_000
+			msgs := make([]record.Message, 100)
+			value := make([]byte, 100)
+			publish := func(i int) {
+				for j := range msgs {
+					copy(value, strconv.Itoa(i+j))
+					msgs[j] = record.Message{Topic: "prices", Key: benchKey((i + j) * 7919 % keys), Value: append([]byte(nil), value...)}
+				}
+				if _, err := d.Store().PublishBatch(msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := 0; i < keys; i += len(msgs) {
+				publish(i)
+			}
+			b.ResetTimer()
+			cpu0 := processCPU()
+			n := 0
+			for b.Loop() {
+				publish(n)
+				n += len(msgs)
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(n), "proc-cpu-ns/msg")
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// processCPU is the process's CPU time so far, in nanoseconds.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

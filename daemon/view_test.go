@@ -253,3 +253,71 @@ func TestViewMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestViewFileUnlinked: the view file deleted under a running daemon is
+// put back within a heartbeat or two (a new generation; readers of the
+// deleted one follow it); its whole directory deleted turns the view off
+// (its readers: not ready) until the directory is back, when the mirror
+// starts over by itself.
+func TestViewFileUnlinked(t *testing.T) {
+	defer func(d time.Duration) { viewRetry = d }(viewRetry)
+	viewRetry = 50 * time.Millisecond
+	cfg := testConfig(t)
+	run := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ViewFile = filepath.Join(run, "view")
+	td := startDaemon(t, cfg)
+	r, err := localview.Open(cfg.ViewFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitView(t, r, "ready", func() bool { return r.Fresh(time.Second) == nil })
+	td.put("prices", "a", "1")
+	waitView(t, r, "a", func() bool { v, _, _, err := r.Get("prices", "a"); return err == nil && string(v) == "1" })
+
+	gen := r.Generation()
+	if err := os.Remove(cfg.ViewFile); err != nil {
+		t.Fatal(err)
+	}
+	waitView(t, r, "a new file at the path", func() bool {
+		_, err := os.Stat(cfg.ViewFile)
+		return err == nil
+	})
+	td.put("prices", "a", "2")
+	waitView(t, r, "a's new value", func() bool { v, _, _, err := r.Get("prices", "a"); return err == nil && string(v) == "2" })
+	if r.Generation() <= gen {
+		t.Fatalf("generation %d, was %d", r.Generation(), gen)
+	}
+	if r2, err := localview.Open(cfg.ViewFile); err != nil {
+		t.Fatal(err)
+	} else if v, _, _, err := r2.Get("prices", "a"); err != nil || string(v) != "2" {
+		t.Fatalf("a reader of the new file: %q %v", v, err)
+	} else {
+		r2.Close()
+	}
+
+	if err := os.RemoveAll(run); err != nil {
+		t.Fatal(err)
+	}
+	waitView(t, r, "not ready", func() bool {
+		_, _, _, err := r.Get("prices", "a")
+		return errors.Is(err, localview.ErrNotReady)
+	})
+	td.put("prices", "a", "3") // the daemon serves on
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var r3 *localview.Reader
+	waitView(t, r, "a view again", func() bool {
+		if r3 == nil {
+			r3, _ = localview.Open(cfg.ViewFile)
+			return false
+		}
+		v, _, _, err := r3.Get("prices", "a")
+		return err == nil && string(v) == "3"
+	})
+	r3.Close()
+}

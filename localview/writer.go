@@ -141,6 +141,21 @@ func (w *Writer) Path() string { return w.path }
 // Generation is the number of the file currently at Path.
 func (w *Writer) Generation() uint64 { return w.gen }
 
+// Linked reports whether the path still names the writer's file: false
+// once someone unlinked it or put another file there (the runtime
+// directory deleted, say), which readers opening the path cannot find.
+// Two system calls: the daemon asks every heartbeat.
+func (w *Writer) Linked() bool {
+	if w.m == nil {
+		return false
+	}
+	var mine, there unix.Stat_t
+	if unix.Fstat(int(w.f.Fd()), &mine) != nil || unix.Stat(w.path, &there) != nil {
+		return false
+	}
+	return mine.Dev == there.Dev && mine.Ino == there.Ino
+}
+
 // Len is the number of live keys.
 func (w *Writer) Len() int { return w.live }
 
