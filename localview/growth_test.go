@@ -12,6 +12,8 @@ import (
 
 func TestMain(m *testing.M) {
 	viewtest.RunChildIfAsked() // a reader process of TestGrowthWhileReading
+	runWriterChildIfAsked()    // a writer process of TestWriterKilledMidUpdate
+	runOpenChildIfAsked()      // a reader of TestReaderWithoutPermission
 	os.Exit(m.Run())
 }
 
