@@ -56,6 +56,7 @@ const (
 	CodeDiskFull            = wire.CodeDiskFull            // 507
 	CodeTooMany             = wire.CodeTooMany             // 429
 	CodeUnavailable         = wire.CodeUnavailable         // 503
+	CodeCatchingUp          = wire.CodeCatchingUp          // 503, the node has not caught up with its cluster yet: retry later
 	CodeBusy                = wire.CodeBusy                // 503, a limit of the node is reached: retry later
 	CodeTimeout             = wire.CodeTimeout             // 408
 	CodeInternal            = wire.CodeInternal            // 500

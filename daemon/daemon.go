@@ -83,7 +83,9 @@ type Daemon struct {
 	bodies *access.Budget
 
 	started time.Time
-	ready   atomic.Bool
+	// ready: recovered, joined and caught up (catch), until shutdown.
+	ready atomic.Bool
+	catch *catchUp
 
 	// subsCtx ends every subscription stream at shutdown: http.Server's
 	// Shutdown waits for handlers, and a stream never ends on its own.
@@ -135,6 +137,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		stopLoops: make(chan struct{}),
 		exit:      make(chan struct{}),
 		done:      make(chan struct{}),
+		catch:     newCatchUp(),
 	}
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
 	d.guard = access.NewGuard(cfg.roles(uint32(os.Getuid())), log)
@@ -190,6 +193,8 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		}
 		d.cluster = c
 		c.g.SetAnswer(d.answerVerify)
+	} else {
+		d.catch.finish() // a lone node has nobody to catch up with
 	}
 
 	d.m = newMetrics(d, flushes)
@@ -230,6 +235,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		}
 		if d.cluster != nil {
 			d.view.members = d.cluster.memberCounts
+			d.view.caughtUp = d.catch.caughtUp
 		}
 		d.view.registerMetrics(d.m.reg)
 	}
@@ -308,21 +314,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.wg.Go(func() { d.view.run(d.stopLoops) })
 	}
 
-	// The first join is waited for (READY=1 follows it), but a stop is
-	// heard meanwhile: a SIGTERM or Close during the join timeout shuts
-	// down at once.
-	joined := make(chan struct{})
-	if d.cluster == nil {
-		close(joined)
-	} else {
+	// The first join and the catch-up with the peers it finds are waited
+	// for (READY=1 follows them; see catchup.go), but a stop is heard
+	// meanwhile: a SIGTERM or Close during the join timeout or a long
+	// catch-up shuts down at once.
+	if d.cluster != nil {
 		d.notify("STATUS=joining the cluster")
 		d.cluster.start()
-		joined = d.cluster.joined
+		d.wg.Go(d.catchUpLoop)
 	}
-	stop, runErr := d.waitForStop(ctx, sigc, errc, joined)
+	stop, runErr := d.waitForStop(ctx, sigc, errc, d.catch.done)
 	if !stop {
 		d.ready.Store(true)
-		d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
+		d.notifyReady()
 		d.log.Info("serving",
 			zap.String("socket", d.cfg.Socket),
 			zap.String("redis-socket", d.RedisSocketPath()),
@@ -484,7 +488,11 @@ func (d *Daemon) closeStore() error {
 // needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
 func (d *Daemon) Reload() error {
 	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec() + "\nSTATUS=reloading")
-	defer d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
+	defer func() {
+		if d.ready.Load() {
+			d.notifyReady()
+		}
+	}()
 	if d.cfg.Reload == nil {
 		d.log.Info("reload: no configuration source; nothing changed")
 		return nil
@@ -630,6 +638,9 @@ func (d *Daemon) statusLine() string {
 	s := d.store.Stats()
 	line := "serving on " + d.cfg.Socket + "; " + strconv.Itoa(s.Keys) + " keys, " +
 		strconv.FormatUint(s.Records, 10) + " records, " + strconv.Itoa(s.Segments) + " segments"
+	if cs := d.catch.status(); cs.Phase != "done" {
+		line = "CATCHING UP (" + cs.Phase + ", " + strconv.FormatUint(cs.LagRecords, 10) + " records behind); " + line
+	}
 	if why := d.degraded(); why != "" {
 		line = "DEGRADED, " + why + "; " + line
 	}

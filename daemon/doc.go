@@ -24,7 +24,8 @@
 // ErrSocketInUse. The socket gets --socket-mode (default 0660: connecting
 // needs write permission).
 //
-// Run sends READY=1 to systemd once it serves, STATUS= lines while it runs
+// Run sends READY=1 to systemd once it serves and has caught up with the
+// cluster (see "Catching up" below), STATUS= lines while it runs
 // (DISK FULL while writes are refused for want of space), and WATCHDOG=1 at
 // half of WATCHDOG_USEC while store.Healthy() is nil (a wedged store stops
 // the pings, and systemd restarts the unit; a full disk does not, since a
@@ -34,6 +35,28 @@
 // Close) shut down: STOPPING=1, stop accepting, end subscription streams,
 // drain in-flight requests for at most --shutdown-timeout, close the store
 // (flush and snapshot), remove the socket.
+//
+// # Catching up
+//
+// A node in a cluster is ready (/readyz 200, READY=1, the Redis door's
+// INFO loading:0, the shared view's "ready" bit) once its store is
+// recovered, its first join has ended and its version vector covers the
+// vectors its peers reported when it joined: it asks every alive peer for
+// its vector over gossip (the verify question, vector only, again every
+// 500ms for at most 10s; a peer that does not answer is not waited for),
+// and the records come by anti-entropy or a bootstrap from a peer's
+// snapshot (catchup.go). What only a peer since gone reported, and
+// origins whose records are held back by --max-clock-offset, are not
+// waited for. Until then the reads of the view answer catching_up (the
+// HTTP API: GET and HEAD of a key, the list of keys and /readyz, 503 with
+// the progress, never not_found; the Redis door: -LOADING). Writes,
+// subscriptions, status and the group routes are served. While the
+// catch-up moves, every 10s the STATUS line says "CATCHING UP (pulling, N
+// records behind)" and systemd is asked for one more minute
+// (EXTEND_TIMEOUT_USEC), so a large view may outlast the unit's
+// TimeoutStartSec; one that stops moving gets no extension and the start
+// times out. The watchdog is pinged meanwhile while the store is healthy.
+// A lone node, and one whose first join finds nobody, is ready at once.
 //
 // # The local API
 //
@@ -65,7 +88,8 @@
 // earlier daemon left and puts an empty, not ready generation in place;
 // once the store is open, every change of the view (store.FollowView: any
 // origin, deletes included) is queued and applied by one goroutine, which
-// loads the view, sets "ready", then applies each batch as it comes and
+// loads the view, sets "ready" (once the node has caught up with its
+// cluster: see "Catching up"), then applies each batch as it comes and
 // beats the heartbeat every 50ms. The file is 0640 with the socket's
 // group. A shutdown marks it closed (readers: not ready); a write error
 // (a full tmpfs) turns it off with an error log while the daemon serves

@@ -26,13 +26,22 @@ func (n *node) Keys(topic, prefix, after string, limit int) []string {
 	return n.d.store.Keys(topic, prefix, after, limit)
 }
 
-func (n *node) Topics() []view.TopicInfo                     { return n.d.store.Topics() }
-func (n *node) TopicEnd(topic string) uint64                 { return n.d.store.TopicEnd(topic) }
-func (n *node) Cursors() []store.CursorInfo                  { return n.d.store.Cursors() }
-func (n *node) Healthy() error                               { return n.d.store.Healthy() }
-func (n *node) DiskFull() error                              { return n.d.store.DiskFull() }
-func (n *node) Ready() bool                                  { return n.d.ready.Load() }
-func (n *node) Degraded() string                             { return n.d.degraded() }
+func (n *node) Topics() []view.TopicInfo     { return n.d.store.Topics() }
+func (n *node) TopicEnd(topic string) uint64 { return n.d.store.TopicEnd(topic) }
+func (n *node) Cursors() []store.CursorInfo  { return n.d.store.Cursors() }
+func (n *node) Healthy() error               { return n.d.store.Healthy() }
+func (n *node) DiskFull() error              { return n.d.store.DiskFull() }
+func (n *node) Ready() bool                  { return n.d.ready.Load() }
+func (n *node) Degraded() string             { return n.d.degraded() }
+
+// CatchUp is nil once the node has caught up with its peers (catchup.go).
+func (n *node) CatchUp() *wire.CatchUpStatus {
+	if n.d.catch.caughtUp() {
+		return nil
+	}
+	cs := n.d.catch.status()
+	return &cs
+}
 func (n *node) Verify(ctx context.Context) wire.VerifyResult { return n.d.verify(ctx) }
 
 func (n *node) NewTopicReader(topic string, start store.Start, tags []string) (*store.TopicReader, error) {
@@ -87,6 +96,7 @@ func (n *node) NodeStatus() wire.Status {
 			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions}
 	}
 	b.Degraded = d.degraded()
+	b.CatchUp = n.CatchUp()
 	view := viewDigest(d.store.ViewDigests())
 	b.View = &view
 	return b

@@ -351,6 +351,13 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan s
 	return done
 }
 
+func (n *respNode) CatchingUp() (bool, uint64) {
+	if n.d.catch.caughtUp() {
+		return false, 0
+	}
+	return true, n.d.catch.lag.Load()
+}
+
 func (n *respNode) Status() respsrv.Status {
 	d := n.d
 	s := respsrv.Status{Node: d.cfg.NodeName, Origin: wire.FormatOrigin(d.store.Origin()), Version: Version,

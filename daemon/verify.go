@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -44,8 +47,12 @@ func viewDigest(d store.ViewDigest) wire.ViewDigest {
 }
 
 // verifyQuestion is what a node sends a member to ask for its digest.
+// VectorOnly asks for the vector alone, at once (a node catching up asks
+// so); a build that does not know it answers the whole digest, which
+// holds the vector too.
 type verifyQuestion struct {
-	Vector map[uint64]uint64 `json:"vector"`
+	Vector     map[uint64]uint64 `json:"vector"`
+	VectorOnly bool              `json:"vector_only,omitempty"`
 }
 
 // answerVerify answers a member's question: this node's digest once its
@@ -54,6 +61,11 @@ func (d *Daemon) answerVerify(from string, question []byte) []byte {
 	var q verifyQuestion
 	if err := json.Unmarshal(question, &q); err != nil {
 		b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, Error: "malformed question: " + err.Error()})
+		return b
+	}
+	if q.VectorOnly {
+		v := viewDigest(store.ViewDigest{Vector: d.store.Vector()})
+		b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, View: &v})
 		return b
 	}
 	deadline := time.Now().Add(verifyCatchUp)
@@ -66,6 +78,22 @@ func (d *Daemon) answerVerify(from string, question []byte) []byte {
 	v := viewDigest(d.store.ViewDigests())
 	b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, View: &v})
 	return b
+}
+
+// parseVector reads the vector of an answer (origins in hex).
+func parseVector(v *wire.ViewDigest) (map[uint64]uint64, error) {
+	if v == nil {
+		return nil, errors.New("no vector in the answer")
+	}
+	out := make(map[uint64]uint64, len(v.Vector))
+	for o, seq := range v.Vector {
+		id, err := strconv.ParseUint(o, 16, 64)
+		if err != nil || len(o) != 16 {
+			return nil, fmt.Errorf("origin %q: not 16 hex digits", o)
+		}
+		out[id] = seq
+	}
+	return out, nil
 }
 
 // covers reports whether vector a holds every record b does.

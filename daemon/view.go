@@ -37,7 +37,11 @@ type viewMirror struct {
 	st      *store.Store
 	current iter.Seq[view.Change]     // the view as of follow, applied first
 	members func() (alive, known int) // nil for a lone node
-	gid     int                       // the socket's group, for the files
+	// caughtUp says the node has caught up with its peers (catchup.go):
+	// until then the file stays "not ready", as the socket's reads answer
+	// catching_up. nil: always.
+	caughtUp func() bool
+	gid      int // the socket's group, for the files
 
 	// wmu owns the Writer. run holds it while it loads the view and while
 	// it drains the queue; enqueue applies a change itself only when it
@@ -276,11 +280,10 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		return err
 	}
 	vm.beat(t0)
-	vm.w.SetReady(true)
-	vm.ready.Store(1)
 	vm.direct = true
-	vm.log.Info("view file ready", zap.String("view-file", vm.w.Path()), zap.Int("keys", vm.w.Len()),
+	vm.log.Info("view file loaded", zap.String("view-file", vm.w.Path()), zap.Int("keys", vm.w.Len()),
 		zap.Int("bytes", vm.w.Size()), zap.Duration("took", time.Since(t0)))
+	vm.markReady()
 	vm.wmu.Unlock()
 
 	tick := time.NewTicker(viewHeartbeat)
@@ -311,6 +314,9 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		// current as of then (a mirror falling behind shows as an old
 		// heartbeat, and Fresh fails).
 		vm.beat(taken)
+		if vm.ready.Load() == 0 {
+			vm.markReady()
+		}
 		vm.wmu.Unlock()
 	}
 }
@@ -327,6 +333,17 @@ func (vm *viewMirror) relink() error {
 		return err
 	}
 	return vm.w.Compact()
+}
+
+// markReady sets the file's ready bit once the node has caught up; the
+// heartbeat asks again until it has. The caller holds wmu.
+func (vm *viewMirror) markReady() {
+	if vm.caughtUp != nil && !vm.caughtUp() {
+		return
+	}
+	vm.w.SetReady(true)
+	vm.ready.Store(1)
+	vm.log.Info("view file ready", zap.String("view-file", vm.w.Path()), zap.Int("keys", vm.w.Len()))
 }
 
 // drain applies the queue until it is empty and returns when it last

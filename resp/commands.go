@@ -29,6 +29,7 @@ type command struct {
 	write   bool // goes through the node's publish path
 	pubsub  bool // allowed while a RESP2 connection is subscribed
 	inMulti bool // may be queued after MULTI
+	read    bool // reads the view: -LOADING while the node catches up
 	index   int  // into the per-command counters
 }
 
@@ -108,6 +109,7 @@ func init() {
 	sort.Slice(table, func(i, j int) bool { return table[i].name < table[j].name })
 	for i, cmd := range table {
 		cmd.index = i
+		cmd.read = slices.Contains(cmd.flags, "readonly")
 		commands[strings.ToUpper(cmd.name)] = cmd
 	}
 	commandList = table
@@ -156,6 +158,17 @@ func (c *conn) exec(a [][]byte) (full bool) {
 			c.multiErr = true
 		}
 		return
+	}
+	if cmd.read {
+		if loading, lag := c.s.node.CatchingUp(); loading {
+			// Redis answers -LOADING to what it cannot serve yet, before
+			// MULTI queues it; clients know to retry.
+			c.err("LOADING cachecast is catching up with the cluster (" + strconv.FormatUint(lag, 10) + " records behind); reads resume once it holds what its peers hold")
+			if c.inMulti {
+				c.multiErr = true
+			}
+			return
+		}
 	}
 	if c.proto == 2 && c.subscribed() && !cmd.pubsub {
 		c.err("ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")

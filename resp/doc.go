@@ -40,7 +40,9 @@
 // once the subscribed and tracking connections that lost it (they
 // receive without sending commands). Writes ask Authorize each time.
 //
-// Server: INFO [section] (server, clients, persistence with loading:0,
+// Server: INFO [section] (server, clients, persistence with loading (1,
+// with cachecast_catch_up_lag_records, while the node catches up with its
+// cluster before its first ready; 0 after),
 // stats, replication, keyspace, and cachecast: node, origin, members and
 // their lag), COMMAND, COMMAND COUNT/LIST/INFO/DOCS, CONFIG GET (a few
 // parameters), CONFIG SET notify-keyspace-events, DBSIZE, TIME. CLUSTER
@@ -58,7 +60,12 @@
 // most 10,000 keys and KEYS 100,000: past that, an error points at HSCAN
 // or SCAN. A cursor is a number the server maps onto a position; it keeps
 // the last 4,096 cursors, and an older one is an error (start at 0 again).
-// GET of a topic name (a hash) is WRONGTYPE.
+// GET of a topic name (a hash) is WRONGTYPE. While the node catches up
+// with its cluster before its first ready (Node.CatchingUp), every read
+// (the commands flagged readonly) answers "-LOADING cachecast is catching
+// up with the cluster (N records behind); ...", before MULTI would queue
+// it, as a Redis loading its dataset does (clients retry it); writes and
+// the connection, server and pub/sub commands are served.
 //
 // Writes, through the node's publish path: SET key value (EX, PX, EXAT,
 // PXAT, NX, XX, GET, KEEPTTL are refused with an error naming what is

@@ -157,7 +157,15 @@ func cmdInfo(c *conn, a [][]byte) {
 			line("tracking_clients", stats.TrackingClients)
 			line("pubsub_subscriptions", stats.Subscriptions)
 		case "persistence":
-			line("loading", 0)
+			loading, lag := c.s.node.CatchingUp()
+			if loading {
+				line("loading", 1)
+			} else {
+				line("loading", 0)
+			}
+			if loading {
+				line("cachecast_catch_up_lag_records", lag)
+			}
 			line("flush", st.Flush)
 		case "stats":
 			line("total_connections_received", stats.Accepted)

@@ -22,6 +22,7 @@ import (
 type storeNode struct {
 	st      *store.Store
 	noReads atomic.Bool // AuthorizeRead refuses everyone
+	loading atomic.Bool // CatchingUp says so (lag 7)
 }
 
 func (n *storeNode) Get(topic, key string) ([]byte, bool) {
@@ -89,6 +90,8 @@ func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(
 		}
 	}
 }
+
+func (n *storeNode) CatchingUp() (bool, uint64) { return n.loading.Load(), 7 }
 
 func (n *storeNode) Status() Status {
 	return Status{Node: "test", Members: []Member{{Name: "test", State: "alive", Self: true}}}

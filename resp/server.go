@@ -66,6 +66,11 @@ type Node interface {
 	Follow(ctx context.Context, fn func(Change)) <-chan struct{}
 	// Status describes the node for INFO.
 	Status() Status
+	// CatchingUp reports whether the node is still catching up with its
+	// peers before its first ready (its reads answer -LOADING, as a Redis
+	// loading its dataset does) and how many records it still lacks. It
+	// is called on every read, so it must be cheap.
+	CatchingUp() (bool, uint64)
 }
 
 // Written is what a publish did.

@@ -34,6 +34,7 @@ var statusOfCode = map[string]int{
 	client.CodeDiskFull:            507,
 	client.CodeTooMany:             429,
 	client.CodeUnavailable:         503,
+	client.CodeCatchingUp:          503,
 	client.CodeBusy:                503,
 	client.CodeTimeout:             408,
 	client.CodeInternal:            500,
@@ -366,6 +367,55 @@ func TestErrorCodes(t *testing.T) {
 			t.Fatalf("status on a failed device: %v", err)
 		}
 		n.Kill()
+	})
+
+	run("catching_up", func(t *testing.T) {
+		// A node told to join a seed that takes the connection and never
+		// answers is in its first join for the whole --join-timeout: its
+		// reads and /readyz answer catching_up meanwhile, never not_found.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan []net.Conn, 1)
+		go func() {
+			var held []net.Conn
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					accepted <- held
+					return
+				}
+				held = append(held, c)
+			}
+		}()
+		n := NewNode(t, bins, NodeOptions{Name: "joining", Args: []string{"--gossip-addr", "127.0.0.1:0",
+			"--data-addr", "127.0.0.1:0", "--join", ln.Addr().String(), "--join-timeout", "1m"}})
+		if err := n.StartProcess(); err != nil {
+			t.Fatal(err)
+		}
+		var r response
+		testkit.Eventually(t, 15*time.Second, "the joining node to answer", func() bool {
+			if _, err := os.Stat(n.Socket); err != nil {
+				return false
+			}
+			r = httpDo(t, n, "GET", "/v1/topics/t/keys/known", nil)
+			return true
+		})
+		seen.check(t, "GET of a key while joining", r, client.CodeCatchingUp)
+		if r.header.Get("Retry-After") != "1" || !strings.Contains(string(r.body), `"catch_up":{"phase":"joining"`) {
+			t.Fatalf("catching_up answer: %v %s", r.header, r.body)
+		}
+		seen.check(t, "GET /readyz while joining", httpDo(t, n, "GET", "/readyz", nil), client.CodeCatchingUp)
+		seen.check(t, "list of keys while joining", httpDo(t, n, "GET", "/v1/topics/t/keys", nil), client.CodeCatchingUp)
+		if r := httpDo(t, n, "PUT", "/v1/topics/t/keys/k", strings.NewReader("v")); r.status != 200 {
+			t.Fatalf("a write while joining: %d %s", r.status, r.body)
+		}
+		n.Kill()
+		ln.Close()
+		for _, c := range <-accepted {
+			c.Close()
+		}
 	})
 
 	// The daemon that served the table still holds its data.

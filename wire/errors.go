@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 )
 
 // Error codes of the local API: stable words clients branch on. The HTTP
@@ -24,7 +25,8 @@ const (
 	CodeTooMany             = "too_many"
 	CodeDiskFull            = "disk_full"
 	CodeUnavailable         = "unavailable"
-	CodeBusy                = "busy" // a limit of the node (--max-connections, --max-streams, --max-body-memory)
+	CodeCatchingUp          = "catching_up" // a read before the node caught up with its peers
+	CodeBusy                = "busy"        // a limit of the node (--max-connections, --max-streams, --max-body-memory)
 	CodeTimeout             = "timeout"
 	CodeInternal            = "internal"
 )
@@ -33,7 +35,7 @@ const (
 var Codes = []string{
 	CodeBadRequest, CodeInvalidName, CodeBadJSON, CodeBadBase64, CodeValueTooLarge, CodeBodyTooLarge,
 	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeUnsupportedEncoding, CodeForbidden, CodeStoreFull, CodeDiskFull,
-	CodeTooMany, CodeUnavailable, CodeBusy, CodeTimeout, CodeInternal,
+	CodeTooMany, CodeUnavailable, CodeCatchingUp, CodeBusy, CodeTimeout, CodeInternal,
 }
 
 // HTTPStatus is the HTTP status of each error code; 500 for a code it
@@ -58,7 +60,7 @@ func HTTPStatus(code string) int {
 		return http.StatusInsufficientStorage
 	case CodeTooMany:
 		return http.StatusTooManyRequests
-	case CodeUnavailable, CodeBusy:
+	case CodeUnavailable, CodeCatchingUp, CodeBusy:
 		return http.StatusServiceUnavailable
 	case CodeTimeout:
 		return http.StatusRequestTimeout
@@ -72,6 +74,9 @@ func HTTPStatus(code string) int {
 type Error struct {
 	Code    string
 	Message string
+	// CatchUp is the progress a catching_up error shows, as
+	// "catch_up":{...} in the error object.
+	CatchUp *CatchUpStatus
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -87,5 +92,12 @@ func AppendError(b []byte, e *Error) []byte {
 	b = AppendString(b, e.Code)
 	b = append(b, `,"message":`...)
 	b = AppendString(b, e.Message)
+	if c := e.CatchUp; c != nil {
+		b = append(b, `,"catch_up":{"phase":`...)
+		b = AppendString(b, c.Phase)
+		b = append(b, `,"lag_records":`...)
+		b = strconv.AppendUint(b, c.LagRecords, 10)
+		b = append(b, '}')
+	}
 	return append(b, "}}"...)
 }

@@ -26,6 +26,20 @@ type Status struct {
 	Degraded string `json:"degraded,omitempty"`
 	// View is the view's digest per topic and the vector it covers.
 	View *ViewDigest `json:"view"`
+	// CatchUp is the catch-up with the cluster before the node's first
+	// ready; absent once it is done.
+	CatchUp *CatchUpStatus `json:"catch_up,omitempty"`
+}
+
+// CatchUpStatus is where a node stands in its catch-up with the cluster
+// before its first ready, in GET /v1/status and in a catching_up error.
+type CatchUpStatus struct {
+	// Phase is "joining" (the first join is on), "asking" (the peers are
+	// asked for their vectors), "pulling" (records are coming) or "done".
+	Phase string `json:"phase"`
+	// LagRecords is how many records the node still lacks of what its
+	// peers held when it joined (while pulling).
+	LagRecords uint64 `json:"lag_records"`
 }
 
 // RedisStatus is the "redis" object of GET /v1/status.

@@ -41,7 +41,9 @@
 //	GET /v1/topics/{topic}/keys/{key}   (and HEAD)   [read]
 //	    200 with the raw value (application/octet-stream) and the headers
 //	    Cachecast-Origin, Cachecast-Seq, Cachecast-Hlc, Cachecast-Time,
-//	    Cachecast-Tag; 404 not_found when absent or deleted.
+//	    Cachecast-Tag; 404 not_found when absent or deleted; 503
+//	    catching_up before the node has caught up with its cluster (see
+//	    "Catching up" in package daemon).
 //	    curl -sS $S http://x/v1/topics/prices/keys/sku-1
 //
 //	DELETE /v1/topics/{topic}/keys/{key}   [publish]
@@ -66,7 +68,8 @@
 //	GET /v1/topics/{topic}/keys?prefix=&after=&limit=   [read]
 //	    Live keys in order, limit 1 to 10000 (default 1000).
 //	    200 {"keys":["a","b"],"next":"b"}; "next" is empty on the last page,
-//	    otherwise pass it as after= for the next one.
+//	    otherwise pass it as after= for the next one. 503 catching_up
+//	    before the node has caught up.
 //	    curl -sS $S 'http://x/v1/topics/prices/keys?prefix=sku-&limit=100'
 //
 //	GET /v1/topics?internal=   [read]
@@ -183,8 +186,10 @@
 //	    "flush":"async","store":{"segments":1,"mapped_segments":1,"log_bytes":..,
 //	    "write_pos":..,"flushed_pos":..,"oldest_pos":..,"records":..,"keys":..},
 //	    "degraded":"alone: ...","view":{"vector":{"<origin>":seq},"topics":
-//	    {"<topic>":"<sha256 hex>"}}}; degraded is there only while a node told
-//	    to join (--join) is alone past --join-timeout, and says why. view is
+//	    {"<topic>":"<sha256 hex>"}},"catch_up":{"phase":"pulling",
+//	    "lag_records":N}}; degraded is there only while a node told
+//	    to join (--join) is alone past --join-timeout, and says why;
+//	    catch_up only until the node has caught up. view is
 //	    the view's digest per topic (entries and tombstones, as store's
 //	    Digest) and the vector of exactly the records it holds; it hashes the
 //	    whole view, so it costs O(keys) per call.
@@ -224,7 +229,9 @@
 //	               system has room for a segment). The systemd STATUS line
 //	               says DISK FULL meanwhile; the watchdog pings go on.
 //	GET /readyz    [none]   Likewise, and 503 before serving and once shutdown began;
-//	               200 {"status":"degraded","reason":..} while degraded (it serves).
+//	               503 catching_up until the node has caught up with its
+//	               peers; 200 {"status":"degraded","reason":..} while
+//	               degraded (it serves).
 //	    curl -sS $S http://x/readyz
 //
 // Every JSON body (messages, cursors, acks, resets, replays) is decoded
@@ -241,7 +248,10 @@
 // is missing, or the cursor is another user's); too_many (429: a bound
 // of --max-cursors, --max-cursors-per-uid or --max-members-per-uid, or the
 // caller's uid holds its share of a limit below); store_full, disk_full
-// (507); unavailable (503); busy (503, a limit of the node below is
+// (507); unavailable (503); catching_up (503, Retry-After: 1: a read of
+// the view, or /readyz, before the node has caught up with its peers; the
+// error object carries "catch_up":{"phase":...,"lag_records":N}, phase
+// joining, asking or pulling); busy (503, a limit of the node below is
 // reached: retry, Retry-After: 1); timeout (408, a body that did not
 // arrive within --read-timeout; the connection closes after it); internal
 // (500). A request

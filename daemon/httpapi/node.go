@@ -63,6 +63,10 @@ type Node interface {
 	// Degraded says why a node told to join is alone ("" when not).
 	Ready() bool
 	Degraded() string
+	// CatchUp is the node's progress while it catches up with its peers
+	// before its first ready, nil once it has (then reads of the view are
+	// served). It is called on every read, so it must be cheap.
+	CatchUp() *wire.CatchUpStatus
 }
 
 // Groups are the consumer groups as the group routes use them

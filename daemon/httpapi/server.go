@@ -212,8 +212,8 @@ func (a *Server) fail(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 	status := wire.HTTPStatus(e.Code)
 	a.m.errors.WithLabelValues(e.Code).Inc()
 	lvl := zapcore.DebugLevel
-	if status >= 500 && e.Code != wire.CodeUnavailable {
-		// 503 is a state (starting, stopping, unhealthy) that health
+	if status >= 500 && e.Code != wire.CodeUnavailable && e.Code != wire.CodeCatchingUp {
+		// 503 is a state (starting, catching up, stopping, unhealthy) that health
 		// probes ask about many times a second; it is logged where it
 		// starts, not per request.
 		lvl = zapcore.ErrorLevel
@@ -229,7 +229,7 @@ func (a *Server) fail(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 			h.Del(k)
 		}
 	}
-	if e.Code == wire.CodeBusy {
+	if e.Code == wire.CodeBusy || e.Code == wire.CodeCatchingUp {
 		h.Set("Retry-After", "1")
 	}
 	writeJSONBytes(w, status, append(wire.AppendError(make([]byte, 0, 64+len(e.Message)), e), '\n'))
@@ -393,6 +393,10 @@ func (a *Server) getKey(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
+	if e := a.catchingUp(); e != nil {
+		a.fail(w, r, e)
+		return
+	}
 	e, ok := a.node.Entry(p.topic, p.key)
 	if !ok {
 		a.fail(w, r, wire.Errorf(wire.CodeNotFound, "no key %q in topic %q", p.key, p.topic))
@@ -483,6 +487,10 @@ func (a *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) {
 	prefix, after := q.Get("prefix"), q.Get("after")
 	if len(prefix) > wire.MaxAPIKeyLen || len(after) > wire.MaxAPIKeyLen {
 		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "prefix and after: at most %d bytes", wire.MaxAPIKeyLen))
+		return
+	}
+	if e := a.catchingUp(); e != nil {
+		a.fail(w, r, e)
 		return
 	}
 	keys := a.node.Keys(p.topic, prefix, after, limit+1)
@@ -913,11 +921,17 @@ func (a *Server) healthz(w http.ResponseWriter, r *http.Request, _ params) {
 	writeJSONBytes(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 }
 
-// readyz is 200 once the store is recovered and the daemon serves, until
-// shutdown begins. A degraded node (told to join, alone) still serves, so
-// it is still 200, with {"status":"degraded","reason":...}: the last node
-// of a cluster whose others are gone must not be taken out of service.
+// readyz is 200 once the store is recovered, the node has caught up with
+// its peers and the daemon serves, until shutdown begins; 503
+// catching_up with the progress before it caught up. A degraded node
+// (told to join, alone) still serves, so it is still 200, with
+// {"status":"degraded","reason":...}: the last node of a cluster whose
+// others are gone must not be taken out of service.
 func (a *Server) readyz(w http.ResponseWriter, r *http.Request, _ params) {
+	if e := a.catchingUp(); e != nil {
+		a.fail(w, r, e)
+		return
+	}
 	if !a.node.Ready() {
 		a.fail(w, r, wire.Errorf(wire.CodeUnavailable, "not ready: starting or shutting down"))
 		return
@@ -928,6 +942,24 @@ func (a *Server) readyz(w http.ResponseWriter, r *http.Request, _ params) {
 		return
 	}
 	a.healthz(w, r, params{})
+}
+
+// catchingUp is the catching_up error a read of the view answers before
+// the node has caught up with its peers (Node.CatchUp), nil after.
+func (a *Server) catchingUp() *wire.Error {
+	cs := a.node.CatchUp()
+	if cs == nil {
+		return nil
+	}
+	msg := "this node is catching up with the cluster: " + strconv.FormatUint(cs.LagRecords, 10) +
+		" records behind what its peers held when it joined"
+	switch cs.Phase {
+	case "joining":
+		msg = "this node is joining the cluster; it serves reads once it holds what its peers hold"
+	case "asking":
+		msg = "this node is asking its peers what they hold; it serves reads once it holds it too"
+	}
+	return &wire.Error{Code: wire.CodeCatchingUp, Message: msg, CatchUp: cs}
 }
 
 func firstError(errs ...*wire.Error) *wire.Error {
