@@ -18,6 +18,7 @@ import (
 	"github.com/cachecast/cachecast/wire"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
 )
 
 // The Redis front door (package resp) reaches the node through respNode,
@@ -91,6 +92,7 @@ func (d *Daemon) startRedis() error {
 		MaxConnectionsPerPeer: d.cfg.MaxConnectionsPerUID,
 		TrackingMaxKeys:       d.cfg.RedisTrackingMaxKeys,
 		NotifyKeyspaceEvents:  d.cfg.RedisNotifyKeyspaceEvents,
+		Clock:                 d.cfg.Clock,
 		Logger:                d.log.Named("redis"),
 	})
 	if err != nil {
@@ -164,6 +166,14 @@ type respNode = node
 func (n *respNode) Get(topic, key string) ([]byte, bool) {
 	e, ok := n.d.store.Get(topic, key)
 	return e.Value, ok
+}
+
+func (n *respNode) GetMany(topics, keys []string) ([]view.Entry, []bool) {
+	return n.d.store.GetMany(topics, keys)
+}
+
+func (n *respNode) Pending(topic, key string) []view.PendingRecord {
+	return n.d.store.PendingKey(topic, key)
 }
 
 // callerOfConn is the peer of a Redis connection: a Unix one's
@@ -321,11 +331,20 @@ func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Du
 func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan struct{} {
 	st := n.d.store
 	seen := st.Vector()
+	events, _ := st.TimeEvents(0, nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			changed := st.Changed()
+			// Expiries and scheduled records taking effect: copied out
+			// first (TimeEvents holds the view's read lock meanwhile).
+			var timed []view.Change
+			events, _ = st.TimeEvents(events, func(c view.Change) { timed = append(timed, c) })
+			for _, c := range timed {
+				fn(respsrv.Change{Topic: []byte(c.Topic), Key: []byte(c.Key), Value: c.Value, Delete: c.Deleted,
+					Origin: c.Stamp.Origin, Seq: c.Stamp.Seq, Event: c.Cause})
+			}
 			for origin, last := range st.Vector() {
 				from := seen[origin] + 1
 				if from > last {
@@ -333,7 +352,8 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan s
 				}
 				next, err := st.ReadOrigin(origin, from, last, func(r record.Record) error {
 					fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
-						Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq()})
+						Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(),
+						Scheduled: r.EffectiveAt() != 0})
 					return nil
 				})
 				if errors.Is(err, store.ErrRecycled) {

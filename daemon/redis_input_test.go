@@ -37,7 +37,8 @@ func TestRedisMalformedInput(t *testing.T) {
 		{"binary garbage is an unknown inline command", "\x00\xff\xfe\x80\r\n", "-ERR unknown command", false},
 		{"unknown command", "*2\r\n$4\r\nFROB\r\n$1\r\nx\r\n", "-ERR unknown command 'FROB', with args beginning with: 'x'", false},
 		{"arity", "*1\r\n$3\r\nGET\r\n", "-ERR wrong number of arguments for 'get' command", false},
-		{"refused SET option", "*5\r\n$3\r\nSET\r\n$3\r\nb:k\r\n$1\r\nv\r\n$2\r\nPX\r\n$1\r\n9\r\n", "-ERR SET PX is not supported", false},
+		{"refused SET option", "*4\r\n$3\r\nSET\r\n$3\r\nb:k\r\n$1\r\nv\r\n$2\r\nXX\r\n", "-ERR SET XX is not supported", false},
+		{"SET PX without a number", "*4\r\n$3\r\nSET\r\n$3\r\nb:k\r\n$1\r\nv\r\n$2\r\nPX\r\n", "-ERR syntax error", false},
 		{"bad count", "*x\r\n", "-ERR Protocol error: invalid length", true},
 		{"count without CRLF", "*1\n", "-ERR Protocol error: invalid length", true},
 		{"huge count", "*99999999\r\n", "-ERR Protocol error: 99999999 arguments is more than the 65536", true},
@@ -205,15 +206,18 @@ func TestRedisCLI(t *testing.T) {
 		"DEL prices:sku-1",
 		"EXISTS prices:sku-1",
 		"SET prices:sku-3 1 EX 10",
+		"TTL prices:sku-3",
+		"SET prices:sku-3 2 NX",
 		"CLUSTER INFO",
 		"DBSIZE",
 	}, "\n") + "\n"
 	got, _ := redisCLI(t, td, strings.NewReader(script))
 	want := strings.Join([]string{
 		"PONG", "OK", "12.50", "12.50", "1", "sku-1", "12.50", "sku-2", "9.99", "OK", "hello", "1", "0",
-		"ERR SET EX is not supported: cachecast keys do not expire and every write is unconditional (the latest write wins on every node); SET key value is supported",
+		"OK", "10",
+		"ERR SET NX is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are",
 		"ERR This instance has cluster support disabled (cachecast answers on each node as a standalone endpoint; the fleet replicates by itself)",
-		"2",
+		"3",
 	}, "\n") + "\n"
 	if got != want {
 		t.Fatalf("redis-cli session:\n%s\nwant:\n%s", got, want)

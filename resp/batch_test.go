@@ -62,8 +62,8 @@ func TestPipelinedSetsBatch(t *testing.T) {
 			in.WriteString(c)
 			want = append(want, string(session(alone, []byte(c))))
 			continue
-		case 600: // an option: refused
-			c := cmd("SET", key, val, "EX", "1")
+		case 600: // a condition: refused
+			c := cmd("SET", key, val, "NX")
 			in.WriteString(c)
 			want = append(want, string(session(alone, []byte(c))))
 			continue

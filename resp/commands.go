@@ -74,8 +74,8 @@ func init() {
 		{name: "type", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "string, hash (a topic) or none.", fn: cmdType, inMulti: true},
 		{name: "strlen", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "The length of a value.", fn: cmdStrlen, inMulti: true},
 		{name: "getrange", arity: 4, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "A substring of a value.", fn: cmdGetRange, inMulti: true},
-		{name: "ttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "-1 (keys do not expire) or -2 (no key).", fn: cmdTTL, inMulti: true},
-		{name: "pttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "-1 (keys do not expire) or -2 (no key).", fn: cmdTTL, inMulti: true},
+		{name: "ttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "Seconds until the key expires, -1 (no expiry) or -2 (no key).", fn: cmdTTL, inMulti: true},
+		{name: "pttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "Milliseconds until the key expires, -1 or -2.", fn: cmdTTL, inMulti: true},
 		{name: "object", arity: -2, flags: ro, first: 2, last: 2, step: 1, group: "generic", summary: "OBJECT ENCODING.", fn: cmdObject, inMulti: true},
 		{name: "scan", arity: -2, flags: []string{"readonly"}, group: "generic", summary: "Iterates the keys (MATCH, COUNT, TYPE).", fn: cmdScan, inMulti: true},
 		{name: "keys", arity: 2, flags: []string{"readonly"}, group: "generic", summary: "The keys matching a pattern (bounded; use SCAN).", fn: cmdKeys, inMulti: true},
@@ -90,7 +90,7 @@ func init() {
 		{name: "hscan", arity: -3, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "hash", summary: "Iterates a topic (MATCH, COUNT, NOVALUES).", fn: cmdHScan, inMulti: true},
 
 		// Writes.
-		{name: "set", arity: -3, flags: wr, first: 1, last: 1, step: 1, group: "string", summary: "SET key value (no options).", fn: cmdSet, write: true},
+		{name: "set", arity: -3, flags: wr, first: 1, last: 1, step: 1, group: "string", summary: "SET key value [EX|PX|EXAT|PXAT n | KEEPTTL] [EFFECTIVEAT unix-ms].", fn: cmdSet, write: true},
 		{name: "mset", arity: -3, flags: wr, first: 1, last: -1, step: 2, group: "string", summary: "One batch: all or nothing.", fn: cmdMSet, write: true},
 		{name: "del", arity: -2, flags: []string{"write"}, first: 1, last: -1, step: 1, group: "generic", summary: "Tombstones for the keys that exist.", fn: cmdDel, write: true},
 		{name: "unlink", arity: -2, flags: []string{"write", "fast"}, first: 1, last: -1, step: 1, group: "generic", summary: "Like DEL.", fn: cmdDel, write: true},
@@ -105,6 +105,7 @@ func init() {
 		{name: "unsubscribe", arity: -1, flags: ps, group: "pubsub", summary: "Ends subscriptions.", fn: cmdUnsubscribe, pubsub: true},
 		{name: "punsubscribe", arity: -1, flags: ps, group: "pubsub", summary: "Ends pattern subscriptions.", fn: cmdPUnsubscribe, pubsub: true},
 	}
+	table = append(table, timeCommands()...)
 	commands = make(map[string]*command, len(table))
 	sort.Slice(table, func(i, j int) bool { return table[i].name < table[j].name })
 	for i, cmd := range table {
@@ -289,11 +290,19 @@ func cmdGet(c *conn, a [][]byte) {
 	}
 }
 
+// cmdMGet reads the keys at one instant (Node.GetMany): a batch
+// published together is seen whole or not at all.
 func cmdMGet(c *conn, a [][]byte) {
+	topics, keys := make([]string, len(a)-1), make([]string, len(a)-1)
+	for i, name := range a[1:] {
+		c.trackRead(name)
+		topics[i], keys[i] = c.s.split(name)
+	}
+	entries, found := c.s.node.GetMany(topics, keys)
 	c.array(len(a) - 1)
-	for _, name := range a[1:] {
-		if v, ok := c.getString(name); ok {
-			c.bulk(v)
+	for i := range keys {
+		if found[i] {
+			c.bulk(entries[i].Value)
 		} else {
 			c.null()
 		}
@@ -354,14 +363,6 @@ func cmdGetRange(c *conn, a [][]byte) {
 		return
 	}
 	c.bulk(v[start : end+1])
-}
-
-func cmdTTL(c *conn, a [][]byte) {
-	if _, ok := c.getString(a[1]); ok || c.s.isHash(a[1]) {
-		c.integer(-1)
-		return
-	}
-	c.integer(-2)
 }
 
 func cmdObject(c *conn, a [][]byte) {
@@ -568,16 +569,9 @@ func (c *conn) message(name []byte, value []byte, del bool) (record.Message, boo
 	return m, true
 }
 
-var setOptions = []string{"EX", "PX", "EXAT", "PXAT", "NX", "XX", "GET", "KEEPTTL", "IFEQ"}
-
 func cmdSet(c *conn, a [][]byte) {
 	if len(a) > 3 {
-		opt := strings.ToUpper(clip(a[3]))
-		if !slices.Contains(setOptions, opt) {
-			c.err("ERR syntax error")
-			return
-		}
-		c.err("ERR SET " + opt + " is not supported: cachecast keys do not expire and every write is unconditional (the latest write wins on every node); SET key value is supported")
+		cmdSetWithOptions(c, a)
 		return
 	}
 	m, ok := c.message(a[1], a[2], false)
@@ -599,6 +593,7 @@ func cmdMSet(c *conn, a [][]byte) {
 		}
 		msgs = append(msgs, m)
 	}
+	record.Together(msgs) // visible together on every node
 	if c.publish(msgs) {
 		c.ok()
 	}

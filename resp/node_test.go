@@ -23,11 +23,22 @@ type storeNode struct {
 	st      *store.Store
 	noReads atomic.Bool // AuthorizeRead refuses everyone
 	loading atomic.Bool // CatchingUp says so (lag 7)
+	events  uint64      // the follower's next time event
 }
 
 func (n *storeNode) Get(topic, key string) ([]byte, bool) {
 	e, ok := n.st.Get(topic, key)
 	return e.Value, ok
+}
+
+func (n *storeNode) Entry(topic, key string) (storeview.Entry, bool) { return n.st.Get(topic, key) }
+
+func (n *storeNode) GetMany(topics, keys []string) ([]storeview.Entry, []bool) {
+	return n.st.GetMany(topics, keys)
+}
+
+func (n *storeNode) Pending(topic, key string) []storeview.PendingRecord {
+	return n.st.PendingKey(topic, key)
 }
 
 func (n *storeNode) Keys(topic, prefix, after string, limit int) []string {
@@ -65,6 +76,7 @@ func (n *storeNode) WaitReplicas(context.Context, uint64, time.Duration) int { r
 func (n *storeNode) Follow(ctx context.Context, fn func(Change)) <-chan struct{} {
 	done := make(chan struct{})
 	seen := n.st.Vector()
+	n.events, _ = n.st.TimeEvents(0, nil)
 	go func() {
 		defer close(done)
 		n.follow(ctx, seen, fn)
@@ -75,10 +87,15 @@ func (n *storeNode) Follow(ctx context.Context, fn func(Change)) <-chan struct{}
 func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(Change)) {
 	for {
 		changed := n.st.Changed()
+		var timed []storeview.Change
+		n.events, _ = n.st.TimeEvents(n.events, func(c storeview.Change) { timed = append(timed, c) })
+		for _, c := range timed {
+			fn(Change{Topic: []byte(c.Topic), Key: []byte(c.Key), Value: c.Value, Delete: c.Deleted, Event: c.Cause})
+		}
 		for origin, last := range n.st.Vector() {
 			next, _ := n.st.ReadOrigin(origin, seen[origin]+1, last, func(r record.Record) error {
 				fn(Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(), Delete: r.Kind() == record.KindTombstone,
-					Origin: r.Origin(), Seq: r.Seq()})
+					Origin: r.Origin(), Seq: r.Seq(), Scheduled: r.EffectiveAt() != 0})
 				return nil
 			})
 			seen[origin] = next - 1

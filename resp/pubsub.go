@@ -212,13 +212,14 @@ const (
 	notifyGeneric              // g: del
 	notifyString               // $: set
 	notifyHash                 // h: accepted; hash writes are sets and dels here
+	notifyExpired              // x: expired
 )
 
 var errNotifyFlags = errors.New("resp: invalid notify-keyspace-events")
 
 // parseNotifyFlags reads Redis's notify-keyspace-events letters. Classes
-// that cachecast has no events of (lists, sets, expiry, ...) are accepted
-// and produce nothing.
+// that cachecast has no events of (lists, sets, ...) are accepted and
+// produce nothing.
 func parseNotifyFlags(s string) (uint32, error) {
 	var f uint32
 	for _, ch := range s {
@@ -233,9 +234,11 @@ func parseNotifyFlags(s string) (uint32, error) {
 			f |= notifyString
 		case 'h':
 			f |= notifyHash
+		case 'x':
+			f |= notifyExpired
 		case 'A':
-			f |= notifyGeneric | notifyString | notifyHash
-		case 'l', 's', 'z', 'x', 'e', 't', 'm', 'd', 'n':
+			f |= notifyGeneric | notifyString | notifyHash | notifyExpired
+		case 'l', 's', 'z', 'e', 't', 'm', 'd', 'n':
 		default:
 			return 0, errNotifyFlags
 		}
@@ -252,13 +255,13 @@ func CheckNotifyKeyspaceEvents(s string) error {
 
 func formatNotifyFlags(f uint32) string {
 	var b strings.Builder
-	if f&(notifyGeneric|notifyString|notifyHash) == notifyGeneric|notifyString|notifyHash {
+	if all := uint32(notifyGeneric | notifyString | notifyHash | notifyExpired); f&all == all {
 		b.WriteByte('A')
 	} else {
 		for _, x := range []struct {
 			bit uint32
 			ch  byte
-		}{{notifyGeneric, 'g'}, {notifyString, '$'}, {notifyHash, 'h'}} {
+		}{{notifyGeneric, 'g'}, {notifyString, '$'}, {notifyHash, 'h'}, {notifyExpired, 'x'}} {
 			if f&x.bit != 0 {
 				b.WriteByte(x.ch)
 			}
@@ -303,13 +306,16 @@ func (s *Server) changed(ch Change) {
 		// key of the default topic, and the hash (HGET topic key).
 		s.track.invalidate(s, &ch, []string{full, bare, topic})
 	}
-	if !subs {
-		return
+	if !subs || ch.Scheduled {
+		return // a scheduled record is told when it takes effect (Event)
 	}
 	event, class := "set", uint32(notifyString)
-	if ch.Delete {
+	switch {
+	case ch.Event == "expired":
+		event, class = "expired", notifyExpired
+	case ch.Delete:
 		event, class = "del", notifyGeneric
-	} else {
+	default:
 		s.subs.deliver(full, ch.Value)
 	}
 	f := s.notify.Load()

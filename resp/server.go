@@ -22,6 +22,14 @@ type Node interface {
 	// Get returns the live value of (topic, key) in the local view. The
 	// bytes are shared with the view and must not be modified or kept.
 	Get(topic, key string) ([]byte, bool)
+	// Entry is Get with the rest of the entry: tag, stamp, expiry.
+	Entry(topic, key string) (storeview.Entry, bool)
+	// GetMany looks up (topics[i], keys[i]) at one instant: the records
+	// of a batch are all seen or none.
+	GetMany(topics, keys []string) ([]storeview.Entry, []bool)
+	// Pending lists the records of (topic, key) not in force yet:
+	// scheduled values and deletes, and cancels.
+	Pending(topic, key string) []storeview.PendingRecord
 	// Keys lists the live keys of topic that start with prefix and sort
 	// after after, in byte order, at most limit.
 	Keys(topic, prefix, after string, limit int) []string
@@ -85,13 +93,21 @@ type Written struct {
 	Unconfirmed string
 }
 
-// Change is one record as Follow reports it.
+// Change is one record as Follow reports it, or a change of the view that
+// no record brought (Event).
 type Change struct {
 	Topic, Key []byte // Key is empty for a stream message
 	Value      []byte
 	Delete     bool
 	Origin     uint64
 	Seq        uint64
+	// Scheduled: the record takes effect at its instant (a scheduled
+	// value or delete, a cancel), when an Event "effective" tells it.
+	Scheduled bool
+	// Event is "expired" (the key's value expired) or "effective" (a
+	// scheduled record took effect: Value and Delete say what the key
+	// holds now) for a change no record brought; "" for a record.
+	Event string
 }
 
 // Status is the node's state as INFO shows it.
@@ -144,7 +160,10 @@ type Config struct {
 	TrackingMaxKeys int
 	// NotifyKeyspaceEvents is the initial notify-keyspace-events.
 	NotifyKeyspaceEvents string
-	Logger               *zap.Logger
+	// Clock, if set, is the node's wall clock (TTL, EX); time.Now
+	// otherwise.
+	Clock  func() time.Time
+	Logger *zap.Logger
 }
 
 // maxArgs bounds the arguments of one command (an MSET of 32767 pairs).

@@ -96,6 +96,16 @@ func (s *Store) FollowView(fn func(view.Change)) iter.Seq[view.Change] {
 	return s.view.FollowFrom(fn)
 }
 
+// TimeEvents calls fn for each change of the view that no record
+// brought (view.Change.Cause: an expiry, a scheduled record taking
+// effect) from number from on (0: from the next one to come), and returns
+// the number to ask for next and how many a follower that fell behind
+// lost. Changed fires after each such event too. fn must not call the
+// store.
+func (s *Store) TimeEvents(from uint64, fn func(view.Change)) (next, lost uint64) {
+	return s.view.TimeEvents(from, fn)
+}
+
 // OpenSnapshot writes a fresh snapshot of the view and opens it for
 // reading, for a peer that must bootstrap from it. The caller closes the
 // file; a later snapshot replaces the file's name, not the open file.

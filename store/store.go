@@ -122,6 +122,7 @@ func Open(opts Options) (*Store, error) {
 	s.wg.Add(3)
 	go s.flushLoop()
 	go s.snapshotLoop()
+	s.view.OnTimeEvent(s.notify.notify)
 	go func() {
 		defer s.wg.Done()
 		s.view.RunTimes(s.done)
@@ -773,6 +774,23 @@ func (s *Store) recycleTo(upTo int64) (int64, error) {
 
 // Get returns the live value of (topic, key).
 func (s *Store) Get(topic, key string) (view.Entry, bool) { return s.view.Get(topic, key) }
+
+// GetMany looks up several (topics[i], keys[i]) at one instant, under one
+// hold of the view's lock: a batch is seen whole or not at all.
+func (s *Store) GetMany(topics, keys []string) ([]view.Entry, []bool) {
+	return s.view.GetMany(topics, keys)
+}
+
+// PendingKey lists the records of (topic, key) not in force yet.
+func (s *Store) PendingKey(topic, key string) []view.PendingRecord {
+	return s.view.PendingKey(topic, key)
+}
+
+// Pending lists the records of topic that are not in force yet (scheduled
+// ones and cancels), by key, for keys after after, at most limit keys.
+func (s *Store) Pending(topic, after string, limit int) []view.PendingRecord {
+	return s.view.Pending(topic, after, limit)
+}
 
 // Keys lists live keys of a topic in order, after the given key, with the
 // given prefix, at most limit of them.

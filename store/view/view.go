@@ -101,6 +101,9 @@ type View struct {
 	times instants
 	// wake tells RunTimes that an earlier instant was added.
 	wake chan struct{}
+	// events keeps the last changes no record brought (Cause set), for
+	// TimeEvents.
+	events timeEvents
 }
 
 // Change is one change of the view, as a follower (Store.FollowView)
@@ -424,7 +427,11 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		tv.times = make(map[string]*timeline)
 	}
 	tv.times[k] = ntl
-	return v.settle(tv, k, v.now(), "")
+	cause := "" // a write in force at once is told by its record
+	if it.scheduled() || it.cancel() {
+		cause = CauseEffective // a late scheduled record, or a cancel
+	}
+	return v.settle(tv, k, v.now(), cause)
 }
 
 // install makes it the entry of (tv, k) (nil: none) and tells the
@@ -443,10 +450,13 @@ func (v *View) install(tv *topicView, k string, it *viewItem, cause string) {
 	if it == nil {
 		delete(tv.byKey, k)
 		tv.order.Delete(old)
-		if v.follow != nil && old != nil && !old.isTomb() {
+		if old != nil && !old.isTomb() && (v.follow != nil || cause != "") {
 			c := Change{Topic: tv.name, Key: k, Deleted: true, Cause: cause}
 			c.Stamp = old.stamp
-			v.follow(c)
+			if v.follow != nil {
+				v.follow(c)
+			}
+			v.events.add(c)
 		}
 		return
 	}
@@ -462,10 +472,13 @@ func (v *View) install(tv *topicView, k string, it *viewItem, cause string) {
 	if it.timedFields() {
 		v.timed++
 	}
-	if v.follow != nil && !(it.placeholder() && (old == nil || old.isTomb())) {
+	if (v.follow != nil || cause != "") && !(it.placeholder() && (old == nil || old.isTomb())) {
 		c := it.change(tv.name)
 		c.Cause = cause
-		v.follow(c)
+		if v.follow != nil {
+			v.follow(c)
+		}
+		v.events.add(c)
 	}
 }
 

@@ -163,17 +163,34 @@ func (v *View) Pending(topic, after string, limit int) []PendingRecord {
 	var out []PendingRecord
 	n := 0
 	for _, k := range keys {
-		had := false
-		for _, r := range tv.times[k].recs {
-			if (r.scheduled() || r.cancel()) && r.eff > now {
-				out = append(out, PendingRecord{Key: k, Entry: r.entry(), Delete: r.flags&itemTomb != 0, Cancel: r.cancel()})
-				had = true
-			}
-		}
-		if had {
+		before := len(out)
+		if out = tv.times[k].pending(k, now, out); len(out) > before {
 			if n++; limit > 0 && n >= limit {
 				break
 			}
+		}
+	}
+	return out
+}
+
+// PendingKey lists the records of (topic, key) not in force yet, by
+// effective time.
+func (v *View) PendingKey(topic, key string) []PendingRecord {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	tv := v.topics[topic]
+	if tv == nil || tv.times[key] == nil {
+		return nil
+	}
+	return tv.times[key].pending(key, v.now(), nil)
+}
+
+// pending appends the timeline's records not in force at now to out,
+// but those a cancel voids.
+func (tl *timeline) pending(key string, now int64, out []PendingRecord) []PendingRecord {
+	for i, r := range tl.recs {
+		if (r.scheduled() || r.cancel()) && r.eff > now && !tl.voided(i) {
+			out = append(out, PendingRecord{Key: key, Entry: r.entry(), Delete: r.flags&itemTomb != 0, Cancel: r.cancel()})
 		}
 	}
 	return out
@@ -248,4 +265,66 @@ func (v *View) settleDue() time.Duration {
 			return wait
 		}
 	}
+}
+
+// timeEventsKept is how many of the last time events TimeEvents can
+// still return.
+const timeEventsKept = 1 << 16
+
+// timeEvents is a ring of the last changes with a cause (an expiry, a
+// scheduled record taking effect), numbered from 1. Guarded by the
+// view's lock.
+type timeEvents struct {
+	ring []Change
+	next uint64 // number of the next event
+	// notify, when set, is called after each event (under the lock).
+	notify func()
+}
+
+func (e *timeEvents) add(c Change) {
+	if c.Cause == "" {
+		return
+	}
+	if e.ring == nil {
+		e.ring = make([]Change, timeEventsKept)
+		e.next = 1
+	}
+	e.ring[e.next%timeEventsKept] = c
+	e.next++
+	if e.notify != nil {
+		e.notify()
+	}
+}
+
+// OnTimeEvent makes fn run after each time event, under the view's lock:
+// it must be quick (the store wakes its followers).
+func (v *View) OnTimeEvent(fn func()) {
+	v.mu.Lock()
+	v.events.notify = fn
+	v.mu.Unlock()
+}
+
+// TimeEvents calls fn for each time event (a change with a Cause) from
+// number from on, and returns the number of the next one. Pass 0 to start
+// at the next event to come. lost counts the events between from and the
+// first one still kept, which a follower that fell that far behind
+// missed. fn runs under the view's read lock and must not call the view;
+// a Change's Value is shared with the view.
+func (v *View) TimeEvents(from uint64, fn func(Change)) (next, lost uint64) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	e := &v.events
+	if e.next == 0 {
+		return max(from, 1), 0
+	}
+	if from == 0 {
+		return e.next, 0
+	}
+	if oldest := e.next - min(e.next-1, timeEventsKept-1); from < oldest {
+		lost, from = oldest-from, oldest
+	}
+	for ; from < e.next; from++ {
+		fn(e.ring[from%timeEventsKept])
+	}
+	return e.next, lost
 }

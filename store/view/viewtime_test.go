@@ -459,4 +459,9 @@ func TestViewTimeFollower(t *testing.T) {
 	if p := v.Pending("prices", "", 0); len(p) != 0 {
 		t.Fatalf("Pending after the instant = %+v", p)
 	}
+	var causes []string
+	next, lost := v.TimeEvents(1, func(c Change) { causes = append(causes, c.Key+" "+c.Cause) })
+	if next != 3 || lost != 0 || !slices.Equal(causes, []string{"a expired", "b effective"}) {
+		t.Fatalf("TimeEvents = %v, next %d, lost %d", causes, next, lost)
+	}
 }

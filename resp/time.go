@@ -1,0 +1,355 @@
+package resp
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cachecast/cachecast/store/record"
+	storeview "github.com/cachecast/cachecast/store/view"
+)
+
+// The commands of time: expiry (SET EX/PX/EXAT/PXAT/KEEPTTL, SETEX,
+// PSETEX, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST, TTL, PTTL,
+// EXPIRETIME, PEXPIRETIME) and cachecast's own scheduled values (SET ...
+// EFFECTIVEAT, CACHECAST.PENDING, CACHECAST.CANCEL). An expiry is carried
+// by the record and decided on every node by its own clock (DESIGN.md,
+// "Time"); EXPIRE and PERSIST write the key's value again with the new
+// expiry.
+
+func timeCommands() []*command {
+	ro := []string{"readonly", "fast"}
+	wr := []string{"write", "denyoom"}
+	return []*command{
+		{name: "setex", arity: 4, flags: wr, first: 1, last: 1, step: 1, group: "string", summary: "SET key value EX seconds.", fn: cmdSetEx, write: true},
+		{name: "psetex", arity: 4, flags: wr, first: 1, last: 1, step: 1, group: "string", summary: "SET key value PX milliseconds.", fn: cmdSetEx, write: true},
+		{name: "expire", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Writes the value again with an expiry in seconds (NX, XX, GT, LT).", fn: cmdExpire, write: true},
+		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Like EXPIRE, in milliseconds.", fn: cmdExpire, write: true},
+		{name: "expireat", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Like EXPIRE, at a Unix time in seconds.", fn: cmdExpire, write: true},
+		{name: "pexpireat", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Like EXPIRE, at a Unix time in milliseconds.", fn: cmdExpire, write: true},
+		{name: "persist", arity: 2, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Writes the value again without its expiry.", fn: cmdPersist, write: true},
+		{name: "expiretime", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "The expiry as a Unix time in seconds, -1 (none) or -2 (no key).", fn: cmdExpireTime, inMulti: true},
+		{name: "pexpiretime", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "The expiry as a Unix time in milliseconds, -1 or -2.", fn: cmdExpireTime, inMulti: true},
+		{name: "cachecast.pending", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "cachecast", summary: "The scheduled values of a key not in force yet: [effective-at-ms, value or nil (a delete)] pairs.", fn: cmdPending, inMulti: true},
+		{name: "cachecast.cancel", arity: 3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "cachecast", summary: "Cancels the key's values scheduled for a Unix time in milliseconds (1, or 0: none pending).", fn: cmdCancel, write: true},
+	}
+}
+
+// now is the node's clock.
+func (s *Server) now() time.Time {
+	if s.cfg.Clock != nil {
+		return s.cfg.Clock()
+	}
+	return time.Now()
+}
+
+// setOptions are the options of SET: the expiries and EFFECTIVEAT are
+// supported, the conditions are not.
+var setConditions = []string{"NX", "XX", "GET", "IFEQ"}
+
+// parseSetOptions reads SET's options after key and value into m; false
+// when it answered an error. keep says KEEPTTL was given.
+func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool) {
+	now := c.s.now()
+	var expiry bool
+	for i := 0; i < len(opts); i++ {
+		opt := strings.ToUpper(clip(opts[i]))
+		switch opt {
+		case "EX", "PX", "EXAT", "PXAT", "EFFECTIVEAT":
+			if i+1 >= len(opts) {
+				c.err("ERR syntax error")
+				return false, false
+			}
+			n, err := strconv.ParseInt(view(opts[i+1]), 10, 64)
+			i++
+			if err != nil {
+				c.err("ERR value is not an integer or out of range")
+				return false, false
+			}
+			if opt == "EFFECTIVEAT" {
+				if m.EffectiveAt != 0 || n <= 0 {
+					c.err("ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970")
+					return false, false
+				}
+				m.EffectiveAt = n
+				continue
+			}
+			if expiry || keep || n <= 0 {
+				if n <= 0 && !expiry && !keep {
+					c.err("ERR invalid expire time in 'set' command")
+				} else {
+					c.err("ERR syntax error")
+				}
+				return false, false
+			}
+			at, ok := expiryAt(opt, n, now)
+			if !ok {
+				c.err("ERR invalid expire time in 'set' command")
+				return false, false
+			}
+			m.ExpiresAt, expiry = at, true
+		case "KEEPTTL":
+			if expiry || keep {
+				c.err("ERR syntax error")
+				return false, false
+			}
+			keep = true
+		default:
+			for _, cond := range setConditions {
+				if opt == cond {
+					c.err("ERR SET " + opt + " is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are")
+					return false, false
+				}
+			}
+			c.err("ERR syntax error")
+			return false, false
+		}
+	}
+	if m.EffectiveAt != 0 && m.ExpiresAt != 0 && m.ExpiresAt <= m.EffectiveAt {
+		c.err("ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT")
+		return false, false
+	}
+	return keep, true
+}
+
+// expiryAt turns an expiry option's number into Unix milliseconds: EX
+// and PX are relative to now, EXAT and PXAT absolute (EX and EXAT in
+// seconds). false when it overflows.
+func expiryAt(opt string, n int64, now time.Time) (int64, bool) {
+	switch opt {
+	case "EX", "EXPIRE", "SETEX":
+		if n > math.MaxInt64/1000-now.UnixMilli() {
+			return 0, false
+		}
+		return now.UnixMilli() + n*1000, true
+	case "PX", "PEXPIRE", "PSETEX":
+		if n > math.MaxInt64-now.UnixMilli() {
+			return 0, false
+		}
+		return now.UnixMilli() + n, true
+	case "EXAT", "EXPIREAT":
+		if n > math.MaxInt64/1000 {
+			return 0, false
+		}
+		return n * 1000, true
+	}
+	return n, true // PXAT, PEXPIREAT
+}
+
+func cmdSetWithOptions(c *conn, a [][]byte) {
+	m, ok := c.message(a[1], a[2], false)
+	if !ok {
+		return
+	}
+	keep, ok := c.parseSetOptions(&m, a[3:])
+	if !ok {
+		return
+	}
+	if keep {
+		if e, found := c.lookup(a[1]); found {
+			m.ExpiresAt = e.ExpiresAt
+		}
+	}
+	if c.publish([]record.Message{m}) {
+		c.ok()
+	}
+}
+
+func cmdSetEx(c *conn, a [][]byte) {
+	n, err := strconv.ParseInt(view(a[2]), 10, 64)
+	if err != nil {
+		c.err("ERR value is not an integer or out of range")
+		return
+	}
+	name := strings.ToUpper(clip(a[0]))
+	at, ok := expiryAt(name, n, c.s.now())
+	if n <= 0 || !ok {
+		c.err("ERR invalid expire time in '" + strings.ToLower(name) + "' command")
+		return
+	}
+	m, ok := c.message(a[1], a[3], false)
+	if !ok {
+		return
+	}
+	m.ExpiresAt = at
+	if c.publish([]record.Message{m}) {
+		c.ok()
+	}
+}
+
+// lookup reads a Redis key's entry, tracking it for the client.
+func (c *conn) lookup(name []byte) (storeview.Entry, bool) {
+	c.trackRead(name)
+	t, k := c.s.split(name)
+	return c.s.node.Entry(t, k)
+}
+
+func cmdExpire(c *conn, a [][]byte) {
+	name := strings.ToUpper(clip(a[0]))
+	n, err := strconv.ParseInt(view(a[2]), 10, 64)
+	if err != nil {
+		c.err("ERR value is not an integer or out of range")
+		return
+	}
+	var nx, xx, gt, lt bool
+	for _, o := range a[3:] {
+		switch strings.ToUpper(clip(o)) {
+		case "NX":
+			nx = true
+		case "XX":
+			xx = true
+		case "GT":
+			gt = true
+		case "LT":
+			lt = true
+		default:
+			c.err("ERR Unsupported option " + clip(o))
+			return
+		}
+	}
+	if nx && (xx || gt || lt) || gt && lt {
+		c.err("ERR NX and XX, GT or LT options at the same time are not compatible")
+		return
+	}
+	now := c.s.now()
+	at, ok := expiryAt(name, n, now)
+	if !ok {
+		c.err("ERR invalid expire time in '" + strings.ToLower(name) + "' command")
+		return
+	}
+	if err := c.s.node.Authorize(c.nc); err != nil {
+		c.writeError(err)
+		return
+	}
+	e, found := c.lookup(a[1])
+	if !found {
+		c.integer(0)
+		return
+	}
+	cur := e.ExpiresAt // 0: none, which GT and LT take as infinite
+	switch {
+	case nx && cur != 0, xx && cur == 0,
+		gt && (cur == 0 || at <= cur), lt && cur != 0 && at >= cur:
+		c.integer(0)
+		return
+	}
+	m, ok := c.message(a[1], e.Value, false)
+	if !ok {
+		return
+	}
+	m.Tag = strings.Clone(e.Tag)
+	if at <= now.UnixMilli() {
+		m = record.Message{Topic: m.Topic, Key: m.Key, Delete: true} // already past: the key goes
+	} else {
+		m.ExpiresAt = at
+	}
+	if c.publish([]record.Message{m}) {
+		c.integer(1)
+	}
+}
+
+func cmdPersist(c *conn, a [][]byte) {
+	if err := c.s.node.Authorize(c.nc); err != nil {
+		c.writeError(err)
+		return
+	}
+	e, found := c.lookup(a[1])
+	if !found || e.ExpiresAt == 0 {
+		c.integer(0)
+		return
+	}
+	m, ok := c.message(a[1], e.Value, false)
+	if !ok {
+		return
+	}
+	m.Tag = strings.Clone(e.Tag)
+	if c.publish([]record.Message{m}) {
+		c.integer(1)
+	}
+}
+
+func cmdTTL(c *conn, a [][]byte) {
+	e, found := c.lookup(a[1])
+	switch {
+	case !found && c.s.isHash(a[1]), found && e.ExpiresAt == 0:
+		c.integer(-1)
+	case !found:
+		c.integer(-2)
+	default:
+		left := max(e.ExpiresAt-c.s.now().UnixMilli(), 0)
+		if bytes.EqualFold(a[0], []byte("ttl")) {
+			left = (left + 500) / 1000
+		}
+		c.integer(left)
+	}
+}
+
+func cmdExpireTime(c *conn, a [][]byte) {
+	e, found := c.lookup(a[1])
+	switch {
+	case !found && c.s.isHash(a[1]), found && e.ExpiresAt == 0:
+		c.integer(-1)
+	case !found:
+		c.integer(-2)
+	case bytes.EqualFold(a[0], []byte("expiretime")):
+		c.integer(e.ExpiresAt / 1000)
+	default:
+		c.integer(e.ExpiresAt)
+	}
+}
+
+func cmdPending(c *conn, a [][]byte) {
+	c.trackRead(a[1])
+	t, k := c.s.split(a[1])
+	var values []storeview.PendingRecord
+	for _, p := range c.s.node.Pending(t, k) {
+		if !p.Cancel {
+			values = append(values, p)
+		}
+	}
+	c.array(len(values))
+	for _, p := range values {
+		c.array(2)
+		c.integer(p.EffectiveAt)
+		if p.Delete {
+			c.null()
+		} else {
+			c.bulk(p.Value)
+		}
+	}
+}
+
+func cmdCancel(c *conn, a [][]byte) {
+	at, err := strconv.ParseInt(view(a[2]), 10, 64)
+	if err != nil || at <= 0 {
+		c.err("ERR value is not an integer or out of range")
+		return
+	}
+	if err := c.s.node.Authorize(c.nc); err != nil {
+		c.writeError(err)
+		return
+	}
+	if at <= c.s.now().UnixMilli() {
+		c.integer(0) // its instant has come: nothing is pending any more
+		return
+	}
+	t, k := c.s.split(a[1])
+	pending := false
+	for _, p := range c.s.node.Pending(t, k) {
+		pending = pending || !p.Cancel && p.EffectiveAt == at
+	}
+	if !pending {
+		c.integer(0)
+		return
+	}
+	m, ok := c.message(a[1], nil, false)
+	if !ok {
+		return
+	}
+	m.Cancel, m.EffectiveAt = true, at
+	if c.publish([]record.Message{m}) {
+		c.integer(1)
+	}
+}
