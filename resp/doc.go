@@ -51,7 +51,10 @@
 // a cluster fall back to standalone on it).
 //
 // Reads, from the local view: GET, MGET, EXISTS, TYPE, STRLEN, GETRANGE,
-// TTL and PTTL (-1: keys do not expire; -2: no key), OBJECT ENCODING (raw,
+// TTL and PTTL (-1: no expiry; -2: no key), EXPIRETIME and PEXPIRETIME,
+// CACHECAST.PENDING key (the key's scheduled values not in force yet, as
+// [effective-at-ms, value] pairs, nil for a scheduled delete), OBJECT
+// ENCODING (raw,
 // or hashtable for a topic), SCAN cursor [MATCH p] [COUNT n] [TYPE
 // string|hash], KEYS, HGET, HMGET, HEXISTS, HSTRLEN, HLEN, HKEYS, HVALS,
 // HGETALL, HSCAN cursor [MATCH p] [COUNT n] [NOVALUES]. SCAN walks the
@@ -67,10 +70,15 @@
 // it, as a Redis loading its dataset does (clients retry it); writes and
 // the connection, server and pub/sub commands are served.
 //
-// Writes, through the node's publish path: SET key value (EX, PX, EXAT,
-// PXAT, NX, XX, GET, KEEPTTL are refused with an error naming what is
-// supported: keys do not expire and writes are unconditional, the latest
-// wins on every node), MSET (one batch: all or nothing), DEL and UNLINK
+// Writes, through the node's publish path: SET key value [EX s | PX ms |
+// EXAT unix-s | PXAT unix-ms | KEEPTTL] [EFFECTIVEAT unix-ms] (NX, XX, GET
+// and IFEQ are refused with an error naming what is supported: writes are
+// unconditional, the latest wins on every node), SETEX, PSETEX, EXPIRE,
+// PEXPIRE, EXPIREAT, PEXPIREAT (with NX, XX, GT, LT), PERSIST,
+// CACHECAST.CANCEL key unix-ms (cancels the key's values scheduled for
+// that instant: 1, or 0 when none is pending), MSET (one batch: all or
+// nothing, and visible together on every node: MGET reads its keys at one
+// instant, so it sees all of a batch or none), DEL and UNLINK
 // (tombstones for the keys this node holds; the answer counts them), HSET
 // and HMSET (one batch), HDEL, PUBLISH channel message (a keyless message
 // on the topic the channel names, to every node; the answer counts the
@@ -115,9 +123,27 @@
 // message. So SUBSCRIBE prices gets the topic's stream and PSUBSCRIBE
 // prices:* its key updates. Keyspace notifications, when enabled (CONFIG
 // SET notify-keyspace-events, or --redis-notify-keyspace-events; Redis's
-// letters, K E g $ A), send __keyspace@0__:<topic:key> with "set" or "del"
-// and __keyevent@0__:set|del with the key, for updates from every node
-// (HSET and HDEL are sets and dels too).
+// letters, K E g $ x A), send __keyspace@0__:<topic:key> with "set",
+// "del" or "expired" and __keyevent@0__:set|del|expired with the key, for
+// updates from every node (HSET and HDEL are sets and dels too). A
+// scheduled value is a "set" (or "del") at its instant, not when it is
+// published; "expired" comes when the node's timer drops the value, within
+// a few milliseconds of the instant.
+//
+// # Time
+//
+// An expiry (SET EX and the rest) is carried by the record: every node
+// stops serving the value at that instant by its own clock, with no delete
+// sent (DESIGN.md, "Time"). EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT and
+// PERSIST on an existing key write the key's value and tag again with the
+// new expiry (none for PERSIST): a write of the same key on another node
+// in the same few milliseconds may lose to that copy, as to any later
+// write. An expiry already past deletes the key (EXPIRE key 0). TTL rounds
+// to the nearest second, as Redis does. EFFECTIVEAT, cachecast's own SET
+// option (a Redis server refuses it with a syntax error, so a client
+// pointed at one by mistake fails loudly), schedules the value: it is
+// stored and sent to every node at once and becomes the value at that
+// instant on every node; until then GET answers the value in force.
 //
 // # Client-side caching
 //
