@@ -2,20 +2,15 @@ package store
 
 import (
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
 )
 
 // peerRecord is a record of a peer's origin, stamped at wall time at
 // (logical counter 0), with key k.
-// hlcFakeWall is a wall clock the test moves by hand.
-type hlcFakeWall struct{ ms atomic.Int64 }
-
-func (w *hlcFakeWall) now() time.Time { return time.UnixMilli(w.ms.Load()) }
-
 func peerRecord(origin, seq uint64, at time.Time, key string) []byte {
 	m := record.Message{Topic: "t", Key: key, Value: []byte("v" + key)}
 	buf := make([]byte, m.EncodedSize())
@@ -25,14 +20,14 @@ func peerRecord(origin, seq uint64, at time.Time, key string) []byte {
 
 // openSkewTest opens a store guarded with a 500ms offset, on a wall clock
 // the test moves.
-func openSkewTest(t *testing.T) (*Store, *hlcFakeWall, time.Time) {
+func openSkewTest(t *testing.T) (*Store, *testkit.Wall, time.Time) {
 	t.Helper()
-	var w hlcFakeWall
+	var w testkit.Wall
 	base := time.UnixMilli(1_750_000_000_000)
-	w.ms.Store(base.UnixMilli())
+	w.Set(base.UnixMilli())
 	o := testOptions(t, t.TempDir())
 	o.MaxClockOffset = 500 * time.Millisecond
-	o.Now = w.now
+	o.Now = w.Now
 	return openTest(t, o), &w, base
 }
 
@@ -140,13 +135,13 @@ func TestClockGuardHoldsThenApplies(t *testing.T) {
 	}
 	// While the local clock is behind their stamp by more than the offset
 	// they stay held, however often the flusher looks.
-	w.ms.Store(base.Add(1400 * time.Millisecond).UnixMilli())
+	w.Set(base.Add(1400 * time.Millisecond).UnixMilli())
 	s.releaseDue() // what the flusher's timer runs
 	if s.LastSeq(peer) != 0 {
 		t.Fatalf("applied %d records while 600ms ahead of the clock", s.LastSeq(peer))
 	}
 	// Within the offset: the flusher appends both, in order.
-	w.ms.Store(base.Add(1500 * time.Millisecond).UnixMilli())
+	w.Set(base.Add(1500 * time.Millisecond).UnixMilli())
 	waitFor(t, "the held records to be applied", func() bool { return s.LastSeq(peer) == 2 })
 	for _, k := range []string{"a", "b"} {
 		if _, ok := s.Get("t", k); !ok {
@@ -183,7 +178,7 @@ func TestClockGuardRefusedIsTakenLater(t *testing.T) {
 		t.Fatalf("local HLC dragged to %s", record.HLCTime(s.clock.Last()))
 	}
 	// An hour later the same offer is taken.
-	w.ms.Store(base.Add(time.Hour).UnixMilli())
+	w.Set(base.Add(time.Hour).UnixMilli())
 	if _, err := s.AppendRecord(rec); err != nil {
 		t.Fatalf("offer after the clock caught up: %v", err)
 	}
@@ -208,7 +203,7 @@ func TestClockGuardHeldBound(t *testing.T) {
 	if _, err := s.AppendRecord(next); !errors.Is(err, ErrClockAhead) {
 		t.Fatalf("past the bound: %v, want ErrClockAhead", err)
 	}
-	w.ms.Store(base.Add(600 * time.Millisecond).UnixMilli())
+	w.Set(base.Add(600 * time.Millisecond).UnixMilli())
 	waitFor(t, "the held records to be applied", func() bool { return s.LastSeq(peer) == MaxHeldRecords })
 	if _, err := s.AppendRecord(next); err != nil {
 		t.Fatalf("offered again after the release: %v", err)

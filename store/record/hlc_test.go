@@ -2,15 +2,11 @@ package record
 
 import (
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
-
-// hlcFakeWall is a wall clock the test moves by hand.
-type hlcFakeWall struct{ ms atomic.Int64 }
-
-func (w *hlcFakeWall) now() time.Time { return time.UnixMilli(w.ms.Load()) }
 
 func TestHLCMakeAndTime(t *testing.T) {
 	tests := []struct {
@@ -45,9 +41,9 @@ func TestHLCMakeAndTime(t *testing.T) {
 }
 
 func TestClockNowFollowsWall(t *testing.T) {
-	var w hlcFakeWall
-	w.ms.Store(1_000)
-	c := NewClock(w.now)
+	var w testkit.Wall
+	w.Set(1_000)
+	c := NewClock(w.Now)
 	if c.Last() != 0 {
 		t.Fatalf("fresh clock Last = %d, want 0", c.Last())
 	}
@@ -60,12 +56,12 @@ func TestClockNowFollowsWall(t *testing.T) {
 	if h2 != MakeHLC(1_000, 1) {
 		t.Fatalf("second stamp in the same ms %d, want counter 1", h2)
 	}
-	w.ms.Store(2_000)
+	w.Set(2_000)
 	h3 := c.Now()
 	if h3 != MakeHLC(2_000, 0) {
 		t.Fatalf("stamp after the wall moved %d, want %d", h3, MakeHLC(2_000, 0))
 	}
-	w.ms.Store(500) // the wall clock jumps back
+	w.Set(500) // the wall clock jumps back
 	h4 := c.Now()
 	if h4 <= h3 || HLCTime(h4).UnixMilli() != 2_000 {
 		t.Fatalf("stamp after the wall went back %d (%v), want > %d in ms 2000", h4, HLCTime(h4), h3)
@@ -76,9 +72,9 @@ func TestClockNowFollowsWall(t *testing.T) {
 }
 
 func TestClockLogicalOverflowBorrowsNextMS(t *testing.T) {
-	var w hlcFakeWall
-	w.ms.Store(7_000)
-	c := NewClock(w.now)
+	var w testkit.Wall
+	w.Set(7_000)
+	c := NewClock(w.Now)
 	prev := uint64(0)
 	for i := 0; i < 1<<16+10; i++ {
 		h := c.Now()
@@ -95,16 +91,16 @@ func TestClockLogicalOverflowBorrowsNextMS(t *testing.T) {
 		t.Fatalf("counter after borrowing = %d, want 9", got)
 	}
 	// The wall clock catching up takes over again.
-	w.ms.Store(9_000)
+	w.Set(9_000)
 	if h := c.Now(); h != MakeHLC(9_000, 0) {
 		t.Fatalf("stamp once the wall passed the borrowed ms = %d, want %d", h, MakeHLC(9_000, 0))
 	}
 }
 
 func TestClockObserve(t *testing.T) {
-	var w hlcFakeWall
-	w.ms.Store(1_000)
-	c := NewClock(w.now)
+	var w testkit.Wall
+	w.Set(1_000)
+	c := NewClock(w.Now)
 	c.Now()
 
 	remote := MakeHLC(5_000, 3) // a node whose clock runs ahead
@@ -123,9 +119,9 @@ func TestClockObserve(t *testing.T) {
 }
 
 func TestClockFloor(t *testing.T) {
-	var w hlcFakeWall
-	w.ms.Store(100) // restarted with the wall clock behind what was recovered
-	c := NewClock(w.now)
+	var w testkit.Wall
+	w.Set(100) // restarted with the wall clock behind what was recovered
+	c := NewClock(w.Now)
 	recovered := MakeHLC(900, 0xffff)
 	c.Floor(recovered)
 	h := c.Now()
