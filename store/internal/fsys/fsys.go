@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -259,4 +261,19 @@ func IsZero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// NumberName is the file name of a file named by a number (a segment by
+// its first log position, an index chunk by its first entry): 20 decimal
+// digits, so that names sort in number order (as RocketMQ's CommitLog
+// files and etcd's WAL files do).
+func NumberName(n uint64) string { return fmt.Sprintf("%020d", n) }
+
+// ParseNumberName is NumberName's inverse; ok is false for any other name.
+func ParseNumberName(name string) (n uint64, ok bool) {
+	if len(name) != 20 || strings.Trim(name, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(name, 10, 64)
+	return n, err == nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,20 +113,6 @@ type arrayConfig struct {
 // for the topic index, 8 MiB for the origin index.
 const defaultChunkEntries = 1 << 20
 
-// arrayChunkName formats the file name of the chunk whose first entry is
-// base.
-func arrayChunkName(base uint64) string { return fmt.Sprintf("%020d", base) }
-
-// parseArrayChunkName is arrayChunkName's inverse; ok is false for any
-// other name.
-func parseArrayChunkName(name string) (base uint64, ok bool) {
-	if len(name) != 20 || strings.Trim(name, "0123456789") != "" {
-		return 0, false
-	}
-	base, err := strconv.ParseUint(name, 10, 64)
-	return base, err == nil
-}
-
 // openArray opens the array in dir, which must exist. An array without
 // chunks starts empty at entry start (its first chunk will be named
 // start); an existing one ignores start. Existing chunk files keep their
@@ -169,7 +154,7 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 	for i, c := range chunks {
 		if i > 0 && c.base != chunks[i-1].end() {
 			return nil, fmt.Errorf("%w: index chunks %s (of %d entries) and %s of %s are not adjacent",
-				record.ErrCorrupt, arrayChunkName(chunks[i-1].base), chunks[i-1].entries, arrayChunkName(c.base), dir)
+				record.ErrCorrupt, fsys.NumberName(chunks[i-1].base), chunks[i-1].entries, fsys.NumberName(c.base), dir)
 		}
 	}
 	a.chunks = chunks
@@ -208,7 +193,7 @@ func (a *array) scanDir() ([]*arrayChunk, error) {
 			}
 			continue
 		}
-		base, ok := parseArrayChunkName(name)
+		base, ok := fsys.ParseNumberName(name)
 		if !ok || !de.Type().IsRegular() {
 			a.log.Warn("unexpected file in an index directory", zap.String("path", filepath.Join(a.dir, name)))
 			continue
@@ -247,7 +232,7 @@ func (a *array) scanLength(c *arrayChunk) (uint64, error) {
 	return n, err
 }
 
-func (a *array) chunkPath(base uint64) string { return filepath.Join(a.dir, arrayChunkName(base)) }
+func (a *array) chunkPath(base uint64) string { return filepath.Join(a.dir, fsys.NumberName(base)) }
 
 // mapChunk maps c's file; the descriptor is closed at once, the map keeps
 // the file.
@@ -361,30 +346,27 @@ func (a *array) grow(n uint64) (*arrayChunk, error) {
 // nor keep, while more than maxMapped are mapped. A chunk with entries not
 // yet synced is synced first: munmap alone does not make them durable.
 func (a *array) evictLocked(keep *arrayChunk) {
-	for a.mapped > a.maxMapped {
-		var victim *arrayChunk
-		for _, c := range a.chunks[:len(a.chunks)-1] {
-			if c.data != nil && c != keep && (victim == nil || c.used.Load() < victim.used.Load()) {
-				victim = c
+	fsys.EvictLRU(
+		func() bool { return a.mapped > a.maxMapped },
+		func() []*arrayChunk { return a.chunks[:len(a.chunks)-1] },
+		func(c *arrayChunk) bool { return c.data != nil && c != keep },
+		func(c *arrayChunk) uint64 { return c.used.Load() },
+		func(c *arrayChunk) bool {
+			if from, to := a.dirtyRange(c); from < to {
+				if err := fsys.SyncRange(c.data, from, to); err != nil {
+					// Keep it mapped; the next sync reports the error.
+					a.log.Warn("syncing an index chunk before unmapping it failed",
+						zap.String("path", a.chunkPath(c.base)), zap.Error(err))
+					return false
+				}
 			}
-		}
-		if victim == nil {
-			return
-		}
-		if from, to := a.dirtyRange(victim); from < to {
-			if err := fsys.SyncRange(victim.data, from, to); err != nil {
-				// Keep it mapped; the next sync reports the error.
-				a.log.Warn("syncing an index chunk before unmapping it failed",
-					zap.String("path", a.chunkPath(victim.base)), zap.Error(err))
-				return
+			if err := fsys.Unmap(c.data); err != nil {
+				a.log.Warn("unmapping an index chunk failed", zap.String("path", a.chunkPath(c.base)), zap.Error(err))
 			}
-		}
-		if err := fsys.Unmap(victim.data); err != nil {
-			a.log.Warn("unmapping an index chunk failed", zap.String("path", a.chunkPath(victim.base)), zap.Error(err))
-		}
-		victim.data = nil
-		a.mapped--
-	}
+			c.data = nil
+			a.mapped--
+			return true
+		})
 }
 
 // dirtyRange is the byte range of c holding entries written but not yet

@@ -69,7 +69,7 @@ func chunkFiles(t testing.TB, dir string) []uint64 {
 	}
 	var bases []uint64
 	for _, de := range des {
-		if b, ok := parseArrayChunkName(de.Name()); ok {
+		if b, ok := fsys.ParseNumberName(de.Name()); ok {
 			bases = append(bases, b)
 		}
 	}
@@ -93,22 +93,22 @@ func mappedChunks(a *array) int {
 
 func TestArrayChunkName(t *testing.T) {
 	for _, base := range []uint64{0, 1, 4096, 1 << 40, 1<<64 - 1} {
-		name := arrayChunkName(base)
+		name := fsys.NumberName(base)
 		if len(name) != 20 {
-			t.Errorf("arrayChunkName(%d) = %q, want 20 digits", base, name)
+			t.Errorf("fsys.NumberName(%d) = %q, want 20 digits", base, name)
 		}
-		if got, ok := parseArrayChunkName(name); !ok || got != base {
-			t.Errorf("parseArrayChunkName(%q) = %d, %v", name, got, ok)
+		if got, ok := fsys.ParseNumberName(name); !ok || got != base {
+			t.Errorf("fsys.ParseNumberName(%q) = %d, %v", name, got, ok)
 		}
 	}
 	for _, name := range []string{"", "0", "0000000000000000000x", "000000000000000000000", "99999999999999999999",
 		"00000000000000000000.tmp", "-0000000000000000001", "+0000000000000000001"} {
-		if _, ok := parseArrayChunkName(name); ok {
-			t.Errorf("parseArrayChunkName(%q) accepted", name)
+		if _, ok := fsys.ParseNumberName(name); ok {
+			t.Errorf("fsys.ParseNumberName(%q) accepted", name)
 		}
 	}
 	// Names sort in entry order.
-	if !(arrayChunkName(9) < arrayChunkName(10) && arrayChunkName(99999) < arrayChunkName(100000)) {
+	if !(fsys.NumberName(9) < fsys.NumberName(10) && fsys.NumberName(99999) < fsys.NumberName(100000)) {
 		t.Error("chunk names do not sort numerically")
 	}
 }
@@ -403,23 +403,23 @@ func TestArrayOpenDamagedDir(t *testing.T) {
 		wantLen uint64
 	}{
 		{"gap", func(t *testing.T, dir string) {
-			os.Remove(filepath.Join(dir, arrayChunkName(4)))
+			os.Remove(filepath.Join(dir, fsys.NumberName(4)))
 		}, record.ErrCorrupt, 0},
 		{"short chunk", func(t *testing.T, dir string) {
-			os.Truncate(filepath.Join(dir, arrayChunkName(4)), 20)
+			os.Truncate(filepath.Join(dir, fsys.NumberName(4)), 20)
 		}, record.ErrCorrupt, 0},
 		{"leftover tmp", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, arrayChunkName(12)+fsys.TmpSuffix), []byte("x"), 0o600)
+			os.WriteFile(filepath.Join(dir, fsys.NumberName(12)+fsys.TmpSuffix), []byte("x"), 0o600)
 		}, nil, 10},
 		{"stranger", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "README"), []byte("x"), 0o600)
 		}, nil, 10},
 		{"zero tail chunk", func(t *testing.T, dir string) {
 			// A crash right after the next chunk was made.
-			os.WriteFile(filepath.Join(dir, arrayChunkName(12)), make([]byte, 64), 0o600)
-			os.Truncate(filepath.Join(dir, arrayChunkName(8)), 0)
-			os.Truncate(filepath.Join(dir, arrayChunkName(8)), 64)
-			f, _ := os.OpenFile(filepath.Join(dir, arrayChunkName(8)), os.O_WRONLY, 0)
+			os.WriteFile(filepath.Join(dir, fsys.NumberName(12)), make([]byte, 64), 0o600)
+			os.Truncate(filepath.Join(dir, fsys.NumberName(8)), 0)
+			os.Truncate(filepath.Join(dir, fsys.NumberName(8)), 64)
+			f, _ := os.OpenFile(filepath.Join(dir, fsys.NumberName(8)), os.O_WRONLY, 0)
 			for i := uint64(8); i < 12; i++ {
 				f.WriteAt(arrayEntry(i), int64(i-8)*16)
 			}
@@ -444,7 +444,7 @@ func TestArrayOpenDamagedDir(t *testing.T) {
 				t.Fatalf("len %d, want %d", a.len(), tc.wantLen)
 			}
 			checkArray(t, a, 0, tc.wantLen)
-			if _, err := os.Stat(filepath.Join(dir, arrayChunkName(12)+fsys.TmpSuffix)); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(dir, fsys.NumberName(12)+fsys.TmpSuffix)); !os.IsNotExist(err) {
 				t.Errorf("leftover tmp file not removed: %v", err)
 			}
 		})
@@ -567,7 +567,7 @@ func TestArrayChunksGrow(t *testing.T) {
 		t.Helper()
 		var out []int64
 		for _, b := range chunkFiles(t, dir) {
-			fi, err := os.Stat(filepath.Join(dir, arrayChunkName(b)))
+			fi, err := os.Stat(filepath.Join(dir, fsys.NumberName(b)))
 			if err != nil {
 				t.Fatal(err)
 			}

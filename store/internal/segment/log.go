@@ -662,21 +662,18 @@ func (l *Log) unpin(s *segment) {
 // evictLocked unmaps the least recently used unpinned segments while more
 // than maxMapped are mapped.
 func (l *Log) evictLocked() {
-	for len(l.maps) > l.maxMapped {
-		var victim *segment
-		for _, s := range l.maps {
-			if s.pins == 0 && s != l.prepared && (victim == nil || s.used < victim.used) {
-				victim = s
+	fsys.EvictLRU(
+		func() bool { return len(l.maps) > l.maxMapped },
+		func() []*segment { return l.maps },
+		func(s *segment) bool { return s.pins == 0 && s != l.prepared },
+		func(s *segment) uint64 { return s.used },
+		func(s *segment) bool {
+			l.noteUnmapped(s)
+			if err := s.unmap(); err != nil {
+				l.log.Warn("unmapping a segment failed", zap.String("segment-path", s.path), zap.Error(err))
 			}
-		}
-		if victim == nil {
-			return // all pinned: allow more for now
-		}
-		l.noteUnmapped(victim)
-		if err := victim.unmap(); err != nil {
-			l.log.Warn("unmapping a segment failed", zap.String("segment-path", victim.path), zap.Error(err))
-		}
-	}
+			return true
+		})
 }
 
 // noteMapped and noteUnmapped keep the list of mapped segments, so that

@@ -6,11 +6,9 @@
 package segment
 
 import (
-	"fmt"
+	"math"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -35,15 +33,12 @@ type segment struct {
 const freeSuffix = ".free"
 
 // segmentName formats the file name of the segment starting at base.
-func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+func segmentName(base int64) string { return fsys.NumberName(uint64(base)) }
 
 // parseSegmentName is segmentName's inverse; ok is false for any other name.
 func parseSegmentName(name string) (base int64, ok bool) {
-	if len(name) != 20 || strings.Trim(name, "0123456789") != "" {
-		return 0, false
-	}
-	base, err := strconv.ParseInt(name, 10, 64)
-	return base, err == nil
+	n, ok := fsys.ParseNumberName(name)
+	return int64(n), ok && n <= math.MaxInt64
 }
 
 // createSegment makes the file for the segment at base: it reuses a free
