@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -56,13 +55,8 @@ type Store struct {
 	notify    notifier // every write
 	ownNotify notifier // writes of this node's own records
 
-	// Flushing: fmu guards flushErr and wakes sync-mode writers.
-	fmu       sync.Mutex
-	fcond     *sync.Cond
-	flushErr  error
-	flushKick chan struct{}
-	lastFlush atomic.Int64          // duration of the last flush, ns
-	pendingAt atomic.Int64          // when the oldest unflushed write was made, unix ns (0: none)
+	flusher   *flusher
+	retention *retention
 	writeErr  atomic.Pointer[error] // the first write that failed on an I/O error
 	brokenErr atomic.Pointer[error] // the first failed view apply or undo: log, indexes and view disagree
 
@@ -110,14 +104,18 @@ func Open(opts Options) (*Store, error) {
 		dir:          opts.Dir,
 		clock:        record.NewClock(opts.Now),
 		guard:        clockGuard{max: opts.MaxClockOffset, origins: map[uint64]*originClock{}},
-		flushKick:    make(chan struct{}, 1),
 		snapshotKick: make(chan struct{}, 1),
 		done:         make(chan struct{}),
 	}
-	s.fcond = sync.NewCond(&s.fmu)
 	if err := s.open(); err != nil {
 		s.closeParts()
 		return nil, err
+	}
+	s.flusher = newFlusher(s.seglog, opts, &s.closed, log)
+	s.retention = &retention{
+		bytes: opts.RetentionBytes, age: opts.RetentionAge, whenFull: opts.WhenFull,
+		seglog: s.seglog, topics: s.topics, origins: s.origins, cursors: s.cursors,
+		snapCovers: &s.snapCovers, kickSnapshot: s.kickSnapshot, log: log,
 	}
 	s.wg.Add(3)
 	go s.flushLoop()
@@ -382,7 +380,7 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 	err := fsys.GuardDoing("writing", "the log", func() error {
 		for i := range ms {
 			m := &ms[i]
-			if err := s.makeRoom(m.EncodedSize()); err != nil {
+			if err := s.retention.makeRoom(m.EncodedSize()); err != nil {
 				return err
 			}
 			buf, pos, err := s.seglog.Reserve(m.EncodedSize())
@@ -417,7 +415,7 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 	s.afterWrite()
 	s.ownNotify.notify()
 	s.wmu.Unlock()
-	return s.waitDurable(end, results)
+	return s.flusher.waitDurable(end, results)
 }
 
 // AppendRecord appends a record first accepted by another node (or by
@@ -469,7 +467,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return res, s.waitDurable(end, std1r(&res))
+	return res, s.flusher.waitDurable(end, std1r(&res))
 }
 
 // appendRemote appends a checked record of another node (or one of this
@@ -478,7 +476,7 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 func (s *Store) appendRemote(r record.Record) (res Result, end int64, err error) {
 	start := s.seglog.WritePos()
 	err = fsys.GuardDoing("writing", "the log", func() error {
-		if err := s.makeRoom(len(r)); err != nil {
+		if err := s.retention.makeRoom(len(r)); err != nil {
 			return err
 		}
 		buf, pos, err := s.seglog.Reserve(len(r))
@@ -649,127 +647,11 @@ func (s *Store) afterWrite() {
 	}
 	s.meta.Put(segment.OffLastHLC, s.clock.Last())
 	s.notify.notify()
-	if s.pendingAt.Load() == 0 {
-		s.pendingAt.Store(time.Now().UnixNano())
-	}
 	end := s.seglog.End()
-	if s.opts.Flush == FlushAsync && s.opts.FlushBytes > 0 && end-s.seglog.Flushed() >= s.opts.FlushBytes {
-		s.kickFlush()
-	}
-	if end-s.snapCovers.Load() >= s.snapshotBytes() {
+	s.flusher.written(end)
+	if end-s.snapCovers.Load() >= s.retention.snapshotBytes() {
 		s.kickSnapshot()
 	}
-}
-
-// waitDurable returns once the log is flushed up to end under FlushSync;
-// under FlushAsync it only records whether it already is.
-func (s *Store) waitDurable(end int64, results []Result) error {
-	if s.opts.Flush == FlushSync {
-		s.fmu.Lock()
-		for s.seglog.Flushed() < end && !s.closed.Load() {
-			s.kickFlush()
-			s.fcond.Wait()
-			if s.flushErr != nil && s.seglog.Flushed() < end {
-				err := s.flushErr
-				s.fmu.Unlock()
-				return fmt.Errorf("stored but not flushed: %w", err)
-			}
-		}
-		s.fmu.Unlock()
-	}
-	durable := s.seglog.Flushed() >= end
-	for i := range results {
-		results[i].Durable = durable
-	}
-	if !durable && s.opts.Flush == FlushSync {
-		return fmt.Errorf("stored but not flushed: %w", ErrClosed)
-	}
-	return nil
-}
-
-func (s *Store) kickFlush() {
-	select {
-	case s.flushKick <- struct{}{}:
-	default:
-	}
-}
-
-// makeRoom enforces RetentionBytes before a write of size bytes.
-func (s *Store) makeRoom(size int) error {
-	limit := s.opts.RetentionBytes
-	if limit == 0 {
-		return nil
-	}
-	need := s.seglog.WritePos() + int64(record.Padded(size)) - s.seglog.Oldest()
-	if s.seglog.WritePos()%s.seglog.SegmentSize()+int64(record.Padded(size)) > s.seglog.SegmentSize() {
-		need += s.seglog.SegmentSize() - s.seglog.WritePos()%s.seglog.SegmentSize() // the skipped tail
-	}
-	if need <= limit {
-		return nil
-	}
-	if s.opts.WhenFull == FullRefuse {
-		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d (--when-full refuse)", ErrFull, need-int64(record.Padded(size)), limit)
-	}
-	upTo := s.seglog.WritePos() + int64(record.Padded(size)) + s.seglog.SegmentSize() - limit
-	floor, holder := s.retainFloor()
-	if _, err := s.recycleTo(min(upTo, floor)); err != nil {
-		return err
-	}
-	if s.seglog.WritePos()+int64(record.Padded(size))-s.seglog.Oldest() > limit {
-		s.kickSnapshot()
-		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d, and the oldest segment is still needed by %s",
-			ErrFull, s.seglog.WritePos()-s.seglog.Oldest(), limit, holderText(holder, s.snapCovers.Load()))
-	}
-	return nil
-}
-
-// holderText names what holds the log back: a durable cursor (with its
-// owner), or else the snapshot.
-func holderText(c *cursors.Entry, snapCovers int64) string {
-	if c == nil {
-		return fmt.Sprintf("the snapshot (it covers the log up to position %d; it is written again soon)", snapCovers)
-	}
-	owner := "no recorded owner"
-	if c.Owned {
-		owner = fmt.Sprintf("owner uid %d", c.Owner)
-	}
-	return fmt.Sprintf("durable cursor %q (%s) at offset %d of topic %q; move it on or delete it (DELETE /v1/cursors/%s)",
-		c.Name, owner, c.Offset, c.Topic, c.Name)
-}
-
-// retainFloor is the lowest log position something still needs: the view
-// snapshot's coverage and every durable cursor's next record. holder is
-// the cursor that sets it, nil when the snapshot does.
-func (s *Store) retainFloor() (floor int64, holder *cursors.Entry) {
-	floor = s.snapCovers.Load()
-	for _, c := range s.cursors.List() {
-		ti := s.topics.Get(c.Topic)
-		if ti == nil {
-			continue
-		}
-		e, err := ti.Entry(c.Offset)
-		if err == nil && e.Pos < floor {
-			floor, holder = e.Pos, &c
-		}
-	}
-	return floor, holder
-}
-
-// recycleTo retires the segments wholly before upTo and the index chunks
-// that only point into them. Called under the write lock.
-func (s *Store) recycleTo(upTo int64) (int64, error) {
-	before := s.seglog.Oldest()
-	oldest, err := s.seglog.Recycle(upTo)
-	if oldest > before {
-		s.log.Info("recycled log segments", zap.Int64("from", before), zap.Int64("to", oldest))
-		if err := s.topics.DropBefore(oldest); err != nil {
-			s.log.Warn("dropping topic index chunks failed", zap.Error(err))
-		}
-		if err := s.origins.DropBefore(oldest); err != nil {
-			s.log.Warn("dropping origin index chunks failed", zap.Error(err))
-		}
-	}
-	return oldest, err
 }
 
 // Get returns the live value of (topic, key).
@@ -857,7 +739,7 @@ func (s *Store) Stats() Stats {
 		SnapshotPos:    s.snapCovers.Load(),
 		Records:        s.retainedRecords(),
 		Keys:           s.view.Len(),
-		LastFlush:      time.Duration(s.lastFlush.Load()),
+		LastFlush:      time.Duration(s.flusher.last.Load()),
 		ApplyFailures:  s.applyFailures.Load(),
 		UndoFailures:   s.undoFailures.Load(),
 	}
@@ -874,10 +756,6 @@ func (s *Store) retainedRecords() uint64 {
 	return n
 }
 
-// wedgedAfter is how long a write may wait for a flush before the store
-// calls itself unhealthy.
-const wedgedAfter = 10 * time.Second
-
 // Healthy returns nil, or why the store cannot be trusted to take writes:
 // the last flush failed, or unflushed data has waited far too long.
 func (s *Store) Healthy() error {
@@ -890,18 +768,7 @@ func (s *Store) Healthy() error {
 	if berr := s.brokenErr.Load(); berr != nil {
 		return fmt.Errorf("store: the view or an index no longer matches the log (restart to rebuild them): %w", *berr)
 	}
-	s.fmu.Lock()
-	err := s.flushErr
-	s.fmu.Unlock()
-	if err != nil {
-		return fmt.Errorf("store: last flush failed: %w", err)
-	}
-	if at := s.pendingAt.Load(); at != 0 {
-		if wait := time.Since(time.Unix(0, at)); wait > wedgedAfter+s.opts.FlushInterval {
-			return fmt.Errorf("store: unflushed data has waited %s", wait.Round(time.Millisecond))
-		}
-	}
-	return nil
+	return s.flusher.unhealthy()
 }
 
 // Flush makes everything appended so far durable.
@@ -909,71 +776,27 @@ func (s *Store) Flush() error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	return s.flush()
+	return s.flusher.flush()
 }
 
-// flush syncs the log to its current end and wakes waiting writers.
-func (s *Store) flush() error {
-	to := s.seglog.End()
-	start := time.Now()
-	if to > s.seglog.Flushed() {
-		s.pendingAt.Store(0)
-	}
-	flushed := to > s.seglog.Flushed()
-	err := s.seglog.SyncTo(to)
-	took := time.Since(start)
-	s.lastFlush.Store(int64(took))
-	if s.opts.OnFlush != nil && err == nil && flushed {
-		s.opts.OnFlush(took)
-	}
-	if took > time.Second {
-		s.log.Warn("slow flush", zap.Duration("took", took), zap.Int64("to", to))
-	}
-	if err != nil {
-		s.log.Error("flush failed", zap.Int64("to", to), zap.Error(err))
-	}
-	s.fmu.Lock()
-	s.flushErr = err
-	s.fcond.Broadcast()
-	s.fmu.Unlock()
-	return err
-}
-
-// flushLoop is the background flusher: it serves sync-mode writers at
-// once, flushes on a timer in async mode, keeps the metafile and the
-// indexes synced, writes snapshots and applies retention by age.
+// flushLoop is the flusher's goroutine: besides its flushes, every
+// FlushInterval it releases the held records that are due, flushes,
+// syncs the metafile, and about once a second does the housekeeping.
 func (s *Store) flushLoop() {
 	defer s.wg.Done()
-	tick := time.NewTicker(s.opts.FlushInterval)
-	defer tick.Stop()
 	lastHousekeeping := time.Now()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-s.flushKick:
-			if s.opts.Flush == FlushSync {
-				// Writers woken by the last flush are on their way back
-				// with their next records: let them append before this
-				// flush takes the end of the log, so that one flush
-				// serves more of them (group commit).
-				runtime.Gosched()
-			}
-			s.flush()
-			continue
-		case <-tick.C:
-		}
+	s.flusher.run(s.done, func() {
 		s.releaseDue()
-		s.flush()
+		s.flusher.flush()
 		if err := s.meta.Sync(); err != nil {
 			s.log.Warn("syncing the metafile failed", zap.Error(err))
 		}
 		if time.Since(lastHousekeeping) < time.Second {
-			continue
+			return
 		}
 		lastHousekeeping = time.Now()
 		s.housekeeping()
-	}
+	})
 }
 
 // syncIndexes syncs both indexes and then records in the metafile how far
@@ -1024,16 +847,6 @@ func (s *Store) housekeeping() {
 	}
 }
 
-// snapshotBytes is how much the log may grow before a snapshot is written
-// regardless of the interval: a quarter of the byte bound, so that
-// recycling always has a recent snapshot to rely on.
-func (s *Store) snapshotBytes() int64 {
-	if s.opts.RetentionBytes > 0 {
-		return s.opts.RetentionBytes / 4
-	}
-	return 1 << 30
-}
-
 func (s *Store) lastSnapshotTime() time.Time {
 	st, err := os.Stat(filepath.Join(s.dir, snapshotName))
 	if err != nil {
@@ -1042,16 +855,10 @@ func (s *Store) lastSnapshotTime() time.Time {
 	return st.ModTime()
 }
 
-// retireAged recycles sealed segments older than RetentionAge.
+// retireAged recycles sealed segments older than RetentionAge that
+// nothing needs any more.
 func (s *Store) retireAged() {
-	cutoff := time.Now().Add(-s.opts.RetentionAge)
-	var upTo int64 = -1
-	for _, seg := range s.seglog.Sealed() {
-		if seg.Written.After(cutoff) {
-			break
-		}
-		upTo = seg.Base + s.seglog.SegmentSize()
-	}
+	upTo := s.retention.agedUpTo(time.Now())
 	if upTo < 0 {
 		return
 	}
@@ -1060,8 +867,8 @@ func (s *Store) retireAged() {
 	if s.closed.Load() {
 		return
 	}
-	floor, _ := s.retainFloor()
-	if _, err := s.recycleTo(min(upTo, floor)); err != nil {
+	floor, _ := s.retention.floor()
+	if _, err := s.retention.recycleTo(min(upTo, floor)); err != nil {
 		s.log.Warn("recycling aged segments failed", zap.Error(err))
 	}
 }
@@ -1208,12 +1015,10 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	s.notify.notify()
 	s.ownNotify.notify()
-	s.fmu.Lock()
-	s.fcond.Broadcast()
-	s.fmu.Unlock()
+	s.flusher.wakeAll()
 
 	var errs []error
-	errs = append(errs, s.flush(), s.Snapshot())
+	errs = append(errs, s.flusher.flush(), s.Snapshot())
 	if errors.Join(errs...) == nil {
 		s.meta.Put(segment.OffOpen, 0) // closed cleanly: nothing can be lost
 	}

@@ -78,6 +78,19 @@ func (l *Log) WritePos() int64 { return l.wpos }
 // the directory.
 func (l *Log) SegmentSize() int64 { return l.segSize }
 
+// RetainedAfter is how many bytes the log would hold, from its oldest
+// retained position to where the next record goes, once a record of size
+// bytes is appended: the tail of the segment it skips when it does not
+// fit counts too. Writer only.
+func (l *Log) RetainedAfter(size int) int64 {
+	padded := int64(record.Padded(size))
+	need := l.wpos + padded - l.oldest.Load()
+	if off := l.wpos % l.segSize; off+padded > l.segSize {
+		need += l.segSize - off // the skipped tail
+	}
+	return need
+}
+
 // SegmentPath is the path of the segment file that holds position pos.
 func (l *Log) SegmentPath(pos int64) string {
 	return filepath.Join(l.dir, segmentName(pos-pos%l.segSize))
