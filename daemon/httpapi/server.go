@@ -41,54 +41,6 @@ const (
 	errorWriteGrace = 2 * time.Second
 )
 
-// params are the wildcards of a matched route, unescaped.
-type params struct {
-	topic, key, name string
-}
-
-// route is one method and path of the local API. A path segment "{x}"
-// matches one escaped segment; "{key...}" matches the rest of the path,
-// slashes included (so a key may hold a slash, escaped as %2F or not).
-type route struct {
-	name    string // the metrics label
-	method  string
-	path    []string
-	handler func(w http.ResponseWriter, r *http.Request, p params)
-	stream  bool        // a subscription: no latency metric
-	role    access.Role // what the caller needs to be served
-}
-
-// match reports whether the route's path matches segs and fills the
-// wildcards; err is set when a wildcard's escaping is broken.
-func (rt *route) match(segs []string) (p params, ok bool, err error) {
-	for i, pat := range rt.path {
-		if pat == "{key...}" {
-			if i >= len(segs) {
-				return p, false, nil
-			}
-			p.key, err = url.PathUnescape(strings.Join(segs[i:], "/"))
-			return p, true, err
-		}
-		if i >= len(segs) {
-			return p, false, nil
-		}
-		switch pat {
-		case "{topic}":
-			p.topic, err = url.PathUnescape(segs[i])
-		case "{name}":
-			p.name, err = url.PathUnescape(segs[i])
-		default:
-			if segs[i] != pat {
-				return p, false, nil
-			}
-		}
-		if err != nil {
-			return p, true, err
-		}
-	}
-	return p, len(segs) == len(rt.path), nil
-}
-
 // Server is the local API's HTTP handler: its routes, each checked for
 // its role, the handlers, and their errors. New makes it; the daemon
 // serves it on its Unix socket (with access.ConnContext and
@@ -102,7 +54,7 @@ type Server struct {
 	log      *zap.Logger
 	m        metrics
 	members  memberCounts
-	routes   []route
+	mux      http.Handler
 	handlers gate
 }
 
@@ -114,85 +66,44 @@ func New(cfg Config) *Server {
 		a.log = zap.NewNop()
 	}
 	a.m = newMetrics(cfg.Registry)
-	seg := func(p string) []string { return strings.Split(strings.TrimPrefix(p, "/"), "/") }
-	add := func(name, method, path string, role access.Role, h func(http.ResponseWriter, *http.Request, params)) *route {
-		a.routes = append(a.routes, route{name: name, method: method, path: seg(path), handler: h, role: role})
-		return &a.routes[len(a.routes)-1]
-	}
-	// The role of each route is the table of the package doc.
-	add("healthz", http.MethodGet, "/healthz", access.RoleNone, a.healthz)
-	add("readyz", http.MethodGet, "/readyz", access.RoleNone, a.readyz)
-	add("status", http.MethodGet, "/v1/status", access.RoleRead, a.status)
-	add("cluster", http.MethodGet, "/v1/cluster", access.RoleRead, a.clusterStatus)
-	add("verify", http.MethodGet, "/v1/verify", access.RoleRead, a.verify)
-	add("topics", http.MethodGet, "/v1/topics", access.RoleRead, a.topics)
-	add("keys", http.MethodGet, "/v1/topics/{topic}/keys", access.RoleRead, a.listKeys)
-	add("get", http.MethodGet, "/v1/topics/{topic}/keys/{key...}", access.RoleRead, a.getKey)
-	add("put", http.MethodPut, "/v1/topics/{topic}/keys/{key...}", access.RolePublish, a.putKey)
-	add("delete", http.MethodDelete, "/v1/topics/{topic}/keys/{key...}", access.RolePublish, a.deleteKey)
-	add("messages", http.MethodPost, "/v1/topics/{topic}/messages", access.RolePublish, a.postMessages)
-	// Read here; a subscription that moves a cursor or joins a group
-	// needs consume, checked once the query is read.
-	add("subscribe", http.MethodGet, "/v1/topics/{topic}/subscribe", access.RoleRead, a.subscribe).stream = true
-	add("groups", http.MethodGet, "/v1/groups", access.RoleRead, a.groups)
-	add("group_ack", http.MethodPost, "/v1/topics/{topic}/groups/{name}/ack", access.RoleConsume, a.groupAck)
-	add("group_reset", http.MethodPost, "/v1/topics/{topic}/groups/{name}/reset", access.RoleAdmin, a.groupReset)
-	add("dlq_list", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq", access.RoleConsume, a.dlqList)
-	add("dlq_replay", http.MethodPost, "/v1/topics/{topic}/groups/{name}/dlq/replay", access.RoleAdmin, a.dlqReplay)
-	add("dlq_get", http.MethodGet, "/v1/topics/{topic}/groups/{name}/dlq/{key...}", access.RoleConsume, a.dlqGet)
-	add("cursors", http.MethodGet, "/v1/cursors", access.RoleRead, a.listCursors)
-	add("cursor_get", http.MethodGet, "/v1/cursors/{name}", access.RoleRead, a.getCursor)
-	add("cursor_set", http.MethodPost, "/v1/cursors/{name}", access.RoleConsume, a.setCursor)
-	add("cursor_delete", http.MethodDelete, "/v1/cursors/{name}", access.RoleConsume, a.deleteCursor)
+	a.mux = newMux(a.routes(), a.serve, a.noRoute)
 	return a
 }
 
-// ServeHTTP routes a request: 404 route_not_found when no path matches,
-// 405 method_not_allowed (with Allow) when the path matches under other
-// methods. GET routes also answer HEAD.
+// ServeHTTP routes a request (see newMux): 404 route_not_found when no
+// path matches, 405 method_not_allowed (with Allow) when the path matches
+// under other methods. GET routes also answer HEAD.
 func (a *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !a.handlers.enter() {
 		a.fail(w, r, wire.Errorf(wire.CodeUnavailable, "the daemon is shutting down"))
 		return
 	}
 	defer a.handlers.leave()
+	a.mux.ServeHTTP(w, r)
+}
 
-	segs := strings.Split(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/")
-	var allow []string
-	for i := range a.routes {
-		rt := &a.routes[i]
-		p, ok, err := rt.match(segs)
-		if !ok {
-			continue
-		}
-		if rt.method != r.Method && (rt.method != http.MethodGet || r.Method != http.MethodHead) {
-			allow = append(allow, rt.method)
-			if rt.method == http.MethodGet {
-				allow = append(allow, http.MethodHead)
-			}
-			continue
-		}
-		if err != nil {
-			a.fail(w, r, wire.Errorf(wire.CodeInvalidName, "bad escaping in the path: %v", err))
-			return
-		}
-		if !a.admitRoute(w, r, rt) {
-			return
-		}
-		if e := a.guard.Authorize(access.CallerFrom(r.Context()), rt.role); e != nil {
-			a.fail(w, r, e)
-			return
-		}
-		defer a.bodies.ReleaseHeld(access.ConnFrom(r.Context()))
-		start := time.Now()
-		rt.handler(w, r, p)
-		if !rt.stream {
-			a.m.latency.WithLabelValues(rt.name).Observe(time.Since(start).Seconds())
-		}
+// serve runs a matched route: a spare connection only for health, the
+// caller's role, the handler; the body's memory is given back after it.
+func (a *Server) serve(w http.ResponseWriter, r *http.Request, rt *route, p params) {
+	if !a.admitRoute(w, r, rt) {
 		return
 	}
+	if e := a.guard.Authorize(access.CallerFrom(r.Context()), rt.role); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	defer a.bodies.ReleaseHeld(access.ConnFrom(r.Context()))
+	start := time.Now()
+	rt.handler(w, r, p)
+	if !rt.stream {
+		a.m.latency.WithLabelValues(rt.name).Observe(time.Since(start).Seconds())
+	}
+}
+
+// noRoute answers a request no route takes: 405 with the methods the path
+// has, 404 when it has none.
+func (a *Server) noRoute(w http.ResponseWriter, r *http.Request, allow []string) {
 	if len(allow) > 0 {
-		slices.Sort(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		a.fail(w, r, wire.Errorf(wire.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 		return
