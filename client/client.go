@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // DefaultTimeout bounds every call but Subscribe when the caller's context
@@ -259,11 +261,11 @@ func (c *Client) Publish(ctx context.Context, topic, key string, value []byte, t
 	if tag != "" {
 		rq.header = http.Header{"Cachecast-Tag": {tag}}
 	}
-	var w putResultWire
-	if err := c.call(ctx, rq, &w); err != nil {
+	var raw rawBody
+	if err := c.call(ctx, rq, &raw); err != nil {
 		return PutResult{}, err
 	}
-	return w.result()
+	return decodeResult(raw)
 }
 
 // PublishBatch publishes msgs to topic in one request (NDJSON, all or
@@ -301,7 +303,7 @@ func (c *Client) publishMessages(ctx context.Context, topic string, msgs []Messa
 	if err := c.call(ctx, rq, &raw); err != nil {
 		return nil, err
 	}
-	wires, err := decodeResults(raw)
+	wires, err := wire.DecodeResults(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: POST %s: %v", ErrBadResponse, rq.url.Path, err)
 	}
@@ -312,7 +314,7 @@ func (c *Client) publishMessages(ctx context.Context, topic string, msgs []Messa
 }
 
 // convertResults turns wire results into PutResults.
-func convertResults(wires []putResultWire) ([]PutResult, error) {
+func convertResults(wires []wire.PutResult) ([]PutResult, error) {
 	rs := make([]PutResult, len(wires))
 	var lastTime string
 	var lastParsed time.Time
@@ -323,7 +325,7 @@ func convertResults(wires []putResultWire) ([]PutResult, error) {
 		if t == lastTime && t != "" {
 			wires[i].Time = ""
 		}
-		r, err := wires[i].result()
+		r, err := resultOf(&wires[i])
 		if err != nil {
 			return nil, err
 		}
@@ -401,11 +403,11 @@ func (c *Client) Delete(ctx context.Context, topic, key string) (PutResult, erro
 	if err := checkName("key", key); err != nil {
 		return PutResult{}, err
 	}
-	var w putResultWire
-	if err := c.call(ctx, request{method: http.MethodDelete, url: keyURL(topic, key)}, &w); err != nil {
+	var raw rawBody
+	if err := c.call(ctx, request{method: http.MethodDelete, url: keyURL(topic, key)}, &raw); err != nil {
 		return PutResult{}, err
 	}
-	return w.result()
+	return decodeResult(raw)
 }
 
 // Keys lists up to limit live keys of topic in sorted order, those

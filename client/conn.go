@@ -12,6 +12,8 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"time"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // Conn is one connection to the daemon for tight loops, such as
@@ -421,14 +423,7 @@ func (c *Conn) Publish(topic, key string, value []byte, tag string) (PutResult, 
 	if err := a.apiError(); err != nil {
 		return PutResult{}, err
 	}
-	s := &scanner{b: a.body}
-	w, ok := s.result(&putResultWire{})
-	if s.ws(); !ok || s.i != len(s.b) {
-		if w, err = decodeResultSlow(a.body); err != nil {
-			return PutResult{}, err
-		}
-	}
-	return w.result()
+	return decodeResult(a.body)
 }
 
 // PublishBatch is Client.PublishBatch on this connection.
@@ -468,7 +463,7 @@ func (c *Conn) publishMessages(topic string, msgs []Message, ctype string) ([]Pu
 	if err := a.apiError(); err != nil {
 		return nil, err
 	}
-	wires, err := decodeResults(a.body)
+	wires, err := wire.DecodeResults(a.body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: POST messages: %v", ErrBadResponse, err)
 	}

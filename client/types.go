@@ -161,16 +161,6 @@ type StoreStats struct {
 // The wire forms. Identities travel as strings (origin hex, hlc decimal);
 // these structs hold them as received and convert in one place.
 
-type putResultWire struct {
-	Topic  string      `json:"topic"`
-	Key    string      `json:"key"`
-	Origin string      `json:"origin"`
-	Seq    uint64      `json:"seq"`
-	HLC    json.Number `json:"hlc"` // a string on the wire; a number is accepted too
-	Time   string      `json:"time"`
-	Status string      `json:"status"`
-}
-
 type eventWire struct {
 	Offset      uint64      `json:"offset"`
 	Topic       string      `json:"topic"`
@@ -341,13 +331,25 @@ func encodeValue(v []byte) (text, b64 *string) {
 	return nil, &s
 }
 
-func (w *putResultWire) result() (PutResult, error) {
+// decodeResult decodes one result object (wire.DecodeResult) and turns it
+// into a PutResult.
+func decodeResult(b []byte) (PutResult, error) {
+	w, err := wire.DecodeResult(b)
+	if err != nil {
+		return PutResult{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	return resultOf(&w)
+}
+
+// resultOf turns a result in its wire form (identities as strings) into a
+// PutResult.
+func resultOf(w *wire.PutResult) (PutResult, error) {
 	r := PutResult{Topic: w.Topic, Key: w.Key, Seq: w.Seq, Status: w.Status}
 	var err error
 	if r.Origin, err = parseOrigin(w.Origin); err != nil {
 		return PutResult{}, err
 	}
-	if r.HLC, err = parseHLC(string(w.HLC)); err != nil {
+	if r.HLC, err = parseHLC(w.HLC); err != nil {
 		return PutResult{}, err
 	}
 	if r.Time, err = parseTime(w.Time); err != nil {
@@ -394,23 +396,15 @@ func hlcString(h uint64) json.Number { return json.Number(strconv.FormatUint(h, 
 
 // MarshalJSON renders the result in its wire form.
 func (r PutResult) MarshalJSON() ([]byte, error) {
-	type out struct {
-		putResultWire
-		HLC json.Number `json:"hlc,string"`
-	}
-	return json.Marshal(out{putResultWire: putResultWire{
+	return json.Marshal(wire.PutResult{
 		Topic: r.Topic, Key: r.Key, Origin: FormatOrigin(r.Origin), Seq: r.Seq,
-		Time: formatTime(r.Time), Status: r.Status,
-	}, HLC: hlcString(r.HLC)})
+		HLC: strconv.FormatUint(r.HLC, 10), Time: formatTime(r.Time), Status: r.Status,
+	})
 }
 
 // UnmarshalJSON parses the wire form.
 func (r *PutResult) UnmarshalJSON(b []byte) error {
-	var w putResultWire
-	if err := unmarshal(b, &w); err != nil {
-		return fmt.Errorf("%w: result: %v", ErrBadResponse, err)
-	}
-	v, err := w.result()
+	v, err := decodeResult(b)
 	if err != nil {
 		return err
 	}
@@ -466,43 +460,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// appendMessage appends m's wire object to dst. Hand-written rather than
-// encoding/json: a batch of a thousand messages is encoded per request,
-// and reflection would make the client, not the daemon, what bench measures.
+// appendMessage appends m's wire object to dst (wire.AppendMessage).
 func appendMessage(dst []byte, m *Message) []byte {
-	dst = append(dst, '{')
-	sep := false
-	field := func(name string) {
-		if sep {
-			dst = append(dst, ',')
-		}
-		sep = true
-		dst = append(dst, '"')
-		dst = append(dst, name...)
-		dst = append(dst, '"', ':')
-	}
-	if m.Key != "" {
-		field("key")
-		dst = wire.AppendString(dst, m.Key)
-	}
-	if m.Tag != "" {
-		field("tag")
-		dst = wire.AppendString(dst, m.Tag)
-	}
-	if len(m.Value) > 0 {
-		if utf8.Valid(m.Value) {
-			field("value")
-			dst = wire.AppendBytes(dst, m.Value)
-		} else {
-			field("value_base64")
-			dst = append(dst, '"')
-			dst = base64.StdEncoding.AppendEncode(dst, m.Value)
-			dst = append(dst, '"')
-		}
-	}
-	if m.Delete {
-		field("delete")
-		dst = append(dst, "true"...)
-	}
-	return append(dst, '}')
+	return wire.AppendMessage(dst, m.Key, m.Tag, m.Value, m.Delete)
 }

@@ -1,6 +1,9 @@
 package wire
 
-import "unicode/utf8"
+import (
+	"unicode/utf8"
+	"unsafe"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -56,8 +59,10 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// AppendBytes is AppendString of bytes.
+// AppendBytes is AppendString of bytes. It reads s in place, not a
+// string copy of it (string(s) allocates past 32 bytes: a subscription
+// line's value, every time); AppendString only reads its argument and
+// keeps nothing of it.
 func AppendBytes(b, s []byte) []byte {
-	// The string conversion does not escape: the compiler sees it is only read.
-	return AppendString(b, string(s))
+	return AppendString(b, unsafe.String(unsafe.SliceData(s), len(s)))
 }

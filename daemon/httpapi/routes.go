@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/cachecast/cachecast/daemon/internal/access"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // params are the wildcards of a matched route, unescaped.
@@ -62,18 +63,18 @@ func (a *Server) routes() []route {
 // path has no route. A path without a route, or without one for its
 // method, goes to noRoute with the methods it has (sorted; HEAD with GET).
 type mux struct {
-	m       *http.ServeMux
-	guards  map[string]bool // patterns that only stop a redirect (see newMux)
-	serve   func(w http.ResponseWriter, r *http.Request, rt *route, p params)
-	noRoute func(w http.ResponseWriter, r *http.Request, allow []string)
+	m      *http.ServeMux
+	guards map[string]bool // patterns that only stop a redirect (see newMux)
+	serve  func(w http.ResponseWriter, r *http.Request, rt *route, p params)
+	fail   func(w http.ResponseWriter, r *http.Request, e *wire.Error)
 }
 
 // catchAll is the pattern of every request no route takes.
 const catchAll = "/"
 
 func newMux(routes []route, serve func(http.ResponseWriter, *http.Request, *route, params),
-	noRoute func(http.ResponseWriter, *http.Request, []string)) *mux {
-	m := &mux{m: http.NewServeMux(), serve: serve, noRoute: noRoute}
+	fail func(http.ResponseWriter, *http.Request, *wire.Error)) *mux {
+	m := &mux{m: http.NewServeMux(), serve: serve, fail: fail}
 	for i := range routes {
 		rt := &routes[i]
 		m.m.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -101,6 +102,10 @@ func (m *mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.EscapedPath(); !cleanPath(p) {
 		esc, ok := keyRest(p)
 		if !ok {
+			if e := emptyName(p); e != nil {
+				m.fail(w, r, e)
+				return
+			}
 			m.noRoute(w, r, nil)
 			return
 		}
@@ -111,6 +116,33 @@ func (m *mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = &r2
 	}
 	m.m.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no route takes: 405 with the methods the path
+// has, 404 when it has none.
+func (m *mux) noRoute(w http.ResponseWriter, r *http.Request, allow []string) {
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		m.fail(w, r, wire.Errorf(wire.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	m.fail(w, r, wire.Errorf(wire.CodeRouteNotFound, "no route %s %s (see the cachecast API documentation)", r.Method, r.URL.Path))
+}
+
+// emptyName is the refusal of a path that leaves a route's topic, group
+// or cursor name empty (PUT /v1/topics//keys/k): invalid_name, as for any
+// other bad name, rather than no route. nil for any other path.
+func emptyName(p string) *wire.Error {
+	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	switch {
+	case len(segs) > 3 && segs[0] == "v1" && segs[1] == "topics" && segs[2] == "":
+		return wire.CheckName("topic", "")
+	case len(segs) > 5 && segs[0] == "v1" && segs[1] == "topics" && segs[3] == "groups" && segs[4] == "":
+		return wire.CheckName("group", "")
+	case len(segs) == 3 && segs[0] == "v1" && segs[1] == "cursors" && segs[2] == "":
+		return wire.CheckName("cursor name", "")
+	}
+	return nil
 }
 
 // allowed lists the methods a route takes the request's path with.

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // linearRouter is the hand-written router the ServeMux patterns replaced
@@ -101,12 +103,13 @@ func BenchmarkRouting(b *testing.B) {
 	var n int
 	serve := func(w http.ResponseWriter, r *http.Request, rt *route, p params) { n += len(p.key) + len(rt.name) }
 	none := func(w http.ResponseWriter, r *http.Request, allow []string) { n++ }
+	fail := func(w http.ResponseWriter, r *http.Request, e *wire.Error) { n++ }
 	a := &Server{}
 	for _, tc := range []struct {
 		name string
 		h    http.Handler
 	}{
-		{"router=servemux", newMux(a.routes(), serve, none)},
+		{"router=servemux", newMux(a.routes(), serve, fail)},
 		{"router=linear", newLinearRouter(a.routes(), serve, none)},
 	} {
 		b.Run(tc.name+"/req=mix", func(b *testing.B) {

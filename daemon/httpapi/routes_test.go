@@ -3,25 +3,26 @@ package httpapi
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // routed is what the mux did with a request: the route and its
-// wildcards, or the methods of a path without the request's route.
+// wildcards, or its refusal and the Allow header.
 type routed struct {
 	name  string
 	p     params
+	code  string
 	allow string
-	none  bool
 }
 
 func route1(t testing.TB, m *mux, method, target string) routed {
 	t.Helper()
 	var got routed
 	m.serve = func(w http.ResponseWriter, r *http.Request, rt *route, p params) { got = routed{name: rt.name, p: p} }
-	m.noRoute = func(w http.ResponseWriter, r *http.Request, allow []string) {
-		got = routed{none: true, allow: strings.Join(allow, ", ")}
+	m.fail = func(w http.ResponseWriter, r *http.Request, e *wire.Error) {
+		got = routed{code: e.Code, allow: w.Header().Get("Allow")}
 	}
 	rec := httptest.NewRecorder()
 	m.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
@@ -68,15 +69,18 @@ func TestRouting(t *testing.T) {
 		{"GET", "/v1/topics/t/groups/g/dlq/00ab-7", routed{name: "dlq_get", p: params{topic: "t", name: "g", key: "00ab-7"}}},
 		{"GET", "/v1/cursors", routed{name: "cursors"}},
 		{"POST", "/v1/cursors/c1", routed{name: "cursor_set", p: params{name: "c1"}}},
-		{"GET", "/nope", routed{none: true}},
-		{"GET", "/v1/status/", routed{none: true}},
-		{"GET", "/v1//status", routed{none: true}},
-		{"GET", "/v1/topics/t/../status", routed{none: true}},
-		{"POST", "/v1/status", routed{none: true, allow: "GET, HEAD"}},
-		{"POST", "/v1/topics/t/keys/k", routed{none: true, allow: "DELETE, GET, HEAD, PUT"}},
-		{"PUT", "/v1/topics/t/keys", routed{none: true, allow: "GET, HEAD"}},
-		{"PUT", "/v1/cursors/c1", routed{none: true, allow: "DELETE, GET, HEAD, POST"}},
-		{"PATCH", "/v1/topics/t/keys/a//b", routed{none: true, allow: "DELETE, GET, HEAD, PUT"}},
+		{"GET", "/nope", routed{code: wire.CodeRouteNotFound}},
+		{"GET", "/v1/status/", routed{code: wire.CodeRouteNotFound}},
+		{"GET", "/v1//status", routed{code: wire.CodeRouteNotFound}},
+		{"GET", "/v1/topics/t/../status", routed{code: wire.CodeRouteNotFound}},
+		{"PUT", "/v1/topics//keys/k", routed{code: wire.CodeInvalidName}},
+		{"POST", "/v1/topics/t/groups//ack", routed{code: wire.CodeInvalidName}},
+		{"GET", "/v1/cursors/", routed{code: wire.CodeRouteNotFound}},
+		{"POST", "/v1/status", routed{code: wire.CodeMethodNotAllowed, allow: "GET, HEAD"}},
+		{"POST", "/v1/topics/t/keys/k", routed{code: wire.CodeMethodNotAllowed, allow: "DELETE, GET, HEAD, PUT"}},
+		{"PUT", "/v1/topics/t/keys", routed{code: wire.CodeMethodNotAllowed, allow: "GET, HEAD"}},
+		{"PUT", "/v1/cursors/c1", routed{code: wire.CodeMethodNotAllowed, allow: "DELETE, GET, HEAD, POST"}},
+		{"PATCH", "/v1/topics/t/keys/a//b", routed{code: wire.CodeMethodNotAllowed, allow: "DELETE, GET, HEAD, PUT"}},
 	} {
 		t.Run(tc.method+" "+tc.target, func(t *testing.T) {
 			if got := route1(t, m, tc.method, tc.target); got != tc.want {

@@ -66,7 +66,7 @@ func New(cfg Config) *Server {
 		a.log = zap.NewNop()
 	}
 	a.m = newMetrics(cfg.Registry)
-	a.mux = newMux(a.routes(), a.serve, a.noRoute)
+	a.mux = newMux(a.routes(), a.serve, a.fail)
 	return a
 }
 
@@ -98,17 +98,6 @@ func (a *Server) serve(w http.ResponseWriter, r *http.Request, rt *route, p para
 	if !rt.stream {
 		a.m.latency.WithLabelValues(rt.name).Observe(time.Since(start).Seconds())
 	}
-}
-
-// noRoute answers a request no route takes: 405 with the methods the path
-// has, 404 when it has none.
-func (a *Server) noRoute(w http.ResponseWriter, r *http.Request, allow []string) {
-	if len(allow) > 0 {
-		w.Header().Set("Allow", strings.Join(allow, ", "))
-		a.fail(w, r, wire.Errorf(wire.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
-		return
-	}
-	a.fail(w, r, wire.Errorf(wire.CodeRouteNotFound, "no route %s %s (see the cachecast API documentation)", r.Method, r.URL.Path))
 }
 
 // Drain admits no more requests (they are answered unavailable) and

@@ -1,38 +1,82 @@
-package client
+package wire
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/cachecast/cachecast/internal/jsonstr"
 )
 
-// decodeResults decodes a batch publish answer {"results":[PutResult,...]}.
+// ErrMalformed is what DecodeResults and DecodeResult return for a text
+// that is not the object they read (wrapped, with encoding/json's reason).
+var ErrMalformed = errors.New("wire: malformed answer")
+
+// resultJSON is a PutResult as encoding/json reads it when the scanner
+// does not: hlc as a decimal string or as a number.
+type resultJSON struct {
+	Topic  string      `json:"topic"`
+	Key    string      `json:"key"`
+	Origin string      `json:"origin"`
+	Seq    uint64      `json:"seq"`
+	HLC    json.Number `json:"hlc"`
+	Time   string      `json:"time"`
+	Status string      `json:"status"`
+}
+
+func (r *resultJSON) result() PutResult {
+	return PutResult{Topic: r.Topic, Key: r.Key, Origin: r.Origin, Seq: r.Seq, HLC: string(r.HLC), Time: r.Time, Status: r.Status}
+}
+
+// unmarshal is json.Unmarshal that refuses a text whose strings
+// encoding/json would rewrite (invalid UTF-8, half a surrogate pair: both
+// read as U+FFFD), so that a key is never silently changed on the way in.
+func unmarshal(b []byte, v any) error {
+	if p := jsonstr.Check(b); p != nil {
+		return p
+	}
+	return json.Unmarshal(b, v)
+}
+
+// DecodeResults decodes a batch publish answer {"results":[PutResult,...]}.
 // encoding/json spends about a microsecond per result, as much as the
-// daemon spends storing the message, and bench would measure the client;
-// so the usual answer is read by a small scanner, and anything it does
-// not expect (an escape in a string, a field it does not know, a null)
-// goes to encoding/json instead. The scanner only ever accepts input that
-// encoding/json reads the same way (FuzzDecodeResults checks this).
-func decodeResults(body []byte) ([]putResultWire, error) {
+// daemon spends storing the message, and a benchmark would measure the
+// client; so the usual answer is read by a small scanner, and anything it
+// does not expect (an escape in a string, a field it does not know, a
+// null) goes to encoding/json instead. The scanner only ever accepts input
+// that encoding/json reads the same way (FuzzDecodeResults checks this).
+// hlc may be a decimal string (as the daemon writes it) or a number.
+func DecodeResults(body []byte) ([]PutResult, error) {
 	if rs, ok := scanResults(body); ok {
 		return rs, nil
 	}
 	var out struct {
-		Results []putResultWire `json:"results"`
+		Results []resultJSON `json:"results"`
 	}
 	if err := unmarshal(body, &out); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: results: %v", ErrMalformed, err)
 	}
-	return out.Results, nil
+	rs := make([]PutResult, len(out.Results))
+	for i := range out.Results {
+		rs[i] = out.Results[i].result()
+	}
+	return rs, nil
 }
 
-// decodeResultSlow decodes one result object with encoding/json.
-func decodeResultSlow(b []byte) (putResultWire, error) {
-	var w putResultWire
-	if err := unmarshal(b, &w); err != nil {
-		return w, fmt.Errorf("%w: result: %v", ErrBadResponse, err)
+// DecodeResult decodes one PutResult object, as DecodeResults does.
+func DecodeResult(body []byte) (PutResult, error) {
+	s := &scanner{b: body}
+	if r, ok := s.result(&PutResult{}); ok {
+		if s.ws(); s.i == len(s.b) {
+			return r, nil
+		}
 	}
-	return w, nil
+	var w resultJSON
+	if err := unmarshal(body, &w); err != nil {
+		return PutResult{}, fmt.Errorf("%w: result: %v", ErrMalformed, err)
+	}
+	return w.result(), nil
 }
 
 type scanner struct {
@@ -168,7 +212,7 @@ func decimalString(v string) bool {
 	return true
 }
 
-func scanResults(b []byte) ([]putResultWire, bool) {
+func scanResults(b []byte) ([]PutResult, bool) {
 	s := &scanner{b: b}
 	if !s.next('{') {
 		return nil, false
@@ -176,8 +220,8 @@ func scanResults(b []byte) ([]putResultWire, bool) {
 	if k, ok := s.name(); !ok || string(k) != "results" || !s.next(':') || !s.next('[') {
 		return nil, false
 	}
-	rs := make([]putResultWire, 0, len(b)/160)
-	var prev putResultWire
+	rs := make([]PutResult, 0, len(b)/160)
+	var prev PutResult
 	if !s.next(']') {
 		for {
 			r, ok := s.result(&prev)
@@ -203,8 +247,8 @@ func scanResults(b []byte) ([]putResultWire, bool) {
 
 // result reads one result object; prev is the one before, whose strings
 // are reused where they repeat.
-func (s *scanner) result(prev *putResultWire) (putResultWire, bool) {
-	var r putResultWire
+func (s *scanner) result(prev *PutResult) (PutResult, bool) {
+	var r PutResult
 	if !s.next('{') {
 		return r, false
 	}
@@ -232,14 +276,14 @@ func (s *scanner) result(prev *putResultWire) (putResultWire, bool) {
 		case "hlc":
 			var v string
 			if s.peek() == '"' {
-				v, ok = s.strLike(string(prev.HLC))
+				v, ok = s.strLike(prev.HLC)
 				ok = ok && decimalString(v)
 			} else {
 				var d []byte
 				d, ok = s.digits()
 				v = string(d)
 			}
-			r.HLC = json.Number(v)
+			r.HLC = v
 		default:
 			// A field this scanner does not know (or a case variant that
 			// encoding/json would match): let encoding/json decide.
