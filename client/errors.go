@@ -57,6 +57,7 @@ const (
 	CodeTooMany             = wire.CodeTooMany             // 429
 	CodeUnavailable         = wire.CodeUnavailable         // 503
 	CodeCatchingUp          = wire.CodeCatchingUp          // 503, the node has not caught up with its cluster yet: retry later
+	CodeNotPending          = wire.CodeNotPending          // 409, a cancel of an instant at which nothing of the key is pending
 	CodeBusy                = wire.CodeBusy                // 503, a limit of the node is reached: retry later
 	CodeTimeout             = wire.CodeTimeout             // 408
 	CodeInternal            = wire.CodeInternal            // 500

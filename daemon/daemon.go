@@ -766,6 +766,7 @@ func (d *Daemon) newServer() *http.Server {
 		Stop:             d.subsCtx,
 		Registry:         d.m.reg,
 		Logger:           d.log,
+		Clock:            d.cfg.Clock,
 	})
 	return &http.Server{
 		Handler:           d.api,

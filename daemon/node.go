@@ -22,6 +22,20 @@ type node struct{ d *Daemon }
 
 func (n *node) Entry(topic, key string) (view.Entry, bool) { return n.d.store.Get(topic, key) }
 
+func (n *node) Pending(topic, after string, limit int) []view.PendingRecord {
+	return n.d.store.Pending(topic, after, limit)
+}
+
+func (n *node) PendingKey(topic, key string) []view.PendingRecord {
+	return n.d.store.PendingKey(topic, key)
+}
+
+func (n *node) TimeEvents(from uint64, fn func(view.Change)) (next, lost uint64) {
+	return n.d.store.TimeEvents(from, fn)
+}
+
+func (n *node) Changed() <-chan struct{} { return n.d.store.Changed() }
+
 func (n *node) Keys(topic, prefix, after string, limit int) []string {
 	return n.d.store.Keys(topic, prefix, after, limit)
 }

@@ -172,10 +172,6 @@ func (n *respNode) GetMany(topics, keys []string) ([]view.Entry, []bool) {
 	return n.d.store.GetMany(topics, keys)
 }
 
-func (n *respNode) Pending(topic, key string) []view.PendingRecord {
-	return n.d.store.PendingKey(topic, key)
-}
-
 // callerOfConn is the peer of a Redis connection: a Unix one's
 // credentials, unknown over TCP.
 func callerOfConn(c net.Conn) access.Caller {

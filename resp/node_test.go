@@ -37,7 +37,7 @@ func (n *storeNode) GetMany(topics, keys []string) ([]storeview.Entry, []bool) {
 	return n.st.GetMany(topics, keys)
 }
 
-func (n *storeNode) Pending(topic, key string) []storeview.PendingRecord {
+func (n *storeNode) PendingKey(topic, key string) []storeview.PendingRecord {
 	return n.st.PendingKey(topic, key)
 }
 

@@ -27,9 +27,9 @@ type Node interface {
 	// GetMany looks up (topics[i], keys[i]) at one instant: the records
 	// of a batch are all seen or none.
 	GetMany(topics, keys []string) ([]storeview.Entry, []bool)
-	// Pending lists the records of (topic, key) not in force yet:
+	// PendingKey lists the records of (topic, key) not in force yet:
 	// scheduled values and deletes, and cancels.
-	Pending(topic, key string) []storeview.PendingRecord
+	PendingKey(topic, key string) []storeview.PendingRecord
 	// Keys lists the live keys of topic that start with prefix and sort
 	// after after, in byte order, at most limit.
 	Keys(topic, prefix, after string, limit int) []string

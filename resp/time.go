@@ -304,7 +304,7 @@ func cmdPending(c *conn, a [][]byte) {
 	c.trackRead(a[1])
 	t, k := c.s.split(a[1])
 	var values []storeview.PendingRecord
-	for _, p := range c.s.node.Pending(t, k) {
+	for _, p := range c.s.node.PendingKey(t, k) {
 		if !p.Cancel {
 			values = append(values, p)
 		}
@@ -337,7 +337,7 @@ func cmdCancel(c *conn, a [][]byte) {
 	}
 	t, k := c.s.split(a[1])
 	pending := false
-	for _, p := range c.s.node.Pending(t, k) {
+	for _, p := range c.s.node.PendingKey(t, k) {
 		pending = pending || !p.Cancel && p.EffectiveAt == at
 	}
 	if !pending {

@@ -66,6 +66,7 @@ type Store struct {
 
 	snapMu       sync.Mutex // one snapshot at a time
 	snapCovers   atomic.Int64
+	snapDropped  uint64 // view.Dropped at the last snapshot; guarded by snapMu
 	snapshotKick chan struct{}
 
 	done chan struct{}
@@ -897,13 +898,15 @@ func (s *Store) snapshot(force bool) error {
 	marks := s.origins.Vector()
 	covers = s.batchMarks(covers, marks)
 	s.wmu.Unlock()
-	if !force && covers == s.snapCovers.Load() && s.lastSnapshotTime() != (time.Time{}) {
+	dropped := s.view.Dropped()
+	if !force && covers == s.snapCovers.Load() && dropped == s.snapDropped && s.lastSnapshotTime() != (time.Time{}) {
 		return nil
 	}
 	if err := view.WriteSnapshot(filepath.Join(s.dir, snapshotName), s.view, covers, marks); err != nil {
 		return err
 	}
 	s.snapCovers.Store(covers)
+	s.snapDropped = dropped
 	s.meta.SetPos(segment.OffWatermark, covers)
 	return s.meta.Sync()
 }

@@ -26,6 +26,7 @@ const (
 	CodeDiskFull            = "disk_full"
 	CodeUnavailable         = "unavailable"
 	CodeCatchingUp          = "catching_up" // a read before the node caught up with its peers
+	CodeNotPending          = "not_pending" // a cancel of an instant with nothing pending
 	CodeBusy                = "busy"        // a limit of the node (--max-connections, --max-streams, --max-body-memory)
 	CodeTimeout             = "timeout"
 	CodeInternal            = "internal"
@@ -35,7 +36,7 @@ const (
 var Codes = []string{
 	CodeBadRequest, CodeInvalidName, CodeBadJSON, CodeBadBase64, CodeValueTooLarge, CodeBodyTooLarge,
 	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeUnsupportedEncoding, CodeForbidden, CodeStoreFull, CodeDiskFull,
-	CodeTooMany, CodeUnavailable, CodeCatchingUp, CodeBusy, CodeTimeout, CodeInternal,
+	CodeTooMany, CodeUnavailable, CodeCatchingUp, CodeNotPending, CodeBusy, CodeTimeout, CodeInternal,
 }
 
 // HTTPStatus is the HTTP status of each error code; 500 for a code it
@@ -52,7 +53,7 @@ func HTTPStatus(code string) int {
 		return http.StatusMethodNotAllowed
 	case CodeUnsupportedEncoding:
 		return http.StatusUnsupportedMediaType
-	case CodeConflict:
+	case CodeConflict, CodeNotPending:
 		return http.StatusConflict
 	case CodeForbidden:
 		return http.StatusForbidden

@@ -113,6 +113,11 @@ type Delivery struct {
 	Delete           bool
 	Origin, Seq, HLC uint64
 	Time             time.Time // the HLC's wall-clock part
+	// ExpiresAt and EffectiveAt (Unix ms) and Cancel are the record's
+	// time fields: "expires_at", "effective_at" and "cancel":true on the
+	// line, only when set.
+	ExpiresAt, EffectiveAt int64
+	Cancel                 bool
 }
 
 // AppendDelivery appends d's line (without the newline).
@@ -154,7 +159,21 @@ func appendDeliveryFields(b []byte, d *Delivery) []byte {
 	b = strconv.AppendUint(b, d.HLC, 10)
 	b = append(b, `","time":"`...)
 	b = d.Time.UTC().AppendFormat(b, TimeLayout)
-	return append(b, '"')
+	b = append(b, '"')
+	if d.ExpiresAt != 0 {
+		b = append(b, `,"expires_at":"`...)
+		b = time.UnixMilli(d.ExpiresAt).UTC().AppendFormat(b, TimeLayout)
+		b = append(b, '"')
+	}
+	if d.EffectiveAt != 0 {
+		b = append(b, `,"effective_at":"`...)
+		b = time.UnixMilli(d.EffectiveAt).UTC().AppendFormat(b, TimeLayout)
+		b = append(b, '"')
+	}
+	if d.Cancel {
+		b = append(b, `,"cancel":true`...)
+	}
+	return b
 }
 
 // AppendValue appends a value field with its leading comma: "value" when

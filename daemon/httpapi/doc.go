@@ -35,19 +35,24 @@
 //
 //	PUT /v1/topics/{topic}/keys/{key}   [publish]
 //	    The body is the value; the optional header Cachecast-Tag sets the tag
-//	    (given twice: 400 bad_request). 200 PutResult.
+//	    (given twice: 400 bad_request). Cachecast-Expires: <instant> makes
+//	    the value expire then; Cachecast-Effective-At: <instant> schedules
+//	    it (see "Time" below). 200 PutResult.
 //	    curl -sS $S -X PUT -H 'Cachecast-Tag: eu' --data-binary 12.50 http://x/v1/topics/prices/keys/sku-1
 //
 //	GET /v1/topics/{topic}/keys/{key}   (and HEAD)   [read]
 //	    200 with the raw value (application/octet-stream) and the headers
 //	    Cachecast-Origin, Cachecast-Seq, Cachecast-Hlc, Cachecast-Time,
-//	    Cachecast-Tag; 404 not_found when absent or deleted; 503
+//	    Cachecast-Tag, and Cachecast-Expires when the value expires,
+//	    Cachecast-Effective-At when it is a scheduled value in force; 404
+//	    not_found when absent, deleted or expired; 503
 //	    catching_up before the node has caught up with its cluster (see
 //	    "Catching up" in package daemon).
 //	    curl -sS $S http://x/v1/topics/prices/keys/sku-1
 //
 //	DELETE /v1/topics/{topic}/keys/{key}   [publish]
-//	    Publishes a tombstone. 200 PutResult.
+//	    Publishes a tombstone; with Cachecast-Effective-At, a scheduled
+//	    one (the key goes at that instant). 200 PutResult.
 //	    curl -sS $S -X DELETE http://x/v1/topics/prices/keys/sku-1
 //
 //	POST /v1/topics/{topic}/messages   [publish]
@@ -61,9 +66,32 @@
 //	    UTF-8, or a \u escape of half a surrogate pair, is 400 bad_json
 //	    naming the line, the field and the byte (encoding it as U+FFFD
 //	    would merge distinct keys); a value of any bytes goes as
-//	    "value_base64". 200 {"results":[PutResult,...]}.
+//	    "value_base64". The time fields: "ttl_ms" (a number) or
+//	    "expires_at", "effective_at", and "cancel":true (with
+//	    "effective_at", no value: cancels the key's records scheduled for
+//	    that instant); the headers Cachecast-Expires and
+//	    Cachecast-Effective-At apply to every message that gives none (see
+//	    "Time" below). An NDJSON batch of several messages becomes visible
+//	    together on every node. 200 {"results":[PutResult,...]}.
 //	    curl -sS $S -H 'Content-Type: application/x-ndjson' --data-binary @batch.ndjson http://x/v1/topics/prices/messages
 //	    curl -sS $S -d '{"key":"sku-2","value":"9.99"}' http://x/v1/topics/prices/messages
+//
+//	GET /v1/topics/{topic}/pending?after=&limit=   [read]
+//	    The records not in force yet: scheduled values and deletes, and
+//	    cancels, by key then instant, limit keys (1 to 10000, default 1000):
+//	    200 {"topic":"prices","pending":[{"key":"sku-1",
+//	    "effective_at":"2026-12-01T00:00:00.000Z","tag":"","value":"7.99",
+//	    "delete":false,"cancel":false,"origin":"..","seq":9,"hlc":"..."}],
+//	    "next":"sku-1"} ("expires_at" too when set; "next" only when there
+//	    are more: pass it as after=).
+//	    curl -sS $S http://x/v1/topics/prices/pending
+//
+//	DELETE /v1/topics/{topic}/pending/{key}?effective_at=<instant>   [publish]
+//	    Cancels the key's records scheduled for that instant: at the
+//	    instant nothing changes. 200 PutResult; 409 not_pending when
+//	    nothing of the key is pending then (the instant has come, or
+//	    nothing was scheduled for it).
+//	    curl -sS $S -X DELETE 'http://x/v1/topics/prices/pending/sku-1?effective_at=2026-12-01T00:00:00Z'
 //
 //	GET /v1/topics/{topic}/keys?prefix=&after=&limit=   [read]
 //	    Live keys in order, limit 1 to 10000 (default 1000).
@@ -78,7 +106,7 @@
 //	    topics below).
 //	    curl -sS $S http://x/v1/topics
 //
-//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=   [read; consume with ack=auto]
+//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=&events=   [read; consume with ack=auto]
 //	    A stream of NDJSON, one line a message, as they arrive:
 //	    {"offset":12,"topic":"prices","key":"sku-1","tag":"","value":"12.50",
 //	     "delete":false,"origin":"..","seq":3,"hlc":"...","time":"..."}
@@ -101,6 +129,16 @@
 //	    "Accept: text/event-stream" the stream is server-sent events instead
 //	    (what a browser's EventSource reads): "id: <offset>" and
 //	    "data: <the same object>" per message, "event: error" for the error.
+//	    A record with a time field says so on its line: "expires_at",
+//	    "effective_at" (a scheduled record is delivered when it is
+//	    published), "cancel":true. events=expired,effective (either or
+//	    both) adds a line when a key of the topic expires on this node,
+//	    {"event":"expired","topic":"prices","key":"sku-1","time":"..."},
+//	    and when a scheduled record takes effect, {"event":"effective",
+//	    "topic":..,"key":..,"tag":..,"value":..,"delete":false,
+//	    "effective_at":..,"origin":..,"seq":..,"hlc":..,"time":..} (SSE:
+//	    "event: expired" / "event: effective"); these lines have no
+//	    offset and move no cursor.
 //	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
 //
 //	GET /v1/topics/{topic}/subscribe?mode=clustering&group=&tags=&max_inflight=   [consume]
@@ -253,10 +291,39 @@
 // error object carries "catch_up":{"phase":...,"lag_records":N}, phase
 // joining, asking or pulling); busy (503, a limit of the node below is
 // reached: retry, Retry-After: 1); timeout (408, a body that did not
-// arrive within --read-timeout; the connection closes after it); internal
-// (500). A request
+// arrive within --read-timeout; the connection closes after it);
+// not_pending (409, a cancel of an instant at which nothing of the key is
+// pending); internal (500). A request
 // line or header that HTTP itself cannot parse is answered by net/http
 // with a plain 400 before it reaches the API.
+//
+// # Time
+//
+// An instant is Unix milliseconds or an RFC 3339 time with its zone
+// (2026-12-01T00:00:00Z); the answers write RFC 3339 with milliseconds.
+// Each node decides by its own clock (DESIGN.md, "Time"; the fleet keeps
+// the clocks within --max-clock-offset):
+//
+//   - An expiry ("ttl_ms", "expires_at", Cachecast-Expires) is carried by
+//     the record: at that instant every node stops serving the value (GET
+//     404, absent from the key list), with no delete sent; a node down
+//     across it never serves it again. It must be ahead of the accepting
+//     node's clock (400 bad_request otherwise); a delete or a cancel cannot
+//     expire.
+//   - A scheduled message ("effective_at", Cachecast-Effective-At, an
+//     instant ahead) is stored and sent to every node at once and becomes
+//     the value at that instant, with nothing sent then. The value in force
+//     at t is the record with the greatest (effective time, HLC, origin)
+//     among those effective at or before t; an ordinary write's effective
+//     time is its stamp's. So a write for now published before the instant
+//     is replaced at the instant, and a write after it wins again. A
+//     scheduled delete deletes at its instant; a cancel (DELETE
+//     .../pending/{key}, or "cancel":true) leaves in force what was.
+//   - An NDJSON batch of several messages becomes visible together: a
+//     node applies its records to the view at once when it has the last
+//     one. A read of one key is of one instant; two reads of two keys one
+//     after the other may fall on each side of a batch (the Redis door's
+//     MGET reads its keys at one instant).
 //
 // # Limits and roles
 //

@@ -23,6 +23,13 @@ type wireMessage struct {
 	Value       *string `json:"value"`
 	ValueBase64 *string `json:"value_base64"`
 	Delete      bool    `json:"delete"`
+	// The time fields (DESIGN.md, "Time"): ttl_ms or expires_at, and
+	// effective_at, instants as Unix milliseconds or RFC 3339 times;
+	// cancel with effective_at voids the key's records scheduled then.
+	TTLMs       *int64       `json:"ttl_ms"`
+	ExpiresAt   *wireInstant `json:"expires_at"`
+	EffectiveAt *wireInstant `json:"effective_at"`
+	Cancel      bool         `json:"cancel"`
 
 	// raw, set by fastMessage only, is the value's bytes (a view of the
 	// body, which outlives the publish): one copy fewer than Value.
@@ -35,12 +42,15 @@ type wireMessage struct {
 // delete has a key and no value). It returns at least one message or the
 // first problem, naming the line of an NDJSON batch. Nothing is written
 // here; the batch is published whole or not at all.
-func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]record.Message, *wire.Error) {
+//
+// now (Unix ms) turns a ttl_ms into an expiry. A batch of more than one
+// message is marked to become visible together (record.Together).
+func decodeMessages(topic string, body []byte, ndjson bool, maxValue, now int64) ([]record.Message, *wire.Error) {
 	if !ndjson {
 		if len(bytes.TrimSpace(body)) == 0 {
 			return nil, wire.Errorf(wire.CodeBadJSON, "empty body: want one JSON message object (or NDJSON with Content-Type: application/x-ndjson)")
 		}
-		m, err := decodeMessage(topic, body, maxValue)
+		m, err := decodeMessage(topic, body, maxValue, now)
 		if err != nil {
 			if strings.HasPrefix(err.Message, "data after") && bytes.Count(bytes.TrimSpace(body), []byte{'\n'}) > 0 {
 				err.Message += " (for a batch, send one object a line with Content-Type: application/x-ndjson)"
@@ -62,7 +72,7 @@ func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]r
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
-		m, err := decodeMessage(topic, l, maxValue)
+		m, err := decodeMessage(topic, l, maxValue, now)
 		if err != nil {
 			err.Message = "line " + strconv.Itoa(line) + ": " + err.Message
 			return nil, err
@@ -72,16 +82,30 @@ func decodeMessages(topic string, body []byte, ndjson bool, maxValue int64) ([]r
 	if len(msgs) == 0 {
 		return nil, wire.Errorf(wire.CodeBadRequest, "empty batch: no messages in the body")
 	}
+	record.Together(msgs)
 	return msgs, nil
 }
 
 // decodeMessage decodes and checks one JSON message object.
-func decodeMessage(topic string, b []byte, maxValue int64) (record.Message, *wire.Error) {
+func decodeMessage(topic string, b []byte, maxValue, now int64) (record.Message, *wire.Error) {
 	w, e := decodeWire(b)
 	if e != nil {
 		return record.Message{}, e
 	}
-	m := record.Message{Topic: topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete}
+	m := record.Message{Topic: topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete, Cancel: w.Cancel}
+	switch {
+	case w.TTLMs != nil && w.ExpiresAt != nil:
+		return m, wire.Errorf(wire.CodeBadRequest, `give "ttl_ms" or "expires_at", not both`)
+	case w.TTLMs != nil && (*w.TTLMs <= 0 || *w.TTLMs > 1<<53):
+		return m, wire.Errorf(wire.CodeBadRequest, "ttl_ms: want a positive number of milliseconds, got %d", *w.TTLMs)
+	case w.TTLMs != nil:
+		m.ExpiresAt = now + *w.TTLMs
+	case w.ExpiresAt != nil:
+		m.ExpiresAt = int64(*w.ExpiresAt)
+	}
+	if w.EffectiveAt != nil {
+		m.EffectiveAt = int64(*w.EffectiveAt)
+	}
 	if w.Key != "" {
 		if err := wire.CheckKey(w.Key); err != nil {
 			return m, err
@@ -293,6 +317,10 @@ func jsonErrorText(err error) string {
 	switch {
 	case errors.As(err, &se):
 		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)
+	case errors.As(err, new(*instantError)):
+		var ie *instantError
+		errors.As(err, &ie)
+		return "an instant: " + ie.Error()
 	case errors.As(err, &te):
 		if te.Field != "" {
 			return fmt.Sprintf("field %q: want %s, got JSON %s", te.Field, te.Type, te.Value)

@@ -78,7 +78,7 @@ func TestDecodeMessages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, e := decodeMessages("T", []byte(tt.body), tt.ndjson, max)
+			got, e := decodeMessages("T", []byte(tt.body), tt.ndjson, max, 1)
 			if tt.wantCode != "" {
 				if e == nil || e.Code != tt.wantCode || !strings.Contains(e.Message, tt.wantMsg) {
 					t.Fatalf("decode = %v, %v; want %s containing %q", got, e, tt.wantCode, tt.wantMsg)
@@ -122,7 +122,7 @@ func FuzzDecodeMessages(f *testing.F) {
 	}
 	const max = 64
 	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
-		msgs, e := decodeMessages("topic", body, ndjson, max)
+		msgs, e := decodeMessages("topic", body, ndjson, max, 1)
 		if e != nil {
 			if msgs != nil {
 				t.Fatalf("error %v with %d messages", e, len(msgs))
@@ -171,7 +171,7 @@ func FuzzDecodeMessages(f *testing.F) {
 			}
 			again = append(again, "}\n"...)
 		}
-		back, e := decodeMessages("topic", again, true, max)
+		back, e := decodeMessages("topic", again, true, max, 1)
 		if e != nil {
 			t.Fatalf("round trip of %q: %v", again, e)
 		}

@@ -25,6 +25,16 @@ type Node interface {
 	// Entry is the live entry of (topic, key) in the view. Its bytes are
 	// the view's: read them, do not keep or change them.
 	Entry(topic, key string) (view.Entry, bool)
+	// Pending lists the records of topic not in force yet, by key, for
+	// keys after after, at most limit keys; PendingKey those of one key.
+	Pending(topic, after string, limit int) []view.PendingRecord
+	PendingKey(topic, key string) []view.PendingRecord
+	// TimeEvents calls fn for the view's changes no record brought (an
+	// expiry, a scheduled record taking effect) from number from on (0:
+	// the next to come) and returns the number to ask for next; Changed
+	// fires after each write and each such event.
+	TimeEvents(from uint64, fn func(view.Change)) (next, lost uint64)
+	Changed() <-chan struct{}
 	// Keys lists the live keys of topic that start with prefix and sort
 	// after after, in byte order, at most limit.
 	Keys(topic, prefix, after string, limit int) []string
@@ -90,6 +100,10 @@ type Config struct {
 	Guard  *access.Guard
 	Limits *access.Limits
 	Bodies *access.Budget
+
+	// Clock, if set, is the node's wall clock (expiries, effective
+	// times); time.Now otherwise.
+	Clock func() time.Time
 
 	MaxValueSize     int64         // --max-value-size
 	MaxBodySize      int64         // --max-body-size

@@ -40,6 +40,8 @@ func (a *Server) routes() []route {
 		{name: "put", pattern: "PUT /v1/topics/{topic}/keys/{key...}", role: access.RolePublish, handler: a.putKey},
 		{name: "delete", pattern: "DELETE /v1/topics/{topic}/keys/{key...}", role: access.RolePublish, handler: a.deleteKey},
 		{name: "messages", pattern: "POST /v1/topics/{topic}/messages", role: access.RolePublish, handler: a.postMessages},
+		{name: "pending", pattern: "GET /v1/topics/{topic}/pending", role: access.RoleRead, handler: a.listPending},
+		{name: "pending_cancel", pattern: "DELETE /v1/topics/{topic}/pending/{key...}", role: access.RolePublish, handler: a.cancelPending},
 		// Read here; a subscription that moves a cursor or joins a group
 		// needs consume, checked once the query is read.
 		{name: "subscribe", pattern: "GET /v1/topics/{topic}/subscribe", role: access.RoleRead, handler: a.subscribe, stream: true},

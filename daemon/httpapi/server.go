@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -276,6 +277,10 @@ func (a *Server) putKey(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	msgs := []record.Message{{Topic: p.topic, Key: p.key, Tag: tag, Value: value}}
+	if e := a.applyTimes(r, msgs); e != nil {
+		a.fail(w, r, e)
+		return
+	}
 	a.publish(w, r, msgs, false)
 }
 
@@ -285,6 +290,10 @@ func (a *Server) deleteKey(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	msgs := []record.Message{{Topic: p.topic, Key: p.key, Delete: true}}
+	if e := a.applyTimes(r, msgs); e != nil { // a scheduled delete
+		a.fail(w, r, e)
+		return
+	}
 	a.publish(w, r, msgs, false)
 }
 
@@ -310,6 +319,7 @@ func (a *Server) getKey(w http.ResponseWriter, r *http.Request, p params) {
 	h.Set("Cachecast-Hlc", strconv.FormatUint(e.Stamp.HLC, 10))
 	h.Set("Cachecast-Time", hlcTime(e.Stamp.HLC))
 	h.Set("Cachecast-Tag", e.Tag)
+	setTimeHeaders(h, e)
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(e.Value)
@@ -338,7 +348,10 @@ func (a *Server) postMessages(w http.ResponseWriter, r *http.Request, p params) 
 		a.fail(w, r, e)
 		return
 	}
-	msgs, e := decodeMessages(p.topic, body, ndjson, a.cfg.MaxValueSize)
+	msgs, e := decodeMessages(p.topic, body, ndjson, a.cfg.MaxValueSize, a.now())
+	if e == nil {
+		e = a.applyTimes(r, msgs)
+	}
 	if e != nil {
 		a.fail(w, r, e)
 		return
@@ -511,6 +524,11 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, e)
 		return
 	}
+	events, e := parseEvents(q.Get("events"))
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
 	start, e := a.startOf(p.topic, q.Get("from"), name)
 	if e != nil {
 		a.fail(w, r, e)
@@ -556,9 +574,32 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	polled, cancelPolled := context.WithCancel(context.Background())
 	cancelPolled()
 	buf := make([]byte, 0, streamFlushBytes+4096)
+	// With events=..., the time events go out between the messages, each
+	// writer holding mu.
+	var mu sync.Mutex
+	stopEvents := func() {}
+	if events.expired || events.effective {
+		write := func(b []byte) error {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			return rc.Flush()
+		}
+		evCtx, cancel := context.WithCancel(ctx)
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			a.followEvents(evCtx.Done(), p.topic, events, sse, &mu, write)
+		}()
+		// The event writer is gone before the handler writes its last
+		// line or returns.
+		stopEvents = func() { cancel(); <-ended }
+		defer stopEvents()
+	}
 	for {
 		d, err := reader.Next(ctx)
 		if err != nil {
+			stopEvents()
 			a.endStream(w, rc, ctx, err, p.topic, sse)
 			return
 		}
@@ -572,14 +613,18 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 			next = d.Offset + 1
 			buf = frame(buf, d)
 		}
-		if _, err := w.Write(buf); err != nil {
-			return
+		mu.Lock()
+		_, err = w.Write(buf)
+		if err == nil {
+			err = rc.Flush()
 		}
-		if err := rc.Flush(); err != nil {
+		mu.Unlock()
+		if err != nil {
 			return
 		}
 		if ack == "auto" {
 			if err := a.node.SetCursor(r.Context(), name, p.topic, next); err != nil {
+				stopEvents()
 				a.endStream(w, rc, ctx, err, p.topic, sse)
 				return
 			}
@@ -935,5 +980,6 @@ func newCursorAnswer(c store.CursorInfo) wire.Cursor {
 // names the retry topic).
 func delivery(offset uint64, topic []byte, r record.Record) wire.Delivery {
 	return wire.Delivery{Offset: offset, Topic: topic, Key: r.Key(), Tag: r.Tag(), Value: r.Value(),
-		Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(), HLC: r.HLC(), Time: record.HLCTime(r.HLC())}
+		Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(), HLC: r.HLC(), Time: record.HLCTime(r.HLC()),
+		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), Cancel: r.Kind() == record.KindCancel}
 }

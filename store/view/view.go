@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -104,7 +105,14 @@ type View struct {
 	// events keeps the last changes no record brought (Cause set), for
 	// TimeEvents.
 	events timeEvents
+	// dropped counts the values dropped at their expiry: a snapshot
+	// written before holds them, so the store writes a new one.
+	dropped atomic.Uint64
 }
+
+// Dropped counts the expired values the view has dropped: when it moves,
+// the last snapshot holds a value that has expired since.
+func (v *View) Dropped() uint64 { return v.dropped.Load() }
 
 // Change is one change of the view, as a follower (Store.FollowView)
 // sees it: the entry (topic, key) holds from now on, or its tombstone.
@@ -400,6 +408,7 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		if it.expires != 0 {
 			if it.expires <= v.now() {
 				it = it.expired() // expired before it arrived: never served
+				v.dropped.Add(1)
 			} else {
 				v.times.push(instant{at: it.expires, topic: tv.name, key: k})
 				v.kick()
@@ -495,6 +504,7 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 			return false
 		}
 		want = old.expired()
+		v.dropped.Add(1)
 		v.install(tv, k, want, CauseExpired)
 		return true
 	}
@@ -517,6 +527,8 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 		want = w.expired()
 		if old != nil && old.isTomb() && old.stamp == w.stamp && old.eff == w.eff {
 			want = old // expired already
+		} else {
+			v.dropped.Add(1)
 		}
 	default:
 		want = w

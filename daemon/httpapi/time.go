@@ -1,0 +1,368 @@
+package httpapi
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
+	"github.com/cachecast/cachecast/wire"
+)
+
+// Time on the HTTP API (DESIGN.md, "Time"): a message may expire
+// ("ttl_ms", "expires_at", or the Cachecast-Expires header) and may be
+// scheduled ("effective_at" or Cachecast-Effective-At); a cancel removes
+// a pending one; an NDJSON batch becomes visible together on every node.
+
+// Headers of time.
+const (
+	headerExpires   = "Cachecast-Expires"
+	headerEffective = "Cachecast-Effective-At"
+)
+
+// parseInstant reads an instant as the API takes one: Unix milliseconds,
+// or an RFC 3339 time (with a zone; fractions of a second allowed).
+func parseInstant(s string) (int64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, n > 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.UnixMilli() <= 0 {
+		return 0, false
+	}
+	return t.UnixMilli(), true
+}
+
+// wireInstant is an instant in a message object: a JSON number of Unix
+// milliseconds or an RFC 3339 string.
+type wireInstant int64
+
+func (w *wireInstant) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(b) >= 2 && b[0] == '"' && b[len(b)-1] == '"' {
+		s = string(b[1 : len(b)-1])
+	}
+	n, ok := parseInstant(s)
+	if !ok {
+		return &instantError{s}
+	}
+	*w = wireInstant(n)
+	return nil
+}
+
+// instantError is a message field that is not an instant.
+type instantError struct{ s string }
+
+func (e *instantError) Error() string {
+	return "want Unix milliseconds or an RFC 3339 time (2026-12-01T00:00:00Z), got " + strconv.Quote(e.s)
+}
+
+// timeHeaders reads the request's Cachecast-Expires and
+// Cachecast-Effective-At (0 when absent).
+func timeHeaders(r *http.Request) (expires, effective int64, e *wire.Error) {
+	for _, h := range []struct {
+		name string
+		to   *int64
+	}{{headerExpires, &expires}, {headerEffective, &effective}} {
+		vs := r.Header.Values(h.name)
+		if len(vs) == 0 {
+			continue
+		}
+		n, ok := parseInstant(strings.TrimSpace(vs[0]))
+		if len(vs) > 1 || !ok {
+			return 0, 0, wire.Errorf(wire.CodeBadRequest, "%s: want one instant, Unix milliseconds or an RFC 3339 time, got %q", h.name, strings.Join(vs, ", "))
+		}
+		*h.to = n
+	}
+	return expires, effective, nil
+}
+
+// checkTimes checks a message's time fields against the clock: an expiry
+// and an effective time ahead, the expiry after the effective time, a
+// cancel of an instant ahead with a key and no value.
+func checkTimes(m *record.Message, now int64) *wire.Error {
+	switch {
+	case m.Cancel && (m.Key == "" || m.EffectiveAt == 0):
+		return wire.Errorf(wire.CodeBadRequest, `a cancel needs a key and the "effective_at" of the records it cancels`)
+	case m.Cancel && (len(m.Value) > 0 || m.Delete || m.ExpiresAt != 0):
+		return wire.Errorf(wire.CodeBadRequest, "a cancel carries no value, delete or expiry")
+	case (m.ExpiresAt != 0 || m.EffectiveAt != 0) && m.Key == "":
+		return wire.Errorf(wire.CodeBadRequest, "an expiry or an effective time needs a key (a keyless message is not kept in the view)")
+	case m.Delete && m.ExpiresAt != 0:
+		return wire.Errorf(wire.CodeBadRequest, "a delete cannot expire")
+	case m.ExpiresAt != 0 && m.ExpiresAt <= now:
+		return wire.Errorf(wire.CodeBadRequest, "the expiry %s is not ahead of this node's clock (%s)", msTime(m.ExpiresAt), msTime(now))
+	case m.EffectiveAt != 0 && m.EffectiveAt <= now && m.Cancel:
+		return wire.Errorf(wire.CodeNotPending, "effective_at %s is not ahead of this node's clock (%s): nothing there is pending any more", msTime(m.EffectiveAt), msTime(now))
+	case m.EffectiveAt != 0 && m.EffectiveAt <= now:
+		return wire.Errorf(wire.CodeBadRequest, "effective_at %s is not ahead of this node's clock (%s); publish without it for now", msTime(m.EffectiveAt), msTime(now))
+	case m.ExpiresAt != 0 && m.EffectiveAt != 0 && m.ExpiresAt <= m.EffectiveAt:
+		return wire.Errorf(wire.CodeBadRequest, "the expiry %s is not after effective_at %s", msTime(m.ExpiresAt), msTime(m.EffectiveAt))
+	}
+	return nil
+}
+
+// msTime is Unix milliseconds in the wire's time layout.
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(wire.TimeLayout) }
+
+// now is the node's clock in Unix milliseconds.
+func (a *Server) now() int64 {
+	if a.cfg.Clock != nil {
+		return a.cfg.Clock().UnixMilli()
+	}
+	return time.Now().UnixMilli()
+}
+
+// applyTimes gives every message the headers' expiry and effective time
+// where it has none of its own, and checks them all.
+func (a *Server) applyTimes(r *http.Request, msgs []record.Message) *wire.Error {
+	expires, effective, e := timeHeaders(r)
+	if e != nil {
+		return e
+	}
+	now := a.now()
+	for i := range msgs {
+		m := &msgs[i]
+		if m.ExpiresAt == 0 && !m.Delete && !m.Cancel {
+			m.ExpiresAt = expires
+		}
+		if m.EffectiveAt == 0 && m.Key != "" {
+			m.EffectiveAt = effective
+		}
+		if e := checkTimes(m, now); e != nil {
+			if len(msgs) > 1 {
+				e.Message = "message " + strconv.Itoa(i+1) + ": " + e.Message
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// setTimeHeaders adds the entry's expiry and effective time to a GET's
+// answer.
+func setTimeHeaders(h http.Header, e view.Entry) {
+	if e.ExpiresAt != 0 {
+		h.Set(headerExpires, msTime(e.ExpiresAt))
+	}
+	if e.EffectiveAt != 0 {
+		h.Set(headerEffective, msTime(e.EffectiveAt))
+	}
+}
+
+// listPending is GET /v1/topics/{topic}/pending: the records not in force
+// yet (scheduled values and deletes, and cancels), by key and instant.
+func (a *Server) listPending(w http.ResponseWriter, r *http.Request, p params) {
+	if e := wire.CheckName("topic", p.topic); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	q, limit, e := listQuery(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	recs := a.node.Pending(p.topic, q.Get("after"), limit+1)
+	var next string
+	keys := 0
+	for i := range recs {
+		if i == 0 || recs[i].Key != recs[i-1].Key {
+			if keys++; keys > limit {
+				next = recs[i-1].Key
+				recs = recs[:i]
+				break
+			}
+		}
+	}
+	b := append(make([]byte, 0, 256+len(recs)*160), `{"topic":`...)
+	b = wire.AppendString(b, p.topic)
+	b = append(b, `,"pending":[`...)
+	for i, pr := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendPending(b, &pr)
+	}
+	b = append(b, ']')
+	if next != "" {
+		b = append(b, `,"next":`...)
+		b = wire.AppendString(b, next)
+	}
+	writeJSONBytes(w, http.StatusOK, append(b, "}\n"...))
+}
+
+// appendPending appends one pending record as
+//
+//	{"key":"k","effective_at":"...","tag":"","value":"...","delete":false,
+//	 "cancel":false,"expires_at":"...","origin":"..","seq":3,"hlc":"..."}
+//
+// (expires_at only when set; value_base64 for a value that is not UTF-8).
+func appendPending(b []byte, p *view.PendingRecord) []byte {
+	b = append(b, `{"key":`...)
+	b = wire.AppendString(b, p.Key)
+	b = append(b, `,"effective_at":"`...)
+	b = append(b, msTime(p.EffectiveAt)...)
+	b = append(b, `","tag":`...)
+	b = wire.AppendString(b, p.Tag)
+	b = wire.AppendValue(b, p.Value)
+	b = append(b, `,"delete":`...)
+	b = strconv.AppendBool(b, p.Delete)
+	b = append(b, `,"cancel":`...)
+	b = strconv.AppendBool(b, p.Cancel)
+	if p.ExpiresAt != 0 {
+		b = append(b, `,"expires_at":"`...)
+		b = append(b, msTime(p.ExpiresAt)...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"origin":"`...)
+	b = append(b, wire.FormatOrigin(p.Stamp.Origin)...)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, p.Stamp.Seq, 10)
+	b = append(b, `,"hlc":"`...)
+	b = strconv.AppendUint(b, p.Stamp.HLC, 10)
+	return append(b, `"}`...)
+}
+
+// cancelPending is DELETE /v1/topics/{topic}/pending/{key}?effective_at=T:
+// a cancel of the key's records scheduled for T (409 not_pending when
+// none is pending at T).
+func (a *Server) cancelPending(w http.ResponseWriter, r *http.Request, p params) {
+	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key)); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	q, e := query(r)
+	if e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	at, ok := parseInstant(q.Get("effective_at"))
+	if !ok {
+		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "effective_at: want the instant of the records to cancel, Unix milliseconds or an RFC 3339 time, got %q", q.Get("effective_at")))
+		return
+	}
+	m := record.Message{Topic: p.topic, Key: p.key, Cancel: true, EffectiveAt: at}
+	if e := checkTimes(&m, a.now()); e != nil {
+		a.fail(w, r, e)
+		return
+	}
+	pending := false
+	for _, pr := range a.node.PendingKey(p.topic, p.key) {
+		pending = pending || !pr.Cancel && pr.EffectiveAt == at
+	}
+	if !pending {
+		a.fail(w, r, wire.Errorf(wire.CodeNotPending, "nothing of key %q in topic %q is pending at %s", p.key, p.topic, msTime(at)))
+		return
+	}
+	a.publish(w, r, []record.Message{m}, false)
+}
+
+// streamEvents are a subscription's time events (events=expired,effective).
+type streamEvents struct {
+	expired, effective bool
+}
+
+// parseEvents reads the events parameter: a comma list of expired and
+// effective.
+func parseEvents(s string) (streamEvents, *wire.Error) {
+	var ev streamEvents
+	if s == "" {
+		return ev, nil
+	}
+	for _, e := range strings.Split(s, ",") {
+		switch e {
+		case "expired":
+			ev.expired = true
+		case "effective":
+			ev.effective = true
+		default:
+			return ev, wire.Errorf(wire.CodeBadRequest, "events: want a comma list of \"expired\" and \"effective\", got %q", s)
+		}
+	}
+	return ev, nil
+}
+
+// appendEvent appends a time event's line:
+//
+//	{"event":"expired","topic":"t","key":"k","time":"..."}
+//	{"event":"effective","topic":"t","key":"k","tag":"","value":"...","delete":false,
+//	 "effective_at":"...","origin":"..","seq":3,"hlc":"...","time":"..."}
+//
+// time is the instant it happened on this node.
+func appendEvent(b []byte, c *view.Change, now int64) []byte {
+	b = append(b, `{"event":`...)
+	b = wire.AppendString(b, c.Cause)
+	b = append(b, `,"topic":`...)
+	b = wire.AppendString(b, c.Topic)
+	b = append(b, `,"key":`...)
+	b = wire.AppendString(b, c.Key)
+	if c.Cause == view.CauseEffective {
+		b = append(b, `,"tag":`...)
+		b = wire.AppendString(b, c.Tag)
+		b = wire.AppendValue(b, c.Value)
+		b = append(b, `,"delete":`...)
+		b = strconv.AppendBool(b, c.Deleted)
+		if c.EffectiveAt != 0 {
+			b = append(b, `,"effective_at":"`...)
+			b = append(b, msTime(c.EffectiveAt)...)
+			b = append(b, '"')
+		}
+		b = append(b, `,"origin":"`...)
+		b = append(b, wire.FormatOrigin(c.Stamp.Origin)...)
+		b = append(b, `","seq":`...)
+		b = strconv.AppendUint(b, c.Stamp.Seq, 10)
+		b = append(b, `,"hlc":"`...)
+		b = strconv.AppendUint(b, c.Stamp.HLC, 10)
+		b = append(b, '"')
+	}
+	b = append(b, `,"time":"`...)
+	b = append(b, msTime(now)...)
+	return append(b, `"}`...)
+}
+
+// followEvents writes the topic's time events that ev asks for to the
+// stream, under mu (the stream's other writer holds it too), until done
+// closes. It starts with the events after the moment it is called.
+func (a *Server) followEvents(done <-chan struct{}, topic string, ev streamEvents, sse bool,
+	mu *sync.Mutex, write func([]byte) error) {
+	next, _ := a.node.TimeEvents(0, nil)
+	var buf []byte
+	for {
+		changed := a.node.Changed()
+		buf = buf[:0]
+		now := a.now()
+		next, _ = a.node.TimeEvents(next, func(c view.Change) {
+			if c.Topic != topic || c.Cause == view.CauseExpired && !ev.expired || c.Cause == view.CauseEffective && !ev.effective {
+				return
+			}
+			if sse {
+				buf = append(buf, "event: "...)
+				buf = append(buf, c.Cause...)
+				buf = append(buf, "\ndata: "...)
+				buf = append(appendEvent(buf, &c, now), "\n\n"...)
+			} else {
+				buf = append(appendEvent(buf, &c, now), '\n')
+			}
+		})
+		if len(buf) > 0 {
+			mu.Lock()
+			err := write(bytes.Clone(buf))
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+		select {
+		case <-done:
+			return
+		case <-changed:
+		}
+	}
+}

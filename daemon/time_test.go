@@ -1,0 +1,298 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+)
+
+// fleetClock is the injected wall clock of a test's nodes: one base the
+// test moves, and an offset per node (within --max-clock-offset, so that
+// each node stops serving at its own clock's instant).
+type fleetClock struct{ base atomic.Int64 } // Unix ms
+
+func (c *fleetClock) of(offset time.Duration) func() time.Time {
+	return func() time.Time { return time.UnixMilli(c.base.Load()).Add(offset) }
+}
+
+// clockOffsets are the nodes' offsets from the base: the fleet's clocks
+// spread over 300 ms, within the default --max-clock-offset (500 ms).
+var clockOffsets = []time.Duration{0, 150 * time.Millisecond, -150 * time.Millisecond}
+
+// startTimedCluster is a 3-node cluster on clock.
+func startTimedCluster(t *testing.T, clock *fleetClock) []*testDaemon {
+	clock.base.Store(time.Now().UnixMilli())
+	return startCluster(t, 3, func(i int, c *Config) { c.Clock = clock.of(clockOffsets[i]) })
+}
+
+// getValue is GET of (topic, key): the value, or "" for a 404.
+func getValue(t *testing.T, td *testDaemon, topic, key string) string {
+	t.Helper()
+	r := td.do("GET", "/v1/topics/"+topic+"/keys/"+key, nil)
+	switch r.status {
+	case 200:
+		return string(r.body)
+	case 404:
+		return ""
+	}
+	t.Fatalf("%s: GET %s/%s: %d %s", td.cfg.NodeName, topic, key, r.status, r.body)
+	return ""
+}
+
+// postNDJSON publishes lines as one batch on td.
+func postNDJSON(t *testing.T, td *testDaemon, topic string, lines []string, header ...string) resp {
+	t.Helper()
+	return td.do("POST", "/v1/topics/"+topic+"/messages", strings.NewReader(strings.Join(lines, "\n")),
+		append([]string{"Content-Type", "application/x-ndjson"}, header...)...)
+}
+
+// TestClusterExpiry: values with TTLs from 50 ms to 5 s, published on two
+// nodes through both doors, disappear on every node at the instant of its
+// own clock (the nodes' clocks 150 ms apart); a subscriber hears each
+// expiry; a node down across the expiries never serves the values when it
+// comes back; no snapshot holds an expired value.
+func TestClusterExpiry(t *testing.T) {
+	var clock fleetClock
+	ds := startTimedCluster(t, &clock)
+	t0 := clock.base.Load()
+	ttls := []int64{50, 100, 250, 500, 1000, 2000, 5000}
+	expires := map[string]int64{}
+	var lines []string
+	for i, ttl := range ttls {
+		key := fmt.Sprintf("sku-%d", i)
+		lines = append(lines, fmt.Sprintf(`{"key":%q,"value":"secret-price-%d","ttl_ms":%d}`, key, i, ttl))
+		expires[key] = t0 + ttl // node0's clock is the base
+	}
+	if r := postNDJSON(t, ds[0], "prices", lines); r.status != 200 {
+		t.Fatalf("publish: %d %s", r.status, r.body)
+	}
+	// One through the Redis door of node1, whose clock is 150 ms ahead.
+	rc := goRedis(t, ds[1], 2)
+	must(rc.Do(context.Background(), "SET", "prices:redis-sku", "secret-price-r", "PX", "300").Result())
+	expires["redis-sku"] = t0 + 150 + 300
+	// And one by header, on node2 (150 ms behind).
+	if r := ds[2].do("PUT", "/v1/topics/prices/keys/header-sku", strings.NewReader("secret-price-h"),
+		"Cachecast-Expires", strconv.FormatInt(t0+700, 10)); r.status != 200 {
+		t.Fatalf("PUT with Cachecast-Expires: %d %s", r.status, r.body)
+	}
+	expires["header-sku"] = t0 + 700
+
+	waitSameRecords(t, ds)
+	if r := ds[0].do("GET", "/v1/topics/prices/keys/sku-1", nil); r.header.Get("Cachecast-Expires") != msTimeOf(expires["sku-1"]) {
+		t.Fatalf("Cachecast-Expires %q, want %q", r.header.Get("Cachecast-Expires"), msTimeOf(expires["sku-1"]))
+	}
+
+	// A subscriber of node2 hears the expiries.
+	events := subscribeLines(t, ds[2], "/v1/topics/prices/subscribe?from=latest&events=expired")
+
+	// node1 is down across the last expiry.
+	down := ds[1]
+	// Walk the clock over every instant: just before it, then at it, for
+	// each node's own clock.
+	var instants []int64
+	for _, e := range expires {
+		for _, off := range clockOffsets {
+			instants = append(instants, e-off.Milliseconds()-1, e-off.Milliseconds())
+		}
+	}
+	slices.Sort(instants)
+	for _, base := range instants {
+		if base < clock.base.Load() {
+			continue
+		}
+		if base >= expires["sku-6"]-500 && down != nil {
+			down.stop() // the last expiry passes while node1 is down
+			down = nil
+		}
+		clock.base.Store(base)
+		for i, td := range ds {
+			if i == 1 && down == nil {
+				continue
+			}
+			now := base + clockOffsets[i].Milliseconds()
+			for key, e := range expires {
+				got := getValue(t, td, "prices", key)
+				if want := now < e; (got != "") != want {
+					t.Fatalf("%s at its %+dms: %s = %q, want served %v (expires at %+dms)", td.cfg.NodeName, now-t0, key, got, want, e-t0)
+				}
+			}
+		}
+	}
+	clock.base.Store(clock.base.Load() + 1000)
+
+	// Every expiry reached the subscriber, once.
+	seen := map[string]int{}
+	testkit.Eventually(t, 10*time.Second, "the subscriber heard every expiry", func() bool {
+		for {
+			select {
+			case l := <-events:
+				var ev struct{ Event, Key string }
+				if json.Unmarshal([]byte(l), &ev) == nil && ev.Event == "expired" {
+					seen[ev.Key]++
+				}
+				continue
+			default:
+			}
+			return len(seen) == len(expires)
+		}
+	})
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("the subscriber heard %s expire %d times", k, n)
+		}
+	}
+
+	// node1 comes back after the expiries: it never serves them.
+	back := startDaemon(t, ds[1].cfg)
+	for key := range expires {
+		if got := getValue(t, back, "prices", key); got != "" {
+			t.Fatalf("node1, back after the expiries, serves %s = %q", key, got)
+		}
+	}
+
+	// No snapshot holds an expired value.
+	for _, td := range []*testDaemon{ds[0], ds[2], back} {
+		if err := td.d.store.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(td.cfg.DataDir, "snapshot"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "secret-price") {
+			t.Fatalf("%s: the snapshot holds an expired value", td.cfg.NodeName)
+		}
+	}
+}
+
+// waitSameRecords waits until every node holds every record of every
+// origin that any of them holds.
+func waitSameRecords(t *testing.T, ds []*testDaemon) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, "every node holds every record", func() bool {
+		want := map[uint64]uint64{}
+		for _, td := range ds {
+			for o, seq := range td.d.store.Vector() {
+				want[o] = max(want[o], seq)
+			}
+		}
+		for _, td := range ds {
+			v := td.d.store.Vector()
+			for o, seq := range want {
+				if v[o] < seq {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// msTimeOf is Unix ms as the API writes a time.
+func msTimeOf(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// subscribeLines opens a subscription stream and sends its lines on the
+// channel until the test ends.
+func subscribeLines(t *testing.T, td *testDaemon, path string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://cachecast"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testkit.UnixClient(td.cfg.Socket, true, 0)
+	res, err := c.Do(req)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("subscribe %s: %v %v", path, err, res)
+	}
+	lines := make(chan string, 1024)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		res.Body.Close()
+		wg.Wait()
+	})
+	return lines
+}
+
+// TestClusterExpiryRealClock: the same on the real clock, TTLs from 50 ms
+// to 1 s: every read that served a value started before its expiry, and
+// every node stops serving it.
+func TestClusterExpiryRealClock(t *testing.T) {
+	ds := startCluster(t, 3, nil)
+	ttls := []int64{50, 100, 200, 400, 1000}
+	var lines []string
+	for i, ttl := range ttls {
+		lines = append(lines, fmt.Sprintf(`{"key":"k%d","value":"v","ttl_ms":%d}`, i, ttl))
+	}
+	r := postNDJSON(t, ds[0], "prices", lines)
+	if r.status != 200 {
+		t.Fatalf("publish: %d %s", r.status, r.body)
+	}
+	var res struct{ Results []struct{ HLC string } }
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := strconv.ParseUint(res.Results[0].HLC, 10, 64)
+	stamped := int64(h >> 16)
+	var wg sync.WaitGroup
+	for _, td := range ds {
+		for i, ttl := range ttls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				key := fmt.Sprintf("k%d", i)
+				expiry := stamped + ttl
+				deadline := time.Now().Add(10 * time.Second)
+				for time.Now().Before(deadline) {
+					start := time.Now().UnixMilli()
+					rr := td.do("GET", "/v1/topics/prices/keys/"+key, nil)
+					if rr.status == 200 && start >= expiry {
+						t.Errorf("%s served %s in a read started %d ms after its expiry", td.cfg.NodeName, key, start-expiry)
+						return
+					}
+					if rr.status == 404 && start >= expiry {
+						return // gone, and stays gone (checked below)
+					}
+					time.Sleep(time.Millisecond)
+				}
+				t.Errorf("%s still serves %s 10 s on", td.cfg.NodeName, key)
+			}()
+		}
+	}
+	wg.Wait()
+	for _, td := range ds {
+		for i := range ttls {
+			if got := getValue(t, td, "prices", fmt.Sprintf("k%d", i)); got != "" {
+				t.Fatalf("%s serves k%d again", td.cfg.NodeName, i)
+			}
+		}
+	}
+}
