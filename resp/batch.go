@@ -2,7 +2,6 @@ package resp
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -85,8 +84,7 @@ func (c *conn) batchSet(a [][]byte) {
 	if len(c.sets) == maxSetBatch || c.setBytes+len(m.Value) > limit {
 		c.publishSets()
 	}
-	m.Topic, m.Key, m.Value = strings.Clone(t), strings.Clone(k), bytes.Clone(a[2])
-	c.sets = append(c.sets, m)
+	c.sets = append(c.sets, ownMessage(t, k, a[2]))
 	c.setBytes += len(m.Value)
 }
 

@@ -562,11 +562,26 @@ func (c *conn) message(name []byte, value []byte, del bool) (record.Message, boo
 		c.err("ERR invalid_name: the key " + strconv.Quote(clip(name)) + " is empty after its ':' (topic:key)")
 		return record.Message{}, false
 	}
-	m := record.Message{Topic: strings.Clone(t), Key: strings.Clone(k), Delete: del}
-	if !del {
-		m.Value = bytes.Clone(value)
+	if del {
+		value = nil
 	}
+	m := ownMessage(t, k, value)
+	m.Delete = del
 	return m, true
+}
+
+// ownMessage is a message of copies of topic, key and value, in one
+// allocation (the arguments point into the read buffer, which the next
+// command overwrites).
+func ownMessage(topic, key string, value []byte) record.Message {
+	b := make([]byte, 0, len(topic)+len(key)+len(value))
+	b = append(append(append(b, topic...), key...), value...)
+	m := record.Message{Topic: unsafe.String(unsafe.SliceData(b), len(topic)),
+		Key: unsafe.String(unsafe.SliceData(b[len(topic):]), len(key))}
+	if value != nil {
+		m.Value = b[len(topic)+len(key):]
+	}
+	return m
 }
 
 func cmdSet(c *conn, a [][]byte) {
@@ -717,6 +732,7 @@ func cmdWait(c *conn, a [][]byte) {
 	c.mu.Unlock()
 	n := c.s.node.WaitReplicas(c.s.ctx, seq, wait)
 	c.mu.Lock()
+	c.readAt = time.Now() // its idleness, and its answer's deadline, start now
 	c.integer(int64(n))
 }
 

@@ -45,6 +45,10 @@ type conn struct {
 	pushed atomic.Bool
 
 	readDeadlineSet time.Time // when the idle deadline was last moved
+	// readAt is when the last read returned (or the connection was made,
+	// or a WAIT ended): the start of its idleness, and the clock its
+	// answers' write deadline is set by.
+	readAt time.Time
 
 	rbuf []byte
 	args [][]byte
@@ -102,6 +106,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		proto:   2, protoShared: 2,
 		kick: make(chan struct{}, 1),
 	}
+	c.readAt = c.created
 	if a := nc.RemoteAddr(); a != nil && a.String() != "" {
 		c.addr = a.String()
 	} else {
@@ -197,29 +202,26 @@ func (c *conn) serve() {
 // errIdle ends a connection idle for --redis-idle-timeout.
 var errIdle = errors.New("resp: idle")
 
-// read reads from the client. With an idle timeout, a connection that
-// sends nothing for that long, and neither subscribed nor turned
+// read reads from the client into b. With an idle timeout, a connection
+// that sends nothing for that long, and neither subscribed nor turned
 // tracking on, gets errIdle. The read deadline moves once per tenth of
 // the timeout, not at every read (a timer reset costs about what a GET
 // does); when it passes early, the wait goes on to its full length.
 func (c *conn) read(b []byte) (int, error) {
 	idle := c.s.cfg.IdleTimeout
-	if idle <= 0 {
-		return c.nc.Read(b)
-	}
-	start := time.Now()
-	if start.Sub(c.readDeadlineSet) > idle/10 {
-		_ = c.nc.SetReadDeadline(start.Add(idle))
-		c.readDeadlineSet = start
+	if idle > 0 && c.readAt.Sub(c.readDeadlineSet) > idle/10 {
+		_ = c.nc.SetReadDeadline(c.readAt.Add(idle))
+		c.readDeadlineSet = c.readAt
 	}
 	for {
 		n, err := c.nc.Read(b)
 		var ne net.Error
-		if n > 0 || err == nil || !errors.As(err, &ne) || !ne.Timeout() {
+		if n > 0 || err == nil || idle <= 0 || !errors.As(err, &ne) || !ne.Timeout() {
+			c.readAt = time.Now()
 			return n, err
 		}
 		now := time.Now()
-		next := start.Add(idle)
+		next := c.readAt.Add(idle)
 		switch {
 		case c.pushed.Load():
 			next = now.Add(idle) // it waits for pushes, not for its client
@@ -273,17 +275,20 @@ func (c *conn) fatal(err error) {
 func (c *conn) flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.flushLocked()
+	return c.flushLocked(c.readAt)
 }
 
-func (c *conn) flushLocked() error {
+// flushLocked writes out; now is about the time (the connection's
+// goroutine passes when its last read returned, to spare reading the
+// clock for every answer).
+func (c *conn) flushLocked(now time.Time) error {
 	if len(c.out) == 0 {
 		return nil
 	}
 	// The deadline moves once per tenth of --write-timeout, not at every
 	// write: resetting the runtime's timer costs about as much as the
 	// answer to a GET.
-	if now := time.Now(); now.After(c.deadlineSet.Add(c.s.cfg.WriteTimeout / 10)) {
+	if now.After(c.deadlineSet.Add(c.s.cfg.WriteTimeout / 10)) {
 		_ = c.nc.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
 		c.deadlineSet = now
 	}
@@ -356,7 +361,7 @@ func (c *conn) pusher() {
 		}
 		c.mu.Lock()
 		c.out = append(c.out, buf...)
-		err := c.flushLocked()
+		err := c.flushLocked(time.Now())
 		c.mu.Unlock()
 		if err != nil {
 			return
