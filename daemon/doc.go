@@ -87,14 +87,20 @@
 // daemon on the same view is refused), clears the "ready" bit of a file an
 // earlier daemon left and puts an empty, not ready generation in place;
 // once the store is open, every change of the view (store.FollowView: any
-// origin, deletes included) is queued and applied by one goroutine, which
-// loads the view, sets "ready" (once the node has caught up with its
-// cluster: see "Catching up"), then applies each batch as it comes and
-// beats the heartbeat every 50ms. The file is 0640 with the socket's
-// group. A shutdown marks it closed (readers: not ready); a write error
-// (a full tmpfs) turns it off with an error log while the daemon serves
-// on, and every 5s the mirror starts over with a new file loaded from the
-// store.
+// origin, deletes included) is written to the file by the store's
+// follower itself when nothing is queued and it fits the file, and
+// otherwise queued and applied by one goroutine, which loads the view,
+// sets "ready" (once the node has caught up with its cluster: see
+// "Catching up"), then applies each batch as it comes, builds the bigger
+// files, and beats the heartbeat every 50ms. The file is 0640 with the
+// socket's group. At each beat the mirror checks that the path still
+// names its file: one deleted or replaced under it (the runtime directory
+// cleaned) is put back as a new generation, the lock file taken again
+// first (a view log warning); with the directory gone the view is off
+// until it is back. A shutdown marks it closed (readers: not ready); a
+// write error (a full tmpfs) turns it off with an error log while the
+// daemon serves on, and every 5s the mirror starts over with a new file
+// loaded from the store.
 //
 // # Metrics
 //

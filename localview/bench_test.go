@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
@@ -26,6 +27,25 @@ func BenchmarkGetHot(b *testing.B) {
 		keys[i] = fmt.Sprintf("sku-%012d", i)
 		w.Put("prices", keys[i], "", make([]byte, 100), localview.Stamp{})
 	}
+	// The writer beats every 50ms, as the daemon's mirror does (a reader
+	// of a view whose heartbeat stopped looks at the path now and then).
+	w.Heartbeat(time.Now())
+	stop := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				w.Heartbeat(time.Now())
+			}
+		}
+	}()
+	defer func() { close(stop); <-beating }()
 	r, err := localview.Open(path)
 	if err != nil {
 		b.Fatal(err)
