@@ -16,7 +16,11 @@ import (
 // random, as BenchmarkLocalGet in package daemon does, beside what the
 // memory alone costs in the same run: "memory" loads the key's slot and
 // then three words of its record, 64 bytes apart, with no compare and no
-// copy: the cache and TLB misses a Get cannot avoid.
+// copy: the two dependent cache and TLB misses a Get cannot avoid.
+// "one-at-a-time" makes each read wait for the one before (the next key
+// depends on its result), which is a read's latency; "independent" lets
+// the CPU overlap the misses of successive reads, which is a loop's
+// throughput.
 func BenchmarkGetRandom(b *testing.B) {
 	const n = 1_000_000
 	w, err := Create(filepath.Join(b.TempDir(), "view"), WriterOptions{Gid: -1})
@@ -66,22 +70,29 @@ func BenchmarkGetRandom(b *testing.B) {
 		}},
 	}
 	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			runtime.LockOSThread() // RUSAGE_THREAD is this thread's
-			defer runtime.UnlockOSThread()
-			var ru0, ru1 unix.Rusage
-			unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
-			sum, i := 0, 0
-			for b.Loop() {
-				sum += c.read(keys[i%n])
-				i++
-			}
-			unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
-			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
-			b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
-			if sum == 42 {
-				b.Log(sum) // keep the loads
-			}
-		})
+		for _, chained := range []bool{true, false} {
+			name := c.name + map[bool]string{true: "/one-at-a-time", false: "/independent"}[chained]
+			b.Run(name, func(b *testing.B) {
+				runtime.LockOSThread() // RUSAGE_THREAD is this thread's
+				defer runtime.UnlockOSThread()
+				var ru0, ru1 unix.Rusage
+				unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+				sum, i, z := 0, 0, 0
+				for b.Loop() {
+					x := c.read(keys[(i+z)%n])
+					sum += x
+					if chained {
+						z = x >> 62 & 1 // 0, known only once the read is done
+					}
+					i++
+				}
+				unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
+				cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+				b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
+				if sum == 42 {
+					b.Log(sum) // keep the loads
+				}
+			})
+		}
 	}
 }
