@@ -384,6 +384,33 @@ func BenchmarkPythonGet(b *testing.B) {
 	}
 }
 
+// BenchmarkPublishRandom1M is the writer of BenchmarkLocalGet's
+// writer=100k alone, unpaced: batches of 100 updates of random keys
+// among the 1M of the benchmark daemon (100-byte values), through the
+// store and its view mirror: the rate one goroutine sustains, and so the
+// bound of the paced writer when a reader shares the machine with it.
+func BenchmarkPublishRandom1M(b *testing.B) {
+	bd := startBenchDaemon(b, 100)
+	rng := rand.New(rand.NewPCG(4, 5))
+	msgs := make([]record.Message, 100)
+	value := make([]byte, 100)
+	b.ResetTimer()
+	cpu0 := processCPU()
+	n := 0
+	for b.Loop() {
+		for j := range msgs {
+			copy(value, strconv.Itoa(n+j))
+			msgs[j] = record.Message{Topic: "prices", Key: bd.keys[rng.IntN(benchKeys)], Value: append([]byte(nil), value...)}
+		}
+		if _, err := bd.d.Store().PublishBatch(msgs); err != nil {
+			b.Fatal(err)
+		}
+		n += len(msgs)
+	}
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(n), "proc-cpu-ns/msg")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
+
 // BenchmarkPublishViewMirror is what the shared view's mirror adds to a
 // publish: batches of 100 messages (100-byte values over 10,000 keys, as
 // redis-benchmark -r 10000) through the store of a daemon with the view
