@@ -170,7 +170,9 @@
 // on a new file. Every 64 reads the Go reader compares the heartbeat
 // (offset 128) with the clock; once it is more than a second old it stats
 // the path (at most every 100ms): another file there is opened, no file
-// makes the read "not ready". A current view costs no system call.
+// makes the read "not ready". A current view costs no system call (the
+// clock is read through the vDSO, where the clock source allows it: the
+// TSC, kvm-clock).
 //
 // Scan(topic): walk every slot; for each non-empty one, check the record
 // (off + 48 <= arena end, capacity a multiple of 8, d + c <= arena end),

@@ -13,6 +13,10 @@ with a few slices of the mapping: no system call, no lock, no registration.
         print(e.value, e.tag, e.hlc, e.origin, e.seq)
 
 A View is not safe for concurrent use by several threads: give each its own.
+Unlike the Go reader, it cannot survive the file being truncated under its
+mapping (the pages past the new end raise SIGBUS, which Python cannot turn
+into an exception): the daemon never does that (it allocates each file whole
+and replaces it by a rename), only someone who may write the file can.
 
 x86 only: the reader checks a record's version before and after copying it,
 which is enough where the CPU does not reorder loads with loads (x86's total
