@@ -296,3 +296,149 @@ func TestClusterExpiryRealClock(t *testing.T) {
 		}
 	}
 }
+
+// skus are n keys sku-0000.. and their Redis names.
+func skus(n int) (keys, names []string) {
+	for i := range n {
+		k := fmt.Sprintf("sku-%04d", i)
+		keys, names = append(keys, k), append(names, "prices:"+k)
+	}
+	return keys, names
+}
+
+// publishAll publishes value(i) for every key as one NDJSON batch on td,
+// with extra fields on each line.
+func publishAll(t *testing.T, td *testDaemon, keys []string, value func(i int) string, extra string) {
+	t.Helper()
+	var lines []string
+	for i, k := range keys {
+		lines = append(lines, fmt.Sprintf(`{"key":%q,"value":%q%s}`, k, value(i), extra))
+	}
+	if r := postNDJSON(t, td, "prices", lines); r.status != 200 {
+		t.Fatalf("%s: publish: %d %s", td.cfg.NodeName, r.status, r.body)
+	}
+}
+
+// checkValues reads every key from td's Redis door in one MGET (one
+// instant) and checks it against want(i).
+func checkValues(t *testing.T, td *testDaemon, names []string, want func(i int) string, what string) {
+	t.Helper()
+	vals := must(goRedis(t, td, 2).MGet(context.Background(), names...).Result())
+	for i, v := range vals {
+		if s, _ := v.(string); s != want(i) {
+			t.Fatalf("%s: %s: %s = %q, want %q", td.cfg.NodeName, what, names[i], s, want(i))
+		}
+	}
+}
+
+// TestClusterScheduledFlip: 1,000 SKUs scheduled for one instant 2 s
+// ahead flip on every node at that instant of its own clock (the clocks
+// 300 ms apart): the millisecond before, every node serves the value in
+// force (a write for now published after the schedule included), at the
+// instant the scheduled one; a subscriber hears each take effect; after
+// the instant an ordinary write wins again.
+func TestClusterScheduledFlip(t *testing.T) {
+	var clock fleetClock
+	ds := startTimedCluster(t, &clock)
+	const n = 1000
+	keys, names := skus(n)
+	instant := clock.base.Load() + 2000
+	regular := func(i int) string { return fmt.Sprintf("regular-%d", i) }
+	sale := func(i int) string { return fmt.Sprintf("sale-%d", i) }
+	publishAll(t, ds[1], keys, regular, "")
+	publishAll(t, ds[0], keys, sale, fmt.Sprintf(`,"effective_at":%d`, instant))
+	// A write for now, published after the schedule, before the instant.
+	clock.base.Add(500)
+	publishAll(t, ds[2], keys[:10], func(i int) string { return "later-for-now" }, "")
+	before := func(i int) string {
+		if i < 10 {
+			return "later-for-now"
+		}
+		return regular(i)
+	}
+	waitSameRecords(t, ds)
+	events := subscribeLines(t, ds[2], "/v1/topics/prices/subscribe?from=latest&events=effective")
+	for _, td := range ds {
+		r := td.do("GET", "/v1/topics/prices/pending?limit=10000", nil)
+		var p struct {
+			Pending []struct {
+				Key, Value  string
+				EffectiveAt string `json:"effective_at"`
+			}
+		}
+		if err := json.Unmarshal(r.body, &p); err != nil || r.status != 200 || len(p.Pending) != n || p.Pending[0].EffectiveAt != msTimeOf(instant) {
+			t.Fatalf("%s: pending: %d, %d records (%v)", td.cfg.NodeName, r.status, len(p.Pending), err)
+		}
+	}
+	// Each node flips at the instant of its own clock: the nodes whose
+	// clock runs ahead first.
+	order := []int{1, 0, 2} // offsets +150, 0, -150 ms
+	for _, i := range order {
+		td := ds[i]
+		clock.base.Store(instant - clockOffsets[i].Milliseconds() - 1)
+		checkValues(t, td, names, before, "1 ms before the instant")
+		clock.base.Store(instant - clockOffsets[i].Milliseconds())
+		checkValues(t, td, names, sale, "at the instant")
+	}
+	heard := map[string]bool{}
+	testkit.Eventually(t, 10*time.Second, "the subscriber heard every SKU take effect", func() bool {
+		for {
+			select {
+			case l := <-events:
+				var ev struct{ Event, Key, Value string }
+				if json.Unmarshal([]byte(l), &ev) == nil && ev.Event == "effective" && strings.HasPrefix(ev.Value, "sale-") {
+					heard[ev.Key] = true
+				}
+				continue
+			default:
+			}
+			return len(heard) == n
+		}
+	})
+	// After the instant an ordinary write wins again.
+	clock.base.Add(1000)
+	publishAll(t, ds[1], keys[:10], func(i int) string { return "after" }, "")
+	waitSameRecords(t, ds)
+	for _, td := range ds {
+		checkValues(t, td, names, func(i int) string {
+			if i < 10 {
+				return "after"
+			}
+			return sale(i)
+		}, "after the instant and a new write")
+		if r := td.do("GET", "/v1/topics/prices/pending", nil); !strings.Contains(string(r.body), `"pending":[]`) {
+			t.Fatalf("%s: pending after the instant: %s", td.cfg.NodeName, r.body)
+		}
+	}
+}
+
+// TestClusterScheduledCutOff: two nodes are cut off (stopped) when the
+// schedule is published; the one back before the instant flips at the
+// instant, the one back after it flips as soon as it has the records.
+func TestClusterScheduledCutOff(t *testing.T) {
+	var clock fleetClock
+	ds := startTimedCluster(t, &clock)
+	const n = 100
+	keys, names := skus(n)
+	regular := func(i int) string { return fmt.Sprintf("regular-%d", i) }
+	sale := func(i int) string { return fmt.Sprintf("sale-%d", i) }
+	publishAll(t, ds[0], keys, regular, "")
+	waitSameRecords(t, ds)
+	ds[1].stop()
+	ds[2].stop()
+	instant := clock.base.Load() + 2000
+	publishAll(t, ds[0], keys, sale, fmt.Sprintf(`,"effective_at":%d`, instant))
+
+	clock.base.Add(200)
+	early := startDaemon(t, ds[1].cfg)
+	waitSameRecords(t, []*testDaemon{ds[0], early})
+	clock.base.Store(instant - clockOffsets[1].Milliseconds() - 1)
+	checkValues(t, early, names, regular, "back before the instant, 1 ms before it")
+	clock.base.Store(instant - clockOffsets[1].Milliseconds())
+	checkValues(t, early, names, sale, "back before the instant, at it")
+
+	clock.base.Store(instant + 3000)
+	late := startDaemon(t, ds[2].cfg)
+	waitSameRecords(t, []*testDaemon{ds[0], early, late})
+	checkValues(t, late, names, sale, "back after the instant")
+}

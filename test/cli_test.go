@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // cliResult is what one run of the cachecast command printed.
@@ -327,4 +328,32 @@ func subscriptionLines(t *testing.T, n *Node, topic string, count int) string {
 		b.WriteString(line)
 	}
 	return b.String()
+}
+
+// TestCLIPending: cachecast pending lists a topic's scheduled values, a
+// scheduled delete and an expiry, and nothing once their instant has come.
+func TestCLIPending(t *testing.T) {
+	n := StartNode(t, bins, NodeOptions{Name: "cli-pending", Args: smallNode})
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	soon := time.Now().Add(1500 * time.Millisecond).UnixMilli()
+	body := fmt.Sprintf(`{"key":"sku-1","value":"7.99","effective_at":%q,"ttl_ms":7200000}
+{"key":"sku-2","delete":true,"effective_at":%d}
+{"key":"sku-3","value":"soon","effective_at":%d}`, at.Format(time.RFC3339Nano), at.UnixMilli(), soon)
+	if r := httpDo(t, n, "POST", "/v1/topics/prices/messages", strings.NewReader(body), "Content-Type", "application/x-ndjson"); r.status != 200 {
+		t.Fatalf("publish: %d %s", r.status, r.body)
+	}
+	out := cli(t, n, "", "pending", "prices").ok(t, "pending").stdout
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "KEY") ||
+		!regexp.MustCompile(`^sku-1\s+`+regexp.QuoteMeta(at.Format(time.RFC3339Nano))+`\s+7\.99\s+\S+Z$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^sku-2\s+\S+\s+\(delete\)\s+-$`).MatchString(lines[2]) || !strings.HasPrefix(lines[3], "sku-3") {
+		t.Fatalf("cachecast pending printed:\n%s", out)
+	}
+	testkit.Eventually(t, 10*time.Second, "sku-3 to take effect", func() bool {
+		v, err := n.Client.Get(ctx(t), "prices", "sku-3")
+		return err == nil && string(v.Bytes) == "soon"
+	})
+	if out := cli(t, n, "", "pending", "prices").ok(t, "pending").stdout; strings.Contains(out, "sku-3") {
+		t.Fatalf("sku-3 is still listed after its instant:\n%s", out)
+	}
 }

@@ -213,6 +213,52 @@ var keysCmd = &command{
 	},
 }
 
+var pendingCmd = &command{
+	name:    "pending",
+	args:    "TOPIC",
+	summary: "list a topic's scheduled values not in force yet",
+	help: `One line a record: the key, the instant it takes effect (each node
+flips at that instant of its own clock), and the value, "(delete)" for
+a scheduled delete or "(cancel)" for a cancel of the key's records
+scheduled then, and the expiry when it has one.`,
+	minArgs: 1, maxArgs: 1,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		return func(ctx context.Context, e *env, args []string) error {
+			c := g.client()
+			defer c.Close()
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tEFFECTIVE AT\tVALUE\tEXPIRES AT")
+			after := ""
+			for {
+				recs, next, err := c.Pending(ctx, args[0], after, 10000)
+				if err != nil {
+					return err
+				}
+				for _, p := range recs {
+					v := p.Value
+					switch {
+					case p.Cancel:
+						v = "(cancel)"
+					case p.Delete:
+						v = "(delete)"
+					case p.ValueBase64 != "":
+						v = "base64:" + p.ValueBase64
+					}
+					exp := "-"
+					if !p.ExpiresAt.IsZero() {
+						exp = p.ExpiresAt.UTC().Format(time.RFC3339Nano)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Key, p.EffectiveAt.UTC().Format(time.RFC3339Nano), v, exp)
+				}
+				if next == "" {
+					return tw.Flush()
+				}
+				after = next
+			}
+		}
+	},
+}
+
 var topicsCmd = &command{
 	name:    "topics",
 	args:    "",
