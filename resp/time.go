@@ -73,6 +73,11 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool)
 					c.err("ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970")
 					return false, false
 				}
+				if n <= now.UnixMilli() {
+					c.err("ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
+						strconv.FormatInt(now.UnixMilli(), 10) + "); SET without it for now")
+					return false, false
+				}
 				m.EffectiveAt = n
 				continue
 			}

@@ -93,9 +93,11 @@ func TestTimeCommands(t *testing.T) {
 			{1000, cmd("GET", "p:sku") + cmd("PTTL", "p:sku"), []string{"$4\r\nsale\r\n", ":2000\r\n"}},
 			{3000, cmd("GET", "p:sku"), []string{"$-1\r\n"}},
 			{5000, cmd("GET", "p:sku") + cmd("CACHECAST.CANCEL", "p:sku", ms(1000)), []string{"$-1\r\n", ":0\r\n"}},
-			{5001, cmd("SET", "p:x", "v", "EFFECTIVEAT", ms(6000), "PXAT", ms(6000)) + cmd("SET", "p:x", "v", "EFFECTIVEAT", "0"),
+			{5001, cmd("SET", "p:x", "v", "EFFECTIVEAT", ms(6000), "PXAT", ms(6000)) + cmd("SET", "p:x", "v", "EFFECTIVEAT", "0") +
+				cmd("SET", "p:x", "v", "EFFECTIVEAT", ms(5001)),
 				[]string{"-ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT\r\n",
-					"-ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970\r\n"}},
+					"-ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970\r\n",
+					"-ERR EFFECTIVEAT " + ms(5001) + " is not ahead of this node's clock (" + ms(5001) + "); SET without it for now\r\n"}},
 		}},
 	}
 	for _, tc := range tests {
