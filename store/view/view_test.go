@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -617,5 +618,67 @@ func BenchmarkViewDigests(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		v.Freeze().Digests()
+	}
+}
+
+// TestViewItemSize: the epoch of in-place updates lives in what was the
+// item's padding; an item is one 64-byte allocation class.
+func TestViewItemSize(t *testing.T) {
+	if n := unsafe.Sizeof(viewItem{}); n != 64 {
+		t.Fatalf("a view item is %d bytes, want 64", n)
+	}
+}
+
+// TestViewFrozenCloneSeesNoLaterUpdate: a key updated again and again is
+// updated in place, yet a clone frozen in between (FollowFrom's view)
+// still yields the value of its instant, while the view moves on.
+func TestViewFrozenCloneSeesNoLaterUpdate(t *testing.T) {
+	v := New()
+	hlc := uint64(0)
+	put := func(key, value string) {
+		hlc++
+		if !v.Apply(viewPut("t", key, value, 1, hlc, hlc).record(t)) {
+			t.Fatalf("put %s=%s did not change the view", key, value)
+		}
+	}
+	for i := range 3 {
+		put("a", fmt.Sprint("a", i)) // in place from the second on
+		put("b", fmt.Sprint("b", i))
+	}
+	frozen := v.FollowFrom(nil)
+	for i := 3; i < 10; i++ {
+		put("a", fmt.Sprint("a", i)) // a new item, then in place
+		put("c", fmt.Sprint("c", i))
+	}
+	got := map[string]string{}
+	for c := range frozen {
+		got[c.Key] = string(c.Value)
+	}
+	if want := map[string]string{"a": "a2", "b": "b2"}; !maps.Equal(got, want) {
+		t.Fatalf("the frozen view holds %v, want %v", got, want)
+	}
+	for k, want := range map[string]string{"a": "a9", "b": "b2", "c": "c9"} {
+		if e, ok := v.Get("t", k); !ok || string(e.Value) != want {
+			t.Fatalf("Get(%s) = %q %v, want %q", k, e.Value, ok, want)
+		}
+	}
+	if v.Len() != 3 || v.topics["t"].order.Len() != 3 {
+		t.Fatalf("Len %d, B-tree %d, want 3 and 3", v.Len(), v.topics["t"].order.Len())
+	}
+}
+
+// TestViewEpochWraps: when the freeze count wraps, every item counts as
+// made before the last freeze, so none a clone holds is updated in place.
+func TestViewEpochWraps(t *testing.T) {
+	v := New()
+	v.Apply(viewPut("t", "k", "v1", 1, 1, 1).record(t))
+	v.epoch = 1<<16 - 1
+	v.topics["t"].byKey["k"].epoch = 1<<16 - 1
+	frozen := v.FollowFrom(nil) // epoch wraps to 1
+	v.Apply(viewPut("t", "k", "v2", 1, 2, 2).record(t))
+	for c := range frozen {
+		if string(c.Value) != "v1" {
+			t.Fatalf("the clone frozen at the wrap holds %q, want v1", c.Value)
+		}
 	}
 }
