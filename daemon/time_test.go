@@ -442,3 +442,51 @@ func TestClusterScheduledCutOff(t *testing.T) {
 	waitSameRecords(t, []*testDaemon{ds[0], early, late})
 	checkValues(t, late, names, sale, "back after the instant")
 }
+
+// TestClusterBatchVisibleTogether: while batches of 100 keys are published
+// on node0, readers hammering MGET over the batch's keys on every node
+// never see a mix of two batches.
+func TestClusterBatchVisibleTogether(t *testing.T) {
+	ds := startCluster(t, 3, nil)
+	keys, names := skus(100)
+	const batches = 200
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for _, td := range ds {
+		rc := goRedis(t, td, 2)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				vals, err := rc.MGet(ctx, names...).Result()
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("%s: MGET: %v", td.cfg.NodeName, err)
+					}
+					return
+				}
+				reads.Add(1)
+				first, _ := vals[0].(string)
+				for i, v := range vals {
+					if s, _ := v.(string); s != first {
+						t.Errorf("%s: one MGET saw %s = %q and %s = %q: a mix of two batches", td.cfg.NodeName, names[0], first, names[i], s)
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	}
+	for b := range batches {
+		publishAll(t, ds[0], keys, func(int) string { return fmt.Sprintf("batch-%d", b) }, "")
+	}
+	waitSameRecords(t, ds)
+	cancel()
+	wg.Wait()
+	t.Logf("%d MGETs of 100 keys over %d batches", reads.Load(), batches)
+	for _, td := range ds {
+		checkValues(t, td, names, func(int) string { return fmt.Sprintf("batch-%d", batches-1) }, "after the last batch")
+	}
+}

@@ -148,6 +148,9 @@ func decodeMessage(topic string, b []byte, maxValue, now int64) (record.Message,
 			return m, wire.Errorf(wire.CodeBadRequest, "a delete carries no value")
 		}
 	}
+	if e := checkTimeFields(&m); e != nil {
+		return m, e
+	}
 	return m, nil
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -116,6 +117,14 @@ func FuzzDecodeMessages(f *testing.F) {
 		`{"key":"k","value":"a","value_base64":"YQ=="}`,
 		`{"key":`,
 		"",
+		`{"key":"k","value":"v","ttl_ms":5000}`,
+		`{"key":"k","value":"v","expires_at":"2030-01-01T00:00:00Z","effective_at":1893456000000}`,
+		`{"key":"k","cancel":true,"effective_at":"2030-01-01T00:00:00.5+01:00"}`,
+		`{"key":"k","delete":true,"effective_at":1893456000000}`,
+		`{"ttl_ms":5}`,
+		`{"key":"k","ttl_ms":5,"expires_at":6}`,
+		`{"key":"k","expires_at":"yesterday"}`,
+		"{\"key\":\"a\",\"value\":\"1\",\"effective_at\":9}\n{\"key\":\"b\",\"value\":\"2\",\"effective_at\":9}\n",
 	} {
 		f.Add([]byte(seed), false)
 		f.Add([]byte(seed), true)
@@ -169,6 +178,15 @@ func FuzzDecodeMessages(f *testing.F) {
 			if m.Delete {
 				again = append(again, `,"delete":true`...)
 			}
+			if m.Cancel {
+				again = append(again, `,"cancel":true`...)
+			}
+			if m.ExpiresAt != 0 {
+				again = fmt.Appendf(again, `,"expires_at":%d`, m.ExpiresAt)
+			}
+			if m.EffectiveAt != 0 {
+				again = fmt.Appendf(again, `,"effective_at":%d`, m.EffectiveAt)
+			}
 			again = append(again, "}\n"...)
 		}
 		back, e := decodeMessages("topic", again, true, max, 1)
@@ -177,7 +195,8 @@ func FuzzDecodeMessages(f *testing.F) {
 		}
 		for i := range msgs {
 			a, b := msgs[i], back[i]
-			if a.Key != b.Key || a.Tag != b.Tag || a.Delete != b.Delete || !bytes.Equal(a.Value, b.Value) {
+			if a.Key != b.Key || a.Tag != b.Tag || a.Delete != b.Delete || !bytes.Equal(a.Value, b.Value) ||
+				a.Cancel != b.Cancel || a.ExpiresAt != b.ExpiresAt || a.EffectiveAt != b.EffectiveAt || a.BatchFollow != b.BatchFollow {
 				t.Fatalf("round trip changed message %d: %+v -> %+v", i, a, b)
 			}
 		}

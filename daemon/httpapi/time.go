@@ -84,10 +84,11 @@ func timeHeaders(r *http.Request) (expires, effective int64, e *wire.Error) {
 	return expires, effective, nil
 }
 
-// checkTimes checks a message's time fields against the clock: an expiry
-// and an effective time ahead, the expiry after the effective time, a
-// cancel of an instant ahead with a key and no value.
-func checkTimes(m *record.Message, now int64) *wire.Error {
+// checkTimeFields checks how a message's time fields go together: a
+// cancel has a key, the "effective_at" it cancels and nothing else; an
+// expiry or an effective time needs a key; a delete does not expire; the
+// expiry comes after the effective time.
+func checkTimeFields(m *record.Message) *wire.Error {
 	switch {
 	case m.Cancel && (m.Key == "" || m.EffectiveAt == 0):
 		return wire.Errorf(wire.CodeBadRequest, `a cancel needs a key and the "effective_at" of the records it cancels`)
@@ -97,14 +98,26 @@ func checkTimes(m *record.Message, now int64) *wire.Error {
 		return wire.Errorf(wire.CodeBadRequest, "an expiry or an effective time needs a key (a keyless message is not kept in the view)")
 	case m.Delete && m.ExpiresAt != 0:
 		return wire.Errorf(wire.CodeBadRequest, "a delete cannot expire")
+	case m.ExpiresAt != 0 && m.EffectiveAt != 0 && m.ExpiresAt <= m.EffectiveAt:
+		return wire.Errorf(wire.CodeBadRequest, "the expiry %s is not after effective_at %s", msTime(m.ExpiresAt), msTime(m.EffectiveAt))
+	}
+	return nil
+}
+
+// checkTimes checks a message's time fields (checkTimeFields) and then
+// against the clock: an expiry and an effective time ahead, a cancel of
+// an instant ahead.
+func checkTimes(m *record.Message, now int64) *wire.Error {
+	if e := checkTimeFields(m); e != nil {
+		return e
+	}
+	switch {
 	case m.ExpiresAt != 0 && m.ExpiresAt <= now:
 		return wire.Errorf(wire.CodeBadRequest, "the expiry %s is not ahead of this node's clock (%s)", msTime(m.ExpiresAt), msTime(now))
 	case m.EffectiveAt != 0 && m.EffectiveAt <= now && m.Cancel:
 		return wire.Errorf(wire.CodeNotPending, "effective_at %s is not ahead of this node's clock (%s): nothing there is pending any more", msTime(m.EffectiveAt), msTime(now))
 	case m.EffectiveAt != 0 && m.EffectiveAt <= now:
 		return wire.Errorf(wire.CodeBadRequest, "effective_at %s is not ahead of this node's clock (%s); publish without it for now", msTime(m.EffectiveAt), msTime(now))
-	case m.ExpiresAt != 0 && m.EffectiveAt != 0 && m.ExpiresAt <= m.EffectiveAt:
-		return wire.Errorf(wire.CodeBadRequest, "the expiry %s is not after effective_at %s", msTime(m.ExpiresAt), msTime(m.EffectiveAt))
 	}
 	return nil
 }
