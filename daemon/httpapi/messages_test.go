@@ -3,8 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
