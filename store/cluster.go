@@ -20,10 +20,14 @@ import (
 // Vector returns, for every origin this node holds records of, the highest
 // seq it holds (its version vector; seqs are gap-free per origin, so the
 // highest is also the highest contiguous).
-func (s *Store) Vector() map[uint64]uint64 { return s.origins.Vector() }
+//
+// A record set aside as damaged and not back yet (see Lost) is not held:
+// the vector stops before it, so that anti-entropy pulls it from a peer.
+func (s *Store) Vector() map[uint64]uint64 { return s.lost.capVector(s.origins.Vector()) }
 
 // LastSeq returns the highest seq of origin this node holds, 0 if none.
-func (s *Store) LastSeq(origin uint64) uint64 { return s.origins.Last(origin) }
+// A record set aside as damaged and not back yet is not held (as Vector).
+func (s *Store) LastSeq(origin uint64) uint64 { return s.lost.cap(origin, s.origins.Last(origin)) }
 
 // Changed returns a channel that is closed at the next write to the store
 // (or when it closes). Take the channel before looking at the store's
@@ -47,21 +51,40 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error
 	if from == 0 {
 		return from, fmt.Errorf("%w: seq 0", ErrInvalid)
 	}
-	last := min(to, s.origins.Last(origin))
+	last := min(to, s.LastSeq(origin))
 	for next = from; next <= last; next++ {
 		pos, ok := s.origins.Get(origin, next)
 		if !ok {
 			return next, fmt.Errorf("%w: origin %016x seq %d", ErrRecycled, origin, next)
 		}
-		if _, err := s.seglog.Read(pos, fn); err != nil {
-			if errors.Is(err, ErrBeyondEnd) {
-				return next, nil // indexed, not yet committed: the next call gets it
+		_, err := s.seglog.Read(pos, func(r record.Record) error {
+			if r.Kind() == record.KindLost {
+				return errLostSlot
 			}
+			return fn(r)
+		})
+		if errors.Is(err, ErrCorrupt) {
+			if err = s.damagedAt(pos, err); err == nil {
+				next-- // read it again: its placeholder, or the record back
+				continue
+			}
+		}
+		switch {
+		case errors.Is(err, errLostSlot):
+			// Lost to a damaged log and given up (AcceptLost): a peer that
+			// lacks it too takes it as recycled, and bootstraps.
+			return next, fmt.Errorf("%w: origin %016x seq %d was lost to a damaged log", ErrRecycled, origin, next)
+		case errors.Is(err, ErrBeyondEnd):
+			return next, nil // indexed, not yet committed: the next call gets it
+		case err != nil:
 			return next, err
 		}
 	}
 	return next, nil
 }
+
+// errLostSlot stops a read at a lost record's placeholder.
+var errLostSlot = errors.New("store: a lost record's placeholder")
 
 // Digest is a SHA-256 over the whole view, tombstones included, in (topic,
 // key) order: two nodes with equal digests hold the same view.

@@ -143,6 +143,9 @@ func (r *TopicReader) scan() (Delivery, bool, error) {
 		}
 		var rec record.Record
 		_, err = r.s.seglog.Read(e.Pos, func(x record.Record) error {
+			if x.Kind() == record.KindLost {
+				return nil // lost to a damaged log: skipped (repair.go)
+			}
 			if len(r.tags) > 0 && !containsTag(r.tags, x.Tag()) {
 				return nil
 			}
@@ -156,6 +159,11 @@ func (r *TopicReader) scan() (Delivery, bool, error) {
 		case errors.Is(err, ErrRecycled):
 			r.off++
 			continue
+		case errors.Is(err, ErrCorrupt):
+			if err := r.s.damagedAt(e.Pos, err); err != nil {
+				return Delivery{}, false, err
+			}
+			continue // read it again: its placeholder, or the record back
 		case err != nil:
 			return Delivery{}, false, err
 		}

@@ -60,6 +60,12 @@ type Store struct {
 	writeErr  atomic.Pointer[error] // the first write that failed on an I/O error
 	brokenErr atomic.Pointer[error] // the first failed view apply or undo: log, indexes and view disagree
 
+	// lost is the records set aside as damaged and wanted back from the
+	// peers; damaged and repaired count them (repair.go).
+	lost              lostSet
+	damaged, repaired atomic.Uint64
+	scrubTo           int64 // the scrub checks the log below this (replay checked the rest)
+
 	applyFailures atomic.Uint64         // committed records the view could not take
 	undoFailures  atomic.Uint64         // failed writes that could not be taken back
 	fullErr       atomic.Pointer[error] // the last write refused for want of space, until one passes or room is back
@@ -118,7 +124,7 @@ func Open(opts Options) (*Store, error) {
 		seglog: s.seglog, topics: s.topics, origins: s.origins, cursors: s.cursors,
 		snapCovers: &s.snapCovers, kickSnapshot: s.kickSnapshot, log: log,
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.flushLoop()
 	go s.snapshotLoop()
 	s.view.OnTimeEvent(s.notify.notify)
@@ -126,6 +132,7 @@ func Open(opts Options) (*Store, error) {
 		defer s.wg.Done()
 		s.view.RunTimes(s.done)
 	}()
+	go s.scrub(s.scrubTo)
 	return s, nil
 }
 
@@ -178,6 +185,9 @@ func (s *Store) open() error {
 		for _, tmp := range tmps {
 			os.Remove(tmp)
 		}
+	}
+	if err = s.loadLost(); err != nil {
+		return err
 	}
 	if err = s.loadView(); err != nil {
 		return err
@@ -296,6 +306,7 @@ func (s *Store) replay() error {
 	from := max(min(indexed, covers), s.seglog.Oldest())
 	from -= from % record.Align
 	end := s.seglog.End()
+	s.scrubTo = from
 	var n int
 	start := time.Now()
 	for pos := from; pos < end; {
@@ -312,6 +323,14 @@ func (s *Store) replay() error {
 			n++
 			return nil
 		})
+		if errors.Is(err, ErrCorrupt) {
+			// Damage under the flushed position: set the record aside
+			// (repair.go) and read its placeholder.
+			if err := s.setAside(pos, err); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -433,6 +452,9 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	if r == nil || len(r) != len(raw) && len(raw) != record.Padded(len(r)) {
 		return Result{}, fmt.Errorf("%w: record of %d bytes in %d", ErrInvalid, len(r), len(raw))
 	}
+	if r.Kind() == record.KindLost {
+		return Result{}, fmt.Errorf("%w: a lost record's placeholder never travels", ErrInvalid)
+	}
 	s.wmu.Lock()
 	if s.closed.Load() {
 		s.wmu.Unlock()
@@ -442,7 +464,11 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	expect := max(last, s.heldTail(r.Origin())) + 1
 	switch {
 	case r.Seq() <= last:
+		res, ok, err := s.restore(r) // a record this node lost, back from a peer
 		s.wmu.Unlock()
+		if ok {
+			return res, err
+		}
 		return Result{}, fmt.Errorf("%w: origin %016x seq %d (held up to %d)", ErrDuplicate, r.Origin(), r.Seq(), last)
 	case r.Seq() < expect:
 		s.wmu.Unlock()

@@ -105,9 +105,15 @@ const (
 	// same effective time and a smaller (HLC, origin): see "Time" in
 	// DESIGN.md. Version 2 only.
 	KindCancel Kind = 3
+	// KindLost is a placeholder this node wrote in its own log over a
+	// record it found damaged (see EncodeLost): it keeps the record's
+	// place, size, origin, seq and topic, and nothing else. It never
+	// leaves the node and the view ignores it (it has no key). Version 1
+	// only.
+	KindLost Kind = 4
 )
 
-// String returns "value", "tombstone" or kind(N).
+// String returns "value", "tombstone", "cancel", "lost" or kind(N).
 func (k Kind) String() string {
 	switch k {
 	case KindValue:
@@ -116,6 +122,8 @@ func (k Kind) String() string {
 		return "tombstone"
 	case KindCancel:
 		return "cancel"
+	case KindLost:
+		return "lost"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -306,7 +314,7 @@ func Decode(b []byte) (Record, error) {
 	if got, want := crc32.Checksum(b[8:size], castagnoli), binary.LittleEndian.Uint32(b[4:]); got != want {
 		return nil, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorrupt, got, want)
 	}
-	if k := r.Kind(); k != KindValue && k != KindTombstone && (k != KindCancel || r[9] != Version2) {
+	if k := r.Kind(); k != KindValue && k != KindTombstone && (k != KindCancel || r[9] != Version2) && (k != KindLost || r[9] != Version) {
 		return nil, fmt.Errorf("%w: unknown kind %d in a version %d record", ErrCorrupt, k, r[9])
 	}
 	if err := r.checkTime(); err != nil {

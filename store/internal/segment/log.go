@@ -401,10 +401,6 @@ func (l *Log) truncate(pos int64, cause error) error {
 // copyAside saves the bytes of s from off to the end of its non-zero data
 // into <dir>/corrupt/, so that a truncation never destroys the evidence.
 func (l *Log) copyAside(s *segment, off int64) (string, error) {
-	dir := filepath.Join(filepath.Dir(l.dir), "corrupt")
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return "", fsys.FileError("mkdir", dir, err)
-	}
 	var data []byte
 	if err := fsys.Guard(func() error {
 		end := l.segSize
@@ -416,9 +412,19 @@ func (l *Log) copyAside(s *segment, off int64) (string, error) {
 	}); err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("%s.%d.%d.bad", segmentName(s.base), off, time.Now().Unix()))
-	// Durable before the caller zeroes the original: a crash in between
-	// must not lose both.
+	return l.saveAside(s.base, off, data)
+}
+
+// saveAside writes data, the bytes at offset off of the segment at base,
+// to a new file in <dir>/corrupt/, durably: the file, the directory and
+// the new corrupt/ directory's entry are synced before it returns, so
+// that a crash after the caller overwrites the original never loses both.
+func (l *Log) saveAside(base, off int64, data []byte) (string, error) {
+	dir := filepath.Join(filepath.Dir(l.dir), "corrupt")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fsys.FileError("mkdir", dir, err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s.%d.%d.bad", segmentName(base), off, time.Now().Unix()))
 	if err := fsys.CreateAtomic(path, fsys.WriteSynced(data)); err != nil {
 		return "", err
 	}

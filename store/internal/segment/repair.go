@@ -1,0 +1,66 @@
+package segment
+
+import (
+	"fmt"
+
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+)
+
+// Repairing a damaged record in place (the store's repair.go decides what
+// to write): the bytes of a record's slot are copied aside, then the slot
+// is overwritten with a placeholder of the same size, and later with the
+// record itself, pulled back from a peer. Both run under the store's
+// write lock, which keeps the slot's segment from being recycled
+// meanwhile; readers may read the slot at the same time and see either
+// version or a torn mix, which fails its CRC (they ask again).
+
+// CopyAside saves the n bytes at committed position pos to a new file in
+// <dir>/corrupt/, durably (the file and the directory synced), and
+// returns its path.
+func (l *Log) CopyAside(pos int64, n int) (string, error) {
+	s, off, err := l.pinSlot(pos, n)
+	if err != nil {
+		return "", err
+	}
+	defer l.unpin(s)
+	var data []byte
+	if err := fsys.GuardDoing("reading", s.path, func() error {
+		data = append([]byte(nil), s.data[off:off+int64(n)]...)
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	return l.saveAside(s.base, off, data)
+}
+
+// Overwrite writes b over the committed bytes at pos and syncs them. b
+// must fit in the segment; the caller keeps records whole (it writes a
+// record's slot, padding included).
+func (l *Log) Overwrite(pos int64, b []byte) error {
+	s, off, err := l.pinSlot(pos, len(b))
+	if err != nil {
+		return err
+	}
+	defer l.unpin(s)
+	if err := fsys.GuardDoing("writing", s.path, func() error {
+		copy(s.data[off:], b)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return fsys.SyncRange(s.data, int(off), int(off)+len(b))
+}
+
+// pinSlot pins the segment of the n committed bytes at pos, which must
+// lie in one segment.
+func (l *Log) pinSlot(pos int64, n int) (*segment, int64, error) {
+	if pos < 0 || pos%8 != 0 || n <= 0 || pos+int64(n) > l.end.Load() || pos/l.segSize != (pos+int64(n)-1)/l.segSize {
+		return nil, 0, fmt.Errorf("%w: %d bytes at %d (log end %d)", errs.ErrBadPosition, n, pos, l.end.Load())
+	}
+	s, err := l.pin(pos)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, pos - s.base, nil
+}
