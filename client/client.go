@@ -484,6 +484,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		Store:    w.Store,
 		Redis:    w.Redis,
 		Degraded: w.Degraded,
+		Repair:   w.Repair,
 		Raw:      raw,
 	}, nil
 }

@@ -134,6 +134,9 @@ type Status struct {
 	// alone past its join timeout (it serves, but gets nothing from the
 	// fleet).
 	Degraded string
+	// Repair is the repair of the node's damaged log; nil while nothing
+	// was found damaged since it started.
+	Repair *Repair
 	// Raw is the whole answer as received, fields this client does not
 	// know (cluster figures, for instance) included.
 	Raw json.RawMessage
@@ -197,6 +200,7 @@ type statusWire struct {
 	Store         StoreStats  `json:"store"`
 	Redis         *RedisStats `json:"redis"`
 	Degraded      string      `json:"degraded"`
+	Repair        *Repair     `json:"repair"`
 }
 
 // RedisStats are the Redis front door's figures in Status.

@@ -592,6 +592,7 @@ func (d *Daemon) notifyLoop() {
 	status := time.NewTicker(statusInterval)
 	defer status.Stop()
 	unhealthy, full := false, false
+	unavailable := 0 // lost records no live peer holds, as last logged
 	// checkDisk logs a full disk once, and the end of it; the STATUS line
 	// says it meanwhile. The watchdog pings go on: a restart frees no space,
 	// and reads still work.
@@ -626,6 +627,7 @@ func (d *Daemon) notifyLoop() {
 			d.notify(sd.SdNotifyWatchdog)
 		case <-status.C:
 			checkDisk()
+			unavailable = d.checkRepair(unavailable)
 			if !unhealthy {
 				d.notify("STATUS=" + d.statusLine())
 			}
@@ -638,6 +640,9 @@ func (d *Daemon) statusLine() string {
 	s := d.store.Stats()
 	line := "serving on " + d.cfg.Socket + "; " + strconv.Itoa(s.Keys) + " keys, " +
 		strconv.FormatUint(s.Records, 10) + " records, " + strconv.Itoa(s.Segments) + " segments"
+	if n := len(d.store.Lost()); n > 0 {
+		line = "REPAIRING, " + strconv.Itoa(n) + " records lost to a damaged log; " + line
+	}
 	if cs := d.catch.status(); cs.Phase != "done" {
 		line = "CATCHING UP (" + cs.Phase + ", " + strconv.FormatUint(cs.LagRecords, 10) + " records behind); " + line
 	}

@@ -142,6 +142,7 @@ type storeCollector struct {
 	segments, mapped, logBytes, writePos, flushedPos, oldest *prometheus.Desc
 	records, keys, lastFlush, info                           *prometheus.Desc
 	mismatches                                               *prometheus.Desc
+	lost, damaged, repaired                                  *prometheus.Desc
 }
 
 func newStoreCollector(s *store.Store, node string) *storeCollector {
@@ -161,12 +162,15 @@ func newStoreCollector(s *store.Store, node string) *storeCollector {
 		keys:       d("view_keys", "Live keys in the key/value view."),
 		lastFlush:  d("last_flush_seconds", "Duration of the last flush."),
 		mismatches: d("log_mismatches_total", "Failures that leave the view or an index not matching the log, by kind: apply (a committed record the view could not take), undo (a failed write that could not be taken back). Any makes the store unhealthy until a restart.", "kind"),
+		lost:       d("lost_records", "Records of the log set aside as damaged and not back from a peer yet (cachecast repair)."),
+		damaged:    d("damaged_records_total", "Records of the log found damaged and set aside since the start."),
+		repaired:   d("repaired_records_total", "Records lost to a damaged log and pulled back from a peer since the start."),
 		info:       prometheus.NewDesc("cachecast_node_info", "The node's identity (value 1).", []string{"node", "origin", "version", "flush"}, nil),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info, c.mismatches} {
+	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info, c.mismatches, c.lost, c.damaged, c.repaired} {
 		ch <- d
 	}
 }
@@ -185,6 +189,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.lastFlush, s.LastFlush.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.mismatches, prometheus.CounterValue, float64(s.ApplyFailures), "apply")
 	ch <- prometheus.MustNewConstMetric(c.mismatches, prometheus.CounterValue, float64(s.UndoFailures), "undo")
+	damaged, repaired := c.s.RepairStats()
+	g(c.lost, float64(len(c.s.Lost())))
+	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.CounterValue, float64(damaged))
+	ch <- prometheus.MustNewConstMetric(c.repaired, prometheus.CounterValue, float64(repaired))
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1,
 		c.node, wire.FormatOrigin(s.Origin), Version, s.Flush.String())
 }

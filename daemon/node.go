@@ -48,6 +48,9 @@ func (n *node) DiskFull() error              { return n.d.store.DiskFull() }
 func (n *node) Ready() bool                  { return n.d.ready.Load() }
 func (n *node) Degraded() string             { return n.d.degraded() }
 
+// AcceptLost gives up the records lost to a damaged log.
+func (n *node) AcceptLost() (wire.AcceptLostResult, error) { return n.d.acceptLost() }
+
 // CatchUp is nil once the node has caught up with its peers (catchup.go).
 func (n *node) CatchUp() *wire.CatchUpStatus {
 	if n.d.catch.caughtUp() {
@@ -111,6 +114,7 @@ func (n *node) NodeStatus() wire.Status {
 	}
 	b.Degraded = d.degraded()
 	b.CatchUp = n.CatchUp()
+	b.Repair = d.repairStatus()
 	view := viewDigest(d.store.ViewDigests())
 	b.View = &view
 	return b

@@ -387,12 +387,18 @@ func (s *Store) AcceptLost() ([]LostRecord, error) {
 // pulled back from a peer, since Open.
 func (s *Store) RepairStats() (damaged, repaired uint64) { return s.damaged.Load(), s.repaired.Load() }
 
+// Scrubbed reports whether the scrub after Open has ended: it checked
+// the whole retained log, or stopped at damage it could not set aside
+// (logged).
+func (s *Store) Scrubbed() bool { return s.scrubbed.Load() }
+
 // scrub walks the retained log up to end once, after Open, checking every
 // record, so that damage under the flushed position is found without
 // waiting for a reader to meet it. It stops at the first damage it cannot
 // set aside, or when the store closes.
 func (s *Store) scrub(end int64) {
 	defer s.wg.Done()
+	defer s.scrubbed.Store(true)
 	t0 := time.Now()
 	pos := s.seglog.Oldest()
 	var n int

@@ -65,6 +65,7 @@ type Store struct {
 	lost              lostSet
 	damaged, repaired atomic.Uint64
 	scrubTo           int64 // the scrub checks the log below this (replay checked the rest)
+	scrubbed          atomic.Bool
 
 	applyFailures atomic.Uint64         // committed records the view could not take
 	undoFailures  atomic.Uint64         // failed writes that could not be taken back

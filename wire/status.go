@@ -29,6 +29,9 @@ type Status struct {
 	// CatchUp is the catch-up with the cluster before the node's first
 	// ready; absent once it is done.
 	CatchUp *CatchUpStatus `json:"catch_up,omitempty"`
+	// Repair is the repair of the node's damaged log; absent while
+	// nothing was found damaged since the start.
+	Repair *RepairStatus `json:"repair,omitempty"`
 }
 
 // CatchUpStatus is where a node stands in its catch-up with the cluster
@@ -66,4 +69,43 @@ type Cursor struct {
 	// OwnerUID is the user that created the cursor; null when none is
 	// recorded.
 	OwnerUID *uint32 `json:"owner_uid"`
+}
+
+// RepairStatus is the "repair" object of GET /v1/status: the records of
+// the node's log found damaged, set aside, and pulled back from the
+// peers (see "A damaged log" in package daemon). Absent while nothing was
+// ever damaged since the start.
+type RepairStatus struct {
+	// LostRecords is how many are still missing; Unavailable how many of
+	// those no live peer holds (an operator may give them up: POST
+	// /v1/repair/accept, `cachecast repair accept`).
+	LostRecords int `json:"lost_records"`
+	Unavailable int `json:"unavailable"`
+	// DamagedTotal and RepairedTotal count, since the start, the records
+	// set aside and those back from a peer.
+	DamagedTotal  uint64 `json:"damaged_total"`
+	RepairedTotal uint64 `json:"repaired_total"`
+	// Lost lists the missing records (at most 100).
+	Lost []LostRecord `json:"lost,omitempty"`
+}
+
+// LostRecord is one record of the node's log set aside as damaged.
+type LostRecord struct {
+	Origin string `json:"origin"`
+	Seq    uint64 `json:"seq"`
+	Topic  string `json:"topic"`
+	// Segment and Offset say where it was on disk; CopiedTo where its
+	// damaged bytes were saved.
+	Segment  string `json:"segment"`
+	Offset   int64  `json:"offset"`
+	CopiedTo string `json:"copied_to"`
+	Found    string `json:"found"` // RFC 3339
+	// Available: a live peer holds it (it is being pulled back).
+	Available bool `json:"available"`
+}
+
+// AcceptLostResult is the answer of POST /v1/repair/accept: the records
+// given up.
+type AcceptLostResult struct {
+	Accepted []LostRecord `json:"accepted"`
 }

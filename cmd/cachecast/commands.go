@@ -336,6 +336,9 @@ there are any (as "cachecast groups" prints them).`,
 				readyText = "degraded: " + st.Degraded
 			}
 			fmt.Fprintf(tw, "ready\t%s\n", readyText)
+			if r := st.Repair; r != nil && r.LostRecords > 0 {
+				fmt.Fprintf(tw, "repair\t%d records lost to a damaged log, %d held by no live peer (cachecast repair)\n", r.LostRecords, r.Unavailable)
+			}
 			if r := st.Redis; r != nil {
 				fmt.Fprintf(tw, "redis\t%s\n", strings.Trim(r.Socket+" "+r.Addr, " "))
 				fmt.Fprintf(tw, "redis clients\t%d (%d tracking, %d subscriptions)\n", r.Connections, r.TrackingClients, r.Subscriptions)

@@ -98,7 +98,7 @@ type command struct {
 // commands, in the order help lists them.
 var commands = []*command{
 	benchCmd, cursorDeleteCmd, cursorsCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
-	keysCmd, pendingCmd, publishCmd, statusCmd, topicsCmd, verifyCmd, versionCmd, watchCmd,
+	keysCmd, pendingCmd, publishCmd, repairCmd, repairAcceptCmd, statusCmd, topicsCmd, verifyCmd, versionCmd, watchCmd,
 }
 
 func lookup(name string) *command {

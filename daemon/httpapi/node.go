@@ -77,6 +77,9 @@ type Node interface {
 	// before its first ready, nil once it has (then reads of the view are
 	// served). It is called on every read, so it must be cheap.
 	CatchUp() *wire.CatchUpStatus
+	// AcceptLost gives up the records of the node's log lost to damage
+	// that no peer could give back, and lists them.
+	AcceptLost() (wire.AcceptLostResult, error)
 }
 
 // Groups are the consumer groups as the group routes use them

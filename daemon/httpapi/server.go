@@ -840,6 +840,17 @@ func (a *Server) status(w http.ResponseWriter, r *http.Request, _ params) {
 	a.writeJSON(w, r, &st)
 }
 
+// repairAccept answers POST /v1/repair/accept: the records lost to a
+// damaged log are given up.
+func (a *Server) repairAccept(w http.ResponseWriter, r *http.Request, _ params) {
+	res, err := a.node.AcceptLost()
+	if err != nil {
+		a.fail(w, r, StoreError(err))
+		return
+	}
+	a.writeJSON(w, r, &res)
+}
+
 // clusterStatus answers GET /v1/cluster: the members as this node sees
 // them and how far each is behind each origin.
 func (a *Server) clusterStatus(w http.ResponseWriter, r *http.Request, _ params) {

@@ -1,0 +1,193 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// A node of three whose flushed log takes 64 bytes of garbage starts
+// again (with its snapshot, or without one), sets the damaged records
+// aside, pulls them back from its peers (its own origin's too) and
+// converges: `cachecast verify` finds the fleet identical, a reader of
+// the topic from the start reads every message, and status says what
+// happened.
+func TestDamagedLogHealsFromTheFleet(t *testing.T) {
+	for _, snap := range []bool{true, false} {
+		t.Run(map[bool]string{true: "with its snapshot", false: "without a snapshot"}[snap], func(t *testing.T) {
+			const perNode = 200
+			ds := startCluster(t, 3, nil)
+			var ownPos int64 // where node2's own record 100 is in its log
+			for i := range perNode {
+				for n, td := range ds {
+					m := record.Message{Topic: "prices", Key: fmt.Sprintf("sku-%d-%d", n, i), Value: bytes.Repeat([]byte{byte('a' + n)}, 150)}
+					res, err := td.d.store.Publish(&m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n == 2 && res.Seq == 100 {
+						ownPos = res.Pos
+					}
+				}
+			}
+			testkit.Eventually(t, 20*time.Second, "the three nodes to hold every record", func() bool {
+				for _, td := range ds {
+					if total(td.d.store.Vector()) != 3*perNode {
+						return false
+					}
+				}
+				return true
+			})
+			c := ds[2]
+			cfg := c.cfg
+			cfg.Join = []string{ds[0].d.cluster.g.Addr()}
+			c.stop()
+			if !snap {
+				if err := os.Remove(filepath.Join(cfg.DataDir, "snapshot")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// With its snapshot, the garbage hits the node's own records
+			// (its peers hold them: they were pushed to them); without
+			// one, whatever lies in the middle of the log.
+			at := int64(-1)
+			if snap {
+				at = ownPos + 16
+			}
+			corruptLog(t, filepath.Join(cfg.DataDir, "log"), at)
+			own := c.d.store.Origin()
+
+			c = startDaemon(t, cfg) // ready once caught up: the lost records are back
+			st := c.d.store
+			testkit.Eventually(t, 20*time.Second, "the lost records back", func() bool {
+				damaged, repaired := st.RepairStats()
+				return damaged > 0 && repaired == damaged && len(st.Lost()) == 0
+			})
+			damaged, _ := st.RepairStats()
+			t.Logf("%d records set aside and pulled back", damaged)
+			if snap && st.LastSeq(own) != perNode {
+				t.Fatalf("the node holds its own origin up to %d, want %d", st.LastSeq(own), perNode)
+			}
+			testkit.Eventually(t, 20*time.Second, "verify to find the fleet identical", func() bool {
+				return c.d.verify(context.Background()).Identical
+			})
+			// A reader from the start reads every message: none is lost,
+			// none ends the stream.
+			r, err := st.NewTopicReader("prices", store.Start{From: store.FromEarliest}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for n := 0; n < 3*perNode; n++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := r.Next(ctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("reading the topic after %d messages: %v", n, err)
+				}
+			}
+			rs := getStatus(t, c).Repair
+			if rs == nil || rs.DamagedTotal != damaged || rs.RepairedTotal != damaged || rs.LostRecords != 0 {
+				t.Fatalf("status repair: %+v", rs)
+			}
+			if _, err := os.Stat(filepath.Join(cfg.DataDir, "corrupt")); err != nil {
+				t.Fatalf("the damaged bytes were not copied aside: %v", err)
+			}
+		})
+	}
+}
+
+// A lone node (nobody holds its records) says so, and an operator gives
+// the lost records up: the vector goes on, readers read past them.
+func TestDamagedLogWithNoPeerIsAccepted(t *testing.T) {
+	cfg := testConfig(t)
+	td := startDaemon(t, cfg)
+	for i := range 300 {
+		td.put("prices", fmt.Sprintf("sku-%d", i), strings.Repeat("v", 150))
+	}
+	td.stop()
+	corruptLog(t, filepath.Join(cfg.DataDir, "log"), -1)
+	td = startDaemon(t, cfg)
+	st := td.d.store
+	testkit.Eventually(t, 10*time.Second, "the damage found", func() bool { return st.Scrubbed() && len(st.Lost()) > 0 })
+	lost := len(st.Lost())
+	rs := getStatus(t, td).Repair
+	if rs == nil || rs.LostRecords != lost || rs.Unavailable != lost || len(rs.Lost) != lost || rs.Lost[0].Available || rs.Lost[0].CopiedTo == "" {
+		t.Fatalf("status repair of a lone node: %+v", rs)
+	}
+	if line := td.d.statusLine(); !strings.HasPrefix(line, fmt.Sprintf("REPAIRING, %d records lost", lost)) {
+		t.Fatalf("STATUS line %q", line)
+	}
+	if r := td.do("POST", "/v1/repair/accept", nil); r.status != 200 || strings.Count(string(r.body), `"seq"`) != lost {
+		t.Fatalf("POST /v1/repair/accept: %d %s", r.status, r.body)
+	}
+	if n := len(st.Lost()); n != 0 || st.LastSeq(st.Origin()) != 300 {
+		t.Fatalf("after accept: %d lost, LastSeq %d", n, st.LastSeq(st.Origin()))
+	}
+	if rs := getStatus(t, td).Repair; rs == nil || rs.LostRecords != 0 || rs.DamagedTotal != uint64(lost) {
+		t.Fatalf("status repair after accept: %+v", rs)
+	}
+	r, err := st.NewTopicReader("prices", store.Start{From: store.FromEarliest}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for n := 0; n < 300-lost; n++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := r.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("reading the topic after %d messages: %v", n, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := r.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a message past the end: %v", err)
+	}
+}
+
+// corruptLog writes 64 bytes of garbage at offset at of the log's first
+// segment, or in the middle of its written part when at is negative.
+func corruptLog(t *testing.T, dir string, at int64) {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("%020d", 0))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
+	}
+	off := int64(end/2) &^ 7
+	if at >= 0 {
+		off = at
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5, 0x5a, 0xc3, 0x3c}, 16), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func total(v map[uint64]uint64) uint64 {
+	var n uint64
+	for _, s := range v {
+		n += s
+	}
+	return n
+}
