@@ -58,6 +58,20 @@
 // times out. The watchdog is pinged meanwhile while the store is healthy.
 // A lone node, and one whose first join finds nobody, is ready at once.
 //
+// # A damaged log
+//
+// The store sets a damaged record of its log aside and pulls it back
+// from a peer (see "Recovery" in package store); the daemon reports it:
+// /v1/status has "repair" (the records still lost, each with whether a
+// live peer holds it, and the totals since the start), the STATUS line
+// starts with "REPAIRING, N records lost", the metrics
+// cachecast_store_lost_records, _damaged_records_total and
+// _repaired_records_total count them, and every 10s, when the number of
+// lost records that no live peer holds changes, the log says so as an
+// error naming `cachecast repair accept` (POST /v1/repair/accept), which
+// gives them up. A node whose damaged records its peers hold is not ready
+// until they are back when it starts (the catch-up waits for them).
+//
 // # The local API
 //
 // The HTTP API on the socket is package daemon/httpapi, whose package doc

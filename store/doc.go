@@ -27,7 +27,8 @@
 //	<dir>/index/origin/<16 hex>/...  per-origin index chunks
 //	<dir>/cursors                    durable named cursors (cursors/cursors.go)
 //	<dir>/snapshot                   the view's snapshot (view/snapshot.go)
-//	<dir>/corrupt/                   damaged bytes copied aside by recovery
+//	<dir>/corrupt/                   damaged bytes copied aside by recovery and repair
+//	<dir>/lost                       the records set aside as damaged, wanted back (see repair.go)
 //
 // # The log
 //
@@ -83,6 +84,23 @@
 // log and rebuilt from it; the view is loaded from its snapshot and
 // brought up to date from the log. Reads check the CRC too, so a page
 // damaged after recovery reads as ErrCorrupt, never as wrong bytes.
+//
+// Damage under the committed position (a bad sector, a stray write into
+// flushed data) is not a torn tail: what follows it is good. It is found
+// by a scrub that checks the whole retained log once after Open (in the
+// background; Scrubbed says when it is done), by the replay, or by the
+// reader that meets it, and the damaged record is set aside rather than
+// the log cut: its bytes are copied to corrupt/ (synced, with the
+// directory), it is listed in the lost file, and its slot is overwritten
+// with a placeholder of the same size (record.KindLost) that every reader
+// skips. Its records being replicated, the store then pulls it back: its
+// origin's LastSeq and the Vector stop before it, so anti-entropy fetches
+// it from a peer (this node's own origin too), and AppendRecord writes it
+// back into its slot and applies it; the log, its indexes and offsets are
+// as before the damage. Lost lists what is still missing, AcceptLost gives
+// it up when no peer holds it (see repair.go). A damaged record the
+// indexes do not know (in the part the replay re-indexes after a crash)
+// cannot be named, and fails the open or the read as before.
 //
 // A crash may leave records that were written but not acknowledged; they
 // are kept, with their seqs. A store that was not closed when the machine

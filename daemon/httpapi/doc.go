@@ -227,11 +227,24 @@
 //	    {"<topic>":"<sha256 hex>"}},"catch_up":{"phase":"pulling",
 //	    "lag_records":N}}; degraded is there only while a node told
 //	    to join (--join) is alone past --join-timeout, and says why;
-//	    catch_up only until the node has caught up. view is
+//	    catch_up only until the node has caught up. repair (absent while
+//	    nothing was found damaged since the start): {"lost_records":N,
+//	    "unavailable":N,"damaged_total":N,"repaired_total":N,"lost":[{
+//	    "origin","seq","topic","segment","offset","copied_to","found",
+//	    "available"}]}, the records of the log lost to damage and not
+//	    back yet (at most 100 listed), available when a live peer holds
+//	    one (it is being pulled back). view is
 //	    the view's digest per topic (entries and tombstones, as store's
 //	    Digest) and the vector of exactly the records it holds; it hashes the
 //	    whole view, so it costs O(keys) per call.
 //	    curl -sS $S http://x/v1/status
+//
+//	POST /v1/repair/accept   [admin]
+//	    Gives up the records of the log lost to damage (no peer holds
+//	    them): the node's vector goes on past them and it stops pulling
+//	    them; a peer lacking them too is answered as for recycled records.
+//	    200 {"accepted":[{"origin","seq","topic",...}]}.
+//	    curl -sS $S -X POST http://x/v1/repair/accept
 //
 //	GET /v1/verify   [read]
 //	    200 {"identical":true,"common_vector":true,"nodes":[{"name","view":
