@@ -52,17 +52,18 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error
 		return from, fmt.Errorf("%w: seq 0", ErrInvalid)
 	}
 	last := min(to, s.LastSeq(origin))
+	read := func(r record.Record) error {
+		if r.Kind() == record.KindLost {
+			return errLostSlot
+		}
+		return fn(r)
+	}
 	for next = from; next <= last; next++ {
 		pos, ok := s.origins.Get(origin, next)
 		if !ok {
 			return next, fmt.Errorf("%w: origin %016x seq %d", ErrRecycled, origin, next)
 		}
-		_, err := s.seglog.Read(pos, func(r record.Record) error {
-			if r.Kind() == record.KindLost {
-				return errLostSlot
-			}
-			return fn(r)
-		})
+		_, err := s.seglog.Read(pos, read)
 		if errors.Is(err, ErrCorrupt) {
 			if err = s.damagedAt(pos, err); err == nil {
 				next-- // read it again: its placeholder, or the record back

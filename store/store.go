@@ -922,7 +922,7 @@ func (s *Store) snapshot(force bool) error {
 	// again on restart does not change.
 	s.wmu.Lock()
 	covers := s.seglog.End()
-	marks := s.origins.Vector()
+	marks := s.Vector() // not past a record lost to a damaged log (repair.go)
 	covers = s.batchMarks(covers, marks)
 	s.wmu.Unlock()
 	dropped := s.view.Dropped()
