@@ -170,7 +170,9 @@
 // on a new file. Every 64 reads the Go reader compares the heartbeat
 // (offset 128) with the clock; once it is more than a second old it stats
 // the path (at most every 100ms): another file there is opened, no file
-// makes the read "not ready". A current view costs no system call (the
+// makes the read "not ready". A read of a file that is closed or not
+// ready looks at the path the same way (at most every 100ms) before it
+// answers "not ready". A current view costs no system call (the
 // clock is read through the vDSO, where the clock source allows it: the
 // TSC, kvm-clock).
 //

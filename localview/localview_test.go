@@ -271,6 +271,14 @@ func TestOrphanedFile(t *testing.T) {
 				w.SetReady(true)
 			},
 			func(v []byte, err error) bool { return err == nil && string(v) == "two" }},
+		{"closed, then a new writer on a new file", 2 * time.Second,
+			func(t *testing.T, _, path string) {
+				os.Remove(path)
+				w := newWriter(t, path)
+				w.Put("t", "k", "", []byte("two"), Stamp{HLC: 2})
+				w.SetReady(true)
+			},
+			func(v []byte, err error) bool { return err == nil && string(v) == "two" }},
 		{"writer still beating", 0,
 			func(t *testing.T, dir, _ string) { os.RemoveAll(dir) },
 			func(v []byte, err error) bool { return false }},
@@ -288,6 +296,9 @@ func TestOrphanedFile(t *testing.T) {
 			if v, _, _, err := r.Get("t", "k"); err != nil || string(v) != "one" {
 				t.Fatalf("before: %q %v", v, err)
 			}
+			if strings.HasPrefix(c.name, "closed") {
+				w.Close() // readers: not ready, and nobody will supersede it
+			}
 			c.replace(t, dir, path)
 			for i := range 2 * orphanCheckEvery {
 				if c.heartbeat == 0 {
@@ -296,6 +307,9 @@ func TestOrphanedFile(t *testing.T) {
 				v, _, _, err := r.Get("t", "k")
 				if c.want(v, err) {
 					return
+				}
+				if strings.HasPrefix(c.name, "closed") && errors.Is(err, ErrNotReady) {
+					continue
 				}
 				if err != nil || string(v) != "one" {
 					t.Fatalf("read %d: %q %v", i, v, err)

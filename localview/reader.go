@@ -50,7 +50,8 @@ type Reader struct {
 // is older than orphanAfter (the writer beats every 50ms) it stats the
 // path, at most once every orphanStatEvery: another file there is mapped,
 // no file there makes the read ErrNotReady. A view that is current costs
-// one clock read every 64 reads and no system call.
+// one clock read every 64 reads and no system call. A read of a file that
+// is closed or not ready looks at the path too (current).
 const (
 	orphanCheckEvery = 64
 	orphanAfter      = time.Second
@@ -207,14 +208,37 @@ func (r *Reader) current() error {
 				return fmt.Errorf("%w: generation %d superseded, the next: %w", ErrNotReady, r.gen, err)
 			}
 			continue
-		case s&stateClosed != 0:
-			return fmt.Errorf("%w: the daemon closed it", ErrNotReady)
-		case s&stateReady == 0:
+		case s&(stateClosed|stateReady) != stateReady:
+			// A closed or not ready file may be one nobody will mark
+			// superseded (its daemon started over on a new file after
+			// it was unlinked): look at the path now and then.
+			if moved, _ := r.moved(); moved && r.attach() == nil {
+				continue
+			}
+			if s&stateClosed != 0 {
+				return fmt.Errorf("%w: the daemon closed it", ErrNotReady)
+			}
 			return ErrNotReady
 		}
 		return nil
 	}
 	return fmt.Errorf("%w: more than %d generations in one read", ErrNotReady, maxReopens)
+}
+
+// moved stats the path, at most once every orphanStatEvery, and reports
+// whether it names another file than the mapped one; an error when there
+// is no file there.
+func (r *Reader) moved() (bool, error) {
+	now := time.Now().UnixNano()
+	if now < r.nextStat {
+		return false, nil
+	}
+	r.nextStat = now + int64(orphanStatEvery)
+	var st unix.Stat_t
+	if err := unix.Stat(r.path, &st); err != nil {
+		return false, err
+	}
+	return st.Dev != r.dev || st.Ino != r.ino, nil
 }
 
 // Get returns the value of (topic, key), with its tag and stamp, in new
@@ -265,17 +289,15 @@ func (r *Reader) GetInto(buf []byte, topic, key string) (value, tag []byte, st S
 // checkOrphan is the check of the path that a read makes every
 // orphanCheckEvery reads (see orphanAfter).
 func (r *Reader) checkOrphan() error {
-	now := time.Now().UnixNano()
-	if now-int64(load64(r.m, offHeartbeat)) < int64(orphanAfter) || now < r.nextStat {
+	if time.Now().UnixNano()-int64(load64(r.m, offHeartbeat)) < int64(orphanAfter) {
 		return nil
 	}
-	r.nextStat = now + int64(orphanStatEvery)
-	var st unix.Stat_t
-	if err := unix.Stat(r.path, &st); err != nil {
+	moved, err := r.moved()
+	switch {
+	case err != nil:
 		return fmt.Errorf("%w: the writer's heartbeat stopped and %s is gone: %w", ErrNotReady, r.path, err)
-	}
-	if st.Dev == r.dev && st.Ino == r.ino {
-		return nil // still the path's file: a stuck writer is Fresh's to report
+	case !moved:
+		return nil // still the path's file (or looked at a moment ago): a stuck writer is Fresh's to report
 	}
 	if err := r.attach(); err != nil {
 		return fmt.Errorf("%w: another file is at %s: %w", ErrNotReady, r.path, err)

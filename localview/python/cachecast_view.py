@@ -190,27 +190,44 @@ class View:
                 except OSError as e:
                     raise NotReady("generation %d superseded, the next: %s" % (self.generation, e))
                 continue
-            if state & STATE_CLOSED:
-                raise NotReady("the daemon closed it")
-            if not state & STATE_READY:
+            if state & (STATE_CLOSED | STATE_READY) != STATE_READY:
+                # A closed or not ready file nobody will supersede (its
+                # daemon started over on a new file after it was
+                # unlinked): look at the path now and then.
+                try:
+                    if self._moved():
+                        self._attach()
+                        continue
+                except (OSError, Corrupt):
+                    pass  # no file there, or not a view: not ready either way
+                if state & STATE_CLOSED:
+                    raise NotReady("the daemon closed it")
                 raise NotReady("view not ready")
             return
         raise NotReady("more than %d generations in one read" % MAX_REOPENS)
 
+    def _moved(self):
+        """Stat the path, at most every ORPHAN_STAT_EVERY: True when it
+        names another file than the mapped one; OSError when none."""
+        now = time.time()
+        if now < self._next_stat:
+            return False
+        self._next_stat = now + ORPHAN_STAT_EVERY
+        st = os.stat(self.path)
+        return (st.st_dev, st.st_ino) != self._ino
+
     def _check_orphan(self):
         """Every ORPHAN_CHECK_EVERY gets: a file whose heartbeat is older
         than ORPHAN_AFTER may no longer be the path's (its directory
-        deleted, a new daemon on a new file): stat the path, at most every
-        ORPHAN_STAT_EVERY, and map the file there (none: NotReady)."""
-        now = time.time()
-        if now - _u64(self._m, 128)[0] / 1e9 < ORPHAN_AFTER or now < self._next_stat:
+        deleted, a new daemon on a new file): look at the path and map
+        the file there (none: NotReady)."""
+        if time.time() - _u64(self._m, 128)[0] / 1e9 < ORPHAN_AFTER:
             return
-        self._next_stat = now + ORPHAN_STAT_EVERY
         try:
-            st = os.stat(self.path)
+            moved = self._moved()
         except OSError as e:
             raise NotReady("the writer's heartbeat stopped and %s is gone: %s" % (self.path, e))
-        if (st.st_dev, st.st_ino) != self._ino:
+        if moved:
             self._attach()
             self._current()
 

@@ -142,6 +142,22 @@ class ReaderTest(unittest.TestCase):
             for _ in range(cv.ORPHAN_CHECK_EVERY):
                 v.get("prices", "sku-1")
 
+    def test_closed_orphan_follows_the_path(self):
+        # A closed file nobody superseded, a new one at the path: followed.
+        self.write(build(ENTRIES, state=cv.STATE_CLOSED)[0])
+        v = cv.View(self.path)
+        with self.assertRaises(cv.NotReady):
+            v.get("prices", "sku-1")
+        os.remove(self.path)
+        v._next_stat = 0
+        with self.assertRaises(cv.NotReady):  # no file at the path: still not ready
+            v.get("prices", "sku-1")
+        newer = list(ENTRIES)
+        newer[0] = (b"prices", b"sku-1", b"", b"15.00", (400, 7, 5), False)
+        self.write(build(newer)[0])
+        v._next_stat = 0
+        self.assertEqual(v.get("prices", "sku-1").value, b"15.00")
+
     def test_odd_version_is_busy(self):
         data, offs = build(ENTRIES)
         struct.pack_into("<Q", data, offs[0], 1)  # a writer died mid-update
