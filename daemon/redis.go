@@ -168,8 +168,8 @@ func (n *respNode) Get(topic, key string) ([]byte, bool) {
 	return e.Value, ok
 }
 
-func (n *respNode) GetMany(topics, keys []string) ([]view.Entry, []bool) {
-	return n.d.store.GetMany(topics, keys)
+func (n *respNode) GetMany(topics, keys []string, entries []view.Entry, found []bool) {
+	n.d.store.GetMany(topics, keys, entries, found)
 }
 
 // callerOfConn is the peer of a Redis connection: a Unix one's

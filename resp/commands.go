@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cachecast/cachecast/store/record"
+	storeview "github.com/cachecast/cachecast/store/view"
 	"github.com/cachecast/cachecast/wire"
 )
 
@@ -293,20 +294,46 @@ func cmdGet(c *conn, a [][]byte) {
 // cmdMGet reads the keys at one instant (Node.GetMany): a batch
 // published together is seen whole or not at all.
 func cmdMGet(c *conn, a [][]byte) {
-	topics, keys := make([]string, len(a)-1), make([]string, len(a)-1)
-	for i, name := range a[1:] {
+	n := len(a) - 1
+	lk := &c.mget
+	lk.topics, lk.keys = lk.topics[:0], lk.keys[:0]
+	for _, name := range a[1:] {
 		c.trackRead(name)
-		topics[i], keys[i] = c.s.split(name)
+		t, k := c.s.split(name)
+		lk.topics, lk.keys = append(lk.topics, t), append(lk.keys, k)
 	}
-	entries, found := c.s.node.GetMany(topics, keys)
-	c.array(len(a) - 1)
-	for i := range keys {
-		if found[i] {
-			c.bulk(entries[i].Value)
+	if cap(lk.entries) < n {
+		lk.entries, lk.found = make([]storeview.Entry, n), make([]bool, n)
+	}
+	c.s.node.GetMany(lk.topics, lk.keys, lk.entries[:n], lk.found[:n])
+	c.array(n)
+	for i := range n {
+		if lk.found[i] {
+			c.bulk(lk.entries[i].Value)
 		} else {
 			c.null()
 		}
 	}
+	lk.drop()
+}
+
+// lookups are MGET's buffers, reused by the connection's next MGET.
+type lookups struct {
+	topics, keys []string
+	entries      []storeview.Entry
+	found        []bool
+}
+
+// drop lets go of what the buffers point at (the read buffer, the view's
+// values), and of buffers grown for a very large MGET.
+func (l *lookups) drop() {
+	if cap(l.keys) > 1024 {
+		*l = lookups{}
+		return
+	}
+	clear(l.topics[:cap(l.topics)])
+	clear(l.keys[:cap(l.keys)])
+	clear(l.entries[:cap(l.entries)])
 }
 
 func cmdExists(c *conn, a [][]byte) {

@@ -79,7 +79,8 @@ type conn struct {
 	inMulti   bool
 	multiErr  bool
 	queued    [][][]byte
-	lastWrite uint64 // seq of this connection's last write, for WAIT
+	lastWrite uint64  // seq of this connection's last write, for WAIT
+	mget      lookups // MGET's buffers
 	// A pipeline's SETs waiting to be published as one batch (execSets).
 	sets     []record.Message
 	setBytes int

@@ -33,8 +33,8 @@ func (n *storeNode) Get(topic, key string) ([]byte, bool) {
 
 func (n *storeNode) Entry(topic, key string) (storeview.Entry, bool) { return n.st.Get(topic, key) }
 
-func (n *storeNode) GetMany(topics, keys []string) ([]storeview.Entry, []bool) {
-	return n.st.GetMany(topics, keys)
+func (n *storeNode) GetMany(topics, keys []string, entries []storeview.Entry, found []bool) {
+	n.st.GetMany(topics, keys, entries, found)
 }
 
 func (n *storeNode) PendingKey(topic, key string) []storeview.PendingRecord {

@@ -229,20 +229,25 @@ func TestGetAllocatesNothing(t *testing.T) {
 	if _, err := st.Publish(&record.Message{Topic: "key", Key: "k-1", Value: value}); err != nil {
 		t.Fatal(err)
 	}
-	c := newConn(s, &pipeConn{})
-	frame := []byte(cmd("GET", "key:k-1"))
-	run := func() {
-		args, n, _, err := parseCommand(frame, c.args, &s.lim)
-		if err != nil || n != len(frame) {
-			t.Fatalf("parse: %v", err)
+	for _, args := range [][]string{
+		{"GET", "key:k-1"},
+		{"MGET", "key:k-1", "key:k-2", "key:k-1", "key:k-1", "key:k-1", "key:k-1", "key:k-1", "key:k-1", "key:k-1", "key:k-1"},
+	} {
+		c := newConn(s, &pipeConn{})
+		frame := []byte(cmd(args...))
+		run := func() {
+			args, n, _, err := parseCommand(frame, c.args, &s.lim)
+			if err != nil || n != len(frame) {
+				t.Fatalf("parse: %v", err)
+			}
+			c.args = args
+			c.exec(args)
+			c.out = c.out[:0]
 		}
-		c.args = args
-		c.exec(args)
-		c.out = c.out[:0]
-	}
-	run()
-	if n := testing.AllocsPerRun(1000, run); n != 0 {
-		t.Fatalf("%v allocations per GET, want 0", n)
+		run()
+		if n := testing.AllocsPerRun(1000, run); n != 0 {
+			t.Fatalf("%v allocations per %s, want 0", n, args[0])
+		}
 	}
 }
 

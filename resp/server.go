@@ -26,7 +26,7 @@ type Node interface {
 	Entry(topic, key string) (storeview.Entry, bool)
 	// GetMany looks up (topics[i], keys[i]) at one instant: the records
 	// of a batch are all seen or none.
-	GetMany(topics, keys []string) ([]storeview.Entry, []bool)
+	GetMany(topics, keys []string, entries []storeview.Entry, found []bool)
 	// PendingKey lists the records of (topic, key) not in force yet:
 	// scheduled values and deletes, and cancels.
 	PendingKey(topic, key string) []storeview.PendingRecord

@@ -686,9 +686,10 @@ func (s *Store) afterWrite() {
 func (s *Store) Get(topic, key string) (view.Entry, bool) { return s.view.Get(topic, key) }
 
 // GetMany looks up several (topics[i], keys[i]) at one instant, under one
-// hold of the view's lock: a batch is seen whole or not at all.
-func (s *Store) GetMany(topics, keys []string) ([]view.Entry, []bool) {
-	return s.view.GetMany(topics, keys)
+// hold of the view's lock: a batch is seen whole or not at all; into
+// entries and found, of len(keys) at least (see view.View.GetMany).
+func (s *Store) GetMany(topics, keys []string, entries []view.Entry, found []bool) {
+	s.view.GetMany(topics, keys, entries, found)
 }
 
 // PendingKey lists the records of (topic, key) not in force yet.

@@ -42,7 +42,8 @@ func TestBatchVisibleTogether(t *testing.T) {
 	b := openTest(t, testOptions(t, dir))
 	visible := func(s *Store) (n int) {
 		keys := []string{"k0", "k1", "k3", "k4"}
-		_, found := s.view.GetMany([]string{"t", "t", "t", "t"}, keys)
+		found := make([]bool, len(keys))
+		s.view.GetMany([]string{"t", "t", "t", "t"}, keys, make([]view.Entry, len(keys)), found)
 		for _, f := range found {
 			if f {
 				n++

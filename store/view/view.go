@@ -658,9 +658,13 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 
 // GetMany looks up several keys of one instant: under one hold of the read
 // lock, so that a batch applied meanwhile is seen whole or not at all.
-// found[i] says whether keys[i] has a live value; entries[i] is it.
-func (v *View) GetMany(topics, keys []string) (entries []Entry, found []bool) {
-	entries, found = make([]Entry, len(keys)), make([]bool, len(keys))
+// found[i] says whether keys[i] has a live value; entries[i] is it. The
+// caller gives both, of len(keys) at least (a reader reuses them: a
+// lookup allocates nothing).
+func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
+	entries, found = entries[:len(keys)], found[:len(keys)]
+	clear(entries)
+	clear(found)
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	for i, k := range keys {
@@ -670,7 +674,6 @@ func (v *View) GetMany(topics, keys []string) (entries []Entry, found []bool) {
 			}
 		}
 	}
-	return entries, found
 }
 
 // current is the item that serves key's value now, nil when it has none.
