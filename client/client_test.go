@@ -22,16 +22,9 @@ import (
 
 // These tests run the client against clienttest.Server: an in-memory
 // double of the daemon's wire format on a real Unix socket. They check the
-// client's encoding and decoding of that format; the daemon itself is
-// tested end to end in test/.
-
-func newPair(t *testing.T, opts ...clienttest.Option) (*clienttest.Server, *client.Client) {
-	t.Helper()
-	srv := clienttest.NewServer(t, opts...)
-	c := client.New(srv.Socket)
-	t.Cleanup(func() { c.Close() })
-	return srv, c
-}
+// client's encoding and decoding of that format; TestContract runs those
+// that hold for any daemon once more against a real one (contract_test.go),
+// and the daemon itself is tested end to end in test/.
 
 func ctx(t *testing.T) context.Context {
 	t.Helper()
@@ -41,7 +34,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 // checkStamp checks a result's identity against the server's and the clock.
-func checkStamp(t *testing.T, srv *clienttest.Server, r client.PutResult) {
+func checkStamp(t *testing.T, srv backend, r client.PutResult) {
 	t.Helper()
 	if r.Origin != srv.Origin() {
 		t.Errorf("origin %016x, want %016x", r.Origin, srv.Origin())
@@ -278,7 +271,9 @@ func TestKeysPaging(t *testing.T) {
 }
 
 func TestTopicsStatusProbes(t *testing.T) {
-	srv, c := newPair(t)
+	srv := clienttest.NewServer(t)
+	c := client.New(srv.Socket)
+	defer c.Close()
 	for _, tp := range []string{"b", "a"} {
 		if _, err := c.Publish(ctx(t), tp, "k", []byte("v"), ""); err != nil {
 			t.Fatal(err)
@@ -361,7 +356,7 @@ func TestCursors(t *testing.T) {
 }
 
 func TestAPIErrors(t *testing.T) {
-	_, c := newPair(t, clienttest.WithMaxValueSize(16))
+	_, c := newPair(t, 16)
 	tests := []struct {
 		name   string
 		call   func(context.Context) error
