@@ -101,18 +101,6 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// escapeSegment escapes one path segment. "." and ".." are escaped too,
-// so that no server-side path cleaning takes a key for a dot segment.
-func escapeSegment(s string) string {
-	switch s {
-	case ".":
-		return "%2E"
-	case "..":
-		return "%2E%2E"
-	}
-	return url.PathEscape(s)
-}
-
 // apiURL builds a URL from path segments: literal ones (even positions)
 // and names to escape (odd positions), as in
 // apiURL([]string{"/v1/topics/", topic, "/keys/", key}, nil).
@@ -122,7 +110,7 @@ func apiURL(parts []string, query url.Values) *url.URL {
 		if i%2 == 0 {
 			raw.WriteString(p)
 		} else {
-			raw.WriteString(escapeSegment(p))
+			raw.WriteString(wire.EscapeSegment(p))
 		}
 		plain.WriteString(p)
 	}
@@ -193,7 +181,7 @@ func (c *Client) send(ctx context.Context, rq request, bounded bool) (resp *http
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		done()
-		return nil, nil, decodeAPIError(resp.StatusCode, b)
+		return nil, nil, ParseAPIError(resp.StatusCode, b)
 	}
 	return resp, done, nil
 }
@@ -265,7 +253,7 @@ func (c *Client) Publish(ctx context.Context, topic, key string, value []byte, t
 	if err := c.call(ctx, rq, &raw); err != nil {
 		return PutResult{}, err
 	}
-	return decodeResult(raw)
+	return ParseResult(raw)
 }
 
 // PublishBatch publishes msgs to topic in one request (NDJSON, all or
@@ -377,6 +365,14 @@ func valueFromHeader(h http.Header) (Value, error) {
 }
 
 func valueFromFields(tag, origin, seq, hlc, t string) (Value, error) {
+	return ParseValue(tag, origin, seq, hlc, t)
+}
+
+// ParseValue makes a value's identity from the Cachecast-Tag, -Origin,
+// -Seq, -Hlc and -Time headers of a GET's answer (Bytes is left empty),
+// for code that reads the daemon's answers itself, as `cachecast bench`
+// does.
+func ParseValue(tag, origin, seq, hlc, t string) (Value, error) {
 	v := Value{Tag: tag}
 	var err error
 	if v.Origin, err = parseOrigin(origin); err != nil {
@@ -407,7 +403,7 @@ func (c *Client) Delete(ctx context.Context, topic, key string) (PutResult, erro
 	if err := c.call(ctx, request{method: http.MethodDelete, url: keyURL(topic, key)}, &raw); err != nil {
 		return PutResult{}, err
 	}
-	return decodeResult(raw)
+	return ParseResult(raw)
 }
 
 // Keys lists up to limit live keys of topic in sorted order, those

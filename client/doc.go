@@ -72,11 +72,12 @@
 // deadline, by WithTimeout (DefaultTimeout). A subscription holds one
 // connection for as long as it lives.
 //
-// Conn (Dial) is one connection driven by the calling goroutine, for
-// tight loops such as `cachecast bench`: it speaks just enough HTTP/1.1
-// for Get, Publish and PublishBatch and costs a third of the CPU per
-// request that net/http's pooled client does, which matters when the
-// client shares the machine with the daemon it measures.
+// Code that speaks HTTP to the daemon itself (`cachecast bench` drives
+// one raw connection from its calling goroutine, cmd/cachecast/conn.go:
+// it spends a third of net/http's CPU per request, which matters when the
+// client shares the machine with the daemon it measures) reads the
+// answers with ParseResult, ParseResults, ParseValue and ParseAPIError,
+// and checks a batch with CheckMessages, as Client does.
 //
 // Package clienttest serves the wire format from memory on a real socket,
 // for testing code that uses this package without a daemon.

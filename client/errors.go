@@ -97,11 +97,12 @@ func (e *APIError) Is(target error) bool {
 // maxErrorBody bounds how much of an error answer is read.
 const maxErrorBody = 64 << 10
 
-// decodeAPIError turns a non-2xx answer's status and body into an
-// *APIError. The daemon sends {"error":{"code":..,"message":..}}; for
+// ParseAPIError turns a non-2xx answer's status and body into an
+// *APIError, for code that reads the daemon's answers itself, as
+// `cachecast bench` does. The daemon sends {"error":{"code":..,"message":..}}; for
 // robustness against proxies and older daemons it also accepts
 // {"error":"text"} and a plain-text body.
-func decodeAPIError(status int, body []byte) *APIError {
+func ParseAPIError(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
 	var obj struct {
 		Error json.RawMessage `json:"error"`

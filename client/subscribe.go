@@ -189,7 +189,7 @@ func (s *Subscription) Next() (Event, error) {
 			continue // tolerate blank keep-alive lines
 		}
 		if bytes.HasPrefix(line, []byte(`{"error":`)) {
-			return Event{}, fmt.Errorf("client: subscription to %q ended by the daemon: %w", s.topic, decodeAPIError(0, line))
+			return Event{}, fmt.Errorf("client: subscription to %q ended by the daemon: %w", s.topic, ParseAPIError(0, line))
 		}
 		ev, err := decodeEvent(line)
 		if err != nil {

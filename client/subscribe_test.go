@@ -12,6 +12,7 @@ import (
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/client/clienttest"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 func publishN(t *testing.T, c *client.Client, topic string, from, n int, tag string) []client.PutResult {
@@ -284,7 +285,7 @@ const (
 // goes on; Events ends there with the error in Err. An error line of the
 // daemon is an *APIError with its code.
 func TestSubscribeMalformedLine(t *testing.T) {
-	sock := rawServer(t, streamAnswer(goodLine1, badLine, goodLine3, errorLine))
+	sock := testkit.CannedServer(t, streamAnswer(goodLine1, badLine, goodLine3, errorLine))
 	c := client.New(sock)
 	defer c.Close()
 
@@ -335,7 +336,7 @@ func TestSubscribeMalformedLine(t *testing.T) {
 // TestSubscribeRawLines: with RawLines each event carries its line as
 // the daemon sent it.
 func TestSubscribeRawLines(t *testing.T) {
-	sock := rawServer(t, streamAnswer(goodLine1, goodLine3))
+	sock := testkit.CannedServer(t, streamAnswer(goodLine1, goodLine3))
 	c := client.New(sock)
 	defer c.Close()
 	for _, raw := range []bool{false, true} {

@@ -291,7 +291,12 @@ func unmarshal(b []byte, v any) error {
 // tag is not valid UTF-8: the wire's JSON would carry it as U+FFFD, and
 // the daemon would store another key. Values may be any bytes (they go as
 // value_base64).
-func checkMessages(msgs []Message) error {
+func checkMessages(msgs []Message) error { return CheckMessages(msgs) }
+
+// CheckMessages refuses, with ErrInvalidArgument, a batch with a message
+// whose key or tag is not valid UTF-8 (see PublishBatch), for code that
+// sends batches itself, as `cachecast bench` does.
+func CheckMessages(msgs []Message) error {
 	for i := range msgs {
 		if !utf8.ValidString(msgs[i].Key) {
 			return fmt.Errorf("%w: message %d: key %q is not valid UTF-8", ErrInvalidArgument, i, msgs[i].Key)
@@ -335,14 +340,24 @@ func encodeValue(v []byte) (text, b64 *string) {
 	return nil, &s
 }
 
-// decodeResult decodes one result object (wire.DecodeResult) and turns it
-// into a PutResult.
-func decodeResult(b []byte) (PutResult, error) {
+// ParseResult decodes the answer of a PUT or a DELETE (one result object)
+// into a PutResult, for code that reads the daemon's answers itself, as
+// `cachecast bench` does; ParseResults decodes a batch's answer.
+func ParseResult(b []byte) (PutResult, error) {
 	w, err := wire.DecodeResult(b)
 	if err != nil {
 		return PutResult{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
 	}
 	return resultOf(&w)
+}
+
+// ParseResults decodes a batch publish's answer, {"results":[...]}.
+func ParseResults(b []byte) ([]PutResult, error) {
+	ws, err := wire.DecodeResults(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	return convertResults(ws)
 }
 
 // resultOf turns a result in its wire form (identities as strings) into a
@@ -408,7 +423,7 @@ func (r PutResult) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON parses the wire form.
 func (r *PutResult) UnmarshalJSON(b []byte) error {
-	v, err := decodeResult(b)
+	v, err := ParseResult(b)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func TestDecodeAPIError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := decodeAPIError(tt.status, []byte(tt.body))
+			e := ParseAPIError(tt.status, []byte(tt.body))
 			if e.Status != tt.status || e.Code != tt.code || e.Message != tt.msg {
 				t.Errorf("got %+v, want %d %q %q", e, tt.status, tt.code, tt.msg)
 			}
@@ -131,20 +131,6 @@ func TestAppendMessage(t *testing.T) {
 	}
 }
 
-func TestEscapeSegment(t *testing.T) {
-	for in, want := range map[string]string{
-		".": "%2E", "..": "%2E%2E", "...": "...", "a/b": "a%2Fb", "a b": "a%20b", "é": "%C3%A9", "a%b": "a%25b", "?#": "%3F%23",
-	} {
-		if got := escapeSegment(in); got != want {
-			t.Errorf("escapeSegment(%q) = %q, want %q", in, got, want)
-		}
-		u := keyURL("t", in)
-		if got := u.EscapedPath(); got != "/v1/topics/t/keys/"+want {
-			t.Errorf("path of key %q: %q", in, got)
-		}
-	}
-}
-
 // FuzzDecodeEvent: no input panics, and what decodes survives a round trip
 // through the wire form.
 func FuzzDecodeEvent(f *testing.F) {
@@ -233,7 +219,7 @@ func FuzzDecodeAPIError(f *testing.F) {
 	f.Add(500, []byte("plain \xff text"))
 	f.Add(400, []byte(`{"error":{"code":1}}`))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
-		e := decodeAPIError(status, body)
+		e := ParseAPIError(status, body)
 		if e.Status != status {
 			t.Fatalf("status %d, want %d", e.Status, status)
 		}

@@ -242,18 +242,18 @@ func BenchmarkLocalGet(b *testing.B) {
 	}
 }
 
-// BenchmarkSocketGet is a GET over the Unix socket (HTTP/1.1, one raw
-// connection, as cachecast bench --mode get) of the same daemon and keys.
+// BenchmarkSocketGet is a GET over the Unix socket (HTTP/1.1, one
+// connection of a client.Client, as an application reads) of the same
+// daemon and keys. (cachecast bench's raw connection spends less on the
+// client's side: cmd/cachecast's BenchmarkBenchConn.)
 func BenchmarkSocketGet(b *testing.B) {
 	b.Run("keys=1M/value=100", func(b *testing.B) {
 		bd := startBenchDaemon(b, 100)
-		c, err := client.Dial(context.Background(), bd.cfg.Socket, 10*time.Second)
-		if err != nil {
-			b.Fatal(err)
-		}
+		c := client.New(bd.cfg.Socket, client.WithMaxConns(1), client.WithTimeout(10*time.Second))
 		defer c.Close()
+		ctx := context.Background()
 		read := func(i int) {
-			v, err := c.Get("prices", bd.inOrder[i%benchKeys])
+			v, err := c.Get(ctx, "prices", bd.inOrder[i%benchKeys])
 			if err != nil || len(v.Bytes) != 100 {
 				b.Fatalf("get: %v", err)
 			}

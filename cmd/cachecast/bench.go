@@ -340,7 +340,7 @@ func benchLocal(ctx context.Context, path string, o benchOptions, keys []string,
 }
 
 // benchConn is what a bench worker sends its requests through: a
-// client.Conn, or a client.Client limited to one connection.
+// rawConn, or a client.Client limited to one connection.
 type benchConn interface {
 	Get(topic, key string) (client.Value, error)
 	Publish(topic, key string, value []byte, tag string) (client.PutResult, error)
@@ -352,7 +352,7 @@ func dialBench(ctx context.Context, g *globals, transport string) (benchConn, er
 	if transport == "http" {
 		return &httpBench{ctx: ctx, c: g.client(client.WithMaxConns(1), client.WithUserAgent("cachecast-bench"))}, nil
 	}
-	return client.Dial(ctx, g.socket, g.timeout)
+	return dialRaw(ctx, g.socket, g.timeout)
 }
 
 // httpBench adapts a client.Client to benchConn.

@@ -6,12 +6,14 @@ package testkit
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -150,4 +152,50 @@ func BenchDir(tb testing.TB) string {
 		return dir
 	}
 	return tb.TempDir()
+}
+
+// CannedServer listens on a Unix socket of its own and answers every
+// request of a connection with answer, once it has read the request's
+// head, for answers a real daemon (or clienttest) never sends; an empty
+// answer stalls until the test ends. It returns the socket's path.
+func CannedServer(tb testing.TB, answer string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "ccraw")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	tb.Cleanup(func() { close(done); ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				buf := make([]byte, 4096)
+				var got []byte
+				for !bytes.Contains(got, []byte("\r\n\r\n")) {
+					n, err := nc.Read(buf)
+					if err != nil {
+						return
+					}
+					got = append(got, buf[:n]...)
+				}
+				if answer == "" {
+					<-done // stall
+					return
+				}
+				nc.Write([]byte(answer))
+			}()
+		}
+	}()
+	return sock
 }

@@ -1,24 +1,23 @@
-package client_test
+package main
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/client/clienttest"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
-func dial(t *testing.T, srv *clienttest.Server) *client.Conn {
+func dial(t *testing.T, srv *clienttest.Server) *rawConn {
 	t.Helper()
-	c, err := client.Dial(context.Background(), srv.Socket, 10*time.Second)
+	c, err := dialRaw(context.Background(), srv.Socket, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +44,9 @@ func TestConnPublishGet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("publish %q: %v", tt.key, err)
 		}
-		checkStamp(t, srv, r)
+		if r.Origin != srv.Origin() || r.HLC < 1<<53 || r.Time.UnixMilli() != int64(r.HLC>>16) || !r.OK() {
+			t.Errorf("result identity %+v (origin %016x)", r, srv.Origin())
+		}
 		if r.Seq != uint64(i+1) || r.Key != tt.key || r.Topic != "p" {
 			t.Errorf("result %+v", r)
 		}
@@ -153,51 +154,9 @@ func TestConnBroken(t *testing.T) {
 	if _, err2 := c.Get("p", "k"); err2 == nil || err2.Error() != err.Error() {
 		t.Errorf("second call: %v, want the first error %v", err2, err)
 	}
-	if _, err := client.Dial(context.Background(), srv.Socket, 0); !errors.Is(err, client.ErrUnreachable) {
+	if _, err := dialRaw(context.Background(), srv.Socket, 0); !errors.Is(err, client.ErrUnreachable) {
 		t.Errorf("dial of a closed daemon: %v", err)
 	}
-}
-
-// rawServer answers every request on a connection with answer (after
-// reading the request head), for answers clienttest never sends.
-func rawServer(t *testing.T, answer string) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "ccraw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "s.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				buf := make([]byte, 4096)
-				var got []byte
-				for !bytes.Contains(got, []byte("\r\n\r\n")) {
-					n, err := nc.Read(buf)
-					if err != nil {
-						return
-					}
-					got = append(got, buf[:n]...)
-				}
-				if answer == "" {
-					time.Sleep(time.Hour) // stall
-				}
-				nc.Write([]byte(answer))
-			}()
-		}
-	}()
-	return sock
 }
 
 func TestConnAnswers(t *testing.T) {
@@ -217,7 +176,7 @@ func TestConnAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := client.Dial(context.Background(), rawServer(t, tt.answer), 5*time.Second)
+			c, err := dialRaw(context.Background(), testkit.CannedServer(t, tt.answer), 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +202,7 @@ func TestConnAnswers(t *testing.T) {
 		})
 	}
 	t.Run("timeout", func(t *testing.T) {
-		c, err := client.Dial(context.Background(), rawServer(t, ""), 100*time.Millisecond)
+		c, err := dialRaw(context.Background(), testkit.CannedServer(t, ""), 100*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +219,7 @@ func TestConnAnswers(t *testing.T) {
 func TestConnAnswerBeforeBody(t *testing.T) {
 	const body = `{"error":{"code":"value_too_large","message":"value of 8388608 bytes exceeds --max-value-size (1MiB)"}}`
 	answer := fmt.Sprintf("HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	c, err := client.Dial(context.Background(), rawServer(t, answer), 5*time.Second)
+	c, err := dialRaw(context.Background(), testkit.CannedServer(t, answer), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

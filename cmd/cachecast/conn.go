@@ -1,4 +1,4 @@
-package client
+package main
 
 import (
 	"bufio"
@@ -13,23 +13,26 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/wire"
 )
 
-// Conn is one connection to the daemon for tight loops, such as
-// `cachecast bench`: each call writes its request and reads the answer on
-// the calling goroutine, one request at a time on one keep-alive
-// connection. A Client spends more CPU per request than a local daemon
-// does (net/http's pooling and its two goroutines per connection); a
-// benchmark that shares the machine with the daemon would measure that.
-// Conn speaks only what the daemon sends (HTTP/1.1, Content-Length or
-// chunked bodies) and offers only the calls a benchmark makes.
+// rawConn is bench's connection to the daemon (--transport raw, the
+// default): each call writes its request and reads the answer on the
+// calling goroutine, one request at a time on one keep-alive connection.
+// A client.Client spends more CPU per request than a local daemon does
+// (net/http's pooling and its two goroutines per connection); a benchmark
+// that shares the machine with the daemon would measure that
+// (BenchmarkBenchConn sets the two side by side). rawConn speaks only
+// what the daemon sends (HTTP/1.1, Content-Length or chunked bodies) and
+// offers only the calls a benchmark makes; the answers' JSON is package
+// client's and wire's.
 //
-// A Conn is not safe for concurrent use. After a transport error (or an
-// answer that breaks HTTP) it is closed, and every later call returns that
-// error; after Close, ErrClosed. Error answers of the API (*APIError)
-// leave it usable.
-type Conn struct {
+// A rawConn is not safe for concurrent use. After a transport error (or
+// an answer that breaks HTTP) it is closed, and every later call returns
+// that error; after Close, client.ErrClosed. Error answers of the API
+// (*client.APIError) leave it usable.
+type rawConn struct {
 	socket  string
 	nc      net.Conn
 	r       *bufio.Reader
@@ -40,19 +43,28 @@ type Conn struct {
 	broken  error
 }
 
+// needName refuses an empty name before anything is sent: it cannot be
+// expressed in a route's path.
+func needName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty %s", client.ErrInvalidArgument, what)
+	}
+	return nil
+}
+
 // maxAnswer bounds an answer's body: far above any value or batch answer
 // the daemon sends.
 const maxAnswer = 256 << 20
 
-// Dial opens a Conn to the daemon's socket. timeout bounds each call
+// dialRaw opens a rawConn to the daemon's socket. timeout bounds each call
 // (zero: no bound).
-func Dial(ctx context.Context, socketPath string, timeout time.Duration) (*Conn, error) {
+func dialRaw(ctx context.Context, socketPath string, timeout time.Duration) (*rawConn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", socketPath)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socketPath, err)
+		return nil, fmt.Errorf("%w: %s: %v", client.ErrUnreachable, socketPath, err)
 	}
-	return &Conn{
+	return &rawConn{
 		socket:  socketPath,
 		nc:      nc,
 		r:       bufio.NewReaderSize(nc, 64<<10),
@@ -62,9 +74,9 @@ func Dial(ctx context.Context, socketPath string, timeout time.Duration) (*Conn,
 }
 
 // Close closes the connection.
-func (c *Conn) Close() error {
+func (c *rawConn) Close() error {
 	if c.broken == nil {
-		c.broken = ErrClosed
+		c.broken = client.ErrClosed
 	}
 	return c.nc.Close()
 }
@@ -86,7 +98,7 @@ type answerHeader struct {
 
 // roundTrip writes the request in c.buf and reads the answer. Any error
 // breaks the connection.
-func (c *Conn) roundTrip() (answer, error) {
+func (c *rawConn) roundTrip() (answer, error) {
 	if c.broken != nil {
 		return answer{}, c.broken
 	}
@@ -96,7 +108,7 @@ func (c *Conn) roundTrip() (answer, error) {
 	a, err := c.exchange()
 	if err != nil {
 		c.nc.Close()
-		if errors.Is(err, ErrBadResponse) {
+		if errors.Is(err, client.ErrBadResponse) {
 			c.broken = err
 		} else {
 			c.broken = fmt.Errorf("client: connection to %s: %w", c.socket, err)
@@ -110,7 +122,7 @@ func (c *Conn) roundTrip() (answer, error) {
 	return a, nil
 }
 
-func (c *Conn) exchange() (answer, error) {
+func (c *rawConn) exchange() (answer, error) {
 	if _, werr := c.nc.Write(c.buf); werr != nil {
 		// The daemon answers some requests before it has read them whole
 		// (413 for a body over its limit) and closes: its answer, already
@@ -128,7 +140,7 @@ func (c *Conn) exchange() (answer, error) {
 }
 
 // readAnswer reads one answer, its body into c.body.
-func (c *Conn) readAnswer() (answer, error) {
+func (c *rawConn) readAnswer() (answer, error) {
 	var err error
 	var a answer
 	a.status, a.header, err = readHead(c.r)
@@ -154,15 +166,15 @@ func readHead(r *bufio.Reader) (int, answerHeader, error) {
 	// "HTTP/1.1 200 OK"
 	// HTTP/1.1 only: the daemon answers our HTTP/1.1 requests in kind.
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) || (len(line) > 12 && line[12] != ' ') {
-		return 0, h, fmt.Errorf("%w: status line %q", ErrBadResponse, line)
+		return 0, h, fmt.Errorf("%w: status line %q", client.ErrBadResponse, line)
 	}
 	status, err := strconv.Atoi(string(line[9:12]))
 	if err != nil || status < 100 {
-		return 0, h, fmt.Errorf("%w: status line %q", ErrBadResponse, line)
+		return 0, h, fmt.Errorf("%w: status line %q", client.ErrBadResponse, line)
 	}
 	for n := 0; ; n++ {
 		if n > 100 {
-			return 0, h, fmt.Errorf("%w: more than 100 header fields", ErrBadResponse)
+			return 0, h, fmt.Errorf("%w: more than 100 header fields", client.ErrBadResponse)
 		}
 		line, err := readLine(r)
 		if err != nil {
@@ -173,19 +185,19 @@ func readHead(r *bufio.Reader) (int, answerHeader, error) {
 		}
 		name, value, ok := bytes.Cut(line, []byte{':'})
 		if !ok || !isToken(name) || !isFieldValue(value) {
-			return 0, h, fmt.Errorf("%w: header line %q", ErrBadResponse, line)
+			return 0, h, fmt.Errorf("%w: header line %q", client.ErrBadResponse, line)
 		}
 		value = bytes.TrimSpace(value)
 		switch {
 		case asciiEqualFold(name, "Content-Length"):
 			n, err := strconv.ParseInt(string(value), 10, 64)
 			if err != nil || n < 0 || (h.contentLength >= 0 && h.contentLength != n) {
-				return 0, h, fmt.Errorf("%w: Content-Length %q", ErrBadResponse, value)
+				return 0, h, fmt.Errorf("%w: Content-Length %q", client.ErrBadResponse, value)
 			}
 			h.contentLength = n
 		case asciiEqualFold(name, "Transfer-Encoding"):
 			if !asciiEqualFold(value, "chunked") {
-				return 0, h, fmt.Errorf("%w: Transfer-Encoding %q", ErrBadResponse, value)
+				return 0, h, fmt.Errorf("%w: Transfer-Encoding %q", client.ErrBadResponse, value)
 			}
 			h.chunked = true
 		case asciiEqualFold(name, "Connection"):
@@ -204,7 +216,7 @@ func readHead(r *bufio.Reader) (int, answerHeader, error) {
 	}
 	if status < 200 {
 		// No 1xx is ever asked for (no Expect: 100-continue).
-		return 0, h, fmt.Errorf("%w: unexpected status %d", ErrBadResponse, status)
+		return 0, h, fmt.Errorf("%w: unexpected status %d", client.ErrBadResponse, status)
 	}
 	if h.chunked {
 		h.contentLength = -1
@@ -217,7 +229,7 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("%w: a header line longer than %d bytes", ErrBadResponse, r.Size())
+			return nil, fmt.Errorf("%w: a header line longer than %d bytes", client.ErrBadResponse, r.Size())
 		}
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -285,10 +297,10 @@ func readBody(r *bufio.Reader, status int, h answerHeader, dst []byte) ([]byte, 
 	case h.chunked:
 		b, err := io.ReadAll(io.LimitReader(httputil.NewChunkedReader(r), maxAnswer+1))
 		if err != nil {
-			return nil, fmt.Errorf("%w: chunked body: %v", ErrBadResponse, err)
+			return nil, fmt.Errorf("%w: chunked body: %v", client.ErrBadResponse, err)
 		}
 		if len(b) > maxAnswer {
-			return nil, fmt.Errorf("%w: a body larger than %d bytes", ErrBadResponse, maxAnswer)
+			return nil, fmt.Errorf("%w: a body larger than %d bytes", client.ErrBadResponse, maxAnswer)
 		}
 		// The trailer section, usually empty, ends with an empty line: a
 		// CRLF, strictly (net/http does not take a bare LF there).
@@ -296,30 +308,30 @@ func readBody(r *bufio.Reader, status int, h answerHeader, dst []byte) ([]byte, 
 			line, err := r.ReadSlice('\n')
 			if err != nil {
 				if err == io.EOF || errors.Is(err, bufio.ErrBufferFull) {
-					err = fmt.Errorf("%w: trailer: %v", ErrBadResponse, err)
+					err = fmt.Errorf("%w: trailer: %v", client.ErrBadResponse, err)
 				}
 				return nil, err
 			}
 			if len(line) < 2 || line[len(line)-2] != '\r' {
-				return nil, fmt.Errorf("%w: trailer line without CRLF", ErrBadResponse)
+				return nil, fmt.Errorf("%w: trailer line without CRLF", client.ErrBadResponse)
 			}
 			if len(line) == 2 {
 				break
 			}
 			if name, value, ok := bytes.Cut(line[:len(line)-2], []byte{':'}); !ok || !isToken(name) || !isFieldValue(value) {
-				return nil, fmt.Errorf("%w: trailer line %q", ErrBadResponse, line)
+				return nil, fmt.Errorf("%w: trailer line %q", client.ErrBadResponse, line)
 			}
 			if n > 100 {
-				return nil, fmt.Errorf("%w: more than 100 trailer fields", ErrBadResponse)
+				return nil, fmt.Errorf("%w: more than 100 trailer fields", client.ErrBadResponse)
 			}
 		}
 		return append(dst, b...), nil
 	case h.contentLength < 0:
 		// The daemon always announces its bodies; reading to EOF would
 		// need the connection closed.
-		return nil, fmt.Errorf("%w: an answer without Content-Length", ErrBadResponse)
+		return nil, fmt.Errorf("%w: an answer without Content-Length", client.ErrBadResponse)
 	case h.contentLength > maxAnswer:
-		return nil, fmt.Errorf("%w: a body of %d bytes", ErrBadResponse, h.contentLength)
+		return nil, fmt.Errorf("%w: a body of %d bytes", client.ErrBadResponse, h.contentLength)
 	}
 	n := int(h.contentLength)
 	if cap(dst)-len(dst) < n {
@@ -336,11 +348,15 @@ func readBody(r *bufio.Reader, status int, h answerHeader, dst []byte) ([]byte, 
 }
 
 // startRequest begins c.buf with a request line and the common fields.
-func (c *Conn) startRequest(method string, parts []string) {
-	u := apiURL(parts, nil)
+func (c *rawConn) startRequest(method string, parts []string) {
 	c.buf = append(c.buf[:0], method...)
 	c.buf = append(c.buf, ' ')
-	c.buf = append(c.buf, u.EscapedPath()...)
+	for i, p := range parts {
+		if i%2 == 1 {
+			p = wire.EscapeSegment(p) // a name; the others are the route's
+		}
+		c.buf = append(c.buf, p...)
+	}
 	c.buf = append(c.buf, " HTTP/1.1\r\nHost: cachecast\r\nUser-Agent: "...)
 	c.buf = append(c.buf, c.ua...)
 	c.buf = append(c.buf, "\r\n"...)
@@ -348,7 +364,7 @@ func (c *Conn) startRequest(method string, parts []string) {
 
 // endRequest ends the header with the body's type and length, then adds
 // the body.
-func (c *Conn) endRequest(ctype string, body []byte) {
+func (c *rawConn) endRequest(ctype string, body []byte) {
 	if ctype != "" {
 		c.buf = append(c.buf, "Content-Type: "...)
 		c.buf = append(c.buf, ctype...)
@@ -364,30 +380,30 @@ func (a *answer) apiError() error {
 	if a.status >= 200 && a.status <= 299 {
 		return nil
 	}
-	return decodeAPIError(a.status, a.body)
+	return client.ParseAPIError(a.status, a.body)
 }
 
-// Get is Client.Get on this connection.
-func (c *Conn) Get(topic, key string) (Value, error) {
-	if err := checkName("topic", topic); err != nil {
-		return Value{}, err
+// Get is client.Client.Get on this connection.
+func (c *rawConn) Get(topic, key string) (client.Value, error) {
+	if err := needName("topic", topic); err != nil {
+		return client.Value{}, err
 	}
-	if err := checkName("key", key); err != nil {
-		return Value{}, err
+	if err := needName("key", key); err != nil {
+		return client.Value{}, err
 	}
 	c.startRequest(http.MethodGet, []string{"/v1/topics/", topic, "/keys/", key})
 	c.buf = append(c.buf, "\r\n"...)
 	a, err := c.roundTrip()
 	if err != nil {
-		return Value{}, err
+		return client.Value{}, err
 	}
 	if err := a.apiError(); err != nil {
-		return Value{}, err
+		return client.Value{}, err
 	}
 	h := &a.header
-	v, err := valueFromFields(h.tag, h.origin, h.seq, h.hlc, h.time)
+	v, err := client.ParseValue(h.tag, h.origin, h.seq, h.hlc, h.time)
 	if err != nil {
-		return Value{}, err
+		return client.Value{}, err
 	}
 	v.Bytes = bytes.Clone(a.body)
 	if v.Bytes == nil {
@@ -396,16 +412,16 @@ func (c *Conn) Get(topic, key string) (Value, error) {
 	return v, nil
 }
 
-// Publish is Client.Publish on this connection (PUT; with an empty key,
+// Publish is client.Client.Publish on this connection (PUT; with an empty key,
 // POST of one message).
-func (c *Conn) Publish(topic, key string, value []byte, tag string) (PutResult, error) {
-	if err := checkName("topic", topic); err != nil {
-		return PutResult{}, err
+func (c *rawConn) Publish(topic, key string, value []byte, tag string) (client.PutResult, error) {
+	if err := needName("topic", topic); err != nil {
+		return client.PutResult{}, err
 	}
 	if key == "" {
-		rs, err := c.publishMessages(topic, []Message{{Tag: tag, Value: value}}, "application/json")
+		rs, err := c.publishMessages(topic, []client.Message{{Tag: tag, Value: value}}, "application/json")
 		if err != nil {
-			return PutResult{}, err
+			return client.PutResult{}, err
 		}
 		return rs[0], nil
 	}
@@ -418,17 +434,17 @@ func (c *Conn) Publish(topic, key string, value []byte, tag string) (PutResult, 
 	c.endRequest("application/octet-stream", value)
 	a, err := c.roundTrip()
 	if err != nil {
-		return PutResult{}, err
+		return client.PutResult{}, err
 	}
 	if err := a.apiError(); err != nil {
-		return PutResult{}, err
+		return client.PutResult{}, err
 	}
-	return decodeResult(a.body)
+	return client.ParseResult(a.body)
 }
 
-// PublishBatch is Client.PublishBatch on this connection.
-func (c *Conn) PublishBatch(topic string, msgs []Message) ([]PutResult, error) {
-	if err := checkName("topic", topic); err != nil {
+// PublishBatch is client.Client.PublishBatch on this connection.
+func (c *rawConn) PublishBatch(topic string, msgs []client.Message) ([]client.PutResult, error) {
+	if err := needName("topic", topic); err != nil {
 		return nil, err
 	}
 	if len(msgs) == 0 {
@@ -437,8 +453,8 @@ func (c *Conn) PublishBatch(topic string, msgs []Message) ([]PutResult, error) {
 	return c.publishMessages(topic, msgs, "application/x-ndjson")
 }
 
-func (c *Conn) publishMessages(topic string, msgs []Message, ctype string) ([]PutResult, error) {
-	if err := checkMessages(msgs); err != nil {
+func (c *rawConn) publishMessages(topic string, msgs []client.Message, ctype string) ([]client.PutResult, error) {
+	if err := client.CheckMessages(msgs); err != nil {
 		return nil, err
 	}
 	c.startRequest(http.MethodPost, []string{"/v1/topics/", topic, "/messages"})
@@ -450,7 +466,7 @@ func (c *Conn) publishMessages(topic string, msgs []Message, ctype string) ([]Pu
 	c.buf = append(c.buf, "0000000000\r\n\r\n"...)
 	start := len(c.buf)
 	for i := range msgs {
-		c.buf = appendMessage(c.buf, &msgs[i])
+		c.buf = wire.AppendMessage(c.buf, msgs[i].Key, msgs[i].Tag, msgs[i].Value, msgs[i].Delete)
 		c.buf = append(c.buf, '\n')
 	}
 	n := strconv.Itoa(len(c.buf) - start)
@@ -463,12 +479,12 @@ func (c *Conn) publishMessages(topic string, msgs []Message, ctype string) ([]Pu
 	if err := a.apiError(); err != nil {
 		return nil, err
 	}
-	wires, err := wire.DecodeResults(a.body)
+	rs, err := client.ParseResults(a.body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: POST messages: %v", ErrBadResponse, err)
+		return nil, fmt.Errorf("POST messages: %w", err)
 	}
-	if len(wires) != len(msgs) {
-		return nil, fmt.Errorf("%w: %d results for %d messages", ErrBadResponse, len(wires), len(msgs))
+	if len(rs) != len(msgs) {
+		return nil, fmt.Errorf("%w: %d results for %d messages", client.ErrBadResponse, len(rs), len(msgs))
 	}
-	return convertResults(wires)
+	return rs, nil
 }
