@@ -391,7 +391,7 @@ func (v *View) Apply(r record.Record) bool {
 		tv = newTopicView(string(topic), 0)
 		v.topics[tv.name] = tv
 	}
-	if old := tv.byKey[it.key()]; ordinary && old != nil && v.updatable(tv, old, &it) {
+	if old := tv.byKey[it.key()]; old != nil && v.updatable(tv, old, &it) {
 		v.update(tv, old, &it)
 		return true
 	}
@@ -401,11 +401,18 @@ func (v *View) Apply(r record.Record) bool {
 }
 
 // updatable reports whether put would update old with it in place: an
-// ordinary write (no timeline, no expiry) that wins over old, made since
-// the last freeze.
+// ordinary write (no timeline) that wins over old, made since the last
+// freeze, without an expiry or with one whose instant is queued already
+// (old's, which comes first: see put).
 func (v *View) updatable(tv *topicView, old, it *viewItem) bool {
-	return old.epoch == v.epoch && it.expires == 0 && !it.scheduled() && !it.cancel() &&
-		tv.times[it.key()] == nil && it.after(old)
+	if old.epoch != v.epoch || it.scheduled() || it.cancel() || tv.times[it.key()] != nil || !it.after(old) {
+		return false
+	}
+	if it.expires == 0 {
+		return true
+	}
+	now := v.now()
+	return it.expires > now && !old.isTomb() && now < old.expires && old.expires <= it.expires
 }
 
 // ApplyBatch applies the records of one batch under one hold of the write
@@ -448,10 +455,16 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 			return false
 		}
 		if it.expires != 0 {
-			if it.expires <= v.now() {
+			now := v.now()
+			switch {
+			case it.expires <= now:
 				it = it.expired() // expired before it arrived: never served
 				v.dropped.Add(1)
-			} else {
+			case old != nil && !old.isTomb() && now < old.expires && old.expires <= it.expires:
+				// The instant of old's expiry is queued, and comes first:
+				// settle queues this one then. A key written again and
+				// again keeps one instant queued, not one a write.
+			default:
 				v.times.push(instant{at: it.expires, topic: tv.name, key: k})
 				v.kick()
 			}
@@ -575,7 +588,12 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 	tl := tv.times[k]
 	var want *viewItem
 	if tl == nil {
-		if old == nil || old.isTomb() || old.expires == 0 || old.expires > now {
+		if old != nil && !old.isTomb() && old.expires > now {
+			// An earlier item's instant: queue this one's.
+			v.times.push(instant{at: old.expires, topic: tv.name, key: k})
+			return false
+		}
+		if old == nil || old.isTomb() || old.expires == 0 {
 			return false
 		}
 		want = old.expired()
@@ -608,9 +626,15 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 	default:
 		want = w
 	}
-	if next := tl.next(now, w); next != 0 {
+	if next := tl.next(now, w); next != 0 && (tl == nil || tl.queued <= now || next < tl.queued) {
+		// Queued once: the timer settles the key then and queues the
+		// next instant (tl.queued keeps a key written again and again
+		// to one queued instant).
 		v.times.push(instant{at: next, topic: tv.name, key: k})
 		v.kick()
+		if tl != nil {
+			tl.queued = next
+		}
 	}
 	if want == old || want != nil && old != nil && want.placeholder() && old.placeholder() {
 		return false

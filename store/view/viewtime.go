@@ -1,7 +1,6 @@
 package view
 
 import (
-	"container/heap"
 	"sort"
 	"time"
 )
@@ -23,19 +22,48 @@ import (
 // a frozen copy of the view can read it without the lock.
 type timeline struct {
 	recs []*viewItem
+	// queued is the earliest instant queued for the key (0: none), kept
+	// across the timeline's versions; guarded by the view's write lock.
+	// Frozen copies never read it.
+	queued int64
 }
 
-// with is the timeline with it added; false when it holds it already.
+// with is the timeline with it added; false when it changes nothing (it
+// holds it already, or a greater record of the same kind and instant).
+//
+// Of the scheduled values of one instant only the greatest can be in
+// force (a cancel that voids it voids the smaller ones too), and of the
+// cancels of one instant only the greatest matters: the others are
+// dropped, so a key scheduled again and again for one instant keeps two
+// records there, not one a write, whatever order they came in.
 func (tl *timeline) with(it *viewItem) (*timeline, bool) {
 	i := sort.Search(len(tl.recs), func(i int) bool { return !it.after(tl.recs[i]) })
 	if i < len(tl.recs) && !tl.recs[i].after(it) {
 		return tl, false // the same message again
 	}
+	same := func(r *viewItem) bool {
+		return r.eff == it.eff && r.cancel() == it.cancel() && r.scheduled() == it.scheduled()
+	}
+	timed := it.scheduled() || it.cancel()
+	if timed {
+		for _, r := range tl.recs[i:] {
+			if r.eff != it.eff {
+				break
+			}
+			if same(r) {
+				return tl, false // a greater one of the same instant and kind
+			}
+		}
+	}
 	recs := make([]*viewItem, 0, len(tl.recs)+1)
-	recs = append(recs, tl.recs[:i]...)
+	for _, r := range tl.recs[:i] {
+		if !timed || !same(r) {
+			recs = append(recs, r) // a smaller one of the same kind goes
+		}
+	}
 	recs = append(recs, it)
 	recs = append(recs, tl.recs[i:]...)
-	return &timeline{recs: recs}, true
+	return &timeline{recs: recs, queued: tl.queued}, true
 }
 
 // voided reports whether the record at i is cancelled: it is scheduled
@@ -89,7 +117,7 @@ func (tl *timeline) prune() *timeline {
 	case floor == len(tl.recs)-1:
 		return nil
 	}
-	return &timeline{recs: append([]*viewItem(nil), tl.recs[floor:]...)}
+	return &timeline{recs: append([]*viewItem(nil), tl.recs[floor:]...), queued: tl.queued}
 }
 
 // next is the next instant after now at which the key changes by itself
@@ -116,22 +144,49 @@ type instant struct {
 	topic, key string
 }
 
-// instants is a min-heap of instants by at (container/heap).
+// instants is a min-heap of instants by at (typed, so that a push does
+// not box its instant as container/heap would).
 type instants []instant
 
-func (h instants) Len() int           { return len(h) }
-func (h instants) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h instants) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *instants) Push(x any)        { *h = append(*h, x.(instant)) }
-func (h *instants) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = instant{}
-	*h = old[:len(old)-1]
-	return x
+// push adds in.
+func (h *instants) push(in instant) {
+	*h = append(*h, in)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].at <= s[i].at {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
 }
 
-func (h *instants) push(in instant) { heap.Push(h, in) }
+// pop removes and returns the earliest instant; h is not empty.
+func (h *instants) pop() instant {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = instant{}
+	s = s[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && s[l].at < s[m].at {
+			m = l
+		}
+		if r := l + 1; r < n && s[r].at < s[m].at {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[m], s[i] = s[i], s[m]
+		i = m
+	}
+	*h = s
+	return top
+}
 
 // kick wakes RunTimes: an instant was added. The caller holds the write
 // lock.
@@ -249,7 +304,7 @@ func (v *View) settleDue() time.Duration {
 		v.mu.Lock()
 		now := v.now()
 		for n := 0; len(v.times) > 0 && v.times[0].at <= now && n < settleBatch; n++ {
-			in := heap.Pop(&v.times).(instant)
+			in := v.times.pop()
 			if tv := v.topics[in.topic]; tv != nil {
 				v.settle(tv, in.key, now, CauseEffective)
 			}

@@ -2,10 +2,12 @@ package view
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -464,4 +466,80 @@ func TestViewTimeFollower(t *testing.T) {
 	if next != 3 || lost != 0 || !slices.Equal(causes, []string{"a expired", "b effective"}) {
 		t.Fatalf("TimeEvents = %v, next %d, lost %d", causes, next, lost)
 	}
+}
+
+// BenchmarkViewApplyTime is the view's apply cost of writes with an expiry
+// and of scheduled writes, beside plain ones (100,000 keys, each Apply
+// replaces an entry or adds a pending record), and what a pending value
+// costs in memory (pending-B, measured over 100,000 keys with one pending
+// value each). queued is the instants queued at the end: one a key, not
+// one a write.
+func BenchmarkViewApplyTime(b *testing.B) {
+	const keys = 100_000
+	far := time.Now().Add(time.Hour).UnixMilli()
+	for _, kind := range []string{"plain", "expiring", "scheduled"} {
+		b.Run("kind="+kind, func(b *testing.B) {
+			v := New()
+			recs := make([]record.Record, keys)
+			for i := range recs {
+				m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
+				switch kind {
+				case "expiring":
+					m.ExpiresAt = far
+				case "scheduled":
+					m.EffectiveAt = far
+				}
+				buf := make([]byte, m.EncodedSize())
+				record.Encode(buf, m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})
+				recs[i] = buf
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				r := recs[i%keys]
+				// A newer stamp, and for an expiry a later one, each time.
+				binary.LittleEndian.PutUint64(r[32:], uint64(i+2))
+				if kind == "expiring" {
+					binary.LittleEndian.PutUint64(r[48:], uint64(far+int64(i)))
+				}
+				// A scheduled record changes what is pending, not the
+				// entry in force: Apply says false.
+				if !v.Apply(r) && kind != "scheduled" {
+					b.Fatal("apply did not change the view")
+				}
+			}
+			b.StopTimer()
+			v.mu.RLock()
+			b.ReportMetric(float64(len(v.times)), "queued")
+			v.mu.RUnlock()
+		})
+	}
+	b.Run("memory", func(b *testing.B) {
+		for b.Loop() {
+			build := func(scheduled bool) (heap uint64) {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				v := New()
+				buf := make([]byte, 256)
+				for i := range keys {
+					m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
+					n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+					v.Apply(record.Record(buf[:n]))
+					if scheduled {
+						m.Value, m.EffectiveAt = []byte("14.99 EUR/unit  "), far
+						n = record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(keys + i + 1), HLC: uint64(keys + i + 1)})
+						v.Apply(record.Record(buf[:n]))
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				runtime.KeepAlive(v)
+				return after.HeapAlloc - before.HeapAlloc
+			}
+			plain, pending := build(false), build(true)
+			b.ReportMetric(float64(plain)/keys, "entry-B")
+			b.ReportMetric(float64(int64(pending)-int64(plain))/keys, "pending-B")
+		}
+	})
 }
