@@ -35,9 +35,11 @@ type link struct {
 	pulls   []pullReq         // pull requests waiting to be written
 	ackCh   chan struct{}     // closed and replaced when holds grows
 
-	wantSnap bool     // a snapshot request waits to be written
-	snapping bool     // a snapshot is on its way
-	snapFile *os.File // where the snapshot being received goes
+	wantSnap bool // a snapshot request waits to be written
+	snapping bool // a snapshot is on its way (this link holds Node.booting)
+	// snapFile is where the snapshot being received goes, in the data
+	// directory; only the reader goroutine writes it, outside mu.
+	snapFile *os.File
 
 	kick    chan struct{} // wakes the writer
 	stopped chan struct{}
@@ -72,9 +74,10 @@ func (l *link) run() {
 	defer l.n.wg.Done()
 	defer func() {
 		l.mu.Lock()
-		l.dropSnapFile()
+		l.endSnap()
 		l.releasePulls()
 		l.mu.Unlock()
+		l.dropSnapFile()
 	}()
 	backoff := l.n.minBackoff
 	for {
@@ -170,9 +173,9 @@ func (l *link) session() (healthy bool, err error) {
 	l.holds = v
 	l.releasePulls() // pulls of an earlier connection are gone with it
 	l.pulls = l.pulls[:0]
-	l.wantSnap, l.snapping = false, false
-	l.dropSnapFile()
+	l.endSnap()
 	l.mu.Unlock()
+	l.dropSnapFile()
 	l.connected.Store(true)
 	l.afterAck()
 
@@ -228,6 +231,12 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 		// Push what the peer lacks of this node's own records, in frames
 		// of up to frameBytes. Under NATS only the replica is pushed to.
 		push := l.n.nats == nil || l.n.replica.Load() == l.peer.ID
+		if push && l.n.st.LastSeq(self) > next+l.n.cfg.BootstrapRecords {
+			// A peer that lacks this much and holds little takes a
+			// snapshot: pushing it every record meanwhile is wasted.
+			theirs := l.holdsCopy()
+			push = !l.n.wantsSnapshot(theirs, l.n.st.Vector())
+		}
 		if !push {
 			changed = nil // nothing to push to this peer: wake on kicks only
 		}
@@ -292,7 +301,7 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 			l.afterAck()
 		case frameRecords:
 			touched := map[uint64]uint64{}
-			if err := l.n.appendAll(p, touched); err != nil {
+			if err := l.n.appendAll(p, touched, true); err != nil {
 				l.n.badFrames.Add(1)
 				return err
 			}
@@ -303,10 +312,9 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 				return err
 			}
 			l.mu.Lock()
-			if e.status == pullRecycled && !l.snapping {
+			if e.status == pullRecycled && l.startSnap() {
 				l.log.Info("peer has recycled records this node lacks: asking for its snapshot",
 					zap.String("origin", fmt.Sprintf("%016x", e.origin)), zap.Uint64("seq", e.next))
-				l.wantSnap, l.snapping = true, true
 				l.mu.Unlock()
 				l.wake()
 				continue // pulls resume after the bootstrap
@@ -331,15 +339,17 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 	}
 }
 
-// snapWrite appends the bytes of a snapshot on its way to a temp file.
+// snapWrite appends the bytes of a snapshot on its way to a file in the
+// data directory, outside mu (only the reader goroutine touches the file).
 func (l *link) snapWrite(p []byte) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.snapping {
+	ok := l.snapping
+	l.mu.Unlock()
+	if !ok {
 		return fmt.Errorf("%w: snapshot data not asked for", ErrBadFrame)
 	}
 	if l.snapFile == nil {
-		f, err := os.CreateTemp("", "cachecast-bootstrap-*.snap")
+		f, err := l.n.st.BootstrapFile()
 		if err != nil {
 			return err
 		}
@@ -351,16 +361,24 @@ func (l *link) snapWrite(p []byte) error {
 
 // bootstrap hands a complete snapshot to the store and resumes pulling.
 func (l *link) bootstrap() error {
-	l.mu.Lock()
 	f := l.snapFile
 	l.snapFile = nil
+	l.mu.Lock()
 	ok := l.snapping
-	l.snapping = false
 	l.releasePulls()
 	l.mu.Unlock()
 	if !ok || f == nil {
+		if f != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
 		return fmt.Errorf("%w: snapshot end without a snapshot", ErrBadFrame)
 	}
+	defer func() {
+		l.mu.Lock()
+		l.endSnap()
+		l.mu.Unlock()
+	}()
 	defer os.Remove(f.Name())
 	if err := f.Close(); err != nil {
 		return err
@@ -374,6 +392,25 @@ func (l *link) bootstrap() error {
 	return nil
 }
 
+// startSnap makes this link the one taking a snapshot, unless it or
+// another link already is. Called with mu held.
+func (l *link) startSnap() bool {
+	if l.snapping || !l.n.booting.CompareAndSwap(false, true) {
+		return false
+	}
+	l.wantSnap, l.snapping = true, true
+	return true
+}
+
+// endSnap ends this link's snapshot, if it was taking one. Called with
+// mu held.
+func (l *link) endSnap() {
+	if l.snapping {
+		l.n.booting.Store(false)
+	}
+	l.wantSnap, l.snapping = false, false
+}
+
 // releasePulls forgets this link's pulls in flight. Called with mu held.
 func (l *link) releasePulls() {
 	for o := range l.pulling {
@@ -382,7 +419,8 @@ func (l *link) releasePulls() {
 	clear(l.pulling)
 }
 
-// dropSnapFile removes a half-received snapshot. Called with mu held.
+// dropSnapFile removes a half-received snapshot. Called by the link's
+// goroutines when no reader runs.
 func (l *link) dropSnapFile() {
 	if l.snapFile != nil {
 		l.snapFile.Close()
@@ -397,6 +435,16 @@ func (l *link) afterAck() {
 	l.mu.Lock()
 	close(l.ackCh)
 	l.ackCh = make(chan struct{})
+	if l.n.booting.Load() {
+		l.mu.Unlock() // a snapshot is on its way: it brings what pulls would
+		return
+	}
+	if l.n.wantsSnapshot(l.n.st.Vector(), l.holds) && l.startSnap() {
+		l.log.Info("this node lacks most of what the peer holds: asking for its snapshot")
+		l.mu.Unlock()
+		l.wake()
+		return
+	}
 	var want bool
 	for o, theirs := range l.holds {
 		if l.pulling[o] {

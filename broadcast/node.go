@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
@@ -51,6 +50,11 @@ type Config struct {
 	PeerTimeout time.Duration
 	// MaxPull is the most records one pull request asks for.
 	MaxPull uint64
+	// BootstrapRecords: a node that lacks more than this many of a peer's
+	// records, and holds fewer than it lacks (a fresh or wiped node),
+	// takes the peer's snapshot instead of pulling the records, and the
+	// peer does not push its own to it meanwhile (default 100,000).
+	BootstrapRecords uint64
 	// NATS, when set, carries the fan-out through NATS (see NATSConfig);
 	// nil pushes to every peer over the data port.
 	NATS *NATSConfig
@@ -110,6 +114,7 @@ type Node struct {
 	badFrames     atomic.Uint64
 	pulls         atomic.Uint64 // pull requests sent
 	boots         atomic.Uint64 // bootstraps from a peer's snapshot
+	booting       atomic.Bool   // a link is taking a peer's snapshot
 	vectorEntries atomic.Uint64 // version vector entries sent and received
 
 	ctx    context.Context
@@ -163,6 +168,9 @@ func New(cfg Config) (*Node, error) {
 	cfg.PeerTimeout = max(cfg.PeerTimeout, 3*cfg.SyncInterval)
 	if cfg.MaxPull == 0 {
 		cfg.MaxPull = 16384
+	}
+	if cfg.BootstrapRecords == 0 {
+		cfg.BootstrapRecords = 100_000
 	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
@@ -535,7 +543,7 @@ func (n *Node) serve(c net.Conn) {
 		switch typ {
 		case frameRecords:
 			clear(touched)
-			if err := n.appendAll(p, touched); err != nil {
+			if err := n.appendAll(p, touched, false); err != nil {
 				n.badFrames.Add(1)
 				log.Warn("closing a data connection on bad records", zap.Error(err))
 				return
@@ -576,37 +584,57 @@ func (n *Node) serve(c net.Conn) {
 	}
 }
 
-// serveSnapshot sends a fresh snapshot of the view, for a peer that needs
-// records this node has recycled.
+// serveSnapshot streams a snapshot of the view, for a peer that needs
+// records this node has recycled or that bootstraps empty: encoded from
+// a clone of the view straight into frames of frameBytes, with no file.
 func (n *Node) serveSnapshot(w *frameWriter) error {
-	f, err := n.st.OpenSnapshot()
-	if err != nil {
+	sw := &snapWriter{w: w, buf: make([]byte, 0, frameBytes)}
+	if err := n.st.SnapshotTo(sw); err != nil {
 		return err
 	}
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		k, err := f.Read(buf)
-		if k > 0 {
-			if werr := w.writeFrame(frameSnapData, buf[:k]); werr != nil {
-				return werr
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
+	if err := sw.flush(); err != nil {
+		return err
 	}
 	n.log.Info("sent a snapshot to a peer for its bootstrap")
 	return w.writeFrame(frameSnapEnd, nil)
 }
 
+// snapWriter cuts a snapshot's stream into snapData frames.
+type snapWriter struct {
+	w   *frameWriter
+	buf []byte
+}
+
+func (s *snapWriter) Write(p []byte) (int, error) {
+	k := len(p)
+	for len(p) > 0 {
+		c := min(len(p), cap(s.buf)-len(s.buf))
+		s.buf = append(s.buf, p[:c]...)
+		p = p[c:]
+		if len(s.buf) == cap(s.buf) {
+			if err := s.flush(); err != nil {
+				return k - len(p), err
+			}
+		}
+	}
+	return k, nil
+}
+
+func (s *snapWriter) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	err := s.w.writeFrame(frameSnapData, s.buf)
+	s.buf = s.buf[:0]
+	return err
+}
+
 // appendAll appends the records of a frame and notes, per origin, the
 // highest seq held afterwards. Duplicates are fine; a gap is left for
 // anti-entropy to fill. A record that fails its checks is an error.
-func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
+// Records that answer a pull do not hold the next pull back (mayPull):
+// they are not flowing in by themselves.
+func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool) error {
 	var advanced uint64 // an origin that moved on (frames carry one origin)
 	err := splitRecords(p, func(r record.Record) error {
 		o := r.Origin()
@@ -633,12 +661,27 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64) error {
 		touched[o] = n.st.LastSeq(o)
 		return nil
 	})
-	if advanced != 0 {
+	if advanced != 0 && !pulled {
 		n.pmu.Lock()
 		n.lastAppend[advanced] = time.Now()
 		n.pmu.Unlock()
 	}
 	return err
+}
+
+// wantsSnapshot says whether a node holding mine should take the
+// snapshot of a peer holding theirs rather than pull (BootstrapRecords).
+func (n *Node) wantsSnapshot(mine, theirs map[uint64]uint64) bool {
+	var lacks, holds uint64
+	for o, s := range theirs {
+		if m := mine[o]; s > m {
+			lacks += s - m
+		}
+	}
+	for _, s := range mine {
+		holds += s
+	}
+	return lacks > n.cfg.BootstrapRecords && holds < lacks
 }
 
 // servePull answers a pull with the records asked for, in frames of

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,6 +126,8 @@ type testCluster struct {
 	opts func(*store.Options)
 	// peerTimeout, when set, is the nodes' Config.PeerTimeout.
 	peerTimeout time.Duration
+	// bootstrapRecords, when set, is the nodes' Config.BootstrapRecords.
+	bootstrapRecords uint64
 
 	natsURL string            // fan-out through NATS when set
 	names   map[uint64]string // origin -> node name, for cutting NATS deliveries
@@ -164,7 +167,7 @@ func (c *testCluster) add(name, dir string) *testNode {
 	cfg := Config{
 		Store: st, ListenAddr: "127.0.0.1:0", Keys: c.keys,
 		Dial: c.net.dialer(name), SyncInterval: 50 * time.Millisecond, TLS: c.tls,
-		PeerTimeout: c.peerTimeout,
+		PeerTimeout: c.peerTimeout, BootstrapRecords: c.bootstrapRecords,
 	}
 	if c.natsURL != "" {
 		cfg.NATS = &NATSConfig{URL: c.natsURL}
@@ -520,6 +523,46 @@ func TestLateJoinerAfterRecycling(t *testing.T) {
 		t.Fatalf("late node has %d keys, want 300", late.st.Stats().Keys)
 	}
 	// And it keeps up with what comes after.
+	publish(t, a, "after", "bootstrap")
+	c.waitConverged(5 * time.Second)
+}
+
+// TestFreshNodeTakesSnapshot: a node that joins empty while its peers
+// hold more than BootstrapRecords takes one peer's snapshot (streamed
+// into a file in its data directory, removed after) instead of pulling
+// the records, and the peers do not push it their old records
+// meanwhile; it converges and keeps up with what comes after.
+func TestFreshNodeTakesSnapshot(t *testing.T) {
+	c := &testCluster{t: t, net: newFaultNet(), bootstrapRecords: 1000}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	t.Cleanup(c.stop)
+	a := c.add("a", dirs[0])
+	b := c.add("b", dirs[1])
+	c.wire()
+	for j := 0; j < 3000; j++ {
+		publish(t, []*testNode{a, b}[j%2], fmt.Sprintf("k%d", j), "v")
+	}
+	c.waitConverged(10 * time.Second)
+	sentA, sentB := a.n.BytesSent(), b.n.BytesSent()
+	fresh := c.add("fresh", dirs[2])
+	c.wire()
+	c.waitConverged(20 * time.Second)
+	testkit.Until(t, 2*time.Second, "the fresh node's bootstrap", func() string {
+		if n := fresh.n.Bootstraps(); n != 1 {
+			return fmt.Sprintf("%d bootstraps, want 1", n)
+		}
+		return ""
+	})
+	if da, db := a.n.BytesSent()-sentA, b.n.BytesSent()-sentB; da != 0 || db != 0 {
+		t.Errorf("the peers pushed %d and %d bytes of old records to the fresh node, want none", da, db)
+	}
+	if k := fresh.st.Stats().Keys; k != 3000 {
+		t.Fatalf("the fresh node holds %d keys, want 3000", k)
+	}
+	left, _ := filepath.Glob(filepath.Join(dirs[2], "*bootstrap*"))
+	if len(left) != 0 {
+		t.Errorf("bootstrap files left in the data directory: %v", left)
+	}
 	publish(t, a, "after", "bootstrap")
 	c.waitConverged(5 * time.Second)
 }

@@ -3,9 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"os"
-	"path/filepath"
 
 	"go.uber.org/zap"
 
@@ -130,33 +130,45 @@ func (s *Store) TimeEvents(from uint64, fn func(view.Change)) (next, lost uint64
 	return s.view.TimeEvents(from, fn)
 }
 
-// OpenSnapshot writes a fresh snapshot of the view and opens it for
-// reading, for a peer that must bootstrap from it. The caller closes the
-// file; a later snapshot replaces the file's name, not the open file.
-func (s *Store) OpenSnapshot() (*os.File, error) {
+// SnapshotTo streams a snapshot of the view to w, for a peer that must
+// bootstrap from it: straight from a clone of the view, with no file in
+// between (the marks and the position it covers are taken as Snapshot
+// takes them).
+func (s *Store) SnapshotTo(w io.Writer) error {
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	if err := s.Snapshot(); err != nil {
-		return nil, err
-	}
-	f, err := os.Open(filepath.Join(s.dir, snapshotName))
+	covers, marks := s.snapshotMarks()
+	return view.EncodeSnapshot(w, s.view, covers, marks)
+}
+
+// BootstrapFile creates the file a peer's snapshot is received into, in
+// the data directory (beside the node's own snapshot, named as a
+// temporary one, so that a crash leaves nothing Open keeps). The caller
+// removes it after Bootstrap.
+func (s *Store) BootstrapFile() (*os.File, error) {
+	f, err := os.CreateTemp(s.dir, snapshotName+".bootstrap-*"+fsys.TmpSuffix)
 	if err != nil {
-		return nil, fsys.FileError("open", snapshotName, err)
+		return nil, fsys.FileError("create", snapshotName+".bootstrap", err)
 	}
 	return f, nil
 }
 
 // Bootstrap takes a peer's snapshot (a file in the snapshot format, as
-// OpenSnapshot serves it) for a node that needs records every peer has
-// recycled: the snapshot's entries are merged into the view by the usual
-// rule, and for every origin the snapshot covers beyond what this node
-// holds, the origin's sequence moves on to the snapshot's mark, so that
-// catching up continues from there with records. The merged view is
-// snapshotted at once, so a restart keeps it. It returns the origins it
-// moved on.
+// SnapshotTo streams it) for a node that needs records it can no longer
+// pull: the snapshot's entries are put into the view by the usual rule as
+// they are read (no second view is built: the entries are held once), and
+// for every origin the snapshot covers beyond what this node holds, the
+// origin's sequence moves on to the snapshot's mark, so that catching up
+// continues from there with records. The writers' lock is held only for
+// that last step: records appended meanwhile meet the snapshot's entries
+// in the view by the same rule. The merged view is snapshotted at once,
+// so a restart keeps it. It returns the origins it moved on.
 func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
-	v, _, marks, err := view.ReadSnapshot(path, s.opts.Now)
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	marks, maxHLC, err := s.view.ApplySnapshot(path)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +177,6 @@ func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
 		s.wmu.Unlock()
 		return nil, ErrClosed
 	}
-	_, maxHLC := s.view.Merge(v)
 	s.clock.Observe(s.boundStamp(maxHLC))
 	moved := map[uint64]uint64{}
 	for origin, mark := range marks {

@@ -913,6 +913,16 @@ func (s *Store) kickSnapshot() {
 // covers, which lets retention recycle the segments before it.
 func (s *Store) Snapshot() error { return s.snapshot(false) }
 
+// snapshotMarks takes the log position a snapshot covers and its
+// per-origin marks, under the writers' lock.
+func (s *Store) snapshotMarks() (covers int64, marks map[uint64]uint64) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	covers = s.seglog.End()
+	marks = s.Vector() // not past a record lost to a damaged log (repair.go)
+	return s.batchMarks(covers, marks), marks
+}
+
 // snapshot writes the snapshot; unless forced, not when the log has not
 // moved since the last one.
 func (s *Store) snapshot(force bool) error {
@@ -921,11 +931,7 @@ func (s *Store) snapshot(force bool) error {
 	// Everything below covers is in the view already; the snapshot may
 	// hold more (writes applied while it is written), which replaying them
 	// again on restart does not change.
-	s.wmu.Lock()
-	covers := s.seglog.End()
-	marks := s.Vector() // not past a record lost to a damaged log (repair.go)
-	covers = s.batchMarks(covers, marks)
-	s.wmu.Unlock()
+	covers, marks := s.snapshotMarks()
 	dropped := s.view.Dropped()
 	if !force && covers == s.snapCovers.Load() && dropped == s.snapDropped && s.lastSnapshotTime() != (time.Time{}) {
 		return nil

@@ -441,16 +441,45 @@ func TestBootstrapFromSnapshot(t *testing.T) {
 	if _, err := a.Publish(&tomb); err != nil {
 		t.Fatal(err)
 	}
-	f, err := a.OpenSnapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-
 	dirB := t.TempDir()
 	b := openTest(t, testOptions(t, dirB))
 	m := record.Message{Topic: "t", Key: "own", Value: []byte("mine")}
 	if _, err := b.Publish(&m); err != nil {
+		t.Fatal(err)
+	}
+	// A's snapshot streamed into a file in B's data directory, as a
+	// bootstrap receives it.
+	f, err := b.BootstrapFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(f.Name()) != dirB {
+		t.Fatalf("bootstrap file %s is not in the data directory %s", f.Name(), dirB)
+	}
+	if err := a.SnapshotTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A damaged copy changes nothing: the CRC is checked before any entry
+	// goes in.
+	good, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 0x40
+	if err := os.WriteFile(f.Name(), bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Bootstrap(f.Name()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("damaged snapshot: %v, want ErrCorrupt", err)
+	}
+	if b.Stats().Keys != 1 || b.LastSeq(a.Origin()) != 0 {
+		t.Fatalf("a damaged snapshot changed the store: %d keys, origin at %d", b.Stats().Keys, b.LastSeq(a.Origin()))
+	}
+	if err := os.WriteFile(f.Name(), good, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	moved, err := b.Bootstrap(f.Name())

@@ -104,15 +104,11 @@ const (
 // and a restart that replays the log from covers applies some records twice,
 // which the view's rule makes harmless.
 func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) error {
-	if covers < 0 {
-		return fmt.Errorf("%w: snapshot covers negative position %d", record.ErrInvalid, covers)
+	if err := checkSnapshotArgs(covers, marks); err != nil {
+		return err
 	}
-	if _, ok := marks[0]; ok {
-		return fmt.Errorf("%w: snapshot mark for origin 0", record.ErrInvalid)
-	}
-	topics, entries, version := v.freezeSnapshot()
 	return fsys.CreateAtomic(path, func(f *os.File) error {
-		if err := encodeSnapshot(f, topics, entries, covers, marks, version); err != nil {
+		if err := EncodeSnapshot(f, v, covers, marks); err != nil {
 			return fsys.FileError("write", f.Name(), err)
 		}
 		if err := f.Sync(); err != nil {
@@ -120,6 +116,28 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 		}
 		return nil
 	})
+}
+
+// EncodeSnapshot streams a snapshot of v, the position it covers and the
+// per-origin marks to w, as WriteSnapshot does to a file: a node streams
+// it to a peer that bootstraps, with no file between (the view is cloned
+// at the start; Apply goes on meanwhile).
+func EncodeSnapshot(w io.Writer, v *View, covers int64, marks map[uint64]uint64) error {
+	if err := checkSnapshotArgs(covers, marks); err != nil {
+		return err
+	}
+	topics, entries, version := v.freezeSnapshot()
+	return encodeSnapshot(w, topics, entries, covers, marks, version)
+}
+
+func checkSnapshotArgs(covers int64, marks map[uint64]uint64) error {
+	if covers < 0 {
+		return fmt.Errorf("%w: snapshot covers negative position %d", record.ErrInvalid, covers)
+	}
+	if _, ok := marks[0]; ok {
+		return fmt.Errorf("%w: snapshot mark for origin 0", record.ErrInvalid)
+	}
+	return nil
 }
 
 // freezeSnapshot is freeze, with the snapshot version the view needs:
@@ -239,6 +257,53 @@ func ReadSnapshot(path string, now func() time.Time) (v *View, covers int64, mar
 	return v, covers, marks, nil
 }
 
+// ApplySnapshot puts the entries of the snapshot at path into v by the
+// usual rule, as it reads them, without building a second view: a peer's
+// snapshot taken for a bootstrap (the file may be as large as the view)
+// is held once in memory, as v's entries. The whole file's CRC is checked
+// first, in a pass of its own, so that a damaged file changes nothing;
+// the entries then go in batches under v's lock, and readers and Apply
+// go on between them. It returns the snapshot's marks and the greatest
+// HLC among its entries.
+func (v *View) ApplySnapshot(path string) (marks map[uint64]uint64, maxHLC uint64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fsys.FileError("open", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, fsys.FileError("stat", path, err)
+	}
+	if err := checkSnapshotCRC(f, st.Size()); err != nil {
+		return nil, 0, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	d := &snapDecoder{into: v}
+	if _, _, marks, err = d.decode(f, st.Size(), nil); err != nil {
+		return nil, 0, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return marks, d.maxHLC, nil
+}
+
+// checkSnapshotCRC reads a snapshot of size bytes and checks its trailer.
+func checkSnapshotCRC(r io.ReaderAt, size int64) error {
+	if size < snapHeaderSize+snapTrailer {
+		return fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
+	}
+	cr := &crcReader{r: io.NewSectionReader(r, 0, size-snapTrailer)}
+	if _, err := io.CopyBuffer(io.Discard, cr, make([]byte, snapBufSize)); err != nil {
+		return fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
+	}
+	var t [snapTrailer]byte
+	if n, err := r.ReadAt(t[:], size-snapTrailer); n < snapTrailer {
+		return fmt.Errorf("%w: read snapshot trailer: %v", errs.ErrIO, err)
+	}
+	if want := binary.LittleEndian.Uint32(t[:]); cr.crc != want {
+		return fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, cr.crc, want)
+	}
+	return nil
+}
+
 // crcReader passes reads through and keeps the CRC-32C of what it passed.
 type crcReader struct {
 	r   io.Reader
@@ -258,6 +323,31 @@ type snapDecoder struct {
 	br   *bufio.Reader
 	left int64
 	buf  [snapHeaderSize]byte
+
+	// into, when set, is a live view the entries go into (ApplySnapshot),
+	// a batch at a time; maxHLC is the greatest HLC among them.
+	into   *View
+	batch  []*viewItem
+	maxHLC uint64
+}
+
+// applyBatchSize is how many entries ApplySnapshot puts under one hold
+// of the view's lock.
+const applyBatchSize = 4096
+
+// flush puts the batched entries into d.into.
+func (d *snapDecoder) flush(tv *topicView) {
+	if len(d.batch) == 0 {
+		return
+	}
+	d.into.mu.Lock()
+	for _, it := range d.batch {
+		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
+		d.into.put(tv, it)
+	}
+	d.into.mu.Unlock()
+	clear(d.batch)
+	d.batch = d.batch[:0]
 }
 
 // next reads the next n (<= snapHeaderSize) bytes into d.buf.
@@ -283,12 +373,18 @@ func (d *snapDecoder) fill(p []byte) error {
 // decodeSnapshot reads a snapshot of size bytes from r.
 // now is the clock the view gets (nil: time.Now).
 func decodeSnapshot(r io.ReaderAt, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
+	return new(snapDecoder).decode(r, size, now)
+}
+
+// decode reads a snapshot of size bytes from r into a new view, or into
+// d.into when set.
+func (d *snapDecoder) decode(r io.ReaderAt, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
 	if size < snapHeaderSize+snapTrailer {
 		return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
 	}
 	body := size - snapTrailer
 	cr := &crcReader{r: io.NewSectionReader(r, 0, body)}
-	d := &snapDecoder{br: bufio.NewReaderSize(cr, int(min(body, snapBufSize))), left: body}
+	d.br, d.left = bufio.NewReaderSize(cr, int(min(body, snapBufSize))), body
 	le := binary.LittleEndian
 
 	h, err := d.next(snapHeaderSize, "header")
@@ -336,8 +432,11 @@ func decodeSnapshot(r io.ReaderAt, size int64, now func() time.Time) (*View, int
 		prevOrigin = origin
 	}
 
-	v := New()
-	v.SetClock(now)
+	v := d.into
+	if v == nil {
+		v = New()
+		v.SetClock(now)
+	}
 	remaining := nentries
 	prevTopic := ""
 	for i := uint64(0); i < ntopics; i++ {
@@ -360,8 +459,18 @@ func decodeSnapshot(r io.ReaderAt, size int64, now func() time.Time) (*View, int
 			return nil, 0, nil, fmt.Errorf("%w: topic %q after %q", record.ErrCorrupt, name, prevTopic)
 		}
 		remaining -= count
-		tv := newTopicView(string(name), int(count))
-		v.topics[tv.name] = tv
+		var tv *topicView
+		if d.into != nil {
+			v.mu.Lock()
+			if tv = v.topics[string(name)]; tv == nil {
+				tv = newTopicView(string(name), int(count))
+				v.topics[tv.name] = tv
+			}
+			v.mu.Unlock()
+		} else {
+			tv = newTopicView(string(name), int(count))
+			v.topics[tv.name] = tv
+		}
 		prevTopic = tv.name
 		if err := d.readEntries(v, tv, count, ver); err != nil {
 			return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
@@ -465,12 +574,20 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 				return fmt.Errorf("%w: key %q after %q", record.ErrCorrupt, k, pk)
 			}
 		}
-		if version == snapVersion {
+		switch {
+		case d.into != nil:
+			if d.batch = append(d.batch, it); len(d.batch) == applyBatchSize {
+				d.flush(tv)
+			}
+		case version == snapVersion:
 			v.insertNew(tv, it)
-		} else {
+		default:
 			v.put(tv, it) // by the rule: a key's records rebuild its timeline
 		}
 		prev = it
+	}
+	if d.into != nil {
+		d.flush(tv)
 	}
 	return nil
 }
