@@ -66,7 +66,8 @@
 //	192    8    meta version: the seqlock of the fields from 200 to 4095
 //	200    8    live keys
 //	208    8    changes applied since the writer started
-//	216    8    unix nanoseconds of the last change
+//	216    8    unix nanoseconds of the last change (taken when the
+//	            counters are published: to within a heartbeat)
 //	224    4    alive cluster members (this node included; 0: no cluster)
 //	228    4    known cluster members
 //	232    4    origin count n (at most 241)

@@ -483,7 +483,8 @@ type Status struct {
 	Keys int
 	// Changes counts the changes the writer applied since it started.
 	Changes uint64
-	// LastChange is when the last change was applied.
+	// LastChange is when the last change was applied, to within the
+	// writer's heartbeat (50ms for the daemon).
 	LastChange time.Time
 	// Alive and Members are the cluster's alive and known members, this
 	// node included (0 and 0 for a lone node).
