@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/localview"
 )
 
 // fleetClock is the injected wall clock of a test's nodes: one base the
@@ -489,4 +490,41 @@ func TestClusterBatchVisibleTogether(t *testing.T) {
 	for _, td := range ds {
 		checkValues(t, td, names, func(int) string { return fmt.Sprintf("batch-%d", batches-1) }, "after the last batch")
 	}
+}
+
+// TestViewFileTime: the shared view file drops a value at its expiry and
+// takes a scheduled value at its instant (the view's timer tells the
+// mirror), on an injected clock.
+func TestViewFileTime(t *testing.T) {
+	var clock fleetClock
+	clock.base.Store(time.Now().UnixMilli())
+	cfg := testConfig(t)
+	cfg.Clock = clock.of(0)
+	td := startDaemon(t, cfg)
+	r, err := localview.Open(cfg.ViewPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	t0 := clock.base.Load()
+	td.put("prices", "promo", "5.00", "Cachecast-Expires", strconv.FormatInt(t0+1000, 10))
+	td.put("prices", "sku-1", "12.50")
+	td.put("prices", "sku-1", "9.99", "Cachecast-Effective-At", strconv.FormatInt(t0+2000, 10))
+	viewValue := func(key string) string {
+		v, _, _, err := r.Get("prices", key)
+		if err != nil {
+			return ""
+		}
+		return string(v)
+	}
+	waitView(t, r, "the promo and the regular price", func() bool {
+		return viewValue("promo") == "5.00" && viewValue("sku-1") == "12.50"
+	})
+	clock.base.Store(t0 + 1000)
+	waitView(t, r, "the promo's expiry", func() bool { return viewValue("promo") == "" })
+	if got := viewValue("sku-1"); got != "12.50" {
+		t.Fatalf("sku-1 = %q before its instant", got)
+	}
+	clock.base.Store(t0 + 2000)
+	waitView(t, r, "the scheduled price", func() bool { return viewValue("sku-1") == "9.99" })
 }

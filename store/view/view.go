@@ -37,6 +37,15 @@ import (
 // key back; Get, Keys, Len and Topics do not see them. Tombstones are not
 // collected yet: a deleted key costs its key bytes and one entry for good.
 //
+// Time (viewtime.go, and "Time" in DESIGN.md): a record may carry an
+// expiry and an effective time; a key's records are then ordered by
+// (effective time, HLC, origin), an ordinary write's effective time being
+// its stamp's wall time (for ordinary writes that is the rule above). A key
+// with a scheduled record or a cancel keeps a timeline beside its entry;
+// a read resolves it at its own instant, and RunTimes settles the entry at
+// each instant for the followers. An expired value becomes a tombstone.
+// An item is 64 bytes with the effective time and the expiry.
+//
 // Layout, chosen for memory (10 million keys is the design point): per topic
 // a map for point gets and a B-tree (github.com/google/btree) for ordered
 // listing, both pointing at the same immutable item. An item is 48 bytes plus
