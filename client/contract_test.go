@@ -6,16 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/client/clienttest"
 	"github.com/cachecast/cachecast/daemon"
-	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/daemon/daemontest"
 )
 
 // backend is what a test of the client talks to: clienttest's double of
@@ -94,35 +92,15 @@ type inProcess struct {
 
 func startDaemon(t *testing.T, maxValue ...int64) *inProcess {
 	t.Helper()
-	dir := testkit.BenchDir(t)
-	cfg := daemon.DefaultConfig()
-	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.Socket = filepath.Join(dir, "s.sock")
-	cfg.NodeName = "contract"
-	cfg.GossipAddr = ""
-	cfg.MetricsAddr = "127.0.0.1:0"
-	cfg.LogLevel = "error"
-	cfg.SegmentSize = 8 << 20
-	for _, n := range maxValue {
-		cfg.MaxValueSize = n
-	}
-	d, err := daemon.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
+	n := daemontest.Start(t, func(cfg *daemon.Config) {
+		cfg.NodeName = "contract"
+		cfg.MetricsAddr = "127.0.0.1:0"
+		cfg.SegmentSize = 8 << 20
+		for _, v := range maxValue {
+			cfg.MaxValueSize = v
 		}
 	})
-	c := client.New(cfg.Socket)
-	defer c.Close()
-	testkit.Eventually(t, 10*time.Second, "the daemon ready", func() bool { return c.Readyz(context.Background()) == nil })
-	return &inProcess{d: d, metrics: "http://" + d.MetricsAddr() + "/metrics"}
+	return &inProcess{d: n.D, metrics: "http://" + n.D.MetricsAddr() + "/metrics"}
 }
 
 func (p *inProcess) Origin() uint64 { return p.d.Store().Origin() }

@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/daemon"
-	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/daemon/daemontest"
 )
 
 // BenchmarkBenchConn sets bench's raw connection beside a client.Client
@@ -18,26 +17,11 @@ import (
 // and a PUT of 100 bytes: what the raw connection saves per request (the
 // figures include the daemon's own work, the same for both).
 func BenchmarkBenchConn(b *testing.B) {
-	dir := testkit.BenchDir(b)
-	cfg := daemon.DefaultConfig()
-	cfg.DataDir = filepath.Join(dir, "data")
-	cfg.Socket = filepath.Join(dir, "s.sock")
-	cfg.NodeName = "bench"
-	cfg.GossipAddr = ""
-	cfg.LogLevel = "error"
-	d, err := daemon.New(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { d.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done })
-
-	c := client.New(cfg.Socket, client.WithMaxConns(1), client.WithTimeout(10*time.Second))
+	n := daemontest.Start(b, func(cfg *daemon.Config) { cfg.NodeName = "bench" })
+	ctx := context.Background()
+	c := client.New(n.Socket, client.WithMaxConns(1), client.WithTimeout(10*time.Second))
 	defer c.Close()
-	testkit.Eventually(b, 10*time.Second, "the daemon ready", func() bool { return c.Readyz(ctx) == nil })
-	raw, err := dialRaw(ctx, cfg.Socket, 10*time.Second)
+	raw, err := dialRaw(ctx, n.Socket, 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
