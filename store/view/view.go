@@ -48,7 +48,7 @@ import (
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
 // a map for point gets and a B-tree (github.com/google/btree) for ordered
-// listing, both pointing at the same immutable item. An item is 48 bytes plus
+// listing, both pointing at the same item. An item is 64 bytes plus
 // one allocation holding key, tag and value back to back; the map's key
 // string and the B-tree's ordering both use the key inside that allocation,
 // so a key is stored once. Measured with 10 million 14-byte keys and 16-byte
@@ -180,7 +180,7 @@ type topicView struct {
 }
 
 // viewItem is one (topic, key) entry, or one record of a timeline. It is
-// immutable once in the view.
+// not modified once in the view, but by View.update (see the epoch).
 type viewItem struct {
 	// data is key | tag | value in one allocation, made from a []byte the
 	// view owns and never writes again, so that the key and tag can be
@@ -835,7 +835,8 @@ func (ft *frozenTopic) entries() int {
 // freeze clones every topic's B-tree (lazily: O(1) per topic) under the
 // write lock and returns the clones sorted by topic name. The clones can be
 // read without any lock while Apply goes on with the originals: the trees
-// copy a shared node before changing it, and items are never modified.
+// copy a shared node before changing it, and the items they hold are not
+// modified (the epoch moves: see View.update).
 func (v *View) freeze() (topics []frozenTopic, entries int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -1009,7 +1010,8 @@ func (ft frozenTopic) hashItem(h hash.Hash, buf []byte, it *viewItem) []byte {
 
 // merge puts every entry of other into v by the usual rule (greatest
 // (HLC, origin) wins) and returns how many changed v and the greatest HLC
-// it saw. Items are immutable, so v and other may share them.
+// it saw. v gets copies of other's items (sharing their immutable data),
+// since v may update its own in place.
 func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 	topics, _ := other.freeze()
 	v.mu.Lock()
@@ -1022,7 +1024,9 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 		}
 		ft.records(func(it *viewItem) bool {
 			maxHLC = max(maxHLC, it.stamp.HLC)
-			if v.put(tv, it) {
+			own := *it
+			own.epoch = 0
+			if v.put(tv, &own) {
 				changed++
 			}
 			return true

@@ -682,3 +682,20 @@ func TestViewEpochWraps(t *testing.T) {
 		}
 	}
 }
+
+// TestViewMergeKeepsOtherIntact: the view that merged another's entries
+// updates its own copies in place, never the other view's items.
+func TestViewMergeKeepsOtherIntact(t *testing.T) {
+	other := New()
+	other.Apply(viewPut("t", "k", "v1", 2, 1, 1).record(t))
+	v := New()
+	v.Merge(other)
+	v.Apply(viewPut("t", "k", "v2", 1, 1, 2).record(t))
+	v.Apply(viewPut("t", "k", "v3", 1, 2, 3).record(t))
+	if e, ok := other.Get("t", "k"); !ok || string(e.Value) != "v1" {
+		t.Fatalf("the merged-from view reads %q %v, want v1", e.Value, ok)
+	}
+	if e, ok := v.Get("t", "k"); !ok || string(e.Value) != "v3" {
+		t.Fatalf("the merging view reads %q %v, want v3", e.Value, ok)
+	}
+}
