@@ -528,3 +528,29 @@ func TestViewFileTime(t *testing.T) {
 	clock.base.Store(t0 + 2000)
 	waitView(t, r, "the scheduled price", func() bool { return viewValue("sku-1") == "9.99" })
 }
+
+// TestRedisExpiredEvents: keyspace notifications hear an expiry on the
+// real clock: __keyevent@0__:expired names the key.
+func TestRedisExpiredEvents(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	ctx := context.Background()
+	rc := goRedis(t, td, 2)
+	must(rc.ConfigSet(ctx, "notify-keyspace-events", "Ex").Result())
+	sub := rc.PSubscribe(ctx, "__keyevent@0__:*")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	must(rc.Set(ctx, "prices:flash", "1.00", 150*time.Millisecond).Result())
+	select {
+	case m := <-sub.Channel():
+		if m.Channel != "__keyevent@0__:expired" || m.Payload != "prices:flash" {
+			t.Fatalf("notification %s %q, want __keyevent@0__:expired prices:flash", m.Channel, m.Payload)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no expired notification")
+	}
+	if n := must(rc.Exists(ctx, "prices:flash").Result()); n != 0 {
+		t.Fatalf("EXISTS after the expiry: %d", n)
+	}
+}
