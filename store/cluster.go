@@ -63,7 +63,7 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error
 		if !ok {
 			return next, fmt.Errorf("%w: origin %016x seq %d", ErrRecycled, origin, next)
 		}
-		_, err := s.seglog.Read(pos, read)
+		_, err := s.readIndexed(pos, read)
 		if errors.Is(err, ErrCorrupt) {
 			if err = s.damagedAt(pos, err); err == nil {
 				next-- // read it again: its placeholder, or the record back

@@ -142,7 +142,7 @@ func (r *TopicReader) scan() (Delivery, bool, error) {
 			continue
 		}
 		var rec record.Record
-		_, err = r.s.seglog.Read(e.Pos, func(x record.Record) error {
+		_, err = r.s.readIndexed(e.Pos, func(x record.Record) error {
 			if x.Kind() == record.KindLost {
 				return nil // lost to a damaged log: skipped (repair.go)
 			}

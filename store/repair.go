@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/internal/segment"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -265,7 +266,7 @@ func (s *Store) loadLost() error {
 // (origin, seq), or an error.
 func (s *Store) slotKind(lr LostRecord) (record.Kind, error) {
 	var kind record.Kind
-	_, err := s.seglog.Read(lr.Pos, func(r record.Record) error {
+	_, err := s.readIndexed(lr.Pos, func(r record.Record) error {
 		if r.Origin() != lr.Origin || r.Seq() != lr.Seq || len(r) != int(lr.Size) {
 			return fmt.Errorf("%w: another record in the slot", ErrCorrupt)
 		}
@@ -273,6 +274,18 @@ func (s *Store) slotKind(lr LostRecord) (record.Kind, error) {
 		return nil
 	})
 	return kind, err
+}
+
+// readIndexed reads the record at pos (a position an index names, or the
+// next one of a walk from record to record: the replay, the scrub): a
+// zeroed header with records after it (a page lost to zeros) is damage,
+// not the segment's unused tail.
+func (s *Store) readIndexed(pos int64, fn func(record.Record) error) (int64, error) {
+	next, err := s.seglog.ReadExact(pos, fn)
+	if errors.Is(err, segment.ErrNothingHere) {
+		return next, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return next, err
 }
 
 // damagedAt handles a read of the committed record at pos that failed
@@ -284,7 +297,7 @@ func (s *Store) damagedAt(pos int64, cause error) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if _, err := s.seglog.Read(pos, func(record.Record) error { return nil }); err == nil {
+	if _, err := s.readIndexed(pos, func(record.Record) error { return nil }); err == nil {
 		return nil
 	}
 	return s.setAside(pos, cause)
@@ -408,7 +421,7 @@ func (s *Store) scrub(end int64) {
 			return
 		default:
 		}
-		next, err := s.seglog.Read(pos, func(record.Record) error { return nil })
+		next, err := s.readIndexed(pos, func(record.Record) error { return nil })
 		switch {
 		case err == nil:
 			pos = next

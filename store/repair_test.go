@@ -19,6 +19,12 @@ import (
 // returns the options to reopen it, the pristine records by seq (1-based)
 // and the seqs the garbage hit.
 func damagedStore(t *testing.T, n, size int, keepSnapshot bool) (Options, []record.Record, []uint64) {
+	return damagedStoreWith(t, n, size, keepSnapshot, bytes.Repeat([]byte{0xa5, 0x5a, 0xc3, 0x3c}, 16), -24)
+}
+
+// damagedStoreWith is damagedStore with the damage given: the bytes, at
+// the offset from record n/2+2's start.
+func damagedStoreWith(t *testing.T, n, size int, keepSnapshot bool, garbage []byte, from int64) (Options, []record.Record, []uint64) {
 	t.Helper()
 	o := testOptions(t, t.TempDir())
 	s := openTest(t, o)
@@ -31,11 +37,11 @@ func damagedStore(t *testing.T, n, size int, keepSnapshot bool) (Options, []reco
 	}); err != nil {
 		t.Fatal(err)
 	}
-	at := pos[n/2+1] - 24 // the end of record n/2+1 and the start of the next one
+	at := pos[n/2+1] + from
 	path, off := segmentFile(s, at)
 	var hit []uint64
 	for i, p := range pos {
-		if p < at+64 && at < p+int64(record.Padded(pristine[i+1].Size())) {
+		if p < at+int64(len(garbage)) && at < p+int64(record.Padded(pristine[i+1].Size())) {
 			hit = append(hit, uint64(i+1))
 		}
 	}
@@ -47,7 +53,7 @@ func damagedStore(t *testing.T, n, size int, keepSnapshot bool) (Options, []reco
 			t.Fatal(err)
 		}
 	}
-	write(t, path, off, bytes.Repeat([]byte{0xa5, 0x5a, 0xc3, 0x3c}, 16))
+	write(t, path, off, garbage)
 	return o, pristine, hit
 }
 
@@ -57,13 +63,26 @@ func damagedStore(t *testing.T, n, size int, keepSnapshot bool) (Options, []reco
 // lets a reader of the topic read on past them, and takes them back from
 // a peer in place: the log, the view and the vector are whole again.
 func TestDamagedRecordsComeBack(t *testing.T) {
-	for _, snap := range []bool{true, false} {
-		name := map[bool]string{true: "with a snapshot", false: "without a snapshot"}[snap]
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		snap    bool
+		garbage []byte
+		from    int64 // offset from a record's start
+		hits    int
+	}{
+		{"garbage with a snapshot", true, bytes.Repeat([]byte{0xa5, 0x5a, 0xc3, 0x3c}, 16), -24, 2},
+		{"garbage without a snapshot", false, bytes.Repeat([]byte{0xa5, 0x5a, 0xc3, 0x3c}, 16), -24, 2},
+		// A header lost to zeros reads like a segment's unused tail; the
+		// records after it say it is not.
+		{"zeroed header with a snapshot", true, make([]byte, 48), 0, 1},
+		{"zeroed header without a snapshot", false, make([]byte, 48), 0, 1},
+	} {
+		snap := tc.snap
+		t.Run(tc.name, func(t *testing.T) {
 			const n, size = 200, 300
-			o, pristine, hit := damagedStore(t, n, size, snap)
-			if len(hit) < 2 {
-				t.Fatalf("the garbage hit %v, want two records", hit)
+			o, pristine, hit := damagedStoreWith(t, n, size, snap, tc.garbage, tc.from)
+			if len(hit) != tc.hits {
+				t.Fatalf("the damage hit %v, want %d records", hit, tc.hits)
 			}
 			s := openTest(t, o)
 			var lost []LostRecord

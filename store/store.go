@@ -311,7 +311,7 @@ func (s *Store) replay() error {
 	var n int
 	start := time.Now()
 	for pos := from; pos < end; {
-		next, err := s.seglog.Read(pos, func(r record.Record) error {
+		next, err := s.readIndexed(pos, func(r record.Record) error {
 			if pos >= indexed {
 				if err := s.index(r, pos); err != nil && !errors.Is(err, ErrDuplicate) {
 					return fmt.Errorf("store: rebuilding the indexes at %d: %w", pos, err)

@@ -1,10 +1,12 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cachecast/cachecast/store/internal/errs"
 	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // Repairing a damaged record in place (the store's repair.go decides what
@@ -14,6 +16,43 @@ import (
 // write lock, which keeps the slot's segment from being recycled
 // meanwhile; readers may read the slot at the same time and see either
 // version or a torn mix, which fails its CRC (they ask again).
+
+// ErrNothingHere means ReadExact found a zero header with written bytes
+// after it in the segment: not the unused tail of a segment, but a record
+// whose header was zeroed (a page lost to zeros).
+var ErrNothingHere = errors.New("store: nothing written at the position, with records after it")
+
+// ReadExact is Read, except that a zero header with written bytes after
+// it in the segment (up to the log's end) is ErrNothingHere, where Read
+// would take it for the segment's unused tail and move on to the next
+// segment. The store tells a zeroed record from a hole the writer never
+// filled by its indexes.
+func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, err error) {
+	if pos < l.oldest.Load() || pos >= l.end.Load() || pos%record.Align != 0 {
+		return l.Read(pos, fn) // its errors
+	}
+	s, err := l.pin(pos)
+	if err != nil {
+		return pos, err
+	}
+	next, skip, err := l.readPinned(s, pos, fn)
+	if skip && err == nil {
+		// A zero header: the segment's unused tail, or a zeroed record
+		// when written bytes follow.
+		err = fsys.GuardDoing("reading", s.path, func() error {
+			off := pos - s.base
+			if !fsys.IsZero(s.data[off:min(l.segSize, l.end.Load()-s.base)]) {
+				return fmt.Errorf("%w (segment %s, offset %d)", ErrNothingHere, s.path, off)
+			}
+			return nil
+		})
+	}
+	l.unpin(s)
+	if !skip || err != nil {
+		return next, err
+	}
+	return l.Read(next, fn) // on to the next segment, as Read does
+}
 
 // CopyAside saves the n bytes at committed position pos to a new file in
 // <dir>/corrupt/, durably (the file and the directory synced), and
