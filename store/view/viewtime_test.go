@@ -543,3 +543,28 @@ func BenchmarkViewApplyTime(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkSettleFlip is the timer's work at an instant that 10,000 keys
+// are scheduled for: settling every entry (the follower told of each).
+func BenchmarkSettleFlip(b *testing.B) {
+	const keys = 10_000
+	for b.Loop() {
+		b.StopTimer()
+		c := &fakeClock{}
+		c.ms.Store(timeBase)
+		v := newTimedView(c)
+		v.FollowFrom(func(Change) {})
+		buf := make([]byte, 256)
+		for i := range keys {
+			m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("12.50")}
+			n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(2*i + 1), HLC: record.MakeHLC(timeBase, 0) + uint64(2*i)})
+			v.Apply(record.Record(buf[:n]))
+			m.Value, m.EffectiveAt = []byte("9.99"), timeBase+1000
+			n = record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(2*i + 2), HLC: record.MakeHLC(timeBase, 0) + uint64(2*i+1)})
+			v.Apply(record.Record(buf[:n]))
+		}
+		c.ms.Store(timeBase + 1000)
+		b.StartTimer()
+		v.settleDue()
+	}
+}
