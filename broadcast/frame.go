@@ -10,6 +10,8 @@ import (
 	"hash"
 	"io"
 	"net"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -43,6 +45,14 @@ import (
 //	          have recycled
 //	snapData  the next bytes of the snapshot file
 //	snapEnd   (empty) the snapshot is complete
+//	vector    (protocol 3) count u32, count x (origin u64, seq u64), then
+//	          retired u32 and a 16-byte digest: the sender's whole vector
+//	          but the origins it has retired, and how many it retired and
+//	          their digest (retiredDigest). The dialer sends it to start an
+//	          exchange; the listener answers with its own.
+//	retired   (protocol 3) as ack: the origins the sender has retired with
+//	          the seq it holds of each; sent when the other side's digest
+//	          differs from its own
 const (
 	frameRecords  = 1
 	frameAck      = 2
@@ -51,6 +61,8 @@ const (
 	frameSnapReq  = 5
 	frameSnapData = 6
 	frameSnapEnd  = 7
+	frameVector   = 8
+	frameRetired  = 9
 )
 
 // MaxFrameSize bounds a frame; a peer that announces more is cut off.
@@ -83,6 +95,7 @@ type frameWriter struct {
 	bufs     net.Buffers
 	hdr      [5]byte
 	sum      [macSize]byte
+	sent     *atomic.Uint64 // counts the bytes of frames written, when set
 }
 
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
@@ -131,8 +144,15 @@ func (w *frameWriter) writeRecords(recs [][]byte) error {
 	w.bufs = append(w.bufs, w.sum[:])
 	bufs := w.bufs // WriteTo consumes the slice
 	w.arm()
-	_, err := bufs.WriteTo(w.conn)
+	k, err := bufs.WriteTo(w.conn)
+	w.count(int(k))
 	return err
+}
+
+func (w *frameWriter) count(k int) {
+	if w.sent != nil {
+		w.sent.Add(uint64(k))
+	}
 }
 
 // writeFrame sends a small frame built in one buffer.
@@ -143,7 +163,8 @@ func (w *frameWriter) writeFrame(typ byte, payload []byte) error {
 	b := make([]byte, 0, 5+len(payload)+macSize)
 	b = append(append(append(b, w.hdr[:]...), payload...), w.sum[:]...)
 	w.arm()
-	_, err := w.conn.Write(b)
+	k, err := w.conn.Write(b)
+	w.count(k)
 	return err
 }
 
@@ -171,6 +192,63 @@ func decodeAck(p []byte) (map[uint64]uint64, error) {
 		v[o] = binary.LittleEndian.Uint64(p[12+16*i:])
 	}
 	return v, nil
+}
+
+// vectorMsg is the payload of a vector frame: the origins the sender has
+// not retired, and the size and digest of the set it has.
+type vectorMsg struct {
+	live    map[uint64]uint64
+	retired uint32
+	digest  [16]byte
+}
+
+// sameRetired says whether both sides retired the same origins at the same
+// seqs (to the digest's certainty).
+func (m vectorMsg) sameRetired(o vectorMsg) bool {
+	return m.retired == o.retired && m.digest == o.digest
+}
+
+func encodeVector(m vectorMsg) []byte {
+	b := encodeAck(m.live)
+	b = binary.LittleEndian.AppendUint32(b, m.retired)
+	return append(b, m.digest[:]...)
+}
+
+func decodeVector(p []byte) (vectorMsg, error) {
+	if len(p) < 4+4+16 {
+		return vectorMsg{}, fmt.Errorf("%w: vector of %d bytes", ErrBadFrame, len(p))
+	}
+	tail := p[len(p)-20:]
+	live, err := decodeAck(p[:len(p)-20])
+	if err != nil {
+		return vectorMsg{}, err
+	}
+	m := vectorMsg{live: live, retired: binary.LittleEndian.Uint32(tail)}
+	copy(m.digest[:], tail[4:])
+	return m, nil
+}
+
+// retiredDigest is the digest of a set of retired origins with their seqs:
+// the first 16 bytes of SHA-256 over the entries sorted by origin; zero
+// for none.
+func retiredDigest(v map[uint64]uint64) (d [16]byte) {
+	if len(v) == 0 {
+		return d
+	}
+	origins := make([]uint64, 0, len(v))
+	for o := range v {
+		origins = append(origins, o)
+	}
+	slices.Sort(origins)
+	h := sha256.New()
+	var e [16]byte
+	for _, o := range origins {
+		binary.LittleEndian.PutUint64(e[:], o)
+		binary.LittleEndian.PutUint64(e[8:], v[o])
+		h.Write(e[:])
+	}
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 type pullReq struct{ origin, from, to uint64 }
@@ -228,6 +306,7 @@ type frameReader struct {
 	seq      uint64        // number of the next frame
 	buf      []byte
 	sum      [macSize]byte
+	received *atomic.Uint64 // counts the bytes of frames read, when set
 }
 
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
@@ -260,6 +339,9 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if _, err := io.ReadFull(fr.r, b); err != nil {
 		return 0, nil, err
 	}
+	if fr.received != nil {
+		fr.received.Add(uint64(4 + len(b)))
+	}
 	b, got := b[:n], b[n:]
 	var seq [8]byte
 	binary.LittleEndian.PutUint64(seq[:], fr.seq)
@@ -271,7 +353,7 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if !hmac.Equal(fr.mac.Sum(fr.sum[:0]), got) {
 		return 0, nil, fmt.Errorf("%w: frame %d fails its MAC (changed on the way, or not from the peer)", ErrBadFrame, fr.seq-1)
 	}
-	if b[0] < frameRecords || b[0] > frameSnapEnd {
+	if b[0] < frameRecords || b[0] > frameRetired {
 		return 0, nil, fmt.Errorf("%w: type %d", ErrBadFrame, b[0])
 	}
 	return b[0], b[1:], nil

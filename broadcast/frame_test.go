@@ -54,7 +54,7 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 
 func TestFrameReaderLimits(t *testing.T) {
 	var unknown bytes.Buffer
-	newFrameWriter(&unknown, nil, 0).writeFrame(9, nil) // a valid MAC, an unknown type
+	newFrameWriter(&unknown, nil, 0).writeFrame(frameRetired+1, nil) // a valid MAC, an unknown type
 	for _, b := range [][]byte{
 		{0, 0, 0, 0},                // zero length
 		{0xff, 0xff, 0xff, 0xff, 1}, // over MaxFrameSize
@@ -199,6 +199,8 @@ func FuzzFrames(f *testing.F) {
 	f.Add(append([]byte{frameAck}, encodeAck(map[uint64]uint64{1: 2})...))
 	f.Add(append([]byte{framePull}, encodePull(pullReq{1, 1, 9})...))
 	f.Add(append([]byte{framePullEnd}, encodePullEnd(pullEnd{1, 9, 0})...))
+	f.Add(append([]byte{frameVector}, encodeVector(vectorMsg{live: map[uint64]uint64{1: 2}, retired: 1, digest: retiredDigest(map[uint64]uint64{3: 4})})...))
+	f.Add(append([]byte{frameRetired}, encodeAck(map[uint64]uint64{3: 4})...))
 	h, _ := newHello(7, protocols)
 	f.Add(h.encode())
 	key := []byte("fuzz key")
@@ -217,7 +219,7 @@ func FuzzFrames(f *testing.F) {
 		newFrameWriter(&sealed, key, 0).writeFrame(b[0], b[1:])
 		typ, p, err := newFrameReader(&sealed, key, 0).next()
 		if err != nil {
-			if b[0] >= frameRecords && b[0] <= frameSnapEnd {
+			if b[0] >= frameRecords && b[0] <= frameRetired {
 				t.Fatalf("a sealed frame of type %d refused: %v", b[0], err)
 			}
 			return
@@ -233,6 +235,10 @@ func FuzzFrames(f *testing.F) {
 				if len(back) != len(v) {
 					t.Fatal("ack round trip")
 				}
+			}
+		case frameVector:
+			if m, err := decodeVector(p); err == nil && len(m.live) <= 1 && !bytes.Equal(encodeVector(m), p) {
+				t.Fatal("vector round trip")
 			}
 		case framePull:
 			if r, err := decodePull(p); err == nil && !bytes.Equal(encodePull(r), p) {

@@ -61,9 +61,12 @@ const (
 
 	// ProtocolMin and ProtocolMax are the data port's protocol versions
 	// this build speaks: 2 since frames carry a MAC (see frame.go; 1 had
-	// none and cannot be spoken safely, so it is out of the range).
+	// none and cannot be spoken safely, so it is out of the range); 3
+	// adds the exchanges of vectors with a few peers (vector and retired
+	// frames) in place of the whole vector to every peer every
+	// SyncInterval. A connection to a build of [2,2] speaks 2.
 	ProtocolMin = 2
-	ProtocolMax = 2
+	ProtocolMax = 3
 )
 
 // protocols is the range a new Node speaks. Only tests change it, to act

@@ -16,24 +16,32 @@ import (
 	"github.com/cachecast/cachecast/store"
 )
 
-// A link is this node's outbound connection to one peer, redialed with
-// backoff while the peer is a member. Its writer goroutine pushes this
-// node's records and the pull requests; its reader goroutine takes the
-// peer's acks and the records it pulled.
+// A link is this node's outbound connection to one peer, opened when
+// there is something to send (records to push, a pull, an exchange, or
+// the peer is the replica), closed after IdleTimeout with nothing to do,
+// and redialed with backoff after a failure while still needed. Its
+// writer goroutine pushes this node's records, the pull requests and the
+// exchanges' vectors; its reader goroutine takes the peer's acks, vectors
+// and the records it pulled.
 type link struct {
 	n    *Node
 	peer Peer
 	log  *zap.Logger
 
-	connected atomic.Bool
+	open      atomic.Bool   // a connection is open now
+	reachable atomic.Bool   // the last connection worked, and no dial failed since
 	proto     atomic.Uint32 // the protocol version of the last connection
 	retryIn   atomic.Int64  // the wait before the latest redial (time.Duration)
+	active    atomic.Int64  // when the connection last did something (unix ns)
 
 	mu      sync.Mutex
 	holds   map[uint64]uint64 // the peer's vector, as it reported it
 	pulling map[uint64]bool   // origins with a pull in flight on this link
 	pulls   []pullReq         // pull requests waiting to be written
 	ackCh   chan struct{}     // closed and replaced when holds grows
+
+	wantExchange bool // an exchange's vector waits to be written
+	sendRetired  bool // this node's retired list waits to be written
 
 	wantSnap bool // a snapshot request waits to be written
 	snapping bool // a snapshot is on its way (this link holds Node.booting)
@@ -69,7 +77,11 @@ func (l *link) wake() {
 	}
 }
 
-// run dials, serves the connection until it fails, and dials again.
+// errIdle ends a connection that had nothing to do for IdleTimeout.
+var errIdle = errors.New("broadcast: connection idle")
+
+// run waits until the link has something to do, dials, serves the
+// connection until it fails or goes idle, and again.
 func (l *link) run() {
 	defer l.n.wg.Done()
 	defer func() {
@@ -81,8 +93,11 @@ func (l *link) run() {
 	}()
 	backoff := l.n.minBackoff
 	for {
+		if !l.waitNeeded() {
+			return
+		}
 		healthy, err := l.session()
-		l.connected.Store(false)
+		l.open.Store(false)
 		select {
 		case <-l.stopped:
 			return
@@ -90,6 +105,12 @@ func (l *link) run() {
 			return
 		default:
 		}
+		if errors.Is(err, errIdle) {
+			l.n.idleCloses.Add(1)
+			backoff = l.n.minBackoff
+			continue
+		}
+		l.reachable.Store(false)
 		if healthy {
 			// The peer was up and talking: this is a new failure, not the
 			// same one again, so the redial starts from the shortest wait.
@@ -113,6 +134,79 @@ func (l *link) run() {
 	}
 }
 
+// pushes says whether this node pushes its own records to the peer: to
+// every peer over the data port, to the replica only under NATS.
+func (l *link) pushes() bool {
+	return l.n.nats == nil || l.n.replica.Load() == l.peer.ID
+}
+
+// needed says whether the link has something to do: it is the replica's,
+// or it has an exchange, a pull or a snapshot to ask for or wait on, or
+// records to push that the peer has not acknowledged.
+func (l *link) needed() bool {
+	if l.n.replica.Load() == l.peer.ID {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wantExchange || l.sendRetired || l.wantSnap || l.snapping || len(l.pulls) > 0 || len(l.pulling) > 0 {
+		return true
+	}
+	return l.pushes() && l.n.st.LastSeq(l.n.self) > l.holds[l.n.self]
+}
+
+// waitNeeded waits until the link is needed; false when it stopped first.
+func (l *link) waitNeeded() bool {
+	for {
+		var changed <-chan struct{}
+		if l.pushes() {
+			changed = l.n.st.OwnChanged()
+		}
+		if l.needed() {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-l.kick:
+		case <-l.stopped:
+			return false
+		case <-l.n.ctx.Done():
+			return false
+		}
+	}
+}
+
+// exchange asks the link for an anti-entropy exchange; false when one is
+// waiting already.
+func (l *link) exchange() bool {
+	l.mu.Lock()
+	if l.wantExchange {
+		l.mu.Unlock()
+		return false
+	}
+	l.wantExchange = true
+	l.mu.Unlock()
+	l.wake()
+	return true
+}
+
+func (l *link) touch() { l.active.Store(time.Now().UnixNano()) }
+
+// idle says whether the open connection has had nothing to do for
+// IdleTimeout and has nothing to do now.
+func (l *link) idle() bool {
+	return time.Since(time.Unix(0, l.active.Load())) >= l.n.cfg.IdleTimeout && !l.needed()
+}
+
+// merge takes entries of the peer's vector (the highest of each).
+func (l *link) merge(v map[uint64]uint64) {
+	l.mu.Lock()
+	for o, s := range v {
+		l.holds[o] = max(l.holds[o], s)
+	}
+	l.mu.Unlock()
+}
+
 // session runs one connection to the peer. healthy says the connection
 // worked: past the handshake and the first vector, the peer sent more.
 func (l *link) session() (healthy bool, err error) {
@@ -131,6 +225,9 @@ func (l *link) session() (healthy bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	l.n.dials.Add(1)
+	l.n.openOut.Add(1)
+	defer l.n.openOut.Add(-1)
 	if l.n.cfg.TLS != nil {
 		tc := tls.Client(c, l.n.cfg.TLS)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -152,11 +249,15 @@ func (l *link) session() (healthy bool, err error) {
 		return false, fmt.Errorf("%w: %s is node %016x, membership says %016x", ErrHandshake, l.peer.Addr, id, l.peer.ID)
 	}
 	l.proto.Store(uint32(keys.proto))
+	l.n.wireSent.Add(handshakeBytes)
+	l.n.wireReceived.Add(handshakeBytes)
 
-	// The first frame is the peer's whole vector: it says where to start.
-	// The peer sends its vector every SyncInterval: a read that waits
+	// The first frame is an ack: the peer's whole vector (protocol 2), or
+	// the seq it holds of this node's origin (3): it says where to start
+	// pushing. The peer sends an ack every SyncInterval: a read that waits
 	// longer than PeerTimeout means it is stopped or gone.
 	fr := newFrameReader(c, keys.listenerToDialer, l.n.cfg.PeerTimeout)
+	fr.received = &l.n.wireReceived
 	typ, p, err := fr.next()
 	if err != nil {
 		return false, err
@@ -164,19 +265,27 @@ func (l *link) session() (healthy bool, err error) {
 	if typ != frameAck {
 		return false, fmt.Errorf("%w: first frame of type %d", ErrBadFrame, typ)
 	}
-	v, err := decodeAck(p)
+	v, err := l.n.readAck(p)
 	if err != nil {
 		return false, err
 	}
-	l.n.vectorEntries.Add(uint64(len(v)))
 	l.mu.Lock()
-	l.holds = v
+	if keys.proto < 3 {
+		l.holds = v
+		l.wantExchange = false // the whole vector came: that was the exchange
+	} else {
+		// A restarted peer may hold less of this node's records than it
+		// acknowledged before; the rest stays as last reported.
+		l.holds[l.n.self] = v[l.n.self]
+	}
 	l.releasePulls() // pulls of an earlier connection are gone with it
 	l.pulls = l.pulls[:0]
 	l.endSnap()
 	l.mu.Unlock()
 	l.dropSnapFile()
-	l.connected.Store(true)
+	l.open.Store(true)
+	l.reachable.Store(true)
+	l.touch()
 	l.afterAck()
 
 	var talked atomic.Bool // a frame came in after the first vector
@@ -186,24 +295,29 @@ func (l *link) session() (healthy bool, err error) {
 		cancel() // a dead connection ends the session: the writer must not wait on it
 		readErr <- err
 	}()
-	werr := l.writeLoop(ctx, newFrameWriter(c, keys.dialerToListener, l.n.cfg.PeerTimeout))
+	w := newFrameWriter(c, keys.dialerToListener, l.n.cfg.PeerTimeout)
+	w.sent = &l.n.wireSent
+	werr := l.writeLoop(ctx, w, keys.proto)
 	cancel()
 	rerr := <-readErr
 	if werr != nil && !errors.Is(werr, context.Canceled) {
-		return talked.Load(), werr
+		return talked.Load() || errors.Is(werr, errIdle), werr
 	}
 	return talked.Load(), rerr
 }
 
 // writeLoop pushes this node's records as they are written and sends the
-// pull requests, until the connection fails or the link stops.
-func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
+// pull requests and the exchanges' vectors, until the connection fails,
+// goes idle or the link stops.
+func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error {
 	var batch [][]byte
 	var buf []byte
 	self := l.n.self
 	l.mu.Lock()
 	next := l.holds[self] + 1 // where the peer said it stands
 	l.mu.Unlock()
+	idleCheck := time.NewTicker(max(l.n.cfg.IdleTimeout/4, time.Millisecond))
+	defer idleCheck.Stop()
 	for {
 		// Only this node's own records are pushed: other origins' records
 		// arriving must not wake every link's writer.
@@ -213,6 +327,9 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 		l.pulls = l.pulls[:0]
 		wantSnap := l.wantSnap
 		l.wantSnap = false
+		exchange := l.wantExchange && proto >= 3
+		sendRetired := l.sendRetired && proto >= 3
+		l.wantExchange, l.sendRetired = false, false
 		// A peer that bootstrapped from a snapshot holds more than was
 		// pushed to it: go on from what it holds.
 		next = max(next, l.holds[self]+1)
@@ -221,16 +338,33 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 			if err := w.writeFrame(frameSnapReq, nil); err != nil {
 				return err
 			}
+			l.touch()
+		}
+		if exchange || sendRetired {
+			mine, retired := l.n.vectorToSend()
+			if exchange {
+				if err := w.writeFrame(frameVector, l.n.vectorFrame(mine)); err != nil {
+					return err
+				}
+				l.n.exchanges.Add(1)
+			}
+			if sendRetired {
+				if err := w.writeFrame(frameRetired, l.n.ackFrame(retired)); err != nil {
+					return err
+				}
+			}
+			l.touch()
 		}
 		for _, r := range pulls {
 			if err := w.writeFrame(framePull, encodePull(r)); err != nil {
 				return err
 			}
 			l.n.pulls.Add(1)
+			l.touch()
 		}
 		// Push what the peer lacks of this node's own records, in frames
 		// of up to frameBytes. Under NATS only the replica is pushed to.
-		push := l.n.nats == nil || l.n.replica.Load() == l.peer.ID
+		push := l.pushes()
 		if push && l.n.st.LastSeq(self) > next+l.n.cfg.BootstrapRecords {
 			// A peer that lacks this much and holds little takes a
 			// snapshot: pushing it every record meanwhile is wasted.
@@ -259,11 +393,16 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter) error {
 				return err
 			}
 			l.n.bytesSent.Add(uint64(len(buf)))
+			l.touch()
 			next = end
 		}
 		select {
 		case <-changed:
 		case <-l.kick:
+		case <-idleCheck.C:
+			if l.idle() {
+				return errIdle
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -287,25 +426,48 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 		}
 		switch typ {
 		case frameAck:
-			v, err := decodeAck(p)
+			v, err := l.n.readAck(p)
 			if err != nil {
 				l.n.badFrames.Add(1)
 				return err
 			}
-			l.n.vectorEntries.Add(uint64(len(v)))
-			l.mu.Lock()
-			for o, s := range v {
-				l.holds[o] = max(l.holds[o], s) // a restarted peer opens a new session
+			l.merge(v) // a restarted peer opens a new session
+			l.afterAck()
+		case frameVector:
+			// The peer's answer to this node's exchange.
+			theirs, err := l.n.readVector(p)
+			if err != nil {
+				l.n.badFrames.Add(1)
+				return err
 			}
-			l.mu.Unlock()
+			l.touch()
+			l.merge(theirs.live)
+			if mine, _ := l.n.vectorToSend(); !mine.sameRetired(theirs) {
+				l.mu.Lock()
+				l.sendRetired = true
+				l.mu.Unlock()
+				l.wake()
+			}
+			l.afterAck()
+		case frameRetired:
+			v, err := l.n.readAck(p)
+			if err != nil {
+				l.n.badFrames.Add(1)
+				return err
+			}
+			l.touch()
+			l.n.adoptRetired(v)
+			l.merge(v)
 			l.afterAck()
 		case frameRecords:
+			l.touch()
 			touched := map[uint64]uint64{}
 			if err := l.n.appendAll(p, touched, true); err != nil {
 				l.n.badFrames.Add(1)
 				return err
 			}
 		case framePullEnd:
+			l.touch()
 			e, err := decodePullEnd(p)
 			if err != nil {
 				l.n.badFrames.Add(1)
@@ -324,6 +486,7 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 			l.mu.Unlock()
 			l.afterAck() // still behind? ask again
 		case frameSnapData:
+			l.touch()
 			if err := l.snapWrite(p); err != nil {
 				return err
 			}

@@ -37,9 +37,23 @@ type Config struct {
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// Listener, when set, is used instead of listening on ListenAddr.
 	Listener net.Listener
-	// SyncInterval is how often a node sends its whole version vector to
-	// the peers connected to it, which pull what they miss (anti-entropy).
+	// SyncInterval is how often a node exchanges version vectors with
+	// Fanout peers picked at random; each side pulls what it misses
+	// (anti-entropy). It is also how often a listener tells an open
+	// connection it is alive.
 	SyncInterval time.Duration
+	// Fanout is how many peers a node exchanges vectors with every
+	// SyncInterval (default 3; see the package doc for the rounds to
+	// convergence).
+	Fanout int
+	// IdleTimeout closes an outbound connection that had nothing to do
+	// for this long; the link dials again when it has. The replica's
+	// connection stays open. Default 2s, and at least two SyncIntervals.
+	IdleTimeout time.Duration
+	// RetireAfter is how long an origin must have been absent from the
+	// peers (SetPeers) before this node retires it from the vectors it
+	// sends (see "Retired origins" in the package doc). Default 24h.
+	RetireAfter time.Duration
 	// HandshakeTimeout bounds the handshake of a new connection.
 	HandshakeTimeout time.Duration
 	// PeerTimeout bounds how long a frame's write may block (a peer that
@@ -108,14 +122,28 @@ type Node struct {
 	natsDisconnects atomic.Uint64
 	natsErrors      atomic.Uint64
 
-	rejected      atomic.Uint64 // peers refused at the handshake
-	protos        protoRange    // the protocol versions it speaks (protocols at New)
-	stalls        atomic.Uint64 // connections closed past PeerTimeout
-	badFrames     atomic.Uint64
-	pulls         atomic.Uint64 // pull requests sent
-	boots         atomic.Uint64 // bootstraps from a peer's snapshot
-	booting       atomic.Bool   // a link is taking a peer's snapshot
-	vectorEntries atomic.Uint64 // version vector entries sent and received
+	rejected  atomic.Uint64 // peers refused at the handshake
+	protos    protoRange    // the protocol versions it speaks (protocols at New)
+	stalls    atomic.Uint64 // connections closed past PeerTimeout
+	badFrames atomic.Uint64
+	pulls     atomic.Uint64 // pull requests sent
+	boots     atomic.Uint64 // bootstraps from a peer's snapshot
+	booting   atomic.Bool   // a link is taking a peer's snapshot
+
+	openOut         atomic.Int64  // outbound connections open now
+	wireSent        atomic.Uint64 // bytes of handshakes and frames written
+	wireReceived    atomic.Uint64 // bytes of handshakes and frames read
+	entriesSent     atomic.Uint64 // vector entries sent (acks, vectors, retired lists)
+	entriesReceived atomic.Uint64 // vector entries received
+	exchanges       atomic.Uint64 // anti-entropy exchanges started
+	dials           atomic.Uint64 // outbound connections opened
+	idleCloses      atomic.Uint64 // outbound connections closed as idle
+
+	// The origins this node leaves out of the vectors it sends (see
+	// "Retired origins" in the package doc). Locked after mu, never before.
+	rmu         sync.Mutex
+	absentSince map[uint64]time.Time // origin -> since when it is not a peer
+	retired     map[uint64]bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -166,6 +194,16 @@ func New(cfg Config) (*Node, error) {
 		cfg.PeerTimeout = 10 * time.Second
 	}
 	cfg.PeerTimeout = max(cfg.PeerTimeout, 3*cfg.SyncInterval)
+	if cfg.Fanout <= 0 {
+		cfg.Fanout = 3
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Second
+	}
+	cfg.IdleTimeout = max(cfg.IdleTimeout, 2*cfg.SyncInterval)
+	if cfg.RetireAfter <= 0 {
+		cfg.RetireAfter = 24 * time.Hour
+	}
 	if cfg.MaxPull == 0 {
 		cfg.MaxPull = 16384
 	}
@@ -207,6 +245,9 @@ func New(cfg Config) (*Node, error) {
 
 		lastAppend: make(map[uint64]time.Time),
 		pullingAll: make(map[uint64]bool),
+
+		absentSince: make(map[uint64]time.Time),
+		retired:     make(map[uint64]bool),
 	}
 	n.keys.Store(&cfg.Keys)
 	if cfg.NATS != nil {
@@ -219,9 +260,10 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// SetReplica names the replica peer. Under NATS it is the one peer this
-// node still pushes to directly, so that a sync-replication wait is one
-// round trip; over the data port every peer is pushed to anyway.
+// SetReplica names the replica peer. Its connection stays open. Under
+// NATS it is the one peer this node still pushes to directly, so that a
+// sync-replication wait is one round trip; over the data port every peer
+// is pushed to anyway.
 func (n *Node) SetReplica(peer uint64) {
 	if n.replica.Swap(peer) == peer {
 		return
@@ -255,8 +297,9 @@ func (n *Node) Addr() string { return n.listener.Addr().String() }
 
 // Start serves the data port until Close.
 func (n *Node) Start() {
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.acceptLoop()
+	go n.antiEntropyLoop()
 }
 
 // Close stops every link and connection and waits for their goroutines.
@@ -313,6 +356,13 @@ func (n *Node) SetPeers(peers []Peer) {
 			}
 		}
 	}
+	n.rmu.Lock()
+	for id := range want {
+		// A peer is live: it is in the vectors again, whatever it was.
+		delete(n.retired, id)
+		delete(n.absentSince, id)
+	}
+	n.rmu.Unlock()
 	for id, p := range want {
 		delete(n.gone, id) // back: its link reports for it
 		if _, ok := n.links[id]; !ok {
@@ -363,9 +413,17 @@ var ErrNoPeer = errors.New("broadcast: no such peer")
 
 // PeerStatus describes one link.
 type PeerStatus struct {
-	Peer      Peer
+	Peer Peer
+	// Connected says the peer is reachable: the link's last connection
+	// got past the handshake and the peer's first ack, and no dial has
+	// failed since. The connection may have been closed since for being
+	// idle (Open says whether one is open now).
 	Connected bool
-	// Holds is the peer's version vector as it last reported it.
+	Open      bool
+	// Holds is the peer's version vector as it last reported it: its
+	// acks, and its vector at the last exchange with it (at most a few
+	// SyncIntervals old in a small cluster, about peers/Fanout
+	// SyncIntervals in a large one). Retired origins are left out.
 	Holds map[uint64]uint64
 	// Queue is how many of this node's own records the peer lacks.
 	Queue uint64
@@ -390,7 +448,8 @@ func (n *Node) Peers() []PeerStatus {
 		if h := holds[n.self]; h < own {
 			q = own - h
 		}
-		out = append(out, PeerStatus{Peer: l.peer, Connected: l.connected.Load(), Holds: holds, Queue: q, Proto: uint8(l.proto.Load())})
+		out = append(out, PeerStatus{Peer: l.peer, Connected: l.reachable.Load(), Open: l.open.Load(),
+			Holds: holds, Queue: q, Proto: uint8(l.proto.Load())})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer.Name < out[j].Peer.Name })
 	return out
@@ -420,15 +479,10 @@ func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
 func (n *Node) Bootstraps() uint64 { return n.boots.Load() }
 
 // VectorEntries counts the version vector entries (one per origin) this
-// node has sent and received in acks: the anti-entropy's cost, which the
+// node has sent and received in acks, vectors and retired lists (Stats
+// splits them): the anti-entropy's cost, which the
 // fleet harness (internal/fleet) measures against the fleet's size.
-func (n *Node) VectorEntries() uint64 { return n.vectorEntries.Load() }
-
-// ack encodes v as an ack frame's payload and counts its entries.
-func (n *Node) ack(v map[uint64]uint64) []byte {
-	n.vectorEntries.Add(uint64(len(v)))
-	return encodeAck(v)
-}
+func (n *Node) VectorEntries() uint64 { return n.entriesSent.Load() + n.entriesReceived.Load() }
 
 // Pulls counts the anti-entropy pull requests this node has sent.
 func (n *Node) Pulls() uint64 { return n.pulls.Load() }
@@ -484,8 +538,11 @@ func (n *Node) serve(c net.Conn) {
 	}
 	n.mu.Unlock()
 	log := n.log.With(zap.String("peer", fmt.Sprintf("%016x", peer)))
+	n.wireSent.Add(handshakeBytes)
+	n.wireReceived.Add(handshakeBytes)
 	w := newFrameWriter(c, keys.listenerToDialer, n.cfg.PeerTimeout)
-	var wmu sync.Mutex // the vector ticker and the frame loop both write
+	w.sent = &n.wireSent
+	var wmu sync.Mutex // the keepalive ticker and the frame loop both write
 	send := func(typ byte, p []byte) error {
 		wmu.Lock()
 		defer wmu.Unlock()
@@ -498,7 +555,23 @@ func (n *Node) serve(c net.Conn) {
 		}
 		return err
 	}
-	if err := send(frameAck, n.ack(n.st.Vector())); err != nil {
+	// Protocol 2 sends the whole vector at once and every SyncInterval on
+	// every connection: N entries to each of N-1 dialers. Protocol 3 sends
+	// the dialer what it needs to push (the seq held of its own origin),
+	// an empty ack every SyncInterval to say this side is alive, and the
+	// whole vector only when the dialer asks (an exchange).
+	exchanges := keys.proto >= 3
+	vector := func() []byte {
+		if exchanges {
+			return nil // a keepalive
+		}
+		return n.ackFrame(n.st.Vector())
+	}
+	first := vector()
+	if exchanges {
+		first = n.ackFrame(map[uint64]uint64{peer: n.st.LastSeq(peer)})
+	}
+	if err := send(frameAck, first); err != nil {
 		return
 	}
 	done := make(chan struct{})
@@ -506,10 +579,9 @@ func (n *Node) serve(c net.Conn) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		// The whole vector goes out every SyncInterval (pushed frames are
-		// acked at once on top). Not on every change: under NATS every
-		// node's store changes with everyone's records, and a vector to
-		// every peer on each change costs O(nodes²) per node.
+		// Not on every change: under NATS every node's store changes with
+		// everyone's records, and a vector to every peer on each change
+		// costs O(nodes²) per node.
 		t := time.NewTicker(n.cfg.SyncInterval)
 		defer t.Stop()
 		for {
@@ -520,16 +592,22 @@ func (n *Node) serve(c net.Conn) {
 				return
 			case <-t.C:
 			}
-			if err := send(frameAck, n.ack(n.st.Vector())); err != nil {
+			p := vector()
+			if p == nil {
+				p = encodeAck(nil)
+			}
+			if err := send(frameAck, p); err != nil {
 				return
 			}
 		}
 	}()
 
 	// No read deadline on this side: the dialer sends only when it has
-	// records or pulls. A stopped dialer is let go when membership drops
-	// it (SetPeers) or a write to it times out.
+	// records, pulls or an exchange, and closes the connection when idle.
+	// A stopped dialer is let go when membership drops it (SetPeers) or a
+	// write to it times out.
 	fr := newFrameReader(c, keys.dialerToListener, 0)
+	fr.received = &n.wireReceived
 	touched := map[uint64]uint64{}
 	for {
 		typ, p, err := fr.next()
@@ -548,7 +626,7 @@ func (n *Node) serve(c net.Conn) {
 				log.Warn("closing a data connection on bad records", zap.Error(err))
 				return
 			}
-			if err := send(frameAck, n.ack(touched)); err != nil {
+			if err := send(frameAck, n.ackFrame(touched)); err != nil {
 				return
 			}
 		case framePull:
@@ -576,11 +654,54 @@ func (n *Node) serve(c net.Conn) {
 				log.Warn("sending a snapshot failed", zap.Error(err))
 				return
 			}
+		case frameVector:
+			// An exchange: learn what the dialer holds (this node's own
+			// link to it pulls what it lacks) and answer with this node's
+			// vector, and its retired list when the two retired sets differ.
+			theirs, err := n.readVector(p)
+			if err != nil {
+				n.badFrames.Add(1)
+				log.Warn("closing a data connection on a bad vector", zap.Error(err))
+				return
+			}
+			n.learned(peer, theirs.live)
+			mine, retired := n.vectorToSend()
+			if err := send(frameVector, n.vectorFrame(mine)); err != nil {
+				return
+			}
+			if !mine.sameRetired(theirs) {
+				if err := send(frameRetired, n.ackFrame(retired)); err != nil {
+					return
+				}
+			}
+		case frameRetired:
+			v, err := n.readAck(p)
+			if err != nil {
+				n.badFrames.Add(1)
+				log.Warn("closing a data connection on a bad retired list", zap.Error(err))
+				return
+			}
+			n.adoptRetired(v)
+			n.learned(peer, v)
 		default:
 			n.badFrames.Add(1)
 			log.Warn("closing a data connection on an unexpected frame", zap.Uint8("type", typ))
 			return
 		}
+	}
+}
+
+// learned notes what a peer that dialed this node says it holds on this
+// node's own link to it, which then pulls what this node lacks (the pull
+// half of an exchange the peer started). Nothing when the peer is not a
+// member here.
+func (n *Node) learned(peer uint64, v map[uint64]uint64) {
+	n.mu.Lock()
+	l := n.links[peer]
+	n.mu.Unlock()
+	if l != nil {
+		l.merge(v)
+		l.afterAck()
 	}
 }
 

@@ -413,8 +413,11 @@ func testWaitReplica(t *testing.T, transport string) {
 	if e, ok := b.st.Get("prices", "k"); !ok || string(e.Value) != "v" {
 		t.Fatal("the replica acked a record it does not hold")
 	}
-	// Cut off, the wait times out instead of returning success.
+	// Cut off both ways, the wait times out instead of returning success.
+	// (Cut one way, the replica would pull the record and say so in an
+	// exchange of its own: that is a success.)
 	c.net.cutOff("n0", b.n.Addr())
+	c.net.cutOff("n1", a.n.Addr())
 	res = publish(t, a, "k", "v2")
 	short, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel2()

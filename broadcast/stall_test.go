@@ -239,7 +239,7 @@ func TestBackoffResetsAfterHealthyConnection(t *testing.T) {
 	// after the first vector).
 	res := publish(t, a, "k", "v")
 	testkit.Eventually(t, 10*time.Second, "the record acknowledged", func() bool {
-		return l.connected.Load() && l.holdsCopy()[a.st.Origin()] >= res.Seq
+		return l.open.Load() && l.holdsCopy()[a.st.Origin()] >= res.Seq
 	})
 	c.net.drop("a", b.n.Addr())
 	testkit.Eventually(t, 10*time.Second, "the link redialed", func() bool {
