@@ -111,6 +111,12 @@ func (l *link) run() {
 			continue
 		}
 		l.reachable.Store(false)
+		l.mu.Lock()
+		// Pulls queued for this connection go to whichever link reaches
+		// a peer that has the records, at the next exchange.
+		l.releasePulls()
+		l.pulls = l.pulls[:0]
+		l.mu.Unlock()
 		if healthy {
 			// The peer was up and talking: this is a new failure, not the
 			// same one again, so the redial starts from the shortest wait.

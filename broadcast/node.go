@@ -48,7 +48,7 @@ type Config struct {
 	Fanout int
 	// IdleTimeout closes an outbound connection that had nothing to do
 	// for this long; the link dials again when it has. The replica's
-	// connection stays open. Default 2s, and at least two SyncIntervals.
+	// connection stays open. Default 2s, and at least a SyncInterval.
 	IdleTimeout time.Duration
 	// RetireAfter is how long an origin must have been absent from the
 	// peers (SetPeers) before this node retires it from the vectors it
@@ -200,7 +200,7 @@ func New(cfg Config) (*Node, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 2 * time.Second
 	}
-	cfg.IdleTimeout = max(cfg.IdleTimeout, 2*cfg.SyncInterval)
+	cfg.IdleTimeout = max(cfg.IdleTimeout, cfg.SyncInterval)
 	if cfg.RetireAfter <= 0 {
 		cfg.RetireAfter = 24 * time.Hour
 	}

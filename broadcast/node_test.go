@@ -128,6 +128,8 @@ type testCluster struct {
 	peerTimeout time.Duration
 	// bootstrapRecords, when set, is the nodes' Config.BootstrapRecords.
 	bootstrapRecords uint64
+	// config, when set, changes each node's Config before New.
+	config func(*Config)
 
 	natsURL string            // fan-out through NATS when set
 	names   map[uint64]string // origin -> node name, for cutting NATS deliveries
@@ -171,6 +173,9 @@ func (c *testCluster) add(name, dir string) *testNode {
 	}
 	if c.natsURL != "" {
 		cfg.NATS = &NATSConfig{URL: c.natsURL}
+	}
+	if c.config != nil {
+		c.config(&cfg)
 	}
 	n, err := New(cfg)
 	if err != nil {
