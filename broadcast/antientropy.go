@@ -20,14 +20,16 @@ func (n *Node) antiEntropyLoop() {
 			return
 		case <-t.C:
 		}
+		n.rounds.Add(1)
 		n.retireAbsent(time.Now())
 		n.startExchanges()
 	}
 }
 
-// startExchanges asks Fanout links picked at random to exchange vectors
-// with their peers; a link whose last exchange is still waiting (its peer
-// is slow or unreachable) is not picked again meanwhile.
+// startExchanges keeps Fanout exchanges going: those asked for and not
+// yet sent (the link is dialing) count, and links picked at random make up
+// the rest. So a node has at most Fanout exchanges in flight, however slow
+// its peers; one whose dial fails is given up at once (see link.run).
 func (n *Node) startExchanges() {
 	n.mu.Lock()
 	ls := make([]*link, 0, len(n.links))
@@ -35,10 +37,15 @@ func (n *Node) startExchanges() {
 		ls = append(ls, l)
 	}
 	n.mu.Unlock()
-	rand.Shuffle(len(ls), func(i, j int) { ls[i], ls[j] = ls[j], ls[i] })
 	picked := 0
 	for _, l := range ls {
-		if picked == n.cfg.Fanout {
+		if l.exchangePending() {
+			picked++
+		}
+	}
+	rand.Shuffle(len(ls), func(i, j int) { ls[i], ls[j] = ls[j], ls[i] })
+	for _, l := range ls {
+		if picked >= n.cfg.Fanout {
 			break
 		}
 		if l.exchange() {
@@ -148,10 +155,11 @@ type Stats struct {
 	// OpenOutbound and OpenInbound are the data-port connections open
 	// now: dialed by this node, and accepted from peers.
 	OpenOutbound, OpenInbound int
-	// Exchanges counts the anti-entropy exchanges this node started,
-	// Dials the connections it opened, IdleCloses those it closed for
-	// having nothing to do.
-	Exchanges, Dials, IdleCloses uint64
+	// Rounds counts the anti-entropy rounds (one a SyncInterval, when the
+	// machine keeps up), Exchanges the exchanges this node started (at
+	// most Fanout a round), Dials the connections it opened, IdleCloses
+	// those it closed for having nothing to do.
+	Rounds, Exchanges, Dials, IdleCloses uint64
 	// Retired is how many origins this node leaves out of its vectors.
 	Retired int
 }
@@ -171,6 +179,7 @@ func (n *Node) Stats() Stats {
 		BytesReceived:         n.wireReceived.Load(),
 		OpenOutbound:          int(n.openOut.Load()),
 		OpenInbound:           in,
+		Rounds:                n.rounds.Load(),
 		Exchanges:             n.exchanges.Load(),
 		Dials:                 n.dials.Load(),
 		IdleCloses:            n.idleCloses.Load(),

@@ -113,9 +113,11 @@ func (l *link) run() {
 		l.reachable.Store(false)
 		l.mu.Lock()
 		// Pulls queued for this connection go to whichever link reaches
-		// a peer that has the records, at the next exchange.
+		// a peer that has the records, at the next exchange; the exchange
+		// is given up, so that the next round picks another peer.
 		l.releasePulls()
 		l.pulls = l.pulls[:0]
+		l.wantExchange = false
 		l.mu.Unlock()
 		if healthy {
 			// The peer was up and talking: this is a new failure, not the
@@ -194,6 +196,13 @@ func (l *link) exchange() bool {
 	l.mu.Unlock()
 	l.wake()
 	return true
+}
+
+// exchangePending says whether an exchange waits to be sent.
+func (l *link) exchangePending() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.wantExchange
 }
 
 func (l *link) touch() { l.active.Store(time.Now().UnixNano()) }

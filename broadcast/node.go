@@ -135,6 +135,7 @@ type Node struct {
 	wireReceived    atomic.Uint64 // bytes of handshakes and frames read
 	entriesSent     atomic.Uint64 // vector entries sent (acks, vectors, retired lists)
 	entriesReceived atomic.Uint64 // vector entries received
+	rounds          atomic.Uint64 // anti-entropy rounds run
 	exchanges       atomic.Uint64 // anti-entropy exchanges started
 	dials           atomic.Uint64 // outbound connections opened
 	idleCloses      atomic.Uint64 // outbound connections closed as idle

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // faultNet is a fault-injecting layer over real TCP: it refuses dials and
 // closes connections between nodes that are cut off from each other.
 type faultNet struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	cut   map[[2]string]bool // (from node, to addr)
 	conns map[[2]string][]net.Conn
 	// tamper, when set, may change the bytes a node writes on the
@@ -48,9 +48,9 @@ type tamperConn struct {
 }
 
 func (c *tamperConn) Write(b []byte) (int, error) {
-	c.f.mu.Lock()
+	c.f.mu.RLock()
 	tamper := c.f.tamper
-	c.f.mu.Unlock()
+	c.f.mu.RUnlock()
 	if tamper != nil {
 		b = bytes.Clone(b)
 		tamper(c.from, b)
@@ -64,16 +64,25 @@ func newFaultNet() *faultNet {
 
 func (f *faultNet) dialer(from string) func(context.Context, string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
 		k := [2]string{from, addr}
-		if f.cut[k] {
+		f.mu.RLock()
+		cut := f.cut[k]
+		f.mu.RUnlock()
+		if cut {
 			return nil, errors.New("faultnet: cut")
 		}
+		// Not under the lock: with connections opened on demand, dials
+		// are many, and every write on the network reads the lock.
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.cut[k] { // cut while dialing
+			c.Close()
+			return nil, errors.New("faultnet: cut")
 		}
 		f.conns[k] = append(f.conns[k], c)
 		return &tamperConn{Conn: c, f: f, from: from}, nil
@@ -192,8 +201,8 @@ func (c *testCluster) add(name, dir string) *testNode {
 		// off from the origin does not get the origin's records.
 		addr := n.Addr()
 		drop := func(origin uint64) bool {
-			c.net.mu.Lock()
-			defer c.net.mu.Unlock()
+			c.net.mu.RLock()
+			defer c.net.mu.RUnlock()
 			return c.net.cut[[2]string{c.names[origin], addr}]
 		}
 		n.nats.drop.Store(&drop)
