@@ -131,6 +131,14 @@ func (n *Node) vectorToSend() (vectorMsg, map[uint64]uint64) {
 	return vectorMsg{live: live, retired: uint32(len(retired)), digest: retiredDigest(retired)}, retired
 }
 
+// LiveVector is the store's version vector without the retired origins:
+// what peers are compared on entry by entry (PeerStatus.Holds leaves the
+// retired ones out too).
+func (n *Node) LiveVector() map[uint64]uint64 {
+	v, _ := n.vectorToSend()
+	return v.live
+}
+
 // Retired returns the origins this node has retired from its vectors.
 func (n *Node) Retired() []uint64 {
 	n.rmu.Lock()

@@ -1,35 +1,112 @@
 // Package broadcast carries records between nodes: fan-out of each node's
-// own records to every peer, anti-entropy repair, and the acknowledgements
+// own records to every peer, anti-entropy repair with a few random peers
+// at a time, and the acknowledgements
 // that sync replication waits for. It reads and appends through package
 // store and takes its peer list from the membership layer (package gossip,
 // wired by the daemon); it knows nothing of HTTP or of the local API.
 //
 // # Links
 //
-// Every node dials every peer's data port (one outbound link per peer,
-// redialed with backoff while the peer is a member) and accepts the
-// peers' links. A connection opens with the handshake of handshake.go,
-// which proves the cluster key both ways (or TLS first, then the
-// handshake, when TLS is configured) and derives the connection's session
-// keys. Then frames flow (frame.go), each with an HMAC-SHA256 under the
-// session key and its number in the stream, so that a frame changed,
-// replayed, reordered or dropped on the way closes the connection before
-// anything of it is applied (protocol 2; without a cluster key the MAC
-// proves nothing, and without TLS the records travel unencrypted):
+// A node has a link to every peer, but a link holds a connection only
+// while it has something to do: this node's records to push that the
+// peer has not acknowledged, a pull, a snapshot, an exchange (below), or
+// the peer is the replica (SetReplica), whose connection stays open. A
+// connection that had nothing to do for IdleTimeout (default 2s) is
+// closed by its dialer; the link dials again when it has something. A
+// connection opens with the handshake of handshake.go, which proves the
+// cluster key both ways (or TLS first, then the handshake, when TLS is
+// configured) and derives the connection's session keys. Then frames
+// flow (frame.go), each with an HMAC-SHA256 under the session key and its
+// number in the stream, so that a frame changed, replayed, reordered or
+// dropped on the way closes the connection before anything of it is
+// applied (without a cluster key the MAC proves nothing, and without TLS
+// the records travel unencrypted). On protocol 3:
 //
-//   - the listener sends its whole version vector (origin -> highest seq
-//     held) at once and every SyncInterval, and after each records frame
-//     an ack with the origins it just appended;
+//   - the listener sends the seq it holds of the dialer's origin at once
+//     (where pushing starts), an empty ack every SyncInterval (it is
+//     alive), and after each records frame an ack with the origins it
+//     just appended;
 //   - the dialer pushes its own records in seq order, starting after the
 //     seq the listener says it holds, waking on every write to the store;
-//   - the dialer pulls: for every origin where the listener's vector is
-//     ahead of its own, it asks for the missing range (at most MaxPull
-//     records at a time, again until caught up), and the listener answers
-//     with the records straight from its log and a pullEnd.
+//   - the dialer pulls: for every origin where the peer's vector (as last
+//     learned) is ahead of its own, it asks for the missing range (at
+//     most MaxPull records at a time, again until caught up), and the
+//     listener answers with the records straight from its log and a
+//     pullEnd.
+//
+// (Protocol 2, spoken to a build of [2,2], sends the whole vector at once
+// and every SyncInterval instead, and has no exchanges.)
+//
+// # Anti-entropy
+//
+// Every SyncInterval (default 1s) a node starts exchanges with Fanout
+// (default 3) peers picked at random: the dialer sends its vector, the
+// listener answers with its own, and each side pulls what the other has
+// and it lacks (the listener through its own link to the dialer). At
+// most Fanout exchanges are in flight (one still dialing counts; one
+// whose dial fails is given up at once), so a slow or unreachable peer
+// costs one slot, not a backlog. This is push-pull gossip over random
+// peers: while few nodes hold a record, each round multiplies them by
+// about 1+2×Fanout (each holder reaches Fanout peers and is reached by
+// about as many), and once most hold it the rest miss it with a
+// probability that squares each round, so it reaches all N nodes in
+// about log_{1+2k}(N) + log log N rounds (Karp et al., "Randomized Rumor
+// Spreading", FOCS 2000): 4-6 rounds for N = 1,000 and k = 3, a few
+// seconds, plus the pulls' round trips. The direct fan-out (pushes, or
+// NATS) delivers nearly everything first; exchanges repair what it
+// missed. Per node and round that is about 2×Fanout vectors sent and as
+// many received, each of one entry per live origin: the entries grow
+// with the live origins (linear in N when every node writes), no longer
+// with N² as when every peer sent its whole vector to every other.
+//
+// # Connections
+//
+// A node's open data-port connections: the replica's, about
+// Fanout×(IdleTimeout/SyncInterval + 1) for its exchanges, as many
+// accepted from peers exchanging with it, and those pulling from it or
+// it from them; none of that depends on N. Pushes are the exception:
+// over the data port (no NATS) each origin still pushes every record to
+// every peer, so a node that writes more often than IdleTimeout keeps a
+// connection to every peer open, and every node one from every writer.
+// That is fine for tens of nodes; past that, let NATS do the fan-out
+// (only the replica is pushed to then), see README for where the
+// crossover lies.
+//
+// # Retired origins
+//
+// An origin (a node's ID) that has not been a peer for RetireAfter
+// (default 24h; the clock of each origin starts when this node first
+// sees it absent) is retired: it is left out of the vectors this node
+// sends, so vectors follow the live fleet, not every machine that ever
+// ran. Retiring changes what is sent, never what is stored: the store
+// keeps every origin's last seq, so a record of a retired origin offered
+// again is still a duplicate and is dropped (nothing comes back), and its
+// records stay in the log and the view. A vector frame carries the
+// number of retired origins and a digest of (origin, seq) over them; when
+// two nodes' digests differ (one retired an origin the other did not, or
+// they hold different seqs of one) each sends the other its retired list
+// in full. The receiver pulls what it lacks of them (so a late peer that
+// alone holds a retired origin's last records still gives them) and
+// retires those origins too unless they are peers here (so the fleet's
+// retired sets agree, and the digests match again after one exchange; a
+// node restarted with an empty set learns it so too). An origin that is a
+// peer again is not retired.
+//
+// # Counters
+//
+// Stats returns, since New: VectorEntriesSent and VectorEntriesReceived
+// ((origin, seq) entries of acks, vectors and retired lists),
+// BytesSent and BytesReceived (every handshake and frame byte on the data
+// port, records included; TLS's own bytes are not counted), OpenOutbound
+// and OpenInbound (connections open now), Rounds, Exchanges, Dials,
+// IdleCloses and Retired. VectorEntries is the sum of the two entry
+// counts. The daemon exports them as cachecast_cluster_vector_entries_total,
+// _data_bytes_total, _data_connections, _anti_entropy_exchanges_total and
+// _retired_origins.
 //
 // A stuck peer stalls nobody: every frame must be written within
 // PeerTimeout (default 10s), and the dialer must hear from the listener
-// within it (the vector comes every SyncInterval), else the connection is
+// within it (an ack comes every SyncInterval), else the connection is
 // closed, counted (Stalls) and redialed. The connections a peer opened to
 // this node are closed when membership drops it (it left or failed). A
 // link's redial waits from 50ms doubling up to 2s, and starts again from
@@ -37,8 +114,9 @@
 //
 // # Protocol versions
 //
-// A node speaks the protocol versions [ProtocolMin, ProtocolMax] (both 2
-// in this build: 1 had no frame MAC and is not spoken). Both hellos of
+// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,3]
+// in this build: 1 had no frame MAC and is not spoken; 3 adds the
+// exchanges). Both hellos of
 // the handshake carry the sender's range; each side takes the highest
 // version in both (PeerStatus.Proto) or, with none in common, refuses the
 // connection with ErrHandshake naming both ranges (the listener answers
@@ -52,9 +130,9 @@
 // So a record reaches every live peer directly from its origin, and a
 // node that missed records (down, cut off, joined late, or any gap at all)
 // gets them from whichever peer has them, also after the origin is gone.
-// The anti-entropy exchange runs over the data port every SyncInterval
-// (default 1s) rather than through memberlist's push/pull, whose LAN
-// default interval is 30s.
+// The anti-entropy exchanges run over the data port every SyncInterval
+// rather than through memberlist's push/pull, whose LAN default interval
+// is 30s.
 //
 // A receiver checks each record's CRC and appends it through
 // store.AppendRecord, which deduplicates on (origin, seq) and keeps each
@@ -71,7 +149,7 @@
 // pushes: each node publishes a batch of its own records once, on
 // <prefix>.<origin>, and subscribes to <prefix>.>; what arrives takes the
 // same path as a pushed frame (CRC check, deduplication, per-origin
-// order). The links stay for everything else: the vector exchange and the
+// order). The links stay for everything else: the vector exchanges and the
 // pulls (NATS core is at most once: a record it dropped is found missing
 // by its seq and pulled), snapshots, and a direct push to the replica peer
 // only (SetReplica), so that sync replication waits one TCP round trip.

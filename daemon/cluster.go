@@ -69,12 +69,14 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		natsConf = &broadcast.NATSConfig{URL: cfg.NATSURL, SubjectPrefix: cfg.NATSSubjectPrefix, Options: cfg.natsOptions()}
 	}
 	b, err := broadcast.New(broadcast.Config{
-		Store:      st,
-		ListenAddr: cfg.DataAddr,
-		Keys:       keys,
-		TLS:        tlsConf,
-		NATS:       natsConf,
-		Logger:     log.Named("broadcast"),
+		Store:       st,
+		ListenAddr:  cfg.DataAddr,
+		Keys:        keys,
+		TLS:         tlsConf,
+		NATS:        natsConf,
+		Fanout:      cfg.AntiEntropyFanout,
+		RetireAfter: cfg.RetireOriginsAfter,
+		Logger:      log.Named("broadcast"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--data-addr: %w", err)
@@ -382,7 +384,7 @@ func (c *cluster) status() wire.ClusterStatus {
 	for _, p := range c.b.Peers() {
 		links[p.Peer.ID] = p
 	}
-	mine := c.st.Vector()
+	mine := c.b.LiveVector() // a retired origin is not compared entry by entry
 	clocks := c.st.OriginClocks()
 	out.ClockBehind = c.clockBehind.Load()
 	for _, m := range c.g.Members() {
@@ -410,7 +412,9 @@ func (c *cluster) status() wire.ClusterStatus {
 }
 
 // lag compares what a peer holds with what this node holds, per origin,
-// as of the peer's last report (at most a SyncInterval old); the seconds
+// as of the peer's last report (its acks, and the last anti-entropy
+// exchange with it: seconds old in a small cluster, about
+// members/--anti-entropy-fanout seconds in a large one); the seconds
 // are the age of the oldest record the peer lacks. A peer is never behind
 // on its own origin.
 func (c *cluster) lag(mine, theirs map[uint64]uint64, peer uint64) []wire.OriginLag {

@@ -173,6 +173,16 @@ type Config struct {
 	// "Clocks" in package store): one further ahead is held until the
 	// clock catches up, one more than 10 times further is refused for now.
 	MaxClockOffset time.Duration
+	// AntiEntropyFanout is how many peers, picked at random, a node
+	// exchanges version vectors with every second (see package
+	// broadcast).
+	AntiEntropyFanout int
+	// RetireOriginsAfter is how long an origin (a node's ID) must have
+	// been absent from the alive members before this node leaves it out
+	// of the vectors it sends: a wiped machine or one that came back as a
+	// new origin. Its records stay; a peer that holds more of them still
+	// gives them (see "Retired origins" in package broadcast).
+	RetireOriginsAfter time.Duration
 	// QueuesPerTopic is the number of queues a topic is split into for
 	// consumer groups (clustering consumption).
 	QueuesPerTopic int
@@ -314,6 +324,8 @@ func DefaultConfig() Config {
 		Replication:          "async",
 		ReplicaTimeout:       time.Second,
 		MaxClockOffset:       500 * time.Millisecond,
+		AntiEntropyFanout:    3,
+		RetireOriginsAfter:   24 * time.Hour,
 		QueuesPerTopic:       group.DefaultQueues,
 		AckTimeout:           group.DefaultAckTimeout,
 		MaxRetries:           group.DefaultMaxRetries,
@@ -519,6 +531,10 @@ func (c Config) validateCluster() error {
 	case c.MaxClockOffset < time.Millisecond || c.MaxClockOffset > time.Hour:
 		// HLC stamps count milliseconds; past an hour the bound guards nothing.
 		return fmt.Errorf("--max-clock-offset: must be 1ms to 1h, got %v", c.MaxClockOffset)
+	case c.AntiEntropyFanout < 1 || c.AntiEntropyFanout > 64:
+		return fmt.Errorf("--anti-entropy-fanout: must be 1 to 64, got %d", c.AntiEntropyFanout)
+	case c.RetireOriginsAfter < time.Second:
+		return fmt.Errorf("--retire-origins-after: must be at least 1s, got %v", c.RetireOriginsAfter)
 	case c.QueuesPerTopic < 1 || c.QueuesPerTopic > 1024:
 		return fmt.Errorf("--queues-per-topic: must be 1 to 1024, got %d", c.QueuesPerTopic)
 	case c.AckTimeout <= 0:
@@ -682,6 +698,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Replica, "replica", c.Replica, "node name of the replica peer; empty: the successor on the ring of node IDs")
 	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "sync replication: how long a publish waits for the replica before it answers replica_timeout")
 	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset, "a peer's record stamped further ahead of this node's clock is held until the clock catches up (refused for now past 10 times this); peers persistently ahead are flagged in status")
+	fs.IntVar(&c.AntiEntropyFanout, "anti-entropy-fanout", c.AntiEntropyFanout, "peers, picked at random, this node exchanges version vectors with every second (anti-entropy); each side pulls what it lacks")
+	fs.DurationVar(&c.RetireOriginsAfter, "retire-origins-after", c.RetireOriginsAfter, "an origin absent from the alive members this long is left out of the vectors this node sends (its records stay, and are still repaired)")
 	fs.IntVar(&c.QueuesPerTopic, "queues-per-topic", c.QueuesPerTopic, "consumer groups: queues per topic (a message goes to queue hash(key) mod this); the same on every node")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "consumer groups: how long a member may hold a message unacknowledged before it is redelivered")
 	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "consumer groups: redeliveries of a failed message before it goes to the dead-letter topic")

@@ -205,6 +205,8 @@ type clusterCollector struct {
 	natsDisconnects, natsErrors, sent        *prometheus.Desc
 	clockAhead, clockBehind                  *prometheus.Desc
 	clockHeld, clockHeldTotal, clockRefused  *prometheus.Desc
+	vectorEntries, dataBytes, dataConns      *prometheus.Desc
+	exchanges, retired                       *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster) *clusterCollector {
@@ -228,13 +230,19 @@ func newClusterCollector(c *cluster) *clusterCollector {
 		clockBehind:     d("clock_behind", "1 while most peers are ahead of this node's clock (peer_clock_ahead): this node's clock is most likely behind."),
 		clockHeld:       d("clock_held_records", "Peers' records held until this node's clock catches up with their stamps (bound: 4096)."),
 		clockHeldTotal:  d("clock_held_records_total", "Peers' records held for a stamp beyond --max-clock-offset ahead of this node's clock."),
+		vectorEntries:   d("vector_entries_total", "Version vector entries (origin, seq) in acks, anti-entropy vectors and retired lists, by direction (sent, received).", "direction"),
+		dataBytes:       d("data_bytes_total", "Bytes of the data port's handshakes and frames, records included, by direction (sent, received).", "direction"),
+		dataConns:       d("data_connections", "Data-port connections open now, by direction (outbound: dialed by this node, inbound: accepted).", "direction"),
+		exchanges:       d("anti_entropy_exchanges_total", "Anti-entropy exchanges of version vectors this node started (--anti-entropy-fanout a second)."),
+		retired:         d("retired_origins", "Origins left out of the vectors this node sends, absent for --retire-origins-after."),
 		clockRefused:    d("clock_refused_records_total", "Offers of peers' records refused for a stamp beyond 10 times --max-clock-offset ahead (or with the held records at their bound); anti-entropy offers them again."),
 	}
 }
 
 func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.stalls, cc.pulls, cc.dropped, cc.natsDisconnects, cc.natsErrors, cc.sent,
-		cc.clockAhead, cc.clockBehind, cc.clockHeld, cc.clockHeldTotal, cc.clockRefused} {
+		cc.clockAhead, cc.clockBehind, cc.clockHeld, cc.clockHeldTotal, cc.clockRefused,
+		cc.vectorEntries, cc.dataBytes, cc.dataConns, cc.exchanges, cc.retired} {
 		ch <- d
 	}
 }
@@ -247,7 +255,7 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range byState {
 		ch <- prometheus.MustNewConstMetric(cc.members, prometheus.GaugeValue, n, state)
 	}
-	mine := cc.c.st.Vector()
+	mine := cc.c.b.LiveVector()
 	for _, p := range cc.c.b.Peers() {
 		ch <- prometheus.MustNewConstMetric(cc.queue, prometheus.GaugeValue, float64(p.Queue), p.Peer.Name)
 		var lag uint64
@@ -275,6 +283,15 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cc.clockHeld, prometheus.GaugeValue, float64(cs.HeldNow))
 	ch <- prometheus.MustNewConstMetric(cc.clockHeldTotal, prometheus.CounterValue, float64(cs.HeldTotal))
 	ch <- prometheus.MustNewConstMetric(cc.clockRefused, prometheus.CounterValue, float64(cs.Refused))
+	bs := cc.c.b.Stats()
+	ch <- prometheus.MustNewConstMetric(cc.vectorEntries, prometheus.CounterValue, float64(bs.VectorEntriesSent), "sent")
+	ch <- prometheus.MustNewConstMetric(cc.vectorEntries, prometheus.CounterValue, float64(bs.VectorEntriesReceived), "received")
+	ch <- prometheus.MustNewConstMetric(cc.dataBytes, prometheus.CounterValue, float64(bs.BytesSent), "sent")
+	ch <- prometheus.MustNewConstMetric(cc.dataBytes, prometheus.CounterValue, float64(bs.BytesReceived), "received")
+	ch <- prometheus.MustNewConstMetric(cc.dataConns, prometheus.GaugeValue, float64(bs.OpenOutbound), "outbound")
+	ch <- prometheus.MustNewConstMetric(cc.dataConns, prometheus.GaugeValue, float64(bs.OpenInbound), "inbound")
+	ch <- prometheus.MustNewConstMetric(cc.exchanges, prometheus.CounterValue, float64(bs.Exchanges))
+	ch <- prometheus.MustNewConstMetric(cc.retired, prometheus.GaugeValue, float64(bs.Retired))
 }
 
 // groupCollector reads the consumer groups' figures at scrape time, by

@@ -16,11 +16,14 @@ type ClusterStatus struct {
 // ClusterMember is one member as the node sees it, with how far it is
 // behind each origin the node holds.
 type ClusterMember struct {
-	Name      string      `json:"name"`
-	Origin    string      `json:"origin"`
-	State     string      `json:"state"` // alive, suspect, dead, left
-	Addr      string      `json:"addr"`
-	DataAddr  string      `json:"data_addr"`
+	Name     string `json:"name"`
+	Origin   string `json:"origin"`
+	State    string `json:"state"` // alive, suspect, dead, left
+	Addr     string `json:"addr"`
+	DataAddr string `json:"data_addr"`
+	// Connected: the member's data port is reachable (the last connection
+	// to it worked and no dial failed since); connections open on demand
+	// and close when idle, so one need not be open now.
 	Connected bool        `json:"connected"`
 	Self      bool        `json:"self,omitempty"`
 	Lag       []OriginLag `json:"lag,omitempty"`

@@ -263,8 +263,11 @@
 //	    "seconds"}],"clock_ahead","clock_ahead_seconds","held_records",
 //	    "refused_records"}],"clock_behind"}: the members as this node sees
 //	    them and how far each is behind (a member that failed, left or is
-//	    stopped: by what it lacks from the vector it last reported); a lone
-//	    node lists itself only. clock_ahead flags a member whose records
+//	    stopped: by what it lacks from the vector it last reported; the
+//	    lag is as of the member's last ack or anti-entropy exchange with
+//	    it, and leaves retired origins out); connected says its data port
+//	    is reachable (connections open on demand and close when idle); a
+//	    lone node lists itself only. clock_ahead flags a member whose records
 //	    persistently arrive stamped more than --max-clock-offset ahead of
 //	    this node's clock (clock_ahead_seconds: by how much its last one
 //	    did); such records are held (held_records, until this clock
