@@ -118,7 +118,9 @@ func (l *link) run() {
 		l.releasePulls()
 		l.pulls = l.pulls[:0]
 		l.wantExchange = false
+		l.endSnap() // another link may take a snapshot meanwhile
 		l.mu.Unlock()
+		l.dropSnapFile()
 		if healthy {
 			// The peer was up and talking: this is a new failure, not the
 			// same one again, so the redial starts from the shortest wait.
