@@ -137,7 +137,8 @@ func freeAddr() string {
 }
 
 func unixClient(path string) *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	// Long enough for /v1/status, which digests the whole view.
+	return &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)

@@ -36,6 +36,9 @@ func main() {
 	rate := flag.Int("rate", 1000, "updates a second under load, fleet-wide")
 	out := flag.String("out", "docs/fleet.json", "results file (merged)")
 	plot := flag.String("png", "docs/fleet.png", "plot file")
+	binFlag := flag.String("bin", "", "cachecastd binary for the process fleets and bootstraps (empty: built from this tree)")
+	profile := flag.String("gossip-profile", "lan", "memberlist timers of the in-process fleets: lan, wan or local")
+	startTimeout := flag.Duration("timeout", 2*time.Minute, "bound on each wait of an in-process fleet (start, convergence)")
 	flag.Parse()
 	ctx := context.Background()
 	fleet.RaiseFileLimit()
@@ -70,8 +73,11 @@ func main() {
 			}
 			d, _ := os.MkdirTemp(base, "n")
 			log("in-process %s N=%d", tr, n)
-			r := fleet.Run(ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d}, Label: *label,
-				Window: *window, Rate: *rate, Partition: tr == "tcp", Restart: true}, ns)
+			r := fleet.Run(ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d, Profile: *profile}, Label: *label,
+				Window: *window, Rate: *rate, Partition: tr == "tcp", Restart: true, Timeout: *startTimeout}, ns)
+			if *profile != "lan" && r.Err == "" {
+				r.Err = "gossip profile " + *profile
+			}
 			if ns != nil {
 				ns.Shutdown()
 			}
@@ -84,11 +90,14 @@ func main() {
 	}
 
 	if *procs != "" || *boot != "" {
-		bin := filepath.Join(base, "cachecastd")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/cachecastd")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fatal(err)
+		bin := *binFlag
+		if bin == "" {
+			bin = filepath.Join(base, "cachecastd")
+			cmd := exec.Command("go", "build", "-o", bin, "./cmd/cachecastd")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fatal(err)
+			}
 		}
 		for _, tr := range split(*transports) {
 			for _, n := range ints(*procs) {
@@ -180,9 +189,14 @@ func (r *results) charts() []fleet.Chart {
 		}
 		lines[k] = append(lines[k], x)
 	}
-	chart := func(title string, y func(fleet.Result) float64) fleet.Chart {
+	// procs: whether the processes' lines belong (their vector entries
+	// are not counted).
+	chart := func(title string, procs bool, y func(fleet.Result) float64) fleet.Chart {
 		c := fleet.Chart{Title: title}
 		for _, k := range keys {
+			if k.kind == "processes" && !procs {
+				continue
+			}
 			s := fleet.Series{Label: k.transport + " " + k.label}
 			if k.kind == "processes" {
 				s.Label = "procs " + s.Label
@@ -196,10 +210,10 @@ func (r *results) charts() []fleet.Chart {
 		return c
 	}
 	return []fleet.Chart{
-		chart("vector entries/s per node, idle", func(x fleet.Result) float64 { return x.Idle.VectorEntries }),
-		chart("bytes/s per node (sent+received), 1000 updates/s", func(x fleet.Result) float64 { return x.Load.TxBps + x.Load.RxBps }),
-		chart("open connections per node", func(x fleet.Result) float64 { return x.Idle.Conns }),
-		chart("idle cpu per node (% of a core)", func(x fleet.Result) float64 { return 100 * x.Idle.CPU }),
+		chart("vector entries/s per node, idle", false, func(x fleet.Result) float64 { return x.Idle.VectorEntries }),
+		chart("bytes/s per node (sent+received), 1000 updates/s", true, func(x fleet.Result) float64 { return x.Load.TxBps + x.Load.RxBps }),
+		chart("open connections per node", true, func(x fleet.Result) float64 { return x.Idle.Conns }),
+		chart("idle cpu per node (% of a core)", true, func(x fleet.Result) float64 { return 100 * x.Idle.CPU }),
 	}
 }
 
