@@ -69,7 +69,9 @@
 // (EXTEND_TIMEOUT_USEC), so a large view may outlast the unit's
 // TimeoutStartSec; one that stops moving gets no extension and the start
 // times out. The watchdog is pinged meanwhile while the store is healthy.
-// A lone node, and one whose first join finds nobody, is ready at once.
+// A lone node, and one whose first join finds nobody, is ready at once;
+// if a later join attempt finds the others, it catches up in the
+// background and stays ready (it has served already).
 //
 // # A damaged log
 //

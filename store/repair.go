@@ -44,6 +44,15 @@ import (
 // it, and a peer that lacks it too is answered as for a recycled record
 // (it bootstraps from a snapshot).
 //
+// What it does not do: a record that is back is not delivered again to
+// the topic readers (subscribers, groups) that passed its offset while it
+// was lost, nor to the daemon's follower of new records (the Redis
+// door's tracking and pub/sub), which does not see its origin's newer
+// records either until it is back; a given-up record never travels, so a
+// peer that lacks it too bootstraps from a snapshot. The scrub walks the
+// log once, after Open; damage that appears later is found by the reader
+// that meets it.
+//
 // The lost file (<dir>/lost) is JSON, written atomically:
 //
 //	{"lost":[{"origin":..,"seq":..,"topic":"..","pos":..,"size":..,
