@@ -554,3 +554,69 @@ func TestRedisExpiredEvents(t *testing.T) {
 		t.Fatalf("EXISTS after the expiry: %d", n)
 	}
 }
+
+// TestScheduleCancelAndStream: a subscriber sees a scheduled message when
+// it is published, with its effective_at; DELETE .../pending/{key} cancels
+// it (a second cancel is 409 not_pending), the value in force stays at the
+// instant, and a scheduled delete deletes at its instant.
+func TestScheduleCancelAndStream(t *testing.T) {
+	var clock fleetClock
+	clock.base.Store(time.Now().UnixMilli())
+	cfg := testConfig(t)
+	cfg.Clock = clock.of(0)
+	td := startDaemon(t, cfg)
+	t0 := clock.base.Load()
+	at := strconv.FormatInt(t0+1000, 10)
+	lines := subscribeLines(t, td, "/v1/topics/prices/subscribe?from=latest")
+	td.put("prices", "sku-1", "12.50")
+	td.put("prices", "sku-1", "9.99", "Cachecast-Effective-At", at)
+	td.put("prices", "sku-2", "3.00")
+	if r := td.do("DELETE", "/v1/topics/prices/keys/sku-2", nil, "Cachecast-Effective-At", at); r.status != 200 {
+		t.Fatalf("scheduled delete: %d %s", r.status, r.body)
+	}
+	var got []map[string]any
+	testkit.Eventually(t, 10*time.Second, "the four messages on the stream", func() bool {
+		for {
+			select {
+			case l := <-lines:
+				var m map[string]any
+				if json.Unmarshal([]byte(l), &m) == nil {
+					got = append(got, m)
+				}
+				continue
+			default:
+			}
+			return len(got) >= 4
+		}
+	})
+	if got[1]["value"] != "9.99" || got[1]["effective_at"] != msTimeOf(t0+1000) || got[0]["effective_at"] != nil {
+		t.Fatalf("the stream's lines: %v", got)
+	}
+	if r := td.do("DELETE", "/v1/topics/prices/pending/sku-1?effective_at="+at, nil); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	if r := td.do("DELETE", "/v1/topics/prices/pending/sku-1?effective_at="+at, nil); r.status != 409 || r.errCode() != "not_pending" {
+		t.Fatalf("a second cancel: %d %s", r.status, r.body)
+	}
+	r := td.do("GET", "/v1/topics/prices/pending", nil)
+	var p struct {
+		Pending []struct {
+			Key            string
+			Cancel, Delete bool
+		}
+	}
+	if err := json.Unmarshal(r.body, &p); err != nil || len(p.Pending) != 2 || p.Pending[0].Key != "sku-1" || !p.Pending[0].Cancel ||
+		p.Pending[1].Key != "sku-2" || !p.Pending[1].Delete {
+		t.Fatalf("pending after the cancel (want the cancel of sku-1 and the delete of sku-2): %s", r.body)
+	}
+	clock.base.Store(t0 + 1000)
+	if v := getValue(t, td, "prices", "sku-1"); v != "12.50" {
+		t.Fatalf("sku-1 at the cancelled instant = %q, want 12.50", v)
+	}
+	if v := getValue(t, td, "prices", "sku-2"); v != "" {
+		t.Fatalf("sku-2 after its scheduled delete = %q", v)
+	}
+	if r := td.do("PUT", "/v1/topics/prices/keys/sku-3", strings.NewReader("x"), "Cachecast-Effective-At", strconv.FormatInt(t0, 10)); r.status != 400 {
+		t.Fatalf("effective_at in the past: %d %s", r.status, r.body)
+	}
+}
