@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
 
 	"go.uber.org/goleak"
@@ -28,97 +29,25 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// faultNet is a fault-injecting layer over real TCP: it refuses dials and
-// closes connections between nodes that are cut off from each other.
-type faultNet struct {
-	mu    sync.RWMutex
-	cut   map[[2]string]bool // (from node, to addr)
-	conns map[[2]string][]net.Conn
-	// tamper, when set, may change the bytes a node writes on the
-	// connections it dialed, in place, before they reach the wire.
-	tamper func(from string, b []byte)
-}
+// faultNet is the fault-injecting layer over real TCP the clusters of
+// these tests dial through (internal/faultnet: cuts, drops, tampering),
+// under the names the tests use.
+type faultNet struct{ *faultnet.Net }
 
-// tamperConn hands what is written on it to the fault network's tamper
-// function first: a man in the middle on the data port.
-type tamperConn struct {
-	net.Conn
-	f    *faultNet
-	from string
-}
-
-func (c *tamperConn) Write(b []byte) (int, error) {
-	c.f.mu.RLock()
-	tamper := c.f.tamper
-	c.f.mu.RUnlock()
-	if tamper != nil {
-		b = bytes.Clone(b)
-		tamper(c.from, b)
-	}
-	return c.Conn.Write(b)
-}
-
-func newFaultNet() *faultNet {
-	return &faultNet{cut: map[[2]string]bool{}, conns: map[[2]string][]net.Conn{}}
-}
+func newFaultNet() *faultNet { return &faultNet{faultnet.New()} }
 
 func (f *faultNet) dialer(from string) func(context.Context, string) (net.Conn, error) {
-	return func(ctx context.Context, addr string) (net.Conn, error) {
-		k := [2]string{from, addr}
-		f.mu.RLock()
-		cut := f.cut[k]
-		f.mu.RUnlock()
-		if cut {
-			return nil, errors.New("faultnet: cut")
-		}
-		// Not under the lock: with connections opened on demand, dials
-		// are many, and every write on the network reads the lock.
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.cut[k] { // cut while dialing
-			c.Close()
-			return nil, errors.New("faultnet: cut")
-		}
-		f.conns[k] = append(f.conns[k], c)
-		return &tamperConn{Conn: c, f: f, from: from}, nil
-	}
+	return f.Dialer(from)
 }
 
-// cutOff stops traffic from node from to the data port at addr (one way:
-// from can no longer push to it, nor pull from it).
-func (f *faultNet) cutOff(from, addr string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := [2]string{from, addr}
-	f.cut[k] = true
-	for _, c := range f.conns[k] {
-		c.Close()
-	}
-	f.conns[k] = nil
-}
+// cutOff stops traffic from node from to the data port at addr (one way).
+func (f *faultNet) cutOff(from, addr string) { f.Cut(from, addr) }
 
-// drop closes the connections from node from to addr, without refusing
-// the next dial: the connection broke, the peer is still there.
-func (f *faultNet) drop(from, addr string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := [2]string{from, addr}
-	for _, c := range f.conns[k] {
-		c.Close()
-	}
-	f.conns[k] = nil
-}
+// drop closes the connections from node from to addr; the next dial
+// goes through.
+func (f *faultNet) drop(from, addr string) { f.Drop(from, addr) }
 
-func (f *faultNet) heal() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	clear(f.cut)
-}
+func (f *faultNet) heal() { f.Heal() }
 
 type testNode struct {
 	name string
@@ -142,6 +71,7 @@ type testCluster struct {
 
 	natsURL string            // fan-out through NATS when set
 	names   map[uint64]string // origin -> node name, for cutting NATS deliveries
+	namesMu sync.Mutex        // guards names
 	nodes   []*testNode
 }
 
@@ -193,17 +123,18 @@ func (c *testCluster) add(name, dir string) *testNode {
 	if c.names == nil {
 		c.names = map[uint64]string{}
 	}
-	c.net.mu.Lock()
+	c.namesMu.Lock()
 	c.names[st.Origin()] = name
-	c.net.mu.Unlock()
+	c.namesMu.Unlock()
 	if n.nats != nil {
 		// NATS deliveries obey the same cuts as the data port: a node cut
 		// off from the origin does not get the origin's records.
 		addr := n.Addr()
 		drop := func(origin uint64) bool {
-			c.net.mu.RLock()
-			defer c.net.mu.RUnlock()
-			return c.net.cut[[2]string{c.names[origin], addr}]
+			c.namesMu.Lock()
+			name := c.names[origin]
+			c.namesMu.Unlock()
+			return c.net.IsCut(name, addr)
 		}
 		n.nats.drop.Store(&drop)
 	}
@@ -594,13 +525,11 @@ func TestTamperedFrameRefused(t *testing.T) {
 	a, b := c.nodes[0], c.nodes[1]
 	genuine, forged := []byte("price=12.50"), []byte("price=99.99")
 	var tampered atomic.Int64
-	c.net.mu.Lock()
-	c.net.tamper = func(from string, p []byte) {
+	c.net.SetTamper(func(from string, p []byte) {
 		if from == a.name && forgeRecord(p, genuine, forged) {
 			tampered.Add(1)
 		}
-	}
-	c.net.mu.Unlock()
+	})
 
 	publish(t, a, "sku-1", string(genuine))
 	testkit.Until(t, 10*time.Second, "a forged record refused", func() string {
@@ -614,18 +543,14 @@ func TestTamperedFrameRefused(t *testing.T) {
 	}
 	// The connection was dropped: a's link dials b again.
 	testkit.Until(t, 10*time.Second, "the link to be dialed again", func() string {
-		c.net.mu.Lock()
-		dials := len(c.net.conns[[2]string{a.name, b.n.Addr()}])
-		c.net.mu.Unlock()
+		dials := c.net.Dials(a.name, b.n.Addr())
 		if dials < 2 {
 			return fmt.Sprintf("%s's link to %s was not dropped after the bad frame (%d dials)", a.name, b.name, dials)
 		}
 		return ""
 	})
 
-	c.net.mu.Lock()
-	c.net.tamper = nil
-	c.net.mu.Unlock()
+	c.net.SetTamper(nil)
 	c.waitConverged(10 * time.Second)
 	if e, ok := b.st.Get("prices", "sku-1"); !ok || !bytes.Equal(e.Value, genuine) {
 		t.Fatalf("%s holds %q (ok %v), want %q", b.name, e.Value, ok, genuine)

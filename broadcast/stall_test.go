@@ -243,9 +243,7 @@ func TestBackoffResetsAfterHealthyConnection(t *testing.T) {
 	})
 	c.net.drop("a", b.n.Addr())
 	testkit.Eventually(t, 10*time.Second, "the link redialed", func() bool {
-		c.net.mu.Lock()
-		defer c.net.mu.Unlock()
-		return len(c.net.conns[[2]string{"a", b.n.Addr()}]) > 0 // retryIn is set before the dial
+		return c.net.Dials("a", b.n.Addr()) > 0 // retryIn is set before the dial
 	})
 	if got := time.Duration(l.retryIn.Load()); got != a.n.minBackoff {
 		t.Fatalf("redial after a healthy connection waited %s, want %s", got, a.n.minBackoff)

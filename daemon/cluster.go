@@ -76,6 +76,7 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		NATS:        natsConf,
 		Fanout:      cfg.AntiEntropyFanout,
 		RetireAfter: cfg.RetireOriginsAfter,
+		Dial:        cfg.DataDial,
 		Logger:      log.Named("broadcast"),
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -274,6 +275,10 @@ type Config struct {
 	// Clock, if set, is the node's wall clock (tests run a node whose
 	// clock is skewed); nil: time.Now. It has no flag.
 	Clock func() time.Time `json:"-"`
+	// DataDial, if set, dials the peers' data ports (tests put a fault
+	// network there: internal/faultnet, daemontest.Cluster); nil: TCP. It
+	// has no flag.
+	DataDial func(ctx context.Context, addr string) (net.Conn, error) `json:"-"`
 }
 
 // DefaultConfig is the configuration of `cachecastd` with no flags: a single

@@ -257,6 +257,27 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	return d, nil
 }
 
+// GossipAddr is the gossip address bound (with the port the system chose
+// for ":0"), DataAddr the data port's; "" for a lone node.
+func (d *Daemon) GossipAddr() string {
+	if d.cluster == nil {
+		return ""
+	}
+	return d.cluster.g.Addr()
+}
+
+// ClusterStatus is what GET /v1/cluster answers: the members as this
+// node sees them.
+func (d *Daemon) ClusterStatus() wire.ClusterStatus { return d.node.Cluster() }
+
+// DataAddr: see GossipAddr.
+func (d *Daemon) DataAddr() string {
+	if d.cluster == nil {
+		return ""
+	}
+	return d.cluster.b.Addr()
+}
+
 // SocketPath is the path of the local API's Unix socket.
 func (d *Daemon) SocketPath() string { return d.cfg.Socket }
 
@@ -531,7 +552,7 @@ func (d *Daemon) Reload() error {
 // staticFieldsChanged names the flags whose values differ between a and b,
 // other than those Reload applies.
 func staticFieldsChanged(a, b Config) []string {
-	reloadable := map[string]bool{"LogLevel": true, "Reload": true, "Clock": true, "EnvFile": true,
+	reloadable := map[string]bool{"LogLevel": true, "Reload": true, "Clock": true, "DataDial": true, "EnvFile": true,
 		"ReadUIDs": true, "ReadGIDs": true, "ConsumeUIDs": true, "ConsumeGIDs": true,
 		"AllowUIDs": true, "AllowGIDs": true, "AdminUIDs": true, "AdminGIDs": true}
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)

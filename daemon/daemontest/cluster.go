@@ -1,0 +1,105 @@
+package daemontest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/internal/faultnet"
+	"github.com/cachecast/cachecast/internal/testkit"
+)
+
+// Cluster is real daemons in the test's process, joined over gossip on
+// loopback, their data ports dialed through one fault network, in the
+// spirit of hashicorp/raft's testing.go: Partition cuts the fleet into
+// sides, Heal joins it again, WaitConverged waits until every node holds
+// the same view. Gossip stays connected (the members see each other
+// alive): a partition is of the data ports, where the records travel.
+type Cluster struct {
+	tb    testing.TB
+	Net   *faultnet.Net
+	Nodes []*Node
+}
+
+// NewCluster starts n daemons named node0..node(n-1), each joining the
+// first, with configure's changes to node i's configuration, and waits
+// until every node sees every other alive.
+func NewCluster(tb testing.TB, n int, configure func(i int, cfg *daemon.Config)) *Cluster {
+	tb.Helper()
+	c := &Cluster{tb: tb, Net: faultnet.New()}
+	var seed []string
+	for i := range n {
+		name := fmt.Sprintf("node%d", i)
+		node := Start(tb, func(cfg *daemon.Config) {
+			cfg.NodeName = name
+			cfg.GossipAddr = "127.0.0.1:0"
+			cfg.DataAddr = "127.0.0.1:0"
+			cfg.GossipProfile = "local"
+			cfg.Join = seed
+			cfg.JoinTimeout = 5 * time.Second
+			cfg.DataDial = c.Net.Dialer(name)
+			if configure != nil {
+				configure(i, cfg)
+			}
+		})
+		c.Nodes = append(c.Nodes, node)
+		if i == 0 {
+			seed = []string{node.D.GossipAddr()}
+		}
+	}
+	testkit.Until(tb, 10*time.Second, "every node sees every other", func() string {
+		for _, node := range c.Nodes {
+			st := node.D.ClusterStatus()
+			alive := 0
+			for _, m := range st.Members {
+				if m.State == "alive" {
+					alive++
+				}
+			}
+			if alive != n {
+				return fmt.Sprintf("%s sees %d of %d members alive", node.Config.NodeName, alive, n)
+			}
+		}
+		return ""
+	})
+	return c
+}
+
+// Partition cuts the data connections between nodes of different sides,
+// both ways (a node in no side keeps every connection).
+func (c *Cluster) Partition(sides ...[]int) {
+	side := map[int]int{}
+	for s, ids := range sides {
+		for _, i := range ids {
+			side[i] = s + 1
+		}
+	}
+	for i, a := range c.Nodes {
+		for j, b := range c.Nodes {
+			if side[i] != 0 && side[j] != 0 && side[i] != side[j] {
+				c.Net.Cut(a.Config.NodeName, b.D.DataAddr())
+			}
+		}
+	}
+}
+
+// Heal lifts every cut: the nodes dial each other again and repair what
+// they missed.
+func (c *Cluster) Heal() { c.Net.Heal() }
+
+// WaitConverged waits, at most within, until every node holds the same
+// view (the same vector and the same digest).
+func (c *Cluster) WaitConverged(within time.Duration) {
+	c.tb.Helper()
+	testkit.Until(c.tb, within, "the nodes converged", func() string {
+		first := c.Nodes[0].D.Store()
+		for _, node := range c.Nodes[1:] {
+			st := node.D.Store()
+			if st.Digest() != first.Digest() || fmt.Sprint(st.Vector()) != fmt.Sprint(first.Vector()) {
+				return fmt.Sprintf("%s differs from %s", node.Config.NodeName, c.Nodes[0].Config.NodeName)
+			}
+		}
+		return ""
+	})
+}
