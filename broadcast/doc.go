@@ -164,12 +164,22 @@
 //
 // # Bootstrap
 //
-// When a pull is answered "recycled" (the peer no longer has the start of
-// the range), the node asks that peer for its view snapshot, merges it
-// into its own view by the usual rule and moves each origin's sequence on
-// to the snapshot's marks (store.Bootstrap); pulling then continues from
-// there with records. A node that joins after the oldest records were
-// recycled, or that was down longer than the retention, converges so.
+// A node takes a peer's view snapshot instead of records in two cases:
+// a pull is answered "recycled" (the peer no longer has the start of the
+// range: the node joined after the oldest records were recycled, or was
+// down longer than the retention), or the node lacks more than
+// Config.BootstrapRecords (100,000) of the peer's records and holds fewer
+// than it lacks (a fresh or wiped node, for which a snapshot is much
+// cheaper than every record appended, indexed and applied). One link at
+// a time bootstraps; the others pull nothing meanwhile, and a peer does
+// not push its own records to a node that the same rule says will take a
+// snapshot. The peer encodes the snapshot from a clone of its view
+// straight into frames (store.SnapshotTo); the node writes them into a
+// file in its data directory (store.BootstrapFile), outside the link's
+// lock, then store.Bootstrap checks the file's CRC, puts the entries into
+// the live view by the usual rule as it reads them (no second view is
+// built) and moves each origin's sequence on to the snapshot's marks;
+// pulling then continues from there with records.
 //
 // # Not yet
 //
