@@ -102,6 +102,10 @@ func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...s
 		return r
 	}
 
+	// The fresh node gets a wait of its own: the source's start (loading
+	// 10M keys) must not eat it.
+	wctx, cancel = context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
 	fresh := &Proc{Name: "fresh", Dir: filepath.Join(dir, "fresh")}
 	t0 := time.Now()
 	if err := start(fresh, src.Gossip); err != nil {
