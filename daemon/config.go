@@ -184,6 +184,15 @@ type Config struct {
 	// new origin. Its records stay; a peer that holds more of them still
 	// gives them (see "Retired origins" in package broadcast).
 	RetireOriginsAfter time.Duration
+	// TombstoneGrace is how long a delete's tombstone is kept at least:
+	// past it, one every live node holds is collected (tombstones.go),
+	// and a node out of contact with its fleet for more than half of it
+	// refuses to start unless StartOver. 0: never collect.
+	TombstoneGrace time.Duration
+	// StartOver moves a node's data aside (into <data-dir>/stale-<unix
+	// ms>) when it was away too long for TombstoneGrace, so that it
+	// starts as a fresh node and takes a peer's snapshot.
+	StartOver bool
 	// QueuesPerTopic is the number of queues a topic is split into for
 	// consumer groups (clustering consumption).
 	QueuesPerTopic int
@@ -331,6 +340,7 @@ func DefaultConfig() Config {
 		MaxClockOffset:       500 * time.Millisecond,
 		AntiEntropyFanout:    3,
 		RetireOriginsAfter:   24 * time.Hour,
+		TombstoneGrace:       24 * time.Hour,
 		QueuesPerTopic:       group.DefaultQueues,
 		AckTimeout:           group.DefaultAckTimeout,
 		MaxRetries:           group.DefaultMaxRetries,
@@ -540,6 +550,8 @@ func (c Config) validateCluster() error {
 		return fmt.Errorf("--anti-entropy-fanout: must be 1 to 64, got %d", c.AntiEntropyFanout)
 	case c.RetireOriginsAfter < time.Second:
 		return fmt.Errorf("--retire-origins-after: must be at least 1s, got %v", c.RetireOriginsAfter)
+	case c.TombstoneGrace < 0:
+		return fmt.Errorf("--tombstone-grace: must be 0 (never collect) or positive, got %v", c.TombstoneGrace)
 	case c.QueuesPerTopic < 1 || c.QueuesPerTopic > 1024:
 		return fmt.Errorf("--queues-per-topic: must be 1 to 1024, got %d", c.QueuesPerTopic)
 	case c.AckTimeout <= 0:
@@ -705,6 +717,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset, "a peer's record stamped further ahead of this node's clock is held until the clock catches up (refused for now past 10 times this); peers persistently ahead are flagged in status")
 	fs.IntVar(&c.AntiEntropyFanout, "anti-entropy-fanout", c.AntiEntropyFanout, "peers, picked at random, this node exchanges version vectors with every second (anti-entropy); each side pulls what it lacks")
 	fs.DurationVar(&c.RetireOriginsAfter, "retire-origins-after", c.RetireOriginsAfter, "an origin absent from the alive members this long is left out of the vectors this node sends (its records stay, and are still repaired)")
+	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a delete's tombstone is collected once every live node holds it and this has passed since it was written (0: never); a node out of contact for more than half of it refuses to start without --start-over")
+	fs.BoolVar(&c.StartOver, "start-over", c.StartOver, "when this node was out of contact for more than half of --tombstone-grace, move its data aside (<data-dir>/stale-<unix ms>) and start as a fresh node from its peers")
 	fs.IntVar(&c.QueuesPerTopic, "queues-per-topic", c.QueuesPerTopic, "consumer groups: queues per topic (a message goes to queue hash(key) mod this); the same on every node")
 	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "consumer groups: how long a member may hold a message unacknowledged before it is redelivered")
 	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "consumer groups: redeliveries of a failed message before it goes to the dead-letter topic")

@@ -158,6 +158,12 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		d.view = vm
 	}
 
+	if err := checkAway(cfg, d.now(), log); err != nil {
+		if d.view != nil {
+			d.view.close()
+		}
+		return nil, err
+	}
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
 	so := cfg.storeOptions(log)
@@ -331,6 +337,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.serveRedis(errc)
 	d.wg.Go(d.notifyLoop)
+	d.wg.Go(d.tombstoneLoop)
 	if d.view != nil {
 		d.wg.Go(func() { d.view.run(d.stopLoops) })
 	}

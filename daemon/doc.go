@@ -138,7 +138,8 @@
 // cachecast_api_errors_total{code}, cachecast_api_request_duration_seconds{route},
 // cachecast_store_flush_duration_seconds (every flush that wrote something),
 // cachecast_store_* (segments, mapped segments, log bytes, positions,
-// records, view keys, last flush), cachecast_subscribers,
+// records, view keys, view tombstones, tombstones collected, last flush),
+// cachecast_subscribers,
 // cachecast_api_connections, cachecast_api_connections_evicted_total,
 // cachecast_cursors,
 // cachecast_cursor_oldest_lag_messages{cursor,topic,owner_uid} (the

@@ -143,6 +143,7 @@ type storeCollector struct {
 	records, keys, lastFlush, info                           *prometheus.Desc
 	mismatches                                               *prometheus.Desc
 	lost, damaged, repaired                                  *prometheus.Desc
+	tombstones, collected                                    *prometheus.Desc
 }
 
 func newStoreCollector(s *store.Store, node string) *storeCollector {
@@ -165,12 +166,14 @@ func newStoreCollector(s *store.Store, node string) *storeCollector {
 		lost:       d("lost_records", "Records of the log set aside as damaged and not back from a peer yet (cachecast repair)."),
 		damaged:    d("damaged_records_total", "Records of the log found damaged and set aside since the start."),
 		repaired:   d("repaired_records_total", "Records lost to a damaged log and pulled back from a peer since the start."),
+		tombstones: d("view_tombstones", "Entries of the view that serve no value: tombstones of deletes and expired values (collected after --tombstone-grace)."),
+		collected:  d("tombstones_collected_total", "Tombstones collected since the store opened (--tombstone-grace)."),
 		info:       prometheus.NewDesc("cachecast_node_info", "The node's identity (value 1).", []string{"node", "origin", "version", "flush"}, nil),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info, c.mismatches, c.lost, c.damaged, c.repaired} {
+	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info, c.mismatches, c.lost, c.damaged, c.repaired, c.tombstones, c.collected} {
 		ch <- d
 	}
 }
@@ -193,6 +196,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	g(c.lost, float64(len(c.s.Lost())))
 	ch <- prometheus.MustNewConstMetric(c.damaged, prometheus.CounterValue, float64(damaged))
 	ch <- prometheus.MustNewConstMetric(c.repaired, prometheus.CounterValue, float64(repaired))
+	tombs, collected := c.s.Tombstones()
+	g(c.tombstones, float64(tombs))
+	ch <- prometheus.MustNewConstMetric(c.collected, prometheus.CounterValue, float64(collected))
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1,
 		c.node, wire.FormatOrigin(s.Origin), Version, s.Flush.String())
 }

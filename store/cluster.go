@@ -6,6 +6,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -196,4 +197,27 @@ func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
 	s.wmu.Unlock()
 	s.log.Info("bootstrapped from a peer's snapshot", zap.Int("keys", s.view.Len()), zap.Int("origins-moved", len(moved)))
 	return moved, s.snapshot(true)
+}
+
+// CollectTombstones drops from the view (and so from later snapshots) the
+// tombstones stamped before cutoff that every live node holds: held(origin)
+// is the highest seq of origin that every live node holds, this one
+// included. It returns how many it dropped; a snapshot follows. The caller
+// (the daemon's --tombstone-grace) picks cutoff and says who is live; see
+// store/view's gc.go for why that is safe.
+func (s *Store) CollectTombstones(cutoff time.Time, held map[uint64]uint64) int {
+	own := s.Vector()
+	n := s.view.CollectTombstones(cutoff.UnixMilli(), func(origin, seq uint64) bool {
+		return seq <= held[origin] && seq <= own[origin]
+	})
+	if n > 0 {
+		s.kickSnapshot()
+	}
+	return n
+}
+
+// Tombstones reports the tombstones the view holds and those collected
+// since the store opened.
+func (s *Store) Tombstones() (live int, collected uint64) {
+	return s.view.Tombstones(), s.view.Collected()
 }

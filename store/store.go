@@ -932,7 +932,7 @@ func (s *Store) snapshot(force bool) error {
 	// hold more (writes applied while it is written), which replaying them
 	// again on restart does not change.
 	covers, marks := s.snapshotMarks()
-	dropped := s.view.Dropped()
+	dropped := s.view.Dropped() + s.view.Collected() // values and tombstones the snapshot holds and the view no longer
 	if !force && covers == s.snapCovers.Load() && dropped == s.snapDropped && s.lastSnapshotTime() != (time.Time{}) {
 		return nil
 	}

@@ -2,6 +2,17 @@
 // the log applied by the (HLC, origin) rule, with its digest and its
 // snapshot file (snapshot.go), which a restart loads before it replays the
 // log from the position the snapshot covers.
+//
+// Tombstones (gc.go): a delete's tombstone is collected once every live
+// node holds it and a grace has passed since its stamp. What could bring
+// the key back, and why it does not: an older write some live node lacks
+// has waited longer than the grace (links deliver in seconds); a node away
+// longer than the grace allows starts over from a peer instead of
+// offering its old log (the daemon's --tombstone-grace); a snapshot holds
+// no collected tombstone, and the digest leaves out the entries that serve
+// no value, so that nodes collecting at their own moments still hash
+// alike. A partition longer than the grace is not covered (DESIGN.md,
+// "Tombstones").
 package view
 
 import (
@@ -34,8 +45,8 @@ import (
 //
 // A delete is a tombstone record. The view keeps tombstones as entries, so
 // an older put that arrives after the delete loses to it and cannot bring the
-// key back; Get, Keys, Len and Topics do not see them. Tombstones are not
-// collected yet: a deleted key costs its key bytes and one entry for good.
+// key back; Get, Keys, Len and Topics do not see them. A tombstone every
+// live node holds is collected after a grace period (gc.go).
 //
 // Time (viewtime.go, and "Time" in DESIGN.md): a record may carry an
 // expiry and an effective time; a key's records are then ordered by
@@ -122,6 +133,8 @@ type View struct {
 	// dropped counts the values dropped at their expiry: a snapshot
 	// written before holds them, so the store writes a new one.
 	dropped atomic.Uint64
+	// collected counts the tombstones CollectTombstones dropped (gc.go).
+	collected atomic.Uint64
 	// epoch counts the freezes (from 1, wrapping; see freezeLocked): an
 	// item whose epoch is the view's is in no frozen clone, and may be
 	// updated in place.
@@ -893,8 +906,11 @@ func (v *View) FollowFrom(fn func(Change)) iter.Seq[Change] {
 	}
 }
 
-// Digest is a SHA-256 over every entry of the view, tombstones included, in
-// (topic, key) order. Two views that hold the same entries have the same
+// Digest is a SHA-256 over every entry of the view that serves a value or
+// has a timeline, in (topic, key) order: a tombstone (or an expired value)
+// without a timeline is left out, because nodes collect tombstones at
+// their own moments (gc.go); a value a tombstone superseded on one node
+// and not on another still shows. Two views that hold the same entries have the same
 // digest, whatever order their records arrived in. Each entry is hashed as
 //
 //	topic len u16 | topic | key len u16 | key | tag len u16 | tag |
@@ -955,10 +971,9 @@ func (ft frozenTopic) hash(h hash.Hash, buf []byte) []byte {
 	ft.items.Ascend(func(it *viewItem) bool {
 		tl := ft.times[it.key()]
 		if tl == nil {
-			if it.expires != 0 && it.expires <= ft.now && !it.isTomb() {
-				it = it.expired()
+			if !it.isTomb() && (it.expires == 0 || it.expires > ft.now) {
+				buf = ft.hashItem(h, buf, it)
 			}
-			buf = ft.hashItem(h, buf, it)
 			return true
 		}
 		// What is in force now, then what is pending: the same on every

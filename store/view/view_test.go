@@ -342,10 +342,10 @@ func TestViewDigest(t *testing.T) {
 		t.Fatal("same entries applied in another order give another digest")
 	}
 	differ := map[string][32]byte{
-		"value":     build(viewPut("t", "k", "V", 1, 1, 1), viewPut("t", "j", "w", 2, 1, 1)),
-		"stamp":     build(viewPut("t", "k", "v", 1, 2, 1), viewPut("t", "j", "w", 2, 1, 1)),
-		"topic":     build(viewPut("u", "k", "v", 1, 1, 1), viewPut("t", "j", "w", 2, 1, 1)),
-		"tombstone": build(viewPut("t", "k", "v", 1, 1, 1), viewPut("t", "j", "w", 2, 1, 1), viewDel("t", "z", 1, 2, 2)),
+		"value":   build(viewPut("t", "k", "V", 1, 1, 1), viewPut("t", "j", "w", 2, 1, 1)),
+		"stamp":   build(viewPut("t", "k", "v", 1, 2, 1), viewPut("t", "j", "w", 2, 1, 1)),
+		"topic":   build(viewPut("u", "k", "v", 1, 1, 1), viewPut("t", "j", "w", 2, 1, 1)),
+		"deleted": build(viewPut("t", "k", "v", 1, 1, 1), viewPut("t", "j", "w", 2, 1, 1), viewDel("t", "k", 1, 2, 2)),
 		// Field boundaries are length-prefixed: moving a byte from the
 		// key to the value must change the digest.
 		"boundary": build(viewPut("t", "kv", "", 1, 1, 1), viewPut("t", "j", "w", 2, 1, 1)),
@@ -359,6 +359,11 @@ func TestViewDigest(t *testing.T) {
 	// entries as the tombstone alone.
 	if build(viewPut("t", "k", "v", 1, 1, 1), viewDel("t", "k", 1, 2, 2)) != build(viewDel("t", "k", 1, 2, 2)) {
 		t.Error("a put superseded by a tombstone left a trace in the digest")
+	}
+	// A tombstone is left out (nodes collect them at their own moments):
+	// a view with one hashes as the view without it.
+	if build(viewPut("t", "k", "v", 1, 1, 1), viewDel("t", "z", 1, 2, 2)) != build(viewPut("t", "k", "v", 1, 1, 1)) {
+		t.Error("a tombstone changed the digest")
 	}
 }
 

@@ -1,0 +1,92 @@
+package view
+
+import "github.com/cachecast/cachecast/store/record"
+
+// Tombstone collection ("Tombstones" in DESIGN.md has the whole argument).
+//
+// A tombstone is kept so that an older write of its key, arriving late,
+// loses to it. Once every live node holds the tombstone (their vectors
+// cover its origin's seq) and a grace period has passed since its stamp,
+// the tombstone is dropped from the view, and so from every later
+// snapshot: a late older write can then only come from a node that has
+// been out of contact for longer than the grace, and such a node starts
+// over from a peer's snapshot instead of offering its old view or log
+// (the daemon's --tombstone-grace). Within the grace a tombstone always
+// wins, whatever the vectors say.
+//
+// Nodes collect at their own moments, so whether a node still holds a
+// tombstone is not part of the digest: Digest leaves out every entry that
+// serves no value and has no timeline (see Digest). A key with a timeline
+// is never collected: its records are settled by the timer.
+
+// collectChunk bounds how many tombstones one hold of the write lock
+// drops, so that a writer waits for a short walk, not a whole collection.
+const collectChunk = 1024
+
+// CollectTombstones drops the tombstones stamped before cutoff (Unix
+// milliseconds of the stamp's HLC, and of the expiry for an expired value)
+// that covered says every live node holds, and returns how many it
+// dropped. The candidates are found on a frozen clone without the lock;
+// the write lock is taken per chunk, and a tombstone replaced meanwhile is
+// left alone.
+func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) bool) int {
+	topics, _ := v.freeze()
+	type cand struct {
+		topic string
+		it    *viewItem
+	}
+	var cands []cand
+	for _, ft := range topics {
+		ft.items.Ascend(func(it *viewItem) bool {
+			if collectable(it, ft.times[it.key()] != nil, cutoff) && covered(it.stamp.Origin, it.stamp.Seq) {
+				cands = append(cands, cand{ft.name, it})
+			}
+			return true
+		})
+	}
+	n := 0
+	for len(cands) > 0 {
+		chunk := cands[:min(len(cands), collectChunk)]
+		cands = cands[len(chunk):]
+		v.mu.Lock()
+		for _, c := range chunk {
+			tv := v.topics[c.topic]
+			if tv == nil || tv.byKey[c.it.key()] != c.it || tv.times[c.it.key()] != nil {
+				continue // written again since the clone
+			}
+			delete(tv.byKey, c.it.key())
+			tv.order.Delete(c.it)
+			if c.it.timedFields() {
+				v.timed--
+			}
+			n++
+		}
+		v.mu.Unlock()
+	}
+	v.collected.Add(uint64(n))
+	return n
+}
+
+// collectable reports whether it is a tombstone (or an expired value)
+// older than cutoff, of a key without a timeline.
+func collectable(it *viewItem, timeline bool, cutoff int64) bool {
+	if timeline || it.placeholder() || it.cancel() || !it.isTomb() {
+		return false
+	}
+	return record.HLCMillis(it.stamp.HLC) < cutoff && it.expires < cutoff && it.eff < cutoff
+}
+
+// Collected counts the tombstones CollectTombstones has dropped.
+func (v *View) Collected() uint64 { return v.collected.Load() }
+
+// Tombstones is the number of entries that serve no value: tombstones,
+// expired values, and the placeholders of keys with only pending records.
+func (v *View) Tombstones() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n := 0
+	for _, tv := range v.topics {
+		n += len(tv.byKey) - tv.live
+	}
+	return n
+}
