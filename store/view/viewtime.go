@@ -323,29 +323,42 @@ func (v *View) settleDue() time.Duration {
 }
 
 // timeEventsKept is how many of the last time events TimeEvents can
-// still return.
+// still return, at least.
 const timeEventsKept = 1 << 16
 
-// timeEvents is a ring of the last changes with a cause (an expiry, a
-// scheduled record taking effect), numbered from 1. Guarded by the
-// view's lock.
+// timeEvents are the last changes with a cause (an expiry, a scheduled
+// record taking effect), numbered from 1: events[i] is number first+i.
+// They grow as they come (no 9 MB ring made at the first one) and drop the
+// oldest half past twice timeEventsKept. Guarded by the view's lock.
 type timeEvents struct {
-	ring []Change
-	next uint64 // number of the next event
+	events []Change
+	first  uint64
 	// notify, when set, is called after each event (under the lock).
 	notify func()
+}
+
+// next is the number the next event gets.
+func (e *timeEvents) next() uint64 {
+	if e.first == 0 {
+		return 1
+	}
+	return e.first + uint64(len(e.events))
 }
 
 func (e *timeEvents) add(c Change) {
 	if c.Cause == "" {
 		return
 	}
-	if e.ring == nil {
-		e.ring = make([]Change, timeEventsKept)
-		e.next = 1
+	if e.first == 0 {
+		e.first = 1
 	}
-	e.ring[e.next%timeEventsKept] = c
-	e.next++
+	if len(e.events) >= 2*timeEventsKept {
+		n := copy(e.events, e.events[len(e.events)-timeEventsKept:])
+		clear(e.events[n:])
+		e.events = e.events[:n]
+		e.first += 2*timeEventsKept - timeEventsKept
+	}
+	e.events = append(e.events, c)
 	if e.notify != nil {
 		e.notify()
 	}
@@ -369,17 +382,17 @@ func (v *View) TimeEvents(from uint64, fn func(Change)) (next, lost uint64) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	e := &v.events
-	if e.next == 0 {
+	if from == 0 {
+		return e.next(), 0
+	}
+	if e.first == 0 {
 		return max(from, 1), 0
 	}
-	if from == 0 {
-		return e.next, 0
+	if from < e.first {
+		lost, from = e.first-from, e.first
 	}
-	if oldest := e.next - min(e.next-1, timeEventsKept-1); from < oldest {
-		lost, from = oldest-from, oldest
+	for ; from < e.next(); from++ {
+		fn(e.events[from-e.first])
 	}
-	for ; from < e.next; from++ {
-		fn(e.ring[from%timeEventsKept])
-	}
-	return e.next, lost
+	return e.next(), lost
 }

@@ -568,3 +568,29 @@ func BenchmarkSettleFlip(b *testing.B) {
 		v.settleDue()
 	}
 }
+
+// TestTimeEventsDropOldest: the event list grows as events come, keeps at
+// least timeEventsKept of the newest past its bound, and a reader that
+// fell behind is told how many it lost.
+func TestTimeEventsDropOldest(t *testing.T) {
+	var e timeEvents
+	if got := e.next(); got != 1 {
+		t.Fatalf("empty next = %d, want 1", got)
+	}
+	total := uint64(2*timeEventsKept + 10)
+	for i := uint64(0); i < total; i++ {
+		e.add(Change{Key: "k", Cause: "expired"})
+	}
+	if got := e.next(); got != total+1 {
+		t.Fatalf("next = %d, want %d", got, total+1)
+	}
+	if kept := uint64(len(e.events)); kept < timeEventsKept || kept > 2*timeEventsKept {
+		t.Fatalf("kept %d events, want between %d and %d", kept, timeEventsKept, 2*timeEventsKept)
+	}
+	v := &View{events: e}
+	n := 0
+	next, lost := v.TimeEvents(1, func(Change) { n++ })
+	if next != total+1 || lost+uint64(n) != total {
+		t.Fatalf("TimeEvents(1) = next %d, lost %d, read %d; want next %d and lost+read = %d", next, lost, n, total+1, total)
+	}
+}
