@@ -391,6 +391,16 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 		if err := ms[i].Validate(); err != nil {
 			return err
 		}
+		// A new topic's index is made before the lock: its fsyncs
+		// stalled every writer (BenchmarkPublishLatencyHousekeeping).
+		if s.topics.Get(ms[i].Topic) == nil {
+			if err := fsys.GuardDoing("creating", "the topic index", func() error { return s.topics.Prepare(ms[i].Topic) }); err != nil {
+				if errors.Is(err, ErrClosed) {
+					return ErrClosed
+				}
+				return fmt.Errorf("store: creating the index of topic %q: %w", ms[i].Topic, err)
+			}
+		}
 	}
 	s.wmu.Lock()
 	if s.closed.Load() {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -19,6 +20,11 @@ import (
 // concurrency contract).
 type Topics struct {
 	set[string, *Topic]
+	// prepMu guards prepared, the indexes Prepare made ahead of their
+	// first Append, and is held while an index is created, so that
+	// Prepare and Append never make the same one twice.
+	prepMu   sync.Mutex
+	prepared map[string]*Topic
 }
 
 // Topic is the index of one topic. Its methods are safe concurrently
@@ -85,8 +91,12 @@ func (t *Topics) Append(topic []byte, e Entry) (uint64, error) {
 	ti := t.m[string(topic)]
 	created := false
 	if ti == nil {
+		// Held until the topic is published below, so that no Prepare
+		// makes its index again meanwhile.
+		t.prepMu.Lock()
+		defer t.prepMu.Unlock()
 		var err error
-		if ti, err = t.create(string(topic)); err != nil {
+		if ti, err = t.take(string(topic)); err != nil {
 			return 0, err
 		}
 		created = true
@@ -109,6 +119,57 @@ func (t *Topics) Append(topic []byte, e Entry) (uint64, error) {
 		t.publish(ti.name, ti)
 	}
 	return off, nil
+}
+
+// Prepare makes the index of topic ahead of its first Append, so that
+// the files and fsyncs of a new topic's index happen before the store's
+// writer lock rather than under it (every writer waited for them). A
+// prepared index whose publish then fails keeps its (empty) files: the
+// next open lists the topic with no messages, as after a crash between
+// an index's creation and its first entry. Safe from any goroutine;
+// nothing to do for a known topic.
+func (t *Topics) Prepare(topic string) error {
+	if t.closed.Load() {
+		return errs.ErrClosed
+	}
+	if t.Get(topic) != nil {
+		return nil
+	}
+	t.prepMu.Lock()
+	defer t.prepMu.Unlock()
+	if t.prepared[topic] != nil || t.Get(topic) != nil {
+		return nil
+	}
+	ti, err := t.create(topic)
+	if err != nil {
+		return err
+	}
+	if t.prepared == nil {
+		t.prepared = make(map[string]*Topic)
+	}
+	t.prepared[topic] = ti
+	return nil
+}
+
+// take hands the writer the prepared index of topic, or creates it. The
+// caller holds prepMu.
+func (t *Topics) take(topic string) (*Topic, error) {
+	if ti := t.prepared[topic]; ti != nil {
+		delete(t.prepared, topic)
+		return ti, nil
+	}
+	return t.create(topic)
+}
+
+// Close closes every index, the prepared ones too.
+func (t *Topics) Close() error {
+	t.prepMu.Lock()
+	for name, ti := range t.prepared {
+		ti.arr.close()
+		delete(t.prepared, name)
+	}
+	t.prepMu.Unlock()
+	return t.set.Close()
 }
 
 // create makes the index of a new topic.
