@@ -426,6 +426,22 @@ func waitConverged(t *testing.T, nodes []*clusterNode, topic string, keys []stri
 	return view
 }
 
+// waitVerified waits until `cachecast verify`, run against n, exits 0:
+// every live node of the cluster holds the same view at a common vector.
+func waitVerified(t *testing.T, n *clusterNode, timeout time.Duration) {
+	t.Helper()
+	var r cliResult
+	if testkit.Poll(t, timeout, func() string {
+		if r = cli(t, n.Node, "", "verify"); r.code != 0 {
+			return "exit status not 0"
+		}
+		return ""
+	}) != "" {
+		t.Fatalf("cachecast verify did not pass within %v: exit %d\n%s%s", timeout, r.code, r.stdout, r.stderr)
+	}
+	t.Logf("cachecast verify:\n%s", r.stdout)
+}
+
 // describeDiff names the digests and the first keys on which the views
 // differ.
 func describeDiff(nodes []*clusterNode, keys []string, views []map[string]keyView, digests []string) string {
