@@ -214,6 +214,13 @@ type RedisStats struct {
 	SlowDisconnects int64  `json:"slow_clients_disconnected"`
 	ProtocolErrors  int64  `json:"protocol_errors"`
 	Subscriptions   int64  `json:"subscriptions"`
+	// ConnectionsRefused, IdleClosed and TrackingEvictedKeys count the
+	// connections refused at --max-connections, those closed after
+	// --redis-idle-timeout and the keys forgotten at
+	// --redis-tracking-max-keys.
+	ConnectionsRefused  int64 `json:"connections_refused"`
+	IdleClosed          int64 `json:"idle_closed"`
+	TrackingEvictedKeys int64 `json:"tracking_evicted_keys"`
 }
 
 // FormatOrigin renders an origin ID the way the wire does: 16 lower-case

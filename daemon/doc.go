@@ -171,5 +171,8 @@
 // bounds what one tracking client is remembered to have cached. --redis-addr adds
 // TCP (loopback unless --redis-allow-remote; a TCP client has no uid, so
 // it holds only the roles whose lists are empty). GET /v1/status has a
-// "redis" object with the server's counters.
+// "redis" object with the server's counters (connections, commands,
+// tracking_clients, invalidations, slow_clients_disconnected,
+// protocol_errors, subscriptions, connections_refused, idle_closed,
+// tracking_evicted_keys), the same as the cachecast_redis_* metrics.
 package daemon

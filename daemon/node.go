@@ -110,7 +110,8 @@ func (n *node) NodeStatus() wire.Status {
 		rs := d.redis.Stats()
 		b.Redis = &wire.RedisStatus{Socket: d.RedisSocketPath(), Addr: d.RedisAddr(), Connections: rs.Connections,
 			Commands: rs.Commands, TrackingClients: rs.TrackingClients, Invalidations: rs.Invalidations,
-			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions}
+			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions,
+			ConnectionsRefused: rs.Refused, IdleClosed: rs.IdleClosed, TrackingEvictedKeys: rs.TrackingEvicted}
 	}
 	b.Degraded = d.degraded()
 	b.CatchUp = n.CatchUp()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // TestRedisMalformedInput: each frame gets the standard error; a stream
@@ -350,6 +352,20 @@ func TestRedisIdleConnections(t *testing.T) {
 	if st := td.d.redis.Stats(); st.IdleClosed != idle || st.Refused != 1 {
 		t.Fatalf("idle closed %d (want %d), refused %d (want 1)", st.IdleClosed, idle, st.Refused)
 	}
+	if st := redisStatus(t, td); st.IdleClosed != idle || st.ConnectionsRefused != 1 {
+		t.Fatalf("/v1/status redis: idle_closed %d (want %d), connections_refused %d (want 1)", st.IdleClosed, idle, st.ConnectionsRefused)
+	}
+}
+
+// redisStatus is the "redis" object of td's GET /v1/status.
+func redisStatus(t *testing.T, td *testDaemon) wire.RedisStatus {
+	t.Helper()
+	r := td.do("GET", "/v1/status", nil)
+	var st struct{ Redis *wire.RedisStatus }
+	if err := json.Unmarshal(r.body, &st); err != nil || r.status != 200 || st.Redis == nil {
+		t.Fatalf("GET /v1/status: %d %s %v", r.status, r.body, err)
+	}
+	return *st.Redis
 }
 
 // TestRedisNeverReadsReplies: a client pipelines GETs of a 60 KiB value
@@ -494,6 +510,9 @@ func TestRedisRueidisTrackingCap(t *testing.T) {
 		st := td.d.redis.Stats()
 		return st.TrackingEvicted >= keys-limit*st.TrackingClients
 	})
+	if st := redisStatus(t, td); st.TrackingEvictedKeys < keys-limit*st.TrackingClients {
+		t.Fatalf("/v1/status redis: tracking_evicted_keys %d with %d tracking clients, want at least %d", st.TrackingEvictedKeys, st.TrackingClients, keys-limit*st.TrackingClients)
+	}
 	for i := range keys {
 		td.put("cap", fmt.Sprintf("k%d", i), "new")
 	}
@@ -515,6 +534,9 @@ func TestRedisIdleTimeoutGoRedis(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "the pooled connection is closed as idle", func() bool {
 		return td.d.redis.Stats().IdleClosed == 1
 	})
+	if st := redisStatus(t, td); st.IdleClosed != 1 || st.ConnectionsRefused != 0 {
+		t.Fatalf("/v1/status redis: idle_closed %d (want 1), connections_refused %d (want 0)", st.IdleClosed, st.ConnectionsRefused)
+	}
 	if v, err := rc.Get(ctx, "idle:k").Result(); err != nil || v != "v" {
 		t.Fatalf("GET on the pool after its connection was closed as idle: %q %v", v, err)
 	}

@@ -56,6 +56,14 @@ type RedisStatus struct {
 	SlowDisconnects int64  `json:"slow_clients_disconnected"`
 	ProtocolErrors  int64  `json:"protocol_errors"`
 	Subscriptions   int64  `json:"subscriptions"`
+	// ConnectionsRefused counts the connections refused at
+	// --max-connections or a peer's share of it.
+	ConnectionsRefused int64 `json:"connections_refused"`
+	// IdleClosed counts the connections closed after --redis-idle-timeout.
+	IdleClosed int64 `json:"idle_closed"`
+	// TrackingEvictedKeys counts the keys forgotten (and invalidated) for
+	// tracking clients at --redis-tracking-max-keys.
+	TrackingEvictedKeys int64 `json:"tracking_evicted_keys"`
 }
 
 // Cursor is one durable cursor in the answers of the cursor routes.
