@@ -414,15 +414,9 @@ func (c *Client) Keys(ctx context.Context, topic, prefix, after string, limit in
 	if err := checkName("topic", topic); err != nil {
 		return nil, "", err
 	}
-	q := url.Values{}
+	q := pageQuery(after, limit)
 	if prefix != "" {
 		q.Set("prefix", prefix)
-	}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
 	}
 	var out struct {
 		Keys []string `json:"keys"`
@@ -554,4 +548,17 @@ func (c *Client) GetCursor(ctx context.Context, name string) (Cursor, error) {
 		return Cursor{}, err
 	}
 	return cur, nil
+}
+
+// pageQuery is the query of a paged listing: the key (or id) to list after
+// and the page's size, each left out when zero so the daemon's default holds.
+func pageQuery(after string, limit int) url.Values {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return q
 }

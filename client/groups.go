@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 )
 
@@ -252,13 +251,7 @@ func (c *Client) DeadLetters(ctx context.Context, topic, group, after string, li
 	if err := checkGroup(topic, group); err != nil {
 		return nil, "", err
 	}
-	q := url.Values{}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
+	q := pageQuery(after, limit)
 	var out struct {
 		DeadLetters []DeadLetter `json:"dead_letters"`
 		Next        string       `json:"next"`

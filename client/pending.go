@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"net/url"
-	"strconv"
 	"time"
 )
 
@@ -34,13 +32,7 @@ func (c *Client) Pending(ctx context.Context, topic, after string, limit int) (r
 	if err := checkName("topic", topic); err != nil {
 		return nil, "", err
 	}
-	q := url.Values{}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
+	q := pageQuery(after, limit)
 	var out struct {
 		Pending []Pending `json:"pending"`
 		Next    string    `json:"next"`

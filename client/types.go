@@ -203,25 +203,9 @@ type statusWire struct {
 	Repair        *Repair     `json:"repair"`
 }
 
-// RedisStats are the Redis front door's figures in Status.
-type RedisStats struct {
-	Socket          string `json:"socket"`
-	Addr            string `json:"addr"`
-	Connections     int64  `json:"connections"`
-	Commands        int64  `json:"commands"`
-	TrackingClients int64  `json:"tracking_clients"`
-	Invalidations   int64  `json:"invalidations"`
-	SlowDisconnects int64  `json:"slow_clients_disconnected"`
-	ProtocolErrors  int64  `json:"protocol_errors"`
-	Subscriptions   int64  `json:"subscriptions"`
-	// ConnectionsRefused, IdleClosed and TrackingEvictedKeys count the
-	// connections refused at --max-connections, those closed after
-	// --redis-idle-timeout and the keys forgotten at
-	// --redis-tracking-max-keys.
-	ConnectionsRefused  int64 `json:"connections_refused"`
-	IdleClosed          int64 `json:"idle_closed"`
-	TrackingEvictedKeys int64 `json:"tracking_evicted_keys"`
-}
+// RedisStats are the Redis front door's figures in Status: the wire
+// package's type, which the daemon writes.
+type RedisStats = wire.RedisStatus
 
 // FormatOrigin renders an origin ID the way the wire does: 16 lower-case
 // hex digits.
