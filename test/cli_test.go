@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -356,4 +357,79 @@ func TestCLIPending(t *testing.T) {
 	if out := cli(t, n, "", "pending", "prices").ok(t, "pending").stdout; strings.Contains(out, "sku-3") {
 		t.Fatalf("sku-3 is still listed after its instant:\n%s", out)
 	}
+}
+
+// TestCLIStatusRedis checks that cachecast status prints the Redis front
+// door's refusal, idle and tracking-cap counters, made to move by real
+// connections to the node's Redis socket: a client-side-caching client
+// past --redis-tracking-max-keys, a silent one past --redis-idle-timeout
+// and one past --max-connections.
+func TestCLIStatusRedis(t *testing.T) {
+	n := StartNode(t, bins, NodeOptions{Name: "cli-redis", Args: append(smallNode,
+		"--max-connections", "2", "--max-connections-per-uid", "2",
+		"--redis-idle-timeout", "500ms", "--redis-tracking-max-keys", "10")})
+	sock := strings.TrimSuffix(n.Socket, ".sock") + "-redis.sock"
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(30 * time.Second))
+		return c
+	}
+	// A tracking client reads 11 keys: one past the cap of 10 evicts a
+	// tenth of them. Tracking exempts it from the idle timeout.
+	tracker := dial()
+	cmds := "HELLO 3\r\nCLIENT TRACKING ON\r\n"
+	for i := range 11 {
+		cmds += fmt.Sprintf("GET k%d\r\n", i)
+	}
+	if _, err := io.WriteString(tracker, cmds+"PING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := readUntil(tracker, "+PONG\r\n"); err != nil {
+		t.Fatalf("tracking client: %v", err)
+	}
+	// A second connection that sends nothing takes the last place; a
+	// third is refused.
+	dial()
+	refused := dial()
+	io.WriteString(refused, "PING\r\n")
+	if err := readUntil(refused, "-ERR max number of clients reached"); err != nil {
+		t.Fatalf("third connection: %v", err)
+	}
+	testkit.Until(t, 15*time.Second, "the silent connection to close", func() string {
+		st, err := n.Client.Status(ctx(t))
+		if err != nil {
+			return err.Error()
+		}
+		if r := st.Redis; r == nil || r.IdleClosed != 1 || r.ConnectionsRefused != 1 || r.TrackingEvictedKeys != 1 || r.Connections != 1 {
+			return fmt.Sprintf("redis status %+v", st.Redis)
+		}
+		return ""
+	})
+	r := cli(t, n, "", "status").ok(t, "status")
+	for _, want := range []string{`(?m)^redis clients\s+1 \(1 tracking, 0 subscriptions\)$`,
+		`(?m)^redis connections refused\s+1 \(--max-connections, --max-connections-per-uid\)$`,
+		`(?m)^redis idle closed\s+1 \(--redis-idle-timeout\)$`,
+		`(?m)^tracking keys evicted\s+1 \(--redis-tracking-max-keys\)$`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("status does not match %s:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// readUntil reads c until what it read holds want, or fails.
+func readUntil(c net.Conn, want string) error {
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte(want)) {
+		k, err := c.Read(buf)
+		got = append(got, buf[:k]...)
+		if err != nil {
+			return fmt.Errorf("read %q, then %w; want %q", got, err, want)
+		}
+	}
+	return nil
 }

@@ -345,6 +345,9 @@ there are any (as "cachecast groups" prints them).`,
 				fmt.Fprintf(tw, "redis commands\t%d (%d protocol errors)\n", r.Commands, r.ProtocolErrors)
 				fmt.Fprintf(tw, "invalidations sent\t%d\n", r.Invalidations)
 				fmt.Fprintf(tw, "slow clients disconnected\t%d\n", r.SlowDisconnects)
+				fmt.Fprintf(tw, "redis connections refused\t%d (--max-connections, --max-connections-per-uid)\n", r.ConnectionsRefused)
+				fmt.Fprintf(tw, "redis idle closed\t%d (--redis-idle-timeout)\n", r.IdleClosed)
+				fmt.Fprintf(tw, "tracking keys evicted\t%d (--redis-tracking-max-keys)\n", r.TrackingEvictedKeys)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
