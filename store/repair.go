@@ -288,10 +288,17 @@ func (s *Store) slotKind(lr LostRecord) (record.Kind, error) {
 // readIndexed reads the record at pos (a position an index names, or the
 // next one of a walk from record to record: the replay, the scrub): a
 // zeroed header with records after it (a page lost to zeros) is damage,
-// not the segment's unused tail.
+// not the segment's unused tail. It is the tail, stray bytes and all, when
+// the indexes know no record at pos and the writer went on to the next
+// segment there (the rule recovery uses to find the log's end).
 func (s *Store) readIndexed(pos int64, fn func(record.Record) error) (int64, error) {
 	next, err := s.seglog.ReadExact(pos, fn)
 	if errors.Is(err, segment.ErrNothingHere) {
+		if _, _, known := s.origins.Find(pos); !known {
+			if tail, terr := s.seglog.MovedOnAt(pos); terr == nil && tail {
+				return s.readIndexed(next, fn)
+			}
+		}
 		return next, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return next, err

@@ -11,6 +11,8 @@ import (
 
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // damagedStore writes n records (size bytes of value each) and closes the
@@ -264,3 +266,76 @@ func BenchmarkScrub(b *testing.B) {
 		b.Fatal("the scrub found damage in a sound log")
 	}
 }
+
+// The end of a segment: the writer went on to the next segment because
+// the next record did not fit. Stray bytes in that unused tail are not a
+// record: nothing is set aside or lost, the open succeeds (found by
+// FuzzRecovery: the replay after a crash failed the open) and the scrub
+// after a clean stop reads on to the end. The zeroed header of the
+// segment's last record is damage, set aside like any other.
+func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		crash bool // a crash before any flush: the replay reads the damage
+		// damage returns the bytes to write and their offset from the
+		// end of the segment's last record.
+		damage func(lastSize int) ([]byte, int64)
+		lost   int
+	}{
+		{"stray bytes in the unused tail", false, strayBytes, 0},
+		{"stray bytes in the unused tail, after a crash", true, strayBytes, 0},
+		{"zeroed header of the last record", false, func(last int) ([]byte, int64) { return make([]byte, record.HeaderSize), -int64(last) }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n, size = 200, 700
+			o := testOptions(t, t.TempDir())
+			if tc.crash {
+				o = noFlushOptions(t, o.Dir)
+			}
+			core, logs := observer.New(zap.WarnLevel)
+			o.Logger = zap.New(core)
+			s := openTest(t, o)
+			pos := writeRecords(t, s, n, size)
+			seg := s.seglog.SegmentSize()
+			i := 0 // the last record of the first segment
+			for pos[i+1] < seg {
+				i++
+			}
+			var lastSize int
+			if _, err := s.ReadOrigin(s.Origin(), uint64(i+1), uint64(i+1), func(r record.Record) error {
+				lastSize = record.Padded(r.Size())
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			end := pos[i] + int64(lastSize)
+			if seg-end < 16 {
+				t.Fatalf("the first segment's tail is %d bytes, too small for the test", seg-end)
+			}
+			path, _ := segmentFile(s, pos[i])
+			if tc.crash {
+				s.crash()
+			} else if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, at := tc.damage(lastSize)
+			write(t, path, end+at, b)
+
+			s = openTest(t, o)
+			defer s.Close()
+			testkit.Eventually(t, 10*time.Second, "the scrub to end", s.Scrubbed)
+			if lost := s.Lost(); len(lost) != tc.lost || (tc.lost == 1 && lost[0].Seq != uint64(i+1)) {
+				t.Fatalf("lost %+v, want %d (seq %d)", lost, tc.lost, i+1)
+			}
+			if tc.lost == 0 && logs.FilterMessage("the scrub of the log stops at a damaged record").Len() > 0 {
+				t.Fatalf("the scrub stopped at the tail: %v", logs.All())
+			}
+			if got := readTopic(t, s, n-tc.lost); len(got) != n-tc.lost {
+				t.Fatalf("the reader got %d messages, want %d", len(got), n-tc.lost)
+			}
+		})
+	}
+}
+
+// strayBytes are two set bits in a segment's unused tail.
+func strayBytes(int) ([]byte, int64) { return []byte{0x01, 0x80}, 8 }

@@ -282,16 +282,11 @@ func (l *Log) recover() error {
 			}
 			l.noteMapped(nextSeg)
 		}
-		var first record.Record
-		ferr := fsys.Guard(func() error {
-			var err error
-			first, err = record.Decode(nextSeg.data)
+		moved, err := l.movedOn(next, nextSeg.data)
+		if err != nil {
 			return err
-		})
-		if ferr != nil && !errors.Is(ferr, record.ErrCorrupt) {
-			return ferr
 		}
-		if ferr != nil || first == nil || int64(record.Padded(first.Size())) <= l.segSize-next {
+		if !moved {
 			break
 		}
 		pos = nextSeg.base
@@ -322,6 +317,22 @@ func (l *Log) recover() error {
 		}
 	}
 	return l.meta.Sync()
+}
+
+// movedOn reports whether a writer at offset off of a segment went on to
+// the next segment, whose data is next: the next segment's first record is
+// valid and would not have fit in the space left at off.
+func (l *Log) movedOn(off int64, next []byte) (bool, error) {
+	var first record.Record
+	err := fsys.Guard(func() error {
+		var err error
+		first, err = record.Decode(next)
+		return err
+	})
+	if err != nil && !errors.Is(err, record.ErrCorrupt) {
+		return false, err
+	}
+	return err == nil && first != nil && int64(record.Padded(first.Size())) > l.segSize-off, nil
 }
 
 // scanSegment walks the records of s from off and returns the offset of the

@@ -25,8 +25,9 @@ var ErrNothingHere = errors.New("store: nothing written at the position, with re
 // ReadExact is Read, except that a zero header with written bytes after
 // it in the segment (up to the log's end) is ErrNothingHere, where Read
 // would take it for the segment's unused tail and move on to the next
-// segment. The store tells a zeroed record from a hole the writer never
-// filled by its indexes.
+// segment; next is then the next segment's start. The store tells a
+// zeroed record from stray bytes in a segment's unused tail by its indexes
+// and MovedOnAt.
 func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, err error) {
 	if pos < l.oldest.Load() || pos >= l.end.Load() || pos%record.Align != 0 {
 		return l.Read(pos, fn) // its errors
@@ -52,6 +53,23 @@ func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, er
 		return next, err
 	}
 	return l.Read(next, fn) // on to the next segment, as Read does
+}
+
+// MovedOnAt reports whether the writer went on to the next segment at
+// pos (as recovery decides where the log goes on): zeros there, and
+// whatever stray bytes follow them, are the segment's unused tail unless
+// something else (the indexes) knows a record at pos.
+func (l *Log) MovedOnAt(pos int64) (bool, error) {
+	base := pos - pos%l.segSize + l.segSize
+	if base >= l.end.Load() {
+		return false, nil // the log ends in pos's segment: no tail here
+	}
+	s, err := l.pin(base)
+	if err != nil {
+		return false, err
+	}
+	defer l.unpin(s)
+	return l.movedOn(pos%l.segSize, s.data)
 }
 
 // CopyAside saves the n bytes at committed position pos to a new file in
