@@ -162,7 +162,7 @@ func (l *link) needed() bool {
 	if l.wantExchange || l.sendRetired || l.wantSnap || l.snapping || len(l.pulls) > 0 || len(l.pulling) > 0 {
 		return true
 	}
-	return l.pushes() && l.n.st.LastSeq(l.n.self) > l.holds[l.n.self]
+	return l.pushes() && l.n.st.LogLast(l.n.self) > l.holds[l.n.self]
 }
 
 // waitNeeded waits until the link is needed; false when it stopped first.
@@ -381,8 +381,13 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 		}
 		// Push what the peer lacks of this node's own records, in frames
 		// of up to frameBytes. Under NATS only the replica is pushed to.
+		// Up to the log's end, not LastSeq, and past an own record set
+		// aside as damaged (ErrLost): it must not hold the new ones back.
+		// A peer that holds it (or its placeholder: it lost it too) takes
+		// them; one that lacks it drops them (seqs go in order) and waits
+		// for it, as for any gap.
 		push := l.pushes()
-		if push && l.n.st.LastSeq(self) > next+l.n.cfg.BootstrapRecords {
+		if push && l.n.st.LogLast(self) > next+l.n.cfg.BootstrapRecords {
 			// A peer that lacks this much and holds little takes a
 			// snapshot: pushing it every record meanwhile is wasted.
 			theirs := l.holdsCopy()
@@ -391,7 +396,7 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 		if !push {
 			changed = nil // nothing to push to this peer: wake on kicks only
 		}
-		for push && next <= l.n.st.LastSeq(self) {
+		for push && next <= l.n.st.LogLast(self) {
 			var end uint64
 			var err error
 			buf, batch, end, err = readBatch(l.n.st, self, next, batchRecords, frameBytes, buf[:0], batch[:0])
@@ -400,18 +405,24 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 				// pulls find that out and it bootstraps from a snapshot;
 				// pushing resumes from what it then holds.
 				break
-			} else if err != nil {
+			}
+			lost := errors.Is(err, store.ErrLost)
+			if err != nil && !lost {
 				return err
 			}
-			if len(batch) == 0 {
+			if len(batch) > 0 {
+				if err := w.writeRecords(batch); err != nil {
+					return err
+				}
+				l.n.bytesSent.Add(uint64(len(buf)))
+				l.touch()
+			} else if !lost {
 				break
 			}
-			if err := w.writeRecords(batch); err != nil {
-				return err
-			}
-			l.n.bytesSent.Add(uint64(len(buf)))
-			l.touch()
 			next = end
+			if lost {
+				next++ // pushed past: see above
+			}
 		}
 		select {
 		case <-changed:

@@ -1,6 +1,7 @@
 package broadcast
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -112,25 +114,34 @@ func (f *natsFanOut) publishLoop() {
 	defer f.n.wg.Done()
 	self := f.n.self
 	subject := fmt.Sprintf("%s.%016x", f.prefix, self)
-	next := f.n.st.LastSeq(self) + 1
+	next := f.n.st.LogLast(self) + 1
 	var buf []byte
 	var recs [][]byte
 	for {
 		changed := f.n.st.Changed()
-		for next <= f.n.st.LastSeq(self) {
+		for next <= f.n.st.LogLast(self) {
 			var end uint64
 			var err error
 			buf, recs, end, err = readBatch(f.n.st, self, next, batchRecords, natsBytes, buf[:0], recs[:0])
-			if err != nil || len(buf) == 0 {
+			lost := errors.Is(err, store.ErrLost)
+			if !lost && (err != nil || len(buf) == 0) {
 				break
 			}
-			if err := f.nc.Publish(subject, buf); err != nil {
-				// Closed or out of reconnect buffer: peers pull what
-				// they miss; carry on with what comes next.
-				f.n.log.Debug("NATS publish failed", zap.Error(err))
+			if len(buf) > 0 {
+				if err := f.nc.Publish(subject, buf); err != nil {
+					// Closed or out of reconnect buffer: peers pull what
+					// they miss; carry on with what comes next.
+					f.n.log.Debug("NATS publish failed", zap.Error(err))
+				}
+				f.n.bytesSent.Add(uint64(len(buf)))
 			}
-			f.n.bytesSent.Add(uint64(len(buf)))
 			next = end
+			if lost {
+				// An own record set aside as damaged: published past, as
+				// one the broker dropped (peers pull it, from a peer that
+				// holds it), so that the new ones are not held back.
+				next++
+			}
 		}
 		select {
 		case <-changed:

@@ -441,7 +441,7 @@ func (n *Node) Peers() []PeerStatus {
 		ls = append(ls, l)
 	}
 	n.mu.Unlock()
-	own := n.st.LastSeq(n.self)
+	own := n.st.LogLast(n.self)
 	out := make([]PeerStatus, 0, len(ls))
 	for _, l := range ls {
 		holds := l.holdsCopy()
@@ -827,6 +827,9 @@ func (n *Node) servePull(w *frameWriter, req pullReq) error {
 		}
 		if errors.Is(err, store.ErrRecycled) {
 			next, status = end, pullRecycled
+			break
+		} else if errors.Is(err, store.ErrLost) {
+			next = end // all this node holds of the range: a peer that has the lost one gives the rest
 			break
 		} else if err != nil {
 			return err

@@ -86,6 +86,9 @@
 // error naming `cachecast repair accept` (POST /v1/repair/accept), which
 // gives them up. A node whose damaged records its peers hold is not ready
 // until they are back when it starts (the catch-up waits for them).
+// Meanwhile the node's new writes still reach its peers and the Redis
+// follower (tracking, pub/sub) reads past a lost record, telling it
+// once it is back.
 //
 // # The local API
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -323,11 +324,29 @@ func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Du
 }
 
 // Follow reads every origin's new records in order, after each write the
-// store reports (Changed fires once the view has the record).
+// store reports (Changed fires once the view has the record). It reads to
+// the log's end (LogVector): a record set aside as damaged is passed over,
+// so that its origin's newer records are told at once, and told when it
+// is back from a peer (late, out of order).
 func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan struct{} {
 	st := n.d.store
-	seen := st.Vector()
+	seen := st.LogVector()
 	events, _ := st.TimeEvents(0, nil)
+	deliver := func(r record.Record) error {
+		fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
+			Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(),
+			Scheduled: r.EffectiveAt() != 0})
+		return nil
+	}
+	type originSeq struct{ origin, seq uint64 }
+	// The lost records passed over (those lost before the start too),
+	// told once they are back.
+	var passed []originSeq
+	for _, lr := range st.Lost() {
+		if lr.Seq <= seen[lr.Origin] {
+			passed = append(passed, originSeq{lr.Origin, lr.Seq})
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -341,21 +360,32 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan s
 				fn(respsrv.Change{Topic: []byte(c.Topic), Key: []byte(c.Key), Value: c.Value, Delete: c.Deleted,
 					Origin: c.Stamp.Origin, Seq: c.Stamp.Seq, Event: c.Cause})
 			}
-			for origin, last := range st.Vector() {
-				from := seen[origin] + 1
-				if from > last {
-					continue
+			passed = slices.DeleteFunc(passed, func(p originSeq) bool {
+				_, err := st.ReadOrigin(p.origin, p.seq, p.seq, deliver)
+				return !errors.Is(err, store.ErrLost) // back (told now) or given up
+			})
+			for origin, last := range st.LogVector() {
+				for from := seen[origin] + 1; from <= last; {
+					next, err := st.ReadOrigin(origin, from, last, deliver)
+					skip := true
+					switch {
+					case errors.Is(err, store.ErrLost):
+						passed = append(passed, originSeq{origin, next})
+					case errors.Is(err, store.ErrRecycled):
+						// Gone from the log, or a lost record given up:
+						// nothing to tell.
+					default:
+						skip = false // all there is (or closed): the next round goes on
+					}
+					if skip {
+						next++
+					}
+					seen[origin] = next - 1
+					if !skip {
+						break
+					}
+					from = next
 				}
-				next, err := st.ReadOrigin(origin, from, last, func(r record.Record) error {
-					fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
-						Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(),
-						Scheduled: r.EffectiveAt() != 0})
-					return nil
-				})
-				if errors.Is(err, store.ErrRecycled) {
-					next = last + 1 // gone from the log: nothing left to tell
-				}
-				seen[origin] = next - 1
 			}
 			select {
 			case <-ctx.Done():

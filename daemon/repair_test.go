@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
@@ -154,6 +156,121 @@ func TestDamagedLogWithNoPeerIsAccepted(t *testing.T) {
 	defer cancel()
 	if _, err := r.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a message past the end: %v", err)
+	}
+}
+
+// Both nodes of two lost the same record of node0's (nobody holds it
+// until an operator gives it up), yet node0's new writes travel: node0
+// pushes past its own lost record, node1 takes them, and the Redis
+// follower of each node (pub/sub here; client tracking reads the same
+// follower) tells them. Before, node0 pushed nothing past the record and
+// both followers stopped before it, until `cachecast repair accept`.
+func TestLostRecordDoesNotHoldBackNewWrites(t *testing.T) {
+	const before, after = 200, 20
+	ds := startCluster(t, 2, nil)
+	own := ds[0].d.store.Origin()
+	for i := range before {
+		ds[0].put("prices", fmt.Sprintf("old-%d", i), strings.Repeat("v", 150))
+	}
+	testkit.Eventually(t, 10*time.Second, "node1 to hold node0's records", func() bool {
+		return ds[1].d.store.LastSeq(own) == before
+	})
+	var raw []byte
+	if _, err := ds[0].d.store.ReadOrigin(own, before/2, before/2, func(r record.Record) error {
+		raw = r.Clone()
+		return nil
+	}); err != nil || raw == nil {
+		t.Fatalf("reading seq %d: %v", before/2, err)
+	}
+	cfgs := []Config{ds[0].cfg, ds[1].cfg}
+	ds[1].stop()
+	ds[0].stop()
+	for _, cfg := range cfgs {
+		corruptRecord(t, filepath.Join(cfg.DataDir, "log"), raw)
+	}
+	a := startDaemon(t, cfgs[0])
+	cfgs[1].Join = []string{a.d.cluster.g.Addr()}
+	b := startDaemon(t, cfgs[1])
+	for _, td := range []*testDaemon{a, b} {
+		st := td.d.store
+		testkit.Until(t, 10*time.Second, td.cfg.NodeName+" to find the damage", func() string {
+			if lost := st.Lost(); !st.Scrubbed() || len(lost) != 1 || lost[0].Origin != own || lost[0].Seq != before/2 {
+				return fmt.Sprintf("lost %+v", lost)
+			}
+			return ""
+		})
+		if got := st.LastSeq(own); got != before/2-1 {
+			t.Fatalf("%s holds node0's records up to %d, want %d", td.cfg.NodeName, got, before/2-1)
+		}
+	}
+	ctx := context.Background()
+	var subs []*goredis.PubSub
+	for _, td := range []*testDaemon{a, b} {
+		sub := goRedis(t, td, 3).PSubscribe(ctx, "prices:*")
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil { // the confirmation
+			t.Fatal(err)
+		}
+		subs = append(subs, sub)
+	}
+	for i := range after {
+		a.put("prices", fmt.Sprintf("new-%d", i), fmt.Sprintf("n%d", i))
+	}
+	testkit.Until(t, 10*time.Second, "node1 to take node0's new writes", func() string {
+		if got := b.d.store.LogLast(own); got != before+after {
+			return fmt.Sprintf("node1's log holds node0's records up to %d, want %d", got, before+after)
+		}
+		return ""
+	})
+	for i := range after {
+		if e, ok := b.d.store.Get("prices", fmt.Sprintf("new-%d", i)); !ok || string(e.Value) != fmt.Sprintf("n%d", i) {
+			t.Fatalf("node1's new-%d: %q %v", i, e.Value, ok)
+		}
+	}
+	for n, sub := range subs {
+		for i := range after {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			m, err := sub.ReceiveMessage(rctx)
+			cancel()
+			if err != nil || m.Channel != fmt.Sprintf("prices:new-%d", i) || m.Payload != fmt.Sprintf("n%d", i) {
+				t.Fatalf("node%d's subscriber, message %d: %+v %v", n, i, m, err)
+			}
+		}
+	}
+	// Nobody holds it: each gives it up, and the two are identical.
+	for _, td := range []*testDaemon{a, b} {
+		if r := td.do("POST", "/v1/repair/accept", nil); r.status != 200 {
+			t.Fatalf("POST /v1/repair/accept: %d %s", r.status, r.body)
+		}
+		if got := td.d.store.LastSeq(own); got != before+after {
+			t.Fatalf("%s after accept: LastSeq %d", td.cfg.NodeName, got)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "verify to find the two identical", func() bool {
+		return a.d.verify(ctx).Identical
+	})
+}
+
+// corruptRecord writes 32 bytes of garbage into the middle of raw, a
+// record, where it lies in the log's first segment.
+func corruptRecord(t *testing.T, dir string, raw []byte) {
+	t.Helper()
+	path := filepath.Join(dir, fmt.Sprintf("%020d", 0))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, raw)
+	if at < 0 || len(raw) < 96 {
+		t.Fatalf("the record (%d bytes) is not in %s", len(raw), path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5, 0x5a, 0xc3, 0x3c}, 8), int64(at+48)); err != nil {
+		t.Fatal(err)
 	}
 }
 

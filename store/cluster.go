@@ -30,6 +30,18 @@ func (s *Store) Vector() map[uint64]uint64 { return s.lost.capVector(s.origins.V
 // A record set aside as damaged and not back yet is not held (as Vector).
 func (s *Store) LastSeq(origin uint64) uint64 { return s.lost.cap(origin, s.origins.Last(origin)) }
 
+// LogLast returns the highest seq of origin in this node's log, 0 if
+// none: LastSeq, except that a record set aside as damaged does not stop
+// it. It is how far the records go that this node can send on (its
+// pushes to peers that hold the lost one already, its followers of new
+// records): a damaged old record must not hold its origin's new ones
+// back. ReadOrigin reads up to it and stops at the lost record.
+func (s *Store) LogLast(origin uint64) uint64 { return s.origins.Last(origin) }
+
+// LogVector is LogLast for every origin: Vector, lost records not
+// counted out.
+func (s *Store) LogVector() map[uint64]uint64 { return s.origins.Vector() }
+
 // Changed returns a channel that is closed at the next write to the store
 // (or when it closes). Take the channel before looking at the store's
 // state, then wait on it, so that no write falls in between.
@@ -42,9 +54,11 @@ func (s *Store) OwnChanged() <-chan struct{} { return s.ownNotify.wait() }
 // ReadOrigin calls fn with the records of origin from seq from up to seq
 // to (inclusive), in order, straight out of the log's map: a record is
 // valid only while fn runs (copy it, or write it out, inside fn). It stops
-// at the first seq this node does not hold yet and returns the seq after
+// at the first seq past the log's end (LogLast) and returns the seq after
 // the last record it passed to fn. A seq this node held but has recycled
-// gives ErrRecycled.
+// gives ErrRecycled; a record set aside as damaged and not back yet gives
+// ErrLost (next is its seq: a caller that may skip it reads on from
+// next+1), one given up (AcceptLost) ErrRecycled.
 func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error) (next uint64, err error) {
 	if s.closed.Load() {
 		return from, ErrClosed
@@ -52,13 +66,14 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error
 	if from == 0 {
 		return from, fmt.Errorf("%w: seq 0", ErrInvalid)
 	}
-	last := min(to, s.LastSeq(origin))
+	last := min(to, s.LogLast(origin))
 	read := func(r record.Record) error {
 		if r.Kind() == record.KindLost {
 			return errLostSlot
 		}
 		return fn(r)
 	}
+	reread := uint64(0) // a placeholder read again: restored meanwhile?
 	for next = from; next <= last; next++ {
 		pos, ok := s.origins.Get(origin, next)
 		if !ok {
@@ -72,6 +87,12 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error
 			}
 		}
 		switch {
+		case errors.Is(err, errLostSlot) && s.isLost(origin, next):
+			return next, fmt.Errorf("%w: origin %016x seq %d", ErrLost, origin, next)
+		case errors.Is(err, errLostSlot) && reread != next:
+			reread = next // not lost any more: back (read it again), or given up
+			next--
+			continue
 		case errors.Is(err, errLostSlot):
 			// Lost to a damaged log and given up (AcceptLost): a peer that
 			// lacks it too takes it as recycled, and bootstraps.
@@ -87,6 +108,12 @@ func (s *Store) ReadOrigin(origin, from, to uint64, fn func(record.Record) error
 
 // errLostSlot stops a read at a lost record's placeholder.
 var errLostSlot = errors.New("store: a lost record's placeholder")
+
+// isLost says whether (origin, seq) is lost and wanted back.
+func (s *Store) isLost(origin, seq uint64) bool {
+	_, ok := s.lost.get(origin, seq)
+	return ok
+}
 
 // Digest is a SHA-256 over the whole view, tombstones included, in (topic,
 // key) order: two nodes with equal digests hold the same view.

@@ -97,7 +97,9 @@
 // origin's LastSeq and the Vector stop before it, so anti-entropy fetches
 // it from a peer (this node's own origin too), and AppendRecord writes it
 // back into its slot and applies it; the log, its indexes and offsets are
-// as before the damage. Lost lists what is still missing, AcceptLost gives
+// as before the damage. LogLast and LogVector do not stop before it, and
+// ReadOrigin answers ErrLost at it, so that the pushes of newer records
+// and the followers of the log read on past it. Lost lists what is still missing, AcceptLost gives
 // it up when no peer holds it (see repair.go). A damaged record the
 // indexes do not know (in the part the replay re-indexes after a crash)
 // cannot be named, and fails the open or the read as before.

@@ -44,6 +44,11 @@ var (
 	// record the log retains.
 	ErrRecycled = errs.ErrRecycled
 
+	// ErrLost means a record of the log was set aside as damaged and has
+	// not come back from a peer yet (see Lost): ReadOrigin stops at it.
+	// A record given up (AcceptLost) reads as ErrRecycled instead.
+	ErrLost = errors.New("store: record lost to a damaged log, not back yet")
+
 	// ErrBeyondEnd means the position asked for lies at or past the end
 	// of the log: there is no record there yet.
 	ErrBeyondEnd = errs.ErrBeyondEnd

@@ -108,6 +108,19 @@ func TestDamagedRecordsComeBack(t *testing.T) {
 			if v := s.Vector()[s.Origin()]; v != first-1 {
 				t.Fatalf("Vector with seq %d lost: %d", first, v)
 			}
+			// The log goes on past it: a read stops at it, and reads on
+			// from the seq after it.
+			if got := s.LogLast(s.Origin()); got != n || s.LogVector()[s.Origin()] != n {
+				t.Fatalf("LogLast with seq %d lost: %d, want %d", first, got, n)
+			}
+			read := 0
+			next, err := s.ReadOrigin(s.Origin(), 1, n, func(record.Record) error { read++; return nil })
+			if !errors.Is(err, ErrLost) || next != first || read != int(first-1) {
+				t.Fatalf("ReadOrigin over a lost record: next %d, %d read, %v; want %d, ErrLost", next, read, err, first)
+			}
+			if next, err := s.ReadOrigin(s.Origin(), hit[len(hit)-1]+1, n, func(record.Record) error { return nil }); err != nil || next != n+1 {
+				t.Fatalf("ReadOrigin past the lost records: next %d, %v", next, err)
+			}
 			// Readers read on past the damage.
 			got := readTopic(t, s, n-len(hit))
 			if len(got) != n-len(hit) {
