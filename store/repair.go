@@ -34,7 +34,9 @@ import (
 //
 // The records of a node's log are replicated, so a peer holds the lost
 // one, its origin's own records included. Until it is back, LastSeq and
-// Vector say this node holds its origin only up to the seq before it:
+// Vector say this node holds its origin only up to the seq before it
+// (LogLast and LogVector do not: what reads the log on, pushes and
+// followers, goes past it, and ReadOrigin answers ErrLost at it):
 // anti-entropy then pulls it from any peer that has it, and AppendRecord,
 // seeing a lost (origin, seq), writes the record back into its slot (its
 // bytes are the same everywhere, so it fits exactly), applies it to the
@@ -46,12 +48,13 @@ import (
 //
 // What it does not do: a record that is back is not delivered again to
 // the topic readers (subscribers, groups) that passed its offset while it
-// was lost, nor to the daemon's follower of new records (the Redis
-// door's tracking and pub/sub), which does not see its origin's newer
-// records either until it is back; a given-up record never travels, so a
-// peer that lacks it too bootstraps from a snapshot. The scrub walks the
-// log once, after Open; damage that appears later is found by the reader
-// that meets it.
+// was lost (the daemon's follower of new records, the Redis door's
+// tracking and pub/sub, is told it when it is back); a given-up record
+// never travels, so a peer that lacks it too bootstraps from a snapshot.
+// A replica that lost a record of its peer's acknowledges the peer's
+// records only up to it, so the peer's --replication sync writes wait
+// for it to be back. The scrub walks the log once, after Open; damage
+// that appears later is found by the reader that meets it.
 //
 // The lost file (<dir>/lost) is JSON, written atomically:
 //
