@@ -171,10 +171,14 @@
 // Config.BootstrapRecords (100,000) of the peer's records and holds fewer
 // than it lacks (a fresh or wiped node, for which a snapshot is much
 // cheaper than every record appended, indexed and applied). One link at
-// a time bootstraps; the others pull nothing meanwhile, and a peer does
-// not push its own records to a node that the same rule says will take a
-// snapshot. The peer encodes the snapshot from a clone of its view
-// straight into frames (store.SnapshotTo); the node writes them into a
+// a time bootstraps; the others pull nothing meanwhile. A peer pushes
+// nothing to a node that lacks more than BootstrapRecords of its records
+// until the node holds all but BootstrapRecords of them, by a snapshot or
+// by pulls, whichever the node chose: the peer does not guess that choice
+// from the node's vector as it last learned it, which may be old, or torn
+// by the bootstrap in progress (the origins move on one at a time). The
+// snapshot's sender encodes it from a clone of its view straight into
+// frames (store.SnapshotTo); the node writes them into a
 // file in its data directory (store.BootstrapFile), outside the link's
 // lock, then store.Bootstrap checks the file's CRC, puts the entries into
 // the live view by the usual rule as it reads them (no second view is

@@ -43,6 +43,10 @@ type link struct {
 	wantExchange bool // an exchange's vector waits to be written
 	sendRetired  bool // this node's retired list waits to be written
 
+	// holding: the peer lacks more than BootstrapRecords of this node's
+	// records, so the writer pushes none until it holds more (writeLoop).
+	holding bool
+
 	wantSnap bool // a snapshot request waits to be written
 	snapping bool // a snapshot is on its way (this link holds Node.booting)
 	// snapFile is where the snapshot being received goes, in the data
@@ -218,10 +222,14 @@ func (l *link) idle() bool {
 // merge takes entries of the peer's vector (the highest of each).
 func (l *link) merge(v map[uint64]uint64) {
 	l.mu.Lock()
+	resume := l.holding && v[l.n.self] > l.holds[l.n.self]
 	for o, s := range v {
 		l.holds[o] = max(l.holds[o], s)
 	}
 	l.mu.Unlock()
+	if resume {
+		l.wake() // the held writer looks again at what the peer holds
+	}
 }
 
 // session runs one connection to the peer. healthy says the connection
@@ -350,6 +358,19 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 		// A peer that bootstrapped from a snapshot holds more than was
 		// pushed to it: go on from what it holds.
 		next = max(next, l.holds[self]+1)
+		// Under NATS only the replica is pushed to. A peer that lacks
+		// more than BootstrapRecords of this node's records chooses, on
+		// its own vector, between a snapshot and pulls (wantsSnapshot);
+		// until it holds all but BootstrapRecords of them, whichever it
+		// chose, nothing is pushed to it. The choice is not guessed here
+		// from the peer's vector as last learned: that may be old, or
+		// torn by the bootstrap in progress (it moves the origins on one
+		// at a time), and a peer seen holding as much as it lacked was
+		// pushed every record while it took the snapshot.
+		push := l.pushes()
+		last := l.n.st.LogLast(self)
+		l.holding = push && last >= next && last-next+1 > l.n.cfg.BootstrapRecords
+		push = push && !l.holding
 		l.mu.Unlock()
 		if wantSnap {
 			if err := w.writeFrame(frameSnapReq, nil); err != nil {
@@ -380,19 +401,11 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 			l.touch()
 		}
 		// Push what the peer lacks of this node's own records, in frames
-		// of up to frameBytes. Under NATS only the replica is pushed to.
-		// Up to the log's end, not LastSeq, and past an own record set
-		// aside as damaged (ErrLost): it must not hold the new ones back.
-		// A peer that holds it (or its placeholder: it lost it too) takes
-		// them; one that lacks it drops them (seqs go in order) and waits
-		// for it, as for any gap.
-		push := l.pushes()
-		if push && l.n.st.LogLast(self) > next+l.n.cfg.BootstrapRecords {
-			// A peer that lacks this much and holds little takes a
-			// snapshot: pushing it every record meanwhile is wasted.
-			theirs := l.holdsCopy()
-			push = !l.n.wantsSnapshot(theirs, l.n.st.Vector())
-		}
+		// of up to frameBytes. Up to the log's end, not LastSeq, and past
+		// an own record set aside as damaged (ErrLost): it must not hold
+		// the new ones back. A peer that holds it (or its placeholder: it
+		// lost it too) takes them; one that lacks it drops them (seqs go
+		// in order) and waits for it, as for any gap.
 		if !push {
 			changed = nil // nothing to push to this peer: wake on kicks only
 		}

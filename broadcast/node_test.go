@@ -511,8 +511,16 @@ func TestFreshNodeTakesSnapshot(t *testing.T) {
 	if len(left) != 0 {
 		t.Errorf("bootstrap files left in the data directory: %v", left)
 	}
-	publish(t, a, "after", "bootstrap")
+	// What comes after is pushed, and nothing old with it: a pushes its
+	// new record to b and (once it learned the fresh node bootstrapped)
+	// to the fresh node, b pushes nothing.
+	res := publish(t, a, "after", "bootstrap")
 	c.waitConverged(5 * time.Second)
+	var size int
+	a.st.ReadOrigin(res.Origin, res.Seq, res.Seq, func(r record.Record) error { size = len(r); return nil })
+	if da, db := a.n.BytesSent()-sentA, b.n.BytesSent()-sentB; da > uint64(2*size) || db != 0 {
+		t.Errorf("after the bootstrap a pushed %d bytes and b %d, want at most %d (one record of %d bytes to each peer) and 0", da, db, 2*size, size)
+	}
 }
 
 // TestTamperedFrameRefused puts a man in the middle on the data port that
