@@ -523,6 +523,52 @@ func TestFreshNodeTakesSnapshot(t *testing.T) {
 	}
 }
 
+// TestBehindNodePulls: a node cut off while its peer wrote more than
+// BootstrapRecords, but holding more than it lacks, catches up by pulls,
+// not a snapshot; the peer holds its pushes until the node is within
+// BootstrapRecords of it (so most records are not sent twice), and pushes
+// what comes after.
+func TestBehindNodePulls(t *testing.T) {
+	c := &testCluster{t: t, net: newFaultNet(), bootstrapRecords: 1000}
+	dirs := []string{t.TempDir(), t.TempDir()}
+	t.Cleanup(c.stop) // before the directories' removal
+	a := c.add("a", dirs[0])
+	b := c.add("b", dirs[1])
+	c.wire()
+	for j := 0; j < 3000; j++ {
+		publish(t, b, fmt.Sprintf("b%d", j), "v")
+	}
+	c.waitConverged(10 * time.Second)
+	c.net.cutOff(a.name, b.n.Addr())
+	c.net.cutOff(b.name, a.n.Addr())
+	var size int
+	for j := 0; j < 1500; j++ {
+		res := publish(t, a, fmt.Sprintf("a%04d", j), "v")
+		a.st.ReadOrigin(res.Origin, res.Seq, res.Seq, func(r record.Record) error { size = len(r); return nil })
+	}
+	sentA := a.n.BytesSent()
+	c.net.heal()
+	c.waitConverged(10 * time.Second)
+	if n := b.n.Bootstraps(); n != 0 {
+		t.Fatalf("b took %d snapshots, want none: it holds more than it lacks", n)
+	}
+	if n := b.n.Pulls(); n == 0 {
+		t.Fatal("b converged without a pull: the test did not test it")
+	}
+	if da := a.n.BytesSent() - sentA; da > uint64(1000*size) {
+		t.Errorf("a pushed %d bytes of the %d records b pulled, want at most BootstrapRecords (1000) of %d bytes", da, 1500, size)
+	}
+	sentA = a.n.BytesSent()
+	publish(t, a, "after", "pulls")
+	testkit.Until(t, 5*time.Second, "a's push of its new record", func() string {
+		if a.n.BytesSent() == sentA {
+			return "a pushed nothing after b caught up"
+		}
+		return ""
+	})
+	c.waitConverged(5 * time.Second)
+}
+
 // TestTamperedFrameRefused puts a man in the middle on the data port that
 // changes a value in a pushed record and recomputes the record's CRC, as an
 // attacker on the path would: the receiver must refuse the frame (its MAC
