@@ -27,14 +27,23 @@ const (
 // errBatchFull stops a read that has filled its batch.
 var errBatchFull = errors.New("batch full")
 
+// errTooNew stops a read at a record of a newer version than the
+// connection (or the NATS fleet) carries: see ProtocolTimed.
+var errTooNew = errors.New("broadcast: record version newer than the peer's protocol")
+
 // readBatch copies origin's records from seq from on into buf: at most
 // maxRecords of them, the last being the one that brings buf to maxBytes.
 // It returns buf, the records as slices of it appended to recs, and the
 // seq after the last record read. It stops early at the first seq this
 // node does not hold yet. An error (store.ErrRecycled among them) comes
-// back with the records read before it, and end the seq it stopped at.
-func readBatch(st *store.Store, origin, from uint64, maxRecords, maxBytes int, buf []byte, recs [][]byte) ([]byte, [][]byte, uint64, error) {
+// back with the records read before it, and end the seq it stopped at;
+// errTooNew stops it before the first record of a version above
+// maxVersion (end is that record's seq).
+func readBatch(st *store.Store, origin, from uint64, maxRecords, maxBytes int, maxVersion byte, buf []byte, recs [][]byte) ([]byte, [][]byte, uint64, error) {
 	end, err := st.ReadOrigin(origin, from, from+uint64(maxRecords)-1, func(r record.Record) error {
+		if r.Version() > maxVersion {
+			return errTooNew
+		}
 		start := len(buf)
 		buf = append(buf, r...)
 		recs = append(recs, buf[start:])

@@ -47,7 +47,7 @@ func TestReadBatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			buf, recs, end, err := readBatch(st, origin, tt.from, tt.maxRecords, tt.maxBytes, nil, nil)
+			buf, recs, end, err := readBatch(st, origin, tt.from, tt.maxRecords, tt.maxBytes, record.Version2, nil, nil)
 			if err != nil || end != tt.wantEnd {
 				t.Fatalf("end %d, %v; want %d", end, err, tt.wantEnd)
 			}

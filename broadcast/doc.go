@@ -114,9 +114,10 @@
 //
 // # Protocol versions
 //
-// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,3]
+// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,4]
 // in this build: 1 had no frame MAC and is not spoken; 3 adds the
-// exchanges). Both hellos of
+// exchanges; 4 carries records of version 2, with time fields, which
+// older builds refuse as corrupt). Both hellos of
 // the handshake carry the sender's range; each side takes the highest
 // version in both (PeerStatus.Proto) or, with none in common, refuses the
 // connection with ErrHandshake naming both ranges (the listener answers
@@ -125,7 +126,20 @@
 // runs it; then the next build may raise ProtocolMin. Membership carries
 // the same range (Protocols, gossip.Meta) and refuses such a member
 // before any dial. Tests act as other builds by changing the range a new
-// Node speaks (the package variable protocols).
+// Node speaks (the package variable protocols, or Config.ProtoMax).
+//
+// A connection below ProtocolTimed (4) never carries a record of version
+// 2: a push stops before this node's first such record and holds back
+// the rest of its origin (which must stay gap-free on the peer; logged,
+// PeerStatus.HeldBack), a pull is answered up to it (its pullEnd a
+// SyncInterval late, since an older build asks again at once), and a
+// snapshot is sent only while the view has no time field. Such a record
+// arriving on such a connection is refused as a bad frame, as the older
+// build refuses it. Under NATS, version 2 records are left out of the
+// messages while a peer (Peer.Proto) is below 4; the others pull them.
+// The daemon refuses to write them meanwhile (fleet_too_old), so this is
+// only for a member that comes back on an old build after they were
+// written.
 //
 // So a record reaches every live peer directly from its origin, and a
 // node that missed records (down, cut off, joined late, or any gap at all)

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // The handshake opens every data-port connection. Each side proves that it
@@ -64,10 +66,29 @@ const (
 	// none and cannot be spoken safely, so it is out of the range); 3
 	// adds the exchanges of vectors with a few peers (vector and retired
 	// frames) in place of the whole vector to every peer every
-	// SyncInterval. A connection to a build of [2,2] speaks 2.
+	// SyncInterval; 4 carries records of version 2 (record.Version2:
+	// an expiry, an effective time, a cancel or a batch's marking),
+	// which builds of 3 and before refuse as corrupt. A connection to a
+	// build of [2,2] speaks 2.
 	ProtocolMin = 2
-	ProtocolMax = 3
+	ProtocolMax = 4
+
+	// ProtocolTimed is the first version whose connections carry records
+	// of version 2. On a connection of an older version a node sends
+	// none (it holds back that origin from the first such record on, see
+	// "Protocol versions" in the package doc) and refuses any it is sent,
+	// as the older build does.
+	ProtocolTimed = 4
 )
+
+// maxRecordVersion is the newest record version a connection of
+// protocol proto carries.
+func maxRecordVersion(proto uint8) byte {
+	if proto >= ProtocolTimed {
+		return record.Version2
+	}
+	return record.Version
+}
 
 // protocols is the range a new Node speaks. Only tests change it, to act
 // as another build (a [2,3] node beside a [2,2] one).

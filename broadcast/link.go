@@ -31,6 +31,7 @@ type link struct {
 	open      atomic.Bool   // a connection is open now
 	reachable atomic.Bool   // the last connection worked, and no dial failed since
 	proto     atomic.Uint32 // the protocol version of the last connection
+	heldBack  atomic.Uint64 // the first own seq too new for the peer's protocol (0: none)
 	retryIn   atomic.Int64  // the wait before the latest redial (time.Duration)
 	active    atomic.Int64  // when the connection last did something (unix ns)
 
@@ -274,6 +275,9 @@ func (l *link) session() (healthy bool, err error) {
 		return false, fmt.Errorf("%w: %s is node %016x, membership says %016x", ErrHandshake, l.peer.Addr, id, l.peer.ID)
 	}
 	l.proto.Store(uint32(keys.proto))
+	if keys.proto >= ProtocolTimed {
+		l.heldBack.Store(0) // upgraded: it reads everything
+	}
 	l.n.wireSent.Add(handshakeBytes)
 	l.n.wireReceived.Add(handshakeBytes)
 
@@ -316,7 +320,7 @@ func (l *link) session() (healthy bool, err error) {
 	var talked atomic.Bool // a frame came in after the first vector
 	readErr := make(chan error, 1)
 	go func() {
-		err := l.readLoop(fr, &talked)
+		err := l.readLoop(fr, &talked, keys.proto)
 		cancel() // a dead connection ends the session: the writer must not wait on it
 		readErr <- err
 	}()
@@ -412,15 +416,15 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 		for push && next <= l.n.st.LogLast(self) {
 			var end uint64
 			var err error
-			buf, batch, end, err = readBatch(l.n.st, self, next, batchRecords, frameBytes, buf[:0], batch[:0])
+			buf, batch, end, err = readBatch(l.n.st, self, next, batchRecords, frameBytes, maxRecordVersion(proto), buf[:0], batch[:0])
 			if errors.Is(err, store.ErrRecycled) {
 				// The peer needs records this node no longer has: its own
 				// pulls find that out and it bootstraps from a snapshot;
 				// pushing resumes from what it then holds.
 				break
 			}
-			lost := errors.Is(err, store.ErrLost)
-			if err != nil && !lost {
+			lost, tooNew := errors.Is(err, store.ErrLost), errors.Is(err, errTooNew)
+			if err != nil && !lost && !tooNew {
 				return err
 			}
 			if len(batch) > 0 {
@@ -429,10 +433,14 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 				}
 				l.n.bytesSent.Add(uint64(len(buf)))
 				l.touch()
-			} else if !lost {
+			} else if !lost && !tooNew {
 				break
 			}
 			next = end
+			if tooNew {
+				l.holdBack(end, proto)
+				break
+			}
 			if lost {
 				next++ // pushed past: see above
 			}
@@ -450,9 +458,9 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 	}
 }
 
-// readLoop takes the peer's acks and the records it sends for pulls; it
-// sets talked once a frame has come in.
-func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
+// readLoop takes the peer's acks and the records it sends for pulls on a
+// connection of protocol proto; it sets talked once a frame has come in.
+func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error {
 	for {
 		typ, p, err := fr.next()
 		if err == nil {
@@ -503,7 +511,7 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool) error {
 		case frameRecords:
 			l.touch()
 			touched := map[uint64]uint64{}
-			if err := l.n.appendAll(p, touched, true); err != nil {
+			if err := l.n.appendAll(p, touched, true, maxRecordVersion(proto)); err != nil {
 				l.n.badFrames.Add(1)
 				return err
 			}
@@ -690,4 +698,17 @@ func (l *link) holdsCopy() map[uint64]uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.holds)
+}
+
+// holdBack notes that the peer's connection (of protocol proto) cannot
+// carry this node's record seq, of a newer record version: nothing of
+// this node's own records from seq on is pushed to it (its origin must
+// stay gap-free) until it runs a build that reads them. Logged once per
+// seq held at.
+func (l *link) holdBack(seq uint64, proto uint8) {
+	if l.heldBack.Swap(seq) == seq {
+		return
+	}
+	l.log.Warn("holding back records from a peer of an older protocol: it cannot read a record with time fields; upgrade it",
+		zap.Uint64("from-seq", seq), zap.Uint8("peer-protocol", proto), zap.Uint8("needs-protocol", ProtocolTimed))
 }

@@ -101,7 +101,7 @@ func (f *natsFanOut) receive(m *nats.Msg) {
 			return
 		}
 	}
-	if err := f.n.appendAll(m.Data, map[uint64]uint64{}, false); err != nil {
+	if err := f.n.appendAll(m.Data, map[uint64]uint64{}, false, maxRecordVersion(f.n.protos.max)); err != nil {
 		f.n.badFrames.Add(1)
 		f.n.log.Warn("dropped a bad NATS message", zap.String("subject", m.Subject), zap.Error(err))
 	}
@@ -109,7 +109,9 @@ func (f *natsFanOut) receive(m *nats.Msg) {
 
 // publishLoop publishes this node's records as they are written, in
 // batches of up to 64 KiB, from the first one written after the start
-// (older ones reach peers by their pulls).
+// (older ones reach peers by their pulls). While a peer speaks a protocol
+// below ProtocolTimed, records with time fields are left out (the peers
+// that read them pull them; the older ones cannot take them at all).
 func (f *natsFanOut) publishLoop() {
 	defer f.n.wg.Done()
 	self := f.n.self
@@ -122,9 +124,9 @@ func (f *natsFanOut) publishLoop() {
 		for next <= f.n.st.LogLast(self) {
 			var end uint64
 			var err error
-			buf, recs, end, err = readBatch(f.n.st, self, next, batchRecords, natsBytes, buf[:0], recs[:0])
-			lost := errors.Is(err, store.ErrLost)
-			if !lost && (err != nil || len(buf) == 0) {
+			buf, recs, end, err = readBatch(f.n.st, self, next, batchRecords, natsBytes, byte(f.n.fleetRecords.Load()), buf[:0], recs[:0])
+			lost, tooNew := errors.Is(err, store.ErrLost), errors.Is(err, errTooNew)
+			if !lost && !tooNew && (err != nil || len(buf) == 0) {
 				break
 			}
 			if len(buf) > 0 {
@@ -136,9 +138,10 @@ func (f *natsFanOut) publishLoop() {
 				f.n.bytesSent.Add(uint64(len(buf)))
 			}
 			next = end
-			if lost {
-				// An own record set aside as damaged: published past, as
-				// one the broker dropped (peers pull it, from a peer that
+			if lost || tooNew {
+				// An own record set aside as damaged, or one that a peer
+				// of an older protocol cannot read: published past, as one
+				// the broker dropped (peers pull it, from a peer that
 				// holds it), so that the new ones are not held back.
 				next++
 			}

@@ -72,6 +72,10 @@ type Config struct {
 	// NATS, when set, carries the fan-out through NATS (see NATSConfig);
 	// nil pushes to every peer over the data port.
 	NATS *NATSConfig
+	// ProtoMax, when set, lowers the highest protocol version the node
+	// speaks, so that it acts as an older build would (tests of a fleet
+	// being upgraded). It must lie in [ProtocolMin, ProtocolMax].
+	ProtoMax uint8
 	// Logger receives the node's logs; nil discards them.
 	Logger *zap.Logger
 }
@@ -81,6 +85,11 @@ type Peer struct {
 	ID   uint64
 	Name string
 	Addr string // data port
+	// Proto is the highest protocol version membership says the peer
+	// speaks (gossip.Member.Proto); 0: not said, taken as this node's.
+	// NATS, which has no connection per peer, carries only the records
+	// the oldest peer reads.
+	Proto uint8
 }
 
 // Node fans this node's records out to every peer, receives theirs,
@@ -122,13 +131,16 @@ type Node struct {
 	natsDisconnects atomic.Uint64
 	natsErrors      atomic.Uint64
 
-	rejected  atomic.Uint64 // peers refused at the handshake
-	protos    protoRange    // the protocol versions it speaks (protocols at New)
-	stalls    atomic.Uint64 // connections closed past PeerTimeout
-	badFrames atomic.Uint64
-	pulls     atomic.Uint64 // pull requests sent
-	boots     atomic.Uint64 // bootstraps from a peer's snapshot
-	booting   atomic.Bool   // a link is taking a peer's snapshot
+	rejected atomic.Uint64 // peers refused at the handshake
+	protos   protoRange    // the protocol versions it speaks (protocols at New, Config.ProtoMax)
+	// fleetRecords is the newest record version every peer reads (the
+	// lowest Peer.Proto of SetPeers): what NATS may carry.
+	fleetRecords atomic.Uint32
+	stalls       atomic.Uint64 // connections closed past PeerTimeout
+	badFrames    atomic.Uint64
+	pulls        atomic.Uint64 // pull requests sent
+	boots        atomic.Uint64 // bootstraps from a peer's snapshot
+	booting      atomic.Bool   // a link is taking a peer's snapshot
 
 	openOut         atomic.Int64  // outbound connections open now
 	wireSent        atomic.Uint64 // bytes of handshakes and frames written
@@ -217,6 +229,13 @@ func New(cfg Config) (*Node, error) {
 			return d.DialContext(ctx, "tcp", addr)
 		}
 	}
+	protos := protocols
+	if cfg.ProtoMax != 0 {
+		if cfg.ProtoMax < protos.min || cfg.ProtoMax > protos.max {
+			return nil, fmt.Errorf("broadcast: ProtoMax %d outside the versions this build speaks, %s", cfg.ProtoMax, protos)
+		}
+		protos.max = cfg.ProtoMax
+	}
 	ln := cfg.Listener
 	if ln == nil {
 		var err error
@@ -232,7 +251,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		st:       cfg.Store,
 		self:     cfg.Store.Origin(),
-		protos:   protocols,
+		protos:   protos,
 		log:      cfg.Logger,
 		listener: ln,
 		links:    make(map[uint64]*link),
@@ -251,6 +270,7 @@ func New(cfg Config) (*Node, error) {
 		retired:     make(map[uint64]bool),
 	}
 	n.keys.Store(&cfg.Keys)
+	n.fleetRecords.Store(uint32(maxRecordVersion(protos.max)))
 	if cfg.NATS != nil {
 		if err := n.startNATS(cfg.NATS); err != nil {
 			cancel()
@@ -293,6 +313,10 @@ func (n *Node) SetKeys(keys [][]byte) { n.keys.Store(&keys) }
 
 func (n *Node) currentKeys() [][]byte { return *n.keys.Load() }
 
+// Protocols returns the lowest and highest protocol versions the node
+// speaks (Protocols, lowered by Config.ProtoMax); membership carries them.
+func (n *Node) Protocols() (lowest, highest uint8) { return n.protos.min, n.protos.max }
+
 // Addr is the data port's bound address.
 func (n *Node) Addr() string { return n.listener.Addr().String() }
 
@@ -331,11 +355,16 @@ func (n *Node) SetPeers(peers []Peer) {
 		return
 	}
 	want := map[uint64]Peer{}
+	fleet := n.protos.max
 	for _, p := range peers {
 		if p.ID != n.self && p.ID != 0 && p.Addr != "" {
 			want[p.ID] = p
+			if p.Proto != 0 {
+				fleet = min(fleet, p.Proto)
+			}
 		}
 	}
+	n.fleetRecords.Store(uint32(maxRecordVersion(fleet)))
 	for id, l := range n.links {
 		p, ok := want[id]
 		if ok && p.Addr == l.peer.Addr {
@@ -431,6 +460,11 @@ type PeerStatus struct {
 	// Proto is the protocol version of the link's last connection (0:
 	// none yet).
 	Proto uint8
+	// HeldBack is the first of this node's own records that the peer's
+	// protocol cannot carry (a record with time fields to a peer below
+	// ProtocolTimed): nothing from there on is pushed to it until it
+	// speaks ProtocolTimed. 0: nothing is held back.
+	HeldBack uint64
 }
 
 // Peers reports every link, sorted by peer name.
@@ -450,7 +484,7 @@ func (n *Node) Peers() []PeerStatus {
 			q = own - h
 		}
 		out = append(out, PeerStatus{Peer: l.peer, Connected: l.reachable.Load(), Open: l.open.Load(),
-			Holds: holds, Queue: q, Proto: uint8(l.proto.Load())})
+			Holds: holds, Queue: q, Proto: uint8(l.proto.Load()), HeldBack: l.heldBack.Load()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer.Name < out[j].Peer.Name })
 	return out
@@ -622,7 +656,7 @@ func (n *Node) serve(c net.Conn) {
 		switch typ {
 		case frameRecords:
 			clear(touched)
-			if err := n.appendAll(p, touched, false); err != nil {
+			if err := n.appendAll(p, touched, false, maxRecordVersion(keys.proto)); err != nil {
 				n.badFrames.Add(1)
 				log.Warn("closing a data connection on bad records", zap.Error(err))
 				return
@@ -638,8 +672,18 @@ func (n *Node) serve(c net.Conn) {
 				return
 			}
 			wmu.Lock()
-			err = n.servePull(w, req)
+			end, held, err := n.servePull(w, req, maxRecordVersion(keys.proto))
+			if err == nil && !held {
+				err = w.writeFrame(framePullEnd, end)
+			}
 			wmu.Unlock()
+			if held {
+				// What the peer asked for goes on with a record its
+				// protocol cannot carry. An older build asks again as soon
+				// as this pull ends: end it a SyncInterval later, so that
+				// the asking stays that slow.
+				time.AfterFunc(n.cfg.SyncInterval, func() { send(framePullEnd, end) })
+			}
 			if err != nil {
 				if n.stalled(err) {
 					log.Warn("closing a data connection: the peer stopped reading", zap.Duration("timeout", n.cfg.PeerTimeout))
@@ -648,7 +692,7 @@ func (n *Node) serve(c net.Conn) {
 			}
 		case frameSnapReq:
 			wmu.Lock()
-			err := n.serveSnapshot(w)
+			err := n.serveSnapshot(w, keys.proto)
 			wmu.Unlock()
 			if err != nil {
 				n.stalled(err)
@@ -709,9 +753,11 @@ func (n *Node) learned(peer uint64, v map[uint64]uint64) {
 // serveSnapshot streams a snapshot of the view, for a peer that needs
 // records this node has recycled or that bootstraps empty: encoded from
 // a clone of the view straight into frames of frameBytes, with no file.
-func (n *Node) serveSnapshot(w *frameWriter) error {
+// A peer below ProtocolTimed gets one only while the view holds no time
+// field (a snapshot of version 1, which older builds read).
+func (n *Node) serveSnapshot(w *frameWriter, proto uint8) error {
 	sw := &snapWriter{w: w, buf: make([]byte, 0, frameBytes)}
-	if err := n.st.SnapshotTo(sw); err != nil {
+	if err := n.st.SnapshotToVersion(sw, int(maxRecordVersion(proto))); err != nil {
 		return err
 	}
 	if err := sw.flush(); err != nil {
@@ -755,10 +801,15 @@ func (s *snapWriter) flush() error {
 // highest seq held afterwards. Duplicates are fine; a gap is left for
 // anti-entropy to fill. A record that fails its checks is an error.
 // Records that answer a pull do not hold the next pull back (mayPull):
-// they are not flowing in by themselves.
-func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool) error {
+// they are not flowing in by themselves. A record of a version above
+// maxVersion (what the connection's protocol carries) is refused, as
+// the older build that speaks that protocol refuses it.
+func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVersion byte) error {
 	var advanced uint64 // an origin that moved on (frames carry one origin)
 	err := splitRecords(p, func(r record.Record) error {
+		if r.Version() > maxVersion {
+			return fmt.Errorf("%w: a record of version %d where the protocol carries at most %d", ErrBadFrame, r.Version(), maxVersion)
+		}
 		o := r.Origin()
 		if r.Seq() <= n.st.LastSeq(o) {
 			touched[o] = n.st.LastSeq(o) // held already: no need to ask the store
@@ -807,8 +858,10 @@ func (n *Node) wantsSnapshot(mine, theirs map[uint64]uint64) bool {
 }
 
 // servePull answers a pull with the records asked for, in frames of
-// about a megabyte, then a pullEnd.
-func (n *Node) servePull(w *frameWriter, req pullReq) error {
+// about a megabyte, and returns the pullEnd for the caller to send. held
+// says it stopped at a record above maxVersion, which the peer's
+// protocol cannot carry.
+func (n *Node) servePull(w *frameWriter, req pullReq, maxVersion byte) (end []byte, held bool, err error) {
 	// The records are copied into the frame's buffer: a record is valid
 	// only inside ReadOrigin's call. (A pinned, zero-copy batch is a later
 	// step.)
@@ -817,28 +870,31 @@ func (n *Node) servePull(w *frameWriter, req pullReq) error {
 	status := byte(pullDone)
 	next := req.from
 	for next <= req.to {
-		var end uint64
+		var stop uint64
 		var err error
-		buf, recs, end, err = readBatch(n.st, req.origin, next, int(min(req.to-next+1, 1<<20)), frameBytes, buf[:0], recs[:0])
+		buf, recs, stop, err = readBatch(n.st, req.origin, next, int(min(req.to-next+1, 1<<20)), frameBytes, maxVersion, buf[:0], recs[:0])
 		if len(recs) > 0 {
 			if werr := w.writeRecords(recs); werr != nil {
-				return werr
+				return nil, false, werr
 			}
 		}
 		if errors.Is(err, store.ErrRecycled) {
-			next, status = end, pullRecycled
+			next, status = stop, pullRecycled
+			break
+		} else if errors.Is(err, errTooNew) {
+			next, held = stop, true
 			break
 		} else if errors.Is(err, store.ErrLost) {
-			next = end // all this node holds of the range: a peer that has the lost one gives the rest
+			next = stop // all this node holds of the range: a peer that has the lost one gives the rest
 			break
 		} else if err != nil {
-			return err
+			return nil, false, err
 		}
 		full := len(buf) >= frameBytes
-		next = end
+		next = stop
 		if !full {
 			break // all of the range, or all this node holds of it
 		}
 	}
-	return w.writeFrame(framePullEnd, encodePullEnd(pullEnd{origin: req.origin, next: next, status: status}))
+	return encodePullEnd(pullEnd{origin: req.origin, next: next, status: status}), held, nil
 }

@@ -149,7 +149,8 @@ func (c *testCluster) wire() {
 	var peers []Peer
 	for _, tn := range c.nodes {
 		if tn.n != nil {
-			peers = append(peers, Peer{ID: tn.st.Origin(), Name: tn.name, Addr: tn.n.Addr()})
+			_, proto := tn.n.Protocols()
+			peers = append(peers, Peer{ID: tn.st.Origin(), Name: tn.name, Addr: tn.n.Addr(), Proto: proto})
 		}
 	}
 	for _, tn := range c.nodes {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // addSpeaking adds a node that speaks the protocol versions r, as a build
@@ -107,5 +108,148 @@ func TestHandshakeNoCommonVersion(t *testing.T) {
 	want = "node 0000000000000003 speaks protocol versions [3,3], this node [2,2]: none in common"
 	if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("listener: %v; want ErrHandshake saying %q", err, want)
+	}
+}
+
+// addOld adds a node that speaks at most protocol 3, as the builds before
+// records with time fields do (Config.ProtoMax): it refuses such records.
+func (c *testCluster) addOld(name, dir string) *testNode {
+	cfg := c.config
+	c.config = func(k *Config) {
+		if cfg != nil {
+			cfg(k)
+		}
+		k.ProtoMax = ProtocolTimed - 1
+	}
+	defer func() { c.config = cfg }()
+	return c.add(name, dir)
+}
+
+// TestOlderPeerNeverGetsTimedRecords: a node of protocol 3 beside two of
+// protocol 4, over the data port and over NATS. An upgraded node's
+// record with an expiry (written past the daemon's fleet_too_old guard,
+// as a race with a joining node would) reaches the other upgraded node
+// and never the old one: its origin is held back there from that record
+// on, and no node counts a bad frame (the old node would refuse the
+// record). The old node's own records still flow. Restarted at protocol
+// 4 (upgraded), it gets everything and the fleet converges.
+func TestOlderPeerNeverGetsTimedRecords(t *testing.T) {
+	eachTransport(t, testOlderPeerNeverGetsTimedRecords)
+}
+
+func testOlderPeerNeverGetsTimedRecords(t *testing.T, transport string) {
+	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}}
+	if transport == "nats" {
+		c.natsURL = testkit.NATS(t, nil).ClientURL()
+	}
+	a := c.add("a", t.TempDir())
+	b := c.add("b", t.TempDir())
+	oldDir := t.TempDir()
+	old := c.addOld("old", oldDir)
+	t.Cleanup(c.stop)
+	c.wire()
+	if _, hi := old.n.Protocols(); hi != ProtocolTimed-1 {
+		t.Fatalf("the old node speaks up to %d", hi)
+	}
+
+	publish(t, a, "before", "1")
+	timed := record.Message{Topic: "prices", Key: "sale", Value: []byte("9.99"), ExpiresAt: time.Now().Add(time.Hour).UnixMilli()}
+	res, err := a.st.Publish(&timed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := publish(t, a, "after", "2")
+	fromOld := publish(t, old, "from-old", "3")
+
+	testkit.Eventually(t, 20*time.Second, "b holds all of a's records and the old node's", func() bool {
+		return b.st.LastSeq(a.st.Origin()) == after.Seq && b.st.LastSeq(old.st.Origin()) == fromOld.Seq &&
+			a.st.LastSeq(old.st.Origin()) == fromOld.Seq
+	})
+	heldBy := func(tn *testNode) uint64 {
+		for _, p := range tn.n.Peers() {
+			if p.Peer.Name == "old" {
+				return p.HeldBack
+			}
+		}
+		return 0
+	}
+	if transport == "tcp" { // under NATS a pushes to its replica alone
+		testkit.Eventually(t, 20*time.Second, "a holds back its timed record from the old node", func() bool {
+			return heldBy(a) == res.Seq
+		})
+	}
+	// Some anti-entropy rounds later (the old node pulls a's origin from
+	// both upgraded nodes), it still holds only what came before.
+	r0 := old.n.Stats().Rounds
+	testkit.Eventually(t, 20*time.Second, "ten rounds of the old node's anti-entropy", func() bool {
+		return old.n.Stats().Rounds >= r0+10
+	})
+	if got := old.st.LastSeq(a.st.Origin()); got != res.Seq-1 {
+		t.Fatalf("the old node holds a's origin up to seq %d, want %d (the record before the timed one)", got, res.Seq-1)
+	}
+	if _, ok := old.st.Get("prices", "before"); !ok {
+		t.Fatal("the old node lacks the record before the timed one")
+	}
+	for _, tn := range []*testNode{a, b, old} {
+		if n := tn.n.BadFrames(); n != 0 {
+			t.Fatalf("%s counted %d bad frames: a record the old node cannot read was sent", tn.name, n)
+		}
+	}
+
+	// The old node is upgraded: same data directory, this build's range.
+	old.shutdown(t)
+	c.nodes = c.nodes[:2]
+	up := c.add("old", oldDir)
+	c.wire()
+	c.waitConverged(30 * time.Second)
+	if e, ok := up.st.Get("prices", "sale"); !ok || string(e.Value) != "9.99" {
+		t.Fatalf("the upgraded node's sale: %q %v", e.Value, ok)
+	}
+	testkit.Eventually(t, 20*time.Second, "nothing held back from the upgraded node", func() bool {
+		return heldBy(a) == 0
+	})
+}
+
+// TestOldProtocolRefusesTimedRecord: a record with time fields on a
+// connection of protocol 3 is refused as the older build refuses it (the
+// connection closes on a bad frame) and changes nothing.
+func TestOldProtocolRefusesTimedRecord(t *testing.T) {
+	c := &testCluster{t: t, net: newFaultNet()}
+	b := c.add("b", t.TempDir())
+	t.Cleanup(c.stop)
+	const origin = 0x5760
+	m := record.Message{Topic: "prices", Key: "sale", Value: []byte("1"), EffectiveAt: time.Now().Add(time.Hour).UnixMilli()}
+	rec := make([]byte, m.EncodedSize())
+	record.Encode(rec, &m, record.Stamp{Origin: origin, Seq: 1, HLC: record.MakeHLC(time.Now().UnixMilli(), 0)})
+	for _, tt := range []struct {
+		protos protoRange
+		want   bool // held
+	}{{protoRange{2, 3}, false}, {protoRange{2, 4}, true}} {
+		conn, err := net.Dial("tcp", b.n.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, keys, err := dialHandshake(conn, origin, nil, tt.protos, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := b.n.BadFrames()
+		w := newFrameWriter(conn, keys.dialerToListener, 0)
+		if err := w.writeRecords([][]byte{rec}); err != nil {
+			t.Fatal(err)
+		}
+		if tt.want {
+			testkit.Eventually(t, 10*time.Second, "the record taken at protocol 4", func() bool {
+				return b.st.LastSeq(origin) == 1
+			})
+		} else {
+			testkit.Eventually(t, 10*time.Second, "the record refused at protocol 3", func() bool {
+				return b.n.BadFrames() == bad+1
+			})
+			if b.st.LastSeq(origin) != 0 {
+				t.Fatal("a record refused at protocol 3 was appended")
+			}
+		}
+		conn.Close()
 	}
 }

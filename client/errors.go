@@ -59,6 +59,7 @@ const (
 	CodeCatchingUp          = wire.CodeCatchingUp          // 503, the node has not caught up with its cluster yet: retry later
 	CodeNotPending          = wire.CodeNotPending          // 409, a cancel of an instant at which nothing of the key is pending
 	CodeBusy                = wire.CodeBusy                // 503, a limit of the node is reached: retry later
+	CodeFleetTooOld         = wire.CodeFleetTooOld         // 409, a write with an expiry, an effective time or a cancel while a member of the cluster runs an older build: upgrade it first
 	CodeTimeout             = wire.CodeTimeout             // 408
 	CodeInternal            = wire.CodeInternal            // 500
 )

@@ -77,12 +77,13 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		Fanout:      cfg.AntiEntropyFanout,
 		RetireAfter: cfg.RetireOriginsAfter,
 		Dial:        cfg.DataDial,
+		ProtoMax:    cfg.DataProtocolMax,
 		Logger:      log.Named("broadcast"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--data-addr: %w", err)
 	}
-	protoMin, protoMax := broadcast.Protocols()
+	protoMin, protoMax := b.Protocols()
 	g, err := gossip.New(gossip.Config{
 		NodeName:      cfg.NodeName,
 		NodeID:        st.Origin(),
@@ -284,7 +285,7 @@ func (c *cluster) clockAheadPeers() (flagged []string, peers int) {
 func (c *cluster) refresh() {
 	var peers []broadcast.Peer
 	for _, m := range c.g.Alive() {
-		peers = append(peers, broadcast.Peer{ID: m.ID, Name: m.Name, Addr: m.DataAddr})
+		peers = append(peers, broadcast.Peer{ID: m.ID, Name: m.Name, Addr: m.DataAddr, Proto: m.Proto})
 	}
 	c.b.SetPeers(peers)
 	if len(peers) > 1 {
@@ -298,6 +299,19 @@ func (c *cluster) refresh() {
 	if r, ok := c.replica(); ok {
 		c.b.SetReplica(r.ID)
 	}
+}
+
+// tooOld names the alive members, this node included, whose data
+// protocol is below broadcast.ProtocolTimed: they refuse records with
+// time fields, so none may be written while one is alive (fleet_too_old).
+func (c *cluster) tooOld() []string {
+	var old []string
+	for _, m := range c.g.Alive() {
+		if m.Proto < broadcast.ProtocolTimed {
+			old = append(old, fmt.Sprintf("%s (protocol %d)", m.Name, m.Proto))
+		}
+	}
+	return old
 }
 
 // nodes returns the IDs of the alive members, this node included.
@@ -390,7 +404,8 @@ func (c *cluster) status() wire.ClusterStatus {
 	out.ClockBehind = c.clockBehind.Load()
 	for _, m := range c.g.Members() {
 		cm := wire.ClusterMember{Name: m.Name, Origin: wire.FormatOrigin(m.ID), State: m.State.String(),
-			Addr: m.Addr, DataAddr: m.DataAddr, Self: m.ID == self}
+			Addr: m.Addr, DataAddr: m.DataAddr, Self: m.ID == self,
+			Protocol: m.Proto, TooOld: m.Proto < broadcast.ProtocolTimed}
 		if oc, ok := clocks[m.ID]; ok {
 			cm.ClockAhead, cm.HeldRecords, cm.RefusedRecords = oc.Flagged, oc.Held, oc.Refused
 			if oc.Flagged {
@@ -399,6 +414,7 @@ func (c *cluster) status() wire.ClusterStatus {
 		}
 		if l, ok := links[m.ID]; ok {
 			cm.Connected = l.Connected
+			cm.HeldBack = l.HeldBack
 			cm.Lag = c.lag(mine, l.Holds, m.ID)
 		} else if !cm.Self {
 			// Failed, stopped or left: it lacks what it lacked when last

@@ -288,6 +288,10 @@ type Config struct {
 	// network there: internal/faultnet, daemontest.Cluster); nil: TCP. It
 	// has no flag.
 	DataDial func(ctx context.Context, addr string) (net.Conn, error) `json:"-"`
+	// DataProtocolMax, if set, lowers the highest data-port protocol the
+	// node speaks (broadcast.Config.ProtoMax): tests run a node that acts
+	// as an older build beside this one. It has no flag.
+	DataProtocolMax uint8 `json:"-"`
 }
 
 // DefaultConfig is the configuration of `cachecastd` with no flags: a single

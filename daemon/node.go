@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
@@ -134,6 +136,37 @@ func (n *node) Cluster() wire.ClusterStatus {
 	return d.cluster.status()
 }
 
+// fleetCanWrite refuses msgs with fleet_too_old when one of them has a
+// time field and an alive member runs a build that refuses such records
+// (see "Upgrades" in DESIGN.md). A batch's marking needs the same record
+// version: while such a member is alive it is dropped, and the batch is
+// written as older builds write one, its records applied one by one.
+func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
+	if d.cluster == nil {
+		return nil
+	}
+	timed, batch := false, false
+	for i := range msgs {
+		timed = timed || msgs[i].TimeFields()
+		batch = batch || msgs[i].BatchFollow != 0
+	}
+	if !timed && !batch {
+		return nil
+	}
+	old := d.cluster.tooOld()
+	if len(old) == 0 {
+		return nil
+	}
+	if timed {
+		return wire.Errorf(wire.CodeFleetTooOld, "an expiry, an effective time or a cancel needs every alive member at data protocol %d or later; upgrade these first: %s (nothing was written)",
+			broadcast.ProtocolTimed, strings.Join(old, ", "))
+	}
+	for i := range msgs {
+		msgs[i].BatchFollow = 0
+	}
+	return nil
+}
+
 // publish is the one path every write takes: the local API's PUT, DELETE
 // and POST messages and the Redis front door's writes call it, and the
 // cluster layer extends it (replication to the peer, fan-out, the replica
@@ -149,6 +182,9 @@ func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Ca
 	if err := ctx.Err(); err != nil {
 		// The client left before anything was written: write nothing.
 		return nil, "", wire.Errorf(wire.CodeTimeout, "request cancelled before the write: %v", err)
+	}
+	if err := d.fleetCanWrite(msgs); err != nil {
+		return nil, "", err
 	}
 	var (
 		results []store.Result

@@ -174,7 +174,9 @@
 //
 // Errors are Redis's: ERR, WRONGTYPE, NOPROTO, EXECABORT, NOPERM (a writer
 // not on the allow-lists), OOM (store_full, disk_full), NOREPLICAS; an
-// error from the node keeps the API's code (ERR invalid_name: ...). A
+// error from the node keeps the API's code (ERR invalid_name: ...; ERR
+// fleet_too_old: ... for an expiry or EFFECTIVEAT while a member of the
+// cluster runs a build before them). A
 // command refused for any reason writes nothing. A command is a RESP array
 // of bulk strings or an inline line (telnet); a bulk string is at most
 // --max-value-size (at least 64 KiB), a command at most --max-body-size

@@ -163,11 +163,19 @@ func (s *Store) TimeEvents(from uint64, fn func(view.Change)) (next, lost uint64
 // between (the marks and the position it covers are taken as Snapshot
 // takes them).
 func (s *Store) SnapshotTo(w io.Writer) error {
+	return s.SnapshotToVersion(w, record.Version2)
+}
+
+// SnapshotToVersion is SnapshotTo for a peer that reads snapshots up to
+// version maxVersion (1: builds before time fields): while the view
+// holds a time field, which only version 2 carries, it sends nothing and
+// returns an error wrapping view.ErrSnapshotTooNew.
+func (s *Store) SnapshotToVersion(w io.Writer, maxVersion int) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
 	covers, marks := s.snapshotMarks()
-	return view.EncodeSnapshot(w, s.view, covers, marks)
+	return view.EncodeSnapshotUpTo(w, s.view, covers, marks, maxVersion)
 }
 
 // BootstrapFile creates the file a peer's snapshot is received into, in

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -141,5 +143,31 @@ func TestExpiryRealClock(t *testing.T) {
 	}
 	if e, ok := s.Get("t", "long"); !ok || e.ExpiresAt != long.ExpiresAt {
 		t.Fatalf("after a restart the hour-long value is %+v, %v", e, ok)
+	}
+}
+
+// TestSnapshotToVersion: a peer that reads snapshots of version 1 gets
+// one while the view holds no time field, and none (ErrSnapshotTooNew,
+// nothing written) once it holds one; version 2 is sent as ever.
+func TestSnapshotToVersion(t *testing.T) {
+	s := openTest(t, testOptions(t, t.TempDir()))
+	plain := record.Message{Topic: "t", Key: "plain", Value: []byte("1")}
+	if _, err := s.Publish(&plain); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := s.SnapshotToVersion(&buf, record.Version); err != nil || buf.Len() == 0 {
+		t.Fatalf("version 1 of an untimed view: %v, %d bytes", err, buf.Len())
+	}
+	timed := record.Message{Topic: "t", Key: "sale", Value: []byte("2"), ExpiresAt: time.Now().Add(time.Hour).UnixMilli()}
+	if _, err := s.Publish(&timed); err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := s.SnapshotToVersion(&buf, record.Version); !errors.Is(err, view.ErrSnapshotTooNew) || buf.Len() != 0 {
+		t.Fatalf("version 1 of a timed view: %v, %d bytes; want ErrSnapshotTooNew and nothing", err, buf.Len())
+	}
+	if err := s.SnapshotTo(&buf); err != nil || buf.Len() == 0 {
+		t.Fatalf("version 2: %v, %d bytes", err, buf.Len())
 	}
 }

@@ -37,6 +37,14 @@ type ClusterMember struct {
 	ClockAheadSeconds float64 `json:"clock_ahead_seconds,omitempty"`
 	HeldRecords       int     `json:"held_records,omitempty"`
 	RefusedRecords    uint64  `json:"refused_records,omitempty"`
+	// Protocol is the highest data-port protocol the member speaks (its
+	// gossip metadata). TooOld: it is below 4, so it cannot read records
+	// with time fields, and writes with them are refused (fleet_too_old)
+	// while it is alive. HeldBack is the first of this node's records
+	// held back from it for that reason (0: none).
+	Protocol uint8  `json:"protocol,omitempty"`
+	TooOld   bool   `json:"too_old,omitempty"`
+	HeldBack uint64 `json:"held_back,omitempty"`
 }
 
 // OriginLag is how far a member is behind the node on one origin, as of

@@ -25,9 +25,10 @@ const (
 	CodeTooMany             = "too_many"
 	CodeDiskFull            = "disk_full"
 	CodeUnavailable         = "unavailable"
-	CodeCatchingUp          = "catching_up" // a read before the node caught up with its peers
-	CodeNotPending          = "not_pending" // a cancel of an instant with nothing pending
-	CodeBusy                = "busy"        // a limit of the node (--max-connections, --max-streams, --max-body-memory)
+	CodeCatchingUp          = "catching_up"   // a read before the node caught up with its peers
+	CodeNotPending          = "not_pending"   // a cancel of an instant with nothing pending
+	CodeBusy                = "busy"          // a limit of the node (--max-connections, --max-streams, --max-body-memory)
+	CodeFleetTooOld         = "fleet_too_old" // a write with time fields while an alive member runs an older build
 	CodeTimeout             = "timeout"
 	CodeInternal            = "internal"
 )
@@ -36,7 +37,7 @@ const (
 var Codes = []string{
 	CodeBadRequest, CodeInvalidName, CodeBadJSON, CodeBadBase64, CodeValueTooLarge, CodeBodyTooLarge,
 	CodeNotFound, CodeConflict, CodeRouteNotFound, CodeMethodNotAllowed, CodeUnsupportedEncoding, CodeForbidden, CodeStoreFull, CodeDiskFull,
-	CodeTooMany, CodeUnavailable, CodeCatchingUp, CodeNotPending, CodeBusy, CodeTimeout, CodeInternal,
+	CodeTooMany, CodeUnavailable, CodeCatchingUp, CodeNotPending, CodeBusy, CodeFleetTooOld, CodeTimeout, CodeInternal,
 }
 
 // HTTPStatus is the HTTP status of each error code; 500 for a code it
@@ -53,7 +54,7 @@ func HTTPStatus(code string) int {
 		return http.StatusMethodNotAllowed
 	case CodeUnsupportedEncoding:
 		return http.StatusUnsupportedMediaType
-	case CodeConflict, CodeNotPending:
+	case CodeConflict, CodeNotPending, CodeFleetTooOld:
 		return http.StatusConflict
 	case CodeForbidden:
 		return http.StatusForbidden

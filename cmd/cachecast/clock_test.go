@@ -21,6 +21,10 @@ func TestPrintClocks(t *testing.T) {
 		{"this node behind", client.ClusterStatus{ClockBehind: true, Members: []client.ClusterMember{
 			{Name: "b", ClockAhead: true, ClockAheadSeconds: 2, HeldRecords: 3}, {Name: "c", ClockAhead: true, ClockAheadSeconds: 2.5}}},
 			[]string{"clock: b stamps its records 2.0s ahead", "clock: c stamps its records 2.5s ahead", "clock: WARNING: this node's clock is behind most of its peers"}},
+		{"an old member", client.ClusterStatus{Members: []client.ClusterMember{{Name: "a", Self: true, Protocol: 4},
+			{Name: "b", State: "alive", Protocol: 3, TooOld: true, HeldBack: 12}}},
+			[]string{"upgrade: b speaks data protocol 3: writes with an expiry or a schedule are refused (fleet_too_old)",
+				"upgrade: this node's records from seq 12 on are held back from b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

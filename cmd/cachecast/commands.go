@@ -407,7 +407,8 @@ func printCluster(w io.Writer, cl *client.ClusterStatus) {
 }
 
 // printClocks says which members' records arrive stamped ahead of this
-// node's clock, and whether this node's clock is the one behind.
+// node's clock, and whether this node's clock is the one behind; and
+// which members run a build too old for time fields.
 func printClocks(w io.Writer, cl *client.ClusterStatus) {
 	for _, m := range cl.Members {
 		if m.ClockAhead || m.HeldRecords > 0 {
@@ -417,6 +418,14 @@ func printClocks(w io.Writer, cl *client.ClusterStatus) {
 	}
 	if cl.ClockBehind {
 		fmt.Fprintln(w, "clock: WARNING: this node's clock is behind most of its peers; check its time sync (chronyc tracking, timedatectl)")
+	}
+	for _, m := range cl.Members {
+		if m.TooOld && m.State == "alive" {
+			fmt.Fprintf(w, "upgrade: %s speaks data protocol %d: writes with an expiry or a schedule are refused (fleet_too_old) until it runs this build\n", m.Name, m.Protocol)
+		}
+		if m.HeldBack > 0 {
+			fmt.Fprintf(w, "upgrade: this node's records from seq %d on are held back from %s, which cannot read records with time fields\n", m.HeldBack, m.Name)
+		}
 	}
 }
 

@@ -261,7 +261,8 @@
 //	    200 {"node","origin","replica","members":[{"name","origin","state",
 //	    "addr","data_addr","connected","self","lag":[{"origin","records",
 //	    "seconds"}],"clock_ahead","clock_ahead_seconds","held_records",
-//	    "refused_records"}],"clock_behind"}: the members as this node sees
+//	    "refused_records","protocol","too_old","held_back"}],"clock_behind"}:
+//	    the members as this node sees
 //	    them and how far each is behind (a member that failed, left or is
 //	    stopped: by what it lacks from the vector it last reported; the
 //	    lag is as of the member's last ack or anti-entropy exchange with
@@ -275,6 +276,10 @@
 //	    counts the offers; anti-entropy offers them again). clock_behind
 //	    says most peers are flagged: this node's clock is most likely the
 //	    one behind (logged as an error too, every 5 minutes while it lasts).
+//	    protocol is the highest data protocol the member speaks; too_old
+//	    marks one below 4, which cannot read records with time fields
+//	    (fleet_too_old while it is alive), and held_back the first of this
+//	    node's records held back from it for that reason.
 //	    curl -sS $S http://x/v1/cluster
 //
 //	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503;
@@ -309,7 +314,10 @@
 // reached: retry, Retry-After: 1); timeout (408, a body that did not
 // arrive within --read-timeout; the connection closes after it);
 // not_pending (409, a cancel of an instant at which nothing of the key is
-// pending); internal (500). A request
+// pending); fleet_too_old (409, a write with an expiry, an effective time
+// or a cancel while an alive member runs a build before them, data
+// protocol below 4: the message names it, nothing is written; upgrade it
+// first); internal (500). A request
 // line or header that HTTP itself cannot parse is answered by net/http
 // with a plain 400 before it reaches the API.
 //
@@ -340,6 +348,10 @@
 //     one. A read of one key is of one instant; two reads of two keys one
 //     after the other may fall on each side of a batch (the Redis door's
 //     MGET reads its keys at one instant).
+//   - While an alive member runs a build before time fields (a fleet
+//     being upgraded), a write with any of them is refused with 409
+//     fleet_too_old, and a batch is written as those builds write one,
+//     its records applied one at a time (DESIGN.md, "Upgrades").
 //
 // # Limits and roles
 //

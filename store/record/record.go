@@ -192,7 +192,15 @@ func (m *Message) Kind() Kind {
 
 // timed reports whether the message needs a version 2 record.
 func (m *Message) timed() bool {
-	return m.ExpiresAt != 0 || m.EffectiveAt != 0 || m.Cancel || m.BatchFollow != 0
+	return m.TimeFields() || m.BatchFollow != 0
+}
+
+// TimeFields reports whether the message carries an expiry, an effective
+// time or a cancel: what only a version 2 record can say. (A batch's
+// marking, BatchFollow, needs version 2 too; a batch written without it
+// is applied one record at a time, as before version 2.)
+func (m *Message) TimeFields() bool {
+	return m.ExpiresAt != 0 || m.EffectiveAt != 0 || m.Cancel
 }
 
 // headerSize is the header of the record the message becomes.
@@ -378,6 +386,12 @@ func (r Record) Size() int { return len(r) }
 
 // Kind is the record's kind.
 func (r Record) Kind() Kind { return Kind(r[8]) }
+
+// Version is the record's format version: Version or Version2. Builds
+// before Version2 refuse a Version2 record as corrupt, so a node never
+// sends one to a peer that speaks an older data protocol (package
+// broadcast, ProtocolTimed).
+func (r Record) Version() byte { return r[9] }
 
 // Origin is the ID of the node that first accepted the message.
 func (r Record) Origin() uint64 { return binary.LittleEndian.Uint64(r[16:]) }

@@ -123,10 +123,24 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 // it to a peer that bootstraps, with no file between (the view is cloned
 // at the start; Apply goes on meanwhile).
 func EncodeSnapshot(w io.Writer, v *View, covers int64, marks map[uint64]uint64) error {
+	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion2)
+}
+
+// ErrSnapshotTooNew means the view needs a newer snapshot version than
+// the reader takes (a time field, for a build before version 2).
+var ErrSnapshotTooNew = errors.New("view: the view holds time fields, which a snapshot of the version asked for cannot carry")
+
+// EncodeSnapshotUpTo is EncodeSnapshot for a reader of snapshot versions
+// up to maxVersion: ErrSnapshotTooNew, and nothing written, when the view
+// needs a newer one.
+func EncodeSnapshotUpTo(w io.Writer, v *View, covers int64, marks map[uint64]uint64, maxVersion int) error {
 	if err := checkSnapshotArgs(covers, marks); err != nil {
 		return err
 	}
-	topics, entries, version := v.freezeSnapshot()
+	topics, entries, version, ok := v.freezeSnapshot(maxVersion)
+	if !ok {
+		return fmt.Errorf("%w: it needs version %d, the peer reads up to %d", ErrSnapshotTooNew, snapVersion2, maxVersion)
+	}
 	return encodeSnapshot(w, topics, entries, covers, marks, version)
 }
 
@@ -141,16 +155,20 @@ func checkSnapshotArgs(covers int64, marks map[uint64]uint64) error {
 }
 
 // freezeSnapshot is freeze, with the snapshot version the view needs:
-// version 1 (which every build reads) unless it holds a time field.
-func (v *View) freezeSnapshot() (topics []frozenTopic, entries, version int) {
+// version 1 (which every build reads) unless it holds a time field. ok is
+// false, and nothing frozen, when that is above maxVersion.
+func (v *View) freezeSnapshot(maxVersion int) (topics []frozenTopic, entries, version int, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	topics, entries = v.freezeLocked()
 	version = snapVersion
 	if v.timed > 0 {
 		version = snapVersion2
 	}
-	return topics, entries, version
+	if version > maxVersion {
+		return nil, 0, version, false
+	}
+	topics, entries = v.freezeLocked()
+	return topics, entries, version, true
 }
 
 // crcWriter passes writes through and keeps the CRC-32C of what it passed.

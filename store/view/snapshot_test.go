@@ -45,7 +45,7 @@ var snapTestMarks = map[uint64]uint64{1: 3, 2: 2, 3: 2, 0xfeedface: 9}
 // snapEncode returns the bytes WriteSnapshot would write for v.
 func snapEncode(tb testing.TB, v *View, covers int64, marks map[uint64]uint64) []byte {
 	tb.Helper()
-	topics, entries, version := v.freezeSnapshot()
+	topics, entries, version, _ := v.freezeSnapshot(snapVersion2)
 	var buf bytes.Buffer
 	if err := encodeSnapshot(&buf, topics, entries, covers, marks, version); err != nil {
 		tb.Fatalf("encodeSnapshot: %v", err)
