@@ -71,21 +71,29 @@ func (c *conn) batchSet(a [][]byte) {
 	c.s.stats.byCommand[setCommand.index].Add(1)
 	c.lastCmd = setCommand
 	t, k := c.s.split(a[1])
-	m := record.Message{Topic: t, Key: k, Value: a[2]}
 	limit := c.s.cfg.MaxFrameSize
 	if limit <= 0 {
 		limit = c.s.lim.maxFrame
 	}
-	if k == "" || c.s.node.Check(&m) != nil {
+	if k == "" {
 		c.publishSets()
 		cmdSet(c, a)
 		return
 	}
-	if len(c.sets) == maxSetBatch || c.setBytes+len(m.Value) > limit {
+	if len(c.sets) == maxSetBatch || c.setBytes+len(a[2]) > limit {
 		c.publishSets()
 	}
+	// Checked in place: a message of its own passed to Check would be
+	// one more allocation per SET.
 	c.sets = append(c.sets, ownMessage(t, k, a[2]))
-	c.setBytes += len(m.Value)
+	if last := len(c.sets) - 1; c.s.node.Check(&c.sets[last]) != nil {
+		c.sets[last] = record.Message{}
+		c.sets = c.sets[:last]
+		c.publishSets()
+		cmdSet(c, a)
+		return
+	}
+	c.setBytes += len(a[2])
 }
 
 // publishSets publishes the pending SETs as one batch and answers each:

@@ -617,7 +617,15 @@ func cmdSet(c *conn, a [][]byte) {
 		return
 	}
 	m, ok := c.message(a[1], a[2], false)
-	if ok && c.publish([]record.Message{m}) {
+	if !ok {
+		return
+	}
+	// The connection's own one-message batch: a slice made here would be
+	// one more allocation per SET.
+	c.one[0] = m
+	ok = c.publish(c.one[:])
+	c.one[0] = record.Message{}
+	if ok {
 		c.ok()
 	}
 }

@@ -84,6 +84,7 @@ type conn struct {
 	// A pipeline's SETs waiting to be published as one batch (execSets).
 	sets     []record.Message
 	setBytes int
+	one      [1]record.Message // an unpipelined SET's batch
 
 	// Pushes waiting for the pusher goroutine.
 	pmu      sync.Mutex
