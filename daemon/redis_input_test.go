@@ -217,7 +217,7 @@ func TestRedisCLI(t *testing.T) {
 	want := strings.Join([]string{
 		"PONG", "OK", "12.50", "12.50", "1", "sku-1", "12.50", "sku-2", "9.99", "OK", "hello", "1", "0",
 		"OK", "10",
-		"ERR SET NX is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are",
+		"ERR SET NX is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are supported",
 		"ERR This instance has cluster support disabled (cachecast answers on each node as a standalone endpoint; the fleet replicates by itself)",
 		"3",
 	}, "\n") + "\n"

@@ -104,7 +104,7 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool)
 		default:
 			for _, cond := range setConditions {
 				if opt == cond {
-					c.err("ERR SET " + opt + " is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are")
+					c.err("ERR SET " + opt + " is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are supported")
 					return false, false
 				}
 			}
