@@ -214,6 +214,12 @@ func (s *Store) TopicEnd(topic string) uint64 {
 // the origins this node holds, of the offset of (origin, done+1). When a
 // record it needs was recycled it answers the oldest offset retained.
 func (s *Store) ResumeOffset(topic string, done map[uint64]uint64) uint64 {
+	// Under the writers' lock: a write indexes a record in its topic
+	// before its origin, and between the two the topic's end counts the
+	// record while the origins' vector does not: it would be answered as
+	// covered, and a reader started there would never see it.
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	ti := s.topics.Get(topic)
 	if ti == nil {
 		return 0

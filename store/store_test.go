@@ -165,6 +165,36 @@ func TestTopicReader(t *testing.T) {
 	}
 }
 
+// TestResumeOffsetDuringPublish: a message being published while
+// ResumeOffset runs is not skipped: its offset is never below the answer
+// when what was done does not cover it (a consumer group that took its
+// queues at that moment started past it and never delivered it).
+func TestResumeOffsetDuringPublish(t *testing.T) {
+	s := openTest(t, testOptions(t, t.TempDir()))
+	for i := 0; i < 300; i++ {
+		done := s.Vector() // everything so far is handled
+		end := s.TopicEnd("t")
+		published := make(chan error, 1)
+		go func() {
+			_, err := s.Publish(&record.Message{Topic: "t", Key: fmt.Sprint(i), Value: []byte("v")})
+			published <- err
+		}()
+		for waiting := true; waiting; {
+			select {
+			case err := <-published:
+				if err != nil {
+					t.Fatal(err)
+				}
+				waiting = false
+			default:
+			}
+			if off := s.ResumeOffset("t", done); off > end {
+				t.Fatalf("message %d at offset %d: ResumeOffset answered %d, past it", i, end, off)
+			}
+		}
+	}
+}
+
 func seq(from, to, step int) []int {
 	var out []int
 	for i := from; i < to; i += step {
