@@ -703,19 +703,27 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 }
 
 // GetMany looks up several keys of one instant: under one hold of the read
-// lock, so that a batch applied meanwhile is seen whole or not at all.
-// found[i] says whether keys[i] has a live value; entries[i] is it. The
-// caller gives both, of len(keys) at least (a reader reuses them: a
-// lookup allocates nothing).
+// lock, so that a batch applied meanwhile is seen whole or not at all,
+// and at one reading of the clock, so that keys scheduled for one instant
+// are all before it or all after it. found[i] says whether keys[i] has a
+// live value; entries[i] is it. The caller gives both, of len(keys) at
+// least (a reader reuses them: a lookup allocates nothing).
 func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
 	entries, found = entries[:len(keys)], found[:len(keys)]
 	clear(entries)
 	clear(found)
+	var at int64 // read once, when the first key with a time field needs it
+	now := func() int64 {
+		if at == 0 {
+			at = v.now()
+		}
+		return at
+	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	for i, k := range keys {
 		if tv := v.topics[topics[i]]; tv != nil {
-			if it := tv.current(k, v.now); it != nil {
+			if it := tv.current(k, now); it != nil {
 				entries[i], found[i] = it.entry(), true
 			}
 		}

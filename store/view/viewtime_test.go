@@ -594,3 +594,31 @@ func TestTimeEventsDropOldest(t *testing.T) {
 		t.Fatalf("TimeEvents(1) = next %d, lost %d, read %d; want next %d and lost+read = %d", next, lost, n, total+1, total)
 	}
 }
+
+// TestGetManyOneInstant: GetMany reads the clock once, so keys scheduled
+// for one instant are all before it or all after it even when the clock
+// crosses the instant during the lookup (here at every reading of it);
+// Get, one key, reads it at its own instant.
+func TestGetManyOneInstant(t *testing.T) {
+	var c fakeClock
+	c.ms.Store(timeBase)
+	v := New()
+	v.SetClock(func() time.Time { return time.UnixMilli(c.ms.Add(1) - 1) }) // moves 1 ms a reading
+	const n = 8
+	var topics, keys []string
+	for i := range n {
+		k := fmt.Sprintf("k%d", i)
+		topics, keys = append(topics, "prices"), append(keys, k)
+		v.Apply(timeRec{key: k, value: "old", origin: 0x11, seq: uint64(2*i + 1), hlc: record.MakeHLC(timeBase-100, 0)}.record(t))
+		v.Apply(timeRec{key: k, value: "new", origin: 0x11, seq: uint64(2*i + 2), hlc: record.MakeHLC(timeBase-100, 1), eff: timeBase + 50}.record(t))
+	}
+	entries, found := make([]Entry, n), make([]bool, n)
+	for c.ms.Load() < timeBase+100 {
+		v.GetMany(topics, keys, entries, found)
+		for i := range n {
+			if !found[i] || string(entries[i].Value) != string(entries[0].Value) {
+				t.Fatalf("at +%dms one GetMany served k0 %q and k%d %q", c.ms.Load()-timeBase, entries[0].Value, i, entries[i].Value)
+			}
+		}
+	}
+}
