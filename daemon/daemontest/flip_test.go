@@ -39,7 +39,7 @@ type flipRun struct {
 // scheduleFlip publishes n keys (old values) on node 0, then the same keys
 // scheduled for an instant lead ahead, as one NDJSON batch of node 1 (so
 // the schedule travels), and waits until every node holds them. It
-// returns false when the fleet took so long that less than a second is
+// returns false when the fleet took so long that less than 1.5 s is
 // left before the instant (a loaded machine): the caller tries again with
 // a longer lead.
 func scheduleFlip(tb testing.TB, c *daemontest.Cluster, topic string, n int, lead time.Duration) (time.Time, bool) {
@@ -54,7 +54,7 @@ func scheduleFlip(tb testing.TB, c *daemontest.Cluster, topic string, n int, lea
 		fmt.Fprintf(&sale, "{\"key\":\"sku-%05d\",\"value\":\"sale-%d\",\"effective_at\":%d}\n", i, i, instant.UnixMilli())
 	}
 	post(tb, c.Nodes[1], topic, sale.String())
-	for time.Until(instant) > time.Second {
+	for time.Until(instant) > 1500*time.Millisecond {
 		if converged(c) {
 			return instant, true
 		}
@@ -91,7 +91,7 @@ func post(tb testing.TB, nd *daemontest.Node, topic, body string) {
 
 // watchFlip follows the flip of n keys of topic at instant on every node
 // of c: a reader per node MGETs sample keys through the Redis door in a
-// loop from 500 ms before the instant to 300 ms after it, and a stream
+// loop from a second before the instant to 300 ms after it, and a stream
 // per node (events=effective) notes when each key's effective event
 // arrives, until every node has told every key.
 func watchFlip(tb testing.TB, c *daemontest.Cluster, topic string, n, sample int, instant time.Time) flipRun {
@@ -134,9 +134,9 @@ func watchFlip(tb testing.TB, c *daemontest.Cluster, topic string, n, sample int
 		go func() {
 			defer readers.Done()
 			defer rc.Close()
-			// Start reading half a second before the instant (reading all
-			// the lead long would only load the machine).
-			time.Sleep(time.Until(instant.Add(-500 * time.Millisecond)))
+			// Start reading a second before the instant (reading all the
+			// lead long would only load the machine).
+			time.Sleep(time.Until(instant.Add(-time.Second)))
 			for time.Since(instant) < 300*time.Millisecond {
 				r := flipRead{sent: time.Now()}
 				vals, err := rc.MGet(ctx, names...).Result()
@@ -249,7 +249,7 @@ func flipOnce(tb testing.TB, c *daemontest.Cluster, name string, n, sample int) 
 			return watchFlip(tb, c, topic, n, sample, instant)
 		}
 		if attempt == 3 {
-			tb.Fatalf("the schedule of %d keys did not reach every node a second before its instant, %s ahead", n, lead)
+			tb.Fatalf("the schedule of %d keys did not reach every node 1.5 s before its instant, %s ahead", n, lead)
 		}
 		lead *= 2
 	}
