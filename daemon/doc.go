@@ -119,7 +119,9 @@
 // daemon on the same view is refused), clears the "ready" bit of a file an
 // earlier daemon left and puts an empty, not ready generation in place;
 // once the store is open, every change of the view (store.FollowView: any
-// origin, deletes included) is written to the file by the store's
+// origin, deletes included) is written to the file, the changes of one
+// publish (a record, an atomic batch, a PublishBatch) as one batch of the
+// file that a reader's GetMany sees whole or not at all, by the store's
 // follower itself when nothing is queued and it fits the file, and
 // otherwise queued and applied by one goroutine, which loads the view,
 // sets "ready" (once the node has caught up with its cluster: see

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -445,8 +446,9 @@ func TestClusterScheduledCutOff(t *testing.T) {
 }
 
 // TestClusterBatchVisibleTogether: while batches of 100 keys are published
-// on node0, readers hammering MGET over the batch's keys on every node
-// never see a mix of two batches.
+// on node0, readers hammering MGET over the batch's keys on every node, and
+// the shared view file's GetMany on every node, never see a mix of two
+// batches.
 func TestClusterBatchVisibleTogether(t *testing.T) {
 	ds := startCluster(t, 3, nil)
 	keys, names := skus(100)
@@ -454,8 +456,37 @@ func TestClusterBatchVisibleTogether(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	var reads atomic.Int64
+	var reads, viewReads atomic.Int64
 	for _, td := range ds {
+		r, err := localview.Open(td.cfg.ViewPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var items []localview.Item
+			var buf []byte
+			for ctx.Err() == nil {
+				var err error
+				if items, buf, err = r.GetMany([]string{"prices"}, keys, items, buf); err != nil {
+					if !errors.Is(err, localview.ErrNotReady) {
+						t.Errorf("%s: view GetMany: %v", td.cfg.NodeName, err)
+						return
+					}
+					continue
+				}
+				viewReads.Add(1)
+				for i, it := range items {
+					if it.Found != items[0].Found || string(it.Value) != string(items[0].Value) {
+						t.Errorf("%s: one view GetMany saw %s = %q and %s = %q: a mix of two batches", td.cfg.NodeName, keys[0], items[0].Value, keys[i], it.Value)
+						cancel()
+						return
+					}
+				}
+			}
+		}()
 		rc := goRedis(t, td, 2)
 		wg.Add(1)
 		go func() {
@@ -486,7 +517,10 @@ func TestClusterBatchVisibleTogether(t *testing.T) {
 	waitSameRecords(t, ds)
 	cancel()
 	wg.Wait()
-	t.Logf("%d MGETs of 100 keys over %d batches", reads.Load(), batches)
+	t.Logf("%d MGETs and %d view GetManys of 100 keys over %d batches", reads.Load(), viewReads.Load(), batches)
+	if viewReads.Load() == 0 {
+		t.Error("no view GetMany read anything")
+	}
 	for _, td := range ds {
 		checkValues(t, td, names, func(int) string { return fmt.Sprintf("batch-%d", batches-1) }, "after the last batch")
 	}

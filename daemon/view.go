@@ -24,12 +24,14 @@ const viewHeartbeat = 50 * time.Millisecond
 
 // viewMirror keeps the shared view file (--view-file) equal to the store's
 // view. The store calls enqueue under its view lock for every change, from
-// any node, in the order the view applies them. A change is written to the
-// file right there when nothing is queued and the writer is free (the
-// common case: the value is in the file when the publish returns);
-// otherwise it is queued, and run applies the queue in order. So a publish
-// is never held up by the file, even while the writer builds a bigger
-// generation.
+// any node, in the order the view applies them, and end once the changes
+// of one publish (a record, an atomic batch, a PublishBatch) are all
+// given. end writes them to the file as one batch of the file (a
+// reader's GetMany sees it whole or not at all) right there when nothing
+// is queued and the writer is free (the common case: the values are in
+// the file when the publish returns); otherwise it queues them, and run
+// applies the queue in order. So a publish is never held up by the file,
+// even while the writer builds a bigger generation.
 type viewMirror struct {
 	w       *localview.Writer
 	lock    *os.File // flock held for the daemon's life
@@ -50,14 +52,25 @@ type viewMirror struct {
 	direct bool  // the view is loaded and healthy: enqueue may write
 	err    error // a write of enqueue's that failed: run turns the view off
 
+	// group is the changes given since the last end; only enqueue and
+	// end touch it, under the view's lock.
+	group []view.Change
+
 	mu      sync.Mutex
-	pending []view.Change
+	pending []queued
 	kick    chan struct{}
 
 	// For the metrics, set at each heartbeat.
 	ready, generation, size, keys atomic.Int64
 
 	closeOnce sync.Once
+}
+
+// queued is a change waiting in the mirror's queue; last marks the end of
+// its group, a batch of the file.
+type queued struct {
+	view.Change
+	last bool
 }
 
 // registerMetrics adds the view's gauges to reg.
@@ -153,40 +166,59 @@ func (vm *viewMirror) useSocketGroup(socket string) error {
 // follow starts queueing the store's changes; run applies them.
 func (vm *viewMirror) follow(st *store.Store) {
 	vm.st = st
-	vm.current = st.FollowView(vm.enqueue)
+	vm.current = st.FollowView(vm.enqueue, vm.end)
 }
 
-// enqueue is the store's follower. It runs under the view's lock, so it
-// never waits: it writes the change itself when it can, or queues it.
-func (vm *viewMirror) enqueue(c view.Change) {
+// enqueue is the store's follower: it keeps the change for end.
+func (vm *viewMirror) enqueue(c view.Change) { vm.group = append(vm.group, c) }
+
+// end is the store's end of a group of changes. It runs under the view's
+// lock, so it never waits: it writes the group itself, as one batch of the
+// file, when it can, or queues it.
+func (vm *viewMirror) end() {
+	g := vm.group
+	vm.group = g[:0]
+	if len(g) == 0 {
+		return
+	}
+	defer clear(g) // drop the references to the values
+	from := 0
 	if vm.wmu.TryLock() {
-		if vm.direct {
-			// pending is read here without mu: only enqueue appends to
-			// it (one call at a time, under the view's lock) and only
-			// drain empties it, holding wmu, which this call holds now.
-			if len(vm.pending) == 0 {
-				// Changes come one at a time (under the view's lock) and
-				// none is queued: this one is next in order. One that
-				// needs a new generation is queued for run: a rebuild
-				// must not hold the view's lock.
-				done, err := vm.tryApply(c)
+		// pending is read here without mu: only end appends to it (one
+		// call at a time, under the view's lock) and only drain empties
+		// it, holding wmu, which this call holds now.
+		if vm.direct && len(vm.pending) == 0 {
+			// Nothing is queued: this group is next in order. A change
+			// that needs a new generation is queued, with the rest of
+			// the group, for run (a rebuild must not hold the view's
+			// lock), which ends the batch left open here.
+			vm.w.BeginBatch()
+			for from < len(g) {
+				done, err := vm.tryApply(g[from])
 				if err != nil {
 					vm.direct, vm.err = false, err
 					vm.wmu.Unlock()
 					vm.wake()
 					return
 				}
-				if done {
-					vm.wmu.Unlock()
-					return
+				if !done {
+					break
 				}
+				from++
+			}
+			if from == len(g) {
+				vm.w.EndBatch()
+				vm.wmu.Unlock()
+				return
 			}
 		}
 		vm.wmu.Unlock()
 	}
 	vm.mu.Lock()
-	vm.pending = append(vm.pending, c)
-	first := len(vm.pending) == 1
+	first := len(vm.pending) == 0
+	for i := from; i < len(g); i++ {
+		vm.pending = append(vm.pending, queued{Change: g[i], last: i == len(g)-1})
+	}
 	vm.mu.Unlock()
 	if first {
 		vm.wake()
@@ -247,7 +279,7 @@ func (vm *viewMirror) restart() error {
 	vm.w, vm.err = w, nil
 	vm.wmu.Unlock()
 	old.Close()
-	vm.current = vm.st.FollowView(vm.enqueue)
+	vm.current = vm.st.FollowView(vm.enqueue, vm.end)
 	return nil
 }
 
@@ -264,14 +296,16 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		bytes += int64(len(c.Topic) + len(c.Key) + len(c.Tag) + len(c.Value))
 	}
 	err := vm.w.Reserve(n, bytes)
+	vm.w.BeginBatch() // the file is not ready yet: one batch is enough
 	for c := range vm.current {
 		if err != nil {
 			break
 		}
 		err = vm.apply(c)
 	}
+	vm.w.EndBatch()
 	vm.current = nil
-	var batch []view.Change
+	var batch []queued
 	if err == nil {
 		batch, _, err = vm.drain(batch)
 	}
@@ -347,8 +381,9 @@ func (vm *viewMirror) markReady() {
 }
 
 // drain applies the queue until it is empty and returns when it last
-// found it empty. The caller holds wmu.
-func (vm *viewMirror) drain(batch []view.Change) ([]view.Change, time.Time, error) {
+// found it empty. Each group of the queue is a batch of the file (one
+// end left open continues). The caller holds wmu.
+func (vm *viewMirror) drain(batch []queued) ([]queued, time.Time, error) {
 	for {
 		vm.mu.Lock()
 		batch, vm.pending = vm.pending, batch[:0]
@@ -358,10 +393,14 @@ func (vm *viewMirror) drain(batch []view.Change) ([]view.Change, time.Time, erro
 			return batch, taken, nil
 		}
 		for i := range batch {
-			if err := vm.apply(batch[i]); err != nil {
+			vm.w.BeginBatch()
+			if err := vm.apply(batch[i].Change); err != nil {
 				return batch, taken, err
 			}
-			batch[i] = view.Change{} // drop the references to the values
+			if batch[i].last {
+				vm.w.EndBatch()
+			}
+			batch[i] = queued{} // drop the references to the values
 		}
 	}
 }
@@ -397,7 +436,7 @@ func (vm *viewMirror) beat(asOf time.Time) {
 func (vm *viewMirror) fail(err error) {
 	vm.direct = false
 	vm.ready.Store(0)
-	vm.st.FollowView(nil)
+	vm.st.FollowView(nil, nil)
 	vm.w.SetReady(false)
 	vm.mu.Lock()
 	vm.pending = nil
@@ -411,7 +450,7 @@ func (vm *viewMirror) fail(err error) {
 func (vm *viewMirror) close() {
 	vm.closeOnce.Do(func() {
 		if vm.st != nil {
-			vm.st.FollowView(nil) // returns once no enqueue runs
+			vm.st.FollowView(nil, nil) // returns once no enqueue runs
 		}
 		vm.wmu.Lock()
 		defer vm.wmu.Unlock()

@@ -166,6 +166,76 @@ func TestViewReadersUnderLoad(t *testing.T) {
 	}
 }
 
+// TestViewBatchesWhole: reader processes read a batch's 100 keys with the
+// view file's GetMany, one read after another, while the daemon's store
+// publishes atomic batches of them (record.Together: an HTTP NDJSON
+// batch's, a Redis MSET's), each key at the batch's counter, with other
+// publishes of new keys in between, which grow the file. No read sees
+// a part of a batch or a mix of two.
+func TestViewBatchesWhole(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SegmentSize = 64 << 20
+	td := startDaemon(t, cfg)
+	st := td.d.Store()
+	const keys, batches = 100, 1500
+	msgs := make([]record.Message, keys)
+	publish := func(c uint64) {
+		for i := range msgs {
+			msgs[i] = record.Message{Topic: "batch", Key: viewtest.Key(i), Tag: viewtest.Tag(c), Value: viewtest.Value(i, c, 16+int(c*7+uint64(i))%150)}
+		}
+		record.Together(msgs)
+		if _, err := st.PublishBatch(msgs); err != nil {
+			t.Fatal(err)
+		}
+		// New keys, enough for new generations (a PublishBatch that is
+		// not atomic, a single publish).
+		others := make([]record.Message, 10)
+		for j := range others {
+			others[j] = record.Message{Topic: "other", Key: fmt.Sprint(c, "-", j), Value: make([]byte, 200)}
+		}
+		if _, err := st.PublishBatch(others); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Publish(&record.Message{Topic: "other", Key: fmt.Sprint(c), Value: make([]byte, 200)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(1)
+	r, err := localview.Open(cfg.ViewPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitView(t, r, "the first batch", func() bool {
+		_, _, _, err := r.Get("batch", viewtest.Key(keys-1))
+		return err == nil
+	})
+	gen := r.Generation()
+	readers := viewtest.StartBatchReaders(t, 2, cfg.ViewPath(), "batch", keys)
+	for c := uint64(2); c <= batches; c++ {
+		publish(c)
+	}
+	waitView(t, r, "the last batch", func() bool {
+		v, tag, _, err := r.Get("batch", viewtest.Key(0))
+		c, _ := viewtest.Check(0, v, []byte(tag))
+		return err == nil && c == batches
+	})
+	if r.Generation() == gen {
+		t.Errorf("the file stayed at generation %d: the test meant it to grow", gen)
+	}
+	published := make([]uint64, keys)
+	for i := range published {
+		published[i] = batches
+	}
+	for i, c := range readers {
+		rep := c.Stop(t)
+		viewtest.Verify(t, fmt.Sprintf("reader %d", i), rep, published)
+		if rep.Batches < 2 {
+			t.Errorf("reader %d saw %d batches: it read while nothing changed", i, rep.Batches)
+		}
+	}
+}
+
 // TestViewFileFull: the view outgrows a small tmpfs. The generation that
 // does not fit is refused by fallocate (never a SIGBUS later), the view is
 // turned off (readers: not ready, so they use the socket) and the daemon

@@ -5,8 +5,9 @@
 //
 // The daemon (cachecastd --view-file) is the one Writer: it mirrors every
 // change of its store's view (from any node, deletes included) into the
-// file within microseconds. A Reader (Open, Get, GetInto, Scan, Fresh)
-// follows the file through growth, compaction and daemon restarts by
+// file within microseconds, each publish of the store (an atomic batch:
+// an HTTP NDJSON batch, a Redis MSET) as one batch of the file. A Reader
+// (Open, Get, GetInto, GetMany, Scan, Fresh) follows the file through growth, compaction and daemon restarts by
 // itself. The python/ directory holds a reader in Python with only the
 // standard library, written from this page.
 //
@@ -18,6 +19,18 @@
 // the version, copies, loads it again: an odd or changed version means the
 // copy may be torn and is thrown away and retried; it is never returned.
 // The writer never waits for readers.
+//
+// Batches: the writer numbers its record writes 1, 2, 3, ... and a
+// record's version is twice the number of the write that last changed it.
+// The header's committed word is the number of the last write of a whole
+// batch: the writer stores it once a batch is all written (a change
+// outside a batch is a batch of its own). A reader of several keys
+// (GetMany) loads the committed word, reads each key, and keeps the
+// result only if no version it saw is of a later write: each key it read
+// then held, when the read began, what it read, and no batch was half
+// there. Otherwise it waits for the batch to be committed and reads
+// again. (Format version 2 started every record's version at 0 and had
+// no committed word.)
 //
 // A file is one generation: a fixed-size slot table and a fixed-size
 // arena. When either fills up (growth), or the arena is mostly garbage
@@ -47,7 +60,7 @@
 //
 //	offset size field
 //	0      8    magic "CCVIEW\x00\x01"
-//	8      4    format version (2)
+//	8      4    format version (3)
 //	12     4    header size (4096)
 //	16     8    file size in bytes (<= the file's real size)
 //	24     8    generation: 1, 2, 3, ... one more for each new file
@@ -62,7 +75,10 @@
 //	            written after each batch of changes and every 50ms
 //	136    8    writer's process ID
 //	144    8    created: unix nanoseconds
-//	152    40   zero
+//	152    8    committed: the number of the writer's last record write
+//	            that ends a batch (see Model): every write numbered up
+//	            to it is of a batch that is whole in the file
+//	160    32   zero
 //	192    8    meta version: the seqlock of the fields from 200 to 4095
 //	200    8    live keys
 //	208    8    changes applied since the writer started
@@ -76,7 +92,7 @@
 //	            by origin; with more origins than fit, the most recent
 //
 // Offsets 0 to 63 and 128 to 191 never change within a generation, but
-// the state (64) and the heartbeat (128) do; the fields from 200 on change
+// the state (64), the heartbeat (128) and the committed word (152) do; the fields from 200 on change
 // under the meta version, as a record's fields do under its version.
 //
 // # Slot table
@@ -103,7 +119,8 @@
 // # Record
 //
 //	offset     size  field
-//	0          8     version: even when stable, odd while being written
+//	0          8     version: 2n once write n of the writer changed it
+//	                 (so it only grows), 2n-1 while write n is at it
 //	8          8     HLC of the message that set the value
 //	16         8     origin of that message
 //	24         8     its seq
@@ -128,7 +145,7 @@
 // # Reading a value
 //
 // Open: open the path read-only, fstat it, map the whole file read-only
-// (PROT_READ, MAP_SHARED). Check the magic, the version (2), the header
+// (PROT_READ, MAP_SHARED). Check the magic, the version (3), the header
 // size (4096), that the file size field is at most the mapping's length,
 // the slots offset is 4096, the slot count is a power of two, the arena
 // starts at or after the table's end, 8-aligned, and ends inside the
@@ -159,6 +176,29 @@
 //     to 6. If t+v > c (after the version check passed), the file is
 //     damaged. If the deleted flag is set, the key is not there.
 //  9. Return the value, the tag and (HLC, origin, seq).
+//
+// # Reading several keys at one instant
+//
+// GetMany(keys) sees a batch whole or not at all:
+//
+//  1. Step 1 of Get.
+//  2. c = the committed word (offset 152), an acquire load: every load
+//     below comes after it.
+//  3. For each key, steps 2 to 8 of Get; keep the version read (of a
+//     deleted record too). newest = the greatest of those versions.
+//  4. If newest/2 <= c, return what was read: no record read was changed
+//     by a write after c, so each held at step 2 what was read, and every
+//     batch up to c is whole (a key not found was not there at step 2
+//     either: a slot, once set, stays).
+//  5. Otherwise a batch was being written (or others came after it):
+//     wait until the committed word is at least newest/2 (or the file is
+//     superseded), and start again at 1. Give up after about a second
+//     (a writer that died in the middle of a batch never commits it; one
+//     that rewrites the same keys without a pause starves the reader).
+//
+// The reader may touch every key's slot, and then every record, before
+// it reads any: the cache misses overlap, so many keys cost much less
+// than as many Gets.
 //
 // On CPUs that reorder loads (arm64), the loads of step 7 must not move
 // past the second version load: the Go reader copies with atomic 64-bit
@@ -192,13 +232,16 @@
 //
 // # Writing
 //
-// To change a record in place: store version+1 (odd), store the fields and
-// the data, store version+2. The version stores are atomic (on x86 a
+// To change a record in place as write n: store 2n-1 (odd) in the
+// version, store the fields and the data, store 2n. The version stores are atomic (on x86 a
 // locked instruction, a full fence), and so is every store between them
 // on CPUs that reorder stores (arm64: release stores); on x86 the stores
 // between them are plain ones, which x86 makes visible in program order. A new record is written in full in the
 // free part of the arena and then published by one atomic store of its
-// slot. Nothing is ever freed within a generation: the garbage goes with
+// slot. Once a batch's last write (n) is done, store n in the committed
+// word; a new generation starts with the current one's committed word
+// and each record's version (a batch may span the rebuild). Nothing is
+// ever freed within a generation: the garbage goes with
 // the generation, so a reader holding an old offset reads a record that
 // is still there.
 //

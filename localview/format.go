@@ -16,8 +16,10 @@ const (
 	magic = "CCVIEW\x00\x01"
 	// formatVersion is the layout's version; a reader refuses others.
 	// Version 2 put the topic and key before the tag and value, so that a
-	// record's cache lines are all known from its offset alone.
-	formatVersion = 2
+	// record's cache lines are all known from its offset alone. Version 3
+	// numbers a record's versions by the writer's write count and adds
+	// the committed word, for GetMany's batches.
+	formatVersion = 3
 	// headerSize is the header's size, one page: the slot table starts
 	// right after it.
 	headerSize = 4096
@@ -35,6 +37,7 @@ const (
 	offHeartbeat  = 128
 	offWriterPID  = 136
 	offCreated    = 144
+	offCommitted  = 152 // the last write of a whole batch: read by GetMany
 	offMetaSeq    = 192 // seqlock over the fields from here to the origins
 	offLiveKeys   = 200
 	offChanges    = 208
@@ -89,6 +92,8 @@ var (
 	// read that fails so wraps ErrNotReady as well: the view is not
 	// current, fall back to the socket.
 	ErrBusy = errors.New("localview: entry being written")
+	// ErrInvalid means a call's arguments do not fit together.
+	ErrInvalid = errors.New("localview: invalid argument")
 	// ErrClosed is returned by a closed Reader or Writer.
 	ErrClosed = errors.New("localview: closed")
 	// ErrTooLarge means the view would outgrow the format (32 GiB).

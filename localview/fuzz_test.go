@@ -52,6 +52,8 @@ func readAll(path string) error {
 	for _, k := range [][2]string{{"prices", "sku-1"}, {"prices", "sku-2"}, {"fx", "sku-1"}, {"prices", "gone"}, {"", ""}} {
 		r.GetInto(buf[:0], k[0], k[1])
 	}
+	r.GetMany([]string{"prices"}, []string{"sku-1", "sku-2", "gone", ""}, nil, nil)
+	r.GetMany([]string{"prices", "fx"}, []string{"sku-2", "sku-1"}, nil, nil)
 	r.Keys("prices")
 	r.Scan("fx", func(string, []byte, []byte, Stamp) bool { return true })
 	r.Status()
@@ -94,7 +96,8 @@ func TestDamagedFiles(t *testing.T) {
 		damage func([]byte) []byte
 	}{
 		{"magic", func(d []byte) []byte { d[0] = 'X'; return d }},
-		{"version", put32(offVersion, 1)}, // the old layout
+		{"version 1", put32(offVersion, 1)}, // the old layouts
+		{"version 2", put32(offVersion, 2)},
 		{"file size", put64(offFileSize, uint64(len(good)+1))},
 		{"slot count not a power of two", put64(offSlotCount, 3)},
 		{"slot count huge", put64(offSlotCount, 1<<40)},

@@ -129,6 +129,36 @@ func TestPythonReadsAsGo(t *testing.T) {
 		}
 	}
 
+	// The same keys in one GetMany (Go) and one get_many (Python).
+	topics, names := make([]string, len(all)), make([]string, len(all))
+	for i, k := range all {
+		topics[i], names[i] = k.topic, k.key
+	}
+	items, _, err := r.GetMany(topics, names, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := runPython(t, path, stdin.String(), "many")
+	if len(many) != len(items) {
+		t.Fatalf("python many: %d lines, want %d", len(many), len(items))
+	}
+	for i, line := range many {
+		want := "null"
+		if it := items[i]; it.Found {
+			want = goEntry(all[i].topic, all[i].key, it.Value, string(it.Tag), it.Stamp)
+		}
+		if line != "null" {
+			var e pyEntry
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				t.Fatalf("python line %q: %v", line, err)
+			}
+			line = e.String()
+		}
+		if line != want {
+			t.Errorf("many %q: python %s, go %s", all[i], line, want)
+		}
+	}
+
 	// The scan of every topic: the same set of entries.
 	var goScan []string
 	for _, topic := range []string{"prices", "", "bin", "t0", "t1", "t2", "t3", "t4", "t5", "t6"} {

@@ -41,6 +41,11 @@ type Reader struct {
 	// reads; nextStat is when that check may stat the path again.
 	reads    uint64
 	nextStat int64
+
+	// many is GetMany's scratch, kept for the next call; sink keeps the
+	// loads that only warm the cache from being dropped.
+	many []manyKey
+	sink uint64
 }
 
 // A Reader notices a file that is no longer the path's (its runtime
@@ -283,7 +288,8 @@ func (r *Reader) GetInto(buf []byte, topic, key string) (value, tag []byte, st S
 	if err != nil {
 		return nil, nil, Stamp{}, err
 	}
-	return r.readRecord(off, c, dataAt(off, len(topic), len(key)), &buf)
+	value, tag, st, _, err = r.readRecord(off, c, dataAt(off, len(topic), len(key)), &buf, 0)
+	return value, tag, st, err
 }
 
 // checkOrphan is the check of the path that a read makes every
@@ -360,8 +366,11 @@ func (r *Reader) recordAt(slot uint32) (off, topicLen, keyLen int, err error) {
 
 // readRecord copies the record at off (checked: capacity c, its data at
 // data) under its seqlock: version, fields, data, version again; a torn
-// copy is retried.
-func (r *Reader) readRecord(off, c, data int, bufp *[]byte) (value, tag []byte, st Stamp, err error) {
+// copy is retried. The tag and value go to (*bufp)[at:], which grows (at
+// most twice what it needs: GetMany's reads follow) when too short. It
+// returns the version it read (for a deleted record too, with
+// ErrNotFound).
+func (r *Reader) readRecord(off, c, data int, bufp *[]byte, at int) (value, tag []byte, st Stamp, version uint64, err error) {
 	m := r.m
 	var started time.Time
 	for try := 0; busyWait(try, &started); try++ {
@@ -374,27 +383,29 @@ func (r *Reader) readRecord(off, c, data int, bufp *[]byte) (value, tag []byte, 
 		vl, tl, flags := int(uint32(lw)), int(uint16(lw>>32)), uint16(lw>>48)
 		if vl+tl > c {
 			if load64(m, off+recVersion) == v1 {
-				return nil, nil, Stamp{}, fmt.Errorf("%w: the record at %d holds %d bytes in %d", ErrCorrupt, off, vl+tl, c)
+				return nil, nil, Stamp{}, 0, fmt.Errorf("%w: the record at %d holds %d bytes in %d", ErrCorrupt, off, vl+tl, c)
 			}
 			continue
 		}
 		if flags&flagDeleted != 0 {
 			if load64(m, off+recVersion) == v1 {
-				return nil, nil, Stamp{}, ErrNotFound
+				return nil, nil, Stamp{}, v1, ErrNotFound
 			}
 			continue
 		}
 		n := tl + vl
-		if cap(*bufp) < n {
-			*bufp = make([]byte, n)
+		if cap(*bufp) < at+n {
+			grown := make([]byte, at+n, at+n+at)
+			copy(grown, (*bufp)[:at])
+			*bufp = grown
 		}
-		buf := (*bufp)[:n]
+		buf := (*bufp)[at : at+n]
 		loadWords(buf, m, data)
 		if load64(m, off+recVersion) == v1 {
-			return buf[tl:n:n], buf[:tl], st, nil
+			return buf[tl:n:n], buf[:tl], st, v1, nil
 		}
 	}
-	return nil, nil, Stamp{}, fmt.Errorf("%w: %w: the record at %d stayed odd for %s", ErrNotReady, ErrBusy, off, busyTimeout)
+	return nil, nil, Stamp{}, 0, fmt.Errorf("%w: %w: the record at %d stayed odd for %s", ErrNotReady, ErrBusy, off, busyTimeout)
 }
 
 // loadWords copies len(dst) bytes from m at off (8-aligned, with the last
@@ -453,7 +464,7 @@ func (r *Reader) Scan(topic string, fn func(key string, value, tag []byte, st St
 			if tl != len(topic) || string(m[k:k+tl]) != topic {
 				continue
 			}
-			v, t, st, err := r.readRecord(off, int(uint32(load64(m, off+recCap))), dataAt(off, tl, kl), &buf)
+			v, t, st, _, err := r.readRecord(off, int(uint32(load64(m, off+recCap))), dataAt(off, tl, kl), &buf, 0)
 			if errors.Is(err, ErrNotFound) {
 				continue
 			}

@@ -59,6 +59,13 @@ type Writer struct {
 
 	topics topicCache
 
+	// writes numbers the record writes (a record's version is twice the
+	// number of its last write); committed is the last write of a whole
+	// batch, as the header's committed word says; inBatch is true between
+	// BeginBatch and EndBatch.
+	writes, committed uint64
+	inBatch           bool
+
 	// smallKeys and smallBytes: below these a new generation doubles;
 	// tests shrink them to make small files.
 	smallKeys, smallBytes int
@@ -285,6 +292,9 @@ func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del, grow
 		return err
 	}
 	w.changes++
+	if !w.inBatch {
+		w.commit()
+	}
 	if !w.haveOrigin || st.Origin != w.origin {
 		w.foldOrigin()
 		w.origin, w.originHLC, w.haveOrigin = st.Origin, w.origins[st.Origin], true
@@ -292,6 +302,29 @@ func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del, grow
 	w.originHLC = max(w.originHLC, st.HLC)
 	w.metaDirty = true
 	return nil
+}
+
+// BeginBatch starts a batch: the changes until EndBatch are seen by a
+// reader's GetMany all together or not at all (a reader of single keys
+// sees each as it is written). A change outside a batch is a batch of
+// its own. A batch may span a rebuild (a Put that needs a new
+// generation): the new file holds it open too.
+func (w *Writer) BeginBatch() { w.inBatch = true }
+
+// EndBatch ends the batch BeginBatch started: one atomic store of the
+// header's committed word makes all of it visible to GetMany at once.
+func (w *Writer) EndBatch() {
+	w.inBatch = false
+	w.commit()
+}
+
+// commit stores the committed word: every write so far is of a whole
+// batch.
+func (w *Writer) commit() {
+	if w.committed != w.writes && w.m != nil {
+		w.committed = w.writes
+		store64(w.m, offCommitted, w.committed)
+	}
 }
 
 // foldOrigin puts the current origin's greatest HLC into origins.
@@ -391,12 +424,17 @@ func (w *Writer) find(h uint32, topic, key string) (slot, rec int) {
 }
 
 // update rewrites the mutable part of the record at off under its seqlock:
-// odd while the words change, even (2 more) once they are all written.
+// odd while the words change, even (twice the write's number) once they
+// are all written.
 func (w *Writer) update(off int, tag string, value []byte, st Stamp, flags uint16) {
 	m := w.m
 	data := dataAt(off, le16(m, off+recTopicLen), le16(m, off+recKeyLen))
-	v := load64(m, off)
-	store64(m, off, v+1)
+	// The version is twice the write's number: greater than any the
+	// record had (it only grows), so that GetMany can tell a write of an
+	// unfinished batch (above the committed word) from one before it.
+	w.writes++
+	v := 2 * w.writes
+	store64(m, off, v-1)
 	if tso {
 		// The two version stores are locked instructions (full fences):
 		// every plain store between them is seen after the first and
@@ -415,7 +453,7 @@ func (w *Writer) update(off int, tag string, value []byte, st Stamp, flags uint1
 		store64(m, off+recValueLen, uint64(len(value))|uint64(len(tag))<<32|uint64(flags)<<48)
 		storeConcat(m, data, tag, value)
 	}
-	store64(m, off, v+2)
+	store64(m, off, v)
 }
 
 // add writes a new record at the end of the arena and returns its offset.
@@ -424,7 +462,8 @@ func (w *Writer) add(topic, key, tag string, value []byte, st Stamp) int {
 	off := w.used
 	capacity := align8(len(tag) + len(value))
 	m := w.m
-	binary.LittleEndian.PutUint64(m[off+recVersion:], 0)
+	w.writes++
+	binary.LittleEndian.PutUint64(m[off+recVersion:], 2*w.writes)
 	binary.LittleEndian.PutUint64(m[off+recHLC:], st.HLC)
 	binary.LittleEndian.PutUint64(m[off+recOrigin:], st.Origin)
 	binary.LittleEndian.PutUint64(m[off+recSeq:], st.Seq)
@@ -543,6 +582,7 @@ func (w *Writer) build(keys, bytes int) error {
 	binary.LittleEndian.PutUint64(m[offArenaSize:], uint64(size-arenaOff))
 	binary.LittleEndian.PutUint64(m[offWriterPID:], uint64(os.Getpid()))
 	binary.LittleEndian.PutUint64(m[offCreated:], uint64(time.Now().UnixNano()))
+	binary.LittleEndian.PutUint64(m[offCommitted:], w.committed)
 
 	nw := Writer{m: m, mask: slots - 1, arenaOff: arenaOff, arenaEnd: size, used: arenaOff}
 	if w.m != nil {
@@ -587,8 +627,9 @@ func (w *Writer) copyLive(nw *Writer) {
 		rec := nw.used
 		size := recordSize(capacity, tl, kl)
 		// Fixed fields, topic, key and the data, which follows them.
+		// The version comes along: GetMany compares it with the
+		// committed word, which the new file keeps too.
 		copy(nw.m[rec:rec+size], m[off:dataAt(off, tl, kl)+n])
-		binary.LittleEndian.PutUint64(nw.m[rec:], 0) // a new record's version
 		binary.LittleEndian.PutUint32(nw.m[rec+recCap:], uint32(capacity))
 		nw.used += size
 		// The new table has no deleted slots and every key once: the

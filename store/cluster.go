@@ -143,9 +143,13 @@ func (s *Store) ViewDigests() ViewDigest {
 // returned entries and then the changes misses nothing and sees nothing
 // twice. fn runs under the view's write lock, on the goroutine applying a
 // record: it must be quick (queue the change and return) and must not call
-// the store. There is one follower; FollowView(nil) stops it.
-func (s *Store) FollowView(fn func(view.Change)) iter.Seq[view.Change] {
-	return s.view.FollowFrom(fn)
+// the store. end, when not nil, runs (under the lock too) after the
+// changes of one publish (a record, an atomic batch, the records of one
+// PublishBatch) or of one settling of due instants are all given to fn:
+// a follower that shows them together shows every batch whole. There is
+// one follower; FollowView(nil, nil) stops it.
+func (s *Store) FollowView(fn func(view.Change), end func()) iter.Seq[view.Change] {
+	return s.view.FollowFrom(fn, end)
 }
 
 // TimeEvents calls fn for each change of the view that no record

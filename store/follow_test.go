@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -10,7 +11,9 @@ import (
 
 // TestFollowView checks the follower's contract: the returned entries and
 // then the changes equal the view, for this node's writes, another node's
-// records (AppendRecord), deletes, and a superseded record (no change).
+// records (AppendRecord), deletes, and a superseded record (no change);
+// and that the end of each publish's changes is told once: after one
+// record's, after all of a PublishBatch's, after all of an atomic batch's.
 func TestFollowView(t *testing.T) {
 	s := openTest(t, testOptions(t, t.TempDir()))
 	for i := range 10 {
@@ -19,7 +22,8 @@ func TestFollowView(t *testing.T) {
 		}
 	}
 	var changes []view.Change
-	current := s.FollowView(func(c view.Change) { changes = append(changes, c) })
+	var ends []int // len(changes) at each end
+	current := s.FollowView(func(c view.Change) { changes = append(changes, c) }, func() { ends = append(ends, len(changes)) })
 
 	if _, err := s.Publish(&record.Message{Topic: "prices", Key: "k1", Tag: "eu", Value: []byte("after")}); err != nil {
 		t.Fatal(err)
@@ -40,6 +44,21 @@ func TestFollowView(t *testing.T) {
 	if _, err := s.AppendRecord(raw); err != nil {
 		t.Fatal(err)
 	}
+
+	batch := []record.Message{
+		{Topic: "b", Key: "1", Value: []byte("x")}, {Topic: "b", Key: "2", Value: []byte("x")}, {Topic: "b", Key: "3", Value: []byte("x")},
+	}
+	if _, err := s.PublishBatch(batch); err != nil {
+		t.Fatal(err)
+	}
+	record.Together(batch[:2])
+	if _, err := s.PublishBatch(batch[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1, 2, 3, 6, 8}; !slices.Equal(ends, want) {
+		t.Errorf("ends after changes %v, want %v", ends, want)
+	}
+	changes = changes[:3]
 
 	// The entries as of FollowView's call, then the changes, in order.
 	got := map[string]string{}
@@ -67,7 +86,7 @@ func TestFollowView(t *testing.T) {
 	if changes[2].Stamp != other {
 		t.Errorf("fx/eur stamp %+v, want %+v", changes[2].Stamp, other)
 	}
-	s.FollowView(nil)
+	s.FollowView(nil, nil)
 	if _, err := s.Publish(&record.Message{Topic: "prices", Key: "k3", Value: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}

@@ -435,12 +435,18 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 	}
 	s.nextSeq += uint64(len(ms))
 	s.seglog.Commit()
+	if len(ms) > 1 {
+		s.view.Hold() // the view's follower gets the publish as one group
+	}
 	for i := range ms {
 		// Applied after the commit so that the view never shows what a
 		// reader of the log cannot find.
 		if ms[i].Key != "" || ms[i].BatchFollow != 0 || s.batches[s.origin] != nil {
 			s.applyAt(results[i].Pos)
 		}
+	}
+	if len(ms) > 1 {
+		s.view.Release()
 	}
 	end := s.seglog.End()
 	s.afterWrite()

@@ -98,7 +98,7 @@ func TestExpiryRealClock(t *testing.T) {
 		if c.Cause == view.CauseExpired {
 			expired <- c
 		}
-	}) {
+	}, nil) {
 	}
 	now := time.Now()
 	ttls := []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond}

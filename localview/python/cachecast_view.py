@@ -11,6 +11,9 @@ with a few slices of the mapping: no system call, no lock, no registration.
     e = view.get("prices", "sku-1")  # None when the key is not there
     if e is not None:
         print(e.value, e.tag, e.hlc, e.origin, e.seq)
+    # Several keys at one instant: a batch (HTTP NDJSON, Redis MSET) is
+    # seen whole or not at all. None for a key not there.
+    a, b = view.get_many("prices", ["sku-1", "sku-2"])
 
 A View is not safe for concurrent use by several threads: give each its own.
 Unlike the Go reader, it cannot survive the file being truncated under its
@@ -31,6 +34,7 @@ them with the Go reader):
     python3 cachecast_view.py PATH keys TOPIC
     python3 cachecast_view.py PATH dump
     python3 cachecast_view.py PATH gets < lines of "xTOPICHEX xKEYHEX"
+    python3 cachecast_view.py PATH many < the same lines (one get_many)
 """
 
 import collections
@@ -54,7 +58,7 @@ if _MACHINE not in ("x86_64", "amd64", "i386", "i486", "i586", "i686", "x86"):
         "read through the socket or the Go reader instead" % platform.machine())
 
 MAGIC = b"CCVIEW\x00\x01"
-VERSION = 2
+VERSION = 3
 HEADER_SIZE = 4096
 RECORD_HEADER = 48
 MAX_ORIGINS = (HEADER_SIZE - 240) // 16
@@ -71,6 +75,9 @@ MAX_REOPENS = 8
 ORPHAN_CHECK_EVERY = 64
 ORPHAN_AFTER = 1.0
 ORPHAN_STAT_EVERY = 0.1
+# How long get_many waits for keys that keep changing, or for a batch to be
+# committed, before it raises Busy (as the Go reader).
+BATCH_WAIT = 1.0
 
 _U64 = struct.Struct("<Q")
 _U16 = struct.Struct("<H")
@@ -264,6 +271,92 @@ class View:
             return Entry(data[tl:], data[:tl], hlc, origin, seq)
         raise Busy("the record at %d" % off)
 
+    def _read_versioned(self, off, cap, d):
+        """_read, with the version read: (Entry or None, version)."""
+        m = self._m
+        for attempt in range(SPIN_LIMIT):
+            v1 = _U64.unpack_from(m, off)[0]
+            if v1 & 1:
+                if attempt > 100:
+                    time.sleep(0)
+                continue
+            hlc, origin, seq, vl, tl, flags, _, _, _ = _FIELDS.unpack_from(m, off + 8)
+            n = tl + vl
+            data = m[d: d + min(n, cap)]
+            if _U64.unpack_from(m, off)[0] != v1:
+                continue
+            if n > cap:
+                raise Corrupt("the record at %d holds %d bytes in %d" % (off, n, cap))
+            if flags & FLAG_DELETED:
+                return None, v1
+            return Entry(data[tl:], data[:tl], hlc, origin, seq), v1
+        raise Busy("the record at %d" % off)
+
+    def _find(self, topic, key):
+        """Steps 2 to 5: the record of (topic, key) as (off, cap, d), or
+        None when the key is not there."""
+        m = self._m
+        h = hash_key(topic, key)
+        mask, arena, end = self._mask, self._arena, self._end
+        want = topic + key
+        i = h & mask
+        for _ in range(mask + 1):
+            slot = _u64(m, HEADER_SIZE + 8 * i)[0]
+            if slot == 0:
+                return None
+            if slot >> 32 == h:
+                off = (slot & 0xFFFFFFFF) * 8
+                k = off + RECORD_HEADER
+                if off < arena or k + len(want) > end or m[k:k + len(want)] != want:
+                    self._record_at(slot)  # raises Corrupt for a bad record
+                else:
+                    off, cap, tl, kl, d = self._record_at(slot)
+                    if tl == len(topic) and kl == len(key):
+                        return off, cap, d
+            i = (i + 1) & mask
+        return None
+
+    def get_many(self, topic, keys):
+        """The Entries (None for a key not there) of keys, all of topic, or
+        of topic[i] when topic is a list, as of one instant: a batch (an
+        HTTP NDJSON batch, a Redis MSET) is seen whole or not at all. The
+        doc's "Reading several keys": read the committed word, read every
+        key, and if a version seen is of a write past the committed word,
+        wait for it to be committed and read again (Busy after BATCH_WAIT)."""
+        keys = [_bytes(k) for k in keys]
+        if isinstance(topic, (list, tuple)):
+            if len(topic) != len(keys):
+                raise ValueError("%d topics for %d keys" % (len(topic), len(keys)))
+            topics = [_bytes(t) for t in topic]
+        else:
+            topics = [_bytes(topic)] * len(keys)
+        deadline = None
+        while True:
+            self._current()
+            m = self._m
+            committed = _u64(m, 152)[0]
+            found = [self._find(t, k) for t, k in zip(topics, keys)]
+            out, newest = [], 0
+            for f in found:
+                if f is None:
+                    out.append(None)
+                    continue
+                e, version = self._read_versioned(*f)
+                newest = max(newest, version)
+                out.append(e)
+            # A version is twice the number of its write.
+            if newest // 2 <= committed:
+                return out
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + BATCH_WAIT
+            elif now > deadline:
+                raise Busy("the keys of get_many kept changing for %gs" % BATCH_WAIT)
+            while _u64(m, 152)[0] < newest // 2 and not _u64(m, 64)[0] & STATE_SUPERSEDED:
+                if time.monotonic() > deadline:
+                    raise Busy("a batch stayed unfinished for %gs" % BATCH_WAIT)
+                time.sleep(0)
+
     def get(self, topic, key):
         """The Entry of (topic, key), or None when it is not there. This is
         steps 1 to 9 of the doc, inlined: a Python call costs more than
@@ -434,6 +527,10 @@ def main(argv):
             for line in sys.stdin:
                 t, k = (bytes.fromhex(x[1:]) for x in line.split())
                 e = view.get(t, k)
+                print("null" if e is None else _entry_json(t, k, e))
+        elif cmd == "many" and len(argv) == 3:
+            pairs = [tuple(bytes.fromhex(x[1:]) for x in line.split()) for line in sys.stdin]
+            for (t, k), e in zip(pairs, view.get_many([t for t, _ in pairs], [k for _, k in pairs])):
                 print("null" if e is None else _entry_json(t, k, e))
         elif cmd == "dump" and len(argv) == 3:
             for line in sorted(_entry_json(t, k, e) for t, k, e in view.scan()):

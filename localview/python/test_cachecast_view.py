@@ -12,9 +12,11 @@ import unittest
 import cachecast_view as cv
 
 
-def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origins=()):
+def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origins=(), committed=None):
     """A view file holding entries: (topic, key, tag, value, (hlc, origin,
-    seq), deleted). Returns a bytearray and the record offset of each."""
+    seq), deleted), the i-th written by write i+1 (version 2i+2); the
+    committed word is the last write unless given. Returns a bytearray and
+    the record offset of each."""
     arena_off = cv.HEADER_SIZE + 8 * slots
     arena = bytearray()
     table = [0] * slots
@@ -22,7 +24,7 @@ def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origin
     for topic, key, tag, value, (hlc, origin, seq), deleted in entries:
         off = arena_off + len(arena)
         cap = (len(tag) + len(value) + 7) & ~7
-        rec = struct.pack("<QQQQIHHIHH", 0, hlc, origin, seq, len(value), len(tag),
+        rec = struct.pack("<QQQQIHHIHH", 2 * (len(offsets) + 1), hlc, origin, seq, len(value), len(tag),
                           cv.FLAG_DELETED if deleted else 0, cap, len(topic), len(key))
         data = (tag + value).ljust(cap, b"\0")
         tk = topic + key
@@ -40,6 +42,7 @@ def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origin
                      cv.HEADER_SIZE, slots, arena_off, len(arena), state)
     hb = time.time() if heartbeat is None else heartbeat
     struct.pack_into("<QQ", header, 128, int(hb * 1e9), 4242)
+    struct.pack_into("<Q", header, 152, len(entries) if committed is None else committed)
     struct.pack_into("<QQQIII", header, 200, len(entries), 7, 0, 1, 3, len(origins))
     for j, (o, h) in enumerate(origins):
         struct.pack_into("<QQ", header, 240 + 16 * j, o, h)
@@ -92,6 +95,31 @@ class ReaderTest(unittest.TestCase):
         self.assertEqual(st["origins"], {7: 101, 8: 104})
         self.assertEqual((st["alive"], st["members"], st["writer_pid"]), (1, 3, 4242))
         v.fresh(60)
+        v.close()
+
+    def test_get_many(self):
+        self.write(build(ENTRIES)[0])
+        v = cv.View(self.path)
+        self.assertEqual(v.get_many("prices", ["sku-1", "gone", "missing", "sku-2"]),
+                         [v.get("prices", "sku-1"), None, None, v.get("prices", "sku-2")])
+        self.assertEqual(v.get_many(["fx", "prices"], ["sku-1", "sku-1"]),
+                         [v.get("fx", "sku-1"), v.get("prices", "sku-1")])
+        with self.assertRaises(ValueError):
+            v.get_many(["fx"], ["a", "b"])
+        v.close()
+
+    def test_get_many_waits_for_the_batch(self):
+        # Entries 4 and 5 are writes of a batch not committed yet: a read of
+        # entry 1 alone is fine, one with entry 5 waits, then gives up.
+        self.write(build(ENTRIES, committed=3)[0])
+        v = cv.View(self.path)
+        self.assertEqual(v.get_many("prices", ["sku-1"]), [v.get("prices", "sku-1")])
+        old, cv.BATCH_WAIT = cv.BATCH_WAIT, 0.05
+        try:
+            with self.assertRaises(cv.Busy):
+                v.get_many("prices", ["sku-1", ""])
+        finally:
+            cv.BATCH_WAIT = old
         v.close()
 
     def test_not_ready_closed_stale(self):

@@ -32,6 +32,7 @@ const (
 	envTopic   = "CACHECAST_VIEWTEST_TOPIC"
 	envKeys    = "CACHECAST_VIEWTEST_KEYS"
 	envMissing = "CACHECAST_VIEWTEST_MISSING_OK"
+	envBatches = "CACHECAST_VIEWTEST_BATCHES"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -86,6 +87,9 @@ type Report struct {
 	Errors      []string
 	// MaxCounter is the greatest counter read per key index.
 	MaxCounter map[int]uint64
+	// Batches counts the GetMany reads that saw a whole batch (batch
+	// readers: StartBatchReaders).
+	Batches int64
 }
 
 // RunChildIfAsked runs the reader loop and exits when the process was
@@ -96,7 +100,12 @@ func RunChildIfAsked() {
 		return
 	}
 	keys, _ := strconv.Atoi(os.Getenv(envKeys))
-	rep := readLoop(path, os.Getenv(envTopic), keys, os.Getenv(envMissing) != "")
+	var rep Report
+	if os.Getenv(envBatches) != "" {
+		rep = batchLoop(path, os.Getenv(envTopic), keys)
+	} else {
+		rep = readLoop(path, os.Getenv(envTopic), keys, os.Getenv(envMissing) != "")
+	}
 	json.NewEncoder(os.Stdout).Encode(rep)
 	os.Exit(0)
 }
@@ -104,28 +113,9 @@ func RunChildIfAsked() {
 // readLoop reads random keys until stdin closes.
 func readLoop(path, topic string, keys int, missingOK bool) Report {
 	rep := Report{MaxCounter: map[int]uint64{}}
-	fail := func(format string, a ...any) {
-		if len(rep.Errors) < 20 {
-			rep.Errors = append(rep.Errors, fmt.Sprintf(format, a...))
-		}
-	}
-	stop := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		close(stop)
-	}()
-	fmt.Fprintln(os.Stderr, "reader started")
-	var r *localview.Reader
-	for r == nil {
-		var err error
-		if r, err = localview.Open(path); err != nil {
-			select {
-			case <-stop:
-				fail("never opened %s: %v", path, err)
-				return rep
-			case <-time.After(time.Millisecond):
-			}
-		}
+	stop, r := startLoop(path, &rep)
+	if r == nil {
+		return rep
 	}
 	gens := map[uint64]bool{}
 	last := make([]uint64, keys)
@@ -154,26 +144,145 @@ func readLoop(path, topic string, keys int, missingOK bool) Report {
 		case errors.Is(err, localview.ErrNotFound):
 			rep.NotFound++
 			if !missingOK {
-				fail("key %d not found", i)
+				rep.fail("key %d not found", i)
 			}
 			continue
 		case err != nil:
-			fail("key %d: %v", i, err)
+			rep.fail("key %d: %v", i, err)
 			continue
 		}
 		buf = tag[:0]
 		rep.Reads++
 		c, err := Check(i, v, tag)
 		if err != nil {
-			fail("key %d: %v", i, err)
+			rep.fail("key %d: %v", i, err)
 			continue
 		}
 		if c < last[i] {
-			fail("key %d: counter %d after %d", i, c, last[i])
+			rep.fail("key %d: counter %d after %d", i, c, last[i])
 		}
 		last[i] = c
 		rep.MaxCounter[i] = max(rep.MaxCounter[i], c)
 	}
+}
+
+// fail adds an error to the report (the first 20).
+func (rep *Report) fail(format string, a ...any) {
+	if len(rep.Errors) < 20 {
+		rep.Errors = append(rep.Errors, fmt.Sprintf(format, a...))
+	}
+}
+
+// startLoop says the reader started, and opens the view at path (nil when
+// stdin closed first); stop closes with stdin.
+func startLoop(path string, rep *Report) (stop chan struct{}, r *localview.Reader) {
+	stop = make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(stop)
+	}()
+	fmt.Fprintln(os.Stderr, "reader started")
+	for r == nil {
+		var err error
+		if r, err = localview.Open(path); err != nil {
+			select {
+			case <-stop:
+				rep.fail("never opened %s: %v", path, err)
+				return stop, nil
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return stop, r
+}
+
+// batchLoop reads keys 0..keys-1 of topic with one GetMany after another
+// until stdin closes, and checks that each read saw one batch: every key
+// there with a whole value (Check), all at the same counter (a batch's),
+// never below the last read's. Keys not there yet are fine only when none
+// is (before the first batch).
+func batchLoop(path, topic string, keys int) Report {
+	rep := Report{MaxCounter: map[int]uint64{}}
+	stop, r := startLoop(path, &rep)
+	if r == nil {
+		return rep
+	}
+	gens := map[uint64]bool{}
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = Key(i)
+	}
+	topics := []string{topic}
+	var items []localview.Item
+	var buf []byte
+	var last uint64
+	for n := 0; ; n++ {
+		if n%256 == 0 {
+			select {
+			case <-stop:
+				rep.Generations = len(gens)
+				rep.Last = r.Generation()
+				return rep
+			default:
+			}
+			time.Sleep(200 * time.Microsecond) // the writer needs a core too
+		}
+		var err error
+		items, buf, err = r.GetMany(topics, names, items, buf)
+		gens[r.Generation()] = true
+		if errors.Is(err, localview.ErrNotReady) {
+			rep.NotReady++
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		if err != nil {
+			rep.fail("GetMany: %v", err)
+			continue
+		}
+		rep.Reads++
+		counter, first, found := uint64(0), -1, 0
+		for i, it := range items {
+			if !it.Found {
+				continue
+			}
+			found++
+			c, err := Check(i, it.Value, it.Tag)
+			if err != nil {
+				rep.fail("key %d: %v", i, err)
+				continue
+			}
+			rep.MaxCounter[i] = max(rep.MaxCounter[i], c)
+			if first < 0 {
+				counter, first = c, i
+			} else if c != counter {
+				rep.fail("a mixed batch: key %d at counter %d, key %d at %d", first, counter, i, c)
+			}
+		}
+		switch {
+		case found == 0:
+			rep.NotFound++
+			if last != 0 {
+				rep.fail("no key found after batch %d", last)
+			}
+			continue
+		case found != keys:
+			rep.fail("a part of a batch: %d keys of %d (batch %d)", found, keys, counter)
+		case counter < last:
+			rep.fail("batch %d after batch %d", counter, last)
+		}
+		if counter != last {
+			rep.Batches++
+		}
+		last = max(last, counter)
+	}
+}
+
+// StartBatchReaders starts n reader processes that read keys 0..keys-1 of
+// topic in the view at path with GetMany, one read after another, and
+// check that each saw all of one batch (keys with values at one counter).
+func StartBatchReaders(t testing.TB, n int, path, topic string, keys int) []*Child {
+	t.Helper()
+	return startChildren(t, n, path, topic, keys, envBatches+"=1")
 }
 
 // Child is a running reader process.
@@ -189,13 +298,20 @@ type Child struct {
 // filled). It waits until each has started.
 func StartReaders(t testing.TB, n int, path, topic string, keys int, missingOK bool) []*Child {
 	t.Helper()
+	var env []string
+	if missingOK {
+		env = append(env, envMissing+"=1")
+	}
+	return startChildren(t, n, path, topic, keys, env...)
+}
+
+func startChildren(t testing.TB, n int, path, topic string, keys int, env ...string) []*Child {
+	t.Helper()
 	var out []*Child
 	for range n {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envPath+"="+path, envTopic+"="+topic, envKeys+"="+strconv.Itoa(keys))
-		if missingOK {
-			cmd.Env = append(cmd.Env, envMissing+"=1")
-		}
+		cmd.Env = append(cmd.Env, env...)
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -363,7 +363,7 @@ func (d *snapDecoder) flush(tv *topicView) {
 		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
 		d.into.put(tv, it)
 	}
-	d.into.mu.Unlock()
+	d.into.unlock()
 	clear(d.batch)
 	d.batch = d.batch[:0]
 }

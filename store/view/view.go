@@ -118,8 +118,14 @@ type View struct {
 	// timed counts the items and timelines that use a time field (the
 	// snapshot is written in version 1 while there are none).
 	timed int
-	// follow, when set, sees every change put makes, under the write lock.
-	follow func(Change)
+	// follow, when set, sees every change put makes, under the write lock;
+	// followEnd, when set, is called once those made under one hold of
+	// the lock (or between Hold and Release) are all told. told says some
+	// were since; holds counts the Holds not released yet.
+	follow    func(Change)
+	followEnd func()
+	told      bool
+	holds     int
 	// now is the local wall clock in Unix milliseconds.
 	now func() int64
 	// times holds the instants at which an entry changes by itself (an
@@ -407,7 +413,7 @@ func (v *View) Apply(r record.Record) bool {
 	it := recordItemValue(r)
 
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlock()
 	tv := v.topics[string(topic)]
 	if tv == nil {
 		tv = newTopicView(string(topic), 0)
@@ -450,7 +456,7 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 		}
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlock()
 	changed := 0
 	for i, it := range its {
 		tv := v.topics[string(topics[i])]
@@ -544,9 +550,7 @@ func (v *View) install(tv *topicView, k string, it *viewItem, cause string) {
 		if old != nil && !old.isTomb() && (v.follow != nil || cause != "") {
 			c := Change{Topic: tv.name, Key: k, Deleted: true, Cause: cause}
 			c.Stamp = old.stamp
-			if v.follow != nil {
-				v.follow(c)
-			}
+			v.tell(c)
 			v.events.add(c)
 		}
 		return
@@ -566,11 +570,45 @@ func (v *View) install(tv *topicView, k string, it *viewItem, cause string) {
 	if (v.follow != nil || cause != "") && !(it.placeholder() && (old == nil || old.isTomb())) {
 		c := it.change(tv.name)
 		c.Cause = cause
-		if v.follow != nil {
-			v.follow(c)
-		}
+		v.tell(c)
 		v.events.add(c)
 	}
+}
+
+// tell gives c to the follower, if any. The caller holds the write lock.
+func (v *View) tell(c Change) {
+	if v.follow != nil {
+		v.follow(c)
+		v.told = true
+	}
+}
+
+// unlock releases the write lock, first telling the follower that the
+// changes made under it are all told, unless a Hold keeps them open.
+func (v *View) unlock() {
+	if v.told && v.holds == 0 {
+		v.told = false
+		if v.followEnd != nil {
+			v.followEnd()
+		}
+	}
+	v.mu.Unlock()
+}
+
+// Hold makes the changes of the calls until Release one group for the
+// follower (FollowFrom's end is called once, at Release): the store holds
+// the records of one publish together. Every Hold needs its Release.
+func (v *View) Hold() {
+	v.mu.Lock()
+	v.holds++
+	v.mu.Unlock()
+}
+
+// Release ends what Hold started.
+func (v *View) Release() {
+	v.mu.Lock()
+	v.holds--
+	v.unlock()
 }
 
 // update copies it, an ordinary write of old's key, into old, which no
@@ -597,7 +635,7 @@ func (v *View) update(tv *topicView, old, it *viewItem) {
 		v.timed++
 	}
 	if v.follow != nil {
-		v.follow(old.change(tv.name))
+		v.tell(old.change(tv.name))
 	}
 }
 
@@ -892,10 +930,14 @@ func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 }
 
 // FollowFrom makes fn see every later change (nil stops it) and returns
-// the view as it is at that moment, with nothing in between.
-func (v *View) FollowFrom(fn func(Change)) iter.Seq[Change] {
+// the view as it is at that moment, with nothing in between. end, when
+// not nil, is called after the changes made under one hold of the write
+// lock are all given to fn (those of one record, of a batch, or of the
+// records between Hold and Release): a follower that keeps them together
+// shows a batch whole.
+func (v *View) FollowFrom(fn func(Change), end func()) iter.Seq[Change] {
 	v.mu.Lock()
-	v.follow = fn
+	v.follow, v.followEnd, v.told = fn, end, false
 	topics, _ := v.freezeLocked()
 	v.mu.Unlock()
 	return func(yield func(Change) bool) {
@@ -1038,7 +1080,7 @@ func (ft frozenTopic) hashItem(h hash.Hash, buf []byte, it *viewItem) []byte {
 func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 	topics, _ := other.freeze()
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.unlock()
 	for _, ft := range topics {
 		tv := v.topics[ft.name]
 		if tv == nil {

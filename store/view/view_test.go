@@ -650,7 +650,7 @@ func TestViewFrozenCloneSeesNoLaterUpdate(t *testing.T) {
 		put("a", fmt.Sprint("a", i)) // in place from the second on
 		put("b", fmt.Sprint("b", i))
 	}
-	frozen := v.FollowFrom(nil)
+	frozen := v.FollowFrom(nil, nil)
 	for i := 3; i < 10; i++ {
 		put("a", fmt.Sprint("a", i)) // a new item, then in place
 		put("c", fmt.Sprint("c", i))
@@ -679,7 +679,7 @@ func TestViewEpochWraps(t *testing.T) {
 	v.Apply(viewPut("t", "k", "v1", 1, 1, 1).record(t))
 	v.epoch = 1<<16 - 1
 	v.topics["t"].byKey["k"].epoch = 1<<16 - 1
-	frozen := v.FollowFrom(nil) // epoch wraps to 1
+	frozen := v.FollowFrom(nil, nil) // epoch wraps to 1
 	v.Apply(viewPut("t", "k", "v2", 1, 2, 2).record(t))
 	for c := range frozen {
 		if string(c.Value) != "v1" {

@@ -315,7 +315,7 @@ func (v *View) settleDue() time.Duration {
 			wait = time.Duration(v.times[0].at-now) * time.Millisecond
 			more = v.times[0].at <= now
 		}
-		v.mu.Unlock()
+		v.unlock()
 		if !more {
 			return wait
 		}

@@ -437,7 +437,7 @@ func TestViewTimeFollower(t *testing.T) {
 	c.ms.Store(timeBase)
 	v := newTimedView(c)
 	var seen []Change
-	v.FollowFrom(func(ch Change) { seen = append(seen, ch) })
+	v.FollowFrom(func(ch Change) { seen = append(seen, ch) }, nil)
 	v.Apply(timeRec{key: "a", value: "x", expires: timeBase + 10, origin: 1, seq: 1, hlc: record.MakeHLC(timeBase, 0)}.record(t))
 	v.Apply(timeRec{key: "b", value: "sale", eff: timeBase + 20, origin: 1, seq: 2, hlc: record.MakeHLC(timeBase, 1)}.record(t))
 	if len(seen) != 1 || seen[0].Key != "a" || seen[0].Cause != "" || seen[0].ExpiresAt != timeBase+10 {
@@ -553,7 +553,7 @@ func BenchmarkSettleFlip(b *testing.B) {
 		c := &fakeClock{}
 		c.ms.Store(timeBase)
 		v := newTimedView(c)
-		v.FollowFrom(func(Change) {})
+		v.FollowFrom(func(Change) {}, nil)
 		buf := make([]byte, 256)
 		for i := range keys {
 			m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("12.50")}
