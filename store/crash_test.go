@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,7 +16,24 @@ import (
 	"github.com/cachecast/cachecast/store/record"
 )
 
-const crashChildEnv = "CACHECAST_STORE_CRASH_CHILD"
+const (
+	crashChildEnv = "CACHECAST_STORE_CRASH_CHILD"
+	// crashReuseEnv makes the child keep its log within four segments, so
+	// that it reuses segment files (and is killed after reuse).
+	crashReuseEnv = "CACHECAST_STORE_CRASH_REUSE"
+)
+
+// crashOptions are the child's options, and the parent's when it reopens.
+func crashOptions(dir string, reuse bool) Options {
+	o := DefaultOptions(dir)
+	o.SegmentSize = 64 << 10
+	o.IndexChunkEntries = 1024
+	o.Flush = FlushSync
+	if reuse {
+		o.RetentionBytes = 4 * o.SegmentSize
+	}
+	return o
+}
 
 // crashSize is the value size of message seq in the crash test: it varies,
 // so that records straddle pages and segment ends differently.
@@ -24,11 +42,7 @@ func crashSize(seq uint64) int { return 50 + int(seq*7919%3000) }
 // crashChild is the body of the child process: it appends under sync
 // flush forever and prints each acknowledged seq. The parent kills it.
 func crashChild() {
-	o := DefaultOptions(os.Getenv(crashChildEnv))
-	o.SegmentSize = 64 << 10
-	o.IndexChunkEntries = 1024
-	o.Flush = FlushSync
-	s, err := Open(o)
+	s, err := Open(crashOptions(os.Getenv(crashChildEnv), os.Getenv(crashReuseEnv) != ""))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(3)
@@ -39,6 +53,12 @@ func crashChild() {
 		seq := s.nextSeq
 		m := record.Message{Topic: "crash", Key: strconv.FormatUint(seq%97, 10), Value: value(int(seq), crashSize(seq))}
 		res, err := s.Publish(&m)
+		for errors.Is(err, ErrFull) {
+			// Retention waits for the snapshot to cover what it recycles.
+			if err = s.Snapshot(); err == nil {
+				res, err = s.Publish(&m)
+			}
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child publish:", err)
 			os.Exit(4)
@@ -51,8 +71,15 @@ func crashChild() {
 // least 50 times, and checks after each kill that every acknowledged
 // record is in the log byte for byte, that the log holds nothing it should
 // not, and that appending goes on.
-func TestCrashSIGKILL(t *testing.T) {
-	rounds := 50
+func TestCrashSIGKILL(t *testing.T) { crashRounds(t, 50, false) }
+
+// TestCrashSIGKILLAfterReuse is TestCrashSIGKILL with the child's log
+// bound to four segments: it reuses segment files without zeroing them,
+// and is killed while writing into reused files, whose stale records
+// recovery must never take for new ones.
+func TestCrashSIGKILLAfterReuse(t *testing.T) { crashRounds(t, 30, true) }
+
+func crashRounds(t *testing.T, rounds int, reuse bool) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
@@ -61,6 +88,9 @@ func TestCrashSIGKILL(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
+		if reuse {
+			cmd.Env = append(cmd.Env, crashReuseEnv+"=1")
+		}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
@@ -96,20 +126,37 @@ func TestCrashSIGKILL(t *testing.T) {
 			t.Fatalf("round %d: child ended by itself (%v): %s", round, err, stderr.String())
 		}
 
-		o := testOptions(t, dir)
-		s, err := Open(o)
+		s, err := Open(crashOptions(dir, reuse))
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
-		recs := readAll(t, s) // checks seqs are 1..n without a gap
-		if uint64(len(recs)) < acked {
-			t.Fatalf("round %d: %d records after the crash, %d were acknowledged", round, len(recs), acked)
-		}
-		for i, r := range recs {
-			seq := uint64(i + 1)
-			if !bytes.Equal(r.Value(), value(int(seq), crashSize(seq))) {
-				t.Fatalf("round %d: record %d is not what was written", round, seq)
+		// Every record retained, from the oldest on, byte for byte, seqs
+		// without a gap, up to at least the last acknowledged one.
+		var first, last uint64
+		for pos := s.seglog.Oldest(); pos < s.seglog.End(); {
+			next, err := s.seglog.Read(pos, func(r record.Record) error {
+				if last != 0 && r.Seq() != last+1 {
+					return fmt.Errorf("seq %d after %d", r.Seq(), last)
+				}
+				if !bytes.Equal(r.Value(), value(int(r.Seq()), crashSize(r.Seq()))) {
+					return fmt.Errorf("record %d is not what was written", r.Seq())
+				}
+				if first == 0 {
+					first = r.Seq()
+				}
+				last = r.Seq()
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("round %d: read at %d: %v", round, pos, err)
 			}
+			pos = next
+		}
+		if last < acked || !reuse && first > 1 {
+			t.Fatalf("round %d: the log holds seqs %d to %d after the crash, %d were acknowledged", round, first, last, acked)
+		}
+		if reuse && round == rounds-1 && s.seglog.Oldest() < 8*s.seglog.SegmentSize() {
+			t.Fatalf("the log was recycled only up to %d: too few files reused to test", s.seglog.Oldest())
 		}
 		if err := s.Close(); err != nil {
 			t.Fatalf("round %d: close: %v", round, err)

@@ -34,25 +34,38 @@
 //
 // A log position is a byte offset into an endless log; segment files cut it
 // into pieces of SegmentSize bytes, each file named by the position of its
-// first byte. Records are 8-byte aligned and never span segments: a record
+// first byte. Entries are 8-byte aligned and never span segments: an entry
 // that does not fit in what is left of a segment goes to the start of the
-// next one, and the rest of the segment stays zero. Each record is the
-// fixed header drawn in package record (size, CRC-32C, kind, version, lengths,
-// origin, seq, HLC) followed by topic, key, tag and value. A zero size
-// means "nothing written here". The bytes of a record are the same in the
+// next one, and the writer leaves an end marker behind. Each entry is an
+// 8-byte prefix of the log's own (the segment's mark and a kind, see
+// segment/log.go) and a record: the fixed header drawn in package record
+// (size, CRC-32C, kind, version, lengths, origin, seq, HLC) followed by
+// topic, key, tag and value. The bytes of a record are the same in the
 // log, in a snapshot-free catch-up and on the wire: a receiver checks the
 // CRC and appends them unchanged (AppendRecord).
 //
-// Segments are made ahead of the writer by a background goroutine:
-// created and fallocated (or a recycled file renamed and zeroed with
-// FALLOC_FL_ZERO_RANGE), then mapped and populated writable with
-// MADV_POPULATE_WRITE (MADV_WILLNEED before Linux 5.14), so that the writer
-// switches segments without a system call in its path, and a full disk is
-// an ErrDiskFull at creation, never a SIGBUS on a page. At most
-// MaxMappedSegments segments are mapped; the least recently used unpinned
-// one is unmapped when another is needed. Code that touches a map runs
-// with runtime/debug.SetPanicOnFault, so an I/O error under a page is an
-// ErrIO, not a crash.
+// The mark is the segment's number plus one. A recycled segment file is
+// reused for a later segment as it is, not zeroed: its blocks are written
+// already, so the writer's first writes to its pages convert no extents,
+// and whatever of its earlier use it still holds carries another mark,
+// which recovery and readers take for "nothing here". (A directory made
+// before the prefix existed keeps its unframed records; the metafile says
+// from which position on entries are framed.)
+//
+// A background goroutine, the preparer, keeps the writer from system calls
+// and page faults: it keeps a window (4 MiB, or the segment when smaller)
+// ahead of the writer allocated (fallocate) and faulted in writable
+// (MADV_POPULATE_WRITE; MADV_WILLNEED before Linux 5.14), and makes the
+// next segment (a new sparse file, or a reused one) with its first window
+// ready, so that switching segments is a pointer swap. A full disk is an
+// ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
+// never writes past what is allocated, and allocates itself when it runs
+// ahead of the preparer. A new store so costs two windows of disk and of
+// resident memory, not two segments. At most MaxMappedSegments segments
+// are mapped; the least recently used unpinned one is unmapped when
+// another is needed. Code that touches a map runs with
+// runtime/debug.SetPanicOnFault, so an I/O error under a page is an ErrIO,
+// not a crash.
 //
 // # Durability
 //
@@ -74,12 +87,13 @@
 // # Recovery
 //
 // Open checks the records from the metafile's committed (flushed) position
-// on: length, field lengths and CRC. The log ends at the first bad record,
-// at a zero size that is not a legitimate jump to the next segment (the
-// next segment's first record must be too big for the space left), or at
-// a missing segment file. Damaged bytes are copied to corrupt/ first
-// (fsynced, with the directory, before the original is zeroed); the
-// rest of the last segment is zeroed and later segments are recycled, so a
+// on: prefix, length, field lengths and CRC. The log ends at the first bad
+// record, at the first entry without this use's prefix (zeros, or stale
+// bytes of a reused file) that is not the writer's end marker followed by
+// a valid first entry in the next segment, or at a missing segment file.
+// Damaged bytes are copied to corrupt/ first (fsynced, with the directory,
+// before the original is zeroed); the rest of the last segment is
+// discarded (it reads as zeros) and later segments are deleted, so a
 // cut-off record can never reappear. The indexes are cut to the end of the
 // log and rebuilt from it; the view is loaded from its snapshot and
 // brought up to date from the log. Reads check the CRC too, so a page

@@ -128,11 +128,23 @@ func TestMetaBothCopiesBad(t *testing.T) {
 // by the next write, which goes to copy B.
 func TestMetaSingleCopyUpgrade(t *testing.T) {
 	o, origin := closedStore(t)
+	writeLegacyLog(t, o, origin, 50, 100) // the log such a metafile goes with
 	path := filepath.Join(o.Dir, metaName)
 	b, cur := metaCopies(t, path)
 	old := make([]byte, segment.MetaSize)
 	copy(old[:segment.OffGen], b[cur*segment.MetaCopySize:]) // the old layout ends at the boot ID
 	binary.LittleEndian.PutUint64(old[segment.OffVersion:], segment.MetaVersionSingle)
+	// Positions that fit the legacy log: nothing flushed, indexed or
+	// snapshotted yet, so that the store rebuilds all from its records.
+	for _, off := range []int{segment.OffCommitted, segment.OffWatermark} {
+		clear(old[off : off+16])
+	}
+	clear(old[segment.OffIndexed : segment.OffIndexed+8])
+	for _, p := range []string{filepath.Join(o.Dir, snapshotName), filepath.Join(o.Dir, indexDirName)} {
+		if err := os.RemoveAll(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(path, old, 0o640); err != nil {
 		t.Fatal(err)
 	}

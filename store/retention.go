@@ -10,7 +10,6 @@ import (
 	"github.com/cachecast/cachecast/store/internal/cursors"
 	"github.com/cachecast/cachecast/store/internal/index"
 	"github.com/cachecast/cachecast/store/internal/segment"
-	"github.com/cachecast/cachecast/store/record"
 )
 
 // retention keeps the log within its bounds: RetentionBytes before every
@@ -40,7 +39,7 @@ func (r *retention) makeRoom(size int) error {
 	if limit == 0 {
 		return nil
 	}
-	padded := int64(record.Padded(size))
+	padded := r.seglog.EntrySize(size)
 	need := r.seglog.RetainedAfter(size)
 	if need <= limit {
 		return nil

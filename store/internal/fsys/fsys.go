@@ -23,39 +23,69 @@ import (
 )
 
 // Allocate reserves size bytes for f so that no later write through a map
-// can fail for want of space (a SIGBUS). Space errors become ErrDiskFull.
-func Allocate(f *os.File, size int64) error {
+// can fail for want of space (a SIGBUS). Blocks already allocated stay as
+// they are (written ones keep their bytes). Space errors become
+// ErrDiskFull.
+func Allocate(f *os.File, size int64) error { return allocate(f, 0, size, true) }
+
+// AllocateRange is Allocate for [off, off+n) of a file whose size covers
+// it already and that holds nothing there yet (a new segment, allocated
+// ahead of its writer window by window).
+func AllocateRange(f *os.File, off, n int64) error { return allocate(f, off, n, false) }
+
+func allocate(f *os.File, off, n int64, whole bool) error {
 	if err := injectedFault("allocate"); err != nil {
 		return FileError("allocate", f.Name(), err)
 	}
 	for {
-		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+		err := unix.Fallocate(int(f.Fd()), 0, off, n)
 		if err == unix.EINTR {
 			continue
 		}
 		if err == unix.EOPNOTSUPP {
-			// A file system without fallocate: extend the file and write
-			// zeros, which allocates the blocks the slow way.
-			return allocateByWriting(f, size)
+			// A file system without fallocate: write zeros, which
+			// allocates the blocks the slow way (past the file's end only,
+			// for a whole file, so as not to overwrite what it holds).
+			from := off
+			if whole {
+				st, err := f.Stat()
+				if err != nil {
+					return FileError("stat", f.Name(), err)
+				}
+				from = max(from, st.Size())
+			}
+			return writeZeros(f, from, off+n)
 		}
 		return FileError("allocate", f.Name(), err)
 	}
 }
 
-func allocateByWriting(f *os.File, size int64) error {
-	st, err := f.Stat()
-	if err != nil {
-		return FileError("stat", f.Name(), err)
-	}
-	zeros := make([]byte, 1<<20)
-	for off := st.Size(); off < size; {
-		n := min(int64(len(zeros)), size-off)
-		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return FileError("allocate", f.Name(), err)
+// writeZeros writes zeros over [from, to) of f.
+func writeZeros(f *os.File, from, to int64) error {
+	zeros := make([]byte, min(to-from, 1<<20))
+	for o := from; o < to; {
+		m := min(int64(len(zeros)), to-o)
+		if _, err := f.WriteAt(zeros[:m], o); err != nil {
+			return FileError("zero", f.Name(), err)
 		}
-		off += n
+		o += m
 	}
 	return nil
+}
+
+// Discard makes [off, off+n) of f read as zeros and gives its blocks back
+// (FALLOC_FL_PUNCH_HOLE); allocated reports whether the range is still
+// allocated (a file system that cannot punch holes zeroes the range in
+// place instead, see ZeroRange). Not durable until f is synced.
+func Discard(f *os.File, off, n int64) (allocated bool, err error) {
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if err == nil {
+		return false, nil
+	}
+	if err != unix.EOPNOTSUPP && err != unix.EINVAL {
+		return false, FileError("punch", f.Name(), err)
+	}
+	return true, ZeroRange(f, off, n)
 }
 
 // ZeroRange makes [off, off+n) of f read as zeros while keeping its blocks
@@ -73,15 +103,7 @@ func ZeroRange(f *os.File, off, n int64) error {
 		}
 	}
 	if err == unix.EOPNOTSUPP || err == unix.EINVAL {
-		zeros := make([]byte, min(n, 1<<20))
-		for o := off; o < off+n; {
-			m := min(int64(len(zeros)), off+n-o)
-			if _, werr := f.WriteAt(zeros[:m], o); werr != nil {
-				return FileError("zero", f.Name(), werr)
-			}
-			o += m
-		}
-		return nil
+		return writeZeros(f, off, off+n)
 	}
 	return FileError("zero", f.Name(), err)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,10 +57,29 @@ type Log struct {
 	oldest  atomic.Int64 // and at or above this
 	flushed atomic.Int64 // durable below this
 
+	// markedFrom is where marked records begin: every record at or after
+	// it carries its segment's mark, those before it (written before
+	// marks existed) zero.
+	markedFrom int64
+
+	// window is how far the preparer allocates and faults pages in ahead
+	// of the writer; growMu serializes the growth of a segment's alloc
+	// (the preparer's, or the writer's when it is ahead of it).
+	window int64
+	growMu sync.Mutex
+	prepAt atomic.Int64 // the writer kicks the preparer once its end passes this
+
 	prepKick chan struct{}
 	done     chan struct{}
 	wg       sync.WaitGroup
 }
+
+// PrefaultWindow bounds what the preparer makes ready ahead of the writer:
+// allocated, and faulted in writable. It bounds, too, what a new segment
+// costs before anything is written into it (an idle node holds two such
+// windows, its current segment's and the next one's, not two whole
+// segments), while keeping ahead of a writer copying at memory speed.
+const PrefaultWindow = 4 << 20
 
 // End is the end of the committed log: readers may read below it.
 func (l *Log) End() int64 { return l.end.Load() }
@@ -83,7 +103,7 @@ func (l *Log) SegmentSize() int64 { return l.segSize }
 // bytes is appended: the tail of the segment it skips when it does not
 // fit counts too. Writer only.
 func (l *Log) RetainedAfter(size int) int64 {
-	padded := int64(record.Padded(size))
+	padded := entrySize(size)
 	need := l.wpos + padded - l.oldest.Load()
 	if off := l.wpos % l.segSize; off+padded > l.segSize {
 		need += l.segSize - off // the skipped tail
@@ -119,6 +139,14 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 		prepKick:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		preparing: -1,
+		window:    min(m.segSize, PrefaultWindow),
+	}
+	if from := m.Get(OffMarkedFrom); from != 0 {
+		l.markedFrom = int64(from - 1)
+	} else {
+		// A directory made before marks existed: its records carry none.
+		// Marks begin where its recovered log ends.
+		l.markedFrom = math.MaxInt64
 	}
 	l.prepCond = sync.NewCond(&l.mu)
 	l.unpinned = sync.NewCond(&l.mu)
@@ -185,7 +213,7 @@ func (l *Log) load() error {
 		// A new log, or one whose every segment is gone: start at the
 		// oldest position the metafile knows, on a segment boundary.
 		base := oldest - oldest%l.segSize
-		s, err := createSegment(l.dir, base, l.segSize, l.takeFree())
+		s, err := createSegment(l.dir, base, l.segSize, l.window, l.takeFree())
 		if err != nil {
 			return err
 		}
@@ -252,7 +280,7 @@ func (l *Log) recover() error {
 		idx := pos / l.segSize
 		s := l.segs[idx]
 		if s.data == nil {
-			if err := s.mapIn(l.segSize, false); err != nil {
+			if err := s.mapIn(l.segSize); err != nil {
 				return err
 			}
 			l.noteMapped(s)
@@ -267,22 +295,24 @@ func (l *Log) recover() error {
 			bad = err
 			break
 		}
-		// A zero size ends the written part of this segment. The writer
-		// moves to the next segment only when the next record does not fit
-		// here, so the next segment continues the log only if its first
-		// record is valid and too big for the space left; otherwise the
-		// zeros are a hole (a lost page) and the log ends here.
+		// The written part of this segment ends at next: nothing of this
+		// use of the file there (zeros, or stale bytes), or its end.
+		// The log goes on in the next segment only if the writer moved
+		// there: it leaves an end marker behind (or none, when the
+		// segment is full), and the next segment's first record is valid
+		// and of this use; else what follows is a hole or stale bytes
+		// (a lost page) and the log ends here.
 		nextSeg := l.segs[idx+1]
 		if nextSeg == nil {
 			break
 		}
 		if nextSeg.data == nil {
-			if err := nextSeg.mapIn(l.segSize, false); err != nil {
+			if err := nextSeg.mapIn(l.segSize); err != nil {
 				return err
 			}
 			l.noteMapped(nextSeg)
 		}
-		moved, err := l.movedOn(next, nextSeg.data)
+		moved, err := l.movedOn(s, next, nextSeg)
 		if err != nil {
 			return err
 		}
@@ -303,9 +333,14 @@ func (l *Log) recover() error {
 			}
 		}
 	}
+	if l.markedFrom == math.MaxInt64 {
+		l.markedFrom = pos
+	}
+	l.meta.Put(OffMarkedFrom, uint64(l.markedFrom)+1)
 	l.wpos = pos
 	l.cur = l.segs[pos/l.segSize]
 	l.cur.pins++
+	l.prepAt.Store(pos) // the preparer's first round readies the window
 	l.end.Store(pos)
 	l.flushed.Store(pos)
 	l.meta.SetPos(OffWriting, pos)
@@ -319,45 +354,122 @@ func (l *Log) recover() error {
 	return l.meta.Sync()
 }
 
-// movedOn reports whether a writer at offset off of a segment went on to
-// the next segment, whose data is next: the next segment's first record is
-// valid and would not have fit in the space left at off.
-func (l *Log) movedOn(off int64, next []byte) (bool, error) {
-	var first record.Record
+// movedOn reports whether a writer at offset off of s went on to next, the
+// segment after it: next's first record is valid and of this use, and the
+// writer left s at off: it left the end marker there (or s is full), or,
+// for a record from before the prefix, the first record of next would not
+// have fit in the space left at off.
+func (l *Log) movedOn(s *segment, off int64, next *segment) (bool, error) {
+	var moved bool
 	err := fsys.Guard(func() error {
-		var err error
-		first, err = record.Decode(next)
-		return err
+		first, _, err := l.decodeAt(next, 0)
+		if err != nil || first == nil {
+			return err
+		}
+		if l.framed(s, off) {
+			moved = off == l.segSize || l.prefixed(s, off, kindEnd)
+		} else {
+			moved = int64(record.Padded(first.Size())) > l.segSize-off
+		}
+		return nil
 	})
 	if err != nil && !errors.Is(err, record.ErrCorrupt) {
 		return false, err
 	}
-	return err == nil && first != nil && int64(record.Padded(first.Size())) > l.segSize-off, nil
+	return moved, nil
 }
 
 // scanSegment walks the records of s from off and returns the offset of the
-// first position that does not hold a valid record: the end of the data
-// (nil error) or a bad record (an error wrapping ErrCorrupt).
+// first position that does not hold a valid record of this use of the
+// file: the end of the data (nothing there, or stale bytes of an earlier
+// use: nil error) or a bad record (an error wrapping ErrCorrupt).
 func (l *Log) scanSegment(s *segment, off int64) (end int64, err error) {
 	err = fsys.Guard(func() error {
-		for off+record.HeaderSize <= l.segSize {
-			r, err := record.Decode(s.data[off:])
+		for {
+			r, next, err := l.decodeAt(s, off)
 			if err != nil {
 				return fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
 			}
 			if r == nil {
 				return nil
 			}
-			off += int64(record.Padded(r.Size()))
+			off = next
 		}
-		return nil
 	})
 	return off, err
 }
 
+// The log frames each record with a prefix of its own, which is not part
+// of the record (the record's bytes are the wire's):
+//
+//	0               4               8
+//	+---------------+---------------+------------------------------+
+//	| mark (u32)    | kind (u32)    | record, padded to 8 bytes    |
+//	+---------------+---------------+------------------------------+
+//
+// mark is the segment's (markOf): it tells a record written since a file
+// was reused from a stale one of the file's earlier use, so that a reused
+// file needs no zeroing. kind is 1 for a record, 2 for the end marker the
+// writer leaves where a segment's records end when it moves to the next
+// segment (no record follows it). A zero prefix (a zeroed page, a hole)
+// and one with another mark (stale) both mean "nothing of this use here".
+// Records before markedFrom, written before the prefix existed, have none.
+const (
+	prefixSize = 8
+	kindRecord = 1
+	kindEnd    = 2
+)
+
+// framed reports whether the entry at offset off of s has a prefix.
+func (l *Log) framed(s *segment, off int64) bool { return s.base+off >= l.markedFrom }
+
+// entrySize is the log bytes a record of size bytes takes, framed.
+func entrySize(size int) int64 { return prefixSize + int64(record.Padded(size)) }
+
+// EntrySize is the log bytes the next record of size bytes will take.
+func (l *Log) EntrySize(size int) int64 { return entrySize(size) }
+
+// prefixed reports whether s holds a prefix of this use of kind at off.
+// Under a fault guard.
+func (l *Log) prefixed(s *segment, off int64, kind uint32) bool {
+	return off+prefixSize <= l.segSize &&
+		binary.LittleEndian.Uint32(s.data[off:]) == s.mark && binary.LittleEndian.Uint32(s.data[off+4:]) == kind
+}
+
+// putPrefix writes s's prefix of kind at off. Writer only, under a fault
+// guard.
+func (l *Log) putPrefix(s *segment, off int64, kind uint32) {
+	binary.LittleEndian.PutUint32(s.data[off:], s.mark)
+	binary.LittleEndian.PutUint32(s.data[off+4:], kind)
+}
+
+// decodeAt checks the entry at offset off of s: the record (nil: nothing
+// of this use is there) and the offset of the next entry.
+func (l *Log) decodeAt(s *segment, off int64) (record.Record, int64, error) {
+	if !l.framed(s, off) {
+		if off+record.HeaderSize > l.segSize {
+			return nil, off, nil
+		}
+		r, err := record.Decode(s.data[off:])
+		if err != nil || r == nil {
+			return nil, off, err
+		}
+		return r, off + int64(record.Padded(r.Size())), nil
+	}
+	if off+prefixSize+record.HeaderSize > l.segSize || !l.prefixed(s, off, kindRecord) {
+		return nil, off, nil
+	}
+	r, err := record.Decode(s.data[off+prefixSize:])
+	if err != nil || r == nil {
+		// A prefix whose record did not make it (a torn write): the end.
+		return nil, off, err
+	}
+	return r, off + entrySize(r.Size()), nil
+}
+
 // truncate makes pos the end of the log: it copies damaged bytes aside
 // (when cause says the end is a bad record), zeroes the rest of the
-// segment, and recycles every segment after it.
+// segment, and deletes every segment after it.
 func (l *Log) truncate(pos int64, cause error) error {
 	idx := pos / l.segSize
 	s := l.segs[idx]
@@ -372,36 +484,46 @@ func (l *Log) truncate(pos int64, cause error) error {
 			zap.String("copied-to", aside), zap.Error(cause))
 	}
 	if off < l.segSize {
-		// Zero what follows even after a clean end: bytes after a hole
-		// could otherwise reappear behind the records written next.
-		var dirty bool
-		if err := fsys.Guard(func() error {
-			for _, c := range s.data[off:] {
-				if c != 0 {
-					dirty = true
-					break
-				}
+		// Discard what follows even after a clean end: bytes of this use
+		// of the file after a hole would otherwise read as records again
+		// behind the ones written next. What is discarded reads as zeros
+		// and is allocated again ahead of the writer.
+		page := int64(fsys.PageSize)
+		pageEnd := min((off+page-1)&^(page-1), l.segSize)
+		if off < pageEnd {
+			// The rest of the page holding the last record's end: zeroed
+			// in place (it is allocated, the record's bytes are in it).
+			if err := fsys.Guard(func() error { clear(s.data[off:pageEnd]); return nil }); err != nil {
+				return err
 			}
-			return nil
-		}); err != nil {
-			return err
+			if err := fsys.SyncRange(s.data, int(off), int(pageEnd)); err != nil {
+				return err
+			}
 		}
-		if dirty {
-			if err := fsys.Guard(func() error { clear(s.data[off:]); return nil }); err != nil {
+		s.alloc.Store(pageEnd)
+		if pageEnd < l.segSize {
+			allocated, err := fsys.Discard(s.f, pageEnd, l.segSize-pageEnd)
+			if err != nil {
 				return err
 			}
-			if err := fsys.SyncRange(s.data, int(off), int(l.segSize)); err != nil {
-				return err
+			if err := s.f.Sync(); err != nil {
+				return fsys.FileError("fsync", s.path, err)
+			}
+			if allocated {
+				s.alloc.Store(l.segSize)
 			}
 		}
 	}
+	// Later segments are deleted, not kept for reuse: a file is reused
+	// only for a segment after every one it held, so that its stale
+	// records never carry the mark of its next use.
 	for i, t := range l.segs {
 		if i > idx {
 			l.noteUnmapped(t)
 			t.close()
 			delete(l.segs, i)
-			if err := l.retire(t.path); err != nil {
-				return err
+			if err := os.Remove(t.path); err != nil {
+				return fsys.FileError("remove", t.path, err)
 			}
 		}
 	}
@@ -471,8 +593,12 @@ func (l *Log) takeFree() string {
 	return f
 }
 
-// prepareLoop makes the next segment ahead of the writer, so that moving
-// to a new segment is a pointer swap, not a file creation.
+// prepareLoop keeps the writer from system calls and page faults: each
+// round it readies a window ahead of the writer in its segment (allocated
+// and faulted in, see ahead), and makes the next segment (created or
+// reused, mapped, its first window readied), so that moving to it is a
+// pointer swap, not a file creation. The writer kicks it when it passes
+// prepAt, and at every segment switch.
 func (l *Log) prepareLoop() {
 	defer l.wg.Done()
 	for {
@@ -481,6 +607,15 @@ func (l *Log) prepareLoop() {
 			return
 		case <-l.prepKick:
 		}
+		l.mu.Lock()
+		cur := l.cur
+		cur.pins++ // not unmapped under ahead
+		l.mu.Unlock()
+		if err := l.ahead(cur, l.end.Load()-cur.base+l.window); err != nil {
+			l.log.Warn("readying the writer's next pages failed", zap.String("segment-path", cur.path), zap.Error(err))
+		}
+		l.unpin(cur)
+
 		l.mu.Lock()
 		want := (l.lastIndex() + 1) * l.segSize
 		if l.prepared != nil && l.prepared.base == want || l.preparing >= 0 {
@@ -510,16 +645,71 @@ func (l *Log) prepareLoop() {
 	}
 }
 
-// makeSegment creates (or recycles) and maps the segment at base.
-func (l *Log) makeSegment(base int64, free string, populate bool) (*segment, error) {
-	s, err := createSegment(l.dir, base, l.segSize, free)
+// ahead readies [0, to) of s for the writer: allocated (by whole windows,
+// see grow) and faulted in writable, and sets the writer's next kick at
+// half a window before what is ready. s is pinned (mapped).
+func (l *Log) ahead(s *segment, to int64) error {
+	to = min(to, l.segSize)
+	if err := l.grow(s, to); err != nil {
+		return err
+	}
+	if from := s.populated; from < to { // the preparer's alone: no lock
+		if err := fsys.Guard(func() error { s.populate(from, to); return nil }); err != nil {
+			return err
+		}
+		s.populated = to
+	}
+	if s == l.curSnapshot() {
+		l.prepAt.Store(s.base + to - l.window/2)
+	}
+	return nil
+}
+
+// curSnapshot is the writer's segment, read under mu.
+func (l *Log) curSnapshot() *segment {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
+}
+
+// grow allocates s up to at least need bytes from its start, a window at
+// a time, so that the writer never writes into unallocated space: a full
+// disk is an ErrDiskFull here, never a SIGBUS on a page.
+func (l *Log) grow(s *segment, need int64) error {
+	if s.alloc.Load() >= need {
+		return nil
+	}
+	l.growMu.Lock()
+	defer l.growMu.Unlock()
+	from := s.alloc.Load()
+	if from >= need {
+		return nil
+	}
+	to := min((need+l.window-1)/l.window*l.window, l.segSize)
+	if err := fsys.AllocateRange(s.f, from, to-from); err != nil {
+		return err
+	}
+	s.alloc.Store(to)
+	return nil
+}
+
+// makeSegment creates (or reuses) and maps the segment at base; ready
+// also readies its first window for the writer.
+func (l *Log) makeSegment(base int64, free string, ready bool) (*segment, error) {
+	s, err := createSegment(l.dir, base, l.segSize, l.window, free)
 	l.dirDirty.Store(true)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mapIn(l.segSize, populate); err != nil {
+	if err := s.mapIn(l.segSize); err != nil {
 		s.close()
 		return nil, err
+	}
+	if ready {
+		if err := l.ahead(s, l.window); err != nil {
+			s.close()
+			return nil, err
+		}
 	}
 	l.mu.Lock()
 	l.noteMapped(s)
@@ -544,9 +734,13 @@ func (l *Log) kickPrepare() {
 	}
 }
 
-// advance moves the writer to the next segment: the one the preparer
-// made, or one made here if the preparer failed or is not there yet.
+// advance moves the writer to the next segment (the one the preparer
+// made, or one made here if the preparer failed or is not there yet),
+// leaving the end marker behind. Under a fault guard.
 func (l *Log) advance() error {
+	if off := l.wpos - l.cur.base; off+prefixSize <= l.segSize {
+		l.putPrefix(l.cur, off, kindEnd)
+	}
 	base := l.cur.base + l.segSize
 	idx := base / l.segSize
 	l.mu.Lock()
@@ -581,7 +775,7 @@ func (l *Log) advance() error {
 		}
 	}
 	if s.data == nil {
-		if err := s.mapIn(l.segSize, false); err != nil {
+		if err := s.mapIn(l.segSize); err != nil {
 			l.mu.Unlock()
 			return err
 		}
@@ -603,7 +797,7 @@ func (l *Log) advance() error {
 // Reserve returns the bytes of the map where a record of size bytes goes
 // and its log position. Nothing is visible to readers until commit.
 func (l *Log) Reserve(size int) ([]byte, int64, error) {
-	padded := int64(record.Padded(size))
+	padded := entrySize(size)
 	if padded > l.segSize {
 		return nil, 0, fmt.Errorf("%w: record of %d bytes, segment of %d", record.ErrTooLarge, size, l.segSize)
 	}
@@ -613,15 +807,25 @@ func (l *Log) Reserve(size int) ([]byte, int64, error) {
 		}
 	}
 	off := l.wpos - l.cur.base
+	if off+padded > l.cur.alloc.Load() {
+		// Ahead of the preparer: allocate here.
+		if err := l.grow(l.cur, off+padded); err != nil {
+			return nil, 0, err
+		}
+	}
 	pos := l.wpos
 	l.wpos += padded
-	return l.cur.data[off : off+int64(size)], pos, nil
+	l.putPrefix(l.cur, off, kindRecord)
+	return l.cur.data[off+prefixSize : off+prefixSize+int64(size)], pos, nil
 }
 
 // Commit makes everything reserved so far visible to readers.
 func (l *Log) Commit() {
 	l.end.Store(l.wpos)
 	l.meta.SetPos(OffWriting, l.wpos)
+	if l.wpos >= l.prepAt.Load() {
+		l.kickPrepare()
+	}
 }
 
 // Rollback drops everything reserved after pos (which must be at or after
@@ -670,7 +874,7 @@ func (l *Log) pin(pos int64) (*segment, error) {
 	l.tick++
 	s.used = l.tick
 	if s.data == nil {
-		if err := s.mapIn(l.segSize, false); err != nil {
+		if err := s.mapIn(l.segSize); err != nil {
 			s.pins--
 			return nil, err
 		}
@@ -751,15 +955,23 @@ func (l *Log) readPinned(s *segment, pos int64, fn func(record.Record) error) (n
 	next = pos
 	err = fsys.GuardDoing("reading", s.path, func() error {
 		off := pos - s.base
-		if off+record.HeaderSize > l.segSize || binary.LittleEndian.Uint32(s.data[off:]) == 0 {
-			next, skip = s.base+l.segSize, true
-			return nil
+		if l.framed(s, off) && off+prefixSize+record.HeaderSize <= l.segSize &&
+			!l.prefixed(s, off, kindRecord) && !l.prefixed(s, off, kindEnd) {
+			// Below the end, something of this use must be here: a page
+			// damaged after recovery.
+			return fmt.Errorf("%w: no record at offset %d of segment %s", record.ErrCorrupt, off, s.path)
 		}
-		r, err := record.Decode(s.data[off:])
+		r, end, err := l.decodeAt(s, off)
 		if err != nil {
 			return fmt.Errorf("%w (segment %s, offset %d)", err, s.path, off)
 		}
-		next = pos + int64(record.Padded(r.Size()))
+		if r == nil {
+			// The unused tail of a segment (its end marker, or too little
+			// room for a record): the log goes on in the next one.
+			next, skip = s.base+l.segSize, true
+			return nil
+		}
+		next = s.base + end
 		return fn(r)
 	})
 	return next, skip, err

@@ -28,9 +28,10 @@ import (
 //	|version |  writing        |  watermark      |  committed      |  reading        |capacity|
 //	|        |  ID    | offset |  ID    | offset |  ID    | offset |  ID    | offset |        |
 //	+--------+--------+--------+--------+--------+--------+--------+--------+--------+--------+
-//	80       88       96       104      112      120      128               144      152     2044   2048
-//	|segsize | origin |last hlc|created |indexed | open   | boot ID (16 B)  |  gen   |  zero  | crc32c |
-//	+--------+--------+--------+--------+--------+--------+-----------------+--------+--------+--------+
+//	80       88       96       104      112      120      128               144      152      160     2044   2048
+//	|segsize | origin |last hlc|created |indexed | open   | boot ID (16 B)  |  gen   |marked  |  zero  | crc32c |
+//	|        |        |        |        |        |        |                 |        |from + 1|        |        |
+//	+--------+--------+--------+--------+--------+--------+-----------------+--------+--------+--------+--------+
 //
 // All fields are little-endian uint64 (the CRC a uint32 covering bytes
 // [0, 2044) of its copy). A segment ID is the segment's first log position
@@ -61,6 +62,10 @@ import (
 //     so the node takes a new origin ID (see Open).
 //   - gen: the copy's generation; the valid copy with the higher one is
 //     the state.
+//   - marked from + 1: the log position from which every record carries
+//     its segment's mark (see Log), plus one; 0 in a file written before
+//     marks existed, whose log's records carry none: the first open marks
+//     from where the recovered log ends.
 //
 // The fields live in memory; a sync writes them, with the next generation
 // and a new CRC, into the copy that is not current and msyncs it, so the
@@ -82,20 +87,21 @@ const (
 	MetaCopySize      = MetaSize / 2
 	metaCRCOff        = MetaCopySize - 4
 
-	OffVersion   = 0
-	OffWriting   = 8
-	OffWatermark = 24
-	OffCommitted = 40
-	OffReading   = 56
-	OffCapacity  = 72
-	OffSegSize   = 80
-	OffOrigin    = 88
-	OffLastHLC   = 96
-	OffCreated   = 104
-	OffIndexed   = 112
-	OffOpen      = 120
-	OffBootID    = 128
-	OffGen       = 144
+	OffVersion    = 0
+	OffWriting    = 8
+	OffWatermark  = 24
+	OffCommitted  = 40
+	OffReading    = 56
+	OffCapacity   = 72
+	OffSegSize    = 80
+	OffOrigin     = 88
+	OffLastHLC    = 96
+	OffCreated    = 104
+	OffIndexed    = 112
+	OffOpen       = 120
+	OffBootID     = 128
+	OffGen        = 144
+	OffMarkedFrom = 152
 )
 
 // Meta is the open metafile. Its methods are safe for concurrent use.

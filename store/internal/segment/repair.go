@@ -64,12 +64,17 @@ func (l *Log) MovedOnAt(pos int64) (bool, error) {
 	if base >= l.end.Load() {
 		return false, nil // the log ends in pos's segment: no tail here
 	}
-	s, err := l.pin(base)
+	s, err := l.pin(pos)
 	if err != nil {
 		return false, err
 	}
 	defer l.unpin(s)
-	return l.movedOn(pos%l.segSize, s.data)
+	next, err := l.pin(base)
+	if err != nil {
+		return false, err
+	}
+	defer l.unpin(next)
+	return l.movedOn(s, pos%l.segSize, next)
 }
 
 // CopyAside saves the n bytes at committed position pos to a new file in

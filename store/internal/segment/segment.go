@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -21,14 +22,30 @@ import (
 // name "<position>.free".
 type segment struct {
 	base int64
+	mark uint32 // the mark of this use's records (markOf)
 	path string
 	f    *os.File
 	data []byte // the map; nil while unmapped
+
+	// alloc is how many bytes from the start are allocated (fallocated, or
+	// written): the writer writes only below it, so that a full disk is an
+	// ErrDiskFull from an allocation, never a fault on a page. The writer
+	// reads it; growing it takes Log.growMu.
+	alloc     atomic.Int64
+	populated int64 // bytes from the start faulted in writable ahead of the writer; the preparer's
 
 	// Guarded by Log.mu.
 	pins int    // readers and the writer using data right now
 	used uint64 // last use, for choosing which map to drop
 }
+
+// markOf is the mark of the records of the segment at base: its number
+// plus one, never zero (zero is the mark of records written before marks
+// existed). A file is reused only for a segment after every segment it
+// held before, so a stale record left in it carries another mark (the
+// marks repeat after 2^32-1 segments: 256 TiB of log at the smallest
+// segment size).
+func markOf(base, segSize int64) uint32 { return uint32(base/segSize%(1<<32-1)) + 1 }
 
 const freeSuffix = ".free"
 
@@ -41,40 +58,53 @@ func parseSegmentName(name string) (base int64, ok bool) {
 	return int64(n), ok && n <= math.MaxInt64
 }
 
-// createSegment makes the file for the segment at base: it reuses a free
-// file when one is given (renamed and zeroed), else creates and
-// preallocates a new one, so that a full disk shows here and never as a
-// fault on a page of the map. The directory is not synced here: the next
-// flush does it, once for every file made since (Log.dirDirty).
-func createSegment(dir string, base, size int64, free string) (*segment, error) {
+// createSegment makes the file for the segment at base. A free file,
+// when one is given, is renamed and kept as it is: its blocks are written
+// already, so the writer's page faults convert no extents, and recovery
+// tells its stale records by their mark; only a hole it may have is
+// allocated. Else a new file of size bytes is made sparse and its first
+// window bytes allocated; the rest is allocated ahead of the writer (see
+// Log.grow), so that a full disk shows as ErrDiskFull at an allocation,
+// never as a fault on a page of the map. The directory is not synced
+// here: the next flush does it, once for every file made since
+// (Log.dirDirty).
+func createSegment(dir string, base, size, window int64, free string) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
-	var f *os.File
+	s := &segment{base: base, mark: markOf(base, size), path: path}
 	var err error
 	if free != "" {
 		if err = os.Rename(free, path); err != nil {
 			return nil, fsys.FileError("rename", free, err)
 		}
-		if f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		if s.f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
 			return nil, fsys.FileError("open", path, err)
 		}
-		err = fsys.ZeroRange(f, 0, size)
+		if err = fsys.Allocate(s.f, size); err == nil {
+			s.alloc.Store(size)
+		}
 	} else {
-		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640); err != nil {
+		if s.f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640); err != nil {
 			return nil, fsys.FileError("create", path, err)
 		}
-		err = fsys.Allocate(f, size)
+		if err = s.f.Truncate(size); err != nil {
+			err = fsys.FileError("truncate", path, err)
+		} else if err = fsys.AllocateRange(s.f, 0, window); err == nil {
+			s.alloc.Store(window)
+		}
 	}
 	if err != nil {
-		f.Close()
+		s.f.Close()
 		if free == "" {
 			os.Remove(path)
 		}
 		return nil, err
 	}
-	return &segment{base: base, path: path, f: f}, nil
+	return s, nil
 }
 
-// openSegment opens an existing segment file and checks its size.
+// openSegment opens an existing segment file and checks its size. Its
+// allocation is unknown: alloc stays zero, and the writer allocates what
+// it writes into (a sealed segment is only read).
 func openSegment(dir string, base, size int64) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -88,33 +118,40 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 	}
 	if st.Size() < size {
 		// A segment cut short (a crash while it was being made, or a file
-		// system that lost the allocation): allocate the rest again.
-		if err := fsys.Allocate(f, size); err != nil {
+		// system that lost its size): give it its size again; what it
+		// lacks reads as zeros.
+		if err := f.Truncate(size); err != nil {
 			f.Close()
-			return nil, err
+			return nil, fsys.FileError("truncate", path, err)
 		}
 	}
-	return &segment{base: base, path: path, f: f}, nil
+	return &segment{base: base, mark: markOf(base, size), path: path, f: f}, nil
 }
 
-// mapIn maps the segment. populate also faults its pages in, writable,
-// ahead of use (MADV_POPULATE_WRITE; kernels before 5.14 lack it, and
-// MADV_WILLNEED reads the pages ahead instead): the segment preparer does
-// it so that the writer takes no page faults. The pages it dirties are zeros the writer
-// overwrites; at worst they are written back once.
-func (s *segment) mapIn(size int64, populate bool) error {
+// mapIn maps the segment.
+func (s *segment) mapIn(size int64) error {
 	b, err := unix.Mmap(int(s.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fsys.FileError("mmap", s.path, err)
 	}
-	if populate {
-		if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
-			// An old kernel: fault the pages in for reading at least.
-			_ = unix.Madvise(b, unix.MADV_WILLNEED)
-		}
-	}
 	s.data = b
 	return nil
+}
+
+// populate faults the pages of [from, to) of the map in, writable, ahead
+// of the writer (MADV_POPULATE_WRITE; kernels before 5.14 lack it, and
+// MADV_WILLNEED reads the pages ahead instead), so that the writer takes
+// no page faults there. The range must be allocated. The pages it dirties
+// are the writer's to overwrite; at worst they are written back once.
+func (s *segment) populate(from, to int64) {
+	from &^= int64(fsys.PageSize) - 1
+	if from >= to {
+		return
+	}
+	if err := unix.Madvise(s.data[from:to], unix.MADV_POPULATE_WRITE); err != nil {
+		// An old kernel: fault the pages in for reading at least.
+		_ = unix.Madvise(s.data[from:to], unix.MADV_WILLNEED)
+	}
 }
 
 func (s *segment) unmap() error {
