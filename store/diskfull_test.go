@@ -81,3 +81,46 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("publish after space came back: %+v %v", res, err)
 	}
 }
+
+// TestDiskFullInTheWindow is TestDiskFull with the default 64 MiB segments
+// on a 12 MiB tmpfs: the segment files are sparse, and the disk fills when
+// the writer (or the preparer) allocates the next window ahead of the
+// writer: a clear ErrDiskFull, no fault on a page, nothing lost.
+func TestDiskFullInTheWindow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("TestDiskFullInTheWindow mounts a tmpfs and needs root (CI runs as root)")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+
+	o := DefaultOptions(mnt)
+	s := openTest(t, o)
+	const size = 256 << 10
+	var acked int
+	var err error
+	for i := 0; i < 1000; i++ {
+		m := record.Message{Topic: "t", Key: fmt.Sprint(i), Value: value(i, size)}
+		if _, err = s.Publish(&m); err != nil {
+			break
+		}
+		acked++
+	}
+	if !errors.Is(err, ErrDiskFull) || acked == 0 {
+		t.Fatalf("after %d writes: %v, want ErrDiskFull after some", acked, err)
+	}
+	t.Logf("%d writes of %d KiB acknowledged, then: %v", acked, size>>10, err)
+	if err := s.Healthy(); err != nil && !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("Healthy() = %v: a full disk is no i/o error", err)
+	}
+	for i := 0; i < acked; i++ {
+		if e, ok := s.Get("t", fmt.Sprint(i)); !ok || !bytes.Equal(e.Value, value(i, size)) {
+			t.Fatalf("key %d lost on a full disk", i)
+		}
+	}
+	if recs := readAll(t, s); len(recs) != acked {
+		t.Fatalf("log holds %d records, %d acknowledged", len(recs), acked)
+	}
+}
