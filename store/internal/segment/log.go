@@ -40,9 +40,10 @@ type Log struct {
 	last int64              // index of the newest segment in segs
 	tick uint64
 	free []string // recycled files waiting for reuse
-	// prepared is the next segment, made ahead by the preparer goroutine.
-	prepared  *segment
-	prepErr   error
+	// ready are the next segments, in order, made ahead by the preparer
+	// goroutine: at most maxReady of them.
+	ready     []*segment
+	maxReady  int
 	preparing int64 // base of the segment being made, -1 if none
 	prepCond  *sync.Cond
 	unpinned  *sync.Cond // a segment being recycled lost its last pin
@@ -68,6 +69,8 @@ type Log struct {
 	window int64
 	growMu sync.Mutex
 	prepAt atomic.Int64 // the writer kicks the preparer once its end passes this
+
+	evict func() // evictLocked's work (newEvict)
 
 	prepKick chan struct{}
 	done     chan struct{}
@@ -141,6 +144,9 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 		preparing: -1,
 		window:    min(m.segSize, PrefaultWindow),
 	}
+	// As many segments ahead as fit in the window (small segments fill
+	// quickly), but at most half the maps.
+	l.maxReady = max(1, min(int(PrefaultWindow/l.segSize), l.maxMapped/2))
 	if from := m.Get(OffMarkedFrom); from != 0 {
 		l.markedFrom = int64(from - 1)
 	} else {
@@ -150,6 +156,7 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 	}
 	l.prepCond = sync.NewCond(&l.mu)
 	l.unpinned = sync.NewCond(&l.mu)
+	l.evict = l.newEvict()
 	if err := l.load(); err != nil {
 		l.closeFiles()
 		return nil, err
@@ -616,33 +623,50 @@ func (l *Log) prepareLoop() {
 		}
 		l.unpin(cur)
 
-		l.mu.Lock()
-		want := (l.lastIndex() + 1) * l.segSize
-		if l.prepared != nil && l.prepared.base == want || l.preparing >= 0 {
-			l.evictLocked()
-			l.mu.Unlock()
-			continue
+		for l.prepareNext() {
 		}
-		if l.prepared != nil {
-			// Left over from a rollback that moved the writer back.
-			l.dropPreparedLocked()
-		}
-		l.preparing = want
-		free := l.takeFree()
-		l.mu.Unlock()
+	}
+}
 
-		s, err := l.makeSegment(want, free, true)
-
-		l.mu.Lock()
-		l.preparing = -1
-		l.prepared, l.prepErr = s, err
-		if err != nil {
-			l.log.Warn("preparing the next segment failed", zap.Int64("base", want), zap.Error(err))
-		}
-		l.prepCond.Broadcast()
+// prepareNext makes the next segment after the ready ones, unless
+// maxReady are ready already (or one is being made), and reports whether
+// it made one.
+func (l *Log) prepareNext() bool {
+	l.mu.Lock()
+	if len(l.ready) > 0 && l.ready[0].base != (l.lastIndex()+1)*l.segSize {
+		// Left over from a rollback that moved the writer back.
+		l.dropReadyLocked()
+	}
+	want := (l.lastIndex() + 1 + int64(len(l.ready))) * l.segSize
+	if len(l.ready) >= l.maxReady || l.preparing >= 0 {
 		l.evictLocked()
 		l.mu.Unlock()
+		return false
 	}
+	select {
+	case <-l.done:
+		l.mu.Unlock()
+		return false
+	default:
+	}
+	l.preparing = want
+	free := l.takeFree()
+	l.mu.Unlock()
+
+	s, err := l.makeSegment(want, free, true)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.preparing = -1
+	if err == nil {
+		s.isReady = true
+		l.ready = append(l.ready, s)
+	} else {
+		l.log.Warn("preparing the next segment failed", zap.Int64("base", want), zap.Error(err))
+	}
+	l.prepCond.Broadcast()
+	l.evictLocked()
+	return err == nil
 }
 
 // ahead readies [0, to) of s for the writer: allocated (by whole windows,
@@ -717,14 +741,17 @@ func (l *Log) makeSegment(base int64, free string, ready bool) (*segment, error)
 	return s, nil
 }
 
-func (l *Log) dropPreparedLocked() {
-	p := l.prepared
-	l.prepared = nil
-	l.noteUnmapped(p)
-	p.close()
-	if err := l.retire(p.path); err != nil {
-		l.log.Warn("retiring a prepared segment failed", zap.Error(err))
+// dropReadyLocked gives the ready segments up (for reuse): they were
+// made for positions the writer no longer goes to next.
+func (l *Log) dropReadyLocked() {
+	for _, p := range l.ready {
+		l.noteUnmapped(p)
+		p.close()
+		if err := l.retire(p.path); err != nil {
+			l.log.Warn("retiring a prepared segment failed", zap.Error(err))
+		}
 	}
+	l.ready = nil
 }
 
 func (l *Log) kickPrepare() {
@@ -739,6 +766,9 @@ func (l *Log) kickPrepare() {
 // leaving the end marker behind. Under a fault guard.
 func (l *Log) advance() error {
 	if off := l.wpos - l.cur.base; off+prefixSize <= l.segSize {
+		if err := l.grow(l.cur, off+prefixSize); err != nil {
+			return err
+		}
 		l.putPrefix(l.cur, off, kindEnd)
 	}
 	base := l.cur.base + l.segSize
@@ -749,8 +779,9 @@ func (l *Log) advance() error {
 		if s = l.segs[idx]; s != nil { // still there after a rollback
 			break
 		}
-		if l.prepared != nil && l.prepared.base == base {
-			s, l.prepared = l.prepared, nil
+		if len(l.ready) > 0 && l.ready[0].base == base {
+			s, l.ready = l.ready[0], l.ready[1:]
+			s.isReady = false
 			break
 		}
 		if l.preparing != base {
@@ -759,9 +790,7 @@ func (l *Log) advance() error {
 		l.prepCond.Wait()
 	}
 	if s == nil {
-		if l.prepared != nil {
-			l.dropPreparedLocked()
-		}
+		l.dropReadyLocked()
 		l.preparing = base // keeps the preparer off this one
 		free := l.takeFree()
 		l.mu.Unlock()
@@ -896,18 +925,26 @@ func (l *Log) unpin(s *segment) {
 // evictLocked unmaps the least recently used unpinned segments while more
 // than maxMapped are mapped.
 func (l *Log) evictLocked() {
-	fsys.EvictLRU(
-		func() bool { return len(l.maps) > l.maxMapped },
-		func() []*segment { return l.maps },
-		func(s *segment) bool { return s.pins == 0 && s != l.prepared },
-		func(s *segment) uint64 { return s.used },
-		func(s *segment) bool {
-			l.noteUnmapped(s)
-			if err := s.unmap(); err != nil {
-				l.log.Warn("unmapping a segment failed", zap.String("segment-path", s.path), zap.Error(err))
-			}
-			return true
-		})
+	if len(l.maps) > l.maxMapped {
+		l.evict()
+	}
+}
+
+// newEvict makes the log's evictor once, so that eviction allocates
+// nothing.
+func (l *Log) newEvict() func() {
+	over := func() bool { return len(l.maps) > l.maxMapped }
+	candidates := func() []*segment { return l.maps }
+	mayGo := func(s *segment) bool { return s.pins == 0 && !s.isReady }
+	used := func(s *segment) uint64 { return s.used }
+	drop := func(s *segment) bool {
+		l.noteUnmapped(s)
+		if err := s.unmap(); err != nil {
+			l.log.Warn("unmapping a segment failed", zap.String("segment-path", s.path), zap.Error(err))
+		}
+		return true
+	}
+	return func() { fsys.EvictLRU(over, candidates, mayGo, used, drop) }
 }
 
 // noteMapped and noteUnmapped keep the list of mapped segments, so that
@@ -1089,10 +1126,10 @@ func (l *Log) closeFiles() error {
 			first = err
 		}
 	}
-	if l.prepared != nil {
-		l.prepared.close()
-		l.prepared = nil
+	for _, p := range l.ready {
+		p.close()
 	}
+	l.ready = nil
 	l.segs = map[int64]*segment{}
 	return first
 }

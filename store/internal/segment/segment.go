@@ -35,8 +35,9 @@ type segment struct {
 	populated int64 // bytes from the start faulted in writable ahead of the writer; the preparer's
 
 	// Guarded by Log.mu.
-	pins int    // readers and the writer using data right now
-	used uint64 // last use, for choosing which map to drop
+	pins    int    // readers and the writer using data right now
+	used    uint64 // last use, for choosing which map to drop
+	isReady bool   // made ahead, not the writer's yet: never unmapped
 }
 
 // markOf is the mark of the records of the segment at base: its number
