@@ -684,7 +684,13 @@ func (l *Log) ahead(s *segment, to int64) error {
 		s.populated = to
 	}
 	if s == l.curSnapshot() {
-		l.prepAt.Store(s.base + to - l.window/2)
+		at := s.base + to - l.window/2
+		if to == l.segSize {
+			// All of the segment is ready: the next kick is the
+			// writer's switch to the next one.
+			at = s.base + l.segSize
+		}
+		l.prepAt.Store(at)
 	}
 	return nil
 }
