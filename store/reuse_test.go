@@ -240,28 +240,3 @@ func TestFreshStoreAllocatesAWindow(t *testing.T) {
 		t.Fatalf("%d bytes allocated under 24 MiB of records", b)
 	}
 }
-
-// TestPreparerWorksAhead: with small segments the preparer makes several
-// ahead, as many as fit in its window but at most half the maps, and a
-// log written through them recovers whole.
-func TestPreparerWorksAhead(t *testing.T) {
-	dir := t.TempDir()
-	o := noFlushOptions(t, dir)
-	o.MaxMappedSegments = 8 // at most 4 ahead
-	s := openTest(t, o)
-	files := func() int {
-		segs, _ := filepath.Glob(filepath.Join(dir, logDirName, "0*"))
-		return len(segs)
-	}
-	testkit.Eventually(t, 10*time.Second, "four segments made ahead", func() bool { return files() == 5 })
-	writeRecords(t, s, 300, 1500) // about 7 segments
-	testkit.Eventually(t, 10*time.Second, "four segments ahead again", func() bool {
-		return int64(files()) == s.seglog.End()/o.SegmentSize+1+4
-	})
-	end := s.seglog.End()
-	s.crash()
-	s = openTest(t, o)
-	if got := len(readAll(t, s)); got != 300 || s.seglog.End() != end {
-		t.Fatalf("%d records to %d after the crash, want 300 to %d", got, s.seglog.End(), end)
-	}
-}

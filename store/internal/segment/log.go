@@ -144,9 +144,11 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 		preparing: -1,
 		window:    min(m.segSize, PrefaultWindow),
 	}
-	// As many segments ahead as fit in the window (small segments fill
-	// quickly), but at most half the maps.
-	l.maxReady = max(1, min(int(PrefaultWindow/l.segSize), l.maxMapped/2))
+	// One segment ahead. More (as many as fit in the window, for small
+	// segments) took the writer's page faults off it but not the
+	// process's CPU, and preallocates them: a small disk filled with
+	// segments made ahead (daemon TestSmallDiskHoldsManyTopics).
+	l.maxReady = 1
 	if from := m.Get(OffMarkedFrom); from != 0 {
 		l.markedFrom = int64(from - 1)
 	} else {

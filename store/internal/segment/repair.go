@@ -42,6 +42,12 @@ func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, er
 		// when written bytes follow.
 		err = fsys.GuardDoing("reading", s.path, func() error {
 			off := pos - s.base
+			if l.framed(s, off) {
+				// A framed entry is never zero where a record was: a
+				// skip is the end marker or too little room (readPinned
+				// calls anything else corrupt).
+				return nil
+			}
 			if !fsys.IsZero(s.data[off:min(l.segSize, l.end.Load()-s.base)]) {
 				return fmt.Errorf("%w (segment %s, offset %d)", ErrNothingHere, s.path, off)
 			}
@@ -77,9 +83,10 @@ func (l *Log) MovedOnAt(pos int64) (bool, error) {
 	return l.movedOn(s, pos%l.segSize, next)
 }
 
-// CopyAside saves the n bytes at committed position pos to a new file in
-// <dir>/corrupt/, durably (the file and the directory synced), and
-// returns its path.
+// CopyAside saves the n bytes of the record slot of the entry at
+// committed position pos to a new file in <dir>/corrupt/, durably (the
+// file and the directory synced), and returns its path. (A framed entry's
+// record begins after its prefix, see Log.)
 func (l *Log) CopyAside(pos int64, n int) (string, error) {
 	s, off, err := l.pinSlot(pos, n)
 	if err != nil {
@@ -96,33 +103,44 @@ func (l *Log) CopyAside(pos int64, n int) (string, error) {
 	return l.saveAside(s.base, off, data)
 }
 
-// Overwrite writes b over the committed bytes at pos and syncs them. b
-// must fit in the segment; the caller keeps records whole (it writes a
-// record's slot, padding included).
+// Overwrite writes b over the committed record slot of the entry at pos
+// (its prefix written again too, when it has one: the damage may be
+// there) and syncs them. b must fit in the segment; the caller keeps
+// records whole (it writes a record's slot, padding included).
 func (l *Log) Overwrite(pos int64, b []byte) error {
 	s, off, err := l.pinSlot(pos, len(b))
 	if err != nil {
 		return err
 	}
 	defer l.unpin(s)
+	from := off
 	if err := fsys.GuardDoing("writing", s.path, func() error {
+		if l.framed(s, pos-s.base) {
+			from = pos - s.base
+			l.putPrefix(s, from, kindRecord)
+		}
 		copy(s.data[off:], b)
 		return nil
 	}); err != nil {
 		return err
 	}
-	return fsys.SyncRange(s.data, int(off), int(off)+len(b))
+	return fsys.SyncRange(s.data, int(from), int(off)+len(b))
 }
 
-// pinSlot pins the segment of the n committed bytes at pos, which must
-// lie in one segment.
+// pinSlot pins the segment of the record slot of n committed bytes of the
+// entry at pos, which must lie in one segment, and returns the slot's
+// offset in it.
 func (l *Log) pinSlot(pos int64, n int) (*segment, int64, error) {
-	if pos < 0 || pos%8 != 0 || n <= 0 || pos+int64(n) > l.end.Load() || pos/l.segSize != (pos+int64(n)-1)/l.segSize {
+	var skip int64
+	if pos >= l.markedFrom {
+		skip = prefixSize
+	}
+	if pos < 0 || pos%8 != 0 || n <= 0 || pos+skip+int64(n) > l.end.Load() || pos/l.segSize != (pos+skip+int64(n)-1)/l.segSize {
 		return nil, 0, fmt.Errorf("%w: %d bytes at %d (log end %d)", errs.ErrBadPosition, n, pos, l.end.Load())
 	}
 	s, err := l.pin(pos)
 	if err != nil {
 		return nil, 0, err
 	}
-	return s, pos - s.base, nil
+	return s, pos - s.base + skip, nil
 }
