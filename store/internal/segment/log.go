@@ -605,8 +605,8 @@ func (l *Log) takeFree() string {
 // prepareLoop keeps the writer from system calls and page faults: each
 // round it readies a window ahead of the writer in its segment (allocated
 // and faulted in, see ahead), and makes the next segment (created or
-// reused, mapped, its first window readied), so that moving to it is a
-// pointer swap, not a file creation. The writer kicks it when it passes
+// reused, mapped, its first window readied; maxReady of them), so that
+// moving to it is a pointer swap, not a file creation. The writer kicks it when it passes
 // prepAt, and at every segment switch.
 func (l *Log) prepareLoop() {
 	defer l.wg.Done()
