@@ -291,6 +291,7 @@ func TestLocalMembersShareOnce(t *testing.T) {
 		wg     sync.WaitGroup
 		total  int
 		doneCh = make(chan struct{})
+		finish = sync.OnceFunc(func() { close(doneCh) })
 	)
 	for _, mb := range members {
 		wg.Add(1)
@@ -326,7 +327,7 @@ func TestLocalMembersShareOnce(t *testing.T) {
 					total++
 				}
 				if total == keys*perKey {
-					close(doneCh)
+					finish()
 				}
 				mu.Unlock()
 				r.ack("prices", "g", ids, nil)
@@ -339,6 +340,7 @@ func TestLocalMembersShareOnce(t *testing.T) {
 		mu.Lock()
 		t.Errorf("got %d of %d messages", total, keys*perKey)
 		mu.Unlock()
+		finish() // the members stop rather than wait forever
 	}
 	wg.Wait()
 	if len(errs) > 0 {
@@ -444,10 +446,10 @@ func TestAckTimeoutRedelivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t0 := time.Now() // before the first delivery, which the ack timeout counts from
 	id := r.publish("t", "k", "v", "")
 	var buf []Delivery
 	d := next(t, mb, &buf)
-	t0 := time.Now()
 	d2 := next(t, mb, &buf)
 	if d.ID != id || d2.ID != id || d2.Attempt != 2 {
 		t.Fatalf("deliveries %+v then %+v", d, d2)
