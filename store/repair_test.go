@@ -281,23 +281,31 @@ func BenchmarkScrub(b *testing.B) {
 }
 
 // The end of a segment: the writer went on to the next segment because
-// the next record did not fit. Stray bytes in that unused tail are not a
-// record: nothing is set aside or lost, the open succeeds (found by
-// FuzzRecovery: the replay after a crash failed the open) and the scrub
-// after a clean stop reads on to the end. The zeroed header of the
-// segment's last record is damage, set aside like any other.
+// the next record did not fit, and left its end marker there. Stray bytes
+// in that unused tail, on the end marker or after it, are not a record:
+// nothing is set aside or lost, the open succeeds (found by FuzzRecovery:
+// the replay after a crash failed the open; with the end marker damaged
+// recovery ended the log there) and the scrub after a clean stop reads on
+// to the end. The zeroed header of the segment's last record, with its
+// entry's prefix or without, is damage, set aside like any other.
 func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
+	zeros := func(n int, at int64) func(int) ([]byte, int64) {
+		return func(entry int) ([]byte, int64) { return make([]byte, n), at - int64(entry) }
+	}
 	for _, tc := range []struct {
 		name  string
 		crash bool // a crash before any flush: the replay reads the damage
 		// damage returns the bytes to write and their offset from the
-		// end of the segment's last record.
-		damage func(lastSize int) ([]byte, int64)
+		// end of the entry of the segment's last record, given its size.
+		damage func(entry int) ([]byte, int64)
 		lost   int
 	}{
-		{"stray bytes in the unused tail", false, strayBytes, 0},
-		{"stray bytes in the unused tail, after a crash", true, strayBytes, 0},
-		{"zeroed header of the last record", false, func(last int) ([]byte, int64) { return make([]byte, record.HeaderSize), -int64(last) }, 1},
+		{"stray bytes on the end marker", false, strayBytes(0), 0},
+		{"stray bytes on the end marker, after a crash", true, strayBytes(0), 0},
+		{"stray bytes after the end marker", false, strayBytes(8), 0},
+		{"stray bytes after the end marker, after a crash", true, strayBytes(8), 0},
+		{"zeroed prefix and header of the last record", false, zeros(8+record.HeaderSize, 0), 1},
+		{"zeroed header of the last record", false, zeros(record.HeaderSize, 8), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n, size = 200, 700
@@ -314,14 +322,14 @@ func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
 			for pos[i+1] < seg {
 				i++
 			}
-			var lastSize int
+			var entry int
 			if _, err := s.ReadOrigin(s.Origin(), uint64(i+1), uint64(i+1), func(r record.Record) error {
-				lastSize = record.Padded(r.Size())
+				entry = int(s.seglog.EntrySize(r.Size()))
 				return nil
 			}); err != nil {
 				t.Fatal(err)
 			}
-			end := pos[i] + int64(lastSize)
+			end := pos[i] + int64(entry)
 			if seg-end < 16 {
 				t.Fatalf("the first segment's tail is %d bytes, too small for the test", seg-end)
 			}
@@ -331,7 +339,7 @@ func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
 			} else if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			b, at := tc.damage(lastSize)
+			b, at := tc.damage(entry)
 			write(t, path, end+at, b)
 
 			s = openTest(t, o)
@@ -350,5 +358,7 @@ func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
 	}
 }
 
-// strayBytes are two set bits in a segment's unused tail.
-func strayBytes(int) ([]byte, int64) { return []byte{0x01, 0x80}, 8 }
+// strayBytes are two set bits at offset at of a segment's unused tail.
+func strayBytes(at int64) func(int) ([]byte, int64) {
+	return func(int) ([]byte, int64) { return []byte{0x01, 0x80}, at }
+}

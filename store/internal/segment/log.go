@@ -365,9 +365,10 @@ func (l *Log) recover() error {
 
 // movedOn reports whether a writer at offset off of s went on to next, the
 // segment after it: next's first record is valid and of this use, and the
-// writer left s at off: it left the end marker there (or s is full), or,
-// for a record from before the prefix, the first record of next would not
-// have fit in the space left at off.
+// writer left s at off: it left the end marker there (or s is full), or
+// the first entry of next would not have fit in the space left at off
+// (the rule for records from before the prefix, and for an end marker
+// that stray bytes damaged).
 func (l *Log) movedOn(s *segment, off int64, next *segment) (bool, error) {
 	var moved bool
 	err := fsys.Guard(func() error {
@@ -375,10 +376,15 @@ func (l *Log) movedOn(s *segment, off int64, next *segment) (bool, error) {
 		if err != nil || first == nil {
 			return err
 		}
-		if l.framed(s, off) {
-			moved = off == l.segSize || l.prefixed(s, off, kindEnd)
-		} else {
+		switch {
+		case !l.framed(s, off):
 			moved = int64(record.Padded(first.Size())) > l.segSize-off
+		case off == l.segSize || l.prefixed(s, off, kindEnd):
+			moved = true
+		default:
+			// The end marker damaged (stray bytes on it): the writer went
+			// on there if next's first entry did not fit in the room left.
+			moved = !l.prefixed(s, off, kindRecord) && entrySize(first.Size()) > l.segSize-off
 		}
 		return nil
 	})
@@ -1003,8 +1009,9 @@ func (l *Log) readPinned(s *segment, pos int64, fn func(record.Record) error) (n
 		if l.framed(s, off) && off+prefixSize+record.HeaderSize <= l.segSize &&
 			!l.prefixed(s, off, kindRecord) && !l.prefixed(s, off, kindEnd) {
 			// Below the end, something of this use must be here: a page
-			// damaged after recovery.
-			return fmt.Errorf("%w: no record at offset %d of segment %s", record.ErrCorrupt, off, s.path)
+			// damaged after recovery (or stray bytes over the end marker,
+			// which ReadExact's callers tell apart).
+			return fmt.Errorf("%w: %w: no record at offset %d of segment %s", record.ErrCorrupt, ErrNothingHere, off, s.path)
 		}
 		r, end, err := l.decodeAt(s, off)
 		if err != nil {

@@ -17,17 +17,20 @@ import (
 // meanwhile; readers may read the slot at the same time and see either
 // version or a torn mix, which fails its CRC (they ask again).
 
-// ErrNothingHere means ReadExact found a zero header with written bytes
-// after it in the segment: not the unused tail of a segment, but a record
-// whose header was zeroed (a page lost to zeros).
+// ErrNothingHere means ReadExact found no record where one may be, with
+// the log going on after it: a zero header with written bytes after it
+// in the segment (a page lost to zeros), or, for a framed entry, a prefix
+// that is neither a record's nor the end marker, or a record's prefix
+// before a zero header. It is either damage or (no record there in the
+// indexes, MovedOnAt) stray bytes in the unused tail of a segment.
 var ErrNothingHere = errors.New("store: nothing written at the position, with records after it")
 
-// ReadExact is Read, except that a zero header with written bytes after
-// it in the segment (up to the log's end) is ErrNothingHere, where Read
-// would take it for the segment's unused tail and move on to the next
-// segment; next is then the next segment's start. The store tells a
-// zeroed record from stray bytes in a segment's unused tail by its indexes
-// and MovedOnAt.
+// ReadExact is Read, except that what Read takes for the unused tail of a
+// segment (a zero header) is ErrNothingHere when written bytes follow it
+// in the segment (up to the log's end), or when a framed entry's prefix
+// is a record's; next is then the next segment's start. The store tells a
+// damaged record from stray bytes in a segment's unused tail by its
+// indexes and MovedOnAt.
 func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, err error) {
 	if pos < l.oldest.Load() || pos >= l.end.Load() || pos%record.Align != 0 {
 		return l.Read(pos, fn) // its errors
@@ -43,9 +46,11 @@ func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, er
 		err = fsys.GuardDoing("reading", s.path, func() error {
 			off := pos - s.base
 			if l.framed(s, off) {
-				// A framed entry is never zero where a record was: a
-				// skip is the end marker or too little room (readPinned
-				// calls anything else corrupt).
+				// The end marker, or too little room, unless a record's
+				// prefix is there: the writer writes its header with it.
+				if l.prefixed(s, off, kindRecord) {
+					return fmt.Errorf("%w: a record's prefix with a zero header (segment %s, offset %d)", ErrNothingHere, s.path, off)
+				}
 				return nil
 			}
 			if !fsys.IsZero(s.data[off:min(l.segSize, l.end.Load()-s.base)]) {
@@ -53,6 +58,9 @@ func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, er
 			}
 			return nil
 		})
+	}
+	if errors.Is(err, ErrNothingHere) {
+		next = s.base + l.segSize
 	}
 	l.unpin(s)
 	if !skip || err != nil {
