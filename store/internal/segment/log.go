@@ -307,10 +307,9 @@ func (l *Log) recover() error {
 		// The written part of this segment ends at next: nothing of this
 		// use of the file there (zeros, or stale bytes), or its end.
 		// The log goes on in the next segment only if the writer moved
-		// there: it leaves an end marker behind (or none, when the
-		// segment is full), and the next segment's first record is valid
-		// and of this use; else what follows is a hole or stale bytes
-		// (a lost page) and the log ends here.
+		// there (movedOn): the next segment's first record is valid, of
+		// this use, and did not fit here; else what follows is a hole or
+		// stale bytes (a lost page) and the log ends here.
 		nextSeg := l.segs[idx+1]
 		if nextSeg == nil {
 			break
@@ -364,11 +363,11 @@ func (l *Log) recover() error {
 }
 
 // movedOn reports whether a writer at offset off of s went on to next, the
-// segment after it: next's first record is valid and of this use, and the
-// writer left s at off: it left the end marker there (or s is full), or
-// the first entry of next would not have fit in the space left at off
-// (the rule for records from before the prefix, and for an end marker
-// that stray bytes damaged).
+// segment after it: next's first record is valid and of this use, and it
+// would not have fit in the space left at off (the writer moves on only
+// then), where no record's prefix is (a record there whose header reads
+// as zeros is damage, not the end). The end marker the writer leaves at
+// off is what readers go by; recovery does not need it.
 func (l *Log) movedOn(s *segment, off int64, next *segment) (bool, error) {
 	var moved bool
 	err := fsys.Guard(func() error {
@@ -376,15 +375,12 @@ func (l *Log) movedOn(s *segment, off int64, next *segment) (bool, error) {
 		if err != nil || first == nil {
 			return err
 		}
-		switch {
-		case !l.framed(s, off):
+		if !l.framed(s, off) {
 			moved = int64(record.Padded(first.Size())) > l.segSize-off
-		case off == l.segSize || l.prefixed(s, off, kindEnd):
-			moved = true
-		default:
-			// The end marker damaged (stray bytes on it): the writer went
-			// on there if next's first entry did not fit in the room left.
-			moved = !l.prefixed(s, off, kindRecord) && entrySize(first.Size()) > l.segSize-off
+		} else {
+			// Not on the end marker alone: a damaged record's prefix may
+			// read as one. (Stray bytes may be on it, too.)
+			moved = entrySize(first.Size()) > l.segSize-off && !l.prefixed(s, off, kindRecord)
 		}
 		return nil
 	})
