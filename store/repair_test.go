@@ -287,7 +287,9 @@ func BenchmarkScrub(b *testing.B) {
 // the replay after a crash failed the open; with the end marker damaged
 // recovery ended the log there) and the scrub after a clean stop reads on
 // to the end. The zeroed header of the segment's last record, with its
-// entry's prefix or without, is damage, set aside like any other.
+// entry's prefix or without, is damage, set aside like any other, and so
+// is its prefix damaged into the end marker's (which read the next
+// segment's first record in its place).
 func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
 	zeros := func(n int, at int64) func(int) ([]byte, int64) {
 		return func(entry int) ([]byte, int64) { return make([]byte, n), at - int64(entry) }
@@ -306,6 +308,7 @@ func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
 		{"stray bytes after the end marker, after a crash", true, strayBytes(8), 0},
 		{"zeroed prefix and header of the last record", false, zeros(8+record.HeaderSize, 0), 1},
 		{"zeroed header of the last record", false, zeros(record.HeaderSize, 8), 1},
+		{"the last record's prefix reads as the end marker", false, func(entry int) ([]byte, int64) { return []byte{2, 0, 0, 0}, 4 - int64(entry) }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n, size = 200, 700
@@ -351,8 +354,14 @@ func TestSegmentTailOrZeroedLastRecord(t *testing.T) {
 			if tc.lost == 0 && logs.FilterMessage("the scrub of the log stops at a damaged record").Len() > 0 {
 				t.Fatalf("the scrub stopped at the tail: %v", logs.All())
 			}
-			if got := readTopic(t, s, n-tc.lost); len(got) != n-tc.lost {
+			got := readTopic(t, s, n-tc.lost)
+			if len(got) != n-tc.lost {
 				t.Fatalf("the reader got %d messages, want %d", len(got), n-tc.lost)
+			}
+			for j := 1; j < len(got); j++ {
+				if got[j].Record.Seq() <= got[j-1].Record.Seq() {
+					t.Fatalf("the reader got seq %d after seq %d (a record read in another's place)", got[j].Record.Seq(), got[j-1].Record.Seq())
+				}
 			}
 		})
 	}

@@ -39,13 +39,14 @@ func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, er
 	if err != nil {
 		return pos, err
 	}
+	off := pos - s.base
+	framed := l.framed(s, off)
 	next, skip, err := l.readPinned(s, pos, fn)
 	if skip && err == nil {
 		// A zero header: the segment's unused tail, or a zeroed record
 		// when written bytes follow.
 		err = fsys.GuardDoing("reading", s.path, func() error {
-			off := pos - s.base
-			if l.framed(s, off) {
+			if framed {
 				// The end marker, or too little room, unless a record's
 				// prefix is there: the writer writes its header with it.
 				if l.prefixed(s, off, kindRecord) {
@@ -59,10 +60,21 @@ func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, er
 			return nil
 		})
 	}
+	l.unpin(s)
+	if skip && err == nil && framed {
+		// An end marker is one only where the writer went on (a damaged
+		// record's prefix may read as one).
+		moved, merr := l.MovedOnAt(pos)
+		switch {
+		case merr != nil:
+			return pos, merr
+		case !moved:
+			err = fmt.Errorf("%w: an end marker where the log goes on (segment %s, offset %d)", ErrNothingHere, s.path, off)
+		}
+	}
 	if errors.Is(err, ErrNothingHere) {
 		next = s.base + l.segSize
 	}
-	l.unpin(s)
 	if !skip || err != nil {
 		return next, err
 	}
