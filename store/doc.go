@@ -89,8 +89,11 @@
 // Open checks the records from the metafile's committed (flushed) position
 // on: prefix, length, field lengths and CRC. The log ends at the first bad
 // record, at the first entry without this use's prefix (zeros, or stale
-// bytes of a reused file) that is not the writer's end marker followed by
-// a valid first entry in the next segment, or at a missing segment file.
+// bytes of a reused file) unless the writer went on to the next segment
+// there (the next segment's first entry is valid, of this use, and would
+// not have fit in the room left: the end marker alone does not count, a
+// damaged record's prefix may read as one), or at a missing segment file.
+// Readers go past an end marker only where the writer went on, too.
 // Damaged bytes are copied to corrupt/ first (fsynced, with the directory,
 // before the original is zeroed); the rest of the last segment is
 // discarded (it reads as zeros) and later segments are deleted, so a
