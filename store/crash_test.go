@@ -76,8 +76,14 @@ func TestCrashSIGKILL(t *testing.T) { crashRounds(t, 50, false) }
 // TestCrashSIGKILLAfterReuse is TestCrashSIGKILL with the child's log
 // bound to four segments: it reuses segment files without zeroing them,
 // and is killed while writing into reused files, whose stale records
-// recovery must never take for new ones.
+// recovery must never take for new ones. It goes on past its 30 rounds
+// until the log has recycled 8 segments (a loaded machine writes little
+// in a round), 300 rounds at most.
 func TestCrashSIGKILLAfterReuse(t *testing.T) { crashRounds(t, 30, true) }
+
+// reusedSegments is how many segments TestCrashSIGKILLAfterReuse has the
+// log recycle, at least.
+const reusedSegments = 8
 
 func crashRounds(t *testing.T, rounds int, reuse bool) {
 	seed := uint64(time.Now().UnixNano())
@@ -85,7 +91,12 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	dir := t.TempDir()
 	var acked uint64
-	for round := 0; round < rounds; round++ {
+	var recycled int64 // the log's oldest position after the last round
+	more := func(round int) bool {
+		return round < rounds || reuse && recycled < reusedSegments*crashOptions(dir, reuse).SegmentSize && round < 10*rounds
+	}
+	round := 0
+	for ; more(round); round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
 		if reuse {
@@ -155,15 +166,16 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 		if last < acked || !reuse && first > 1 {
 			t.Fatalf("round %d: the log holds seqs %d to %d after the crash, %d were acknowledged", round, first, last, acked)
 		}
-		if reuse && round == rounds-1 && s.seglog.Oldest() < 8*s.seglog.SegmentSize() {
-			t.Fatalf("the log was recycled only up to %d: too few files reused to test", s.seglog.Oldest())
-		}
+		recycled = s.seglog.Oldest()
 		if err := s.Close(); err != nil {
 			t.Fatalf("round %d: close: %v", round, err)
 		}
 	}
+	if reuse && recycled < reusedSegments*crashOptions(dir, reuse).SegmentSize {
+		t.Fatalf("the log was recycled only up to %d in %d rounds: too few files reused to test", recycled, round)
+	}
 	if acked < uint64(rounds) {
 		t.Fatalf("only %d writes acknowledged in %d rounds", acked, rounds)
 	}
-	t.Logf("%d rounds, %d writes acknowledged", rounds, acked)
+	t.Logf("%d rounds, %d writes acknowledged, log recycled up to %d", round, acked, recycled)
 }
