@@ -83,6 +83,11 @@ type Daemon struct {
 	bodies *access.Budget
 
 	started time.Time
+	// contact is the last contact with a peer (tombstoneLoop's, see
+	// tombstones.go); away is set, with the reason, once the node stopped
+	// serving for being out of contact too long.
+	contact time.Time
+	away    atomic.Pointer[string]
 	// ready: recovered, joined and caught up (catch), until shutdown.
 	ready atomic.Bool
 	catch *catchUp
@@ -164,6 +169,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		}
 		return nil, err
 	}
+	d.contact = startContact(cfg.DataDir, d.now())
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
 	so := cfg.storeOptions(log)
@@ -640,10 +646,10 @@ func (d *Daemon) notifyLoop() {
 			return
 		case <-watchdog:
 			checkDisk()
-			if err := d.store.Healthy(); err != nil {
+			if err := d.healthy(); err != nil {
 				if !unhealthy {
-					d.log.Error("store unhealthy; watchdog pings stop", zap.Error(err))
-					d.notify("STATUS=store unhealthy: " + err.Error())
+					d.log.Error("node unhealthy; watchdog pings stop", zap.Error(err))
+					d.notify("STATUS=unhealthy: " + err.Error())
 				}
 				unhealthy = true
 				continue
@@ -679,6 +685,9 @@ func (d *Daemon) statusLine() string {
 	}
 	if d.store.DiskFull() != nil {
 		line = "DISK FULL, writes refused; " + line
+	}
+	if d.awayReason() != "" {
+		line = "AWAY TOO LONG, left the cluster, reads and writes refused (restart with --start-over); " + line
 	}
 	return line
 }

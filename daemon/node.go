@@ -45,10 +45,11 @@ func (n *node) Keys(topic, prefix, after string, limit int) []string {
 func (n *node) Topics() []view.TopicInfo     { return n.d.store.Topics() }
 func (n *node) TopicEnd(topic string) uint64 { return n.d.store.TopicEnd(topic) }
 func (n *node) Cursors() []store.CursorInfo  { return n.d.store.Cursors() }
-func (n *node) Healthy() error               { return n.d.store.Healthy() }
+func (n *node) Healthy() error               { return n.d.healthy() }
 func (n *node) DiskFull() error              { return n.d.store.DiskFull() }
 func (n *node) Ready() bool                  { return n.d.ready.Load() }
 func (n *node) Degraded() string             { return n.d.degraded() }
+func (n *node) Away() string                 { return n.d.awayReason() }
 
 // AcceptLost gives up the records lost to a damaged log.
 func (n *node) AcceptLost() (wire.AcceptLostResult, error) { return n.d.acceptLost() }
@@ -116,6 +117,7 @@ func (n *node) NodeStatus() wire.Status {
 			ConnectionsRefused: rs.Refused, IdleClosed: rs.IdleClosed, TrackingEvictedKeys: rs.TrackingEvicted}
 	}
 	b.Degraded = d.degraded()
+	b.Away = d.awayReason()
 	b.CatchUp = n.CatchUp()
 	b.Repair = d.repairStatus()
 	view := viewDigest(d.store.ViewDigests())
@@ -178,6 +180,9 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Caller) ([]store.Result, string, error) {
 	if e := d.guard.Authorize(c, access.RolePublish); e != nil {
 		return nil, "", e
+	}
+	if err := d.errAway(); err != nil {
+		return nil, "", err // its writes would reach no peer
 	}
 	if err := ctx.Err(); err != nil {
 		// The client left before anything was written: write nothing.

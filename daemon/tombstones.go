@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/wire"
 )
 
 // Tombstone collection (--tombstone-grace; "Tombstones" in DESIGN.md has
@@ -31,6 +33,16 @@ import (
 // data into <data-dir>/stale-<unix ms> and starts a fresh node that takes
 // a peer's snapshot. Its own writes no peer received are in that
 // directory, not in the fleet.
+//
+// A running node applies the same rule in each round: one told to join
+// (--join) that has had no connected peer for more than half the grace
+// (counted from the contact file, or from its start when it has none)
+// leaves the cluster and does not come back (its data port closes, so
+// its log is offered to nobody after the partition heals), refuses the
+// reads of the view and every write with unavailable (503; its writes
+// could reach no one), reports itself unhealthy (/healthz, /readyz, the
+// watchdog pings stop, so systemd restarts it into the refusal at start)
+// and says why in /v1/status ("away"), the STATUS line and the log.
 
 // ErrAwayTooLong means the node was out of contact with its fleet for
 // longer than --tombstone-grace allows.
@@ -125,22 +137,91 @@ func (d *Daemon) tombstoneLoop() {
 	}
 }
 
-// collectTombstones is one round: the contact file, then the collection.
+// collectTombstones is one round: the contact (the file, or leaving a
+// fleet it lost for too long), then the collection.
 func (d *Daemon) collectTombstones() {
 	now := d.now()
+	if d.awayReason() != "" {
+		return
+	}
 	held := d.store.Vector()
 	if d.cluster != nil {
+		if d.cluster.inContact() {
+			d.contact = now
+			if err := writeContact(d.cfg.DataDir, now); err != nil {
+				d.log.Warn("recording the last contact failed", zap.Error(err))
+			}
+		} else if d.checkAwayRunning(now) {
+			return
+		}
 		var ok bool
 		if held, ok = d.cluster.heldByAll(held); !ok {
 			return
-		}
-		if err := writeContact(d.cfg.DataDir, now); err != nil {
-			d.log.Warn("recording the last contact failed", zap.Error(err))
 		}
 	}
 	if n := d.store.CollectTombstones(now.Add(-d.cfg.TombstoneGrace), held); n > 0 {
 		d.log.Debug("tombstones collected", zap.Int("tombstones", n))
 	}
+}
+
+// startContact is the last contact a running node counts from: the
+// contact file's, or now (the start) when there is none.
+func startContact(dir string, now time.Time) time.Time {
+	if last, ok := readContact(dir); ok {
+		return last
+	}
+	return now
+}
+
+// checkAwayRunning applies checkAway's rule to a running node with no
+// connected peer: past half the grace since the last contact it leaves
+// the cluster and stops serving (see the top of this file). It reports
+// whether it did.
+func (d *Daemon) checkAwayRunning(now time.Time) bool {
+	if len(d.cfg.Join) == 0 {
+		return false // as at start: the first node of a cluster has nobody to lose
+	}
+	away := now.Sub(d.contact)
+	if away <= d.cfg.TombstoneGrace/2 {
+		return false
+	}
+	why := fmt.Sprintf("out of contact with the fleet for %v (since %s), more than half of --tombstone-grace (%v): its log may hold values whose deletes the fleet has collected since, so it left the cluster and serves no reads of the view and no writes; restart it with --start-over to start afresh from its peers",
+		away.Round(time.Second), d.contact.UTC().Format(time.RFC3339), d.cfg.TombstoneGrace)
+	d.away.Store(&why)
+	d.log.Error("out of contact with the fleet too long for --tombstone-grace: leaving the cluster, refusing reads of the view and writes; restart with --start-over",
+		zap.Duration("away", away), zap.Time("last-contact", d.contact), zap.Duration("tombstone-grace", d.cfg.TombstoneGrace))
+	d.notify("STATUS=AWAY TOO LONG: " + why)
+	if err := d.cluster.close(); err != nil {
+		d.log.Warn("leaving the cluster", zap.Error(err))
+	}
+	return true
+}
+
+// awayReason is why the node stopped serving for being out of contact
+// too long (checkAwayRunning), "" while it serves.
+func (d *Daemon) awayReason() string {
+	if p := d.away.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// healthy is nil while the node serves: its store is healthy and it is
+// not away (checkAwayRunning).
+func (d *Daemon) healthy() error {
+	if why := d.awayReason(); why != "" {
+		return fmt.Errorf("%w: %s", ErrAwayTooLong, why)
+	}
+	return d.store.Healthy()
+}
+
+// errAway is the unavailable error of a node that stopped serving for
+// being away (nil while it serves).
+func (d *Daemon) errAway() error {
+	if why := d.awayReason(); why != "" {
+		return wire.Errorf(wire.CodeUnavailable, "%s", why)
+	}
+	return nil
 }
 
 // now is the daemon's wall clock (Config.Clock in tests).
@@ -149,6 +230,16 @@ func (d *Daemon) now() time.Time {
 		return d.cfg.Clock()
 	}
 	return time.Now()
+}
+
+// inContact says whether some peer's link is connected.
+func (c *cluster) inContact() bool {
+	for _, p := range c.b.Peers() {
+		if p.Connected {
+			return true
+		}
+	}
+	return false
 }
 
 // heldByAll lowers own (this node's vector) to what every alive peer

@@ -24,6 +24,10 @@ type Status struct {
 	// Degraded says why a node told to join (--join) runs alone past
 	// --join-timeout; absent when it does not.
 	Degraded string `json:"degraded,omitempty"`
+	// Away says why a node out of contact with its fleet for more than
+	// half of --tombstone-grace left the cluster and stopped serving;
+	// absent while it serves.
+	Away string `json:"away,omitempty"`
 	// View is the view's digest per topic and the vector it covers.
 	View *ViewDigest `json:"view"`
 	// CatchUp is the catch-up with the cluster before the node's first

@@ -1,15 +1,22 @@
 package daemontest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/daemon/daemontest"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // put writes key=value on node n through its local API.
@@ -26,6 +33,109 @@ func put(t *testing.T, n *daemontest.Node, key, value string) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("PUT %s on %s: %d %s", key, n.Config.NodeName, res.StatusCode, body)
 	}
+}
+
+// call sends a request to node n's local API and returns the status and
+// body.
+func call(t *testing.T, n *daemontest.Node, method, path, body string) (int, []byte) {
+	t.Helper()
+	hc := testkit.UnixClient(n.Socket, false, 5*time.Second)
+	req, _ := http.NewRequest(method, "http://x"+path, strings.NewReader(body))
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// TestNodeCutOffTooLongStopsServing: a running node whose data links are
+// cut for more than half of --tombstone-grace (the fleet may have
+// collected deletes it lacks) applies the rule of the start: it leaves
+// the cluster for good (its data port closes, so nothing of its log
+// reaches the others after the heal), refuses reads of the view and
+// writes with unavailable, is unhealthy, and says why in /v1/status.
+// The other side, in contact, serves on.
+func TestNodeCutOffTooLongStopsServing(t *testing.T) {
+	const grace = 3 * time.Second
+	c := daemontest.NewCluster(t, 3, func(i int, cfg *daemon.Config) { cfg.TombstoneGrace = grace })
+	put(t, c.Nodes[0], "before", "v")
+	c.WaitConverged(10 * time.Second)
+	cut := c.Nodes[2]
+	contactFile := filepath.Join(cut.Config.DataDir, "contact")
+	testkit.Eventually(t, 10*time.Second, "node2 to record a contact", func() bool {
+		_, err := os.Stat(contactFile)
+		return err == nil
+	})
+	c.Partition([]int{0, 1}, []int{2})
+	var st wire.Status
+	testkit.Until(t, 10*grace, "node2 to stop serving", func() string {
+		code, body := call(t, cut, "GET", "/v1/status", "")
+		if err := json.Unmarshal(body, &st); code != 200 || err != nil {
+			return fmt.Sprintf("status %d %s", code, body)
+		}
+		if st.Away == "" {
+			return "not away yet"
+		}
+		return ""
+	})
+	b, err := os.ReadFile(contactFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if away := time.Since(time.UnixMilli(ms)); away < grace/2 {
+		t.Fatalf("node2 stopped serving %v after its last contact, before half the grace", away)
+	}
+	if !strings.Contains(st.Away, "--start-over") || !strings.Contains(st.Away, "--tombstone-grace") {
+		t.Fatalf("status away %q", st.Away)
+	}
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/topics/t/keys/before", ""},
+		{"GET", "/v1/topics/t/keys", ""},
+		{"PUT", "/v1/topics/t/keys/during", "x"},
+		{"GET", "/healthz", ""},
+		{"GET", "/readyz", ""},
+	} {
+		code, body := call(t, cut, r.method, r.path, r.body)
+		var e wire.Error
+		if code != http.StatusServiceUnavailable || json.Unmarshal(body, &struct{ Error *wire.Error }{&e}) != nil || e.Code != wire.CodeUnavailable {
+			t.Fatalf("%s %s on the node away: %d %s, want 503 unavailable", r.method, r.path, code, body)
+		}
+	}
+	if _, ok := cut.D.Store().Get("t", "during"); ok {
+		t.Fatal("the refused write was made")
+	}
+	for _, n := range c.Nodes[:2] {
+		if code, body := call(t, n, "GET", "/healthz", ""); code != 200 {
+			t.Fatalf("%s, in contact: /healthz %d %s", n.Config.NodeName, code, body)
+		}
+	}
+	testkit.Until(t, 10*time.Second, "node0 to see node2 leave", func() string {
+		for _, m := range c.Nodes[0].D.ClusterStatus().Members {
+			if m.Name == cut.Config.NodeName && m.State == "alive" {
+				return "node2 still alive"
+			}
+		}
+		return ""
+	})
+	testkit.Eventually(t, 10*time.Second, "node2's data port to close", func() bool {
+		conn, err := net.DialTimeout("tcp", cut.D.DataAddr(), time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	c.Heal()
+	put(t, c.Nodes[0], "after", "v")
+	testkit.Eventually(t, 10*time.Second, "node1 to hold the write after the heal", func() bool {
+		_, ok := c.Nodes[1].D.Store().Get("t", "after")
+		return ok
+	})
 }
 
 // TestPartitionHeals: a fleet cut in two keeps serving writes on both

@@ -227,7 +227,10 @@
 //	    {"<topic>":"<sha256 hex>"}},"catch_up":{"phase":"pulling",
 //	    "lag_records":N}}; degraded is there only while a node told
 //	    to join (--join) is alone past --join-timeout, and says why;
-//	    catch_up only until the node has caught up. repair (absent while
+//	    catch_up only until the node has caught up. away (absent while
+//	    the node serves) says why a node out of contact with its fleet
+//	    for more than half of --tombstone-grace left its cluster and
+//	    stopped serving (restart it with --start-over). repair (absent while
 //	    nothing was found damaged since the start): {"lost_records":N,
 //	    "unavailable":N,"damaged_total":N,"repaired_total":N,"lost":[{
 //	    "origin","seq","topic","segment","offset","copied_to","found",
@@ -282,7 +285,8 @@
 //	    node's records held back from it for that reason.
 //	    curl -sS $S http://x/v1/cluster
 //
-//	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503;
+//	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503
+//	               (503 unavailable too once the node is away, as in status);
 //	               507 disk_full while writes are refused for want of space
 //	               (reads go on; ok again once a write passes or the file
 //	               system has room for a segment). The systemd STATUS line
@@ -307,7 +311,9 @@
 // is missing, or the cursor is another user's); too_many (429: a bound
 // of --max-cursors, --max-cursors-per-uid or --max-members-per-uid, or the
 // caller's uid holds its share of a limit below); store_full, disk_full
-// (507); unavailable (503); catching_up (503, Retry-After: 1: a read of
+// (507); unavailable (503; also every read of the view and every write
+// of a node away from its fleet too long, see "away" in GET
+// /v1/status); catching_up (503, Retry-After: 1: a read of
 // the view, or /readyz, before the node has caught up with its peers; the
 // error object carries "catch_up":{"phase":...,"lag_records":N}, phase
 // joining, asking or pulling); busy (503, a limit of the node below is

@@ -73,6 +73,9 @@ type Node interface {
 	// Degraded says why a node told to join is alone ("" when not).
 	Ready() bool
 	Degraded() string
+	// Away says why the node left its cluster and stopped serving the
+	// view and writes, out of contact for too long ("" while it serves).
+	Away() string
 	// CatchUp is the node's progress while it catches up with its peers
 	// before its first ready, nil once it has (then reads of the view are
 	// served). It is called on every read, so it must be cheap.

@@ -901,8 +901,12 @@ func (a *Server) readyz(w http.ResponseWriter, r *http.Request, _ params) {
 }
 
 // catchingUp is the catching_up error a read of the view answers before
-// the node has caught up with its peers (Node.CatchUp), nil after.
+// the node has caught up with its peers (Node.CatchUp), nil after; and
+// unavailable once the node stopped serving for being away (Node.Away).
 func (a *Server) catchingUp() *wire.Error {
+	if why := a.node.Away(); why != "" {
+		return wire.Errorf(wire.CodeUnavailable, "%s", why)
+	}
 	cs := a.node.CatchUp()
 	if cs == nil {
 		return nil
