@@ -37,6 +37,10 @@ type link struct {
 
 	mu      sync.Mutex
 	holds   map[uint64]uint64 // the peer's vector, as it reported it
+	// retiredHolds is what the peer holds of the retired origins, as of
+	// the last exchange: its retired list, or this node's own when the
+	// two retired digests matched.
+	retiredHolds map[uint64]uint64
 	pulling map[uint64]bool   // origins with a pull in flight on this link
 	pulls   []pullReq         // pull requests waiting to be written
 	ackCh   chan struct{}     // closed and replaced when holds grows
@@ -491,10 +495,16 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 			}
 			l.touch()
 			l.merge(theirs.live)
-			if mine, _ := l.n.vectorToSend(); !mine.sameRetired(theirs) {
-				l.mu.Lock()
+			mine, retired := l.n.vectorToSend()
+			same := mine.sameRetired(theirs)
+			l.mu.Lock()
+			if same {
+				l.retiredHolds = retired // the same origins at the same seqs
+			} else {
 				l.sendRetired = true
-				l.mu.Unlock()
+			}
+			l.mu.Unlock()
+			if !same {
 				l.wake()
 			}
 			l.afterAck()
@@ -507,6 +517,9 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 			l.touch()
 			l.n.adoptRetired(v)
 			l.merge(v)
+			l.mu.Lock()
+			l.retiredHolds = v
+			l.mu.Unlock()
 			l.afterAck()
 		case frameRecords:
 			l.touch()

@@ -455,6 +455,11 @@ type PeerStatus struct {
 	// SyncIntervals old in a small cluster, about peers/Fanout
 	// SyncIntervals in a large one). Retired origins are left out.
 	Holds map[uint64]uint64
+	// RetiredHolds is what the peer holds of the origins retired from
+	// the vectors, as of the last exchange with it (nil before one):
+	// its retired list, or this node's when both had retired the same
+	// origins at the same seqs.
+	RetiredHolds map[uint64]uint64
 	// Queue is how many of this node's own records the peer lacks.
 	Queue uint64
 	// Proto is the protocol version of the link's last connection (0:
@@ -479,12 +484,15 @@ func (n *Node) Peers() []PeerStatus {
 	out := make([]PeerStatus, 0, len(ls))
 	for _, l := range ls {
 		holds := l.holdsCopy()
+		l.mu.Lock()
+		retired := maps.Clone(l.retiredHolds)
+		l.mu.Unlock()
 		var q uint64
 		if h := holds[n.self]; h < own {
 			q = own - h
 		}
 		out = append(out, PeerStatus{Peer: l.peer, Connected: l.reachable.Load(), Open: l.open.Load(),
-			Holds: holds, Queue: q, Proto: uint8(l.proto.Load()), HeldBack: l.heldBack.Load()})
+			Holds: holds, RetiredHolds: retired, Queue: q, Proto: uint8(l.proto.Load()), HeldBack: l.heldBack.Load()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Peer.Name < out[j].Peer.Name })
 	return out

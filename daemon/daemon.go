@@ -84,8 +84,9 @@ type Daemon struct {
 
 	started time.Time
 	// contact is the last contact with a peer (tombstoneLoop's, see
-	// tombstones.go); away is set, with the reason, once the node stopped
-	// serving for being out of contact too long.
+	// tombstones.go; zero until the first ready without a contact file);
+	// away is set, with the reason, once the node stopped serving for
+	// being out of contact too long.
 	contact time.Time
 	away    atomic.Pointer[string]
 	// ready: recovered, joined and caught up (catch), until shutdown.
@@ -169,7 +170,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		}
 		return nil, err
 	}
-	d.contact = startContact(cfg.DataDir, d.now())
+	d.contact, _ = readContact(cfg.DataDir) // zero when none: see collectTombstones
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
 	so := cfg.storeOptions(log)

@@ -36,7 +36,8 @@ import (
 //
 // A running node applies the same rule in each round: one told to join
 // (--join) that has had no connected peer for more than half the grace
-// (counted from the contact file, or from its start when it has none)
+// (counted from the contact file, or from its first ready when it has
+// none, so that a slow start is no absence)
 // leaves the cluster and does not come back (its data port closes, so
 // its log is offered to nobody after the partition heals), refuses the
 // reads of the view and every write with unavailable (503; its writes
@@ -151,6 +152,10 @@ func (d *Daemon) collectTombstones() {
 			if err := writeContact(d.cfg.DataDir, now); err != nil {
 				d.log.Warn("recording the last contact failed", zap.Error(err))
 			}
+		} else if d.contact.IsZero() {
+			if d.catch.caughtUp() {
+				d.contact = now // never in contact: counted from the first ready
+			}
 		} else if d.checkAwayRunning(now) {
 			return
 		}
@@ -164,14 +169,6 @@ func (d *Daemon) collectTombstones() {
 	}
 }
 
-// startContact is the last contact a running node counts from: the
-// contact file's, or now (the start) when there is none.
-func startContact(dir string, now time.Time) time.Time {
-	if last, ok := readContact(dir); ok {
-		return last
-	}
-	return now
-}
 
 // checkAwayRunning applies checkAway's rule to a running node with no
 // connected peer: past half the grace since the last contact it leaves
@@ -244,7 +241,10 @@ func (c *cluster) inContact() bool {
 
 // heldByAll lowers own (this node's vector) to what every alive peer
 // holds too, and reports false when some alive peer has no connected
-// link, or none is alive.
+// link, or none is alive. For an origin retired from the vectors
+// (--retire-origins-after) a peer's holding is what it said at the last
+// exchange (PeerStatus.RetiredHolds): without it, a retired origin's
+// tombstones would never be collected.
 func (c *cluster) heldByAll(own map[uint64]uint64) (map[uint64]uint64, bool) {
 	alive := 0
 	self := c.st.Origin()
@@ -262,7 +262,11 @@ func (c *cluster) heldByAll(own map[uint64]uint64) (map[uint64]uint64, bool) {
 			return nil, false
 		}
 		for o, seq := range own {
-			own[o] = min(seq, p.Holds[o])
+			held, ok := p.Holds[o]
+			if !ok {
+				held = p.RetiredHolds[o]
+			}
+			own[o] = min(seq, held)
 		}
 	}
 	return own, true

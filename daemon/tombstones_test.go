@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,6 +81,67 @@ func TestTombstonesCollectedOnEveryNode(t *testing.T) {
 	deletedEverywhere(t, ds, "sku-0")
 	if !ds[0].d.verify(context.Background()).Identical {
 		t.Fatal("verify: the fleet differs after collection")
+	}
+}
+
+// The deletes of a node that left for good are collected too, once its
+// origin is retired from the vectors (--retire-origins-after), by what
+// each peer said of the retired origins at the last exchange. A node
+// that joined after the retirement reports none of them in its vector,
+// so before, its peers never collected them.
+func TestRetiredOriginsTombstonesCollected(t *testing.T) {
+	const keys, grace = 100, 30 * time.Second
+	var skew atomic.Int64 // node0's clock ahead of the wall clock, to pass the grace
+	ds := startCluster(t, 3, func(i int, c *Config) {
+		c.TombstoneGrace = grace
+		c.RetireOriginsAfter = time.Second
+		if i == 0 {
+			c.Clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		}
+	})
+	for i := range keys {
+		ds[i%3].put("prices", fmt.Sprintf("sku-%d", i), strings.Repeat("v", 100))
+	}
+	waitVectors(t, ds)
+	gone := ds[2]
+	deleted := time.Now()
+	for i := range keys {
+		if r := gone.do("DELETE", fmt.Sprintf("/v1/topics/prices/keys/sku-%d", i), nil); r.status != 200 {
+			t.Fatalf("DELETE: %d %s", r.status, r.body)
+		}
+	}
+	waitVectors(t, ds)
+	origin := gone.d.store.Origin()
+	gone.stop()
+	retired := func(td *testDaemon) {
+		t.Helper()
+		testkit.Eventually(t, 20*time.Second, td.cfg.NodeName+" to retire the origin of the node gone", func() bool {
+			return slices.Contains(td.d.cluster.b.Retired(), origin)
+		})
+	}
+	retired(ds[0])
+	retired(ds[1])
+	// A node that joins after the retirement: its vectors never say it
+	// holds the retired origin (it adopts the retirement at once).
+	late := startDaemon(t, clusterConfig(t, "node3", []string{ds[0].d.cluster.g.Addr()}))
+	retired(late)
+	live := []*testDaemon{ds[0], ds[1], late}
+	waitVectors(t, live)
+	for _, td := range live {
+		if tombs, _ := td.d.store.Tombstones(); tombs != keys && time.Since(deleted) < grace {
+			t.Fatalf("%s holds %d tombstones within the grace, want %d", td.cfg.NodeName, tombs, keys)
+		}
+	}
+	skew.Store(int64(time.Hour))
+	testkit.Until(t, 20*time.Second, "node0 to collect the retired origin's tombstones", func() string {
+		if tombs, collected := ds[0].d.store.Tombstones(); tombs != 0 || collected != keys {
+			return fmt.Sprintf("%d tombstones, %d collected", tombs, collected)
+		}
+		return ""
+	})
+	deletedEverywhere(t, live, "sku-0")
+	if !ds[0].d.verify(context.Background()).Identical {
+		t.Fatal("verify: the two differ after collection")
 	}
 }
 
