@@ -90,7 +90,10 @@
 // retires those origins too unless they are peers here (so the fleet's
 // retired sets agree, and the digests match again after one exchange; a
 // node restarted with an empty set learns it so too). An origin that is a
-// peer again is not retired.
+// peer again is not retired. PeerStatus.RetiredHolds is what a peer holds
+// of the retired origins as of the last exchange (its list, or this
+// node's when the digests matched), for a caller that needs every live
+// node's holding of them (the daemon's tombstone collection).
 //
 // # Counters
 //

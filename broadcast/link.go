@@ -37,13 +37,13 @@ type link struct {
 
 	mu      sync.Mutex
 	holds   map[uint64]uint64 // the peer's vector, as it reported it
+	pulling map[uint64]bool   // origins with a pull in flight on this link
+	pulls   []pullReq         // pull requests waiting to be written
+	ackCh   chan struct{}     // closed and replaced when holds grows
 	// retiredHolds is what the peer holds of the retired origins, as of
 	// the last exchange: its retired list, or this node's own when the
 	// two retired digests matched.
 	retiredHolds map[uint64]uint64
-	pulling map[uint64]bool   // origins with a pull in flight on this link
-	pulls   []pullReq         // pull requests waiting to be written
-	ackCh   chan struct{}     // closed and replaced when holds grows
 
 	wantExchange bool // an exchange's vector waits to be written
 	sendRetired  bool // this node's retired list waits to be written

@@ -169,7 +169,6 @@ func (d *Daemon) collectTombstones() {
 	}
 }
 
-
 // checkAwayRunning applies checkAway's rule to a running node with no
 // connected peer: past half the grace since the last contact it leaves
 // the cluster and stops serving (see the top of this file). It reports
