@@ -20,8 +20,10 @@ make -s build
 
 ./bin/cachecastd --data-dir "$work/data" --socket "$work/cc.sock" --gossip-addr= \
 	--flush async --log-level warn --max-connections 4096 2>"$work/cachecastd.log" &
+ccpid=$!
 redis-server --unixsocket "$work/redis.sock" --port 0 --save "" --appendonly no \
 	--daemonize no --loglevel warning >"$work/redis.log" 2>&1 &
+rspid=$!
 for _ in $(seq 100); do [ -S "$work/cc.sock" ] && [ -S "$work/cc-redis.sock" ] && [ -S "$work/redis.sock" ] && break; sleep 0.1; done
 
 cc() { ./bin/cachecast --socket "$work/cc.sock" bench --size "$SIZE" --keys 10000 "$@" 2>/dev/null; }
@@ -44,20 +46,36 @@ fi
 # (key:__rand_int__ is topic "key" here), 1 connection, 50, and 50 pipelining 16.
 # The keys are written first so that GET and MGET hit.
 MGET="MGET$(printf ' key:__rand_int__%.0s' $(seq 10))"
-rbs() {
-	sock=$1
+# rbs PID SOCKET OPTIONS... prints each test's requests per second and the
+# server's CPU time per request (user + system, from /proc/PID/stat): on a
+# shared machine the rate moves with the others' load, the CPU per request
+# much less.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+tick=$(getconf CLK_TCK)
+rb1() {
+	pid=$1
 	shift
-	redis-benchmark -s "$sock" -d "$SIZE" -r 10000 -q "$@" -t set,get | tr "\r" "\n" | grep "per second"
+	c0=$(cpu "$pid")
+	out=$(redis-benchmark "$@" | tr "\r" "\n" | grep "per second")
+	c1=$(cpu "$pid")
+	echo "$out, server CPU $(((c1 - c0) * 1000000 / tick * 1000 / N)) ns/request"
+}
+rbs() {
+	pid=$1 sock=$2
+	shift 2
+	for t in set get; do
+		rb1 "$pid" -s "$sock" -d "$SIZE" -r 10000 -q "$@" -t $t
+	done
 	# shellcheck disable=SC2086
-	redis-benchmark -s "$sock" -d "$SIZE" -r 10000 -q "$@" $MGET | tr "\r" "\n" | grep "per second" | sed 's/^MGET .*__: /MGET (10 keys): /'
+	rb1 "$pid" -s "$sock" -d "$SIZE" -r 10000 -q "$@" $MGET | sed 's/^MGET .*__: /MGET (10 keys): /'
 }
 redis-benchmark -s "$work/cc-redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
 redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
 for round in $(seq "${ROUNDS:-1}"); do
 	for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
 		# shellcheck disable=SC2086
-		echo "== round $round, cachecast's Redis socket, $opts"; rbs "$work/cc-redis.sock" -n "$N" $opts
+		echo "== round $round, cachecast's Redis socket, $opts"; rbs "$ccpid" "$work/cc-redis.sock" -n "$N" $opts
 		# shellcheck disable=SC2086
-		echo "== round $round, redis-server, $opts";             rbs "$work/redis.sock" -n "$N" $opts
+		echo "== round $round, redis-server, $opts";             rbs "$rspid" "$work/redis.sock" -n "$N" $opts
 	done
 done
