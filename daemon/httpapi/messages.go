@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -189,23 +190,25 @@ func decodeStrict(b []byte, v any, what string) *wire.Error {
 
 // fastMessage decodes the common shape of a message object without
 // reflection: the fields key, tag, value and value_base64 as strings with
-// no escapes and valid UTF-8, delete as true or false, each at most once,
-// nothing else. Anything else reports !ok, and encoding/json decodes the
-// object (with its exact errors); on what both accept they agree
-// (FuzzDecodeMessages checks it). A batch of thousands of messages spends
-// most of its decoding time here.
+// no escapes and valid UTF-8, delete and cancel as true or false, ttl_ms
+// as a JSON integer, expires_at and effective_at as an instant (a JSON
+// integer, or a string with no escapes) that parseInstant takes, each at
+// most once, nothing else. Anything else reports !ok, and encoding/json
+// decodes the object (with its exact errors); on what both accept they
+// agree (FuzzFastMessage checks it). A batch of thousands of messages
+// spends most of its decoding time here.
 func fastMessage(b []byte) (w wireMessage, ok bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return w, false
 	}
 	i = skipSpace(b, i+1)
-	var seen [5]bool
+	var seen [len(fastFields)]bool
 	if i < len(b) && b[i] == '}' {
 		return w, skipSpace(b, i+1) == len(b)
 	}
 	for {
-		name, j, ok := fastString(b, i)
+		name, j, ok := fastBytes(b, i)
 		if !ok {
 			return w, false
 		}
@@ -214,56 +217,74 @@ func fastMessage(b []byte) (w wireMessage, ok bool) {
 			return w, false
 		}
 		i = skipSpace(b, i+1)
-		field := -1
-		switch name {
-		case "key":
-			field = 0
-		case "tag":
-			field = 1
-		case "value":
-			field = 2
-		case "value_base64":
-			field = 3
-		case "delete":
-			field = 4
-		}
+		field := slices.Index(fastFields[:], string(name))
 		if field < 0 || seen[field] {
 			return w, false
 		}
 		seen[field] = true
-		if field == 4 {
-			switch {
-			case bytes.HasPrefix(b[i:], []byte("true")):
-				w.Delete, i = true, i+4
-			case bytes.HasPrefix(b[i:], []byte("false")):
-				i += 5
-			default:
+		switch field {
+		case fieldDelete, fieldCancel:
+			v, j, ok := fastBool(b, i)
+			if !ok {
 				return w, false
 			}
-		} else {
-			if field == 2 {
-				// The value is kept as bytes of the body, not copied.
-				raw, j, ok := fastBytes(b, i)
-				if !ok {
-					return w, false
-				}
-				i, w.raw = j, raw
-				empty := ""
-				w.Value = &empty // marks the field as given
+			i = j
+			if field == fieldDelete {
+				w.Delete = v
 			} else {
-				v, j, ok := fastString(b, i)
-				if !ok {
-					return w, false
-				}
-				i = j
-				switch field {
-				case 0:
-					w.Key = v
-				case 1:
-					w.Tag = v
-				case 3:
-					w.ValueBase64 = &v
-				}
+				w.Cancel = v
+			}
+		case fieldTTL:
+			lit, j, ok := fastInt(b, i)
+			if !ok {
+				return w, false
+			}
+			n, err := strconv.ParseInt(string(lit), 10, 64)
+			if err != nil {
+				return w, false
+			}
+			i, w.TTLMs = j, &n
+		case fieldExpires, fieldEffective:
+			lit, j, ok := fastInt(b, i)
+			if !ok {
+				lit, j, ok = fastBytes(b, i)
+			}
+			if !ok {
+				return w, false
+			}
+			n, ok := parseInstant(string(lit))
+			if !ok {
+				return w, false // encoding/json names the problem
+			}
+			at := wireInstant(n)
+			i = j
+			if field == fieldExpires {
+				w.ExpiresAt = &at
+			} else {
+				w.EffectiveAt = &at
+			}
+		case fieldValue:
+			// The value is kept as bytes of the body, not copied.
+			raw, j, ok := fastBytes(b, i)
+			if !ok {
+				return w, false
+			}
+			i, w.raw = j, raw
+			empty := ""
+			w.Value = &empty // marks the field as given
+		default:
+			v, j, ok := fastString(b, i)
+			if !ok {
+				return w, false
+			}
+			i = j
+			switch field {
+			case fieldKey:
+				w.Key = v
+			case fieldTag:
+				w.Tag = v
+			case fieldBase64:
+				w.ValueBase64 = &v
 			}
 		}
 		i = skipSpace(b, i)
@@ -278,6 +299,47 @@ func fastMessage(b []byte) (w wireMessage, ok bool) {
 		}
 		i = skipSpace(b, i+1)
 	}
+}
+
+// The fields fastMessage reads, by their index in fastFields.
+const (
+	fieldKey = iota
+	fieldTag
+	fieldValue
+	fieldBase64
+	fieldDelete
+	fieldCancel
+	fieldTTL
+	fieldExpires
+	fieldEffective
+)
+
+var fastFields = [...]string{"key", "tag", "value", "value_base64", "delete", "cancel", "ttl_ms", "expires_at", "effective_at"}
+
+// fastBool reads true or false at b[i].
+func fastBool(b []byte, i int) (v bool, next int, ok bool) {
+	switch {
+	case bytes.HasPrefix(b[i:], []byte("true")):
+		return true, i + 4, true
+	case bytes.HasPrefix(b[i:], []byte("false")):
+		return false, i + 5, true
+	}
+	return false, i, false
+}
+
+// fastInt reads a JSON number at b[i] that is a non-negative integer
+// (digits, no leading zero, no fraction or exponent) and returns its
+// digits. A sign, a fraction or an exponent report !ok: encoding/json
+// decodes those.
+func fastInt(b []byte, i int) ([]byte, int, bool) {
+	j := i
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		j++
+	}
+	if j == i || j-i > 1 && b[i] == '0' || j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
+		return nil, i, false
+	}
+	return b[i:j], j, true
 }
 
 // fastString reads a JSON string at b[i] that needs no unescaping.

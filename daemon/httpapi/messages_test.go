@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -227,6 +228,17 @@ func FuzzFastMessage(f *testing.F) {
 		"{\"key\":\"g1\",\"value\":\"\xff\xfe\"}",
 		`{"key":"\ud800","value":"\ud83d\udd11"}`,
 		`{"key":"\ufffd\\ud800","key":"k"}`,
+		`{"key":"k","value":"v","ttl_ms":5000}`,
+		`{"key":"k","value":"v","expires_at":"2030-01-01T00:00:00Z","effective_at":1893456000000}`,
+		`{"key":"k","cancel":true,"effective_at":"2030-01-01T00:00:00.5+01:00"}`,
+		`{"key":"k","ttl_ms":-5,"cancel":false}`,
+		`{"key":"k","ttl_ms":5e3}`,
+		`{"key":"k","expires_at":1.5e12}`,
+		`{"key":"k","expires_at":0}`,
+		`{"key":"k","effective_at":"\u0032030-01-01T00:00:00Z"}`,
+		`{"key":"k","effective_at":null,"ttl_ms":null}`,
+		`{"key":"k","ttl_ms":99999999999999999999}`,
+		`{"key":"k","expires_at":"yesterday"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -243,13 +255,26 @@ func FuzzFastMessage(f *testing.F) {
 			}
 			return *p
 		}
+		num := func(p *int64) string {
+			if p == nil {
+				return "<nil>"
+			}
+			return strconv.FormatInt(*p, 10)
+		}
+		at := func(p *wireInstant) string {
+			if p == nil {
+				return "<nil>"
+			}
+			return strconv.FormatInt(int64(*p), 10)
+		}
 		same := func(w wireMessage) bool {
 			if w.raw != nil {
 				v := string(w.raw)
 				w.Value = &v
 			}
-			return w.Key == slow.Key && w.Tag == slow.Tag && w.Delete == slow.Delete &&
-				str(w.Value) == str(slow.Value) && str(w.ValueBase64) == str(slow.ValueBase64)
+			return w.Key == slow.Key && w.Tag == slow.Tag && w.Delete == slow.Delete && w.Cancel == slow.Cancel &&
+				str(w.Value) == str(slow.Value) && str(w.ValueBase64) == str(slow.ValueBase64) &&
+				num(w.TTLMs) == num(slow.TTLMs) && at(w.ExpiresAt) == at(slow.ExpiresAt) && at(w.EffectiveAt) == at(slow.EffectiveAt)
 		}
 
 		if fast, ok := fastMessage(b); ok {
@@ -323,4 +348,91 @@ func spelledFFFD(lit []byte) int {
 		}
 	}
 	return n
+}
+
+// TestFastMessageTimeFields: the time fields in their usual shapes take
+// the fast path, with the values encoding/json gives; the shapes it
+// leaves to encoding/json (a sign, an exponent, an escape, null, an
+// instant parseInstant refuses) report !ok.
+func TestFastMessageTimeFields(t *testing.T) {
+	tests := []struct {
+		in                  string
+		ok                  bool
+		ttl, expires, effec int64 // 0: absent
+		cancel              bool
+	}{
+		{`{"key":"k","value":"v","ttl_ms":5000}`, true, 5000, 0, 0, false},
+		{`{"key":"k","expires_at":1893456000000 , "effective_at":"2030-01-01T00:00:00Z"}`, true, 0, 1893456000000, 1893456000000, false},
+		{`{"key":"k","cancel":true,"effective_at":"2030-01-01T00:00:00.5+01:00"}`, true, 0, 0, 1893452400500, true},
+		{`{"key":"k","cancel":false}`, true, 0, 0, 0, false},
+		{`{"key":"k","ttl_ms":0}`, true, 0, 0, 0, false}, // decoded as 0; decodeMessage refuses it
+		{`{"key":"k","ttl_ms":-5}`, false, 0, 0, 0, false},
+		{`{"key":"k","ttl_ms":5e3}`, false, 0, 0, 0, false},
+		{`{"key":"k","ttl_ms":05}`, false, 0, 0, 0, false},
+		{`{"key":"k","expires_at":1.5e12}`, false, 0, 0, 0, false},
+		{`{"key":"k","expires_at":0}`, false, 0, 0, 0, false},
+		{`{"key":"k","expires_at":"yesterday"}`, false, 0, 0, 0, false},
+		{`{"key":"k","effective_at":"\u0032030-01-01T00:00:00Z"}`, false, 0, 0, 0, false},
+		{`{"key":"k","ttl_ms":null}`, false, 0, 0, 0, false},
+		{`{"key":"k","cancel":true,"cancel":true}`, false, 0, 0, 0, false},
+	}
+	for _, tt := range tests {
+		w, ok := fastMessage([]byte(tt.in))
+		if ok != tt.ok {
+			t.Fatalf("%s: fast path %v, want %v", tt.in, ok, tt.ok)
+		}
+		if !ok {
+			continue
+		}
+		get := func(p *int64) int64 {
+			if p == nil {
+				return 0
+			}
+			return *p
+		}
+		inst := func(p *wireInstant) int64 {
+			if p == nil {
+				return 0
+			}
+			return int64(*p)
+		}
+		if tt.ttl != 0 && get(w.TTLMs) != tt.ttl || tt.ttl == 0 && w.TTLMs != nil && *w.TTLMs != 0 ||
+			inst(w.ExpiresAt) != tt.expires || inst(w.EffectiveAt) != tt.effec || w.Cancel != tt.cancel {
+			t.Fatalf("%s: ttl %v expires %v effective %v cancel %v", tt.in, get(w.TTLMs), inst(w.ExpiresAt), inst(w.EffectiveAt), w.Cancel)
+		}
+	}
+}
+
+// BenchmarkDecodeMessage is the decoding of one message object of a
+// batch: plain, with ttl_ms, and with two instants (a number and an RFC
+// 3339 string), by decodeWire (the fast path) and, for comparison, by
+// encoding/json as the fallback runs it (path=json).
+func BenchmarkDecodeMessage(b *testing.B) {
+	for _, tt := range []struct{ name, body string }{
+		{"plain", `{"key":"sku-000042","value":"19.99 EUR/unit"}`},
+		{"ttl", `{"key":"sku-000042","value":"19.99 EUR/unit","ttl_ms":7200000}`},
+		{"instants", `{"key":"sku-000042","value":"19.99 EUR/unit","effective_at":1796169600000,"expires_at":"2026-12-02T02:00:00Z"}`},
+	} {
+		body := []byte(tt.body)
+		for _, path := range []string{"fast", "json"} {
+			b.Run("fields="+tt.name+"/path="+path, func(b *testing.B) {
+				if _, ok := fastMessage(body); !ok {
+					b.Fatal("not on the fast path")
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if path == "fast" {
+						if _, e := decodeWire(body); e != nil {
+							b.Fatal(e)
+						}
+					} else {
+						var w wireMessage
+						if e := decodeStrict(body, &w, "message object"); e != nil {
+							b.Fatal(e)
+						}
+					}
+				}
+			})
+		}
+	}
 }

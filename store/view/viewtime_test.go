@@ -622,3 +622,49 @@ func TestGetManyOneInstant(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkViewGetTime is the cost of reading a key with an expiry (one
+// clock read) and a key with a value pending (its timeline resolved at
+// the read's instant), beside a plain key: 100,000 keys of each kind in
+// one view, read in a random order.
+func BenchmarkViewGetTime(b *testing.B) {
+	const keys = 100_000
+	far := time.Now().Add(time.Hour).UnixMilli()
+	v := New()
+	buf := make([]byte, 256)
+	seq := uint64(0)
+	apply := func(m *record.Message) {
+		seq++
+		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: seq, HLC: seq})
+		v.Apply(record.Record(buf[:n]))
+	}
+	kinds := []string{"plain", "expiring", "pending"}
+	for _, kind := range kinds {
+		for i := range keys {
+			m := &record.Message{Topic: kind, Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
+			if kind == "expiring" {
+				m.ExpiresAt = far
+			}
+			apply(m)
+			if kind == "pending" {
+				m.Value, m.EffectiveAt = []byte("14.99 EUR/unit  "), far
+				apply(m)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]string, 1<<16)
+	for i := range order {
+		order[i] = viewBenchKey(rng.IntN(keys))
+	}
+	for _, kind := range kinds {
+		b.Run("kind="+kind, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if e, ok := v.Get(kind, order[i&(len(order)-1)]); !ok || e.Value[0] != '1' || e.Value[1] != '9' {
+					b.Fatal("not the value in force")
+				}
+			}
+		})
+	}
+}
