@@ -132,15 +132,21 @@ func (w *frameWriter) seal(parts ...[]byte) {
 // slices it is given (the callers copy the records out of the log's map
 // into a send buffer first).
 func (w *frameWriter) writeRecords(recs [][]byte) error {
+	return w.writeParts(frameRecords, recs...)
+}
+
+// writeParts sends a frame whose payload is the parts back to back, with
+// one writev and no copy (a snapshot's data frames are 1 MiB each).
+func (w *frameWriter) writeParts(typ byte, parts ...[]byte) error {
 	n := 1
-	for _, r := range recs {
+	for _, r := range parts {
 		n += len(r)
 	}
 	binary.LittleEndian.PutUint32(w.hdr[:], uint32(n))
-	w.hdr[4] = frameRecords
-	w.seal(recs...)
+	w.hdr[4] = typ
+	w.seal(parts...)
 	w.bufs = append(w.bufs[:0], w.hdr[:])
-	w.bufs = append(w.bufs, recs...)
+	w.bufs = append(w.bufs, parts...)
 	w.bufs = append(w.bufs, w.sum[:])
 	bufs := w.bufs // WriteTo consumes the slice
 	w.arm()

@@ -57,6 +57,9 @@ type link struct {
 	// snapFile is where the snapshot being received goes, in the data
 	// directory; only the reader goroutine writes it, outside mu.
 	snapFile *os.File
+	// snapBegan and snapBytes time and count the snapshot being received.
+	snapBegan time.Time
+	snapBytes int64
 
 	kick    chan struct{} // wakes the writer
 	stopped chan struct{}
@@ -579,7 +582,9 @@ func (l *link) snapWrite(p []byte) error {
 			return err
 		}
 		l.snapFile = f
+		l.snapBegan, l.snapBytes = time.Now(), 0
 	}
+	l.snapBytes += int64(len(p))
 	_, err := l.snapFile.Write(p)
 	return err
 }
@@ -608,12 +613,15 @@ func (l *link) bootstrap() error {
 	if err := f.Close(); err != nil {
 		return err
 	}
+	received := time.Since(l.snapBegan)
+	t0 := time.Now()
 	moved, err := l.n.st.Bootstrap(f.Name())
 	if err != nil {
 		return fmt.Errorf("bootstrap from %s: %w", l.peer.Name, err)
 	}
 	l.n.boots.Add(1)
-	l.log.Info("bootstrapped from the peer's snapshot", zap.Int("origins-moved", len(moved)))
+	l.log.Info("bootstrapped from the peer's snapshot", zap.Int("origins-moved", len(moved)),
+		zap.Int64("bytes", l.snapBytes), zap.Duration("receive-took", received), zap.Duration("apply-took", time.Since(t0)))
 	return nil
 }
 

@@ -764,6 +764,7 @@ func (n *Node) learned(peer uint64, v map[uint64]uint64) {
 // A peer below ProtocolTimed gets one only while the view holds no time
 // field (a snapshot of version 1, which older builds read).
 func (n *Node) serveSnapshot(w *frameWriter, proto uint8) error {
+	t0 := time.Now()
 	sw := &snapWriter{w: w, buf: make([]byte, 0, frameBytes)}
 	if err := n.st.SnapshotToVersion(sw, int(maxRecordVersion(proto))); err != nil {
 		return err
@@ -771,14 +772,15 @@ func (n *Node) serveSnapshot(w *frameWriter, proto uint8) error {
 	if err := sw.flush(); err != nil {
 		return err
 	}
-	n.log.Info("sent a snapshot to a peer for its bootstrap")
+	n.log.Info("sent a snapshot to a peer for its bootstrap", zap.Int64("bytes", sw.sent), zap.Duration("took", time.Since(t0)))
 	return w.writeFrame(frameSnapEnd, nil)
 }
 
 // snapWriter cuts a snapshot's stream into snapData frames.
 type snapWriter struct {
-	w   *frameWriter
-	buf []byte
+	w    *frameWriter
+	buf  []byte
+	sent int64 // bytes of the snapshot sent
 }
 
 func (s *snapWriter) Write(p []byte) (int, error) {
@@ -800,7 +802,8 @@ func (s *snapWriter) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
-	err := s.w.writeFrame(frameSnapData, s.buf)
+	err := s.w.writeParts(frameSnapData, s.buf)
+	s.sent += int64(len(s.buf))
 	s.buf = s.buf[:0]
 	return err
 }

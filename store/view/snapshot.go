@@ -347,6 +347,54 @@ type snapDecoder struct {
 	into   *View
 	batch  []*viewItem
 	maxHLC uint64
+	// fresh says the topic being read was empty when it began, and
+	// writes is its count of writes after the last batch (flush).
+	fresh  bool
+	writes uint64
+
+	// items and data are the unused rest of the slabs the entries are
+	// cut from (newItem, newData).
+	items []viewItem
+	data  []byte
+}
+
+// Entries are cut from slabs, not allocated one by one: a million
+// entries are then a few hundred allocations instead of two million,
+// which the garbage collector marks in a fraction of the time (loading
+// 1M entries took 2-3x longer with one allocation each). A slab lives
+// while any entry cut from it is in the view or a clone, so a view
+// loaded from a snapshot holds at most the snapshot's own bytes beyond
+// its live entries, until its keys are written again.
+const (
+	slabItems = 1024    // items per slab (64 KiB)
+	slabBytes = 1 << 18 // data bytes per slab
+	// slabLargest is the largest entry cut from a data slab; a larger
+	// one gets an allocation of its own, so a slab wastes little.
+	slabLargest = slabBytes / 8
+)
+
+// newItem returns a zero item from the item slab.
+func (d *snapDecoder) newItem() *viewItem {
+	if len(d.items) == 0 {
+		d.items = make([]viewItem, slabItems)
+	}
+	it := &d.items[0]
+	d.items = d.items[1:]
+	return it
+}
+
+// newData returns n bytes from the data slab, which are never written
+// again once filled.
+func (d *snapDecoder) newData(n int) []byte {
+	if n > slabLargest {
+		return make([]byte, n)
+	}
+	if n > len(d.data) {
+		d.data = make([]byte, slabBytes)
+	}
+	b := d.data[:n:n]
+	d.data = d.data[n:]
+	return b
 }
 
 // applyBatchSize is how many entries ApplySnapshot puts under one hold
@@ -358,12 +406,25 @@ func (d *snapDecoder) flush(tv *topicView) {
 	if len(d.batch) == 0 {
 		return
 	}
-	d.into.mu.Lock()
+	v := d.into
+	v.mu.Lock()
+	// While nothing but this snapshot wrote the topic since it was empty,
+	// the entries' keys are new to it (a version 1 snapshot's keys are
+	// distinct): no lookup, no rule to apply.
+	d.fresh = d.fresh && tv.writes == d.writes
 	for _, it := range d.batch {
 		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
-		d.into.put(tv, it)
+		if d.fresh {
+			it.epoch = v.epoch
+		} else {
+			v.put(tv, it)
+		}
 	}
-	d.into.unlock()
+	if d.fresh {
+		v.insertFresh(tv, d.batch)
+	}
+	d.writes = tv.writes
+	v.unlock()
 	clear(d.batch)
 	d.batch = d.batch[:0]
 }
@@ -484,6 +545,8 @@ func (d *snapDecoder) decode(r io.ReaderAt, size int64, now func() time.Time) (*
 				tv = newTopicView(string(name), int(count))
 				v.topics[tv.name] = tv
 			}
+			d.fresh = ver == snapVersion && len(tv.byKey) == 0 && tv.times == nil
+			d.writes = tv.writes
 			v.mu.Unlock()
 		} else {
 			tv = newTopicView(string(name), int(count))
@@ -522,7 +585,10 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 	if version == snapVersion2 {
 		known |= snapFlagTimed | snapFlagScheduled | snapFlagCancel
 	}
-	var prev *viewItem
+	// prev is a copy of the entry before: the entry itself may be in the
+	// live view already (ApplySnapshot), where a writer may update it in
+	// place.
+	var prev viewItem
 	for j := uint64(0); j < count; j++ {
 		e, err := d.next(snapEntrySize, "entry")
 		if err != nil {
@@ -549,7 +615,8 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 			flags&snapFlagCancel != 0 && tomb:
 			return fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
 		}
-		it := &viewItem{stamp: st, klen: klen, tlen: tlen, eff: int64(record.HLCMillis(st.HLC))}
+		it := d.newItem()
+		*it = viewItem{stamp: st, klen: klen, tlen: tlen, eff: int64(record.HLCMillis(st.HLC))}
 		if tomb {
 			it.flags = itemTomb
 		}
@@ -579,19 +646,20 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 		if n > d.left {
 			return fmt.Errorf("%w: entry of %d bytes with %d left", record.ErrCorrupt, n, d.left)
 		}
-		buf := make([]byte, n)
+		buf := d.newData(int(n))
 		if err := d.fill(buf); err != nil {
 			return err
 		}
 		it.data = unsafe.String(unsafe.SliceData(buf), len(buf))
-		if prev != nil {
+		if j > 0 {
 			pk, k := prev.key(), it.key()
 			// Version 1: keys ascend and are distinct. Version 2: a key's
 			// records may repeat it, ascending in (eff, HLC, origin).
-			if k < pk || k == pk && (version == snapVersion || !it.after(prev)) {
+			if k < pk || k == pk && (version == snapVersion || !it.after(&prev)) {
 				return fmt.Errorf("%w: key %q after %q", record.ErrCorrupt, k, pk)
 			}
 		}
+		prev = *it
 		switch {
 		case d.into != nil:
 			if d.batch = append(d.batch, it); len(d.batch) == applyBatchSize {
@@ -602,7 +670,6 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 		default:
 			v.put(tv, it) // by the rule: a key's records rebuild its timeline
 		}
-		prev = it
 	}
 	if d.into != nil {
 		d.flush(tv)
