@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cachecast/cachecast/store"
@@ -48,19 +50,30 @@ type Bootstrap struct {
 	// HWMMiB is the fresh node's resident memory high-water mark.
 	HWMMiB    float64 `json:"hwm_mib"`
 	SourceMiB float64 `json:"source_rss_mib"`
-	Err       string  `json:"error,omitempty"`
+	// FreshCPUSec is the CPU time the fresh node spent to ReadySec,
+	// SourceCPUSec the source's over the same span (encoding and sending
+	// the snapshot): on a shared machine they move less than the wall
+	// times. MachineLoad is the 1-minute load average at the end.
+	FreshCPUSec  float64 `json:"fresh_cpu_s"`
+	SourceCPUSec float64 `json:"source_cpu_s"`
+	MachineLoad  float64 `json:"machine_load"`
+	Err          string  `json:"error,omitempty"`
 }
 
-// MeasureBootstrap seeds a source node with keys keys of 100 bytes,
-// starts it (cachecastd, the binary bin), then starts a fresh node that
-// joins it and times it to caught up.
+// MeasureBootstrap seeds a source node with keys keys of 100 bytes (in
+// dir/source, unless a run before seeded it: measurements in one dir
+// share the source), starts it (cachecastd, the binary bin), then starts
+// a fresh node that joins it and times it to caught up.
 func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...string) Bootstrap {
 	r := Bootstrap{Keys: keys}
 	src := &Proc{Name: "source", Dir: filepath.Join(dir, "source")}
-	if err := Seed(filepath.Join(src.Dir, "data"), keys, 100); err != nil {
-		r.Err = "seed: " + err.Error()
-		return r
+	if _, err := os.Stat(filepath.Join(src.Dir, "data")); err != nil {
+		if err := Seed(filepath.Join(src.Dir, "data"), keys, 100); err != nil {
+			r.Err = "seed: " + err.Error()
+			return r
+		}
 	}
+	os.RemoveAll(filepath.Join(dir, "fresh"))
 	pf := &Procs{Bin: bin}
 	defer pf.Close()
 	start := func(p *Proc, join string) error {
@@ -107,6 +120,7 @@ func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...s
 	wctx, cancel = context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	fresh := &Proc{Name: "fresh", Dir: filepath.Join(dir, "fresh")}
+	srcCPU := readProc(src.PID(), nil).cpu
 	t0 := time.Now()
 	if err := start(fresh, src.Gossip); err != nil {
 		r.Err = "fresh: " + err.Error()
@@ -131,7 +145,10 @@ func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...s
 		time.Sleep(100 * time.Millisecond)
 	}
 	r.ReadySec = time.Since(t0).Seconds()
+	r.FreshCPUSec = readProc(fresh.PID(), nil).cpu.Seconds()
+	r.SourceCPUSec = (readProc(src.PID(), nil).cpu - srcCPU).Seconds()
 	r.HWMMiB = float64(HWM(fresh.PID())) / (1 << 20)
+	r.MachineLoad = LoadAverage()
 	return r
 }
 
@@ -139,4 +156,15 @@ func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...s
 func logTail(p *Proc, n int) string {
 	b, _ := os.ReadFile(filepath.Join(p.Dir, "log"))
 	return string(b[max(0, len(b)-n):])
+}
+
+// LoadAverage is the machine's 1-minute load average (0 if unknown).
+func LoadAverage() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	l, _ := strconv.ParseFloat(f[0], 64)
+	return l
 }

@@ -56,6 +56,9 @@ type Result struct {
 	// wrote) to identical views. 0: not measured.
 	HealSec    float64 `json:"heal_s,omitempty"`
 	RestartSec float64 `json:"restart_s,omitempty"`
+	// MachineLoad is the machine's 1-minute load average at the end of
+	// the run (the other agents' load moves the latencies).
+	MachineLoad float64 `json:"machine_load,omitempty"`
 	// Err says where the run stopped, if it did.
 	Err string `json:"error,omitempty"`
 }

@@ -37,6 +37,8 @@ func main() {
 	out := flag.String("out", "docs/fleet.json", "results file (merged)")
 	plot := flag.String("png", "docs/fleet.png", "plot file")
 	binFlag := flag.String("bin", "", "cachecastd binary for the process fleets and bootstraps (empty: built from this tree)")
+	bootBins := flag.String("boot-bins", "", "builds to compare in the bootstraps, label=binary,... (empty: -label with -bin); they take turns on one seeded source")
+	rounds := flag.Int("boot-rounds", 1, "bootstraps of each size and build")
 	profile := flag.String("gossip-profile", "lan", "memberlist timers of the in-process fleets: lan, wan or local")
 	startTimeout := flag.Duration("timeout", 2*time.Minute, "bound on each wait of an in-process fleet (start, convergence)")
 	flag.Parse()
@@ -78,6 +80,7 @@ func main() {
 			if *profile != "lan" && r.Err == "" {
 				r.Err = "gossip profile " + *profile
 			}
+			r.MachineLoad = fleet.LoadAverage()
 			if ns != nil {
 				ns.Shutdown()
 			}
@@ -112,6 +115,7 @@ func main() {
 				d, _ := os.MkdirTemp(base, "p")
 				log("processes %s N=%d", tr, n)
 				r := fleet.RunProcs(ctx, bin, d, n, *rate, *window, url, *label)
+				r.MachineLoad = fleet.LoadAverage()
 				if ns != nil {
 					ns.Shutdown()
 				}
@@ -121,14 +125,31 @@ func main() {
 				save()
 			}
 		}
+		builds := [][2]string{{*label, bin}}
+		if *bootBins != "" {
+			builds = nil
+			for _, lb := range split(*bootBins) {
+				l, b, ok := strings.Cut(lb, "=")
+				if !ok {
+					fatal(fmt.Errorf("-boot-bins: %q is not label=binary", lb))
+				}
+				builds = append(builds, [2]string{l, b})
+			}
+		}
 		for _, k := range ints(*boot) {
 			d, _ := os.MkdirTemp(base, "b")
-			log("bootstrap of %d keys", k)
-			b := fleet.MeasureBootstrap(ctx, bin, d, k)
+			for round := 1; round <= *rounds; round++ {
+				for i := range builds {
+					// The builds take turns, each round in the other order.
+					lb := builds[(i+round-1)%len(builds)]
+					log("bootstrap of %d keys, %s, round %d", k, lb[0], round)
+					b := fleet.MeasureBootstrap(ctx, lb[1], d, k)
+					log("  %+v", b)
+					res.addBoot(lb[0], round, b)
+					save()
+				}
+			}
 			os.RemoveAll(d)
-			log("  %+v", b)
-			res.addBoot(*label, b)
-			save()
 		}
 	}
 
@@ -155,6 +176,7 @@ type results struct {
 
 type bootstrap struct {
 	Label string `json:"label"`
+	Round int    `json:"round,omitempty"`
 	fleet.Bootstrap
 }
 
@@ -169,9 +191,11 @@ func (r *results) add(x fleet.Result) {
 	})
 }
 
-func (r *results) addBoot(label string, b fleet.Bootstrap) {
-	r.Bootstraps = slices.DeleteFunc(r.Bootstraps, func(y bootstrap) bool { return y.Label == label && y.Keys == b.Keys })
-	r.Bootstraps = append(r.Bootstraps, bootstrap{label, b})
+func (r *results) addBoot(label string, round int, b fleet.Bootstrap) {
+	r.Bootstraps = slices.DeleteFunc(r.Bootstraps, func(y bootstrap) bool {
+		return y.Label == label && y.Keys == b.Keys && max(y.Round, 1) == round
+	})
+	r.Bootstraps = append(r.Bootstraps, bootstrap{label, round, b})
 }
 
 // charts are the plot's panels: one line per kind, label and transport.
@@ -218,19 +242,20 @@ func (r *results) charts() []fleet.Chart {
 }
 
 func (r *results) print(w *os.File) {
-	fmt.Fprintln(w, "| kind | build | fan-out | N | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | p50 / p99 ms | heal s | restart s | RSS MiB/node | note |")
-	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| kind | build | fan-out | N | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | p50 / p99 ms | heal s | restart s | RSS MiB/node | machine load | note |")
+	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, x := range r.Fleets {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f / %.1f | %s | %s | %.1f | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f / %.1f | %s | %s | %.1f | %.1f | %s |\n",
 			x.Kind, x.Label, x.Transport, x.Nodes, 100*x.Idle.CPU, x.Idle.TxBps+x.Idle.RxBps, x.Idle.VectorEntries,
 			x.Idle.Conns, x.Idle.MaxConns, 100*x.Load.CPU, x.Load.TxBps+x.Load.RxBps, x.Load.VectorEntries,
-			x.P50Ms, x.P99Ms, secs(x.HealSec), secs(x.RestartSec), x.Idle.RSSMiB, firstLine(x.Err))
+			x.P50Ms, x.P99Ms, secs(x.HealSec), secs(x.RestartSec), x.Idle.RSSMiB, x.MachineLoad, firstLine(x.Err))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| build | keys | to caught up s | /readyz 200 s | fresh node HWM MiB | source RSS MiB | note |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| build | keys | round | to caught up s | /readyz 200 s | fresh node CPU s | source CPU s | fresh node HWM MiB | source RSS MiB | machine load | note |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, b := range r.Bootstraps {
-		fmt.Fprintf(w, "| %s | %d | %.2f | %.2f | %.0f | %.0f | %s |\n", b.Label, b.Keys, b.ReadySec, b.ReadyzSec, b.HWMMiB, b.SourceMiB, firstLine(b.Err))
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.1f | %s |\n", b.Label, b.Keys, max(b.Round, 1), b.ReadySec, b.ReadyzSec,
+			b.FreshCPUSec, b.SourceCPUSec, b.HWMMiB, b.SourceMiB, b.MachineLoad, firstLine(b.Err))
 	}
 }
 
