@@ -72,6 +72,39 @@
 // (only the replica is pushed to then), see README for where the
 // crossover lies.
 //
+// # Fan-out: why direct pushes, and what bounds them
+//
+// The choice for now is direct pushes over TCP for small clusters and
+// NATS past the crossover README gives from make bench-fleet; nothing is
+// refused: a TCP fleet of any size works, it only pays N-1 pushes per
+// record at each origin. The ways to bound a writer's connections, with
+// what each costs a record's way to every node (N nodes, LAN round trip
+// r, SyncInterval s):
+//
+//   - direct (this build, TCP): one hop, r plus the origin's N-1 writes;
+//     the origin's CPU and bytes per record grow with N, and that, not
+//     the connections, is what puts the crossover at a few tens of nodes
+//     on a small machine;
+//   - NATS (this build): one publish per record, the servers fan out;
+//     about 2r, flat in N for the origin, and the data-port links keep
+//     only the replica's, the exchanges' and the pulls';
+//   - a relay tree (not built): records pushed along one spanning tree of
+//     degree k over the members sorted by ID, each node forwarding what
+//     it receives to its other tree neighbours; at most k+1 push
+//     connections per node and each record received once, in at most
+//     2 log_k(N) hops (10 at N = 1,000, k = 4: some 10r); an inner node's
+//     failure cuts its subtree's pushes until membership drops it and the
+//     tree is recomputed (memberlist's suspicion, seconds), the exchanges
+//     filling the gap meanwhile;
+//   - pushes to k random peers and the exchanges for the rest (not
+//     built): bounded at once, but the rest wait for exchange rounds,
+//     log_{1+2k}(N) + log log N of them (4-6 s at N = 1,000, k = 3,
+//     s = 1s), a hundred times NATS's latency.
+//
+// A relay tree is the next step for fleets that cannot run NATS: it
+// needs per-origin push cursors on a link (a link pushes only its own
+// node's records today) and a wake-up on any origin's append.
+//
 // # Retired origins
 //
 // An origin (a node's ID) that has not been a peer for RetireAfter
@@ -199,8 +232,11 @@
 // file in its data directory (store.BootstrapFile), outside the link's
 // lock, then store.Bootstrap checks the file's CRC, puts the entries into
 // the live view by the usual rule as it reads them (no second view is
-// built) and moves each origin's sequence on to the snapshot's marks;
-// pulling then continues from there with records.
+// built; into a topic nothing else wrote since it was empty, as on a fresh
+// node, in bulk: no lookups, entries cut from slabs, the B-tree filled on
+// a second core) and moves each origin's sequence on to the snapshot's
+// marks; pulling then continues from there with records. Both ends log
+// the snapshot's bytes and times (sent, received, applied).
 //
 // # Not yet
 //
