@@ -367,7 +367,7 @@ func TestCLIPending(t *testing.T) {
 func TestCLIStatusRedis(t *testing.T) {
 	n := StartNode(t, bins, NodeOptions{Name: "cli-redis", Args: append(smallNode,
 		"--max-connections", "2", "--max-connections-per-uid", "2",
-		"--redis-idle-timeout", "500ms", "--redis-tracking-max-keys", "10")})
+		"--redis-idle-timeout", "3s", "--redis-tracking-max-keys", "10")})
 	sock := strings.TrimSuffix(n.Socket, ".sock") + "-redis.sock"
 	dial := func() net.Conn {
 		c, err := net.Dial("unix", sock)
@@ -391,15 +391,25 @@ func TestCLIStatusRedis(t *testing.T) {
 	if err := readUntil(tracker, "+PONG\r\n"); err != nil {
 		t.Fatalf("tracking client: %v", err)
 	}
-	// A second connection that sends nothing takes the last place; a
-	// third is refused.
+	// A second connection that sends nothing takes the last place (once
+	// the server counts it); a third is refused.
 	dial()
+	testkit.Until(t, 15*time.Second, "two Redis connections", func() string {
+		st, err := n.Client.Status(ctx(t))
+		if err != nil {
+			return err.Error()
+		}
+		if st.Redis == nil || st.Redis.Connections != 2 {
+			return fmt.Sprintf("redis status %+v", st.Redis)
+		}
+		return ""
+	})
 	refused := dial()
 	io.WriteString(refused, "PING\r\n")
 	if err := readUntil(refused, "-ERR max number of clients reached"); err != nil {
 		t.Fatalf("third connection: %v", err)
 	}
-	testkit.Until(t, 15*time.Second, "the silent connection to close", func() string {
+	testkit.Until(t, 20*time.Second, "the silent connection to close", func() string {
 		st, err := n.Client.Status(ctx(t))
 		if err != nil {
 			return err.Error()
