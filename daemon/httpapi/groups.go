@@ -37,13 +37,11 @@ func (a *Server) subscribeGroup(w http.ResponseWriter, r *http.Request, p params
 			return
 		}
 	}
-	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckName("group", name)); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckName("group", name))) {
 		return
 	}
 	tags, e := parseTags(q.Get("tags"))
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	maxInflight := group.DefaultMaxInflight
@@ -56,8 +54,7 @@ func (a *Server) subscribeGroup(w http.ResponseWriter, r *http.Request, p params
 		maxInflight = n
 	}
 	release, e := a.memberSlot(access.CallerFrom(r.Context()))
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	defer release()
@@ -170,19 +167,16 @@ func parseIDs(ss []string) ([]group.ID, *wire.Error) {
 }
 
 func (a *Server) groupAck(w http.ResponseWriter, r *http.Request, p params) {
-	if e := groupNames(p); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, groupNames(p)) {
 		return
 	}
 	var req ackRequest
-	if e := a.decodeBody(w, r, &req); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.decodeBody(w, r, &req)) {
 		return
 	}
 	ack, e1 := parseIDs(req.Ack)
 	nack, e2 := parseIDs(req.Nack)
-	if e := firstError(e1, e2); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, firstError(e1, e2)) {
 		return
 	}
 	var ans wire.AckAnswer
@@ -201,13 +195,11 @@ type resetRequest struct {
 }
 
 func (a *Server) groupReset(w http.ResponseWriter, r *http.Request, p params) {
-	if e := groupNames(p); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, groupNames(p)) {
 		return
 	}
 	var req resetRequest
-	if e := a.decodeBody(w, r, &req); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.decodeBody(w, r, &req)) {
 		return
 	}
 	epoch, err := a.cfg.Groups.Reset(r.Context(), p.topic, p.name, req.To)
@@ -287,13 +279,8 @@ func appendDeadLetter(b []byte, dl group.DeadLetter) []byte {
 }
 
 func (a *Server) dlqList(w http.ResponseWriter, r *http.Request, p params) {
-	if e := groupNames(p); e != nil {
-		a.fail(w, r, e)
-		return
-	}
-	q, limit, e := listQuery(r)
-	if e != nil {
-		a.fail(w, r, e)
+	q, limit, ok := a.listing(w, r, groupNames(p))
+	if !ok {
 		return
 	}
 	dls, next, err := a.cfg.Groups.DeadLetters(p.topic, p.name, q.Get("after"), limit)
@@ -314,8 +301,7 @@ func (a *Server) dlqList(w http.ResponseWriter, r *http.Request, p params) {
 }
 
 func (a *Server) dlqGet(w http.ResponseWriter, r *http.Request, p params) {
-	if e := groupNames(p); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, groupNames(p)) {
 		return
 	}
 	dl, err := a.cfg.Groups.DeadLetter(p.topic, p.name, p.key)
@@ -333,13 +319,11 @@ type replayRequest struct {
 }
 
 func (a *Server) dlqReplay(w http.ResponseWriter, r *http.Request, p params) {
-	if e := groupNames(p); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, groupNames(p)) {
 		return
 	}
 	var req replayRequest
-	if e := a.decodeBody(w, r, &req); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.decodeBody(w, r, &req)) {
 		return
 	}
 	if req.All == (len(req.IDs) > 0) {

@@ -89,8 +89,7 @@ func (a *Server) serve(w http.ResponseWriter, r *http.Request, rt *route, p para
 	if !a.admitRoute(w, r, rt) {
 		return
 	}
-	if e := a.guard.Authorize(access.CallerFrom(r.Context()), rt.role); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.guard.Authorize(access.CallerFrom(r.Context()), rt.role)) {
 		return
 	}
 	defer a.bodies.ReleaseHeld(access.ConnFrom(r.Context()))
@@ -109,6 +108,16 @@ func (a *Server) Drain() <-chan struct{} { return a.handlers.closeAndWait() }
 func (a *Server) Handlers() int { return a.handlers.count() }
 
 // fail answers with an error object.
+// failed answers e when it is an error and reports whether it did, so that
+// each check of a handler's preamble is one if.
+func (a *Server) failed(w http.ResponseWriter, r *http.Request, e *wire.Error) bool {
+	if e == nil {
+		return false
+	}
+	a.fail(w, r, e)
+	return true
+}
+
 func (a *Server) fail(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 	status := wire.HTTPStatus(e.Code)
 	a.m.errors.WithLabelValues(e.Code).Inc()
@@ -267,43 +276,36 @@ func (a *Server) putKey(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	tag := r.Header.Get("Cachecast-Tag")
-	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key), wire.CheckTag(tag)); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key), wire.CheckTag(tag))) {
 		return
 	}
 	value, e := a.readBody(w, r, a.cfg.MaxValueSize, wire.CodeValueTooLarge, "value")
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	msgs := []record.Message{{Topic: p.topic, Key: p.key, Tag: tag, Value: value}}
-	if e := a.applyTimes(r, msgs); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.applyTimes(r, msgs)) {
 		return
 	}
 	a.publish(w, r, msgs, false)
 }
 
 func (a *Server) deleteKey(w http.ResponseWriter, r *http.Request, p params) {
-	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key)); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key))) {
 		return
 	}
 	msgs := []record.Message{{Topic: p.topic, Key: p.key, Delete: true}}
-	if e := a.applyTimes(r, msgs); e != nil { // a scheduled delete
-		a.fail(w, r, e)
+	if a.failed(w, r, a.applyTimes(r, msgs)) { // a scheduled delete
 		return
 	}
 	a.publish(w, r, msgs, false)
 }
 
 func (a *Server) getKey(w http.ResponseWriter, r *http.Request, p params) {
-	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key)); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key))) {
 		return
 	}
-	if e := a.catchingUp(); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.catchingUp()) {
 		return
 	}
 	e, ok := a.node.Entry(p.topic, p.key)
@@ -330,8 +332,7 @@ func (a *Server) getKey(w http.ResponseWriter, r *http.Request, p params) {
 var ndjsonTypes = []string{"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"}
 
 func (a *Server) postMessages(w http.ResponseWriter, r *http.Request, p params) {
-	if e := wire.CheckName("topic", p.topic); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, wire.CheckName("topic", p.topic)) {
 		return
 	}
 	ndjson := false
@@ -344,8 +345,7 @@ func (a *Server) postMessages(w http.ResponseWriter, r *http.Request, p params) 
 		ndjson = slices.Contains(ndjsonTypes, mt)
 	}
 	body, e := a.readBody(w, r, a.cfg.MaxBodySize, wire.CodeBodyTooLarge, "body")
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	msgs, e := decodeMessages(p.topic, body, ndjson, a.cfg.MaxValueSize, a.now())
@@ -369,6 +369,20 @@ func query(r *http.Request) (url.Values, *wire.Error) {
 	return q, nil
 }
 
+// listing is the preamble of a paged listing (keys, pending records,
+// dead letters): names, the check of its route's names, then its query
+// and limit (listQuery). ok is false when it answered an error.
+func (a *Server) listing(w http.ResponseWriter, r *http.Request, names *wire.Error) (q url.Values, limit int, ok bool) {
+	if a.failed(w, r, names) {
+		return nil, 0, false
+	}
+	q, limit, e := listQuery(r)
+	if a.failed(w, r, e) {
+		return nil, 0, false
+	}
+	return q, limit, true
+}
+
 // listQuery reads the query of a list route and its limit=: 1 to
 // maxKeysLimit, default defaultKeysLimit.
 func listQuery(r *http.Request) (url.Values, int, *wire.Error) {
@@ -388,13 +402,8 @@ func listQuery(r *http.Request) (url.Values, int, *wire.Error) {
 }
 
 func (a *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) {
-	if e := wire.CheckName("topic", p.topic); e != nil {
-		a.fail(w, r, e)
-		return
-	}
-	q, limit, e := listQuery(r)
-	if e != nil {
-		a.fail(w, r, e)
+	q, limit, ok := a.listing(w, r, wire.CheckName("topic", p.topic))
+	if !ok {
 		return
 	}
 	prefix, after := q.Get("prefix"), q.Get("after")
@@ -402,8 +411,7 @@ func (a *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "prefix and after: at most %d bytes", wire.MaxAPIKeyLen))
 		return
 	}
-	if e := a.catchingUp(); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.catchingUp()) {
 		return
 	}
 	keys := a.node.Keys(p.topic, prefix, after, limit+1)
@@ -431,8 +439,7 @@ func (a *Server) topics(w http.ResponseWriter, r *http.Request, _ params) {
 		Messages uint64 `json:"messages"`
 	}
 	q, e := query(r)
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	internal := false
@@ -461,25 +468,21 @@ func (a *Server) topics(w http.ResponseWriter, r *http.Request, _ params) {
 // stays behind; nothing is dropped and no one else waits.
 func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	release, e := a.streamSlot(r)
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	defer release()
-	if e := wire.CheckName("topic", p.topic); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, wire.CheckName("topic", p.topic)) {
 		return
 	}
 	q, e := query(r)
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	switch mode := q.Get("mode"); mode {
 	case "", "broadcasting":
 	case "clustering":
-		if e := a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume); e != nil {
-			a.fail(w, r, e)
+		if a.failed(w, r, a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume)) {
 			return
 		}
 		a.subscribeGroup(w, r, p, q)
@@ -498,8 +501,7 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		name = g
 	}
 	if name != "" {
-		if e := wire.CheckName("cursor name", name); e != nil {
-			a.fail(w, r, e)
+		if a.failed(w, r, wire.CheckName("cursor name", name)) {
 			return
 		}
 	}
@@ -511,8 +513,7 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "ack=auto needs a cursor: name=<cursor>"))
 			return
 		}
-		if e := a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume); e != nil {
-			a.fail(w, r, e)
+		if a.failed(w, r, a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume)) {
 			return
 		}
 	default:
@@ -520,18 +521,15 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	tags, e := parseTags(q.Get("tags"))
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	events, e := parseEvents(q.Get("events"))
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	start, e := a.startOf(p.topic, q.Get("from"), name)
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	reader, err := a.node.NewTopicReader(p.topic, start, tags)
@@ -805,22 +803,18 @@ func (a *Server) deleteCursor(w http.ResponseWriter, r *http.Request, p params) 
 }
 
 func (a *Server) setCursor(w http.ResponseWriter, r *http.Request, p params) {
-	if e := wire.CheckName("cursor name", p.name); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, wire.CheckName("cursor name", p.name)) {
 		return
 	}
 	body, e := a.readBody(w, r, maxCursorBody, wire.CodeBodyTooLarge, "body")
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	var req cursorRequest
-	if e := decodeStrict(body, &req, "cursor object"); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, decodeStrict(body, &req, "cursor object")) {
 		return
 	}
-	if e := wire.CheckName("topic", req.Topic); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, wire.CheckName("topic", req.Topic)) {
 		return
 	}
 	if req.Offset == nil {
@@ -884,8 +878,7 @@ func (a *Server) healthz(w http.ResponseWriter, r *http.Request, _ params) {
 // {"status":"degraded","reason":...}: the last node of a cluster whose
 // others are gone must not be taken out of service.
 func (a *Server) readyz(w http.ResponseWriter, r *http.Request, _ params) {
-	if e := a.catchingUp(); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, a.catchingUp()) {
 		return
 	}
 	if !a.node.Ready() {

@@ -173,13 +173,8 @@ func setTimeHeaders(h http.Header, e view.Entry) {
 // listPending is GET /v1/topics/{topic}/pending: the records not in force
 // yet (scheduled values and deletes, and cancels), by key and instant.
 func (a *Server) listPending(w http.ResponseWriter, r *http.Request, p params) {
-	if e := wire.CheckName("topic", p.topic); e != nil {
-		a.fail(w, r, e)
-		return
-	}
-	q, limit, e := listQuery(r)
-	if e != nil {
-		a.fail(w, r, e)
+	q, limit, ok := a.listing(w, r, wire.CheckName("topic", p.topic))
+	if !ok {
 		return
 	}
 	recs := a.node.Pending(p.topic, q.Get("after"), limit+1)
@@ -247,13 +242,11 @@ func appendPending(b []byte, p *view.PendingRecord) []byte {
 // a cancel of the key's records scheduled for T (409 not_pending when
 // none is pending at T).
 func (a *Server) cancelPending(w http.ResponseWriter, r *http.Request, p params) {
-	if e := firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key)); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key))) {
 		return
 	}
 	q, e := query(r)
-	if e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, e) {
 		return
 	}
 	at, ok := parseInstant(q.Get("effective_at"))
@@ -262,8 +255,7 @@ func (a *Server) cancelPending(w http.ResponseWriter, r *http.Request, p params)
 		return
 	}
 	m := record.Message{Topic: p.topic, Key: p.key, Cancel: true, EffectiveAt: at}
-	if e := checkTimes(&m, a.now()); e != nil {
-		a.fail(w, r, e)
+	if a.failed(w, r, checkTimes(&m, a.now())) {
 		return
 	}
 	pending := false
