@@ -459,7 +459,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/status"}, nil)}, &raw); err != nil {
 		return nil, err
 	}
-	var w statusWire
+	var w wire.Status
 	if err := unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("%w: status: %v", ErrBadResponse, err)
 	}
@@ -474,7 +474,10 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		Store:    w.Store,
 		Redis:    w.Redis,
 		Degraded: w.Degraded,
+		Away:     w.Away,
+		CatchUp:  w.CatchUp,
 		Repair:   w.Repair,
+		View:     w.View,
 		Raw:      raw,
 	}, nil
 }

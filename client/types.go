@@ -108,21 +108,15 @@ type TopicInfo struct {
 }
 
 // Cursor is a durable named position in a topic: Offset is the next
-// message to read.
-type Cursor struct {
-	Name   string `json:"name"`
-	Topic  string `json:"topic"`
-	Offset uint64 `json:"offset"`
-	// End is the topic's next offset on the node, Lag the messages from
-	// Offset to End.
-	End uint64 `json:"end"`
-	Lag uint64 `json:"lag"`
-	// OwnerUID is the user that created the cursor (only it or an admin
-	// may move or delete it); nil when none is recorded.
-	OwnerUID *uint32 `json:"owner_uid"`
-}
+// message to read, End the topic's next offset on the node, Lag the
+// messages from Offset to End, OwnerUID the user that created it (only it
+// or an admin may move or delete it; nil when none is recorded). It is
+// the wire package's type, which the daemon writes.
+type Cursor = wire.Cursor
 
-// Status is the daemon's GET /v1/status answer.
+// Status is the daemon's GET /v1/status answer: the wire's objects as
+// the daemon writes them (package wire), the node's origin and uptime
+// converted.
 type Status struct {
 	Node   NodeInfo
 	Uptime time.Duration
@@ -134,9 +128,18 @@ type Status struct {
 	// alone past its join timeout (it serves, but gets nothing from the
 	// fleet).
 	Degraded string
+	// Away, when set, says why the node, out of contact with its fleet
+	// for more than half of --tombstone-grace, left its cluster and
+	// stopped serving.
+	Away string
+	// CatchUp is the node's catch-up with its cluster before its first
+	// ready; nil once done.
+	CatchUp *wire.CatchUpStatus
 	// Repair is the repair of the node's damaged log; nil while nothing
 	// was found damaged since it started.
 	Repair *Repair
+	// View is the view's digest per topic and the vector it covers.
+	View *wire.ViewDigest
 	// Raw is the whole answer as received, fields this client does not
 	// know (cluster figures, for instance) included.
 	Raw json.RawMessage
@@ -149,17 +152,9 @@ type NodeInfo struct {
 	Version string
 }
 
-// StoreStats are the store's figures in Status.
-type StoreStats struct {
-	Segments       int    `json:"segments"`
-	MappedSegments int    `json:"mapped_segments"`
-	LogBytes       int64  `json:"log_bytes"`
-	WritePos       int64  `json:"write_pos"`
-	FlushedPos     int64  `json:"flushed_pos"`
-	OldestPos      int64  `json:"oldest_pos"`
-	Records        uint64 `json:"records"`
-	Keys           int    `json:"keys"`
-}
+// StoreStats are the store's figures in Status: the wire package's
+// type, which the daemon writes.
+type StoreStats = wire.StoreStatus
 
 // The wire forms. Identities travel as strings (origin hex, hlc decimal);
 // these structs hold them as received and convert in one place.
@@ -187,20 +182,6 @@ type messageWire struct {
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 *string `json:"value_base64,omitempty"`
 	Delete      bool    `json:"delete,omitempty"`
-}
-
-type statusWire struct {
-	Node struct {
-		Name    string `json:"name"`
-		Origin  string `json:"origin"`
-		Version string `json:"version"`
-	} `json:"node"`
-	UptimeSeconds float64     `json:"uptime_seconds"`
-	Flush         string      `json:"flush"`
-	Store         StoreStats  `json:"store"`
-	Redis         *RedisStats `json:"redis"`
-	Degraded      string      `json:"degraded"`
-	Repair        *Repair     `json:"repair"`
 }
 
 // RedisStats are the Redis front door's figures in Status: the wire

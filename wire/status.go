@@ -7,18 +7,9 @@ type Status struct {
 		Origin  string `json:"origin"`
 		Version string `json:"version"`
 	} `json:"node"`
-	UptimeSeconds float64 `json:"uptime_seconds"`
-	Flush         string  `json:"flush"`
-	Store         struct {
-		Segments       int    `json:"segments"`
-		MappedSegments int    `json:"mapped_segments"`
-		LogBytes       int64  `json:"log_bytes"`
-		WritePos       int64  `json:"write_pos"`
-		FlushedPos     int64  `json:"flushed_pos"`
-		OldestPos      int64  `json:"oldest_pos"`
-		Records        uint64 `json:"records"`
-		Keys           int    `json:"keys"`
-	} `json:"store"`
+	UptimeSeconds float64     `json:"uptime_seconds"`
+	Flush         string      `json:"flush"`
+	Store         StoreStatus `json:"store"`
 	// Redis is the Redis front door's counters; absent when it is off.
 	Redis *RedisStatus `json:"redis,omitempty"`
 	// Degraded says why a node told to join (--join) runs alone past
@@ -36,6 +27,19 @@ type Status struct {
 	// Repair is the repair of the node's damaged log; absent while
 	// nothing was found damaged since the start.
 	Repair *RepairStatus `json:"repair,omitempty"`
+}
+
+// StoreStatus is the "store" object of GET /v1/status: the log's figures
+// (positions are bytes into the log) and the view's keys.
+type StoreStatus struct {
+	Segments       int    `json:"segments"`
+	MappedSegments int    `json:"mapped_segments"`
+	LogBytes       int64  `json:"log_bytes"`
+	WritePos       int64  `json:"write_pos"`
+	FlushedPos     int64  `json:"flushed_pos"`
+	OldestPos      int64  `json:"oldest_pos"`
+	Records        uint64 `json:"records"`
+	Keys           int    `json:"keys"`
 }
 
 // CatchUpStatus is where a node stands in its catch-up with the cluster
