@@ -690,7 +690,18 @@ func (n *Node) serve(c net.Conn) {
 				// protocol cannot carry. An older build asks again as soon
 				// as this pull ends: end it a SyncInterval later, so that
 				// the asking stays that slow.
-				time.AfterFunc(n.cfg.SyncInterval, func() { send(framePullEnd, end) })
+				n.wg.Add(1)
+				go func() {
+					defer n.wg.Done()
+					t := time.NewTimer(n.cfg.SyncInterval)
+					defer t.Stop()
+					select {
+					case <-t.C:
+						send(framePullEnd, end)
+					case <-done:
+					case <-n.ctx.Done():
+					}
+				}()
 			}
 			if err != nil {
 				if n.stalled(err) {
