@@ -9,6 +9,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,13 @@ type Node struct {
 	Config daemon.Config
 	// Socket is the local API's socket.
 	Socket string
+
+	stop func() // ends Run and waits for it, once
 }
+
+// Stop stops the daemon before the test ends (it leaves its cluster);
+// the test's cleanup then does nothing more for it.
+func (n *Node) Stop() { n.stop() }
 
 // Start runs a lone daemon (no cluster, errors-only logs, a short data
 // directory) with configure's changes to its configuration, and waits
@@ -47,12 +54,13 @@ func Start(tb testing.TB, configure func(*daemon.Config)) *Node {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	tb.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			tb.Errorf("daemon: %v", err)
 		}
 	})
+	tb.Cleanup(stop)
 	hc := testkit.UnixClient(cfg.Socket, false, time.Second)
 	testkit.Eventually(tb, 10*time.Second, "the daemon ready", func() bool {
 		res, err := hc.Get("http://cachecast/readyz")
@@ -62,5 +70,5 @@ func Start(tb testing.TB, configure func(*daemon.Config)) *Node {
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	})
-	return &Node{D: d, Config: cfg, Socket: cfg.Socket}
+	return &Node{D: d, Config: cfg, Socket: cfg.Socket, stop: stop}
 }
