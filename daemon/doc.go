@@ -73,6 +73,18 @@
 // if a later join attempt finds the others, it catches up in the
 // background and stays ready (it has served already).
 //
+// # Away from the fleet too long
+//
+// A node told to join that has had no connected peer for more than half
+// of --tombstone-grace may hold values whose deletes the fleet has
+// collected since. At start it refuses to (ErrAwayTooLong, naming
+// --start-over); running, it leaves the cluster for good (its data port
+// closes), answers reads of the view and every write with unavailable
+// (503; the Redis door's writes too), is unhealthy (/healthz, /readyz,
+// the watchdog pings stop, so systemd restarts it into the refusal at
+// start) and says why in /v1/status ("away"), the STATUS line (AWAY TOO
+// LONG) and the log (tombstones.go).
+//
 // # A damaged log
 //
 // The store sets a damaged record of its log aside and pulls it back
