@@ -47,9 +47,12 @@ type Result struct {
 	Idle      Sample  `json:"idle"`
 	Load      Sample  `json:"load"`
 	Rate      int     `json:"rate"` // updates a second, fleet-wide, in Load
-	// P50Ms and P99Ms are publish-to-every-node at Rate.
-	P50Ms float64 `json:"p50_ms"`
-	P99Ms float64 `json:"p99_ms"`
+	// P50Ms and P99Ms are publish-to-every-node at Rate; a record not
+	// on every node when the load stopped counts as its age then (a lower
+	// bound), and LatePct says how many of the window's records that was.
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	LatePct float64 `json:"late_pct,omitempty"`
 	// HealSec is from the end of a 2|3 data-port partition (records
 	// written on both sides meanwhile) to identical views; RestartSec from
 	// restarting a tenth of the nodes (stopped at once while the others
@@ -165,6 +168,7 @@ type Load struct {
 	mu      sync.Mutex
 	lat     []time.Duration
 	pending []probe
+	since   time.Time // Reset's
 	errs    int
 }
 
@@ -185,19 +189,30 @@ func (f *Fleet) StartLoad(rate int) *Load {
 }
 
 // Stop ends the load and returns the latencies of the records that
-// reached every node (records still on their way are dropped).
-func (l *Load) Stop() []time.Duration {
+// reached every node and, as a lower bound, the ages of those published
+// since Reset that had not: a fleet that falls behind shows in the
+// quantiles instead of leaving only its fast records there. late is how
+// many had not.
+func (l *Load) Stop() (lat []time.Duration, late int) {
 	close(l.stop)
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lat
+	now := time.Now()
+	for _, p := range l.pending {
+		if !p.at.Before(l.since) {
+			l.lat = append(l.lat, now.Sub(p.at))
+			late++
+		}
+	}
+	return l.lat, late
 }
 
 // Reset drops the latencies gathered so far (after a warm-up).
 func (l *Load) Reset() {
 	l.mu.Lock()
 	l.lat = l.lat[:0]
+	l.since = time.Now()
 	l.mu.Unlock()
 }
 
@@ -343,8 +358,11 @@ func Run(ctx context.Context, plan Plan, ns *server.Server) Result {
 	time.Sleep(time.Second)
 	l.Reset()
 	r.Load = f.Measure(ctx, ns, plan.Window)
-	lat := l.Stop()
+	lat, late := l.Stop()
 	r.P50Ms, r.P99Ms = Quantile(lat, 0.50), Quantile(lat, 0.99)
+	if len(lat) > 0 {
+		r.LatePct = 100 * float64(late) / float64(len(lat))
+	}
 	cctx, cancel := wait()
 	_, err = f.WaitConverged(cctx)
 	cancel()
