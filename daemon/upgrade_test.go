@@ -73,7 +73,7 @@ func TestFleetTooOld(t *testing.T) {
 	ds[2].put("prices", "from-old", "2")
 	for _, td := range ds {
 		for key, want := range map[string]string{"plain": "1", "m1": "a", "m2": "b", "from-old": "2"} {
-			testkit.Eventually(t, 10*time.Second, td.cfg.NodeName+" has "+key, func() bool {
+			testkit.Eventually(t, 20*time.Second, td.cfg.NodeName+" has "+key, func() bool {
 				r := td.do("GET", "/v1/topics/prices/keys/"+key, nil)
 				return r.status == 200 && string(r.body) == want
 			})
@@ -86,7 +86,7 @@ func TestFleetTooOld(t *testing.T) {
 	}
 
 	ds[2].stop()
-	testkit.Eventually(t, 10*time.Second, "node2 gone from the others' membership", func() bool {
+	testkit.Eventually(t, 20*time.Second, "node2 gone from the others' membership", func() bool {
 		return len(ds[0].d.cluster.g.Alive()) == 2 && len(ds[1].d.cluster.g.Alive()) == 2
 	})
 	if r := ds[0].do("PUT", "/v1/topics/prices/keys/sale", strings.NewReader("9.99"), "Cachecast-Expires", future); r.status != 200 {
@@ -94,7 +94,7 @@ func TestFleetTooOld(t *testing.T) {
 	}
 	must(goRedis(t, ds[0], 2).Set(ctx, "prices:flash", "1.00", time.Minute).Result())
 	for key, want := range map[string]string{"sale": "9.99", "flash": "1.00"} {
-		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("node1 has %s", key), func() bool {
+		testkit.Eventually(t, 20*time.Second, fmt.Sprintf("node1 has %s", key), func() bool {
 			r := ds[1].do("GET", "/v1/topics/prices/keys/"+key, nil)
 			return r.status == 200 && string(r.body) == want
 		})
