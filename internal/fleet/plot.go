@@ -26,7 +26,7 @@ type Chart struct {
 // Plot draws the charts side by side, two a row, and writes a PNG. It
 // uses only the standard library: lines, dots and a 5x7 bitmap font.
 func Plot(w io.Writer, title string, charts []Chart) error {
-	const pw, ph = 520, 340
+	const pw, ph = 520, 380
 	cols := 2
 	rows := (len(charts) + cols - 1) / cols
 	img := image.NewRGBA(image.Rect(0, 0, cols*pw, rows*ph+30))
@@ -48,7 +48,7 @@ func panel(img *image.RGBA, r image.Rectangle, c Chart) {
 	black := color.RGBA{0, 0, 0, 255}
 	grey := color.RGBA{225, 225, 225, 255}
 	text(img, r.Min.X+60, r.Min.Y+4, c.Title, 1, black)
-	plot := image.Rect(r.Min.X+70, r.Min.Y+22, r.Max.X-20, r.Max.Y-50)
+	plot := image.Rect(r.Min.X+70, r.Min.Y+22, r.Max.X-20, r.Max.Y-90)
 	var xs, ys []float64
 	for _, s := range c.Series {
 		xs = append(xs, s.X...)
@@ -93,7 +93,7 @@ func panel(img *image.RGBA, r image.Rectangle, c Chart) {
 			}
 		}
 		// The legend, under the axis.
-		lx, ly := r.Min.X+10+(i%3)*170, r.Max.Y-22+(i/3)*11
+		lx, ly := r.Min.X+10+(i%3)*170, plot.Max.Y+32+(i/3)*11
 		fill(img, image.Rect(lx, ly, lx+10, ly+6), col)
 		text(img, lx+14, ly, s.Label, 1, black)
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,6 +239,9 @@ func (r *results) charts() []fleet.Chart {
 		chart("bytes/s per node (sent+received), 1000 updates/s", true, func(x fleet.Result) float64 { return x.Load.TxBps + x.Load.RxBps }),
 		chart("open connections per node", true, func(x fleet.Result) float64 { return x.Idle.Conns }),
 		chart("idle cpu per node (% of a core)", true, func(x fleet.Result) float64 { return 100 * x.Idle.CPU }),
+		// Latencies span 3 ms to 10 s: log10, so both ends show.
+		chart("publish to every node, p50, log10 ms, 1000 updates/s", false, func(x fleet.Result) float64 { return math.Log10(max(x.P50Ms, 1)) }),
+		chart("publish to every node, p99, log10 ms, 1000 updates/s", false, func(x fleet.Result) float64 { return math.Log10(max(x.P99Ms, 1)) }),
 	}
 }
 
