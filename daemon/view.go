@@ -192,6 +192,13 @@ func (vm *viewMirror) end() {
 			// that needs a new generation is queued, with the rest of
 			// the group, for run (a rebuild must not hold the view's
 			// lock), which ends the batch left open here.
+			if len(g) > 1 {
+				// Every key's slot and record first, so that their cache
+				// misses overlap instead of coming one per change.
+				for i := range g {
+					vm.w.Touch(g[i].Topic, g[i].Key)
+				}
+			}
 			vm.w.BeginBatch()
 			for from < len(g) {
 				done, err := vm.tryApply(g[from])

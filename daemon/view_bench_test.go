@@ -30,7 +30,8 @@ import (
 //
 //	go test -run '^$' -bench 'LocalGet|SocketGet|PublishToVisible|PythonGet' -benchtime 2s ./daemon/
 //
-// (SocketGet matches both the HTTP and the Redis socket's GET.)
+// (SocketGet matches both the HTTP and the Redis socket's GET, LocalGet
+// both LocalGet and LocalGetMany.)
 
 const benchKeys = 1_000_000
 
@@ -239,6 +240,50 @@ func BenchmarkLocalGet(b *testing.B) {
 				reportPercentiles(b, read)
 			})
 		}
+	}
+}
+
+// BenchmarkLocalGetMany reads keys=n random keys of the 1M at a time with
+// one GetMany (one instant, a batch whole or not at all), as MGET does: the
+// keys' cache misses overlap, so a key costs less than a Get. ns/key is the
+// wall time a key, cpu-ns/op the thread's CPU time a key; p50-ns and
+// p99-ns are a whole GetMany's.
+func BenchmarkLocalGetMany(b *testing.B) {
+	for _, n := range []int{10, 100} {
+		b.Run(fmt.Sprintf("keys=1M/value=100/n=%d", n), func(b *testing.B) {
+			bd := startBenchDaemon(b, 100)
+			r := bd.reader(b)
+			defer r.Close()
+			topics := []string{"prices"}
+			var items []localview.Item
+			buf := make([]byte, 0, 100*n)
+			read := func(i int) {
+				at := i * n % (benchKeys - n)
+				var err error
+				items, buf, err = r.GetMany(topics, bd.inOrder[at:at+n], items, buf)
+				if err != nil || !items[n-1].Found || len(items[0].Value) != 100 {
+					b.Fatalf("GetMany: %v", err)
+				}
+			}
+			b.ReportAllocs()
+			cpu := viewtest.StartThreadCPU()
+			calls := 0
+			for i := 0; b.Loop(); i++ {
+				read(i)
+				calls++
+			}
+			cpu.Report(b, calls*n)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(calls*n), "ns/key")
+			lat := make([]time.Duration, 20_000)
+			for i := range lat {
+				t0 := time.Now()
+				read(i)
+				lat[i] = time.Since(t0)
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2]), "p50-ns")
+			b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
+		})
 	}
 }
 

@@ -103,3 +103,59 @@ func BenchmarkWriterPut(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriterBatch is the writer's cost a change when the changes come
+// in batches of 100 random keys of 1,000,000 (100-byte values, in place),
+// as the daemon's mirror gets them from a publish of 100 messages:
+// touch=false puts them one after another (each waits for its slot's
+// miss, then its record's), touch=true touches every key first (Touch),
+// so that the misses overlap.
+func BenchmarkWriterBatch(b *testing.B) {
+	const keys, batch = 1_000_000, 100
+	path := filepath.Join(b.TempDir(), "view")
+	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	w.SetReady(true)
+	if err := w.Reserve(keys, int64(keys)*122); err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, keys)
+	value := make([]byte, 100)
+	for i := range names {
+		names[i] = fmt.Sprintf("sku-%012d", i)
+		w.Put("prices", names[i], "", value, localview.Stamp{})
+	}
+	for _, touch := range []bool{false, true} {
+		b.Run(fmt.Sprintf("touch=%v", touch), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			group := make([]string, batch)
+			b.ReportAllocs()
+			cpu := viewtest.StartThreadCPU()
+			n := 0
+			for i := 0; b.Loop(); i++ {
+				for j := range group {
+					group[j] = names[rng.IntN(keys)]
+				}
+				if touch {
+					for _, k := range group {
+						w.Touch("prices", k)
+					}
+				}
+				w.BeginBatch()
+				for _, k := range group {
+					value[0] = byte(i)
+					if err := w.Put("prices", k, "", value, localview.Stamp{HLC: uint64(i), Origin: 1, Seq: uint64(i)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				w.EndBatch()
+				n += batch
+			}
+			cpu.Report(b, n)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/put")
+		})
+	}
+}
