@@ -197,8 +197,7 @@
 //     that rewrites the same keys without a pause starves the reader).
 //
 // The reader may touch every key's slot, and then every record, before
-// it reads any: the cache misses overlap, so many keys cost much less
-// than as many Gets.
+// it reads any, so that their cache misses overlap.
 //
 // On CPUs that reorder loads (arm64), the loads of step 7 must not move
 // past the second version load: the Go reader copies with atomic 64-bit

@@ -35,8 +35,9 @@ type manyKey struct {
 // not whole when the read began); otherwise it waits for that batch to be
 // whole and reads again. Keys under a stream of batches may make it wait:
 // past about a second it gives up with ErrBusy (wrapping ErrNotReady).
-// The misses of the keys' slots and records overlap (each is touched
-// before any is used), so n keys cost much less than n Gets.
+// Every key's slot, then every record, is touched before any is used,
+// so that a CPU able to overlap the misses does (BENCHMARKS.md: on a
+// VM whose page walks do not overlap, a key costs what a Get does).
 func (r *Reader) GetMany(topics, keys []string, items []Item, buf []byte) (_ []Item, _ []byte, err error) {
 	defer func(old bool) {
 		debug.SetPanicOnFault(old)

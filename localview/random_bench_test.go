@@ -16,7 +16,9 @@ import (
 // random, as BenchmarkLocalGet in package daemon does, beside what the
 // memory alone costs in the same run: "memory" loads the key's slot and
 // then three words of its record, 64 bytes apart, with no compare and no
-// copy: the two dependent cache and TLB misses a Get cannot avoid.
+// copy: the two dependent cache and TLB misses a Get cannot avoid;
+// "one-miss" one load at a place the hash gives, in a region the arena's
+// size: what a Get would cost at best with the records in the table.
 // "one-at-a-time" makes each read wait for the one before (the next key
 // depends on its result), which is a read's latency; "independent" lets
 // the CPU overlap the misses of successive reads, which is a loop's
@@ -60,6 +62,13 @@ func BenchmarkGetRandom(b *testing.B) {
 			s := load64(r.m, r.slots+8*(int(Hash("prices", key))&r.mask))
 			off := int(uint32(s)) * 8
 			return int(load64(r.m, off) + load64(r.m, off+64) + load64(r.m, min(off+128, r.end-8)))
+		}},
+		{"one-miss", func(key string) int {
+			// One load at a place given by the hash, in a region as
+			// large as the arena: the floor of a layout with the
+			// records in the table (one miss and its TLB miss).
+			span := (r.end - r.arena) / 64
+			return int(load64(r.m, r.arena+64*(int(Hash("prices", key))%span)))
 		}},
 		{"get", func(key string) int {
 			v, _, _, err := r.GetInto(value[:0], "prices", key)
