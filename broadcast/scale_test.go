@@ -172,7 +172,7 @@ func TestFleetPartitionHeals(t *testing.T) {
 			publish(t, a[j%len(a)], fmt.Sprintf("k%d", j%40), fmt.Sprintf("a%d", j))
 			publish(t, b[j%len(b)], fmt.Sprintf("k%d", j%40), fmt.Sprintf("b%d", j))
 		}
-		testkit.Eventually(t, 30*time.Second, "each side converged on its own", func() bool {
+		testkit.Eventually(t, 90*time.Second, "each side converged on its own", func() bool {
 			for _, side := range [][]*testNode{a, b} {
 				for _, tn := range side[1:] {
 					if tn.st.Digest() != side[0].st.Digest() {
@@ -187,7 +187,10 @@ func TestFleetPartitionHeals(t *testing.T) {
 		}
 		start := time.Now()
 		c.net.heal()
-		c.waitConverged(30 * time.Second)
+		// A bound, not a goal: 8-20 s under -race on two busy cores
+		// (redials back off during the partition); speed is measured by
+		// make bench-fleet.
+		c.waitConverged(90 * time.Second)
 		t.Logf("%d nodes converged %v after the heal", size, time.Since(start).Round(time.Millisecond))
 	})
 }
