@@ -169,7 +169,7 @@ func TestRandomMutations(t *testing.T) {
 }
 
 // TestFileTruncatedUnderTheMapping: the pages past the new end fault; the
-// reader reports ErrCorrupt instead of dying of SIGBUS.
+// reader (Get, GetMany) reports ErrCorrupt instead of dying of SIGBUS.
 func TestFileTruncatedUnderTheMapping(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "view")
 	w := newWriter(t, path)
@@ -181,6 +181,9 @@ func TestFileTruncatedUnderTheMapping(t *testing.T) {
 	}
 	if _, _, _, err := r.Get("t", "k"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("get from a truncated file: %v", err)
+	}
+	if _, _, err := r.GetMany([]string{"t"}, []string{"k"}, nil, nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("GetMany from a truncated file: %v", err)
 	}
 }
 

@@ -13,7 +13,8 @@ type Item struct {
 	Found bool
 	// Value and Tag are slices of GetMany's buffer.
 	Value, Tag []byte
-	Stamp      Stamp
+	// Stamp is the record's origin, seq and HLC, as Get gives it.
+	Stamp Stamp
 }
 
 // manyKey is GetMany's scratch for one key: its hash, then its record.
@@ -42,11 +43,7 @@ func (r *Reader) GetMany(topics, keys []string, items []Item, buf []byte) (_ []I
 	defer func(old bool) {
 		debug.SetPanicOnFault(old)
 		if p := recover(); p != nil {
-			re, ok := p.(interface{ Addr() uintptr })
-			if !ok {
-				panic(p)
-			}
-			err = fmt.Errorf("%w: fault reading the mapping at %#x (file truncated?)", ErrCorrupt, re.Addr())
+			err = faultError(p)
 		}
 	}(debug.SetPanicOnFault(true))
 	if len(topics) != 1 && len(topics) != len(keys) {

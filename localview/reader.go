@@ -189,14 +189,21 @@ func guard(fn func() error) (err error) {
 	defer func(old bool) {
 		debug.SetPanicOnFault(old)
 		if p := recover(); p != nil {
-			if re, ok := p.(interface{ Addr() uintptr }); ok {
-				err = fmt.Errorf("%w: fault reading the mapping at %#x (file truncated?)", ErrCorrupt, re.Addr())
-				return
-			}
-			panic(p)
+			err = faultError(p)
 		}
 	}(debug.SetPanicOnFault(true))
 	return fn()
+}
+
+// faultError is the ErrCorrupt of a fault on a mapped page, recovered as
+// p by a reader's deferred function (which must call recover itself);
+// any other panic goes on.
+func faultError(p any) error {
+	re, ok := p.(interface{ Addr() uintptr })
+	if !ok {
+		panic(p)
+	}
+	return fmt.Errorf("%w: fault reading the mapping at %#x (file truncated?)", ErrCorrupt, re.Addr())
 }
 
 // current checks the state word: it follows a superseded generation and
@@ -266,12 +273,7 @@ func (r *Reader) GetInto(buf []byte, topic, key string) (value, tag []byte, st S
 	defer func(old bool) {
 		debug.SetPanicOnFault(old)
 		if p := recover(); p != nil {
-			re, ok := p.(interface{ Addr() uintptr })
-			if !ok {
-				panic(p)
-			}
-			value, tag, st = nil, nil, Stamp{}
-			err = fmt.Errorf("%w: fault reading the mapping at %#x (file truncated?)", ErrCorrupt, re.Addr())
+			value, tag, st, err = nil, nil, Stamp{}, faultError(p)
 		}
 	}(debug.SetPanicOnFault(true))
 	if r.closed || load64(r.m, offState)&(stateReady|stateSuperseded|stateClosed) != stateReady {

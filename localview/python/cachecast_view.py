@@ -251,28 +251,12 @@ class View:
         return off, cap, tl, kl, d
 
     def _read(self, off, cap, d):
-        """Steps 6 to 8: copy under the record's version; None if deleted."""
-        m = self._m
-        for attempt in range(SPIN_LIMIT):
-            v1 = _U64.unpack_from(m, off)[0]
-            if v1 & 1:
-                if attempt > 100:
-                    time.sleep(0)
-                continue
-            hlc, origin, seq, vl, tl, flags, _, _, _ = _FIELDS.unpack_from(m, off + 8)
-            n = tl + vl
-            data = m[d: d + min(n, cap)]
-            if _U64.unpack_from(m, off)[0] != v1:
-                continue
-            if n > cap:
-                raise Corrupt("the record at %d holds %d bytes in %d" % (off, n, cap))
-            if flags & FLAG_DELETED:
-                return None
-            return Entry(data[tl:], data[:tl], hlc, origin, seq)
-        raise Busy("the record at %d" % off)
+        """_read_versioned's Entry (None if deleted), without the version."""
+        return self._read_versioned(off, cap, d)[0]
 
     def _read_versioned(self, off, cap, d):
-        """_read, with the version read: (Entry or None, version)."""
+        """Steps 6 to 8: copy under the record's version; (Entry, or None
+        if deleted, and the version read)."""
         m = self._m
         for attempt in range(SPIN_LIMIT):
             v1 = _U64.unpack_from(m, off)[0]
