@@ -57,7 +57,8 @@ type Bootstrap struct {
 	FreshCPUSec  float64 `json:"fresh_cpu_s"`
 	SourceCPUSec float64 `json:"source_cpu_s"`
 	MachineLoad  float64 `json:"machine_load"`
-	Err          string  `json:"error,omitempty"`
+	// Err says why the measurement failed; empty when it did not.
+	Err string `json:"error,omitempty"`
 }
 
 // MeasureBootstrap seeds a source node with keys keys of 100 bytes (in
