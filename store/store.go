@@ -310,20 +310,27 @@ func (s *Store) replay() error {
 	s.scrubTo = from
 	var n int
 	start := time.Now()
+	var rec record.Record // the record read, copied: where it lies is known after the read
 	for pos := from; pos < end; {
 		next, err := s.readIndexed(pos, func(r record.Record) error {
-			if pos >= indexed {
-				if err := s.index(r, pos); err != nil && !errors.Is(err, ErrDuplicate) {
-					return fmt.Errorf("store: rebuilding the indexes at %d: %w", pos, err)
-				}
-			}
-			if pos >= covers {
-				s.applyRecord(r, pos)
-			}
-			s.clock.Floor(r.HLC())
-			n++
+			rec = append(rec[:0], r...)
 			return nil
 		})
+		if err == nil {
+			// At pos, or at the start of a later segment when pos was a
+			// segment's unused tail: indexed where it lies.
+			at := s.seglog.EntryStart(next, len(rec))
+			if at >= indexed {
+				if err := s.index(rec, at); err != nil && !errors.Is(err, ErrDuplicate) {
+					return fmt.Errorf("store: rebuilding the indexes at %d: %w", at, err)
+				}
+			}
+			if at >= covers {
+				s.applyRecord(rec, at)
+			}
+			s.clock.Floor(rec.HLC())
+			n++
+		}
 		if errors.Is(err, ErrCorrupt) {
 			// Damage under the flushed position: set the record aside
 			// (repair.go) and read its placeholder.

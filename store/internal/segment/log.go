@@ -440,6 +440,16 @@ func entrySize(size int) int64 { return prefixSize + int64(record.Padded(size)) 
 // EntrySize is the log bytes the next record of size bytes will take.
 func (l *Log) EntrySize(size int) int64 { return entrySize(size) }
 
+// EntryStart is the position of the entry of the record of size bytes
+// that a read ended at next (the next entry's position): framed, or,
+// before markedFrom, not.
+func (l *Log) EntryStart(next int64, size int) int64 {
+	if at := next - entrySize(size); at >= l.markedFrom {
+		return at
+	}
+	return next - int64(record.Padded(size))
+}
+
 // prefixed reports whether s holds a prefix of this use of kind at off.
 // Under a fault guard.
 func (l *Log) prefixed(s *segment, off int64, kind uint32) bool {
