@@ -2,14 +2,18 @@ package wire
 
 // Status is the body of GET /v1/status.
 type Status struct {
+	// Node is the node's name (--node-name), origin ID and build version.
 	Node struct {
 		Name    string `json:"name"`
 		Origin  string `json:"origin"`
 		Version string `json:"version"`
 	} `json:"node"`
-	UptimeSeconds float64     `json:"uptime_seconds"`
-	Flush         string      `json:"flush"`
-	Store         StoreStatus `json:"store"`
+	// UptimeSeconds is the time since the daemon started.
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	// Flush is the flush mode, async or sync (--flush).
+	Flush string `json:"flush"`
+	// Store is the log's figures and the view's keys.
+	Store StoreStatus `json:"store"`
 	// Redis is the Redis front door's counters; absent when it is off.
 	Redis *RedisStatus `json:"redis,omitempty"`
 	// Degraded says why a node told to join (--join) runs alone past
