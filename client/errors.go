@@ -43,7 +43,7 @@ const (
 	CodeBadRequest          = wire.CodeBadRequest          // 400
 	CodeInvalidName         = wire.CodeInvalidName         // 400
 	CodeBadJSON             = wire.CodeBadJSON             // 400
-	CodeBadBase64           = "bad_base64"                 // 400
+	CodeBadBase64           = wire.CodeBadBase64           // 400
 	CodeValueTooLarge       = wire.CodeValueTooLarge       // 413
 	CodeBodyTooLarge        = wire.CodeBodyTooLarge        // 413
 	CodeNotFound            = wire.CodeNotFound            // 404
