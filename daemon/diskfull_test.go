@@ -2,43 +2,20 @@ package daemon
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 )
-
-// mountTmpfs mounts a tmpfs of size (mount's syntax: 2m, 6m) on a temp
-// directory for the test, as store/diskfull_test.go does; it needs root, as
-// CI has. remount changes its size.
-func mountTmpfs(t *testing.T, size string) (dir string, remount func(size string)) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts a tmpfs and needs root (CI runs as root)")
-	}
-	dir = t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	// Cleanups run last first: the daemon stops before the unmount.
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
-	return dir, func(size string) {
-		t.Helper()
-		if out, err := exec.Command("mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
-			t.Fatalf("remount: %v: %s", err, out)
-		}
-	}
-}
 
 // TestHealthReportsFullDisk fills a small tmpfs until writes fail with
 // disk_full: /healthz and /readyz must say so (507 disk_full) and the
 // systemd STATUS line too, while reads go on; once the file system has room
 // again they are ok without a write, and writes pass.
 func TestHealthReportsFullDisk(t *testing.T) {
-	mnt, remount := mountTmpfs(t, "6m")
+	mnt, remount := testkit.Tmpfs(t, "6m")
 	cfg := testConfig(t)
 	cfg.DataDir = filepath.Join(mnt, "data")
 	td := startDaemon(t, cfg)
@@ -82,7 +59,7 @@ func TestHealthReportsFullDisk(t *testing.T) {
 // with a file of a few KiB, not a full chunk), and has it all after a
 // restart.
 func TestSmallDiskHoldsManyTopics(t *testing.T) {
-	mnt, _ := mountTmpfs(t, "2m")
+	mnt, _ := testkit.Tmpfs(t, "2m")
 	cfg := testConfig(t)
 	cfg.DataDir = filepath.Join(mnt, "data")
 	cfg.SegmentSize = 256 << 10

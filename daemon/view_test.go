@@ -244,7 +244,7 @@ func TestViewBatchesWhole(t *testing.T) {
 func TestViewFileFull(t *testing.T) {
 	defer func(d time.Duration) { viewRetry = d }(viewRetry)
 	viewRetry = 50 * time.Millisecond
-	mnt, remount := mountTmpfs(t, "3m")
+	mnt, remount := testkit.Tmpfs(t, "3m")
 	cfg := testConfig(t)
 	cfg.ViewFile = filepath.Join(mnt, "view")
 	td := startDaemon(t, cfg)

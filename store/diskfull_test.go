@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"testing"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -17,14 +16,7 @@ import (
 // before lost, the store still readable; and once space is given back,
 // writing goes on.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("TestDiskFull mounts a tmpfs and needs root (CI runs as root)")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	mnt, remount := testkit.Tmpfs(t, "1m")
 
 	o := testOptions(t, mnt)
 	s := openTest(t, o)
@@ -70,9 +62,7 @@ func TestDiskFull(t *testing.T) {
 	s.Close() // may fail to write its snapshot on the full disk; the log is enough
 
 	// Give the file system room, reopen, and go on.
-	if out, err := exec.Command("mount", "-o", "remount,size=8m", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("remount: %v: %s", err, out)
-	}
+	remount("8m")
 	s = openTest(t, o)
 	defer s.Close()
 	check(s)
@@ -87,14 +77,7 @@ func TestDiskFull(t *testing.T) {
 // the writer (or the preparer) allocates the next window ahead of the
 // writer: a clear ErrDiskFull, no fault on a page, nothing lost.
 func TestDiskFullInTheWindow(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("TestDiskFullInTheWindow mounts a tmpfs and needs root (CI runs as root)")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	mnt, _ := testkit.Tmpfs(t, "12m")
 
 	o := DefaultOptions(mnt)
 	s := openTest(t, o)

@@ -277,14 +277,7 @@ func TestErrorCodes(t *testing.T) {
 	})
 
 	run("disk_full", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Fatal("disk_full needs a tiny tmpfs, which needs root (CI runs as root)")
-		}
-		mnt := t.TempDir()
-		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", mnt).CombinedOutput(); err != nil {
-			t.Fatalf("mount tmpfs: %v: %s", err, out)
-		}
-		t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() }) // after the node's cleanup
+		mnt, _ := testkit.Tmpfs(t, "6m") // unmounted after the node's cleanup
 		n := StartNode(t, bins, NodeOptions{Name: "diskfull", DataDir: filepath.Join(mnt, "data"),
 			Args: []string{"--segment-size", "1MiB", "--max-value-size", "64KiB"}})
 		value := strings.Repeat("d", 30000)
