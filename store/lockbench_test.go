@@ -29,6 +29,7 @@ func BenchmarkPublishLatencyHousekeeping(b *testing.B) {
 	for _, tc := range []struct {
 		name            string
 		topics, recycle bool
+		peerTopics      bool  // a peer's records make the new topics
 		segment         int64 // 0: 4 MiB
 		valueSize       int   // 0: 100
 		chunkEntries    int   // 0: 64Ki
@@ -36,6 +37,7 @@ func BenchmarkPublishLatencyHousekeeping(b *testing.B) {
 	}{
 		{name: "alone"},
 		{name: "new-topics", topics: true},
+		{name: "peer-new-topics", topics: true, peerTopics: true},
 		{name: "recycle", recycle: true},
 		{name: "both", topics: true, recycle: true},
 		{name: "alone-64MiB-8KB", segment: 64 << 20, valueSize: 8 << 10, keys: 100},
@@ -73,7 +75,15 @@ func BenchmarkPublishLatencyHousekeeping(b *testing.B) {
 						case <-tick.C:
 						}
 						m := record.Message{Topic: fmt.Sprintf("new-%d", created), Key: "k", Value: value}
-						if _, err := s.Publish(&m); err != nil {
+						var err error
+						if tc.peerTopics {
+							buf := make([]byte, m.EncodedSize())
+							record.Encode(buf, &m, record.Stamp{Origin: 42, Seq: uint64(created + 1), HLC: record.MakeHLC(time.Now().UnixMilli(), 0)})
+							_, err = s.AppendRecord(buf)
+						} else {
+							_, err = s.Publish(&m)
+						}
+						if err != nil {
 							b.Error(err)
 							return
 						}
@@ -126,9 +136,9 @@ func BenchmarkPublishLatencyHousekeeping(b *testing.B) {
 	}
 }
 
-// TestPublishNewTopicsConcurrently: publishers making new topics at once
-// (each prepares its index before the writer lock) lose nothing and
-// make each index once.
+// TestPublishNewTopicsConcurrently: publishers and a peer's records making
+// new topics at once (each prepares its index before the writer lock)
+// lose nothing and make each index once.
 func TestPublishNewTopicsConcurrently(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, testOptions(t, dir))
@@ -144,6 +154,19 @@ func TestPublishNewTopicsConcurrently(t *testing.T) {
 			}
 		})
 	}
+	// A peer's records make new topics too (AppendRecord prepares their
+	// indexes before the lock as well), some of them the same topics.
+	wg.Go(func() {
+		for i := range 100 {
+			m := record.Message{Topic: fmt.Sprintf("t%d", 20+i%40), Key: "p", Value: []byte("v")}
+			buf := make([]byte, m.EncodedSize())
+			record.Encode(buf, &m, record.Stamp{Origin: 42, Seq: uint64(i + 1), HLC: record.MakeHLC(time.Now().UnixMilli(), 0)})
+			if _, err := s.AppendRecord(buf); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
 	wg.Wait()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -153,7 +176,7 @@ func TestPublishNewTopicsConcurrently(t *testing.T) {
 	for _, ti := range s.Topics() {
 		n += ti.Messages
 	}
-	if len(s.Topics()) != 40 || n != 400 {
-		t.Fatalf("%d topics, %d messages after reopening; want 40 and 400", len(s.Topics()), n)
+	if len(s.Topics()) != 60 || n != 500 {
+		t.Fatalf("%d topics, %d messages after reopening; want 60 and 500", len(s.Topics()), n)
 	}
 }

@@ -398,14 +398,9 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 		if err := ms[i].Validate(); err != nil {
 			return err
 		}
-		// A new topic's index is made before the lock: its fsyncs
-		// stalled every writer (BenchmarkPublishLatencyHousekeeping).
 		if s.topics.Get(ms[i].Topic) == nil {
-			if err := fsys.GuardDoing("creating", "the topic index", func() error { return s.topics.Prepare(ms[i].Topic) }); err != nil {
-				if errors.Is(err, ErrClosed) {
-					return ErrClosed
-				}
-				return fmt.Errorf("store: creating the index of topic %q: %w", ms[i].Topic, err)
+			if err := s.prepareTopic(ms[i].Topic); err != nil {
+				return err
 			}
 		}
 	}
@@ -478,6 +473,11 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 	}
 	if r.Kind() == record.KindLost {
 		return Result{}, fmt.Errorf("%w: a lost record's placeholder never travels", ErrInvalid)
+	}
+	if !s.topics.Has(r.Topic()) {
+		if err := s.prepareTopic(string(r.Topic())); err != nil {
+			return Result{}, err
+		}
 	}
 	s.wmu.Lock()
 	if s.closed.Load() {
@@ -592,6 +592,20 @@ func (s *Store) DiskFull() error {
 }
 
 // index adds the record at pos to the topic and origin indexes.
+// prepareTopic makes a new topic's index before the writers' lock is
+// taken: its directory, file and fsyncs under the lock stalled every
+// writer for milliseconds (BenchmarkPublishLatencyHousekeeping), for a
+// local publish and for a peer's record alike.
+func (s *Store) prepareTopic(topic string) error {
+	if err := fsys.GuardDoing("creating", "the topic index", func() error { return s.topics.Prepare(topic) }); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("store: creating the index of topic %q: %w", topic, err)
+	}
+	return nil
+}
+
 func (s *Store) index(r record.Record, pos int64) error {
 	_, terr := s.topics.Append(r.Topic(), index.Entry{Pos: pos, Size: uint32(len(r)), TagHash: record.TagHash(r.Tag()), HLC: r.HLC()})
 	if terr != nil && !errors.Is(terr, ErrDuplicate) {

@@ -196,6 +196,14 @@ func (t *Topics) create(topic string) (*Topic, error) {
 // goroutine.
 func (t *Topics) Get(topic string) *Topic { return t.lookup(topic) }
 
+// Has reports whether topic has an index, without allocating. Safe from
+// any goroutine.
+func (t *Topics) Has(topic []byte) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.m[string(topic)] != nil
+}
+
 // Names lists the indexed topics, sorted.
 func (t *Topics) Names() []string {
 	t.mu.RLock()
