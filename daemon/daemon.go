@@ -247,8 +247,8 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 			return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
 		}
 		if d.cluster != nil {
-			d.view.members = d.cluster.memberCounts
-			d.view.caughtUp = d.catch.caughtUp
+			d.view.members = d.viewMembers
+			d.view.caughtUp = func() bool { return d.catch.caughtUp() && d.awayReason() == "" }
 		}
 		d.view.registerMetrics(d.m.reg)
 	}

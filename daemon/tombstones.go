@@ -211,6 +211,17 @@ func (d *Daemon) healthy() error {
 	return d.store.Healthy()
 }
 
+// viewMembers is the cluster state the view file's header carries: no
+// alive member (of those known) once the node left for being away, which
+// with "not ready" tells the file's readers why (localview.ErrAway).
+func (d *Daemon) viewMembers() (alive, known int) {
+	alive, known = d.cluster.memberCounts()
+	if d.awayReason() != "" {
+		alive = 0
+	}
+	return alive, known
+}
+
 // errAway is the unavailable error of a node that stopped serving for
 // being away (nil while it serves).
 func (d *Daemon) errAway() error {

@@ -39,9 +39,10 @@ type viewMirror struct {
 	st      *store.Store
 	current iter.Seq[view.Change]     // the view as of follow, applied first
 	members func() (alive, known int) // nil for a lone node
-	// caughtUp says the node has caught up with its peers (catchup.go):
-	// until then the file stays "not ready", as the socket's reads answer
-	// catching_up. nil: always.
+	// caughtUp says the node has caught up with its peers (catchup.go)
+	// and serves: until then the file stays "not ready", as the socket's
+	// reads answer catching_up; once it is false again (the node left its
+	// cluster, away) the heartbeat clears ready. nil: always.
 	caughtUp func() bool
 	gid      int // the socket's group, for the files
 
@@ -357,6 +358,10 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		vm.beat(taken)
 		if vm.ready.Load() == 0 {
 			vm.markReady()
+		} else if vm.caughtUp != nil && !vm.caughtUp() {
+			vm.w.SetReady(false) // the node stopped serving (away): so do its readers
+			vm.ready.Store(0)
+			vm.log.Warn("view file not ready: the node stopped serving", zap.String("view-file", vm.w.Path()))
 		}
 		vm.wmu.Unlock()
 	}

@@ -84,7 +84,9 @@
 //	208    8    changes applied since the writer started
 //	216    8    unix nanoseconds of the last change (taken when the
 //	            counters are published: to within a heartbeat)
-//	224    4    alive cluster members (this node included; 0: no cluster)
+//	224    4    alive cluster members (this node included; 0: no cluster,
+//	            or, with known members and not ready, the node left its
+//	            cluster: away, out of contact with its fleet too long)
 //	228    4    known cluster members
 //	232    4    origin count n (at most 241)
 //	236    4    zero
@@ -156,7 +158,9 @@
 //
 //  1. Load the state word (offset 64). Superseded: open the path again
 //     (Open), unmap the old file, and start over (a few times at most).
-//     Closed or not ready: answer "not ready" (fall back to the socket).
+//     Closed or not ready: answer "not ready" (fall back to the socket);
+//     not ready with 0 alive of known members (offset 224): "not ready,
+//     the node left its cluster" (away: the socket refuses too).
 //  2. h = hash(topic, key); i = h & (slot count - 1).
 //  3. Load slot i (one 64-bit load). 0: the key is not there, stop. If its
 //     upper 32 bits are not h, i = (i+1) & (slot count - 1) and repeat

@@ -81,6 +81,11 @@ var (
 	// ErrNotReady means the daemon has not finished loading the view,
 	// has stopped, or lost it (readers fall back to the socket).
 	ErrNotReady = errors.New("localview: view not ready")
+	// ErrAway means the daemon's node left its cluster, out of contact
+	// with its fleet for too long (more than half of --tombstone-grace):
+	// the file is not ready and its header counts no alive member of
+	// those known. A read that fails so wraps ErrNotReady as well.
+	ErrAway = errors.New("localview: the node left its cluster (out of contact with its fleet too long; restart it with --start-over)")
 	// ErrStale means the daemon's heartbeat is older than asked (Fresh):
 	// the daemon is gone, stuck or behind.
 	ErrStale = errors.New("localview: view is stale")

@@ -100,6 +100,44 @@ func TestPutGetDelete(t *testing.T) {
 	}
 }
 
+// A file not ready whose header counts no alive member of those known
+// says the node left its cluster: reads and Fresh fail with ErrAway (and
+// ErrNotReady); not ready with members alive is loading, not away.
+func TestAway(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		ready          bool
+		alive, members int
+		away           bool
+	}{
+		{"away", false, 0, 3, true},
+		{"loading", false, 1, 3, false},
+		{"lone node loading", false, 0, 0, false},
+		{"ready", true, 3, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "view")
+			w := newWriter(t, path)
+			if err := w.Put("prices", "a", "", []byte("1"), Stamp{HLC: 1, Origin: 1, Seq: 1}); err != nil {
+				t.Fatal(err)
+			}
+			w.SetCluster(tc.alive, tc.members)
+			w.SetReady(tc.ready)
+			w.Heartbeat(time.Now())
+			r := openReader(t, path)
+			_, _, _, getErr := r.Get("prices", "a")
+			for name, err := range map[string]error{"Get": getErr, "Fresh": r.Fresh(time.Minute)} {
+				if errors.Is(err, ErrAway) != tc.away || errors.Is(err, ErrNotReady) == tc.ready {
+					t.Errorf("%s: %v", name, err)
+				}
+			}
+			if st, err := r.Status(); err != nil || st.Away != tc.away || st.Ready != tc.ready {
+				t.Errorf("status %+v, %v", st, err)
+			}
+		})
+	}
+}
+
 func TestGrowCompactFollow(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "view")
 	w := newWriter(t, path)

@@ -230,11 +230,21 @@ func (r *Reader) current() error {
 			if s&stateClosed != 0 {
 				return fmt.Errorf("%w: the daemon closed it", ErrNotReady)
 			}
+			if away(r.m) {
+				return fmt.Errorf("%w: %w", ErrNotReady, ErrAway)
+			}
 			return ErrNotReady
 		}
 		return nil
 	}
 	return fmt.Errorf("%w: more than %d generations in one read", ErrNotReady, maxReopens)
+}
+
+// away says the header counts no alive member of those known: the node
+// left its cluster (ErrAway).
+func away(m []byte) bool {
+	cl := load64(m, offAlive)
+	return uint32(cl) == 0 && cl>>32 != 0
 }
 
 // moved stats the path, at most once every orphanStatEvery, and reports
@@ -502,6 +512,9 @@ type Status struct {
 	// Alive and Members are the cluster's alive and known members, this
 	// node included (0 and 0 for a lone node).
 	Alive, Members int
+	// Away: the node left its cluster, out of contact with its fleet too
+	// long (not ready, Alive 0 of Members; reads fail with ErrAway).
+	Away bool
 	// Origins maps each origin to the greatest HLC applied from it.
 	Origins map[uint64]uint64
 	// Size is the file's size in bytes.
@@ -536,6 +549,7 @@ func (r *Reader) Status() (Status, error) {
 			}
 			cl := load64(m, offAlive)
 			out.Alive, out.Members = int(uint32(cl)), int(cl>>32)
+			out.Away = !out.Ready && out.Alive == 0 && out.Members > 0
 			n := min(int(load64(m, offOrigins)), MaxOrigins)
 			out.Origins = make(map[uint64]uint64, n)
 			for i := range n {

@@ -30,7 +30,7 @@ type command struct {
 	write   bool // goes through the node's publish path
 	pubsub  bool // allowed while a RESP2 connection is subscribed
 	inMulti bool // may be queued after MULTI
-	read    bool // reads the view: -LOADING while the node catches up
+	read    bool // reads the view: -LOADING while the node catches up, -CLUSTERDOWN when away
 	index   int  // into the per-command counters
 }
 
@@ -160,6 +160,17 @@ func (c *conn) exec(a [][]byte) (full bool) {
 			c.multiErr = true
 		}
 		return
+	}
+	if cmd.read || cmd.write {
+		if why := c.s.node.Away(); why != "" {
+			// The node left its cluster (Node.Away): as a Redis Cluster
+			// node that lost its cluster, -CLUSTERDOWN, before MULTI.
+			c.err("CLUSTERDOWN " + why)
+			if c.inMulti {
+				c.multiErr = true
+			}
+			return
+		}
 	}
 	if cmd.read {
 		if loading, lag := c.s.node.CatchingUp(); loading {

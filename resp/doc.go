@@ -68,7 +68,13 @@
 // (the commands flagged readonly) answers "-LOADING cachecast is catching
 // up with the cluster (N records behind); ...", before MULTI would queue
 // it, as a Redis loading its dataset does (clients retry it); writes and
-// the connection, server and pub/sub commands are served.
+// the connection, server and pub/sub commands are served. A node that
+// left its cluster for being out of contact with its fleet too long (more
+// than half of --tombstone-grace; Node.Away) answers every read and write
+// "-CLUSTERDOWN out of contact with the fleet for ...; restart it with
+// --start-over ...", the reason the HTTP API's unavailable names, as a
+// Redis Cluster node cut off from its cluster does; the connection,
+// server and pub/sub commands are still served.
 //
 // Writes, through the node's publish path: SET key value [EX s | PX ms |
 // EXAT unix-s | PXAT unix-ms | KEEPTTL] [EFFECTIVEAT unix-ms] (NX, XX, GET

@@ -49,3 +49,43 @@ func TestLoadingWhileCatchingUp(t *testing.T) {
 		t.Fatalf("INFO after the catch-up:\n%s", info)
 	}
 }
+
+// A node that left its cluster (away) answers every read and write
+// -CLUSTERDOWN with the reason, pipelined SETs and MULTI included, before
+// it would catch up; PING and INFO are served.
+func TestClusterDownWhenAway(t *testing.T) {
+	s, _ := newTestServer(t)
+	node := s.node.(*storeNode)
+	session(s, []byte(cmd("SET", "p:k", "v")))
+	why := "out of contact with the fleet for 1m0s; restart it with --start-over"
+	node.away.Store(&why)
+	node.loading.Store(true) // away wins over catching up
+	down := "-CLUSTERDOWN " + why + "\r\n"
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"get", cmd("GET", "p:k"), []string{down}},
+		{"mget", cmd("MGET", "p:k", "p:x"), []string{down}},
+		{"hget", cmd("HGET", "p", "k"), []string{down}},
+		{"set", cmd("SET", "p:k", "w"), []string{down}},
+		{"pipelined sets", cmd("SET", "p:a", "1") + cmd("SET", "p:b", "2"), []string{down, down}},
+		{"del", cmd("DEL", "p:k"), []string{down}},
+		{"ping", cmd("PING"), []string{"+PONG\r\n"}},
+		{"multi", cmd("MULTI") + cmd("GET", "p:k") + cmd("EXEC"),
+			[]string{"+OK\r\n", down, "-EXECABORT Transaction discarded because of previous errors.\r\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := replies(t, session(s, []byte(tc.in)))
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
+				t.Fatalf("replies\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+	node.away.Store(nil)
+	node.loading.Store(false)
+	if got := replies(t, session(s, []byte(cmd("GET", "p:k")))); len(got) != 1 || got[0] != "$1\r\nv\r\n" {
+		t.Fatalf("GET once serving again: %q (the refused writes changed it?)", got)
+	}
+}

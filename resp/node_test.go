@@ -21,9 +21,10 @@ import (
 // allow-lists.
 type storeNode struct {
 	st      *store.Store
-	noReads atomic.Bool // AuthorizeRead refuses everyone
-	loading atomic.Bool // CatchingUp says so (lag 7)
-	events  uint64      // the follower's next time event
+	noReads atomic.Bool            // AuthorizeRead refuses everyone
+	loading atomic.Bool            // CatchingUp says so (lag 7)
+	away    atomic.Pointer[string] // Away's reason when set
+	events  uint64                 // the follower's next time event
 }
 
 func (n *storeNode) Get(topic, key string) ([]byte, bool) {
@@ -109,6 +110,13 @@ func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(
 }
 
 func (n *storeNode) CatchingUp() (bool, uint64) { return n.loading.Load(), 7 }
+
+func (n *storeNode) Away() string {
+	if p := n.away.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 func (n *storeNode) Status() Status {
 	return Status{Node: "test", Members: []Member{{Name: "test", State: "alive", Self: true}}}

@@ -79,6 +79,11 @@ type Node interface {
 	// loading its dataset does) and how many records it still lacks. It
 	// is called on every read, so it must be cheap.
 	CatchingUp() (bool, uint64)
+	// Away says why the node left its cluster and serves neither reads
+	// of the view nor writes, out of contact with its fleet too long
+	// ("" while it serves): both answer -CLUSTERDOWN and the reason. It
+	// is called on every read and write, so it must be cheap.
+	Away() string
 }
 
 // Written is what a publish did.

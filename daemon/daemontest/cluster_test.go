@@ -1,7 +1,9 @@
 package daemontest_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/daemon/daemontest"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/wire"
 )
 
@@ -68,6 +73,18 @@ func TestNodeCutOffTooLongStopsServing(t *testing.T) {
 		_, err := os.Stat(contactFile)
 		return err == nil
 	})
+	// A reader of node2's shared view, mapping it before the cut.
+	view, err := localview.Open(cut.Config.ViewPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer view.Close()
+	testkit.Until(t, 10*time.Second, "node2's view file to be fresh", func() string {
+		if err := view.Fresh(time.Second); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 	c.Partition([]int{0, 1}, []int{2})
 	var st wire.Status
 	testkit.Until(t, 10*grace, "node2 to stop serving", func() string {
@@ -106,6 +123,40 @@ func TestNodeCutOffTooLongStopsServing(t *testing.T) {
 		if code != http.StatusServiceUnavailable || json.Unmarshal(body, &struct{ Error *wire.Error }{&e}) != nil || e.Code != wire.CodeUnavailable {
 			t.Fatalf("%s %s on the node away: %d %s, want 503 unavailable", r.method, r.path, code, body)
 		}
+	}
+	// The Redis door refuses alike, naming the reason; PING is served.
+	rc := goredis.NewClient(&goredis.Options{Network: "unix", Addr: cut.D.RedisSocketPath(), Protocol: 2,
+		MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second})
+	defer rc.Close()
+	ctx := context.Background()
+	for _, r := range []struct {
+		name string
+		err  error
+	}{
+		{"GET", rc.Get(ctx, "t:before").Err()},
+		{"MGET", rc.MGet(ctx, "t:before", "t:x").Err()},
+		{"HGET", rc.HGet(ctx, "t", "before").Err()},
+		{"SET", rc.Set(ctx, "t:during", "x", 0).Err()},
+	} {
+		if r.err == nil || !strings.HasPrefix(r.err.Error(), "CLUSTERDOWN out of contact with the fleet") || !strings.Contains(r.err.Error(), "--start-over") {
+			t.Fatalf("Redis %s on the node away: %v, want CLUSTERDOWN and the reason", r.name, r.err)
+		}
+	}
+	if err := rc.Ping(ctx).Err(); err != nil {
+		t.Fatalf("Redis PING on the node away: %v", err)
+	}
+	// Its shared view's readers learn it too: not ready, left the cluster.
+	testkit.Until(t, 10*time.Second, "node2's view file to say away", func() string {
+		if err := view.Fresh(time.Minute); !errors.Is(err, localview.ErrAway) || !errors.Is(err, localview.ErrNotReady) {
+			return fmt.Sprintf("Fresh: %v", err)
+		}
+		return ""
+	})
+	if _, _, _, err := view.Get("t", "before"); !errors.Is(err, localview.ErrAway) {
+		t.Fatalf("view Get on the node away: %v, want ErrAway", err)
+	}
+	if vs, err := view.Status(); err != nil || vs.Ready || !vs.Away || vs.Alive != 0 || vs.Members == 0 {
+		t.Fatalf("view status on the node away: %+v, %v", vs, err)
 	}
 	if _, ok := cut.D.Store().Get("t", "during"); ok {
 		t.Fatal("the refused write was made")

@@ -7,7 +7,7 @@ with a few slices of the mapping: no system call, no lock, no registration.
 
     import cachecast_view
     view = cachecast_view.View("/run/cachecast/cachecast.view")
-    view.fresh(0.5)                  # raises Stale or NotReady
+    view.fresh(0.5)                  # raises Stale or NotReady (Away)
     e = view.get("prices", "sku-1")  # None when the key is not there
     if e is not None:
         print(e.value, e.tag, e.hlc, e.origin, e.seq)
@@ -96,6 +96,12 @@ class Error(Exception):
 
 class NotReady(Error):
     """The daemon has not loaded the view yet, has stopped, or lost it."""
+
+
+class Away(NotReady):
+    """The daemon's node left its cluster, out of contact with its fleet
+    too long: not ready, and the header counts no alive member of those
+    known (restart it with --start-over)."""
 
 
 class Stale(Error):
@@ -209,6 +215,9 @@ class View:
                     pass  # no file there, or not a view: not ready either way
                 if state & STATE_CLOSED:
                     raise NotReady("the daemon closed it")
+                alive, members = struct.unpack_from("<II", self._m, 224)
+                if alive == 0 and members > 0:
+                    raise Away("view not ready: the node left its cluster (out of contact with its fleet too long; restart it with --start-over)")
                 raise NotReady("view not ready")
             return
         raise NotReady("more than %d generations in one read" % MAX_REOPENS)
@@ -459,6 +468,7 @@ class View:
                     "last_change": last / 1e9,
                     "alive": alive,
                     "members": members,
+                    "away": state & 7 != STATE_READY and alive == 0 and members > 0,
                     "origins": dict(zip(pairs[0::2], pairs[1::2])),
                     "size": len(m),
                 }

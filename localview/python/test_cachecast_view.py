@@ -12,7 +12,7 @@ import unittest
 import cachecast_view as cv
 
 
-def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origins=(), committed=None):
+def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origins=(), committed=None, alive=1):
     """A view file holding entries: (topic, key, tag, value, (hlc, origin,
     seq), deleted), the i-th written by write i+1 (version 2i+2); the
     committed word is the last write unless given. Returns a bytearray and
@@ -43,7 +43,7 @@ def build(entries, slots=64, state=cv.STATE_READY, heartbeat=None, gen=1, origin
     hb = time.time() if heartbeat is None else heartbeat
     struct.pack_into("<QQ", header, 128, int(hb * 1e9), 4242)
     struct.pack_into("<Q", header, 152, len(entries) if committed is None else committed)
-    struct.pack_into("<QQQIII", header, 200, len(entries), 7, 0, 1, 3, len(origins))
+    struct.pack_into("<QQQIII", header, 200, len(entries), 7, 0, alive, 3, len(origins))
     for j, (o, h) in enumerate(origins):
         struct.pack_into("<QQ", header, 240 + 16 * j, o, h)
     out = header + b"".join(struct.pack("<Q", s) for s in table) + arena
@@ -134,6 +134,23 @@ class ReaderTest(unittest.TestCase):
         with self.assertRaises(cv.Stale):
             v.fresh(1)
         self.assertEqual(v.get("prices", "sku-1").value, b"12.50")
+
+    def test_away(self):
+        # Not ready with no alive member of 3 known: the node left its cluster.
+        self.write(build(ENTRIES, state=0, alive=0)[0])
+        v = cv.View(self.path)
+        for read in (lambda: v.get("prices", "sku-1"), lambda: v.fresh(1)):
+            with self.assertRaisesRegex(cv.Away, "left its cluster"):
+                read()
+        self.assertTrue(v.status()["away"])
+        v.close()
+        self.write(build(ENTRIES, state=0)[0])  # loading: not ready, not away
+        v = cv.View(self.path)
+        with self.assertRaises(cv.NotReady) as cm:
+            v.get("prices", "sku-1")
+        self.assertNotIsInstance(cm.exception, cv.Away)
+        self.assertFalse(v.status()["away"])
+        v.close()
 
     def test_follows_superseded(self):
         self.write(build(ENTRIES, gen=1)[0])
