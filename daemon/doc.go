@@ -80,7 +80,9 @@
 // collected since. At start it refuses to (ErrAwayTooLong, naming
 // --start-over); running, it leaves the cluster for good (its data port
 // closes), answers reads of the view and every write with unavailable
-// (503; the Redis door's writes too), is unhealthy (/healthz, /readyz,
+// (503; the Redis door: -CLUSTERDOWN and the reason, for reads and
+// writes), turns its shared view file not ready with no alive member of
+// those known (localview.ErrAway), is unhealthy (/healthz, /readyz,
 // the watchdog pings stop, so systemd restarts it into the refusal at
 // start) and says why in /v1/status ("away"), the STATUS line (AWAY TOO
 // LONG) and the log (tombstones.go).
