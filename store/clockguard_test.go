@@ -12,9 +12,13 @@ import (
 // peerRecord is a record of a peer's origin, stamped at wall time at
 // (logical counter 0), with key k.
 func peerRecord(origin, seq uint64, at time.Time, key string) []byte {
-	m := record.Message{Topic: "t", Key: key, Value: []byte("v" + key)}
+	return encodePeer(&record.Message{Topic: "t", Key: key, Value: []byte("v" + key)}, origin, seq, at)
+}
+
+// encodePeer is m as a record of a peer's origin, stamped at wall time at.
+func encodePeer(m *record.Message, origin, seq uint64, at time.Time) []byte {
 	buf := make([]byte, m.EncodedSize())
-	record.Encode(buf, &m, record.Stamp{Origin: origin, Seq: seq, HLC: record.MakeHLC(at.UnixMilli(), 0)})
+	record.Encode(buf, m, record.Stamp{Origin: origin, Seq: seq, HLC: record.MakeHLC(at.UnixMilli(), 0)})
 	return buf
 }
 

@@ -77,9 +77,7 @@ func BenchmarkPublishLatencyHousekeeping(b *testing.B) {
 						m := record.Message{Topic: fmt.Sprintf("new-%d", created), Key: "k", Value: value}
 						var err error
 						if tc.peerTopics {
-							buf := make([]byte, m.EncodedSize())
-							record.Encode(buf, &m, record.Stamp{Origin: 42, Seq: uint64(created + 1), HLC: record.MakeHLC(time.Now().UnixMilli(), 0)})
-							_, err = s.AppendRecord(buf)
+							_, err = s.AppendRecord(encodePeer(&m, 42, uint64(created+1), time.Now()))
 						} else {
 							_, err = s.Publish(&m)
 						}
@@ -159,9 +157,7 @@ func TestPublishNewTopicsConcurrently(t *testing.T) {
 	wg.Go(func() {
 		for i := range 100 {
 			m := record.Message{Topic: fmt.Sprintf("t%d", 20+i%40), Key: "p", Value: []byte("v")}
-			buf := make([]byte, m.EncodedSize())
-			record.Encode(buf, &m, record.Stamp{Origin: 42, Seq: uint64(i + 1), HLC: record.MakeHLC(time.Now().UnixMilli(), 0)})
-			if _, err := s.AppendRecord(buf); err != nil {
+			if _, err := s.AppendRecord(encodePeer(&m, 42, uint64(i+1), time.Now())); err != nil {
 				t.Error(err)
 				return
 			}
