@@ -223,11 +223,16 @@ func TestLostRecordDoesNotHoldBackNewWrites(t *testing.T) {
 		}
 		return ""
 	})
-	for i := range after {
-		if e, ok := b.d.store.Get("prices", fmt.Sprintf("new-%d", i)); !ok || string(e.Value) != fmt.Sprintf("n%d", i) {
-			t.Fatalf("node1's new-%d: %q %v", i, e.Value, ok)
+	// The log's end moves when a record is appended, the view a moment
+	// later when it is applied: wait for the view too.
+	testkit.Until(t, 10*time.Second, "node1's view to hold node0's new writes", func() string {
+		for i := range after {
+			if e, ok := b.d.store.Get("prices", fmt.Sprintf("new-%d", i)); !ok || string(e.Value) != fmt.Sprintf("n%d", i) {
+				return fmt.Sprintf("node1's new-%d: %q %v", i, e.Value, ok)
+			}
 		}
-	}
+		return ""
+	})
 	for n, sub := range subs {
 		for i := range after {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
