@@ -81,6 +81,7 @@ type Error struct {
 	CatchUp *CatchUpStatus
 }
 
+// Error is "code: message", as logs and wrapped errors show it.
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Errorf makes an Error of code with a formatted message.

@@ -364,6 +364,7 @@ const btreeDegree = 32
 
 func itemLess(a, b *viewItem) bool { return a.key() < b.key() }
 
+// New returns an empty view on the wall clock.
 func New() *View {
 	return &View{
 		topics: make(map[string]*topicView),

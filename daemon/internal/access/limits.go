@@ -490,6 +490,7 @@ type Listener struct {
 	limits *Limits // nil: none
 }
 
+// NewListener wraps l; limits nil reads the credentials only.
 func NewListener(l *net.UnixListener, limits *Limits) *Listener {
 	return &Listener{UnixListener: l, limits: limits}
 }
@@ -598,6 +599,7 @@ func (c *Conn) idle(now int64) bool {
 	return since != 0 && (c.hasRead.Load() || now-since >= int64(readGrace))
 }
 
+// Close closes the connection and gives its slot back to the limits.
 func (c *Conn) Close() error {
 	err := c.UnixConn.Close()
 	if c.l.limits == nil {
