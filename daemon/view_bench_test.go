@@ -20,6 +20,7 @@ import (
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/localview"
+	"github.com/cachecast/cachecast/localview/viewbench"
 	"github.com/cachecast/cachecast/localview/viewtest"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -54,18 +55,34 @@ type benchDaemon struct {
 	size    int
 }
 
+// benchDaemonKey names a benchmark daemon: its values' size and the
+// directory of its view file (viewbench.Dir's name).
+type benchDaemonKey struct {
+	size int
+	fs   string
+}
+
 var (
 	benchMu      sync.Mutex
-	benchDaemons = map[int]*benchDaemon{}
+	benchDaemons = map[benchDaemonKey]*benchDaemon{}
 )
 
-// startBenchDaemon starts (once per value size, for every benchmark of
-// the run) a daemon and publishes the keys through its store. It is not
-// testConfig: that one wants a *testing.T.
+// startBenchDaemon is startBenchDaemonOn with the view file beside the
+// socket, in the default temporary directory.
 func startBenchDaemon(b *testing.B, size int) *benchDaemon {
+	return startBenchDaemonOn(b, size, viewbench.Dir{Name: "temp"})
+}
+
+// startBenchDaemonOn starts (once per value size and view directory, for
+// every benchmark of the run) a daemon and publishes the keys through its
+// store. Its view file is in fs.Path (a tmpfs, a huge-page one: see
+// viewbench.BenchDirs), or beside the socket when that is "". It is not
+// testConfig: that one wants a *testing.T.
+func startBenchDaemonOn(b *testing.B, size int, fs viewbench.Dir) *benchDaemon {
 	benchMu.Lock()
 	defer benchMu.Unlock()
-	if bd := benchDaemons[size]; bd != nil {
+	key := benchDaemonKey{size, fs.Name}
+	if bd := benchDaemons[key]; bd != nil {
 		return bd
 	}
 	dir, err := os.MkdirTemp("", "ccb")
@@ -75,6 +92,13 @@ func startBenchDaemon(b *testing.B, size int) *benchDaemon {
 	cfg := DefaultConfig()
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.Socket = filepath.Join(dir, "s.sock")
+	if fs.Path != "" {
+		viewDir, err := os.MkdirTemp(fs.Path, "ccb")
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.ViewFile = filepath.Join(viewDir, "s.view")
+	}
 	cfg.NodeName = "bench"
 	cfg.GossipAddr = ""
 	cfg.LogLevel = "error"
@@ -127,7 +151,7 @@ func startBenchDaemon(b *testing.B, size int) *benchDaemon {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	benchDaemons[size] = bd
+	benchDaemons[key] = bd
 	return bd
 }
 
@@ -139,11 +163,14 @@ func (w withBenchDaemonsClosed) Run() int {
 	code := w.m.Run()
 	benchMu.Lock()
 	defer benchMu.Unlock()
-	for size, bd := range benchDaemons {
+	for key, bd := range benchDaemons {
 		bd.stop()
 		<-bd.done
 		os.RemoveAll(bd.dir)
-		delete(benchDaemons, size)
+		if bd.cfg.ViewFile != ViewFileAuto {
+			os.RemoveAll(filepath.Dir(bd.cfg.ViewFile))
+		}
+		delete(benchDaemons, key)
 	}
 	return code
 }
@@ -211,36 +238,54 @@ func reportPercentiles(b *testing.B, samples int, read func(i int)) {
 	b.ReportMetric(float64(lat[len(lat)*99/100]), "p99-ns")
 }
 
+// BenchmarkLocalGet reads the view of a daemon holding 1M keys at random,
+// with and without a writer at 100k updates/s. With a tmpfs named in the
+// environment (viewbench.BenchDirs: CACHECAST_TMPFS, CACHECAST_HUGE_TMPFS)
+// it also reads a daemon whose view file is there, "/fs=NAME" after the
+// name; pmd-% is the share of the mapping on huge pages.
 func BenchmarkLocalGet(b *testing.B) {
-	for _, size := range []int{16, 100} {
-		for _, writer := range []string{"none", "100k"} {
-			b.Run(fmt.Sprintf("keys=1M/value=%d/writer=%s", size, writer), func(b *testing.B) {
-				bd := startBenchDaemon(b, size)
-				r := bd.reader(b)
-				defer r.Close()
-				if writer == "100k" {
-					defer bd.writeAt100k(b)()
-				}
-				buf := make([]byte, 0, 256)
-				read := func(i int) {
-					v, tag, _, err := r.GetInto(buf, "prices", bd.inOrder[i%benchKeys])
-					if err != nil || len(v) != size {
-						b.Fatalf("get: %d bytes, %v", len(v), err)
-					}
-					buf = tag[:0]
-				}
-				b.ReportAllocs()
-				cpu := viewtest.StartThreadCPU()
-				n := 0
-				for i := 0; b.Loop(); i++ {
-					read(i)
-					n++
-				}
-				cpu.Report(b, n)
-				reportPercentiles(b, 200_000, read)
-			})
+	for _, fs := range viewbench.BenchDirs() {
+		suffix := ""
+		if fs.Path != "" {
+			suffix = "/fs=" + fs.Name
+		}
+		for _, size := range []int{16, 100} {
+			for _, writer := range []string{"none", "100k"} {
+				benchLocalGet(b, fmt.Sprintf("keys=1M/value=%d/writer=%s%s", size, writer, suffix), size, writer, fs)
+			}
 		}
 	}
+}
+
+// benchLocalGet is one case of BenchmarkLocalGet: values of size bytes,
+// writer "none" or "100k", the view file in fs.
+func benchLocalGet(b *testing.B, name string, size int, writer string, fs viewbench.Dir) {
+	b.Run(name, func(b *testing.B) {
+		bd := startBenchDaemonOn(b, size, fs)
+		r := bd.reader(b)
+		defer r.Close()
+		if writer == "100k" {
+			defer bd.writeAt100k(b)()
+		}
+		buf := make([]byte, 0, 256)
+		read := func(i int) {
+			v, tag, _, err := r.GetInto(buf, "prices", bd.inOrder[i%benchKeys])
+			if err != nil || len(v) != size {
+				b.Fatalf("get: %d bytes, %v", len(v), err)
+			}
+			buf = tag[:0]
+		}
+		b.ReportAllocs()
+		cpu := viewtest.StartThreadCPU()
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			read(i)
+			n++
+		}
+		cpu.Report(b, n)
+		reportPercentiles(b, 200_000, read)
+		viewbench.ReportHugeShare(b, bd.cfg.ViewPath())
+	})
 }
 
 // BenchmarkLocalGetMany reads keys=n random keys of the 1M at a time with

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The byte layout is drawn in doc.go; these constants are its offsets.
@@ -228,3 +230,24 @@ func store64(m []byte, off int, v uint64) { atomic.StoreUint64(word(m, off), v) 
 func le16(m []byte, off int) int    { return int(binary.LittleEndian.Uint16(m[off:])) }
 func le32(m []byte, off int) int    { return int(binary.LittleEndian.Uint32(m[off:])) }
 func le64(m []byte, off int) uint64 { return binary.LittleEndian.Uint64(m[off:]) }
+
+// hugePage is the size of an x86 and arm64 (4 KiB granule) huge page: a
+// file larger than one is sized in whole huge pages.
+const hugePage = 2 << 20
+
+// mapFile maps size bytes of the file fd (MAP_SHARED) and asks for huge
+// pages on the mapping. A random read of a large view is two dependent
+// cache misses, each with a TLB miss and its page walk on 4 KiB pages; a
+// file on a tmpfs mounted huge=within_size (or always) is PMD-mapped, and
+// a walk is then one level shorter with far more of the file in the TLB
+// (BENCHMARKS.md). The kernel aligns a tmpfs mapping to huge pages by
+// itself; madvise(MADV_HUGEPAGE) asks for them where the mount leaves it
+// to the mapping (huge=advise, a file system with large folios), and its
+// failure (no transparent huge pages) changes nothing.
+func mapFile(fd, size, prot int) ([]byte, error) {
+	m, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED)
+	if err == nil && size >= hugePage {
+		unix.Madvise(m, unix.MADV_HUGEPAGE)
+	}
+	return m, err
+}

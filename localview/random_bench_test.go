@@ -3,11 +3,14 @@ package localview
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/localview/viewbench"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,20 +28,6 @@ import (
 // throughput.
 func BenchmarkGetRandom(b *testing.B) {
 	const n = 1_000_000
-	w, err := Create(filepath.Join(b.TempDir(), "view"), WriterOptions{Gid: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	w.SetReady(true)
-	w.Heartbeat(time.Now())
-	if err := w.Reserve(n, n*122); err != nil {
-		b.Fatal(err)
-	}
-	value := make([]byte, 100)
-	for i := range n {
-		w.Put("prices", fmt.Sprintf("sku-%012d", i), "", value, Stamp{})
-	}
 	// The keys in read order, one's bytes after the other's: finding the
 	// next key costs the loop no miss of its own.
 	var all strings.Builder
@@ -48,6 +37,42 @@ func BenchmarkGetRandom(b *testing.B) {
 	keys := make([]string, n)
 	for i, s := 0, all.String(); i < n; i++ {
 		keys[i] = s[16*i : 16*i+16]
+	}
+	// One view file in each directory (viewbench.BenchDirs: the default
+	// temporary one, then a tmpfs and a huge-page tmpfs the environment
+	// names), read in turn; a directory other than the default adds
+	// "/fs=NAME" to the names.
+	for _, dir := range viewbench.BenchDirs() {
+		suffix := ""
+		if dir.Path != "" {
+			suffix = "/fs=" + dir.Name
+		}
+		benchGetRandom(b, dir.Path, suffix, keys)
+	}
+}
+
+// benchGetRandom is BenchmarkGetRandom over a view of len(keys) keys in a
+// file in dir.
+func benchGetRandom(b *testing.B, dir, suffix string, keys []string) {
+	n := len(keys)
+	tmp, err := os.MkdirTemp(dir, "ccview")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	w, err := Create(filepath.Join(tmp, "view"), WriterOptions{Gid: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	w.SetReady(true)
+	w.Heartbeat(time.Now())
+	if err := w.Reserve(n, int64(n)*122); err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 100)
+	for i := range n {
+		w.Put("prices", fmt.Sprintf("sku-%012d", i), "", value, Stamp{})
 	}
 	r, err := Open(w.Path())
 	if err != nil {
@@ -80,7 +105,7 @@ func BenchmarkGetRandom(b *testing.B) {
 	}
 	for _, c := range cases {
 		for _, chained := range []bool{true, false} {
-			name := c.name + map[bool]string{true: "/one-at-a-time", false: "/independent"}[chained]
+			name := c.name + map[bool]string{true: "/one-at-a-time", false: "/independent"}[chained] + suffix
 			b.Run(name, func(b *testing.B) {
 				runtime.LockOSThread() // RUSAGE_THREAD is this thread's
 				defer runtime.UnlockOSThread()
@@ -98,6 +123,7 @@ func BenchmarkGetRandom(b *testing.B) {
 				unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
 				cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
 				b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
+				viewbench.ReportHugeShare(b, w.Path())
 				if sum == 42 {
 					b.Log(sum) // keep the loads
 				}

@@ -118,7 +118,7 @@ func (r *Reader) attach() error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < headerSize || st.Size > maxFileSize {
 		return fmt.Errorf("%w: %s is not a view file (%d bytes)", ErrCorrupt, r.path, st.Size)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := mapFile(int(f.Fd()), int(st.Size), unix.PROT_READ)
 	if err != nil {
 		return fmt.Errorf("localview: mmap %s: %w", r.path, err)
 	}

@@ -558,6 +558,12 @@ func (w *Writer) build(keys, bytes int) error {
 	arena := align8(grown(bytes, w.smallBytes))
 	size := headerSize + 8*slots + arena
 	size = (size + 4095) &^ 4095
+	if size > hugePage {
+		// Whole huge pages: on a tmpfs mounted huge=within_size (or
+		// always) every byte is then backed by one, the tail too, and a
+		// mapping of the file is PMD-mapped to its end.
+		size = (size + hugePage - 1) &^ (hugePage - 1)
+	}
 	if size > maxFileSize {
 		return fmt.Errorf("%w: a generation for %d keys and %d bytes needs %d bytes", ErrTooLarge, keys, bytes, size)
 	}
@@ -585,7 +591,7 @@ func (w *Writer) build(keys, bytes int) error {
 	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil {
 		return fail(fmt.Errorf("localview: allocate %d bytes for %s: %w", size, tmp, err))
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	m, err := mapFile(int(f.Fd()), size, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		return fail(fmt.Errorf("localview: mmap %s: %w", tmp, err))
 	}
