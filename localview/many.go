@@ -17,10 +17,45 @@ type Item struct {
 	Stamp Stamp
 }
 
-// manyKey is GetMany's scratch for one key: its hash, then its record.
+// manyKey is GetMany's scratch for one key: its hash, its first slot as
+// prefetch loaded it, then its record.
 type manyKey struct {
 	hash         uint32
+	slot         uint64
 	off, c, data int // off 0: no record
+}
+
+// prefetchLines is how much of a record prefetch touches: three cache
+// lines, all of a record of a 16-byte key and a 100-byte value (176
+// bytes) wherever it starts; a longer one's other lines come with the
+// copy.
+const prefetchLines = 3
+
+// prefetch loads, for every key, its first slot, and then the first
+// prefetchLines lines of the record that slot names when its hash is the
+// key's: every slot's miss is under way before any record's is, and every
+// record's before any key is read, so that the misses of all the keys
+// overlap instead of coming one key after another. Nothing is decided on
+// these loads (GetMany reads everything again after the committed word);
+// they stay inside the arena.
+func (r *Reader) prefetch(ks []manyKey) {
+	m := r.m
+	var sink uint64
+	for i := range ks {
+		ks[i].slot = *word(m, r.slots+8*(int(ks[i].hash)&r.mask))
+	}
+	last := r.end - 64*(prefetchLines-1) - 8
+	for i := range ks {
+		s := ks[i].slot
+		off := int(uint32(s)) * 8
+		if uint32(s>>32) != ks[i].hash || off < r.arena || off > last {
+			continue
+		}
+		for l := range prefetchLines {
+			sink += *word(m, off+64*l)
+		}
+	}
+	r.sink = sink
 }
 
 // GetMany reads keys[i] of topics[i] (or of topics[0], for every key, when
@@ -36,9 +71,8 @@ type manyKey struct {
 // not whole when the read began); otherwise it waits for that batch to be
 // whole and reads again. Keys under a stream of batches may make it wait:
 // past about a second it gives up with ErrBusy (wrapping ErrNotReady).
-// Every key's slot, then every record, is touched before any is used,
-// so that a CPU able to overlap the misses does (BENCHMARKS.md: on a
-// VM whose page walks do not overlap, a key costs what a Get does).
+// Every key's slot, then every record, is touched before any is used
+// (prefetch), so that their misses overlap.
 func (r *Reader) GetMany(topics, keys []string, items []Item, buf []byte) (_ []Item, _ []byte, err error) {
 	defer func(old bool) {
 		debug.SetPanicOnFault(old)
@@ -79,12 +113,7 @@ func (r *Reader) GetMany(topics, keys []string, items []Item, buf []byte) (_ []I
 			}
 		}
 		m := r.m
-		// Touch every key's first slot: the loads are independent, so
-		// their misses overlap. Nothing is decided on them.
-		var sink uint64
-		for i := range ks {
-			sink += *word(m, r.slots+8*(int(ks[i].hash)&r.mask))
-		}
+		r.prefetch(ks)
 		// Every load that decides anything comes after the committed
 		// word's (an atomic load: acquire), so a batch whole before it
 		// is seen in full: its new slots and records included.
@@ -100,11 +129,7 @@ func (r *Reader) GetMany(topics, keys []string, items []Item, buf []byte) (_ []I
 				return items, buf, err
 			}
 			k.off, k.c, k.data = off, c, dataAt(off, len(topic(i)), len(keys[i]))
-			if c > 0 {
-				sink += *word(m, k.data) // the data's first line, while the next key's is looked up
-			}
 		}
-		r.sink = sink
 		newest, used := uint64(0), 0
 		for i := range ks {
 			k := &ks[i]

@@ -25,7 +25,8 @@ import (
 // "one-at-a-time" makes each read wait for the one before (the next key
 // depends on its result), which is a read's latency; "independent" lets
 // the CPU overlap the misses of successive reads, which is a loop's
-// throughput.
+// throughput. "getmany/n=N" reads N keys a GetMany; its cpu-ns/op is a
+// key's.
 func BenchmarkGetRandom(b *testing.B) {
 	const n = 1_000_000
 	// The keys in read order, one's bytes after the other's: finding the
@@ -129,5 +130,29 @@ func benchGetRandom(b *testing.B, dir, suffix string, keys []string) {
 				}
 			})
 		}
+	}
+	// GetMany of n keys at random at a time: cpu-ns/op is a key's.
+	for _, many := range []int{10, 100} {
+		b.Run(fmt.Sprintf("getmany/n=%d%s", many, suffix), func(b *testing.B) {
+			topics := []string{"prices"}
+			var items []Item
+			buf := make([]byte, 0, 100*many)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var ru0, ru1 unix.Rusage
+			unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+			calls := 0
+			for b.Loop() {
+				at := calls * many % (n - many)
+				var err error
+				if items, buf, err = r.GetMany(topics, keys[at:at+many], items, buf); err != nil || !items[many-1].Found {
+					b.Fatal(err)
+				}
+				calls++
+			}
+			unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
+			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+			b.ReportMetric(float64(cpu)/float64(calls*many), "cpu-ns/op")
+		})
 	}
 }
