@@ -154,7 +154,8 @@ func (n *Node) Retired() []uint64 {
 // fleet harness (see "Counters" in the package doc).
 type Stats struct {
 	// VectorEntriesSent and VectorEntriesReceived count (origin, seq)
-	// entries in acks, vectors and retired lists.
+	// entries in acks, vectors, retired lists and entries frames, and
+	// the digest tree's nodes in sums and entries frames (one each).
 	VectorEntriesSent, VectorEntriesReceived uint64
 	// BytesSent and BytesReceived count every byte of the data port's
 	// handshakes and frames, both ways, records included (TLS's own bytes
@@ -223,3 +224,214 @@ func (n *Node) readVector(p []byte) (vectorMsg, error) {
 
 // handshakeBytes is what one handshake writes and reads, each way.
 const handshakeBytes = helloSize + macSize
+
+// aeFrame is a frame of a digest exchange waiting to be written, with the
+// tree nodes and vector entries it carries (for the counters).
+type aeFrame struct {
+	typ     byte
+	p       []byte
+	entries int
+}
+
+// digestStep is one side's answer to a frame of a digest exchange.
+type digestStep struct {
+	out []aeFrame
+	// learned is what the other side holds, as far as the frame tells:
+	// the entries it sent, and this side's own under the nodes whose sums
+	// were equal.
+	learned map[uint64]uint64
+	// opening says the frame opened an exchange or answered an opening
+	// (it carried the retired summary), sameRetired that the summaries
+	// matched.
+	opening, sameRetired bool
+}
+
+// answerDigest answers a sums or entries frame (payload p) for a side
+// holding the vector mine and the retired list retired; received is how
+// many tree nodes and entries the frame carried.
+func answerDigest(mine vectorMsg, retired map[uint64]uint64, typ byte, p []byte) (st digestStep, received int, err error) {
+	if typ == frameEntries {
+		m, err := decodeEntries(p)
+		if err != nil {
+			return st, 0, err
+		}
+		st.learned = m.entries
+		if m.answer {
+			st.out = entriesFrames(entriesMsg{nodes: m.nodes, entries: entriesUnder(mine.live, m.nodes)})
+		}
+		return st, len(m.nodes) + len(m.entries), nil
+	}
+	m, err := decodeSums(p)
+	if err != nil {
+		return st, 0, err
+	}
+	ids := make([]nodeID, len(m.nodes))
+	for i, x := range m.nodes {
+		ids[i] = x.nodeID
+	}
+	sums := sumsOf(mine.live, ids)
+	var reply []sumNode
+	var equal, leaves, expand []nodeID
+	for i, x := range m.nodes {
+		switch {
+		case sums[i] == x.sum:
+			equal = append(equal, x.nodeID)
+			if !x.final && x.count > 0 {
+				reply = append(reply, sumNode{nodeID: x.nodeID, sum: sums[i], final: true})
+			}
+		case x.final:
+			// Changed since the other side looked: a later exchange finds it.
+		case x.depth == digestMaxDepth || max(sums[i].count, x.count) <= digestLeaf || min(sums[i].count, x.count) == 0:
+			// Small, or one side holds nothing here: every entry is needed.
+			leaves = append(leaves, x.nodeID)
+		default:
+			for c := range digestFanout {
+				expand = append(expand, x.child(c))
+			}
+		}
+	}
+	for i, s := range sumsOf(mine.live, expand) {
+		reply = append(reply, sumNode{nodeID: expand[i], sum: s})
+	}
+	st.learned = entriesUnder(mine.live, equal)
+	st.opening = m.kind != sumsStep
+	st.sameRetired = st.opening && m.retired == mine.retired && m.digest == mine.digest
+	for i := 0; i < len(reply) || (i == 0 && m.kind == sumsOpen); i += maxFrameNodes {
+		f := sumsMsg{kind: sumsStep, nodes: reply[i:min(i+maxFrameNodes, len(reply))]}
+		if i == 0 && m.kind == sumsOpen {
+			// The answer to an opening always goes, with the retired
+			// summary: the dialer learns from it whether to send its
+			// retired list.
+			f.kind, f.retired, f.digest = sumsOpenAnswer, mine.retired, mine.digest
+		}
+		st.out = append(st.out, aeFrame{typ: frameSums, p: encodeSums(f), entries: len(f.nodes)})
+	}
+	if len(leaves) > 0 {
+		st.out = append(st.out, entriesFrames(entriesMsg{answer: true, nodes: leaves, entries: entriesUnder(mine.live, leaves)})...)
+	}
+	if st.opening && !st.sameRetired {
+		st.out = append(st.out, aeFrame{typ: frameRetired, p: encodeAck(retired), entries: len(retired)})
+	}
+	return st, len(m.nodes), nil
+}
+
+// entriesFrames cuts m into frames of at most maxFrameNodes nodes, each
+// with the entries under its own nodes.
+func entriesFrames(m entriesMsg) []aeFrame {
+	var out []aeFrame
+	for i := 0; i < len(m.nodes) || i == 0; i += maxFrameNodes {
+		f := entriesMsg{answer: m.answer, nodes: m.nodes[i:min(i+maxFrameNodes, len(m.nodes))], entries: m.entries}
+		if len(m.nodes) > maxFrameNodes {
+			f.entries = entriesUnder(m.entries, f.nodes)
+		}
+		out = append(out, aeFrame{typ: frameEntries, p: encodeEntries(f), entries: len(f.nodes) + len(f.entries)})
+	}
+	return out
+}
+
+// openingFrame is the first frame of a digest exchange: the sum of the
+// whole live vector and the retired summary.
+func (n *Node) openingFrame() aeFrame {
+	mine, _ := n.vectorToSend()
+	root := sumNode{nodeID: treeRoot, sum: sumsOf(mine.live, []nodeID{treeRoot})[0]}
+	m := sumsMsg{kind: sumsOpen, retired: mine.retired, digest: mine.digest, nodes: []sumNode{root}}
+	return aeFrame{typ: frameSums, p: encodeSums(m), entries: 1}
+}
+
+// digestAnswer takes a sums or entries frame from peer (l is this node's
+// link to it, nil when it is not a member here) on a connection of
+// protocol proto: what it learns goes into the link's view of the peer
+// (which then pulls what this node lacks), and it returns the frames
+// that answer it.
+func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]aeFrame, error) {
+	if proto < ProtocolDigest {
+		return nil, fmt.Errorf("%w: a digest frame (type %d) on a connection of protocol %d", ErrBadFrame, typ, proto)
+	}
+	mine, retired := n.vectorToSend()
+	st, got, err := answerDigest(mine, retired, typ, p)
+	n.entriesReceived.Add(uint64(got))
+	if err != nil {
+		return nil, err
+	}
+	if l != nil {
+		if st.sameRetired {
+			l.mu.Lock()
+			l.retiredHolds = retired // the same origins at the same seqs
+			l.mu.Unlock()
+		}
+		l.merge(st.learned)
+		l.afterAck()
+	}
+	return st.out, nil
+}
+
+// sendDigest writes the frames of a digest exchange with send, counting
+// their entries.
+func (n *Node) sendDigest(out []aeFrame, send func(byte, []byte) error) error {
+	for _, f := range out {
+		if err := send(f.typ, f.p); err != nil {
+			return err
+		}
+		n.entriesSent.Add(uint64(f.entries))
+	}
+	return nil
+}
+
+// linkTo is this node's link to peer, nil when it is not a member.
+func (n *Node) linkTo(peer uint64) *link {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.links[peer]
+}
+
+// queueDigest hands frames of a digest exchange to the link's writer.
+func (l *link) queueDigest(out []aeFrame) {
+	if len(out) == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.digestOut = append(l.digestOut, out...)
+	l.mu.Unlock()
+	l.wake()
+}
+
+// writeExchange writes what the link's writer has of the exchanges: on
+// protocol 5 the digest frames queued and, when exchange, an opening; on
+// 3 and 4 the whole vector when exchange and the retired list when
+// sendRetired.
+func (l *link) writeExchange(w *frameWriter, proto uint8, exchange, sendRetired bool) error {
+	l.mu.Lock()
+	queued := l.digestOut
+	l.digestOut = nil
+	l.mu.Unlock()
+	if proto < ProtocolDigest {
+		queued = nil // from a connection of protocol 5 gone since: the exchange is over
+	}
+	if !exchange && !sendRetired && len(queued) == 0 {
+		return nil
+	}
+	defer l.touch()
+	if exchange && proto >= ProtocolDigest {
+		queued = append(queued, l.n.openingFrame())
+		l.n.exchanges.Add(1)
+	}
+	if err := l.n.sendDigest(queued, w.writeFrame); err != nil {
+		return err
+	}
+	if proto >= ProtocolDigest {
+		return nil
+	}
+	mine, retired := l.n.vectorToSend()
+	if exchange {
+		if err := w.writeFrame(frameVector, l.n.vectorFrame(mine)); err != nil {
+			return err
+		}
+		l.n.exchanges.Add(1)
+	}
+	if sendRetired {
+		if err := w.writeFrame(frameRetired, l.n.ackFrame(retired)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -53,6 +53,17 @@ import (
 //	retired   (protocol 3) as ack: the origins the sender has retired with
 //	          the seq it holds of each; sent when the other side's digest
 //	          differs from its own
+//	sums      (protocol 5, in place of vector) kind u8 (0 a step, 1 the
+//	          opening of an exchange, 2 the answer to an opening); for 1
+//	          and 2 the retired u32 and 16-byte digest as in vector; then
+//	          count u32, count x (flags u8 (bit 0: final), depth u8,
+//	          prefix u64, origins u32, digest u64): the sender's digests
+//	          of nodes of the digest tree (see "Anti-entropy" in the
+//	          package doc and digest.go)
+//	entries   (protocol 5) flags u8 (bit 0: answer with yours), count
+//	          u32, count x (depth u8, prefix u64): nodes of the digest
+//	          tree, then an ack's payload: every live entry the sender
+//	          holds under those nodes, and none outside them
 const (
 	frameRecords  = 1
 	frameAck      = 2
@@ -63,6 +74,8 @@ const (
 	frameSnapEnd  = 7
 	frameVector   = 8
 	frameRetired  = 9
+	frameSums     = 10
+	frameEntries  = 11
 )
 
 // MaxFrameSize bounds a frame; a peer that announces more is cut off.
@@ -359,7 +372,7 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if !hmac.Equal(fr.mac.Sum(fr.sum[:0]), got) {
 		return 0, nil, fmt.Errorf("%w: frame %d fails its MAC (changed on the way, or not from the peer)", ErrBadFrame, fr.seq-1)
 	}
-	if b[0] < frameRecords || b[0] > frameRetired {
+	if b[0] < frameRecords || b[0] > frameEntries {
 		return 0, nil, fmt.Errorf("%w: type %d", ErrBadFrame, b[0])
 	}
 	return b[0], b[1:], nil

@@ -54,7 +54,7 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 
 func TestFrameReaderLimits(t *testing.T) {
 	var unknown bytes.Buffer
-	newFrameWriter(&unknown, nil, 0).writeFrame(frameRetired+1, nil) // a valid MAC, an unknown type
+	newFrameWriter(&unknown, nil, 0).writeFrame(frameEntries+1, nil) // a valid MAC, an unknown type
 	for _, b := range [][]byte{
 		{0, 0, 0, 0},                // zero length
 		{0xff, 0xff, 0xff, 0xff, 1}, // over MaxFrameSize
@@ -219,7 +219,7 @@ func FuzzFrames(f *testing.F) {
 		newFrameWriter(&sealed, key, 0).writeFrame(b[0], b[1:])
 		typ, p, err := newFrameReader(&sealed, key, 0).next()
 		if err != nil {
-			if b[0] >= frameRecords && b[0] <= frameRetired {
+			if b[0] >= frameRecords && b[0] <= frameEntries {
 				t.Fatalf("a sealed frame of type %d refused: %v", b[0], err)
 			}
 			return

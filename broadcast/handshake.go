@@ -68,10 +68,12 @@ const (
 	// frames) in place of the whole vector to every peer every
 	// SyncInterval; 4 carries records of version 2 (record.Version2:
 	// an expiry, an effective time, a cancel or a batch's marking),
-	// which builds of 3 and before refuse as corrupt. A connection to a
-	// build of [2,2] speaks 2.
+	// which builds of 3 and before refuse as corrupt; 5 exchanges
+	// digests of the vectors (sums and entries frames) in place of whole
+	// vectors, the entries sent only where the digests differ. A
+	// connection to a build of [2,2] speaks 2, to one of [2,4] speaks 4.
 	ProtocolMin = 2
-	ProtocolMax = 4
+	ProtocolMax = 5
 
 	// ProtocolTimed is the first version whose connections carry records
 	// of version 2. On a connection of an older version a node sends
@@ -79,6 +81,12 @@ const (
 	// "Protocol versions" in the package doc) and refuses any it is sent,
 	// as the older build does.
 	ProtocolTimed = 4
+
+	// ProtocolDigest is the first version whose exchanges send digests
+	// of the vectors (see "Anti-entropy" in the package doc). A
+	// connection of an older version exchanges whole vectors, as the
+	// older build does, and refuses a digest frame as a bad one.
+	ProtocolDigest = 5
 )
 
 // maxRecordVersion is the newest record version a connection of

@@ -48,6 +48,9 @@ type link struct {
 	wantExchange bool // an exchange's vector waits to be written
 	sendRetired  bool // this node's retired list waits to be written
 
+	// digestOut: frames of a digest exchange wait to be written.
+	digestOut []aeFrame
+
 	// holding: the peer lacks more than BootstrapRecords of this node's
 	// records, so the writer pushes none until it holds more (writeLoop).
 	holding bool
@@ -389,20 +392,8 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 			}
 			l.touch()
 		}
-		if exchange || sendRetired {
-			mine, retired := l.n.vectorToSend()
-			if exchange {
-				if err := w.writeFrame(frameVector, l.n.vectorFrame(mine)); err != nil {
-					return err
-				}
-				l.n.exchanges.Add(1)
-			}
-			if sendRetired {
-				if err := w.writeFrame(frameRetired, l.n.ackFrame(retired)); err != nil {
-					return err
-				}
-			}
-			l.touch()
+		if err := l.writeExchange(w, proto, exchange, sendRetired); err != nil {
+			return err
 		}
 		for _, r := range pulls {
 			if err := w.writeFrame(framePull, encodePull(r)); err != nil {
@@ -511,6 +502,15 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 				l.wake()
 			}
 			l.afterAck()
+		case frameSums, frameEntries:
+			// A step of this node's digest exchange (antientropy.go).
+			l.touch()
+			out, err := l.n.digestAnswer(l, typ, p, proto)
+			if err != nil {
+				l.n.badFrames.Add(1)
+				return err
+			}
+			l.queueDigest(out)
 		case frameRetired:
 			v, err := l.n.readAck(p)
 			if err != nil {

@@ -738,6 +738,17 @@ func (n *Node) serve(c net.Conn) {
 					return
 				}
 			}
+		case frameSums, frameEntries:
+			// A step of a digest exchange the peer started (antientropy.go).
+			out, err := n.digestAnswer(n.linkTo(peer), typ, p, keys.proto)
+			if err != nil {
+				n.badFrames.Add(1)
+				log.Warn("closing a data connection on a bad digest frame", zap.Error(err))
+				return
+			}
+			if err := n.sendDigest(out, send); err != nil {
+				return
+			}
 		case frameRetired:
 			v, err := n.readAck(p)
 			if err != nil {

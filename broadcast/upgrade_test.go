@@ -2,6 +2,7 @@ package broadcast
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -33,6 +34,8 @@ func TestRollingUpgrade(t *testing.T) {
 		{"upgraded next to old", protoRange{2, 3}, protoRange{2, 2}, 2},
 		{"both upgraded", protoRange{2, 3}, protoRange{2, 3}, 3},
 		{"old dropped next to old", protoRange{3, 3}, protoRange{2, 2}, 0},
+		{"digests next to whole vectors", protoRange{2, 5}, protoRange{2, 4}, 4},
+		{"both digests", protoRange{2, 5}, protoRange{2, 5}, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +72,9 @@ func TestRollingUpgrade(t *testing.T) {
 				ps := tn.n.Peers()
 				if len(ps) != 1 || ps[0].Proto != tt.want {
 					t.Fatalf("%s: peers %+v; want one link at protocol %d", tn.name, ps, tt.want)
+				}
+				if n := tn.n.BadFrames(); n != 0 {
+					t.Fatalf("%s refused %d frames of the other build", tn.name, n)
 				}
 			}
 		})
@@ -252,4 +258,65 @@ func TestOldProtocolRefusesTimedRecord(t *testing.T) {
 		}
 		conn.Close()
 	}
+}
+
+// TestDigestsBesideOlderPeers: a fleet of nodes speaking protocol 5
+// (digest exchanges) and nodes of 4 (whole vectors). Each pair speaks the
+// highest version both have; records that only the exchanges can carry
+// (their origin cannot dial most of the fleet) reach every node whatever
+// the pairs speak, and no node refuses a frame of the other build.
+func TestDigestsBesideOlderPeers(t *testing.T) {
+	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}}
+	c.config = func(cfg *Config) { cfg.Fanout = 2 }
+	var nodes []*testNode
+	for i := range 6 {
+		r := protoRange{2, 5}
+		if i%2 == 1 {
+			r = protoRange{2, 4}
+		}
+		nodes = append(nodes, c.addSpeaking(fmt.Sprintf("n%d", i), r))
+	}
+	t.Cleanup(c.stop)
+	c.wire()
+	for _, origin := range nodes[:2] { // one of each build
+		for _, tn := range nodes {
+			if tn != origin && tn != nodes[2] {
+				c.net.cutOff(origin.name, tn.n.Addr())
+			}
+		}
+	}
+	for j := range 20 {
+		for _, tn := range nodes {
+			publish(t, tn, fmt.Sprintf("%s-%d", tn.name, j), "v")
+		}
+	}
+	c.waitConverged(30 * time.Second)
+	c.rounds(nodes, 5, nil)
+	for i, tn := range nodes {
+		for _, p := range tn.n.Peers() {
+			want := uint8(5)
+			if i%2 == 1 || c.byName(p.Peer.Name)%2 == 1 {
+				want = 4
+			}
+			if p.Proto != 0 && p.Proto != want {
+				t.Fatalf("%s's link to %s speaks %d; want %d", tn.name, p.Peer.Name, p.Proto, want)
+			}
+		}
+		if n := tn.n.BadFrames(); n != 0 {
+			t.Fatalf("%s refused %d frames", tn.name, n)
+		}
+		if i >= 2 && tn.n.Stats().Exchanges == 0 { // n0 and n1 reach one peer each
+			t.Fatalf("%s started no exchange", tn.name)
+		}
+	}
+}
+
+// byName is the index of the node called name.
+func (c *testCluster) byName(name string) int {
+	for i, tn := range c.nodes {
+		if tn.name == name {
+			return i
+		}
+	}
+	return -1
 }

@@ -37,6 +37,7 @@ func main() {
 	rate := flag.Int("rate", 1000, "updates a second under load, fleet-wide")
 	out := flag.String("out", "docs/fleet.json", "results file (merged)")
 	plot := flag.String("png", "docs/fleet.png", "plot file")
+	plotLabels := flag.String("plot-labels", "", "the builds the plot draws, comma separated (empty: every one in the results file)")
 	binFlag := flag.String("bin", "", "cachecastd binary for the process fleets and bootstraps (empty: built from this tree)")
 	bootBins := flag.String("boot-bins", "", "builds to compare in the bootstraps, label=binary,... (empty: -label with -bin); they take turns on one seeded source")
 	rounds := flag.Int("boot-rounds", 1, "bootstraps of each size and build")
@@ -159,7 +160,7 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
-		if err := fleet.Plot(f, "cachecast: per node against fleet size (loaded 2-core machine)", res.charts()); err != nil {
+		if err := fleet.Plot(f, "cachecast: per node against fleet size (loaded 2-core machine)", res.charts(split(*plotLabels))); err != nil {
 			fatal(err)
 		}
 		if err := f.Close(); err != nil {
@@ -199,14 +200,18 @@ func (r *results) addBoot(label string, round int, b fleet.Bootstrap) {
 	r.Bootstraps = append(r.Bootstraps, bootstrap{label, round, b})
 }
 
-// charts are the plot's panels: one line per kind, label and transport.
-func (r *results) charts() []fleet.Chart {
+// charts are the plot's panels: one line per kind, label and transport,
+// for the labels given (all when none is).
+func (r *results) charts(labels []string) []fleet.Chart {
 	type key struct{ kind, label, transport string }
 	var keys []key
 	lines := map[key][]fleet.Result{}
 	for _, x := range r.Fleets {
 		if x.Err != "" && x.Idle.CPU == 0 {
 			continue // nothing measured
+		}
+		if len(labels) > 0 && !slices.Contains(labels, x.Label) {
+			continue
 		}
 		k := key{x.Kind, x.Label, x.Transport}
 		if _, ok := lines[k]; !ok {
@@ -236,6 +241,8 @@ func (r *results) charts() []fleet.Chart {
 	}
 	return []fleet.Chart{
 		chart("vector entries/s per node, idle", false, func(x fleet.Result) float64 { return x.Idle.VectorEntries }),
+		chart("vector entries/s per node, 1000 updates/s", false, func(x fleet.Result) float64 { return x.Load.VectorEntries }),
+		chart("bytes/s per node (sent+received), idle", true, func(x fleet.Result) float64 { return x.Idle.TxBps + x.Idle.RxBps }),
 		chart("bytes/s per node (sent+received), 1000 updates/s", true, func(x fleet.Result) float64 { return x.Load.TxBps + x.Load.RxBps }),
 		chart("open connections per node", true, func(x fleet.Result) float64 { return x.Idle.Conns }),
 		chart("idle cpu per node (% of a core)", true, func(x fleet.Result) float64 { return 100 * x.Idle.CPU }),
