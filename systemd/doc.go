@@ -14,6 +14,11 @@
 //   - cachecastd.env.example: every CACHECAST_<FLAG> with its default,
 //     commented out; installed as /etc/default/cachecastd when there is
 //     none.
+//   - run-cachecast.mount and cachecastd-huge-view.conf (optional): a
+//     tmpfs of huge pages (huge=within_size) mounted on /run/cachecast,
+//     and the drop-in that makes the service wait for it, so that the
+//     shared view's readers map it with 2 MiB pages (fewer TLB misses a
+//     random read; README and BENCHMARKS.md give the figures).
 //
 // Install (what `make install` does, DESTDIR-aware; the unit's ExecStart
 // follows PREFIX, /usr/local by default):
@@ -32,8 +37,15 @@
 //	systemd-tmpfiles --create cachecast.conf
 //	systemctl daemon-reload && systemctl enable --now cachecastd
 //
+// For the shared view on huge pages, also:
+//
+//	install -D -m 0644 systemd/run-cachecast.mount /usr/local/lib/systemd/system/run-cachecast.mount
+//	install -D -m 0644 systemd/cachecastd-huge-view.conf /etc/systemd/system/cachecastd.service.d/huge-view.conf
+//	systemctl daemon-reload && systemctl restart cachecastd
+//	grep -E 'ShmemHugePages|ShmemPmdMapped' /proc/meminfo   # non-zero once the view is mapped
+//
 // The tests run systemd-analyze verify and systemd-analyze security on the
-// unit, apply the sysusers and tmpfiles snippets to a scratch root, check
+// unit (verify on the mount unit and the drop-in too), apply the sysusers and tmpfiles snippets to a scratch root, check
 // that the unit, the snippets and the example agree on paths and names,
 // and check the example against the daemon's real flags and defaults. They need the systemd package (apt-get install systemd); they fail,
 // saying so, when it is missing.
