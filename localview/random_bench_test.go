@@ -25,8 +25,8 @@ import (
 // "one-at-a-time" makes each read wait for the one before (the next key
 // depends on its result), which is a read's latency; "independent" lets
 // the CPU overlap the misses of successive reads, which is a loop's
-// throughput. "getmany/n=N" reads N keys a GetMany; its cpu-ns/op is a
-// key's.
+// throughput. "getmany/n=N" reads N keys a GetMany, "scan" all of them
+// with one Scan; their cpu-ns/op is a key's.
 func BenchmarkGetRandom(b *testing.B) {
 	const n = 1_000_000
 	// The keys in read order, one's bytes after the other's: finding the
@@ -131,6 +131,22 @@ func benchGetRandom(b *testing.B, dir, suffix string, keys []string) {
 			})
 		}
 	}
+	// A Scan of the topic's 1M keys: cpu-ns/op is a key's.
+	b.Run("scan"+suffix, func(b *testing.B) {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var ru0, ru1 unix.Rusage
+		unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+		seen := 0
+		for b.Loop() {
+			if err := r.Scan("prices", func(string, []byte, []byte, Stamp) bool { seen++; return true }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
+		cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+		b.ReportMetric(float64(cpu)/float64(seen), "cpu-ns/op")
+	})
 	// GetMany of n keys at random at a time: cpu-ns/op is a key's.
 	for _, many := range []int{10, 100} {
 		b.Run(fmt.Sprintf("getmany/n=%d%s", many, suffix), func(b *testing.B) {
