@@ -5,7 +5,11 @@
 # redis-tools (Debian packages); run from the repository root:
 #   make bench-daemon          (or: bash test/bench-vs-redis.sh)
 # REDIS_ONLY=1 (make bench-redis) runs only the Redis front door's section;
-# ROUNDS=n repeats it n times, alternating the servers.
+# ROUNDS=n repeats it n times, alternating the servers. PIN=1 runs that section
+# a second time on a second pair of servers, both pinned (taskset) to CPU 0 and
+# redis-benchmark to CPU 1, so that each server has exactly one core, as
+# redis-server uses one; the summary prints the pinned ratios beside the
+# unpinned ones.
 set -euo pipefail
 N=${N:-200000}
 SIZE=${SIZE:-100}
@@ -24,7 +28,20 @@ ccpid=$!
 redis-server --unixsocket "$work/redis.sock" --port 0 --save "" --appendonly no \
 	--daemonize no --loglevel warning >"$work/redis.log" 2>&1 &
 rspid=$!
-for _ in $(seq 100); do [ -S "$work/cc.sock" ] && [ -S "$work/cc-redis.sock" ] && [ -S "$work/redis.sock" ] && break; sleep 0.1; done
+if [ -n "${PIN:-}" ]; then
+	[ "$(nproc)" -ge 2 ] || { echo "PIN=1 needs 2 CPUs" >&2; exit 1; }
+	taskset -c 0 ./bin/cachecastd --data-dir "$work/pdata" --socket "$work/pcc.sock" --gossip-addr= \
+		--flush async --log-level warn --max-connections 4096 2>"$work/pcachecastd.log" &
+	pccpid=$!
+	taskset -c 0 redis-server --unixsocket "$work/predis.sock" --port 0 --save "" --appendonly no \
+		--daemonize no --loglevel warning >"$work/predis.log" 2>&1 &
+	prspid=$!
+fi
+for _ in $(seq 100); do
+	[ -S "$work/cc.sock" ] && [ -S "$work/cc-redis.sock" ] && [ -S "$work/redis.sock" ] &&
+		{ [ -z "${PIN:-}" ] || { [ -S "$work/pcc-redis.sock" ] && [ -S "$work/predis.sock" ]; }; } && break
+	sleep 0.1
+done
 
 cc() { ./bin/cachecast --socket "$work/cc.sock" bench --size "$SIZE" --keys 10000 "$@" 2>/dev/null; }
 rb() { redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -q "$@" | tr "\r" "\n" | grep "per second"; }
@@ -46,36 +63,89 @@ fi
 # (key:__rand_int__ is topic "key" here), 1 connection, 50, and 50 pipelining 16.
 # The keys are written first so that GET and MGET hit.
 MGET="MGET$(printf ' key:__rand_int__%.0s' $(seq 10))"
-# rbs PID SOCKET OPTIONS... prints each test's requests per second and the
-# server's CPU time per request (user + system, from /proc/PID/stat): on a
-# shared machine the rate moves with the others' load, the CPU per request
-# much less.
+# rbs VARIANT SERVER PID SOCKET OPTIONS... prints each test's requests per
+# second and the server's CPU time per request (user + system, from
+# /proc/PID/stat): on a shared machine the rate moves with the others' load,
+# the CPU per request much less. Each result is kept for the summary.
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tick=$(getconf CLK_TCK)
+bench=(redis-benchmark)
 rb1() {
-	pid=$1
-	shift
+	variant=$1 server=$2 pid=$3 test=$4 opts=$5
+	shift 5
 	c0=$(cpu "$pid")
-	out=$(redis-benchmark "$@" | tr "\r" "\n" | grep "per second")
+	out=$("${bench[@]}" "$@" | tr "\r" "\n" | grep "per second")
 	c1=$(cpu "$pid")
-	echo "$out, server CPU $(((c1 - c0) * 1000000 / tick * 1000 / N)) ns/request"
+	ns=$(((c1 - c0) * 1000000 / tick * 1000 / N))
+	echo "$out, server CPU $ns ns/request"
+	rate=$(echo "$out" | sed 's/.*: \([0-9.]*\) requests per second.*/\1/')
+	echo "$variant|$test|$opts|$server|$rate|$ns" >>"$work/results"
 }
 rbs() {
-	pid=$1 sock=$2
-	shift 2
-	for t in set get; do
-		rb1 "$pid" -s "$sock" -d "$SIZE" -r 10000 -q "$@" -t $t
+	variant=$1 server=$2 pid=$3 sock=$4 opts=$5
+	shift 5
+	for t in get set; do
+		rb1 "$variant" "$server" "$pid" "$(echo $t | tr a-z A-Z)" "$opts" -s "$sock" -d "$SIZE" -r 10000 -q "$@" -t $t
 	done
 	# shellcheck disable=SC2086
-	rb1 "$pid" -s "$sock" -d "$SIZE" -r 10000 -q "$@" $MGET | sed 's/^MGET .*__: /MGET (10 keys): /'
+	rb1 "$variant" "$server" "$pid" "MGET (10 keys)" "$opts" -s "$sock" -d "$SIZE" -r 10000 -q "$@" $MGET |
+		sed 's/^MGET .*__: /MGET (10 keys): /'
 }
-redis-benchmark -s "$work/cc-redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
-redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
-for round in $(seq "${ROUNDS:-1}"); do
-	for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
-		# shellcheck disable=SC2086
-		echo "== round $round, cachecast's Redis socket, $opts"; rbs "$ccpid" "$work/cc-redis.sock" -n "$N" $opts
-		# shellcheck disable=SC2086
-		echo "== round $round, redis-server, $opts";             rbs "$rspid" "$work/redis.sock" -n "$N" $opts
+# rounds VARIANT CC_PID CC_SOCKET REDIS_PID REDIS_SOCKET
+rounds() {
+	variant=$1
+	redis-benchmark -s "$3" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
+	redis-benchmark -s "$5" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
+	for round in $(seq "${ROUNDS:-1}"); do
+		for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
+			# shellcheck disable=SC2086
+			echo "== $variant, round $round, cachecast's Redis socket, $opts"; rbs "$variant" cachecast "$2" "$3" "$opts" -n "$N" $opts
+			# shellcheck disable=SC2086
+			echo "== $variant, round $round, redis-server, $opts";             rbs "$variant" redis "$4" "$5" "$opts" -n "$N" $opts
+		done
 	done
-done
+}
+: >"$work/results"
+rounds unpinned "$ccpid" "$work/cc-redis.sock" "$rspid" "$work/redis.sock"
+if [ -n "${PIN:-}" ]; then
+	bench=(taskset -c 1 redis-benchmark)
+	rounds pinned "$pccpid" "$work/pcc-redis.sock" "$prspid" "$work/predis.sock"
+fi
+echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# The summary: per command and options, the median over the rounds of
+# cachecast / redis-server (requests per second of the same round), and
+# each server's median CPU time per request in µs.
+echo "== summary: cachecast / redis-server, median of ${ROUNDS:-1} round(s); CPU µs per request cachecast / redis-server"
+awk -F'|' -v pin="${PIN:-}" '
+function median(list,    a, n, i, j, t) {
+	n = split(list, a, " ")
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{
+	k = $1 SUBSEP $2 SUBSEP $3
+	n[k, $4]++
+	rate[k, $4, n[k, $4]] = $5
+	cpu[k, $4] = cpu[k, $4] " " $6 / 1000
+	if (!(($2 SUBSEP $3) in seen)) { seen[$2 SUBSEP $3] = 1; order[++rows] = $2 SUBSEP $3 }
+}
+END {
+	head = "| command | options | unpinned: ratio | CPU µs"
+	if (pin) head = head " | pinned, one core each: ratio | CPU µs"
+	print head " |"
+	print pin ? "|---|---|---|---|---|---|" : "|---|---|---|---|"
+	for (r = 1; r <= rows; r++) {
+		split(order[r], p, SUBSEP)
+		line = "| " p[1] " | " p[2]
+		nv = pin ? 2 : 1
+		for (v = 1; v <= nv; v++) {
+			variant = v == 1 ? "unpinned" : "pinned"
+			k = variant SUBSEP order[r]
+			ratios = ""
+			for (i = 1; i <= n[k, "cachecast"]; i++) ratios = ratios " " rate[k, "cachecast", i] / rate[k, "redis", i]
+			line = line sprintf(" | %.2f | %.1f / %.1f", median(ratios), median(cpu[k, "cachecast"]), median(cpu[k, "redis"]))
+		}
+		print line " |"
+	}
+}' "$work/results"
