@@ -397,11 +397,20 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan s
 	return done
 }
 
-func (n *respNode) CatchingUp() (bool, uint64) {
-	if n.d.catch.caughtUp() {
-		return false, 0
+// PublishWaits: a write waits for the disk under --flush sync and for the
+// replica under --replication=sync.
+func (n *respNode) PublishWaits() bool {
+	return n.d.cfg.Flush == "sync" || n.d.cfg.Replication == "sync"
+}
+
+// Refusal: away is the HTTP API's unavailable, catching up its
+// catching_up.
+func (n *respNode) Refusal() respsrv.Refusal {
+	r := respsrv.Refusal{Away: n.d.awayReason()}
+	if !n.d.catch.caughtUp() {
+		r.CatchingUp, r.Lag = true, n.d.catch.lag.Load()
 	}
-	return true, n.d.catch.lag.Load()
+	return r
 }
 
 func (n *respNode) Status() respsrv.Status {

@@ -133,11 +133,10 @@ func lookup(name []byte) *command {
 	return commands[string(up[:len(name)])]
 }
 
-// exec runs one command under mu. full says whether the answers waiting
-// to be written reached outFlushSize (read under mu: the pusher appends
-// to them too).
-func (c *conn) exec(a [][]byte) (full bool) {
-	cmd := lookup(a[0])
+// exec runs one command, a, whose table entry is cmd (nil: unknown),
+// under mu. full says whether the answers waiting to be written reached
+// outFlushSize (read under mu: the pusher appends to them too).
+func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 	c.mu.Lock()
 	defer func() {
 		full = len(c.out) >= outFlushSize
@@ -162,21 +161,8 @@ func (c *conn) exec(a [][]byte) (full bool) {
 		return
 	}
 	if cmd.read || cmd.write {
-		if why := c.s.node.Away(); why != "" {
-			// The node left its cluster (Node.Away): as a Redis Cluster
-			// node that lost its cluster, -CLUSTERDOWN, before MULTI.
-			c.err("CLUSTERDOWN " + why)
-			if c.inMulti {
-				c.multiErr = true
-			}
-			return
-		}
-	}
-	if cmd.read {
-		if loading, lag := c.s.node.CatchingUp(); loading {
-			// Redis answers -LOADING to what it cannot serve yet, before
-			// MULTI queues it; clients know to retry.
-			c.err("LOADING cachecast is catching up with the cluster (" + strconv.FormatUint(lag, 10) + " records behind); reads resume once it holds what its peers hold")
+		if msg := c.refusal(cmd); msg != "" {
+			c.err(msg) // before MULTI would queue it, as Redis does
 			if c.inMulti {
 				c.multiErr = true
 			}
@@ -208,6 +194,21 @@ func (c *conn) exec(a [][]byte) (full bool) {
 		c.caching = 0
 	}
 	return full
+}
+
+// refusal is the error the node's state (Node.Refusal) answers cmd, a
+// read or a write of the view: CLUSTERDOWN to both while the node is
+// away, LOADING to a read while it catches up; "" when it serves cmd.
+func (c *conn) refusal(cmd *command) string {
+	r := c.s.node.Refusal()
+	switch {
+	case r.Away != "":
+		return "CLUSTERDOWN " + r.Away
+	case r.CatchingUp && cmd.read:
+		return "LOADING cachecast is catching up with the cluster (" + strconv.FormatUint(r.Lag, 10) +
+			" records behind); reads resume once it holds what its peers hold"
+	}
+	return ""
 }
 
 // The answer writers; called with mu held.

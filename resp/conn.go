@@ -29,8 +29,20 @@ const (
 // the answer to a read is always in front of the invalidation of what it
 // read.
 type conn struct {
-	s       *Server
-	nc      net.Conn
+	s *Server
+	// nc is the connection as the listener gave it: what the node's
+	// methods are asked about (its peer, roles, memory). io is what the
+	// connection's goroutine reads and writes: nc, or, for a connection
+	// the event loop served first, a new net.Conn of the same socket.
+	nc net.Conn
+	io net.Conn
+	// lp is the event loop while it serves the connection (then fd is
+	// the loop's own descriptor of the socket, and io is nil), nil once
+	// the connection has a goroutine. Changed by the loop only, under
+	// pmu; the loop reads its own fields without it.
+	lp      *loop
+	fd      int
+	slot    int32 // the connection's key in the loop's epoll set
 	id      int64
 	created time.Time
 	addr    string
@@ -50,9 +62,10 @@ type conn struct {
 	// answers' write deadline is set by.
 	readAt time.Time
 
-	rbuf []byte
-	args [][]byte
-	peek [][]byte // the next command's arguments, while execSets looks ahead
+	rbuf       []byte
+	start, end int // the bytes of rbuf not run yet
+	args       [][]byte
+	peek       [][]byte // the next command's arguments, while execSets looks ahead
 
 	deadlineSet time.Time // when the write deadline was last set (under mu)
 
@@ -100,6 +113,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{
 		s:       s,
 		nc:      nc,
+		io:      nc,
+		fd:      -1,
 		id:      s.nextID.Add(1),
 		created: time.Now(),
 		rbuf:    make([]byte, readBufSize),
@@ -117,75 +132,26 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// serve is the connection's goroutine: read, parse every complete command
-// in the buffer, run it, and write the answers once the buffer holds no
-// complete command (so a pipeline's answers go out together).
+// Outcomes of process.
+const (
+	stepRead    = iota // the buffer holds no complete command: read more
+	stepClose          // the connection is done
+	stepHandOff        // (the loop only) give the connection a goroutine of its own
+)
+
+// serve is the connection's goroutine: run every complete command in the
+// buffer (answers written once the buffer holds no complete command, so a
+// pipeline's answers go out together), then read.
 func (c *conn) serve() {
 	defer c.s.forget(c)
 	defer c.close()
 	defer c.s.node.ReleaseMemory(c.nc)
-	start, end := 0, 0
 	for {
-		need := 0
-		for start < end {
-			args, n, nd, err := parseCommand(c.rbuf[start:end], c.args, &c.s.lim)
-			if err != nil {
-				c.fatal(err)
-				return
-			}
-			if n == 0 {
-				need = nd
-				break
-			}
-			c.args = args
-			start += n
-			if len(args) == 0 {
-				continue
-			}
-			if !c.mayRead() {
-				return
-			}
-			k, full := c.execSets(args, c.rbuf[start:end])
-			if k >= 0 {
-				start += k
-			} else {
-				full = c.exec(args)
-			}
-			if c.quit {
-				_ = c.flush()
-				return
-			}
-			if full {
-				if c.flush() != nil {
-					return
-				}
-			}
-		}
-		if c.flush() != nil {
+		if c.process(false) != stepRead {
 			return
 		}
-		if start == end {
-			start, end = 0, 0
-			if len(c.rbuf) > readBufSize {
-				c.rbuf = make([]byte, readBufSize)
-				c.s.node.ReleaseMemory(c.nc)
-			}
-		} else if start > 0 {
-			end = copy(c.rbuf, c.rbuf[start:end])
-			start = 0
-		}
-		if need > len(c.rbuf) || end == len(c.rbuf) {
-			size := max(need, 2*len(c.rbuf))
-			if err := c.s.node.HoldMemory(c.nc, size-len(c.rbuf)); err != nil {
-				c.fatal(err)
-				return
-			}
-			nb := make([]byte, size)
-			copy(nb, c.rbuf[:end])
-			c.rbuf = nb
-		}
-		n, err := c.read(c.rbuf[end:])
-		end += n
+		n, err := c.read(c.rbuf[c.end:])
+		c.end += n
 		if err != nil {
 			if n > 0 {
 				continue // answer what arrived, then see the error again
@@ -201,6 +167,93 @@ func (c *conn) serve() {
 	}
 }
 
+// process runs the complete commands in rbuf[start:end] and writes their
+// answers; then it makes room in rbuf for the next read (growing it,
+// within the node's memory budget, for a large command). The event loop
+// (inLoop) stops before a command that may wait (mayWait) and when the
+// client does not take its answers at once: stepHandOff, with the
+// command still in the buffer and the answers not written in out, for
+// the connection's own goroutine to go on from.
+func (c *conn) process(inLoop bool) int {
+	need := 0
+	for c.start < c.end {
+		args, n, nd, err := parseCommand(c.rbuf[c.start:c.end], c.args, &c.s.lim)
+		if err != nil {
+			c.fatal(err)
+			return stepClose
+		}
+		if n == 0 {
+			need = nd
+			break
+		}
+		c.args = args
+		if len(args) == 0 {
+			c.start += n
+			continue
+		}
+		cmd := lookup(args[0])
+		if inLoop && c.s.mayWait(cmd, args) {
+			return stepHandOff
+		}
+		c.start += n
+		if !c.mayRead() {
+			return stepClose
+		}
+		k, full := c.execSets(args, c.rbuf[c.start:c.end])
+		if k >= 0 {
+			c.start += k
+		} else {
+			full = c.exec(cmd, args)
+		}
+		if c.quit {
+			_ = c.flush()
+			return stepClose
+		}
+		if full {
+			if st := c.flushStep(); st != stepRead {
+				return st
+			}
+		}
+	}
+	if st := c.flushStep(); st != stepRead {
+		return st
+	}
+	if c.start == c.end {
+		c.start, c.end = 0, 0
+		if len(c.rbuf) > readBufSize {
+			c.rbuf = make([]byte, readBufSize)
+			c.s.node.ReleaseMemory(c.nc)
+		}
+	} else if c.start > 0 {
+		c.end = copy(c.rbuf, c.rbuf[c.start:c.end])
+		c.start = 0
+	}
+	if need > len(c.rbuf) || c.end == len(c.rbuf) {
+		size := max(need, 2*len(c.rbuf))
+		if err := c.s.node.HoldMemory(c.nc, size-len(c.rbuf)); err != nil {
+			c.fatal(err)
+			return stepClose
+		}
+		nb := make([]byte, size)
+		copy(nb, c.rbuf[:c.end])
+		c.rbuf = nb
+	}
+	return stepRead
+}
+
+// flushStep writes the answers waiting: stepRead when they went out,
+// stepHandOff when the loop's client could not take them all at once,
+// stepClose when the write failed.
+func (c *conn) flushStep() int {
+	switch err := c.flush(); {
+	case err == nil:
+		return stepRead
+	case errors.Is(err, errWouldBlock):
+		return stepHandOff
+	}
+	return stepClose
+}
+
 // errIdle ends a connection idle for --redis-idle-timeout.
 var errIdle = errors.New("resp: idle")
 
@@ -212,11 +265,11 @@ var errIdle = errors.New("resp: idle")
 func (c *conn) read(b []byte) (int, error) {
 	idle := c.s.cfg.IdleTimeout
 	if idle > 0 && c.readAt.Sub(c.readDeadlineSet) > idle/10 {
-		_ = c.nc.SetReadDeadline(c.readAt.Add(idle))
+		_ = c.io.SetReadDeadline(c.readAt.Add(idle))
 		c.readDeadlineSet = c.readAt
 	}
 	for {
-		n, err := c.nc.Read(b)
+		n, err := c.io.Read(b)
 		var ne net.Error
 		if n > 0 || err == nil || idle <= 0 || !errors.As(err, &ne) || !ne.Timeout() {
 			c.readAt = time.Now()
@@ -230,7 +283,7 @@ func (c *conn) read(b []byte) (int, error) {
 		case !now.Before(next):
 			return 0, errIdle
 		}
-		_ = c.nc.SetReadDeadline(next)
+		_ = c.io.SetReadDeadline(next)
 		c.readDeadlineSet = next.Add(-idle)
 	}
 }
@@ -287,30 +340,49 @@ func (c *conn) flushLocked(now time.Time) error {
 	if len(c.out) == 0 {
 		return nil
 	}
+	if c.lp != nil {
+		return c.writeOwn()
+	}
 	// The deadline moves once per tenth of --write-timeout, not at every
 	// write: resetting the runtime's timer costs about as much as the
 	// answer to a GET.
 	if now.After(c.deadlineSet.Add(c.s.cfg.WriteTimeout / 10)) {
-		_ = c.nc.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
+		_ = c.io.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
 		c.deadlineSet = now
 	}
-	_, err := c.nc.Write(c.out)
-	if cap(c.out) > outFlushSize*4 {
-		c.out = make([]byte, 0, 4096)
-	} else {
-		c.out = c.out[:0]
-	}
+	_, err := c.io.Write(c.out)
+	c.resetOut()
 	if err != nil {
 		c.close()
 	}
 	return err
 }
 
-// close closes the connection once; the goroutines see it and end.
+// resetOut empties out after a write, dropping a buffer a long pipeline
+// grew.
+func (c *conn) resetOut() {
+	if cap(c.out) > outFlushSize*4 {
+		c.out = make([]byte, 0, 4096)
+	} else {
+		c.out = c.out[:0]
+	}
+}
+
+// close closes the connection once; the goroutines see it and end. The
+// socket of a connection the event loop serves is closed by the loop
+// (only its owner may close a descriptor, or the number could be reused
+// under it).
 func (c *conn) close() {
 	c.closeOnce.Do(func() {
 		c.dead.Store(true)
-		_ = c.nc.Close()
+		c.pmu.Lock()
+		lp, nc := c.lp, c.io
+		c.pmu.Unlock()
+		if lp != nil {
+			lp.kick(c)
+			return
+		}
+		_ = nc.Close()
 		select {
 		case c.kick <- struct{}{}:
 		default:
@@ -336,6 +408,13 @@ func (c *conn) push(frame []byte) {
 		return
 	}
 	c.pending = append(c.pending, frame...)
+	if lp := c.lp; lp != nil {
+		// The loop never waits for a client: it gives the connection a
+		// goroutine, and the pusher with it.
+		c.pmu.Unlock()
+		lp.kick(c)
+		return
+	}
 	if !c.pusherOn {
 		c.pusherOn = true
 		c.s.wg.Go(c.pusher)

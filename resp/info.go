@@ -157,14 +157,12 @@ func cmdInfo(c *conn, a [][]byte) {
 			line("tracking_clients", stats.TrackingClients)
 			line("pubsub_subscriptions", stats.Subscriptions)
 		case "persistence":
-			loading, lag := c.s.node.CatchingUp()
-			if loading {
+			r := c.s.node.Refusal()
+			if r.CatchingUp {
 				line("loading", 1)
+				line("cachecast_catch_up_lag_records", r.Lag)
 			} else {
 				line("loading", 0)
-			}
-			if loading {
-				line("cachecast_catch_up_lag_records", lag)
 			}
 			line("flush", st.Flush)
 		case "stats":

@@ -24,6 +24,7 @@ type storeNode struct {
 	noReads atomic.Bool            // AuthorizeRead refuses everyone
 	loading atomic.Bool            // CatchingUp says so (lag 7)
 	away    atomic.Pointer[string] // Away's reason when set
+	waits   atomic.Bool            // PublishWaits says so
 	events  uint64                 // the follower's next time event
 }
 
@@ -109,13 +110,17 @@ func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(
 	}
 }
 
-func (n *storeNode) CatchingUp() (bool, uint64) { return n.loading.Load(), 7 }
+func (n *storeNode) PublishWaits() bool { return n.waits.Load() }
 
-func (n *storeNode) Away() string {
-	if p := n.away.Load(); p != nil {
-		return *p
+func (n *storeNode) Refusal() Refusal {
+	r := Refusal{CatchingUp: n.loading.Load()}
+	if r.CatchingUp {
+		r.Lag = 7
 	}
-	return ""
+	if p := n.away.Load(); p != nil {
+		r.Away = *p
+	}
+	return r
 }
 
 func (n *storeNode) Status() Status {

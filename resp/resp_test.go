@@ -241,7 +241,7 @@ func TestGetAllocatesNothing(t *testing.T) {
 				t.Fatalf("parse: %v", err)
 			}
 			c.args = args
-			c.exec(args)
+			c.exec(lookup(args[0]), args)
 			c.out = c.out[:0]
 		}
 		run()
@@ -271,7 +271,7 @@ func BenchmarkCommandGet(b *testing.B) {
 		f := frames[i%len(frames)]
 		args, _, _, _ := parseCommand(f, c.args, &s.lim)
 		c.args = args
-		c.exec(args)
+		c.exec(lookup(args[0]), args)
 		c.out = c.out[:0]
 	}
 }
@@ -291,7 +291,7 @@ func BenchmarkCommandSet(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		args, _, _, _ := parseCommand(frames[i%len(frames)], c.args, &s.lim)
 		c.args = args
-		c.exec(args)
+		c.exec(lookup(args[0]), args)
 		c.out = c.out[:0]
 	}
 }

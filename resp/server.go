@@ -74,16 +74,31 @@ type Node interface {
 	Follow(ctx context.Context, fn func(Change)) <-chan struct{}
 	// Status describes the node for INFO.
 	Status() Status
-	// CatchingUp reports whether the node is still catching up with its
-	// peers before its first ready (its reads answer -LOADING, as a Redis
-	// loading its dataset does) and how many records it still lacks. It
-	// is called on every read, so it must be cheap.
-	CatchingUp() (bool, uint64)
-	// Away says why the node left its cluster and serves neither reads
-	// of the view nor writes, out of contact with its fleet too long
-	// ("" while it serves): both answer -CLUSTERDOWN and the reason. It
-	// is called on every read and write, so it must be cheap.
-	Away() string
+	// PublishWaits says whether Publish may wait for more than the CPU:
+	// for the disk (--flush sync) or a replica (--replication=sync). Then
+	// a connection's writes run on its own goroutine, not on the event
+	// loop. It is called on every write, so it must be cheap.
+	PublishWaits() bool
+	// Refusal says whether and why the node refuses the commands that
+	// read or write its view (the zero Refusal: it serves them); INFO
+	// reports its CatchingUp as loading. It is called on every read and
+	// write, so it must be cheap.
+	Refusal() Refusal
+}
+
+// Refusal is why a node does not serve its view; the zero value: it
+// does. Away, when set, is the answer to reads and writes alike.
+type Refusal struct {
+	// Away is why the node left its cluster, out of contact with its
+	// fleet too long: it serves neither reads of the view nor writes,
+	// which answer -CLUSTERDOWN and the reason, as a Redis Cluster node
+	// cut off from its cluster does.
+	Away string
+	// CatchingUp: the node is still catching up with its peers before
+	// its first ready, Lag records behind; its reads answer -LOADING, as
+	// a Redis loading its dataset does (clients retry it).
+	CatchingUp bool
+	Lag        uint64
 }
 
 // Written is what a publish did.
@@ -185,6 +200,11 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// lp serves the plain request/reply connections (loop.go); nil
+	// when epoll is not there, and then every connection has a
+	// goroutine.
+	lp *loop
+
 	mu     sync.Mutex // guards conns, peers and listeners
 	conns  map[*conn]struct{}
 	peers  map[string]int // open connections by peer (connection limits)
@@ -255,6 +275,12 @@ func New(cfg Config) (*Server, error) {
 	s.track.init()
 	s.stats.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if lp, err := newLoop(s); err != nil {
+		s.log.Warn("redis event loop unavailable; every connection gets a goroutine", zap.Error(err))
+	} else {
+		s.lp = lp
+		s.wg.Go(lp.run)
+	}
 	return s, nil
 }
 
@@ -299,6 +325,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.mu.Unlock()
 		s.stats.connections.Add(1)
 		s.stats.accepted.Add(1)
+		if s.lp != nil && s.lp.attach(c) {
+			continue
+		}
 		s.wg.Go(c.serve)
 	}
 }
@@ -321,6 +350,9 @@ func (s *Server) Close() error {
 		}
 	}
 	s.cancel()
+	if s.lp != nil {
+		s.lp.stop()
+	}
 	for _, c := range conns {
 		c.close()
 	}

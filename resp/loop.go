@@ -1,0 +1,367 @@
+package resp
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// The event loop serves the plain request/reply connections as Redis
+// does: one goroutine, locked to its thread, waits in epoll (level
+// triggered) over their sockets, reads what one has sent, runs it with
+// the same process and exec as a connection's goroutine and writes the
+// answers with one write. A request costs a read, a write and a share of
+// one epoll_wait: no goroutine is woken and none parks.
+//
+// The loop never waits for anything but epoll. A connection leaves it
+// for a goroutine of its own (handOff), for good, before a command that
+// may wait (mayWait: WAIT, SUBSCRIBE, PSUBSCRIBE, CLIENT TRACKING, and
+// the writes when the node's publish path waits for a disk or a replica),
+// when its client does not take its answers at once (the goroutine's
+// blocking write, under --write-timeout, then disconnects a slow
+// reader), and when a push is queued for it (the pusher goroutine writes
+// those). The goroutine goes on with the bytes already read and the
+// answers not yet written, so nothing is lost or reordered.
+//
+// The loop reads and writes its own descriptor of each socket, a
+// duplicate taken at accept, and closes the listener's net.Conn, so that
+// the runtime's poller (edge-triggered, on every socket it opened) is not
+// woken by the loop's traffic. A handed-off connection gets a new
+// net.Conn of that descriptor. Only the loop closes a descriptor it
+// owns: a close from elsewhere (Server.Close, a push buffer overflow)
+// asks it to (kick).
+type loop struct {
+	s    *Server
+	epfd int
+	wake int // an eventfd in the epoll set: kick and stop write it
+
+	conns    map[int32]*conn // by slot; the loop's goroutine only
+	nextSlot int32
+
+	mu      sync.Mutex
+	adds    []*conn // accepted, for the loop to take
+	kicked  []*conn // to hand off or, when dead, close
+	stopped bool
+	done    bool // the loop has returned and closed wake
+}
+
+// wakeSlot is the eventfd's key in the epoll set.
+const wakeSlot = -1
+
+// newLoop makes the loop; Serve starts it with its first connection.
+func newLoop(s *Server) (*loop, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		_ = unix.Close(epfd)
+		return nil, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: wakeSlot}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
+		_ = unix.Close(epfd)
+		_ = unix.Close(wake)
+		return nil, err
+	}
+	return &loop{s: s, epfd: epfd, wake: wake, conns: map[int32]*conn{}}, nil
+}
+
+// mayWait says whether running a (cmd its entry) could wait for more
+// than the CPU: those commands run on a connection's own goroutine.
+func (s *Server) mayWait(cmd *command, a [][]byte) bool {
+	if cmd == nil {
+		return false
+	}
+	switch cmd.name {
+	case "wait", "subscribe", "psubscribe":
+		return true
+	case "client":
+		return len(a) > 1 && bytes.EqualFold(a[1], []byte("tracking"))
+	}
+	return cmd.write && s.node.PublishWaits()
+}
+
+// attach gives c to the loop, or says why not (then c keeps its
+// net.Conn and gets a goroutine): a connection without a descriptor
+// (syscall.Conn), or a loop that stopped.
+func (l *loop) attach(c *conn) bool {
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	fd := -1
+	if cerr := rc.Control(func(s uintptr) {
+		fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
+	}); cerr != nil || err != nil {
+		return false
+	}
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		_ = unix.Close(fd)
+		return false
+	}
+	c.pmu.Lock()
+	c.fd, c.lp, c.io = fd, l, nil
+	c.pmu.Unlock()
+	l.adds = append(l.adds, c)
+	l.signalLocked()
+	l.mu.Unlock()
+	// Out of the runtime's poller; the credentials the node asks about
+	// stay with nc.
+	_ = c.nc.Close()
+	return true
+}
+
+// kick asks the loop to hand c off (a push is queued for it) or, once
+// c is dead, to close it.
+func (l *loop) kick(c *conn) {
+	l.mu.Lock()
+	l.kicked = append(l.kicked, c)
+	l.signalLocked()
+	l.mu.Unlock()
+}
+
+// stop ends the loop: it closes every connection it serves and returns.
+func (l *loop) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.signalLocked()
+	l.mu.Unlock()
+}
+
+// signalLocked wakes the loop's epoll_wait; under mu, so that the
+// eventfd is not written once the loop has closed it (its number may
+// name another file by then).
+func (l *loop) signalLocked() {
+	if l.done {
+		return
+	}
+	one := [8]byte{1}
+	_, _ = unix.Write(l.wake, one[:])
+}
+
+// run is the loop's goroutine.
+func (l *loop) run() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer func() {
+		l.mu.Lock()
+		l.done = true
+		_ = unix.Close(l.wake)
+		_ = unix.Close(l.epfd)
+		l.mu.Unlock()
+	}()
+	events := make([]unix.EpollEvent, 256)
+	wait := -1
+	idle := l.s.cfg.IdleTimeout
+	if idle > 0 {
+		wait = int(min(max(idle/10, 10*time.Millisecond), time.Second) / time.Millisecond)
+	}
+	swept := time.Now()
+	for {
+		n, err := unix.EpollWait(l.epfd, events, wait)
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			l.s.log.Error("redis event loop: epoll_wait failed; closing its connections (new ones get goroutines)", zap.Error(err))
+			l.stop()
+			l.woken()
+			return
+		}
+		now := time.Now()
+		for _, ev := range events[:max(n, 0)] {
+			if ev.Fd == wakeSlot {
+				if !l.woken() {
+					return
+				}
+				continue
+			}
+			if c := l.conns[ev.Fd]; c != nil {
+				l.serve(c, now)
+			}
+		}
+		if idle > 0 && now.Sub(swept) >= idle/10 {
+			swept = now
+			for _, c := range l.conns {
+				if now.Sub(c.readAt) >= idle {
+					c.s.stats.idleClosed.Add(1)
+					c.s.log.Debug("redis connection idle; closing it", zap.Int64("client-id", c.id), zap.Duration("redis-idle-timeout", idle))
+					l.closeConn(c)
+				}
+			}
+		}
+	}
+}
+
+// woken takes the new connections and the kicks; false when the loop
+// stopped (its connections are closed then).
+func (l *loop) woken() bool {
+	var b [8]byte
+	_, _ = unix.Read(l.wake, b[:])
+	l.mu.Lock()
+	adds, kicked, stopped := l.adds, l.kicked, l.stopped
+	l.adds, l.kicked = nil, nil
+	l.mu.Unlock()
+	for _, c := range adds {
+		l.nextSlot++
+		if l.nextSlot < 0 {
+			l.nextSlot = 0
+		}
+		for l.conns[l.nextSlot] != nil {
+			l.nextSlot++
+		}
+		c.slot = l.nextSlot
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: c.slot}
+		l.conns[c.slot] = c
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+			l.s.log.Debug("redis event loop: epoll_ctl failed; closing the connection", zap.Int64("client-id", c.id), zap.Error(err))
+			l.closeConn(c)
+		}
+	}
+	for _, c := range kicked {
+		switch {
+		case c.lp != l:
+			// Handed off or closed already.
+		case stopped || c.dead.Load():
+			l.closeConn(c)
+		default:
+			l.handOff(c)
+		}
+	}
+	if !stopped {
+		return true
+	}
+	for _, c := range l.conns {
+		l.closeConn(c)
+	}
+	return false
+}
+
+// serve reads what c sent (once: the epoll is level triggered, so what
+// is left is told again) and runs it.
+func (l *loop) serve(c *conn, now time.Time) {
+	n, err := unix.Read(c.fd, c.rbuf[c.end:])
+	switch {
+	case n > 0:
+		c.end += n
+		c.readAt = now
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return
+	default: // end of stream, or an error
+		if err != nil && !c.dead.Load() {
+			c.s.log.Debug("redis connection read failed", zap.Int64("client-id", c.id), zap.Error(err))
+		}
+		l.closeConn(c)
+		return
+	}
+	switch c.process(true) {
+	case stepClose:
+		l.closeConn(c)
+	case stepHandOff:
+		l.handOff(c)
+	}
+}
+
+// errWouldBlock: the loop's client did not take all its answers at once.
+var errWouldBlock = errors.New("resp: the write would block")
+
+// writeOwn writes out on the loop's descriptor, without waiting: what the
+// socket does not take stays in out (errWouldBlock), for the goroutine
+// the connection is handed off to.
+func (c *conn) writeOwn() error {
+	for len(c.out) > 0 {
+		n, err := unix.Write(c.fd, c.out)
+		if n > 0 {
+			if n == len(c.out) {
+				c.resetOut()
+				return nil
+			}
+			c.out = c.out[:copy(c.out, c.out[n:])]
+			continue
+		}
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return errWouldBlock
+		case nil:
+			return errWouldBlock // wrote nothing and no error: let the goroutine wait
+		}
+		return err
+	}
+	return nil
+}
+
+// detach takes c out of the epoll set.
+func (l *loop) detach(c *conn) {
+	delete(l.conns, c.slot)
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, c.fd, nil)
+}
+
+// closeConn closes a connection the loop serves.
+func (l *loop) closeConn(c *conn) {
+	l.detach(c)
+	c.pmu.Lock()
+	c.lp = nil
+	c.io = c.nc // closed already: close's Close is a no-op
+	c.pmu.Unlock()
+	_ = unix.Close(c.fd)
+	c.fd = -1
+	c.close()
+	c.s.node.ReleaseMemory(c.nc)
+	c.s.forget(c)
+}
+
+// handOff gives c a goroutine of its own, which goes on from where the
+// loop stopped: the commands left in rbuf, the answers left in out, the
+// pushes queued.
+func (l *loop) handOff(c *conn) {
+	l.detach(c)
+	f := os.NewFile(uintptr(c.fd), "redis")
+	nc, err := net.FileConn(f) // a descriptor of its own, in the runtime's poller
+	_ = f.Close()
+	c.fd = -1
+	if err != nil {
+		c.s.log.Warn("redis event loop: cannot hand a connection to a goroutine; closing it", zap.Int64("client-id", c.id), zap.Error(err))
+		c.pmu.Lock()
+		c.lp, c.io = nil, c.nc
+		c.pmu.Unlock()
+		c.close()
+		c.s.node.ReleaseMemory(c.nc)
+		c.s.forget(c)
+		return
+	}
+	c.pmu.Lock()
+	c.lp, c.io = nil, nc
+	if len(c.pending) > 0 && !c.pusherOn {
+		c.pusherOn = true
+		c.s.wg.Go(c.pusher)
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	c.pmu.Unlock()
+	if c.dead.Load() {
+		// Closed while the loop held it: close has run (once) already.
+		_ = nc.Close()
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	c.s.wg.Go(c.serve)
+}
