@@ -148,7 +148,9 @@
 // until it is back. A shutdown marks it closed (readers: not ready); a
 // write error (a full tmpfs) turns it off with an error log while the
 // daemon serves on, and every 5s the mirror starts over with a new file
-// loaded from the store.
+// loaded from the store. On a tmpfs mounted huge=within_size (or always)
+// the file is backed by 2 MiB pages, and random reads cost shorter page
+// walks (systemd/run-cachecast.mount mounts one on /run/cachecast).
 //
 // # Metrics
 //

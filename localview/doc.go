@@ -147,7 +147,9 @@
 // # Reading a value
 //
 // Open: open the path read-only, fstat it, map the whole file read-only
-// (PROT_READ, MAP_SHARED). Check the magic, the version (3), the header
+// (PROT_READ, MAP_SHARED; the Go reader also asks for huge pages,
+// madvise MADV_HUGEPAGE, which a tmpfs mounted huge=within_size or always
+// gives without it). Check the magic, the version (3), the header
 // size (4096), that the file size field is at most the mapping's length,
 // the slots offset is 4096, the slot count is a power of two, the arena
 // starts at or after the table's end, 8-aligned, and ends inside the
@@ -253,6 +255,11 @@
 // (10.7 to 21.3 bytes at a load between 3/8 and 3/4). A new generation
 // has room for 1/8 more keys and bytes than the live ones (twice as many
 // while small), so the file stays within about 1.125 times its live
-// records. The file is allocated (fallocate) when made: a full tmpfs is
-// an error then, not a SIGBUS later. The format limits a file to 32 GiB.
+// records. A file over 2 MiB is a whole number of 2 MiB huge pages, so
+// that a tmpfs mounted huge=within_size backs every byte of it with huge
+// pages and a reader's mapping is PMD-mapped to its end: a random read of
+// a large view is two dependent cache misses, each of them a TLB miss
+// and a page walk on 4 KiB pages (BENCHMARKS.md). The file is allocated
+// (fallocate) when made: a full tmpfs is an error then, not a SIGBUS
+// later. The format limits a file to 32 GiB.
 package localview
