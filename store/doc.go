@@ -10,7 +10,7 @@
 //	store/internal/segment  segment files, their maps, the metafile, tail recovery
 //	store/internal/index    the topic and origin indexes (mapped arrays)
 //	store/internal/cursors  the durable named cursors' file
-//	store/internal/fsys     fallocate, mmap, msync, the fault guard, atomic files
+//	store/internal/fsys     fallocate, mmap, msync, fdatasync, the fault guard, atomic files
 //
 // The design follows SkyWalking Satellite's mmap queue (itself from
 // bigqueue) for the files, and RocketMQ's CommitLog + ConsumeQueue for the
@@ -76,8 +76,9 @@
 //     (SIGKILL, panic) loses nothing; a machine crash or power loss loses at
 //     most the records appended since the last flush, which runs every
 //     FlushInterval (default 100ms) or after FlushBytes (default 16 MiB).
-//   - FlushSync: Publish returns once an msync covering the record has
-//     returned (group commit: one flush serves every writer waiting on it).
+//   - FlushSync: Publish returns once an msync covering the record (an
+//     fdatasync for a segment no longer mapped) has returned (group
+//     commit: one flush serves every writer waiting on it).
 //     Nothing acknowledged is lost to a crash of the process, the machine
 //     or the power, as far as the device honours the flush.
 //

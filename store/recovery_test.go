@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,6 +329,66 @@ func TestFaultInjection(t *testing.T) {
 		}
 	})
 	readAll(t, s)
+}
+
+// TestFlushOfUnmappedSegments checks the flush of segments whose maps were
+// dropped before the flusher came to them (more segments written between
+// two flushes than may be mapped): each is synced through its file, a
+// failure there is the flush's, and what was flushed is there after a
+// crash.
+func TestFlushOfUnmappedSegments(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions(t, dir)
+	o.MaxMappedSegments = 2
+	o.FlushInterval = time.Hour // only the test's Flush calls flush
+	o.FlushBytes = 0
+	s := openTest(t, o)
+	writeRecords(t, s, 100, 4000) // about 7 segments of 64 KiB
+	// The preparer drops the maps over the bound once it runs after the
+	// writer's last switch.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		segs, mapped := s.seglog.Counts()
+		if mapped < segs {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d segments still mapped after a minute: none to flush unmapped", mapped, segs)
+		}
+	}
+	fail := func(op string) error {
+		if op == "sync" {
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	h := fail
+	fsys.FaultHook.Store(&h)
+	err := s.Flush()
+	fsys.FaultHook.Store(nil)
+	if !errors.Is(err, ErrIO) || !strings.Contains(err.Error(), "fdatasync") {
+		t.Fatalf("flush of an unmapped segment under a failing sync: %v, want ErrIO from fdatasync", err)
+	}
+	if s.seglog.Flushed() >= s.seglog.End() {
+		t.Fatal("the failed flush moved the flushed end")
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatalf("flush after the fault cleared: %v", err)
+	}
+	if got, want := s.seglog.Flushed(), s.seglog.End(); got != want {
+		t.Fatalf("flushed to %d, want the end %d", got, want)
+	}
+	want := readAll(t, s)
+	s.crash()
+	s = openTest(t, o)
+	got := readAll(t, s)
+	if len(got) != len(want) || len(got) != 100 {
+		t.Fatalf("after the crash: %d records, want %d (100)", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("record %d differs after the crash", i)
+		}
+	}
 }
 
 // TestIndexRebuild damages the indexes (a chunk file of the topic index

@@ -144,6 +144,26 @@ func SyncRange(b []byte, from, to int) error {
 	return nil
 }
 
+// SyncFile writes f's dirty pages back and waits for the device
+// (fdatasync): what SyncRange does for a range of a map, for a file not
+// mapped now (the pages a dropped map dirtied stay dirty in the page
+// cache until written back).
+func SyncFile(f *os.File) error {
+	if err := injectedFault("sync"); err != nil {
+		return fmt.Errorf("%w: fdatasync: %v", errs.ErrIO, err)
+	}
+	for {
+		err := unix.Fdatasync(int(f.Fd()))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: fdatasync %s: %v", errs.ErrIO, f.Name(), err)
+		}
+		return nil
+	}
+}
+
 // PageSize is the size of a memory page, the unit of a map and a sync.
 var PageSize = os.Getpagesize()
 

@@ -933,6 +933,23 @@ func (l *Log) pin(pos int64) (*segment, error) {
 	return s, nil
 }
 
+// pinFile returns the segment holding pos pinned, and its map if it has
+// one now (kept while pinned), without mapping it if not: the file stays
+// open. unpin must follow.
+func (l *Log) pinFile(pos int64) (*segment, []byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.segs[pos/l.segSize]
+	if s == nil || pos < l.oldest.Load() {
+		if pos < l.oldest.Load() {
+			return nil, nil, fmt.Errorf("%w: position %d", errs.ErrRecycled, pos)
+		}
+		return nil, nil, fmt.Errorf("%w: position %d", errs.ErrBeyondEnd, pos)
+	}
+	s.pins++
+	return s, s.data, nil
+}
+
 func (l *Log) unpin(s *segment) {
 	l.mu.Lock()
 	s.pins--
@@ -1052,13 +1069,20 @@ func (l *Log) SyncTo(to int64) error {
 		if base+l.segSize <= l.oldest.Load() {
 			continue
 		}
-		s, err := l.pin(base)
+		s, data, err := l.pinFile(base)
 		if err != nil {
 			return err
 		}
 		lo := max(from, base) - base
 		hi := min(to, base+l.segSize) - base
-		err = fsys.SyncRange(s.data, int(lo), int(hi))
+		if data != nil {
+			err = fsys.SyncRange(data, int(lo), int(hi))
+		} else {
+			// Unmapped since it was written (small segments, a flusher
+			// behind the evictions): sync the file, not a map made again
+			// only for that (an mmap and a munmap a segment).
+			err = fsys.SyncFile(s.f)
+		}
 		l.unpin(s)
 		if err != nil {
 			return err

@@ -66,9 +66,9 @@ func parseSegmentName(name string) (base int64, ok bool) {
 // allocated. Else a new file of size bytes is made sparse and its first
 // window bytes allocated; the rest is allocated ahead of the writer (see
 // Log.grow), so that a full disk shows as ErrDiskFull at an allocation,
-// never as a fault on a page of the map. The directory is not synced
-// here: the next flush does it, once for every file made since
-// (Log.dirDirty).
+// never as a fault on a page of the map (window is at most size). The
+// directory is not synced here: the next flush does it, once for every
+// file made since (Log.dirDirty).
 func createSegment(dir string, base, size, window int64, free string) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
 	s := &segment{base: base, mark: markOf(base, size), path: path}
@@ -87,10 +87,19 @@ func createSegment(dir string, base, size, window int64, free string) (*segment,
 		if s.f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640); err != nil {
 			return nil, fsys.FileError("create", path, err)
 		}
-		if err = s.f.Truncate(size); err != nil {
-			err = fsys.FileError("truncate", path, err)
-		} else if err = fsys.AllocateRange(s.f, 0, window); err == nil {
-			s.alloc.Store(window)
+		if window < size {
+			if err = s.f.Truncate(size); err != nil {
+				err = fsys.FileError("truncate", path, err)
+			}
+		}
+		// A first window that is the whole segment sets the file's size
+		// as it allocates it (fallocate without KEEP_SIZE, or the zeros
+		// written without fallocate): no truncate, one system call fewer
+		// for each new small segment.
+		if err == nil {
+			if err = fsys.AllocateRange(s.f, 0, window); err == nil {
+				s.alloc.Store(window)
+			}
 		}
 	}
 	if err != nil {
