@@ -295,11 +295,17 @@ func (s *Store) slotKind(lr LostRecord) (record.Kind, error) {
 // the indexes know no record at pos and the writer went on to the next
 // segment there (the rule recovery uses to find the log's end).
 func (s *Store) readIndexed(pos int64, fn func(record.Record) error) (int64, error) {
+	return s.readIndexedAt(pos, func(r record.Record, _ int64) error { return fn(r) })
+}
+
+// readIndexedAt is readIndexed, with fn told where the record lies (pos,
+// or the start of a later segment when pos was a segment's unused tail).
+func (s *Store) readIndexedAt(pos int64, fn func(r record.Record, at int64) error) (int64, error) {
 	next, err := s.seglog.ReadExact(pos, fn)
 	if errors.Is(err, segment.ErrNothingHere) {
 		if _, _, known := s.origins.Find(pos); !known {
 			if tail, terr := s.seglog.MovedOnAt(pos); terr == nil && tail {
-				return s.readIndexed(next, fn)
+				return s.readIndexedAt(next, fn)
 			}
 		}
 		return next, fmt.Errorf("%w: %w", ErrCorrupt, err)

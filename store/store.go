@@ -310,26 +310,26 @@ func (s *Store) replay() error {
 	s.scrubTo = from
 	var n int
 	start := time.Now()
-	var rec record.Record // the record read, copied: where it lies is known after the read
 	for pos := from; pos < end; {
-		next, err := s.readIndexed(pos, func(r record.Record) error {
-			rec = append(rec[:0], r...)
-			return nil
-		})
-		if err == nil {
-			// At pos, or at the start of a later segment when pos was a
-			// segment's unused tail: indexed where it lies.
-			at := s.seglog.EntryStart(next, len(rec))
+		// Each record is indexed where it lies, at, which is pos or the
+		// start of a later segment when pos was a segment's unused tail.
+		var indexErr error // the indexes', not the log's: never a record to set aside
+		next, err := s.readIndexedAt(pos, func(r record.Record, at int64) error {
 			if at >= indexed {
-				if err := s.index(rec, at); err != nil && !errors.Is(err, ErrDuplicate) {
-					return fmt.Errorf("store: rebuilding the indexes at %d: %w", at, err)
+				if err := s.index(r, at); err != nil && !errors.Is(err, ErrDuplicate) {
+					indexErr = fmt.Errorf("store: rebuilding the indexes at %d: %w", at, err)
+					return indexErr
 				}
 			}
 			if at >= covers {
-				s.applyRecord(rec, at)
+				s.applyRecord(r, at)
 			}
-			s.clock.Floor(rec.HLC())
+			s.clock.Floor(r.HLC())
 			n++
+			return nil
+		})
+		if indexErr != nil {
+			return indexErr
 		}
 		if errors.Is(err, ErrCorrupt) {
 			// Damage under the flushed position: set the record aside

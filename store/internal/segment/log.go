@@ -440,16 +440,6 @@ func entrySize(size int) int64 { return prefixSize + int64(record.Padded(size)) 
 // EntrySize is the log bytes the next record of size bytes will take.
 func (l *Log) EntrySize(size int) int64 { return entrySize(size) }
 
-// EntryStart is the position of the entry of the record of size bytes
-// that a read ended at next (the next entry's position): framed, or,
-// before markedFrom, not.
-func (l *Log) EntryStart(next int64, size int) int64 {
-	if at := next - entrySize(size); at >= l.markedFrom {
-		return at
-	}
-	return next - int64(record.Padded(size))
-}
-
 // prefixed reports whether s holds a prefix of this use of kind at off.
 // Under a fault guard.
 func (l *Log) prefixed(s *segment, off int64, kind uint32) bool {
@@ -1002,6 +992,12 @@ func (l *Log) noteUnmapped(s *segment) {
 // fn runs. A position at the unused tail of a segment moves on to the
 // next segment.
 func (l *Log) Read(pos int64, fn func(record.Record) error) (next int64, err error) {
+	return l.ReadAt(pos, func(r record.Record, _ int64) error { return fn(r) })
+}
+
+// ReadAt is Read, with fn told where the record lies: pos, or the start
+// of a later segment when pos was a segment's unused tail.
+func (l *Log) ReadAt(pos int64, fn func(r record.Record, at int64) error) (next int64, err error) {
 	for {
 		if pos < l.oldest.Load() {
 			return pos, fmt.Errorf("%w: position %d, oldest %d", errs.ErrRecycled, pos, l.oldest.Load())
@@ -1025,7 +1021,7 @@ func (l *Log) Read(pos int64, fn func(record.Record) error) (next int64, err err
 	}
 }
 
-func (l *Log) readPinned(s *segment, pos int64, fn func(record.Record) error) (next int64, skip bool, err error) {
+func (l *Log) readPinned(s *segment, pos int64, fn func(record.Record, int64) error) (next int64, skip bool, err error) {
 	next = pos
 	err = fsys.GuardDoing("reading", s.path, func() error {
 		off := pos - s.base
@@ -1047,7 +1043,7 @@ func (l *Log) readPinned(s *segment, pos int64, fn func(record.Record) error) (n
 			return nil
 		}
 		next = s.base + end
-		return fn(r)
+		return fn(r, pos)
 	})
 	return next, skip, err
 }

@@ -25,15 +25,15 @@ import (
 // indexes, MovedOnAt) stray bytes in the unused tail of a segment.
 var ErrNothingHere = errors.New("store: nothing written at the position, with records after it")
 
-// ReadExact is Read, except that what Read takes for the unused tail of a
-// segment (a zero header) is ErrNothingHere when written bytes follow it
-// in the segment (up to the log's end), or when a framed entry's prefix
-// is a record's; next is then the next segment's start. The store tells a
-// damaged record from stray bytes in a segment's unused tail by its
-// indexes and MovedOnAt.
-func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, err error) {
+// ReadExact is ReadAt, except that what ReadAt takes for the unused tail
+// of a segment (a zero header) is ErrNothingHere when written bytes
+// follow it in the segment (up to the log's end), or when a framed
+// entry's prefix is a record's; next is then the next segment's start.
+// The store tells a damaged record from stray bytes in a segment's unused
+// tail by its indexes and MovedOnAt.
+func (l *Log) ReadExact(pos int64, fn func(r record.Record, at int64) error) (next int64, err error) {
 	if pos < l.oldest.Load() || pos >= l.end.Load() || pos%record.Align != 0 {
-		return l.Read(pos, fn) // its errors
+		return l.ReadAt(pos, fn) // its errors
 	}
 	s, err := l.pin(pos)
 	if err != nil {
@@ -78,7 +78,7 @@ func (l *Log) ReadExact(pos int64, fn func(record.Record) error) (next int64, er
 	if !skip || err != nil {
 		return next, err
 	}
-	return l.Read(next, fn) // on to the next segment, as Read does
+	return l.ReadAt(next, fn) // on to the next segment, as Read does
 }
 
 // MovedOnAt reports whether the writer went on to the next segment at
