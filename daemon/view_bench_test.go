@@ -14,11 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewbench"
 	"github.com/cachecast/cachecast/localview/viewtest"
@@ -461,7 +461,7 @@ func BenchmarkPublishRandom1M(b *testing.B) {
 	msgs := make([]record.Message, 100)
 	value := make([]byte, 100)
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := testkit.ProcessCPU()
 	n := 0
 	for b.Loop() {
 		for j := range msgs {
@@ -473,7 +473,7 @@ func BenchmarkPublishRandom1M(b *testing.B) {
 		}
 		n += len(msgs)
 	}
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(n), "proc-cpu-ns/msg")
+	b.ReportMetric(float64(testkit.ProcessCPU()-cpu0)/float64(n), "proc-cpu-ns/msg")
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 }
 
@@ -521,21 +521,14 @@ func BenchmarkPublishViewMirror(b *testing.B) {
 				publish(i)
 			}
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := testkit.ProcessCPU()
 			n := 0
 			for b.Loop() {
 				publish(n)
 				n += len(msgs)
 			}
-			b.ReportMetric(float64(processCPU()-cpu0)/float64(n), "proc-cpu-ns/msg")
+			b.ReportMetric(float64(testkit.ProcessCPU()-cpu0)/float64(n), "proc-cpu-ns/msg")
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
-}
-
-// processCPU is the process's CPU time so far, in nanoseconds.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
