@@ -374,6 +374,24 @@ func BenchmarkTopicRead(b *testing.B) {
 	}
 }
 
+// BenchmarkCreateFile is what creating a segment's file costs on the file
+// system under test: an O_CREAT|O_EXCL open and a close, one new name a
+// time, in a fresh directory. make bench-satellite runs it beside the
+// small-segment cells, which create a file every 15-16 records in both
+// queues: on a journal-less ext4 a creation passes over every inode
+// freed there in the last minutes, so its cost moves with what was
+// deleted before (BENCHMARKS.md, issue 17).
+func BenchmarkCreateFile(b *testing.B) {
+	dir := testkit.BenchDir(b)
+	for i := 0; i < b.N; i++ {
+		f, err := os.OpenFile(filepath.Join(dir, fsys.NumberName(uint64(i))), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
 // BenchmarkMapCopyProbe is the ceiling BenchmarkAppend's default-segment
 // 8 KB case is held against (issue 17): it copies 8 KB blocks into fresh,
 // fallocated 64 MiB files mapped shared on the same file system, and

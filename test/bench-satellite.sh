@@ -53,12 +53,22 @@ sat_bench='/queueCapacity:10000$'
 # of the store's cases these levels select exactly the same five.
 our_bench='/^size=(8|16)KB$/^segment=(128|256|512)KB$/^mapped=(18|10|6|20)$'
 
+# create WHEN: the cost of one file creation in the run's directory now
+# (200 of them), which the small-segment cells of both queues pay every
+# 15-16 records; printed after the tables.
+create() {
+	echo "# create=$1"
+	CACHECAST_BENCH_DIR=$dir "$work/bin/store.test" -test.run '^$' -test.bench '^BenchmarkCreateFile$' -test.benchtime 200x | grep '^Benchmark'
+}
+
 # run FS DIR: one alternated pass of the four benchmarks in a fresh
 # directory on DIR. Satellite's queue lives in the working directory.
 run() {
 	local fs=$1 dir
 	dir=$(mktemp -d "$2/bench-satellite-run.XXXXXX")
+	create before-satellite
 	(cd "$dir" && "$work/bin/satellite.test" -test.run '^$' -test.bench "^BenchmarkEnqueue\$$sat_bench" -test.benchtime "$BENCHTIME" -test.benchmem 2>/dev/null) | grep '^Benchmark' || true
+	create before-ours
 	CACHECAST_BENCH_DIR=$dir "$work/bin/store.test" -test.run '^$' -test.bench "^BenchmarkAppend\$$our_bench" -test.benchtime "$BENCHTIME" -test.benchmem | grep '^Benchmark'
 	(cd "$dir" && "$work/bin/satellite.test" -test.run '^$' -test.bench "^BenchmarkEnqueueAndDequeue\$$sat_bench" -test.benchtime "$BENCHTIME" -test.benchmem 2>/dev/null) | grep '^Benchmark' || true
 	CACHECAST_BENCH_DIR=$dir "$work/bin/store.test" -test.run '^$' -test.bench "^BenchmarkAppendRead\$$our_bench" -test.benchtime "$BENCHTIME" -test.benchmem | grep '^Benchmark'
@@ -84,5 +94,10 @@ run() {
 cd "$root"
 grep '^# [ms]' "$raw"
 "$GO" run ./test/benchsatellite <"$raw"
+echo
+echo "file creation (BenchmarkCreateFile, 200 creates), µs each, by round: before Satellite's enqueue cells / before ours' append cells"
+awk '/^# fs=/ {split($2, a, "="); fs = a[2]} /^# create=/ {split($2, a, "="); at = a[2]}
+	/^BenchmarkCreateFile/ {v[fs] = v[fs] sprintf(" %s %.0f", (at == "before-ours" ? "/" : (v[fs] == "" ? "" : ",")), $3 / 1000)}
+	END {for (f in v) printf "  %s:%s\n", f, v[f]}' "$raw"
 echo
 echo "raw output: $raw"
