@@ -103,6 +103,8 @@ type Node struct {
 	// vectorBase carries the vector entries of earlier lives over a
 	// restart.
 	vectorBase atomic.Uint64
+	// exchangeBase likewise for the exchanges started.
+	exchangeBase atomic.Uint64
 }
 
 // RaiseFileLimit lifts the open-file limit to its hard maximum (as root,
@@ -350,6 +352,7 @@ func (n *Node) Stop() error {
 		return nil
 	}
 	n.vectorBase.Add(b.VectorEntries())
+	n.exchangeBase.Add(b.Stats().Exchanges)
 	close(stop)
 	<-done
 	g.Leave(time.Second)
@@ -401,6 +404,16 @@ func (n *Node) VectorEntries() uint64 {
 	v := n.vectorBase.Load()
 	if b := n.Broadcast(); b != nil {
 		v += b.VectorEntries()
+	}
+	return v
+}
+
+// Exchanges counts the anti-entropy exchanges the node started over all
+// its lives.
+func (n *Node) Exchanges() uint64 {
+	v := n.exchangeBase.Load()
+	if b := n.Broadcast(); b != nil {
+		v += b.Stats().Exchanges
 	}
 	return v
 }

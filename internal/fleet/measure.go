@@ -32,6 +32,11 @@ type Sample struct {
 	MaxConns int64   `json:"max_conns"`
 	// VectorEntries is version vector entries sent and received a second.
 	VectorEntries float64 `json:"vector_entries_per_s"`
+	// Exchanges is the anti-entropy exchanges a node started a second
+	// (broadcast.Stats.Exchanges): VectorEntries over it is what an
+	// exchange costs, which the machine's load does not move as it moves
+	// the rounds a second.
+	Exchanges float64 `json:"exchanges_per_s,omitempty"`
 	// RSSMiB is resident memory per node (the process's over N
 	// in-process).
 	RSSMiB float64 `json:"rss_mib"`
@@ -72,6 +77,7 @@ type counters struct {
 	cpu    time.Duration
 	tx, rx uint64
 	vec    uint64
+	exch   uint64
 	natsIn uint64 // bytes the NATS server read (the nodes sent)
 	natsOu uint64
 }
@@ -90,6 +96,7 @@ func (f *Fleet) read(ns *server.Server) counters {
 		c.tx += tx
 		c.rx += rx
 		c.vec += n.VectorEntries()
+		c.exch += n.Exchanges()
 	}
 	if ns != nil {
 		if v, err := ns.Varz(nil); err == nil {
@@ -115,6 +122,7 @@ func (f *Fleet) Measure(ctx context.Context, ns *server.Server, d time.Duration)
 		TxBps:         float64(b.tx-a.tx+b.natsIn-a.natsIn) / secs / n,
 		RxBps:         float64(b.rx-a.rx+b.natsOu-a.natsOu) / secs / n,
 		VectorEntries: float64(b.vec-a.vec) / secs / n,
+		Exchanges:     float64(b.exch-a.exch) / secs / n,
 		RSSMiB:        float64(RSS(os.Getpid())) / (1 << 20) / n,
 	}
 	var total int64
