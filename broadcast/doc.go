@@ -79,9 +79,12 @@
 // against 16 kB each way for the whole vector, in 2 + log16(N/16) round
 // trips on the open connection (4 at N = 1,000, milliseconds on a LAN)
 // instead of one. So a node handles about 2×Fanout×2 sums a round when
-// idle, flat in N, and under load a multiple of the origins changed and
-// not yet everywhere when the exchange looks (records in flight), each
-// costing O(log N), never the whole vector. The rounds to convergence
+// idle, flat in N; under load, O(log N) for each origin that differs
+// when the exchange looks, which counts the origins with records in
+// flight (the write rate times the delivery lag): a few on a quiet LAN,
+// but all of them when the records are seconds late, and then an
+// exchange costs about what the whole vector did (the entries under every
+// node, plus the sums; BENCHMARKS.md has both cases). The rounds to convergence
 // are those above: the digests change what a round sends, not whom it
 // reaches. The CPU per exchange is one pass over the local vector per
 // frame (the sums are computed, not kept), microseconds at N = 1,000.
