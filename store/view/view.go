@@ -135,8 +135,11 @@ type View struct {
 	// times holds the instants at which an entry changes by itself (an
 	// expiry, a scheduled record taking effect); guarded by mu.
 	times instants
-	// wake tells RunTimes that an earlier instant was added.
-	wake chan struct{}
+	// wake tells RunTimes that an instant before timerAt was added;
+	// timerAt is the instant RunTimes' timer is set for (0: none), guarded
+	// by mu.
+	wake    chan struct{}
+	timerAt int64
 	// events keeps the last changes no record brought (Cause set), for
 	// TimeEvents.
 	events timeEvents
@@ -501,8 +504,7 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 				// settle queues this one then. A key written again and
 				// again keeps one instant queued, not one a write.
 			default:
-				v.times.push(instant{at: it.expires, topic: tv.name, key: k})
-				v.kick()
+				v.queue(it.expires, tv.name, k)
 			}
 		}
 		if old != nil && old.epoch == v.epoch {
@@ -513,20 +515,28 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		v.install(tv, k, it, "")
 		return true
 	}
+	var ntl *timeline
 	if tl == nil {
 		if old != nil && !old.scheduled() && !old.placeholder() && !it.after(old) {
 			// Below an ordinary write, which nothing voids: never in force.
 			return false
 		}
-		tl = &timeline{}
+		// The key's first timeline: its entry and it, one allocation.
+		var have [1]*viewItem
+		recs := have[:0]
 		if old != nil && !old.placeholder() {
-			tl.recs = []*viewItem{old}
+			recs = append(recs, old)
+		}
+		var added bool
+		if ntl, added = withRecord(recs, 0, it); !added {
+			return false
 		}
 		v.timed++
-	}
-	ntl, added := tl.with(it)
-	if !added {
-		return false
+	} else {
+		var added bool
+		if ntl, added = tl.with(it); !added {
+			return false
+		}
 	}
 	if tv.times == nil {
 		tv.times = make(map[string]*timeline)
@@ -660,7 +670,7 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 	if tl == nil {
 		if old != nil && !old.isTomb() && old.expires > now {
 			// An earlier item's instant: queue this one's.
-			v.times.push(instant{at: old.expires, topic: tv.name, key: k})
+			v.queue(old.expires, tv.name, k)
 			return false
 		}
 		if old == nil || old.isTomb() || old.expires == 0 {
@@ -684,6 +694,8 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 	switch {
 	case w == nil && tl == nil:
 		want = nil // a cancel took out the only record: nothing left
+	case w == nil && old != nil && old.placeholder():
+		want = old // nothing in force still
 	case w == nil:
 		want = placeholderItem(k)
 	case w.expires != 0 && w.expires <= now:
@@ -700,8 +712,7 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 		// Queued once: the timer settles the key then and queues the
 		// next instant (tl.queued keeps a key written again and again
 		// to one queued instant).
-		v.times.push(instant{at: next, topic: tv.name, key: k})
-		v.kick()
+		v.queue(next, tv.name, k)
 		if tl != nil {
 			tl.queued = next
 		}
@@ -755,7 +766,7 @@ func (v *View) addNew(tv *topicView, it *viewItem) {
 		v.timed++
 	}
 	if it.expires != 0 && !it.isTomb() {
-		v.times.push(instant{at: it.expires, topic: tv.name, key: it.key()})
+		v.queue(it.expires, tv.name, it.key())
 	}
 	if v.follow != nil && !it.placeholder() {
 		v.tell(it.change(tv.name))

@@ -26,6 +26,20 @@ type timeline struct {
 	// across the timeline's versions; guarded by the view's write lock.
 	// Frozen copies never read it.
 	queued int64
+	// inline holds recs when they are two or fewer (a value in force and
+	// one pending, the usual case): one allocation for the timeline.
+	inline [2]*viewItem
+}
+
+// newTimeline is an empty timeline with room for n records.
+func newTimeline(n int, queued int64) *timeline {
+	tl := &timeline{queued: queued}
+	if n <= len(tl.inline) {
+		tl.recs = tl.inline[:0]
+	} else {
+		tl.recs = make([]*viewItem, 0, n)
+	}
+	return tl
 }
 
 // with is the timeline with it added; false when it changes nothing (it
@@ -37,33 +51,50 @@ type timeline struct {
 // dropped, so a key scheduled again and again for one instant keeps two
 // records there, not one a write, whatever order they came in.
 func (tl *timeline) with(it *viewItem) (*timeline, bool) {
-	i := sort.Search(len(tl.recs), func(i int) bool { return !it.after(tl.recs[i]) })
-	if i < len(tl.recs) && !tl.recs[i].after(it) {
-		return tl, false // the same message again
+	ntl, added := withRecord(tl.recs, tl.queued, it)
+	if !added {
+		return tl, false
+	}
+	return ntl, true
+}
+
+// withRecord is timeline.with on the records recs (nil and false when
+// it changes nothing), so that a key's first timeline is made without
+// one for its entry alone.
+func withRecord(have []*viewItem, queued int64, it *viewItem) (*timeline, bool) {
+	i := sort.Search(len(have), func(i int) bool { return !it.after(have[i]) })
+	if i < len(have) && !have[i].after(it) {
+		return nil, false // the same message again
 	}
 	same := func(r *viewItem) bool {
 		return r.eff == it.eff && r.cancel() == it.cancel() && r.scheduled() == it.scheduled()
 	}
 	timed := it.scheduled() || it.cancel()
+	n := len(have) + 1
 	if timed {
-		for _, r := range tl.recs[i:] {
+		for _, r := range have[i:] {
 			if r.eff != it.eff {
 				break
 			}
 			if same(r) {
-				return tl, false // a greater one of the same instant and kind
+				return nil, false // a greater one of the same instant and kind
+			}
+		}
+		for _, r := range have[:i] {
+			if same(r) {
+				n-- // a smaller one of the same kind goes
 			}
 		}
 	}
-	recs := make([]*viewItem, 0, len(tl.recs)+1)
-	for _, r := range tl.recs[:i] {
+	ntl := newTimeline(n, queued)
+	for _, r := range have[:i] {
 		if !timed || !same(r) {
-			recs = append(recs, r) // a smaller one of the same kind goes
+			ntl.recs = append(ntl.recs, r)
 		}
 	}
-	recs = append(recs, it)
-	recs = append(recs, tl.recs[i:]...)
-	return &timeline{recs: recs, queued: tl.queued}, true
+	ntl.recs = append(ntl.recs, it)
+	ntl.recs = append(ntl.recs, have[i:]...)
+	return ntl, true
 }
 
 // voided reports whether the record at i is cancelled: it is scheduled
@@ -117,7 +148,9 @@ func (tl *timeline) prune() *timeline {
 	case floor == len(tl.recs)-1:
 		return nil
 	}
-	return &timeline{recs: append([]*viewItem(nil), tl.recs[floor:]...), queued: tl.queued}
+	ntl := newTimeline(len(tl.recs)-floor, tl.queued)
+	ntl.recs = append(ntl.recs, tl.recs[floor:]...)
+	return ntl
 }
 
 // next is the next instant after now at which the key changes by itself
@@ -188,12 +221,18 @@ func (h *instants) pop() instant {
 	return top
 }
 
-// kick wakes RunTimes: an instant was added. The caller holds the write
-// lock.
-func (v *View) kick() {
-	select {
-	case v.wake <- struct{}{}:
-	default:
+// queue adds the instant at which (topic, key) may change by itself, and
+// wakes RunTimes when it comes before the instant its timer is set for
+// (only then: a schedule of many keys for one instant wakes it once). The
+// caller holds the write lock.
+func (v *View) queue(at int64, topic, key string) {
+	v.times.push(instant{at: at, topic: topic, key: key})
+	if v.timerAt == 0 || at < v.timerAt {
+		v.timerAt = at
+		select {
+		case v.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -311,9 +350,11 @@ func (v *View) settleDue() time.Duration {
 		}
 		wait := time.Hour
 		more := false
+		v.timerAt = 0
 		if len(v.times) > 0 {
 			wait = time.Duration(v.times[0].at-now) * time.Millisecond
 			more = v.times[0].at <= now
+			v.timerAt = v.times[0].at
 		}
 		v.unlock()
 		if !more {
