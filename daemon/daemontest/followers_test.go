@@ -160,11 +160,16 @@ func followFlip(tb testing.TB, c *daemontest.Cluster, name string, n, sample int
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				changed := st.Changed()
+				at := time.Now() // one reading: fn runs under the view's read lock
+				var keys []string
 				next, _ = st.TimeEvents(next, func(ch view.Change) {
 					if ch.Topic == topic && ch.Cause == view.CauseEffective {
-						h.note(followTimer, i, ch.Key, time.Now())
+						keys = append(keys, ch.Key)
 					}
 				})
+				for _, k := range keys {
+					h.note(followTimer, i, k, at)
+				}
 				select {
 				case <-ctx.Done():
 				case <-changed:

@@ -339,23 +339,32 @@ func (a *Server) followEvents(done <-chan struct{}, topic string, ev streamEvent
 	mu *sync.Mutex, write func([]byte) error) {
 	next, _ := a.node.TimeEvents(0, nil)
 	var buf []byte
+	var taken []view.Change
 	for {
 		changed := a.node.Changed()
+		// Copied out under the view's read lock (TimeEvents holds it),
+		// written out after: formatting thousands of events of one
+		// instant under it would hold up the timer settling the next.
+		taken = taken[:0]
+		next, _ = a.node.TimeEvents(next, func(c view.Change) {
+			if c.Topic == topic && (c.Cause != view.CauseExpired || ev.expired) && (c.Cause != view.CauseEffective || ev.effective) {
+				taken = append(taken, c)
+			}
+		})
 		buf = buf[:0]
 		now := a.now()
-		next, _ = a.node.TimeEvents(next, func(c view.Change) {
-			if c.Topic != topic || c.Cause == view.CauseExpired && !ev.expired || c.Cause == view.CauseEffective && !ev.effective {
-				return
-			}
+		for i := range taken {
+			c := &taken[i]
 			if sse {
 				buf = append(buf, "event: "...)
 				buf = append(buf, c.Cause...)
 				buf = append(buf, "\ndata: "...)
-				buf = append(appendEvent(buf, &c, now), "\n\n"...)
+				buf = append(appendEvent(buf, c, now), "\n\n"...)
 			} else {
-				buf = append(appendEvent(buf, &c, now), '\n')
+				buf = append(appendEvent(buf, c, now), '\n')
 			}
-		})
+		}
+		clear(taken) // drop the references to the values
 		if len(buf) > 0 {
 			mu.Lock()
 			err := write(bytes.Clone(buf))
