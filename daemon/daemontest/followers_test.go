@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,15 +38,6 @@ type heard struct {
 	at map[string][]map[string]time.Time // follower -> node -> key -> first arrival
 	// cpu is the process's CPU time from the instant until all had heard.
 	cpu time.Duration
-}
-
-// cpuTime is the process's CPU time so far (user and system).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (h *heard) note(follower string, node int, key string, at time.Time) {
@@ -278,10 +268,10 @@ func followFlip(tb testing.TB, c *daemontest.Cluster, name string, n, sample int
 	// The process's CPU time from the instant until every follower has
 	// heard: what the flip costs, whatever the load (three daemons'
 	// timers and followers, and this test's followers).
-	cpuAt := make(chan time.Duration, 1)
+	cpuAt := make(chan int64, 1)
 	go func() {
 		time.Sleep(time.Until(instant))
-		cpuAt <- cpuTime()
+		cpuAt <- testkit.ProcessCPU()
 	}()
 	testkit.Until(tb, time.Until(instant)+60*time.Second, "every follower of every node learned of every key", func() string {
 		for _, f := range followers {
@@ -297,7 +287,7 @@ func followFlip(tb testing.TB, c *daemontest.Cluster, name string, n, sample int
 		}
 		return ""
 	})
-	h.cpu = cpuTime() - <-cpuAt
+	h.cpu = time.Duration(testkit.ProcessCPU() - <-cpuAt)
 	cancel()
 	for _, c := range closers {
 		c()
