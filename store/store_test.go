@@ -422,6 +422,7 @@ func TestMain(m *testing.M) {
 		return
 	}
 	code := m.Run()
+	closePublishBenchStores()
 	if code == 0 {
 		// Every store closed in the tests must have stopped its goroutines.
 		if err := goleak.Find(); err != nil {
