@@ -6,10 +6,10 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
 )
@@ -45,7 +45,7 @@ func BenchmarkPublishRandom1M(b *testing.B) {
 				var digits []byte
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu0 := processCPU()
+				cpu0 := testkit.ProcessCPU()
 				n := 0
 				var err error
 				for b.Loop() {
@@ -64,7 +64,7 @@ func BenchmarkPublishRandom1M(b *testing.B) {
 					}
 					n += batch
 				}
-				b.ReportMetric(float64(processCPU()-cpu0)/float64(n), "cpu-ns/msg")
+				b.ReportMetric(float64(testkit.ProcessCPU()-cpu0)/float64(n), "cpu-ns/msg")
 				b.StopTimer()
 				bs.n += n
 				if mode == "frozen" && bs.changes < bs.n {
@@ -141,11 +141,4 @@ func closePublishBenchStores() {
 		os.RemoveAll(bs.dir)
 		delete(publishBenchStores, name)
 	}
-}
-
-// processCPU is the process's CPU time so far, in nanoseconds.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
