@@ -25,12 +25,23 @@ import (
 // "one-at-a-time" makes each read wait for the one before (the next key
 // depends on its result), which is a read's latency; "independent" lets
 // the CPU overlap the misses of successive reads, which is a loop's
-// throughput. "getmany/n=N" reads N keys a GetMany, "scan" all of them
-// with one Scan; their cpu-ns/op is a key's.
-func BenchmarkGetRandom(b *testing.B) {
+// throughput.
+func BenchmarkGetRandom(b *testing.B) { forEachRandomView(b, benchGetRandom) }
+
+// BenchmarkGetManyRandom reads the view of BenchmarkGetRandom n keys at a
+// time with GetMany ("n=N", keys at random) and whole with Scan ("scan");
+// cpu-ns/op is a key's. (A loop of its own: an operation is a call, of
+// 10 to 1,000,000 keys, so it wants another -benchtime than the reads.)
+func BenchmarkGetManyRandom(b *testing.B) { forEachRandomView(b, benchGetManyRandom) }
+
+// forEachRandomView builds a view of 1,000,000 keys in each directory of
+// viewbench.BenchDirs (the default temporary one, then a tmpfs and a
+// huge-page tmpfs the environment names) and runs bench over it, with
+// "/fs=NAME" to add to the names for a directory other than the default,
+// and the keys in a random order, one's bytes after the other's: finding
+// the next key costs a loop no miss of its own.
+func forEachRandomView(b *testing.B, bench func(b *testing.B, w *Writer, r *Reader, suffix string, keys []string)) {
 	const n = 1_000_000
-	// The keys in read order, one's bytes after the other's: finding the
-	// next key costs the loop no miss of its own.
 	var all strings.Builder
 	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(n) {
 		fmt.Fprintf(&all, "sku-%012d", i)
@@ -39,47 +50,45 @@ func BenchmarkGetRandom(b *testing.B) {
 	for i, s := 0, all.String(); i < n; i++ {
 		keys[i] = s[16*i : 16*i+16]
 	}
-	// One view file in each directory (viewbench.BenchDirs: the default
-	// temporary one, then a tmpfs and a huge-page tmpfs the environment
-	// names), read in turn; a directory other than the default adds
-	// "/fs=NAME" to the names.
 	for _, dir := range viewbench.BenchDirs() {
 		suffix := ""
 		if dir.Path != "" {
 			suffix = "/fs=" + dir.Name
 		}
-		benchGetRandom(b, dir.Path, suffix, keys)
+		func() {
+			tmp, err := os.MkdirTemp(dir.Path, "ccview")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer os.RemoveAll(tmp)
+			w, err := Create(filepath.Join(tmp, "view"), WriterOptions{Gid: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			w.SetReady(true)
+			w.Heartbeat(time.Now())
+			if err := w.Reserve(n, int64(n)*122); err != nil {
+				b.Fatal(err)
+			}
+			value := make([]byte, 100)
+			for i := range n {
+				w.Put("prices", fmt.Sprintf("sku-%012d", i), "", value, Stamp{})
+			}
+			r, err := Open(w.Path())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			bench(b, w, r, suffix, keys)
+		}()
 	}
 }
 
-// benchGetRandom is BenchmarkGetRandom over a view of len(keys) keys in a
-// file in dir.
-func benchGetRandom(b *testing.B, dir, suffix string, keys []string) {
+// benchGetRandom is BenchmarkGetRandom over the view r of keys.
+func benchGetRandom(b *testing.B, w *Writer, r *Reader, suffix string, keys []string) {
 	n := len(keys)
-	tmp, err := os.MkdirTemp(dir, "ccview")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	w, err := Create(filepath.Join(tmp, "view"), WriterOptions{Gid: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
-	w.SetReady(true)
-	w.Heartbeat(time.Now())
-	if err := w.Reserve(n, int64(n)*122); err != nil {
-		b.Fatal(err)
-	}
 	value := make([]byte, 100)
-	for i := range n {
-		w.Put("prices", fmt.Sprintf("sku-%012d", i), "", value, Stamp{})
-	}
-	r, err := Open(w.Path())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
 	cases := []struct {
 		name string
 		read func(key string) int
@@ -131,6 +140,11 @@ func benchGetRandom(b *testing.B, dir, suffix string, keys []string) {
 			})
 		}
 	}
+}
+
+// benchGetManyRandom is BenchmarkGetManyRandom over the view r of keys.
+func benchGetManyRandom(b *testing.B, _ *Writer, r *Reader, suffix string, keys []string) {
+	n := len(keys)
 	// A Scan of the topic's 1M keys: cpu-ns/op is a key's.
 	b.Run("scan"+suffix, func(b *testing.B) {
 		runtime.LockOSThread()
@@ -149,7 +163,7 @@ func benchGetRandom(b *testing.B, dir, suffix string, keys []string) {
 	})
 	// GetMany of n keys at random at a time: cpu-ns/op is a key's.
 	for _, many := range []int{10, 100} {
-		b.Run(fmt.Sprintf("getmany/n=%d%s", many, suffix), func(b *testing.B) {
+		b.Run(fmt.Sprintf("n=%d%s", many, suffix), func(b *testing.B) {
 			topics := []string{"prices"}
 			var items []Item
 			buf := make([]byte, 0, 100*many)
