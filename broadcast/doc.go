@@ -102,46 +102,76 @@
 // A node's open data-port connections: the replica's, about
 // Fanout×(IdleTimeout/SyncInterval + 1) for its exchanges, as many
 // accepted from peers exchanging with it, and those pulling from it or
-// it from them; none of that depends on N. Pushes are the exception:
-// over the data port (no NATS) each origin still pushes every record to
-// every peer, so a node that writes more often than IdleTimeout keeps a
-// connection to every peer open, and every node one from every writer.
-// That is fine for tens of nodes; past that, let NATS do the fan-out
-// (only the replica is pushed to then), see README for where the
-// crossover lies.
+// it from them; none of that depends on N. The pushes depend on the
+// fan-out. With the direct one (the default over the data port) each
+// origin pushes every record to every peer, so a node that writes more
+// often than IdleTimeout keeps a connection to every peer open, and
+// every node one from every writer. With the relay tree (Config.Tree) a
+// node pushes to its tree neighbours only, at most TreeDegree+1 of them,
+// plus its replica, whatever N is. Under NATS only the replica is
+// pushed to. OpenPushLinks counts the connections that pushed within
+// the last IdleTimeout.
 //
-// # Fan-out: why direct pushes, and what bounds them
+// # Fan-out: direct, relay tree, NATS
 //
-// The choice for now is direct pushes over TCP for small clusters and
-// NATS past the crossover README gives from make bench-fleet; nothing is
-// refused: a TCP fleet of any size works, it only pays N-1 pushes per
-// record at each origin. The ways to bound a writer's connections, with
-// what each costs a record's way to every node (N nodes, LAN round trip
-// r, SyncInterval s):
+// The ways a record reaches every node, with what each costs (N nodes,
+// LAN round trip r, SyncInterval s); nothing is refused: a fleet of any
+// size works on each, only the price changes:
 //
-//   - direct (this build, TCP): one hop, r plus the origin's N-1 writes;
-//     the origin's CPU and bytes per record grow with N, and that, not
-//     the connections, is what puts the crossover at a few tens of nodes
-//     on a small machine;
-//   - NATS (this build): one publish per record, the servers fan out;
+//   - direct (Config.Tree off, TCP; the default): one hop, r plus the
+//     origin's N-1 writes; the origin's CPU, bytes and connections per
+//     record grow with N, which puts the crossover to NATS at a few tens
+//     of writing nodes (README, from make bench-fleet);
+//   - the relay tree (Config.Tree, cachecastd --tcp-fanout=tree): the
+//     alive members sorted by ID laid out as a k-ary heap (k =
+//     TreeDegree, default 4: node i's parent is (i-1)/k, its children
+//     ki+1..ki+k), the same tree on every node that has the same
+//     members. Each node pushes every record it stores, of any origin
+//     (pushed to it, pulled, its own), to each tree neighbour that lacks
+//     it: flooding on a tree. A link keeps a push position per origin
+//     (relayed: the highest seq pushed, or known held from the peer's
+//     acks and from the records the peer sent, which are never sent
+//     back), and the writer wakes on every origin's append (relay, on
+//     the origins that moved on). So a node holds at most k+1 push
+//     connections (plus its replica, which is pushed its own records
+//     directly, for sync replication) and receives each record about
+//     once, in at most the tree's diameter of hops, 2 ceil(log_k N) (4
+//     at N = 25, 10 at N = 1,000 with k = 4): some 10r plus a frame's
+//     write at each hop. The origin's cost per record is flat in N;
+//     a node's work per record is its k+1 neighbours' writes.
+//   - NATS (Config.NATS): one publish per record, the servers fan out;
 //     about 2r, flat in N for the origin, and the data-port links keep
-//     only the replica's, the exchanges' and the pulls';
-//   - a relay tree (not built): records pushed along one spanning tree of
-//     degree k over the members sorted by ID, each node forwarding what
-//     it receives to its other tree neighbours; at most k+1 push
-//     connections per node and each record received once, in at most
-//     2 log_k(N) hops (10 at N = 1,000, k = 4: some 10r); an inner node's
-//     failure cuts its subtree's pushes until membership drops it and the
-//     tree is recomputed (memberlist's suspicion, seconds), the exchanges
-//     filling the gap meanwhile;
+//     only the replica's, the exchanges' and the pulls'.
+//
+// The tree's gaps, and what fills them. A record is stored once whatever
+// the number of ways it arrives by: store.AppendRecord drops a duplicate
+// (origin, seq) (ErrDuplicate; appendAll does not even ask it for one at
+// or below the origin's LastSeq), so a record that comes twice (the
+// origin's direct push to its replica and the tree's, or two trees while
+// members disagree) costs a frame, nothing else. A record can be missed:
+// the tree changes when membership does, and a new neighbour is pushed,
+// of the other origins, only what this node stores from then on (the
+// earlier records it has from its former neighbours, or pulls them:
+// pushing every origin's whole log on a guess costs more); records on a
+// connection that failed are not pushed again; and while an inner node
+// is dead but not yet dropped by membership (memberlist's suspicion,
+// seconds), its subtree gets no pushes at all. A node that receives
+// records past a gap drops them (each origin stays gap-free) and pulls
+// the gap and them from the neighbour that sent them (it holds them)
+// within about a SyncInterval (mayPull); what no neighbour sends is
+// found by the exchanges, log_{1+2k}(N) + log log N rounds for a record
+// few nodes hold (Anti-entropy above; k = Fanout), a few seconds at
+// N = 1,000, and a cut-off subtree needs only one of its nodes to pull a
+// record from outside: the tree then carries it to the rest. Mixed
+// fan-outs in one fleet work (the tree is computed over every member,
+// whatever it runs) but a direct node does not relay, so its tree
+// neighbours' subtrees get by exchanges what passes through it: set the
+// same fan-out on every node.
+//
 //   - pushes to k random peers and the exchanges for the rest (not
 //     built): bounded at once, but the rest wait for exchange rounds,
 //     log_{1+2k}(N) + log log N of them (4-6 s at N = 1,000, k = 3,
 //     s = 1s), a hundred times NATS's latency.
-//
-// A relay tree is the next step for fleets that cannot run NATS: it
-// needs per-origin push cursors on a link (a link pushes only its own
-// node's records today) and a wake-up on any origin's append.
 //
 // # Retired origins
 //
@@ -291,7 +321,8 @@
 //
 // About 2,850 lines: the frame format (frame.go), the per-peer link with
 // its pulls, pushes and snapshots (link.go), the node that owns the links,
-// anti-entropy rounds and retirement (node.go), and the NATS fan-out. The
+// anti-entropy rounds and retirement (node.go), the relay tree's pushes
+// (tree.go, about 250 lines), and the NATS fan-out. The
 // link and the node share the protocol's state machine; the frame codec
 // is the only part that stands alone, and it is 380 lines.
 package broadcast

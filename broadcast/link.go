@@ -34,6 +34,8 @@ type link struct {
 	heldBack  atomic.Uint64 // the first own seq too new for the peer's protocol (0: none)
 	retryIn   atomic.Int64  // the wait before the latest redial (time.Duration)
 	active    atomic.Int64  // when the connection last did something (unix ns)
+	pushedAt  atomic.Int64  // when the open connection last pushed records (unix ns; 0: not yet)
+	tree      atomic.Bool   // the peer is a neighbour on the relay tree (see relayed)
 
 	mu      sync.Mutex
 	holds   map[uint64]uint64 // the peer's vector, as it reported it
@@ -55,6 +57,15 @@ type link struct {
 	// records, so the writer pushes none until it holds more (writeLoop).
 	holding bool
 
+	// To a neighbour on the relay tree (tree, Config.Tree) the writer
+	// pushes every origin's records it lacks (relayDirty), not only this
+	// node's. relayed is, per other origin, the highest seq pushed to it
+	// or known to be held there; dirty the origins with records it may
+	// lack; sentHere the highest seq of each origin the peer pushed here.
+	relayed  map[uint64]uint64
+	dirty    map[uint64]bool
+	sentHere map[uint64]uint64
+
 	wantSnap bool // a snapshot request waits to be written
 	snapping bool // a snapshot is on its way (this link holds Node.booting)
 	// snapFile is where the snapshot being received goes, in the data
@@ -72,14 +83,17 @@ type link struct {
 
 func newLink(n *Node, p Peer) *link {
 	return &link{
-		n:       n,
-		peer:    p,
-		log:     n.log.With(zap.String("peer", p.Name), zap.String("peer-addr", p.Addr)),
-		holds:   map[uint64]uint64{},
-		pulling: map[uint64]bool{},
-		ackCh:   make(chan struct{}),
-		kick:    make(chan struct{}, 1),
-		stopped: make(chan struct{}),
+		n:        n,
+		peer:     p,
+		log:      n.log.With(zap.String("peer", p.Name), zap.String("peer-addr", p.Addr)),
+		holds:    map[uint64]uint64{},
+		pulling:  map[uint64]bool{},
+		relayed:  map[uint64]uint64{},
+		dirty:    map[uint64]bool{},
+		sentHere: map[uint64]uint64{},
+		ackCh:    make(chan struct{}),
+		kick:     make(chan struct{}, 1),
+		stopped:  make(chan struct{}),
 	}
 }
 
@@ -113,6 +127,7 @@ func (l *link) run() {
 		}
 		healthy, err := l.session()
 		l.open.Store(false)
+		l.pushedAt.Store(0)
 		select {
 		case <-l.stopped:
 			return
@@ -160,9 +175,16 @@ func (l *link) run() {
 }
 
 // pushes says whether this node pushes its own records to the peer: to
-// every peer over the data port, to the replica only under NATS.
+// every peer with the direct fan-out, to the tree neighbours and the
+// replica with the relay tree, to the replica only under NATS.
 func (l *link) pushes() bool {
-	return l.n.nats == nil || l.n.replica.Load() == l.peer.ID
+	if l.n.replica.Load() == l.peer.ID {
+		return true
+	}
+	if l.n.cfg.Tree {
+		return l.tree.Load()
+	}
+	return l.n.nats == nil
 }
 
 // needed says whether the link has something to do: it is the replica's,
@@ -174,7 +196,7 @@ func (l *link) needed() bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.wantExchange || l.sendRetired || l.wantSnap || l.snapping || len(l.pulls) > 0 || len(l.pulling) > 0 {
+	if l.wantExchange || l.sendRetired || l.wantSnap || l.snapping || len(l.pulls) > 0 || len(l.pulling) > 0 || len(l.dirty) > 0 {
 		return true
 	}
 	return l.pushes() && l.n.st.LogLast(l.n.self) > l.holds[l.n.self]
@@ -220,6 +242,15 @@ func (l *link) exchangePending() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.wantExchange
+}
+
+// heardFrom is the link to note the peer's records on (heard) as they
+// come in, with the relay tree; nil without it.
+func (l *link) heardFrom() *link {
+	if l.n.cfg.Tree {
+		return l
+	}
+	return nil
 }
 
 func (l *link) touch() { l.active.Store(time.Now().UnixNano()) }
@@ -430,6 +461,7 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 					return err
 				}
 				l.n.bytesSent.Add(uint64(len(buf)))
+				l.pushedNow()
 				l.touch()
 			} else if !lost && !tooNew {
 				break
@@ -442,6 +474,10 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 			if lost {
 				next++ // pushed past: see above
 			}
+		}
+		var err error
+		if buf, batch, err = l.relayDirty(w, proto, buf, batch); err != nil {
+			return err
 		}
 		select {
 		case <-changed:
@@ -527,7 +563,7 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 		case frameRecords:
 			l.touch()
 			touched := map[uint64]uint64{}
-			if err := l.n.appendAll(p, touched, true, maxRecordVersion(proto)); err != nil {
+			if err := l.n.appendAll(p, touched, true, maxRecordVersion(proto), l.heardFrom()); err != nil {
 				l.n.badFrames.Add(1)
 				return err
 			}

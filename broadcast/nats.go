@@ -101,7 +101,7 @@ func (f *natsFanOut) receive(m *nats.Msg) {
 			return
 		}
 	}
-	if err := f.n.appendAll(m.Data, map[uint64]uint64{}, false, maxRecordVersion(f.n.protos.max)); err != nil {
+	if err := f.n.appendAll(m.Data, map[uint64]uint64{}, false, maxRecordVersion(f.n.protos.max), nil); err != nil {
 		f.n.badFrames.Add(1)
 		f.n.log.Warn("dropped a bad NATS message", zap.String("subject", m.Subject), zap.Error(err))
 	}

@@ -70,8 +70,16 @@ type Config struct {
 	// peer does not push its own to it meanwhile (default 100,000).
 	BootstrapRecords uint64
 	// NATS, when set, carries the fan-out through NATS (see NATSConfig);
-	// nil pushes to every peer over the data port.
+	// nil pushes over the data port.
 	NATS *NATSConfig
+	// Tree, over the data port, pushes records along the relay tree (see
+	// "Fan-out" in the package doc): each node pushes every record it
+	// stores, of any origin, to its tree neighbours that lack it, at
+	// most TreeDegree+1 of them, and its own records to its replica too.
+	// Off: each node pushes its own records to every peer. Not with NATS.
+	Tree bool
+	// TreeDegree is the relay tree's degree (default DefaultTreeDegree).
+	TreeDegree int
 	// ProtoMax, when set, lowers the highest protocol version the node
 	// speaks, so that it acts as an older build would (tests of a fleet
 	// being upgraded). It must lie in [ProtocolMin, ProtocolMax].
@@ -125,7 +133,9 @@ type Node struct {
 
 	keys atomic.Pointer[[][]byte] // the cluster keys in force (SetKeys)
 
-	nats            *natsFanOut   // nil: fan-out over the data port
+	nats *natsFanOut // nil: fan-out over the data port
+	// treeLinks are the links to the relay tree's neighbours (Config.Tree).
+	treeLinks       atomic.Pointer[[]*link]
 	replica         atomic.Uint64 // the peer pushed to directly under NATS
 	bytesSent       atomic.Uint64 // bytes of own records sent (pushes, NATS publishes)
 	natsDisconnects atomic.Uint64
@@ -222,6 +232,12 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.BootstrapRecords == 0 {
 		cfg.BootstrapRecords = 100_000
+	}
+	if cfg.TreeDegree <= 0 {
+		cfg.TreeDegree = DefaultTreeDegree
+	}
+	if cfg.Tree && cfg.NATS != nil {
+		return nil, errors.New("broadcast: Config.Tree is for the fan-out over the data port, not with NATS")
 	}
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
@@ -402,6 +418,7 @@ func (n *Node) SetPeers(peers []Peer) {
 			go l.run()
 		}
 	}
+	n.setTree(want)
 }
 
 // LastVector is the version vector a peer without a link (one that left
@@ -664,10 +681,14 @@ func (n *Node) serve(c net.Conn) {
 		switch typ {
 		case frameRecords:
 			clear(touched)
-			if err := n.appendAll(p, touched, false, maxRecordVersion(keys.proto)); err != nil {
+			from := n.treeLink(peer)
+			if err := n.appendAll(p, touched, false, maxRecordVersion(keys.proto), from); err != nil {
 				n.badFrames.Add(1)
 				log.Warn("closing a data connection on bad records", zap.Error(err))
 				return
+			}
+			if from != nil {
+				from.pullIfAhead(touched)
 			}
 			if err := send(frameAck, n.ackFrame(touched)); err != nil {
 				return
@@ -830,20 +851,36 @@ func (s *snapWriter) flush() error {
 	return err
 }
 
+// treeLink is this node's link to peer, to note the records the peer
+// sends on (link.heard), with the relay tree; nil without it.
+func (n *Node) treeLink(peer uint64) *link {
+	if !n.cfg.Tree {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.links[peer]
+}
+
 // appendAll appends the records of a frame and notes, per origin, the
-// highest seq held afterwards. Duplicates are fine; a gap is left for
+// highest seq held afterwards. from, when set, is the link to the peer
+// that sent them, which holds them (heard); with the relay tree, what
+// moved on is relayed to the tree neighbours. Duplicates are fine; a gap is left for
 // anti-entropy to fill. A record that fails its checks is an error.
 // Records that answer a pull do not hold the next pull back (mayPull):
 // they are not flowing in by themselves. A record of a version above
 // maxVersion (what the connection's protocol carries) is refused, as
 // the older build that speaks that protocol refuses it.
-func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVersion byte) error {
+func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVersion byte, from *link) error {
 	var advanced uint64 // an origin that moved on (frames carry one origin)
 	err := splitRecords(p, func(r record.Record) error {
 		if r.Version() > maxVersion {
 			return fmt.Errorf("%w: a record of version %d where the protocol carries at most %d", ErrBadFrame, r.Version(), maxVersion)
 		}
 		o := r.Origin()
+		if from != nil {
+			from.heard(o, r.Seq())
+		}
 		if r.Seq() <= n.st.LastSeq(o) {
 			touched[o] = n.st.LastSeq(o) // held already: no need to ask the store
 			return nil
@@ -851,6 +888,9 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		_, err := n.st.AppendRecord(r)
 		switch {
 		case err == nil:
+			if advanced != 0 && advanced != o {
+				n.relay(advanced) // a frame of several origins (not what this build sends)
+			}
 			advanced = o
 		case errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrOutOfOrder):
 		case errors.Is(err, store.ErrHeld), errors.Is(err, store.ErrClockAhead):
@@ -871,6 +911,9 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		n.pmu.Lock()
 		n.lastAppend[advanced] = time.Now()
 		n.pmu.Unlock()
+	}
+	if advanced != 0 {
+		n.relay(advanced)
 	}
 	return err
 }

@@ -74,6 +74,7 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		Keys:        keys,
 		TLS:         tlsConf,
 		NATS:        natsConf,
+		Tree:        cfg.TCPFanout == "tree",
 		Fanout:      cfg.AntiEntropyFanout,
 		RetireAfter: cfg.RetireOriginsAfter,
 		Dial:        cfg.DataDial,

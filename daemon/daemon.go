@@ -593,7 +593,7 @@ func flagName(field string) string {
 		"NATSURL": "nats-url", "NATSCreds": "nats-creds", "NATSTLSCert": "nats-tls-cert",
 		"NATSTLSKey": "nats-tls-key", "NATSTLSCA": "nats-tls-ca", "NATSSubjectPrefix": "nats-subject-prefix",
 		"MaxConnectionsPerUID": "max-connections-per-uid", "MaxStreamsPerUID": "max-streams-per-uid",
-		"MaxBodyMemoryPerUID": "max-body-memory-per-uid"}
+		"MaxBodyMemoryPerUID": "max-body-memory-per-uid", "TCPFanout": "tcp-fanout"}
 	if s, ok := special[field]; ok {
 		return s
 	}

@@ -123,6 +123,21 @@
 // the node adapter; the cluster layer extends that path (replication to
 // the peer, fan-out) without touching the handlers.
 //
+// # The fan-out
+//
+// --transport picks how a write reaches the other nodes: "tcp" (the data
+// port) or "nats" (a NATS cluster fans out; --nats-url and the other
+// --nats-* flags). Over TCP, --tcp-fanout picks how: "direct" (the
+// default: each node pushes its own records to every peer, one hop, a
+// connection to every peer while it writes) or "tree" (each node relays
+// every record it stores to its neighbours on a relay tree of degree 4
+// over the alive members: at most 5 push connections a node plus its
+// replica whatever the fleet's size, a record at most 2 log_4(N) hops
+// away; broadcast.Config.Tree). --tcp-fanout=tree with --transport=nats
+// is refused. Set the same on every node: a direct node does not relay.
+// The replica is pushed each write directly on either, so
+// --replication=sync waits one round trip as before.
+//
 // # The shared view
 //
 // With --view-file (default "auto": the socket's path with ".view" for

@@ -11,7 +11,8 @@
 //   - in-process (Start): each node is a real store (its own directory,
 //     on a tmpfs when the caller gives one, with small segments), a real
 //     memberlist (package gossip, on 127.0.0.1) and a real broadcast node
-//     (TCP on 127.0.0.1, or an embedded NATS server), wired as the daemon
+//     (TCP on 127.0.0.1, direct or along the relay tree, or an
+//     embedded NATS server), wired as the daemon
 //     wires them (package daemon's cluster: the peers follow the alive
 //     members, the replica is the successor on the ring of IDs). The
 //     data port's connections are wrapped to count bytes and open
@@ -62,6 +63,10 @@ type Options struct {
 	// NATS, when set, is the URL of the NATS server the fan-out goes
 	// through; empty: the TCP fan-out.
 	NATS string
+	// Tree makes the TCP fan-out relay along the tree (broadcast's
+	// Config.Tree, cachecastd --tcp-fanout=tree) instead of pushing to
+	// every peer.
+	Tree bool
 	// SyncInterval is broadcast's anti-entropy interval (0: its default).
 	SyncInterval time.Duration
 	// Profile is the gossip profile (default gossip.ProfileLAN).
@@ -244,6 +249,7 @@ func (n *Node) start(seeds []string) error {
 		Listener:     countListener{ln, n},
 		Dial:         n.dial,
 		SyncInterval: f.opts.SyncInterval,
+		Tree:         f.opts.Tree,
 		Logger:       f.opts.Logger.Named(n.Name),
 	}
 	if f.opts.NATS != "" {

@@ -46,7 +46,7 @@ type Sample struct {
 type Result struct {
 	Kind      string  `json:"kind"`      // "in-process" or "processes"
 	Label     string  `json:"label"`     // which build (before, after)
-	Transport string  `json:"transport"` // tcp or nats
+	Transport string  `json:"transport"` // tcp (direct), tree or nats
 	Nodes     int     `json:"nodes"`
 	StartSec  float64 `json:"start_s"` // to every node joined and one record from each everywhere
 	Idle      Sample  `json:"idle"`
@@ -344,6 +344,8 @@ func Run(ctx context.Context, plan Plan, ns *server.Server) Result {
 	if ns != nil {
 		r.Transport = "nats"
 		plan.NATS = ns.ClientURL()
+	} else if plan.Tree {
+		r.Transport = "tree"
 	}
 	wait := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, plan.Timeout) }
 

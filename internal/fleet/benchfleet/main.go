@@ -28,7 +28,7 @@ import (
 
 func main() {
 	nodes := flag.String("nodes", "10,25,50,100,200", "in-process fleet sizes, comma separated (empty: none)")
-	transports := flag.String("transports", "tcp,nats", "fan-outs to measure in-process")
+	transports := flag.String("transports", "tcp,tree,nats", "fan-outs to measure in-process: tcp (direct pushes), tree (the relay tree over TCP), nats")
 	procs := flag.String("procs", "25", "process fleet sizes (empty: none)")
 	boot := flag.String("bootstrap", "1000000,10000000", "bootstrap source sizes in keys (empty: none)")
 	label := flag.String("label", "now", "the build measured (before, after, ...)")
@@ -77,8 +77,8 @@ func main() {
 			}
 			d, _ := os.MkdirTemp(base, "n")
 			log("in-process %s N=%d", tr, n)
-			r := fleet.Run(ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d, Profile: *profile}, Label: *label,
-				Window: *window, Rate: *rate, Partition: tr == "tcp", Restart: true, Timeout: *startTimeout}, ns)
+			r := fleet.Run(ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d, Profile: *profile, Tree: tr == "tree"}, Label: *label,
+				Window: *window, Rate: *rate, Partition: tr != "nats", Restart: true, Timeout: *startTimeout}, ns)
 			if *profile != "lan" && r.Err == "" {
 				r.Err = "gossip profile " + *profile
 			}
@@ -105,6 +105,9 @@ func main() {
 			}
 		}
 		for _, tr := range split(*transports) {
+			if tr == "tree" {
+				continue // the process fleets run the daemon's default fan-outs only
+			}
 			for _, n := range ints(*procs) {
 				ns, err := natsFor(tr)
 				if err != nil {
@@ -256,12 +259,12 @@ func (r *results) charts(labels []string) []fleet.Chart {
 }
 
 func (r *results) print(w *os.File) {
-	fmt.Fprintln(w, "| kind | build | fan-out | N | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | p50 / p99 ms (late %) | heal s | restart s | RSS MiB/node | machine load | note |")
-	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| kind | build | fan-out | N | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | load conns (max) | p50 / p99 ms (late %) | heal s | restart s | RSS MiB/node | machine load | note |")
+	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, x := range r.Fleets {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f / %.1f (%.0f) | %s | %s | %.1f | %.1f | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f (%d) | %.1f / %.1f (%.0f) | %s | %s | %.1f | %.1f | %s |\n",
 			x.Kind, x.Label, x.Transport, x.Nodes, 100*x.Idle.CPU, x.Idle.TxBps+x.Idle.RxBps, x.Idle.VectorEntries,
-			x.Idle.Conns, x.Idle.MaxConns, 100*x.Load.CPU, x.Load.TxBps+x.Load.RxBps, x.Load.VectorEntries,
+			x.Idle.Conns, x.Idle.MaxConns, 100*x.Load.CPU, x.Load.TxBps+x.Load.RxBps, x.Load.VectorEntries, x.Load.Conns, x.Load.MaxConns,
 			x.P50Ms, x.P99Ms, x.LatePct, secs(x.HealSec), secs(x.RestartSec), x.Idle.RSSMiB, x.MachineLoad, firstLine(x.Err))
 	}
 	fmt.Fprintln(w)
@@ -289,15 +292,15 @@ func firstLine(s string) string {
 }
 
 // natsFor starts an embedded NATS server for the nats fan-out; nil for
-// tcp.
+// tcp and tree.
 func natsFor(transport string) (*server.Server, error) {
 	switch transport {
-	case "tcp":
+	case "tcp", "tree":
 		return nil, nil
 	case "nats":
 		return fleet.NATSServer()
 	}
-	return nil, fmt.Errorf("unknown fan-out %q (tcp or nats)", transport)
+	return nil, fmt.Errorf("unknown fan-out %q (tcp, tree or nats)", transport)
 }
 
 func split(s string) []string {

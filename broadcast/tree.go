@@ -1,0 +1,244 @@
+package broadcast
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// DefaultTreeDegree is the relay tree's degree k when Config.TreeDegree
+// is not set: at most k+1 tree neighbours a node, and a record crosses
+// at most 2 log_k N of them.
+const DefaultTreeDegree = 4
+
+// treeNeighbours returns the tree neighbours of self in the relay tree
+// of degree k over ids (every member, self included, in any order): the
+// members sorted by ID laid out as a k-ary heap, each node's parent and
+// children. Every node that has the same members computes the same tree.
+func treeNeighbours(self uint64, ids []uint64, k int) map[uint64]bool {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	i, ok := slices.BinarySearch(sorted, self)
+	if !ok {
+		return nil
+	}
+	out := map[uint64]bool{}
+	if i > 0 {
+		out[sorted[(i-1)/k]] = true
+	}
+	for c := k*i + 1; c <= k*i+k && c < len(sorted); c++ {
+		out[sorted[c]] = true
+	}
+	return out
+}
+
+// setTree rebuilds the relay tree over self and peers (SetPeers, with
+// n.mu held) and marks each link a tree neighbour or not.
+func (n *Node) setTree(peers map[uint64]Peer) {
+	if !n.cfg.Tree {
+		return
+	}
+	ids := []uint64{n.self}
+	for id := range peers {
+		ids = append(ids, id)
+	}
+	nb := treeNeighbours(n.self, ids, n.cfg.TreeDegree)
+	var tree []*link
+	for id, l := range n.links {
+		l.setTree(nb[id])
+		if nb[id] {
+			tree = append(tree, l)
+		}
+	}
+	n.treeLinks.Store(&tree)
+}
+
+// relay tells the tree links that origin o has new records here (pushed,
+// pulled: whatever came in), so that they push them on to the neighbours
+// that lack them. Nothing without the tree, and nothing for this node's
+// own records, which every link pushes by itself.
+func (n *Node) relay(o uint64) {
+	ls := n.treeLinks.Load()
+	if ls == nil || o == n.self {
+		return
+	}
+	last := n.st.LogLast(o)
+	for _, l := range *ls {
+		l.markDirty(o, last)
+	}
+}
+
+// setTree makes the link a tree neighbour or not. A new neighbour is
+// pushed, of the other origins, only what this node stores from now on:
+// what it lacks of earlier records it has from its former neighbours,
+// or pulls (anti-entropy); pushing it every origin's whole log on a
+// guess would cost far more than those pulls. Called with n.mu held.
+func (l *link) setTree(on bool) {
+	l.mu.Lock()
+	was := l.tree.Swap(on)
+	if on && !was {
+		for o, s := range l.n.st.LogVector() {
+			if o != l.n.self {
+				l.relayed[o] = max(l.relayed[o], s)
+			}
+		}
+	}
+	if !on {
+		clear(l.dirty)
+	}
+	l.mu.Unlock()
+	if on != was {
+		l.wake()
+	}
+}
+
+// markDirty notes that origin o has records up to last here that the
+// peer, a tree neighbour, may lack, and wakes the writer.
+func (l *link) markDirty(o, last uint64) {
+	l.mu.Lock()
+	lacks := l.tree.Load() && max(l.holds[o], l.relayed[o]) < last
+	if lacks {
+		l.dirty[o] = true
+	}
+	l.mu.Unlock()
+	if lacks {
+		l.wake()
+	}
+}
+
+// heard notes that the peer sent this node origin o's record seq: it
+// holds it, so it is not pushed back. Before the record is appended, so
+// that no writer woken by the append sends it back meanwhile; in relayed,
+// not holds, which the pulls go by: the record is not appended here yet.
+func (l *link) heard(o, seq uint64) {
+	l.mu.Lock()
+	l.relayed[o] = max(l.relayed[o], seq)
+	l.sentHere[o] = max(l.sentHere[o], seq)
+	l.mu.Unlock()
+}
+
+// relayDirty pushes the peer, a tree neighbour, the records of other
+// origins it lacks, for the origins that have new ones (markDirty), in
+// frames of up to frameBytes. An origin's push starts past the highest
+// of what the peer holds (its acks, the records it sent) and what was
+// pushed to it already. Records a connection took down with it are not
+// pushed again: the anti-entropy pulls them.
+func (l *link) relayDirty(w *frameWriter, proto uint8, buf []byte, batch [][]byte) ([]byte, [][]byte, error) {
+	l.mu.Lock()
+	if !l.tree.Load() || len(l.dirty) == 0 {
+		l.mu.Unlock()
+		return buf, batch, nil
+	}
+	todo := make(map[uint64]uint64, len(l.dirty))
+	for o := range l.dirty {
+		todo[o] = max(l.holds[o], l.relayed[o]) + 1
+	}
+	clear(l.dirty)
+	l.mu.Unlock()
+	for o, next := range todo {
+		last := l.n.st.LogLast(o)
+		if last >= next && last-next+1 > l.n.cfg.BootstrapRecords {
+			// The peer lacks most of this origin: it chooses between a
+			// snapshot and pulls (as for this node's own records).
+			next = last + 1
+		}
+		for next <= last {
+			var end uint64
+			var err error
+			buf, batch, end, err = readBatch(l.n.st, o, next, batchRecords, frameBytes, maxRecordVersion(proto), buf[:0], batch[:0])
+			if errors.Is(err, store.ErrRecycled) || errors.Is(err, errTooNew) {
+				// Gone here, or too new for the peer's protocol: it pulls
+				// (or bootstraps from) whichever peer can give them.
+				next = last + 1
+				break
+			}
+			lost := errors.Is(err, store.ErrLost)
+			if err != nil && !lost {
+				return buf, batch, err
+			}
+			if len(batch) > 0 {
+				if err := w.writeRecords(batch); err != nil {
+					return buf, batch, err
+				}
+				l.pushedNow()
+				l.touch()
+			} else if !lost {
+				break
+			}
+			next = end
+			if lost {
+				next++ // as for own records: a lost one must not hold back the rest
+			}
+		}
+		l.mu.Lock()
+		l.relayed[o] = max(l.relayed[o], next-1)
+		l.mu.Unlock()
+	}
+	return buf, batch, nil
+}
+
+// OpenPushLinks counts the outbound connections open now that pushed
+// records (this node's or, on the relay tree, any origin's) within the
+// last IdleTimeout: with the direct fan-out one to every peer while this
+// node writes; with the tree at most TreeDegree+1 neighbours and the
+// replica.
+func (n *Node) OpenPushLinks() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := 0
+	for _, l := range n.links {
+		if l.pushing() {
+			k++
+		}
+	}
+	return k
+}
+
+// pushedNow notes that the open connection pushed records.
+func (l *link) pushedNow() { l.pushedAt.Store(time.Now().UnixNano()) }
+
+// pushing says whether the link's connection is open and pushed records
+// within the last IdleTimeout.
+func (l *link) pushing() bool {
+	at := l.pushedAt.Load()
+	return l.open.Load() && at != 0 && time.Since(time.Unix(0, at)) < l.n.cfg.IdleTimeout
+}
+
+// TreeNeighbours returns the peers this node relays to on the relay tree
+// (Config.Tree), nil without it.
+func (n *Node) TreeNeighbours() []uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []uint64
+	for id, l := range n.links {
+		if l.tree.Load() {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// pullIfAhead asks for what the peer, a tree neighbour that just pushed
+// records, holds beyond what this node took of them (touched: origin ->
+// seq held here now): records that skipped ahead of a gap (they came
+// while the tree changed, or a connection dropped some) are dropped, and
+// the pull fetches the gap and them from the peer.
+func (l *link) pullIfAhead(touched map[uint64]uint64) {
+	l.mu.Lock()
+	ahead := false
+	for o, s := range touched {
+		if l.sentHere[o] > s {
+			// It sent records of o past this node's gap: it holds them.
+			l.holds[o] = max(l.holds[o], l.sentHere[o])
+			ahead = true
+		}
+	}
+	l.mu.Unlock()
+	if ahead {
+		l.afterAck()
+	}
+}
