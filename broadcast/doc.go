@@ -300,14 +300,19 @@
 // from the node's vector as it last learned it, which may be old, or torn
 // by the bootstrap in progress (the origins move on one at a time). The
 // snapshot's sender encodes it from a clone of its view straight into
-// frames (store.SnapshotTo); the node writes them into a
-// file in its data directory (store.BootstrapFile), outside the link's
-// lock, then store.Bootstrap checks the file's CRC, puts the entries into
-// the live view by the usual rule as it reads them (no second view is
-// built; into a topic nothing else wrote since it was empty, as on a fresh
-// node, in bulk: no lookups, entries cut from slabs, the B-tree filled on
-// a second core) and moves each origin's sequence on to the snapshot's
-// marks; pulling then continues from there with records. Both ends log
+// frames (store.SnapshotTo); the node hands each frame, once its MAC is
+// checked, through a pipe to store.Bootstrap on a goroutine of its own,
+// outside the link's lock, so that the snapshot is applied as it arrives
+// (no file, held once in memory: as the view's entries). Bootstrap
+// checks the CRC on the way, puts the entries into the live view by the
+// usual rule as it reads them (no second view is built; into a topic
+// nothing else wrote since it was empty, as on a fresh node, in bulk: no
+// lookups, entries cut from slabs, the B-tree filled on a second core)
+// and, once the snapshot's end has come and its CRC matched, moves each
+// origin's sequence on to the snapshot's marks, all of them at once for
+// the readers of the vector; pulling then continues from there with
+// records. A snapshot cut off on its way moves no origin (what it brought
+// stays in the view, records of the peer's by the rule). Both ends log
 // the snapshot's bytes and times (sent, received, applied).
 //
 // # Not yet

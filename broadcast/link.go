@@ -5,8 +5,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,9 +68,12 @@ type link struct {
 
 	wantSnap bool // a snapshot request waits to be written
 	snapping bool // a snapshot is on its way (this link holds Node.booting)
-	// snapFile is where the snapshot being received goes, in the data
-	// directory; only the reader goroutine writes it, outside mu.
-	snapFile *os.File
+	// snapIn is where the snapshot being received goes: a pipe to the
+	// store's Bootstrap, which applies it on a goroutine of its own as it
+	// arrives and hands its result to snapDone. Only the reader goroutine
+	// touches them, outside mu.
+	snapIn   *io.PipeWriter
+	snapDone chan snapResult
 	// snapBegan and snapBytes time and count the snapshot being received.
 	snapBegan time.Time
 	snapBytes int64
@@ -118,7 +121,7 @@ func (l *link) run() {
 		l.endSnap()
 		l.releasePulls()
 		l.mu.Unlock()
-		l.dropSnapFile()
+		l.dropSnap()
 	}()
 	backoff := l.n.minBackoff
 	for {
@@ -150,7 +153,7 @@ func (l *link) run() {
 		l.wantExchange = false
 		l.endSnap() // another link may take a snapshot meanwhile
 		l.mu.Unlock()
-		l.dropSnapFile()
+		l.dropSnap()
 		if healthy {
 			// The peer was up and talking: this is a new failure, not the
 			// same one again, so the redial starts from the shortest wait.
@@ -352,7 +355,7 @@ func (l *link) session() (healthy bool, err error) {
 	l.pulls = l.pulls[:0]
 	l.endSnap()
 	l.mu.Unlock()
-	l.dropSnapFile()
+	l.dropSnap()
 	l.open.Store(true)
 	l.reachable.Store(true)
 	l.touch()
@@ -603,8 +606,19 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 	}
 }
 
-// snapWrite appends the bytes of a snapshot on its way to a file in the
-// data directory, outside mu (only the reader goroutine touches the file).
+// snapResult is what the store's Bootstrap of a received snapshot did.
+type snapResult struct {
+	moved map[uint64]uint64
+	err   error
+}
+
+// errSnapCut ends the stream of a snapshot whose connection went.
+var errSnapCut = errors.New("broadcast: the connection went before the snapshot's end")
+
+// snapWrite hands the bytes of a snapshot on its way to the store, which
+// applies them as they arrive (the first bytes start its Bootstrap). It
+// returns once the store has taken them in, so that receiving the next
+// frame overlaps applying these.
 func (l *link) snapWrite(p []byte) error {
 	l.mu.Lock()
 	ok := l.snapping
@@ -612,31 +626,41 @@ func (l *link) snapWrite(p []byte) error {
 	if !ok {
 		return fmt.Errorf("%w: snapshot data not asked for", ErrBadFrame)
 	}
-	if l.snapFile == nil {
-		f, err := l.n.st.BootstrapFile()
-		if err != nil {
-			return err
-		}
-		l.snapFile = f
+	if l.snapIn == nil {
+		pr, pw := io.Pipe()
+		done := make(chan snapResult, 1)
+		go func() {
+			moved, err := l.n.st.Bootstrap(pr)
+			pr.CloseWithError(err) // a refused snapshot stops the writes
+			done <- snapResult{moved, err}
+		}()
+		l.snapIn, l.snapDone = pw, done
 		l.snapBegan, l.snapBytes = time.Now(), 0
 	}
 	l.snapBytes += int64(len(p))
-	_, err := l.snapFile.Write(p)
-	return err
+	if _, err := l.snapIn.Write(p); err != nil {
+		l.snapIn = nil
+		if res := <-l.snapDone; res.err != nil {
+			err = res.err
+		}
+		return fmt.Errorf("bootstrap from %s: %w", l.peer.Name, err)
+	}
+	return nil
 }
 
-// bootstrap hands a complete snapshot to the store and resumes pulling.
+// bootstrap ends a complete snapshot's stream, waits for the store to
+// have applied it and resumes pulling.
 func (l *link) bootstrap() error {
-	f := l.snapFile
-	l.snapFile = nil
+	in, done := l.snapIn, l.snapDone
+	l.snapIn = nil
 	l.mu.Lock()
 	ok := l.snapping
 	l.releasePulls()
 	l.mu.Unlock()
-	if !ok || f == nil {
-		if f != nil {
-			f.Close()
-			os.Remove(f.Name())
+	if !ok || in == nil {
+		if in != nil {
+			in.CloseWithError(fmt.Errorf("%w: snapshot end not asked for", ErrBadFrame))
+			<-done
 		}
 		return fmt.Errorf("%w: snapshot end without a snapshot", ErrBadFrame)
 	}
@@ -645,19 +669,15 @@ func (l *link) bootstrap() error {
 		l.endSnap()
 		l.mu.Unlock()
 	}()
-	defer os.Remove(f.Name())
-	if err := f.Close(); err != nil {
-		return err
-	}
 	received := time.Since(l.snapBegan)
-	t0 := time.Now()
-	moved, err := l.n.st.Bootstrap(f.Name())
-	if err != nil {
-		return fmt.Errorf("bootstrap from %s: %w", l.peer.Name, err)
+	in.Close()
+	res := <-done
+	if res.err != nil {
+		return fmt.Errorf("bootstrap from %s: %w", l.peer.Name, res.err)
 	}
 	l.n.boots.Add(1)
-	l.log.Info("bootstrapped from the peer's snapshot", zap.Int("origins-moved", len(moved)),
-		zap.Int64("bytes", l.snapBytes), zap.Duration("receive-took", received), zap.Duration("apply-took", time.Since(t0)))
+	l.log.Info("bootstrapped from the peer's snapshot", zap.Int("origins-moved", len(res.moved)),
+		zap.Int64("bytes", l.snapBytes), zap.Duration("receive-took", received), zap.Duration("took", time.Since(l.snapBegan)))
 	return nil
 }
 
@@ -688,13 +708,16 @@ func (l *link) releasePulls() {
 	clear(l.pulling)
 }
 
-// dropSnapFile removes a half-received snapshot. Called by the link's
-// goroutines when no reader runs.
-func (l *link) dropSnapFile() {
-	if l.snapFile != nil {
-		l.snapFile.Close()
-		os.Remove(l.snapFile.Name())
-		l.snapFile = nil
+// dropSnap ends the stream of a half-received snapshot and waits for the
+// store to give it up (no origin moves). Called by the link's goroutines
+// when no reader runs.
+func (l *link) dropSnap() {
+	if l.snapIn != nil {
+		l.snapIn.CloseWithError(errSnapCut)
+		if res := <-l.snapDone; res.err != nil {
+			l.log.Info("a snapshot cut off on its way was given up", zap.Error(res.err))
+		}
+		l.snapIn = nil
 	}
 }
 

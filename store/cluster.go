@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
 )
@@ -24,11 +22,11 @@ import (
 //
 // A record set aside as damaged and not back yet (see Lost) is not held:
 // the vector stops before it, so that anti-entropy pulls it from a peer.
-func (s *Store) Vector() map[uint64]uint64 { return s.lost.capVector(s.origins.Vector()) }
+func (s *Store) Vector() map[uint64]uint64 { return s.lost.capVector(s.LogVector()) }
 
 // LastSeq returns the highest seq of origin this node holds, 0 if none.
 // A record set aside as damaged and not back yet is not held (as Vector).
-func (s *Store) LastSeq(origin uint64) uint64 { return s.lost.cap(origin, s.origins.Last(origin)) }
+func (s *Store) LastSeq(origin uint64) uint64 { return s.lost.cap(origin, s.LogLast(origin)) }
 
 // LogLast returns the highest seq of origin in this node's log, 0 if
 // none: LastSeq, except that a record set aside as damaged does not stop
@@ -36,11 +34,26 @@ func (s *Store) LastSeq(origin uint64) uint64 { return s.lost.cap(origin, s.orig
 // pushes to peers that hold the lost one already, its followers of new
 // records): a damaged old record must not hold its origin's new ones
 // back. ReadOrigin reads up to it and stops at the lost record.
-func (s *Store) LogLast(origin uint64) uint64 { return s.origins.Last(origin) }
+func (s *Store) LogLast(origin uint64) uint64 {
+	// Lock-free but while a bootstrap moves origins on (one at a time,
+	// each gone for a moment): then it waits for the moves to end.
+	if m := s.moves.Load(); m%2 == 0 {
+		if last := s.origins.Last(origin); s.moves.Load() == m {
+			return last
+		}
+	}
+	s.moving.RLock()
+	defer s.moving.RUnlock()
+	return s.origins.Last(origin)
+}
 
 // LogVector is LogLast for every origin: Vector, lost records not
 // counted out.
-func (s *Store) LogVector() map[uint64]uint64 { return s.origins.Vector() }
+func (s *Store) LogVector() map[uint64]uint64 {
+	s.moving.RLock()
+	defer s.moving.RUnlock()
+	return s.origins.Vector()
+}
 
 // Changed returns a channel that is closed at the next write to the store
 // (or when it closes). Take the channel before looking at the store's
@@ -182,33 +195,27 @@ func (s *Store) SnapshotToVersion(w io.Writer, maxVersion int) error {
 	return view.EncodeSnapshotUpTo(w, s.view, covers, marks, maxVersion)
 }
 
-// BootstrapFile creates the file a peer's snapshot is received into, in
-// the data directory (beside the node's own snapshot, named as a
-// temporary one, so that a crash leaves nothing Open keeps). The caller
-// removes it after Bootstrap.
-func (s *Store) BootstrapFile() (*os.File, error) {
-	f, err := os.CreateTemp(s.dir, snapshotName+".bootstrap-*"+fsys.TmpSuffix)
-	if err != nil {
-		return nil, fsys.FileError("create", snapshotName+".bootstrap", err)
-	}
-	return f, nil
-}
-
-// Bootstrap takes a peer's snapshot (a file in the snapshot format, as
-// SnapshotTo streams it) for a node that needs records it can no longer
-// pull: the snapshot's entries are put into the view by the usual rule as
-// they are read (no second view is built: the entries are held once), and
-// for every origin the snapshot covers beyond what this node holds, the
+// Bootstrap takes a peer's snapshot, read from r as SnapshotTo streams it
+// (from the link, as it arrives: no file), for a node that needs records
+// it can no longer pull: the snapshot's entries are put into the view by
+// the usual rule as they are read (no second view is built: the entries
+// are held once), and once the whole snapshot is read and its CRC
+// checked, for every origin it covers beyond what this node holds, the
 // origin's sequence moves on to the snapshot's mark, so that catching up
 // continues from there with records. The writers' lock is held only for
-// that last step: records appended meanwhile meet the snapshot's entries
-// in the view by the same rule. The merged view is snapshotted at once,
-// so a restart keeps it. It returns the origins it moved on.
-func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
+// that last step, and readers of Vector and LastSeq see the origins
+// before it or after it, never some moved and some not: records appended
+// meanwhile meet the snapshot's entries in the view by the same rule. A
+// snapshot refused on the way (cut short, damaged) moves no origin; the
+// entries read before it stay in the view, as records of the peer's put
+// by the rule (r must deliver what the peer sent: the link checks each
+// frame's MAC). The merged view is snapshotted at once, so a restart
+// keeps it. It returns the origins it moved on.
+func (s *Store) Bootstrap(r io.Reader) (map[uint64]uint64, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	marks, maxHLC, err := s.view.ApplySnapshot(path)
+	marks, maxHLC, err := s.view.ApplySnapshot(r)
 	if err != nil {
 		return nil, err
 	}
@@ -219,18 +226,25 @@ func (s *Store) Bootstrap(path string) (map[uint64]uint64, error) {
 	}
 	s.clock.Observe(s.boundStamp(maxHLC))
 	moved := map[uint64]uint64{}
+	s.moving.Lock()
+	s.moves.Add(1) // odd: LastSeq waits for the moves (vectorLock)
 	for origin, mark := range marks {
 		if mark <= s.origins.Last(origin) {
 			continue
 		}
-		if err := s.origins.Reset(origin, mark+1); err != nil {
-			s.wmu.Unlock()
-			return moved, err
+		if err = s.origins.Reset(origin, mark+1); err != nil {
+			break
 		}
 		moved[origin] = mark
 		if origin == s.origin && mark >= s.nextSeq {
 			s.nextSeq = mark + 1
 		}
+	}
+	s.moves.Add(1)
+	s.moving.Unlock()
+	if err != nil {
+		s.wmu.Unlock()
+		return moved, err
 	}
 	s.notify.notify()
 	s.wmu.Unlock()

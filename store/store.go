@@ -53,7 +53,11 @@ type Store struct {
 	// written is publish's scratch list of the records it encoded, kept
 	// for the next publish so that it allocates nothing; guarded by wmu.
 	written []record.Record
-	closed  atomic.Bool
+	// moving is held by Bootstrap while it moves origins on, and moves
+	// is odd meanwhile: Vector and LastSeq read all the moves or none.
+	moving sync.RWMutex
+	moves  atomic.Uint64
+	closed atomic.Bool
 
 	notify    notifier // every write
 	ownNotify notifier // writes of this node's own records

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,6 +58,11 @@ type Bootstrap struct {
 	FreshCPUSec  float64 `json:"fresh_cpu_s"`
 	SourceCPUSec float64 `json:"source_cpu_s"`
 	MachineLoad  float64 `json:"machine_load"`
+	// AskSec is from starting the fresh node to its asking for the
+	// snapshot, BootstrappedSec to its having applied it (both from its
+	// log; 0 when the line is missing).
+	AskSec          float64 `json:"ask_s"`
+	BootstrappedSec float64 `json:"bootstrapped_s"`
 	// Err says why the measurement failed; empty when it did not.
 	Err string `json:"error,omitempty"`
 }
@@ -150,7 +156,28 @@ func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...s
 	r.SourceCPUSec = (readProc(src.PID(), nil).cpu - srcCPU).Seconds()
 	r.HWMMiB = float64(HWM(fresh.PID())) / (1 << 20)
 	r.MachineLoad = LoadAverage()
+	r.AskSec = logSince(fresh, t0, "asking for its snapshot")
+	r.BootstrappedSec = logSince(fresh, t0, "bootstrapped from the peer's snapshot")
 	return r
+}
+
+// logSince is the time from t0 to the first line of p's JSON log whose
+// message contains msg, in seconds (0 if there is none).
+func logSince(p *Proc, t0 time.Time, msg string) float64 {
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "log"))
+	for _, line := range strings.Split(string(b), "\n") {
+		var l struct {
+			TS  string `json:"ts"`
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || !strings.Contains(l.Msg, msg) {
+			continue
+		}
+		if ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", l.TS); err == nil {
+			return ts.Sub(t0).Seconds()
+		}
+	}
+	return 0
 }
 
 // logTail is the last n bytes of a process's log.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"time"
@@ -275,72 +276,36 @@ func ReadSnapshot(path string, now func() time.Time) (v *View, covers int64, mar
 	return v, covers, marks, nil
 }
 
-// ApplySnapshot puts the entries of the snapshot at path into v by the
-// usual rule, as it reads them, without building a second view: a peer's
-// snapshot taken for a bootstrap (the file may be as large as the view)
-// is held once in memory, as v's entries. The whole file's CRC is checked
-// first, in a pass of its own, so that a damaged file changes nothing;
-// the entries then go in batches under v's lock, and readers and Apply
-// go on between them. It returns the snapshot's marks and the greatest
-// HLC among its entries.
-func (v *View) ApplySnapshot(path string) (marks map[uint64]uint64, maxHLC uint64, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, fsys.FileError("open", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, fsys.FileError("stat", path, err)
-	}
-	if err := checkSnapshotCRC(f, st.Size()); err != nil {
-		return nil, 0, fmt.Errorf("snapshot %s: %w", path, err)
-	}
+// ApplySnapshot puts the entries of the snapshot read from r (a peer's,
+// streamed as it arrives, for a bootstrap) into v by the usual rule as
+// it reads them, without building a second view and without a file: the
+// snapshot is held once in memory, as v's entries. It reads r to its end,
+// which must come right after the trailer; the CRC is checked on the way,
+// and the entries go in batches under v's lock, readers and Apply going on
+// between them. It returns the snapshot's marks and the greatest HLC among
+// its entries. On a damaged or cut-off snapshot (an error wrapping
+// record.ErrCorrupt, or errs.ErrIO for a failed read) the entries read
+// before the damage stay in v: each is a record of the peer's put by the
+// rule, as a pull would bring it, and no marks are returned, so the
+// caller moves no origin on.
+func (v *View) ApplySnapshot(r io.Reader) (marks map[uint64]uint64, maxHLC uint64, err error) {
 	d := &snapDecoder{into: v}
-	if _, _, marks, err = d.decode(f, st.Size(), nil); err != nil {
-		return nil, 0, fmt.Errorf("snapshot %s: %w", path, err)
+	if _, _, marks, err = d.decode(r, -1, nil); err != nil {
+		return nil, 0, fmt.Errorf("snapshot: %w", err)
 	}
 	return marks, d.maxHLC, nil
 }
 
-// checkSnapshotCRC reads a snapshot of size bytes and checks its trailer.
-func checkSnapshotCRC(r io.ReaderAt, size int64) error {
-	if size < snapHeaderSize+snapTrailer {
-		return fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
-	}
-	cr := &crcReader{r: io.NewSectionReader(r, 0, size-snapTrailer)}
-	if _, err := io.CopyBuffer(io.Discard, cr, make([]byte, snapBufSize)); err != nil {
-		return fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
-	}
-	var t [snapTrailer]byte
-	if n, err := r.ReadAt(t[:], size-snapTrailer); n < snapTrailer {
-		return fmt.Errorf("%w: read snapshot trailer: %v", errs.ErrIO, err)
-	}
-	if want := binary.LittleEndian.Uint32(t[:]); cr.crc != want {
-		return fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, cr.crc, want)
-	}
-	return nil
-}
-
-// crcReader passes reads through and keeps the CRC-32C of what it passed.
-type crcReader struct {
-	r   io.Reader
-	crc uint32
-}
-
-func (c *crcReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.crc = crc32.Update(c.crc, fsys.Castagnoli, p[:n])
-	return n, err
-}
-
-// snapDecoder reads the body of a snapshot (everything but the trailer),
-// counting the bytes left so that no length is believed before it is known
-// to fit.
+// snapDecoder reads a snapshot. From a file it counts the bytes left, so
+// that no length is believed before it is known to fit; from a stream
+// (sized false) it allocates no more than a constant times what has
+// arrived (streamHint, readData).
 type snapDecoder struct {
-	br   *bufio.Reader
-	left int64
-	buf  [snapHeaderSize]byte
+	br    *bufio.Reader
+	sized bool
+	left  int64  // bytes of the body left; of a stream, math.MaxInt64 less what was read
+	crc   uint32 // of the body read so far
+	buf   [snapHeaderSize]byte
 
 	// into, when set, is a live view the entries go into (ApplySnapshot),
 	// a batch at a time; maxHLC is the greatest HLC among them.
@@ -351,6 +316,9 @@ type snapDecoder struct {
 	// writes is its count of writes after the last batch (flush).
 	fresh  bool
 	writes uint64
+	// count is the entries of the topic being read; hint what its map
+	// was made for, when fresh (grown in flush, for a stream).
+	count, hint int
 
 	// items and data are the unused rest of the slabs the entries are
 	// cut from (newItem, newData).
@@ -412,6 +380,16 @@ func (d *snapDecoder) flush(tv *topicView) {
 	// the entries' keys are new to it (a version 1 snapshot's keys are
 	// distinct): no lookup, no rule to apply.
 	d.fresh = d.fresh && tv.writes == d.writes
+	if n := len(tv.byKey) + len(d.batch); d.fresh && n > d.hint && d.hint < d.count {
+		// A stream's topic map is made for streamHint entries and grown
+		// here sixteenfold at a time to its count (one copy of a
+		// sixteenth of the entries in all, where the map's own doubling
+		// rehashes each entry again and again).
+		d.hint = min(d.count, streamGrowth*n)
+		m := make(map[string]*viewItem, d.hint)
+		maps.Copy(m, tv.byKey)
+		tv.byKey = m
+	}
 	for _, it := range d.batch {
 		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
 		if d.fresh {
@@ -438,32 +416,77 @@ func (d *snapDecoder) next(n int, what string) ([]byte, error) {
 }
 
 func (d *snapDecoder) fill(p []byte) error {
-	if _, err := io.ReadFull(d.br, p); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			// The file shrank under us.
-			return fmt.Errorf("%w: unexpected end of file", record.ErrCorrupt)
-		}
-		return fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
+	if err := d.read(p); err != nil {
+		return err
 	}
+	d.crc = crc32.Update(d.crc, fsys.Castagnoli, p)
 	d.left -= int64(len(p))
 	return nil
 }
 
-// decodeSnapshot reads a snapshot of size bytes from r.
-// now is the clock the view gets (nil: time.Now).
-func decodeSnapshot(r io.ReaderAt, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
+// read reads len(p) bytes, an end of file (a file that shrank under us,
+// a stream cut short) being a corrupt snapshot.
+func (d *snapDecoder) read(p []byte) error {
+	if _, err := io.ReadFull(d.br, p); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w: unexpected end of file", record.ErrCorrupt)
+		}
+		return fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
+	}
+	return nil
+}
+
+// readData reads the next n bytes (an entry's key, tag and value) into a
+// slab or an allocation of their own. From a stream, a large entry's
+// allocation grows as its bytes arrive: its length is not believed
+// before they are there.
+func (d *snapDecoder) readData(n int) ([]byte, error) {
+	if d.sized || n <= streamChunk {
+		buf := d.newData(n)
+		return buf, d.fill(buf)
+	}
+	buf := make([]byte, 0, streamChunk)
+	for len(buf) < n {
+		c := min(n-len(buf), max(len(buf), streamChunk))
+		buf = slices.Grow(buf, c)
+		if err := d.fill(buf[len(buf) : len(buf)+c]); err != nil {
+			return nil, err
+		}
+		buf = buf[:len(buf)+c]
+	}
+	return buf, nil
+}
+
+// From a stream: a topic's map is made for at most streamHint entries
+// and grown streamGrowth times at a time as its entries arrive (flush);
+// an entry's bytes are allocated streamChunk at a time beyond that size.
+const (
+	streamHint   = 1 << 16
+	streamGrowth = 16
+	streamChunk  = 1 << 20
+)
+
+// decodeSnapshot reads a snapshot of size bytes from r (size < 0: a
+// stream, see decode). now is the clock the view gets (nil: time.Now).
+func decodeSnapshot(r io.Reader, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
 	return new(snapDecoder).decode(r, size, now)
 }
 
-// decode reads a snapshot of size bytes from r into a new view, or into
-// d.into when set.
-func (d *snapDecoder) decode(r io.ReaderAt, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
-	if size < snapHeaderSize+snapTrailer {
-		return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
+// decode reads a snapshot from r into a new view, or into d.into when
+// set: size bytes of it (a file), or, when size < 0, a stream up to its
+// end, which must come right after the trailer.
+func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
+	d.sized, d.left = size >= 0, math.MaxInt64
+	bufSize := snapBufSize
+	if d.sized {
+		if size < snapHeaderSize+snapTrailer {
+			return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
+		}
+		d.left = size - snapTrailer
+		bufSize = int(min(size, snapBufSize))
+		r = io.LimitReader(r, size)
 	}
-	body := size - snapTrailer
-	cr := &crcReader{r: io.NewSectionReader(r, 0, body)}
-	d.br, d.left = bufio.NewReaderSize(cr, int(min(body, snapBufSize))), body
+	d.br = bufio.NewReaderSize(r, bufSize)
 	le := binary.LittleEndian
 
 	h, err := d.next(snapHeaderSize, "header")
@@ -496,7 +519,7 @@ func (d *snapDecoder) decode(r io.ReaderAt, size int64, now func() time.Time) (*
 		return nil, 0, nil, fmt.Errorf("%w: %d topics for %d entries", record.ErrCorrupt, ntopics, nentries)
 	}
 
-	marks := make(map[uint64]uint64, nmarks)
+	marks := make(map[uint64]uint64, min(nmarks, streamHint))
 	var prevOrigin uint64
 	for i := uint64(0); i < nmarks; i++ {
 		m, err := d.next(snapMarkSize, "mark")
@@ -538,18 +561,24 @@ func (d *snapDecoder) decode(r io.ReaderAt, size int64, now func() time.Time) (*
 			return nil, 0, nil, fmt.Errorf("%w: topic %q after %q", record.ErrCorrupt, name, prevTopic)
 		}
 		remaining -= count
+		d.count, d.hint = int(count), int(count)
+		if !d.sized {
+			d.hint = min(d.hint, streamHint)
+		}
 		var tv *topicView
 		if d.into != nil {
 			v.mu.Lock()
 			if tv = v.topics[string(name)]; tv == nil {
-				tv = newTopicView(string(name), int(count))
+				tv = newTopicView(string(name), d.hint)
 				v.topics[tv.name] = tv
+			} else {
+				d.hint = 0 // made by someone else: grown at the first batch
 			}
 			d.fresh = ver == snapVersion && len(tv.byKey) == 0 && tv.times == nil
 			d.writes = tv.writes
 			v.mu.Unlock()
 		} else {
-			tv = newTopicView(string(name), int(count))
+			tv = newTopicView(string(name), d.hint)
 			v.topics[tv.name] = tv
 		}
 		prevTopic = tv.name
@@ -560,20 +589,22 @@ func (d *snapDecoder) decode(r io.ReaderAt, size int64, now func() time.Time) (*
 	if remaining != 0 {
 		return nil, 0, nil, fmt.Errorf("%w: header counts %d entries, topics hold %d", record.ErrCorrupt, nentries, nentries-remaining)
 	}
-	if d.left != 0 {
+	if d.sized && d.left != 0 {
 		return nil, 0, nil, fmt.Errorf("%w: %d bytes after the last entry", record.ErrCorrupt, d.left)
 	}
 
 	var t [snapTrailer]byte
-	// A ReaderAt may report io.EOF along with the last bytes of the file.
-	if n, err := r.ReadAt(t[:], body); n < snapTrailer {
-		if err == nil || errors.Is(err, io.EOF) {
-			return nil, 0, nil, fmt.Errorf("%w: trailer cut short", record.ErrCorrupt)
-		}
-		return nil, 0, nil, fmt.Errorf("%w: read snapshot trailer: %v", errs.ErrIO, err)
+	if err := d.read(t[:]); err != nil {
+		return nil, 0, nil, fmt.Errorf("trailer: %w", err)
 	}
-	if got, want := cr.crc, le.Uint32(t[:]); got != want {
+	if got, want := d.crc, le.Uint32(t[:]); got != want {
 		return nil, 0, nil, fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, got, want)
+	}
+	if _, err := d.br.ReadByte(); err != io.EOF {
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
+		}
+		return nil, 0, nil, fmt.Errorf("%w: bytes after the trailer", record.ErrCorrupt)
 	}
 	return v, covers, marks, nil
 }
@@ -646,8 +677,8 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 		if n > d.left {
 			return fmt.Errorf("%w: entry of %d bytes with %d left", record.ErrCorrupt, n, d.left)
 		}
-		buf := d.newData(int(n))
-		if err := d.fill(buf); err != nil {
+		buf, err := d.readData(int(n))
+		if err != nil {
 			return err
 		}
 		it.data = unsafe.String(unsafe.SliceData(buf), len(buf))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/cachecast/cachecast/store/internal/errs"
@@ -448,6 +450,18 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check := func(data []byte) {
 			v, covers, marks, err := decodeSnapshot(bytes.NewReader(data), int64(len(data)), nil)
+			// The same bytes as a stream of unknown size (a bootstrap's)
+			// are taken or refused alike, into the same view.
+			sv, _, _, serr := decodeSnapshot(bytes.NewReader(data), -1, nil)
+			if (err == nil) != (serr == nil) {
+				t.Fatalf("as a file: %v; as a stream: %v", err, serr)
+			}
+			if serr != nil && !errors.Is(serr, record.ErrCorrupt) {
+				t.Fatalf("stream error not wrapping record.ErrCorrupt: %v", serr)
+			}
+			if err == nil && !bytes.Equal(snapEncode(t, sv, covers, marks), snapEncode(t, v, covers, marks)) {
+				t.Fatal("the stream read into another view than the file")
+			}
 			if err != nil {
 				if !errors.Is(err, record.ErrCorrupt) {
 					t.Fatalf("error not wrapping record.ErrCorrupt: %v", err)
@@ -545,7 +559,7 @@ func BenchmarkSnapshotRead(b *testing.B) {
 
 // BenchmarkApplySnapshot puts the snapshot BenchmarkSnapshotWrite writes
 // into an empty live view, as a fresh node's bootstrap does
-// (View.ApplySnapshot: the CRC pass, then the entries).
+// (View.ApplySnapshot, reading the file as a stream).
 func BenchmarkApplySnapshot(b *testing.B) {
 	_, path := snapBenchView(b)
 	b.SetBytes(snapBenchSize(b, path))
@@ -554,7 +568,13 @@ func BenchmarkApplySnapshot(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		v := New()
-		if _, _, err := v.ApplySnapshot(path); err != nil {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _, err = v.ApplySnapshot(f)
+		f.Close()
+		if err != nil {
 			b.Fatal(err)
 		}
 		if v.Len() != 1_000_000 {
@@ -576,9 +596,10 @@ func cpuTime() time.Duration {
 // that is empty, that already holds some of its keys (older and newer),
 // and that a writer changes while the snapshot goes in: each ends as the
 // view that applied both sets of records in any order, and a follower
-// sees every entry the snapshot brought.
+// sees every entry the snapshot brought. The snapshot's first topic holds
+// more than streamHint entries, so that its map is grown on the way.
 func TestApplySnapshot(t *testing.T) {
-	const keys = 3*applyBatchSize + 17
+	const keys = streamHint + 3*applyBatchSize + 17
 	snapRecs := make([]viewRec, 0, keys+1)
 	for i := range keys {
 		r := viewPut("prices", viewBenchKey(i), fmt.Sprintf("v%d", i), 1, uint64(i+1), uint64(1000+i))
@@ -641,7 +662,12 @@ func TestApplySnapshot(t *testing.T) {
 					v.Apply(r.record(t))
 				}
 			}()
-			marks, maxHLC, err := v.ApplySnapshot(path)
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			marks, maxHLC, err := v.ApplySnapshot(f)
 			<-done
 			if err != nil {
 				t.Fatal(err)
@@ -653,6 +679,64 @@ func TestApplySnapshot(t *testing.T) {
 			for _, r := range snapRecs {
 				if e, ok := want.Get(r.topic, r.key); (ok || r.del) && e.Stamp.Origin == 1 && !seen[r.topic+"/"+r.key] {
 					t.Fatalf("the follower did not see %s/%s", r.topic, r.key)
+				}
+			}
+		})
+	}
+}
+
+// TestApplySnapshotDamaged streams snapshots that are cut short, damaged,
+// followed by stray bytes or broken off by a failed read into a live
+// view: each is refused (record.ErrCorrupt, or errs.ErrIO for the read)
+// with no marks, and what it left in the view is entries of the snapshot
+// put by the rule: nothing the view held is lost or made older. (A byte
+// damaged on the way is the transport's to catch, as the link's MACs do:
+// the CRC at the end cannot take back the entries before it, so there
+// only the refusal is checked.)
+func TestApplySnapshotDamaged(t *testing.T) {
+	src := New()
+	for i := range 3*applyBatchSize + 5 {
+		src.Apply(viewPut("prices", viewBenchKey(i), fmt.Sprintf("v%d", i), 1, uint64(i+1), uint64(1000+i)).record(t))
+	}
+	good := snapEncode(t, src, 1, map[uint64]uint64{1: 3*applyBatchSize + 5})
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 0x40
+	for _, tc := range []struct {
+		name    string
+		r       io.Reader
+		want    error
+		damaged bool
+	}{
+		{"empty", bytes.NewReader(nil), record.ErrCorrupt, false},
+		{"cut in the middle", bytes.NewReader(good[:len(good)/2]), record.ErrCorrupt, false},
+		{"no trailer", bytes.NewReader(good[:len(good)-snapTrailer]), record.ErrCorrupt, false},
+		{"a byte flipped", bytes.NewReader(flipped), record.ErrCorrupt, true},
+		{"bytes after the trailer", bytes.NewReader(append(bytes.Clone(good), 0)), record.ErrCorrupt, false},
+		{"read fails", io.MultiReader(bytes.NewReader(good[:len(good)/2]), iotest.ErrReader(errors.New("link down"))), errs.ErrIO, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := New()
+			// A key the snapshot has, newer here, and one it lacks.
+			v.Apply(viewPut("prices", viewBenchKey(7), "newer", 2, 1, 1_000_000).record(t))
+			v.Apply(viewPut("stock", "own", "mine", 2, 2, 5).record(t))
+			marks, _, err := v.ApplySnapshot(tc.r)
+			if !errors.Is(err, tc.want) || marks != nil {
+				t.Fatalf("marks %v, err %v; want %v", marks, err, tc.want)
+			}
+			if tc.damaged {
+				return
+			}
+			if e, ok := v.Get("prices", viewBenchKey(7)); !ok || string(e.Value) != "newer" {
+				t.Fatalf("the newer value was lost: %q %v", e.Value, ok)
+			}
+			if e, ok := v.Get("stock", "own"); !ok || string(e.Value) != "mine" {
+				t.Fatalf("the view's own key was lost: %q %v", e.Value, ok)
+			}
+			for _, k := range v.Keys("prices", "", "", 0) {
+				if e, _ := v.Get("prices", k); k != viewBenchKey(7) {
+					if w, ok := src.Get("prices", k); !ok || !bytes.Equal(e.Value, w.Value) || e.Stamp != w.Stamp {
+						t.Fatalf("key %s holds %q, the snapshot %q", k, e.Value, w.Value)
+					}
 				}
 			}
 		})
