@@ -302,9 +302,9 @@ func (v *View) ApplySnapshot(r io.Reader) (marks map[uint64]uint64, maxHLC uint6
 // arrived (streamHint, readData).
 type snapDecoder struct {
 	br    *bufio.Reader
+	cr    *crcReader // under br
 	sized bool
-	left  int64  // bytes of the body left; of a stream, math.MaxInt64 less what was read
-	crc   uint32 // of the body read so far
+	left  int64 // bytes of the body left; of a stream, math.MaxInt64 less what was read
 	buf   [snapHeaderSize]byte
 
 	// into, when set, is a live view the entries go into (ApplySnapshot),
@@ -419,9 +419,35 @@ func (d *snapDecoder) fill(p []byte) error {
 	if err := d.read(p); err != nil {
 		return err
 	}
-	d.crc = crc32.Update(d.crc, fsys.Castagnoli, p)
 	d.left -= int64(len(p))
 	return nil
+}
+
+// crcReader passes reads through and keeps the CRC-32C of what it passed
+// but the last snapTrailer bytes: once the stream has ended right after
+// the trailer (decode checks that), the CRC of the body, found without
+// knowing where the body ends.
+type crcReader struct {
+	r    io.Reader
+	crc  uint32
+	tail [2 * snapTrailer]byte
+	held int // bytes of tail not in crc yet, at most snapTrailer between reads
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if b := p[:n]; len(b) >= snapTrailer {
+		c.crc = crc32.Update(c.crc, fsys.Castagnoli, c.tail[:c.held])
+		c.crc = crc32.Update(c.crc, fsys.Castagnoli, b[:len(b)-snapTrailer])
+		c.held = copy(c.tail[:], b[len(b)-snapTrailer:])
+	} else {
+		c.held += copy(c.tail[c.held:], b)
+		if k := c.held - snapTrailer; k > 0 {
+			c.crc = crc32.Update(c.crc, fsys.Castagnoli, c.tail[:k])
+			c.held = copy(c.tail[:], c.tail[k:c.held])
+		}
+	}
+	return n, err
 }
 
 // read reads len(p) bytes, an end of file (a file that shrank under us,
@@ -486,7 +512,8 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 		bufSize = int(min(size, snapBufSize))
 		r = io.LimitReader(r, size)
 	}
-	d.br = bufio.NewReaderSize(r, bufSize)
+	d.cr = &crcReader{r: r}
+	d.br = bufio.NewReaderSize(d.cr, bufSize)
 	le := binary.LittleEndian
 
 	h, err := d.next(snapHeaderSize, "header")
@@ -597,14 +624,15 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 	if err := d.read(t[:]); err != nil {
 		return nil, 0, nil, fmt.Errorf("trailer: %w", err)
 	}
-	if got, want := d.crc, le.Uint32(t[:]); got != want {
-		return nil, 0, nil, fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, got, want)
-	}
 	if _, err := d.br.ReadByte(); err != io.EOF {
 		if err != nil {
 			return nil, 0, nil, fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
 		}
 		return nil, 0, nil, fmt.Errorf("%w: bytes after the trailer", record.ErrCorrupt)
+	}
+	// The stream ended with the trailer: the CRC reader holds it back.
+	if got, want := d.cr.crc, le.Uint32(t[:]); got != want {
+		return nil, 0, nil, fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, got, want)
 	}
 	return v, covers, marks, nil
 }
