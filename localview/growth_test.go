@@ -61,7 +61,10 @@ func TestGrowthWhileReading(t *testing.T) {
 	}
 	checkSize := func(when string, live int) {
 		t.Helper()
-		bound := raw(live)*3/2 + 48*live
+		// The bound, plus the one huge page (2 MiB) a file over
+		// that size may be rounded up by: a fixed cost, 1% at 1M keys
+		// but 5% at the 200,000 keys of a run under the race detector.
+		bound := raw(live)*3/2 + 48*live + 2<<20
 		t.Logf("%s: %d keys, file %d bytes (%.1f a key; bound %d), generation %d",
 			when, live, w.Size(), float64(w.Size())/float64(live), bound, w.Generation())
 		if w.Size() > bound {

@@ -136,9 +136,15 @@ func watchFlip(tb testing.TB, c *daemontest.Cluster, topic string, n, sample int
 			defer rc.Close()
 			// Start reading a second before the instant (reading all the
 			// lead long would only load the machine).
-			time.Sleep(time.Until(instant.Add(-time.Second)))
-			for time.Since(instant) < 300*time.Millisecond {
+			// Read on until 300 ms past the instant and 3 reads sent at
+			// or after it (on a loaded machine one read can take longer
+			// than 300 ms), or 30 s past it, so the test stays bounded.
+			sentAfter := 0
+			for (sentAfter < 3 || time.Since(instant) < 300*time.Millisecond) && time.Since(instant) < 30*time.Second {
 				r := flipRead{sent: time.Now()}
+				if !r.sent.Before(instant) {
+					sentAfter++
+				}
 				vals, err := rc.MGet(ctx, names...).Result()
 				r.got = time.Now()
 				if err != nil {
