@@ -135,7 +135,7 @@
 //     the origins that moved on). So a node holds at most k+1 push
 //     connections (plus its replica, which is pushed its own records
 //     directly, for sync replication) and receives each record about
-//     once, in at most the tree's diameter of hops, 2 ceil(log_k N) (4
+//     once, in at most the tree's diameter of hops, 2 ceil(log_k N) (6
 //     at N = 25, 10 at N = 1,000 with k = 4): some 10r plus a frame's
 //     write at each hop. The origin's cost per record is flat in N;
 //     a node's work per record is its k+1 neighbours' writes.
