@@ -28,7 +28,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/cachecast/cachecast/store/internal/btree"
+	"github.com/google/btree"
+
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -57,7 +58,7 @@ import (
 // An item is 64 bytes with the effective time and the expiry.
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
-// a map for point gets and a B-tree (github.com/google/btree, in a copy with a bulk append: store/internal/btree) for ordered
+// a map for point gets and a B-tree (github.com/google/btree) for ordered
 // listing, both pointing at the same item. An item is 64 bytes plus
 // one allocation holding key, tag and value back to back; the map's key
 // string and the B-tree's ordering both use the key inside that allocation,
@@ -750,17 +751,16 @@ func (v *View) insertNew(tv *topicView, it *viewItem) {
 	v.addNew(tv, it)
 }
 
-// insertFresh is insertNew of items in ascending key order, each after
-// every key tv holds (a snapshot's, into a topic nothing else wrote), with
-// the B-tree filled by a goroutine of its own meanwhile: appended down its
-// rightmost path, without a comparison (btree.AppendMax), while the map's
-// inserts, bound by memory latency, go on here.
+// insertFresh is insertNew of each item (of distinct keys), with the
+// B-tree filled by a goroutine of its own meanwhile: the map's inserts
+// and the B-tree's descents are each bound by memory latency, and a bulk
+// load (a bootstrap's snapshot) takes about the time of the slower.
 func (v *View) insertFresh(tv *topicView, items []*viewItem) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for _, it := range items {
-			tv.order.AppendMax(it)
+			tv.order.ReplaceOrInsert(it)
 		}
 	}()
 	for _, it := range items {
