@@ -13,8 +13,14 @@ import (
 // settings, each node's replica its successor in the list (as the daemon's
 // ring would pick).
 func newFleet(t *testing.T, transport string, size, fanout int, idle time.Duration) *testCluster {
+	return startFleet(t, transport, size, func(cfg *Config) { cfg.Fanout, cfg.IdleTimeout = fanout, idle })
+}
+
+// startFleet starts size nodes on transport, each configured by config,
+// each node's replica its successor in the list.
+func startFleet(t *testing.T, transport string, size int, config func(*Config)) *testCluster {
 	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}}
-	c.config = func(cfg *Config) { cfg.Fanout, cfg.IdleTimeout = fanout, idle }
+	c.config = config
 	if transport == "nats" {
 		c.natsURL = testkit.NATS(t, nil).ClientURL()
 	}

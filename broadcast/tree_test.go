@@ -81,22 +81,12 @@ func TestTreeNeighbours(t *testing.T) {
 // node's replica its successor in the list; syncInterval 0 is the test
 // clusters' 50ms.
 func newTreeFleet(t *testing.T, size, k int, syncInterval time.Duration) *testCluster {
-	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}}
-	c.config = func(cfg *Config) {
+	return startFleet(t, "tcp", size, func(cfg *Config) {
 		cfg.Tree, cfg.TreeDegree = true, k
 		if syncInterval > 0 {
 			cfg.SyncInterval = syncInterval
 		}
-	}
-	for i := 0; i < size; i++ {
-		c.add(fmt.Sprintf("n%d", i), t.TempDir())
-	}
-	t.Cleanup(c.stop)
-	c.wire()
-	for i, tn := range c.nodes {
-		tn.n.SetReplica(c.nodes[(i+1)%size].st.Origin())
-	}
-	return c
+	})
 }
 
 // byTree returns the nodes in the tree's order (sorted by ID: index i's
