@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
-	"github.com/cachecast/cachecast/localview/viewtest"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
 )
@@ -42,7 +42,7 @@ func BenchmarkViewMirror1M(b *testing.B) {
 	group := make([]view.Change, batch)
 	rng := rand.New(rand.NewPCG(3, 4))
 	b.ReportAllocs()
-	cpu := viewtest.StartThreadCPU()
+	cpu := testkit.StartThreadCPU()
 	n := 0
 	for i := 0; b.Loop(); i++ {
 		for j := range group {

@@ -21,7 +21,6 @@ import (
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewbench"
-	"github.com/cachecast/cachecast/localview/viewtest"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -276,7 +275,7 @@ func benchLocalGet(b *testing.B, name string, size int, writer string, fs viewbe
 			buf = tag[:0]
 		}
 		b.ReportAllocs()
-		cpu := viewtest.StartThreadCPU()
+		cpu := testkit.StartThreadCPU()
 		n := 0
 		for i := 0; b.Loop(); i++ {
 			read(i)
@@ -311,7 +310,7 @@ func BenchmarkLocalGetMany(b *testing.B) {
 				}
 			}
 			b.ReportAllocs()
-			cpu := viewtest.StartThreadCPU()
+			cpu := testkit.StartThreadCPU()
 			calls := 0
 			for i := 0; b.Loop(); i++ {
 				read(i)
@@ -341,7 +340,7 @@ func BenchmarkSocketGet(b *testing.B) {
 			}
 		}
 		b.ReportAllocs()
-		cpu := viewtest.StartThreadCPU() // the client's side only
+		cpu := testkit.StartThreadCPU() // the client's side only
 		n := 0
 		for i := 0; b.Loop(); i++ {
 			read(i)
@@ -381,7 +380,7 @@ func BenchmarkRedisSocketGet(b *testing.B) {
 			}
 		}
 		b.ReportAllocs()
-		cpu := viewtest.StartThreadCPU() // the client's side only
+		cpu := testkit.StartThreadCPU() // the client's side only
 		n := 0
 		for i := 0; b.Loop(); i++ {
 			read(i)

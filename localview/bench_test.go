@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
-	"github.com/cachecast/cachecast/localview/viewtest"
 )
 
 // BenchmarkGetHot reads 1000 keys that stay in the CPU's caches: the cost
@@ -53,7 +53,7 @@ func BenchmarkGetHot(b *testing.B) {
 	defer r.Close()
 	buf := make([]byte, 0, 256)
 	b.ReportAllocs()
-	cpu := viewtest.StartThreadCPU()
+	cpu := testkit.StartThreadCPU()
 	n := 0
 	for i := 0; b.Loop(); i++ {
 		v, tag, _, err := r.GetInto(buf, "prices", keys[i%len(keys)])
@@ -90,7 +90,7 @@ func BenchmarkWriterPut(b *testing.B) {
 			}
 			order := rand.New(rand.NewPCG(1, 2)).Perm(keys)
 			b.ReportAllocs()
-			cpu := viewtest.StartThreadCPU()
+			cpu := testkit.StartThreadCPU()
 			n := 0
 			for i := 0; b.Loop(); i++ {
 				value[0] = byte(i)

@@ -5,14 +5,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview/viewbench"
-
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkGetRandom reads 1,000,000 keys (16 bytes, 100-byte values) at
@@ -117,10 +115,7 @@ func benchGetRandom(b *testing.B, w *Writer, r *Reader, suffix string, keys []st
 		for _, chained := range []bool{true, false} {
 			name := c.name + map[bool]string{true: "/one-at-a-time", false: "/independent"}[chained] + suffix
 			b.Run(name, func(b *testing.B) {
-				runtime.LockOSThread() // RUSAGE_THREAD is this thread's
-				defer runtime.UnlockOSThread()
-				var ru0, ru1 unix.Rusage
-				unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+				cpu := testkit.StartThreadCPU()
 				sum, i, z := 0, 0, 0
 				for b.Loop() {
 					x := c.read(keys[(i+z)%n])
@@ -130,9 +125,7 @@ func benchGetRandom(b *testing.B, w *Writer, r *Reader, suffix string, keys []st
 					}
 					i++
 				}
-				unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
-				cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
-				b.ReportMetric(float64(cpu)/float64(i), "cpu-ns/op")
+				cpu.Report(b, i)
 				viewbench.ReportHugeShare(b, w.Path())
 				if sum == 42 {
 					b.Log(sum) // keep the loads
@@ -147,19 +140,14 @@ func benchGetManyRandom(b *testing.B, _ *Writer, r *Reader, suffix string, keys 
 	n := len(keys)
 	// A Scan of the topic's 1M keys: cpu-ns/op is a key's.
 	b.Run("scan"+suffix, func(b *testing.B) {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var ru0, ru1 unix.Rusage
-		unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+		cpu := testkit.StartThreadCPU()
 		seen := 0
 		for b.Loop() {
 			if err := r.Scan("prices", func(string, []byte, []byte, Stamp) bool { seen++; return true }); err != nil {
 				b.Fatal(err)
 			}
 		}
-		unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
-		cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
-		b.ReportMetric(float64(cpu)/float64(seen), "cpu-ns/op")
+		cpu.Report(b, seen)
 	})
 	// GetMany of n keys at random at a time: cpu-ns/op is a key's.
 	for _, many := range []int{10, 100} {
@@ -167,10 +155,7 @@ func benchGetManyRandom(b *testing.B, _ *Writer, r *Reader, suffix string, keys 
 			topics := []string{"prices"}
 			var items []Item
 			buf := make([]byte, 0, 100*many)
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			var ru0, ru1 unix.Rusage
-			unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+			cpu := testkit.StartThreadCPU()
 			calls := 0
 			for b.Loop() {
 				at := calls * many % (n - many)
@@ -180,9 +165,7 @@ func benchGetManyRandom(b *testing.B, _ *Writer, r *Reader, suffix string, keys 
 				}
 				calls++
 			}
-			unix.Getrusage(unix.RUSAGE_THREAD, &ru1)
-			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
-			b.ReportMetric(float64(cpu)/float64(calls*many), "cpu-ns/op")
+			cpu.Report(b, calls*many)
 		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewbench"
 )
@@ -187,7 +188,7 @@ func benchLocalThroughput(b *testing.B, path string, order []string, size int) f
 		b.Fatal(err)
 	}
 	buf := make([]byte, 0, 256)
-	cpu0 := threadCPU()
+	cpu0 := testkit.ThreadCPU()
 	t0 := time.Now()
 	reads := 0
 	for i := 0; b.Loop(); i++ {
@@ -198,7 +199,7 @@ func benchLocalThroughput(b *testing.B, path string, order []string, size int) f
 		buf = tag[:0]
 		reads++
 	}
-	wall, cpu := time.Since(t0), threadCPU()-cpu0
+	wall, cpu := time.Since(t0), testkit.ThreadCPU()-cpu0
 	perRead := float64(cpu) / float64(reads)
 	b.ReportMetric(float64(reads)/wall.Seconds(), "ops/s")
 	b.ReportMetric(perRead, "cpu-ns/op")
@@ -393,11 +394,4 @@ func processCPU(pid int) (time.Duration, error) {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * (time.Second / 100), nil
-}
-
-// threadCPU is the calling thread's CPU time.
-func threadCPU() time.Duration {
-	var ru unix.Rusage
-	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
