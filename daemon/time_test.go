@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 )
@@ -184,7 +185,7 @@ func TestClusterExpiry(t *testing.T) {
 // origin that any of them holds.
 func waitSameRecords(t *testing.T, ds []*testDaemon) {
 	t.Helper()
-	testkit.Eventually(t, 10*time.Second, "every node holds every record", func() bool {
+	testkit.Eventually(t, 20*time.Second, "every node holds every record", func() bool {
 		want := map[uint64]uint64{}
 		for _, td := range ds {
 			for o, seq := range td.d.store.Vector() {
@@ -414,35 +415,72 @@ func TestClusterScheduledFlip(t *testing.T) {
 	}
 }
 
-// TestClusterScheduledCutOff: two nodes are cut off (stopped) when the
-// schedule is published; the one back before the instant flips at the
-// instant, the one back after it flips as soon as it has the records.
-func TestClusterScheduledCutOff(t *testing.T) {
+// TestClusterScheduledPartition: node1 and node2 are cut off from the
+// others' data ports (where every record travels, pushed or repaired;
+// gossip still sees them alive) when node0 publishes the schedule. node1,
+// healed before the instant, flips at the instant of its own clock;
+// node2, still cut off past the instant, serves the old values until it
+// learns of the schedule, and the scheduled ones from then on. Neither
+// restarts: what they learn comes over the healed network.
+func TestClusterScheduledPartition(t *testing.T) {
 	var clock fleetClock
-	ds := startTimedCluster(t, &clock)
+	clock.base.Store(time.Now().UnixMilli())
+	fn := faultnet.New()
+	ds := startCluster(t, 3, func(i int, c *Config) {
+		c.Clock = clock.of(clockOffsets[i])
+		c.DataDial = fn.Dialer(c.NodeName)
+	})
+	// cut cuts node i's data links to and from every other node; heal
+	// mends those to the nodes not cut off.
+	apart := map[int]bool{}
+	links := func(i int, each func(from, addr string)) {
+		for j, other := range ds {
+			if j != i && !apart[j] {
+				each(ds[i].cfg.NodeName, other.d.DataAddr())
+				each(other.cfg.NodeName, ds[i].d.DataAddr())
+			}
+		}
+	}
+	cut := func(i int) { links(i, fn.Cut); apart[i] = true }
+	heal := func(i int) { delete(apart, i); links(i, fn.Uncut) }
 	const n = 100
 	keys, names := skus(n)
 	regular := func(i int) string { return fmt.Sprintf("regular-%d", i) }
 	sale := func(i int) string { return fmt.Sprintf("sale-%d", i) }
 	publishAll(t, ds[0], keys, regular, "")
 	waitSameRecords(t, ds)
-	ds[1].stop()
-	ds[2].stop()
+
+	cut(1)
+	cut(2)
+	testkit.Eventually(t, 10*time.Second, "node0's data links down", func() bool {
+		for _, m := range ds[0].d.ClusterStatus().Members {
+			if !m.Self && m.Connected {
+				return false
+			}
+		}
+		return true
+	})
 	instant := clock.base.Load() + 2000
 	publishAll(t, ds[0], keys, sale, fmt.Sprintf(`,"effective_at":%d`, instant))
 
 	clock.base.Add(200)
-	early := startDaemon(t, ds[1].cfg)
-	waitSameRecords(t, []*testDaemon{ds[0], early})
+	heal(1)
+	waitSameRecords(t, ds[:2])
+	if r := ds[1].do("GET", "/v1/topics/prices/pending?limit=1000", nil); strings.Count(string(r.body), `"effective_at"`) != n {
+		t.Fatalf("node1, healed before the instant: pending: %d %s", r.status, r.body)
+	}
 	clock.base.Store(instant - clockOffsets[1].Milliseconds() - 1)
-	checkValues(t, early, names, regular, "back before the instant, 1 ms before it")
+	checkValues(t, ds[1], names, regular, "healed before the instant, 1 ms before it")
 	clock.base.Store(instant - clockOffsets[1].Milliseconds())
-	checkValues(t, early, names, sale, "back before the instant, at it")
+	checkValues(t, ds[1], names, sale, "healed before the instant, at it")
 
+	// node2 has been cut off for as long as node1 took to heal: it has
+	// not heard of the schedule, past the instant of its own clock too.
 	clock.base.Store(instant + 3000)
-	late := startDaemon(t, ds[2].cfg)
-	waitSameRecords(t, []*testDaemon{ds[0], early, late})
-	checkValues(t, late, names, sale, "back after the instant")
+	checkValues(t, ds[2], names, regular, "still cut off, past the instant")
+	heal(2)
+	waitSameRecords(t, ds)
+	checkValues(t, ds[2], names, sale, "healed after the instant, once it holds the records")
 }
 
 // TestClusterBatchVisibleTogether: while batches of 100 keys are published

@@ -98,6 +98,14 @@ func (f *Net) Dials(from, addr string) int {
 	return len(f.conns[[2]string{from, addr}])
 }
 
+// Uncut lifts the cut from node from to addr alone (the nodes dial
+// again as they retry); the other cuts stay.
+func (f *Net) Uncut(from, addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.cut, [2]string{from, addr})
+}
+
 // Heal lifts every cut (connections are dialed again as the nodes retry).
 func (f *Net) Heal() {
 	f.mu.Lock()
