@@ -85,7 +85,6 @@ func forEachRandomView(b *testing.B, bench func(b *testing.B, w *Writer, r *Read
 
 // benchGetRandom is BenchmarkGetRandom over the view r of keys.
 func benchGetRandom(b *testing.B, w *Writer, r *Reader, suffix string, keys []string) {
-	n := len(keys)
 	value := make([]byte, 100)
 	cases := []struct {
 		name string
@@ -111,28 +110,50 @@ func benchGetRandom(b *testing.B, w *Writer, r *Reader, suffix string, keys []st
 			return len(v)
 		}},
 	}
-	for _, c := range cases {
-		for _, chained := range []bool{true, false} {
-			name := c.name + map[bool]string{true: "/one-at-a-time", false: "/independent"}[chained] + suffix
-			b.Run(name, func(b *testing.B) {
-				cpu := testkit.StartThreadCPU()
-				sum, i, z := 0, 0, 0
-				for b.Loop() {
-					x := c.read(keys[(i+z)%n])
-					sum += x
-					if chained {
-						z = x >> 62 & 1 // 0, known only once the read is done
-					}
-					i++
+	// keys=hot reads 10,000 of the keys (those first in the random
+	// order: a random sample) at random, a set whose slots and records
+	// fit the CPU's caches: a Get's cost without the memory's.
+	sets := []struct {
+		name string
+		keys []string
+	}{{"", keys}, {"/keys=hot", keys[:hotKeys]}}
+	for _, set := range sets {
+		for _, c := range cases {
+			for _, chained := range []bool{true, false} {
+				if set.name != "" && c.name == "one-miss" {
+					continue // one miss of a random place: the same for any key set
 				}
-				cpu.Report(b, i)
-				viewbench.ReportHugeShare(b, w.Path())
-				if sum == 42 {
-					b.Log(sum) // keep the loads
-				}
-			})
+				name := c.name + set.name + map[bool]string{true: "/one-at-a-time", false: "/independent"}[chained] + suffix
+				benchReads(b, name, w, set.keys, c.read, chained)
+			}
 		}
 	}
+}
+
+// hotKeys is how many keys BenchmarkGetRandom's keys=hot reads.
+const hotKeys = 10_000
+
+// benchReads runs read over keys as one sub-benchmark of
+// BenchmarkGetRandom: chained makes each read wait for the one before.
+func benchReads(b *testing.B, name string, w *Writer, keys []string, read func(key string) int, chained bool) {
+	n := len(keys)
+	b.Run(name, func(b *testing.B) {
+		cpu := testkit.StartThreadCPU()
+		sum, i, z := 0, 0, 0
+		for b.Loop() {
+			x := read(keys[(i+z)%n])
+			sum += x
+			if chained {
+				z = x >> 62 & 1 // 0, known only once the read is done
+			}
+			i++
+		}
+		cpu.Report(b, i)
+		viewbench.ReportHugeShare(b, w.Path())
+		if sum == 42 {
+			b.Log(sum) // keep the loads
+		}
+	})
 }
 
 // benchGetManyRandom is BenchmarkGetManyRandom over the view r of keys.
