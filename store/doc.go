@@ -50,7 +50,11 @@
 // and whatever of its earlier use it still holds carries another mark,
 // which recovery and readers take for "nothing here". (A directory made
 // before the prefix existed keeps its unframed records; the metafile says
-// from which position on entries are framed.)
+// from which position on entries are framed. The metafile's version, 3, is
+// the directory's format: a build refuses a newer one, ErrNewerFormat,
+// before it reads anything else, and builds that read only version 2 find
+// no valid copy in a version 3 file and refuse it too, so that no build
+// takes framed entries for damage.)
 //
 // A background goroutine, the preparer, keeps the writer from system calls
 // and page faults: it keeps a window (4 MiB, or the segment when smaller)

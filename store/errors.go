@@ -92,4 +92,10 @@ var (
 
 	// ErrLocked means another process holds the data directory.
 	ErrLocked = errors.New("store: data directory in use")
+
+	// ErrNewerFormat means the metafile's format version is newer than
+	// this build reads: a newer build wrote the directory. Nothing was
+	// read or changed; run that build again (a downgrade is refused
+	// before it could take the newer format's bytes for damage).
+	ErrNewerFormat = errs.ErrNewerFormat
 )

@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/internal/segment"
 )
 
@@ -212,4 +214,99 @@ func TestMetaWriteFault(t *testing.T) {
 	if !errors.Is(err, ErrIO) || !strings.Contains(err.Error(), "fault writing "+path) {
 		t.Fatalf("err = %v; want ErrIO saying fault writing %s", err, path)
 	}
+}
+
+// setMetaVersion rewrites copy k of the metafile bytes b with version v
+// and a CRC that matches, as a build writing version v would leave it.
+func setMetaVersion(b []byte, k int, v uint64) {
+	c := b[k*segment.MetaCopySize : (k+1)*segment.MetaCopySize]
+	binary.LittleEndian.PutUint64(c[segment.OffVersion:], v)
+	binary.LittleEndian.PutUint32(c[segment.MetaCopySize-4:], crc32.Checksum(c[:segment.MetaCopySize-4], fsys.Castagnoli))
+}
+
+// TestMetaFormatVersions: the metafile's version is the directory's
+// format. Version 2 (framed entries, written before the version said so)
+// opens with every record and is written back as 3, which builds that know
+// only 2 refuse. A valid copy of a newer version, current or not, is
+// ErrNewerFormat naming the file and the versions, and nothing in the
+// directory changes: no record is taken for damage and set aside.
+func TestMetaFormatVersions(t *testing.T) {
+	tests := []struct {
+		name    string
+		version [2]uint64 // of copies A and B
+		newer   bool
+	}{
+		{"both copies version 2", [2]uint64{2, 2}, false},
+		{"one copy 2, one 3", [2]uint64{2, 3}, false},
+		{"the current copy newer", [2]uint64{3, 4}, true},
+		{"the other copy newer", [2]uint64{4, 3}, true},
+		{"far newer", [2]uint64{1 << 40, 1 << 40}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, origin := closedStore(t)
+			path := filepath.Join(o.Dir, metaName)
+			b, _ := metaCopies(t, path)
+			for k, v := range tt.version {
+				setMetaVersion(b, k, v)
+			}
+			if err := os.WriteFile(path, b, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			before := dirSnapshot(t, o.Dir)
+			s, err := Open(o)
+			if tt.newer {
+				if err == nil {
+					s.Close()
+					t.Fatal("opened a directory of a newer format")
+				}
+				if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "up to 3") {
+					t.Fatalf("err = %v; want ErrNewerFormat naming %s and the version read", err, path)
+				}
+				if after := dirSnapshot(t, o.Dir); after != before {
+					t.Fatalf("the refused open changed the directory:\nbefore %s\nafter  %s", before, after)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Origin() != origin {
+				t.Fatalf("origin %x, want %x", s.Origin(), origin)
+			}
+			if got := len(readAll(t, s)); got != 50 {
+				t.Fatalf("%d records, want 50", got)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, cur := metaCopies(t, path)
+			if v := binary.LittleEndian.Uint64(b[cur*segment.MetaCopySize+segment.OffVersion:]); v != 3 {
+				t.Fatalf("the current copy has version %d after a close, want 3", v)
+			}
+		})
+	}
+}
+
+// dirSnapshot lists every file under dir with its size and a checksum of
+// its bytes, one line each, so that two listings compare equal only when
+// nothing was added, removed or written.
+func dirSnapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var sb strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&sb, "%s %d %08x; ", strings.TrimPrefix(p, dir), len(b), crc32.ChecksumIEEE(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb.String()
 }

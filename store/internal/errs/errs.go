@@ -19,4 +19,5 @@ var (
 	ErrIO          = errors.New("store: i/o error")
 	ErrNotOwner    = errors.New("store: cursor owned by another user")
 	ErrCursorLimit = errors.New("store: too many cursors")
+	ErrNewerFormat = errors.New("store: data directory written by a newer cachecast")
 )

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/store/internal/errs"
 	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -38,7 +39,14 @@ import (
 // divided by the segment size; the position it stands for is
 // ID*segsize+offset.
 //
-//   - version: 2 (version 1 is the old single-copy file, below).
+//   - version: the directory's format, 3. Version 3 is version 2 with
+//     the log's entries framed (marked from, below): a build that knows
+//     only version 2 finds no valid copy and refuses to open the directory
+//     rather than take framed entries for damaged records and set them
+//     aside. A copy read as version 2 is written back as version 3 by the
+//     next sync. A valid copy of a version newer than this build's is
+//     ErrNewerFormat, before anything else is read (version 1 is the old
+//     single-copy file, below).
 //   - writing: the end of the written log, where the next record goes.
 //   - watermark: the log position the view snapshot covers; a restart
 //     replays the log from here.
@@ -81,7 +89,8 @@ import (
 // The metafile's layout; the Off constants are the offsets of its fields
 // within a copy, for Get, Put, Pos and SetPos.
 const (
-	metaVersion       = 2
+	metaVersion       = 3 // the format this build writes
+	metaVersionFramed = 2 // the format before the version marked framing; read, upgraded on sync
 	MetaVersionSingle = 1 // the old single-copy file
 	MetaSize          = 4096
 	MetaCopySize      = MetaSize / 2
@@ -180,10 +189,16 @@ func OpenMeta(path string, segSize int64, created int64, log *zap.Logger) (*Meta
 	return m, fresh, nil
 }
 
-// MetaCopyValid reports whether b (one copy) has version 2 and its CRC.
+// MetaCopyValid reports whether b (one copy) has its CRC and a version
+// this build reads (2 or 3).
 func MetaCopyValid(b []byte) bool {
-	return binary.LittleEndian.Uint64(b[OffVersion:]) == metaVersion &&
-		crc32.Checksum(b[:metaCRCOff], fsys.Castagnoli) == binary.LittleEndian.Uint32(b[metaCRCOff:])
+	v := binary.LittleEndian.Uint64(b[OffVersion:])
+	return (v == metaVersion || v == metaVersionFramed) && metaCopyCRC(b)
+}
+
+// metaCopyCRC reports whether b (one copy) holds its own CRC.
+func metaCopyCRC(b []byte) bool {
+	return crc32.Checksum(b[:metaCRCOff], fsys.Castagnoli) == binary.LittleEndian.Uint32(b[metaCRCOff:])
 }
 
 // load reads the current state from the map: the valid copy with the
@@ -192,6 +207,12 @@ func (m *Meta) load(log *zap.Logger) error {
 	var valid [2]bool
 	for k := range valid {
 		b := m.data[k*MetaCopySize : (k+1)*MetaCopySize]
+		if v := binary.LittleEndian.Uint64(b[OffVersion:]); v > metaVersion && metaCopyCRC(b) {
+			// Either copy: the other may be an older state of the same
+			// newer build, and reading it would undo that build's work.
+			return fmt.Errorf("%w: metafile %s has format version %d, this build reads versions up to %d: run the build that wrote it (or a newer one), or move the data directory aside",
+				errs.ErrNewerFormat, m.path, v, metaVersion)
+		}
 		valid[k] = MetaCopyValid(b)
 		if gen := binary.LittleEndian.Uint64(b[OffGen:]); valid[k] && (m.cur < 0 || gen > m.gen) {
 			m.cur, m.gen = k, gen
