@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -107,6 +108,11 @@ func (l *loop) attach(c *conn) bool {
 	if cerr := rc.Control(func(s uintptr) {
 		fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
 	}); cerr != nil || err != nil {
+		return false
+	}
+	// The loop's reads and writes (rawRead, rawWrite) must never wait.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
 		return false
 	}
 	l.mu.Lock()
@@ -253,7 +259,7 @@ func (l *loop) woken() bool {
 // serve reads what c sent (once: the epoll is level triggered, so what
 // is left is told again) and runs it.
 func (l *loop) serve(c *conn, now time.Time) {
-	n, err := unix.Read(c.fd, c.rbuf[c.end:])
+	n, err := rawRead(c.fd, c.rbuf[c.end:])
 	switch {
 	case n > 0:
 		c.end += n
@@ -283,7 +289,7 @@ var errWouldBlock = errors.New("resp: the write would block")
 // the connection is handed off to.
 func (c *conn) writeOwn() error {
 	for len(c.out) > 0 {
-		n, err := unix.Write(c.fd, c.out)
+		n, err := rawWrite(c.fd, c.out)
 		if n > 0 {
 			if n == len(c.out) {
 				c.resetOut()
@@ -364,4 +370,23 @@ func (l *loop) handOff(c *conn) {
 		}
 	}
 	c.s.wg.Go(c.serve)
+}
+
+// rawRead is read(2) without the runtime's system call bookkeeping: the
+// loop's descriptors are non-blocking, so it never waits.
+func rawRead(fd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// rawWrite is write(2) as rawRead is read(2).
+func rawWrite(fd int, p []byte) (int, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
 }
