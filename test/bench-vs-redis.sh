@@ -63,45 +63,47 @@ fi
 # (key:__rand_int__ is topic "key" here), 1 connection, 50, and 50 pipelining 16.
 # The keys are written first so that GET and MGET hit.
 MGET="MGET$(printf ' key:__rand_int__%.0s' $(seq 10))"
-# rbs VARIANT SERVER PID SOCKET OPTIONS... prints each test's requests per
-# second and the server's CPU time per request (user + system, from
-# /proc/PID/stat): on a shared machine the rate moves with the others' load,
-# the CPU per request much less. Each result is kept for the summary.
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-tick=$(getconf CLK_TCK)
+# rb1 VARIANT SERVER PID TEST OPTS redis-benchmark-ARGS... prints the test's
+# requests per second and the server's CPU time per request (the time its
+# threads ran, in ns, from /proc/PID/task/*/schedstat): on a shared machine
+# the rate moves with the others' load, the CPU per request much less. Each
+# result is kept for the summary.
+cpu() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
 bench=(redis-benchmark)
 rb1() {
 	variant=$1 server=$2 pid=$3 test=$4 opts=$5
 	shift 5
 	c0=$(cpu "$pid")
-	out=$("${bench[@]}" "$@" | tr "\r" "\n" | grep "per second")
+	out=$("${bench[@]}" "$@" | tr "\r" "\n" | grep "per second" | sed 's/^MGET .*__: /MGET (10 keys): /')
 	c1=$(cpu "$pid")
-	ns=$(((c1 - c0) * 1000000 / tick * 1000 / N))
-	echo "$out, server CPU $ns ns/request"
+	ns=$(((c1 - c0) / N))
+	echo "$server $out, server CPU $ns ns/request"
 	rate=$(echo "$out" | sed 's/.*: \([0-9.]*\) requests per second.*/\1/')
 	echo "$variant|$test|$opts|$server|$rate|$ns" >>"$work/results"
 }
-rbs() {
-	variant=$1 server=$2 pid=$3 sock=$4 opts=$5
-	shift 5
-	for t in get set; do
-		rb1 "$variant" "$server" "$pid" "$(echo $t | tr a-z A-Z)" "$opts" -s "$sock" -d "$SIZE" -r 10000 -q "$@" -t $t
-	done
-	# shellcheck disable=SC2086
-	rb1 "$variant" "$server" "$pid" "MGET (10 keys)" "$opts" -s "$sock" -d "$SIZE" -r 10000 -q "$@" $MGET |
-		sed 's/^MGET .*__: /MGET (10 keys): /'
-}
-# rounds VARIANT CC_PID CC_SOCKET REDIS_PID REDIS_SOCKET
+# rounds VARIANT CC_PID CC_SOCKET REDIS_PID REDIS_SOCKET: each test runs on
+# the two servers back to back, cachecast first in odd rounds and
+# redis-server first in even ones, so that a change of the machine's load
+# between the two runs of a pair does not always favour the same server.
 rounds() {
 	variant=$1
 	redis-benchmark -s "$3" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
 	redis-benchmark -s "$5" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
 	for round in $(seq "${ROUNDS:-1}"); do
 		for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
-			# shellcheck disable=SC2086
-			echo "== $variant, round $round, cachecast's Redis socket, $opts"; rbs "$variant" cachecast "$2" "$3" "$opts" -n "$N" $opts
-			# shellcheck disable=SC2086
-			echo "== $variant, round $round, redis-server, $opts";             rbs "$variant" redis "$4" "$5" "$opts" -n "$N" $opts
+			echo "== $variant, round $round, $opts"
+			for t in GET SET "MGET (10 keys)"; do
+				args=(-t "${t,,}")
+				# shellcheck disable=SC2206
+				[ "$t" = GET ] || [ "$t" = SET ] || args=($MGET)
+				pair=("cachecast $2 $3" "redis $4 $5")
+				[ $((round % 2)) = 1 ] || pair=("${pair[1]}" "${pair[0]}")
+				for p in "${pair[@]}"; do
+					read -r server pid sock <<<"$p"
+					# shellcheck disable=SC2086
+					rb1 "$variant" "$server" "$pid" "$t" "$opts" -s "$sock" -d "$SIZE" -r 10000 -q -n "$N" $opts "${args[@]}"
+				done
+			done
 		done
 	done
 }
