@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // antiEntropyLoop starts Fanout exchanges every SyncInterval and keeps the
@@ -157,6 +159,9 @@ type Stats struct {
 	// entries in acks, vectors, retired lists and entries frames, and
 	// the digest tree's nodes in sums and entries frames (one each).
 	VectorEntriesSent, VectorEntriesReceived uint64
+	// ExchangeEntries is the part of both that the exchanges' vector,
+	// sums and entries frames carried (the rest: acks and retired lists).
+	ExchangeEntries uint64
 	// BytesSent and BytesReceived count every byte of the data port's
 	// handshakes and frames, both ways, records included (TLS's own bytes
 	// are not counted).
@@ -184,6 +189,7 @@ func (n *Node) Stats() Stats {
 	return Stats{
 		VectorEntriesSent:     n.entriesSent.Load(),
 		VectorEntriesReceived: n.entriesReceived.Load(),
+		ExchangeEntries:       n.exchangeEntries.Load(),
 		BytesSent:             n.wireSent.Load(),
 		BytesReceived:         n.wireReceived.Load(),
 		OpenOutbound:          int(n.openOut.Load()),
@@ -205,6 +211,7 @@ func (n *Node) ackFrame(v map[uint64]uint64) []byte {
 // vectorFrame encodes a vector frame and counts its entries.
 func (n *Node) vectorFrame(m vectorMsg) []byte {
 	n.entriesSent.Add(uint64(len(m.live)))
+	n.exchangeEntries.Add(uint64(len(m.live)))
 	return encodeVector(m)
 }
 
@@ -219,6 +226,7 @@ func (n *Node) readAck(p []byte) (map[uint64]uint64, error) {
 func (n *Node) readVector(p []byte) (vectorMsg, error) {
 	m, err := decodeVector(p)
 	n.entriesReceived.Add(uint64(len(m.live)))
+	n.exchangeEntries.Add(uint64(len(m.live)))
 	return m, err
 }
 
@@ -246,10 +254,31 @@ type digestStep struct {
 	opening, sameRetired bool
 }
 
-// answerDigest answers a sums or entries frame (payload p) for a side
-// holding the vector mine and the retired list retired; received is how
-// many tree nodes and entries the frame carried.
-func answerDigest(mine vectorMsg, retired map[uint64]uint64, typ byte, p []byte) (st digestStep, received int, err error) {
+// digestView is one side's vector as a digest exchange compares it.
+type digestView struct {
+	mine    vectorMsg         // the live vector and the retired summary
+	retired map[uint64]uint64 // the retired origins, for their list
+	// hasCut: the connection speaks ProtocolCut, whose sums frames carry
+	// the cut they compare at; at gives the live vector at a cut (nil:
+	// each origin's highest seq, as with noCut).
+	hasCut bool
+	at     func(cut uint64) map[uint64]uint64
+}
+
+// atCut is the live vector at cut.
+func (v digestView) atCut(cut uint64) map[uint64]uint64 {
+	if cut == noCut || v.at == nil {
+		return v.mine.live
+	}
+	return v.at(cut)
+}
+
+// answerDigest answers a sums or entries frame (payload p) for the side
+// v; received is how many tree nodes and entries the frame carried. Sums
+// are compared at the frame's cut; entries frames carry each side's
+// highest seqs (what the other may pull), whatever the cut.
+func answerDigest(v digestView, typ byte, p []byte) (st digestStep, received int, err error) {
+	mine := v.mine
 	if typ == frameEntries {
 		m, err := decodeEntries(p)
 		if err != nil {
@@ -261,15 +290,16 @@ func answerDigest(mine vectorMsg, retired map[uint64]uint64, typ byte, p []byte)
 		}
 		return st, len(m.nodes) + len(m.entries), nil
 	}
-	m, err := decodeSums(p)
+	m, err := decodeSums(p, v.hasCut)
 	if err != nil {
 		return st, 0, err
 	}
+	cut := v.atCut(m.cut)
 	ids := make([]nodeID, len(m.nodes))
 	for i, x := range m.nodes {
 		ids[i] = x.nodeID
 	}
-	sums := sumsOf(mine.live, ids)
+	sums := sumsOf(cut, ids)
 	var reply []sumNode
 	var equal, leaves, expand []nodeID
 	for i, x := range m.nodes {
@@ -290,14 +320,15 @@ func answerDigest(mine vectorMsg, retired map[uint64]uint64, typ byte, p []byte)
 			}
 		}
 	}
-	for i, s := range sumsOf(mine.live, expand) {
+	for i, s := range sumsOf(cut, expand) {
 		reply = append(reply, sumNode{nodeID: expand[i], sum: s})
 	}
-	st.learned = entriesUnder(mine.live, equal)
+	// The other side holds at least the cut where the sums were equal.
+	st.learned = entriesUnder(cut, equal)
 	st.opening = m.kind != sumsStep
 	st.sameRetired = st.opening && m.retired == mine.retired && m.digest == mine.digest
 	for i := 0; i < len(reply) || (i == 0 && m.kind == sumsOpen); i += maxFrameNodes {
-		f := sumsMsg{kind: sumsStep, nodes: reply[i:min(i+maxFrameNodes, len(reply))]}
+		f := sumsMsg{kind: sumsStep, hasCut: m.hasCut, cut: m.cut, nodes: reply[i:min(i+maxFrameNodes, len(reply))]}
 		if i == 0 && m.kind == sumsOpen {
 			// The answer to an opening always goes, with the retired
 			// summary: the dialer learns from it whether to send its
@@ -310,7 +341,7 @@ func answerDigest(mine vectorMsg, retired map[uint64]uint64, typ byte, p []byte)
 		st.out = append(st.out, entriesFrames(entriesMsg{answer: true, nodes: leaves, entries: entriesUnder(mine.live, leaves)})...)
 	}
 	if st.opening && !st.sameRetired {
-		st.out = append(st.out, aeFrame{typ: frameRetired, p: encodeAck(retired), entries: len(retired)})
+		st.out = append(st.out, aeFrame{typ: frameRetired, p: encodeAck(v.retired), entries: len(v.retired)})
 	}
 	return st, len(m.nodes), nil
 }
@@ -329,13 +360,43 @@ func entriesFrames(m entriesMsg) []aeFrame {
 	return out
 }
 
-// openingFrame is the first frame of a digest exchange: the sum of the
-// whole live vector and the retired summary.
-func (n *Node) openingFrame() aeFrame {
-	mine, _ := n.vectorToSend()
-	root := sumNode{nodeID: treeRoot, sum: sumsOf(mine.live, []nodeID{treeRoot})[0]}
-	m := sumsMsg{kind: sumsOpen, retired: mine.retired, digest: mine.digest, nodes: []sumNode{root}}
+// openingFrame is the first frame of a digest exchange on a connection
+// of protocol proto: the sum of the whole live vector (at a cut from
+// now, on ProtocolCut) and the retired summary.
+func (n *Node) openingFrame(proto uint8) aeFrame {
+	v := n.digestView(proto)
+	m := sumsMsg{kind: sumsOpen, cut: noCut, retired: v.mine.retired, digest: v.mine.digest}
+	if v.hasCut {
+		m.hasCut, m.cut = true, cutAt(time.Now(), n.cfg.SyncInterval)
+	}
+	m.nodes = []sumNode{{nodeID: treeRoot, sum: sumsOf(v.atCut(m.cut), []nodeID{treeRoot})[0]}}
 	return aeFrame{typ: frameSums, p: encodeSums(m), entries: 1}
+}
+
+// digestView is this node's side of a digest exchange on a connection
+// of protocol proto.
+func (n *Node) digestView(proto uint8) digestView {
+	mine, retired := n.vectorToSend()
+	v := digestView{mine: mine, retired: retired, hasCut: proto >= ProtocolCut}
+	if v.hasCut {
+		v.at = func(cut uint64) map[uint64]uint64 { return n.cuts.vectorAt(mine.live, cut, n.stampOf) }
+	}
+	return v
+}
+
+// stampOf is the stamp of origin o's record seq: 0 (old) when it cannot
+// be read (recycled, or lost: the records a cut can reach are young, and
+// those are kept), noCut (young) when it is not committed yet.
+func (n *Node) stampOf(o, seq uint64) uint64 {
+	h, read := uint64(0), false
+	_, err := n.st.ReadOrigin(o, seq, seq, func(r record.Record) error {
+		h, read = r.HLC(), true
+		return nil
+	})
+	if err == nil && !read {
+		return noCut
+	}
+	return h
 }
 
 // digestAnswer takes a sums or entries frame from peer (l is this node's
@@ -347,16 +408,17 @@ func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]aeFrame
 	if proto < ProtocolDigest {
 		return nil, fmt.Errorf("%w: a digest frame (type %d) on a connection of protocol %d", ErrBadFrame, typ, proto)
 	}
-	mine, retired := n.vectorToSend()
-	st, got, err := answerDigest(mine, retired, typ, p)
+	v := n.digestView(proto)
+	st, got, err := answerDigest(v, typ, p)
 	n.entriesReceived.Add(uint64(got))
+	n.exchangeEntries.Add(uint64(got))
 	if err != nil {
 		return nil, err
 	}
 	if l != nil {
 		if st.sameRetired {
 			l.mu.Lock()
-			l.retiredHolds = retired // the same origins at the same seqs
+			l.retiredHolds = v.retired // the same origins at the same seqs
 			l.mu.Unlock()
 		}
 		l.merge(st.learned)
@@ -373,6 +435,9 @@ func (n *Node) sendDigest(out []aeFrame, send func(byte, []byte) error) error {
 			return err
 		}
 		n.entriesSent.Add(uint64(f.entries))
+		if f.typ != frameRetired {
+			n.exchangeEntries.Add(uint64(f.entries))
+		}
 	}
 	return nil
 }
@@ -412,7 +477,7 @@ func (l *link) writeExchange(w *frameWriter, proto uint8, exchange, sendRetired 
 	}
 	defer l.touch()
 	if exchange && proto >= ProtocolDigest {
-		queued = append(queued, l.n.openingFrame())
+		queued = append(queued, l.n.openingFrame(proto))
 		l.n.exchanges.Add(1)
 	}
 	if err := l.n.sendDigest(queued, w.writeFrame); err != nil {

@@ -148,7 +148,12 @@ const (
 // sumsMsg is the payload of a sums frame. An opening and its answer
 // carry the sender's retired summary too, as a vector frame does.
 type sumsMsg struct {
-	kind    byte
+	kind byte
+	// hasCut: the frame carries the cut its sums are computed at
+	// (protocol 6, ProtocolCut; cut.go); without, they are over the whole
+	// vector (noCut).
+	hasCut  bool
+	cut     uint64
 	retired uint32   // kinds sumsOpen and sumsOpenAnswer
 	digest  [16]byte // retiredDigest of the retired origins, likewise
 	nodes   []sumNode
@@ -163,8 +168,11 @@ func (m sumsMsg) sameRetired(o sumsMsg) bool {
 const sumNodeSize = 1 + 1 + 8 + 4 + 8
 
 func encodeSums(m sumsMsg) []byte {
-	b := make([]byte, 0, 1+20+4+sumNodeSize*len(m.nodes))
+	b := make([]byte, 0, 1+8+20+4+sumNodeSize*len(m.nodes))
 	b = append(b, m.kind)
+	if m.hasCut {
+		b = binary.LittleEndian.AppendUint64(b, m.cut)
+	}
 	if m.kind != sumsStep {
 		b = binary.LittleEndian.AppendUint32(b, m.retired)
 		b = append(b, m.digest[:]...)
@@ -183,12 +191,21 @@ func encodeSums(m sumsMsg) []byte {
 	return b
 }
 
-func decodeSums(p []byte) (sumsMsg, error) {
+// decodeSums decodes a sums frame; hasCut says it carries its cut (the
+// connection speaks ProtocolCut).
+func decodeSums(p []byte, hasCut bool) (sumsMsg, error) {
 	if len(p) < 1 || p[0] > sumsOpenAnswer {
 		return sumsMsg{}, fmt.Errorf("%w: sums of %d bytes", ErrBadFrame, len(p))
 	}
-	m := sumsMsg{kind: p[0]}
+	m := sumsMsg{kind: p[0], hasCut: hasCut, cut: noCut}
 	p = p[1:]
+	if hasCut {
+		if len(p) < 8 {
+			return sumsMsg{}, fmt.Errorf("%w: sums without a cut", ErrBadFrame)
+		}
+		m.cut = binary.LittleEndian.Uint64(p)
+		p = p[8:]
+	}
 	if m.kind != sumsStep {
 		if len(p) < 20 {
 			return sumsMsg{}, fmt.Errorf("%w: sums opening of %d bytes", ErrBadFrame, len(p))

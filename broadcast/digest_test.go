@@ -8,26 +8,40 @@ import (
 )
 
 // digestSide is one side of a simulated digest exchange: its vector, its
-// retired list, and what it learned of the other's vector.
+// retired list, and what it learned of the other's vector. With stamp
+// set, the exchange compares at a cut (protocol 6): stamp is every
+// record's stamp (the same on both sides, as a record's is).
 type digestSide struct {
 	live, retired, learned map[uint64]uint64
 	retiredLearned         map[uint64]uint64 // the other's retired list, if it came
 	sameRetired            bool
+	stamp                  func(o, seq uint64) uint64
+	cuts                   cutCache
 }
 
-func (d *digestSide) vector() vectorMsg {
-	return vectorMsg{live: d.live, retired: uint32(len(d.retired)), digest: retiredDigest(d.retired)}
+func (d *digestSide) view() digestView {
+	v := digestView{mine: vectorMsg{live: d.live, retired: uint32(len(d.retired)), digest: retiredDigest(d.retired)}, retired: d.retired}
+	if d.stamp != nil {
+		v.hasCut = true
+		v.at = func(cut uint64) map[uint64]uint64 { return d.cuts.vectorAt(d.live, cut, d.stamp) }
+	}
+	return v
 }
 
 // simulateExchange runs a digest exchange between a dialer and a listener
 // to its end, frames delivered in order, and returns the tree nodes and
-// entries carried and the frames sent, both ways.
-func simulateExchange(t *testing.T, dialer, listener *digestSide) (carried, frames int) {
+// entries carried and the frames sent, both ways. With stamps, the
+// dialer opens at the cut at.
+func simulateExchange(t *testing.T, dialer, listener *digestSide, at uint64) (carried, frames int) {
 	t.Helper()
 	dialer.learned, listener.learned = map[uint64]uint64{}, map[uint64]uint64{}
-	m := dialer.vector()
-	open := encodeSums(sumsMsg{kind: sumsOpen, retired: m.retired, digest: m.digest,
-		nodes: []sumNode{{nodeID: treeRoot, sum: sumsOf(m.live, []nodeID{treeRoot})[0]}}})
+	v := dialer.view()
+	m := sumsMsg{kind: sumsOpen, cut: noCut, hasCut: v.hasCut, retired: v.mine.retired, digest: v.mine.digest}
+	if v.hasCut {
+		m.cut = at
+	}
+	m.nodes = []sumNode{{nodeID: treeRoot, sum: sumsOf(v.atCut(m.cut), []nodeID{treeRoot})[0]}}
+	open := encodeSums(m)
 	type inFlight struct {
 		to *digestSide
 		f  aeFrame
@@ -52,7 +66,7 @@ func simulateExchange(t *testing.T, dialer, listener *digestSide) (carried, fram
 			q.to.retiredLearned = v
 			continue
 		}
-		st, got, err := answerDigest(q.to.vector(), q.to.retired, q.f.typ, q.f.p)
+		st, got, err := answerDigest(q.to.view(), q.f.typ, q.f.p)
 		if err != nil {
 			t.Fatalf("frame of type %d refused: %v", q.f.typ, err)
 		}
@@ -185,7 +199,7 @@ func TestDigestExchangeConverges(t *testing.T) {
 				if dir == "b dials" {
 					d, l = b, a
 				}
-				carried, frames := simulateExchange(t, d, l)
+				carried, frames := simulateExchange(t, d, l, 0)
 				if !maps.Equal(a.learned, b.live) || !maps.Equal(b.learned, a.live) {
 					t.Fatalf("%s: a learned %d of b's %d entries exactly, b %d of a's %d",
 						dir, agreeing(a.learned, b.live), len(b.live), agreeing(b.learned, a.live), len(a.live))
@@ -230,7 +244,7 @@ func TestDigestExchangeRetired(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &digestSide{live: maps.Clone(live), retired: tt.ra}
 			b := &digestSide{live: maps.Clone(live), retired: tt.rb}
-			simulateExchange(t, a, b)
+			simulateExchange(t, a, b, 0)
 			same := maps.Equal(tt.ra, tt.rb)
 			if a.sameRetired != same || b.sameRetired != same {
 				t.Fatalf("sameRetired %v and %v; want %v", a.sameRetired, b.sameRetired, same)
@@ -267,6 +281,9 @@ func TestDigestDecodersRefuseJunk(t *testing.T) {
 		{"sums bad flags", decSums, func() []byte { b := bytes.Clone(sums); b[5] = 2; return b }()},
 		{"sums depth 17", decSums, encodeSums(sumsMsg{nodes: []sumNode{{nodeID: nodeID{depth: 17}}}})},
 		{"sums prefix bits below depth", decSums, encodeSums(sumsMsg{nodes: []sumNode{{nodeID: nodeID{depth: 1, prefix: 1}}}})},
+		{"cut sums without their cut", decCutSums, []byte{sumsStep, 1, 2, 3, 4, 5, 6, 7}},
+		{"cut sums read without a cut", decSums, encodeSums(sumsMsg{hasCut: true, cut: 1 << 40, nodes: []sumNode{{nodeID: treeRoot}}})},
+		{"sums read with a cut", decCutSums, sums},
 		{"entries empty", decEntries, nil},
 		{"entries bad flags", decEntries, func() []byte { b := bytes.Clone(good); b[0] = 2; return b }()},
 		{"entries node count too high", decEntries, []byte{0, 9, 0, 0, 0, 0, 0, 0, 0}},
@@ -285,26 +302,31 @@ func TestDigestDecodersRefuseJunk(t *testing.T) {
 	}
 }
 
-func decSums(p []byte) error    { _, err := decodeSums(p); return err }
+func decSums(p []byte) error    { _, err := decodeSums(p, false); return err }
+func decCutSums(p []byte) error { _, err := decodeSums(p, true); return err }
 func decEntries(p []byte) error { _, err := decodeEntries(p); return err }
 
 // FuzzDigestFrames: the sums and entries decoders refuse or take any
 // bytes without panicking, what they take encodes back to the same bytes,
-// and answering it from a small vector ends with frames that decode.
+// and answering it from a small vector ends with frames that decode. The
+// first byte is the frame's type, with bit 7 set for a connection of
+// ProtocolCut (sums frames carry their cut).
 func FuzzDigestFrames(f *testing.F) {
 	live := map[uint64]uint64{1: 2, 3: 4, 5: 6}
 	f.Add(append([]byte{frameSums}, encodeSums(sumsMsg{kind: sumsOpen, retired: 1, digest: retiredDigest(map[uint64]uint64{9: 1}),
 		nodes: []sumNode{{nodeID: treeRoot, sum: sum{count: 3, digest: 42}}}})...))
 	f.Add(append([]byte{frameSums}, encodeSums(sumsMsg{kind: sumsStep, nodes: []sumNode{{nodeID: treeRoot.child(3), sum: sum{count: 1}, final: true}}})...))
 	f.Add(append([]byte{frameEntries}, encodeEntries(entriesMsg{answer: true, nodes: []nodeID{treeRoot}, entries: map[uint64]uint64{1: 3}})...))
+	f.Add(append([]byte{frameSums | 0x80}, encodeSums(sumsMsg{kind: sumsOpen, hasCut: true, cut: 3,
+		nodes: []sumNode{{nodeID: treeRoot, sum: sum{count: 2, digest: 42}}}})...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
 			return
 		}
-		typ, p := b[0], b[1:]
+		typ, hasCut, p := b[0]&0x7f, b[0]&0x80 != 0, b[1:]
 		switch typ {
 		case frameSums:
-			m, err := decodeSums(p)
+			m, err := decodeSums(p, hasCut)
 			if err == nil && !bytes.Equal(encodeSums(m), p) {
 				t.Fatal("sums round trip")
 			}
@@ -316,7 +338,10 @@ func FuzzDigestFrames(f *testing.F) {
 		default:
 			return
 		}
-		st, _, err := answerDigest(vectorMsg{live: live}, nil, typ, p)
+		side := &digestSide{live: live, stamp: func(o, seq uint64) uint64 { return seq }}
+		v := side.view()
+		v.hasCut = hasCut
+		st, _, err := answerDigest(v, typ, p)
 		if err != nil {
 			return
 		}
@@ -324,7 +349,7 @@ func FuzzDigestFrames(f *testing.F) {
 			var err error
 			switch f.typ {
 			case frameSums:
-				_, err = decodeSums(f.p)
+				_, err = decodeSums(f.p, hasCut)
 			case frameEntries:
 				_, err = decodeEntries(f.p)
 			case frameRetired:

@@ -70,10 +70,13 @@ const (
 	// an expiry, an effective time, a cancel or a batch's marking),
 	// which builds of 3 and before refuse as corrupt; 5 exchanges
 	// digests of the vectors (sums and entries frames) in place of whole
-	// vectors, the entries sent only where the digests differ. A
-	// connection to a build of [2,2] speaks 2, to one of [2,4] speaks 4.
+	// vectors, the entries sent only where the digests differ; 6
+	// compares those digests at a cut both sides agree on (a moment
+	// cutIntervals SyncIntervals back), so that records on their way
+	// make no difference. A connection to a build of [2,2] speaks 2, to
+	// one of [2,4] speaks 4.
 	ProtocolMin = 2
-	ProtocolMax = 5
+	ProtocolMax = 6
 
 	// ProtocolTimed is the first version whose connections carry records
 	// of version 2. On a connection of an older version a node sends
@@ -87,6 +90,11 @@ const (
 	// connection of an older version exchanges whole vectors, as the
 	// older build does, and refuses a digest frame as a bad one.
 	ProtocolDigest = 5
+
+	// ProtocolCut is the first version whose sums frames carry the cut
+	// their digests are computed at (cut.go); a connection of 5 compares
+	// every origin's highest seq, as the older build does.
+	ProtocolCut = 6
 )
 
 // maxRecordVersion is the newest record version a connection of

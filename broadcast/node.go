@@ -157,10 +157,12 @@ type Node struct {
 	wireReceived    atomic.Uint64 // bytes of handshakes and frames read
 	entriesSent     atomic.Uint64 // vector entries sent (acks, vectors, retired lists)
 	entriesReceived atomic.Uint64 // vector entries received
+	exchangeEntries atomic.Uint64 // of those sent and received, the exchanges' (Stats.ExchangeEntries)
 	rounds          atomic.Uint64 // anti-entropy rounds run
 	exchanges       atomic.Uint64 // anti-entropy exchanges started
 	dials           atomic.Uint64 // outbound connections opened
 	idleCloses      atomic.Uint64 // outbound connections closed as idle
+	cuts            cutCache      // the vectors at the exchanges' cuts (cut.go)
 
 	// The origins this node leaves out of the vectors it sends (see
 	// "Retired origins" in the package doc). Locked after mu, never before.

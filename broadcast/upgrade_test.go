@@ -36,6 +36,8 @@ func TestRollingUpgrade(t *testing.T) {
 		{"old dropped next to old", protoRange{3, 3}, protoRange{2, 2}, 0},
 		{"digests next to whole vectors", protoRange{2, 5}, protoRange{2, 4}, 4},
 		{"both digests", protoRange{2, 5}, protoRange{2, 5}, 5},
+		{"cuts next to digests", protoRange{2, 6}, protoRange{2, 5}, 5},
+		{"both cuts", protoRange{2, 6}, protoRange{2, 6}, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,27 +262,25 @@ func TestOldProtocolRefusesTimedRecord(t *testing.T) {
 	}
 }
 
-// TestDigestsBesideOlderPeers: a fleet of nodes speaking protocol 5
-// (digest exchanges) and nodes of 4 (whole vectors). Each pair speaks the
-// highest version both have; records that only the exchanges can carry
-// (their origin cannot dial most of the fleet) reach every node whatever
-// the pairs speak, and no node refuses a frame of the other build.
+// TestDigestsBesideOlderPeers: a fleet of nodes speaking protocol 6
+// (digests at a cut), 5 (digests of the whole vector) and 4 (whole
+// vectors). Each pair speaks the highest version both have; records that
+// only the exchanges can carry (their origin cannot dial most of the
+// fleet) reach every node whatever the pairs speak, and no node refuses a
+// frame of another build.
 func TestDigestsBesideOlderPeers(t *testing.T) {
 	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}}
 	c.config = func(cfg *Config) { cfg.Fanout = 2 }
+	builds := []uint8{6, 5, 4}
 	var nodes []*testNode
 	for i := range 6 {
-		r := protoRange{2, 5}
-		if i%2 == 1 {
-			r = protoRange{2, 4}
-		}
-		nodes = append(nodes, c.addSpeaking(fmt.Sprintf("n%d", i), r))
+		nodes = append(nodes, c.addSpeaking(fmt.Sprintf("n%d", i), protoRange{2, builds[i%3]}))
 	}
 	t.Cleanup(c.stop)
 	c.wire()
-	for _, origin := range nodes[:2] { // one of each build
+	for _, origin := range nodes[:3] { // one of each build
 		for _, tn := range nodes {
-			if tn != origin && tn != nodes[2] {
+			if tn != origin && tn != nodes[3] {
 				c.net.cutOff(origin.name, tn.n.Addr())
 			}
 		}
@@ -294,10 +294,7 @@ func TestDigestsBesideOlderPeers(t *testing.T) {
 	c.rounds(nodes, 5, nil)
 	for i, tn := range nodes {
 		for _, p := range tn.n.Peers() {
-			want := uint8(5)
-			if i%2 == 1 || c.byName(p.Peer.Name)%2 == 1 {
-				want = 4
-			}
+			want := min(builds[i%3], builds[c.byName(p.Peer.Name)%3])
 			if p.Proto != 0 && p.Proto != want {
 				t.Fatalf("%s's link to %s speaks %d; want %d", tn.name, p.Peer.Name, p.Proto, want)
 			}
@@ -305,7 +302,7 @@ func TestDigestsBesideOlderPeers(t *testing.T) {
 		if n := tn.n.BadFrames(); n != 0 {
 			t.Fatalf("%s refused %d frames", tn.name, n)
 		}
-		if i >= 2 && tn.n.Stats().Exchanges == 0 { // n0 and n1 reach one peer each
+		if i >= 3 && tn.n.Stats().Exchanges == 0 { // n0-n2 reach one peer each
 			t.Fatalf("%s started no exchange", tn.name)
 		}
 	}

@@ -108,8 +108,9 @@ type Node struct {
 	// vectorBase carries the vector entries of earlier lives over a
 	// restart.
 	vectorBase atomic.Uint64
-	// exchangeBase likewise for the exchanges started.
-	exchangeBase atomic.Uint64
+	// exchangeBase likewise for the exchanges started, exchangeEntriesBase
+	// for the entries of their frames.
+	exchangeBase, exchangeEntriesBase atomic.Uint64
 }
 
 // RaiseFileLimit lifts the open-file limit to its hard maximum (as root,
@@ -358,7 +359,9 @@ func (n *Node) Stop() error {
 		return nil
 	}
 	n.vectorBase.Add(b.VectorEntries())
-	n.exchangeBase.Add(b.Stats().Exchanges)
+	bs := b.Stats()
+	n.exchangeBase.Add(bs.Exchanges)
+	n.exchangeEntriesBase.Add(bs.ExchangeEntries)
 	close(stop)
 	<-done
 	g.Leave(time.Second)
@@ -420,6 +423,16 @@ func (n *Node) Exchanges() uint64 {
 	v := n.exchangeBase.Load()
 	if b := n.Broadcast(); b != nil {
 		v += b.Stats().Exchanges
+	}
+	return v
+}
+
+// ExchangeEntries counts the vector entries the node's exchanges carried
+// (broadcast.Stats.ExchangeEntries) over all its lives.
+func (n *Node) ExchangeEntries() uint64 {
+	v := n.exchangeEntriesBase.Load()
+	if b := n.Broadcast(); b != nil {
+		v += b.Stats().ExchangeEntries
 	}
 	return v
 }

@@ -32,6 +32,10 @@ type Sample struct {
 	MaxConns int64   `json:"max_conns"`
 	// VectorEntries is version vector entries sent and received a second.
 	VectorEntries float64 `json:"vector_entries_per_s"`
+	// ExchangeEntries is the part of VectorEntries the exchanges carried
+	// (broadcast.Stats.ExchangeEntries; the rest is acks, a cost per
+	// record pushed).
+	ExchangeEntries float64 `json:"exchange_entries_per_s,omitempty"`
 	// Exchanges is the anti-entropy exchanges a node started a second
 	// (broadcast.Stats.Exchanges): VectorEntries over it is what an
 	// exchange costs, which the machine's load does not move as it moves
@@ -78,6 +82,7 @@ type counters struct {
 	tx, rx uint64
 	vec    uint64
 	exch   uint64
+	xent   uint64 // the exchanges' entries
 	natsIn uint64 // bytes the NATS server read (the nodes sent)
 	natsOu uint64
 }
@@ -97,6 +102,7 @@ func (f *Fleet) read(ns *server.Server) counters {
 		c.rx += rx
 		c.vec += n.VectorEntries()
 		c.exch += n.Exchanges()
+		c.xent += n.ExchangeEntries()
 	}
 	if ns != nil {
 		if v, err := ns.Varz(nil); err == nil {
@@ -118,12 +124,13 @@ func (f *Fleet) Measure(ctx context.Context, ns *server.Server, d time.Duration)
 	n := float64(max(1, len(run)))
 	secs := b.at.Sub(a.at).Seconds()
 	s := Sample{
-		CPU:           (b.cpu - a.cpu).Seconds() / secs / n,
-		TxBps:         float64(b.tx-a.tx+b.natsIn-a.natsIn) / secs / n,
-		RxBps:         float64(b.rx-a.rx+b.natsOu-a.natsOu) / secs / n,
-		VectorEntries: float64(b.vec-a.vec) / secs / n,
-		Exchanges:     float64(b.exch-a.exch) / secs / n,
-		RSSMiB:        float64(RSS(os.Getpid())) / (1 << 20) / n,
+		CPU:             (b.cpu - a.cpu).Seconds() / secs / n,
+		TxBps:           float64(b.tx-a.tx+b.natsIn-a.natsIn) / secs / n,
+		RxBps:           float64(b.rx-a.rx+b.natsOu-a.natsOu) / secs / n,
+		VectorEntries:   float64(b.vec-a.vec) / secs / n,
+		Exchanges:       float64(b.exch-a.exch) / secs / n,
+		ExchangeEntries: float64(b.xent-a.xent) / secs / n,
+		RSSMiB:          float64(RSS(os.Getpid())) / (1 << 20) / n,
 	}
 	var total int64
 	for _, x := range run {

@@ -246,7 +246,7 @@ func (r *results) charts(labels []string) []fleet.Chart {
 		chart("vector entries/s per node, idle", false, func(x fleet.Result) float64 { return x.Idle.VectorEntries }),
 		chart("vector entries/s per node, 1000 updates/s", false, func(x fleet.Result) float64 { return x.Load.VectorEntries }),
 		chart("vector entries per exchange started, 1000 updates/s", false, func(x fleet.Result) float64 {
-			return x.Load.VectorEntries / max(x.Load.Exchanges, 1e-9)
+			return cmp.Or(x.Load.ExchangeEntries, x.Load.VectorEntries) / max(x.Load.Exchanges, 1e-9) // older results: acks too
 		}),
 		chart("bytes/s per node (sent+received), idle", true, func(x fleet.Result) float64 { return x.Idle.TxBps + x.Idle.RxBps }),
 		chart("bytes/s per node (sent+received), 1000 updates/s", true, func(x fleet.Result) float64 { return x.Load.TxBps + x.Load.RxBps }),

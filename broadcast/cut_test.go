@@ -1,0 +1,244 @@
+package broadcast
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// scanCut is the cut by its definition: the highest seq at or below head
+// stamped at or before at.
+func scanCut(head, at uint64, stamp func(uint64) uint64) uint64 {
+	for s := head; s > 0; s-- {
+		if stamp(s) <= at {
+			return s
+		}
+	}
+	return 0
+}
+
+// TestCutSeq: the search finds the highest seq stamped at or before the
+// cut, from any seq known old, with the records it cannot read (stamp 0)
+// counted old, and reads few stamps.
+func TestCutSeq(t *testing.T) {
+	byTen := func(s uint64) uint64 { return 10 * s }
+	tests := []struct {
+		name         string
+		lo, head, at uint64
+		stamp        func(uint64) uint64
+		want         uint64
+		maxReads     int
+	}{
+		{"head old", 0, 50, 1000, byTen, 50, 1},
+		{"head exactly at the cut", 0, 50, 500, byTen, 50, 1},
+		{"one past the cut", 0, 50, 490, byTen, 49, 3},
+		{"all young", 0, 50, 5, byTen, 0, 14},
+		{"none held", 0, 0, 5, byTen, 0, 0},
+		{"from a seq known old", 40, 50, 455, byTen, 45, 8},
+		{"head below lo", 60, 50, 0, byTen, 50, 0},
+		{"a million past the cut", 0, 1_000_000, 10, byTen, 1, 44},
+		{"unreadable below the young ones", 0, 100, 900, func(s uint64) uint64 {
+			if s < 95 {
+				return 0
+			}
+			return 10 * s
+		}, 94, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reads := 0
+			got := cutSeq(tt.lo, tt.head, tt.at, func(s uint64) uint64 {
+				reads++
+				if s <= tt.lo || s > tt.head {
+					t.Fatalf("read seq %d outside (%d, %d]", s, tt.lo, tt.head)
+				}
+				return tt.stamp(s)
+			})
+			if got != tt.want {
+				t.Fatalf("cut %d, want %d", got, tt.want)
+			}
+			if reads > tt.maxReads {
+				t.Fatalf("%d stamps read, want at most %d", reads, tt.maxReads)
+			}
+		})
+	}
+}
+
+// TestCutCacheMatchesScan: as heads move on (each origin writing at its
+// own pace, some origins leaving and coming back) and cuts move forward,
+// back and repeat, the cache gives every origin's cut by its definition,
+// and reads stamps only where heads moved or the cut did.
+func TestCutCacheMatchesScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const origins = 200
+	// Origin o's record s is stamped at about s*o%7+1 ms apart: each
+	// origin's stamps grow with its seqs.
+	stamp := func(o, s uint64) uint64 { return s * (o%7 + 1) }
+	live := map[uint64]uint64{}
+	for o := uint64(1); o <= origins; o++ {
+		live[o] = rng.Uint64N(100)
+		if live[o] == 0 {
+			delete(live, o)
+		}
+	}
+	var c cutCache
+	at := uint64(100)
+	for round := range 300 {
+		for o := uint64(1); o <= origins; o++ {
+			switch r := rng.IntN(100); {
+			case r < 30:
+				live[o] += rng.Uint64N(20) + 1
+			case r == 30:
+				delete(live, o)
+			}
+		}
+		switch r := rng.IntN(10); {
+		case r < 5:
+			at += rng.Uint64N(50)
+		case r == 5 && at > 40:
+			at -= rng.Uint64N(40) // a dialer whose clock is behind
+		}
+		reads := 0
+		got := c.vectorAt(maps.Clone(live), at, func(o, s uint64) uint64 { reads++; return stamp(o, s) })
+		want := map[uint64]uint64{}
+		for o, h := range live {
+			if s := scanCut(h, at, func(s uint64) uint64 { return stamp(o, s) }); s > 0 {
+				want[o] = s
+			}
+		}
+		if !maps.Equal(got, want) {
+			for o := range live {
+				if got[o] != want[o] {
+					t.Fatalf("round %d, cut %d: origin %d (head %d) cut at %d, want %d", round, at, o, live[o], got[o], want[o])
+				}
+			}
+			t.Fatalf("round %d: %d origins in the cut, want %d", round, len(got), len(want))
+		}
+		again := 0
+		c.vectorAt(maps.Clone(live), at, func(o, s uint64) uint64 { again++; return stamp(o, s) })
+		if again != 0 {
+			t.Fatalf("round %d: %d stamps read again with nothing changed (%d the first time)", round, again, reads)
+		}
+	}
+}
+
+// TestDigestCutIgnoresRecordsInFlight: two vectors that differ only in
+// records younger than the cut (every origin writing, its last records
+// still on their way) compare equal at it in one sum each way, where
+// protocol 5's sums carry every origin; a real gap older than the cut
+// is still found, and the side that lacks it learns the other's highest
+// seq of it, to pull.
+func TestDigestCutIgnoresRecordsInFlight(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	// Record s of any origin is stamped s ms after the epoch: the cut at
+	// 1,000 ms holds seqs up to 1,000.
+	stamp := func(o, s uint64) uint64 { return record.MakeHLC(int64(s), 0) }
+	at := record.MakeHLC(1000, record.MaxLogical)
+	base := map[uint64]uint64{}
+	for len(base) < 1000 {
+		base[rng.Uint64()|1] = 1000
+	}
+	inFlight := func(v map[uint64]uint64) map[uint64]uint64 {
+		w := maps.Clone(v)
+		for o := range w {
+			w[o] += rng.Uint64N(20) // each origin 0-19 records past the cut
+		}
+		return w
+	}
+	var gapped uint64
+	for o := range base {
+		gapped = o
+		break
+	}
+	withGap := inFlight(base)
+	withGap[gapped] = 990 // lacks 991-1000, older than the cut
+	tests := []struct {
+		name     string
+		a, b     map[uint64]uint64
+		maxCarry int
+	}{
+		{"every origin in flight on both sides", inFlight(base), inFlight(base), 2},
+		{"in flight on one side", base, inFlight(base), 2},
+		{"in flight, one real gap", inFlight(base), withGap, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &digestSide{live: tt.a, retired: map[uint64]uint64{}, stamp: stamp}
+			b := &digestSide{live: tt.b, retired: map[uint64]uint64{}, stamp: stamp}
+			carried, frames := simulateExchange(t, a, b, at)
+			t.Logf("%d tree nodes and entries carried in %d frames", carried, frames)
+			if carried > tt.maxCarry {
+				t.Fatalf("%d carried; want at most %d", carried, tt.maxCarry)
+			}
+			for _, side := range []struct {
+				name      string
+				me, other *digestSide
+			}{{"a", a, b}, {"b", b, a}} {
+				for o, s := range side.me.learned {
+					if s > side.other.live[o] {
+						t.Fatalf("%s learned the other holds %d of %x; it holds %d", side.name, s, o, side.other.live[o])
+					}
+				}
+				for o, h := range side.other.live {
+					if old := min(h, 1000); old > side.me.live[o] && side.me.learned[o] != h {
+						t.Fatalf("%s lacks %d-%d of %x (old) and learned %d; the other holds %d", side.name, side.me.live[o]+1, old, o, side.me.learned[o], h)
+					}
+				}
+			}
+		})
+	}
+	// Without cuts (protocol 5) records in flight differ everywhere.
+	a := &digestSide{live: inFlight(base), retired: map[uint64]uint64{}}
+	b := &digestSide{live: inFlight(base), retired: map[uint64]uint64{}}
+	if carried, _ := simulateExchange(t, a, b, 0); carried < 1000 {
+		t.Fatalf("protocol 5's sums carried %d for 1,000 origins in flight; the comparison above means nothing", carried)
+	}
+}
+
+// TestCutAt: the cut lies cutIntervals SyncIntervals back, rounded down
+// to a SyncInterval, and covers every stamp of its millisecond.
+func TestCutAt(t *testing.T) {
+	now := time.UnixMilli(1_000_000_750)
+	got := cutAt(now, time.Second)
+	if want := record.MakeHLC(999_998_000, record.MaxLogical); got != want {
+		t.Fatalf("cut %d (%v), want %d", got, record.HLCTime(got), want)
+	}
+	if cutAt(now.Add(200*time.Millisecond), time.Second) != got {
+		t.Fatal("two exchanges of one interval got different cuts")
+	}
+	if record.MakeHLC(999_998_000, record.MaxLogical) > got || record.MakeHLC(999_998_001, 0) <= got {
+		t.Fatal("the cut does not end its millisecond")
+	}
+}
+
+// BenchmarkDigestAnswer is what answering an idle exchange's opening
+// costs a node of N origins: its vector copied (as Store.Vector does),
+// the vector at the cut (cached: no stamp read), the root's sum.
+func BenchmarkDigestAnswer(b *testing.B) {
+	for _, n := range []int{100, 1000, 4000} {
+		b.Run(fmt.Sprintf("origins=%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			live := map[uint64]uint64{}
+			for len(live) < n {
+				live[rng.Uint64()|1] = rng.Uint64N(1_000_000) + 1
+			}
+			stamp := func(o, s uint64) uint64 { return s }
+			side := &digestSide{live: live, retired: map[uint64]uint64{}, stamp: stamp}
+			at := uint64(500_000)
+			open := encodeSums(sumsMsg{kind: sumsOpen, hasCut: true, cut: at,
+				nodes: []sumNode{{nodeID: treeRoot, sum: sumsOf(side.view().atCut(at), []nodeID{treeRoot})[0]}}})
+			b.ReportAllocs()
+			for b.Loop() {
+				side.live = maps.Clone(live)
+				if _, _, err := answerDigest(side.view(), frameSums, open); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/origin")
+		})
+	}
+}
