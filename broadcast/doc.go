@@ -72,30 +72,65 @@
 // other's whole vector (its own entries where the sums were equal, the
 // other's where they differed) and pulls what it lacks, as before.
 //
+// On protocol 6 the sums compare the vectors at a cut (cut.go): the
+// opening carries an HLC stamp, the dialer's wall clock less
+// 2×SyncInterval rounded down to a SyncInterval (so the cut is 2-3 s
+// back by default, and the exchanges of one interval share it), every
+// sums frame of the exchange carries it back and forth, and both sides
+// sum, for each origin, the highest seq they hold whose record is
+// stamped at or before it (an origin with none is left out). A record's
+// stamp is its origin's and an origin's stamps grow with its seqs, so
+// two nodes that hold the same records up to the cut have equal sums,
+// whatever either holds after it: the records still on their way (the
+// write rate times the delivery lag, all origins at once under load)
+// make no difference. A real gap shows once the cut passes it, 2-3
+// SyncIntervals after the missing record was stamped, and is found and
+// pulled as before; where sums differ, entries frames carry each side's
+// highest seqs, not the cut's, so a side pulls all the other holds. An
+// origin that stopped writing is compared at its last seq once that is
+// older than the cut, and the retired origins at their last seqs, as
+// before. "Old" is the dialer's clock against the origin's stamps: an
+// origin whose clock runs ahead by up to --max-clock-offset (the store
+// holds records stamped further ahead) has its records counted that
+// much later, one behind that much sooner (a record then counts while
+// still on its way: a difference, pulled, as on protocol 5). A dialer
+// whose clock is far behind compares at an old cut, and misses the
+// newer gaps on its own exchanges, but the peers that dial it find them
+// at their cuts, and it learns and pulls them as their listener. A
+// record this node cannot read back (recycled, or below a snapshot it
+// bootstrapped from) counts as old. A node keeps the vectors at its last
+// 4 cuts with each origin's head at the time: an origin's cut is
+// searched again only when its head moves while at or below the cut (a
+// galloping search down from the head, about 2 log2(k) stamp reads for
+// k records past it), so most frames read no stamp at all.
+//
 // What an exchange costs: idle (equal vectors) one sum each way, 84
-// bytes a frame with the MAC, whatever N. With d origins differing, about
-// d × (2 × 16 sums × log16(N/16) levels + 2 × 17 entries): for one
-// difference among 1,000 origins some 85 sums and entries, 1.8 kB,
-// against 16 kB each way for the whole vector, in 2 + log16(N/16) round
-// trips on the open connection (4 at N = 1,000, milliseconds on a LAN)
-// instead of one. So a node handles about 2×Fanout×2 sums a round when
-// idle, flat in N; under load, O(log N) for each origin that differs
-// when the exchange looks, which counts the origins with records in
-// flight (the write rate times the delivery lag): a few on a quiet LAN,
-// but all of them when the records are seconds late, and then an
-// exchange costs about what the whole vector did (the entries under every
-// node, plus the sums; BENCHMARKS.md has both cases). The rounds to convergence
-// are those above: the digests change what a round sends, not whom it
-// reaches. The CPU per exchange is one pass over the local vector per
-// frame (the sums are computed, not kept), microseconds at N = 1,000.
-// An equal sum is wrong with probability 2^-64 per comparison (a
-// difference then waits for the vectors to change again).
+// bytes a frame with the MAC, whatever N (92 on protocol 6). With d
+// origins differing, about d × (2 × 16 sums × log16(N/16) levels + 2 ×
+// 17 entries): for one difference among 1,000 origins some 85 sums and
+// entries, 1.8 kB, against 16 kB each way for the whole vector, in 2 +
+// log16(N/16) round trips on the open connection (4 at N = 1,000,
+// milliseconds on a LAN) instead of one. So a node handles about
+// 2×Fanout×2 sums a round when idle, flat in N, and on protocol 6 as
+// much under load (d counts only the origins with a real gap older than
+// the cut; BENCHMARKS.md); on protocol 5, d counts every origin with
+// records in flight, and an exchange then costs about what the whole
+// vector did. The rounds to convergence are those above, plus the cut's
+// 2-3 SyncIntervals for a record no push delivered: the digests change
+// what a round sends, not whom it reaches. The CPU per frame is one
+// pass over the local vector (copied from the store, taken at the cut,
+// summed: about 0.27 µs an origin, 0.3 ms at N = 1,000, so a node's
+// dozen frames a second cost it 0.3% of a core there). An equal sum is
+// wrong with probability 2^-64 per comparison (a difference then waits
+// for the vectors to change again).
 //
 // A peer of protocol 3 or 4 (an older build) gets the whole-vector
 // exchange: the dialer sends its vector, the listener answers with its
 // own; per node and round about 2×Fanout vectors sent and as many
 // received, each of one entry per live origin. A digest frame on such a
-// connection is refused as a bad frame, as the older build would.
+// connection is refused as a bad frame, as the older build would. A
+// peer of protocol 5 gets digests of the whole vector (its sums frames
+// carry no cut).
 //
 // # Connections
 //
@@ -202,7 +237,9 @@
 // Stats returns, since New: VectorEntriesSent and VectorEntriesReceived
 // ((origin, seq) entries of acks, vectors, retired lists and entries
 // frames, and the tree nodes of sums and entries frames, each counted as
-// one entry),
+// one entry), ExchangeEntries (the part of both the exchanges' vector,
+// sums and entries frames carried; the rest, acks, is a cost per record
+// pushed),
 // BytesSent and BytesReceived (every handshake and frame byte on the data
 // port, records included; TLS's own bytes are not counted), OpenOutbound
 // and OpenInbound (connections open now), Rounds, Exchanges, Dials,
@@ -221,11 +258,11 @@
 //
 // # Protocol versions
 //
-// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,5]
+// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,6]
 // in this build: 1 had no frame MAC and is not spoken; 3 adds the
 // exchanges; 4 carries records of version 2, with time fields, which
 // older builds refuse as corrupt; 5 exchanges digests of the vectors
-// instead of whole vectors). Both hellos of
+// instead of whole vectors; 6 compares them at a cut). Both hellos of
 // the handshake carry the sender's range; each side takes the highest
 // version in both (PeerStatus.Proto) or, with none in common, refuses the
 // connection with ErrHandshake naming both ranges (the listener answers

@@ -54,7 +54,10 @@ import (
 //	          the seq it holds of each; sent when the other side's digest
 //	          differs from its own
 //	sums      (protocol 5, in place of vector) kind u8 (0 a step, 1 the
-//	          opening of an exchange, 2 the answer to an opening); for 1
+//	          opening of an exchange, 2 the answer to an opening); on
+//	          protocol 6 the cut u64 next (an HLC stamp: the sums are
+//	          over each origin's highest seq stamped at or before it,
+//	          cut.go; the dialer's, carried back and forth); for 1
 //	          and 2 the retired u32 and 16-byte digest as in vector; then
 //	          count u32, count x (flags u8 (bit 0: final), depth u8,
 //	          prefix u64, origins u32, digest u64): the sender's digests
