@@ -142,3 +142,72 @@ func closePublishBenchStores() {
 		delete(publishBenchStores, name)
 	}
 }
+
+// BenchmarkPublishSET10k is the store's part of redis-benchmark's SET
+// (-r 10000, -d 100): updates of keys picked at random among 10,000
+// (12-byte keys, 100-byte values, async flush), one Publish at a time
+// (batch=1: -c 1, -c 50) or 16 to a PublishBatch (batch=16: the
+// pipelined SETs of one read, -P 16), with a follower that keeps each
+// publish's changes together and drops them at its end, as the daemon's
+// shared-view mirror does before it writes its file. cpu-ns/msg is the
+// process's CPU time a message (getrusage).
+//
+//	go test -run '^$' -bench PublishSET10k -count 6 ./store/
+func BenchmarkPublishSET10k(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			o := DefaultOptions(b.TempDir())
+			o.SnapshotInterval = time.Hour // no freeze but the follower's start
+			s, err := Open(o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			names := make([]string, 10_000)
+			value := make([]byte, 100)
+			for i := range names {
+				names[i] = fmt.Sprintf("%012d", i)
+				if _, err := s.Publish(&record.Message{Topic: "key", Key: names[i], Value: value}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var group []view.Change
+			changes := 0
+			for range s.FollowView(func(c view.Change) { group = append(group, c) }, func() {
+				changes += len(group)
+				clear(group)
+				group = group[:0]
+			}) {
+			}
+			defer s.FollowView(nil, nil)
+			rng := rand.New(rand.NewPCG(2, 3))
+			msgs := make([]record.Message, batch)
+			var digits []byte
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := testkit.ProcessCPU()
+			n := 0
+			for b.Loop() {
+				for j := range msgs {
+					digits = strconv.AppendInt(digits[:0], int64(n+j), 10)
+					copy(value, digits)
+					msgs[j] = record.Message{Topic: "key", Key: names[rng.IntN(len(names))], Value: value}
+				}
+				if batch == 1 {
+					_, err = s.Publish(&msgs[0])
+				} else {
+					_, err = s.PublishBatch(msgs)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += batch
+			}
+			b.ReportMetric(float64(testkit.ProcessCPU()-cpu0)/float64(n), "cpu-ns/msg")
+			b.StopTimer()
+			if changes < n {
+				b.Fatalf("the follower saw %d changes of %d", changes, n)
+			}
+		})
+	}
+}
