@@ -418,6 +418,7 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 	}
 	start := s.seglog.WritePos()
 	recs := s.written[:0]
+	hlc := s.clock.NowN(len(ms))
 	err := fsys.GuardDoing("writing", "the log", func() error {
 		for i := range ms {
 			m := &ms[i]
@@ -428,7 +429,7 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 			if err != nil {
 				return err
 			}
-			st := record.Stamp{Origin: s.origin, Seq: s.nextSeq + uint64(i), HLC: s.clock.Now()}
+			st := record.Stamp{Origin: s.origin, Seq: s.nextSeq + uint64(i), HLC: hlc + uint64(i)}
 			record.Encode(buf, m, st)
 			if err := s.index(record.Record(buf), pos); err != nil {
 				return err
@@ -466,11 +467,23 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 // a batch crossing a segment's end leaves unpinned, is read back. Called
 // under the write lock.
 func (s *Store) applyWritten(ms []record.Message, results []Result, recs []record.Record) {
+	seg := s.seglog.SegmentSize()
+	cur := results[len(results)-1].Pos / seg
+	if results[0].Pos/seg == cur && s.batches[s.origin] == nil && !together(ms) {
+		// The common case, every record in the segment being written and
+		// none of a together batch: the view takes them all under one
+		// hold of its lock.
+		if err := fsys.GuardDoing("reading", "the log", func() error {
+			s.view.ApplyRecords(recs)
+			return nil
+		}); err != nil {
+			s.broken(&s.applyFailures, fmt.Errorf("applying the records from %d to the view: %w", results[0].Pos, err))
+		}
+		return
+	}
 	if len(ms) > 1 {
 		s.view.Hold() // the view's follower gets the publish as one group
 	}
-	seg := s.seglog.SegmentSize()
-	cur := results[len(results)-1].Pos / seg
 	err := fsys.GuardDoing("reading", "the log", func() error {
 		for i := range ms {
 			if ms[i].Key == "" && ms[i].BatchFollow == 0 && s.batches[s.origin] == nil {
@@ -490,6 +503,17 @@ func (s *Store) applyWritten(ms []record.Message, results []Result, recs []recor
 	if len(ms) > 1 {
 		s.view.Release()
 	}
+}
+
+// together reports whether a message of ms belongs to a together batch
+// (record.Together), which the view gets whole with its last record.
+func together(ms []record.Message) bool {
+	for i := range ms {
+		if ms[i].BatchFollow != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // AppendRecord appends a record first accepted by another node (or by

@@ -81,6 +81,21 @@ func (c *Clock) Now() uint64 {
 	}
 }
 
+// NowN returns the first of n (>= 1) new consecutive stamps, first to
+// first+n-1, as n calls of Now would while the wall clock stands still:
+// a batch of messages reads the wall clock once (a publish of 16
+// pipelined SETs spent 4% of its time reading it, once a message).
+func (c *Clock) NowN(n int) uint64 {
+	wall := MakeHLC(c.now().UnixMilli(), 0)
+	for {
+		last := c.last.Load()
+		first := max(wall, last+1)
+		if c.last.CompareAndSwap(last, first+uint64(n-1)) {
+			return first
+		}
+	}
+}
+
 // Observe merges a stamp received from another node: every stamp Now
 // returns afterwards is greater than remote. The caller decides whether a
 // remote stamp far ahead of the local wall clock is to be believed; the

@@ -97,6 +97,28 @@ func TestClockLogicalOverflowBorrowsNextMS(t *testing.T) {
 	}
 }
 
+// NowN hands out the stamps n calls of Now would at one wall reading.
+func TestClockNowNIsNCallsOfNow(t *testing.T) {
+	var w testkit.Wall
+	w.Set(7_000)
+	batched, single := NewClock(w.Now), NewClock(w.Now)
+	for _, n := range []int{1, 16, 3, 1 << 16, 5} {
+		first := batched.NowN(n)
+		for i := range n {
+			if h := single.Now(); h != first+uint64(i) {
+				t.Fatalf("NowN(%d): stamp %d is %d, Now gives %d", n, i, first+uint64(i), h)
+			}
+		}
+		if batched.Last() != single.Last() {
+			t.Fatalf("NowN(%d): last %d, Now's %d", n, batched.Last(), single.Last())
+		}
+	}
+	w.Set(9_000) // the wall clock passed the borrowed milliseconds
+	if h := batched.NowN(2); h != MakeHLC(9_000, 0) || batched.Last() != h+1 {
+		t.Fatalf("NowN(2) after the wall moved on = %d (last %d), want %d", h, batched.Last(), MakeHLC(9_000, 0))
+	}
+}
+
 func TestClockObserve(t *testing.T) {
 	var w testkit.Wall
 	w.Set(1_000)

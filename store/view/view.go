@@ -454,6 +454,57 @@ func (v *View) Apply(r record.Record) bool {
 	return v.put(tv, heap)
 }
 
+// ApplyRecords applies rs in order, as Apply applies each, under one hold
+// of the write lock: a reader sees all of them or none, and the follower
+// gets them as one group. It reports how many changed the view. It skips
+// Apply's read-locked check, which keeps a replayed record from
+// allocating: the store's own new records (a publish) are meant, which
+// nearly always win. For a pipeline of 16 SETs that is one lock round
+// trip instead of 17, and no read lock (BenchmarkPublishSET10k).
+func (v *View) ApplyRecords(rs []record.Record) int {
+	// Copy outside the lock, into items that are values: an item is
+	// allocated only when it is not copied into the one it updates.
+	var buf [16]viewItem
+	items := buf[:0]
+	if len(rs) > len(buf) {
+		items = make([]viewItem, 0, len(rs))
+	}
+	for _, r := range rs {
+		if len(r.Key()) > 0 {
+			items = append(items, recordItemValue(r))
+		}
+	}
+	changed := 0
+	v.mu.Lock()
+	defer v.unlock()
+	var tv *topicView
+	j := 0
+	for _, r := range rs {
+		if len(r.Key()) == 0 {
+			continue
+		}
+		it := &items[j]
+		j++
+		if topic := r.Topic(); tv == nil || tv.name != string(topic) {
+			if tv = v.topics[string(topic)]; tv == nil {
+				tv = newTopicView(string(topic), 0)
+				v.topics[tv.name] = tv
+			}
+		}
+		if old := tv.byKey[it.key()]; old != nil && v.updatable(tv, old, it) {
+			v.update(tv, old, it)
+			changed++
+			continue
+		}
+		heap := new(viewItem)
+		*heap = *it
+		if v.put(tv, heap) {
+			changed++
+		}
+	}
+	return changed
+}
+
 // updatable reports whether put would update old with it in place: an
 // ordinary write (no timeline) that wins over old, made since the last
 // freeze, without an expiry or with one whose instant is queued already
