@@ -267,11 +267,25 @@ func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Messag
 	if e := n.d.guard.Authorize(caller, access.RolePublish); e != nil {
 		return respsrv.Written{}, redisError{e}
 	}
-	var total int64
 	for i := range msgs {
 		if err := n.checkMessage(&msgs[i]); err != nil {
 			return respsrv.Written{}, err
 		}
+	}
+	return n.publish(ctx, caller, msgs)
+}
+
+// PublishChecked is Publish for messages that Check passed one by one (a
+// pipeline's SETs): their names and sizes are not checked again, only
+// the batch's size; Daemon.publish checks the caller's role.
+func (n *respNode) PublishChecked(ctx context.Context, c net.Conn, msgs []record.Message) (respsrv.Written, error) {
+	return n.publish(ctx, callerOfConn(c), msgs)
+}
+
+// publish checks --max-body-size and publishes msgs through Daemon.publish.
+func (n *respNode) publish(ctx context.Context, caller access.Caller, msgs []record.Message) (respsrv.Written, error) {
+	var total int64
+	for i := range msgs {
 		total += int64(len(msgs[i].Value))
 	}
 	if total > n.d.cfg.MaxBodySize {

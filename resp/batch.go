@@ -2,6 +2,9 @@ package resp
 
 import (
 	"bytes"
+	"context"
+	"net"
+	"unsafe"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -11,6 +14,27 @@ const maxSetBatch = 1024
 
 // setCommand is SET's entry of the command table (set by its init).
 var setCommand *command
+
+// checkedPublisher is a Node that can publish messages that passed Check
+// one by one without checking each again: PublishChecked checks what
+// concerns the batch (the caller's role, the batch's size) and writes
+// msgs as Publish does. A pipeline's SETs are then checked once.
+type checkedPublisher interface {
+	PublishChecked(ctx context.Context, conn net.Conn, msgs []record.Message) (Written, error)
+}
+
+// setMessage is the message of SET topic:key value. Topic and key are
+// copied (one small allocation: the store keeps a new topic's name), the
+// value is not: a SET's publish returns before the read buffer it points
+// into is read into again (the command runs on the goroutine that reads,
+// and a write is never queued, not even in MULTI), and no one keeps a
+// message's value past its publish (the log and the view copy it).
+func setMessage(topic, key string, value []byte) record.Message {
+	b := make([]byte, 0, len(topic)+len(key))
+	b = append(append(b, topic...), key...)
+	return record.Message{Topic: unsafe.String(unsafe.SliceData(b), len(topic)),
+		Key: unsafe.String(unsafe.SliceData(b[len(topic):]), len(key)), Value: value}
+}
 
 // isPlainSet reports whether a is SET key value (no options).
 func isPlainSet(a [][]byte) bool {
@@ -46,6 +70,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		full = len(c.out) >= outFlushSize
 		c.mu.Unlock()
 	}()
+	sets := 2
 	c.batchSet(a)
 	for {
 		c.batchSet(next)
@@ -58,7 +83,11 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		if err != nil || n == 0 || !isPlainSet(next) {
 			break
 		}
+		sets++
 	}
+	// Counted once for the run: two atomic adds a SET otherwise.
+	c.s.stats.commands.Add(int64(sets))
+	c.s.stats.byCommand[setCommand.index].Add(int64(sets))
 	c.publishSets()
 	c.caching = 0 // CLIENT CACHING applies to the command after it only
 	return used, false
@@ -67,8 +96,6 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 // batchSet adds one SET to the pending batch, or, when the node would
 // refuse it, publishes the pending batch and runs the SET alone.
 func (c *conn) batchSet(a [][]byte) {
-	c.s.stats.commands.Add(1)
-	c.s.stats.byCommand[setCommand.index].Add(1)
 	c.lastCmd = setCommand
 	t, k := c.s.split(a[1])
 	limit := c.s.cfg.MaxFrameSize
@@ -85,7 +112,7 @@ func (c *conn) batchSet(a [][]byte) {
 	}
 	// Checked in place: a message of its own passed to Check would be
 	// one more allocation per SET.
-	c.sets = append(c.sets, ownMessage(t, k, a[2]))
+	c.sets = append(c.sets, setMessage(t, k, a[2]))
 	if last := len(c.sets) - 1; c.s.node.Check(&c.sets[last]) != nil {
 		c.sets[last] = record.Message{}
 		c.sets = c.sets[:last]
@@ -103,7 +130,7 @@ func (c *conn) publishSets() {
 	if len(c.sets) == 0 {
 		return
 	}
-	msg := c.publishMsgs(c.sets)
+	msg := c.publishChecked(c.sets, true)
 	for range c.sets {
 		if msg == "" {
 			c.ok()

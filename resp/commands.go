@@ -570,9 +570,24 @@ func (c *conn) publish(msgs []record.Message) bool {
 // publishMsgs is publish without the answer: the error text it would
 // answer, or "" when msgs were written and confirmed as asked.
 func (c *conn) publishMsgs(msgs []record.Message) string {
+	return c.publishChecked(msgs, false)
+}
+
+// publishChecked is publishMsgs; checked says that Node.Check passed
+// each of msgs, so that a node that can (checkedPublisher) checks again
+// only what concerns the batch.
+func (c *conn) publishChecked(msgs []record.Message, checked bool) string {
 	noloop := c.s.track.beginWrite(c)
 	c.mu.Unlock()
-	w, err := c.s.node.Publish(c.s.ctx, c.nc, msgs)
+	var (
+		w   Written
+		err error
+	)
+	if cp, ok := c.s.node.(checkedPublisher); ok && checked {
+		w, err = cp.PublishChecked(c.s.ctx, c.nc, msgs)
+	} else {
+		w, err = c.s.node.Publish(c.s.ctx, c.nc, msgs)
+	}
 	c.mu.Lock()
 	if noloop {
 		c.s.track.endWrite(c.s, c, err == nil, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
@@ -596,9 +611,8 @@ func (c *conn) publishMsgs(msgs []record.Message) string {
 // name with nothing after its ':' has no key (a message without one would
 // be a stream message): false, with the error answered.
 func (c *conn) message(name []byte, value []byte, del bool) (record.Message, bool) {
-	t, k := c.s.split(name)
-	if k == "" {
-		c.err("ERR invalid_name: the key " + strconv.Quote(clip(name)) + " is empty after its ':' (topic:key)")
+	t, k, ok := c.keyOf(name)
+	if !ok {
 		return record.Message{}, false
 	}
 	if del {
@@ -607,6 +621,17 @@ func (c *conn) message(name []byte, value []byte, del bool) (record.Message, boo
 	m := ownMessage(t, k, value)
 	m.Delete = del
 	return m, true
+}
+
+// keyOf splits a Redis key into topic and key (views of name), answering
+// the error of a name with nothing after its ':' (false).
+func (c *conn) keyOf(name []byte) (topic, key string, ok bool) {
+	t, k := c.s.split(name)
+	if k == "" {
+		c.err("ERR invalid_name: the key " + strconv.Quote(clip(name)) + " is empty after its ':' (topic:key)")
+		return "", "", false
+	}
+	return t, k, true
 }
 
 // ownMessage is a message of copies of topic, key and value, in one
@@ -628,13 +653,13 @@ func cmdSet(c *conn, a [][]byte) {
 		cmdSetWithOptions(c, a)
 		return
 	}
-	m, ok := c.message(a[1], a[2], false)
+	t, k, ok := c.keyOf(a[1])
 	if !ok {
 		return
 	}
 	// The connection's own one-message batch: a slice made here would be
 	// one more allocation per SET.
-	c.one[0] = m
+	c.one[0] = setMessage(t, k, a[2])
 	ok = c.publish(c.one[:])
 	c.one[0] = record.Message{}
 	if ok {

@@ -405,7 +405,7 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 		if err := ms[i].Validate(); err != nil {
 			return err
 		}
-		if s.topics.Get(ms[i].Topic) == nil {
+		if (i == 0 || ms[i].Topic != ms[i-1].Topic) && s.topics.Get(ms[i].Topic) == nil {
 			if err := s.prepareTopic(ms[i].Topic); err != nil {
 				return err
 			}
