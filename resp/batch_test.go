@@ -105,3 +105,53 @@ func TestPipelinedSetsBatch(t *testing.T) {
 		t.Fatalf("%d publishes for 997 SETs: the pipeline was not batched", p)
 	}
 }
+
+// checkedNode is a countingNode that publishes messages Check passed
+// without checking them again (as the daemon's node does), counting
+// those publishes apart.
+type checkedNode struct {
+	countingNode
+	checked atomic.Int64
+}
+
+func (n *checkedNode) PublishChecked(ctx context.Context, c net.Conn, msgs []record.Message) (Written, error) {
+	n.checked.Add(1)
+	return n.storeNode.Publish(ctx, c, msgs)
+}
+
+// TestPipelinedSetsCheckedOnce: a node that offers PublishChecked gets a
+// pipeline's SETs through it, each checked once (by Check), while a SET
+// that Check refuses runs alone through Publish and gets its own error;
+// every value is the one its SET sent, though a SET's value is not copied
+// out of the read buffer.
+func TestPipelinedSetsCheckedOnce(t *testing.T) {
+	s, st := newTestServer(t)
+	node := &checkedNode{countingNode: countingNode{storeNode: s.node.(*storeNode)}}
+	s.node = node
+	var in strings.Builder
+	for i := range 200 {
+		val := fmt.Sprintf("value-%03d", i)
+		if i == 100 {
+			val = "refused"
+		}
+		in.WriteString(cmd("SET", fmt.Sprintf("c:k-%d", i), val))
+	}
+	got := replies(t, session(s, []byte(in.String())))
+	if len(got) != 200 {
+		t.Fatalf("%d replies, want 200", len(got))
+	}
+	for i, r := range got {
+		if ok := r == "+OK\r\n"; i == 100 && (ok || !strings.Contains(r, "value_refused")) || i != 100 && !ok {
+			t.Fatalf("reply %d: %q", i, r)
+		}
+	}
+	if c, p := node.checked.Load(), node.publishes.Load(); c != 2 || p != 1 {
+		t.Fatalf("%d checked publishes and %d plain ones, want 2 (the SETs before and after the refused one) and 1 (the refused one alone)", c, p)
+	}
+	for i := range 200 {
+		e, ok := st.Get("c", fmt.Sprintf("k-%d", i))
+		if want := fmt.Sprintf("value-%03d", i); i != 100 && (!ok || string(e.Value) != want) {
+			t.Fatalf("c:k-%d holds %q, want %q", i, e.Value, want)
+		}
+	}
+}
