@@ -97,7 +97,11 @@
 // batch, one call of the node's publish path with one flush and one
 // replication wait, and each gets its own answer, in order. Each SET is
 // checked before it joins the batch (the node's Check: names,
-// --max-value-size); one the node would refuse ends the batch, which is
+// --max-value-size), and only once: a node that offers PublishChecked
+// (the daemon's) checks again only what concerns the batch (the role,
+// --max-body-size). A SET's value is not copied out of the read buffer:
+// its publish returns before the buffer is read into again. One the
+// node would refuse ends the batch, which is
 // published first, and then runs alone, so it gets the answer it gets
 // alone and the others do not fail with it. Any other command (a read, a
 // SET with options, a DEL) ends the batch too, so it sees the writes
