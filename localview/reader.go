@@ -296,12 +296,50 @@ func (r *Reader) GetInto(buf []byte, topic, key string) (value, tag []byte, st S
 			return nil, nil, Stamp{}, err
 		}
 	}
-	off, c, err := r.lookup(r.topics.hash(topic, key), topic, key)
+	h := r.topics.hash(topic, key)
+	if value, tag, st, ok := r.getFast(buf, h, topic, key); ok {
+		return value, tag, st, nil
+	}
+	off, c, err := r.lookup(h, topic, key)
 	if err != nil {
 		return nil, nil, Stamp{}, err
 	}
 	value, tag, st, _, err = r.readRecord(off, c, dataAt(off, len(topic), len(key)), &buf, 0)
 	return value, tag, st, err
+}
+
+// getFast is GetInto's common case in one piece, with the checks of
+// lookup and readRecord: the key in its first slot, its record not being
+// written, live, and buf large enough. Anything else (ok false) takes
+// the general path, which reads again from the slot.
+func (r *Reader) getFast(buf []byte, h uint32, topic, key string) (value, tag []byte, st Stamp, ok bool) {
+	m := r.m
+	s := load64(m, r.slots+8*(int(h)&r.mask))
+	off := int(uint32(s)) * 8
+	k, kl := off+recordHeader, len(topic)+len(key)
+	if uint32(s>>32) != h || off < r.arena || k+kl > r.end {
+		return nil, nil, Stamp{}, false
+	}
+	fixed := load64(m, off+recCap) // immutable: cap, topic and key lengths
+	c, data := int(uint32(fixed)), k+align8(kl)
+	if int(uint16(fixed>>32)) != len(topic) || int(uint16(fixed>>48)) != len(key) || c%8 != 0 || c > r.end-data ||
+		string(m[k:k+len(topic)]) != topic || string(m[k+len(topic):k+kl]) != key {
+		return nil, nil, Stamp{}, false
+	}
+	v1 := load64(m, off+recVersion)
+	st = Stamp{HLC: load64(m, off+recHLC), Origin: load64(m, off+recOrigin), Seq: load64(m, off+recSeq)}
+	lw := load64(m, off+recValueLen)
+	vl, tl := int(uint32(lw)), int(uint16(lw>>32))
+	n := vl + tl
+	if v1&1 != 0 || uint16(lw>>48)&flagDeleted != 0 || n > c || n > cap(buf) {
+		return nil, nil, Stamp{}, false
+	}
+	b := buf[:n]
+	loadWords(b, m, data)
+	if load64(m, off+recVersion) != v1 {
+		return nil, nil, Stamp{}, false
+	}
+	return b[tl:n:n], b[:tl], st, true
 }
 
 // checkOrphan is the check of the path that a read makes every
