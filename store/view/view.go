@@ -371,7 +371,7 @@ func itemLess(a, b *viewItem) bool { return a.key() < b.key() }
 func New() *View {
 	return &View{
 		topics: make(map[string]*topicView),
-		now:    func() int64 { return time.Now().UnixMilli() },
+		now:    wallMilli,
 		wake:   make(chan struct{}, 1),
 		epoch:  1,
 	}
@@ -604,15 +604,11 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 			return false
 		}
 	}
-	if tv.times == nil {
-		tv.times = make(map[string]*timeline)
-	}
-	tv.times[k] = ntl
 	cause := "" // a write in force at once is told by its record
 	if it.scheduled() || it.cancel() {
 		cause = CauseEffective // a late scheduled record, or a cancel
 	}
-	return v.settle(tv, k, v.now(), cause)
+	return v.settle(tv, k, old, tl, ntl, v.now(), cause)
 }
 
 // install makes it the entry of (tv, k) (nil: none) and tells the
@@ -727,11 +723,12 @@ func (v *View) update(tv *topicView, old, it *viewItem) {
 
 // settle brings the entry of (tv, k) to what is in force at now: the
 // timeline's winner, its value dropped once expired, and prunes the
-// timeline. It reports whether the entry changed. The caller holds the
-// write lock.
-func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
-	old := tv.byKey[k]
-	tl := tv.times[k]
+// timeline. It reports whether the entry changed. old is the key's entry
+// and held the timeline tv.times holds for it, as the caller found them;
+// tl is the key's timeline now (held, or put's new one, which settle
+// stores): the key is looked up once a write. The caller holds the write
+// lock.
+func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline, now int64, cause string) bool {
 	var want *viewItem
 	if tl == nil {
 		if old != nil && !old.isTomb() && old.expires > now {
@@ -750,12 +747,19 @@ func (v *View) settle(tv *topicView, k string, now int64, cause string) bool {
 	w := tl.resolve(now)
 	if ntl := tl.prune(); ntl != tl {
 		if ntl == nil {
-			delete(tv.times, k)
 			v.timed--
-		} else {
-			tv.times[k] = ntl
 		}
 		tl = ntl
+	}
+	switch {
+	case tl == held:
+	case tl == nil:
+		delete(tv.times, k)
+	default:
+		if tv.times == nil {
+			tv.times = make(map[string]*timeline)
+		}
+		tv.times[k] = tl
 	}
 	switch {
 	case w == nil && tl == nil:

@@ -345,7 +345,8 @@ func (v *View) settleDue() time.Duration {
 		for n := 0; len(v.times) > 0 && v.times[0].at <= now && n < settleBatch; n++ {
 			in := v.times.pop()
 			if tv := v.topics[in.topic]; tv != nil {
-				v.settle(tv, in.key, now, CauseEffective)
+				tl := tv.times[in.key]
+				v.settle(tv, in.key, tv.byKey[in.key], tl, tl, now, CauseEffective)
 			}
 		}
 		wait := time.Hour

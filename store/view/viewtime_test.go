@@ -675,3 +675,16 @@ func BenchmarkViewGetTime(b *testing.B) {
 		})
 	}
 }
+
+// TestWallMilli: the view's own clock reads the wall clock that time.Now
+// does, to the millisecond.
+func TestWallMilli(t *testing.T) {
+	for range 1000 {
+		before := time.Now().UnixMilli()
+		got := wallMilli()
+		after := time.Now().UnixMilli()
+		if got < before || got > after {
+			t.Fatalf("wallMilli %d, not within [%d, %d] of time.Now", got, before, after)
+		}
+	}
+}
