@@ -338,11 +338,12 @@ func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Du
 }
 
 // Follow reads every origin's new records in order, after each write the
-// store reports (Changed fires once the view has the record). It reads to
-// the log's end (LogVector): a record set aside as damaged is passed over,
-// so that its origin's newer records are told at once, and told when it
-// is back from a peer (late, out of order).
-func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan struct{} {
+// store reports (Changed fires once the view has the record), and calls
+// end when it has read all there is. It reads to the log's end
+// (LogVector): a record set aside as damaged is passed over, so that its
+// origin's newer records are told at once, and told when it is back from
+// a peer (late, out of order).
+func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change), end func()) <-chan struct{} {
 	st := n.d.store
 	seen := st.LogVector()
 	events, _ := st.TimeEvents(0, nil)
@@ -401,6 +402,7 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change)) <-chan s
 					from = next
 				}
 			}
+			end()
 			select {
 			case <-ctx.Done():
 				return

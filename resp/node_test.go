@@ -75,18 +75,18 @@ func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []record.Message
 
 func (n *storeNode) WaitReplicas(context.Context, uint64, time.Duration) int { return 0 }
 
-func (n *storeNode) Follow(ctx context.Context, fn func(Change)) <-chan struct{} {
+func (n *storeNode) Follow(ctx context.Context, fn func(Change), end func()) <-chan struct{} {
 	done := make(chan struct{})
 	seen := n.st.Vector()
 	n.events, _ = n.st.TimeEvents(0, nil)
 	go func() {
 		defer close(done)
-		n.follow(ctx, seen, fn)
+		n.follow(ctx, seen, fn, end)
 	}()
 	return done
 }
 
-func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(Change)) {
+func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(Change), end func()) {
 	for {
 		changed := n.st.Changed()
 		var timed []storeview.Change
@@ -102,6 +102,7 @@ func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(
 			})
 			seen[origin] = next - 1
 		}
+		end()
 		select {
 		case <-ctx.Done():
 			return

@@ -14,7 +14,16 @@ type subscriptions struct {
 	channels map[string]map[*conn]struct{}
 	patterns map[string]map[*conn]struct{}
 	count    atomic.Int64 // channel and pattern entries, read without the lock
+	// out is the messages of the follower's round for each connection,
+	// sent at the round's end (flush) or past outboxFlush bytes. The
+	// follower's goroutine alone touches it.
+	out map[*conn][]byte
 }
+
+// outboxFlush is how much a round gathers for one connection before it
+// sends it: a catch-up of many records starts arriving at once, and a
+// round's messages stay far below --redis-push-buffer.
+const outboxFlush = 64 << 10
 
 func (p *subscriptions) init() {
 	p.channels = map[string]map[*conn]struct{}{}
@@ -108,30 +117,51 @@ func (p *subscriptions) receivers(channel string) int {
 	return n
 }
 
-// deliver sends a message on channel to its subscribers.
+// deliver queues a message on channel for its subscribers, to be sent at
+// the end of the follower's round (flush). The follower calls it.
 func (p *subscriptions) deliver(channel string, payload []byte) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for c := range p.channels[channel] {
-		proto := c.protoNow()
-		b := appendPush(nil, 3, proto)
+		b := appendPush(p.out[c], 3, c.protoNow())
 		b = appendBulkString(b, "message")
 		b = appendBulkString(b, channel)
-		c.push(appendBulk(b, payload))
+		p.queue(c, appendBulk(b, payload))
 	}
 	for pat, set := range p.patterns {
 		if !globMatch(pat, channel) {
 			continue
 		}
 		for c := range set {
-			proto := c.protoNow()
-			b := appendPush(nil, 4, proto)
+			b := appendPush(p.out[c], 4, c.protoNow())
 			b = appendBulkString(b, "pmessage")
 			b = appendBulkString(b, pat)
 			b = appendBulkString(b, channel)
-			c.push(appendBulk(b, payload))
+			p.queue(c, appendBulk(b, payload))
 		}
 	}
+}
+
+// queue keeps b as what c's round holds, sending it once it is large.
+func (p *subscriptions) queue(c *conn, b []byte) {
+	if len(b) >= outboxFlush {
+		c.push(b)
+		b = b[:0] // push copied it
+	}
+	if p.out == nil {
+		p.out = map[*conn][]byte{}
+	}
+	p.out[c] = b
+}
+
+// flush sends each connection the messages of the follower's round.
+func (p *subscriptions) flush() {
+	for c, b := range p.out {
+		if len(b) > 0 {
+			c.push(b)
+		}
+	}
+	clear(p.out)
 }
 
 // subscribed reports whether c has a subscription (RESP2 then accepts
@@ -278,7 +308,8 @@ func formatNotifyFlags(f uint32) string {
 
 // changed is the follower: every record the node stores, from any node,
 // after the view has it. It invalidates the client caches that may hold
-// the key and delivers the messages of the subscriptions.
+// the key and delivers the messages of the subscriptions, which go out
+// at the end of the round (changesEnd).
 func (s *Server) changed(ch Change) {
 	if len(ch.Topic) == 0 || ch.Topic[0] == '$' {
 		return // the daemon's own topics
@@ -304,17 +335,17 @@ func (s *Server) changed(ch Change) {
 	if tracking {
 		// The names a client may have read it by: topic:key, the bare
 		// key of the default topic, and the hash (HGET topic key).
-		s.track.invalidate(s, &ch, []string{full, bare, topic})
+		s.track.invalidate(s, &ch, [3]string{full, bare, topic})
 	}
 	if !subs || ch.Scheduled {
 		return // a scheduled record is told when it takes effect (Event)
 	}
-	event, class := "set", uint32(notifyString)
+	event, class := eventSet, uint32(notifyString)
 	switch {
 	case ch.Event == "expired":
-		event, class = "expired", notifyExpired
+		event, class = eventExpired, notifyExpired
 	case ch.Delete:
-		event, class = "del", notifyGeneric
+		event, class = eventDel, notifyGeneric
 	default:
 		s.subs.deliver(full, ch.Value)
 	}
@@ -323,9 +354,30 @@ func (s *Server) changed(ch Change) {
 		return
 	}
 	if f&notifyKeyspace != 0 {
-		s.subs.deliver("__keyspace@0__:"+full, []byte(event))
+		s.subs.deliver("__keyspace@0__:"+full, event.name)
 	}
 	if f&notifyKeyevent != 0 {
-		s.subs.deliver("__keyevent@0__:"+event, []byte(full))
+		s.subs.deliver(event.channel, []byte(full))
 	}
+}
+
+// keyEvent is a keyspace event's name and its keyevent channel, made once
+// (a message's bytes are copied into its frame).
+type keyEvent struct {
+	name    []byte
+	channel string
+}
+
+var (
+	eventSet     = keyEvent{[]byte("set"), "__keyevent@0__:set"}
+	eventDel     = keyEvent{[]byte("del"), "__keyevent@0__:del"}
+	eventExpired = keyEvent{[]byte("expired"), "__keyevent@0__:expired"}
+)
+
+// changesEnd ends a round of the follower: the invalidations and messages
+// it gathered go out, one push a connection, as Redis sends the
+// invalidations of one event-loop turn together.
+func (s *Server) changesEnd() {
+	s.track.flush(s)
+	s.subs.flush()
 }

@@ -67,11 +67,13 @@ type Node interface {
 	WaitReplicas(ctx context.Context, seq uint64, timeout time.Duration) int
 	// Follow calls fn, from one goroutine of its own, for every record
 	// this node stores after Follow returns (its own and every other
-	// node's), once the view has it, until ctx ends; the channel closes
-	// when that goroutine has ended. The change's bytes are valid only
-	// during fn. The server follows from the first tracking client or
-	// subscriber on (the follower costs every write a wake-up).
-	Follow(ctx context.Context, fn func(Change)) <-chan struct{}
+	// node's), once the view has it, until ctx ends, and end after each
+	// round of them (the changes there were when it woke); the channel
+	// closes when that goroutine has ended. The change's bytes are valid
+	// only during fn. The server follows from the first tracking client
+	// or subscriber on (the follower costs every write a wake-up), and
+	// sends what a round's changes push at its end.
+	Follow(ctx context.Context, fn func(Change), end func()) <-chan struct{}
 	// Status describes the node for INFO.
 	Status() Status
 	// PublishWaits says whether Publish may wait for more than the CPU:
@@ -374,7 +376,7 @@ func (s *Server) follow() {
 	s.followMu.Lock()
 	defer s.followMu.Unlock()
 	if s.following == nil && s.ctx.Err() == nil {
-		s.following = s.node.Follow(s.ctx, s.changed)
+		s.following = s.node.Follow(s.ctx, s.changed, s.changesEnd)
 	}
 }
 

@@ -46,7 +46,22 @@ type tracker struct {
 	keys    map[string]map[*conn]struct{}
 	clients map[*conn]*trackEntry
 	active  atomic.Int64 // len(clients), read without the lock
+	// batch is the invalidations of the follower's round for each
+	// tracking connection, sent at the round's end (flush) or past
+	// batchFlush names; queued names counts them. Under mu.
+	batch  map[*conn]*invalidation
+	queued int
 }
+
+// invalidation is the names to tell one tracking connection, and where.
+type invalidation struct {
+	dest  *conn
+	names []string
+}
+
+// batchFlush is how many invalidated names a round gathers before it
+// sends them (a catch-up of many records).
+const batchFlush = 4096
 
 func (t *tracker) init() {
 	t.keys = map[string]map[*conn]struct{}{}
@@ -246,14 +261,11 @@ func (e *trackEntry) wrote(origin, seq uint64) bool {
 	return false
 }
 
-// invalidate tells the connections that may have cached one of names
-// that it changed.
-func (t *tracker) invalidate(s *Server, ch *Change, names []string) {
-	type target struct {
-		dest  *conn
-		names []string
-	}
-	var targets map[*conn]*target
+// invalidate queues, for the connections that may have cached one of
+// names, that it changed: the follower's round sends them at its end
+// (flush), one invalidation a connection, as Redis sends a BCAST
+// client the invalidations of one event-loop turn together.
+func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
 	add := func(c *conn, e *trackEntry, n string) {
 		if e.inflight > 0 {
 			// Maybe its own write: decided when the write returns.
@@ -264,18 +276,19 @@ func (t *tracker) invalidate(s *Server, ch *Change, names []string) {
 			}
 			return
 		}
-		if targets == nil {
-			targets = map[*conn]*target{}
+		if t.batch == nil {
+			t.batch = map[*conn]*invalidation{}
 		}
-		tg := targets[c]
-		if tg == nil {
-			tg = &target{dest: c}
+		inv := t.batch[c]
+		if inv == nil {
+			inv = &invalidation{dest: c}
 			if e.redirect != nil {
-				tg.dest = e.redirect
+				inv.dest = e.redirect
 			}
-			targets[c] = tg
+			t.batch[c] = inv
 		}
-		tg.names = append(tg.names, n)
+		inv.names = append(inv.names, n)
+		t.queued++
 	}
 	t.mu.Lock()
 	for _, n := range names {
@@ -301,10 +314,22 @@ func (t *tracker) invalidate(s *Server, ch *Change, names []string) {
 			}
 		}
 	}
+	full := t.queued >= batchFlush
 	t.mu.Unlock()
-	for _, tg := range targets {
-		tg.dest.push(invalidateFrame(tg.dest.protoNow(), tg.names))
-		s.stats.invalidations.Add(int64(len(tg.names)))
+	if full {
+		t.flush(s)
+	}
+}
+
+// flush sends the invalidations queued in the follower's round.
+func (t *tracker) flush(s *Server) {
+	t.mu.Lock()
+	batch := t.batch
+	t.batch, t.queued = nil, 0
+	t.mu.Unlock()
+	for _, inv := range batch {
+		inv.dest.push(invalidateFrame(inv.dest.protoNow(), inv.names))
+		s.stats.invalidations.Add(int64(len(inv.names)))
 	}
 }
 
