@@ -168,7 +168,12 @@
 // would drop its invalidations). An update that reaches this node from any
 // node of the fleet invalidates the local clients once the view has it;
 // the answer to a read always goes out before the invalidation of what it
-// read. Invalidations never cross the network. A client whose pending
+// read. The changes the follower finds at one wake-up (a publish, a
+// batch from a peer, the keys a schedule flips at one instant) are told
+// together at its end: one invalidation of all their keys for each
+// client, and each subscriber's keyspace messages in one write, as Redis
+// sends a BCAST client's invalidations once an event-loop turn.
+// Invalidations never cross the network. A client whose pending
 // invalidations and messages pass --redis-push-buffer is disconnected
 // (its library drops its cache with the connection), never left stale;
 // so is a tracking client whose REDIRECT connection closes. Both are
