@@ -1,6 +1,10 @@
 package resp
 
 import (
+	"io"
+	"math/rand/v2"
+	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,4 +186,71 @@ func TestLoopClose(t *testing.T) {
 	if st := s.Stats(); st.Connections != 0 {
 		t.Fatalf("%d connections after Close", st.Connections)
 	}
+}
+
+// FuzzLoop sends arbitrary bytes over a real socket to a connection the
+// event loop serves, cut into writes of sizes drawn from seed, so that
+// frames arrive in pieces across the loop's reads (and large inputs
+// grow its buffer): the server never panics, everything it answers is
+// whole RESP values, and it goes on answering new connections.
+func FuzzLoop(f *testing.F) {
+	for _, seed := range []string{
+		cmd("PING"),
+		cmd("SET", "p:k", "v") + cmd("GET", "p:k") + cmd("MGET", "p:k", "p:x", "p:k"),
+		cmd("GET", "p:"+strings.Repeat("k", 300)) + cmd("SET", "p:big", strings.Repeat("v", 40<<10)) + cmd("GET", "p:big"),
+		cmd("SUBSCRIBE", "c") + cmd("PING") + cmd("UNSUBSCRIBE"),
+		cmd("MULTI") + cmd("GET", "a") + cmd("EXEC") + cmd("QUIT") + cmd("PING"),
+		"*2\r\n$3\r\nGET\r\n$-5\r\n",
+		"*99999999\r\n",
+		"*1\r\n$99999999\r\n",
+		"GET p:k\r\nPING\n",
+	} {
+		f.Add([]byte(seed), uint64(len(seed)))
+	}
+	s, _ := newTestServer(f)
+	if s.lp == nil {
+		f.Fatal("no event loop on this machine: the fuzz target would test the goroutines' path")
+	}
+	dir := f.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(dir, "redis.sock"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
+		nc, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+		got := make(chan []byte, 1)
+		go func() {
+			out, _ := io.ReadAll(nc)
+			got <- out
+		}()
+		rng := rand.New(rand.NewPCG(seed, 0))
+		for rest := in; len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(1<<(1+rng.IntN(12))))
+			if _, err := nc.Write(rest[:n]); err != nil {
+				break // the server closed the connection (QUIT, a protocol error)
+			}
+			rest = rest[n:]
+		}
+		_ = nc.(*net.UnixConn).CloseWrite()
+		replies(t, <-got)
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.WriteString(c, cmd("PING")); err != nil {
+			t.Fatal(err)
+		}
+		pong := make([]byte, 7)
+		if _, err := io.ReadFull(c, pong); err != nil || string(pong) != "+PONG\r\n" {
+			t.Fatalf("after the input, a new connection's PING = %q, %v", pong, err)
+		}
+	})
 }
