@@ -259,7 +259,8 @@
 // that a tmpfs mounted huge=within_size backs every byte of it with huge
 // pages and a reader's mapping is PMD-mapped to its end: a random read of
 // a large view is two dependent cache misses, each of them a TLB miss
-// and a page walk on 4 KiB pages (BENCHMARKS.md). The file is allocated
+// and a page walk on 4 KiB pages (BENCHMARKS.md, which measures what one
+// miss costs: BenchmarkMemoryFloor). The file is allocated
 // (fallocate) when made: a full tmpfs is an error then, not a SIGBUS
 // later. The format limits a file to 32 GiB.
 package localview
