@@ -65,6 +65,9 @@ type link struct {
 	relayed  map[uint64]uint64
 	dirty    map[uint64]bool
 	sentHere map[uint64]uint64
+	// unacked is, per origin relayed since the last connection began,
+	// the first seq pushed (rewindRelay).
+	unacked map[uint64]uint64
 
 	wantSnap bool // a snapshot request waits to be written
 	snapping bool // a snapshot is on its way (this link holds Node.booting)
@@ -94,6 +97,7 @@ func newLink(n *Node, p Peer) *link {
 		relayed:  map[uint64]uint64{},
 		dirty:    map[uint64]bool{},
 		sentHere: map[uint64]uint64{},
+		unacked:  map[uint64]uint64{},
 		ackCh:    make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		stopped:  make(chan struct{}),
@@ -131,6 +135,7 @@ func (l *link) run() {
 		healthy, err := l.session()
 		l.open.Store(false)
 		l.pushedAt.Store(0)
+		l.rewindRelay()
 		select {
 		case <-l.stopped:
 			return
@@ -383,8 +388,7 @@ func (l *link) session() (healthy bool, err error) {
 // pull requests and the exchanges' vectors, until the connection fails,
 // goes idle or the link stops.
 func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error {
-	var batch [][]byte
-	var buf []byte
+	f := &pushFrame{l: l, w: w}
 	self := l.n.self
 	l.mu.Lock()
 	next := l.holds[self] + 1 // where the peer said it stands
@@ -436,37 +440,37 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 			l.n.pulls.Add(1)
 			l.touch()
 		}
-		// Push what the peer lacks of this node's own records, in frames
-		// of up to frameBytes. Up to the log's end, not LastSeq, and past
-		// an own record set aside as damaged (ErrLost): it must not hold
-		// the new ones back. A peer that holds it (or its placeholder: it
-		// lost it too) takes them; one that lacks it drops them (seqs go
-		// in order) and waits for it, as for any gap.
+		// Push what the peer lacks of this node's own records, and on the
+		// relay tree the other origins' it lacks, gathered into frames of
+		// up to batchRecords records and frameBytes bytes: one write (and
+		// one ack back) a turn for whatever is new, of every origin. Up
+		// to the log's end, not LastSeq, and past an own record set aside
+		// as damaged (ErrLost): it must not hold the new ones back. A peer
+		// that holds it (or its placeholder: it lost it too) takes them;
+		// one that lacks it drops them (seqs go in order) and waits for
+		// it, as for any gap.
 		if !push {
 			changed = nil // nothing to push to this peer: wake on kicks only
 		}
 		for push && next <= l.n.st.LogLast(self) {
-			var end uint64
-			var err error
-			buf, batch, end, err = readBatch(l.n.st, self, next, batchRecords, frameBytes, maxRecordVersion(proto), buf[:0], batch[:0])
+			if err := f.flushIfFull(); err != nil {
+				return err
+			}
+			mark := f.mark()
+			end, err := f.read(self, next, proto)
 			if errors.Is(err, store.ErrRecycled) {
 				// The peer needs records this node no longer has: its own
 				// pulls find that out and it bootstraps from a snapshot;
 				// pushing resumes from what it then holds.
+				f.undo(mark)
 				break
 			}
 			lost, tooNew := errors.Is(err, store.ErrLost), errors.Is(err, errTooNew)
 			if err != nil && !lost && !tooNew {
 				return err
 			}
-			if len(batch) > 0 {
-				if err := w.writeRecords(batch); err != nil {
-					return err
-				}
-				l.n.bytesSent.Add(uint64(len(buf)))
-				l.pushedNow()
-				l.touch()
-			} else if !lost && !tooNew {
+			f.own += len(f.buf) - mark.bytes
+			if len(f.recs) == mark.recs && !lost && !tooNew {
 				break
 			}
 			next = end
@@ -478,8 +482,10 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 				next++ // pushed past: see above
 			}
 		}
-		var err error
-		if buf, batch, err = l.relayDirty(w, proto, buf, batch); err != nil {
+		if err := l.relayDirty(f, proto); err != nil {
+			return err
+		}
+		if err := f.flush(); err != nil {
 			return err
 		}
 		select {
@@ -495,10 +501,70 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 	}
 }
 
+// pushFrame gathers what a link's writer pushes in one turn, records of
+// any origins, into frames of up to batchRecords records and frameBytes
+// bytes. On the relay tree a node forwards many origins' records to each
+// neighbour: a frame per origin would cost a write, and an ack back, for
+// each of them.
+type pushFrame struct {
+	l    *link
+	w    *frameWriter
+	buf  []byte
+	recs [][]byte
+	own  int // bytes of this node's own records in the frame (Node.BytesSent)
+}
+
+// frameMark is how far a frame was filled, to tell what a read added.
+type frameMark struct{ bytes, recs int }
+
+func (f *pushFrame) mark() frameMark { return frameMark{len(f.buf), len(f.recs)} }
+
+// undo drops what was read since m.
+func (f *pushFrame) undo(m frameMark) { f.buf, f.recs = f.buf[:m.bytes], f.recs[:m.recs] }
+
+// read adds origin's records from seq from on, as many as the frame has
+// room for (readBatch: end is the seq after the last one read).
+func (f *pushFrame) read(origin, from uint64, proto uint8) (end uint64, err error) {
+	f.buf, f.recs, end, err = readBatch(f.l.n.st, origin, from, batchRecords-len(f.recs), frameBytes, maxRecordVersion(proto), f.buf, f.recs)
+	return end, err
+}
+
+// flushIfFull sends the frame when it has no room for another record.
+func (f *pushFrame) flushIfFull() error {
+	if len(f.recs) < batchRecords && len(f.buf) < frameBytes {
+		return nil
+	}
+	return f.flush()
+}
+
+// flush sends the records gathered, if any, as one frame.
+func (f *pushFrame) flush() error {
+	if len(f.recs) == 0 {
+		return nil
+	}
+	err := f.w.writeRecords(f.recs)
+	if err == nil {
+		f.l.n.bytesSent.Add(uint64(f.own))
+		f.l.n.pushFrames.Add(1)
+		f.l.pushedNow()
+		f.l.touch()
+	}
+	f.buf, f.recs, f.own = f.buf[:0], f.recs[:0], 0
+	return err
+}
+
 // readLoop takes the peer's acks and the records it sends for pulls on a
 // connection of protocol proto; it sets talked once a frame has come in.
 func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error {
+	// ackPending: acks came in and afterAck has not looked at them yet.
+	// It looks once for the acks that came in together (it copies this
+	// node's vector), before the reader waits on the peer.
+	ackPending := false
 	for {
+		if ackPending && !frameWaiting(fr) {
+			l.afterAck()
+			ackPending = false
+		}
 		typ, p, err := fr.next()
 		if err == nil {
 			talked.Store(true)
@@ -518,7 +584,7 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 				return err
 			}
 			l.merge(v) // a restarted peer opens a new session
-			l.afterAck()
+			ackPending = true
 		case frameVector:
 			// The peer's answer to this node's exchange.
 			theirs, err := l.n.readVector(p)

@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -138,6 +139,7 @@ type Node struct {
 	treeLinks       atomic.Pointer[[]*link]
 	replica         atomic.Uint64 // the peer pushed to directly under NATS
 	bytesSent       atomic.Uint64 // bytes of own records sent (pushes, NATS publishes)
+	pushFrames      atomic.Uint64 // records frames pushed (own and relayed records)
 	natsDisconnects atomic.Uint64
 	natsErrors      atomic.Uint64
 
@@ -680,9 +682,15 @@ func (n *Node) serve(c net.Conn) {
 			}
 			return
 		}
+		if typ != frameRecords && len(touched) > 0 {
+			// The ack held back for the records frames before this one.
+			if err := send(frameAck, n.ackFrame(touched)); err != nil {
+				return
+			}
+			clear(touched)
+		}
 		switch typ {
 		case frameRecords:
-			clear(touched)
 			from := n.treeLink(peer)
 			if err := n.appendAll(p, touched, false, maxRecordVersion(keys.proto), from); err != nil {
 				n.badFrames.Add(1)
@@ -692,9 +700,15 @@ func (n *Node) serve(c net.Conn) {
 			if from != nil {
 				from.pullIfAhead(touched)
 			}
+			// One ack for the records frames that came in together: the
+			// next one, here whole already, is taken first.
+			if frameWaiting(fr) {
+				continue
+			}
 			if err := send(frameAck, n.ackFrame(touched)); err != nil {
 				return
 			}
+			clear(touched)
 		case framePull:
 			req, err := decodePull(p)
 			if err != nil {
@@ -789,6 +803,17 @@ func (n *Node) serve(c net.Conn) {
 	}
 }
 
+// frameWaiting says whether the reader holds the next frame whole
+// already, so that reading it does not wait on the peer.
+func frameWaiting(fr *frameReader) bool {
+	k := fr.r.Buffered()
+	if k < 4 {
+		return false
+	}
+	h, err := fr.r.Peek(4)
+	return err == nil && k >= 4+int(binary.LittleEndian.Uint32(h))+macSize
+}
+
 // learned notes what a peer that dialed this node says it holds on this
 // node's own link to it, which then pulls what this node lacks (the pull
 // half of an exchange the peer started). Nothing when the peer is not a
@@ -874,7 +899,19 @@ func (n *Node) treeLink(peer uint64) *link {
 // maxVersion (what the connection's protocol carries) is refused, as
 // the older build that speaks that protocol refuses it.
 func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVersion byte, from *link) error {
-	var advanced uint64 // an origin that moved on (frames carry one origin)
+	// advanced is the origin whose records the frame carries now, once
+	// one of them was appended: a frame from a relay tree neighbour
+	// carries several origins' records, one run after another.
+	var advanced uint64
+	now := time.Now()
+	moved := func(o uint64) {
+		if !pulled {
+			n.pmu.Lock()
+			n.lastAppend[o] = now
+			n.pmu.Unlock()
+		}
+		n.relay(o)
+	}
 	err := splitRecords(p, func(r record.Record) error {
 		if r.Version() > maxVersion {
 			return fmt.Errorf("%w: a record of version %d where the protocol carries at most %d", ErrBadFrame, r.Version(), maxVersion)
@@ -891,7 +928,7 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		switch {
 		case err == nil:
 			if advanced != 0 && advanced != o {
-				n.relay(advanced) // a frame of several origins (not what this build sends)
+				moved(advanced)
 			}
 			advanced = o
 		case errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrOutOfOrder):
@@ -909,13 +946,8 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		touched[o] = n.st.LastSeq(o)
 		return nil
 	})
-	if advanced != 0 && !pulled {
-		n.pmu.Lock()
-		n.lastAppend[advanced] = time.Now()
-		n.pmu.Unlock()
-	}
 	if advanced != 0 {
-		n.relay(advanced)
+		moved(advanced)
 	}
 	return err
 }

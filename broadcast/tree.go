@@ -120,17 +120,16 @@ func (l *link) heard(o, seq uint64) {
 	l.mu.Unlock()
 }
 
-// relayDirty pushes the peer, a tree neighbour, the records of other
-// origins it lacks, for the origins that have new ones (markDirty), in
-// frames of up to frameBytes. An origin's push starts past the highest
-// of what the peer holds (its acks, the records it sent) and what was
-// pushed to it already. Records a connection took down with it are not
-// pushed again: the anti-entropy pulls them.
-func (l *link) relayDirty(w *frameWriter, proto uint8, buf []byte, batch [][]byte) ([]byte, [][]byte, error) {
+// relayDirty adds to the turn's frames (f) the records of other origins
+// the peer, a tree neighbour, lacks, for the origins that have new ones
+// (markDirty). An origin's push starts past the highest of what the peer
+// holds (its acks, the records it sent) and what was pushed to it
+// already.
+func (l *link) relayDirty(f *pushFrame, proto uint8) error {
 	l.mu.Lock()
 	if !l.tree.Load() || len(l.dirty) == 0 {
 		l.mu.Unlock()
-		return buf, batch, nil
+		return nil
 	}
 	todo := make(map[uint64]uint64, len(l.dirty))
 	for o := range l.dirty {
@@ -139,6 +138,7 @@ func (l *link) relayDirty(w *frameWriter, proto uint8, buf []byte, batch [][]byt
 	clear(l.dirty)
 	l.mu.Unlock()
 	for o, next := range todo {
+		first := next
 		last := l.n.st.LogLast(o)
 		if last >= next && last-next+1 > l.n.cfg.BootstrapRecords {
 			// The peer lacks most of this origin: it chooses between a
@@ -146,9 +146,11 @@ func (l *link) relayDirty(w *frameWriter, proto uint8, buf []byte, batch [][]byt
 			next = last + 1
 		}
 		for next <= last {
-			var end uint64
-			var err error
-			buf, batch, end, err = readBatch(l.n.st, o, next, batchRecords, frameBytes, maxRecordVersion(proto), buf[:0], batch[:0])
+			if err := f.flushIfFull(); err != nil {
+				return err
+			}
+			mark := f.mark()
+			end, err := f.read(o, next, proto)
 			if errors.Is(err, store.ErrRecycled) || errors.Is(err, errTooNew) {
 				// Gone here, or too new for the peer's protocol: it pulls
 				// (or bootstraps from) whichever peer can give them.
@@ -157,15 +159,9 @@ func (l *link) relayDirty(w *frameWriter, proto uint8, buf []byte, batch [][]byt
 			}
 			lost := errors.Is(err, store.ErrLost)
 			if err != nil && !lost {
-				return buf, batch, err
+				return err
 			}
-			if len(batch) > 0 {
-				if err := w.writeRecords(batch); err != nil {
-					return buf, batch, err
-				}
-				l.pushedNow()
-				l.touch()
-			} else if !lost {
+			if len(f.recs) == mark.recs && !lost {
 				break
 			}
 			next = end
@@ -174,10 +170,37 @@ func (l *link) relayDirty(w *frameWriter, proto uint8, buf []byte, batch [][]byt
 			}
 		}
 		l.mu.Lock()
+		if next > first {
+			if _, ok := l.unacked[o]; !ok {
+				l.unacked[o] = first
+			}
+		}
 		l.relayed[o] = max(l.relayed[o], next-1)
 		l.mu.Unlock()
 	}
-	return buf, batch, nil
+	return nil
+}
+
+// rewindRelay, as a connection to a tree neighbour ends, moves the push
+// position of each origin relayed on it back to what the peer is known
+// to hold (its acks, the records it sent here), and marks those origins
+// dirty, so that the link dials again: the records a failed connection
+// took down with it are pushed again, not left to the pulls. Duplicates
+// of those that did arrive are dropped there. After an idle close
+// everything was acknowledged: nothing moves.
+func (l *link) rewindRelay() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for o, first := range l.unacked {
+		held := max(l.holds[o], l.sentHere[o])
+		if l.relayed[o] > held {
+			l.relayed[o] = max(first-1, held)
+			if l.tree.Load() {
+				l.dirty[o] = true
+			}
+		}
+	}
+	clear(l.unacked)
 }
 
 // OpenPushLinks counts the outbound connections open now that pushed

@@ -1,10 +1,12 @@
 package broadcast
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,4 +280,82 @@ func TestTreeInnerNodeKilled(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// newStar starts a relay tree of 5 nodes of degree 4 with the
+// anti-entropy off: the root (returned first) and its four leaves, each
+// leaf's replica the root, so that a leaf's records reach the others
+// only through the root's relaying.
+func newStar(t *testing.T) (root *testNode, leaves []*testNode, c *testCluster) {
+	c = newTreeFleet(t, 5, 4, time.Hour)
+	tree := byTree(c.nodes)
+	root, leaves = tree[0], tree[1:]
+	root.n.SetReplica(leaves[0].st.Origin())
+	for _, l := range leaves {
+		l.n.SetReplica(root.st.Origin())
+	}
+	return root, leaves, c
+}
+
+// A relaying node pushes whatever its neighbour lacks, of every origin,
+// in one frame a turn: the root, cut off from its leaves while each of
+// them wrote, then healed, pushes each leaf the three other leaves'
+// records in one frame, not one frame per origin.
+func TestTreeRelayBatchesOrigins(t *testing.T) {
+	root, leaves, c := newStar(t)
+	for _, l := range leaves {
+		c.net.cutOff(root.name, l.n.Addr())
+	}
+	for _, l := range leaves {
+		for j := 0; j < 5; j++ {
+			publish(t, l, fmt.Sprintf("%s-%d", l.name, j), fmt.Sprint(j))
+		}
+	}
+	testkit.Until(t, 30*time.Second, "the root to hold every leaf's records", func() string {
+		for _, l := range leaves {
+			if s := root.st.LastSeq(l.st.Origin()); s < 5 {
+				return fmt.Sprintf("the root holds %d of %s's 5 records", s, l.name)
+			}
+		}
+		return ""
+	})
+	before := root.n.pushFrames.Load()
+	c.net.heal()
+	c.waitConverged(60 * time.Second)
+	frames := root.n.pushFrames.Load() - before
+	t.Logf("the root pushed %d frames to its %d leaves, each lacking %d origins' records", frames, len(leaves), len(leaves)-1)
+	if frames > uint64(len(leaves)) {
+		t.Fatalf("the root pushed %d records frames to %d leaves: more than one a leaf, so not every origin's records went in one", frames, len(leaves))
+	}
+}
+
+// Records a relaying node pushed on a connection that then failed are
+// pushed again on the next one, with no anti-entropy to pull them: here
+// a frame the root relays is damaged on its way (the leaf refuses it and
+// drops the connection).
+func TestTreeRelayRepushesAfterFailedConnection(t *testing.T) {
+	root, leaves, c := newStar(t)
+	var damaged atomic.Bool
+	c.net.SetTamper(func(from string, p []byte) {
+		if from == root.name && bytes.Contains(p, []byte("lost-on-the-way")) && damaged.CompareAndSwap(false, true) {
+			p[len(p)-1] ^= 0xff // the frame's MAC
+		}
+	})
+	publish(t, leaves[0], "k", "lost-on-the-way")
+	testkit.Until(t, 30*time.Second, "a relayed frame damaged and refused", func() string {
+		bad := uint64(0)
+		for _, l := range leaves {
+			bad += l.n.BadFrames()
+		}
+		if !damaged.Load() || bad == 0 {
+			return fmt.Sprintf("damaged %v, %d bad frames refused by the leaves", damaged.Load(), bad)
+		}
+		return ""
+	})
+	c.waitConverged(60 * time.Second)
+	for _, tn := range c.nodes {
+		if tn.n.Pulls() != 0 {
+			t.Fatalf("%s pulled %d times: the record was not pushed again", tn.name, tn.n.Pulls())
+		}
+	}
 }
