@@ -41,6 +41,10 @@ type Sample struct {
 	// exchange costs, which the machine's load does not move as it moves
 	// the rounds a second.
 	Exchanges float64 `json:"exchanges_per_s,omitempty"`
+	// Pulls is the pull requests a node sent a second: records that the
+	// pushes did not bring (a gap, a connection that failed) and the
+	// exchanges found missing.
+	Pulls float64 `json:"pulls_per_s,omitempty"`
 	// RSSMiB is resident memory per node (the process's over N
 	// in-process).
 	RSSMiB float64 `json:"rss_mib"`
@@ -83,6 +87,7 @@ type counters struct {
 	vec    uint64
 	exch   uint64
 	xent   uint64 // the exchanges' entries
+	pulls  uint64
 	natsIn uint64 // bytes the NATS server read (the nodes sent)
 	natsOu uint64
 }
@@ -103,6 +108,9 @@ func (f *Fleet) read(ns *server.Server) counters {
 		c.vec += n.VectorEntries()
 		c.exch += n.Exchanges()
 		c.xent += n.ExchangeEntries()
+		if b := n.Broadcast(); b != nil {
+			c.pulls += b.Pulls()
+		}
 	}
 	if ns != nil {
 		if v, err := ns.Varz(nil); err == nil {
@@ -130,6 +138,7 @@ func (f *Fleet) Measure(ctx context.Context, ns *server.Server, d time.Duration)
 		VectorEntries:   float64(b.vec-a.vec) / secs / n,
 		Exchanges:       float64(b.exch-a.exch) / secs / n,
 		ExchangeEntries: float64(b.xent-a.xent) / secs / n,
+		Pulls:           float64(b.pulls-a.pulls) / secs / n,
 		RSSMiB:          float64(RSS(os.Getpid())) / (1 << 20) / n,
 	}
 	var total int64
