@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -69,7 +70,7 @@ type Options struct {
 	Tree bool
 	// SyncInterval is broadcast's anti-entropy interval (0: its default).
 	SyncInterval time.Duration
-	// Profile is the gossip profile (default gossip.ProfileLAN).
+	// Profile is the gossip profile (default ProfileFor(Nodes)).
 	Profile string
 	// SegmentSize is each store's segment size (default 1 MiB).
 	SegmentSize int64
@@ -142,7 +143,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		return nil, errors.New("fleet: Nodes must be at least 1")
 	}
 	if opts.Profile == "" {
-		opts.Profile = gossip.ProfileLAN
+		opts.Profile = ProfileFor(opts.Nodes)
 	}
 	if opts.SegmentSize == 0 {
 		opts.SegmentSize = 1 << 20
@@ -155,23 +156,34 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		name := fmt.Sprintf("n%03d", i)
 		f.nodes = append(f.nodes, &Node{Name: name, Dir: filepath.Join(opts.Dir, name), f: f})
 	}
-	// The first node is the seed; the rest start a few at a time (each
-	// join is a push/pull of the whole member list with the seed).
+	// The first node starts alone; the rest start a few at a time, each
+	// joining one node picked at random among those up already: a join
+	// is a push/pull of the whole member list with its seed, and a
+	// hundred of them on one seed starve it.
 	if err := f.nodes[0].start(nil); err != nil {
 		f.Close()
 		return nil, err
 	}
-	seed := []string{f.nodes[0].g.Addr()}
+	var upMu sync.Mutex
+	up := []string{f.nodes[0].g.Addr()}
 	var wg sync.WaitGroup
 	errs := make([]error, opts.Nodes)
 	sem := make(chan struct{}, 8)
 	for i := 1; i < opts.Nodes; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
+		upMu.Lock()
+		seed := []string{up[rand.IntN(len(up))]}
+		upMu.Unlock()
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			errs[i] = f.nodes[i].start(seed)
+			if errs[i] == nil {
+				upMu.Lock()
+				up = append(up, f.nodes[i].GossipAddr())
+				upMu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
@@ -193,6 +205,31 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		return nil, fmt.Errorf("fleet: first records: %w", err)
 	}
 	return f, nil
+}
+
+// ProfileFor is the gossip profile an in-process fleet of n nodes uses
+// by default: memberlist's LAN timers below 50 nodes, its WAN timers
+// (probes every 5 s, a 3 s probe timeout, slower gossip) from 50. The
+// fleet's nodes share this machine's cores: from about 50 of them the
+// scheduling delay of a starved process passes the LAN probe timeout
+// (500 ms), healthy members are suspected and declared dead, and the
+// gossip that refutes it starves the rest further (at load average 22,
+// 100 nodes on LAN timers still had 8 members missing on n000 after a
+// minute; on WAN timers they were all alive in 23 s). On machines of
+// their own the members answer probes in microseconds, and the daemon's
+// --gossip-profile stays lan.
+func ProfileFor(n int) string {
+	if n >= 50 {
+		return gossip.ProfileWAN
+	}
+	return gossip.ProfileLAN
+}
+
+// GossipAddr is the node's gossip address ("" before it started).
+func (n *Node) GossipAddr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gossip
 }
 
 // Nodes returns the fleet's nodes.

@@ -52,14 +52,16 @@ type Sample struct {
 
 // Result is one fleet's measurement.
 type Result struct {
-	Kind      string  `json:"kind"`      // "in-process" or "processes"
-	Label     string  `json:"label"`     // which build (before, after)
-	Transport string  `json:"transport"` // tcp (direct), tree or nats
-	Nodes     int     `json:"nodes"`
-	StartSec  float64 `json:"start_s"` // to every node joined and one record from each everywhere
-	Idle      Sample  `json:"idle"`
-	Load      Sample  `json:"load"`
-	Rate      int     `json:"rate"` // updates a second, fleet-wide, in Load
+	Kind      string `json:"kind"`      // "in-process" or "processes"
+	Label     string `json:"label"`     // which build (before, after)
+	Transport string `json:"transport"` // tcp (direct), tree or nats
+	Nodes     int    `json:"nodes"`
+	// Profile is the gossip profile the fleet ran (ProfileFor).
+	Profile  string  `json:"gossip_profile,omitempty"`
+	StartSec float64 `json:"start_s"` // to every node joined and one record from each everywhere
+	Idle     Sample  `json:"idle"`
+	Load     Sample  `json:"load"`
+	Rate     int     `json:"rate"` // updates a second, fleet-wide, in Load
 	// P50Ms and P99Ms are publish-to-every-node at Rate; a record not
 	// on every node when the load stopped counts as its age then (a lower
 	// bound), and LatePct says how many of the window's records that was.
@@ -363,6 +365,10 @@ func Run(ctx context.Context, plan Plan, ns *server.Server) Result {
 	} else if plan.Tree {
 		r.Transport = "tree"
 	}
+	if plan.Profile == "" {
+		plan.Profile = ProfileFor(plan.Nodes)
+	}
+	r.Profile = plan.Profile
 	wait := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, plan.Timeout) }
 
 	t0 := time.Now()

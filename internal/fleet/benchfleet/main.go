@@ -41,7 +41,7 @@ func main() {
 	binFlag := flag.String("bin", "", "cachecastd binary for the process fleets and bootstraps (empty: built from this tree)")
 	bootBins := flag.String("boot-bins", "", "builds to compare in the bootstraps, label=binary,... (empty: -label with -bin); they take turns on one seeded source")
 	rounds := flag.Int("boot-rounds", 1, "bootstraps of each size and build")
-	profile := flag.String("gossip-profile", "lan", "memberlist timers of the in-process fleets: lan, wan or local")
+	profile := flag.String("gossip-profile", "", "memberlist timers of the in-process fleets: lan, wan or local (empty: lan below 50 nodes, wan from 50; see fleet.ProfileFor)")
 	startTimeout := flag.Duration("timeout", 2*time.Minute, "bound on each wait of an in-process fleet (start, convergence)")
 	flag.Parse()
 	ctx := context.Background()
@@ -79,9 +79,6 @@ func main() {
 			log("in-process %s N=%d", tr, n)
 			r := fleet.Run(ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d, Profile: *profile, Tree: tr == "tree"}, Label: *label,
 				Window: *window, Rate: *rate, Partition: tr != "nats", Restart: true, Timeout: *startTimeout}, ns)
-			if *profile != "lan" && r.Err == "" {
-				r.Err = "gossip profile " + *profile
-			}
 			r.MachineLoad = fleet.LoadAverage()
 			if ns != nil {
 				ns.Shutdown()
@@ -163,7 +160,7 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
-		if err := fleet.Plot(f, "cachecast: per node against fleet size (loaded 2-core machine)", res.charts(split(*plotLabels))); err != nil {
+		if err := fleet.Plot(f, res.title(split(*plotLabels)), res.charts(split(*plotLabels))); err != nil {
 			fatal(err)
 		}
 		if err := f.Close(); err != nil {
@@ -201,6 +198,21 @@ func (r *results) addBoot(label string, round int, b fleet.Bootstrap) {
 		return y.Label == label && y.Keys == b.Keys && max(y.Round, 1) == round
 	})
 	r.Bootstraps = append(r.Bootstraps, bootstrap{label, round, b})
+}
+
+// title is the plot's title, with the machine's load average over the
+// runs it draws (latencies on a loaded machine are starved).
+func (r *results) title(labels []string) string {
+	lo, hi := math.Inf(1), 0.0
+	for _, x := range r.Fleets {
+		if x.MachineLoad > 0 && (len(labels) == 0 || slices.Contains(labels, x.Label)) {
+			lo, hi = min(lo, x.MachineLoad), max(hi, x.MachineLoad)
+		}
+	}
+	if hi == 0 {
+		return "cachecast: per node against fleet size (2-core machine)"
+	}
+	return fmt.Sprintf("cachecast: per node against fleet size (2-core machine, load average %.0f-%.0f)", lo, hi)
 }
 
 // charts are the plot's panels: one line per kind, label and transport,
@@ -259,13 +271,13 @@ func (r *results) charts(labels []string) []fleet.Chart {
 }
 
 func (r *results) print(w *os.File) {
-	fmt.Fprintln(w, "| kind | build | fan-out | N | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | load conns (max) | p50 / p99 ms (late %) | heal s | restart s | RSS MiB/node | machine load | note |")
-	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| kind | build | fan-out | N | gossip | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | load conns (max) | load pulls/s | p50 / p99 ms (late %) | heal s | restart s | RSS MiB/node | machine load | note |")
+	fmt.Fprintln(w, "|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, x := range r.Fleets {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f (%d) | %.1f / %.1f (%.0f) | %s | %s | %.1f | %.1f | %s |\n",
-			x.Kind, x.Label, x.Transport, x.Nodes, 100*x.Idle.CPU, x.Idle.TxBps+x.Idle.RxBps, x.Idle.VectorEntries,
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.1f / %.1f (%.0f) | %s | %s | %.1f | %.1f | %s |\n",
+			x.Kind, x.Label, x.Transport, x.Nodes, x.Profile, 100*x.Idle.CPU, x.Idle.TxBps+x.Idle.RxBps, x.Idle.VectorEntries,
 			x.Idle.Conns, x.Idle.MaxConns, 100*x.Load.CPU, x.Load.TxBps+x.Load.RxBps, x.Load.VectorEntries, x.Load.Conns, x.Load.MaxConns,
-			x.P50Ms, x.P99Ms, x.LatePct, secs(x.HealSec), secs(x.RestartSec), x.Idle.RSSMiB, x.MachineLoad, firstLine(x.Err))
+			x.Load.Pulls, x.P50Ms, x.P99Ms, x.LatePct, secs(x.HealSec), secs(x.RestartSec), x.Idle.RSSMiB, x.MachineLoad, firstLine(x.Err))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| build | keys | round | to caught up s | /readyz 200 s | fresh node CPU s | source CPU s | fresh node HWM MiB | source RSS MiB | machine load | note |")
