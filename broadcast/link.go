@@ -189,7 +189,7 @@ func (l *link) pushes() bool {
 	if l.n.replica.Load() == l.peer.ID {
 		return true
 	}
-	if l.n.cfg.Tree {
+	if l.n.treeOn.Load() {
 		return l.tree.Load()
 	}
 	return l.n.nats == nil
@@ -253,9 +253,10 @@ func (l *link) exchangePending() bool {
 }
 
 // heardFrom is the link to note the peer's records on (heard) as they
-// come in, with the relay tree; nil without it.
+// come in, while the relay tree is in use; nil otherwise (a switch to
+// the tree starts each neighbour past what this node stores: setTree).
 func (l *link) heardFrom() *link {
-	if l.n.cfg.Tree {
+	if l.n.treeOn.Load() {
 		return l
 	}
 	return nil

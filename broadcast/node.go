@@ -79,6 +79,12 @@ type Config struct {
 	// most TreeDegree+1 of them, and its own records to its replica too.
 	// Off: each node pushes its own records to every peer. Not with NATS.
 	Tree bool
+	// TreeFrom, with Tree, is the fleet size (this node and its peers,
+	// as SetPeers last gave them) from which the relay tree is used;
+	// below it each node pushes its own records to every peer, as
+	// without Tree (cachecastd --tcp-fanout=auto). Every node told the
+	// same members makes the same choice. 0: the tree whatever the size.
+	TreeFrom int
 	// TreeDegree is the relay tree's degree (default DefaultTreeDegree).
 	TreeDegree int
 	// ProtoMax, when set, lowers the highest protocol version the node
@@ -136,7 +142,10 @@ type Node struct {
 
 	nats *natsFanOut // nil: fan-out over the data port
 	// treeLinks are the links to the relay tree's neighbours (Config.Tree).
-	treeLinks       atomic.Pointer[[]*link]
+	treeLinks atomic.Pointer[[]*link]
+	// treeOn: the relay tree is in use now (Config.Tree, and the fleet
+	// has at least Config.TreeFrom members).
+	treeOn          atomic.Bool
 	replica         atomic.Uint64 // the peer pushed to directly under NATS
 	bytesSent       atomic.Uint64 // bytes of own records sent (pushes, NATS publishes)
 	pushFrames      atomic.Uint64 // records frames pushed (own and relayed records)
@@ -239,6 +248,9 @@ func New(cfg Config) (*Node, error) {
 	}
 	if cfg.TreeDegree <= 0 {
 		cfg.TreeDegree = DefaultTreeDegree
+	}
+	if cfg.TreeFrom < 0 {
+		return nil, fmt.Errorf("broadcast: Config.TreeFrom %d is negative", cfg.TreeFrom)
 	}
 	if cfg.Tree && cfg.NATS != nil {
 		return nil, errors.New("broadcast: Config.Tree is for the fan-out over the data port, not with NATS")
@@ -881,7 +893,7 @@ func (s *snapWriter) flush() error {
 // treeLink is this node's link to peer, to note the records the peer
 // sends on (link.heard), with the relay tree; nil without it.
 func (n *Node) treeLink(peer uint64) *link {
-	if !n.cfg.Tree {
+	if !n.treeOn.Load() {
 		return nil
 	}
 	n.mu.Lock()

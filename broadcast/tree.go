@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -12,6 +14,13 @@ import (
 // is not set: at most k+1 tree neighbours a node, and a record crosses
 // at most 2 log_k N of them.
 const DefaultTreeDegree = 4
+
+// DefaultTreeFrom is the fleet size from which cachecastd's
+// --tcp-fanout=auto (the default) relays on the tree (Config.TreeFrom):
+// below it a node's own pushes to every peer are one hop and cost few
+// connections; from it the tree keeps a node's push connections and the
+// CPU its records cost flat in N (BENCHMARKS.md, "Relay tree").
+const DefaultTreeFrom = 16
 
 // treeNeighbours returns the tree neighbours of self in the relay tree
 // of degree k over ids (every member, self included, in any order): the
@@ -36,24 +45,46 @@ func treeNeighbours(self uint64, ids []uint64, k int) map[uint64]bool {
 }
 
 // setTree rebuilds the relay tree over self and peers (SetPeers, with
-// n.mu held) and marks each link a tree neighbour or not.
+// n.mu held) and marks each link a tree neighbour or not; below
+// Config.TreeFrom members there is no tree, and every link pushes this
+// node's records.
 func (n *Node) setTree(peers map[uint64]Peer) {
 	if !n.cfg.Tree {
 		return
 	}
-	ids := []uint64{n.self}
-	for id := range peers {
-		ids = append(ids, id)
+	on := len(peers)+1 >= n.cfg.TreeFrom
+	var nb map[uint64]bool
+	if on {
+		ids := []uint64{n.self}
+		for id := range peers {
+			ids = append(ids, id)
+		}
+		nb = treeNeighbours(n.self, ids, n.cfg.TreeDegree)
 	}
-	nb := treeNeighbours(n.self, ids, n.cfg.TreeDegree)
+	switched := n.treeOn.Swap(on) != on
 	var tree []*link
 	for id, l := range n.links {
 		l.setTree(nb[id])
 		if nb[id] {
 			tree = append(tree, l)
 		}
+		if switched {
+			l.wake() // whom it pushes to changed: it looks again
+		}
 	}
-	n.treeLinks.Store(&tree)
+	if on {
+		n.treeLinks.Store(&tree)
+	} else {
+		n.treeLinks.Store(nil)
+	}
+	if switched && n.cfg.TreeFrom > 0 {
+		fanout := "direct"
+		if on {
+			fanout = "tree"
+		}
+		n.log.Info("the fan-out follows the fleet's size", zap.String("fanout", fanout),
+			zap.Int("members", len(peers)+1), zap.Int("tree-from", n.cfg.TreeFrom))
+	}
 }
 
 // relay tells the tree links that origin o has new records here (pushed,

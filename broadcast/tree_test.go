@@ -359,3 +359,66 @@ func TestTreeRelayRepushesAfterFailedConnection(t *testing.T) {
 		}
 	}
 }
+
+// With Config.TreeFrom the fan-out follows the fleet's size: 6 nodes
+// (TreeFrom 5) relay on the tree; cut down to 3 they push to every peer;
+// grown to 7 they relay again. With the anti-entropy off, the pushes
+// alone bring every record written in each phase to every node.
+func TestTreeFromFollowsFleetSize(t *testing.T) {
+	const k = 2
+	c := startFleet(t, "tcp", 6, func(cfg *Config) {
+		cfg.Tree, cfg.TreeFrom, cfg.TreeDegree = true, 5, k
+		cfg.SyncInterval = time.Hour
+	})
+	phase := func(name string, tree bool) {
+		t.Helper()
+		for _, tn := range c.live() {
+			if nb := tn.n.TreeNeighbours(); (len(nb) > 0) != tree {
+				t.Fatalf("%s, %d nodes: %s's tree neighbours %v", name, len(c.live()), tn.name, nb)
+			}
+			for j := 0; j < 5; j++ {
+				publish(t, tn, fmt.Sprintf("%s-%s-%d", name, tn.name, j), fmt.Sprint(j))
+			}
+		}
+		c.waitConverged(60 * time.Second)
+		for _, tn := range c.live() {
+			if tn.n.Pulls() != 0 {
+				t.Fatalf("%s: %s pulled: the pushes did not bring everything", name, tn.name)
+			}
+		}
+	}
+	phase("six", true)
+	for _, tn := range c.nodes[3:] {
+		tn.shutdown(t)
+	}
+	c.wire()
+	phase("three", false)
+	for _, tn := range c.live() {
+		// The direct fan-out: a writer pushes to both its peers.
+		if got := tn.n.OpenPushLinks(); got != 2 {
+			t.Fatalf("three nodes, direct: %s pushes on %d connections, want 2", tn.name, got)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		c.add(fmt.Sprintf("m%d", i), t.TempDir())
+	}
+	c.wire()
+	// The new nodes lack the earlier phases' records, which only the
+	// pulls would bring: they are left out of this phase's check.
+	for _, tn := range c.live() {
+		if nb := tn.n.TreeNeighbours(); len(nb) == 0 || len(nb) > k+1 {
+			t.Fatalf("seven nodes: %s's tree neighbours %v", tn.name, nb)
+		}
+		publish(t, tn, "seven-"+tn.name, "v")
+	}
+	testkit.Until(t, 60*time.Second, "every node to hold the records written on seven", func() string {
+		for _, tn := range c.live() {
+			for _, from := range c.live() {
+				if _, ok := tn.st.Get("prices", "seven-"+from.name); !ok {
+					return fmt.Sprintf("%s lacks %s's record", tn.name, from.name)
+				}
+			}
+		}
+		return ""
+	})
+}

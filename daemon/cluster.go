@@ -74,7 +74,8 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		Keys:        keys,
 		TLS:         tlsConf,
 		NATS:        natsConf,
-		Tree:        cfg.TCPFanout == "tree",
+		Tree:        cfg.TCPFanout == "tree" || cfg.TCPFanout == "auto" && cfg.Transport != "nats",
+		TreeFrom:    treeFrom(cfg.TCPFanout),
 		Fanout:      cfg.AntiEntropyFanout,
 		RetireAfter: cfg.RetireOriginsAfter,
 		Dial:        cfg.DataDial,
@@ -451,4 +452,13 @@ func (c *cluster) lag(mine, theirs map[uint64]uint64, peer uint64) []wire.Origin
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Origin < out[j].Origin })
 	return out
+}
+
+// treeFrom is broadcast.Config.TreeFrom for --tcp-fanout: with auto the
+// tree is used from broadcast.DefaultTreeFrom members, with tree always.
+func treeFrom(fanout string) int {
+	if fanout == "auto" {
+		return broadcast.DefaultTreeFrom
+	}
+	return 0
 }

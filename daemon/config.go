@@ -213,10 +213,12 @@ type Config struct {
 	// NATS cluster, which fans out; for fleets too large for a full mesh).
 	Transport string
 	// TCPFanout is how --transport=tcp pushes records: "direct" (each
-	// node pushes its own records to every peer) or "tree" (each node
+	// node pushes its own records to every peer), "tree" (each node
 	// pushes every record it stores to its neighbours on a relay tree of
 	// degree 4 over the alive members: at most 5 push connections a node
-	// whatever the fleet's size, a record at most 2 log_4 N hops away).
+	// whatever the fleet's size, a record at most 2 log_4 N hops away)
+	// or "auto" (the default: direct below broadcast.DefaultTreeFrom
+	// alive members, the tree from there).
 	TCPFanout string
 	// NATSURL lists the NATS servers, comma-separated (--transport=nats).
 	NATSURL string
@@ -356,7 +358,7 @@ func DefaultConfig() Config {
 		MaxRetries:           group.DefaultMaxRetries,
 		RetryBackoff:         group.DefaultBackoff,
 		Transport:            "tcp",
-		TCPFanout:            "direct",
+		TCPFanout:            "auto",
 		NATSSubjectPrefix:    "cachecast",
 		RedisDefaultTopic:    "default",
 		RedisPushBuffer:      4 << 20,
@@ -586,13 +588,13 @@ func (c Config) validateCluster() error {
 		return err
 	}
 	switch c.TCPFanout {
-	case "direct":
+	case "direct", "auto": // auto has nothing to choose under NATS
 	case "tree":
 		if c.Transport == "nats" {
 			return errors.New("--tcp-fanout: tree is a fan-out over the data port, not with --transport=nats")
 		}
 	default:
-		return fmt.Errorf("--tcp-fanout: must be \"direct\" or \"tree\", got %q", c.TCPFanout)
+		return fmt.Errorf("--tcp-fanout: must be \"auto\", \"direct\" or \"tree\", got %q", c.TCPFanout)
 	}
 	switch c.Transport {
 	case "tcp":
@@ -747,7 +749,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "private key (PEM) for --tls-cert")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA certificate (PEM) that signs every node's certificate")
 	fs.StringVar(&c.Transport, "transport", c.Transport, `fan-out: "tcp" (push to every peer) or "nats" (publish once to a NATS cluster, for large fleets)`)
-	fs.StringVar(&c.TCPFanout, "tcp-fanout", c.TCPFanout, `how --transport=tcp pushes records: "direct" (each node to every peer) or "tree" (each node relays every record to its neighbours on a tree of degree 4: at most 5 push connections whatever the fleet's size)`)
+	fs.StringVar(&c.TCPFanout, "tcp-fanout", c.TCPFanout, `how --transport=tcp pushes records: "direct" (each node to every peer), "tree" (each node relays every record to its neighbours on a tree of degree 4: at most 5 push connections whatever the fleet's size) or "auto" (direct below 16 alive members, the tree from 16; every node sees the same members, so all choose alike)`)
 	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS servers, comma separated (nats://host:4222,...), for --transport=nats")
 	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials file (JWT and nkey seed)")
 	fs.StringVar(&c.NATSTLSCert, "nats-tls-cert", c.NATSTLSCert, "client certificate (PEM) for TLS to NATS")

@@ -167,7 +167,7 @@ func TestBadSettingsNameTheFlag(t *testing.T) {
 		{append(noCluster, "--retry-backoff", "-1s"), "--retry-backoff: must not be negative, got -1s"},
 		{append(noCluster, "--transport", "udp"), `--transport: must be "tcp" or "nats", got "udp"`},
 		{append(noCluster, "--transport", "nats"), "--nats-url: needed with --transport=nats"},
-		{append(noCluster, "--tcp-fanout", "mesh"), `--tcp-fanout: must be "direct" or "tree", got "mesh"`},
+		{append(noCluster, "--tcp-fanout", "mesh"), `--tcp-fanout: must be "auto", "direct" or "tree", got "mesh"`},
 		{[]string{"--transport", "nats", "--nats-url", "nats://127.0.0.1:4222", "--tcp-fanout", "tree"}, "--tcp-fanout: tree is a fan-out over the data port, not with --transport=nats"},
 		{[]string{"--transport", "nats", "--nats-url", "nats://127.0.0.1:4222", "--nats-creds", missing}, "--nats-creds: open " + missing},
 		{append(noCluster, "--gossip-profile", "fast"), `--gossip-profile: must be "lan", "wan" or "local", got "fast"`},

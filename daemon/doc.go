@@ -127,14 +127,20 @@
 //
 // --transport picks how a write reaches the other nodes: "tcp" (the data
 // port) or "nats" (a NATS cluster fans out; --nats-url and the other
-// --nats-* flags). Over TCP, --tcp-fanout picks how: "direct" (the
-// default: each node pushes its own records to every peer, one hop, a
-// connection to every peer while it writes) or "tree" (each node relays
-// every record it stores to its neighbours on a relay tree of degree 4
-// over the alive members: at most 5 push connections a node plus its
-// replica whatever the fleet's size, a record at most 2 log_4(N) hops
-// away; broadcast.Config.Tree). --tcp-fanout=tree with --transport=nats
-// is refused. Set the same on every node: a direct node does not relay.
+// --nats-* flags). Over TCP, --tcp-fanout picks how: "direct" (each
+// node pushes its own records to every peer, one hop, a connection to
+// every peer while it writes), "tree" (each node relays every record it
+// stores to its neighbours on a relay tree of degree 4 over the alive
+// members: at most 5 push connections a node plus its replica whatever
+// the fleet's size, a record at most 2 log_4(N) hops away;
+// broadcast.Config.Tree) or "auto" (the default: direct below 16 alive
+// members, the tree from 16; broadcast.Config.TreeFrom). Every node sees
+// the same members, so all choose alike; while a membership change
+// reaches them one by one, or with different --tcp-fanout values, the
+// records a direct node does not relay reach the rest by the
+// anti-entropy's pulls, within a few of its rounds.
+// --tcp-fanout=tree with --transport=nats is refused (auto has nothing
+// to choose there).
 // The replica is pushed each write directly on either, so
 // --replication=sync waits one round trip as before.
 //

@@ -160,7 +160,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	// joining one node picked at random among those up already: a join
 	// is a push/pull of the whole member list with its seed, and a
 	// hundred of them on one seed starve it.
-	if err := f.nodes[0].start(nil); err != nil {
+	if err := f.nodes[0].start(ctx, nil); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = f.nodes[i].start(seed)
+			errs[i] = f.nodes[i].start(ctx, seed)
 			if errs[i] == nil {
 				upMu.Lock()
 				up = append(up, f.nodes[i].GossipAddr())
@@ -255,8 +255,10 @@ func (f *Fleet) Close() error {
 	return errors.Join(errs...)
 }
 
-// start opens the node's store, data port and gossip, joining seeds.
-func (n *Node) start(seeds []string) error {
+// start opens the node's store, data port and gossip, joining seeds
+// within ctx (and at most a minute: gossip's JoinTimeout bounds the
+// retries).
+func (n *Node) start(ctx context.Context, seeds []string) error {
 	f := n.f
 	o := store.DefaultOptions(n.Dir)
 	o.SegmentSize = f.opts.SegmentSize
@@ -306,7 +308,7 @@ func (n *Node) start(seeds []string) error {
 	protoMin, protoMax := broadcast.Protocols()
 	gcfg := gossip.Config{
 		NodeName: n.Name, NodeID: st.Origin(), BindAddr: gossipAddr, DataAddr: b.Addr(),
-		Join: seeds, JoinTimeout: 30 * time.Second, ProtoMin: protoMin, ProtoMax: protoMax,
+		Join: seeds, JoinTimeout: time.Minute, ProtoMin: protoMin, ProtoMax: protoMax,
 		Profile: f.opts.Profile, Logger: f.opts.Logger.Named(n.Name),
 	}
 	g, err := gossip.New(gcfg)
@@ -332,8 +334,6 @@ func (n *Node) start(seeds []string) error {
 	f.mu.Unlock()
 	go n.follow(st, b, g, stop, done)
 	if len(seeds) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		if _, err := g.Join(ctx); err != nil {
 			return fmt.Errorf("%s: join: %w", n.Name, err)
 		}
@@ -420,7 +420,9 @@ func (n *Node) Restart() error {
 			}
 		}
 	}
-	return n.start(seeds)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return n.start(ctx, seeds)
 }
 
 // Running says whether the node is up.
