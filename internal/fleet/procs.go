@@ -392,15 +392,21 @@ func (pf *Procs) StartLoad(rate int) (stop func() int) {
 }
 
 // RunProcs measures a process fleet of n nodes: idle and at rate writes
-// a second, then the convergence after the load.
-func RunProcs(ctx context.Context, bin, dir string, n, rate int, window time.Duration, natsURL, label string) Result {
+// a second, then the convergence after the load. Without natsURL the
+// fan-out is the data port's, direct or, with tree, the relay tree
+// (--tcp-fanout, named: the daemon's default, auto, follows the size).
+func RunProcs(ctx context.Context, bin, dir string, n, rate int, window time.Duration, natsURL string, tree bool, label string) Result {
 	r := Result{Kind: "processes", Label: label, Transport: "tcp", Nodes: n, Rate: rate}
-	if natsURL != "" {
-		r.Transport = "nats"
+	fanout := []string{"--tcp-fanout", "direct"}
+	switch {
+	case natsURL != "":
+		r.Transport, fanout = "nats", nil
+	case tree:
+		r.Transport, fanout = "tree", []string{"--tcp-fanout", "tree"}
 	}
 	t0 := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	pf, err := StartProcs(sctx, bin, dir, n, natsURL)
+	pf, err := StartProcs(sctx, bin, dir, n, natsURL, fanout...)
 	cancel()
 	if err != nil {
 		r.Err = "start: " + err.Error()

@@ -102,9 +102,6 @@ func main() {
 			}
 		}
 		for _, tr := range split(*transports) {
-			if tr == "tree" {
-				continue // the process fleets run the daemon's default fan-outs only
-			}
 			for _, n := range ints(*procs) {
 				ns, err := natsFor(tr)
 				if err != nil {
@@ -116,7 +113,7 @@ func main() {
 				}
 				d, _ := os.MkdirTemp(base, "p")
 				log("processes %s N=%d", tr, n)
-				r := fleet.RunProcs(ctx, bin, d, n, *rate, *window, url, *label)
+				r := fleet.RunProcs(ctx, bin, d, n, *rate, *window, url, tr == "tree", *label)
 				r.MachineLoad = fleet.LoadAverage()
 				if ns != nil {
 					ns.Shutdown()
