@@ -153,8 +153,8 @@
 // LAN round trip r, SyncInterval s); nothing is refused: a fleet of any
 // size works on each, only the price changes:
 //
-//   - direct (Config.Tree off, TCP; the default): one hop, r plus the
-//     origin's N-1 writes; the origin's CPU, bytes and connections per
+//   - direct (Config.Tree off, TCP; with Config.TreeFrom, below that
+//     many members): one hop, r plus the origin's N-1 writes; the origin's CPU, bytes and connections per
 //     record grow with N, which puts the crossover to NATS at a few tens
 //     of writing nodes (README, from make bench-fleet);
 //   - the relay tree (Config.Tree, cachecastd --tcp-fanout=tree): the
@@ -173,7 +173,15 @@
 //     once, in at most the tree's diameter of hops, 2 ceil(log_k N) (6
 //     at N = 25, 10 at N = 1,000 with k = 4): some 10r plus a frame's
 //     write at each hop. The origin's cost per record is flat in N;
-//     a node's work per record is its k+1 neighbours' writes.
+//     a node's work per record is its k+1 neighbours' writes. A link's
+//     writer gathers a turn's records, its own and every other origin's
+//     the neighbour lacks, into one frame (up to batchRecords records
+//     and frameBytes), and the listener acks once for the records
+//     frames that came in together: under load a hop costs a write and
+//     an ack per turn, not per origin. With Config.TreeFrom (cachecastd
+//     --tcp-fanout=auto, the default, from DefaultTreeFrom members) the
+//     tree is used only from that fleet size; every node told the same
+//     members switches alike.
 //   - NATS (Config.NATS): one publish per record, the servers fan out;
 //     about 2r, flat in N for the origin, and the data-port links keep
 //     only the replica's, the exchanges' and the pulls'.
@@ -187,8 +195,7 @@
 // the tree changes when membership does, and a new neighbour is pushed,
 // of the other origins, only what this node stores from then on (the
 // earlier records it has from its former neighbours, or pulls them:
-// pushing every origin's whole log on a guess costs more); records on a
-// connection that failed are not pushed again; and while an inner node
+// pushing every origin's whole log on a guess costs more); and while an inner node
 // is dead but not yet dropped by membership (memberlist's suspicion,
 // seconds), its subtree gets no pushes at all. A node that receives
 // records past a gap drops them (each origin stays gap-free) and pulls
@@ -197,7 +204,10 @@
 // found by the exchanges, log_{1+2k}(N) + log log N rounds for a record
 // few nodes hold (Anti-entropy above; k = Fanout), a few seconds at
 // N = 1,000, and a cut-off subtree needs only one of its nodes to pull a
-// record from outside: the tree then carries it to the rest. Mixed
+// record from outside: the tree then carries it to the rest. Records
+// relayed on a connection that failed are pushed again: as the
+// connection ends, each origin's push position moves back to what the
+// peer is known to hold (rewindRelay), and the link dials again. Mixed
 // fan-outs in one fleet work (the tree is computed over every member,
 // whatever it runs) but a direct node does not relay, so its tree
 // neighbours' subtrees get by exchanges what passes through it: set the
