@@ -196,9 +196,8 @@
 // of the other origins, only what this node stores from then on (the
 // earlier records it has from its former neighbours, or pulls them:
 // pushing every origin's whole log on a guess costs more); and while
-// an inner node
-// is dead but not yet dropped by membership (memberlist's suspicion,
-// seconds), its subtree gets no pushes at all. A node that receives
+// an inner node is dead but not yet dropped by membership (memberlist's
+// suspicion, seconds), its subtree gets no pushes at all. A node that receives
 // records past a gap drops them (each origin stays gap-free) and pulls
 // the gap and them from the neighbour that sent them (it holds them)
 // within about a SyncInterval (mayPull); what no neighbour sends is
