@@ -597,12 +597,16 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		if ntl, added = withRecord(recs, 0, it); !added {
 			return false
 		}
+		ntl.setEpoch(v.epoch)
 		v.timed++
+	} else if tl.epoch() == v.epoch && tl.replace(it) {
+		ntl = tl // rescheduled: no new timeline while no clone holds it
 	} else {
 		var added bool
 		if ntl, added = tl.with(it); !added {
 			return false
 		}
+		ntl.setEpoch(v.epoch)
 	}
 	cause := "" // a write in force at once is told by its record
 	if it.scheduled() || it.cancel() {
@@ -748,6 +752,8 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 	if ntl := tl.prune(); ntl != tl {
 		if ntl == nil {
 			v.timed--
+		} else {
+			ntl.setEpoch(v.epoch)
 		}
 		tl = ntl
 	}
@@ -778,13 +784,13 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 	default:
 		want = w
 	}
-	if next := tl.next(now, w); next != 0 && (tl == nil || tl.queued <= now || next < tl.queued) {
+	if next := tl.next(now, w); next != 0 && (tl == nil || tl.queued() <= now || next < tl.queued()) {
 		// Queued once: the timer settles the key then and queues the
-		// next instant (tl.queued keeps a key written again and again
+		// next instant (tl.queued() keeps a key written again and again
 		// to one queued instant).
 		v.queue(next, tv.name, k)
 		if tl != nil {
-			tl.queued = next
+			tl.setQueued(next)
 		}
 	}
 	if want == old || want != nil && old != nil && want.placeholder() && old.placeholder() {
@@ -1022,14 +1028,17 @@ func (v *View) freeze() (topics []frozenTopic, entries int) {
 }
 
 // freezeLocked is freeze for a caller holding the write lock. It moves
-// the epoch, so that no item the clones hold is updated in place. When
-// the epoch wraps, every item is marked as made before it (once in
-// 65,535 freezes, a walk of the maps).
+// the epoch, so that no item or timeline the clones hold is updated in
+// place. When the epoch wraps, every item and timeline is marked as made
+// before it (once in 65,535 freezes, a walk of the maps).
 func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 	if v.epoch++; v.epoch == 0 {
 		for _, tv := range v.topics {
 			for _, it := range tv.byKey {
 				it.epoch = 0
+			}
+			for _, tl := range tv.times {
+				tl.setEpoch(0)
 			}
 		}
 		v.epoch = 1

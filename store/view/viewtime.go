@@ -18,22 +18,33 @@ import (
 // listings.
 
 // timeline is the records of one key that are still needed, ascending in
-// (eff, HLC, origin) order. It is immutable: a change makes a new one, so
-// a frozen copy of the view can read it without the lock.
+// (eff, HLC, origin) order. Once a frozen copy of the view may hold it
+// (its epoch is not the view's) it is immutable, a change makes a new
+// one, so that the copy can read it without the lock.
 type timeline struct {
 	recs []*viewItem
-	// queued is the earliest instant queued for the key (0: none), kept
-	// across the timeline's versions; guarded by the view's write lock.
-	// Frozen copies never read it.
-	queued int64
+	// mark is two fields in one word, so that a timeline with its two
+	// records inline takes 48 bytes, not 64: the high 48 bits are the
+	// earliest instant queued for the key (Unix ms, 0: none), kept across
+	// the timeline's versions, guarded by the view's write lock and never
+	// read by frozen copies; the low 16 the view's epoch when the timeline
+	// was made (0: unknown), which says that no frozen clone holds it, so
+	// that put may replace a record of it in place (replace).
+	mark uint64
 	// inline holds recs when they are two or fewer (a value in force and
 	// one pending, the usual case): one allocation for the timeline.
 	inline [2]*viewItem
 }
 
+func (tl *timeline) queued() int64      { return int64(tl.mark >> 16) }
+func (tl *timeline) setQueued(at int64) { tl.mark = uint64(at)<<16 | tl.mark&0xffff }
+func (tl *timeline) epoch() uint16      { return uint16(tl.mark) }
+func (tl *timeline) setEpoch(e uint16)  { tl.mark = tl.mark&^0xffff | uint64(e) }
+
 // newTimeline is an empty timeline with room for n records.
 func newTimeline(n int, queued int64) *timeline {
-	tl := &timeline{queued: queued}
+	tl := &timeline{}
+	tl.setQueued(queued)
 	if n <= len(tl.inline) {
 		tl.recs = tl.inline[:0]
 	} else {
@@ -51,7 +62,7 @@ func newTimeline(n int, queued int64) *timeline {
 // dropped, so a key scheduled again and again for one instant keeps two
 // records there, not one a write, whatever order they came in.
 func (tl *timeline) with(it *viewItem) (*timeline, bool) {
-	ntl, added := withRecord(tl.recs, tl.queued, it)
+	ntl, added := withRecord(tl.recs, tl.queued(), it)
 	if !added {
 		return tl, false
 	}
@@ -95,6 +106,29 @@ func withRecord(have []*viewItem, queued int64, it *viewItem) (*timeline, bool) 
 	ntl.recs = append(ntl.recs, it)
 	ntl.recs = append(ntl.recs, have[i:]...)
 	return ntl, true
+}
+
+// replace puts it, a scheduled record or a cancel, in the place of the
+// record of its instant and kind that it supersedes, when that one is
+// right below it (a key scheduled again for one instant): what with does
+// without a new timeline. It reports whether it did. The caller holds
+// the write lock and knows that no frozen clone holds tl (its epoch).
+func (tl *timeline) replace(it *viewItem) bool {
+	if !it.scheduled() && !it.cancel() {
+		return false
+	}
+	have := tl.recs
+	i := sort.Search(len(have), func(i int) bool { return !it.after(have[i]) })
+	if i == 0 || i < len(have) && !have[i].after(it) {
+		return false
+	}
+	// with keeps one record of an instant and kind: with a smaller one
+	// below it there is no greater one.
+	if r := have[i-1]; r.eff != it.eff || r.cancel() != it.cancel() || r.scheduled() != it.scheduled() {
+		return false
+	}
+	have[i-1] = it
+	return true
 }
 
 // voided reports whether the record at i is cancelled: it is scheduled
@@ -148,7 +182,7 @@ func (tl *timeline) prune() *timeline {
 	case floor == len(tl.recs)-1:
 		return nil
 	}
-	ntl := newTimeline(len(tl.recs)-floor, tl.queued)
+	ntl := newTimeline(len(tl.recs)-floor, tl.queued())
 	ntl.recs = append(ntl.recs, tl.recs[floor:]...)
 	return ntl
 }

@@ -688,3 +688,43 @@ func TestWallMilli(t *testing.T) {
 		}
 	}
 }
+
+// TestRescheduleAfterFreeze: a key scheduled again for one instant
+// replaces its pending record in place only while no frozen clone holds
+// the timeline: a clone made before keeps the value it saw, the view
+// serves the last one at the instant.
+func TestRescheduleAfterFreeze(t *testing.T) {
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	hlc := func(ms int64) uint64 { return record.MakeHLC(timeBase+ms, 0) }
+	at := int64(timeBase + 100)
+	apply := func(value string, seq uint64) {
+		t.Helper()
+		v.Apply(timeRec{key: "k", value: value, eff: at, origin: 1, seq: seq, hlc: hlc(int64(seq))}.record(t))
+	}
+	pending := func(topics []frozenTopic) (values []string) {
+		for _, ft := range topics {
+			ft.records(func(it *viewItem) bool {
+				values = append(values, string(it.value()))
+				return true
+			})
+		}
+		return values
+	}
+	apply("first", 1)
+	apply("second", 2) // in place: nothing frozen
+	before, _ := v.freeze()
+	apply("third", 3) // a new timeline: the clone holds the old one
+	apply("fourth", 4)
+	if got := pending(before); !slices.Equal(got, []string{"second"}) {
+		t.Fatalf("the clone made before the reschedules holds %q, want [second]", got)
+	}
+	if p := v.PendingKey("prices", "k"); len(p) != 1 || string(p[0].Value) != "fourth" {
+		t.Fatalf("pending %+v, want fourth alone", p)
+	}
+	c.ms.Store(at)
+	if e, ok := v.Get("prices", "k"); !ok || string(e.Value) != "fourth" {
+		t.Fatalf("at the instant: %q, %v; want fourth", e.Value, ok)
+	}
+}
