@@ -2,6 +2,7 @@ package broadcast
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -90,6 +91,40 @@ type cutState struct {
 type cutCache struct {
 	mu     sync.Mutex
 	states []*cutState // the most recent cut first
+	// behind are the origins this node was offered a record of past a
+	// gap (gap): it lacks the records before it, young or not, and its
+	// sums count the origin as different until it holds it.
+	behind map[uint64]gapMark
+}
+
+// gapMark is a record offered past a gap: its seq, and until when the
+// gap counts (by then the cut has passed it, and shows it if it is
+// still there).
+type gapMark struct {
+	seq   uint64
+	until time.Time
+}
+
+// gapFor is how long an offered record past a gap makes its origin
+// differ: long enough for any cut to pass it.
+func gapFor(interval time.Duration) time.Duration { return 2 * (cutIntervals + 1) * interval }
+
+// gap notes that a record of origin o, seq, came past a gap (the store
+// refused it as out of order): this node lacks records of o up to it,
+// which a cut would hide while they are young. Until it holds seq (or
+// for gapFor), its sums at every cut give o a value no peer's has, so
+// the next exchange reaches o's entries, learns a peer's highest seq of
+// it and pulls, as protocol 5 does: a record lost on its way (NATS is at
+// most once) is found as soon as the next one arrives.
+func (c *cutCache) gap(o, seq uint64, interval time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.behind == nil {
+		c.behind = map[uint64]gapMark{}
+	}
+	if m := c.behind[o]; seq > m.seq {
+		c.behind[o] = gapMark{seq: seq, until: time.Now().Add(gapFor(interval))}
+	}
 }
 
 // vectorAt is the vector live (each origin's highest seq) at the cut at:
@@ -126,6 +161,18 @@ func (c *cutCache) vectorAt(live map[uint64]uint64, at uint64, stamp func(o, seq
 			if _, ok := live[o]; !ok {
 				delete(st.marks, o) // retired, or its records given up
 			}
+		}
+	}
+	if len(c.behind) > 0 {
+		now := time.Now()
+		for o, g := range c.behind {
+			if live[o] >= g.seq || now.After(g.until) {
+				delete(c.behind, o)
+				continue
+			}
+			// A value of o that no peer's cut holds (nor this node's
+			// next frame: drawn each time), so that the sums differ.
+			out[o] = 1<<63 | rand.Uint64()
 		}
 	}
 	return out

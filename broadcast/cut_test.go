@@ -199,6 +199,55 @@ func TestDigestCutIgnoresRecordsInFlight(t *testing.T) {
 	}
 }
 
+// TestDigestCutFindsAnnouncedGap: a record that came past a gap (the
+// ones before it lost on their way) makes its origin differ at any cut,
+// though the records missing are younger than the cut, so that the side
+// that lacks them learns the other's highest seq at once; once it holds
+// the record, the sums are equal again.
+func TestDigestCutFindsAnnouncedGap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	stamp := func(o, s uint64) uint64 { return record.MakeHLC(int64(s), 0) }
+	at := record.MakeHLC(1000, record.MaxLogical)
+	full := map[uint64]uint64{}
+	for len(full) < 500 {
+		full[rng.Uint64()|1] = 1000 + rng.Uint64N(20)
+	}
+	var o uint64
+	for o = range full {
+		break
+	}
+	full[o] = 1015
+	behind := maps.Clone(full)
+	behind[o] = 1002 // 1003-1014 lost on their way, all younger than the cut
+	a := &digestSide{live: full, retired: map[uint64]uint64{}, stamp: stamp}
+	b := &digestSide{live: behind, retired: map[uint64]uint64{}, stamp: stamp}
+	if carried, _ := simulateExchange(t, a, b, at); carried != 2 {
+		t.Fatalf("%d carried before the gap was known; want 2 (equal at the cut)", carried)
+	}
+	b.cuts.gap(o, 1015, time.Second) // 1015 arrived, past the gap
+	for _, dir := range []string{"a dials", "b dials"} {
+		d, l := a, b
+		if dir == "b dials" {
+			d, l = b, a
+		}
+		carried, frames := simulateExchange(t, d, l, at)
+		t.Logf("%s: %d carried in %d frames", dir, carried, frames)
+		if b.learned[o] != 1015 {
+			t.Fatalf("%s: b learned %d of the origin with the gap; a holds 1015", dir, b.learned[o])
+		}
+		if carried > 100 {
+			t.Fatalf("%s: %d carried for one origin with a gap", dir, carried)
+		}
+	}
+	b.live[o] = 1015 // pulled
+	if carried, _ := simulateExchange(t, a, b, at); carried != 2 {
+		t.Fatalf("%d carried once the gap was filled; want 2", carried)
+	}
+	if len(b.cuts.behind) != 0 {
+		t.Fatal("the filled gap is still counted")
+	}
+}
+
 // TestCutAt: the cut lies cutIntervals SyncIntervals back, rounded down
 // to a SyncInterval, and covers every stamp of its millisecond.
 func TestCutAt(t *testing.T) {

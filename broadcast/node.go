@@ -943,7 +943,9 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 				moved(advanced)
 			}
 			advanced = o
-		case errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrOutOfOrder):
+		case errors.Is(err, store.ErrOutOfOrder):
+			n.cuts.gap(o, r.Seq(), n.cfg.SyncInterval) // records before it are missing: look for them now
+		case errors.Is(err, store.ErrDuplicate):
 		case errors.Is(err, store.ErrHeld), errors.Is(err, store.ErrClockAhead):
 			// Stamped ahead of this node's clock: the store holds it or
 			// refused it, counts it and logs it (rate-limited); what it
