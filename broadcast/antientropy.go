@@ -366,8 +366,11 @@ func entriesFrames(m entriesMsg) []aeFrame {
 func (n *Node) openingFrame(proto uint8) aeFrame {
 	v := n.digestView(proto)
 	m := sumsMsg{kind: sumsOpen, cut: noCut, retired: v.mine.retired, digest: v.mine.digest}
-	if v.hasCut {
-		m.hasCut, m.cut = true, cutAt(time.Now(), n.cfg.SyncInterval)
+	if now := time.Now(); v.hasCut {
+		m.hasCut, m.cut = true, cutAt(now, n.cfg.SyncInterval)
+		if n.cuts.headsFirst(now, n.cfg.SyncInterval) {
+			m.cut = noCut
+		}
 	}
 	m.nodes = []sumNode{{nodeID: treeRoot, sum: sumsOf(v.atCut(m.cut), []nodeID{treeRoot})[0]}}
 	return aeFrame{typ: frameSums, p: encodeSums(m), entries: 1}

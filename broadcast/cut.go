@@ -95,6 +95,24 @@ type cutCache struct {
 	// gap (gap): it lacks the records before it, young or not, and its
 	// sums count the origin as different until it holds it.
 	behind map[uint64]gapMark
+	// firstOpen is when this node opened its first exchange (headsFirst).
+	firstOpen time.Time
+}
+
+// headsFirst says whether an exchange this node opens now compares the
+// whole vectors (noCut) rather than at a cut: for its first gapFor after
+// its first exchange. A node that just started (or restarted) lacks
+// whatever was written while it was down, the youngest of it younger
+// than any cut, and nothing may announce it (the writes may have
+// stopped): its own exchanges find it at once, as protocol 5's do, for
+// the cost of whole-vector differences over a few seconds of its life.
+func (c *cutCache) headsFirst(now time.Time, interval time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.firstOpen.IsZero() {
+		c.firstOpen = now
+	}
+	return now.Sub(c.firstOpen) < gapFor(interval)
 }
 
 // gapMark is a record offered past a gap: its seq, and until when the

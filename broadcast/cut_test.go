@@ -291,3 +291,18 @@ func BenchmarkDigestAnswer(b *testing.B) {
 		})
 	}
 }
+
+// TestHeadsFirst: a node's exchanges compare whole vectors for gapFor
+// after its first one, at cuts from then on.
+func TestHeadsFirst(t *testing.T) {
+	var c cutCache
+	t0 := time.Unix(1000, 0)
+	for _, tt := range []struct {
+		after time.Duration
+		want  bool
+	}{{0, true}, {5 * time.Second, true}, {gapFor(time.Second), false}, {time.Hour, false}} {
+		if got := c.headsFirst(t0.Add(tt.after), time.Second); got != tt.want {
+			t.Fatalf("%v after the first exchange: heads %v, want %v", tt.after, got, tt.want)
+		}
+	}
+}

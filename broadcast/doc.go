@@ -86,7 +86,18 @@
 // make no difference. A real gap shows once the cut passes it, 2-3
 // SyncIntervals after the missing record was stamped, and is found and
 // pulled as before; where sums differ, entries frames carry each side's
-// highest seqs, not the cut's, so a side pulls all the other holds. An
+// highest seqs, not the cut's, so a side pulls all the other holds. A
+// gap that announces itself is looked for at once: a node offered a
+// record past a gap (the store refuses it as out of order: one before it
+// was lost on its way, as NATS may lose one, or the node was down) gives
+// that origin a value in its sums that no peer's has, until it holds the
+// record (at most 6 SyncIntervals, by when any cut has passed it), so
+// its next exchange reaches the origin's entries, learns a peer's
+// highest seq and pulls, young records or not. And a node's own
+// exchanges compare whole vectors (the cut noCut) for its first 6
+// SyncIntervals: one that just (re)started lacks what was written while
+// it was down, the youngest of it younger than any cut, with perhaps
+// nothing written since to announce it. An
 // origin that stopped writing is compared at its last seq once that is
 // older than the cut, and the retired origins at their last seqs, as
 // before. "Old" is the dialer's clock against the origin's stamps: an
