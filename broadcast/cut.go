@@ -128,7 +128,9 @@ type gapMark struct {
 func gapFor(interval time.Duration) time.Duration { return 2 * (cutIntervals + 1) * interval }
 
 // gap notes that a record of origin o, seq, came past a gap (the store
-// refused it as out of order): this node lacks records of o up to it,
+// refused it as out of order) or was refused for its stamp (too far
+// ahead: gap is called again at each refusal, and the mark lasts while
+// the refusals go on): this node lacks records of o up to it,
 // which a cut would hide while they are young. Until it holds seq (or
 // for gapFor), its sums at every cut give o a value no peer's has, so
 // the next exchange reaches o's entries, learns a peer's highest seq of
@@ -140,7 +142,7 @@ func (c *cutCache) gap(o, seq uint64, interval time.Duration) {
 	if c.behind == nil {
 		c.behind = map[uint64]gapMark{}
 	}
-	if m := c.behind[o]; seq > m.seq {
+	if m := c.behind[o]; seq >= m.seq {
 		c.behind[o] = gapMark{seq: seq, until: time.Now().Add(gapFor(interval))}
 	}
 }

@@ -946,10 +946,17 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		case errors.Is(err, store.ErrOutOfOrder):
 			n.cuts.gap(o, r.Seq(), n.cfg.SyncInterval) // records before it are missing: look for them now
 		case errors.Is(err, store.ErrDuplicate):
-		case errors.Is(err, store.ErrHeld), errors.Is(err, store.ErrClockAhead):
-			// Stamped ahead of this node's clock: the store holds it or
-			// refused it, counts it and logs it (rate-limited); what it
-			// does not hold yet is offered again by anti-entropy.
+		case errors.Is(err, store.ErrHeld):
+			// Stamped ahead of this node's clock: the store holds it,
+			// counts it and logs it (rate-limited), and appends it once
+			// the clock catches up.
+		case errors.Is(err, store.ErrClockAhead):
+			// Refused for its stamp (counted and logged by the store). No
+			// cut reaches a record stamped an hour ahead, so, as a record
+			// past a gap, it makes its origin differ until it is held:
+			// the next exchanges pull it again, and each refusal counts
+			// towards flagging the origin's clock.
+			n.cuts.gap(o, r.Seq(), n.cfg.SyncInterval)
 		case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrInvalid):
 			return err
 		default:
