@@ -239,7 +239,11 @@ func (r *results) charts(labels []string) []fleet.Chart {
 			if k.kind == "processes" && !procs {
 				continue
 			}
-			s := fleet.Series{Label: k.transport + " " + k.label}
+			name := k.transport
+			if name == "tcp" {
+				name = "direct" // the TCP fan-out's direct pushes
+			}
+			s := fleet.Series{Label: name + " " + k.label}
 			if k.kind == "processes" {
 				s.Label = "procs " + s.Label
 			}
@@ -259,7 +263,8 @@ func (r *results) charts(labels []string) []fleet.Chart {
 		}),
 		chart("bytes/s per node (sent+received), idle", true, func(x fleet.Result) float64 { return x.Idle.TxBps + x.Idle.RxBps }),
 		chart("bytes/s per node (sent+received), 1000 updates/s", true, func(x fleet.Result) float64 { return x.Load.TxBps + x.Load.RxBps }),
-		chart("open connections per node", true, func(x fleet.Result) float64 { return x.Idle.Conns }),
+		chart("open connections per node, idle", true, func(x fleet.Result) float64 { return x.Idle.Conns }),
+		chart("open connections per node, 1000 updates/s", true, func(x fleet.Result) float64 { return x.Load.Conns }),
 		chart("idle cpu per node (% of a core)", true, func(x fleet.Result) float64 { return 100 * x.Idle.CPU }),
 		// Latencies span 3 ms to 10 s: log10, so both ends show.
 		chart("publish to every node, p50, log10 ms, 1000 updates/s", false, func(x fleet.Result) float64 { return math.Log10(max(x.P50Ms, 1)) }),
