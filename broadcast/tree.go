@@ -19,7 +19,7 @@ const DefaultTreeDegree = 4
 // --tcp-fanout=auto (the default) relays on the tree (Config.TreeFrom):
 // below it a node's own pushes to every peer are one hop and cost few
 // connections; from it the tree keeps a node's push connections and the
-// CPU its records cost flat in N (BENCHMARKS.md, "Relay tree").
+// CPU its records cost flat in N (BENCHMARKS.md, "Per-hop batching").
 const DefaultTreeFrom = 16
 
 // treeNeighbours returns the tree neighbours of self in the relay tree
