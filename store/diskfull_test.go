@@ -107,3 +107,59 @@ func TestDiskFullInTheWindow(t *testing.T) {
 		t.Fatalf("log holds %d records, %d acknowledged", len(recs), acked)
 	}
 }
+
+// TestDiskFullBatches is TestDiskFull with batches of 16 over two topics
+// (runs of each within a batch): a batch is acknowledged whole or refused
+// whole, and the log, the indexes and the view hold exactly the
+// acknowledged messages, before and after a restart.
+func TestDiskFullBatches(t *testing.T) {
+	mnt, remount := testkit.Tmpfs(t, "1m")
+	o := testOptions(t, mnt)
+	s := openTest(t, o)
+	var acked []record.Message
+	var err error
+	for b := 0; b < 10000 && err == nil; b++ {
+		batch := make([]record.Message, 16)
+		for i := range batch {
+			n := len(acked) + i
+			batch[i] = record.Message{Topic: []string{"a", "b"}[i/5%2], Key: fmt.Sprint(n), Value: value(n, 300)}
+		}
+		if _, err = s.PublishBatch(batch); err == nil {
+			acked = append(acked, batch...)
+		}
+	}
+	if !errors.Is(err, ErrDiskFull) || len(acked) == 0 {
+		t.Fatalf("after %d messages: %v, want ErrDiskFull after some", len(acked), err)
+	}
+	t.Logf("%d messages in batches of 16 acknowledged, then: %v", len(acked), err)
+	check := func(s *Store) {
+		t.Helper()
+		perTopic := map[string]uint64{}
+		for _, m := range acked {
+			perTopic[m.Topic]++
+			if e, ok := s.Get(m.Topic, m.Key); !ok || !bytes.Equal(e.Value, m.Value) {
+				t.Fatalf("%s/%s lost on a full disk", m.Topic, m.Key)
+			}
+		}
+		if recs := readAll(t, s); len(recs) != len(acked) {
+			t.Fatalf("log holds %d records, %d acknowledged", len(recs), len(acked))
+		}
+		for topic, n := range perTopic {
+			if ti := s.topics.Get(topic); ti == nil || ti.Len() != n {
+				t.Fatalf("topic %s's index holds %v entries, %d acknowledged", topic, ti, n)
+			}
+		}
+		if last := s.origins.Last(s.origin); last != uint64(len(acked)) {
+			t.Fatalf("origin index up to seq %d, %d acknowledged", last, len(acked))
+		}
+	}
+	check(s)
+	s.Close()
+	remount("8m")
+	s = openTest(t, o)
+	defer s.Close()
+	check(s)
+	if _, err := s.PublishBatch(acked[:16]); err != nil {
+		t.Fatalf("a batch once space came back: %v", err)
+	}
+}
