@@ -31,6 +31,9 @@ const (
 	DefaultJoinTimeout = 30 * time.Second
 	DefaultEventBuffer = 256
 	DefaultForgetAfter = time.Hour
+	// DefaultReconnectTimeout is how long a failed member is tried again,
+	// as Serf's reconnect timeout (and the daemon's --retire-origins-after).
+	DefaultReconnectTimeout = 24 * time.Hour
 )
 
 // Config configures a Gossip. NodeName, NodeID and DataAddr are required;
@@ -81,6 +84,22 @@ type Config struct {
 	// ForgetAfter is how long Members keeps reporting a node that left or
 	// failed (default 1h). A node that comes back is reported at once.
 	ForgetAfter time.Duration
+	// ReconnectInterval is how often this node tries to join again one
+	// member that failed (picked at random; not one that left), and its
+	// seeds when it sees no other member alive: memberlist alone never
+	// talks to a member again once it has been dead for its
+	// GossipToTheDeadTime, so without this the two sides of a healed
+	// partition would stay apart until a restart. Default per profile:
+	// 30s for ProfileLAN and ProfileWAN (Serf's), 1s for ProfileLocal.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long after a member failed this node keeps
+	// trying to join it again (default DefaultReconnectTimeout, 24h).
+	ReconnectTimeout time.Duration
+	// Unreachable is for fault tests only (nil in production): when it
+	// returns true for a peer's gossip address, the packets this node
+	// sends there are dropped and its dials there fail, as across a
+	// network partition (internal/faultnet's Net.Unreachable gives one).
+	Unreachable func(addr string) bool
 	// Logger receives this package's logs and memberlist's (the latter
 	// under the name "memberlist"). Nil: zap.NewNop().
 	Logger *zap.Logger
@@ -92,11 +111,12 @@ type profile struct {
 	ml         func() *memberlist.Config
 	backoffMin time.Duration
 	backoffMax time.Duration
+	reconnect  time.Duration // default ReconnectInterval
 }
 
 var profiles = map[string]profile{
-	ProfileLAN: {ml: memberlist.DefaultLANConfig, backoffMin: 200 * time.Millisecond, backoffMax: 5 * time.Second},
-	ProfileWAN: {ml: memberlist.DefaultWANConfig, backoffMin: time.Second, backoffMax: 10 * time.Second},
+	ProfileLAN: {ml: memberlist.DefaultLANConfig, backoffMin: 200 * time.Millisecond, backoffMax: 5 * time.Second, reconnect: 30 * time.Second},
+	ProfileWAN: {ml: memberlist.DefaultWANConfig, backoffMin: time.Second, backoffMax: 10 * time.Second, reconnect: 30 * time.Second},
 	ProfileLocal: {ml: func() *memberlist.Config {
 		c := memberlist.DefaultLocalConfig()
 		c.ProbeInterval = 200 * time.Millisecond
@@ -108,7 +128,7 @@ var profiles = map[string]profile{
 		// A node restarted on another port (tests) may take its name back.
 		c.DeadNodeReclaimTime = time.Second
 		return c
-	}, backoffMin: 50 * time.Millisecond, backoffMax: 500 * time.Millisecond},
+	}, backoffMin: 50 * time.Millisecond, backoffMax: 500 * time.Millisecond, reconnect: time.Second},
 }
 
 // withDefaults returns cfg with the defaults filled in, after checking it.
@@ -182,6 +202,18 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.ForgetAfter == 0 {
 		cfg.ForgetAfter = DefaultForgetAfter
+	}
+	if cfg.ReconnectInterval < 0 {
+		return bad("ReconnectInterval %v is negative", cfg.ReconnectInterval)
+	}
+	if cfg.ReconnectInterval == 0 {
+		cfg.ReconnectInterval = profiles[cfg.Profile].reconnect
+	}
+	if cfg.ReconnectTimeout < 0 {
+		return bad("ReconnectTimeout %v is negative", cfg.ReconnectTimeout)
+	}
+	if cfg.ReconnectTimeout == 0 {
+		cfg.ReconnectTimeout = DefaultReconnectTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

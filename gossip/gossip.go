@@ -135,6 +135,9 @@ type Gossip struct {
 	addr     string // local.Addr; immutable after New
 	// leaveRound bounds Leave's wait for memberlist's leave; set in New.
 	leaveRound time.Duration
+	// reconnectBound bounds a reconnect: the longer of ReconnectInterval
+	// and memberlist's TCP timeout; set in New.
+	reconnectBound time.Duration
 
 	// mu guards the member table, the local state and the events channel.
 	// Never call memberlist while holding it: memberlist calls the event
@@ -145,6 +148,14 @@ type Gossip struct {
 	events  chan Event
 	closed  bool // events is closed
 	dropped atomic.Uint64
+	// failed are the members that failed (not those that left), which
+	// the reconnect loop tries to join again (reconnect.go).
+	failed map[string]failure
+
+	// seeds is Config.Join as of the last Join call (nil before it): the
+	// reconnect loop's seeds when no other member is alive.
+	seeds                         atomic.Pointer[[]string]
+	reconnectTries, reconnectsWon atomic.Uint64
 
 	keyMu sync.Mutex // serialises SetKeys
 
@@ -157,7 +168,9 @@ type Gossip struct {
 	shut       bool
 	left       bool
 	shutdownCh chan struct{}
+	leftCh     chan struct{}  // closed by Leave: stops the reconnect loop
 	joins      sync.WaitGroup // Join attempts in flight
+	loop       sync.WaitGroup // the reconnect loop
 }
 
 type entry struct {
@@ -178,13 +191,16 @@ func New(cfg Config) (*Gossip, error) {
 		log:        cfg.Logger,
 		prof:       profiles[cfg.Profile],
 		members:    make(map[string]*entry),
+		failed:     make(map[string]failure),
 		events:     make(chan Event, cfg.EventBuffer),
 		shutdownCh: make(chan struct{}),
+		leftCh:     make(chan struct{}),
 	}
 	mc := g.prof.ml()
 	// A leave's gossip is done in a few gossip intervals (memberlist sends
 	// it RetransmitMult*log10(n+1) times, to GossipNodes nodes a round).
 	g.leaveRound = max(50*mc.GossipInterval, 2*time.Second)
+	g.reconnectBound = max(cfg.ReconnectInterval, mc.TCPTimeout)
 	mc.Name = cfg.NodeName
 	g.mlLog = &logWriter{log: cfg.Logger.Named("memberlist")}
 	mc.Logger = newStdLogger(g.mlLog)
@@ -230,6 +246,9 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, fmt.Errorf("gossip: advertise address: %w", err)
 	}
 	mc.Transport = nt
+	if cfg.Unreachable != nil {
+		mc.Transport = &cutTransport{NetTransport: nt, unreachable: cfg.Unreachable}
+	}
 	mc.BindAddr, mc.BindPort = bindHost, port
 	mc.AdvertiseAddr, mc.AdvertisePort = advIP.String(), advPort
 
@@ -270,6 +289,8 @@ func New(cfg Config) (*Gossip, error) {
 		zap.String("profile", cfg.Profile),
 		zap.Bool("encrypted", g.keyring != nil),
 		zap.Strings("primary-key", keyIDs(cfg.Keys[:min(1, len(cfg.Keys))])))
+	g.loop.Add(1)
+	go g.reconnectLoop()
 	return g, nil
 }
 
@@ -333,6 +354,8 @@ func (g *Gossip) Join(ctx context.Context) (int, error) {
 	if len(g.cfg.Join) == 0 {
 		return 0, nil
 	}
+	seeds := slices.Clone(g.cfg.Join)
+	g.seeds.Store(&seeds)
 	start := time.Now()
 	jctx, cancel := context.WithTimeout(ctx, g.cfg.JoinTimeout)
 	defer cancel()
@@ -341,7 +364,7 @@ func (g *Gossip) Join(ctx context.Context) (int, error) {
 	rounds := 0
 	for {
 		rounds++
-		n, errs, err := g.joinRound(jctx)
+		n, errs, err := g.joinRound(jctx, seeds)
 		for seed, e := range errs {
 			lastErr[seed] = e
 		}
@@ -385,11 +408,11 @@ func (g *Gossip) Join(ctx context.Context) (int, error) {
 
 var errLeft = errors.New("this node has left the cluster; make a new one to join again")
 
-// joinRound tries each seed once, on a goroutine so that ctx and Shutdown
-// are honoured while memberlist dials. It returns the number of seeds
+// joinRound tries each of seeds once, on a goroutine so that ctx and
+// Shutdown are honoured while memberlist dials. It returns the number of seeds
 // reached and each failed seed's error, or err if ctx ended or Shutdown
 // came first.
-func (g *Gossip) joinRound(ctx context.Context) (int, map[string]string, error) {
+func (g *Gossip) joinRound(ctx context.Context, seeds []string) (int, map[string]string, error) {
 	g.life.Lock()
 	if g.shut {
 		g.life.Unlock()
@@ -410,7 +433,7 @@ func (g *Gossip) joinRound(ctx context.Context) (int, map[string]string, error) 
 	go func() {
 		defer g.joins.Done()
 		r := result{errs: map[string]string{}}
-		for _, seed := range g.cfg.Join {
+		for _, seed := range seeds {
 			if ctx.Err() != nil {
 				break
 			}
@@ -581,6 +604,7 @@ func (g *Gossip) Leave(timeout time.Duration) error {
 	g.local.State = StateLeft
 	g.mu.Unlock()
 	g.left = true
+	close(g.leftCh)
 	start := time.Now()
 	leaving := g.metaBase
 	leaving.Leaving = true
@@ -664,6 +688,7 @@ func (g *Gossip) Shutdown() error {
 	left := g.left
 	g.life.Unlock()
 
+	g.loop.Wait() // before the joins: a reconnect may be starting one
 	err := g.ml.Shutdown()
 	g.joins.Wait()
 	g.mlLog.stopped.Store(true)
@@ -876,6 +901,7 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	g.members[m.Name] = &entry{m: m, since: time.Now()}
 	g.log.Info("member joined", zap.String("member", m.Name), zap.String("addr", m.Addr),
 		zap.String("data-addr", m.DataAddr), zap.String("node-id", fmt.Sprintf("%016x", m.ID)))
+	g.rejoinedLocked(m)
 	g.emitLocked(Event{Type: EventJoined, Member: m})
 }
 
@@ -936,6 +962,7 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	}
 	m.State = state
 	g.members[m.Name] = &entry{m: m, since: time.Now()}
+	g.failedLocked(m)
 	if typ == EventLeft {
 		g.log.Info("member left", zap.String("member", m.Name), zap.String("addr", m.Addr))
 	} else {

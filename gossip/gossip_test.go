@@ -728,6 +728,8 @@ func TestConfigErrors(t *testing.T) {
 		{"profile", func(c *Config) { c.Profile = "datacenter" }, "Profile"},
 		{"negative buffer", func(c *Config) { c.EventBuffer = -1 }, "EventBuffer"},
 		{"negative forget", func(c *Config) { c.ForgetAfter = -1 }, "ForgetAfter"},
+		{"negative reconnect interval", func(c *Config) { c.ReconnectInterval = -1 }, "ReconnectInterval"},
+		{"negative reconnect timeout", func(c *Config) { c.ReconnectTimeout = -1 }, "ReconnectTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -749,8 +751,14 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Profile != ProfileLAN || cfg.JoinTimeout != DefaultJoinTimeout || cfg.EventBuffer != DefaultEventBuffer ||
-		cfg.ForgetAfter != DefaultForgetAfter || cfg.Logger == nil {
+		cfg.ForgetAfter != DefaultForgetAfter || cfg.Logger == nil ||
+		cfg.ReconnectInterval != 30*time.Second || cfg.ReconnectTimeout != DefaultReconnectTimeout {
 		t.Fatalf("defaults: %+v", cfg)
+	}
+	local := good()
+	local.Profile = ProfileLocal
+	if cfg, _ = local.withDefaults(); cfg.ReconnectInterval != time.Second {
+		t.Fatalf("local profile: ReconnectInterval = %v, want 1s", cfg.ReconnectInterval)
 	}
 	c := good()
 	c.BindAddr = ""

@@ -3,7 +3,9 @@
 // daemons through daemon.Config.DataDial): it refuses the dials of a node
 // cut off from an address, closes their open connections, and can tamper
 // with the bytes a node writes. Nothing is simulated: the connections are
-// the kernel's.
+// the kernel's. The same cuts partition gossip too (Unreachable, for
+// gossip.Config.Unreachable): one Net can cut a node off from its peers'
+// data and gossip addresses alike.
 package faultnet
 
 import (
@@ -76,6 +78,14 @@ func (f *Net) IsCut(from, addr string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.cut[[2]string{from, addr}]
+}
+
+// Unreachable is the gossip hook of the node named from
+// (gossip.Config.Unreachable): true for an address from is cut off from,
+// whose packets memberlist's transport then drops and whose dials fail.
+// Cutting gossip both ways takes both Cut calls, as for data ports.
+func (f *Net) Unreachable(from string) func(addr string) bool {
+	return func(addr string) bool { return f.IsCut(from, addr) }
 }
 
 // Drop closes the connections from node from to addr, without refusing

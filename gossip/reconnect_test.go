@@ -1,0 +1,187 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/cachecast/cachecast/internal/faultnet"
+	"github.com/cachecast/cachecast/internal/testkit"
+)
+
+// partition cuts the gossip of every node of side a from every node of
+// side b, both ways.
+func partition(fn *faultnet.Net, a, b []*tnode) {
+	for _, x := range a {
+		for _, y := range b {
+			fn.Cut(x.cfg.NodeName, y.Addr())
+			fn.Cut(y.cfg.NodeName, x.Addr())
+		}
+	}
+}
+
+// stateOfMember is name's state as n sees it ("" if n does not know it).
+func stateOfMember(n *tnode, name string) string {
+	for _, m := range n.Members() {
+		if m.Name == name {
+			return m.State.String()
+		}
+	}
+	return ""
+}
+
+// waitForgotten waits until n sees each of names dead and memberlist's
+// GossipToTheDeadTime has passed since (and a few probe rounds more, for
+// memberlist to drop them at the end of one): from then on memberlist
+// alone never talks to them again. memberlist does not say when it
+// drops a dead node, so this is a wait on its timer.
+func waitForgotten(t *testing.T, n *tnode, names ...string) {
+	t.Helper()
+	mc := n.prof.ml()
+	after := mc.GossipToTheDeadTime + 10*mc.ProbeInterval
+	testkit.Until(t, 3*bound, n.cfg.NodeName+" to forget "+fmt.Sprint(names), func() string {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for _, name := range names {
+			e, ok := n.members[name]
+			if !ok || e.m.State != StateDead {
+				return name + " is not dead"
+			}
+			if d := time.Since(e.since); d < after {
+				return fmt.Sprintf("%s dead for %v of %v", name, d, after)
+			}
+		}
+		return ""
+	})
+}
+
+// A partition of the gossip itself (2|1, both ways), long enough for both
+// sides to declare the other dead and for memberlist to stop gossiping to
+// the dead: once healed, the reconnect loop merges the sides again.
+func TestReconnectAfterPartition(t *testing.T) {
+	leakCheck(t)
+	fn := faultnet.New()
+	nodes := cluster(t, 3, func(c *Config) { c.Unreachable = fn.Unreachable(c.NodeName) })
+	a, b, c := nodes[0], nodes[1], nodes[2]
+
+	partition(fn, []*tnode{a, b}, []*tnode{c})
+	waitForgotten(t, a, "node-2")
+	waitForgotten(t, b, "node-2")
+	waitForgotten(t, c, "node-0", "node-1")
+	for _, n := range nodes {
+		if _, ok := n.rec.find(EventFailed, "node-2"); n != c && !ok {
+			t.Fatalf("%s: no EventFailed for node-2", n.cfg.NodeName)
+		}
+	}
+
+	fn.Heal()
+	healed := time.Now()
+	for _, n := range nodes {
+		testkit.Until(t, bound, n.cfg.NodeName+" to see all alive after the heal", func() string {
+			if got := names(n.Alive()); len(got) != 3 {
+				return fmt.Sprint(got)
+			}
+			return ""
+		})
+	}
+	t.Logf("merged %v after the heal (ReconnectInterval %v)", time.Since(healed).Round(time.Millisecond), a.cfg.ReconnectInterval)
+	var merged uint64
+	for _, n := range nodes {
+		_, m := n.Reconnects()
+		merged += m
+		n.mu.Lock()
+		left := len(n.failed)
+		n.mu.Unlock()
+		if left != 0 {
+			t.Errorf("%s still remembers %d failed members after the merge", n.cfg.NodeName, left)
+		}
+	}
+	if merged == 0 {
+		t.Errorf("no node counted a reconnect that merged")
+	}
+	if ev, ok := c.rec.find(EventJoined, "node-0"); !ok || ev.Member.State != StateAlive {
+		t.Errorf("node-2: no EventJoined for node-0 after the heal: %v", c.rec.about("node-0"))
+	}
+}
+
+// A node whose seeds were unreachable when it joined (it started while
+// they were down, or cut off) joins them by itself once they answer.
+func TestReconnectSeedsWhenAlone(t *testing.T) {
+	leakCheck(t)
+	fn := faultnet.New()
+	mod := func(c *Config) {
+		c.Unreachable = fn.Unreachable(c.NodeName)
+		c.JoinTimeout = 300 * time.Millisecond
+	}
+	ca, cb := testConfig(t, "node-0", 0x1000), testConfig(t, "node-1", 0x1001)
+	mod(&ca)
+	mod(&cb)
+	a, b := start(t, ca, true), start(t, cb, true)
+	partition(fn, []*tnode{a}, []*tnode{b})
+	b.cfg.Join = []string{a.Addr()}
+	if _, err := b.Join(context.Background()); !errors.Is(err, ErrJoin) {
+		t.Fatalf("Join across the cut = %v, want ErrJoin", err)
+	}
+	fn.Heal()
+	for _, n := range []*tnode{a, b} {
+		testkit.Eventually(t, bound, n.cfg.NodeName+" to see both alive", func() bool { return len(n.Alive()) == 2 })
+	}
+	if _, merged := b.Reconnects(); merged == 0 {
+		t.Errorf("node-1: Reconnects merged = 0")
+	}
+}
+
+// A member that left gracefully is not called back; one that crashed is,
+// until ReconnectTimeout, and then forgotten.
+func TestReconnectOnlyFailed(t *testing.T) {
+	leakCheck(t)
+	obs, logs := observer.New(zapcore.DebugLevel)
+	nodes := cluster(t, 3, func(c *Config) {
+		if c.NodeName == "node-0" {
+			c.Logger = zap.New(zapcore.NewTee(c.Logger.Core(), obs))
+			c.ReconnectTimeout = 3 * time.Second
+		}
+	})
+	a, left, crashed := nodes[0], nodes[1], nodes[2]
+	if err := left.Leave(bound); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, bound, "node-0 to see node-1 leave", func() bool { return stateOfMember(a, "node-1") == "left" })
+	if err := left.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if err := crashed.Shutdown(); err != nil { // no Leave: a failure
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, bound, "node-0 to see node-2 fail", func() bool { return stateOfMember(a, "node-2") == "dead" })
+	testkit.Eventually(t, 2*bound, "node-0 to give up on node-2 after ReconnectTimeout", func() bool {
+		return logs.FilterMessage("stopped reconnecting to a failed member").FilterField(zap.String("member", "node-2")).Len() == 1
+	})
+	tries, merged := a.Reconnects()
+	if tries == 0 || merged != 0 {
+		t.Errorf("node-0: Reconnects = %d tries, %d merged; want some tries, none merged", tries, merged)
+	}
+	for _, e := range logs.FilterMessage("reconnect failed").All() {
+		if addrs, _ := e.ContextMap()["addrs"].([]any); slices.Contains(addrs, any(left.Addr())) {
+			t.Errorf("node-0 tried to reconnect to node-1, which left: %v", e.ContextMap())
+		}
+		if m := e.ContextMap()["member"]; m != "node-2" {
+			t.Errorf("node-0 reconnect to %v, want node-2 only", m)
+		}
+	}
+	if n := logs.FilterMessage("reconnect failed").Len(); uint64(n) != tries {
+		t.Errorf("%d reconnect failures logged, %d tries counted", n, tries)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.failed) != 0 {
+		t.Errorf("node-0 still remembers %v", a.failed)
+	}
+}
