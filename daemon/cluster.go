@@ -98,6 +98,7 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		ProtoMin:      protoMin,
 		ProtoMax:      protoMax,
 		Profile:       cfg.GossipProfile,
+		Unreachable:   cfg.GossipUnreachable,
 		Logger:        log.Named("gossip"),
 	})
 	if err != nil {

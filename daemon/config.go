@@ -296,6 +296,10 @@ type Config struct {
 	// network there: internal/faultnet, daemontest.Cluster); nil: TCP. It
 	// has no flag.
 	DataDial func(ctx context.Context, addr string) (net.Conn, error) `json:"-"`
+	// GossipUnreachable, if set, partitions the gossip (tests:
+	// internal/faultnet's Unreachable, daemontest.Cluster.PartitionAll):
+	// gossip.Config.Unreachable. It has no flag.
+	GossipUnreachable func(addr string) bool `json:"-"`
 	// DataProtocolMax, if set, lowers the highest data-port protocol the
 	// node speaks (broadcast.Config.ProtoMax): tests run a node that acts
 	// as an older build beside this one. It has no flag.

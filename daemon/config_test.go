@@ -346,7 +346,7 @@ func TestEnvName(t *testing.T) {
 	}
 }
 
-// Every field of Config has a flag (the test hooks Reload, Clock, DataDial and DataProtocolMax aside), and the flag's name is
+// Every field of Config has a flag (the test hooks Reload, Clock, DataDial, GossipUnreachable and DataProtocolMax aside), and the flag's name is
 // the one Validate's messages and the reload warnings use.
 func TestEveryFieldHasAFlag(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
@@ -358,7 +358,7 @@ func TestEveryFieldHasAFlag(t *testing.T) {
 	fields := 0
 	for i := range ct.NumField() {
 		f := ct.Field(i).Name
-		if f == "Reload" || f == "Clock" || f == "DataDial" || f == "DataProtocolMax" {
+		if f == "Reload" || f == "Clock" || f == "DataDial" || f == "GossipUnreachable" || f == "DataProtocolMax" {
 			continue
 		}
 		fields++

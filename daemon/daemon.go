@@ -566,7 +566,7 @@ func (d *Daemon) Reload() error {
 // staticFieldsChanged names the flags whose values differ between a and b,
 // other than those Reload applies.
 func staticFieldsChanged(a, b Config) []string {
-	reloadable := map[string]bool{"LogLevel": true, "Reload": true, "Clock": true, "DataDial": true, "EnvFile": true,
+	reloadable := map[string]bool{"LogLevel": true, "Reload": true, "Clock": true, "DataDial": true, "GossipUnreachable": true, "EnvFile": true,
 		"ReadUIDs": true, "ReadGIDs": true, "ConsumeUIDs": true, "ConsumeGIDs": true,
 		"AllowUIDs": true, "AllowGIDs": true, "AdminUIDs": true, "AdminGIDs": true}
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)

@@ -188,6 +188,10 @@
 // furthest-behind durable cursor, named), cachecast_node_info, cachecast_group_*{topic,
 // group} (nodes, members, queues, inflight, backlog, delivered_total,
 // acked_total, retries_total, dead_letters_total),
+// cachecast_cluster_* (members{state}, fan-out queues and lag by peer,
+// repairs, clocks, vector entries, data bytes and connections,
+// gossip_reconnects_total{result}: gossip's tries to join failed members
+// or, alone, the seeds, merged or failed),
 // cachecast_log_lines_lost_total (log lines that could not be written: see
 // NewLogger), cachecast_redis_* (connections, commands_total{command},
 // unknown_commands_total, protocol_errors_total, tracking_clients,

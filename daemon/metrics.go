@@ -213,6 +213,7 @@ type clusterCollector struct {
 	clockHeld, clockHeldTotal, clockRefused  *prometheus.Desc
 	vectorEntries, dataBytes, dataConns      *prometheus.Desc
 	exchanges, retired                       *prometheus.Desc
+	reconnects                               *prometheus.Desc
 }
 
 func newClusterCollector(c *cluster) *clusterCollector {
@@ -241,6 +242,7 @@ func newClusterCollector(c *cluster) *clusterCollector {
 		dataConns:       d("data_connections", "Data-port connections open now, by direction (outbound: dialed by this node, inbound: accepted).", "direction"),
 		exchanges:       d("anti_entropy_exchanges_total", "Anti-entropy exchanges of version vectors this node started (--anti-entropy-fanout a second)."),
 		retired:         d("retired_origins", "Origins left out of the vectors this node sends, absent for --retire-origins-after."),
+		reconnects:      d("gossip_reconnects_total", "Gossip's tries to join a failed member again, or its seeds when no other member is alive, by result (merged: the try brought a member back; failed).", "result"),
 		clockRefused:    d("clock_refused_records_total", "Offers of peers' records refused for a stamp beyond 10 times --max-clock-offset ahead (or with the held records at their bound); anti-entropy offers them again."),
 	}
 }
@@ -248,7 +250,7 @@ func newClusterCollector(c *cluster) *clusterCollector {
 func (cc *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{cc.members, cc.queue, cc.lag, cc.rejected, cc.badFrames, cc.stalls, cc.pulls, cc.dropped, cc.natsDisconnects, cc.natsErrors, cc.sent,
 		cc.clockAhead, cc.clockBehind, cc.clockHeld, cc.clockHeldTotal, cc.clockRefused,
-		cc.vectorEntries, cc.dataBytes, cc.dataConns, cc.exchanges, cc.retired} {
+		cc.vectorEntries, cc.dataBytes, cc.dataConns, cc.exchanges, cc.retired, cc.reconnects} {
 		ch <- d
 	}
 }
@@ -298,6 +300,9 @@ func (cc *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cc.dataConns, prometheus.GaugeValue, float64(bs.OpenInbound), "inbound")
 	ch <- prometheus.MustNewConstMetric(cc.exchanges, prometheus.CounterValue, float64(bs.Exchanges))
 	ch <- prometheus.MustNewConstMetric(cc.retired, prometheus.GaugeValue, float64(bs.Retired))
+	tries, merged := cc.c.g.Reconnects()
+	ch <- prometheus.MustNewConstMetric(cc.reconnects, prometheus.CounterValue, float64(merged), "merged")
+	ch <- prometheus.MustNewConstMetric(cc.reconnects, prometheus.CounterValue, float64(tries-merged), "failed")
 }
 
 // groupCollector reads the consumer groups' figures at scrape time, by

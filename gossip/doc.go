@@ -27,6 +27,25 @@
 // A node that stops without Leave is declared dead by the failure
 // detector after its suspicion timeout (EventFailed).
 //
+// # Reconnect
+//
+// memberlist gossips to a dead member only for its GossipToTheDeadTime
+// (2s local, 30s LAN, 60s WAN), then forgets it. So the two sides of a
+// partition that lasted longer would each carry on alone until a
+// restart. As Serf does, this package remembers the members that failed
+// (EventFailed; not those that left, EventLeft) with their address, and
+// every ReconnectInterval (30s LAN and WAN, 1s local) joins one of them
+// again, picked at random, with probability failed / alive so that a
+// large cluster with a few failed members makes about one try per
+// interval in all, not one per node. A node that sees no other member
+// alive also tries its seeds (the last Join's), so one that lost every
+// peer, or whose seeds were down when it started, joins as soon as they
+// answer. A member is forgotten when it joins again (by name or ID) or
+// ReconnectTimeout (24h) after it failed. A try is a Join of one address,
+// with its keys, timeouts and protocol checks; Reconnects counts the tries
+// and those that merged ("reconnected to the cluster", info; a failed try
+// is logged at debug). The loop ends at Leave or Shutdown.
+//
 // # Events
 //
 // memberlist calls its event delegate with its node lock held, so the

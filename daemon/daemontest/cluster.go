@@ -14,8 +14,9 @@ import (
 // loopback, their data ports dialed through one fault network, in the
 // spirit of hashicorp/raft's testing.go: Partition cuts the fleet into
 // sides, Heal joins it again, WaitConverged waits until every node holds
-// the same view. Gossip stays connected (the members see each other
-// alive): a partition is of the data ports, where the records travel.
+// the same view. Partition cuts the data ports alone, where the records
+// travel, and gossip stays connected (the members see each other alive);
+// PartitionAll cuts gossip too, so each side declares the other dead.
 type Cluster struct {
 	tb    testing.TB
 	Net   *faultnet.Net
@@ -39,6 +40,7 @@ func NewCluster(tb testing.TB, n int, configure func(i int, cfg *daemon.Config))
 			cfg.Join = seed
 			cfg.JoinTimeout = 5 * time.Second
 			cfg.DataDial = c.Net.Dialer(name)
+			cfg.GossipUnreachable = c.Net.Unreachable(name)
 			if configure != nil {
 				configure(i, cfg)
 			}
@@ -68,7 +70,15 @@ func NewCluster(tb testing.TB, n int, configure func(i int, cfg *daemon.Config))
 
 // Partition cuts the data connections between nodes of different sides,
 // both ways (a node in no side keeps every connection).
-func (c *Cluster) Partition(sides ...[]int) {
+func (c *Cluster) Partition(sides ...[]int) { c.partition(false, sides) }
+
+// PartitionAll cuts the data connections and the gossip between nodes of
+// different sides, both ways: each side declares the other dead, as on a
+// real network split. Heal lifts it; the gossip's reconnect merges the
+// sides again.
+func (c *Cluster) PartitionAll(sides ...[]int) { c.partition(true, sides) }
+
+func (c *Cluster) partition(gossip bool, sides [][]int) {
 	side := map[int]int{}
 	for s, ids := range sides {
 		for _, i := range ids {
@@ -79,6 +89,9 @@ func (c *Cluster) Partition(sides ...[]int) {
 		for j, b := range c.Nodes {
 			if side[i] != 0 && side[j] != 0 && side[i] != side[j] {
 				c.Net.Cut(a.Config.NodeName, b.D.DataAddr())
+				if gossip {
+					c.Net.Cut(a.Config.NodeName, b.D.GossipAddr())
+				}
 			}
 		}
 	}

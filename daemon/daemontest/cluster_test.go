@@ -189,6 +189,97 @@ func TestNodeCutOffTooLongStopsServing(t *testing.T) {
 	})
 }
 
+// memberState is name's state as n sees it ("" if n does not list it).
+func memberState(n *daemontest.Node, name string) string {
+	for _, m := range n.D.ClusterStatus().Members {
+		if m.Name == name {
+			return m.State
+		}
+	}
+	return ""
+}
+
+// TestGossipPartitionHeals: a fleet whose gossip is cut too (each side
+// declares the other dead), for longer than memberlist gossips to the
+// dead (2s in the local profile), merges again by itself once healed,
+// and every write made on either side during the cut reaches every node.
+func TestGossipPartitionHeals(t *testing.T) {
+	c := daemontest.NewCluster(t, 3, func(i int, cfg *daemon.Config) { cfg.MetricsAddr = "127.0.0.1:0" })
+	put(t, c.Nodes[0], "before", "v")
+	c.WaitConverged(10 * time.Second)
+
+	c.PartitionAll([]int{0}, []int{1, 2})
+	testkit.Until(t, 20*time.Second, "each side to see the other dead", func() string {
+		for _, pair := range [][2]int{{0, 1}, {0, 2}, {1, 0}, {2, 0}} {
+			a, b := c.Nodes[pair[0]], c.Nodes[pair[1]]
+			if s := memberState(a, b.Config.NodeName); s != "dead" {
+				return fmt.Sprintf("%s sees %s %q", a.Config.NodeName, b.Config.NodeName, s)
+			}
+		}
+		return ""
+	})
+	// Write on both sides for longer than memberlist's GossipToTheDeadTime
+	// (2s local), after which it never talks to the dead by itself.
+	dead := time.Now()
+	var keys []string
+	for j := 0; j < 20 || time.Since(dead) < 4*time.Second; j++ {
+		k := fmt.Sprintf("k%d", j)
+		put(t, c.Nodes[j%3], k, c.Nodes[j%3].Config.NodeName)
+		keys = append(keys, k)
+		time.Sleep(50 * time.Millisecond) // spread the writes over the cut
+	}
+	if a, b := c.Nodes[0].D.Store().Digest(), c.Nodes[1].D.Store().Digest(); a == b {
+		t.Fatal("the partition let writes through")
+	}
+
+	c.Heal()
+	healed := time.Now()
+	testkit.Until(t, 20*time.Second, "every node to see every other alive", func() string {
+		for _, a := range c.Nodes {
+			for _, b := range c.Nodes {
+				if s := memberState(a, b.Config.NodeName); s != "alive" {
+					return fmt.Sprintf("%s sees %s %q", a.Config.NodeName, b.Config.NodeName, s)
+				}
+			}
+		}
+		return ""
+	})
+	merged := time.Since(healed)
+	c.WaitConverged(20 * time.Second)
+	t.Logf("gossip merged %v after the heal, views converged %v after it", merged.Round(time.Millisecond), time.Since(healed).Round(time.Millisecond))
+	for _, k := range keys {
+		e0, ok := c.Nodes[0].D.Store().Get("t", k)
+		if !ok {
+			t.Fatalf("%s missing on node0", k)
+		}
+		for _, n := range c.Nodes[1:] {
+			if e, _ := n.D.Store().Get("t", k); string(e.Value) != string(e0.Value) || e.Stamp != e0.Stamp {
+				t.Fatalf("%s differs between node0 and %s", k, n.Config.NodeName)
+			}
+		}
+	}
+	var merges int
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	for _, n := range c.Nodes {
+		res, err := hc.Get("http://" + n.D.MetricsAddr() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, `cachecast_cluster_gossip_reconnects_total{result="merged"} `); ok {
+				k, _ := strconv.Atoi(v)
+				merges += k
+			}
+		}
+	}
+	if merges == 0 {
+		t.Errorf("no node counts a merged reconnect in cachecast_cluster_gossip_reconnects_total")
+	}
+}
+
 // TestPartitionHeals: a fleet cut in two keeps serving writes on both
 // sides, which then differ; healed, it converges on one view, each key
 // decided the same way everywhere.
