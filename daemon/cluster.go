@@ -203,7 +203,7 @@ func (c *cluster) joinLoop() {
 			}
 			alone++
 			if alone > 720 {
-				return // an hour alone: from now on the others join this node
+				return // an hour alone: gossip's reconnect tries the seeds from now on, and the others join this node
 			}
 		} else {
 			c.log.Warn("joining the cluster failed; retrying", zap.Strings("join", c.cfg.Join), zap.Error(err))

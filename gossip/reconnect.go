@@ -19,29 +19,37 @@ type failure struct {
 }
 
 // failedLocked remembers a member that failed, or forgets one that left:
-// a member that left gracefully is not called back. g.mu must be held.
+// a member that left gracefully is not called back, nor one whose
+// address an alive member holds now (a node restarted under another
+// name). g.mu must be held.
 func (g *Gossip) failedLocked(m Member) {
-	if m.State != StateDead {
-		delete(g.failed, m.Name)
+	delete(g.failed, m.Name)
+	if m.State != StateDead || m.Addr == "" {
 		return
 	}
-	if m.Addr == "" {
-		return
+	for _, e := range g.members {
+		if e.m.State == StateAlive && e.m.Addr == m.Addr {
+			return
+		}
 	}
 	g.failed[m.Name] = failure{addr: m.Addr, id: m.ID, since: time.Now()}
 }
 
-// rejoinedLocked forgets the failures of a member that joined, by name
-// or by ID (a node back under another name), and logs a comeback. g.mu
-// must be held.
+// rejoinedLocked forgets the failures of a member that joined, by name,
+// by ID (a node back under another name) or by address (another node in
+// its place), and logs a comeback. g.mu must be held.
 func (g *Gossip) rejoinedLocked(m Member) {
 	for name, f := range g.failed {
-		if name != m.Name && f.id != m.ID {
+		if name != m.Name && f.id != m.ID && f.addr != m.Addr {
 			continue
 		}
 		delete(g.failed, name)
-		g.log.Info("failed member rejoined", zap.String("member", m.Name), zap.String("addr", m.Addr),
-			zap.Duration("failed-for", time.Since(f.since).Round(time.Millisecond)))
+		fields := []zap.Field{zap.String("member", m.Name), zap.String("addr", m.Addr),
+			zap.Duration("failed-for", time.Since(f.since).Round(time.Millisecond))}
+		if name != m.Name {
+			fields = append(fields, zap.String("failed-as", name))
+		}
+		g.log.Info("failed member rejoined", fields...)
 	}
 }
 

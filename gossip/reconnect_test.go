@@ -185,3 +185,47 @@ func TestReconnectOnlyFailed(t *testing.T) {
 		t.Errorf("node-0 still remembers %v", a.failed)
 	}
 }
+
+// The table of failed members: who is remembered for reconnect, and what
+// makes it forgotten.
+func TestFailedTable(t *testing.T) {
+	dead := Member{Name: "a", ID: 1, Addr: "127.0.0.1:1", State: StateDead}
+	tests := []struct {
+		name   string
+		alive  []Member // in the member table before
+		fail   []Member // NotifyLeave, in order
+		join   *Member  // then NotifyJoin
+		remain []string
+	}{
+		{"failed is remembered", nil, []Member{dead}, nil, []string{"a"}},
+		{"left is not", nil, []Member{{Name: "a", ID: 1, Addr: "127.0.0.1:1", State: StateLeft}}, nil, nil},
+		{"failed then left is forgotten", nil, []Member{dead, {Name: "a", ID: 1, Addr: "127.0.0.1:1", State: StateLeft}}, nil, nil},
+		{"no address", nil, []Member{{Name: "a", ID: 1, State: StateDead}}, nil, nil},
+		{"its address taken by an alive member", []Member{{Name: "b", ID: 2, Addr: "127.0.0.1:1"}}, []Member{dead}, nil, nil},
+		{"back under its name", nil, []Member{dead}, &Member{Name: "a", ID: 1, Addr: "127.0.0.1:9"}, nil},
+		{"back under its ID", nil, []Member{dead}, &Member{Name: "a2", ID: 1, Addr: "127.0.0.1:9"}, nil},
+		{"another node at its address", nil, []Member{dead}, &Member{Name: "c", ID: 3, Addr: "127.0.0.1:1"}, nil},
+		{"another node elsewhere", nil, []Member{dead}, &Member{Name: "c", ID: 3, Addr: "127.0.0.1:3"}, []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Gossip{log: zap.NewNop(), members: map[string]*entry{}, failed: map[string]failure{}}
+			for _, m := range tt.alive {
+				g.members[m.Name] = &entry{m: m}
+			}
+			for _, m := range tt.fail {
+				g.failedLocked(m)
+			}
+			if tt.join != nil {
+				g.rejoinedLocked(*tt.join)
+			}
+			var got []string
+			for name := range g.failed {
+				got = append(got, name)
+			}
+			if !slices.Equal(got, tt.remain) {
+				t.Fatalf("failed = %v, want %v", got, tt.remain)
+			}
+		})
+	}
+}
