@@ -159,6 +159,7 @@ func (g *Gossip) reconnect(what string, addrs []string, fields ...zap.Field) {
 	after := g.aliveOthers()
 	if after <= before {
 		// A seed that is this node itself, or a member already back.
+		g.log.Debug("reconnect merged nobody new", append(fields, zap.String("to", what))...)
 		return
 	}
 	g.reconnectsWon.Add(1)
