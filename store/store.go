@@ -474,7 +474,7 @@ func (s *Store) applyWritten(ms []record.Message, results []Result, recs []recor
 		// none of a together batch: the view takes them all under one
 		// hold of its lock.
 		if err := fsys.GuardDoing("reading", "the log", func() error {
-			s.view.ApplyRecords(recs)
+			s.view.ApplyBatch(recs)
 			return nil
 		}); err != nil {
 			s.broken(&s.applyFailures, fmt.Errorf("applying the records from %d to the view: %w", results[0].Pos, err))

@@ -317,13 +317,8 @@ func makeViewItem(key, tag, value []byte, st record.Stamp, flags uint8, eff, exp
 	}
 }
 
-// recordItem is the item for a keyed record.
-func recordItem(r record.Record) *viewItem {
-	it := recordItemValue(r)
-	return &it
-}
-
-// recordItemValue is recordItem's item, as a value.
+// recordItemValue is the item for a keyed record, as a value (the caller
+// copies it to the heap if the view keeps it as a new item).
 func recordItemValue(r record.Record) viewItem {
 	var flags uint8
 	switch r.Kind() {
@@ -439,29 +434,45 @@ func (v *View) Apply(r record.Record) bool {
 	tv := seenTopic
 	old := seenOld
 	if tv == nil || tv.writes != seen {
-		if tv = v.topics[string(topic)]; tv == nil {
-			tv = newTopicView(string(topic), 0)
-			v.topics[tv.name] = tv
-		}
+		tv = v.topicLocked(topic)
 		old = tv.byKey[it.key()]
 	}
-	if old != nil && v.updatable(tv, old, &it) {
-		v.update(tv, old, &it)
+	return v.applyLocked(tv, old, &it)
+}
+
+// topicLocked is the view of topic, made if it has none. The caller
+// holds the write lock.
+func (v *View) topicLocked(topic []byte) *topicView {
+	tv := v.topics[string(topic)]
+	if tv == nil {
+		tv = newTopicView(string(topic), 0)
+		v.topics[tv.name] = tv
+	}
+	return tv
+}
+
+// applyLocked gives tv the item it (a value: copied to the heap only when
+// it does not update old, the key's entry, in place) and reports whether
+// the view changed. The caller holds the write lock.
+func (v *View) applyLocked(tv *topicView, old, it *viewItem) bool {
+	if old != nil && v.updatable(tv, old, it) {
+		v.update(tv, old, it)
 		return true
 	}
 	heap := new(viewItem)
-	*heap = it
+	*heap = *it
 	return v.put(tv, heap)
 }
 
-// ApplyRecords applies rs in order, as Apply applies each, under one hold
-// of the write lock: a reader sees all of them or none, and the follower
-// gets them as one group. It reports how many changed the view. It skips
-// Apply's read-locked check, which keeps a replayed record from
-// allocating: the store's own new records (a publish) are meant, which
-// nearly always win. For a pipeline of 16 SETs that is one lock round
-// trip instead of 17, and no read lock (BenchmarkPublishSET10k).
-func (v *View) ApplyRecords(rs []record.Record) int {
+// ApplyBatch applies rs in order, as Apply applies each, under one hold
+// of the write lock: a reader sees all of them or none (a batch's records
+// together), and the follower gets them as one group. It reports how many
+// changed the view. It skips Apply's read-locked check, which keeps a
+// replayed record from allocating: meant for the store's own new records
+// (a publish), which nearly always win, and for a batch whose last record
+// came. For a pipeline of 16 SETs that is one lock round trip instead of
+// 17, and no read lock (BenchmarkPublishSET10k).
+func (v *View) ApplyBatch(rs []record.Record) int {
 	// Copy outside the lock, into items that are values: an item is
 	// allocated only when it is not copied into the one it updates.
 	var buf [16]viewItem
@@ -486,19 +497,9 @@ func (v *View) ApplyRecords(rs []record.Record) int {
 		it := &items[j]
 		j++
 		if topic := r.Topic(); tv == nil || tv.name != string(topic) {
-			if tv = v.topics[string(topic)]; tv == nil {
-				tv = newTopicView(string(topic), 0)
-				v.topics[tv.name] = tv
-			}
+			tv = v.topicLocked(topic)
 		}
-		if old := tv.byKey[it.key()]; old != nil && v.updatable(tv, old, it) {
-			v.update(tv, old, it)
-			changed++
-			continue
-		}
-		heap := new(viewItem)
-		*heap = *it
-		if v.put(tv, heap) {
+		if v.applyLocked(tv, tv.byKey[it.key()], it) {
 			changed++
 		}
 	}
@@ -518,34 +519,6 @@ func (v *View) updatable(tv *topicView, old, it *viewItem) bool {
 	}
 	now := v.now()
 	return it.expires > now && !old.isTomb() && now < old.expires && old.expires <= it.expires
-}
-
-// ApplyBatch applies the records of one batch under one hold of the write
-// lock, so that a reader sees all of them or none, and reports how many
-// changed the view.
-func (v *View) ApplyBatch(rs []record.Record) int {
-	its := make([]*viewItem, 0, len(rs))
-	topics := make([][]byte, 0, len(rs))
-	for _, r := range rs {
-		if len(r.Key()) > 0 {
-			its = append(its, recordItem(r))
-			topics = append(topics, r.Topic())
-		}
-	}
-	v.mu.Lock()
-	defer v.unlock()
-	changed := 0
-	for i, it := range its {
-		tv := v.topics[string(topics[i])]
-		if tv == nil {
-			tv = newTopicView(string(topics[i]), 0)
-			v.topics[tv.name] = tv
-		}
-		if v.put(tv, it) {
-			changed++
-		}
-	}
-	return changed
 }
 
 // put adds it to what tv knows of its key and reports whether the entry
