@@ -106,13 +106,7 @@ func (g *Gossip) pickFailed(now time.Time) (string, failure, bool) {
 	if len(g.failed) == 0 {
 		return "", failure{}, false
 	}
-	alive := 1
-	for _, e := range g.members {
-		if e.m.State == StateAlive {
-			alive++
-		}
-	}
-	if rand.Float64() > float64(len(g.failed))/float64(alive) {
+	if rand.Float64() > float64(len(g.failed))/float64(g.aliveOthersLocked()+1) {
 		return "", failure{}, false
 	}
 	i := rand.N(len(g.failed))
@@ -129,6 +123,11 @@ func (g *Gossip) pickFailed(now time.Time) (string, failure, bool) {
 func (g *Gossip) aliveOthers() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.aliveOthersLocked()
+}
+
+// aliveOthersLocked is aliveOthers with g.mu held.
+func (g *Gossip) aliveOthersLocked() int {
 	n := 0
 	for _, e := range g.members {
 		if e.m.State == StateAlive {
