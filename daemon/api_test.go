@@ -366,18 +366,6 @@ func (s *subscription) next() map[string]any {
 	return nil
 }
 
-// none checks that no line arrives for a while.
-func (s *subscription) none(d time.Duration) {
-	s.t.Helper()
-	select {
-	case m, ok := <-s.lines:
-		if ok {
-			s.t.Fatalf("unexpected line %v", m)
-		}
-	case <-time.After(d):
-	}
-}
-
 func TestSubscribe(t *testing.T) {
 	td := startDaemon(t, testConfig(t))
 	td.put("t", "a", "1", "Cachecast-Tag", "red")

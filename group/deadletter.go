@@ -35,7 +35,7 @@ type DeadLetter struct {
 
 // ErrNotFound is returned for a dead letter or a group this node does not
 // know.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = errors.New("group: not found")
 
 func deadLetterFrom(topic, group string, f *flight, reason string, now time.Time) DeadLetter {
 	r := f.rec

@@ -38,11 +38,11 @@ var DefaultBackoff = []time.Duration{10 * time.Second, 30 * time.Second, time.Mi
 var (
 	// ErrConflict: the group already has members on this node that
 	// subscribed with other tags.
-	ErrConflict = errors.New("conflict")
+	ErrConflict = errors.New("group: conflict")
 	// ErrClosed: the manager is closed.
-	ErrClosed = errors.New("group manager closed")
+	ErrClosed = errors.New("group: manager closed")
 	// ErrInvalid: a bad argument (reset target, message id).
-	ErrInvalid = errors.New("invalid")
+	ErrInvalid = errors.New("group: invalid argument")
 )
 
 // Config configures a Manager.

@@ -92,23 +92,6 @@ func (l *groupLog) distinct() int {
 	return len(l.byID)
 }
 
-// missing are the ids of want not delivered yet (at most limit of them,
-// and their count).
-func (l *groupLog) missing(want []string, limit int) ([]string, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	n := 0
-	for _, id := range want {
-		if len(l.byID[id]) == 0 {
-			if n++; n <= limit {
-				out = append(out, id)
-			}
-		}
-	}
-	return out, n
-}
-
 // snapshot copies the log.
 func (l *groupLog) snapshot() ([]delivery, []*ackBatch) {
 	l.mu.Lock()

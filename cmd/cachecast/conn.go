@@ -90,10 +90,10 @@ type answer struct {
 
 // answerHeader holds the header fields the client reads.
 type answerHeader struct {
-	contentLength       int64 // -1: none
-	chunked, close      bool
-	origin, seq, hlc    string
-	time, tag, location string
+	contentLength    int64 // -1: none
+	chunked, close   bool
+	origin, seq, hlc string
+	time, tag        string
 }
 
 // roundTrip writes the request in c.buf and reads the answer. Any error

@@ -56,11 +56,10 @@ func curSnapshot(t testing.TB, c *File) map[string]curState {
 
 func TestCursorOps(t *testing.T) {
 	type op struct {
-		kind         string // set, delete
-		name, topic  string
-		offset       uint64
-		wantErr      error
-		wantAfterSet map[string]curState
+		kind        string // set, delete
+		name, topic string
+		offset      uint64
+		wantErr     error
 	}
 	long := strings.Repeat("n", maxCursorNameLen)
 	for _, tc := range []struct {
