@@ -1,8 +1,11 @@
 package systemd
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -54,4 +57,97 @@ func TestEnvExampleCoversDaemonFlags(t *testing.T) {
 			t.Errorf("%s has %s, which no cachecastd flag reads", envExample, name)
 		}
 	}
+}
+
+// TestReadmeDocumentsDaemonFlags checks README.md against the daemon's
+// real flags: it names every flag, and where it writes a default after
+// the name ("`--flush-interval` (100ms)"), that default is the flag's.
+// The words in the brackets count as a default when they parse as the
+// flag's type (a size, a duration, a number, a word in backquotes); a
+// remark ("(ip[:port]; empty: ...)") is passed over.
+func TestReadmeDocumentsDaemonFlags(t *testing.T) {
+	readme := readFile(t, "../README.md")
+	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
+	cfg := daemon.DefaultConfig()
+	cfg.AddFlags(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name == "help" || f.Name == "version" {
+			return
+		}
+		named := regexp.MustCompile("--" + regexp.QuoteMeta(f.Name) + "(?:[^a-z0-9-]|$)")
+		if !named.MatchString(readme) {
+			t.Errorf("README.md does not name --%s (default %q)", f.Name, f.DefValue)
+			return
+		}
+		withDefault := regexp.MustCompile("`--" + regexp.QuoteMeta(f.Name) + "` \\(([^;)]*)")
+		for _, m := range withDefault.FindAllStringSubmatch(readme, -1) {
+			if said, ok := readmeDefault(f, m[1]); ok && said != normalDefault(f, f.DefValue) {
+				t.Errorf("README.md gives --%s the default %q; the flag's is %q", f.Name, m[1], f.DefValue)
+			}
+		}
+	})
+}
+
+// readmeDefault reads the words README.md writes after a flag's name as
+// a default of f's type, in normalDefault's form; ok is false when they
+// are a remark, not a default.
+func readmeDefault(f *pflag.Flag, words string) (string, bool) {
+	w := strings.TrimSpace(words)
+	if i := strings.Index(w, ": "); i >= 0 {
+		w = w[:i] // "`auto`: beside the socket"
+	}
+	w = strings.Trim(w, "`")
+	if w == "empty" {
+		w = ""
+	}
+	switch f.Value.Type() {
+	case "string":
+		if strings.ContainsAny(w, " []") {
+			return "", false
+		}
+		return w, true
+	case "mode":
+		return w, true
+	case "size", "duration", "durationSlice", "int":
+		return normalDefault(f, w), normalDefault(f, w) != ""
+	}
+	return "", false // a bool, a list: no default to compare
+}
+
+// normalDefault is a default written v in one form, so that "1 MiB" and
+// "1MiB", "100,000" and "100000", "1m" and "1m0s" compare equal; empty
+// when v does not parse as f's type.
+func normalDefault(f *pflag.Flag, v string) string {
+	v = strings.ReplaceAll(v, " ", "")
+	switch f.Value.Type() {
+	case "size":
+		n, err := daemon.ParseSize(v)
+		if err != nil {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	case "duration":
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return ""
+		}
+		return d.String()
+	case "durationSlice":
+		var out []string
+		for _, s := range strings.Split(strings.Trim(v, "[]"), ",") {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return ""
+			}
+			out = append(out, d.String())
+		}
+		return strings.Join(out, ",")
+	case "int":
+		n, err := strconv.Atoi(strings.ReplaceAll(v, ",", ""))
+		if err != nil {
+			return ""
+		}
+		return strconv.Itoa(n)
+	}
+	return v
 }
