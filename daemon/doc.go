@@ -180,7 +180,11 @@
 // cachecast_api_errors_total{code}, cachecast_api_request_duration_seconds{route},
 // cachecast_store_flush_duration_seconds (every flush that wrote something),
 // cachecast_store_* (segments, mapped segments, log bytes, positions,
-// records, view keys, view tombstones, tombstones collected, last flush),
+// records, view keys, view tombstones, tombstones collected, last flush,
+// log_mismatches_total{kind}, and the lost, damaged and repaired records
+// of "A damaged log" above),
+// cachecast_replication_unconfirmed_total{status} (sync-replication
+// publishes the replica did not confirm),
 // cachecast_subscribers,
 // cachecast_api_connections, cachecast_api_connections_evicted_total,
 // cachecast_cursors,
@@ -188,10 +192,13 @@
 // furthest-behind durable cursor, named), cachecast_node_info, cachecast_group_*{topic,
 // group} (nodes, members, queues, inflight, backlog, delivered_total,
 // acked_total, retries_total, dead_letters_total),
-// cachecast_cluster_* (members{state}, fan-out queues and lag by peer,
-// repairs, clocks, vector entries, data bytes and connections,
-// gossip_reconnects_total{result}: gossip's tries to join failed members
-// or, alone, the seeds, merged or failed),
+// cachecast_cluster_* (with a cluster: members{state}, fan-out queues and
+// lag by peer, peers rejected at the handshake, bad frames, stalled peers,
+// repair pulls, dropped gossip events, NATS disconnects and errors, own
+// bytes sent, clocks (peers ahead, this clock behind, records held and
+// refused), vector entries, anti-entropy exchanges, retired origins, data
+// bytes and connections, gossip_reconnects_total{result}: gossip's tries
+// to join failed members or, alone, the seeds, merged or failed),
 // cachecast_log_lines_lost_total (log lines that could not be written: see
 // NewLogger), cachecast_redis_* (connections, commands_total{command},
 // unknown_commands_total, protocol_errors_total, tracking_clients,
