@@ -395,7 +395,8 @@ func (d *snapDecoder) flush(tv *topicView) {
 		if d.fresh {
 			it.epoch = v.epoch
 		} else {
-			v.put(tv, it)
+			old, tl := tv.lookup(it.key())
+			v.put(tv, old, tl, it)
 		}
 	}
 	if d.fresh {
@@ -727,7 +728,8 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 		case version == snapVersion:
 			v.insertNew(tv, it)
 		default:
-			v.put(tv, it) // by the rule: a key's records rebuild its timeline
+			old, tl := tv.lookup(it.key())
+			v.put(tv, old, tl, it) // by the rule: a key's records rebuild its timeline
 		}
 	}
 	if d.into != nil {

@@ -152,6 +152,13 @@ type View struct {
 	// item whose epoch is the view's is in no frozen clone, and may be
 	// updated in place.
 	epoch uint16
+	// settledAt is the latest instant a writer read the clock at (clock):
+	// every entry was settled at or before it. Guarded by mu.
+	settledAt int64
+	// batchNow is the instant of the ApplyBatch under way (inBatch), once
+	// read. Guarded by mu.
+	batchNow int64
+	inBatch  bool
 }
 
 // Dropped counts the expired values the view has dropped: when it moves,
@@ -433,11 +440,24 @@ func (v *View) Apply(r record.Record) bool {
 	defer v.unlock()
 	tv := seenTopic
 	old := seenOld
+	var tl *timeline // none, if the check above saw the key's
 	if tv == nil || tv.writes != seen {
 		tv = v.topicLocked(topic)
-		old = tv.byKey[it.key()]
+		old, tl = tv.lookup(it.key())
 	}
-	return v.applyLocked(tv, old, &it)
+	return v.applyLocked(tv, old, tl, &it)
+}
+
+// lookup is the entry and the timeline (nil: none) of key k: one map
+// lookup for a key with a timeline, which holds its entry, and for a key
+// of a topic without timelines.
+func (tv *topicView) lookup(k string) (*viewItem, *timeline) {
+	if len(tv.times) > 0 {
+		if tl := tv.times[k]; tl != nil {
+			return tl.entry, tl
+		}
+	}
+	return tv.byKey[k], nil
 }
 
 // topicLocked is the view of topic, made if it has none. The caller
@@ -452,16 +472,27 @@ func (v *View) topicLocked(topic []byte) *topicView {
 }
 
 // applyLocked gives tv the item it (a value: copied to the heap only when
-// it does not update old, the key's entry, in place) and reports whether
-// the view changed. The caller holds the write lock.
-func (v *View) applyLocked(tv *topicView, old, it *viewItem) bool {
-	if old != nil && v.updatable(tv, old, it) {
+// the view keeps it as an item of its own, not into old, the key's entry,
+// nor into the pending record it supersedes) and reports whether the view
+// changed; tl is the key's timeline (tv.lookup). The caller holds the
+// write lock.
+func (v *View) applyLocked(tv *topicView, old *viewItem, tl *timeline, it *viewItem) bool {
+	if old != nil && v.updatable(tl, old, it) {
 		v.update(tv, old, it)
 		return true
 	}
+	if i := tl.replaceable(it); i >= 0 && tl.recs[i] != old && tl.recs[i].epoch == v.epoch {
+		// Rescheduled, the record it supersedes in no frozen clone (its
+		// epoch) and not the entry: it is copied over that record, no
+		// new item, no new timeline.
+		r := tl.recs[i]
+		*r = *it
+		r.epoch = v.epoch
+		return v.settle(tv, r.key(), old, tl, tl, v.clock(), CauseEffective)
+	}
 	heap := new(viewItem)
 	*heap = *it
-	return v.put(tv, heap)
+	return v.put(tv, old, tl, heap)
 }
 
 // ApplyBatch applies rs in order, as Apply applies each, under one hold
@@ -488,6 +519,10 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 	changed := 0
 	v.mu.Lock()
 	defer v.unlock()
+	// One instant for the whole batch: one clock read, not one a record
+	// with a time field.
+	v.batchNow, v.inBatch = 0, true
+	defer func() { v.batchNow, v.inBatch = 0, false }()
 	var tv *topicView
 	j := 0
 	for _, r := range rs {
@@ -499,41 +534,42 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 		if topic := r.Topic(); tv == nil || tv.name != string(topic) {
 			tv = v.topicLocked(topic)
 		}
-		if v.applyLocked(tv, tv.byKey[it.key()], it) {
+		if old, tl := tv.lookup(it.key()); v.applyLocked(tv, old, tl, it) {
 			changed++
 		}
 	}
 	return changed
 }
 
-// updatable reports whether put would update old with it in place: an
+// updatable reports whether put would update old, the entry of a key
+// whose timeline is tl, with it in place: an
 // ordinary write (no timeline) that wins over old, made since the last
 // freeze, without an expiry or with one whose instant is queued already
 // (old's, which comes first: see put).
-func (v *View) updatable(tv *topicView, old, it *viewItem) bool {
-	if old.epoch != v.epoch || it.scheduled() || it.cancel() || tv.times[it.key()] != nil || !it.after(old) {
+func (v *View) updatable(tl *timeline, old, it *viewItem) bool {
+	if old.epoch != v.epoch || it.scheduled() || it.cancel() || tl != nil || !it.after(old) {
 		return false
 	}
 	if it.expires == 0 {
 		return true
 	}
-	now := v.now()
+	now := v.clock()
 	return it.expires > now && !old.isTomb() && now < old.expires && old.expires <= it.expires
 }
 
-// put adds it to what tv knows of its key and reports whether the entry
-// in force changed. The caller holds the write lock.
-func (v *View) put(tv *topicView, it *viewItem) bool {
+// put adds it to what tv knows of its key, whose entry is old and
+// timeline tl (as the caller found them: the key is looked up once a
+// write), and reports whether the entry in force changed. The caller
+// holds the write lock.
+func (v *View) put(tv *topicView, old *viewItem, tl *timeline, it *viewItem) bool {
 	k := it.key()
-	old := tv.byKey[k]
-	tl := tv.times[k]
 	if tl == nil && !it.scheduled() && !it.cancel() {
 		// The common case: an ordinary write to a key with no timeline.
 		if old != nil && !it.after(old) {
 			return false
 		}
 		if it.expires != 0 {
-			now := v.now()
+			now := v.clock()
 			switch {
 			case it.expires <= now:
 				it = it.expired() // expired before it arrived: never served
@@ -554,6 +590,9 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		v.install(tv, k, it, "")
 		return true
 	}
+	// it goes into the key's timeline, and is in no frozen clone: its
+	// epoch says so (see applyLocked).
+	it.epoch = v.epoch
 	var ntl *timeline
 	if tl == nil {
 		if old != nil && !old.scheduled() && !old.placeholder() && !it.after(old) {
@@ -572,8 +611,9 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 		}
 		ntl.setEpoch(v.epoch)
 		v.timed++
-	} else if tl.epoch() == v.epoch && tl.replace(it) {
-		ntl = tl // rescheduled: no new timeline while no clone holds it
+	} else if i := tl.replaceable(it); i >= 0 && tl.epoch() == v.epoch {
+		tl.recs[i] = it // rescheduled: no new timeline while no clone holds it
+		ntl = tl
 	} else {
 		var added bool
 		if ntl, added = tl.with(it); !added {
@@ -585,7 +625,24 @@ func (v *View) put(tv *topicView, it *viewItem) bool {
 	if it.scheduled() || it.cancel() {
 		cause = CauseEffective // a late scheduled record, or a cancel
 	}
-	return v.settle(tv, k, old, tl, ntl, v.now(), cause)
+	return v.settle(tv, k, old, tl, ntl, v.clock(), cause)
+}
+
+// clock is the view's wall clock for a writer, under the write lock: read
+// once for a whole ApplyBatch (its records apply at one instant), and the
+// latest reading kept in settledAt, for the readers (see current).
+func (v *View) clock() int64 {
+	if v.batchNow != 0 {
+		return v.batchNow
+	}
+	t := v.now()
+	if t > v.settledAt {
+		v.settledAt = t
+	}
+	if v.inBatch {
+		v.batchNow = t
+	}
+	return t
 }
 
 // install makes it the entry of (tv, k) (nil: none) and tells the
@@ -767,12 +824,18 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 		}
 	}
 	if want == old || want != nil && old != nil && want.placeholder() && old.placeholder() {
+		if tl != nil {
+			tl.entry = old
+		}
 		return false
 	}
 	if want != nil && old != nil && want.isTomb() && !old.isTomb() && want.stamp == old.stamp && want.eff == old.eff {
 		cause = CauseExpired // the value in force reached its expiry
 	}
 	v.install(tv, k, want, cause)
+	if tl != nil {
+		tl.entry = want
+	}
 	return true
 }
 
@@ -831,7 +894,7 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 	if tv == nil {
 		return Entry{}, false
 	}
-	it := tv.current(key, v.now)
+	it := v.current(tv, key, v.now)
 	if it == nil {
 		return Entry{}, false
 	}
@@ -859,31 +922,43 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
 	defer v.mu.RUnlock()
 	for i, k := range keys {
 		if tv := v.topics[topics[i]]; tv != nil {
-			if it := tv.current(k, now); it != nil {
+			if it := v.current(tv, k, now); it != nil {
 				entries[i], found[i] = it.entry(), true
 			}
 		}
 	}
 }
 
-// current is the item that serves key's value now, nil when it has none.
-// The clock is read only when the key has a time field. The caller holds
-// the read lock.
-func (tv *topicView) current(key string, now func() int64) *viewItem {
+// current is the item of tv that serves key's value now, nil when it has
+// none. The clock is read only when the key may have a time field. The
+// caller holds the read lock.
+//
+// A key's entry is what its timeline held in force when a writer last
+// settled it, and stays so until the key's next instant (a scheduled
+// record taking effect, an expiry), which is queued: so from the latest
+// settling (settledAt) to the earliest instant queued, every entry is in
+// force, and a read takes it without looking its timeline up.
+func (v *View) current(tv *topicView, key string, now func() int64) *viewItem {
 	it := tv.byKey[key]
 	if it == nil {
 		return nil
 	}
-	if len(tv.times) > 0 {
+	if len(tv.times) == 0 && it.expires == 0 {
+		if it.isTomb() {
+			return nil
+		}
+		return it
+	}
+	t := now()
+	if len(tv.times) > 0 && (t < v.settledAt || len(v.times) > 0 && v.times[0].at <= t) {
 		if tl := tv.times[key]; tl != nil {
-			t := now()
-			if it = tl.resolve(t); it == nil || !it.liveAt(t) {
+			it = tl.resolve(t)
+			if it == nil {
 				return nil
 			}
-			return it
 		}
 	}
-	if it.isTomb() || it.expires != 0 && it.expires <= now() {
+	if !it.liveAt(t) {
 		return nil
 	}
 	return it
@@ -915,7 +990,7 @@ func (v *View) Keys(topic, prefix, after string, limit int) []string {
 		if !strings.HasPrefix(k, prefix) {
 			return false
 		}
-		if k <= after || tv.current(k, v.now) == nil {
+		if k <= after || v.current(tv, k, v.now) == nil {
 			return true
 		}
 		// A copy: the caller may keep the keys longer than the item.
@@ -1012,6 +1087,9 @@ func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 			}
 			for _, tl := range tv.times {
 				tl.setEpoch(0)
+				for _, r := range tl.recs {
+					r.epoch = 0
+				}
 			}
 		}
 		v.epoch = 1
@@ -1192,7 +1270,7 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 			maxHLC = max(maxHLC, it.stamp.HLC)
 			own := *it
 			own.epoch = 0
-			if v.put(tv, &own) {
+			if old, tl := tv.lookup(own.key()); v.applyLocked(tv, old, tl, &own) {
 				changed++
 			}
 			return true

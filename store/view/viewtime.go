@@ -24,7 +24,7 @@ import (
 type timeline struct {
 	recs []*viewItem
 	// mark is two fields in one word, so that a timeline with its two
-	// records inline takes 48 bytes, not 64: the high 48 bits are the
+	// records inline and its entry takes 56 bytes, not 64: the high 48 bits are the
 	// earliest instant queued for the key (Unix ms, 0: none), kept across
 	// the timeline's versions, guarded by the view's write lock and never
 	// read by frozen copies; the low 16 the view's epoch when the timeline
@@ -34,6 +34,11 @@ type timeline struct {
 	// inline holds recs when they are two or fewer (a value in force and
 	// one pending, the usual case): one allocation for the timeline.
 	inline [2]*viewItem
+	// entry is the key's entry in byKey while the timeline is the key's
+	// (settle keeps it so), so that a write finds both with one lookup
+	// (topicView.lookup). Guarded by the view's write lock, never read by
+	// frozen copies.
+	entry *viewItem
 }
 
 func (tl *timeline) queued() int64      { return int64(tl.mark >> 16) }
@@ -108,27 +113,26 @@ func withRecord(have []*viewItem, queued int64, it *viewItem) (*timeline, bool) 
 	return ntl, true
 }
 
-// replace puts it, a scheduled record or a cancel, in the place of the
-// record of its instant and kind that it supersedes, when that one is
-// right below it (a key scheduled again for one instant): what with does
-// without a new timeline. It reports whether it did. The caller holds
-// the write lock and knows that no frozen clone holds tl (its epoch).
-func (tl *timeline) replace(it *viewItem) bool {
-	if !it.scheduled() && !it.cancel() {
-		return false
+// replaceable is the index of the record that it, a scheduled record or
+// a cancel, supersedes, when that one is of its instant and kind and
+// right below it (a key scheduled again for one instant): with would
+// give the timeline with it in that record's place. -1 otherwise, and
+// for a nil timeline.
+func (tl *timeline) replaceable(it *viewItem) int {
+	if tl == nil || !it.scheduled() && !it.cancel() {
+		return -1
 	}
 	have := tl.recs
 	i := sort.Search(len(have), func(i int) bool { return !it.after(have[i]) })
 	if i == 0 || i < len(have) && !have[i].after(it) {
-		return false
+		return -1
 	}
 	// with keeps one record of an instant and kind: with a smaller one
 	// below it there is no greater one.
 	if r := have[i-1]; r.eff != it.eff || r.cancel() != it.cancel() || r.scheduled() != it.scheduled() {
-		return false
+		return -1
 	}
-	have[i-1] = it
-	return true
+	return i - 1
 }
 
 // voided reports whether the record at i is cancelled: it is scheduled
@@ -375,12 +379,12 @@ func (v *View) RunTimes(done <-chan struct{}) {
 func (v *View) settleDue() time.Duration {
 	for {
 		v.mu.Lock()
-		now := v.now()
+		now := v.clock()
 		for n := 0; len(v.times) > 0 && v.times[0].at <= now && n < settleBatch; n++ {
 			in := v.times.pop()
 			if tv := v.topics[in.topic]; tv != nil {
-				tl := tv.times[in.key]
-				v.settle(tv, in.key, tv.byKey[in.key], tl, tl, now, CauseEffective)
+				old, tl := tv.lookup(in.key)
+				v.settle(tv, in.key, old, tl, tl, now, CauseEffective)
 			}
 		}
 		wait := time.Hour

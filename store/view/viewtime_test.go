@@ -155,6 +155,16 @@ func newTimedView(c *fakeClock) *View {
 // instant with the model.
 func checkTimeModel(t *testing.T, v *View, recs []timeRec, at int64, what string) {
 	t.Helper()
+	v.mu.RLock()
+	for _, tv := range v.topics {
+		for k, tl := range tv.times {
+			if tl.entry != tv.byKey[k] {
+				v.mu.RUnlock()
+				t.Fatalf("%s at +%dms: the timeline of %s holds entry %+v, the topic %+v", what, at-timeBase, k, tl.entry, tv.byKey[k])
+			}
+		}
+	}
+	v.mu.RUnlock()
 	live := 0
 	var wantKeys []string
 	for k := range 5 {
@@ -232,6 +242,14 @@ func TestViewTimeConvergesInAnyOrder(t *testing.T) {
 			var digests [][32]byte
 			for _, at := range reads {
 				c.ms.Store(at)
+				// Before the timer runs, a read resolves at its instant.
+				for k := range 5 {
+					key := fmt.Sprintf("k%d", k)
+					want, ok := timeModel(recs, key, at)
+					if e, got := v.Get("prices", key); ok != got || ok && string(e.Value) != want.value {
+						t.Fatalf("%s at +%dms, the timer not run: Get(%s) = %q, %v; the rule says %q, %v", what, at-timeBase, key, e.Value, got, want.value, ok)
+					}
+				}
 				v.settleDue()
 				checkTimeModel(t, v, recs, at, what)
 				digests = append(digests, v.Digest())
@@ -470,12 +488,13 @@ func TestViewTimeFollower(t *testing.T) {
 }
 
 // BenchmarkViewApplyTime is the view's apply cost of writes with an expiry
-// and of scheduled writes, beside plain ones (100,000 keys, each Apply
-// replaces an entry or adds a pending record), and what a pending value
-// costs in memory (pending-B, measured over 100,000 keys with one pending
-// value each). queued is the instants queued at the end: one a key, not
-// one a write. cpu-ns/op is the process's CPU time an Apply, which holds
-// on a loaded machine where ns/op does not.
+// and of scheduled writes, beside plain ones (100,000 keys, each written
+// once before the timer starts, so that each Apply replaces an entry or a
+// pending record), and what a pending value costs in memory (pending-B,
+// measured over 100,000 keys with one pending value each). queued is the
+// instants queued at the end: one a key, not one a write. cpu-ns/op is
+// the process's CPU time an Apply, which holds on a loaded machine where
+// ns/op does not.
 func BenchmarkViewApplyTime(b *testing.B) {
 	const keys = 100_000
 	far := time.Now().Add(time.Hour).UnixMilli()
@@ -494,6 +513,7 @@ func BenchmarkViewApplyTime(b *testing.B) {
 				buf := make([]byte, m.EncodedSize())
 				record.Encode(buf, m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})
 				recs[i] = buf
+				v.Apply(recs[i])
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -726,5 +746,62 @@ func TestRescheduleAfterFreeze(t *testing.T) {
 	c.ms.Store(at)
 	if e, ok := v.Get("prices", "k"); !ok || string(e.Value) != "fourth" {
 		t.Fatalf("at the instant: %q, %v; want fourth", e.Value, ok)
+	}
+}
+
+// TestReadAfterClockStepsBack: a read takes a key's entry without its
+// timeline only between the latest settling and the next instant queued.
+// When the wall clock steps back before an instant the entry was settled
+// past, the read resolves the timeline at its own instant: the value in
+// force then.
+func TestReadAfterClockStepsBack(t *testing.T) {
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	hlc := func(ms int64) uint64 { return record.MakeHLC(timeBase+ms, 0) }
+	v.Apply(timeRec{key: "k", value: "regular", origin: 1, seq: 1, hlc: hlc(0)}.record(t))
+	v.Apply(timeRec{key: "k", value: "sale", eff: timeBase + 100, origin: 1, seq: 2, hlc: hlc(1)}.record(t))
+	v.Apply(timeRec{key: "later", value: "x", eff: timeBase + 500, origin: 1, seq: 3, hlc: hlc(2)}.record(t))
+	get := func(at int64) string {
+		t.Helper()
+		c.ms.Store(timeBase + at)
+		e, _ := v.Get("prices", "k")
+		return string(e.Value)
+	}
+	if got := get(99); got != "regular" {
+		t.Fatalf("at +99ms: %q, want regular", got)
+	}
+	if got := get(100); got != "sale" {
+		t.Fatalf("at +100ms, the timer not run: %q, want sale", got)
+	}
+	v.settleDue() // settled at +100: the entry is the sale, the next instant +500
+	if got := get(100); got != "sale" {
+		t.Fatalf("at +100ms, settled: %q, want sale", got)
+	}
+	if got := get(60); got != "regular" {
+		t.Fatalf("at +60ms, the clock stepped back after the settling: %q, want regular", got)
+	}
+}
+
+// TestRescheduleInForce: a key scheduled again for an instant that has
+// passed replaces the value in force, and the follower is told; the
+// record it supersedes is the entry, so it is not overwritten in place.
+func TestRescheduleInForce(t *testing.T) {
+	c := &fakeClock{}
+	c.ms.Store(timeBase + 50)
+	v := newTimedView(c)
+	var told []string
+	v.FollowFrom(func(ch Change) { told = append(told, string(ch.Value)) }, nil)
+	hlc := func(ms int64) uint64 { return record.MakeHLC(timeBase+ms, 0) }
+	v.Apply(timeRec{key: "k", value: "regular", origin: 1, seq: 1, hlc: hlc(0)}.record(t))
+	v.Apply(timeRec{key: "k", value: "sale", eff: timeBase + 30, origin: 1, seq: 2, hlc: hlc(1)}.record(t))
+	if !v.Apply(timeRec{key: "k", value: "sale-again", eff: timeBase + 30, origin: 1, seq: 3, hlc: hlc(2)}.record(t)) {
+		t.Fatal("rescheduling the instant in force did not change the entry")
+	}
+	if e, _ := v.Get("prices", "k"); string(e.Value) != "sale-again" {
+		t.Fatalf("Get = %q, want sale-again", e.Value)
+	}
+	if !slices.Equal(told, []string{"regular", "sale", "sale-again"}) {
+		t.Fatalf("the follower was told %q, want regular, sale, sale-again", told)
 	}
 }
