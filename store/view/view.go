@@ -488,7 +488,13 @@ func (v *View) applyLocked(tv *topicView, old *viewItem, tl *timeline, it *viewI
 		r := tl.recs[i]
 		*r = *it
 		r.epoch = v.epoch
-		return v.settle(tv, r.key(), old, tl, tl, v.clock(), CauseEffective)
+		now := v.clock()
+		if r.eff > now {
+			// Pending still, as the record it superseded: nothing in
+			// force changes, and the instant is queued already.
+			return false
+		}
+		return v.settle(tv, r.key(), old, tl, tl, now, CauseEffective)
 	}
 	heap := new(viewItem)
 	*heap = *it
