@@ -52,10 +52,14 @@ import (
 // expiry and an effective time; a key's records are then ordered by
 // (effective time, HLC, origin), an ordinary write's effective time being
 // its stamp's wall time (for ordinary writes that is the rule above). A key
-// with a scheduled record or a cancel keeps a timeline beside its entry;
-// a read resolves it at its own instant, and RunTimes settles the entry at
-// each instant for the followers. An expired value becomes a tombstone.
-// An item is 64 bytes with the effective time and the expiry.
+// with a scheduled record or a cancel keeps a timeline beside its entry
+// (in the topic's times map; the timeline points back at the entry, so a
+// timed write looks the key up once); a read takes the entry while it is
+// known to be in force (see current) and resolves the timeline at its own
+// instant otherwise, and RunTimes settles the entry at each instant for
+// the followers. An expired value becomes a tombstone. An item is 64
+// bytes with the effective time and the expiry; a timeline with two
+// records inline is 56 (a 64-byte allocation).
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
 // a map for point gets and a B-tree (github.com/google/btree) for ordered

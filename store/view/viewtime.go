@@ -13,9 +13,10 @@ import (
 // A key with a scheduled record or a cancel keeps a timeline: its records
 // from the greatest ordinary write on (nothing voids an ordinary write, so
 // nothing below it can be in force again), pending ones and cancels
-// included. A point read resolves the timeline at the instant of the read;
-// RunTimes settles the entry at each instant, for the followers and the
-// listings.
+// included. A point read takes the entry while it is known to be in force
+// (View.current) and otherwise resolves the timeline at the instant of
+// the read; RunTimes settles the entry at each instant, for the followers
+// and the listings.
 
 // timeline is the records of one key that are still needed, ascending in
 // (eff, HLC, origin) order. Once a frozen copy of the view may hold it
@@ -24,12 +25,13 @@ import (
 type timeline struct {
 	recs []*viewItem
 	// mark is two fields in one word, so that a timeline with its two
-	// records inline and its entry takes 56 bytes, not 64: the high 48 bits are the
-	// earliest instant queued for the key (Unix ms, 0: none), kept across
-	// the timeline's versions, guarded by the view's write lock and never
-	// read by frozen copies; the low 16 the view's epoch when the timeline
-	// was made (0: unknown), which says that no frozen clone holds it, so
-	// that put may replace a record of it in place (replace).
+	// records inline and its entry takes 56 bytes (a 64-byte allocation,
+	// not 80): the high 48 bits are the earliest instant queued for the
+	// key (Unix ms, 0: none), kept across the timeline's versions, guarded
+	// by the view's write lock and never read by frozen copies; the low 16
+	// the view's epoch when the timeline was made (0: unknown), which says
+	// that no frozen clone holds it, so that put may replace a record of
+	// it in place.
 	mark uint64
 	// inline holds recs when they are two or fewer (a value in force and
 	// one pending, the usual case): one allocation for the timeline.

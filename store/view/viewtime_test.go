@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
@@ -803,5 +804,13 @@ func TestRescheduleInForce(t *testing.T) {
 	}
 	if !slices.Equal(told, []string{"regular", "sale", "sale-again"}) {
 		t.Fatalf("the follower was told %q, want regular, sale, sale-again", told)
+	}
+}
+
+// TestTimelineSize: a timeline with its two records inline and its entry
+// is one 64-byte allocation class.
+func TestTimelineSize(t *testing.T) {
+	if n := unsafe.Sizeof(timeline{}); n > 64 {
+		t.Fatalf("a timeline is %d bytes, want at most 64", n)
 	}
 }
