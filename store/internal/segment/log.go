@@ -51,6 +51,10 @@ type Log struct {
 	// Writer state, touched only under the store's write lock.
 	cur  *segment
 	wpos int64
+	// crossed are the segments the writer left since the last commit or
+	// rollback, oldest first. They keep the writer's pin until then, so
+	// that eviction cannot unmap one a rollback must zero and go back to.
+	crossed []*segment
 
 	dirDirty atomic.Bool // a segment file was made or renamed since the last directory sync
 
@@ -823,7 +827,7 @@ func (l *Log) advance() error {
 	l.segs[idx] = s
 	l.last = max(l.last, idx)
 	s.pins++
-	l.cur.pins--
+	l.crossed = append(l.crossed, l.cur) // pinned until commit or rollback
 	l.cur = s
 	l.mu.Unlock()
 	l.wpos = base
@@ -860,6 +864,11 @@ func (l *Log) Reserve(size int) ([]byte, int64, error) {
 
 // Commit makes everything reserved so far visible to readers.
 func (l *Log) Commit() {
+	if len(l.crossed) > 0 {
+		l.mu.Lock()
+		l.releaseCrossedLocked()
+		l.mu.Unlock()
+	}
 	l.end.Store(l.wpos)
 	l.meta.SetPos(OffWriting, l.wpos)
 	if l.wpos >= l.prepAt.Load() {
@@ -868,32 +877,52 @@ func (l *Log) Commit() {
 }
 
 // Rollback drops everything reserved after pos (which must be at or after
-// the committed end): the writer goes back to pos and the bytes are
-// zeroed. The writer goes back even when zeroing faults, so that the next
-// record is written where this one failed.
+// the committed end): the bytes are zeroed and the writer goes back to
+// pos. Every segment the write crossed into is still pinned (crossed), so
+// it is still mapped, even when the write crossed a segment's end and
+// then failed (a full disk at the next window or index chunk). The writer
+// goes back even when zeroing faults, so that the next record is written
+// where this one failed.
 func (l *Log) Rollback(pos int64) error {
 	if pos >= l.wpos {
 		return nil
 	}
 	from := l.wpos
-	l.mu.Lock()
-	back := l.segs[pos/l.segSize]
-	if back != l.cur {
-		back.pins++
-		l.cur.pins--
-		l.cur = back
-	}
-	l.mu.Unlock()
-	l.wpos = pos
-	return fsys.Guard(func() error {
+	err := fsys.Guard(func() error {
 		for base := pos - pos%l.segSize; base < from; base += l.segSize {
 			s := l.segs[base/l.segSize]
+			if s == nil || s.data == nil {
+				return fmt.Errorf("%w: rolling back to %d, the segment at %d is not mapped", errs.ErrIO, pos, base)
+			}
 			lo := max(pos, base) - base
 			hi := min(from, base+l.segSize) - base
 			clear(s.data[lo:hi])
 		}
 		return nil
 	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if back := l.segs[pos/l.segSize]; back != l.cur {
+		if back == nil || back.data == nil {
+			// Not one the writer crossed from: it cannot go back there.
+			return errors.Join(err, fmt.Errorf("%w: rolling back to %d, its segment is not mapped", errs.ErrIO, pos))
+		}
+		back.pins++
+		l.cur.pins--
+		l.cur = back
+	}
+	l.releaseCrossedLocked()
+	l.wpos = pos
+	return err
+}
+
+// releaseCrossedLocked drops the writer's pins on the segments it left.
+func (l *Log) releaseCrossedLocked() {
+	for i, s := range l.crossed {
+		s.pins--
+		l.crossed[i] = nil
+	}
+	l.crossed = l.crossed[:0]
 }
 
 // pin returns the mapped segment holding pos, mapping it if needed; unpin
