@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -53,6 +54,9 @@ type Store struct {
 	// written is publish's scratch list of the records it encoded, kept
 	// for the next publish so that it allocates nothing; guarded by wmu.
 	written []record.Record
+	// entries and poss are indexAll's, reused under the write lock.
+	entries []index.Entry
+	poss    []int64
 	// moving is held by Bootstrap while it moves origins on, and moves
 	// is odd meanwhile: Vector and LastSeq read all the moves or none.
 	moving sync.RWMutex
@@ -431,11 +435,16 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 			}
 			st := record.Stamp{Origin: s.origin, Seq: s.nextSeq + uint64(i), HLC: hlc + uint64(i)}
 			record.Encode(buf, m, st)
-			if err := s.index(record.Record(buf), pos); err != nil {
-				return err
+			if len(ms) == 1 {
+				if err := s.index(record.Record(buf), pos); err != nil {
+					return err
+				}
 			}
 			results[i] = Result{Stamp: st, Pos: pos}
 			recs = append(recs, record.Record(buf))
+		}
+		if len(ms) > 1 {
+			return s.indexAll(recs, results)
 		}
 		return nil
 	})
@@ -674,6 +683,31 @@ func (s *Store) index(r record.Record, pos int64) error {
 		return err
 	}
 	return terr
+}
+
+// indexAll is index of each record of a publish (this node's, in log
+// order), each index's entries of the publish published together (a run
+// of one topic at a time): one store of an index's length for a
+// pipeline's SETs instead of one each.
+func (s *Store) indexAll(recs []record.Record, results []Result) error {
+	for i := 0; i < len(recs); {
+		topic := recs[i].Topic()
+		es := s.entries[:0]
+		for ; i < len(recs) && bytes.Equal(recs[i].Topic(), topic); i++ {
+			r := recs[i]
+			es = append(es, index.Entry{Pos: results[i].Pos, Size: uint32(len(r)), TagHash: record.TagHash(r.Tag()), HLC: r.HLC()})
+		}
+		s.entries = es[:0]
+		if _, err := s.topics.AppendAll(topic, es); err != nil {
+			return err
+		}
+	}
+	poss := s.poss[:0]
+	for i := range results {
+		poss = append(poss, results[i].Pos)
+	}
+	s.poss = poss[:0]
+	return s.origins.PutAll(recs[0].Origin(), recs[0].Seq(), poss)
 }
 
 // undo drops a failed write: the log's bytes after start and the index

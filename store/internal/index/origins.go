@@ -78,11 +78,24 @@ func parseOriginDirName(name string) (uint64, bool) {
 // already held gives ErrDuplicate, one that skips ahead ErrOutOfOrder. It
 // does not allocate unless the origin is new. Writer only.
 func (o *Origins) Put(origin, seq uint64, pos int64) error {
+	ps := [1]int64{pos}
+	return o.PutAll(origin, seq, ps[:])
+}
+
+// PutAll is Put of (origin, seq+i) at poss[i] for each i, the positions
+// ascending (a publish's records): the entries are published together,
+// appendRun at a time. Nothing is written when one would be refused.
+func (o *Origins) PutAll(origin, seq uint64, poss []int64) error {
 	if o.closed.Load() {
 		return errs.ErrClosed
 	}
-	if origin == 0 || seq == 0 || pos < 0 {
-		return fmt.Errorf("%w: origin index entry (%016x, %d) at position %d", record.ErrInvalid, origin, seq, pos)
+	for i, pos := range poss {
+		if origin == 0 || seq == 0 || pos < 0 || i > 0 && pos <= poss[i-1] {
+			return fmt.Errorf("%w: origin index entry (%016x, %d) at position %d", record.ErrInvalid, origin, seq+uint64(i), pos)
+		}
+	}
+	if len(poss) == 0 {
+		return fmt.Errorf("%w: no origin index entries", record.ErrInvalid)
 	}
 	oi := o.m[origin]
 	created := false
@@ -99,21 +112,28 @@ func (o *Origins) Put(origin, seq uint64, pos int64) error {
 	case seq > next:
 		return fmt.Errorf("%w: origin %016x seq %d, expected %d", errs.ErrOutOfOrder, origin, seq, next)
 	}
-	if last := oi.last.Load(); pos <= last {
-		return fmt.Errorf("%w: origin %016x seq %d at position %d, not after %d", record.ErrInvalid, origin, seq, pos, last)
+	if last := oi.last.Load(); poss[0] <= last {
+		return fmt.Errorf("%w: origin %016x seq %d at position %d, not after %d", record.ErrInvalid, origin, seq, poss[0], last)
 	}
-	var buf [originEntrySize]byte
-	binary.LittleEndian.PutUint64(buf[:], uint64(pos)+1)
-	if err := oi.arr.append(buf[:]); err != nil {
-		if created {
-			o.forget(oi)
+	var buf [appendRun * originEntrySize]byte
+	for len(poss) > 0 {
+		run := poss[:min(len(poss), appendRun)]
+		for i, pos := range run {
+			binary.LittleEndian.PutUint64(buf[i*originEntrySize:], uint64(pos)+1)
 		}
-		return err
-	}
-	oi.last.Store(pos)
-	if created {
-		// Readers see a new origin only once it holds its first seq.
-		o.publish(origin, oi)
+		if err := oi.arr.appendAll(buf[:len(run)*originEntrySize]); err != nil {
+			if created {
+				o.forget(oi)
+			}
+			return err
+		}
+		oi.last.Store(run[len(run)-1])
+		if created {
+			// Readers see a new origin only once it holds its first seq.
+			o.publish(origin, oi)
+			created = false
+		}
+		poss = poss[len(run):]
 	}
 	return nil
 }

@@ -82,11 +82,29 @@ func (t *Topics) topicOf(de os.DirEntry) (string, bool) {
 // from an earlier point skips what is already indexed). It does not
 // allocate unless the topic is new. Writer only.
 func (t *Topics) Append(topic []byte, e Entry) (uint64, error) {
+	es := [1]Entry{e}
+	return t.AppendAll(topic, es[:])
+}
+
+// appendRun is how many entries AppendAll encodes and publishes at once.
+const appendRun = 16
+
+// AppendAll is Append of each of es, whose positions must ascend (a
+// publish's records of one topic): the entries are published together,
+// appendRun at a time, and it returns the offset of the first. Nothing
+// is written when the first is at or before the topic's last position
+// (ErrDuplicate) or the positions do not ascend.
+func (t *Topics) AppendAll(topic []byte, es []Entry) (uint64, error) {
 	if t.closed.Load() {
 		return 0, errs.ErrClosed
 	}
-	if e.Pos < 0 {
-		return 0, fmt.Errorf("%w: index entry at position %d", record.ErrInvalid, e.Pos)
+	for i, e := range es {
+		if e.Pos < 0 || i > 0 && e.Pos <= es[i-1].Pos {
+			return 0, fmt.Errorf("%w: index entry at position %d (entry %d of %d)", record.ErrInvalid, e.Pos, i, len(es))
+		}
+	}
+	if len(es) == 0 {
+		return 0, fmt.Errorf("%w: no index entries", record.ErrInvalid)
 	}
 	ti := t.m[string(topic)]
 	created := false
@@ -101,22 +119,32 @@ func (t *Topics) Append(topic []byte, e Entry) (uint64, error) {
 		}
 		created = true
 	}
-	if last := ti.last.Load(); e.Pos <= last {
-		return 0, fmt.Errorf("%w: topic %q already indexed up to position %d, got %d", errs.ErrDuplicate, ti.name, last, e.Pos)
-	}
-	var buf [topicEntrySize]byte
-	encodeIndexEntry(buf[:], e)
-	off := ti.arr.len()
-	if err := ti.arr.append(buf[:]); err != nil {
+	if last := ti.last.Load(); es[0].Pos <= last {
 		if created {
 			ti.arr.close()
 		}
-		return 0, err
+		return 0, fmt.Errorf("%w: topic %q already indexed up to position %d, got %d", errs.ErrDuplicate, ti.name, last, es[0].Pos)
 	}
-	ti.last.Store(e.Pos)
-	if created {
-		// Readers see a new topic only once it has its first entry.
-		t.publish(ti.name, ti)
+	off := ti.arr.len()
+	var buf [appendRun * topicEntrySize]byte
+	for len(es) > 0 {
+		run := es[:min(len(es), appendRun)]
+		for i, e := range run {
+			encodeIndexEntry(buf[i*topicEntrySize:], e)
+		}
+		if err := ti.arr.appendAll(buf[:len(run)*topicEntrySize]); err != nil {
+			if created {
+				ti.arr.close()
+			}
+			return 0, err
+		}
+		ti.last.Store(run[len(run)-1].Pos)
+		if created {
+			// Readers see a new topic only once it has its first entry.
+			t.publish(ti.name, ti)
+			created = false
+		}
+		es = es[len(run):]
 	}
 	return off, nil
 }
