@@ -271,7 +271,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 }
 
 // GossipAddr is the gossip address bound (with the port the system chose
-// for ":0"), DataAddr the data port's; "" for a lone node.
+// for ":0"); "" for a lone node.
 func (d *Daemon) GossipAddr() string {
 	if d.cluster == nil {
 		return ""
@@ -283,7 +283,8 @@ func (d *Daemon) GossipAddr() string {
 // node sees them.
 func (d *Daemon) ClusterStatus() wire.ClusterStatus { return d.node.Cluster() }
 
-// DataAddr: see GossipAddr.
+// DataAddr is the data port's address bound (with the port the system
+// chose for ":0"); "" for a lone node.
 func (d *Daemon) DataAddr() string {
 	if d.cluster == nil {
 		return ""

@@ -50,8 +50,8 @@ import (
 // If two cells claim the same name (which only damage can cause), the one
 // with the higher generation wins and the other is marked deleted.
 //
-// The cursors are also held in memory, so get and list read no map. All
-// methods are safe for concurrent use.
+// File is that file, open. The cursors are also held in memory, so get
+// and list read no map. All methods are safe for concurrent use.
 type File struct {
 	path string
 	log  *zap.Logger
