@@ -506,10 +506,8 @@ acknowledged past it.`,
 			if *maxInflight < 0 {
 				return usagef("--max-inflight must be 0 or more")
 			}
-			var tagList []string
-			for _, t := range strings.FieldsFunc(*tags, func(r rune) bool { return r == ',' || r == '|' || unicode.IsSpace(r) }) {
-				tagList = append(tagList, t)
-			}
+			var tagList []string // nil without --tags
+			tagList = append(tagList, strings.FieldsFunc(*tags, func(r rune) bool { return r == ',' || r == '|' || unicode.IsSpace(r) })...)
 			c := g.client()
 			defer c.Close()
 			if *group != "" {
