@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -68,6 +69,9 @@ func (n *Node) retireAbsent(now time.Time) {
 	for o := range vec {
 		if o == n.self || n.links[o] != nil {
 			delete(n.absentSince, o)
+			if n.retired[o] {
+				n.digests.retire(o, false)
+			}
 			delete(n.retired, o)
 			continue
 		}
@@ -85,6 +89,7 @@ func (n *Node) retireAbsent(now time.Time) {
 // retireLocked retires origin o; called with mu and rmu held.
 func (n *Node) retireLocked(o uint64, why string, absent time.Duration) {
 	n.retired[o] = true
+	n.digests.retire(o, true)
 	if _, ok := n.absentSince[o]; !ok {
 		n.absentSince[o] = time.Now()
 	}
@@ -246,39 +251,27 @@ type digestStep struct {
 	out []aeFrame
 	// learned is what the other side holds, as far as the frame tells:
 	// the entries it sent, and this side's own under the nodes whose sums
-	// were equal.
+	// were equal (those set since the link's seen mark of these sums).
 	learned map[uint64]uint64
+	// whole says the root's sums were equal: the other side holds at
+	// least all of sums (as of change gen), which the link notes (seen).
+	whole     bool
+	sums, gen uint64
 	// opening says the frame opened an exchange or answered an opening
 	// (it carried the retired summary), sameRetired that the summaries
-	// matched.
+	// matched; retired is then this side's retired origins (not to be
+	// changed), which the other side holds too.
 	opening, sameRetired bool
+	retired              map[uint64]uint64
 }
 
-// digestView is one side's vector as a digest exchange compares it.
-type digestView struct {
-	mine    vectorMsg         // the live vector and the retired summary
-	retired map[uint64]uint64 // the retired origins, for their list
-	// hasCut: the connection speaks ProtocolCut, whose sums frames carry
-	// the cut they compare at; at gives the live vector at a cut (nil:
-	// each origin's highest seq, as with noCut).
-	hasCut bool
-	at     func(cut uint64) map[uint64]uint64
-}
-
-// atCut is the live vector at cut.
-func (v digestView) atCut(cut uint64) map[uint64]uint64 {
-	if cut == noCut || v.at == nil {
-		return v.mine.live
-	}
-	return v.at(cut)
-}
-
-// answerDigest answers a sums or entries frame (payload p) for the side
-// v; received is how many tree nodes and entries the frame carried. Sums
-// are compared at the frame's cut; entries frames carry each side's
+// answerLocked answers a sums or entries frame (payload p; hasCut: the
+// connection speaks ProtocolCut, whose sums frames carry their cut);
+// received is how many tree nodes and entries the frame carried. seen is
+// the link's marks (link.seen: what it learned already of which sums).
+// Sums are compared at the frame's cut; entries frames carry each side's
 // highest seqs (what the other may pull), whatever the cut.
-func answerDigest(v digestView, typ byte, p []byte) (st digestStep, received int, err error) {
-	mine := v.mine
+func (x *digestIndex) answerLocked(typ byte, p []byte, hasCut bool, seen map[uint64]uint64) (st digestStep, received int, err error) {
 	if typ == frameEntries {
 		m, err := decodeEntries(p)
 		if err != nil {
@@ -286,32 +279,28 @@ func answerDigest(v digestView, typ byte, p []byte) (st digestStep, received int
 		}
 		st.learned = m.entries
 		if m.answer {
-			st.out = entriesFrames(entriesMsg{nodes: m.nodes, entries: entriesUnder(mine.live, m.nodes)})
+			st.out = entriesFrames(entriesMsg{nodes: m.nodes, entries: x.headsUnderLocked(m.nodes)})
 		}
 		return st, len(m.nodes) + len(m.entries), nil
 	}
-	m, err := decodeSums(p, v.hasCut)
+	m, err := decodeSums(p, hasCut)
 	if err != nil {
 		return st, 0, err
 	}
-	cut := v.atCut(m.cut)
-	ids := make([]nodeID, len(m.nodes))
-	for i, x := range m.nodes {
-		ids[i] = x.nodeID
-	}
-	sums := sumsOf(cut, ids)
+	sums := x.sumsAtLocked(m.cut)
 	var reply []sumNode
 	var equal, leaves, expand []nodeID
-	for i, x := range m.nodes {
-		switch {
-		case sums[i] == x.sum:
+	for _, x := range m.nodes {
+		switch mine := sums.sum(x.nodeID); {
+		case mine == x.sum:
 			equal = append(equal, x.nodeID)
+			st.whole = st.whole || x.depth == 0
 			if !x.final && x.count > 0 {
-				reply = append(reply, sumNode{nodeID: x.nodeID, sum: sums[i], final: true})
+				reply = append(reply, sumNode{nodeID: x.nodeID, sum: mine, final: true})
 			}
 		case x.final:
 			// Changed since the other side looked: a later exchange finds it.
-		case x.depth == digestMaxDepth || max(sums[i].count, x.count) <= digestLeaf || min(sums[i].count, x.count) == 0:
+		case x.depth == digestMaxDepth || max(mine.count, x.count) <= digestLeaf || min(mine.count, x.count) == 0:
 			// Small, or one side holds nothing here: every entry is needed.
 			leaves = append(leaves, x.nodeID)
 		default:
@@ -320,30 +309,55 @@ func answerDigest(v digestView, typ byte, p []byte) (st digestStep, received int
 			}
 		}
 	}
-	for i, s := range sumsOf(cut, expand) {
-		reply = append(reply, sumNode{nodeID: expand[i], sum: s})
+	for _, id := range expand {
+		reply = append(reply, sumNode{nodeID: id, sum: sums.sum(id)})
 	}
-	// The other side holds at least the cut where the sums were equal.
-	st.learned = entriesUnder(cut, equal)
+	// The other side holds at least these sums where they were equal.
+	st.learned = sums.changedUnder(equal, seen[sums.id])
+	st.sums, st.gen = sums.id, x.gen
 	st.opening = m.kind != sumsStep
-	st.sameRetired = st.opening && m.retired == mine.retired && m.digest == mine.digest
+	retired, digest := x.retiredLocked()
+	st.sameRetired = st.opening && m.retired == retired && m.digest == digest
+	if st.sameRetired {
+		st.retired = x.retiredSum.heads
+	}
 	for i := 0; i < len(reply) || (i == 0 && m.kind == sumsOpen); i += maxFrameNodes {
 		f := sumsMsg{kind: sumsStep, hasCut: m.hasCut, cut: m.cut, nodes: reply[i:min(i+maxFrameNodes, len(reply))]}
 		if i == 0 && m.kind == sumsOpen {
 			// The answer to an opening always goes, with the retired
 			// summary: the dialer learns from it whether to send its
 			// retired list.
-			f.kind, f.retired, f.digest = sumsOpenAnswer, mine.retired, mine.digest
+			f.kind, f.retired, f.digest = sumsOpenAnswer, retired, digest
 		}
 		st.out = append(st.out, aeFrame{typ: frameSums, p: encodeSums(f), entries: len(f.nodes)})
 	}
 	if len(leaves) > 0 {
-		st.out = append(st.out, entriesFrames(entriesMsg{answer: true, nodes: leaves, entries: entriesUnder(mine.live, leaves)})...)
+		st.out = append(st.out, entriesFrames(entriesMsg{answer: true, nodes: leaves, entries: x.headsUnderLocked(leaves)})...)
 	}
 	if st.opening && !st.sameRetired {
-		st.out = append(st.out, aeFrame{typ: frameRetired, p: encodeAck(v.retired), entries: len(v.retired)})
+		st.out = append(st.out, aeFrame{typ: frameRetired, p: encodeAck(x.retiredHeads), entries: len(x.retiredHeads)})
 	}
 	return st, len(m.nodes), nil
+}
+
+// answer is answerLocked on the index brought up to date.
+func (x *digestIndex) answer(typ byte, p []byte, hasCut bool, seen map[uint64]uint64) (digestStep, int, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.syncLocked()
+	return x.answerLocked(typ, p, hasCut, seen)
+}
+
+// opening is the first frame of a digest exchange: the root's sum at
+// the cut (noCut: over the highest seqs) and the retired summary.
+func (x *digestIndex) opening(hasCut bool, cut uint64) aeFrame {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.syncLocked()
+	m := sumsMsg{kind: sumsOpen, hasCut: hasCut, cut: cut}
+	m.retired, m.digest = x.retiredLocked()
+	m.nodes = []sumNode{{nodeID: treeRoot, sum: x.sumsAtLocked(cut).sum(treeRoot)}}
+	return aeFrame{typ: frameSums, p: encodeSums(m), entries: 1}
 }
 
 // entriesFrames cuts m into frames of at most maxFrameNodes nodes, each
@@ -364,35 +378,22 @@ func entriesFrames(m entriesMsg) []aeFrame {
 // of protocol proto: the sum of the whole live vector (at a cut from
 // now, on ProtocolCut) and the retired summary.
 func (n *Node) openingFrame(proto uint8) aeFrame {
-	v := n.digestView(proto)
-	m := sumsMsg{kind: sumsOpen, cut: noCut, retired: v.mine.retired, digest: v.mine.digest}
-	if now := time.Now(); v.hasCut {
-		m.hasCut, m.cut = true, cutAt(now, n.cfg.SyncInterval)
-		if n.cuts.headsFirst(now, n.cfg.SyncInterval) {
-			m.cut = noCut
-		}
+	hasCut, cut := proto >= ProtocolCut, uint64(noCut)
+	if now := time.Now(); hasCut && !n.digests.headsFirst(now, n.cfg.SyncInterval) {
+		cut = cutAt(now, n.cfg.SyncInterval)
 	}
-	m.nodes = []sumNode{{nodeID: treeRoot, sum: sumsOf(v.atCut(m.cut), []nodeID{treeRoot})[0]}}
-	return aeFrame{typ: frameSums, p: encodeSums(m), entries: 1}
-}
-
-// digestView is this node's side of a digest exchange on a connection
-// of protocol proto.
-func (n *Node) digestView(proto uint8) digestView {
-	mine, retired := n.vectorToSend()
-	v := digestView{mine: mine, retired: retired, hasCut: proto >= ProtocolCut}
-	if v.hasCut {
-		v.at = func(cut uint64) map[uint64]uint64 { return n.cuts.vectorAt(mine.live, cut, n.stampOf) }
-	}
-	return v
+	return n.digests.opening(hasCut, cut)
 }
 
 // stampOf is the stamp of origin o's record seq: 0 (old) when it cannot
 // be read (recycled, or lost: the records a cut can reach are young, and
 // those are kept), noCut (young) when it is not committed yet.
-func (n *Node) stampOf(o, seq uint64) uint64 {
+func (n *Node) stampOf(o, seq uint64) uint64 { return stampIn(n.st, o, seq) }
+
+// stampIn is stampOf in the store st.
+func stampIn(st *store.Store, o, seq uint64) uint64 {
 	h, read := uint64(0), false
-	_, err := n.st.ReadOrigin(o, seq, seq, func(r record.Record) error {
+	_, err := st.ReadOrigin(o, seq, seq, func(r record.Record) error {
 		h, read = r.HLC(), true
 		return nil
 	})
@@ -411,8 +412,11 @@ func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]aeFrame
 	if proto < ProtocolDigest {
 		return nil, fmt.Errorf("%w: a digest frame (type %d) on a connection of protocol %d", ErrBadFrame, typ, proto)
 	}
-	v := n.digestView(proto)
-	st, got, err := answerDigest(v, typ, p)
+	var seen map[uint64]uint64
+	if l != nil {
+		seen = l.seenMarks()
+	}
+	st, got, err := n.digests.answer(typ, p, proto >= ProtocolCut, seen)
 	n.entriesReceived.Add(uint64(got))
 	n.exchangeEntries.Add(uint64(got))
 	if err != nil {
@@ -421,10 +425,10 @@ func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]aeFrame
 	if l != nil {
 		if st.sameRetired {
 			l.mu.Lock()
-			l.retiredHolds = v.retired // the same origins at the same seqs
+			l.retiredHolds = st.retired // the same origins at the same seqs
 			l.mu.Unlock()
 		}
-		l.merge(st.learned)
+		l.mergeDigest(st)
 		l.afterAck()
 	}
 	return st.out, nil

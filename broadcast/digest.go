@@ -92,37 +92,6 @@ type sumNode struct {
 	final bool
 }
 
-// sumsOf computes the sums of the nodes ids over the vector live, in one
-// pass over it.
-func sumsOf(live map[uint64]uint64, ids []nodeID) []sum {
-	out := make([]sum, len(ids))
-	if len(ids) == 0 {
-		return out
-	}
-	at := map[nodeID]int{}
-	var depths []uint8
-	for i, id := range ids {
-		at[id] = i
-		if !slices.Contains(depths, id.depth) {
-			depths = append(depths, id.depth)
-		}
-	}
-	for o, s := range live {
-		k, h := originKey(o), entryHash(o, s)
-		for _, d := range depths {
-			id := nodeID{depth: d}
-			if d > 0 {
-				id.prefix = k >> (64 - digestBits*uint(d)) << (64 - digestBits*uint(d))
-			}
-			if i, ok := at[id]; ok {
-				out[i].count++
-				out[i].digest ^= h
-			}
-		}
-	}
-	return out
-}
-
 // entriesUnder is the entries of live under any of the nodes ids.
 func entriesUnder(live map[uint64]uint64, ids []nodeID) map[uint64]uint64 {
 	out := map[uint64]uint64{}

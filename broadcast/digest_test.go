@@ -16,16 +16,28 @@ type digestSide struct {
 	retiredLearned         map[uint64]uint64 // the other's retired list, if it came
 	sameRetired            bool
 	stamp                  func(o, seq uint64) uint64
-	cuts                   cutCache
+	x                      *digestIndex
 }
 
-func (d *digestSide) view() digestView {
-	v := digestView{mine: vectorMsg{live: d.live, retired: uint32(len(d.retired)), digest: retiredDigest(d.retired)}, retired: d.retired}
-	if d.stamp != nil {
-		v.hasCut = true
-		v.at = func(cut uint64) map[uint64]uint64 { return d.cuts.vectorAt(d.live, cut, d.stamp) }
+// index is the side's digest index, over its maps (read again whole at
+// every frame: live and retired may be changed in between).
+func (d *digestSide) index() *digestIndex {
+	if d.x == nil {
+		src := &mapVector{live: func() map[uint64]uint64 { return d.live }, retired: func() map[uint64]uint64 { return d.retired }}
+		d.x = newDigestIndex(src, src, d.stamp)
 	}
-	return v
+	for o := range d.retired {
+		d.x.retire(o, true)
+	}
+	return d.x
+}
+
+// open is the side's opening frame at the cut at (noCut without stamps).
+func (d *digestSide) open(at uint64) aeFrame {
+	if d.stamp == nil {
+		return d.index().opening(false, noCut)
+	}
+	return d.index().opening(true, at)
 }
 
 // simulateExchange runs a digest exchange between a dialer and a listener
@@ -35,18 +47,11 @@ func (d *digestSide) view() digestView {
 func simulateExchange(t *testing.T, dialer, listener *digestSide, at uint64) (carried, frames int) {
 	t.Helper()
 	dialer.learned, listener.learned = map[uint64]uint64{}, map[uint64]uint64{}
-	v := dialer.view()
-	m := sumsMsg{kind: sumsOpen, cut: noCut, hasCut: v.hasCut, retired: v.mine.retired, digest: v.mine.digest}
-	if v.hasCut {
-		m.cut = at
-	}
-	m.nodes = []sumNode{{nodeID: treeRoot, sum: sumsOf(v.atCut(m.cut), []nodeID{treeRoot})[0]}}
-	open := encodeSums(m)
 	type inFlight struct {
 		to *digestSide
 		f  aeFrame
 	}
-	queue := []inFlight{{listener, aeFrame{typ: frameSums, p: open}}}
+	queue := []inFlight{{listener, dialer.open(at)}}
 	for len(queue) > 0 {
 		if frames++; frames > 1000 {
 			t.Fatal("the exchange does not end")
@@ -66,7 +71,7 @@ func simulateExchange(t *testing.T, dialer, listener *digestSide, at uint64) (ca
 			q.to.retiredLearned = v
 			continue
 		}
-		st, got, err := answerDigest(q.to.view(), q.f.typ, q.f.p)
+		st, got, err := q.to.index().answer(q.f.typ, q.f.p, q.to.stamp != nil, nil)
 		if err != nil {
 			t.Fatalf("frame of type %d refused: %v", q.f.typ, err)
 		}
@@ -339,9 +344,7 @@ func FuzzDigestFrames(f *testing.F) {
 			return
 		}
 		side := &digestSide{live: live, stamp: func(o, seq uint64) uint64 { return seq }}
-		v := side.view()
-		v.hasCut = hasCut
-		st, _, err := answerDigest(v, typ, p)
+		st, _, err := side.index().answer(typ, p, hasCut, nil)
 		if err != nil {
 			return
 		}

@@ -39,6 +39,15 @@ type link struct {
 
 	mu      sync.Mutex
 	holds   map[uint64]uint64 // the peer's vector, as it reported it
+	// check are the origins of holds that grew since afterAck last
+	// looked, ahead those the peer held more of than this node then:
+	// afterAck looks at those only, not at every origin.
+	check, ahead map[uint64]bool
+	aheadPeak    int // (compacted)
+	// seen is, per set of the digest index's sums (digestStep.sums), the
+	// change up to which holds has every entry of them (the root's sums
+	// were equal then): a later exchange merges only what changed since.
+	seen map[uint64]uint64
 	pulling map[uint64]bool   // origins with a pull in flight on this link
 	pulls   []pullReq         // pull requests waiting to be written
 	ackCh   chan struct{}     // closed and replaced when holds grows
@@ -93,6 +102,9 @@ func newLink(n *Node, p Peer) *link {
 		peer:     p,
 		log:      n.log.With(zap.String("peer", p.Name), zap.String("peer-addr", p.Addr)),
 		holds:    map[uint64]uint64{},
+		check:    map[uint64]bool{},
+		ahead:    map[uint64]bool{},
+		seen:     map[uint64]uint64{},
 		pulling:  map[uint64]bool{},
 		relayed:  map[uint64]uint64{},
 		dirty:    map[uint64]bool{},
@@ -273,13 +285,53 @@ func (l *link) idle() bool {
 // merge takes entries of the peer's vector (the highest of each).
 func (l *link) merge(v map[uint64]uint64) {
 	l.mu.Lock()
-	resume := l.holding && v[l.n.self] > l.holds[l.n.self]
-	for o, s := range v {
-		l.holds[o] = max(l.holds[o], s)
-	}
+	resume := l.mergeLocked(v)
 	l.mu.Unlock()
 	if resume {
 		l.wake() // the held writer looks again at what the peer holds
+	}
+}
+
+// mergeLocked is merge under mu; it says whether the held writer should
+// look again.
+func (l *link) mergeLocked(v map[uint64]uint64) bool {
+	resume := l.holding && v[l.n.self] > l.holds[l.n.self]
+	for o, s := range v {
+		l.holds[o] = max(l.holds[o], s)
+		l.check[o] = true // held less here since? (afterAck)
+	}
+	return resume
+}
+
+// seenMarks is a copy of seen, for the digest index.
+func (l *link) seenMarks() map[uint64]uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.seen)
+}
+
+// seenKeep bounds the marks a link keeps: the live vector's sums and
+// the kept cuts', with room for those rebuilt meanwhile.
+const seenKeep = 2 * (cutKeep + 1)
+
+// mergeDigest merges what a step of a digest exchange learned, and notes
+// (seen) when it learned the whole of a set of sums.
+func (l *link) mergeDigest(st digestStep) {
+	l.mu.Lock()
+	resume := l.mergeLocked(st.learned)
+	if st.whole && st.gen > l.seen[st.sums] {
+		l.seen[st.sums] = st.gen
+		for len(l.seen) > seenKeep {
+			oldest := st.sums
+			for id := range l.seen {
+				oldest = min(oldest, id)
+			}
+			delete(l.seen, oldest)
+		}
+	}
+	l.mu.Unlock()
+	if resume {
+		l.wake()
 	}
 }
 
@@ -352,10 +404,15 @@ func (l *link) session() (healthy bool, err error) {
 	if keys.proto < 3 {
 		l.holds = v
 		l.wantExchange = false // the whole vector came: that was the exchange
+		clear(l.seen)          // holds is new: its marks are gone
+		for o := range v {
+			l.check[o] = true
+		}
 	} else {
 		// A restarted peer may hold less of this node's records than it
 		// acknowledged before; the rest stays as last reported.
 		l.holds[l.n.self] = v[l.n.self]
+		l.check[l.n.self] = true
 	}
 	l.releasePulls() // pulls of an earlier connection are gone with it
 	l.pulls = l.pulls[:0]
@@ -798,18 +855,35 @@ func (l *link) afterAck() {
 		l.mu.Unlock() // a snapshot is on its way: it brings what pulls would
 		return
 	}
-	if l.n.wantsSnapshot(l.n.st.Vector(), l.holds) && l.startSnap() {
+	// Only the origins whose holds grew, and those the peer was ahead
+	// of, can be ahead now (an origin this node loses a record of
+	// differs at the next exchange, which merges it again).
+	for o := range l.check {
+		l.ahead[o] = true
+	}
+	l.check = drained(l.check)
+	l.ahead = compacted(l.ahead, &l.aheadPeak)
+	var lacks uint64
+	for o := range l.ahead {
+		theirs, mine := l.holds[o], l.n.st.LastSeq(o)
+		if theirs <= mine {
+			delete(l.ahead, o)
+			continue
+		}
+		lacks += theirs - mine
+	}
+	if lacks > l.n.cfg.BootstrapRecords && l.n.wantsSnapshot(l.n.st.Vector(), l.holds) && l.startSnap() {
 		l.log.Info("this node lacks most of what the peer holds: asking for its snapshot")
 		l.mu.Unlock()
 		l.wake()
 		return
 	}
 	var want bool
-	for o, theirs := range l.holds {
+	for o := range l.ahead {
 		if l.pulling[o] {
 			continue
 		}
-		if mine := l.n.st.LastSeq(o); theirs > mine && l.n.mayPull(o) {
+		if theirs, mine := l.holds[o], l.n.st.LastSeq(o); theirs > mine && l.n.mayPull(o) {
 			l.pulls = append(l.pulls, pullReq{origin: o, from: mine + 1, to: min(theirs, mine+l.n.cfg.MaxPull)})
 			l.pulling[o] = true
 			want = true

@@ -173,7 +173,7 @@ type Node struct {
 	exchanges       atomic.Uint64 // anti-entropy exchanges started
 	dials           atomic.Uint64 // outbound connections opened
 	idleCloses      atomic.Uint64 // outbound connections closed as idle
-	cuts            cutCache      // the vectors at the exchanges' cuts (cut.go)
+	digests         *digestIndex  // this node's side of the digest exchanges (sums.go)
 
 	// The origins this node leaves out of the vectors it sends (see
 	// "Retired origins" in the package doc). Locked after mu, never before.
@@ -301,6 +301,7 @@ func New(cfg Config) (*Node, error) {
 		absentSince: make(map[uint64]time.Time),
 		retired:     make(map[uint64]bool),
 	}
+	n.digests = newDigestIndex(cfg.Store, cfg.Store.VectorFeed(), n.stampOf)
 	n.keys.Store(&cfg.Keys)
 	n.fleetRecords.Store(uint32(maxRecordVersion(protos.max)))
 	if cfg.NATS != nil {
@@ -421,6 +422,9 @@ func (n *Node) SetPeers(peers []Peer) {
 	n.rmu.Lock()
 	for id := range want {
 		// A peer is live: it is in the vectors again, whatever it was.
+		if n.retired[id] {
+			n.digests.retire(id, false)
+		}
 		delete(n.retired, id)
 		delete(n.absentSince, id)
 	}
@@ -944,7 +948,7 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 			}
 			advanced = o
 		case errors.Is(err, store.ErrOutOfOrder):
-			n.cuts.gap(o, r.Seq(), n.cfg.SyncInterval) // records before it are missing: look for them now
+			n.digests.gap(o, r.Seq(), n.cfg.SyncInterval) // records before it are missing: look for them now
 		case errors.Is(err, store.ErrDuplicate):
 		case errors.Is(err, store.ErrHeld):
 			// Stamped ahead of this node's clock: the store holds it,
@@ -956,7 +960,7 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 			// past a gap, it makes its origin differ until it is held:
 			// the next exchanges pull it again, and each refusal counts
 			// towards flagging the origin's clock.
-			n.cuts.gap(o, r.Seq(), n.cfg.SyncInterval)
+			n.digests.gap(o, r.Seq(), n.cfg.SyncInterval)
 		case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrInvalid):
 			return err
 		default:

@@ -288,6 +288,7 @@ func (l *link) pullIfAhead(touched map[uint64]uint64) {
 		if l.sentHere[o] > s {
 			// It sent records of o past this node's gap: it holds them.
 			l.holds[o] = max(l.holds[o], l.sentHere[o])
+			l.check[o] = true
 			ahead = true
 		}
 	}

@@ -28,6 +28,31 @@ func (s *Store) Vector() map[uint64]uint64 { return s.lost.capVector(s.LogVector
 // A record set aside as damaged and not back yet is not held (as Vector).
 func (s *Store) LastSeq(origin uint64) uint64 { return s.lost.cap(origin, s.LogLast(origin)) }
 
+// VectorFeed is a reader of the changes to Vector: the origins whose
+// highest seq held changed, so that a caller keeping its own copy of the
+// vector (the cluster layer's digest sums) reads only those, not the
+// whole vector. A store has one reader at a time: a new VectorFeed takes
+// over, and the older one reports from then on that it cannot tell.
+type VectorFeed struct {
+	s     *Store
+	token uint64
+}
+
+// VectorFeed starts a reader of the changes to Vector.
+func (s *Store) VectorFeed() *VectorFeed { return &VectorFeed{s: s, token: s.origins.NewReader()} }
+
+// Changes calls fn with every origin whose entry in Vector may have
+// changed since the last call (appended to, moved on by a bootstrap, a
+// record set aside as damaged or back; some more than once, some that
+// did not change) and returns true. It returns false, calling fn for
+// none, when it cannot tell (the first call, too many changes since the
+// last one, a log truncated at recovery, a newer reader): then the caller
+// takes the whole Vector again. Read an origin's LastSeq after fn gave
+// it: a change after that read is in the next call. One caller at a time.
+func (f *VectorFeed) Changes(fn func(origin uint64)) bool {
+	return f.s.origins.Changes(f.token, fn)
+}
+
 // LogLast returns the highest seq of origin in this node's log, 0 if
 // none: LastSeq, except that a record set aside as damaged does not stop
 // it. It is how far the records go that this node can send on (its

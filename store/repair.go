@@ -103,10 +103,12 @@ func (l *lostSet) get(o, seq uint64) (LostRecord, bool) {
 	return r, ok
 }
 
-// set replaces the records by recs.
-func (l *lostSet) set(recs map[lostKey]LostRecord) {
+// set replaces the records by recs, and returns the origins whose first
+// lost seq changed (their entry in Vector may have).
+func (l *lostSet) set(recs map[lostKey]LostRecord) []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	old := l.first
 	l.recs = recs
 	l.first = map[uint64]uint64{}
 	for k := range recs {
@@ -115,6 +117,26 @@ func (l *lostSet) set(recs map[lostKey]LostRecord) {
 		}
 	}
 	l.n.Store(int64(len(recs)))
+	var changed []uint64
+	for o, f := range l.first {
+		if g, ok := old[o]; !ok || g != f {
+			changed = append(changed, o)
+		}
+	}
+	for o := range old {
+		if _, ok := l.first[o]; !ok {
+			changed = append(changed, o)
+		}
+	}
+	return changed
+}
+
+// setLost replaces the lost records by recs, and puts the origins whose
+// entry in Vector that moves in its change feed. Under the write lock.
+func (s *Store) setLost(recs map[lostKey]LostRecord) {
+	for _, o := range s.lost.set(recs) {
+		s.origins.NoteChanged(o)
+	}
 }
 
 // with returns a copy of the records with r added (add) or removed.
@@ -229,7 +251,7 @@ func (s *Store) writeLost(recs map[lostKey]LostRecord) error {
 	if err := fsys.SyncDir(s.dir); err != nil {
 		return err
 	}
-	s.lost.set(recs)
+	s.setLost(recs)
 	return nil
 }
 
@@ -384,7 +406,7 @@ func (s *Store) restore(r record.Record) (res Result, ok bool, err error) {
 		// The record is back in its slot; the next Open finds it there
 		// and drops the entry.
 		s.log.Warn("updating the lost file failed", zap.Error(err))
-		s.lost.set(s.lost.with(lr, false))
+		s.setLost(s.lost.with(lr, false))
 	}
 	if len(r.Key()) > 0 {
 		s.view.Apply(r)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -19,6 +20,7 @@ import (
 // concurrency contract).
 type Origins struct {
 	set[uint64, *originIndex]
+	feed changeFeed // the origins whose last seq changed (Changes)
 }
 
 // originIndex is the index of one origin: entry seq holds the position of
@@ -26,6 +28,7 @@ type Origins struct {
 type originIndex struct {
 	origin uint64
 	one
+	queued atomic.Bool // in the change feed, not read yet
 }
 
 func (oi *originIndex) base() *one    { return &oi.one }
@@ -135,6 +138,7 @@ func (o *Origins) PutAll(origin, seq uint64, poss []int64) error {
 		}
 		poss = poss[len(run):]
 	}
+	o.changed(oi)
 	return nil
 }
 
@@ -225,5 +229,13 @@ func (o *Origins) Reset(origin, next uint64) error {
 		return err
 	}
 	o.publish(origin, oi)
+	o.changed(oi)
 	return nil
+}
+
+// Truncate is set's Truncate; the change feed's reader then looks at
+// every origin again. Writer only.
+func (o *Origins) Truncate(pos int64) error {
+	defer o.feed.all.Add(1)
+	return o.set.Truncate(pos)
 }
