@@ -37,8 +37,8 @@ type link struct {
 	pushedAt  atomic.Int64  // when the open connection last pushed records (unix ns; 0: not yet)
 	tree      atomic.Bool   // the peer is a neighbour on the relay tree (see relayed)
 
-	mu      sync.Mutex
-	holds   map[uint64]uint64 // the peer's vector, as it reported it
+	mu    sync.Mutex
+	holds map[uint64]uint64 // the peer's vector, as it reported it
 	// check are the origins of holds that grew since afterAck last
 	// looked, ahead those the peer held more of than this node then:
 	// afterAck looks at those only, not at every origin.
@@ -47,10 +47,10 @@ type link struct {
 	// seen is, per set of the digest index's sums (digestStep.sums), the
 	// change up to which holds has every entry of them (the root's sums
 	// were equal then): a later exchange merges only what changed since.
-	seen map[uint64]uint64
-	pulling map[uint64]bool   // origins with a pull in flight on this link
-	pulls   []pullReq         // pull requests waiting to be written
-	ackCh   chan struct{}     // closed and replaced when holds grows
+	seen    map[uint64]uint64
+	pulling map[uint64]bool // origins with a pull in flight on this link
+	pulls   []pullReq       // pull requests waiting to be written
+	ackCh   chan struct{}   // closed and replaced when holds grows
 	// retiredHolds is what the peer holds of the retired origins, as of
 	// the last exchange: its retired list, or this node's own when the
 	// two retired digests matched.

@@ -204,12 +204,12 @@ func (n *sumTreeNode) each(since uint64, fn func(o, v uint64)) {
 // only their cut moves when the cut does), those whose head moved since
 // their mark (dirty), and the sums of the vector at the cut.
 type cutSums struct {
-	id    uint64 // names these sums to the links (seen); a rebuild gets a new one
-	at    uint64
-	marks map[uint64]cutMark
-	young map[uint64]bool
-	dirty map[uint64]bool
-	tree  sumTree
+	id        uint64 // names these sums to the links (seen); a rebuild gets a new one
+	at        uint64
+	marks     map[uint64]cutMark
+	young     map[uint64]bool
+	dirty     map[uint64]bool
+	tree      sumTree
 	youngPeak int // (compacted)
 }
 
