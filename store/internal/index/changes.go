@@ -5,25 +5,29 @@ import "sync/atomic"
 // changeSlots is how many origins the change feed holds between two
 // reads: an origin is in it once however often it changes, so only a
 // reader that falls more than changeSlots distinct origins behind has
-// to look at them all again.
-const changeSlots = 1 << 12
+// to look at them all again. (A variable for the tests.)
+var changeSlots = 1 << 12
 
 // changeFeed is a ring of the origins whose last seq changed, written by
 // the store's writer (Put, Reset, NoteChanged: one writer at a time, under
 // the store's write lock) and read by one reader (Changes) without a lock.
 type changeFeed struct {
-	slots [changeSlots]atomic.Uint64
-	next  atomic.Uint64 // slots written so far
+	slots []atomic.Uint64 // changeSlots of them
+	next  atomic.Uint64   // slots written so far
 	// all counts the changes too wide for the ring (Truncate): the
 	// reader then looks at every origin.
 	all atomic.Uint64
-	// reader is the reader's token (Origins.NewReader); read and seenAll
-	// are its cursor, touched by the reader only.
+	// reader is the reader's token (Origins.NewReader); read, seenAll and
+	// primed (the token they are for) are its cursor, touched by the
+	// reader only.
 	reader  atomic.Uint64
 	read    uint64
 	seenAll uint64
-	primed  bool
+	primed  uint64
 }
+
+// size is how many slots the feed has.
+func (f *changeFeed) size() uint64 { return uint64(len(f.slots)) }
 
 // changed queues origin oi in the feed unless it is queued already.
 func (o *Origins) changed(oi *originIndex) {
@@ -32,7 +36,7 @@ func (o *Origins) changed(oi *originIndex) {
 	}
 	f := &o.feed
 	i := f.next.Load()
-	f.slots[i%changeSlots].Store(oi.origin)
+	f.slots[i%f.size()].Store(oi.origin)
 	f.next.Store(i + 1)
 }
 
@@ -63,16 +67,16 @@ func (o *Origins) Changes(reader uint64, fn func(origin uint64)) bool {
 		return false
 	}
 	w, all := f.next.Load(), f.all.Load()
-	if !f.primed || all != f.seenAll || w-f.read > changeSlots {
-		o.requeueAll(w, all)
+	if f.primed != reader || all != f.seenAll || w-f.read > f.size() {
+		o.requeueAll(reader, w, all)
 		return false
 	}
 	var got []uint64
 	for i := f.read; i < w; i++ {
-		got = append(got, f.slots[i%changeSlots].Load())
+		got = append(got, f.slots[i%f.size()].Load())
 	}
-	if f.next.Load()-f.read > changeSlots { // the writer lapped what was read
-		o.requeueAll(w, all)
+	if f.next.Load()-f.read > f.size() { // the writer lapped what was read
+		o.requeueAll(reader, w, all)
 		return false
 	}
 	f.read = w
@@ -85,11 +89,11 @@ func (o *Origins) Changes(reader uint64, fn func(origin uint64)) bool {
 	return true
 }
 
-// requeueAll starts the reader's cursor at w, all, with no origin queued:
+// requeueAll starts reader's cursor at w, all, with no origin queued:
 // the caller then reads every origin's seq.
-func (o *Origins) requeueAll(w, all uint64) {
+func (o *Origins) requeueAll(reader, w, all uint64) {
 	f := &o.feed
-	f.read, f.seenAll, f.primed = w, all, true
+	f.read, f.seenAll, f.primed = w, all, reader
 	o.each(func(oi *originIndex) error {
 		oi.queued.Store(false)
 		return nil

@@ -40,7 +40,7 @@ func (oi *originIndex) label() string { return fmt.Sprintf("origin %016x", oi.or
 // firstIndexChunkEntries); maxMapped bounds the chunks mapped at once per
 // origin.
 func OpenOrigins(dir string, chunkEntries, maxMapped int, log *zap.Logger) (*Origins, error) {
-	o := &Origins{}
+	o := &Origins{feed: changeFeed{slots: make([]atomic.Uint64, changeSlots)}}
 	if err := o.init(dir, originEntrySize, chunkEntries, maxMapped, log); err != nil {
 		return nil, err
 	}
