@@ -413,8 +413,9 @@ func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]aeFrame
 		return nil, fmt.Errorf("%w: a digest frame (type %d) on a connection of protocol %d", ErrBadFrame, typ, proto)
 	}
 	var seen map[uint64]uint64
+	var epoch uint64
 	if l != nil {
-		seen = l.seenMarks()
+		seen, epoch = l.seenMarks()
 	}
 	st, got, err := n.digests.answer(typ, p, proto >= ProtocolCut, seen)
 	n.entriesReceived.Add(uint64(got))
@@ -428,7 +429,7 @@ func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]aeFrame
 			l.retiredHolds = st.retired // the same origins at the same seqs
 			l.mu.Unlock()
 		}
-		l.mergeDigest(st)
+		l.mergeDigest(st, epoch)
 		l.afterAck()
 	}
 	return st.out, nil

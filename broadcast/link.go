@@ -39,7 +39,7 @@ type link struct {
 
 	mu    sync.Mutex
 	holds map[uint64]uint64 // the peer's vector, as it reported it
-	// check are the origins of holds that grew since afterAck last
+	// check are the origins merged into holds since afterAck last
 	// looked, ahead those the peer held more of than this node then:
 	// afterAck looks at those only, not at every origin.
 	check, ahead map[uint64]bool
@@ -47,10 +47,11 @@ type link struct {
 	// seen is, per set of the digest index's sums (digestStep.sums), the
 	// change up to which holds has every entry of them (the root's sums
 	// were equal then): a later exchange merges only what changed since.
-	seen    map[uint64]uint64
-	pulling map[uint64]bool // origins with a pull in flight on this link
-	pulls   []pullReq       // pull requests waiting to be written
-	ackCh   chan struct{}   // closed and replaced when holds grows
+	seen      map[uint64]uint64
+	seenEpoch uint64          // counts the times holds was replaced (seen cleared)
+	pulling   map[uint64]bool // origins with a pull in flight on this link
+	pulls     []pullReq       // pull requests waiting to be written
+	ackCh     chan struct{}   // closed and replaced when holds grows
 	// retiredHolds is what the peer holds of the retired origins, as of
 	// the last exchange: its retired list, or this node's own when the
 	// two retired digests matched.
@@ -303,11 +304,12 @@ func (l *link) mergeLocked(v map[uint64]uint64) bool {
 	return resume
 }
 
-// seenMarks is a copy of seen, for the digest index.
-func (l *link) seenMarks() map[uint64]uint64 {
+// seenMarks is a copy of seen, for the digest index, and the holds it
+// is for (seenEpoch).
+func (l *link) seenMarks() (map[uint64]uint64, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return maps.Clone(l.seen)
+	return maps.Clone(l.seen), l.seenEpoch
 }
 
 // seenKeep bounds the marks a link keeps: the live vector's sums and
@@ -316,10 +318,10 @@ const seenKeep = 2 * (cutKeep + 1)
 
 // mergeDigest merges what a step of a digest exchange learned, and notes
 // (seen) when it learned the whole of a set of sums.
-func (l *link) mergeDigest(st digestStep) {
+func (l *link) mergeDigest(st digestStep, epoch uint64) {
 	l.mu.Lock()
 	resume := l.mergeLocked(st.learned)
-	if st.whole && st.gen > l.seen[st.sums] {
+	if st.whole && st.gen > l.seen[st.sums] && epoch == l.seenEpoch {
 		l.seen[st.sums] = st.gen
 		for len(l.seen) > seenKeep {
 			oldest := st.sums
@@ -405,6 +407,7 @@ func (l *link) session() (healthy bool, err error) {
 		l.holds = v
 		l.wantExchange = false // the whole vector came: that was the exchange
 		clear(l.seen)          // holds is new: its marks are gone
+		l.seenEpoch++
 		for o := range v {
 			l.check[o] = true
 		}
