@@ -136,9 +136,9 @@ func (o *Origins) PutAll(origin, seq uint64, poss []int64) error {
 			o.publish(origin, oi)
 			created = false
 		}
+		o.changed(oi) // once queued, a load a run
 		poss = poss[len(run):]
 	}
-	o.changed(oi)
 	return nil
 }
 
