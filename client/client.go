@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/jsonstr"
 	"github.com/cachecast/cachecast/wire"
 )
 
@@ -220,7 +221,7 @@ func (c *Client) call(ctx context.Context, rq request, out any) error {
 		*out = b
 		return nil
 	}
-	if err := unmarshal(b, out); err != nil {
+	if err := jsonstr.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%w: %s %s: %v", ErrBadResponse, rq.method, rq.url.Path, err)
 	}
 	return nil
@@ -460,7 +461,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	var w wire.Status
-	if err := unmarshal(raw, &w); err != nil {
+	if err := jsonstr.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("%w: status: %v", ErrBadResponse, err)
 	}
 	origin, err := parseOrigin(w.Node.Origin)

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/cachecast/cachecast/internal/jsonstr"
 )
 
 // Reasons a message was dead-lettered (DeadLetter.Reason).
@@ -149,7 +151,7 @@ func (d DeadLetter) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON parses the wire form.
 func (d *DeadLetter) UnmarshalJSON(b []byte) error {
 	var w deadLetterWire
-	if err := unmarshal(b, &w); err != nil {
+	if err := jsonstr.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("%w: dead letter: %v", ErrBadResponse, err)
 	}
 	v, err := w.deadLetter()

@@ -249,16 +249,6 @@ func formatTime(t time.Time) string {
 	return t.UTC().Format(wire.TimeLayout)
 }
 
-// unmarshal is json.Unmarshal that refuses a text whose strings
-// encoding/json would rewrite (invalid UTF-8, half a surrogate pair: both
-// read as U+FFFD), so a key is never silently changed on the way in.
-func unmarshal(b []byte, v any) error {
-	if p := jsonstr.Check(b); p != nil {
-		return p
-	}
-	return json.Unmarshal(b, v)
-}
-
 // checkMessages refuses, before anything is sent, a message whose key or
 // tag is not valid UTF-8: the wire's JSON would carry it as U+FFFD, and
 // the daemon would store another key. Values may be any bytes (they go as
@@ -374,7 +364,7 @@ func (w *eventWire) event() (Event, error) {
 // decodeEvent decodes one NDJSON line of a subscription.
 func decodeEvent(line []byte) (Event, error) {
 	var w eventWire
-	if err := unmarshal(line, &w); err != nil {
+	if err := jsonstr.Unmarshal(line, &w); err != nil {
 		return Event{}, fmt.Errorf("%w: event: %v", ErrBadResponse, err)
 	}
 	return w.event()
@@ -440,7 +430,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON parses the wire form.
 func (m *Message) UnmarshalJSON(b []byte) error {
 	var w messageWire
-	if err := unmarshal(b, &w); err != nil {
+	if err := jsonstr.Unmarshal(b, &w); err != nil {
 		return fmt.Errorf("%w: message: %v", ErrBadResponse, err)
 	}
 	v, err := decodeValue(w.Value, w.ValueBase64)

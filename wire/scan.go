@@ -29,16 +29,6 @@ func (r *resultJSON) result() PutResult {
 	return PutResult{Topic: r.Topic, Key: r.Key, Origin: r.Origin, Seq: r.Seq, HLC: string(r.HLC), Time: r.Time, Status: r.Status}
 }
 
-// unmarshal is json.Unmarshal that refuses a text whose strings
-// encoding/json would rewrite (invalid UTF-8, half a surrogate pair: both
-// read as U+FFFD), so that a key is never silently changed on the way in.
-func unmarshal(b []byte, v any) error {
-	if p := jsonstr.Check(b); p != nil {
-		return p
-	}
-	return json.Unmarshal(b, v)
-}
-
 // DecodeResults decodes a batch publish answer {"results":[PutResult,...]}.
 // encoding/json spends about a microsecond per result, as much as the
 // daemon spends storing the message, and a benchmark would measure the
@@ -54,7 +44,7 @@ func DecodeResults(body []byte) ([]PutResult, error) {
 	var out struct {
 		Results []resultJSON `json:"results"`
 	}
-	if err := unmarshal(body, &out); err != nil {
+	if err := jsonstr.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("%w: results: %v", ErrMalformed, err)
 	}
 	rs := make([]PutResult, len(out.Results))
@@ -73,7 +63,7 @@ func DecodeResult(body []byte) (PutResult, error) {
 		}
 	}
 	var w resultJSON
-	if err := unmarshal(body, &w); err != nil {
+	if err := jsonstr.Unmarshal(body, &w); err != nil {
 		return PutResult{}, fmt.Errorf("%w: result: %v", ErrMalformed, err)
 	}
 	return w.result(), nil

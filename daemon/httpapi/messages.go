@@ -198,25 +198,25 @@ func decodeStrict(b []byte, v any, what string) *wire.Error {
 // agree (FuzzFastMessage checks it). A batch of thousands of messages
 // spends most of its decoding time here.
 func fastMessage(b []byte) (w wireMessage, ok bool) {
-	i := skipSpace(b, 0)
+	i := jsonstr.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return w, false
 	}
-	i = skipSpace(b, i+1)
+	i = jsonstr.SkipSpace(b, i+1)
 	var seen [len(fastFields)]bool
 	if i < len(b) && b[i] == '}' {
-		return w, skipSpace(b, i+1) == len(b)
+		return w, jsonstr.SkipSpace(b, i+1) == len(b)
 	}
 	for {
 		name, j, ok := fastBytes(b, i)
 		if !ok {
 			return w, false
 		}
-		i = skipSpace(b, j)
+		i = jsonstr.SkipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
 			return w, false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonstr.SkipSpace(b, i+1)
 		field := slices.Index(fastFields[:], string(name))
 		if field < 0 || seen[field] {
 			return w, false
@@ -287,17 +287,17 @@ func fastMessage(b []byte) (w wireMessage, ok bool) {
 				w.ValueBase64 = &v
 			}
 		}
-		i = skipSpace(b, i)
+		i = jsonstr.SkipSpace(b, i)
 		if i >= len(b) {
 			return w, false
 		}
 		if b[i] == '}' {
-			return w, skipSpace(b, i+1) == len(b)
+			return w, jsonstr.SkipSpace(b, i+1) == len(b)
 		}
 		if b[i] != ',' {
 			return w, false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonstr.SkipSpace(b, i+1)
 	}
 }
 
@@ -366,13 +366,6 @@ func fastBytes(b []byte, i int) ([]byte, int, bool) {
 		}
 	}
 	return nil, i, false
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // jsonErrorText makes encoding/json's errors read well on their own.

@@ -7,6 +7,7 @@ package jsonstr
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -79,7 +80,7 @@ func Check(b []byte) *Problem {
 			}
 		}
 		end := min(j, len(b))
-		next := skipSpace(b, end+1)
+		next := SkipSpace(b, end+1)
 		isName := next < len(b) && b[next] == ':'
 		if bad >= 0 {
 			return &Problem{Offset: bad, Field: field, InName: isName, What: what}
@@ -114,7 +115,20 @@ func hex4(b []byte) rune {
 	return r
 }
 
-func skipSpace(b []byte, i int) int {
+// Unmarshal is json.Unmarshal that refuses, with Check's *Problem, a text
+// whose strings encoding/json would rewrite (invalid UTF-8, half a
+// surrogate pair: both read as U+FFFD), so that a key is never silently
+// changed on the way in.
+func Unmarshal(b []byte, v any) error {
+	if p := Check(b); p != nil {
+		return p
+	}
+	return json.Unmarshal(b, v)
+}
+
+// SkipSpace returns the index of the first byte of b at or after i that is
+// not JSON white space (space, tab, newline, carriage return).
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
