@@ -9,7 +9,9 @@
 # a second time on a second pair of servers, both pinned (taskset) to CPU 0 and
 # redis-benchmark to CPU 1, so that each server has exactly one core, as
 # redis-server uses one; the summary prints the pinned ratios beside the
-# unpinned ones.
+# unpinned ones. TESTS (default "GET SET MGET") and OPTS (default "1 50 50P16":
+# -c 1, -c 50, -c 50 -P 16) restrict that section, e.g.
+#   env REDIS_ONLY=1 TESTS=GET OPTS="1 50" ROUNDS=5 PIN=1 bash test/bench-vs-redis.sh
 set -euo pipefail
 N=${N:-200000}
 SIZE=${SIZE:-100}
@@ -64,22 +66,24 @@ fi
 # The keys are written first so that GET and MGET hit.
 MGET="MGET$(printf ' key:__rand_int__%.0s' $(seq 10))"
 # rb1 VARIANT SERVER PID TEST OPTS redis-benchmark-ARGS... prints the test's
-# requests per second and the server's CPU time per request (the time its
-# threads ran, in ns, from /proc/PID/task/*/schedstat): on a shared machine
-# the rate moves with the others' load, the CPU per request much less. Each
-# result is kept for the summary.
-cpu() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
+# requests per second, the server's CPU time per request (the time its
+# threads ran, in ns, from /proc/PID/task/*/schedstat) and its threads'
+# switches onto a CPU per request (the same file's third field): on a shared
+# machine the rate moves with the others' load, the two counts much less.
+# Each result is kept for the summary.
+cpu() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1; sw += $3} END {printf "%.0f %.0f", ns, sw}'; }
 bench=(redis-benchmark)
 rb1() {
 	variant=$1 server=$2 pid=$3 test=$4 opts=$5
 	shift 5
-	c0=$(cpu "$pid")
+	read -r c0 s0 <<<"$(cpu "$pid")"
 	out=$("${bench[@]}" "$@" | tr "\r" "\n" | grep "per second" | sed 's/^MGET .*__: /MGET (10 keys): /')
-	c1=$(cpu "$pid")
+	read -r c1 s1 <<<"$(cpu "$pid")"
 	ns=$(((c1 - c0) / N))
-	echo "$server $out, server CPU $ns ns/request"
+	sw=$(awk -v a="$s0" -v b="$s1" -v n="$N" 'BEGIN {printf "%.2f", (b - a) / n}')
+	echo "$server $out, server CPU $ns ns/request, $sw switches/request"
 	rate=$(echo "$out" | sed 's/.*: \([0-9.]*\) requests per second.*/\1/')
-	echo "$variant|$test|$opts|$server|$rate|$ns" >>"$work/results"
+	echo "$variant|$test|$opts|$server|$rate|$ns|$sw" >>"$work/results"
 }
 # rounds VARIANT CC_PID CC_SOCKET REDIS_PID REDIS_SOCKET: each test runs on
 # the two servers back to back, cachecast first in odd rounds and
@@ -90,9 +94,12 @@ rounds() {
 	redis-benchmark -s "$3" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
 	redis-benchmark -s "$5" -d "$SIZE" -r 10000 -n 100000 -q -t set >/dev/null
 	for round in $(seq "${ROUNDS:-1}"); do
-		for opts in "-c 1" "-c 50" "-c 50 -P 16"; do
+		for o in ${OPTS:-1 50 50P16}; do
+			opts="-c ${o%%P*}"
+			[ "$o" = "${o#*P}" ] || opts="$opts -P ${o#*P}"
 			echo "== $variant, round $round, $opts"
-			for t in GET SET "MGET (10 keys)"; do
+			for t in ${TESTS:-GET SET MGET}; do
+				[ "$t" = MGET ] && t="MGET (10 keys)"
 				args=(-t "${t,,}")
 				# shellcheck disable=SC2206
 				[ "$t" = GET ] || [ "$t" = SET ] || args=($MGET)
@@ -117,8 +124,9 @@ echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The summary: per command and options, the median over the rounds of
 # cachecast / redis-server (requests per second of the same round), and
-# each server's median CPU time per request in µs.
-echo "== summary: cachecast / redis-server, median of ${ROUNDS:-1} round(s); CPU µs per request cachecast / redis-server"
+# each server's median CPU time per request in µs and its median switches
+# onto a CPU per request.
+echo "== summary: cachecast / redis-server, median of ${ROUNDS:-1} round(s); CPU µs and switches per request cachecast / redis-server"
 awk -F'|' -v pin="${PIN:-}" '
 function median(list,    a, n, i, j, t) {
 	n = split(list, a, " ")
@@ -130,13 +138,14 @@ function median(list,    a, n, i, j, t) {
 	n[k, $4]++
 	rate[k, $4, n[k, $4]] = $5
 	cpu[k, $4] = cpu[k, $4] " " $6 / 1000
+	sw[k, $4] = sw[k, $4] " " $7
 	if (!(($2 SUBSEP $3) in seen)) { seen[$2 SUBSEP $3] = 1; order[++rows] = $2 SUBSEP $3 }
 }
 END {
-	head = "| command | options | unpinned: ratio | CPU µs"
-	if (pin) head = head " | pinned, one core each: ratio | CPU µs"
+	head = "| command | options | unpinned: ratio | CPU µs | switches"
+	if (pin) head = head " | pinned, one core each: ratio | CPU µs | switches"
 	print head " |"
-	print pin ? "|---|---|---|---|---|---|" : "|---|---|---|---|"
+	print pin ? "|---|---|---|---|---|---|---|---|" : "|---|---|---|---|---|"
 	for (r = 1; r <= rows; r++) {
 		split(order[r], p, SUBSEP)
 		line = "| " p[1] " | " p[2]
@@ -146,7 +155,7 @@ END {
 			k = variant SUBSEP order[r]
 			ratios = ""
 			for (i = 1; i <= n[k, "cachecast"]; i++) ratios = ratios " " rate[k, "cachecast", i] / rate[k, "redis", i]
-			line = line sprintf(" | %.2f | %.1f / %.1f", median(ratios), median(cpu[k, "cachecast"]), median(cpu[k, "redis"]))
+			line = line sprintf(" | %.2f | %.1f / %.1f | %.2f / %.2f", median(ratios), median(cpu[k, "cachecast"]), median(cpu[k, "redis"]), median(sw[k, "cachecast"]), median(sw[k, "redis"]))
 		}
 		print line " |"
 	}
