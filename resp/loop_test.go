@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -253,4 +254,32 @@ func FuzzLoop(f *testing.F) {
 			t.Fatalf("after the input, a new connection's PING = %q, %v", pong, err)
 		}
 	})
+}
+
+// TestSecondP: with one P and GOMAXPROCS not set by the user, the loop
+// gives the runtime a second; a GOMAXPROCS the user set, or more than
+// one P, is left as it is.
+func TestSecondP(t *testing.T) {
+	was := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(was) })
+	for _, tc := range []struct {
+		name      string
+		env       string
+		procs     int
+		wantProcs int
+	}{
+		{"one P", "", 1, 2},
+		{"one P set by the user", "1", 1, 1},
+		{"two Ps", "", 2, 2},
+		{"three Ps", "", 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", tc.env)
+			runtime.GOMAXPROCS(tc.procs)
+			secondP()
+			if got := runtime.GOMAXPROCS(0); got != tc.wantProcs {
+				t.Fatalf("GOMAXPROCS = %d, want %d", got, tc.wantProcs)
+			}
+		})
+	}
 }
