@@ -541,67 +541,100 @@ acknowledged past it.`,
 	},
 }
 
+// watch prints the messages of a subscription; with clientAck it moves
+// the durable cursor name past what it printed, every 200ms and once more
+// before it exits.
 func watch(ctx context.Context, e *env, c *client.Client, sub *client.Subscription, topic, name string, clientAck bool, count int, asJSON bool) error {
+	var (
+		pending bool   // an offset printed but not acked
+		ackTo   uint64 // the offset after the last printed
+	)
+	return printEvents(ctx, e, sub, count, asJSON, writeEventLine, acker{
+		every: 200 * time.Millisecond,
+		mark: func(ev client.Event) bool {
+			pending, ackTo = clientAck, ev.Offset+1
+			return false
+		},
+		send: func(actx context.Context) error {
+			if !pending {
+				return nil
+			}
+			if _, err := c.SetCursor(actx, name, topic, ackTo); err != nil {
+				return fmt.Errorf("acknowledging offset %d: %w", ackTo, err)
+			}
+			pending = false
+			return nil
+		},
+	})
+}
+
+// acker is how a watch acknowledges what it printed: mark records an
+// event once its line is out and says whether to acknowledge at once;
+// send acknowledges what is marked (nothing when nothing is), every
+// period and once more at the end.
+type acker struct {
+	every time.Duration
+	mark  func(client.Event) (now bool)
+	send  func(context.Context) error
+}
+
+// printEvents prints sub's events on e.stdout, a line each (the daemon's
+// own line with asJSON, else line's), until count lines (0: no bound), an
+// interrupt (ctx: a normal end) or the end of the stream (an error), and
+// acknowledges them through a as it goes and before it returns.
+func printEvents(ctx context.Context, e *env, sub *client.Subscription, count int, asJSON bool, line func(*bufio.Writer, client.Event), a acker) error {
 	w := bufio.NewWriter(e.stdout)
 	defer w.Flush()
-	var (
-		printed  int
-		pending  bool   // an offset printed but not acked
-		ackTo    uint64 // the offset after the last printed
-		ackTimer = time.NewTicker(200 * time.Millisecond)
-	)
-	defer ackTimer.Stop()
-	ackNow := func() error {
-		if !clientAck || !pending {
-			return nil
-		}
+	ticker := time.NewTicker(a.every)
+	defer ticker.Stop()
+	ack := func() error {
 		// A bounded context of its own: on interrupt the caller's is done,
 		// and the final ack must still go out.
 		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := c.SetCursor(actx, name, topic, ackTo); err != nil {
-			return fmt.Errorf("acknowledging offset %d: %w", ackTo, err)
-		}
-		pending = false
-		return nil
+		return a.send(actx)
 	}
+	printed := 0
 	events := sub.Events()
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
 				err := sub.Err()
-				if ackErr := ackNow(); ackErr != nil {
-					return ackErr
-				}
+				ackErr := ack()
 				if ctx.Err() != nil {
-					return nil // interrupted: a normal end
+					return ackErr // interrupted: a normal end
 				}
 				if err == io.EOF {
-					return errors.New("the daemon ended the stream")
+					err = errors.New("the daemon ended the stream")
 				}
-				return err
+				return errors.Join(err, ackErr)
 			}
 			if asJSON {
 				w.Write(ev.Raw) // the daemon's line, byte for byte
 				w.WriteByte('\n')
 			} else {
-				writeEventLine(w, ev)
+				line(w, ev)
 			}
 			if err := w.Flush(); err != nil {
-				return err
+				return errors.Join(err, ack()) // what was printed before
 			}
 			printed++
-			pending, ackTo = true, ev.Offset+1
+			now := a.mark(ev)
 			if count > 0 && printed >= count {
-				return ackNow()
+				return ack()
 			}
-		case <-ackTimer.C:
-			if err := ackNow(); err != nil {
+			if now {
+				if err := ack(); err != nil {
+					return err
+				}
+			}
+		case <-ticker.C:
+			if err := ack(); err != nil {
 				return err
 			}
 		case <-ctx.Done():
-			return ackNow()
+			return ack()
 		}
 	}
 }

@@ -36,71 +36,32 @@ const (
 // closing it ends the membership, and the daemon would hand what is
 // still in flight to another member.
 func watchGroup(ctx context.Context, e *env, c *client.Client, sub *client.Subscription, topic, group string, batch, count int, asJSON bool) error {
-	w := bufio.NewWriter(e.stdout)
-	defer w.Flush()
-	var (
-		printed  int
-		pending  []string // ids printed, not yet acknowledged
-		ackTimer = time.NewTicker(groupAckInterval)
-	)
-	defer ackTimer.Stop()
-	ackNow := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		// A bounded context of its own: on interrupt the caller's is done,
-		// and the final acks must still go out.
-		actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := c.Ack(actx, topic, group, pending, nil); err != nil {
-			return fmt.Errorf("acknowledging %d messages: %w", len(pending), err)
-		}
-		pending = pending[:0]
-		return nil
+	var pending []string // ids printed, not yet acknowledged
+	line := func(w *bufio.Writer, ev client.Event) {
+		w.WriteString(ev.ID)
+		w.WriteByte('\t')
+		w.WriteString(strconv.Itoa(ev.Attempt))
+		writeEventFields(w, ev)
 	}
-	events := sub.Events()
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				err := sub.Err()
-				if err == io.EOF {
-					err = errors.New("the daemon ended the stream")
-				}
-				// The member is most likely gone with its stream, and its
-				// messages with it; the acks are tried all the same.
-				return errors.Join(err, ackNow())
-			}
-			if asJSON {
-				w.Write(ev.Raw) // the daemon's line, byte for byte
-				w.WriteByte('\n')
-			} else {
-				w.WriteString(ev.ID)
-				w.WriteByte('\t')
-				w.WriteString(strconv.Itoa(ev.Attempt))
-				writeEventFields(w, ev)
-			}
-			if err := w.Flush(); err != nil {
-				return errors.Join(err, ackNow())
-			}
-			printed++
+	return printEvents(ctx, e, sub, count, asJSON, line, acker{
+		every: groupAckInterval,
+		mark: func(ev client.Event) bool {
 			pending = append(pending, ev.ID)
-			if count > 0 && printed >= count {
-				return ackNow()
+			return len(pending) >= batch
+		},
+		// At the end of the stream the member is most likely gone, and its
+		// messages with it; the acks are tried all the same.
+		send: func(actx context.Context) error {
+			if len(pending) == 0 {
+				return nil
 			}
-			if len(pending) >= batch {
-				if err := ackNow(); err != nil {
-					return err
-				}
+			if _, err := c.Ack(actx, topic, group, pending, nil); err != nil {
+				return fmt.Errorf("acknowledging %d messages: %w", len(pending), err)
 			}
-		case <-ackTimer.C:
-			if err := ackNow(); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ackNow()
-		}
-	}
+			pending = pending[:0]
+			return nil
+		},
+	})
 }
 
 // subscribeGroup opens the clustering subscription of watch --group. The
