@@ -1,13 +1,12 @@
 package httpapi
 
 import (
-	"go/parser"
-	"go/token"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/cachecast/cachecast/daemon/internal/access"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 )
 
@@ -16,11 +15,7 @@ import (
 // names aside) with the route's role in brackets, and no route the server
 // does not have; and it names every error code of the wire format.
 func TestDocIsTheRouteTable(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := f.Doc.Text()
+	doc := testkit.PackageDoc(t, "doc.go")
 	wildcard := regexp.MustCompile(`\{[^}]*\}`)
 	// A route's line of the doc: the method, the path (a query after it
 	// is dropped), anything, and the role in brackets.

@@ -1,6 +1,7 @@
 // Package testkit is what the tests of every package share: waiting for a
 // condition (never for a fixed time), an embedded NATS server, HTTP over a
-// Unix socket, and the directory a benchmark keeps its files in. Only
+// Unix socket, the directory a benchmark keeps its files in, and a
+// package's doc comment for the tests that hold it to the code. Only
 // tests import it; nothing the binaries are built from does.
 package testkit
 
