@@ -589,7 +589,7 @@ func (v *View) put(tv *topicView, old *viewItem, tl *timeline, it *viewItem) boo
 				// settle queues this one then. A key written again and
 				// again keeps one instant queued, not one a write.
 			default:
-				v.queue(it.expires, tv.name, k)
+				v.queue(it.expires, tv, k)
 			}
 		}
 		if old != nil && old.epoch == v.epoch {
@@ -777,7 +777,7 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 	if tl == nil {
 		if old != nil && !old.isTomb() && old.expires > now {
 			// An earlier item's instant: queue this one's.
-			v.queue(old.expires, tv.name, k)
+			v.queue(old.expires, tv, k)
 			return false
 		}
 		if old == nil || old.isTomb() || old.expires == 0 {
@@ -828,7 +828,7 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 		// Queued once: the timer settles the key then and queues the
 		// next instant (tl.queued() keeps a key written again and again
 		// to one queued instant).
-		v.queue(next, tv.name, k)
+		v.queue(next, tv, k)
 		if tl != nil {
 			tl.setQueued(next)
 		}
@@ -888,7 +888,7 @@ func (v *View) addNew(tv *topicView, it *viewItem) {
 		v.timed++
 	}
 	if it.expires != 0 && !it.isTomb() {
-		v.queue(it.expires, tv.name, it.key())
+		v.queue(it.expires, tv, it.key())
 	}
 	if v.follow != nil && !it.placeholder() {
 		v.tell(it.change(tv.name))

@@ -211,10 +211,13 @@ func (tl *timeline) next(now int64, w *viewItem) int64 {
 	return next
 }
 
-// instant is a moment at which an entry may change by itself.
+// instant is a moment at which an entry may change by itself. It holds
+// the key's topic view itself (a view never drops a topic): 32 bytes an
+// instant, and no topic lookup when it comes.
 type instant struct {
-	at         int64 // Unix ms
-	topic, key string
+	at  int64 // Unix ms
+	tv  *topicView
+	key string
 }
 
 // instants is a min-heap of instants by at (typed, so that a push does
@@ -261,12 +264,12 @@ func (h *instants) pop() instant {
 	return top
 }
 
-// queue adds the instant at which (topic, key) may change by itself, and
+// queue adds the instant at which (tv, key) may change by itself, and
 // wakes RunTimes when it comes before the instant its timer is set for
 // (only then: a schedule of many keys for one instant wakes it once). The
 // caller holds the write lock.
-func (v *View) queue(at int64, topic, key string) {
-	v.times.push(instant{at: at, topic: topic, key: key})
+func (v *View) queue(at int64, tv *topicView, key string) {
+	v.times.push(instant{at: at, tv: tv, key: key})
 	if v.timerAt == 0 || at < v.timerAt {
 		v.timerAt = at
 		select {
@@ -384,10 +387,8 @@ func (v *View) settleDue() time.Duration {
 		now := v.clock()
 		for n := 0; len(v.times) > 0 && v.times[0].at <= now && n < settleBatch; n++ {
 			in := v.times.pop()
-			if tv := v.topics[in.topic]; tv != nil {
-				old, tl := tv.lookup(in.key)
-				v.settle(tv, in.key, old, tl, tl, now, CauseEffective)
-			}
+			old, tl := in.tv.lookup(in.key)
+			v.settle(in.tv, in.key, old, tl, tl, now, CauseEffective)
 		}
 		wait := time.Hour
 		more := false

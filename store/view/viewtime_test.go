@@ -569,6 +569,42 @@ func BenchmarkViewApplyTime(b *testing.B) {
 	})
 }
 
+// BenchmarkViewApplyTimeFirst is BenchmarkViewApplyTime for the first
+// write of each key: every Apply adds a key the view has not held (its
+// map and B-tree grow), with an expiry, or scheduled (the key's first
+// timeline and the placeholder that holds the key until the instant).
+func BenchmarkViewApplyTimeFirst(b *testing.B) {
+	far := time.Now().Add(time.Hour).UnixMilli()
+	for _, kind := range []string{"plain", "expiring", "scheduled"} {
+		b.Run("kind="+kind, func(b *testing.B) {
+			v := New()
+			recs := make([]record.Record, b.N)
+			for i := range recs {
+				m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
+				switch kind {
+				case "expiring":
+					m.ExpiresAt = far
+				case "scheduled":
+					m.EffectiveAt = far
+				}
+				buf := make([]byte, m.EncodedSize())
+				record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+				recs[i] = buf
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := testkit.ProcessCPU()
+			for i := range b.N {
+				if !v.Apply(recs[i]) && kind != "scheduled" {
+					b.Fatal("apply did not change the view")
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(testkit.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
 // BenchmarkSettleFlip is the timer's work at an instant that 10,000 keys
 // are scheduled for: settling every entry (the follower told of each).
 func BenchmarkSettleFlip(b *testing.B) {
