@@ -268,7 +268,9 @@ type digestStep struct {
 // answerLocked answers a sums or entries frame (payload p; hasCut: the
 // connection speaks ProtocolCut, whose sums frames carry their cut);
 // received is how many tree nodes and entries the frame carried. seen is
-// the link's marks (link.seen: what it learned already of which sums).
+// the link's marks (link.seen: what it learned already of which sums);
+// nil when there is no link to note what the other side holds on: then
+// nothing of this side's own is learned.
 // Sums are compared at the frame's cut; entries frames carry each side's
 // highest seqs (what the other may pull), whatever the cut.
 func (x *digestIndex) answerLocked(typ byte, p []byte, hasCut bool, seen map[uint64]uint64) (st digestStep, received int, err error) {
@@ -313,7 +315,9 @@ func (x *digestIndex) answerLocked(typ byte, p []byte, hasCut bool, seen map[uin
 		reply = append(reply, sumNode{nodeID: id, sum: sums.sum(id)})
 	}
 	// The other side holds at least these sums where they were equal.
-	st.learned = sums.changedUnder(equal, seen[sums.id])
+	if seen != nil {
+		st.learned = sums.changedUnder(equal, seen[sums.id])
+	}
 	st.sums, st.gen = sums.id, x.gen
 	st.opening = m.kind != sumsStep
 	retired, digest := x.retiredLocked()

@@ -71,7 +71,7 @@ func simulateExchange(t *testing.T, dialer, listener *digestSide, at uint64) (ca
 			q.to.retiredLearned = v
 			continue
 		}
-		st, got, err := q.to.index().answer(q.f.typ, q.f.p, q.to.stamp != nil, nil)
+		st, got, err := q.to.index().answer(q.f.typ, q.f.p, q.to.stamp != nil, map[uint64]uint64{})
 		if err != nil {
 			t.Fatalf("frame of type %d refused: %v", q.f.typ, err)
 		}
