@@ -307,21 +307,35 @@ func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del, grow
 	return nil
 }
 
-// Touch loads the cache lines a Put of (topic, key) starts with: its
-// slot, and the record the slot names when its hash is the key's. It
-// changes nothing. A caller with many changes at hand touches them all
-// before it puts them, so that their cache misses overlap instead of
-// coming one after another (the daemon's mirror, for each publish).
+// Touch loads the cache lines a Put of (topic, key) reads and writes:
+// its slot, and every line of the record the slot names when its hash is
+// the key's. It changes nothing. A caller with many changes at hand
+// touches them all before it puts them, so that their cache misses
+// overlap instead of coming one after another (the daemon's mirror, for
+// each publish). The record's lines past its first matter most: update's
+// last version store is a locked instruction, which waits until every
+// store before it is done, so a store of the value that misses the
+// cache is waited for there, once a record.
 func (w *Writer) Touch(topic, key string) {
 	if w.m == nil {
 		return
 	}
 	h := w.topics.hash(topic, key)
 	s := le64(w.m, headerSize+8*(int(h)&w.mask))
-	if uint32(s>>32) == h {
-		w.sink += uint64(w.m[int(uint32(s))*8])
+	if uint32(s>>32) != h {
+		return
 	}
+	off := int(uint32(s)) * 8
+	end := min(off+recordSize(le32(w.m, off+recCap), le16(w.m, off+recTopicLen), le16(w.m, off+recKeyLen)), len(w.m))
+	sink := w.sink
+	for o := off; o < end; o += cacheLine {
+		sink += uint64(w.m[o])
+	}
+	w.sink = sink + uint64(w.m[end-1])
 }
+
+// cacheLine is the size of a CPU cache line, the step of Touch.
+const cacheLine = 64
 
 // BeginBatch starts a batch: the changes until EndBatch are seen by a
 // reader's GetMany all together or not at all (a reader of single keys
