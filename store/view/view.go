@@ -123,6 +123,8 @@ type View struct {
 	mu     sync.RWMutex
 	topics map[string]*topicView
 	live   int // live keys over all topics
+	// touched sums what touchLocked loads, so that its loads are kept.
+	touched uint64
 	// timed counts the items and timelines that use a time field (the
 	// snapshot is written in version 1 while there are none).
 	timed int
@@ -464,6 +466,31 @@ func (tv *topicView) lookup(k string) (*viewItem, *timeline) {
 	return tv.byKey[k], nil
 }
 
+// touchLocked looks up the keys of a batch (rs, whose keyed records are
+// items) once before ApplyBatch applies them: each key's map group, key
+// and entry, three cache misses a key, are then loaded together, not one
+// key after another between the applies. It changes nothing. The caller
+// holds the write lock.
+func (v *View) touchLocked(rs []record.Record, items []viewItem) {
+	var tv *topicView
+	j := 0
+	for _, r := range rs {
+		if len(r.Key()) == 0 {
+			continue
+		}
+		k := items[j].key()
+		j++
+		if topic := r.Topic(); tv == nil || tv.name != string(topic) {
+			if tv = v.topics[string(topic)]; tv == nil {
+				continue
+			}
+		}
+		if old := tv.byKey[k]; old != nil {
+			v.touched += uint64(old.epoch)
+		}
+	}
+}
+
 // topicLocked is the view of topic, made if it has none. The caller
 // holds the write lock.
 func (v *View) topicLocked(topic []byte) *topicView {
@@ -533,6 +560,9 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 	// with a time field.
 	v.batchNow, v.inBatch = 0, true
 	defer func() { v.batchNow, v.inBatch = 0, false }()
+	if len(items) > 1 {
+		v.touchLocked(rs, items)
+	}
 	var tv *topicView
 	j := 0
 	for _, r := range rs {
