@@ -82,7 +82,7 @@ func TestFleet25(t *testing.T) {
 	}
 	phase("two stopped")
 	for _, n := range down {
-		if err := n.Restart(); err != nil {
+		if err := n.Restart(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -74,6 +74,10 @@ type Result struct {
 	// wrote) to identical views. 0: not measured.
 	HealSec    float64 `json:"heal_s,omitempty"`
 	RestartSec float64 `json:"restart_s,omitempty"`
+	// Rejoins counts the joins the harness made again to mend a member
+	// that gossip did not bring (WaitMembers, RejoinAfter), at the start
+	// and after the restart.
+	Rejoins uint64 `json:"rejoins,omitempty"`
 	// MachineLoad is the machine's 1-minute load average at the end of
 	// the run (the other agents' load moves the latencies).
 	MachineLoad float64 `json:"machine_load,omitempty"`
@@ -348,7 +352,7 @@ type Plan struct {
 // Run starts a fleet as plan says, measures it and stops it. A fleet
 // that does not start or converge in time is reported in Result.Err with
 // what was measured before.
-func Run(ctx context.Context, plan Plan, ns *server.Server) Result {
+func Run(ctx context.Context, plan Plan, ns *server.Server) (r Result) {
 	if plan.Window == 0 {
 		plan.Window = 5 * time.Second
 	}
@@ -358,7 +362,7 @@ func Run(ctx context.Context, plan Plan, ns *server.Server) Result {
 	if plan.Timeout == 0 {
 		plan.Timeout = 2 * time.Minute
 	}
-	r := Result{Kind: "in-process", Label: plan.Label, Transport: "tcp", Nodes: plan.Nodes, Rate: plan.Rate}
+	r = Result{Kind: "in-process", Label: plan.Label, Transport: "tcp", Nodes: plan.Nodes, Rate: plan.Rate}
 	if ns != nil {
 		r.Transport = "nats"
 		plan.NATS = ns.ClientURL()
@@ -380,6 +384,7 @@ func Run(ctx context.Context, plan Plan, ns *server.Server) Result {
 		return r
 	}
 	defer f.Close()
+	defer func() { r.Rejoins = f.Rejoins() }()
 	r.StartSec = time.Since(t0).Seconds()
 
 	// Idle: let the joins' catch-up settle first.
@@ -438,19 +443,20 @@ func Run(ctx context.Context, plan Plan, ns *server.Server) Result {
 		time.Sleep(plan.Window / 2)
 		l.Stop()
 		start := time.Now()
+		cctx, cancel := wait()
 		errs := make([]error, len(down))
 		for i, n := range down {
 			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = n.Restart() }()
+			go func() { defer wg.Done(); errs[i] = n.Restart(cctx) }()
 		}
 		wg.Wait()
 		for _, err := range errs {
 			if err != nil {
+				cancel()
 				r.Err = "restart: " + err.Error()
 				return r
 			}
 		}
-		cctx, cancel := wait()
 		err := f.WaitMembers(cctx, f.nodes)
 		if err == nil {
 			_, err = f.WaitConverged(cctx)

@@ -273,13 +273,13 @@ func (r *results) charts(labels []string) []fleet.Chart {
 }
 
 func (r *results) print(w *os.File) {
-	fmt.Fprintln(w, "| kind | build | fan-out | N | gossip | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | load conns (max) | load pulls/s | p50 / p99 ms (late %) | heal s | restart s | RSS MiB/node | machine load | note |")
-	fmt.Fprintln(w, "|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| kind | build | fan-out | N | gossip | idle CPU %/node | idle B/s out+in | idle vec/s | conns (max) | load CPU %/node | load B/s out+in | load vec/s | load conns (max) | load pulls/s | p50 / p99 ms (late %) | heal s | restart s | rejoins | RSS MiB/node | machine load | note |")
+	fmt.Fprintln(w, "|---|---|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, x := range r.Fleets {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.1f / %.1f (%.0f) | %s | %s | %.1f | %.1f | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.0f | %.0f | %.1f (%d) | %.2f | %.1f / %.1f (%.0f) | %s | %s | %d | %.1f | %.1f | %s |\n",
 			x.Kind, x.Label, x.Transport, x.Nodes, x.Profile, 100*x.Idle.CPU, x.Idle.TxBps+x.Idle.RxBps, x.Idle.VectorEntries,
 			x.Idle.Conns, x.Idle.MaxConns, 100*x.Load.CPU, x.Load.TxBps+x.Load.RxBps, x.Load.VectorEntries, x.Load.Conns, x.Load.MaxConns,
-			x.Load.Pulls, x.P50Ms, x.P99Ms, x.LatePct, secs(x.HealSec), secs(x.RestartSec), x.Idle.RSSMiB, x.MachineLoad, firstLine(x.Err))
+			x.Load.Pulls, x.P50Ms, x.P99Ms, x.LatePct, secs(x.HealSec), secs(x.RestartSec), x.Rejoins, x.Idle.RSSMiB, x.MachineLoad, firstLine(x.Err))
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| build | keys | round | to caught up s | /readyz 200 s | fresh node CPU s | source CPU s | fresh node HWM MiB | source RSS MiB | machine load | note |")
