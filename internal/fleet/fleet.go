@@ -165,6 +165,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	// timers). On the loaded machine, one run each: 50 nodes that joined
 	// so did not all see each other in 90 s (load average 17-27), 100
 	// joining the first did in 23 s (load average 20).
+	begin := time.Now()
 	if err := f.nodes[0].start(ctx, nil); err != nil {
 		f.Close()
 		return nil, err
@@ -187,10 +188,12 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		f.Close()
 		return nil, err
 	}
+	joined := time.Since(begin)
 	if err := f.WaitMembers(ctx, f.nodes); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w (every node had joined after %v)", err, joined.Round(time.Millisecond))
 	}
+	members := time.Since(begin)
 	// One record from each node, everywhere: the data paths work.
 	if err := f.PublishEach(); err != nil {
 		f.Close()
@@ -198,7 +201,8 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	}
 	if _, err := f.WaitConverged(ctx); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("fleet: first records: %w", err)
+		return nil, fmt.Errorf("fleet: first records: %w (every node had joined after %v, saw every other alive after %v)",
+			err, joined.Round(time.Millisecond), members.Round(time.Millisecond))
 	}
 	return f, nil
 }
