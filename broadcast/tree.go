@@ -102,11 +102,26 @@ func (n *Node) relay(o uint64) {
 	}
 }
 
-// setTree makes the link a tree neighbour or not. A new neighbour is
-// pushed, of the other origins, only what this node stores from now on:
-// what it lacks of earlier records it has from its former neighbours,
-// or pulls (anti-entropy); pushing it every origin's whole log on a
-// guess would cost far more than those pulls. Called with n.mu held.
+// setTree makes the link a tree neighbour or not. Called with n.mu held.
+//
+// A new neighbour is pushed, of the other origins, only what this node
+// stores from now on, not its earlier records. That is deliberate. What
+// the neighbour lacks of them is only what was on its way along the old
+// tree when the membership changed: the rest its former neighbours gave
+// it. That little is found without a push: the next record of its origin
+// arrives past the gap and the gap is pulled at once from the neighbour
+// that sent it (pullIfAhead), and an origin that writes nothing more
+// differs in the digests once its last record is older than the cut (2-3
+// sync intervals). A push could not be aimed: this node does not know
+// what the neighbour holds (holds is what it acknowledged on this link,
+// maybe long ago), so it would send every origin from that old position,
+// nearly all duplicates, to each of its up to k+1 new neighbours at
+// every change of membership, and a join or a leave moves the heap
+// positions of every member sorted after it, so it rewires about half
+// the fleet's tree. Measured, the tree's 10% restart (two rebuilds of
+// the tree under way) converged in 0.4-1.1 s at 10 to 25 nodes on the
+// quiet machine and 6 s at 100 loaded (BENCHMARKS.md, "A fleet of N
+// nodes").
 func (l *link) setTree(on bool) {
 	l.mu.Lock()
 	was := l.tree.Swap(on)
