@@ -143,6 +143,9 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	if opts.Nodes < 1 {
 		return nil, errors.New("fleet: Nodes must be at least 1")
 	}
+	if err := checkFileLimit(opts); err != nil {
+		return nil, err
+	}
 	if opts.Profile == "" {
 		opts.Profile = ProfileFor(opts.Nodes)
 	}
@@ -205,6 +208,28 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 			err, joined.Round(time.Millisecond), members.Round(time.Millisecond))
 	}
 	return f, nil
+}
+
+// checkFileLimit refuses a fleet of direct pushes whose sockets alone
+// pass the process's open-file limit: every node then holds a connection
+// to and from every other, 2N(N-1) descriptors in the process (19,800
+// at 100 nodes; at 200, 79,600 against this machine's hard limit of
+// 20,000, which a start hit as "too many open files" in a store). The
+// tree and NATS hold about 20 a node whatever N.
+func checkFileLimit(opts Options) error {
+	if opts.NATS != "" || opts.Tree {
+		return nil
+	}
+	var r syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r) != nil {
+		return nil
+	}
+	need := 2 * uint64(opts.Nodes) * uint64(opts.Nodes-1)
+	if need > r.Cur {
+		return fmt.Errorf("fleet: the direct pushes of %d nodes hold about 2N(N-1) = %d sockets in one process, more than its open-file limit of %d (raise the hard limit, ulimit -Hn, as a user allowed to; the tree and NATS need about 20 a node)",
+			opts.Nodes, need, r.Cur)
+	}
+	return nil
 }
 
 // ProfileFor is the gossip profile an in-process fleet of n nodes uses

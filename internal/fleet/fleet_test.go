@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,5 +97,19 @@ func TestFleet25(t *testing.T) {
 		if n.Store().LastSeq(f.nodes[0].Store().Origin()) == 0 {
 			t.Errorf("%s holds nothing of n000 after its restart", n.Name)
 		}
+	}
+}
+
+// TestFileLimitRefusesDirect: a fleet of direct pushes whose sockets
+// alone pass the open-file limit is refused at once, saying why, and
+// the tree's is not refused for it.
+func TestFileLimitRefusesDirect(t *testing.T) {
+	opts := Options{Nodes: 1 << 20, Dir: t.TempDir()}
+	if _, err := Start(t.Context(), opts); err == nil || !strings.Contains(err.Error(), "open-file limit") {
+		t.Fatalf("Start of %d direct nodes: %v, want the open-file limit named", opts.Nodes, err)
+	}
+	opts.Tree = true
+	if err := checkFileLimit(opts); err != nil {
+		t.Fatalf("the tree refused: %v", err)
 	}
 }
