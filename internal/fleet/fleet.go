@@ -274,8 +274,7 @@ func (f *Fleet) Close() error {
 }
 
 // start opens the node's store, data port and gossip, joining seeds
-// within ctx (and at most a minute: gossip's JoinTimeout bounds the
-// retries).
+// within ctx (gossip's JoinTimeout, joinTimeout, bounds the retries).
 func (n *Node) start(ctx context.Context, seeds []string) error {
 	f := n.f
 	o := store.DefaultOptions(n.Dir)
@@ -326,7 +325,7 @@ func (n *Node) start(ctx context.Context, seeds []string) error {
 	protoMin, protoMax := broadcast.Protocols()
 	gcfg := gossip.Config{
 		NodeName: n.Name, NodeID: st.Origin(), BindAddr: gossipAddr, DataAddr: b.Addr(),
-		Join: seeds, JoinTimeout: time.Minute, ProtoMin: protoMin, ProtoMax: protoMax,
+		Join: seeds, JoinTimeout: joinTimeout(ctx), ProtoMin: protoMin, ProtoMax: protoMax,
 		Profile: f.opts.Profile, Logger: f.opts.Logger.Named(n.Name),
 	}
 	g, err := gossip.New(gcfg)
@@ -358,6 +357,16 @@ func (n *Node) start(ctx context.Context, seeds []string) error {
 	}
 	refresh(st, b, g)
 	return nil
+}
+
+// joinTimeout is gossip's JoinTimeout for a join within ctx: what is
+// left of ctx (a minute without a deadline), so that the run's -timeout
+// bounds a join, not a fixed minute.
+func joinTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Second)
+	}
+	return time.Minute
 }
 
 // follow keeps the broadcast node's peers equal to the alive members, at
