@@ -32,7 +32,7 @@ import (
 // Their figures are the custom metrics (p50-ms, records/s, ...); ns/op is
 // suppressed where it would only repeat the window's length. rx-bytes/record
 // is what a receiving node read from the data port per record it needed:
-// a record is benchRecordSize (160) bytes, a records frame adds 5 bytes and
+// a benchmark record is 160 bytes on the wire, a records frame adds 5 bytes and
 // its ack 25; more than that is records that arrived twice.
 
 const (
@@ -147,13 +147,6 @@ func (c *benchCluster) received(nodes ...*testNode) uint64 {
 	}
 	return n
 }
-
-// benchRecordSize is the size on the wire of one benchmark record.
-var benchRecordSize = func() int {
-	var val [benchValueSize]byte
-	m := record.Message{Topic: benchTopic, Key: benchKeyNames[0], Value: val[:]}
-	return record.Encode(make([]byte, 4096), &m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})
-}()
 
 func (c *benchCluster) stop() {
 	for _, tn := range c.nodes {

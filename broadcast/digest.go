@@ -128,12 +128,6 @@ type sumsMsg struct {
 	nodes   []sumNode
 }
 
-// sameRetired says whether both sides retired the same origins at the
-// same seqs (to the digest's certainty).
-func (m sumsMsg) sameRetired(o sumsMsg) bool {
-	return m.retired == o.retired && m.digest == o.digest
-}
-
 const sumNodeSize = 1 + 1 + 8 + 4 + 8
 
 func encodeSums(m sumsMsg) []byte {

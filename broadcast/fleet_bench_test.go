@@ -30,7 +30,7 @@ import (
 //     fleetWindow, a batch every millisecond as the clock allows.
 //     origin-bytes/record is the origin's Node.BytesSent over the records
 //     (its own records' bytes, pushed or published: one record is
-//     benchRecordSize, 160 bytes); origin-wire-bytes/record is everything
+//     160 bytes on the wire); origin-wire-bytes/record is everything
 //     the origin wrote to its data-port sockets and to NATS (frames, acks,
 //     vectors, pulls it served, the NATS protocol). p50-ms and p99-ms are
 //     from Publish returning to the record being held by every other node.

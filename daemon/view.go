@@ -109,7 +109,7 @@ func openViewFile(path string, log *zap.Logger) (*viewMirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 	if err != nil {
 		lock.Close()
 		return nil, fmt.Errorf("--view-file: %w", err)
@@ -278,7 +278,7 @@ func (vm *viewMirror) restart() error {
 	if err := vm.relock(); err != nil {
 		return err
 	}
-	w, err := localview.Create(vm.w.Path(), localview.WriterOptions{Gid: vm.gid})
+	w, err := localview.Create(vm.w.Path(), localview.WriterOptions{GID: vm.gid})
 	if err != nil {
 		return err
 	}

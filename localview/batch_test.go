@@ -14,7 +14,7 @@ import (
 
 func TestGetMany(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "view")
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestGetManyWhileBatchesArePublished(t *testing.T) {
 		batches = 800
 	}
 	path := filepath.Join(t.TempDir(), "view")
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // random from a daemon's view, which is mostly cache and TLB misses).
 func BenchmarkGetHot(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "view")
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func BenchmarkWriterPut(b *testing.B) {
 	for _, keys := range []int{10_000, 1_000_000} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "view")
-			w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+			w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,7 +17,7 @@ import (
 func smallFile(t testing.TB) (data []byte, recs []int) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "view")
-	w, err := create(path, WriterOptions{Gid: -1}, 64, 4096)
+	w, err := create(path, WriterOptions{GID: -1}, 64, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}

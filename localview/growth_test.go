@@ -35,7 +35,7 @@ func TestGrowthWhileReading(t *testing.T) {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 	}
 	path := filepath.Join(dir, "view")
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func runWriterChildIfAsked() {
 		return
 	}
 	base, _ := strconv.ParseUint(os.Getenv(envWriterBase), 10, 64)
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 	if err != nil {
 		fmt.Println(err)
 		os.Exit(1)
@@ -179,7 +179,7 @@ func TestReaderWithoutPermission(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(open, fmt.Sprintf("view%d", i))
-			w, err := localview.Create(path, localview.WriterOptions{Gid: c.gid})
+			w, err := localview.Create(path, localview.WriterOptions{GID: c.gid})
 			if err != nil {
 				t.Fatal(err)
 			}

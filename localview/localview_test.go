@@ -15,7 +15,7 @@ import (
 
 func newWriter(t testing.TB, path string) *Writer {
 	t.Helper()
-	w, err := Create(path, WriterOptions{Gid: -1})
+	w, err := Create(path, WriterOptions{GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestHash(t *testing.T) {
 // would need a new generation.
 func TestTryPut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "view")
-	w, err := create(path, WriterOptions{Gid: -1}, 64, 4096)
+	w, err := create(path, WriterOptions{GID: -1}, 64, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func runPython(t *testing.T, path, stdin string, args ...string) []string {
 // of every key (deleted and unknown ones too), which checks the hash.
 func TestPythonReadsAsGo(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "view")
-	w, err := localview.Create(path, localview.WriterOptions{Gid: -1})
+	w, err := localview.Create(path, localview.WriterOptions{GID: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

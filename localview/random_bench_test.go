@@ -59,7 +59,7 @@ func forEachRandomView(b *testing.B, bench func(b *testing.B, w *Writer, r *Read
 				b.Fatal(err)
 			}
 			defer os.RemoveAll(tmp)
-			w, err := Create(filepath.Join(tmp, "view"), WriterOptions{Gid: -1})
+			w, err := Create(filepath.Join(tmp, "view"), WriterOptions{GID: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

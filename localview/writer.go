@@ -15,9 +15,9 @@ import (
 
 // WriterOptions are the Writer's settings.
 type WriterOptions struct {
-	// Gid, when not -1, is the group every file the writer makes is given
+	// GID, when not -1, is the group every file the writer makes is given
 	// (the daemon passes its socket's group); -1 keeps the process's.
-	Gid int
+	GID int
 	// Keys and Bytes size the first generation (how many keys, how many
 	// bytes of topic, key, tag and value); later ones grow from what is in
 	// the view. Zero is fine: the file grows.
@@ -84,7 +84,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 }
 
 func create(path string, opts WriterOptions, smallKeys, smallBytes int) (*Writer, error) {
-	w := &Writer{topics: topicCache{n: -1}, path: path, gid: opts.Gid, origins: make(map[uint64]uint64), smallKeys: smallKeys, smallBytes: smallBytes}
+	w := &Writer{topics: topicCache{n: -1}, path: path, gid: opts.GID, origins: make(map[uint64]uint64), smallKeys: smallKeys, smallBytes: smallBytes}
 	old, oldGen := openOld(path)
 	if old != nil {
 		defer old.release()

@@ -179,7 +179,7 @@ func BenchmarkPublishSET10k(b *testing.B) {
 				group = group[:0]
 			}) {
 			}
-			defer s.FollowView(nil, nil)
+			defer func() { s.FollowView(nil, nil) }() // nil stops the follower
 			rng := rand.New(rand.NewPCG(2, 3))
 			msgs := make([]record.Message, batch)
 			var digits []byte

@@ -112,10 +112,12 @@ func MeasureBootstrap(ctx context.Context, bin, dir string, keys int, extra ...s
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := start(src, ""); err == nil {
-		err = src.waitReady(wctx)
-	} else {
+	if err := start(src, ""); err != nil {
 		r.Err = "source: " + err.Error()
+		return r
+	}
+	if err := src.waitReady(wctx); err != nil {
+		r.Err = "source not ready: " + err.Error()
 		return r
 	}
 	r.SourceMiB = float64(RSS(src.PID())) / (1 << 20)

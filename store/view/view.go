@@ -303,14 +303,8 @@ func (it *viewItem) value() []byte {
 	return unsafe.Slice(unsafe.StringData(v), len(v))
 }
 
-// newViewItem copies key, tag and value into one new allocation. A
+// makeViewItem copies key, tag and value into one new allocation. A
 // tombstone keeps only its key: nothing reads its tag or value.
-func newViewItem(key, tag, value []byte, st record.Stamp, flags uint8, eff, expires int64) *viewItem {
-	it := makeViewItem(key, tag, value, st, flags, eff, expires)
-	return &it
-}
-
-// makeViewItem is newViewItem's item, as a value.
 func makeViewItem(key, tag, value []byte, st record.Stamp, flags uint8, eff, expires int64) viewItem {
 	if flags&(itemTomb|itemCancel|itemPlaceholder) != 0 {
 		tag, value = nil, nil
