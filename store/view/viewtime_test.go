@@ -504,16 +504,7 @@ func BenchmarkViewApplyTime(b *testing.B) {
 			v := New()
 			recs := make([]record.Record, keys)
 			for i := range recs {
-				m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
-				switch kind {
-				case "expiring":
-					m.ExpiresAt = far
-				case "scheduled":
-					m.EffectiveAt = far
-				}
-				buf := make([]byte, m.EncodedSize())
-				record.Encode(buf, m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})
-				recs[i] = buf
+				recs[i] = timedBenchRecord(i, kind, far, 1)
 				v.Apply(recs[i])
 			}
 			b.ReportAllocs()
@@ -569,6 +560,21 @@ func BenchmarkViewApplyTime(b *testing.B) {
 	})
 }
 
+// timedBenchRecord is the benchmarks' record for key i of a kind (plain,
+// expiring or scheduled, at far), stamped seq.
+func timedBenchRecord(i int, kind string, far int64, seq uint64) record.Record {
+	m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
+	switch kind {
+	case "expiring":
+		m.ExpiresAt = far
+	case "scheduled":
+		m.EffectiveAt = far
+	}
+	buf := make([]byte, m.EncodedSize())
+	record.Encode(buf, m, record.Stamp{Origin: 1, Seq: seq, HLC: seq})
+	return buf
+}
+
 // BenchmarkViewApplyTimeFirst is BenchmarkViewApplyTime for the first
 // write of each key: every Apply adds a key the view has not held (its
 // map and B-tree grow), with an expiry, or scheduled (the key's first
@@ -580,16 +586,7 @@ func BenchmarkViewApplyTimeFirst(b *testing.B) {
 			v := New()
 			recs := make([]record.Record, b.N)
 			for i := range recs {
-				m := &record.Message{Topic: "prices", Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
-				switch kind {
-				case "expiring":
-					m.ExpiresAt = far
-				case "scheduled":
-					m.EffectiveAt = far
-				}
-				buf := make([]byte, m.EncodedSize())
-				record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
-				recs[i] = buf
+				recs[i] = timedBenchRecord(i, kind, far, uint64(i+1))
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
