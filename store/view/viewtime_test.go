@@ -602,6 +602,36 @@ func BenchmarkViewApplyTimeFirst(b *testing.B) {
 	}
 }
 
+// BenchmarkViewApplyTimeSale is the sale at midnight: the first scheduled
+// write of a key that has a plain value in force (the key's first
+// timeline), beside a plain write again of such a key. Every Apply writes
+// a key of its own, which holds one plain value before the timer starts.
+func BenchmarkViewApplyTimeSale(b *testing.B) {
+	far := time.Now().Add(time.Hour).UnixMilli()
+	for _, kind := range []string{"plain", "scheduled"} {
+		b.Run("kind="+kind, func(b *testing.B) {
+			v := New()
+			recs := make([]record.Record, b.N)
+			for i := range recs {
+				v.Apply(timedBenchRecord(i, "plain", far, uint64(i+1)))
+				recs[i] = timedBenchRecord(i, kind, far, uint64(b.N+i+1))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := testkit.ProcessCPU()
+			for i := range b.N {
+				// A scheduled record changes what is pending, not the
+				// entry in force: Apply says false.
+				if !v.Apply(recs[i]) && kind != "scheduled" {
+					b.Fatal("apply did not change the view")
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(testkit.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
 // BenchmarkSettleFlip is the timer's work at an instant that 10,000 keys
 // are scheduled for: settling every entry (the follower told of each).
 func BenchmarkSettleFlip(b *testing.B) {
