@@ -597,8 +597,7 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 		if d.into != nil {
 			v.mu.Lock()
 			if tv = v.topics[string(name)]; tv == nil {
-				tv = newTopicView(string(name), d.hint)
-				v.topics[tv.name] = tv
+				tv = v.addTopic(string(name), d.hint)
 			} else {
 				d.hint = 0 // made by someone else: grown at the first batch
 			}
@@ -606,8 +605,7 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 			d.writes = tv.writes
 			v.mu.Unlock()
 		} else {
-			tv = newTopicView(string(name), d.hint)
-			v.topics[tv.name] = tv
+			tv = v.addTopic(string(name), d.hint)
 		}
 		prevTopic = tv.name
 		if err := d.readEntries(v, tv, count, ver); err != nil {

@@ -139,8 +139,13 @@ type View struct {
 	// now is the local wall clock in Unix milliseconds.
 	now func() int64
 	// times holds the instants at which an entry changes by itself (an
-	// expiry, a scheduled record taking effect); guarded by mu.
-	times instants
+	// expiry, a scheduled record taking effect), timeKeys their keys;
+	// guarded by mu.
+	times    instants
+	timeKeys keyArena
+	// topicList is every topic by its index (topicView.index): a view
+	// never drops a topic.
+	topicList []*topicView
 	// wake tells RunTimes that an instant before timerAt was added;
 	// timerAt is the instant RunTimes' timer is set for (0: none), guarded
 	// by mu.
@@ -208,6 +213,7 @@ func (it *viewItem) change(topic string) Change {
 // topicView holds one topic's items.
 type topicView struct {
 	name  string
+	index uint32                   // in View.topicList
 	byKey map[string]*viewItem     // point gets
 	order *btree.BTreeG[*viewItem] // ordered listing, Digest, snapshots
 	live  int                      // items that are not tombstones
@@ -386,12 +392,18 @@ func (v *View) SetClock(now func() time.Time) {
 	}
 }
 
-func newTopicView(name string, sizeHint int) *topicView {
-	return &topicView{
+// addTopic makes a new topic of v, with room for sizeHint keys. The
+// caller holds the write lock or owns v alone.
+func (v *View) addTopic(name string, sizeHint int) *topicView {
+	tv := &topicView{
 		name:  name,
+		index: uint32(len(v.topicList)),
 		byKey: make(map[string]*viewItem, sizeHint),
 		order: btree.NewG(btreeDegree, itemLess),
 	}
+	v.topics[name] = tv
+	v.topicList = append(v.topicList, tv)
+	return tv
 }
 
 // Apply applies a record to the view and reports whether the view changed.
@@ -490,8 +502,7 @@ func (v *View) touchLocked(rs []record.Record, items []viewItem) {
 func (v *View) topicLocked(topic []byte) *topicView {
 	tv := v.topics[string(topic)]
 	if tv == nil {
-		tv = newTopicView(string(topic), 0)
-		v.topics[tv.name] = tv
+		tv = v.addTopic(string(topic), 0)
 	}
 	return tv
 }
@@ -1297,8 +1308,7 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 	for _, ft := range topics {
 		tv := v.topics[ft.name]
 		if tv == nil {
-			tv = newTopicView(ft.name, ft.items.Len())
-			v.topics[tv.name] = tv
+			tv = v.addTopic(ft.name, ft.items.Len())
 		}
 		ft.records(func(it *viewItem) bool {
 			maxHLC = max(maxHLC, it.stamp.HLC)

@@ -1,8 +1,10 @@
 package view
 
 import (
+	"encoding/binary"
 	"sort"
 	"time"
+	"unsafe"
 )
 
 // Time in the view (see "Time" in DESIGN.md). A key's records are ordered
@@ -211,13 +213,15 @@ func (tl *timeline) next(now int64, w *viewItem) int64 {
 	return next
 }
 
-// instant is a moment at which an entry may change by itself. It holds
-// the key's topic view itself (a view never drops a topic): 32 bytes an
-// instant, and no topic lookup when it comes.
+// instant is a moment at which an entry may change by itself: 16 bytes
+// and no pointer, so that the garbage collector never scans the queue
+// (100,000 keys with an expiry queue 100,000 instants) and a queued
+// instant keeps nothing alive (it held the key's first data, value
+// included, while the key was written again and again). ref is where the
+// key and its topic are in the view's keyArena.
 type instant struct {
 	at  int64 // Unix ms
-	tv  *topicView
-	key string
+	ref uint64
 }
 
 // instants is a min-heap of instants by at (typed, so that a push does
@@ -244,7 +248,6 @@ func (h *instants) pop() instant {
 	top := s[0]
 	n := len(s) - 1
 	s[0] = s[n]
-	s[n] = instant{}
 	s = s[:n]
 	for i := 0; ; {
 		l, m := 2*i+1, i
@@ -264,12 +267,114 @@ func (h *instants) pop() instant {
 	return top
 }
 
+// keyArena holds the keys of the queued instants, each as topic index
+// u32 | key length u16 | key, in chunks of bytes without pointers,
+// filled one after another. An instant's ref is its chunk's index (high
+// 32 bits) and its offset there. A chunk is freed once no instant refers
+// to it (instants come in roughly the order they were queued), and the
+// whole arena is copied afresh when its chunks hold more dead bytes than
+// live ones (see compact). Bytes once written are never written again:
+// a lookup may read a key in place.
+type keyArena struct {
+	chunks [][]byte
+	refs   []int32  // instants that refer into each chunk
+	free   []uint32 // indexes of freed chunks, for reuse
+	cur    int      // the chunk being filled, when chunks is not empty
+	// used is the bytes of the chunks held, live those of the entries
+	// queued instants refer to.
+	used, live int
+}
+
+// arenaChunk is the size of a chunk: 3,000 keys of 16 bytes.
+const arenaChunk = 64 << 10
+
+// add stores (topic, key) and returns its ref.
+func (a *keyArena) add(topic uint32, key string) uint64 {
+	n := 6 + len(key)
+	if len(a.chunks) == 0 || len(a.chunks[a.cur])+n > cap(a.chunks[a.cur]) {
+		a.grow(n)
+	}
+	c := a.chunks[a.cur]
+	off := len(c)
+	c = binary.LittleEndian.AppendUint32(c, topic)
+	c = binary.LittleEndian.AppendUint16(c, uint16(len(key)))
+	a.chunks[a.cur] = append(c, key...)
+	a.refs[a.cur]++
+	a.used += n
+	a.live += n
+	return uint64(a.cur)<<32 | uint64(off)
+}
+
+// grow starts a chunk with room for n bytes at least.
+func (a *keyArena) grow(n int) {
+	if len(a.chunks) > 0 && a.refs[a.cur] == 0 {
+		a.release(a.cur)
+	}
+	c := make([]byte, 0, max(n, arenaChunk))
+	if k := len(a.free); k > 0 {
+		a.cur = int(a.free[k-1])
+		a.free = a.free[:k-1]
+		a.chunks[a.cur] = c
+		return
+	}
+	a.cur = len(a.chunks)
+	a.chunks = append(a.chunks, c)
+	a.refs = append(a.refs, 0)
+}
+
+// release frees chunk i, which no instant refers to.
+func (a *keyArena) release(i int) {
+	a.used -= len(a.chunks[i])
+	a.chunks[i] = nil
+	a.free = append(a.free, uint32(i))
+}
+
+// get is the topic index and the key of ref. The key's bytes are the
+// arena's: the caller does not keep them.
+func (a *keyArena) get(ref uint64) (topic uint32, key string) {
+	c := a.chunks[ref>>32][uint32(ref):]
+	klen := int(binary.LittleEndian.Uint16(c[4:]))
+	return binary.LittleEndian.Uint32(c), unsafe.String(&c[6], klen)
+}
+
+// drop forgets ref, whose instant has come.
+func (a *keyArena) drop(ref uint64) {
+	i := int(ref >> 32)
+	c := a.chunks[i][uint32(ref):]
+	a.live -= 6 + int(binary.LittleEndian.Uint16(c[4:]))
+	if a.refs[i]--; a.refs[i] == 0 && i != a.cur {
+		a.release(i)
+	}
+}
+
+// compact copies the keys of the instants h into a fresh arena, when the
+// chunks hold more dead bytes than live ones (and more than a few
+// chunks' worth): instants that come out of the order they were queued
+// in leave chunks held by a few keys. Copying is linear in the instants,
+// and follows at least as many bytes dropped. With no instant left the
+// arena is simply emptied.
+func (a *keyArena) compact(h instants) {
+	if len(h) == 0 {
+		*a = keyArena{}
+		return
+	}
+	if dead := a.used - a.live; dead <= a.live || dead <= 16*arenaChunk {
+		return
+	}
+	var fresh keyArena
+	for i := range h {
+		topic, key := a.get(h[i].ref)
+		h[i].ref = fresh.add(topic, key)
+	}
+	*a = fresh
+}
+
 // queue adds the instant at which (tv, key) may change by itself, and
 // wakes RunTimes when it comes before the instant its timer is set for
 // (only then: a schedule of many keys for one instant wakes it once). The
 // caller holds the write lock.
 func (v *View) queue(at int64, tv *topicView, key string) {
-	v.times.push(instant{at: at, tv: tv, key: key})
+	v.times.push(instant{at: at, ref: v.timeKeys.add(tv.index, key)})
 	if v.timerAt == 0 || at < v.timerAt {
 		v.timerAt = at
 		select {
@@ -387,9 +492,18 @@ func (v *View) settleDue() time.Duration {
 		now := v.clock()
 		for n := 0; len(v.times) > 0 && v.times[0].at <= now && n < settleBatch; n++ {
 			in := v.times.pop()
-			old, tl := in.tv.lookup(in.key)
-			v.settle(in.tv, in.key, old, tl, tl, now, CauseEffective)
+			topic, key := v.timeKeys.get(in.ref)
+			tv := v.topicList[topic]
+			old, tl := tv.lookup(key)
+			v.timeKeys.drop(in.ref)
+			// A key without an entry has no timeline either (a timeline's
+			// key has an entry): nothing to settle. The entry's key is
+			// the one settle keeps, not the arena's bytes.
+			if old != nil {
+				v.settle(tv, old.key(), old, tl, tl, now, CauseEffective)
+			}
 		}
+		v.timeKeys.compact(v.times)
 		wait := time.Hour
 		more := false
 		v.timerAt = 0

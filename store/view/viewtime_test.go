@@ -877,3 +877,54 @@ func TestTimelineSize(t *testing.T) {
 		t.Fatalf("a timeline is %d bytes, want at most 64", n)
 	}
 }
+
+// TestInstantKeysOutOfOrder: keys of three topics expire in an order
+// unrelated to the one they were queued in; at each step the timer drops
+// exactly the expired ones (their keys found again from the arena), the
+// arena holds no more dead bytes than live ones past its slack (it is
+// compacted), and once every instant has come it holds nothing.
+func TestInstantKeysOutOfOrder(t *testing.T) {
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	const keys = 60_000
+	rng := rand.New(rand.NewPCG(3, 4))
+	topics := []string{"prices", "stock", "promo"}
+	expires := make([]int64, keys)
+	buf := make([]byte, 256)
+	for i := range keys {
+		expires[i] = timeBase + 1 + int64(rng.IntN(1000))
+		m := &record.Message{Topic: topics[i%3], Key: fmt.Sprintf("sku-%026d", i), Value: []byte("1"), ExpiresAt: expires[i]}
+		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: record.MakeHLC(timeBase, 0) + uint64(i)})
+		v.Apply(record.Record(buf[:n]))
+	}
+	for now := int64(timeBase); now <= timeBase+1000; now += 50 {
+		c.ms.Store(now)
+		v.settleDue()
+		v.mu.RLock()
+		a := v.timeKeys
+		queued := len(v.times)
+		v.mu.RUnlock()
+		if a.used > a.live+max(a.live, 16*arenaChunk) {
+			t.Fatalf("at +%d ms the arena holds %d bytes for %d live", now-timeBase, a.used, a.live)
+		}
+		want := 0
+		for i := range keys {
+			_, ok := v.Get(topics[i%3], fmt.Sprintf("sku-%026d", i))
+			if live := expires[i] > now; live != ok {
+				t.Fatalf("at +%d ms key %d (expires +%d) served %v", now-timeBase, i, expires[i]-timeBase, ok)
+			} else if live {
+				want++
+			}
+		}
+		if queued != want || a.live != want*(6+30) {
+			t.Fatalf("at +%d ms %d instants queued, %d arena bytes live, want %d keys", now-timeBase, queued, a.live, want)
+		}
+	}
+	if v.Dropped() != keys {
+		t.Fatalf("Dropped = %d, want %d", v.Dropped(), keys)
+	}
+	if len(v.timeKeys.chunks) != 0 || v.timeKeys.used != 0 {
+		t.Fatalf("with nothing queued the arena holds %d chunks, %d bytes", len(v.timeKeys.chunks), v.timeKeys.used)
+	}
+}
