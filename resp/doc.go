@@ -148,8 +148,15 @@
 // PERSIST on an existing key write the key's value and tag again with the
 // new expiry (none for PERSIST): a write of the same key on another node
 // in the same few milliseconds may lose to that copy, as to any later
-// write. An expiry already past deletes the key (EXPIRE key 0). TTL rounds
-// to the nearest second, as Redis does. EFFECTIVEAT, cachecast's own SET
+// write. An expiry already past deletes the key (EXPIRE key 0). TTL and
+// EXPIRETIME round to the nearest second, as Redis does. The expiry
+// commands answer what redis-server answers, errors included (the
+// order Redis checks arguments in, its integer syntax, its overflow
+// bounds), checked against a real one by the daemon's
+// TestRedisTimeAgainstRedisServer; the differences are by design: SET's
+// NX, XX and GET are refused, SETNX, GETSET, GETDEL and GETEX are not
+// served (unknown command), a key outside the naming rules is refused,
+// and a topic is a hash (TTL topic is -1). EFFECTIVEAT, cachecast's own SET
 // option (a Redis server refuses it with a syntax error, so a client
 // pointed at one by mistake fails loudly), schedules the value: it is
 // stored and sent to every node at once and becomes the value at that

@@ -45,62 +45,55 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// setOptions are the options of SET: the expiries and EFFECTIVEAT are
-// supported, the conditions are not.
+// setConditions are the options of SET that are refused: every write is
+// unconditional.
 var setConditions = []string{"NX", "XX", "GET", "IFEQ"}
 
 // parseSetOptions reads SET's options after key and value into m; false
-// when it answered an error. keep says KEEPTTL was given.
+// when it answered an error. keep says KEEPTTL was given. As Redis does,
+// it reads every option before it checks the expiry's number, and takes
+// a repeated expiry of one kind (the last wins).
 func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool) {
 	now := c.s.now()
-	var expiry bool
+	var unit string // the expiry's option: EX, PX, EXAT or PXAT ("": none)
+	var num []byte  // its number
 	for i := 0; i < len(opts); i++ {
 		opt := strings.ToUpper(clip(opts[i]))
 		switch opt {
-		case "EX", "PX", "EXAT", "PXAT", "EFFECTIVEAT":
-			if i+1 >= len(opts) {
+		case "EX", "PX", "EXAT", "PXAT":
+			if keep || unit != "" && unit != opt || i+1 >= len(opts) {
 				c.err("ERR syntax error")
 				return false, false
 			}
-			n, err := strconv.ParseInt(view(opts[i+1]), 10, 64)
+			unit, num = opt, opts[i+1]
 			i++
-			if err != nil {
-				c.err("ERR value is not an integer or out of range")
-				return false, false
-			}
-			if opt == "EFFECTIVEAT" {
-				if m.EffectiveAt != 0 || n <= 0 {
-					c.err("ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970")
-					return false, false
-				}
-				if n <= now.UnixMilli() {
-					c.err("ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
-						strconv.FormatInt(now.UnixMilli(), 10) + "); SET without it for now")
-					return false, false
-				}
-				m.EffectiveAt = n
-				continue
-			}
-			if expiry || keep || n <= 0 {
-				if n <= 0 && !expiry && !keep {
-					c.err("ERR invalid expire time in 'set' command")
-				} else {
-					c.err("ERR syntax error")
-				}
-				return false, false
-			}
-			at, ok := expiryAt(opt, n, now)
-			if !ok {
-				c.err("ERR invalid expire time in 'set' command")
-				return false, false
-			}
-			m.ExpiresAt, expiry = at, true
 		case "KEEPTTL":
-			if expiry || keep {
+			if unit != "" {
 				c.err("ERR syntax error")
 				return false, false
 			}
 			keep = true
+		case "EFFECTIVEAT":
+			if i+1 >= len(opts) {
+				c.err("ERR syntax error")
+				return false, false
+			}
+			n, ok := redisInt(opts[i+1])
+			i++
+			if !ok {
+				c.err("ERR value is not an integer or out of range")
+				return false, false
+			}
+			if m.EffectiveAt != 0 || n <= 0 {
+				c.err("ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970")
+				return false, false
+			}
+			if n <= now.UnixMilli() {
+				c.err("ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
+					strconv.FormatInt(now.UnixMilli(), 10) + "); SET without it for now")
+				return false, false
+			}
+			m.EffectiveAt = n
 		default:
 			for _, cond := range setConditions {
 				if opt == cond {
@@ -112,6 +105,19 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool)
 			return false, false
 		}
 	}
+	if unit != "" {
+		n, ok := redisInt(num)
+		if !ok {
+			c.err("ERR value is not an integer or out of range")
+			return false, false
+		}
+		at, ok := expiryAt(unit, n, now)
+		if n <= 0 || !ok {
+			c.err("ERR invalid expire time in 'set' command")
+			return false, false
+		}
+		m.ExpiresAt = at
+	}
 	if m.EffectiveAt != 0 && m.ExpiresAt != 0 && m.ExpiresAt <= m.EffectiveAt {
 		c.err("ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT")
 		return false, false
@@ -119,28 +125,33 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool)
 	return keep, true
 }
 
-// expiryAt turns an expiry option's number into Unix milliseconds: EX
-// and PX are relative to now, EXAT and PXAT absolute (EX and EXAT in
-// seconds). false when it overflows.
-func expiryAt(opt string, n int64, now time.Time) (int64, bool) {
-	switch opt {
-	case "EX", "EXPIRE", "SETEX":
-		if n > math.MaxInt64/1000-now.UnixMilli() {
+// redisInt reads an integer argument as Redis does: only the canonical
+// decimal form (no sign +, no leading zeros, no -0), within int64.
+func redisInt(b []byte) (int64, bool) {
+	n, err := strconv.ParseInt(view(b), 10, 64)
+	return n, err == nil && strconv.FormatInt(n, 10) == view(b)
+}
+
+// expiryAt turns the number n of an expiry option or command into Unix
+// milliseconds with Redis's arithmetic: seconds unless the name starts
+// with P (PX, PXAT, PEXPIRE, PSETEX...), relative to now unless it ends
+// with AT. false where Redis answers "invalid expire time": the
+// conversion or the addition overflows.
+func expiryAt(name string, n int64, now time.Time) (int64, bool) {
+	if !strings.HasPrefix(name, "P") {
+		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
 			return 0, false
 		}
-		return now.UnixMilli() + n*1000, true
-	case "PX", "PEXPIRE", "PSETEX":
-		if n > math.MaxInt64-now.UnixMilli() {
-			return 0, false
-		}
-		return now.UnixMilli() + n, true
-	case "EXAT", "EXPIREAT":
-		if n > math.MaxInt64/1000 {
-			return 0, false
-		}
-		return n * 1000, true
+		n *= 1000
 	}
-	return n, true // PXAT, PEXPIREAT
+	var base int64
+	if !strings.HasSuffix(name, "AT") {
+		base = now.UnixMilli()
+	}
+	if n > math.MaxInt64-base {
+		return 0, false
+	}
+	return n + base, true
 }
 
 func cmdSetWithOptions(c *conn, a [][]byte) {
@@ -163,8 +174,8 @@ func cmdSetWithOptions(c *conn, a [][]byte) {
 }
 
 func cmdSetEx(c *conn, a [][]byte) {
-	n, err := strconv.ParseInt(view(a[2]), 10, 64)
-	if err != nil {
+	n, ok := redisInt(a[2])
+	if !ok {
 		c.err("ERR value is not an integer or out of range")
 		return
 	}
@@ -193,13 +204,8 @@ func (c *conn) lookup(name []byte) (storeview.Entry, bool) {
 
 func cmdExpire(c *conn, a [][]byte) {
 	name := strings.ToUpper(clip(a[0]))
-	n, err := strconv.ParseInt(view(a[2]), 10, 64)
-	if err != nil {
-		c.err("ERR value is not an integer or out of range")
-		return
-	}
 	var nx, xx, gt, lt bool
-	for _, o := range a[3:] {
+	for _, o := range a[3:] { // the options before the number, as Redis reads them
 		switch strings.ToUpper(clip(o)) {
 		case "NX":
 			nx = true
@@ -214,8 +220,17 @@ func cmdExpire(c *conn, a [][]byte) {
 			return
 		}
 	}
-	if nx && (xx || gt || lt) || gt && lt {
+	if nx && (xx || gt || lt) {
 		c.err("ERR NX and XX, GT or LT options at the same time are not compatible")
+		return
+	}
+	if gt && lt {
+		c.err("ERR GT and LT options at the same time are not compatible")
+		return
+	}
+	n, ok := redisInt(a[2])
+	if !ok {
+		c.err("ERR value is not an integer or out of range")
 		return
 	}
 	now := c.s.now()
@@ -299,7 +314,8 @@ func cmdExpireTime(c *conn, a [][]byte) {
 	case !found:
 		c.integer(-2)
 	case bytes.EqualFold(a[0], []byte("expiretime")):
-		c.integer(e.ExpiresAt / 1000)
+		c.integer(e.ExpiresAt/1000 + (e.ExpiresAt%1000+500)/1000) // to the nearest second, as Redis rounds
+
 	default:
 		c.integer(e.ExpiresAt)
 	}

@@ -1,0 +1,413 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+)
+
+// startRedisServer runs Debian's redis-server (redis-server, which
+// .ci/run installs) on a Unix socket of its own, without persistence,
+// and returns the socket's path once it accepts connections; the server
+// is killed when the test ends.
+func startRedisServer(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server: %v (install redis-server; .ci/run does)", err)
+	}
+	dir, err := os.MkdirTemp("", "rs") // short: a socket path is at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "redis.sock")
+	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no")
+	out := &readyWriter{ready: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("redis-server: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	select {
+	case <-out.ready:
+	case <-exited:
+		t.Fatalf("redis-server exited before it was ready:\n%s", out.text())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("redis-server not ready after 10s:\n%s", out.text())
+	}
+	return sock
+}
+
+// readyWriter keeps redis-server's log and closes ready at its line that
+// it is ready to accept connections (7.0: "The server is now ready to
+// accept connections at <socket>"; 7.2: "Ready to accept connections unix").
+type readyWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan struct{}
+	done  bool
+}
+
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && bytes.Contains(bytes.ToLower(w.buf.Bytes()), []byte("ready to accept connections")) {
+		w.done = true
+		close(w.ready)
+	}
+	return len(p), nil
+}
+
+func (w *readyWriter) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// rawReply reads one RESP2 or RESP3 reply off r and returns its bytes as
+// they came.
+func rawReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
+		return "", fmt.Errorf("bad line %q", line)
+	}
+	n, _ := strconv.Atoi(line[1 : len(line)-2])
+	switch line[0] {
+	case '$', '=', '!':
+		if n < 0 {
+			return line, nil
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", err
+		}
+		return line + string(b), nil
+	case '*', '%', '~', '>', '|':
+		if line[0] == '%' || line[0] == '|' {
+			n *= 2
+		}
+		var b strings.Builder
+		b.WriteString(line)
+		for range max(n, 0) {
+			v, err := rawReply(r)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(v)
+		}
+		return b.String(), nil
+	}
+	return line, nil
+}
+
+// redisPair sends each command to cachecast's Redis door and to a real
+// redis-server and compares the replies.
+type redisPair struct {
+	t     *testing.T
+	conns [2]net.Conn // 0: cachecast, 1: redis-server
+	rs    [2]*bufio.Reader
+	start time.Time // the first command: TTL-like answers differ by at most what has elapsed since
+}
+
+func newRedisPair(t *testing.T, ours, theirs string) *redisPair {
+	p := &redisPair{t: t, start: time.Now()}
+	for i, sock := range []string{ours, theirs} {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(time.Minute))
+		p.conns[i], p.rs[i] = c, bufio.NewReader(c)
+	}
+	return p
+}
+
+// do sends args to both and returns cachecast's and redis-server's replies.
+func (p *redisPair) do(args ...string) (ours, theirs string) {
+	p.t.Helper()
+	var b strings.Builder
+	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
+	for _, a := range args {
+		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+	}
+	var got [2]string
+	for i, c := range p.conns {
+		if _, err := io.WriteString(c, b.String()); err != nil {
+			p.t.Fatalf("%q to %s: %v", args, p.name(i), err)
+		}
+	}
+	for i, r := range p.rs {
+		v, err := rawReply(r)
+		if err != nil {
+			p.t.Fatalf("%q: reading %s's reply: %v", args, p.name(i), err)
+		}
+		got[i] = v
+	}
+	return got[0], got[1]
+}
+
+func (p *redisPair) name(i int) string { return [...]string{"cachecast", "redis-server"}[i] }
+
+// same: both replies are equal byte for byte.
+func (p *redisPair) same(args ...string) {
+	p.t.Helper()
+	if ours, theirs := p.do(args...); ours != theirs {
+		p.t.Errorf("%q: cachecast %q, redis-server %q", args, ours, theirs)
+	}
+}
+
+// near is same for TTL and PTTL of a key with an expiry: both integers,
+// equal if either is negative (-1, -2), else apart by at most what a
+// real elapsed millisecond (PTTL) or second (TTL, rounded to the nearest
+// second by both) makes: the two servers set the key and read its TTL at
+// moments apart by at most the time since the first command.
+func (p *redisPair) near(args ...string) {
+	p.t.Helper()
+	ours, theirs := p.do(args...)
+	a, errA := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(ours, ":"), "\r\n"), 10, 64)
+	b, errB := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(theirs, ":"), "\r\n"), 10, 64)
+	slack := time.Since(p.start).Milliseconds() + 1
+	if strings.EqualFold(args[0], "ttl") {
+		slack = slack/1000 + 1
+	}
+	if errA != nil || errB != nil || a < 0 || b < 0 || a-b > slack || b-a > slack {
+		p.t.Errorf("%q: cachecast %q, redis-server %q (apart by at most %d allowed)", args, ours, theirs, slack)
+	}
+}
+
+// differs is a reply that differs by design, for why: cachecast answers
+// ours exactly and redis-server a reply that starts with theirs.
+func (p *redisPair) differs(why, ours, theirs string, args ...string) {
+	p.t.Helper()
+	o, th := p.do(args...)
+	if o != ours || !strings.HasPrefix(th, theirs) {
+		p.t.Errorf("%q (differs by design: %s): cachecast %q, want %q; redis-server %q, want it to start with %q", args, why, o, ours, th, theirs)
+	}
+}
+
+// TestRedisTimeAgainstRedisServer sends the time commands (SET's expiry
+// options, SETEX, PSETEX, the EXPIRE family, PERSIST, TTL, PTTL,
+// EXPIRETIME, PEXPIRETIME) and MSET/MGET of expiring keys to a daemon's
+// Redis door and to a real redis-server, over RESP2 and RESP3, and
+// compares the replies byte for byte, TTL-like integers within what
+// elapses between the two. The replies that differ by design are listed
+// with their reasons (resp's package doc and README say them).
+func TestRedisTimeAgainstRedisServer(t *testing.T) {
+	theirs := startRedisServer(t)
+	td := startDaemon(t, testConfig(t))
+	for _, proto := range []string{"2", "3"} {
+		t.Run("RESP"+proto, func(t *testing.T) {
+			p := newRedisPair(t, td.d.RedisSocketPath(), theirs)
+			if proto == "3" {
+				p.do("HELLO", "3") // the server's own description: not compared
+			}
+			k := func(name string) string { return "t" + proto + ":" + name } // this run's keys
+			now := time.Now()
+			inS := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).Unix(), 10) }
+			// An instant 600 ms past a whole second: EXPIRETIME rounds it to the nearest second.
+			atMs := strconv.FormatInt(now.Add(time.Hour).Unix()*1000+600, 10)
+
+			// Keys without an expiry, and missing keys.
+			p.same("SET", k("a"), "v")
+			for _, c := range []string{"TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME"} {
+				p.same(c, k("a"))
+				p.same(c, k("missing"))
+			}
+			p.same("EXPIRE", k("missing"), "10")
+			p.same("PERSIST", k("missing"))
+			p.same("PERSIST", k("a"))
+
+			// NX, XX, GT, LT: no expiry counts as infinite for GT and LT.
+			// (Relative times a few seconds apart: the two servers' clocks
+			// run on between one command and the next.)
+			p.same("EXPIRE", k("a"), "100", "XX")
+			p.same("EXPIRE", k("a"), "100", "GT")
+			p.same("EXPIRE", k("a"), "100", "LT")
+			p.near("TTL", k("a"))
+			p.same("EXPIRE", k("a"), "200", "NX")
+			p.same("EXPIRE", k("a"), "200", "GT")
+			p.same("EXPIRE", k("a"), "150", "GT")
+			p.same("EXPIRE", k("a"), "150", "lt")
+			p.same("EXPIRE", k("a"), "300", "xx")
+			p.same("EXPIRE", k("a"), "400", "XX", "GT")
+			p.same("EXPIRE", k("a"), "500", "XX", "LT")
+			p.near("TTL", k("a"))
+			p.same("PEXPIRE", k("a"), "5000")
+			p.near("PTTL", k("a"))
+			p.near("TTL", k("a"))
+			p.same("PEXPIREAT", k("a"), atMs)
+			p.same("PEXPIRETIME", k("a"))
+			p.same("EXPIRETIME", k("a"))
+			p.same("EXPIREAT", k("a"), inS(2*time.Hour))
+			p.same("EXPIRETIME", k("a"))
+			p.same("PEXPIRETIME", k("a"))
+			p.same("EXPIREAT", k("a"), inS(3*time.Hour), "NX")
+			p.same("PEXPIREAT", k("a"), atMs, "GT")
+			p.same("PEXPIREAT", k("a"), atMs, "LT")
+			p.same("PEXPIRETIME", k("a"))
+			p.same("PERSIST", k("a"))
+			p.same("TTL", k("a"))
+			p.same("PERSIST", k("a"))
+
+			// SET's options: a SET without KEEPTTL drops the expiry.
+			p.same("SET", k("b"), "v", "EX", "100")
+			p.near("TTL", k("b"))
+			p.same("SET", k("b"), "w", "KEEPTTL")
+			p.near("TTL", k("b"))
+			p.same("GET", k("b"))
+			p.same("SET", k("b"), "x")
+			p.same("TTL", k("b"))
+			p.same("SET", k("b"), "x", "keepttl")
+			p.same("TTL", k("b"))
+			p.same("SET", k("c"), "v", "PX", "100000")
+			p.near("PTTL", k("c"))
+			p.same("SET", k("c"), "v", "EXAT", inS(time.Hour))
+			p.same("EXPIRETIME", k("c"))
+			p.same("SET", k("c"), "v", "px", "100000", "KEEPTTL")
+			p.same("SET", k("c"), "v", "PXAT", atMs)
+			p.same("PEXPIRETIME", k("c"))
+			p.same("EXPIRETIME", k("c"))
+			p.same("SET", k("c"), "v", "PXAT", "9223372036854775807")
+			p.same("PEXPIRETIME", k("c"))
+			p.same("SETEX", k("d"), "100", "v")
+			p.near("TTL", k("d"))
+			p.same("PSETEX", k("d"), "100000", "v")
+			p.near("PTTL", k("d"))
+			p.same("GET", k("d"))
+
+			// An expiry at or before now deletes the key (1), even with
+			// LT against no expiry; GT against none does nothing.
+			for _, c := range [][]string{{"EXPIRE", "0"}, {"PEXPIRE", "-5"}, {"EXPIRE", "-100", "LT"}, {"EXPIREAT", "1"}, {"PEXPIREAT", "0"}} {
+				p.same("SET", k("e"), "v")
+				p.same(append([]string{c[0], k("e")}, c[1:]...)...)
+				p.same("EXISTS", k("e"))
+				p.same("GET", k("e"))
+				p.same("TTL", k("e"))
+			}
+			p.same("SET", k("e"), "v")
+			p.same("EXPIRE", k("e"), "-100", "GT")
+			p.same("EXISTS", k("e"))
+			p.same("EXPIRE", k("e"), "0", "NX")
+			p.same("EXISTS", k("e"))
+
+			// Expired keys: set with an instant already past, and one the
+			// clock passes.
+			p.same("SET", k("f"), "v", "PXAT", strconv.FormatInt(now.Add(-time.Second).UnixMilli(), 10))
+			for _, c := range []string{"GET", "EXISTS", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "PERSIST"} {
+				p.same(c, k("f"))
+			}
+			p.same("EXPIRE", k("f"), "10")
+			p.same("SET", k("g"), "v", "PX", "50")
+			testkit.Until(t, 10*time.Second, "the 50 ms key to expire on both", func() string {
+				if ours, theirs := p.do("EXISTS", k("g")); ours != ":0\r\n" || theirs != ":0\r\n" {
+					return "EXISTS: cachecast " + ours + ", redis-server " + theirs
+				}
+				return ""
+			})
+			for _, c := range []string{"GET", "TTL", "PTTL", "EXPIRETIME", "PERSIST"} {
+				p.same(c, k("g"))
+			}
+
+			// MSET and MGET of expiring keys: MSET drops an expiry.
+			p.same("SET", k("m1"), "v", "PX", "100000")
+			p.same("SET", k("m3"), "v", "EX", "100")
+			p.same("MSET", k("m1"), "a", k("m2"), "b")
+			p.same("TTL", k("m1"))
+			p.near("TTL", k("m3"))
+			p.same("MGET", k("m1"), k("m2"), k("m3"), k("f"), k("g"), k("missing"))
+			p.same("MSET", k("m1"), "a", k("m2"))
+
+			// Bad arguments: types, ranges, syntax, arities.
+			for _, c := range [][]string{
+				{"EXPIRE", k("a"), "abc"}, {"EXPIRE", k("a"), "1.5"}, {"EXPIRE", k("a"), "10", "FOO"},
+				{"EXPIRE", k("a"), "abc", "FOO"}, {"EXPIRE", k("missing"), "10", "FOO"},
+				{"EXPIRE", k("a"), "10", "NX", "XX"}, {"EXPIRE", k("a"), "10", "NX", "GT"}, {"EXPIRE", k("a"), "10", "GT", "LT"},
+				{"EXPIRE", k("a"), "10", "LT", "GT"}, {"EXPIRE", k("a")}, {"PEXPIRE", k("a")},
+				{"EXPIRE", k("a"), "9223372036854775807"}, {"EXPIRE", k("a"), "-9223372036854775807"},
+				{"EXPIRE", k("a"), "9223372036854775"}, {"PEXPIRE", k("a"), "9223372036854775807"},
+				{"EXPIREAT", k("a"), "9223372036854775807"}, {"EXPIREAT", k("a"), "-9223372036854775807"},
+				{"PEXPIREAT", k("a"), "abc"},
+				{"SET", k("a"), "v", "EX"}, {"SET", k("a"), "v", "EX", "abc"}, {"SET", k("a"), "v", "EX", "0"},
+				{"SET", k("a"), "v", "PX", "-1"}, {"SET", k("a"), "v", "EXAT", "0"}, {"SET", k("a"), "v", "PXAT", "-1"},
+				{"SET", k("a"), "v", "EX", "10", "PX", "10"}, {"SET", k("a"), "v", "EX", "10", "KEEPTTL"},
+				{"SET", k("a"), "v", "KEEPTTL", "EX", "10"}, {"SET", k("a"), "v", "FOO"},
+				{"SET", k("a"), "v", "EX", "0", "PX", "5"}, {"SET", k("a"), "v", "EX", "abc", "PX", "5"},
+				{"SET", k("a"), "v", "EX", "9223372036854775807"}, {"SET", k("a"), "v", "EX", "9223372036854775"},
+				{"SET", k("a"), "v", "PX", "9223372036854775807"}, {"SET", k("a"), "v", "EXAT", "9223372036854775807"},
+				{"SETEX", k("a"), "abc", "v"}, {"SETEX", k("a"), "0", "v"}, {"SETEX", k("a"), "-1", "v"},
+				{"SETEX", k("a"), "9223372036854775807", "v"}, {"PSETEX", k("a"), "0", "v"}, {"SETEX", k("a"), "10"},
+				{"TTL"}, {"PTTL", k("a"), k("b")}, {"PERSIST"}, {"EXPIRETIME"},
+				{"EXPIRE", k("a"), "+5"}, {"EXPIRE", k("a"), "010"}, {"EXPIRE", k("a"), "-0"}, {"EXPIRE", k("a"), " 5"},
+				{"SET", k("a"), "v", "EX", "010"}, {"SETEX", k("a"), "+5", "v"}, {"PEXPIREAT", k("a"), "1e3"},
+			} {
+				p.same(c...)
+			}
+			p.same("TTL", k("a")) // none of the above gave it an expiry
+
+			// The largest expiries Redis takes: seconds that pass int64 only
+			// once the clock is added are refused, those just below are not.
+			p.same("SET", k("big"), "v", "EX", "9222000000000000")
+			p.near("TTL", k("big"))
+			p.same("EXPIRE", k("big"), "9222000000000001", "GT")
+			p.near("TTL", k("big"))
+			p.same("PEXPIRE", k("big"), "-9223372036854775807")
+			p.same("EXISTS", k("big"))
+			p.same("SET", k("big"), "v")
+			p.same("PEXPIREAT", k("big"), "-9223372036854775807")
+			p.same("EXISTS", k("big"))
+
+			// Two expiries of one kind: Redis takes the last.
+			p.same("SET", k("h"), "v", "EX", "10", "EX", "100")
+			p.near("TTL", k("h"))
+			p.same("SET", k("h"), "v", "EX", "100000000000")
+			p.near("TTL", k("h"))
+
+			// Where cachecast differs by design.
+			refused := func(opt string) string {
+				return "-ERR SET " + opt + " is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are supported\r\n"
+			}
+			const unconditional = "writes are unconditional: the latest write wins on every node, and a condition checked on one node would not hold on the others"
+			p.differs(unconditional, refused("NX"), "+OK", "SET", k("n"), "v", "NX")
+			p.differs(unconditional, refused("XX"), "+OK", "SET", k("n"), "w", "XX", "EX", "10")
+			p.differs(unconditional+" (GET is a read before the write)", refused("GET"), "$1\r\nw", "SET", k("n"), "x", "GET")
+			for _, c := range [][]string{{"SETNX", k("n"), "v"}, {"GETSET", k("n"), "v"}, {"GETDEL", k("n")}, {"GETEX", k("n"), "EX", "10"}} {
+				p.differs("not served: SETNX and GETSET are conditional or read-and-write, GETDEL and GETEX write on a read",
+					"-ERR unknown command '"+c[0]+"', with args beginning with: '"+strings.Join(c[1:], "' '")+"' \r\n", "", c...)
+			}
+			p.same("DEL", k("n"))
+			later := strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10)
+			p.differs("EFFECTIVEAT is cachecast's own option (a scheduled value); Redis refuses it, so a client pointed at Redis fails loudly",
+				"+OK\r\n", "-ERR syntax error", "SET", k("s"), "v", "EFFECTIVEAT", later)
+			p.same("GET", k("s")) // not in force yet here, never set there
+			p.differs("a Redis key is topic:key, and a topic is 1 to 128 bytes of A-Z a-z 0-9 . _ -",
+				"-ERR invalid_name: topic \"bad topic\": ' ' at byte 3 is not one of A-Z a-z 0-9 . _ -\r\n", "+OK",
+				"SET", "bad topic:k", "v", "EX", "10")
+			p.differs("a topic is a hash whose fields are its keys: it exists, without an expiry", ":-1\r\n", ":-2", "TTL", "t"+proto)
+			p.differs("a topic is a hash", ":-1\r\n", ":-2", "PEXPIRETIME", "t"+proto)
+		})
+	}
+}
