@@ -153,8 +153,8 @@ func newStoreCollector(s *store.Store, node string) *storeCollector {
 	return &storeCollector{
 		s:          s,
 		node:       node,
-		segments:   d("segments", "Log segment files."),
-		mapped:     d("mapped_segments", "Log segments mapped into memory."),
+		segments:   d("segments", "Log segments retained, the one being written included."),
+		mapped:     d("mapped_segments", "Log segments mapped into memory, the next ones made ready ahead of the writer included."),
 		logBytes:   d("log_bytes", "Bytes of log retained."),
 		writePos:   d("write_position_bytes", "Log position of the next append."),
 		flushedPos: d("flushed_position_bytes", "Log position up to which the log is on disk."),

@@ -866,8 +866,8 @@ func (s *Store) Topics() []view.TopicInfo {
 type Stats struct {
 	Origin         uint64
 	Flush          FlushMode
-	Segments       int
-	MappedSegments int
+	Segments       int   // retained by the log, the one being written included
+	MappedSegments int   // mapped, the next ones made ready ahead included (segment.Log.Counts)
 	LogBytes       int64 // retained: WritePos - OldestPos
 	WritePos       int64
 	FlushedPos     int64

@@ -36,8 +36,8 @@ type Status struct {
 // StoreStatus is the "store" object of GET /v1/status: the log's figures
 // (positions are bytes into the log) and the view's keys.
 type StoreStatus struct {
-	Segments       int    `json:"segments"`
-	MappedSegments int    `json:"mapped_segments"`
+	Segments       int    `json:"segments"`        // retained, the one being written included
+	MappedSegments int    `json:"mapped_segments"` // mapped: may pass segments by the next ones made ready ahead
 	LogBytes       int64  `json:"log_bytes"`
 	WritePos       int64  `json:"write_pos"`
 	FlushedPos     int64  `json:"flushed_pos"`

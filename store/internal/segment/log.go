@@ -1175,7 +1175,11 @@ type Sealed struct {
 	Written time.Time
 }
 
-// Counts reports how many segments are retained and mapped.
+// Counts reports how many segments the log retains (written or being
+// written: those in its table) and how many segments are mapped. The
+// next ones the preparer made ready ahead of the writer are mapped but
+// not yet the log's, so mapped may pass segments by them (a fresh log:
+// 1 segment, 2 mapped).
 func (l *Log) Counts() (segments, mapped int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
