@@ -176,6 +176,9 @@ type eventWire struct {
 	Queue       *int        `json:"queue,omitempty"` // a pointer: queue 0 is a queue
 }
 
+// messageWire is the API's message object as a Message holds it (no time
+// fields: a Message has none); the daemon's decoder (daemon/httpapi) and
+// clienttest's have their own, each reading what it serves.
 type messageWire struct {
 	Key         string  `json:"key,omitempty"`
 	Tag         string  `json:"tag,omitempty"`

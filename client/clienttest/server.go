@@ -406,7 +406,10 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, res[0])
 }
 
-// wireMessage is a POST body object.
+// wireMessage is a POST body object, this package's own copy (see the
+// package doc: not shared with the daemon or package client). It has
+// none of the time fields (ttl_ms, expires_at, effective_at, cancel):
+// the double does not serve them, and refuses them as unknown fields.
 type wireMessage struct {
 	Key         string  `json:"key"`
 	Tag         string  `json:"tag"`

@@ -18,6 +18,12 @@ import (
 )
 
 // wireMessage is one message of a POST /v1/topics/{topic}/messages body.
+// Two other structs describe this object, on purpose apart: package
+// client's messageWire (a client.Message read back: only the fields a
+// Message has, no time fields) and clienttest's wireMessage (the test
+// double's, written from the API's specification alone so that a
+// misreading does not cancel out). This one reads every field the API
+// takes, with pointers that tell a field left out from an empty one.
 type wireMessage struct {
 	Key         string  `json:"key"`
 	Tag         string  `json:"tag"`
