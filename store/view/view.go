@@ -995,7 +995,7 @@ func (v *View) current(tv *topicView, key string, now func() int64) *viewItem {
 		return it
 	}
 	t := now()
-	if len(tv.times) > 0 && (t < v.settledAt || len(v.times) > 0 && v.times[0].at <= t) {
+	if len(tv.times) > 0 && (t < v.settledAt || v.times.due(t)) {
 		if tl := tv.times[key]; tl != nil {
 			it = tl.resolve(t)
 			if it == nil {

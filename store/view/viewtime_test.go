@@ -526,7 +526,7 @@ func BenchmarkViewApplyTime(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(testkit.ProcessCPU()-cpu)/float64(b.N), "cpu-ns/op")
 			v.mu.RLock()
-			b.ReportMetric(float64(len(v.times)), "queued")
+			b.ReportMetric(float64(v.times.len()), "queued")
 			v.mu.RUnlock()
 		})
 	}
@@ -903,7 +903,7 @@ func TestInstantKeysOutOfOrder(t *testing.T) {
 		v.settleDue()
 		v.mu.RLock()
 		a := v.timeKeys
-		queued := len(v.times)
+		queued := v.times.len()
 		v.mu.RUnlock()
 		if a.used > a.live+max(a.live, 16*arenaChunk) {
 			t.Fatalf("at +%d ms the arena holds %d bytes for %d live", now-timeBase, a.used, a.live)
@@ -926,5 +926,39 @@ func TestInstantKeysOutOfOrder(t *testing.T) {
 	}
 	if len(v.timeKeys.chunks) != 0 || v.timeKeys.used != 0 {
 		t.Fatalf("with nothing queued the arena holds %d chunks, %d bytes", len(v.timeKeys.chunks), v.timeKeys.used)
+	}
+}
+
+// TestInstantsHeap: the paged heap pops its instants in order across
+// pages, as they are pushed and popped in turns, and gives its pages
+// back as it empties (one spare kept).
+func TestInstantsHeap(t *testing.T) {
+	var h instants
+	rng := rand.New(rand.NewPCG(5, 6))
+	var model []int64
+	for round := range 4 {
+		for range 3*instantPage + 17 {
+			at := rng.Int64N(1 << 40)
+			h.push(instant{at: at, ref: uint64(at) ^ 0xff})
+			model = append(model, at)
+		}
+		slices.Sort(model)
+		pop := len(model) / 2
+		if round == 3 {
+			pop = len(model)
+		}
+		for i := range pop {
+			in := h.pop()
+			if in.at != model[i] || in.ref != uint64(in.at)^0xff {
+				t.Fatalf("round %d pop %d = %+v, want at %d", round, i, in, model[i])
+			}
+		}
+		model = model[pop:]
+		if h.len() != len(model) || len(h.pages) > h.len()/instantPage+2 {
+			t.Fatalf("round %d: %d instants in %d pages, want %d", round, h.len(), len(h.pages), len(model))
+		}
+	}
+	if len(h.pages) > 1 {
+		t.Fatalf("empty heap holds %d pages", len(h.pages))
 	}
 }
