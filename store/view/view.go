@@ -59,7 +59,9 @@ import (
 // instant otherwise, and RunTimes settles the entry at each instant for
 // the followers. An expired value becomes a tombstone. An item is 64
 // bytes with the effective time and the expiry; a timeline with two
-// records inline is 56 (a 64-byte allocation).
+// records inline is 56 (a 64-byte allocation); a key's first timeline
+// is one allocation with its first record (128 bytes), and with its
+// placeholder when nothing is in force (192; see firstTimeline).
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
 // a map for point gets and a B-tree (github.com/google/btree) for ordered
@@ -532,6 +534,9 @@ func (v *View) applyLocked(tv *topicView, old *viewItem, tl *timeline, it *viewI
 		}
 		return v.settle(tv, r.key(), old, tl, tl, now, CauseEffective)
 	}
+	if tl == nil && (it.scheduled() || it.cancel()) {
+		return v.putFirst(tv, old, it) // copied into the timeline's allocation
+	}
 	heap := new(viewItem)
 	*heap = *it
 	return v.put(tv, old, tl, heap)
@@ -635,28 +640,14 @@ func (v *View) put(tv *topicView, old *viewItem, tl *timeline, it *viewItem) boo
 		v.install(tv, k, it, "")
 		return true
 	}
+	if tl == nil {
+		return v.putFirst(tv, old, it)
+	}
 	// it goes into the key's timeline, and is in no frozen clone: its
 	// epoch says so (see applyLocked).
 	it.epoch = v.epoch
 	var ntl *timeline
-	if tl == nil {
-		if old != nil && !old.scheduled() && !old.placeholder() && !it.after(old) {
-			// Below an ordinary write, which nothing voids: never in force.
-			return false
-		}
-		// The key's first timeline: its entry and it, one allocation.
-		var have [1]*viewItem
-		recs := have[:0]
-		if old != nil && !old.placeholder() {
-			recs = append(recs, old)
-		}
-		var added bool
-		if ntl, added = withRecord(recs, 0, it); !added {
-			return false
-		}
-		ntl.setEpoch(v.epoch)
-		v.timed++
-	} else if i := tl.replaceable(it); i >= 0 && tl.epoch() == v.epoch {
+	if i := tl.replaceable(it); i >= 0 && tl.epoch() == v.epoch {
 		tl.recs[i] = it // rescheduled: no new timeline while no clone holds it
 		ntl = tl
 	} else {
@@ -666,11 +657,58 @@ func (v *View) put(tv *topicView, old *viewItem, tl *timeline, it *viewItem) boo
 		}
 		ntl.setEpoch(v.epoch)
 	}
-	cause := "" // a write in force at once is told by its record
+	return v.settle(tv, k, old, tl, ntl, v.clock(), timedCause(it))
+}
+
+// timedCause is the cause of the change a record that goes into a
+// timeline makes at once: none for a write in force at once (its record
+// tells it), CauseEffective for a late scheduled record or a cancel.
+func timedCause(it *viewItem) string {
 	if it.scheduled() || it.cancel() {
-		cause = CauseEffective // a late scheduled record, or a cancel
+		return CauseEffective
 	}
-	return v.settle(tv, k, old, tl, ntl, v.clock(), cause)
+	return ""
+}
+
+// putFirst is put of it, a scheduled record or a cancel, to a key without
+// a timeline (old its entry): the key's first timeline. it is copied, not
+// kept: the timeline, the record and, when nothing is in force, the
+// placeholder that holds the key are one allocation (a firstTimeline),
+// not three, and one of another size class than the entries (see
+// firstTimeline).
+func (v *View) putFirst(tv *topicView, old, it *viewItem) bool {
+	if old != nil && !old.scheduled() && !old.placeholder() && !it.after(old) {
+		// Below an ordinary write, which nothing voids: never in force.
+		return false
+	}
+	var have [1]*viewItem
+	recs := have[:0]
+	if old != nil && !old.placeholder() {
+		recs = append(recs, old)
+	}
+	now := v.clock()
+	var ntl *timeline
+	var rec *viewItem
+	if (old == nil || old.placeholder()) && (it.cancel() || it.eff > now) {
+		// Nothing in force: settle installs the block's placeholder.
+		b := &firstTimelineHeld{}
+		b.hold = viewItem{data: it.key(), klen: it.klen, flags: itemPlaceholder}
+		b.tl.entry = &b.hold
+		ntl, rec = &b.tl, &b.rec
+	} else {
+		b := &firstTimeline{}
+		ntl, rec = &b.tl, &b.rec
+	}
+	*rec = *it
+	// rec goes into the key's timeline, and is in no frozen clone: its
+	// epoch says so (see applyLocked).
+	rec.epoch = v.epoch
+	if _, added := withRecord(recs, 0, rec, ntl); !added {
+		return false
+	}
+	ntl.setEpoch(v.epoch)
+	v.timed++
+	return v.settle(tv, rec.key(), old, nil, ntl, now, timedCause(rec))
 }
 
 // clock is the view's wall clock for a writer, under the write lock: read
@@ -847,6 +885,8 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 		want = nil // a cancel took out the only record: nothing left
 	case w == nil && old != nil && old.placeholder():
 		want = old // nothing in force still
+	case w == nil && tl.entry != nil && tl.entry.placeholder():
+		want = tl.entry // made with the timeline (putFirst)
 	case w == nil:
 		want = placeholderItem(k)
 	case w.expires != 0 && w.expires <= now:
