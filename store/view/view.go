@@ -417,7 +417,9 @@ func (v *View) Apply(r record.Record) bool {
 		return false
 	}
 	topic := r.Topic()
-	ordinary := r[9] == record.Version
+	// An ordinary write, with an expiry or not: neither scheduled nor a
+	// cancel, which may matter below the entry.
+	ordinary := r.EffectiveAt() == 0 && r.Kind() != record.KindCancel
 
 	// A cheap check under the read lock keeps a replayed or superseded
 	// record from allocating and from taking the write lock. The entry it
