@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
 )
 
 // faultSink keeps the compiler from dropping a read the test needs.
@@ -154,5 +156,63 @@ func TestViewOrUndoFailureMarksUnhealthy(t *testing.T) {
 				t.Fatalf("counted %d failures, want 1", got)
 			}
 		})
+	}
+}
+
+// TestPanicReleasesTheWriteLock: a panic under the write lock (here a
+// view follower's, which publish runs under it) reaches the caller and
+// leaves the lock free: the next publish and AppendRecord go through
+// instead of hanging.
+func TestPanicReleasesTheWriteLock(t *testing.T) {
+	// Closed at the end, not by a cleanup: Close takes the write lock, and
+	// a test that found it held must fail, not hang.
+	s, err := Open(testOptions(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.FollowView(func(c view.Change) {
+		if c.Key == "boom" {
+			panic("a follower's bug")
+		}
+	}, nil)
+	// step runs fn, which must panic or not as told, within 10 s: a
+	// write that waits for a lock left held never returns.
+	step := func(what string, wantPanic bool, fn func() error) {
+		t.Helper()
+		done := make(chan any, 1)
+		go func() {
+			defer func() { done <- recover() }()
+			if err := fn(); err != nil {
+				panic(err)
+			}
+		}()
+		select {
+		case p := <-done:
+			if (p != nil) != wantPanic {
+				t.Fatalf("%s: panic %v, want one: %v", what, p, wantPanic)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still waiting for the write lock after 10s", what)
+		}
+	}
+	publish := func(key string) func() error {
+		return func() error {
+			_, err := s.Publish(&record.Message{Topic: "t", Key: key, Value: []byte("v")})
+			return err
+		}
+	}
+	appendRecord := func(seq uint64, key string) func() error {
+		return func() error {
+			_, err := s.AppendRecord(peerRecord(0xbeef, seq, time.Now(), key))
+			return err
+		}
+	}
+	step("the publish that panics", true, publish("boom"))
+	step("a publish after it", false, publish("k"))
+	step("the append that panics", true, appendRecord(1, "boom"))
+	step("an append after it", false, appendRecord(2, "k"))
+	s.FollowView(nil, nil)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -415,15 +415,26 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 			}
 		}
 	}
+	end, err := s.publishLocked(ms, results)
+	if err != nil {
+		return err
+	}
+	return s.flusher.waitDurable(end, results) // outside the lock: the next publish need not wait for this flush
+}
+
+// publishLocked appends and applies ms under the write lock and returns
+// the log's end after them. The lock is released by a defer, on every
+// path, a panic's too: a lock left held would hang every later write.
+func (s *Store) publishLocked(ms []record.Message, results []Result) (end int64, err error) {
 	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	if s.closed.Load() {
-		s.wmu.Unlock()
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	start := s.seglog.WritePos()
 	recs := s.written[:0]
 	hlc := s.clock.NowN(len(ms))
-	err := fsys.GuardDoing("writing", "the log", func() error {
+	err = fsys.GuardDoing("writing", "the log", func() error {
 		for i := range ms {
 			m := &ms[i]
 			if err := s.retention.makeRoom(m.EncodedSize()); err != nil {
@@ -453,18 +464,16 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 		clear(recs)
 		s.failed(err)
 		s.undo(start)
-		s.wmu.Unlock()
-		return err
+		return 0, err
 	}
 	s.nextSeq += uint64(len(ms))
 	s.seglog.Commit()
 	s.applyWritten(ms, results, recs)
 	clear(recs)
-	end := s.seglog.End()
+	end = s.seglog.End()
 	s.afterWrite()
 	s.ownNotify.notify()
-	s.wmu.Unlock()
-	return s.flusher.waitDurable(end, results)
+	return end, nil
 }
 
 // applyWritten applies the records publish just committed to the view,
@@ -547,46 +556,48 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 			return Result{}, err
 		}
 	}
+	res, end, err := s.appendRecordLocked(r)
+	if err != nil || end == 0 { // end 0: a lost record restored into its slot, no flush to wait for
+		return res, err
+	}
+	return res, s.flusher.waitDurable(end, std1r(&res))
+}
+
+// appendRecordLocked is AppendRecord's part under the write lock, which
+// a defer releases on every path (as publishLocked's); end is the log's
+// end after the record, 0 for a restored one.
+func (s *Store) appendRecordLocked(r record.Record) (Result, int64, error) {
 	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	if s.closed.Load() {
-		s.wmu.Unlock()
-		return Result{}, ErrClosed
+		return Result{}, 0, ErrClosed
 	}
 	last := s.origins.Last(r.Origin())
 	expect := max(last, s.heldTail(r.Origin())) + 1
 	switch {
 	case r.Seq() <= last:
-		res, ok, err := s.restore(r) // a record this node lost, back from a peer
-		s.wmu.Unlock()
-		if ok {
-			return res, err
+		if res, ok, err := s.restore(r); ok { // a record this node lost, back from a peer
+			return res, 0, err
 		}
-		return Result{}, fmt.Errorf("%w: origin %016x seq %d (held up to %d)", ErrDuplicate, r.Origin(), r.Seq(), last)
+		return Result{}, 0, fmt.Errorf("%w: origin %016x seq %d (held up to %d)", ErrDuplicate, r.Origin(), r.Seq(), last)
 	case r.Seq() < expect:
-		s.wmu.Unlock()
-		return Result{}, fmt.Errorf("%w: origin %016x seq %d (held already)", ErrHeld, r.Origin(), r.Seq())
+		return Result{}, 0, fmt.Errorf("%w: origin %016x seq %d (held already)", ErrHeld, r.Origin(), r.Seq())
 	case r.Seq() != expect:
 		// Also for an origin this node has nothing of: its first record
 		// must be seq 1. Starting an origin in the middle would leave the
 		// seqs before it missing for good, with the vector saying they are
 		// held; a node starts an origin mid-sequence only from a snapshot
 		// (Bootstrap).
-		s.wmu.Unlock()
-		return Result{}, fmt.Errorf("%w: origin %016x seq %d after %d", ErrOutOfOrder, r.Origin(), r.Seq(), expect-1)
+		return Result{}, 0, fmt.Errorf("%w: origin %016x seq %d after %d", ErrOutOfOrder, r.Origin(), r.Seq(), expect-1)
 	}
 	if err := s.admitStamp(r); err != nil {
-		s.wmu.Unlock()
-		return Result{}, err
+		return Result{}, 0, err
 	}
 	res, end, err := s.appendRemote(r)
 	if err == nil {
 		s.releaseHeld()
 	}
-	s.wmu.Unlock()
-	if err != nil {
-		return Result{}, err
-	}
-	return res, s.flusher.waitDurable(end, std1r(&res))
+	return res, end, err
 }
 
 // appendRemote appends a checked record of another node (or one of this
