@@ -149,25 +149,36 @@ func newRedisPair(t *testing.T, ours, theirs string) *redisPair {
 // do sends args to both and returns cachecast's and redis-server's replies.
 func (p *redisPair) do(args ...string) (ours, theirs string) {
 	p.t.Helper()
+	got := p.pipeline([][]string{args})
+	return got[0][0], got[1][0]
+}
+
+// pipeline sends cmds to both in one write each and returns each
+// server's replies, in order (0: cachecast, 1: redis-server).
+func (p *redisPair) pipeline(cmds [][]string) (got [2][]string) {
+	p.t.Helper()
 	var b strings.Builder
-	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
-	for _, a := range args {
-		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+	for _, args := range cmds {
+		b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
+		for _, a := range args {
+			b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+		}
 	}
-	var got [2]string
 	for i, c := range p.conns {
 		if _, err := io.WriteString(c, b.String()); err != nil {
-			p.t.Fatalf("%q to %s: %v", args, p.name(i), err)
+			p.t.Fatalf("%q to %s: %v", cmds, p.name(i), err)
 		}
 	}
 	for i, r := range p.rs {
-		v, err := rawReply(r)
-		if err != nil {
-			p.t.Fatalf("%q: reading %s's reply: %v", args, p.name(i), err)
+		for _, args := range cmds {
+			v, err := rawReply(r)
+			if err != nil {
+				p.t.Fatalf("%q: reading %s's reply: %v", args, p.name(i), err)
+			}
+			got[i] = append(got[i], v)
 		}
-		got[i] = v
 	}
-	return got[0], got[1]
+	return got
 }
 
 func (p *redisPair) name(i int) string { return [...]string{"cachecast", "redis-server"}[i] }
@@ -340,6 +351,19 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			p.near("TTL", k("m3"))
 			p.same("MGET", k("m1"), k("m2"), k("m3"), k("f"), k("g"), k("missing"))
 			p.same("MSET", k("m1"), "a", k("m2"))
+
+			// Pipelined: consecutive plain SETs are one batch in
+			// cachecast; the expiry commands between them see them.
+			pipe := [][]string{{"SET", k("p1"), "v", "EX", "100"}, {"SET", k("p1"), "w"}, {"SET", k("p2"), "x"},
+				{"TTL", k("p1")}, {"EXPIRE", k("p2"), "100"}, {"SET", k("p2"), "y"}, {"SET", k("p3"), "z"},
+				{"TTL", k("p2")}, {"SET", k("p3"), "z", "KEEPTTL"}, {"PEXPIRE", k("p3"), "0"}, {"SET", k("p1"), "u"},
+				{"MGET", k("p1"), k("p2"), k("p3")}}
+			got := p.pipeline(pipe)
+			for i := range pipe {
+				if got[0][i] != got[1][i] {
+					t.Errorf("pipelined %q: cachecast %q, redis-server %q", pipe[i], got[0][i], got[1][i])
+				}
+			}
 
 			// Bad arguments: types, ranges, syntax, arities.
 			for _, c := range [][]string{
