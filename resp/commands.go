@@ -378,9 +378,9 @@ func cmdStrlen(c *conn, a [][]byte) {
 }
 
 func cmdGetRange(c *conn, a [][]byte) {
-	start, err1 := strconv.Atoi(view(a[2]))
-	end, err2 := strconv.Atoi(view(a[3]))
-	if err1 != nil || err2 != nil {
+	start, ok1 := redisInt(a[2])
+	end, ok2 := redisInt(a[3])
+	if !ok1 || !ok2 {
 		c.err("ERR value is not an integer or out of range")
 		return
 	}
@@ -389,7 +389,7 @@ func cmdGetRange(c *conn, a [][]byte) {
 		c.err(wrongType)
 		return
 	}
-	n := len(v)
+	n := int64(len(v))
 	if start < 0 {
 		start = max(n+start, 0)
 	}
@@ -692,9 +692,10 @@ func cmdDel(c *conn, a [][]byte) {
 		return
 	}
 	var msgs []record.Message
+	seen := distinct(len(a) - 1)
 	for _, name := range a[1:] {
 		t, k := c.s.split(name)
-		if _, ok := c.s.node.Get(t, k); ok {
+		if _, ok := c.s.node.Get(t, k); ok && seen(t, k) {
 			m, _ := c.message(name, nil, true)
 			msgs = append(msgs, m)
 		}
@@ -705,6 +706,24 @@ func cmdDel(c *conn, a [][]byte) {
 			return
 		}
 		c.integer(int64(len(msgs)))
+	}
+}
+
+// distinct returns a check that is true the first time it sees a topic
+// and key among n: DEL and HDEL count a key named twice once, as Redis
+// does (its second delete finds nothing).
+func distinct(n int) func(topic, key string) bool {
+	if n < 2 {
+		return func(string, string) bool { return true }
+	}
+	seen := make(map[[2]string]bool, n)
+	return func(topic, key string) bool {
+		tk := [2]string{topic, key}
+		if seen[tk] {
+			return false
+		}
+		seen[tk] = true
+		return true
 	}
 }
 
@@ -753,11 +772,12 @@ func cmdHDel(c *conn, a [][]byte) {
 	}
 	t := topicOf(a[1])
 	var msgs []record.Message
+	seen := distinct(len(a) - 2)
 	for _, f := range a[2:] {
 		if t == "" {
 			break
 		}
-		if _, ok := c.s.node.Get(t, view(f)); ok {
+		if _, ok := c.s.node.Get(t, view(f)); ok && seen(t, view(f)) {
 			msgs = append(msgs, record.Message{Topic: strings.Clone(t), Key: string(f), Delete: true})
 		}
 	}
@@ -842,6 +862,10 @@ func cmdQuit(c *conn, _ [][]byte) {
 }
 
 func cmdSelect(c *conn, a [][]byte) {
+	if _, ok := redisInt(a[1]); !ok {
+		c.err("ERR value is not an integer or out of range")
+		return
+	}
 	if view(a[1]) != "0" {
 		c.err("ERR DB index is out of range (cachecast has database 0 only)")
 		return

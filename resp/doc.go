@@ -85,7 +85,8 @@
 // that instant: 1, or 0 when none is pending), MSET (one batch: all or
 // nothing, and visible together on every node: MGET reads its keys at one
 // instant, so it sees all of a batch or none), DEL and UNLINK
-// (tombstones for the keys this node holds; the answer counts them), HSET
+// (tombstones for the keys this node holds; the answer counts them, a
+// key named twice once), HSET
 // and HMSET (one batch), HDEL, PUBLISH channel message (a keyless message
 // on the topic the channel names, to every node; the answer counts the
 // local subscribers). MULTI/EXEC/DISCARD queue reads only (what rueidis's
