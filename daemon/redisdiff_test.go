@@ -426,6 +426,16 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			} {
 				p.same(c...)
 			}
+			// A hash is a topic here, a hash there: the replies agree.
+			hash := "h" + proto
+			for _, c := range [][]string{
+				{"HSET", hash, "a", "1", "b", "2"}, {"HDEL", hash, "a", "a", "zz"}, {"HLEN", hash}, {"HGET", hash, "b"},
+				{"HGET", hash, "a"}, {"TTL", hash}, {"PTTL", hash}, {"HMGET", hash, "a", "b"},
+			} {
+				p.same(c...)
+			}
+			p.differs("a topic is not a key: it has no expiry of its own (its keys have theirs)", ":0\r\n", ":1", "EXPIRE", hash, "10")
+
 			// Left out: GETRANGE with a negative end before the start
 			// (GETRANGE k 0 -100), where cachecast answers "" as Redis 8
 			// does and Redis 7.0 the first byte.

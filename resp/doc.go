@@ -157,7 +157,8 @@
 // TestRedisTimeAgainstRedisServer; the differences are by design: SET's
 // NX, XX and GET are refused, SETNX, GETSET, GETDEL and GETEX are not
 // served (unknown command), a key outside the naming rules is refused,
-// and a topic is a hash (TTL topic is -1). EFFECTIVEAT, cachecast's own SET
+// a topic is a hash (TTL topic is -1) with no expiry of its own (EXPIRE
+// topic is 0), and SELECT takes database 0 only. EFFECTIVEAT, cachecast's own SET
 // option (a Redis server refuses it with a syntax error, so a client
 // pointed at one by mistake fails loudly), schedules the value: it is
 // stored and sent to every node at once and becomes the value at that
