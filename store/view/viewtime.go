@@ -331,8 +331,8 @@ func (h *instants) pop() instant {
 // 32 bits) and its offset there. A chunk is freed once no instant refers
 // to it (instants come in roughly the order they were queued), and the
 // whole arena is copied afresh when its chunks hold more dead bytes than
-// live ones (see compact). Bytes once written are never written again:
-// a lookup may read a key in place.
+// live ones (see compact). A key is read in place (get) only until its
+// instant is dropped.
 type keyArena struct {
 	chunks [][]byte
 	refs   []int32  // instants that refer into each chunk
@@ -410,10 +410,14 @@ func (a *keyArena) drop(ref uint64) {
 // chunks' worth): instants that come out of the order they were queued
 // in leave chunks held by a few keys. Copying is linear in the instants,
 // and follows at least as many bytes dropped. With no instant left the
-// arena is simply emptied.
+// arena keeps its current chunk only, emptied, so that a queue that comes
+// and goes (a key written with an expiry now and then) does not make a
+// chunk each time.
 func (a *keyArena) compact(h *instants) {
 	if h.len() == 0 {
-		*a = keyArena{}
+		if len(a.chunks) > 0 && (a.used > 0 || len(a.chunks) > 1) {
+			*a = keyArena{chunks: [][]byte{a.chunks[a.cur][:0]}, refs: []int32{0}}
+		}
 		return
 	}
 	if dead := a.used - a.live; dead <= a.live || dead <= 16*arenaChunk {

@@ -934,8 +934,21 @@ func TestInstantKeysOutOfOrder(t *testing.T) {
 	if v.Dropped() != keys {
 		t.Fatalf("Dropped = %d, want %d", v.Dropped(), keys)
 	}
-	if len(v.timeKeys.chunks) != 0 || v.timeKeys.used != 0 {
+	if len(v.timeKeys.chunks) != 1 || v.timeKeys.used != 0 {
 		t.Fatalf("with nothing queued the arena holds %d chunks, %d bytes", len(v.timeKeys.chunks), v.timeKeys.used)
+	}
+	// A key queued and settled again and again reuses that chunk.
+	chunk := unsafe.SliceData(v.timeKeys.chunks[0][:1])
+	for i := range 10 {
+		now := c.ms.Load()
+		m := &record.Message{Topic: "prices", Key: "again", Value: []byte("1"), ExpiresAt: now + 1}
+		n := record.Encode(buf, m, record.Stamp{Origin: 2, Seq: uint64(i + 1), HLC: record.MakeHLC(now, 0)})
+		v.Apply(record.Record(buf[:n]))
+		c.ms.Store(now + 1)
+		v.settleDue()
+		if _, ok := v.Get("prices", "again"); ok || v.times.len() != 0 || unsafe.SliceData(v.timeKeys.chunks[0][:1]) != chunk {
+			t.Fatalf("round %d: served %v, %d queued, the arena's chunk made again", i, ok, v.times.len())
+		}
 	}
 }
 
