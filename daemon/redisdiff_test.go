@@ -191,8 +191,8 @@ func (p *redisPair) same(args ...string) {
 	}
 }
 
-// near is same for TTL and PTTL of a key with an expiry: both integers,
-// equal if either is negative (-1, -2), else apart by at most what a
+// near is same for TTL and PTTL of a key with an expiry: both positive
+// integers (a -1 or -2 fails: use same for those), apart by at most what a
 // real elapsed millisecond (PTTL) or second (TTL, rounded to the nearest
 // second by both) makes: the two servers set the key and read its TTL at
 // moments apart by at most the time since the first command.
@@ -222,10 +222,11 @@ func (p *redisPair) differs(why, ours, theirs string, args ...string) {
 
 // TestRedisTimeAgainstRedisServer sends the time commands (SET's expiry
 // options, SETEX, PSETEX, the EXPIRE family, PERSIST, TTL, PTTL,
-// EXPIRETIME, PEXPIRETIME) and MSET/MGET of expiring keys to a daemon's
-// Redis door and to a real redis-server, over RESP2 and RESP3, and
-// compares the replies byte for byte, TTL-like integers within what
-// elapses between the two. The replies that differ by design are listed
+// EXPIRETIME, PEXPIRETIME), MSET/MGET of expiring keys, a pipeline of
+// them, and the string and hash commands beside them to a daemon's Redis
+// door and to a real redis-server, over RESP2 and RESP3, and compares
+// the replies byte for byte, TTL-like integers within what elapses
+// between the two. The replies that differ by design are listed
 // with their reasons (resp's package doc and README say them).
 func TestRedisTimeAgainstRedisServer(t *testing.T) {
 	theirs := startRedisServer(t)
