@@ -167,11 +167,16 @@ type ViewDigest struct {
 // ViewDigests returns the view's digest per topic with the vector it
 // covers, taken together under the write lock (the hashing runs after).
 func (s *Store) ViewDigests() ViewDigest {
-	s.wmu.Lock()
-	frozen := s.view.Freeze()
-	vec := s.origins.Vector()
-	s.wmu.Unlock()
+	frozen, vec := s.freezeView()
 	return ViewDigest{Vector: vec, Topics: frozen.Digests()}
+}
+
+// freezeView freezes the view and takes the vector it covers under the
+// write lock, which a defer releases (a panic's path too).
+func (s *Store) freezeView() (view.Frozen, map[uint64]uint64) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.view.Freeze(), s.origins.Vector()
 }
 
 // FollowView makes fn see every later change of the view, in the order the
@@ -244,37 +249,57 @@ func (s *Store) Bootstrap(r io.Reader) (map[uint64]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	moved, err := s.bootstrapLocked(marks, maxHLC)
+	if err != nil {
+		return moved, err
+	}
+	s.log.Info("bootstrapped from a peer's snapshot", zap.Int("keys", s.view.Len()), zap.Int("origins-moved", len(moved)))
+	return moved, s.snapshot(true)
+}
+
+// bootstrapLocked is Bootstrap's last step, under the write lock, which
+// a defer releases on every path, a panic's too (as publishLocked's): a
+// lock left held would hang every later write.
+func (s *Store) bootstrapLocked(marks map[uint64]uint64, maxHLC uint64) (map[uint64]uint64, error) {
 	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	if s.closed.Load() {
-		s.wmu.Unlock()
 		return nil, ErrClosed
 	}
 	s.clock.Observe(s.boundStamp(maxHLC))
+	moved, err := s.moveOrigins(marks)
+	if err != nil {
+		return moved, err
+	}
+	s.notify.notify()
+	return moved, nil
+}
+
+// moveOrigins moves every origin of marks beyond what this node holds on
+// to its mark, with moves odd meanwhile; a defer makes it even again and
+// releases moving on every path, so that a panic on the way leaves no
+// reader of LastSeq or Vector waiting for good. Under the write lock.
+func (s *Store) moveOrigins(marks map[uint64]uint64) (map[uint64]uint64, error) {
 	moved := map[uint64]uint64{}
 	s.moving.Lock()
-	s.moves.Add(1) // odd: LastSeq waits for the moves (vectorLock)
+	s.moves.Add(1) // odd: LogLast waits for the moves
+	defer func() {
+		s.moves.Add(1)
+		s.moving.Unlock()
+	}()
 	for origin, mark := range marks {
 		if mark <= s.origins.Last(origin) {
 			continue
 		}
-		if err = s.origins.Reset(origin, mark+1); err != nil {
-			break
+		if err := s.origins.Reset(origin, mark+1); err != nil {
+			return moved, err
 		}
 		moved[origin] = mark
 		if origin == s.origin && mark >= s.nextSeq {
 			s.nextSeq = mark + 1
 		}
 	}
-	s.moves.Add(1)
-	s.moving.Unlock()
-	if err != nil {
-		s.wmu.Unlock()
-		return moved, err
-	}
-	s.notify.notify()
-	s.wmu.Unlock()
-	s.log.Info("bootstrapped from a peer's snapshot", zap.Int("keys", s.view.Len()), zap.Int("origins-moved", len(moved)))
-	return moved, s.snapshot(true)
+	return moved, nil
 }
 
 // CollectTombstones drops from the view (and so from later snapshots) the

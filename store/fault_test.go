@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,8 @@ import (
 	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // faultSink keeps the compiler from dropping a read the test needs.
@@ -175,26 +180,6 @@ func TestPanicReleasesTheWriteLock(t *testing.T) {
 			panic("a follower's bug")
 		}
 	}, nil)
-	// step runs fn, which must panic or not as told, within 10 s: a
-	// write that waits for a lock left held never returns.
-	step := func(what string, wantPanic bool, fn func() error) {
-		t.Helper()
-		done := make(chan any, 1)
-		go func() {
-			defer func() { done <- recover() }()
-			if err := fn(); err != nil {
-				panic(err)
-			}
-		}()
-		select {
-		case p := <-done:
-			if (p != nil) != wantPanic {
-				t.Fatalf("%s: panic %v, want one: %v", what, p, wantPanic)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: still waiting for the write lock after 10s", what)
-		}
-	}
 	publish := func(key string) func() error {
 		return func() error {
 			_, err := s.Publish(&record.Message{Topic: "t", Key: key, Value: []byte("v")})
@@ -207,12 +192,87 @@ func TestPanicReleasesTheWriteLock(t *testing.T) {
 			return err
 		}
 	}
-	step("the publish that panics", true, publish("boom"))
-	step("a publish after it", false, publish("k"))
-	step("the append that panics", true, appendRecord(1, "boom"))
-	step("an append after it", false, appendRecord(2, "k"))
+	lockStep(t, "the publish that panics", true, publish("boom"))
+	lockStep(t, "a publish after it", false, publish("k"))
+	lockStep(t, "the append that panics", true, appendRecord(1, "boom"))
+	lockStep(t, "an append after it", false, appendRecord(2, "k"))
 	s.FollowView(nil, nil)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBootstrapPanicReleasesTheWriteLock: a panic in Bootstrap's step
+// under the write lock (here the logger's, a hook that panics on the
+// warning a snapshot with stamps ahead of the clock guard brings) reaches
+// the caller and leaves the lock free: a publish, an append and a
+// bootstrap after it go through instead of hanging.
+func TestBootstrapPanicReleasesTheWriteLock(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.MaxClockOffset = 500 * time.Millisecond
+	o.Logger = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.DebugLevel), zap.Hooks(func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "ahead of the local clock") {
+			panic("a logger's bug")
+		}
+		return nil
+	}))
+	// Closed at the end, not by a cleanup: Close takes the write lock, and
+	// a test that found it held must fail, not hang.
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func(at time.Time) []byte {
+		src := view.New()
+		src.Apply(peerRecord(0xbeef, 5, at, "k"))
+		var b bytes.Buffer
+		if err := view.EncodeSnapshot(&b, src, 0, map[uint64]uint64{0xbeef: 5}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	ahead, now := snapshot(time.Now().Add(time.Hour)), snapshot(time.Now())
+	lockStep(t, "the bootstrap that panics", true, func() error {
+		_, err := s.Bootstrap(bytes.NewReader(ahead))
+		return err
+	})
+	lockStep(t, "a publish after it", false, func() error {
+		_, err := s.Publish(&record.Message{Topic: "t", Key: "k2", Value: []byte("v")})
+		return err
+	})
+	lockStep(t, "a bootstrap after it", false, func() error {
+		moved, err := s.Bootstrap(bytes.NewReader(now))
+		if err == nil && moved[0xbeef] != 5 {
+			err = fmt.Errorf("moved %v, want origin beef on to 5", moved)
+		}
+		return err
+	})
+	lockStep(t, "an append after it", false, func() error {
+		_, err := s.AppendRecord(peerRecord(0xbeef, 6, time.Now(), "k"))
+		return err
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockStep runs fn, which must panic or not as told, within 10 s: a
+// write that waits for a lock left held never returns.
+func lockStep(t *testing.T, what string, wantPanic bool, fn func() error) {
+	t.Helper()
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		if err := fn(); err != nil {
+			panic(err)
+		}
+	}()
+	select {
+	case p := <-done:
+		if (p != nil) != wantPanic {
+			t.Fatalf("%s: panic %v, want one: %v", what, p, wantPanic)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still waiting for the write lock after 10s", what)
 	}
 }
