@@ -2,6 +2,7 @@ package view
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sort"
 	"time"
 	"unsafe"
@@ -326,110 +327,100 @@ func (h *instants) pop() instant {
 }
 
 // keyArena holds the keys of the queued instants, each as topic index
-// u32 | key length u16 | key, in chunks of bytes without pointers,
-// filled one after another. An instant's ref is its chunk's index (high
-// 32 bits) and its offset there. A chunk is freed once no instant refers
-// to it (instants come in roughly the order they were queued), and the
-// whole arena is copied afresh when its chunks hold more dead bytes than
-// live ones (see compact). A key is read in place (get) only until its
-// instant is dropped.
+// u32 | key length u16 | key, in slots of bytes without pointers. Slots
+// of one size class are cut from chunks of 64 KiB, and the slot of an
+// instant that came is the next one its class gives out (a free list
+// through the slots themselves): the arena holds about what its instants
+// held at most since the queue was last empty, whatever order they come
+// in, and never copies what it holds. An instant's ref is its chunk's
+// index (high 32 bits) and its slot's offset there. A key is read in
+// place (get) only until its instant is dropped.
 type keyArena struct {
-	chunks [][]byte
-	refs   []int32  // instants that refer into each chunk
-	free   []uint32 // indexes of freed chunks, for reuse
-	cur    int      // the chunk being filled, when chunks is not empty
-	// used is the bytes of the chunks held, live those of the entries
-	// queued instants refer to.
-	used, live int
+	chunks  [][]byte
+	classes [arenaClasses]struct {
+		cur  int    // chunk being cut, plus 1 (0: none)
+		free uint64 // first free slot's ref, plus 1 (0: none)
+	}
+	live int // entries held
+	// spare is the chunk kept when the queue empties, so that a queue
+	// that comes and goes (a key written with an expiry now and then)
+	// does not make a chunk each time.
+	spare []byte
 }
 
-// arenaChunk is the size of a chunk: 3,000 keys of 16 bytes.
+// arenaChunk is the size of a chunk: 1,600 slots of 40 bytes (a 30-byte key).
 const arenaChunk = 64 << 10
+
+// arenaClasses is the number of slot sizes (slotClass).
+const arenaClasses = 32 + 9
+
+// slotClass is the size class of an entry of n bytes (7 to 6+65,535) and
+// its slot's size: 8-byte steps to 256 bytes, powers of two above. A slot
+// holds a free-list link (8 bytes) once free.
+func slotClass(n int) (class, size int) {
+	if n <= 256 {
+		c := (n + 7) / 8
+		return c - 1, c * 8
+	}
+	b := bits.Len(uint(n - 1))
+	return 32 + b - 9, 1 << b
+}
 
 // add stores (topic, key) and returns its ref.
 func (a *keyArena) add(topic uint32, key string) uint64 {
-	n := 6 + len(key)
-	if len(a.chunks) == 0 || len(a.chunks[a.cur])+n > cap(a.chunks[a.cur]) {
-		a.grow(n)
+	c, size := slotClass(6 + len(key))
+	cl := &a.classes[c]
+	var ref uint64
+	if cl.free != 0 {
+		ref = cl.free - 1
+		cl.free = binary.LittleEndian.Uint64(a.slot(ref))
+	} else {
+		if cl.cur == 0 || len(a.chunks[cl.cur-1])+size > cap(a.chunks[cl.cur-1]) {
+			chunk := a.spare
+			if a.spare = nil; size > arenaChunk || chunk == nil {
+				chunk = make([]byte, 0, max(size, arenaChunk))
+			}
+			a.chunks = append(a.chunks, chunk)
+			cl.cur = len(a.chunks)
+		}
+		i := cl.cur - 1
+		off := len(a.chunks[i])
+		a.chunks[i] = a.chunks[i][:off+size]
+		ref = uint64(i)<<32 | uint64(off)
 	}
-	c := a.chunks[a.cur]
-	off := len(c)
-	c = binary.LittleEndian.AppendUint32(c, topic)
-	c = binary.LittleEndian.AppendUint16(c, uint16(len(key)))
-	a.chunks[a.cur] = append(c, key...)
-	a.refs[a.cur]++
-	a.used += n
-	a.live += n
-	return uint64(a.cur)<<32 | uint64(off)
+	sl := a.slot(ref)
+	binary.LittleEndian.PutUint32(sl, topic)
+	binary.LittleEndian.PutUint16(sl[4:], uint16(len(key)))
+	copy(sl[6:], key)
+	a.live++
+	return ref
 }
 
-// grow starts a chunk with room for n bytes at least.
-func (a *keyArena) grow(n int) {
-	if len(a.chunks) > 0 && a.refs[a.cur] == 0 {
-		a.release(a.cur)
-	}
-	c := make([]byte, 0, max(n, arenaChunk))
-	if k := len(a.free); k > 0 {
-		a.cur = int(a.free[k-1])
-		a.free = a.free[:k-1]
-		a.chunks[a.cur] = c
-		return
-	}
-	a.cur = len(a.chunks)
-	a.chunks = append(a.chunks, c)
-	a.refs = append(a.refs, 0)
-}
-
-// release frees chunk i, which no instant refers to.
-func (a *keyArena) release(i int) {
-	a.used -= len(a.chunks[i])
-	a.chunks[i] = nil
-	a.free = append(a.free, uint32(i))
-}
+// slot is the bytes from ref's slot on.
+func (a *keyArena) slot(ref uint64) []byte { return a.chunks[ref>>32][uint32(ref):] }
 
 // get is the topic index and the key of ref. The key's bytes are the
-// arena's: the caller does not keep them.
+// arena's: the caller does not keep them past drop.
 func (a *keyArena) get(ref uint64) (topic uint32, key string) {
-	c := a.chunks[ref>>32][uint32(ref):]
-	klen := int(binary.LittleEndian.Uint16(c[4:]))
-	return binary.LittleEndian.Uint32(c), unsafe.String(&c[6], klen)
+	sl := a.slot(ref)
+	klen := int(binary.LittleEndian.Uint16(sl[4:]))
+	return binary.LittleEndian.Uint32(sl), unsafe.String(&sl[6], klen)
 }
 
-// drop forgets ref, whose instant has come.
+// drop gives ref's slot back, its instant come. With nothing left the
+// arena is emptied but for a spare chunk.
 func (a *keyArena) drop(ref uint64) {
-	i := int(ref >> 32)
-	c := a.chunks[i][uint32(ref):]
-	a.live -= 6 + int(binary.LittleEndian.Uint16(c[4:]))
-	if a.refs[i]--; a.refs[i] == 0 && i != a.cur {
-		a.release(i)
-	}
-}
-
-// compact copies the keys of the instants h into a fresh arena, when the
-// chunks hold more dead bytes than live ones (and more than a few
-// chunks' worth): instants that come out of the order they were queued
-// in leave chunks held by a few keys. Copying is linear in the instants,
-// and follows at least as many bytes dropped. With no instant left the
-// arena keeps its current chunk only, emptied, so that a queue that comes
-// and goes (a key written with an expiry now and then) does not make a
-// chunk each time.
-func (a *keyArena) compact(h *instants) {
-	if h.len() == 0 {
-		if len(a.chunks) > 0 && (a.used > 0 || len(a.chunks) > 1) {
-			*a = keyArena{chunks: [][]byte{a.chunks[a.cur][:0]}, refs: []int32{0}}
+	sl := a.slot(ref)
+	c, _ := slotClass(6 + int(binary.LittleEndian.Uint16(sl[4:])))
+	binary.LittleEndian.PutUint64(sl, a.classes[c].free)
+	a.classes[c].free = ref + 1
+	if a.live--; a.live == 0 {
+		spare := a.chunks[0][:0]
+		if cap(spare) != arenaChunk {
+			spare = nil
 		}
-		return
+		*a = keyArena{spare: spare}
 	}
-	if dead := a.used - a.live; dead <= a.live || dead <= 16*arenaChunk {
-		return
-	}
-	var fresh keyArena
-	for i := range h.len() {
-		in := h.at(i)
-		topic, key := a.get(in.ref)
-		in.ref = fresh.add(topic, key)
-	}
-	*a = fresh
 }
 
 // queue adds the instant at which (tv, key) may change by itself, and
@@ -566,7 +557,6 @@ func (v *View) settleDue() time.Duration {
 				v.settle(tv, old.key(), old, tl, tl, now, CauseEffective)
 			}
 		}
-		v.timeKeys.compact(&v.times)
 		wait := time.Hour
 		more := false
 		v.timerAt = 0

@@ -889,56 +889,78 @@ func TestTimelineSize(t *testing.T) {
 }
 
 // TestInstantKeysOutOfOrder: keys of three topics expire in an order
-// unrelated to the one they were queued in; at each step the timer drops
-// exactly the expired ones (their keys found again from the arena), the
-// arena holds no more dead bytes than live ones past its slack (it is
-// compacted), and once every instant has come it holds nothing.
+// unrelated to the one they were queued in, and more are queued half way;
+// at each step the timer drops exactly the expired ones (their keys found
+// again from the arena), the arena never holds more than its most keys'
+// slots (those queued half way take the slots of those that came), and
+// once every instant has come it holds a spare chunk only, which a key
+// queued again and again reuses.
 func TestInstantKeysOutOfOrder(t *testing.T) {
 	c := &fakeClock{}
 	c.ms.Store(timeBase)
 	v := newTimedView(c)
-	const keys = 60_000
+	const keys, later = 60_000, 20_000
 	rng := rand.New(rand.NewPCG(3, 4))
 	topics := []string{"prices", "stock", "promo"}
-	expires := make([]int64, keys)
+	expires := make([]int64, keys+later)
 	buf := make([]byte, 256)
-	for i := range keys {
-		expires[i] = timeBase + 1 + int64(rng.IntN(1000))
-		m := &record.Message{Topic: topics[i%3], Key: fmt.Sprintf("sku-%026d", i), Value: []byte("1"), ExpiresAt: expires[i]}
-		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: record.MakeHLC(timeBase, 0) + uint64(i)})
+	key := func(i int) string { return fmt.Sprintf("sku-%026d", i) } // 36-byte entries, 40-byte slots
+	queue := func(i int, from int64) {
+		expires[i] = from + 1 + int64(rng.IntN(1000))
+		m := &record.Message{Topic: topics[i%3], Key: key(i), Value: []byte("1"), ExpiresAt: expires[i]}
+		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: record.MakeHLC(from, 0) + uint64(i)})
 		v.Apply(record.Record(buf[:n]))
 	}
-	for now := int64(timeBase); now <= timeBase+1000; now += 50 {
+	for i := range keys {
+		queue(i, timeBase)
+	}
+	arenaBytes := func() (n int) {
+		for _, ch := range v.timeKeys.chunks {
+			n += cap(ch)
+		}
+		return n
+	}
+	most := arenaBytes()
+	if most > keys*40+arenaChunk {
+		t.Fatalf("%d keys queued in %d arena bytes", keys, most)
+	}
+	n := keys
+	for now := int64(timeBase); now <= timeBase+2000; now += 50 {
 		c.ms.Store(now)
 		v.settleDue()
+		if now == timeBase+600 {
+			for i := keys; i < keys+later; i++ {
+				queue(i, now)
+			}
+			n += later
+		}
 		v.mu.RLock()
-		a := v.timeKeys
-		queued := v.times.len()
+		queued, live, held := v.times.len(), v.timeKeys.live, arenaBytes()
 		v.mu.RUnlock()
-		if a.used > a.live+max(a.live, 16*arenaChunk) {
-			t.Fatalf("at +%d ms the arena holds %d bytes for %d live", now-timeBase, a.used, a.live)
+		if held > most {
+			t.Fatalf("at +%d ms the arena holds %d bytes, had %d at most", now-timeBase, held, most)
 		}
 		want := 0
-		for i := range keys {
-			_, ok := v.Get(topics[i%3], fmt.Sprintf("sku-%026d", i))
-			if live := expires[i] > now; live != ok {
+		for i := range n {
+			_, ok := v.Get(topics[i%3], key(i))
+			if alive := expires[i] > now; alive != ok {
 				t.Fatalf("at +%d ms key %d (expires +%d) served %v", now-timeBase, i, expires[i]-timeBase, ok)
-			} else if live {
+			} else if alive {
 				want++
 			}
 		}
-		if queued != want || a.live != want*(6+30) {
-			t.Fatalf("at +%d ms %d instants queued, %d arena bytes live, want %d keys", now-timeBase, queued, a.live, want)
+		if queued != want || live != want {
+			t.Fatalf("at +%d ms %d instants queued, %d arena entries, want %d", now-timeBase, queued, live, want)
 		}
 	}
-	if v.Dropped() != keys {
-		t.Fatalf("Dropped = %d, want %d", v.Dropped(), keys)
+	if v.Dropped() != keys+later {
+		t.Fatalf("Dropped = %d, want %d", v.Dropped(), keys+later)
 	}
-	if len(v.timeKeys.chunks) != 1 || v.timeKeys.used != 0 {
-		t.Fatalf("with nothing queued the arena holds %d chunks, %d bytes", len(v.timeKeys.chunks), v.timeKeys.used)
+	if len(v.timeKeys.chunks) != 0 || cap(v.timeKeys.spare) != arenaChunk {
+		t.Fatalf("with nothing queued the arena holds %d chunks, a spare of %d bytes", len(v.timeKeys.chunks), cap(v.timeKeys.spare))
 	}
-	// A key queued and settled again and again reuses that chunk.
-	chunk := unsafe.SliceData(v.timeKeys.chunks[0][:1])
+	// A key queued and settled again and again reuses the spare chunk.
+	chunk := unsafe.SliceData(v.timeKeys.spare[:1])
 	for i := range 10 {
 		now := c.ms.Load()
 		m := &record.Message{Topic: "prices", Key: "again", Value: []byte("1"), ExpiresAt: now + 1}
@@ -946,9 +968,25 @@ func TestInstantKeysOutOfOrder(t *testing.T) {
 		v.Apply(record.Record(buf[:n]))
 		c.ms.Store(now + 1)
 		v.settleDue()
-		if _, ok := v.Get("prices", "again"); ok || v.times.len() != 0 || unsafe.SliceData(v.timeKeys.chunks[0][:1]) != chunk {
+		if _, ok := v.Get("prices", "again"); ok || v.times.len() != 0 || unsafe.SliceData(v.timeKeys.spare[:1]) != chunk {
 			t.Fatalf("round %d: served %v, %d queued, the arena's chunk made again", i, ok, v.times.len())
 		}
+	}
+}
+
+// TestSlotClass: every entry size gets a slot of its size at least, the
+// free-list link's at least, and a class within the arena's.
+func TestSlotClass(t *testing.T) {
+	prev := -1
+	for n := 7; n <= 6+record.MaxKeyBytes; n++ {
+		c, size := slotClass(n)
+		if size < n || size < 8 || c < prev || c >= arenaClasses || n <= 256 && size-n >= 8 {
+			t.Fatalf("entry of %d bytes: class %d, slot %d", n, c, size)
+		}
+		if c2, size2 := slotClass(size); c2 != c || size2 != size {
+			t.Fatalf("slot of %d bytes: class %d (%d), want %d", size, c2, size2, c)
+		}
+		prev = c
 	}
 }
 
