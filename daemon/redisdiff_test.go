@@ -223,8 +223,9 @@ func (p *redisPair) differs(why, ours, theirs string, args ...string) {
 // TestRedisTimeAgainstRedisServer sends the time commands (SET's expiry
 // options, SETEX, PSETEX, the EXPIRE family, PERSIST, TTL, PTTL,
 // EXPIRETIME, PEXPIRETIME), MSET/MGET of expiring keys, a pipeline of
-// them, and the string and hash commands beside them to a daemon's Redis
-// door and to a real redis-server, over RESP2 and RESP3, and compares
+// them, the string and hash commands beside them, and wrong arguments of
+// SCAN, HSCAN, WAIT, OBJECT and CLIENT to a daemon's Redis door and to a
+// real redis-server, over RESP2 and RESP3, and compares
 // the replies byte for byte, TTL-like integers within what elapses
 // between the two. The replies that differ by design are listed
 // with their reasons (resp's package doc and README say them).
@@ -435,6 +436,46 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			} {
 				p.same(c...)
 			}
+			// The errors of SCAN's and HSCAN's options and cursors, WAIT's
+			// arguments, and OBJECT's and CLIENT's subcommands (scripts
+			// match on them). The keyspaces differ, so SCAN's cursor is
+			// compared only where it is refused or the scan stops at once.
+			for _, c := range [][]string{
+				{"SCAN", "0", "COUNT", "0"}, {"SCAN", "0", "COUNT", "-1"}, {"SCAN", "0", "COUNT", "abc"},
+				{"SCAN", "0", "COUNT", "+5"}, {"SCAN", "0", "COUNT"}, {"SCAN", "0", "MATCH"}, {"SCAN", "0", "FOO", "x"},
+				{"SCAN", "abc"}, {"SCAN", "+"}, {"SCAN", " 1"}, {"SCAN", "18446744073709551616"}, {"SCAN", "0", "TYPE"},
+				{"SCAN", "0", "COUNT", "1", "COUNT", "0"},
+				{"HSCAN", hash, "0", "COUNT", "0"}, {"HSCAN", hash, "0", "COUNT", "-1"}, {"HSCAN", hash, "abc"},
+				{"HSCAN", hash, "+0"}, {"HSCAN", hash, "-0"}, {"HSCAN", hash, "0"}, {"HSCAN", hash, "0", "TYPE", "string"},
+				{"WAIT"}, {"WAIT", "0"}, {"WAIT", "0", "0", "0"}, {"WAIT", "-1", "0"}, {"WAIT", "0", "0"},
+				{"WAIT", "abc", "0"}, {"WAIT", "+1", "0"}, {"WAIT", "0", "abc"}, {"WAIT", "0", "+5"}, {"WAIT", "0", "05"},
+				{"WAIT", "0", "1.5"}, {"WAIT", "0", "-1"}, {"WAIT", "-1", "-1"}, {"WAIT", "abc", "abc"}, {"WAIT", "5", "-1"},
+				{"WAIT", "9223372036854775808", "0"}, {"WAIT", "0", "9223372036854775808"}, {"WAIT", "0", "9223372036854775807"},
+				{"OBJECT"}, {"OBJECT", "FOO"}, {"OBJECT", "foo", k("a")}, {"OBJECT", "HELP", "x"},
+				{"OBJECT", "ENCODING"}, {"OBJECT", "ENCODING", k("a"), k("b")}, {"OBJECT", "ENCODING", k("missing")},
+				{"CLIENT"}, {"CLIENT", "FOO"}, {"CLIENT", "foo", "x"}, {"CLIENT", "ID", "x"}, {"CLIENT", "GETNAME", "x"},
+				{"CLIENT", "INFO", "x"}, {"CLIENT", "GETREDIR", "x"}, {"CLIENT", "TRACKINGINFO", "x"}, {"CLIENT", "SETNAME"},
+				{"CLIENT", "CACHING"}, {"CLIENT", "TRACKING"}, {"CLIENT", "HELP", "x"}, {"CLIENT", "NO-EVICT"},
+				{"CLIENT", "NO-EVICT", "on", "x"}, {"CLIENT", "NO-EVICT", "maybe"}, {"CLIENT", "NO-EVICT", "off"},
+			} {
+				p.same(c...)
+			}
+			// HELP's list is each server's own; its frame is Redis's.
+			for _, cmd := range []string{"OBJECT", "CLIENT"} {
+				first := "+" + cmd + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"
+				ours, theirs := p.do(cmd, "HELP")
+				for i, r := range []string{ours, theirs} {
+					if !strings.HasPrefix(r, "*") || !strings.Contains(r, first) || !strings.HasSuffix(r, "+HELP\r\n+    Prints this help.\r\n") {
+						t.Errorf("%s HELP: %s answers %q, not a help list", cmd, p.name(i), r)
+					}
+				}
+			}
+			p.same("SCAN", "+0", "MATCH", "nothing-matches-this*", "COUNT", "100000") // Redis reads +0 as 0
+			p.same("SCAN", "-0", "MATCH", "nothing-matches-this*", "COUNT", "100000")
+			p.differs("the subcommand is not served: a node's clients are not killed by another client",
+				"-ERR unknown subcommand 'KILL'. Try CLIENT HELP.\r\n", "-ERR wrong number of arguments for 'client|kill' command", "CLIENT", "KILL")
+			p.differs("not served: cachecast keeps no access frequencies, idle times or reference counts",
+				"-ERR unknown subcommand 'FREQ'. Try OBJECT HELP.\r\n", "", "OBJECT", "FREQ", k("a"))
 			p.differs("a topic is not a key: it has no expiry of its own (its keys have theirs)", ":0\r\n", ":1", "EXPIRE", hash, "10")
 
 			// Left out: GETRANGE with a negative end before the start

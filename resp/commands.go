@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -49,7 +50,7 @@ func init() {
 		// Connection.
 		{name: "hello", arity: -1, flags: cn, group: "connection", summary: "Handshakes with the server (RESP2 or RESP3, AUTH, SETNAME).", fn: cmdHello, pubsub: true},
 		{name: "auth", arity: -2, flags: cn, group: "connection", summary: "Accepted and ignored: writers are chosen by the connection's uid.", fn: cmdAuth},
-		{name: "client", arity: -2, flags: cn, group: "connection", summary: "SETNAME, GETNAME, SETINFO, ID, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO.", fn: cmdClient},
+		{name: "client", arity: -2, flags: cn, group: "connection", summary: "SETNAME, GETNAME, SETINFO, ID, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO, HELP.", fn: cmdClient},
 		{name: "select", arity: 2, flags: cn, group: "connection", summary: "Selects database 0, the only one.", fn: cmdSelect},
 		{name: "ping", arity: -1, flags: cn, group: "connection", summary: "Answers PONG or the message.", fn: cmdPing, pubsub: true, inMulti: true},
 		{name: "echo", arity: 2, flags: cn, group: "connection", summary: "Answers the message.", fn: cmdEcho, inMulti: true},
@@ -77,7 +78,7 @@ func init() {
 		{name: "getrange", arity: 4, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "A substring of a value.", fn: cmdGetRange, inMulti: true},
 		{name: "ttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "Seconds until the key expires, -1 (no expiry) or -2 (no key).", fn: cmdTTL, inMulti: true},
 		{name: "pttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "Milliseconds until the key expires, -1 or -2.", fn: cmdTTL, inMulti: true},
-		{name: "object", arity: -2, flags: ro, first: 2, last: 2, step: 1, group: "generic", summary: "OBJECT ENCODING.", fn: cmdObject, inMulti: true},
+		{name: "object", arity: -2, flags: ro, first: 2, last: 2, step: 1, group: "generic", summary: "OBJECT ENCODING, OBJECT HELP.", fn: cmdObject, inMulti: true},
 		{name: "scan", arity: -2, flags: []string{"readonly"}, group: "generic", summary: "Iterates the keys (MATCH, COUNT, TYPE).", fn: cmdScan, inMulti: true},
 		{name: "keys", arity: 2, flags: []string{"readonly"}, group: "generic", summary: "The keys matching a pattern (bounded; use SCAN).", fn: cmdKeys, inMulti: true},
 		{name: "hget", arity: 3, flags: ro, first: 1, last: 1, step: 1, group: "hash", summary: "HGET topic key is GET topic:key.", fn: cmdHGet, inMulti: true},
@@ -404,9 +405,20 @@ func cmdGetRange(c *conn, a [][]byte) {
 	c.bulk(v[start : end+1])
 }
 
+// objectHelp is OBJECT HELP's list of subcommands.
+var objectHelp = []string{
+	"ENCODING <key>",
+	"    Return the kind of internal representation used in order to store the value",
+	"    associated with a <key> (raw for a key, hashtable for a topic).",
+}
+
 func cmdObject(c *conn, a [][]byte) {
-	if !strings.EqualFold(view(a[1]), "encoding") || len(a) != 3 {
-		c.err("ERR OBJECT supports ENCODING only")
+	sub := strings.ToLower(view(a[1]))
+	if !c.subcommand("object", sub, a, map[string]int{"encoding": 3, "help": 2}) {
+		return
+	}
+	if sub == "help" {
+		c.help("OBJECT", objectHelp)
 		return
 	}
 	if _, ok := c.getString(a[2]); ok {
@@ -804,20 +816,30 @@ func cmdPublish(c *conn, a [][]byte) {
 
 // cmdWait answers how many replicas hold this connection's last write.
 func cmdWait(c *conn, a [][]byte) {
-	want, err1 := strconv.Atoi(view(a[1]))
-	ms, err2 := strconv.ParseInt(view(a[2]), 10, 64)
-	if err1 != nil || err2 != nil || want < 0 || ms < 0 {
+	// Read and refused as Redis 7.0 does: numreplicas first, then the
+	// timeout; a numreplicas of 0 or below does not wait.
+	want, ok := redisInt(a[1])
+	if !ok {
 		c.err("ERR value is not an integer or out of range")
 		return
 	}
-	// timeout: 0 waits until the replica confirms (Redis's "forever");
-	// numreplicas 0 does not wait. A node has one replica, so a larger
-	// numreplicas is answered when that one confirms.
+	ms, ok := redisInt(a[2])
+	if !ok {
+		c.err("ERR timeout is not an integer or out of range")
+		return
+	}
+	if ms < 0 {
+		c.err("ERR timeout is negative")
+		return
+	}
+	// timeout: 0 waits until the replica confirms (Redis's "forever"), as
+	// does one past what a Duration holds (292 years). A node has one
+	// replica, so a larger numreplicas is answered when that one confirms.
 	wait := time.Duration(ms) * time.Millisecond
 	switch {
-	case want == 0:
+	case want <= 0:
 		wait = 0
-	case ms == 0:
+	case ms == 0 || ms > math.MaxInt64/int64(time.Millisecond):
 		wait = -1
 	}
 	seq := c.lastWrite
@@ -960,7 +982,64 @@ func validClientName(b []byte) bool {
 	return true
 }
 
+// clientArity is each CLIENT subcommand's arity, counted as Redis's
+// command table does (CLIENT and the subcommand included; negative: at
+// least that many).
+var clientArity = map[string]int{
+	"id": 2, "setname": 3, "getname": 2, "setinfo": 4, "info": 2, "list": -2, "tracking": -3,
+	"caching": 3, "getredir": 2, "trackinginfo": 2, "no-evict": 3, "no-touch": 3, "capa": -3, "help": 2,
+}
+
+// clientHelp is CLIENT HELP's list of subcommands.
+var clientHelp = []string{
+	"CACHING (YES|NO)", "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+	"CAPA <option> [options...]", "    Accepted and ignored.",
+	"GETREDIR", "    Return the client ID we are redirecting to when tracking is enabled.",
+	"GETNAME", "    Return the name of the current connection.",
+	"ID", "    Return the ID of the current connection.",
+	"INFO", "    Return information about the current client connection.",
+	"LIST", "    Return information about client connections.",
+	"NO-EVICT (ON|OFF)", "    Accepted and ignored (cachecast evicts no client).",
+	"NO-TOUCH (ON|OFF)", "    Accepted and ignored.",
+	"SETINFO <option> <value>", "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+	"SETNAME <name>", "    Assign the name <name> to the current connection.",
+	"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
+	"    Control server assisted client side caching.",
+	"TRACKINGINFO", "    Report tracking status for the current connection.",
+}
+
+// subcommand checks a subcommand of cmd and its arity (from arity, as
+// Redis's command table counts it) and answers Redis's error when either
+// is wrong: false then.
+func (c *conn) subcommand(cmd, sub string, a [][]byte, arity map[string]int) bool {
+	n, ok := arity[sub]
+	switch {
+	case !ok:
+		c.err("ERR unknown subcommand '" + clip(a[1]) + "'. Try " + strings.ToUpper(cmd) + " HELP.")
+		return false
+	case n >= 0 && len(a) != n, n < 0 && len(a) < -n:
+		c.err("ERR wrong number of arguments for '" + cmd + "|" + sub + "' command")
+		return false
+	}
+	return true
+}
+
+// help answers a HELP subcommand as Redis does: a line of usage, the
+// lines, then HELP's own.
+func (c *conn) help(cmd string, lines []string) {
+	c.array(len(lines) + 3)
+	c.simple(cmd + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+	for _, l := range lines {
+		c.simple(l)
+	}
+	c.simple("HELP")
+	c.simple("    Prints this help.")
+}
+
 func cmdClient(c *conn, a [][]byte) {
+	if !c.subcommand("client", strings.ToLower(view(a[1])), a, clientArity) {
+		return
+	}
 	sub := strings.ToUpper(view(a[1]))
 	switch sub {
 	case "ID":
@@ -1026,10 +1105,16 @@ func cmdClient(c *conn, a [][]byte) {
 		}
 	case "TRACKINGINFO":
 		c.trackingInfo()
-	case "NO-EVICT", "NO-TOUCH", "CAPA":
+	case "NO-EVICT", "NO-TOUCH":
+		if on := strings.ToUpper(view(a[2])); on != "ON" && on != "OFF" {
+			c.err("ERR syntax error")
+			return
+		}
 		c.ok()
-	default:
-		c.err("ERR unknown subcommand '" + clip(a[1]) + "'. CLIENT supports ID, SETNAME, GETNAME, SETINFO, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO")
+	case "CAPA":
+		c.ok()
+	case "HELP":
+		c.help("CLIENT", clientHelp)
 	}
 }
 

@@ -28,7 +28,8 @@
 //
 // Connection: HELLO 2|3 [AUTH user pass] [SETNAME name], AUTH, CLIENT
 // (ID, SETNAME, GETNAME, SETINFO, INFO, LIST, TRACKING, CACHING, GETREDIR,
-// TRACKINGINFO; NO-EVICT, NO-TOUCH and CAPA answer OK), SELECT 0, PING,
+// TRACKINGINFO, HELP; NO-EVICT ON|OFF, NO-TOUCH ON|OFF and CAPA answer
+// OK; KILL is not served), SELECT 0, PING,
 // ECHO, QUIT, RESET, READONLY, READWRITE. AUTH and HELLO's AUTH are
 // accepted and ignored: who may read and write is the connection's uid
 // and groups (SO_PEERCRED), checked by the node's AuthorizeRead and
@@ -54,15 +55,16 @@
 // TTL and PTTL (-1: no expiry; -2: no key), EXPIRETIME and PEXPIRETIME,
 // CACHECAST.PENDING key (the key's scheduled values not in force yet, as
 // [effective-at-ms, value] pairs, nil for a scheduled delete), OBJECT
-// ENCODING (raw,
-// or hashtable for a topic), SCAN cursor [MATCH p] [COUNT n] [TYPE
+// ENCODING (raw, or hashtable for a topic) and OBJECT HELP (FREQ,
+// IDLETIME and REFCOUNT are not served), SCAN cursor [MATCH p] [COUNT n] [TYPE
 // string|hash], KEYS, HGET, HMGET, HEXISTS, HSTRLEN, HLEN, HKEYS, HVALS,
 // HGETALL, HSCAN cursor [MATCH p] [COUNT n] [NOVALUES]. SCAN walks the
 // string keys (every value once, as topic:key or a bare default-topic
 // key); TYPE hash lists the topics. HGETALL, HKEYS and HVALS answer at
 // most 10,000 keys and KEYS 100,000: past that, an error points at HSCAN
 // or SCAN. A cursor is a number the server maps onto a position; it keeps
-// the last 4,096 cursors, and an older one is an error (start at 0 again).
+// the last 4,096 cursors, and an older one is an error (start at 0 again);
+// it is read as Redis reads it (+0 and -0 are 0).
 // GET of a topic name (a hash) is WRONGTYPE. While the node catches up
 // with its cluster before its first ready (Node.Refusal), every read
 // (the commands flagged readonly) answers "-LOADING cachecast is catching
@@ -158,7 +160,13 @@
 // NX, XX and GET are refused, SETNX, GETSET, GETDEL and GETEX are not
 // served (unknown command), a key outside the naming rules is refused,
 // a topic is a hash (TTL topic is -1) with no expiry of its own (EXPIRE
-// topic is 0), and SELECT takes database 0 only. EFFECTIVEAT, cachecast's own SET
+// topic is 0), and SELECT takes database 0 only. The errors of SCAN's
+// and HSCAN's options and cursors (COUNT 0 is a syntax error), WAIT's
+// arguments (numreplicas first, then the timeout: "timeout is
+// negative") and the subcommands of OBJECT and CLIENT (an unknown one:
+// "Try OBJECT HELP.", a wrong arity: 'client|id') are Redis's too, and
+// checked the same way; CLIENT KILL and OBJECT FREQ, IDLETIME and
+// REFCOUNT, not served, are unknown subcommands. EFFECTIVEAT, cachecast's own SET
 // option (a Redis server refuses it with a syntax error, so a client
 // pointed at one by mistake fails loudly), schedules the value: it is
 // stored and sent to every node at once and becomes the value at that

@@ -154,12 +154,16 @@ func (c *conn) scanOptions(a [][]byte, hash bool) (o scanArgs, ok bool) {
 		case "MATCH":
 			o.match = string(a[i])
 		case "COUNT":
-			n, err := strconv.Atoi(view(a[i]))
-			if err != nil || n < 1 {
+			n, ok := redisInt(a[i])
+			switch {
+			case !ok:
 				c.err("ERR value is not an integer or out of range")
 				return o, false
+			case n < 1:
+				c.err("ERR syntax error") // Redis 7.0's answer to COUNT 0 and below
+				return o, false
 			}
-			o.count = min(n, 100000)
+			o.count = int(min(n, 100000))
 		case "TYPE":
 			if hash {
 				c.err("ERR syntax error")
@@ -176,8 +180,8 @@ func (c *conn) scanOptions(a [][]byte, hash bool) (o scanArgs, ok bool) {
 
 // cursorPos reads a cursor argument; false when it answered an error.
 func (c *conn) cursorPos(arg []byte) (scanPos, bool) {
-	id, err := strconv.ParseUint(view(arg), 10, 64)
-	if err != nil {
+	id, ok := cursorNumber(arg)
+	if !ok {
 		c.err("ERR invalid cursor")
 		return scanPos{}, false
 	}
@@ -191,6 +195,28 @@ func (c *conn) cursorPos(arg []byte) (scanPos, bool) {
 		return scanPos{}, false
 	}
 	return p, true
+}
+
+// cursorNumber reads a cursor as Redis does (C's strtoul, whole): decimal
+// digits after an optional sign, a minus wrapping around (-0 is 0, -1
+// the largest cursor), within 64 bits; "" is 0 too.
+func cursorNumber(b []byte) (uint64, bool) {
+	s := view(b)
+	neg := false
+	if s == "" {
+		return 0, true
+	}
+	if s[0] == '+' || s[0] == '-' {
+		neg, s = s[0] == '-', s[1:] // "+" alone, or a second sign, ParseUint refuses
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // scanKeys walks the string keys from pos, looking at about count of
