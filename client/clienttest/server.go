@@ -11,6 +11,19 @@
 // allows it to be (unknown JSON fields, value/value_base64 both present,
 // names) so that a client sending something the daemon would refuse fails
 // here too. End-to-end tests against the real cachecastd live in test/.
+//
+// It does not serve time (DESIGN.md, "Time"): no expiry, no scheduled
+// value, no cancel, no pending routes. A request that asks for one, by the
+// fields "ttl_ms", "expires_at", "effective_at" or "cancel" of a POSTed
+// message or by the header Cachecast-Expires or Cachecast-Effective-At,
+// is refused with 400 bad_request saying so (never stored as a plain
+// value), and GET /v1/topics/{topic}/pending and DELETE
+// /v1/topics/{topic}/pending/{key} are 404 route_not_found. Why: their
+// meaning is the view's (instants against the node's clock, a schedule
+// in force at its instant on every node, ordering by HLC), and a second
+// copy of it here would be a second implementation to keep in step, not
+// a double of the wire format. Test a client's time fields against a real
+// daemon: daemon/daemontest, as package client's TestContract does.
 package clienttest
 
 import (
@@ -196,6 +209,12 @@ func (s *Server) routes() http.Handler {
 			s.mu.Lock()
 			s.requests[pattern]++
 			s.mu.Unlock()
+			for _, name := range []string{"Cachecast-Expires", "Cachecast-Effective-At"} {
+				if r.Header.Get(name) != "" {
+					fail(w, timeRefused(name+" (a header)"))
+					return
+				}
+			}
 			h(w, r)
 		})
 	}
@@ -407,15 +426,25 @@ func (s *Server) del(w http.ResponseWriter, r *http.Request) {
 }
 
 // wireMessage is a POST body object, this package's own copy (see the
-// package doc: not shared with the daemon or package client). It has
-// none of the time fields (ttl_ms, expires_at, effective_at, cancel):
-// the double does not serve them, and refuses them as unknown fields.
+// package doc: not shared with the daemon or package client). The time
+// fields are read only to be refused: the double does not serve them.
 type wireMessage struct {
 	Key         string  `json:"key"`
 	Tag         string  `json:"tag"`
 	Value       *string `json:"value"`
 	ValueBase64 *string `json:"value_base64"`
 	Delete      bool    `json:"delete"`
+
+	TTLMs       json.RawMessage `json:"ttl_ms"`
+	ExpiresAt   json.RawMessage `json:"expires_at"`
+	EffectiveAt json.RawMessage `json:"effective_at"`
+	Cancel      json.RawMessage `json:"cancel"`
+}
+
+// timeRefused is the answer to a request that asks for time, which the
+// double does not serve (see the package doc).
+func timeRefused(what string) *apiError {
+	return errorf(400, "bad_request", "%s: clienttest does not serve expiries or schedules; test them against a daemon (daemon/daemontest)", what)
 }
 
 func (s *Server) parseMessage(line []byte) (stored, error) {
@@ -432,6 +461,11 @@ func (s *Server) parseMessage(line []byte) (stored, error) {
 	}
 	if dec.More() {
 		return stored{}, errorf(400, "bad_json", "more than one object on a line")
+	}
+	for i, v := range []json.RawMessage{m.TTLMs, m.ExpiresAt, m.EffectiveAt, m.Cancel} {
+		if v != nil {
+			return stored{}, timeRefused(strconv.Quote([...]string{"ttl_ms", "expires_at", "effective_at", "cancel"}[i]))
+		}
 	}
 	if err := checkKey(m.Key, true); err != nil {
 		return stored{}, err
