@@ -183,44 +183,13 @@ func (vm *viewMirror) end() {
 		return
 	}
 	defer clear(g) // drop the references to the values
-	from := 0
-	if vm.wmu.TryLock() {
-		// pending is read here without mu: only end appends to it (one
-		// call at a time, under the view's lock) and only drain empties
-		// it, holding wmu, which this call holds now.
-		if vm.direct && len(vm.pending) == 0 {
-			// Nothing is queued: this group is next in order. A change
-			// that needs a new generation is queued, with the rest of
-			// the group, for run (a rebuild must not hold the view's
-			// lock), which ends the batch left open here.
-			if len(g) > 1 {
-				// Every key's slot and record first, so that their cache
-				// misses overlap instead of coming one per change.
-				for i := range g {
-					vm.w.Touch(g[i].Topic, g[i].Key)
-				}
-			}
-			vm.w.BeginBatch()
-			for from < len(g) {
-				done, err := vm.tryApply(g[from])
-				if err != nil {
-					vm.direct, vm.err = false, err
-					vm.wmu.Unlock()
-					vm.wake()
-					return
-				}
-				if !done {
-					break
-				}
-				from++
-			}
-			if from == len(g) {
-				vm.w.EndBatch()
-				vm.wmu.Unlock()
-				return
-			}
-		}
-		vm.wmu.Unlock()
+	from, failed := vm.writeDirect(g)
+	if failed {
+		vm.wake()
+		return
+	}
+	if from == len(g) {
+		return
 	}
 	vm.mu.Lock()
 	first := len(vm.pending) == 0
@@ -231,6 +200,58 @@ func (vm *viewMirror) end() {
 	if first {
 		vm.wake()
 	}
+}
+
+// writeDirect writes g into the file itself, as one batch, when wmu is
+// free and nothing is queued (this group is next in order). It returns
+// how many of g's changes it wrote: a change that needs a new generation
+// stops it, and the rest is queued for run (a rebuild must not hold the
+// view's lock), which ends the batch left open here; failed says a write
+// failed (vm.err says how: the rest is dropped, run starts over). wmu is
+// released by a defer on every path: a panic here, on the goroutine of a
+// publish (net/http recovers an HTTP handler's), must not leave it held,
+// which would stop the mirror for good and queue every later change. The
+// panic goes on, and the mirror starts over with a new file, as after a
+// write error.
+func (vm *viewMirror) writeDirect(g []view.Change) (from int, failed bool) {
+	if !vm.wmu.TryLock() {
+		return 0, false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			vm.direct, vm.err = false, fmt.Errorf("view file: a panic writing it: %v", p)
+			vm.wmu.Unlock()
+			vm.wake()
+			panic(p)
+		}
+		vm.wmu.Unlock()
+	}()
+	// pending is read here without mu: only end appends to it (one call
+	// at a time, under the view's lock) and only drain empties it,
+	// holding wmu, which this call holds now.
+	if !vm.direct || len(vm.pending) != 0 {
+		return 0, false
+	}
+	if len(g) > 1 {
+		// Every key's slot and record first, so that their cache misses
+		// overlap instead of coming one per change.
+		for i := range g {
+			vm.w.Touch(g[i].Topic, g[i].Key)
+		}
+	}
+	vm.w.BeginBatch()
+	for ; from < len(g); from++ {
+		done, err := vm.tryApply(g[from])
+		if err != nil {
+			vm.direct, vm.err = false, err
+			return from, true
+		}
+		if !done {
+			return from, false
+		}
+	}
+	vm.w.EndBatch()
+	return from, false
 }
 
 func (vm *viewMirror) wake() {
