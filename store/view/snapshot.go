@@ -395,7 +395,7 @@ func (d *snapDecoder) flush(tv *topicView) {
 		if d.fresh {
 			it.epoch = v.epoch
 		} else {
-			old, tl := tv.lookup(it.key())
+			old, tl := tv.lookup(it.key(), it.timedRecord())
 			v.put(tv, old, tl, it)
 		}
 	}
@@ -726,7 +726,7 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 		case version == snapVersion:
 			v.insertNew(tv, it)
 		default:
-			old, tl := tv.lookup(it.key())
+			old, tl := tv.lookup(it.key(), it.timedRecord())
 			v.put(tv, old, tl, it) // by the rule: a key's records rebuild its timeline
 		}
 	}

@@ -40,9 +40,9 @@ type timeline struct {
 	// one pending, the usual case): one allocation for the timeline.
 	inline [2]*viewItem
 	// entry is the key's entry in byKey while the timeline is the key's
-	// (settle keeps it so), so that a write finds both with one lookup
-	// (topicView.lookup). Guarded by the view's write lock, never read by
-	// frozen copies.
+	// (settle keeps it so): there settle finds the placeholder putFirst
+	// made with the timeline. Guarded by the view's write lock, never
+	// read by frozen copies.
 	entry *viewItem
 }
 
@@ -548,7 +548,7 @@ func (v *View) settleDue() time.Duration {
 			in := v.times.pop()
 			topic, key := v.timeKeys.get(in.ref)
 			tv := v.topicList[topic]
-			old, tl := tv.lookup(key)
+			old, tl := tv.lookup(key, true)
 			v.timeKeys.drop(in.ref)
 			// A key without an entry has no timeline either (a timeline's
 			// key has an entry): nothing to settle. The entry's key is

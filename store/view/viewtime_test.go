@@ -158,6 +158,12 @@ func checkTimeModel(t *testing.T, v *View, recs []timeRec, at int64, what string
 	t.Helper()
 	v.mu.RLock()
 	for _, tv := range v.topics {
+		for k, it := range tv.byKey {
+			if it.timed != (tv.times[k] != nil) {
+				v.mu.RUnlock()
+				t.Fatalf("%s at +%dms: the entry of %s says timed %v, the topic holds timeline %v", what, at-timeBase, k, it.timed, tv.times[k])
+			}
+		}
 		for k, tl := range tv.times {
 			if tl.entry != tv.byKey[k] {
 				v.mu.RUnlock()
@@ -492,19 +498,26 @@ func TestViewTimeFollower(t *testing.T) {
 // and of scheduled writes, beside plain ones (100,000 keys, each written
 // once before the timer starts, so that each Apply replaces an entry or a
 // pending record), and what a pending value costs in memory (pending-B,
-// measured over 100,000 keys with one pending value each). queued is the
-// instants queued at the end: one a key, not one a write. cpu-ns/op is
+// measured over 100,000 keys with one pending value each). beside is
+// plain in a topic where as many other keys have a value pending (an
+// ordinary write where timelines are). queued is the instants queued at
+// the end: one a key, not one a write. cpu-ns/op is
 // the process's CPU time an Apply, which holds on a loaded machine where
 // ns/op does not.
 func BenchmarkViewApplyTime(b *testing.B) {
 	const keys = 100_000
 	far := time.Now().Add(time.Hour).UnixMilli()
-	for _, kind := range []string{"plain", "expiring", "scheduled"} {
+	for _, kind := range []string{"plain", "expiring", "scheduled", "beside"} {
 		b.Run("kind="+kind, func(b *testing.B) {
 			v := New()
 			recs := make([]record.Record, keys)
 			for i := range recs {
-				recs[i] = timedBenchRecord(i, kind, far, 1)
+				if kind == "beside" {
+					v.Apply(timedBenchRecord(keys+i, "scheduled", far, 1))
+					recs[i] = timedBenchRecord(i, "plain", far, 1)
+				} else {
+					recs[i] = timedBenchRecord(i, kind, far, 1)
+				}
 				v.Apply(recs[i])
 			}
 			b.ReportAllocs()
@@ -717,8 +730,9 @@ func TestGetManyOneInstant(t *testing.T) {
 // one view, read in a random order. pending writes each key's value and
 // its pending one in turn, so that the entries lie among the pending
 // records; sale writes every value first and then the schedule, as a
-// sale at midnight comes to keys written long before. cpu-ns/op is the
-// process's CPU time a Get.
+// sale at midnight comes to keys written long before; beside reads
+// plain keys of a topic where as many other keys have a value pending.
+// cpu-ns/op is the process's CPU time a Get.
 func BenchmarkViewGetTime(b *testing.B) {
 	const keys = 100_000
 	far := time.Now().Add(time.Hour).UnixMilli()
@@ -730,9 +744,12 @@ func BenchmarkViewGetTime(b *testing.B) {
 		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: seq, HLC: seq})
 		v.Apply(record.Record(buf[:n]))
 	}
-	kinds := []string{"plain", "expiring", "pending", "sale"}
+	kinds := []string{"plain", "expiring", "pending", "sale", "beside"}
 	for _, kind := range kinds {
 		for i := range keys {
+			if kind == "beside" {
+				apply(&record.Message{Topic: kind, Key: viewBenchKey(keys + i), Value: []byte("14.99 EUR/unit  "), EffectiveAt: far})
+			}
 			m := &record.Message{Topic: kind, Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
 			if kind == "expiring" {
 				m.ExpiresAt = far
