@@ -190,8 +190,9 @@ func readHead(r *bufio.Reader) (int, answerHeader, error) {
 		value = bytes.TrimSpace(value)
 		switch {
 		case asciiEqualFold(name, "Content-Length"):
+			// Digits only, as net/http reads it: ParseInt takes a sign.
 			n, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || n < 0 || (h.contentLength >= 0 && h.contentLength != n) {
+			if err != nil || !allDigits(value) || (h.contentLength >= 0 && h.contentLength != n) {
 				return 0, h, fmt.Errorf("%w: Content-Length %q", client.ErrBadResponse, value)
 			}
 			h.contentLength = n
@@ -487,4 +488,14 @@ func (c *rawConn) publishMessages(topic string, msgs []client.Message, ctype str
 		return nil, fmt.Errorf("%w: %d results for %d messages", client.ErrBadResponse, len(rs), len(msgs))
 	}
 	return rs, nil
+}
+
+// allDigits reports whether b is one or more ASCII digits.
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
 }
