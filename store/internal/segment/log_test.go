@@ -130,10 +130,12 @@ func TestRollbackAcrossSegmentAfterDiskFull(t *testing.T) {
 	if first.pins != 1 || second.pins != 0 || len(l.crossed) != 0 {
 		t.Errorf("pins after the rollback: %d and %d, %d crossed; want 1 (the writer) and 0, none", first.pins, second.pins, len(l.crossed))
 	}
-	l.mu.Unlock()
+	// Under the lock: nothing pins the next segment now, and the
+	// preparer may unmap it meanwhile.
 	if second.data != nil && !fsys.IsZero(second.data) {
 		t.Errorf("the next segment still holds bytes of the rolled-back write")
 	}
+	l.mu.Unlock()
 
 	// The next write goes where the failed one began.
 	if pos, err := write(l, n, 100); err != nil || pos != start {
