@@ -51,7 +51,9 @@ func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) 
 		v.mu.Lock()
 		for _, c := range chunk {
 			tv := v.topics[c.topic]
-			if tv == nil || tv.byKey[c.it.key()] != c.it || tv.times[c.it.key()] != nil {
+			// c.it is the key's entry still: its timed flag says whether
+			// a timeline came since the clone, without a lookup.
+			if tv == nil || tv.byKey[c.it.key()] != c.it || c.it.timed {
 				continue // written again since the clone
 			}
 			delete(tv.byKey, c.it.key())
