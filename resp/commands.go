@@ -257,6 +257,13 @@ func clip(b []byte) string {
 // view is a string over b for a lookup that does not keep it.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+// redisInt reads an integer argument as Redis does: only the canonical
+// decimal form (no sign +, no leading zeros, no -0), within int64.
+func redisInt(b []byte) (int64, bool) {
+	n, err := strconv.ParseInt(view(b), 10, 64)
+	return n, err == nil && strconv.FormatInt(n, 10) == view(b)
+}
+
 // split maps a Redis key onto (topic, key): at the first ':', or the
 // default topic when there is none. The strings share b.
 func (s *Server) split(name []byte) (topic, key string) {

@@ -125,13 +125,6 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool)
 	return keep, true
 }
 
-// redisInt reads an integer argument as Redis does: only the canonical
-// decimal form (no sign +, no leading zeros, no -0), within int64.
-func redisInt(b []byte) (int64, bool) {
-	n, err := strconv.ParseInt(view(b), 10, 64)
-	return n, err == nil && strconv.FormatInt(n, 10) == view(b)
-}
-
 // expiryAt turns the number n of an expiry option or command into Unix
 // milliseconds with Redis's arithmetic: seconds unless the name starts
 // with P (PX, PXAT, PEXPIRE, PSETEX...), relative to now unless it ends
