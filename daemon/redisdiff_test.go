@@ -94,7 +94,13 @@ func rawReply(r *bufio.Reader) (string, error) {
 	if len(line) < 3 || !strings.HasSuffix(line, "\r\n") {
 		return "", fmt.Errorf("bad line %q", line)
 	}
-	n, _ := strconv.Atoi(line[1 : len(line)-2])
+	var n int
+	switch line[0] {
+	case '$', '=', '!', '*', '%', '~', '>', '|':
+		if n, err = strconv.Atoi(line[1 : len(line)-2]); err != nil {
+			return "", fmt.Errorf("bad length in %q", line)
+		}
+	}
 	switch line[0] {
 	case '$', '=', '!':
 		if n < 0 {
