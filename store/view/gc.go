@@ -51,9 +51,9 @@ func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) 
 		v.mu.Lock()
 		for _, c := range chunk {
 			tv := v.topics[c.topic]
-			// c.it is the key's entry still: its timed flag says whether
-			// a timeline came since the clone, without a lookup.
-			if tv == nil || tv.byKey[c.it.key()] != c.it || c.it.timed {
+			// A timeline that came since the clone put a timedEntry in
+			// byKey, not c.it.
+			if tv == nil || tv.byKey[c.it.key()] != c.it {
 				continue // written again since the clone
 			}
 			delete(tv.byKey, c.it.key())

@@ -160,16 +160,17 @@ func checkSnapshotArgs(covers int64, marks map[uint64]uint64) error {
 // false, and nothing frozen, when that is above maxVersion.
 func (v *View) freezeSnapshot(maxVersion int) (topics []frozenTopic, entries, version int, ok bool) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	version = snapVersion
 	if v.timed > 0 {
 		version = snapVersion2
 	}
 	if version > maxVersion {
+		v.mu.Unlock()
 		return nil, 0, version, false
 	}
-	topics, entries = v.freezeLocked()
-	return topics, entries, version, true
+	topics = v.freezeLocked()
+	v.mu.Unlock()
+	return topics, indexFrozen(topics), version, true
 }
 
 // crcWriter passes writes through and keeps the CRC-32C of what it passed.
@@ -395,8 +396,8 @@ func (d *snapDecoder) flush(tv *topicView) {
 		if d.fresh {
 			it.epoch = v.epoch
 		} else {
-			old, tl := tv.lookup(it.key(), it.timedRecord())
-			v.put(tv, old, tl, it)
+			old, te := tv.lookup(it.key())
+			v.put(tv, old, te, it)
 		}
 	}
 	if d.fresh {
@@ -601,7 +602,7 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 			} else {
 				d.hint = 0 // made by someone else: grown at the first batch
 			}
-			d.fresh = ver == snapVersion && len(tv.byKey) == 0 && tv.times == nil
+			d.fresh = ver == snapVersion && len(tv.byKey) == 0 && len(tv.tls) == 0
 			d.writes = tv.writes
 			v.mu.Unlock()
 		} else {
@@ -726,8 +727,8 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 		case version == snapVersion:
 			v.insertNew(tv, it)
 		default:
-			old, tl := tv.lookup(it.key(), it.timedRecord())
-			v.put(tv, old, tl, it) // by the rule: a key's records rebuild its timeline
+			old, te := tv.lookup(it.key())
+			v.put(tv, old, te, it) // by the rule: a key's records rebuild its timeline
 		}
 	}
 	if d.into != nil {

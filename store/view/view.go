@@ -20,7 +20,7 @@ import (
 	"encoding/binary"
 	"hash"
 	"iter"
-	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,16 +52,20 @@ import (
 // expiry and an effective time; a key's records are then ordered by
 // (effective time, HLC, origin), an ordinary write's effective time being
 // its stamp's wall time (for ordinary writes that is the rule above). A key
-// with a scheduled record or a cancel keeps a timeline beside its entry
-// (in the topic's times map; the entry says it has one, so that a write
-// or a read of a key without one does not look that map up); a read
-// takes the entry while it is known to be in force (see current) and
-// resolves the timeline at its own instant otherwise, and RunTimes
-// settles the entry at each instant for the followers. An expired value becomes a tombstone. An item is 64
-// bytes with the effective time and the expiry; a timeline with two
-// records inline is 56 (a 64-byte allocation); a key's first timeline
-// is one allocation with its first record (128 bytes), and with its
-// placeholder when nothing is in force (192; see firstTimeline).
+// with a scheduled record or a cancel keeps a timeline beside its entry:
+// byKey holds a timedEntry for it (a copy of the entry, flagged timed,
+// with the entry itself and the timeline), so that a write or a read
+// finds the timeline with the one lookup of the entry and a key's first
+// timeline inserts into no second map; the topic lists its timelines
+// for the listings and the frozen copies (topicView.tls). A read takes
+// the entry while it is known to be in force (see current) and resolves
+// the timeline at its own instant otherwise, and RunTimes settles the
+// entry at each instant for the followers. An expired value becomes a
+// tombstone. An item is 64 bytes with the effective time and the expiry;
+// a timeline with two records inline is 56 (a 64-byte allocation); a
+// key's first timeline is one allocation with its first record and its
+// timedEntry (208 bytes), and with its placeholder when nothing is in
+// force (288; see firstTimeline).
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
 // a map for point gets and a B-tree (github.com/google/btree) for ordered
@@ -222,11 +226,52 @@ type topicView struct {
 	// writes counts the changes to byKey, so that a snapshot being
 	// applied knows whether anything but itself wrote the topic.
 	writes uint64
-	// times holds a timeline for each key with a scheduled record, a
-	// cancel, or a scheduled value in force; such a key always has an
-	// item in byKey too (its value in force when last settled, or a
-	// placeholder). Nil until the topic has one.
-	times map[string]*timeline
+	// tls lists a timeline for each key with a scheduled record, a
+	// cancel, or a scheduled value in force, in no order (a timeline's
+	// slot is its index), for the listings and the frozen copies: a
+	// write finds its key's timeline through the entry (timedEntry).
+	// Such a key always has an entry too (its value in force when last
+	// settled, or a placeholder). A frozen copy reads the first shared
+	// slots without the lock: they are copied before one is written
+	// (ownTimelines), once a freeze at most.
+	tls    []*timeline
+	shared int
+}
+
+// ownTimelines makes slot i of tv.tls (len(tv.tls) for an append)
+// writable: a frozen copy reads the first tv.shared, which are copied
+// first. The caller holds the write lock.
+func (tv *topicView) ownTimelines(i int) {
+	if i < tv.shared {
+		tv.tls = slices.Clone(tv.tls)
+		tv.shared = 0
+	}
+}
+
+// addTimeline lists tl, the first timeline of its key.
+func (tv *topicView) addTimeline(tl *timeline) {
+	tv.ownTimelines(len(tv.tls))
+	tl.slot = len(tv.tls)
+	tv.tls = append(tv.tls, tl)
+}
+
+// replaceTimeline lists tl, a new timeline of its key, in old's place.
+func (tv *topicView) replaceTimeline(old, tl *timeline) {
+	tv.ownTimelines(old.slot)
+	tl.slot = old.slot
+	tv.tls[tl.slot] = tl
+}
+
+// removeTimeline takes tl, its key's last timeline, off the list: the
+// last one listed takes its slot.
+func (tv *topicView) removeTimeline(tl *timeline) {
+	tv.ownTimelines(tl.slot)
+	last := len(tv.tls) - 1
+	m := tv.tls[last]
+	m.slot = tl.slot
+	tv.tls[tl.slot] = m
+	tv.tls[last] = nil
+	tv.tls = tv.tls[:last]
 }
 
 // viewItem is one (topic, key) entry, or one record of a timeline. It is
@@ -246,12 +291,10 @@ type viewItem struct {
 	klen    uint16
 	tlen    uint16
 	flags   uint8
-	// timed says, on a key's entry, that its topic's times holds a
-	// timeline for the key (settle keeps it exact), so that a write or a
-	// read of a key without one does not look times up. It fills what
-	// was padding. Only the view under its lock reads it: settle may set
-	// it on an entry a frozen clone holds, whose readers read the other
-	// fields only (Merge copies items field by field: clone).
+	// timed says that the item is the first field of a timedEntry, what
+	// byKey holds for a key with a timeline (settle keeps it exact): the
+	// key's timeline is found through it (timedOf). It fills what was
+	// padding. No item of the B-tree or of a timeline has it set.
 	timed bool
 	// epoch is the view's epoch when the item was installed by an
 	// ordinary write (0: never to be updated in place); it fills what
@@ -271,9 +314,6 @@ func (it *viewItem) isTomb() bool      { return it.flags&(itemTomb|itemPlacehold
 func (it *viewItem) scheduled() bool   { return it.flags&itemScheduled != 0 }
 func (it *viewItem) cancel() bool      { return it.flags&itemCancel != 0 }
 func (it *viewItem) placeholder() bool { return it.flags&itemPlaceholder != 0 }
-
-// timedRecord reports whether the item is a scheduled record or a cancel.
-func (it *viewItem) timedRecord() bool { return it.flags&(itemScheduled|itemCancel) != 0 }
 
 // timedFields reports whether the item uses a time field.
 func (it *viewItem) timedFields() bool {
@@ -472,37 +512,25 @@ func (v *View) Apply(r record.Record) bool {
 
 	v.mu.Lock()
 	defer v.unlock()
-	tv := seenTopic
-	old := seenOld
-	var tl *timeline
-	switch {
-	case tv == nil || tv.writes != seen:
+	tv, old := seenTopic, seenOld
+	var te *timedEntry
+	if tv == nil || tv.writes != seen {
+		// A timeline that came for the key meanwhile changed byKey, and
+		// counts in writes too.
 		tv = v.topicLocked(topic)
-		old, tl = tv.lookup(it.key(), it.timedRecord())
-	case old != nil && old.timed:
-		// The key's first timeline came meanwhile: it keeps the entry.
-		tl = tv.times[it.key()]
+		old, te = tv.lookup(it.key())
 	}
-	return v.applyLocked(tv, old, tl, &it)
+	return v.applyLocked(tv, old, te, &it)
 }
 
-// lookup is the entry and the timeline (nil: none) of key k: for an
-// ordinary write the entry alone when it has no timeline (its timed says
-// so). For a timed one (a scheduled record, a cancel, the timer's) the
-// timeline first, which holds the entry: with none, the two lookups'
-// cache misses are under way at once, and the one of the group a key's
-// first timeline is then inserted in is paid here (looked up only at the
-// insert it was +12% on BenchmarkViewApplyTimeSale, p=0.001).
-func (tv *topicView) lookup(k string, timed bool) (*viewItem, *timeline) {
-	if timed && len(tv.times) > 0 {
-		if tl := tv.times[k]; tl != nil {
-			return tl.entry, tl
-		}
-		return tv.byKey[k], nil
-	}
+// lookup is the entry of key k (nil: none) and, for a key with a
+// timeline, its timedEntry (nil: none), which holds the timeline: one
+// map lookup whatever the key holds.
+func (tv *topicView) lookup(k string) (*viewItem, *timedEntry) {
 	it := tv.byKey[k]
 	if it != nil && it.timed {
-		return it, tv.times[k]
+		te := timedOf(it)
+		return te.cur, te
 	}
 	return it, nil
 }
@@ -545,9 +573,10 @@ func (v *View) topicLocked(topic []byte) *topicView {
 // applyLocked gives tv the item it (a value: copied to the heap only when
 // the view keeps it as an item of its own, not into old, the key's entry,
 // nor into the pending record it supersedes) and reports whether the view
-// changed; tl is the key's timeline (tv.lookup). The caller holds the
+// changed; te holds the key's timeline (tv.lookup). The caller holds the
 // write lock.
-func (v *View) applyLocked(tv *topicView, old *viewItem, tl *timeline, it *viewItem) bool {
+func (v *View) applyLocked(tv *topicView, old *viewItem, te *timedEntry, it *viewItem) bool {
+	tl := te.timeline()
 	if old != nil && v.updatable(tl, old, it) {
 		v.update(tv, old, it)
 		return true
@@ -565,14 +594,14 @@ func (v *View) applyLocked(tv *topicView, old *viewItem, tl *timeline, it *viewI
 			// force changes, and the instant is queued already.
 			return false
 		}
-		return v.settle(tv, r.key(), old, tl, tl, now, CauseEffective)
+		return v.settle(tv, r.key(), old, te, tl, now, CauseEffective)
 	}
 	if tl == nil && (it.scheduled() || it.cancel()) {
 		return v.putFirst(tv, old, it) // copied into the timeline's allocation
 	}
 	heap := new(viewItem)
 	*heap = *it
-	return v.put(tv, old, tl, heap)
+	return v.put(tv, old, te, heap)
 }
 
 // ApplyBatch applies rs in order, as Apply applies each, under one hold
@@ -617,7 +646,7 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 		if topic := r.Topic(); tv == nil || tv.name != string(topic) {
 			tv = v.topicLocked(topic)
 		}
-		if old, tl := tv.lookup(it.key(), it.timedRecord()); v.applyLocked(tv, old, tl, it) {
+		if old, te := tv.lookup(it.key()); v.applyLocked(tv, old, te, it) {
 			changed++
 		}
 	}
@@ -641,11 +670,12 @@ func (v *View) updatable(tl *timeline, old, it *viewItem) bool {
 }
 
 // put adds it to what tv knows of its key, whose entry is old and
-// timeline tl (as the caller found them: the key is looked up once a
+// timeline te's (as the caller found them: the key is looked up once a
 // write), and reports whether the entry in force changed. The caller
 // holds the write lock.
-func (v *View) put(tv *topicView, old *viewItem, tl *timeline, it *viewItem) bool {
+func (v *View) put(tv *topicView, old *viewItem, te *timedEntry, it *viewItem) bool {
 	k := it.key()
+	tl := te.timeline()
 	if tl == nil && !it.scheduled() && !it.cancel() {
 		// The common case: an ordinary write to a key with no timeline.
 		if old != nil && !it.after(old) {
@@ -670,7 +700,7 @@ func (v *View) put(tv *topicView, old *viewItem, tl *timeline, it *viewItem) boo
 			return true
 		}
 		it.epoch = v.epoch
-		v.install(tv, k, old, it, "")
+		v.install(tv, k, old, it, nil, "")
 		return true
 	}
 	if tl == nil {
@@ -690,7 +720,7 @@ func (v *View) put(tv *topicView, old *viewItem, tl *timeline, it *viewItem) boo
 		}
 		ntl.setEpoch(v.epoch)
 	}
-	return v.settle(tv, k, old, tl, ntl, v.clock(), timedCause(it))
+	return v.settle(tv, k, old, te, ntl, v.clock(), timedCause(it))
 }
 
 // timedCause is the cause of the change a record that goes into a
@@ -705,9 +735,9 @@ func timedCause(it *viewItem) string {
 
 // putFirst is put of it, a scheduled record or a cancel, to a key without
 // a timeline (old its entry): the key's first timeline. it is copied, not
-// kept: the timeline, the record and, when nothing is in force, the
-// placeholder that holds the key are one allocation (a firstTimeline),
-// not three, and one of another size class than the entries (see
+// kept: the timeline, the record, the key's timedEntry and, when nothing
+// is in force, the placeholder that holds the key are one allocation (a
+// firstTimeline), and one of another size class than the entries (see
 // firstTimeline).
 func (v *View) putFirst(tv *topicView, old, it *viewItem) bool {
 	if old != nil && !old.scheduled() && !old.placeholder() && !it.after(old) {
@@ -720,17 +750,21 @@ func (v *View) putFirst(tv *topicView, old, it *viewItem) bool {
 		recs = append(recs, old)
 	}
 	now := v.clock()
-	var ntl *timeline
-	var rec *viewItem
+	var (
+		ntl *timeline
+		rec *viewItem
+		te  *timedEntry
+	)
 	if (old == nil || old.placeholder()) && (it.cancel() || it.eff > now) {
-		// Nothing in force: settle installs the block's placeholder.
+		// Nothing in force: settle installs the block's placeholder,
+		// which the new timedEntry shows (cur) meanwhile.
 		b := &firstTimelineHeld{}
 		b.hold = viewItem{data: it.key(), klen: it.klen, flags: itemPlaceholder}
-		b.tl.entry = &b.hold
-		ntl, rec = &b.tl, &b.rec
+		b.te.cur = &b.hold
+		ntl, rec, te = &b.tl, &b.rec, &b.te
 	} else {
 		b := &firstTimeline{}
-		ntl, rec = &b.tl, &b.rec
+		ntl, rec, te = &b.tl, &b.rec, &b.te
 	}
 	*rec = *it
 	// rec goes into the key's timeline, and is in no frozen clone: its
@@ -741,7 +775,7 @@ func (v *View) putFirst(tv *topicView, old, it *viewItem) bool {
 	}
 	ntl.setEpoch(v.epoch)
 	v.timed++
-	return v.settle(tv, rec.key(), old, nil, ntl, now, timedCause(rec))
+	return v.settle(tv, rec.key(), old, te, ntl, now, timedCause(rec))
 }
 
 // clock is the view's wall clock for a writer, under the write lock: read
@@ -763,8 +797,10 @@ func (v *View) clock() int64 {
 
 // install makes it the entry of (tv, k) (nil: none) in place of old, the
 // key's entry as the caller found it (its write looks the key up once),
-// and tells the follower. The caller holds the write lock.
-func (v *View) install(tv *topicView, k string, old, it *viewItem, cause string) {
+// and tells the follower. byKey gets te showing it when te is not nil
+// (the key has a timeline), it otherwise. The caller holds the write
+// lock.
+func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntry, cause string) {
 	tv.writes++
 	if old != nil {
 		if !old.isTomb() {
@@ -789,7 +825,12 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, cause string)
 	// Assigning to an existing string key also stores the new key string
 	// (the runtime updates string keys on overwrite), so the map does not
 	// keep the old item's data alive.
-	tv.byKey[it.key()] = it
+	mapped := it
+	if te != nil {
+		te.set(it)
+		mapped = &te.viewItem
+	}
+	tv.byKey[it.key()] = mapped
 	tv.order.ReplaceOrInsert(it)
 	if !it.isTomb() {
 		tv.live++
@@ -874,11 +915,12 @@ func (v *View) update(tv *topicView, old, it *viewItem) {
 // settle brings the entry of (tv, k) to what is in force at now: the
 // timeline's winner, its value dropped once expired, and prunes the
 // timeline. It reports whether the entry changed. old is the key's entry
-// and held the timeline tv.times holds for it, as the caller found them;
-// tl is the key's timeline now (held, or put's new one, which settle
-// stores): the key is looked up once a write. The caller holds the write
-// lock.
-func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline, now int64, cause string) bool {
+// and te what held its timeline (nil: none), as the caller found them,
+// or putFirst's new timedEntry (no timeline yet, and the placeholder
+// made with it as cur when nothing is in force); tl is the key's
+// timeline now (te's, or put's new one, which settle lists): the key is
+// looked up once a write. The caller holds the write lock.
+func (v *View) settle(tv *topicView, k string, old *viewItem, te *timedEntry, tl *timeline, now int64, cause string) bool {
 	var want *viewItem
 	if tl == nil {
 		if old != nil && !old.isTomb() && old.expires > now {
@@ -891,9 +933,10 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 		}
 		want = old.expired()
 		v.dropped.Add(1)
-		v.install(tv, k, old, want, CauseExpired)
+		v.install(tv, k, old, want, nil, CauseExpired)
 		return true
 	}
+	held := te.tl
 	w := tl.resolve(now)
 	if ntl := tl.prune(); ntl != tl {
 		if ntl == nil {
@@ -906,20 +949,18 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 	switch {
 	case tl == held:
 	case tl == nil:
-		delete(tv.times, k)
+		tv.removeTimeline(held)
+	case held == nil:
+		tv.addTimeline(tl)
 	default:
-		if tv.times == nil {
-			tv.times = make(map[string]*timeline)
-		}
-		tv.times[k] = tl
+		tv.replaceTimeline(held, tl)
 	}
+	te.tl = tl
 	switch {
 	case w == nil && tl == nil:
 		want = nil // a cancel took out the only record: nothing left
-	case w == nil && old != nil && old.placeholder():
-		want = old // nothing in force still
-	case w == nil && tl.entry != nil && tl.entry.placeholder():
-		want = tl.entry // made with the timeline (putFirst)
+	case w == nil && te.cur != nil && te.cur.placeholder():
+		want = te.cur // nothing in force still, or putFirst's placeholder
 	case w == nil:
 		want = placeholderItem(k)
 	case w.expires != 0 && w.expires <= now:
@@ -941,25 +982,28 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, held, tl *timeline
 			tl.setQueued(next)
 		}
 	}
+	if tl == nil {
+		te = nil // byKey holds the entry itself from now on
+	}
 	if want == old || want != nil && old != nil && want.placeholder() && old.placeholder() {
-		if tl != nil {
-			tl.entry = old
-		}
-		if old != nil && old.timed != (tl != nil) {
-			old.timed = tl != nil
+		if (held == nil) != (te == nil) {
+			// The key's first timeline over an entry that stays, or its
+			// last one gone: byKey changes, not the entry (nor the
+			// B-tree, which holds the entry itself).
+			mapped := old
+			if te != nil {
+				te.set(old)
+				mapped = &te.viewItem
+			}
+			tv.byKey[old.key()] = mapped
+			tv.writes++
 		}
 		return false
 	}
 	if want != nil && old != nil && want.isTomb() && !old.isTomb() && want.stamp == old.stamp && want.eff == old.eff {
 		cause = CauseExpired // the value in force reached its expiry
 	}
-	if want != nil && want.timed != (tl != nil) {
-		want.timed = tl != nil
-	}
-	v.install(tv, k, old, want, cause)
-	if tl != nil {
-		tl.entry = want
-	}
+	v.install(tv, k, old, want, te, cause)
 	return true
 }
 
@@ -1078,11 +1122,8 @@ func (v *View) current(tv *topicView, key string, now func() int64) *viewItem {
 	}
 	t := now()
 	if it.timed && (t < v.settledAt || v.times.due(t)) {
-		if tl := tv.times[key]; tl != nil {
-			it = tl.resolve(t)
-			if it == nil {
-				return nil
-			}
+		if it = timedOf(it).tl.resolve(t); it == nil {
+			return nil
 		}
 	}
 	if !it.liveAt(t) {
@@ -1149,13 +1190,26 @@ func (v *View) Len() int {
 }
 
 // frozenTopic is a read-only copy-on-write clone of one topic's B-tree,
-// with a copy of its timelines (which are immutable) and the instant of
-// the clone.
+// with its list of timelines (which are immutable) as they were, by key
+// once indexed (index), and the instant of the clone.
 type frozenTopic struct {
 	name  string
 	items *btree.BTreeG[*viewItem]
+	tls   []*timeline
 	times map[string]*timeline
 	now   int64
+}
+
+// index fills ft.times from ft.tls, without the view's lock: the
+// listing is the view's, frozen, and its timelines are immutable.
+func (ft *frozenTopic) index() {
+	if len(ft.tls) == 0 {
+		return
+	}
+	ft.times = make(map[string]*timeline, len(ft.tls))
+	for _, tl := range ft.tls {
+		ft.times[tl.key()] = tl
+	}
 }
 
 // records calls fn for each record the frozen topic holds, in key order:
@@ -1185,34 +1239,51 @@ func (ft *frozenTopic) records(fn func(it *viewItem) bool) {
 // entries is how many records records yields.
 func (ft *frozenTopic) entries() int {
 	n := ft.items.Len()
-	for _, tl := range ft.times {
+	for _, tl := range ft.tls {
 		n += len(tl.recs) - 1
 	}
 	return n
 }
 
 // freeze clones every topic's B-tree (lazily: O(1) per topic) under the
-// write lock and returns the clones sorted by topic name. The clones can be
-// read without any lock while Apply goes on with the originals: the trees
-// copy a shared node before changing it, and the items they hold are not
-// modified (the epoch moves: see View.update).
+// write lock and returns the clones sorted by topic name, their
+// timelines indexed by key (after the lock) and how many records they
+// hold. The clones can be read without any lock while Apply goes on with
+// the originals: the trees copy a shared node before changing it, and
+// the items they hold are not modified (the epoch moves: see
+// View.update).
 func (v *View) freeze() (topics []frozenTopic, entries int) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.freezeLocked()
+	topics = v.freezeLocked()
+	v.mu.Unlock()
+	return topics, indexFrozen(topics)
 }
 
-// freezeLocked is freeze for a caller holding the write lock. It moves
-// the epoch, so that no item or timeline the clones hold is updated in
-// place. When the epoch wraps, every item and timeline is marked as made
-// before it (once in 65,535 freezes, a walk of the maps).
-func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
+// indexFrozen indexes the timelines of each frozen topic (index) and
+// returns how many records the topics hold.
+func indexFrozen(topics []frozenTopic) (entries int) {
+	for i := range topics {
+		topics[i].index()
+		entries += topics[i].entries()
+	}
+	return entries
+}
+
+// freezeLocked is freeze for a caller holding the write lock, without
+// the index. It moves the epoch, so that no item or timeline the clones
+// hold is updated in place, and shares each topic's list of timelines
+// (see topicView.tls). When the epoch wraps, every item and timeline is
+// marked as made before it (once in 65,535 freezes, a walk of the maps).
+func (v *View) freezeLocked() []frozenTopic {
 	if v.epoch++; v.epoch == 0 {
 		for _, tv := range v.topics {
 			for _, it := range tv.byKey {
 				it.epoch = 0
+				if it.timed {
+					timedOf(it).cur.epoch = 0
+				}
 			}
-			for _, tl := range tv.times {
+			for _, tl := range tv.tls {
 				tl.setEpoch(0)
 				for _, r := range tl.recs {
 					r.epoch = 0
@@ -1221,18 +1292,14 @@ func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 		}
 		v.epoch = 1
 	}
-	topics = make([]frozenTopic, 0, len(v.topics))
+	topics := make([]frozenTopic, 0, len(v.topics))
 	now := v.now()
 	for _, tv := range v.topics {
-		ft := frozenTopic{name: tv.name, items: tv.order.Clone(), now: now}
-		if len(tv.times) > 0 {
-			ft.times = maps.Clone(tv.times)
-		}
-		topics = append(topics, ft)
-		entries += ft.entries()
+		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, now: now})
+		tv.shared = len(tv.tls)
 	}
 	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
-	return topics, entries
+	return topics
 }
 
 // FollowFrom makes fn see every later change (nil stops it) and returns
@@ -1244,7 +1311,7 @@ func (v *View) freezeLocked() (topics []frozenTopic, entries int) {
 func (v *View) FollowFrom(fn func(Change), end func()) iter.Seq[Change] {
 	v.mu.Lock()
 	v.follow, v.followEnd, v.told = fn, end, false
-	topics, _ := v.freezeLocked()
+	topics := v.freezeLocked()
 	v.mu.Unlock()
 	return func(yield func(Change) bool) {
 		for _, ft := range topics {
@@ -1395,7 +1462,7 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 		ft.records(func(it *viewItem) bool {
 			maxHLC = max(maxHLC, it.stamp.HLC)
 			own := it.clone()
-			if old, tl := tv.lookup(own.key(), own.timedRecord()); v.applyLocked(tv, old, tl, &own) {
+			if old, te := tv.lookup(own.key()); v.applyLocked(tv, old, te, &own) {
 				changed++
 			}
 			return true

@@ -28,7 +28,7 @@ import (
 type timeline struct {
 	recs []*viewItem
 	// mark is two fields in one word, so that a timeline with its two
-	// records inline and its entry takes 56 bytes (a 64-byte allocation,
+	// records inline and its slot takes 56 bytes (a 64-byte allocation,
 	// not 80): the high 48 bits are the earliest instant queued for the
 	// key (Unix ms, 0: none), kept across the timeline's versions, guarded
 	// by the view's write lock and never read by frozen copies; the low 16
@@ -39,11 +39,46 @@ type timeline struct {
 	// inline holds recs when they are two or fewer (a value in force and
 	// one pending, the usual case): one allocation for the timeline.
 	inline [2]*viewItem
-	// entry is the key's entry in byKey while the timeline is the key's
-	// (settle keeps it so): there settle finds the placeholder putFirst
-	// made with the timeline. Guarded by the view's write lock, never
-	// read by frozen copies.
-	entry *viewItem
+	// slot is the timeline's index in its topic's list (topicView.tls)
+	// while it is the key's. Guarded by the view's write lock, never read
+	// by frozen copies.
+	slot int
+}
+
+// key is the key of the timeline's records (it has one at least).
+func (tl *timeline) key() string { return tl.recs[0].key() }
+
+// timedEntry is what byKey holds for a key with a timeline: a copy of
+// the key's entry, its timed flag set, so that a read of the entry while
+// it is in force takes it from there as from a plain one (View.current);
+// the entry itself (cur), the item the B-tree holds; and the timeline. A
+// *viewItem whose timed is set points at the first field of one
+// (timedOf), so the key's timeline is found through its entry, with no
+// second map to look up or insert into on a write. It is only read
+// under the view's lock: frozen copies read the B-tree's items and the
+// topic's list of timelines, never a timedEntry.
+type timedEntry struct {
+	viewItem
+	cur *viewItem
+	tl  *timeline
+}
+
+// timedOf is the timedEntry of it, an entry whose timed is set.
+func timedOf(it *viewItem) *timedEntry { return (*timedEntry)(unsafe.Pointer(it)) }
+
+// timeline is te's timeline, nil for a nil te.
+func (te *timedEntry) timeline() *timeline {
+	if te == nil {
+		return nil
+	}
+	return te.tl
+}
+
+// set makes te show it, the key's entry from now on.
+func (te *timedEntry) set(it *viewItem) {
+	te.viewItem = *it
+	te.timed = true
+	te.cur = it
 }
 
 func (tl *timeline) queued() int64      { return int64(tl.mark >> 16) }
@@ -69,22 +104,26 @@ func (tl *timeline) init(n int, queued int64) {
 }
 
 // firstTimeline is a key's first timeline made together with the record
-// that made it (View.putFirst): one 128-byte allocation instead of two of
-// 64, the same bytes. firstTimelineHeld also holds the placeholder that
-// holds the key while nothing is in force (192 bytes, not three
-// allocations of 64); once the record is in force the placeholder's 64
-// bytes stay with the timeline until the key's next timeline replaces it.
-// Of another size class than the entries, so that these stay together in
-// memory whatever is scheduled between them (a read of a key with a value
-// pending misses less).
+// that made it and the key's timedEntry (View.putFirst): one 208-byte
+// allocation instead of three. firstTimelineHeld also holds the
+// placeholder that holds the key while nothing is in force (288 bytes,
+// not four allocations); once the record is in force the placeholder's
+// 64 bytes stay with the timeline until the key's next timeline replaces
+// it, and the block as a whole while the timedEntry is the key's (an
+// interior pointer keeps the whole allocation alive). Of another size
+// class than the entries, so that these stay together in memory whatever
+// is scheduled between them (a read of a key with a value pending misses
+// less).
 type firstTimeline struct {
 	tl  timeline
 	rec viewItem
+	te  timedEntry
 }
 
 type firstTimelineHeld struct {
 	tl   timeline
 	rec  viewItem
+	te   timedEntry
 	hold viewItem
 }
 
@@ -445,22 +484,22 @@ func (v *View) Pending(topic, after string, limit int) []PendingRecord {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	tv := v.topics[topic]
-	if tv == nil || len(tv.times) == 0 {
+	if tv == nil || len(tv.tls) == 0 {
 		return nil
 	}
 	now := v.now()
-	keys := make([]string, 0, len(tv.times))
-	for k := range tv.times {
-		if k > after {
-			keys = append(keys, k)
+	tls := make([]*timeline, 0, len(tv.tls))
+	for _, tl := range tv.tls {
+		if tl.key() > after {
+			tls = append(tls, tl)
 		}
 	}
-	sort.Strings(keys)
+	sort.Slice(tls, func(i, j int) bool { return tls[i].key() < tls[j].key() })
 	var out []PendingRecord
 	n := 0
-	for _, k := range keys {
+	for _, tl := range tls {
 		before := len(out)
-		if out = tv.times[k].pending(k, now, out); len(out) > before {
+		if out = tl.pending(tl.key(), now, out); len(out) > before {
 			if n++; limit > 0 && n >= limit {
 				break
 			}
@@ -475,10 +514,14 @@ func (v *View) PendingKey(topic, key string) []PendingRecord {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	tv := v.topics[topic]
-	if tv == nil || tv.times[key] == nil {
+	if tv == nil {
 		return nil
 	}
-	return tv.times[key].pending(key, v.now(), nil)
+	_, te := tv.lookup(key)
+	if te == nil {
+		return nil
+	}
+	return te.tl.pending(key, v.now(), nil)
 }
 
 // pending appends the timeline's records not in force at now to out,
@@ -548,13 +591,13 @@ func (v *View) settleDue() time.Duration {
 			in := v.times.pop()
 			topic, key := v.timeKeys.get(in.ref)
 			tv := v.topicList[topic]
-			old, tl := tv.lookup(key, true)
+			old, te := tv.lookup(key)
 			v.timeKeys.drop(in.ref)
 			// A key without an entry has no timeline either (a timeline's
 			// key has an entry): nothing to settle. The entry's key is
 			// the one settle keeps, not the arena's bytes.
 			if old != nil {
-				v.settle(tv, old.key(), old, tl, tl, now, CauseEffective)
+				v.settle(tv, old.key(), old, te, te.timeline(), now, CauseEffective)
 			}
 		}
 		wait := time.Hour

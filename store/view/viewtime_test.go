@@ -157,21 +157,11 @@ func newTimedView(c *fakeClock) *View {
 func checkTimeModel(t *testing.T, v *View, recs []timeRec, at int64, what string) {
 	t.Helper()
 	v.mu.RLock()
-	for _, tv := range v.topics {
-		for k, it := range tv.byKey {
-			if it.timed != (tv.times[k] != nil) {
-				v.mu.RUnlock()
-				t.Fatalf("%s at +%dms: the entry of %s says timed %v, the topic holds timeline %v", what, at-timeBase, k, it.timed, tv.times[k])
-			}
-		}
-		for k, tl := range tv.times {
-			if tl.entry != tv.byKey[k] {
-				v.mu.RUnlock()
-				t.Fatalf("%s at +%dms: the timeline of %s holds entry %+v, the topic %+v", what, at-timeBase, k, tl.entry, tv.byKey[k])
-			}
-		}
-	}
+	err := checkTimelines(v)
 	v.mu.RUnlock()
+	if err != nil {
+		t.Fatalf("%s at +%dms: %v", what, at-timeBase, err)
+	}
 	live := 0
 	var wantKeys []string
 	for k := range 5 {
@@ -198,6 +188,51 @@ func checkTimeModel(t *testing.T, v *View, recs []timeRec, at int64, what string
 	if v.Len() != live {
 		t.Fatalf("%s at +%dms: Len = %d, the rule says %d", what, at-timeBase, v.Len(), live)
 	}
+}
+
+// checkTimelines checks what holds the timelines of v together: byKey
+// holds a timedEntry for a key with a timeline (its copy of the entry,
+// the entry the B-tree holds, the timeline its topic lists in its slot)
+// and the entry itself for any other key; each listed timeline is its
+// key's. The caller holds the lock.
+func checkTimelines(v *View) error {
+	for _, tv := range v.topics {
+		timed := 0
+		for k, it := range tv.byKey {
+			in, _ := tv.order.Get(it)
+			if !it.timed {
+				if in != it {
+					return fmt.Errorf("topic %s: the B-tree holds %p for %s, byKey %p", tv.name, in, k, it)
+				}
+				continue
+			}
+			timed++
+			te := timedOf(it)
+			shown := te.viewItem
+			shown.timed = false
+			switch {
+			case te.tl == nil || te.cur == nil:
+				return fmt.Errorf("topic %s: the timed entry of %s holds timeline %p, entry %p", tv.name, k, te.tl, te.cur)
+			case in != te.cur:
+				return fmt.Errorf("topic %s: the B-tree holds %p for %s, its timed entry %p", tv.name, in, k, te.cur)
+			case shown != *te.cur:
+				return fmt.Errorf("topic %s: the timed entry of %s shows %+v, the entry is %+v", tv.name, k, shown, *te.cur)
+			case te.tl.key() != k:
+				return fmt.Errorf("topic %s: the timeline of %s holds records of %s", tv.name, k, te.tl.key())
+			case te.tl.slot >= len(tv.tls) || tv.tls[te.tl.slot] != te.tl:
+				return fmt.Errorf("topic %s: the timeline of %s is not listed in its slot %d", tv.name, k, te.tl.slot)
+			}
+		}
+		if timed != len(tv.tls) {
+			return fmt.Errorf("topic %s: %d timed entries, %d timelines listed", tv.name, timed, len(tv.tls))
+		}
+		for i, tl := range tv.tls {
+			if tl.slot != i {
+				return fmt.Errorf("topic %s: the timeline in slot %d says slot %d", tv.name, i, tl.slot)
+			}
+		}
+	}
+	return nil
 }
 
 // TestViewTimeConvergesInAnyOrder is the property the rule promises: the
@@ -1066,5 +1101,192 @@ func TestReplayedExpiringWrite(t *testing.T) {
 	newer := timeRec{key: "k", value: "newer", expires: timeBase + 500, origin: 1, seq: 3, hlc: hlc + 2}.record(t)
 	if !v.Apply(newer) {
 		t.Fatal("a newer write changed nothing")
+	}
+}
+
+// TestTimelinesListed: many keys get their first timeline, over a value
+// in force or over nothing, and lose it again (a write after the instant
+// took effect), in an order that moves the list's slots around: after
+// each step the timed entries, the B-tree and the list agree
+// (checkTimelines), Pending lists exactly the keys with a record pending,
+// in key order and from after on, and a clone frozen before the changes
+// still holds what it held (the list is copied before a slot it shares
+// is written).
+func TestTimelinesListed(t *testing.T) {
+	const keys = 500
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	hlc := func(ms int64, n int) uint64 { return record.MakeHLC(timeBase+ms, 0) + uint64(n) }
+	key := func(i int) string { return fmt.Sprintf("k%04d", i) }
+	seq := uint64(0)
+	apply := func(r timeRec) {
+		t.Helper()
+		seq++
+		r.origin, r.seq = 1, seq
+		v.Apply(r.record(t))
+	}
+	check := func(what string, pending []string) {
+		t.Helper()
+		v.mu.RLock()
+		err := checkTimelines(v)
+		v.mu.RUnlock()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		// The keys Pending lists, once each (a key lists each of its
+		// pending records).
+		listed := func(after string, limit int) (keys []string) {
+			for _, p := range v.Pending("prices", after, limit) {
+				if len(keys) == 0 || keys[len(keys)-1] != p.Key {
+					keys = append(keys, p.Key)
+				}
+			}
+			return keys
+		}
+		if got := listed("", 0); !slices.Equal(got, pending) {
+			t.Fatalf("%s: Pending lists %d keys %v, want %d %v", what, len(got), got, len(pending), pending)
+		}
+		if len(pending) > 2 {
+			after := pending[len(pending)/2]
+			got := listed(after, 2)
+			if i := len(pending)/2 + 1; !slices.Equal(got, pending[i:min(i+2, len(pending))]) {
+				t.Fatalf("%s: Pending after %s lists %v, want %v", what, after, got, pending[i:min(i+2, len(pending))])
+			}
+		}
+	}
+	// The even keys hold a value before their schedule (a sale), the odd
+	// ones nothing (a key's first write is scheduled).
+	for i := 0; i < keys; i += 2 {
+		apply(timeRec{key: key(i), value: "19.99", hlc: hlc(0, i)})
+	}
+	at := int64(timeBase + 1000)
+	var all []string
+	for i := keys - 1; i >= 0; i-- {
+		apply(timeRec{key: key(i), value: "14.99", eff: at, hlc: hlc(1, i)})
+	}
+	for i := range keys {
+		all = append(all, key(i))
+	}
+	check("scheduled", all)
+	frozen := v.Freeze()
+	want := frozen.Digests()
+
+	// A second schedule of every third key makes it a new timeline in its
+	// slot (the frozen list is copied first).
+	later := at + 1000
+	var pending []string
+	for i := 0; i < keys; i += 3 {
+		apply(timeRec{key: key(i), value: "9.99", eff: later, hlc: hlc(2, i)})
+		pending = append(pending, key(i))
+	}
+	check("scheduled again", all)
+
+	// The first instant comes; then a plain write after it of every key
+	// not scheduled again ends its timeline: the last listed takes the
+	// slot of each one that goes.
+	c.ms.Store(at)
+	v.settleDue()
+	check("at the first instant", pending)
+	for i := keys - 1; i >= 0; i-- {
+		if i%3 != 0 {
+			apply(timeRec{key: key(i), value: "17.99", hlc: hlc(1500, i)})
+		}
+	}
+	check("written after it", pending)
+	v.mu.RLock()
+	listed := len(v.topics["prices"].tls)
+	v.mu.RUnlock()
+	if listed != len(pending) {
+		t.Fatalf("%d timelines listed after the writes, want %d", listed, len(pending))
+	}
+	if got := frozen.Digests(); got["prices"] != want["prices"] {
+		t.Fatal("the clone frozen before the changes reads them")
+	}
+
+	// The second instant comes and a write after it ends every timeline.
+	c.ms.Store(later)
+	v.settleDue()
+	for _, k := range pending {
+		apply(timeRec{key: k, value: "8.99", hlc: record.MakeHLC(later+500, 0)})
+	}
+	check("all written after", nil)
+	for i := range keys {
+		want := "17.99"
+		if i%3 == 0 {
+			want = "8.99"
+		}
+		if e, ok := v.Get("prices", key(i)); !ok || string(e.Value) != want {
+			t.Fatalf("%s: %q, %v; want %s", key(i), e.Value, ok, want)
+		}
+	}
+}
+
+// TestFrozenTimelinesWhileAdded: snapshots are encoded from frozen clones
+// (without the lock) while a writer gives keys their first timelines,
+// schedules them again and ends them: each snapshot decodes (its header's
+// count of records is the one its records add up to, so the clone's list
+// of timelines and its B-tree are of one instant), and -race sees no
+// clone reading what the writer writes.
+func TestFrozenTimelinesWhileAdded(t *testing.T) {
+	const keys = 2000
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	recs := make([]record.Record, 0, 3*keys)
+	for i := range keys {
+		k := fmt.Sprintf("k%05d", i)
+		hlc := record.MakeHLC(timeBase, 0) + uint64(3*i)
+		if i%2 == 0 {
+			v.Apply(timeRec{key: k, value: "19.99", origin: 1, seq: uint64(3*i + 1), hlc: hlc}.record(t))
+		}
+		recs = append(recs,
+			timeRec{key: k, value: "14.99", eff: timeBase + 1000, origin: 2, seq: uint64(3*i + 1), hlc: hlc + 1}.record(t),
+			timeRec{key: k, value: "12.99", eff: timeBase + 2000, origin: 2, seq: uint64(3*i + 2), hlc: hlc + 2}.record(t))
+	}
+	done := make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		defer close(errc)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			var buf bytes.Buffer
+			if err := EncodeSnapshotUpTo(&buf, v, 0, nil, snapVersion2); err != nil {
+				errc <- err
+				return
+			}
+			if _, _, _, err := decodeSnapshot(bytes.NewReader(buf.Bytes()), int64(buf.Len()), nil); err != nil {
+				errc <- err
+				return
+			}
+			v.Freeze().Digests()
+		}
+	}()
+	for i, r := range recs {
+		v.Apply(r)
+		if i == len(recs)/2 {
+			c.ms.Store(timeBase + 1000)
+			v.settleDue()
+		}
+	}
+	c.ms.Store(timeBase + 3000)
+	v.settleDue()
+	for i := range keys {
+		v.Apply(timeRec{key: fmt.Sprintf("k%05d", i), value: "9.99", origin: 3, seq: uint64(i + 1), hlc: record.MakeHLC(timeBase+3000, 0)}.record(t))
+	}
+	close(done)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	v.mu.RLock()
+	err := checkTimelines(v)
+	n := len(v.topics["prices"].tls)
+	v.mu.RUnlock()
+	if err != nil || n != 0 {
+		t.Fatalf("after the writes: %v, %d timelines listed", err, n)
 	}
 }
