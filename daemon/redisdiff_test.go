@@ -463,6 +463,8 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"CLIENT", "INFO", "x"}, {"CLIENT", "GETREDIR", "x"}, {"CLIENT", "TRACKINGINFO", "x"}, {"CLIENT", "SETNAME"},
 				{"CLIENT", "CACHING"}, {"CLIENT", "TRACKING"}, {"CLIENT", "HELP", "x"}, {"CLIENT", "NO-EVICT"},
 				{"CLIENT", "NO-EVICT", "on", "x"}, {"CLIENT", "NO-EVICT", "maybe"}, {"CLIENT", "NO-EVICT", "off"},
+				{"HELLO", "+3"}, {"HELLO", "03"}, {"HELLO", "-3"}, {"HELLO", "3 "}, {"HELLO", "4"},
+				{"CLIENT", "TRACKING", "ON", "REDIRECT", "+1"}, {"CLIENT", "TRACKING", "ON", "REDIRECT", "01"},
 			} {
 				p.same(c...)
 			}

@@ -928,8 +928,8 @@ func cmdReset(c *conn, _ [][]byte) {
 func cmdHello(c *conn, a [][]byte) {
 	proto := c.proto
 	if len(a) >= 2 {
-		v, err := strconv.Atoi(view(a[1]))
-		if err != nil {
+		v, ok := redisInt(a[1])
+		if !ok {
 			c.err("ERR Protocol version is not an integer or out of range")
 			return
 		}
@@ -937,7 +937,7 @@ func cmdHello(c *conn, a [][]byte) {
 			c.err("NOPROTO unsupported protocol version")
 			return
 		}
-		proto = v
+		proto = int(v)
 	}
 	name, setName := "", false
 	for i := 2; i < len(a); i++ {

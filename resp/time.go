@@ -336,8 +336,8 @@ func cmdPending(c *conn, a [][]byte) {
 }
 
 func cmdCancel(c *conn, a [][]byte) {
-	at, err := strconv.ParseInt(view(a[2]), 10, 64)
-	if err != nil || at <= 0 {
+	at, ok := redisInt(a[2])
+	if !ok || at <= 0 {
 		c.err("ERR value is not an integer or out of range")
 		return
 	}

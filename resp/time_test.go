@@ -87,9 +87,10 @@ func TestTimeCommands(t *testing.T) {
 				cmd("SET", "p:sku", "later", "EFFECTIVEAT", ms(5000)) + cmd("GET", "p:sku") + cmd("CACHECAST.PENDING", "p:sku"),
 				[]string{"+OK\r\n", "+OK\r\n", "+OK\r\n", "$7\r\nregular\r\n",
 					"*2\r\n*2\r\n:" + ms(1000) + "\r\n$4\r\nsale\r\n*2\r\n:" + ms(5000) + "\r\n$5\r\nlater\r\n"}},
-			{500, cmd("SET", "p:sku", "published-later-for-now") + cmd("CACHECAST.CANCEL", "p:sku", ms(5000)) + cmd("CACHECAST.CANCEL", "p:sku", ms(4000)) +
-				cmd("CACHECAST.PENDING", "p:sku"),
-				[]string{"+OK\r\n", ":1\r\n", ":0\r\n", "*1\r\n*2\r\n:" + ms(1000) + "\r\n$4\r\nsale\r\n"}},
+			{500, cmd("SET", "p:sku", "published-later-for-now") + cmd("CACHECAST.CANCEL", "p:sku", "+"+ms(1000)) + cmd("CACHECAST.CANCEL", "p:sku", "0"+ms(1000)) +
+				cmd("CACHECAST.CANCEL", "p:sku", ms(5000)) + cmd("CACHECAST.CANCEL", "p:sku", ms(4000)) + cmd("CACHECAST.PENDING", "p:sku"),
+				[]string{"+OK\r\n", "-ERR value is not an integer or out of range\r\n", "-ERR value is not an integer or out of range\r\n",
+					":1\r\n", ":0\r\n", "*1\r\n*2\r\n:" + ms(1000) + "\r\n$4\r\nsale\r\n"}},
 			{1000, cmd("GET", "p:sku") + cmd("PTTL", "p:sku"), []string{"$4\r\nsale\r\n", ":2000\r\n"}},
 			{3000, cmd("GET", "p:sku"), []string{"$-1\r\n"}},
 			{5000, cmd("GET", "p:sku") + cmd("CACHECAST.CANCEL", "p:sku", ms(1000)), []string{"$-1\r\n", ":0\r\n"}},

@@ -401,8 +401,8 @@ func (c *conn) clientTracking(a [][]byte) {
 				st.prefixes = append(st.prefixes, string(a[i]))
 				continue
 			}
-			id, err := strconv.ParseInt(view(a[i]), 10, 64)
-			if err != nil {
+			id, ok := redisInt(a[i])
+			if !ok {
 				c.err("ERR value is not an integer or out of range")
 				return
 			}
