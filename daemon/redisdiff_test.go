@@ -450,7 +450,12 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"SCAN", "0", "COUNT", "0"}, {"SCAN", "0", "COUNT", "-1"}, {"SCAN", "0", "COUNT", "abc"},
 				{"SCAN", "0", "COUNT", "+5"}, {"SCAN", "0", "COUNT"}, {"SCAN", "0", "MATCH"}, {"SCAN", "0", "FOO", "x"},
 				{"SCAN", "abc"}, {"SCAN", "+"}, {"SCAN", " 1"}, {"SCAN", "18446744073709551616"}, {"SCAN", "0", "TYPE"},
-				{"SCAN", "0", "COUNT", "1", "COUNT", "0"},
+				{"SCAN", "0", "COUNT", "1", "COUNT", "0"}, {"SCAN", "-1", "COUNT", "0"}, {"SCAN", "12345", "COUNT", "0"},
+				{"SCAN", "-1", "MATCH", "nothing-matches-this*"}, {"SCAN", "18446744073709551615", "MATCH", "nothing-matches-this*"},
+				{"SCAN", "-1", "TYPE", "hash", "MATCH", "nothing-matches-this*"},
+				{"HSCAN", hash, "-1", "MATCH", "nothing-matches-this*"}, {"HSCAN", hash, "-1", "COUNT", "0"}, {"HSCAN", hash, "12345", "COUNT", "0"},
+				{"HSCAN", "nohash", "0", "COUNT", "0"}, {"HSCAN", "nohash", "12345"}, {"HSCAN", "nohash", "-1", "FOO"}, {"HSCAN", "nohash", "abc"},
+				{"HSCAN", k("missing"), "0", "MATCH"},
 				{"HSCAN", hash, "0", "COUNT", "0"}, {"HSCAN", hash, "0", "COUNT", "-1"}, {"HSCAN", hash, "abc"},
 				{"HSCAN", hash, "+0"}, {"HSCAN", hash, "-0"}, {"HSCAN", hash, "0"}, {"HSCAN", hash, "0", "TYPE", "string"},
 				{"WAIT"}, {"WAIT", "0"}, {"WAIT", "0", "0", "0"}, {"WAIT", "-1", "0"}, {"WAIT", "0", "0"},
@@ -484,6 +489,8 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				"-ERR unknown subcommand 'KILL'. Try CLIENT HELP.\r\n", "-ERR wrong number of arguments for 'client|kill' command", "CLIENT", "KILL")
 			p.differs("not served: cachecast keeps no access frequencies, idle times or reference counts",
 				"-ERR unknown subcommand 'FREQ'. Try OBJECT HELP.\r\n", "", "OBJECT", "FREQ", k("a"))
+			p.differs("NOVALUES is Redis 7.4's HSCAN option, served here; Redis 7.0 refuses it",
+				"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nb\r\n", "-ERR syntax error", "HSCAN", hash, "0", "NOVALUES")
 			p.differs("a topic is not a key: it has no expiry of its own (its keys have theirs)", ":0\r\n", ":1", "EXPIRE", hash, "10")
 
 			// Left out: GETRANGE with a negative end before the start

@@ -178,23 +178,37 @@ func (c *conn) scanOptions(a [][]byte, hash bool) (o scanArgs, ok bool) {
 	return o, true
 }
 
-// cursorPos reads a cursor argument; false when it answered an error.
-func (c *conn) cursorPos(arg []byte) (scanPos, bool) {
+// scanCursor reads a cursor argument (cursorNumber); false when it
+// answered Redis's error.
+func (c *conn) scanCursor(arg []byte) (uint64, bool) {
 	id, ok := cursorNumber(arg)
 	if !ok {
 		c.err("ERR invalid cursor")
-		return scanPos{}, false
 	}
-	if id == 0 {
-		return scanPos{}, true
+	return id, ok
+}
+
+// lastCursor is the cursor SCAN -1 names (C's strtoul wraps -1 to it).
+// Redis's scan from it visits its table's last bucket and ends (cursor
+// 0); the server never hands it out, so here it is the end of the scan.
+const lastCursor = 1<<64 - 1
+
+// cursorPos is where the scan of cursor id resumes (done: it is at its
+// end, lastCursor); false when it answered the error of a cursor the
+// server no longer keeps.
+func (c *conn) cursorPos(id uint64) (p scanPos, done, ok bool) {
+	switch id {
+	case 0:
+		return scanPos{}, false, true
+	case lastCursor:
+		return scanPos{}, true, true
 	}
-	p, ok := c.s.cursors.get(id)
+	p, ok = c.s.cursors.get(id)
 	if !ok {
 		c.err("ERR cursor " + strconv.FormatUint(id, 10) + " is unknown or expired (the server keeps its last " +
 			strconv.Itoa(cursorSlots) + " cursors); start the SCAN again at 0")
-		return scanPos{}, false
 	}
-	return p, true
+	return p, false, ok
 }
 
 // cursorNumber reads a cursor as Redis does (C's strtoul, whole): decimal
@@ -264,8 +278,11 @@ func (s *Server) scanKeys(pos scanPos, match string, count int) (names []string,
 	return names, scanPos{}, true
 }
 
+// cmdScan reads its cursor and options in Redis's order (the cursor's
+// syntax, the options, then the position the cursor names), so that each
+// gets the error Redis gives it.
 func cmdScan(c *conn, a [][]byte) {
-	pos, ok := c.cursorPos(a[1])
+	id, ok := c.scanCursor(a[1])
 	if !ok {
 		return
 	}
@@ -273,17 +290,21 @@ func cmdScan(c *conn, a [][]byte) {
 	if !ok {
 		return
 	}
+	pos, done, ok := c.cursorPos(id)
+	if !ok {
+		return
+	}
 	var names []string
 	next := uint64(0)
-	switch o.typ {
-	case "", "string":
+	switch {
+	case done:
+	case o.typ == "" || o.typ == "string":
 		var np scanPos
-		var done bool
 		names, np, done = c.s.scanKeys(pos, o.match, o.count)
 		if !done {
 			next = c.s.cursors.put(np.topic, np.after)
 		}
-	case "hash":
+	case o.typ == "hash":
 		// The topics, in one answer: there are few of them.
 		for _, t := range c.s.node.Topics() {
 			if t.Keys > 0 && !strings.HasPrefix(t.Name, "$") && (o.match == "" || globMatch(o.match, t.Name)) {
@@ -314,21 +335,34 @@ func cmdKeys(c *conn, a [][]byte) {
 	}
 }
 
+// cmdHScan answers a missing hash at once, before its options, as
+// Redis does (an empty scan), then reads them and the cursor's position
+// as cmdScan does.
 func cmdHScan(c *conn, a [][]byte) {
-	pos, ok := c.cursorPos(a[2])
+	id, ok := c.scanCursor(a[2])
 	if !ok {
+		return
+	}
+	c.trackRead(a[1])
+	t := topicOf(a[1])
+	if t == "" || !c.s.isHash(a[1]) {
+		c.array(2)
+		c.bulkString("0")
+		c.array(0)
 		return
 	}
 	o, ok := c.scanOptions(a[3:], true)
 	if !ok {
 		return
 	}
-	c.trackRead(a[1])
-	t := topicOf(a[1])
+	pos, done, ok := c.cursorPos(id)
+	if !ok {
+		return
+	}
 	var keys []string
 	var vals [][]byte
 	next := uint64(0)
-	if t != "" && (pos.topic == "" || pos.topic == t) {
+	if !done && (pos.topic == "" || pos.topic == t) {
 		page := c.s.node.Keys(t, literalPrefix(o.match), pos.after, o.count)
 		for _, k := range page {
 			if o.match != "" && !globMatch(o.match, k) {
