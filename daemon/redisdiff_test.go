@@ -129,6 +129,18 @@ func rawReply(r *bufio.Reader) (string, error) {
 	return line, nil
 }
 
+// kind names a reply's kind: its type byte, and for a verbatim string
+// its format too.
+func kind(reply string) string {
+	if reply == "" {
+		return "nothing"
+	}
+	if i := strings.Index(reply, "\r\n"); reply[0] == '=' && i > 0 && len(reply) >= i+6 {
+		return "verbatim string of " + reply[i+2:i+5]
+	}
+	return "reply of type " + reply[:1]
+}
+
 // redisPair sends each command to cachecast's Redis door and to a real
 // redis-server and compares the replies.
 type redisPair struct {
@@ -481,6 +493,15 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 					if !strings.HasPrefix(r, "*") || !strings.Contains(r, first) || !strings.HasSuffix(r, "+HELP\r\n+    Prints this help.\r\n") {
 						t.Errorf("%s HELP: %s answers %q, not a help list", cmd, p.name(i), r)
 					}
+				}
+			}
+			// INFO, CLIENT INFO and CLIENT LIST tell each server's own
+			// state; their kind is Redis's: a verbatim string of txt in
+			// RESP3 (=n then txt:), a bulk string in RESP2.
+			for _, c := range [][]string{{"INFO", "server"}, {"CLIENT", "INFO"}, {"CLIENT", "LIST"}} {
+				ours, theirs := p.do(c...)
+				if kind(ours) != kind(theirs) {
+					t.Errorf("%q: cachecast answers a %s, redis-server a %s", c, kind(ours), kind(theirs))
 				}
 			}
 			p.same("SCAN", "+0", "MATCH", "nothing-matches-this*", "COUNT", "100000") // Redis reads +0 as 0

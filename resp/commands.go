@@ -220,6 +220,7 @@ func (c *conn) err(msg string)      { c.out = appendError(c.out, msg) }
 func (c *conn) integer(n int64)     { c.out = appendInt(c.out, n) }
 func (c *conn) bulk(b []byte)       { c.out = appendBulk(c.out, b) }
 func (c *conn) bulkString(s string) { c.out = appendBulkString(c.out, s) }
+func (c *conn) verbatim(s string)   { c.out = appendVerbatim(c.out, s, c.proto) }
 func (c *conn) null()               { c.out = appendNull(c.out, c.proto) }
 func (c *conn) array(n int)         { c.out = appendArray(c.out, n) }
 func (c *conn) mapOf(n int)         { c.out = appendMap(c.out, n, c.proto) }
@@ -1088,7 +1089,7 @@ func cmdClient(c *conn, a [][]byte) {
 		}
 		c.ok()
 	case "INFO":
-		c.bulkString(c.infoLine())
+		c.verbatim(c.infoLine())
 	case "LIST":
 		var b strings.Builder
 		for _, o := range c.s.allConns() {
@@ -1098,7 +1099,7 @@ func cmdClient(c *conn, a [][]byte) {
 				b.WriteString(o.infoLine())
 			}
 		}
-		c.bulkString(b.String())
+		c.verbatim(b.String())
 	case "TRACKING":
 		c.clientTracking(a)
 	case "CACHING":

@@ -194,5 +194,5 @@ func cmdInfo(c *conn, a [][]byte) {
 			}
 		}
 	}
-	c.bulkString(b.String())
+	c.verbatim(b.String())
 }

@@ -234,6 +234,20 @@ func appendBulkString(b []byte, v string) []byte {
 	return append(b, '\r', '\n')
 }
 
+// appendVerbatim writes text as Redis's addReplyVerbatim does (INFO,
+// CLIENT INFO, CLIENT LIST): a RESP3 verbatim string of format txt
+// (=n txt:...), a bulk string in RESP2.
+func appendVerbatim(b []byte, text string, proto int) []byte {
+	if proto != 3 {
+		return appendBulkString(b, text)
+	}
+	b = append(b, '=')
+	b = strconv.AppendInt(b, int64(len(text)+len("txt:")), 10)
+	b = append(b, "\r\ntxt:"...)
+	b = append(b, text...)
+	return append(b, '\r', '\n')
+}
+
 func appendNull(b []byte, proto int) []byte {
 	if proto == 3 {
 		return append(b, '_', '\r', '\n')
