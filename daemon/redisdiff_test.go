@@ -480,6 +480,11 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"CLIENT", "INFO", "x"}, {"CLIENT", "GETREDIR", "x"}, {"CLIENT", "TRACKINGINFO", "x"}, {"CLIENT", "SETNAME"},
 				{"CLIENT", "CACHING"}, {"CLIENT", "TRACKING"}, {"CLIENT", "HELP", "x"}, {"CLIENT", "NO-EVICT"},
 				{"CLIENT", "NO-EVICT", "on", "x"}, {"CLIENT", "NO-EVICT", "maybe"}, {"CLIENT", "NO-EVICT", "off"},
+				{"CLIENT", "LIST", "TYPE", "foo"}, {"CLIENT", "LIST", "type", "MASTER"}, {"CLIENT", "LIST", "TYPE", "replica"},
+				{"CLIENT", "LIST", "TYPE", "slave"}, {"CLIENT", "LIST", "TYPE", "PubSub"}, {"CLIENT", "LIST", "TYPE"},
+				{"CLIENT", "LIST", "TYPE", "normal", "x"}, {"CLIENT", "LIST", "ID"}, {"CLIENT", "LIST", "ID", "abc"},
+				{"CLIENT", "LIST", "id", "999999"}, {"CLIENT", "LIST", "ID", "999999", "abc"}, {"CLIENT", "LIST", "ID", "+1"},
+				{"CLIENT", "LIST", "ID", "0", "-1", "999999"}, {"CLIENT", "LIST", "FOO"}, {"CLIENT", "LIST", "FOO", "bar"},
 				{"HELLO", "+3"}, {"HELLO", "03"}, {"HELLO", "-3"}, {"HELLO", "3 "}, {"HELLO", "4"},
 				{"CLIENT", "TRACKING", "ON", "REDIRECT", "+1"}, {"CLIENT", "TRACKING", "ON", "REDIRECT", "01"},
 			} {

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"math"
 	"os"
@@ -1006,7 +1007,9 @@ var clientHelp = []string{
 	"GETNAME", "    Return the name of the current connection.",
 	"ID", "    Return the ID of the current connection.",
 	"INFO", "    Return information about the current client connection.",
-	"LIST", "    Return information about client connections.",
+	"LIST [options ...]", "    Return information about client connections. Options:",
+	"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Return clients of specified type.",
+	"    * ID <id> [<id> ...]", "      Return the clients of the given ids.",
 	"NO-EVICT (ON|OFF)", "    Accepted and ignored (cachecast evicts no client).",
 	"NO-TOUCH (ON|OFF)", "    Accepted and ignored.",
 	"SETINFO <option> <value>", "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
@@ -1091,13 +1094,13 @@ func cmdClient(c *conn, a [][]byte) {
 	case "INFO":
 		c.verbatim(c.infoLine())
 	case "LIST":
+		conns, ok := c.clientList(a[2:])
+		if !ok {
+			return
+		}
 		var b strings.Builder
-		for _, o := range c.s.allConns() {
-			if o == c {
-				b.WriteString(c.infoLine())
-			} else {
-				b.WriteString(o.infoLine())
-			}
+		for _, o := range conns {
+			b.WriteString(o.infoLine())
 		}
 		c.verbatim(b.String())
 	case "TRACKING":
@@ -1124,6 +1127,59 @@ func cmdClient(c *conn, a [][]byte) {
 	case "HELP":
 		c.help("CLIENT", clientHelp)
 	}
+}
+
+// clientList is the connections CLIENT LIST [TYPE type | ID id...] names,
+// its filters read and refused as Redis 7.0 reads them, in Redis's order
+// (the order they connected in, which is their ids'; ID's own order for
+// ID). A node has no Redis replication links: TYPE master and replica
+// (or slave) name none. False when it answered an error.
+func (c *conn) clientList(filter [][]byte) ([]*conn, bool) {
+	all := c.s.allConns()
+	slices.SortFunc(all, func(x, y *conn) int { return cmp.Compare(x.id, y.id) })
+	switch {
+	case len(filter) == 0:
+		return all, true
+	case len(filter) == 2 && strings.EqualFold(view(filter[0]), "TYPE"):
+		var pubsub bool
+		switch strings.ToLower(view(filter[1])) {
+		case "normal":
+		case "pubsub":
+			pubsub = true
+		case "master", "replica", "slave":
+			return nil, true
+		default:
+			c.err("ERR Unknown client type '" + clip(filter[1]) + "'")
+			return nil, false
+		}
+		var out []*conn
+		for _, o := range all {
+			// Subscribed over either protocol: Redis's CLIENT_PUBSUB.
+			if subs, psubs := c.s.subs.counts(o); (subs+psubs > 0) == pubsub {
+				out = append(out, o)
+			}
+		}
+		return out, true
+	case len(filter) >= 2 && strings.EqualFold(view(filter[0]), "ID"):
+		byID := make(map[int64]*conn, len(all))
+		for _, o := range all {
+			byID[o.id] = o
+		}
+		var out []*conn
+		for _, arg := range filter[1:] {
+			id, ok := redisInt(arg)
+			if !ok {
+				c.err("ERR Invalid client ID")
+				return nil, false
+			}
+			if o := byID[id]; o != nil {
+				out = append(out, o)
+			}
+		}
+		return out, true
+	}
+	c.err("ERR syntax error")
+	return nil, false
 }
 
 // MULTI holds reads only.

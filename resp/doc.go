@@ -27,10 +27,10 @@
 // # Commands
 //
 // Connection: HELLO 2|3 [AUTH user pass] [SETNAME name], AUTH, CLIENT
-// (ID, SETNAME, GETNAME, SETINFO, INFO, LIST, TRACKING, CACHING, GETREDIR,
-// TRACKINGINFO, HELP; NO-EVICT ON|OFF, NO-TOUCH ON|OFF and CAPA answer
-// OK; KILL is not served), SELECT 0, PING,
-// ECHO, QUIT, RESET, READONLY, READWRITE. AUTH and HELLO's AUTH are
+// (ID, SETNAME, GETNAME, SETINFO, INFO, LIST [TYPE type | ID id...],
+// TRACKING, CACHING, GETREDIR, TRACKINGINFO, HELP; NO-EVICT ON|OFF,
+// NO-TOUCH ON|OFF and CAPA answer OK; KILL is not served), SELECT 0,
+// PING, ECHO, QUIT, RESET, READONLY, READWRITE. AUTH and HELLO's AUTH are
 // accepted and ignored: who may read and write is the connection's uid
 // and groups (SO_PEERCRED), checked by the node's AuthorizeRead and
 // Authorize (the daemon's read and publish roles, as for HTTP); a TCP
