@@ -399,15 +399,22 @@ func cmdGetRange(c *conn, a [][]byte) {
 		c.err(wrongType)
 		return
 	}
+	// Redis 7's arithmetic (7.0 to 7.4; Redis 8 answers "" where a
+	// negative end falls before the value, which 7 clamps to its first
+	// byte: GETRANGE k 0 -100 is the first byte).
 	n := int64(len(v))
+	if start < 0 && end < 0 && start > end {
+		c.bulk(nil)
+		return
+	}
 	if start < 0 {
-		start = max(n+start, 0)
+		start += n
 	}
 	if end < 0 {
-		end = n + end
+		end += n
 	}
-	end = min(end, n-1)
-	if n == 0 || start > end || start >= n {
+	start, end = max(start, 0), min(max(end, 0), n-1)
+	if n == 0 || start > end {
 		c.bulk(nil)
 		return
 	}
