@@ -474,6 +474,8 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"HSCAN", hash, "-1", "MATCH", "nothing-matches-this*"}, {"HSCAN", hash, "-1", "COUNT", "0"}, {"HSCAN", hash, "12345", "COUNT", "0"},
 				{"HSCAN", "nohash", "0", "COUNT", "0"}, {"HSCAN", "nohash", "12345"}, {"HSCAN", "nohash", "-1", "FOO"}, {"HSCAN", "nohash", "abc"},
 				{"HSCAN", k("missing"), "0", "MATCH"},
+				{"KEYS", ""}, {"SCAN", "0", "MATCH", "", "COUNT", "100000"}, {"SCAN", "0", "MATCH", "", "TYPE", "hash", "COUNT", "100000"},
+				{"HSCAN", hash, "0", "MATCH", ""},
 				{"HSCAN", hash, "0", "COUNT", "0"}, {"HSCAN", hash, "0", "COUNT", "-1"}, {"HSCAN", hash, "abc"},
 				{"HSCAN", hash, "+0"}, {"HSCAN", hash, "-0"}, {"HSCAN", hash, "0"}, {"HSCAN", hash, "0", "TYPE", "string"},
 				{"WAIT"}, {"WAIT", "0"}, {"WAIT", "0", "0", "0"}, {"WAIT", "-1", "0"}, {"WAIT", "0", "0"},

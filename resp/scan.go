@@ -131,14 +131,14 @@ func (t *cursorTable) get(id uint64) (scanPos, bool) {
 
 // scanArgs are the options of SCAN and HSCAN.
 type scanArgs struct {
-	match    string
+	match    string // "*" when there is no MATCH: "" matches only the empty name, as in Redis
 	count    int
 	typ      string
 	novalues bool
 }
 
 func (c *conn) scanOptions(a [][]byte, hash bool) (o scanArgs, ok bool) {
-	o.count = 10
+	o.count, o.match = 10, "*"
 	for i := 0; i < len(a); i++ {
 		opt := strings.ToUpper(view(a[i]))
 		switch {
@@ -234,8 +234,8 @@ func cursorNumber(b []byte) (uint64, bool) {
 }
 
 // scanKeys walks the string keys from pos, looking at about count of
-// them, and returns the names that match and where it stopped (done: at
-// the end).
+// them, and returns the names that match the pattern match ("*": all)
+// and where it stopped (done: at the end).
 func (s *Server) scanKeys(pos scanPos, match string, count int) (names []string, next scanPos, done bool) {
 	topics := s.node.Topics()
 	lp := literalPrefix(match)
@@ -264,7 +264,7 @@ func (s *Server) scanKeys(pos scanPos, match string, count int) (names []string,
 			keys := s.node.Keys(t.Name, prefix, after, want)
 			for _, k := range keys {
 				name := s.RedisName(t.Name, k)
-				if match == "" || globMatch(match, name) {
+				if globMatch(match, name) {
 					names = append(names, name)
 				}
 			}
@@ -307,7 +307,7 @@ func cmdScan(c *conn, a [][]byte) {
 	case o.typ == "hash":
 		// The topics, in one answer: there are few of them.
 		for _, t := range c.s.node.Topics() {
-			if t.Keys > 0 && !strings.HasPrefix(t.Name, "$") && (o.match == "" || globMatch(o.match, t.Name)) {
+			if t.Keys > 0 && !strings.HasPrefix(t.Name, "$") && globMatch(o.match, t.Name) {
 				names = append(names, t.Name)
 			}
 		}
@@ -365,7 +365,7 @@ func cmdHScan(c *conn, a [][]byte) {
 	if !done && (pos.topic == "" || pos.topic == t) {
 		page := c.s.node.Keys(t, literalPrefix(o.match), pos.after, o.count)
 		for _, k := range page {
-			if o.match != "" && !globMatch(o.match, k) {
+			if !globMatch(o.match, k) {
 				continue
 			}
 			v, ok := c.s.node.Get(t, k)
