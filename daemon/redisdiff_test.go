@@ -457,6 +457,16 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			for _, c := range [][]string{
 				{"HSET", hash, "a", "1", "b", "2"}, {"HDEL", hash, "a", "a", "zz"}, {"HLEN", hash}, {"HGET", hash, "b"},
 				{"HGET", hash, "a"}, {"TTL", hash}, {"PTTL", hash}, {"HMGET", hash, "a", "b"},
+				// A string key is no hash: WRONGTYPE, a topic:key or a bare
+				// default-topic key alike.
+				{"SET", k("str"), "v"}, {"SET", "bare" + proto, "v"},
+				{"HGET", k("str"), "f"}, {"HGET", "bare" + proto, "f"}, {"HMGET", k("str"), "f", "g"}, {"HEXISTS", k("str"), "f"},
+				{"HSTRLEN", k("str"), "f"}, {"HLEN", k("str")}, {"HLEN", "bare" + proto}, {"HKEYS", k("str")}, {"HVALS", k("str")},
+				{"HGETALL", k("str")}, {"HGETALL", "bare" + proto}, {"HSCAN", k("str"), "0"}, {"HSCAN", k("str"), "0", "COUNT", "0"},
+				{"HSCAN", k("str"), "abc"}, {"HDEL", k("str"), "f"}, {"HDEL", "bare" + proto, "f"},
+				{"HGET", k("missing"), "f"}, {"HLEN", k("missing")}, {"HGETALL", k("missing")}, {"HKEYS", "nohash"},
+				{"HMGET", "nohash", "f"}, {"HEXISTS", "nohash", "f"}, {"HSTRLEN", "nohash", "f"}, {"HDEL", "nohash", "f"},
+				{"DEL", k("str"), "bare" + proto},
 			} {
 				p.same(c...)
 			}

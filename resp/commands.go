@@ -468,15 +468,33 @@ func (c *conn) getField(hash, field []byte) ([]byte, bool) {
 	return c.s.node.Get(t, view(field))
 }
 
+// stringOnly reports whether name is a string key and not a hash (a
+// topic with live keys): a hash command answers it WRONGTYPE, as Redis
+// answers one on a string key. The reads ask it only when the hash gave
+// them nothing.
+func (s *Server) stringOnly(name []byte) bool {
+	if _, ok := s.node.Get(s.split(name)); !ok {
+		return false
+	}
+	return !s.isHash(name)
+}
+
 func cmdHGet(c *conn, a [][]byte) {
-	if v, ok := c.getField(a[1], a[2]); ok {
+	switch v, ok := c.getField(a[1], a[2]); {
+	case ok:
 		c.bulk(v)
-	} else {
+	case c.s.stringOnly(a[1]):
+		c.err(wrongType)
+	default:
 		c.null()
 	}
 }
 
 func cmdHMGet(c *conn, a [][]byte) {
+	if c.s.stringOnly(a[1]) {
+		c.err(wrongType)
+		return
+	}
 	c.array(len(a) - 2)
 	for _, f := range a[2:] {
 		if v, ok := c.getField(a[1], f); ok {
@@ -488,15 +506,22 @@ func cmdHMGet(c *conn, a [][]byte) {
 }
 
 func cmdHExists(c *conn, a [][]byte) {
-	if _, ok := c.getField(a[1], a[2]); ok {
+	switch _, ok := c.getField(a[1], a[2]); {
+	case ok:
 		c.integer(1)
-	} else {
+	case c.s.stringOnly(a[1]):
+		c.err(wrongType)
+	default:
 		c.integer(0)
 	}
 }
 
 func cmdHStrlen(c *conn, a [][]byte) {
-	v, _ := c.getField(a[1], a[2])
+	v, ok := c.getField(a[1], a[2])
+	if !ok && c.s.stringOnly(a[1]) {
+		c.err(wrongType)
+		return
+	}
 	c.integer(int64(len(v)))
 }
 
@@ -509,6 +534,10 @@ func cmdHLen(c *conn, a [][]byte) {
 			return
 		}
 	}
+	if c.s.stringOnly(a[1]) {
+		c.err(wrongType)
+		return
+	}
 	c.integer(0)
 }
 
@@ -517,16 +546,19 @@ func cmdHLen(c *conn, a [][]byte) {
 const maxHashReply = 10000
 
 // hashKeys lists a whole topic for HKEYS, HVALS and HGETALL, or answers
-// the error that points at HSCAN.
+// the error that points at HSCAN, or WRONGTYPE for a string key.
 func (c *conn) hashKeys(hash []byte) ([]string, bool) {
 	c.trackRead(hash)
-	t := topicOf(hash)
-	if t == "" {
-		return nil, true
+	var keys []string
+	if t := topicOf(hash); t != "" {
+		keys = c.s.node.Keys(t, "", "", maxHashReply+1)
 	}
-	keys := c.s.node.Keys(t, "", "", maxHashReply+1)
-	if len(keys) > maxHashReply {
-		c.err("ERR topic " + t + " has more than " + strconv.Itoa(maxHashReply) + " keys, too many for one reply; use HSCAN")
+	switch {
+	case len(keys) == 0 && c.s.stringOnly(hash):
+		c.err(wrongType)
+		return nil, false
+	case len(keys) > maxHashReply:
+		c.err("ERR topic " + string(hash) + " has more than " + strconv.Itoa(maxHashReply) + " keys, too many for one reply; use HSCAN")
 		return nil, false
 	}
 	return keys, true
@@ -810,6 +842,10 @@ func cmdHDel(c *conn, a [][]byte) {
 		}
 	}
 	if len(msgs) == 0 {
+		if c.s.stringOnly(a[1]) {
+			c.err(wrongType)
+			return
+		}
 		c.integer(0)
 		return
 	}

@@ -336,8 +336,8 @@ func cmdKeys(c *conn, a [][]byte) {
 }
 
 // cmdHScan answers a missing hash at once, before its options, as
-// Redis does (an empty scan), then reads them and the cursor's position
-// as cmdScan does.
+// Redis does (an empty scan, or WRONGTYPE for a string key), then reads
+// them and the cursor's position as cmdScan does.
 func cmdHScan(c *conn, a [][]byte) {
 	id, ok := c.scanCursor(a[2])
 	if !ok {
@@ -346,6 +346,10 @@ func cmdHScan(c *conn, a [][]byte) {
 	c.trackRead(a[1])
 	t := topicOf(a[1])
 	if t == "" || !c.s.isHash(a[1]) {
+		if _, ok := c.s.node.Get(c.s.split(a[1])); ok {
+			c.err(wrongType)
+			return
+		}
 		c.array(2)
 		c.bulkString("0")
 		c.array(0)
