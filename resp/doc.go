@@ -64,9 +64,10 @@
 // most 10,000 keys and KEYS 100,000: past that, an error points at HSCAN
 // or SCAN. A cursor is a number the server maps onto a position; it keeps
 // the last 4,096 cursors, and an older one is an error (start at 0 again);
-// it is read as Redis reads it (+0 and -0 are 0).
-// GET of a topic name (a hash) is WRONGTYPE, and so is a hash read (HGET
-// and the rest, HSCAN, HDEL) of a string key that is not also a topic. While the node catches up
+// it is read as Redis reads it (+0 and -0 are 0; -1, the largest, is the
+// end of the scan). GET of a topic name (a hash) is WRONGTYPE, and so is
+// a hash read (HGET and the rest, HSCAN, HDEL) of a string key that is
+// not also a topic. While the node catches up
 // with its cluster before its first ready (Node.Refusal), every read
 // (the commands flagged readonly) answers "-LOADING cachecast is catching
 // up with the cluster (N records behind); ...", before MULTI would queue
