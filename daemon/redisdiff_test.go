@@ -503,6 +503,12 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"CLIENT", "LIST", "TYPE", "normal", "x"}, {"CLIENT", "LIST", "ID"}, {"CLIENT", "LIST", "ID", "abc"},
 				{"CLIENT", "LIST", "id", "999999"}, {"CLIENT", "LIST", "ID", "999999", "abc"}, {"CLIENT", "LIST", "ID", "+1"},
 				{"CLIENT", "LIST", "ID", "0", "-1", "999999"}, {"CLIENT", "LIST", "FOO"}, {"CLIENT", "LIST", "FOO", "bar"},
+				{"NOSUCH"}, {"NOSUCH", "a", "b", "c", "d", "e"}, {"nosuch", ""}, {"NOSUCH", strings.Repeat("x", 200)},
+				{"NOSUCH", strings.Repeat("y", 100), strings.Repeat("z", 100), "w"}, {"NOSUCH", strings.Repeat("y", 126), "z"},
+				{strings.Repeat("Q", 200), "a"}, {"NOSUCH", "a\x00b", "c\r\nd"}, {"NO\x00SUCH", "a"},
+				{"CLIENT", strings.Repeat("s", 200)}, {"CLIENT", "a\x00b"}, {"OBJECT", "x\x00y", k("a")},
+				{"EXPIRE", k("a"), "10", "N\x00X"}, {"EXPIRE", k("a"), "10", strings.Repeat("o", 300)},
+				{"HELLO", "3", "f\x00oo"}, {"HELLO", "3", strings.Repeat("o", 300)},
 				{"HELLO", "+3"}, {"HELLO", "03"}, {"HELLO", "-3"}, {"HELLO", "3 "}, {"HELLO", "4"},
 				{"CLIENT", "TRACKING", "ON", "REDIRECT", "+1"}, {"CLIENT", "TRACKING", "ON", "REDIRECT", "01"},
 			} {

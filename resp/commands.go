@@ -235,20 +235,37 @@ func (c *conn) nullArray() {
 	c.out = append(c.out, "*-1\r\n"...)
 }
 
+// unknownCommand answers as Redis's commandCheckExistence does: the
+// name's first 128 bytes, then the arguments, each quoted, until 128
+// bytes of them are written, the last cut to what is left.
 func (c *conn) unknownCommand(a [][]byte) {
 	var b strings.Builder
 	b.WriteString("ERR unknown command '")
-	b.WriteString(clip(a[0]))
+	b.WriteString(cString(a[0], 128))
 	b.WriteString("', with args beginning with: ")
-	for _, arg := range a[1:min(len(a), 4)] {
+	start := b.Len()
+	for _, arg := range a[1:] {
+		n := b.Len() - start
+		if n >= 128 {
+			break
+		}
 		b.WriteString("'")
-		b.WriteString(clip(arg))
+		b.WriteString(cString(arg, 128-n))
 		b.WriteString("' ")
 	}
 	c.err(b.String())
 }
 
-// clip shortens an argument quoted in an error.
+// cString is an argument as C's printf %.*s prints it into one of Redis's
+// errors: up to its first NUL byte, at most n bytes.
+func cString(b []byte, n int) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b[:min(len(b), n)])
+}
+
+// clip shortens an argument quoted in an error of cachecast's own.
 func clip(b []byte) string {
 	if len(b) > 128 {
 		return string(b[:128]) + "..."
@@ -997,7 +1014,7 @@ func cmdHello(c *conn, a [][]byte) {
 			name, setName = string(a[i+1]), true
 			i++
 		default:
-			c.err("ERR Syntax error in HELLO option '" + clip(a[i]) + "'")
+			c.err("ERR Syntax error in HELLO option '" + cString(a[i], len(a[i])) + "'")
 			return
 		}
 	}
@@ -1069,7 +1086,7 @@ func (c *conn) subcommand(cmd, sub string, a [][]byte, arity map[string]int) boo
 	n, ok := arity[sub]
 	switch {
 	case !ok:
-		c.err("ERR unknown subcommand '" + clip(a[1]) + "'. Try " + strings.ToUpper(cmd) + " HELP.")
+		c.err("ERR unknown subcommand '" + cString(a[1], 128) + "'. Try " + strings.ToUpper(cmd) + " HELP.")
 		return false
 	case n >= 0 && len(a) != n, n < 0 && len(a) < -n:
 		c.err("ERR wrong number of arguments for '" + cmd + "|" + sub + "' command")
@@ -1130,7 +1147,7 @@ func cmdClient(c *conn, a [][]byte) {
 		case "LIB-VER":
 			c.setLib("", string(a[3]))
 		default:
-			c.err("ERR Unrecognized option '" + clip(a[2]) + "'")
+			c.err("ERR Unrecognized option '" + cString(a[2], len(a[2])) + "'")
 			return
 		}
 		c.ok()
@@ -1192,7 +1209,7 @@ func (c *conn) clientList(filter [][]byte) ([]*conn, bool) {
 		case "master", "replica", "slave":
 			return nil, true
 		default:
-			c.err("ERR Unknown client type '" + clip(filter[1]) + "'")
+			c.err("ERR Unknown client type '" + cString(filter[1], len(filter[1])) + "'")
 			return nil, false
 		}
 		var out []*conn

@@ -209,7 +209,7 @@ func cmdExpire(c *conn, a [][]byte) {
 		case "LT":
 			lt = true
 		default:
-			c.err("ERR Unsupported option " + clip(o))
+			c.err("ERR Unsupported option " + cString(o, len(o)))
 			return
 		}
 	}
