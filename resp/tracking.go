@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,13 +363,52 @@ func invalidateFrame(proto int, names []string) []byte {
 }
 
 // clientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
-// [BCAST] [OPTIN] [OPTOUT] [NOLOOP].
+// [BCAST] [OPTIN] [OPTOUT] [NOLOOP], read and refused as Redis 7.0 reads
+// it: the options first (a REDIRECT to a client that is not there is
+// refused then), then ON or OFF, then the checks of ON's modes in
+// Redis's order and words.
 func (c *conn) clientTracking(a [][]byte) {
 	if len(a) < 3 {
 		c.err("ERR wrong number of arguments for 'client|tracking' command")
 		return
 	}
 	var st trackState
+	var target *conn
+	for i := 3; i < len(a); i++ {
+		more := i+1 < len(a)
+		switch opt := strings.ToUpper(view(a[i])); {
+		case opt == "REDIRECT" && more:
+			i++
+			if st.redirect != 0 {
+				c.err("ERR A client can only redirect to a single other client")
+				return
+			}
+			id, ok := redisInt(a[i])
+			if !ok {
+				c.err("ERR value is not an integer or out of range")
+				return
+			}
+			if target = c.s.byID(id); target == nil {
+				c.err("ERR The client ID you want redirect to does not exist")
+				return
+			}
+			st.redirect = id
+		case opt == "PREFIX" && more:
+			i++
+			st.prefixes = append(st.prefixes, string(a[i]))
+		case opt == "BCAST":
+			st.bcast = true
+		case opt == "OPTIN":
+			st.optin = true
+		case opt == "OPTOUT":
+			st.optout = true
+		case opt == "NOLOOP":
+			st.noloop = true
+		default:
+			c.err("ERR syntax error")
+			return
+		}
+	}
 	switch strings.ToUpper(view(a[2])) {
 	case "ON":
 		st.on = true
@@ -381,57 +421,28 @@ func (c *conn) clientTracking(a [][]byte) {
 		c.err("ERR syntax error")
 		return
 	}
-	for i := 3; i < len(a); i++ {
-		switch opt := strings.ToUpper(view(a[i])); opt {
-		case "BCAST":
-			st.bcast = true
-		case "OPTIN":
-			st.optin = true
-		case "OPTOUT":
-			st.optout = true
-		case "NOLOOP":
-			st.noloop = true
-		case "REDIRECT", "PREFIX":
-			if i+1 >= len(a) {
-				c.err("ERR syntax error")
-				return
-			}
-			i++
-			if opt == "PREFIX" {
-				st.prefixes = append(st.prefixes, string(a[i]))
-				continue
-			}
-			id, ok := redisInt(a[i])
-			if !ok {
-				c.err("ERR value is not an integer or out of range")
-				return
-			}
-			st.redirect = id
-		default:
-			c.err("ERR syntax error")
-			return
-		}
-	}
+	const reenable = " before disabling tracking for this client, and then re-enabling it with a different mode."
 	switch {
-	case st.optin && st.optout:
-		c.err("ERR You can't use both OPTIN and OPTOUT")
+	case len(st.prefixes) > 0 && !st.bcast:
+		c.err("ERR PREFIX option requires BCAST mode to be enabled")
+		return
+	case c.trk.on && c.trk.bcast != st.bcast:
+		c.err("ERR You can't switch BCAST mode on/off" + reenable)
 		return
 	case st.bcast && (st.optin || st.optout):
 		c.err("ERR OPTIN and OPTOUT are not compatible with BCAST")
 		return
-	case len(st.prefixes) > 0 && !st.bcast:
-		c.err("ERR PREFIX option requires BCAST mode to be enabled")
+	case st.optin && st.optout:
+		c.err("ERR You can't specify both OPTIN mode and OPTOUT mode")
 		return
-	case c.trk.on && (c.trk.bcast != st.bcast || c.trk.optin != st.optin || c.trk.optout != st.optout):
-		c.err("ERR You can't switch BCAST, OPTIN or OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode")
+	case c.trk.on && (st.optin && c.trk.optout || st.optout && c.trk.optin):
+		c.err("ERR You can't switch OPTIN/OPTOUT mode" + reenable)
+		return
+	case st.bcast && !c.prefixesApart(st.prefixes):
 		return
 	}
-	var target *conn
-	if st.redirect != 0 && st.redirect != c.id {
-		if target = c.s.byID(st.redirect); target == nil {
-			c.err("ERR The client ID you want redirect to does not exist")
-			return
-		}
+	if target == c {
+		target = nil // its own invalidations, as without REDIRECT
 	}
 	if c.proto == 2 && target == nil {
 		// Redis would accept this and drop the invalidations; a client
@@ -439,9 +450,16 @@ func (c *conn) clientTracking(a [][]byte) {
 		c.err("ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)")
 		return
 	}
-	if len(st.prefixes) > 0 {
-		c.trk.prefixes = append(c.trk.prefixes, st.prefixes...)
-		st.prefixes = c.trk.prefixes
+	if st.bcast {
+		// BCAST without PREFIX is the prefix "" (every key), as Redis
+		// keeps it; the prefixes add to those the client has, in a new
+		// slice (the follower reads the old one), in Redis's order.
+		if len(st.prefixes) == 0 {
+			st.prefixes = []string{""}
+		}
+		st.prefixes = append(slices.Clone(c.trk.prefixes), st.prefixes...)
+		slices.Sort(st.prefixes)
+		st.prefixes = slices.Compact(st.prefixes)
 	}
 	c.pushed.Store(true)
 	c.s.follow()
@@ -450,21 +468,50 @@ func (c *conn) clientTracking(a [][]byte) {
 	c.ok()
 }
 
+// prefixesApart checks BCAST's new prefixes as Redis's
+// checkPrefixCollisionsOrReply does: none may be a prefix of, or have as
+// a prefix, one the client has or another new one; false when it
+// answered the error.
+func (c *conn) prefixesApart(prefixes []string) bool {
+	overlap := func(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
+	for i, p := range prefixes {
+		for _, old := range c.trk.prefixes {
+			if overlap(old, p) {
+				c.err("ERR Prefix '" + cString([]byte(p), len(p)) + "' overlaps with an existing prefix '" + cString([]byte(old), len(old)) +
+					"'. Prefixes for a single client must not overlap.")
+				return false
+			}
+		}
+		for _, q := range prefixes[i+1:] {
+			if overlap(p, q) {
+				c.err("ERR Prefix '" + cString([]byte(p), len(p)) + "' overlaps with another provided prefix '" + cString([]byte(q), len(q)) +
+					"'. Prefixes for a single client must not overlap.")
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // clientCaching is CLIENT CACHING YES|NO, for the next command.
 func (c *conn) clientCaching(a [][]byte) {
 	if len(a) != 3 {
 		c.err("ERR wrong number of arguments for 'client|caching' command")
 		return
 	}
+	if !c.trk.on {
+		c.err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+		return
+	}
 	switch strings.ToUpper(view(a[2])) {
 	case "YES":
-		if !c.trk.on || !c.trk.optin {
+		if !c.trk.optin {
 			c.err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 			return
 		}
 		c.caching = 1
 	case "NO":
-		if !c.trk.on || !c.trk.optout {
+		if !c.trk.optout {
 			c.err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
 			return
 		}
@@ -484,16 +531,15 @@ func (c *conn) trackingInfo() {
 		flags = append(flags, "off")
 	} else {
 		flags = append(flags, "on")
+		// Redis's order: CLIENT CACHING's flag follows its mode's.
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{tk.bcast, "bcast"}, {tk.optin, "optin"}, {tk.optout, "optout"}, {tk.noloop, "noloop"}} {
+		}{{tk.bcast, "bcast"}, {tk.optin, "optin"}, {tk.optin && c.caching == 1, "caching-yes"},
+			{tk.optout, "optout"}, {tk.optout && c.caching == -1, "caching-no"}, {tk.noloop, "noloop"}} {
 			if f.on {
 				flags = append(flags, f.name)
 			}
-		}
-		if c.caching == 1 {
-			flags = append(flags, "caching-yes")
 		}
 	}
 	c.mapOf(3)
