@@ -543,6 +543,22 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 					t.Errorf("%q: cachecast answers a %s, redis-server a %s", c, kind(ours), kind(theirs))
 				}
 			}
+			// COMMAND INFO's fields up to its categories are the same for
+			// GET (the rest are each server's own); its flags are a set in
+			// RESP3, as its categories are.
+			{
+				ours, theirs := p.do("COMMAND", "INFO", "get")
+				head := func(r string) string {
+					lines := strings.SplitAfterN(r, "\r\n", 12)
+					if len(lines) < 12 {
+						return r
+					}
+					return strings.Join(lines[:11], "") + lines[11][:1]
+				}
+				if head(ours) != head(theirs) {
+					t.Errorf("COMMAND INFO get: cachecast %q, redis-server %q", ours, theirs)
+				}
+			}
 			p.same("SCAN", "+0", "MATCH", "nothing-matches-this*", "COUNT", "100000") // Redis reads +0 as 0
 			p.same("SCAN", "-0", "MATCH", "nothing-matches-this*", "COUNT", "100000")
 			p.differs("the subcommand is not served: a node's clients are not killed by another client",

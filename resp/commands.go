@@ -225,6 +225,7 @@ func (c *conn) verbatim(s string)   { c.out = appendVerbatim(c.out, s, c.proto) 
 func (c *conn) null()               { c.out = appendNull(c.out, c.proto) }
 func (c *conn) array(n int)         { c.out = appendArray(c.out, n) }
 func (c *conn) mapOf(n int)         { c.out = appendMap(c.out, n, c.proto) }
+func (c *conn) set(n int)           { c.out = appendSet(c.out, n, c.proto) }
 
 // nullArray is a missing array: *-1 in RESP2, _ in RESP3.
 func (c *conn) nullArray() {
@@ -1408,22 +1409,23 @@ func cmdCommand(c *conn, a [][]byte) {
 }
 
 // commandInfo writes one command as COMMAND INFO does (Redis 7's ten
-// fields).
+// fields; in RESP3 the flags, categories, tips, key specs and an empty
+// list of subcommands are sets, as Redis writes them).
 func (c *conn) commandInfo(cmd *command) {
 	c.array(10)
 	c.bulkString(cmd.name)
 	c.integer(int64(cmd.arity))
-	c.array(len(cmd.flags))
+	c.set(len(cmd.flags))
 	for _, f := range cmd.flags {
 		c.simple(f)
 	}
 	c.integer(int64(cmd.first))
 	c.integer(int64(cmd.last))
 	c.integer(int64(cmd.step))
-	c.array(0) // ACL categories
-	c.array(0) // tips
-	c.array(0) // key specs
-	c.array(0) // subcommands
+	c.set(0) // ACL categories
+	c.set(0) // tips
+	c.set(0) // key specs
+	c.set(0) // subcommands
 }
 
 var pid = os.Getpid()

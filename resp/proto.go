@@ -261,6 +261,16 @@ func appendArray(b []byte, n int) []byte {
 	return append(b, '\r', '\n')
 }
 
+// appendSet starts a set of n elements: RESP3 ~n, RESP2 an array.
+func appendSet(b []byte, n, proto int) []byte {
+	if proto == 3 {
+		b = append(b, '~')
+		b = strconv.AppendInt(b, int64(n), 10)
+		return append(b, '\r', '\n')
+	}
+	return appendArray(b, n)
+}
+
 // appendMap starts a map of n pairs: RESP3 %n, RESP2 an array of 2n.
 func appendMap(b []byte, n, proto int) []byte {
 	if proto == 3 {

@@ -544,7 +544,7 @@ func (c *conn) trackingInfo() {
 	}
 	c.mapOf(3)
 	c.bulkString("flags")
-	c.array(len(flags))
+	c.set(len(flags))
 	for _, f := range flags {
 		c.bulkString(f)
 	}
