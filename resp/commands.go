@@ -227,15 +227,6 @@ func (c *conn) array(n int)         { c.out = appendArray(c.out, n) }
 func (c *conn) mapOf(n int)         { c.out = appendMap(c.out, n, c.proto) }
 func (c *conn) set(n int)           { c.out = appendSet(c.out, n, c.proto) }
 
-// nullArray is a missing array: *-1 in RESP2, _ in RESP3.
-func (c *conn) nullArray() {
-	if c.proto == 3 {
-		c.out = append(c.out, "_\r\n"...)
-		return
-	}
-	c.out = append(c.out, "*-1\r\n"...)
-}
-
 // unknownCommand answers as Redis's commandCheckExistence does: the
 // name's first 128 bytes, then the arguments, each quoted, until 128
 // bytes of them are written, the last cut to what is left.
@@ -1301,13 +1292,16 @@ func cmdTime(c *conn, _ [][]byte) {
 	c.bulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
 }
 
+// configArity is each CONFIG subcommand's arity, as Redis's command
+// table has it; REWRITE and HELP are not served.
+var configArity = map[string]int{"get": -3, "set": -4, "resetstat": 2}
+
 func cmdConfig(c *conn, a [][]byte) {
+	if !c.subcommand("config", strings.ToLower(view(a[1])), a, configArity) {
+		return
+	}
 	switch strings.ToUpper(view(a[1])) {
 	case "GET":
-		if len(a) < 3 {
-			c.err("ERR wrong number of arguments for 'config|get' command")
-			return
-		}
 		params := map[string]string{
 			"notify-keyspace-events": formatNotifyFlags(c.s.notify.Load()),
 			"databases":              "1",
@@ -1334,6 +1328,10 @@ func cmdConfig(c *conn, a [][]byte) {
 			c.bulkString(params[n])
 		}
 	case "SET":
+		if len(a)%2 == 1 {
+			c.err("ERR syntax error") // not parameter and value pairs: Redis's first check
+			return
+		}
 		if len(a) != 4 || !strings.EqualFold(view(a[2]), "notify-keyspace-events") {
 			c.err("ERR CONFIG SET supports notify-keyspace-events only")
 			return
@@ -1351,10 +1349,12 @@ func cmdConfig(c *conn, a [][]byte) {
 		c.ok()
 	case "RESETSTAT":
 		c.ok()
-	default:
-		c.err("ERR CONFIG supports GET, SET notify-keyspace-events and RESETSTAT")
 	}
 }
+
+// commandArity is each COMMAND subcommand's arity, as Redis's command
+// table has it; GETKEYS, GETKEYSANDFLAGS and HELP are not served.
+var commandArity = map[string]int{"count": 2, "list": -2, "info": -2, "docs": -2}
 
 func cmdCommand(c *conn, a [][]byte) {
 	if len(a) == 1 {
@@ -1364,21 +1364,28 @@ func cmdCommand(c *conn, a [][]byte) {
 		}
 		return
 	}
+	if !c.subcommand("command", strings.ToLower(view(a[1])), a, commandArity) {
+		return
+	}
 	switch strings.ToUpper(view(a[1])) {
 	case "COUNT":
 		c.integer(int64(len(commandList)))
 	case "LIST":
-		c.array(len(commandList))
-		for _, cmd := range commandList {
-			c.bulkString(cmd.name)
-		}
+		c.commandList(a[2:])
 	case "INFO":
+		if len(a) == 2 {
+			c.array(len(commandList))
+			for _, cmd := range commandList {
+				c.commandInfo(cmd)
+			}
+			return
+		}
 		c.array(len(a) - 2)
 		for _, name := range a[2:] {
 			if cmd := lookup(name); cmd != nil {
 				c.commandInfo(cmd)
 			} else {
-				c.nullArray()
+				c.null()
 			}
 		}
 	case "DOCS":
@@ -1403,8 +1410,41 @@ func cmdCommand(c *conn, a [][]byte) {
 			c.bulkString("group")
 			c.bulkString(cmd.group)
 		}
+	}
+}
+
+// commandList is COMMAND LIST [FILTERBY MODULE name | ACLCAT category |
+// PATTERN pattern], read as Redis 7.0 reads it. There are no modules, and
+// the commands are in no ACL category (COMMAND INFO lists none); a
+// pattern matches the names in any case, as in Redis.
+func (c *conn) commandList(opts [][]byte) {
+	match := func(string) bool { return true }
+	switch {
+	case len(opts) == 0:
+	case len(opts) == 3 && strings.EqualFold(view(opts[0]), "FILTERBY"):
+		switch strings.ToUpper(view(opts[1])) {
+		case "MODULE", "ACLCAT":
+			match = func(string) bool { return false }
+		case "PATTERN":
+			pattern := strings.ToLower(string(opts[2])) // the names are lower case
+			match = func(name string) bool { return globMatch(pattern, name) }
+		default:
+			c.err("ERR syntax error")
+			return
+		}
 	default:
-		c.err("ERR COMMAND supports COUNT, LIST, INFO and DOCS")
+		c.err("ERR syntax error")
+		return
+	}
+	var names []string
+	for _, cmd := range commandList {
+		if match(cmd.name) {
+			names = append(names, cmd.name)
+		}
+	}
+	c.array(len(names))
+	for _, n := range names {
+		c.bulkString(n)
 	}
 }
 
