@@ -448,7 +448,8 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"MGET", k("s1")}, {"GET", k("s1"), "x"}, {"SET", k("s1")}, {"MSET"}, {"MSET", k("s1")},
 				{"SETEX", k("s1"), "10", ""}, {"GET", k("s1")}, {"STRLEN", k("s1")}, {"GETRANGE", k("s1"), "0", "0"},
 				{"UNLINK", k("s1"), k("missing"), k("s1")}, {"EXPIRE", k("s1"), "10"},
-				{"SELECT", "0"}, {"SELECT", "x"}, {"SELECT", "01"},
+				{"SELECT", "0"}, {"SELECT", "x"}, {"SELECT", "01"}, {"SELECT", "2147483648"}, {"SELECT", "-2147483649"},
+				{"SELECT", "9223372036854775808"}, {"SELECT", ""},
 			} {
 				p.same(c...)
 			}

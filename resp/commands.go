@@ -945,11 +945,15 @@ func cmdQuit(c *conn, _ [][]byte) {
 }
 
 func cmdSelect(c *conn, a [][]byte) {
-	if _, ok := redisInt(a[1]); !ok {
+	n, ok := redisInt(a[1])
+	switch {
+	case !ok:
 		c.err("ERR value is not an integer or out of range")
 		return
-	}
-	if view(a[1]) != "0" {
+	case n < math.MinInt32 || n > math.MaxInt32: // Redis reads a C int
+		c.err("ERR value is out of range, value must between -2147483648 and 2147483647")
+		return
+	case n != 0:
 		c.err("ERR DB index is out of range (cachecast has database 0 only)")
 		return
 	}
