@@ -467,7 +467,15 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"HSCAN", k("str"), "abc"}, {"HDEL", k("str"), "f"}, {"HDEL", "bare" + proto, "f"},
 				{"HGET", k("missing"), "f"}, {"HLEN", k("missing")}, {"HGETALL", k("missing")}, {"HKEYS", "nohash"},
 				{"HMGET", "nohash", "f"}, {"HEXISTS", "nohash", "f"}, {"HSTRLEN", "nohash", "f"}, {"HDEL", "nohash", "f"},
-				{"DEL", k("str"), "bare" + proto},
+				{"OBJECT", "ENCODING", k("str")}, {"OBJECT", "ENCODING", hash}, {"SET", k("int"), "12345"},
+				{"OBJECT", "ENCODING", k("int")}, {"SET", k("int"), "-9223372036854775808"}, {"OBJECT", "ENCODING", k("int")},
+				{"SET", k("int"), "9223372036854775808"}, {"OBJECT", "ENCODING", k("int")}, {"SET", k("int"), "012"},
+				{"OBJECT", "ENCODING", k("int")}, {"SET", k("int"), strings.Repeat("e", 44)}, {"OBJECT", "ENCODING", k("int")},
+				{"SET", k("int"), strings.Repeat("r", 45)}, {"OBJECT", "ENCODING", k("int")}, {"SET", k("int"), ""},
+				{"OBJECT", "ENCODING", k("int")}, {"SETEX", k("int"), "100", "7"}, {"OBJECT", "ENCODING", k("int")},
+				{"MSET", k("int"), "8", k("int2"), strings.Repeat("m", 50)}, {"OBJECT", "ENCODING", k("int")}, {"OBJECT", "ENCODING", k("int2")},
+				{"HSET", hash, "long", strings.Repeat("h", 65)}, {"OBJECT", "ENCODING", hash}, {"HDEL", hash, "long"},
+				{"DEL", k("str"), "bare" + proto, k("int"), k("int2")},
 			} {
 				p.same(c...)
 			}

@@ -434,7 +434,7 @@ func cmdGetRange(c *conn, a [][]byte) {
 var objectHelp = []string{
 	"ENCODING <key>",
 	"    Return the kind of internal representation used in order to store the value",
-	"    associated with a <key> (raw for a key, hashtable for a topic).",
+	"    associated with a <key> (as Redis 7.0 would store it).",
 }
 
 func cmdObject(c *conn, a [][]byte) {
@@ -446,13 +446,44 @@ func cmdObject(c *conn, a [][]byte) {
 		c.help("OBJECT", objectHelp)
 		return
 	}
-	if _, ok := c.getString(a[2]); ok {
-		c.bulkString("raw")
+	if v, ok := c.getString(a[2]); ok {
+		c.bulkString(stringEncoding(v))
 	} else if c.s.isHash(a[2]) {
-		c.bulkString("hashtable")
+		c.bulkString(c.s.hashEncoding(view(a[2])))
 	} else {
 		c.null()
 	}
+}
+
+// stringEncoding is the encoding Redis 7.0 gives a value SET stores
+// (tryObjectEncoding): int for an integer it reads whole within 64 bits,
+// embstr up to 44 bytes, raw past them.
+func stringEncoding(v []byte) string {
+	if _, ok := redisInt(v); ok && len(v) <= 20 {
+		return "int"
+	}
+	if len(v) <= 44 {
+		return "embstr"
+	}
+	return "raw"
+}
+
+// hashEncoding is the encoding Redis 7.0 gives a hash of the topic's keys
+// and values, with its default hash-max-listpack-entries (128) and
+// -value (64): listpack while every key and value fits, hashtable past
+// them. (Redis never turns a hashtable back into a listpack when fields
+// go; here the encoding is the topic's as it is now.)
+func (s *Server) hashEncoding(topic string) string {
+	keys := s.node.Keys(topic, "", "", 129)
+	if len(keys) > 128 {
+		return "hashtable"
+	}
+	for _, k := range keys {
+		if v, _ := s.node.Get(topic, k); len(k) > 64 || len(v) > 64 {
+			return "hashtable"
+		}
+	}
+	return "listpack"
 }
 
 // The hash commands: a hash is a topic, its fields are the topic's keys.

@@ -55,7 +55,8 @@
 // TTL and PTTL (-1: no expiry; -2: no key), EXPIRETIME and PEXPIRETIME,
 // CACHECAST.PENDING key (the key's scheduled values not in force yet, as
 // [effective-at-ms, value] pairs, nil for a scheduled delete), OBJECT
-// ENCODING (raw, or hashtable for a topic) and OBJECT HELP (FREQ,
+// ENCODING (int, embstr or raw for a key, listpack or hashtable for a
+// topic, as Redis 7.0 would store them) and OBJECT HELP (FREQ,
 // IDLETIME and REFCOUNT are not served), SCAN cursor [MATCH p] [COUNT n] [TYPE
 // string|hash], KEYS, HGET, HMGET, HEXISTS, HSTRLEN, HLEN, HKEYS, HVALS,
 // HGETALL, HSCAN cursor [MATCH p] [COUNT n] [NOVALUES]. SCAN walks the
