@@ -241,8 +241,10 @@ func (p *redisPair) differs(why, ours, theirs string, args ...string) {
 // TestRedisTimeAgainstRedisServer sends the time commands (SET's expiry
 // options, SETEX, PSETEX, the EXPIRE family, PERSIST, TTL, PTTL,
 // EXPIRETIME, PEXPIRETIME), MSET/MGET of expiring keys, a pipeline of
-// them, the string and hash commands beside them, and wrong arguments of
-// SCAN, HSCAN, WAIT, OBJECT and CLIENT to a daemon's Redis door and to a
+// them, the string and hash commands beside them (a string key is no
+// hash), wrong arguments of SCAN, HSCAN, WAIT, OBJECT, CLIENT (LIST's
+// filters, TRACKING's modes), COMMAND, CONFIG, HELLO and SELECT, unknown
+// commands, and transactions of reads to a daemon's Redis door and to a
 // real redis-server, over RESP2 and RESP3, and compares
 // the replies byte for byte, TTL-like integers within what elapses
 // between the two. The replies that differ by design are listed
@@ -537,10 +539,28 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"CONFIG", "RESETSTAT", "x"}, {"CONFIG", "GET", "nosuch-parameter"}, {"CONFIG", "GET", "maxmemory"},
 				{"CONFIG", "GET", "timeout"}, {"CONFIG", "GET", "appendonly"}, {"CONFIG", "GET", "maxmemory-policy"},
 				{"CONFIG", "GET", "notify-keyspace-events"},
+				{"UNSUBSCRIBE"}, {"PUNSUBSCRIBE"}, {"UNSUBSCRIBE", "nochannel"}, {"PUNSUBSCRIBE", "nopattern*"}, {"SUBSCRIBE"},
+				{"PING", "a", "b"}, {"ECHO"}, {"ECHO", "a\x00\xff"}, {"EXEC"}, {"DISCARD"},
 				{"HELLO", "+3"}, {"HELLO", "03"}, {"HELLO", "-3"}, {"HELLO", "3 "}, {"HELLO", "4"},
 				{"CLIENT", "TRACKING", "ON", "REDIRECT", "+1"}, {"CLIENT", "TRACKING", "ON", "REDIRECT", "01"},
 			} {
 				p.same(c...)
+			}
+			// Transactions of reads.
+			for _, pipe := range [][][]string{
+				{{"MULTI"}, {"GET", k("a")}, {"TTL", k("a")}, {"EXISTS", k("a"), k("missing")}, {"EXEC"}},
+				{{"MULTI"}, {"MULTI"}, {"EXEC"}},
+				{{"MULTI"}, {"NOSUCH"}, {"GET", k("a")}, {"EXEC"}},
+				{{"MULTI"}, {"GET"}, {"EXEC"}, {"EXEC"}},
+				{{"MULTI"}, {"PING"}, {"ECHO", "x"}, {"HGET", k("missing"), "f"}, {"DISCARD"}, {"DISCARD"}},
+				{{"MULTI"}, {"EXEC"}},
+			} {
+				got := p.pipeline(pipe)
+				for i := range pipe {
+					if got[0][i] != got[1][i] {
+						t.Errorf("pipelined %q: cachecast %q, redis-server %q", pipe[i], got[0][i], got[1][i])
+					}
+				}
 			}
 			// HELP's list is each server's own; its frame is Redis's.
 			for _, cmd := range []string{"OBJECT", "CLIENT"} {
@@ -585,7 +605,10 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				"-ERR unknown subcommand 'FREQ'. Try OBJECT HELP.\r\n", "", "OBJECT", "FREQ", k("a"))
 			p.differs("NOVALUES is Redis 7.4's HSCAN option, served here; Redis 7.0 refuses it",
 				"*2\r\n$1\r\n0\r\n*1\r\n$1\r\nb\r\n", "-ERR syntax error", "HSCAN", hash, "0", "NOVALUES")
+			p.differs("AUTH is accepted and ignored: who may write is the connection's uid",
+				"+OK\r\n", "-ERR AUTH <password> called without any password configured", "AUTH", "x")
 			p.differs("a topic is not a key: it has no expiry of its own (its keys have theirs)", ":0\r\n", ":1", "EXPIRE", hash, "10")
+			p.differs("a topic is not a key: DEL deletes a key, HDEL a topic's keys", ":0\r\n", ":1", "DEL", hash)
 
 			// Where cachecast differs by design.
 			refused := func(opt string) string {
