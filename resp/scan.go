@@ -7,7 +7,10 @@ import (
 )
 
 // globMatch is Redis's pattern matching (stringmatchlen): * ? [abc] [^a]
-// [a-z] and \ escapes.
+// [a-z] and \ escapes, with its quirks: a range's bounds and the byte
+// compare as C's signed chars (so [a-\xff] takes no byte from 0x80 to
+// 0xfe), and a ']' right after a range's '-' is its bound, not the end of
+// the brackets.
 func globMatch(pattern, s string) bool {
 	for len(pattern) > 0 {
 		switch pattern[0] {
@@ -47,12 +50,12 @@ func globMatch(pattern, s string) bool {
 						match = true
 					}
 					p = p[2:]
-				case len(p) >= 3 && p[1] == '-' && p[2] != ']':
-					lo, hi := p[0], p[2]
+				case len(p) >= 3 && p[1] == '-':
+					lo, hi, ch := int8(p[0]), int8(p[2]), int8(s[0])
 					if lo > hi {
 						lo, hi = hi, lo
 					}
-					if s[0] >= lo && s[0] <= hi {
+					if ch >= lo && ch <= hi {
 						match = true
 					}
 					p = p[3:]
