@@ -141,6 +141,12 @@ func lookup(name []byte) *command {
 func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 	c.mu.Lock()
 	defer func() {
+		// CLIENT CACHING holds until a command other than CLIENT (a
+		// refused one too) ends outside MULTI, as Redis's resetClient
+		// keeps it after any CLIENT subcommand.
+		if !c.inMulti && (cmd == nil || cmd.name != "client") {
+			c.caching = 0
+		}
 		full = len(c.out) >= outFlushSize
 		c.mu.Unlock()
 	}()
@@ -190,11 +196,6 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 		return
 	}
 	cmd.fn(c, a)
-	if c.cachSet {
-		c.cachSet = false
-	} else if !c.inMulti {
-		c.caching = 0
-	}
 	return full
 }
 

@@ -86,8 +86,7 @@ type conn struct {
 	// Tracking (CLIENT TRACKING), under mu; the server's tracker holds the
 	// tables the follower reads.
 	trk     trackState
-	caching int8 // CLIENT CACHING: 1 yes, -1 no, for the next command
-	cachSet bool // the command that just ran was CLIENT CACHING
+	caching int8 // CLIENT CACHING: 1 yes, -1 no, until a command other than CLIENT
 	// MULTI: the queued commands and whether one was refused.
 	inMulti   bool
 	multiErr  bool

@@ -520,7 +520,6 @@ func (c *conn) clientCaching(a [][]byte) {
 		c.err("ERR syntax error")
 		return
 	}
-	c.cachSet = true
 	c.ok()
 }
 
