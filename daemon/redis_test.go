@@ -131,7 +131,7 @@ func TestRedisGoRedis(t *testing.T) {
 			if d := must(rc.PTTL(ctx, p+":nope").Result()); d != -2 {
 				t.Fatalf("PTTL of a missing key: %v", d)
 			}
-			if e := must(rc.ObjectEncoding(ctx, p+":a").Result()); e != "raw" {
+			if e := must(rc.ObjectEncoding(ctx, p+":a").Result()); e != "int" {
 				t.Fatalf("OBJECT ENCODING: %q", e)
 			}
 
