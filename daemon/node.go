@@ -88,7 +88,7 @@ func (n *node) DeleteCursor(ctx context.Context, name string) error {
 }
 
 func (n *node) PublishAs(ctx context.Context, msgs []record.Message, c access.Caller) ([]store.Result, string, error) {
-	return n.d.publish(ctx, msgs, c)
+	return n.d.publish(ctx, msgs, c, nil)
 }
 
 // NodeStatus is GET /v1/status.
@@ -176,8 +176,10 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 // as one all-or-nothing batch (stamped with this node's origin, seq and
 // HLC), counts and logs the write, and returns the store's results with
 // the replica status (wire.StatusOK, or another status word). msgs are
-// checked by the caller (names, sizes); the store checks again.
-func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Caller) ([]store.Result, string, error) {
+// checked by the caller (names, sizes); the store checks again. The
+// results go into buf when it has room for them (a caller that publishes
+// batch after batch allocates none), or into a new slice.
+func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Caller, buf []store.Result) ([]store.Result, string, error) {
 	if e := d.guard.Authorize(c, access.RolePublish); e != nil {
 		return nil, "", e
 	}
@@ -191,16 +193,16 @@ func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Ca
 	if err := d.fleetCanWrite(msgs); err != nil {
 		return nil, "", err
 	}
-	var (
-		results []store.Result
-		err     error
-	)
+	results := buf[:0]
+	if cap(buf) < len(msgs) {
+		results = make([]store.Result, 0, len(msgs))
+	}
+	results = results[:len(msgs)]
+	var err error
 	if len(msgs) == 1 {
-		var res store.Result
-		res, err = d.store.Publish(&msgs[0])
-		results = []store.Result{res}
+		results[0], err = d.store.Publish(&msgs[0])
 	} else {
-		results, err = d.store.PublishBatch(msgs)
+		err = d.store.PublishBatchInto(msgs, results)
 	}
 	if err != nil {
 		d.log.Warn("publish failed", append(c.Fields(),

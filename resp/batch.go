@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"unsafe"
+	"strings"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -23,17 +23,19 @@ type checkedPublisher interface {
 	PublishChecked(ctx context.Context, conn net.Conn, msgs []record.Message) (Written, error)
 }
 
-// setMessage is the message of SET topic:key value. Topic and key are
-// copied (one small allocation: the store keeps a new topic's name), the
-// value is not: a SET's publish returns before the read buffer it points
+// setMessage is the message of SET topic:key value. Key and value are
+// not copied: a SET's publish returns before the read buffer they point
 // into is read into again (the command runs on the goroutine that reads,
 // and a write is never queued, not even in MULTI), and no one keeps a
-// message's value past its publish (the log and the view copy it).
-func setMessage(topic, key string, value []byte) record.Message {
-	b := make([]byte, 0, len(topic)+len(key))
-	b = append(append(b, topic...), key...)
-	return record.Message{Topic: unsafe.String(unsafe.SliceData(b), len(topic)),
-		Key: unsafe.String(unsafe.SliceData(b[len(topic):]), len(key)), Value: value}
+// message's key or value past its publish (the log and the view copy
+// them). The topic is the connection's copy of the last one it set (the
+// store keeps a new topic's name): a copy the first time, none for the
+// next SETs of the same topic.
+func (c *conn) setMessage(topic, key string, value []byte) record.Message {
+	if topic != c.setTopic {
+		c.setTopic = strings.Clone(topic)
+	}
+	return record.Message{Topic: c.setTopic, Key: key, Value: value}
 }
 
 // isPlainSet reports whether a is SET key value (no options).
@@ -112,7 +114,7 @@ func (c *conn) batchSet(a [][]byte) {
 	}
 	// Checked in place: a message of its own passed to Check would be
 	// one more allocation per SET.
-	c.sets = append(c.sets, setMessage(t, k, a[2]))
+	c.sets = append(c.sets, c.setMessage(t, k, a[2]))
 	if last := len(c.sets) - 1; c.s.node.Check(&c.sets[last]) != nil {
 		c.sets[last] = record.Message{}
 		c.sets = c.sets[:last]

@@ -760,7 +760,7 @@ func cmdSet(c *conn, a [][]byte) {
 	}
 	// The connection's own one-message batch: a slice made here would be
 	// one more allocation per SET.
-	c.one[0] = setMessage(t, k, a[2])
+	c.one[0] = c.setMessage(t, k, a[2])
 	ok = c.publish(c.one[:])
 	c.one[0] = record.Message{}
 	if ok {

@@ -97,6 +97,7 @@ type conn struct {
 	sets     []record.Message
 	setBytes int
 	one      [1]record.Message // an unpipelined SET's batch
+	setTopic string            // the topic of the last SET (setMessage)
 
 	// Pushes waiting for the pusher goroutine.
 	pmu      sync.Mutex

@@ -403,6 +403,20 @@ func (s *Store) PublishBatch(ms []record.Message) ([]Result, error) {
 	return results, nil
 }
 
+// PublishBatchInto is PublishBatch into the caller's results, one for
+// each of ms, so that a caller that publishes batch after batch (the
+// Redis door's pipelined SETs) allocates none: at 16 messages a batch,
+// the results were 640 bytes of garbage a batch.
+func (s *Store) PublishBatchInto(ms []record.Message, results []Result) error {
+	if len(results) != len(ms) {
+		return fmt.Errorf("%w: %d results for %d messages", ErrInvalid, len(results), len(ms))
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	return s.publish(ms, results)
+}
+
 // publish appends ms and fills results, which has the same length.
 func (s *Store) publish(ms []record.Message, results []Result) error {
 	for i := range ms {
