@@ -601,3 +601,52 @@ func TestOpenErrorSaysThePathOnce(t *testing.T) {
 		t.Fatalf("error %q: want ErrIO naming %s once, with its cause", err, file)
 	}
 }
+
+// TestPublishBatchInto: the results go into the caller's slice, which
+// must have one for each message; a mismatch writes nothing.
+func TestPublishBatchInto(t *testing.T) {
+	s := openTest(t, testOptions(t, t.TempDir()))
+	msgs := func(n int) []record.Message {
+		ms := make([]record.Message, n)
+		for i := range ms {
+			ms[i] = record.Message{Topic: "prices", Key: fmt.Sprintf("sku-%d", i), Value: value(i, 40)}
+		}
+		return ms
+	}
+	var seq uint64
+	for _, tc := range []struct {
+		name          string
+		msgs, results int
+		err           error
+	}{
+		{"empty", 0, 0, nil},
+		{"one", 1, 1, nil},
+		{"sixteen", 16, 16, nil},
+		{"too few results", 3, 2, ErrInvalid},
+		{"too many results", 2, 3, ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			results := make([]Result, tc.results)
+			ms := msgs(tc.msgs)
+			err := s.PublishBatchInto(ms, results)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("PublishBatchInto: %v, want %v", err, tc.err)
+			}
+			if err != nil {
+				if last := s.origins.Last(s.Origin()); last != seq {
+					t.Fatalf("a refused batch wrote: last seq %d, want %d", last, seq)
+				}
+				return
+			}
+			for i, r := range results {
+				seq++
+				if r.Origin != s.Origin() || r.Seq != seq || !r.Durable && s.opts.Flush == FlushSync {
+					t.Fatalf("result %d: %+v, want seq %d", i, r, seq)
+				}
+				if e, ok := s.Get("prices", ms[i].Key); !ok || e.Stamp.Seq != seq || !bytes.Equal(e.Value, ms[i].Value) {
+					t.Fatalf("%s: %+v (found %v), want seq %d", ms[i].Key, e, ok, seq)
+				}
+			}
+		})
+	}
+}
