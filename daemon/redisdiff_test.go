@@ -579,6 +579,40 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 					t.Errorf("KEYS %q: cachecast %q, redis-server %q", k("glob-")+pat, ours, theirs)
 				}
 			}
+			// Every command's arity, in Redis's words, named in any case.
+			for _, c := range []struct {
+				name  string
+				arity int
+			}{
+				{"client", -2}, {"select", 2}, {"echo", 2}, {"config", -2}, {"wait", 3}, {"get", 2}, {"mget", -2},
+				{"exists", -2}, {"type", 2}, {"strlen", 2}, {"getrange", 4}, {"ttl", 2}, {"pttl", 2}, {"object", -2},
+				{"scan", -2}, {"keys", 2}, {"hget", 3}, {"hmget", -3}, {"hexists", 3}, {"hstrlen", 3}, {"hlen", 2},
+				{"hkeys", 2}, {"hvals", 2}, {"hgetall", 2}, {"hscan", -3}, {"set", -3}, {"mset", -3}, {"del", -2},
+				{"unlink", -2}, {"hset", -4}, {"hmset", -4}, {"hdel", -3}, {"publish", 3}, {"subscribe", -2},
+				{"psubscribe", -2}, {"setex", 4}, {"psetex", 4}, {"expire", -3}, {"pexpire", -3}, {"expireat", -3},
+				{"pexpireat", -3}, {"persist", 2}, {"expiretime", 2}, {"pexpiretime", 2}, {"dbsize", 1}, {"time", 1},
+				{"multi", 1}, {"discard", 1}, {"exec", 1}, {"reset", 1},
+			} {
+				n := c.arity
+				if n < 0 {
+					n = -n
+				}
+				few := []string{c.name}
+				for len(few) < n-1 {
+					few = append(few, k("x"))
+				}
+				if n > 1 {
+					p.same(few...)
+					p.same(append([]string{strings.ToUpper(c.name)}, few[1:]...)...)
+				}
+				if c.arity > 0 {
+					many := []string{strings.ToUpper(c.name[:1]) + c.name[1:]}
+					for len(many) <= n {
+						many = append(many, k("x"))
+					}
+					p.same(many...)
+				}
+			}
 			// Transactions of reads.
 			for _, pipe := range [][][]string{
 				{{"MULTI"}, {"GET", k("a")}, {"TTL", k("a")}, {"EXISTS", k("a"), k("missing")}, {"EXEC"}},
@@ -587,6 +621,7 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{{"MULTI"}, {"GET"}, {"EXEC"}, {"EXEC"}},
 				{{"MULTI"}, {"PING"}, {"ECHO", "x"}, {"HGET", k("missing"), "f"}, {"DISCARD"}, {"DISCARD"}},
 				{{"MULTI"}, {"EXEC"}},
+				{{"MULTI"}, {"GET", k("a")}, {"EXEC", "x"}, {"EXEC"}, {"DISCARD"}},
 			} {
 				got := p.pipeline(pipe)
 				for i := range pipe {

@@ -162,6 +162,13 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 	c.s.stats.byCommand[cmd.index].Add(1)
 	c.lastCmd = cmd
 	if cmd.arity > 0 && len(a) != cmd.arity || cmd.arity < 0 && len(a) < -cmd.arity {
+		if cmd.name == "exec" {
+			// Redis's rejectCommand aborts the transaction (there may be
+			// none) with the reason.
+			c.inMulti, c.multiErr, c.queued = false, false, nil
+			c.err("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
+			return
+		}
 		c.err("ERR wrong number of arguments for '" + cmd.name + "' command")
 		if c.inMulti {
 			c.multiErr = true
