@@ -579,6 +579,38 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 					t.Errorf("KEYS %q: cachecast %q, redis-server %q", k("glob-")+pat, ours, theirs)
 				}
 			}
+			// The reads of names no key has here: empty, invalid UTF-8, an
+			// empty topic or key, a ':' alone.
+			for _, name := range []string{"", "\xff", k("\xff\xfe"), k(""), ":", ":k", k(":k"), "t" + proto + "::", strings.Repeat("n", 2000)} {
+				for _, c := range [][]string{
+					{"GET", name}, {"EXISTS", name, name}, {"TYPE", name}, {"STRLEN", name}, {"TTL", name}, {"PTTL", name},
+					{"EXPIRETIME", name}, {"PEXPIRETIME", name}, {"GETRANGE", name, "0", "1"}, {"MGET", name, name},
+					{"HGET", name, "f"}, {"HGET", name, ""}, {"HMGET", name, "", "\xff"}, {"HEXISTS", name, ""}, {"HSTRLEN", name, "f"},
+					{"HLEN", name}, {"HKEYS", name}, {"HVALS", name}, {"HGETALL", name}, {"HSCAN", name, "0"}, {"OBJECT", "ENCODING", name},
+					{"DEL", name}, {"UNLINK", name, name}, {"PERSIST", name}, {"EXPIRE", name, "10"}, {"PEXPIREAT", name, "1"}, {"HDEL", name, ""},
+				} {
+					p.same(c...)
+				}
+			}
+			// Binary and empty values, a field or key named twice in one write.
+			for _, c := range [][]string{
+				{"SET", k("bin"), "\x00\xff\r\n"}, {"GET", k("bin")}, {"STRLEN", k("bin")}, {"GETRANGE", k("bin"), "1", "2"},
+				{"SET", k("bin"), ""}, {"GET", k("bin")}, {"STRLEN", k("bin")}, {"OBJECT", "ENCODING", k("bin")},
+				{"MSET", k("bin"), "a", k("bin2"), "\x00", k("bin"), "b"}, {"MGET", k("bin"), k("bin2")},
+				{"HSET", hash, "n1", "1", "n1", "2"}, {"HGET", hash, "n1"}, {"HSET", hash, "n1", "3", "n2", "", "n2", "x"},
+				{"HMGET", hash, "n1", "n2"}, {"HSTRLEN", hash, "n2"}, {"HLEN", hash}, {"HMSET", hash, "n3", "1"},
+				{"HDEL", hash, "n1", "n1", "n2", "n3", "zz"}, {"HLEN", hash}, {"DEL", k("bin"), k("bin2")},
+				{"SET", k("o"), "v", "keepttl"}, {"SET", k("o"), "v", "px", "100000", "KEEPTTL"}, {"SET", k("o"), "v", "Ex", "100", "ex", "200"},
+				{"SET", k("o"), "v", "EXAT", "1", "PXAT", "1"}, {"SET", k("o"), "v", "eXaT", "abc"}, {"PERSIST", k("o")}, {"TTL", k("o")},
+				{"EXPIRE", k("o"), "100", "nx", "NX"}, {"EXPIRE", k("o"), "100", "gt", "xx"}, {"TTL", k("o")}, {"DEL", k("o")},
+			} {
+				p.same(c...)
+			}
+			p.same("KEYS", "\xff*")
+			p.same("SCAN", "0", "MATCH", "\xff*", "COUNT", "9223372036854775807")
+			p.same("HSCAN", hash, "0", "COUNT", "9223372036854775807")
+			p.same("HSCAN", hash, "0", "COUNT", "9223372036854775808")
+			p.same("HMGET", hash, "", "\xff", "b")
 			// Every command's arity, in Redis's words, named in any case.
 			for _, c := range []struct {
 				name  string

@@ -819,7 +819,7 @@ func cmdDel(c *conn, a [][]byte) {
 
 // distinct returns a check that is true the first time it sees a topic
 // and key among n: DEL and HDEL count a key named twice once, as Redis
-// does (its second delete finds nothing).
+// does (its second delete finds nothing), and HSET a field it adds.
 func distinct(n int) func(topic, key string) bool {
 	if n < 2 {
 		return func(string, string) bool { return true }
@@ -852,13 +852,14 @@ func cmdHSet(c *conn, a [][]byte) {
 	t := string(a[1])
 	msgs := make([]record.Message, 0, len(a)/2-1)
 	added := 0
+	seen := distinct(len(a)/2 - 1) // a field named twice is added once, as in Redis
 	for i := 2; i < len(a); i += 2 {
 		k := string(a[i])
 		if k == "" {
 			c.err("ERR invalid_name: key: must be 1 to 1024 bytes, got 0")
 			return
 		}
-		if _, ok := c.s.node.Get(t, k); !ok {
+		if _, ok := c.s.node.Get(t, k); !ok && seen(t, k) {
 			added++
 		}
 		msgs = append(msgs, record.Message{Topic: t, Key: k, Value: bytes.Clone(a[i+1])})
