@@ -63,9 +63,9 @@ import (
 // entry at each instant for the followers. An expired value becomes a
 // tombstone. An item is 64 bytes with the effective time and the expiry;
 // a timeline with two records inline is 56 (a 64-byte allocation); a
-// key's first timeline is one allocation with its first record and its
-// timedEntry (208 bytes), and with its placeholder when nothing is in
-// force (288; see firstTimeline).
+// key's first timeline is one allocation with its first record (128
+// bytes), and with its placeholder when nothing is in force (192; see
+// firstTimeline), and its timedEntry another (80).
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
 // a map for point gets and a B-tree (github.com/google/btree) for ordered
@@ -735,10 +735,10 @@ func timedCause(it *viewItem) string {
 
 // putFirst is put of it, a scheduled record or a cancel, to a key without
 // a timeline (old its entry): the key's first timeline. it is copied, not
-// kept: the timeline, the record, the key's timedEntry and, when nothing
-// is in force, the placeholder that holds the key are one allocation (a
-// firstTimeline), and one of another size class than the entries (see
-// firstTimeline).
+// kept: the timeline, the record and, when nothing is in force, the
+// placeholder that holds the key are one allocation (a firstTimeline),
+// and one of another size class than the entries; the key's timedEntry
+// is another (see firstTimeline).
 func (v *View) putFirst(tv *topicView, old, it *viewItem) bool {
 	if old != nil && !old.scheduled() && !old.placeholder() && !it.after(old) {
 		// Below an ordinary write, which nothing voids: never in force.
@@ -753,18 +753,18 @@ func (v *View) putFirst(tv *topicView, old, it *viewItem) bool {
 	var (
 		ntl *timeline
 		rec *viewItem
-		te  *timedEntry
 	)
+	te := new(timedEntry)
 	if (old == nil || old.placeholder()) && (it.cancel() || it.eff > now) {
 		// Nothing in force: settle installs the block's placeholder,
 		// which the new timedEntry shows (cur) meanwhile.
 		b := &firstTimelineHeld{}
 		b.hold = viewItem{data: it.key(), klen: it.klen, flags: itemPlaceholder}
-		b.te.cur = &b.hold
-		ntl, rec, te = &b.tl, &b.rec, &b.te
+		te.cur = &b.hold
+		ntl, rec = &b.tl, &b.rec
 	} else {
 		b := &firstTimeline{}
-		ntl, rec, te = &b.tl, &b.rec, &b.te
+		ntl, rec = &b.tl, &b.rec
 	}
 	*rec = *it
 	// rec goes into the key's timeline, and is in no frozen clone: its
