@@ -662,6 +662,22 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 					}
 				}
 			}
+			// Subscribed: what a RESP2 connection may run then (not HELLO,
+			// which RESP3 runs: its reply is each server's own, not
+			// compared), and the replies of SUBSCRIBE and UNSUBSCRIBE
+			// (pushes in RESP3). No one publishes on these channels.
+			for _, pipe := range [][][]string{
+				{{"SUBSCRIBE", "nochan-" + proto}, {"PING"}, {"PING", "x"}, {"GET", k("a")}, {"CLIENT", "GETNAME"}, {"CLIENT", "NOSUCH"},
+					{"CLIENT", "ID", "x"}, {"NOSUCH"}, {"GET"}, {"HELLO", proto}, {"SELECT", "0"}, {"PSUBSCRIBE", "nopat-" + proto + "*"},
+					{"UNSUBSCRIBE", "nochan-" + proto}, {"PUNSUBSCRIBE", "nopat-" + proto + "*"}, {"PING"}},
+			} {
+				got := p.pipeline(pipe)
+				for i := range pipe {
+					if got[0][i] != got[1][i] && (proto == "2" || pipe[i][0] != "HELLO") {
+						t.Errorf("pipelined %q: cachecast %q, redis-server %q", pipe[i], got[0][i], got[1][i])
+					}
+				}
+			}
 			// HELP's list is each server's own; its frame is Redis's.
 			for _, cmd := range []string{"OBJECT", "CLIENT"} {
 				first := "+" + cmd + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n"

@@ -33,7 +33,11 @@ type command struct {
 	pubsub  bool // allowed while a RESP2 connection is subscribed
 	inMulti bool // may be queued after MULTI
 	read    bool // reads the view: -LOADING while the node catches up, -CLUSTERDOWN when away
-	index   int  // into the per-command counters
+	// subcommands: a container's subcommands and their arities, as
+	// Redis's command table has them (nil: none), checked before the
+	// command runs, as Redis checks them.
+	subcommands map[string]int
+	index       int // into the per-command counters
 }
 
 // commands is the table, by upper-case name; filled by init.
@@ -49,9 +53,9 @@ func init() {
 	ps := []string{"pubsub", "noscript", "loading", "stale"}
 	table := []*command{
 		// Connection.
-		{name: "hello", arity: -1, flags: cn, group: "connection", summary: "Handshakes with the server (RESP2 or RESP3, AUTH, SETNAME).", fn: cmdHello, pubsub: true},
+		{name: "hello", arity: -1, flags: cn, group: "connection", summary: "Handshakes with the server (RESP2 or RESP3, AUTH, SETNAME).", fn: cmdHello},
 		{name: "auth", arity: -2, flags: cn, group: "connection", summary: "Accepted and ignored: writers are chosen by the connection's uid.", fn: cmdAuth},
-		{name: "client", arity: -2, flags: cn, group: "connection", summary: "SETNAME, GETNAME, SETINFO, ID, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO, HELP.", fn: cmdClient},
+		{name: "client", arity: -2, flags: cn, group: "connection", summary: "SETNAME, GETNAME, SETINFO, ID, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO, HELP.", fn: cmdClient, subcommands: clientArity},
 		{name: "select", arity: 2, flags: cn, group: "connection", summary: "Selects database 0, the only one.", fn: cmdSelect},
 		{name: "ping", arity: -1, flags: cn, group: "connection", summary: "Answers PONG or the message.", fn: cmdPing, pubsub: true, inMulti: true},
 		{name: "echo", arity: 2, flags: cn, group: "connection", summary: "Answers the message.", fn: cmdEcho, inMulti: true},
@@ -61,8 +65,8 @@ func init() {
 		{name: "readwrite", arity: 1, flags: cn, group: "cluster", summary: "Accepted.", fn: cmdOK},
 		{name: "cluster", arity: -2, flags: cn, group: "cluster", summary: "Refused: a standalone endpoint.", fn: cmdCluster},
 		{name: "info", arity: -1, flags: cn, group: "server", summary: "Sections server, clients, persistence, stats, replication, keyspace, cachecast.", fn: cmdInfo, inMulti: true},
-		{name: "command", arity: -1, flags: cn, group: "server", summary: "The command table: COMMAND, COUNT, DOCS, INFO, LIST.", fn: cmdCommand},
-		{name: "config", arity: -2, flags: cn, group: "server", summary: "GET of a few parameters; SET notify-keyspace-events.", fn: cmdConfig},
+		{name: "command", arity: -1, flags: cn, group: "server", summary: "The command table: COMMAND, COUNT, DOCS, INFO, LIST.", fn: cmdCommand, subcommands: commandArity},
+		{name: "config", arity: -2, flags: cn, group: "server", summary: "GET of a few parameters; SET notify-keyspace-events.", fn: cmdConfig, subcommands: configArity},
 		{name: "dbsize", arity: 1, flags: ro, group: "server", summary: "The number of live keys.", fn: cmdDBSize, inMulti: true},
 		{name: "time", arity: 1, flags: ro, group: "server", summary: "The server's time.", fn: cmdTime, inMulti: true},
 		{name: "wait", arity: 3, flags: []string{"noscript"}, group: "generic", summary: "Waits until the replica holds this connection's last write.", fn: cmdWait},
@@ -79,7 +83,7 @@ func init() {
 		{name: "getrange", arity: 4, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "A substring of a value.", fn: cmdGetRange, inMulti: true},
 		{name: "ttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "Seconds until the key expires, -1 (no expiry) or -2 (no key).", fn: cmdTTL, inMulti: true},
 		{name: "pttl", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "Milliseconds until the key expires, -1 or -2.", fn: cmdTTL, inMulti: true},
-		{name: "object", arity: -2, flags: ro, first: 2, last: 2, step: 1, group: "generic", summary: "OBJECT ENCODING, OBJECT HELP.", fn: cmdObject, inMulti: true},
+		{name: "object", arity: -2, flags: ro, first: 2, last: 2, step: 1, group: "generic", summary: "OBJECT ENCODING, OBJECT HELP.", fn: cmdObject, inMulti: true, subcommands: objectArity},
 		{name: "scan", arity: -2, flags: []string{"readonly"}, group: "generic", summary: "Iterates the keys (MATCH, COUNT, TYPE).", fn: cmdScan, inMulti: true},
 		{name: "keys", arity: 2, flags: []string{"readonly"}, group: "generic", summary: "The keys matching a pattern (bounded; use SCAN).", fn: cmdKeys, inMulti: true},
 		{name: "hget", arity: 3, flags: ro, first: 1, last: 1, step: 1, group: "hash", summary: "HGET topic key is GET topic:key.", fn: cmdHGet, inMulti: true},
@@ -175,6 +179,17 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 		}
 		return
 	}
+	name := cmd.name // Redis's fullname: client|id for a subcommand
+	if cmd.subcommands != nil && len(a) > 1 {
+		sub := strings.ToLower(view(a[1]))
+		if !c.subcommand(cmd.name, sub, a, cmd.subcommands) {
+			if c.inMulti {
+				c.multiErr = true
+			}
+			return
+		}
+		name += "|" + sub
+	}
 	if cmd.read || cmd.write {
 		if msg := c.refusal(cmd); msg != "" {
 			c.err(msg) // before MULTI would queue it, as Redis does
@@ -185,7 +200,7 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 		}
 	}
 	if c.proto == 2 && c.subscribed() && !cmd.pubsub {
-		c.err("ERR Can't execute '" + cmd.name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+		c.err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
 	if c.inMulti && cmd.name != "exec" && cmd.name != "discard" && cmd.name != "multi" {
@@ -445,11 +460,12 @@ var objectHelp = []string{
 	"    associated with a <key> (as Redis 7.0 would store it).",
 }
 
+// objectArity is each OBJECT subcommand's arity, as Redis's command
+// table has it; FREQ, IDLETIME and REFCOUNT are not served.
+var objectArity = map[string]int{"encoding": 3, "help": 2}
+
 func cmdObject(c *conn, a [][]byte) {
 	sub := strings.ToLower(view(a[1]))
-	if !c.subcommand("object", sub, a, map[string]int{"encoding": 3, "help": 2}) {
-		return
-	}
 	if sub == "help" {
 		c.help("OBJECT", objectHelp)
 		return
@@ -1144,9 +1160,6 @@ func (c *conn) help(cmd string, lines []string) {
 }
 
 func cmdClient(c *conn, a [][]byte) {
-	if !c.subcommand("client", strings.ToLower(view(a[1])), a, clientArity) {
-		return
-	}
 	sub := strings.ToUpper(view(a[1]))
 	switch sub {
 	case "ID":
@@ -1341,9 +1354,6 @@ func cmdTime(c *conn, _ [][]byte) {
 var configArity = map[string]int{"get": -3, "set": -4, "resetstat": 2}
 
 func cmdConfig(c *conn, a [][]byte) {
-	if !c.subcommand("config", strings.ToLower(view(a[1])), a, configArity) {
-		return
-	}
 	switch strings.ToUpper(view(a[1])) {
 	case "GET":
 		params := map[string]string{
@@ -1406,9 +1416,6 @@ func cmdCommand(c *conn, a [][]byte) {
 		for _, cmd := range commandList {
 			c.commandInfo(cmd)
 		}
-		return
-	}
-	if !c.subcommand("command", strings.ToLower(view(a[1])), a, commandArity) {
 		return
 	}
 	switch strings.ToUpper(view(a[1])) {
