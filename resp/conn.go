@@ -173,7 +173,10 @@ func (c *conn) serve() {
 // (inLoop) stops before a command that may wait (mayWait) and when the
 // client does not take its answers at once: stepHandOff, with the
 // command still in the buffer and the answers not written in out, for
-// the connection's own goroutine to go on from.
+// the connection's own goroutine to go on from. In the loop, the answers
+// of the last commands are left in out (unless they reached
+// outFlushSize) for the loop to write once every connection that epoll
+// named has run (loop.flushAll).
 func (c *conn) process(inLoop bool) int {
 	need := 0
 	for c.start < c.end {
@@ -215,8 +218,10 @@ func (c *conn) process(inLoop bool) int {
 			}
 		}
 	}
-	if st := c.flushStep(); st != stepRead {
-		return st
+	if !inLoop {
+		if st := c.flushStep(); st != stepRead {
+			return st
+		}
 	}
 	if c.start == c.end {
 		c.start, c.end = 0, 0

@@ -46,6 +46,9 @@ type loop struct {
 
 	conns    map[int32]*conn // by slot; the loop's goroutine only
 	nextSlot int32
+	// unsent: the connections that ran commands since the last
+	// epoll_wait, whose answers are still in out (flushAll writes them).
+	unsent []*conn
 
 	mu      sync.Mutex
 	adds    []*conn // accepted, for the loop to take
@@ -223,6 +226,7 @@ func (l *loop) run() {
 				l.serve(c, now)
 			}
 		}
+		l.flushAll()
 		// After the answers are out.
 		if now.Sub(yielded) >= yieldEvery {
 			yielded = now
@@ -303,11 +307,37 @@ func (l *loop) serve(c *conn, now time.Time) {
 		return
 	}
 	switch c.process(true) {
+	case stepRead:
+		l.unsent = append(l.unsent, c)
 	case stepClose:
 		l.closeConn(c)
 	case stepHandOff:
 		l.handOff(c)
 	}
+}
+
+// flushAll writes the answers the connections served since the last
+// epoll_wait left in out, as Redis writes its replies before it waits
+// again (beforeSleep): the client that the first write wakes is running
+// by the next ones, and one wake-up then serves the answers of every
+// connection that epoll named, where a write after each one's commands
+// woke the client (or was preempted by it) once a connection. A
+// connection handed off or closed meanwhile (a kick) is its goroutine's
+// to write, or gone.
+func (l *loop) flushAll() {
+	for i, c := range l.unsent {
+		l.unsent[i] = nil
+		if c.lp != l {
+			continue
+		}
+		switch c.flushStep() {
+		case stepClose:
+			l.closeConn(c)
+		case stepHandOff:
+			l.handOff(c)
+		}
+	}
+	l.unsent = l.unsent[:0]
 }
 
 // errWouldBlock: the loop's client did not take all its answers at once.
