@@ -606,6 +606,18 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			} {
 				p.same(c...)
 			}
+			for _, c := range [][]string{
+				{"INFO", "nosuch"}, {"INFO", "nosuch", "nosuch2"}, {"CLIENT", "SETNAME", "a b"}, {"CLIENT", "SETNAME", "\xff"},
+				{"CLIENT", "SETNAME", "n" + proto}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", ""}, {"CLIENT", "GETNAME"},
+				{"client", "getname"}, {"Client", "Setname", "x"}, {"CLIENT", "SETNAME", ""}, {"HELLO", proto, "SETNAME", "a b"},
+				{"HELLO", proto, "AUTH", "default"}, {"HELLO", proto, "SETNAME"}, {"HELLO", "1"}, {"HELLO", "abc", "SETNAME", "x"},
+				{"CLIENT", "GETNAME"}, {"ECHO", ""}, {"PING", ""}, {"TYPE", hash}, {"EXISTS", hash, hash}, {"GET", hash},
+				{"STRLEN", hash}, {"GETRANGE", hash, "0", "1"}, {"GETRANGE", hash, "x", "1"}, {"MGET", hash}, {"TTL", hash},
+				{"SCAN", "0", "TYPE", "nosuchtype", "COUNT", "100000"}, {"SCAN", "0", "TYPE", "STRING", "MATCH", "nothing*", "COUNT", "100000"},
+				{"READONLY", "x"}, {"CLUSTER"}, {"DBSIZE", "x"}, {"TIME", "x"},
+			} {
+				p.same(c...)
+			}
 			p.same("KEYS", "\xff*")
 			p.same("SCAN", "0", "MATCH", "\xff*", "COUNT", "9223372036854775807")
 			p.same("HSCAN", hash, "0", "COUNT", "9223372036854775807")
