@@ -220,6 +220,26 @@ func (p *redisPair) pipeline(cmds [][]string) (got [2][]string) {
 	return got
 }
 
+// inline sends line, an inline command as telnet sends it, to both and
+// compares their replies.
+func (p *redisPair) inline(line string) {
+	p.t.Helper()
+	var got [2]string
+	for i, c := range p.conns {
+		if _, err := io.WriteString(c, line); err != nil {
+			p.t.Fatalf("%q to %s: %v", line, p.name(i), err)
+		}
+		v, err := rawReply(p.rs[i])
+		if err != nil {
+			p.t.Fatalf("%q: reading %s's reply: %v", line, p.name(i), err)
+		}
+		got[i] = v
+	}
+	if got[0] != got[1] {
+		p.t.Errorf("inline %q: cachecast %q, redis-server %q", line, got[0], got[1])
+	}
+}
+
 func (p *redisPair) name(i int) string { return [...]string{"cachecast", "redis-server"}[i] }
 
 // same: both replies are equal byte for byte.
@@ -656,6 +676,21 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 					}
 					p.same(many...)
 				}
+			}
+			// Inline commands, split as Redis splits them: quotes,
+			// escapes, blanks. (A line with a NUL byte is not compared:
+			// Redis looks for its end with strchr and never finds it.)
+			for _, line := range []string{
+				"PING\r\n", "ECHO \"a b\"\r\n", "ECHO 'a b'\n", "ECHO \"\\x41\\n\\x4g\\q\\\"\"\r\n", "ECHO a\"b c\"\r\n",
+				"ECHO \"\"\r\n", "ECHO ''\r\n", "ECHO 'it\\'s \\n'\r\n", "  \x0b ECHO \t x \x0c\r\n", "ECHO a\x0bb\r\n",
+				"ECHO a\rb\r\n", "SET " + k("inline") + " \"v w\"\r\n", "GET " + k("inline") + "\r\n",
+				"ECHO a'b'\r\n", "ECHO \"\\\\\"\r\n", "EXISTS '' \"\" x\r\n",
+			} {
+				p.inline(line)
+			}
+			for _, line := range []string{"ECHO \"abc\r\n", "ECHO \"a\"b\r\n", "ECHO 'a\r\n", "ECHO 'a'b\r\n", "ECHO \"a\\\"\r\n"} {
+				q := newRedisPair(t, td.d.RedisSocketPath(), theirs)
+				q.inline(line) // the protocol error, then both close
 			}
 			// Transactions of reads.
 			for _, pipe := range [][][]string{

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 )
@@ -143,7 +144,8 @@ func parseLength(b []byte, i, maxLine int) (v, next int, ok bool, err error) {
 	return 0, 0, false, nil
 }
 
-// parseInline splits a line on spaces and tabs.
+// parseInline reads an inline command (telnet's): one line, split as
+// Redis splits it (splitInline).
 func parseInline(b []byte, args [][]byte, lim *limits) ([][]byte, int, int, error) {
 	end := -1
 	for i, c := range b {
@@ -162,23 +164,118 @@ func parseInline(b []byte, args [][]byte, lim *limits) ([][]byte, int, int, erro
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	for i := 0; i < len(line); {
-		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-			i++
-		}
-		j := i
-		for j < len(line) && line[j] != ' ' && line[j] != '\t' {
-			j++
-		}
-		if j > i {
-			if len(args) >= lim.maxArgs {
-				return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: too many arguments"}
-			}
-			args = append(args, line[i:j:j])
-		}
-		i = j
+	args, err := splitInline(line, args, lim.maxArgs)
+	if err != nil {
+		return args, 0, 0, err
 	}
 	return args, end + 1, 0, nil
+}
+
+// splitInline splits a line into arguments as Redis's sdssplitargs does:
+// blanks (C's isspace) between them, a NUL byte ends the line (as the C
+// string sdssplitargs reads; Redis itself never finds the end of such a
+// line, its search for the LF stops at the NUL), and an
+// argument may be, or contain, a "quoted" part (with the escapes \n \r
+// \t \b \a \xHH, and \ before any other byte for that byte) or a
+// 'quoted' one (\' for '); a closing quote must be followed by a blank
+// or the end. A plain argument points into line; a quoted one is a copy.
+func splitInline(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
+	if i := bytes.IndexByte(line, 0); i >= 0 {
+		line = line[:i]
+	}
+	at := func(i int) byte { // C's view of the line: NUL past its end
+		if i < len(line) {
+			return line[i]
+		}
+		return 0
+	}
+	unbalanced := errProto("unbalanced quotes in request")
+	for i := 0; ; {
+		for i < len(line) && cSpace(line[i]) {
+			i++
+		}
+		if i >= len(line) {
+			return args, nil
+		}
+		if len(args) >= maxArgs {
+			return args, &protoError{ErrTooLarge, "Protocol error: too many arguments"}
+		}
+		start := i
+		var cur []byte // the argument once a quote made it a copy; nil: line[start:i]
+		inq, insq := false, false
+		for done := false; !done; {
+			ch := at(i)
+			switch {
+			case inq && ch == '\\' && at(i+1) == 'x' && isHex(at(i+2)) && isHex(at(i+3)):
+				cur = append(cur, unhex(at(i+2))<<4|unhex(at(i+3)))
+				i += 3
+			case inq && ch == '\\' && at(i+1) != 0:
+				i++
+				e := line[i]
+				switch e {
+				case 'n':
+					e = '\n'
+				case 'r':
+					e = '\r'
+				case 't':
+					e = '\t'
+				case 'b':
+					e = '\b'
+				case 'a':
+					e = '\a'
+				}
+				cur = append(cur, e)
+			case insq && ch == '\\' && at(i+1) == '\'':
+				i++
+				cur = append(cur, '\'')
+			case inq && ch == '"', insq && ch == '\'':
+				if n := at(i + 1); n != 0 && !cSpace(n) {
+					return args, unbalanced
+				}
+				done = true
+			case (inq || insq) && ch == 0:
+				return args, unbalanced
+			case inq || insq:
+				cur = append(cur, ch)
+			case ch == ' ', ch == '\n', ch == '\r', ch == '\t', ch == 0:
+				if cur == nil {
+					args = append(args, line[start:i:i])
+				}
+				done = true
+				continue
+			case ch == '"', ch == '\'':
+				if cur == nil {
+					cur = append(make([]byte, 0, len(line)-start), line[start:i]...)
+				}
+				inq, insq = ch == '"', ch == '\''
+			default:
+				if cur != nil {
+					cur = append(cur, ch)
+				}
+			}
+			if at(i) != 0 {
+				i++
+			}
+		}
+		if cur != nil {
+			args = append(args, cur)
+		}
+	}
+}
+
+// cSpace is C's isspace.
+func cSpace(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
 }
 
 func printable(c byte) string {

@@ -26,6 +26,12 @@ func TestParseCommand(t *testing.T) {
 		{name: "binary bulk", in: "*1\r\n$4\r\n\x00\r\n\xff\r\n", args: []string{"\x00\r\n\xff"}, n: 14},
 		{name: "inline", in: "SET  a\tb\r\nrest", args: []string{"SET", "a", "b"}, n: 10},
 		{name: "inline LF", in: "PING\n", args: []string{"PING"}, n: 5},
+		{name: "inline quotes", in: "SET \"a b\" 'c\\'d'\r\n", args: []string{"SET", "a b", "c'd"}, n: 18},
+		{name: "inline escapes", in: "ECHO \"\\x41\\n\\q\" x\"y z\"\n", args: []string{"ECHO", "A\nq", "xy z"}, n: 23},
+		{name: "inline empty quotes", in: "ECHO \"\" ''\n", args: []string{"ECHO", "", ""}, n: 11},
+		{name: "inline NUL ends the line", in: "ECHO a\x00 b\n", args: []string{"ECHO", "a"}, n: 10},
+		{name: "inline unbalanced", in: "ECHO \"a\r\n", err: "Protocol error: unbalanced quotes in request"},
+		{name: "inline quote then text", in: "ECHO 'a'b\r\n", err: "unbalanced quotes"},
 		{name: "empty array", in: "*0\r\n", args: []string{}, n: 4},
 		{name: "null array", in: "*-1\r\n", args: []string{}, n: 5},
 		{name: "nothing", in: "", need: 1},
@@ -313,6 +319,7 @@ func FuzzSession(f *testing.F) {
 		"*2\r\n$3\r\nGET\r\n$-5\r\n",
 		"*99999999\r\n",
 		"GET p:k\r\nPING\n",
+		"SET p:q \"a \\x41\\\" b\" 'c\\'d'\r\nGET p:q\nECHO a\"b\x00\"\n",
 		"\x00\xff*1\r\n$1\r\n",
 	} {
 		f.Add([]byte(seed))
