@@ -213,7 +213,8 @@
 // fleet_too_old: ... for an expiry or EFFECTIVEAT while a member of the
 // cluster runs a build before them). A
 // command refused for any reason writes nothing. A command is a RESP array
-// of bulk strings or an inline line (telnet); a bulk string is at most
+// of bulk strings or an inline line (telnet, split as Redis splits one:
+// "quotes", 'quotes' and escapes); a bulk string is at most
 // --max-value-size (at least 64 KiB), a command at most --max-body-size
 // and 65,536 arguments, an inline line 64 KiB; a read buffer grown past
 // 16 KiB for a large command is counted by the node's memory budget
