@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"errors"
 	"strconv"
 )
@@ -172,22 +171,20 @@ func parseInline(b []byte, args [][]byte, lim *limits) ([][]byte, int, int, erro
 }
 
 // splitInline splits a line into arguments as Redis's sdssplitargs does:
-// blanks (C's isspace) between them, a NUL byte ends the line (as the C
-// string sdssplitargs reads; Redis itself never finds the end of such a
-// line, its search for the LF stops at the NUL), and an
-// argument may be, or contain, a "quoted" part (with the escapes \n \r
-// \t \b \a \xHH, and \ before any other byte for that byte) or a
-// 'quoted' one (\' for '); a closing quote must be followed by a blank
-// or the end. A plain argument points into line; a quoted one is a copy.
+// blanks (C's isspace) between them, and an argument may be, or contain,
+// a "quoted" part (with the escapes \n \r \t \b \a \xHH, and \ before
+// any other byte for that byte) or a 'quoted' one (\' for '); a closing
+// quote must be followed by a blank or the end. A NUL byte is an ordinary
+// byte here (sdssplitargs would end the line there, but Redis never
+// finds the end of such a line: its search for the LF stops at the NUL).
+// A plain argument points into line; a quoted one is a copy.
 func splitInline(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
-	if i := bytes.IndexByte(line, 0); i >= 0 {
-		line = line[:i]
-	}
-	at := func(i int) byte { // C's view of the line: NUL past its end
+	const end = -1
+	at := func(i int) int { // the byte at i, or end
 		if i < len(line) {
-			return line[i]
+			return int(line[i])
 		}
-		return 0
+		return end
 	}
 	unbalanced := errProto("unbalanced quotes in request")
 	for i := 0; ; {
@@ -207,9 +204,9 @@ func splitInline(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
 			ch := at(i)
 			switch {
 			case inq && ch == '\\' && at(i+1) == 'x' && isHex(at(i+2)) && isHex(at(i+3)):
-				cur = append(cur, unhex(at(i+2))<<4|unhex(at(i+3)))
+				cur = append(cur, unhex(line[i+2])<<4|unhex(line[i+3]))
 				i += 3
-			case inq && ch == '\\' && at(i+1) != 0:
+			case inq && ch == '\\' && at(i+1) != end:
 				i++
 				e := line[i]
 				switch e {
@@ -229,15 +226,15 @@ func splitInline(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
 				i++
 				cur = append(cur, '\'')
 			case inq && ch == '"', insq && ch == '\'':
-				if n := at(i + 1); n != 0 && !cSpace(n) {
+				if n := at(i + 1); n != end && !cSpace(byte(n)) {
 					return args, unbalanced
 				}
 				done = true
-			case (inq || insq) && ch == 0:
+			case (inq || insq) && ch == end:
 				return args, unbalanced
 			case inq || insq:
-				cur = append(cur, ch)
-			case ch == ' ', ch == '\n', ch == '\r', ch == '\t', ch == 0:
+				cur = append(cur, byte(ch))
+			case ch == ' ', ch == '\n', ch == '\r', ch == '\t', ch == end:
 				if cur == nil {
 					args = append(args, line[start:i:i])
 				}
@@ -250,10 +247,10 @@ func splitInline(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
 				inq, insq = ch == '"', ch == '\''
 			default:
 				if cur != nil {
-					cur = append(cur, ch)
+					cur = append(cur, byte(ch))
 				}
 			}
-			if at(i) != 0 {
+			if i < len(line) {
 				i++
 			}
 		}
@@ -266,7 +263,7 @@ func splitInline(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
 // cSpace is C's isspace.
 func cSpace(c byte) bool { return c == ' ' || c >= '\t' && c <= '\r' }
 
-func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+func isHex(c int) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 func unhex(c byte) byte {
 	switch {

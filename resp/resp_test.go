@@ -29,7 +29,7 @@ func TestParseCommand(t *testing.T) {
 		{name: "inline quotes", in: "SET \"a b\" 'c\\'d'\r\n", args: []string{"SET", "a b", "c'd"}, n: 18},
 		{name: "inline escapes", in: "ECHO \"\\x41\\n\\q\" x\"y z\"\n", args: []string{"ECHO", "A\nq", "xy z"}, n: 23},
 		{name: "inline empty quotes", in: "ECHO \"\" ''\n", args: []string{"ECHO", "", ""}, n: 11},
-		{name: "inline NUL ends the line", in: "ECHO a\x00 b\n", args: []string{"ECHO", "a"}, n: 10},
+		{name: "inline NUL", in: "ECHO a\x00 b\n", args: []string{"ECHO", "a\x00", "b"}, n: 10},
 		{name: "inline unbalanced", in: "ECHO \"a\r\n", err: "Protocol error: unbalanced quotes in request"},
 		{name: "inline quote then text", in: "ECHO 'a'b\r\n", err: "unbalanced quotes"},
 		{name: "empty array", in: "*0\r\n", args: []string{}, n: 4},
