@@ -622,7 +622,7 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"HDEL", hash, "n1", "n1", "n2", "n3", "zz"}, {"HLEN", hash}, {"DEL", k("bin"), k("bin2")},
 				{"SET", k("o"), "v", "keepttl"}, {"SET", k("o"), "v", "px", "100000", "KEEPTTL"}, {"SET", k("o"), "v", "Ex", "100", "ex", "200"},
 				{"SET", k("o"), "v", "EXAT", "1", "PXAT", "1"}, {"SET", k("o"), "v", "eXaT", "abc"}, {"PERSIST", k("o")}, {"TTL", k("o")},
-				{"EXPIRE", k("o"), "100", "nx", "NX"}, {"EXPIRE", k("o"), "100", "gt", "xx"}, {"TTL", k("o")}, {"DEL", k("o")},
+				{"EXPIRE", k("o"), "100", "nx", "NX"}, {"EXPIRE", k("o"), "200", "gt", "xx"}, {"EXPIRE", k("o"), "50", "xx", "GT"}, {"DEL", k("o")},
 			} {
 				p.same(c...)
 			}
@@ -771,7 +771,13 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			p.differs("AUTH is accepted and ignored: who may write is the connection's uid",
 				"+OK\r\n", "-ERR AUTH <password> called without any password configured", "AUTH", "x")
 			p.differs("a topic is not a key: it has no expiry of its own (its keys have theirs)", ":0\r\n", ":1", "EXPIRE", hash, "10")
+			p.differs("a topic's keys are string keys topic:key too: KEYS and SCAN list them, not the topic (SCAN TYPE hash lists topics)",
+				"*1\r\n$"+strconv.Itoa(len(hash)+2)+"\r\n"+hash+":b\r\n", "*1\r\n$2\r\nh"+proto, "KEYS", hash+"*")
 			p.differs("a topic is not a key: DEL deletes a key, HDEL a topic's keys", ":0\r\n", ":1", "DEL", hash)
+			p.differs("CLIENT SETINFO and NO-TOUCH are Redis 7.2's, served here; Redis 7.0 has no such subcommands",
+				"+OK\r\n", "-ERR unknown subcommand 'SETINFO'", "CLIENT", "SETINFO", "LIB-NAME", "diff")
+			p.differs("CLIENT SETINFO and NO-TOUCH are Redis 7.2's, served here; Redis 7.0 has no such subcommands",
+				"+OK\r\n", "-ERR unknown subcommand 'NO-TOUCH'", "CLIENT", "NO-TOUCH", "OFF")
 
 			// Where cachecast differs by design.
 			refused := func(opt string) string {
