@@ -334,10 +334,9 @@ func (t *tracker) flush(s *Server) {
 	}
 }
 
+// hasPrefix reports whether name is under one of a BCAST client's
+// prefixes (BCAST without PREFIX has the prefix "").
 func hasPrefix(prefixes []string, name string) bool {
-	if len(prefixes) == 0 {
-		return true
-	}
 	for _, p := range prefixes {
 		if strings.HasPrefix(name, p) {
 			return true
