@@ -252,7 +252,7 @@ func TestConnectionLimits(t *testing.T) {
 	// Two connections stalled in their bodies are running requests.
 	stalled := dialMany(t, cfg.Socket, 2, "PUT /v1/topics/t/keys/s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01")
 	testkit.Eventually(t, 5*time.Second, "two requests running", func() bool {
-		open, waiting := td.d.limits.Counts()
+		open, waiting, _ := td.d.limits.Counts()
 		return open == 2 && waiting == 0
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {

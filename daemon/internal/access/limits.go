@@ -561,12 +561,13 @@ func (c *Conn) Caller() Caller { return c.caller }
 // but health.
 func (c *Conn) Spare() *wire.Error { return c.spare }
 
-// Counts is how many connections are counted against --max-connections
-// and how many of them wait for a request, for tests.
-func (l *Limits) Counts() (open, waiting int) {
+// Counts is how many connections are counted against --max-connections,
+// how many of them wait for a request, and how many subscription streams
+// are open (counted against --max-streams instead), for tests.
+func (l *Limits) Counts() (open, waiting, streams int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.open, l.waiting.Len()
+	return l.open, l.waiting.Len(), l.streams
 }
 
 // limitReached is the answer of a spare admitted over its uid's share.
