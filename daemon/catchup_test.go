@@ -123,11 +123,14 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 	})
 	var readyzEarly atomic.Bool // /readyz said catching_up while the node was not ready
 	poll("readyz", func(int) {
+		// Ready is read before the request: read after its answer, it
+		// may have come true meanwhile.
+		wasReady := d.ready.Load()
 		r := td.do("GET", "/readyz", nil)
 		switch {
 		case r.status == 503 && r.errCode() == wire.CodeCatchingUp:
 			readyzEarly.Store(true)
-		case r.status == 503 && r.errCode() == wire.CodeUnavailable && !d.ready.Load():
+		case r.status == 503 && r.errCode() == wire.CodeUnavailable && !wasReady:
 			// Caught up, and Run is about to say ready.
 		case r.status != 200:
 			fail("/readyz: %d %s", r.status, r.body)
