@@ -139,6 +139,14 @@ func lookup(name []byte) *command {
 	return commands[string(up[:len(name)])]
 }
 
+// refused marks the transaction under way, if any, as refused after a
+// command's error: its EXEC then aborts, as Redis's does.
+func (c *conn) refused() {
+	if c.inMulti {
+		c.multiErr = true
+	}
+}
+
 // exec runs one command, a, whose table entry is cmd (nil: unknown),
 // under mu. full says whether the answers waiting to be written reached
 // outFlushSize (read under mu: the pusher appends to them too).
@@ -158,9 +166,7 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 	if cmd == nil {
 		c.s.stats.unknown.Add(1)
 		c.unknownCommand(a)
-		if c.inMulti {
-			c.multiErr = true
-		}
+		c.refused()
 		return
 	}
 	c.s.stats.byCommand[cmd.index].Add(1)
@@ -174,32 +180,25 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 			return
 		}
 		c.err("ERR wrong number of arguments for '" + cmd.name + "' command")
-		if c.inMulti {
-			c.multiErr = true
-		}
+		c.refused()
 		return
 	}
-	name := cmd.name // Redis's fullname: client|id for a subcommand
-	if cmd.subcommands != nil && len(a) > 1 {
-		sub := strings.ToLower(view(a[1]))
-		if !c.subcommand(cmd.name, sub, a, cmd.subcommands) {
-			if c.inMulti {
-				c.multiErr = true
-			}
-			return
-		}
-		name += "|" + sub
+	if cmd.subcommands != nil && len(a) > 1 && !c.subcommand(cmd.name, strings.ToLower(view(a[1])), a, cmd.subcommands) {
+		c.refused()
+		return
 	}
 	if cmd.read || cmd.write {
 		if msg := c.refusal(cmd); msg != "" {
 			c.err(msg) // before MULTI would queue it, as Redis does
-			if c.inMulti {
-				c.multiErr = true
-			}
+			c.refused()
 			return
 		}
 	}
 	if c.proto == 2 && c.subscribed() && !cmd.pubsub {
+		name := cmd.name // Redis's fullname: client|id for a subcommand
+		if cmd.subcommands != nil && len(a) > 1 {
+			name += "|" + strings.ToLower(view(a[1]))
+		}
 		c.err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
