@@ -1158,16 +1158,14 @@ func (c *conn) help(cmd string, lines []string) {
 	c.simple("    Prints this help.")
 }
 
+// cmdClient serves CLIENT's subcommands, whose names and arities exec
+// checked first (clientArity).
 func cmdClient(c *conn, a [][]byte) {
 	sub := strings.ToUpper(view(a[1]))
 	switch sub {
 	case "ID":
 		c.integer(c.id)
 	case "SETNAME":
-		if len(a) != 3 {
-			c.err("ERR wrong number of arguments for 'client|setname' command")
-			return
-		}
 		if !validClientName(a[2]) {
 			c.err("ERR Client names cannot contain spaces, newlines or special characters.")
 			return
@@ -1181,10 +1179,6 @@ func cmdClient(c *conn, a [][]byte) {
 			c.null()
 		}
 	case "SETINFO":
-		if len(a) != 4 {
-			c.err("ERR wrong number of arguments for 'client|setinfo' command")
-			return
-		}
 		if !validClientName(a[3]) {
 			c.err("ERR " + strings.ToLower(view(a[2])) + " cannot contain spaces, newlines or special characters.")
 			return

@@ -367,10 +367,6 @@ func invalidateFrame(proto int, names []string) []byte {
 // refused then), then ON or OFF, then the checks of ON's modes in
 // Redis's order and words.
 func (c *conn) clientTracking(a [][]byte) {
-	if len(a) < 3 {
-		c.err("ERR wrong number of arguments for 'client|tracking' command")
-		return
-	}
 	var st trackState
 	var target *conn
 	for i := 3; i < len(a); i++ {
@@ -492,12 +488,9 @@ func (c *conn) prefixesApart(prefixes []string) bool {
 	return true
 }
 
-// clientCaching is CLIENT CACHING YES|NO, for the next command.
+// clientCaching is CLIENT CACHING YES|NO, until a command other than
+// CLIENT (see exec). Its arity is checked by the command table (clientArity).
 func (c *conn) clientCaching(a [][]byte) {
-	if len(a) != 3 {
-		c.err("ERR wrong number of arguments for 'client|caching' command")
-		return
-	}
 	if !c.trk.on {
 		c.err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 		return
