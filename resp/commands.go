@@ -553,18 +553,25 @@ func cmdHGet(c *conn, a [][]byte) {
 	}
 }
 
+// cmdHMGet answers the fields; when none is there it asks whether the
+// name is a string key, and then takes the answer back for WRONGTYPE
+// (nothing else writes to out while the command runs under mu), so that
+// a hit costs no lookup more.
 func cmdHMGet(c *conn, a [][]byte) {
-	if c.s.stringOnly(a[1]) {
-		c.err(wrongType)
-		return
-	}
+	mark := len(c.out)
 	c.array(len(a) - 2)
+	found := false
 	for _, f := range a[2:] {
 		if v, ok := c.getField(a[1], f); ok {
 			c.bulk(v)
+			found = true
 		} else {
 			c.null()
 		}
+	}
+	if !found && c.s.stringOnly(a[1]) {
+		c.out = c.out[:mark]
+		c.err(wrongType)
 	}
 }
 
