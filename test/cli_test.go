@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -264,6 +265,23 @@ func TestCLI(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(r.stdout), &b); err != nil || b.Messages != 2000 || b.Rate <= 0 || b.P50 <= 0 || b.P50 > b.Max || b.P999 > b.Max {
 			t.Fatalf("bench --json printed %q: %v", r.stdout, err)
+		}
+		// --effective-at and --expires-in put the time fields on every
+		// message: each key's value is pending, with its expiry.
+		at := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+		for _, batch := range []string{"0", "10"} {
+			topic := "bench-timed-" + batch
+			cli(t, n, "", "bench", "--count", "200", "--keys", "100", "--batch", batch, "--topic", topic, "--effective-at", at, "--expires-in", "2h").ok(t, "bench with time fields")
+			r = cli(t, n, "", "pending", topic).ok(t, "pending")
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			if len(lines) != 101 || !strings.Contains(lines[1], "bench-00000000") {
+				t.Fatalf("after bench --batch %s --effective-at: pending printed %d lines, want the header and 100 keys:\n%s", batch, len(lines), r.stdout)
+			}
+			for _, l := range lines[1:] {
+				if f := strings.Fields(l); len(f) != 4 || f[1] >= f[3] {
+					t.Fatalf("pending line %q: want a key, its instant, its value and a later expiry", l)
+				}
+			}
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,13 @@ view with no request to the daemon, --conns goroutines each with its
 own reader; each read is timed alone (the two clock reads, ~50ns,
 are in the latency).
 
+--expires-in D gives every message published an expiry D after the
+start (the header Cachecast-Expires, one instant for the run);
+--effective-at T schedules every one for the instant T (Unix
+milliseconds or RFC 3339, Cachecast-Effective-At), so that runs with
+the same T replace each key's pending value, as a price feed does.
+Both need --mode put and --transport conn.
+
 Prints throughput (messages/s and MB/s of values, MB = 10^6 bytes) and the
 latency of each request (one PUT, one batch, or one GET): p50, p99,
 p99.9, max. A progress bar goes to stderr when it is a terminal, a line
@@ -52,6 +60,8 @@ a second otherwise.`,
 		fs.StringVar(&o.tag, "tag", "", "tag of the messages")
 		fs.BoolVar(&o.json, "json", false, "print the figures as one JSON object")
 		fs.StringVar(&o.transport, "transport", "conn", "conn (one raw HTTP/1.1 connection per worker, light on CPU) or http (the pooled net/http client)")
+		fs.DurationVar(&o.expiresIn, "expires-in", 0, "give every message an expiry this long after the start (0: none)")
+		fs.StringVar(&o.effectiveAt, "effective-at", "", "schedule every message for this instant, Unix ms or RFC 3339 (empty: now)")
 		return func(ctx context.Context, e *env, args []string) error {
 			if err := o.validate(); err != nil {
 				return err
@@ -65,6 +75,8 @@ type benchOptions struct {
 	count, size, conns, batch, keys int
 	mode, topic, tag, transport     string
 	json                            bool
+	expiresIn                       time.Duration
+	effectiveAt                     string
 }
 
 func (o *benchOptions) validate() error {
@@ -85,6 +97,12 @@ func (o *benchOptions) validate() error {
 		return usagef("--transport must be conn or http")
 	case o.mode != "put" && o.batch > 0:
 		return usagef("--batch applies to --mode put only (the API has no batch get)")
+	case o.expiresIn < 0:
+		return usagef("--expires-in must be 0 or more")
+	case o.effectiveAt != "" && !isInstant(o.effectiveAt):
+		return usagef("--effective-at must be Unix milliseconds or an RFC 3339 time")
+	case (o.expiresIn > 0 || o.effectiveAt != "") && (o.mode != "put" || o.transport != "conn"):
+		return usagef("--expires-in and --effective-at need --mode put and --transport conn")
 	}
 	return nil
 }
@@ -134,6 +152,7 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 		per = o.batch
 	}
 	requests := (o.count + per - 1) / per
+	times := timeHeaders(o, time.Now())
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -159,7 +178,7 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 			}
 			return
 		}
-		c, err := dialBench(ctx, g, o.transport)
+		c, err := dialBench(ctx, g, o.transport, times)
 		if err != nil {
 			setErr(err)
 			return
@@ -254,7 +273,7 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 // benchPreload publishes every key once, in batches of up to 1000, so
 // that the GETs find them.
 func benchPreload(ctx context.Context, e *env, g *globals, o benchOptions, keys []string, value []byte) error {
-	c, err := dialBench(ctx, g, o.transport)
+	c, err := dialBench(ctx, g, o.transport, "")
 	if err != nil {
 		return err
 	}
@@ -348,11 +367,43 @@ type benchConn interface {
 	Close() error
 }
 
-func dialBench(ctx context.Context, g *globals, transport string) (benchConn, error) {
+// dialBench opens a worker's connection; headers (the time fields, from
+// timeHeaders) go into every publish of a rawConn, the only transport
+// validate lets them have.
+func dialBench(ctx context.Context, g *globals, transport, headers string) (benchConn, error) {
 	if transport == "http" {
 		return &httpBench{ctx: ctx, c: g.client(client.WithMaxConns(1), client.WithUserAgent("cachecast-bench"))}, nil
 	}
-	return dialRaw(ctx, g.socket, g.timeout)
+	c, err := dialRaw(ctx, g.socket, g.timeout)
+	if err != nil {
+		return nil, err
+	}
+	c.headers = headers
+	return c, nil
+}
+
+// timeHeaders is the header lines that give each message published the
+// expiry of --expires-in (after start, in Unix milliseconds) and the
+// schedule of --effective-at ("" when neither is set).
+func timeHeaders(o benchOptions, start time.Time) string {
+	var h string
+	if o.expiresIn > 0 {
+		h += "Cachecast-Expires: " + strconv.FormatInt(start.Add(o.expiresIn).UnixMilli(), 10) + "\r\n"
+	}
+	if o.effectiveAt != "" {
+		h += "Cachecast-Effective-At: " + o.effectiveAt + "\r\n"
+	}
+	return h
+}
+
+// isInstant reports whether s is an instant as the API takes one (Unix
+// milliseconds or RFC 3339), which also keeps it a safe header value.
+func isInstant(s string) bool {
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return true
+	}
+	_, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil
 }
 
 // httpBench adapts a client.Client to benchConn.

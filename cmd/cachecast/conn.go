@@ -41,6 +41,7 @@ type rawConn struct {
 	ua      string
 	timeout time.Duration
 	broken  error
+	headers string // header lines every publish carries (bench's time fields)
 }
 
 // needName refuses an empty name before anything is sent: it cannot be
@@ -427,6 +428,7 @@ func (c *rawConn) Publish(topic, key string, value []byte, tag string) (client.P
 		return rs[0], nil
 	}
 	c.startRequest(http.MethodPut, []string{"/v1/topics/", topic, "/keys/", key})
+	c.buf = append(c.buf, c.headers...)
 	if tag != "" {
 		c.buf = append(c.buf, "Cachecast-Tag: "...)
 		c.buf = append(c.buf, tag...)
@@ -459,6 +461,7 @@ func (c *rawConn) publishMessages(topic string, msgs []client.Message, ctype str
 		return nil, err
 	}
 	c.startRequest(http.MethodPost, []string{"/v1/topics/", topic, "/messages"})
+	c.buf = append(c.buf, c.headers...)
 	c.buf = append(c.buf, "Content-Type: "...)
 	c.buf = append(c.buf, ctype...)
 	c.buf = append(c.buf, "\r\nContent-Length: "...)

@@ -100,7 +100,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	r = cli(t, nil, "", "help", "bench").check(t, exitOK)
-	for _, f := range []string{"--count", "--size", "--conns", "--batch", "--keys", "--mode"} {
+	for _, f := range []string{"--count", "--size", "--conns", "--batch", "--keys", "--mode", "--expires-in", "--effective-at"} {
 		if !strings.Contains(r.stdout, f) {
 			t.Errorf("bench help lacks %s", f)
 		}
@@ -131,6 +131,11 @@ func TestUsageErrors(t *testing.T) {
 		{"bench", "--count", "0"},
 		{"bench", "--conns", "0"},
 		{"bench", "--transport", "carrier-pigeon"},
+		{"bench", "--expires-in", "-1s"},
+		{"bench", "--expires-in", "1h", "--transport", "http"},
+		{"bench", "--effective-at", "1999999999999", "--mode", "get"},
+		{"bench", "--effective-at", "soon"},
+		{"bench", "--effective-at", "1\r\nX-Evil: 1"},
 		{"get", "--nope", "t", "k"},
 		{"dlq"},
 		{"dlq", "nope"},
