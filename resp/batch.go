@@ -38,12 +38,22 @@ func (c *conn) setMessage(topic, key string, value []byte) record.Message {
 	return record.Message{Topic: c.setTopic, Key: key, Value: value}
 }
 
-// isPlainSet reports whether a is SET key value (no options).
-func isPlainSet(a [][]byte) bool {
-	return len(a) == 3 && len(a[0]) == 3 && bytes.EqualFold(a[0], []byte("set"))
+// isBatchSet reports whether a is a SET a pipeline's run can batch: SET
+// key value, with any options but KEEPTTL (which reads the key's expiry,
+// one an earlier SET of the batch may not have written yet).
+func isBatchSet(a [][]byte) bool {
+	if len(a) < 3 || len(a[0]) != 3 || !bytes.EqualFold(a[0], []byte("set")) {
+		return false
+	}
+	for _, o := range a[3:] {
+		if bytes.EqualFold(o, []byte("keepttl")) {
+			return false
+		}
+	}
+	return true
 }
 
-// execSets runs a pipeline's run of plain SETs, the first one a and the
+// execSets runs a pipeline's run of SETs (isBatchSet), the first one a and the
 // next ones parsed from rest, as few publishes as it can: each SET that
 // the node would accept on its own joins one batch (one publish, one
 // flush and replication wait); a SET the node would refuse ends the
@@ -55,12 +65,12 @@ func isPlainSet(a [][]byte) bool {
 // caller runs a as usual; and, as exec, whether the answers waiting
 // reached outFlushSize.
 func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
-	if !isPlainSet(a) {
+	if !isBatchSet(a) {
 		return -1, false
 	}
 	next, n, _, err := parseCommand(rest, c.peek[:0], &c.s.lim)
 	c.peek = next
-	if err != nil || n == 0 || !isPlainSet(next) {
+	if err != nil || n == 0 || !isBatchSet(next) {
 		return -1, false
 	}
 	c.mu.Lock()
@@ -82,7 +92,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		}
 		next, n, _, err = parseCommand(rest[used:], c.peek[:0], &c.s.lim)
 		c.peek = next
-		if err != nil || n == 0 || !isPlainSet(next) {
+		if err != nil || n == 0 || !isBatchSet(next) {
 			break
 		}
 		sets++
@@ -95,8 +105,9 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	return used, false
 }
 
-// batchSet adds one SET to the pending batch, or, when the node would
-// refuse it, publishes the pending batch and runs the SET alone.
+// batchSet adds one SET to the pending batch, or, when its options are
+// wrong or the node would refuse it, publishes the pending batch and runs
+// the SET alone (which answers the error).
 func (c *conn) batchSet(a [][]byte) {
 	c.lastCmd = setCommand
 	t, k := c.s.split(a[1])
@@ -115,7 +126,12 @@ func (c *conn) batchSet(a [][]byte) {
 	// Checked in place: a message of its own passed to Check would be
 	// one more allocation per SET.
 	c.sets = append(c.sets, c.setMessage(t, k, a[2]))
-	if last := len(c.sets) - 1; c.s.node.Check(&c.sets[last]) != nil {
+	last := len(c.sets) - 1
+	bad := ""
+	if len(a) > 3 {
+		_, bad = c.parseSetOptions(&c.sets[last], a[3:])
+	}
+	if bad != "" || c.s.node.Check(&c.sets[last]) != nil {
 		c.sets[last] = record.Message{}
 		c.sets = c.sets[:last]
 		c.publishSets()

@@ -39,10 +39,11 @@ func (n *countingNode) Publish(ctx context.Context, c net.Conn, msgs []record.Me
 	return n.storeNode.Publish(ctx, c, msgs)
 }
 
-// TestPipelinedSetsBatch: a pipeline of 1,000 SETs, with refused SETs and
-// a read among them, takes a few publishes; every command answers what it
-// answers alone, in order; the read sees the writes before it; the last
-// write of a key wins.
+// TestPipelinedSetsBatch: a pipeline of 1,000 SETs, some with an expiry,
+// with refused SETs (bad options among them), a KEEPTTL and a read among
+// them, takes a few publishes; every command answers what it answers
+// alone, in order; the read sees the writes before it; the last write of
+// a key wins, with its expiry or none.
 func TestPipelinedSetsBatch(t *testing.T) {
 	s, st := newTestServer(t)
 	node := &countingNode{storeNode: s.node.(*storeNode)}
@@ -53,6 +54,7 @@ func TestPipelinedSetsBatch(t *testing.T) {
 	var in strings.Builder
 	var want []string
 	last := map[string]string{}
+	expires := map[string]bool{} // the last write of the key had PX
 	for i := range 1000 {
 		key := fmt.Sprintf("b:k-%d", i%100)
 		val := fmt.Sprintf("v-%d", i)
@@ -72,14 +74,32 @@ func TestPipelinedSetsBatch(t *testing.T) {
 			in.WriteString(c)
 			want = append(want, string(session(alone, []byte(c))))
 			continue
+		case 400, 500: // bad options: refused by the server
+			c := cmd("SET", key, val, "PX", "soon")
+			if i == 500 {
+				c = cmd("SET", key, val, "EFFECTIVEAT", "0")
+			}
+			in.WriteString(c)
+			want = append(want, string(session(alone, []byte(c))))
+			continue
+		case 650: // KEEPTTL reads the key: not batched, run as usual
+			in.WriteString(cmd("SET", key, val, "KEEPTTL"))
+			want = append(want, "+OK\r\n")
+			last[key] = val
+			continue
 		case 800: // a read: sees the SET just before it
 			in.WriteString(cmd("GET", fmt.Sprintf("b:k-%d", 799%100)))
 			want = append(want, "$5\r\nv-799\r\n")
 			continue
 		}
-		in.WriteString(cmd("SET", key, val))
+		if i%10 == 5 {
+			in.WriteString(cmd("SET", key, val, "PX", "3600000"))
+		} else {
+			in.WriteString(cmd("SET", key, val))
+		}
 		want = append(want, "+OK\r\n")
 		last[key] = val
+		expires[key] = i%10 == 5
 	}
 	got := replies(t, session(s, []byte(in.String())))
 	if len(got) != len(want) {
@@ -90,7 +110,7 @@ func TestPipelinedSetsBatch(t *testing.T) {
 			t.Fatalf("reply %d: %q, want %q", i, got[i], want[i])
 		}
 	}
-	for _, i := range []int{300, 600, 700} {
+	for _, i := range []int{300, 400, 500, 600, 700} {
 		if !strings.HasPrefix(want[i], "-ERR") {
 			t.Fatalf("command %d alone answered %q, want an error", i, want[i])
 		}
@@ -100,9 +120,12 @@ func TestPipelinedSetsBatch(t *testing.T) {
 		if !ok || string(e.Value) != val {
 			t.Fatalf("%s: %q, want %q (the last write)", key, e.Value, val)
 		}
+		if (e.ExpiresAt != 0) != expires[key] {
+			t.Fatalf("%s: expires at %d; want an expiry: %v (the last write's)", key, e.ExpiresAt, expires[key])
+		}
 	}
 	if p := node.publishes.Load(); p > 50 {
-		t.Fatalf("%d publishes for 997 SETs: the pipeline was not batched", p)
+		t.Fatalf("%d publishes for 994 SETs: the pipeline was not batched", p)
 	}
 }
 

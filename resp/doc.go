@@ -99,7 +99,8 @@
 // be atomic with the reads: MSET and HSET are the all-or-nothing writes.
 //
 // Pipelined SETs are batched: when a connection's read buffer holds
-// consecutive plain SETs (SET key value), they are published as one
+// consecutive SETs (SET key value, with an expiry or EFFECTIVEAT, not
+// KEEPTTL, which reads the key), they are published as one
 // batch, one call of the node's publish path with one flush and one
 // replication wait, and each gets its own answer, in order. Each SET is
 // checked before it joins the batch (the node's Check: names,

@@ -49,11 +49,13 @@ func (s *Server) now() time.Time {
 // unconditional.
 var setConditions = []string{"NX", "XX", "GET", "IFEQ"}
 
-// parseSetOptions reads SET's options after key and value into m; false
-// when it answered an error. keep says KEEPTTL was given. As Redis does,
+// parseSetOptions reads SET's options after key and value into m, or
+// returns the error to answer ("" when none; it answers nothing itself,
+// so that a pipeline's run of SETs answers it in its turn). keep says
+// KEEPTTL was given. As Redis does,
 // it reads every option before it checks the expiry's number, and takes
 // a repeated expiry of one kind (the last wins).
-func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool) {
+func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep bool, bad string) {
 	now := c.s.now()
 	var unit string // the expiry's option: EX, PX, EXAT or PXAT ("": none)
 	var num []byte  // its number
@@ -62,67 +64,56 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep, ok bool)
 		switch opt {
 		case "EX", "PX", "EXAT", "PXAT":
 			if keep || unit != "" && unit != opt || i+1 >= len(opts) {
-				c.err("ERR syntax error")
-				return false, false
+				return false, "ERR syntax error"
 			}
 			unit, num = opt, opts[i+1]
 			i++
 		case "KEEPTTL":
 			if unit != "" {
-				c.err("ERR syntax error")
-				return false, false
+				return false, "ERR syntax error"
 			}
 			keep = true
 		case "EFFECTIVEAT":
 			if i+1 >= len(opts) {
-				c.err("ERR syntax error")
-				return false, false
+				return false, "ERR syntax error"
 			}
 			n, ok := redisInt(opts[i+1])
 			i++
 			if !ok {
-				c.err("ERR value is not an integer or out of range")
-				return false, false
+				return false, "ERR value is not an integer or out of range"
 			}
 			if m.EffectiveAt != 0 || n <= 0 {
-				c.err("ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970")
-				return false, false
+				return false, "ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970"
 			}
 			if n <= now.UnixMilli() {
-				c.err("ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
-					strconv.FormatInt(now.UnixMilli(), 10) + "); SET without it for now")
-				return false, false
+				return false, "ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
+					strconv.FormatInt(now.UnixMilli(), 10) + "); SET without it for now"
 			}
 			m.EffectiveAt = n
 		default:
 			for _, cond := range setConditions {
 				if opt == cond {
-					c.err("ERR SET " + opt + " is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are supported")
-					return false, false
+					return false, "ERR SET " + opt + " is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are supported"
 				}
 			}
-			c.err("ERR syntax error")
-			return false, false
+			return false, "ERR syntax error"
 		}
 	}
 	if unit != "" {
 		n, ok := redisInt(num)
 		if !ok {
-			c.err("ERR value is not an integer or out of range")
-			return false, false
+			return false, "ERR value is not an integer or out of range"
 		}
 		at, ok := expiryAt(unit, n, now)
 		if n <= 0 || !ok {
-			c.err("ERR invalid expire time in 'set' command")
-			return false, false
+			return false, "ERR invalid expire time in 'set' command"
 		}
 		m.ExpiresAt = at
 	}
 	if m.EffectiveAt != 0 && m.ExpiresAt != 0 && m.ExpiresAt <= m.EffectiveAt {
-		c.err("ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT")
-		return false, false
+		return false, "ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT"
 	}
-	return keep, true
+	return keep, ""
 }
 
 // expiryAt turns the number n of an expiry option or command into Unix
@@ -152,8 +143,9 @@ func cmdSetWithOptions(c *conn, a [][]byte) {
 	if !ok {
 		return
 	}
-	keep, ok := c.parseSetOptions(&m, a[3:])
-	if !ok {
+	keep, bad := c.parseSetOptions(&m, a[3:])
+	if bad != "" {
+		c.err(bad)
 		return
 	}
 	if keep {
