@@ -13,7 +13,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-redis bench-satellite install clean
+.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-redis bench-satellite bench-time install clean
 
 all: build
 
@@ -54,6 +54,11 @@ bench-daemon:
 # cachecastd's Redis socket and redis-server's, in turn, ROUNDS rounds (not in CI).
 bench-redis:
 	REDIS_ONLY=1 N=$${N:-100000} ROUNDS=$${ROUNDS:-2} bash test/bench-vs-redis.sh
+
+# The publish rate with expiry and schedules against without, through the
+# Redis door and HTTP (test/bench-time.sh; not in CI, minutes).
+bench-time:
+	bash test/bench-time.sh
 
 # The fleet harness (internal/fleet; not in CI, minutes, niced): in-process
 # fleets of 10 to 200 nodes over TCP and NATS, cachecastd process fleets, and
