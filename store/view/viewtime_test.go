@@ -534,9 +534,12 @@ func TestViewTimeFollower(t *testing.T) {
 // once before the timer starts, so that each Apply replaces an entry or a
 // pending record), and what a pending value costs in memory (pending-B,
 // measured over 100,000 keys with one pending value each). beside is
-// plain in a topic where as many other keys have a value pending (an
-// ordinary write where timelines are). queued is the instants queued at
-// the end: one a key, not one a write. cpu-ns/op is
+// plain where timelines are: an ordinary write in a topic where as many
+// other keys have a value pending. Every kind's topic holds those 100,000
+// other keys (plain ones but for beside), so that the kinds differ in
+// what their keys hold, not in the size of the view: with fillers for
+// beside alone, beside measured a view twice the size. queued is the
+// instants queued at the end: one a key, not one a write. cpu-ns/op is
 // the process's CPU time an Apply, which holds on a loaded machine where
 // ns/op does not.
 func BenchmarkViewApplyTime(b *testing.B) {
@@ -546,13 +549,13 @@ func BenchmarkViewApplyTime(b *testing.B) {
 		b.Run("kind="+kind, func(b *testing.B) {
 			v := New()
 			recs := make([]record.Record, keys)
+			filler, write := "plain", kind
+			if kind == "beside" {
+				filler, write = "scheduled", "plain"
+			}
 			for i := range recs {
-				if kind == "beside" {
-					v.Apply(timedBenchRecord(keys+i, "scheduled", far, 1))
-					recs[i] = timedBenchRecord(i, "plain", far, 1)
-				} else {
-					recs[i] = timedBenchRecord(i, kind, far, 1)
-				}
+				v.Apply(timedBenchRecord(keys+i, filler, far, 1))
+				recs[i] = timedBenchRecord(i, write, far, 1)
 				v.Apply(recs[i])
 			}
 			b.ReportAllocs()
@@ -763,7 +766,11 @@ func TestGetManyOneInstant(t *testing.T) {
 // records; sale writes every value first and then the schedule, as a
 // sale at midnight comes to keys written long before; beside reads
 // plain keys of a topic where as many other keys have a value pending.
-// cpu-ns/op is the process's CPU time a Get.
+// Every kind's topic holds 100,000 other keys besides (plain ones but for
+// beside), written in turn with its own, so that the kinds differ in what
+// their keys hold, not in the size of the map or of the memory a read
+// ranges over: with fillers for beside alone, beside measured a map twice
+// the size. cpu-ns/op is the process's CPU time a Get.
 func BenchmarkViewGetTime(b *testing.B) {
 	const keys = 100_000
 	far := time.Now().Add(time.Hour).UnixMilli()
@@ -778,9 +785,11 @@ func BenchmarkViewGetTime(b *testing.B) {
 	kinds := []string{"plain", "expiring", "pending", "sale", "beside"}
 	for _, kind := range kinds {
 		for i := range keys {
+			filler := &record.Message{Topic: kind, Key: viewBenchKey(keys + i), Value: []byte("14.99 EUR/unit  ")}
 			if kind == "beside" {
-				apply(&record.Message{Topic: kind, Key: viewBenchKey(keys + i), Value: []byte("14.99 EUR/unit  "), EffectiveAt: far})
+				filler.EffectiveAt = far
 			}
+			apply(filler)
 			m := &record.Message{Topic: kind, Key: viewBenchKey(i), Value: []byte("19.99 EUR/unit  ")}
 			if kind == "expiring" {
 				m.ExpiresAt = far
