@@ -335,9 +335,7 @@ func roundTrip(t *testing.T, c net.Conn, br *bufio.Reader, raw string) *http.Res
 // at its limit it closes its own idle connections, not another user's,
 // and its extra subscriptions are refused while others' are not.
 func TestLimitsPerUID(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("connecting as another uid needs root (CI runs as root)")
-	}
+	testkit.NeedRoot(t, "connecting as another uid")
 	const nobody = 65534
 	cfg := testConfig(t)
 	cfg.SocketMode = 0o666

@@ -170,10 +170,7 @@ func TestRedisSlowReader(t *testing.T) {
 // its standard output and error (where it writes the errors it got).
 func redisCLI(t *testing.T, td *testDaemon, stdin io.Reader, args ...string) (stdout, stderr string) {
 	t.Helper()
-	path, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Fatalf("redis-cli: %v (install redis-tools; .ci/run does)", err)
-	}
+	path := testkit.NeedTool(t, "redis-cli", "redis-tools")
 	cmd := exec.Command(path, append([]string{"-s", td.d.RedisSocketPath()}, args...)...)
 	cmd.Stdin = stdin
 	var eb bytes.Buffer

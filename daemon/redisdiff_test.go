@@ -25,10 +25,7 @@ import (
 // is killed when the test ends.
 func startRedisServer(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("redis-server: %v (install redis-server; .ci/run does)", err)
-	}
+	bin := testkit.NeedTool(t, "redis-server", "redis-server")
 	dir, err := os.MkdirTemp("", "rs") // short: a socket path is at most 107 bytes
 	if err != nil {
 		t.Fatal(err)

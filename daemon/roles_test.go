@@ -22,14 +22,9 @@ import (
 // root, as the full-disk tests need too).
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Fatal("runs clients as other uids with setpriv, which needs root")
-	}
-	for _, tool := range []string{"setpriv", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to run clients as other uids: %v", tool, err)
-		}
-	}
+	testkit.NeedRoot(t, "running clients as other uids with setpriv")
+	testkit.NeedTool(t, "setpriv", "util-linux")
+	testkit.NeedTool(t, "curl", "curl")
 }
 
 // roleConfig is testConfig with a socket any user may open.

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
+
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
 )
@@ -147,9 +149,7 @@ func runOpenChildIfAsked() {
 // It runs the reader as the user nobody, so it needs root, as the role
 // tests of ./test do (a test that cannot check what it claims fails).
 func TestReaderWithoutPermission(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test runs a reader as another user: run it as root (.ci/run does)")
-	}
+	testkit.NeedRoot(t, "running a reader as another user")
 	const nobody = 65534
 	// The test binary and the view, where nobody may look (t.TempDir and
 	// the go command's build directory are mode 0700).

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cachecast/cachecast/internal/testkit"
+
 	"github.com/cachecast/cachecast/localview"
 )
 
@@ -42,10 +44,7 @@ func goEntry(topic, key string, v []byte, tag string, st localview.Stamp) string
 // runPython runs the Python reader on path with args and stdin.
 func runPython(t *testing.T, path, stdin string, args ...string) []string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatalf("python3 is needed for the Python reader's test (.ci/run installs it): %v", err)
-	}
+	py := testkit.NeedTool(t, "python3", "python3")
 	cmd := exec.Command(py, append([]string{filepath.Join("python", "cachecast_view.py"), path}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stderr bytes.Buffer

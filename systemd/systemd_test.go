@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 const (
@@ -26,11 +28,7 @@ const (
 // tool finds a systemd program or fails the test saying how to get it.
 func tool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s not found: these tests need systemd's tools; install them with `apt-get install systemd` (Debian/Ubuntu package \"systemd\")", name)
-	}
-	return p
+	return testkit.NeedTool(t, name, "systemd")
 }
 
 // unit is a parsed unit file: section -> key -> values in order.

@@ -452,9 +452,7 @@ func TestErrorCodes(t *testing.T) {
 // losetup and mkfs.ext4.
 func failingDevice(t *testing.T, room, size int64) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("a failing device needs root (mount, losetup); CI runs as root")
-	}
+	testkit.NeedRoot(t, "a failing device (mount, losetup)")
 	sh := func(name string, args ...string) string {
 		t.Helper()
 		out, err := exec.Command(name, args...).CombinedOutput()

@@ -1,7 +1,6 @@
 package testkit
 
 import (
-	"os"
 	"os/exec"
 	"testing"
 )
@@ -13,9 +12,7 @@ import (
 // store, a daemon) is stopped before the unmount.
 func Tmpfs(t *testing.T, size string) (dir string, remount func(size string)) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatalf("%s mounts a tmpfs and needs root (CI runs as root)", t.Name())
-	}
+	NeedRoot(t, "mounting a tmpfs")
 	dir = t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)
