@@ -250,16 +250,24 @@ func testFanOutConverges(t *testing.T, transport string) {
 			var wg sync.WaitGroup
 			for i, tn := range c.nodes {
 				wg.Add(1)
-				go func() {
+				go func() { // publish's t.Fatalf may not run here: off the test's goroutine
 					defer wg.Done()
 					for j := 0; j < 300; j++ {
 						// Every node writes its own keys and the shared ones.
-						publish(t, tn, fmt.Sprintf("own-%d-%d", i, j%50), fmt.Sprintf("%d/%d", i, j))
-						publish(t, tn, fmt.Sprintf("shared-%d", j%20), fmt.Sprintf("%d/%d", i, j))
+						for _, key := range []string{fmt.Sprintf("own-%d-%d", i, j%50), fmt.Sprintf("shared-%d", j%20)} {
+							m := record.Message{Topic: "prices", Key: key, Value: fmt.Appendf(nil, "%d/%d", i, j)}
+							if _, err := tn.st.Publish(&m); err != nil {
+								t.Errorf("%s publish: %v", tn.name, err)
+								return
+							}
+						}
 					}
 				}()
 			}
 			wg.Wait()
+			if t.Failed() {
+				return
+			}
 			c.waitConverged(10 * time.Second)
 			for _, tn := range c.nodes {
 				if got := len(tn.st.Keys("prices", "", "", 0)); got != size*50+20 {

@@ -1,0 +1,37 @@
+package broadcast
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// TestDocsProtocolRange checks that the docs name the data-port protocol
+// versions this build speaks: prose no test guards drifts (README once said
+// 2 to 4 while the build spoke 2 to 6), and an operator plans a rolling
+// upgrade by it. Every "speaks N to M" in the docs must be this build's range.
+func TestDocsProtocolRange(t *testing.T) {
+	files, _ := filepath.Glob("../docs/*.md")
+	files = append(files, "../README.md", "../DESIGN.md")
+	re := regexp.MustCompile(`(?:this one|this build)\s+speaks\s+(\d+)\s+to\s+(\d+)`)
+	found := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			found++
+			lo, _ := strconv.Atoi(string(m[1]))
+			hi, _ := strconv.Atoi(string(m[2]))
+			if lo != ProtocolMin || hi != ProtocolMax {
+				t.Errorf("%s says this build speaks %d to %d; it speaks %d to %d (broadcast.ProtocolMin, ProtocolMax)", f, lo, hi, ProtocolMin, ProtocolMax)
+			}
+		}
+	}
+	if found == 0 {
+		t.Errorf("no doc says which protocol versions this build speaks (\"this one speaks N to M\" in README.md, DESIGN.md or docs/)")
+	}
+}
