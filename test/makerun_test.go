@@ -2,11 +2,16 @@ package test
 
 import (
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // TestMakeRun checks what `make run` does on a fresh clone: the Makefile's
@@ -29,6 +34,7 @@ func TestMakeRun(t *testing.T) {
 		t.Fatalf("make run ends with %q; this test runs ./bin/cachecastd with no flags:\n%s", last, out)
 	}
 
+	defaultPortsFree(t)
 	dir, err := os.MkdirTemp("", "cc") // short: the socket path is relative to it
 	if err != nil {
 		t.Fatal(err)
@@ -85,5 +91,30 @@ func TestMakeRun(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "snapshot")); err != nil {
 		t.Fatalf("./data/snapshot after the stop: %v", err)
+	}
+}
+
+// defaultPortsFree ends the test through testkit.Missing when another
+// process holds the ports `make run` binds with the embedded defaults
+// (gossip 127.0.0.1:7946, TCP and UDP; data 127.0.0.1:7947): the test runs
+// the README's command as written, so it cannot move them, and a daemon
+// left running on this machine would otherwise fail it with a bind error
+// that says nothing of the cause.
+func defaultPortsFree(t *testing.T) {
+	t.Helper()
+	gossip, data := daemon.DefaultConfig().GossipAddr, daemon.DefaultConfig().DataAddr
+	for _, a := range []struct{ network, addr string }{{"tcp", gossip}, {"udp", gossip}, {"tcp", data}} {
+		var c io.Closer
+		var err error
+		if a.network == "udp" {
+			c, err = net.ListenPacket(a.network, a.addr)
+		} else {
+			c, err = net.Listen(a.network, a.addr)
+		}
+		if err != nil {
+			testkit.Missing(t, "make run binds %s %s, which another process on this machine holds: %v", a.network, a.addr, err)
+			return
+		}
+		c.Close()
 	}
 }
