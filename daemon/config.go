@@ -253,8 +253,13 @@ type Config struct {
 	// remembered to have cached.
 	RedisTrackingMaxKeys int
 
-	// MetricsAddr is the TCP address of the Prometheus endpoint; empty: off.
+	// MetricsAddr is the TCP address of the Prometheus endpoint and the
+	// operator console (package daemon/console); empty: off.
 	MetricsAddr string
+	// ConsoleTokenFile holds the token every request to the console must
+	// carry (its first line); empty: none, and then the console is served
+	// on a loopback MetricsAddr only.
+	ConsoleTokenFile string
 	// The roles of the local API's callers (see Role): each pair lists the
 	// user IDs and the group IDs (primary or supplementary) that hold the
 	// role. An empty pair is the pair of the role below it: consume falls
@@ -491,6 +496,9 @@ func (c Config) Validate() error {
 	}
 	if c.MetricsAddr != "" {
 		if err := checkAddr("--metrics-addr", c.MetricsAddr, false, false); err != nil {
+			return err
+		}
+		if _, err := c.consoleToken(); err != nil {
 			return err
 		}
 	}
@@ -768,7 +776,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.RedisNotifyKeyspaceEvents, "redis-notify-keyspace-events", c.RedisNotifyKeyspaceEvents, "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off")
 	fs.DurationVar(&c.RedisIdleTimeout, "redis-idle-timeout", c.RedisIdleTimeout, "close a Redis connection that sends no command for this long (subscribed and tracking ones are exempt); 0: never")
 	fs.IntVar(&c.RedisTrackingMaxKeys, "redis-tracking-max-keys", c.RedisTrackingMaxKeys, "keys one Redis client-side-caching client is tracked for; past it a tenth of them are invalidated and forgotten")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint (e.g. 127.0.0.1:9464); empty: off")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint and the operator console, /console (e.g. 127.0.0.1:9464); empty: off")
+	fs.StringVar(&c.ConsoleTokenFile, "console-token-file", c.ConsoleTokenFile, "file whose first line is the token the console asks for; without it the console is served on a loopback --metrics-addr only")
 	fs.Var(newIDListValue(&c.ReadUIDs), "read-uids", "read role (keys, topics, status, subscriptions that move no cursor): user IDs, comma separated; with --read-gids empty: anyone who can open the socket (reloaded on SIGHUP)")
 	fs.Var(newIDListValue(&c.ReadGIDs), "read-gids", "read role: group IDs (primary or supplementary), comma separated")
 	fs.Var(newIDListValue(&c.ConsumeUIDs), "consume-uids", "consume role (durable cursors, consumer groups, acks, dead-letter listings): user IDs; with --consume-gids empty: the publishers")

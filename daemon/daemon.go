@@ -205,7 +205,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 			return nil, errors.Join(err, d.closeStore())
 		}
 		d.cluster = c
-		c.g.SetAnswer(d.answerVerify)
+		c.g.SetAnswer(d.answer)
 	} else {
 		d.catch.finish() // a lone node has nobody to catch up with
 	}
@@ -266,6 +266,12 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		}
 		d.mln = mln
 		d.msrv = d.m.newServer(log)
+		if d.msrv.Handler, err = d.withConsole(d.msrv.Handler); err != nil {
+			_ = d.mln.Close()
+			_ = d.ln.Close()
+			d.closeRedis()
+			return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
+		}
 	}
 	return d, nil
 }

@@ -233,3 +233,13 @@ func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Ca
 	}
 	return results, status, nil
 }
+
+// Fleet is GET /v1/fleet, KeyAcross GET /v1/topics/{topic}/nodes/{key}
+// (console.go): each asks every live member, within timeout apiece.
+func (n *node) Fleet(ctx context.Context, timeout time.Duration) wire.Fleet {
+	return n.d.fleet(ctx, timeout)
+}
+
+func (n *node) KeyAcross(ctx context.Context, topic, key string, timeout time.Duration) wire.KeyAcross {
+	return n.d.keyAcross(ctx, topic, key, timeout)
+}

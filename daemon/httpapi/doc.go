@@ -285,6 +285,38 @@
 //	    node's records held back from it for that reason.
 //	    curl -sS $S http://x/v1/cluster
 //
+//	GET /v1/fleet   [read]   (?timeout=2s)
+//	    200 {"node","time","clock_behind","members":[{"name","origin",
+//	    "state","addr","self","connected","protocol","too_old","lag",
+//	    "clock_ahead","clock_ahead_seconds","held_records","summary":
+//	    {"name","version","uptime_seconds","time","keys","records",
+//	    "published","applied","degraded","away","clock_behind","catch_up",
+//	    "healthy"},"error"}]}: the members of GET /v1/cluster, each with
+//	    the figures it answered about itself (gossip's TCP messages, under
+//	    the cluster key, as verify asks), asked of every live member at
+//	    once, each given timeout (1ms to 10s; default 2s). A member that
+//	    did not answer has no summary and an error saying why. published
+//	    and applied count the records of the member's own origin and of
+//	    the others it holds: rates are differences between two answers.
+//	    Cheap (no view digest): the operator console and `cachecast top`
+//	    ask for it every second.
+//	    curl -sS $S http://x/v1/fleet
+//
+//	GET /v1/topics/{topic}/nodes/{key}   [read]   (?timeout=2s)
+//	    200 {"topic","key","same","nodes":[{"name","self","answered",
+//	    "error","found","entry":{"value","binary","size","truncated",
+//	    "sha256","tag","origin","seq","hlc","time","expires_at",
+//	    "effective_at"},"pending":[{...,"delete","cancel"}],"differs"}]}:
+//	    the key as every member holds it, side by side, asked as GET
+//	    /v1/fleet asks. value is the text, or hex when binary, of at most
+//	    4 KiB (truncated); members are compared on the whole value's
+//	    sha256, the tag, the stamp, the times and the pending records.
+//	    differs marks an answering member whose entry is not the one most
+//	    answering members hold; same is true only when every member
+//	    answered with the same entry: a member that did not answer (or is
+//	    not alive) is never counted as the same. 503 catching_up as GET.
+//	    curl -sS $S http://x/v1/topics/prices/nodes/sku-42
+//
 //	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503
 //	               (503 unavailable too once the node is away, as in status);
 //	               507 disk_full while writes are refused for want of space

@@ -34,6 +34,8 @@ func (a *Server) routes() []route {
 		{name: "status", pattern: "GET /v1/status", role: access.RoleRead, handler: a.status},
 		{name: "cluster", pattern: "GET /v1/cluster", role: access.RoleRead, handler: a.clusterStatus},
 		{name: "verify", pattern: "GET /v1/verify", role: access.RoleRead, handler: a.verify},
+		{name: "fleet", pattern: "GET /v1/fleet", role: access.RoleRead, handler: a.fleet},
+		{name: "key_nodes", pattern: "GET /v1/topics/{topic}/nodes/{key...}", role: access.RoleRead, handler: a.keyAcross},
 		{name: "repair_accept", pattern: "POST /v1/repair/accept", role: access.RoleAdmin, handler: a.repairAccept},
 		{name: "topics", pattern: "GET /v1/topics", role: access.RoleRead, handler: a.topics},
 		{name: "keys", pattern: "GET /v1/topics/{topic}/keys", role: access.RoleRead, handler: a.listKeys},

@@ -30,6 +30,11 @@ type Caller struct {
 	// Groups are the supplementary groups, when the kernel reports them
 	// (Linux 4.13 and later).
 	Groups []uint32
+	// Granted is a role a credential other than the kernel's vouches for
+	// (the operator console's token): the caller holds it, and the roles
+	// below it, whatever the lists say. RoleNone, the zero value, grants
+	// nothing.
+	Granted Role
 }
 
 // Fields are the zap fields a write is logged with.
@@ -47,6 +52,12 @@ type callerKey struct{}
 func CallerFrom(ctx context.Context) Caller {
 	c, _ := ctx.Value(callerKey{}).(Caller)
 	return c
+}
+
+// WithCaller is ctx with c as its caller (for CallerFrom), for a front
+// door whose callers are not a Unix socket's (the operator console).
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
 }
 
 // peerCaller reads the peer's credentials off a Unix connection.

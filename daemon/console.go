@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cachecast/cachecast/daemon/console"
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
+	"github.com/cachecast/cachecast/wire"
+)
+
+// The operator console's cross-node reads (GET /v1/fleet, GET
+// /v1/topics/{topic}/nodes/{key}; the page itself is package
+// daemon/console, on the metrics listener).
+//
+// The node asked sends a small question to every live member over gossip
+// (gossip.Ask, as `cachecast verify` does: memberlist's TCP user messages
+// under the cluster key; no new port), each with a timeout of its own, and
+// puts the answers beside its own. A member that does not answer in time
+// is shown as such (Answered false, with why), never as holding the same.
+// The questions share Ask's one answer function with verify's: a console
+// question is JSON with a "console" field, which verify's has not, and a
+// build that does not know it answers its digest instead, which the asker
+// recognises as no console answer.
+
+const (
+	// consoleAskWait is how long a console question waits for each
+	// member's answer by default; consoleAskMax bounds ?timeout=.
+	consoleAskWait = 2 * time.Second
+	consoleAskMax  = 10 * time.Second
+	// consolePreview bounds the bytes of a value a console answer carries
+	// (hex doubles them); the whole value's SHA-256 is compared.
+	consolePreview = 4 << 10
+)
+
+// consoleQuestion is a console's question to a member: "fleet" (its
+// summary) or "key" (its entry and pending records of Topic/Key).
+type consoleQuestion struct {
+	Console string `json:"console"`
+	Topic   string `json:"topic,omitempty"`
+	Key     string `json:"key,omitempty"`
+}
+
+// answer answers a member's question over gossip: a console question, or
+// verify's.
+func (d *Daemon) answer(from string, question []byte) []byte {
+	var q consoleQuestion
+	if json.Unmarshal(question, &q) == nil && q.Console != "" {
+		var v any
+		switch q.Console {
+		case "fleet":
+			v = d.summary()
+		case "key":
+			v = d.keyOnNode(q.Topic, q.Key)
+		default:
+			v = wire.KeyOnMember{Name: d.cfg.NodeName, Error: "unknown console question " + strconv.Quote(q.Console)}
+		}
+		b, _ := json.Marshal(v)
+		return b
+	}
+	return d.answerVerify(from, question)
+}
+
+// summary is this node's answer to a "fleet" question: cheap figures, no
+// view digest.
+func (d *Daemon) summary() wire.NodeSummary {
+	s := d.store.Stats()
+	out := wire.NodeSummary{Name: d.cfg.NodeName, Version: Version,
+		UptimeSeconds: time.Since(d.started).Round(time.Millisecond).Seconds(),
+		Time:          d.now().UTC().Format(wire.TimeLayout),
+		Keys:          s.Keys, Records: s.Records,
+		Degraded: d.degraded(), Away: d.awayReason(), CatchUp: d.node.CatchUp(),
+		Healthy: d.healthy() == nil}
+	for o, seq := range d.store.Vector() {
+		if o == s.Origin {
+			out.Published = seq
+		} else {
+			out.Applied += seq
+		}
+	}
+	if d.cluster != nil {
+		out.ClockBehind = d.cluster.clockBehind.Load()
+	}
+	return out
+}
+
+// keyOnNode is this node's answer to a "key" question.
+func (d *Daemon) keyOnNode(topic, key string) wire.KeyOnMember {
+	out := wire.KeyOnMember{Name: d.cfg.NodeName, Answered: true}
+	e := wire.CheckName("topic", topic)
+	if e == nil {
+		e = wire.CheckKey(key)
+	}
+	if e != nil {
+		out.Error = e.Message
+		return out
+	}
+	if v, ok := d.store.Get(topic, key); ok {
+		ke := keyEntry(v)
+		out.Found, out.Entry = true, &ke
+	}
+	for _, p := range d.store.PendingKey(topic, key) {
+		ke := keyEntry(p.Entry)
+		ke.Delete, ke.Cancel = p.Delete, p.Cancel
+		out.Pending = append(out.Pending, ke)
+	}
+	return out
+}
+
+// keyEntry is e as the console shows it.
+func keyEntry(e view.Entry) wire.KeyEntry {
+	sum := sha256.Sum256(e.Value)
+	v := e.Value
+	out := wire.KeyEntry{Size: len(v), SHA256: hex.EncodeToString(sum[:]), Tag: e.Tag,
+		Origin: wire.FormatOrigin(e.Stamp.Origin), Seq: e.Stamp.Seq, HLC: strconv.FormatUint(e.Stamp.HLC, 10),
+		Time: record.HLCTime(e.Stamp.HLC).UTC().Format(wire.TimeLayout)}
+	if len(v) > consolePreview {
+		v, out.Truncated = v[:consolePreview], true
+	}
+	text := v
+	for i := 0; out.Truncated && i < utf8.UTFMax-1 && len(text) > 0 && !utf8.Valid(text); i++ {
+		text = text[:len(text)-1] // a rune cut by the preview
+	}
+	if utf8.Valid(text) {
+		out.Value = string(text)
+	} else {
+		out.Value, out.Binary = hex.EncodeToString(v), true
+	}
+	if e.ExpiresAt != 0 {
+		out.ExpiresAt = time.UnixMilli(e.ExpiresAt).UTC().Format(wire.TimeLayout)
+	}
+	if e.EffectiveAt != 0 {
+		out.EffectiveAt = time.UnixMilli(e.EffectiveAt).UTC().Format(wire.TimeLayout)
+	}
+	return out
+}
+
+// askTimeout is a console route's ?timeout= (0: the default), bounded.
+func askTimeout(t time.Duration) time.Duration {
+	if t <= 0 {
+		return consoleAskWait
+	}
+	return min(t, consoleAskMax)
+}
+
+// askEach asks q of every member but this node that is alive, at once,
+// each within timeout, and returns the answers (nil where none came) and
+// why none came, by member name.
+func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Duration) (answers map[string][]byte, errs map[string]string) {
+	answers, errs = map[string][]byte{}, map[string]string{}
+	if d.cluster == nil {
+		return answers, errs
+	}
+	question, _ := json.Marshal(q)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range d.cluster.g.Alive() {
+		if m.Name == d.cfg.NodeName {
+			continue
+		}
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			b, err := d.cluster.g.Ask(actx, m.Name, question)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs[m.Name] = fmt.Sprintf("no answer within %s: %v", timeout, err)
+				return
+			}
+			answers[m.Name] = b
+		})
+	}
+	wg.Wait()
+	return answers, errs
+}
+
+// fleet is GET /v1/fleet: every member as this node sees it, with its own
+// summary where it answered within timeout.
+func (d *Daemon) fleet(ctx context.Context, timeout time.Duration) wire.Fleet {
+	cs := d.node.Cluster()
+	out := wire.Fleet{Node: cs.Node, Time: d.now().UTC().Format(wire.TimeLayout), ClockBehind: cs.ClockBehind}
+	answers, errs := d.askEach(ctx, consoleQuestion{Console: "fleet"}, askTimeout(timeout))
+	for _, m := range cs.Members {
+		fm := wire.FleetMember{Name: m.Name, Origin: m.Origin, State: m.State, Addr: m.Addr, Self: m.Self,
+			Connected: m.Connected, Protocol: m.Protocol, TooOld: m.TooOld, Lag: m.Lag,
+			ClockAhead: m.ClockAhead, ClockAheadSeconds: m.ClockAheadSeconds, HeldRecords: m.HeldRecords}
+		switch {
+		case m.Self:
+			s := d.summary()
+			fm.Summary = &s
+		case answers[m.Name] != nil:
+			var s wire.NodeSummary
+			if err := json.Unmarshal(answers[m.Name], &s); err != nil || s.Time == "" {
+				fm.Error = "no summary in its answer (a build without the console?)"
+			} else {
+				fm.Summary = &s
+			}
+		case errs[m.Name] != "":
+			fm.Error = errs[m.Name]
+		default:
+			fm.Error = "not asked: the member is " + m.State
+		}
+		out.Members = append(out.Members, fm)
+	}
+	slices.SortFunc(out.Members, func(a, b wire.FleetMember) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// keyAcross is GET /v1/topics/{topic}/nodes/{key}: the key on every
+// member, side by side.
+func (d *Daemon) keyAcross(ctx context.Context, topic, key string, timeout time.Duration) wire.KeyAcross {
+	out := wire.KeyAcross{Topic: topic, Key: key}
+	answers, errs := d.askEach(ctx, consoleQuestion{Console: "key", Topic: topic, Key: key}, askTimeout(timeout))
+	for _, m := range d.node.Cluster().Members {
+		var k wire.KeyOnMember
+		switch {
+		case m.Self:
+			k = d.keyOnNode(topic, key)
+			k.Self = true
+		case answers[m.Name] != nil:
+			if err := json.Unmarshal(answers[m.Name], &k); err != nil || !k.Answered {
+				k = wire.KeyOnMember{Error: "no key in its answer (a build without the console?)"}
+			}
+		case errs[m.Name] != "":
+			k.Error = errs[m.Name]
+		default:
+			k.Error = "not asked: the member is " + m.State
+		}
+		k.Name = m.Name
+		out.Nodes = append(out.Nodes, k)
+	}
+	slices.SortFunc(out.Nodes, func(a, b wire.KeyOnMember) int { return strings.Compare(a.Name, b.Name) })
+	out.Same = compareKeys(out.Nodes)
+	return out
+}
+
+// compareKeys marks the answering members whose entry differs from the
+// one most answering members hold (ties: the first in order) and reports
+// whether every member answered with the same one.
+func compareKeys(nodes []wire.KeyOnMember) bool {
+	sigs := make([]string, len(nodes))
+	count := map[string]int{}
+	ref, best := "", 0
+	for i, n := range nodes {
+		if !n.Answered || n.Error != "" {
+			continue
+		}
+		sigs[i] = keySignature(n)
+		if count[sigs[i]]++; count[sigs[i]] > best {
+			ref, best = sigs[i], count[sigs[i]]
+		}
+	}
+	same := len(nodes) > 0
+	for i := range nodes {
+		answered := nodes[i].Answered && nodes[i].Error == ""
+		nodes[i].Differs = answered && sigs[i] != ref
+		same = same && answered && sigs[i] == ref
+	}
+	return same
+}
+
+// keySignature is what two members must share to hold the same key: the
+// entry (value's digest, tag, stamp, times) and the pending records.
+func keySignature(n wire.KeyOnMember) string {
+	var b strings.Builder
+	sig := func(e *wire.KeyEntry) {
+		fmt.Fprintf(&b, "%s|%s|%s|%d|%s|%s|%s|%t|%t;", e.SHA256, e.Tag, e.Origin, e.Seq, e.HLC, e.ExpiresAt, e.EffectiveAt, e.Delete, e.Cancel)
+	}
+	if n.Found && n.Entry != nil {
+		sig(n.Entry)
+	} else {
+		b.WriteString("absent;")
+	}
+	for i := range n.Pending {
+		sig(&n.Pending[i])
+	}
+	return b.String()
+}
+
+// consoleToken reads --console-token-file's token ("" without the flag).
+func (c Config) consoleToken() (string, error) {
+	if c.ConsoleTokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.ConsoleTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--console-token-file: %w", err)
+	}
+	tok, _, _ := strings.Cut(string(b), "\n")
+	if tok = strings.TrimSpace(tok); len(tok) < 16 {
+		return "", fmt.Errorf("--console-token-file: the token on its first line must be at least 16 characters, got %d", len(tok))
+	}
+	return tok, nil
+}
+
+// withConsole puts the operator console (package console) in front of
+// the metrics listener's handler.
+func (d *Daemon) withConsole(next http.Handler) (http.Handler, error) {
+	tok, err := d.cfg.consoleToken()
+	if err != nil {
+		return nil, err
+	}
+	return console.New(console.Config{API: d.api.ReadOnly(), Token: tok,
+		Loopback: loopbackAddr(d.cfg.MetricsAddr), Next: next}), nil
+}

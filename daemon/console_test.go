@@ -1,0 +1,209 @@
+package daemon
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/wire"
+)
+
+// getJSON GETs path on td's socket and decodes a 200 answer into v.
+func getJSON[T any](td *testDaemon, path string) T {
+	td.t.Helper()
+	r := td.do("GET", path, nil)
+	var v T
+	if r.status != http.StatusOK {
+		td.t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+	}
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		td.t.Fatalf("GET %s: %v: %s", path, err, r.body)
+	}
+	return v
+}
+
+func fleetMember(f wire.Fleet, name string) wire.FleetMember {
+	for _, m := range f.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return wire.FleetMember{}
+}
+
+// TestConsoleRoutes covers the console's cross-node routes on three
+// nodes: GET /v1/fleet lists every member with its own figures; GET
+// /v1/topics/{t}/nodes/{k} shows a key the same on all three, names the
+// node that differs, and shows a member that does not answer (alive, but
+// its answers held back) or is stopped as not answered, never the same.
+func TestConsoleRoutes(t *testing.T) {
+	ds := startCluster(t, 3, nil)
+	ds[0].put("prices", "sku-42", "10")
+
+	testkit.Until(t, 10*time.Second, "sku-42 the same on all three", func() string {
+		k := getJSON[wire.KeyAcross](ds[1], "/v1/topics/prices/nodes/sku-42")
+		if !k.Same {
+			b, _ := json.Marshal(k)
+			return string(b)
+		}
+		return ""
+	})
+	k := getJSON[wire.KeyAcross](ds[2], "/v1/topics/prices/nodes/sku-42")
+	if len(k.Nodes) != 3 {
+		t.Fatalf("nodes %+v; want 3", k.Nodes)
+	}
+	for _, n := range k.Nodes {
+		if !n.Answered || !n.Found || n.Differs || n.Entry.Value != "10" || n.Entry.HLC != k.Nodes[0].Entry.HLC || n.Entry.Seq != 1 {
+			t.Fatalf("%s: %+v %+v; want the value 10 at one version everywhere", n.Name, n, n.Entry)
+		}
+	}
+	if !k.Nodes[2].Self || k.Nodes[0].Self {
+		t.Fatalf("self: %+v; want node2 marked", k.Nodes)
+	}
+	absent := getJSON[wire.KeyAcross](ds[0], "/v1/topics/prices/nodes/nothing")
+	if !absent.Same || absent.Nodes[1].Found || !absent.Nodes[1].Answered {
+		t.Fatalf("a key nobody holds: %+v; want the same absence everywhere", absent)
+	}
+
+	f := getJSON[wire.Fleet](ds[0], "/v1/fleet")
+	if f.Node != "node0" || len(f.Members) != 3 {
+		t.Fatalf("fleet %+v; want node0's view of 3 members", f)
+	}
+	for _, m := range f.Members {
+		if m.State != "alive" || m.Summary == nil || m.Summary.Name != m.Name || m.Summary.Keys != 1 || m.Summary.Time == "" {
+			t.Fatalf("member %+v (summary %+v); want alive with its own figures", m, m.Summary)
+		}
+	}
+	if s := fleetMember(f, "node0").Summary; s.Published != 1 || s.Applied != 0 {
+		t.Fatalf("node0 published %d, applied %d; want 1, 0", s.Published, s.Applied)
+	}
+	if s := fleetMember(f, "node1").Summary; s.Published != 0 || s.Applied != 1 {
+		t.Fatalf("node1 published %d, applied %d; want 0, 1", s.Published, s.Applied)
+	}
+
+	// The same (origin, seq) with another value on node2: node2 differs.
+	forged := func(value string) []byte {
+		m := record.Message{Topic: "prices", Key: "forged", Value: []byte(value)}
+		b := make([]byte, 256)
+		return b[:record.Encode(b, &m, record.Stamp{Origin: 0xf0f0, Seq: 1, HLC: 1})]
+	}
+	for i, td := range ds {
+		value := "one"
+		if i == 2 {
+			value = "two"
+		}
+		if _, err := td.d.store.AppendRecord(forged(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k = getJSON[wire.KeyAcross](ds[0], "/v1/topics/prices/nodes/forged")
+	if k.Same || k.Nodes[0].Differs || k.Nodes[1].Differs || !k.Nodes[2].Differs || k.Nodes[2].Entry.Value != "two" {
+		t.Fatalf("diverged key: %+v; want node2 alone differing", k)
+	}
+
+	// node1 is alive but answers nothing: not answered, never the same.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	ds[1].d.cluster.g.SetAnswer(func(from string, q []byte) []byte { <-release; return nil })
+	start := time.Now()
+	k = getJSON[wire.KeyAcross](ds[0], "/v1/topics/prices/nodes/sku-42?timeout=300ms")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("took %v with a 300ms timeout per member", took)
+	}
+	if k.Same || k.Nodes[1].Answered || k.Nodes[1].Differs || !strings.Contains(k.Nodes[1].Error, "no answer") ||
+		!k.Nodes[0].Answered || !k.Nodes[2].Answered {
+		t.Fatalf("a silent member: %+v; want node1 shown as not answering, the others answered", k)
+	}
+	f = getJSON[wire.Fleet](ds[0], "/v1/fleet?timeout=300ms")
+	if m := fleetMember(f, "node1"); m.State != "alive" || m.Summary != nil || !strings.Contains(m.Error, "no answer") {
+		t.Fatalf("a silent member in the fleet: %+v", m)
+	}
+	unblock()
+	ds[1].d.cluster.g.SetAnswer(ds[1].d.answer)
+
+	// A stopped node: down in the fleet, not answered on a key.
+	ds[2].stop()
+	testkit.Until(t, 15*time.Second, "node2 down", func() string {
+		m := fleetMember(getJSON[wire.Fleet](ds[0], "/v1/fleet"), "node2")
+		if m.State == "alive" || m.Summary != nil {
+			return "node2: " + m.State
+		}
+		return ""
+	})
+	k = getJSON[wire.KeyAcross](ds[0], "/v1/topics/prices/nodes/sku-42")
+	if k.Same || k.Nodes[2].Answered || k.Nodes[2].Error == "" || !k.Nodes[1].Answered {
+		t.Fatalf("a stopped member: %+v", k)
+	}
+
+	if r := ds[0].do("GET", "/v1/fleet?timeout=1h", nil); r.status != http.StatusBadRequest {
+		t.Fatalf("timeout=1h: %d %s; want 400", r.status, r.body)
+	}
+}
+
+// TestConsoleListener: the metrics listener redirects / to the console,
+// serves its page, and the local API's read routes under /console/api
+// (the write routes not at all), /metrics beside them.
+func TestConsoleListener(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MetricsAddr = "127.0.0.1:0"
+	td := startDaemon(t, cfg)
+	td.put("prices", "sku-1", "7")
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	t.Cleanup(c.CloseIdleConnections)
+	base := "http://" + td.d.MetricsAddr()
+	do := func(method, path, host string) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header, string(b)
+	}
+	for _, tc := range []struct {
+		method, path, host string
+		status             int
+		has                string
+	}{
+		{"GET", "/", "", http.StatusFound, ""},
+		{"GET", "/console/", "", http.StatusOK, "<title>cachecast console</title>"},
+		{"GET", "/console/console.js", "", http.StatusOK, "api/v1"},
+		{"GET", "/console/api/v1/topics", "", http.StatusOK, `"name":"prices"`},
+		{"GET", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusOK, "7"},
+		{"GET", "/console/api/v1/fleet", "", http.StatusOK, `"node":"test-node"`},
+		{"GET", "/console/api/v1/topics/prices/nodes/sku-1", "", http.StatusOK, `"same":true`},
+		{"PUT", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"DELETE", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
+		{"POST", "/console/api/v1/repair/accept", "", http.StatusNotFound, "route_not_found"},
+		{"GET", "/console/api/v1/topics/prices/groups/g/dlq", "", http.StatusNotFound, "route_not_found"},
+		{"GET", "/console/api/v1/fleet", "evil.example:80", http.StatusForbidden, "loopback Host"},
+		{"GET", "/metrics", "", http.StatusOK, "cachecast_publish_messages_total"},
+	} {
+		status, h, body := do(tc.method, tc.path, tc.host)
+		if status != tc.status || !strings.Contains(body, tc.has) {
+			t.Errorf("%s %s (host %q): %d %q; want %d with %q", tc.method, tc.path, tc.host, status, body, tc.status, tc.has)
+		}
+		if tc.path == "/" && h.Get("Location") != "/console/" {
+			t.Errorf("/ redirects to %q; want /console/", h.Get("Location"))
+		}
+	}
+	if r := td.do("GET", "/v1/topics/prices/keys/sku-1", nil); r.status != 200 || string(r.body) != "7" {
+		t.Fatalf("the key was changed: %d %s", r.status, r.body)
+	}
+}
