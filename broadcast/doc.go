@@ -177,7 +177,7 @@
 //   - direct (Config.Tree off, TCP; with Config.TreeFrom, below that
 //     many members): one hop, r plus the origin's N-1 writes; the origin's CPU, bytes and connections per
 //     record grow with N, which puts the crossover to NATS at a few tens
-//     of writing nodes (README, from make bench-fleet);
+//     of writing nodes (docs/cluster.md, from make bench-fleet);
 //   - the relay tree (Config.Tree, cachecastd --tcp-fanout=tree): the
 //     alive members sorted by ID laid out as a k-ary heap (k =
 //     TreeDegree, default 4: node i's parent is (i-1)/k, its children

@@ -18,7 +18,7 @@
 //     tmpfs of huge pages (huge=within_size) mounted on /run/cachecast,
 //     and the drop-in that makes the service wait for it, so that the
 //     shared view's readers map it with 2 MiB pages (fewer TLB misses a
-//     random read; README and BENCHMARKS.md give the figures).
+//     random read; docs/shared-view.md and BENCHMARKS.md give the figures).
 //
 // Install (what `make install` does, DESTDIR-aware; the unit's ExecStart
 // follows PREFIX, /usr/local by default):

@@ -59,15 +59,15 @@ func TestEnvExampleCoversDaemonFlags(t *testing.T) {
 	}
 }
 
-// TestReadmeDocumentsDaemonFlags checks README.md against the daemon's
+// TestDocsDaemonFlags checks docs/configuration.md against the daemon's
 // real flags: it names every flag, and where it writes a default after
 // the name ("`--flush-interval` (100ms)") outside the CLI's section, that
 // default is the flag's.
 // The words in the brackets count as a default when they parse as the
 // flag's type (a size, a duration, a number, a word in backquotes); a
 // remark ("(ip[:port]; empty: ...)") is passed over.
-func TestReadmeDocumentsDaemonFlags(t *testing.T) {
-	readme := readFile(t, "../README.md")
+func TestDocsDaemonFlags(t *testing.T) {
+	readme := readFile(t, "../docs/configuration.md")
 	// The CLI's section has flags of its own that share names with the
 	// daemon's (--transport, --view-file): its defaults are not these.
 	daemonPart := readme
@@ -84,13 +84,13 @@ func TestReadmeDocumentsDaemonFlags(t *testing.T) {
 		}
 		named := regexp.MustCompile("--" + regexp.QuoteMeta(f.Name) + "(?:[^a-z0-9-]|$)")
 		if !named.MatchString(readme) {
-			t.Errorf("README.md does not name --%s (default %q)", f.Name, f.DefValue)
+			t.Errorf("docs/configuration.md does not name --%s (default %q)", f.Name, f.DefValue)
 			return
 		}
 		withDefault := regexp.MustCompile("`--" + regexp.QuoteMeta(f.Name) + "` \\(([^;)]*)")
 		for _, m := range withDefault.FindAllStringSubmatch(daemonPart, -1) {
 			if said, ok := readmeDefault(f, m[1]); ok && said != normalDefault(f, f.DefValue) {
-				t.Errorf("README.md gives --%s the default %q; the flag's is %q", f.Name, m[1], f.DefValue)
+				t.Errorf("docs/configuration.md gives --%s the default %q; the flag's is %q", f.Name, m[1], f.DefValue)
 			}
 		}
 	})

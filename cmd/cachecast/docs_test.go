@@ -8,12 +8,12 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// TestReadmeDocumentsCommands checks README.md's table of the CLI's
+// TestDocsCommands checks docs/cli.md's table of the CLI's
 // commands against the code: every command has a row, and its row names
 // each of the command's own flags; the flags every command takes are
 // named above the table.
-func TestReadmeDocumentsCommands(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestDocsCommands(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestReadmeDocumentsCommands(t *testing.T) {
 	every, _, _ = strings.Cut(every, "\n\n")
 	global.VisitAll(func(f *pflag.Flag) {
 		if !strings.Contains(every, "`--"+f.Name+"`") {
-			t.Errorf("README.md does not say that every command takes --%s", f.Name)
+			t.Errorf("docs/cli.md does not say that every command takes --%s", f.Name)
 		}
 	})
 	for _, cmd := range commands {
@@ -44,14 +44,14 @@ func TestReadmeDocumentsCommands(t *testing.T) {
 			}
 		}
 		if row == "" {
-			t.Errorf("README.md's table of commands has no row for %s", cmd.name)
+			t.Errorf("docs/cli.md's table of commands has no row for %s", cmd.name)
 			continue
 		}
 		fs := newFlagSet(cmd)
 		cmd.setup(fs, &g)
 		fs.VisitAll(func(f *pflag.Flag) {
 			if !strings.Contains(row, "`--"+f.Name+"`") {
-				t.Errorf("README.md's row for %s does not name --%s", cmd.name, f.Name)
+				t.Errorf("docs/cli.md's row for %s does not name --%s", cmd.name, f.Name)
 			}
 		})
 	}
