@@ -6,8 +6,10 @@
 //	cachecast [--socket PATH] COMMAND [flags] [args]
 //
 // Commands: publish, get, del, keys, watch, topics, groups, group reset,
-// dlq list, dlq show, dlq replay, status, bench, version, help.
-// `cachecast help COMMAND` or `cachecast COMMAND --help` documents each.
+// dlq list, dlq show, dlq replay, status, bench, version, completion, help.
+// `cachecast help COMMAND` or `cachecast COMMAND --help` documents each;
+// `cachecast --man` prints the manual page cachecast(1) made from the same
+// table, and `cachecast completion bash|zsh|fish` a completion script.
 //
 // The socket is --socket, else $CACHECAST_SOCKET, else ./cachecast.sock
 // (where `cachecastd` with no flags puts it). Exit status: 0 success, 1
@@ -91,13 +93,14 @@ type command struct {
 	summary string
 	help    string // more text for `cachecast help NAME`
 	minArgs int
-	maxArgs int // -1: any
+	maxArgs int      // -1: any
+	choices []string // the words the argument is one of, for completion
 	setup   func(fs *pflag.FlagSet, g *globals) func(ctx context.Context, e *env, args []string) error
 }
 
 // commands, in the order help lists them.
 var commands = []*command{
-	benchCmd, cursorDeleteCmd, cursorsCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
+	benchCmd, completionCmd, cursorDeleteCmd, cursorsCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
 	keysCmd, pendingCmd, publishCmd, repairCmd, repairAcceptCmd, statusCmd, topicsCmd, verifyCmd, versionCmd, watchCmd,
 }
 
@@ -174,6 +177,8 @@ func run(ctx context.Context, e *env, argv []string) int {
 	top.SetOutput(io.Discard)
 	top.Usage = func() {}
 	topG.register(top, e)
+	man := top.Bool("man", false, "print the manual page cachecast(1) in roff")
+	_ = top.MarkHidden("man") // for the package's build, not for people
 	if err := top.Parse(argv); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			topUsage(e.stdout, top)
@@ -182,6 +187,10 @@ func run(ctx context.Context, e *env, argv []string) int {
 		fmt.Fprintf(e.stderr, "cachecast: %v\n", err)
 		topUsage(e.stderr, top)
 		return exitUsage
+	}
+	if *man {
+		io.WriteString(e.stdout, manPage())
+		return exitOK
 	}
 	args := top.Args()
 	if len(args) == 0 {
@@ -256,11 +265,7 @@ func help(e *env, top *pflag.FlagSet, args []string) int {
 		fmt.Fprintf(e.stderr, "cachecast help: %s\n", unknownCommand(args))
 		return exitUsage
 	}
-	fs := newFlagSet(cmd)
-	var g globals
-	g.register(fs, e)
-	cmd.setup(fs, &g)
-	cmdUsage(e.stdout, cmd, fs)
+	cmdUsage(e.stdout, cmd, commandFlags(cmd, e))
 	return exitOK
 }
 

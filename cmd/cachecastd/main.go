@@ -10,6 +10,9 @@
 // (without --cluster-key-file a wider bind needs --allow-insecure-cluster).
 //
 // Signals: SIGTERM and SIGINT shut down gracefully (drain, flush, snapshot);
+// `cachecastd --man` prints the manual page cachecastd(8), made from the
+// same flags (make deb packs it).
+//
 // SIGHUP reloads the log level and the role lists from the command line,
 // the environment and --env-file. At start and on SIGHUP it warns about
 // every CACHECAST_ name of the environment or the env file that no flag
@@ -51,6 +54,8 @@ func run(args []string, lookup func(string) (string, bool), stdout io.Writer, st
 	case actionVersion:
 		fmt.Fprintf(stdout, "cachecastd %s\n", daemon.Version)
 		return exitOK
+	case actionMan:
+		return exitOK
 	}
 	log, err := daemon.NewLogger(cfg.LogFormat, stderr)
 	if err != nil {
@@ -91,6 +96,7 @@ const (
 	actionRun action = iota
 	actionHelp
 	actionVersion
+	actionMan // --man: the manual page printed
 )
 
 // parse builds the configuration: defaults, then the command line, then
@@ -105,6 +111,8 @@ func parse(args []string, lookup func(string) (string, bool), stdout io.Writer) 
 	cfg.AddFlags(fs)
 	help := fs.BoolP("help", "h", false, "show this help and exit")
 	version := fs.BoolP("version", "V", false, "print the version and exit")
+	man := fs.Bool("man", false, "print the manual page cachecastd(8) in roff and exit")
+	_ = fs.MarkHidden("man") // for the package's build, not for people
 	if err := fs.Parse(args); err != nil {
 		return cfg, actionRun, nil, err
 	}
@@ -123,6 +131,9 @@ Flags:
 		return cfg, actionHelp, nil, nil
 	case *version:
 		return cfg, actionVersion, nil, nil
+	case *man:
+		fmt.Fprint(stdout, manPage(fs))
+		return cfg, actionMan, nil, nil
 	case fs.NArg() > 0:
 		return cfg, actionRun, nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
