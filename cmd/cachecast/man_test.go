@@ -133,14 +133,14 @@ func TestBashCompletion(t *testing.T) {
 // TestFishCompletion asks fish what it would offer; zsh's script is
 // checked for syntax and loading.
 func TestFishCompletion(t *testing.T) {
-	fish := testkit.Tool(t, "fish", "fish")
+	fish := testkit.NeedTool(t, "fish", "fish")
 	script := writeScript(t, "fish")
 	for _, tt := range completions {
 		line := strings.Join(tt.line, " ")
 		out, err := exec.Command(fish, "--no-config", "-c", `source $argv[1]; complete -C $argv[2]`, script, line).CombinedOutput()
 		checkOffered(t, "fish", tt.line, string(out), err, tt.want, tt.not)
 	}
-	zsh := testkit.Tool(t, "zsh", "zsh")
+	zsh := testkit.NeedTool(t, "zsh", "zsh")
 	out, err := exec.Command(zsh, "-f", "-c", `autoload -U compinit && compinit -u -D && source $1 && whence -w _cachecast`, "zsh", writeScript(t, "zsh")).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "_cachecast: function") {
 		t.Errorf("zsh could not load the script: %v\n%s", err, out)
