@@ -127,6 +127,17 @@ func rawReply(r *bufio.Reader) (string, error) {
 	return line, nil
 }
 
+// clientFields are the field names of a CLIENT INFO reply's line.
+func clientFields(reply string) []string {
+	var out []string
+	for _, f := range strings.Fields(reply[strings.Index(reply, "\n")+1:]) {
+		if k, _, ok := strings.Cut(f, "="); ok {
+			out = append(out, strings.TrimPrefix(k, "txt:"))
+		}
+	}
+	return out
+}
+
 // kind names a reply's kind: its type byte, and for a verbatim string
 // its format too.
 func kind(reply string) string {
@@ -739,6 +750,27 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				ours, theirs := p.do(c...)
 				if kind(ours) != kind(theirs) {
 					t.Errorf("%q: cachecast answers a %s, redis-server a %s", c, kind(ours), kind(theirs))
+				}
+			}
+			// CLIENT INFO has redis-server's fields in its order (7.2's
+			// lib-name and lib-ver may follow), and INFO the fields of
+			// redis-server's that tools read.
+			{
+				ours, theirs := p.do("CLIENT", "INFO")
+				o, th := clientFields(ours), clientFields(theirs)
+				if len(o) < len(th) || !slices.Equal(o[:len(th)], th) {
+					t.Errorf("CLIENT INFO fields: cachecast %q, redis-server %q", o, th)
+				}
+				ours, theirs = p.do("INFO")
+				for _, f := range []string{"# Server", "redis_version:", "tcp_port:", "uptime_in_seconds:", "# Clients", "connected_clients:",
+					"# Memory", "used_memory:", "used_memory_rss:", "used_memory_peak:", "maxmemory:", "# Stats", "total_commands_processed:",
+					"# Replication", "role:master", "# CPU", "used_cpu_sys:", "# Keyspace", "db0:keys="} {
+					if !strings.Contains(theirs, f) {
+						t.Errorf("redis-server's INFO has no %q: %q", f, theirs)
+					}
+					if !strings.Contains(ours, f) {
+						t.Errorf("INFO has no %q (redis-server's has): %q", f, ours)
+					}
 				}
 			}
 			// COMMAND INFO's fields up to its categories are the same for

@@ -102,6 +102,8 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	c.s.stats.byCommand[setCommand.index].Add(int64(sets))
 	c.publishSets()
 	c.caching = 0 // CLIENT CACHING applies to the command after it only
+	c.showCmd(setCommand, nil)
+	c.show()
 	return used, false
 }
 

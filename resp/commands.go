@@ -159,6 +159,7 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 		if !c.inMulti && (cmd == nil || cmd.name != "client") {
 			c.caching = 0
 		}
+		c.show()
 		full = len(c.out) >= outFlushSize
 		c.mu.Unlock()
 	}()
@@ -171,6 +172,7 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 	}
 	c.s.stats.byCommand[cmd.index].Add(1)
 	c.lastCmd = cmd
+	c.showCmd(cmd, a)
 	if cmd.arity > 0 && len(a) != cmd.arity || cmd.arity < 0 && len(a) < -cmd.arity {
 		if cmd.name == "exec" {
 			// Redis's rejectCommand aborts the transaction (there may be

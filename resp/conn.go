@@ -45,8 +45,13 @@ type conn struct {
 	slot    int32 // the connection's key in the loop's epoll set
 	id      int64
 	created time.Time
-	addr    string
+	addr    string // CLIENT LIST's addr and laddr, fd
+	laddr   string
+	sockFD  int
 	peer    string // its share of the connection limits
+	// shown is the state CLIENT LIST shows of the connection, which
+	// another connection reads.
+	shown shownState
 
 	// The read role, asked again when the server's roles generation
 	// moves (RolesChanged); the connection's own goroutine only.
@@ -124,11 +129,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 		kick: make(chan struct{}, 1),
 	}
 	c.readAt = c.created
-	if a := nc.RemoteAddr(); a != nil && a.String() != "" {
-		c.addr = a.String()
-	} else {
-		c.addr = "unix"
-	}
+	c.addr, c.laddr, c.sockFD = connAddrs(nc)
+	c.shown.idleSince.Store(c.created.UnixNano())
+	c.shown.multi.Store(-1)
+	c.shown.redir.Store(-1)
 	return c
 }
 

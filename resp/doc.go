@@ -41,11 +41,22 @@
 // once the subscribed and tracking connections that lost it (they
 // receive without sending commands). Writes ask Authorize each time.
 //
-// Server: INFO [section] (server, clients, persistence with loading (1,
-// with cachecast_catch_up_lag_records, while the node catches up with its
-// cluster before its first ready; 0 after),
-// stats, replication, keyspace, and cachecast: node, origin, members and
-// their lag), COMMAND, COMMAND COUNT/LIST/INFO/DOCS, CONFIG GET (a few
+// Server: INFO [section ...] (server, with the TCP listener's tcp_port;
+// clients; memory: used_memory is what the Go runtime holds in use,
+// used_memory_rss the process's resident set (/proc/self/statm, the
+// store's mapped pages included), used_memory_peak the highest
+// used_memory INFO has seen, maxmemory the runtime's GOMEMLIMIT (0: none);
+// persistence with loading (1, with cachecast_catch_up_lag_records, while
+// the node catches up with its cluster before its first ready; 0 after);
+// stats; replication; cpu; commandstats (calls only); cluster
+// (cluster_enabled:0); keyspace: db0:keys=N,expires=0,avg_ttl=0, left out
+// with no key, as Redis does (expires is not counted); and cachecast:
+// node, origin, members and their lag; no argument or default prints all
+// but commandstats, all and everything every one, as Redis's sections);
+// CLIENT LIST and CLIENT INFO write Redis 7.2's fields in its order (addr
+// ip:port, or the Unix socket's path and :0 as Redis writes it; laddr,
+// fd, idle, flags (N, P, x, t, B, U), multi, cmd, redir, resp); the
+// buffer fields Redis keeps of its allocator are 0. COMMAND, COMMAND COUNT/LIST/INFO/DOCS, CONFIG GET (a few
 // parameters), CONFIG SET notify-keyspace-events, DBSIZE, TIME. CLUSTER
 // answers "ERR This instance has cluster support disabled": every node is
 // a standalone endpoint that holds the whole view (clients that probe for

@@ -50,16 +50,16 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 	if b[0] != '*' {
 		return parseInline(b, args, lim)
 	}
-	count, i, ok, err := parseLength(b, 1, lim.maxLine)
+	count, i, ok, err := parseLength(b, 1, lim.maxLine, "invalid multibulk length")
 	if err != nil || !ok {
 		return args, 0, len(b) + 1, err
 	}
 	switch {
 	case count < 0:
-		// A null array is no command; Redis skips it.
+		// A null or negative array is no command; Redis skips it.
 		return args, i, 0, nil
 	case count > lim.maxArgs:
-		return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: " + strconv.Itoa(count) +
+		return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: invalid multibulk length: " + strconv.Itoa(count) +
 			" arguments is more than the " + strconv.Itoa(lim.maxArgs) + " a command may have"}
 	}
 	for range count {
@@ -69,7 +69,7 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 		if b[i] != '$' {
 			return args, 0, 0, errProto("expected '$', got '" + printable(b[i]) + "'")
 		}
-		size, j, ok, err := parseLength(b, i+1, lim.maxLine)
+		size, j, ok, err := parseLength(b, i+1, lim.maxLine, "invalid bulk length")
 		if err != nil {
 			return args, 0, 0, err
 		}
@@ -80,7 +80,7 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 			return args, 0, 0, errProto("invalid bulk length")
 		}
 		if size > lim.maxBulk {
-			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: a bulk string of " + strconv.Itoa(size) +
+			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: invalid bulk length: a bulk string of " + strconv.Itoa(size) +
 				" bytes is over --max-value-size (" + strconv.Itoa(lim.maxBulk) + " bytes)"}
 		}
 		end := j + size + 2
@@ -101,8 +101,11 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 }
 
 // parseLength reads the decimal after a type byte at b[i:] up to CRLF.
-// ok is false when the line is not complete yet.
-func parseLength(b []byte, i, maxLine int) (v, next int, ok bool, err error) {
+// ok is false when the line is not complete yet. A malformed one is the
+// protocol error bad (Redis's words: "invalid multibulk length" for a
+// command's count, "invalid bulk length" for an argument's). Any
+// negative number reads as -1.
+func parseLength(b []byte, i, maxLine int, bad string) (v, next int, ok bool, err error) {
 	neg := false
 	start := i
 	if i < len(b) && b[i] == '-' {
@@ -114,31 +117,28 @@ func parseLength(b []byte, i, maxLine int) (v, next int, ok bool, err error) {
 		c := b[i]
 		if c >= '0' && c <= '9' {
 			if digits >= 10 {
-				return 0, 0, false, errProto("invalid length")
+				return 0, 0, false, errProto(bad)
 			}
 			v = v*10 + int(c-'0')
 			digits++
 			continue
 		}
 		if c != '\r' {
-			return 0, 0, false, errProto("invalid length")
+			return 0, 0, false, errProto(bad)
 		}
 		if i+1 >= len(b) {
 			return 0, 0, false, nil
 		}
 		if b[i+1] != '\n' || digits == 0 {
-			return 0, 0, false, errProto("invalid length")
+			return 0, 0, false, errProto(bad)
 		}
 		if neg {
-			if v != 1 {
-				return 0, 0, false, errProto("invalid length")
-			}
 			v = -1
 		}
 		return v, i + 2, true, nil
 	}
 	if i-start > maxLine {
-		return 0, 0, false, errProto("invalid length")
+		return 0, 0, false, errProto(bad)
 	}
 	return 0, 0, false, nil
 }

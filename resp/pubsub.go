@@ -88,6 +88,20 @@ func (p *subscriptions) dropConn(c *conn) {
 }
 
 // counts is c's channels and patterns (CLIENT LIST).
+// channelCount and patternCount are how many channels and patterns have
+// a subscriber, as INFO's pubsub_channels and pubsub_patterns.
+func (p *subscriptions) channelCount() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.channels)
+}
+
+func (p *subscriptions) patternCount() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.patterns)
+}
+
 func (p *subscriptions) counts(c *conn) (channels, patterns int) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()

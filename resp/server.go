@@ -2,6 +2,8 @@ package resp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net"
 	"strconv"
@@ -228,6 +230,8 @@ type Server struct {
 	track   tracker
 	cursors cursorTable
 	started time.Time
+	runID   string        // INFO's run_id: 40 hex digits, new at each start
+	memPeak atomic.Uint64 // INFO's used_memory_peak
 
 	stats stats
 }
@@ -264,6 +268,7 @@ func New(cfg Config) (*Server, error) {
 		peers:   map[string]int{},
 		refusal: make(chan struct{}, maxRefusing),
 		started: time.Now(),
+		runID:   newRunID(),
 		lim: limits{
 			maxBulk:  max(cfg.MaxValueSize, 64<<10),
 			maxFrame: max(cfg.MaxFrameSize, cfg.MaxValueSize+64<<10),
@@ -284,6 +289,13 @@ func New(cfg Config) (*Server, error) {
 		s.wg.Go(lp.run)
 	}
 	return s, nil
+}
+
+// newRunID is a random run id, as Redis's: 40 hex digits.
+func newRunID() string {
+	var b [20]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Serve accepts connections on ln until it is closed or the server is.

@@ -2,11 +2,9 @@ package resp
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // trackState is a connection's CLIENT TRACKING mode; the connection's own
@@ -600,31 +598,4 @@ func (c *conn) protoNow() int {
 	metaMu.Lock()
 	defer metaMu.Unlock()
 	return c.protoShared
-}
-
-func (c *conn) infoLine() string {
-	m := c.meta()
-	now := time.Now()
-	var b strings.Builder
-	b.WriteString("id=")
-	b.WriteString(strconv.FormatInt(c.id, 10))
-	b.WriteString(" addr=")
-	b.WriteString(c.addr)
-	b.WriteString(" name=")
-	b.WriteString(m.name)
-	b.WriteString(" age=")
-	b.WriteString(strconv.Itoa(int(now.Sub(c.created).Seconds())))
-	b.WriteString(" db=0 sub=")
-	subs, psubs := c.s.subs.counts(c)
-	b.WriteString(strconv.Itoa(subs))
-	b.WriteString(" psub=")
-	b.WriteString(strconv.Itoa(psubs))
-	b.WriteString(" lib-name=")
-	b.WriteString(m.libName)
-	b.WriteString(" lib-ver=")
-	b.WriteString(m.libVer)
-	b.WriteString(" resp=")
-	b.WriteString(strconv.Itoa(m.proto))
-	b.WriteString("\n")
-	return b.String()
 }

@@ -1,0 +1,158 @@
+package resp
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// shownState is what CLIENT LIST and CLIENT INFO show of a connection
+// that only its own goroutine changes: copied there after each command
+// (show), read by any connection.
+type shownState struct {
+	idleSince atomic.Int64           // UnixNano of the last read before the last command
+	cmd       atomic.Pointer[string] // the last command's full name (client|list)
+	multi     atomic.Int32           // the commands queued after MULTI, -1 outside one
+	flags     atomic.Pointer[string] // Redis's flag letters but P and U
+	redir     atomic.Int64           // CLIENT TRACKING's REDIRECT, 0 without, -1 when off
+}
+
+// Redis's flag letters of the states show copies.
+var (
+	flagsNone     = ""
+	flagsMulti    = "x"
+	flagsTrack    = "t"
+	flagsTrackB   = "tB"
+	flagsMultiTr  = "xt"
+	flagsMultiTrB = "xtB"
+)
+
+// showCmd records cmd (nil: unknown), run with the arguments a, as the
+// connection's last command, before it runs, as Redis's lastcmd.
+func (c *conn) showCmd(cmd *command, a [][]byte) {
+	switch {
+	case cmd == nil:
+	case cmd.subcommands != nil && len(a) > 1:
+		name := cmd.name + "|" + strings.ToLower(string(a[1]))
+		c.shown.cmd.Store(&name)
+	case c.shown.cmd.Load() != &cmd.name:
+		c.shown.cmd.Store(&cmd.name)
+	}
+}
+
+// show copies the connection's state for CLIENT LIST; called under mu
+// by the connection's goroutine after each command.
+func (c *conn) show() {
+	c.shown.idleSince.Store(c.readAt.UnixNano())
+	multi := int32(-1)
+	if c.inMulti {
+		multi = int32(len(c.queued))
+	}
+	c.shown.multi.Store(multi)
+	f := &flagsNone
+	switch {
+	case c.inMulti && c.trk.on && c.trk.bcast:
+		f = &flagsMultiTrB
+	case c.inMulti && c.trk.on:
+		f = &flagsMultiTr
+	case c.inMulti:
+		f = &flagsMulti
+	case c.trk.on && c.trk.bcast:
+		f = &flagsTrackB
+	case c.trk.on:
+		f = &flagsTrack
+	}
+	if c.shown.flags.Load() != f {
+		c.shown.flags.Store(f)
+	}
+	redir := int64(-1)
+	if c.trk.on {
+		redir = c.trk.redirect
+	}
+	c.shown.redir.Store(redir)
+}
+
+// connAddrs are a connection's CLIENT LIST addr and laddr, as Redis
+// writes them (ip:port; a Unix socket's path and ":0"), and its socket's
+// file descriptor (-1 when the connection has none).
+func connAddrs(nc net.Conn) (addr, laddr string, fd int) {
+	laddr = nc.LocalAddr().String()
+	addr = nc.RemoteAddr().String()
+	if _, unix := nc.LocalAddr().(*net.UnixAddr); unix {
+		laddr += ":0"
+		addr = laddr // Redis names a Unix client by the socket it came through
+	}
+	fd = -1
+	if sc, ok := nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			_ = raw.Control(func(u uintptr) { fd = int(u) })
+		}
+	}
+	return addr, laddr, fd
+}
+
+// infoLine is the connection's line of CLIENT LIST and CLIENT INFO, with
+// Redis 7.2's fields in its order. The buffer fields Redis reports of
+// its own allocator (qbuf, qbuf-free, argv-mem, multi-mem, rbs, rbp,
+// obl, oll, omem, tot-mem) are written 0, and events empty: the server
+// does not keep them per connection.
+func (c *conn) infoLine() string {
+	m := c.meta()
+	now := time.Now()
+	subs, psubs := c.s.subs.counts(c)
+	flags := ""
+	if f := c.shown.flags.Load(); f != nil {
+		flags = *f
+	}
+	if subs+psubs > 0 {
+		flags = "P" + flags
+	}
+	if _, unix := c.nc.LocalAddr().(*net.UnixAddr); unix {
+		flags += "U"
+	}
+	if flags == "" {
+		flags = "N"
+	}
+	cmd := "NULL"
+	if p := c.shown.cmd.Load(); p != nil {
+		cmd = *p
+	}
+	var b strings.Builder
+	field := func(k, v string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(v)
+	}
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	field("id", itoa(c.id))
+	field("addr", c.addr)
+	field("laddr", c.laddr)
+	field("fd", strconv.Itoa(c.sockFD))
+	field("name", m.name)
+	field("age", itoa(int64(now.Sub(c.created).Seconds())))
+	field("idle", itoa(int64(now.Sub(time.Unix(0, c.shown.idleSince.Load())).Seconds())))
+	field("flags", flags)
+	field("db", "0")
+	field("sub", strconv.Itoa(subs))
+	field("psub", strconv.Itoa(psubs))
+	field("ssub", "0")
+	field("multi", itoa(int64(c.shown.multi.Load())))
+	for _, k := range []string{"qbuf", "qbuf-free", "argv-mem", "multi-mem", "rbs", "rbp", "obl", "oll", "omem", "tot-mem"} {
+		field(k, "0")
+	}
+	field("events", "r")
+	field("cmd", cmd)
+	field("user", "default")
+	field("redir", itoa(c.shown.redir.Load()))
+	field("resp", strconv.Itoa(m.proto))
+	field("lib-name", m.libName)
+	field("lib-ver", m.libVer)
+	b.WriteByte('\n')
+	return b.String()
+}
