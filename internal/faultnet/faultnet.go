@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
 // ErrCut is the error of a dial between nodes that are cut off.
@@ -27,6 +28,9 @@ type Net struct {
 	// tamper, when set, may change the bytes a node writes on the
 	// connections it dialed, in place, before they reach the wire.
 	tamper func(from string, b []byte)
+	// delay, when set, is how long a write of node from to addr waits
+	// before it goes: a slow link, in one direction.
+	delay func(from, addr string) time.Duration
 }
 
 // New makes a network with nothing cut.
@@ -56,7 +60,7 @@ func (f *Net) Dialer(from string) func(context.Context, string) (net.Conn, error
 			return nil, ErrCut
 		}
 		f.conns[k] = append(f.conns[k], c)
-		return &tamperConn{Conn: c, f: f, from: from}, nil
+		return &tamperConn{Conn: c, f: f, from: from, addr: addr}, nil
 	}
 }
 
@@ -137,12 +141,28 @@ type tamperConn struct {
 	net.Conn
 	f    *Net
 	from string
+	addr string
+}
+
+// SetDelay sets (nil: clears) the function that says how long each write
+// of node from on a connection it dialed to addr waits before it goes:
+// a slow link, in that direction. The wait holds the writer, as a full
+// socket buffer would, so what it writes next goes after it.
+func (f *Net) SetDelay(delay func(from, addr string) time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay = delay
 }
 
 func (c *tamperConn) Write(b []byte) (int, error) {
 	c.f.mu.RLock()
-	tamper := c.f.tamper
+	tamper, delay := c.f.tamper, c.f.delay
 	c.f.mu.RUnlock()
+	if delay != nil {
+		if d := delay(c.from, c.addr); d > 0 {
+			time.Sleep(d) // the link's latency, not a wait for a condition
+		}
+	}
 	if tamper != nil {
 		b = bytes.Clone(b)
 		tamper(c.from, b)

@@ -1,0 +1,380 @@
+package daemontest_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cachecast/cachecast/daemon/daemontest"
+	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// convergeSeedEnv names the variable that replays a run of
+// TestConvergeRandomOps: the seed draws every actor's operations and
+// every delay of the links (the goroutines' interleaving is the
+// machine's, so a replay is the same workload, not the same schedule).
+const convergeSeedEnv = "CACHECAST_CONVERGE_SEED"
+
+// convergeTopic is the topic every key of the test lives in: the Redis
+// key "cv:k3" is (cv, k3).
+const convergeTopic = "cv"
+
+// writeOp is a write a client sent and the node acknowledged: a value
+// (unique in the run) or a delete.
+type writeOp struct {
+	key, value string // value "" for a DEL
+	expiresAt  int64  // the value's own expiry (Unix ms), 0: none
+	start      time.Time
+}
+
+// expiryOp is an acknowledged expiry command that answered 1: the expiry
+// it set lies in [lo, hi] (Unix ms; 0 for PERSIST), and it was sent to
+// its node between start and end.
+type expiryOp struct {
+	key        string
+	lo, hi     int64
+	start, end time.Time
+}
+
+// history is what the actors' clients were told.
+type history struct {
+	mu       sync.Mutex
+	values   map[string]writeOp // by value
+	expiries []expiryOp
+}
+
+// actor is one client of one node, drawing its operations from rng.
+type actor struct {
+	node int
+	rc   *goredis.Client
+	rng  *rand.Rand
+	h    *history
+	n    int // values written, for unique values
+}
+
+// convergeOp is one kind of operation of the randomized test: weight is
+// its share of the draws, run sends it and records what was
+// acknowledged. New kinds (counters, MULTI) add a row to convergeOps
+// and, if they need one, a check to checkConverged.
+type convergeOp struct {
+	name   string
+	weight int
+	run    func(ctx context.Context, a *actor) error
+}
+
+var convergeOps = []convergeOp{
+	{"SET", 30, func(ctx context.Context, a *actor) error {
+		k, v := a.key(), a.value()
+		var exp int64
+		args := []any{"SET", k, v}
+		if a.rng.IntN(3) == 0 {
+			exp = a.farExpiry()
+			args = append(args, "PXAT", exp)
+		}
+		return a.write(ctx, args, []writeOp{{key: k, value: v, expiresAt: exp}})
+	}},
+	{"MSET", 10, func(ctx context.Context, a *actor) error {
+		keys := a.distinctKeys(2 + a.rng.IntN(2))
+		args := []any{"MSET"}
+		var ws []writeOp
+		for _, k := range keys {
+			v := a.value()
+			args = append(args, k, v)
+			ws = append(ws, writeOp{key: k, value: v})
+		}
+		return a.write(ctx, args, ws)
+	}},
+	{"DEL", 8, func(ctx context.Context, a *actor) error {
+		k := a.key()
+		return a.write(ctx, []any{"DEL", k}, []writeOp{{key: k}})
+	}},
+	{"EXPIRE", 12, func(ctx context.Context, a *actor) error {
+		s := 3600 + a.rng.Int64N(3600)
+		return a.expire(ctx, "EXPIRE", s, func(sent int64) int64 { return sent + s*1000 })
+	}},
+	{"PEXPIRE", 12, func(ctx context.Context, a *actor) error {
+		ms := 3_600_000 + a.rng.Int64N(3_600_000)
+		return a.expire(ctx, "PEXPIRE", ms, func(sent int64) int64 { return sent + ms })
+	}},
+	{"EXPIREAT", 8, func(ctx context.Context, a *actor) error {
+		at := a.farExpiry() / 1000
+		return a.expire(ctx, "EXPIREAT", at, func(int64) int64 { return at * 1000 })
+	}},
+	{"PEXPIREAT", 8, func(ctx context.Context, a *actor) error {
+		at := a.farExpiry()
+		return a.expire(ctx, "PEXPIREAT", at, func(int64) int64 { return at })
+	}},
+	{"PERSIST", 12, func(ctx context.Context, a *actor) error {
+		k := a.key()
+		start := time.Now()
+		n, err := a.rc.Do(ctx, "PERSIST", k).Int()
+		if err != nil || n == 0 {
+			return err
+		}
+		a.h.addExpiry(expiryOp{key: k, start: start, end: time.Now()})
+		return nil
+	}},
+}
+
+// convergeKeys is how many keys the actors share: few, so that they
+// write the same keys at the same moments.
+const convergeKeys = 6
+
+func (a *actor) key() string { return convergeTopic + ":k" + strconv.Itoa(a.rng.IntN(convergeKeys)) }
+
+func (a *actor) distinctKeys(n int) []string {
+	var ks []string
+	for len(ks) < n {
+		if k := a.key(); !slices.Contains(ks, k) {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+func (a *actor) value() string {
+	a.n++
+	return fmt.Sprintf("n%d-%d-%d", a.node, a.rng.Int64(), a.n)
+}
+
+// farExpiry is an instant 1 to 3 hours ahead: nothing expires during
+// the run, so each key's expiry says which command set it.
+func (a *actor) farExpiry() int64 {
+	return time.Now().Add(time.Hour).UnixMilli() + a.rng.Int64N(2*3_600_000)
+}
+
+func (a *actor) write(ctx context.Context, args []any, ws []writeOp) error {
+	start := time.Now()
+	if err := a.rc.Do(ctx, args...).Err(); err != nil {
+		return err
+	}
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	for _, w := range ws {
+		w.start = start
+		if w.value != "" {
+			a.h.values[w.value] = w
+		}
+	}
+	return nil
+}
+
+// expire sends name key n and records the expiry at(t) for a t between
+// the sending and the answer (Unix ms).
+func (a *actor) expire(ctx context.Context, name string, n int64, at func(int64) int64) error {
+	k := a.key()
+	start := time.Now()
+	r, err := a.rc.Do(ctx, name, k, n).Int()
+	end := time.Now()
+	if err != nil || r == 0 {
+		return err
+	}
+	a.h.addExpiry(expiryOp{key: k, lo: at(start.UnixMilli()), hi: at(end.UnixMilli()), start: start, end: end})
+	return nil
+}
+
+func (h *history) addExpiry(e expiryOp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.expiries = append(h.expiries, e)
+}
+
+// convergeSeed is the seed of the run: the environment's, or a new one.
+func convergeSeed(t *testing.T) uint64 {
+	if s := os.Getenv(convergeSeedEnv); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", convergeSeedEnv, s, err)
+		}
+		return seed
+	}
+	return rand.Uint64()
+}
+
+// TestConvergeRandomOps is the fleet's write semantics under concurrent
+// clients: 3 daemons whose links delay every write at random, and on
+// every node actors sending SET, MSET, DEL and the expiry commands
+// (convergeOps) to the same few keys at once. Once the nodes converged,
+// every node holds the same entry for every key, that entry is the
+// last-writer-wins winner of the writes clients sent (never a value a
+// later command wrote again: no command may revert a newer value), and
+// its expiry is the value's own or one an expiry command set while that
+// value was there. The seed is logged; CACHECAST_CONVERGE_SEED=<seed>
+// replays the workload.
+func TestConvergeRandomOps(t *testing.T) {
+	seed := convergeSeed(t)
+	t.Logf("seed %d (replay: %s=%d)", seed, convergeSeedEnv, seed)
+	c := daemontest.NewCluster(t, 3, nil)
+	var dmu sync.Mutex
+	drng := rand.New(rand.NewPCG(seed, 1))
+	c.Net.SetDelay(func(string, string) time.Duration {
+		dmu.Lock()
+		defer dmu.Unlock()
+		return time.Duration(drng.IntN(30)) * time.Millisecond
+	})
+	h := &history{values: map[string]writeOp{}}
+	total := 0
+	for _, op := range convergeOps {
+		total += op.weight
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const actorsPerNode, opsPerActor = 2, 120
+	var wg sync.WaitGroup
+	errs := make(chan error, len(c.Nodes)*actorsPerNode)
+	for i, nd := range c.Nodes {
+		for j := range actorsPerNode {
+			rc := goredis.NewClient(&goredis.Options{Network: "unix", Addr: nd.D.RedisSocketPath(), Protocol: 2,
+				MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second})
+			defer rc.Close()
+			a := &actor{node: i, rc: rc, rng: rand.New(rand.NewPCG(seed, uint64(2+i*actorsPerNode+j))), h: h}
+			wg.Go(func() {
+				for range opsPerActor {
+					w := a.rng.IntN(total)
+					for _, op := range convergeOps {
+						if w -= op.weight; w < 0 {
+							if err := op.run(ctx, a); err != nil {
+								errs <- fmt.Errorf("node%d %s: %w", a.node, op.name, err)
+								return
+							}
+							break
+						}
+					}
+					if a.rng.IntN(4) == 0 {
+						time.Sleep(time.Duration(a.rng.IntN(3)) * time.Millisecond) // pacing: the clients' think time
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	c.Net.SetDelay(nil)
+	c.WaitConverged(20 * time.Second)
+	checkConverged(t, c, h)
+}
+
+// checkConverged checks the converged nodes against what the clients
+// were told (see TestConvergeRandomOps).
+func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
+	t.Helper()
+	st := c.Nodes[0].D.Store()
+	winners := lwwWinners(t, st, h)
+	for k := range convergeKeys {
+		key := "k" + strconv.Itoa(k)
+		want, wantFound := st.Get(convergeTopic, key)
+		for _, nd := range c.Nodes[1:] {
+			if got, found := nd.D.Store().Get(convergeTopic, key); found != wantFound ||
+				found && (string(got.Value) != string(want.Value) || got.Stamp != want.Stamp || got.ExpiresAt != want.ExpiresAt) {
+				t.Errorf("%s: %s holds %q %+v (found %v), node0 %q %+v (found %v)", key, nd.Config.NodeName,
+					got.Value, got.Stamp, found, want.Value, want.Stamp, wantFound)
+			}
+		}
+		w, ok := winners[key]
+		switch {
+		case !ok && wantFound:
+			t.Errorf("%s: no client wrote it, the fleet holds %q", key, want.Value)
+			continue
+		case !ok:
+			continue
+		case w.Kind() == record.KindTombstone:
+			if wantFound {
+				t.Errorf("%s: the last write was a DEL (stamp %d/%d), the fleet holds %q stamped %+v", key, w.HLC(), w.Origin(), want.Value, want.Stamp)
+			}
+			continue
+		case !wantFound:
+			t.Errorf("%s: the last write set %q (stamp %d/%d), the fleet holds nothing", key, w.Value(), w.HLC(), w.Origin())
+			continue
+		case string(want.Value) != string(w.Value()) || want.Stamp != w.Stamp():
+			t.Errorf("%s: the fleet holds %q stamped %+v, the last write a client sent set %q stamped %+v (a reverted value)",
+				key, want.Value, want.Stamp, w.Value(), w.Stamp())
+			continue
+		}
+		if !expiryAllowed(h, key, string(w.Value()), int64(w.ExpiresAt()), want.ExpiresAt) {
+			t.Errorf("%s: %q expires at %d, which neither its write nor an expiry command sent while it was there set", key, want.Value, want.ExpiresAt)
+		}
+	}
+}
+
+// lwwWinners reads node st's log: for each key, the record that wins by
+// (HLC, origin) among the values and deletes clients sent (a value's
+// first record: a later record of the same value is a command's copy of
+// it, not a write). The records are copied.
+func lwwWinners(t *testing.T, st *store.Store, h *history) map[string]record.Record {
+	t.Helper()
+	first := map[string]record.Record{} // by value
+	dels := map[string][]record.Record{}
+	for origin, last := range st.LogVector() {
+		if _, err := st.ReadOrigin(origin, 1, last, func(r record.Record) error {
+			if string(r.Topic()) != convergeTopic {
+				return nil
+			}
+			switch r.Kind() {
+			case record.KindTombstone:
+				dels[string(r.Key())] = append(dels[string(r.Key())], slices.Clone(r))
+			case record.KindValue:
+				v := string(r.Value())
+				if _, sent := h.values[v]; sent {
+					if f, ok := first[v]; !ok || stampAfter(f, r) {
+						first[v] = slices.Clone(r)
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	winners := map[string]record.Record{}
+	consider := func(r record.Record) {
+		k := string(r.Key())
+		if w, ok := winners[k]; !ok || stampAfter(r, w) {
+			winners[k] = r
+		}
+	}
+	for _, r := range first {
+		consider(r)
+	}
+	for _, rs := range dels {
+		for _, r := range rs {
+			consider(r)
+		}
+	}
+	return winners
+}
+
+// stampAfter reports whether a's (HLC, origin) is greater than b's.
+func stampAfter(a, b record.Record) bool {
+	if a.HLC() != b.HLC() {
+		return a.HLC() > b.HLC()
+	}
+	return a.Origin() > b.Origin()
+}
+
+// expiryAllowed reports whether the fleet's expiry got for key, whose
+// value is value (own expiry own), is own or one an expiry command that
+// answered 1 after that value was sent set.
+func expiryAllowed(h *history, key, value string, own, got int64) bool {
+	if got == own {
+		return true
+	}
+	sent := h.values[value].start
+	for _, e := range h.expiries {
+		if e.key == convergeTopic+":"+key && e.end.After(sent) && got >= e.lo && got <= e.hi {
+			return true
+		}
+	}
+	return false
+}
