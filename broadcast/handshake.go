@@ -73,10 +73,11 @@ const (
 	// vectors, the entries sent only where the digests differ; 6
 	// compares those digests at a cut both sides agree on (a moment
 	// cutIntervals SyncIntervals back), so that records on their way
-	// make no difference. A connection to a build of [2,2] speaks 2, to
-	// one of [2,4] speaks 4.
+	// make no difference; 7 carries records of version 3 (an expiry
+	// change, record.KindExpiry), which builds of 6 and before refuse. A
+	// connection to a build of [2,2] speaks 2, to one of [2,4] speaks 4.
 	ProtocolMin = 2
-	ProtocolMax = 6
+	ProtocolMax = 7
 
 	// ProtocolTimed is the first version whose connections carry records
 	// of version 2. On a connection of an older version a node sends
@@ -95,11 +96,19 @@ const (
 	// their digests are computed at (cut.go); a connection of 5 compares
 	// every origin's highest seq, as the older build does.
 	ProtocolCut = 6
+
+	// ProtocolExpiry is the first version whose connections carry
+	// records of version 3 (expiry changes); on an older connection they
+	// are held back as ProtocolTimed holds back version 2.
+	ProtocolExpiry = 7
 )
 
 // maxRecordVersion is the newest record version a connection of
 // protocol proto carries.
 func maxRecordVersion(proto uint8) byte {
+	if proto >= ProtocolExpiry {
+		return record.Version3
+	}
 	if proto >= ProtocolTimed {
 		return record.Version2
 	}

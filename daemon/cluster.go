@@ -305,12 +305,13 @@ func (c *cluster) refresh() {
 }
 
 // tooOld names the alive members, this node included, whose data
-// protocol is below broadcast.ProtocolTimed: they refuse records with
-// time fields, so none may be written while one is alive (fleet_too_old).
-func (c *cluster) tooOld() []string {
+// protocol is below need (broadcast.ProtocolTimed: they refuse records
+// with time fields; ProtocolExpiry: expiry changes), so that none such
+// is written while one is alive (fleet_too_old).
+func (c *cluster) tooOld(need uint8) []string {
 	var old []string
 	for _, m := range c.g.Alive() {
-		if m.Proto < broadcast.ProtocolTimed {
+		if m.Proto < need {
 			old = append(old, fmt.Sprintf("%s (protocol %d)", m.Name, m.Proto))
 		}
 	}

@@ -140,22 +140,31 @@ func (n *node) Cluster() wire.ClusterStatus {
 
 // fleetCanWrite refuses msgs with fleet_too_old when one of them has a
 // time field and an alive member runs a build that refuses such records
-// (see "Upgrades" in DESIGN.md). A batch's marking needs the same record
-// version: while such a member is alive it is dropped, and the batch is
-// written as older builds write one, its records applied one by one.
+// (see "Upgrades" in DESIGN.md), or is an expiry change and an alive
+// member runs a build before record version 3. A batch's marking needs
+// record version 2: while a member below it is alive it is dropped, and
+// the batch is written as older builds write one, its records applied
+// one by one.
 func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 	if d.cluster == nil {
 		return nil
 	}
-	timed, batch := false, false
+	timed, batch, change := false, false, false
 	for i := range msgs {
 		timed = timed || msgs[i].TimeFields()
 		batch = batch || msgs[i].BatchFollow != 0
+		change = change || msgs[i].ExpiryChange()
+	}
+	if change {
+		if old := d.cluster.tooOld(broadcast.ProtocolExpiry); len(old) > 0 {
+			return wire.Errorf(wire.CodeFleetTooOld, "an expiry change (EXPIRE, PERSIST) needs every alive member at data protocol %d or later; upgrade these first: %s (nothing was written)",
+				broadcast.ProtocolExpiry, strings.Join(old, ", "))
+		}
 	}
 	if !timed && !batch {
 		return nil
 	}
-	old := d.cluster.tooOld()
+	old := d.cluster.tooOld(broadcast.ProtocolTimed)
 	if len(old) == 0 {
 		return nil
 	}

@@ -351,9 +351,10 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change), end func
 	seen := st.LogVector()
 	events, _ := st.TimeEvents(0, nil)
 	deliver := func(r record.Record) error {
+		change := r.Kind() == record.KindExpiry
 		fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
 			Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(),
-			Scheduled: r.EffectiveAt() != 0})
+			Scheduled: r.EffectiveAt() != 0 && !change, ExpiryChange: change, Persist: change && r.ExpiresAt() == 0})
 		return nil
 	}
 	type originSeq struct{ origin, seq uint64 }

@@ -358,6 +358,10 @@ func (s *Server) changed(ch Change) {
 	switch {
 	case ch.Event == "expired":
 		event, class = eventExpired, notifyExpired
+	case ch.ExpiryChange && ch.Persist:
+		event, class = eventPersist, notifyGeneric
+	case ch.ExpiryChange:
+		event, class = eventExpire, notifyGeneric
 	case ch.Delete:
 		event, class = eventDel, notifyGeneric
 	default:
@@ -386,6 +390,8 @@ var (
 	eventSet     = keyEvent{[]byte("set"), "__keyevent@0__:set"}
 	eventDel     = keyEvent{[]byte("del"), "__keyevent@0__:del"}
 	eventExpired = keyEvent{[]byte("expired"), "__keyevent@0__:expired"}
+	eventExpire  = keyEvent{[]byte("expire"), "__keyevent@0__:expire"}
+	eventPersist = keyEvent{[]byte("persist"), "__keyevent@0__:persist"}
 )
 
 // changesEnd ends a round of the follower: the invalidations and messages

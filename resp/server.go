@@ -132,6 +132,10 @@ type Change struct {
 	// scheduled record took effect: Value and Delete say what the key
 	// holds now) for a change no record brought; "" for a record.
 	Event string
+	// ExpiryChange: the record changed the expiry of a version of the
+	// key (EXPIRE, PERSIST; record.KindExpiry), Persist that it removed
+	// it. Value is that version's, not a new one.
+	ExpiryChange, Persist bool
 }
 
 // Status is the node's state as INFO shows it.

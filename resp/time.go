@@ -16,8 +16,10 @@ import (
 // EXPIRETIME, PEXPIRETIME) and cachecast's own scheduled values (SET ...
 // EFFECTIVEAT, CACHECAST.PENDING, CACHECAST.CANCEL). An expiry is carried
 // by the record and decided on every node by its own clock (DESIGN.md,
-// "Time"); EXPIRE and PERSIST write the key's value again with the new
-// expiry.
+// "Time"). EXPIRE and PERSIST write an expiry change bound to the
+// version of the key this node holds (record.KindExpiry): it gives that
+// version the new expiry and does nothing to any other, so it never
+// brings an older value back over a newer one another node wrote.
 
 func timeCommands() []*command {
 	ro := []string{"readonly", "fast"}
@@ -25,11 +27,11 @@ func timeCommands() []*command {
 	return []*command{
 		{name: "setex", arity: 4, flags: wr, first: 1, last: 1, step: 1, group: "string", summary: "SET key value EX seconds.", fn: cmdSetEx, write: true},
 		{name: "psetex", arity: 4, flags: wr, first: 1, last: 1, step: 1, group: "string", summary: "SET key value PX milliseconds.", fn: cmdSetEx, write: true},
-		{name: "expire", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Writes the value again with an expiry in seconds (NX, XX, GT, LT).", fn: cmdExpire, write: true},
+		{name: "expire", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Sets the expiry, in seconds, of the key's version this node holds (NX, XX, GT, LT).", fn: cmdExpire, write: true},
 		{name: "pexpire", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Like EXPIRE, in milliseconds.", fn: cmdExpire, write: true},
 		{name: "expireat", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Like EXPIRE, at a Unix time in seconds.", fn: cmdExpire, write: true},
 		{name: "pexpireat", arity: -3, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Like EXPIRE, at a Unix time in milliseconds.", fn: cmdExpire, write: true},
-		{name: "persist", arity: 2, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Writes the value again without its expiry.", fn: cmdPersist, write: true},
+		{name: "persist", arity: 2, flags: []string{"write", "fast"}, first: 1, last: 1, step: 1, group: "generic", summary: "Removes the expiry of the key's version this node holds.", fn: cmdPersist, write: true},
 		{name: "expiretime", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "The expiry as a Unix time in seconds, -1 (none) or -2 (no key).", fn: cmdExpireTime, inMulti: true},
 		{name: "pexpiretime", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "generic", summary: "The expiry as a Unix time in milliseconds, -1 or -2.", fn: cmdExpireTime, inMulti: true},
 		{name: "cachecast.pending", arity: 2, flags: []string{"readonly"}, first: 1, last: 1, step: 1, group: "cachecast", summary: "The scheduled values of a key not in force yet: [effective-at-ms, value or nil (a delete)] pairs.", fn: cmdPending, inMulti: true},
@@ -149,6 +151,8 @@ func cmdSetWithOptions(c *conn, a [][]byte) {
 		return
 	}
 	if keep {
+		// A full write of the client's value; the expiry kept is this
+		// node's view of the key's (docs/redis.md).
 		if e, found := c.lookup(a[1]); found {
 			m.ExpiresAt = e.ExpiresAt
 		}
@@ -240,19 +244,32 @@ func cmdExpire(c *conn, a [][]byte) {
 		c.integer(0)
 		return
 	}
-	m, ok := c.message(a[1], e.Value, false)
+	if at <= now.UnixMilli() {
+		// Already past: the version expires now (never 0, which is
+		// "none", nor at or before its effective time).
+		at = max(at, 1, e.EffectiveAt+1)
+	}
+	m, ok := c.expiryChange(a[1], e, at)
 	if !ok {
 		return
-	}
-	m.Tag = strings.Clone(e.Tag)
-	if at <= now.UnixMilli() {
-		m = record.Message{Topic: m.Topic, Key: m.Key, Delete: true} // already past: the key goes
-	} else {
-		m.ExpiresAt = at
 	}
 	if c.publish([]record.Message{m}) {
 		c.integer(1)
 	}
+}
+
+// expiryChange is the message that gives e, the version of the key name
+// this node holds, the expiry at (0: none), and nothing else: an expiry
+// change bound to e's stamp (record.KindExpiry). It carries e's value
+// and tag as that version's, never as a write of its own.
+func (c *conn) expiryChange(name []byte, e storeview.Entry, at int64) (record.Message, bool) {
+	m, ok := c.message(name, e.Value, false)
+	if !ok {
+		return m, false
+	}
+	m.Tag = strings.Clone(e.Tag)
+	m.EffectiveAt, m.ExpiresAt, m.ExpiryOf = e.EffectiveAt, at, e.Stamp
+	return m, true
 }
 
 func cmdPersist(c *conn, a [][]byte) {
@@ -265,11 +282,10 @@ func cmdPersist(c *conn, a [][]byte) {
 		c.integer(0)
 		return
 	}
-	m, ok := c.message(a[1], e.Value, false)
+	m, ok := c.expiryChange(a[1], e, 0)
 	if !ok {
 		return
 	}
-	m.Tag = strings.Clone(e.Tag)
 	if c.publish([]record.Message{m}) {
 		c.integer(1)
 	}

@@ -118,6 +118,12 @@ type Delivery struct {
 	// line, only when set.
 	ExpiresAt, EffectiveAt int64
 	Cancel                 bool
+	// ExpiryOfOrigin and ExpiryOfSeq, when set, make the message an
+	// expiry change (EXPIRE, PERSIST) of the key's version they name:
+	// "expiry_of":{"origin":"..","seq":N} on the line. Its value is that
+	// version's, not a new one; no "expires_at" means the expiry was
+	// removed.
+	ExpiryOfOrigin, ExpiryOfSeq uint64
 }
 
 // AppendDelivery appends d's line (without the newline).
@@ -172,6 +178,13 @@ func appendDeliveryFields(b []byte, d *Delivery) []byte {
 	}
 	if d.Cancel {
 		b = append(b, `,"cancel":true`...)
+	}
+	if d.ExpiryOfOrigin != 0 {
+		b = append(b, `,"expiry_of":{"origin":"`...)
+		b = appendOrigin(b, d.ExpiryOfOrigin)
+		b = append(b, `","seq":`...)
+		b = strconv.AppendUint(b, d.ExpiryOfSeq, 10)
+		b = append(b, '}')
 	}
 	return b
 }

@@ -264,6 +264,11 @@ func TestConvergeRandomOps(t *testing.T) {
 	c.Net.SetDelay(nil)
 	c.WaitConverged(20 * time.Second)
 	checkConverged(t, c, h)
+	// The run tested something: values written and expiries changed.
+	if len(h.values) < 100 || len(h.expiries) < 20 {
+		t.Fatalf("only %d values written and %d expiry commands applied", len(h.values), len(h.expiries))
+	}
+	t.Logf("%d values written, %d expiry commands applied", len(h.values), len(h.expiries))
 }
 
 // checkConverged checks the converged nodes against what the clients
@@ -271,7 +276,7 @@ func TestConvergeRandomOps(t *testing.T) {
 func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
 	t.Helper()
 	st := c.Nodes[0].D.Store()
-	winners := lwwWinners(t, st, h)
+	winners, changes := lwwWinners(t, st, h)
 	for k := range convergeKeys {
 		key := "k" + strconv.Itoa(k)
 		want, wantFound := st.Get(convergeTopic, key)
@@ -305,23 +310,39 @@ func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
 		if !expiryAllowed(h, key, string(w.Value()), int64(w.ExpiresAt()), want.ExpiresAt) {
 			t.Errorf("%s: %q expires at %d, which neither its write nor an expiry command sent while it was there set", key, want.Value, want.ExpiresAt)
 		}
+		// The rule: the expiry change of this version with the greatest
+		// stamp, else the version's own expiry; a change of another
+		// version counts for nothing.
+		wantExp, by := int64(w.ExpiresAt()), record.Record(nil)
+		for _, x := range changes[key] {
+			if x.Target() == w.Stamp() && (by == nil || stampAfter(x, by)) {
+				wantExp, by = int64(x.ExpiresAt()), x
+			}
+		}
+		if want.ExpiresAt != wantExp {
+			t.Errorf("%s: %q expires at %d, the rule says %d", key, want.Value, want.ExpiresAt, wantExp)
+		}
 	}
 }
 
 // lwwWinners reads node st's log: for each key, the record that wins by
 // (HLC, origin) among the values and deletes clients sent (a value's
 // first record: a later record of the same value is a command's copy of
-// it, not a write). The records are copied.
-func lwwWinners(t *testing.T, st *store.Store, h *history) map[string]record.Record {
+// it, not a write), and the key's expiry changes. The records are
+// copied.
+func lwwWinners(t *testing.T, st *store.Store, h *history) (winners map[string]record.Record, changes map[string][]record.Record) {
 	t.Helper()
 	first := map[string]record.Record{} // by value
 	dels := map[string][]record.Record{}
+	changes = map[string][]record.Record{}
 	for origin, last := range st.LogVector() {
 		if _, err := st.ReadOrigin(origin, 1, last, func(r record.Record) error {
 			if string(r.Topic()) != convergeTopic {
 				return nil
 			}
 			switch r.Kind() {
+			case record.KindExpiry:
+				changes[string(r.Key())] = append(changes[string(r.Key())], slices.Clone(r))
 			case record.KindTombstone:
 				dels[string(r.Key())] = append(dels[string(r.Key())], slices.Clone(r))
 			case record.KindValue:
@@ -337,7 +358,7 @@ func lwwWinners(t *testing.T, st *store.Store, h *history) map[string]record.Rec
 			t.Fatal(err)
 		}
 	}
-	winners := map[string]record.Record{}
+	winners = map[string]record.Record{}
 	consider := func(r record.Record) {
 		k := string(r.Key())
 		if w, ok := winners[k]; !ok || stampAfter(r, w) {
@@ -352,7 +373,7 @@ func lwwWinners(t *testing.T, st *store.Store, h *history) map[string]record.Rec
 			consider(r)
 		}
 	}
-	return winners
+	return winners, changes
 }
 
 // stampAfter reports whether a's (HLC, origin) is greater than b's.

@@ -987,7 +987,9 @@ func newCursorAnswer(c store.CursorInfo) wire.Cursor {
 // is the subscribed one (a consumer group's replayed message's record
 // names the retry topic).
 func delivery(offset uint64, topic []byte, r record.Record) wire.Delivery {
+	target := r.Target()
 	return wire.Delivery{Offset: offset, Topic: topic, Key: r.Key(), Tag: r.Tag(), Value: r.Value(),
 		Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(), HLC: r.HLC(), Time: record.HLCTime(r.HLC()),
-		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), Cancel: r.Kind() == record.KindCancel}
+		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), Cancel: r.Kind() == record.KindCancel,
+		ExpiryOfOrigin: target.Origin, ExpiryOfSeq: target.Seq}
 }

@@ -69,6 +69,27 @@ var (
 // needs one of the four (the encoding is canonical: the same message is
 // always the same bytes); kind 3 (cancel) exists only in version 2.
 //
+// Version 3 (Version3) is an expiry change (kind 5, KindExpiry, and only
+// it): EXPIRE, PERSIST and the like change the expiry of one version of
+// a key, the one they saw, and nothing else (see "Time" in DESIGN.md).
+// Its header is 88 bytes: version 2's 64, where expires at is the new
+// expiry (0: none, a PERSIST) and effective at the changed version's
+// effective_at (0: an ordinary write), then the changed version's stamp:
+//
+//	64                              72                              80
+//	|  target hlc (u64)             |  target origin (u64) != 0     |
+//	+-------------------------------+-------------------------------+
+//	80                              88
+//	|  target seq (u64) != 0        | topic | key | tag | value | pad
+//	+-------------------------------+
+//
+// tag and value are the target version's own (so that a node that holds
+// the version expired already, or not yet, can serve it from this record
+// alone): the record never makes a version of its own, it only ever
+// gives the target version this expiry, and does nothing to any other.
+// Its own stamp (origin, seq, hlc) orders the expiry changes of one
+// version: the greatest wins.
+//
 // All integers are little endian. size counts the header and the four
 // fields, not the padding; the record occupies Padded(size) bytes of the log.
 // The CRC-32C (Castagnoli) covers bytes [8, size). A size of zero means
@@ -90,6 +111,13 @@ const (
 	Version2 = 2
 	// HeaderSizeV2 is the header of a version 2 record.
 	HeaderSizeV2 = 64
+	// Version3 is the version of an expiry change (KindExpiry), which
+	// builds before it refuse: a node sends one only on data protocol 7
+	// and later (package broadcast, ProtocolExpiry).
+	Version3 = 3
+	// HeaderSizeV3 is the header of a version 3 record: version 2's and
+	// the target version's stamp.
+	HeaderSizeV3 = 88
 )
 
 // Kind says what a record does to the key/value view.
@@ -111,9 +139,14 @@ const (
 	// leaves the node and the view ignores it (it has no key). Version 1
 	// only.
 	KindLost Kind = 4
+	// KindExpiry changes the expiry of one version of (topic, key), the
+	// one its target stamp names, and of no other: see Version3 and
+	// "Time" in DESIGN.md. Version 3 only.
+	KindExpiry Kind = 5
 )
 
-// String returns "value", "tombstone", "cancel", "lost" or kind(N).
+// String returns "value", "tombstone", "cancel", "lost", "expiry" or
+// kind(N).
 func (k Kind) String() string {
 	switch k {
 	case KindValue:
@@ -124,6 +157,8 @@ func (k Kind) String() string {
 		return "cancel"
 	case KindLost:
 		return "lost"
+	case KindExpiry:
+		return "expiry"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -166,7 +201,17 @@ type Message struct {
 	// BatchFollow is how many messages of the same batch come after this
 	// one; Together sets it. A batch's records become visible together.
 	BatchFollow uint32
+	// ExpiryOf, when its Origin is set, makes the message an expiry
+	// change (KindExpiry) of the version of (Topic, Key) it stamps, and
+	// of no other: Tag and Value are that version's, EffectiveAt its
+	// effective_at (0 for an ordinary write), ExpiresAt the new expiry
+	// (0: none).
+	ExpiryOf Stamp
 }
+
+// ExpiryChange reports whether the message is an expiry change
+// (ExpiryOf set): a version 3 record.
+func (m *Message) ExpiryChange() bool { return m.ExpiryOf.Origin != 0 }
 
 // Together marks ms as one batch whose records become visible together on
 // every node (each message's BatchFollow). A batch of one is left alone.
@@ -182,6 +227,8 @@ func Together(ms []Message) {
 // Kind is the record kind this message is written as.
 func (m *Message) Kind() Kind {
 	switch {
+	case m.ExpiryChange():
+		return KindExpiry
 	case m.Cancel:
 		return KindCancel
 	case m.Delete:
@@ -192,7 +239,7 @@ func (m *Message) Kind() Kind {
 
 // timed reports whether the message needs a version 2 record.
 func (m *Message) timed() bool {
-	return m.TimeFields() || m.BatchFollow != 0
+	return m.TimeFields() || m.BatchFollow != 0 || m.ExpiryChange()
 }
 
 // TimeFields reports whether the message carries an expiry, an effective
@@ -205,6 +252,9 @@ func (m *Message) TimeFields() bool {
 
 // headerSize is the header of the record the message becomes.
 func (m *Message) headerSize() int {
+	if m.ExpiryChange() {
+		return HeaderSizeV3
+	}
 	if m.timed() {
 		return HeaderSizeV2
 	}
@@ -241,6 +291,8 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: a cancel needs the effective time it cancels, and no value", ErrInvalid)
 	case m.ExpiresAt != 0 && m.EffectiveAt != 0 && m.ExpiresAt <= m.EffectiveAt:
 		return fmt.Errorf("%w: the expiry is not after the effective time", ErrInvalid)
+	case m.ExpiryChange() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryOf.Seq == 0 || m.ExpiryOf.HLC == 0):
+		return fmt.Errorf("%w: an expiry change needs a key and the whole stamp of a value it changes", ErrInvalid)
 	}
 	return nil
 }
@@ -267,6 +319,13 @@ func Encode(dst []byte, m *Message, st Stamp) int {
 		binary.LittleEndian.PutUint64(dst[48:], uint64(m.ExpiresAt))
 		binary.LittleEndian.PutUint64(dst[56:], uint64(m.EffectiveAt))
 		n = HeaderSizeV2
+	}
+	if m.ExpiryChange() {
+		dst[9] = Version3
+		binary.LittleEndian.PutUint64(dst[64:], m.ExpiryOf.HLC)
+		binary.LittleEndian.PutUint64(dst[72:], m.ExpiryOf.Origin)
+		binary.LittleEndian.PutUint64(dst[80:], m.ExpiryOf.Seq)
+		n = HeaderSizeV3
 	}
 	binary.LittleEndian.PutUint16(dst[10:], uint16(len(m.Topic)))
 	binary.LittleEndian.PutUint16(dst[12:], uint16(len(m.Key)))
@@ -313,6 +372,10 @@ func Decode(b []byte) (Record, error) {
 		if size < HeaderSizeV2 {
 			return nil, fmt.Errorf("%w: version 2 record of %d bytes", ErrCorrupt, size)
 		}
+	case Version3:
+		if size < HeaderSizeV3 {
+			return nil, fmt.Errorf("%w: version 3 record of %d bytes", ErrCorrupt, size)
+		}
 	default:
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, r[9])
 	}
@@ -322,7 +385,8 @@ func Decode(b []byte) (Record, error) {
 	if got, want := crc32.Checksum(b[8:size], castagnoli), binary.LittleEndian.Uint32(b[4:]); got != want {
 		return nil, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorrupt, got, want)
 	}
-	if k := r.Kind(); k != KindValue && k != KindTombstone && (k != KindCancel || r[9] != Version2) && (k != KindLost || r[9] != Version) {
+	if k := r.Kind(); (k == KindExpiry) != (r[9] == Version3) ||
+		k != KindValue && k != KindTombstone && k != KindExpiry && (k != KindCancel || r[9] != Version2) && (k != KindLost || r[9] != Version) {
 		return nil, fmt.Errorf("%w: unknown kind %d in a version %d record", ErrCorrupt, k, r[9])
 	}
 	if err := r.checkTime(); err != nil {
@@ -349,7 +413,11 @@ func (r Record) checkTime() error {
 		return nil
 	}
 	m := Message{Topic: "t", Key: "k", Delete: r.Kind() == KindTombstone, Cancel: r.Kind() == KindCancel,
-		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), BatchFollow: r.BatchFollow()}
+		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), BatchFollow: r.BatchFollow(),
+		ExpiryOf: r.Target()}
+	if r[9] == Version3 && m.ExpiryOf.Origin == 0 {
+		return fmt.Errorf("%w: an expiry change without a target origin", ErrCorrupt)
+	}
 	if len(r.Key()) == 0 {
 		m.Key = ""
 	}
@@ -368,10 +436,14 @@ func (r Record) checkTime() error {
 	return nil
 }
 
-// headerLen is the header's size: 48 bytes in version 1, 64 in 2.
+// headerLen is the header's size: 48 bytes in version 1, 64 in 2, 88
+// in 3.
 func (r Record) headerLen() int {
-	if r[9] == Version2 {
+	switch r[9] {
+	case Version2:
 		return HeaderSizeV2
+	case Version3:
+		return HeaderSizeV3
 	}
 	return HeaderSize
 }
@@ -387,10 +459,11 @@ func (r Record) Size() int { return len(r) }
 // Kind is the record's kind.
 func (r Record) Kind() Kind { return Kind(r[8]) }
 
-// Version is the record's format version: Version or Version2. Builds
-// before Version2 refuse a Version2 record as corrupt, so a node never
-// sends one to a peer that speaks an older data protocol (package
-// broadcast, ProtocolTimed).
+// Version is the record's format version: Version, Version2 or
+// Version3. Builds before Version2 refuse a Version2 record as corrupt,
+// and builds before Version3 a Version3 record, so a node never sends
+// one to a peer that speaks an older data protocol (package broadcast,
+// ProtocolTimed, ProtocolExpiry).
 func (r Record) Version() byte { return r[9] }
 
 // Origin is the ID of the node that first accepted the message.
@@ -405,7 +478,7 @@ func (r Record) HLC() uint64 { return binary.LittleEndian.Uint64(r[32:]) }
 // ExpiresAt is when the value stops being served, in Unix milliseconds
 // (0: never).
 func (r Record) ExpiresAt() uint64 {
-	if r[9] != Version2 {
+	if r[9] == Version {
 		return 0
 	}
 	return binary.LittleEndian.Uint64(r[48:])
@@ -414,25 +487,38 @@ func (r Record) ExpiresAt() uint64 {
 // EffectiveAt is the instant a scheduled record takes effect, in Unix
 // milliseconds; 0 for an ordinary record.
 func (r Record) EffectiveAt() uint64 {
-	if r[9] != Version2 {
+	if r[9] == Version {
 		return 0
 	}
 	return binary.LittleEndian.Uint64(r[56:])
 }
 
 // Effective is the record's effective time in Unix milliseconds: its
-// EffectiveAt when scheduled, else its stamp's wall time.
+// EffectiveAt when scheduled, else its stamp's wall time. An expiry
+// change's is its target version's (the target's HLC, not its own).
 func (r Record) Effective() uint64 {
 	if e := r.EffectiveAt(); e != 0 {
 		return e
 	}
+	if r[9] == Version3 {
+		return uint64(HLCMillis(r.Target().HLC))
+	}
 	return uint64(HLCMillis(r.HLC()))
+}
+
+// Target is the stamp of the version an expiry change (KindExpiry)
+// changes; the zero Stamp for any other record.
+func (r Record) Target() Stamp {
+	if r[9] != Version3 {
+		return Stamp{}
+	}
+	return Stamp{HLC: binary.LittleEndian.Uint64(r[64:]), Origin: binary.LittleEndian.Uint64(r[72:]), Seq: binary.LittleEndian.Uint64(r[80:])}
 }
 
 // BatchFollow is how many records of the record's batch come after it in
 // its origin's sequence.
 func (r Record) BatchFollow() uint32 {
-	if r[9] != Version2 {
+	if r[9] == Version {
 		return 0
 	}
 	return binary.LittleEndian.Uint32(r[44:])
@@ -477,6 +563,7 @@ func (r Record) Message() Message {
 		EffectiveAt: int64(r.EffectiveAt()),
 		Cancel:      r.Kind() == KindCancel,
 		BatchFollow: r.BatchFollow(),
+		ExpiryOf:    r.Target(),
 	}
 }
 

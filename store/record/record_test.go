@@ -32,6 +32,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"scheduled tombstone", Message{Topic: "p", Key: "k", Delete: true, EffectiveAt: 10}},
 		{"cancel", Message{Topic: "p", Key: "k", Cancel: true, EffectiveAt: 10}},
 		{"batch", Message{Topic: "p", Key: "k", Value: []byte("v"), BatchFollow: 99}},
+		{"expiry change", Message{Topic: "p", Key: "k", Tag: "eu", Value: []byte("v"), ExpiresAt: 1700000009000, ExpiryOf: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
+		{"persist of a scheduled value", Message{Topic: "p", Key: "k", Value: []byte("v"), EffectiveAt: 10, ExpiryOf: Stamp{Origin: 5, Seq: 6, HLC: 7}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,18 +50,24 @@ func TestRecordRoundTrip(t *testing.T) {
 			if got.Topic != tc.m.Topic || got.Key != tc.m.Key || got.Tag != tc.m.Tag ||
 				!bytes.Equal(got.Value, tc.m.Value) || got.Delete != tc.m.Delete ||
 				got.ExpiresAt != tc.m.ExpiresAt || got.EffectiveAt != tc.m.EffectiveAt ||
-				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow {
+				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow || got.ExpiryOf != tc.m.ExpiryOf {
 				t.Errorf("message %+v, want %+v", got, tc.m)
 			}
 			wantVersion := byte(Version2)
-			if !tc.m.timed() {
+			switch {
+			case tc.m.ExpiryChange():
+				wantVersion = Version3
+			case !tc.m.timed():
 				wantVersion = Version
 			}
 			if r[9] != wantVersion {
 				t.Errorf("version %d, want %d", r[9], wantVersion)
 			}
 			wantEff := uint64(tc.m.EffectiveAt)
-			if wantEff == 0 {
+			switch {
+			case wantEff == 0 && tc.m.ExpiryChange():
+				wantEff = uint64(HLCMillis(tc.m.ExpiryOf.HLC)) // the target's, not its own
+			case wantEff == 0:
 				wantEff = 1700000000000
 			}
 			if r.Effective() != wantEff {
@@ -106,11 +114,31 @@ func TestRecordCorruption(t *testing.T) {
 		{"expiry past int64", func(b []byte) { b[55] = 0x80 }},
 		{"cancel with a value", func(b []byte) { b[8] = byte(KindCancel); clear(b[48:56]) }},
 		{"cancel in v1", func(b []byte) { b[8] = byte(KindCancel); b[9] = Version }},
-		{"unknown version", func(b []byte) { b[9] = 3 }},
+		{"unknown version", func(b []byte) { b[9] = 4 }},
+		{"expiry change in v2", func(b []byte) { b[8] = byte(KindExpiry) }},
 	}
 	for _, tc := range v2 {
 		t.Run(tc.name, func(t *testing.T) {
 			b := append([]byte(nil), timed...)
+			tc.corrupt(b)
+			binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:Record(b).Size()], castagnoli))
+			if r, err := Decode(b); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got record %v, err %v; want ErrCorrupt", r, err)
+			}
+		})
+	}
+	change := encode(t, Message{Topic: "t", Key: "k", Value: []byte("v"), ExpiresAt: 20, ExpiryOf: Stamp{1, 1, 1}}, Stamp{2, 2, 2})
+	for _, tc := range []struct {
+		name    string
+		corrupt func(b []byte)
+	}{
+		{"value kind in v3", func(b []byte) { b[8] = byte(KindValue) }},
+		{"v3 without a target origin", func(b []byte) { clear(b[72:80]) }},
+		{"v3 without a target seq", func(b []byte) { clear(b[80:88]) }},
+		{"v3 cut to a v2 header", func(b []byte) { b[9] = Version2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := append([]byte(nil), change...)
 			tc.corrupt(b)
 			binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:Record(b).Size()], castagnoli))
 			if r, err := Decode(b); !errors.Is(err, ErrCorrupt) {
@@ -142,6 +170,11 @@ func TestMessageValidate(t *testing.T) {
 		{Message{Topic: "t", Key: "k", Cancel: true}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", Cancel: true, EffectiveAt: 5, Value: []byte("v")}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", EffectiveAt: 6, ExpiresAt: 6}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("v"), ExpiresAt: 9, ExpiryOf: Stamp{1, 2, 3}}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("v"), ExpiryOf: Stamp{1, 2, 3}}, nil},
+		{Message{Topic: "t", Key: "k", ExpiryOf: Stamp{Origin: 1, HLC: 3}}, ErrInvalid},
+		{Message{Topic: "t", ExpiryOf: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Delete: true, ExpiryOf: Stamp{1, 2, 3}}, ErrInvalid},
 	}
 	for i, tc := range cases {
 		if err := tc.m.Validate(); !errors.Is(err, tc.want) {
@@ -160,6 +193,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("7.99"), EffectiveAt: 1700000060000, ExpiresAt: 1700000070000}, Stamp{7, 2, 99}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Cancel: true, EffectiveAt: 1700000060000}, Stamp{7, 3, 99}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("1"), BatchFollow: 2}, Stamp{7, 4, 99}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Tag: "eu", Value: []byte("1.00"), ExpiresAt: 1700000070000, ExpiryOf: Stamp{7, 1, 99}}, Stamp{8, 5, 120}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("1"), EffectiveAt: 1700000060000, ExpiryOf: Stamp{7, 2, 99}, BatchFollow: 1}, Stamp{8, 6, 121}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
 		if err != nil || r == nil {

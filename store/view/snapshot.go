@@ -61,6 +61,21 @@ import (
 // stamp, effective time and expiry: an expired value is never in a
 // snapshot.
 //
+// Version 3 is written when the view holds an expiry change's mark (see
+// expiry.go: the change in force for a key's version, which a later
+// change of that version must beat). It is version 2 with, in each topic
+// between its name and its entries, that topic's marks, ascending and
+// distinct keys:
+//
+//	+-------------------+----------+-----+---------------+---------------+
+//	| marks (u64)       | key len  | key | target origin | target seq    |
+//	|                   | (u16)>=1 |     | (u64) != 0    | (u64) != 0    |
+//	+-------------------+----------+-----+---------------+---------------+
+//	+---------------+---------------+---------------+
+//	| target hlc    | change hlc    | change origin |   (for each mark)
+//	| (u64)         | (u64)         | (u64) != 0    |
+//	+---------------+---------------+---------------+
+//
 //	+-----------------------------+
 //	| crc32c (u32) of every byte  |  the last 4 bytes of the file
 //	| before it                   |
@@ -79,6 +94,9 @@ const (
 	snapMagic      = "CCSNAP01"
 	snapVersion    = 1
 	snapVersion2   = 2
+	snapVersion3   = 3
+	snapMarksSize  = 8  // marks u64
+	snapExpMark    = 42 // key len u16, target origin, seq, hlc, change hlc, origin (u64 each)
 	snapTimedSize  = 16 // effective_at u64, expires u64
 	snapHeaderSize = 48
 	snapMarkSize   = 16
@@ -124,12 +142,12 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 // it to a peer that bootstraps, with no file between (the view is cloned
 // at the start; Apply goes on meanwhile).
 func EncodeSnapshot(w io.Writer, v *View, covers int64, marks map[uint64]uint64) error {
-	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion2)
+	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion3)
 }
 
 // ErrSnapshotTooNew means the view needs a newer snapshot version than
 // the reader takes (a time field, for a build before version 2).
-var ErrSnapshotTooNew = errors.New("view: the view holds time fields, which a snapshot of the version asked for cannot carry")
+var ErrSnapshotTooNew = errors.New("view: the view holds time fields or expiry changes, which a snapshot of the version asked for cannot carry")
 
 // EncodeSnapshotUpTo is EncodeSnapshot for a reader of snapshot versions
 // up to maxVersion: ErrSnapshotTooNew, and nothing written, when the view
@@ -140,7 +158,7 @@ func EncodeSnapshotUpTo(w io.Writer, v *View, covers int64, marks map[uint64]uin
 	}
 	topics, entries, version, ok := v.freezeSnapshot(maxVersion)
 	if !ok {
-		return fmt.Errorf("%w: it needs version %d, the peer reads up to %d", ErrSnapshotTooNew, snapVersion2, maxVersion)
+		return fmt.Errorf("%w: it needs version %d, the peer reads up to %d", ErrSnapshotTooNew, version, maxVersion)
 	}
 	return encodeSnapshot(w, topics, entries, covers, marks, version)
 }
@@ -156,13 +174,20 @@ func checkSnapshotArgs(covers int64, marks map[uint64]uint64) error {
 }
 
 // freezeSnapshot is freeze, with the snapshot version the view needs:
-// version 1 (which every build reads) unless it holds a time field. ok is
-// false, and nothing frozen, when that is above maxVersion.
+// version 1 (which every build reads) unless it holds a time field (2)
+// or an expiry change's mark (3). ok is false, and nothing frozen, when
+// that is above maxVersion.
 func (v *View) freezeSnapshot(maxVersion int) (topics []frozenTopic, entries, version int, ok bool) {
 	v.mu.Lock()
 	version = snapVersion
 	if v.timed > 0 {
 		version = snapVersion2
+	}
+	for _, tv := range v.topics {
+		if len(tv.marks) > 0 {
+			version = snapVersion3
+			break
+		}
 	}
 	if version > maxVersion {
 		v.mu.Unlock()
@@ -212,13 +237,16 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 		binary.LittleEndian.PutUint16(b[8:], uint16(len(ft.name)))
 		bw.Write(b[:snapTopicSize])
 		bw.WriteString(ft.name)
+		if version == snapVersion3 {
+			writeExpiryMarks(bw, ft.marks)
+		}
 		ft.records(func(it *viewItem) bool {
 			val := it.data[int(it.klen)+int(it.tlen):]
 			b[0] = 0
 			if it.flags&itemTomb != 0 {
 				b[0] = snapFlagTombstone
 			}
-			timed := version == snapVersion2 && it.timedFields()
+			timed := version >= snapVersion2 && it.timedFields()
 			if timed {
 				b[0] |= snapFlagTimed
 				if it.scheduled() {
@@ -321,6 +349,9 @@ type snapDecoder struct {
 	// was made for, when fresh (grown in flush, for a stream).
 	count, hint int
 
+	// marks are the expiry marks of the topic being read (version 3).
+	marks map[string]expiryMark
+
 	// items and data are the unused rest of the slabs the entries are
 	// cut from (newItem, newData).
 	items []viewItem
@@ -393,7 +424,10 @@ func (d *snapDecoder) flush(tv *topicView) {
 	}
 	for _, it := range d.batch {
 		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
-		if d.fresh {
+		if m, ok := d.marks[it.key()]; ok && m.target == it.stamp {
+			// The version an expiry change reached: merged as that change.
+			v.expiryLocked(tv, it, m.hlc, m.origin)
+		} else if d.fresh {
 			it.epoch = v.epoch
 		} else {
 			old, te := tv.lookup(it.key())
@@ -526,7 +560,7 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 		return nil, 0, nil, fmt.Errorf("%w: bad magic %q", record.ErrCorrupt, h[:8])
 	}
 	ver := le.Uint32(h[8:])
-	if ver != snapVersion && ver != snapVersion2 {
+	if ver != snapVersion && ver != snapVersion2 && ver != snapVersion3 {
 		return nil, 0, nil, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, ver)
 	}
 	if res := le.Uint32(h[12:]); res != 0 {
@@ -609,6 +643,12 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 			tv = v.addTopic(string(name), d.hint)
 		}
 		prevTopic = tv.name
+		d.marks = nil
+		if ver == snapVersion3 {
+			if d.marks, err = d.readExpiryMarks(); err != nil {
+				return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
+			}
+		}
 		if err := d.readEntries(v, tv, count, ver); err != nil {
 			return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
 		}
@@ -641,7 +681,7 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version uint32) error {
 	le := binary.LittleEndian
 	known := uint8(snapFlagTombstone)
-	if version == snapVersion2 {
+	if version >= snapVersion2 {
 		known |= snapFlagTimed | snapFlagScheduled | snapFlagCancel
 	}
 	// prev is a copy of the entry before: the entry itself may be in the
@@ -733,6 +773,74 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 	}
 	if d.into != nil {
 		d.flush(tv)
+	} else {
+		for k, m := range d.marks {
+			tv.setMark(k, m)
+		}
 	}
 	return nil
+}
+
+// writeExpiryMarks writes a topic's expiry marks as version 3 lays them
+// out, ascending by key.
+func writeExpiryMarks(bw *bufio.Writer, marks map[string]expiryMark) {
+	var b [snapExpMark]byte
+	binary.LittleEndian.PutUint64(b[0:], uint64(len(marks)))
+	bw.Write(b[:snapMarksSize])
+	for _, k := range slices.Sorted(maps.Keys(marks)) {
+		m := marks[k]
+		binary.LittleEndian.PutUint16(b[0:], uint16(len(k)))
+		binary.LittleEndian.PutUint64(b[2:], m.target.Origin)
+		binary.LittleEndian.PutUint64(b[10:], m.target.Seq)
+		binary.LittleEndian.PutUint64(b[18:], m.target.HLC)
+		binary.LittleEndian.PutUint64(b[26:], m.hlc)
+		binary.LittleEndian.PutUint64(b[34:], m.origin)
+		bw.Write(b[:2])
+		bw.WriteString(k)
+		bw.Write(b[2:snapExpMark])
+	}
+}
+
+// readExpiryMarks reads a topic's expiry marks (version 3).
+func (d *snapDecoder) readExpiryMarks() (map[string]expiryMark, error) {
+	le := binary.LittleEndian
+	h, err := d.next(snapMarksSize, "expiry marks")
+	if err != nil {
+		return nil, err
+	}
+	n := le.Uint64(h)
+	if n > uint64(d.left)/(snapExpMark+1) {
+		return nil, fmt.Errorf("%w: %d expiry marks in %d bytes", record.ErrCorrupt, n, d.left)
+	}
+	marks := make(map[string]expiryMark, min(n, streamHint))
+	prev := ""
+	for i := uint64(0); i < n; i++ {
+		l, err := d.next(2, "expiry mark")
+		if err != nil {
+			return nil, err
+		}
+		klen := int64(le.Uint16(l))
+		if klen == 0 || klen > d.left {
+			return nil, fmt.Errorf("%w: expiry mark key of %d bytes with %d left", record.ErrCorrupt, klen, d.left)
+		}
+		key := make([]byte, klen)
+		if err := d.fill(key); err != nil {
+			return nil, err
+		}
+		if i > 0 && string(key) <= prev {
+			return nil, fmt.Errorf("%w: expiry mark %q after %q", record.ErrCorrupt, key, prev)
+		}
+		prev = string(key)
+		f, err := d.next(snapExpMark-2, "expiry mark")
+		if err != nil {
+			return nil, err
+		}
+		m := expiryMark{target: record.Stamp{Origin: le.Uint64(f[0:]), Seq: le.Uint64(f[8:]), HLC: le.Uint64(f[16:])},
+			hlc: le.Uint64(f[24:]), origin: le.Uint64(f[32:])}
+		if m.target.Origin == 0 || m.target.Seq == 0 || m.origin == 0 {
+			return nil, fmt.Errorf("%w: expiry mark of %q with a zero origin or seq", record.ErrCorrupt, key)
+		}
+		marks[prev] = m
+	}
+	return marks, nil
 }

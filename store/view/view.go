@@ -236,6 +236,11 @@ type topicView struct {
 	// (ownTimelines), once a freeze at most.
 	tls    []*timeline
 	shared int
+	// marks holds, for each key an expiry change reached, the change in
+	// force (expiry.go); nil until the first. A frozen copy shares it
+	// while marksShared: setMark copies it first.
+	marks       map[string]expiryMark
+	marksShared bool
 }
 
 // ownTimelines makes slot i of tv.tls (len(tv.tls) for an append)
@@ -393,16 +398,19 @@ func makeViewItem(key, tag, value []byte, st record.Stamp, flags uint8, eff, exp
 // copies it to the heap if the view keeps it as a new item).
 func recordItemValue(r record.Record) viewItem {
 	var flags uint8
+	st := r.Stamp()
 	switch r.Kind() {
 	case record.KindTombstone:
 		flags = itemTomb
 	case record.KindCancel:
 		flags = itemCancel
+	case record.KindExpiry:
+		st = r.Target() // the version it changes, with its new expiry (expiry.go)
 	}
 	if r.EffectiveAt() != 0 && r.Kind() != record.KindCancel {
 		flags |= itemScheduled
 	}
-	return makeViewItem(r.Key(), r.Tag(), r.Value(), r.Stamp(), flags, int64(r.Effective()), int64(r.ExpiresAt()))
+	return makeViewItem(r.Key(), r.Tag(), r.Value(), st, flags, int64(r.Effective()), int64(r.ExpiresAt()))
 }
 
 // expired is the item with its value dropped: a tombstone that keeps its
@@ -472,6 +480,9 @@ func (v *View) Apply(r record.Record) bool {
 	key := r.Key()
 	if len(key) == 0 {
 		return false
+	}
+	if r.Kind() == record.KindExpiry {
+		return v.applyExpiry(r)
 	}
 	topic := r.Topic()
 	// An ordinary write, with an expiry or not: neither scheduled nor a
@@ -645,6 +656,12 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 		j++
 		if topic := r.Topic(); tv == nil || tv.name != string(topic) {
 			tv = v.topicLocked(topic)
+		}
+		if r.Kind() == record.KindExpiry {
+			if st := r.Stamp(); v.expiryLocked(tv, it, st.HLC, st.Origin) {
+				changed++
+			}
+			continue
 		}
 		if old, te := tv.lookup(it.key()); v.applyLocked(tv, old, te, it) {
 			changed++
@@ -1197,6 +1214,8 @@ type frozenTopic struct {
 	items *btree.BTreeG[*viewItem]
 	tls   []*timeline
 	times map[string]*timeline
+	// marks is the topic's expiry marks (topicView.marks), shared.
+	marks map[string]expiryMark
 	now   int64
 }
 
@@ -1295,8 +1314,9 @@ func (v *View) freezeLocked() []frozenTopic {
 	topics := make([]frozenTopic, 0, len(v.topics))
 	now := v.now()
 	for _, tv := range v.topics {
-		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, now: now})
+		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, marks: tv.marks, now: now})
 		tv.shared = len(tv.tls)
+		tv.marksShared = tv.marks != nil
 	}
 	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
 	return topics
@@ -1462,7 +1482,11 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 		ft.records(func(it *viewItem) bool {
 			maxHLC = max(maxHLC, it.stamp.HLC)
 			own := it.clone()
-			if old, te := tv.lookup(own.key()); v.applyLocked(tv, old, te, &own) {
+			if m, ok := ft.marks[own.key()]; ok && m.target == own.stamp {
+				if v.expiryLocked(tv, &own, m.hlc, m.origin) { // the version an expiry change reached
+					changed++
+				}
+			} else if old, te := tv.lookup(own.key()); v.applyLocked(tv, old, te, &own) {
 				changed++
 			}
 			return true

@@ -1,0 +1,142 @@
+package view
+
+import (
+	"maps"
+
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// Expiry changes (record.KindExpiry; "Time" in DESIGN.md). EXPIRE,
+// PERSIST and the like change the expiry of one version of a key, the one
+// the node that took the command held, and of no other: the record names
+// that version by its stamp and carries its tag and value, so that it
+// can only ever give that version the new expiry. Applied here:
+//
+//   - to the version in force (or expired) here: the entry gets the new
+//     expiry, its stamp and value unchanged;
+//   - to a version not here yet (after the entry by the rule): the
+//     record brings the version itself, with the new expiry, as the
+//     version's own record would (which, when it comes, is the same
+//     message again and changes nothing);
+//   - to a version superseded here (before the entry): nothing.
+//
+// Several changes of one version: the greatest own (HLC, origin) wins.
+// The winner's stamp is kept per key (topicView.marks, only for keys an
+// expiry change reached), so that an older change that comes later
+// loses, on every node and after a restart (snapshot version 3 holds the
+// marks). A key with a timeline (a scheduled record, a cancel) has the
+// version's record replaced in its timeline, so that every instant
+// settles it with the new expiry.
+
+// expiryMark is the expiry change in force for a key's version: the
+// version's stamp and the change's own (HLC, origin), which a later
+// change of that version must beat.
+type expiryMark struct {
+	target      record.Stamp
+	hlc, origin uint64
+}
+
+// beatenBy reports whether the change stamped (hlc, origin) wins over m.
+func (m expiryMark) beatenBy(hlc, origin uint64) bool {
+	return beats(hlc, origin, record.Stamp{HLC: m.hlc, Origin: m.origin})
+}
+
+// setMark records m for key k. A frozen copy shares the map (see
+// freezeLocked): it is copied before the first write after a freeze.
+// The caller holds the write lock.
+func (tv *topicView) setMark(k string, m expiryMark) {
+	if tv.marks == nil || tv.marksShared {
+		tv.marks = maps.Clone(tv.marks)
+		if tv.marks == nil {
+			tv.marks = make(map[string]expiryMark)
+		}
+		tv.marksShared = false
+	}
+	tv.marks[k] = m
+}
+
+// applyExpiry is Apply of an expiry change r.
+func (v *View) applyExpiry(r record.Record) bool {
+	it := recordItemValue(r)
+	st := r.Stamp()
+	v.mu.Lock()
+	defer v.unlock()
+	return v.expiryLocked(v.topicLocked(r.Topic()), &it, st.HLC, st.Origin)
+}
+
+// expiryLocked applies an expiry change stamped (hlc, origin) whose item
+// is it: its target version with the new expiry (recordItemValue). It
+// reports whether the entry in force changed. The caller holds the write
+// lock.
+func (v *View) expiryLocked(tv *topicView, it *viewItem, hlc, origin uint64) bool {
+	k := it.key()
+	if m, ok := tv.marks[k]; ok && m.target == it.stamp && !m.beatenBy(hlc, origin) {
+		return false // an older change of this version, or this one again
+	}
+	old, te := tv.lookup(k)
+	tl := te.timeline()
+	var changed bool
+	switch {
+	case tl != nil:
+		var ok bool
+		if changed, ok = v.expiryTimed(tv, old, te, tl, it); !ok {
+			return false
+		}
+	case old == nil || it.after(old):
+		// The version has not come yet: it comes now, with its expiry
+		// (a scheduled one makes the key's timeline).
+		heap := new(viewItem)
+		*heap = *it
+		changed = v.put(tv, old, nil, heap)
+	case old.stamp == it.stamp && old.eff == it.eff:
+		v.reexpire(tv, old, it)
+		changed = true
+	default:
+		return false // a version superseded here: nothing
+	}
+	tv.setMark(k, expiryMark{target: it.stamp, hlc: hlc, origin: origin})
+	return changed
+}
+
+// reexpire makes it, the version of old (the key's entry, no timeline)
+// with a new expiry, the key's entry. The caller holds the write lock.
+func (v *View) reexpire(tv *topicView, old, it *viewItem) {
+	k := it.key()
+	if it.expires != 0 {
+		if now := v.clock(); it.expires <= now {
+			it = it.expired()
+			if !old.isTomb() {
+				v.dropped.Add(1)
+			}
+		} else {
+			v.queue(it.expires, tv, k)
+		}
+	}
+	heap := new(viewItem)
+	*heap = *it
+	heap.epoch = v.epoch
+	v.install(tv, k, old, heap, nil, "")
+}
+
+// expiryTimed is expiryLocked for a key with a timeline tl (te's; old
+// the entry): the version's record in the timeline is replaced by it, or
+// it joins the timeline when the version has not come yet. ok is false
+// when the version is superseded here (nothing done).
+func (v *View) expiryTimed(tv *topicView, old *viewItem, te *timedEntry, tl *timeline, it *viewItem) (changed, ok bool) {
+	heap := new(viewItem)
+	*heap = *it
+	heap.epoch = v.epoch
+	for i, r := range tl.recs {
+		if r.stamp == it.stamp && r.eff == it.eff {
+			ntl := newTimeline(len(tl.recs), tl.queued())
+			ntl.recs = append(ntl.recs, tl.recs...)
+			ntl.recs[i] = heap
+			ntl.setEpoch(v.epoch)
+			return v.settle(tv, it.key(), old, te, ntl, v.clock(), ""), true
+		}
+	}
+	if old != nil && !old.placeholder() && !it.after(old) {
+		return false, false // below what is in force: superseded
+	}
+	return v.put(tv, old, te, heap), true
+}
