@@ -42,11 +42,11 @@ func TestViewExpiryChangeAnyOrder(t *testing.T) {
 	sched := timeRec{key: "k", value: "sale", eff: timeBase - 10, origin: a, seq: 1, hlc: hlc(timeBase-90, 0)}
 	schedSt := record.Stamp{Origin: a, Seq: 1, HLC: sched.hlc}
 	cases := []struct {
-		name        string
-		recs        func(t *testing.T) []record.Record
-		value       string // "" for none
-		stamp       record.Stamp
-		expires     int64
+		name    string
+		recs    func(t *testing.T) []record.Record
+		value   string // "" for none
+		stamp   record.Stamp
+		expires int64
 	}{
 		{"an EXPIRE of the older version does not revert the newer", func(t *testing.T) []record.Record {
 			return []record.Record{old.record(t), newer.record(t),
