@@ -163,10 +163,15 @@
 // An expiry (SET EX and the rest) is carried by the record: every node
 // stops serving the value at that instant by its own clock, with no delete
 // sent (DESIGN.md, "Time"). EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT and
-// PERSIST on an existing key write the key's value and tag again with the
-// new expiry (none for PERSIST): a write of the same key on another node
-// in the same few milliseconds may lose to that copy, as to any later
-// write. An expiry already past deletes the key (EXPIRE key 0). TTL and
+// PERSIST on an existing key write an expiry change bound to the version
+// of the key this node holds (record.KindExpiry): that version gets the
+// new expiry (none for PERSIST) on every node, and no other version is
+// touched, so a newer value written elsewhere meanwhile is never
+// replaced by the one this node held. An expiry already past expires
+// that version at once (EXPIRE key 0), not a newer one. Keyspace
+// notifications name them "expire" and "persist". SET ... KEEPTTL is a
+// full write of the client's value with the expiry this node holds for
+// the key (this node's view). TTL and
 // EXPIRETIME round to the nearest second, as Redis does. The expiry
 // commands answer what redis-server answers, errors included (the
 // order Redis checks arguments in, its integer syntax, its overflow
