@@ -80,6 +80,7 @@ async function refreshFleet() {
   const now = Date.parse(f.time), tbody = $("#fleet tbody");
   const rows = [];
   let up = 0;
+  const names = new Map(f.members.map((m) => [m.origin, m.name]));
   for (const m of f.members) {
     const s = m.summary, prev = state.fleetPrev.get(m.name);
     let pub = null, app = null;
@@ -92,7 +93,7 @@ async function refreshFleet() {
     if (isUp) up++;
     const stateCell = el("td", {}, badge(isUp ? "up" : "down", isUp ? "up" : (m.state === "alive" ? "no answer" : "down")), el("span", { class: "sub", text: m.state }));
     const lag = el("td", { class: "mono" });
-    for (const l of m.lag || []) lag.append(el("div", { text: `${shortOrigin(l.origin)}: ${l.records} rec, ${l.seconds.toFixed(1)} s` }));
+    for (const l of m.lag || []) lag.append(el("div", { text: `${names.get(l.origin) || shortOrigin(l.origin)}: ${l.records} rec, ${l.seconds.toFixed(1)} s` }));
     if (!(m.lag || []).length) lag.append(m.self ? "—" : "0");
     const flags = el("td");
     if (s && s.degraded) flags.append(badge("warn", "degraded"));
@@ -112,8 +113,8 @@ async function refreshFleet() {
       el("td", { class: "mono", text: shortOrigin(m.origin) }),
       el("td", { text: s ? s.version : "" }),
       el("td", { class: "num", text: s ? s.keys : "" }),
-      el("td", { class: "num" }, fmtRate(pub), sparkline(pushSpark("p:" + m.name, pub || 0))),
-      el("td", { class: "num" }, fmtRate(app), sparkline(pushSpark("a:" + m.name, app || 0))),
+      el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(pub) }), sparkline(pushSpark("p:" + m.name, pub || 0))),
+      el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(app) }), sparkline(pushSpark("a:" + m.name, app || 0))),
       lag,
       el("td", { class: "num", text: offset == null ? "" : (offset >= 0 ? "+" : "") + offset + " ms" }),
       flags);
