@@ -239,6 +239,13 @@ type Config struct {
 	RedisAddr string
 	// RedisAllowRemote lets RedisAddr be other than a loopback address.
 	RedisAllowRemote bool
+	// RedisUsers is the Redis door's users file (Redis ACL syntax, a
+	// subset; access.ParseUsers): who may AUTH and with which roles.
+	// Empty: none (a TCP client may then only read). Read again on SIGHUP.
+	RedisUsers string
+	// RedisTLSCert and RedisTLSKey serve RedisAddr under TLS; both or
+	// neither.
+	RedisTLSCert, RedisTLSKey string
 	// RedisDefaultTopic holds the Redis keys without a ':'.
 	RedisDefaultTopic string
 	// RedisPushBuffer bounds the invalidations and messages waiting to be
@@ -770,7 +777,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "prefix of the NATS subjects records are published on (<prefix>.<origin>)")
 	fs.StringVar(&c.RedisSocket, "redis-socket", c.RedisSocket, `path of the Redis protocol's Unix socket; empty: beside --socket (cachecast.sock: cachecast-redis.sock); "off": none`)
 	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "host:port for the Redis protocol over TCP (loopback only unless --redis-allow-remote); empty: off")
-	fs.BoolVar(&c.RedisAllowRemote, "redis-allow-remote", c.RedisAllowRemote, "let --redis-addr listen beyond loopback (a TCP client has no uid: writes then need empty --allow-uids/--allow-gids)")
+	fs.BoolVar(&c.RedisAllowRemote, "redis-allow-remote", c.RedisAllowRemote, "let --redis-addr listen beyond loopback (it then needs --redis-users: a TCP client has no uid)")
+	fs.StringVar(&c.RedisUsers, "redis-users", c.RedisUsers, "users file of the Redis door, in Redis ACL syntax (user NAME on >PASSWORD ~* +@read|+@write|+@consume|+@all): AUTH's users and their roles; without it a TCP client may only read (reloaded on SIGHUP)")
+	fs.StringVar(&c.RedisTLSCert, "redis-tls-cert", c.RedisTLSCert, "PEM certificate (chain) to serve --redis-addr under TLS, with --redis-tls-key")
+	fs.StringVar(&c.RedisTLSKey, "redis-tls-key", c.RedisTLSKey, "PEM private key of --redis-tls-cert")
 	fs.StringVar(&c.RedisDefaultTopic, "redis-default-topic", c.RedisDefaultTopic, "topic of the Redis keys without a ':' (topic:key otherwise)")
 	fs.Var(newSizeValue(&c.RedisPushBuffer), "redis-push-buffer", "invalidations and messages waiting for one Redis client; past it the client is disconnected")
 	fs.StringVar(&c.RedisNotifyKeyspaceEvents, "redis-notify-keyspace-events", c.RedisNotifyKeyspaceEvents, "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off")

@@ -91,7 +91,15 @@ func TestConfigValidate(t *testing.T) {
 		{"redis socket beside a long socket", func(c *Config) { c.Socket = "/" + strings.Repeat("s", 106) }, "--redis-socket: path of 118 bytes"},
 		{"redis socket is the socket", func(c *Config) { c.RedisSocket = c.Socket }, "--redis-socket: ./cachecast.sock is already --socket"},
 		{"redis-addr not loopback", func(c *Config) { c.RedisAddr = "0.0.0.0:6380" }, "--redis-addr: 0.0.0.0:6380 is not a loopback address"},
-		{"redis-addr remote allowed", func(c *Config) { c.RedisAddr = "0.0.0.0:6380"; c.RedisAllowRemote = true }, ""},
+		{"redis-addr remote without users", func(c *Config) { c.RedisAddr = "0.0.0.0:6380"; c.RedisAllowRemote = true },
+			"--redis-addr: 0.0.0.0:6380 is not a loopback address; beyond this machine its clients must authenticate: set --redis-users"},
+		{"redis-addr remote allowed", func(c *Config) {
+			c.RedisAddr = "0.0.0.0:6380"
+			c.RedisAllowRemote = true
+			c.RedisUsers = "/etc/users.acl"
+		}, ""},
+		{"redis-tls half", func(c *Config) { c.RedisAddr = "127.0.0.1:6380"; c.RedisTLSCert = "c.pem" }, "--redis-tls-cert and --redis-tls-key: set both"},
+		{"redis-tls without addr", func(c *Config) { c.RedisTLSCert, c.RedisTLSKey = "c.pem", "k.pem" }, "--redis-tls-cert: TLS is served on --redis-addr, which is not set"},
 		{"redis-addr loopback", func(c *Config) { c.RedisAddr = "127.0.0.1:6380" }, ""},
 		{"redis-addr port", func(c *Config) { c.RedisAddr = "127.0.0.1:99999" }, `--redis-addr: the port of "127.0.0.1:99999" must be a number from 0 to 65535`},
 		{"redis default topic", func(c *Config) { c.RedisDefaultTopic = "a:b" }, "--redis-default-topic \"a:b\": ':' at byte 1"},

@@ -252,6 +252,12 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		}
 		d.view.registerMetrics(d.m.reg)
 	}
+	users, err := cfg.loadRedisUsers()
+	if err != nil {
+		_ = d.ln.Close()
+		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
+	}
+	d.guard.SetUsers(users)
 	if err := d.startRedis(); err != nil {
 		_ = d.ln.Close()
 		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
@@ -552,9 +558,14 @@ func (d *Daemon) Reload() error {
 			return fmt.Errorf("reload: --cluster-key-file: %w", err)
 		}
 	}
+	users, err := nc.loadRedisUsers()
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
 	lvl, _ := parseLevel(nc.LogLevel)
 	d.level.SetLevel(lvl)
 	d.guard.Set(nc.roles(uint32(os.Getuid())))
+	d.guard.SetUsers(users)
 	if d.redis != nil {
 		d.redis.RolesChanged()
 	}
@@ -563,7 +574,8 @@ func (d *Daemon) Reload() error {
 		zap.Uint32s("read-uids", nc.ReadUIDs), zap.Uint32s("read-gids", nc.ReadGIDs),
 		zap.Uint32s("consume-uids", nc.ConsumeUIDs), zap.Uint32s("consume-gids", nc.ConsumeGIDs),
 		zap.Uint32s("allow-uids", nc.AllowUIDs), zap.Uint32s("allow-gids", nc.AllowGIDs),
-		zap.Uint32s("admin-uids", nc.AdminUIDs), zap.Uint32s("admin-gids", nc.AdminGIDs))
+		zap.Uint32s("admin-uids", nc.AdminUIDs), zap.Uint32s("admin-gids", nc.AdminGIDs),
+		zap.String("redis-users", nc.RedisUsers), zap.Int("redis-users-count", users.Len()))
 	for _, f := range staticFieldsChanged(d.cfg, nc) {
 		d.log.Warn("reload: this setting changes only on restart", zap.String("flag", f))
 	}
@@ -575,7 +587,7 @@ func (d *Daemon) Reload() error {
 func staticFieldsChanged(a, b Config) []string {
 	reloadable := map[string]bool{"LogLevel": true, "Reload": true, "Clock": true, "DataDial": true, "GossipUnreachable": true, "EnvFile": true,
 		"ReadUIDs": true, "ReadGIDs": true, "ConsumeUIDs": true, "ConsumeGIDs": true,
-		"AllowUIDs": true, "AllowGIDs": true, "AdminUIDs": true, "AdminGIDs": true}
+		"AllowUIDs": true, "AllowGIDs": true, "AdminUIDs": true, "AdminGIDs": true, "RedisUsers": true}
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	var changed []string
 	for i := range va.NumField() {
@@ -600,7 +612,8 @@ func flagName(field string) string {
 		"NATSURL": "nats-url", "NATSCreds": "nats-creds", "NATSTLSCert": "nats-tls-cert",
 		"NATSTLSKey": "nats-tls-key", "NATSTLSCA": "nats-tls-ca", "NATSSubjectPrefix": "nats-subject-prefix",
 		"MaxConnectionsPerUID": "max-connections-per-uid", "MaxStreamsPerUID": "max-streams-per-uid",
-		"MaxBodyMemoryPerUID": "max-body-memory-per-uid", "TCPFanout": "tcp-fanout"}
+		"MaxBodyMemoryPerUID": "max-body-memory-per-uid", "TCPFanout": "tcp-fanout",
+		"RedisTLSCert": "redis-tls-cert", "RedisTLSKey": "redis-tls-key"}
 	if s, ok := special[field]; ok {
 		return s
 	}

@@ -222,8 +222,12 @@
 // --redis-idle-timeout (5m) closes connections that send no command, but
 // subscribed and tracking ones; --redis-tracking-max-keys (100,000)
 // bounds what one tracking client is remembered to have cached. --redis-addr adds
-// TCP (loopback unless --redis-allow-remote; a TCP client has no uid, so
-// it holds only the roles whose lists are empty). GET /v1/status has a
+// TCP (loopback unless --redis-allow-remote with --redis-users; TLS with
+// --redis-tls-cert and --redis-tls-key). A TCP client has no uid: it holds
+// the roles of the user of --redis-users it authenticates as (AUTH, HELLO
+// AUTH), and before that read only without a users file, or NOAUTH with
+// one (redisauth.go; docs/redis-users.md). AUTH on the socket narrows a
+// uid's roles to the user's. GET /v1/status has a
 // "redis" object with the server's counters (connections, commands,
 // tracking_clients, invalidations, slow_clients_disconnected,
 // protocol_errors, subscriptions, connections_refused, idle_closed,

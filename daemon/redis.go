@@ -53,8 +53,11 @@ func (c Config) validateRedis() error {
 			return err
 		}
 		if !c.RedisAllowRemote && !loopbackAddr(c.RedisAddr) {
-			return fmt.Errorf("--redis-addr: %s is not a loopback address; a TCP client has no uid to check, so listening beyond this machine needs --redis-allow-remote", c.RedisAddr)
+			return fmt.Errorf("--redis-addr: %s is not a loopback address; a TCP client has no uid to check, so listening beyond this machine needs --redis-allow-remote and --redis-users", c.RedisAddr)
 		}
+	}
+	if err := c.validateRedisAuth(); err != nil {
+		return err
 	}
 	if e := wire.CheckName("--redis-default-topic", c.RedisDefaultTopic); e != nil {
 		return errors.New(e.Message)
@@ -109,10 +112,10 @@ func (d *Daemon) startRedis() error {
 		d.redisLns = append(d.redisLns, ln)
 	}
 	if d.cfg.RedisAddr != "" {
-		ln, err := net.Listen("tcp", d.cfg.RedisAddr)
+		ln, err := d.listenRedisTCP()
 		if err != nil {
 			d.closeRedis()
-			return fmt.Errorf("--redis-addr: %w", err)
+			return err
 		}
 		d.redisLns = append(d.redisLns, ln)
 	}
@@ -174,9 +177,9 @@ func (n *respNode) GetMany(topics, keys []string, entries []view.Entry, found []
 }
 
 // callerOfConn is the peer of a Redis connection: a Unix one's
-// credentials, unknown over TCP.
+// credentials, a TCP client over TCP; with the user it authenticated as.
 func callerOfConn(c net.Conn) access.Caller {
-	if cc := credOf(c); cc != nil {
+	if cc, ok := c.(interface{ Caller() access.Caller }); ok {
 		return cc.Caller()
 	}
 	return access.Caller{}

@@ -752,12 +752,14 @@ func TestRedisWaitAndSyncReplication(t *testing.T) {
 	}
 }
 
-// TestRedisTCP: --redis-addr serves the same commands over loopback TCP.
+// TestRedisTCP: --redis-addr serves the same commands over loopback TCP,
+// writes to a user of --redis-users that may write.
 func TestRedisTCP(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
 	td := startDaemon(t, cfg)
-	rc := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr()})
+	rc := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr(), Username: "alice", Password: "alice-pw"})
 	defer rc.Close()
 	ctx := context.Background()
 	noErr(t, rc.Set(ctx, "tcp:k", "v", 0).Err())

@@ -54,7 +54,7 @@ func init() {
 	table := []*command{
 		// Connection.
 		{name: "hello", arity: -1, flags: cn, group: "connection", summary: "Handshakes with the server (RESP2 or RESP3, AUTH, SETNAME).", fn: cmdHello},
-		{name: "auth", arity: -2, flags: cn, group: "connection", summary: "Accepted and ignored: writers are chosen by the connection's uid.", fn: cmdAuth},
+		{name: "auth", arity: -2, flags: cn, group: "connection", summary: "Authenticates as a user of the node's users file (AUTH [user] password).", fn: cmdAuth},
 		{name: "client", arity: -2, flags: cn, group: "connection", summary: "SETNAME, GETNAME, SETINFO, ID, INFO, LIST, TRACKING, CACHING, GETREDIR, TRACKINGINFO, HELP.", fn: cmdClient, subcommands: clientArity},
 		{name: "select", arity: 2, flags: cn, group: "connection", summary: "Selects database 0, the only one.", fn: cmdSelect},
 		{name: "ping", arity: -1, flags: cn, group: "connection", summary: "Answers PONG or the message.", fn: cmdPing, pubsub: true, inMulti: true},
@@ -1024,14 +1024,6 @@ func cmdSelect(c *conn, a [][]byte) {
 	c.ok()
 }
 
-func cmdAuth(c *conn, a [][]byte) {
-	if len(a) > 3 {
-		c.err("ERR syntax error")
-		return
-	}
-	c.ok()
-}
-
 func cmdCluster(c *conn, _ [][]byte) {
 	c.err("ERR This instance has cluster support disabled (cachecast answers on each node as a standalone endpoint; the fleet replicates by itself)")
 }
@@ -1062,10 +1054,12 @@ func cmdHello(c *conn, a [][]byte) {
 		proto = int(v)
 	}
 	name, setName := "", false
+	auth, user, pass := false, "", ""
 	for i := 2; i < len(a); i++ {
 		switch opt := strings.ToUpper(view(a[i])); {
 		case opt == "AUTH" && i+2 < len(a):
-			i += 2 // accepted and ignored, as AUTH is
+			auth, user, pass = true, string(a[i+1]), string(a[i+2])
+			i += 2
 		case opt == "SETNAME" && i+1 < len(a):
 			if !validClientName(a[i+1]) {
 				c.err("ERR Client names cannot contain spaces, newlines or special characters.")
@@ -1077,6 +1071,9 @@ func cmdHello(c *conn, a [][]byte) {
 			c.err("ERR Syntax error in HELLO option '" + cString(a[i], len(a[i])) + "'")
 			return
 		}
+	}
+	if !c.helloAuth(auth, user, pass) {
+		return
 	}
 	c.setProto(proto)
 	if setName {

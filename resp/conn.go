@@ -57,6 +57,8 @@ type conn struct {
 	// moves (RolesChanged); the connection's own goroutine only.
 	rolesSeen uint64
 	readErr   error
+	// mustAuth: answer NOAUTH until AUTH succeeds (gate, auth.go).
+	mustAuth bool
 	// pushed: it subscribed or turned tracking on (it receives without
 	// sending commands), set once.
 	pushed atomic.Bool
@@ -203,8 +205,11 @@ func (c *conn) process(inLoop bool) int {
 			return stepHandOff
 		}
 		c.start += n
-		if !c.mayRead() {
+		switch c.gate(cmd) {
+		case gateClose:
 			return stepClose
+		case gateSkip:
+			continue
 		}
 		k, full := c.execSets(args, c.rbuf[c.start:c.end])
 		if k >= 0 {

@@ -30,11 +30,17 @@
 // (ID, SETNAME, GETNAME, SETINFO, INFO, LIST [TYPE type | ID id...],
 // TRACKING, CACHING, GETREDIR, TRACKINGINFO, HELP; NO-EVICT ON|OFF,
 // NO-TOUCH ON|OFF and CAPA answer OK; KILL is not served), SELECT 0,
-// PING, ECHO, QUIT, RESET, READONLY, READWRITE. AUTH and HELLO's AUTH are
-// accepted and ignored: who may read and write is the connection's uid
-// and groups (SO_PEERCRED), checked by the node's AuthorizeRead and
-// Authorize (the daemon's read and publish roles, as for HTTP); a TCP
-// client has no uid, so with an allow-list it may only read. The read
+// PING, ECHO, QUIT, RESET, READONLY, READWRITE. Who may read and write
+// is the node's to say, by the connection (AuthorizeRead, Authorize): the
+// daemon asks a Unix client's uid and groups (SO_PEERCRED) and a TCP
+// client's user. AUTH [user] password and HELLO's AUTH ask a node that is
+// an Authenticator (auth.go) to make the connection a user's (the
+// daemon's --redis-users); an error is Redis's WRONGPASS. While the node
+// says a connection must authenticate (MustAuthenticate), every command
+// but AUTH, HELLO (with AUTH), QUIT and RESET is answered "NOAUTH
+// Authentication required." and the connection goes on, as in Redis;
+// RESET keeps the connection's user. A node that is not an Authenticator
+// answers AUTH as a Redis without passwords does. The read
 // role is asked at a connection's first command and again at its next
 // command after RolesChanged (a SIGHUP's reload): without it the command
 // is answered NOPERM and the connection closed. RolesChanged closes at

@@ -35,14 +35,31 @@ type Caller struct {
 	// below it, whatever the lists say. RoleNone, the zero value, grants
 	// nothing.
 	Granted Role
+	// TCP: a client of the Redis door's TCP listener (--redis-addr). It
+	// has no uid: what it may do is its user's roles (User), or the
+	// anonymous ones (Users.Anonymous) before it authenticates.
+	TCP bool
+	// User is the user of the users file (--redis-users) the client
+	// authenticated as with AUTH, "" before. On the Unix socket it
+	// narrows the uid's roles to the user's, never widens them.
+	User string
 }
 
 // Fields are the zap fields a write is logged with.
 func (c Caller) Fields() []zap.Field {
-	if !c.Known {
-		return []zap.Field{zap.Bool("peer-unknown", true)}
+	var f []zap.Field
+	switch {
+	case c.Known:
+		f = []zap.Field{zap.Uint32("uid", c.UID), zap.Uint32("gid", c.GID), zap.Int32("pid", c.PID)}
+	case c.TCP:
+		f = []zap.Field{zap.Bool("tcp", true)}
+	default:
+		f = []zap.Field{zap.Bool("peer-unknown", true)}
 	}
-	return []zap.Field{zap.Uint32("uid", c.UID), zap.Uint32("gid", c.GID), zap.Int32("pid", c.PID)}
+	if c.User != "" {
+		f = append(f, zap.String("user", c.User))
+	}
+	return f
 }
 
 type callerKey struct{}

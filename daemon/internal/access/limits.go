@@ -540,6 +540,7 @@ func (l *Listener) admit(c *Conn) bool {
 // connection's own goroutine touches).
 type Conn struct {
 	*net.UnixConn
+	login     // the Redis socket's AUTH, which narrows the caller's roles
 	caller    Caller
 	key       peerKey
 	l         *Listener
@@ -553,8 +554,13 @@ type Conn struct {
 	bodyHeld      int64         // bytes of the current request's body counted in the budget
 }
 
-// Caller is who connected, as the kernel said when it did.
-func (c *Conn) Caller() Caller { return c.caller }
+// Caller is who connected, as the kernel said when it did, and the user
+// it authenticated as since (the Redis socket's AUTH), if any.
+func (c *Conn) Caller() Caller {
+	cl := c.caller
+	cl.User = c.User()
+	return cl
+}
 
 // Spare is nil on a connection admitted under the limits; on a spare one
 // (admitted over them, for health checks) it is the answer to anything
@@ -617,7 +623,14 @@ func (c *Conn) Close() error {
 
 // Who names the caller in an error message.
 func (c Caller) Who() string {
-	if !c.Known {
+	switch {
+	case c.User != "" && c.Known:
+		return fmt.Sprintf("uid %d as user %s", c.UID, c.User)
+	case c.User != "":
+		return "user " + c.User
+	case c.TCP:
+		return "an unauthenticated TCP client"
+	case !c.Known:
 		return "a caller of unknown credentials"
 	}
 	return fmt.Sprintf("uid %d", c.UID)

@@ -138,9 +138,11 @@ func (r *Roles) Has(c Caller, need Role) bool {
 
 // Guard is the one permission check of the daemon: the local API checks
 // each route with Authorize, and other front doors call it the same way.
-// Its roles are swapped whole by a reload (Set).
+// Its roles and the Redis door's users are swapped whole by a reload (Set,
+// SetUsers).
 type Guard struct {
 	roles atomic.Pointer[Roles]
+	users atomic.Pointer[Users]
 	log   *zap.Logger
 }
 
@@ -148,14 +150,44 @@ type Guard struct {
 func NewGuard(r *Roles, log *zap.Logger) *Guard {
 	g := &Guard{log: log}
 	g.roles.Store(r)
+	g.users.Store(&Users{})
 	return g
 }
 
 // Set puts r in force.
 func (g *Guard) Set(r *Roles) { g.roles.Store(r) }
 
-// Has reports whether c holds role need now.
-func (g *Guard) Has(c Caller, need Role) bool { return g.roles.Load().Has(c, need) }
+// SetUsers puts the Redis door's users in force (nil: none).
+func (g *Guard) SetUsers(u *Users) {
+	if u == nil {
+		u = &Users{}
+	}
+	g.users.Store(u)
+}
+
+// Users are the Redis door's users in force.
+func (g *Guard) Users() *Users { return g.users.Load() }
+
+// Has reports whether c holds role need now. A caller that authenticated
+// as a user (AUTH) holds at most the user's roles, and on the Unix socket
+// only those its uid holds too; a TCP client that did not holds the
+// anonymous roles (Users.Anonymous).
+func (g *Guard) Has(c Caller, need Role) bool {
+	if c.User != "" || c.TCP {
+		u := g.users.Load()
+		set := u.RolesOf(c.User)
+		if c.User == "" {
+			set, _ = u.Anonymous()
+		}
+		if !set.Has(need) {
+			return false
+		}
+		if !c.Known {
+			return true
+		}
+	}
+	return g.roles.Load().Has(c, need)
+}
 
 // Authorize is nil when c holds role need, else a 403 forbidden naming
 // the role, the caller and the flags that grant it (and logged).
@@ -164,8 +196,31 @@ func (g *Guard) Authorize(c Caller, need Role) *wire.Error {
 		return nil
 	}
 	g.log.Warn("request refused", append(c.Fields(), zap.Stringer("role", need))...)
-	if !c.Known {
+	switch {
+	case c.User != "" && c.Known && g.users.Load().RolesOf(c.User).Has(need):
+		return wire.Errorf(wire.CodeForbidden, "%s does not have the %s role this needs: AUTH narrows a uid's roles, never widens them; it is granted by %s",
+			c.Who(), need, need.flags())
+	case c.User != "":
+		return wire.Errorf(wire.CodeForbidden, "%s does not have the %s role this needs; it is granted by the user's rules in --redis-users (%s)",
+			c.Who(), need, need.category())
+	case c.TCP:
+		return wire.Errorf(wire.CodeForbidden, "the %s role is needed and an unauthenticated TCP client may only read (without --redis-users) or hold the user default's roles; AUTH as a user of --redis-users with %s",
+			need, need.category())
+	case !c.Known:
 		return wire.Errorf(wire.CodeForbidden, "the %s role is needed and the caller's credentials are unknown (%s)", need, need.flags())
 	}
 	return wire.Errorf(wire.CodeForbidden, "uid %d (gid %d) does not have the %s role this needs; it is granted by %s", c.UID, c.GID, need, need.flags())
+}
+
+// category is the users file's rule that grants the role.
+func (r Role) category() string {
+	switch r {
+	case RoleRead:
+		return "+@read"
+	case RoleConsume:
+		return "+@consume"
+	case RolePublish:
+		return "+@write"
+	}
+	return "+@admin"
 }

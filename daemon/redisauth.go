@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/daemon/internal/access"
+	respsrv "github.com/cachecast/cachecast/resp"
+)
+
+// Who may do what at the Redis door's TCP listener (--redis-addr): a TCP
+// client has no uid, so its roles are those of the user it authenticates
+// as (AUTH, HELLO AUTH) in --redis-users; before it does, read only
+// without a users file, and with one the roles of its user default when
+// that is on and nopass, else none (NOAUTH). A client of the Redis socket
+// keeps its uid's roles; AUTH there narrows them to the user's.
+
+// validateRedisAuth checks --redis-users, --redis-tls-cert and
+// --redis-tls-key against --redis-addr.
+func (c Config) validateRedisAuth() error {
+	if (c.RedisTLSCert == "") != (c.RedisTLSKey == "") {
+		return errors.New("--redis-tls-cert and --redis-tls-key: set both to serve --redis-addr under TLS, or neither")
+	}
+	if c.RedisTLSCert != "" && c.RedisAddr == "" {
+		return errors.New("--redis-tls-cert: TLS is served on --redis-addr, which is not set")
+	}
+	if c.RedisAddr != "" && !loopbackAddr(c.RedisAddr) && c.RedisUsers == "" {
+		return fmt.Errorf("--redis-addr: %s is not a loopback address; beyond this machine its clients must authenticate: set --redis-users", c.RedisAddr)
+	}
+	return nil
+}
+
+// loadRedisUsers reads --redis-users (none when it is not set); a remote
+// --redis-addr needs at least one user.
+func (c Config) loadRedisUsers() (*access.Users, error) {
+	if c.RedisUsers == "" {
+		return &access.Users{}, nil
+	}
+	u, err := access.LoadUsers(c.RedisUsers)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-users: %w", err)
+	}
+	if u.Len() == 0 && c.RedisAddr != "" && !loopbackAddr(c.RedisAddr) {
+		return nil, fmt.Errorf("--redis-users: %s has no user, and --redis-addr %s is not a loopback address", c.RedisUsers, c.RedisAddr)
+	}
+	return u, nil
+}
+
+// listenRedisTCP listens on --redis-addr, under TLS with
+// --redis-tls-cert, and tells what its clients may do.
+func (d *Daemon) listenRedisTCP() (net.Listener, error) {
+	ln, err := net.Listen("tcp", d.cfg.RedisAddr)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-addr: %w", err)
+	}
+	if d.cfg.RedisTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(d.cfg.RedisTLSCert, d.cfg.RedisTLSKey)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("--redis-tls-cert/--redis-tls-key: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	users := d.guard.Users()
+	anon, open := users.Anonymous()
+	fields := []zap.Field{zap.String("redis-addr", ln.Addr().String()), zap.Bool("tls", d.cfg.RedisTLSCert != ""),
+		zap.Int("users", users.Len()), zap.Stringer("unauthenticated-roles", anon)}
+	switch {
+	case users.Len() == 0:
+		d.log.Warn("redis TCP door without --redis-users: any local user may connect and read every key over it; none may write", fields...)
+	case open:
+		d.log.Info("redis TCP door: clients hold the roles of the user default until they AUTH as a user of --redis-users", fields...)
+	default:
+		d.log.Info("redis TCP door: clients must AUTH as a user of --redis-users (NOAUTH before)", fields...)
+	}
+	return access.TCPListener{Listener: ln}, nil
+}
+
+// loginConn is a connection that may authenticate (AUTH): a TCP one, or
+// one of the Redis socket.
+type loginConn interface {
+	Login(name string)
+	User() string
+}
+
+// Authenticate checks a user and password of --redis-users and makes c
+// that user's. Without a users file, the user default takes any
+// password and changes nothing, as in a Redis without passwords.
+func (n *respNode) Authenticate(c net.Conn, user, pass string) error {
+	users := n.d.guard.Users()
+	oneArg := user == ""
+	if oneArg {
+		user = access.DefaultUser
+	}
+	if u, ok := users.Lookup(user); oneArg && (users.Len() == 0 || ok && u.NoPass) {
+		return respsrv.ErrNoPassword
+	}
+	if users.Len() == 0 && user == access.DefaultUser {
+		return nil
+	}
+	lc, ok := c.(loginConn)
+	if !ok || !users.Check(user, pass) {
+		n.d.log.Warn("redis authentication refused", append(callerOfConn(c).Fields(), zap.String("as-user", user))...)
+		return respsrv.ErrWrongPass
+	}
+	lc.Login(user)
+	n.d.log.Debug("redis client authenticated", callerOfConn(c).Fields()...)
+	return nil
+}
+
+// MustAuthenticate: a TCP client that has not authenticated, when the
+// users file gives such clients no roles (no user default on and nopass).
+func (n *respNode) MustAuthenticate(c net.Conn) bool {
+	tc, ok := c.(*access.TCPConn)
+	if !ok || tc.User() != "" {
+		return false
+	}
+	_, open := n.d.guard.Users().Anonymous()
+	return !open
+}

@@ -1,0 +1,256 @@
+package daemon
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// testUsers is a users file: a writer, a reader, a user that is off.
+const testUsers = `# the Redis door's users
+user alice on >alice-pw ~* +@all
+user reader on >reader-pw ~* +@read
+user gone off >gone-pw ~* +@all
+`
+
+// writeUsers writes a users file and returns its path.
+func writeUsers(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// redisCLIAs runs redis-cli as uid (setpriv, no groups; 0 runs it as the
+// test's own user) with args, and returns its output, trimmed.
+func redisCLIAs(t *testing.T, uid int, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redis-cli: %v (install redis-tools; .ci/run does)", err)
+	}
+	cmd := exec.Command(path, args...)
+	if uid != 0 {
+		id := strconv.Itoa(uid)
+		cmd = exec.Command("setpriv", append([]string{"--reuid=" + id, "--regid=" + id, "--clear-groups", path}, args...)...)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli %v as uid %d: %v: %s", args, uid, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// tcpArgs are redis-cli's arguments for td's TCP door.
+func tcpArgs(td *testDaemon) []string {
+	host, port, _ := net.SplitHostPort(td.d.RedisAddr())
+	return []string{"-h", host, "-p", port}
+}
+
+// TestRedisTCPWithoutUsers: without --redis-users, any local user reads
+// over the TCP door and none writes (the issue's SET k pwned as nobody).
+func TestRedisTCPWithoutUsers(t *testing.T) {
+	needRoot(t)
+	cfg := roleConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	td := startDaemon(t, cfg)
+	td.put("prices", "k", "v")
+	const nobody = 65534
+	tcp := tcpArgs(td)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SET", "prices:k", "pwned"}, "NOPERM"},
+		{[]string{"MSET", "prices:k", "pwned"}, "NOPERM"},
+		{[]string{"DEL", "prices:k"}, "NOPERM"},
+		{[]string{"PUBLISH", "prices", "m"}, "NOPERM"},
+		{[]string{"GET", "prices:k"}, "v"},
+		{[]string{"AUTH", "x"}, "ERR AUTH <password> called without any password configured"},
+		{[]string{"AUTH", "default", "x"}, "OK"},
+		{[]string{"AUTH", "alice", "x"}, "WRONGPASS invalid username-password pair or user is disabled."},
+	} {
+		out := redisCLIAs(t, nobody, append(tcp, c.args...)...)
+		if !strings.HasPrefix(out, c.want) {
+			t.Errorf("%v as nobody over TCP: %q, want %q", c.args, out, c.want)
+		}
+	}
+	if out := redisCLIAs(t, nobody, append(tcp, "SET", "prices:k", "pwned")...); !strings.Contains(out, "unauthenticated TCP client may only read") {
+		t.Errorf("the refusal should say what a TCP client may do: %q", out)
+	}
+	if e, _ := td.d.store.Get("prices", "k"); string(e.Value) != "v" {
+		t.Fatalf("a refused write changed the key: %q", e.Value)
+	}
+}
+
+// TestRedisAuthUsers: with --redis-users, a TCP client must AUTH (NOAUTH
+// before), gets its user's roles, and a reload of the file applies to
+// connections already open. redis-cli and go-redis (RESP2's AUTH and
+// RESP3's HELLO AUTH) are the clients.
+func TestRedisAuthUsers(t *testing.T) {
+	needRoot(t)
+	cfg := roleConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	reloadTo := cfg
+	cfg.Reload = func() (Config, error) { return reloadTo, nil }
+	td := startDaemon(t, cfg)
+	const nobody = 65534
+	tcp := tcpArgs(td)
+	as := func(user, pass string, args ...string) string {
+		t.Helper()
+		return redisCLIAs(t, nobody, append(append(tcp, "--no-auth-warning", "--user", user, "--pass", pass), args...)...)
+	}
+	for _, c := range []struct {
+		name string
+		out  string
+		want string
+	}{
+		{"GET unauthenticated", redisCLIAs(t, nobody, append(tcp, "GET", "a:k")...), "NOAUTH Authentication required."},
+		{"PING unauthenticated", redisCLIAs(t, nobody, append(tcp, "PING")...), "NOAUTH Authentication required."},
+		{"wrong password", as("alice", "nope", "GET", "a:k"), "AUTH failed: WRONGPASS"},
+		{"user off", as("gone", "gone-pw", "GET", "a:k"), "AUTH failed: WRONGPASS"},
+		{"alice writes", as("alice", "alice-pw", "SET", "a:k", "v1"), "OK"},
+		{"reader reads", as("reader", "reader-pw", "GET", "a:k"), "v1"},
+		{"reader does not write", as("reader", "reader-pw", "SET", "a:k", "v2"), "NOPERM"},
+	} {
+		if !strings.HasPrefix(c.out, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, c.out, c.want)
+		}
+	}
+	ctx := context.Background()
+	for _, proto := range []int{2, 3} {
+		rc := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr(), Protocol: proto, Username: "alice", Password: "alice-pw"})
+		noErr(t, rc.Set(ctx, "a:go"+strconv.Itoa(proto), "v", 0).Err())
+		bad := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr(), Protocol: proto, Username: "alice", Password: "x"})
+		wantErr(t, "go-redis with a wrong password", bad.Get(ctx, "a:k").Err(), "WRONGPASS")
+		_ = bad.Close()
+		// A reload that takes alice's write role away applies to her
+		// open connection at its next write.
+		if proto == 3 {
+			reloadTo.RedisUsers = writeUsers(t, strings.Replace(testUsers, "~* +@all", "~* +@read", 1))
+			noErr(t, td.d.Reload())
+			wantErr(t, "SET after alice lost +@write", rc.Set(ctx, "a:go", "v", 0).Err(), "NOPERM")
+			if v := must(rc.Get(ctx, "a:go3").Result()); v != "v" {
+				t.Errorf("GET after the reload: %q", v)
+			}
+		}
+		_ = rc.Close()
+	}
+}
+
+// TestRedisAuthNarrowsUnix: on the Redis socket a uid keeps its roles;
+// AUTH narrows them to the user's, and never widens them.
+func TestRedisAuthNarrowsUnix(t *testing.T) {
+	needRoot(t)
+	const reader, writer = 61070, 61071
+	cfg := roleConfig(t)
+	cfg.ReadUIDs = []uint32{reader}
+	cfg.AllowUIDs = []uint32{writer}
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	td := startDaemon(t, cfg)
+	sock := []string{"-s", td.d.RedisSocketPath(), "--no-auth-warning"}
+	for _, c := range []struct {
+		name string
+		uid  int
+		args []string
+		want string
+	}{
+		{"the writer uid writes", writer, []string{"SET", "a:k", "v"}, "OK"},
+		{"the writer uid as reader does not", writer, []string{"--user", "reader", "--pass", "reader-pw", "SET", "a:k", "v"}, "NOPERM"},
+		{"the writer uid as reader reads", writer, []string{"--user", "reader", "--pass", "reader-pw", "GET", "a:k"}, "v"},
+		{"the reader uid as alice does not write", reader, []string{"--user", "alice", "--pass", "alice-pw", "SET", "a:k", "x"}, "NOPERM"},
+		{"a wrong password on the socket", writer, []string{"--user", "alice", "--pass", "x", "GET", "a:k"}, "AUTH failed: WRONGPASS"},
+	} {
+		if out := redisCLIAs(t, c.uid, append(sock, c.args...)...); !strings.HasPrefix(out, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, out, c.want)
+		}
+	}
+	if out := redisCLIAs(t, reader, append(sock, "--user", "alice", "--pass", "alice-pw", "SET", "a:k", "x")...); !strings.Contains(out, "never widens") {
+		t.Errorf("the refusal should say AUTH does not widen: %q", out)
+	}
+}
+
+// TestRedisTLS: --redis-tls-cert serves the TCP door under TLS, to
+// redis-cli --tls and go-redis with a TLS configuration.
+func TestRedisTLS(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	certPEM := writeSelfSigned(t, &cfg)
+	td := startDaemon(t, cfg)
+	tcp := tcpArgs(td)
+	out := redisCLIAs(t, 0, append(tcp, "--tls", "--insecure", "--no-auth-warning", "--user", "alice", "--pass", "alice-pw", "SET", "tls:k", "v")...)
+	if out != "OK" {
+		t.Fatalf("redis-cli --tls SET: %q", out)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	rc := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr(), Username: "reader", Password: "reader-pw",
+		TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}})
+	defer rc.Close()
+	ctx := context.Background()
+	if v := must(rc.Get(ctx, "tls:k").Result()); v != "v" {
+		t.Fatalf("go-redis over TLS: %q", v)
+	}
+	// A client that does not speak TLS gets no answer it can read.
+	plain := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr(), Username: "reader", Password: "reader-pw",
+		DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
+	defer plain.Close()
+	if err := plain.Get(ctx, "tls:k").Err(); err == nil {
+		t.Fatal("a plain client was answered by the TLS door")
+	}
+}
+
+// writeSelfSigned makes a self-signed certificate for 127.0.0.1, sets
+// cfg's --redis-tls-cert and --redis-tls-key to its files and returns the
+// certificate's PEM.
+func writeSelfSigned(t *testing.T, cfg *Config) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cachecast redis test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	cfg.RedisTLSCert, cfg.RedisTLSKey = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cfg.RedisTLSCert, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.RedisTLSKey, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPEM
+}
