@@ -663,7 +663,7 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"unlink", -2}, {"hset", -4}, {"hmset", -4}, {"hdel", -3}, {"publish", 3}, {"subscribe", -2},
 				{"psubscribe", -2}, {"setex", 4}, {"psetex", 4}, {"expire", -3}, {"pexpire", -3}, {"expireat", -3},
 				{"pexpireat", -3}, {"persist", 2}, {"expiretime", 2}, {"pexpiretime", 2}, {"dbsize", 1}, {"time", 1},
-				{"multi", 1}, {"discard", 1}, {"exec", 1}, {"reset", 1},
+				{"multi", 1}, {"discard", 1}, {"exec", 1}, {"reset", 1}, {"watch", -2}, {"unwatch", 1},
 			} {
 				n := c.arity
 				if n < 0 {
@@ -709,6 +709,20 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{{"MULTI"}, {"PING"}, {"ECHO", "x"}, {"HGET", k("missing"), "f"}, {"DISCARD"}, {"DISCARD"}},
 				{{"MULTI"}, {"EXEC"}},
 				{{"MULTI"}, {"GET", k("a")}, {"EXEC", "x"}, {"EXEC"}, {"DISCARD"}},
+				// Transactions of writes: one batch, the reads see the
+				// transaction's own writes.
+				{{"MULTI"}, {"SET", k("ta"), "1"}, {"GET", k("ta")}, {"MSET", k("tb"), "2", k("tc"), "3"}, {"MGET", k("ta"), k("tb"), k("tc")},
+					{"DEL", k("tc"), k("missing")}, {"EXISTS", k("tc")}, {"STRLEN", k("tb")}, {"EXEC"}, {"MGET", k("ta"), k("tb"), k("tc")}, {"DEL", k("ta"), k("tb")}},
+				{{"MULTI"}, {"HSET", hash, "t1", "a", "t2", "b"}, {"HGET", hash, "t1"}, {"HDEL", hash, "t2", "t3"}, {"HEXISTS", hash, "t2"},
+					{"HMGET", hash, "t1", "t2"}, {"EXEC"}, {"HDEL", hash, "t1"}},
+				{{"MULTI"}, {"SET", k("te"), "v"}, {"EXPIRE", k("te"), "100"}, {"TTL", k("te")}, {"PERSIST", k("te")}, {"TTL", k("te")},
+					{"SETEX", k("te"), "200", "w"}, {"TTL", k("te")}, {"EXEC"}, {"GET", k("te")}, {"DEL", k("te")}},
+				{{"MULTI"}, {"SET", k("tf"), "1", "EX", "0"}, {"SET", k("tg"), "1"}, {"EXEC"}, {"GET", k("tg")}, {"DEL", k("tg")}},
+				{{"MULTI"}, {"SET", k("th"), "1"}, {"SET", k("th")}, {"EXEC"}, {"GET", k("th")}},
+				{{"MULTI"}, {"SET", k("ti"), "1"}, {"DISCARD"}, {"GET", k("ti")}, {"MULTI"}, {"DEL", k("ti")}, {"EXEC"}},
+				{{"WATCH", k("tw")}, {"SET", k("tw"), "1"}, {"MULTI"}, {"SET", k("tw"), "2"}, {"EXEC"}, {"GET", k("tw")},
+					{"WATCH", k("tw"), k("tx")}, {"MULTI"}, {"SET", k("tw"), "3"}, {"EXEC"}, {"GET", k("tw")},
+					{"WATCH", k("tw")}, {"DEL", k("tw")}, {"UNWATCH"}, {"MULTI"}, {"WATCH", k("tw")}, {"GET", k("tw")}, {"EXEC"}, {"EXEC"}},
 			} {
 				got := p.pipeline(pipe)
 				for i := range pipe {

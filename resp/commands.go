@@ -70,9 +70,11 @@ func init() {
 		{name: "dbsize", arity: 1, flags: ro, group: "server", summary: "The number of live keys.", fn: cmdDBSize, inMulti: true},
 		{name: "time", arity: 1, flags: ro, group: "server", summary: "The server's time.", fn: cmdTime, inMulti: true},
 		{name: "wait", arity: 3, flags: []string{"noscript"}, group: "generic", summary: "Waits until the replica holds this connection's last write.", fn: cmdWait},
-		{name: "multi", arity: 1, flags: cn, group: "transactions", summary: "Queues reads until EXEC.", fn: cmdMulti},
-		{name: "exec", arity: 1, flags: cn, group: "transactions", summary: "Runs the queued reads.", fn: cmdExec},
+		{name: "multi", arity: 1, flags: cn, group: "transactions", summary: "Queues commands until EXEC.", fn: cmdMulti},
+		{name: "exec", arity: 1, flags: cn, group: "transactions", summary: "Runs the queued commands; their writes are one batch, all or nothing.", fn: cmdExec},
 		{name: "discard", arity: 1, flags: cn, group: "transactions", summary: "Drops the queued commands.", fn: cmdDiscard},
+		{name: "watch", arity: -2, flags: cn, first: 1, last: -1, step: 1, group: "transactions", summary: "EXEC aborts if one of the keys changes in this node's view first.", fn: cmdWatch},
+		{name: "unwatch", arity: 1, flags: cn, group: "transactions", summary: "Forgets the watched keys.", fn: cmdUnwatch, inMulti: true},
 
 		// Reads.
 		{name: "get", arity: 2, flags: ro, first: 1, last: 1, step: 1, group: "string", summary: "The value of topic:key.", fn: cmdGet, inMulti: true},
@@ -204,18 +206,8 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 		c.err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
-	if c.inMulti && cmd.name != "exec" && cmd.name != "discard" && cmd.name != "multi" {
-		if !cmd.inMulti {
-			c.multiErr = true
-			c.err("ERR " + strings.ToUpper(cmd.name) + " cannot be queued: MULTI here holds reads only (a write inside a transaction would not be atomic with them); MSET and HSET write a batch all or nothing")
-			return
-		}
-		q := make([][]byte, len(a))
-		for i := range a {
-			q[i] = bytes.Clone(a[i])
-		}
-		c.queued = append(c.queued, q)
-		c.out = append(c.out, "+QUEUED\r\n"...)
+	if c.inMulti && !runsInMulti[cmd.name] {
+		c.queue(cmd, a)
 		return
 	}
 	cmd.fn(c, a)
@@ -318,11 +310,11 @@ func (s *Server) RedisName(topic, key string) string {
 }
 
 // isHash reports whether name is a topic with live keys (a hash).
-func (s *Server) isHash(name []byte) bool {
+func (c *conn) isHash(name []byte) bool {
 	if bytes.IndexByte(name, ':') >= 0 || len(name) == 0 {
 		return false
 	}
-	return len(s.node.Keys(view(name), "", "", 1)) > 0
+	return len(c.node().Keys(view(name), "", "", 1)) > 0
 }
 
 const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -331,7 +323,7 @@ const wrongType = "WRONGTYPE Operation against a key holding the wrong kind of v
 func (c *conn) getString(name []byte) ([]byte, bool) {
 	c.trackRead(name)
 	t, k := c.s.split(name)
-	return c.s.node.Get(t, k)
+	return c.node().Get(t, k)
 }
 
 func cmdGet(c *conn, a [][]byte) {
@@ -339,7 +331,7 @@ func cmdGet(c *conn, a [][]byte) {
 	switch {
 	case ok:
 		c.bulk(v)
-	case c.s.isHash(a[1]):
+	case c.isHash(a[1]):
 		c.err(wrongType)
 	default:
 		c.null()
@@ -360,7 +352,7 @@ func cmdMGet(c *conn, a [][]byte) {
 	if cap(lk.entries) < n {
 		lk.entries, lk.found = make([]storeview.Entry, n), make([]bool, n)
 	}
-	c.s.node.GetMany(lk.topics, lk.keys, lk.entries[:n], lk.found[:n])
+	c.node().GetMany(lk.topics, lk.keys, lk.entries[:n], lk.found[:n])
 	c.array(n)
 	for i := range n {
 		if lk.found[i] {
@@ -394,7 +386,7 @@ func (l *lookups) drop() {
 func cmdExists(c *conn, a [][]byte) {
 	n := 0
 	for _, name := range a[1:] {
-		if _, ok := c.getString(name); ok || c.s.isHash(name) {
+		if _, ok := c.getString(name); ok || c.isHash(name) {
 			n++
 		}
 	}
@@ -404,7 +396,7 @@ func cmdExists(c *conn, a [][]byte) {
 func cmdType(c *conn, a [][]byte) {
 	if _, ok := c.getString(a[1]); ok {
 		c.simple("string")
-	} else if c.s.isHash(a[1]) {
+	} else if c.isHash(a[1]) {
 		c.simple("hash")
 	} else {
 		c.simple("none")
@@ -413,7 +405,7 @@ func cmdType(c *conn, a [][]byte) {
 
 func cmdStrlen(c *conn, a [][]byte) {
 	v, ok := c.getString(a[1])
-	if !ok && c.s.isHash(a[1]) {
+	if !ok && c.isHash(a[1]) {
 		c.err(wrongType)
 		return
 	}
@@ -428,7 +420,7 @@ func cmdGetRange(c *conn, a [][]byte) {
 		return
 	}
 	v, ok := c.getString(a[1])
-	if !ok && c.s.isHash(a[1]) {
+	if !ok && c.isHash(a[1]) {
 		c.err(wrongType)
 		return
 	}
@@ -473,7 +465,7 @@ func cmdObject(c *conn, a [][]byte) {
 	}
 	if v, ok := c.getString(a[2]); ok {
 		c.bulkString(stringEncoding(v))
-	} else if c.s.isHash(a[2]) {
+	} else if c.isHash(a[2]) {
 		c.bulkString(c.s.hashEncoding(view(a[2])))
 	} else {
 		c.null()
@@ -530,25 +522,25 @@ func (c *conn) getField(hash, field []byte) ([]byte, bool) {
 	if t == "" {
 		return nil, false
 	}
-	return c.s.node.Get(t, view(field))
+	return c.node().Get(t, view(field))
 }
 
 // stringOnly reports whether name is a string key and not a hash (a
 // topic with live keys): a hash command answers it WRONGTYPE, as Redis
 // answers one on a string key. The reads ask it only when the hash gave
 // them nothing.
-func (s *Server) stringOnly(name []byte) bool {
-	if _, ok := s.node.Get(s.split(name)); !ok {
+func (c *conn) stringOnly(name []byte) bool {
+	if _, ok := c.node().Get(c.s.split(name)); !ok {
 		return false
 	}
-	return !s.isHash(name)
+	return !c.isHash(name)
 }
 
 func cmdHGet(c *conn, a [][]byte) {
 	switch v, ok := c.getField(a[1], a[2]); {
 	case ok:
 		c.bulk(v)
-	case c.s.stringOnly(a[1]):
+	case c.stringOnly(a[1]):
 		c.err(wrongType)
 	default:
 		c.null()
@@ -571,7 +563,7 @@ func cmdHMGet(c *conn, a [][]byte) {
 			c.null()
 		}
 	}
-	if !found && c.s.stringOnly(a[1]) {
+	if !found && c.stringOnly(a[1]) {
 		c.out = c.out[:mark]
 		c.err(wrongType)
 	}
@@ -581,7 +573,7 @@ func cmdHExists(c *conn, a [][]byte) {
 	switch _, ok := c.getField(a[1], a[2]); {
 	case ok:
 		c.integer(1)
-	case c.s.stringOnly(a[1]):
+	case c.stringOnly(a[1]):
 		c.err(wrongType)
 	default:
 		c.integer(0)
@@ -590,7 +582,7 @@ func cmdHExists(c *conn, a [][]byte) {
 
 func cmdHStrlen(c *conn, a [][]byte) {
 	v, ok := c.getField(a[1], a[2])
-	if !ok && c.s.stringOnly(a[1]) {
+	if !ok && c.stringOnly(a[1]) {
 		c.err(wrongType)
 		return
 	}
@@ -600,13 +592,13 @@ func cmdHStrlen(c *conn, a [][]byte) {
 func cmdHLen(c *conn, a [][]byte) {
 	c.trackRead(a[1])
 	t := topicOf(a[1])
-	for _, ti := range c.s.node.Topics() {
+	for _, ti := range c.node().Topics() {
 		if ti.Name == t {
 			c.integer(int64(ti.Keys))
 			return
 		}
 	}
-	if c.s.stringOnly(a[1]) {
+	if c.stringOnly(a[1]) {
 		c.err(wrongType)
 		return
 	}
@@ -623,10 +615,10 @@ func (c *conn) hashKeys(hash []byte) ([]string, bool) {
 	c.trackRead(hash)
 	var keys []string
 	if t := topicOf(hash); t != "" {
-		keys = c.s.node.Keys(t, "", "", maxHashReply+1)
+		keys = c.node().Keys(t, "", "", maxHashReply+1)
 	}
 	switch {
-	case len(keys) == 0 && c.s.stringOnly(hash):
+	case len(keys) == 0 && c.stringOnly(hash):
 		c.err(wrongType)
 		return nil, false
 	case len(keys) > maxHashReply:
@@ -650,7 +642,7 @@ func cmdHKeys(c *conn, a [][]byte) {
 // hashPairs reads the values of keys; a key deleted meanwhile is left out.
 func (c *conn) hashPairs(t string, keys []string) (ks []string, vs [][]byte) {
 	for _, k := range keys {
-		if v, ok := c.s.node.Get(t, k); ok {
+		if v, ok := c.node().Get(t, k); ok {
 			ks = append(ks, k)
 			vs = append(vs, v)
 		}
@@ -709,6 +701,9 @@ func (c *conn) publishMsgs(msgs []record.Message) string {
 // each of msgs, so that a node that can (checkedPublisher) checks again
 // only what concerns the batch.
 func (c *conn) publishChecked(msgs []record.Message, checked bool) string {
+	if c.tx != nil {
+		return c.tx.add(msgs) // published at the end of EXEC
+	}
 	noloop := c.s.track.beginWrite(c)
 	c.mu.Unlock()
 	var (
@@ -725,11 +720,7 @@ func (c *conn) publishChecked(msgs []record.Message, checked bool) string {
 		c.s.track.endWrite(c.s, c, err == nil, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
 	}
 	if err != nil {
-		var re redisErrorer
-		if errors.As(err, &re) {
-			return re.RedisError()
-		}
-		return "ERR " + err.Error()
+		return redisText(err)
 	}
 	c.lastWrite = w.Seq
 	if w.Unconfirmed != "" {
@@ -827,7 +818,7 @@ func cmdDel(c *conn, a [][]byte) {
 	seen := distinct(len(a) - 1)
 	for _, name := range a[1:] {
 		t, k := c.s.split(name)
-		if _, ok := c.s.node.Get(t, k); ok && seen(t, k) {
+		if _, ok := c.node().Get(t, k); ok && seen(t, k) {
 			m, _ := c.message(name, nil, true)
 			msgs = append(msgs, m)
 		}
@@ -859,13 +850,16 @@ func distinct(n int) func(topic, key string) bool {
 	}
 }
 
-func (c *conn) writeError(err error) {
+func (c *conn) writeError(err error) { c.err(redisText(err)) }
+
+// redisText is the Redis error text of err: its own (redisErrorer), or
+// ERR and its message.
+func redisText(err error) string {
 	var re redisErrorer
 	if errors.As(err, &re) {
-		c.err(re.RedisError())
-		return
+		return re.RedisError()
 	}
-	c.err("ERR " + err.Error())
+	return "ERR " + err.Error()
 }
 
 func cmdHSet(c *conn, a [][]byte) {
@@ -883,7 +877,7 @@ func cmdHSet(c *conn, a [][]byte) {
 			c.err("ERR invalid_name: key: must be 1 to 1024 bytes, got 0")
 			return
 		}
-		if _, ok := c.s.node.Get(t, k); !ok && seen(t, k) {
+		if _, ok := c.node().Get(t, k); !ok && seen(t, k) {
 			added++
 		}
 		msgs = append(msgs, record.Message{Topic: t, Key: k, Value: bytes.Clone(a[i+1])})
@@ -910,12 +904,12 @@ func cmdHDel(c *conn, a [][]byte) {
 		if t == "" {
 			break
 		}
-		if _, ok := c.s.node.Get(t, view(f)); ok && seen(t, view(f)) {
+		if _, ok := c.node().Get(t, view(f)); ok && seen(t, view(f)) {
 			msgs = append(msgs, record.Message{Topic: strings.Clone(t), Key: string(f), Delete: true})
 		}
 	}
 	if len(msgs) == 0 {
-		if c.s.stringOnly(a[1]) {
+		if c.stringOnly(a[1]) {
 			c.err(wrongType)
 			return
 		}
@@ -1033,7 +1027,7 @@ func cmdReset(c *conn, _ [][]byte) {
 	c.channels, c.patterns = nil, nil
 	c.s.track.off(c)
 	c.trk = trackState{}
-	c.caching, c.inMulti, c.multiErr, c.queued = 0, false, false, nil
+	c.caching, c.inMulti, c.multiErr, c.queued, c.watched = 0, false, false, nil, nil
 	c.setProto(2)
 	c.setName("")
 	c.simple("RESET")
@@ -1288,43 +1282,6 @@ func (c *conn) clientList(filter [][]byte) ([]*conn, bool) {
 	}
 	c.err("ERR syntax error")
 	return nil, false
-}
-
-// MULTI holds reads only.
-
-func cmdMulti(c *conn, _ [][]byte) {
-	if c.inMulti {
-		c.err("ERR MULTI calls can not be nested")
-		return
-	}
-	c.inMulti, c.multiErr, c.queued = true, false, nil
-	c.ok()
-}
-
-func cmdDiscard(c *conn, _ [][]byte) {
-	if !c.inMulti {
-		c.err("ERR DISCARD without MULTI")
-		return
-	}
-	c.inMulti, c.multiErr, c.queued = false, false, nil
-	c.ok()
-}
-
-func cmdExec(c *conn, _ [][]byte) {
-	if !c.inMulti {
-		c.err("ERR EXEC without MULTI")
-		return
-	}
-	queued, failed := c.queued, c.multiErr
-	c.inMulti, c.multiErr, c.queued = false, false, nil
-	if failed {
-		c.err("EXECABORT Transaction discarded because of previous errors.")
-		return
-	}
-	c.array(len(queued))
-	for _, q := range queued {
-		lookup(q[0]).fn(c, q)
-	}
 }
 
 // Server commands.

@@ -94,12 +94,15 @@ type conn struct {
 	// tables the follower reads.
 	trk     trackState
 	caching int8 // CLIENT CACHING: 1 yes, -1 no, until a command other than CLIENT
-	// MULTI: the queued commands and whether one was refused.
+	// MULTI: the queued commands and whether one was refused; tx is
+	// the transaction's view while EXEC runs them (multi.go).
 	inMulti   bool
 	multiErr  bool
 	queued    [][][]byte
-	lastWrite uint64  // seq of this connection's last write, for WAIT
-	mget      lookups // MGET's buffers
+	tx        *txView
+	watched   []watchedKey // WATCH
+	lastWrite uint64       // seq of this connection's last write, for WAIT
+	mget      lookups      // MGET's buffers
 	// A pipeline's SETs waiting to be published as one batch (execSets).
 	sets     []record.Message
 	setBytes int

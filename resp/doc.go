@@ -111,9 +111,25 @@
 // key named twice once), HSET
 // and HMSET (one batch), HDEL, PUBLISH channel message (a keyless message
 // on the topic the channel names, to every node; the answer counts the
-// local subscribers). MULTI/EXEC/DISCARD queue reads only (what rueidis's
-// client-side caching sends); a write in MULTI is refused, as it would not
-// be atomic with the reads: MSET and HSET are the all-or-nothing writes.
+// local subscribers).
+//
+// MULTI queues the reads and writes of keys (multi.go); EXEC runs them in
+// order against the transaction's view, the node's view under the
+// transaction's own earlier writes (a read after a SET in the same
+// transaction sees it, as in Redis), answers each command's reply in
+// order, and publishes all their writes as one batch: all or nothing,
+// visible together on every node, as MSET. A queueing error (an unknown
+// command, a wrong arity, a writer without the publish role) makes EXEC
+// answer EXECABORT; a command's own error at EXEC is its answer and the
+// others go on, as in Redis; DISCARD drops the queue; a batch the node refuses (a full disk, a
+// fleet too old) answers its error in the place of every command that
+// wrote, and nothing is written. WATCH remembers the keys' entries in
+// this node's view; EXEC answers a null array when one of them changed
+// since (a write of any node, an expiry), and EXEC, DISCARD and UNWATCH
+// forget them: it is not fleet-wide (another
+// node may change the key at the same instant, and the latest write wins
+// there as anywhere), and the check and the publish are two steps, so a
+// record arriving between them is not seen.
 //
 // Pipelined SETs are batched: when a connection's read buffer holds
 // consecutive SETs (SET key value, with an expiry or EFFECTIVEAT, not
@@ -284,8 +300,8 @@
 // replica (--flush sync, --replication=sync: Node.PublishWaits); also
 // when its client does not take its answers at once (the goroutine's
 // write then waits, at most --write-timeout), and when a push is queued
-// for it (a REDIRECT target of another client's tracking). MULTI, whose
-// EXEC runs reads only, stays on the loop. The loop reads and writes a
+// for it (a REDIRECT target of another client's tracking). MULTI stays on the loop;
+// EXEC leaves it when writes wait. The loop reads and writes a
 // descriptor of its own, a duplicate taken at accept, and closes the
 // listener's net.Conn, so that the runtime's poller is not woken by
 // its traffic; a connection handed off gets a new net.Conn of that

@@ -105,6 +105,8 @@ func (s *Server) mayWait(cmd *command, a [][]byte) bool {
 	switch cmd.name {
 	case "wait", "subscribe", "psubscribe":
 		return true
+	case "exec": // its queued writes are one publish
+		return s.node.PublishWaits()
 	case "client":
 		return len(a) > 1 && bytes.EqualFold(a[1], []byte("tracking"))
 	}

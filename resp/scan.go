@@ -309,7 +309,7 @@ func cmdScan(c *conn, a [][]byte) {
 		}
 	case o.typ == "hash":
 		// The topics, in one answer: there are few of them.
-		for _, t := range c.s.node.Topics() {
+		for _, t := range c.node().Topics() {
 			if t.Keys > 0 && !strings.HasPrefix(t.Name, "$") && globMatch(o.match, t.Name) {
 				names = append(names, t.Name)
 			}
@@ -348,8 +348,8 @@ func cmdHScan(c *conn, a [][]byte) {
 	}
 	c.trackRead(a[1])
 	t := topicOf(a[1])
-	if t == "" || !c.s.isHash(a[1]) {
-		if _, ok := c.s.node.Get(c.s.split(a[1])); ok {
+	if t == "" || !c.isHash(a[1]) {
+		if _, ok := c.node().Get(c.s.split(a[1])); ok {
 			c.err(wrongType)
 			return
 		}
@@ -370,12 +370,12 @@ func cmdHScan(c *conn, a [][]byte) {
 	var vals [][]byte
 	next := uint64(0)
 	if !done && (pos.topic == "" || pos.topic == t) {
-		page := c.s.node.Keys(t, literalPrefix(o.match), pos.after, o.count)
+		page := c.node().Keys(t, literalPrefix(o.match), pos.after, o.count)
 		for _, k := range page {
 			if !globMatch(o.match, k) {
 				continue
 			}
-			v, ok := c.s.node.Get(t, k)
+			v, ok := c.node().Get(t, k)
 			if !ok {
 				continue
 			}

@@ -188,7 +188,7 @@ func cmdSetEx(c *conn, a [][]byte) {
 func (c *conn) lookup(name []byte) (storeview.Entry, bool) {
 	c.trackRead(name)
 	t, k := c.s.split(name)
-	return c.s.node.Entry(t, k)
+	return c.node().Entry(t, k)
 }
 
 func cmdExpire(c *conn, a [][]byte) {
@@ -294,7 +294,7 @@ func cmdPersist(c *conn, a [][]byte) {
 func cmdTTL(c *conn, a [][]byte) {
 	e, found := c.lookup(a[1])
 	switch {
-	case !found && c.s.isHash(a[1]), found && e.ExpiresAt == 0:
+	case !found && c.isHash(a[1]), found && e.ExpiresAt == 0:
 		c.integer(-1)
 	case !found:
 		c.integer(-2)
@@ -310,7 +310,7 @@ func cmdTTL(c *conn, a [][]byte) {
 func cmdExpireTime(c *conn, a [][]byte) {
 	e, found := c.lookup(a[1])
 	switch {
-	case !found && c.s.isHash(a[1]), found && e.ExpiresAt == 0:
+	case !found && c.isHash(a[1]), found && e.ExpiresAt == 0:
 		c.integer(-1)
 	case !found:
 		c.integer(-2)
