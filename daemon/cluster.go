@@ -32,6 +32,10 @@ type cluster struct {
 	// onMembers is called at each membership event (the consumer groups
 	// rebalance); set before start.
 	onMembers func()
+	// join is the first join's seeds: --join and a few remembered
+	// members; peers remembers the members seen (peers.go).
+	join  []string
+	peers *peerBook
 
 	joined   chan struct{} // closed after the first join attempt
 	sawPeers atomic.Bool   // another member was alive at some point
@@ -86,26 +90,30 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		return nil, fmt.Errorf("--data-addr: %w", err)
 	}
 	protoMin, protoMax := b.Protocols()
+	peers := loadPeerBook(cfg.DataDir, cfg.NodeName, peerGrace(cfg), time.Now(), log)
+	join := peers.seeds(cfg.Join)
 	g, err := gossip.New(gossip.Config{
-		NodeName:      cfg.NodeName,
-		NodeID:        st.Origin(),
-		BindAddr:      cfg.GossipAddr,
-		AdvertiseAddr: cfg.AdvertiseAddr,
-		DataAddr:      b.Addr(),
-		Join:          cfg.Join,
-		JoinTimeout:   cfg.JoinTimeout,
-		Keys:          keys,
-		ProtoMin:      protoMin,
-		ProtoMax:      protoMax,
-		Profile:       cfg.GossipProfile,
-		Unreachable:   cfg.GossipUnreachable,
-		Logger:        log.Named("gossip"),
+		NodeName:         cfg.NodeName,
+		NodeID:           st.Origin(),
+		BindAddr:         cfg.GossipAddr,
+		AdvertiseAddr:    cfg.AdvertiseAddr,
+		DataAddr:         b.Addr(),
+		Join:             join,
+		JoinTimeout:      cfg.JoinTimeout,
+		Remembered:       peers.remembered(),
+		ReconnectTimeout: peerGrace(cfg),
+		Keys:             keys,
+		ProtoMin:         protoMin,
+		ProtoMax:         protoMax,
+		Profile:          cfg.GossipProfile,
+		Unreachable:      cfg.GossipUnreachable,
+		Logger:           log.Named("gossip"),
 	})
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("--gossip-addr: %w", err)
 	}
-	return &cluster{cfg: cfg, log: log, st: st, g: g, b: b, keys: keys,
+	return &cluster{cfg: cfg, log: log, st: st, g: g, b: b, keys: keys, join: join, peers: peers,
 		joined: make(chan struct{}), stop: make(chan struct{})}, nil
 }
 
@@ -170,7 +178,7 @@ func (c *cluster) joinLoop() {
 	first := true
 	alone := 0
 	for {
-		if len(c.cfg.Join) == 0 {
+		if len(c.join) == 0 {
 			close(c.joined)
 			return
 		}
@@ -199,14 +207,14 @@ func (c *cluster) joinLoop() {
 			// firewall) if the others are up. Keep trying; say it once.
 			if alone == 0 {
 				c.log.Warn("no other member answered the join; running alone and trying again",
-					zap.Strings("join", c.cfg.Join))
+					zap.Strings("join", c.join))
 			}
 			alone++
 			if alone > 720 {
 				return // an hour alone: gossip's reconnect tries the seeds from now on, and the others join this node
 			}
 		} else {
-			c.log.Warn("joining the cluster failed; retrying", zap.Strings("join", c.cfg.Join), zap.Error(err))
+			c.log.Warn("joining the cluster failed; retrying", zap.Strings("join", c.join), zap.Error(err))
 		}
 		select {
 		case <-c.stop:
@@ -217,8 +225,8 @@ func (c *cluster) joinLoop() {
 }
 
 // followMembers keeps the broadcast node's peers equal to the alive
-// members: at every membership event, and every second in case an event
-// was dropped.
+// members, and the remembered peers current: at every membership event,
+// and every second in case an event was dropped.
 func (c *cluster) followMembers() {
 	defer c.wg.Done()
 	tick := time.NewTicker(time.Second)
@@ -241,6 +249,7 @@ func (c *cluster) followMembers() {
 			c.checkClocks()
 		}
 		c.refresh()
+		c.peers.save(time.Now(), false)
 	}
 }
 
@@ -295,10 +304,12 @@ func (c *cluster) refresh() {
 		c.sawPeers.Store(true)
 	}
 	known := map[uint64]bool{}
-	for _, m := range c.g.Members() {
+	members := c.g.Members()
+	for _, m := range members {
 		known[m.ID] = true
 	}
 	c.b.ForgetPeers(func(id uint64) bool { return known[id] })
+	c.peers.update(members, time.Now())
 	if r, ok := c.replica(); ok {
 		c.b.SetReplica(r.ID)
 	}
@@ -383,6 +394,7 @@ func (c *cluster) doClose() error {
 	}
 	errs = append(errs, c.g.Shutdown())
 	c.wg.Wait()
+	c.peers.save(time.Now(), true) // the last-seen times as of this stop
 	errs = append(errs, c.b.Close())
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -713,30 +714,59 @@ func (d *Daemon) statusLine() string {
 	return line
 }
 
-// degraded says why a node told to join (--join) is alone past
-// --join-timeout (a wrong cluster key, a firewall, every other member
-// gone); "" when it is not. Such a node serves what it holds, but its
-// view gets nothing from the fleet: status says so and "cachecast
-// status" exits 1.
+// Degradation kinds, the reason label of cachecast_node_degraded.
+const (
+	// degradedAlone: a node of a cluster (told to join, or that remembers
+	// members) sees no other member alive.
+	degradedAlone = "alone"
+	// degradedMissing: a node sees fewer members alive than it has seen:
+	// a split, or members stopped or failed.
+	degradedMissing = "members_missing"
+)
+
+// degraded says why the node runs short of its cluster, "" when it does
+// not: see degradation.
 func (d *Daemon) degraded() string {
-	if d.cluster == nil || len(d.cfg.Join) == 0 {
-		return ""
+	_, _, why := d.degradation()
+	return why
+}
+
+// degradation says why the node runs short of its cluster past
+// --join-timeout: kind is degradedAlone for a node told to join (--join)
+// or that remembers members, alone (a wrong cluster key, a firewall, every
+// other member gone); degradedMissing for one that sees fewer members
+// alive than it has seen (a partition, members stopped or failed), with
+// their names. kind and why are "" when it is not degraded. Such a node
+// serves what it holds, but its view gets nothing from the members it
+// misses: status says so and "cachecast status" exits 1.
+func (d *Daemon) degradation() (kind string, missing []string, why string) {
+	if d.cluster == nil {
+		return "", nil, ""
 	}
 	select {
 	case <-d.cluster.joined:
 	default:
-		return "" // the first join is still on
+		return "", nil, "" // the first join is still on
 	}
 	if d.started.IsZero() || time.Since(d.started) < d.cfg.JoinTimeout {
-		return ""
+		return "", nil, ""
 	}
-	if alive, _ := d.cluster.memberCounts(); alive > 1 {
-		return ""
+	missing = d.cluster.peers.missing()
+	alive, _ := d.cluster.memberCounts()
+	switch {
+	case alive > 1 && len(missing) == 0:
+		return "", nil, ""
+	case alive > 1:
+		return degradedMissing, missing, "members missing: " + strings.Join(missing, ", ") +
+			" (seen alive, now failed, left or cut off; called back until --tombstone-grace passes)"
+	case len(d.cluster.join) == 0 && len(missing) == 0:
+		return "", nil, "" // the first node of a cluster, before anyone joined
+	case len(missing) > 0:
+		return degradedAlone, missing, "alone: every other member is gone (missing: " + strings.Join(missing, ", ") + ")"
+	case d.cluster.sawPeers.Load():
+		return degradedAlone, nil, "alone: every other member is gone"
 	}
-	if d.cluster.sawPeers.Load() {
-		return "alone: every other member is gone"
-	}
-	return "alone: no other member answered the join of --join (a wrong --cluster-key-file, a firewall, or the others are down; the log has the seeds' answers)"
+	return degradedAlone, nil, "alone: no other member answered the join of --join (a wrong --cluster-key-file, a firewall, or the others are down; the log has the seeds' answers)"
 }
 
 // notify sends a state to systemd when NOTIFY_SOCKET is set. A failure is

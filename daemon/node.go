@@ -116,7 +116,7 @@ func (n *node) NodeStatus() wire.Status {
 			SlowDisconnects: rs.SlowDisconnects, ProtocolErrors: rs.ProtocolErrors, Subscriptions: rs.Subscriptions,
 			ConnectionsRefused: rs.Refused, IdleClosed: rs.IdleClosed, TrackingEvictedKeys: rs.TrackingEvicted}
 	}
-	b.Degraded = d.degraded()
+	_, b.Missing, b.Degraded = d.degradation()
 	b.Away = d.awayReason()
 	b.CatchUp = n.CatchUp()
 	b.Repair = d.repairStatus()

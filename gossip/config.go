@@ -85,16 +85,23 @@ type Config struct {
 	// failed (default 1h). A node that comes back is reported at once.
 	ForgetAfter time.Duration
 	// ReconnectInterval is how often this node tries to join again one
-	// member that failed (picked at random; not one that left), and its
+	// member that failed or left (picked at random), and its
 	// seeds when it sees no other member alive: memberlist alone never
 	// talks to a member again once it has been dead for its
 	// GossipToTheDeadTime, so without this the two sides of a healed
 	// partition would stay apart until a restart. Default per profile:
 	// 30s for ProfileLAN and ProfileWAN (Serf's), 1s for ProfileLocal.
 	ReconnectInterval time.Duration
-	// ReconnectTimeout is how long after a member failed this node keeps
-	// trying to join it again (default DefaultReconnectTimeout, 24h).
+	// ReconnectTimeout is how long after a member failed or left this
+	// node keeps trying to join it again (default DefaultReconnectTimeout,
+	// 24h).
 	ReconnectTimeout time.Duration
+	// Remembered are members this node saw before it started (the daemon
+	// keeps them in its data directory): they are tried again as members
+	// that failed at their Since, so that a node restarted without seeds,
+	// or whose seeds are gone, finds its cluster again. This node's own
+	// name is skipped.
+	Remembered []Remembered
 	// Unreachable is for fault tests only (nil in production): when it
 	// returns true for a peer's gossip address, the packets this node
 	// sends there are dropped and its dials there fail, as across a
@@ -103,6 +110,14 @@ type Config struct {
 	// Logger receives this package's logs and memberlist's (the latter
 	// under the name "memberlist"). Nil: zap.NewNop().
 	Logger *zap.Logger
+}
+
+// Remembered is a member seen before this node started: Config.Remembered.
+type Remembered struct {
+	Name  string
+	ID    uint64
+	Addr  string    // its gossip address, ip:port
+	Since time.Time // when it was last seen alive
 }
 
 // profile holds the memberlist config of a profile and the backoff

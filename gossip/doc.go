@@ -33,15 +33,18 @@
 // (2s local, 30s LAN, 60s WAN), then forgets it. So the two sides of a
 // partition that lasted longer would each carry on alone until a
 // restart. As Serf does, this package remembers the members that failed
-// (EventFailed; not those that left, EventLeft) with their address, and
-// every ReconnectInterval (30s LAN and WAN, 1s local) joins one of them
+// (EventFailed) with their address, and, unlike Serf, those that left
+// (EventLeft) too: a node stopped cleanly and started again without seeds
+// would otherwise stay an island (a cluster of one that the others never
+// call). Config.Remembered adds the members seen before this start. It
+// joins one of them every ReconnectInterval (30s LAN and WAN, 1s local)
 // again, picked at random, with probability failed / alive so that a
 // large cluster with a few failed members makes about one try per
 // interval in all, not one per node. A node that sees no other member
 // alive also tries its seeds (the last Join's), so one that lost every
 // peer, or whose seeds were down when it started, joins as soon as they
 // answer. A member is forgotten when it joins again (by name or ID) or
-// ReconnectTimeout (24h) after it failed. A try is a Join of one address,
+// ReconnectTimeout (24h) after it failed or left. A try is a Join of one address,
 // with its keys, timeouts and protocol checks; Reconnects counts the tries
 // and those that merged ("reconnected to the cluster", info; a failed try
 // is logged at debug). The loop ends at Leave or Shutdown.

@@ -148,8 +148,9 @@ type Gossip struct {
 	events  chan Event
 	closed  bool // events is closed
 	dropped atomic.Uint64
-	// failed are the members that failed (not those that left), which
-	// the reconnect loop tries to join again (reconnect.go).
+	// failed are the members that failed or left (and those of
+	// Config.Remembered), which the reconnect loop tries to join again
+	// (reconnect.go).
 	failed map[string]failure
 
 	// seeds is Config.Join as of the last Join call (nil before it): the
@@ -195,6 +196,11 @@ func New(cfg Config) (*Gossip, error) {
 		events:     make(chan Event, cfg.EventBuffer),
 		shutdownCh: make(chan struct{}),
 		leftCh:     make(chan struct{}),
+	}
+	for _, r := range cfg.Remembered {
+		if r.Name != cfg.NodeName && r.Name != "" && r.Addr != "" {
+			g.failed[r.Name] = failure{addr: r.Addr, id: r.ID, since: r.Since}
+		}
 	}
 	mc := g.prof.ml()
 	// A leave's gossip is done in a few gossip intervals (memberlist sends

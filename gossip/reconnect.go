@@ -18,13 +18,16 @@ type failure struct {
 	since time.Time
 }
 
-// failedLocked remembers a member that failed, or forgets one that left:
-// a member that left gracefully is not called back, nor one whose
-// address an alive member holds now (a node restarted under another
-// name). g.mu must be held.
+// failedLocked remembers a member that failed or left, to call it back:
+// a member that left gracefully is tried like a failed one, as a node
+// stopped with SIGTERM and started again without seeds (or with a seed
+// that is down) finds its cluster only if someone calls it. Not called
+// back: a member without an address, or one whose address an alive
+// member holds now (a node restarted under another name). g.mu must be
+// held.
 func (g *Gossip) failedLocked(m Member) {
 	delete(g.failed, m.Name)
-	if m.State != StateDead || m.Addr == "" {
+	if (m.State != StateDead && m.State != StateLeft) || m.Addr == "" {
 		return
 	}
 	for _, e := range g.members {
@@ -62,7 +65,8 @@ func (g *Gossip) Reconnects() (tries, merged uint64) {
 }
 
 // reconnectLoop is Serf's reconnect: every ReconnectInterval it tries to
-// join one failed member, and the seeds when no other member is alive.
+// join one failed or departed member (Config.Remembered included), and
+// the seeds when no other member is alive.
 // memberlist gossips to a dead member only for its GossipToTheDeadTime,
 // then forgets it, so without this loop the two sides of a partition
 // that lasted longer would never merge again. It ends at Leave (a node

@@ -16,9 +16,14 @@ type Status struct {
 	Store StoreStatus `json:"store"`
 	// Redis is the Redis front door's counters; absent when it is off.
 	Redis *RedisStatus `json:"redis,omitempty"`
-	// Degraded says why a node told to join (--join) runs alone past
-	// --join-timeout; absent when it does not.
+	// Degraded says why a node runs short of its cluster past
+	// --join-timeout (alone though told to join or remembering members;
+	// members it has seen missing); absent when it does not.
 	Degraded string `json:"degraded,omitempty"`
+	// Missing names the members this node has seen alive (or remembers)
+	// and does not see alive now: a split, or members stopped; absent
+	// when none is.
+	Missing []string `json:"missing,omitempty"`
 	// Away says why a node out of contact with its fleet for more than
 	// half of --tombstone-grace left the cluster and stopped serving;
 	// absent while it serves.
