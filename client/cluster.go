@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"time"
 
 	"github.com/cachecast/cachecast/wire"
 )
@@ -45,4 +47,50 @@ func (c *Client) Verify(ctx context.Context) (*Verify, error) {
 		return nil, err
 	}
 	return &v, nil
+}
+
+// Fleet is the daemon's GET /v1/fleet answer: every member with the
+// figures it answered about itself, or why it did not.
+type Fleet = wire.Fleet
+
+// FleetMember is one member of Fleet; NodeSummary its own figures.
+type (
+	FleetMember = wire.FleetMember
+	NodeSummary = wire.NodeSummary
+)
+
+// Fleet asks the daemon for every member's figures; the daemon asks each
+// live member over gossip and waits at most timeout for each (0: the
+// daemon's default, 2s).
+func (c *Client) Fleet(ctx context.Context, timeout time.Duration) (*Fleet, error) {
+	var q url.Values
+	if timeout > 0 {
+		q = url.Values{"timeout": {timeout.String()}}
+	}
+	var f Fleet
+	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/fleet"}, q)}, &f); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// KeyAcross is the daemon's GET /v1/topics/{topic}/nodes/{key} answer:
+// one key as every member holds it; KeyOnMember one member's answer.
+type (
+	KeyAcross   = wire.KeyAcross
+	KeyOnMember = wire.KeyOnMember
+)
+
+// KeyAcross asks the daemon for key as every live member holds it, each
+// given at most timeout to answer (0: the daemon's default, 2s).
+func (c *Client) KeyAcross(ctx context.Context, topic, key string, timeout time.Duration) (*KeyAcross, error) {
+	var q url.Values
+	if timeout > 0 {
+		q = url.Values{"timeout": {timeout.String()}}
+	}
+	var k KeyAcross
+	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/topics/", topic, "/nodes/", key}, q)}, &k); err != nil {
+		return nil, err
+	}
+	return &k, nil
 }
