@@ -201,17 +201,27 @@ func (n *respNode) Peer(c net.Conn) string {
 }
 
 // HoldMemory counts a large Redis command against --max-body-memory and
-// its per-uid share, as the HTTP bodies are (a TCP client is not counted:
-// it has no uid; --redis-addr is loopback unless --redis-allow-remote).
+// a share of it (--max-body-memory-per-uid), as the HTTP bodies are: a
+// Unix client's uid's share, a TCP client's user's, or the one all
+// unauthenticated TCP clients share.
 func (n *respNode) HoldMemory(c net.Conn, size int) error {
-	if e := n.d.bodies.Hold(credOf(c), int64(size)); e != nil {
+	if e := n.d.bodies.Hold(holderOf(c), int64(size)); e != nil {
 		return redisError{e}
 	}
 	return nil
 }
 
 func (n *respNode) ReleaseMemory(c net.Conn) {
-	n.d.bodies.ReleaseHeld(credOf(c))
+	n.d.bodies.ReleaseHeld(holderOf(c))
+}
+
+// holderOf is c as the memory budget counts it; nil for a connection not
+// of the daemon's listeners.
+func holderOf(c net.Conn) access.Holder {
+	if h, ok := c.(access.Holder); ok {
+		return h
+	}
+	return nil
 }
 
 func (n *respNode) Authorize(c net.Conn) error {

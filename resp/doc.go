@@ -257,8 +257,11 @@
 // --max-value-size (at least 64 KiB), a command at most --max-body-size
 // and 65,536 arguments, an inline line 64 KiB; a read buffer grown past
 // 16 KiB for a large command is counted by the node's memory budget
-// (the daemon's --max-body-memory and its per-uid share, which HTTP
-// bodies share), and a command that would pass it is refused with the
+// (the daemon's --max-body-memory, which HTTP bodies share, and its
+// share of it, --max-body-memory-per-uid: a Unix client's uid's, a TCP
+// client's user's, or the one all unauthenticated TCP clients share),
+// and a command that would pass it is refused, before the bytes past it
+// are read, with the
 // budget's error and the connection closed. A frame that breaks these
 // or RESP's syntax (a bad length, a missing CRLF, a null or non-bulk
 // argument) cannot be resynchronised: the connection gets "ERR Protocol

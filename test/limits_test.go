@@ -37,6 +37,30 @@ func procKiB(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
+// settledRSS waits until the daemon pid's resident memory has settled,
+// resets its peak (VmHWM) and returns its resident memory, in KiB: the
+// base a burst is measured from. Its segment preparer faults in the next
+// segment (64 MiB) in the background after start, which would otherwise
+// count as the burst's.
+func settledRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	settled := testkit.Poll(t, 20*time.Second, func() string {
+		before := procKiB(t, pid, "VmRSS")
+		time.Sleep(500 * time.Millisecond)
+		if after := procKiB(t, pid, "VmRSS"); after-before > 1<<10 || before-after > 1<<10 {
+			return fmt.Sprintf("resident memory still moving: %d KiB, then %d KiB", before, after)
+		}
+		return ""
+	})
+	if settled != "" {
+		t.Fatal(settled)
+	}
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("resetting the daemon's VmHWM: %v", err)
+	}
+	return procKiB(t, pid, "VmRSS")
+}
+
 // Eight concurrent batches of 60 MB, all refused (the last line is not
 // JSON), sent to a cachecastd with the default limits, as in issue 13:
 // the daemon's resident memory stays within what two bodies at a time take
@@ -67,24 +91,7 @@ func TestBodyMemoryBurst(t *testing.T) {
 		t.Fatalf("PUT: %d %s", r.status, r.body)
 	}
 	pid := n.PID()
-	// The base is taken once the daemon's resident memory has settled:
-	// its segment preparer faults in the next segment (64 MiB) in the
-	// background after start, which would otherwise count as the burst's.
-	settled := testkit.Poll(t, 20*time.Second, func() string {
-		before := procKiB(t, pid, "VmRSS")
-		time.Sleep(500 * time.Millisecond)
-		if after := procKiB(t, pid, "VmRSS"); after-before > 1<<10 || before-after > 1<<10 {
-			return fmt.Sprintf("resident memory still moving: %d KiB, then %d KiB", before, after)
-		}
-		return ""
-	})
-	if settled != "" {
-		t.Fatal(settled)
-	}
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
-		t.Fatalf("resetting the daemon's VmHWM: %v", err)
-	}
-	base := procKiB(t, pid, "VmRSS")
+	base := settledRSS(t, pid)
 
 	head := fmt.Sprintf("POST /v1/topics/mem/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n", body.Len())
 	answers := make([]string, batches)

@@ -3,7 +3,8 @@
 // (SO_PEERCRED, SO_PEERGROUPS), the roles of the local API (Guard, the one
 // permission check of every front door), and the limits that keep one
 // local user from starving the node (Limits: connections and streams;
-// Budget: request bodies in memory). The HTTP API (daemon/httpapi) and
+// Budget: request bodies and Redis commands in memory), and the Redis
+// door's users (--redis-users; Users, TCPConn). The HTTP API (daemon/httpapi) and
 // the Redis front door's adapter (daemon) use it; daemon wires it.
 package access
 

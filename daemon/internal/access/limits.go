@@ -49,14 +49,24 @@ const (
 	admitPoll = 20 * time.Millisecond
 )
 
-// peerKey is whose share a connection counts against: its uid, or the
+// peerKey is whose share a connection counts against: its uid; a TCP
+// client's user, or the unauthenticated TCP clients together; or the
 // callers whose credentials are unknown, together.
 type peerKey struct {
 	known bool
 	uid   uint32
+	tcp   bool
+	user  string
 }
 
-func keyOf(c Caller) peerKey { return peerKey{c.Known, c.UID} }
+// keyOf is c's share: its uid when the kernel told it (AUTH on a Unix
+// socket does not change it), else its user's over TCP.
+func keyOf(c Caller) peerKey {
+	if c.Known {
+		return peerKey{known: true, uid: c.UID}
+	}
+	return peerKey{tcp: c.TCP, user: c.User}
+}
 
 // connState is where a connection is, for the limits.
 type connState int
@@ -384,46 +394,85 @@ func NewBudget(limit, perUID int64) *Budget {
 	return b
 }
 
-// Hold counts n more bytes of c's request body, or says which limit they
-// would pass. Without a Conn (not the daemon's listener) nothing is
+// Holder is a connection whose request bytes the budget counts: a
+// connection of the daemon's Unix listeners (*Conn) or of the Redis
+// door's TCP listener (*TCPConn).
+type Holder interface {
+	// holding is the connection's count; nil: not counted.
+	holding() *holding
+	// Caller is whose share the bytes count against (keyOf).
+	Caller() Caller
+}
+
+// holding is what one connection holds in the budget, and whose share
+// it is counted in (a TCP connection's share changes when it
+// authenticates). Only the connection's own goroutine touches it.
+type holding struct {
+	n   int64
+	key peerKey
+}
+
+// Hold counts n more bytes of h's request, or says which limit they
+// would pass. Without a Holder (not the daemon's listener) nothing is
 // counted.
-func (b *Budget) Hold(c *Conn, n int64) *wire.Error {
-	if c == nil || n <= 0 {
+func (b *Budget) Hold(h Holder, n int64) *wire.Error {
+	if h == nil || n <= 0 {
 		return nil
 	}
+	hd := h.holding()
+	if hd == nil {
+		return nil
+	}
+	c := h.Caller()
+	key := keyOf(c)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	mine := b.byPeer[c.key]
+	if hd.n > 0 && hd.key != key {
+		// Authenticated since: what it holds moves to its user's share.
+		b.uncountLocked(hd.key, hd.n)
+		b.byPeer[key] += hd.n
+	}
+	hd.key = key
+	mine := b.byPeer[key]
 	switch {
 	case b.inFlight+n > b.limit:
-		return wire.Errorf(wire.CodeBusy, "request bodies take %s of memory; %s more would pass --max-body-memory (%s); retry",
+		return wire.Errorf(wire.CodeBusy, "requests take %s of memory; %s more would pass --max-body-memory (%s); retry",
 			wire.FormatSize(b.inFlight), wire.FormatSize(n), wire.FormatSize(b.limit))
 	case mine+n > b.perUID:
-		return wire.Errorf(wire.CodeTooMany, "%s has %s of request bodies in memory; %s more would pass its share (--max-body-memory-per-uid %s)",
-			c.caller.Who(), wire.FormatSize(mine), wire.FormatSize(n), wire.FormatSize(b.perUID))
+		return wire.Errorf(wire.CodeTooMany, "%s has %s of requests in memory; %s more would pass its share (--max-body-memory-per-uid %s)",
+			c.Who(), wire.FormatSize(mine), wire.FormatSize(n), wire.FormatSize(b.perUID))
 	}
-	b.byPeer[c.key] = mine + n
+	b.byPeer[key] = mine + n
 	b.inFlight += n
 	b.peak = max(b.peak, b.inFlight)
-	c.bodyHeld += n
+	hd.n += n
 	return nil
 }
 
-// ReleaseHeld gives back what c's request held, once it is answered.
-func (b *Budget) ReleaseHeld(c *Conn) {
-	if c == nil || c.bodyHeld == 0 {
+// uncountLocked takes n bytes off key's share (not off inFlight).
+func (b *Budget) uncountLocked(key peerKey, n int64) {
+	if left := b.byPeer[key] - n; left > 0 {
+		b.byPeer[key] = left
+	} else {
+		delete(b.byPeer, key)
+	}
+}
+
+// ReleaseHeld gives back what h's request held, once it is answered.
+func (b *Budget) ReleaseHeld(h Holder) {
+	if h == nil {
 		return
 	}
-	n := c.bodyHeld
-	c.bodyHeld = 0
+	hd := h.holding()
+	if hd == nil || hd.n == 0 {
+		return
+	}
+	n := hd.n
+	hd.n = 0
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inFlight -= n
-	if left := b.byPeer[c.key] - n; left > 0 {
-		b.byPeer[c.key] = left
-	} else {
-		delete(b.byPeer, c.key)
-	}
+	b.uncountLocked(hd.key, n)
 	if b.peak >= burstBytes && b.inFlight <= b.peak/4 {
 		b.peak = b.inFlight
 		b.free.Reset(freeDelay)
@@ -440,7 +489,7 @@ func (b *Budget) InUse() int64 {
 // ReadAll reads a body of unknown length, at most limit bytes (more is
 // the reader's error), counting its buffer against the budget as it grows.
 // An *wire.Error is a limit of the budget.
-func (b *Budget) ReadAll(c *Conn, r io.Reader, limit int64) ([]byte, error) {
+func (b *Budget) ReadAll(c Holder, r io.Reader, limit int64) ([]byte, error) {
 	size := min(4<<10, limit+1)
 	if e := b.Hold(c, size); e != nil {
 		return nil, e
@@ -536,7 +585,7 @@ func (l *Listener) admit(c *Conn) bool {
 }
 
 // Conn is an accepted connection, its caller and its place in the
-// limits (guarded by Limits.mu, but bodyHeld, which only the
+// limits (guarded by Limits.mu, but hold, which only the
 // connection's own goroutine touches).
 type Conn struct {
 	*net.UnixConn
@@ -551,7 +600,7 @@ type Conn struct {
 	state         connState
 	spare         *wire.Error   // set on a spare connection: the answer to anything but health
 	elem, uidElem *list.Element // in the waiting lists, while waiting
-	bodyHeld      int64         // bytes of the current request's body counted in the budget
+	hold          holding       // the current request's bytes counted in the budget
 }
 
 // Caller is who connected, as the kernel said when it did, and the user
@@ -560,6 +609,13 @@ func (c *Conn) Caller() Caller {
 	cl := c.caller
 	cl.User = c.User()
 	return cl
+}
+
+func (c *Conn) holding() *holding {
+	if c == nil {
+		return nil
+	}
+	return &c.hold
 }
 
 // Spare is nil on a connection admitted under the limits; on a spare one

@@ -43,6 +43,14 @@ func (l TCPListener) Accept() (net.Conn, error) {
 type TCPConn struct {
 	net.Conn
 	login
+	hold holding // its requests' bytes in the budget
+}
+
+func (c *TCPConn) holding() *holding {
+	if c == nil {
+		return nil
+	}
+	return &c.hold
 }
 
 // Caller is a TCP client, with its user once it authenticated.

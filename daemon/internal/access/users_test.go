@@ -128,3 +128,35 @@ func FuzzParseUsers(f *testing.F) {
 		}
 	})
 }
+
+// A TCP connection's bytes count in the unauthenticated share until it
+// authenticates, then in its user's: what it held moves with it.
+func TestBudgetTCPShares(t *testing.T) {
+	b := NewBudget(100, 60)
+	anon, other := &TCPConn{}, &TCPConn{}
+	if e := b.Hold(anon, 50); e != nil {
+		t.Fatal(e)
+	}
+	if e := b.Hold(other, 20); e == nil || !strings.Contains(e.Message, "an unauthenticated TCP client") || !strings.Contains(e.Message, "--max-body-memory-per-uid") {
+		t.Fatalf("a second unauthenticated client past the shared share: %v", e)
+	}
+	anon.Login("alice")
+	if e := b.Hold(anon, 5); e != nil {
+		t.Fatal(e)
+	}
+	if e := b.Hold(other, 20); e != nil {
+		t.Fatalf("the unauthenticated share after alice's bytes moved to hers: %v", e)
+	}
+	if e := b.Hold(other, 30); e == nil || !strings.Contains(e.Message, "--max-body-memory (") {
+		t.Fatalf("past the node's budget: %v", e)
+	}
+	b.ReleaseHeld(anon)
+	b.ReleaseHeld(other)
+	if n := b.InUse(); n != 0 || len(b.byPeer) != 0 {
+		t.Fatalf("after every release: %d in use, shares %v", n, b.byPeer)
+	}
+	var none *Conn
+	if e := b.Hold(none, 1<<40); e != nil {
+		t.Fatalf("a connection not of the daemon's listeners is not counted: %v", e)
+	}
+}
