@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -349,23 +350,11 @@ func (l *link) session() (healthy bool, err error) {
 		case <-ctx.Done():
 		}
 	}()
-	dctx, dcancel := context.WithTimeout(ctx, l.n.cfg.HandshakeTimeout)
-	c, err := l.n.cfg.Dial(dctx, l.peer.Addr)
-	dcancel()
+	c, err := l.dial(ctx)
 	if err != nil {
 		return false, err
 	}
-	l.n.dials.Add(1)
-	l.n.openOut.Add(1)
 	defer l.n.openOut.Add(-1)
-	if l.n.cfg.TLS != nil {
-		tc := tls.Client(c, l.n.cfg.TLS)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			c.Close()
-			return false, fmt.Errorf("tls: %w", err)
-		}
-		c = tc
-	}
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
 
@@ -385,25 +374,72 @@ func (l *link) session() (healthy bool, err error) {
 	l.n.wireSent.Add(handshakeBytes)
 	l.n.wireReceived.Add(handshakeBytes)
 
-	// The first frame is an ack: the peer's whole vector (protocol 2), or
-	// the seq it holds of this node's origin (3): it says where to start
-	// pushing. The peer sends an ack every SyncInterval: a read that waits
-	// longer than PeerTimeout means it is stopped or gone.
+	// The peer sends an ack every SyncInterval: a read that waits longer
+	// than PeerTimeout means it is stopped or gone.
 	fr := newFrameReader(c, keys.listenerToDialer, l.n.cfg.PeerTimeout)
 	fr.received = &l.n.wireReceived
-	typ, p, err := fr.next()
-	if err != nil {
+	if err := l.firstAck(fr, keys.proto); err != nil {
 		return false, err
 	}
+
+	var talked atomic.Bool // a frame came in after the first vector
+	readErr := make(chan error, 1)
+	go func() {
+		err := l.readLoop(fr, &talked, keys.proto)
+		cancel() // a dead connection ends the session: the writer must not wait on it
+		readErr <- err
+	}()
+	w := newFrameWriter(c, keys.dialerToListener, l.n.cfg.PeerTimeout)
+	w.sent = &l.n.wireSent
+	werr := l.writeLoop(ctx, w, keys.proto)
+	cancel()
+	rerr := <-readErr
+	if werr != nil && !errors.Is(werr, context.Canceled) {
+		return talked.Load() || errors.Is(werr, errIdle), werr
+	}
+	return talked.Load(), rerr
+}
+
+// dial opens the connection to the peer, with TLS when the node has it; a
+// connection it returns is counted open (Node.openOut) until the caller
+// takes it back.
+func (l *link) dial(ctx context.Context) (net.Conn, error) {
+	dctx, dcancel := context.WithTimeout(ctx, l.n.cfg.HandshakeTimeout)
+	c, err := l.n.cfg.Dial(dctx, l.peer.Addr)
+	dcancel()
+	if err != nil {
+		return nil, err
+	}
+	l.n.dials.Add(1)
+	if l.n.cfg.TLS != nil {
+		tc := tls.Client(c, l.n.cfg.TLS)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		c = tc
+	}
+	l.n.openOut.Add(1)
+	return c, nil
+}
+
+// firstAck reads the session's first frame, an ack: the peer's whole
+// vector (protocol 2), or the seq it holds of this node's origin (3): it
+// says where to start pushing. Then the link is open.
+func (l *link) firstAck(fr *frameReader, proto uint8) error {
+	typ, p, err := fr.next()
+	if err != nil {
+		return err
+	}
 	if typ != frameAck {
-		return false, fmt.Errorf("%w: first frame of type %d", ErrBadFrame, typ)
+		return fmt.Errorf("%w: first frame of type %d", ErrBadFrame, typ)
 	}
 	v, err := l.n.readAck(p)
 	if err != nil {
-		return false, err
+		return err
 	}
 	l.mu.Lock()
-	if keys.proto < 3 {
+	if proto < 3 {
 		l.holds = v
 		l.wantExchange = false // the whole vector came: that was the exchange
 		clear(l.seen)          // holds is new: its marks are gone
@@ -426,23 +462,7 @@ func (l *link) session() (healthy bool, err error) {
 	l.reachable.Store(true)
 	l.touch()
 	l.afterAck()
-
-	var talked atomic.Bool // a frame came in after the first vector
-	readErr := make(chan error, 1)
-	go func() {
-		err := l.readLoop(fr, &talked, keys.proto)
-		cancel() // a dead connection ends the session: the writer must not wait on it
-		readErr <- err
-	}()
-	w := newFrameWriter(c, keys.dialerToListener, l.n.cfg.PeerTimeout)
-	w.sent = &l.n.wireSent
-	werr := l.writeLoop(ctx, w, keys.proto)
-	cancel()
-	rerr := <-readErr
-	if werr != nil && !errors.Is(werr, context.Canceled) {
-		return talked.Load() || errors.Is(werr, errIdle), werr
-	}
-	return talked.Load(), rerr
+	return nil
 }
 
 // writeLoop pushes this node's records as they are written and sends the
@@ -460,88 +480,30 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 		// Only this node's own records are pushed: other origins' records
 		// arriving must not wake every link's writer.
 		changed := l.n.st.OwnChanged()
-		l.mu.Lock()
-		pulls := append([]pullReq(nil), l.pulls...)
-		l.pulls = l.pulls[:0]
-		wantSnap := l.wantSnap
-		l.wantSnap = false
-		exchange := l.wantExchange && proto >= 3
-		sendRetired := l.sendRetired && proto >= 3
-		l.wantExchange, l.sendRetired = false, false
-		// A peer that bootstrapped from a snapshot holds more than was
-		// pushed to it: go on from what it holds.
-		next = max(next, l.holds[self]+1)
-		// Under NATS only the replica is pushed to. A peer that lacks
-		// more than BootstrapRecords of this node's records chooses, on
-		// its own vector, between a snapshot and pulls (wantsSnapshot);
-		// until it holds all but BootstrapRecords of them, whichever it
-		// chose, nothing is pushed to it. The choice is not guessed here
-		// from the peer's vector as last learned: that may be old, or
-		// torn by the bootstrap in progress (it moves the origins on one
-		// at a time), and a peer seen holding as much as it lacked was
-		// pushed every record while it took the snapshot.
-		push := l.pushes()
-		last := l.n.st.LogLast(self)
-		l.holding = push && last >= next && last-next+1 > l.n.cfg.BootstrapRecords
-		push = push && !l.holding
-		l.mu.Unlock()
-		if wantSnap {
+		t := l.takeTurn(proto, next)
+		next = t.next
+		if t.wantSnap {
 			if err := w.writeFrame(frameSnapReq, nil); err != nil {
 				return err
 			}
 			l.touch()
 		}
-		if err := l.writeExchange(w, proto, exchange, sendRetired); err != nil {
+		if err := l.writeExchange(w, proto, t.exchange, t.sendRetired); err != nil {
 			return err
 		}
-		for _, r := range pulls {
+		for _, r := range t.pulls {
 			if err := w.writeFrame(framePull, encodePull(r)); err != nil {
 				return err
 			}
 			l.n.pulls.Add(1)
 			l.touch()
 		}
-		// Push what the peer lacks of this node's own records, and on the
-		// relay tree the other origins' it lacks, gathered into frames of
-		// up to batchRecords records and frameBytes bytes: one write (and
-		// one ack back) a turn for whatever is new, of every origin. Up
-		// to the log's end, not LastSeq, and past an own record set aside
-		// as damaged (ErrLost): it must not hold the new ones back. A peer
-		// that holds it (or its placeholder: it lost it too) takes them;
-		// one that lacks it drops them (seqs go in order) and waits for
-		// it, as for any gap.
-		if !push {
+		if !t.push {
 			changed = nil // nothing to push to this peer: wake on kicks only
 		}
-		for push && next <= l.n.st.LogLast(self) {
-			if err := f.flushIfFull(); err != nil {
-				return err
-			}
-			mark := f.mark()
-			end, err := f.read(self, next, proto)
-			if errors.Is(err, store.ErrRecycled) {
-				// The peer needs records this node no longer has: its own
-				// pulls find that out and it bootstraps from a snapshot;
-				// pushing resumes from what it then holds.
-				f.undo(mark)
-				break
-			}
-			lost, tooNew := errors.Is(err, store.ErrLost), errors.Is(err, errTooNew)
-			if err != nil && !lost && !tooNew {
-				return err
-			}
-			f.own += len(f.buf) - mark.bytes
-			if len(f.recs) == mark.recs && !lost && !tooNew {
-				break
-			}
-			next = end
-			if tooNew {
-				l.holdBack(end, proto)
-				break
-			}
-			if lost {
-				next++ // pushed past: see above
-			}
+		var err error
+		if next, err = l.pushOwn(f, next, proto, t.push); err != nil {
+			return err
 		}
 		if err := l.relayDirty(f, proto); err != nil {
 			return err
@@ -560,6 +522,93 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 			return ctx.Err()
 		}
 	}
+}
+
+// turn is what a writer's turn has to send, taken from the link under its
+// lock at the turn's start.
+type turn struct {
+	pulls                           []pullReq
+	wantSnap, exchange, sendRetired bool
+	push                            bool   // push this node's own records to the peer
+	next                            uint64 // the first own seq the peer lacks
+}
+
+// takeTurn takes what the writer's turn sends on a connection of protocol
+// proto, next being where its pushes stand.
+func (l *link) takeTurn(proto uint8, next uint64) turn {
+	self := l.n.self
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := turn{
+		pulls:       append([]pullReq(nil), l.pulls...),
+		wantSnap:    l.wantSnap,
+		exchange:    l.wantExchange && proto >= 3,
+		sendRetired: l.sendRetired && proto >= 3,
+	}
+	l.pulls = l.pulls[:0]
+	l.wantSnap, l.wantExchange, l.sendRetired = false, false, false
+	// A peer that bootstrapped from a snapshot holds more than was
+	// pushed to it: go on from what it holds.
+	t.next = max(next, l.holds[self]+1)
+	// Under NATS only the replica is pushed to. A peer that lacks
+	// more than BootstrapRecords of this node's records chooses, on
+	// its own vector, between a snapshot and pulls (wantsSnapshot);
+	// until it holds all but BootstrapRecords of them, whichever it
+	// chose, nothing is pushed to it. The choice is not guessed here
+	// from the peer's vector as last learned: that may be old, or
+	// torn by the bootstrap in progress (it moves the origins on one
+	// at a time), and a peer seen holding as much as it lacked was
+	// pushed every record while it took the snapshot.
+	push := l.pushes()
+	last := l.n.st.LogLast(self)
+	l.holding = push && last >= t.next && last-t.next+1 > l.n.cfg.BootstrapRecords
+	t.push = push && !l.holding
+	return t
+}
+
+// pushOwn gathers into f what the peer lacks of this node's own records
+// from seq next on (when push), and returns the seq it goes on from.
+// f is flushed whenever full, so all of them go out in frames of up to
+// batchRecords records and frameBytes bytes: one write (and one ack back)
+// a turn for whatever is new, of every origin (relayDirty adds the other
+// origins' on the relay tree). Up to the log's end, not LastSeq, and past
+// an own record set aside as damaged (ErrLost): it must not hold the new
+// ones back. A peer that holds it (or its placeholder: it lost it too)
+// takes them; one that lacks it drops them (seqs go in order) and waits
+// for it, as for any gap.
+func (l *link) pushOwn(f *pushFrame, next uint64, proto uint8, push bool) (uint64, error) {
+	self := l.n.self
+	for push && next <= l.n.st.LogLast(self) {
+		if err := f.flushIfFull(); err != nil {
+			return next, err
+		}
+		mark := f.mark()
+		end, err := f.read(self, next, proto)
+		if errors.Is(err, store.ErrRecycled) {
+			// The peer needs records this node no longer has: its own
+			// pulls find that out and it bootstraps from a snapshot;
+			// pushing resumes from what it then holds.
+			f.undo(mark)
+			break
+		}
+		lost, tooNew := errors.Is(err, store.ErrLost), errors.Is(err, errTooNew)
+		if err != nil && !lost && !tooNew {
+			return next, err
+		}
+		f.own += len(f.buf) - mark.bytes
+		if len(f.recs) == mark.recs && !lost && !tooNew {
+			break
+		}
+		next = end
+		if tooNew {
+			l.holdBack(end, proto)
+			break
+		}
+		if lost {
+			next++ // pushed past: see above
+		}
+	}
+	return next, nil
 }
 
 // pushFrame gathers what a link's writer pushes in one turn, records of
@@ -637,100 +686,121 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 			}
 			return err
 		}
-		switch typ {
-		case frameAck:
-			v, err := l.n.readAck(p)
-			if err != nil {
-				l.n.badFrames.Add(1)
-				return err
-			}
-			l.merge(v) // a restarted peer opens a new session
-			ackPending = true
-		case frameVector:
-			// The peer's answer to this node's exchange.
-			theirs, err := l.n.readVector(p)
-			if err != nil {
-				l.n.badFrames.Add(1)
-				return err
-			}
-			l.touch()
-			l.merge(theirs.live)
-			mine, retired := l.n.vectorToSend()
-			same := mine.sameRetired(theirs)
-			l.mu.Lock()
-			if same {
-				l.retiredHolds = retired // the same origins at the same seqs
-			} else {
-				l.sendRetired = true
-			}
-			l.mu.Unlock()
-			if !same {
-				l.wake()
-			}
-			l.afterAck()
-		case frameSums, frameEntries:
-			// A step of this node's digest exchange (antientropy.go).
-			l.touch()
-			out, err := l.n.digestAnswer(l, typ, p, proto)
-			if err != nil {
-				l.n.badFrames.Add(1)
-				return err
-			}
-			l.queueDigest(out)
-		case frameRetired:
-			v, err := l.n.readAck(p)
-			if err != nil {
-				l.n.badFrames.Add(1)
-				return err
-			}
-			l.touch()
-			l.n.adoptRetired(v)
-			l.merge(v)
-			l.mu.Lock()
-			l.retiredHolds = v
-			l.mu.Unlock()
-			l.afterAck()
-		case frameRecords:
-			l.touch()
-			touched := map[uint64]uint64{}
-			if err := l.n.appendAll(p, touched, true, maxRecordVersion(proto), l.heardFrom()); err != nil {
-				l.n.badFrames.Add(1)
-				return err
-			}
-		case framePullEnd:
-			l.touch()
-			e, err := decodePullEnd(p)
-			if err != nil {
-				l.n.badFrames.Add(1)
-				return err
-			}
-			l.mu.Lock()
-			if e.status == pullRecycled && l.startSnap() {
-				l.log.Info("peer has recycled records this node lacks: asking for its snapshot",
-					zap.String("origin", fmt.Sprintf("%016x", e.origin)), zap.Uint64("seq", e.next))
-				l.mu.Unlock()
-				l.wake()
-				continue // pulls resume after the bootstrap
-			}
-			delete(l.pulling, e.origin)
-			l.n.pullDone(e.origin)
-			l.mu.Unlock()
-			l.afterAck() // still behind? ask again
-		case frameSnapData:
-			l.touch()
-			if err := l.snapWrite(p); err != nil {
-				return err
-			}
-		case frameSnapEnd:
-			if err := l.bootstrap(); err != nil {
-				return err
-			}
-			l.afterAck()
-		default:
-			l.n.badFrames.Add(1)
-			return fmt.Errorf("%w: unexpected type %d", ErrBadFrame, typ)
+		if err := l.handle(typ, p, proto, &ackPending); err != nil {
+			return err
 		}
 	}
+}
+
+// handle takes one frame the peer sent on a connection of protocol proto;
+// an error ends the session. An ack sets ackPending, for the loop to look
+// at once the acks that came in together are read.
+func (l *link) handle(typ byte, p []byte, proto uint8, ackPending *bool) error {
+	switch typ {
+	case frameAck:
+		v, err := l.n.readAck(p)
+		if err != nil {
+			l.n.badFrames.Add(1)
+			return err
+		}
+		l.merge(v) // a restarted peer opens a new session
+		*ackPending = true
+	case frameVector:
+		return l.exchangeAnswer(p)
+	case frameSums, frameEntries:
+		// A step of this node's digest exchange (antientropy.go).
+		l.touch()
+		out, err := l.n.digestAnswer(l, typ, p, proto)
+		if err != nil {
+			l.n.badFrames.Add(1)
+			return err
+		}
+		l.queueDigest(out)
+	case frameRetired:
+		v, err := l.n.readAck(p)
+		if err != nil {
+			l.n.badFrames.Add(1)
+			return err
+		}
+		l.touch()
+		l.n.adoptRetired(v)
+		l.merge(v)
+		l.mu.Lock()
+		l.retiredHolds = v
+		l.mu.Unlock()
+		l.afterAck()
+	case frameRecords:
+		l.touch()
+		touched := map[uint64]uint64{}
+		if err := l.n.appendAll(p, touched, true, maxRecordVersion(proto), l.heardFrom()); err != nil {
+			l.n.badFrames.Add(1)
+			return err
+		}
+	case framePullEnd:
+		return l.pullEnd(p)
+	case frameSnapData:
+		l.touch()
+		return l.snapWrite(p)
+	case frameSnapEnd:
+		if err := l.bootstrap(); err != nil {
+			return err
+		}
+		l.afterAck()
+	default:
+		l.n.badFrames.Add(1)
+		return fmt.Errorf("%w: unexpected type %d", ErrBadFrame, typ)
+	}
+	return nil
+}
+
+// exchangeAnswer takes the peer's answer to this node's exchange: its
+// vector, and whether its retired list is the same as this node's.
+func (l *link) exchangeAnswer(p []byte) error {
+	theirs, err := l.n.readVector(p)
+	if err != nil {
+		l.n.badFrames.Add(1)
+		return err
+	}
+	l.touch()
+	l.merge(theirs.live)
+	mine, retired := l.n.vectorToSend()
+	same := mine.sameRetired(theirs)
+	l.mu.Lock()
+	if same {
+		l.retiredHolds = retired // the same origins at the same seqs
+	} else {
+		l.sendRetired = true
+	}
+	l.mu.Unlock()
+	if !same {
+		l.wake()
+	}
+	l.afterAck()
+	return nil
+}
+
+// pullEnd takes the end of a pull: done, or the peer recycled what this
+// node lacks and a snapshot is asked for instead.
+func (l *link) pullEnd(p []byte) error {
+	l.touch()
+	e, err := decodePullEnd(p)
+	if err != nil {
+		l.n.badFrames.Add(1)
+		return err
+	}
+	l.mu.Lock()
+	if e.status == pullRecycled && l.startSnap() {
+		l.log.Info("peer has recycled records this node lacks: asking for its snapshot",
+			zap.String("origin", fmt.Sprintf("%016x", e.origin)), zap.Uint64("seq", e.next))
+		l.mu.Unlock()
+		l.wake()
+		return nil // pulls resume after the bootstrap
+	}
+	delete(l.pulling, e.origin)
+	l.n.pullDone(e.origin)
+	l.mu.Unlock()
+	l.afterAck() // still behind? ask again
+	return nil
 }
 
 // snapResult is what the store's Bootstrap of a received snapshot did.

@@ -823,7 +823,7 @@ func (d *delegate) NotifyAlive(n *memberlist.Node) error {
 // checkProto refuses a member whose protocol range has no version in
 // common with this node's: neither side could read the other's data port.
 func (d *delegate) checkProto(name string, m Meta) error {
-	c := d.g.cfg
+	c := &d.g.cfg // not a copy: the rest of it is not this goroutine's to read
 	if overlaps(m.ProtoMin, m.Proto, c.ProtoMin, c.ProtoMax) {
 		return nil
 	}

@@ -147,110 +147,141 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 		}
 	}
 
-	per := 1
-	if o.batch > 0 {
-		per = o.batch
-	}
-	requests := (o.count + per - 1) / per
-	times := timeHeaders(o, time.Now())
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		next     atomic.Int64 // next request index to take
-		done     atomic.Int64 // messages done
-		warnings atomic.Int64
-		errOnce  sync.Once
-		firstErr error
-		wg       sync.WaitGroup
-		lats     = make([][]time.Duration, o.conns)
-	)
-	setErr := func(err error) {
-		errOnce.Do(func() { firstErr = err; cancel() })
-	}
-	worker := func(w int) {
-		defer wg.Done()
-		lat := make([]time.Duration, 0, requests/o.conns+1)
-		defer func() { lats[w] = lat }()
-		if o.mode == "local-get" {
-			if err := benchLocal(ctx, g.viewPath(), o, keys, &next, &done, &lat); err != nil {
-				setErr(err)
-			}
-			return
-		}
-		c, err := dialBench(ctx, g, o.transport, times)
-		if err != nil {
-			setErr(err)
-			return
-		}
-		defer c.Close()
-		var msgs []client.Message
-		if o.batch > 0 {
-			msgs = make([]client.Message, o.batch)
-		}
-		for ctx.Err() == nil {
-			r := int(next.Add(1) - 1)
-			if r >= requests {
-				break
-			}
-			first, n := r*per, min(per, o.count-r*per)
-			start := time.Now()
-			var err error
-			switch {
-			case o.mode == "get":
-				var v client.Value
-				v, err = c.Get(o.topic, keys[first%o.keys])
-				if err == nil && len(v.Bytes) != o.size {
-					err = fmt.Errorf("get %s: %d bytes, want %d", keys[first%o.keys], len(v.Bytes), o.size)
-				}
-			case o.batch == 0:
-				var res client.PutResult
-				res, err = c.Publish(o.topic, keys[first%o.keys], value, o.tag)
-				if err == nil && !res.OK() {
-					warnings.Add(1)
-				}
-			default:
-				for i := range n {
-					msgs[i] = client.Message{Key: keys[(first+i)%o.keys], Tag: o.tag, Value: value}
-				}
-				var rs []client.PutResult
-				rs, err = c.PublishBatch(o.topic, msgs[:n])
-				for _, res := range rs {
-					if !res.OK() {
-						warnings.Add(1)
-					}
-				}
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					setErr(err)
-				}
-				break
-			}
-			lat = append(lat, time.Since(start))
-			done.Add(int64(n))
-		}
-	}
-
-	stopProgress := startProgress(e, "bench", int64(o.count), &done)
+	b := &benchRun{o: o, g: g, keys: keys, value: value, per: max(o.batch, 1),
+		times: timeHeaders(o, time.Now()), cancel: cancel, lats: make([][]time.Duration, o.conns)}
+	b.requests = (o.count + b.per - 1) / b.per
+	stopProgress := startProgress(e, "bench", int64(o.count), &b.done)
 	start := time.Now()
-	wg.Add(o.conns)
+	b.wg.Add(o.conns)
 	for w := range o.conns {
-		go worker(w)
+		go b.worker(ctx, w)
 	}
-	wg.Wait()
+	b.wg.Wait()
 	elapsed := time.Since(start)
 	stopProgress()
 
-	if firstErr != nil {
-		return fmt.Errorf("after %d messages: %w", done.Load(), firstErr)
+	if b.firstErr != nil {
+		return fmt.Errorf("after %d messages: %w", b.done.Load(), b.firstErr)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("interrupted after %d messages", done.Load())
+		return fmt.Errorf("interrupted after %d messages", b.done.Load())
 	}
-	all := slices.Concat(lats...)
+	rep := b.report(elapsed)
+	if o.json {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return nil
+	}
+	printBenchReport(e.stdout, rep)
+	return nil
+}
+
+// benchRun is one run of bench: its connections' workers take requests
+// in turn (next) until count messages are done or one fails.
+type benchRun struct {
+	o        benchOptions
+	g        *globals
+	keys     []string
+	value    []byte
+	per      int    // messages a request
+	requests int    // requests in all
+	times    string // the time headers every PUT carries (timeHeaders)
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	next     atomic.Int64 // next request index to take
+	done     atomic.Int64 // messages done
+	warnings atomic.Int64 // results stored with a status other than ok
+	errOnce  sync.Once
+	firstErr error
+	lats     [][]time.Duration // each worker's request latencies
+}
+
+// fail keeps the run's first error and stops the other workers.
+func (b *benchRun) fail(err error) {
+	b.errOnce.Do(func() { b.firstErr = err; b.cancel() })
+}
+
+// worker w sends requests on a connection of its own until none are left,
+// the run fails or ctx ends.
+func (b *benchRun) worker(ctx context.Context, w int) {
+	defer b.wg.Done()
+	lat := make([]time.Duration, 0, b.requests/b.o.conns+1)
+	defer func() { b.lats[w] = lat }()
+	if b.o.mode == "local-get" {
+		if err := benchLocal(ctx, b.g.viewPath(), b.o, b.keys, &b.next, &b.done, &lat); err != nil {
+			b.fail(err)
+		}
+		return
+	}
+	c, err := dialBench(ctx, b.g, b.o.transport, b.times)
+	if err != nil {
+		b.fail(err)
+		return
+	}
+	defer c.Close()
+	var msgs []client.Message
+	if b.o.batch > 0 {
+		msgs = make([]client.Message, b.o.batch)
+	}
+	for ctx.Err() == nil {
+		r := int(b.next.Add(1) - 1)
+		if r >= b.requests {
+			break
+		}
+		start := time.Now()
+		n, err := b.request(c, msgs, r)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.fail(err)
+			}
+			break
+		}
+		lat = append(lat, time.Since(start))
+		b.done.Add(int64(n))
+	}
+}
+
+// request sends request r on c (msgs is the worker's batch buffer) and
+// says how many messages it carried.
+func (b *benchRun) request(c benchConn, msgs []client.Message, r int) (int, error) {
+	o := b.o
+	first, n := r*b.per, min(b.per, o.count-r*b.per)
+	switch {
+	case o.mode == "get":
+		v, err := c.Get(o.topic, b.keys[first%o.keys])
+		if err == nil && len(v.Bytes) != o.size {
+			err = fmt.Errorf("get %s: %d bytes, want %d", b.keys[first%o.keys], len(v.Bytes), o.size)
+		}
+		return n, err
+	case o.batch == 0:
+		res, err := c.Publish(o.topic, b.keys[first%o.keys], b.value, o.tag)
+		if err == nil && !res.OK() {
+			b.warnings.Add(1)
+		}
+		return n, err
+	default:
+		for i := range n {
+			msgs[i] = client.Message{Key: b.keys[(first+i)%o.keys], Tag: o.tag, Value: b.value}
+		}
+		rs, err := c.PublishBatch(o.topic, msgs[:n])
+		for _, res := range rs {
+			if !res.OK() {
+				b.warnings.Add(1)
+			}
+		}
+		return n, err
+	}
+}
+
+// report sums the run up once every worker is done.
+func (b *benchRun) report(elapsed time.Duration) benchReport {
+	o := b.o
+	all := slices.Concat(b.lats...)
 	slices.Sort(all)
-	rep := benchReport{
+	return benchReport{
 		Mode: o.mode, Messages: o.count, Requests: len(all), Size: o.size, Conns: o.conns,
 		Batch: o.batch, Keys: o.keys, Seconds: elapsed.Seconds(),
 		MsgsPerSec: float64(o.count) / elapsed.Seconds(),
@@ -259,15 +290,8 @@ func bench(ctx context.Context, e *env, g *globals, o benchOptions) error {
 		P99:        micros(percentile(all, 0.99)),
 		P999:       micros(percentile(all, 0.999)),
 		Max:        micros(percentile(all, 1)),
-		Warnings:   int(warnings.Load()),
+		Warnings:   int(b.warnings.Load()),
 	}
-	if o.json {
-		b, _ := json.Marshal(rep)
-		fmt.Fprintf(e.stdout, "%s\n", b)
-		return nil
-	}
-	printBenchReport(e.stdout, rep)
-	return nil
 }
 
 // benchPreload publishes every key once, in batches of up to 1000, so
