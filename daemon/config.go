@@ -246,6 +246,9 @@ type Config struct {
 	// RedisTLSCert and RedisTLSKey serve RedisAddr under TLS; both or
 	// neither.
 	RedisTLSCert, RedisTLSKey string
+	// RedisAllowFlush lets FLUSHDB and FLUSHALL delete every key the Redis
+	// door maps, on every node, for a caller with the admin role.
+	RedisAllowFlush bool
 	// RedisDefaultTopic holds the Redis keys without a ':'.
 	RedisDefaultTopic string
 	// RedisPushBuffer bounds the invalidations and messages waiting to be
@@ -777,6 +780,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "prefix of the NATS subjects records are published on (<prefix>.<origin>)")
 	fs.StringVar(&c.RedisSocket, "redis-socket", c.RedisSocket, `path of the Redis protocol's Unix socket; empty: beside --socket (cachecast.sock: cachecast-redis.sock); "off": none`)
 	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "host:port for the Redis protocol over TCP (loopback only unless --redis-allow-remote); empty: off")
+	fs.BoolVar(&c.RedisAllowFlush, "redis-allow-flush", c.RedisAllowFlush, "let FLUSHDB and FLUSHALL delete every key on every node (one batch of deletes), for the admin role; off: they are refused")
 	fs.BoolVar(&c.RedisAllowRemote, "redis-allow-remote", c.RedisAllowRemote, "let --redis-addr listen beyond loopback (it then needs --redis-users: a TCP client has no uid)")
 	fs.StringVar(&c.RedisUsers, "redis-users", c.RedisUsers, "users file of the Redis door, in Redis ACL syntax (user NAME on >PASSWORD ~* +@read|+@write|+@consume|+@all): AUTH's users and their roles; without it a TCP client may only read (reloaded on SIGHUP)")
 	fs.StringVar(&c.RedisTLSCert, "redis-tls-cert", c.RedisTLSCert, "PEM certificate (chain) to serve --redis-addr under TLS, with --redis-tls-key")

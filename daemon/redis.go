@@ -96,6 +96,7 @@ func (d *Daemon) startRedis() error {
 		MaxConnectionsPerPeer: d.cfg.MaxConnectionsPerUID,
 		TrackingMaxKeys:       d.cfg.RedisTrackingMaxKeys,
 		NotifyKeyspaceEvents:  d.cfg.RedisNotifyKeyspaceEvents,
+		AllowFlush:            d.cfg.RedisAllowFlush,
 		Clock:                 d.cfg.Clock,
 		Logger:                d.log.Named("redis"),
 	})
@@ -226,6 +227,14 @@ func holderOf(c net.Conn) access.Holder {
 
 func (n *respNode) Authorize(c net.Conn) error {
 	if e := n.d.guard.Authorize(callerOfConn(c), access.RolePublish); e != nil {
+		return redisError{e}
+	}
+	return nil
+}
+
+// AuthorizeAdmin checks the admin role (FLUSHDB, FLUSHALL, MONITOR).
+func (n *respNode) AuthorizeAdmin(c net.Conn) error {
+	if e := n.d.guard.Authorize(callerOfConn(c), access.RoleAdmin); e != nil {
 		return redisError{e}
 	}
 	return nil

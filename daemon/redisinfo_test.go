@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,4 +187,94 @@ func (r *rawClient) do(args ...string) string {
 		return strings.TrimSuffix(body, "\r\n")
 	}
 	return reply
+}
+
+// TestRedisFlush checks FLUSHDB and FLUSHALL: refused without
+// --redis-allow-flush; with it, refused NOPERM to a publisher that is no
+// admin (a uid of --allow-uids, through setpriv), and for an admin one
+// batch that deletes every key of every topic, which the HTTP API's
+// reads see gone too.
+func TestRedisFlush(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	rc := newRawClient(t, must(net.Dial("unix", td.d.RedisSocketPath())))
+	rc.do("SET", "a", "1")
+	if got := rc.do("FLUSHDB"); !strings.HasPrefix(got, "-ERR FLUSHDB is disabled: it deletes every key on every node of the fleet; start the daemon with --redis-allow-flush") {
+		t.Fatalf("FLUSHDB without --redis-allow-flush: %q", got)
+	}
+	if got := rc.do("GET", "a"); got != "1" {
+		t.Fatalf("GET after a refused FLUSHDB: %q", got)
+	}
+
+	t.Run("allowed", func(t *testing.T) {
+		needRoot(t)
+		const publisher = 61210
+		cfg := roleConfig(t)
+		cfg.RedisAllowFlush = true
+		cfg.AllowUIDs = []uint32{publisher}
+		td := startDaemon(t, cfg)
+		root := newRawClient(t, must(net.Dial("unix", td.d.RedisSocketPath())))
+		for _, k := range []string{"a", "b", "prices:x", "prices:y", "other:z"} {
+			if got := root.do("SET", k, "v"); got != "+OK\r\n" {
+				t.Fatalf("SET %s: %q", k, got)
+			}
+		}
+		out, err := exec.Command("setpriv", "--reuid="+strconv.Itoa(publisher), "--regid="+strconv.Itoa(publisher), "--clear-groups",
+			"redis-cli", "-s", td.d.RedisSocketPath(), "FLUSHALL").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), "NOPERM") {
+			t.Fatalf("FLUSHALL as a publisher: %q, %v; want NOPERM", out, err)
+		}
+		if got := root.do("DBSIZE"); got != ":5\r\n" {
+			t.Fatalf("DBSIZE after a refused FLUSHALL: %q", got)
+		}
+		if got := root.do("FLUSHALL", "SYNC"); got != "+OK\r\n" {
+			t.Fatalf("FLUSHALL as root (admin): %q", got)
+		}
+		if got := root.do("DBSIZE"); got != ":0\r\n" {
+			t.Fatalf("DBSIZE after FLUSHALL: %q", got)
+		}
+		if r := td.do("GET", "/v1/topics/prices/keys/x", nil); r.status != 404 {
+			t.Fatalf("HTTP GET of a flushed key: %d %s", r.status, r.body)
+		}
+		if got := root.do("FLUSHDB"); got != "+OK\r\n" {
+			t.Fatalf("FLUSHDB of nothing: %q", got)
+		}
+	})
+}
+
+// TestRedisMonitorAgainstRedisServer runs MONITOR on the daemon's door
+// and on a real redis-server, sends both the same commands from another
+// connection, and compares the lines the monitors receive but their
+// times and addresses: Redis's format, quoting included. A caller
+// without the admin role is refused (NOPERM).
+func TestRedisMonitorAgainstRedisServer(t *testing.T) {
+	theirs := startRedisServer(t)
+	td := startDaemon(t, testConfig(t))
+	cmds := [][]string{{"SET", "mon:k", "a b\"c\\d\n\x01\xff"}, {"GET", "mon:k"}, {"PING"}, {"MGET", "mon:k", "mon:nope"}, {"DEL", "mon:k"}}
+	var lines [2][]string
+	for i, sock := range []string{td.d.RedisSocketPath(), theirs} {
+		mon := newRawClient(t, must(net.Dial("unix", sock)))
+		if got := mon.do("MONITOR"); got != "+OK\r\n" {
+			t.Fatalf("MONITOR: %q", got)
+		}
+		cl := newRawClient(t, must(net.Dial("unix", sock)))
+		for _, c := range cmds {
+			cl.do(c...)
+		}
+		for range cmds {
+			line, err := mon.br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			// +1700000000.123456 [0 unix:/path] "SET" ...: the time and
+			// the address are each server's own.
+			m := regexp.MustCompile(`^\+\d+\.\d{6} \[0 unix:` + regexp.QuoteMeta(sock) + `\] (.*)\r\n$`).FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("monitor line %q: not +<time> [0 unix:%s] <args>", line, sock)
+			}
+			lines[i] = append(lines[i], m[1])
+		}
+	}
+	if !slices.Equal(lines[0], lines[1]) {
+		t.Errorf("monitor lines: cachecast %q, redis-server %q", lines[0], lines[1])
+	}
 }

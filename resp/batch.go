@@ -39,14 +39,16 @@ func (c *conn) setMessage(topic, key string, value []byte) record.Message {
 }
 
 // isBatchSet reports whether a is a SET a pipeline's run can batch: SET
-// key value, with any options but KEEPTTL (which reads the key's expiry,
-// one an earlier SET of the batch may not have written yet).
+// key value, with any options but KEEPTTL, NX, XX and GET (which read
+// the key, one an earlier SET of the batch may not have written yet).
 func isBatchSet(a [][]byte) bool {
 	if len(a) < 3 || len(a[0]) != 3 || !bytes.EqualFold(a[0], []byte("set")) {
 		return false
 	}
 	for _, o := range a[3:] {
-		if bytes.EqualFold(o, []byte("keepttl")) {
+		// KEEPTTL, the conditions and GET read the key first: alone.
+		if bytes.EqualFold(o, []byte("keepttl")) || bytes.EqualFold(o, []byte("nx")) ||
+			bytes.EqualFold(o, []byte("xx")) || bytes.EqualFold(o, []byte("get")) {
 			return false
 		}
 	}
@@ -112,6 +114,9 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 // the SET alone (which answers the error).
 func (c *conn) batchSet(a [][]byte) {
 	c.lastCmd = setCommand
+	if c.s.monitors.n.Load() > 0 {
+		c.s.monitors.feed(c, setCommand, a)
+	}
 	t, k := c.s.split(a[1])
 	limit := c.s.cfg.MaxFrameSize
 	if limit <= 0 {

@@ -110,7 +110,10 @@ func (c *conn) infoLine() string {
 	if subs+psubs > 0 {
 		flags = "P" + flags
 	}
-	if _, unix := c.nc.LocalAddr().(*net.UnixAddr); unix {
+	if c.s.monitors.has(c) {
+		flags = "O" + flags
+	}
+	if c.unix {
 		flags += "U"
 	}
 	if flags == "" {

@@ -115,6 +115,7 @@ func init() {
 		{name: "punsubscribe", arity: -1, flags: ps, group: "pubsub", summary: "Ends pattern subscriptions.", fn: cmdPUnsubscribe, pubsub: true},
 	}
 	table = append(table, timeCommands()...)
+	table = append(table, stringCommands()...)
 	commands = make(map[string]*command, len(table))
 	sort.Slice(table, func(i, j int) bool { return table[i].name < table[j].name })
 	for i, cmd := range table {
@@ -205,6 +206,9 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 		}
 		c.err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
+	}
+	if c.s.monitors.n.Load() > 0 {
+		c.s.monitors.feed(c, cmd, a)
 	}
 	if c.inMulti && !runsInMulti[cmd.name] {
 		c.queue(cmd, a)
@@ -1023,6 +1027,7 @@ func cmdCluster(c *conn, _ [][]byte) {
 }
 
 func cmdReset(c *conn, _ [][]byte) {
+	c.s.monitors.drop(c)
 	c.s.subs.dropConn(c)
 	c.channels, c.patterns = nil, nil
 	c.s.track.off(c)

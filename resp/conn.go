@@ -48,6 +48,7 @@ type conn struct {
 	addr    string // CLIENT LIST's addr and laddr, fd
 	laddr   string
 	sockFD  int
+	unix    bool   // a Unix socket's
 	peer    string // its share of the connection limits
 	// shown is the state CLIENT LIST shows of the connection, which
 	// another connection reads.
@@ -135,6 +136,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.readAt = c.created
 	c.addr, c.laddr, c.sockFD = connAddrs(nc)
+	_, c.unix = nc.LocalAddr().(*net.UnixAddr)
 	c.shown.idleSince.Store(c.created.UnixNano())
 	c.shown.multi.Store(-1)
 	c.shown.redir.Store(-1)

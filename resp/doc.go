@@ -47,6 +47,11 @@
 // once the subscribed and tracking connections that lost it (they
 // receive without sending commands). Writes ask Authorize each time.
 //
+// MONITOR, for the admin role only, streams every command the server
+// runs as Redis writes it (+<unix time.micros> [0 <addr or unix:path>]
+// "arg" ..., quoted as Redis quotes; AUTH and HELLO are not sent); a
+// command queued in MULTI is sent when it is queued.
+//
 // Server: INFO [section ...] (server, with the TCP listener's tcp_port;
 // clients; memory: used_memory is what the Go runtime holds in use,
 // used_memory_rss the process's resident set (/proc/self/statm, the
@@ -99,9 +104,16 @@
 // server and pub/sub commands are still served.
 //
 // Writes, through the node's publish path: SET key value [EX s | PX ms |
-// EXAT unix-s | PXAT unix-ms | KEEPTTL] [EFFECTIVEAT unix-ms] (NX, XX, GET
-// and IFEQ are refused with an error naming what is supported: writes are
-// unconditional, the latest wins on every node), SETEX, PSETEX, EXPIRE,
+// EXAT unix-s | PXAT unix-ms | KEEPTTL] [NX | XX] [GET] [EFFECTIVEAT
+// unix-ms], SETNX, GETSET, GETDEL, GETEX key [EX | PX | EXAT | PXAT n |
+// PERSIST] (NX, XX, GET and the old values are decided on this node's
+// view of the key, which a newer write made on another node may not have
+// reached: NX may write where another node holds a value, and the old
+// value answered is this node's; each writes only what the client sent:
+// a value, a delete, or GETEX's expiry by EXPIRE's path), FLUSHDB and
+// FLUSHALL [ASYNC | SYNC] (refused unless Config.AllowFlush, and then
+// for the admin role only (Node.AuthorizeAdmin): one batch of deletes of
+// every key of every topic, which every node applies whole), SETEX, PSETEX, EXPIRE,
 // PEXPIRE, EXPIREAT, PEXPIREAT (with NX, XX, GT, LT), PERSIST,
 // CACHECAST.CANCEL key unix-ms (cancels the key's values scheduled for
 // that instant: 1, or 0 when none is pending), MSET (one batch: all or
@@ -198,9 +210,10 @@
 // commands answer what redis-server answers, errors included (the
 // order Redis checks arguments in, its integer syntax, its overflow
 // bounds), checked against a real one by the daemon's
-// TestRedisTimeAgainstRedisServer; the differences are by design: SET's
-// NX, XX and GET are refused, SETNX, GETSET, GETDEL and GETEX are not
-// served (unknown command), a key outside the naming rules is refused,
+// TestRedisTimeAgainstRedisServer; the differences are by design: APPEND
+// and SETRANGE are refused (they would write a value no client sent,
+// computed from this node's copy, which may be older than another
+// node's), a key outside the naming rules is refused,
 // a topic is a hash (TTL topic is -1) with no expiry of its own (EXPIRE
 // topic is 0), and SELECT takes database 0 only. The errors of SCAN's
 // and HSCAN's options and cursors (COUNT 0 is a syntax error), WAIT's

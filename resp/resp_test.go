@@ -211,6 +211,12 @@ func TestSessionReplies(t *testing.T) {
 			[]string{"-ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)\r\n"}},
 		{"caching needs optin", cmd("HELLO", "3") + cmd("CLIENT", "TRACKING", "ON") + cmd("CLIENT", "CACHING", "YES"), nil},
 		{"wait", cmd("WAIT", "1", "0"), []string{":0\r\n"}},
+		{"monitor needs the admin role", cmd("MONITOR") + cmd("PING"),
+			[]string{"-NOPERM this node grants no admin role, which MONITOR needs\r\n", "+PONG\r\n"}},
+		{"flush needs AllowFlush", cmd("FLUSHALL"),
+			[]string{"-ERR FLUSHALL is disabled: it deletes every key on every node of the fleet; start the daemon with --redis-allow-flush to allow it (for the admin role)\r\n"}},
+		{"conditional writes", cmd("SETNX", "c:k", "1") + cmd("SETNX", "c:k", "2") + cmd("SET", "c:k", "3", "XX", "GET") + cmd("GETDEL", "c:k") + cmd("GETSET", "c:k", "4"),
+			[]string{":1\r\n", ":0\r\n", "$1\r\n1\r\n", "$1\r\n3\r\n", "$-1\r\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := replies(t, session(s, []byte(tc.in)))

@@ -186,6 +186,10 @@ type Config struct {
 	// to have cached (--redis-tracking-max-keys); past it the client is
 	// sent the invalidation of a tenth of them, which are forgotten.
 	TrackingMaxKeys int
+	// AllowFlush lets FLUSHDB and FLUSHALL delete every key, fleet-wide,
+	// for a caller with the admin role (--redis-allow-flush); without it
+	// they are refused.
+	AllowFlush bool
 	// NotifyKeyspaceEvents is the initial notify-keyspace-events.
 	NotifyKeyspaceEvents string
 	// Clock, if set, is the node's wall clock (TTL, EX); time.Now
@@ -230,12 +234,13 @@ type Server struct {
 	followMu  sync.Mutex
 	following <-chan struct{} // closed when the follower ends; nil before it starts
 
-	subs    subscriptions
-	track   tracker
-	cursors cursorTable
-	started time.Time
-	runID   string        // INFO's run_id: 40 hex digits, new at each start
-	memPeak atomic.Uint64 // INFO's used_memory_peak
+	subs     subscriptions
+	track    tracker
+	monitors monitors
+	cursors  cursorTable
+	started  time.Time
+	runID    string        // INFO's run_id: 40 hex digits, new at each start
+	memPeak  atomic.Uint64 // INFO's used_memory_peak
 
 	stats stats
 }
@@ -405,6 +410,7 @@ func (s *Server) forget(c *conn) {
 	s.mu.Unlock()
 	s.subs.dropConn(c)
 	s.track.dropConn(s, c)
+	s.monitors.drop(c)
 	s.stats.connections.Add(-1)
 }
 

@@ -47,17 +47,18 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// setConditions are the options of SET that are refused: every write is
-// unconditional.
-var setConditions = []string{"NX", "XX", "GET", "IFEQ"}
+// setOptions are SET's options besides the expiry: KEEPTTL, and the
+// conditions NX and XX and GET, decided on this node's view of the key.
+type setOptions struct {
+	keep, nx, xx, get bool
+}
 
-// parseSetOptions reads SET's options after key and value into m, or
-// returns the error to answer ("" when none; it answers nothing itself,
-// so that a pipeline's run of SETs answers it in its turn). keep says
-// KEEPTTL was given. As Redis does,
-// it reads every option before it checks the expiry's number, and takes
-// a repeated expiry of one kind (the last wins).
-func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep bool, bad string) {
+// parseSetOptions reads SET's options after key and value into m and o,
+// or returns the error to answer ("" when none; it answers nothing
+// itself, so that a pipeline's run of SETs answers it in its turn). As
+// Redis does, it reads every option before it checks the expiry's
+// number, and takes a repeated expiry of one kind (the last wins).
+func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (o setOptions, bad string) {
 	now := c.s.now()
 	var unit string // the expiry's option: EX, PX, EXAT or PXAT ("": none)
 	var num []byte  // its number
@@ -65,57 +66,59 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (keep bool, bad
 		opt := strings.ToUpper(clip(opts[i]))
 		switch opt {
 		case "EX", "PX", "EXAT", "PXAT":
-			if keep || unit != "" && unit != opt || i+1 >= len(opts) {
-				return false, "ERR syntax error"
+			if o.keep || unit != "" && unit != opt || i+1 >= len(opts) {
+				return o, "ERR syntax error"
 			}
 			unit, num = opt, opts[i+1]
 			i++
 		case "KEEPTTL":
 			if unit != "" {
-				return false, "ERR syntax error"
+				return o, "ERR syntax error"
 			}
-			keep = true
+			o.keep = true
+		case "NX", "XX":
+			if opt == "NX" && o.xx || opt == "XX" && o.nx {
+				return o, "ERR syntax error"
+			}
+			o.nx, o.xx = o.nx || opt == "NX", o.xx || opt == "XX"
+		case "GET":
+			o.get = true
 		case "EFFECTIVEAT":
 			if i+1 >= len(opts) {
-				return false, "ERR syntax error"
+				return o, "ERR syntax error"
 			}
 			n, ok := redisInt(opts[i+1])
 			i++
 			if !ok {
-				return false, "ERR value is not an integer or out of range"
+				return o, "ERR value is not an integer or out of range"
 			}
 			if m.EffectiveAt != 0 || n <= 0 {
-				return false, "ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970"
+				return o, "ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970"
 			}
 			if n <= now.UnixMilli() {
-				return false, "ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
+				return o, "ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
 					strconv.FormatInt(now.UnixMilli(), 10) + "); SET without it for now"
 			}
 			m.EffectiveAt = n
 		default:
-			for _, cond := range setConditions {
-				if opt == cond {
-					return false, "ERR SET " + opt + " is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are supported"
-				}
-			}
-			return false, "ERR syntax error"
+			return o, "ERR syntax error"
 		}
 	}
 	if unit != "" {
 		n, ok := redisInt(num)
 		if !ok {
-			return false, "ERR value is not an integer or out of range"
+			return o, "ERR value is not an integer or out of range"
 		}
 		at, ok := expiryAt(unit, n, now)
 		if n <= 0 || !ok {
-			return false, "ERR invalid expire time in 'set' command"
+			return o, "ERR invalid expire time in 'set' command"
 		}
 		m.ExpiresAt = at
 	}
 	if m.EffectiveAt != 0 && m.ExpiresAt != 0 && m.ExpiresAt <= m.EffectiveAt {
-		return false, "ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT"
+		return o, "ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT"
 	}
-	return keep, ""
+	return o, ""
 }
 
 // expiryAt turns the number n of an expiry option or command into Unix
@@ -145,19 +148,47 @@ func cmdSetWithOptions(c *conn, a [][]byte) {
 	if !ok {
 		return
 	}
-	keep, bad := c.parseSetOptions(&m, a[3:])
+	o, bad := c.parseSetOptions(&m, a[3:])
 	if bad != "" {
 		c.err(bad)
 		return
 	}
-	if keep {
+	if !o.keep && !o.nx && !o.xx && !o.get {
+		if c.publish([]record.Message{m}) {
+			c.ok()
+		}
+		return
+	}
+	// The conditions and the old value are this node's view of the key
+	// (docs/redis.md): another node may hold a newer one.
+	e, found := c.lookup(a[1])
+	if !found && o.get && c.isHash(a[1]) {
+		c.err(wrongType)
+		return
+	}
+	old := bytes.Clone(e.Value) // the view's bytes are not ours to keep past the publish
+	if o.nx && found || o.xx && !found {
+		if o.get && found {
+			c.bulk(old)
+		} else {
+			c.null()
+		}
+		return
+	}
+	if o.keep && found {
 		// A full write of the client's value; the expiry kept is this
 		// node's view of the key's (docs/redis.md).
-		if e, found := c.lookup(a[1]); found {
-			m.ExpiresAt = e.ExpiresAt
-		}
+		m.ExpiresAt = e.ExpiresAt
 	}
-	if c.publish([]record.Message{m}) {
+	if !c.publish([]record.Message{m}) {
+		return
+	}
+	switch {
+	case o.get && found:
+		c.bulk(old)
+	case o.get:
+		c.null()
+	default:
 		c.ok()
 	}
 }
@@ -244,18 +275,29 @@ func cmdExpire(c *conn, a [][]byte) {
 		c.integer(0)
 		return
 	}
-	if at <= now.UnixMilli() {
-		// Already past: the version expires now (never 0, which is
-		// "none", nor at or before its effective time).
-		at = max(at, 1, e.EffectiveAt+1)
-	}
-	m, ok := c.expiryChange(a[1], e, at)
-	if !ok {
-		return
-	}
-	if c.publish([]record.Message{m}) {
+	if c.changeExpiry(a[1], e, pastExpiry(at, now, e)) {
 		c.integer(1)
 	}
+}
+
+// pastExpiry is the expiry at of the version e as an expiry change
+// writes it: an instant already past (at or before now) becomes the
+// version's first instant past, never 0 (which is "none") nor at or
+// before its effective time, so that the version expires now.
+func pastExpiry(at int64, now time.Time, e storeview.Entry) int64 {
+	if at <= now.UnixMilli() {
+		return max(at, 1, e.EffectiveAt+1)
+	}
+	return at
+}
+
+// changeExpiry publishes the expiry change (expiryChange) that gives e,
+// the version of the key name this node holds, the expiry at (0: none),
+// answering the error when it cannot (false). EXPIRE, PEXPIRE, EXPIREAT,
+// PEXPIREAT, PERSIST and GETEX all take this path.
+func (c *conn) changeExpiry(name []byte, e storeview.Entry, at int64) bool {
+	m, ok := c.expiryChange(name, e, at)
+	return ok && c.publish([]record.Message{m})
 }
 
 // expiryChange is the message that gives e, the version of the key name
@@ -282,11 +324,7 @@ func cmdPersist(c *conn, a [][]byte) {
 		c.integer(0)
 		return
 	}
-	m, ok := c.expiryChange(a[1], e, 0)
-	if !ok {
-		return
-	}
-	if c.publish([]record.Message{m}) {
+	if c.changeExpiry(a[1], e, 0) {
 		c.integer(1)
 	}
 }

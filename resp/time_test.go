@@ -65,10 +65,10 @@ func TestTimeCommands(t *testing.T) {
 		}},
 		{"bad expiries", []step{
 			{0, cmd("SET", "p:k", "v", "EX", "0") + cmd("SET", "p:k", "v", "PX", "-5") + cmd("SET", "p:k", "v", "EX", "x") +
-				cmd("SET", "p:k", "v", "EX", "1", "PX", "5") + cmd("SETEX", "p:k", "0", "v") + cmd("SET", "p:k", "v", "NX") + cmd("GET", "p:k"),
+				cmd("SET", "p:k", "v", "EX", "1", "PX", "5") + cmd("SETEX", "p:k", "0", "v") + cmd("SET", "p:k", "v", "NX", "XX") + cmd("GET", "p:k"),
 				[]string{"-ERR invalid expire time in 'set' command\r\n", "-ERR invalid expire time in 'set' command\r\n",
 					"-ERR value is not an integer or out of range\r\n", "-ERR syntax error\r\n", "-ERR invalid expire time in 'setex' command\r\n",
-					"-ERR SET NX is not supported: every write is unconditional (the latest write wins on every node); EX, PX, EXAT, PXAT, KEEPTTL and EFFECTIVEAT are supported\r\n",
+					"-ERR syntax error\r\n",
 					"$-1\r\n"}},
 		}},
 		{"EXPIRE family, PERSIST, KEEPTTL", []step{
