@@ -272,7 +272,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.groups.Close(), d.closeCluster(), d.closeStore())
 		}
 		d.mln = mln
-		d.msrv = d.m.newServer(log)
+		d.msrv = d.m.newServer(log, d.api.ReadOnly())
 		if d.msrv.Handler, err = d.withConsole(d.msrv.Handler); err != nil {
 			_ = d.mln.Close()
 			_ = d.ln.Close()

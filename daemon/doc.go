@@ -205,7 +205,11 @@
 // invalidations_total, slow_clients_disconnected_total, subscriptions,
 // connections_refused_total, idle_closed_total,
 // tracking_evicted_keys_total: the Redis front door), cachecast_view_{ready,generation,bytes,keys,queued}
-// (the shared view, with --view-file), and the Go and process collectors.
+// (the shared view, with --view-file), cachecast_node_{ready,healthy,
+// degraded{reason},members_missing,away,disk_full,catching_up,
+// repair_pending} (the node's health, 0 or 1, always exported: health.go),
+// and the Go and process collectors. /healthz and /readyz are served on
+// the metrics listener too, read-only.
 //
 // # The Redis front door
 //

@@ -73,7 +73,7 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 		m.reg.MustRegister(newClusterCollector(d.cluster))
 	}
 	m.reg.MustRegister(m.publishes, m.publishBytes, m.flush, m.connections, m.evicted, m.replicaMisses,
-		newStoreCollector(d.store, d.cfg.NodeName),
+		newStoreCollector(d.store, d.cfg.NodeName), healthCollector{d},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "cachecast_cursors",
 			Help: "Durable cursors on this node (bound: --max-cursors).",
@@ -118,9 +118,13 @@ func (c cursorLagCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(cursorLagDesc, prometheus.GaugeValue, float64(oldest.Lag()), oldest.Name, oldest.Topic, owner)
 }
 
-// newServer serves /metrics; anything else is 404.
-func (m *metrics) newServer(log *zap.Logger) *http.Server {
+// newServer serves /metrics, and /healthz and /readyz through health (the
+// HTTP API's read-only handler: the same answers as on the socket, for a
+// prober or a load balancer that reaches only TCP); anything else is 404.
+func (m *metrics) newServer(log *zap.Logger, health http.Handler) *http.Server {
 	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", health)
+	mux.Handle("GET /readyz", health)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorLog:          zap.NewStdLog(log.Named("metrics")),
 		EnableOpenMetrics: true,

@@ -81,12 +81,42 @@ func TestMetricsEndpoint(t *testing.T) {
 		"cachecast_api_connections ",
 		"go_goroutines ",
 		"process_open_fds ",
+		"cachecast_node_ready 1",
+		"cachecast_node_healthy 1",
+		`cachecast_node_degraded{reason="alone"} 0`,
+		`cachecast_node_degraded{reason="members_missing"} 0`,
+		"cachecast_node_members_missing 0",
+		"cachecast_node_away 0",
+		"cachecast_node_disk_full 0",
+		"cachecast_node_catching_up 0",
+		"cachecast_node_repair_pending 0",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 	s.close()
+
+	// Health is served read-only on the metrics port too.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		res, err := c.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || !strings.Contains(string(b), `"status":"ok"`) {
+			t.Errorf("GET %s on the metrics port: %d %s", path, res.StatusCode, b)
+		}
+		res, err = c.Post("http://"+addr+path, "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == 200 {
+			t.Errorf("POST %s on the metrics port: 200", path)
+		}
+	}
 
 	res, err = c.Get("http://" + addr + "/other")
 	if err != nil {

@@ -106,7 +106,9 @@ func covers(a, b map[uint64]uint64) bool {
 	return true
 }
 
-// verify asks every live member for its digest and compares them.
+// verify asks every live member for its digest and compares them; the
+// members seen but not alive now are named unreachable, and the fleet is
+// not identical while any is.
 func (d *Daemon) verify(ctx context.Context) wire.VerifyResult {
 	var nodes []wire.VerifyNode
 	common := false
@@ -122,7 +124,12 @@ func (d *Daemon) verify(ctx context.Context) wire.VerifyResult {
 			break
 		}
 	}
-	return compareDigests(nodes, common)
+	res := compareDigests(nodes, common)
+	if d.cluster != nil {
+		res.Unreachable = d.cluster.peers.missing()
+		res.Identical = res.Identical && len(res.Unreachable) == 0
+	}
+	return res
 }
 
 // askMembers asks every live member but this node for its digest once it

@@ -33,4 +33,8 @@ type VerifyResult struct {
 	CommonVector bool         `json:"common_vector"`
 	Nodes        []VerifyNode `json:"nodes"`
 	Differ       []VerifyDiff `json:"differ,omitempty"`
+	// Unreachable names the members the node asked has seen alive (or
+	// remembers) and does not see alive now: a split or a stopped node,
+	// whose view nobody could compare. Identical is false while any is.
+	Unreachable []string `json:"unreachable,omitempty"`
 }

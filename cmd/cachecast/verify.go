@@ -18,8 +18,10 @@ var verifyCmd = &command{
 	help: `The daemon asks every live member for its view digest (a SHA-256 per
 topic) once it covers the daemon's own vector, and asks again while writes
 in flight keep the vectors apart. For each topic the digest most nodes
-hold is the reference. The exit status is 1 when a node differs, did not
-answer, or no common vector was reached; 0 when all are identical.`,
+hold is the reference. Members the daemon has seen (or remembers) that are
+not alive now are listed as unreachable. The exit status is 1 when a node
+differs, did not answer or is unreachable, or no common vector was
+reached; 0 when all are identical.`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
 		asJSON := fs.Bool("json", false, "print the API's JSON answer")
@@ -53,6 +55,9 @@ answer, or no common vector was reached; 0 when all are identical.`,
 						fmt.Fprintf(tw, "%s\t%d\tsame\n", n.Name, len(n.View.Topics))
 					}
 				}
+				for _, name := range v.Unreachable {
+					fmt.Fprintf(tw, "%s\t-\tunreachable: seen as a member, not alive now\n", name)
+				}
 				if err := tw.Flush(); err != nil {
 					return err
 				}
@@ -60,6 +65,8 @@ answer, or no common vector was reached; 0 when all are identical.`,
 			switch {
 			case v.Identical:
 				return nil
+			case len(v.Unreachable) > 0:
+				return fmt.Errorf("members unreachable: %s (a split, or stopped nodes)", strings.Join(v.Unreachable, ", "))
 			case len(v.Differ) > 0:
 				var names []string
 				for _, d := range v.Differ {
