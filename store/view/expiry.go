@@ -55,6 +55,20 @@ func (tv *topicView) setMark(k string, m expiryMark) {
 	tv.marks[k] = m
 }
 
+// dropMark forgets key k's expiry mark (its tombstone is collected: a
+// change that comes later is as late as any record after the grace).
+// The caller holds the write lock.
+func (tv *topicView) dropMark(k string) {
+	if _, ok := tv.marks[k]; !ok {
+		return
+	}
+	if tv.marksShared {
+		tv.marks = maps.Clone(tv.marks)
+		tv.marksShared = false
+	}
+	delete(tv.marks, k)
+}
+
 // applyExpiry is Apply of an expiry change r.
 func (v *View) applyExpiry(r record.Record) bool {
 	it := recordItemValue(r)

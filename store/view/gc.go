@@ -57,6 +57,7 @@ func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) 
 				continue // written again since the clone
 			}
 			delete(tv.byKey, c.it.key())
+			tv.dropMark(c.it.key())
 			tv.writes++
 			tv.order.Delete(c.it)
 			if c.it.timedFields() {
