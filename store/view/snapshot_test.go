@@ -440,6 +440,20 @@ func FuzzReadSnapshot(f *testing.F) {
 			}
 			return snapEncode(f, v, 64, map[uint64]uint64{1: 6})
 		}(),
+		func() []byte {
+			// Version 3: expiry changes of a value, of a scheduled
+			// value, and of a version not held before (its marks).
+			v := New()
+			far := int64(4_000_000_000_000)
+			a := timeRec{key: "a", value: "x", origin: 1, seq: 1, hlc: record.MakeHLC(1, 0)}
+			b := timeRec{key: "b", value: "sale", eff: far, origin: 1, seq: 2, hlc: record.MakeHLC(2, 0)}
+			v.Apply(a.record(f))
+			v.Apply(b.record(f))
+			v.Apply(expiryRec(f, "a", "x", 0, record.Stamp{Origin: 1, Seq: 1, HLC: a.hlc}, far, 2, 1, record.MakeHLC(3, 0)))
+			v.Apply(expiryRec(f, "b", "sale", far, record.Stamp{Origin: 1, Seq: 2, HLC: b.hlc}, far+5, 2, 2, record.MakeHLC(4, 0)))
+			v.Apply(expiryRec(f, "c", "y", 0, record.Stamp{Origin: 3, Seq: 1, HLC: record.MakeHLC(2, 1)}, 0, 2, 3, record.MakeHLC(5, 0)))
+			return snapEncode(f, v, 64, map[uint64]uint64{1: 2, 2: 3})
+		}(),
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -470,8 +484,8 @@ func FuzzReadSnapshot(f *testing.F) {
 				return
 			}
 			again := snapEncode(t, v, covers, marks)
-			if binary.LittleEndian.Uint32(data[8:]) == snapVersion2 {
-				// Version 2 rebuilds each key's records by the rule, which
+			if binary.LittleEndian.Uint32(data[8:]) >= snapVersion2 {
+				// Versions 2 and 3 rebuild each key's records by the rule, which
 				// may keep fewer than the file lists (one a key, once an
 				// ordinary write is above them): the file it writes back
 				// must read back to itself.
