@@ -60,7 +60,9 @@ import (
 // for the listings and the frozen copies (topicView.tls). A read takes
 // the entry while it is known to be in force (see current) and resolves
 // the timeline at its own instant otherwise, and RunTimes settles the
-// entry at each instant for the followers. An expired value becomes a
+// entry at each instant for the followers. An expiry change (EXPIRE,
+// PERSIST: expiry.go) gives one version of a key a new expiry and does
+// nothing to any other. An expired value becomes a
 // tombstone. An item is 64 bytes with the effective time and the expiry;
 // a timeline with two records inline is 56 (a 64-byte allocation); a
 // key's first timeline is one allocation with its first record (128

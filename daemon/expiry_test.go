@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+)
+
+// TestExpiryChangeFeeds: EXPIRE and PERSIST reach every follower as what
+// they are, a change of the expiry of the version the node held, not a
+// new value: keyspace notifications name them expire and persist (no
+// set), a tracking client's cached key is invalidated, the subscription
+// stream shows the version they changed ("expiry_of") and its value,
+// and TTL follows.
+func TestExpiryChangeFeeds(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	ctx := context.Background()
+	rc := goRedis(t, td, 2)
+	must(rc.ConfigSet(ctx, "notify-keyspace-events", "KEA").Result())
+	sub := rc.PSubscribe(ctx, "__keyspace@0__:prices:*")
+	defer sub.Close()
+	must(sub.Receive(ctx))
+	lines := subscribeLines(t, td, "/v1/topics/prices/subscribe?from=latest")
+	var iv invalidations
+	cached := rueidisClient(t, td, rueidis.ClientOption{DisableAutoPipelining: true, OnInvalidations: iv.add})
+
+	must(rc.Set(ctx, "prices:sku", "1.00", 0).Result())
+	if v := must(cached.DoCache(ctx, cached.B().Get().Key("prices:sku").Cache(), time.Hour).ToString()); v != "1.00" {
+		t.Fatalf("cached GET: %q", v)
+	}
+	if n := must(rc.Expire(ctx, "prices:sku", time.Hour).Result()); !n {
+		t.Fatal("EXPIRE answered 0")
+	}
+	testkit.Eventually(t, 5*time.Second, "the EXPIRE invalidates the cached key", func() bool { return iv.has("prices:sku") })
+	if ttl := must(rc.TTL(ctx, "prices:sku").Result()); ttl < 3590*time.Second || ttl > time.Hour {
+		t.Fatalf("TTL after EXPIRE 3600: %v", ttl)
+	}
+	if n := must(rc.Persist(ctx, "prices:sku").Result()); !n {
+		t.Fatal("PERSIST answered 0")
+	}
+	if ttl := must(rc.TTL(ctx, "prices:sku").Result()); ttl != -1 {
+		t.Fatalf("TTL after PERSIST: %v", ttl)
+	}
+	if v := must(rc.Get(ctx, "prices:sku").Result()); v != "1.00" {
+		t.Fatalf("GET after EXPIRE and PERSIST: %q", v)
+	}
+
+	for _, want := range []string{"set", "expire", "persist"} {
+		select {
+		case m := <-sub.Channel():
+			if m.Channel != "__keyspace@0__:prices:sku" || m.Payload != want {
+				t.Fatalf("notification %s %q, want __keyspace@0__:prices:sku %q", m.Channel, m.Payload, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s notification", want)
+		}
+	}
+
+	var got []map[string]any
+	testkit.Eventually(t, 10*time.Second, "the three messages on the stream", func() bool {
+		for {
+			select {
+			case l := <-lines:
+				var m map[string]any
+				if json.Unmarshal([]byte(l), &m) == nil {
+					got = append(got, m)
+				}
+				continue
+			default:
+			}
+			return len(got) >= 3
+		}
+	})
+	set, expire, persist := got[0], got[1], got[2]
+	of, _ := expire["expiry_of"].(map[string]any)
+	switch {
+	case set["expiry_of"] != nil:
+		t.Fatalf("the SET's line names an expiry_of: %v", set)
+	case of == nil || of["origin"] != set["origin"] || of["seq"] != set["seq"] || expire["value"] != "1.00" || expire["expires_at"] == nil:
+		t.Fatalf("the EXPIRE's line %v does not name the SET's version %v with its value and expiry", expire, set)
+	case persist["expiry_of"] == nil || persist["expires_at"] != nil:
+		t.Fatalf("the PERSIST's line %v: want an expiry_of and no expires_at", persist)
+	}
+}
