@@ -37,6 +37,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -599,71 +600,18 @@ func (s *Server) listTopics(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	topicName := r.PathValue("topic")
-	if err := checkTopic(topicName); err != nil {
+	q := r.URL.Query()
+	name, autoAck := q.Get("name"), q.Get("ack") == "auto"
+	tags, err := subscribeArgs(topicName, q)
+	if err != nil {
 		fail(w, err)
 		return
 	}
-	q := r.URL.Query()
-	name, from, autoAck := q.Get("name"), q.Get("from"), q.Get("ack") == "auto"
-	if ack := q.Get("ack"); ack != "" && ack != "auto" {
-		fail(w, errorf(400, "bad_request", "ack %q: want auto", ack))
+	off, err := s.subscribeFrom(topicName, name, q.Get("from"))
+	if err != nil {
+		fail(w, err)
 		return
 	}
-	if name != "" {
-		if err := checkSimpleName("cursor name", name, 1, 128); err != nil {
-			fail(w, err)
-			return
-		}
-	}
-	tags := map[string]bool{}
-	if t := q.Get("tags"); t != "" {
-		for _, tag := range strings.Split(t, "||") {
-			tag = strings.TrimSpace(tag)
-			if err := checkTag(tag); err != nil || tag == "" {
-				fail(w, errorf(400, "bad_request", "tags %q: bad tag %q", t, tag))
-				return
-			}
-			tags[tag] = true
-		}
-	}
-	s.mu.Lock()
-	t := s.topics[topicName]
-	n := uint64(0)
-	if t != nil {
-		n = uint64(len(t.msgs))
-	}
-	var off uint64
-	cur, hasCursor := s.cursors[name]
-	switch {
-	case from == "" && name != "" && hasCursor:
-		if cur.Topic != topicName {
-			s.mu.Unlock()
-			fail(w, errorf(400, "bad_request", "cursor %q belongs to topic %q", name, cur.Topic))
-			return
-		}
-		off = cur.Offset
-	case from == "" || from == "latest":
-		off = n
-	case from == "earliest":
-		off = 0
-	default:
-		if v, err := strconv.ParseUint(from, 10, 64); err == nil {
-			off = v
-		} else if ts, err := time.Parse(time.RFC3339Nano, from); err == nil {
-			off = n
-			for i := uint64(0); i < n; i++ {
-				if int64(t.msgs[i].hlc>>16) >= ts.UnixMilli() {
-					off = i
-					break
-				}
-			}
-		} else {
-			s.mu.Unlock()
-			fail(w, errorf(400, "bad_request", "from %q: want earliest, latest, an offset or an RFC 3339 time", from))
-			return
-		}
-	}
-	s.mu.Unlock()
 
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
@@ -671,30 +619,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	rc.Flush()
 	bw := bufio.NewWriter(w)
 	for {
-		s.mu.Lock()
-		t = s.topics[topicName]
-		var batch []map[string]any
-		if t != nil {
-			for ; off < uint64(len(t.msgs)) && len(batch) < 256; off++ {
-				m := t.msgs[off]
-				if len(tags) > 0 && !tags[m.tag] {
-					continue
-				}
-				ev := map[string]any{
-					"offset": off, "topic": topicName, "key": m.key, "tag": m.tag, "delete": m.del,
-					"origin": fmt.Sprintf("%016x", s.origin), "seq": m.seq,
-					"hlc": strconv.FormatUint(m.hlc, 10), "time": hlcTime(m.hlc),
-				}
-				if utf8.Valid(m.value) {
-					ev["value"] = string(m.value)
-				} else {
-					ev["value_base64"] = base64.StdEncoding.EncodeToString(m.value)
-				}
-				batch = append(batch, ev)
-			}
-		}
-		changed := s.changed
-		s.mu.Unlock()
+		batch, changed := s.streamBatch(topicName, &off, tags)
 		for _, ev := range batch {
 			b, _ := json.Marshal(ev)
 			bw.Write(append(b, '\n'))
@@ -719,6 +644,99 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// subscribeArgs checks a subscription's topic, ack, cursor name and tags
+// as the daemon does, and returns the tags to filter on.
+func subscribeArgs(topicName string, q url.Values) (map[string]bool, error) {
+	if err := checkTopic(topicName); err != nil {
+		return nil, err
+	}
+	if ack := q.Get("ack"); ack != "" && ack != "auto" {
+		return nil, errorf(400, "bad_request", "ack %q: want auto", ack)
+	}
+	if name := q.Get("name"); name != "" {
+		if err := checkSimpleName("cursor name", name, 1, 128); err != nil {
+			return nil, err
+		}
+	}
+	tags := map[string]bool{}
+	if t := q.Get("tags"); t != "" {
+		for _, tag := range strings.Split(t, "||") {
+			tag = strings.TrimSpace(tag)
+			if err := checkTag(tag); err != nil || tag == "" {
+				return nil, errorf(400, "bad_request", "tags %q: bad tag %q", t, tag)
+			}
+			tags[tag] = true
+		}
+	}
+	return tags, nil
+}
+
+// subscribeFrom is the offset a subscription starts at: its cursor's when
+// it names one and no from, else what from says.
+func (s *Server) subscribeFrom(topicName, name, from string) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.topics[topicName]
+	n := uint64(0)
+	if t != nil {
+		n = uint64(len(t.msgs))
+	}
+	cur, hasCursor := s.cursors[name]
+	switch {
+	case from == "" && name != "" && hasCursor:
+		if cur.Topic != topicName {
+			return 0, errorf(400, "bad_request", "cursor %q belongs to topic %q", name, cur.Topic)
+		}
+		return cur.Offset, nil
+	case from == "" || from == "latest":
+		return n, nil
+	case from == "earliest":
+		return 0, nil
+	}
+	if v, err := strconv.ParseUint(from, 10, 64); err == nil {
+		return v, nil
+	}
+	ts, err := time.Parse(time.RFC3339Nano, from)
+	if err != nil {
+		return 0, errorf(400, "bad_request", "from %q: want earliest, latest, an offset or an RFC 3339 time", from)
+	}
+	for i := uint64(0); i < n; i++ {
+		if int64(t.msgs[i].hlc>>16) >= ts.UnixMilli() {
+			return i, nil
+		}
+	}
+	return n, nil
+}
+
+// streamBatch takes up to 256 of the topic's messages from *off on that
+// pass the tags, moving *off past them, and the channel closed at the next
+// change.
+func (s *Server) streamBatch(topicName string, off *uint64, tags map[string]bool) ([]map[string]any, chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var batch []map[string]any
+	if t := s.topics[topicName]; t != nil {
+		for ; *off < uint64(len(t.msgs)) && len(batch) < 256; *off++ {
+			m := t.msgs[*off]
+			if len(tags) > 0 && !tags[m.tag] {
+				continue
+			}
+			ev := map[string]any{
+				"offset": *off, "topic": topicName, "key": m.key, "tag": m.tag, "delete": m.del,
+				"origin": fmt.Sprintf("%016x", s.origin), "seq": m.seq,
+				"hlc": strconv.FormatUint(m.hlc, 10), "time": hlcTime(m.hlc),
+			}
+			if utf8.Valid(m.value) {
+				ev["value"] = string(m.value)
+			} else {
+				ev["value_base64"] = base64.StdEncoding.EncodeToString(m.value)
+			}
+			batch = append(batch, ev)
+		}
+	}
+	return batch, s.changed
 }
 
 func (s *Server) setCursor(w http.ResponseWriter, r *http.Request) {
