@@ -186,17 +186,21 @@ func callerOfConn(c net.Conn) access.Caller {
 	return access.Caller{}
 }
 
-// credOf is the Unix connection under a Redis connection, nil over TCP.
-func credOf(c net.Conn) *access.Conn {
-	cc, _ := c.(*access.Conn)
-	return cc
-}
-
-// Peer is a Unix client's uid, for its share of --max-connections
-// (--max-connections-per-uid); "" over TCP (the server counts by IP).
+// Peer is whose share of --max-connections-per-uid a connection counts
+// against: a Unix client's uid, a TCP client's user once it
+// authenticated, and before that the unauthenticated TCP clients
+// together.
 func (n *respNode) Peer(c net.Conn) string {
-	if cc := credOf(c); cc != nil && cc.Caller().Known {
-		return cc.Caller().Who()
+	switch cc := c.(type) {
+	case *access.Conn:
+		if cc.Caller().Known {
+			return cc.Caller().Who()
+		}
+	case *access.TCPConn:
+		if u := cc.User(); u != "" {
+			return "user " + u
+		}
+		return "the unauthenticated TCP clients"
 	}
 	return ""
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // testUsers is a users file: a writer, a reader, a user that is off.
@@ -253,4 +256,54 @@ func writeSelfSigned(t *testing.T, cfg *Config) []byte {
 		t.Fatal(err)
 	}
 	return certPEM
+}
+
+// TestRedisFairConnections: nobody holds 5,000 idle connections to the
+// TCP door (the issue's 512 locked root out: every local client was
+// 127.0.0.1's share); they are strangers that never authenticate, so
+// they share one small pool and the oldest make room, and root is still
+// served over TCP, as a user of --redis-users, and on the socket.
+func TestRedisFairConnections(t *testing.T) {
+	needRoot(t)
+	const idle = 5000
+	needFiles(t, 3*idle)
+	cfg := roleConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	td := startDaemon(t, cfg)
+	_, port, _ := net.SplitHostPort(td.d.RedisAddr())
+	script := `n=0; for i in $(seq ` + strconv.Itoa(idle) + `); do exec {fd}<>/dev/tcp/127.0.0.1/` + port +
+		` && n=$((n+1)); done 2>/dev/null; echo "opened $n"; exec sleep 120`
+	hog := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c", script)
+	out, err := hog.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hog.Process.Kill(); _ = hog.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the idle connections' holder: %v", err)
+	}
+	opened, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "opened ")))
+	if opened < idle*9/10 {
+		t.Fatalf("nobody opened %d of %d connections", opened, idle)
+	}
+	// The pool of strangers holds at most 64 of them (and those being
+	// closed); the rest were closed for room.
+	testkit.Eventually(t, 10*time.Second, "the strangers' pool to settle", func() bool {
+		return td.d.redis.Stats().Connections <= 64
+	})
+	tcp := tcpArgs(td)
+	if got := redisCLIAs(t, 0, append(tcp, "--no-auth-warning", "--user", "alice", "--pass", "alice-pw", "PING")...); got != "PONG" {
+		t.Fatalf("root over TCP as alice beside %d idle connections of nobody: %q", opened, got)
+	}
+	if got := redisCLIAs(t, 0, "-s", td.d.RedisSocketPath(), "PING"); got != "PONG" {
+		t.Fatalf("root on the socket: %q", got)
+	}
+	if refused := td.d.redis.Stats().Refused; refused < int64(opened-64) {
+		t.Errorf("%d connections closed or refused for room; want at least %d", refused, opened-64)
+	}
 }

@@ -92,6 +92,11 @@ func (c *conn) authenticate(user, pass string) bool {
 		return false
 	}
 	c.rolesSeen = 0 // ask MustAuthenticate and the read role again
+	if why := c.s.repeer(c); why != "" {
+		c.err(why)
+		c.quit = true // its user's share is full: closed, as at accept
+		return false
+	}
 	return true
 }
 

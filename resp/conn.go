@@ -50,6 +50,9 @@ type conn struct {
 	sockFD  int
 	unix    bool   // a Unix socket's
 	peer    string // its share of the connection limits
+	// stranger: its place in the pool of connections that must
+	// authenticate (admit.go), under the server's mu.
+	stranger stranger
 	// shown is the state CLIENT LIST shows of the connection, which
 	// another connection reads.
 	shown shownState

@@ -284,10 +284,19 @@
 //
 // Connections: at most Config.MaxConnections open over every listener
 // (--max-connections), one peer at most MaxConnectionsPerPeer of them
-// (--max-connections-per-uid: a Unix client's uid, a TCP client's IP
-// address); past either, a new connection's first command is answered
-// "ERR max number of clients reached ..." (Redis's words, which go-redis
-// retries) and it is closed. A connection that sends nothing for
+// (--max-connections-per-uid: whose, Node.Peer says: the daemon's a Unix
+// client's uid, a TCP client's user; else a TCP client's IP address);
+// past either, a new connection's first command is answered "ERR max
+// number of clients reached ..." (Redis's words, which go-redis retries)
+// and it is closed. Subscribed and tracking connections count against
+// their owner's share as the others do. A connection that must
+// authenticate (Authenticator.MustAuthenticate at accept) is a stranger:
+// the strangers share one pool, Config.MaxUnauthenticated (64), where a
+// new one closes the oldest, and each has Config.AuthTimeout (10s) to
+// authenticate before it is closed (admit.go); once it authenticates it
+// counts against its user's share (a full share refuses the AUTH and
+// closes it). So idle strangers, however many, never keep out a client
+// that authenticates at once. A connection that sends nothing for
 // Config.IdleTimeout (--redis-idle-timeout) is closed, unless it is
 // subscribed or has turned tracking on: those wait for the server. A
 // client that does not read its answers is closed when a write has

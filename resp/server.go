@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -182,6 +183,13 @@ type Config struct {
 	// (--max-connections-per-uid; see Node.Peer). Past either a new
 	// connection is refused. 0: no bound.
 	MaxConnections, MaxConnectionsPerPeer int
+	// MaxUnauthenticated bounds the connections that must still
+	// authenticate (Authenticator.MustAuthenticate), all peers together;
+	// past it a new one closes the oldest (admit.go). Default 64.
+	MaxUnauthenticated int
+	// AuthTimeout closes a connection that must authenticate and has not
+	// this long after it was accepted. Default 10s.
+	AuthTimeout time.Duration
 	// TrackingMaxKeys bounds the keys one tracking client is remembered
 	// to have cached (--redis-tracking-max-keys); past it the client is
 	// sent the invalidation of a tenth of them, which are forgotten.
@@ -217,12 +225,13 @@ type Server struct {
 	// goroutine.
 	lp *loop
 
-	mu     sync.Mutex // guards conns, peers and listeners
-	conns  map[*conn]struct{}
-	peers  map[string]int // open connections by peer (connection limits)
-	lns    []net.Listener
-	closed bool
-	nextID atomic.Int64
+	mu        sync.Mutex // guards conns, peers, strangers and listeners
+	conns     map[*conn]struct{}
+	peers     map[string]int // open connections by peer (connection limits)
+	strangers list.List      // of *conn: the connections that must authenticate, the oldest first (admit.go)
+	lns       []net.Listener
+	closed    bool
+	nextID    atomic.Int64
 
 	// roles is bumped by RolesChanged: a connection asks AuthorizeRead
 	// again at its next command.
@@ -264,6 +273,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.TrackingMaxKeys <= 0 {
 		cfg.TrackingMaxKeys = 100_000
+	}
+	if cfg.MaxUnauthenticated <= 0 {
+		cfg.MaxUnauthenticated = defaultMaxUnauthenticated
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = defaultAuthTimeout
 	}
 	flags, err := parseNotifyFlags(cfg.NotifyKeyspaceEvents)
 	if err != nil {
@@ -332,20 +347,29 @@ func (s *Server) Serve(ln net.Listener) error {
 		}
 		c := newConn(s, nc)
 		c.peer = s.peerOf(nc)
+		a, ok := s.node.(Authenticator)
+		strange := ok && a.MustAuthenticate(nc)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			_ = nc.Close()
 			return nil
 		}
-		if why := s.admitLocked(c.peer); why != "" {
+		if why := s.admitLocked(c.peer, strange); why != "" {
 			s.mu.Unlock()
 			s.stats.refused.Add(1)
 			s.refuse(nc, why)
 			continue
 		}
+		var evicted *conn
+		if strange {
+			evicted = s.admitStrangerLocked(c)
+		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
+		if evicted != nil {
+			evicted.close()
+		}
 		s.stats.connections.Add(1)
 		s.stats.accepted.Add(1)
 		if s.lp != nil && s.lp.attach(c) {
@@ -404,9 +428,8 @@ func (s *Server) follow() {
 func (s *Server) forget(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
-	if s.peers[c.peer]--; s.peers[c.peer] <= 0 {
-		delete(s.peers, c.peer)
-	}
+	s.uncountPeerLocked(c.peer)
+	s.leavePoolLocked(c)
 	s.mu.Unlock()
 	s.subs.dropConn(c)
 	s.track.dropConn(s, c)
@@ -453,12 +476,14 @@ func (s *Server) peerOf(nc net.Conn) string {
 
 // admitLocked counts a new connection of peer, or says which bound it
 // would pass (Redis's own "max number of clients reached", which
-// clients such as go-redis retry).
-func (s *Server) admitLocked(peer string) string {
+// clients such as go-redis retry). A stranger (one that must
+// authenticate) is bounded by the strangers' pool instead of a share
+// (admit.go).
+func (s *Server) admitLocked(peer string, stranger bool) string {
 	if limit := s.cfg.MaxConnections; limit > 0 && len(s.conns) >= limit {
 		return "ERR max number of clients reached (--max-connections " + strconv.Itoa(limit) + ")"
 	}
-	if share := s.cfg.MaxConnectionsPerPeer; share > 0 && s.peers[peer] >= share {
+	if share := s.cfg.MaxConnectionsPerPeer; share > 0 && !stranger && s.peers[peer] >= share {
 		return "ERR max number of clients reached for " + peer + " (--max-connections-per-uid " + strconv.Itoa(share) + ")"
 	}
 	s.peers[peer]++

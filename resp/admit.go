@@ -1,0 +1,93 @@
+package resp
+
+import (
+	"container/list"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Connections that must authenticate (Authenticator.MustAuthenticate at
+// accept: the daemon's TCP clients while it has users) are strangers:
+// they share one small pool, Config.MaxUnauthenticated, and each has
+// Config.AuthTimeout to authenticate before it is closed. When the pool
+// is full a new stranger closes the one that came first, so that idle
+// strangers, however many one user opens, never keep out a client that
+// authenticates at once; a connection leaves the pool when it
+// authenticates, and then counts against its user's share
+// (Node.Peer). Subscribed and tracking connections count against their
+// owner's share like any other: they are never closed for room.
+
+// Defaults of the strangers' pool.
+const (
+	defaultMaxUnauthenticated = 64
+	defaultAuthTimeout        = 10 * time.Second
+)
+
+// stranger is a connection's place in the strangers' pool, under the
+// server's mu.
+type stranger struct {
+	elem  *list.Element // in Server.strangers; nil once it left
+	timer *time.Timer   // closes it at its AuthTimeout
+}
+
+// admitStrangerLocked counts c, which must authenticate, in the pool,
+// closing the oldest stranger when the pool is full; the caller closes
+// the evicted one outside the lock.
+func (s *Server) admitStrangerLocked(c *conn) (evicted *conn) {
+	if s.strangers.Len() >= s.cfg.MaxUnauthenticated {
+		evicted = s.strangers.Front().Value.(*conn)
+		s.leavePoolLocked(evicted)
+		s.stats.refused.Add(1)
+	}
+	c.stranger.elem = s.strangers.PushBack(c)
+	c.stranger.timer = time.AfterFunc(s.cfg.AuthTimeout, func() {
+		s.mu.Lock()
+		still := c.stranger.elem != nil
+		s.mu.Unlock()
+		if still {
+			s.log.Debug("redis connection did not authenticate in time; closing it",
+				zap.Int64("client-id", c.id), zap.Duration("auth-timeout", s.cfg.AuthTimeout))
+			c.close()
+		}
+	})
+	return evicted
+}
+
+// leavePoolLocked takes c out of the strangers' pool (it authenticated,
+// closed or was evicted).
+func (s *Server) leavePoolLocked(c *conn) {
+	if c.stranger.elem == nil {
+		return
+	}
+	s.strangers.Remove(c.stranger.elem)
+	c.stranger.elem = nil
+	c.stranger.timer.Stop()
+}
+
+// repeer moves c's count to the share of the peer it is now (Node.Peer,
+// after AUTH) and out of the strangers' pool; an error text when that
+// share is full (then c is to be closed).
+func (s *Server) repeer(c *conn) string {
+	peer := s.peerOf(c.nc)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if peer != c.peer {
+		if share := s.cfg.MaxConnectionsPerPeer; share > 0 && s.peers[peer] >= share {
+			return "ERR max number of clients reached for " + peer + " (--max-connections-per-uid " + strconv.Itoa(share) + ")"
+		}
+		s.uncountPeerLocked(c.peer)
+		s.peers[peer]++
+		c.peer = peer
+	}
+	s.leavePoolLocked(c)
+	return ""
+}
+
+// uncountPeerLocked takes one connection off peer's count.
+func (s *Server) uncountPeerLocked(peer string) {
+	if s.peers[peer]--; s.peers[peer] <= 0 {
+		delete(s.peers, peer)
+	}
+}
