@@ -13,7 +13,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-redis bench-satellite bench-time install clean
+.PHONY: all build deb dist run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-redis bench-satellite bench-time install clean
 
 all: build
 
@@ -92,6 +92,35 @@ install: build
 	install -D -m 0644 systemd/cachecastd.env.example $(DESTDIR)$(PREFIX)/share/doc/cachecast/cachecastd.env.example
 	test -e $(DESTDIR)$(SYSCONFDIR)/default/cachecastd || \
 		install -D -m 0640 systemd/cachecastd.env.example $(DESTDIR)$(SYSCONFDIR)/default/cachecastd
+
+# Static binaries for one GOOS/GOARCH, $(BIN)/linux-<arch>/: no cgo,
+# stripped, statically linked (what the package and dist ship).
+STATIC = CGO_ENABLED=0 GOOS=linux GOARCH=$(1) $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/linux-$(1)/ ./cmd/...
+DEB_ARCH ?= $(shell $(GO) env GOARCH)
+
+# The Debian package $(BIN)/cachecast_<version>_<arch>.deb (internal/mkdeb,
+# nfpm): static binaries, the unit, sysusers and tmpfiles files, the
+# settings file as a conffile, manual pages and completions the binaries
+# print (so DEB_ARCH must run here), maintainer scripts from packaging/deb.
+# The version is git describe's, made a Debian version.
+deb:
+	$(call STATIC,$(DEB_ARCH))
+	rm -rf $(BIN)/deb && mkdir -p $(BIN)/deb
+	$(BIN)/linux-$(DEB_ARCH)/cachecastd --man > $(BIN)/deb/cachecastd.8
+	$(BIN)/linux-$(DEB_ARCH)/cachecast --man > $(BIN)/deb/cachecast.1
+	for sh in bash zsh fish; do $(BIN)/linux-$(DEB_ARCH)/cachecast completion $$sh > $(BIN)/deb/cachecast.$$sh || exit 1; done
+	$(GO) run ./internal/mkdeb -describe "$(VERSION)" -arch $(DEB_ARCH) -bin $(BIN)/linux-$(DEB_ARCH) \
+		-gen $(BIN)/deb -out $(BIN) -mtime "$$(git log -1 --format=%ct 2>/dev/null || echo 0)"
+
+# Static binaries for linux/amd64 and linux/arm64 with their SHA-256 sums:
+# $(BIN)/dist/cachecast{,d}-<version>-linux-<arch> and $(BIN)/dist/SHA256SUMS.
+dist:
+	rm -rf $(BIN)/dist && mkdir -p $(BIN)/dist
+	for arch in amd64 arm64; do \
+		$(call STATIC,$$arch) || exit 1; \
+		for b in cachecastd cachecast; do cp $(BIN)/linux-$$arch/$$b $(BIN)/dist/$$b-$(VERSION)-linux-$$arch; done; \
+	done
+	cd $(BIN)/dist && sha256sum cachecast* > SHA256SUMS && cat SHA256SUMS
 
 clean:
 	rm -rf $(BIN)
