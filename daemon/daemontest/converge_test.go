@@ -113,6 +113,33 @@ var convergeOps = []convergeOp{
 		at := a.farExpiry()
 		return a.expire(ctx, "PEXPIREAT", at, func(int64) int64 { return at })
 	}},
+	{"MULTI", 8, func(ctx context.Context, a *actor) error {
+		// Two SETs and an expiry change of a third key, one batch: the
+		// EXPIRE names the version this node holds, not one the
+		// transaction wrote.
+		keys := a.distinctKeys(3)
+		v0, v1 := a.value(), a.value()
+		ms := 3_600_000 + a.rng.Int64N(3_600_000)
+		start := time.Now()
+		var expire *goredis.Cmd
+		if _, err := a.rc.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Set(ctx, keys[0], v0, 0)
+			p.Set(ctx, keys[1], v1, 0)
+			expire = p.Do(ctx, "PEXPIRE", keys[2], ms)
+			return nil
+		}); err != nil {
+			return err
+		}
+		end := time.Now()
+		a.h.mu.Lock()
+		a.h.values[v0] = writeOp{key: keys[0], value: v0, start: start}
+		a.h.values[v1] = writeOp{key: keys[1], value: v1, start: start}
+		a.h.mu.Unlock()
+		if n, _ := expire.Int(); n == 1 {
+			a.h.addExpiry(expiryOp{key: keys[2], lo: start.UnixMilli() + ms, hi: end.UnixMilli() + ms, start: start, end: end})
+		}
+		return nil
+	}},
 	{"PERSIST", 12, func(ctx context.Context, a *actor) error {
 		k := a.key()
 		start := time.Now()
@@ -202,8 +229,8 @@ func convergeSeed(t *testing.T) uint64 {
 
 // TestConvergeRandomOps is the fleet's write semantics under concurrent
 // clients: 3 daemons whose links delay every write at random, and on
-// every node actors sending SET, MSET, DEL and the expiry commands
-// (convergeOps) to the same few keys at once. Once the nodes converged,
+// every node actors sending SET, MSET, DEL, the expiry commands and
+// MULTI batches (convergeOps) to the same few keys at once. Once the nodes converged,
 // every node holds the same entry for every key, that entry is the
 // last-writer-wins winner of the writes clients sent (never a value a
 // later command wrote again: no command may revert a newer value), and

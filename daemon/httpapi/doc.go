@@ -131,7 +131,10 @@
 //	    "data: <the same object>" per message, "event: error" for the error.
 //	    A record with a time field says so on its line: "expires_at",
 //	    "effective_at" (a scheduled record is delivered when it is
-//	    published), "cancel":true. events=expired,effective (either or
+//	    published), "cancel":true; an expiry change (a Redis EXPIRE or
+//	    PERSIST) has "expiry_of":{"origin":..,"seq":..}, the version whose
+//	    expiry it changed, with that version's value and its new
+//	    "expires_at" (none: removed). events=expired,effective (either or
 //	    both) adds a line when a key of the topic expires on this node,
 //	    {"event":"expired","topic":"prices","key":"sku-1","time":"..."},
 //	    and when a scheduled record takes effect, {"event":"effective",
