@@ -187,6 +187,35 @@ func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Du
 	return answers, errs
 }
 
+// fleetFresh is how long an answer of GET /v1/fleet serves the callers
+// that come after it: consoles polling every second share one round of
+// questions to the members rather than asking a round each.
+const fleetFresh = 500 * time.Millisecond
+
+// fleetCache is the last answer of GET /v1/fleet and its timeout; mu is
+// held while a round is asked, so that callers at the same moment wait
+// for that one.
+type fleetCache struct {
+	mu      sync.Mutex
+	at      time.Time
+	timeout time.Duration
+	f       wire.Fleet
+}
+
+// sharedFleet is fleet's answer, asked at most once per fleetFresh (per
+// timeout asked for). The round is not the caller's: a caller that leaves
+// does not cut the others' answers short (the timeout bounds it).
+func (d *Daemon) sharedFleet(timeout time.Duration) wire.Fleet {
+	c := &d.fleetShared
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) < fleetFresh && c.timeout == timeout {
+		return c.f
+	}
+	c.f, c.at, c.timeout = d.fleet(context.Background(), timeout), time.Now(), timeout
+	return c.f
+}
+
 // fleet is GET /v1/fleet: every member as this node sees it, with its own
 // summary where it answered within timeout.
 func (d *Daemon) fleet(ctx context.Context, timeout time.Duration) wire.Fleet {

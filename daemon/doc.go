@@ -173,7 +173,12 @@
 // the file is backed by 2 MiB pages, and random reads cost shorter page
 // walks (systemd/run-cachecast.mount mounts one on /run/cachecast).
 //
-// # Metrics
+// # Metrics and the console
+//
+// With --metrics-addr, the same listener serves the operator console
+// (package console, under /console; / redirects there), whose
+// cross-node answers are console.go's: a question to every live member
+// over gossip.Ask, beside verify's, each within its own timeout.
 //
 // With --metrics-addr, GET /metrics serves, on a registry of the daemon's
 // own: cachecast_publish_messages_total, cachecast_publish_bytes_total,

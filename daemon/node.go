@@ -244,9 +244,10 @@ func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Ca
 }
 
 // Fleet is GET /v1/fleet, KeyAcross GET /v1/topics/{topic}/nodes/{key}
-// (console.go): each asks every live member, within timeout apiece.
-func (n *node) Fleet(ctx context.Context, timeout time.Duration) wire.Fleet {
-	return n.d.fleet(ctx, timeout)
+// (console.go): each asks every live member, within timeout apiece; an
+// answer of Fleet serves the callers of the next half second too.
+func (n *node) Fleet(_ context.Context, timeout time.Duration) wire.Fleet {
+	return n.d.sharedFleet(timeout)
 }
 
 func (n *node) KeyAcross(ctx context.Context, topic, key string, timeout time.Duration) wire.KeyAcross {

@@ -183,8 +183,9 @@ func cellsJS(field, want string, nodes ...string) string {
 // TestBrowser drives the console in a real browser against three nodes
 // in this process: the fleet view lists the three; a key written on one
 // node shows on the keys view at the same version on all three; a
-// scheduled value flips on the page when its time comes; a stopped node
-// shows as down.
+// scheduled value shows on the time view and flips on the page when its
+// time comes; the traffic view tails a topic by key prefix; a stopped
+// node shows as down.
 func TestBrowser(t *testing.T) {
 	b := newBrowser(t)
 	c := daemontest.NewCluster(t, 3, func(i int, cfg *daemon.Config) { cfg.MetricsAddr = "127.0.0.1:0" })
@@ -215,13 +216,42 @@ func TestBrowser(t *testing.T) {
 
 	// A value scheduled 3 s ahead: pending first, then in force everywhere.
 	mustPut(t, c.Nodes[2], "prices", "sale", "100")
-	at := time.Now().Add(3 * time.Second).UTC().Format(wire.TimeLayout)
+	at := time.Now().Add(4 * time.Second).UTC().Format(wire.TimeLayout)
 	mustPut(t, c.Nodes[2], "prices", "sale", "75", "Cachecast-Effective-At", at)
 	b.run(chromedp.Navigate(base + "console/#keys/prices/sale"))
 	b.until(5*time.Second, "the old value with the flip pending", cellsJS("value", "100", nodes...))
 	b.until(5*time.Second, "the pending flip", `(() => { const c = document.querySelector('#key-across td[data-node="node0"][data-field="pending"]'); return c && c.textContent.includes("75") ? "" : "pending: " + (c && c.textContent); })()`)
 	b.screenshot("keys-pending")
+	b.run(chromedp.Navigate(base + "console/#time"))
+	b.until(5*time.Second, "the flip listed on the time view", `(() => {
+		const r = document.querySelector('#pending tr[data-key="sale"] .countdown');
+		return r && /s$|now/.test(r.textContent) ? "" : "time view: " + document.querySelector("#pending").textContent;
+	})()`)
+	b.run(chromedp.Navigate(base + "console/#keys/prices/sale"))
 	b.until(10*time.Second, "the value flipped on all three", cellsJS("value", "75", nodes...))
+
+	b.run(chromedp.Navigate(base + "console/#traffic"))
+	b.until(5*time.Second, "a tail of prices started", `(() => {
+		if (![...document.querySelectorAll("#tail-topic option")].some(o => o.value === "prices")) return "no topic to tail";
+		document.querySelector("#tail-topic").value = "prices";
+		document.querySelector("#tail-prefix").value = "tail-";
+		document.querySelector("#tail-form").requestSubmit();
+		return "";
+	})()`)
+	b.until(5*time.Second, "the tail open", `document.querySelector("#tail-state").textContent === "following prices" ? "" : "not following"`)
+	testkit.Until(t, 10*time.Second, "a write seen in the tail", func() string {
+		mustPut(t, c.Nodes[1], "prices", "other", "x")
+		mustPut(t, c.Nodes[1], "prices", "tail-1", "seen")
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#tail tbody tr")].map(r => r.children[2].textContent).join(" ")`))
+		if err != nil || !strings.Contains(got, "tail-1") || strings.Contains(got, "other") {
+			return fmt.Sprintf("tail: %q %v", got, err)
+		}
+		return ""
+	})
+	b.run(chromedp.Navigate(base + "console/#groups"))
+	b.until(5*time.Second, "the groups view", `document.querySelector("#groups tbody").textContent.includes("no consumer group") ? "" : document.querySelector("#groups tbody").textContent`)
 
 	c.Nodes[2].Stop()
 	b.run(chromedp.Navigate(base + "console/#fleet"))

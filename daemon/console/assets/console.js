@@ -83,12 +83,13 @@ async function refreshFleet() {
   const names = new Map(f.members.map((m) => [m.origin, m.name]));
   for (const m of f.members) {
     const s = m.summary, prev = state.fleetPrev.get(m.name);
-    let pub = null, app = null;
+    let pub = null, app = null, fresh = true;
     if (s && prev && prev.s) {
       const dt = (Date.parse(s.time) - Date.parse(prev.s.time)) / 1000;
       if (dt > 0) { pub = Math.max(0, (s.published - prev.s.published) / dt); app = Math.max(0, (s.applied - prev.s.applied) / dt); }
+      else { pub = prev.pub; app = prev.app; fresh = false; } // the same answer again (the node shares one a half second)
     }
-    state.fleetPrev.set(m.name, { s });
+    if (fresh) state.fleetPrev.set(m.name, { s, pub, app });
     const isUp = m.state === "alive" && !!s;
     if (isUp) up++;
     const stateCell = el("td", {}, badge(isUp ? "up" : "down", isUp ? "up" : (m.state === "alive" ? "no answer" : "down")), el("span", { class: "sub", text: m.state }));
@@ -113,8 +114,8 @@ async function refreshFleet() {
       el("td", { class: "mono", text: shortOrigin(m.origin) }),
       el("td", { text: s ? s.version : "" }),
       el("td", { class: "num", text: s ? s.keys : "" }),
-      el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(pub) }), sparkline(pushSpark("p:" + m.name, pub || 0))),
-      el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(app) }), sparkline(pushSpark("a:" + m.name, app || 0))),
+      el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(pub) }), sparkline(fresh ? pushSpark("p:" + m.name, pub || 0) : state.spark.get("p:" + m.name) || [])),
+      el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(app) }), sparkline(fresh ? pushSpark("a:" + m.name, app || 0) : state.spark.get("a:" + m.name) || [])),
       lag,
       el("td", { class: "num", text: offset == null ? "" : (offset >= 0 ? "+" : "") + offset + " ms" }),
       flags);
