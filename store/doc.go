@@ -65,7 +65,13 @@
 // ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
 // never writes past what is allocated, and allocates itself when it runs
 // ahead of the preparer. A new store so costs two windows of disk and of
-// resident memory, not two segments. At most MaxMappedSegments segments
+// resident memory, not two segments. The indexes do the same for their
+// chunk files, with a preparer goroutine for the topic indexes and one for
+// the origin indexes: the next chunk of an index (each doubles, from 512
+// entries up to IndexChunkEntries) is made, mapped and faulted in ahead
+// of the writer, and the directory fsync of a chunk file is the
+// preparer's, or the index sync's before it syncs entries in the chunk,
+// never the writer's (index/array.go). At most MaxMappedSegments segments
 // are mapped; the least recently used unpinned one is unmapped when
 // another is needed. Code that touches a map runs with
 // runtime/debug.SetPanicOnFault, so an I/O error under a page is an ErrIO,

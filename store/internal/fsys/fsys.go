@@ -128,6 +128,22 @@ func Unmap(b []byte) error {
 	return nil
 }
 
+// PopulateWrite faults the pages of b (part of a map, allocated) in,
+// writable, ahead of a writer (MADV_POPULATE_WRITE; kernels before 5.14
+// lack it, and MADV_WILLNEED reads the pages ahead instead), so that the
+// writer takes no page faults there. b starts on a page. The pages
+// it dirties are the writer's to overwrite; at worst they are written
+// back once.
+func PopulateWrite(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if err := unix.Madvise(b, unix.MADV_POPULATE_WRITE); err != nil {
+		// An old kernel: fault the pages in for reading at least.
+		_ = unix.Madvise(b, unix.MADV_WILLNEED)
+	}
+}
+
 // SyncRange writes the pages of b[from:to] back to the file and waits for
 // the device (msync MS_SYNC). The range is widened to whole pages.
 func SyncRange(b []byte, from, to int) error {
@@ -168,8 +184,8 @@ func SyncFile(f *os.File) error {
 var PageSize = os.Getpagesize()
 
 // FaultHook, when set (only by tests), is asked before each allocation
-// ("allocate") and flush ("sync") and fails it with the error it returns:
-// the store's fault-injecting file layer.
+// ("allocate"), flush ("sync") and directory sync ("syncdir") and fails it
+// with the error it returns: the store's fault-injecting file layer.
 var FaultHook atomic.Pointer[func(op string) error]
 
 func injectedFault(op string) error {
@@ -240,6 +256,18 @@ func GuardDoing(doing, path string, fn func() error) (err error) {
 // journal and needs none). On an error path is untouched and the temporary
 // file removed. The file's mode is 0640, as every file of the store.
 func CreateAtomic(path string, fill func(f *os.File) error) error {
+	if err := CreateRenamed(path, fill); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// CreateRenamed is CreateAtomic without the fsync of the directory: the
+// file is whole or absent, but may be absent after a crash until the
+// caller syncs the directory (SyncDir), which it must do before it counts
+// on the file (an index chunk made ahead of its writer: the directory is
+// synced off the writer's path, and before any entry in it is synced).
+func CreateRenamed(path string, fill func(f *os.File) error) error {
 	tmp := path + TmpSuffix
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {
@@ -256,9 +284,8 @@ func CreateAtomic(path string, fill func(f *os.File) error) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return err
 	}
-	return SyncDir(filepath.Dir(path))
+	return err
 }
 
 // WriteSynced is a fill for CreateAtomic: b, fsynced.
@@ -276,6 +303,9 @@ func WriteSynced(b []byte) func(f *os.File) error {
 
 // SyncDir makes a rename or a new file in dir durable.
 func SyncDir(dir string) error {
+	if err := injectedFault("syncdir"); err != nil {
+		return FileError("fsync", dir, err)
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return FileError("open", dir, err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,12 +51,32 @@ import (
 // entry (entries are written in order). Users must therefore never store
 // an all-zero entry; append refuses one.
 //
+// Making a chunk (fallocate, mmap, a rename, and a directory fsync) takes
+// milliseconds, which the entry that crossed into it waited for. An array
+// given a preparer (arrayConfig.prep) therefore has its next chunk made
+// ahead, off the writer's path: at the writer's first entry in a chunk
+// (half way into the first chunk, see setPrepAt) it asks the preparer for
+// the next one (a slice append, once a chunk), which makes it under its
+// final name, faults its pages in, and keeps it as next until the writer
+// crosses into it (a pointer swap). A writer that gets there first, or a
+// preparer that failed, makes the chunk itself. The directory fsync, most
+// of a chunk's cost, is on no writer's path: the preparer syncs the
+// directory after it hands the chunk over, and sync syncs it first when
+// no one has yet (syncDir), so no entry of a chunk is durable before the
+// chunk's file is.
+//
+// A chunk made ahead and never written is an all-zero file after a last
+// chunk that is not full: openArray removes it (a crash left it), close
+// removes it, and truncate removes it before anything else, so that the
+// chunks on disk stay contiguous.
+//
 // Concurrency: one writer, many readers. The writer calls append,
-// truncate, dropChunksBefore and close, one call at a time. sync may run
-// from another goroutine concurrently with the writer and the readers (not
-// with close). Readers call read, len and first from any goroutine; they
-// see entries below the published length only, which the writer stores
-// (atomically) after the entry's bytes are in the map.
+// truncate, dropChunksBefore and close, one call at a time; prepareNext
+// runs on the preparer's goroutine concurrently with all of them. sync
+// may run from another goroutine concurrently with the writer and the
+// readers (not with close). Readers call read, len and first from any
+// goroutine; they see entries below the published length only, which the
+// writer stores (atomically) after the entry's bytes are in the map.
 //
 // At most maxMapped chunks are mapped at once; the least recently used is
 // unmapped when another must be mapped. The last chunk (the one appended
@@ -73,6 +94,28 @@ type array struct {
 	synced     atomic.Uint64 // entries below are durable (msync'd)
 	clock      atomic.Uint64 // use counter for the LRU
 	closed     atomic.Bool
+
+	// prep makes the next chunk ahead (nil: never; the chunk is made when
+	// the writer crosses into it). The writer asks it once its length
+	// passes prepAt (math.MaxUint64 once asked, until the writer crosses),
+	// for the chunk starting at prepFor: a request the preparer comes to
+	// after the writer made that chunk itself is stale, and makes nothing.
+	prep    *preparer
+	prepAt  atomic.Uint64
+	prepFor atomic.Uint64
+
+	// prepMu guards next, the chunk made ahead of the writer: mapped,
+	// its file all zeros under its final name, not in chunks yet. It is
+	// held while a chunk is made (by prepareNext, or by grow), so that a
+	// chunk is never made twice, and by truncate and close, which drop
+	// or unmap next. Lock order: prepMu, syncMu, mu.
+	prepMu sync.Mutex
+	next   *arrayChunk
+
+	// dirMu is held while the directory is synced; dirDirty says a chunk
+	// file was renamed into it since (createChunk).
+	dirMu    sync.Mutex
+	dirDirty atomic.Bool
 
 	// syncMu serialises sync with truncate and close, which move synced.
 	syncMu sync.Mutex
@@ -107,6 +150,9 @@ type arrayConfig struct {
 	// to chunkEntries. 0 means chunkEntries: every chunk the same size.
 	firstChunkEntries uint64
 	maxMapped         int // chunks mapped at once; at least 2 are used
+	// prep makes each next chunk ahead of the writer; nil: the writer
+	// makes it when it crosses into it.
+	prep *preparer
 }
 
 // defaultChunkEntries is the number of entries per chunk: 24 MiB chunks
@@ -140,7 +186,9 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 		firstChunk:   cfg.firstChunkEntries,
 		maxMapped:    max(cfg.maxMapped, 2),
 		log:          log,
+		prep:         cfg.prep,
 	}
+	a.prepAt.Store(math.MaxUint64) // set when the writer has a chunk
 	chunks, err := a.scanDir()
 	if err != nil {
 		return nil, err
@@ -157,6 +205,9 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 				record.ErrCorrupt, fsys.NumberName(chunks[i-1].base), chunks[i-1].entries, fsys.NumberName(c.base), dir)
 		}
 	}
+	if chunks, err = a.dropUnused(chunks); err != nil {
+		return nil, err
+	}
 	a.chunks = chunks
 	last := a.chunks[len(a.chunks)-1]
 	if err := a.mapChunk(last); err != nil {
@@ -171,7 +222,72 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 	a.firstEntry.Store(chunks[0].base)
 	a.length.Store(n)
 	a.synced.Store(n)
+	a.setPrepAt(last)
 	return a, nil
+}
+
+// dropUnused removes the chunks made ahead of the writer and never
+// written: while the last chunk is empty and the one before it is not
+// full, the last one was made ahead (the writer crosses into a chunk only
+// once the one before is full). An empty last chunk after a full one is
+// the writer's next, and stays: it carries the array's length.
+func (a *array) dropUnused(chunks []*arrayChunk) ([]*arrayChunk, error) {
+	removed := false
+	for len(chunks) > 1 {
+		last, prev := chunks[len(chunks)-1], chunks[len(chunks)-2]
+		if n, err := a.lengthOf(last); err != nil || n > last.base {
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+		if n, err := a.lengthOf(prev); err != nil || n == prev.end() {
+			if err != nil {
+				return nil, err
+			}
+			break
+		}
+		p := a.chunkPath(last.base)
+		a.log.Info("removing an index chunk made ahead and never written", zap.String("path", p))
+		if err := os.Remove(p); err != nil {
+			return nil, fsys.FileError("remove", p, err)
+		}
+		chunks, removed = chunks[:len(chunks)-1], true
+	}
+	if !removed {
+		return chunks, nil
+	}
+	return chunks, fsys.SyncDir(a.dir)
+}
+
+// lengthOf maps c for as long as scanLength takes to find its length.
+func (a *array) lengthOf(c *arrayChunk) (uint64, error) {
+	if err := a.mapChunk(c); err != nil {
+		return 0, err
+	}
+	n, err := a.scanLength(c)
+	if uerr := fsys.Unmap(c.data); err == nil && uerr != nil {
+		err = uerr
+	}
+	c.data = nil
+	return n, err
+}
+
+// setPrepAt makes the writer ask for the chunk after c at its first entry
+// in c, or, if c is the array's first chunk, once c is half full: a chunk
+// made ahead later than that was not ready in time for a writer appending
+// back to back (BenchmarkPublishIndexBoundaries), and an index of a few
+// entries (a topic or an origin written a few times) gets none made
+// ahead. Without a preparer, it never asks.
+func (a *array) setPrepAt(c *arrayChunk) {
+	if a.prep == nil {
+		return
+	}
+	at := c.base + 1
+	if c.base == a.firstEntry.Load() {
+		at = c.base + c.entries/2
+	}
+	a.prepAt.Store(at)
 }
 
 // scanDir lists the chunk files in order, removes leftovers of an
@@ -262,14 +378,20 @@ func (a *array) mapChunk(c *arrayChunk) error {
 
 // createChunk makes, preallocates and maps the chunk of entries starting
 // at base. The file is prepared under a temporary name and renamed, so a
-// crash never leaves a chunk of the wrong size.
-func (a *array) createChunk(base, entries uint64) (*arrayChunk, error) {
+// crash never leaves a chunk of the wrong size; the directory is left for
+// syncDir (sync's, or the preparer's), so that the writer never waits for
+// its fsync. ahead is the preparer's way: its pages are faulted in
+// writable too, so that the writer takes no fault in them.
+func (a *array) createChunk(base, entries uint64, ahead bool) (*arrayChunk, error) {
 	c := &arrayChunk{base: base, entries: entries}
 	size := int(entries) * a.entrySize
-	err := fsys.CreateAtomic(a.chunkPath(base), func(f *os.File) (err error) {
+	err := fsys.CreateRenamed(a.chunkPath(base), func(f *os.File) (err error) {
 		// Zeros, preallocated: nothing to fsync (see fsys.CreateAtomic).
 		if err = fsys.Allocate(f, int64(size)); err == nil {
 			c.data, err = fsys.Map(f, size)
+		}
+		if err == nil && ahead {
+			fsys.PopulateWrite(c.data)
 		}
 		return err
 	})
@@ -277,8 +399,25 @@ func (a *array) createChunk(base, entries uint64) (*arrayChunk, error) {
 		fsys.Unmap(c.data)
 		return nil, err
 	}
+	a.dirDirty.Store(true)
 	c.used.Store(a.clock.Add(1))
 	return c, nil
+}
+
+// syncDir makes the chunk files renamed into the directory since the last
+// time durable, if any were; a caller that finds another syncing waits
+// for it.
+func (a *array) syncDir() error {
+	a.dirMu.Lock()
+	defer a.dirMu.Unlock()
+	if !a.dirDirty.Load() {
+		return nil
+	}
+	if err := fsys.SyncDir(a.dir); err != nil {
+		return err
+	}
+	a.dirDirty.Store(false)
+	return nil
 }
 
 // len is the number of the entry the next append writes: entries below it
@@ -321,6 +460,11 @@ func (a *array) appendAll(entries []byte) error {
 	defer func() {
 		if n != start {
 			a.length.Store(n)
+			if n >= a.prepAt.Load() {
+				a.prepAt.Store(math.MaxUint64)
+				a.prepFor.Store(a.chunks[len(a.chunks)-1].end())
+				a.prep.request(a)
+			}
 		}
 	}()
 	for len(entries) > 0 {
@@ -348,24 +492,100 @@ func (a *array) appendAll(entries []byte) error {
 	return nil
 }
 
-// grow adds the chunk starting at n, which must follow the last one: the
-// first of an empty array holds firstChunk entries, each next one twice as
-// many as the last, up to chunkEntries.
+// grow adds the chunk starting at n, which must follow the last one (see
+// nextChunk): the one made ahead, or one made here. Writer only.
 func (a *array) grow(n uint64) (*arrayChunk, error) {
-	entries := a.firstChunk
-	if k := len(a.chunks); k > 0 {
-		entries = min(2*a.chunks[k-1].entries, a.chunkEntries)
+	a.prepMu.Lock()
+	defer a.prepMu.Unlock()
+	base, entries := a.nextChunk()
+	if base != n {
+		return nil, fmt.Errorf("%w: index %s grows at entry %d, its chunks end at %d", record.ErrInvalid, a.dir, n, base)
 	}
-	c, err := a.createChunk(n, entries)
-	if err != nil {
-		return nil, err
+	c := a.next
+	a.next = nil
+	if c == nil {
+		var err error
+		if c, err = a.createChunk(base, entries, false); err != nil {
+			return nil, err
+		}
 	}
 	a.mu.Lock()
 	a.chunks = append(a.chunks, c)
 	a.mapped++
 	a.evictLocked(nil)
 	a.mu.Unlock()
+	a.setPrepAt(c)
 	return c, nil
+}
+
+// nextChunk is where the chunk after the last one starts and how many
+// entries it holds: the first of an empty array holds firstChunk entries,
+// each next one twice as many as the last, up to chunkEntries. The caller
+// holds prepMu (only grow and truncate, which hold it, change the last
+// chunk).
+func (a *array) nextChunk() (base, entries uint64) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	k := len(a.chunks)
+	if k == 0 {
+		return a.length.Load(), a.firstChunk
+	}
+	last := a.chunks[k-1]
+	return last.end(), min(2*last.entries, a.chunkEntries)
+}
+
+// prepareNext makes the next chunk ahead of the writer, unless it is made
+// already, the request is stale (the writer made the chunk asked for, or
+// truncate moved the end) or the array is closed, and then syncs the
+// directory, the writer free to cross into the chunk meanwhile. A failure
+// is logged only: the writer makes the chunk itself when it gets there,
+// and sync syncs the directory, and each meets the error then. The
+// preparer's goroutine calls it.
+func (a *array) prepareNext() {
+	a.prepMu.Lock()
+	if a.closed.Load() || a.next != nil {
+		a.prepMu.Unlock()
+		return
+	}
+	base, entries := a.nextChunk()
+	if base != a.prepFor.Load() {
+		a.prepMu.Unlock()
+		return
+	}
+	c, err := a.createChunk(base, entries, true)
+	if err == nil {
+		a.next = c
+	}
+	a.prepMu.Unlock()
+	if err == nil {
+		err = a.syncDir()
+	}
+	if err != nil {
+		a.log.Warn("making an index chunk ahead of the writer failed", zap.String("path", a.chunkPath(base)), zap.Error(err))
+	}
+}
+
+// dropNextLocked removes the chunk made ahead, if any: truncate moves the
+// end of the array away from where it starts, and close leaves the files
+// as they were without it. durable syncs the directory after the removal
+// (truncate's need: it removes chunks before it next); without it, a
+// crash may bring the file back, and openArray removes it. prepMu is
+// held.
+func (a *array) dropNextLocked(durable bool) error {
+	c := a.next
+	if c == nil {
+		return nil
+	}
+	a.next = nil
+	err := fsys.Unmap(c.data)
+	p := a.chunkPath(c.base)
+	if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		return fsys.FileError("remove", p, rerr)
+	}
+	if durable {
+		return fsys.SyncDir(a.dir)
+	}
+	return err
 }
 
 // evictLocked unmaps the least recently used chunks, never the last one
@@ -524,6 +744,8 @@ func (a *array) dropChunksBefore(i uint64) error {
 // the rest of the chunk holding n is zeroed, and both are made durable at
 // once, since truncation is part of recovery. Writer only.
 func (a *array) truncate(n uint64) error {
+	a.prepMu.Lock()
+	defer a.prepMu.Unlock()
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	a.mu.Lock()
@@ -535,6 +757,11 @@ func (a *array) truncate(n uint64) error {
 	old := a.length.Load()
 	if n >= old || len(a.chunks) == 0 {
 		return nil
+	}
+	// The chunk made ahead goes first: it follows the last chunk, which
+	// may go now.
+	if err := a.dropNextLocked(true); err != nil {
+		return err
 	}
 	// Newest first, so a crash leaves the chunks contiguous. The first
 	// chunk stays even when it empties: its name is the array's start.
@@ -573,6 +800,7 @@ func (a *array) truncate(n uint64) error {
 	if a.synced.Load() > n {
 		a.synced.Store(n)
 	}
+	a.setPrepAt(c)
 	err := fsys.Guard(func() error {
 		clear(c.data[from:to])
 		return nil
@@ -598,6 +826,10 @@ func (a *array) sync() error {
 }
 
 func (a *array) syncLocked() error {
+	// The chunks first: no entry is durable before its chunk's file is.
+	if err := a.syncDir(); err != nil {
+		return err
+	}
 	to := a.length.Load()
 	if a.synced.Load() >= to {
 		return nil
@@ -623,8 +855,11 @@ func (a *array) syncLocked() error {
 	return nil
 }
 
-// close syncs and unmaps everything. Reads after close return ErrClosed.
+// close syncs and unmaps everything, and removes the chunk made ahead.
+// Reads after close return ErrClosed.
 func (a *array) close() error {
+	a.prepMu.Lock()
+	defer a.prepMu.Unlock()
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	if a.closed.Load() {
@@ -635,6 +870,9 @@ func (a *array) close() error {
 	a.closed.Store(true)
 	if uerr := a.unmapAll(); err == nil {
 		err = uerr
+	}
+	if derr := a.dropNextLocked(false); err == nil {
+		err = derr
 	}
 	a.mu.Unlock()
 	return err

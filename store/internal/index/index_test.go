@@ -727,11 +727,17 @@ func TestIndexDiskFull(t *testing.T) {
 	}
 	const full = firstIndexChunkEntries + 1024 // the first two chunks
 	for i := range full {
+		if i == firstIndexChunkEntries {
+			// The second chunk is made ahead; the third is asked for at the
+			// first entry in the second: the limit is set before, so that
+			// the preparer fails to make it too.
+			preparedNext(t, ti.Get("a").arr)
+			testkit.SetFSizeLimit(t, 8<<10)
+		}
 		if _, err := ti.Append([]byte("a"), idxEntry(int64(8*i))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	testkit.SetFSizeLimit(t, 8<<10)
 	_, err = ti.Append([]byte("a"), idxEntry(8*full))
 	testkit.SetFSizeLimit(t, 0)
 	if !errors.Is(err, errs.ErrDiskFull) {

@@ -228,6 +228,10 @@ func (o *Origins) Reset(origin, next uint64) error {
 		o.forget(oi)
 		return err
 	}
+	if err := oi.arr.syncDir(); err != nil {
+		o.forget(oi)
+		return err
+	}
 	o.publish(origin, oi)
 	o.changed(oi)
 	return nil

@@ -1,9 +1,19 @@
 package index
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/store/internal/errs"
+	"github.com/cachecast/cachecast/store/internal/fsys"
 )
 
 // TestTopicsPrepare: a prepared index is the one the first Append uses,
@@ -63,5 +73,255 @@ func TestTopicsPrepare(t *testing.T) {
 	defer ti.Close()
 	if got := ti.Get("a"); got == nil || got.Len() != 1 {
 		t.Fatalf("after reopening, Get(a) = %v", got)
+	}
+}
+
+// openPreparedArray opens an array of 16-byte entries whose chunks of
+// first, 2*first, ... up to chunk entries are made ahead by p.
+func openPreparedArray(t testing.TB, dir string, first, chunk uint64, p *preparer) *array {
+	t.Helper()
+	a, err := openArray(dir, 0, arrayConfig{entrySize: 16, chunkEntries: chunk, firstChunkEntries: first, maxMapped: 2, prep: p}, nil)
+	if err != nil {
+		t.Fatalf("openArray: %v", err)
+	}
+	return a
+}
+
+// preparedNext is the chunk the preparer made ahead, once it is there.
+func preparedNext(t *testing.T, a *array) *arrayChunk {
+	t.Helper()
+	var c *arrayChunk
+	testkit.Eventually(t, 10*time.Second, "the next index chunk made ahead", func() bool {
+		a.prepMu.Lock()
+		defer a.prepMu.Unlock()
+		c = a.next
+		return c != nil
+	})
+	return c
+}
+
+// TestArrayPreparesNextChunk: once the last chunk holds half a first
+// chunk (half of it, for the first), the next one is made ahead (its file
+// on disk, all zeros, under its final name), and the writer crossing into
+// it uses that one. A close removes a chunk made ahead and never written,
+// and the array reopens with its entries.
+func TestArrayPreparesNextChunk(t *testing.T) {
+	p := newPreparer()
+	defer p.stop()
+	dir := t.TempDir()
+	a := openPreparedArray(t, dir, 4, 16, p)
+	appendEntries(t, a, 0, 1)
+	a.prepMu.Lock()
+	if a.next != nil {
+		t.Error("a chunk made ahead before the first one is half full")
+	}
+	a.prepMu.Unlock()
+	appendEntries(t, a, 1, 2)
+	next := preparedNext(t, a)
+	if next.base != 4 || next.entries != 8 {
+		t.Fatalf("made ahead: chunk %d of %d entries, want 4 of 8", next.base, next.entries)
+	}
+	if files := chunkFiles(t, dir); !slices.Equal(files, []uint64{0, 4}) {
+		t.Fatalf("chunk files %v, want [0 4]", files)
+	}
+	appendEntries(t, a, 2, 5)
+	if got := a.chunks[len(a.chunks)-1]; got != next {
+		t.Fatal("the writer made the chunk the preparer had made")
+	}
+	// Chunk 4 (8 entries) holds half a first chunk at 6: chunk 12 is made
+	// then.
+	appendEntries(t, a, 5, 9)
+	if next := preparedNext(t, a); next.base != 12 || next.entries != 16 {
+		t.Fatalf("made ahead: chunk %d of %d entries, want 12 of 16", next.base, next.entries)
+	}
+	checkArray(t, a, 0, 9)
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	if files := chunkFiles(t, dir); !slices.Equal(files, []uint64{0, 4}) {
+		t.Fatalf("chunk files after close %v, want [0 4]", files)
+	}
+	a = openPreparedArray(t, dir, 4, 16, p)
+	defer a.close()
+	if a.len() != 9 {
+		t.Fatalf("reopened with %d entries, want 9", a.len())
+	}
+	checkArray(t, a, 0, 9)
+	appendEntries(t, a, 9, 40)
+	checkArray(t, a, 0, 40)
+}
+
+// TestArrayOpenDropsUnusedChunks: after a crash, an empty chunk after a
+// chunk that is not full was made ahead and never written: open removes
+// it (and any empty one after it) and finds the length in the chunk
+// before. An empty chunk after a full one is the writer's next and stays.
+func TestArrayOpenDropsUnusedChunks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		chunks  [][2]uint64 // base, entries written (chunk sizes 4, 8, 16)
+		wantLen uint64
+		want    []uint64 // chunk files after open
+	}{
+		{"made ahead", [][2]uint64{{0, 4}, {4, 3}, {12, 0}}, 7, []uint64{0, 4}},
+		{"made ahead of an empty first chunk", [][2]uint64{{0, 0}, {4, 0}}, 0, []uint64{0}},
+		{"two made ahead", [][2]uint64{{0, 2}, {4, 0}, {12, 0}}, 2, []uint64{0}},
+		{"next after a full chunk", [][2]uint64{{0, 4}, {4, 8}, {12, 0}}, 12, []uint64{0, 4, 12}},
+		{"written", [][2]uint64{{0, 4}, {4, 5}}, 9, []uint64{0, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			size := uint64(4)
+			for _, c := range tc.chunks {
+				b := make([]byte, 16*size)
+				for i := range c[1] {
+					copy(b[16*i:], arrayEntry(c[0]+i))
+				}
+				if err := os.WriteFile(filepath.Join(dir, fsys.NumberName(c[0])), b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+				size *= 2
+			}
+			a := openPreparedArray(t, dir, 4, 16, nil)
+			defer a.close()
+			if a.len() != tc.wantLen {
+				t.Fatalf("length %d, want %d", a.len(), tc.wantLen)
+			}
+			if files := chunkFiles(t, dir); !slices.Equal(files, tc.want) {
+				t.Fatalf("chunk files %v, want %v", files, tc.want)
+			}
+			checkArray(t, a, 0, tc.wantLen)
+			appendEntries(t, a, tc.wantLen, 40)
+			checkArray(t, a, 0, 40)
+		})
+	}
+}
+
+// TestArrayTruncateDropsPreparedChunk: a truncation removes the chunk made
+// ahead, so that the files stay contiguous whatever the truncation
+// removes after it, and the array goes on (and reopens) from the cut.
+func TestArrayTruncateDropsPreparedChunk(t *testing.T) {
+	for _, cut := range []uint64{2, 4, 6} {
+		t.Run(fmt.Sprint(cut), func(t *testing.T) {
+			p := newPreparer()
+			defer p.stop()
+			dir := t.TempDir()
+			a := openPreparedArray(t, dir, 4, 16, p)
+			appendEntries(t, a, 0, 9) // chunks 0 and 4, and 12 made ahead
+			preparedNext(t, a)
+			if err := a.truncate(cut); err != nil {
+				t.Fatal(err)
+			}
+			// A crash now: the files as they are, opened elsewhere.
+			crashed := t.TempDir()
+			for _, f := range chunkFiles(t, dir) {
+				b, err := os.ReadFile(filepath.Join(dir, fsys.NumberName(f)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(crashed, fsys.NumberName(f)), b, 0o640); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reopened := openPreparedArray(t, crashed, 4, 16, nil)
+			if reopened.len() != cut {
+				t.Errorf("reopened with %d entries, want %d", reopened.len(), cut)
+			}
+			checkArray(t, reopened, 0, cut)
+			reopened.close()
+			appendEntries(t, a, cut, 30)
+			checkArray(t, a, 0, 30)
+			if err := a.close(); err != nil {
+				t.Fatal(err)
+			}
+			a = openPreparedArray(t, dir, 4, 16, nil)
+			defer a.close()
+			checkArray(t, a, 0, 30)
+		})
+	}
+}
+
+// TestArrayPrepareRacesWriter: a writer crossing many chunks while the
+// preparer makes them ahead, readers reading behind it and syncs running,
+// with the race detector on: every entry reads back, during and after,
+// and each chunk is made once.
+func TestArrayPrepareRacesWriter(t *testing.T) {
+	p := newPreparer()
+	defer p.stop()
+	dir := t.TempDir()
+	a := openPreparedArray(t, dir, 4, 64, p)
+	const n = 3000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		wg.Go(func() {
+			buf := make([]byte, 16)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if l := a.len(); l > 0 {
+					i := rand.Uint64N(l)
+					if err := a.read(i, buf); err != nil || string(buf) != string(arrayEntry(i)) {
+						t.Errorf("read %d: %x, %v", i, buf, err)
+						return
+					}
+				}
+				if err := a.sync(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	appendEntries(t, a, 0, n)
+	close(stop)
+	wg.Wait()
+	checkArray(t, a, 0, n)
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	a = openPreparedArray(t, dir, 4, 64, nil)
+	defer a.close()
+	checkArray(t, a, 0, n)
+	if a.len() != n {
+		t.Fatalf("reopened with %d entries, want %d", a.len(), n)
+	}
+}
+
+// TestArraySyncSyncsPreparedChunkDir: the preparer syncs the directory
+// after it hands a chunk over; while that sync has not succeeded, a sync
+// of the array fails rather than count entries of the chunk durable
+// before the chunk's file is, and once the directory syncs again it
+// succeeds.
+func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
+	fail := func(op string) error {
+		if op == "syncdir" {
+			return errors.New("injected EIO")
+		}
+		return nil
+	}
+	p := newPreparer()
+	defer p.stop()
+	a := openPreparedArray(t, t.TempDir(), 4, 16, p)
+	appendEntries(t, a, 0, 1) // the first chunk, made here
+	fsys.FaultHook.Store(&fail)
+	defer fsys.FaultHook.Store(nil)
+	appendEntries(t, a, 1, 4)
+	preparedNext(t, a)
+	appendEntries(t, a, 4, 6) // into the chunk made ahead
+	if err := a.sync(); !errors.Is(err, errs.ErrIO) {
+		t.Fatalf("sync while the chunk's directory is not synced: %v, want ErrIO", err)
+	}
+	fsys.FaultHook.Store(nil)
+	if err := a.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if a.dirDirty.Load() {
+		t.Fatal("the directory is still to be synced after a sync")
+	}
+	if err := a.close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -47,7 +47,7 @@ type member interface {
 // m without the lock (only it changes m).
 type set[K comparable, M member] struct {
 	dir    string
-	cfg    arrayConfig
+	cfg    arrayConfig // cfg.prep is the set's preparer, from init to Close
 	log    *zap.Logger
 	closed atomic.Bool
 
@@ -69,7 +69,11 @@ func (s *set[K, M]) init(dir string, entrySize, chunkEntries, maxMapped int, log
 	s.dir, s.log, s.m = dir, log, make(map[K]M)
 	s.cfg = arrayConfig{entrySize: entrySize, chunkEntries: uint64(chunkEntries),
 		firstChunkEntries: firstIndexChunkEntries, maxMapped: maxMapped}
-	return makeIndexDir(dir)
+	if err := makeIndexDir(dir); err != nil {
+		return err
+	}
+	s.cfg.prep = newPreparer()
+	return nil
 }
 
 // load opens the index in every subdirectory of the set's directory that
@@ -199,11 +203,12 @@ func (s *set[K, M]) Sync() error {
 	return s.each(func(m M) error { return m.base().arr.sync() })
 }
 
-// Close syncs and unmaps every index.
+// Close stops the set's preparer, then syncs and unmaps every index.
 func (s *set[K, M]) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.cfg.prep.stop()
 	return s.each(func(m M) error { return m.base().arr.close() })
 }
 

@@ -149,19 +149,13 @@ func (s *segment) mapIn(size int64) error {
 }
 
 // populate faults the pages of [from, to) of the map in, writable, ahead
-// of the writer (MADV_POPULATE_WRITE; kernels before 5.14 lack it, and
-// MADV_WILLNEED reads the pages ahead instead), so that the writer takes
-// no page faults there. The range must be allocated. The pages it dirties
-// are the writer's to overwrite; at worst they are written back once.
+// of the writer (fsys.PopulateWrite). The range must be allocated.
 func (s *segment) populate(from, to int64) {
 	from &^= int64(fsys.PageSize) - 1
 	if from >= to {
 		return
 	}
-	if err := unix.Madvise(s.data[from:to], unix.MADV_POPULATE_WRITE); err != nil {
-		// An old kernel: fault the pages in for reading at least.
-		_ = unix.Madvise(s.data[from:to], unix.MADV_WILLNEED)
-	}
+	fsys.PopulateWrite(s.data[from:to])
 }
 
 func (s *segment) unmap() error {
