@@ -317,3 +317,59 @@ func (c *testCluster) byName(name string) int {
 	}
 	return -1
 }
+
+// TestOldProtocolRefusesExpiryChange: an expiry change (a record of
+// version 3) on a connection of protocol 6 is refused as a build of 6
+// refuses it, and taken at protocol 7; a connection carries the record
+// versions of its protocol (maxRecordVersion).
+func TestOldProtocolRefusesExpiryChange(t *testing.T) {
+	for proto, want := range map[uint8]byte{ProtocolTimed - 1: record.Version, ProtocolTimed: record.Version2,
+		ProtocolExpiry - 1: record.Version2, ProtocolExpiry: record.Version3} {
+		if got := maxRecordVersion(proto); got != want {
+			t.Errorf("protocol %d carries records up to version %d, want %d", proto, got, want)
+		}
+	}
+	c := &testCluster{t: t, net: newFaultNet()}
+	b := c.add("b", t.TempDir())
+	t.Cleanup(c.stop)
+	const origin = 0x5761
+	now := time.Now().UnixMilli()
+	m := record.Message{Topic: "prices", Key: "sale", Value: []byte("1"), ExpiresAt: now + 3_600_000,
+		ExpiryOf: record.Stamp{Origin: 0x99, Seq: 1, HLC: record.MakeHLC(now-10, 0)}}
+	rec := make([]byte, m.EncodedSize())
+	record.Encode(rec, &m, record.Stamp{Origin: origin, Seq: 1, HLC: record.MakeHLC(now, 0)})
+	for _, tt := range []struct {
+		protos protoRange
+		want   bool // taken
+	}{{protoRange{2, ProtocolExpiry - 1}, false}, {protoRange{2, ProtocolExpiry}, true}} {
+		conn, err := net.Dial("tcp", b.n.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, keys, err := dialHandshake(conn, origin, nil, tt.protos, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := b.n.BadFrames()
+		w := newFrameWriter(conn, keys.dialerToListener, 0)
+		if err := w.writeRecords([][]byte{rec}); err != nil {
+			t.Fatal(err)
+		}
+		if tt.want {
+			testkit.Eventually(t, 10*time.Second, "the expiry change taken at protocol 7", func() bool {
+				return b.st.LastSeq(origin) == 1
+			})
+			if e, ok := b.st.Get("prices", "sale"); !ok || e.Stamp != m.ExpiryOf || e.ExpiresAt != m.ExpiresAt {
+				t.Fatalf("the version the change brought: %+v %v", e, ok)
+			}
+		} else {
+			testkit.Eventually(t, 10*time.Second, "the expiry change refused at protocol 6", func() bool {
+				return b.n.BadFrames() == bad+1
+			})
+			if b.st.LastSeq(origin) != 0 {
+				t.Fatal("an expiry change refused at protocol 6 was appended")
+			}
+		}
+		conn.Close()
+	}
+}

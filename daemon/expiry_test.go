@@ -3,11 +3,13 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
+	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
@@ -85,5 +87,37 @@ func TestExpiryChangeFeeds(t *testing.T) {
 		t.Fatalf("the EXPIRE's line %v does not name the SET's version %v with its value and expiry", expire, set)
 	case persist["expiry_of"] == nil || persist["expires_at"] != nil:
 		t.Fatalf("the PERSIST's line %v: want an expiry_of and no expires_at", persist)
+	}
+}
+
+// TestFleetTooOldForExpiryChanges: beside a node of data protocol 6,
+// which refuses records of version 3, EXPIRE and PERSIST are refused on
+// every node with fleet_too_old naming it, and nothing is written; time
+// fields, which protocol 6 carries, still go through.
+func TestFleetTooOldForExpiryChanges(t *testing.T) {
+	ds := startCluster(t, 2, func(i int, c *Config) {
+		if i == 1 {
+			c.DataProtocolMax = broadcast.ProtocolExpiry - 1
+		}
+	})
+	ctx := context.Background()
+	must(goRedis(t, ds[0], 2).Set(ctx, "prices:sku", "1.00", time.Hour).Result())
+	for _, td := range ds {
+		rc := goRedis(t, td, 2)
+		testkit.Eventually(t, 20*time.Second, td.cfg.NodeName+" has the value", func() bool {
+			v, err := rc.Get(ctx, "prices:sku").Result()
+			return err == nil && v == "1.00"
+		})
+		for name, err := range map[string]error{
+			"EXPIRE":  rc.Expire(ctx, "prices:sku", 2*time.Hour).Err(),
+			"PERSIST": rc.Persist(ctx, "prices:sku").Err(),
+		} {
+			if err == nil || !strings.HasPrefix(err.Error(), "ERR fleet_too_old: ") || !strings.Contains(err.Error(), "node1 (protocol 6)") {
+				t.Fatalf("%s on %s: %v; want ERR fleet_too_old naming node1", name, td.cfg.NodeName, err)
+			}
+		}
+		if ttl := must(rc.TTL(ctx, "prices:sku").Result()); ttl > time.Hour || ttl < 59*time.Minute {
+			t.Fatalf("TTL on %s after the refused changes: %v", td.cfg.NodeName, ttl)
+		}
 	}
 }

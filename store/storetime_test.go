@@ -195,3 +195,52 @@ func TestSnapshotToVersion(t *testing.T) {
 		t.Fatalf("version 2: %v, %d bytes", err, buf.Len())
 	}
 }
+
+// TestExpiryChangeRestart: an expiry change survives a restart from the
+// log alone and from a snapshot, and so does the mark that makes an
+// older change of the same version, replayed or arriving late, lose.
+func TestExpiryChangeRestart(t *testing.T) {
+	for _, snap := range []bool{false, true} {
+		t.Run(fmt.Sprint("snapshot=", snap), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, testOptions(t, dir))
+			res, err := s.Publish(&record.Message{Topic: "t", Key: "k", Value: []byte("v")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, _ := s.Get("t", "k")
+			far := time.Now().Add(time.Hour).UnixMilli()
+			older := record.Message{Topic: "t", Key: "k", Value: []byte("v"), ExpiresAt: far, ExpiryOf: e.Stamp}
+			newer := older
+			newer.ExpiresAt = 0 // a PERSIST after the EXPIRE
+			if _, err := s.Publish(&older); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Publish(&newer); err != nil {
+				t.Fatal(err)
+			}
+			var late []byte // the older change as a peer would send it again
+			if _, err := s.ReadOrigin(s.Origin(), res.Seq+1, res.Seq+1, func(r record.Record) error {
+				late = r.Clone()
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if snap {
+				if err := s.Snapshot(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s = openTest(t, testOptions(t, dir))
+			defer s.Close()
+			s.view.Apply(record.Record(late))
+			got, ok := s.Get("t", "k")
+			if !ok || string(got.Value) != "v" || got.Stamp != e.Stamp || got.ExpiresAt != 0 {
+				t.Fatalf("after the restart: %q %+v expiring at %d (found %v); want v %+v, no expiry", got.Value, got.Stamp, got.ExpiresAt, ok, e.Stamp)
+			}
+		})
+	}
+}
