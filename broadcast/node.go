@@ -92,7 +92,12 @@ type Config struct {
 	// being upgraded). It must lie in [ProtocolMin, ProtocolMax].
 	ProtoMax uint8
 	// Logger receives the node's logs; nil discards them.
-	Logger *zap.Logger
+	// Applied, when set, is called with the stamp (the HLC's wall-clock
+	// part) of every record of another origin appended from a peer, right
+	// after the append: the daemon's freshness histogram. It must be quick
+	// and never block.
+	Applied func(stamp time.Time)
+	Logger  *zap.Logger
 }
 
 // Peer is another node of the cluster as membership reports it.
@@ -748,6 +753,9 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		_, err := n.st.AppendRecord(r)
 		switch {
 		case err == nil:
+			if n.cfg.Applied != nil && o != n.st.Origin() {
+				n.cfg.Applied(record.HLCTime(r.HLC()))
+			}
 			if advanced != 0 && advanced != o {
 				moved(advanced)
 			}

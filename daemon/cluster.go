@@ -50,7 +50,10 @@ type cluster struct {
 	closeErr  error
 }
 
-func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) {
+// newCluster makes the cluster's gossip and broadcast node; applied
+// observes each record of another origin appended from a peer (the
+// observer's freshness).
+func newCluster(cfg Config, st *store.Store, applied func(time.Time), log *zap.Logger) (*cluster, error) {
 	var keys [][]byte
 	if cfg.ClusterKeyFile != "" {
 		var err error
@@ -84,6 +87,7 @@ func newCluster(cfg Config, st *store.Store, log *zap.Logger) (*cluster, error) 
 		RetireAfter: cfg.RetireOriginsAfter,
 		Dial:        cfg.DataDial,
 		ProtoMax:    cfg.DataProtocolMax,
+		Applied:     applied,
 		Logger:      log.Named("broadcast"),
 	})
 	if err != nil {

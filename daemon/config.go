@@ -178,6 +178,10 @@ type Config struct {
 	// exchanges version vectors with every second (see package
 	// broadcast).
 	AntiEntropyFanout int
+	// ObserveInterval is how often the consistency observer compares this
+	// node's view digest with one peer's, picked at random (observer.go);
+	// 0: never (freshness is measured all the same).
+	ObserveInterval time.Duration
 	// RetireOriginsAfter is how long an origin (a node's ID) must have
 	// been absent from the alive members before this node leaves it out
 	// of the vectors it sends: a wiped machine or one that came back as a
@@ -370,6 +374,7 @@ func DefaultConfig() Config {
 		ReplicaTimeout:       time.Second,
 		MaxClockOffset:       500 * time.Millisecond,
 		AntiEntropyFanout:    3,
+		ObserveInterval:      5 * time.Second,
 		RetireOriginsAfter:   24 * time.Hour,
 		TombstoneGrace:       24 * time.Hour,
 		QueuesPerTopic:       group.DefaultQueues,
@@ -581,6 +586,8 @@ func (c Config) validateCluster() error {
 	case c.MaxClockOffset < time.Millisecond || c.MaxClockOffset > time.Hour:
 		// HLC stamps count milliseconds; past an hour the bound guards nothing.
 		return fmt.Errorf("--max-clock-offset: must be 1ms to 1h, got %v", c.MaxClockOffset)
+	case c.ObserveInterval < 0:
+		return fmt.Errorf("--observe-interval: must be 0 (off) or more, got %v", c.ObserveInterval)
 	case c.AntiEntropyFanout < 1 || c.AntiEntropyFanout > 64:
 		return fmt.Errorf("--anti-entropy-fanout: must be 1 to 64, got %d", c.AntiEntropyFanout)
 	case c.RetireOriginsAfter < time.Second:
@@ -759,6 +766,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Replica, "replica", c.Replica, "node name of the replica peer; empty: the successor on the ring of node IDs")
 	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "sync replication: how long a publish waits for the replica before it answers replica_timeout")
 	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset, "a peer's record stamped further ahead of this node's clock is held until the clock catches up (refused for now past 10 times this); peers persistently ahead are flagged in status")
+	fs.DurationVar(&c.ObserveInterval, "observe-interval", c.ObserveInterval, "how often the consistency observer compares this node's view digest with one peer's at a common vector (0: never)")
 	fs.IntVar(&c.AntiEntropyFanout, "anti-entropy-fanout", c.AntiEntropyFanout, "peers, picked at random, this node exchanges version vectors with every second (anti-entropy); each side pulls what it lacks")
 	fs.DurationVar(&c.RetireOriginsAfter, "retire-origins-after", c.RetireOriginsAfter, "an origin absent from the alive members this long is left out of the vectors this node sends (its records stay, and are still repaired)")
 	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a delete's tombstone is collected once every live node holds it and this has passed since it was written (0: never); a node out of contact for more than half of it refuses to start without --start-over")

@@ -62,6 +62,8 @@ type Daemon struct {
 	m     *metrics
 	// cluster is nil for a lone node (--gossip-addr empty).
 	cluster *cluster
+	// obs is the consistency observer (observer.go).
+	obs *consistency
 	// groups runs the consumer groups with members on this node.
 	groups *group.Manager
 	// view mirrors the store's view into --view-file; nil when off.
@@ -203,8 +205,9 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		zap.Int("keys", stats.Keys),
 		zap.Duration("took", time.Since(t0)))
 
+	d.obs = newObserver(d)
 	if cfg.GossipAddr != "" {
-		c, err := newCluster(cfg, st, log)
+		c, err := newCluster(cfg, st, d.obs.applied, log)
 		if err != nil {
 			return nil, errors.Join(err, d.closeStore())
 		}
@@ -362,6 +365,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.serveRedis(errc)
 	d.wg.Go(d.notifyLoop)
 	d.wg.Go(d.tombstoneLoop)
+	d.wg.Go(func() { d.obs.run(d.cfg.ObserveInterval, d.stopLoops) })
 	if d.view != nil {
 		d.wg.Go(func() { d.view.run(d.stopLoops) })
 	}

@@ -70,7 +70,7 @@ func newMetrics(d *Daemon, flush prometheus.Histogram) *metrics {
 		}, []string{"status"}),
 	}
 	if d.cluster != nil {
-		m.reg.MustRegister(newClusterCollector(d.cluster))
+		m.reg.MustRegister(newClusterCollector(d.cluster), d.obs)
 	}
 	m.reg.MustRegister(m.publishes, m.publishBytes, m.flush, m.connections, m.evicted, m.replicaMisses,
 		newStoreCollector(d.store, d.cfg.NodeName), healthCollector{d},

@@ -120,6 +120,10 @@ func (n *node) NodeStatus() wire.Status {
 	b.Away = d.awayReason()
 	b.CatchUp = n.CatchUp()
 	b.Repair = d.repairStatus()
+	if d.cluster != nil {
+		obs := d.obs.status(time.Now())
+		b.Observer = &obs
+	}
 	view := viewDigest(d.store.ViewDigests())
 	b.View = &view
 	return b

@@ -36,6 +36,9 @@ type Status struct {
 	// Repair is the repair of the node's damaged log; absent while
 	// nothing was found damaged since the start.
 	Repair *RepairStatus `json:"repair,omitempty"`
+	// Observer is the consistency observer's summary; absent on a node
+	// without a cluster.
+	Observer *ObserverStatus `json:"observer,omitempty"`
 }
 
 // StoreStatus is the "store" object of GET /v1/status: the log's figures
@@ -133,4 +136,45 @@ type LostRecord struct {
 // given up.
 type AcceptLostResult struct {
 	Accepted []LostRecord `json:"accepted"`
+}
+
+// ObserverStatus is the "observer" object of GET /v1/status: the
+// consistency observer's summary (freshness of the records from peers,
+// agreement of the view with theirs).
+type ObserverStatus struct {
+	// Summary is one line: the nines of agreement and the freshness p99.
+	Summary string `json:"summary"`
+	// Agreed and Differed count the conclusive comparisons of this node's
+	// view digest with a peer's at a common vector since the start.
+	Agreed   uint64 `json:"agreed"`
+	Differed uint64 `json:"differed"`
+	// AgreementRatio is Agreed / (Agreed + Differed); 1 before any.
+	AgreementRatio float64 `json:"agreement_ratio"`
+	// FreshnessP99Seconds is the p99 of the time from a peer's record's
+	// stamp to its apply here (a histogram bucket's bound; 0 before any).
+	FreshnessP99Seconds float64 `json:"freshness_p99_seconds"`
+	// Peers are the alive and missing members with the time since this
+	// node last agreed with each.
+	Peers []ObserverPeer `json:"peers,omitempty"`
+	// Differences are the last comparisons that differed.
+	Differences []ObserverDiff `json:"differences,omitempty"`
+}
+
+// ObserverPeer is one peer in ObserverStatus.
+type ObserverPeer struct {
+	Name string `json:"name"`
+	// SecondsSinceAgreed is the time since this node last agreed with it
+	// (since this node's start when it never did).
+	SecondsSinceAgreed float64 `json:"seconds_since_agreed"`
+	// LastResult is the last comparison's: agreed, differed,
+	// no_common_vector, no_answer; "" before any.
+	LastResult string `json:"last_result,omitempty"`
+}
+
+// ObserverDiff is a comparison that differed: the peer, the topics whose
+// digests differed, and when.
+type ObserverDiff struct {
+	Peer   string   `json:"peer"`
+	Topics []string `json:"topics"`
+	At     string   `json:"at"`
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/localview"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // maxStdinValue bounds a value read from stdin; the daemon's own limit
@@ -336,6 +337,15 @@ there are any (as "cachecast groups" prints them).`,
 				readyText = "degraded: " + st.Degraded
 			}
 			fmt.Fprintf(tw, "ready\t%s\n", readyText)
+			var obs struct {
+				Observer *wire.ObserverStatus `json:"observer"`
+			}
+			if json.Unmarshal(st.Raw, &obs) == nil && obs.Observer != nil {
+				fmt.Fprintf(tw, "consistency\t%s\n", obs.Observer.Summary)
+				for _, d := range obs.Observer.Differences {
+					fmt.Fprintf(tw, "view differed\twith %s on %s at %s\n", d.Peer, strings.Join(d.Topics, ", "), d.At)
+				}
+			}
 			if r := st.Repair; r != nil && r.LostRecords > 0 {
 				fmt.Fprintf(tw, "repair\t%d records lost to a damaged log, %d held by no live peer (cachecast repair)\n", r.LostRecords, r.Unavailable)
 			}

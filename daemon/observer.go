@@ -1,0 +1,343 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/wire"
+)
+
+// The consistency observer (the idea of Meta's Polaris): each node
+// measures, by itself, how fresh and how consistent its view is.
+//
+//   - Freshness: for every record applied from another origin, the time
+//     from its stamp (the HLC's wall-clock part, at the origin) to its
+//     apply here, into a histogram. A slow, paused or cut-off node shows
+//     as a long tail: its records arrive late, or the records it missed
+//     arrive late once it heals.
+//   - Agreement: every --observe-interval the node picks one alive peer at
+//     random and compares view digests with it at a common vector (the
+//     machinery of GET /v1/verify: the peer answers once its vector covers
+//     the question's; the node then waits to cover the peer's vector and
+//     takes its digest again, up to observeRounds rounds). Agreed and
+//     differed comparisons are counted, the topics that differed kept,
+//     and the time since the node last agreed with each peer exported.
+//     A comparison whose vectors never met (writes in flight all along)
+//     or that the peer did not answer is counted apart, neither agreed
+//     nor differed.
+//
+// Its cost is one digest of the view on each side per comparison (a
+// SHA-256 over the view's entries: ~O(keys)), once per interval per node
+// on average in each role; BENCHMARKS.md has the figures.
+
+const (
+	// observeRounds bounds the asks of one comparison while writes keep
+	// the vectors apart.
+	observeRounds = 3
+	// observeCatchUp bounds the wait for this node to cover the vector a
+	// peer answered at.
+	observeCatchUp = time.Second
+	// observeDiffsKept is how many of the last differences status keeps.
+	observeDiffsKept = 8
+)
+
+// freshnessBuckets span 1ms to 2 minutes, on round bounds (an alert's
+// threshold is one of them).
+var freshnessBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// consistency is the daemon's consistency observer.
+type consistency struct {
+	d         *Daemon
+	freshness prometheus.Histogram
+	results   *prometheus.CounterVec
+
+	mu          sync.Mutex
+	agreed      uint64
+	differed    uint64
+	lastAgreed  map[string]time.Time // peer -> when this node last agreed with it
+	lastResult  map[string]string    // peer -> the last comparison's result
+	differences []wire.ObserverDiff  // the last observeDiffsKept, oldest first
+}
+
+// Comparison results, the result label of cachecast_observer_comparisons_total.
+const (
+	observeAgreed     = "agreed"
+	observeDiffered   = "differed"
+	observeNoCommon   = "no_common_vector"
+	observeNoAnswered = "no_answer"
+)
+
+func newObserver(d *Daemon) *consistency {
+	o := &consistency{d: d,
+		freshness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cachecast_observer_freshness_seconds",
+			Help:    "For each record applied from another origin: the time from its stamp at the origin to its apply on this node (publish-to-visible; clock offsets between the nodes included).",
+			Buckets: freshnessBuckets,
+		}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cachecast_observer_comparisons_total",
+			Help: "View digest comparisons with a peer at a common vector, by result: agreed, differed, no_common_vector (writes kept the vectors apart), no_answer.",
+		}, []string{"result"}),
+		lastAgreed: map[string]time.Time{}, lastResult: map[string]string{},
+	}
+	for _, r := range []string{observeAgreed, observeDiffered, observeNoCommon, observeNoAnswered} {
+		o.results.WithLabelValues(r)
+	}
+	return o
+}
+
+// applied observes the freshness of a record of another origin applied
+// now (broadcast.Config.Applied). Safe for concurrent use; never blocks.
+func (o *consistency) applied(stamp time.Time) {
+	o.freshness.Observe(max(0, time.Since(stamp).Seconds()))
+}
+
+// run compares with one peer every interval until stop is closed.
+func (o *consistency) run(interval time.Duration, stop <-chan struct{}) {
+	if interval <= 0 || o.d.cluster == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if !o.d.ready.Load() {
+			continue
+		}
+		peer, ok := o.pickPeer()
+		if !ok {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), verifyAskWait)
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		result, topics := o.compare(ctx, peer)
+		cancel()
+		o.record(peer, result, topics, time.Now())
+	}
+}
+
+// pickPeer picks an alive member other than this node at random.
+func (o *consistency) pickPeer() (string, bool) {
+	var names []string
+	for _, m := range o.d.cluster.g.Alive() {
+		if m.Name != o.d.cfg.NodeName {
+			names = append(names, m.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "", false
+	}
+	return names[rand.N(len(names))], true
+}
+
+// compare asks peer for its digest at this node's vector and compares the
+// two at a common vector: the result, and the topics that differ.
+func (o *consistency) compare(ctx context.Context, peer string) (string, []string) {
+	st := o.d.store
+	own := st.ViewDigests()
+	for range observeRounds {
+		question, _ := json.Marshal(verifyQuestion{Vector: own.Vector})
+		b, err := o.d.cluster.g.Ask(ctx, peer, question)
+		if err != nil {
+			return observeNoAnswered, nil
+		}
+		var n wire.VerifyNode
+		if err := json.Unmarshal(b, &n); err != nil || n.View == nil {
+			return observeNoAnswered, nil
+		}
+		theirs, err := parseVector(n.View)
+		if err != nil {
+			return observeNoAnswered, nil
+		}
+		if !covers(theirs, own.Vector) {
+			// The peer did not catch up with this node within
+			// verifyCatchUp: it is behind (cut off, paused, slow), and
+			// asking again would only wait as long again.
+			return observeNoCommon, nil
+		}
+		if !maps.Equal(theirs, own.Vector) {
+			// Writes in flight: catch up with what the peer holds, and
+			// take this node's digest again.
+			deadline := time.Now().Add(observeCatchUp)
+			for !covers(st.Vector(), theirs) && time.Now().Before(deadline) && ctx.Err() == nil {
+				select {
+				case <-st.Changed():
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			own = st.ViewDigests()
+			if !maps.Equal(theirs, own.Vector) {
+				continue
+			}
+		}
+		return o.diff(own, n.View)
+	}
+	return observeNoCommon, nil
+}
+
+// diff compares this node's digest with a peer's taken at the same vector.
+func (o *consistency) diff(own store.ViewDigest, theirs *wire.ViewDigest) (string, []string) {
+	mine := viewDigest(own)
+	var differ []string
+	for t, sum := range mine.Topics {
+		if theirs.Topics[t] != sum {
+			differ = append(differ, t)
+		}
+	}
+	for t := range theirs.Topics {
+		if _, ok := mine.Topics[t]; !ok {
+			differ = append(differ, t)
+		}
+	}
+	if len(differ) == 0 {
+		return observeAgreed, nil
+	}
+	sort.Strings(differ)
+	return observeDiffered, differ
+}
+
+// record counts one comparison's result.
+func (o *consistency) record(peer, result string, topics []string, now time.Time) {
+	o.results.WithLabelValues(result).Inc()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lastResult[peer] = result
+	switch result {
+	case observeAgreed:
+		o.agreed++
+		o.lastAgreed[peer] = now
+	case observeDiffered:
+		o.differed++
+		o.differences = append(o.differences, wire.ObserverDiff{Peer: peer, Topics: topics, At: now.UTC().Format(wire.TimeLayout)})
+		if len(o.differences) > observeDiffsKept {
+			o.differences = o.differences[1:]
+		}
+	}
+}
+
+// agreedDesc and sinceAgreedDesc are read at scrape time.
+var (
+	agreementRatioDesc = prometheus.NewDesc("cachecast_observer_agreement_ratio",
+		"Fraction of the conclusive view comparisons with peers (agreed or differed) that agreed, since the start; 1 before any.", nil, nil)
+	sinceAgreedDesc = prometheus.NewDesc("cachecast_observer_seconds_since_agreed",
+		"Seconds since this node last agreed with the peer on the view at a common vector (since the start when it never did), for each alive or missing member.",
+		[]string{"peer"}, nil)
+)
+
+// Describe and Collect make the observer a collector: the histogram, the
+// counters and the gauges read at scrape time.
+func (o *consistency) Describe(ch chan<- *prometheus.Desc) {
+	o.freshness.Describe(ch)
+	o.results.Describe(ch)
+	ch <- agreementRatioDesc
+	ch <- sinceAgreedDesc
+}
+
+func (o *consistency) Collect(ch chan<- prometheus.Metric) {
+	o.freshness.Collect(ch)
+	o.results.Collect(ch)
+	s := o.status(time.Now())
+	ch <- prometheus.MustNewConstMetric(agreementRatioDesc, prometheus.GaugeValue, s.AgreementRatio)
+	for _, p := range s.Peers {
+		ch <- prometheus.MustNewConstMetric(sinceAgreedDesc, prometheus.GaugeValue, p.SecondsSinceAgreed, p.Name)
+	}
+}
+
+// peerNames are the members the observer reports on: alive, or missing
+// (seen and not alive now), this node aside.
+func (o *consistency) peerNames() []string {
+	if o.d.cluster == nil {
+		return nil
+	}
+	names := o.d.cluster.peers.missing()
+	for _, m := range o.d.cluster.g.Alive() {
+		if m.Name != o.d.cfg.NodeName {
+			names = append(names, m.Name)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// status is the observer's summary for GET /v1/status.
+func (o *consistency) status(now time.Time) wire.ObserverStatus {
+	names := o.peerNames()
+	o.mu.Lock()
+	s := wire.ObserverStatus{Agreed: o.agreed, Differed: o.differed, AgreementRatio: 1,
+		Differences: slices.Clone(o.differences)}
+	for _, name := range names {
+		since := o.d.started
+		if t, ok := o.lastAgreed[name]; ok {
+			since = t
+		}
+		s.Peers = append(s.Peers, wire.ObserverPeer{Name: name, SecondsSinceAgreed: now.Sub(since).Seconds(), LastResult: o.lastResult[name]})
+	}
+	o.mu.Unlock()
+	if n := s.Agreed + s.Differed; n > 0 {
+		s.AgreementRatio = float64(s.Agreed) / float64(n)
+	}
+	s.FreshnessP99Seconds = o.freshnessQuantile(0.99)
+	s.Summary = observerSummary(s)
+	return s
+}
+
+// freshnessQuantile is the upper bound of the histogram's bucket that
+// holds quantile q of the observations since the start; 0 without any,
+// +Inf past the last bucket.
+func (o *consistency) freshnessQuantile(q float64) float64 {
+	var m dto.Metric
+	if err := o.freshness.Write(&m); err != nil || m.Histogram.GetSampleCount() == 0 {
+		return 0
+	}
+	want := q * float64(m.Histogram.GetSampleCount())
+	for _, b := range m.Histogram.GetBucket() {
+		if float64(b.GetCumulativeCount()) >= want {
+			return b.GetUpperBound()
+		}
+	}
+	return math.Inf(1)
+}
+
+// observerSummary is the one line "cachecast status" prints: the nines of
+// agreement (how many leading nines the agreed fraction has) and the
+// freshness p99.
+func observerSummary(s wire.ObserverStatus) string {
+	n := s.Agreed + s.Differed
+	if n == 0 {
+		return "no conclusive view comparison with a peer yet"
+	}
+	// With no difference the nines are bounded by the comparisons made:
+	// n agreeing comparisons show at least log10(n) nines.
+	nines := math.Log10(float64(n))
+	if s.Differed > 0 {
+		nines = -math.Log10(1 - s.AgreementRatio)
+	}
+	fresh := "no record from a peer yet"
+	if s.FreshnessP99Seconds > 0 {
+		fresh = "records from peers visible within " + strconv.FormatFloat(s.FreshnessP99Seconds, 'g', 3, 64) + " s (p99)"
+	}
+	return strconv.FormatFloat(nines, 'f', 1, 64) + " nines of agreement (" + strconv.FormatUint(s.Agreed, 10) + " of " +
+		strconv.FormatUint(n, 10) + " comparisons agreed); " + fresh
+}
