@@ -289,12 +289,14 @@
 //
 // # Protocol versions
 //
-// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,7]
+// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,8]
 // in this build: 1 had no frame MAC and is not spoken; 3 adds the
 // exchanges; 4 carries records of version 2, with time fields, which
 // older builds refuse as corrupt; 5 exchanges digests of the vectors
 // instead of whole vectors; 6 compares them at a cut; 7 carries records
-// of version 3, expiry changes, which builds of 6 refuse). Both hellos of
+// of version 3, expiry changes, which builds of 6 refuse; 8 carries
+// records of version 4, counter increments, which builds of 7 refuse).
+// Both hellos of
 // the handshake carry the sender's range; each side takes the highest
 // version in both (PeerStatus.Proto) or, with none in common, refuses the
 // connection with ErrHandshake naming both ranges (the listener answers
@@ -315,7 +317,8 @@
 // build refuses it. Under NATS, version 2 records are left out of the
 // messages while a peer (Peer.Proto) is below 4; the others pull them.
 // Records of version 3 (expiry changes) travel the same way from
-// ProtocolExpiry (7) on: the record version a connection carries
+// ProtocolExpiry (7) on, and records of version 4 (counter increments)
+// from ProtocolCounter (8) on: the record version a connection carries
 // follows its protocol (maxRecordVersion), and so does the snapshot
 // version sent to a peer.
 // The daemon refuses to write them meanwhile (fleet_too_old), so this is

@@ -74,10 +74,12 @@ const (
 	// compares those digests at a cut both sides agree on (a moment
 	// cutIntervals SyncIntervals back), so that records on their way
 	// make no difference; 7 carries records of version 3 (an expiry
-	// change, record.KindExpiry), which builds of 6 and before refuse. A
+	// change, record.KindExpiry), which builds of 6 and before refuse; 8
+	// carries records of version 4 (a counter increment,
+	// record.KindCounter), which builds of 7 and before refuse. A
 	// connection to a build of [2,2] speaks 2, to one of [2,4] speaks 4.
 	ProtocolMin = 2
-	ProtocolMax = 7
+	ProtocolMax = 8
 
 	// ProtocolTimed is the first version whose connections carry records
 	// of version 2. On a connection of an older version a node sends
@@ -101,11 +103,20 @@ const (
 	// records of version 3 (expiry changes); on an older connection they
 	// are held back as ProtocolTimed holds back version 2.
 	ProtocolExpiry = 7
+
+	// ProtocolCounter is the first version whose connections carry
+	// records of version 4 (counter increments, record.KindCounter);
+	// on an older connection they are held back as ProtocolTimed holds
+	// back version 2.
+	ProtocolCounter = 8
 )
 
 // maxRecordVersion is the newest record version a connection of
 // protocol proto carries.
 func maxRecordVersion(proto uint8) byte {
+	if proto >= ProtocolCounter {
+		return record.Version4
+	}
 	if proto >= ProtocolExpiry {
 		return record.Version3
 	}

@@ -145,7 +145,8 @@ func (n *node) Cluster() wire.ClusterStatus {
 // fleetCanWrite refuses msgs with fleet_too_old when one of them has a
 // time field and an alive member runs a build that refuses such records
 // (see "Upgrades" in DESIGN.md), or is an expiry change and an alive
-// member runs a build before record version 3. A batch's marking needs
+// member runs a build before record version 3, or a counter increment
+// and one runs a build before record version 4. A batch's marking needs
 // record version 2: while a member below it is alive it is dropped, and
 // the batch is written as older builds write one, its records applied
 // one by one.
@@ -153,11 +154,18 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 	if d.cluster == nil {
 		return nil
 	}
-	timed, batch, change := false, false, false
+	timed, batch, change, counter := false, false, false, false
 	for i := range msgs {
 		timed = timed || msgs[i].TimeFields()
 		batch = batch || msgs[i].BatchFollow != 0
 		change = change || msgs[i].ExpiryChange()
+		counter = counter || msgs[i].Counter()
+	}
+	if counter {
+		if old := d.cluster.tooOld(broadcast.ProtocolCounter); len(old) > 0 {
+			return wire.Errorf(wire.CodeFleetTooOld, "a counter increment (INCR and its kin) needs every alive member at data protocol %d or later; upgrade these first: %s (nothing was written)",
+				broadcast.ProtocolCounter, strings.Join(old, ", "))
+		}
 	}
 	if change {
 		if old := d.cluster.tooOld(broadcast.ProtocolExpiry); len(old) > 0 {

@@ -380,7 +380,8 @@ func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change), end func
 		change := r.Kind() == record.KindExpiry
 		fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
 			Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(),
-			Scheduled: r.EffectiveAt() != 0 && !change, ExpiryChange: change, Persist: change && r.ExpiresAt() == 0})
+			Scheduled: r.EffectiveAt() != 0 && !change && r.Kind() != record.KindCounter, ExpiryChange: change, Persist: change && r.ExpiresAt() == 0,
+			Counter: r.Kind() == record.KindCounter})
 		return nil
 	}
 	type originSeq struct{ origin, seq uint64 }

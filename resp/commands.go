@@ -116,6 +116,7 @@ func init() {
 	}
 	table = append(table, timeCommands()...)
 	table = append(table, stringCommands()...)
+	table = append(table, counterCommands()...)
 	commands = make(map[string]*command, len(table))
 	sort.Slice(table, func(i, j int) bool { return table[i].name < table[j].name })
 	for i, cmd := range table {

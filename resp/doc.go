@@ -125,6 +125,17 @@
 // on the topic the channel names, to every node; the answer counts the
 // local subscribers).
 //
+// INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT, HINCRBY and HINCRBYFLOAT are
+// counters that converge (counter.go): each writes an increment bound to
+// the version of the key this node holds (record.KindCounter), never the
+// sum, and every node adds every increment of that version once, so
+// increments made on several nodes at once all count; a later SET or DEL
+// resets the counter by the ordinary rule. The answer is this node's
+// value after its own increment. A key without a value is created by a
+// plain write of the increment (two nodes creating one key at once keep
+// one creation). Errors are Redis's (not an integer, not a valid float,
+// overflow).
+//
 // MULTI queues the reads and writes of keys (multi.go); EXEC runs them in
 // order against the transaction's view, the node's view under the
 // transaction's own earlier writes (a read after a SET in the same

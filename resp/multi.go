@@ -107,7 +107,7 @@ func (c *conn) nullArray() {
 // which says the batch is stored here): each command that wrote answers
 // the publish's error in its place, the others their own answer.
 func (c *conn) execBatch(queued [][][]byte) {
-	tx := &txView{Node: c.s.node, now: c.s.now, last: make(map[[2]string]int)}
+	tx := &txView{Node: c.s.node, now: c.s.now, seen: make(map[[2]string]txSeen)}
 	out := c.out
 	c.tx, c.out = tx, make([]byte, 0, 256)
 	ends := make([]int, len(queued))
@@ -153,13 +153,23 @@ func (c *conn) node() Node {
 // the writes of the transaction's commands so far, which it keeps (msgs)
 // for one publish. Reads of a key the transaction wrote see its latest
 // write; scheduled records and cancels change no read, as in the view.
+// A key the transaction wrote has no stamp (its records have none yet):
+// a command that binds a record to the version it reads (an expiry
+// change, an increment) writes the key's value itself then, in the same
+// batch. An increment of a version the node holds keeps that version's
+// stamp, so that the next one counts on the same version.
 type txView struct {
 	Node
 	now  func() time.Time
 	msgs []record.Message
-	// last is the index in msgs of each key's latest write that a read
-	// sees.
-	last map[[2]string]int
+	// seen is what a read of each key the transaction wrote sees.
+	seen map[[2]string]txSeen
+}
+
+// txSeen is a key as the transaction's writes left it.
+type txSeen struct {
+	e    storeview.Entry
+	live bool
 }
 
 // add keeps msgs for the transaction's publish, after the node's checks
@@ -173,30 +183,42 @@ func (t *txView) add(msgs []record.Message) string {
 	}
 	for _, m := range msgs {
 		t.msgs = append(t.msgs, m)
-		if m.Key != "" && !m.Cancel && m.EffectiveAt == 0 {
-			t.last[[2]string{m.Topic, m.Key}] = len(t.msgs) - 1
+		if m.Key == "" || m.Cancel || m.EffectiveAt != 0 && !m.ExpiryChange() || m.Counter() {
+			continue // no change of what a read sees (a counter's: counted)
 		}
+		e := storeview.Entry{Value: m.Value, Tag: m.Tag, ExpiresAt: m.ExpiresAt}
+		if len(e.Value) == 0 {
+			e.Value = nil
+		}
+		if m.ExpiryChange() {
+			e.Stamp, e.EffectiveAt = m.ExpiryOf, m.EffectiveAt
+			if prior, ok := t.Entry(m.Topic, m.Key); ok && prior.Stamp == m.ExpiryOf {
+				e.Value, e.Base = prior.Value, prior.Base // a counter's count stays
+			}
+		}
+		t.seen[[2]string{m.Topic, m.Key}] = txSeen{e: e, live: !m.Delete}
 	}
 	return ""
 }
 
-// written is the transaction's latest write of (topic, key) that a read
-// sees: found says whether it wrote one, live whether the key holds a
-// value after it.
+// counted makes a read of (topic, key) see e, the entry an increment
+// left.
+func (t *txView) counted(topic, key string, e storeview.Entry) {
+	t.seen[[2]string{topic, key}] = txSeen{e: e, live: true}
+}
+
+// written is what a read of (topic, key) sees after the transaction's
+// writes: found says whether it wrote the key, live whether the key
+// holds a value after them.
 func (t *txView) written(topic, key string) (e storeview.Entry, live, found bool) {
-	i, found := t.last[[2]string{topic, key}]
+	s, found := t.seen[[2]string{topic, key}]
 	if !found {
 		return e, false, false
 	}
-	m := &t.msgs[i]
-	if m.Delete || m.ExpiresAt != 0 && m.ExpiresAt <= t.now().UnixMilli() {
+	if !s.live || s.e.ExpiresAt != 0 && s.e.ExpiresAt <= t.now().UnixMilli() {
 		return e, false, true
 	}
-	e = storeview.Entry{Value: m.Value, Tag: m.Tag, ExpiresAt: m.ExpiresAt}
-	if len(e.Value) == 0 {
-		e.Value = nil
-	}
-	return e, true, true
+	return s.e, true, true
 }
 
 // Entry is the node's Entry under the transaction's writes.
@@ -228,7 +250,7 @@ func (t *txView) GetMany(topics, keys []string, entries []storeview.Entry, found
 // those, plus the keys the transaction set that the page's range holds.
 func (t *txView) Keys(topic, prefix, after string, limit int) []string {
 	var set, deleted []string
-	for tk := range t.last {
+	for tk := range t.seen {
 		if tk[0] != topic || !strings.HasPrefix(tk[1], prefix) || tk[1] <= after {
 			continue
 		}
@@ -255,7 +277,7 @@ func (t *txView) Keys(topic, prefix, after string, limit int) []string {
 // writes add or remove.
 func (t *txView) Topics() []storeview.TopicInfo {
 	topics := t.Node.Topics()
-	for tk := range t.last {
+	for tk := range t.seen {
 		_, live, _ := t.written(tk[0], tk[1])
 		_, was := t.Node.Get(tk[0], tk[1])
 		d := 0

@@ -364,6 +364,11 @@ func (s *Server) changed(ch Change) {
 		event, class = eventExpire, notifyGeneric
 	case ch.Delete:
 		event, class = eventDel, notifyGeneric
+	case ch.Counter:
+		event = eventIncrBy
+		if v, ok := s.node.Get(topic, key); ok {
+			s.subs.deliver(full, v) // the value now, not the increment
+		}
 	default:
 		s.subs.deliver(full, ch.Value)
 	}
@@ -392,6 +397,7 @@ var (
 	eventExpired = keyEvent{[]byte("expired"), "__keyevent@0__:expired"}
 	eventExpire  = keyEvent{[]byte("expire"), "__keyevent@0__:expire"}
 	eventPersist = keyEvent{[]byte("persist"), "__keyevent@0__:persist"}
+	eventIncrBy  = keyEvent{[]byte("incrby"), "__keyevent@0__:incrby"}
 )
 
 // changesEnd ends a round of the follower: the invalidations and messages

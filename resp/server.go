@@ -137,6 +137,9 @@ type Change struct {
 	// key (EXPIRE, PERSIST; record.KindExpiry), Persist that it removed
 	// it. Value is that version's, not a new one.
 	ExpiryChange, Persist bool
+	// Counter: the record is a counter increment (INCR and its kin;
+	// record.KindCounter): Value is the increment, not the key's value.
+	Counter bool
 }
 
 // Status is the node's state as INFO shows it.

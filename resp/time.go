@@ -305,7 +305,11 @@ func (c *conn) changeExpiry(name []byte, e storeview.Entry, at int64) bool {
 // change bound to e's stamp (record.KindExpiry). It carries e's value
 // and tag as that version's, never as a write of its own.
 func (c *conn) expiryChange(name []byte, e storeview.Entry, at int64) (record.Message, bool) {
-	m, ok := c.message(name, e.Value, false)
+	v := e.Value
+	if e.Base != nil {
+		v = e.Base // a counter's version: its own value, not the count
+	}
+	m, ok := c.message(name, v, false)
 	if !ok {
 		return m, false
 	}

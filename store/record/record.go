@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
+	"strconv"
 )
 
 // Errors of the record format. The store returns them too (store.ErrCorrupt
@@ -90,6 +92,17 @@ var (
 // Its own stamp (origin, seq, hlc) orders the expiry changes of one
 // version: the greatest wins.
 //
+// Version 4 (Version4) is a counter increment (kind 6, KindCounter, and
+// only it): INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT and HINCRBY add to
+// one version of a key, the one they saw, and to no other (see
+// "Counters" in DESIGN.md). Its header is laid out as version 3's (88
+// bytes): expires at is 0, effective at is the counted version's
+// effective_at (0: an ordinary write), then the counted version's stamp
+// at 64 (target hlc, origin, seq, none of them 0). The tag is empty and
+// the value is the increment in decimal: an integer within int64, or a
+// finite float (INCRBYFLOAT), never empty. Every increment counts once
+// on every node (its origin and seq name it), summed per origin.
+//
 // All integers are little endian. size counts the header and the four
 // fields, not the padding; the record occupies Padded(size) bytes of the log.
 // The CRC-32C (Castagnoli) covers bytes [8, size). A size of zero means
@@ -118,6 +131,13 @@ const (
 	// HeaderSizeV3 is the header of a version 3 record: version 2's and
 	// the target version's stamp.
 	HeaderSizeV3 = 88
+	// Version4 is the version of a counter increment (KindCounter),
+	// which builds before it refuse: a node sends one only on data
+	// protocol 8 and later (package broadcast, ProtocolCounter).
+	Version4 = 4
+	// HeaderSizeV4 is the header of a version 4 record, laid out as
+	// version 3's.
+	HeaderSizeV4 = 88
 )
 
 // Kind says what a record does to the key/value view.
@@ -143,10 +163,14 @@ const (
 	// one its target stamp names, and of no other: see Version3 and
 	// "Time" in DESIGN.md. Version 3 only.
 	KindExpiry Kind = 5
+	// KindCounter adds its value, a decimal increment, to the version of
+	// (topic, key) its target stamp names, and to no other: see Version4
+	// and "Counters" in DESIGN.md. Version 4 only.
+	KindCounter Kind = 6
 )
 
-// String returns "value", "tombstone", "cancel", "lost", "expiry" or
-// kind(N).
+// String returns "value", "tombstone", "cancel", "lost", "expiry",
+// "counter" or kind(N).
 func (k Kind) String() string {
 	switch k {
 	case KindValue:
@@ -159,6 +183,8 @@ func (k Kind) String() string {
 		return "lost"
 	case KindExpiry:
 		return "expiry"
+	case KindCounter:
+		return "counter"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -207,6 +233,30 @@ type Message struct {
 	// effective_at (0 for an ordinary write), ExpiresAt the new expiry
 	// (0: none).
 	ExpiryOf Stamp
+	// CountOn, when its Origin is set, makes the message a counter
+	// increment (KindCounter) of the version of (Topic, Key) it stamps,
+	// and of no other: Value is the increment in decimal (Delta reads
+	// it), EffectiveAt the version's effective_at (0 for an ordinary
+	// write).
+	CountOn Stamp
+}
+
+// Counter reports whether the message is a counter increment (CountOn
+// set): a version 4 record.
+func (m *Message) Counter() bool { return m.CountOn.Origin != 0 }
+
+// Delta reads a counter increment's value: an integer within int64 (n),
+// or else a finite float (f, isFloat). ok is false for anything else.
+func Delta(v []byte) (n int64, f float64, isFloat, ok bool) {
+	s := string(v)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, 0, false, true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, 0, false, false
+	}
+	return 0, f, true, true
 }
 
 // ExpiryChange reports whether the message is an expiry change
@@ -227,6 +277,8 @@ func Together(ms []Message) {
 // Kind is the record kind this message is written as.
 func (m *Message) Kind() Kind {
 	switch {
+	case m.Counter():
+		return KindCounter
 	case m.ExpiryChange():
 		return KindExpiry
 	case m.Cancel:
@@ -239,7 +291,7 @@ func (m *Message) Kind() Kind {
 
 // timed reports whether the message needs a version 2 record.
 func (m *Message) timed() bool {
-	return m.TimeFields() || m.BatchFollow != 0 || m.ExpiryChange()
+	return m.TimeFields() || m.BatchFollow != 0 || m.ExpiryChange() || m.Counter()
 }
 
 // TimeFields reports whether the message carries an expiry, an effective
@@ -252,6 +304,9 @@ func (m *Message) TimeFields() bool {
 
 // headerSize is the header of the record the message becomes.
 func (m *Message) headerSize() int {
+	if m.Counter() {
+		return HeaderSizeV4
+	}
 	if m.ExpiryChange() {
 		return HeaderSizeV3
 	}
@@ -293,6 +348,13 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: the expiry is not after the effective time", ErrInvalid)
 	case m.ExpiryChange() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryOf.Seq == 0 || m.ExpiryOf.HLC == 0):
 		return fmt.Errorf("%w: an expiry change needs a key and the whole stamp of a value it changes", ErrInvalid)
+	case m.Counter() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryChange() || m.ExpiresAt != 0 || m.Tag != "" ||
+		m.CountOn.Seq == 0 || m.CountOn.HLC == 0):
+		return fmt.Errorf("%w: a counter increment needs a key and the whole stamp of a value it counts on, and no expiry or tag", ErrInvalid)
+	case m.Counter():
+		if _, _, _, ok := Delta(m.Value); !ok {
+			return fmt.Errorf("%w: a counter increment's value is an integer or a finite float", ErrInvalid)
+		}
 	}
 	return nil
 }
@@ -326,6 +388,13 @@ func Encode(dst []byte, m *Message, st Stamp) int {
 		binary.LittleEndian.PutUint64(dst[72:], m.ExpiryOf.Origin)
 		binary.LittleEndian.PutUint64(dst[80:], m.ExpiryOf.Seq)
 		n = HeaderSizeV3
+	}
+	if m.Counter() {
+		dst[9] = Version4
+		binary.LittleEndian.PutUint64(dst[64:], m.CountOn.HLC)
+		binary.LittleEndian.PutUint64(dst[72:], m.CountOn.Origin)
+		binary.LittleEndian.PutUint64(dst[80:], m.CountOn.Seq)
+		n = HeaderSizeV4
 	}
 	binary.LittleEndian.PutUint16(dst[10:], uint16(len(m.Topic)))
 	binary.LittleEndian.PutUint16(dst[12:], uint16(len(m.Key)))
@@ -376,6 +445,10 @@ func Decode(b []byte) (Record, error) {
 		if size < HeaderSizeV3 {
 			return nil, fmt.Errorf("%w: version 3 record of %d bytes", ErrCorrupt, size)
 		}
+	case Version4:
+		if size < HeaderSizeV4 {
+			return nil, fmt.Errorf("%w: version 4 record of %d bytes", ErrCorrupt, size)
+		}
 	default:
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, r[9])
 	}
@@ -385,8 +458,8 @@ func Decode(b []byte) (Record, error) {
 	if got, want := crc32.Checksum(b[8:size], castagnoli), binary.LittleEndian.Uint32(b[4:]); got != want {
 		return nil, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorrupt, got, want)
 	}
-	if k := r.Kind(); (k == KindExpiry) != (r[9] == Version3) ||
-		k != KindValue && k != KindTombstone && k != KindExpiry && (k != KindCancel || r[9] != Version2) && (k != KindLost || r[9] != Version) {
+	if k := r.Kind(); (k == KindExpiry) != (r[9] == Version3) || (k == KindCounter) != (r[9] == Version4) ||
+		k != KindValue && k != KindTombstone && k != KindExpiry && k != KindCounter && (k != KindCancel || r[9] != Version2) && (k != KindLost || r[9] != Version) {
 		return nil, fmt.Errorf("%w: unknown kind %d in a version %d record", ErrCorrupt, k, r[9])
 	}
 	if err := r.checkTime(); err != nil {
@@ -414,15 +487,18 @@ func (r Record) checkTime() error {
 	}
 	m := Message{Topic: "t", Key: "k", Delete: r.Kind() == KindTombstone, Cancel: r.Kind() == KindCancel,
 		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), BatchFollow: r.BatchFollow(),
-		ExpiryOf: r.Target()}
-	if r[9] == Version3 && m.ExpiryOf.Origin == 0 {
-		return fmt.Errorf("%w: an expiry change without a target origin", ErrCorrupt)
+		ExpiryOf: r.expiryOf(), CountOn: r.countOn()}
+	if (r[9] == Version3 || r[9] == Version4) && r.Target().Origin == 0 {
+		return fmt.Errorf("%w: an expiry change or an increment without a target origin", ErrCorrupt)
 	}
 	if len(r.Key()) == 0 {
 		m.Key = ""
 	}
 	if len(r.Value()) != 0 {
 		m.Value = []byte{0}
+	}
+	if r[9] == Version4 {
+		m.Value, m.Tag = r.Value(), string(r.Tag())
 	}
 	if !m.timed() {
 		return fmt.Errorf("%w: a version 2 record without an expiry, effective time, cancel or batch", ErrCorrupt)
@@ -437,13 +513,15 @@ func (r Record) checkTime() error {
 }
 
 // headerLen is the header's size: 48 bytes in version 1, 64 in 2, 88
-// in 3.
+// in 3 and 4.
 func (r Record) headerLen() int {
 	switch r[9] {
 	case Version2:
 		return HeaderSizeV2
 	case Version3:
 		return HeaderSizeV3
+	case Version4:
+		return HeaderSizeV4
 	}
 	return HeaderSize
 }
@@ -459,11 +537,11 @@ func (r Record) Size() int { return len(r) }
 // Kind is the record's kind.
 func (r Record) Kind() Kind { return Kind(r[8]) }
 
-// Version is the record's format version: Version, Version2 or
-// Version3. Builds before Version2 refuse a Version2 record as corrupt,
-// and builds before Version3 a Version3 record, so a node never sends
+// Version is the record's format version: Version to Version4. Builds
+// before Version2 refuse a Version2 record as corrupt, builds before
+// Version3 a Version3 record and builds before Version4 a Version4 one, so a node never sends
 // one to a peer that speaks an older data protocol (package broadcast,
-// ProtocolTimed, ProtocolExpiry).
+// ProtocolTimed, ProtocolExpiry, ProtocolCounter).
 func (r Record) Version() byte { return r[9] }
 
 // Origin is the ID of the node that first accepted the message.
@@ -500,19 +578,36 @@ func (r Record) Effective() uint64 {
 	if e := r.EffectiveAt(); e != 0 {
 		return e
 	}
-	if r[9] == Version3 {
+	if r[9] == Version3 || r[9] == Version4 {
 		return uint64(HLCMillis(r.Target().HLC))
 	}
 	return uint64(HLCMillis(r.HLC()))
 }
 
 // Target is the stamp of the version an expiry change (KindExpiry)
-// changes; the zero Stamp for any other record.
+// changes or a counter increment (KindCounter) counts on; the zero
+// Stamp for any other record.
 func (r Record) Target() Stamp {
-	if r[9] != Version3 {
+	if r[9] != Version3 && r[9] != Version4 {
 		return Stamp{}
 	}
 	return Stamp{HLC: binary.LittleEndian.Uint64(r[64:]), Origin: binary.LittleEndian.Uint64(r[72:]), Seq: binary.LittleEndian.Uint64(r[80:])}
+}
+
+// expiryOf is Target for an expiry change, the zero Stamp otherwise.
+func (r Record) expiryOf() Stamp {
+	if r[9] != Version3 {
+		return Stamp{}
+	}
+	return r.Target()
+}
+
+// countOn is Target for a counter increment, the zero Stamp otherwise.
+func (r Record) countOn() Stamp {
+	if r[9] != Version4 {
+		return Stamp{}
+	}
+	return r.Target()
 }
 
 // BatchFollow is how many records of the record's batch come after it in
@@ -563,7 +658,8 @@ func (r Record) Message() Message {
 		EffectiveAt: int64(r.EffectiveAt()),
 		Cancel:      r.Kind() == KindCancel,
 		BatchFollow: r.BatchFollow(),
-		ExpiryOf:    r.Target(),
+		ExpiryOf:    r.expiryOf(),
+		CountOn:     r.countOn(),
 	}
 }
 

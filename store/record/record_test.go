@@ -34,6 +34,8 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"batch", Message{Topic: "p", Key: "k", Value: []byte("v"), BatchFollow: 99}},
 		{"expiry change", Message{Topic: "p", Key: "k", Tag: "eu", Value: []byte("v"), ExpiresAt: 1700000009000, ExpiryOf: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
 		{"persist of a scheduled value", Message{Topic: "p", Key: "k", Value: []byte("v"), EffectiveAt: 10, ExpiryOf: Stamp{Origin: 5, Seq: 6, HLC: 7}}},
+		{"increment", Message{Topic: "p", Key: "k", Value: []byte("-3"), CountOn: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
+		{"float increment in a batch", Message{Topic: "p", Key: "k", Value: []byte("1.5"), BatchFollow: 1, CountOn: Stamp{Origin: 5, Seq: 6, HLC: 7}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,11 +52,13 @@ func TestRecordRoundTrip(t *testing.T) {
 			if got.Topic != tc.m.Topic || got.Key != tc.m.Key || got.Tag != tc.m.Tag ||
 				!bytes.Equal(got.Value, tc.m.Value) || got.Delete != tc.m.Delete ||
 				got.ExpiresAt != tc.m.ExpiresAt || got.EffectiveAt != tc.m.EffectiveAt ||
-				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow || got.ExpiryOf != tc.m.ExpiryOf {
+				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow || got.ExpiryOf != tc.m.ExpiryOf || got.CountOn != tc.m.CountOn {
 				t.Errorf("message %+v, want %+v", got, tc.m)
 			}
 			wantVersion := byte(Version2)
 			switch {
+			case tc.m.Counter():
+				wantVersion = Version4
 			case tc.m.ExpiryChange():
 				wantVersion = Version3
 			case !tc.m.timed():
@@ -67,6 +71,8 @@ func TestRecordRoundTrip(t *testing.T) {
 			switch {
 			case wantEff == 0 && tc.m.ExpiryChange():
 				wantEff = uint64(HLCMillis(tc.m.ExpiryOf.HLC)) // the target's, not its own
+			case wantEff == 0 && tc.m.Counter():
+				wantEff = uint64(HLCMillis(tc.m.CountOn.HLC))
 			case wantEff == 0:
 				wantEff = 1700000000000
 			}
@@ -175,6 +181,13 @@ func TestMessageValidate(t *testing.T) {
 		{Message{Topic: "t", Key: "k", ExpiryOf: Stamp{Origin: 1, HLC: 3}}, ErrInvalid},
 		{Message{Topic: "t", ExpiryOf: Stamp{1, 2, 3}}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", Delete: true, ExpiryOf: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("7"), CountOn: Stamp{1, 2, 3}}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("-0.25"), CountOn: Stamp{1, 2, 3}}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("x"), CountOn: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("inf"), CountOn: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", CountOn: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), ExpiresAt: 5, CountOn: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOn: Stamp{Origin: 1, HLC: 3}}, ErrInvalid},
 	}
 	for i, tc := range cases {
 		if err := tc.m.Validate(); !errors.Is(err, tc.want) {
@@ -195,6 +208,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("1"), BatchFollow: 2}, Stamp{7, 4, 99}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Tag: "eu", Value: []byte("1.00"), ExpiresAt: 1700000070000, ExpiryOf: Stamp{7, 1, 99}}, Stamp{8, 5, 120}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("1"), EffectiveAt: 1700000060000, ExpiryOf: Stamp{7, 2, 99}, BatchFollow: 1}, Stamp{8, 6, 121}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("-2"), CountOn: Stamp{7, 1, 99}}, Stamp{8, 7, 122}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("0.5"), CountOn: Stamp{7, 1, 99}, BatchFollow: 1}, Stamp{8, 8, 123}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
 		if err != nil || r == nil {

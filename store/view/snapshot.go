@@ -76,6 +76,26 @@ import (
 //	| (u64)         | (u64)         | (u64) != 0    |
 //	+---------------+---------------+---------------+
 //
+// Version 4 is written when the view holds a counter (counter.go: the
+// increments counted on a key's version). It is version 3 with, after each
+// topic's marks, that topic's counters, ascending and distinct keys:
+//
+//	+-----------------+----------+-----+---------------+---------------+---------------+
+//	| counters (u64)  | key len  | key | target origin | target seq    | target hlc    |
+//	|                 | (u16)>=1 |     | (u64) != 0    | (u64) != 0    | (u64)         |
+//	+-----------------+----------+-----+---------------+---------------+---------------+
+//	+---------------+-------+-----------+------+-------------+
+//	| target eff    | known | base len  | base | origins     |   (for each counter)
+//	| (u64, Unix ms)| (u8)  | (u32)     |      | (u32) >= 1  |
+//	+---------------+-------+-----------+------+-------------+
+//	+---------------+---------------+---------------+---------------+-------+
+//	| origin (u64)  | last seq (u64)| integers (i64)| floats (f64   | float |  (each
+//	| != 0, ascending| != 0         |               |  bits)        | (u8)  |  origin)
+//	+---------------+---------------+---------------+---------------+-------+
+//
+// known is 1 when the base (the version's own value) is known, 0 (and no
+// base) while the version has not come.
+//
 //	+-----------------------------+
 //	| crc32c (u32) of every byte  |  the last 4 bytes of the file
 //	| before it                   |
@@ -95,6 +115,7 @@ const (
 	snapVersion    = 1
 	snapVersion2   = 2
 	snapVersion3   = 3
+	snapVersion4   = 4
 	snapMarksSize  = 8  // marks u64
 	snapExpMark    = 42 // key len u16, target origin, seq, hlc, change hlc, origin (u64 each)
 	snapTimedSize  = 16 // effective_at u64, expires u64
@@ -142,7 +163,7 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 // it to a peer that bootstraps, with no file between (the view is cloned
 // at the start; Apply goes on meanwhile).
 func EncodeSnapshot(w io.Writer, v *View, covers int64, marks map[uint64]uint64) error {
-	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion3)
+	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion4)
 }
 
 // ErrSnapshotTooNew means the view needs a newer snapshot version than
@@ -185,7 +206,10 @@ func (v *View) freezeSnapshot(maxVersion int) (topics []frozenTopic, entries, ve
 	}
 	for _, tv := range v.topics {
 		if len(tv.marks) > 0 {
-			version = snapVersion3
+			version = max(version, snapVersion3)
+		}
+		if len(tv.counts) > 0 {
+			version = snapVersion4
 			break
 		}
 	}
@@ -237,8 +261,11 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 		binary.LittleEndian.PutUint16(b[8:], uint16(len(ft.name)))
 		bw.Write(b[:snapTopicSize])
 		bw.WriteString(ft.name)
-		if version == snapVersion3 {
+		if version >= snapVersion3 {
 			writeExpiryMarks(bw, ft.marks)
+		}
+		if version >= snapVersion4 {
+			writeCounters(bw, ft.counts)
 		}
 		ft.records(func(it *viewItem) bool {
 			val := it.data[int(it.klen)+int(it.tlen):]
@@ -351,6 +378,8 @@ type snapDecoder struct {
 
 	// marks are the expiry marks of the topic being read (version 3).
 	marks map[string]expiryMark
+	// counts are the counters of the topic being read (version 4).
+	counts map[string]*counter
 
 	// items and data are the unused rest of the slabs the entries are
 	// cut from (newItem, newData).
@@ -560,7 +589,7 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 		return nil, 0, nil, fmt.Errorf("%w: bad magic %q", record.ErrCorrupt, h[:8])
 	}
 	ver := le.Uint32(h[8:])
-	if ver != snapVersion && ver != snapVersion2 && ver != snapVersion3 {
+	if ver < snapVersion || ver > snapVersion4 {
 		return nil, 0, nil, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, ver)
 	}
 	if res := le.Uint32(h[12:]); res != 0 {
@@ -644,8 +673,14 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 		}
 		prevTopic = tv.name
 		d.marks = nil
-		if ver == snapVersion3 {
+		if ver >= snapVersion3 {
 			if d.marks, err = d.readExpiryMarks(); err != nil {
+				return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
+			}
+		}
+		d.counts = nil
+		if ver >= snapVersion4 {
+			if d.counts, err = d.readCounters(); err != nil {
 				return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
 			}
 		}
@@ -773,9 +808,18 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 	}
 	if d.into != nil {
 		d.flush(tv)
+		d.into.mu.Lock()
+		for k, c := range d.counts {
+			tv.mergeCounter(k, c)
+			d.into.recount(tv, k)
+		}
+		d.into.unlock()
 	} else {
 		for k, m := range d.marks {
 			tv.setMark(k, m)
+		}
+		for k, c := range d.counts {
+			tv.setCount(k, c)
 		}
 	}
 	return nil
@@ -843,4 +887,145 @@ func (d *snapDecoder) readExpiryMarks() (map[string]expiryMark, error) {
 		marks[prev] = m
 	}
 	return marks, nil
+}
+
+// Counters' sizes in a version 4 snapshot.
+const (
+	snapCounterHead   = 2 + 8 + 8 + 8 + 8 + 1 + 4 // key len, target, eff, known, base len
+	snapCounterOrigin = 8 + 8 + 8 + 8 + 1
+)
+
+// writeCounters writes a topic's counters as version 4 lays them out,
+// ascending by key.
+func writeCounters(bw *bufio.Writer, counts map[string]*counter) {
+	le := binary.LittleEndian
+	var b [snapCounterHead]byte
+	le.PutUint64(b[0:], uint64(len(counts)))
+	bw.Write(b[:8])
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		c := counts[k]
+		le.PutUint16(b[0:], uint16(len(k)))
+		bw.Write(b[:2])
+		bw.WriteString(k)
+		le.PutUint64(b[0:], c.target.Origin)
+		le.PutUint64(b[8:], c.target.Seq)
+		le.PutUint64(b[16:], c.target.HLC)
+		le.PutUint64(b[24:], uint64(c.eff))
+		b[32] = 0
+		if c.known {
+			b[32] = 1
+		}
+		le.PutUint32(b[33:], uint32(len(c.base)))
+		bw.Write(b[:37])
+		bw.Write(c.base)
+		le.PutUint32(b[0:], uint32(len(c.counts)))
+		bw.Write(b[:4])
+		for _, o := range slices.Sorted(maps.Keys(c.counts)) {
+			oc := c.counts[o]
+			le.PutUint64(b[0:], o)
+			le.PutUint64(b[8:], oc.seq)
+			le.PutUint64(b[16:], uint64(oc.n))
+			le.PutUint64(b[24:], math.Float64bits(oc.f))
+			b[32] = 0
+			if oc.float {
+				b[32] = 1
+			}
+			bw.Write(b[:snapCounterOrigin])
+		}
+	}
+}
+
+// readCounters reads a topic's counters (version 4).
+func (d *snapDecoder) readCounters() (map[string]*counter, error) {
+	le := binary.LittleEndian
+	h, err := d.next(8, "counters")
+	if err != nil {
+		return nil, err
+	}
+	n := le.Uint64(h)
+	if n > uint64(d.left)/(snapCounterHead+1+snapCounterOrigin) {
+		return nil, fmt.Errorf("%w: %d counters in %d bytes", record.ErrCorrupt, n, d.left)
+	}
+	counts := make(map[string]*counter, min(n, streamHint))
+	prev := ""
+	for i := uint64(0); i < n; i++ {
+		key, err := d.counterKey(i, prev)
+		if err != nil {
+			return nil, err
+		}
+		prev = key
+		c, err := d.readCounter(key)
+		if err != nil {
+			return nil, err
+		}
+		counts[key] = c
+	}
+	return counts, nil
+}
+
+// counterKey reads the key of the i-th counter, which must sort after
+// prev.
+func (d *snapDecoder) counterKey(i uint64, prev string) (string, error) {
+	l, err := d.next(2, "counter")
+	if err != nil {
+		return "", err
+	}
+	klen := int64(binary.LittleEndian.Uint16(l))
+	if klen == 0 || klen > d.left {
+		return "", fmt.Errorf("%w: counter key of %d bytes with %d left", record.ErrCorrupt, klen, d.left)
+	}
+	key := make([]byte, klen)
+	if err := d.fill(key); err != nil {
+		return "", err
+	}
+	if i > 0 && string(key) <= prev {
+		return "", fmt.Errorf("%w: counter %q after %q", record.ErrCorrupt, key, prev)
+	}
+	return string(key), nil
+}
+
+// readCounter reads the rest of the counter of key.
+func (d *snapDecoder) readCounter(key string) (*counter, error) {
+	le := binary.LittleEndian
+	f, err := d.next(snapCounterHead-2, "counter")
+	if err != nil {
+		return nil, err
+	}
+	c := &counter{target: record.Stamp{Origin: le.Uint64(f[0:]), Seq: le.Uint64(f[8:]), HLC: le.Uint64(f[16:])},
+		eff: int64(le.Uint64(f[24:])), known: f[32] == 1}
+	blen := int64(le.Uint32(f[33:]))
+	switch {
+	case c.target.Origin == 0 || c.target.Seq == 0 || c.eff < 0 || f[32] > 1:
+		return nil, fmt.Errorf("%w: counter of %q with a zero origin or seq, or bad fields", record.ErrCorrupt, key)
+	case blen > d.left || !c.known && blen != 0:
+		return nil, fmt.Errorf("%w: counter base of %d bytes with %d left", record.ErrCorrupt, blen, d.left)
+	}
+	c.base = make([]byte, blen)
+	if err := d.fill(c.base); err != nil {
+		return nil, err
+	}
+	o, err := d.next(4, "counter origins")
+	if err != nil {
+		return nil, err
+	}
+	norigins := uint64(le.Uint32(o))
+	if norigins == 0 || norigins > uint64(d.left)/snapCounterOrigin {
+		return nil, fmt.Errorf("%w: counter of %q with %d origins in %d bytes", record.ErrCorrupt, key, norigins, d.left)
+	}
+	c.counts = make(map[uint64]originCount, norigins)
+	var last uint64
+	for j := uint64(0); j < norigins; j++ {
+		e, err := d.next(snapCounterOrigin, "counter origin")
+		if err != nil {
+			return nil, err
+		}
+		origin := le.Uint64(e[0:])
+		oc := originCount{seq: le.Uint64(e[8:]), n: int64(le.Uint64(e[16:])), f: math.Float64frombits(le.Uint64(e[24:])), float: e[32] == 1}
+		if origin <= last || oc.seq == 0 || e[32] > 1 || math.IsNaN(oc.f) || math.IsInf(oc.f, 0) {
+			return nil, fmt.Errorf("%w: counter of %q: origin %d after %d, or bad fields", record.ErrCorrupt, key, origin, last)
+		}
+		last = origin
+		c.counts[origin] = oc
+	}
+	return c, nil
 }

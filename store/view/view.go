@@ -107,6 +107,11 @@ type Entry struct {
 	// ExpiresAt is when the value stops being served, in Unix
 	// milliseconds (0: never).
 	ExpiresAt int64
+	// Base is, for a counter (a key INCR and its kin counted on), the
+	// value of the version counted on, without the increments: what an
+	// expiry change of that version carries. nil for any other key, and
+	// from GetMany.
+	Base []byte
 	// EffectiveAt is when a scheduled message took (or takes) effect, in
 	// Unix milliseconds; 0 for an ordinary write.
 	EffectiveAt int64
@@ -243,6 +248,11 @@ type topicView struct {
 	// while marksShared: setMark copies it first.
 	marks       map[string]expiryMark
 	marksShared bool
+	// counts holds, for each key an increment reached, its counter
+	// (counter.go); nil until the first. A frozen copy shares it while
+	// countsShared: setCount copies it first.
+	counts       map[string]*counter
+	countsShared bool
 }
 
 // ownTimelines makes slot i of tv.tls (len(tv.tls) for an append)
@@ -486,6 +496,9 @@ func (v *View) Apply(r record.Record) bool {
 	if r.Kind() == record.KindExpiry {
 		return v.applyExpiry(r)
 	}
+	if r.Kind() == record.KindCounter {
+		return v.applyCounter(r)
+	}
 	topic := r.Topic()
 	// An ordinary write, with an expiry or not: neither scheduled nor a
 	// cancel, which may matter below the entry.
@@ -665,6 +678,12 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 			}
 			continue
 		}
+		if r.Kind() == record.KindCounter {
+			if v.counterLocked(tv, r) {
+				changed++
+			}
+			continue
+		}
 		if old, te := tv.lookup(it.key()); v.applyLocked(tv, old, te, it) {
 			changed++
 		}
@@ -820,6 +839,9 @@ func (v *View) clock() int64 {
 // (the key has a timeline), it otherwise. The caller holds the write
 // lock.
 func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntry, cause string) {
+	if tv.counts != nil {
+		it = v.counted(tv, k, it)
+	}
 	tv.writes++
 	if old != nil {
 		if !old.isTomb() {
@@ -906,6 +928,9 @@ func (v *View) Release() {
 // frozen clone holds, and tells the follower: install without the
 // B-tree's descent. The caller holds the write lock.
 func (v *View) update(tv *topicView, old, it *viewItem) {
+	if tv.counts != nil {
+		it = v.counted(tv, old.key(), it)
+	}
 	if !old.isTomb() {
 		tv.live--
 		v.live--
@@ -1085,7 +1110,11 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 	if it == nil {
 		return Entry{}, false
 	}
-	return it.entry(), true
+	e := it.entry()
+	if tv.counts != nil {
+		e.Base = tv.countedBase(key, it)
+	}
+	return e, true
 }
 
 // GetMany looks up several keys of one instant: under one hold of the read
@@ -1218,7 +1247,9 @@ type frozenTopic struct {
 	times map[string]*timeline
 	// marks is the topic's expiry marks (topicView.marks), shared.
 	marks map[string]expiryMark
-	now   int64
+	// counts is the topic's counters (topicView.counts), shared.
+	counts map[string]*counter
+	now    int64
 }
 
 // index fills ft.times from ft.tls, without the view's lock: the
@@ -1316,9 +1347,10 @@ func (v *View) freezeLocked() []frozenTopic {
 	topics := make([]frozenTopic, 0, len(v.topics))
 	now := v.now()
 	for _, tv := range v.topics {
-		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, marks: tv.marks, now: now})
+		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, marks: tv.marks, counts: tv.counts, now: now})
 		tv.shared = len(tv.tls)
 		tv.marksShared = tv.marks != nil
+		tv.countsShared = tv.counts != nil
 	}
 	sort.Slice(topics, func(i, j int) bool { return topics[i].name < topics[j].name })
 	return topics
@@ -1493,6 +1525,12 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 			}
 			return true
 		})
+		for k, c := range ft.counts {
+			tv.mergeCounter(k, c)
+			if v.recount(tv, k) {
+				changed++
+			}
+		}
 	}
 	return changed, maxHLC
 }

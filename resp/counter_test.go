@@ -1,0 +1,74 @@
+package resp
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// TestCounters runs the counter commands: their answers and errors are
+// Redis's, an increment of a key this node holds is a counter increment
+// bound to that version, and the first of a key without a value writes
+// the value.
+func TestCounters(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"incr family",
+			cmd("INCR", "c:a") + cmd("INCR", "c:a") + cmd("INCRBY", "c:a", "10") + cmd("DECR", "c:a") + cmd("DECRBY", "c:a", "5") + cmd("GET", "c:a"),
+			[]string{":1\r\n", ":2\r\n", ":12\r\n", ":11\r\n", ":6\r\n", "$1\r\n6\r\n"}},
+		{"floats",
+			cmd("SET", "c:f", "10.5") + cmd("INCRBYFLOAT", "c:f", "0.1") + cmd("INCRBYFLOAT", "c:f", "-5") + cmd("INCR", "c:f") + cmd("INCRBYFLOAT", "c:g", "3"),
+			[]string{"+OK\r\n", "$4\r\n10.6\r\n", "$3\r\n5.6\r\n", "-ERR value is not an integer or out of range\r\n", "$1\r\n3\r\n"}},
+		{"errors",
+			cmd("SET", "c:s", "abc") + cmd("INCR", "c:s") + cmd("INCRBYFLOAT", "c:s", "1") + cmd("INCRBY", "c:s", "x") + cmd("INCRBYFLOAT", "c:s", "nan") +
+				cmd("SET", "c:m", "9223372036854775807") + cmd("INCR", "c:m") + cmd("DECRBY", "c:m", "-9223372036854775808") + cmd("SET", "c:z", " 1") + cmd("INCR", "c:z"),
+			[]string{"+OK\r\n", "-ERR value is not an integer or out of range\r\n", "-ERR value is not a valid float\r\n",
+				"-ERR value is not an integer or out of range\r\n", "-ERR value is not a valid float\r\n", "+OK\r\n",
+				"-ERR increment or decrement would overflow\r\n", "-ERR decrement would overflow\r\n", "+OK\r\n", "-ERR value is not an integer or out of range\r\n"}},
+		{"hincrby",
+			cmd("HINCRBY", "hc", "f", "5") + cmd("HINCRBY", "hc", "f", "-2") + cmd("HGET", "hc", "f") + cmd("HINCRBYFLOAT", "hc", "f", "0.5"),
+			[]string{":5\r\n", ":3\r\n", "$1\r\n3\r\n", "$3\r\n3.5\r\n"}},
+		{"incr keeps the expiry",
+			cmd("SET", "c:e", "1", "EX", "100") + cmd("INCR", "c:e") + cmd("TTL", "c:e"),
+			[]string{"+OK\r\n", ":2\r\n", ":100\r\n"}},
+		{"in a transaction",
+			cmd("SET", "c:t", "5") + cmd("MULTI") + cmd("INCR", "c:t") + cmd("INCRBY", "c:t", "3") + cmd("GET", "c:t") + cmd("SET", "c:u", "1") + cmd("INCR", "c:u") + cmd("EXEC") + cmd("MGET", "c:t", "c:u"),
+			[]string{"+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n",
+				"*5\r\n:6\r\n:9\r\n$1\r\n9\r\n+OK\r\n:2\r\n", "*2\r\n$1\r\n9\r\n$1\r\n2\r\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestServer(t)
+			got := replies(t, session(s, []byte(tc.in)))
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
+				t.Fatalf("replies\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCounterRecords: INCR of a missing key writes its value; the next
+// ones write increments bound to that version (its stamp), the value
+// never.
+func TestCounterRecords(t *testing.T) {
+	s, st := newTestServer(t)
+	if got := replies(t, session(s, []byte(cmd("INCR", "r:k")+cmd("INCR", "r:k")+cmd("INCRBY", "r:k", "5")))); fmt.Sprint(got) != fmt.Sprint([]string{":1\r\n", ":2\r\n", ":7\r\n"}) {
+		t.Fatalf("answers %q", got)
+	}
+	var kinds, values []string
+	var targets []record.Stamp
+	if _, err := st.ReadOrigin(st.Origin(), 1, 10, func(r record.Record) error {
+		kinds, values, targets = append(kinds, r.Kind().String()), append(values, string(r.Value())), append(targets, r.Target())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first := record.Stamp{Origin: st.Origin(), Seq: 1}
+	if fmt.Sprint(kinds) != "[value counter counter]" || fmt.Sprint(values) != "[1 1 5]" ||
+		targets[1].Origin != first.Origin || targets[1].Seq != 1 || targets[2] != targets[1] {
+		t.Fatalf("records %v %v bound to %+v", kinds, values, targets)
+	}
+}
