@@ -21,7 +21,8 @@ import (
 // 409 fleet_too_old over HTTP (NDJSON batches too), ERR fleet_too_old
 // over Redis, naming node2, and nothing is written. Ordinary writes and
 // MSET (written as a batch of the older builds, one record at a time)
-// reach all three, and no node counts a bad frame. Once node2 has left,
+// reach all three, a counter increment is refused, and no node counts a
+// bad frame. Once node2 has left,
 // the same writes go through and reach node1.
 func TestFleetTooOld(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) {
@@ -79,6 +80,10 @@ func TestFleetTooOld(t *testing.T) {
 			})
 		}
 	}
+	// A counter increment needs protocol 8: refused while node2 is alive.
+	if err := goRedis(t, ds[0], 2).Incr(ctx, "prices:plain").Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR fleet_too_old: ") {
+		t.Fatalf("INCR with node2 alive: %v; want ERR fleet_too_old", err)
+	}
 	for _, td := range ds {
 		if n := td.d.cluster.b.BadFrames(); n != 0 {
 			t.Fatalf("%s counted %d bad frames", td.cfg.NodeName, n)
@@ -93,7 +98,10 @@ func TestFleetTooOld(t *testing.T) {
 		t.Fatalf("PUT with Cachecast-Expires after node2 left: %d %s", r.status, r.body)
 	}
 	must(goRedis(t, ds[0], 2).Set(ctx, "prices:flash", "1.00", time.Minute).Result())
-	for key, want := range map[string]string{"sale": "9.99", "flash": "1.00"} {
+	if n := must(goRedis(t, ds[0], 2).Incr(ctx, "prices:plain").Result()); n != 2 {
+		t.Fatalf("INCR after node2 left: %d, want 2", n)
+	}
+	for key, want := range map[string]string{"sale": "9.99", "flash": "1.00", "plain": "2"} {
 		testkit.Eventually(t, 20*time.Second, fmt.Sprintf("node1 has %s", key), func() bool {
 			r := ds[1].do("GET", "/v1/topics/prices/keys/"+key, nil)
 			return r.status == 200 && string(r.body) == want
