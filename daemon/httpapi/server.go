@@ -491,57 +491,24 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "mode: want \"broadcasting\" or \"clustering\", got %q", mode))
 		return
 	}
-	name, ack := q.Get("name"), q.Get("ack")
-	if g := q.Get("group"); g != "" {
-		// In broadcasting a group is a cursor: each node keeps its own.
-		if name != "" && name != g {
-			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "name %q and group %q: in broadcasting mode group is another word for name; give one", name, g))
-			return
-		}
-		name = g
-	}
-	if name != "" {
-		if a.failed(w, r, wire.CheckName("cursor name", name)) {
-			return
-		}
-	}
-	switch ack {
-	case "", "client":
-		ack = ""
-	case "auto":
-		if name == "" {
-			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "ack=auto needs a cursor: name=<cursor>"))
-			return
-		}
-		if a.failed(w, r, a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume)) {
-			return
-		}
-	default:
-		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "ack: want \"auto\" or \"client\", got %q", ack))
-		return
-	}
-	tags, e := parseTags(q.Get("tags"))
+	o, e := a.subscribeOptions(r, q)
 	if a.failed(w, r, e) {
 		return
 	}
-	events, e := parseEvents(q.Get("events"))
+	start, e := a.startOf(p.topic, q.Get("from"), o.name)
 	if a.failed(w, r, e) {
 		return
 	}
-	start, e := a.startOf(p.topic, q.Get("from"), name)
-	if a.failed(w, r, e) {
-		return
-	}
-	reader, err := a.node.NewTopicReader(p.topic, start, tags)
+	reader, err := a.node.NewTopicReader(p.topic, start, o.tags)
 	if err != nil {
 		a.fail(w, r, StoreError(err))
 		return
 	}
 	defer reader.Close()
-	if ack == "auto" {
+	if o.auto {
 		// The cursor is taken (made, or checked as the caller's) where the
 		// stream starts, so that a refusal is a status, not a stream's end.
-		if err := a.node.SetCursor(r.Context(), name, p.topic, reader.Offset()); err != nil {
+		if err := a.node.SetCursor(r.Context(), o.name, p.topic, reader.Offset()); err != nil {
 			a.fail(w, r, StoreError(err))
 			return
 		}
@@ -552,9 +519,61 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	defer st.close()
-	ctx, rc, sse := st.ctx, st.rc, st.sse
 	a.log.Debug("subscribe", append(access.CallerFrom(r.Context()).Fields(),
-		zap.String("topic", p.topic), zap.String("cursor", name), zap.Uint64("offset", reader.Offset()))...)
+		zap.String("topic", p.topic), zap.String("cursor", o.name), zap.Uint64("offset", reader.Offset()))...)
+	a.streamTopic(w, r, st, reader, p.topic, o)
+}
+
+// subOptions are a broadcasting subscription's options, checked.
+type subOptions struct {
+	name   string // the durable cursor, if any
+	auto   bool   // ack=auto: the daemon moves the cursor as it sends
+	tags   []string
+	events streamEvents
+}
+
+// subscribeOptions checks a broadcasting subscription's name (or group),
+// ack, tags and events.
+func (a *Server) subscribeOptions(r *http.Request, q url.Values) (subOptions, *wire.Error) {
+	o := subOptions{name: q.Get("name")}
+	if g := q.Get("group"); g != "" {
+		// In broadcasting a group is a cursor: each node keeps its own.
+		if o.name != "" && o.name != g {
+			return o, wire.Errorf(wire.CodeBadRequest, "name %q and group %q: in broadcasting mode group is another word for name; give one", o.name, g)
+		}
+		o.name = g
+	}
+	if o.name != "" {
+		if e := wire.CheckName("cursor name", o.name); e != nil {
+			return o, e
+		}
+	}
+	switch ack := q.Get("ack"); ack {
+	case "", "client":
+	case "auto":
+		if o.name == "" {
+			return o, wire.Errorf(wire.CodeBadRequest, "ack=auto needs a cursor: name=<cursor>")
+		}
+		if e := a.guard.Authorize(access.CallerFrom(r.Context()), access.RoleConsume); e != nil {
+			return o, e
+		}
+		o.auto = true
+	default:
+		return o, wire.Errorf(wire.CodeBadRequest, "ack: want \"auto\" or \"client\", got %q", ack)
+	}
+	var e *wire.Error
+	if o.tags, e = parseTags(q.Get("tags")); e != nil {
+		return o, e
+	}
+	o.events, e = parseEvents(q.Get("events"))
+	return o, e
+}
+
+// streamTopic writes the topic's messages from reader to the open stream
+// st until the client goes, the daemon stops or the reader fails: as many
+// as are waiting at once, up to streamFlushBytes, then a flush.
+func (a *Server) streamTopic(w http.ResponseWriter, r *http.Request, st stream, reader *store.TopicReader, topic string, o subOptions) {
+	ctx, rc, sse := st.ctx, st.rc, st.sse
 	frame := func(b []byte, d store.Delivery) []byte {
 		wd := delivery(d.Offset, d.Record.Topic(), d.Record)
 		if !sse {
@@ -575,30 +594,13 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	// With events=..., the time events go out between the messages, each
 	// writer holding mu.
 	var mu sync.Mutex
-	stopEvents := func() {}
-	if events.expired || events.effective {
-		write := func(b []byte) error {
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-			return rc.Flush()
-		}
-		evCtx, cancel := context.WithCancel(ctx)
-		ended := make(chan struct{})
-		go func() {
-			defer close(ended)
-			a.followEvents(evCtx.Done(), p.topic, events, sse, &mu, write)
-		}()
-		// The event writer is gone before the handler writes its last
-		// line or returns.
-		stopEvents = func() { cancel(); <-ended }
-		defer stopEvents()
-	}
+	stopEvents := a.startEvents(ctx, w, rc, topic, o.events, sse, &mu)
+	defer stopEvents()
 	for {
 		d, err := reader.Next(ctx)
 		if err != nil {
 			stopEvents()
-			a.endStream(w, rc, ctx, err, p.topic, sse)
+			a.endStream(w, rc, ctx, err, topic, sse)
 			return
 		}
 		next := d.Offset + 1
@@ -620,14 +622,37 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		if err != nil {
 			return
 		}
-		if ack == "auto" {
-			if err := a.node.SetCursor(r.Context(), name, p.topic, next); err != nil {
+		if o.auto {
+			if err := a.node.SetCursor(r.Context(), o.name, topic, next); err != nil {
 				stopEvents()
-				a.endStream(w, rc, ctx, err, p.topic, sse)
+				a.endStream(w, rc, ctx, err, topic, sse)
 				return
 			}
 		}
 	}
+}
+
+// startEvents starts the writer of a stream's time events (events=...),
+// if it asked for any, and returns what stops it: the event writer is gone
+// before the handler writes its last line or returns. Calling it again is
+// harmless.
+func (a *Server) startEvents(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, topic string, events streamEvents, sse bool, mu *sync.Mutex) (stop func()) {
+	if !events.expired && !events.effective {
+		return func() {}
+	}
+	write := func(b []byte) error {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	evCtx, cancel := context.WithCancel(ctx)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		a.followEvents(evCtx.Done(), topic, events, sse, mu, write)
+	}()
+	return func() { cancel(); <-ended }
 }
 
 // stream is an open subscription response.
