@@ -296,6 +296,9 @@ func TestCursorBounds(t *testing.T) {
 	if r.status != 429 || r.errCode() != "too_many" {
 		t.Fatalf("ack=auto past --max-cursors: %d %s", r.status, r.body)
 	}
+	for i := range 5 {
+		td.put("t", fmt.Sprint("k", i), "v") // offset 5 is then the end
+	}
 	if r := td.do("POST", "/v1/cursors/c2", strings.NewReader(`{"topic":"t","offset":5}`)); r.status != 200 {
 		t.Fatalf("moving a cursor at the bound: %d %s", r.status, r.body)
 	}

@@ -577,16 +577,19 @@ func (d *Daemon) Reload() error {
 	if d.redis != nil {
 		d.redis.RolesChanged()
 	}
-	d.log.Info("reloaded",
-		zap.String("log-level", nc.LogLevel),
+	fields := []zap.Field{zap.String("log-level", nc.LogLevel),
 		zap.Uint32s("read-uids", nc.ReadUIDs), zap.Uint32s("read-gids", nc.ReadGIDs),
 		zap.Uint32s("consume-uids", nc.ConsumeUIDs), zap.Uint32s("consume-gids", nc.ConsumeGIDs),
 		zap.Uint32s("allow-uids", nc.AllowUIDs), zap.Uint32s("allow-gids", nc.AllowGIDs),
 		zap.Uint32s("admin-uids", nc.AdminUIDs), zap.Uint32s("admin-gids", nc.AdminGIDs),
-		zap.String("redis-users", nc.RedisUsers), zap.Int("redis-users-count", users.Len()))
-	for _, f := range staticFieldsChanged(d.cfg, nc) {
-		d.log.Warn("reload: this setting changes only on restart", zap.String("flag", f))
+		zap.String("redis-users", nc.RedisUsers), zap.Int("redis-users-count", users.Len())}
+	if static := staticFieldsChanged(d.cfg, nc); len(static) > 0 {
+		// Not "reloaded": these changed and are not in force.
+		d.log.Warn("reload applied the log level, the roles and the Redis users; these changed settings need a restart and were not applied",
+			append(fields, zap.Strings("not-applied", static))...)
+		return nil
 	}
+	d.log.Info("reloaded", fields...)
 	return nil
 }
 

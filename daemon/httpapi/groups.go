@@ -141,7 +141,7 @@ func (a *Server) memberSlot(c access.Caller) (release func(), e *wire.Error) {
 
 // decodeBody reads a JSON object body strictly into v.
 func (a *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *wire.Error {
-	body, e := a.readBody(w, r, maxGroupBody, wire.CodeBodyTooLarge, "body")
+	body, e := a.readBody(w, r, maxGroupBody, wire.CodeBodyTooLarge, "body", "")
 	if e != nil {
 		return e
 	}

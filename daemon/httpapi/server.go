@@ -164,15 +164,16 @@ func (a *Server) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 }
 
 // readBody reads the whole body, at most limit bytes (tooLarge names the
-// error code past it), counted in the bodies' memory budget until the
+// error code past it, and flag the flag that sets the limit: "" for a
+// fixed one), counted in the bodies' memory budget until the
 // request is answered. A body that ends before its Content-Length is
 // bad_request, one that stalls past --read-timeout is timeout.
-func (a *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLarge, what string) ([]byte, *wire.Error) {
+func (a *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLarge, what, flag string) ([]byte, *wire.Error) {
 	if e := checkContentEncoding(r); e != nil {
 		return nil, e
 	}
 	if r.ContentLength > limit {
-		return nil, wire.Errorf(tooLarge, "%s of %d bytes exceeds %s", what, r.ContentLength, limitName(tooLarge, limit))
+		return nil, wire.Errorf(tooLarge, "%s of %d bytes exceeds %s", what, r.ContentLength, limitName(flag, limit))
 	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	var (
@@ -206,7 +207,7 @@ func (a *Server) readBody(w http.ResponseWriter, r *http.Request, limit int64, t
 		closeAfter(w)
 		return nil, ae
 	case errors.As(err, &mbe):
-		return nil, wire.Errorf(tooLarge, "%s exceeds %s", what, limitName(tooLarge, limit))
+		return nil, wire.Errorf(tooLarge, "%s exceeds %s", what, limitName(flag, limit))
 	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
 		answerLate(w)
 		return nil, wire.Errorf(wire.CodeTimeout, "the body did not arrive within --read-timeout (%v)", a.cfg.ReadTimeout)
@@ -230,11 +231,13 @@ func checkContentEncoding(r *http.Request) *wire.Error {
 	return nil
 }
 
-func limitName(code string, limit int64) string {
-	if code == wire.CodeValueTooLarge {
-		return "--max-value-size (" + wire.FormatSize(limit) + ")"
+// limitName names a size limit in an error: its flag and value, or that
+// it is fixed.
+func limitName(flag string, limit int64) string {
+	if flag == "" {
+		return "the fixed limit of " + wire.FormatSize(limit) + " of this route (no flag sets it)"
 	}
-	return "the limit of " + wire.FormatSize(limit) + " (--max-body-size)"
+	return flag + " (" + wire.FormatSize(limit) + ")"
 }
 
 // publish publishes msgs as the request's caller and answers the
@@ -279,7 +282,7 @@ func (a *Server) putKey(w http.ResponseWriter, r *http.Request, p params) {
 	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key), wire.CheckTag(tag))) {
 		return
 	}
-	value, e := a.readBody(w, r, a.cfg.MaxValueSize, wire.CodeValueTooLarge, "value")
+	value, e := a.readBody(w, r, a.cfg.MaxValueSize, wire.CodeValueTooLarge, "value", "--max-value-size")
 	if a.failed(w, r, e) {
 		return
 	}
@@ -344,7 +347,7 @@ func (a *Server) postMessages(w http.ResponseWriter, r *http.Request, p params) 
 		}
 		ndjson = slices.Contains(ndjsonTypes, mt)
 	}
-	body, e := a.readBody(w, r, a.cfg.MaxBodySize, wire.CodeBodyTooLarge, "body")
+	body, e := a.readBody(w, r, a.cfg.MaxBodySize, wire.CodeBodyTooLarge, "body", "--max-body-size")
 	if a.failed(w, r, e) {
 		return
 	}
@@ -831,7 +834,7 @@ func (a *Server) setCursor(w http.ResponseWriter, r *http.Request, p params) {
 	if a.failed(w, r, wire.CheckName("cursor name", p.name)) {
 		return
 	}
-	body, e := a.readBody(w, r, maxCursorBody, wire.CodeBodyTooLarge, "body")
+	body, e := a.readBody(w, r, maxCursorBody, wire.CodeBodyTooLarge, "body", "")
 	if a.failed(w, r, e) {
 		return
 	}
@@ -844,6 +847,12 @@ func (a *Server) setCursor(w http.ResponseWriter, r *http.Request, p params) {
 	}
 	if req.Offset == nil {
 		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, `"offset" is required (the offset of the next message to read)`))
+		return
+	}
+	// Past the end its subscriber would wait, silently, for messages
+	// that may never come, as from= past the end would.
+	if end := a.node.TopicEnd(req.Topic); *req.Offset > end {
+		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "offset %d is beyond the end of topic %q on this node (its next offset is %d)", *req.Offset, req.Topic, end))
 		return
 	}
 	if err := a.node.SetCursor(r.Context(), p.name, req.Topic, *req.Offset); err != nil {

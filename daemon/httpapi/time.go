@@ -25,16 +25,17 @@ const (
 )
 
 // parseInstant reads an instant as the API takes one: Unix milliseconds,
-// or an RFC 3339 time (with a zone; fractions of a second allowed).
+// or an RFC 3339 time (with a zone; fractions of a second allowed),
+// after 1970 and at most record.MaxInstant (the end of year 9999).
 func parseInstant(s string) (int64, bool) {
 	if s == "" {
 		return 0, false
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, n > 0
+		return n, n > 0 && n <= record.MaxInstant
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil || t.UnixMilli() <= 0 {
+	if err != nil || t.UnixMilli() <= 0 || t.UnixMilli() > record.MaxInstant {
 		return 0, false
 	}
 	return t.UnixMilli(), true
@@ -61,7 +62,7 @@ func (w *wireInstant) UnmarshalJSON(b []byte) error {
 type instantError struct{ s string }
 
 func (e *instantError) Error() string {
-	return "want Unix milliseconds or an RFC 3339 time (2026-12-01T00:00:00Z), got " + strconv.Quote(e.s)
+	return "want Unix milliseconds or an RFC 3339 time (2026-12-01T00:00:00Z) from 1970 to 9999, got " + strconv.Quote(e.s)
 }
 
 // timeHeaders reads the request's Cachecast-Expires and
@@ -77,7 +78,7 @@ func timeHeaders(r *http.Request) (expires, effective int64, e *wire.Error) {
 		}
 		n, ok := parseInstant(strings.TrimSpace(vs[0]))
 		if len(vs) > 1 || !ok {
-			return 0, 0, wire.Errorf(wire.CodeBadRequest, "%s: want one instant, Unix milliseconds or an RFC 3339 time, got %q", h.name, strings.Join(vs, ", "))
+			return 0, 0, wire.Errorf(wire.CodeBadRequest, "%s: want one instant from 1970 to 9999, Unix milliseconds or an RFC 3339 time, got %q", h.name, strings.Join(vs, ", "))
 		}
 		*h.to = n
 	}

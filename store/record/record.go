@@ -338,6 +338,8 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: value of %d bytes", ErrTooLarge, len(m.Value))
 	case m.ExpiresAt < 0 || m.EffectiveAt < 0:
 		return fmt.Errorf("%w: a negative expiry or effective time", ErrInvalid)
+	case m.ExpiresAt > MaxInstant || m.EffectiveAt > MaxInstant:
+		return fmt.Errorf("%w: an expiry or effective time after 9999-12-31T23:59:59.999Z: no date could show it", ErrInvalid)
 	case (m.ExpiresAt != 0 || m.EffectiveAt != 0 || m.Cancel) && m.Key == "":
 		return fmt.Errorf("%w: an expiry, an effective time or a cancel needs a key", ErrInvalid)
 	case m.ExpiresAt != 0 && (m.Delete || m.Cancel):
@@ -358,6 +360,12 @@ func (m *Message) Validate() error {
 	}
 	return nil
 }
+
+// MaxInstant is the last instant an expiry or an effective time may be,
+// in Unix milliseconds: 9999-12-31T23:59:59.999Z. A later one could not be
+// written as an RFC 3339 date (the API's, the CLI's), so it is refused
+// when published, as one before 1970 is.
+const MaxInstant = 253402300799999
 
 // Stamp is the identity the accepting node gives a message.
 type Stamp struct {
