@@ -21,10 +21,10 @@ import (
 //   - to a version superseded here (before the entry): nothing.
 //
 // Several changes of one version: the greatest own (HLC, origin) wins.
-// The winner's stamp is kept per key (topicView.marks, only for keys an
-// expiry change reached), so that an older change that comes later
-// loses, on every node and after a restart (snapshot version 3 holds the
-// marks). A key with a timeline (a scheduled record, a cancel) has the
+// The winner's stamp is kept per key (topicView.marks, only for keys
+// whose version an expiry change reached, until an ordinary write
+// supersedes it), so that an older change that comes later loses, on
+// every node and after a restart (snapshot version 3 holds the marks). A key with a timeline (a scheduled record, a cancel) has the
 // version's record replaced in its timeline, so that every instant
 // settles it with the new expiry.
 
@@ -55,9 +55,11 @@ func (tv *topicView) setMark(k string, m expiryMark) {
 	tv.marks[k] = m
 }
 
-// dropMark forgets key k's expiry mark (its tombstone is collected: a
-// change that comes later is as late as any record after the grace).
-// The caller holds the write lock.
+// dropMark forgets key k's expiry mark: an ordinary write superseded
+// its version (nothing voids an ordinary write, so the version never
+// comes back), or its tombstone is collected (a change that comes later
+// is as late as any record after the grace). The caller holds the
+// write lock.
 func (tv *topicView) dropMark(k string) {
 	if _, ok := tv.marks[k]; !ok {
 		return

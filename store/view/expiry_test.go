@@ -130,6 +130,30 @@ func TestViewExpiryChangeAnyOrder(t *testing.T) {
 	}
 }
 
+// TestViewExpiryMarkGoes: a key's expiry mark lives while its version
+// does: an ordinary write over it takes it away, and a change of the
+// superseded version that comes later still does nothing.
+func TestViewExpiryMarkGoes(t *testing.T) {
+	clock := &fakeClock{}
+	clock.ms.Store(timeBase)
+	v := newTimedView(clock)
+	hlc := func(ms int64) uint64 { return record.MakeHLC(ms, 0) }
+	first := timeRec{key: "k", value: "first", origin: 1, seq: 1, hlc: hlc(timeBase - 100)}
+	st := record.Stamp{Origin: 1, Seq: 1, HLC: first.hlc}
+	v.Apply(first.record(t))
+	v.Apply(expiryRec(t, "k", "first", 0, st, timeBase+3_600_000, 2, 1, hlc(timeBase-90)))
+	if n := len(v.topics["prices"].marks); n != 1 {
+		t.Fatalf("%d marks after an expiry change, want 1", n)
+	}
+	second := timeRec{key: "k", value: "second", origin: 1, seq: 2, hlc: hlc(timeBase - 80)}
+	v.Apply(second.record(t))
+	if n := len(v.topics["prices"].marks); n != 0 {
+		t.Fatalf("%d marks after a newer write, want 0", n)
+	}
+	v.Apply(expiryRec(t, "k", "first", 0, st, timeBase+7_200_000, 3, 1, hlc(timeBase-70)))
+	checkExpiryEntry(t, v, "a late change of the superseded version", "second", record.Stamp{Origin: 1, Seq: 2, HLC: second.hlc}, 0)
+}
+
 func checkExpiryEntry(t *testing.T, v *View, what, value string, stamp record.Stamp, expires int64) {
 	t.Helper()
 	e, found := v.Get("prices", "k")

@@ -603,6 +603,11 @@ func (v *View) topicLocked(topic []byte) *topicView {
 // write lock.
 func (v *View) applyLocked(tv *topicView, old *viewItem, te *timedEntry, it *viewItem) bool {
 	tl := te.timeline()
+	if tv.marks != nil && tl == nil && old != nil && !it.scheduled() && !it.cancel() && it.after(old) {
+		// An ordinary write over the version an expiry change reached:
+		// nothing brings that version back, so its mark goes.
+		tv.dropMark(it.key())
+	}
 	if old != nil && v.updatable(tl, old, it) {
 		v.update(tv, old, it)
 		return true
