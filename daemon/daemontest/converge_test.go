@@ -50,6 +50,9 @@ type history struct {
 	mu       sync.Mutex
 	values   map[string]writeOp // by value
 	expiries []expiryOp
+	// counts is the sum of the acknowledged increments of each counter
+	// key (cv:c0...), which the run sets to 0 before the actors start.
+	counts map[string]int64
 }
 
 // actor is one client of one node, drawing its operations from rng.
@@ -140,6 +143,35 @@ var convergeOps = []convergeOp{
 		}
 		return nil
 	}},
+	{"INCRBY", 12, func(ctx context.Context, a *actor) error {
+		k, d := a.counterKey(), a.rng.Int64N(16)-5
+		if err := a.rc.IncrBy(ctx, k, d).Err(); err != nil {
+			return err
+		}
+		a.h.counted(k, d)
+		return nil
+	}},
+	{"MULTI INCRBY", 5, func(ctx context.Context, a *actor) error {
+		// Two increments and a DECR in one batch, of any counters (the
+		// same one twice, too).
+		k0, k1, k2, d0, d1 := a.counterKey(), a.counterKey(), a.counterKey(), a.rng.Int64N(9), a.rng.Int64N(9)
+		if _, err := a.rc.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.IncrBy(ctx, k0, d0)
+			p.IncrBy(ctx, k1, d1)
+			p.Decr(ctx, k2)
+			return nil
+		}); err != nil {
+			return err
+		}
+		a.h.counted(k0, d0)
+		a.h.counted(k1, d1)
+		a.h.counted(k2, -1)
+		return nil
+	}},
+	{"PEXPIRE counter", 3, func(ctx context.Context, a *actor) error {
+		// An expiry change of a counted version: the count stays.
+		return a.rc.PExpire(ctx, a.counterKey(), time.Hour+time.Duration(a.rng.IntN(3600))*time.Second).Err()
+	}},
 	{"PERSIST", 12, func(ctx context.Context, a *actor) error {
 		k := a.key()
 		start := time.Now()
@@ -157,6 +189,22 @@ var convergeOps = []convergeOp{
 const convergeKeys = 6
 
 func (a *actor) key() string { return convergeTopic + ":k" + strconv.Itoa(a.rng.IntN(convergeKeys)) }
+
+// convergeCounters is how many counter keys (cv:c0...) the actors
+// increment: keys no other operation writes, set to 0 before the run,
+// so each one's value is known: 0 plus every acknowledged increment.
+const convergeCounters = 3
+
+func (a *actor) counterKey() string {
+	return convergeTopic + ":c" + strconv.Itoa(a.rng.IntN(convergeCounters))
+}
+
+// counted adds an acknowledged increment of counter key k.
+func (h *history) counted(k string, d int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[k] += d
+}
 
 func (a *actor) distinctKeys(n int) []string {
 	var ks []string
@@ -229,13 +277,15 @@ func convergeSeed(t *testing.T) uint64 {
 
 // TestConvergeRandomOps is the fleet's write semantics under concurrent
 // clients: 3 daemons whose links delay every write at random, and on
-// every node actors sending SET, MSET, DEL, the expiry commands and
-// MULTI batches (convergeOps) to the same few keys at once. Once the nodes converged,
+// every node actors sending SET, MSET, DEL, the expiry commands,
+// counter increments and MULTI batches (convergeOps) to the same few
+// keys at once. Once the nodes converged,
 // every node holds the same entry for every key, that entry is the
 // last-writer-wins winner of the writes clients sent (never a value a
 // later command wrote again: no command may revert a newer value), and
 // its expiry is the value's own or one an expiry command set while that
-// value was there. The seed is logged; CACHECAST_CONVERGE_SEED=<seed>
+// value was there; and every counter is 0 plus the sum of its
+// acknowledged increments on every node. The seed is logged; CACHECAST_CONVERGE_SEED=<seed>
 // replays the workload.
 func TestConvergeRandomOps(t *testing.T) {
 	seed := convergeSeed(t)
@@ -248,7 +298,15 @@ func TestConvergeRandomOps(t *testing.T) {
 		defer dmu.Unlock()
 		return time.Duration(drng.IntN(30)) * time.Millisecond
 	})
-	h := &history{values: map[string]writeOp{}}
+	h := &history{values: map[string]writeOp{}, counts: map[string]int64{}}
+	setup := goredis.NewClient(&goredis.Options{Network: "unix", Addr: c.Nodes[0].D.RedisSocketPath(), Protocol: 2})
+	for i := range convergeCounters {
+		if err := setup.Set(context.Background(), convergeTopic+":c"+strconv.Itoa(i), "0", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setup.Close()
+	c.WaitConverged(20 * time.Second) // every node counts on the same version
 	total := 0
 	for _, op := range convergeOps {
 		total += op.weight
@@ -291,11 +349,12 @@ func TestConvergeRandomOps(t *testing.T) {
 	c.Net.SetDelay(nil)
 	c.WaitConverged(20 * time.Second)
 	checkConverged(t, c, h)
+	checkCounters(t, c, h)
 	// The run tested something: values written and expiries changed.
 	if len(h.values) < 100 || len(h.expiries) < 20 {
 		t.Fatalf("only %d values written and %d expiry commands applied", len(h.values), len(h.expiries))
 	}
-	t.Logf("%d values written, %d expiry commands applied", len(h.values), len(h.expiries))
+	t.Logf("%d values written, %d expiry commands applied, counters at %v", len(h.values), len(h.expiries), h.counts)
 }
 
 // checkConverged checks the converged nodes against what the clients
@@ -348,6 +407,25 @@ func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
 		}
 		if want.ExpiresAt != wantExp {
 			t.Errorf("%s: %q expires at %d, the rule says %d", key, want.Value, want.ExpiresAt, wantExp)
+		}
+	}
+}
+
+// checkCounters checks that every node holds each counter at 0 plus
+// the sum of the increments its clients were told were made, with the
+// same stamp and expiry: none lost, none counted twice.
+func checkCounters(t *testing.T, c *daemontest.Cluster, h *history) {
+	t.Helper()
+	for i := range convergeCounters {
+		key := "c" + strconv.Itoa(i)
+		want := strconv.FormatInt(h.counts[convergeTopic+":"+key], 10)
+		first, _ := c.Nodes[0].D.Store().Get(convergeTopic, key)
+		for _, nd := range c.Nodes {
+			got, found := nd.D.Store().Get(convergeTopic, key)
+			if !found || string(got.Value) != want || got.Stamp != first.Stamp || got.ExpiresAt != first.ExpiresAt {
+				t.Errorf("counter %s: %s holds %q %+v expiring at %d (found %v); the acknowledged increments sum to %s, node0's stamp %+v expiry %d",
+					key, nd.Config.NodeName, got.Value, got.Stamp, got.ExpiresAt, found, want, first.Stamp, first.ExpiresAt)
+			}
 		}
 	}
 }
