@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/cachecast/cachecast/wire"
@@ -23,4 +25,21 @@ func (c *Client) AcceptLost(ctx context.Context) ([]LostRecord, error) {
 		return nil, err
 	}
 	return res.Accepted, nil
+}
+
+// Backup copies the daemon's backup file (GET /v1/backup, the admin role:
+// package backup's layout) to w and returns its size. It is not bounded
+// by the client's timeout: a large view takes a while. Check what w got
+// with backup.Verify: a daemon that failed on the way cuts it short.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	resp, done, err := c.send(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/backup"}, nil)}, false)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("client: GET /v1/backup: %w", err)
+	}
+	return n, nil
 }

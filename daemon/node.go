@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"io"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cachecast/cachecast/backup"
 	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/store"
@@ -53,6 +55,18 @@ func (n *node) Away() string                 { return n.d.awayReason() }
 
 // AcceptLost gives up the records lost to a damaged log.
 func (n *node) AcceptLost() (wire.AcceptLostResult, error) { return n.d.acceptLost() }
+
+// Backup writes the node's backup file: the cursors first, then the
+// view's snapshot from a clone taken as it starts, as a peer that
+// bootstraps gets it; writes go on meanwhile.
+func (n *node) Backup(w io.Writer) error {
+	d := n.d
+	meta := backup.Meta{Version: Version, Node: d.cfg.NodeName, Origin: wire.FormatOrigin(d.store.Origin()), Created: time.Now().UTC()}
+	for _, c := range d.store.Cursors() {
+		meta.Cursors = append(meta.Cursors, backup.Cursor{Name: c.Name, Topic: c.Topic, Offset: c.Offset, Owner: c.Owner, Owned: c.Owned})
+	}
+	return backup.Write(w, meta, d.store.SnapshotTo)
+}
 
 // CatchUp is nil once the node has caught up with its peers (catchup.go).
 func (n *node) CatchUp() *wire.CatchUpStatus {

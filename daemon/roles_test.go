@@ -182,6 +182,7 @@ func TestRoles(t *testing.T) {
 				{"POST", "/v1/topics/t/groups/g/reset", `{"to":"latest"}`, access.RoleAdmin, 200, access.RoleNone},
 				{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"all":true}`, access.RoleAdmin, 200, access.RoleNone},
 				{"POST", "/v1/repair/accept", "", access.RoleAdmin, 200, access.RoleNone},
+				{"GET", "/v1/backup", "", access.RoleAdmin, 200, access.RoleNone},
 				// Another user's cursor: its owner (root) or an admin.
 				{"POST", "/v1/cursors/" + theirs, `{"topic":"t","offset":1}`, access.RoleAdmin, 200, access.RoleConsume},
 				{"GET", "/v1/topics/t/subscribe?name=" + theirs + "&ack=auto", "", access.RoleAdmin, 200, access.RoleRead},

@@ -100,8 +100,8 @@ type command struct {
 
 // commands, in the order help lists them.
 var commands = []*command{
-	benchCmd, completionCmd, cursorDeleteCmd, cursorsCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
-	keysCmd, pendingCmd, publishCmd, repairCmd, repairAcceptCmd, statusCmd, topCmd, topicsCmd, verifyCmd, versionCmd, watchCmd,
+	backupCmd, benchCmd, completionCmd, cursorDeleteCmd, cursorsCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
+	keysCmd, pendingCmd, publishCmd, repairCmd, repairAcceptCmd, restoreCmd, statusCmd, topCmd, topicsCmd, verifyCmd, versionCmd, watchCmd,
 }
 
 func lookup(name string) *command {

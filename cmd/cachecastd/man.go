@@ -34,6 +34,8 @@ Only one daemon may use a data directory: a second one refuses to start. Two nod
 	p.Item("/var/lib/cachecast", "the data directory of the packaged service: log segments, meta, cursors, snapshot. Kept when the package is removed, deleted when it is purged.")
 	p.Item("/run/cachecast/cachecast.sock", "the local API's socket (HTTP); redis.sock beside it is the Redis door, cachecast.view the shared view.")
 	p.Item("/usr/lib/systemd/system/cachecastd.service", "the systemd unit.")
+	p.Section("Backup")
+	p.Para("cachecast backup FILE copies a running node's view, cursors and consumer-group state into FILE, with a checksum, without stopping writes. cachecast restore --data-dir DIR FILE seeds a new node's empty data directory from it before its first start: the node takes a new origin and catches up from its peers. See cachecast(1).")
 	p.Section("Exit status")
 	p.Para("0 after a clean shutdown, 1 when the daemon failed, 2 for bad flags or configuration.")
 	p.Section("See also")

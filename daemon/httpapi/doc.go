@@ -252,6 +252,13 @@
 //	    200 {"accepted":[{"origin","seq","topic",...}]}.
 //	    curl -sS $S -X POST http://x/v1/repair/accept
 //
+//	GET /v1/backup   [admin]
+//	    200 with the node's backup file (package backup: the view as a
+//	    bootstrapping peer gets it, consumer groups' state included, the
+//	    durable cursors, the node's name and origin, a SHA-256), streamed
+//	    while writes go on; `cachecast backup FILE` saves and checks it.
+//	    curl -sS $S -o node.backup http://x/v1/backup
+//
 //	GET /v1/verify   [read]
 //	    200 {"identical":true,"common_vector":true,"nodes":[{"name","view":
 //	    {"vector","topics"},"error"}],"differ":[{"node","topics":[..]}]}:

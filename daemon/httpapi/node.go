@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 
@@ -89,6 +90,9 @@ type Node interface {
 	// AcceptLost gives up the records of the node's log lost to damage
 	// that no peer could give back, and lists them.
 	AcceptLost() (wire.AcceptLostResult, error)
+	// Backup writes the node's backup file (package backup) to w: its
+	// view as a bootstrapping peer gets it, its cursors and who it is.
+	Backup(w io.Writer) error
 }
 
 // Groups are the consumer groups as the group routes use them

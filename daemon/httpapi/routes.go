@@ -37,6 +37,7 @@ func (a *Server) routes() []route {
 		{name: "fleet", pattern: "GET /v1/fleet", role: access.RoleRead, handler: a.fleet},
 		{name: "key_nodes", pattern: "GET /v1/topics/{topic}/nodes/{key...}", role: access.RoleRead, handler: a.keyAcross},
 		{name: "repair_accept", pattern: "POST /v1/repair/accept", role: access.RoleAdmin, handler: a.repairAccept},
+		{name: "backup", pattern: "GET /v1/backup", role: access.RoleAdmin, handler: a.backup, stream: true},
 		{name: "topics", pattern: "GET /v1/topics", role: access.RoleRead, handler: a.topics},
 		{name: "keys", pattern: "GET /v1/topics/{topic}/keys", role: access.RoleRead, handler: a.listKeys},
 		{name: "get", pattern: "GET /v1/topics/{topic}/keys/{key...}", role: access.RoleRead, handler: a.getKey},

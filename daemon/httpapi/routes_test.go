@@ -50,6 +50,7 @@ func TestRouting(t *testing.T) {
 		{"HEAD", "/healthz", routed{name: "healthz"}},
 		{"GET", "/v1/status", routed{name: "status"}},
 		{"POST", "/v1/repair/accept", routed{name: "repair_accept"}},
+		{"GET", "/v1/backup", routed{name: "backup"}},
 		{"GET", "/v1/topics/prices/keys/sku-1", routed{name: "get", p: params{topic: "prices", key: "sku-1"}}},
 		{"HEAD", "/v1/topics/prices/keys/sku-1", routed{name: "get", p: params{topic: "prices", key: "sku-1"}}},
 		{"PUT", "/v1/topics/prices/keys/a/b", routed{name: "put", p: params{topic: "prices", key: "a/b"}}},

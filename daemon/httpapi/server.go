@@ -879,6 +879,18 @@ func (a *Server) repairAccept(w http.ResponseWriter, r *http.Request, _ params) 
 	a.writeJSON(w, r, &res)
 }
 
+// backup answers GET /v1/backup: the node's backup file, streamed as it
+// is written (a view of any size), with the server's write deadline
+// lifted. A failure on the way cuts the file short, which the reader's
+// checksum refuses.
+func (a *Server) backup(w http.ResponseWriter, r *http.Request, _ params) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if err := a.node.Backup(w); err != nil {
+		a.log.Warn("backup cut short", zap.Error(err))
+	}
+}
+
 // clusterStatus answers GET /v1/cluster: the members as this node sees
 // them and how far each is behind each origin.
 func (a *Server) clusterStatus(w http.ResponseWriter, r *http.Request, _ params) {
