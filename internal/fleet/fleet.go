@@ -543,8 +543,8 @@ func (n *Node) dial(ctx context.Context, addr string) (net.Conn, error) {
 		return nil, err
 	}
 	cc := newCountConn(c, n)
+	cc.onClose = func() { n.dialed.Delete(cc) } // before Partition can find it and close it
 	n.dialed.Store(cc, to)
-	cc.onClose = func() { n.dialed.Delete(cc) }
 	return cc, nil
 }
 
