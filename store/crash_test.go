@@ -144,8 +144,10 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 		// Every record retained, from the oldest on, byte for byte, seqs
 		// without a gap, up to at least the last acknowledged one.
 		var first, last uint64
+		var poss []int64 // of the records retained, in order
 		for pos := s.seglog.Oldest(); pos < s.seglog.End(); {
-			next, err := s.seglog.Read(pos, func(r record.Record) error {
+			next, err := s.seglog.ReadAt(pos, func(r record.Record, at int64) error {
+				poss = append(poss, at)
 				if last != 0 && r.Seq() != last+1 {
 					return fmt.Errorf("seq %d after %d", r.Seq(), last)
 				}
@@ -166,6 +168,9 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 		if last < acked || !reuse && first > 1 {
 			t.Fatalf("round %d: the log holds seqs %d to %d after the crash, %d were acknowledged", round, first, last, acked)
 		}
+		if err := checkCrashIndexes(s, poss, first); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
 		recycled = s.seglog.Oldest()
 		if err := s.Close(); err != nil {
 			t.Fatalf("round %d: close: %v", round, err)
@@ -178,4 +183,36 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 		t.Fatalf("only %d writes acknowledged in %d rounds", acked, rounds)
 	}
 	t.Logf("%d rounds, %d writes acknowledged, log recycled up to %d", round, acked, recycled)
+}
+
+// checkCrashIndexes checks that the indexes recovered after a crash hold
+// the records retained, at poss (seqs first, first+1, ...): the topic's
+// entries from the first retained record on, and no more, and the
+// origin's seqs, each at its record's position (an index chunk made ahead
+// and never written must read as nothing).
+func checkCrashIndexes(s *Store, poss []int64, first uint64) error {
+	if len(poss) == 0 {
+		return nil
+	}
+	ti := s.topics.Get("crash")
+	if ti == nil {
+		return errors.New("no index for the topic")
+	}
+	off, err := ti.SearchPos(poss[0])
+	if err != nil {
+		return err
+	}
+	if n := ti.Len(); n != off+uint64(len(poss)) {
+		return fmt.Errorf("the topic index ends at %d, want %d (%d records from offset %d)", n, off+uint64(len(poss)), len(poss), off)
+	}
+	for i, pos := range poss {
+		e, err := ti.Entry(off + uint64(i))
+		if err != nil || e.Pos != pos {
+			return fmt.Errorf("topic entry %d: %+v, %v; want the record at %d", off+uint64(i), e, err, pos)
+		}
+		if got, ok := s.origins.Get(s.origin, first+uint64(i)); !ok || got != pos {
+			return fmt.Errorf("origin seq %d at %d (%v), want %d", first+uint64(i), got, ok, pos)
+		}
+	}
+	return nil
 }

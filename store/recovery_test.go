@@ -410,22 +410,34 @@ func TestIndexRebuild(t *testing.T) {
 	if err := os.Remove(chunks[1]); err != nil {
 		t.Fatal(err)
 	}
-	s = openTest(t, o)
-	defer s.Close()
-	r, err := s.NewTopicReader("t", Start{From: FromEarliest}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for i := 0; i < 3000; i++ {
-		d, err := r.Next(ctx)
-		if err != nil || d.Offset != uint64(i) || !bytes.Equal(d.Record.Value(), value(i, 10)) {
-			t.Fatalf("entry %d after the rebuild: offset %d, %v", i, d.Offset, err)
+	// Twice, the second at once after the first (as in a crash loop):
+	// each damaged set goes aside under its own name.
+	for rebuild := 1; rebuild <= 2; rebuild++ {
+		if rebuild == 2 {
+			if err := os.Remove(chunks[1]); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if aside, _ := filepath.Glob(filepath.Join(dir, indexDirName+".broken-*")); len(aside) != 1 {
-		t.Fatalf("damaged indexes not set aside: %v", aside)
+		s = openTest(t, o)
+		r, err := s.NewTopicReader("t", Start{From: FromEarliest}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for i := 0; i < 3000; i++ {
+			d, err := r.Next(ctx)
+			if err != nil || d.Offset != uint64(i) || !bytes.Equal(d.Record.Value(), value(i, 10)) {
+				t.Fatalf("rebuild %d, entry %d: offset %d, %v", rebuild, i, d.Offset, err)
+			}
+		}
+		cancel()
+		r.Close()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if aside, _ := filepath.Glob(filepath.Join(dir, indexDirName+".broken-*")); len(aside) != rebuild {
+			t.Fatalf("rebuild %d: damaged indexes set aside as %v", rebuild, aside)
+		}
 	}
 }
 

@@ -174,7 +174,9 @@ func (s *Store) open() error {
 		// The indexes are derived data: set the damaged ones aside and
 		// rebuild them from the log.
 		idir := filepath.Join(s.dir, indexDirName)
-		aside := fmt.Sprintf("%s.broken-%d", idir, time.Now().Unix())
+		// In nanoseconds: a second damage found in the same second (a
+		// crash loop) must not find the name taken.
+		aside := fmt.Sprintf("%s.broken-%d", idir, time.Now().UnixNano())
 		s.log.Error("indexes damaged, rebuilding them from the log", zap.String("moved-to", aside), zap.Error(err))
 		s.closeIndexes()
 		if rerr := os.Rename(idir, aside); rerr != nil {
