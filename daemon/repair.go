@@ -31,11 +31,12 @@ const maxLostListed = 100
 func (d *Daemon) repairStatus() *wire.RepairStatus {
 	lost := d.store.Lost()
 	damaged, repaired := d.store.RepairStats()
-	if len(lost) == 0 && damaged == 0 {
+	aside := d.store.SnapshotSetAside()
+	if len(lost) == 0 && damaged == 0 && aside == "" {
 		return nil
 	}
 	holds := d.peerHolds()
-	rs := &wire.RepairStatus{LostRecords: len(lost), DamagedTotal: damaged, RepairedTotal: repaired}
+	rs := &wire.RepairStatus{LostRecords: len(lost), DamagedTotal: damaged, RepairedTotal: repaired, SnapshotSetAside: aside}
 	for _, lr := range lost {
 		w := wireLost(lr)
 		w.Available = holds[lr.Origin] >= lr.Seq

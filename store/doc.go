@@ -110,8 +110,12 @@
 // discarded (it reads as zeros) and later segments are deleted, so a
 // cut-off record can never reappear. The indexes are cut to the end of the
 // log and rebuilt from it; the view is loaded from its snapshot and
-// brought up to date from the log. Reads check the CRC too, so a page
-// damaged after recovery reads as ErrCorrupt, never as wrong bytes.
+// brought up to date from the log. A damaged snapshot (a flipped bit: its
+// CRC or structure does not check) of a log that holds every record since
+// the first is moved into corrupt/ and the view rebuilt from the log
+// (SnapshotSetAside says where it went); with a recycled log it cannot be,
+// and Open fails. Reads check the CRC too, so a page damaged after
+// recovery reads as ErrCorrupt, never as wrong bytes.
 //
 // Damage under the committed position (a bad sector, a stray write into
 // flushed data) is not a torn tail: what follows it is good. It is found

@@ -82,8 +82,11 @@ type Store struct {
 	undoFailures  atomic.Uint64         // failed writes that could not be taken back
 	fullErr       atomic.Pointer[error] // the last write refused for want of space, until one passes or room is back
 
-	snapMu       sync.Mutex // one snapshot at a time
-	snapCovers   atomic.Int64
+	snapMu     sync.Mutex // one snapshot at a time
+	snapCovers atomic.Int64
+	// snapAside is where a damaged view snapshot was set aside at Open
+	// (the view then rebuilt from the log); "" when none was.
+	snapAside    string
 	snapDropped  uint64 // view.Dropped at the last snapshot; guarded by snapMu
 	snapshotKick chan struct{}
 
@@ -306,10 +309,44 @@ func (s *Store) loadView() error {
 		return nil
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w: snapshot %s is missing and the log was recycled up to %d; the view cannot be rebuilt", ErrCorrupt, path, oldest)
+	case errors.Is(err, record.ErrCorrupt) && oldest == 0:
+		// The log holds every record: set the snapshot aside, as a
+		// damaged log range is, and rebuild the view from the log.
+		aside, aerr := setAside(s.dir, path)
+		if aerr != nil {
+			return fmt.Errorf("store: snapshot %s: %w; setting it aside: %w", path, err, aerr)
+		}
+		s.log.Warn("the view snapshot is damaged: set aside, rebuilding the view from the log",
+			zap.String("snapshot", path), zap.String("moved-to", aside), zap.Error(err))
+		s.snapAside = aside
+		s.view = view.New()
+		s.view.SetClock(s.opts.Now)
+		return nil
 	default:
-		return fmt.Errorf("store: snapshot %s: %w (move it away to rebuild the view from the retained log, which starts at %d)", path, err, oldest)
+		return fmt.Errorf("store: snapshot %s: %w (the log was recycled up to %d, so the view cannot be rebuilt from it: move the data directory aside and start the node afresh from its peers)", path, err, oldest)
 	}
 }
+
+// setAside moves a damaged file of dir into dir/corrupt/ (renamed with
+// the time), durably: both directories are synced.
+func setAside(dir, path string) (string, error) {
+	cdir := filepath.Join(dir, "corrupt")
+	if err := os.MkdirAll(cdir, 0o750); err != nil {
+		return "", fsys.FileError("mkdir", cdir, err)
+	}
+	to := filepath.Join(cdir, fmt.Sprintf("%s.%d.bad", filepath.Base(path), time.Now().Unix()))
+	if err := os.Rename(path, to); err != nil {
+		return "", fsys.FileError("rename", path, err)
+	}
+	if err := fsys.SyncDir(cdir); err != nil {
+		return "", err
+	}
+	return to, fsys.SyncDir(dir)
+}
+
+// SnapshotSetAside is where a damaged view snapshot was set aside at Open
+// (the view was rebuilt from the log); "" when none was.
+func (s *Store) SnapshotSetAside() string { return s.snapAside }
 
 // replay brings the indexes and the view up to the end of the log. The
 // indexes are re-fed from the metafile's indexed mark (below it every

@@ -115,6 +115,9 @@ type RepairStatus struct {
 	RepairedTotal uint64 `json:"repaired_total"`
 	// Lost lists the missing records (at most 100).
 	Lost []LostRecord `json:"lost,omitempty"`
+	// SnapshotSetAside is where a damaged view snapshot was moved at the
+	// start (the view was rebuilt from the log); absent when none was.
+	SnapshotSetAside string `json:"snapshot_set_aside,omitempty"`
 }
 
 // LostRecord is one record of the node's log set aside as damaged.

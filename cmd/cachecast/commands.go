@@ -346,6 +346,9 @@ there are any (as "cachecast groups" prints them).`,
 					fmt.Fprintf(tw, "view differed\twith %s on %s at %s\n", d.Peer, strings.Join(d.Topics, ", "), d.At)
 				}
 			}
+			if r := st.Repair; r != nil && r.SnapshotSetAside != "" {
+				fmt.Fprintf(tw, "repair\tthe view snapshot was damaged: set aside to %s, the view rebuilt from the log\n", r.SnapshotSetAside)
+			}
 			if r := st.Repair; r != nil && r.LostRecords > 0 {
 				fmt.Fprintf(tw, "repair\t%d records lost to a damaged log, %d held by no live peer (cachecast repair)\n", r.LostRecords, r.Unavailable)
 			}
