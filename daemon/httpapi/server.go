@@ -880,11 +880,13 @@ func (a *Server) repairAccept(w http.ResponseWriter, r *http.Request, _ params) 
 }
 
 // backup answers GET /v1/backup: the node's backup file, streamed as it
-// is written (a view of any size), with the server's write deadline
-// lifted. A failure on the way cuts the file short, which the reader's
+// is written (a view of any size), with the server's deadlines lifted. A failure on the way cuts the file short, which the reader's
 // checksum refuses.
 func (a *Server) backup(w http.ResponseWriter, r *http.Request, _ params) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	// As a stream's: a passed read deadline would end the request.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "application/octet-stream")
 	if err := a.node.Backup(w); err != nil {
 		a.log.Warn("backup cut short", zap.Error(err))
