@@ -645,6 +645,22 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			} {
 				p.same(c...)
 			}
+			// Counters.
+			for _, c := range [][]string{
+				{"INCR", k("ci")}, {"INCR", k("ci")}, {"INCRBY", k("ci"), "10"}, {"DECR", k("ci")}, {"DECRBY", k("ci"), "5"},
+				{"GET", k("ci")}, {"INCRBY", k("ci"), "x"}, {"INCRBY", k("ci"), "+1"}, {"INCRBY", k("ci"), "9223372036854775807"},
+				{"DECRBY", k("ci"), "-9223372036854775808"}, {"INCRBY", k("ci"), "-3"}, {"GET", k("ci")}, {"INCRBYFLOAT", k("ci"), "0.5"},
+				{"SET", k("cf"), "10.5"}, {"INCRBYFLOAT", k("cf"), "0.1"}, {"INCRBYFLOAT", k("cf"), "-0.6"}, {"INCRBYFLOAT", k("cf"), "x"},
+				{"INCRBYFLOAT", k("cf"), " 1"}, {"INCR", k("cf")}, {"INCRBYFLOAT", k("cfn"), "3"}, {"GET", k("cfn")},
+				{"SET", k("cs"), "abc"}, {"INCR", k("cs")}, {"INCRBYFLOAT", k("cs"), "1"}, {"SET", k("cs"), "01"}, {"INCR", k("cs")},
+				{"HINCRBY", hash, "hc", "5"}, {"HINCRBY", hash, "hc", "-7"}, {"HINCRBY", hash, "hc", "x"}, {"HINCRBYFLOAT", hash, "hc", "1.5"},
+				{"HGET", hash, "hc"}, {"HINCRBY", hash, "hc", "1"}, {"HSET", hash, "hs", "abc"}, {"HINCRBY", hash, "hs", "1"},
+				{"HINCRBYFLOAT", hash, "hs", "1"}, {"HDEL", hash, "hc", "hs"},
+				{"SET", k("ce"), "1", "EX", "100"}, {"INCR", k("ce")}, {"TTL", k("ce")},
+				{"DEL", k("ci"), k("cf"), k("cfn"), k("cs"), k("ce")},
+			} {
+				p.same(c...)
+			}
 			for _, c := range [][]string{
 				{"INFO", "nosuch"}, {"INFO", "nosuch", "nosuch2"}, {"CLIENT", "SETNAME", "a b"}, {"CLIENT", "SETNAME", "\xff"},
 				{"CLIENT", "SETNAME", "n" + proto}, {"CLIENT", "GETNAME"}, {"CLIENT", "SETNAME", ""}, {"CLIENT", "GETNAME"},
@@ -675,6 +691,7 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 				{"psubscribe", -2}, {"setex", 4}, {"psetex", 4}, {"expire", -3}, {"pexpire", -3}, {"expireat", -3},
 				{"pexpireat", -3}, {"persist", 2}, {"expiretime", 2}, {"pexpiretime", 2}, {"dbsize", 1}, {"time", 1},
 				{"multi", 1}, {"discard", 1}, {"exec", 1}, {"reset", 1}, {"watch", -2}, {"unwatch", 1},
+				{"incr", 2}, {"decr", 2}, {"incrby", 3}, {"decrby", 3}, {"incrbyfloat", 3}, {"hincrby", 4}, {"hincrbyfloat", 4},
 			} {
 				n := c.arity
 				if n < 0 {
@@ -730,6 +747,8 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 					{"SETEX", k("te"), "200", "w"}, {"TTL", k("te")}, {"EXEC"}, {"GET", k("te")}, {"DEL", k("te")}},
 				{{"MULTI"}, {"SET", k("tf"), "1", "EX", "0"}, {"SET", k("tg"), "1"}, {"EXEC"}, {"GET", k("tg")}, {"DEL", k("tg")}},
 				{{"MULTI"}, {"SET", k("th"), "1"}, {"SET", k("th")}, {"EXEC"}, {"GET", k("th")}},
+				{{"SET", k("tn"), "5"}, {"MULTI"}, {"INCR", k("tn")}, {"INCRBY", k("tn"), "2"}, {"GET", k("tn")}, {"SET", k("to"), "1"},
+					{"INCR", k("to")}, {"INCR", k("tp")}, {"EXEC"}, {"MGET", k("tn"), k("to"), k("tp")}, {"DEL", k("tn"), k("to"), k("tp")}},
 				{{"MULTI"}, {"SET", k("ti"), "1"}, {"DISCARD"}, {"GET", k("ti")}, {"MULTI"}, {"DEL", k("ti")}, {"EXEC"}},
 				{{"WATCH", k("tw")}, {"SET", k("tw"), "1"}, {"MULTI"}, {"SET", k("tw"), "2"}, {"EXEC"}, {"GET", k("tw")},
 					{"WATCH", k("tw"), k("tx")}, {"MULTI"}, {"SET", k("tw"), "3"}, {"EXEC"}, {"GET", k("tw")},

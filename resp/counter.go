@@ -98,7 +98,7 @@ func cmdIncr(c *conn, a [][]byte) {
 		return
 	}
 	c.trackRead(a[1])
-	c.count(t, k, inc)
+	c.count(t, k, inc, false)
 }
 
 func cmdHIncr(c *conn, a [][]byte) {
@@ -112,18 +112,23 @@ func cmdHIncr(c *conn, a [][]byte) {
 		return
 	}
 	c.trackRead(a[1])
-	c.count(t, view(a[2]), inc)
+	c.count(t, view(a[2]), inc, true)
 }
 
 // count adds inc to (topic, key) and answers the value after it on this
-// node.
-func (c *conn) count(topic, key string, inc increment) {
+// node; field says it is a hash's field (Redis words its errors so).
+func (c *conn) count(topic, key string, inc increment, field bool) {
 	if err := c.s.node.Authorize(c.nc); err != nil {
 		c.writeError(err)
 		return
 	}
 	e, found := c.node().Entry(topic, key)
 	sum, text, msg := addIncrement(e.Value, found, inc)
+	if field && msg == errNotInteger {
+		msg = "ERR hash value is not an integer"
+	} else if field && msg == errNotFloat {
+		msg = "ERR hash value is not a float"
+	}
 	if msg != "" {
 		c.err(msg)
 		return
@@ -157,6 +162,12 @@ func (c *conn) count(topic, key string, inc increment) {
 	c.integer(sum)
 }
 
+// Redis's errors of a value that is no number of the increment's kind.
+const (
+	errNotInteger = "ERR value is not an integer or out of range"
+	errNotFloat   = "ERR value is not a valid float"
+)
+
 // addIncrement is cur (found: the key has a value) plus inc, as the
 // answer's integer and text, or Redis's error when cur is no number of
 // inc's kind or the sum leaves its range.
@@ -166,7 +177,7 @@ func addIncrement(cur []byte, found bool, inc increment) (sum int64, text []byte
 		if found {
 			var ok bool
 			if f, ok = redisFloat(cur); !ok {
-				return 0, nil, "ERR value is not a valid float"
+				return 0, nil, errNotFloat
 			}
 		}
 		f += inc.f
@@ -179,7 +190,7 @@ func addIncrement(cur []byte, found bool, inc increment) (sum int64, text []byte
 	if found {
 		var ok bool
 		if n, ok = redisInt(cur); !ok {
-			return 0, nil, "ERR value is not an integer or out of range"
+			return 0, nil, errNotInteger
 		}
 	}
 	if inc.n > 0 && n > math.MaxInt64-inc.n || inc.n < 0 && n < math.MinInt64-inc.n {
