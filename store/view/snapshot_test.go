@@ -454,6 +454,25 @@ func FuzzReadSnapshot(f *testing.F) {
 			v.Apply(expiryRec(f, "c", "y", 0, record.Stamp{Origin: 3, Seq: 1, HLC: record.MakeHLC(2, 1)}, 0, 2, 3, record.MakeHLC(5, 0)))
 			return snapEncode(f, v, 64, map[uint64]uint64{1: 2, 2: 3})
 		}(),
+		func() []byte {
+			// Version 4: a counter with increments of two origins, a
+			// float one, and one waiting for a version not held yet.
+			v := New()
+			a := timeRec{key: "a", value: "10", origin: 1, seq: 1, hlc: record.MakeHLC(1, 0)}
+			aSt := record.Stamp{Origin: 1, Seq: 1, HLC: a.hlc}
+			v.Apply(a.record(f))
+			v.Apply(incRec(f, "3", aSt, 2, 1, record.MakeHLC(2, 0)))
+			v.Apply(incRec(f, "0.5", aSt, 1, 2, record.MakeHLC(3, 0)))
+			m := &record.Message{Topic: "prices", Key: "b", Value: []byte("-1"), CountOn: record.Stamp{Origin: 3, Seq: 1, HLC: record.MakeHLC(2, 1)}}
+			buf := make([]byte, record.Padded(m.EncodedSize()))
+			record.Encode(buf, m, record.Stamp{Origin: 2, Seq: 2, HLC: record.MakeHLC(4, 0)})
+			r, err := record.Decode(buf)
+			if err != nil {
+				f.Fatal(err)
+			}
+			v.Apply(r)
+			return snapEncode(f, v, 64, map[uint64]uint64{1: 2, 2: 2})
+		}(),
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -485,7 +504,7 @@ func FuzzReadSnapshot(f *testing.F) {
 			}
 			again := snapEncode(t, v, covers, marks)
 			if binary.LittleEndian.Uint32(data[8:]) >= snapVersion2 {
-				// Versions 2 and 3 rebuild each key's records by the rule, which
+				// Versions 2 to 4 rebuild each key's records by the rule, which
 				// may keep fewer than the file lists (one a key, once an
 				// ordinary write is above them): the file it writes back
 				// must read back to itself.
