@@ -707,20 +707,29 @@ func (s *Store) failed(err error) {
 
 // DiskFull is nil unless the last write was refused with ErrDiskFull and
 // the file system still lacks room for a segment; then it is that error.
-// It clears once a write passes or the room is back (space freed, the
-// file system grown), which it checks with statfs when asked. Reads go on
+// It clears once the room for the next segment is back (space freed, the
+// file system grown), which it checks with statfs when asked and after a
+// write that passes: a small write that still fits in the current segment
+// does not clear it. Reads go on
 // while the disk is full; health reports it (the daemon's /healthz).
 func (s *Store) DiskFull() error {
 	p := s.fullErr.Load()
 	if p == nil {
 		return nil
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(s.opts.Dir, &st); err == nil && int64(st.Bavail)*int64(st.Bsize) >= s.opts.SegmentSize {
+	if s.roomForSegment() {
 		s.fullErr.CompareAndSwap(p, nil)
 		return nil
 	}
 	return *p
+}
+
+// roomForSegment reports whether the file system has room for the next
+// segment: a small write that still fits in the current segment says
+// nothing about the next one, which the writer allocates whole.
+func (s *Store) roomForSegment() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(s.opts.Dir, &st) == nil && int64(st.Bavail)*int64(st.Bsize) >= s.opts.SegmentSize
 }
 
 // index adds the record at pos to the topic and origin indexes.
@@ -864,8 +873,8 @@ func (s *Store) broken(counter *atomic.Uint64, err error) {
 
 // afterWrite wakes readers and the flusher. Called under the write lock.
 func (s *Store) afterWrite() {
-	if s.fullErr.Load() != nil {
-		s.fullErr.Store(nil) // a write passed: there is room again
+	if s.fullErr.Load() != nil && s.roomForSegment() {
+		s.fullErr.Store(nil) // a write passed and the next segment fits: there is room again
 	}
 	s.meta.Put(segment.OffLastHLC, s.clock.Last())
 	s.notify.notify()
@@ -1249,12 +1258,27 @@ func (s *Store) Close() error {
 	s.flusher.wakeAll()
 
 	var errs []error
-	errs = append(errs, s.flusher.flush(), s.Snapshot())
+	errs = append(errs, s.flusher.flush(), s.closeSnapshot())
 	if errors.Join(errs...) == nil {
 		s.meta.Put(segment.OffOpen, 0) // closed cleanly: nothing can be lost
 	}
 	errs = append(errs, s.closeParts())
 	return errors.Join(errs...)
+}
+
+// closeSnapshot writes the snapshot at Close. On a disk too full for it
+// the previous snapshot stays (the new one is written beside it and
+// renamed over it only once whole), and with the log it still holds every
+// record: that is logged, not an error, so a clean stop on a nearly full
+// disk stays clean.
+func (s *Store) closeSnapshot() error {
+	err := s.Snapshot()
+	if errors.Is(err, ErrDiskFull) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		s.log.Warn("no room for the view snapshot at close: the previous snapshot is kept, and the log holds what it lacks",
+			zap.String("dir", s.dir), zap.Error(err))
+		return nil
+	}
+	return err
 }
 
 // closeParts closes whatever is open, in reverse order of opening.
