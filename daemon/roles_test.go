@@ -150,6 +150,8 @@ func TestRoles(t *testing.T) {
 				t.Fatalf("root's cursor: %d %s", r.status, r.body)
 			}
 			mine := "mine-" + c.name
+			// A group per caller: a group is its creator's (issue 31).
+			grp := "g-" + c.name
 			for _, rt := range []struct {
 				method, path, body string
 				need               access.Role
@@ -172,15 +174,15 @@ func TestRoles(t *testing.T) {
 				{"POST", "/v1/cursors/" + mine, `{"topic":"t","offset":1}`, access.RoleConsume, 200, access.RoleNone},
 				{"GET", "/v1/topics/t/subscribe?name=" + mine + "&ack=auto", "", access.RoleConsume, 200, access.RoleRead},
 				{"DELETE", "/v1/cursors/" + mine, "", access.RoleConsume, 200, access.RoleNone},
-				{"GET", "/v1/topics/t/subscribe?mode=clustering&group=g", "", access.RoleConsume, 200, access.RoleRead},
-				{"POST", "/v1/topics/t/groups/g/ack", `{"ack":["0000000000000001-1"]}`, access.RoleConsume, 404, access.RoleNone}, // no member left
-				{"GET", "/v1/topics/t/groups/g/dlq", "", access.RoleConsume, 200, access.RoleNone},
-				{"GET", "/v1/topics/t/groups/g/dlq/0000000000000001-1", "", access.RoleConsume, 404, access.RoleNone},
+				{"GET", "/v1/topics/t/subscribe?mode=clustering&group=" + grp, "", access.RoleConsume, 200, access.RoleRead},
+				{"POST", "/v1/topics/t/groups/" + grp + "/ack", `{"ack":["0000000000000001-1"]}`, access.RoleConsume, 404, access.RoleNone}, // no member left
+				{"GET", "/v1/topics/t/groups/" + grp + "/dlq", "", access.RoleConsume, 200, access.RoleNone},
+				{"GET", "/v1/topics/t/groups/" + grp + "/dlq/0000000000000001-1", "", access.RoleConsume, 404, access.RoleNone},
 				{"PUT", "/v1/topics/t/keys/k", "v", access.RolePublish, 200, access.RoleNone},
 				{"POST", "/v1/topics/t/messages", `{"key":"k2","value":"v"}`, access.RolePublish, 200, access.RoleNone},
 				{"DELETE", "/v1/topics/t/keys/k2", "", access.RolePublish, 200, access.RoleNone},
-				{"POST", "/v1/topics/t/groups/g/reset", `{"to":"latest"}`, access.RoleAdmin, 200, access.RoleNone},
-				{"POST", "/v1/topics/t/groups/g/dlq/replay", `{"all":true}`, access.RoleAdmin, 200, access.RoleNone},
+				{"POST", "/v1/topics/t/groups/" + grp + "/reset", `{"to":"latest"}`, access.RoleAdmin, 200, access.RoleNone},
+				{"POST", "/v1/topics/t/groups/" + grp + "/dlq/replay", `{"all":true}`, access.RoleAdmin, 200, access.RoleNone},
 				{"POST", "/v1/repair/accept", "", access.RoleAdmin, 200, access.RoleNone},
 				{"GET", "/v1/backup", "", access.RoleAdmin, 200, access.RoleNone},
 				// Another user's cursor: its owner (root) or an admin.

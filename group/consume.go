@@ -40,9 +40,10 @@ type Member struct {
 	// ID is unique on this node.
 	ID uint64
 
-	g    *group
-	max  int
-	wake chan struct{}
+	owner string // Owner.Name of who joined
+	g     *group
+	max   int
+	wake  chan struct{}
 
 	// guarded by g.mu
 	queues   []int
@@ -99,6 +100,7 @@ type flight struct {
 	attempt int     // deliveries made
 	gen     uint64  // bumped at each delivery: a timeout is for one delivery
 	member  *Member // holding it; nil while it waits for (re)delivery
+	owner   string  // the owner of the member it was last delivered to
 	due     time.Time
 	reason  string // why the last attempt failed
 	failed  int    // attempts that failed
@@ -540,6 +542,7 @@ func (g *group) deliver(f *flight, mb *Member, now time.Time) {
 	f.attempt++
 	f.gen++
 	f.member = mb
+	f.owner = mb.owner
 	mb.inflight++
 	mb.pending = append(mb.pending, Delivery{ID: f.id, Topic: g.topic, Queue: f.q.n, Attempt: f.attempt, Offset: f.offset, Record: f.rec})
 	if len(g.timeouts) > 2*len(g.flights)+1024 {
@@ -639,10 +642,14 @@ func (g *group) bury(dead []*flight) {
 }
 
 // settle applies acks and nacks, then writes the positions that moved.
-func (g *group) settle(ctx context.Context, ack, nack []ID) (acked, nacked, unknown int, err error) {
+func (g *group) settle(ctx context.Context, by Owner, ack, nack []ID) (acked, nacked, unknown int, err error) {
 	g.commitMu.Lock()
 	defer g.commitMu.Unlock()
 	g.mu.Lock()
+	if err := g.settlesLocked(by, ack, nack); err != nil {
+		g.mu.Unlock()
+		return 0, 0, 0, err
+	}
 	now := time.Now()
 	for _, id := range ack {
 		f := g.flights[id]

@@ -126,6 +126,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	groups    map[groupKey]*group
+	owners    map[groupKey]string    // who created each group here, kept when its members leave (owner.go)
 	published map[groupKey]hostEntry // this node's entries written to HostsTopic
 	// pending holds when each entry that may differ from published was
 	// first seen to (HostsInterval).
@@ -161,7 +162,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg: cfg, st: cfg.Store, self: cfg.Store.Origin(), log: cfg.Logger,
-		groups: make(map[groupKey]*group), published: make(map[groupKey]hostEntry), pending: make(map[groupKey]time.Time),
+		groups: make(map[groupKey]*group), owners: make(map[groupKey]string), published: make(map[groupKey]hostEntry), pending: make(map[groupKey]time.Time),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	// What this node hosted and served before a restart is stale: it has
@@ -196,6 +197,13 @@ func (m *Manager) Kick() {
 // be the same for every member of the group, on every node. maxInflight bounds the messages
 // it holds unacknowledged (0: DefaultMaxInflight).
 func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Member, error) {
+	return m.JoinAs(Owner{Admin: true}, topic, name, tags, maxInflight)
+}
+
+// JoinAs is Join by owner: a group that does not exist here yet becomes
+// owner's, and one that does may be joined by its owner or an admin only
+// (ErrNotOwner).
+func (m *Manager) JoinAs(owner Owner, topic, name string, tags []string, maxInflight int) (*Member, error) {
 	if maxInflight <= 0 {
 		maxInflight = DefaultMaxInflight
 	}
@@ -206,12 +214,18 @@ func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Mem
 		return nil, ErrClosed
 	}
 	k := groupKey{topic, name}
+	if err := m.mayUseLocked(owner, k); err != nil {
+		return nil, err
+	}
 	g := m.groups[k]
 	if g == nil {
 		if err := m.agrees(topic, name, tags); err != nil {
 			return nil, err
 		}
 		g = newGroup(m, topic, name, tags)
+		if _, owned := m.owners[k]; !owned && owner.Name != "" {
+			m.owners[k] = owner.Name
+		}
 		m.groups[k] = g
 		m.wg.Add(1)
 		go g.run()
@@ -219,7 +233,7 @@ func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Mem
 		return nil, fmt.Errorf("%w: group %s on %s has members here with tags %q; every member must name the same tags",
 			ErrConflict, name, topic, g.tags)
 	}
-	mb := &Member{ID: m.nextMember.Add(1), g: g, max: maxInflight, wake: make(chan struct{}, 1)}
+	mb := &Member{ID: m.nextMember.Add(1), owner: owner.Name, g: g, max: maxInflight, wake: make(chan struct{}, 1)}
 	g.addMember(mb)
 	m.Kick()
 	return mb, nil
@@ -240,13 +254,20 @@ func (m *Manager) leave(g *group) {
 // lettered). The group's position is written before Ack returns. unknown
 // counts IDs not in flight here.
 func (m *Manager) Ack(ctx context.Context, topic, name string, ack, nack []ID) (acked, nacked, unknown int, err error) {
+	return m.AckAs(ctx, Owner{Admin: true}, topic, name, ack, nack)
+}
+
+// AckAs is Ack by owner: a message is settled only by the owner of the
+// member it was delivered to, or an admin; otherwise nothing is settled
+// (ErrNotOwner).
+func (m *Manager) AckAs(ctx context.Context, owner Owner, topic, name string, ack, nack []ID) (acked, nacked, unknown int, err error) {
 	m.mu.Lock()
 	g := m.groups[groupKey{topic, name}]
 	m.mu.Unlock()
 	if g == nil {
 		return 0, 0, 0, fmt.Errorf("group %s on %s has no member on this node: %w", name, topic, ErrNotFound)
 	}
-	return g.settle(ctx, ack, nack)
+	return g.settle(ctx, owner, ack, nack)
 }
 
 // loop keeps the hosts entries and the allocation current.

@@ -157,7 +157,10 @@
 //	    redeliveries) and "queue"; SSE frames have "id: <that id>". Every
 //	    member of a group, on every node, must name the same tags (in any
 //	    order), and every node hosting it have the same --queues-per-topic:
-//	    409 conflict otherwise.
+//	    409 conflict otherwise. A group belongs to the uid whose member
+//	    created it on this node (for the daemon's life; admins may act on
+//	    any): another uid's join, and its dead-letter listings, are 403
+//	    forbidden naming the owner.
 //	    curl -sSN $S 'http://x/v1/topics/orders/subscribe?mode=clustering&group=billing'
 //
 //	POST /v1/topics/{topic}/groups/{group}/ack   body {"ack":[ids],"nack":[ids]}   [consume]
@@ -167,7 +170,10 @@
 //	    written (as --replication says) before the answer.
 //	    200 {"acked":1,"nacked":0,"unknown":0}; unknown counts ids not in
 //	    flight here (acked already, or their queue moved to another node).
-//	    404 not_found when the group has no member on this node.
+//	    404 not_found when the group has no member on this node. A
+//	    message is settled only by the uid of the member it was delivered
+//	    to, or an admin: 403 forbidden otherwise, and nothing of the
+//	    request is settled.
 //	    curl -sS $S -d '{"ack":["00000000deadbeef-42"]}' http://x/v1/topics/orders/groups/billing/ack
 //
 //	POST /v1/topics/{topic}/groups/{group}/reset   body {"to":"earliest"}   [admin]

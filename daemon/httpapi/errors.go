@@ -38,6 +38,8 @@ func groupError(err error) *wire.Error {
 	switch {
 	case errors.Is(err, group.ErrNotFound):
 		return wire.Errorf(wire.CodeNotFound, "%v", err)
+	case errors.Is(err, group.ErrNotOwner):
+		return wire.Errorf(wire.CodeForbidden, "%v", err)
 	case errors.Is(err, group.ErrConflict):
 		return wire.Errorf(wire.CodeConflict, "%v", err)
 	case errors.Is(err, group.ErrInvalid):

@@ -17,6 +17,13 @@ import (
 // is about 300 KB).
 const maxGroupBody = 4 << 20
 
+// groupOwner is the request's caller as a group's owner: a group is its
+// creator's (on this node), and admins may act on any.
+func (a *Server) groupOwner(r *http.Request) group.Owner {
+	c := access.CallerFrom(r.Context())
+	return group.Owner{Name: c.Who(), Admin: a.guard.Has(c, access.RoleAdmin)}
+}
+
 // groupNames checks the topic and group of a group route.
 func groupNames(p params) *wire.Error {
 	return firstError(wire.CheckName("topic", p.topic), wire.CheckName("group", p.name))
@@ -58,7 +65,7 @@ func (a *Server) subscribeGroup(w http.ResponseWriter, r *http.Request, p params
 		return
 	}
 	defer release()
-	mb, err := a.cfg.Groups.Join(p.topic, name, tags, maxInflight)
+	mb, err := a.cfg.Groups.JoinAs(a.groupOwner(r), p.topic, name, tags, maxInflight)
 	if err != nil {
 		a.fail(w, r, groupError(err))
 		return
@@ -181,7 +188,7 @@ func (a *Server) groupAck(w http.ResponseWriter, r *http.Request, p params) {
 	}
 	var ans wire.AckAnswer
 	var err error
-	ans.Acked, ans.Nacked, ans.Unknown, err = a.cfg.Groups.Ack(r.Context(), p.topic, p.name, ack, nack)
+	ans.Acked, ans.Nacked, ans.Unknown, err = a.cfg.Groups.AckAs(r.Context(), a.groupOwner(r), p.topic, p.name, ack, nack)
 	if err != nil {
 		a.fail(w, r, groupError(err))
 		return
@@ -283,6 +290,10 @@ func (a *Server) dlqList(w http.ResponseWriter, r *http.Request, p params) {
 	if !ok {
 		return
 	}
+	if err := a.cfg.Groups.CheckOwner(a.groupOwner(r), p.topic, p.name); err != nil {
+		a.fail(w, r, groupError(err))
+		return
+	}
 	dls, next, err := a.cfg.Groups.DeadLetters(p.topic, p.name, q.Get("after"), limit)
 	if err != nil {
 		a.fail(w, r, groupError(err))
@@ -302,6 +313,10 @@ func (a *Server) dlqList(w http.ResponseWriter, r *http.Request, p params) {
 
 func (a *Server) dlqGet(w http.ResponseWriter, r *http.Request, p params) {
 	if a.failed(w, r, groupNames(p)) {
+		return
+	}
+	if err := a.cfg.Groups.CheckOwner(a.groupOwner(r), p.topic, p.name); err != nil {
+		a.fail(w, r, groupError(err))
 		return
 	}
 	dl, err := a.cfg.Groups.DeadLetter(p.topic, p.name, p.key)

@@ -98,8 +98,9 @@ type Node interface {
 // Groups are the consumer groups as the group routes use them
 // (*group.Manager).
 type Groups interface {
-	Join(topic, name string, tags []string, maxInflight int) (*group.Member, error)
-	Ack(ctx context.Context, topic, name string, ack, nack []group.ID) (acked, nacked, unknown int, err error)
+	JoinAs(owner group.Owner, topic, name string, tags []string, maxInflight int) (*group.Member, error)
+	AckAs(ctx context.Context, owner group.Owner, topic, name string, ack, nack []group.ID) (acked, nacked, unknown int, err error)
+	CheckOwner(owner group.Owner, topic, name string) error
 	Reset(ctx context.Context, topic, name, to string) (epoch uint64, err error)
 	Status() []group.Status
 	DeadLetters(topic, name, after string, limit int) ([]group.DeadLetter, string, error)
