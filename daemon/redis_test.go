@@ -688,6 +688,18 @@ func TestRedisTrackingModes(t *testing.T) {
 		if p, ok := v.(push); !ok || fmt.Sprint(p) != "[invalidate [nl:other]]" {
 			t.Fatalf("after its own write and another's: %v, want the invalidation of nl:other only", v)
 		}
+		// In BCAST mode, its own key expiring is nobody's write: it is
+		// invalidated, as Redis invalidates it (its tracking unit's
+		// "Tracking gets notification of expired keys").
+		send("CLIENT", "TRACKING", "OFF")
+		send("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "nl:", "NOLOOP")
+		if v := send("SET", "nl:exp", "2", "PX", "50"); v != "OK" {
+			t.Fatalf("SET PX: %v", v)
+		}
+		v = must(readRESP(r))
+		if p, ok := v.(push); !ok || fmt.Sprint(p) != "[invalidate [nl:exp]]" {
+			t.Fatalf("after its own key expired: %v, want the invalidation of nl:exp", v)
+		}
 	})
 
 	t.Run("RESP2 redirect", func(t *testing.T) {

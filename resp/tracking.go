@@ -265,8 +265,13 @@ func (e *trackEntry) wrote(origin, seq uint64) bool {
 // (flush), one invalidation a connection, as Redis sends a BCAST
 // client the invalidations of one event-loop turn together.
 func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
+	// A change no record brought (an expiry, a scheduled record taking
+	// effect) is nobody's write: NOLOOP does not hold it back, as Redis
+	// sends a NOLOOP client the invalidation of a key of its own that
+	// expired.
+	own := func(e *trackEntry) bool { return ch.Event == "" && e.wrote(ch.Origin, ch.Seq) }
 	add := func(c *conn, e *trackEntry, n string) {
-		if e.inflight > 0 {
+		if e.inflight > 0 && ch.Event == "" {
 			// Maybe its own write: decided when the write returns.
 			if l := len(e.deferred); l > 0 && e.deferred[l-1].seq == ch.Seq && e.deferred[l-1].origin == ch.Origin {
 				e.deferred[l-1].names = append(e.deferred[l-1].names, n)
@@ -297,14 +302,14 @@ func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
 		for c := range t.keys[n] {
 			e := t.clients[c]
 			delete(e.names, n)
-			if !e.wrote(ch.Origin, ch.Seq) {
+			if !own(e) {
 				add(c, e, n)
 			}
 		}
 		delete(t.keys, n)
 	}
 	for c, e := range t.clients {
-		if !e.bcast || e.wrote(ch.Origin, ch.Seq) {
+		if !e.bcast || own(e) {
 			continue
 		}
 		for _, n := range names {
