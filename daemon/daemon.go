@@ -18,6 +18,7 @@ import (
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -133,6 +134,58 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	d := newDaemon(cfg, log)
+	// The socket's path is checked before the store (and the view beside
+	// it) is opened: a recovery of minutes must not end in "no such
+	// directory", and a daemon answering on the socket owns the view (say
+	// so, ErrSocketInUse, rather than that the view is locked).
+	if _, err := checkSocket(cfg.Socket, "--socket"); err != nil {
+		return nil, err
+	}
+	flushes := newFlushHistogram()
+	if err := d.openStore(flushes); err != nil {
+		return nil, err
+	}
+	// What each step holds, let go of last first when a later step fails.
+	undo := []func() error{d.closeStore}
+	fail := func(err error) (*Daemon, error) {
+		for i := len(undo) - 1; i >= 0; i-- {
+			err = errors.Join(err, undo[i]())
+		}
+		return nil, err
+	}
+	d.obs = newObserver(d)
+	if err := d.startCluster(); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, d.closeCluster)
+	d.m = newMetrics(d, flushes)
+	if err := d.startGroups(); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, d.groups.Close)
+	if err := d.listenSocket(); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() error { _ = d.ln.Close(); return nil })
+	users, err := cfg.loadRedisUsers()
+	if err != nil {
+		return fail(err)
+	}
+	d.guard.SetUsers(users)
+	if err := d.startRedis(); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() error { d.closeRedis(); return nil })
+	if err := d.listenMetrics(); err != nil {
+		return fail(err)
+	}
+	return d, nil
+}
+
+// newDaemon is the daemon before it opens anything: its logger at the
+// configured level, its channels, its role guard.
+func newDaemon(cfg Config, log *zap.Logger) *Daemon {
 	lvl, _ := parseLevel(cfg.LogLevel)
 	if log == nil {
 		log = zap.NewNop()
@@ -141,7 +194,6 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	log = log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return levelCore{Core: c, level: level}
 	}))
-
 	d := &Daemon{
 		cfg:       cfg,
 		log:       log,
@@ -154,43 +206,42 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
 	d.guard = access.NewGuard(cfg.roles(uint32(os.Getuid())), log)
 	d.node = &node{d: d}
+	return d
+}
 
-	// The socket's path is checked before the store (and the view beside
-	// it) is opened: a recovery of minutes must not end in "no such
-	// directory", and a daemon answering on the socket owns the view (say
-	// so, ErrSocketInUse, rather than that the view is locked).
-	if _, err := checkSocket(cfg.Socket, "--socket"); err != nil {
-		return nil, err
-	}
+// openStore opens the shared view's file and recovers the store, the view
+// following it; flushes observes the store's flushes. On an error nothing
+// is left open.
+func (d *Daemon) openStore(flushes prometheus.Histogram) error {
+	cfg, log := d.cfg, d.log
 	if cfg.ViewPath() != "" {
 		vm, err := openViewMirror(cfg, log.Named("view"))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.view = vm
 	}
-
-	if err := checkAway(cfg, d.now(), log); err != nil {
+	closeView := func() {
 		if d.view != nil {
 			d.view.close()
 		}
-		return nil, err
+	}
+	if err := checkAway(cfg, d.now(), log); err != nil {
+		closeView()
+		return err
 	}
 	d.contact, _ = readContact(cfg.DataDir) // zero when none: see collectTombstones
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
 	so := cfg.storeOptions(log)
-	flushes := newFlushHistogram()
 	so.OnFlush = func(took time.Duration) { flushes.Observe(took.Seconds()) }
 	st, err := store.Open(so)
 	if err != nil {
-		if d.view != nil {
-			d.view.close()
-		}
+		closeView()
 		if errors.Is(err, store.ErrLocked) {
-			return nil, fmt.Errorf("--data-dir: %s is in use by another cachecastd: %w", cfg.DataDir, err)
+			return fmt.Errorf("--data-dir: %s is in use by another cachecastd: %w", cfg.DataDir, err)
 		}
-		return nil, fmt.Errorf("--data-dir: %w", err) // the store names the path
+		return fmt.Errorf("--data-dir: %w", err) // the store names the path
 	}
 	d.store = st
 	if d.view != nil {
@@ -204,39 +255,55 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		zap.Uint64("records", stats.Records),
 		zap.Int("keys", stats.Keys),
 		zap.Duration("took", time.Since(t0)))
+	return nil
+}
 
-	d.obs = newObserver(d)
-	if cfg.GossipAddr != "" {
-		c, err := newCluster(cfg, st, d.obs.applied, log)
-		if err != nil {
-			return nil, errors.Join(err, d.closeStore())
-		}
-		d.cluster = c
-		c.g.SetAnswer(d.answer)
-	} else {
-		d.catch.finish() // a lone node has nobody to catch up with
+// startCluster starts gossip and the fan-out when the node has a gossip
+// address; a lone node has nobody to catch up with.
+func (d *Daemon) startCluster() error {
+	if d.cfg.GossipAddr == "" {
+		d.catch.finish()
+		return nil
 	}
+	c, err := newCluster(d.cfg, d.store, d.obs.applied, d.log)
+	if err != nil {
+		return err
+	}
+	d.cluster = c
+	c.g.SetAnswer(d.answer)
+	return nil
+}
 
-	d.m = newMetrics(d, flushes)
+// startGroups starts the consumer groups, told of the cluster's members.
+func (d *Daemon) startGroups() error {
+	cfg := d.cfg
 	gcfg := group.Config{
-		Store:      st,
+		Store:      d.store,
 		Write:      d.writeInternal,
 		Queues:     cfg.QueuesPerTopic,
 		AckTimeout: cfg.AckTimeout,
 		MaxRetries: cfg.MaxRetries,
 		Backoff:    cfg.RetryBackoff,
-		Logger:     log.Named("groups"),
+		Logger:     d.log.Named("groups"),
 	}
 	if d.cluster != nil {
 		gcfg.Nodes = d.cluster.nodes
 	}
-	if d.groups, err = group.New(gcfg); err != nil {
-		return nil, errors.Join(err, d.closeCluster(), d.closeStore())
+	g, err := group.New(gcfg)
+	if err != nil {
+		return err
 	}
+	d.groups = g
 	if d.cluster != nil {
 		d.cluster.onMembers = d.groups.Kick
 	}
+	return nil
+}
 
+// listenSocket binds the local API's socket with its limits and budgets,
+// and gives the shared view the socket's group.
+func (d *Daemon) listenSocket() error {
+	cfg := d.cfg
 	d.limits = access.NewLimits(access.LimitsConfig{
 		MaxConnections: cfg.MaxConnections, MaxConnectionsPerUID: cfg.MaxConnectionsPerUID,
 		MaxStreams: cfg.MaxStreams, MaxStreamsPerUID: cfg.MaxStreamsPerUID,
@@ -244,49 +311,42 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 	d.bodies = access.NewBudget(cfg.MaxBodyMemory, cfg.MaxBodyMemoryPerUID)
 	ln, err := listenUnix(cfg.Socket, cfg.SocketMode, d.limits, "--socket")
 	if err != nil {
-		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
+		return err
 	}
 	d.ln = ln
 	d.srv = d.newServer()
-	if d.view != nil {
-		if err := d.view.useSocketGroup(cfg.Socket); err != nil {
-			_ = d.ln.Close()
-			return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
-		}
-		if d.cluster != nil {
-			d.view.members = d.viewMembers
-			d.view.caughtUp = func() bool { return d.catch.caughtUp() && d.awayReason() == "" }
-		}
-		d.view.registerMetrics(d.m.reg)
+	if d.view == nil {
+		return nil
 	}
-	users, err := cfg.loadRedisUsers()
-	if err != nil {
+	if err := d.view.useSocketGroup(cfg.Socket); err != nil {
 		_ = d.ln.Close()
-		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
+		return err
 	}
-	d.guard.SetUsers(users)
-	if err := d.startRedis(); err != nil {
-		_ = d.ln.Close()
-		return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
+	if d.cluster != nil {
+		d.view.members = d.viewMembers
+		d.view.caughtUp = func() bool { return d.catch.caughtUp() && d.awayReason() == "" }
 	}
+	d.view.registerMetrics(d.m.reg)
+	return nil
+}
 
-	if cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			_ = d.ln.Close()
-			d.closeRedis()
-			return nil, errors.Join(fmt.Errorf("--metrics-addr: %w", err), d.groups.Close(), d.closeCluster(), d.closeStore())
-		}
-		d.mln = mln
-		d.msrv = d.m.newServer(log, d.api.ReadOnly())
-		if d.msrv.Handler, err = d.withConsole(d.msrv.Handler); err != nil {
-			_ = d.mln.Close()
-			_ = d.ln.Close()
-			d.closeRedis()
-			return nil, errors.Join(err, d.groups.Close(), d.closeCluster(), d.closeStore())
-		}
+// listenMetrics binds --metrics-addr, if set, for the metrics, the
+// read-only health routes and the console.
+func (d *Daemon) listenMetrics() error {
+	if d.cfg.MetricsAddr == "" {
+		return nil
 	}
-	return d, nil
+	mln, err := net.Listen("tcp", d.cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	d.mln = mln
+	d.msrv = d.m.newServer(d.log, d.api.ReadOnly())
+	if d.msrv.Handler, err = d.withConsole(d.msrv.Handler); err != nil {
+		_ = d.mln.Close()
+		return err
+	}
+	return nil
 }
 
 // GossipAddr is the gossip address bound (with the port the system chose
