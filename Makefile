@@ -13,7 +13,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
 
-.PHONY: all build deb dist run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-redis bench-satellite bench-time install clean
+.PHONY: all build deb dist run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-memory bench-redis bench-satellite bench-time install clean
 
 all: build
 
@@ -54,6 +54,13 @@ bench-daemon:
 # cachecastd's Redis socket and redis-server's, in turn, ROUNDS rounds (not in CI).
 bench-redis:
 	REDIS_ONLY=1 N=$${N:-100000} ROUNDS=$${ROUNDS:-2} bash test/bench-vs-redis.sh
+
+# Resident memory of cachecastd and redis-server holding N keys (default
+# 1,000,000; N=10000000 for 10M) loaded through their Redis sockets, one
+# after the other, idle and loaded, with the ratios (test/bench-memory.sh;
+# not in CI, minutes).
+bench-memory:
+	bash test/bench-memory.sh
 
 # The publish rate with expiry and schedules against without, through the
 # Redis door and HTTP (test/bench-time.sh; not in CI, minutes).
