@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -187,33 +188,57 @@ func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Du
 	return answers, errs
 }
 
-// fleetFresh is how long an answer of GET /v1/fleet serves the callers
-// that come after it: consoles polling every second share one round of
-// questions to the members rather than asking a round each.
-const fleetFresh = 500 * time.Millisecond
+// sharedFresh is how long an answer of a console route (GET /v1/fleet,
+// GET /v1/topics/{t}/nodes/{k}) serves the callers that ask the same after
+// it: consoles polling every second share one round of questions to the
+// members rather than asking a round each.
+const sharedFresh = 500 * time.Millisecond
 
-// fleetCache is the last answer of GET /v1/fleet and its timeout; mu is
-// held while a round is asked, so that callers at the same moment wait
-// for that one.
-type fleetCache struct {
+// sharedAnswers are the console routes' last answers, by question.
+type sharedAnswers struct {
 	mu      sync.Mutex
-	at      time.Time
-	timeout time.Duration
-	f       wire.Fleet
+	answers map[string]*sharedAnswer
 }
 
-// sharedFleet is fleet's answer, asked at most once per fleetFresh (per
-// timeout asked for). The round is not the caller's: a caller that leaves
-// does not cut the others' answers short (the timeout bounds it).
-func (d *Daemon) sharedFleet(timeout time.Duration) wire.Fleet {
-	c := &d.fleetShared
+// sharedAnswer is one question's last answer; mu is held while a round
+// is asked, so that the callers of that question at the same moment wait
+// for that one (other questions do not wait).
+type sharedAnswer struct {
+	mu sync.Mutex
+	at atomic.Int64 // Unix ns of the answer; 0: none yet
+	v  any
+}
+
+// shared is ask's answer to the question named by key, asked at most once
+// per sharedFresh. The round is not the caller's: a caller that leaves
+// does not cut the others' answers short (each round's timeout bounds
+// it).
+func (d *Daemon) shared(key string, ask func(ctx context.Context) any) any {
+	c := &d.consoleAnswers
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.at) < fleetFresh && c.timeout == timeout {
-		return c.f
+	if c.answers == nil {
+		c.answers = map[string]*sharedAnswer{}
 	}
-	c.f, c.at, c.timeout = d.fleet(context.Background(), timeout), time.Now(), timeout
-	return c.f
+	a := c.answers[key]
+	if a == nil {
+		a = &sharedAnswer{}
+		c.answers[key] = a
+	}
+	for k, o := range c.answers {
+		if at := o.at.Load(); at != 0 && time.Since(time.Unix(0, at)) > time.Minute {
+			delete(c.answers, k) // a question nobody asks any more
+		}
+	}
+	c.mu.Unlock()
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if at := a.at.Load(); at != 0 && time.Since(time.Unix(0, at)) < sharedFresh {
+		return a.v
+	}
+	a.v = ask(context.Background())
+	a.at.Store(time.Now().UnixNano())
+	return a.v
 }
 
 // fleet is GET /v1/fleet: every member as this node sees it, with its own

@@ -87,9 +87,9 @@ type Daemon struct {
 	bodies *access.Budget
 
 	started time.Time
-	// fleetShared is GET /v1/fleet's last answer, shared by the consoles
-	// that ask at once (console.go).
-	fleetShared fleetCache
+	// consoleAnswers are the console routes' last answers, shared by the
+	// consoles that ask at once (console.go).
+	consoleAnswers sharedAnswers
 	// contact is the last contact with a peer (tombstoneLoop's, see
 	// tombstones.go; zero until the first ready without a contact file);
 	// away is set, with the reason, once the node stopped serving for

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -271,11 +272,15 @@ func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Ca
 
 // Fleet is GET /v1/fleet, KeyAcross GET /v1/topics/{topic}/nodes/{key}
 // (console.go): each asks every live member, within timeout apiece; an
-// answer of Fleet serves the callers of the next half second too.
+// answer serves the callers of the same question for half a second.
 func (n *node) Fleet(_ context.Context, timeout time.Duration) wire.Fleet {
-	return n.d.sharedFleet(timeout)
+	return n.d.shared(fmt.Sprintf("fleet %d", timeout), func(ctx context.Context) any {
+		return n.d.fleet(ctx, timeout)
+	}).(wire.Fleet)
 }
 
-func (n *node) KeyAcross(ctx context.Context, topic, key string, timeout time.Duration) wire.KeyAcross {
-	return n.d.keyAcross(ctx, topic, key, timeout)
+func (n *node) KeyAcross(_ context.Context, topic, key string, timeout time.Duration) wire.KeyAcross {
+	return n.d.shared(fmt.Sprintf("key %d %q %q", timeout, topic, key), func(ctx context.Context) any {
+		return n.d.keyAcross(ctx, topic, key, timeout)
+	}).(wire.KeyAcross)
 }

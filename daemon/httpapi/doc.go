@@ -315,8 +315,8 @@
 //	    and applied count the records of the member's own origin and of
 //	    the others it holds: rates are differences between two answers.
 //	    Cheap (no view digest), and one answer serves every caller of the
-//	    next 500ms: the operator consoles and `cachecast top` ask for it
-//	    every second.
+//	    next 500ms (this route's and the next's, by question): the
+//	    operator consoles and `cachecast top` ask for it every second.
 //	    curl -sS $S http://x/v1/fleet
 //
 //	GET /v1/topics/{topic}/nodes/{key}   [read]   (?timeout=2s)

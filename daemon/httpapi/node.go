@@ -69,7 +69,7 @@ type Node interface {
 	// Fleet is GET /v1/fleet, KeyAcross GET
 	// /v1/topics/{topic}/nodes/{key}: each asks every live member over
 	// gossip and waits at most timeout for each (0: the node's default);
-	// an answer of Fleet may serve the callers of the next half second.
+	// an answer may serve the callers of the same for half a second.
 	Fleet(ctx context.Context, timeout time.Duration) wire.Fleet
 	KeyAcross(ctx context.Context, topic, key string, timeout time.Duration) wire.KeyAcross
 	// Healthy is nil while the store serves; DiskFull is nil unless
