@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -93,6 +94,12 @@ func (d *Daemon) summary() wire.NodeSummary {
 	}
 	if d.cluster != nil {
 		out.ClockBehind = d.cluster.clockBehind.Load()
+		obs := d.obs.status(time.Now())
+		obs.Peers, obs.Differences = nil, nil
+		if math.IsInf(obs.FreshnessP99Seconds, 0) {
+			obs.FreshnessP99Seconds = 0 // past the histogram's last bucket: JSON has no infinity; the summary says it
+		}
+		out.Observer = &obs
 	}
 	return out
 }

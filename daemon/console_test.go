@@ -76,7 +76,8 @@ func TestConsoleRoutes(t *testing.T) {
 		t.Fatalf("fleet %+v; want node0's view of 3 members", f)
 	}
 	for _, m := range f.Members {
-		if m.State != "alive" || m.Summary == nil || m.Summary.Name != m.Name || m.Summary.Keys != 1 || m.Summary.Time == "" {
+		if m.State != "alive" || m.Summary == nil || m.Summary.Name != m.Name || m.Summary.Keys != 1 || m.Summary.Time == "" ||
+			m.Summary.Observer == nil || m.Summary.Observer.Peers != nil {
 			t.Fatalf("member %+v (summary %+v); want alive with its own figures", m, m.Summary)
 		}
 	}

@@ -63,6 +63,10 @@ type NodeSummary struct {
 	ClockBehind bool           `json:"clock_behind,omitempty"`
 	CatchUp     *CatchUpStatus `json:"catch_up,omitempty"`
 	Healthy     bool           `json:"healthy"`
+	// Observer is the member's consistency observer (as in Status, its
+	// peers and differences left out): its freshness p99 and agreement;
+	// absent on a node without a cluster.
+	Observer *ObserverStatus `json:"observer,omitempty"`
 }
 
 // KeyAcross is the body of GET /v1/topics/{topic}/nodes/{key}: one key

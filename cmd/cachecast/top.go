@@ -20,18 +20,20 @@ var topCmd = &command{
 	help: `The operator console's fleet view in a terminal (GET /v1/fleet): every
 member, up or down, with its data protocol, keys, publish and apply rates
 (records of its own origin and of the others, per second, between two
-answers), how far it is behind this node (records, and the age of the
+answers), its consistency observer's freshness p99 (a peer's record's
+stamp to its apply there) and comparisons with peers' views that agreed,
+how far it is behind this node (records, and the age of the
 oldest it lacks, per origin), its clock against this node's, and its
 flags. The daemon asks every live member over gossip; a member that does
 not answer within 2s shows as "no answer". On a terminal the screen is
 redrawn; otherwise each answer is printed after the last. Ctrl-C ends it.`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
-		interval := fs.Duration("interval", time.Second, "time between two answers")
+		interval := fs.Duration("interval", time.Second, "time between two answers (at least 500ms)")
 		count := fs.Int("count", 0, "stop after this many answers (0: until Ctrl-C)")
 		return func(ctx context.Context, e *env, args []string) error {
-			if *interval < 100*time.Millisecond {
-				return usagef("--interval: at least 100ms, got %s", *interval)
+			if *interval < 500*time.Millisecond {
+				return usagef("--interval: at least 500ms (the daemon gives one answer for half a second), got %s", *interval)
 			}
 			c := g.client()
 			defer c.Close()
@@ -83,14 +85,14 @@ func printFleet(w io.Writer, f *client.Fleet, prev map[string]*client.NodeSummar
 	}
 	now, _ := time.Parse(time.RFC3339Nano, f.Time)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tSTATE\tPROTO\tKEYS\tPUBLISH/S\tAPPLY/S\tLAG\tCLOCK\tFLAGS")
+	fmt.Fprintln(tw, "MEMBER\tSTATE\tPROTO\tKEYS\tPUBLISH/S\tAPPLY/S\tFRESH P99\tAGREED\tLAG\tCLOCK\tFLAGS")
 	for _, m := range f.Members {
 		name, state := m.Name, "down"
 		if m.Self {
 			name += "*"
 		}
 		s := m.Summary
-		keys, pub, apply, clock := "-", "-", "-", "-"
+		keys, pub, apply, clock, fresh, agreed := "-", "-", "-", "-", "-", "-"
 		if s != nil {
 			state, keys = "up", fmt.Sprint(s.Keys)
 			if p := prev[m.Name]; p != nil {
@@ -100,11 +102,19 @@ func printFleet(w io.Writer, f *client.Fleet, prev map[string]*client.NodeSummar
 				clock = fmt.Sprintf("%+dms", t.Sub(now).Milliseconds())
 			}
 			prev[m.Name] = s
+			if o := s.Observer; o != nil {
+				if o.FreshnessP99Seconds > 0 {
+					fresh = fmt.Sprintf("%.3gs", o.FreshnessP99Seconds)
+				}
+				if n := o.Agreed + o.Differed; n > 0 {
+					agreed = fmt.Sprintf("%d/%d", o.Agreed, n)
+				}
+			}
 		} else if m.State == "alive" {
 			state = "no answer"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", name, state, m.Protocol, keys, pub, apply,
-			lagText(m.Lag, origins), clock, strings.Join(memberFlags(m), ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, state, m.Protocol, keys, pub, apply,
+			fresh, agreed, lagText(m.Lag, origins), clock, strings.Join(memberFlags(m), ", "))
 	}
 	return tw.Flush()
 }

@@ -26,7 +26,7 @@ func TestTop(t *testing.T) {
 		k, ok := c.Nodes[1].D.Store().Get("prices", "sku-3")
 		return ok && string(k.Value) == "1"
 	})
-	out := cliSocket(ctx, t, sock, "", "top", "--count", "2", "--interval", "200ms").check(t, 0).stdout
+	out := cliSocket(ctx, t, sock, "", "top", "--count", "2", "--interval", "600ms").check(t, 0).stdout
 	frames := strings.Split(out, "\n\n")
 	if len(frames) != 2 {
 		t.Fatalf("%d frames, want 2:\n%s", len(frames), out)
@@ -38,7 +38,7 @@ func TestTop(t *testing.T) {
 			}
 		}
 	}
-	if !regexp.MustCompile(`node1\s+up\s+\d+\s+3\s+0\.0\s+0\.0\s`).MatchString(frames[1]) {
+	if !regexp.MustCompile(`node1\s+up\s+\d+\s+3\s+0\.0\s+0\.0\s+\S+\s+\S+\s`).MatchString(frames[1]) {
 		t.Fatalf("the second frame has no rates for node1:\n%s", frames[1])
 	}
 

@@ -307,7 +307,8 @@
 //	    "clock_ahead","clock_ahead_seconds","held_records","summary":
 //	    {"name","version","uptime_seconds","time","keys","records",
 //	    "published","applied","degraded","away","clock_behind","catch_up",
-//	    "healthy"},"error"}]}: the members of GET /v1/cluster, each with
+//	    "healthy","observer":{"summary","agreed","differed",
+//	    "agreement_ratio","freshness_p99_seconds"}},"error"}]}: the members of GET /v1/cluster, each with
 //	    the figures it answered about itself (gossip's TCP messages, under
 //	    the cluster key, as verify asks), asked of every live member at
 //	    once, each given timeout (1ms to 10s; default 2s). A member that

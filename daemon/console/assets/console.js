@@ -71,6 +71,13 @@ function fmtIn(ms) {
   if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
   return Math.floor(s / 3600) + " h " + Math.floor(s % 3600 / 60) + " min";
 }
+const fmtSeconds = (x) => x < 1 ? Math.round(x * 1000) + " ms" : x.toFixed(1) + " s";
+// agreement is the observer's comparisons with peers' views: the share
+// that agreed, and how many.
+function agreement(o) {
+  const n = o.agreed + o.differed;
+  return n ? `${(100 * o.agreement_ratio).toFixed(n > 1000 ? 3 : 1)}% of ${n}` : "–";
+}
 const shortOrigin = (o) => o ? o.replace(/^0+(?=.)/, "") : "";
 
 // ---- Fleet ----
@@ -114,6 +121,8 @@ async function refreshFleet() {
       el("td", { class: "mono", text: shortOrigin(m.origin) }),
       el("td", { text: s ? s.version : "" }),
       el("td", { class: "num", text: s ? s.keys : "" }),
+      el("td", { class: "num", title: s && s.observer ? s.observer.summary : "", text: s && s.observer && s.observer.freshness_p99_seconds ? fmtSeconds(s.observer.freshness_p99_seconds) : "–" }),
+      el("td", { class: "num", title: s && s.observer ? s.observer.summary : "", text: s && s.observer ? agreement(s.observer) : "–" }),
       el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(pub) }), sparkline(fresh ? pushSpark("p:" + m.name, pub || 0) : state.spark.get("p:" + m.name) || [])),
       el("td", { class: "num" }, el("span", { class: "rate", text: fmtRate(app) }), sparkline(fresh ? pushSpark("a:" + m.name, app || 0) : state.spark.get("a:" + m.name) || [])),
       lag,
