@@ -1,8 +1,8 @@
 package resp
 
 import (
+	"errors"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -34,53 +34,35 @@ func counterCommands() []*command {
 	}
 }
 
-// increment is one counter command's increment: an integer, or a float.
-type increment struct {
-	n     int64
-	f     float64
-	float bool
-}
-
 // parseIncrement reads the increment of the command named cmd (lower
 // case) from its argument (nil for INCR and DECR), answering Redis's
 // error when it is no number (false).
-func (c *conn) parseIncrement(cmd string, arg []byte) (increment, bool) {
+func (c *conn) parseIncrement(cmd string, arg []byte) (storeview.Increment, bool) {
 	switch cmd {
 	case "incr":
-		return increment{n: 1}, true
+		return storeview.Increment{N: 1}, true
 	case "decr":
-		return increment{n: -1}, true
+		return storeview.Increment{N: -1}, true
 	case "incrbyfloat", "hincrbyfloat":
-		f, ok := redisFloat(arg)
+		f, ok := storeview.ParseFloat(arg)
 		if !ok {
-			c.err("ERR value is not a valid float")
+			c.err(errNotFloat)
 		}
-		return increment{f: f, float: true}, ok
+		return storeview.Increment{F: f, Float: true}, ok
 	}
 	n, ok := redisInt(arg)
 	if !ok {
-		c.err("ERR value is not an integer or out of range")
-		return increment{}, false
+		c.err(errNotInteger)
+		return storeview.Increment{}, false
 	}
 	if cmd == "decrby" {
 		if n == math.MinInt64 {
 			c.err("ERR decrement would overflow")
-			return increment{}, false
+			return storeview.Increment{}, false
 		}
 		n = -n
 	}
-	return increment{n: n}, true
-}
-
-// redisFloat reads a float as Redis's INCRBYFLOAT does: no blanks, not
-// NaN nor infinite.
-func redisFloat(b []byte) (float64, bool) {
-	s := view(b)
-	if s == "" || strings.TrimSpace(s) != s {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
+	return storeview.Increment{N: n}, true
 }
 
 func cmdIncr(c *conn, a [][]byte) {
@@ -115,87 +97,50 @@ func cmdHIncr(c *conn, a [][]byte) {
 	c.count(t, view(a[2]), inc, true)
 }
 
-// count adds inc to (topic, key) and answers the value after it on this
-// node; field says it is a hash's field (Redis words its errors so).
-func (c *conn) count(topic, key string, inc increment, field bool) {
-	if err := c.s.node.Authorize(c.nc); err != nil {
-		c.writeError(err)
-		return
-	}
-	e, found := c.node().Entry(topic, key)
-	sum, text, msg := addIncrement(e.Value, found, inc)
-	if field && msg == errNotInteger {
-		msg = "ERR hash value is not an integer"
-	} else if field && msg == errNotFloat {
-		msg = "ERR hash value is not a float"
-	}
-	if msg != "" {
-		c.err(msg)
-		return
-	}
-	m := ownMessage(topic, key, text)
-	if found && e.Stamp.Origin != 0 {
-		// The version this node holds: an increment bound to it.
-		delta := strconv.AppendInt(nil, inc.n, 10)
-		if inc.float {
-			delta = strconv.AppendFloat(nil, inc.f, 'f', -1, 64)
-		}
-		m = ownMessage(topic, key, delta)
-		m.CountOn, m.EffectiveAt = e.Stamp, e.EffectiveAt
-	} else if found {
-		m.ExpiresAt, m.Tag = e.ExpiresAt, e.Tag // written by this transaction: its value again
-	}
-	if !c.publish([]record.Message{m}) {
-		return
-	}
-	if c.tx != nil {
-		seen := storeview.Entry{Value: text, Tag: e.Tag, Stamp: e.Stamp, ExpiresAt: e.ExpiresAt, EffectiveAt: e.EffectiveAt, Base: e.Base}
-		if !found || e.Stamp.Origin == 0 {
-			seen.Stamp, seen.EffectiveAt, seen.Base = record.Stamp{}, 0, nil
-		}
-		c.tx.counted(topic, key, seen)
-	}
-	if inc.float {
-		c.bulk(text)
-		return
-	}
-	c.integer(sum)
-}
-
 // Redis's errors of a value that is no number of the increment's kind.
 const (
 	errNotInteger = "ERR value is not an integer or out of range"
 	errNotFloat   = "ERR value is not a valid float"
 )
 
-// addIncrement is cur (found: the key has a value) plus inc, as the
-// answer's integer and text, or Redis's error when cur is no number of
-// inc's kind or the sum leaves its range.
-func addIncrement(cur []byte, found bool, inc increment) (sum int64, text []byte, msg string) {
-	if inc.float {
-		f := 0.0
-		if found {
-			var ok bool
-			if f, ok = redisFloat(cur); !ok {
-				return 0, nil, errNotFloat
-			}
-		}
-		f += inc.f
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return 0, nil, "ERR increment would produce NaN or Infinity"
-		}
-		return 0, strconv.AppendFloat(nil, f, 'f', -1, 64), ""
+// count adds inc to (topic, key) by the counters' rule (storeview.Count)
+// and answers the value after it on this node; field says it is a hash's
+// field (Redis words its errors so).
+func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
+	if err := c.s.node.Authorize(c.nc); err != nil {
+		c.writeError(err)
+		return
 	}
-	var n int64
-	if found {
-		var ok bool
-		if n, ok = redisInt(cur); !ok {
-			return 0, nil, errNotInteger
+	e, found := c.node().Entry(topic, key)
+	m, value, err := storeview.Count(topic, key, e, found, inc)
+	switch {
+	case errors.Is(err, storeview.ErrNotInteger) && field:
+		c.err("ERR hash value is not an integer")
+	case errors.Is(err, storeview.ErrNotInteger):
+		c.err(errNotInteger)
+	case errors.Is(err, storeview.ErrNotFloat) && field:
+		c.err("ERR hash value is not a float")
+	case errors.Is(err, storeview.ErrNotFloat):
+		c.err(errNotFloat)
+	case errors.Is(err, storeview.ErrOverflow) && inc.Float:
+		c.err("ERR increment would produce NaN or Infinity")
+	case errors.Is(err, storeview.ErrOverflow):
+		c.err("ERR increment or decrement would overflow")
+	}
+	if err != nil || !c.publish([]record.Message{m}) {
+		return
+	}
+	if c.tx != nil {
+		seen := storeview.Entry{Value: value, Tag: e.Tag, Stamp: e.Stamp, ExpiresAt: e.ExpiresAt, EffectiveAt: e.EffectiveAt, Base: e.Base}
+		if !found || e.Stamp.Origin == 0 {
+			seen.Stamp, seen.EffectiveAt, seen.Base = record.Stamp{}, 0, nil
 		}
+		c.tx.counted(topic, key, seen)
 	}
-	if inc.n > 0 && n > math.MaxInt64-inc.n || inc.n < 0 && n < math.MinInt64-inc.n {
-		return 0, nil, "ERR increment or decrement would overflow"
+	if inc.Float {
+		c.bulk(value)
+		return
 	}
-	n += inc.n
-	return n, strconv.AppendInt(nil, n, 10), ""
+	n, _ := storeview.ParseInt(value)
+	c.integer(n)
 }

@@ -200,6 +200,18 @@ func TestRoutes(t *testing.T) {
 		}
 	})
 
+	t.Run("counter", func(t *testing.T) {
+		for i, want := range []string{"2", "4"} {
+			r := httpDo(t, n, "POST", "/v1/topics/counter/counters/hits?by=2", nil)
+			if r.status != 200 || r.header.Get("Cachecast-Count") != want {
+				t.Fatalf("POST counters/hits?by=2 (%d): %d, Cachecast-Count %q: %s", i, r.status, r.header.Get("Cachecast-Count"), r.body)
+			}
+		}
+		if r := httpDo(t, n, "GET", "/v1/topics/counter/keys/hits", nil); r.status != 200 || string(r.body) != "4" {
+			t.Fatalf("GET the counter: %d %s", r.status, r.body)
+		}
+	})
+
 	t.Run("delete", func(t *testing.T) {
 		const topic = "delete"
 		publish(t, topic, "gone", "soon", "")

@@ -55,6 +55,15 @@
 //	    one (the key goes at that instant). 200 PutResult.
 //	    curl -sS $S -X DELETE http://x/v1/topics/prices/keys/sku-1
 //
+//	POST /v1/topics/{topic}/counters/{key}?by=N   [publish]
+//	    Adds N (default 1; a float for a float) to the key as a counter,
+//	    as Redis's INCRBY (view.Count, the one rule): an increment bound
+//	    to the version this node holds, which every node counts once; a
+//	    key without a value gets N written. 200 PutResult, and the
+//	    key's value after it on this node in Cachecast-Count; 409
+//	    conflict when the value is no number or the sum overflows.
+//	    curl -sS $S -X POST 'http://x/v1/topics/stats/counters/hits?by=3'
+//
 //	POST /v1/topics/{topic}/messages   [publish]
 //	    One JSON object, or NDJSON (Content-Type: application/x-ndjson, one
 //	    object a line) for a batch that is stored whole or not at all:

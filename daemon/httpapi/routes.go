@@ -43,6 +43,7 @@ func (a *Server) routes() []route {
 		{name: "get", pattern: "GET /v1/topics/{topic}/keys/{key...}", role: access.RoleRead, handler: a.getKey},
 		{name: "put", pattern: "PUT /v1/topics/{topic}/keys/{key...}", role: access.RolePublish, handler: a.putKey},
 		{name: "delete", pattern: "DELETE /v1/topics/{topic}/keys/{key...}", role: access.RolePublish, handler: a.deleteKey},
+		{name: "incr", pattern: "POST /v1/topics/{topic}/counters/{key...}", role: access.RolePublish, handler: a.incrKey},
 		{name: "messages", pattern: "POST /v1/topics/{topic}/messages", role: access.RolePublish, handler: a.postMessages},
 		{name: "pending", pattern: "GET /v1/topics/{topic}/pending", role: access.RoleRead, handler: a.listPending},
 		{name: "pending_cancel", pattern: "DELETE /v1/topics/{topic}/pending/{key...}", role: access.RolePublish, handler: a.cancelPending},

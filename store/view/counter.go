@@ -2,10 +2,12 @@ package view
 
 import (
 	"bytes"
+	"errors"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -260,4 +262,93 @@ func (tv *topicView) mergeCounter(k string, c *counter) {
 		}
 		tv.setCount(k, &n)
 	}
+}
+
+// Increment is one counter command's increment: N, or F when Float
+// (INCRBYFLOAT).
+type Increment struct {
+	N     int64
+	F     float64
+	Float bool
+}
+
+// Errors of Count: the key's value is no number of the increment's
+// kind, or the sum leaves its range.
+var (
+	ErrNotInteger = errors.New("view: the value is not an integer")
+	ErrNotFloat   = errors.New("view: the value is not a float")
+	ErrOverflow   = errors.New("view: the increment would overflow (or make a float infinite)")
+)
+
+// Count is the one rule of a counter command, whatever door took it: it
+// adds inc to the key (topic, key) whose entry on this node is e (found:
+// it has a value) and returns the message to publish and the key's value
+// after it on this node. An entry with a stamp (a version this node
+// holds) gets an increment bound to that version (record.KindCounter),
+// never the sum; a key without a value, or one a transaction wrote and
+// has not stamped yet (e.Stamp zero), gets its value written, with its
+// expiry and tag. The message's strings and bytes are its own.
+func Count(topic, key string, e Entry, found bool, inc Increment) (record.Message, []byte, error) {
+	value, err := addIncrement(e.Value, found, inc)
+	if err != nil {
+		return record.Message{}, nil, err
+	}
+	m := record.Message{Topic: strings.Clone(topic), Key: strings.Clone(key), Value: value}
+	switch {
+	case found && e.Stamp.Origin != 0:
+		m.Value = strconv.AppendInt(nil, inc.N, 10)
+		if inc.Float {
+			m.Value = strconv.AppendFloat(nil, inc.F, 'f', -1, 64)
+		}
+		m.CountOn, m.EffectiveAt = e.Stamp, e.EffectiveAt
+	case found:
+		m.ExpiresAt, m.Tag = e.ExpiresAt, e.Tag
+	}
+	return m, value, nil
+}
+
+// addIncrement is cur (found: the key has a value) plus inc, in decimal.
+func addIncrement(cur []byte, found bool, inc Increment) ([]byte, error) {
+	if inc.Float {
+		f := 0.0
+		if found {
+			var ok bool
+			if f, ok = ParseFloat(cur); !ok {
+				return nil, ErrNotFloat
+			}
+		}
+		if f += inc.F; math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, ErrOverflow
+		}
+		return strconv.AppendFloat(nil, f, 'f', -1, 64), nil
+	}
+	var n int64
+	if found {
+		var ok bool
+		if n, ok = ParseInt(cur); !ok {
+			return nil, ErrNotInteger
+		}
+	}
+	if inc.N > 0 && n > math.MaxInt64-inc.N || inc.N < 0 && n < math.MinInt64-inc.N {
+		return nil, ErrOverflow
+	}
+	return strconv.AppendInt(nil, n+inc.N, 10), nil
+}
+
+// ParseInt reads a counter's integer as Redis does: only the canonical
+// decimal form (no sign +, no leading zeros, no blanks), within int64.
+func ParseInt(b []byte) (int64, bool) {
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil && strconv.FormatInt(n, 10) == string(b)
+}
+
+// ParseFloat reads a counter's float as Redis's INCRBYFLOAT does: no
+// blanks, finite.
+func ParseFloat(b []byte) (float64, bool) {
+	s := string(b)
+	if s == "" || strings.TrimSpace(s) != s {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
 }
