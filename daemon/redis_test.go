@@ -230,7 +230,7 @@ func TestRedisGoRedis(t *testing.T) {
 			must(rc.Do(ctx, "READONLY").Result())
 
 			// Refusals name what is supported.
-			wantErr(t, "SET NX", rc.SetNX(ctx, p+":t", "v", 0).Err(), "NX is not supported", "EX, PX")
+			wantErr(t, "APPEND", rc.Append(ctx, p+":t", "v").Err(), "APPEND is not served", "SET it")
 			wantErr(t, "CLUSTER", rc.ClusterInfo(ctx).Err(), "cluster support disabled")
 			wantErr(t, "unknown", rc.Do(ctx, "FROBNICATE", "x").Err(), "ERR unknown command 'FROBNICATE'")
 			wantErr(t, "arity", rc.Do(ctx, "GET").Err(), "wrong number of arguments for 'get'")
