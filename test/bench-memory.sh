@@ -18,7 +18,7 @@ N=${N:-1000000}
 SIZE=${SIZE:-100}
 SETTLE=${SETTLE:-60} # at most this many seconds waiting for RSS to settle
 work=$(mktemp -d /tmp/cc-mem.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
 command -v redis-server >/dev/null && command -v redis-cli >/dev/null || {
 	echo "install redis-server and redis-tools first (apt-get install redis-server redis-tools)" >&2
