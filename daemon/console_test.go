@@ -193,6 +193,9 @@ func TestConsoleListener(t *testing.T) {
 		{"DELETE", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"POST", "/console/api/v1/repair/accept", "", http.StatusNotFound, "route_not_found"},
 		{"GET", "/console/api/v1/topics/prices/groups/g/dlq", "", http.StatusNotFound, "route_not_found"},
+		// A durable cursor moves: consume, which the console's caller
+		// never holds (issue 31).
+		{"GET", "/console/api/v1/topics/prices/subscribe?name=c&ack=auto", "", http.StatusForbidden, "consume role"},
 		{"GET", "/console/api/v1/fleet", "evil.example:80", http.StatusForbidden, "loopback Host"},
 		{"GET", "/metrics", "", http.StatusOK, "cachecast_publish_messages_total"},
 	} {

@@ -171,8 +171,23 @@ func (g *Guard) Users() *Users { return g.users.Load() }
 // Has reports whether c holds role need now. A caller that authenticated
 // as a user (AUTH) holds at most the user's roles, and on the Unix socket
 // only those its uid holds too; a TCP client that did not holds the
-// anonymous roles (Users.Anonymous).
+// anonymous roles (Users.Anonymous); a caller another credential vouches
+// for (Granted: the console's token) holds that role and those below, no
+// more; and one whose credentials are unknown reads at most.
 func (g *Guard) Has(c Caller, need Role) bool {
+	if !c.Known && !c.TCP && c.User == "" {
+		if c.Granted != RoleNone {
+			// Vouched for by another credential (the console's token):
+			// that role and those below it, never more.
+			return need <= c.Granted
+		}
+		if need > RoleRead {
+			// Credentials unknown (the console on loopback without a
+			// token): it may read where the read role is open, and never
+			// write, consume or administer (issue 31).
+			return false
+		}
+	}
 	if c.User != "" || c.TCP {
 		u := g.users.Load()
 		set := u.RolesOf(c.User)

@@ -101,6 +101,11 @@ func TestRoleSetAndGuard(t *testing.T) {
 		{"uid 7 as r is narrowed", Caller{Known: true, UID: 7, User: "r"}, RolePublish, false},
 		{"uid 8 as w is not widened", Caller{Known: true, UID: 8, User: "w"}, RolePublish, false},
 		{"uid 8 as w reads", Caller{Known: true, UID: 8, User: "w"}, RoleRead, true},
+		{"the console's reader reads", Caller{Granted: RoleRead}, RoleRead, true},
+		{"the console's reader does not publish", Caller{Granted: RoleRead}, RolePublish, false},
+		{"the console's reader does not consume", Caller{Granted: RoleRead}, RoleConsume, false},
+		{"an unknown caller reads where reading is open", Caller{}, RoleRead, true},
+		{"an unknown caller does not publish, the lists open or not", Caller{}, RolePublish, false},
 	} {
 		if got := g.Has(c.caller, c.need); got != c.want {
 			t.Errorf("%s: Has = %v, want %v", c.name, got, c.want)
