@@ -163,11 +163,18 @@ func askTimeout(t time.Duration) time.Duration {
 	return min(t, consoleAskMax)
 }
 
+// memberAnswer is a member's answer to a console question, with when (by
+// this node's clock) the question went out and the answer came.
+type memberAnswer struct {
+	b          []byte
+	sent, came time.Time
+}
+
 // askEach asks q of every member but this node that is alive, at once,
-// each within timeout, and returns the answers (nil where none came) and
-// why none came, by member name.
-func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Duration) (answers map[string][]byte, errs map[string]string) {
-	answers, errs = map[string][]byte{}, map[string]string{}
+// each within timeout, and returns the answers and why none came, by
+// member name.
+func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Duration) (answers map[string]memberAnswer, errs map[string]string) {
+	answers, errs = map[string]memberAnswer{}, map[string]string{}
 	if d.cluster == nil {
 		return answers, errs
 	}
@@ -181,14 +188,16 @@ func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Du
 		wg.Go(func() {
 			actx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
+			sent := d.now()
 			b, err := d.cluster.g.Ask(actx, m.Name, question)
+			came := d.now()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs[m.Name] = fmt.Sprintf("no answer within %s: %v", timeout, err)
 				return
 			}
-			answers[m.Name] = b
+			answers[m.Name] = memberAnswer{b: b, sent: sent, came: came}
 		})
 	}
 	wg.Wait()
@@ -262,12 +271,18 @@ func (d *Daemon) fleet(ctx context.Context, timeout time.Duration) wire.Fleet {
 		case m.Self:
 			s := d.summary()
 			fm.Summary = &s
-		case answers[m.Name] != nil:
+		case answers[m.Name].b != nil:
+			a := answers[m.Name]
 			var s wire.NodeSummary
-			if err := json.Unmarshal(answers[m.Name], &s); err != nil || s.Time == "" {
+			if err := json.Unmarshal(a.b, &s); err != nil || s.Time == "" {
 				fm.Error = "no summary in its answer (a build without the console?)"
-			} else {
-				fm.Summary = &s
+				break
+			}
+			fm.Summary = &s
+			fm.RoundTripSeconds = a.came.Sub(a.sent).Seconds()
+			if t, err := time.Parse(time.RFC3339Nano, s.Time); err == nil {
+				// Its clock against this node's at the middle of the round trip.
+				fm.ClockOffsetSeconds = t.Sub(a.sent.Add(a.came.Sub(a.sent) / 2)).Seconds()
 			}
 		case errs[m.Name] != "":
 			fm.Error = errs[m.Name]
@@ -291,8 +306,8 @@ func (d *Daemon) keyAcross(ctx context.Context, topic, key string, timeout time.
 		case m.Self:
 			k = d.keyOnNode(topic, key)
 			k.Self = true
-		case answers[m.Name] != nil:
-			if err := json.Unmarshal(answers[m.Name], &k); err != nil || !k.Answered {
+		case answers[m.Name].b != nil:
+			if err := json.Unmarshal(answers[m.Name].b, &k); err != nil || !k.Answered {
 				k = wire.KeyOnMember{Error: "no key in its answer (a build without the console?)"}
 			}
 		case errs[m.Name] != "":

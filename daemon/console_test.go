@@ -81,6 +81,9 @@ func TestConsoleRoutes(t *testing.T) {
 			t.Fatalf("member %+v (summary %+v); want alive with its own figures", m, m.Summary)
 		}
 	}
+	if m := fleetMember(f, "node2"); m.RoundTripSeconds <= 0 || m.ClockOffsetSeconds > 1 || m.ClockOffsetSeconds < -1 {
+		t.Fatalf("node2's round trip %gs, clock offset %gs; want a round trip, and one clock in one process", m.RoundTripSeconds, m.ClockOffsetSeconds)
+	}
 	if s := fleetMember(f, "node0").Summary; s.Published != 1 || s.Applied != 0 {
 		t.Fatalf("node0 published %d, applied %d; want 1, 0", s.Published, s.Applied)
 	}

@@ -30,12 +30,17 @@ type FleetMember struct {
 	Protocol  uint8  `json:"protocol,omitempty"`
 	TooOld    bool   `json:"too_old,omitempty"`
 	// Lag is how far the member is behind the answering node, per origin.
-	Lag               []OriginLag  `json:"lag,omitempty"`
-	ClockAhead        bool         `json:"clock_ahead,omitempty"`
-	ClockAheadSeconds float64      `json:"clock_ahead_seconds,omitempty"`
-	HeldRecords       int          `json:"held_records,omitempty"`
-	Summary           *NodeSummary `json:"summary,omitempty"`
-	Error             string       `json:"error,omitempty"`
+	Lag               []OriginLag `json:"lag,omitempty"`
+	ClockAhead        bool        `json:"clock_ahead,omitempty"`
+	ClockAheadSeconds float64     `json:"clock_ahead_seconds,omitempty"`
+	HeldRecords       int         `json:"held_records,omitempty"`
+	// ClockOffsetSeconds is the member's clock (its summary's Time)
+	// against the answering node's at the middle of the question's round
+	// trip (RoundTripSeconds); 0 for the node itself and without a summary.
+	ClockOffsetSeconds float64      `json:"clock_offset_seconds,omitempty"`
+	RoundTripSeconds   float64      `json:"round_trip_seconds,omitempty"`
+	Summary            *NodeSummary `json:"summary,omitempty"`
+	Error              string       `json:"error,omitempty"`
 }
 
 // NodeSummary is what a member answers about itself for GET /v1/fleet:

@@ -83,7 +83,6 @@ func printFleet(w io.Writer, f *client.Fleet, prev map[string]*client.NodeSummar
 	for _, m := range f.Members {
 		origins[m.Origin] = m.Name
 	}
-	now, _ := time.Parse(time.RFC3339Nano, f.Time)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tSTATE\tPROTO\tKEYS\tPUBLISH/S\tAPPLY/S\tFRESH P99\tAGREED\tLAG\tCLOCK\tFLAGS")
 	for _, m := range f.Members {
@@ -98,9 +97,7 @@ func printFleet(w io.Writer, f *client.Fleet, prev map[string]*client.NodeSummar
 			if p := prev[m.Name]; p != nil {
 				pub, apply = summaryRates(p, s)
 			}
-			if t, err := time.Parse(time.RFC3339Nano, s.Time); err == nil && !now.IsZero() {
-				clock = fmt.Sprintf("%+dms", t.Sub(now).Milliseconds())
-			}
+			clock = fmt.Sprintf("%+.0fms", m.ClockOffsetSeconds*1000)
 			prev[m.Name] = s
 			if o := s.Observer; o != nil {
 				if o.FreshnessP99Seconds > 0 {

@@ -313,7 +313,8 @@
 //	GET /v1/fleet   [read]   (?timeout=2s)
 //	    200 {"node","time","clock_behind","members":[{"name","origin",
 //	    "state","addr","self","connected","protocol","too_old","lag",
-//	    "clock_ahead","clock_ahead_seconds","held_records","summary":
+//	    "clock_ahead","clock_ahead_seconds","held_records",
+//	    "clock_offset_seconds","round_trip_seconds","summary":
 //	    {"name","version","uptime_seconds","time","keys","records",
 //	    "published","applied","degraded","away","clock_behind","catch_up",
 //	    "healthy","observer":{"summary","agreed","differed",
@@ -324,6 +325,8 @@
 //	    did not answer has no summary and an error saying why. published
 //	    and applied count the records of the member's own origin and of
 //	    the others it holds: rates are differences between two answers.
+//	    clock_offset_seconds is the member's clock against this node's at
+//	    the middle of the question's round trip.
 //	    Cheap (no view digest), and one answer serves every caller of the
 //	    next 500ms (this route's and the next's, by question): the
 //	    operator consoles and `cachecast top` ask for it every second.

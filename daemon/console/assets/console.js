@@ -84,7 +84,7 @@ const shortOrigin = (o) => o ? o.replace(/^0+(?=.)/, "") : "";
 async function refreshFleet() {
   const f = await get("/fleet");
   $("#node").textContent = f.node;
-  const now = Date.parse(f.time), tbody = $("#fleet tbody");
+  const tbody = $("#fleet tbody");
   const rows = [];
   let up = 0;
   const names = new Map(f.members.map((m) => [m.origin, m.name]));
@@ -113,7 +113,7 @@ async function refreshFleet() {
     if (m.too_old) flags.append(badge("warn", "protocol too old"));
     if (!m.connected && !m.self && m.state === "alive") flags.append(badge("warn", "data port unreachable"));
     if (m.error) flags.append(el("div", { class: "sub", text: m.error }));
-    const offset = s ? (Date.parse(s.time) - now) : null;
+    const offset = s ? Math.round((m.clock_offset_seconds || 0) * 1000) : null;
     const tr = el("tr", { "data-member": m.name, "data-up": isUp ? "1" : "0", class: isUp ? "" : "member-down" },
       el("td", {}, el("b", { text: m.name }), m.self ? el("span", { class: "sub", text: " (this node)" }) : null),
       stateCell,
