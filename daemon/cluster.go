@@ -95,6 +95,7 @@ func newCluster(cfg Config, st *store.Store, applied func(time.Time), log *zap.L
 	}
 	protoMin, protoMax := b.Protocols()
 	peers := loadPeerBook(cfg.DataDir, cfg.NodeName, peerGrace(cfg), time.Now(), log)
+	peers.setRetired(b.Retired)
 	join := peers.seeds(cfg.Join)
 	g, err := gossip.New(gossip.Config{
 		NodeName:         cfg.NodeName,

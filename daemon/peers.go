@@ -100,6 +100,10 @@ type peerBook struct {
 	// against).
 	alive     map[string]bool
 	seenAlive map[string]bool
+	// retired, when set, lists the origins the fleet has retired
+	// (--retire-origins-after: gone for good): their members are
+	// forgotten, not missing.
+	retired func() []uint64
 }
 
 // loadPeerBook reads peers.json in dir (none is an empty book), dropping
@@ -193,6 +197,7 @@ func (pb *peerBook) update(members []gossip.Member, now time.Time) {
 func (pb *peerBook) missing() []string {
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
+	pb.forgetRetired()
 	var out []string
 	for name := range pb.peers {
 		if !pb.alive[name] {
@@ -201,6 +206,33 @@ func (pb *peerBook) missing() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// forgetRetired drops the members whose origin the fleet has retired: a
+// machine removed for good would otherwise count as missing, and keep the
+// fleet degraded and verify failing, until the grace passed. pb.mu held.
+func (pb *peerBook) forgetRetired() {
+	if pb.retired == nil {
+		return
+	}
+	for _, o := range pb.retired() {
+		origin := wire.FormatOrigin(o)
+		for name, p := range pb.peers {
+			if p.Origin == origin && !pb.alive[name] {
+				delete(pb.peers, name)
+				delete(pb.seenAlive, name)
+				pb.dirty = true
+				pb.log.Info("forgot a member whose origin the fleet retired", zap.String("member", name), zap.String("origin", origin))
+			}
+		}
+	}
+}
+
+// setRetired sets what lists the retired origins (forgetRetired).
+func (pb *peerBook) setRetired(retired func() []uint64) {
+	pb.mu.Lock()
+	pb.retired = retired
+	pb.mu.Unlock()
 }
 
 // save writes the file if it changed, or if force, or if it is older than
