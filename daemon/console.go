@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -96,9 +95,6 @@ func (d *Daemon) summary() wire.NodeSummary {
 		out.ClockBehind = d.cluster.clockBehind.Load()
 		obs := d.obs.status(time.Now())
 		obs.Peers, obs.Differences = nil, nil
-		if math.IsInf(obs.FreshnessP99Seconds, 0) {
-			obs.FreshnessP99Seconds = 0 // past the histogram's last bucket: JSON has no infinity; the summary says it
-		}
 		out.Observer = &obs
 	}
 	return out

@@ -298,26 +298,28 @@ func (o *consistency) status(now time.Time) wire.ObserverStatus {
 	if n := s.Agreed + s.Differed; n > 0 {
 		s.AgreementRatio = float64(s.Agreed) / float64(n)
 	}
-	s.FreshnessP99Seconds = o.freshnessQuantile(0.99)
+	s.FreshnessP99Seconds, s.FreshnessP99Over = o.freshnessQuantile(0.99)
 	s.Summary = observerSummary(s)
 	return s
 }
 
 // freshnessQuantile is the upper bound of the histogram's bucket that
-// holds quantile q of the observations since the start; 0 without any,
-// +Inf past the last bucket.
-func (o *consistency) freshnessQuantile(q float64) float64 {
+// holds quantile q of the observations since the start; 0 without any.
+// Past the last bucket it is that bucket's bound with over set (JSON has
+// no infinity, and /v1/status must encode).
+func (o *consistency) freshnessQuantile(q float64) (bound float64, over bool) {
 	var m dto.Metric
 	if err := o.freshness.Write(&m); err != nil || m.Histogram.GetSampleCount() == 0 {
-		return 0
+		return 0, false
 	}
 	want := q * float64(m.Histogram.GetSampleCount())
 	for _, b := range m.Histogram.GetBucket() {
 		if float64(b.GetCumulativeCount()) >= want {
-			return b.GetUpperBound()
+			return b.GetUpperBound(), false
 		}
+		bound = b.GetUpperBound()
 	}
-	return math.Inf(1)
+	return bound, true
 }
 
 // observerSummary is the one line "cachecast status" prints: the nines of
@@ -336,7 +338,11 @@ func observerSummary(s wire.ObserverStatus) string {
 	}
 	fresh := "no record from a peer yet"
 	if s.FreshnessP99Seconds > 0 {
-		fresh = "records from peers visible within " + strconv.FormatFloat(s.FreshnessP99Seconds, 'g', 3, 64) + " s (p99)"
+		within := "within "
+		if s.FreshnessP99Over {
+			within = "after more than "
+		}
+		fresh = "records from peers visible " + within + strconv.FormatFloat(s.FreshnessP99Seconds, 'g', 3, 64) + " s (p99)"
 	}
 	return strconv.FormatFloat(nines, 'f', 1, 64) + " nines of agreement (" + strconv.FormatUint(s.Agreed, 10) + " of " +
 		strconv.FormatUint(n, 10) + " comparisons agreed); " + fresh

@@ -1,14 +1,18 @@
 package daemon
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // freshnessOver is how many of td's freshness observations took longer
@@ -102,5 +106,31 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	})
 	if s := ds[0].d.obs.status(time.Now()); s.Summary == "" || s.Differed != 0 {
 		t.Errorf("node0's summary: %+v", s)
+	}
+}
+
+// TestFreshnessQuantileBeyondBuckets: a p99 past the histogram's last
+// bucket is that bucket's bound, marked over, and the status encodes as
+// JSON (an infinity would not).
+func TestFreshnessQuantileBeyondBuckets(t *testing.T) {
+	o := &consistency{freshness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "f", Buckets: []float64{0.1, 1}})}
+	if b, over := o.freshnessQuantile(0.99); b != 0 || over {
+		t.Fatalf("no observation: %v, %v; want 0, false", b, over)
+	}
+	o.freshness.Observe(0.05)
+	if b, over := o.freshnessQuantile(0.99); b != 0.1 || over {
+		t.Fatalf("within the first bucket: %v, %v; want 0.1, false", b, over)
+	}
+	for range 10 {
+		o.freshness.Observe(30)
+	}
+	b, over := o.freshnessQuantile(0.99)
+	if b != 1 || !over {
+		t.Fatalf("past the last bucket: %v, %v; want 1, true", b, over)
+	}
+	s := wire.ObserverStatus{FreshnessP99Seconds: b, FreshnessP99Over: over, Agreed: 1}
+	s.Summary = observerSummary(s)
+	if _, err := json.Marshal(s); err != nil || !strings.Contains(s.Summary, "more than 1 s") {
+		t.Fatalf("status %q: %v", s.Summary, err)
 	}
 }

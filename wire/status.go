@@ -156,6 +156,9 @@ type ObserverStatus struct {
 	// FreshnessP99Seconds is the p99 of the time from a peer's record's
 	// stamp to its apply here (a histogram bucket's bound; 0 before any).
 	FreshnessP99Seconds float64 `json:"freshness_p99_seconds"`
+	// FreshnessP99Over says the p99 is past the histogram's last bucket:
+	// FreshnessP99Seconds is then that bucket's bound, a lower bound.
+	FreshnessP99Over bool `json:"freshness_p99_over,omitempty"`
 	// Peers are the alive and missing members with the time since this
 	// node last agreed with each.
 	Peers []ObserverPeer `json:"peers,omitempty"`
