@@ -327,8 +327,18 @@ func TestCursors(t *testing.T) {
 	if _, err := c.GetCursor(ctx(t), "worker-1"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("unknown cursor: %v", err)
 	}
+	// A cursor may stand at most at the topic's end: 13 messages, then 13.
+	for i := range 13 {
+		if _, err := c.Publish(ctx(t), "prices", fmt.Sprintf("sku-%d", i), []byte("v"), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var api *client.APIError
+	if _, err := c.SetCursor(ctx(t), "worker-1", "prices", 14); !errors.As(err, &api) || api.Status != 400 || api.Code != client.CodeBadRequest {
+		t.Fatalf("a cursor past the end of its topic: %v; want 400 bad_request", err)
+	}
 	uid := uint32(os.Getuid())
-	want := client.Cursor{Name: "worker-1", Topic: "prices", Offset: 13, OwnerUID: &uid}
+	want := client.Cursor{Name: "worker-1", Topic: "prices", Offset: 13, End: 13, OwnerUID: &uid}
 	cur, err := c.SetCursor(ctx(t), "worker-1", "prices", 13)
 	if err != nil || !reflect.DeepEqual(cur, want) {
 		t.Fatalf("set: %+v %v", cur, err)

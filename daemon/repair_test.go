@@ -189,6 +189,9 @@ func TestLostRecordDoesNotHoldBackNewWrites(t *testing.T) {
 	for _, cfg := range cfgs {
 		corruptRecord(t, filepath.Join(cfg.DataDir, "log"), raw)
 	}
+	// node0 remembers node1 (peers.json) and calls it at start, up to
+	// the join timeout, before it is ready: node1 starts after it here.
+	cfgs[0].JoinTimeout = 500 * time.Millisecond
 	a := startDaemon(t, cfgs[0])
 	cfgs[1].Join = []string{a.d.cluster.g.Addr()}
 	b := startDaemon(t, cfgs[1])

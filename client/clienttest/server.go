@@ -765,6 +765,11 @@ func (s *Server) setCursor(w http.ResponseWriter, r *http.Request) {
 	}
 	c := cursor{Name: name, Topic: body.Topic, Offset: *body.Offset, OwnerUID: uint32(os.Getuid())}
 	s.mu.Lock()
+	if end := s.withLag(c).End; c.Offset > end {
+		s.mu.Unlock()
+		fail(w, errorf(400, "bad_request", "offset %d is beyond the end of topic %q on this node (its next offset is %d)", c.Offset, c.Topic, end))
+		return
+	}
 	s.cursors[name] = c
 	c = s.withLag(c)
 	s.mu.Unlock()
