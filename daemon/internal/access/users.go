@@ -218,7 +218,11 @@ func (usr *User) applyValued(rule string) error {
 		return nil
 	case '#', '!':
 		var h [sha256.Size]byte
-		if n, err := hex.Decode(h[:], []byte(v)); err != nil || n != sha256.Size || len(v) != 2*sha256.Size {
+		// The length first: hex.Decode writes past h for a longer string.
+		if len(v) != 2*sha256.Size {
+			return fmt.Errorf("%q: want 64 hex digits of a SHA-256", rule)
+		}
+		if n, err := hex.Decode(h[:], []byte(v)); err != nil || n != sha256.Size {
 			return fmt.Errorf("%q: want 64 hex digits of a SHA-256", rule)
 		}
 		if rule[0] == '#' {
