@@ -451,36 +451,11 @@ func (c Config) Validate() error {
 		return errors.New("--node-name: must not be empty")
 	case len(c.NodeName) > 255:
 		return fmt.Errorf("--node-name: at most 255 bytes, got %d", len(c.NodeName))
-	case c.FlushInterval <= 0:
-		return fmt.Errorf("--flush-interval: must be positive, got %v", c.FlushInterval)
-	case c.FlushBytes <= 0:
-		return fmt.Errorf("--flush-bytes: must be positive, got %d", c.FlushBytes)
-	case c.SegmentSize < 64<<10:
-		return fmt.Errorf("--segment-size: must be at least 64KiB, got %s", wire.FormatSize(c.SegmentSize))
-	case c.SegmentSize > 2<<30:
-		return fmt.Errorf("--segment-size: must be at most 2GiB, got %s", wire.FormatSize(c.SegmentSize))
-	case c.SegmentSize%int64(os.Getpagesize()) != 0:
-		return fmt.Errorf("--segment-size: must be a multiple of the page size (%d), got %s", os.Getpagesize(), wire.FormatSize(c.SegmentSize))
-	case c.MaxMappedSegments < 2:
-		// One segment is written while another may still be read.
-		return fmt.Errorf("--max-mapped-segments: must be at least 2, got %d", c.MaxMappedSegments)
-	case c.RetentionBytes < 0:
-		return fmt.Errorf("--retention-bytes: must not be negative, got %d", c.RetentionBytes)
-	case c.RetentionBytes > 0 && c.RetentionBytes < 2*c.SegmentSize:
-		return fmt.Errorf("--retention-bytes: must be 0 (no bound) or at least two segments (%s), got %s",
-			wire.FormatSize(2*c.SegmentSize), wire.FormatSize(c.RetentionBytes))
-	case c.RetentionAge < 0:
-		return fmt.Errorf("--retention-age: must not be negative, got %v", c.RetentionAge)
-	case c.SnapshotInterval <= 0:
-		return fmt.Errorf("--snapshot-interval: must be positive, got %v", c.SnapshotInterval)
-	case c.MaxValueSize < 1:
-		return fmt.Errorf("--max-value-size: must be at least 1 byte, got %d", c.MaxValueSize)
-	case c.MaxValueSize > c.SegmentSize-recordOverhead:
-		return fmt.Errorf("--max-value-size: a value of %s does not fit a segment of %s (--segment-size) with its header",
-			wire.FormatSize(c.MaxValueSize), wire.FormatSize(c.SegmentSize))
-	case c.MaxBodySize < c.MaxValueSize:
-		return fmt.Errorf("--max-body-size: must be at least --max-value-size (%s), got %s",
-			wire.FormatSize(c.MaxValueSize), wire.FormatSize(c.MaxBodySize))
+	}
+	if err := c.validateStorage(); err != nil {
+		return err
+	}
+	switch {
 	case c.MaxCursors < 0:
 		return fmt.Errorf("--max-cursors: must not be negative, got %d", c.MaxCursors)
 	case c.MaxCursorsPerUID < 0:
@@ -526,6 +501,44 @@ func (c Config) Validate() error {
 	// The store has the last word on its own figures.
 	if err := c.storeOptions(nil).Validate(); err != nil {
 		return fmt.Errorf("store options: %w", err)
+	}
+	return nil
+}
+
+// validateStorage checks the log's, the flusher's and the values' sizes,
+// in the order Validate reports them.
+func (c Config) validateStorage() error {
+	switch {
+	case c.FlushInterval <= 0:
+		return fmt.Errorf("--flush-interval: must be positive, got %v", c.FlushInterval)
+	case c.FlushBytes <= 0:
+		return fmt.Errorf("--flush-bytes: must be positive, got %d", c.FlushBytes)
+	case c.SegmentSize < 64<<10:
+		return fmt.Errorf("--segment-size: must be at least 64KiB, got %s", wire.FormatSize(c.SegmentSize))
+	case c.SegmentSize > 2<<30:
+		return fmt.Errorf("--segment-size: must be at most 2GiB, got %s", wire.FormatSize(c.SegmentSize))
+	case c.SegmentSize%int64(os.Getpagesize()) != 0:
+		return fmt.Errorf("--segment-size: must be a multiple of the page size (%d), got %s", os.Getpagesize(), wire.FormatSize(c.SegmentSize))
+	case c.MaxMappedSegments < 2:
+		// One segment is written while another may still be read.
+		return fmt.Errorf("--max-mapped-segments: must be at least 2, got %d", c.MaxMappedSegments)
+	case c.RetentionBytes < 0:
+		return fmt.Errorf("--retention-bytes: must not be negative, got %d", c.RetentionBytes)
+	case c.RetentionBytes > 0 && c.RetentionBytes < 2*c.SegmentSize:
+		return fmt.Errorf("--retention-bytes: must be 0 (no bound) or at least two segments (%s), got %s",
+			wire.FormatSize(2*c.SegmentSize), wire.FormatSize(c.RetentionBytes))
+	case c.RetentionAge < 0:
+		return fmt.Errorf("--retention-age: must not be negative, got %v", c.RetentionAge)
+	case c.SnapshotInterval <= 0:
+		return fmt.Errorf("--snapshot-interval: must be positive, got %v", c.SnapshotInterval)
+	case c.MaxValueSize < 1:
+		return fmt.Errorf("--max-value-size: must be at least 1 byte, got %d", c.MaxValueSize)
+	case c.MaxValueSize > c.SegmentSize-recordOverhead:
+		return fmt.Errorf("--max-value-size: a value of %s does not fit a segment of %s (--segment-size) with its header",
+			wire.FormatSize(c.MaxValueSize), wire.FormatSize(c.SegmentSize))
+	case c.MaxBodySize < c.MaxValueSize:
+		return fmt.Errorf("--max-body-size: must be at least --max-value-size (%s), got %s",
+			wire.FormatSize(c.MaxValueSize), wire.FormatSize(c.MaxBodySize))
 	}
 	return nil
 }
