@@ -437,7 +437,7 @@ func (c *Client) Topics(ctx context.Context) ([]TopicInfo, error) {
 }
 
 // AllTopics lists every topic the daemon holds, its internal ones
-// included: $groups, $offsets, $dlq/<topic>/<group> and
+// included: $groups, $offsets, $owners, $dlq/<topic>/<group> and
 // $retry/<topic>/<group>, which the consumer groups keep (no topic call
 // reads them; the group calls do).
 func (c *Client) AllTopics(ctx context.Context) ([]TopicInfo, error) {

@@ -62,6 +62,16 @@
 // the position). Two nodes that briefly disagree on the membership may
 // both serve a queue for a moment: at least once, again.
 //
+// # Owners
+//
+// A group belongs, on each node, to the Owner whose member first joined it
+// there; the claim is written to OwnersTopic (a key per group and node)
+// before that member is served, and read back at New, so it outlives the
+// members and a restart. Only the owner or an admin joins the group or
+// reads its dead letters, and a message is settled only by the owner of
+// the member it was delivered to. A group with no recorded owner on the
+// node (from before owners were recorded) is adopted by its next joiner.
+//
 // # Acks, retries, dead letters
 //
 // A member settles each message by its ID ("<origin>-<seq>"): ack, or nack

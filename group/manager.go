@@ -126,7 +126,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	groups    map[groupKey]*group
-	owners    map[groupKey]string    // who created each group here, kept when its members leave (owner.go)
+	owners    map[groupKey]string    // who owns each group here, as recorded in OwnersTopic (owner.go)
 	published map[groupKey]hostEntry // this node's entries written to HostsTopic
 	// pending holds when each entry that may differ from published was
 	// first seen to (HostsInterval).
@@ -168,10 +168,11 @@ func New(cfg Config) (*Manager, error) {
 	// What this node hosted and served before a restart is stale: it has
 	// no members now. The loop writes the tombstones and the releases.
 	for _, k := range m.st.Keys(HostsTopic, "", "", 0) {
-		if t, g, node, ok := parseHostsKey(k); ok && node == m.self {
+		if t, g, node, ok := parseNodeKey(k); ok && node == m.self {
 			m.published[groupKey{t, g}] = hostEntry{stale: true}
 		}
 	}
+	m.loadOwners()
 	for _, k := range m.st.Keys(OffsetsTopic, "", "", 0) {
 		if e, ok := m.st.Get(OffsetsTopic, k); ok {
 			if p, err := decodePosition(e.Value); err == nil && p.Owner == m.self {
@@ -197,23 +198,26 @@ func (m *Manager) Kick() {
 // be the same for every member of the group, on every node. maxInflight bounds the messages
 // it holds unacknowledged (0: DefaultMaxInflight).
 func (m *Manager) Join(topic, name string, tags []string, maxInflight int) (*Member, error) {
-	return m.JoinAs(Owner{Admin: true}, topic, name, tags, maxInflight)
+	return m.JoinAs(context.Background(), Owner{Admin: true}, topic, name, tags, maxInflight)
 }
 
-// JoinAs is Join by owner: a group that does not exist here yet becomes
-// owner's, and one that does may be joined by its owner or an admin only
-// (ErrNotOwner).
-func (m *Manager) JoinAs(owner Owner, topic, name string, tags []string, maxInflight int) (*Member, error) {
+// JoinAs is Join by owner: a group that has no owner on this node yet
+// becomes owner's (recorded before JoinAs returns; owner.go), and one that
+// has may be joined by its owner or an admin only (ErrNotOwner).
+func (m *Manager) JoinAs(ctx context.Context, owner Owner, topic, name string, tags []string, maxInflight int) (*Member, error) {
 	if maxInflight <= 0 {
 		maxInflight = DefaultMaxInflight
 	}
 	tags = slices.Compact(slices.Sorted(slices.Values(tags))) // a||b is b||a
+	k := groupKey{topic, name}
+	if err := m.claim(ctx, owner, k, tags); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
-	k := groupKey{topic, name}
 	if err := m.mayUseLocked(owner, k); err != nil {
 		return nil, err
 	}
@@ -223,9 +227,6 @@ func (m *Manager) JoinAs(owner Owner, topic, name string, tags []string, maxInfl
 			return nil, err
 		}
 		g = newGroup(m, topic, name, tags)
-		if _, owned := m.owners[k]; !owned && owner.Name != "" {
-			m.owners[k] = owner.Name
-		}
 		m.groups[k] = g
 		m.wg.Add(1)
 		go g.run()
@@ -392,7 +393,7 @@ func (m *Manager) syncHosts(ctx context.Context, now bool) {
 		if !differs {
 			continue // it came back to what was written: nothing to say
 		}
-		msg := record.Message{Topic: HostsTopic, Key: hostsKey(k.topic, k.name, m.self)}
+		msg := record.Message{Topic: HostsTopic, Key: nodeKey(k.topic, k.name, m.self)}
 		if w := want[k]; w.hosts {
 			msg.Value, _ = json.Marshal(hosting{Members: members[k], Queues: m.cfg.Queues, Tags: w.tags})
 		} else {
@@ -440,7 +441,7 @@ func (m *Manager) hosts(topic, name string, alive map[uint64]bool, self bool) []
 		nodes = append(nodes, m.self)
 	}
 	for _, k := range m.st.Keys(HostsTopic, topic+"/"+name+"/", "", 0) {
-		_, _, n, ok := parseHostsKey(k)
+		_, _, n, ok := parseNodeKey(k)
 		if ok && n != m.self && alive[n] {
 			nodes = append(nodes, n)
 		}
@@ -455,7 +456,7 @@ func (m *Manager) hosts(topic, name string, alive map[uint64]bool, self bool) []
 func (m *Manager) agrees(topic, name string, tags []string) error {
 	alive := m.alive()
 	for _, k := range m.st.Keys(HostsTopic, topic+"/"+name+"/", "", 0) {
-		_, _, n, ok := parseHostsKey(k)
+		_, _, n, ok := parseNodeKey(k)
 		if !ok || n == m.self || !alive[n] {
 			continue
 		}

@@ -55,7 +55,7 @@ func (m *Manager) Status() []Status {
 	alive := m.alive()
 	seen := map[groupKey]bool{}
 	for _, k := range m.st.Keys(HostsTopic, "", "", 0) {
-		if t, g, _, ok := parseHostsKey(k); ok {
+		if t, g, _, ok := parseNodeKey(k); ok {
 			seen[groupKey{t, g}] = true
 		}
 	}

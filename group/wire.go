@@ -18,6 +18,11 @@ const (
 	// OffsetsTopic holds each queue's committed position: key
 	// "<topic>/<group>/<queue>", value a JSON position.
 	OffsetsTopic = "$offsets"
+	// OwnersTopic holds who owns each group on each node (owner.go): key
+	// "<topic>/<group>/<node>", value a JSON ownership. Owners name local
+	// users, whose uids are per machine, so each node reads its own keys
+	// only.
+	OwnersTopic = "$owners"
 )
 
 // RetryTopic is the topic a group's dead letters are replayed into; the
@@ -194,12 +199,14 @@ func parseOffsetsKey(k string) (topic, group string, q int, ok bool) {
 	return parts[0], parts[1], q, true
 }
 
-func hostsKey(topic, group string, node uint64) string {
+// nodeKey is the key of a group's entry of one node in HostsTopic or
+// OwnersTopic.
+func nodeKey(topic, group string, node uint64) string {
 	return fmt.Sprintf("%s/%s/%016x", topic, group, node)
 }
 
-// parseHostsKey splits a HostsTopic key; names hold no '/'.
-func parseHostsKey(k string) (topic, group string, node uint64, ok bool) {
+// parseNodeKey splits a nodeKey; names hold no '/'.
+func parseNodeKey(k string) (topic, group string, node uint64, ok bool) {
 	parts := strings.Split(k, "/")
 	if len(parts) != 3 || len(parts[2]) != 16 {
 		return "", "", 0, false

@@ -266,12 +266,13 @@ var topicsCmd = &command{
 	summary: "list the topics with their key and message counts",
 	help: `The daemon's internal topics, whose names start with '$', are left out
 unless --internal: $groups (which node hosts which consumer group),
-$offsets (the groups' positions), $dlq/TOPIC/GROUP (a group's dead
+$offsets (the groups' positions), $owners (who owns each group on each
+node), $dlq/TOPIC/GROUP (a group's dead
 letters) and $retry/TOPIC/GROUP (dead letters replayed to it). No topic
 command reads them; "cachecast groups" and the dlq commands do.`,
 	minArgs: 0, maxArgs: 0,
 	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
-		internal := fs.Bool("internal", false, "list the daemon's internal topics too ($groups, $offsets, $dlq/..., $retry/...)")
+		internal := fs.Bool("internal", false, "list the daemon's internal topics too ($groups, $offsets, $owners, $dlq/..., $retry/...)")
 		return func(ctx context.Context, e *env, args []string) error {
 			c := g.client()
 			defer c.Close()

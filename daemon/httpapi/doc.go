@@ -500,6 +500,8 @@
 // name cannot hold '$'): $groups holds which node hosts members of which
 // consumer group (written once a node's members have stayed a second, at
 // most once a second per group: short-lived subscriptions write nothing), $offsets each group queue's committed position,
+// $owners the uid that owns each group on each node (written when it
+// claims the group),
 // $dlq/<topic>/<group> a group's dead letters and $retry/<topic>/<group>
 // the dead letters replayed to it. They travel like any topic, but no
 // topic route reads or writes them (their names are refused there):

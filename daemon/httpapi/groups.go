@@ -65,7 +65,7 @@ func (a *Server) subscribeGroup(w http.ResponseWriter, r *http.Request, p params
 		return
 	}
 	defer release()
-	mb, err := a.cfg.Groups.JoinAs(a.groupOwner(r), p.topic, name, tags, maxInflight)
+	mb, err := a.cfg.Groups.JoinAs(r.Context(), a.groupOwner(r), p.topic, name, tags, maxInflight)
 	if err != nil {
 		a.fail(w, r, groupError(err))
 		return

@@ -98,7 +98,7 @@ type Node interface {
 // Groups are the consumer groups as the group routes use them
 // (*group.Manager).
 type Groups interface {
-	JoinAs(owner group.Owner, topic, name string, tags []string, maxInflight int) (*group.Member, error)
+	JoinAs(ctx context.Context, owner group.Owner, topic, name string, tags []string, maxInflight int) (*group.Member, error)
 	AckAs(ctx context.Context, owner group.Owner, topic, name string, ack, nack []group.ID) (acked, nacked, unknown int, err error)
 	CheckOwner(owner group.Owner, topic, name string) error
 	Reset(ctx context.Context, topic, name, to string) (epoch uint64, err error)
