@@ -12,6 +12,7 @@ import (
 
 	"github.com/cachecast/cachecast/backup"
 	"github.com/cachecast/cachecast/broadcast"
+	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
@@ -52,7 +53,6 @@ func (n *node) Healthy() error               { return n.d.healthy() }
 func (n *node) DiskFull() error              { return n.d.store.DiskFull() }
 func (n *node) Ready() bool                  { return n.d.ready.Load() }
 func (n *node) Degraded() string             { return n.d.degraded() }
-func (n *node) Away() string                 { return n.d.awayReason() }
 
 // AcceptLost gives up the records lost to a damaged log.
 func (n *node) AcceptLost() (wire.AcceptLostResult, error) { return n.d.acceptLost() }
@@ -77,6 +77,13 @@ func (n *node) CatchUp() *wire.CatchUpStatus {
 	cs := n.d.catch.status()
 	return &cs
 }
+
+// State is whether the node serves its view, for both doors: away (it
+// left its cluster), catching up (before its first ready).
+func (n *node) State() command.State {
+	return command.State{Away: n.d.awayReason(), CatchUp: n.CatchUp()}
+}
+
 func (n *node) Verify(ctx context.Context) wire.VerifyResult { return n.d.verify(ctx) }
 
 func (n *node) NewTopicReader(topic string, start store.Start, tags []string) (*store.TopicReader, error) {
@@ -212,15 +219,17 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 // as one all-or-nothing batch (stamped with this node's origin, seq and
 // HLC), counts and logs the write, and returns the store's results with
 // the replica status (wire.StatusOK, or another status word). msgs are
-// checked by the caller (names, sizes); the store checks again. The
+// checked by the door that took them, by package command's rules (names,
+// sizes, time fields); the store checks the record's rules again. The
+// node's state refuses a write while it is away (command.State.Write). The
 // results go into buf when it has room for them (a caller that publishes
 // batch after batch allocates none), or into a new slice.
 func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Caller, buf []store.Result) ([]store.Result, string, error) {
 	if e := d.guard.Authorize(c, access.RolePublish); e != nil {
 		return nil, "", e
 	}
-	if err := d.errAway(); err != nil {
-		return nil, "", err // its writes would reach no peer
+	if e := (command.State{Away: d.awayReason()}).Write(); e != nil {
+		return nil, "", e // its writes would reach no peer
 	}
 	if err := ctx.Err(); err != nil {
 		// The client left before anything was written: write nothing.

@@ -211,7 +211,7 @@ func (n *respNode) Peer(c net.Conn) string {
 // unauthenticated TCP clients share.
 func (n *respNode) HoldMemory(c net.Conn, size int) error {
 	if e := n.d.bodies.Hold(holderOf(c), int64(size)); e != nil {
-		return redisError{e}
+		return e
 	}
 	return nil
 }
@@ -231,7 +231,7 @@ func holderOf(c net.Conn) access.Holder {
 
 func (n *respNode) Authorize(c net.Conn) error {
 	if e := n.d.guard.Authorize(callerOfConn(c), access.RolePublish); e != nil {
-		return redisError{e}
+		return e
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (n *respNode) Authorize(c net.Conn) error {
 // AuthorizeAdmin checks the admin role (FLUSHDB, FLUSHALL, MONITOR).
 func (n *respNode) AuthorizeAdmin(c net.Conn) error {
 	if e := n.d.guard.Authorize(callerOfConn(c), access.RoleAdmin); e != nil {
-		return redisError{e}
+		return e
 	}
 	return nil
 }
@@ -249,81 +249,21 @@ func (n *respNode) AuthorizeAdmin(c net.Conn) error {
 // and again after a reload of the roles.
 func (n *respNode) AuthorizeRead(c net.Conn) error {
 	if e := n.d.guard.Authorize(callerOfConn(c), access.RoleRead); e != nil {
-		return redisError{e}
+		return e
 	}
 	return nil
 }
 
-// Check checks one message as Publish does, alone in its batch.
-func (n *respNode) Check(m *record.Message) error {
-	if err := n.checkMessage(m); err != nil {
-		return err
-	}
-	if int64(len(m.Value)) > n.d.cfg.MaxBodySize {
-		return redisError{wire.Errorf(wire.CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
-			len(m.Value), wire.FormatSize(n.d.cfg.MaxBodySize))}
-	}
-	if err := m.Validate(); err != nil {
-		return redisError{httpapi.StoreError(err)} // the store's own refusal
-	}
-	return nil
-}
-
-// checkMessage checks m's names and --max-value-size.
-func (n *respNode) checkMessage(m *record.Message) error {
-	if e := wire.CheckName("topic", m.Topic); e != nil {
-		return redisError{e}
-	}
-	if m.Key != "" || m.Delete {
-		if e := wire.CheckKey(m.Key); e != nil {
-			return redisError{e}
-		}
-	}
-	if int64(len(m.Value)) > n.d.cfg.MaxValueSize {
-		return redisError{wire.Errorf(wire.CodeValueTooLarge, "a value of %d bytes exceeds --max-value-size (%s)",
-			len(m.Value), wire.FormatSize(n.d.cfg.MaxValueSize))}
-	}
-	return nil
-}
-
-// Publish checks the messages as the HTTP routes do (names, --max-value-size,
-// --max-body-size) and publishes them through Daemon.publish.
+// Publish writes msgs, which the Redis door checked (package command),
+// through Daemon.publish, the one write path: the publish role, the
+// node's state, the fleet's protocol, the store, the replica's status.
 func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Message) (respsrv.Written, error) {
-	caller := callerOfConn(c)
-	if e := n.d.guard.Authorize(caller, access.RolePublish); e != nil {
-		return respsrv.Written{}, redisError{e}
-	}
-	for i := range msgs {
-		if err := n.checkMessage(&msgs[i]); err != nil {
-			return respsrv.Written{}, err
-		}
-	}
-	return n.publish(ctx, caller, msgs)
-}
-
-// PublishChecked is Publish for messages that Check passed one by one (a
-// pipeline's SETs): their names and sizes are not checked again, only
-// the batch's size; Daemon.publish checks the caller's role.
-func (n *respNode) PublishChecked(ctx context.Context, c net.Conn, msgs []record.Message) (respsrv.Written, error) {
-	return n.publish(ctx, callerOfConn(c), msgs)
-}
-
-// publish checks --max-body-size and publishes msgs through Daemon.publish.
-func (n *respNode) publish(ctx context.Context, caller access.Caller, msgs []record.Message) (respsrv.Written, error) {
-	var total int64
-	for i := range msgs {
-		total += int64(len(msgs[i].Value))
-	}
-	if total > n.d.cfg.MaxBodySize {
-		return respsrv.Written{}, redisError{wire.Errorf(wire.CodeBodyTooLarge, "a batch of %d bytes exceeds --max-body-size (%s)",
-			total, wire.FormatSize(n.d.cfg.MaxBodySize))}
-	}
 	// A pipeline's batch of SETs (16 of them at redis-benchmark's -P 16)
 	// takes its results on the stack.
 	var buf [16]store.Result
-	results, status, err := n.d.publish(ctx, msgs, caller, buf[:])
+	results, status, err := n.d.publish(ctx, msgs, callerOfConn(c), buf[:])
 	if err != nil {
-		return respsrv.Written{}, redisError{httpapi.StoreError(err)}
+		return respsrv.Written{}, httpapi.StoreError(err)
 	}
 	w := respsrv.Written{Seq: results[len(results)-1].Seq, Origin: n.d.store.Origin()}
 	if status != wire.StatusOK {
@@ -450,16 +390,6 @@ func (n *respNode) PublishWaits() bool {
 	return n.d.cfg.Flush == "sync" || n.d.cfg.Replication == "sync"
 }
 
-// Refusal: away is the HTTP API's unavailable, catching up its
-// catching_up.
-func (n *respNode) Refusal() respsrv.Refusal {
-	r := respsrv.Refusal{Away: n.d.awayReason()}
-	if !n.d.catch.caughtUp() {
-		r.CatchingUp, r.Lag = true, n.d.catch.lag.Load()
-	}
-	return r
-}
-
 func (n *respNode) Status() respsrv.Status {
 	d := n.d
 	s := respsrv.Status{Node: d.cfg.NodeName, Origin: wire.FormatOrigin(d.store.Origin()), Version: Version,
@@ -479,24 +409,6 @@ func (n *respNode) Status() respsrv.Status {
 		s.Members = append(s.Members, rm)
 	}
 	return s
-}
-
-// redisError is an API error as a Redis error: NOPERM for forbidden, OOM
-// for a full store, ERR otherwise; the text keeps the API's code.
-type redisError struct{ e *wire.Error }
-
-func (r redisError) Error() string { return r.e.Error() }
-func (r redisError) Unwrap() error { return r.e }
-
-func (r redisError) RedisError() string {
-	prefix := "ERR "
-	switch r.e.Code {
-	case wire.CodeForbidden:
-		prefix = "NOPERM "
-	case wire.CodeStoreFull, wire.CodeDiskFull:
-		prefix = "OOM "
-	}
-	return prefix + r.e.Code + ": " + r.e.Message
 }
 
 // redisCollector exports the Redis server's counters.

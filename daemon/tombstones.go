@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/cachecast/cachecast/wire"
 )
 
 // Tombstone collection (--tombstone-grace; "Tombstones" in DESIGN.md has
@@ -220,15 +218,6 @@ func (d *Daemon) viewMembers() (alive, known int) {
 		alive = 0
 	}
 	return alive, known
-}
-
-// errAway is the unavailable error of a node that stopped serving for
-// being away (nil while it serves).
-func (d *Daemon) errAway() error {
-	if why := d.awayReason(); why != "" {
-		return wire.Errorf(wire.CodeUnavailable, "%s", why)
-	}
-	return nil
 }
 
 // now is the daemon's wall clock (Config.Clock in tests).

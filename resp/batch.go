@@ -2,8 +2,6 @@ package resp
 
 import (
 	"bytes"
-	"context"
-	"net"
 	"strings"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -14,14 +12,6 @@ const maxSetBatch = 1024
 
 // setCommand is SET's entry of the command table (set by its init).
 var setCommand *command
-
-// checkedPublisher is a Node that can publish messages that passed Check
-// one by one without checking each again: PublishChecked checks what
-// concerns the batch (the caller's role, the batch's size) and writes
-// msgs as Publish does. A pipeline's SETs are then checked once.
-type checkedPublisher interface {
-	PublishChecked(ctx context.Context, conn net.Conn, msgs []record.Message) (Written, error)
-}
 
 // setMessage is the message of SET topic:key value. Key and value are
 // not copied: a SET's publish returns before the read buffer they point
@@ -138,7 +128,7 @@ func (c *conn) batchSet(a [][]byte) {
 	if len(a) > 3 {
 		_, bad = c.parseSetOptions(&c.sets[last], a[3:])
 	}
-	if bad != "" || c.s.node.Check(&c.sets[last]) != nil {
+	if bad != "" || c.s.checks.Message(&c.sets[last]) != nil {
 		c.sets[last] = record.Message{}
 		c.sets = c.sets[:last]
 		c.publishSets()

@@ -2,7 +2,6 @@ package resp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -18,24 +17,8 @@ type countingNode struct {
 	publishes atomic.Int64
 }
 
-// errRefused is the node's refusal of the value "refused", as the
-// daemon's node refuses a name or a size: the whole batch that holds it.
-var errRefused = errors.New("value_refused: the test node refuses this value")
-
-func (n *countingNode) Check(m *record.Message) error {
-	if string(m.Value) == "refused" {
-		return errRefused
-	}
-	return n.storeNode.Check(m)
-}
-
 func (n *countingNode) Publish(ctx context.Context, c net.Conn, msgs []record.Message) (Written, error) {
 	n.publishes.Add(1)
-	for i := range msgs {
-		if err := n.Check(&msgs[i]); err != nil {
-			return Written{}, err
-		}
-	}
 	return n.storeNode.Publish(ctx, c, msgs)
 }
 
@@ -68,8 +51,8 @@ func TestPipelinedSetsBatch(t *testing.T) {
 			in.WriteString(cmd("SET", key, val, "NX"))
 			want = append(want, "$-1\r\n")
 			continue
-		case 700: // refused by the node
-			c := cmd("SET", key, "refused")
+		case 700: // refused by the checks of a message (a key too long)
+			c := cmd("SET", "b:"+strings.Repeat("k", 1025), val)
 			in.WriteString(c)
 			want = append(want, string(session(alone, []byte(c))))
 			continue
@@ -128,47 +111,34 @@ func TestPipelinedSetsBatch(t *testing.T) {
 	}
 }
 
-// checkedNode is a countingNode that publishes messages Check passed
-// without checking them again (as the daemon's node does), counting
-// those publishes apart.
-type checkedNode struct {
-	countingNode
-	checked atomic.Int64
-}
-
-func (n *checkedNode) PublishChecked(ctx context.Context, c net.Conn, msgs []record.Message) (Written, error) {
-	n.checked.Add(1)
-	return n.storeNode.Publish(ctx, c, msgs)
-}
-
-// TestPipelinedSetsCheckedOnce: a node that offers PublishChecked gets a
-// pipeline's SETs through it, each checked once (by Check), while a SET
-// that Check refuses runs alone through Publish and gets its own error;
-// every value is the one its SET sent, though a SET's value is not copied
-// out of the read buffer.
+// TestPipelinedSetsCheckedOnce: a pipeline's SETs are checked one by
+// one (command.Limits) as they join the batch, a SET the checks refuse
+// runs alone and gets its own error, and the node gets the rest as two
+// publishes (before it and after it); every value is the one its SET
+// sent, though a SET's value is not copied out of the read buffer.
 func TestPipelinedSetsCheckedOnce(t *testing.T) {
 	s, st := newTestServer(t)
-	node := &checkedNode{countingNode: countingNode{storeNode: s.node.(*storeNode)}}
+	node := &countingNode{storeNode: s.node.(*storeNode)}
 	s.node = node
 	var in strings.Builder
 	for i := range 200 {
-		val := fmt.Sprintf("value-%03d", i)
+		key := fmt.Sprintf("c:k-%d", i)
 		if i == 100 {
-			val = "refused"
+			key = "c:" + strings.Repeat("k", 1025)
 		}
-		in.WriteString(cmd("SET", fmt.Sprintf("c:k-%d", i), val))
+		in.WriteString(cmd("SET", key, fmt.Sprintf("value-%03d", i)))
 	}
 	got := replies(t, session(s, []byte(in.String())))
 	if len(got) != 200 {
 		t.Fatalf("%d replies, want 200", len(got))
 	}
 	for i, r := range got {
-		if ok := r == "+OK\r\n"; i == 100 && (ok || !strings.Contains(r, "value_refused")) || i != 100 && !ok {
+		if ok := r == "+OK\r\n"; i == 100 && (ok || !strings.HasPrefix(r, "-ERR invalid_name: key:")) || i != 100 && !ok {
 			t.Fatalf("reply %d: %q", i, r)
 		}
 	}
-	if c, p := node.checked.Load(), node.publishes.Load(); c != 2 || p != 1 {
-		t.Fatalf("%d checked publishes and %d plain ones, want 2 (the SETs before and after the refused one) and 1 (the refused one alone)", c, p)
+	if p := node.publishes.Load(); p != 2 {
+		t.Fatalf("%d publishes, want 2 (the SETs before and after the refused one)", p)
 	}
 	for i := range 200 {
 		e, ok := st.Get("c", fmt.Sprintf("k-%d", i))

@@ -219,19 +219,20 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 	return full
 }
 
-// refusal is the error the node's state (Node.Refusal) answers cmd, a
-// read or a write of the view: CLUSTERDOWN to both while the node is
-// away, LOADING to a read while it catches up; "" when it serves cmd.
+// refusal is the error the node's state (Node.State, command.State)
+// answers cmd, a read or a write of the view: CLUSTERDOWN to both while
+// the node is away, LOADING to a read while it catches up; "" when it
+// serves cmd.
 func (c *conn) refusal(cmd *command) string {
-	r := c.s.node.Refusal()
-	switch {
-	case r.Away != "":
-		return "CLUSTERDOWN " + r.Away
-	case r.CatchingUp && cmd.read:
-		return "LOADING cachecast is catching up with the cluster (" + strconv.FormatUint(r.Lag, 10) +
-			" records behind); reads resume once it holds what its peers hold"
+	st := c.s.node.State()
+	e := st.Write()
+	if e == nil && cmd.read {
+		e = st.Read()
 	}
-	return ""
+	if e == nil {
+		return ""
+	}
+	return errorText(e)
 }
 
 // The answer writers; called with mu held.
@@ -702,24 +703,27 @@ func (c *conn) publishMsgs(msgs []record.Message) string {
 	return c.publishChecked(msgs, false)
 }
 
-// publishChecked is publishMsgs; checked says that Node.Check passed
-// each of msgs, so that a node that can (checkedPublisher) checks again
-// only what concerns the batch.
+// publishChecked is publishMsgs; checked says that each of msgs passed
+// the checks of one message (command.Limits.Message) already, so that
+// only the batch's are made here.
 func (c *conn) publishChecked(msgs []record.Message, checked bool) string {
+	for i := range msgs {
+		if checked {
+			break
+		}
+		if e := c.s.checks.Message(&msgs[i]); e != nil {
+			return errorText(e)
+		}
+	}
 	if c.tx != nil {
 		return c.tx.add(msgs) // published at the end of EXEC
 	}
+	if e := c.s.checks.Batch(msgs); e != nil {
+		return errorText(e)
+	}
 	noloop := c.s.track.beginWrite(c)
 	c.mu.Unlock()
-	var (
-		w   Written
-		err error
-	)
-	if cp, ok := c.s.node.(checkedPublisher); ok && checked {
-		w, err = cp.PublishChecked(c.s.ctx, c.nc, msgs)
-	} else {
-		w, err = c.s.node.Publish(c.s.ctx, c.nc, msgs)
-	}
+	w, err := c.s.node.Publish(c.s.ctx, c.nc, msgs)
 	c.mu.Lock()
 	if noloop {
 		c.s.track.endWrite(c.s, c, err == nil, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
@@ -857,14 +861,38 @@ func distinct(n int) func(topic, key string) bool {
 
 func (c *conn) writeError(err error) { c.err(redisText(err)) }
 
-// redisText is the Redis error text of err: its own (redisErrorer), or
-// ERR and its message.
+// redisText is the Redis error text of err: its own (redisErrorer),
+// a typed refusal's (*wire.Error, errorText), or ERR and its message.
 func redisText(err error) string {
 	var re redisErrorer
 	if errors.As(err, &re) {
 		return re.RedisError()
 	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return errorText(we)
+	}
 	return "ERR " + err.Error()
+}
+
+// errorText is a typed refusal of the node or of package command in
+// Redis's words, the door's one mapping of the error codes: NOPERM for
+// forbidden, OOM for a full store or disk, LOADING for catching_up,
+// CLUSTERDOWN for unavailable (the node is away, or stopping); ERR
+// otherwise. The code stays in the text (ERR invalid_name: ...), except
+// after LOADING and CLUSTERDOWN, whose words say it.
+func errorText(e *wire.Error) string {
+	switch e.Code {
+	case wire.CodeForbidden:
+		return "NOPERM " + e.Code + ": " + e.Message
+	case wire.CodeStoreFull, wire.CodeDiskFull:
+		return "OOM " + e.Code + ": " + e.Message
+	case wire.CodeCatchingUp:
+		return "LOADING " + e.Message
+	case wire.CodeUnavailable:
+		return "CLUSTERDOWN " + e.Message
+	}
+	return "ERR " + e.Code + ": " + e.Message
 }
 
 func cmdHSet(c *conn, a [][]byte) {

@@ -332,14 +332,10 @@ func (c *conn) mayRead() bool {
 // connection closes.
 func (c *conn) fatal(err error) {
 	c.s.stats.protocolErrors.Add(1)
-	msg := "ERR " + err.Error()
+	msg := redisText(err)
 	var pe *protoError
-	var re redisErrorer
-	switch {
-	case errors.As(err, &pe):
+	if errors.As(err, &pe) {
 		msg = "ERR " + pe.msg
-	case errors.As(err, &re):
-		msg = re.RedisError()
 	}
 	c.mu.Lock()
 	c.out = appendError(c.out, msg)

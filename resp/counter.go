@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	core "github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
 )
@@ -103,7 +104,7 @@ const (
 	errNotFloat   = "ERR value is not a valid float"
 )
 
-// count adds inc to (topic, key) by the counters' rule (storeview.Count)
+// count adds inc to (topic, key) by the counters' rule (command.Count)
 // and answers the value after it on this node; field says it is a hash's
 // field (Redis words its errors so).
 func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
@@ -112,7 +113,7 @@ func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
 		return
 	}
 	e, found := c.node().Entry(topic, key)
-	m, value, err := storeview.Count(topic, key, e, found, inc)
+	m, value, err := core.Count(topic, key, e, found, inc)
 	switch {
 	case errors.Is(err, storeview.ErrNotInteger) && field:
 		c.err("ERR hash value is not an integer")

@@ -91,13 +91,14 @@
 // end of the scan). GET of a topic name (a hash) is WRONGTYPE, and so is
 // a hash read (HGET and the rest, HSCAN, HDEL) of a string key that is
 // not also a topic. While the node catches up
-// with its cluster before its first ready (Node.Refusal), every read
-// (the commands flagged readonly) answers "-LOADING cachecast is catching
-// up with the cluster (N records behind); ...", before MULTI would queue
+// with its cluster before its first ready (Node.State, package command's
+// one rule for both doors), every read (the commands flagged readonly)
+// answers "-LOADING this node is catching up with the cluster: N records
+// behind ...", the message of the HTTP API's catching_up, before MULTI would queue
 // it, as a Redis loading its dataset does (clients retry it); writes and
 // the connection, server and pub/sub commands are served. A node that
 // left its cluster for being out of contact with its fleet too long (more
-// than half of --tombstone-grace; Node.Refusal) answers every read and write
+// than half of --tombstone-grace; Node.State) answers every read and write
 // "-CLUSTERDOWN out of contact with the fleet for ...; restart it with
 // --start-over ...", the reason the HTTP API's unavailable names, as a
 // Redis Cluster node cut off from its cluster does; the connection,
@@ -159,10 +160,10 @@
 // KEEPTTL, which reads the key), they are published as one
 // batch, one call of the node's publish path with one flush and one
 // replication wait, and each gets its own answer, in order. Each SET is
-// checked before it joins the batch (the node's Check: names,
-// --max-value-size), and only once: a node that offers PublishChecked
-// (the daemon's) checks again only what concerns the batch (the role,
-// --max-body-size). A SET's value is not copied out of the read buffer:
+// checked before it joins the batch (command.Limits.Message: names,
+// --max-value-size, the time fields, the record's rules), and only once:
+// the batch's publish checks only what concerns the batch
+// (--max-body-size here, the role in the node's write path). A SET's value is not copied out of the read buffer:
 // its publish returns before the buffer is read into again. One the
 // node would refuse ends the batch, which is
 // published first, and then runs alone, so it gets the answer it gets
@@ -271,8 +272,11 @@
 // # Errors and limits
 //
 // Errors are Redis's: ERR, WRONGTYPE, NOPROTO, EXECABORT, NOPERM (a writer
-// not on the allow-lists), OOM (store_full, disk_full), NOREPLICAS; an
-// error from the node keeps the API's code (ERR invalid_name: ...; ERR
+// not on the allow-lists), OOM (store_full, disk_full), LOADING
+// (catching_up), CLUSTERDOWN (unavailable: away, or stopping),
+// NOREPLICAS. The refusals of package command and of the node are typed
+// (*wire.Error) and mapped to these words in one place (errorText); any
+// other keeps the API's code (ERR invalid_name: ...; ERR
 // fleet_too_old: ... for an expiry or EFFECTIVEAT while a member of the
 // cluster runs a build before them). A
 // command refused for any reason writes nothing. A command is a RESP array

@@ -300,10 +300,9 @@ func humanBytes(n uint64) string {
 }
 
 func infoPersistence(c *conn, st *infoState, line func(string, any)) {
-	r := c.s.node.Refusal()
-	if r.CatchingUp {
+	if cs := c.s.node.State().CatchUp; cs != nil {
 		line("loading", 1)
-		line("cachecast_catch_up_lag_records", r.Lag)
+		line("cachecast_catch_up_lag_records", cs.LagRecords)
 	} else {
 		line("loading", 0)
 	}

@@ -15,7 +15,7 @@ func TestLoadingWhileCatchingUp(t *testing.T) {
 	node := s.node.(*storeNode)
 	session(s, []byte(cmd("SET", "p:k", "v")))
 	node.loading.Store(true)
-	const loading = "-LOADING cachecast is catching up with the cluster (7 records behind); reads resume once it holds what its peers hold\r\n"
+	const loading = "-LOADING this node is catching up with the cluster: 7 records behind what its peers held when it joined; it serves reads once it holds it too\r\n"
 	for _, tc := range []struct {
 		name string
 		in   string

@@ -172,15 +172,10 @@ type txSeen struct {
 	live bool
 }
 
-// add keeps msgs for the transaction's publish, after the node's checks
-// of each (the answer is the first check's error, and nothing is kept);
-// the batch's own checks (the role, its size) come with the publish.
+// add keeps msgs, checked one by one (publishChecked), for the
+// transaction's publish; the batch's own checks (its size, the role)
+// come with the publish.
 func (t *txView) add(msgs []record.Message) string {
-	for i := range msgs {
-		if err := t.Node.Check(&msgs[i]); err != nil {
-			return redisText(err)
-		}
-	}
 	for _, m := range msgs {
 		t.msgs = append(t.msgs, m)
 		if m.Key == "" || m.Cancel || m.EffectiveAt != 0 && !m.ExpiryChange() || m.Counter() {

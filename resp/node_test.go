@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	core "github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // storeNode is a Node over a real store, for the package's own tests; the
@@ -63,8 +65,6 @@ func (n *storeNode) AuthorizeRead(net.Conn) error {
 // errNoReads is storeNode's refusal of a reader.
 var errNoReads = errors.New("test: the read role is gone")
 
-func (n *storeNode) Check(m *record.Message) error { return m.Validate() }
-
 func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []record.Message) (Written, error) {
 	res, err := n.st.PublishBatch(msgs)
 	if err != nil {
@@ -113,15 +113,15 @@ func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(
 
 func (n *storeNode) PublishWaits() bool { return n.waits.Load() }
 
-func (n *storeNode) Refusal() Refusal {
-	r := Refusal{CatchingUp: n.loading.Load()}
-	if r.CatchingUp {
-		r.Lag = 7
+func (n *storeNode) State() core.State {
+	var st core.State
+	if n.loading.Load() {
+		st.CatchUp = &wire.CatchUpStatus{Phase: "pulling", LagRecords: 7}
 	}
 	if p := n.away.Load(); p != nil {
-		r.Away = *p
+		st.Away = *p
 	}
-	return r
+	return st
 }
 
 func (n *storeNode) Status() Status {

@@ -14,6 +14,8 @@ import (
 
 	"go.uber.org/zap"
 
+	core "github.com/cachecast/cachecast/command"
+
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
 )
@@ -55,13 +57,11 @@ type Node interface {
 	// is counted.
 	HoldMemory(conn net.Conn, n int) error
 	ReleaseMemory(conn net.Conn)
-	// Check says whether Publish would refuse m alone for a reason of
-	// its own (its names, its size): nil, or that error. A pipeline's
-	// SETs that pass it are published as one batch.
-	Check(m *record.Message) error
 	// Publish writes msgs as one all-or-nothing batch through the node's
-	// write path, as the peer of conn. An error that has a RedisError
-	// method gives the Redis error text.
+	// write path, as the peer of conn. The server has checked them
+	// (command.Limits: names, sizes, time fields). A *wire.Error is
+	// answered in Redis's words for its code (errorText); an error that
+	// has a RedisError method gives its own text.
 	Publish(ctx context.Context, conn net.Conn, msgs []record.Message) (Written, error)
 	// WaitReplicas waits at most timeout (0: not at all; negative: until
 	// ctx ends) until the replica holds this node's records up to seq
@@ -84,26 +84,14 @@ type Node interface {
 	// a connection's writes run on its own goroutine, not on the event
 	// loop. It is called on every write, so it must be cheap.
 	PublishWaits() bool
-	// Refusal says whether and why the node refuses the commands that
-	// read or write its view (the zero Refusal: it serves them); INFO
-	// reports its CatchingUp as loading. It is called on every read and
-	// write, so it must be cheap.
-	Refusal() Refusal
-}
-
-// Refusal is why a node does not serve its view; the zero value: it
-// does. Away, when set, is the answer to reads and writes alike.
-type Refusal struct {
-	// Away is why the node left its cluster, out of contact with its
-	// fleet too long: it serves neither reads of the view nor writes,
-	// which answer -CLUSTERDOWN and the reason, as a Redis Cluster node
-	// cut off from its cluster does.
-	Away string
-	// CatchingUp: the node is still catching up with its peers before
-	// its first ready, Lag records behind; its reads answer -LOADING, as
-	// a Redis loading its dataset does (clients retry it).
-	CatchingUp bool
-	Lag        uint64
+	// State says whether the node serves its view (command.State: the
+	// zero State serves it): away, every read and write answers
+	// -CLUSTERDOWN and the reason, as a Redis Cluster node cut off from
+	// its cluster does; catching up, its reads answer -LOADING, as a
+	// Redis loading its dataset does (clients retry it), and INFO says
+	// loading:1. It is called on every read and write, so it must be
+	// cheap.
+	State() core.State
 }
 
 // Written is what a publish did.
@@ -218,6 +206,9 @@ type Server struct {
 	node Node
 	log  *zap.Logger
 	lim  limits
+	// checks are the node's bounds on a write, checked by package
+	// command before a publish.
+	checks core.Limits
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -296,6 +287,7 @@ func New(cfg Config) (*Server, error) {
 		refusal: make(chan struct{}, maxRefusing),
 		started: time.Now(),
 		runID:   newRunID(),
+		checks:  core.Limits{MaxValue: int64(cfg.MaxValueSize), MaxBatch: int64(cfg.MaxFrameSize)},
 		lim: limits{
 			maxBulk:  max(cfg.MaxValueSize, 64<<10),
 			maxFrame: max(cfg.MaxFrameSize, cfg.MaxValueSize+64<<10),

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 
+	core "github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -168,7 +169,7 @@ func cmdGetEx(c *conn, a [][]byte) {
 			return
 		}
 		if unit != "" {
-			at = pastExpiry(at, c.s.now(), e)
+			at = core.PastExpiry(at, c.s.now().UnixMilli(), e)
 		}
 		if !c.changeExpiry(a[1], e, at) {
 			return

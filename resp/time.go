@@ -3,12 +3,13 @@ package resp
 import (
 	"bytes"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
+	core "github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // The commands of time: expiry (SET EX/PX/EXAT/PXAT/KEEPTTL, SETEX,
@@ -95,11 +96,10 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (o setOptions, 
 			if m.EffectiveAt != 0 || n <= 0 {
 				return o, "ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970"
 			}
-			if n <= now.UnixMilli() {
-				return o, "ERR EFFECTIVEAT " + strconv.FormatInt(n, 10) + " is not ahead of this node's clock (" +
-					strconv.FormatInt(now.UnixMilli(), 10) + "); SET without it for now"
-			}
 			m.EffectiveAt = n
+			if e := core.Effective(m, now.UnixMilli()); e != nil {
+				return o, errorText(e)
+			}
 		default:
 			return o, "ERR syntax error"
 		}
@@ -115,9 +115,8 @@ func (c *conn) parseSetOptions(m *record.Message, opts [][]byte) (o setOptions, 
 		}
 		m.ExpiresAt = at
 	}
-	if m.EffectiveAt != 0 && m.ExpiresAt != 0 && m.ExpiresAt <= m.EffectiveAt {
-		return o, "ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT"
-	}
+	// An expiry not after EFFECTIVEAT is refused by the message's checks
+	// (command.TimeFields).
 	return o, ""
 }
 
@@ -268,27 +267,13 @@ func cmdExpire(c *conn, a [][]byte) {
 		c.integer(0)
 		return
 	}
-	cur := e.ExpiresAt // 0: none, which GT and LT take as infinite
-	switch {
-	case nx && cur != 0, xx && cur == 0,
-		gt && (cur == 0 || at <= cur), lt && cur != 0 && at >= cur:
+	if !(core.Expire{NX: nx, XX: xx, GT: gt, LT: lt}).Allows(e.ExpiresAt, at) {
 		c.integer(0)
 		return
 	}
-	if c.changeExpiry(a[1], e, pastExpiry(at, now, e)) {
+	if c.changeExpiry(a[1], e, core.PastExpiry(at, now.UnixMilli(), e)) {
 		c.integer(1)
 	}
-}
-
-// pastExpiry is the expiry at of the version e as an expiry change
-// writes it: an instant already past (at or before now) becomes the
-// version's first instant past, never 0 (which is "none") nor at or
-// before its effective time, so that the version expires now.
-func pastExpiry(at int64, now time.Time, e storeview.Entry) int64 {
-	if at <= now.UnixMilli() {
-		return max(at, 1, e.EffectiveAt+1)
-	}
-	return at
 }
 
 // changeExpiry publishes the expiry change (expiryChange) that gives e,
@@ -301,21 +286,15 @@ func (c *conn) changeExpiry(name []byte, e storeview.Entry, at int64) bool {
 }
 
 // expiryChange is the message that gives e, the version of the key name
-// this node holds, the expiry at (0: none), and nothing else: an expiry
-// change bound to e's stamp (record.KindExpiry). It carries e's value
-// and tag as that version's, never as a write of its own.
+// this node holds, the expiry at (0: none), and nothing else
+// (command.ExpiryChange); false with the error answered for a name
+// without a key.
 func (c *conn) expiryChange(name []byte, e storeview.Entry, at int64) (record.Message, bool) {
-	v := e.Value
-	if e.Base != nil {
-		v = e.Base // a counter's version: its own value, not the count
-	}
-	m, ok := c.message(name, v, false)
+	t, k, ok := c.keyOf(name)
 	if !ok {
-		return m, false
+		return record.Message{}, false
 	}
-	m.Tag = strings.Clone(e.Tag)
-	m.EffectiveAt, m.ExpiresAt, m.ExpiryOf = e.EffectiveAt, at, e.Stamp
-	return m, true
+	return core.ExpiryChange(t, k, e, at), true
 }
 
 func cmdPersist(c *conn, a [][]byte) {
@@ -395,24 +374,19 @@ func cmdCancel(c *conn, a [][]byte) {
 		c.writeError(err)
 		return
 	}
-	if at <= c.s.now().UnixMilli() {
-		c.integer(0) // its instant has come: nothing is pending any more
-		return
-	}
-	t, k := c.s.split(a[1])
-	pending := false
-	for _, p := range c.s.node.PendingKey(t, k) {
-		pending = pending || !p.Cancel && p.EffectiveAt == at
-	}
-	if !pending {
-		c.integer(0)
-		return
-	}
-	m, ok := c.message(a[1], nil, false)
+	t, k, ok := c.keyOf(a[1])
 	if !ok {
 		return
 	}
-	m.Cancel, m.EffectiveAt = true, at
+	m, e := core.Cancel(t, k, at, c.s.now().UnixMilli(), c.s.node.PendingKey(t, k))
+	if e != nil && e.Code == wire.CodeNotPending {
+		c.integer(0) // nothing pending there (its instant has come, or none)
+		return
+	}
+	if e != nil {
+		c.err(errorText(e))
+		return
+	}
 	if c.publish([]record.Message{m}) {
 		c.integer(1)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	core "github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -40,6 +41,7 @@ func newTimeServer(tb testing.TB, ms *atomic.Int64) *Server {
 func TestTimeCommands(t *testing.T) {
 	const t0 = 1_700_000_000_000
 	ms := func(d int64) string { return strconv.FormatInt(t0+d, 10) }
+	wireTime := func(d int64) string { return core.FormatMs(t0 + d) }
 	type step struct {
 		at   int64 // ms after t0
 		in   string
@@ -96,9 +98,9 @@ func TestTimeCommands(t *testing.T) {
 			{5000, cmd("GET", "p:sku") + cmd("CACHECAST.CANCEL", "p:sku", ms(1000)), []string{"$-1\r\n", ":0\r\n"}},
 			{5001, cmd("SET", "p:x", "v", "EFFECTIVEAT", ms(6000), "PXAT", ms(6000)) + cmd("SET", "p:x", "v", "EFFECTIVEAT", "0") +
 				cmd("SET", "p:x", "v", "EFFECTIVEAT", ms(5001)),
-				[]string{"-ERR invalid expire time in 'set' command: the expiry is not after EFFECTIVEAT\r\n",
+				[]string{"-ERR bad_request: the expiry " + wireTime(6000) + " is not after effective_at " + wireTime(6000) + "\r\n",
 					"-ERR syntax error: EFFECTIVEAT takes one Unix time in milliseconds, after 1970\r\n",
-					"-ERR EFFECTIVEAT " + ms(5001) + " is not ahead of this node's clock (" + ms(5001) + "); SET without it for now\r\n"}},
+					"-ERR bad_request: effective_at " + wireTime(5001) + " is not ahead of this node's clock (" + wireTime(5001) + "); write without it for now\r\n"}},
 		}},
 	}
 	for _, tc := range tests {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/internal/jsonstr"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/wire"
@@ -113,52 +114,25 @@ func decodeMessage(topic string, b []byte, maxValue, now int64) (record.Message,
 	if w.EffectiveAt != nil {
 		m.EffectiveAt = int64(*w.EffectiveAt)
 	}
-	if w.Key != "" {
-		if err := wire.CheckKey(w.Key); err != nil {
-			return m, err
-		}
-	}
-	if err := wire.CheckTag(w.Tag); err != nil {
-		return m, err
-	}
 	switch {
 	case w.Value != nil && w.ValueBase64 != nil:
 		return m, wire.Errorf(wire.CodeBadRequest, `give "value" or "value_base64", not both`)
 	case w.raw != nil:
-		if int64(len(w.raw)) > maxValue {
-			return m, wire.Errorf(wire.CodeValueTooLarge, "value of %d bytes exceeds --max-value-size (%d)", len(w.raw), maxValue)
-		}
 		m.Value = w.raw
 	case w.Value != nil:
-		if int64(len(*w.Value)) > maxValue {
-			return m, wire.Errorf(wire.CodeValueTooLarge, "value of %d bytes exceeds --max-value-size (%d)", len(*w.Value), maxValue)
-		}
 		m.Value = []byte(*w.Value)
 	case w.ValueBase64 != nil:
+		// Bounded before it is decoded; the exact size is checked below.
 		if n := base64.StdEncoding.DecodedLen(len(*w.ValueBase64)); int64(n) > maxValue+2 {
-			return m, wire.Errorf(wire.CodeValueTooLarge, "value of about %d bytes exceeds --max-value-size (%d)", n, maxValue)
+			return m, wire.Errorf(wire.CodeValueTooLarge, "value of about %d bytes exceeds --max-value-size (%s)", n, wire.FormatSize(maxValue))
 		}
 		v, err := base64.StdEncoding.Strict().DecodeString(*w.ValueBase64)
 		if err != nil {
 			return m, wire.Errorf(wire.CodeBadBase64, "value_base64: %v", err)
 		}
-		if int64(len(v)) > maxValue {
-			return m, wire.Errorf(wire.CodeValueTooLarge, "value of %d bytes exceeds --max-value-size (%d)", len(v), maxValue)
-		}
 		m.Value = v
 	}
-	if m.Delete {
-		if m.Key == "" {
-			return m, wire.Errorf(wire.CodeInvalidName, "a delete needs a key")
-		}
-		if len(m.Value) > 0 {
-			return m, wire.Errorf(wire.CodeBadRequest, "a delete carries no value")
-		}
-	}
-	if e := checkTimeFields(&m); e != nil {
-		return m, e
-	}
-	return m, nil
+	return m, command.Limits{MaxValue: maxValue}.Message(&m)
 }
 
 // decodeWire decodes one message object: by fastMessage when it can, by

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/store"
@@ -57,8 +58,8 @@ type Node interface {
 
 	// PublishAs appends msgs as one all-or-nothing batch as caller c,
 	// with the replica status of the write (wire.StatusOK or another
-	// status word). msgs are checked (names, sizes); the store checks
-	// again.
+	// status word). msgs are checked by package command's rules (names,
+	// sizes, time fields); the store checks the record's rules again.
 	PublishAs(ctx context.Context, msgs []record.Message, c access.Caller) ([]store.Result, string, error)
 
 	// NodeStatus is GET /v1/status, Cluster GET /v1/cluster, Verify GET
@@ -80,13 +81,10 @@ type Node interface {
 	// Degraded says why a node told to join is alone ("" when not).
 	Ready() bool
 	Degraded() string
-	// Away says why the node left its cluster and stopped serving the
-	// view and writes, out of contact for too long ("" while it serves).
-	Away() string
-	// CatchUp is the node's progress while it catches up with its peers
-	// before its first ready, nil once it has (then reads of the view are
-	// served). It is called on every read, so it must be cheap.
-	CatchUp() *wire.CatchUpStatus
+	// State is whether the node serves its view (command.State: away,
+	// catching up with its peers before its first ready). It is called
+	// on every read, so it must be cheap.
+	State() command.State
 	// AcceptLost gives up the records of the node's log lost to damage
 	// that no peer could give back, and lists them.
 	AcceptLost() (wire.AcceptLostResult, error)

@@ -941,27 +941,11 @@ func (a *Server) readyz(w http.ResponseWriter, r *http.Request, _ params) {
 	a.healthz(w, r, params{})
 }
 
-// catchingUp is the catching_up error a read of the view answers before
-// the node has caught up with its peers (Node.CatchUp), nil after; and
-// unavailable once the node stopped serving for being away (Node.Away).
-func (a *Server) catchingUp() *wire.Error {
-	if why := a.node.Away(); why != "" {
-		return wire.Errorf(wire.CodeUnavailable, "%s", why)
-	}
-	cs := a.node.CatchUp()
-	if cs == nil {
-		return nil
-	}
-	msg := "this node is catching up with the cluster: " + strconv.FormatUint(cs.LagRecords, 10) +
-		" records behind what its peers held when it joined"
-	switch cs.Phase {
-	case "joining":
-		msg = "this node is joining the cluster; it serves reads once it holds what its peers hold"
-	case "asking":
-		msg = "this node is asking its peers what they hold; it serves reads once it holds it too"
-	}
-	return &wire.Error{Code: wire.CodeCatchingUp, Message: msg, CatchUp: cs}
-}
+// catchingUp is the refusal of a read of the view in the node's state
+// (command.State.Read): catching_up with the progress before the node
+// has caught up with its peers, unavailable once it stopped serving for
+// being away; nil when it serves.
+func (a *Server) catchingUp() *wire.Error { return a.node.State().Read() }
 
 func firstError(errs ...*wire.Error) *wire.Error {
 	for _, e := range errs {

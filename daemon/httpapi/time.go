@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
 	"github.com/cachecast/cachecast/wire"
@@ -85,47 +86,6 @@ func timeHeaders(r *http.Request) (expires, effective int64, e *wire.Error) {
 	return expires, effective, nil
 }
 
-// checkTimeFields checks how a message's time fields go together: a
-// cancel has a key, the "effective_at" it cancels and nothing else; an
-// expiry or an effective time needs a key; a delete does not expire; the
-// expiry comes after the effective time.
-func checkTimeFields(m *record.Message) *wire.Error {
-	switch {
-	case m.Cancel && (m.Key == "" || m.EffectiveAt == 0):
-		return wire.Errorf(wire.CodeBadRequest, `a cancel needs a key and the "effective_at" of the records it cancels`)
-	case m.Cancel && (len(m.Value) > 0 || m.Delete || m.ExpiresAt != 0):
-		return wire.Errorf(wire.CodeBadRequest, "a cancel carries no value, delete or expiry")
-	case (m.ExpiresAt != 0 || m.EffectiveAt != 0) && m.Key == "":
-		return wire.Errorf(wire.CodeBadRequest, "an expiry or an effective time needs a key (a keyless message is not kept in the view)")
-	case m.Delete && m.ExpiresAt != 0:
-		return wire.Errorf(wire.CodeBadRequest, "a delete cannot expire")
-	case m.ExpiresAt != 0 && m.EffectiveAt != 0 && m.ExpiresAt <= m.EffectiveAt:
-		return wire.Errorf(wire.CodeBadRequest, "the expiry %s is not after effective_at %s", msTime(m.ExpiresAt), msTime(m.EffectiveAt))
-	}
-	return nil
-}
-
-// checkTimes checks a message's time fields (checkTimeFields) and then
-// against the clock: an expiry and an effective time ahead, a cancel of
-// an instant ahead.
-func checkTimes(m *record.Message, now int64) *wire.Error {
-	if e := checkTimeFields(m); e != nil {
-		return e
-	}
-	switch {
-	case m.ExpiresAt != 0 && m.ExpiresAt <= now:
-		return wire.Errorf(wire.CodeBadRequest, "the expiry %s is not ahead of this node's clock (%s)", msTime(m.ExpiresAt), msTime(now))
-	case m.EffectiveAt != 0 && m.EffectiveAt <= now && m.Cancel:
-		return wire.Errorf(wire.CodeNotPending, "effective_at %s is not ahead of this node's clock (%s): nothing there is pending any more", msTime(m.EffectiveAt), msTime(now))
-	case m.EffectiveAt != 0 && m.EffectiveAt <= now:
-		return wire.Errorf(wire.CodeBadRequest, "effective_at %s is not ahead of this node's clock (%s); publish without it for now", msTime(m.EffectiveAt), msTime(now))
-	}
-	return nil
-}
-
-// msTime is Unix milliseconds in the wire's time layout.
-func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(wire.TimeLayout) }
-
 // now is the node's clock in Unix milliseconds.
 func (a *Server) now() int64 {
 	if a.cfg.Clock != nil {
@@ -150,7 +110,7 @@ func (a *Server) applyTimes(r *http.Request, msgs []record.Message) *wire.Error 
 		if m.EffectiveAt == 0 && m.Key != "" {
 			m.EffectiveAt = effective
 		}
-		if e := checkTimes(m, now); e != nil {
+		if e := command.Times(m, now); e != nil {
 			if len(msgs) > 1 {
 				e.Message = "message " + strconv.Itoa(i+1) + ": " + e.Message
 			}
@@ -164,10 +124,10 @@ func (a *Server) applyTimes(r *http.Request, msgs []record.Message) *wire.Error 
 // answer.
 func setTimeHeaders(h http.Header, e view.Entry) {
 	if e.ExpiresAt != 0 {
-		h.Set(headerExpires, msTime(e.ExpiresAt))
+		h.Set(headerExpires, command.FormatMs(e.ExpiresAt))
 	}
 	if e.EffectiveAt != 0 {
-		h.Set(headerEffective, msTime(e.EffectiveAt))
+		h.Set(headerEffective, command.FormatMs(e.EffectiveAt))
 	}
 }
 
@@ -217,7 +177,7 @@ func appendPending(b []byte, p *view.PendingRecord) []byte {
 	b = append(b, `{"key":`...)
 	b = wire.AppendString(b, p.Key)
 	b = append(b, `,"effective_at":"`...)
-	b = append(b, msTime(p.EffectiveAt)...)
+	b = append(b, command.FormatMs(p.EffectiveAt)...)
 	b = append(b, `","tag":`...)
 	b = wire.AppendString(b, p.Tag)
 	b = wire.AppendValue(b, p.Value)
@@ -227,7 +187,7 @@ func appendPending(b []byte, p *view.PendingRecord) []byte {
 	b = strconv.AppendBool(b, p.Cancel)
 	if p.ExpiresAt != 0 {
 		b = append(b, `,"expires_at":"`...)
-		b = append(b, msTime(p.ExpiresAt)...)
+		b = append(b, command.FormatMs(p.ExpiresAt)...)
 		b = append(b, '"')
 	}
 	b = append(b, `,"origin":"`...)
@@ -255,16 +215,8 @@ func (a *Server) cancelPending(w http.ResponseWriter, r *http.Request, p params)
 		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "effective_at: want the instant of the records to cancel, Unix milliseconds or an RFC 3339 time, got %q", q.Get("effective_at")))
 		return
 	}
-	m := record.Message{Topic: p.topic, Key: p.key, Cancel: true, EffectiveAt: at}
-	if a.failed(w, r, checkTimes(&m, a.now())) {
-		return
-	}
-	pending := false
-	for _, pr := range a.node.PendingKey(p.topic, p.key) {
-		pending = pending || !pr.Cancel && pr.EffectiveAt == at
-	}
-	if !pending {
-		a.fail(w, r, wire.Errorf(wire.CodeNotPending, "nothing of key %q in topic %q is pending at %s", p.key, p.topic, msTime(at)))
+	m, e := command.Cancel(p.topic, p.key, at, a.now(), a.node.PendingKey(p.topic, p.key))
+	if a.failed(w, r, e) {
 		return
 	}
 	a.publish(w, r, []record.Message{m}, false)
@@ -317,7 +269,7 @@ func appendEvent(b []byte, c *view.Change, now int64) []byte {
 		b = strconv.AppendBool(b, c.Deleted)
 		if c.EffectiveAt != 0 {
 			b = append(b, `,"effective_at":"`...)
-			b = append(b, msTime(c.EffectiveAt)...)
+			b = append(b, command.FormatMs(c.EffectiveAt)...)
 			b = append(b, '"')
 		}
 		b = append(b, `,"origin":"`...)
@@ -329,7 +281,7 @@ func appendEvent(b []byte, c *view.Change, now int64) []byte {
 		b = append(b, '"')
 	}
 	b = append(b, `,"time":"`...)
-	b = append(b, msTime(now)...)
+	b = append(b, command.FormatMs(now)...)
 	return append(b, `"}`...)
 }
 
