@@ -388,3 +388,40 @@ func (d *Daemon) withConsole(next http.Handler) (http.Handler, error) {
 	return console.New(console.Config{API: d.api.ReadOnly(), Token: tok,
 		Loopback: loopbackAddr(d.cfg.MetricsAddr), Next: next}), nil
 }
+
+// historyBytes bounds the bytes of the messages a key's history looks at
+// (GET /v1/topics/{topic}/history/{key}), whatever its ?scan=: each is
+// read from the log.
+const historyBytes = 64 << 20
+
+// keyHistory is GET /v1/topics/{topic}/history/{key}: the key's records
+// in its topic's log on this node, newest first.
+func (d *Daemon) keyHistory(topic, key string, limit int, scan uint64) (wire.KeyHistory, error) {
+	h, err := d.store.KeyHistory(topic, key, limit, scan, historyBytes)
+	if err != nil {
+		return wire.KeyHistory{}, err
+	}
+	out := wire.KeyHistory{Topic: topic, Key: key, Records: []wire.HistoryRecord{}, Scanned: h.Scanned, Truncated: !h.Complete}
+	for _, dl := range h.Records {
+		r := dl.Record
+		hr := wire.HistoryRecord{Offset: dl.Offset, Kind: historyKind(r.Kind()),
+			KeyEntry: keyEntry(view.Entry{Value: r.Value(), Tag: string(r.Tag()), Stamp: r.Stamp(),
+				ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt())})}
+		if t := r.Target(); t != (record.Stamp{}) {
+			hr.Target = &wire.Version{HLC: strconv.FormatUint(t.HLC, 10), Origin: wire.FormatOrigin(t.Origin), Seq: t.Seq}
+		}
+		out.Records = append(out.Records, hr)
+	}
+	return out, nil
+}
+
+// historyKind is a record's kind as a key's history names it.
+func historyKind(k record.Kind) string {
+	switch k {
+	case record.KindValue:
+		return "write"
+	case record.KindTombstone:
+		return "delete"
+	}
+	return k.String() // cancel, expiry, counter
+}

@@ -152,6 +152,71 @@ func TestConsoleRoutes(t *testing.T) {
 	}
 }
 
+// TestKeyHistory covers GET /v1/topics/{t}/history/{k}: a key's records
+// in the log, newest first, of each kind, with their versions; the scan's
+// bounds, truncated when it stops short of the topic's first message; a
+// key with slashes; bad bounds refused.
+func TestKeyHistory(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	first := td.put("prices", "sku-42", "10.00")
+	td.put("prices", "sku-7", "1")
+	second := td.put("prices", "sku-42", "12.50", "Cachecast-Tag", "eu")
+	if r := td.do("POST", "/v1/topics/prices/counters/hits?by=3", nil); r.status != http.StatusOK {
+		t.Fatalf("incr: %d %s", r.status, r.body)
+	}
+	if r := td.do("POST", "/v1/topics/prices/counters/hits?by=4", nil); r.status != http.StatusOK {
+		t.Fatalf("incr: %d %s", r.status, r.body)
+	}
+	if r := td.do("DELETE", "/v1/topics/prices/keys/sku-42", nil); r.status != http.StatusOK {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	td.put("prices", "a//b", "slashes")
+
+	h := getJSON[wire.KeyHistory](td, "/v1/topics/prices/history/sku-42")
+	if len(h.Records) != 3 || h.Truncated || h.Scanned != 7 {
+		t.Fatalf("history %+v; want 3 records of 7 messages, not truncated", h)
+	}
+	del, w2, w1 := h.Records[0], h.Records[1], h.Records[2]
+	if del.Kind != "delete" || w2.Kind != "write" || w2.Value != "12.50" || w2.Tag != "eu" || w2.HLC != second.HLC ||
+		w1.Kind != "write" || w1.Value != "10.00" || w1.HLC != first.HLC || w1.Offset != 0 || w1.Seq != 1 || w1.Time == "" {
+		t.Fatalf("records %+v; want the delete, then 12.50 (eu) and 10.00 at their versions", h.Records)
+	}
+	hits := getJSON[wire.KeyHistory](td, "/v1/topics/prices/history/hits")
+	if len(hits.Records) != 2 || hits.Records[0].Kind != "counter" || hits.Records[0].Value != "4" || hits.Records[1].Kind != "write" || hits.Records[1].Value != "3" {
+		t.Fatalf("counter history %+v; want the increment by 4 on the write of 3", hits.Records)
+	}
+	if c := hits.Records[0]; c.Target == nil || c.Target.HLC != hits.Records[1].HLC {
+		t.Fatalf("an increment without the version it counts on: %+v", c)
+	}
+	for _, tc := range []struct {
+		query     string
+		records   int
+		scanned   uint64
+		truncated bool
+	}{
+		{"?limit=1", 1, 2, true},
+		{"?limit=2", 2, 5, true},
+		{"?scan=3", 1, 3, true},
+		{"?limit=3&scan=7", 3, 7, false},
+	} {
+		h := getJSON[wire.KeyHistory](td, "/v1/topics/prices/history/sku-42"+tc.query)
+		if len(h.Records) != tc.records || h.Scanned != tc.scanned || h.Truncated != tc.truncated {
+			t.Errorf("%s: %d records, %d scanned, truncated %t; want %d %d %t", tc.query, len(h.Records), h.Scanned, h.Truncated, tc.records, tc.scanned, tc.truncated)
+		}
+	}
+	if h := getJSON[wire.KeyHistory](td, "/v1/topics/prices/history/a//b"); len(h.Records) != 1 || h.Key != "a//b" || h.Records[0].Value != "slashes" {
+		t.Errorf("a key with slashes: %+v", h)
+	}
+	if h := getJSON[wire.KeyHistory](td, "/v1/topics/nothing/history/k"); len(h.Records) != 0 || h.Records == nil || h.Truncated {
+		t.Errorf("a topic never written: %+v; want no record, an empty list, not truncated", h)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?scan=x", "?scan=1000001"} {
+		if r := td.do("GET", "/v1/topics/prices/history/sku-42"+q, nil); r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s; want 400", q, r.status, r.body)
+		}
+	}
+}
+
 // TestConsoleListener: the metrics listener redirects / to the console,
 // serves its page, and the local API's read routes under /console/api
 // (the write routes not at all), /metrics beside them.
@@ -192,6 +257,7 @@ func TestConsoleListener(t *testing.T) {
 		{"GET", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusOK, "7"},
 		{"GET", "/console/api/v1/fleet", "", http.StatusOK, `"node":"test-node"`},
 		{"GET", "/console/api/v1/topics/prices/nodes/sku-1", "", http.StatusOK, `"same":true`},
+		{"GET", "/console/api/v1/topics/prices/history/sku-1", "", http.StatusOK, `"kind":"write"`},
 		{"PUT", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"DELETE", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"POST", "/console/api/v1/repair/accept", "", http.StatusNotFound, "route_not_found"},

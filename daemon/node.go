@@ -288,6 +288,11 @@ func (n *node) Fleet(_ context.Context, timeout time.Duration) wire.Fleet {
 	}).(wire.Fleet)
 }
 
+// KeyHistory is GET /v1/topics/{topic}/history/{key} (console.go).
+func (n *node) KeyHistory(topic, key string, limit int, scan uint64) (wire.KeyHistory, error) {
+	return n.d.keyHistory(topic, key, limit, scan)
+}
+
 func (n *node) KeyAcross(_ context.Context, topic, key string, timeout time.Duration) wire.KeyAcross {
 	return n.d.shared(fmt.Sprintf("key %d %q %q", timeout, topic, key), func(ctx context.Context) any {
 		return n.d.keyAcross(ctx, topic, key, timeout)

@@ -124,3 +124,41 @@ type KeyEntry struct {
 	Delete bool `json:"delete,omitempty"`
 	Cancel bool `json:"cancel,omitempty"`
 }
+
+// KeyHistory is the body of GET /v1/topics/{topic}/history/{key}: the
+// key's records in its topic's log on the node asked, newest first. The
+// log is read from the topic's last message back, within the route's
+// bounds (?limit= records of the key, ?scan= messages of the topic, and
+// a budget of bytes); Scanned counts the messages looked at. Truncated is
+// true when the scan stopped before the topic's oldest message retained:
+// older records of the key may be in the log. A node holds only what its
+// retention keeps, and none of what it took from a peer's snapshot.
+type KeyHistory struct {
+	Topic     string          `json:"topic"`
+	Key       string          `json:"key"`
+	Records   []HistoryRecord `json:"records"`
+	Scanned   uint64          `json:"scanned"`
+	Truncated bool            `json:"truncated"`
+}
+
+// HistoryRecord is one record of a key in KeyHistory: Kind is "write",
+// "delete", "cancel" (of the scheduled records at its effective_at),
+// "expiry" (a change of the expiry of the version Target names, to
+// expires_at; none: no expiry) or "counter" (an increment, its value, of
+// the version Target names); Offset is its offset in the topic on the
+// node asked. The fields of KeyEntry are the record's (value, tag,
+// origin, seq, hlc, time, expires_at, effective_at).
+type HistoryRecord struct {
+	Offset uint64 `json:"offset"`
+	Kind   string `json:"kind"`
+	KeyEntry
+	Target *Version `json:"target,omitempty"`
+}
+
+// Version names one version of a key: the stamp of the record that
+// wrote it.
+type Version struct {
+	HLC    string `json:"hlc"`
+	Origin string `json:"origin"`
+	Seq    uint64 `json:"seq"`
+}

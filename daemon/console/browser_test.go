@@ -182,8 +182,8 @@ func cellsJS(field, want string, nodes ...string) string {
 
 // TestBrowser drives the console in a real browser against three nodes
 // in this process: the fleet view lists the three; a key written on one
-// node shows on the keys view at the same version on all three; a
-// scheduled value shows on the time view and flips on the page when its
+// node shows on the keys view at the same version on all three, and a
+// second write of it in its history beside the first; a scheduled value shows on the time view and flips on the page when its
 // time comes; the traffic view tails a topic by key prefix; a stopped
 // node shows as down.
 func TestBrowser(t *testing.T) {
@@ -210,6 +210,13 @@ func TestBrowser(t *testing.T) {
 	b.run(chromedp.Navigate(base + "console/#keys/prices/sku-42"))
 	b.until(10*time.Second, "sku-42 at one version on all three", cellsJS("version", pr.HLC, nodes...))
 	b.until(5*time.Second, "the same everywhere", `document.querySelector("#key-verdict").dataset.same === "1" ? "" : document.querySelector("#key-verdict").textContent`)
+	pr2 := mustPut(t, c.Nodes[2], "prices", "sku-42", "21.99")
+	b.until(10*time.Second, "the key's two writes in its history, newest first", fmt.Sprintf(`(() => {
+		const rows = [...document.querySelectorAll("#key-history tbody tr[data-kind]")].map(r => r.dataset.kind + " " + r.children[2].textContent + " " + r.dataset.hlc);
+		const want = ["write \"21.99\" %s", "write \"19.99\" %s"];
+		return JSON.stringify(rows) === JSON.stringify(want) ? "" : "history: " + JSON.stringify(rows);
+	})()`, pr2.HLC, pr.HLC))
+	b.until(10*time.Second, "sku-42's second version on all three", cellsJS("version", pr2.HLC, nodes...))
 	b.until(5*time.Second, "the topic listed and clicked", `(() => { const r = document.querySelector('#topics tr[data-topic="prices"]'); if (!r) return "no topic row"; r.click(); return ""; })()`)
 	b.until(5*time.Second, "the topic's keys listed", `document.querySelectorAll("#key-list li[data-key]").length >= 40 ? "" : "keys: " + document.querySelectorAll("#key-list li").length`)
 	b.screenshot("keys")

@@ -79,3 +79,39 @@ func (a *Server) ReadOnly() http.Handler {
 		m.ServeHTTP(w, r)
 	})
 }
+
+// Bounds of GET /v1/topics/{topic}/history/{key}: ?limit= records of the
+// key (default defaultHistoryLimit), ?scan= messages of the topic looked
+// at (default defaultHistoryScan).
+const (
+	defaultHistoryLimit = 20
+	maxHistoryLimit     = 1000
+	defaultHistoryScan  = 10_000
+	maxHistoryScan      = 1_000_000
+)
+
+// keyHistory answers GET /v1/topics/{topic}/history/{key}: the key's
+// records in its topic's log on this node, newest first.
+func (a *Server) keyHistory(w http.ResponseWriter, r *http.Request, p params) {
+	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key))) {
+		return
+	}
+	q, e := query(r)
+	if a.failed(w, r, e) {
+		return
+	}
+	limit, e := boundedInt(q.Get("limit"), "limit", defaultHistoryLimit, maxHistoryLimit)
+	if a.failed(w, r, e) {
+		return
+	}
+	scan, e := boundedInt(q.Get("scan"), "scan", defaultHistoryScan, maxHistoryScan)
+	if a.failed(w, r, e) {
+		return
+	}
+	h, err := a.node.KeyHistory(p.topic, p.key, limit, uint64(scan))
+	if err != nil {
+		a.fail(w, r, StoreError(err))
+		return
+	}
+	a.writeJSON(w, r, &h)
+}

@@ -347,6 +347,23 @@
 //	    not alive) is never counted as the same. 503 catching_up as GET.
 //	    curl -sS $S http://x/v1/topics/prices/nodes/sku-42
 //
+//	GET /v1/topics/{topic}/history/{key}   [read]   (?limit=20&scan=10000)
+//	    200 {"topic","key","records":[{"offset","kind","value","binary",
+//	    "size","truncated","sha256","tag","origin","seq","hlc","time",
+//	    "expires_at","effective_at","target":{"hlc","origin","seq"}}],
+//	    "scanned","truncated"}: the key's records in its topic's log on
+//	    this node, newest first. kind is write, delete, cancel, expiry (a
+//	    change of the expiry of the version target names) or counter (an
+//	    increment of target's version); value as in .../nodes/{key}. The
+//	    log has no index by key: the route reads the topic's messages from
+//	    the last one back, at most scan of them (1 to 1000000) and 64 MiB,
+//	    and stops at limit records of the key (1 to 1000). scanned counts
+//	    the messages read; truncated is true when the scan stopped before
+//	    the topic's oldest message retained (older records of the key may
+//	    be there). Only what this node's log retains: not what it took
+//	    from a peer's snapshot when it joined.
+//	    curl -sS $S 'http://x/v1/topics/prices/history/sku-42?limit=5'
+//
 //	GET /healthz   [none]   200 {"status":"ok"} while the store is healthy, else 503
 //	               (503 unavailable too once the node is away, as in status);
 //	               507 disk_full while writes are refused for want of space

@@ -51,14 +51,9 @@ func (a *Server) subscribeGroup(w http.ResponseWriter, r *http.Request, p params
 	if a.failed(w, r, e) {
 		return
 	}
-	maxInflight := group.DefaultMaxInflight
-	if s := q.Get("max_inflight"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > group.MaxInflightLimit {
-			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "max_inflight: want 1 to %d, got %q", group.MaxInflightLimit, s))
-			return
-		}
-		maxInflight = n
+	maxInflight, e := boundedInt(q.Get("max_inflight"), "max_inflight", group.DefaultMaxInflight, group.MaxInflightLimit)
+	if a.failed(w, r, e) {
+		return
 	}
 	release, e := a.memberSlot(access.CallerFrom(r.Context()))
 	if a.failed(w, r, e) {

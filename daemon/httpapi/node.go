@@ -73,6 +73,10 @@ type Node interface {
 	// an answer may serve the callers of the same for half a second.
 	Fleet(ctx context.Context, timeout time.Duration) wire.Fleet
 	KeyAcross(ctx context.Context, topic, key string, timeout time.Duration) wire.KeyAcross
+	// KeyHistory is GET /v1/topics/{topic}/history/{key}: the key's
+	// records in its topic's log on this node, newest first, at most
+	// limit, looking at most scan messages back.
+	KeyHistory(topic, key string, limit int, scan uint64) (wire.KeyHistory, error)
 	// Healthy is nil while the store serves; DiskFull is nil unless
 	// writes are refused for want of space.
 	Healthy() error

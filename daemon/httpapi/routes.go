@@ -36,6 +36,7 @@ func (a *Server) routes() []route {
 		{name: "verify", pattern: "GET /v1/verify", role: access.RoleRead, handler: a.verify},
 		{name: "fleet", pattern: "GET /v1/fleet", role: access.RoleRead, handler: a.fleet},
 		{name: "key_nodes", pattern: "GET /v1/topics/{topic}/nodes/{key...}", role: access.RoleRead, handler: a.keyAcross},
+		{name: "key_history", pattern: "GET /v1/topics/{topic}/history/{key...}", role: access.RoleRead, handler: a.keyHistory},
 		{name: "repair_accept", pattern: "POST /v1/repair/accept", role: access.RoleAdmin, handler: a.repairAccept},
 		{name: "backup", pattern: "GET /v1/backup", role: access.RoleAdmin, handler: a.backup, stream: true},
 		{name: "topics", pattern: "GET /v1/topics", role: access.RoleRead, handler: a.topics},
@@ -192,14 +193,15 @@ func cleanPath(p string) bool {
 }
 
 // keyRest escapes the slashes (and the dots of "." and ".." segments) of
-// the key in a key route's path (.../keys/{key...}, .../dlq/{key...}), so
+// the key in a key route's path (.../keys/{key...}, .../nodes/{key...},
+// .../history/{key...}, .../dlq/{key...}), so
 // that a key holding "//" or a "." segment is one clean segment; ok is false when the path is no such
 // route's or its other segments are not clean.
 func keyRest(p string) (string, bool) {
 	segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
 	k := 0
 	switch {
-	case len(segs) > 4 && segs[0] == "v1" && segs[1] == "topics" && segs[3] == "keys":
+	case len(segs) > 4 && segs[0] == "v1" && segs[1] == "topics" && (segs[3] == "keys" || segs[3] == "nodes" || segs[3] == "history"):
 		k = 4
 	case len(segs) > 6 && segs[0] == "v1" && segs[1] == "topics" && segs[3] == "groups" && segs[5] == "dlq":
 		k = 6

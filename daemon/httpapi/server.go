@@ -393,15 +393,23 @@ func listQuery(r *http.Request) (url.Values, int, *wire.Error) {
 	if e != nil {
 		return nil, 0, e
 	}
-	s := q.Get("limit")
-	if s == "" {
-		return q, defaultKeysLimit, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > maxKeysLimit {
-		return nil, 0, wire.Errorf(wire.CodeBadRequest, "limit: want 1 to %d, got %q", maxKeysLimit, s)
+	n, e := boundedInt(q.Get("limit"), "limit", defaultKeysLimit, maxKeysLimit)
+	if e != nil {
+		return nil, 0, e
 	}
 	return q, n, nil
+}
+
+// boundedInt reads a query parameter of 1 to max, def when absent.
+func boundedInt(s, name string, def, max int) (int, *wire.Error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		return 0, wire.Errorf(wire.CodeBadRequest, "%s: want 1 to %d, got %q", name, max, s)
+	}
+	return n, nil
 }
 
 func (a *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) {

@@ -6,7 +6,7 @@
 
 const API = "api/v1";
 const $ = (s) => document.querySelector(s);
-const state = { view: "", timers: [], fleetPrev: new Map(), spark: new Map(), topicsPrev: new Map(), key: null, tail: null };
+const state = { view: "", timers: [], fleetPrev: new Map(), spark: new Map(), topicsPrev: new Map(), key: null, historySig: "", tail: null };
 
 // el makes an element with text or children.
 function el(tag, attrs, ...kids) {
@@ -212,6 +212,41 @@ async function refreshKey() {
     return td;
   })));
   $("#key-across tbody").replaceChildren(...rows);
+  // The history is read again when this node's entry or pending records
+  // change (a write, a delete, an increment, an expiry change, a cancel).
+  const self = r.nodes.find((n) => n.self) || {};
+  const sig = JSON.stringify([topic, key, self.found && self.entry, self.pending]);
+  if (sig !== state.historySig) {
+    await refreshHistory(topic, key);
+    state.historySig = sig;
+  }
+}
+
+// historyWhat is what a record of a key's history did.
+function historyWhat(h) {
+  const short = (v) => JSON.stringify(v.length > 60 ? v.slice(0, 60) + "…" : v);
+  const on = h.target ? ` of version ${h.target.hlc}` : "";
+  switch (h.kind) {
+    case "write": return (h.effective_at ? `scheduled for ${h.effective_at}: ` : "") + (h.binary ? "hex " : "") + short(h.value) +
+      (h.expires_at ? `, expires at ${h.expires_at}` : "");
+    case "delete": return h.effective_at ? `delete scheduled for ${h.effective_at}` : "(deleted)";
+    case "cancel": return `cancels what is scheduled for ${h.effective_at}`;
+    case "expiry": return (h.expires_at ? `expires at ${h.expires_at}` : "no expiry") + on;
+    case "counter": return `+${h.value}${on}`;
+  }
+  return h.kind;
+}
+
+async function refreshHistory(topic, key) {
+  const h = await get(`/topics/${enc(topic)}/history/${enc(key)}?limit=50`);
+  $("#key-history-note").textContent = `${h.records.length} record${h.records.length === 1 ? "" : "s"}, newest first; ` +
+    (h.truncated ? `the last ${h.scanned} messages of ${topic} read: older records may be in the log` : `all of ${topic}'s ${h.scanned} messages retained read`);
+  const rows = h.records.map((x) => el("tr", { "data-kind": x.kind, "data-hlc": x.hlc },
+    el("td", { class: "num", text: x.offset }), el("td", { text: x.kind }),
+    el("td", { class: "mono" }, el("span", { class: "value", text: historyWhat(x) })), el("td", { text: x.tag }),
+    el("td", { class: "mono", text: x.hlc }), el("td", { class: "mono", text: shortOrigin(x.origin) }), el("td", { class: "num", text: x.seq }),
+    el("td", { class: "mono", text: x.time })));
+  $("#key-history tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "sub", text: "no record of this key in the log" }))]));
 }
 
 // ---- Time ----
