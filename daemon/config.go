@@ -553,6 +553,34 @@ func (c Config) validateCluster() error {
 	default:
 		return fmt.Errorf("--replication: must be \"none\", \"async\" or \"sync\", got %q", c.Replication)
 	}
+	if err := c.validateClusterAddrs(); err != nil {
+		return err
+	}
+	switch c.GossipProfile {
+	case "lan", "wan", "local":
+	default:
+		return fmt.Errorf("--gossip-profile: must be \"lan\", \"wan\" or \"local\", got %q", c.GossipProfile)
+	}
+	if err := c.validateClusterTimers(); err != nil {
+		return err
+	}
+	if err := c.validateGroups(); err != nil {
+		return err
+	}
+	if c.ClusterKeyFile != "" {
+		if _, err := gossip.LoadKeyFile(c.ClusterKeyFile); err != nil {
+			return fmt.Errorf("--cluster-key-file: %w", err)
+		}
+	}
+	if _, err := c.tlsConfig(); err != nil {
+		return err
+	}
+	return c.validateTransport()
+}
+
+// validateClusterAddrs checks the cluster's addresses, and that they stay
+// on loopback without a cluster key.
+func (c Config) validateClusterAddrs() error {
 	if c.GossipAddr == "" && len(c.Join) > 0 {
 		return errors.New("--join: needs --gossip-addr (empty --gossip-addr means no cluster)")
 	}
@@ -586,11 +614,11 @@ func (c Config) validateCluster() error {
 			}
 		}
 	}
-	switch c.GossipProfile {
-	case "lan", "wan", "local":
-	default:
-		return fmt.Errorf("--gossip-profile: must be \"lan\", \"wan\" or \"local\", got %q", c.GossipProfile)
-	}
+	return nil
+}
+
+// validateClusterTimers checks the cluster's durations and fan-out.
+func (c Config) validateClusterTimers() error {
 	switch {
 	case c.JoinTimeout <= 0:
 		return fmt.Errorf("--join-timeout: must be positive, got %v", c.JoinTimeout)
@@ -607,6 +635,13 @@ func (c Config) validateCluster() error {
 		return fmt.Errorf("--retire-origins-after: must be at least 1s, got %v", c.RetireOriginsAfter)
 	case c.TombstoneGrace < 0:
 		return fmt.Errorf("--tombstone-grace: must be 0 (never collect) or positive, got %v", c.TombstoneGrace)
+	}
+	return nil
+}
+
+// validateGroups checks the consumer groups' settings.
+func (c Config) validateGroups() error {
+	switch {
 	case c.QueuesPerTopic < 1 || c.QueuesPerTopic > 1024:
 		return fmt.Errorf("--queues-per-topic: must be 1 to 1024, got %d", c.QueuesPerTopic)
 	case c.AckTimeout <= 0:
@@ -621,14 +656,12 @@ func (c Config) validateCluster() error {
 			return fmt.Errorf("--retry-backoff: must not be negative, got %v", b)
 		}
 	}
-	if c.ClusterKeyFile != "" {
-		if _, err := gossip.LoadKeyFile(c.ClusterKeyFile); err != nil {
-			return fmt.Errorf("--cluster-key-file: %w", err)
-		}
-	}
-	if _, err := c.tlsConfig(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateTransport checks the fan-out's settings, and NATS's under
+// --transport=nats.
+func (c Config) validateTransport() error {
 	switch c.TCPFanout {
 	case "direct", "auto": // auto has nothing to choose under NATS
 	case "tree":
@@ -640,24 +673,25 @@ func (c Config) validateCluster() error {
 	}
 	switch c.Transport {
 	case "tcp":
+		return nil
 	case "nats":
-		if c.NATSURL == "" {
-			return errors.New("--nats-url: needed with --transport=nats")
-		}
-		if c.NATSSubjectPrefix == "" || strings.ContainsAny(c.NATSSubjectPrefix, " *>") {
-			return fmt.Errorf("--nats-subject-prefix: must be a NATS subject without wildcards, got %q", c.NATSSubjectPrefix)
-		}
-		if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
-			return errors.New("--nats-tls-cert and --nats-tls-key: set both or neither")
-		}
-		for _, f := range []struct{ flag, path string }{{"--nats-creds", c.NATSCreds},
-			{"--nats-tls-cert", c.NATSTLSCert}, {"--nats-tls-key", c.NATSTLSKey}, {"--nats-tls-ca", c.NATSTLSCA}} {
-			if err := checkReadable(f.flag, f.path); err != nil {
-				return err
-			}
-		}
 	default:
 		return fmt.Errorf("--transport: must be \"tcp\" or \"nats\", got %q", c.Transport)
+	}
+	if c.NATSURL == "" {
+		return errors.New("--nats-url: needed with --transport=nats")
+	}
+	if c.NATSSubjectPrefix == "" || strings.ContainsAny(c.NATSSubjectPrefix, " *>") {
+		return fmt.Errorf("--nats-subject-prefix: must be a NATS subject without wildcards, got %q", c.NATSSubjectPrefix)
+	}
+	if (c.NATSTLSCert == "") != (c.NATSTLSKey == "") {
+		return errors.New("--nats-tls-cert and --nats-tls-key: set both or neither")
+	}
+	for _, f := range []struct{ flag, path string }{{"--nats-creds", c.NATSCreds},
+		{"--nats-tls-cert", c.NATSTLSCert}, {"--nats-tls-key", c.NATSTLSKey}, {"--nats-tls-ca", c.NATSTLSCA}} {
+		if err := checkReadable(f.flag, f.path); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -187,6 +187,43 @@ func New(cfg Config) (*Gossip, error) {
 	if err != nil {
 		return nil, err
 	}
+	g := newGossip(cfg)
+	mc, err := g.memberlistConfig()
+	if err != nil {
+		return nil, err
+	}
+	// Bind the transport here rather than in memberlist.Create, so that the
+	// advertised address (and so the data address) is known before the
+	// metadata is first sent.
+	nt, err := g.bind(mc)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.setLocal(mc.AdvertiseAddr, mc.AdvertisePort); err != nil {
+		_ = nt.Shutdown()
+		return nil, err
+	}
+	if g.ml, err = memberlist.Create(mc); err != nil {
+		_ = nt.Shutdown() // Create shuts it down only on some paths; twice is fine
+		return nil, fmt.Errorf("gossip: start memberlist: %w", err)
+	}
+	g.log.Info("gossip started",
+		zap.String("node-name", cfg.NodeName),
+		zap.String("node-id", fmt.Sprintf("%016x", cfg.NodeID)),
+		zap.String("bind-addr", net.JoinHostPort(mc.BindAddr, strconv.Itoa(mc.BindPort))),
+		zap.String("advertise-addr", g.local.Addr),
+		zap.String("data-addr", g.local.DataAddr),
+		zap.String("profile", cfg.Profile),
+		zap.Bool("encrypted", g.keyring != nil),
+		zap.Strings("primary-key", keyIDs(cfg.Keys[:min(1, len(cfg.Keys))])))
+	g.loop.Add(1)
+	go g.reconnectLoop()
+	return g, nil
+}
+
+// newGossip is a Gossip of cfg (with its defaults) before anything is
+// bound: its maps and channels, and the remembered members as failed.
+func newGossip(cfg Config) *Gossip {
 	g := &Gossip{
 		cfg:        cfg,
 		log:        cfg.Logger,
@@ -202,6 +239,14 @@ func New(cfg Config) (*Gossip, error) {
 			g.failed[r.Name] = failure{addr: r.Addr, id: r.ID, since: r.Since}
 		}
 	}
+	return g
+}
+
+// memberlistConfig is memberlist's configuration for g: the profile's
+// timers, the logger, the delegates and, with keys, the keyring. It
+// also sets the bounds g derives from the timers.
+func (g *Gossip) memberlistConfig() (*memberlist.Config, error) {
+	cfg := g.cfg
 	mc := g.prof.ml()
 	// A leave's gossip is done in a few gossip intervals (memberlist sends
 	// it RetransmitMult*log10(n+1) times, to GossipNodes nodes a round).
@@ -220,16 +265,20 @@ func New(cfg Config) (*Gossip, error) {
 		for i, k := range cfg.Keys {
 			keys[i] = bytes.Clone(k)
 		}
+		var err error
 		if g.keyring, err = memberlist.NewKeyring(keys, keys[0]); err != nil {
 			return nil, fmt.Errorf("%w: Keys: %v", ErrInvalidConfig, err)
 		}
 		mc.Keyring = g.keyring
 		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	}
+	return mc, nil
+}
 
-	// Bind the transport here rather than in memberlist.Create, so that the
-	// advertised address (and so the data address) is known before the
-	// metadata is first sent.
+// bind binds the transport at cfg.BindAddr and puts it in mc, with the
+// bound address and the address advertised to the other nodes.
+func (g *Gossip) bind(mc *memberlist.Config) (*memberlist.NetTransport, error) {
+	cfg := g.cfg
 	bindHost, bindPort, _ := splitIPPort("BindAddr", cfg.BindAddr, false)
 	if bindHost == "" {
 		bindHost = "0.0.0.0"
@@ -257,16 +306,21 @@ func New(cfg Config) (*Gossip, error) {
 	}
 	mc.BindAddr, mc.BindPort = bindHost, port
 	mc.AdvertiseAddr, mc.AdvertisePort = advIP.String(), advPort
+	return nt, nil
+}
 
-	dataAddr, err := resolveDataAddr(cfg.DataAddr, advIP)
+// setLocal sets the local member, advertised at advIP:advPort, and the
+// metadata it gossips.
+func (g *Gossip) setLocal(advIP string, advPort int) error {
+	cfg := g.cfg
+	dataAddr, err := resolveDataAddr(cfg.DataAddr, net.ParseIP(advIP))
 	if err != nil {
-		_ = nt.Shutdown()
-		return nil, err
+		return err
 	}
 	g.local = Member{
 		Name:     cfg.NodeName,
 		ID:       cfg.NodeID,
-		Addr:     net.JoinHostPort(advIP.String(), strconv.Itoa(advPort)),
+		Addr:     net.JoinHostPort(advIP, strconv.Itoa(advPort)),
 		DataAddr: dataAddr,
 		Proto:    cfg.ProtoMax,
 		ProtoMin: cfg.ProtoMin,
@@ -276,28 +330,11 @@ func New(cfg Config) (*Gossip, error) {
 	g.metaBase = Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: cfg.ProtoMax, ProtoMin: cfg.ProtoMin}
 	// The leaving form is one byte longer: check that one against the limit.
 	if _, err := EncodeMeta(Meta{ID: cfg.NodeID, DataAddr: dataAddr, Proto: cfg.ProtoMax, ProtoMin: cfg.ProtoMin, Leaving: true}); err != nil {
-		_ = nt.Shutdown()
-		return nil, fmt.Errorf("%w: DataAddr: %w", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: DataAddr: %w", ErrInvalidConfig, err)
 	}
 	meta, _ := EncodeMeta(g.metaBase)
 	g.meta.Store(&meta)
-
-	if g.ml, err = memberlist.Create(mc); err != nil {
-		_ = nt.Shutdown() // Create shuts it down only on some paths; twice is fine
-		return nil, fmt.Errorf("gossip: start memberlist: %w", err)
-	}
-	g.log.Info("gossip started",
-		zap.String("node-name", cfg.NodeName),
-		zap.String("node-id", fmt.Sprintf("%016x", cfg.NodeID)),
-		zap.String("bind-addr", net.JoinHostPort(bindHost, strconv.Itoa(port))),
-		zap.String("advertise-addr", g.local.Addr),
-		zap.String("data-addr", dataAddr),
-		zap.String("profile", cfg.Profile),
-		zap.Bool("encrypted", g.keyring != nil),
-		zap.Strings("primary-key", keyIDs(cfg.Keys[:min(1, len(cfg.Keys))])))
-	g.loop.Add(1)
-	go g.reconnectLoop()
-	return g, nil
+	return nil
 }
 
 // bindTransport binds memberlist's UDP and TCP listeners. With port 0 the

@@ -202,70 +202,8 @@ func fastMessage(b []byte) (w wireMessage, ok bool) {
 			return w, false
 		}
 		seen[field] = true
-		switch field {
-		case fieldDelete, fieldCancel:
-			v, j, ok := fastBool(b, i)
-			if !ok {
-				return w, false
-			}
-			i = j
-			if field == fieldDelete {
-				w.Delete = v
-			} else {
-				w.Cancel = v
-			}
-		case fieldTTL:
-			lit, j, ok := fastInt(b, i)
-			if !ok {
-				return w, false
-			}
-			n, err := strconv.ParseInt(string(lit), 10, 64)
-			if err != nil {
-				return w, false
-			}
-			i, w.TTLMs = j, &n
-		case fieldExpires, fieldEffective:
-			lit, j, ok := fastInt(b, i)
-			if !ok {
-				lit, j, ok = fastBytes(b, i)
-			}
-			if !ok {
-				return w, false
-			}
-			n, ok := parseInstant(string(lit))
-			if !ok {
-				return w, false // encoding/json names the problem
-			}
-			at := wireInstant(n)
-			i = j
-			if field == fieldExpires {
-				w.ExpiresAt = &at
-			} else {
-				w.EffectiveAt = &at
-			}
-		case fieldValue:
-			// The value is kept as bytes of the body, not copied.
-			raw, j, ok := fastBytes(b, i)
-			if !ok {
-				return w, false
-			}
-			i, w.raw = j, raw
-			empty := ""
-			w.Value = &empty // marks the field as given
-		default:
-			v, j, ok := fastString(b, i)
-			if !ok {
-				return w, false
-			}
-			i = j
-			switch field {
-			case fieldKey:
-				w.Key = v
-			case fieldTag:
-				w.Tag = v
-			case fieldBase64:
-				w.ValueBase64 = &v
-			}
+		if i, ok = w.fastField(field, b, i); !ok {
+			return w, false
 		}
 		i = jsonstr.SkipSpace(b, i)
 		if i >= len(b) {
@@ -279,6 +217,61 @@ func fastMessage(b []byte) (w wireMessage, ok bool) {
 		}
 		i = jsonstr.SkipSpace(b, i+1)
 	}
+}
+
+// fastField reads the value of field (an index in fastFields) at b[i:]
+// into w, as fastMessage takes it, and returns the index after it.
+func (w *wireMessage) fastField(field int, b []byte, i int) (int, bool) {
+	switch field {
+	case fieldDelete, fieldCancel:
+		v, j, ok := fastBool(b, i)
+		if field == fieldDelete {
+			w.Delete = v
+		} else {
+			w.Cancel = v
+		}
+		return j, ok
+	case fieldTTL:
+		lit, j, ok := fastInt(b, i)
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(string(lit), 10, 64)
+		w.TTLMs = &n
+		return j, err == nil
+	case fieldExpires, fieldEffective:
+		lit, j, ok := fastInt(b, i)
+		if !ok {
+			lit, j, ok = fastBytes(b, i)
+		}
+		if !ok {
+			return 0, false
+		}
+		n, ok := parseInstant(string(lit))
+		at := wireInstant(n)
+		if field == fieldExpires {
+			w.ExpiresAt = &at
+		} else {
+			w.EffectiveAt = &at
+		}
+		return j, ok // !ok: encoding/json names the problem
+	case fieldValue:
+		// The value is kept as bytes of the body, not copied.
+		raw, j, ok := fastBytes(b, i)
+		empty := ""
+		w.raw, w.Value = raw, &empty // Value marks the field as given
+		return j, ok
+	}
+	v, j, ok := fastString(b, i)
+	switch field {
+	case fieldKey:
+		w.Key = v
+	case fieldTag:
+		w.Tag = v
+	case fieldBase64:
+		w.ValueBase64 = &v
+	}
+	return j, ok
 }
 
 // The fields fastMessage reads, by their index in fastFields.

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -353,120 +354,157 @@ type Plan struct {
 // that does not start or converge in time is reported in Result.Err with
 // what was measured before.
 func Run(ctx context.Context, plan Plan, ns *server.Server) (r Result) {
-	if plan.Window == 0 {
-		plan.Window = 5 * time.Second
-	}
-	if plan.Rate == 0 {
-		plan.Rate = 1000
-	}
-	if plan.Timeout == 0 {
-		plan.Timeout = 2 * time.Minute
-	}
-	r = Result{Kind: "in-process", Label: plan.Label, Transport: "tcp", Nodes: plan.Nodes, Rate: plan.Rate}
-	if ns != nil {
-		r.Transport = "nats"
-		plan.NATS = ns.ClientURL()
-	} else if plan.Tree {
-		r.Transport = "tree"
-	}
-	if plan.Profile == "" {
-		plan.Profile = ProfileFor(plan.Nodes)
-	}
-	r.Profile = plan.Profile
-	wait := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, plan.Timeout) }
-
+	m := &measurement{ctx: ctx, plan: plan.withDefaults(ns), ns: ns}
+	r = m.result()
 	t0 := time.Now()
-	sctx, cancel := wait()
-	f, err := Start(sctx, plan.Options)
+	sctx, cancel := m.wait()
+	f, err := Start(sctx, m.plan.Options)
 	cancel()
 	if err != nil {
 		r.Err = "start: " + err.Error()
 		return r
 	}
+	m.f = f
 	defer f.Close()
 	defer func() { r.Rejoins = f.Rejoins() }()
 	r.StartSec = time.Since(t0).Seconds()
 
 	// Idle: let the joins' catch-up settle first.
-	time.Sleep(plan.Window / 2)
-	r.Idle = f.Measure(ctx, ns, plan.Window)
+	time.Sleep(m.plan.Window / 2)
+	r.Idle = f.Measure(ctx, ns, m.plan.Window)
+	if err := m.load(&r); err != nil {
+		r.Err = "after load: " + err.Error()
+		return r
+	}
+	if m.plan.Partition {
+		if r.HealSec, err = m.heal(); err != nil {
+			r.Err = "partition: " + err.Error()
+			return r
+		}
+	}
+	if m.plan.Restart {
+		if r.RestartSec, err = m.restart(); err != nil {
+			r.Err = "restart: " + err.Error()
+		}
+	}
+	return r
+}
 
-	l := f.StartLoad(plan.Rate)
+// withDefaults is p with its zero fields set to their defaults, and the
+// NATS server's URL when there is one.
+func (p Plan) withDefaults(ns *server.Server) Plan {
+	if p.Window == 0 {
+		p.Window = 5 * time.Second
+	}
+	if p.Rate == 0 {
+		p.Rate = 1000
+	}
+	if p.Timeout == 0 {
+		p.Timeout = 2 * time.Minute
+	}
+	if ns != nil {
+		p.NATS = ns.ClientURL()
+	}
+	if p.Profile == "" {
+		p.Profile = ProfileFor(p.Nodes)
+	}
+	return p
+}
+
+// measurement is one Run: its plan (with defaults), the NATS server if
+// any, and the fleet once started.
+type measurement struct {
+	ctx  context.Context
+	plan Plan
+	ns   *server.Server
+	f    *Fleet
+}
+
+// result is the Result before anything is measured: what the plan says.
+func (m *measurement) result() Result {
+	r := Result{Kind: "in-process", Label: m.plan.Label, Transport: "tcp", Nodes: m.plan.Nodes, Rate: m.plan.Rate, Profile: m.plan.Profile}
+	if m.ns != nil {
+		r.Transport = "nats"
+	} else if m.plan.Tree {
+		r.Transport = "tree"
+	}
+	return r
+}
+
+// wait bounds one wait of the run.
+func (m *measurement) wait() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(m.ctx, m.plan.Timeout)
+}
+
+// load measures the fleet under the plan's rate into r (the sample and
+// the publish-to-every-node latencies), then waits for it to converge.
+func (m *measurement) load(r *Result) error {
+	l := m.f.StartLoad(m.plan.Rate)
 	time.Sleep(time.Second)
 	l.Reset()
-	r.Load = f.Measure(ctx, ns, plan.Window)
+	r.Load = m.f.Measure(m.ctx, m.ns, m.plan.Window)
 	lat, late := l.Stop()
 	r.P50Ms, r.P99Ms = Quantile(lat, 0.50), Quantile(lat, 0.99)
 	if len(lat) > 0 {
 		r.LatePct = 100 * float64(late) / float64(len(lat))
 	}
-	cctx, cancel := wait()
-	_, err = f.WaitConverged(cctx)
-	cancel()
-	if err != nil {
-		r.Err = "after load: " + err.Error()
-		return r
-	}
+	cctx, cancel := m.wait()
+	defer cancel()
+	_, err := m.f.WaitConverged(cctx)
+	return err
+}
 
-	if plan.Partition {
-		f.Partition(2 * plan.Nodes / 5)
-		l := f.StartLoad(plan.Rate)
-		time.Sleep(plan.Window / 2)
-		l.Stop()
-		f.Heal()
-		cctx, cancel := wait()
-		took, err := f.WaitConverged(cctx)
-		cancel()
-		if err != nil {
-			r.Err = "partition: " + err.Error()
-			return r
-		}
-		r.HealSec = took.Seconds()
-	}
+// heal partitions the data ports 2|3 while the load writes on both
+// sides, heals, and returns the seconds to identical views.
+func (m *measurement) heal() (float64, error) {
+	m.f.Partition(2 * m.plan.Nodes / 5)
+	l := m.f.StartLoad(m.plan.Rate)
+	time.Sleep(m.plan.Window / 2)
+	l.Stop()
+	m.f.Heal()
+	cctx, cancel := m.wait()
+	defer cancel()
+	took, err := m.f.WaitConverged(cctx)
+	return took.Seconds(), err
+}
 
-	if plan.Restart {
-		idx := pick(plan.Nodes, max(1, plan.Nodes/10))
-		if idx[0] == 0 && len(idx) < plan.Nodes {
-			idx[0] = 1 // keep node 0, the seed, up; any node would do
-		}
-		var down []*Node
-		for _, i := range slices.Compact(idx) {
-			down = append(down, f.nodes[i])
-		}
-		var wg sync.WaitGroup
-		for _, n := range down {
-			wg.Add(1)
-			go func() { defer wg.Done(); n.Stop() }()
-		}
-		wg.Wait()
-		l := f.StartLoad(plan.Rate)
-		time.Sleep(plan.Window / 2)
-		l.Stop()
-		start := time.Now()
-		cctx, cancel := wait()
-		errs := make([]error, len(down))
-		for i, n := range down {
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[i] = n.Restart(cctx) }()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				cancel()
-				r.Err = "restart: " + err.Error()
-				return r
-			}
-		}
-		err := f.WaitMembers(cctx, f.nodes)
-		if err == nil {
-			_, err = f.WaitConverged(cctx)
-		}
-		cancel()
-		if err != nil {
-			r.Err = "restart: " + err.Error()
-			return r
-		}
-		r.RestartSec = time.Since(start).Seconds()
+// restart stops a tenth of the nodes at once while the others write,
+// restarts them, and returns the seconds from the restart to identical
+// views.
+func (m *measurement) restart() (float64, error) {
+	n := m.plan.Nodes
+	idx := pick(n, max(1, n/10))
+	if idx[0] == 0 && len(idx) < n {
+		idx[0] = 1 // keep node 0, the seed, up; any node would do
 	}
-	return r
+	var down []*Node
+	for _, i := range slices.Compact(idx) {
+		down = append(down, m.f.nodes[i])
+	}
+	var wg sync.WaitGroup
+	for _, n := range down {
+		wg.Go(func() { n.Stop() })
+	}
+	wg.Wait()
+	l := m.f.StartLoad(m.plan.Rate)
+	time.Sleep(m.plan.Window / 2)
+	l.Stop()
+	start := time.Now()
+	cctx, cancel := m.wait()
+	defer cancel()
+	errs := make([]error, len(down))
+	for i, n := range down {
+		wg.Go(func() { errs[i] = n.Restart(cctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	if err := m.f.WaitMembers(cctx, m.f.nodes); err != nil {
+		return 0, err
+	}
+	if _, err := m.f.WaitConverged(cctx); err != nil {
+		return 0, err
+	}
+	return time.Since(start).Seconds(), nil
 }

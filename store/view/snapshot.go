@@ -567,11 +567,52 @@ func decodeSnapshot(r io.Reader, size int64, now func() time.Time) (*View, int64
 // set: size bytes of it (a file), or, when size < 0, a stream up to its
 // end, which must come right after the trailer.
 func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*View, int64, map[uint64]uint64, error) {
+	if err := d.open(r, size); err != nil {
+		return nil, 0, nil, err
+	}
+	h, err := d.readHeader()
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	marks, err := d.readOriginMarks(h.marks)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	v := d.into
+	if v == nil {
+		v = New()
+		v.SetClock(now)
+	}
+	remaining := h.entries
+	prevTopic := ""
+	for i := uint64(0); i < h.topics; i++ {
+		name, count, err := d.readTopicHeader(remaining, i, prevTopic)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		remaining -= count
+		prevTopic = name
+		if err := d.readTopic(v, name, count, h.version); err != nil {
+			return nil, 0, nil, fmt.Errorf("topic %q: %w", name, err)
+		}
+	}
+	if remaining != 0 {
+		return nil, 0, nil, fmt.Errorf("%w: header counts %d entries, topics hold %d", record.ErrCorrupt, h.entries, h.entries-remaining)
+	}
+	if err := d.readTrailer(); err != nil {
+		return nil, 0, nil, err
+	}
+	return v, h.covers, marks, nil
+}
+
+// open sets d to read size bytes of r (a file), or r up to its end when
+// size < 0 (a stream).
+func (d *snapDecoder) open(r io.Reader, size int64) error {
 	d.sized, d.left = size >= 0, math.MaxInt64
 	bufSize := snapBufSize
 	if d.sized {
 		if size < snapHeaderSize+snapTrailer {
-			return nil, 0, nil, fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
+			return fmt.Errorf("%w: %d bytes is too short for a snapshot", record.ErrCorrupt, size)
 		}
 		d.left = size - snapTrailer
 		bufSize = int(min(size, snapBufSize))
@@ -579,212 +620,174 @@ func (d *snapDecoder) decode(r io.Reader, size int64, now func() time.Time) (*Vi
 	}
 	d.cr = &crcReader{r: r}
 	d.br = bufio.NewReaderSize(d.cr, bufSize)
+	return nil
+}
+
+// snapHeader is a snapshot's header, read and checked.
+type snapHeader struct {
+	version                uint32
+	covers                 int64
+	marks, topics, entries uint64
+}
+
+// readHeader reads the header and checks its counts against the bytes
+// left, so that a huge count fails before any allocation.
+func (d *snapDecoder) readHeader() (snapHeader, error) {
 	le := binary.LittleEndian
-
-	h, err := d.next(snapHeaderSize, "header")
+	b, err := d.next(snapHeaderSize, "header")
 	if err != nil {
-		return nil, 0, nil, err
+		return snapHeader{}, err
 	}
-	if string(h[:8]) != snapMagic {
-		return nil, 0, nil, fmt.Errorf("%w: bad magic %q", record.ErrCorrupt, h[:8])
+	if string(b[:8]) != snapMagic {
+		return snapHeader{}, fmt.Errorf("%w: bad magic %q", record.ErrCorrupt, b[:8])
 	}
-	ver := le.Uint32(h[8:])
-	if ver < snapVersion || ver > snapVersion4 {
-		return nil, 0, nil, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, ver)
+	h := snapHeader{version: le.Uint32(b[8:]), covers: int64(le.Uint64(b[16:])),
+		marks: le.Uint64(b[24:]), topics: le.Uint64(b[32:]), entries: le.Uint64(b[40:])}
+	if h.version < snapVersion || h.version > snapVersion4 {
+		return snapHeader{}, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, h.version)
 	}
-	if res := le.Uint32(h[12:]); res != 0 {
-		return nil, 0, nil, fmt.Errorf("%w: reserved header field %#x", record.ErrCorrupt, res)
+	if res := le.Uint32(b[12:]); res != 0 {
+		return snapHeader{}, fmt.Errorf("%w: reserved header field %#x", record.ErrCorrupt, res)
 	}
-	covers := int64(le.Uint64(h[16:]))
-	nmarks, ntopics, nentries := le.Uint64(h[24:]), le.Uint64(h[32:]), le.Uint64(h[40:])
-	// Cheap bounds first, so that a huge count fails before any allocation.
 	switch {
-	case covers < 0:
-		return nil, 0, nil, fmt.Errorf("%w: covers negative position %d", record.ErrCorrupt, covers)
-	case nmarks > uint64(d.left)/snapMarkSize:
-		return nil, 0, nil, fmt.Errorf("%w: %d marks in %d bytes", record.ErrCorrupt, nmarks, d.left)
-	case ntopics > uint64(d.left)/(snapTopicSize+1):
-		return nil, 0, nil, fmt.Errorf("%w: %d topics in %d bytes", record.ErrCorrupt, ntopics, d.left)
-	case nentries > uint64(d.left)/(snapEntrySize+1):
-		return nil, 0, nil, fmt.Errorf("%w: %d entries in %d bytes", record.ErrCorrupt, nentries, d.left)
-	case ntopics > nentries:
-		return nil, 0, nil, fmt.Errorf("%w: %d topics for %d entries", record.ErrCorrupt, ntopics, nentries)
+	case h.covers < 0:
+		return snapHeader{}, fmt.Errorf("%w: covers negative position %d", record.ErrCorrupt, h.covers)
+	case h.marks > uint64(d.left)/snapMarkSize:
+		return snapHeader{}, fmt.Errorf("%w: %d marks in %d bytes", record.ErrCorrupt, h.marks, d.left)
+	case h.topics > uint64(d.left)/(snapTopicSize+1):
+		return snapHeader{}, fmt.Errorf("%w: %d topics in %d bytes", record.ErrCorrupt, h.topics, d.left)
+	case h.entries > uint64(d.left)/(snapEntrySize+1):
+		return snapHeader{}, fmt.Errorf("%w: %d entries in %d bytes", record.ErrCorrupt, h.entries, d.left)
+	case h.topics > h.entries:
+		return snapHeader{}, fmt.Errorf("%w: %d topics for %d entries", record.ErrCorrupt, h.topics, h.entries)
 	}
+	return h, nil
+}
 
-	marks := make(map[uint64]uint64, min(nmarks, streamHint))
+// readOriginMarks reads the n per-origin high-water marks, ascending and
+// distinct origins.
+func (d *snapDecoder) readOriginMarks(n uint64) (map[uint64]uint64, error) {
+	le := binary.LittleEndian
+	marks := make(map[uint64]uint64, min(n, streamHint))
 	var prevOrigin uint64
-	for i := uint64(0); i < nmarks; i++ {
+	for i := uint64(0); i < n; i++ {
 		m, err := d.next(snapMarkSize, "mark")
 		if err != nil {
-			return nil, 0, nil, err
+			return nil, err
 		}
 		origin := le.Uint64(m[0:])
 		if origin <= prevOrigin {
-			return nil, 0, nil, fmt.Errorf("%w: mark for origin %016x after %016x", record.ErrCorrupt, origin, prevOrigin)
+			return nil, fmt.Errorf("%w: mark for origin %016x after %016x", record.ErrCorrupt, origin, prevOrigin)
 		}
 		marks[origin] = le.Uint64(m[8:])
 		prevOrigin = origin
 	}
+	return marks, nil
+}
 
-	v := d.into
-	if v == nil {
-		v = New()
-		v.SetClock(now)
+// readTopicHeader reads the i-th topic's entry count and name, which
+// must come after prev; remaining is the entries the header has left.
+func (d *snapDecoder) readTopicHeader(remaining, i uint64, prev string) (string, uint64, error) {
+	le := binary.LittleEndian
+	th, err := d.next(snapTopicSize, "topic header")
+	if err != nil {
+		return "", 0, err
 	}
-	remaining := nentries
-	prevTopic := ""
-	for i := uint64(0); i < ntopics; i++ {
-		th, err := d.next(snapTopicSize, "topic header")
-		if err != nil {
-			return nil, 0, nil, err
-		}
-		count, nameLen := le.Uint64(th[0:]), int64(le.Uint16(th[8:]))
-		if count == 0 || count > remaining {
-			return nil, 0, nil, fmt.Errorf("%w: topic of %d entries with %d left", record.ErrCorrupt, count, remaining)
-		}
-		if nameLen == 0 || nameLen > d.left {
-			return nil, 0, nil, fmt.Errorf("%w: topic name of %d bytes with %d left", record.ErrCorrupt, nameLen, d.left)
-		}
-		name := make([]byte, nameLen)
-		if err := d.fill(name); err != nil {
-			return nil, 0, nil, err
-		}
-		if i > 0 && string(name) <= prevTopic {
-			return nil, 0, nil, fmt.Errorf("%w: topic %q after %q", record.ErrCorrupt, name, prevTopic)
-		}
-		remaining -= count
-		d.count, d.hint = int(count), int(count)
-		if !d.sized {
-			d.hint = min(d.hint, streamHint)
-		}
-		var tv *topicView
-		if d.into != nil {
-			v.mu.Lock()
-			if tv = v.topics[string(name)]; tv == nil {
-				tv = v.addTopic(string(name), d.hint)
-			} else {
-				d.hint = 0 // made by someone else: grown at the first batch
-			}
-			d.fresh = ver == snapVersion && len(tv.byKey) == 0 && len(tv.tls) == 0
-			d.writes = tv.writes
-			v.mu.Unlock()
-		} else {
-			tv = v.addTopic(string(name), d.hint)
-		}
-		prevTopic = tv.name
-		d.marks = nil
-		if ver >= snapVersion3 {
-			if d.marks, err = d.readExpiryMarks(); err != nil {
-				return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
-			}
-		}
-		d.counts = nil
-		if ver >= snapVersion4 {
-			if d.counts, err = d.readCounters(); err != nil {
-				return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
-			}
-		}
-		if err := d.readEntries(v, tv, count, ver); err != nil {
-			return nil, 0, nil, fmt.Errorf("topic %q: %w", tv.name, err)
+	count, nameLen := le.Uint64(th[0:]), int64(le.Uint16(th[8:]))
+	if count == 0 || count > remaining {
+		return "", 0, fmt.Errorf("%w: topic of %d entries with %d left", record.ErrCorrupt, count, remaining)
+	}
+	if nameLen == 0 || nameLen > d.left {
+		return "", 0, fmt.Errorf("%w: topic name of %d bytes with %d left", record.ErrCorrupt, nameLen, d.left)
+	}
+	name := make([]byte, nameLen)
+	if err := d.fill(name); err != nil {
+		return "", 0, err
+	}
+	if i > 0 && string(name) <= prev {
+		return "", 0, fmt.Errorf("%w: topic %q after %q", record.ErrCorrupt, name, prev)
+	}
+	return string(name), count, nil
+}
+
+// readTopic reads the rest of a topic of count entries: its expiry marks
+// (version 3), its counters (version 4) and its entries, into v.
+func (d *snapDecoder) readTopic(v *View, name string, count uint64, version uint32) error {
+	d.count, d.hint = int(count), int(count)
+	if !d.sized {
+		d.hint = min(d.hint, streamHint)
+	}
+	tv := d.topic(v, name, version)
+	var err error
+	d.marks = nil
+	if version >= snapVersion3 {
+		if d.marks, err = d.readExpiryMarks(); err != nil {
+			return err
 		}
 	}
-	if remaining != 0 {
-		return nil, 0, nil, fmt.Errorf("%w: header counts %d entries, topics hold %d", record.ErrCorrupt, nentries, nentries-remaining)
+	d.counts = nil
+	if version >= snapVersion4 {
+		if d.counts, err = d.readCounters(); err != nil {
+			return err
+		}
 	}
+	return d.readEntries(v, tv, count, version)
+}
+
+// topic returns v's topic name: made for d.hint entries when it is new;
+// in a live view (d.into), the one there already, if any, whose
+// freshness and writes d notes (see flush).
+func (d *snapDecoder) topic(v *View, name string, version uint32) *topicView {
+	if d.into == nil {
+		return v.addTopic(name, d.hint)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	tv := v.topics[name]
+	if tv == nil {
+		tv = v.addTopic(name, d.hint)
+	} else {
+		d.hint = 0 // made by someone else: grown at the first batch
+	}
+	d.fresh = version == snapVersion && len(tv.byKey) == 0 && len(tv.tls) == 0
+	d.writes = tv.writes
+	return tv
+}
+
+// readTrailer reads the trailer, which must end the input, and checks
+// the CRC of the body against it.
+func (d *snapDecoder) readTrailer() error {
 	if d.sized && d.left != 0 {
-		return nil, 0, nil, fmt.Errorf("%w: %d bytes after the last entry", record.ErrCorrupt, d.left)
+		return fmt.Errorf("%w: %d bytes after the last entry", record.ErrCorrupt, d.left)
 	}
-
 	var t [snapTrailer]byte
 	if err := d.read(t[:]); err != nil {
-		return nil, 0, nil, fmt.Errorf("trailer: %w", err)
+		return fmt.Errorf("trailer: %w", err)
 	}
 	if _, err := d.br.ReadByte(); err != io.EOF {
 		if err != nil {
-			return nil, 0, nil, fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
+			return fmt.Errorf("%w: read snapshot: %v", errs.ErrIO, err)
 		}
-		return nil, 0, nil, fmt.Errorf("%w: bytes after the trailer", record.ErrCorrupt)
+		return fmt.Errorf("%w: bytes after the trailer", record.ErrCorrupt)
 	}
 	// The stream ended with the trailer: the CRC reader holds it back.
-	if got, want := d.cr.crc, le.Uint32(t[:]); got != want {
-		return nil, 0, nil, fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, got, want)
+	if got, want := d.cr.crc, binary.LittleEndian.Uint32(t[:]); got != want {
+		return fmt.Errorf("%w: crc %08x, trailer says %08x", record.ErrCorrupt, got, want)
 	}
-	return v, covers, marks, nil
+	return nil
 }
 
 // readEntries reads count entries of tv and puts them into v.
 func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version uint32) error {
-	le := binary.LittleEndian
-	known := uint8(snapFlagTombstone)
-	if version >= snapVersion2 {
-		known |= snapFlagTimed | snapFlagScheduled | snapFlagCancel
-	}
 	// prev is a copy of the entry before: the entry itself may be in the
 	// live view already (ApplySnapshot), where a writer may update it in
 	// place.
 	var prev viewItem
 	for j := uint64(0); j < count; j++ {
-		e, err := d.next(snapEntrySize, "entry")
+		it, err := d.readEntry(version)
 		if err != nil {
 			return err
 		}
-		flags := e[0]
-		klen, tlen, vlen := le.Uint16(e[1:]), le.Uint16(e[3:]), le.Uint32(e[5:])
-		st := record.Stamp{Origin: le.Uint64(e[9:]), Seq: le.Uint64(e[17:]), HLC: le.Uint64(e[25:])}
-		tomb := flags&snapFlagTombstone != 0
-		n := int64(klen) + int64(tlen) + int64(vlen)
-		switch {
-		case flags&^known != 0:
-			return fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
-		case klen == 0:
-			return fmt.Errorf("%w: entry without a key", record.ErrCorrupt)
-		case (tomb || flags&snapFlagCancel != 0) && (tlen != 0 || vlen != 0):
-			return fmt.Errorf("%w: tombstone or cancel with a tag or value", record.ErrCorrupt)
-		case vlen > record.MaxValueBytes:
-			return fmt.Errorf("%w: value of %d bytes", record.ErrCorrupt, vlen)
-		case st.Origin == 0 || st.Seq == 0:
-			return fmt.Errorf("%w: entry with zero origin or seq", record.ErrCorrupt)
-		case flags&(snapFlagScheduled|snapFlagCancel) != 0 && flags&snapFlagTimed == 0,
-			flags&snapFlagScheduled != 0 && flags&snapFlagCancel != 0,
-			flags&snapFlagCancel != 0 && tomb:
-			return fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
-		}
-		it := d.newItem()
-		*it = viewItem{stamp: st, klen: klen, tlen: tlen, eff: int64(record.HLCMillis(st.HLC))}
-		if tomb {
-			it.flags = itemTomb
-		}
-		if flags&snapFlagTimed != 0 {
-			t, err := d.next(snapTimedSize, "entry times")
-			if err != nil {
-				return err
-			}
-			at, expires := int64(le.Uint64(t[0:])), int64(le.Uint64(t[8:]))
-			scheduled := flags&(snapFlagScheduled|snapFlagCancel) != 0
-			switch {
-			case at < 0 || expires < 0, scheduled != (at != 0), flags&snapFlagCancel != 0 && expires != 0,
-				at == 0 && expires == 0, at != 0 && expires != 0 && expires <= at:
-				return fmt.Errorf("%w: entry times %d, %d with flags %#x", record.ErrCorrupt, at, expires, flags)
-			}
-			if at != 0 {
-				it.eff = at
-			}
-			it.expires = expires
-			if flags&snapFlagScheduled != 0 {
-				it.flags |= itemScheduled
-			}
-			if flags&snapFlagCancel != 0 {
-				it.flags = itemCancel
-			}
-		}
-		if n > d.left {
-			return fmt.Errorf("%w: entry of %d bytes with %d left", record.ErrCorrupt, n, d.left)
-		}
-		buf, err := d.readData(int(n))
-		if err != nil {
-			return err
-		}
-		it.data = unsafe.String(unsafe.SliceData(buf), len(buf))
 		if j > 0 {
 			pk, k := prev.key(), it.key()
 			// Version 1: keys ascend and are distinct. Version 2: a key's
@@ -806,21 +809,109 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 			v.put(tv, old, te, it) // by the rule: a key's records rebuild its timeline
 		}
 	}
-	if d.into != nil {
-		d.flush(tv)
-		d.into.mu.Lock()
-		for k, c := range d.counts {
-			tv.mergeCounter(k, c)
-			d.into.recount(tv, k)
-		}
-		d.into.unlock()
-	} else {
+	d.endTopic(tv)
+	return nil
+}
+
+// endTopic puts what is left of a topic into the view: the last batch,
+// and the topic's expiry marks and counters.
+func (d *snapDecoder) endTopic(tv *topicView) {
+	if d.into == nil {
 		for k, m := range d.marks {
 			tv.setMark(k, m)
 		}
 		for k, c := range d.counts {
 			tv.setCount(k, c)
 		}
+		return
+	}
+	d.flush(tv)
+	d.into.mu.Lock()
+	for k, c := range d.counts {
+		tv.mergeCounter(k, c)
+		d.into.recount(tv, k)
+	}
+	d.into.unlock()
+}
+
+// readEntry reads and checks one entry of a snapshot of version: its
+// fixed part, its times if it has any, and its key, tag and value.
+func (d *snapDecoder) readEntry(version uint32) (*viewItem, error) {
+	le := binary.LittleEndian
+	known := uint8(snapFlagTombstone)
+	if version >= snapVersion2 {
+		known |= snapFlagTimed | snapFlagScheduled | snapFlagCancel
+	}
+	e, err := d.next(snapEntrySize, "entry")
+	if err != nil {
+		return nil, err
+	}
+	flags := e[0]
+	klen, tlen, vlen := le.Uint16(e[1:]), le.Uint16(e[3:]), le.Uint32(e[5:])
+	st := record.Stamp{Origin: le.Uint64(e[9:]), Seq: le.Uint64(e[17:]), HLC: le.Uint64(e[25:])}
+	tomb := flags&snapFlagTombstone != 0
+	switch {
+	case flags&^known != 0:
+		return nil, fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
+	case klen == 0:
+		return nil, fmt.Errorf("%w: entry without a key", record.ErrCorrupt)
+	case (tomb || flags&snapFlagCancel != 0) && (tlen != 0 || vlen != 0):
+		return nil, fmt.Errorf("%w: tombstone or cancel with a tag or value", record.ErrCorrupt)
+	case vlen > record.MaxValueBytes:
+		return nil, fmt.Errorf("%w: value of %d bytes", record.ErrCorrupt, vlen)
+	case st.Origin == 0 || st.Seq == 0:
+		return nil, fmt.Errorf("%w: entry with zero origin or seq", record.ErrCorrupt)
+	case flags&(snapFlagScheduled|snapFlagCancel) != 0 && flags&snapFlagTimed == 0,
+		flags&snapFlagScheduled != 0 && flags&snapFlagCancel != 0,
+		flags&snapFlagCancel != 0 && tomb:
+		return nil, fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
+	}
+	it := d.newItem()
+	*it = viewItem{stamp: st, klen: klen, tlen: tlen, eff: int64(record.HLCMillis(st.HLC))}
+	if tomb {
+		it.flags = itemTomb
+	}
+	if flags&snapFlagTimed != 0 {
+		if err := d.readEntryTimes(it, flags); err != nil {
+			return nil, err
+		}
+	}
+	n := int64(klen) + int64(tlen) + int64(vlen)
+	if n > d.left {
+		return nil, fmt.Errorf("%w: entry of %d bytes with %d left", record.ErrCorrupt, n, d.left)
+	}
+	buf, err := d.readData(int(n))
+	if err != nil {
+		return nil, err
+	}
+	it.data = unsafe.String(unsafe.SliceData(buf), len(buf))
+	return it, nil
+}
+
+// readEntryTimes reads a timed entry's effective time and expiry into it
+// and checks them against the entry's flags.
+func (d *snapDecoder) readEntryTimes(it *viewItem, flags uint8) error {
+	le := binary.LittleEndian
+	t, err := d.next(snapTimedSize, "entry times")
+	if err != nil {
+		return err
+	}
+	at, expires := int64(le.Uint64(t[0:])), int64(le.Uint64(t[8:]))
+	scheduled := flags&(snapFlagScheduled|snapFlagCancel) != 0
+	switch {
+	case at < 0 || expires < 0, scheduled != (at != 0), flags&snapFlagCancel != 0 && expires != 0,
+		at == 0 && expires == 0, at != 0 && expires != 0 && expires <= at:
+		return fmt.Errorf("%w: entry times %d, %d with flags %#x", record.ErrCorrupt, at, expires, flags)
+	}
+	if at != 0 {
+		it.eff = at
+	}
+	it.expires = expires
+	if flags&snapFlagScheduled != 0 {
+		it.flags |= itemScheduled
+	}
+	if flags&snapFlagCancel != 0 {
+		it.flags = itemCancel
 	}
 	return nil
 }

@@ -27,144 +27,204 @@ import (
 )
 
 func main() {
-	nodes := flag.String("nodes", "10,25,50,100,200", "in-process fleet sizes, comma separated (empty: none)")
-	transports := flag.String("transports", "tcp,tree,nats", "fan-outs to measure in-process: tcp (direct pushes), tree (the relay tree over TCP), nats")
-	procs := flag.String("procs", "25", "process fleet sizes (empty: none)")
-	boot := flag.String("bootstrap", "1000000,10000000", "bootstrap source sizes in keys (empty: none)")
-	label := flag.String("label", "now", "the build measured (before, after, ...)")
-	dir := flag.String("dir", "/dev/shm", "where the nodes' directories go (a tmpfs)")
-	window := flag.Duration("window", 5*time.Second, "each idle and load window")
-	rate := flag.Int("rate", 1000, "updates a second under load, fleet-wide")
-	out := flag.String("out", "docs/fleet.json", "results file (merged)")
-	plot := flag.String("png", "docs/fleet.png", "plot file")
-	plotLabels := flag.String("plot-labels", "", "the builds the plot draws, comma separated (empty: every one in the results file)")
-	binFlag := flag.String("bin", "", "cachecastd binary for the process fleets and bootstraps (empty: built from this tree)")
-	bootBins := flag.String("boot-bins", "", "builds to compare in the bootstraps, label=binary,... (empty: -label with -bin); they take turns on one seeded source")
-	rounds := flag.Int("boot-rounds", 1, "bootstraps of each size and build")
-	profile := flag.String("gossip-profile", "", "memberlist timers of the in-process fleets: lan, wan or local (empty: lan below 50 nodes, wan from 50; see fleet.ProfileFor)")
-	startTimeout := flag.Duration("timeout", 2*time.Minute, "bound on each wait of an in-process fleet (start, convergence)")
+	var o options
+	o.register(flag.CommandLine)
 	flag.Parse()
-	ctx := context.Background()
 	fleet.RaiseFileLimit()
-
-	var res results
-	if b, err := os.ReadFile(*out); err == nil {
-		if err := json.Unmarshal(b, &res); err != nil {
-			fatal(err)
-		}
+	b := &bench{o: o, ctx: context.Background()}
+	if err := b.load(); err != nil {
+		fatal(err)
 	}
-	save := func() {
-		b, _ := json.MarshalIndent(res, "", "  ")
-		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
-			fatal(err)
-		}
-	}
-	base, err := os.MkdirTemp(*dir, "cachecast-fleet-")
+	base, err := os.MkdirTemp(o.dir, "cachecast-fleet-")
 	if err != nil {
 		fatal(err)
 	}
 	defer os.RemoveAll(base)
+	b.base = base
 
-	for _, tr := range split(*transports) {
-		stopped := false
-		for _, n := range ints(*nodes) {
-			if stopped {
-				break
-			}
+	b.inProcess()
+	if o.procs != "" || o.boot != "" {
+		bin := b.binary()
+		b.processes(bin)
+		b.bootstraps(bin)
+	}
+	if o.plot != "" {
+		b.writePlot()
+	}
+	b.res.print(os.Stdout)
+}
+
+// options are the command's flags.
+type options struct {
+	nodes, transports, procs, boot, label, dir string
+	window                                     time.Duration
+	rate                                       int
+	out, plot, plotLabels, bin, bootBins       string
+	rounds                                     int
+	profile                                    string
+	timeout                                    time.Duration
+}
+
+// register binds o to the flags of fs.
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.nodes, "nodes", "10,25,50,100,200", "in-process fleet sizes, comma separated (empty: none)")
+	fs.StringVar(&o.transports, "transports", "tcp,tree,nats", "fan-outs to measure in-process: tcp (direct pushes), tree (the relay tree over TCP), nats")
+	fs.StringVar(&o.procs, "procs", "25", "process fleet sizes (empty: none)")
+	fs.StringVar(&o.boot, "bootstrap", "1000000,10000000", "bootstrap source sizes in keys (empty: none)")
+	fs.StringVar(&o.label, "label", "now", "the build measured (before, after, ...)")
+	fs.StringVar(&o.dir, "dir", "/dev/shm", "where the nodes' directories go (a tmpfs)")
+	fs.DurationVar(&o.window, "window", 5*time.Second, "each idle and load window")
+	fs.IntVar(&o.rate, "rate", 1000, "updates a second under load, fleet-wide")
+	fs.StringVar(&o.out, "out", "docs/fleet.json", "results file (merged)")
+	fs.StringVar(&o.plot, "png", "docs/fleet.png", "plot file")
+	fs.StringVar(&o.plotLabels, "plot-labels", "", "the builds the plot draws, comma separated (empty: every one in the results file)")
+	fs.StringVar(&o.bin, "bin", "", "cachecastd binary for the process fleets and bootstraps (empty: built from this tree)")
+	fs.StringVar(&o.bootBins, "boot-bins", "", "builds to compare in the bootstraps, label=binary,... (empty: -label with -bin); they take turns on one seeded source")
+	fs.IntVar(&o.rounds, "boot-rounds", 1, "bootstraps of each size and build")
+	fs.StringVar(&o.profile, "gossip-profile", "", "memberlist timers of the in-process fleets: lan, wan or local (empty: lan below 50 nodes, wan from 50; see fleet.ProfileFor)")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on each wait of an in-process fleet (start, convergence)")
+}
+
+// bench is one run of the command: its options, the results file's
+// contents and the directory the nodes' directories go in.
+type bench struct {
+	o    options
+	ctx  context.Context
+	res  results
+	base string
+}
+
+// load reads the results file, if there is one, to merge into.
+func (b *bench) load() error {
+	buf, err := os.ReadFile(b.o.out)
+	if err != nil {
+		return nil
+	}
+	return json.Unmarshal(buf, &b.res)
+}
+
+// save writes the results file, after each measurement so that a run
+// cut short keeps what it measured.
+func (b *bench) save() {
+	buf, _ := json.MarshalIndent(b.res, "", "  ")
+	if err := os.WriteFile(b.o.out, append(buf, '\n'), 0o644); err != nil {
+		fatal(err)
+	}
+}
+
+// inProcess measures the in-process fleets of each fan-out and size; a
+// fan-out's larger sizes are skipped once one did not start.
+func (b *bench) inProcess() {
+	for _, tr := range split(b.o.transports) {
+		for _, n := range ints(b.o.nodes) {
 			ns, err := natsFor(tr)
 			if err != nil {
 				fatal(err)
 			}
-			d, _ := os.MkdirTemp(base, "n")
+			d, _ := os.MkdirTemp(b.base, "n")
 			log("in-process %s N=%d", tr, n)
-			r := fleet.Run(ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d, Profile: *profile, Tree: tr == "tree"}, Label: *label,
-				Window: *window, Rate: *rate, Partition: tr != "nats", Restart: true, Timeout: *startTimeout}, ns)
-			r.MachineLoad = fleet.LoadAverage()
-			if ns != nil {
-				ns.Shutdown()
+			r := fleet.Run(b.ctx, fleet.Plan{Options: fleet.Options{Nodes: n, Dir: d, Profile: b.o.profile, Tree: tr == "tree"}, Label: b.o.label,
+				Window: b.o.window, Rate: b.o.rate, Partition: tr != "nats", Restart: true, Timeout: b.o.timeout}, ns)
+			b.record(r, ns, d)
+			if r.Err != "" && strings.HasPrefix(r.Err, "start") {
+				break
 			}
-			os.RemoveAll(d)
-			log("  %+v", r)
-			res.add(r)
-			save()
-			stopped = r.Err != "" && strings.HasPrefix(r.Err, "start")
 		}
 	}
+}
 
-	if *procs != "" || *boot != "" {
-		bin := *binFlag
-		if bin == "" {
-			bin = filepath.Join(base, "cachecastd")
-			cmd := exec.Command("go", "build", "-o", bin, "./cmd/cachecastd")
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
+// record adds a fleet's result, with the machine's load, to the results
+// and saves them; it stops the fleet's NATS server and removes its
+// directory.
+func (b *bench) record(r fleet.Result, ns *server.Server, dir string) {
+	r.MachineLoad = fleet.LoadAverage()
+	if ns != nil {
+		ns.Shutdown()
+	}
+	os.RemoveAll(dir)
+	log("  %+v", r)
+	b.res.add(r)
+	b.save()
+}
+
+// binary is the cachecastd of the process fleets and bootstraps: -bin,
+// or one built from this tree.
+func (b *bench) binary() string {
+	if b.o.bin != "" {
+		return b.o.bin
+	}
+	bin := filepath.Join(b.base, "cachecastd")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cachecastd")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fatal(err)
+	}
+	return bin
+}
+
+// processes measures the process fleets of each fan-out and size.
+func (b *bench) processes(bin string) {
+	for _, tr := range split(b.o.transports) {
+		for _, n := range ints(b.o.procs) {
+			ns, err := natsFor(tr)
+			if err != nil {
 				fatal(err)
 			}
-		}
-		for _, tr := range split(*transports) {
-			for _, n := range ints(*procs) {
-				ns, err := natsFor(tr)
-				if err != nil {
-					fatal(err)
-				}
-				url := ""
-				if ns != nil {
-					url = ns.ClientURL()
-				}
-				d, _ := os.MkdirTemp(base, "p")
-				log("processes %s N=%d", tr, n)
-				r := fleet.RunProcs(ctx, bin, d, n, *rate, *window, url, tr == "tree", *label)
-				r.MachineLoad = fleet.LoadAverage()
-				if ns != nil {
-					ns.Shutdown()
-				}
-				os.RemoveAll(d)
-				log("  %+v", r)
-				res.add(r)
-				save()
+			url := ""
+			if ns != nil {
+				url = ns.ClientURL()
 			}
-		}
-		builds := [][2]string{{*label, bin}}
-		if *bootBins != "" {
-			builds = nil
-			for _, lb := range split(*bootBins) {
-				l, b, ok := strings.Cut(lb, "=")
-				if !ok {
-					fatal(fmt.Errorf("-boot-bins: %q is not label=binary", lb))
-				}
-				builds = append(builds, [2]string{l, b})
-			}
-		}
-		for _, k := range ints(*boot) {
-			d, _ := os.MkdirTemp(base, "b")
-			for round := 1; round <= *rounds; round++ {
-				for i := range builds {
-					// The builds take turns, each round in the other order.
-					lb := builds[(i+round-1)%len(builds)]
-					log("bootstrap of %d keys, %s, round %d", k, lb[0], round)
-					b := fleet.MeasureBootstrap(ctx, lb[1], d, k)
-					log("  %+v", b)
-					res.addBoot(lb[0], round, b)
-					save()
-				}
-			}
-			os.RemoveAll(d)
+			d, _ := os.MkdirTemp(b.base, "p")
+			log("processes %s N=%d", tr, n)
+			b.record(fleet.RunProcs(b.ctx, bin, d, n, b.o.rate, b.o.window, url, tr == "tree", b.o.label), ns, d)
 		}
 	}
+}
 
-	if *plot != "" {
-		f, err := os.Create(*plot)
-		if err != nil {
-			fatal(err)
-		}
-		if err := fleet.Plot(f, res.title(split(*plotLabels)), res.charts(split(*plotLabels))); err != nil {
-			fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			fatal(err)
+// bootstraps measures the bootstrap of a fresh node from a source of
+// each size, the builds taking turns on one seeded source.
+func (b *bench) bootstraps(bin string) {
+	builds := [][2]string{{b.o.label, bin}}
+	if b.o.bootBins != "" {
+		builds = nil
+		for _, lb := range split(b.o.bootBins) {
+			l, bin, ok := strings.Cut(lb, "=")
+			if !ok {
+				fatal(fmt.Errorf("-boot-bins: %q is not label=binary", lb))
+			}
+			builds = append(builds, [2]string{l, bin})
 		}
 	}
-	res.print(os.Stdout)
+	for _, k := range ints(b.o.boot) {
+		d, _ := os.MkdirTemp(b.base, "b")
+		for round := 1; round <= b.o.rounds; round++ {
+			for i := range builds {
+				// The builds take turns, each round in the other order.
+				lb := builds[(i+round-1)%len(builds)]
+				log("bootstrap of %d keys, %s, round %d", k, lb[0], round)
+				r := fleet.MeasureBootstrap(b.ctx, lb[1], d, k)
+				log("  %+v", r)
+				b.res.addBoot(lb[0], round, r)
+				b.save()
+			}
+		}
+		os.RemoveAll(d)
+	}
+}
+
+// writePlot draws the results of the -plot-labels builds into -png.
+func (b *bench) writePlot() {
+	f, err := os.Create(b.o.plot)
+	if err != nil {
+		fatal(err)
+	}
+	labels := split(b.o.plotLabels)
+	if err := fleet.Plot(f, b.res.title(labels), b.res.charts(labels)); err != nil {
+		fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		fatal(err)
+	}
 }
 
 // results is the results file.
