@@ -362,8 +362,10 @@
 //
 // # Bootstrap
 //
-// A node takes a peer's view snapshot instead of records in two cases:
-// a pull is answered "recycled" (the peer no longer has the start of the
+// A node takes a peer's view snapshot instead of records in three cases:
+// its store lost its view at start (store.ViewFromPeer: a damaged or
+// missing snapshot past a recycled log; the first peer to answer sends
+// it), a pull is answered "recycled" (the peer no longer has the start of the
 // range: the node joined after the oldest records were recycled, or was
 // down longer than the retention), or the node lacks more than
 // Config.BootstrapRecords (100,000) of the peer's records and holds fewer

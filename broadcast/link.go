@@ -928,6 +928,12 @@ func (l *link) afterAck() {
 		l.mu.Unlock() // a snapshot is on its way: it brings what pulls would
 		return
 	}
+	if _, pending := l.n.st.ViewFromPeer(); pending && l.startSnap() {
+		l.log.Info("this node's view was lost at start (a damaged snapshot past a recycled log): asking for the peer's snapshot")
+		l.mu.Unlock()
+		l.wake()
+		return
+	}
 	// Only the origins whose holds grew, and those the peer was ahead
 	// of, can be ahead now (an origin this node loses a record of
 	// differs at the next exchange, which merges it again).

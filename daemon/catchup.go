@@ -40,14 +40,19 @@ import (
 // arrive stamped beyond --max-clock-offset ahead (the store holds them
 // until the clock allows: the node is not kept out of service for another
 // node's clock). A node with no peer at its first join (the first node of
-// a cluster, a lone node) is ready at once.
+// a cluster, a lone node) is ready at once, unless its view was lost at
+// the start (a damaged or missing snapshot whose log was recycled: the
+// store's ViewFromPeer): such a node is ready only once a peer's
+// snapshot has made its view whole, whenever a peer comes (phase
+// "snapshot"; status's repair.view_from_peer says "waiting").
 
 // Phases of catching up, in order.
 const (
-	catchJoining int32 = iota // the first join is on
-	catchAsking               // asking the peers for their vectors
-	catchPulling              // pulling until the vector covers theirs
-	catchDone                 // caught up (or nothing to catch up with)
+	catchJoining  int32 = iota // the first join is on
+	catchAsking                // asking the peers for their vectors
+	catchPulling               // pulling until the vector covers theirs
+	catchSnapshot              // waiting for a peer's snapshot of a view lost at start
+	catchDone                  // caught up (or nothing to catch up with)
 )
 
 // catchUpExtend is how much longer systemd is asked to wait for READY=1
@@ -80,7 +85,7 @@ func (c *catchUp) finish() {
 func (c *catchUp) caughtUp() bool { return c.phase.Load() == catchDone }
 
 func (c *catchUp) status() wire.CatchUpStatus {
-	names := [...]string{"joining", "asking", "pulling", "done"}
+	names := [...]string{"joining", "asking", "pulling", "snapshot", "done"}
 	return wire.CatchUpStatus{Phase: names[c.phase.Load()], LagRecords: c.lag.Load()}
 }
 
@@ -93,7 +98,7 @@ func (d *Daemon) catchUpLoop() {
 		return
 	}
 	if len(d.cluster.g.Alive()) < 2 {
-		d.catch.finish() // nobody to catch up with
+		d.finishCatchUp() // nobody to catch up with
 		return
 	}
 	d.catch.phase.Store(catchAsking)
@@ -110,7 +115,7 @@ func (d *Daemon) catchUpLoop() {
 	cancel()
 	if len(targets) == 0 {
 		d.log.Warn("no peer said what it holds; serving reads from what this node holds")
-		d.catch.finish()
+		d.finishCatchUp()
 		return
 	}
 	d.catch.lag.Store(d.catchUpLag(targets))
@@ -128,7 +133,7 @@ func (d *Daemon) catchUpLoop() {
 		d.catch.lag.Store(lag)
 		if lag == 0 {
 			d.log.Info("caught up with the cluster", zap.Duration("took", time.Since(t0)))
-			d.catch.finish()
+			d.finishCatchUp()
 			return
 		}
 		select {
@@ -145,6 +150,30 @@ func (d *Daemon) catchUpLoop() {
 		case <-tick.C:
 		}
 	}
+}
+
+// finishCatchUp finishes the catch-up, once the store's view is whole: a
+// view lost at start (store.ViewFromPeer) waits for a peer's snapshot,
+// which the fan-out asks the first peer it reaches for, however long no
+// peer is there. It returns early when the daemon stops.
+func (d *Daemon) finishCatchUp() {
+	if _, pending := d.store.ViewFromPeer(); pending {
+		d.catch.phase.Store(catchSnapshot)
+		d.notify("STATUS=waiting for a peer's snapshot: the view was lost with its snapshot")
+		d.log.Warn("not ready until a peer's snapshot makes the view whole")
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for pending {
+			select {
+			case <-d.stopLoops:
+				return
+			case <-tick.C:
+			}
+			_, pending = d.store.ViewFromPeer()
+		}
+		d.log.Info("the view is whole again from a peer's snapshot")
+	}
+	d.catch.finish()
 }
 
 // askVectors asks every alive peer for its vector; the answers by name.

@@ -764,6 +764,7 @@ func (c Config) storeOptions(log *zap.Logger) store.Options {
 	o.MaxCursorsPerOwner = c.MaxCursorsPerUID
 	o.MaxClockOffset = c.MaxClockOffset
 	o.Now = c.Clock
+	o.ViewFromPeers = c.GossipAddr != "" // a node of a cluster takes a lost view from a peer
 	if log != nil {
 		o.Logger = log.Named("store")
 	}

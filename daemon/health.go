@@ -25,7 +25,7 @@ var (
 	healthCatchingUpDesc = prometheus.NewDesc("cachecast_node_catching_up",
 		"1 until the node has caught up with its peers after it started, else 0.", nil, nil)
 	healthRepairDesc = prometheus.NewDesc("cachecast_node_repair_pending",
-		"1 while records lost to a damaged log (or a damaged view snapshot) are not yet repaired from peers, else 0.", nil, nil)
+		"1 while records lost to a damaged log, or a view lost with its snapshot, are not yet repaired from peers, else 0.", nil, nil)
 )
 
 // healthCollector reports the health gauges of d.
@@ -56,5 +56,6 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(healthAwayDesc, d.awayReason() != "")
 	gauge(healthDiskFullDesc, d.store.DiskFull() != nil)
 	gauge(healthCatchingUpDesc, !d.catch.caughtUp())
-	gauge(healthRepairDesc, len(d.store.Lost()) > 0)
+	_, viewPending := d.store.ViewFromPeer()
+	gauge(healthRepairDesc, len(d.store.Lost()) > 0 || viewPending)
 }

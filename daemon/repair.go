@@ -32,11 +32,18 @@ func (d *Daemon) repairStatus() *wire.RepairStatus {
 	lost := d.store.Lost()
 	damaged, repaired := d.store.RepairStats()
 	aside := d.store.SnapshotSetAside()
-	if len(lost) == 0 && damaged == 0 && aside == "" {
+	viewLost, viewPending := d.store.ViewFromPeer()
+	if len(lost) == 0 && damaged == 0 && aside == "" && !viewLost {
 		return nil
 	}
 	holds := d.peerHolds()
 	rs := &wire.RepairStatus{LostRecords: len(lost), DamagedTotal: damaged, RepairedTotal: repaired, SnapshotSetAside: aside}
+	switch {
+	case viewPending:
+		rs.ViewFromPeer = "waiting"
+	case viewLost:
+		rs.ViewFromPeer = "done"
+	}
 	for _, lr := range lost {
 		w := wireLost(lr)
 		w.Available = holds[lr.Origin] >= lr.Seq

@@ -221,9 +221,17 @@ func (s *Store) SnapshotToVersion(w io.Writer, maxVersion int) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if s.viewPending.Load() {
+		return errViewPending
+	}
 	covers, marks := s.snapshotMarks()
 	return view.EncodeSnapshotUpTo(w, s.view, covers, marks, maxVersion)
 }
+
+// errViewPending refuses to send the snapshot of a view that waits for a
+// peer's itself (ViewFromPeer): its marks claim records whose values it
+// lacks.
+var errViewPending = errors.New("store: this node's view waits for a peer's snapshot itself")
 
 // Bootstrap takes a peer's snapshot, read from r as SnapshotTo streams it
 // (from the link, as it arrives: no file), for a node that needs records
@@ -254,6 +262,9 @@ func (s *Store) Bootstrap(r io.Reader) (map[uint64]uint64, error) {
 		return moved, err
 	}
 	s.log.Info("bootstrapped from a peer's snapshot", zap.Int("keys", s.view.Len()), zap.Int("origins-moved", len(moved)))
+	if s.viewPending.CompareAndSwap(true, false) {
+		s.log.Info("the view lost at open is whole again from the peer's snapshot")
+	}
 	return moved, s.snapshot(true)
 }
 

@@ -114,7 +114,9 @@
 // CRC or structure does not check) of a log that holds every record since
 // the first is moved into corrupt/ and the view rebuilt from the log
 // (SnapshotSetAside says where it went); with a recycled log it cannot be,
-// and Open fails. Reads check the CRC too, so a page damaged after
+// and Open fails, unless Options.ViewFromPeers: then the view starts from
+// what the log holds and waits for a peer's snapshot (ViewFromPeer), and
+// no snapshot is written nor sent until Bootstrap has taken one. Reads check the CRC too, so a page damaged after
 // recovery reads as ErrCorrupt, never as wrong bytes.
 //
 // Damage under the committed position (a bad sector, a stray write into

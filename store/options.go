@@ -133,6 +133,12 @@ type Options struct {
 	// goroutine that flushed (the flusher's, or a caller of Flush or
 	// Close), possibly on two at once, and must not block.
 	OnFlush func(took time.Duration)
+	// ViewFromPeers lets Open go on when the view cannot be rebuilt at
+	// all from this node's own files (a damaged or missing snapshot whose
+	// log was recycled since): the view starts with what the log still
+	// holds and waits for a peer's snapshot (ViewFromPeer, Bootstrap).
+	// Without it such an Open fails. For a node of a cluster.
+	ViewFromPeers bool
 	// Logger receives the store's logs; nil discards them.
 	Logger *zap.Logger
 }

@@ -86,7 +86,13 @@ type Store struct {
 	snapCovers atomic.Int64
 	// snapAside is where a damaged view snapshot was set aside at Open
 	// (the view then rebuilt from the log); "" when none was.
-	snapAside    string
+	snapAside string
+	// viewLost says the view could not be rebuilt at Open (ViewFromPeers);
+	// viewPending that no peer's snapshot has been taken since: while it
+	// is, no snapshot is written, so that a restart does not take the
+	// partial view for a whole one.
+	viewLost     bool
+	viewPending  atomic.Bool
 	snapDropped  uint64 // view.Dropped at the last snapshot; guarded by snapMu
 	snapshotKick chan struct{}
 
@@ -307,6 +313,8 @@ func (s *Store) loadView() error {
 		s.view = view.New()
 		s.view.SetClock(s.opts.Now)
 		return nil
+	case s.opts.ViewFromPeers && oldest > 0 && (errors.Is(err, record.ErrCorrupt) || errors.Is(err, os.ErrNotExist)):
+		return s.viewFromPeers(path, oldest, err)
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w: snapshot %s is missing and the log was recycled up to %d; the view cannot be rebuilt", ErrCorrupt, path, oldest)
 	case errors.Is(err, record.ErrCorrupt) && oldest == 0:
@@ -326,6 +334,33 @@ func (s *Store) loadView() error {
 		return fmt.Errorf("store: snapshot %s: %w (the log was recycled up to %d, so the view cannot be rebuilt from it: move the data directory aside and start the node afresh from its peers)", path, err, oldest)
 	}
 }
+
+// viewFromPeers starts the view of a store whose snapshot is damaged (set
+// aside) or missing while its log was recycled past the start: from what
+// the log still holds (the replay applies it all), waiting for a peer's
+// snapshot to bring the rest (Bootstrap ends the wait).
+func (s *Store) viewFromPeers(path string, oldest int64, why error) error {
+	if errors.Is(why, record.ErrCorrupt) {
+		aside, err := setAside(s.dir, path)
+		if err != nil {
+			return fmt.Errorf("store: snapshot %s: %w; setting it aside: %w", path, why, err)
+		}
+		s.snapAside = aside
+	}
+	s.log.Warn("the view snapshot is damaged or missing and the log was recycled since: starting from what the log holds, the rest to come from a peer's snapshot",
+		zap.String("snapshot", path), zap.String("moved-to", s.snapAside), zap.Int64("log-starts-at", oldest), zap.Error(why))
+	s.viewLost = true
+	s.viewPending.Store(true)
+	s.view = view.New()
+	s.view.SetClock(s.opts.Now)
+	return nil
+}
+
+// ViewFromPeer says whether the view could not be rebuilt from this
+// node's own files at Open (Options.ViewFromPeers), and whether it still
+// waits for a peer's snapshot (Bootstrap); until one is taken its view
+// lacks what the recycled part of the log held.
+func (s *Store) ViewFromPeer() (lost, pending bool) { return s.viewLost, s.viewPending.Load() }
 
 // setAside moves a damaged file of dir into dir/corrupt/ (renamed with
 // the time), durably: both directories are synced.
@@ -1131,6 +1166,9 @@ func (s *Store) snapshotMarks() (covers int64, marks map[uint64]uint64) {
 func (s *Store) snapshot(force bool) error {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
+	if s.viewPending.Load() {
+		return nil // a partial view: the next Open must not take it for whole
+	}
 	// Everything below covers is in the view already; the snapshot may
 	// hold more (writes applied while it is written), which replaying them
 	// again on restart does not change.
@@ -1272,6 +1310,10 @@ func (s *Store) Close() error {
 // record: that is logged, not an error, so a clean stop on a nearly full
 // disk stays clean.
 func (s *Store) closeSnapshot() error {
+	if s.viewPending.Load() {
+		s.log.Warn("stopped before a peer's snapshot made the view whole: no snapshot written, the next start takes one from a peer again")
+		return nil
+	}
 	err := s.Snapshot()
 	if errors.Is(err, ErrDiskFull) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 		s.log.Warn("no room for the view snapshot at close: the previous snapshot is kept, and the log holds what it lacks",

@@ -162,27 +162,39 @@ func writeKeyFile(t *testing.T, name string) (string, []byte) {
 // callers poll.
 func (n *clusterNode) clusterStatus(ctx context.Context) (wire.ClusterStatus, error) {
 	var st wire.ClusterStatus
+	return st, n.getJSON(ctx, "/v1/cluster", &st)
+}
+
+// status reads GET /v1/status; errors are returned, as clusterStatus's.
+func (n *clusterNode) status(ctx context.Context) (wire.Status, error) {
+	var st wire.Status
+	return st, n.getJSON(ctx, "/v1/status", &st)
+}
+
+// getJSON reads the JSON answer of GET path into into; an answer other
+// than 200 is an error.
+func (n *clusterNode) getJSON(ctx context.Context, path string, into any) error {
 	hc := testkit.UnixClient(n.Socket, false, 5*time.Second)
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://cachecast/v1/cluster", nil)
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://cachecast"+path, nil)
 	if err != nil {
-		return st, err
+		return err
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return st, fmt.Errorf("%s: GET /v1/cluster: %w", n.Name, err)
+		return fmt.Errorf("%s: GET %s: %w", n.Name, path, err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		return st, fmt.Errorf("%s: GET /v1/cluster: %w", n.Name, err)
+		return fmt.Errorf("%s: GET %s: %w", n.Name, path, err)
 	}
 	if res.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s: GET /v1/cluster: %d %s", n.Name, res.StatusCode, b)
+		return fmt.Errorf("%s: GET %s: %d %s", n.Name, path, res.StatusCode, b)
 	}
-	if err := json.Unmarshal(b, &st); err != nil {
-		return st, fmt.Errorf("%s: GET /v1/cluster: %w: %s", n.Name, err, b)
+	if err := json.Unmarshal(b, into); err != nil {
+		return fmt.Errorf("%s: GET %s: %w: %s", n.Name, path, err, b)
 	}
-	return st, nil
+	return nil
 }
 
 // memberNames are the names of st's members in the given state ("" for

@@ -58,7 +58,9 @@ type StoreStatus struct {
 // before its first ready, in GET /v1/status and in a catching_up error.
 type CatchUpStatus struct {
 	// Phase is "joining" (the first join is on), "asking" (the peers are
-	// asked for their vectors), "pulling" (records are coming) or "done".
+	// asked for their vectors), "pulling" (records are coming),
+	// "snapshot" (the view was lost at the start with its snapshot: a
+	// peer's snapshot is awaited) or "done".
 	Phase string `json:"phase"`
 	// LagRecords is how many records the node still lacks of what its
 	// peers held when it joined (while pulling).
@@ -118,6 +120,11 @@ type RepairStatus struct {
 	// SnapshotSetAside is where a damaged view snapshot was moved at the
 	// start (the view was rebuilt from the log); absent when none was.
 	SnapshotSetAside string `json:"snapshot_set_aside,omitempty"`
+	// ViewFromPeer says the view could not be rebuilt from the node's own
+	// files at the start (a damaged or missing snapshot whose log was
+	// recycled since): "waiting" until a peer's snapshot is taken (the
+	// node is not ready meanwhile), then "done"; absent otherwise.
+	ViewFromPeer string `json:"view_from_peer,omitempty"`
 }
 
 // LostRecord is one record of the node's log set aside as damaged.

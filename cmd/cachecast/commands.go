@@ -347,8 +347,8 @@ there are any (as "cachecast groups" prints them).`,
 					fmt.Fprintf(tw, "view differed\twith %s on %s at %s\n", d.Peer, strings.Join(d.Topics, ", "), d.At)
 				}
 			}
-			if r := st.Repair; r != nil && r.SnapshotSetAside != "" {
-				fmt.Fprintf(tw, "repair\tthe view snapshot was damaged: set aside to %s, the view rebuilt from the log\n", r.SnapshotSetAside)
+			if r := st.Repair; r != nil {
+				fmt.Fprint(tw, snapshotRepairLine(r))
 			}
 			if r := st.Repair; r != nil && r.LostRecords > 0 {
 				fmt.Fprintf(tw, "repair\t%d records lost to a damaged log, %d held by no live peer (cachecast repair)\n", r.LostRecords, r.Unavailable)
@@ -441,6 +441,24 @@ func printClocks(w io.Writer, cl *client.ClusterStatus) {
 			fmt.Fprintf(w, "upgrade: this node's records from seq %d on are held back from %s, which cannot read records with time fields\n", m.HeldBack, m.Name)
 		}
 	}
+}
+
+// snapshotRepairLine is status's line for a damaged or lost view snapshot
+// ("" when there was none).
+func snapshotRepairLine(r *wire.RepairStatus) string {
+	aside := ""
+	if r.SnapshotSetAside != "" {
+		aside = "the view snapshot was damaged: set aside to " + r.SnapshotSetAside + ", "
+	}
+	switch {
+	case r.ViewFromPeer == "waiting":
+		return "repair\t" + aside + "the log no longer covers it: waiting for a peer's snapshot (not ready until then)\n"
+	case r.ViewFromPeer == "done":
+		return "repair\t" + aside + "the log no longer covered it: the view taken from a peer's snapshot\n"
+	case aside != "":
+		return "repair\t" + aside + "the view rebuilt from the log\n"
+	}
+	return ""
 }
 
 func probeText(err error) string {

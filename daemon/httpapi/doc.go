@@ -252,9 +252,12 @@
 //	    nothing was found damaged since the start): {"lost_records":N,
 //	    "unavailable":N,"damaged_total":N,"repaired_total":N,"lost":[{
 //	    "origin","seq","topic","segment","offset","copied_to","found",
-//	    "available"}]}, the records of the log lost to damage and not
+//	    "available"}],"snapshot_set_aside":"<path>","view_from_peer":
+//	    "waiting"|"done"}, the records of the log lost to damage and not
 //	    back yet (at most 100 listed), available when a live peer holds
-//	    one (it is being pulled back). view is
+//	    one (it is being pulled back); where a damaged view snapshot was
+//	    moved, and, when the log no longer covered it, whether the view
+//	    still waits for a peer's snapshot (not ready meanwhile). view is
 //	    the view's digest per topic (entries and tombstones, as store's
 //	    Digest) and the vector of exactly the records it holds; it hashes the
 //	    whole view, so it costs O(keys) per call.
@@ -395,7 +398,7 @@
 // /v1/status); catching_up (503, Retry-After: 1: a read of
 // the view, or /readyz, before the node has caught up with its peers; the
 // error object carries "catch_up":{"phase":...,"lag_records":N}, phase
-// joining, asking or pulling); busy (503, a limit of the node below is
+// joining, asking, pulling or snapshot); busy (503, a limit of the node below is
 // reached: retry, Retry-After: 1); timeout (408, a body that did not
 // arrive within --read-timeout; the connection closes after it);
 // not_pending (409, a cancel of an instant at which nothing of the key is
