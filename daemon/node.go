@@ -36,11 +36,12 @@ func (n *node) PendingKey(topic, key string) []view.PendingRecord {
 	return n.d.store.PendingKey(topic, key)
 }
 
-func (n *node) TimeEvents(from uint64, fn func(view.Change)) (next, lost uint64) {
-	return n.d.store.TimeEvents(from, fn)
+// FollowStore is the store's one reader of its changes (store.Follow),
+// for the HTTP API's time events; resp's Follow (redis.go) is the same
+// reader, its changes told in the Redis door's terms.
+func (n *node) FollowStore(ctx context.Context, o store.FollowOptions, fn func(store.Followed), end func()) <-chan struct{} {
+	return n.d.store.Follow(ctx, o, fn, end)
 }
-
-func (n *node) Changed() <-chan struct{} { return n.d.store.Changed() }
 
 func (n *node) Keys(topic, prefix, after string, limit int) []string {
 	return n.d.store.Keys(topic, prefix, after, limit)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -306,82 +305,17 @@ func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Du
 	return 0
 }
 
-// Follow reads every origin's new records in order, after each write the
-// store reports (Changed fires once the view has the record), and calls
-// end when it has read all there is. It reads to the log's end
-// (LogVector): a record set aside as damaged is passed over, so that its
-// origin's newer records are told at once, and told when it is back from
-// a peer (late, out of order).
+// Follow is the store's one reader of its changes (store.Follow: every
+// origin's records and the view's time events), told in the Redis door's
+// terms.
 func (n *respNode) Follow(ctx context.Context, fn func(respsrv.Change), end func()) <-chan struct{} {
-	st := n.d.store
-	seen := st.LogVector()
-	events, _ := st.TimeEvents(0, nil)
-	deliver := func(r record.Record) error {
-		change := r.Kind() == record.KindExpiry
-		fn(respsrv.Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(),
-			Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(),
-			Scheduled: r.EffectiveAt() != 0 && !change && r.Kind() != record.KindCounter, ExpiryChange: change, Persist: change && r.ExpiresAt() == 0,
-			Counter: r.Kind() == record.KindCounter})
-		return nil
-	}
-	type originSeq struct{ origin, seq uint64 }
-	// The lost records passed over (those lost before the start too),
-	// told once they are back.
-	var passed []originSeq
-	for _, lr := range st.Lost() {
-		if lr.Seq <= seen[lr.Origin] {
-			passed = append(passed, originSeq{lr.Origin, lr.Seq})
+	return n.d.store.Follow(ctx, store.FollowOptions{Records: true, Events: true}, func(f store.Followed) {
+		if f.Event != nil {
+			fn(respsrv.EventChange(f.Event))
+			return
 		}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			changed := st.Changed()
-			// Expiries and scheduled records taking effect: copied out
-			// first (TimeEvents holds the view's read lock meanwhile).
-			var timed []view.Change
-			events, _ = st.TimeEvents(events, func(c view.Change) { timed = append(timed, c) })
-			for _, c := range timed {
-				fn(respsrv.Change{Topic: []byte(c.Topic), Key: []byte(c.Key), Value: c.Value, Delete: c.Deleted,
-					Origin: c.Stamp.Origin, Seq: c.Stamp.Seq, Event: c.Cause})
-			}
-			passed = slices.DeleteFunc(passed, func(p originSeq) bool {
-				_, err := st.ReadOrigin(p.origin, p.seq, p.seq, deliver)
-				return !errors.Is(err, store.ErrLost) // back (told now) or given up
-			})
-			for origin, last := range st.LogVector() {
-				for from := seen[origin] + 1; from <= last; {
-					next, err := st.ReadOrigin(origin, from, last, deliver)
-					skip := true
-					switch {
-					case errors.Is(err, store.ErrLost):
-						passed = append(passed, originSeq{origin, next})
-					case errors.Is(err, store.ErrRecycled):
-						// Gone from the log, or a lost record given up:
-						// nothing to tell.
-					default:
-						skip = false // all there is (or closed): the next round goes on
-					}
-					if skip {
-						next++
-					}
-					seen[origin] = next - 1
-					if !skip {
-						break
-					}
-					from = next
-				}
-			}
-			end()
-			select {
-			case <-ctx.Done():
-				return
-			case <-changed:
-			}
-		}
-	}()
-	return done
+		fn(respsrv.RecordChange(f.Record))
+	}, end)
 }
 
 // PublishWaits: a write waits for the disk under --flush sync and for the

@@ -27,7 +27,6 @@ type storeNode struct {
 	loading atomic.Bool            // CatchingUp says so (lag 7)
 	away    atomic.Pointer[string] // Away's reason when set
 	waits   atomic.Bool            // PublishWaits says so
-	events  uint64                 // the follower's next time event
 }
 
 func (n *storeNode) Get(topic, key string) ([]byte, bool) {
@@ -76,39 +75,13 @@ func (n *storeNode) Publish(_ context.Context, _ net.Conn, msgs []record.Message
 func (n *storeNode) WaitReplicas(context.Context, uint64, time.Duration) int { return 0 }
 
 func (n *storeNode) Follow(ctx context.Context, fn func(Change), end func()) <-chan struct{} {
-	done := make(chan struct{})
-	seen := n.st.Vector()
-	n.events, _ = n.st.TimeEvents(0, nil)
-	go func() {
-		defer close(done)
-		n.follow(ctx, seen, fn, end)
-	}()
-	return done
-}
-
-func (n *storeNode) follow(ctx context.Context, seen map[uint64]uint64, fn func(Change), end func()) {
-	for {
-		changed := n.st.Changed()
-		var timed []storeview.Change
-		n.events, _ = n.st.TimeEvents(n.events, func(c storeview.Change) { timed = append(timed, c) })
-		for _, c := range timed {
-			fn(Change{Topic: []byte(c.Topic), Key: []byte(c.Key), Value: c.Value, Delete: c.Deleted, Event: c.Cause})
-		}
-		for origin, last := range n.st.Vector() {
-			next, _ := n.st.ReadOrigin(origin, seen[origin]+1, last, func(r record.Record) error {
-				fn(Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(), Delete: r.Kind() == record.KindTombstone,
-					Origin: r.Origin(), Seq: r.Seq(), Scheduled: r.EffectiveAt() != 0})
-				return nil
-			})
-			seen[origin] = next - 1
-		}
-		end()
-		select {
-		case <-ctx.Done():
+	return n.st.Follow(ctx, store.FollowOptions{Records: true, Events: true}, func(f store.Followed) {
+		if f.Event != nil {
+			fn(EventChange(f.Event))
 			return
-		case <-changed:
 		}
-	}
+		fn(RecordChange(f.Record))
+	}, end)
 }
 
 func (n *storeNode) PublishWaits() bool { return n.waits.Load() }

@@ -130,6 +130,23 @@ type Change struct {
 	Counter bool
 }
 
+// RecordChange is record r as Follow reports it: its kind says whether it
+// is a delete, a scheduled record, an expiry change or a counter
+// increment. Its bytes are r's.
+func RecordChange(r record.Record) Change {
+	change, counter := r.Kind() == record.KindExpiry, r.Kind() == record.KindCounter
+	return Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(), Delete: r.Kind() == record.KindTombstone,
+		Origin: r.Origin(), Seq: r.Seq(), Scheduled: r.EffectiveAt() != 0 && !change && !counter,
+		ExpiryChange: change, Persist: change && r.ExpiresAt() == 0, Counter: counter}
+}
+
+// EventChange is a change of the view that no record brought (an
+// expiry, a scheduled record taking effect) as Follow reports it.
+func EventChange(c *storeview.Change) Change {
+	return Change{Topic: []byte(c.Topic), Key: []byte(c.Key), Value: c.Value, Delete: c.Deleted,
+		Origin: c.Stamp.Origin, Seq: c.Stamp.Seq, Event: c.Cause}
+}
+
 // Status is the node's state as INFO shows it.
 type Status struct {
 	Node        string

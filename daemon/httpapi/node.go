@@ -31,12 +31,10 @@ type Node interface {
 	// keys after after, at most limit keys; PendingKey those of one key.
 	Pending(topic, after string, limit int) []view.PendingRecord
 	PendingKey(topic, key string) []view.PendingRecord
-	// TimeEvents calls fn for the view's changes no record brought (an
-	// expiry, a scheduled record taking effect) from number from on (0:
-	// the next to come) and returns the number to ask for next; Changed
-	// fires after each write and each such event.
-	TimeEvents(from uint64, fn func(view.Change)) (next, lost uint64)
-	Changed() <-chan struct{}
+	// FollowStore is the store's one reader of its changes (store.Follow):
+	// the subscription streams' time events (an expiry, a scheduled
+	// record taking effect) come through it.
+	FollowStore(ctx context.Context, o store.FollowOptions, fn func(store.Followed), end func()) <-chan struct{}
 	// Keys lists the live keys of topic that start with prefix and sort
 	// after after, in byte order, at most limit.
 	Keys(topic, prefix, after string, limit int) []string

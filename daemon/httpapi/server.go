@@ -658,11 +658,7 @@ func (a *Server) startEvents(ctx context.Context, w http.ResponseWriter, rc *htt
 		return rc.Flush()
 	}
 	evCtx, cancel := context.WithCancel(ctx)
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		a.followEvents(evCtx.Done(), topic, events, sse, mu, write)
-	}()
+	ended := a.followEvents(evCtx, cancel, topic, events, sse, mu, write)
 	return func() { cancel(); <-ended }
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/command"
+	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
 	"github.com/cachecast/cachecast/wire"
@@ -286,50 +288,42 @@ func appendEvent(b []byte, c *view.Change, now int64) []byte {
 }
 
 // followEvents writes the topic's time events that ev asks for to the
-// stream, under mu (the stream's other writer holds it too), until done
-// closes. It starts with the events after the moment it is called.
-func (a *Server) followEvents(done <-chan struct{}, topic string, ev streamEvents, sse bool,
-	mu *sync.Mutex, write func([]byte) error) {
-	next, _ := a.node.TimeEvents(0, nil)
+// stream, under mu (the stream's other writer holds it too), until ctx
+// ends or a write fails (then it calls stop); the channel closes when it
+// has ended. It follows the store (the one reader of its
+// changes, Node.FollowStore) from the moment it is called, and writes each round's events
+// at the round's end, formatted outside the view's lock.
+func (a *Server) followEvents(ctx context.Context, stop func(), topic string, ev streamEvents, sse bool,
+	mu *sync.Mutex, write func([]byte) error) <-chan struct{} {
 	var buf []byte
-	var taken []view.Change
-	for {
-		changed := a.node.Changed()
-		// Copied out under the view's read lock (TimeEvents holds it),
-		// written out after: formatting thousands of events of one
-		// instant under it would hold up the timer settling the next.
-		taken = taken[:0]
-		next, _ = a.node.TimeEvents(next, func(c view.Change) {
-			if c.Topic == topic && (c.Cause != view.CauseExpired || ev.expired) && (c.Cause != view.CauseEffective || ev.effective) {
-				taken = append(taken, c)
-			}
-		})
-		buf = buf[:0]
-		now := a.now()
-		for i := range taken {
-			c := &taken[i]
-			if sse {
-				buf = append(buf, "event: "...)
-				buf = append(buf, c.Cause...)
-				buf = append(buf, "\ndata: "...)
-				buf = append(appendEvent(buf, c, now), "\n\n"...)
-			} else {
-				buf = append(appendEvent(buf, c, now), '\n')
-			}
-		}
-		clear(taken) // drop the references to the values
-		if len(buf) > 0 {
-			mu.Lock()
-			err := write(bytes.Clone(buf))
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-		select {
-		case <-done:
+	failed := false
+	tell := func(f store.Followed) {
+		c := f.Event
+		if failed || c.Topic != topic || c.Cause == view.CauseExpired && !ev.expired || c.Cause == view.CauseEffective && !ev.effective {
 			return
-		case <-changed:
+		}
+		now := a.now()
+		if sse {
+			buf = append(buf, "event: "...)
+			buf = append(buf, c.Cause...)
+			buf = append(buf, "\ndata: "...)
+			buf = append(appendEvent(buf, c, now), "\n\n"...)
+		} else {
+			buf = append(appendEvent(buf, c, now), '\n')
 		}
 	}
+	end := func() {
+		if len(buf) == 0 || failed {
+			return
+		}
+		mu.Lock()
+		err := write(bytes.Clone(buf))
+		mu.Unlock()
+		buf = buf[:0]
+		if err != nil {
+			failed = true
+			stop()
+		}
+	}
+	return a.node.FollowStore(ctx, store.FollowOptions{Events: true}, tell, end)
 }
