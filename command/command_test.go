@@ -185,6 +185,7 @@ func TestState(t *testing.T) {
 		{"away", State{Away: "gone"}, wire.CodeUnavailable, wire.CodeUnavailable},
 		{"catching up", State{CatchUp: &wire.CatchUpStatus{Phase: "pulling", LagRecords: 7}}, wire.CodeCatchingUp, ""},
 		{"joining", State{CatchUp: &wire.CatchUpStatus{Phase: "joining"}}, wire.CodeCatchingUp, ""},
+		{"waiting for a peer's snapshot", State{CatchUp: &wire.CatchUpStatus{Phase: "snapshot"}}, wire.CodeCatchingUp, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

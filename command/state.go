@@ -33,6 +33,8 @@ func (s State) Read() *wire.Error {
 		msg = "this node is joining the cluster; it serves reads once it holds what its peers hold"
 	case "asking":
 		msg = "this node is asking its peers what they hold; it serves reads once it holds it too"
+	case "snapshot":
+		msg = "this node lost its view at the start (a damaged or missing snapshot) and waits for a peer's; it serves reads once it has it"
 	}
 	return &wire.Error{Code: wire.CodeCatchingUp, Message: msg, CatchUp: cs}
 }
