@@ -204,7 +204,7 @@ func BenchmarkRecover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		// Back to the state of a crash before any flush.
-		mm, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
+		mm, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 1, 0, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

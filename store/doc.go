@@ -21,8 +21,8 @@
 //
 //	<dir>/LOCK                       flock: one process per directory (ErrLocked)
 //	<dir>/meta                       the metafile, one page, two CRC'd copies (segment/meta.go)
-//	<dir>/log/<20-digit position>    segments, fixed size, preallocated
-//	<dir>/log/<position>.free        recycled segments waiting for reuse
+//	<dir>/log/<20-digit position>    segment files, each a fixed number of segments
+//	<dir>/log/<position>.free        recycled segment files waiting for reuse
 //	<dir>/index/topic/<topic>/...    per-topic index chunks (index/index.go)
 //	<dir>/index/origin/<16 hex>/...  per-origin index chunks
 //	<dir>/cursors                    durable named cursors (cursors/cursors.go)
@@ -32,9 +32,16 @@
 //
 // # The log
 //
-// A log position is a byte offset into an endless log; segment files cut it
-// into pieces of SegmentSize bytes, each file named by the position of its
-// first byte. Entries are 8-byte aligned and never span segments: an entry
+// A log position is a byte offset into an endless log, cut into segments of
+// SegmentSize bytes. A segment file holds a fixed number of consecutive
+// segments (its slots, each mapped on its own) and is named by the position
+// of its first byte: one segment a file for segments of 8 MiB or more (the
+// default 64 MiB), as many as fill 8 MiB for smaller ones (and at most an
+// eighth of RetentionBytes), so that a small segment costs no file creation
+// and no directory entry (segment.SlotsFor; the count is fixed when the
+// directory is made and kept in the metafile). A file is recycled whole,
+// once its last segment is: until then the recycled segments of a file
+// still being written keep their disk space. Entries are 8-byte aligned and never span segments: an entry
 // that does not fit in what is left of a segment goes to the start of the
 // next one, and the writer leaves an end marker behind. Each entry is an
 // 8-byte prefix of the log's own (the segment's mark and a kind, see
@@ -45,23 +52,26 @@
 // CRC and appends them unchanged (AppendRecord).
 //
 // The mark is the segment's number plus one. A recycled segment file is
-// reused for a later segment as it is, not zeroed: its blocks are written
+// reused for later segments as it is, not zeroed: its blocks are written
 // already, so the writer's first writes to its pages convert no extents,
 // and whatever of its earlier use it still holds carries another mark,
 // which recovery and readers take for "nothing here". (A directory made
 // before the prefix existed keeps its unframed records; the metafile says
-// from which position on entries are framed. The metafile's version, 3, is
-// the directory's format: a build refuses a newer one, ErrNewerFormat,
-// before it reads anything else, and builds that read only version 2 find
-// no valid copy in a version 3 file and refuse it too, so that no build
-// takes framed entries for damage.)
+// from which position on entries are framed. The metafile's version is
+// the directory's format: 3 for one segment a file, 4 for several (a build
+// that reads only 3 would take a file for one segment). A build refuses a
+// newer one, ErrNewerFormat, before it reads anything else, and builds
+// that read only version 2 find no valid copy in a version 3 file and
+// refuse it too, so that no build takes framed entries for damage. A
+// version 3 directory is read as it is and stays one segment a file.)
 //
 // A background goroutine, the preparer, keeps the writer from system calls
 // and page faults: it keeps a window (4 MiB, or the segment when smaller)
 // ahead of the writer allocated (fallocate) and faulted in writable
 // (MADV_POPULATE_WRITE; MADV_WILLNEED before Linux 5.14), and makes the
-// next segment (a new sparse file, or a reused one) with its first window
-// ready, so that switching segments is a pointer swap. A full disk is an
+// next segments (1 MiB of them, at least one: a slot of the current file,
+// or the first of a new sparse file or a reused one) with their first
+// window ready, so that switching segments is a pointer swap. A full disk is an
 // ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
 // never writes past what is allocated, and allocates itself when it runs
 // ahead of the preparer. A new store so costs two windows of disk and of

@@ -38,7 +38,15 @@ func metaCopies(t *testing.T, path string) (b []byte, cur int) {
 // synced many times), and returns its options and origin.
 func closedStore(t *testing.T) (Options, uint64) {
 	t.Helper()
+	return closedStoreSlots(t, 0)
+}
+
+// closedStoreSlots is closedStore with slots segments a segment file (0:
+// the store's choice).
+func closedStoreSlots(t *testing.T, slots int64) (Options, uint64) {
+	t.Helper()
 	o := testOptions(t, t.TempDir())
+	o.segmentsPerFile = slots
 	s := openTest(t, o)
 	writeRecords(t, s, 50, 100)
 	origin := s.Origin()
@@ -152,7 +160,7 @@ func TestMetaSingleCopyUpgrade(t *testing.T) {
 	}
 	// The first write goes to copy B; the old copy A stays as it was
 	// until the next one.
-	m, fresh, err := segment.OpenMeta(path, o.SegmentSize, 0, nil)
+	m, fresh, err := segment.OpenMeta(path, o.SegmentSize, 1, 0, nil)
 	if err != nil || fresh {
 		t.Fatalf("opening the old metafile: fresh %v, %v", fresh, err)
 	}
@@ -201,7 +209,7 @@ func TestMetaSingleCopyUpgrade(t *testing.T) {
 func TestMetaWriteFault(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, metaName)
-	m, _, err := segment.OpenMeta(path, 64<<10, 0, nil)
+	m, _, err := segment.OpenMeta(path, 64<<10, 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,24 +235,30 @@ func setMetaVersion(b []byte, k int, v uint64) {
 // TestMetaFormatVersions: the metafile's version is the directory's
 // format. Version 2 (framed entries, written before the version said so)
 // opens with every record and is written back as 3, which builds that know
-// only 2 refuse. A valid copy of a newer version, current or not, is
-// ErrNewerFormat naming the file and the versions, and nothing in the
-// directory changes: no record is taken for damage and set aside.
+// only 2 refuse; a directory of one segment a file stays 3, one of several
+// segments a file (version 4) stays 4. A valid copy of a newer version,
+// current or not, is ErrNewerFormat naming the file and the versions, and
+// nothing in the directory changes: no record is taken for damage and set
+// aside.
 func TestMetaFormatVersions(t *testing.T) {
 	tests := []struct {
 		name    string
+		slots   int64     // segments a file the directory is made with
 		version [2]uint64 // of copies A and B
 		newer   bool
+		want    uint64 // the version after a close
 	}{
-		{"both copies version 2", [2]uint64{2, 2}, false},
-		{"one copy 2, one 3", [2]uint64{2, 3}, false},
-		{"the current copy newer", [2]uint64{3, 4}, true},
-		{"the other copy newer", [2]uint64{4, 3}, true},
-		{"far newer", [2]uint64{1 << 40, 1 << 40}, true},
+		{"both copies version 2", 1, [2]uint64{2, 2}, false, 3},
+		{"one copy 2, one 3", 1, [2]uint64{2, 3}, false, 3},
+		{"version 3", 1, [2]uint64{3, 3}, false, 3},
+		{"version 4, several segments a file", 16, [2]uint64{4, 4}, false, 4},
+		{"the current copy newer", 1, [2]uint64{3, 5}, true, 0},
+		{"the other copy newer", 16, [2]uint64{5, 4}, true, 0},
+		{"far newer", 1, [2]uint64{1 << 40, 1 << 40}, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o, origin := closedStore(t)
+			o, origin := closedStoreSlots(t, tt.slots)
 			path := filepath.Join(o.Dir, metaName)
 			b, _ := metaCopies(t, path)
 			for k, v := range tt.version {
@@ -260,7 +274,7 @@ func TestMetaFormatVersions(t *testing.T) {
 					s.Close()
 					t.Fatal("opened a directory of a newer format")
 				}
-				if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "up to 3") {
+				if !errors.Is(err, ErrNewerFormat) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "up to 4") {
 					t.Fatalf("err = %v; want ErrNewerFormat naming %s and the version read", err, path)
 				}
 				if after := dirSnapshot(t, o.Dir); after != before {
@@ -281,8 +295,8 @@ func TestMetaFormatVersions(t *testing.T) {
 				t.Fatal(err)
 			}
 			b, cur := metaCopies(t, path)
-			if v := binary.LittleEndian.Uint64(b[cur*segment.MetaCopySize+segment.OffVersion:]); v != 3 {
-				t.Fatalf("the current copy has version %d after a close, want 3", v)
+			if v := binary.LittleEndian.Uint64(b[cur*segment.MetaCopySize+segment.OffVersion:]); v != tt.want {
+				t.Fatalf("the current copy has version %d after a close, want %d", v, tt.want)
 			}
 		})
 	}

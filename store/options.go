@@ -141,6 +141,11 @@ type Options struct {
 	ViewFromPeers bool
 	// Logger receives the store's logs; nil discards them.
 	Logger *zap.Logger
+
+	// segmentsPerFile, when set (by tests), is how many segments a
+	// segment file of a new directory holds, in place of
+	// segment.SlotsFor's choice.
+	segmentsPerFile int64
 }
 
 // DefaultOptions returns the defaults for a store in dir.

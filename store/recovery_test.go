@@ -80,13 +80,17 @@ func readAll(t testing.TB, s *Store) []record.Record {
 	return out
 }
 
-// segmentFile returns the path of the segment holding pos.
+// segmentFile returns the path of the segment file holding pos and the
+// offset of pos in it.
 func segmentFile(s *Store, pos int64) (string, int64) {
-	return s.seglog.SegmentPath(pos), pos % s.seglog.SegmentSize()
+	return s.seglog.SegmentPath(pos), s.seglog.FileOffset(pos)
 }
 
+// recoveryRecords records of recoverySize bytes: about 4 segments.
+const recoveryRecords, recoverySize = 300, 700
+
 func TestRecovery(t *testing.T) {
-	const n, size = 300, 700 // ~4 segments
+	const n, size = recoveryRecords, recoverySize
 	cases := []struct {
 		name string
 		// damage breaks the files of a crashed store and says how many
@@ -123,58 +127,74 @@ func TestRecovery(t *testing.T) {
 				t.Fatal(err)
 			}
 			first := 200
-			for first > 0 && pos[first-1]/s.seglog.SegmentSize() == pos[200]/s.seglog.SegmentSize() {
+			for first > 0 {
+				if p, _ := segmentFile(s, pos[first-1]); p != path {
+					break
+				}
 				first--
 			}
 			return first, false
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			o := noFlushOptions(t, dir)
-			s := openTest(t, o)
-			pos := writeRecords(t, s, n, size)
-			s.crash()
-			keep, aside := tc.damage(t, s, pos)
+	// One segment a file (the layout before format 4), and two: the log
+	// in two files, the damage in either.
+	for _, slots := range []int64{1, 2} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("slots=%d/%s", slots, tc.name), func(t *testing.T) {
+				testRecoveryCase(t, slots, tc.damage)
+			})
+		}
+	}
+}
 
-			s = openTest(t, o)
-			defer s.Close()
-			recs := readAll(t, s)
-			if len(recs) != keep {
-				t.Fatalf("recovered %d records, want %d", len(recs), keep)
-			}
-			for i, r := range recs {
-				if !bytes.Equal(r.Value(), value(i, size)) {
-					t.Fatalf("record %d differs", i)
-				}
-			}
-			bad, _ := filepath.Glob(filepath.Join(dir, "corrupt", "*.bad"))
-			if aside != (len(bad) > 0) {
-				t.Fatalf("copied aside: %v, want %v", bad, aside)
-			}
-			// The view and the indexes agree with the truncated log.
-			if _, ok := s.Get("t", fmt.Sprint(keep)); ok && keep < n {
-				t.Fatalf("key %d survived the truncation in the view", keep)
-			}
-			if keep > 0 {
-				if e, ok := s.Get("t", fmt.Sprint(keep-1)); !ok || !bytes.Equal(e.Value, value(keep-1, size)) {
-					t.Fatalf("key %d lost", keep-1)
-				}
-			}
-			// Appending goes on from the truncation point, and what was
-			// cut off never comes back, also after another crash.
-			more := record.Message{Topic: "t", Key: "after", Value: []byte("after")}
-			res, err := s.Publish(&more)
-			if err != nil || res.Seq != uint64(keep+1) {
-				t.Fatalf("publish after recovery: %+v %v, want seq %d", res, err, keep+1)
-			}
-			s.crash()
-			s = openTest(t, o)
-			if got := readAll(t, s); len(got) != keep+1 || string(got[keep].Key()) != "after" {
-				t.Fatalf("after a second crash: %d records", len(got))
-			}
-		})
+// testRecoveryCase writes TestRecovery's records in a directory of slots
+// segments a file, crashes, damages the files and checks what recovery
+// keeps.
+func testRecoveryCase(t *testing.T, slots int64, damage func(*testing.T, *Store, []int64) (int, bool)) {
+	const n, size = recoveryRecords, recoverySize
+	dir := t.TempDir()
+	o := noFlushOptions(t, dir)
+	o.segmentsPerFile = slots
+	s := openTest(t, o)
+	pos := writeRecords(t, s, n, size)
+	s.crash()
+	keep, aside := damage(t, s, pos)
+
+	s = openTest(t, o)
+	defer s.Close()
+	recs := readAll(t, s)
+	if len(recs) != keep {
+		t.Fatalf("recovered %d records, want %d", len(recs), keep)
+	}
+	for i, r := range recs {
+		if !bytes.Equal(r.Value(), value(i, size)) {
+			t.Fatalf("record %d differs", i)
+		}
+	}
+	bad, _ := filepath.Glob(filepath.Join(dir, "corrupt", "*.bad"))
+	if aside != (len(bad) > 0) {
+		t.Fatalf("copied aside: %v, want %v", bad, aside)
+	}
+	// The view and the indexes agree with the truncated log.
+	if _, ok := s.Get("t", fmt.Sprint(keep)); ok && keep < n {
+		t.Fatalf("key %d survived the truncation in the view", keep)
+	}
+	if keep > 0 {
+		if e, ok := s.Get("t", fmt.Sprint(keep-1)); !ok || !bytes.Equal(e.Value, value(keep-1, size)) {
+			t.Fatalf("key %d lost", keep-1)
+		}
+	}
+	// Appending goes on from the truncation point, and what was
+	// cut off never comes back, also after another crash.
+	more := record.Message{Topic: "t", Key: "after", Value: []byte("after")}
+	res, err := s.Publish(&more)
+	if err != nil || res.Seq != uint64(keep+1) {
+		t.Fatalf("publish after recovery: %+v %v, want seq %d", res, err, keep+1)
+	}
+	s.crash()
+	s = openTest(t, o)
+	if got := readAll(t, s); len(got) != keep+1 || string(got[keep].Key()) != "after" {
+		t.Fatalf("after a second crash: %d records", len(got))
 	}
 }
 
@@ -231,23 +251,21 @@ func FuzzRecovery(f *testing.F) {
 		const n, size = 120, 1500 // three segments of 64 KiB
 		dir := t.TempDir()
 		o := noFlushOptions(t, dir)
+		o.segmentsPerFile = 2 // two files, and two segments in one
 		s := openTest(t, o)
 		writeRecords(t, s, n, size)
+		segs := s.seglog.End()/o.SegmentSize + 1
 		s.crash()
-		segs, _ := filepath.Glob(filepath.Join(dir, logDirName, "0*"))
-		sort.Strings(segs)
 		// Each flip is 5 bytes: segment, offset (3 bytes), xor mask.
 		for i := 0; i+5 <= len(flips); i += 5 {
-			path := segs[int(flips[i])%len(segs)]
 			off := (int64(flips[i+1])<<16 | int64(flips[i+2])<<8 | int64(flips[i+3])) % o.SegmentSize
+			path, off := segmentFile(s, int64(flips[i])%segs*o.SegmentSize+off)
 			b := readAt(t, path, off, 1)
 			write(t, path, off, []byte{b[0] ^ flips[i+4]})
 		}
 		if cut > 0 {
-			total := int64(len(segs)) * o.SegmentSize
-			at := int64(cut) % total
-			path := segs[at/o.SegmentSize]
-			if err := os.Truncate(path, at%o.SegmentSize); err != nil {
+			path, off := segmentFile(s, int64(cut)%(segs*o.SegmentSize))
+			if err := os.Truncate(path, off); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -460,7 +478,7 @@ func TestNewOriginAfterReboot(t *testing.T) {
 	s.crash()
 
 	// Pretend the machine rebooted: another boot ID in the metafile.
-	m, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
+	m, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +509,7 @@ func TestNewOriginAfterReboot(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m, _, err = segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
+	m, _, err = segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -366,7 +366,7 @@ func (s *Store) setAside(pos int64, cause error) error {
 		return err
 	}
 	lr := LostRecord{Origin: origin, Seq: seq, Topic: topic, Pos: pos, Size: e.Size,
-		Segment: s.seglog.SegmentPath(pos), Offset: pos % s.seglog.SegmentSize(), CopiedTo: aside, Found: time.Now().UTC()}
+		Segment: s.seglog.SegmentPath(pos), Offset: s.seglog.FileOffset(pos), CopiedTo: aside, Found: time.Now().UTC()}
 	if err := s.writeLost(s.lost.with(lr, true)); err != nil {
 		return err
 	}

@@ -74,10 +74,17 @@ func checkRetained(t *testing.T, s *Store, last uint64, valueOf func(seq uint64)
 // (the same inode under the new segment's name, not zeroed), and a crash
 // after reuse recovers exactly what was written since: recovery tells the
 // stale records of a file's earlier use by their mark, in the current
-// segment and behind every end.
+// segment and behind every end; with one segment a file and with two.
 func TestReuseWithoutZeroing(t *testing.T) {
+	for _, slots := range []int64{1, 2} {
+		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) { testReuseWithoutZeroing(t, slots) })
+	}
+}
+
+func testReuseWithoutZeroing(t *testing.T, slots int64) {
 	dir := t.TempDir()
 	o := reuseOptions(t, dir)
+	o.segmentsPerFile = slots
 	s := openTest(t, o)
 	const size = 1500
 	val := func(seq uint64) []byte { return value(int(seq), size) }
@@ -139,13 +146,14 @@ func TestReuseWithoutZeroing(t *testing.T) {
 func TestLegacyLogWithoutMarks(t *testing.T) {
 	dir := t.TempDir()
 	o := noFlushOptions(t, dir)
+	o.segmentsPerFile = 1 // the layout of the builds that wrote no marks
 	s := openTest(t, o)
 	origin := s.Origin()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	writeLegacyLog(t, o, origin, 100, 1500)
-	m, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 0, nil)
+	m, _, err := segment.OpenMeta(filepath.Join(dir, metaName), o.SegmentSize, 1, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,11 @@ func (s *Store) open() error {
 		return err
 	}
 	var fresh bool
-	if s.meta, fresh, err = segment.OpenMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, time.Now().Unix(), s.log); err != nil {
+	slots := s.opts.segmentsPerFile
+	if slots == 0 {
+		slots = segment.SlotsFor(s.opts.SegmentSize, s.opts.RetentionBytes)
+	}
+	if s.meta, fresh, err = segment.OpenMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, slots, time.Now().Unix(), s.log); err != nil {
 		return err
 	}
 	if !fresh && s.meta.SegmentSize() != s.opts.SegmentSize {

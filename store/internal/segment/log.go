@@ -30,16 +30,19 @@ import (
 type Log struct {
 	dir       string
 	segSize   int64
+	slots     int64 // segments a file holds (Meta.Slots)
+	fileSize  int64 // slots * segSize
 	maxMapped int
 	meta      *Meta
 	log       *zap.Logger
 
-	mu   sync.Mutex
-	segs map[int64]*segment // by segment index (base / segSize)
-	maps []*segment         // the mapped ones
-	last int64              // index of the newest segment in segs
-	tick uint64
-	free []string // recycled files waiting for reuse
+	mu    sync.Mutex
+	segs  map[int64]*segment // by segment index (base / segSize)
+	files map[int64]*segFile // the open files, by their first position
+	maps  []*segment         // the mapped ones
+	last  int64              // index of the newest segment in segs
+	tick  uint64
+	free  []string // recycled files waiting for reuse
 	// ready are the next segments, in order, made ahead by the preparer
 	// goroutine: at most maxReady of them.
 	ready     []*segment
@@ -88,6 +91,11 @@ type Log struct {
 // segments), while keeping ahead of a writer copying at memory speed.
 const PrefaultWindow = 4 << 20
 
+// ReadyAhead bounds the bytes of the segments the preparer makes ahead of
+// the writer's (allocated, mapped, and faulted in up to a window each):
+// one segment of 1 MiB or more, several smaller ones.
+const ReadyAhead = 1 << 20
+
 // End is the end of the committed log: readers may read below it.
 func (l *Log) End() int64 { return l.end.Load() }
 
@@ -120,8 +128,14 @@ func (l *Log) RetainedAfter(size int) int64 {
 
 // SegmentPath is the path of the segment file that holds position pos.
 func (l *Log) SegmentPath(pos int64) string {
-	return filepath.Join(l.dir, segmentName(pos-pos%l.segSize))
+	return filepath.Join(l.dir, segmentName(l.fileBase(pos)))
 }
+
+// FileOffset is the offset of position pos in its segment file.
+func (l *Log) FileOffset(pos int64) int64 { return pos - l.fileBase(pos) }
+
+// fileBase is the first position of the file holding pos.
+func (l *Log) fileBase(pos int64) int64 { return pos - pos%l.fileSize }
 
 // MaxFreeSegments is how many recycled files are kept for reuse; more are
 // deleted so that retention gives the space back.
@@ -139,20 +153,22 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 	l := &Log{
 		dir:       dir,
 		segSize:   m.segSize,
+		slots:     m.slots,
+		fileSize:  m.slots * m.segSize,
 		maxMapped: max(maxMapped, 2),
 		meta:      m,
 		log:       log,
 		segs:      make(map[int64]*segment),
+		files:     make(map[int64]*segFile),
 		prepKick:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		preparing: -1,
 		window:    min(m.segSize, PrefaultWindow),
 	}
-	// One segment ahead. More (as many as fit in the window, for small
-	// segments) took the writer's page faults off it but not the
-	// process's CPU, and preallocates them: a small disk filled with
-	// segments made ahead (daemon TestSmallDiskHoldsManyTopics).
-	l.maxReady = 1
+	// Segments ahead, by bytes (ReadyAhead), so that a writer outrunning
+	// the preparer for a while still finds its next segment made; at
+	// most half the maps, at least one.
+	l.maxReady = int(max(1, min(ReadyAhead/m.segSize, int64(l.maxMapped/2))))
 	if from := m.Get(OffMarkedFrom); from != 0 {
 		l.markedFrom = int64(from - 1)
 	} else {
@@ -178,7 +194,8 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 }
 
 // load opens the segment files of the directory: a contiguous run of
-// segments from the oldest retained one. Free files join the free list;
+// segments from the oldest retained one (every slot of a file from it on:
+// recovery drops those after the end). Free files join the free list;
 // temp files are removed; anything else is warned about and left alone.
 func (l *Log) load() error {
 	entries, err := os.ReadDir(l.dir)
@@ -189,8 +206,8 @@ func (l *Log) load() error {
 	for _, e := range entries {
 		name := e.Name()
 		if base, ok := parseSegmentName(name); ok {
-			if base%l.segSize != 0 {
-				l.log.Warn("ignoring segment not on a segment boundary", zap.String("segment-path", filepath.Join(l.dir, name)))
+			if base%l.fileSize != 0 {
+				l.log.Warn("ignoring segment file not on a file boundary", zap.String("segment-path", filepath.Join(l.dir, name)))
 				continue
 			}
 			bases = append(bases, base)
@@ -208,29 +225,35 @@ func (l *Log) load() error {
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 
 	oldest := l.meta.Pos(OffReading)
-	for _, base := range bases {
-		if base+l.segSize <= oldest {
+	for _, fb := range bases {
+		path := filepath.Join(l.dir, segmentName(fb))
+		if fb+l.fileSize <= oldest {
 			// Recycled in the metafile but not yet renamed: finish the job.
-			if err := l.retire(filepath.Join(l.dir, segmentName(base))); err != nil {
+			if err := l.retire(path); err != nil {
 				return err
 			}
 			continue
 		}
-		s, err := openSegment(l.dir, base, l.segSize)
+		file, err := openExisting(path, l.fileSize)
 		if err != nil {
 			return err
 		}
-		l.segs[base/l.segSize] = s
+		l.files[fb] = file
+		for base := fb; base < fb+l.fileSize; base += l.segSize {
+			if base+l.segSize > oldest {
+				file.refs++
+				l.segs[base/l.segSize] = &segment{base: base, mark: markOf(base, l.segSize), file: file, off: base - fb, path: path}
+			}
+		}
 	}
 	if len(l.segs) == 0 {
 		// A new log, or one whose every segment is gone: start at the
 		// oldest position the metafile knows, on a segment boundary.
 		base := oldest - oldest%l.segSize
-		s, err := createSegment(l.dir, base, l.segSize, l.window, l.takeFree())
+		s, err := l.newFileSegment(base)
 		if err != nil {
 			return err
 		}
-		l.dirDirty.Store(true)
 		l.segs[base/l.segSize] = s
 		oldest = base
 	}
@@ -242,14 +265,18 @@ func (l *Log) load() error {
 	// after the gap cannot be trusted to follow what lies before it.
 	for i := first; ; i++ {
 		if _, ok := l.segs[i]; !ok {
+			aside := map[string]bool{}
 			for j, s := range l.segs {
 				if j > i {
-					l.log.Error("segment after a gap in the log, setting it aside", zap.String("segment-path", s.path))
-					s.close()
+					l.closeSegment(s)
 					delete(l.segs, j)
-					if err := os.Rename(s.path, s.path+".orphan"); err != nil {
-						return fsys.FileError("rename", s.path, err)
-					}
+					aside[s.path] = true
+				}
+			}
+			for path := range aside {
+				l.log.Error("segment file after a gap in the log, setting it aside", zap.String("segment-path", path))
+				if err := os.Rename(path, path+".orphan"); err != nil {
+					return fsys.FileError("rename", path, err)
 				}
 			}
 			break
@@ -517,11 +544,11 @@ func (l *Log) truncate(pos int64, cause error) error {
 		}
 		s.alloc.Store(pageEnd)
 		if pageEnd < l.segSize {
-			allocated, err := fsys.Discard(s.f, pageEnd, l.segSize-pageEnd)
+			allocated, err := fsys.Discard(s.file.f, s.off+pageEnd, l.segSize-pageEnd)
 			if err != nil {
 				return err
 			}
-			if err := s.f.Sync(); err != nil {
+			if err := s.file.f.Sync(); err != nil {
 				return fsys.FileError("fsync", s.path, err)
 			}
 			if allocated {
@@ -529,17 +556,33 @@ func (l *Log) truncate(pos int64, cause error) error {
 			}
 		}
 	}
-	// Later segments are deleted, not kept for reuse: a file is reused
-	// only for a segment after every one it held, so that its stale
-	// records never carry the mark of its next use.
+	// Later segments are discarded, their files deleted, not kept for
+	// reuse: a file is reused only for segments after every one it held,
+	// so that its stale records never carry the mark of its next use.
+	later := map[string]bool{}
 	for i, t := range l.segs {
 		if i > idx {
 			l.noteUnmapped(t)
-			t.close()
+			l.closeSegment(t)
 			delete(l.segs, i)
-			if err := os.Remove(t.path); err != nil {
-				return fsys.FileError("remove", t.path, err)
+			if t.file != s.file {
+				later[t.path] = true
 			}
+		}
+	}
+	if next := s.off + l.segSize; next < l.fileSize {
+		// The slots after s in its file: they may hold records of this
+		// use written after the end (behind a torn record).
+		if _, err := fsys.Discard(s.file.f, next, l.fileSize-next); err != nil {
+			return err
+		}
+		if err := s.file.f.Sync(); err != nil {
+			return fsys.FileError("fsync", s.path, err)
+		}
+	}
+	for path := range later {
+		if err := os.Remove(path); err != nil {
+			return fsys.FileError("remove", path, err)
 		}
 	}
 	l.last = idx
@@ -658,10 +701,9 @@ func (l *Log) prepareNext() bool {
 	default:
 	}
 	l.preparing = want
-	free := l.takeFree()
 	l.mu.Unlock()
 
-	s, err := l.makeSegment(want, free, true)
+	s, err := l.makeSegment(want, true)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -724,45 +766,98 @@ func (l *Log) grow(s *segment, need int64) error {
 		return nil
 	}
 	to := min((need+l.window-1)/l.window*l.window, l.segSize)
-	if err := fsys.AllocateRange(s.f, from, to-from); err != nil {
+	if err := fsys.AllocateRange(s.file.f, s.off+from, to-from); err != nil {
 		return err
 	}
 	s.alloc.Store(to)
 	return nil
 }
 
-// makeSegment creates (or reuses) and maps the segment at base; ready
+// makeSegment makes the segment at base in its file (created, or a free
+// one reused, when it is the file's first slot made) and maps it; ready
 // also readies its first window for the writer.
-func (l *Log) makeSegment(base int64, free string, ready bool) (*segment, error) {
-	s, err := createSegment(l.dir, base, l.segSize, l.window, free)
+func (l *Log) makeSegment(base int64, ready bool) (*segment, error) {
+	l.mu.Lock()
+	file := l.files[l.fileBase(base)]
+	if file != nil {
+		file.refs++
+	}
+	l.mu.Unlock()
+	var s *segment
+	var err error
+	if file == nil {
+		s, err = l.newFileSegment(base)
+	} else if s, err = newSegment(file, base, base-l.fileBase(base), l.segSize, l.window); err != nil {
+		l.mu.Lock()
+		file.refs--
+		l.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err = s.mapIn(l.segSize); err == nil && ready {
+		err = l.ahead(s, l.window)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.closeSegment(s)
+		return nil, err
+	}
+	l.noteMapped(s)
+	return s, nil
+}
+
+// newFileSegment makes the file of the segment at base (a free one
+// reused, or a new one) and the segment in it.
+func (l *Log) newFileSegment(base int64) (*segment, error) {
+	fb := l.fileBase(base)
+	l.mu.Lock()
+	free := l.takeFree()
+	l.mu.Unlock()
+	file, err := createFile(filepath.Join(l.dir, segmentName(fb)), l.fileSize, l.window, free)
 	l.dirDirty.Store(true)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mapIn(l.segSize); err != nil {
-		s.close()
+	file.refs = 1
+	s, err := newSegment(file, base, base-fb, l.segSize, l.window)
+	if err != nil {
+		file.f.Close()
+		if free == "" {
+			os.Remove(file.path)
+		}
 		return nil, err
 	}
-	if ready {
-		if err := l.ahead(s, l.window); err != nil {
-			s.close()
-			return nil, err
-		}
-	}
 	l.mu.Lock()
-	l.noteMapped(s)
+	l.files[fb] = file
 	l.mu.Unlock()
 	return s, nil
 }
 
-// dropReadyLocked gives the ready segments up (for reuse): they were
-// made for positions the writer no longer goes to next.
+// closeSegment closes s (see segment.close) and forgets its file with its
+// last segment; it reports whether s was that. Under mu once the log runs.
+func (l *Log) closeSegment(s *segment) bool {
+	last, err := s.close()
+	if err != nil {
+		l.log.Warn("closing a segment failed", zap.String("segment-path", s.path), zap.Error(err))
+	}
+	if last {
+		delete(l.files, s.base-s.off)
+	}
+	return last
+}
+
+// dropReadyLocked gives the ready segments up (their files for reuse,
+// unless a retained segment shares one): they were made for positions
+// the writer no longer goes to next.
 func (l *Log) dropReadyLocked() {
 	for _, p := range l.ready {
 		l.noteUnmapped(p)
-		p.close()
-		if err := l.retire(p.path); err != nil {
-			l.log.Warn("retiring a prepared segment failed", zap.Error(err))
+		if l.closeSegment(p) {
+			if err := l.retire(p.path); err != nil {
+				l.log.Warn("retiring a prepared segment failed", zap.Error(err))
+			}
 		}
 	}
 	l.ready = nil
@@ -806,10 +901,9 @@ func (l *Log) advance() error {
 	if s == nil {
 		l.dropReadyLocked()
 		l.preparing = base // keeps the preparer off this one
-		free := l.takeFree()
 		l.mu.Unlock()
 		var err error
-		s, err = l.makeSegment(base, free, false)
+		s, err = l.makeSegment(base, false)
 		l.mu.Lock()
 		l.preparing = -1
 		if err != nil {
@@ -828,6 +922,7 @@ func (l *Log) advance() error {
 	l.last = max(l.last, idx)
 	s.pins++
 	l.crossed = append(l.crossed, l.cur) // pinned until commit or rollback
+	l.cur.sealed = time.Now()
 	l.cur = s
 	l.mu.Unlock()
 	l.wpos = base
@@ -1106,7 +1201,7 @@ func (l *Log) SyncTo(to int64) error {
 			// Unmapped since it was written (small segments, a flusher
 			// behind the evictions): sync the file, not a map made again
 			// only for that (an mmap and a munmap a segment).
-			err = fsys.SyncFile(s.f)
+			err = fsys.SyncFile(s.file.f)
 		}
 		l.unpin(s)
 		if err != nil {
@@ -1137,12 +1232,12 @@ func (l *Log) Recycle(upTo int64) (int64, error) {
 			l.unpinned.Wait()
 		}
 		l.noteUnmapped(s)
-		if err := s.close(); err != nil {
-			return oldest, err
-		}
 		delete(l.segs, idx)
-		if err := l.retire(s.path); err != nil {
-			return oldest, err
+		if l.closeSegment(s) {
+			// The file's last segment: it holds nothing retained.
+			if err := l.retire(s.path); err != nil {
+				return oldest, err
+			}
 		}
 	}
 	return oldest, nil
@@ -1158,18 +1253,23 @@ func (l *Log) Sealed() []Sealed {
 		if s == l.cur || s.base >= l.cur.base {
 			continue
 		}
-		var mtime time.Time
-		if st, err := s.f.Stat(); err == nil {
-			mtime = st.ModTime()
+		written := s.sealed
+		if written.IsZero() {
+			// Sealed before this process: its file's time, which its
+			// later slots may have moved on.
+			if st, err := s.file.f.Stat(); err == nil {
+				written = st.ModTime()
+			}
 		}
-		out = append(out, Sealed{Base: s.base, Written: mtime})
+		out = append(out, Sealed{Base: s.base, Written: written})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Base < out[j].Base })
 	return out
 }
 
 // Sealed is a segment the writer has left: its first log position and
-// when it was last written (its file's modification time).
+// when it was last written (when the writer left it, or for one left
+// before the log was opened, its file's modification time).
 type Sealed struct {
 	Base    int64
 	Written time.Time
@@ -1196,13 +1296,14 @@ func (l *Log) Close() error {
 func (l *Log) closeFiles() error {
 	var first error
 	for _, s := range l.segs {
-		if err := s.close(); err != nil && first == nil {
+		if _, err := s.close(); err != nil && first == nil {
 			first = err
 		}
 	}
 	for _, p := range l.ready {
 		p.close()
 	}
+	l.files = map[int64]*segFile{}
 	l.ready = nil
 	l.segs = map[int64]*segment{}
 	return first

@@ -24,7 +24,7 @@ const testSegSize = 2 * PrefaultWindow
 // the test closed it (close) before.
 func openTestLog(t *testing.T, dir string) (l *Log, close func()) {
 	t.Helper()
-	m, _, err := OpenMeta(filepath.Join(dir, "meta"), testSegSize, 0, nil)
+	m, _, err := OpenMeta(filepath.Join(dir, "meta"), testSegSize, 1, 0, nil)
 	if err != nil {
 		t.Fatalf("open meta: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,17 +30,22 @@ import (
 //	|version |  writing        |  watermark      |  committed      |  reading        |capacity|
 //	|        |  ID    | offset |  ID    | offset |  ID    | offset |  ID    | offset |        |
 //	+--------+--------+--------+--------+--------+--------+--------+--------+--------+--------+
-//	80       88       96       104      112      120      128               144      152      160     2044   2048
-//	|segsize | origin |last hlc|created |indexed | open   | boot ID (16 B)  |  gen   |marked  |  zero  | crc32c |
-//	|        |        |        |        |        |        |                 |        |from + 1|        |        |
-//	+--------+--------+--------+--------+--------+--------+-----------------+--------+--------+--------+--------+
+//	80       88       96       104      112      120      128               144      152      160      168     2044   2048
+//	|segsize | origin |last hlc|created |indexed | open   | boot ID (16 B)  |  gen   |marked  | slots  |  zero  | crc32c |
+//	|        |        |        |        |        |        |                 |        |from + 1|        |        |        |
+//	+--------+--------+--------+--------+--------+--------+-----------------+--------+--------+--------+--------+--------+
 //
 // All fields are little-endian uint64 (the CRC a uint32 covering bytes
 // [0, 2044) of its copy). A segment ID is the segment's first log position
 // divided by the segment size; the position it stands for is
 // ID*segsize+offset.
 //
-//   - version: the directory's format, 3. Version 3 is version 2 with
+//   - version: the directory's format, 3 or 4. Version 4 is version 3
+//     with segment files of several segments (slots, below): a build that
+//     knows only version 3 would take each file for one segment and lose
+//     the rest, so it refuses the directory (ErrNewerFormat). A directory
+//     of one segment a file (all made before version 4, and those with
+//     segments of 8 MiB or more) stays version 3. Version 3 is version 2 with
 //     the log's entries framed (marked from, below): a build that knows
 //     only version 2 finds no valid copy and refuses to open the directory
 //     rather than take framed entries for damaged records and set them
@@ -74,6 +80,9 @@ import (
 //     its segment's mark (see Log), plus one; 0 in a file written before
 //     marks existed, whose log's records carry none: the first open marks
 //     from where the recovered log ends.
+//   - slots: how many segments a segment file holds, fixed when the
+//     directory is made (SlotsFor); read only from a version 4 copy
+//     (before, every file held one segment).
 //
 // The fields live in memory; a sync writes them, with the next generation
 // and a new CRC, into the copy that is not current and msyncs it, so the
@@ -89,7 +98,8 @@ import (
 // The metafile's layout; the Off constants are the offsets of its fields
 // within a copy, for Get, Put, Pos and SetPos.
 const (
-	metaVersion       = 3 // the format this build writes
+	metaVersion       = 4 // the newest format this build reads and writes
+	metaVersionSlots1 = 3 // the format of one segment a file, which this build writes for such directories
 	metaVersionFramed = 2 // the format before the version marked framing; read, upgraded on sync
 	MetaVersionSingle = 1 // the old single-copy file
 	MetaSize          = 4096
@@ -111,7 +121,26 @@ const (
 	OffBootID     = 128
 	OffGen        = 144
 	OffMarkedFrom = 152
+	OffSlots      = 160
 )
+
+// FileTarget is the size SlotsFor aims segment files at: a file is made
+// (an inode allocated, a directory entry written) once for every 8 MiB of
+// log, however small the segments.
+const FileTarget = 8 << 20
+
+// SlotsFor is how many segments of segSize bytes a segment file of a new
+// directory holds: as many as fit in FileTarget, and in an eighth of
+// retention when there is one (0: none), since the recycled segments of a
+// file still written keep their space until the whole file is recycled;
+// at least one.
+func SlotsFor(segSize, retention int64) int64 {
+	target := int64(FileTarget)
+	if retention > 0 {
+		target = min(target, retention/8)
+	}
+	return max(1, target/segSize)
+}
 
 // Meta is the open metafile. Its methods are safe for concurrent use.
 type Meta struct {
@@ -119,6 +148,7 @@ type Meta struct {
 	f       *os.File
 	data    []byte // the map: copy A | copy B
 	segSize int64  // fixed after open
+	slots   int64  // segments a segment file holds, fixed after open
 
 	mu  sync.Mutex
 	b   [MetaCopySize]byte // the current state, the fields at their offsets
@@ -129,8 +159,9 @@ type Meta struct {
 }
 
 // OpenMeta maps the metafile at path, creating it (with a new random
-// origin) when it does not exist. segSize is used only for a new file.
-func OpenMeta(path string, segSize int64, created int64, log *zap.Logger) (*Meta, bool, error) {
+// origin) when it does not exist. segSize and slots (segments a file) are
+// used only for a new file.
+func OpenMeta(path string, segSize, slots int64, created int64, log *zap.Logger) (*Meta, bool, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -167,6 +198,8 @@ func OpenMeta(path string, segSize int64, created int64, log *zap.Logger) (*Meta
 			return nil, false, err
 		}
 		m.Put(OffSegSize, uint64(segSize))
+		m.Put(OffSlots, uint64(max(slots, 1)))
+		m.slots = max(slots, 1) // the version Sync writes
 		m.Put(OffOrigin, origin)
 		m.Put(OffCreated, uint64(created))
 		if err := m.Sync(); err != nil {
@@ -182,18 +215,23 @@ func OpenMeta(path string, segSize int64, created int64, log *zap.Logger) (*Meta
 		return nil, false, err
 	}
 	m.segSize = int64(m.Get(OffSegSize))
-	if m.segSize <= 0 || m.segSize%int64(fsys.PageSize) != 0 || m.Get(OffOrigin) == 0 {
+	if m.Get(OffVersion) == metaVersion {
+		m.slots = max(int64(m.Get(OffSlots)), 1)
+	} else {
+		m.slots = 1 // the layout before version 4
+	}
+	if m.segSize <= 0 || m.segSize%int64(fsys.PageSize) != 0 || m.Get(OffOrigin) == 0 || m.slots > math.MaxInt64/m.segSize {
 		m.Close()
-		return nil, false, fmt.Errorf("%w: metafile %s: segment size %d, origin %x", record.ErrCorrupt, path, m.segSize, m.Get(OffOrigin))
+		return nil, false, fmt.Errorf("%w: metafile %s: segment size %d, %d segments a file, origin %x", record.ErrCorrupt, path, m.segSize, m.slots, m.Get(OffOrigin))
 	}
 	return m, fresh, nil
 }
 
 // MetaCopyValid reports whether b (one copy) has its CRC and a version
-// this build reads (2 or 3).
+// this build reads (2 to 4).
 func MetaCopyValid(b []byte) bool {
 	v := binary.LittleEndian.Uint64(b[OffVersion:])
-	return (v == metaVersion || v == metaVersionFramed) && metaCopyCRC(b)
+	return (v == metaVersion || v == metaVersionSlots1 || v == metaVersionFramed) && metaCopyCRC(b)
 }
 
 // metaCopyCRC reports whether b (one copy) holds its own CRC.
@@ -298,7 +336,11 @@ func (m *Meta) Sync() error {
 	dst := m.data[k*MetaCopySize : (k+1)*MetaCopySize]
 	m.mu.Lock()
 	gen := m.gen + 1
-	binary.LittleEndian.PutUint64(m.b[OffVersion:], metaVersion)
+	version := uint64(metaVersion)
+	if m.slots <= 1 {
+		version = metaVersionSlots1
+	}
+	binary.LittleEndian.PutUint64(m.b[OffVersion:], version)
 	binary.LittleEndian.PutUint64(m.b[OffGen:], gen)
 	binary.LittleEndian.PutUint32(m.b[metaCRCOff:], crc32.Checksum(m.b[:metaCRCOff], fsys.Castagnoli))
 	err := fsys.GuardDoing("writing", m.path, func() error { copy(dst, m.b[:]); return nil })
@@ -351,3 +393,6 @@ func (m *Meta) Close() error {
 
 // SegmentSize is the segment size the directory was made with.
 func (m *Meta) SegmentSize() int64 { return m.segSize }
+
+// Slots is how many segments a segment file of the directory holds.
+func (m *Meta) Slots() int64 { return m.slots }

@@ -8,24 +8,27 @@ package segment
 import (
 	"math"
 	"os"
-	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cachecast/cachecast/store/internal/fsys"
 )
 
-// A segment is one fixed-size file of the log, named by the log position of
-// its first byte in 20 decimal digits (like RocketMQ's CommitLog files), so
-// that names sort in log order. Recycled files wait for reuse under the
-// name "<position>.free".
+// A segment is one fixed-size piece of the log: a slot of a segment file.
+// A file holds Log.slots consecutive segments (one in directories made
+// before format version 4, and with segments of 8 MiB or more) and is
+// named by the log position of its first byte in 20 decimal digits (like
+// RocketMQ's CommitLog files), so that names sort in log order. Recycled
+// files wait for reuse under the name "<position>.free".
 type segment struct {
 	base int64
 	mark uint32 // the mark of this use's records (markOf)
-	path string
-	f    *os.File
-	data []byte // the map; nil while unmapped
+	file *segFile
+	off  int64  // the segment's offset in its file
+	path string // its file's, for messages
+	data []byte // the map of the segment's slot; nil while unmapped
 
 	// alloc is how many bytes from the start are allocated (fallocated, or
 	// written): the writer writes only below it, so that a full disk is an
@@ -35,14 +38,24 @@ type segment struct {
 	populated int64 // bytes from the start faulted in writable ahead of the writer; the preparer's
 
 	// Guarded by Log.mu.
-	pins    int    // readers and the writer using data right now
-	used    uint64 // last use, for choosing which map to drop
-	isReady bool   // made ahead, not the writer's yet: never unmapped
+	pins    int       // readers and the writer using data right now
+	used    uint64    // last use, for choosing which map to drop
+	isReady bool      // made ahead, not the writer's yet: never unmapped
+	sealed  time.Time // when the writer left it, in this process
+}
+
+// A segFile is an open segment file, shared by the segments of its slots
+// that are open (refs, guarded by Log.mu); it is closed with the last.
+type segFile struct {
+	path   string
+	f      *os.File
+	refs   int
+	reused bool // a recycled file: its blocks are allocated already
 }
 
 // markOf is the mark of the records of the segment at base: its number
 // plus one, never zero (zero is the mark of records written before marks
-// existed). A file is reused only for a segment after every segment it
+// existed). A file is reused only for segments after every segment it
 // held before, so a stale record left in it carries another mark (the
 // marks repeat after 2^32-1 segments: 256 TiB of log at the smallest
 // segment size).
@@ -50,7 +63,7 @@ func markOf(base, segSize int64) uint32 { return uint32(base/segSize%(1<<32-1)) 
 
 const freeSuffix = ".free"
 
-// segmentName formats the file name of the segment starting at base.
+// segmentName formats the file name of the file starting at base.
 func segmentName(base int64) string { return fsys.NumberName(uint64(base)) }
 
 // parseSegmentName is segmentName's inverse; ok is false for any other name.
@@ -59,65 +72,72 @@ func parseSegmentName(name string) (base int64, ok bool) {
 	return int64(n), ok && n <= math.MaxInt64
 }
 
-// createSegment makes the file for the segment at base. A free file,
+// openFile opens the segment file at path with flags, by one system call
+// (os.OpenFile adds four for the poller, useless for a regular file).
+func openFile(path string, flags int) (*os.File, error) {
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0o640)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// createFile makes the segment file of size bytes at path. A free file,
 // when one is given, is renamed and kept as it is: its blocks are written
 // already, so the writer's page faults convert no extents, and recovery
-// tells its stale records by their mark; only a hole it may have is
-// allocated. Else a new file of size bytes is made sparse and its first
-// window bytes allocated; the rest is allocated ahead of the writer (see
-// Log.grow), so that a full disk shows as ErrDiskFull at an allocation,
-// never as a fault on a page of the map (window is at most size). The
-// directory is not synced here: the next flush does it, once for every
-// file made since (Log.dirDirty).
-func createSegment(dir string, base, size, window int64, free string) (*segment, error) {
-	path := filepath.Join(dir, segmentName(base))
-	s := &segment{base: base, mark: markOf(base, size), path: path}
-	var err error
+// tells its stale records by their mark. Else a new file is made sparse
+// (its slots are allocated as they are used, see newSegment); a file whose
+// size first bytes are allocated at once (window) gets its size from that
+// allocation, one system call fewer. The directory is not synced here: the
+// next flush does it, once for every file made since (Log.dirDirty).
+func createFile(path string, size, window int64, free string) (*segFile, error) {
 	if free != "" {
-		if err = os.Rename(free, path); err != nil {
+		if err := os.Rename(free, path); err != nil {
 			return nil, fsys.FileError("rename", free, err)
 		}
-		if s.f, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
+		f, err := openFile(path, unix.O_RDWR)
+		if err != nil {
 			return nil, fsys.FileError("open", path, err)
 		}
-		if err = fsys.Allocate(s.f, size); err == nil {
-			s.alloc.Store(size)
-		}
-	} else {
-		if s.f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640); err != nil {
-			return nil, fsys.FileError("create", path, err)
-		}
-		if window < size {
-			if err = s.f.Truncate(size); err != nil {
-				err = fsys.FileError("truncate", path, err)
-			}
-		}
-		// A first window that is the whole segment sets the file's size
-		// as it allocates it (fallocate without KEEP_SIZE, or the zeros
-		// written without fallocate): no truncate, one system call fewer
-		// for each new small segment.
-		if err == nil {
-			if err = fsys.AllocateRange(s.f, 0, window); err == nil {
-				s.alloc.Store(window)
-			}
+		return &segFile{path: path, f: f, reused: true}, nil
+	}
+	f, err := openFile(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL)
+	if err != nil {
+		return nil, fsys.FileError("create", path, err)
+	}
+	if window < size {
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			os.Remove(path)
+			return nil, fsys.FileError("truncate", path, err)
 		}
 	}
-	if err != nil {
-		s.f.Close()
-		if free == "" {
-			os.Remove(path)
-		}
+	return &segFile{path: path, f: f}, nil
+}
+
+// newSegment makes the segment at base in slot off of file and allocates
+// it for the writer: all of it in a reused file (only a hole it may have
+// costs anything), else its first window bytes; the rest is allocated
+// ahead of the writer (see Log.grow), so that a full disk shows as
+// ErrDiskFull at an allocation, never as a fault on a page of the map
+// (window is at most size).
+func newSegment(file *segFile, base, off, size, window int64) (*segment, error) {
+	s := &segment{base: base, mark: markOf(base, size), file: file, off: off, path: file.path}
+	n := window
+	if file.reused {
+		n = size
+	}
+	if err := fsys.AllocateRange(file.f, off, n); err != nil {
 		return nil, err
 	}
+	s.alloc.Store(n)
 	return s, nil
 }
 
-// openSegment opens an existing segment file and checks its size. Its
-// allocation is unknown: alloc stays zero, and the writer allocates what
-// it writes into (a sealed segment is only read).
-func openSegment(dir string, base, size int64) (*segment, error) {
-	path := filepath.Join(dir, segmentName(base))
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// openExisting opens the existing segment file at path and checks its
+// size.
+func openExisting(path string, size int64) (*segFile, error) {
+	f, err := openFile(path, unix.O_RDWR)
 	if err != nil {
 		return nil, fsys.FileError("open", path, err)
 	}
@@ -127,7 +147,7 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 		return nil, fsys.FileError("stat", path, err)
 	}
 	if st.Size() < size {
-		// A segment cut short (a crash while it was being made, or a file
+		// A file cut short (a crash while it was being made, or a file
 		// system that lost its size): give it its size again; what it
 		// lacks reads as zeros.
 		if err := f.Truncate(size); err != nil {
@@ -135,12 +155,12 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 			return nil, fsys.FileError("truncate", path, err)
 		}
 	}
-	return &segment{base: base, mark: markOf(base, size), path: path, f: f}, nil
+	return &segFile{path: path, f: f}, nil
 }
 
-// mapIn maps the segment.
+// mapIn maps the segment's slot.
 func (s *segment) mapIn(size int64) error {
-	b, err := unix.Mmap(int(s.f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := unix.Mmap(int(s.file.f.Fd()), s.off, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fsys.FileError("mmap", s.path, err)
 	}
@@ -164,10 +184,17 @@ func (s *segment) unmap() error {
 	return err
 }
 
-func (s *segment) close() error {
-	err := s.unmap()
-	if cerr := s.f.Close(); err == nil && cerr != nil {
+// close unmaps the segment and lets go of its file, closing the file with
+// its last segment; last reports that it was. Under Log.mu once the log
+// runs.
+func (s *segment) close() (last bool, err error) {
+	err = s.unmap()
+	s.file.refs--
+	if s.file.refs > 0 {
+		return false, err
+	}
+	if cerr := s.file.f.Close(); err == nil && cerr != nil {
 		err = fsys.FileError("close", s.path, cerr)
 	}
-	return err
+	return true, err
 }
