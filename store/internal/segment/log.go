@@ -1185,28 +1185,32 @@ func (l *Log) SyncTo(to int64) error {
 			return err
 		}
 	}
-	for base := from - from%l.segSize; base < to; base += l.segSize {
-		if base+l.segSize <= l.oldest.Load() {
+	for pos := from; pos < to; {
+		if oldest := l.oldest.Load(); pos < oldest {
+			pos = min(oldest, to) // recycled meanwhile
 			continue
 		}
-		s, data, err := l.pinFile(base)
+		s, data, err := l.pinFile(pos)
 		if err != nil {
 			return err
 		}
-		lo := max(from, base) - base
-		hi := min(to, base+l.segSize) - base
+		var hi int64
 		if data != nil {
-			err = fsys.SyncRange(data, int(lo), int(hi))
+			hi = min(to, s.base+l.segSize)
+			err = fsys.SyncRange(data, int(pos-s.base), int(hi-s.base))
 		} else {
 			// Unmapped since it was written (small segments, a flusher
-			// behind the evictions): sync the file, not a map made again
-			// only for that (an mmap and a munmap a segment).
-			err = fsys.SyncFile(s.file.f)
+			// behind the evictions): one sync of the range from here to
+			// the end of the file (or to), whatever of it is mapped.
+			fb := s.base - s.off
+			hi = min(to, fb+l.fileSize)
+			err = fsys.SyncFileRange(s.file.f, pos-fb, hi-pos)
 		}
 		l.unpin(s)
 		if err != nil {
 			return err
 		}
+		pos = hi
 	}
 	l.flushed.Store(to)
 	l.meta.SetPos(OffCommitted, to)
