@@ -217,6 +217,56 @@ func TestKeyHistory(t *testing.T) {
 	}
 }
 
+// TestExpiriesRoute covers GET /v1/topics/{t}/expiries: the keys whose
+// value expires, soonest first, within ?limit=, and truncated when ?scan=
+// left keys unwalked.
+func TestExpiriesRoute(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	now := time.Now().UTC()
+	in := func(d time.Duration) string { return now.Add(d).Format(wire.TimeLayout) }
+	td.put("prices", "a", "1", "Cachecast-Expires", in(time.Hour))
+	td.put("prices", "b", "no expiry")
+	td.put("prices", "c", "2", "Cachecast-Expires", in(30*time.Minute))
+	td.put("prices", "d", "3", "Cachecast-Expires", in(2*time.Hour))
+	type expiries struct {
+		Expiries []struct {
+			Key       string
+			ExpiresAt string `json:"expires_at"`
+		}
+		Scanned   int
+		Truncated bool
+	}
+	for _, tc := range []struct {
+		query     string
+		want      string
+		scanned   int
+		truncated bool
+	}{
+		{"", "c@" + in(30*time.Minute) + " a@" + in(time.Hour) + " d@" + in(2*time.Hour), 4, false},
+		{"?limit=1", "c@" + in(30*time.Minute), 4, false},
+		{"?scan=2", "a@" + in(time.Hour), 2, true},
+		{"?scan=4", "c@" + in(30*time.Minute) + " a@" + in(time.Hour) + " d@" + in(2*time.Hour), 4, false},
+	} {
+		r := td.do("GET", "/v1/topics/prices/expiries"+tc.query, nil)
+		var e expiries
+		if r.status != http.StatusOK || json.Unmarshal(r.body, &e) != nil {
+			t.Fatalf("%s: %d %s", tc.query, r.status, r.body)
+		}
+		var got []string
+		for _, x := range e.Expiries {
+			got = append(got, x.Key+"@"+x.ExpiresAt)
+		}
+		if strings.Join(got, " ") != tc.want || e.Scanned != tc.scanned || e.Truncated != tc.truncated {
+			t.Errorf("%s: %v, %d scanned, truncated %t; want %s, %d, %t", tc.query, got, e.Scanned, e.Truncated, tc.want, tc.scanned, tc.truncated)
+		}
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?scan=0", "?scan=x"} {
+		if r := td.do("GET", "/v1/topics/prices/expiries"+q, nil); r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s; want 400", q, r.status, r.body)
+		}
+	}
+}
+
 // TestConsoleListener: the metrics listener redirects / to the console,
 // serves its page, and the local API's read routes under /console/api
 // (the write routes not at all), /metrics beside them.
@@ -258,6 +308,7 @@ func TestConsoleListener(t *testing.T) {
 		{"GET", "/console/api/v1/fleet", "", http.StatusOK, `"node":"test-node"`},
 		{"GET", "/console/api/v1/topics/prices/nodes/sku-1", "", http.StatusOK, `"same":true`},
 		{"GET", "/console/api/v1/topics/prices/history/sku-1", "", http.StatusOK, `"kind":"write"`},
+		{"GET", "/console/api/v1/topics/prices/expiries", "", http.StatusOK, `"expiries":[]`},
 		{"PUT", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"DELETE", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"POST", "/console/api/v1/repair/accept", "", http.StatusNotFound, "route_not_found"},

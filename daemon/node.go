@@ -43,6 +43,10 @@ func (n *node) FollowStore(ctx context.Context, o store.FollowOptions, fn func(s
 	return n.d.store.Follow(ctx, o, fn, end)
 }
 
+func (n *node) Expiring(topic, after string, scan int) ([]view.KeyedEntry, int, string) {
+	return n.d.store.Expiring(topic, after, scan)
+}
+
 func (n *node) Keys(topic, prefix, after string, limit int) []string {
 	return n.d.store.Keys(topic, prefix, after, limit)
 }

@@ -945,6 +945,12 @@ func (s *Store) Pending(topic, after string, limit int) []view.PendingRecord {
 	return s.view.Pending(topic, after, limit)
 }
 
+// Expiring walks at most scan keys of topic after after, and returns
+// those whose value in force expires (view.View.Expiring).
+func (s *Store) Expiring(topic, after string, scan int) (keys []view.KeyedEntry, walked int, next string) {
+	return s.view.Expiring(topic, after, scan)
+}
+
 // Keys lists live keys of a topic in order, after the given key, with the
 // given prefix, at most limit of them.
 func (s *Store) Keys(topic, prefix, after string, limit int) []string {

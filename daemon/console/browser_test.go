@@ -183,9 +183,11 @@ func cellsJS(field, want string, nodes ...string) string {
 // TestBrowser drives the console in a real browser against three nodes
 // in this process: the fleet view lists the three; a key written on one
 // node shows on the keys view at the same version on all three, and a
-// second write of it in its history beside the first; a scheduled value shows on the time view and flips on the page when its
-// time comes; the traffic view tails a topic by key prefix; a stopped
-// node shows as down.
+// second write of it in its history beside the first; a scheduled value
+// shows on the time view and flips on the page when its time comes, and
+// an expiry shows there with its countdown; the traffic view tails a
+// topic by key prefix; the groups view shows each node's groups; a
+// stopped node shows as down.
 func TestBrowser(t *testing.T) {
 	b := newBrowser(t)
 	c := daemontest.NewCluster(t, 3, func(i int, cfg *daemon.Config) { cfg.MetricsAddr = "127.0.0.1:0" })
@@ -229,7 +231,13 @@ func TestBrowser(t *testing.T) {
 	b.until(5*time.Second, "the old value with the flip pending", cellsJS("value", "100", nodes...))
 	b.until(5*time.Second, "the pending flip", `(() => { const c = document.querySelector('#key-across td[data-node="node0"][data-field="pending"]'); return c && c.textContent.includes("75") ? "" : "pending: " + (c && c.textContent); })()`)
 	b.screenshot("keys-pending")
+	mustPut(t, c.Nodes[1], "prices", "flash", "50", "Cachecast-Expires", time.Now().Add(time.Hour).UTC().Format(wire.TimeLayout))
 	b.run(chromedp.Navigate(base + "console/#time"))
+	b.until(5*time.Second, "the expiry listed on the time view", `(() => {
+		const r = document.querySelector('#expiries tr[data-key="flash"] .countdown');
+		return r && /^(59|60) min/.test(r.textContent) ? "" : "expiries: " + document.querySelector("#expiries").textContent;
+	})()`)
+	b.screenshot("time")
 	b.until(5*time.Second, "the flip listed on the time view", `(() => {
 		const r = document.querySelector('#pending tr[data-key="sale"] .countdown');
 		return r && /s$|now/.test(r.textContent) ? "" : "time view: " + document.querySelector("#pending").textContent;

@@ -95,6 +95,17 @@
 //	    are more: pass it as after=).
 //	    curl -sS $S http://x/v1/topics/prices/pending
 //
+//	GET /v1/topics/{topic}/expiries?limit=100&scan=100000   [read]
+//	    The keys whose value in force expires, soonest first, at most
+//	    limit (1 to 1000): 200 {"topic":"prices","expiries":[{"key":"sku-1",
+//	    "expires_at":"2026-12-01T00:00:00.000Z","tag":"","value":"7.99",
+//	    "origin":"..","seq":9,"hlc":"..."}],"scanned":40,"truncated":false}.
+//	    The view has no order by expiry: the route walks the topic's keys
+//	    in byte order, at most scan of them (1 to 10000000), 4096 under
+//	    one hold of the view's read lock; truncated is true when keys were
+//	    left unwalked (a sooner expiry may be among them).
+//	    curl -sS $S http://x/v1/topics/prices/expiries
+//
 //	DELETE /v1/topics/{topic}/pending/{key}?effective_at=<instant>   [publish]
 //	    Cancels the key's records scheduled for that instant: at the
 //	    instant nothing changes. 200 PutResult; 409 not_pending when

@@ -35,6 +35,10 @@ type Node interface {
 	// the subscription streams' time events (an expiry, a scheduled
 	// record taking effect) come through it.
 	FollowStore(ctx context.Context, o store.FollowOptions, fn func(store.Followed), end func()) <-chan struct{}
+	// Expiring walks at most scan keys of topic after after, and
+	// returns those whose value in force expires, how many it walked and
+	// the key to go on after ("" at the topic's end).
+	Expiring(topic, after string, scan int) (keys []view.KeyedEntry, walked int, next string)
 	// Keys lists the live keys of topic that start with prefix and sort
 	// after after, in byte order, at most limit.
 	Keys(topic, prefix, after string, limit int) []string

@@ -47,6 +47,7 @@ func (a *Server) routes() []route {
 		{name: "incr", pattern: "POST /v1/topics/{topic}/counters/{key...}", role: access.RolePublish, handler: a.incrKey},
 		{name: "messages", pattern: "POST /v1/topics/{topic}/messages", role: access.RolePublish, handler: a.postMessages},
 		{name: "pending", pattern: "GET /v1/topics/{topic}/pending", role: access.RoleRead, handler: a.listPending},
+		{name: "expiries", pattern: "GET /v1/topics/{topic}/expiries", role: access.RoleRead, handler: a.listExpiries},
 		{name: "pending_cancel", pattern: "DELETE /v1/topics/{topic}/pending/{key...}", role: access.RolePublish, handler: a.cancelPending},
 		// Read here; a subscription that moves a cursor or joins a group
 		// needs consume, checked once the query is read.

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,6 +200,95 @@ func appendPending(b []byte, p *view.PendingRecord) []byte {
 	b = strconv.AppendUint(b, p.Stamp.Seq, 10)
 	b = append(b, `,"hlc":"`...)
 	b = strconv.AppendUint(b, p.Stamp.HLC, 10)
+	return append(b, `"}`...)
+}
+
+// Bounds of GET /v1/topics/{topic}/expiries: ?limit= keys answered
+// (default defaultExpiriesLimit), ?scan= keys of the topic looked at
+// (default defaultExpiriesScan), expiriesBatch of them under one hold of
+// the view's read lock.
+const (
+	defaultExpiriesLimit = 100
+	maxExpiriesLimit     = 1000
+	defaultExpiriesScan  = 100_000
+	maxExpiriesScan      = 10_000_000
+	expiriesBatch        = 4096
+)
+
+// listExpiries answers GET /v1/topics/{topic}/expiries: the keys of topic
+// whose value in force expires, soonest first. The view has no order by
+// expiry: the keys are walked in byte order, at most scan of them,
+// keeping the limit soonest.
+func (a *Server) listExpiries(w http.ResponseWriter, r *http.Request, p params) {
+	if a.failed(w, r, wire.CheckName("topic", p.topic)) {
+		return
+	}
+	q, e := query(r)
+	if a.failed(w, r, e) {
+		return
+	}
+	limit, e := boundedInt(q.Get("limit"), "limit", defaultExpiriesLimit, maxExpiriesLimit)
+	if a.failed(w, r, e) {
+		return
+	}
+	scan, e := boundedInt(q.Get("scan"), "scan", defaultExpiriesScan, maxExpiriesScan)
+	if a.failed(w, r, e) || a.failed(w, r, a.catchingUp()) {
+		return
+	}
+	soonest := func(x, y view.KeyedEntry) int {
+		return cmp.Or(cmp.Compare(x.ExpiresAt, y.ExpiresAt), strings.Compare(x.Key, y.Key))
+	}
+	var found []view.KeyedEntry
+	scanned, after := 0, ""
+	for {
+		keys, walked, next := a.node.Expiring(p.topic, after, min(expiriesBatch, scan-scanned))
+		scanned += walked
+		if found = append(found, keys...); len(found) > 4*limit {
+			slices.SortFunc(found, soonest)
+			found = found[:limit]
+		}
+		if after = next; after == "" || scanned >= scan {
+			break
+		}
+	}
+	slices.SortFunc(found, soonest)
+	found = found[:min(limit, len(found))]
+	b := append(make([]byte, 0, 256+len(found)*160), `{"topic":`...)
+	b = wire.AppendString(b, p.topic)
+	b = append(b, `,"expiries":[`...)
+	for i := range found {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendExpiring(b, &found[i])
+	}
+	b = append(b, `],"scanned":`...)
+	b = strconv.AppendInt(b, int64(scanned), 10)
+	b = append(b, `,"truncated":`...)
+	b = strconv.AppendBool(b, after != "")
+	writeJSONBytes(w, http.StatusOK, append(b, "}\n"...))
+}
+
+// appendExpiring appends one key of GET .../expiries as
+//
+//	{"key":"k","expires_at":"...","tag":"","value":"...","origin":"..",
+//	 "seq":3,"hlc":"..."}
+//
+// (value_base64 for a value that is not UTF-8).
+func appendExpiring(b []byte, k *view.KeyedEntry) []byte {
+	b = append(b, `{"key":`...)
+	b = wire.AppendString(b, k.Key)
+	b = append(b, `,"expires_at":"`...)
+	b = append(b, command.FormatMs(k.ExpiresAt)...)
+	b = append(b, `","tag":`...)
+	b = wire.AppendString(b, k.Tag)
+	b = wire.AppendValue(b, k.Value)
+	b = append(b, `,"origin":"`...)
+	b = append(b, wire.FormatOrigin(k.Stamp.Origin)...)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, k.Stamp.Seq, 10)
+	b = append(b, `,"hlc":"`...)
+	b = strconv.AppendUint(b, k.Stamp.HLC, 10)
 	return append(b, `"}`...)
 }
 

@@ -2,6 +2,7 @@ package view
 
 import (
 	"maps"
+	"strings"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -155,4 +156,49 @@ func (v *View) expiryTimed(tv *topicView, old *viewItem, te *timedEntry, tl *tim
 		return false, false // below what is in force: superseded
 	}
 	return v.put(tv, old, te, heap), true
+}
+
+// KeyedEntry is a key of a topic and its entry.
+type KeyedEntry struct {
+	Key string
+	// Entry's Value is shared with the view: do not modify it.
+	Entry
+}
+
+// Expiring walks the keys of topic that sort after after, in byte order,
+// at most scan of them, and returns those whose value in force now
+// expires, with how many keys it walked and the key to pass as after to
+// go on ("" once the walk reached the topic's end). It holds the read
+// lock for its walk only: scan bounds what one call costs the writers.
+func (v *View) Expiring(topic, after string, scan int) (keys []KeyedEntry, walked int, next string) {
+	probe := &viewItem{data: after, klen: uint16(min(len(after), record.MaxKeyBytes))}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	tv := v.topics[topic]
+	if tv == nil {
+		return nil, 0, ""
+	}
+	now := v.now()
+	at := func() int64 { return now }
+	last, more := "", false
+	tv.order.AscendGreaterOrEqual(probe, func(it *viewItem) bool {
+		k := it.key()
+		if k <= after {
+			return true
+		}
+		if walked == scan {
+			more = true
+			return false
+		}
+		walked++
+		last = k
+		if cur := v.current(tv, k, at); cur != nil && cur.expires != 0 {
+			keys = append(keys, KeyedEntry{Key: strings.Clone(k), Entry: cur.entry()})
+		}
+		return true
+	})
+	if more {
+		next = strings.Clone(last)
+	}
+	return keys, walked, next
 }

@@ -167,3 +167,68 @@ func checkExpiryEntry(t *testing.T, v *View, what, value string, stamp record.St
 		t.Fatalf("%s: holds %q %+v expiring at %d, want %q %+v expiring at %d", what, e.Value, e.Stamp, e.ExpiresAt, value, stamp, expires)
 	}
 }
+
+// TestViewExpiring walks a topic's keys for those whose value in force
+// expires: an expired value, a deleted key and a key without expiry are
+// left out, a scheduled value counts once in force, and the walk goes on
+// from where a bounded call stopped to the topic's end.
+func TestViewExpiring(t *testing.T) {
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	v := newTimedView(c)
+	hlc := func(l uint64) uint64 { return record.MakeHLC(timeBase-1000, uint16(l)) }
+	recs := []timeRec{
+		{key: "a", value: "1", expires: timeBase + 500, origin: 1, seq: 1, hlc: hlc(1)},
+		{key: "b", value: "no expiry", origin: 1, seq: 2, hlc: hlc(2)},
+		{key: "c", value: "gone", expires: timeBase + 10, origin: 1, seq: 3, hlc: hlc(3)},
+		{key: "d", value: "deleted", expires: timeBase + 500, origin: 1, seq: 4, hlc: hlc(4)},
+		{key: "d", del: true, origin: 1, seq: 5, hlc: hlc(5)},
+		{key: "e", value: "2", expires: timeBase + 900, origin: 1, seq: 6, hlc: hlc(6)},
+		{key: "f", value: "later", eff: timeBase + 100, expires: timeBase + 800, origin: 1, seq: 7, hlc: hlc(7)},
+	}
+	for _, r := range recs {
+		v.Apply(r.record(t))
+	}
+	c.ms.Store(timeBase + 50) // c has expired; f is not in force yet
+
+	walk := func(scan int) (keys []string, calls int) {
+		after := ""
+		for {
+			page, walked, next := v.Expiring("prices", after, scan)
+			calls++
+			if walked > scan {
+				t.Fatalf("walked %d keys with scan %d", walked, scan)
+			}
+			for _, k := range page {
+				keys = append(keys, fmt.Sprintf("%s=%s@%d", k.Key, k.Value, k.ExpiresAt-timeBase))
+			}
+			if next == "" {
+				return keys, calls
+			}
+			after = next
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		at    int64
+		scan  int
+		want  string
+		calls int
+	}{
+		{"one walk", timeBase + 50, 100, "[a=1@500 e=2@900]", 1},
+		{"two keys a call", timeBase + 50, 2, "[a=1@500 e=2@900]", 3},
+		{"the scheduled value in force", timeBase + 100, 100, "[a=1@500 e=2@900 f=later@800]", 1},
+		{"after a's expiry", timeBase + 500, 100, "[e=2@900 f=later@800]", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.ms.Store(tc.at)
+			keys, calls := walk(tc.scan)
+			if got := fmt.Sprint(keys); got != tc.want || calls != tc.calls {
+				t.Errorf("%s in %d calls; want %s in %d", got, calls, tc.want, tc.calls)
+			}
+		})
+	}
+	if keys, walked, next := v.Expiring("nothing", "", 10); keys != nil || walked != 0 || next != "" {
+		t.Errorf("a topic the view does not hold: %v %d %q", keys, walked, next)
+	}
+}

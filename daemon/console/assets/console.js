@@ -270,6 +270,31 @@ async function refreshTime() {
   $("#pending tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 6, class: "sub", text: "nothing pending" }))]));
 }
 
+// refreshExpiries lists the soonest expiries of every topic (the route
+// walks a topic's keys: read every 5 s, the countdowns tick meanwhile).
+async function refreshExpiries() {
+  const t = await get("/topics");
+  const rows = [], cut = [];
+  for (const topic of t.topics.map((x) => x.name)) {
+    const x = await get(`/topics/${enc(topic)}/expiries?limit=100`);
+    if (x.truncated) cut.push(`${topic} (first ${x.scanned} keys)`);
+    for (const r of x.expiries) {
+      const at = Date.parse(r.expires_at);
+      const value = r.value != null ? r.value : "base64 " + r.value_base64;
+      const tr = el("tr", { class: "clickable", "data-topic": topic, "data-key": r.key },
+        el("td", { text: topic }), el("td", { class: "mono", text: r.key }), el("td", { class: "mono", text: r.expires_at }),
+        el("td", { class: "num countdown", "data-at": at, text: fmtIn(at - Date.now()) }),
+        el("td", { class: "mono", text: JSON.stringify(value.length > 40 ? value.slice(0, 40) + "…" : value) }), el("td", { text: r.tag }));
+      tr.onclick = () => openKey(topic, r.key);
+      rows.push(tr);
+    }
+  }
+  rows.sort((a, b) => a.querySelector(".countdown").dataset.at - b.querySelector(".countdown").dataset.at);
+  $("#expiries tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 6, class: "sub", text: "no value expires" }))]));
+  $("#expiries-note").textContent = "The 100 soonest of each topic, read every 5 s. " +
+    (cut.length ? "Not every key was looked at in " + cut.join(", ") + ": a sooner expiry may be among the others." : "Every key was looked at.");
+}
+
 // ---- Traffic ----
 async function refreshRates() {
   const t = await get("/topics");
@@ -343,7 +368,7 @@ function show() {
       every(5000, refreshTopics);
       every(1000, refreshKey);
       break;
-    case "time": every(1000, refreshTime); break;
+    case "time": every(1000, refreshTime); every(5000, refreshExpiries); break;
     case "traffic": every(2000, refreshRates); break;
     case "groups": every(2000, refreshGroups); break;
   }
