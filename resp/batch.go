@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/cachecast/cachecast/resp/codec"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -60,7 +61,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	if !isBatchSet(a) {
 		return -1, false
 	}
-	next, n, _, err := parseCommand(rest, c.peek[:0], &c.s.lim)
+	next, n, _, err := codec.Parse(rest, c.peek[:0], &c.s.lim)
 	c.peek = next
 	if err != nil || n == 0 || !isBatchSet(next) {
 		return -1, false
@@ -82,7 +83,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		if len(c.out) >= outFlushSize {
 			break // the main loop writes the answers so far
 		}
-		next, n, _, err = parseCommand(rest[used:], c.peek[:0], &c.s.lim)
+		next, n, _, err = codec.Parse(rest[used:], c.peek[:0], &c.s.lim)
 		c.peek = next
 		if err != nil || n == 0 || !isBatchSet(next) {
 			break
@@ -110,7 +111,7 @@ func (c *conn) batchSet(a [][]byte) {
 	t, k := c.s.split(a[1])
 	limit := c.s.cfg.MaxFrameSize
 	if limit <= 0 {
-		limit = c.s.lim.maxFrame
+		limit = c.s.lim.MaxFrame
 	}
 	if k == "" {
 		c.publishSets()

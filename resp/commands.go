@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cachecast/cachecast/resp/codec"
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
 	"github.com/cachecast/cachecast/wire"
@@ -238,16 +239,16 @@ func (c *conn) refusal(cmd *command) string {
 // The answer writers; called with mu held.
 
 func (c *conn) ok()                 { c.out = append(c.out, "+OK\r\n"...) }
-func (c *conn) simple(s string)     { c.out = appendSimple(c.out, s) }
-func (c *conn) err(msg string)      { c.out = appendError(c.out, msg) }
-func (c *conn) integer(n int64)     { c.out = appendInt(c.out, n) }
-func (c *conn) bulk(b []byte)       { c.out = appendBulk(c.out, b) }
-func (c *conn) bulkString(s string) { c.out = appendBulkString(c.out, s) }
-func (c *conn) verbatim(s string)   { c.out = appendVerbatim(c.out, s, c.proto) }
-func (c *conn) null()               { c.out = appendNull(c.out, c.proto) }
-func (c *conn) array(n int)         { c.out = appendArray(c.out, n) }
-func (c *conn) mapOf(n int)         { c.out = appendMap(c.out, n, c.proto) }
-func (c *conn) set(n int)           { c.out = appendSet(c.out, n, c.proto) }
+func (c *conn) simple(s string)     { c.out = codec.AppendSimple(c.out, s) }
+func (c *conn) err(msg string)      { c.out = codec.AppendError(c.out, msg) }
+func (c *conn) integer(n int64)     { c.out = codec.AppendInt(c.out, n) }
+func (c *conn) bulk(b []byte)       { c.out = codec.AppendBulk(c.out, b) }
+func (c *conn) bulkString(s string) { c.out = codec.AppendBulkString(c.out, s) }
+func (c *conn) verbatim(s string)   { c.out = codec.AppendVerbatim(c.out, s, c.proto) }
+func (c *conn) null()               { c.out = codec.AppendNull(c.out, c.proto) }
+func (c *conn) array(n int)         { c.out = codec.AppendArray(c.out, n) }
+func (c *conn) mapOf(n int)         { c.out = codec.AppendMap(c.out, n, c.proto) }
+func (c *conn) set(n int)           { c.out = codec.AppendSet(c.out, n, c.proto) }
 
 // unknownCommand answers as Redis's commandCheckExistence does: the
 // name's first 128 bytes, then the arguments, each quoted, until 128
@@ -1353,7 +1354,7 @@ func cmdConfig(c *conn, a [][]byte) {
 			"appendonly":             "no",
 			"maxmemory":              "0",
 			"maxmemory-policy":       "noeviction",
-			"proto-max-bulk-len":     strconv.Itoa(c.s.lim.maxBulk),
+			"proto-max-bulk-len":     strconv.Itoa(c.s.lim.MaxBulk),
 			"timeout":                "0",
 		}
 		var names []string

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/resp/codec"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -194,7 +195,7 @@ func (c *conn) serve() {
 func (c *conn) process(inLoop bool) int {
 	need := 0
 	for c.start < c.end {
-		args, n, nd, err := parseCommand(c.rbuf[c.start:c.end], c.args, &c.s.lim)
+		args, n, nd, err := codec.Parse(c.rbuf[c.start:c.end], c.args, &c.s.lim)
 		if err != nil {
 			c.fatal(err)
 			return stepClose
@@ -333,12 +334,12 @@ func (c *conn) mayRead() bool {
 func (c *conn) fatal(err error) {
 	c.s.stats.protocolErrors.Add(1)
 	msg := redisText(err)
-	var pe *protoError
+	var pe *codec.Error
 	if errors.As(err, &pe) {
-		msg = "ERR " + pe.msg
+		msg = "ERR " + pe.Msg
 	}
 	c.mu.Lock()
-	c.out = appendError(c.out, msg)
+	c.out = codec.AppendError(c.out, msg)
 	c.mu.Unlock()
 	_ = c.flush()
 	c.s.log.Debug("redis protocol error; closing the connection", zap.Int64("client-id", c.id), zap.String("error", msg))

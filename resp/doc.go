@@ -371,18 +371,20 @@
 // from the connection's own goroutine unless the connection is detached
 // from the server's loop. Client-side caching needs pushes written at any
 // moment between answers, and the limits above must hold before the bytes
-// are buffered; so the protocol is written here: a bounded parser that
+// are buffered; so the protocol is written here (its codec is package
+// resp/codec): a bounded parser that
 // points into one read buffer, answers appended into one write buffer, and
 // an event loop for the plain connections and a goroutine, and a second
 // one for pushes, for a tracking or subscribed connection.
 //
 // # Why it is this large
 //
-// About 5,100 lines: the protocol (parser and writer), the server and its
-// connections and their event loop (loop.go), the command table
-// (commands.go, about 1,200 lines: one
+// About 6,500 lines: the server and its connections and their event
+// loop (loop.go), the command table (commands.go, about 1,200 lines: one
 // function a command family, each with its Redis-compatible errors),
 // client-side caching (tracking.go), pub/sub and keyspace events, and the
 // time commands (time.go). They share one connection type and its
-// buffers; split apart they would have to export it.
+// buffers; split apart they would have to export it. The protocol's
+// codec (reader and writers) is package resp/codec; what a command
+// means (checks, time rules, refusals) is package command.
 package resp

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/resp/codec"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -68,9 +69,9 @@ func dial(t *testing.T, addr string) *client {
 // send writes one command as a RESP array.
 func (c *client) send(args ...string) {
 	c.t.Helper()
-	b := appendArray(nil, len(args))
+	b := codec.AppendArray(nil, len(args))
 	for _, a := range args {
-		b = appendBulkString(b, a)
+		b = codec.AppendBulkString(b, a)
 	}
 	if _, err := c.nc.Write(b); err != nil {
 		c.t.Fatalf("send %v: %v", args, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/resp/codec"
 )
 
 // inLoop reports whether the event loop serves the server's connection
@@ -52,9 +53,9 @@ func TestLoopHandsOffMidPipeline(t *testing.T) {
 	}
 	var b []byte
 	for _, cmd := range [][]string{{"SET", "k:1", "v1"}, {"GET", "k:1"}, {"SUBSCRIBE", "ch"}, {"PING"}} {
-		b = appendArray(b, len(cmd))
+		b = codec.AppendArray(b, len(cmd))
 		for _, a := range cmd {
-			b = appendBulkString(b, a)
+			b = codec.AppendBulkString(b, a)
 		}
 	}
 	if _, err := c.nc.Write(b); err != nil {
@@ -124,9 +125,9 @@ func TestLoopSlowReader(t *testing.T) {
 	id := clientID(t, c)
 	var b []byte
 	for range 200 {
-		b = appendArray(b, 2)
-		b = appendBulkString(b, "GET")
-		b = appendBulkString(b, "k:big")
+		b = codec.AppendArray(b, 2)
+		b = codec.AppendBulkString(b, "GET")
+		b = codec.AppendBulkString(b, "k:big")
 	}
 	go func() {
 		for {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cachecast/cachecast/resp/codec"
 )
 
 // subscriptions route messages to the connections subscribed to a
@@ -137,21 +139,21 @@ func (p *subscriptions) deliver(channel string, payload []byte) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for c := range p.channels[channel] {
-		b := appendPush(p.out[c], 3, c.protoNow())
-		b = appendBulkString(b, "message")
-		b = appendBulkString(b, channel)
-		p.queue(c, appendBulk(b, payload))
+		b := codec.AppendPush(p.out[c], 3, c.protoNow())
+		b = codec.AppendBulkString(b, "message")
+		b = codec.AppendBulkString(b, channel)
+		p.queue(c, codec.AppendBulk(b, payload))
 	}
 	for pat, set := range p.patterns {
 		if !globMatch(pat, channel) {
 			continue
 		}
 		for c := range set {
-			b := appendPush(p.out[c], 4, c.protoNow())
-			b = appendBulkString(b, "pmessage")
-			b = appendBulkString(b, pat)
-			b = appendBulkString(b, channel)
-			p.queue(c, appendBulk(b, payload))
+			b := codec.AppendPush(p.out[c], 4, c.protoNow())
+			b = codec.AppendBulkString(b, "pmessage")
+			b = codec.AppendBulkString(b, pat)
+			b = codec.AppendBulkString(b, channel)
+			p.queue(c, codec.AppendBulk(b, payload))
 		}
 	}
 }
@@ -208,7 +210,7 @@ func (c *conn) subscribe(names [][]byte, pattern bool) {
 }
 
 func (c *conn) subReply(kind, name string, named bool) {
-	c.out = appendPush(c.out, 3, c.proto)
+	c.out = codec.AppendPush(c.out, 3, c.proto)
 	c.bulkString(kind)
 	if named {
 		c.bulkString(name)

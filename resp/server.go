@@ -16,6 +16,7 @@ import (
 
 	core "github.com/cachecast/cachecast/command"
 
+	"github.com/cachecast/cachecast/resp/codec"
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
 )
@@ -222,7 +223,7 @@ type Server struct {
 	cfg  Config
 	node Node
 	log  *zap.Logger
-	lim  limits
+	lim  codec.Limits
 	// checks are the node's bounds on a write, checked by package
 	// command before a publish.
 	checks core.Limits
@@ -305,11 +306,11 @@ func New(cfg Config) (*Server, error) {
 		started: time.Now(),
 		runID:   newRunID(),
 		checks:  core.Limits{MaxValue: int64(cfg.MaxValueSize), MaxBatch: int64(cfg.MaxFrameSize)},
-		lim: limits{
-			maxBulk:  max(cfg.MaxValueSize, 64<<10),
-			maxFrame: max(cfg.MaxFrameSize, cfg.MaxValueSize+64<<10),
-			maxArgs:  maxArgs,
-			maxLine:  64 << 10,
+		lim: codec.Limits{
+			MaxBulk:  max(cfg.MaxValueSize, 64<<10),
+			MaxFrame: max(cfg.MaxFrameSize, cfg.MaxValueSize+64<<10),
+			MaxArgs:  maxArgs,
+			MaxLine:  64 << 10,
 		},
 	}
 	s.notify.Store(flags)
@@ -518,7 +519,7 @@ func (s *Server) refuse(nc net.Conn, why string) {
 		defer nc.Close()
 		_ = nc.SetDeadline(time.Now().Add(time.Second))
 		_, _ = nc.Read(make([]byte, 512))
-		_, _ = nc.Write(appendError(nil, why))
+		_, _ = nc.Write(codec.AppendError(nil, why))
 	})
 	s.log.Debug("redis connection refused", zap.String("reason", why))
 }

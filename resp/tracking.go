@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cachecast/cachecast/resp/codec"
 )
 
 // trackState is a connection's CLIENT TRACKING mode; the connection's own
@@ -357,9 +359,9 @@ func invalidateFrame(proto int, names []string) []byte {
 	} else {
 		b = append(b, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n"...)
 	}
-	b = appendArray(b, len(names))
+	b = codec.AppendArray(b, len(names))
 	for _, n := range names {
-		b = appendBulkString(b, n)
+		b = codec.AppendBulkString(b, n)
 	}
 	return b
 }

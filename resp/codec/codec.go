@@ -1,4 +1,11 @@
-package resp
+// Package codec is the RESP codec of the Redis door (package resp): the
+// reader of commands (Parse: RESP arrays of bulk strings, and inline
+// commands as telnet sends them, split as Redis splits them, within
+// Limits) and the writers of RESP2 and RESP3 replies (the Append
+// functions). It holds no state and imports nothing of the module; the
+// server (package resp) owns the connections, the commands and their
+// meaning. Every function may be called from any goroutine.
+package codec
 
 import (
 	"errors"
@@ -14,26 +21,27 @@ var (
 	ErrTooLarge = errors.New("resp: too large")
 )
 
-// protoError is a reader error with the text the client is told.
-type protoError struct {
-	err error
-	msg string
+// Error is a reader error with the text the client is told (Msg): it
+// wraps ErrProtocol or ErrTooLarge (Err).
+type Error struct {
+	Err error
+	Msg string
 }
 
-func (e *protoError) Error() string { return e.msg }
-func (e *protoError) Unwrap() error { return e.err }
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
 
-func errProto(msg string) error { return &protoError{ErrProtocol, "Protocol error: " + msg} }
+func errProto(msg string) error { return &Error{ErrProtocol, "Protocol error: " + msg} }
 
-// limits bound what one command may hold.
-type limits struct {
-	maxBulk  int // one argument
-	maxFrame int // the whole command
-	maxArgs  int
-	maxLine  int // an inline command
+// Limits bound what one command may hold.
+type Limits struct {
+	MaxBulk  int // one argument
+	MaxFrame int // the whole command
+	MaxArgs  int
+	MaxLine  int // an inline command
 }
 
-// parseCommand parses one command at the start of b into args (reused).
+// Parse parses one command at the start of b into args (reused).
 // It returns the arguments, the bytes the command took, and need: when the
 // command is incomplete (n == 0, err == nil), the buffer length known to be
 // needed before parsing again is worth it (at least len(b)+1). The
@@ -42,7 +50,7 @@ type limits struct {
 // A command is a RESP array of bulk strings (what every client sends) or
 // an inline command: a line of words separated by spaces (what telnet
 // sends).
-func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need int, err error) {
+func Parse(b []byte, args [][]byte, lim *Limits) (out [][]byte, n, need int, err error) {
 	args = args[:0]
 	if len(b) == 0 {
 		return args, 0, 1, nil
@@ -50,7 +58,7 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 	if b[0] != '*' {
 		return parseInline(b, args, lim)
 	}
-	count, i, ok, err := parseLength(b, 1, lim.maxLine, "invalid multibulk length")
+	count, i, ok, err := parseLength(b, 1, lim.MaxLine, "invalid multibulk length")
 	if err != nil || !ok {
 		return args, 0, len(b) + 1, err
 	}
@@ -58,9 +66,9 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 	case count < 0:
 		// A null or negative array is no command; Redis skips it.
 		return args, i, 0, nil
-	case count > lim.maxArgs:
-		return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: invalid multibulk length: " + strconv.Itoa(count) +
-			" arguments is more than the " + strconv.Itoa(lim.maxArgs) + " a command may have"}
+	case count > lim.MaxArgs:
+		return args, 0, 0, &Error{ErrTooLarge, "Protocol error: invalid multibulk length: " + strconv.Itoa(count) +
+			" arguments is more than the " + strconv.Itoa(lim.MaxArgs) + " a command may have"}
 	}
 	for range count {
 		if i >= len(b) {
@@ -69,7 +77,7 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 		if b[i] != '$' {
 			return args, 0, 0, errProto("expected '$', got '" + printable(b[i]) + "'")
 		}
-		size, j, ok, err := parseLength(b, i+1, lim.maxLine, "invalid bulk length")
+		size, j, ok, err := parseLength(b, i+1, lim.MaxLine, "invalid bulk length")
 		if err != nil {
 			return args, 0, 0, err
 		}
@@ -79,14 +87,14 @@ func parseCommand(b []byte, args [][]byte, lim *limits) (out [][]byte, n, need i
 		if size < 0 {
 			return args, 0, 0, errProto("invalid bulk length")
 		}
-		if size > lim.maxBulk {
-			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: invalid bulk length: a bulk string of " + strconv.Itoa(size) +
-				" bytes is over --max-value-size (" + strconv.Itoa(lim.maxBulk) + " bytes)"}
+		if size > lim.MaxBulk {
+			return args, 0, 0, &Error{ErrTooLarge, "Protocol error: invalid bulk length: a bulk string of " + strconv.Itoa(size) +
+				" bytes is over --max-value-size (" + strconv.Itoa(lim.MaxBulk) + " bytes)"}
 		}
 		end := j + size + 2
-		if end > lim.maxFrame {
-			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: a command of more than " +
-				strconv.Itoa(lim.maxFrame) + " bytes is over --max-body-size"}
+		if end > lim.MaxFrame {
+			return args, 0, 0, &Error{ErrTooLarge, "Protocol error: a command of more than " +
+				strconv.Itoa(lim.MaxFrame) + " bytes is over --max-body-size"}
 		}
 		if end > len(b) {
 			return args, 0, end, nil
@@ -145,15 +153,15 @@ func parseLength(b []byte, i, maxLine int, bad string) (v, next int, ok bool, er
 
 // parseInline reads an inline command (telnet's): one line, split as
 // Redis splits it (splitInline).
-func parseInline(b []byte, args [][]byte, lim *limits) ([][]byte, int, int, error) {
+func parseInline(b []byte, args [][]byte, lim *Limits) ([][]byte, int, int, error) {
 	end := -1
 	for i, c := range b {
 		if c == '\n' {
 			end = i
 			break
 		}
-		if i >= lim.maxLine {
-			return args, 0, 0, &protoError{ErrTooLarge, "Protocol error: too big inline request"}
+		if i >= lim.MaxLine {
+			return args, 0, 0, &Error{ErrTooLarge, "Protocol error: too big inline request"}
 		}
 	}
 	if end < 0 {
@@ -163,7 +171,7 @@ func parseInline(b []byte, args [][]byte, lim *limits) ([][]byte, int, int, erro
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	args, err := splitInline(line, args, lim.maxArgs)
+	args, err := splitInline(line, args, lim.MaxArgs)
 	if err != nil {
 		return args, 0, 0, err
 	}
@@ -195,7 +203,7 @@ func splitInline(line []byte, args [][]byte, maxArgs int) ([][]byte, error) {
 			return args, nil
 		}
 		if len(args) >= maxArgs {
-			return args, &protoError{ErrTooLarge, "Protocol error: too many arguments"}
+			return args, &Error{ErrTooLarge, "Protocol error: too many arguments"}
 		}
 		start := i
 		var cur []byte // the argument once a quote made it a copy; nil: line[start:i]
@@ -282,19 +290,20 @@ func printable(c byte) string {
 	return "\\x" + strconv.FormatUint(uint64(c), 16)
 }
 
-// The append functions write RESP values. proto is 2 or 3: RESP3 has
+// The append functions write RESP values to b and return it. proto is 2 or 3: RESP3 has
 // maps, nulls, booleans, doubles and pushes of its own; under RESP2 they
 // fall back to arrays, null bulk strings and integers, as Redis does.
 
-func appendSimple(b []byte, s string) []byte {
+// AppendSimple writes a simple string (+s).
+func AppendSimple(b []byte, s string) []byte {
 	b = append(b, '+')
 	b = append(b, s...)
 	return append(b, '\r', '\n')
 }
 
-// appendError writes an error; msg starts with its code (ERR, WRONGTYPE,
+// AppendError writes an error; msg starts with its code (ERR, WRONGTYPE,
 // NOPERM, ...). CR and LF in msg would break the frame: they become spaces.
-func appendError(b []byte, msg string) []byte {
+func AppendError(b []byte, msg string) []byte {
 	b = append(b, '-')
 	for i := 0; i < len(msg); i++ {
 		c := msg[i]
@@ -306,13 +315,15 @@ func appendError(b []byte, msg string) []byte {
 	return append(b, '\r', '\n')
 }
 
-func appendInt(b []byte, n int64) []byte {
+// AppendInt writes an integer (:n).
+func AppendInt(b []byte, n int64) []byte {
 	b = append(b, ':')
 	b = strconv.AppendInt(b, n, 10)
 	return append(b, '\r', '\n')
 }
 
-func appendBulk(b []byte, v []byte) []byte {
+// AppendBulk writes a bulk string ($len v).
+func AppendBulk(b []byte, v []byte) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(v)), 10)
 	b = append(b, '\r', '\n')
@@ -320,7 +331,8 @@ func appendBulk(b []byte, v []byte) []byte {
 	return append(b, '\r', '\n')
 }
 
-func appendBulkString(b []byte, v string) []byte {
+// AppendBulkString is AppendBulk of a string.
+func AppendBulkString(b []byte, v string) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(v)), 10)
 	b = append(b, '\r', '\n')
@@ -328,12 +340,12 @@ func appendBulkString(b []byte, v string) []byte {
 	return append(b, '\r', '\n')
 }
 
-// appendVerbatim writes text as Redis's addReplyVerbatim does (INFO,
+// AppendVerbatim writes text as Redis's addReplyVerbatim does (INFO,
 // CLIENT INFO, CLIENT LIST): a RESP3 verbatim string of format txt
 // (=n txt:...), a bulk string in RESP2.
-func appendVerbatim(b []byte, text string, proto int) []byte {
+func AppendVerbatim(b []byte, text string, proto int) []byte {
 	if proto != 3 {
-		return appendBulkString(b, text)
+		return AppendBulkString(b, text)
 	}
 	b = append(b, '=')
 	b = strconv.AppendInt(b, int64(len(text)+len("txt:")), 10)
@@ -342,46 +354,48 @@ func appendVerbatim(b []byte, text string, proto int) []byte {
 	return append(b, '\r', '\n')
 }
 
-func appendNull(b []byte, proto int) []byte {
+// AppendNull writes a null: RESP3 _, RESP2 a null bulk string ($-1).
+func AppendNull(b []byte, proto int) []byte {
 	if proto == 3 {
 		return append(b, '_', '\r', '\n')
 	}
 	return append(b, "$-1\r\n"...)
 }
 
-func appendArray(b []byte, n int) []byte {
+// AppendArray starts an array of n elements (*n).
+func AppendArray(b []byte, n int) []byte {
 	b = append(b, '*')
 	b = strconv.AppendInt(b, int64(n), 10)
 	return append(b, '\r', '\n')
 }
 
-// appendSet starts a set of n elements: RESP3 ~n, RESP2 an array.
-func appendSet(b []byte, n, proto int) []byte {
+// AppendSet starts a set of n elements: RESP3 ~n, RESP2 an array.
+func AppendSet(b []byte, n, proto int) []byte {
 	if proto == 3 {
 		b = append(b, '~')
 		b = strconv.AppendInt(b, int64(n), 10)
 		return append(b, '\r', '\n')
 	}
-	return appendArray(b, n)
+	return AppendArray(b, n)
 }
 
-// appendMap starts a map of n pairs: RESP3 %n, RESP2 an array of 2n.
-func appendMap(b []byte, n, proto int) []byte {
+// AppendMap starts a map of n pairs: RESP3 %n, RESP2 an array of 2n.
+func AppendMap(b []byte, n, proto int) []byte {
 	if proto == 3 {
 		b = append(b, '%')
 		b = strconv.AppendInt(b, int64(n), 10)
 		return append(b, '\r', '\n')
 	}
-	return appendArray(b, 2*n)
+	return AppendArray(b, 2*n)
 }
 
-// appendPush starts an out-of-band message: RESP3 >n, RESP2 an array (a
+// AppendPush starts an out-of-band message: RESP3 >n, RESP2 an array (a
 // pub/sub message of a subscribed connection).
-func appendPush(b []byte, n, proto int) []byte {
+func AppendPush(b []byte, n, proto int) []byte {
 	if proto == 3 {
 		b = append(b, '>')
 		b = strconv.AppendInt(b, int64(n), 10)
 		return append(b, '\r', '\n')
 	}
-	return appendArray(b, n)
+	return AppendArray(b, n)
 }
