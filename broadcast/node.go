@@ -91,13 +91,13 @@ type Config struct {
 	// speaks, so that it acts as an older build would (tests of a fleet
 	// being upgraded). It must lie in [ProtocolMin, ProtocolMax].
 	ProtoMax uint8
+	// Applied, when set, is called with the origin and the stamp (the
+	// HLC's wall-clock part) of every record of another origin appended
+	// from a peer, right after the append: the daemon's freshness
+	// histograms. It must be quick and never block.
+	Applied func(origin uint64, stamp time.Time)
 	// Logger receives the node's logs; nil discards them.
-	// Applied, when set, is called with the stamp (the HLC's wall-clock
-	// part) of every record of another origin appended from a peer, right
-	// after the append: the daemon's freshness histogram. It must be quick
-	// and never block.
-	Applied func(stamp time.Time)
-	Logger  *zap.Logger
+	Logger *zap.Logger
 }
 
 // Peer is another node of the cluster as membership reports it.
@@ -754,7 +754,7 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		switch {
 		case err == nil:
 			if n.cfg.Applied != nil && o != n.st.Origin() {
-				n.cfg.Applied(record.HLCTime(r.HLC()))
+				n.cfg.Applied(o, record.HLCTime(r.HLC()))
 			}
 			if advanced != 0 && advanced != o {
 				moved(advanced)

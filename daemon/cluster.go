@@ -53,7 +53,7 @@ type cluster struct {
 // newCluster makes the cluster's gossip and broadcast node; applied
 // observes each record of another origin appended from a peer (the
 // observer's freshness).
-func newCluster(cfg Config, st *store.Store, applied func(time.Time), log *zap.Logger) (*cluster, error) {
+func newCluster(cfg Config, st *store.Store, applied func(uint64, time.Time), log *zap.Logger) (*cluster, error) {
 	var keys [][]byte
 	if cfg.ClusterKeyFile != "" {
 		var err error

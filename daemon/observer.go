@@ -24,9 +24,12 @@ import (
 //
 //   - Freshness: for every record applied from another origin, the time
 //     from its stamp (the HLC's wall-clock part, at the origin) to its
-//     apply here, into a histogram. A slow, paused or cut-off node shows
-//     as a long tail: its records arrive late, or the records it missed
-//     arrive late once it heals.
+//     apply here, into a histogram, and into one per origin (labelled
+//     with the origin's node name, coarser buckets) for the first
+//     maxFreshnessOrigins names, the rest under "other": the series stay
+//     bounded whatever the fleet's size or its origins' turnover. A slow,
+//     paused or cut-off node shows as a long tail: its records arrive
+//     late, or the records it missed arrive late once it heals.
 //   - Agreement: every --observe-interval the node picks one alive peer at
 //     random and compares view digests with it at a common vector (the
 //     machinery of GET /v1/verify: the peer answers once its vector covers
@@ -57,10 +60,23 @@ const (
 // threshold is one of them).
 var freshnessBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
+// originFreshnessBuckets are the per-origin histogram's: fewer, as there
+// is one histogram per origin (9 series each).
+var originFreshnessBuckets = []float64{.01, .1, .5, 1, 5, 30}
+
+// maxFreshnessOrigins bounds the origin label of the per-origin
+// freshness: the first this many node names have one each, later ones
+// share "other" (at 9 series per name, under 300 series a node).
+const maxFreshnessOrigins = 32
+
+// otherOrigins is the origin label past maxFreshnessOrigins names.
+const otherOrigins = "other"
+
 // consistency is the daemon's consistency observer.
 type consistency struct {
 	d         *Daemon
 	freshness prometheus.Histogram
+	byOrigin  *originFreshness
 	results   *prometheus.CounterVec
 
 	mu          sync.Mutex
@@ -68,6 +84,7 @@ type consistency struct {
 	differed    uint64
 	lastAgreed  map[string]time.Time // peer -> when this node last agreed with it
 	lastResult  map[string]string    // peer -> the last comparison's result
+	comparing   map[string]bool      // peers with a comparison under way
 	differences []wire.ObserverDiff  // the last observeDiffsKept, oldest first
 }
 
@@ -86,11 +103,16 @@ func newObserver(d *Daemon) *consistency {
 			Help:    "For each record applied from another origin: the time from its stamp at the origin to its apply on this node (publish-to-visible; clock offsets between the nodes included).",
 			Buckets: freshnessBuckets,
 		}),
+		byOrigin: &originFreshness{vec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "cachecast_observer_origin_freshness_seconds",
+			Help:    "cachecast_observer_freshness_seconds by the origin's node name (its hex origin when no member has it), coarser buckets; the first 32 names, later ones under origin=\"other\".",
+			Buckets: originFreshnessBuckets,
+		}, []string{"origin"}), name: d.originName},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachecast_observer_comparisons_total",
 			Help: "View digest comparisons with a peer at a common vector, by result: agreed, differed, no_common_vector (writes kept the vectors apart), no_answer.",
 		}, []string{"result"}),
-		lastAgreed: map[string]time.Time{}, lastResult: map[string]string{},
+		lastAgreed: map[string]time.Time{}, lastResult: map[string]string{}, comparing: map[string]bool{},
 	}
 	for _, r := range []string{observeAgreed, observeDiffered, observeNoCommon, observeNoAnswered} {
 		o.results.WithLabelValues(r)
@@ -98,17 +120,74 @@ func newObserver(d *Daemon) *consistency {
 	return o
 }
 
-// applied observes the freshness of a record of another origin applied
-// now (broadcast.Config.Applied). Safe for concurrent use; never blocks.
-func (o *consistency) applied(stamp time.Time) {
-	o.freshness.Observe(max(0, time.Since(stamp).Seconds()))
+// applied observes the freshness of a record of origin applied now
+// (broadcast.Config.Applied). Safe for concurrent use; never blocks.
+func (o *consistency) applied(origin uint64, stamp time.Time) {
+	secs := max(0, time.Since(stamp).Seconds())
+	o.freshness.Observe(secs)
+	o.byOrigin.observer(origin).Observe(secs)
 }
 
-// run compares with one peer every interval until stop is closed.
+// originFreshness is the freshness by origin, with a bounded label.
+type originFreshness struct {
+	vec  *prometheus.HistogramVec
+	name func(origin uint64) string // the label of an origin first seen
+
+	mu     sync.Mutex
+	by     map[uint64]prometheus.Observer
+	labels map[string]bool // the names labelled so far, at most maxFreshnessOrigins
+}
+
+// observer is origin's histogram, labelled at the origin's first record
+// (a node that came back as a new origin keeps its name's series).
+func (f *originFreshness) observer(origin uint64) prometheus.Observer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ob, ok := f.by[origin]; ok {
+		return ob
+	}
+	if f.by == nil {
+		f.by, f.labels = map[uint64]prometheus.Observer{}, map[string]bool{}
+	}
+	label := f.name(origin)
+	if !f.labels[label] {
+		if len(f.labels) >= maxFreshnessOrigins {
+			label = otherOrigins
+		} else {
+			f.labels[label] = true
+		}
+	}
+	ob := f.vec.WithLabelValues(label)
+	f.by[origin] = ob
+	return ob
+}
+
+// originName is the node name of origin among the members gossip knows,
+// else the origin in hex.
+func (d *Daemon) originName(origin uint64) string {
+	if d.cluster != nil {
+		for _, m := range d.cluster.g.Members() {
+			if m.ID == origin {
+				return m.Name
+			}
+		}
+	}
+	return wire.FormatOrigin(origin)
+}
+
+// run starts a comparison with one peer every interval until stop is
+// closed, and waits for those under way to end. Each runs on its own
+// goroutine, one at a time per peer: a peer that does not answer (paused,
+// cut off) holds up only its own comparison, for up to verifyAskWait,
+// not those with the other peers.
 func (o *consistency) run(interval time.Duration, stop <-chan struct{}) {
 	if interval <= 0 || o.d.cluster == nil {
 		return
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -124,32 +203,36 @@ func (o *consistency) run(interval time.Duration, stop <-chan struct{}) {
 		if !ok {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), verifyAskWait)
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
+		wg.Go(func() {
+			cctx, ccancel := context.WithTimeout(ctx, verifyAskWait)
+			result, topics := o.compare(cctx, peer)
+			ccancel()
+			if ctx.Err() != nil {
+				result = "" // stopped: no result
 			}
-		}()
-		result, topics := o.compare(ctx, peer)
-		cancel()
-		o.record(peer, result, topics, time.Now())
+			o.record(peer, result, topics, time.Now())
+		})
 	}
 }
 
-// pickPeer picks an alive member other than this node at random.
+// pickPeer picks at random an alive member other than this node with no
+// comparison under way, and marks it under way (record ends it).
 func (o *consistency) pickPeer() (string, bool) {
+	alive := o.d.cluster.g.Alive()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	var names []string
-	for _, m := range o.d.cluster.g.Alive() {
-		if m.Name != o.d.cfg.NodeName {
+	for _, m := range alive {
+		if m.Name != o.d.cfg.NodeName && !o.comparing[m.Name] {
 			names = append(names, m.Name)
 		}
 	}
 	if len(names) == 0 {
 		return "", false
 	}
-	return names[rand.N(len(names))], true
+	name := names[rand.N(len(names))]
+	o.comparing[name] = true
+	return name, true
 }
 
 // compare asks peer for its digest at this node's vector and compares the
@@ -218,11 +301,16 @@ func (o *consistency) diff(own store.ViewDigest, theirs *wire.ViewDigest) (strin
 	return observeDiffered, differ
 }
 
-// record counts one comparison's result.
+// record ends a comparison with peer and counts its result ("" for
+// none: the daemon stopped).
 func (o *consistency) record(peer, result string, topics []string, now time.Time) {
-	o.results.WithLabelValues(result).Inc()
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	delete(o.comparing, peer)
+	if result == "" {
+		return
+	}
+	o.results.WithLabelValues(result).Inc()
 	o.lastResult[peer] = result
 	switch result {
 	case observeAgreed:
@@ -250,6 +338,7 @@ var (
 // counters and the gauges read at scrape time.
 func (o *consistency) Describe(ch chan<- *prometheus.Desc) {
 	o.freshness.Describe(ch)
+	o.byOrigin.vec.Describe(ch)
 	o.results.Describe(ch)
 	ch <- agreementRatioDesc
 	ch <- sinceAgreedDesc
@@ -257,6 +346,7 @@ func (o *consistency) Describe(ch chan<- *prometheus.Desc) {
 
 func (o *consistency) Collect(ch chan<- prometheus.Metric) {
 	o.freshness.Collect(ch)
+	o.byOrigin.vec.Collect(ch)
 	o.results.Collect(ch)
 	s := o.status(time.Now())
 	ch <- prometheus.MustNewConstMetric(agreementRatioDesc, prometheus.GaugeValue, s.AgreementRatio)

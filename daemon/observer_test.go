@@ -134,3 +134,31 @@ func TestFreshnessQuantileBeyondBuckets(t *testing.T) {
 		t.Fatalf("status %q: %v", s.Summary, err)
 	}
 }
+
+// TestOriginFreshnessBounded: the per-origin freshness labels the first
+// maxFreshnessOrigins names, later ones share "other", and two origins of
+// one name (a node that came back as a new origin) share its series.
+func TestOriginFreshnessBounded(t *testing.T) {
+	f := &originFreshness{
+		vec:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "f", Buckets: originFreshnessBuckets}, []string{"origin"}),
+		name: func(o uint64) string { return fmt.Sprint("node", o%50) },
+	}
+	for o := uint64(0); o < 100; o++ { // 50 names, each of two origins
+		f.observer(o).Observe(0.2)
+	}
+	counts := map[string]uint64{}
+	ch := make(chan prometheus.Metric, 200)
+	f.vec.Collect(ch)
+	close(ch)
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		counts[d.GetLabel()[0].GetValue()] = d.GetHistogram().GetSampleCount()
+	}
+	if len(counts) != maxFreshnessOrigins+1 || counts["node0"] != 2 || counts[otherOrigins] != 2*(50-maxFreshnessOrigins) {
+		t.Fatalf("series %d (want %d), node0 %d (want 2), other %d (want %d)",
+			len(counts), maxFreshnessOrigins+1, counts["node0"], counts[otherOrigins], 2*(50-maxFreshnessOrigins))
+	}
+}

@@ -203,23 +203,33 @@ func brokenLogPipe(t *testing.T, bin string, check func()) {
 // scrapeCounter reads one unlabelled counter from a daemon's /metrics.
 func scrapeCounter(t *testing.T, addr, name string) float64 {
 	t.Helper()
+	v, err := scrapeSeries(addr, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// scrapeSeries reads one series from a daemon's /metrics: its name with
+// its labels as the exposition writes them (`name{peer="c"}`).
+func scrapeSeries(addr, series string) (float64, error) {
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	res, err := hc.Get("http://" + addr + "/metrics")
 	if err != nil {
-		t.Fatalf("metrics: %v", err)
+		return 0, fmt.Errorf("metrics: %w", err)
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatal(err)
+		return 0, fmt.Errorf("metrics: %w", err)
 	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` ([0-9.e+]+)$`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+|NaN|[+-]Inf)$`).FindSubmatch(b)
 	if m == nil {
-		t.Fatalf("no %s in the metrics:\n%s", name, b)
+		return 0, fmt.Errorf("no %s in the metrics of %s", series, addr)
 	}
 	v, err := strconv.ParseFloat(string(m[1]), 64)
 	if err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", name, err))
+		return 0, fmt.Errorf("%s: %w", series, err)
 	}
-	return v
+	return v, nil
 }
