@@ -85,8 +85,8 @@ func newCluster(cfg Config, st *store.Store, applied func(uint64, time.Time), lo
 		TreeFrom:    treeFrom(cfg.TCPFanout),
 		Fanout:      cfg.AntiEntropyFanout,
 		RetireAfter: cfg.RetireOriginsAfter,
-		Dial:        cfg.DataDial,
-		ProtoMax:    cfg.DataProtocolMax,
+		Dial:        cfg.hooks.DataDial,
+		ProtoMax:    cfg.hooks.DataProtocolMax,
 		Applied:     applied,
 		Logger:      log.Named("broadcast"),
 	})
@@ -111,7 +111,7 @@ func newCluster(cfg Config, st *store.Store, applied func(uint64, time.Time), lo
 		ProtoMin:         protoMin,
 		ProtoMax:         protoMax,
 		Profile:          cfg.GossipProfile,
-		Unreachable:      cfg.GossipUnreachable,
+		Unreachable:      cfg.hooks.GossipUnreachable,
 		Logger:           log.Named("gossip"),
 	})
 	if err != nil {

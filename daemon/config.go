@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -15,11 +14,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/gossip"
 	"github.com/cachecast/cachecast/group"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -46,12 +45,13 @@ const (
 )
 
 // Config is everything a daemon is started with. DefaultConfig gives values
-// that run a single node on a laptop; cmd/cachecastd binds every field to a
-// flag (AddFlags) that can also be set by the environment variable
+// that run a single node on a laptop. Each field but Reload is a setting,
+// declared once in the table settings (settings.go): cmd/cachecastd binds
+// it to a flag (AddFlags) that can also be set by the environment variable
 // CACHECAST_<FLAG> (ApplyEnv).
 //
-// Fields named after a flag are documented in that flag's help text (see
-// AddFlags); the comments here give the unit and the trade-off.
+// Each field's flag help (settings.go) says what it does; the comments
+// here give the unit and the trade-off.
 type Config struct {
 	// DataDir holds the store: segments, meta, cursors, snapshot and the
 	// lock file. One daemon per directory.
@@ -304,25 +304,14 @@ type Config struct {
 	LogFormat string
 
 	// Reload, if set, is called on SIGHUP for the new configuration; the
-	// daemon applies what can change while it runs (LogLevel and the role
-	// lists) and logs the other fields that differ. cmd/cachecastd sets
-	// it to parse the command line and the environment (and EnvFile) again.
+	// daemon applies the settings that can change while it runs (those
+	// ReloadFlags names) and logs the others that differ. cmd/cachecastd
+	// sets it to parse the command line and the environment (and EnvFile)
+	// again. It is not a setting.
 	Reload func() (Config, error) `json:"-"`
-	// Clock, if set, is the node's wall clock (tests run a node whose
-	// clock is skewed); nil: time.Now. It has no flag.
-	Clock func() time.Time `json:"-"`
-	// DataDial, if set, dials the peers' data ports (tests put a fault
-	// network there: internal/faultnet, daemontest.Cluster); nil: TCP. It
-	// has no flag.
-	DataDial func(ctx context.Context, addr string) (net.Conn, error) `json:"-"`
-	// GossipUnreachable, if set, partitions the gossip (tests:
-	// internal/faultnet's Unreachable, daemontest.Cluster.PartitionAll):
-	// gossip.Config.Unreachable. It has no flag.
-	GossipUnreachable func(addr string) bool `json:"-"`
-	// DataProtocolMax, if set, lowers the highest data-port protocol the
-	// node speaks (broadcast.Config.ProtoMax): tests run a node that acts
-	// as an older build beside this one. It has no flag.
-	DataProtocolMax uint8 `json:"-"`
+
+	// hooks are the tests' hooks (WithHooks); none has a flag.
+	hooks daemonhooks.Hooks
 }
 
 // DefaultConfig is the configuration of `cachecastd` with no flags: a single
@@ -334,24 +323,17 @@ func DefaultConfig() Config {
 	}
 	so := store.DefaultOptions("./data")
 	return Config{
-		DataDir:           "./data",
-		Socket:            "./cachecast.sock",
-		SocketMode:        0o660,
-		ViewFile:          ViewFileAuto,
-		NodeName:          host,
-		Flush:             "async",
-		FlushInterval:     100 * time.Millisecond,
-		FlushBytes:        16 << 20,
-		SegmentSize:       64 << 20,
-		MaxMappedSegments: 16,
-		WhenFull:          "recycle",
-		SnapshotInterval:  time.Minute,
-		MaxValueSize:      1 << 20,
-		MaxBodySize:       64 << 20,
-		MaxConnections:    1024,
-		MaxCursors:        1000,
-		MaxCursorsPerUID:  100,
-		MaxMembersPerUID:  256,
+		DataDir:          "./data",
+		Socket:           "./cachecast.sock",
+		SocketMode:       0o660,
+		ViewFile:         ViewFileAuto,
+		NodeName:         host,
+		MaxValueSize:     1 << 20,
+		MaxBodySize:      64 << 20,
+		MaxConnections:   1024,
+		MaxCursors:       1000,
+		MaxCursorsPerUID: 100,
+		MaxMembersPerUID: 256,
 
 		// A uid may take half of each limit: two users cannot be starved
 		// by a third, and one service user still has room.
@@ -389,28 +371,16 @@ func DefaultConfig() Config {
 		RedisIdleTimeout:     5 * time.Minute,
 		RedisTrackingMaxKeys: 100_000,
 		LogLevel:             "info",
-		// The store's own defaults win where they differ from ours: one
-		// source of truth for the storage figures.
+		// The storage settings' defaults are the store's (withStoreDefaults):
+		// one source of truth for the storage figures.
 	}.withStoreDefaults(so)
 }
 
-func (c Config) withStoreDefaults(so store.Options) Config {
-	if so.SegmentSize > 0 {
-		c.SegmentSize = so.SegmentSize
-	}
-	if so.MaxMappedSegments > 0 {
-		c.MaxMappedSegments = so.MaxMappedSegments
-	}
-	if so.FlushInterval > 0 {
-		c.FlushInterval = so.FlushInterval
-	}
-	if so.FlushBytes > 0 {
-		c.FlushBytes = so.FlushBytes
-	}
-	if so.SnapshotInterval > 0 {
-		c.SnapshotInterval = so.SnapshotInterval
-	}
-	return c
+// WithHooks is cfg with the test hooks h, in place of any it had. The
+// hooks' type is internal: only the tests of this module set them.
+func WithHooks(cfg Config, h daemonhooks.Hooks) Config {
+	cfg.hooks = h
+	return cfg
 }
 
 // ViewFileAuto is the --view-file that puts the view beside the socket.
@@ -452,14 +422,14 @@ func (c Config) Validate() error {
 	case len(c.NodeName) > 255:
 		return fmt.Errorf("--node-name: at most 255 bytes, got %d", len(c.NodeName))
 	}
-	if err := c.validateStorage(); err != nil {
+	// The store's settings by the store's rules, once.
+	if err := c.validateStore(); err != nil {
+		return err
+	}
+	if err := c.validateValueSizes(); err != nil {
 		return err
 	}
 	switch {
-	case c.MaxCursors < 0:
-		return fmt.Errorf("--max-cursors: must not be negative, got %d", c.MaxCursors)
-	case c.MaxCursorsPerUID < 0:
-		return fmt.Errorf("--max-cursors-per-uid: must not be negative, got %d", c.MaxCursorsPerUID)
 	case c.MaxMembersPerUID < 0:
 		return fmt.Errorf("--max-members-per-uid: must not be negative, got %d", c.MaxMembersPerUID)
 	case c.ReadHeaderTimeout <= 0:
@@ -495,42 +465,13 @@ func (c Config) Validate() error {
 	if err := c.validateCluster(); err != nil {
 		return err
 	}
-	if err := c.validateRedis(); err != nil {
-		return err
-	}
-	// The store has the last word on its own figures.
-	if err := c.storeOptions(nil).Validate(); err != nil {
-		return fmt.Errorf("store options: %w", err)
-	}
-	return nil
+	return c.validateRedis()
 }
 
-// validateStorage checks the log's, the flusher's and the values' sizes,
-// in the order Validate reports them.
-func (c Config) validateStorage() error {
+// validateValueSizes checks the largest value and body against the
+// segment a record must fit.
+func (c Config) validateValueSizes() error {
 	switch {
-	case c.FlushInterval <= 0:
-		return fmt.Errorf("--flush-interval: must be positive, got %v", c.FlushInterval)
-	case c.FlushBytes <= 0:
-		return fmt.Errorf("--flush-bytes: must be positive, got %d", c.FlushBytes)
-	case c.SegmentSize < 64<<10:
-		return fmt.Errorf("--segment-size: must be at least 64KiB, got %s", wire.FormatSize(c.SegmentSize))
-	case c.SegmentSize > 2<<30:
-		return fmt.Errorf("--segment-size: must be at most 2GiB, got %s", wire.FormatSize(c.SegmentSize))
-	case c.SegmentSize%int64(os.Getpagesize()) != 0:
-		return fmt.Errorf("--segment-size: must be a multiple of the page size (%d), got %s", os.Getpagesize(), wire.FormatSize(c.SegmentSize))
-	case c.MaxMappedSegments < 2:
-		// One segment is written while another may still be read.
-		return fmt.Errorf("--max-mapped-segments: must be at least 2, got %d", c.MaxMappedSegments)
-	case c.RetentionBytes < 0:
-		return fmt.Errorf("--retention-bytes: must not be negative, got %d", c.RetentionBytes)
-	case c.RetentionBytes > 0 && c.RetentionBytes < 2*c.SegmentSize:
-		return fmt.Errorf("--retention-bytes: must be 0 (no bound) or at least two segments (%s), got %s",
-			wire.FormatSize(2*c.SegmentSize), wire.FormatSize(c.RetentionBytes))
-	case c.RetentionAge < 0:
-		return fmt.Errorf("--retention-age: must not be negative, got %v", c.RetentionAge)
-	case c.SnapshotInterval <= 0:
-		return fmt.Errorf("--snapshot-interval: must be positive, got %v", c.SnapshotInterval)
 	case c.MaxValueSize < 1:
 		return fmt.Errorf("--max-value-size: must be at least 1 byte, got %d", c.MaxValueSize)
 	case c.MaxValueSize > c.SegmentSize-recordOverhead:
@@ -745,127 +686,6 @@ func loopbackAddr(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// storeOptions maps the configuration onto the store's options. It assumes
-// Validate passed for Flush and WhenFull.
-func (c Config) storeOptions(log *zap.Logger) store.Options {
-	o := store.DefaultOptions(c.DataDir)
-	o.Flush, _ = store.ParseFlushMode(c.Flush)
-	o.WhenFull, _ = store.ParseFullPolicy(c.WhenFull)
-	o.FlushInterval = c.FlushInterval
-	o.FlushBytes = c.FlushBytes
-	o.SegmentSize = c.SegmentSize
-	o.MaxMappedSegments = c.MaxMappedSegments
-	o.RetentionBytes = c.RetentionBytes
-	o.RetentionAge = c.RetentionAge
-	o.SnapshotInterval = c.SnapshotInterval
-	o.MaxCursors = c.MaxCursors
-	o.MaxCursorsPerOwner = c.MaxCursorsPerUID
-	o.MaxClockOffset = c.MaxClockOffset
-	o.Now = c.Clock
-	o.ViewFromPeers = c.GossipAddr != "" // a node of a cluster takes a lost view from a peer
-	if log != nil {
-		o.Logger = log.Named("store")
-	}
-	return o
-}
-
-// AddFlags binds every field of c to a flag of fs, with c's current values
-// as the defaults that --help shows. Each flag is marked for ApplyEnv.
-func (c *Config) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the store (segments, meta, cursors, snapshot); one daemon per directory")
-	fs.StringVar(&c.Socket, "socket", c.Socket, "path of the local API's Unix socket")
-	fs.Var(newModeValue(&c.SocketMode), "socket-mode", "permission of the socket file, octal (connecting needs write permission)")
-	fs.StringVar(&c.ViewFile, "view-file", c.ViewFile, `shared-memory view file local processes read with no system call (mode 0640, the socket's group); "auto": beside the socket, ".view" for ".sock"; empty: off`)
-	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this node for people; defaults to the host name")
-	fs.StringVar(&c.EnvFile, "env-file", c.EnvFile, "file of CACHECAST_<FLAG>=value lines, applied over the environment and read again on SIGHUP")
-	fs.StringVar(&c.Flush, "flush", c.Flush, `when a write is acknowledged: "async" (in the page cache; flushed every --flush-interval) or "sync" (on disk)`)
-	fs.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "async flush: the longest a write stays only in memory")
-	fs.Var(newSizeValue(&c.FlushBytes), "flush-bytes", "async flush: flush early after this many unflushed bytes")
-	fs.Var(newSizeValue(&c.SegmentSize), "segment-size", "size of each log segment file (e.g. 64MiB, 1GB)")
-	fs.IntVar(&c.MaxMappedSegments, "max-mapped-segments", c.MaxMappedSegments, "most log segments mapped into memory at once")
-	fs.Var(newSizeValue(&c.RetentionBytes), "retention-bytes", "bound on the log's size; 0: no bound")
-	fs.DurationVar(&c.RetentionAge, "retention-age", c.RetentionAge, "bound on the age of retained records; 0: no bound")
-	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the key/value snapshot is written while the log grows (bounds the replay on restart)")
-	fs.StringVar(&c.WhenFull, "when-full", c.WhenFull, `at the retention bound: "recycle" the oldest segments every durable cursor has passed, or "refuse" writes`)
-	fs.Var(newSizeValue(&c.MaxValueSize), "max-value-size", "largest value of one message")
-	fs.Var(newSizeValue(&c.MaxBodySize), "max-body-size", "largest request body (a batch of messages)")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "most open connections to the socket besides subscriptions; at the bound a new one closes the connection idle longest")
-	fs.IntVar(&c.MaxConnectionsPerUID, "max-connections-per-uid", c.MaxConnectionsPerUID, "one uid's share of --max-connections")
-	fs.IntVar(&c.MaxStreams, "max-streams", c.MaxStreams, "most open subscriptions (apart from --max-connections); more are answered 503 busy")
-	fs.IntVar(&c.MaxStreamsPerUID, "max-streams-per-uid", c.MaxStreamsPerUID, "one uid's share of --max-streams; more are answered 429 too_many")
-	fs.Var(newSizeValue(&c.MaxBodyMemory), "max-body-memory", "most bytes of request bodies held in memory over all connections; more are answered 503 busy")
-	fs.Var(newSizeValue(&c.MaxBodyMemoryPerUID), "max-body-memory-per-uid", "one uid's share of --max-body-memory; more are answered 429 too_many")
-	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time allowed to read a request's headers")
-	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time allowed to read a whole request, body included")
-	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "time allowed to write a response (subscription streams are exempt)")
-	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "idle keep-alive connections are closed after this long")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on shutdown, how long in-flight requests may take before their connections are closed")
-	fs.StringVar(&c.GossipAddr, "gossip-addr", c.GossipAddr, "ip:port of cluster membership (UDP and TCP); empty: no cluster, no network port")
-	fs.StringVar(&c.AdvertiseAddr, "advertise-addr", c.AdvertiseAddr, "ip[:port] other nodes reach the gossip port at; empty: derived from --gossip-addr")
-	fs.StringVar(&c.DataAddr, "data-addr", c.DataAddr, "host:port of the data port that carries records between nodes")
-	fs.StringSliceVar(&c.Join, "join", c.Join, "seed addresses of the cluster, comma separated (ip:port of their gossip ports)")
-	fs.DurationVar(&c.JoinTimeout, "join-timeout", c.JoinTimeout, "bound on the first join attempt (READY=1 waits for it); later attempts run in the background")
-	fs.StringVar(&c.GossipProfile, "gossip-profile", c.GossipProfile, `memberlist timers: "lan", "wan" or "local" (fast, one machine)`)
-	fs.StringVar(&c.ClusterKeyFile, "cluster-key-file", c.ClusterKeyFile, "file of cluster keys (base64, one per line, first is primary) for gossip encryption and the data port; without it the cluster's ports stay on loopback")
-	fs.BoolVar(&c.AllowInsecureCluster, "allow-insecure-cluster", c.AllowInsecureCluster, "let a node without --cluster-key-file bind --gossip-addr or --data-addr beyond loopback (anyone who reaches the ports can join and write)")
-	fs.StringVar(&c.Replication, "replication", c.Replication, `copy each write to the replica peer: "none", "async" (with the fan-out) or "sync" (the publish waits for the replica)`)
-	fs.StringVar(&c.Replica, "replica", c.Replica, "node name of the replica peer; empty: the successor on the ring of node IDs")
-	fs.DurationVar(&c.ReplicaTimeout, "replica-timeout", c.ReplicaTimeout, "sync replication: how long a publish waits for the replica before it answers replica_timeout")
-	fs.DurationVar(&c.MaxClockOffset, "max-clock-offset", c.MaxClockOffset, "a peer's record stamped further ahead of this node's clock is held until the clock catches up (refused for now past 10 times this); peers persistently ahead are flagged in status")
-	fs.DurationVar(&c.ObserveInterval, "observe-interval", c.ObserveInterval, "how often the consistency observer compares this node's view digest with one peer's at a common vector (0: never)")
-	fs.IntVar(&c.AntiEntropyFanout, "anti-entropy-fanout", c.AntiEntropyFanout, "peers, picked at random, this node exchanges version vectors with every second (anti-entropy); each side pulls what it lacks")
-	fs.DurationVar(&c.RetireOriginsAfter, "retire-origins-after", c.RetireOriginsAfter, "an origin absent from the alive members this long is left out of the vectors this node sends (its records stay, and are still repaired)")
-	fs.DurationVar(&c.TombstoneGrace, "tombstone-grace", c.TombstoneGrace, "a delete's tombstone is collected once every live node holds it and this has passed since it was written (0: never); a node out of contact for more than half of it refuses to start without --start-over")
-	fs.BoolVar(&c.StartOver, "start-over", c.StartOver, "when this node was out of contact for more than half of --tombstone-grace, move its data aside (<data-dir>/stale-<unix ms>) and start as a fresh node from its peers")
-	fs.IntVar(&c.QueuesPerTopic, "queues-per-topic", c.QueuesPerTopic, "consumer groups: queues per topic (a message goes to queue hash(key) mod this); the same on every node")
-	fs.DurationVar(&c.AckTimeout, "ack-timeout", c.AckTimeout, "consumer groups: how long a member may hold a message unacknowledged before it is redelivered")
-	fs.IntVar(&c.MaxRetries, "max-retries", c.MaxRetries, "consumer groups: redeliveries of a failed message before it goes to the dead-letter topic")
-	fs.DurationSliceVar(&c.RetryBackoff, "retry-backoff", c.RetryBackoff, "consumer groups: wait before each retry, comma separated; the last repeats")
-	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "certificate (PEM) of this node for mutual TLS on the data port")
-	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "private key (PEM) for --tls-cert")
-	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "CA certificate (PEM) that signs every node's certificate")
-	fs.StringVar(&c.Transport, "transport", c.Transport, `fan-out: "tcp" (push to every peer) or "nats" (publish once to a NATS cluster, for large fleets)`)
-	fs.StringVar(&c.TCPFanout, "tcp-fanout", c.TCPFanout, `how --transport=tcp pushes records: "direct" (each node to every peer), "tree" (each node relays every record to its neighbours on a tree of degree 4: at most 5 push connections whatever the fleet's size) or "auto" (direct below 16 alive members, the tree from 16; every node sees the same members, so all choose alike)`)
-	fs.StringVar(&c.NATSURL, "nats-url", c.NATSURL, "NATS servers, comma separated (nats://host:4222,...), for --transport=nats")
-	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials file (JWT and nkey seed)")
-	fs.StringVar(&c.NATSTLSCert, "nats-tls-cert", c.NATSTLSCert, "client certificate (PEM) for TLS to NATS")
-	fs.StringVar(&c.NATSTLSKey, "nats-tls-key", c.NATSTLSKey, "private key (PEM) for --nats-tls-cert")
-	fs.StringVar(&c.NATSTLSCA, "nats-tls-ca", c.NATSTLSCA, "CA certificate (PEM) that signs the NATS servers' certificates")
-	fs.StringVar(&c.NATSSubjectPrefix, "nats-subject-prefix", c.NATSSubjectPrefix, "prefix of the NATS subjects records are published on (<prefix>.<origin>)")
-	fs.StringVar(&c.RedisSocket, "redis-socket", c.RedisSocket, `path of the Redis protocol's Unix socket; empty: beside --socket (cachecast.sock: cachecast-redis.sock); "off": none`)
-	fs.StringVar(&c.RedisAddr, "redis-addr", c.RedisAddr, "host:port for the Redis protocol over TCP (loopback only unless --redis-allow-remote); empty: off")
-	fs.BoolVar(&c.RedisAllowFlush, "redis-allow-flush", c.RedisAllowFlush, "let FLUSHDB and FLUSHALL delete every key on every node (one batch of deletes), for the admin role; off: they are refused")
-	fs.BoolVar(&c.RedisAllowRemote, "redis-allow-remote", c.RedisAllowRemote, "let --redis-addr listen beyond loopback (it then needs --redis-users: a TCP client has no uid)")
-	fs.StringVar(&c.RedisUsers, "redis-users", c.RedisUsers, "users file of the Redis door, in Redis ACL syntax (user NAME on >PASSWORD ~* +@read|+@write|+@consume|+@all): AUTH's users and their roles; without it a TCP client may only read (reloaded on SIGHUP)")
-	fs.StringVar(&c.RedisTLSCert, "redis-tls-cert", c.RedisTLSCert, "PEM certificate (chain) to serve --redis-addr under TLS, with --redis-tls-key")
-	fs.StringVar(&c.RedisTLSKey, "redis-tls-key", c.RedisTLSKey, "PEM private key of --redis-tls-cert")
-	fs.StringVar(&c.RedisDefaultTopic, "redis-default-topic", c.RedisDefaultTopic, "topic of the Redis keys without a ':' (topic:key otherwise)")
-	fs.Var(newSizeValue(&c.RedisPushBuffer), "redis-push-buffer", "invalidations and messages waiting for one Redis client; past it the client is disconnected")
-	fs.StringVar(&c.RedisNotifyKeyspaceEvents, "redis-notify-keyspace-events", c.RedisNotifyKeyspaceEvents, "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off")
-	fs.DurationVar(&c.RedisIdleTimeout, "redis-idle-timeout", c.RedisIdleTimeout, "close a Redis connection that sends no command for this long (subscribed and tracking ones are exempt); 0: never")
-	fs.IntVar(&c.RedisTrackingMaxKeys, "redis-tracking-max-keys", c.RedisTrackingMaxKeys, "keys one Redis client-side-caching client is tracked for; past it a tenth of them are invalidated and forgotten")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "TCP address of the Prometheus /metrics endpoint and the operator console, /console (e.g. 127.0.0.1:9464); empty: off")
-	fs.StringVar(&c.ConsoleTokenFile, "console-token-file", c.ConsoleTokenFile, "file whose first line is the token the console asks for; without it the console is served on a loopback --metrics-addr only")
-	fs.Var(newIDListValue(&c.ReadUIDs), "read-uids", "read role (keys, topics, status, subscriptions that move no cursor): user IDs, comma separated; with --read-gids empty: anyone who can open the socket (reloaded on SIGHUP)")
-	fs.Var(newIDListValue(&c.ReadGIDs), "read-gids", "read role: group IDs (primary or supplementary), comma separated")
-	fs.Var(newIDListValue(&c.ConsumeUIDs), "consume-uids", "consume role (durable cursors, consumer groups, acks, dead-letter listings): user IDs; with --consume-gids empty: the publishers")
-	fs.Var(newIDListValue(&c.ConsumeGIDs), "consume-gids", "consume role: group IDs, comma separated")
-	fs.Var(newIDListValue(&c.AllowUIDs), "allow-uids", "publish role (PUT, DELETE, POST messages): user IDs, comma separated; with --allow-gids empty: the readers")
-	fs.Var(newIDListValue(&c.AllowGIDs), "allow-gids", "publish role: group IDs (primary or supplementary), comma separated")
-	fs.Var(newIDListValue(&c.AdminUIDs), "admin-uids", "admin role (every role, group resets, dead-letter replays, other users' cursors): user IDs besides root and the daemon's own")
-	fs.Var(newIDListValue(&c.AdminGIDs), "admin-gids", "admin role: group IDs, comma separated")
-	fs.IntVar(&c.MaxCursors, "max-cursors", c.MaxCursors, "most durable cursors on this node (each takes 1KiB of the cursors file and may hold retention back); 0: no bound")
-	fs.IntVar(&c.MaxCursorsPerUID, "max-cursors-per-uid", c.MaxCursorsPerUID, "most durable cursors one user creates (admins are exempt); 0: no bound")
-	fs.IntVar(&c.MaxMembersPerUID, "max-members-per-uid", c.MaxMembersPerUID, "most consumer-group members one user holds on this node at once (admins are exempt); 0: no bound")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (reloaded on SIGHUP)")
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "json or console (default: console on a terminal, json otherwise)")
-
-	fs.VisitAll(func(f *pflag.Flag) {
-		_ = fs.SetAnnotation(f.Name, envAnnotation, []string{EnvName(f.Name)})
-		f.Usage += " [$" + EnvName(f.Name) + "]"
-	})
 }
 
 // EnvName is the environment variable of a flag: CACHECAST_ then the flag's

@@ -1,14 +1,17 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/wire"
 	"github.com/spf13/pflag"
 )
@@ -110,7 +113,10 @@ func TestConfigValidate(t *testing.T) {
 		{"socket-mode bits", func(c *Config) { c.SocketMode = os.ModeSetuid | 0o660 }, "--socket-mode: must be permission bits"},
 		{"node-name empty", func(c *Config) { c.NodeName = "" }, "--node-name: must not be empty"},
 		{"flush-interval zero", func(c *Config) { c.FlushInterval = 0 }, "--flush-interval: must be positive"},
-		{"flush-bytes zero", func(c *Config) { c.FlushBytes = 0 }, "--flush-bytes: must be positive"},
+		{"flush-bytes zero", func(c *Config) { c.FlushBytes = 0 }, ""},
+		{"flush-bytes negative", func(c *Config) { c.FlushBytes = -1 }, "--flush-bytes: must not be negative"},
+		{"max-cursors negative", func(c *Config) { c.MaxCursors = -1 }, "--max-cursors: must not be negative"},
+		{"max-cursors-per-uid negative", func(c *Config) { c.MaxCursorsPerUID = -1 }, "--max-cursors-per-uid: must not be negative"},
 		{"segment-size small", func(c *Config) { c.SegmentSize = 4096 }, "--segment-size: must be at least 64KiB"},
 		{"segment-size large", func(c *Config) { c.SegmentSize = 4 << 30 }, "--segment-size: must be at most 2GiB"},
 		{"segment-size unaligned", func(c *Config) { c.SegmentSize = 64<<20 + 1 }, "--segment-size: must be a multiple of the page size"},
@@ -282,7 +288,7 @@ OTHER_VAR=ignored
 				want.SegmentSize, want.MaxValueSize, want.RetentionBytes, want.RetentionAge = 128<<20, 2e6, 1e9, 24*time.Hour
 				want.SocketMode, want.AllowUIDs, want.AllowGIDs, want.MetricsAddr = 0o600, []uint32{1, 2, 3}, []uint32{100}, ":9464"
 				want.MaxConnections, want.WhenFull, want.LogFormat, want.NodeName, want.MaxBodySize = 7, "refuse", "json", "n1", 1<<30
-				if diff := staticFieldsChanged(want, c); len(diff) > 0 || !slices.Equal(c.AllowUIDs, want.AllowUIDs) || !slices.Equal(c.AllowGIDs, want.AllowGIDs) {
+				if diff := append(changedSettings(want, c, false), changedSettings(want, c, true)...); len(diff) > 0 || !slices.Equal(c.AllowUIDs, want.AllowUIDs) || !slices.Equal(c.AllowGIDs, want.AllowGIDs) {
 					t.Fatalf("fields differ: %v\n got %+v\nwant %+v", diff, c, want)
 				}
 			},
@@ -354,28 +360,97 @@ func TestEnvName(t *testing.T) {
 	}
 }
 
-// Every field of Config has a flag (the test hooks Reload, Clock, DataDial, GossipUnreachable and DataProtocolMax aside), and the flag's name is
-// the one Validate's messages and the reload warnings use.
-func TestEveryFieldHasAFlag(t *testing.T) {
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	c := DefaultConfig()
-	c.AddFlags(fs)
-	var names []string
-	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	ct := reflect.TypeOf(Config{})
-	fields := 0
-	for i := range ct.NumField() {
-		f := ct.Field(i).Name
-		if f == "Reload" || f == "Clock" || f == "DataDial" || f == "GossipUnreachable" || f == "DataProtocolMax" {
+// TestSettingsTable checks the table of settings against Config and
+// store.Options: every field of Config but Reload and the hooks is one
+// setting, flags are distinct, and a setting's store option is a field of
+// store.Options whose default DefaultConfig carries.
+func TestSettingsTable(t *testing.T) {
+	fields, flags := map[string]bool{}, map[string]bool{}
+	def, so := DefaultConfig(), store.DefaultOptions("./data")
+	for _, s := range settings {
+		if fields[s.field] || flags[s.flag] {
+			t.Errorf("setting %s (--%s) declared twice", s.field, s.flag)
+		}
+		fields[s.field], flags[s.flag] = true, true
+		if _, ok := reflect.TypeOf(Config{}).FieldByName(s.field); !ok {
+			t.Errorf("setting --%s: Config has no field %s", s.flag, s.field)
 			continue
 		}
-		fields++
-		if !slices.Contains(names, flagName(f)) {
-			t.Errorf("field %s: no flag --%s", f, flagName(f))
+		if s.store == "" {
+			continue
+		}
+		opt := reflect.ValueOf(so).FieldByName(s.store)
+		if !opt.IsValid() {
+			t.Errorf("setting --%s: store.Options has no field %s", s.flag, s.store)
+			continue
+		}
+		if got := fmt.Sprint(s.value(def)); !opt.IsZero() && got != fmt.Sprint(opt.Interface()) {
+			t.Errorf("--%s defaults to %s, store.Options.%s to %v", s.flag, got, s.store, opt.Interface())
 		}
 	}
-	if fields != len(names) {
-		t.Errorf("%d fields, %d flags: %v", fields, len(names), names)
+	ct := reflect.TypeOf(Config{})
+	for i := range ct.NumField() {
+		if f := ct.Field(i); f.IsExported() && f.Name != "Reload" && !fields[f.Name] {
+			t.Errorf("field %s has no setting", f.Name)
+		}
+	}
+}
+
+// TestStoreRulesUnderTheirFlags: a setting the store owns is refused by
+// the store's rule (store.Options.Validate), under the setting's flag.
+func TestStoreRulesUnderTheirFlags(t *testing.T) {
+	for _, s := range settings {
+		if s.store == "" || s.store == "Flush" || s.store == "WhenFull" {
+			continue // parsed, so never out of range
+		}
+		c := DefaultConfig()
+		switch p := s.ptr(&c).(type) {
+		case *string:
+			*p = ""
+		case *int:
+			*p = -1
+		case *int64:
+			*p = -1
+		case *time.Duration:
+			*p = -1
+		default:
+			t.Fatalf("--%s: no bad value for %T", s.flag, p)
+		}
+		err := c.Validate()
+		if err == nil || !strings.HasPrefix(err.Error(), "--"+s.flag+": ") {
+			t.Errorf("--%s out of range: %v; want an error under --%s", s.flag, err, s.flag)
+		}
+	}
+}
+
+// TestMessagesNameRealFlags: every --name in a string of the daemon's
+// non-test Go files is a flag of the table (or of cachecastd itself), so
+// that a message names the flag an operator can set.
+func TestMessagesNameRealFlags(t *testing.T) {
+	known := map[string]bool{"help": true, "version": true}
+	for _, s := range settings {
+		known[s.flag] = true
+	}
+	files, _ := filepath.Glob("*.go")
+	re := regexp.MustCompile(`--([a-z][a-z0-9-]*[a-z0-9])`)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "//") || !strings.ContainsAny(line, "\"`") {
+				continue
+			}
+			for _, m := range re.FindAllStringSubmatch(line, -1) {
+				if !known[m[1]] {
+					t.Errorf("%s: %q names --%s, which is no flag", f, strings.TrimSpace(line), m[1])
+				}
+			}
+		}
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -599,8 +598,9 @@ func (d *Daemon) closeStore() error {
 }
 
 // Reload applies a new configuration from cfg.Reload (cmd/cachecastd reads
-// the command line, the environment and --env-file again): the log level
-// and the role lists change at once; other fields that differ are logged as
+// the command line, the environment and --env-file again): the settings
+// the table marks reload (ReloadFlags: the log level, the role lists, the
+// Redis users) change at once; other settings that differ are logged as
 // needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
 func (d *Daemon) Reload() error {
 	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec() + "\nSTATUS=reloading")
@@ -637,69 +637,15 @@ func (d *Daemon) Reload() error {
 	if d.redis != nil {
 		d.redis.RolesChanged()
 	}
-	fields := []zap.Field{zap.String("log-level", nc.LogLevel),
-		zap.Uint32s("read-uids", nc.ReadUIDs), zap.Uint32s("read-gids", nc.ReadGIDs),
-		zap.Uint32s("consume-uids", nc.ConsumeUIDs), zap.Uint32s("consume-gids", nc.ConsumeGIDs),
-		zap.Uint32s("allow-uids", nc.AllowUIDs), zap.Uint32s("allow-gids", nc.AllowGIDs),
-		zap.Uint32s("admin-uids", nc.AdminUIDs), zap.Uint32s("admin-gids", nc.AdminGIDs),
-		zap.String("redis-users", nc.RedisUsers), zap.Int("redis-users-count", users.Len())}
-	if static := staticFieldsChanged(d.cfg, nc); len(static) > 0 {
+	fields := append(reloadFields(nc), zap.Int("redis-users-count", users.Len()))
+	if static := changedSettings(d.cfg, nc, false); len(static) > 0 {
 		// Not "reloaded": these changed and are not in force.
-		d.log.Warn("reload applied the log level, the roles and the Redis users; these changed settings need a restart and were not applied",
+		d.log.Warn("reload applied "+strings.Join(reloadFlags(), ", ")+"; these changed settings need a restart and were not applied",
 			append(fields, zap.Strings("not-applied", static))...)
 		return nil
 	}
 	d.log.Info("reloaded", fields...)
 	return nil
-}
-
-// staticFieldsChanged names the flags whose values differ between a and b,
-// other than those Reload applies.
-func staticFieldsChanged(a, b Config) []string {
-	reloadable := map[string]bool{"LogLevel": true, "Reload": true, "Clock": true, "DataDial": true, "GossipUnreachable": true, "EnvFile": true,
-		"ReadUIDs": true, "ReadGIDs": true, "ConsumeUIDs": true, "ConsumeGIDs": true,
-		"AllowUIDs": true, "AllowGIDs": true, "AdminUIDs": true, "AdminGIDs": true, "RedisUsers": true}
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	var changed []string
-	for i := range va.NumField() {
-		f := va.Type().Field(i)
-		if reloadable[f.Name] {
-			continue
-		}
-		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-			changed = append(changed, flagName(f.Name))
-		}
-	}
-	return changed
-}
-
-// flagName turns a Config field name into its flag: MaxValueSize -> max-value-size.
-func flagName(field string) string {
-	special := map[string]string{"AllowUIDs": "allow-uids", "AllowGIDs": "allow-gids",
-		"ReadUIDs": "read-uids", "ReadGIDs": "read-gids", "ConsumeUIDs": "consume-uids", "ConsumeGIDs": "consume-gids",
-		"AdminUIDs": "admin-uids", "AdminGIDs": "admin-gids", "MaxCursorsPerUID": "max-cursors-per-uid",
-		"MaxMembersPerUID": "max-members-per-uid",
-		"TLSCert":          "tls-cert", "TLSKey": "tls-key", "TLSCA": "tls-ca",
-		"NATSURL": "nats-url", "NATSCreds": "nats-creds", "NATSTLSCert": "nats-tls-cert",
-		"NATSTLSKey": "nats-tls-key", "NATSTLSCA": "nats-tls-ca", "NATSSubjectPrefix": "nats-subject-prefix",
-		"MaxConnectionsPerUID": "max-connections-per-uid", "MaxStreamsPerUID": "max-streams-per-uid",
-		"MaxBodyMemoryPerUID": "max-body-memory-per-uid", "TCPFanout": "tcp-fanout",
-		"RedisTLSCert": "redis-tls-cert", "RedisTLSKey": "redis-tls-key"}
-	if s, ok := special[field]; ok {
-		return s
-	}
-	var b []byte
-	for i := 0; i < len(field); i++ {
-		c := field[i]
-		if c >= 'A' && c <= 'Z' {
-			if i > 0 {
-				b = append(b, '-')
-			}
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	return string(b)
 }
 
 // notifyLoop sends WATCHDOG=1 at half the watchdog interval while the store
@@ -929,7 +875,7 @@ func (d *Daemon) newServer() *http.Server {
 		Stop:             d.subsCtx,
 		Registry:         d.m.reg,
 		Logger:           d.log,
-		Clock:            d.cfg.Clock,
+		Clock:            d.cfg.hooks.Clock,
 	})
 	return &http.Server{
 		Handler:           d.api,

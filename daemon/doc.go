@@ -14,9 +14,10 @@
 // The HTTP API (daemon/httpapi), the callers, roles and limits
 // (daemon/internal/access) and the wire format (wire) live in packages
 // of their own; what stays is what only the daemon does, about 5,200
-// lines: the configuration (config.go, about a thousand lines: every
-// flag with its default, its validation and the message that names it,
-// kept in one place so that a flag cannot be half added), New, Run,
+// lines: the configuration (settings.go, one declaration per setting
+// from which the flags, the environment variables, what SIGHUP applies
+// and the store's options are derived; config.go, the defaults and the
+// validation whose messages name the flag), New, Run,
 // shutdown and Reload, and the wiring of each part it owns (the cluster,
 // the shared view's mirror, the Redis door's adapter, catch-up
 // readiness, verify, the metrics). Each of those files is one concern

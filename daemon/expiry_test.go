@@ -97,7 +97,7 @@ func TestExpiryChangeFeeds(t *testing.T) {
 func TestFleetTooOldForExpiryChanges(t *testing.T) {
 	ds := startCluster(t, 2, func(i int, c *Config) {
 		if i == 1 {
-			c.DataProtocolMax = broadcast.ProtocolExpiry - 1
+			c.hooks.DataProtocolMax = broadcast.ProtocolExpiry - 1
 		}
 	})
 	ctx := context.Background()

@@ -82,7 +82,7 @@ func TestAllowLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not "reloaded": the warning names what was not applied.
-	const partly = "reload applied the log level, the roles and the Redis users; these changed settings need a restart and were not applied"
+	partly := "reload applied " + strings.Join(reloadFlags(), ", ") + "; these changed settings need a restart and were not applied"
 	testkit.Eventually(t, 5*time.Second, "the reload", func() bool { return logs.FilterMessage(partly).Len() == 1 })
 	if w := logs.FilterMessage(partly).All(); fmt.Sprint(w[0].ContextMap()["not-applied"]) != "[flush]" || logs.FilterMessage("reloaded").Len() != 0 {
 		t.Fatalf("the reload's warning: %v; reloaded logged %d times", w[0].ContextMap(), logs.FilterMessage("reloaded").Len())

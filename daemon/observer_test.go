@@ -43,7 +43,7 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	fn := faultnet.New()
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		c.ObserveInterval = 50 * time.Millisecond
-		c.DataDial = fn.Dialer(c.NodeName)
+		c.hooks.DataDial = fn.Dialer(c.NodeName)
 	})
 	keys, _ := skus(20)
 	publishAll(t, ds[0], keys, func(i int) string { return fmt.Sprint("v", i) }, "")

@@ -96,7 +96,7 @@ func (d *Daemon) startRedis() error {
 		TrackingMaxKeys:       d.cfg.RedisTrackingMaxKeys,
 		NotifyKeyspaceEvents:  d.cfg.RedisNotifyKeyspaceEvents,
 		AllowFlush:            d.cfg.RedisAllowFlush,
-		Clock:                 d.cfg.Clock,
+		Clock:                 d.cfg.hooks.Clock,
 		Logger:                d.log.Named("redis"),
 	})
 	if err != nil {

@@ -70,8 +70,8 @@ func TestSplitIsVisibleOnBothSides(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		c.JoinTimeout = 300 * time.Millisecond
 		c.MetricsAddr = "127.0.0.1:0"
-		c.GossipUnreachable = fn.Unreachable(c.NodeName)
-		c.DataDial = fn.Dialer(c.NodeName)
+		c.hooks.GossipUnreachable = fn.Unreachable(c.NodeName)
+		c.hooks.DataDial = fn.Dialer(c.NodeName)
 	})
 	testkit.Eventually(t, 10*time.Second, "no node degraded", func() bool {
 		for _, td := range ds {

@@ -220,10 +220,10 @@ func (d *Daemon) viewMembers() (alive, known int) {
 	return alive, known
 }
 
-// now is the daemon's wall clock (Config.Clock in tests).
+// now is the daemon's wall clock (the Clock hook in tests, daemonhooks).
 func (d *Daemon) now() time.Time {
-	if d.cfg.Clock != nil {
-		return d.cfg.Clock()
+	if d.cfg.hooks.Clock != nil {
+		return d.cfg.hooks.Clock()
 	}
 	return time.Now()
 }

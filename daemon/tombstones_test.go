@@ -99,7 +99,7 @@ func TestRetiredOriginsTombstonesCollected(t *testing.T) {
 		c.TombstoneGrace = grace
 		c.RetireOriginsAfter = time.Second
 		if i == 0 {
-			c.Clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+			c.hooks.Clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 		}
 	})
 	for i := range keys {

@@ -27,7 +27,7 @@ import (
 func TestFleetTooOld(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
-			c.DataProtocolMax = broadcast.ProtocolTimed - 1
+			c.hooks.DataProtocolMax = broadcast.ProtocolTimed - 1
 		}
 	})
 	ctx := context.Background()

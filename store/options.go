@@ -163,41 +163,76 @@ func DefaultOptions(dir string) Options {
 	}
 }
 
-// Validate checks the options; its messages name the option.
+// OptionError is the problem Validate finds with one option: the
+// daemon reports it under the flag that sets the option.
+type OptionError struct {
+	// Option is the field of Options, as Go spells it (SegmentSize).
+	Option string
+	// Problem reads after the option's name: "must be at least 2, got 1".
+	Problem string
+}
+
+func (e *OptionError) Error() string { return "store: " + e.Option + ": " + e.Problem }
+
+// optionError is an *OptionError of option with the problem in format.
+func optionError(option, format string, args ...any) error {
+	return &OptionError{Option: option, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the options: these are the rules of the storage
+// settings, which the daemon does not repeat. The error is an
+// *OptionError.
 func (o Options) Validate() error {
 	switch {
 	case o.Dir == "":
-		return fmt.Errorf("store: Dir is empty")
-	case o.SegmentSize < 64<<10 || o.SegmentSize%int64(fsys.PageSize) != 0:
-		return fmt.Errorf("store: SegmentSize must be at least 64KiB and a multiple of %d, got %d", fsys.PageSize, o.SegmentSize)
-	case o.SegmentSize > 1<<31:
-		return fmt.Errorf("store: SegmentSize must be at most 2GiB, got %d", o.SegmentSize)
-	case o.MaxMappedSegments < 2:
-		return fmt.Errorf("store: MaxMappedSegments must be at least 2, got %d", o.MaxMappedSegments)
+		return optionError("Dir", "must not be empty")
 	case o.Flush != FlushAsync && o.Flush != FlushSync:
-		return fmt.Errorf("store: Flush must be FlushAsync or FlushSync, got %d", o.Flush)
-	case o.Flush == FlushAsync && o.FlushInterval <= 0:
-		return fmt.Errorf("store: FlushInterval must be positive, got %s", o.FlushInterval)
+		return optionError("Flush", "must be FlushAsync or FlushSync, got %d", o.Flush)
+	case o.FlushInterval <= 0:
+		// The flusher's tick, which does the timed work under FlushSync too.
+		return optionError("FlushInterval", "must be positive, got %v", o.FlushInterval)
 	case o.FlushBytes < 0:
-		return fmt.Errorf("store: FlushBytes must not be negative, got %d", o.FlushBytes)
-	case o.RetentionBytes < 0:
-		return fmt.Errorf("store: RetentionBytes must not be negative, got %d", o.RetentionBytes)
-	case o.RetentionBytes > 0 && o.RetentionBytes < 2*o.SegmentSize:
-		return fmt.Errorf("store: RetentionBytes must be at least two segments (%d), got %d", 2*o.SegmentSize, o.RetentionBytes)
-	case o.RetentionAge < 0:
-		return fmt.Errorf("store: RetentionAge must not be negative, got %s", o.RetentionAge)
-	case o.WhenFull != FullRecycle && o.WhenFull != FullRefuse:
-		return fmt.Errorf("store: WhenFull must be FullRecycle or FullRefuse, got %d", o.WhenFull)
+		return optionError("FlushBytes", "must not be negative (0: on the interval only), got %d", o.FlushBytes)
+	}
+	if err := o.validateSegments(); err != nil {
+		return err
+	}
+	switch {
 	case o.SnapshotInterval <= 0:
-		return fmt.Errorf("store: SnapshotInterval must be positive, got %s", o.SnapshotInterval)
+		return optionError("SnapshotInterval", "must be positive, got %v", o.SnapshotInterval)
+	case o.WhenFull != FullRecycle && o.WhenFull != FullRefuse:
+		return optionError("WhenFull", "must be FullRecycle or FullRefuse, got %d", o.WhenFull)
 	case o.MaxCursors < 0:
-		return fmt.Errorf("store: MaxCursors must not be negative, got %d", o.MaxCursors)
+		return optionError("MaxCursors", "must not be negative, got %d", o.MaxCursors)
 	case o.MaxCursorsPerOwner < 0:
-		return fmt.Errorf("store: MaxCursorsPerOwner must not be negative, got %d", o.MaxCursorsPerOwner)
+		return optionError("MaxCursorsPerOwner", "must not be negative, got %d", o.MaxCursorsPerOwner)
 	case o.MaxClockOffset < 0:
-		return fmt.Errorf("store: MaxClockOffset must not be negative, got %s", o.MaxClockOffset)
+		return optionError("MaxClockOffset", "must not be negative, got %v", o.MaxClockOffset)
 	case o.IndexChunkEntries < 1024:
-		return fmt.Errorf("store: IndexChunkEntries must be at least 1024, got %d", o.IndexChunkEntries)
+		return optionError("IndexChunkEntries", "must be at least 1024, got %d", o.IndexChunkEntries)
+	}
+	return nil
+}
+
+// validateSegments checks the segments' size, how many are mapped, and
+// the retention bounds.
+func (o Options) validateSegments() error {
+	switch {
+	case o.SegmentSize < 64<<10:
+		return optionError("SegmentSize", "must be at least 64KiB, got %d", o.SegmentSize)
+	case o.SegmentSize > 2<<30:
+		return optionError("SegmentSize", "must be at most 2GiB, got %d", o.SegmentSize)
+	case o.SegmentSize%int64(fsys.PageSize) != 0:
+		return optionError("SegmentSize", "must be a multiple of the page size (%d), got %d", fsys.PageSize, o.SegmentSize)
+	case o.MaxMappedSegments < 2:
+		// One segment is written while another may still be read.
+		return optionError("MaxMappedSegments", "must be at least 2, got %d", o.MaxMappedSegments)
+	case o.RetentionBytes < 0:
+		return optionError("RetentionBytes", "must not be negative, got %d", o.RetentionBytes)
+	case o.RetentionBytes > 0 && o.RetentionBytes < 2*o.SegmentSize:
+		return optionError("RetentionBytes", "must be 0 (no bound) or at least two segments (%d), got %d", 2*o.SegmentSize, o.RetentionBytes)
+	case o.RetentionAge < 0:
+		return optionError("RetentionAge", "must not be negative, got %v", o.RetentionAge)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/spf13/pflag"
 
 	"github.com/cachecast/cachecast/daemon"
@@ -28,7 +30,8 @@ Only one daemon may use a data directory: a second one refuses to start. Two nod
 	p.Item("CACHECAST_ENV_FILE", "a file of CACHECAST_<FLAG>=value lines applied over the environment and read again on SIGHUP; the unit points it at /etc/default/cachecastd. A CACHECAST_ name that no flag reads is logged as a warning.")
 	p.Section("Signals")
 	p.Item("SIGTERM, SIGINT", "shut down gracefully: drain the requests in flight, flush the log, write the view's snapshot.")
-	p.Item("SIGHUP", "reload the log level and the role lists from the command line, the environment and the env file.")
+	p.Item("SIGHUP", "read the command line, the environment and the env file again, and apply --"+
+		strings.Join(daemon.ReloadFlags(), ", --")+"; a change to another flag is logged as needing a restart.")
 	p.Section("Files")
 	p.Item("/etc/default/cachecastd", "the settings of the packaged service, one CACHECAST_<FLAG>=value a line.")
 	p.Item("/var/lib/cachecast", "the data directory of the packaged service: log segments, meta, cursors, snapshot. Kept when the package is removed, deleted when it is purged.")

@@ -1,8 +1,9 @@
 // Package faultnet is a fault-injecting layer over real TCP for tests of
 // nodes that dial each other's data ports (package broadcast, and
-// daemons through daemon.Config.DataDial): it refuses the dials of a node
-// cut off from an address, closes their open connections, can tamper
-// with the bytes a node writes, and can delay its writes (a slow link). Nothing is simulated: the connections are
+// daemons through their test hook daemonhooks.Hooks.DataDial): it refuses
+// the dials of a node cut off from an address, closes their open
+// connections, can tamper with the bytes a node writes, and can delay its
+// writes (a slow link). Nothing is simulated: the connections are
 // the kernel's. The same cuts partition gossip too (Unreachable, for
 // gossip.Config.Unreachable): one Net can cut a node off from its peers'
 // data and gossip addresses alike.

@@ -1,0 +1,365 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store"
+)
+
+// A setting is the one declaration of a configuration setting. From it
+// come the flag (AddFlags: its name, its help, its default from
+// DefaultConfig), the environment variable (EnvName of the flag, read by
+// ApplyEnv), what SIGHUP applies (Reload, reloadFlags), the store option
+// it sets and whose rules are its rules (storeOptions, Validate), and so
+// the manual page (cmd/cachecastd --man) and the reference of
+// docs/configuration.md, which tests check against this table.
+type setting struct {
+	// field is the Config field the setting sets; its Go type picks the
+	// flag's type (AddFlags).
+	field string
+	// flag is the flag's name; the environment variable is EnvName(flag).
+	flag string
+	// help is the flag's help text.
+	help string
+	// reload says SIGHUP applies a new value to the running daemon; a
+	// change to any other setting waits for a restart.
+	reload bool
+	// store names the store.Options field the setting becomes: the
+	// store's default is the flag's, and store.Options.Validate holds its
+	// rules (an *store.OptionError of it is reported under this flag).
+	store string
+}
+
+// settings are every setting of the daemon, in the order of --help.
+var settings = []setting{
+	{field: "DataDir", flag: "data-dir", store: "Dir",
+		help: "directory of the store (segments, meta, cursors, snapshot); one daemon per directory"},
+	{field: "Socket", flag: "socket",
+		help: "path of the local API's Unix socket"},
+	{field: "SocketMode", flag: "socket-mode",
+		help: "permission of the socket file, octal (connecting needs write permission)"},
+	{field: "ViewFile", flag: "view-file",
+		help: `shared-memory view file local processes read with no system call (mode 0640, the socket's group); "auto": beside the socket, ".view" for ".sock"; empty: off`},
+	{field: "NodeName", flag: "node-name",
+		help: "name of this node for people; defaults to the host name"},
+	{field: "EnvFile", flag: "env-file", reload: true,
+		help: "file of CACHECAST_<FLAG>=value lines, applied over the environment"},
+	{field: "Flush", flag: "flush", store: "Flush",
+		help: `when a write is acknowledged: "async" (in the page cache; flushed every --flush-interval) or "sync" (on disk)`},
+	{field: "FlushInterval", flag: "flush-interval", store: "FlushInterval",
+		help: "async flush: the longest a write stays only in memory"},
+	{field: "FlushBytes", flag: "flush-bytes", store: "FlushBytes",
+		help: "async flush: flush early after this many unflushed bytes; 0: on the interval only"},
+	{field: "SegmentSize", flag: "segment-size", store: "SegmentSize",
+		help: "size of each log segment file (e.g. 64MiB, 1GB)"},
+	{field: "MaxMappedSegments", flag: "max-mapped-segments", store: "MaxMappedSegments",
+		help: "most log segments mapped into memory at once"},
+	{field: "RetentionBytes", flag: "retention-bytes", store: "RetentionBytes",
+		help: "bound on the log's size; 0: no bound"},
+	{field: "RetentionAge", flag: "retention-age", store: "RetentionAge",
+		help: "bound on the age of retained records; 0: no bound"},
+	{field: "SnapshotInterval", flag: "snapshot-interval", store: "SnapshotInterval",
+		help: "how often the key/value snapshot is written while the log grows (bounds the replay on restart)"},
+	{field: "WhenFull", flag: "when-full", store: "WhenFull",
+		help: `at the retention bound: "recycle" the oldest segments every durable cursor has passed, or "refuse" writes`},
+	{field: "MaxValueSize", flag: "max-value-size",
+		help: "largest value of one message"},
+	{field: "MaxBodySize", flag: "max-body-size",
+		help: "largest request body (a batch of messages)"},
+	{field: "MaxConnections", flag: "max-connections",
+		help: "most open connections to the socket besides subscriptions; at the bound a new one closes the connection idle longest"},
+	{field: "MaxConnectionsPerUID", flag: "max-connections-per-uid",
+		help: "one uid's share of --max-connections"},
+	{field: "MaxStreams", flag: "max-streams",
+		help: "most open subscriptions (apart from --max-connections); more are answered 503 busy"},
+	{field: "MaxStreamsPerUID", flag: "max-streams-per-uid",
+		help: "one uid's share of --max-streams; more are answered 429 too_many"},
+	{field: "MaxBodyMemory", flag: "max-body-memory",
+		help: "most bytes of request bodies held in memory over all connections; more are answered 503 busy"},
+	{field: "MaxBodyMemoryPerUID", flag: "max-body-memory-per-uid",
+		help: "one uid's share of --max-body-memory; more are answered 429 too_many"},
+	{field: "ReadHeaderTimeout", flag: "read-header-timeout",
+		help: "time allowed to read a request's headers"},
+	{field: "ReadTimeout", flag: "read-timeout",
+		help: "time allowed to read a whole request, body included"},
+	{field: "WriteTimeout", flag: "write-timeout",
+		help: "time allowed to write a response (subscription streams are exempt)"},
+	{field: "IdleTimeout", flag: "idle-timeout",
+		help: "idle keep-alive connections are closed after this long"},
+	{field: "ShutdownTimeout", flag: "shutdown-timeout",
+		help: "on shutdown, how long in-flight requests may take before their connections are closed"},
+	{field: "GossipAddr", flag: "gossip-addr",
+		help: "ip:port of cluster membership (UDP and TCP); empty: no cluster, no network port"},
+	{field: "AdvertiseAddr", flag: "advertise-addr",
+		help: "ip[:port] other nodes reach the gossip port at; empty: derived from --gossip-addr"},
+	{field: "DataAddr", flag: "data-addr",
+		help: "host:port of the data port that carries records between nodes"},
+	{field: "Join", flag: "join",
+		help: "seed addresses of the cluster, comma separated (ip:port of their gossip ports)"},
+	{field: "JoinTimeout", flag: "join-timeout",
+		help: "bound on the first join attempt (READY=1 waits for it); later attempts run in the background"},
+	{field: "GossipProfile", flag: "gossip-profile",
+		help: `memberlist timers: "lan", "wan" or "local" (fast, one machine)`},
+	{field: "ClusterKeyFile", flag: "cluster-key-file",
+		help: "file of cluster keys (base64, one per line, first is primary) for gossip encryption and the data port; without it the cluster's ports stay on loopback"},
+	{field: "AllowInsecureCluster", flag: "allow-insecure-cluster",
+		help: "let a node without --cluster-key-file bind --gossip-addr or --data-addr beyond loopback (anyone who reaches the ports can join and write)"},
+	{field: "Replication", flag: "replication",
+		help: `copy each write to the replica peer: "none", "async" (with the fan-out) or "sync" (the publish waits for the replica)`},
+	{field: "Replica", flag: "replica",
+		help: "node name of the replica peer; empty: the successor on the ring of node IDs"},
+	{field: "ReplicaTimeout", flag: "replica-timeout",
+		help: "sync replication: how long a publish waits for the replica before it answers replica_timeout"},
+	{field: "MaxClockOffset", flag: "max-clock-offset", store: "MaxClockOffset",
+		help: "a peer's record stamped further ahead of this node's clock is held until the clock catches up (refused for now past 10 times this); peers persistently ahead are flagged in status"},
+	{field: "ObserveInterval", flag: "observe-interval",
+		help: "how often the consistency observer compares this node's view digest with one peer's at a common vector (0: never)"},
+	{field: "AntiEntropyFanout", flag: "anti-entropy-fanout",
+		help: "peers, picked at random, this node exchanges version vectors with every second (anti-entropy); each side pulls what it lacks"},
+	{field: "RetireOriginsAfter", flag: "retire-origins-after",
+		help: "an origin absent from the alive members this long is left out of the vectors this node sends (its records stay, and are still repaired)"},
+	{field: "TombstoneGrace", flag: "tombstone-grace",
+		help: "a delete's tombstone is collected once every live node holds it and this has passed since it was written (0: never); a node out of contact for more than half of it refuses to start without --start-over"},
+	{field: "StartOver", flag: "start-over",
+		help: "when this node was out of contact for more than half of --tombstone-grace, move its data aside (<data-dir>/stale-<unix ms>) and start as a fresh node from its peers"},
+	{field: "QueuesPerTopic", flag: "queues-per-topic",
+		help: "consumer groups: queues per topic (a message goes to queue hash(key) mod this); the same on every node"},
+	{field: "AckTimeout", flag: "ack-timeout",
+		help: "consumer groups: how long a member may hold a message unacknowledged before it is redelivered"},
+	{field: "MaxRetries", flag: "max-retries",
+		help: "consumer groups: redeliveries of a failed message before it goes to the dead-letter topic"},
+	{field: "RetryBackoff", flag: "retry-backoff",
+		help: "consumer groups: wait before each retry, comma separated; the last repeats"},
+	{field: "TLSCert", flag: "tls-cert",
+		help: "certificate (PEM) of this node for mutual TLS on the data port"},
+	{field: "TLSKey", flag: "tls-key",
+		help: "private key (PEM) for --tls-cert"},
+	{field: "TLSCA", flag: "tls-ca",
+		help: "CA certificate (PEM) that signs every node's certificate"},
+	{field: "Transport", flag: "transport",
+		help: `fan-out: "tcp" (push to every peer) or "nats" (publish once to a NATS cluster, for large fleets)`},
+	{field: "TCPFanout", flag: "tcp-fanout",
+		help: `how --transport=tcp pushes records: "direct" (each node to every peer), "tree" (each node relays every record to its neighbours on a tree of degree 4: at most 5 push connections whatever the fleet's size) or "auto" (direct below 16 alive members, the tree from 16; every node sees the same members, so all choose alike)`},
+	{field: "NATSURL", flag: "nats-url",
+		help: "NATS servers, comma separated (nats://host:4222,...), for --transport=nats"},
+	{field: "NATSCreds", flag: "nats-creds",
+		help: "NATS credentials file (JWT and nkey seed)"},
+	{field: "NATSTLSCert", flag: "nats-tls-cert",
+		help: "client certificate (PEM) for TLS to NATS"},
+	{field: "NATSTLSKey", flag: "nats-tls-key",
+		help: "private key (PEM) for --nats-tls-cert"},
+	{field: "NATSTLSCA", flag: "nats-tls-ca",
+		help: "CA certificate (PEM) that signs the NATS servers' certificates"},
+	{field: "NATSSubjectPrefix", flag: "nats-subject-prefix",
+		help: "prefix of the NATS subjects records are published on (<prefix>.<origin>)"},
+	{field: "RedisSocket", flag: "redis-socket",
+		help: `path of the Redis protocol's Unix socket; empty: beside --socket (cachecast.sock: cachecast-redis.sock); "off": none`},
+	{field: "RedisAddr", flag: "redis-addr",
+		help: "host:port for the Redis protocol over TCP (loopback only unless --redis-allow-remote); empty: off"},
+	{field: "RedisAllowFlush", flag: "redis-allow-flush",
+		help: "let FLUSHDB and FLUSHALL delete every key on every node (one batch of deletes), for the admin role; off: they are refused"},
+	{field: "RedisAllowRemote", flag: "redis-allow-remote",
+		help: "let --redis-addr listen beyond loopback (it then needs --redis-users: a TCP client has no uid)"},
+	{field: "RedisUsers", flag: "redis-users", reload: true,
+		help: "users file of the Redis door, in Redis ACL syntax (user NAME on >PASSWORD ~* +@read|+@write|+@consume|+@all): AUTH's users and their roles; without it a TCP client may only read"},
+	{field: "RedisTLSCert", flag: "redis-tls-cert",
+		help: "PEM certificate (chain) to serve --redis-addr under TLS, with --redis-tls-key"},
+	{field: "RedisTLSKey", flag: "redis-tls-key",
+		help: "PEM private key of --redis-tls-cert"},
+	{field: "RedisDefaultTopic", flag: "redis-default-topic",
+		help: "topic of the Redis keys without a ':' (topic:key otherwise)"},
+	{field: "RedisPushBuffer", flag: "redis-push-buffer",
+		help: "invalidations and messages waiting for one Redis client; past it the client is disconnected"},
+	{field: "RedisNotifyKeyspaceEvents", flag: "redis-notify-keyspace-events",
+		help: "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off"},
+	{field: "RedisIdleTimeout", flag: "redis-idle-timeout",
+		help: "close a Redis connection that sends no command for this long (subscribed and tracking ones are exempt); 0: never"},
+	{field: "RedisTrackingMaxKeys", flag: "redis-tracking-max-keys",
+		help: "keys one Redis client-side-caching client is tracked for; past it a tenth of them are invalidated and forgotten"},
+	{field: "MetricsAddr", flag: "metrics-addr",
+		help: "TCP address of the Prometheus /metrics endpoint and the operator console, /console (e.g. 127.0.0.1:9464); empty: off"},
+	{field: "ConsoleTokenFile", flag: "console-token-file",
+		help: "file whose first line is the token the console asks for; without it the console is served on a loopback --metrics-addr only"},
+	{field: "ReadUIDs", flag: "read-uids", reload: true,
+		help: "read role (keys, topics, status, subscriptions that move no cursor): user IDs, comma separated; with --read-gids empty: anyone who can open the socket"},
+	{field: "ReadGIDs", flag: "read-gids", reload: true,
+		help: "read role: group IDs (primary or supplementary), comma separated"},
+	{field: "ConsumeUIDs", flag: "consume-uids", reload: true,
+		help: "consume role (durable cursors, consumer groups, acks, dead-letter listings): user IDs; with --consume-gids empty: the publishers"},
+	{field: "ConsumeGIDs", flag: "consume-gids", reload: true,
+		help: "consume role: group IDs, comma separated"},
+	{field: "AllowUIDs", flag: "allow-uids", reload: true,
+		help: "publish role (PUT, DELETE, POST messages): user IDs, comma separated; with --allow-gids empty: the readers"},
+	{field: "AllowGIDs", flag: "allow-gids", reload: true,
+		help: "publish role: group IDs (primary or supplementary), comma separated"},
+	{field: "AdminUIDs", flag: "admin-uids", reload: true,
+		help: "admin role (every role, group resets, dead-letter replays, other users' cursors): user IDs besides root and the daemon's own"},
+	{field: "AdminGIDs", flag: "admin-gids", reload: true,
+		help: "admin role: group IDs, comma separated"},
+	{field: "MaxCursors", flag: "max-cursors", store: "MaxCursors",
+		help: "most durable cursors on this node (each takes 1KiB of the cursors file and may hold retention back); 0: no bound"},
+	{field: "MaxCursorsPerUID", flag: "max-cursors-per-uid", store: "MaxCursorsPerOwner",
+		help: "most durable cursors one user creates (admins are exempt); 0: no bound"},
+	{field: "MaxMembersPerUID", flag: "max-members-per-uid",
+		help: "most consumer-group members one user holds on this node at once (admins are exempt); 0: no bound"},
+	{field: "LogLevel", flag: "log-level", reload: true,
+		help: "debug, info, warn or error"},
+	{field: "LogFormat", flag: "log-format",
+		help: "json or console (default: console on a terminal, json otherwise)"},
+}
+
+// ptr is a pointer to s's field of c.
+func (s setting) ptr(c *Config) any {
+	return reflect.ValueOf(c).Elem().FieldByName(s.field).Addr().Interface()
+}
+
+// value is s's value in c.
+func (s setting) value(c Config) any {
+	return reflect.ValueOf(c).FieldByName(s.field).Interface()
+}
+
+// AddFlags binds every setting of c to a flag of fs, with c's current
+// values as the defaults that --help shows. Each flag is marked for
+// ApplyEnv, and its help ends with its environment variable.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	for _, s := range settings {
+		help := s.help
+		if s.reload {
+			help += " (reloaded on SIGHUP)"
+		}
+		switch p := s.ptr(c).(type) {
+		case *string:
+			fs.StringVar(p, s.flag, *p, help)
+		case *bool:
+			fs.BoolVar(p, s.flag, *p, help)
+		case *int:
+			fs.IntVar(p, s.flag, *p, help)
+		case *int64: // every int64 setting is a byte size
+			fs.Var(newSizeValue(p), s.flag, help)
+		case *time.Duration:
+			fs.DurationVar(p, s.flag, *p, help)
+		case *os.FileMode:
+			fs.Var(newModeValue(p), s.flag, help)
+		case *[]string:
+			fs.StringSliceVar(p, s.flag, *p, help)
+		case *[]time.Duration:
+			fs.DurationSliceVar(p, s.flag, *p, help)
+		case *[]uint32:
+			fs.Var(newIDListValue(p), s.flag, help)
+		default:
+			panic(fmt.Sprintf("daemon: setting --%s: no flag type for %T", s.flag, p))
+		}
+		_ = fs.SetAnnotation(s.flag, envAnnotation, []string{EnvName(s.flag)})
+		f := fs.Lookup(s.flag)
+		f.Usage += " [$" + EnvName(s.flag) + "]"
+	}
+}
+
+// reloadFlags are the flags whose new values SIGHUP applies, in the
+// order of --help.
+func reloadFlags() []string {
+	var names []string
+	for _, s := range settings {
+		if s.reload {
+			names = append(names, s.flag)
+		}
+	}
+	return names
+}
+
+// ReloadFlags names the flags whose new values SIGHUP applies to a
+// running daemon, in the order of --help; a change to another flag waits
+// for a restart. For the manual page and the docs.
+func ReloadFlags() []string { return reloadFlags() }
+
+// changedSettings names the flags whose values differ between a and b,
+// of those SIGHUP applies (reload true) or of the others.
+func changedSettings(a, b Config, reload bool) []string {
+	var changed []string
+	for _, s := range settings {
+		if s.reload == reload && !reflect.DeepEqual(s.value(a), s.value(b)) {
+			changed = append(changed, s.flag)
+		}
+	}
+	return changed
+}
+
+// reloadFields are the log fields of the settings SIGHUP applies, as c
+// has them.
+func reloadFields(c Config) []zap.Field {
+	var fields []zap.Field
+	for _, s := range settings {
+		if s.reload {
+			fields = append(fields, zap.Any(s.flag, s.value(c)))
+		}
+	}
+	return fields
+}
+
+// storeOptions maps the configuration onto the store's options: each
+// setting with a store field sets it. It assumes Validate passed for
+// Flush and WhenFull.
+func (c Config) storeOptions(log *zap.Logger) store.Options {
+	o := store.DefaultOptions(c.DataDir)
+	ov := reflect.ValueOf(&o).Elem()
+	for _, s := range settings {
+		if s.store == "" {
+			continue
+		}
+		dst, v := ov.FieldByName(s.store), reflect.ValueOf(s.value(c))
+		if v.Type().AssignableTo(dst.Type()) {
+			dst.Set(v)
+		}
+	}
+	o.Flush, _ = store.ParseFlushMode(c.Flush)
+	o.WhenFull, _ = store.ParseFullPolicy(c.WhenFull)
+	o.Now = c.hooks.Clock
+	o.ViewFromPeers = c.GossipAddr != "" // a node of a cluster takes a lost view from a peer
+	if log != nil {
+		o.Logger = log.Named("store")
+	}
+	return o
+}
+
+// withStoreDefaults is c with the store's own defaults where the store
+// has one (not zero): one source of truth for the storage figures. A
+// default of a type of the store's (store.FlushMode) is its String.
+func (c Config) withStoreDefaults(so store.Options) Config {
+	cv, ov := reflect.ValueOf(&c).Elem(), reflect.ValueOf(so)
+	for _, s := range settings {
+		if s.store == "" {
+			continue
+		}
+		def, dst := ov.FieldByName(s.store), cv.FieldByName(s.field)
+		if str, ok := def.Interface().(fmt.Stringer); ok && dst.Kind() == reflect.String {
+			dst.SetString(str.String()) // a store.FlushMode, whose zero is a mode too
+		} else if !def.IsZero() && def.Type().AssignableTo(dst.Type()) {
+			dst.Set(def)
+		}
+	}
+	return c
+}
+
+// validateStore checks the settings the store owns by the store's own
+// rules (store.Options.Validate), and reports a problem under the flag
+// that sets the option.
+func (c Config) validateStore() error {
+	err := c.storeOptions(nil).Validate()
+	var oe *store.OptionError
+	if err == nil || !errors.As(err, &oe) {
+		return err
+	}
+	i := slices.IndexFunc(settings, func(s setting) bool { return s.store == oe.Option })
+	if i < 0 {
+		return fmt.Errorf("store options: %w", err)
+	}
+	return fmt.Errorf("--%s: %s", settings[i].flag, oe.Problem)
+}
