@@ -34,7 +34,8 @@
 //
 // A log position is a byte offset into an endless log, cut into segments of
 // SegmentSize bytes. A segment file holds a fixed number of consecutive
-// segments (its slots, each mapped on its own) and is named by the position
+// segments (its slots; it is mapped whole while any of them is, so that the
+// writer's move to the next slot maps nothing) and is named by the position
 // of its first byte: one segment a file for segments of 8 MiB or more (the
 // default 64 MiB), as many as fill 8 MiB for smaller ones (and at most an
 // eighth of RetentionBytes), so that a small segment costs no file creation

@@ -795,8 +795,11 @@ func (l *Log) makeSegment(base int64, ready bool) (*segment, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err = s.mapIn(l.segSize); err == nil && ready {
-		err = l.ahead(s, l.window)
+	l.mu.Lock()
+	err = s.mapIn(l.segSize)
+	l.mu.Unlock()
+	if err == nil && ready {
+		err = l.ahead(s, l.window) // s is not in maps yet: not evicted
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -28,7 +28,7 @@ type segment struct {
 	file *segFile
 	off  int64  // the segment's offset in its file
 	path string // its file's, for messages
-	data []byte // the map of the segment's slot; nil while unmapped
+	data []byte // its slot of its file's map; nil while unmapped
 
 	// alloc is how many bytes from the start are allocated (fallocated, or
 	// written): the writer writes only below it, so that a full disk is an
@@ -45,11 +45,17 @@ type segment struct {
 }
 
 // A segFile is an open segment file, shared by the segments of its slots
-// that are open (refs, guarded by Log.mu); it is closed with the last.
+// that are open (refs); it is closed with the last. It is mapped whole
+// while any of its segments is mapped (mapped of them), so that moving to
+// the next slot maps nothing and dropping one unmaps nothing. refs,
+// mapped and data are guarded by Log.mu once the log runs.
 type segFile struct {
 	path   string
 	f      *os.File
+	size   int64
 	refs   int
+	mapped int
+	data   []byte
 	reused bool // a recycled file: its blocks are allocated already
 }
 
@@ -99,7 +105,7 @@ func createFile(path string, size, window int64, free string) (*segFile, error) 
 		if err != nil {
 			return nil, fsys.FileError("open", path, err)
 		}
-		return &segFile{path: path, f: f, reused: true}, nil
+		return &segFile{path: path, f: f, size: size, reused: true}, nil
 	}
 	f, err := openFile(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL)
 	if err != nil {
@@ -112,7 +118,7 @@ func createFile(path string, size, window int64, free string) (*segFile, error) 
 			return nil, fsys.FileError("truncate", path, err)
 		}
 	}
-	return &segFile{path: path, f: f}, nil
+	return &segFile{path: path, f: f, size: size}, nil
 }
 
 // newSegment makes the segment at base in slot off of file and allocates
@@ -155,16 +161,22 @@ func openExisting(path string, size int64) (*segFile, error) {
 			return nil, fsys.FileError("truncate", path, err)
 		}
 	}
-	return &segFile{path: path, f: f}, nil
+	return &segFile{path: path, f: f, size: size}, nil
 }
 
-// mapIn maps the segment's slot.
+// mapIn maps the segment: its slot of its file's map, made with the first
+// of the file's segments mapped. Under Log.mu once the log runs.
 func (s *segment) mapIn(size int64) error {
-	b, err := unix.Mmap(int(s.file.f.Fd()), s.off, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return fsys.FileError("mmap", s.path, err)
+	f := s.file
+	if f.data == nil {
+		b, err := unix.Mmap(int(f.f.Fd()), 0, int(f.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return fsys.FileError("mmap", s.path, err)
+		}
+		f.data = b
 	}
-	s.data = b
+	f.mapped++
+	s.data = f.data[s.off : s.off+size : s.off+size]
 	return nil
 }
 
@@ -178,9 +190,19 @@ func (s *segment) populate(from, to int64) {
 	fsys.PopulateWrite(s.data[from:to])
 }
 
+// unmap drops the segment's map, and its file's with the last of the
+// file's segments mapped. Under Log.mu once the log runs.
 func (s *segment) unmap() error {
-	err := fsys.Unmap(s.data)
+	if s.data == nil {
+		return nil
+	}
 	s.data = nil
+	f := s.file
+	if f.mapped--; f.mapped > 0 {
+		return nil
+	}
+	err := fsys.Unmap(f.data)
+	f.data = nil
 	return err
 }
 
