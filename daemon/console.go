@@ -17,13 +17,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/cachecast/cachecast/daemon/console"
+	"github.com/cachecast/cachecast/daemon/httpapi"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
 	"github.com/cachecast/cachecast/wire"
 )
 
 // The operator console's cross-node reads (GET /v1/fleet, GET
-// /v1/topics/{topic}/nodes/{key}; the page itself is package
+// /v1/topics/{topic}/nodes/{key}, GET /v1/fleet/groups; the page itself is package
 // daemon/console, on the metrics listener).
 //
 // The node asked sends a small question to every live member over gossip
@@ -47,7 +48,8 @@ const (
 )
 
 // consoleQuestion is a console's question to a member: "fleet" (its
-// summary) or "key" (its entry and pending records of Topic/Key).
+// summary), "key" (its entry and pending records of Topic/Key) or
+// "groups" (its consumer groups, as its GET /v1/groups).
 type consoleQuestion struct {
 	Console string `json:"console"`
 	Topic   string `json:"topic,omitempty"`
@@ -65,6 +67,8 @@ func (d *Daemon) answer(from string, question []byte) []byte {
 			v = d.summary()
 		case "key":
 			v = d.keyOnNode(q.Topic, q.Key)
+		case "groups":
+			v = d.groupsOnNode()
 		default:
 			v = wire.KeyOnMember{Name: d.cfg.NodeName, Error: "unknown console question " + strconv.Quote(q.Console)}
 		}
@@ -316,6 +320,49 @@ func (d *Daemon) keyAcross(ctx context.Context, topic, key string, timeout time.
 	}
 	slices.SortFunc(out.Nodes, func(a, b wire.KeyOnMember) int { return strings.Compare(a.Name, b.Name) })
 	out.Same = compareKeys(out.Nodes)
+	return out
+}
+
+// groupsOnNode is this node's answer to a "groups" question: its
+// consumer groups as its GET /v1/groups lists them; none before it serves
+// (the groups start before it is ready) or once it is shutting down.
+func (d *Daemon) groupsOnNode() wire.GroupsOnMember {
+	out := wire.GroupsOnMember{Name: d.cfg.NodeName, Answered: true, Groups: []wire.GroupStatus{}}
+	if !d.ready.Load() {
+		out.Error = "not serving (starting, catching up or shutting down)"
+		return out
+	}
+	out.Groups = httpapi.GroupStatuses(d.groups.Status())
+	return out
+}
+
+// groupsAcross is GET /v1/fleet/groups: every member's consumer groups,
+// side by side.
+func (d *Daemon) groupsAcross(ctx context.Context, timeout time.Duration) wire.GroupsAcross {
+	out := wire.GroupsAcross{Node: d.cfg.NodeName}
+	answers, errs := d.askEach(ctx, consoleQuestion{Console: "groups"}, askTimeout(timeout))
+	for _, m := range d.node.Cluster().Members {
+		var g wire.GroupsOnMember
+		switch {
+		case m.Self:
+			g = d.groupsOnNode()
+			g.Self = true
+		case answers[m.Name].b != nil:
+			if err := json.Unmarshal(answers[m.Name].b, &g); err != nil || !g.Answered {
+				g = wire.GroupsOnMember{Error: "no groups in its answer (a build without them?)"}
+			}
+		case errs[m.Name] != "":
+			g.Error = errs[m.Name]
+		default:
+			g.Error = "not asked: the member is " + m.State
+		}
+		g.Name = m.Name
+		if g.Groups == nil {
+			g.Groups = []wire.GroupStatus{}
+		}
+		out.Nodes = append(out.Nodes, g)
+	}
+	slices.SortFunc(out.Nodes, func(a, b wire.GroupsOnMember) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -41,7 +42,9 @@ func fleetMember(f wire.Fleet, name string) wire.FleetMember {
 // nodes: GET /v1/fleet lists every member with its own figures; GET
 // /v1/topics/{t}/nodes/{k} shows a key the same on all three, names the
 // node that differs, and shows a member that does not answer (alive, but
-// its answers held back) or is stopped as not answered, never the same.
+// its answers held back) or is stopped as not answered, never the same;
+// GET /v1/fleet/groups lists every node's consumer groups, and a member
+// that does not answer as such.
 func TestConsoleRoutes(t *testing.T) {
 	ds := startCluster(t, 3, nil)
 	ds[0].put("prices", "sku-42", "10")
@@ -111,6 +114,28 @@ func TestConsoleRoutes(t *testing.T) {
 		t.Fatalf("diverged key: %+v; want node2 alone differing", k)
 	}
 
+	// A consumer group with its member on node1: every node lists it,
+	// node1 with the member.
+	ds[1].subscribe("prices/subscribe?mode=clustering&group=billing")
+	testkit.Until(t, 10*time.Second, "billing on all three, its member on node1", func() string {
+		g := getJSON[wire.GroupsAcross](ds[0], "/v1/fleet/groups")
+		var got []string
+		for _, n := range g.Nodes {
+			s := n.Name
+			if n.Self {
+				s += "(self)"
+			}
+			for _, x := range n.Groups {
+				s += fmt.Sprintf(" %s/%s:%d", x.Topic, x.Group, len(x.Members))
+			}
+			got = append(got, s)
+		}
+		if want := "[node0(self) prices/billing:0 node1 prices/billing:1 node2 prices/billing:0]"; fmt.Sprint(got) != want || g.Node != "node0" {
+			return fmt.Sprintf("%s: %v", g.Node, got)
+		}
+		return ""
+	})
+
 	// node1 is alive but answers nothing: not answered, never the same.
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -129,6 +154,10 @@ func TestConsoleRoutes(t *testing.T) {
 	f = getJSON[wire.Fleet](ds[0], "/v1/fleet?timeout=300ms")
 	if m := fleetMember(f, "node1"); m.State != "alive" || m.Summary != nil || !strings.Contains(m.Error, "no answer") {
 		t.Fatalf("a silent member in the fleet: %+v", m)
+	}
+	g := getJSON[wire.GroupsAcross](ds[0], "/v1/fleet/groups?timeout=300ms")
+	if n := g.Nodes[1]; n.Name != "node1" || n.Answered || len(n.Groups) != 0 || !strings.Contains(n.Error, "no answer") || !g.Nodes[0].Answered || !g.Nodes[2].Answered {
+		t.Fatalf("a silent member's groups: %+v", g)
 	}
 	unblock()
 	ds[1].d.cluster.g.SetAnswer(ds[1].d.answer)
@@ -309,6 +338,7 @@ func TestConsoleListener(t *testing.T) {
 		{"GET", "/console/api/v1/topics/prices/nodes/sku-1", "", http.StatusOK, `"same":true`},
 		{"GET", "/console/api/v1/topics/prices/history/sku-1", "", http.StatusOK, `"kind":"write"`},
 		{"GET", "/console/api/v1/topics/prices/expiries", "", http.StatusOK, `"expiries":[]`},
+		{"GET", "/console/api/v1/fleet/groups", "", http.StatusOK, `"node":"test-node"`},
 		{"PUT", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"DELETE", "/console/api/v1/topics/prices/keys/sku-1", "", http.StatusMethodNotAllowed, "method_not_allowed"},
 		{"POST", "/console/api/v1/repair/accept", "", http.StatusNotFound, "route_not_found"},

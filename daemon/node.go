@@ -284,9 +284,10 @@ func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Ca
 	return results, status, nil
 }
 
-// Fleet is GET /v1/fleet, KeyAcross GET /v1/topics/{topic}/nodes/{key}
-// (console.go): each asks every live member, within timeout apiece; an
-// answer serves the callers of the same question for half a second.
+// Fleet is GET /v1/fleet, KeyAcross GET /v1/topics/{topic}/nodes/{key},
+// GroupsAcross GET /v1/fleet/groups (console.go): each asks every live
+// member, within timeout apiece; an answer serves the callers of the same
+// question for half a second.
 func (n *node) Fleet(_ context.Context, timeout time.Duration) wire.Fleet {
 	return n.d.shared(fmt.Sprintf("fleet %d", timeout), func(ctx context.Context) any {
 		return n.d.fleet(ctx, timeout)
@@ -296,6 +297,12 @@ func (n *node) Fleet(_ context.Context, timeout time.Duration) wire.Fleet {
 // KeyHistory is GET /v1/topics/{topic}/history/{key} (console.go).
 func (n *node) KeyHistory(topic, key string, limit int, scan uint64) (wire.KeyHistory, error) {
 	return n.d.keyHistory(topic, key, limit, scan)
+}
+
+func (n *node) GroupsAcross(_ context.Context, timeout time.Duration) wire.GroupsAcross {
+	return n.d.shared(fmt.Sprintf("groups %d", timeout), func(ctx context.Context) any {
+		return n.d.groupsAcross(ctx, timeout)
+	}).(wire.GroupsAcross)
 }
 
 func (n *node) KeyAcross(_ context.Context, topic, key string, timeout time.Duration) wire.KeyAcross {

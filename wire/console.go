@@ -162,3 +162,24 @@ type Version struct {
 	Origin string `json:"origin"`
 	Seq    uint64 `json:"seq"`
 }
+
+// GroupsAcross is the body of GET /v1/fleet/groups: every member's
+// consumer groups as it answered (its GET /v1/groups: the allocation, and
+// its own part, members, in-flight messages, backlog and counters), asked
+// over gossip as GET /v1/fleet asks. Node is the node that answered.
+type GroupsAcross struct {
+	Node  string           `json:"node"`
+	Nodes []GroupsOnMember `json:"nodes"`
+}
+
+// GroupsOnMember is one member's answer in GroupsAcross. Answered is
+// false when it did not answer in time, or not at all (Error says why);
+// a member that answered but does not serve yet says so in Error, with
+// no groups.
+type GroupsOnMember struct {
+	Name     string        `json:"name"`
+	Self     bool          `json:"self,omitempty"`
+	Answered bool          `json:"answered"`
+	Error    string        `json:"error,omitempty"`
+	Groups   []GroupStatus `json:"groups"`
+}

@@ -180,6 +180,37 @@ func cellsJS(field, want string, nodes ...string) string {
 	})()`, b, field, w, field)
 }
 
+// joinGroup joins a consumer group on node n as a member that reads
+// nothing, until the test ends.
+func joinGroup(t *testing.T, n *daemontest.Node, topic, group string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := testkit.UnixClient(n.Socket, false, 0) // a stream: no client timeout
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://cachecast/v1/topics/"+topic+"/subscribe?mode=clustering&group="+group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		cancel()
+		t.Fatalf("joining %s/%s: %v %v", topic, group, err, res)
+	}
+	t.Cleanup(func() { cancel(); res.Body.Close(); c.CloseIdleConnections() })
+}
+
+// groupsJS is "" once the groups view lists the group prices/billing on
+// every node of members (node name -> its members there).
+func groupsJS(members map[string]int) string {
+	b, _ := json.Marshal(members)
+	return fmt.Sprintf(`(() => {
+		const want = %s, got = {};
+		for (const r of document.querySelectorAll('#groups tr[data-group="prices/billing"]')) {
+			const m = r.querySelector(".members").textContent;
+			got[r.dataset.node] = m ? m.split(", ").length : 0;
+		}
+		return JSON.stringify(got) === JSON.stringify(want) ? "" : "groups: " + JSON.stringify(got);
+	})()`, b)
+}
+
 // TestBrowser drives the console in a real browser against three nodes
 // in this process: the fleet view lists the three; a key written on one
 // node shows on the keys view at the same version on all three, and a
@@ -265,11 +296,18 @@ func TestBrowser(t *testing.T) {
 		}
 		return ""
 	})
+	joinGroup(t, c.Nodes[1], "prices", "billing")
 	b.run(chromedp.Navigate(base + "console/#groups"))
-	b.until(5*time.Second, "the groups view", `document.querySelector("#groups tbody").textContent.includes("no consumer group") ? "" : document.querySelector("#groups tbody").textContent`)
+	b.until(10*time.Second, "the group on every node, its member on node1", groupsJS(map[string]int{"node0": 0, "node1": 1, "node2": 0}))
+	b.screenshot("groups")
 
 	c.Nodes[2].Stop()
 	b.run(chromedp.Navigate(base + "console/#fleet"))
 	b.until(15*time.Second, "node2 down", fleetJS(nodes[:2], nodes[2:]))
 	b.screenshot("fleet-down")
+	b.run(chromedp.Navigate(base + "console/#groups"))
+	b.until(5*time.Second, "node2's groups not answered", `(() => {
+		const r = document.querySelector('#groups tr[data-node="node2"]');
+		return r && r.dataset.answered === "0" && r.textContent.includes("no answer") ? "" : "node2: " + (r && r.textContent);
+	})()`)
 }

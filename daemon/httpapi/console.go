@@ -41,6 +41,17 @@ func (a *Server) fleet(w http.ResponseWriter, r *http.Request, _ params) {
 	a.writeJSON(w, r, &f)
 }
 
+// groupsAcross answers GET /v1/fleet/groups: every member's consumer
+// groups, or why it did not answer.
+func (a *Server) groupsAcross(w http.ResponseWriter, r *http.Request, _ params) {
+	t, e := askTimeout(r)
+	if a.failed(w, r, e) {
+		return
+	}
+	g := a.node.GroupsAcross(r.Context(), t)
+	a.writeJSON(w, r, &g)
+}
+
 // keyAcross answers GET /v1/topics/{topic}/nodes/{key}: the key as every
 // member holds it, side by side.
 func (a *Server) keyAcross(w http.ResponseWriter, r *http.Request, p params) {

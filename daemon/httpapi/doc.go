@@ -346,6 +346,16 @@
 //	    operator consoles and `cachecast top` ask for it every second.
 //	    curl -sS $S http://x/v1/fleet
 //
+//	GET /v1/fleet/groups   [read]   (?timeout=2s)
+//	    200 {"node","nodes":[{"name","self","answered","error","groups":
+//	    [{...as GET /v1/groups}]}]}: every member's consumer groups as its
+//	    own GET /v1/groups lists them (the allocation, and its part:
+//	    members, in-flight, backlog, counters), asked as GET /v1/fleet
+//	    asks. A member that did not answer in time (or is not alive) has
+//	    answered false and an error; one that answered but does not serve
+//	    yet (catching up) or any more has an error and no groups.
+//	    curl -sS $S http://x/v1/fleet/groups
+//
 //	GET /v1/topics/{topic}/nodes/{key}   [read]   (?timeout=2s)
 //	    200 {"topic","key","same","nodes":[{"name","self","answered",
 //	    "error","found","entry":{"value","binary","size","truncated",

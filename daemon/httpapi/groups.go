@@ -216,7 +216,9 @@ func (a *Server) groupReset(w http.ResponseWriter, r *http.Request, p params) {
 	}{epoch})
 }
 
-func groupStatuses(ss []group.Status) []wire.GroupStatus {
+// GroupStatuses is the groups of GET /v1/groups as the API answers them;
+// the daemon answers its peers' console question with them too.
+func GroupStatuses(ss []group.Status) []wire.GroupStatus {
 	out := make([]wire.GroupStatus, 0, len(ss))
 	for _, s := range ss {
 		g := wire.GroupStatus{Topic: s.Topic, Group: s.Group, Queues: s.Queues, Nodes: []wire.GroupNode{}, Owned: nonNil(s.Owned), Members: []wire.GroupMember{},
@@ -242,7 +244,7 @@ func nonNil(qs []int) []int {
 func (a *Server) groups(w http.ResponseWriter, r *http.Request, _ params) {
 	a.writeJSON(w, r, struct {
 		Groups []wire.GroupStatus `json:"groups"`
-	}{groupStatuses(a.cfg.Groups.Status())})
+	}{GroupStatuses(a.cfg.Groups.Status())})
 }
 
 // appendDeadLetter appends a dead letter's JSON object, the value as

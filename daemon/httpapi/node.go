@@ -75,6 +75,9 @@ type Node interface {
 	// an answer may serve the callers of the same for half a second.
 	Fleet(ctx context.Context, timeout time.Duration) wire.Fleet
 	KeyAcross(ctx context.Context, topic, key string, timeout time.Duration) wire.KeyAcross
+	// GroupsAcross is GET /v1/fleet/groups: every member's consumer
+	// groups, asked as Fleet asks.
+	GroupsAcross(ctx context.Context, timeout time.Duration) wire.GroupsAcross
 	// KeyHistory is GET /v1/topics/{topic}/history/{key}: the key's
 	// records in its topic's log on this node, newest first, at most
 	// limit, looking at most scan messages back.

@@ -35,6 +35,7 @@ func (a *Server) routes() []route {
 		{name: "cluster", pattern: "GET /v1/cluster", role: access.RoleRead, handler: a.clusterStatus},
 		{name: "verify", pattern: "GET /v1/verify", role: access.RoleRead, handler: a.verify},
 		{name: "fleet", pattern: "GET /v1/fleet", role: access.RoleRead, handler: a.fleet},
+		{name: "fleet_groups", pattern: "GET /v1/fleet/groups", role: access.RoleRead, handler: a.groupsAcross},
 		{name: "key_nodes", pattern: "GET /v1/topics/{topic}/nodes/{key...}", role: access.RoleRead, handler: a.keyAcross},
 		{name: "key_history", pattern: "GET /v1/topics/{topic}/history/{key...}", role: access.RoleRead, handler: a.keyHistory},
 		{name: "repair_accept", pattern: "POST /v1/repair/accept", role: access.RoleAdmin, handler: a.repairAccept},

@@ -341,15 +341,29 @@ function startTail(ev) {
 }
 
 // ---- Groups ----
+// refreshGroups shows every member's consumer groups, a row per member
+// and group; a member that did not answer is one row saying so.
 async function refreshGroups() {
-  const g = await get("/groups");
-  const groups = g.groups || [];
-  const rows = groups.map((x) => el("tr", {}, el("td", { text: x.topic }), el("td", { text: x.group }), el("td", { class: "num", text: x.queues }),
-    el("td", { text: (x.nodes || []).map((n) => `${n.node} (${n.queues.length})`).join(", ") }),
-    el("td", { text: (x.members || []).map((m) => `${m.id} (${m.inflight})`).join(", ") }),
-    el("td", { class: "num", text: x.inflight }), el("td", { class: "num", text: x.backlog }), el("td", { class: "num", text: x.delivered }),
-    el("td", { class: "num", text: x.acked }), el("td", { class: "num", text: x.retries }), el("td", { class: "num", text: `${x.dead_letters} (${x.dlq} kept)` })));
-  $("#groups tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 11, class: "sub", text: "no consumer group on this node" }))]));
+  const g = await get("/fleet/groups");
+  const rows = [];
+  for (const n of g.nodes) {
+    const who = () => el("td", {}, el("b", { text: n.name }), n.self ? el("span", { class: "sub", text: " (this node)" }) : null);
+    if (!n.answered || n.error) {
+      rows.push(el("tr", { "data-node": n.name, "data-answered": n.answered ? "1" : "0", class: "member-down" }, who(),
+        el("td", { colspan: 11 }, badge("down", n.answered ? "not serving" : "no answer"), el("span", { class: "sub", text: n.error }))));
+      continue;
+    }
+    if (!n.groups.length) rows.push(el("tr", { "data-node": n.name, "data-answered": "1" }, who(), el("td", { colspan: 11, class: "sub", text: "no consumer group" })));
+    for (const x of n.groups) {
+      rows.push(el("tr", { "data-node": n.name, "data-answered": "1", "data-group": x.topic + "/" + x.group }, who(),
+        el("td", { text: x.topic }), el("td", { text: x.group }), el("td", { class: "num", text: x.queues }),
+        el("td", { class: "mono", text: (x.nodes || []).map((h) => `${shortOrigin(h.node)} (${h.queues.length})`).join(", ") }),
+        el("td", { class: "members", text: (x.members || []).map((m) => `${m.id} (${m.inflight})`).join(", ") }),
+        el("td", { class: "num", text: x.inflight }), el("td", { class: "num", text: x.backlog }), el("td", { class: "num", text: x.delivered }),
+        el("td", { class: "num", text: x.acked }), el("td", { class: "num", text: x.retries }), el("td", { class: "num", text: `${x.dead_letters} (${x.dlq} kept)` })));
+    }
+  }
+  $("#groups tbody").replaceChildren(...rows);
 }
 
 // ---- views ----
