@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/cachecast/cachecast/wire"
 )
@@ -25,6 +26,20 @@ func (c *Client) AcceptLost(ctx context.Context) ([]LostRecord, error) {
 		return nil, err
 	}
 	return res.Accepted, nil
+}
+
+// ForgetMember makes the daemon forget a member removed from the fleet
+// for good (POST /v1/cluster/forget/{name}, the admin role): it is no
+// longer missing nor called back. With fleet, every alive member is
+// asked to forget it too; the result says what each node did.
+func (c *Client) ForgetMember(ctx context.Context, name string, fleet bool) (wire.ForgetResult, error) {
+	var res wire.ForgetResult
+	var q url.Values
+	if fleet {
+		q = url.Values{"fleet": {"true"}}
+	}
+	err := c.call(ctx, request{method: http.MethodPost, url: apiURL([]string{"/v1/cluster/forget/", name}, q)}, &res)
+	return res, err
 }
 
 // Backup copies the daemon's backup file (GET /v1/backup, the admin role:

@@ -59,6 +59,10 @@ type consoleQuestion struct {
 // answer answers a member's question over gossip: a console question, or
 // verify's.
 func (d *Daemon) answer(from string, question []byte) []byte {
+	var fq forgetQuestion
+	if json.Unmarshal(question, &fq) == nil && fq.Forget != "" {
+		return d.answerForget(from, fq.Forget)
+	}
 	var q consoleQuestion
 	if json.Unmarshal(question, &q) == nil && q.Console != "" {
 		var v any

@@ -62,6 +62,10 @@ func (n *node) Degraded() string             { return n.d.degraded() }
 // AcceptLost gives up the records lost to a damaged log.
 func (n *node) AcceptLost() (wire.AcceptLostResult, error) { return n.d.acceptLost() }
 
+func (n *node) ForgetMember(ctx context.Context, name string, fleet bool) (wire.ForgetResult, error) {
+	return n.d.forgetMember(ctx, name, fleet)
+}
+
 // Backup writes the node's backup file: the cursors first, then the
 // view's snapshot from a clone taken as it starts, as a peer that
 // bootstraps gets it; writes go on meanwhile.

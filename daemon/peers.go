@@ -228,6 +228,29 @@ func (pb *peerBook) forgetRetired() {
 	}
 }
 
+// forget drops name from the book (a member removed for good: it is no
+// longer missing, nor called back) and reports whether the book held
+// it; a member alive now is refused.
+func (pb *peerBook) forget(name string) (bool, error) {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	if pb.alive[name] {
+		return false, fmt.Errorf("%s is alive: stop it for good first", name)
+	}
+	_, held := pb.peers[name]
+	delete(pb.peers, name)
+	delete(pb.seenAlive, name)
+	pb.dirty = pb.dirty || held
+	return held, nil
+}
+
+// empty reports whether the book remembers no member.
+func (pb *peerBook) empty() bool {
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	return len(pb.peers) == 0
+}
+
 // setRetired sets what lists the retired origins (forgetRetired).
 func (pb *peerBook) setRetired(retired func() []uint64) {
 	pb.mu.Lock()

@@ -56,6 +56,18 @@ func (g *Gossip) rejoinedLocked(m Member) {
 	}
 }
 
+// Forget stops calling back the member name, one removed for good: it is
+// dropped from the members that failed or left (the remembered ones
+// included). It reports whether it was there. A member that joins again
+// later is a member as any other.
+func (g *Gossip) Forget(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.failed[name]
+	delete(g.failed, name)
+	return ok
+}
+
 // Reconnects returns how many times the reconnect loop has tried to join
 // a failed member or, alone, the seeds (tries), and how many of those
 // tries merged this node with another member (merged). Safe for

@@ -148,6 +148,24 @@ type AcceptLostResult struct {
 	Accepted []LostRecord `json:"accepted"`
 }
 
+// ForgetResult is the answer of POST /v1/cluster/forget/{name}: the
+// member forgotten and, for each node asked (this one; with fleet=true
+// every alive member too), what it did.
+type ForgetResult struct {
+	Member string       `json:"member"`
+	Nodes  []ForgetNode `json:"nodes"`
+}
+
+// ForgetNode is one node's part of a ForgetResult.
+type ForgetNode struct {
+	Name string `json:"name"`
+	// Held says the node remembered the member, or called it back,
+	// before it forgot it.
+	Held bool `json:"held"`
+	// Error says why the node did not forget it; absent when it did.
+	Error string `json:"error,omitempty"`
+}
+
 // ObserverStatus is the "observer" object of GET /v1/status: the
 // consistency observer's summary (freshness of the records from peers,
 // agreement of the view with theirs).

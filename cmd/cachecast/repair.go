@@ -80,3 +80,45 @@ damaged bytes stay in corrupt/. Needs the admin role.`,
 		}
 	},
 }
+
+var peersForgetCmd = &command{
+	name:    "peers forget",
+	args:    "NAME",
+	summary: "forget a member removed from the fleet for good, so that it no longer counts as missing",
+	help: `A node counts a member it has seen and that is not alive now as missing
+(status degraded, verify lists it unreachable and exits 1) and calls it
+back, for max(24h, --tombstone-grace). Once a machine is taken out of the
+fleet for good, forget it: the node drops it from its remembered peers
+and stops calling it back. With --fleet, every alive member is asked to
+forget it too, and each one's answer is printed; without it, run this on
+each node. A member alive now is refused. The exit status is 1 when a
+node did not forget it. Needs the admin role.`,
+	minArgs: 1, maxArgs: 1,
+	setup: func(fs *pflag.FlagSet, g *globals) func(context.Context, *env, []string) error {
+		fleet := fs.Bool("fleet", false, "ask every alive member to forget it too")
+		return func(ctx context.Context, e *env, args []string) error {
+			c := g.client()
+			defer c.Close()
+			res, err := c.ForgetMember(ctx, args[0], *fleet)
+			if err != nil {
+				return err
+			}
+			failed := 0
+			for _, n := range res.Nodes {
+				switch {
+				case n.Error != "":
+					failed++
+					fmt.Fprintf(e.stdout, "%s: not forgotten: %s\n", n.Name, n.Error)
+				case n.Held:
+					fmt.Fprintf(e.stdout, "%s: forgot %s\n", n.Name, res.Member)
+				default:
+					fmt.Fprintf(e.stdout, "%s: did not know %s (nothing to forget)\n", n.Name, res.Member)
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d nodes did not forget %s", failed, res.Member)
+			}
+			return nil
+		}
+	},
+}

@@ -281,6 +281,17 @@
 //	    200 {"accepted":[{"origin","seq","topic",...}]}.
 //	    curl -sS $S -X POST http://x/v1/repair/accept
 //
+//	POST /v1/cluster/forget/{name}   [admin]
+//	    Forgets a member removed from the fleet for good: it is dropped
+//	    from the node's remembered peers and no longer called back, so it
+//	    is no longer missing (degraded, verify's unreachable). With
+//	    ?fleet=true every alive member is asked to forget it too (over
+//	    gossip). 200 {"member":"c","nodes":[{"name","held","error"}]},
+//	    a node per entry (held: it remembered the member; error: why it
+//	    did not forget it). 409 conflict for this node itself, a member
+//	    alive now, or a node in no cluster.
+//	    curl -sS $S -X POST 'http://x/v1/cluster/forget/c?fleet=true'
+//
 //	GET /v1/backup   [admin]
 //	    200 with the node's backup file (package backup: the view as a
 //	    bootstrapping peer gets it, consumer groups' state included, the

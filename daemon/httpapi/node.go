@@ -97,6 +97,9 @@ type Node interface {
 	// AcceptLost gives up the records of the node's log lost to damage
 	// that no peer could give back, and lists them.
 	AcceptLost() (wire.AcceptLostResult, error)
+	// ForgetMember forgets a member removed for good, on this node and,
+	// with fleet, on every alive member.
+	ForgetMember(ctx context.Context, name string, fleet bool) (wire.ForgetResult, error)
 	// Backup writes the node's backup file (package backup) to w: its
 	// view as a bootstrapping peer gets it, its cursors and who it is.
 	Backup(w io.Writer) error

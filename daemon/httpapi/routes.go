@@ -39,6 +39,7 @@ func (a *Server) routes() []route {
 		{name: "key_nodes", pattern: "GET /v1/topics/{topic}/nodes/{key...}", role: access.RoleRead, handler: a.keyAcross},
 		{name: "key_history", pattern: "GET /v1/topics/{topic}/history/{key...}", role: access.RoleRead, handler: a.keyHistory},
 		{name: "repair_accept", pattern: "POST /v1/repair/accept", role: access.RoleAdmin, handler: a.repairAccept},
+		{name: "cluster_forget", pattern: "POST /v1/cluster/forget/{name}", role: access.RoleAdmin, handler: a.clusterForget},
 		{name: "backup", pattern: "GET /v1/backup", role: access.RoleAdmin, handler: a.backup, stream: true},
 		{name: "topics", pattern: "GET /v1/topics", role: access.RoleRead, handler: a.topics},
 		{name: "keys", pattern: "GET /v1/topics/{topic}/keys", role: access.RoleRead, handler: a.listKeys},

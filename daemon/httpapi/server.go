@@ -883,6 +883,30 @@ func (a *Server) repairAccept(w http.ResponseWriter, r *http.Request, _ params) 
 	a.writeJSON(w, r, &res)
 }
 
+// clusterForget answers POST /v1/cluster/forget/{name}[?fleet=true]: a
+// member removed for good is forgotten.
+func (a *Server) clusterForget(w http.ResponseWriter, r *http.Request, p params) {
+	q, e := query(r)
+	if a.failed(w, r, e) {
+		return
+	}
+	fleet := false
+	if s := q.Get("fleet"); s != "" {
+		var err error
+		if fleet, err = strconv.ParseBool(s); err != nil {
+			a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "fleet: want true or false, got %q", s))
+			return
+		}
+	}
+	res, err := a.node.ForgetMember(r.Context(), p.name, fleet)
+	if err != nil {
+		a.fail(w, r, StoreError(err))
+		return
+	}
+	a.log.Info("member forgotten", append(access.CallerFrom(r.Context()).Fields(), zap.String("member", p.name), zap.Bool("fleet", fleet))...)
+	a.writeJSON(w, r, &res)
+}
+
 // backup answers GET /v1/backup: the node's backup file, streamed as it
 // is written (a view of any size), with the server's deadlines lifted. A failure on the way cuts the file short, which the reader's
 // checksum refuses.

@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/wire"
+)
+
+// Forgetting a member removed for good.
+//
+// A node counts a member it has seen and that is not alive now as
+// missing (degraded members_missing or alone, verify's unreachable) and
+// calls it back, for max(24h, --tombstone-grace) (peers.go): a machine
+// taken out of the fleet for good would keep every node degraded that
+// long. POST /v1/cluster/forget/{name} (`cachecast peers forget NAME`,
+// admin) drops it from the node's remembered peers (peers.json) and from
+// gossip's reconnect list; with fleet=true the node also asks every alive
+// member to do the same, over gossip's Ask as verify asks, and says which
+// did. A member alive now is refused (conflict), on each node, and so is
+// the node itself. A forgotten member that joins again later is a member
+// as any other.
+
+// forgetQuestion asks a peer to forget a member.
+type forgetQuestion struct {
+	Forget string `json:"forget"`
+}
+
+// forgetAnswer is a peer's answer to a forgetQuestion. Done is set by
+// every build that knows the question: an older one answers it as a
+// verify question, without it.
+type forgetAnswer struct {
+	Name  string `json:"name"`
+	Done  bool   `json:"done"`
+	Held  bool   `json:"held"`
+	Error string `json:"error,omitempty"`
+}
+
+// forgetMember forgets name here and, with fleet, on every alive member.
+func (d *Daemon) forgetMember(ctx context.Context, name string, fleet bool) (wire.ForgetResult, error) {
+	res := wire.ForgetResult{Member: name}
+	held, err := d.forgetHere(name, "")
+	if err != nil {
+		return res, err
+	}
+	res.Nodes = append(res.Nodes, wire.ForgetNode{Name: d.cfg.NodeName, Held: held})
+	if fleet {
+		res.Nodes = append(res.Nodes, d.askForget(ctx, name)...)
+	}
+	return res, nil
+}
+
+// forgetHere forgets name on this node (asked by from, "" for the local
+// API) and reports whether it remembered or called it back.
+func (d *Daemon) forgetHere(name, from string) (bool, error) {
+	switch {
+	case d.cluster == nil:
+		return false, wire.Errorf(wire.CodeConflict, "this node is in no cluster (--gossip-addr is empty)")
+	case name == d.cfg.NodeName:
+		return false, wire.Errorf(wire.CodeConflict, "%s is this node", name)
+	}
+	held, err := d.cluster.peers.forget(name)
+	if err != nil {
+		return false, wire.Errorf(wire.CodeConflict, "%v", err)
+	}
+	called := d.cluster.g.Forget(name)
+	d.cluster.peers.save(time.Now(), false)
+	if d.cluster.peers.empty() {
+		d.cluster.sawPeers.Store(false) // nobody left to miss: not "alone" for want of it
+	}
+	fields := []zap.Field{zap.String("member", name), zap.Bool("remembered", held), zap.Bool("called-back", called)}
+	if from != "" {
+		fields = append(fields, zap.String("asked-by", from))
+	}
+	d.log.Info("forgot a member removed for good", fields...)
+	return held || called, nil
+}
+
+// answerForget answers a peer's forgetQuestion.
+func (d *Daemon) answerForget(from, name string) []byte {
+	a := forgetAnswer{Name: d.cfg.NodeName, Done: true}
+	held, err := d.forgetHere(name, from)
+	a.Held = held
+	if err != nil {
+		a.Error = err.Error()
+	}
+	b, _ := json.Marshal(a)
+	return b
+}
+
+// askForget asks every alive member but this node to forget name, at
+// once, each for up to verifyAskWait; their answers by name.
+func (d *Daemon) askForget(ctx context.Context, name string) []wire.ForgetNode {
+	question, _ := json.Marshal(forgetQuestion{Forget: name})
+	var mu sync.Mutex
+	var out []wire.ForgetNode
+	var wg sync.WaitGroup
+	for _, m := range d.cluster.g.Alive() {
+		if m.Name == d.cfg.NodeName {
+			continue
+		}
+		wg.Go(func() {
+			n := wire.ForgetNode{Name: m.Name}
+			actx, cancel := context.WithTimeout(ctx, verifyAskWait)
+			b, err := d.cluster.g.Ask(actx, m.Name, question)
+			cancel()
+			var a forgetAnswer
+			switch {
+			case err != nil:
+				n.Error = "no answer: " + err.Error()
+			case json.Unmarshal(b, &a) != nil || !a.Done:
+				n.Error = "it does not know the question (a build older than this one?): forget it there with its own `cachecast peers forget`"
+			default:
+				n.Held, n.Error = a.Held, a.Error
+			}
+			mu.Lock()
+			out = append(out, n)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
