@@ -915,17 +915,25 @@ func (d *delegate) member(n *memberlist.Node) (m Member, leaving, ok bool) {
 	return m, meta.Leaving, true
 }
 
+// alivePeer is n as an alive member, and whether it is leaving; ok is
+// false for this node itself and for a node whose metadata does not
+// decode.
+func (d *delegate) alivePeer(n *memberlist.Node) (m Member, leaving, ok bool) {
+	if n.Name == d.g.cfg.NodeName {
+		return m, false, false
+	}
+	m, leaving, ok = d.member(n)
+	m.State = StateAlive
+	return m, leaving, ok
+}
+
 // NotifyJoin records a member that appeared and emits EventJoined.
 func (d *delegate) NotifyJoin(n *memberlist.Node) {
 	g := d.g
-	if n.Name == g.cfg.NodeName {
-		return
-	}
-	m, _, ok := d.member(n)
+	m, _, ok := d.alivePeer(n)
 	if !ok {
 		return
 	}
-	m.State = StateAlive
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -952,14 +960,10 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 // The leaving flag alone is no event: it is read again at NotifyLeave.
 func (d *delegate) NotifyUpdate(n *memberlist.Node) {
 	g := d.g
-	if n.Name == g.cfg.NodeName {
-		return
-	}
-	m, leaving, ok := d.member(n)
+	m, leaving, ok := d.alivePeer(n)
 	if !ok {
 		return
 	}
-	m.State = StateAlive
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {

@@ -375,19 +375,27 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, res[0])
 }
 
-func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	topicName, key := r.PathValue("topic"), r.PathValue("key")
-	if err := checkTopic(topicName); err != nil {
-		fail(w, err)
-		return
+// keyPath is the topic and key of a request's path; ok is false, and
+// the error answered, when either is not a valid name.
+func keyPath(w http.ResponseWriter, r *http.Request) (topic, key string, ok bool) {
+	topic, key = r.PathValue("topic"), r.PathValue("key")
+	for _, err := range []error{checkTopic(topic), checkKey(key, false)} {
+		if err != nil {
+			fail(w, err)
+			return "", "", false
+		}
 	}
-	if err := checkKey(key, false); err != nil {
-		fail(w, err)
+	return topic, key, true
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	topicName, key, ok := keyPath(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
 	var m stored
-	ok := false
+	ok = false
 	if t := s.topics[topicName]; t != nil {
 		var i int
 		if i, ok = t.live[key]; ok {
@@ -411,13 +419,8 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) del(w http.ResponseWriter, r *http.Request) {
-	topicName, key := r.PathValue("topic"), r.PathValue("key")
-	if err := checkTopic(topicName); err != nil {
-		fail(w, err)
-		return
-	}
-	if err := checkKey(key, false); err != nil {
-		fail(w, err)
+	topicName, key, ok := keyPath(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()

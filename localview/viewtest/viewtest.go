@@ -122,16 +122,8 @@ func readLoop(path, topic string, keys int, missingOK bool) Report {
 	var buf []byte
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 1))
 	for n := 0; ; n++ {
-		if n%4096 == 0 {
-			select {
-			case <-stop:
-				rep.Generations = len(gens)
-				rep.Last = r.Generation()
-				return rep
-			default:
-			}
-			// A breath now and then: the writer needs a core too.
-			time.Sleep(200 * time.Microsecond)
+		if n%4096 == 0 && rep.stopped(stop, r, gens) {
+			return rep
 		}
 		i := rng.IntN(keys)
 		v, tag, _, err := r.GetInto(buf, topic, Key(i))
@@ -171,6 +163,21 @@ func (rep *Report) fail(format string, a ...any) {
 	if len(rep.Errors) < 20 {
 		rep.Errors = append(rep.Errors, fmt.Sprintf(format, a...))
 	}
+}
+
+// stopped reports whether stop is closed, and then ends rep with the
+// generations seen (gens) and r's last; otherwise it takes a breath: the
+// writer needs a core too.
+func (rep *Report) stopped(stop <-chan struct{}, r *localview.Reader, gens map[uint64]bool) bool {
+	select {
+	case <-stop:
+		rep.Generations = len(gens)
+		rep.Last = r.Generation()
+		return true
+	default:
+	}
+	time.Sleep(200 * time.Microsecond)
+	return false
 }
 
 // startLoop says the reader started, and opens the view at path (nil when
@@ -217,15 +224,8 @@ func batchLoop(path, topic string, keys int) Report {
 	var buf []byte
 	var last uint64
 	for n := 0; ; n++ {
-		if n%256 == 0 {
-			select {
-			case <-stop:
-				rep.Generations = len(gens)
-				rep.Last = r.Generation()
-				return rep
-			default:
-			}
-			time.Sleep(200 * time.Microsecond) // the writer needs a core too
+		if n%256 == 0 && rep.stopped(stop, r, gens) {
+			return rep
 		}
 		var err error
 		items, buf, err = r.GetMany(topics, names, items, buf)

@@ -14,16 +14,7 @@ import (
 func incRec(tb testing.TB, delta string, target record.Stamp, origin, seq, hlc uint64) record.Record {
 	tb.Helper()
 	m := &record.Message{Topic: "prices", Key: "k", Value: []byte(delta), CountOn: target}
-	if err := m.Validate(); err != nil {
-		tb.Fatalf("%+v: %v", m, err)
-	}
-	buf := make([]byte, record.Padded(m.EncodedSize()))
-	record.Encode(buf, m, record.Stamp{Origin: origin, Seq: seq, HLC: hlc})
-	r, err := record.Decode(buf)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return r
+	return stamped(tb, m, record.Stamp{Origin: origin, Seq: seq, HLC: hlc})
 }
 
 // TestViewCounterAnyOrder applies each case's records in every order

@@ -14,16 +14,7 @@ import (
 func expiryRec(tb testing.TB, key, value string, eff int64, target record.Stamp, expires int64, origin, seq, hlc uint64) record.Record {
 	tb.Helper()
 	m := &record.Message{Topic: "prices", Key: key, Value: []byte(value), EffectiveAt: eff, ExpiresAt: expires, ExpiryOf: target}
-	if err := m.Validate(); err != nil {
-		tb.Fatalf("%+v: %v", m, err)
-	}
-	buf := make([]byte, record.Padded(m.EncodedSize()))
-	record.Encode(buf, m, record.Stamp{Origin: origin, Seq: seq, HLC: hlc})
-	r, err := record.Decode(buf)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return r
+	return stamped(tb, m, record.Stamp{Origin: origin, Seq: seq, HLC: hlc})
 }
 
 // TestViewExpiryChangeAnyOrder applies each case's records in every

@@ -31,11 +31,21 @@ type viewRec struct {
 func (r viewRec) record(tb testing.TB) record.Record {
 	tb.Helper()
 	m := &record.Message{Topic: r.topic, Key: r.key, Tag: r.tag, Value: []byte(r.value), Delete: r.del}
+	return stamped(tb, m, record.Stamp{Origin: r.origin, Seq: r.seq, HLC: r.hlc})
+}
+
+// stamped is the record of m, which must be valid, stamped st: encoded
+// into a buffer and decoded back, as the log holds it.
+func stamped(tb testing.TB, m *record.Message, st record.Stamp) record.Record {
+	tb.Helper()
+	if err := m.Validate(); err != nil {
+		tb.Fatalf("%+v: %v", m, err)
+	}
 	buf := make([]byte, record.Padded(m.EncodedSize()))
-	record.Encode(buf, m, record.Stamp{Origin: r.origin, Seq: r.seq, HLC: r.hlc})
+	record.Encode(buf, m, st)
 	rec, err := record.Decode(buf)
 	if err != nil {
-		tb.Fatalf("record.Decode(%+v): %v", r, err)
+		tb.Fatalf("record.Decode(%+v): %v", m, err)
 	}
 	return rec
 }

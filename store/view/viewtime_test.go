@@ -31,16 +31,7 @@ func (r timeRec) record(tb testing.TB) record.Record {
 	tb.Helper()
 	m := &record.Message{Topic: "prices", Key: r.key, Value: []byte(r.value), Delete: r.del, Cancel: r.cancel,
 		EffectiveAt: r.eff, ExpiresAt: r.expires, BatchFollow: r.follow}
-	if err := m.Validate(); err != nil {
-		tb.Fatalf("%+v: %v", r, err)
-	}
-	buf := make([]byte, record.Padded(m.EncodedSize()))
-	record.Encode(buf, m, record.Stamp{Origin: r.origin, Seq: r.seq, HLC: r.hlc})
-	rec, err := record.Decode(buf)
-	if err != nil {
-		tb.Fatalf("record.Decode(%+v): %v", r, err)
-	}
-	return rec
+	return stamped(tb, m, record.Stamp{Origin: r.origin, Seq: r.seq, HLC: r.hlc})
 }
 
 // effective is the record's effective time: effective_at, or its stamp's
