@@ -437,6 +437,14 @@ func TestRedisWritersAreChecked(t *testing.T) {
 		{"HSET", "prices", "k", "v"},
 		{"PUBLISH", "prices", "m"},
 		{"CONFIG", "SET", "notify-keyspace-events", "KEA"},
+		// Refused before they read the key (one check of every write, as
+		// Redis checks its ACL), not answered 0 or nil for a missing one.
+		{"EXPIRE", "prices:missing", "10"},
+		{"PERSIST", "prices:missing"},
+		{"GETEX", "prices:missing", "EX", "10"},
+		{"INCR", "prices:n"},
+		{"HDEL", "prices", "missing"},
+		{"CACHECAST.CANCEL", "prices:k", "99999999999999"},
 	} {
 		if out := cli(args...); !strings.HasPrefix(out, "NOPERM") || !strings.Contains(out, "publish role") || !strings.Contains(out, "--allow-uids") {
 			t.Errorf("%s as uid %d: %q; want NOPERM naming the publish role", args[0], user, out)

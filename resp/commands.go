@@ -194,6 +194,17 @@ func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 		c.refused()
 		return
 	}
+	if cmd.write {
+		// The publish role, checked once for every write as Redis checks
+		// its ACL: before the node's state, before MULTI queues it, before
+		// the command reads anything (so a refused EXPIRE of a missing
+		// key is NOPERM, not 0). The node's write path checks it again.
+		if err := c.s.node.Authorize(c.nc); err != nil {
+			c.writeError(err)
+			c.refused()
+			return
+		}
+	}
 	if cmd.read || cmd.write {
 		if msg := c.refusal(cmd); msg != "" {
 			c.err(msg) // before MULTI would queue it, as Redis does
@@ -820,10 +831,6 @@ func cmdMSet(c *conn, a [][]byte) {
 }
 
 func cmdDel(c *conn, a [][]byte) {
-	if err := c.s.node.Authorize(c.nc); err != nil {
-		c.writeError(err)
-		return
-	}
 	var msgs []record.Message
 	seen := distinct(len(a) - 1)
 	for _, name := range a[1:] {
@@ -927,10 +934,6 @@ func cmdHSet(c *conn, a [][]byte) {
 }
 
 func cmdHDel(c *conn, a [][]byte) {
-	if err := c.s.node.Authorize(c.nc); err != nil {
-		c.writeError(err)
-		return
-	}
 	t := topicOf(a[1])
 	var msgs []record.Message
 	seen := distinct(len(a) - 2)

@@ -108,10 +108,6 @@ const (
 // and answers the value after it on this node; field says it is a hash's
 // field (Redis words its errors so).
 func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
-	if err := c.s.node.Authorize(c.nc); err != nil {
-		c.writeError(err)
-		return
-	}
 	e, found := c.node().Entry(topic, key)
 	m, value, err := core.Count(topic, key, e, found, inc)
 	switch {

