@@ -19,6 +19,7 @@ import (
 	"github.com/cachecast/cachecast/gossip"
 	"github.com/cachecast/cachecast/group"
 	"github.com/cachecast/cachecast/internal/daemonhooks"
+	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -266,6 +267,13 @@ type Config struct {
 	// RedisTrackingMaxKeys bounds the keys one tracking Redis client is
 	// remembered to have cached.
 	RedisTrackingMaxKeys int
+	// RedisMaxUnauthenticated bounds the TCP connections that must still
+	// authenticate (with RedisUsers), all together; past it a new one
+	// closes the oldest.
+	RedisMaxUnauthenticated int
+	// RedisAuthTimeout closes a TCP connection that must authenticate and
+	// has not this long after it was accepted.
+	RedisAuthTimeout time.Duration
 
 	// MetricsAddr is the TCP address of the Prometheus endpoint and the
 	// operator console (package daemon/console); empty: off.
@@ -343,34 +351,36 @@ func DefaultConfig() Config {
 		MaxBodyMemory:        256 << 20,
 		MaxBodyMemoryPerUID:  128 << 20,
 
-		ReadHeaderTimeout:    10 * time.Second,
-		ReadTimeout:          60 * time.Second,
-		WriteTimeout:         60 * time.Second,
-		IdleTimeout:          2 * time.Minute,
-		ShutdownTimeout:      10 * time.Second,
-		GossipAddr:           "127.0.0.1:7946",
-		DataAddr:             "127.0.0.1:7947",
-		JoinTimeout:          10 * time.Second,
-		GossipProfile:        "lan",
-		Replication:          "async",
-		ReplicaTimeout:       time.Second,
-		MaxClockOffset:       500 * time.Millisecond,
-		AntiEntropyFanout:    3,
-		ObserveInterval:      5 * time.Second,
-		RetireOriginsAfter:   24 * time.Hour,
-		TombstoneGrace:       24 * time.Hour,
-		QueuesPerTopic:       group.DefaultQueues,
-		AckTimeout:           group.DefaultAckTimeout,
-		MaxRetries:           group.DefaultMaxRetries,
-		RetryBackoff:         group.DefaultBackoff,
-		Transport:            "tcp",
-		TCPFanout:            "auto",
-		NATSSubjectPrefix:    "cachecast",
-		RedisDefaultTopic:    "default",
-		RedisPushBuffer:      4 << 20,
-		RedisIdleTimeout:     5 * time.Minute,
-		RedisTrackingMaxKeys: 100_000,
-		LogLevel:             "info",
+		ReadHeaderTimeout:       10 * time.Second,
+		ReadTimeout:             60 * time.Second,
+		WriteTimeout:            60 * time.Second,
+		IdleTimeout:             2 * time.Minute,
+		ShutdownTimeout:         10 * time.Second,
+		GossipAddr:              "127.0.0.1:7946",
+		DataAddr:                "127.0.0.1:7947",
+		JoinTimeout:             10 * time.Second,
+		GossipProfile:           "lan",
+		Replication:             "async",
+		ReplicaTimeout:          time.Second,
+		MaxClockOffset:          500 * time.Millisecond,
+		AntiEntropyFanout:       3,
+		ObserveInterval:         5 * time.Second,
+		RetireOriginsAfter:      24 * time.Hour,
+		TombstoneGrace:          24 * time.Hour,
+		QueuesPerTopic:          group.DefaultQueues,
+		AckTimeout:              group.DefaultAckTimeout,
+		MaxRetries:              group.DefaultMaxRetries,
+		RetryBackoff:            group.DefaultBackoff,
+		Transport:               "tcp",
+		TCPFanout:               "auto",
+		NATSSubjectPrefix:       "cachecast",
+		RedisDefaultTopic:       "default",
+		RedisPushBuffer:         4 << 20,
+		RedisIdleTimeout:        5 * time.Minute,
+		RedisTrackingMaxKeys:    100_000,
+		RedisMaxUnauthenticated: respsrv.DefaultMaxUnauthenticated,
+		RedisAuthTimeout:        respsrv.DefaultAuthTimeout,
+		LogLevel:                "info",
 		// The storage settings' defaults are the store's (withStoreDefaults):
 		// one source of truth for the storage figures.
 	}.withStoreDefaults(so)

@@ -67,6 +67,12 @@ func (c Config) validateRedis() error {
 	if c.RedisIdleTimeout < 0 {
 		return fmt.Errorf("--redis-idle-timeout: must not be negative (0: never), got %s", c.RedisIdleTimeout)
 	}
+	if c.RedisMaxUnauthenticated < 1 || c.RedisMaxUnauthenticated > c.MaxConnections {
+		return fmt.Errorf("--redis-max-unauthenticated: must be 1 to --max-connections (%d), got %d", c.MaxConnections, c.RedisMaxUnauthenticated)
+	}
+	if c.RedisAuthTimeout < 100*time.Millisecond || c.RedisAuthTimeout > time.Hour {
+		return fmt.Errorf("--redis-auth-timeout: must be 100ms to 1h, got %s", c.RedisAuthTimeout)
+	}
 	if c.RedisTrackingMaxKeys < 10 {
 		return fmt.Errorf("--redis-tracking-max-keys: must be at least 10, got %d", c.RedisTrackingMaxKeys)
 	}
@@ -94,6 +100,8 @@ func (d *Daemon) startRedis() error {
 		MaxConnections:        d.cfg.MaxConnections,
 		MaxConnectionsPerPeer: d.cfg.MaxConnectionsPerUID,
 		TrackingMaxKeys:       d.cfg.RedisTrackingMaxKeys,
+		MaxUnauthenticated:    d.cfg.RedisMaxUnauthenticated,
+		AuthTimeout:           d.cfg.RedisAuthTimeout,
 		NotifyKeyspaceEvents:  d.cfg.RedisNotifyKeyspaceEvents,
 		AllowFlush:            d.cfg.RedisAllowFlush,
 		Clock:                 d.cfg.hooks.Clock,

@@ -10,6 +10,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -306,4 +308,106 @@ func TestRedisFairConnections(t *testing.T) {
 	if refused := td.d.redis.Stats().Refused; refused < int64(opened-64) {
 		t.Errorf("%d connections closed or refused for room; want at least %d", refused, opened-64)
 	}
+}
+
+// TestRedisUnauthenticatedFrames: with --redis-users, a TCP client that
+// has not authenticated may send a command of 16 KiB at most, of 10
+// arguments of 16 KiB at most (Redis's own bounds for such clients): a
+// larger one is refused in Redis's words once its header announces it,
+// before its bytes are sent, and the connection is closed. After AUTH,
+// in the same pipeline, the node's limits apply. A raw TCP client sends
+// the frames.
+func TestRedisUnauthenticatedFrames(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	td := startDaemon(t, cfg)
+	big := strings.Repeat("v", 60<<10) // under testConfig's --max-value-size
+	for _, c := range []struct {
+		name, send, want string
+		closed           bool
+	}{
+		{"a bulk of 1 MiB announced", "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\n",
+			"-ERR Protocol error: unauthenticated bulk length\r\n", true},
+		{"11 arguments announced", "*11\r\n",
+			"-ERR Protocol error: unauthenticated multibulk length\r\n", true},
+		{"two bulks of 9,000 bytes", "*3\r\n$4\r\nAUTH\r\n$9000\r\n" + strings.Repeat("a", 9000) + "\r\n$9000\r\n",
+			"-ERR Protocol error: unauthenticated command of more than 16384 bytes (AUTH first)\r\n", true},
+		{"an inline line of 16 KiB", strings.Repeat("a", 16<<10),
+			"-ERR Protocol error: unauthenticated command of more than 16384 bytes (AUTH first)\r\n", true},
+		{"a wrong AUTH lifts nothing", "AUTH alice nope\r\n*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1048576\r\n",
+			"-WRONGPASS invalid username-password pair or user is disabled.\r\n-ERR Protocol error: unauthenticated bulk length\r\n", true},
+		{"AUTH then 60 KiB in the same write", "AUTH alice alice-pw\r\n*3\r\n$3\r\nSET\r\n$3\r\nr:k\r\n$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n",
+			"+OK\r\n+OK\r\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, closed := rawRedis(t, td.d.RedisAddr(), c.send, len(c.want))
+			if got != c.want || closed != c.closed {
+				t.Errorf("answered %q (closed %v); want %q (closed %v)", got, closed, c.want, c.closed)
+			}
+		})
+	}
+	if e, ok := td.d.store.Get("r", "k"); !ok || string(e.Value) != big {
+		t.Errorf("the authenticated SET: %d bytes stored", len(e.Value))
+	}
+}
+
+// rawRedis sends send to addr over a new TCP connection and reads the
+// answer: want bytes, then whether the server closed the connection
+// (within 5 s).
+func rawRedis(t *testing.T, addr, send string, want int) (string, bool) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte(send)); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, want)
+	n, err := io.ReadFull(nc, got)
+	if err != nil {
+		return string(got[:n]), !errors.Is(err, os.ErrDeadlineExceeded)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(time.Second))
+	var more [1]byte
+	_, err = nc.Read(more[:])
+	return string(got), err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// TestRedisStrangerFlags: --redis-max-unauthenticated and
+// --redis-auth-timeout reach the Redis door: with a pool of 2, a third
+// connection that has not authenticated closes the first, and one that
+// does not authenticate is closed after the timeout (here 1s, well
+// within the test's 5s; the default is 10s).
+func TestRedisStrangerFlags(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	cfg.RedisMaxUnauthenticated = 2
+	cfg.RedisAuthTimeout = time.Second
+	td := startDaemon(t, cfg)
+	var conns []net.Conn
+	for range 3 {
+		nc, err := net.Dial("tcp", td.d.RedisAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns = append(conns, nc)
+	}
+	testkit.Eventually(t, 5*time.Second, "the first stranger to be closed for room", func() bool {
+		return td.d.redis.Stats().Refused >= 1
+	})
+	start := time.Now()
+	for i, nc := range conns {
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var b [64]byte
+		if n, err := nc.Read(b[:]); !errors.Is(err, io.EOF) {
+			t.Errorf("connection %d that never authenticated: read %q, %v; want it closed", i, b[:n], err)
+		}
+	}
+	t.Logf("the strangers were closed within %v", time.Since(start).Round(time.Millisecond))
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/resp/codec"
 )
 
 // Connections that must authenticate (Authenticator.MustAuthenticate at
@@ -19,11 +21,19 @@ import (
 // (Node.Peer). Subscribed and tracking connections count against their
 // owner's share like any other: they are never closed for room.
 
-// Defaults of the strangers' pool.
+// Defaults of the strangers' pool (Config.MaxUnauthenticated,
+// Config.AuthTimeout).
 const (
-	defaultMaxUnauthenticated = 64
-	defaultAuthTimeout        = 10 * time.Second
+	DefaultMaxUnauthenticated = 64
+	DefaultAuthTimeout        = 10 * time.Second
 )
+
+// strangerLimits bound a command of a connection that must still
+// authenticate, as Redis bounds an unauthenticated client's (10
+// arguments, bulk strings of 16 KiB), and, cachecast's own, the whole
+// command to the read buffer a connection starts with: enough for AUTH
+// and HELLO, and a stranger never grows its buffer.
+var strangerLimits = codec.Limits{MaxBulk: 16 << 10, MaxFrame: readBufSize, MaxArgs: 10, MaxLine: readBufSize, Unauth: true}
 
 // stranger is a connection's place in the strangers' pool, under the
 // server's mu.

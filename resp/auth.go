@@ -49,11 +49,11 @@ func (c *conn) gate(cmd *command) int {
 		return gateRun
 	}
 	if gen := c.s.roles.Load(); gen != c.rolesSeen {
-		c.mustAuth = false
+		c.mustAuth, c.lim = false, &c.s.lim
 		if a, ok := c.s.node.(Authenticator); ok && a.MustAuthenticate(c.nc) {
 			// Checked again at the next command: the connection is still
 			// a stranger, and mayRead must ask once it is not.
-			c.mustAuth = true
+			c.mustAuth, c.lim = true, &strangerLimits
 		}
 	}
 	if c.mustAuth {
@@ -91,7 +91,8 @@ func (c *conn) authenticate(user, pass string) bool {
 		c.writeError(err)
 		return false
 	}
-	c.rolesSeen = 0 // ask MustAuthenticate and the read role again
+	c.rolesSeen = 0  // ask MustAuthenticate and the read role again
+	c.lim = &c.s.lim // the commands pipelined after AUTH are parsed before gate asks
 	if why := c.s.repeer(c); why != "" {
 		c.err(why)
 		c.quit = true // its user's share is full: closed, as at accept

@@ -61,7 +61,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	if !isBatchSet(a) {
 		return -1, false
 	}
-	next, n, _, err := codec.Parse(rest, c.peek[:0], &c.s.lim)
+	next, n, _, err := codec.Parse(rest, c.peek[:0], c.lim)
 	c.peek = next
 	if err != nil || n == 0 || !isBatchSet(next) {
 		return -1, false
@@ -83,7 +83,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		if len(c.out) >= outFlushSize {
 			break // the main loop writes the answers so far
 		}
-		next, n, _, err = codec.Parse(rest[used:], c.peek[:0], &c.s.lim)
+		next, n, _, err = codec.Parse(rest[used:], c.peek[:0], c.lim)
 		c.peek = next
 		if err != nil || n == 0 || !isBatchSet(next) {
 			break

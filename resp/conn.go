@@ -54,6 +54,9 @@ type conn struct {
 	// stranger: its place in the pool of connections that must
 	// authenticate (admit.go), under the server's mu.
 	stranger stranger
+	// lim bounds its commands: the server's, or strangerLimits while it
+	// must authenticate (its own goroutine, or the loop, only).
+	lim *codec.Limits
 	// shown is the state CLIENT LIST shows of the connection, which
 	// another connection reads.
 	shown shownState
@@ -138,6 +141,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		proto:   2, protoShared: 2,
 		kick: make(chan struct{}, 1),
 	}
+	c.lim = &s.lim
 	c.readAt = c.created
 	c.addr, c.laddr, c.sockFD = connAddrs(nc)
 	_, c.unix = nc.LocalAddr().(*net.UnixAddr)
@@ -195,7 +199,7 @@ func (c *conn) serve() {
 func (c *conn) process(inLoop bool) int {
 	need := 0
 	for c.start < c.end {
-		args, n, nd, err := codec.Parse(c.rbuf[c.start:c.end], c.args, &c.s.lim)
+		args, n, nd, err := codec.Parse(c.rbuf[c.start:c.end], c.args, c.lim)
 		if err != nil {
 			c.fatal(err)
 			return stepClose

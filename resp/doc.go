@@ -312,7 +312,13 @@
 // authenticate (Authenticator.MustAuthenticate at accept) is a stranger:
 // the strangers share one pool, Config.MaxUnauthenticated (64), where a
 // new one closes the oldest, and each has Config.AuthTimeout (10s) to
-// authenticate before it is closed (admit.go); once it authenticates it
+// authenticate before it is closed (admit.go). A stranger's command is
+// bounded as Redis bounds an unauthenticated client's (10 arguments,
+// bulk strings of 16 KiB: "ERR Protocol error: unauthenticated multibulk
+// length", "... bulk length") and to 16 KiB in all, the read buffer a
+// connection starts with ("... unauthenticated command of more than 16384
+// bytes"), refused when its header announces more and the connection
+// closed: a stranger never grows its buffer. Once it authenticates it
 // counts against its user's share (a full share refuses the AUTH and
 // closes it). So idle strangers, however many, never keep out a client
 // that authenticates at once. A connection that sends nothing for

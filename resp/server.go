@@ -194,10 +194,12 @@ type Config struct {
 	MaxConnections, MaxConnectionsPerPeer int
 	// MaxUnauthenticated bounds the connections that must still
 	// authenticate (Authenticator.MustAuthenticate), all peers together;
-	// past it a new one closes the oldest (admit.go). Default 64.
+	// past it a new one closes the oldest (admit.go; the daemon's
+	// --redis-max-unauthenticated). Default DefaultMaxUnauthenticated.
 	MaxUnauthenticated int
 	// AuthTimeout closes a connection that must authenticate and has not
-	// this long after it was accepted. Default 10s.
+	// this long after it was accepted (--redis-auth-timeout). Default
+	// DefaultAuthTimeout.
 	AuthTimeout time.Duration
 	// TrackingMaxKeys bounds the keys one tracking client is remembered
 	// to have cached (--redis-tracking-max-keys); past it the client is
@@ -287,10 +289,10 @@ func New(cfg Config) (*Server, error) {
 		cfg.TrackingMaxKeys = 100_000
 	}
 	if cfg.MaxUnauthenticated <= 0 {
-		cfg.MaxUnauthenticated = defaultMaxUnauthenticated
+		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
 	}
 	if cfg.AuthTimeout <= 0 {
-		cfg.AuthTimeout = defaultAuthTimeout
+		cfg.AuthTimeout = DefaultAuthTimeout
 	}
 	flags, err := parseNotifyFlags(cfg.NotifyKeyspaceEvents)
 	if err != nil {
@@ -377,6 +379,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		var evicted *conn
 		if strange {
 			evicted = s.admitStrangerLocked(c)
+			c.lim = &strangerLimits
 		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()

@@ -39,18 +39,60 @@ type Limits struct {
 	MaxFrame int // the whole command
 	MaxArgs  int
 	MaxLine  int // an inline command
+	// Unauth: the limits of a client that must still authenticate,
+	// refused in Redis's words for such clients ("Protocol error:
+	// unauthenticated bulk length").
+	Unauth bool
+}
+
+// tooManyArgs refuses a command of count arguments.
+func (l *Limits) tooManyArgs(count int) error {
+	if l.Unauth {
+		return &Error{ErrTooLarge, "Protocol error: unauthenticated multibulk length"}
+	}
+	return &Error{ErrTooLarge, "Protocol error: invalid multibulk length: " + strconv.Itoa(count) +
+		" arguments is more than the " + strconv.Itoa(l.MaxArgs) + " a command may have"}
+}
+
+// tooLargeBulk refuses an argument of size bytes.
+func (l *Limits) tooLargeBulk(size int) error {
+	if l.Unauth {
+		return &Error{ErrTooLarge, "Protocol error: unauthenticated bulk length"}
+	}
+	return &Error{ErrTooLarge, "Protocol error: invalid bulk length: a bulk string of " + strconv.Itoa(size) +
+		" bytes is over --max-value-size (" + strconv.Itoa(l.MaxBulk) + " bytes)"}
+}
+
+// tooLargeFrame refuses a command of more than MaxFrame bytes.
+func (l *Limits) tooLargeFrame() error {
+	if l.Unauth {
+		return &Error{ErrTooLarge, "Protocol error: unauthenticated command of more than " + strconv.Itoa(l.MaxFrame) +
+			" bytes (AUTH first)"}
+	}
+	return &Error{ErrTooLarge, "Protocol error: a command of more than " +
+		strconv.Itoa(l.MaxFrame) + " bytes is over --max-body-size"}
 }
 
 // Parse parses one command at the start of b into args (reused).
 // It returns the arguments, the bytes the command took, and need: when the
 // command is incomplete (n == 0, err == nil), the buffer length known to be
 // needed before parsing again is worth it (at least len(b)+1). The
-// arguments point into b.
+// arguments point into b. A command known to need more than
+// lim.MaxFrame bytes is refused before they are read.
 //
 // A command is a RESP array of bulk strings (what every client sends) or
 // an inline command: a line of words separated by spaces (what telnet
 // sends).
 func Parse(b []byte, args [][]byte, lim *Limits) (out [][]byte, n, need int, err error) {
+	out, n, need, err = parseFrame(b, args, lim)
+	if err == nil && n == 0 && need > lim.MaxFrame {
+		return out, 0, 0, lim.tooLargeFrame()
+	}
+	return out, n, need, err
+}
+
+// parseFrame is Parse but for the frame limit of an incomplete command.
+func parseFrame(b []byte, args [][]byte, lim *Limits) (out [][]byte, n, need int, err error) {
 	args = args[:0]
 	if len(b) == 0 {
 		return args, 0, 1, nil
@@ -67,8 +109,7 @@ func Parse(b []byte, args [][]byte, lim *Limits) (out [][]byte, n, need int, err
 		// A null or negative array is no command; Redis skips it.
 		return args, i, 0, nil
 	case count > lim.MaxArgs:
-		return args, 0, 0, &Error{ErrTooLarge, "Protocol error: invalid multibulk length: " + strconv.Itoa(count) +
-			" arguments is more than the " + strconv.Itoa(lim.MaxArgs) + " a command may have"}
+		return args, 0, 0, lim.tooManyArgs(count)
 	}
 	for range count {
 		if i >= len(b) {
@@ -88,13 +129,11 @@ func Parse(b []byte, args [][]byte, lim *Limits) (out [][]byte, n, need int, err
 			return args, 0, 0, errProto("invalid bulk length")
 		}
 		if size > lim.MaxBulk {
-			return args, 0, 0, &Error{ErrTooLarge, "Protocol error: invalid bulk length: a bulk string of " + strconv.Itoa(size) +
-				" bytes is over --max-value-size (" + strconv.Itoa(lim.MaxBulk) + " bytes)"}
+			return args, 0, 0, lim.tooLargeBulk(size)
 		}
 		end := j + size + 2
 		if end > lim.MaxFrame {
-			return args, 0, 0, &Error{ErrTooLarge, "Protocol error: a command of more than " +
-				strconv.Itoa(lim.MaxFrame) + " bytes is over --max-body-size"}
+			return args, 0, 0, lim.tooLargeFrame()
 		}
 		if end > len(b) {
 			return args, 0, end, nil

@@ -8,7 +8,10 @@ import (
 	"testing"
 )
 
-var testLimits = Limits{MaxBulk: 64, MaxFrame: 256, MaxArgs: 4, MaxLine: 64}
+var (
+	testLimits   = Limits{MaxBulk: 64, MaxFrame: 256, MaxArgs: 4, MaxLine: 64}
+	unauthLimits = Limits{MaxBulk: 16 << 10, MaxFrame: 16 << 10, MaxArgs: 10, MaxLine: 16 << 10, Unauth: true}
+)
 
 func TestParseCommand(t *testing.T) {
 	for _, tc := range []struct {
@@ -17,6 +20,7 @@ func TestParseCommand(t *testing.T) {
 		n        int
 		need     int // > 0: incomplete, at least this much
 		err      string
+		lim      *Limits // nil: testLimits
 	}{
 		{name: "get", in: "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", args: []string{"GET", "k"}, n: 20},
 		{name: "two in a row", in: "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPING\r\n", args: []string{"PING"}, n: 14},
@@ -52,9 +56,22 @@ func TestParseCommand(t *testing.T) {
 		{name: "bulk without CRLF", in: "*1\r\n$1\r\nab\r\n", err: "bulk string not followed by CRLF"},
 		{name: "inline too long", in: strings.Repeat("a", 65), err: "too big inline request"},
 		{name: "inline too many args", in: "a b c d e\r\n", err: "too many arguments"},
+		// A client that must authenticate: Redis's bounds and words, and
+		// a command of 16 KiB at most (the resp package's strangers).
+		{name: "unauthenticated AUTH", lim: &unauthLimits, in: "*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n", args: []string{"AUTH", "u", "p"}, n: 28},
+		{name: "unauthenticated 11 args", lim: &unauthLimits, in: "*11\r\n", err: "Protocol error: unauthenticated multibulk length"},
+		{name: "unauthenticated bulk", lim: &unauthLimits, in: "*1\r\n$16385\r\n", err: "Protocol error: unauthenticated bulk length"},
+		{name: "unauthenticated frame", lim: &unauthLimits, in: "*2\r\n$9000\r\n" + strings.Repeat("a", 9000) + "\r\n$9000\r\n",
+			err: "Protocol error: unauthenticated command of more than 16384 bytes"},
+		{name: "unauthenticated inline filling the frame", lim: &unauthLimits, in: strings.Repeat("a", 16<<10),
+			err: "Protocol error: unauthenticated command of more than 16384 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args, n, need, err := Parse([]byte(tc.in), nil, &testLimits)
+			lim := tc.lim
+			if lim == nil {
+				lim = &testLimits
+			}
+			args, n, need, err := Parse([]byte(tc.in), nil, lim)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
