@@ -8,13 +8,17 @@ import (
 
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
+
+	"go.uber.org/goleak"
 )
 
+// TestMain runs a child process's part when asked, else the tests, and
+// fails the run if a test left a goroutine behind.
 func TestMain(m *testing.M) {
 	viewtest.RunChildIfAsked() // a reader process of TestGrowthWhileReading
 	runWriterChildIfAsked()    // a writer process of TestWriterKilledMidUpdate
 	runOpenChildIfAsked()      // a reader of TestReaderWithoutPermission
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // TestGrowthWhileReading grows a view from 0 to 1,000,000 keys (fewer
