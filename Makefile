@@ -12,8 +12,9 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 # for cachecast (cachecast version prints both).
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
 FUZZTIME  ?= 8s
+FUZZJOBS  ?= 2
 
-.PHONY: all build deb dist run test vet race fuzz python bench bench-accumulate bench-daemon bench-fleet bench-memory bench-redis bench-satellite bench-time install clean
+.PHONY: all build deb dist run test vet race scale fuzz python bench bench-accumulate bench-daemon bench-fleet bench-memory bench-redis bench-satellite bench-time install clean
 
 all: build
 
@@ -29,18 +30,28 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
+# Every test under the race detector but the scale tests (TestScale*),
+# which run in make scale.
 race:
-	$(GO) test -race -timeout 30m ./...
+	$(GO) test -race -timeout 30m -skip '^TestScale' ./...
 
-# A short pass of every fuzz target (see test/run-fuzz.sh).
+# The scale tests (TestScale*: fleets of 12 to 25 nodes, tens of thousands
+# of keys) without the race detector, which slows them five to ten times
+# and finds nothing in them that the smaller tests of the same code, run
+# under it, do not (see docs/testing.md).
+SCALE_PKGS = $$(grep -rl --include='*_test.go' '^func TestScale' . | xargs -n1 dirname | sort -u)
+scale:
+	$(GO) test -count=1 -timeout 15m -run '^TestScale' $(SCALE_PKGS)
+
+# A short pass of every fuzz target, FUZZJOBS at a time (see test/run-fuzz.sh).
 fuzz:
-	FUZZTIME=$(FUZZTIME) GO=$(GO) bash test/run-fuzz.sh
+	FUZZTIME=$(FUZZTIME) FUZZJOBS=$(FUZZJOBS) GO=$(GO) bash test/run-fuzz.sh
 
 # The Python reader of the shared view (standard library only).
 python:
 	cd localview/python && python3 -m unittest -v
 
-test: vet race fuzz python
+test: vet race scale fuzz python
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./store/

@@ -60,7 +60,7 @@ func (c *testCluster) rounds(nodes []*testNode, k uint64, sample func()) {
 // A record that reaches one node directly reaches all of 20 by the
 // exchanges alone, each node exchanging with 3 peers a round, and the
 // vector entries a node handles stay a fraction of what a full mesh sends.
-func TestPartialAntiEntropyConverges(t *testing.T) {
+func TestScalePartialAntiEntropyConverges(t *testing.T) {
 	const size, fanout = 20, 3
 	c := newFleet(t, "tcp", size, fanout, 0)
 	origin := c.nodes[0]
@@ -120,7 +120,7 @@ func TestPartialAntiEntropyConverges(t *testing.T) {
 // an exchange or a pull close when idle, the replica's stays. Over TCP,
 // the pushes of a write burst open links to every peer, and they close
 // again once idle.
-func TestConnectionsBoundedWithIdleClose(t *testing.T) {
+func TestScaleConnectionsBoundedWithIdleClose(t *testing.T) {
 	const size, fanout = 20, 1
 	for _, transport := range []string{"nats", "tcp"} {
 		t.Run("transport="+transport, func(t *testing.T) {
@@ -174,7 +174,7 @@ func TestConnectionsBoundedWithIdleClose(t *testing.T) {
 
 // A 2|3 partition of 20 nodes heals to one view with partial
 // anti-entropy, writes having gone on on both sides.
-func TestFleetPartitionHeals(t *testing.T) {
+func TestScaleFleetPartitionHeals(t *testing.T) {
 	eachTransport(t, func(t *testing.T, transport string) {
 		const size = 20
 		c := newFleet(t, transport, size, 3, 0)

@@ -157,7 +157,7 @@ func pushLinksOff(tn *testNode, k int) string {
 // within its k+1 tree neighbours and its replica, whatever it writes, and
 // the fleet converges when the load stops; with the direct fan-out the
 // same load keeps a connection open to every peer.
-func TestTreePushConnectionsBounded(t *testing.T) {
+func TestScaleTreePushConnectionsBounded(t *testing.T) {
 	const size, k = 12, 3
 	for _, tree := range []bool{true, false} {
 		t.Run(fmt.Sprintf("tree=%v", tree), func(t *testing.T) {

@@ -23,13 +23,13 @@ func maxVectorEntries(n int) float64 { return 2 * 4 * fanout * float64(n) }
 // README "How far one cluster goes"), with room for connections closing.
 const maxConns = 2*(1+3*fanout) + 4
 
-// TestFleet25 runs 25 in-process nodes over TCP: every node's records
+// TestScaleFleet25 runs 25 in-process nodes over TCP: every node's records
 // reach every node (identical vectors and view digests), also after a
 // 2|3 partition of the data ports heals and after a tenth of the nodes
 // restart, and an idle node's cost stays within bounds: its vector
 // entries per interval within maxVectorEntries (linear in n) and its
 // open connections within maxConns (whatever n). Speed is for make bench-fleet.
-func TestFleet25(t *testing.T) {
+func TestScaleFleet25(t *testing.T) {
 	const nodes = 25
 	const sync = time.Second
 	RaiseFileLimit()

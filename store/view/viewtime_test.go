@@ -936,14 +936,14 @@ func TestTimelineSize(t *testing.T) {
 	}
 }
 
-// TestInstantKeysOutOfOrder: keys of three topics expire in an order
+// TestScaleInstantKeysOutOfOrder: keys of three topics expire in an order
 // unrelated to the one they were queued in, and more are queued half way;
 // at each step the timer drops exactly the expired ones (their keys found
 // again from the arena), the arena never holds more than its most keys'
 // slots (those queued half way take the slots of those that came), and
 // once every instant has come it holds a spare chunk only, which a key
 // queued again and again reuses.
-func TestInstantKeysOutOfOrder(t *testing.T) {
+func TestScaleInstantKeysOutOfOrder(t *testing.T) {
 	c := &fakeClock{}
 	c.ms.Store(timeBase)
 	v := newTimedView(c)
