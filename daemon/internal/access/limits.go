@@ -268,12 +268,7 @@ func (l *Limits) uncountLocked(c *Conn) {
 	case connUncounted:
 		return
 	case connWaiting:
-		if c.spare != nil {
-			l.spareWaiting.Remove(c.elem)
-		} else {
-			l.waiting.Remove(c.elem)
-			l.peers[c.key].waiting.Remove(c.uidElem)
-		}
+		l.unwaitLocked(c)
 	}
 	c.elem, c.uidElem = nil, nil
 	if c.spare != nil {
@@ -295,6 +290,18 @@ func (l *Limits) uncountLocked(c *Conn) {
 	l.signalRoom()
 }
 
+// unwaitLocked takes a waiting c off the lists of the connections that
+// wait for a request (its uid's too).
+func (l *Limits) unwaitLocked(c *Conn) {
+	if c.spare != nil {
+		l.spareWaiting.Remove(c.elem)
+	} else {
+		l.waiting.Remove(c.elem)
+		l.peers[c.key].waiting.Remove(c.uidElem)
+	}
+	c.elem, c.uidElem = nil, nil
+}
+
 // ConnState is the http.Server's ConnState hook: it moves a connection
 // between waiting and busy, and uncounts it once closed.
 func (l *Limits) ConnState(nc net.Conn, s http.ConnState) {
@@ -307,13 +314,7 @@ func (l *Limits) ConnState(nc net.Conn, s http.ConnState) {
 	switch s {
 	case http.StateActive:
 		if c.state == connWaiting {
-			if c.spare != nil {
-				l.spareWaiting.Remove(c.elem)
-			} else {
-				l.waiting.Remove(c.elem)
-				l.peers[c.key].waiting.Remove(c.uidElem)
-			}
-			c.elem, c.uidElem = nil, nil
+			l.unwaitLocked(c)
 			c.state = connBusy
 		}
 	case http.StateIdle:
