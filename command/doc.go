@@ -17,7 +17,8 @@
 //     holds: an expiry change bound to the version it changes
 //     (ExpiryChange, Expire, PastExpiry), a cancel of a pending instant
 //     (Cancel), a counter increment (Count);
-//   - the node's refusals of its view (State: away, catching up).
+//   - the node's refusals of its view (State: away, catching up), and
+//     the store's errors as typed errors (StoreError).
 //
 // The one write path (the publish role, the fleet's protocol, the store,
 // the replica's status) is the daemon's Daemon.publish, which every door

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cachecast/cachecast/daemon/httpapi"
+	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
@@ -270,7 +270,7 @@ func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Messag
 	var buf [16]store.Result
 	results, status, err := n.d.publish(ctx, msgs, callerOfConn(c), buf[:])
 	if err != nil {
-		return respsrv.Written{}, httpapi.StoreError(err)
+		return respsrv.Written{}, command.StoreError(err)
 	}
 	w := respsrv.Written{Seq: results[len(results)-1].Seq, Origin: n.d.store.Origin()}
 	if status != wire.StatusOK {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/wire"
 )
@@ -121,7 +122,7 @@ func (a *Server) keyHistory(w http.ResponseWriter, r *http.Request, p params) {
 	}
 	h, err := a.node.KeyHistory(p.topic, p.key, limit, uint64(scan))
 	if err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	a.writeJSON(w, r, &h)

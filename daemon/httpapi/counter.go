@@ -29,7 +29,7 @@ func (a *Server) incrKey(w http.ResponseWriter, r *http.Request, p params) {
 	e, found := a.node.Entry(p.topic, p.key)
 	m, value, err := command.Count(p.topic, p.key, e, found, inc)
 	if err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	w.Header().Set("Cachecast-Count", string(value))

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
@@ -246,7 +247,7 @@ func limitName(flag string, limit int64) string {
 func (a *Server) publish(w http.ResponseWriter, r *http.Request, msgs []record.Message, batch bool) {
 	results, status, err := a.node.PublishAs(r.Context(), msgs, access.CallerFrom(r.Context()))
 	if err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	out := make([]wire.PutResult, len(msgs))
@@ -512,7 +513,7 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 	}
 	reader, err := a.node.NewTopicReader(p.topic, start, o.tags)
 	if err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	defer reader.Close()
@@ -520,7 +521,7 @@ func (a *Server) subscribe(w http.ResponseWriter, r *http.Request, p params) {
 		// The cursor is taken (made, or checked as the caller's) where the
 		// stream starts, so that a refusal is a status, not a stream's end.
 		if err := a.node.SetCursor(r.Context(), o.name, p.topic, reader.Offset()); err != nil {
-			a.fail(w, r, StoreError(err))
+			a.fail(w, r, command.StoreError(err))
 			return
 		}
 	}
@@ -716,7 +717,7 @@ func (a *Server) endStream(w http.ResponseWriter, rc *http.ResponseController, c
 	if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
 		return
 	}
-	e := StoreError(err)
+	e := command.StoreError(err)
 	a.m.errors.WithLabelValues(e.Code).Inc()
 	a.log.Error("subscription ended", zap.String("topic", topic), zap.Error(err))
 	var b []byte
@@ -827,7 +828,7 @@ func (a *Server) deleteCursor(w http.ResponseWriter, r *http.Request, p params) 
 	}
 	caller := access.CallerFrom(r.Context())
 	if err := a.node.DeleteCursor(r.Context(), p.name); err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	a.log.Info("cursor deleted", append(caller.Fields(), zap.String("cursor", p.name), zap.String("topic", c.Topic))...)
@@ -860,7 +861,7 @@ func (a *Server) setCursor(w http.ResponseWriter, r *http.Request, p params) {
 		return
 	}
 	if err := a.node.SetCursor(r.Context(), p.name, req.Topic, *req.Offset); err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	c, _ := a.node.Cursor(p.name)
@@ -877,7 +878,7 @@ func (a *Server) status(w http.ResponseWriter, r *http.Request, _ params) {
 func (a *Server) repairAccept(w http.ResponseWriter, r *http.Request, _ params) {
 	res, err := a.node.AcceptLost()
 	if err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	a.writeJSON(w, r, &res)
@@ -900,7 +901,7 @@ func (a *Server) clusterForget(w http.ResponseWriter, r *http.Request, p params)
 	}
 	res, err := a.node.ForgetMember(r.Context(), p.name, fleet)
 	if err != nil {
-		a.fail(w, r, StoreError(err))
+		a.fail(w, r, command.StoreError(err))
 		return
 	}
 	a.log.Info("member forgotten", append(access.CallerFrom(r.Context()).Fields(), zap.String("member", p.name), zap.Bool("fleet", fleet))...)
