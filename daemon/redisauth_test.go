@@ -411,3 +411,73 @@ func TestRedisStrangerFlags(t *testing.T) {
 	}
 	t.Logf("the strangers were closed within %v", time.Since(start).Round(time.Millisecond))
 }
+
+// TestRedisPushConnectionsCountAgainstTheirUser (issue 31): subscribed
+// and tracking connections, which wait for the server and are never
+// closed as idle, count against their user's share of
+// --max-connections-per-uid like any other: alice holding two
+// subscribers and a tracking connection with a share of 3 is refused a
+// fourth at AUTH (and it is closed), while another user is served; once
+// one of hers closes, she is served again.
+func TestRedisPushConnectionsCountAgainstTheirUser(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	cfg.MaxConnectionsPerUID = 3
+	td := startDaemon(t, cfg)
+	addr := td.d.RedisAddr()
+	var held []net.Conn
+	for _, c := range []struct{ send, until string }{
+		{"AUTH alice alice-pw\r\nSUBSCRIBE news\r\n", ":1"},
+		{"AUTH alice alice-pw\r\nSUBSCRIBE sports\r\n", ":1"},
+		{"HELLO 3 AUTH alice alice-pw\r\nCLIENT TRACKING ON\r\n", "+OK"},
+	} {
+		nc, lines := dialRedis(t, addr, c.send)
+		if !readUntil(lines, c.until) {
+			t.Fatalf("%q: no %q in its answers", c.send, c.until)
+		}
+		held = append(held, nc)
+	}
+	const full = "-ERR max number of clients reached for user alice (--max-connections-per-uid 3)\r\n"
+	got, closed := rawRedis(t, addr, "AUTH alice alice-pw\r\n", len(full))
+	if got != full || !closed {
+		t.Fatalf("a fourth connection of alice's: %q (closed %v); want her share refused, and closed", got, closed)
+	}
+	if got, _ := rawRedis(t, addr, "AUTH reader reader-pw\r\n", 5); got != "+OK\r\n" {
+		t.Fatalf("another user beside alice's full share: %q", got)
+	}
+	held[0].Close()
+	testkit.Eventually(t, 5*time.Second, "alice's closed subscriber to give its place back", func() bool {
+		got, _ := rawRedis(t, addr, "AUTH alice alice-pw\r\n", 5)
+		return got == "+OK\r\n"
+	})
+}
+
+// dialRedis opens a TCP connection to addr that the test's end closes,
+// sends send, and returns it with a reader of its answers' lines.
+func dialRedis(t *testing.T, addr, send string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if _, err := nc.Write([]byte(send)); err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return nc, bufio.NewReader(nc)
+}
+
+// readUntil reads lines until one is line (true) or the connection ends.
+func readUntil(r *bufio.Reader, line string) bool {
+	for {
+		l, err := r.ReadString('\n')
+		if strings.TrimSuffix(l, "\r\n") == line {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
