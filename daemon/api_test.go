@@ -458,6 +458,37 @@ func TestSubscribe(t *testing.T) {
 
 // A subscriber that does not read slows only itself: publishers go on, and
 // when it reads again it gets every message, in order.
+// TestSubscribeLinger: a stream with linger=300ms delivers every message,
+// in order, and a message published once the stream caught up waits out
+// the linger (gathered with what else arrives meanwhile); a linger out of
+// bounds is refused.
+func TestSubscribeLinger(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	const linger = 300 * time.Millisecond
+	s := td.subscribe("t/subscribe?from=latest&linger=300ms")
+	td.put("t", "k", "0")
+	if m := s.next(); m["value"] != "0" {
+		t.Fatalf("first line %v", m)
+	}
+	first := time.Now() // the stream wrote it, and lingers from then on
+	for i := 1; i <= 3; i++ {
+		td.put("t", "k", strconv.Itoa(i))
+	}
+	for i := 1; i <= 3; i++ {
+		if m := s.next(); m["value"] != strconv.Itoa(i) {
+			t.Fatalf("line %d: %v", i, m)
+		}
+	}
+	if waited := time.Since(first); waited < linger-20*time.Millisecond {
+		t.Fatalf("the next lines came %v after the first; want the linger, %v, first", waited, linger)
+	}
+	for _, q := range []string{"linger=2s", "linger=-1ms", "linger=soon"} {
+		if r := td.do("GET", "/v1/topics/t/subscribe?"+q, nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "linger") {
+			t.Errorf("%s: %d %s; want 400 naming linger", q, r.status, r.body)
+		}
+	}
+}
+
 func TestSubscribeBackpressure(t *testing.T) {
 	td := startDaemon(t, testConfig(t))
 	s := td.subscribe("t/subscribe")

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,18 +22,19 @@ const benchPhase = 3 * time.Second
 
 // BenchmarkConsolePublish is the console's cost to the node serving it:
 // the latency of publishes on node0 of three (one PUT at a time on its
-// socket) with no console open, and with five, each polling as the page
+// socket) with no console open, and with five, each asking as the page
 // does: the fleet view (GET /v1/fleet, every member asked over gossip)
-// and a key's view (GET /v1/topics/{t}/nodes/{k}) once a second each, as
-// if each browser had both open. The two cases take turns every
-// benchPhase within one run, so that the load of whatever else runs on
-// the machine falls on both alike; each publish counts for the case in
+// and a key's view (GET /v1/topics/{t}/nodes/{k}) once a second each,
+// and the Traffic view's tail of the topic being published (server-sent
+// events, linger=250ms), as if each browser had all three open. The two
+// cases take turns every benchPhase within one run, so that the load of
+// whatever else runs on the machine falls on both alike; each publish counts for the case in
 // force when it started. It reports each case's p50 and p99, the ratio
 // of the p99s (5 consoles ÷ none), and the process's CPU time (the three
 // nodes, the publisher, the consoles) per publish in each case, a cost
 // that holds on a loaded machine where the latencies do not:
 //
-//	go test -run '^$' -bench ConsolePublish -benchtime 200000x -count 3 ./daemon/console/
+//	go test -run '^$' -bench ConsolePublish -benchtime 300000x -count 5 ./daemon/console/
 func BenchmarkConsolePublish(b *testing.B) {
 	c := daemontest.NewCluster(b, 3, func(i int, cfg *daemon.Config) { cfg.MetricsAddr = "127.0.0.1:0" })
 	pub := testkit.UnixClient(c.Nodes[0].Socket, true, 10*time.Second)
@@ -42,7 +44,8 @@ func BenchmarkConsolePublish(b *testing.B) {
 	}
 	base := "http://" + c.Nodes[0].D.MetricsAddr() + "/console/api/v1"
 	var open atomic.Bool
-	stop, polls := openConsoles(b, 5, &open, base+"/fleet", base+"/topics/bench/nodes/k-1")
+	tailURL := base + "/topics/bench/subscribe?from=latest&linger=250ms" // as the Traffic view asks
+	stop, polls := openConsoles(b, 5, &open, tailURL, base+"/fleet", base+"/topics/bench/nodes/k-1")
 	defer stop()
 
 	var lat [2][]time.Duration // [0]: no console, [1]: five
@@ -95,10 +98,10 @@ func BenchmarkConsolePublish(b *testing.B) {
 	b.ReportMetric(float64(polls.Load()), "console-requests")
 }
 
-// openConsoles starts n pollers that GET each of urls once a second, as
-// the page does, while open is true, until stop; polls counts their
-// answered requests.
-func openConsoles(b *testing.B, n int, open *atomic.Bool, urls ...string) (stop func(), polls *atomic.Int64) {
+// openConsoles starts n consoles that GET each of urls once a second, as
+// the page does, and keep a tail of tail open, while open is true, until
+// stop; polls counts their answered requests.
+func openConsoles(b *testing.B, n int, open *atomic.Bool, tail string, urls ...string) (stop func(), polls *atomic.Int64) {
 	polls = new(atomic.Int64)
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
@@ -108,7 +111,19 @@ func openConsoles(b *testing.B, n int, open *atomic.Bool, urls ...string) (stop 
 			defer hc.CloseIdleConnections()
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
+			var closeTail func()
+			defer func() {
+				if closeTail != nil {
+					closeTail()
+				}
+			}()
 			for {
+				if tail != "" && open.Load() && closeTail == nil {
+					closeTail = openTail(b, hc, tail)
+				} else if !open.Load() && closeTail != nil {
+					closeTail()
+					closeTail = nil
+				}
 				for _, u := range urls {
 					if !open.Load() {
 						break
@@ -135,4 +150,22 @@ func openConsoles(b *testing.B, n int, open *atomic.Bool, urls ...string) (stop 
 		})
 	}
 	return sync.OnceFunc(func() { close(quit); wg.Wait() }), polls
+}
+
+// openTail opens a tail as the Traffic view does (server-sent events from
+// the latest message) and reads it until the returned function is called.
+func openTail(b *testing.B, hc *http.Client, url string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	tc := &http.Client{Transport: hc.Transport} // no timeout on a stream
+	res, err := tc.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		cancel()
+		b.Errorf("tail %s: %v %v", url, err, res)
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = io.Copy(io.Discard, res.Body) }()
+	return func() { cancel(); res.Body.Close(); <-done }
 }

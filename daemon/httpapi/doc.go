@@ -126,7 +126,7 @@
 //	    topics below).
 //	    curl -sS $S http://x/v1/topics
 //
-//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=&events=   [read; consume with ack=auto]
+//	GET /v1/topics/{topic}/subscribe?from=&tags=&name=&ack=&events=&linger=   [read; consume with ack=auto]
 //	    A stream of NDJSON, one line a message, as they arrive:
 //	    {"offset":12,"topic":"prices","key":"sku-1","tag":"","value":"12.50",
 //	     "delete":false,"origin":"..","seq":3,"hlc":"...","time":"..."}
@@ -162,6 +162,11 @@
 //	    "effective_at":..,"origin":..,"seq":..,"hlc":..,"time":..} (SSE:
 //	    "event: expired" / "event: effective"); these lines have no
 //	    offset and move no cursor.
+//	    linger (a duration, at most 1s; 0 by default): once caught up,
+//	    the stream waits that long before it looks again, so what arrives
+//	    meanwhile goes out in one write: a tail that does not need each
+//	    message at once (the operator console's, linger=250ms) costs the
+//	    node a wake and a write per linger, not per message.
 //	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
 //
 //	GET /v1/topics/{topic}/subscribe?mode=clustering&group=&tags=&max_inflight=   [consume]

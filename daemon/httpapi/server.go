@@ -542,6 +542,11 @@ type subOptions struct {
 	auto   bool   // ack=auto: the daemon moves the cursor as it sends
 	tags   []string
 	events streamEvents
+	// linger: after a write, the stream waits this long before the next,
+	// gathering what arrives meanwhile into one write (the operator
+	// console's tail: a wake and a write a message cost the node for
+	// every open tail).
+	linger time.Duration
 }
 
 // subscribeOptions checks a broadcasting subscription's name (or group),
@@ -577,9 +582,21 @@ func (a *Server) subscribeOptions(r *http.Request, q url.Values) (subOptions, *w
 	if o.tags, e = parseTags(q.Get("tags")); e != nil {
 		return o, e
 	}
-	o.events, e = parseEvents(q.Get("events"))
-	return o, e
+	if o.events, e = parseEvents(q.Get("events")); e != nil {
+		return o, e
+	}
+	if l := q.Get("linger"); l != "" {
+		d, err := time.ParseDuration(l)
+		if err != nil || d < 0 || d > maxLinger {
+			return o, wire.Errorf(wire.CodeBadRequest, "linger: want a duration from 0 to %s, got %q", maxLinger, l)
+		}
+		o.linger = d
+	}
+	return o, nil
 }
+
+// maxLinger bounds a subscription's ?linger=.
+const maxLinger = time.Second
 
 // streamTopic writes the topic's messages from reader to the open stream
 // st until the client goes, the daemon stops or the reader fails: as many
@@ -633,6 +650,15 @@ func (a *Server) streamTopic(w http.ResponseWriter, r *http.Request, st stream, 
 		mu.Unlock()
 		if err != nil {
 			return
+		}
+		if o.linger > 0 && len(buf) < streamFlushBytes {
+			// Caught up: linger before looking again.
+			t := time.NewTimer(o.linger)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		if o.auto {
 			if err := a.node.SetCursor(r.Context(), o.name, topic, next); err != nil {
