@@ -394,62 +394,25 @@ func (c Config) ViewPath() string {
 // Validate checks every field and returns the first problem, naming the flag
 // that sets the field (`--flush: must be "sync" or "async", got "x"`).
 func (c Config) Validate() error {
-	if _, err := store.ParseFlushMode(c.Flush); err != nil {
-		return fmt.Errorf("--flush: %w", err)
+	// Each setting by its own rule, then the store's by the store's rules,
+	// once; then the rules that weigh several settings.
+	if err := c.checkSettings(); err != nil {
+		return err
 	}
-	if _, err := store.ParseFullPolicy(c.WhenFull); err != nil {
-		return fmt.Errorf("--when-full: %w", err)
-	}
-	switch {
-	case c.DataDir == "":
-		return errors.New("--data-dir: must not be empty")
-	case c.Socket == "":
-		return errors.New("--socket: must not be empty")
-	case len(c.Socket) > maxSocketPath:
-		return fmt.Errorf("--socket: path of %d bytes is longer than the %d bytes a Unix socket address holds: %q",
-			len(c.Socket), maxSocketPath, c.Socket)
-	case c.SocketMode&^os.ModePerm != 0:
-		return fmt.Errorf("--socket-mode: must be permission bits (0000..0777), got %#o", uint32(c.SocketMode))
-	case c.SocketMode&0o600 != 0o600:
-		return fmt.Errorf("--socket-mode: the owner needs read and write permission, got %04o", uint32(c.SocketMode))
-	case c.ViewFile != "" && c.ViewPath() == c.Socket:
-		return fmt.Errorf("--view-file: must not be the socket's path %q", c.Socket)
-	case c.NodeName == "":
-		return errors.New("--node-name: must not be empty")
-	case len(c.NodeName) > 255:
-		return fmt.Errorf("--node-name: at most 255 bytes, got %d", len(c.NodeName))
-	}
-	// The store's settings by the store's rules, once.
 	if err := c.validateStore(); err != nil {
 		return err
 	}
+	if c.ViewFile != "" && c.ViewPath() == c.Socket {
+		return fmt.Errorf("--view-file: must not be the socket's path %q", c.Socket)
+	}
 	if err := c.validateValueSizes(); err != nil {
 		return err
-	}
-	switch {
-	case c.MaxMembersPerUID < 0:
-		return fmt.Errorf("--max-members-per-uid: must not be negative, got %d", c.MaxMembersPerUID)
-	case c.ReadHeaderTimeout <= 0:
-		return fmt.Errorf("--read-header-timeout: must be positive, got %v", c.ReadHeaderTimeout)
-	case c.ReadTimeout <= 0:
-		return fmt.Errorf("--read-timeout: must be positive, got %v", c.ReadTimeout)
-	case c.WriteTimeout <= 0:
-		return fmt.Errorf("--write-timeout: must be positive, got %v", c.WriteTimeout)
-	case c.IdleTimeout <= 0:
-		return fmt.Errorf("--idle-timeout: must be positive, got %v", c.IdleTimeout)
-	case c.ShutdownTimeout <= 0:
-		return fmt.Errorf("--shutdown-timeout: must be positive, got %v", c.ShutdownTimeout)
 	}
 	if err := c.validateLimits(); err != nil {
 		return err
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
-	}
-	switch c.LogFormat {
-	case "", "json", "console":
-	default:
-		return fmt.Errorf("--log-format: must be \"json\" or \"console\", got %q", c.LogFormat)
 	}
 	if c.MetricsAddr != "" {
 		if err := checkAddr("--metrics-addr", c.MetricsAddr, false, false); err != nil {
@@ -486,23 +449,7 @@ func (c Config) validateValueSizes() error {
 // a setting given by mistake is not silently ignored, or replaced by a
 // default further down.
 func (c Config) validateCluster() error {
-	switch c.Replication {
-	case "none", "async", "sync":
-	default:
-		return fmt.Errorf("--replication: must be \"none\", \"async\" or \"sync\", got %q", c.Replication)
-	}
 	if err := c.validateClusterAddrs(); err != nil {
-		return err
-	}
-	switch c.GossipProfile {
-	case "lan", "wan", "local":
-	default:
-		return fmt.Errorf("--gossip-profile: must be \"lan\", \"wan\" or \"local\", got %q", c.GossipProfile)
-	}
-	if err := c.validateClusterTimers(); err != nil {
-		return err
-	}
-	if err := c.validateGroups(); err != nil {
 		return err
 	}
 	if c.ClusterKeyFile != "" {
@@ -555,66 +502,13 @@ func (c Config) validateClusterAddrs() error {
 	return nil
 }
 
-// validateClusterTimers checks the cluster's durations and fan-out.
-func (c Config) validateClusterTimers() error {
-	switch {
-	case c.JoinTimeout <= 0:
-		return fmt.Errorf("--join-timeout: must be positive, got %v", c.JoinTimeout)
-	case c.ReplicaTimeout <= 0:
-		return fmt.Errorf("--replica-timeout: must be positive, got %v", c.ReplicaTimeout)
-	case c.MaxClockOffset < time.Millisecond || c.MaxClockOffset > time.Hour:
-		// HLC stamps count milliseconds; past an hour the bound guards nothing.
-		return fmt.Errorf("--max-clock-offset: must be 1ms to 1h, got %v", c.MaxClockOffset)
-	case c.ObserveInterval < 0:
-		return fmt.Errorf("--observe-interval: must be 0 (off) or more, got %v", c.ObserveInterval)
-	case c.AntiEntropyFanout < 1 || c.AntiEntropyFanout > 64:
-		return fmt.Errorf("--anti-entropy-fanout: must be 1 to 64, got %d", c.AntiEntropyFanout)
-	case c.RetireOriginsAfter < time.Second:
-		return fmt.Errorf("--retire-origins-after: must be at least 1s, got %v", c.RetireOriginsAfter)
-	case c.TombstoneGrace < 0:
-		return fmt.Errorf("--tombstone-grace: must be 0 (never collect) or positive, got %v", c.TombstoneGrace)
-	}
-	return nil
-}
-
-// validateGroups checks the consumer groups' settings.
-func (c Config) validateGroups() error {
-	switch {
-	case c.QueuesPerTopic < 1 || c.QueuesPerTopic > 1024:
-		return fmt.Errorf("--queues-per-topic: must be 1 to 1024, got %d", c.QueuesPerTopic)
-	case c.AckTimeout <= 0:
-		return fmt.Errorf("--ack-timeout: must be positive, got %v", c.AckTimeout)
-	case c.MaxRetries < 0:
-		return fmt.Errorf("--max-retries: must not be negative, got %d", c.MaxRetries)
-	case len(c.RetryBackoff) == 0:
-		return errors.New("--retry-backoff: give at least one duration")
-	}
-	for _, b := range c.RetryBackoff {
-		if b < 0 {
-			return fmt.Errorf("--retry-backoff: must not be negative, got %v", b)
-		}
-	}
-	return nil
-}
-
-// validateTransport checks the fan-out's settings, and NATS's under
-// --transport=nats.
+// validateTransport checks the settings of --transport=nats.
 func (c Config) validateTransport() error {
-	switch c.TCPFanout {
-	case "direct", "auto": // auto has nothing to choose under NATS
-	case "tree":
-		if c.Transport == "nats" {
-			return errors.New("--tcp-fanout: tree is a fan-out over the data port, not with --transport=nats")
-		}
-	default:
-		return fmt.Errorf("--tcp-fanout: must be \"auto\", \"direct\" or \"tree\", got %q", c.TCPFanout)
-	}
-	switch c.Transport {
-	case "tcp":
+	if c.Transport == "tcp" {
 		return nil
-	case "nats":
-	default:
-		return fmt.Errorf("--transport: must be \"tcp\" or \"nats\", got %q", c.Transport)
+	}
+	if c.TCPFanout == "tree" { // auto has nothing to choose under NATS
+		return errors.New("--tcp-fanout: tree is a fan-out over the data port, not with --transport=nats")
 	}
 	if c.NATSURL == "" {
 		return errors.New("--nats-url: needed with --transport=nats")
@@ -685,15 +579,11 @@ func loopbackAddr(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// validateLimits checks the flags of the limits.
+// validateLimits checks the limits against each other.
 func (c Config) validateLimits() error {
 	switch {
-	case c.MaxConnections < 1:
-		return fmt.Errorf("--max-connections: must be at least 1, got %d", c.MaxConnections)
 	case c.MaxConnectionsPerUID < 1 || c.MaxConnectionsPerUID > c.MaxConnections:
 		return fmt.Errorf("--max-connections-per-uid: must be 1 to --max-connections (%d), got %d", c.MaxConnections, c.MaxConnectionsPerUID)
-	case c.MaxStreams < 1:
-		return fmt.Errorf("--max-streams: must be at least 1, got %d", c.MaxStreams)
 	case c.MaxStreamsPerUID < 1 || c.MaxStreamsPerUID > c.MaxStreams:
 		return fmt.Errorf("--max-streams-per-uid: must be 1 to --max-streams (%d), got %d", c.MaxStreams, c.MaxStreamsPerUID)
 	case c.MaxBodyMemory < c.MaxBodySize:

@@ -40,9 +40,10 @@ func (c Config) redisSocketPath() string {
 
 // validateRedis checks the --redis-* flags.
 func (c Config) validateRedis() error {
-	if p := c.redisSocketPath(); len(p) > maxSocketPath {
-		return fmt.Errorf("--redis-socket: path of %d bytes is longer than the %d bytes a Unix socket address holds: %q",
-			len(p), maxSocketPath, p)
+	if p := c.redisSocketPath(); p != "" {
+		if err := socketPath(p); err != nil {
+			return fmt.Errorf("--redis-socket: %w", err)
+		}
 	}
 	if p := c.redisSocketPath(); p != "" && p == c.Socket {
 		return fmt.Errorf("--redis-socket: %s is already --socket", p)
@@ -61,20 +62,8 @@ func (c Config) validateRedis() error {
 	if e := wire.CheckName("--redis-default-topic", c.RedisDefaultTopic); e != nil {
 		return errors.New(e.Message)
 	}
-	if c.RedisPushBuffer < 64<<10 {
-		return fmt.Errorf("--redis-push-buffer: must be at least 64KiB, got %s", wire.FormatSize(c.RedisPushBuffer))
-	}
-	if c.RedisIdleTimeout < 0 {
-		return fmt.Errorf("--redis-idle-timeout: must not be negative (0: never), got %s", c.RedisIdleTimeout)
-	}
 	if c.RedisMaxUnauthenticated < 1 || c.RedisMaxUnauthenticated > c.MaxConnections {
 		return fmt.Errorf("--redis-max-unauthenticated: must be 1 to --max-connections (%d), got %d", c.MaxConnections, c.RedisMaxUnauthenticated)
-	}
-	if c.RedisAuthTimeout < 100*time.Millisecond || c.RedisAuthTimeout > time.Hour {
-		return fmt.Errorf("--redis-auth-timeout: must be 100ms to 1h, got %s", c.RedisAuthTimeout)
-	}
-	if c.RedisTrackingMaxKeys < 10 {
-		return fmt.Errorf("--redis-tracking-max-keys: must be at least 10, got %d", c.RedisTrackingMaxKeys)
 	}
 	if err := respsrv.CheckNotifyKeyspaceEvents(c.RedisNotifyKeyspaceEvents); err != nil {
 		return fmt.Errorf("--redis-notify-keyspace-events: %q: want Redis's letters (K, E, g, $, h, A, ...)", c.RedisNotifyKeyspaceEvents)

@@ -6,12 +6,15 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/wire"
 )
 
 // A setting is the one declaration of a configuration setting. From it
@@ -36,23 +39,26 @@ type setting struct {
 	// store's default is the flag's, and store.Options.Validate holds its
 	// rules (an *store.OptionError of it is reported under this flag).
 	store string
+	// check is the setting's own rule, if it has one (checkSettings);
+	// rules that weigh several settings are Validate's.
+	check rule
 }
 
 // settings are every setting of the daemon, in the order of --help.
 var settings = []setting{
 	{field: "DataDir", flag: "data-dir", store: "Dir",
 		help: "directory of the store (segments, meta, cursors, snapshot); one daemon per directory"},
-	{field: "Socket", flag: "socket",
+	{field: "Socket", flag: "socket", check: socketPath,
 		help: "path of the local API's Unix socket"},
-	{field: "SocketMode", flag: "socket-mode",
+	{field: "SocketMode", flag: "socket-mode", check: socketMode,
 		help: "permission of the socket file, octal (connecting needs write permission)"},
 	{field: "ViewFile", flag: "view-file",
 		help: `shared-memory view file local processes read with no system call (mode 0640, the socket's group); "auto": beside the socket, ".view" for ".sock"; empty: off`},
-	{field: "NodeName", flag: "node-name",
+	{field: "NodeName", flag: "node-name", check: nodeName,
 		help: "name of this node for people; defaults to the host name"},
 	{field: "EnvFile", flag: "env-file", reload: true,
 		help: "file of CACHECAST_<FLAG>=value lines, applied over the environment"},
-	{field: "Flush", flag: "flush", store: "Flush",
+	{field: "Flush", flag: "flush", store: "Flush", check: parseFlush,
 		help: `when a write is acknowledged: "async" (in the page cache; flushed every --flush-interval) or "sync" (on disk)`},
 	{field: "FlushInterval", flag: "flush-interval", store: "FlushInterval",
 		help: "async flush: the longest a write stays only in memory"},
@@ -68,17 +74,17 @@ var settings = []setting{
 		help: "bound on the age of retained records; 0: no bound"},
 	{field: "SnapshotInterval", flag: "snapshot-interval", store: "SnapshotInterval",
 		help: "how often the key/value snapshot is written while the log grows (bounds the replay on restart)"},
-	{field: "WhenFull", flag: "when-full", store: "WhenFull",
+	{field: "WhenFull", flag: "when-full", store: "WhenFull", check: parseWhenFull,
 		help: `at the retention bound: "recycle" the oldest segments every durable cursor has passed, or "refuse" writes`},
 	{field: "MaxValueSize", flag: "max-value-size",
 		help: "largest value of one message"},
 	{field: "MaxBodySize", flag: "max-body-size",
 		help: "largest request body (a batch of messages)"},
-	{field: "MaxConnections", flag: "max-connections",
+	{field: "MaxConnections", flag: "max-connections", check: atLeast(1),
 		help: "most open connections to the socket besides subscriptions; at the bound a new one closes the connection idle longest"},
 	{field: "MaxConnectionsPerUID", flag: "max-connections-per-uid",
 		help: "one uid's share of --max-connections"},
-	{field: "MaxStreams", flag: "max-streams",
+	{field: "MaxStreams", flag: "max-streams", check: atLeast(1),
 		help: "most open subscriptions (apart from --max-connections); more are answered 503 busy"},
 	{field: "MaxStreamsPerUID", flag: "max-streams-per-uid",
 		help: "one uid's share of --max-streams; more are answered 429 too_many"},
@@ -86,15 +92,15 @@ var settings = []setting{
 		help: "most bytes of request bodies held in memory over all connections; more are answered 503 busy"},
 	{field: "MaxBodyMemoryPerUID", flag: "max-body-memory-per-uid",
 		help: "one uid's share of --max-body-memory; more are answered 429 too_many"},
-	{field: "ReadHeaderTimeout", flag: "read-header-timeout",
+	{field: "ReadHeaderTimeout", flag: "read-header-timeout", check: positive,
 		help: "time allowed to read a request's headers"},
-	{field: "ReadTimeout", flag: "read-timeout",
+	{field: "ReadTimeout", flag: "read-timeout", check: positive,
 		help: "time allowed to read a whole request, body included"},
-	{field: "WriteTimeout", flag: "write-timeout",
+	{field: "WriteTimeout", flag: "write-timeout", check: positive,
 		help: "time allowed to write a response (subscription streams are exempt)"},
-	{field: "IdleTimeout", flag: "idle-timeout",
+	{field: "IdleTimeout", flag: "idle-timeout", check: positive,
 		help: "idle keep-alive connections are closed after this long"},
-	{field: "ShutdownTimeout", flag: "shutdown-timeout",
+	{field: "ShutdownTimeout", flag: "shutdown-timeout", check: positive,
 		help: "on shutdown, how long in-flight requests may take before their connections are closed"},
 	{field: "GossipAddr", flag: "gossip-addr",
 		help: "ip:port of cluster membership (UDP and TCP); empty: no cluster, no network port"},
@@ -104,39 +110,39 @@ var settings = []setting{
 		help: "host:port of the data port that carries records between nodes"},
 	{field: "Join", flag: "join",
 		help: "seed addresses of the cluster, comma separated (ip:port of their gossip ports)"},
-	{field: "JoinTimeout", flag: "join-timeout",
+	{field: "JoinTimeout", flag: "join-timeout", check: positive,
 		help: "bound on the first join attempt (READY=1 waits for it); later attempts run in the background"},
-	{field: "GossipProfile", flag: "gossip-profile",
+	{field: "GossipProfile", flag: "gossip-profile", check: oneOf("lan", "wan", "local"),
 		help: `memberlist timers: "lan", "wan" or "local" (fast, one machine)`},
 	{field: "ClusterKeyFile", flag: "cluster-key-file",
 		help: "file of cluster keys (base64, one per line, first is primary) for gossip encryption and the data port; without it the cluster's ports stay on loopback"},
 	{field: "AllowInsecureCluster", flag: "allow-insecure-cluster",
 		help: "let a node without --cluster-key-file bind --gossip-addr or --data-addr beyond loopback (anyone who reaches the ports can join and write)"},
-	{field: "Replication", flag: "replication",
+	{field: "Replication", flag: "replication", check: oneOf("none", "async", "sync"),
 		help: `copy each write to the replica peer: "none", "async" (with the fan-out) or "sync" (the publish waits for the replica)`},
 	{field: "Replica", flag: "replica",
 		help: "node name of the replica peer; empty: the successor on the ring of node IDs"},
-	{field: "ReplicaTimeout", flag: "replica-timeout",
+	{field: "ReplicaTimeout", flag: "replica-timeout", check: positive,
 		help: "sync replication: how long a publish waits for the replica before it answers replica_timeout"},
-	{field: "MaxClockOffset", flag: "max-clock-offset", store: "MaxClockOffset",
+	{field: "MaxClockOffset", flag: "max-clock-offset", store: "MaxClockOffset", check: between(time.Millisecond, time.Hour),
 		help: "a peer's record stamped further ahead of this node's clock is held until the clock catches up (refused for now past 10 times this); peers persistently ahead are flagged in status"},
-	{field: "ObserveInterval", flag: "observe-interval",
+	{field: "ObserveInterval", flag: "observe-interval", check: notNegative,
 		help: "how often the consistency observer compares this node's view digest with one peer's at a common vector (0: never)"},
-	{field: "AntiEntropyFanout", flag: "anti-entropy-fanout",
+	{field: "AntiEntropyFanout", flag: "anti-entropy-fanout", check: between(1, 64),
 		help: "peers, picked at random, this node exchanges version vectors with every second (anti-entropy); each side pulls what it lacks"},
-	{field: "RetireOriginsAfter", flag: "retire-origins-after",
+	{field: "RetireOriginsAfter", flag: "retire-origins-after", check: atLeast(time.Second),
 		help: "an origin absent from the alive members this long is left out of the vectors this node sends (its records stay, and are still repaired)"},
-	{field: "TombstoneGrace", flag: "tombstone-grace",
+	{field: "TombstoneGrace", flag: "tombstone-grace", check: notNegative,
 		help: "a delete's tombstone is collected once every live node holds it and this has passed since it was written (0: never); a node out of contact for more than half of it refuses to start without --start-over"},
 	{field: "StartOver", flag: "start-over",
 		help: "when this node was out of contact for more than half of --tombstone-grace, move its data aside (<data-dir>/stale-<unix ms>) and start as a fresh node from its peers"},
-	{field: "QueuesPerTopic", flag: "queues-per-topic",
+	{field: "QueuesPerTopic", flag: "queues-per-topic", check: between(1, 1024),
 		help: "consumer groups: queues per topic (a message goes to queue hash(key) mod this); the same on every node"},
-	{field: "AckTimeout", flag: "ack-timeout",
+	{field: "AckTimeout", flag: "ack-timeout", check: positive,
 		help: "consumer groups: how long a member may hold a message unacknowledged before it is redelivered"},
-	{field: "MaxRetries", flag: "max-retries",
+	{field: "MaxRetries", flag: "max-retries", check: notNegative,
 		help: "consumer groups: redeliveries of a failed message before it goes to the dead-letter topic"},
-	{field: "RetryBackoff", flag: "retry-backoff",
+	{field: "RetryBackoff", flag: "retry-backoff", check: durations,
 		help: "consumer groups: wait before each retry, comma separated; the last repeats"},
 	{field: "TLSCert", flag: "tls-cert",
 		help: "certificate (PEM) of this node for mutual TLS on the data port"},
@@ -144,9 +150,9 @@ var settings = []setting{
 		help: "private key (PEM) for --tls-cert"},
 	{field: "TLSCA", flag: "tls-ca",
 		help: "CA certificate (PEM) that signs every node's certificate"},
-	{field: "Transport", flag: "transport",
+	{field: "Transport", flag: "transport", check: oneOf("tcp", "nats"),
 		help: `fan-out: "tcp" (push to every peer) or "nats" (publish once to a NATS cluster, for large fleets)`},
-	{field: "TCPFanout", flag: "tcp-fanout",
+	{field: "TCPFanout", flag: "tcp-fanout", check: oneOf("auto", "direct", "tree"),
 		help: `how --transport=tcp pushes records: "direct" (each node to every peer), "tree" (each node relays every record to its neighbours on a tree of degree 4: at most 5 push connections whatever the fleet's size) or "auto" (direct below 16 alive members, the tree from 16; every node sees the same members, so all choose alike)`},
 	{field: "NATSURL", flag: "nats-url",
 		help: "NATS servers, comma separated (nats://host:4222,...), for --transport=nats"},
@@ -176,17 +182,17 @@ var settings = []setting{
 		help: "PEM private key of --redis-tls-cert"},
 	{field: "RedisDefaultTopic", flag: "redis-default-topic",
 		help: "topic of the Redis keys without a ':' (topic:key otherwise)"},
-	{field: "RedisPushBuffer", flag: "redis-push-buffer",
+	{field: "RedisPushBuffer", flag: "redis-push-buffer", check: atLeast(int64(64 << 10)),
 		help: "invalidations and messages waiting for one Redis client; past it the client is disconnected"},
 	{field: "RedisNotifyKeyspaceEvents", flag: "redis-notify-keyspace-events",
 		help: "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off"},
-	{field: "RedisIdleTimeout", flag: "redis-idle-timeout",
+	{field: "RedisIdleTimeout", flag: "redis-idle-timeout", check: notNegative,
 		help: "close a Redis connection that sends no command for this long (subscribed and tracking ones are exempt); 0: never"},
 	{field: "RedisMaxUnauthenticated", flag: "redis-max-unauthenticated",
 		help: "with --redis-users: the TCP connections that have not authenticated yet, all together; past it a new one closes the oldest"},
-	{field: "RedisAuthTimeout", flag: "redis-auth-timeout",
+	{field: "RedisAuthTimeout", flag: "redis-auth-timeout", check: between(100*time.Millisecond, time.Hour),
 		help: "with --redis-users: close a TCP connection that has not authenticated this long after it was accepted"},
-	{field: "RedisTrackingMaxKeys", flag: "redis-tracking-max-keys",
+	{field: "RedisTrackingMaxKeys", flag: "redis-tracking-max-keys", check: atLeast(10),
 		help: "keys one Redis client-side-caching client is tracked for; past it a tenth of them are invalidated and forgotten"},
 	{field: "MetricsAddr", flag: "metrics-addr",
 		help: "TCP address of the Prometheus /metrics endpoint and the operator console, /console (e.g. 127.0.0.1:9464); empty: off"},
@@ -212,11 +218,11 @@ var settings = []setting{
 		help: "most durable cursors on this node (each takes 1KiB of the cursors file and may hold retention back); 0: no bound"},
 	{field: "MaxCursorsPerUID", flag: "max-cursors-per-uid", store: "MaxCursorsPerOwner",
 		help: "most durable cursors one user creates (admins are exempt); 0: no bound"},
-	{field: "MaxMembersPerUID", flag: "max-members-per-uid",
+	{field: "MaxMembersPerUID", flag: "max-members-per-uid", check: notNegative,
 		help: "most consumer-group members one user holds on this node at once (admins are exempt); 0: no bound"},
 	{field: "LogLevel", flag: "log-level", reload: true,
 		help: "debug, info, warn or error"},
-	{field: "LogFormat", flag: "log-format",
+	{field: "LogFormat", flag: "log-format", check: optional(oneOf("json", "console")),
 		help: "json or console (default: console on a terminal, json otherwise)"},
 }
 
@@ -366,4 +372,175 @@ func (c Config) validateStore() error {
 		return fmt.Errorf("store options: %w", err)
 	}
 	return fmt.Errorf("--%s: %s", settings[i].flag, oe.Problem)
+}
+
+// A rule checks one setting's value (of the field's type); its error
+// reads after the flag's name, which Validate puts before it
+// (`--ack-timeout: must be positive, got 0s`).
+type rule func(v any) error
+
+// checkSettings runs the rule of each setting that has one, in the order
+// of --help, and returns the first problem under its flag.
+func (c Config) checkSettings() error {
+	for _, s := range settings {
+		if s.check == nil {
+			continue
+		}
+		if err := s.check(s.value(c)); err != nil {
+			return fmt.Errorf("--%s: %w", s.flag, err)
+		}
+	}
+	return nil
+}
+
+// number is v, an integer, a size or a duration, as an int64.
+func number(v any) int64 { return reflect.ValueOf(v).Int() }
+
+// show writes n as the flags spell a value of v's type: a duration
+// (1h), a size (64KiB), a number.
+func show(v any, n int64) string {
+	switch v.(type) {
+	case time.Duration:
+		// 1h, not 1h0m0s.
+		d := time.Duration(n).String()
+		if strings.HasSuffix(d, "m0s") {
+			d = strings.TrimSuffix(d, "0s")
+		}
+		if strings.HasSuffix(d, "h0m") {
+			d = strings.TrimSuffix(d, "0m")
+		}
+		return d
+	case int64:
+		return wire.FormatSize(n)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// positive: above zero.
+func positive(v any) error {
+	if number(v) <= 0 {
+		return fmt.Errorf("must be positive, got %s", show(v, number(v)))
+	}
+	return nil
+}
+
+// notNegative: zero or above (zero says off, never or no bound).
+func notNegative(v any) error {
+	if number(v) < 0 {
+		return fmt.Errorf("must not be negative, got %s", show(v, number(v)))
+	}
+	return nil
+}
+
+// atLeast: lo or above.
+func atLeast[T int | int64 | time.Duration](lo T) rule {
+	return func(v any) error {
+		if n := number(v); n < int64(lo) {
+			return fmt.Errorf("must be at least %s, got %s", show(v, int64(lo)), show(v, n))
+		}
+		return nil
+	}
+}
+
+// between: lo to hi.
+func between[T int | int64 | time.Duration](lo, hi T) rule {
+	return func(v any) error {
+		if n := number(v); n < int64(lo) || n > int64(hi) {
+			return fmt.Errorf("must be %s to %s, got %s", show(v, int64(lo)), show(v, int64(hi)), show(v, n))
+		}
+		return nil
+	}
+}
+
+// notEmpty: a string with something in it.
+func notEmpty(v any) error {
+	if v.(string) == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+}
+
+// oneOf: one of words (`must be "lan", "wan" or "local", got "x"`).
+func oneOf(words ...string) rule {
+	return func(v any) error {
+		if slices.Contains(words, v.(string)) {
+			return nil
+		}
+		q := make([]string, len(words))
+		for i, w := range words {
+			q[i] = strconv.Quote(w)
+		}
+		return fmt.Errorf("must be %s or %s, got %q", strings.Join(q[:len(q)-1], ", "), q[len(q)-1], v)
+	}
+}
+
+// durations: a list with at least one duration, none negative.
+func durations(v any) error {
+	ds := v.([]time.Duration)
+	if len(ds) == 0 {
+		return errors.New("give at least one duration")
+	}
+	for _, d := range ds {
+		if d < 0 {
+			return fmt.Errorf("must not be negative, got %v", d)
+		}
+	}
+	return nil
+}
+
+// optional: empty, or by r.
+func optional(r rule) rule {
+	return func(v any) error {
+		if v.(string) == "" {
+			return nil
+		}
+		return r(v)
+	}
+}
+
+// socketPath: a path a Unix socket address holds (sun_path).
+func socketPath(v any) error {
+	p := v.(string)
+	switch {
+	case p == "":
+		return errors.New("must not be empty")
+	case len(p) > maxSocketPath:
+		return fmt.Errorf("path of %d bytes is longer than the %d bytes a Unix socket address holds: %q", len(p), maxSocketPath, p)
+	}
+	return nil
+}
+
+// socketMode: permission bits that let the owner read and write.
+func socketMode(v any) error {
+	m := v.(os.FileMode)
+	switch {
+	case m&^os.ModePerm != 0:
+		return fmt.Errorf("must be permission bits (0000..0777), got %#o", uint32(m))
+	case m&0o600 != 0o600:
+		return fmt.Errorf("the owner needs read and write permission, got %04o", uint32(m))
+	}
+	return nil
+}
+
+// nodeName: a name of 1 to 255 bytes.
+func nodeName(v any) error {
+	if err := notEmpty(v); err != nil {
+		return err
+	}
+	if n := len(v.(string)); n > 255 {
+		return fmt.Errorf("at most 255 bytes, got %d", n)
+	}
+	return nil
+}
+
+// parseFlush: a flush mode the store takes.
+func parseFlush(v any) error {
+	_, err := store.ParseFlushMode(v.(string))
+	return err
+}
+
+// parseWhenFull: a policy at the retention bound the store takes.
+func parseWhenFull(v any) error {
+	_, err := store.ParseFullPolicy(v.(string))
+	return err
 }
