@@ -703,7 +703,7 @@ func (l *Log) prepareNext() bool {
 	l.preparing = want
 	l.mu.Unlock()
 
-	s, err := l.makeSegment(want, true)
+	s, err := l.makeSegment(want, l.window)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -774,9 +774,9 @@ func (l *Log) grow(s *segment, need int64) error {
 }
 
 // makeSegment makes the segment at base in its file (created, or a free
-// one reused, when it is the file's first slot made) and maps it; ready
-// also readies its first window for the writer.
-func (l *Log) makeSegment(base int64, ready bool) (*segment, error) {
+// one reused, when it is the file's first slot made), maps it, and
+// readies its first ready bytes for the writer (see ahead).
+func (l *Log) makeSegment(base, ready int64) (*segment, error) {
 	l.mu.Lock()
 	file := l.files[l.fileBase(base)]
 	if file != nil {
@@ -798,8 +798,8 @@ func (l *Log) makeSegment(base int64, ready bool) (*segment, error) {
 	l.mu.Lock()
 	err = s.mapIn(l.segSize)
 	l.mu.Unlock()
-	if err == nil && ready {
-		err = l.ahead(s, l.window) // s is not in maps yet: not evicted
+	if err == nil && ready > 0 {
+		err = l.ahead(s, ready) // s is not in maps yet: not evicted
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -906,7 +906,10 @@ func (l *Log) advance() error {
 		l.preparing = base // keeps the preparer off this one
 		l.mu.Unlock()
 		var err error
-		s, err = l.makeSegment(base, false)
+		// Faulted in here by one call, not page by page as the writer
+		// first touches each: a fraction of the cost (up to ReadyAhead:
+		// the preparer goes on from there).
+		s, err = l.makeSegment(base, min(l.window, ReadyAhead))
 		l.mu.Lock()
 		l.preparing = -1
 		if err != nil {
