@@ -42,6 +42,9 @@ type Node interface {
 	// Topics lists the topics of the view, sorted, with their live keys.
 	Topics() []storeview.TopicInfo
 	// Authorize says whether the peer of conn may write (nil) or why not.
+	// The server asks it once for every command its table flags write,
+	// before anything else of the command (as Redis checks its ACL); the
+	// node's write path checks again.
 	Authorize(conn net.Conn) error
 	// AuthorizeRead says whether the peer of conn may read (nil) or why
 	// not. The server asks it at a connection's first command and again
