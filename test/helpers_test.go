@@ -95,6 +95,7 @@ func rawRequest(t *testing.T, sock, raw string, mid func(c *net.UnixConn)) (resp
 // that user's credentials off the socket. It needs root.
 func requestAs(t *testing.T, uid int, sock, method, path, body string) response {
 	t.Helper()
+	testkit.NeedRoot(t, "a request as another uid (setpriv)")
 	id := strconv.Itoa(uid)
 	args := []string{"--reuid=" + id, "--regid=" + id, "--clear-groups",
 		"curl", "-sS", "-i", "--max-time", "10", "--unix-socket", sock, "-X", method}
