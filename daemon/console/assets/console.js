@@ -245,7 +245,7 @@ async function refreshHistory(topic, key) {
     el("td", { class: "num", text: x.offset }), el("td", { text: x.kind }),
     el("td", { class: "mono" }, el("span", { class: "value", text: historyWhat(x) })), el("td", { text: x.tag }),
     el("td", { class: "mono", text: x.hlc }), el("td", { class: "mono", text: shortOrigin(x.origin) }), el("td", { class: "num", text: x.seq }),
-    el("td", { class: "mono", text: x.time })));
+    el("td", { class: "mono", title: x.time, text: x.time.slice(11) })));
   $("#key-history tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 8, class: "sub", text: "no record of this key in the log" }))]));
 }
 
