@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/cachecast/cachecast/wire"
@@ -93,4 +94,32 @@ func (c *Client) KeyAcross(ctx context.Context, topic, key string, timeout time.
 		return nil, err
 	}
 	return &k, nil
+}
+
+// KeyHistory is the daemon's GET /v1/topics/{topic}/history/{key} answer:
+// the key's records in its topic's log on that node, newest first;
+// HistoryRecord one of them.
+type (
+	KeyHistory    = wire.KeyHistory
+	HistoryRecord = wire.HistoryRecord
+)
+
+// KeyHistory asks the daemon for key's records in its topic's log, newest
+// first: at most limit of them, reading at most scan messages of the
+// topic back (0 for either: the daemon's default, 20 and 10000).
+// Truncated in the answer says the scan stopped before the topic's oldest
+// message.
+func (c *Client) KeyHistory(ctx context.Context, topic, key string, limit, scan int) (*KeyHistory, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if scan > 0 {
+		q.Set("scan", strconv.Itoa(scan))
+	}
+	var h KeyHistory
+	if err := c.call(ctx, request{method: http.MethodGet, url: apiURL([]string{"/v1/topics/", topic, "/history/", key}, q)}, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
 }

@@ -101,7 +101,7 @@ type command struct {
 // commands, in the order help lists them.
 var commands = []*command{
 	backupCmd, benchCmd, completionCmd, cursorDeleteCmd, cursorsCmd, delCmd, dlqListCmd, dlqReplayCmd, dlqShowCmd, getCmd, groupResetCmd, groupsCmd,
-	keysCmd, peersForgetCmd, pendingCmd, publishCmd, repairCmd, repairAcceptCmd, restoreCmd, statusCmd, topCmd, topicsCmd, verifyCmd, versionCmd, watchCmd,
+	historyCmd, keysCmd, peersForgetCmd, pendingCmd, publishCmd, repairCmd, repairAcceptCmd, restoreCmd, statusCmd, topCmd, topicsCmd, verifyCmd, versionCmd, watchCmd,
 }
 
 func lookup(name string) *command {
