@@ -15,9 +15,9 @@
 // (daemon/internal/access) and the wire format (wire) live in packages
 // of their own; what stays is what only the daemon does, about 5,200
 // lines: the configuration (settings.go, one declaration per setting
-// from which the flags, the environment variables, what SIGHUP applies
-// and the store's options are derived; config.go, the defaults and the
-// validation whose messages name the flag), New, Run,
+// from which the flags, the environment variables, what SIGHUP applies,
+// the store's options and each setting's own rule are derived; config.go,
+// the defaults and the rules that weigh several settings), New, Run,
 // shutdown and Reload, and the wiring of each part it owns (the cluster,
 // the shared view's mirror, the Redis door's adapter, catch-up
 // readiness, verify, the metrics). Each of those files is one concern

@@ -392,16 +392,12 @@ func Encode(dst []byte, m *Message, st Stamp) int {
 	}
 	if m.ExpiryChange() {
 		dst[9] = Version3
-		binary.LittleEndian.PutUint64(dst[64:], m.ExpiryOf.HLC)
-		binary.LittleEndian.PutUint64(dst[72:], m.ExpiryOf.Origin)
-		binary.LittleEndian.PutUint64(dst[80:], m.ExpiryOf.Seq)
+		putTarget(dst, m.ExpiryOf)
 		n = HeaderSizeV3
 	}
 	if m.Counter() {
 		dst[9] = Version4
-		binary.LittleEndian.PutUint64(dst[64:], m.CountOn.HLC)
-		binary.LittleEndian.PutUint64(dst[72:], m.CountOn.Origin)
-		binary.LittleEndian.PutUint64(dst[80:], m.CountOn.Seq)
+		putTarget(dst, m.CountOn)
 		n = HeaderSizeV4
 	}
 	binary.LittleEndian.PutUint16(dst[10:], uint16(len(m.Topic)))
@@ -600,6 +596,14 @@ func (r Record) Target() Stamp {
 		return Stamp{}
 	}
 	return Stamp{HLC: binary.LittleEndian.Uint64(r[64:]), Origin: binary.LittleEndian.Uint64(r[72:]), Seq: binary.LittleEndian.Uint64(r[80:])}
+}
+
+// putTarget writes the stamp of the version a version 3 or 4 record
+// names (Target reads it back): HLC, origin, seq at bytes 64 to 88.
+func putTarget(dst []byte, t Stamp) {
+	binary.LittleEndian.PutUint64(dst[64:], t.HLC)
+	binary.LittleEndian.PutUint64(dst[72:], t.Origin)
+	binary.LittleEndian.PutUint64(dst[80:], t.Seq)
 }
 
 // expiryOf is Target for an expiry change, the zero Stamp otherwise.
