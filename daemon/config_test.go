@@ -109,9 +109,8 @@ func TestConfigValidate(t *testing.T) {
 		{"redis push buffer", func(c *Config) { c.RedisPushBuffer = 100 }, "--redis-push-buffer: must be at least 64KiB"},
 		{"redis keyspace events", func(c *Config) { c.RedisNotifyKeyspaceEvents = "KEQ" }, "--redis-notify-keyspace-events: \"KEQ\": want Redis's letters"},
 		{"redis keyspace events ok", func(c *Config) { c.RedisNotifyKeyspaceEvents = "KEA" }, ""},
-		{"redis max unauthenticated 0", func(c *Config) { c.RedisMaxUnauthenticated = 0 }, "--redis-max-unauthenticated: must be 1 to --max-connections (1024), got 0"},
-		{"redis max unauthenticated over the connections", func(c *Config) { c.MaxConnections, c.MaxConnectionsPerUID, c.RedisMaxUnauthenticated = 10, 10, 11 },
-			"--redis-max-unauthenticated: must be 1 to --max-connections (10), got 11"},
+		{"redis max unauthenticated 0", func(c *Config) { c.RedisMaxUnauthenticated = 0 }, "--redis-max-unauthenticated: must be at least 1, got 0"},
+		{"redis max unauthenticated over the connections (capped)", func(c *Config) { c.MaxConnections, c.MaxConnectionsPerUID, c.RedisMaxUnauthenticated = 10, 10, 11 }, ""},
 		{"redis max unauthenticated 1", func(c *Config) { c.RedisMaxUnauthenticated = 1 }, ""},
 		{"redis auth timeout 0", func(c *Config) { c.RedisAuthTimeout = 0 }, "--redis-auth-timeout: must be 100ms to 1h, got 0s"},
 		{"redis auth timeout 2h", func(c *Config) { c.RedisAuthTimeout = 2 * time.Hour }, "--redis-auth-timeout: must be 100ms to 1h, got 2h"},
@@ -181,7 +180,7 @@ func TestBadSettingsNameTheFlag(t *testing.T) {
 		wantErr string
 	}{
 		{[]string{"--max-value-size", "0"}, "--max-value-size: must be at least 1 byte, got 0"},
-		{[]string{"--redis-max-unauthenticated", "-1"}, "--redis-max-unauthenticated: must be 1 to --max-connections"},
+		{[]string{"--redis-max-unauthenticated", "-1"}, "--redis-max-unauthenticated: must be at least 1"},
 		{[]string{"--redis-auth-timeout", "10ms"}, "--redis-auth-timeout: must be 100ms to 1h, got 10ms"},
 		{[]string{"--ack-timeout", "0"}, "--ack-timeout: must be positive, got 0s"},
 		{append(noCluster, "--ack-timeout", "0"), "--ack-timeout: must be positive, got 0s"},

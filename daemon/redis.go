@@ -62,8 +62,8 @@ func (c Config) validateRedis() error {
 	if e := wire.CheckName("--redis-default-topic", c.RedisDefaultTopic); e != nil {
 		return errors.New(e.Message)
 	}
-	if c.RedisMaxUnauthenticated < 1 || c.RedisMaxUnauthenticated > c.MaxConnections {
-		return fmt.Errorf("--redis-max-unauthenticated: must be 1 to --max-connections (%d), got %d", c.MaxConnections, c.RedisMaxUnauthenticated)
+	if c.RedisMaxUnauthenticated < 1 {
+		return fmt.Errorf("--redis-max-unauthenticated: must be at least 1, got %d", c.RedisMaxUnauthenticated)
 	}
 	if err := respsrv.CheckNotifyKeyspaceEvents(c.RedisNotifyKeyspaceEvents); err != nil {
 		return fmt.Errorf("--redis-notify-keyspace-events: %q: want Redis's letters (K, E, g, $, h, A, ...)", c.RedisNotifyKeyspaceEvents)
@@ -89,12 +89,15 @@ func (d *Daemon) startRedis() error {
 		MaxConnections:        d.cfg.MaxConnections,
 		MaxConnectionsPerPeer: d.cfg.MaxConnectionsPerUID,
 		TrackingMaxKeys:       d.cfg.RedisTrackingMaxKeys,
-		MaxUnauthenticated:    d.cfg.RedisMaxUnauthenticated,
-		AuthTimeout:           d.cfg.RedisAuthTimeout,
-		NotifyKeyspaceEvents:  d.cfg.RedisNotifyKeyspaceEvents,
-		AllowFlush:            d.cfg.RedisAllowFlush,
-		Clock:                 d.cfg.hooks.Clock,
-		Logger:                d.log.Named("redis"),
+		// The pool lives inside --max-connections: a larger pool would
+		// only be cut by it, so it is capped rather than refused (the
+		// default of 64 stands beside a small --max-connections).
+		MaxUnauthenticated:   min(d.cfg.RedisMaxUnauthenticated, d.cfg.MaxConnections),
+		AuthTimeout:          d.cfg.RedisAuthTimeout,
+		NotifyKeyspaceEvents: d.cfg.RedisNotifyKeyspaceEvents,
+		AllowFlush:           d.cfg.RedisAllowFlush,
+		Clock:                d.cfg.hooks.Clock,
+		Logger:               d.log.Named("redis"),
 	})
 	if err != nil {
 		return fmt.Errorf("--redis-notify-keyspace-events: %w", err)
