@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -243,5 +244,30 @@ func TestFailedTable(t *testing.T) {
 				t.Fatalf("failed = %v, want %v", got, tt.remain)
 			}
 		})
+	}
+}
+
+// Forget drops a failed or remembered member from the reconnect list (a
+// member removed for good), and only it.
+func TestForget(t *testing.T) {
+	g := &Gossip{log: zap.NewNop(), members: map[string]*entry{}, failed: map[string]failure{}}
+	g.failedLocked(Member{Name: "a", ID: 1, Addr: "127.0.0.1:1", State: StateDead})
+	g.failedLocked(Member{Name: "b", ID: 2, Addr: "127.0.0.1:2", State: StateLeft})
+	for _, tt := range []struct {
+		name   string
+		was    bool
+		remain []string
+	}{
+		{"c", false, []string{"a", "b"}},
+		{"a", true, []string{"b"}},
+		{"a", false, []string{"b"}},
+	} {
+		if was := g.Forget(tt.name); was != tt.was {
+			t.Fatalf("Forget(%s) = %v, want %v", tt.name, was, tt.was)
+		}
+		got := slices.Sorted(maps.Keys(g.failed))
+		if !slices.Equal(got, tt.remain) {
+			t.Fatalf("after Forget(%s): failed = %v, want %v", tt.name, got, tt.remain)
+		}
 	}
 }
