@@ -141,3 +141,84 @@ func TestClusterRestartOrdersReform(t *testing.T) {
 	}
 	stopAll(nodes)
 }
+
+// The whole fleet stops (each node with SIGTERM, as a fleet-wide
+// `systemctl restart` does, or with SIGKILL, as a power cut does) and
+// starts again in every order of a, b and c, each started once the one
+// before answers on its socket (up, alone, and not waiting to be ready):
+// whichever comes first finds nobody, and must still end in one cluster
+// with the others once they come, because each remembers its peers (a,
+// the README's seed, has no --join at all).
+// The six orders alternate SIGTERM and SIGKILL on one cluster.
+func TestClusterColdRestartEveryOrder(t *testing.T) {
+	const topic = "cold"
+	nodes := startClusterNodes(t, []clusterSpec{
+		{Name: "a", Join: func([]string) []string { return nil }},
+		{Name: "b", Join: func(g []string) []string { return g[:1] }},
+		{Name: "c", Join: func(g []string) []string { return g[:1] }},
+	})
+	names := namesOf(nodes)
+	waitClusterUp(t, nodes, names, false, 15*time.Second)
+	orders := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}
+	var keys []string
+	for i, order := range orders {
+		kill := i%2 == 1
+		before := fmt.Sprintf("before-stop-%d", i)
+		if _, err := nodes[i%3].Client.Publish(ctx(t), topic, before, clusterValue(before, i), ""); err != nil {
+			t.Fatalf("order %d: publish: %v", i, err)
+		}
+		keys = append(keys, before)
+		waitConverged(t, nodes, topic, keys, int64(len(keys)), 20*time.Second)
+		for _, n := range nodes {
+			if kill {
+				n.Kill()
+			} else {
+				n.Stop()
+			}
+		}
+		start := time.Now()
+		for _, j := range order {
+			n := nodes[j]
+			if err := n.StartProcess(); err != nil {
+				t.Fatalf("order %d: start %s: %v", i, n.Name, err)
+			}
+			testkit.Until(t, 15*time.Second, n.Name+" answers on its socket", func() string {
+				if _, err := n.clusterStatus(t.Context()); err != nil {
+					return err.Error()
+				}
+				return ""
+			})
+		}
+		for _, n := range nodes {
+			if err := n.WaitReady(30 * time.Second); err != nil {
+				t.Fatalf("order %d: %v", i, err)
+			}
+		}
+		waitClusterUp(t, nodes, names, false, 30*time.Second)
+		for _, n := range nodes {
+			own := fmt.Sprintf("from-%s-after-%d", n.Name, i)
+			if _, err := n.Client.Publish(ctx(t), topic, own, clusterValue(own, i), ""); err != nil {
+				t.Fatalf("order %d: publish on %s: %v", i, n.Name, err)
+			}
+			keys = append(keys, own)
+		}
+		view := waitConverged(t, nodes, topic, keys, int64(len(keys)), 20*time.Second)
+		for _, k := range keys {
+			if view[k].Absent {
+				t.Fatalf("order %d: %s absent", i, k)
+			}
+		}
+		t.Logf("order %d (%s, started %s): one cluster, every write everywhere, %v after the first start",
+			i, map[bool]string{false: "SIGTERM", true: "SIGKILL"}[kill], orderNames(nodes, order), time.Since(start).Round(time.Millisecond))
+	}
+	stopAll(nodes)
+}
+
+// orderNames spells a start order as "b, a, c".
+func orderNames(nodes []*clusterNode, order []int) string {
+	s := make([]string, len(order))
+	for i, j := range order {
+		s[i] = nodes[j].Name
+	}
+	return strings.Join(s, ", ")
+}
