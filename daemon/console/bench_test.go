@@ -26,7 +26,7 @@ const benchPhase = 3 * time.Second
 // does: the fleet view (GET /v1/fleet, every member asked over gossip)
 // and a key's view (GET /v1/topics/{t}/nodes/{k}) once a second each,
 // and the Traffic view's tail of the topic being published (server-sent
-// events, linger=250ms), as if each browser had all three open. The two
+// events, linger=100ms), as if each browser had all three open. The two
 // cases take turns every benchPhase within one run, so that the load of
 // whatever else runs on the machine falls on both alike; each publish counts for the case in
 // force when it started. It reports each case's p50 and p99, the ratio
@@ -44,7 +44,7 @@ func BenchmarkConsolePublish(b *testing.B) {
 	}
 	base := "http://" + c.Nodes[0].D.MetricsAddr() + "/console/api/v1"
 	var open atomic.Bool
-	tailURL := base + "/topics/bench/subscribe?from=latest&linger=250ms" // as the Traffic view asks
+	tailURL := base + "/topics/bench/subscribe?from=latest&linger=100ms" // as the Traffic view asks
 	stop, polls := openConsoles(b, 5, &open, tailURL, base+"/fleet", base+"/topics/bench/nodes/k-1")
 	defer stop()
 

@@ -165,7 +165,7 @@
 //	    linger (a duration, at most 1s; 0 by default): once caught up,
 //	    the stream waits that long before it looks again, so what arrives
 //	    meanwhile goes out in one write: a tail that does not need each
-//	    message at once (the operator console's, linger=250ms) costs the
+//	    message at once (the operator console's, linger=100ms) costs the
 //	    node a wake and a write per linger, not per message.
 //	    curl -sSN $S 'http://x/v1/topics/prices/subscribe?from=earliest&name=web-1&ack=auto'
 //

@@ -323,10 +323,10 @@ function startTail(ev) {
   stopTail();
   const topic = $("#tail-topic").value, prefix = $("#tail-prefix").value, tags = $("#tail-tags").value.trim();
   if (!topic) return;
-  // linger: the node gathers a quarter second of messages into one write
-  // (a tail open in a browser then costs it a wake and a write per
-  // quarter second, not per message).
-  let url = `${API}/topics/${enc(topic)}/subscribe?from=latest&linger=250ms`;
+  // linger: the node gathers a tenth of a second of messages into one
+  // write (a tail open in a browser then costs it a wake and a write per
+  // tenth of a second, not per message).
+  let url = `${API}/topics/${enc(topic)}/subscribe?from=latest&linger=100ms`;
   if (tags) url += "&tags=" + enc(tags);
   const es = new EventSource(url);
   state.tail = es;
