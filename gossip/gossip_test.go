@@ -30,25 +30,14 @@ func TestMain(m *testing.M) {
 const bound = 10 * time.Second
 
 // leakCheck registers a goroutine leak check that runs after every other
-// cleanup of the test (cleanups run last-registered first). memberlist's
-// Shutdown does not wait for a probe in flight, which ends by itself
-// within ProbeInterval (200 ms in the local profile); goleak's own retries
-// give up after about 0.4 s, too soon under -race on a busy machine, so
-// the check allows the probe the same bound as every other wait here.
+// cleanup of the test (cleanups run last-registered first), allowing a
+// probe in flight the same bound as every other wait here
+// (testkit.FindLeaks says why).
 func leakCheck(t *testing.T) {
 	t.Helper()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(bound)
-		for {
-			err := goleak.Find()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Error(err)
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
+		if err := testkit.FindLeaks(bound); err != nil {
+			t.Error(err)
 		}
 	})
 }
