@@ -58,6 +58,24 @@ func (m *groupMember) stop() {
 	}
 }
 
+// ownedGroup starts a daemon where owner and other hold the consume role,
+// makes group g of topic t owner's by joining it as owner, publishes a
+// message and returns the id of the message delivered to owner's member.
+func ownedGroup(t *testing.T, owner, other int) (*testDaemon, *groupMember, string) {
+	t.Helper()
+	cfg := roleConfig(t)
+	cfg.ConsumeUIDs = []uint32{uint32(owner), uint32(other)}
+	td := startDaemon(t, cfg)
+	member := joinGroup(t, td, owner, "t", "g")
+	testkit.Eventually(t, 5*time.Second, "the owner's member", func() bool { return len(td.groupsOf()) == 1 })
+	td.put("t", "k", "v")
+	msg := member.next()
+	if msg == "" {
+		t.Fatalf("no delivery to the owner's member: %v", member.lines.Err())
+	}
+	return td, member, msg
+}
+
 // TestGroupOwners (issue 31): a consumer group belongs to the uid whose
 // member created it; another consumer may not join it, read its dead
 // letters, or ack or nack a message delivered to the owner's member (an
@@ -66,17 +84,8 @@ func (m *groupMember) stop() {
 func TestGroupOwners(t *testing.T) {
 	needRoot(t)
 	const owner, other = 61100, 61101
-	cfg := roleConfig(t)
-	cfg.ConsumeUIDs = []uint32{owner, other}
-	td := startDaemon(t, cfg)
+	td, member, msg := ownedGroup(t, owner, other)
 	id := strconv.Itoa(owner)
-	member := joinGroup(t, td, owner, "t", "g")
-	testkit.Eventually(t, 5*time.Second, "the owner's member", func() bool { return len(td.groupsOf()) == 1 })
-	td.put("t", "k", "v")
-	msg := member.next()
-	if msg == "" {
-		t.Fatalf("no delivery to the owner's member: %v", member.lines.Err())
-	}
 	them := uidClient{t: t, sock: td.cfg.Socket, uid: other}
 	refusedToOthers(t, them, msg, id)
 	mine := uidClient{t: t, sock: td.cfg.Socket, uid: owner}
@@ -122,16 +131,8 @@ func refusedToOthers(t *testing.T, other uidClient, msg, owner string) {
 func TestGroupOwnersOutliveRestart(t *testing.T) {
 	needRoot(t)
 	const owner, other = 61110, 61111
-	cfg := roleConfig(t)
-	cfg.ConsumeUIDs = []uint32{owner, other}
-	td := startDaemon(t, cfg)
-	member := joinGroup(t, td, owner, "t", "g")
-	testkit.Eventually(t, 5*time.Second, "the owner's member", func() bool { return len(td.groupsOf()) == 1 })
-	td.put("t", "k", "v")
-	msg := member.next()
-	if msg == "" {
-		t.Fatalf("no delivery to the owner's member: %v", member.lines.Err())
-	}
+	td, member, msg := ownedGroup(t, owner, other)
+	cfg := td.cfg
 	td.stop()
 	member.stop()
 

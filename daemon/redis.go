@@ -62,9 +62,6 @@ func (c Config) validateRedis() error {
 	if e := wire.CheckName("--redis-default-topic", c.RedisDefaultTopic); e != nil {
 		return errors.New(e.Message)
 	}
-	if c.RedisMaxUnauthenticated < 1 {
-		return fmt.Errorf("--redis-max-unauthenticated: must be at least 1, got %d", c.RedisMaxUnauthenticated)
-	}
 	if err := respsrv.CheckNotifyKeyspaceEvents(c.RedisNotifyKeyspaceEvents); err != nil {
 		return fmt.Errorf("--redis-notify-keyspace-events: %q: want Redis's letters (K, E, g, $, h, A, ...)", c.RedisNotifyKeyspaceEvents)
 	}

@@ -188,7 +188,7 @@ var settings = []setting{
 		help: "Redis keyspace notifications at start, as notify-keyspace-events (e.g. KEA); empty: off"},
 	{field: "RedisIdleTimeout", flag: "redis-idle-timeout", check: notNegative,
 		help: "close a Redis connection that sends no command for this long (subscribed and tracking ones are exempt); 0: never"},
-	{field: "RedisMaxUnauthenticated", flag: "redis-max-unauthenticated",
+	{field: "RedisMaxUnauthenticated", flag: "redis-max-unauthenticated", check: atLeast(1),
 		help: "with --redis-users: the TCP connections that have not authenticated yet, all together; past it a new one closes the oldest"},
 	{field: "RedisAuthTimeout", flag: "redis-auth-timeout", check: between(100*time.Millisecond, time.Hour),
 		help: "with --redis-users: close a TCP connection that has not authenticated this long after it was accepted"},

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cachecast/cachecast/internal/testkit"
 )
 
 // A flipped byte in the view snapshot no longer keeps the node from
@@ -21,12 +23,9 @@ func TestDamagedSnapshotHeals(t *testing.T) {
 	}
 	td.stop() // a clean stop writes the snapshot
 	path := filepath.Join(cfg.DataDir, "snapshot")
-	b, err := os.ReadFile(path)
+	testkit.FlipMiddleByte(t, path)
+	damaged, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)/2] ^= 0x40
-	if err := os.WriteFile(path, b, 0o640); err != nil {
 		t.Fatal(err)
 	}
 
@@ -42,7 +41,7 @@ func TestDamagedSnapshotHeals(t *testing.T) {
 		t.Fatalf("status repair %+v, want the snapshot set aside into corrupt/", st.Repair)
 	}
 	aside, err := os.ReadFile(st.Repair.SnapshotSetAside)
-	if err != nil || string(aside) != string(b) {
+	if err != nil || string(aside) != string(damaged) {
 		t.Fatalf("the damaged snapshot's bytes were not kept aside: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -23,16 +24,7 @@ func TestViewFromPeers(t *testing.T) {
 		damage func(t *testing.T, path string)
 		aside  bool
 	}{
-		{"damaged", func(t *testing.T, path string) {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b[len(b)/2] ^= 0x40
-			if err := os.WriteFile(path, b, 0o640); err != nil {
-				t.Fatal(err)
-			}
-		}, true},
+		{"damaged", func(t *testing.T, path string) { testkit.FlipMiddleByte(t, path) }, true},
 		{"missing", func(t *testing.T, path string) {
 			if err := os.Remove(path); err != nil {
 				t.Fatal(err)

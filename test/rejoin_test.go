@@ -41,6 +41,16 @@ func setJoin(n *clusterNode, seeds []string) {
 	}
 }
 
+// readmeLayout is the README's three nodes: a the seed without --join,
+// b and c joining a.
+func readmeLayout() []clusterSpec {
+	return []clusterSpec{
+		{Name: "a", Join: func([]string) []string { return nil }},
+		{Name: "b", Join: func(g []string) []string { return g[:1] }},
+		{Name: "c", Join: func(g []string) []string { return g[:1] }},
+	}
+}
+
 // gossipToTheDead is memberlist's GossipToTheDeadTime in the local gossip
 // profile (gossip/config.go), plus a few probe rounds: for so long after a
 // member left or failed, memberlist still gossips to it and a restarted
@@ -90,11 +100,7 @@ func waitGoneForgotten(t *testing.T, nodes []*clusterNode, down int) {
 // restart reformed.
 func TestClusterRestartOrdersReform(t *testing.T) {
 	const topic = "rejoin"
-	nodes := startClusterNodes(t, []clusterSpec{
-		{Name: "a", Join: func([]string) []string { return nil }},
-		{Name: "b", Join: func(g []string) []string { return g[:1] }},
-		{Name: "c", Join: func(g []string) []string { return g[:1] }},
-	})
+	nodes := startClusterNodes(t, readmeLayout())
 	names := namesOf(nodes)
 	waitClusterUp(t, nodes, names, false, 15*time.Second)
 	steps := []restartStep{
@@ -152,11 +158,7 @@ func TestClusterRestartOrdersReform(t *testing.T) {
 // The six orders alternate SIGTERM and SIGKILL on one cluster.
 func TestClusterColdRestartEveryOrder(t *testing.T) {
 	const topic = "cold"
-	nodes := startClusterNodes(t, []clusterSpec{
-		{Name: "a", Join: func([]string) []string { return nil }},
-		{Name: "b", Join: func(g []string) []string { return g[:1] }},
-		{Name: "c", Join: func(g []string) []string { return g[:1] }},
-	})
+	nodes := startClusterNodes(t, readmeLayout())
 	names := namesOf(nodes)
 	waitClusterUp(t, nodes, names, false, 15*time.Second)
 	orders := [][]int{{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}

@@ -53,14 +53,7 @@ func TestDamagedSnapshotPastRecycledLogFromPeer(t *testing.T) {
 
 	b.Stop() // a clean stop writes the snapshot
 	path := filepath.Join(b.DataDir, "snapshot")
-	snap, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap[len(snap)/2] ^= 0x40
-	if err := os.WriteFile(path, snap, 0o640); err != nil {
-		t.Fatal(err)
-	}
+	testkit.FlipMiddleByte(t, path)
 	// With no peer up, b starts but is not ready: it waits for one.
 	a.Stop()
 	if err := b.StartProcess(); err != nil {

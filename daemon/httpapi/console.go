@@ -92,15 +92,9 @@ func (a *Server) ReadOnly() http.Handler {
 	})
 }
 
-// Bounds of GET /v1/topics/{topic}/history/{key}: ?limit= records of the
-// key (default defaultHistoryLimit), ?scan= messages of the topic looked
-// at (default defaultHistoryScan).
-const (
-	defaultHistoryLimit = 20
-	maxHistoryLimit     = 1000
-	defaultHistoryScan  = 10_000
-	maxHistoryScan      = 1_000_000
-)
+// historyBounds of GET /v1/topics/{topic}/history/{key}: ?limit= records
+// of the key, ?scan= messages of the topic looked at.
+var historyBounds = walkBounds{limit: 20, maxLimit: 1000, scan: 10_000, maxScan: 1_000_000}
 
 // keyHistory answers GET /v1/topics/{topic}/history/{key}: the key's
 // records in its topic's log on this node, newest first.
@@ -108,15 +102,7 @@ func (a *Server) keyHistory(w http.ResponseWriter, r *http.Request, p params) {
 	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key))) {
 		return
 	}
-	q, e := query(r)
-	if a.failed(w, r, e) {
-		return
-	}
-	limit, e := boundedInt(q.Get("limit"), "limit", defaultHistoryLimit, maxHistoryLimit)
-	if a.failed(w, r, e) {
-		return
-	}
-	scan, e := boundedInt(q.Get("scan"), "scan", defaultHistoryScan, maxHistoryScan)
+	limit, scan, e := historyBounds.read(r)
 	if a.failed(w, r, e) {
 		return
 	}

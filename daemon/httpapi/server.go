@@ -401,6 +401,25 @@ func listQuery(r *http.Request) (url.Values, int, *wire.Error) {
 	return q, n, nil
 }
 
+// walkBounds are the defaults and bounds of a walk over a topic that
+// answers at most ?limit= results after looking at most at ?scan= entries.
+type walkBounds struct {
+	limit, maxLimit, scan, maxScan int
+}
+
+// read reads ?limit= and ?scan= of r within b.
+func (b walkBounds) read(r *http.Request) (limit, scan int, e *wire.Error) {
+	q, e := query(r)
+	if e != nil {
+		return 0, 0, e
+	}
+	if limit, e = boundedInt(q.Get("limit"), "limit", b.limit, b.maxLimit); e != nil {
+		return 0, 0, e
+	}
+	scan, e = boundedInt(q.Get("scan"), "scan", b.scan, b.maxScan)
+	return limit, scan, e
+}
+
 // boundedInt reads a query parameter of 1 to max, def when absent.
 func boundedInt(s, name string, def, max int) (int, *wire.Error) {
 	if s == "" {

@@ -203,17 +203,12 @@ func appendPending(b []byte, p *view.PendingRecord) []byte {
 	return append(b, `"}`...)
 }
 
-// Bounds of GET /v1/topics/{topic}/expiries: ?limit= keys answered
-// (default defaultExpiriesLimit), ?scan= keys of the topic looked at
-// (default defaultExpiriesScan), expiriesBatch of them under one hold of
-// the view's read lock.
-const (
-	defaultExpiriesLimit = 100
-	maxExpiriesLimit     = 1000
-	defaultExpiriesScan  = 100_000
-	maxExpiriesScan      = 10_000_000
-	expiriesBatch        = 4096
-)
+// expiriesBounds of GET /v1/topics/{topic}/expiries: ?limit= keys
+// answered, ?scan= keys of the topic looked at, expiriesBatch of them
+// under one hold of the view's read lock.
+var expiriesBounds = walkBounds{limit: 100, maxLimit: 1000, scan: 100_000, maxScan: 10_000_000}
+
+const expiriesBatch = 4096
 
 // listExpiries answers GET /v1/topics/{topic}/expiries: the keys of topic
 // whose value in force expires, soonest first. The view has no order by
@@ -223,15 +218,7 @@ func (a *Server) listExpiries(w http.ResponseWriter, r *http.Request, p params) 
 	if a.failed(w, r, wire.CheckName("topic", p.topic)) {
 		return
 	}
-	q, e := query(r)
-	if a.failed(w, r, e) {
-		return
-	}
-	limit, e := boundedInt(q.Get("limit"), "limit", defaultExpiriesLimit, maxExpiriesLimit)
-	if a.failed(w, r, e) {
-		return
-	}
-	scan, e := boundedInt(q.Get("scan"), "scan", defaultExpiriesScan, maxExpiriesScan)
+	limit, scan, e := expiriesBounds.read(r)
 	if a.failed(w, r, e) || a.failed(w, r, a.catchingUp()) {
 		return
 	}

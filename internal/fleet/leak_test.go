@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -11,13 +10,4 @@ import (
 
 // TestMain fails the package's run if a test left a goroutine behind
 // (allowing memberlist's probes in flight to end: testkit.FindLeaks).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := testkit.FindLeaks(10 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testkit.RunLeakFree(m, 10*time.Second)) }

@@ -1,6 +1,9 @@
 package testkit
 
 import (
+	"fmt"
+	"os"
+	"testing"
 	"time"
 
 	"go.uber.org/goleak"
@@ -20,4 +23,18 @@ func FindLeaks(within time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// RunLeakFree runs a package's tests and, when they pass, fails the run
+// if a goroutine is still alive after within (FindLeaks). It returns the
+// exit code for os.Exit.
+func RunLeakFree(m *testing.M, within time.Duration) int {
+	code := m.Run()
+	if code == 0 {
+		if err := FindLeaks(within); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines left behind:", err)
+			code = 1
+		}
+	}
+	return code
 }

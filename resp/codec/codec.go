@@ -402,8 +402,12 @@ func AppendNull(b []byte, proto int) []byte {
 }
 
 // AppendArray starts an array of n elements (*n).
-func AppendArray(b []byte, n int) []byte {
-	b = append(b, '*')
+func AppendArray(b []byte, n int) []byte { return appendHeader(b, '*', n) }
+
+// appendHeader appends an aggregate's header: its type byte and its
+// count.
+func appendHeader(b []byte, typ byte, n int) []byte {
+	b = append(b, typ)
 	b = strconv.AppendInt(b, int64(n), 10)
 	return append(b, '\r', '\n')
 }
@@ -411,9 +415,7 @@ func AppendArray(b []byte, n int) []byte {
 // AppendSet starts a set of n elements: RESP3 ~n, RESP2 an array.
 func AppendSet(b []byte, n, proto int) []byte {
 	if proto == 3 {
-		b = append(b, '~')
-		b = strconv.AppendInt(b, int64(n), 10)
-		return append(b, '\r', '\n')
+		return appendHeader(b, '~', n)
 	}
 	return AppendArray(b, n)
 }
@@ -421,9 +423,7 @@ func AppendSet(b []byte, n, proto int) []byte {
 // AppendMap starts a map of n pairs: RESP3 %n, RESP2 an array of 2n.
 func AppendMap(b []byte, n, proto int) []byte {
 	if proto == 3 {
-		b = append(b, '%')
-		b = strconv.AppendInt(b, int64(n), 10)
-		return append(b, '\r', '\n')
+		return appendHeader(b, '%', n)
 	}
 	return AppendArray(b, 2*n)
 }
@@ -432,9 +432,7 @@ func AppendMap(b []byte, n, proto int) []byte {
 // pub/sub message of a subscribed connection).
 func AppendPush(b []byte, n, proto int) []byte {
 	if proto == 3 {
-		b = append(b, '>')
-		b = strconv.AppendInt(b, int64(n), 10)
-		return append(b, '\r', '\n')
+		return appendHeader(b, '>', n)
 	}
 	return AppendArray(b, n)
 }
