@@ -62,9 +62,12 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 		}
 		return ""
 	})
-	if _, total := freshnessOver(t, ds[1], 1); total < uint64(len(keys)) {
-		t.Fatalf("node1 observed the freshness of %d records, want at least %d", total, len(keys))
-	}
+	testkit.Until(t, 10*time.Second, "node1 to observe the freshness of every record", func() string {
+		if _, total := freshnessOver(t, ds[1], 1); total < uint64(len(keys)) {
+			return fmt.Sprintf("node1 observed the freshness of %d records, want at least %d", total, len(keys))
+		}
+		return ""
+	})
 
 	// node2's data links cut both ways.
 	links := func(each func(from, addr string)) {
@@ -92,9 +95,14 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	overBefore, _ := freshnessOver(t, ds[2], 1)
 	links(fn.Uncut)
 	waitSameRecords(t, ds)
-	if over, _ := freshnessOver(t, ds[2], 1); over < overBefore+uint64(len(keys)) {
-		t.Errorf("node2, healed after more than 2 s: %d records seen later than 1 s after their stamp, want at least %d more than the %d before", over, len(keys), overBefore)
-	}
+	// A record is in the store before the broadcast layer reports it
+	// applied, so the histogram may trail waitSameRecords for a moment.
+	testkit.Until(t, 10*time.Second, "node2's freshness to hold the records that reached it late", func() string {
+		if over, _ := freshnessOver(t, ds[2], 1); over < overBefore+uint64(len(keys)) {
+			return fmt.Sprintf("node2, healed after more than 2 s: %d records seen later than 1 s after their stamp, want at least %d more than the %d before", over, len(keys), overBefore)
+		}
+		return ""
+	})
 	healed := time.Now()
 	testkit.Eventually(t, 10*time.Second, "node0 to agree with node2 again", func() bool {
 		for _, p := range ds[0].d.obs.status(time.Now()).Peers {
