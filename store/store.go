@@ -306,13 +306,16 @@ func (s *Store) loadView() error {
 	oldest := s.seglog.Oldest()
 	v, covers, _, err := view.ReadSnapshot(path, s.opts.Now)
 	switch {
-	case err == nil:
-		if covers < oldest {
-			return fmt.Errorf("%w: snapshot %s covers the log up to %d, but the log starts at %d", ErrCorrupt, path, covers, oldest)
-		}
+	case err == nil && covers >= oldest:
 		s.view = v
 		s.snapCovers.Store(covers)
 		return nil
+	case err == nil: // an older snapshot (restored, copied) than the log needs
+		err = fmt.Errorf("%w: snapshot %s covers the log up to %d, but the log starts at %d", ErrCorrupt, path, covers, oldest)
+		if s.opts.ViewFromPeers {
+			return s.viewFromPeers(path, oldest, err)
+		}
+		return err
 	case errors.Is(err, os.ErrNotExist) && oldest == 0:
 		s.view = view.New()
 		s.view.SetClock(s.opts.Now)
@@ -344,7 +347,7 @@ func (s *Store) loadView() error {
 // the log still holds (the replay applies it all), waiting for a peer's
 // snapshot to bring the rest (Bootstrap ends the wait).
 func (s *Store) viewFromPeers(path string, oldest int64, why error) error {
-	if errors.Is(why, record.ErrCorrupt) {
+	if errors.Is(why, record.ErrCorrupt) || errors.Is(why, ErrCorrupt) {
 		aside, err := setAside(s.dir, path)
 		if err != nil {
 			return fmt.Errorf("store: snapshot %s: %w; setting it aside: %w", path, why, err)

@@ -13,31 +13,37 @@ import (
 	"github.com/cachecast/cachecast/store/record"
 )
 
-// TestViewFromPeers opens a store whose snapshot is damaged or missing
-// while its log was recycled since: without Options.ViewFromPeers Open
+// TestViewFromPeers opens a store whose snapshot is damaged, missing or
+// older than the log's start (an old copy put back) while its log was
+// recycled since: without Options.ViewFromPeers Open
 // fails; with it the store opens with what the log holds, waits for a
 // peer's snapshot (ViewFromPeer), writes none and sends none meanwhile
 // (a restart finds the same state), and a Bootstrap makes it whole.
 func TestViewFromPeers(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		damage func(t *testing.T, path string)
+		damage func(t *testing.T, path string, early []byte)
 		aside  bool
 	}{
-		{"damaged", func(t *testing.T, path string) { testkit.FlipMiddleByte(t, path) }, true},
-		{"missing", func(t *testing.T, path string) {
+		{"damaged", func(t *testing.T, path string, _ []byte) { testkit.FlipMiddleByte(t, path) }, true},
+		{"missing", func(t *testing.T, path string, _ []byte) {
 			if err := os.Remove(path); err != nil {
 				t.Fatal(err)
 			}
 		}, false},
+		{"older than the log", func(t *testing.T, path string, early []byte) {
+			if err := os.WriteFile(path, early, 0o640); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			o := testOptions(t, dir)
 			o.RetentionBytes = 4 * o.SegmentSize
-			peerSnap := recycledStore(t, o)
+			peerSnap, early := recycledStore(t, o)
 			path := filepath.Join(dir, snapshotName)
-			tc.damage(t, path)
+			tc.damage(t, path, early)
 
 			if _, err := Open(o); err == nil || !errors.Is(err, ErrCorrupt) && !errors.Is(err, record.ErrCorrupt) {
 				t.Fatalf("Open without ViewFromPeers: %v, want a corrupt snapshot refused", err)
@@ -88,13 +94,21 @@ func TestViewFromPeers(t *testing.T) {
 }
 
 // recycledStore writes 50 keys, then enough to recycle their records,
-// closes the store and returns its good snapshot (a peer's, for the test).
-func recycledStore(t *testing.T, o Options) []byte {
+// closes the store and returns its good snapshot (a peer's, for the test)
+// and the snapshot taken after the 50 keys, which the log has outgrown.
+func recycledStore(t *testing.T, o Options) (good, early []byte) {
 	s := openTest(t, o)
 	for i := range 50 {
 		if _, err := s.Publish(&record.Message{Topic: "prices", Key: fmt.Sprint("old-", i), Value: value(i, 100)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	early, err := os.ReadFile(filepath.Join(o.Dir, snapshotName))
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i := 0; s.seglog.Oldest() == 0; i++ {
 		if i == 10_000 {
@@ -111,9 +125,9 @@ func recycledStore(t *testing.T, o Options) []byte {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(o.Dir, snapshotName))
+	good, err = os.ReadFile(filepath.Join(o.Dir, snapshotName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	return good, early
 }
