@@ -466,7 +466,7 @@ func (p *pingPong) close() {
 }
 
 // replicaOf is the peer the daemon replicates tn's writes to: its
-// successor on the ring of node IDs (daemon/cluster.go replica).
+// successor on the ring of node IDs (daemon/internal/cluster Cluster.Replica).
 func (c *benchCluster) replicaOf(tn *testNode) *testNode {
 	ring := slices.Clone(c.nodes)
 	sort.Slice(ring, func(i, j int) bool { return ring[i].st.Origin() < ring[j].st.Origin() })

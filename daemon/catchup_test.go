@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/store/record"
@@ -45,10 +46,10 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 	}
 	want := a.d.store.Vector()
 	testkit.Eventually(t, 60*time.Second, "node1 to hold the 200,000 keys", func() bool {
-		return covers(ds[1].d.store.Vector(), want)
+		return cluster.Covers(ds[1].d.store.Vector(), want)
 	})
 
-	cfg := clusterConfig(t, "fresh", []string{a.d.cluster.g.Addr()})
+	cfg := clusterConfig(t, "fresh", []string{a.d.cluster.Gossip().Addr()})
 	cfg.RedisSocket = strings.TrimSuffix(cfg.Socket, ".sock") + ".redis"
 	d, err := New(cfg, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)))
 	if err != nil {
@@ -145,7 +146,7 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 			if err == nil {
 				ferr := r.Fresh(time.Minute)
 				r.Close()
-				if ferr == nil && !d.catch.caughtUp() {
+				if ferr == nil && !d.catch.CaughtUp() {
 					viewReadyEarly <- errors.New("the shared view is ready before the catch-up ended")
 					return
 				}
@@ -181,7 +182,7 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 	if catching.Load() == 0 || !readyzEarly.Load() {
 		t.Fatalf("never saw the node catching up (%d catching_up answers, /readyz early: %v): the test proves nothing", catching.Load(), readyzEarly.Load())
 	}
-	if got := d.store.Vector(); !covers(got, want) {
+	if got := d.store.Vector(); !cluster.Covers(got, want) {
 		t.Fatalf("ready with vector %v, the peers held %v", got, want)
 	}
 	if x, y := d.store.ViewDigests().Topics, a.d.store.ViewDigests().Topics; !maps.Equal(x, y) {
@@ -197,8 +198,8 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 // ready at once, with nothing to catch up with.
 func TestFirstNodeReadyAtOnce(t *testing.T) {
 	td := startDaemon(t, clusterConfig(t, "first", nil))
-	if !td.d.catch.caughtUp() {
-		t.Fatalf("catch-up of the first node: %+v", td.d.catch.status())
+	if !td.d.catch.CaughtUp() {
+		t.Fatalf("catch-up of the first node: %+v", td.d.catch.Status())
 	}
 	if r := td.do("GET", "/v1/topics/prices/keys/nope", nil); r.status != 404 || r.errCode() != wire.CodeNotFound {
 		t.Fatalf("GET of a missing key on a ready node: %d %s", r.status, r.body)

@@ -46,12 +46,12 @@ func startCluster(t *testing.T, n int, edit func(i int, c *Config)) []*testDaemo
 		td := startDaemon(t, c)
 		ds = append(ds, td)
 		if i == 0 {
-			seed = []string{td.d.cluster.g.Addr()}
+			seed = []string{td.d.cluster.Gossip().Addr()}
 		}
 	}
 	testkit.Eventually(t, 5*time.Second, "every node sees every other", func() bool {
 		for _, td := range ds {
-			if len(td.d.cluster.g.Alive()) != n {
+			if len(td.d.cluster.Gossip().Alive()) != n {
 				return false
 			}
 		}
@@ -118,21 +118,21 @@ func TestClusterKeyMismatch(t *testing.T) {
 	good := write("good", "MDEyMzQ1Njc4OWFiY2RlZg==") // 16 bytes
 	bad := write("bad", "ZmVkY2JhOTg3NjU0MzIxMA==")
 	ds := startCluster(t, 2, func(i int, c *Config) { c.ClusterKeyFile = good })
-	c := clusterConfig(t, "intruder", []string{ds[0].d.cluster.g.Addr()})
+	c := clusterConfig(t, "intruder", []string{ds[0].d.cluster.Gossip().Addr()})
 	c.ClusterKeyFile = bad
 	c.JoinTimeout = 500 * time.Millisecond
 	td := startDaemon(t, c) // the join fails; the node still serves alone
 	td.put("prices", "intruder", "x")
 	time.Sleep(300 * time.Millisecond)
 	for _, d := range ds {
-		if n := len(d.d.cluster.g.Alive()); n != 2 {
+		if n := len(d.d.cluster.Gossip().Alive()); n != 2 {
 			t.Fatalf("%s sees %d members", d.cfg.NodeName, n)
 		}
 		if r := d.do("GET", "/v1/topics/prices/keys/intruder", nil); r.status != 404 {
 			t.Fatalf("%s took the intruder's write", d.cfg.NodeName)
 		}
 	}
-	if strings.Contains(fmt.Sprint(td.d.cluster.g.Alive()), "node0") {
+	if strings.Contains(fmt.Sprint(td.d.cluster.Gossip().Alive()), "node0") {
 		t.Fatal("the intruder joined")
 	}
 }
@@ -159,7 +159,7 @@ func TestClusterOverNATS(t *testing.T) {
 				return r.status == 200 && string(r.body) == fmt.Sprint(i)
 			})
 		}
-		if td.d.cluster.b.BytesSent() == 0 {
+		if td.d.cluster.Broadcast().BytesSent() == 0 {
 			t.Fatalf("%s sent nothing", td.cfg.NodeName)
 		}
 	}
@@ -339,7 +339,7 @@ func TestDegradedWhenAlone(t *testing.T) {
 		c.ClusterKeyFile = good
 		c.JoinTimeout = 300 * time.Millisecond
 	})
-	c := clusterConfig(t, "intruder", []string{ds[0].d.cluster.g.Addr()})
+	c := clusterConfig(t, "intruder", []string{ds[0].d.cluster.Gossip().Addr()})
 	c.ClusterKeyFile = bad
 	c.JoinTimeout = 300 * time.Millisecond
 	x := startDaemon(t, c)
@@ -379,7 +379,7 @@ func TestLagOfAGoneMember(t *testing.T) {
 		return ds[1].do("GET", "/v1/topics/prices/keys/before", nil).status == 200
 	})
 	testkit.Eventually(t, 10*time.Second, "node0 to know node1 holds it", func() bool {
-		for _, m := range ds[0].d.cluster.status().Members {
+		for _, m := range ds[0].d.cluster.Status().Members {
 			if m.Name == "node1" {
 				return m.Connected && len(m.Lag) == 0
 			}
@@ -387,12 +387,12 @@ func TestLagOfAGoneMember(t *testing.T) {
 		return false
 	})
 	ds[1].stop()
-	testkit.Eventually(t, 10*time.Second, "node0 sees node1 gone", func() bool { return len(ds[0].d.cluster.g.Alive()) == 1 })
+	testkit.Eventually(t, 10*time.Second, "node0 sees node1 gone", func() bool { return len(ds[0].d.cluster.Gossip().Alive()) == 1 })
 	const missed = 25
 	for i := range missed {
 		ds[0].put("prices", fmt.Sprintf("k%d", i), "v")
 	}
-	st := ds[0].d.cluster.status()
+	st := ds[0].d.cluster.Status()
 	for _, m := range st.Members {
 		if m.Name != "node1" {
 			continue

@@ -56,13 +56,10 @@ type consoleQuestion struct {
 	Key     string `json:"key,omitempty"`
 }
 
-// answer answers a member's question over gossip: a console question, or
-// verify's.
-func (d *Daemon) answer(from string, question []byte) []byte {
-	var fq forgetQuestion
-	if json.Unmarshal(question, &fq) == nil && fq.Forget != "" {
-		return d.answerForget(from, fq.Forget)
-	}
+// answerConsole answers a member's console question over gossip, and
+// reports false for a question of another kind (the cluster answers
+// those: Cluster.SetAnswer).
+func (d *Daemon) answerConsole(question []byte) ([]byte, bool) {
 	var q consoleQuestion
 	if json.Unmarshal(question, &q) == nil && q.Console != "" {
 		var v any
@@ -77,9 +74,9 @@ func (d *Daemon) answer(from string, question []byte) []byte {
 			v = wire.KeyOnMember{Name: d.cfg.NodeName, Error: "unknown console question " + strconv.Quote(q.Console)}
 		}
 		b, _ := json.Marshal(v)
-		return b
+		return b, true
 	}
-	return d.answerVerify(from, question)
+	return nil, false
 }
 
 // summary is this node's answer to a "fleet" question: cheap figures, no
@@ -100,8 +97,8 @@ func (d *Daemon) summary() wire.NodeSummary {
 		}
 	}
 	if d.cluster != nil {
-		out.ClockBehind = d.cluster.clockBehind.Load()
-		obs := d.obs.status(time.Now())
+		out.ClockBehind = d.cluster.ClockBehind()
+		obs := d.cluster.Observer().Status(time.Now())
 		obs.Peers, obs.Differences = nil, nil
 		out.Observer = &obs
 	}
@@ -185,7 +182,7 @@ func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Du
 	question, _ := json.Marshal(q)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, m := range d.cluster.g.Alive() {
+	for _, m := range d.cluster.Gossip().Alive() {
 		if m.Name == d.cfg.NodeName {
 			continue
 		}
@@ -193,7 +190,7 @@ func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Du
 			actx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			sent := d.now()
-			b, err := d.cluster.g.Ask(actx, m.Name, question)
+			b, err := d.cluster.Gossip().Ask(actx, m.Name, question)
 			came := d.now()
 			mu.Lock()
 			defer mu.Unlock()

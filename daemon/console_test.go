@@ -141,7 +141,7 @@ func TestConsoleRoutes(t *testing.T) {
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
-	ds[1].d.cluster.g.SetAnswer(func(from string, q []byte) []byte { <-release; return nil })
+	ds[1].d.cluster.Gossip().SetAnswer(func(from string, q []byte) []byte { <-release; return nil })
 	start := time.Now()
 	k = getJSON[wire.KeyAcross](ds[0], "/v1/topics/prices/nodes/sku-42?timeout=300ms")
 	if took := time.Since(start); took > 5*time.Second {
@@ -160,7 +160,7 @@ func TestConsoleRoutes(t *testing.T) {
 		t.Fatalf("a silent member's groups: %+v", g)
 	}
 	unblock()
-	ds[1].d.cluster.g.SetAnswer(ds[1].d.answer)
+	ds[1].d.cluster.SetAnswer(ds[1].d.answerConsole)
 
 	// A stopped node: down in the fleet, not answered on a key.
 	ds[2].stop()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cachecast/cachecast/daemon/httpapi"
 	"github.com/cachecast/cachecast/daemon/internal/access"
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/group"
 	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
@@ -61,9 +62,7 @@ type Daemon struct {
 	store *store.Store
 	m     *metrics
 	// cluster is nil for a lone node (--gossip-addr empty).
-	cluster *cluster
-	// obs is the consistency observer (observer.go).
-	obs *consistency
+	cluster *cluster.Cluster
 	// groups runs the consumer groups with members on this node.
 	groups *group.Manager
 	// view mirrors the store's view into --view-file; nil when off.
@@ -97,7 +96,7 @@ type Daemon struct {
 	away    atomic.Pointer[string]
 	// ready: recovered, joined and caught up (catch), until shutdown.
 	ready atomic.Bool
-	catch *catchUp
+	catch *cluster.CatchUp
 
 	// subsCtx ends every subscription stream at shutdown: http.Server's
 	// Shutdown waits for handlers, and a stream never ends on its own.
@@ -153,7 +152,6 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		}
 		return nil, err
 	}
-	d.obs = newObserver(d)
 	if err := d.startCluster(); err != nil {
 		return fail(err)
 	}
@@ -200,7 +198,7 @@ func newDaemon(cfg Config, log *zap.Logger) *Daemon {
 		stopLoops: make(chan struct{}),
 		exit:      make(chan struct{}),
 		done:      make(chan struct{}),
-		catch:     newCatchUp(),
+		catch:     cluster.NewCatchUp(),
 	}
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
 	d.guard = access.NewGuard(cfg.roles(uint32(os.Getuid())), log)
@@ -225,11 +223,11 @@ func (d *Daemon) openStore(flushes prometheus.Histogram) error {
 			d.view.close()
 		}
 	}
-	if err := checkAway(cfg, d.now(), log); err != nil {
+	if err := d.checkAway(); err != nil {
 		closeView()
 		return err
 	}
-	d.contact, _ = readContact(cfg.DataDir) // zero when none: see collectTombstones
+	d.contact, _ = cluster.ReadContact(cfg.DataDir) // zero when none: see collectTombstones
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
 	so := cfg.storeOptions(log)
@@ -261,15 +259,19 @@ func (d *Daemon) openStore(flushes prometheus.Histogram) error {
 // address; a lone node has nobody to catch up with.
 func (d *Daemon) startCluster() error {
 	if d.cfg.GossipAddr == "" {
-		d.catch.finish()
+		d.catch.Finish()
 		return nil
 	}
-	c, err := newCluster(d.cfg, d.store, d.obs.applied, d.log)
+	cc, err := d.cfg.clusterConfig(d.log)
+	if err != nil {
+		return err
+	}
+	c, err := cluster.New(cc, d.store)
 	if err != nil {
 		return err
 	}
 	d.cluster = c
-	c.g.SetAnswer(d.answer)
+	c.SetAnswer(d.answerConsole)
 	return nil
 }
 
@@ -286,7 +288,7 @@ func (d *Daemon) startGroups() error {
 		Logger:     d.log.Named("groups"),
 	}
 	if d.cluster != nil {
-		gcfg.Nodes = d.cluster.nodes
+		gcfg.Nodes = d.cluster.Nodes
 	}
 	g, err := group.New(gcfg)
 	if err != nil {
@@ -294,7 +296,7 @@ func (d *Daemon) startGroups() error {
 	}
 	d.groups = g
 	if d.cluster != nil {
-		d.cluster.onMembers = d.groups.Kick
+		d.cluster.OnMembers(d.groups.Kick)
 	}
 	return nil
 }
@@ -323,7 +325,7 @@ func (d *Daemon) listenSocket() error {
 	}
 	if d.cluster != nil {
 		d.view.members = d.viewMembers
-		d.view.caughtUp = func() bool { return d.catch.caughtUp() && d.awayReason() == "" }
+		d.view.caughtUp = func() bool { return d.catch.CaughtUp() && d.awayReason() == "" }
 	}
 	d.view.registerMetrics(d.m.reg)
 	return nil
@@ -354,7 +356,7 @@ func (d *Daemon) GossipAddr() string {
 	if d.cluster == nil {
 		return ""
 	}
-	return d.cluster.g.Addr()
+	return d.cluster.Gossip().Addr()
 }
 
 // ClusterStatus is what GET /v1/cluster answers: the members as this
@@ -367,7 +369,7 @@ func (d *Daemon) DataAddr() string {
 	if d.cluster == nil {
 		return ""
 	}
-	return d.cluster.b.Addr()
+	return d.cluster.Broadcast().Addr()
 }
 
 // SocketPath is the path of the local API's Unix socket.
@@ -424,21 +426,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.serveRedis(errc)
 	d.wg.Go(d.notifyLoop)
 	d.wg.Go(d.tombstoneLoop)
-	d.wg.Go(func() { d.obs.run(d.cfg.ObserveInterval, d.stopLoops) })
 	if d.view != nil {
 		d.wg.Go(func() { d.view.run(d.stopLoops) })
 	}
 
 	// The first join and the catch-up with the peers it finds are waited
-	// for (READY=1 follows them; see catchup.go), but a stop is heard
+	// for (READY=1 follows them; see the cluster package's catchup.go), but a stop is heard
 	// meanwhile: a SIGTERM or Close during the join timeout or a long
 	// catch-up shuts down at once.
 	if d.cluster != nil {
 		d.notify("STATUS=joining the cluster")
-		d.cluster.start()
-		d.wg.Go(d.catchUpLoop)
+		d.cluster.Start()
+		d.wg.Go(func() { d.cluster.Observer().Run(d.cfg.ObserveInterval, d.ready.Load, d.stopLoops) })
+		d.wg.Go(func() {
+			d.cluster.CatchUp(d.catch, d.stopLoops, cluster.Reporter{Notify: d.notify, StatusLine: d.statusLine, Every: statusInterval})
+		})
 	}
-	stop, runErr := d.waitForStop(ctx, sigc, errc, d.catch.done)
+	stop, runErr := d.waitForStop(ctx, sigc, errc, d.catch.Done())
 	if !stop {
 		d.ready.Store(true)
 		d.notifyReady()
@@ -566,7 +570,7 @@ func (d *Daemon) closeCluster() error {
 	if d.cluster == nil {
 		return nil
 	}
-	return d.cluster.close()
+	return d.cluster.Close()
 }
 
 // writeInternal appends the daemon's own records (consumer-group
@@ -579,7 +583,7 @@ func (d *Daemon) writeInternal(ctx context.Context, msgs []record.Message) error
 		return err
 	}
 	if d.cluster != nil && d.cfg.Replication == "sync" {
-		if status := d.cluster.waitReplica(ctx, results[len(results)-1].Seq); status != wire.StatusOK {
+		if status := d.cluster.WaitReplica(ctx, results[len(results)-1].Seq); status != wire.StatusOK {
 			d.m.replicaMisses.WithLabelValues(status).Inc()
 		}
 	}
@@ -622,7 +626,7 @@ func (d *Daemon) Reload() error {
 	}
 	if d.cluster != nil && nc.ClusterKeyFile != "" && nc.ClusterKeyFile == d.cfg.ClusterKeyFile {
 		// The key file's contents may change on a running node (rotation).
-		if err := d.cluster.reloadKeys(); err != nil {
+		if err := d.cluster.ReloadKeys(); err != nil {
 			return fmt.Errorf("reload: --cluster-key-file: %w", err)
 		}
 	}
@@ -715,7 +719,7 @@ func (d *Daemon) statusLine() string {
 	if n := len(d.store.Lost()); n > 0 {
 		line = "REPAIRING, " + strconv.Itoa(n) + " records lost to a damaged log; " + line
 	}
-	if cs := d.catch.status(); cs.Phase != "done" {
+	if cs := d.catch.Status(); cs.Phase != "done" {
 		line = "CATCHING UP (" + cs.Phase + ", " + strconv.FormatUint(cs.LagRecords, 10) + " records behind); " + line
 	}
 	if why := d.degraded(); why != "" {
@@ -730,16 +734,6 @@ func (d *Daemon) statusLine() string {
 	return line
 }
 
-// Degradation kinds, the reason label of cachecast_node_degraded.
-const (
-	// degradedAlone: a node of a cluster (told to join, or that remembers
-	// members) sees no other member alive.
-	degradedAlone = "alone"
-	// degradedMissing: a node sees fewer members alive than it has seen:
-	// a split, or members stopped or failed.
-	degradedMissing = "members_missing"
-)
-
 // degraded says why the node runs short of its cluster, "" when it does
 // not: see degradation.
 func (d *Daemon) degraded() string {
@@ -747,42 +741,23 @@ func (d *Daemon) degraded() string {
 	return why
 }
 
-// degradation says why the node runs short of its cluster past
-// --join-timeout: kind is degradedAlone for a node told to join (--join)
-// or that remembers members, alone (a wrong cluster key, a firewall, every
-// other member gone); degradedMissing for one that sees fewer members
-// alive than it has seen (a partition, members stopped or failed), with
-// their names. kind and why are "" when it is not degraded. Such a node
-// serves what it holds, but its view gets nothing from the members it
-// misses: status says so and "cachecast status" exits 1.
+// degradation is the cluster's Degradation (nothing for a lone node):
+// why the node runs short of its cluster, past --join-timeout.
 func (d *Daemon) degradation() (kind string, missing []string, why string) {
 	if d.cluster == nil {
 		return "", nil, ""
 	}
-	select {
-	case <-d.cluster.joined:
-	default:
-		return "", nil, "" // the first join is still on
+	var served time.Duration
+	if !d.started.IsZero() {
+		served = time.Since(d.started)
 	}
-	if d.started.IsZero() || time.Since(d.started) < d.cfg.JoinTimeout {
-		return "", nil, ""
-	}
-	missing = d.cluster.peers.missing()
-	alive, _ := d.cluster.memberCounts()
-	switch {
-	case alive > 1 && len(missing) == 0:
-		return "", nil, ""
-	case alive > 1:
-		return degradedMissing, missing, "members missing: " + strings.Join(missing, ", ") +
-			" (seen alive, now failed, left or cut off; called back until --tombstone-grace passes)"
-	case len(d.cluster.join) == 0 && len(missing) == 0:
-		return "", nil, "" // the first node of a cluster, before anyone joined
-	case len(missing) > 0:
-		return degradedAlone, missing, "alone: every other member is gone (missing: " + strings.Join(missing, ", ") + ")"
-	case d.cluster.sawPeers.Load():
-		return degradedAlone, nil, "alone: every other member is gone"
-	}
-	return degradedAlone, nil, "alone: no other member answered the join of --join (a wrong --cluster-key-file, a firewall, or the others are down; the log has the seeds' answers)"
+	return d.cluster.Degradation(served)
+}
+
+// notifyReady tells systemd the daemon is ready (READY=1), with its
+// status line.
+func (d *Daemon) notifyReady() {
+	d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
 }
 
 // notify sends a state to systemd when NOTIFY_SOCKET is set. A failure is

@@ -59,7 +59,7 @@
 // its vector over gossip (the verify question, vector only, again every
 // 500ms for at most 10s; a peer that does not answer is not waited for),
 // and the records come by anti-entropy or a bootstrap from a peer's
-// snapshot (catchup.go). What only a peer since gone reported, and
+// snapshot (package daemon/internal/cluster, catchup.go). What only a peer since gone reported, and
 // origins whose records are held back by --max-clock-offset, are not
 // waited for. Until then the reads of the view answer catching_up (the
 // HTTP API: GET and HEAD of a key, the list of keys and /readyz, 503 with

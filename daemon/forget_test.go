@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 )
@@ -33,7 +34,7 @@ func TestForgetMemberRemovedForGood(t *testing.T) {
 	ds[2].stop()
 	testkit.Until(t, 20*time.Second, "node0 and node1 to miss node2", func() string {
 		for _, td := range ds[:2] {
-			if v := td.splitView(); v.kind != degradedMissing || !slices.Equal(v.missing, []string{"node2"}) || v.verifyOK {
+			if v := td.splitView(); v.kind != cluster.DegradedMissing || !slices.Equal(v.missing, []string{"node2"}) || v.verifyOK {
 				return fmt.Sprintf("%s: %+v", td.cfg.NodeName, v)
 			}
 		}
@@ -53,7 +54,7 @@ func TestForgetMemberRemovedForGood(t *testing.T) {
 		if v := td.splitView(); v.kind != "" || len(v.missing) != 0 || !v.verifyOK {
 			t.Errorf("%s after the forget: %+v, want whole", td.cfg.NodeName, v)
 		}
-		b, err := os.ReadFile(filepath.Join(td.cfg.DataDir, peersFile))
+		b, err := os.ReadFile(filepath.Join(td.cfg.DataDir, "peers.json"))
 		if err != nil || strings.Contains(string(b), `"node2"`) {
 			t.Errorf("%s's peers.json after the forget (%v):\n%s", td.cfg.NodeName, err, b)
 		}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -50,12 +51,12 @@ func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
 	kind, missing, _ := d.degradation()
 	gauge(healthReadyDesc, d.ready.Load())
 	gauge(healthHealthyDesc, d.healthy() == nil && d.store.DiskFull() == nil)
-	gauge(healthDegradedDesc, kind == degradedAlone, degradedAlone)
-	gauge(healthDegradedDesc, kind == degradedMissing, degradedMissing)
+	gauge(healthDegradedDesc, kind == cluster.DegradedAlone, cluster.DegradedAlone)
+	gauge(healthDegradedDesc, kind == cluster.DegradedMissing, cluster.DegradedMissing)
 	ch <- prometheus.MustNewConstMetric(healthMissingDesc, prometheus.GaugeValue, float64(len(missing)))
 	gauge(healthAwayDesc, d.awayReason() != "")
 	gauge(healthDiskFullDesc, d.store.DiskFull() != nil)
-	gauge(healthCatchingUpDesc, !d.catch.caughtUp())
+	gauge(healthCatchingUpDesc, !d.catch.CaughtUp())
 	_, viewPending := d.store.ViewFromPeer()
 	gauge(healthRepairDesc, len(d.store.Lost()) > 0 || viewPending)
 }

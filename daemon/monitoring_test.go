@@ -78,7 +78,7 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	})
 	ds[0].put("prices", "sku-1", "12.50")
 	testkit.Eventually(t, 10*time.Second, "node1 to hold node0's record and agree with it", func() bool {
-		s := ds[1].d.obs.status(time.Now())
+		s := ds[1].d.cluster.Observer().Status(time.Now())
 		return s.Agreed > 0 && ds[1].do("GET", "/v1/topics/prices/keys/sku-1", nil).status == 200
 	})
 	c, err := net.Dial("unix", ds[1].d.RedisSocketPath())

@@ -14,6 +14,7 @@ import (
 	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/daemon/internal/access"
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
@@ -63,7 +64,10 @@ func (n *node) Degraded() string             { return n.d.degraded() }
 func (n *node) AcceptLost() (wire.AcceptLostResult, error) { return n.d.acceptLost() }
 
 func (n *node) ForgetMember(ctx context.Context, name string, fleet bool) (wire.ForgetResult, error) {
-	return n.d.forgetMember(ctx, name, fleet)
+	if n.d.cluster == nil {
+		return wire.ForgetResult{Member: name}, wire.Errorf(wire.CodeConflict, "this node is in no cluster (--gossip-addr is empty)")
+	}
+	return n.d.cluster.Forget(ctx, name, fleet)
 }
 
 // Backup writes the node's backup file: the cursors first, then the
@@ -78,12 +82,12 @@ func (n *node) Backup(w io.Writer) error {
 	return backup.Write(w, meta, d.store.SnapshotTo)
 }
 
-// CatchUp is nil once the node has caught up with its peers (catchup.go).
+// CatchUp is nil once the node has caught up with its peers (cluster.CatchUp).
 func (n *node) CatchUp() *wire.CatchUpStatus {
-	if n.d.catch.caughtUp() {
+	if n.d.catch.CaughtUp() {
 		return nil
 	}
-	cs := n.d.catch.status()
+	cs := n.d.catch.Status()
 	return &cs
 }
 
@@ -93,7 +97,9 @@ func (n *node) State() command.State {
 	return command.State{Away: n.d.awayReason(), CatchUp: n.CatchUp()}
 }
 
-func (n *node) Verify(ctx context.Context) wire.VerifyResult { return n.d.verify(ctx) }
+func (n *node) Verify(ctx context.Context) wire.VerifyResult {
+	return cluster.Verify(ctx, n.d.store, n.d.cfg.NodeName, n.d.cluster)
+}
 
 func (n *node) NewTopicReader(topic string, start store.Start, tags []string) (*store.TopicReader, error) {
 	return n.d.store.NewTopicReader(topic, start, tags)
@@ -152,10 +158,10 @@ func (n *node) NodeStatus() wire.Status {
 	b.CatchUp = n.CatchUp()
 	b.Repair = d.repairStatus()
 	if d.cluster != nil {
-		obs := d.obs.status(time.Now())
+		obs := d.cluster.Observer().Status(time.Now())
 		b.Observer = &obs
 	}
-	view := viewDigest(d.store.ViewDigests())
+	view := cluster.WireDigest(d.store.ViewDigests())
 	b.View = &view
 	return b
 }
@@ -170,7 +176,7 @@ func (n *node) Cluster() wire.ClusterStatus {
 		return wire.ClusterStatus{Node: d.cfg.NodeName, Origin: origin,
 			Members: []wire.ClusterMember{{Name: d.cfg.NodeName, Origin: origin, State: "alive", Self: true}}}
 	}
-	return d.cluster.status()
+	return d.cluster.Status()
 }
 
 // fleetCanWrite refuses msgs with fleet_too_old when one of them has a
@@ -193,13 +199,13 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 		counter = counter || msgs[i].Counter()
 	}
 	if counter {
-		if old := d.cluster.tooOld(broadcast.ProtocolCounter); len(old) > 0 {
+		if old := d.cluster.TooOld(broadcast.ProtocolCounter); len(old) > 0 {
 			return wire.Errorf(wire.CodeFleetTooOld, "a counter increment (INCR and its kin) needs every alive member at data protocol %d or later; upgrade these first: %s (nothing was written)",
 				broadcast.ProtocolCounter, strings.Join(old, ", "))
 		}
 	}
 	if change {
-		if old := d.cluster.tooOld(broadcast.ProtocolExpiry); len(old) > 0 {
+		if old := d.cluster.TooOld(broadcast.ProtocolExpiry); len(old) > 0 {
 			return wire.Errorf(wire.CodeFleetTooOld, "an expiry change (EXPIRE, PERSIST) needs every alive member at data protocol %d or later; upgrade these first: %s (nothing was written)",
 				broadcast.ProtocolExpiry, strings.Join(old, ", "))
 		}
@@ -207,7 +213,7 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 	if !timed && !batch {
 		return nil
 	}
-	old := d.cluster.tooOld(broadcast.ProtocolTimed)
+	old := d.cluster.TooOld(broadcast.ProtocolTimed)
 	if len(old) == 0 {
 		return nil
 	}
@@ -278,7 +284,7 @@ func (d *Daemon) publish(ctx context.Context, msgs []record.Message, c access.Ca
 	if d.cluster != nil && d.cfg.Replication == "sync" {
 		// The write stands whatever the replica does; the status says
 		// whether the replica confirmed it in time.
-		status = d.cluster.waitReplica(ctx, results[len(results)-1].Seq)
+		status = d.cluster.WaitReplica(ctx, results[len(results)-1].Seq)
 		if status != wire.StatusOK {
 			d.m.replicaMisses.WithLabelValues(status).Inc()
 		}

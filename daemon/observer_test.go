@@ -1,9 +1,7 @@
 package daemon
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,16 +10,26 @@ import (
 
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
-	"github.com/cachecast/cachecast/wire"
 )
 
 // freshnessOver is how many of td's freshness observations took longer
 // than bound (a bucket's upper bound), and how many there are.
 func freshnessOver(t *testing.T, td *testDaemon, bound float64) (over, total uint64) {
 	t.Helper()
-	var m dto.Metric
-	if err := td.d.obs.freshness.Write(&m); err != nil {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(td.d.cluster.Observer())
+	mfs, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
+	}
+	var m *dto.Metric
+	for _, mf := range mfs {
+		if mf.GetName() == "cachecast_observer_freshness_seconds" {
+			m = mf.GetMetric()[0]
+		}
+	}
+	if m == nil {
+		t.Fatal("no cachecast_observer_freshness_seconds")
 	}
 	total = m.Histogram.GetSampleCount()
 	for _, b := range m.Histogram.GetBucket() {
@@ -50,9 +58,9 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	waitSameRecords(t, ds)
 	testkit.Until(t, 10*time.Second, "every node to agree with both peers", func() string {
 		for _, td := range ds {
-			s := td.d.obs.status(time.Now())
+			s := td.d.cluster.Observer().Status(time.Now())
 			for _, p := range s.Peers {
-				if p.LastResult != observeAgreed {
+				if p.LastResult != "agreed" {
 					return fmt.Sprintf("%s: last comparison with %s: %q", td.cfg.NodeName, p.Name, p.LastResult)
 				}
 			}
@@ -81,7 +89,7 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	publishAll(t, ds[0], keys, func(i int) string { return fmt.Sprint("w", i) }, "")
 	const bound = 2.0 // seconds since agreed that marks a peer as not agreeing
 	testkit.Until(t, 20*time.Second, "node0 to stop agreeing with node2 only", func() string {
-		s := ds[0].d.obs.status(time.Now())
+		s := ds[0].d.cluster.Observer().Status(time.Now())
 		since := map[string]float64{}
 		for _, p := range s.Peers {
 			since[p.Name] = p.SecondsSinceAgreed
@@ -105,68 +113,14 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	})
 	healed := time.Now()
 	testkit.Eventually(t, 10*time.Second, "node0 to agree with node2 again", func() bool {
-		for _, p := range ds[0].d.obs.status(time.Now()).Peers {
+		for _, p := range ds[0].d.cluster.Observer().Status(time.Now()).Peers {
 			if p.Name == "node2" {
 				return p.SecondsSinceAgreed < time.Since(healed).Seconds()
 			}
 		}
 		return false
 	})
-	if s := ds[0].d.obs.status(time.Now()); s.Summary == "" || s.Differed != 0 {
+	if s := ds[0].d.cluster.Observer().Status(time.Now()); s.Summary == "" || s.Differed != 0 {
 		t.Errorf("node0's summary: %+v", s)
-	}
-}
-
-// TestFreshnessQuantileBeyondBuckets: a p99 past the histogram's last
-// bucket is that bucket's bound, marked over, and the status encodes as
-// JSON (an infinity would not).
-func TestFreshnessQuantileBeyondBuckets(t *testing.T) {
-	o := &consistency{freshness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "f", Buckets: []float64{0.1, 1}})}
-	if b, over := o.freshnessQuantile(0.99); b != 0 || over {
-		t.Fatalf("no observation: %v, %v; want 0, false", b, over)
-	}
-	o.freshness.Observe(0.05)
-	if b, over := o.freshnessQuantile(0.99); b != 0.1 || over {
-		t.Fatalf("within the first bucket: %v, %v; want 0.1, false", b, over)
-	}
-	for range 10 {
-		o.freshness.Observe(30)
-	}
-	b, over := o.freshnessQuantile(0.99)
-	if b != 1 || !over {
-		t.Fatalf("past the last bucket: %v, %v; want 1, true", b, over)
-	}
-	s := wire.ObserverStatus{FreshnessP99Seconds: b, FreshnessP99Over: over, Agreed: 1}
-	s.Summary = observerSummary(s)
-	if _, err := json.Marshal(s); err != nil || !strings.Contains(s.Summary, "more than 1 s") {
-		t.Fatalf("status %q: %v", s.Summary, err)
-	}
-}
-
-// TestOriginFreshnessBounded: the per-origin freshness labels the first
-// maxFreshnessOrigins names, later ones share "other", and two origins of
-// one name (a node that came back as a new origin) share its series.
-func TestOriginFreshnessBounded(t *testing.T) {
-	f := &originFreshness{
-		vec:  prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "f", Buckets: originFreshnessBuckets}, []string{"origin"}),
-		name: func(o uint64) string { return fmt.Sprint("node", o%50) },
-	}
-	for o := uint64(0); o < 100; o++ { // 50 names, each of two origins
-		f.observer(o).Observe(0.2)
-	}
-	counts := map[string]uint64{}
-	ch := make(chan prometheus.Metric, 200)
-	f.vec.Collect(ch)
-	close(ch)
-	for m := range ch {
-		var d dto.Metric
-		if err := m.Write(&d); err != nil {
-			t.Fatal(err)
-		}
-		counts[d.GetLabel()[0].GetValue()] = d.GetHistogram().GetSampleCount()
-	}
-	if len(counts) != maxFreshnessOrigins+1 || counts["node0"] != 2 || counts[otherOrigins] != 2*(50-maxFreshnessOrigins) {
-		t.Fatalf("series %d (want %d), node0 %d (want 2), other %d (want %d)",
-			len(counts), maxFreshnessOrigins+1, counts["node0"], counts[otherOrigins], 2*(50-maxFreshnessOrigins))
 	}
 }

@@ -269,37 +269,10 @@ func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Messag
 }
 
 func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Duration) int {
-	c := n.d.cluster
-	if c == nil {
+	if n.d.cluster == nil {
 		return 0
 	}
-	peer, ok := c.replica()
-	if !ok {
-		return 0
-	}
-	var cancel context.CancelFunc
-	switch {
-	case timeout == 0:
-		ctx, cancel = context.WithCancel(ctx)
-		cancel() // only what the replica holds already
-	case timeout > 0:
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-	default:
-		ctx, cancel = context.WithCancel(ctx)
-	}
-	defer cancel()
-	if seq == 0 {
-		for _, p := range c.b.Peers() {
-			if p.Peer.ID == peer.ID && p.Connected {
-				return 1
-			}
-		}
-		return 0
-	}
-	if c.b.WaitReplica(ctx, peer.ID, seq) == nil {
-		return 1
-	}
-	return 0
+	return n.d.cluster.WaitReplicas(ctx, seq, timeout)
 }
 
 // Follow is the store's one reader of its changes (store.Follow: every
@@ -329,7 +302,7 @@ func (n *respNode) Status() respsrv.Status {
 		s.Members = []respsrv.Member{{Name: d.cfg.NodeName, State: "alive", Self: true}}
 		return s
 	}
-	cs := d.cluster.status()
+	cs := d.cluster.Status()
 	s.Replica = cs.Replica
 	for _, m := range cs.Members {
 		rm := respsrv.Member{Name: m.Name, State: m.State, Self: m.Self}

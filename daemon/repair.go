@@ -36,7 +36,10 @@ func (d *Daemon) repairStatus() *wire.RepairStatus {
 	if len(lost) == 0 && damaged == 0 && aside == "" && !viewLost {
 		return nil
 	}
-	holds := d.peerHolds()
+	holds := map[uint64]uint64{}
+	if d.cluster != nil {
+		holds = d.cluster.PeerHolds()
+	}
 	rs := &wire.RepairStatus{LostRecords: len(lost), DamagedTotal: damaged, RepairedTotal: repaired, SnapshotSetAside: aside}
 	switch {
 	case viewPending:
@@ -60,24 +63,6 @@ func (d *Daemon) repairStatus() *wire.RepairStatus {
 func wireLost(lr store.LostRecord) wire.LostRecord {
 	return wire.LostRecord{Origin: wire.FormatOrigin(lr.Origin), Seq: lr.Seq, Topic: lr.Topic,
 		Segment: lr.Segment, Offset: lr.Offset, CopiedTo: lr.CopiedTo, Found: lr.Found.Format(time.RFC3339)}
-}
-
-// peerHolds is, per origin, the highest seq a connected peer says it
-// holds (none for a lone node).
-func (d *Daemon) peerHolds() map[uint64]uint64 {
-	out := map[uint64]uint64{}
-	if d.cluster == nil {
-		return out
-	}
-	for _, p := range d.cluster.b.Peers() {
-		if !p.Connected {
-			continue
-		}
-		for o, seq := range p.Holds {
-			out[o] = max(out[o], seq)
-		}
-	}
-	return out
 }
 
 // acceptLost gives up the lost records (POST /v1/repair/accept).

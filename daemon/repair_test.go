@@ -52,7 +52,7 @@ func TestDamagedLogHealsFromTheFleet(t *testing.T) {
 			})
 			c := ds[2]
 			cfg := c.cfg
-			cfg.Join = []string{ds[0].d.cluster.g.Addr()}
+			cfg.Join = []string{ds[0].d.cluster.Gossip().Addr()}
 			c.stop()
 			if !snap {
 				if err := os.Remove(filepath.Join(cfg.DataDir, "snapshot")); err != nil {
@@ -81,7 +81,7 @@ func TestDamagedLogHealsFromTheFleet(t *testing.T) {
 				t.Fatalf("the node holds its own origin up to %d, want %d", st.LastSeq(own), perNode)
 			}
 			testkit.Eventually(t, 20*time.Second, "verify to find the fleet identical", func() bool {
-				return c.d.verify(context.Background()).Identical
+				return c.d.node.Verify(context.Background()).Identical
 			})
 			// A reader from the start reads every message: none is lost,
 			// none ends the stream.
@@ -193,7 +193,7 @@ func TestLostRecordDoesNotHoldBackNewWrites(t *testing.T) {
 	// the join timeout, before it is ready: node1 starts after it here.
 	cfgs[0].JoinTimeout = 500 * time.Millisecond
 	a := startDaemon(t, cfgs[0])
-	cfgs[1].Join = []string{a.d.cluster.g.Addr()}
+	cfgs[1].Join = []string{a.d.cluster.Gossip().Addr()}
 	b := startDaemon(t, cfgs[1])
 	for _, td := range []*testDaemon{a, b} {
 		st := td.d.store
@@ -267,7 +267,7 @@ func TestLostRecordDoesNotHoldBackNewWrites(t *testing.T) {
 		}
 	}
 	testkit.Eventually(t, 10*time.Second, "verify to find the two identical", func() bool {
-		return a.d.verify(ctx).Identical
+		return a.d.node.Verify(ctx).Identical
 	})
 }
 

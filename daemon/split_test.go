@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
@@ -94,9 +95,9 @@ func TestSplitIsVisibleOnBothSides(t *testing.T) {
 	cutBoth(fn.Cut)
 	start := time.Now()
 	want := map[string]splitView{
-		"node0": {kind: degradedAlone, missing: []string{"node1", "node2"}},
-		"node1": {kind: degradedMissing, missing: []string{"node0"}},
-		"node2": {kind: degradedMissing, missing: []string{"node0"}},
+		"node0": {kind: cluster.DegradedAlone, missing: []string{"node1", "node2"}},
+		"node1": {kind: cluster.DegradedMissing, missing: []string{"node0"}},
+		"node2": {kind: cluster.DegradedMissing, missing: []string{"node0"}},
 	}
 	for _, td := range ds {
 		w := want[td.cfg.NodeName]

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
@@ -82,7 +83,7 @@ func TestTombstonesCollectedOnEveryNode(t *testing.T) {
 		}
 	}
 	deletedEverywhere(t, ds, "sku-0")
-	if !ds[0].d.verify(context.Background()).Identical {
+	if !ds[0].d.node.Verify(context.Background()).Identical {
 		t.Fatal("verify: the fleet differs after collection")
 	}
 }
@@ -119,14 +120,14 @@ func TestRetiredOriginsTombstonesCollected(t *testing.T) {
 	retired := func(td *testDaemon) {
 		t.Helper()
 		testkit.Eventually(t, 20*time.Second, td.cfg.NodeName+" to retire the origin of the node gone", func() bool {
-			return slices.Contains(td.d.cluster.b.Retired(), origin)
+			return slices.Contains(td.d.cluster.Broadcast().Retired(), origin)
 		})
 	}
 	retired(ds[0])
 	retired(ds[1])
 	// A node that joins after the retirement: its vectors never say it
 	// holds the retired origin (it adopts the retirement at once).
-	late := startDaemon(t, clusterConfig(t, "node3", []string{ds[0].d.cluster.g.Addr()}))
+	late := startDaemon(t, clusterConfig(t, "node3", []string{ds[0].d.cluster.Gossip().Addr()}))
 	retired(late)
 	live := []*testDaemon{ds[0], ds[1], late}
 	waitVectors(t, live)
@@ -143,7 +144,7 @@ func TestRetiredOriginsTombstonesCollected(t *testing.T) {
 		return ""
 	})
 	deletedEverywhere(t, live, "sku-0")
-	if !ds[0].d.verify(context.Background()).Identical {
+	if !ds[0].d.node.Verify(context.Background()).Identical {
 		t.Fatal("verify: the two differ after collection")
 	}
 }
@@ -186,7 +187,7 @@ func TestLateWriteWithinGraceLosesToTombstone(t *testing.T) {
 	ds[0].put("prices", "sku", "first")
 	waitVectors(t, ds)
 	cfg := ds[2].cfg
-	cfg.Join = []string{ds[0].d.cluster.g.Addr()}
+	cfg.Join = []string{ds[0].d.cluster.Gossip().Addr()}
 	ds[2].stop()
 	publishOffline(t, cfg, "sku", "late")
 	time.Sleep(2 * time.Millisecond) // the delete's stamp is after the late write's
@@ -196,7 +197,7 @@ func TestLateWriteWithinGraceLosesToTombstone(t *testing.T) {
 	ds[2] = startDaemon(t, cfg)
 	waitVectors(t, ds)
 	deletedEverywhere(t, ds, "sku")
-	if !ds[0].d.verify(context.Background()).Identical {
+	if !ds[0].d.node.Verify(context.Background()).Identical {
 		t.Fatal("verify: the fleet differs")
 	}
 }
@@ -212,9 +213,9 @@ func TestAwayNodeDoesNotResurrectCollectedDelete(t *testing.T) {
 	ds[0].put("prices", "sku", "first")
 	waitVectors(t, ds)
 	cfg := ds[2].cfg
-	cfg.Join = []string{ds[0].d.cluster.g.Addr()}
+	cfg.Join = []string{ds[0].d.cluster.Gossip().Addr()}
 	testkit.Eventually(t, 5*time.Second, "node2 to record its contact", func() bool {
-		_, ok := readContact(cfg.DataDir)
+		_, ok := cluster.ReadContact(cfg.DataDir)
 		return ok
 	})
 	ds[2].stop()
@@ -233,7 +234,7 @@ func TestAwayNodeDoesNotResurrectCollectedDelete(t *testing.T) {
 	}
 	// Away for more than half the grace by now (the collection took the
 	// whole grace): the old log is refused.
-	if last, _ := readContact(cfg.DataDir); time.Since(last) <= grace/2 {
+	if last, _ := cluster.ReadContact(cfg.DataDir); time.Since(last) <= grace/2 {
 		t.Fatalf("last contact %v ago, not away long enough", time.Since(last))
 	}
 	if d, err := New(cfg, nil); !errors.Is(err, ErrAwayTooLong) {
@@ -246,7 +247,7 @@ func TestAwayNodeDoesNotResurrectCollectedDelete(t *testing.T) {
 	ds[2] = startDaemon(t, cfg)
 	waitVectors(t, ds)
 	deletedEverywhere(t, ds, "sku")
-	if !ds[0].d.verify(context.Background()).Identical {
+	if !ds[0].d.node.Verify(context.Background()).Identical {
 		t.Fatal("verify: the fleet differs")
 	}
 	stale, _ := filepath.Glob(filepath.Join(cfg.DataDir, "stale-*", "log"))

@@ -85,14 +85,14 @@ func TestFleetTooOld(t *testing.T) {
 		t.Fatalf("INCR with node2 alive: %v; want ERR fleet_too_old", err)
 	}
 	for _, td := range ds {
-		if n := td.d.cluster.b.BadFrames(); n != 0 {
+		if n := td.d.cluster.Broadcast().BadFrames(); n != 0 {
 			t.Fatalf("%s counted %d bad frames", td.cfg.NodeName, n)
 		}
 	}
 
 	ds[2].stop()
 	testkit.Eventually(t, 20*time.Second, "node2 gone from the others' membership", func() bool {
-		return len(ds[0].d.cluster.g.Alive()) == 2 && len(ds[1].d.cluster.g.Alive()) == 2
+		return len(ds[0].d.cluster.Gossip().Alive()) == 2 && len(ds[1].d.cluster.Gossip().Alive()) == 2
 	})
 	if r := ds[0].do("PUT", "/v1/topics/prices/keys/sale", strings.NewReader("9.99"), "Cachecast-Expires", future); r.status != 200 {
 		t.Fatalf("PUT with Cachecast-Expires after node2 left: %d %s", r.status, r.body)

@@ -39,7 +39,7 @@ type viewMirror struct {
 	st      *store.Store
 	current iter.Seq[view.Change]     // the view as of follow, applied first
 	members func() (alive, known int) // nil for a lone node
-	// caughtUp says the node has caught up with its peers (catchup.go)
+	// caughtUp says the node has caught up with its peers (cluster.CatchUp)
 	// and serves: until then the file stays "not ready", as the socket's
 	// reads answer catching_up; once it is false again (the node left its
 	// cluster, away) the heartbeat clears ready. nil: always.

@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"context"
@@ -41,50 +41,48 @@ type forgetAnswer struct {
 	Error string `json:"error,omitempty"`
 }
 
-// forgetMember forgets name here and, with fleet, on every alive member.
-func (d *Daemon) forgetMember(ctx context.Context, name string, fleet bool) (wire.ForgetResult, error) {
+// Forget forgets name here and, with fleet, on every alive member
+// (POST /v1/cluster/forget/{name}).
+func (c *Cluster) Forget(ctx context.Context, name string, fleet bool) (wire.ForgetResult, error) {
 	res := wire.ForgetResult{Member: name}
-	held, err := d.forgetHere(name, "")
+	held, err := c.forgetHere(name, "")
 	if err != nil {
 		return res, err
 	}
-	res.Nodes = append(res.Nodes, wire.ForgetNode{Name: d.cfg.NodeName, Held: held})
+	res.Nodes = append(res.Nodes, wire.ForgetNode{Name: c.cfg.NodeName, Held: held})
 	if fleet {
-		res.Nodes = append(res.Nodes, d.askForget(ctx, name)...)
+		res.Nodes = append(res.Nodes, c.askForget(ctx, name)...)
 	}
 	return res, nil
 }
 
 // forgetHere forgets name on this node (asked by from, "" for the local
 // API) and reports whether it remembered or called it back.
-func (d *Daemon) forgetHere(name, from string) (bool, error) {
-	switch {
-	case d.cluster == nil:
-		return false, wire.Errorf(wire.CodeConflict, "this node is in no cluster (--gossip-addr is empty)")
-	case name == d.cfg.NodeName:
+func (c *Cluster) forgetHere(name, from string) (bool, error) {
+	if name == c.cfg.NodeName {
 		return false, wire.Errorf(wire.CodeConflict, "%s is this node", name)
 	}
-	held, err := d.cluster.peers.forget(name)
+	held, err := c.peers.forget(name)
 	if err != nil {
 		return false, wire.Errorf(wire.CodeConflict, "%v", err)
 	}
-	called := d.cluster.g.Forget(name)
-	d.cluster.peers.save(time.Now(), false)
-	if d.cluster.peers.empty() {
-		d.cluster.sawPeers.Store(false) // nobody left to miss: not "alone" for want of it
+	called := c.g.Forget(name)
+	c.peers.save(time.Now(), false)
+	if c.peers.empty() {
+		c.sawPeers.Store(false) // nobody left to miss: not "alone" for want of it
 	}
 	fields := []zap.Field{zap.String("member", name), zap.Bool("remembered", held), zap.Bool("called-back", called)}
 	if from != "" {
 		fields = append(fields, zap.String("asked-by", from))
 	}
-	d.log.Info("forgot a member removed for good", fields...)
+	c.log.Info("forgot a member removed for good", fields...)
 	return held || called, nil
 }
 
 // answerForget answers a peer's forgetQuestion.
-func (d *Daemon) answerForget(from, name string) []byte {
-	a := forgetAnswer{Name: d.cfg.NodeName, Done: true}
-	held, err := d.forgetHere(name, from)
+func (c *Cluster) answerForget(from, name string) []byte {
+	a := forgetAnswer{Name: c.cfg.NodeName, Done: true}
+	held, err := c.forgetHere(name, from)
 	a.Held = held
 	if err != nil {
 		a.Error = err.Error()
@@ -95,19 +93,19 @@ func (d *Daemon) answerForget(from, name string) []byte {
 
 // askForget asks every alive member but this node to forget name, at
 // once, each for up to verifyAskWait; their answers by name.
-func (d *Daemon) askForget(ctx context.Context, name string) []wire.ForgetNode {
+func (c *Cluster) askForget(ctx context.Context, name string) []wire.ForgetNode {
 	question, _ := json.Marshal(forgetQuestion{Forget: name})
 	var mu sync.Mutex
 	var out []wire.ForgetNode
 	var wg sync.WaitGroup
-	for _, m := range d.cluster.g.Alive() {
-		if m.Name == d.cfg.NodeName {
+	for _, m := range c.g.Alive() {
+		if m.Name == c.cfg.NodeName {
 			continue
 		}
 		wg.Go(func() {
 			n := wire.ForgetNode{Name: m.Name}
 			actx, cancel := context.WithTimeout(ctx, verifyAskWait)
-			b, err := d.cluster.g.Ask(actx, m.Name, question)
+			b, err := c.g.Ask(actx, m.Name, question)
 			cancel()
 			var a forgetAnswer
 			switch {

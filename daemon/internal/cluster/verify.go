@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"context"
@@ -35,7 +35,9 @@ const (
 	verifyAskWait = 10 * time.Second
 )
 
-func viewDigest(d store.ViewDigest) wire.ViewDigest {
+// WireDigest is a store's view digest as the wire carries it: origins
+// and sums in hex.
+func WireDigest(d store.ViewDigest) wire.ViewDigest {
 	out := wire.ViewDigest{Vector: make(map[string]uint64, len(d.Vector)), Topics: make(map[string]string, len(d.Topics))}
 	for o, seq := range d.Vector {
 		out.Vector[wire.FormatOrigin(o)] = seq
@@ -55,28 +57,28 @@ type verifyQuestion struct {
 	VectorOnly bool              `json:"vector_only,omitempty"`
 }
 
-// answerVerify answers a member's question: this node's digest once its
-// vector covers the question's (or verifyCatchUp has passed).
-func (d *Daemon) answerVerify(from string, question []byte) []byte {
+// AnswerVerify answers a member's verify question: this node's digest
+// once its vector covers the question's (or verifyCatchUp has passed).
+func (c *Cluster) AnswerVerify(question []byte) []byte {
 	var q verifyQuestion
 	if err := json.Unmarshal(question, &q); err != nil {
-		b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, Error: "malformed question: " + err.Error()})
+		b, _ := json.Marshal(wire.VerifyNode{Name: c.cfg.NodeName, Error: "malformed question: " + err.Error()})
 		return b
 	}
 	if q.VectorOnly {
-		v := viewDigest(store.ViewDigest{Vector: d.store.Vector()})
-		b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, View: &v})
+		v := WireDigest(store.ViewDigest{Vector: c.st.Vector()})
+		b, _ := json.Marshal(wire.VerifyNode{Name: c.cfg.NodeName, View: &v})
 		return b
 	}
 	deadline := time.Now().Add(verifyCatchUp)
-	for !covers(d.store.Vector(), q.Vector) && time.Now().Before(deadline) {
+	for !Covers(c.st.Vector(), q.Vector) && time.Now().Before(deadline) {
 		select {
-		case <-d.store.Changed():
+		case <-c.st.Changed():
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	v := viewDigest(d.store.ViewDigests())
-	b, _ := json.Marshal(wire.VerifyNode{Name: d.cfg.NodeName, View: &v})
+	v := WireDigest(c.st.ViewDigests())
+	b, _ := json.Marshal(wire.VerifyNode{Name: c.cfg.NodeName, View: &v})
 	return b
 }
 
@@ -96,8 +98,8 @@ func parseVector(v *wire.ViewDigest) (map[uint64]uint64, error) {
 	return out, nil
 }
 
-// covers reports whether vector a holds every record b does.
-func covers(a, b map[uint64]uint64) bool {
+// Covers reports whether vector a holds every record b does.
+func Covers(a, b map[uint64]uint64) bool {
 	for o, seq := range b {
 		if a[o] < seq {
 			return false
@@ -106,18 +108,19 @@ func covers(a, b map[uint64]uint64) bool {
 	return true
 }
 
-// verify asks every live member for its digest and compares them; the
-// members seen but not alive now are named unreachable, and the fleet is
-// not identical while any is.
-func (d *Daemon) verify(ctx context.Context) wire.VerifyResult {
+// Verify (GET /v1/verify) asks every live member of c for its digest and
+// compares them with the one of st, named name; the members seen but not
+// alive now are named unreachable, and the fleet is not identical while
+// any is. A node in no cluster (c nil) compares its own digest alone.
+func Verify(ctx context.Context, st *store.Store, name string, c *Cluster) wire.VerifyResult {
 	var nodes []wire.VerifyNode
 	common := false
 	for round := 0; round < verifyRounds && !common; round++ {
-		own := d.store.ViewDigests()
-		mine := viewDigest(own)
-		nodes = []wire.VerifyNode{{Name: d.cfg.NodeName, View: &mine}}
-		if d.cluster != nil {
-			nodes = append(nodes, d.askMembers(ctx, own.Vector)...)
+		own := st.ViewDigests()
+		mine := WireDigest(own)
+		nodes = []wire.VerifyNode{{Name: name, View: &mine}}
+		if c != nil {
+			nodes = append(nodes, c.askMembers(ctx, own.Vector)...)
 		}
 		common = sameVectors(nodes)
 		if ctx.Err() != nil {
@@ -125,8 +128,8 @@ func (d *Daemon) verify(ctx context.Context) wire.VerifyResult {
 		}
 	}
 	res := compareDigests(nodes, common)
-	if d.cluster != nil {
-		res.Unreachable = d.cluster.peers.missing()
+	if c != nil {
+		res.Unreachable = c.peers.missing()
 		res.Identical = res.Identical && len(res.Unreachable) == 0
 	}
 	return res
@@ -134,11 +137,11 @@ func (d *Daemon) verify(ctx context.Context) wire.VerifyResult {
 
 // askMembers asks every live member but this node for its digest once it
 // covers vector.
-func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []wire.VerifyNode {
+func (c *Cluster) askMembers(ctx context.Context, vector map[uint64]uint64) []wire.VerifyNode {
 	question, _ := json.Marshal(verifyQuestion{Vector: vector})
 	var names []string
-	for _, m := range d.cluster.g.Alive() {
-		if m.Name != d.cfg.NodeName {
+	for _, m := range c.g.Alive() {
+		if m.Name != c.cfg.NodeName {
 			names = append(names, m.Name)
 		}
 	}
@@ -152,7 +155,7 @@ func (d *Daemon) askMembers(ctx context.Context, vector map[uint64]uint64) []wir
 			out[i] = wire.VerifyNode{Name: name}
 			actx, cancel := context.WithTimeout(ctx, verifyAskWait)
 			defer cancel()
-			b, err := d.cluster.g.Ask(actx, name, question)
+			b, err := c.g.Ask(actx, name, question)
 			if err != nil {
 				out[i].Error = err.Error()
 				return

@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	sd "github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/wire"
@@ -57,23 +56,25 @@ const (
 
 // catchUpExtend is how much longer systemd is asked to wait for READY=1
 // each time a catch-up that moves reports progress (EXTEND_TIMEOUT_USEC,
-// every statusInterval): a large view may take longer than the unit's
+// every Reporter.Every): a large view may take longer than the unit's
 // TimeoutStartSec to pull, and a catch-up that still moves is no hung
 // start. One that stops moving gets no extension.
 const catchUpExtend = time.Minute
 
-// catchUp is the daemon's progress towards its first ready.
-type catchUp struct {
+// CatchUp is the node's progress towards its first ready. A lone node
+// finishes it at once; a node of a cluster runs Cluster.CatchUp.
+type CatchUp struct {
 	phase atomic.Int32
 	lag   atomic.Uint64 // records missing, in catchPulling
 	done  chan struct{} // closed when phase becomes catchDone
 	once  sync.Once
 }
 
-func newCatchUp() *catchUp { return &catchUp{done: make(chan struct{})} }
+// NewCatchUp is a catch-up in its first phase (joining).
+func NewCatchUp() *CatchUp { return &CatchUp{done: make(chan struct{})} }
 
-// finish marks the catch-up done.
-func (c *catchUp) finish() {
+// Finish marks the catch-up done.
+func (c *CatchUp) Finish() {
 	c.once.Do(func() {
 		c.lag.Store(0)
 		c.phase.Store(catchDone)
@@ -81,118 +82,138 @@ func (c *catchUp) finish() {
 	})
 }
 
-// caughtUp reports whether reads of the view may be served.
-func (c *catchUp) caughtUp() bool { return c.phase.Load() == catchDone }
+// Done is closed once the catch-up is done.
+func (c *CatchUp) Done() <-chan struct{} { return c.done }
 
-func (c *catchUp) status() wire.CatchUpStatus {
+// CaughtUp reports whether reads of the view may be served.
+func (c *CatchUp) CaughtUp() bool { return c.phase.Load() == catchDone }
+
+// Status is the catch-up's phase and lag, as /v1/status shows them.
+func (c *CatchUp) Status() wire.CatchUpStatus {
 	names := [...]string{"joining", "asking", "pulling", "snapshot", "done"}
 	return wire.CatchUpStatus{Phase: names[c.phase.Load()], LagRecords: c.lag.Load()}
 }
 
-// catchUpLoop runs the catch-up once the first join has ended, and
-// finishes it. It returns early when the daemon stops.
-func (d *Daemon) catchUpLoop() {
+// Reporter is how a catch-up tells systemd how it goes.
+type Reporter struct {
+	// Notify sends a state to systemd (sd_notify).
+	Notify func(state string)
+	// StatusLine is the node's STATUS= line.
+	StatusLine func() string
+	// Every is how often a catch-up that pulls reports.
+	Every time.Duration
+}
+
+// CatchUp runs cu once the first join has ended, and finishes it. It
+// returns early when stop is closed.
+func (c *Cluster) CatchUp(cu *CatchUp, stop <-chan struct{}, r Reporter) {
 	select {
-	case <-d.cluster.joined:
-	case <-d.stopLoops:
+	case <-c.joined:
+	case <-stop:
 		return
 	}
-	if len(d.cluster.g.Alive()) < 2 {
-		d.finishCatchUp() // nobody to catch up with
+	if len(c.g.Alive()) < 2 {
+		c.finishCatchUp(cu, stop, r) // nobody to catch up with
 		return
 	}
-	d.catch.phase.Store(catchAsking)
-	d.notify("STATUS=asking the peers what they hold")
+	cu.phase.Store(catchAsking)
+	r.Notify("STATUS=asking the peers what they hold")
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
-		case <-d.stopLoops:
+		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	targets := d.askVectors(ctx)
+	targets := c.askVectors(ctx)
 	cancel()
 	if len(targets) == 0 {
-		d.log.Warn("no peer said what it holds; serving reads from what this node holds")
-		d.finishCatchUp()
+		c.log.Warn("no peer said what it holds; serving reads from what this node holds")
+		c.finishCatchUp(cu, stop, r)
 		return
 	}
-	d.catch.lag.Store(d.catchUpLag(targets))
-	d.catch.phase.Store(catchPulling)
+	c.pull(cu, targets, stop, r)
+}
+
+// pull waits, in phase pulling, until this node holds what targets
+// said, and finishes cu.
+func (c *Cluster) pull(cu *CatchUp, targets map[string]map[uint64]uint64, stop <-chan struct{}, r Reporter) {
+	cu.lag.Store(c.catchUpLag(targets))
+	cu.phase.Store(catchPulling)
 	t0 := time.Now()
-	d.log.Info("catching up with the cluster", zap.Int("peers", len(targets)), zap.Uint64("lag-records", d.catch.lag.Load()))
+	c.log.Info("catching up with the cluster", zap.Int("peers", len(targets)), zap.Uint64("lag-records", cu.lag.Load()))
 
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	report := time.NewTicker(statusInterval)
+	report := time.NewTicker(r.Every)
 	defer report.Stop()
-	lastLag := d.catch.lag.Load()
+	lastLag := cu.lag.Load()
 	for {
-		lag := d.catchUpLag(targets)
-		d.catch.lag.Store(lag)
+		lag := c.catchUpLag(targets)
+		cu.lag.Store(lag)
 		if lag == 0 {
-			d.log.Info("caught up with the cluster", zap.Duration("took", time.Since(t0)))
-			d.finishCatchUp()
+			c.log.Info("caught up with the cluster", zap.Duration("took", time.Since(t0)))
+			c.finishCatchUp(cu, stop, r)
 			return
 		}
 		select {
-		case <-d.stopLoops:
+		case <-stop:
 			return
 		case <-report.C:
-			state := "STATUS=" + d.statusLine()
+			state := "STATUS=" + r.StatusLine()
 			if lag < lastLag {
 				state += "\nEXTEND_TIMEOUT_USEC=" + strconv.FormatInt(catchUpExtend.Microseconds(), 10)
 			}
-			d.notify(state)
-			d.log.Info("catching up with the cluster", zap.Uint64("lag-records", lag), zap.Duration("for", time.Since(t0)))
+			r.Notify(state)
+			c.log.Info("catching up with the cluster", zap.Uint64("lag-records", lag), zap.Duration("for", time.Since(t0)))
 			lastLag = lag
 		case <-tick.C:
 		}
 	}
 }
 
-// finishCatchUp finishes the catch-up, once the store's view is whole: a
-// view lost at start (store.ViewFromPeer) waits for a peer's snapshot,
-// which the fan-out asks the first peer it reaches for, however long no
-// peer is there. It returns early when the daemon stops.
-func (d *Daemon) finishCatchUp() {
-	if _, pending := d.store.ViewFromPeer(); pending {
-		d.catch.phase.Store(catchSnapshot)
-		d.notify("STATUS=waiting for a peer's snapshot: the view was lost with its snapshot")
-		d.log.Warn("not ready until a peer's snapshot makes the view whole")
+// finishCatchUp finishes cu, once the store's view is whole: a view
+// lost at start (store.ViewFromPeer) waits for a peer's snapshot, which
+// the fan-out asks the first peer it reaches for, however long no peer
+// is there. It returns early when stop is closed.
+func (c *Cluster) finishCatchUp(cu *CatchUp, stop <-chan struct{}, r Reporter) {
+	if _, pending := c.st.ViewFromPeer(); pending {
+		cu.phase.Store(catchSnapshot)
+		r.Notify("STATUS=waiting for a peer's snapshot: the view was lost with its snapshot")
+		c.log.Warn("not ready until a peer's snapshot makes the view whole")
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for pending {
 			select {
-			case <-d.stopLoops:
+			case <-stop:
 				return
 			case <-tick.C:
 			}
-			_, pending = d.store.ViewFromPeer()
+			_, pending = c.st.ViewFromPeer()
 		}
-		d.log.Info("the view is whole again from a peer's snapshot")
+		c.log.Info("the view is whole again from a peer's snapshot")
 	}
-	d.catch.finish()
+	cu.Finish()
 }
 
 // askVectors asks every alive peer for its vector; the answers by name.
-func (d *Daemon) askVectors(ctx context.Context) map[string]map[uint64]uint64 {
+func (c *Cluster) askVectors(ctx context.Context) map[string]map[uint64]uint64 {
 	question, _ := json.Marshal(verifyQuestion{VectorOnly: true})
-	self := d.store.Origin()
+	self := c.st.Origin()
 	var mu sync.Mutex
 	out := map[string]map[uint64]uint64{}
 	var wg sync.WaitGroup
-	for _, m := range d.cluster.g.Alive() {
+	for _, m := range c.g.Alive() {
 		if m.ID == self {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := d.askVector(ctx, m.Name, question)
+			v, err := c.askVector(ctx, m.Name, question)
 			if err != nil {
-				d.log.Warn("a peer did not say what it holds; not waiting for it", zap.String("peer", m.Name), zap.Error(err))
+				c.log.Warn("a peer did not say what it holds; not waiting for it", zap.String("peer", m.Name), zap.Error(err))
 				return
 			}
 			mu.Lock()
@@ -212,12 +233,12 @@ const askVectorEvery = 500 * time.Millisecond
 
 // askVector asks one peer for its vector, again every askVectorEvery,
 // for at most verifyAskWait.
-func (d *Daemon) askVector(ctx context.Context, peer string, question []byte) (map[uint64]uint64, error) {
+func (c *Cluster) askVector(ctx context.Context, peer string, question []byte) (map[uint64]uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, verifyAskWait)
 	defer cancel()
 	for {
 		actx, acancel := context.WithTimeout(ctx, askVectorEvery)
-		b, err := d.cluster.g.Ask(actx, peer, question)
+		b, err := c.g.Ask(actx, peer, question)
 		acancel()
 		if err == nil {
 			var n wire.VerifyNode
@@ -239,25 +260,19 @@ func (d *Daemon) askVector(ctx context.Context, peer string, question []byte) (m
 
 // catchUpLag is how many records this node lacks of the targets of the
 // peers still alive, leaving out the origins held back by their clocks.
-func (d *Daemon) catchUpLag(targets map[string]map[uint64]uint64) uint64 {
+func (c *Cluster) catchUpLag(targets map[string]map[uint64]uint64) uint64 {
 	want := map[uint64]uint64{}
-	for _, m := range d.cluster.g.Alive() {
+	for _, m := range c.g.Alive() {
 		for o, seq := range targets[m.Name] {
 			want[o] = max(want[o], seq)
 		}
 	}
-	clocks := d.store.OriginClocks()
+	clocks := c.st.OriginClocks()
 	var lag uint64
 	for o, seq := range want {
-		if have := d.store.LastSeq(o); have < seq && !clocks[o].Flagged {
+		if have := c.st.LastSeq(o); have < seq && !clocks[o].Flagged {
 			lag += seq - have
 		}
 	}
 	return lag
-}
-
-// notifyReady tells systemd the daemon is ready (READY=1), with its
-// status line.
-func (d *Daemon) notifyReady() {
-	d.notify(sd.SdNotifyReady + "\nSTATUS=" + d.statusLine())
 }

@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"encoding/json"
@@ -288,6 +288,6 @@ func (pb *peerBook) save(now time.Time, force bool) {
 // peerGrace is how long a member that failed or left is called back and
 // remembered: gossip's reconnect timeout, at least --tombstone-grace (a
 // member away longer must start over anyway).
-func peerGrace(cfg Config) time.Duration {
-	return max(gossip.DefaultReconnectTimeout, cfg.TombstoneGrace)
+func peerGrace(tombstoneGrace time.Duration) time.Duration {
+	return max(gossip.DefaultReconnectTimeout, tombstoneGrace)
 }

@@ -1,4 +1,4 @@
-package daemon
+package cluster
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,12 +73,15 @@ const maxFreshnessOrigins = 32
 // otherOrigins is the origin label past maxFreshnessOrigins names.
 const otherOrigins = "other"
 
-// consistency is the daemon's consistency observer.
-type consistency struct {
-	d         *Daemon
+// Observer is the node's consistency observer; its Cluster owns it
+// (Cluster.Observer). It is a prometheus.Collector.
+type Observer struct {
+	c         *Cluster
 	freshness prometheus.Histogram
 	byOrigin  *originFreshness
 	results   *prometheus.CounterVec
+
+	started atomic.Int64 // Unix ns of Run's start: "since the start"
 
 	mu          sync.Mutex
 	agreed      uint64
@@ -96,8 +100,9 @@ const (
 	observeNoAnswered = "no_answer"
 )
 
-func newObserver(d *Daemon) *consistency {
-	o := &consistency{d: d,
+// newObserver is c's observer; c is not started yet.
+func newObserver(c *Cluster) *Observer {
+	o := &Observer{c: c,
 		freshness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "cachecast_observer_freshness_seconds",
 			Help:    "For each record applied from another origin: the time from its stamp at the origin to its apply on this node (publish-to-visible; clock offsets between the nodes included).",
@@ -107,7 +112,7 @@ func newObserver(d *Daemon) *consistency {
 			Name:    "cachecast_observer_origin_freshness_seconds",
 			Help:    "cachecast_observer_freshness_seconds by the origin's node name (its hex origin when no member has it), coarser buckets; the first 32 names, later ones under origin=\"other\".",
 			Buckets: originFreshnessBuckets,
-		}, []string{"origin"}), name: d.originName},
+		}, []string{"origin"}), name: c.originName},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachecast_observer_comparisons_total",
 			Help: "View digest comparisons with a peer at a common vector, by result: agreed, differed, no_common_vector (writes kept the vectors apart), no_answer.",
@@ -122,7 +127,7 @@ func newObserver(d *Daemon) *consistency {
 
 // applied observes the freshness of a record of origin applied now
 // (broadcast.Config.Applied). Safe for concurrent use; never blocks.
-func (o *consistency) applied(origin uint64, stamp time.Time) {
+func (o *Observer) applied(origin uint64, stamp time.Time) {
 	secs := max(0, time.Since(stamp).Seconds())
 	o.freshness.Observe(secs)
 	o.byOrigin.observer(origin).Observe(secs)
@@ -164,24 +169,24 @@ func (f *originFreshness) observer(origin uint64) prometheus.Observer {
 
 // originName is the node name of origin among the members gossip knows,
 // else the origin in hex.
-func (d *Daemon) originName(origin uint64) string {
-	if d.cluster != nil {
-		for _, m := range d.cluster.g.Members() {
-			if m.ID == origin {
-				return m.Name
-			}
+func (c *Cluster) originName(origin uint64) string {
+	for _, m := range c.g.Members() {
+		if m.ID == origin {
+			return m.Name
 		}
 	}
 	return wire.FormatOrigin(origin)
 }
 
-// run starts a comparison with one peer every interval until stop is
-// closed, and waits for those under way to end. Each runs on its own
-// goroutine, one at a time per peer: a peer that does not answer (paused,
-// cut off) holds up only its own comparison, for up to verifyAskWait,
-// not those with the other peers.
-func (o *consistency) run(interval time.Duration, stop <-chan struct{}) {
-	if interval <= 0 || o.d.cluster == nil {
+// Run starts a comparison with one peer every interval (--observe-interval;
+// 0: none) while ready says the node serves, until stop is closed, and
+// waits for those under way to end. Each runs on its own goroutine, one
+// at a time per peer: a peer that does not answer (paused, cut off)
+// holds up only its own comparison, for up to verifyAskWait, not those
+// with the other peers.
+func (o *Observer) Run(interval time.Duration, ready func() bool, stop <-chan struct{}) {
+	o.started.Store(time.Now().UnixNano())
+	if interval <= 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -196,7 +201,7 @@ func (o *consistency) run(interval time.Duration, stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		if !o.d.ready.Load() {
+		if !ready() {
 			continue
 		}
 		peer, ok := o.pickPeer()
@@ -217,13 +222,13 @@ func (o *consistency) run(interval time.Duration, stop <-chan struct{}) {
 
 // pickPeer picks at random an alive member other than this node with no
 // comparison under way, and marks it under way (record ends it).
-func (o *consistency) pickPeer() (string, bool) {
-	alive := o.d.cluster.g.Alive()
+func (o *Observer) pickPeer() (string, bool) {
+	alive := o.c.g.Alive()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var names []string
 	for _, m := range alive {
-		if m.Name != o.d.cfg.NodeName && !o.comparing[m.Name] {
+		if m.Name != o.c.cfg.NodeName && !o.comparing[m.Name] {
 			names = append(names, m.Name)
 		}
 	}
@@ -237,12 +242,12 @@ func (o *consistency) pickPeer() (string, bool) {
 
 // compare asks peer for its digest at this node's vector and compares the
 // two at a common vector: the result, and the topics that differ.
-func (o *consistency) compare(ctx context.Context, peer string) (string, []string) {
-	st := o.d.store
+func (o *Observer) compare(ctx context.Context, peer string) (string, []string) {
+	st := o.c.st
 	own := st.ViewDigests()
 	for range observeRounds {
 		question, _ := json.Marshal(verifyQuestion{Vector: own.Vector})
-		b, err := o.d.cluster.g.Ask(ctx, peer, question)
+		b, err := o.c.g.Ask(ctx, peer, question)
 		if err != nil {
 			return observeNoAnswered, nil
 		}
@@ -254,7 +259,7 @@ func (o *consistency) compare(ctx context.Context, peer string) (string, []strin
 		if err != nil {
 			return observeNoAnswered, nil
 		}
-		if !covers(theirs, own.Vector) {
+		if !Covers(theirs, own.Vector) {
 			// The peer did not catch up with this node within
 			// verifyCatchUp: it is behind (cut off, paused, slow), and
 			// asking again would only wait as long again.
@@ -264,7 +269,7 @@ func (o *consistency) compare(ctx context.Context, peer string) (string, []strin
 			// Writes in flight: catch up with what the peer holds, and
 			// take this node's digest again.
 			deadline := time.Now().Add(observeCatchUp)
-			for !covers(st.Vector(), theirs) && time.Now().Before(deadline) && ctx.Err() == nil {
+			for !Covers(st.Vector(), theirs) && time.Now().Before(deadline) && ctx.Err() == nil {
 				select {
 				case <-st.Changed():
 				case <-time.After(10 * time.Millisecond):
@@ -281,8 +286,8 @@ func (o *consistency) compare(ctx context.Context, peer string) (string, []strin
 }
 
 // diff compares this node's digest with a peer's taken at the same vector.
-func (o *consistency) diff(own store.ViewDigest, theirs *wire.ViewDigest) (string, []string) {
-	mine := viewDigest(own)
+func (o *Observer) diff(own store.ViewDigest, theirs *wire.ViewDigest) (string, []string) {
+	mine := WireDigest(own)
 	var differ []string
 	for t, sum := range mine.Topics {
 		if theirs.Topics[t] != sum {
@@ -303,7 +308,7 @@ func (o *consistency) diff(own store.ViewDigest, theirs *wire.ViewDigest) (strin
 
 // record ends a comparison with peer and counts its result ("" for
 // none: the daemon stopped).
-func (o *consistency) record(peer, result string, topics []string, now time.Time) {
+func (o *Observer) record(peer, result string, topics []string, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.comparing, peer)
@@ -336,7 +341,7 @@ var (
 
 // Describe and Collect make the observer a collector: the histogram, the
 // counters and the gauges read at scrape time.
-func (o *consistency) Describe(ch chan<- *prometheus.Desc) {
+func (o *Observer) Describe(ch chan<- *prometheus.Desc) {
 	o.freshness.Describe(ch)
 	o.byOrigin.vec.Describe(ch)
 	o.results.Describe(ch)
@@ -344,11 +349,11 @@ func (o *consistency) Describe(ch chan<- *prometheus.Desc) {
 	ch <- sinceAgreedDesc
 }
 
-func (o *consistency) Collect(ch chan<- prometheus.Metric) {
+func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 	o.freshness.Collect(ch)
 	o.byOrigin.vec.Collect(ch)
 	o.results.Collect(ch)
-	s := o.status(time.Now())
+	s := o.Status(time.Now())
 	ch <- prometheus.MustNewConstMetric(agreementRatioDesc, prometheus.GaugeValue, s.AgreementRatio)
 	for _, p := range s.Peers {
 		ch <- prometheus.MustNewConstMetric(sinceAgreedDesc, prometheus.GaugeValue, p.SecondsSinceAgreed, p.Name)
@@ -357,13 +362,10 @@ func (o *consistency) Collect(ch chan<- prometheus.Metric) {
 
 // peerNames are the members the observer reports on: alive, or missing
 // (seen and not alive now), this node aside.
-func (o *consistency) peerNames() []string {
-	if o.d.cluster == nil {
-		return nil
-	}
-	names := o.d.cluster.peers.missing()
-	for _, m := range o.d.cluster.g.Alive() {
-		if m.Name != o.d.cfg.NodeName {
+func (o *Observer) peerNames() []string {
+	names := o.c.peers.missing()
+	for _, m := range o.c.g.Alive() {
+		if m.Name != o.c.cfg.NodeName {
 			names = append(names, m.Name)
 		}
 	}
@@ -371,14 +373,17 @@ func (o *consistency) peerNames() []string {
 	return slices.Compact(names)
 }
 
-// status is the observer's summary for GET /v1/status.
-func (o *consistency) status(now time.Time) wire.ObserverStatus {
+// Status is the observer's summary for GET /v1/status.
+func (o *Observer) Status(now time.Time) wire.ObserverStatus {
 	names := o.peerNames()
 	o.mu.Lock()
 	s := wire.ObserverStatus{Agreed: o.agreed, Differed: o.differed, AgreementRatio: 1,
 		Differences: slices.Clone(o.differences)}
 	for _, name := range names {
-		since := o.d.started
+		since := time.Unix(0, o.started.Load())
+		if o.started.Load() == 0 {
+			since = now // not started
+		}
 		if t, ok := o.lastAgreed[name]; ok {
 			since = t
 		}
@@ -397,7 +402,7 @@ func (o *consistency) status(now time.Time) wire.ObserverStatus {
 // holds quantile q of the observations since the start; 0 without any.
 // Past the last bucket it is that bucket's bound with over set (JSON has
 // no infinity, and /v1/status must encode).
-func (o *consistency) freshnessQuantile(q float64) (bound float64, over bool) {
+func (o *Observer) freshnessQuantile(q float64) (bound float64, over bool) {
 	var m dto.Metric
 	if err := o.freshness.Write(&m); err != nil || m.Histogram.GetSampleCount() == 0 {
 		return 0, false
