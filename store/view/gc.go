@@ -53,10 +53,10 @@ func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) 
 			tv := v.topics[c.topic]
 			// A timeline that came since the clone put a timedEntry in
 			// byKey, not c.it.
-			if tv == nil || tv.byKey[c.it.key()] != c.it {
+			if tv == nil || tv.byKey.get(c.it.key()) != c.it {
 				continue // written again since the clone
 			}
-			delete(tv.byKey, c.it.key())
+			tv.byKey.delete(c.it.key())
 			tv.dropMark(c.it.key())
 			tv.writes++
 			tv.order.Delete(c.it)
@@ -90,7 +90,7 @@ func (v *View) Tombstones() int {
 	defer v.mu.RUnlock()
 	n := 0
 	for _, tv := range v.topics {
-		n += len(tv.byKey) - tv.live
+		n += tv.byKey.len() - tv.live
 	}
 	return n
 }

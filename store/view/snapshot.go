@@ -372,7 +372,7 @@ type snapDecoder struct {
 	// writes is its count of writes after the last batch (flush).
 	fresh  bool
 	writes uint64
-	// count is the entries of the topic being read; hint what its map
+	// count is the entries of the topic being read; hint what its index
 	// was made for, when fresh (grown in flush, for a stream).
 	count, hint int
 
@@ -441,15 +441,13 @@ func (d *snapDecoder) flush(tv *topicView) {
 	// the entries' keys are new to it (a version 1 snapshot's keys are
 	// distinct): no lookup, no rule to apply.
 	d.fresh = d.fresh && tv.writes == d.writes
-	if n := len(tv.byKey) + len(d.batch); d.fresh && n > d.hint && d.hint < d.count {
-		// A stream's topic map is made for streamHint entries and grown
+	if n := tv.byKey.len() + len(d.batch); d.fresh && n > d.hint && d.hint < d.count {
+		// A stream's topic index is made for streamHint entries and grown
 		// here sixteenfold at a time to its count (one copy of a
-		// sixteenth of the entries in all, where the map's own doubling
+		// sixteenth of the entries in all, where the index's own growth
 		// rehashes each entry again and again).
 		d.hint = min(d.count, streamGrowth*n)
-		m := make(map[string]*viewItem, d.hint)
-		maps.Copy(m, tv.byKey)
-		tv.byKey = m
+		tv.byKey = tv.byKey.grown(d.hint)
 	}
 	for _, it := range d.batch {
 		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
@@ -548,7 +546,7 @@ func (d *snapDecoder) readData(n int) ([]byte, error) {
 	return buf, nil
 }
 
-// From a stream: a topic's map is made for at most streamHint entries
+// From a stream: a topic's index is made for at most streamHint entries
 // and grown streamGrowth times at a time as its entries arrive (flush);
 // an entry's bytes are allocated streamChunk at a time beyond that size.
 const (
@@ -749,7 +747,7 @@ func (d *snapDecoder) topic(v *View, name string, version uint32) *topicView {
 	} else {
 		d.hint = 0 // made by someone else: grown at the first batch
 	}
-	d.fresh = version == snapVersion && len(tv.byKey) == 0 && len(tv.tls) == 0
+	d.fresh = version == snapVersion && tv.byKey.len() == 0 && len(tv.tls) == 0
 	d.writes = tv.writes
 	return tv
 }

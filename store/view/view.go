@@ -56,7 +56,7 @@ import (
 // byKey holds a timedEntry for it (a copy of the entry, flagged timed,
 // with the entry itself and the timeline), so that a write or a read
 // finds the timeline with the one lookup of the entry and a key's first
-// timeline inserts into no second map; the topic lists its timelines
+// timeline inserts into no second index; the topic lists its timelines
 // for the listings and the frozen copies (topicView.tls). A read takes
 // the entry while it is known to be in force (see current) and resolves
 // the timeline at its own instant otherwise, and RunTimes settles the
@@ -70,16 +70,17 @@ import (
 // firstTimeline), and its timedEntry another (80).
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
-// a map for point gets and a B-tree (github.com/google/btree) for ordered
-// listing, both pointing at the same item. An item is 64 bytes plus
-// one allocation holding key, tag and value back to back; the map's key
-// string and the B-tree's ordering both use the key inside that allocation,
-// so a key is stored once. Measured with 10 million 14-byte keys and 16-byte
-// values (BenchmarkViewGet): about 144 heap bytes per key (item 48, key and
-// value 32, map about 50, B-tree about 14) and about 0.5 us per Get, 0
-// allocations. Without the map it would be about 95 bytes per key but about
-// 4.5 us and one allocation per Get (a B-tree descent is ~25 key compares,
-// each a cache miss at this size), hence the map. Entries read from a
+// a hash index for point gets (keyIndex: 9 bytes a slot, the entry's
+// pointer and a tag of the key's hash) and a B-tree
+// (github.com/google/btree) for ordered listing, both pointing at the same
+// item. An item is 64 bytes plus one allocation holding key, tag and value
+// back to back; the index and the B-tree's ordering both read the key
+// inside that allocation, so a key is stored once. Measured with 10
+// million 14-byte keys and 16-byte values (BenchmarkViewGet): 132 heap
+// bytes per key (160 with a map[string]*viewItem for the index, issue 34),
+// 0 allocations per Get. Without the index it would be about 95 bytes per
+// key but about 4.5 us and one allocation per Get (a B-tree descent is ~25
+// key compares, each a cache miss at this size), hence the index. Entries read from a
 // snapshot (a restart, a bootstrap) are cut from slabs of 1,024 items and
 // 256 KiB of data instead (snapshot.go), so that loading millions of them
 // is a few hundred allocations for the garbage collector to mark; a slab
@@ -88,7 +89,7 @@ import (
 // Digest and the snapshot writer work on a lazy copy-on-write clone of the
 // B-trees (btree.Clone, by freeze) without holding the lock while they
 // read, so an item a clone may hold is never modified: an update makes a
-// new item and swaps the pointers in the map and the B-tree (a descent of
+// new item and swaps the pointers in the index and the B-tree (a descent of
 // ~20 key compares). An item made since the last freeze is in no clone,
 // though: an ordinary update of its key (no timeline) copies the new
 // record into it, under the write lock, and leaves the B-tree alone, which
@@ -131,7 +132,7 @@ type TopicInfo struct {
 // View maps (topic, key) to the latest value. One goroutine applies records
 // (Apply is not meant to be called concurrently with itself, though it is
 // safe); any number read at the same time. A writer holds the lock for one
-// map and one B-tree update, so readers never wait long.
+// index and one B-tree update, so readers never wait long.
 type View struct {
 	mu     sync.RWMutex
 	topics map[string]*topicView
@@ -227,7 +228,7 @@ func (it *viewItem) change(topic string) Change {
 type topicView struct {
 	name  string
 	index uint32                   // in View.topicList
-	byKey map[string]*viewItem     // point gets
+	byKey keyIndex                 // point gets
 	order *btree.BTreeG[*viewItem] // ordered listing, Digest, snapshots
 	live  int                      // items that are not tombstones
 	// writes counts the changes to byKey, so that a snapshot being
@@ -477,7 +478,7 @@ func (v *View) addTopic(name string, sizeHint int) *topicView {
 	tv := &topicView{
 		name:  name,
 		index: uint32(len(v.topicList)),
-		byKey: make(map[string]*viewItem, sizeHint),
+		byKey: newKeyIndex(sizeHint),
 		order: btree.NewG(btreeDegree, itemLess),
 	}
 	v.topics[name] = tv
@@ -520,7 +521,8 @@ func (v *View) Apply(r record.Record) bool {
 		eff := int64(r.Effective())
 		v.mu.RLock()
 		if tv := v.topics[string(topic)]; tv != nil {
-			if old := tv.byKey[string(key)]; old == nil || !old.timed {
+			// The key's bytes as a string without a copy: get keeps none.
+			if old := tv.byKey.get(unsafe.String(unsafe.SliceData(key), len(key))); old == nil || !old.timed {
 				if old != nil && !(&viewItem{eff: eff, stamp: st}).after(old) {
 					v.mu.RUnlock()
 					return false
@@ -551,9 +553,9 @@ func (v *View) Apply(r record.Record) bool {
 
 // lookup is the entry of key k (nil: none) and, for a key with a
 // timeline, its timedEntry (nil: none), which holds the timeline: one
-// map lookup whatever the key holds.
+// index lookup whatever the key holds.
 func (tv *topicView) lookup(k string) (*viewItem, *timedEntry) {
-	it := tv.byKey[k]
+	it := tv.byKey.get(k)
 	if it != nil && it.timed {
 		te := timedOf(it)
 		return te.cur, te
@@ -562,7 +564,7 @@ func (tv *topicView) lookup(k string) (*viewItem, *timedEntry) {
 }
 
 // touchLocked looks up the keys of a batch (rs, whose keyed records are
-// items) once before ApplyBatch applies them: each key's map group, key
+// items) once before ApplyBatch applies them: each key's index slots, key
 // and entry, three cache misses a key, are then loaded together, not one
 // key after another between the applies. It changes nothing. The caller
 // holds the write lock.
@@ -580,7 +582,7 @@ func (v *View) touchLocked(rs []record.Record, items []viewItem) {
 				continue
 			}
 		}
-		if old := tv.byKey[k]; old != nil {
+		if old := tv.byKey.get(k); old != nil {
 			v.touched += uint64(old.epoch)
 		}
 	}
@@ -858,7 +860,7 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntr
 		}
 	}
 	if it == nil {
-		delete(tv.byKey, k)
+		tv.byKey.delete(k)
 		tv.order.Delete(old)
 		if old != nil && !old.isTomb() && (v.follow != nil || cause != "") {
 			c := Change{Topic: tv.name, Key: k, Deleted: true, Cause: cause}
@@ -868,15 +870,12 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntr
 		}
 		return
 	}
-	// Assigning to an existing string key also stores the new key string
-	// (the runtime updates string keys on overwrite), so the map does not
-	// keep the old item's data alive.
 	mapped := it
 	if te != nil {
 		te.set(it)
 		mapped = &te.viewItem
 	}
-	tv.byKey[it.key()] = mapped
+	tv.byKey.set(mapped)
 	tv.order.ReplaceOrInsert(it)
 	if !it.isTomb() {
 		tv.live++
@@ -946,9 +945,6 @@ func (v *View) update(tv *topicView, old, it *viewItem) {
 	tv.writes++
 	it.epoch = old.epoch
 	*old = *it
-	// Storing the key again makes the map's key string the new data's,
-	// so that it does not keep the old value alive.
-	tv.byKey[old.key()] = old
 	if !old.isTomb() {
 		tv.live++
 		v.live++
@@ -1044,7 +1040,7 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, te *timedEntry, tl
 				te.set(old)
 				mapped = &te.viewItem
 			}
-			tv.byKey[old.key()] = mapped
+			tv.byKey.set(mapped)
 			tv.writes++
 		}
 		return false
@@ -1066,7 +1062,7 @@ func (v *View) insertNew(tv *topicView, it *viewItem) {
 }
 
 // insertFresh is insertNew of each item (of distinct keys), with the
-// B-tree filled by a goroutine of its own meanwhile: the map's inserts
+// B-tree filled by a goroutine of its own meanwhile: the index's inserts
 // and the B-tree's descents are each bound by memory latency, and a bulk
 // load (a bootstrap's snapshot) takes about the time of the slower.
 func (v *View) insertFresh(tv *topicView, items []*viewItem) {
@@ -1086,7 +1082,7 @@ func (v *View) insertFresh(tv *topicView, items []*viewItem) {
 // addNew is insertNew but for the B-tree.
 func (v *View) addNew(tv *topicView, it *viewItem) {
 	tv.writes++
-	tv.byKey[it.key()] = it
+	tv.byKey.set(it)
 	if !it.isTomb() {
 		tv.live++
 		v.live++
@@ -1160,7 +1156,7 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
 // settling (settledAt) to the earliest instant queued, every entry is in
 // force, and a read takes it without looking its timeline up.
 func (v *View) current(tv *topicView, key string, now func() int64) *viewItem {
-	it := tv.byKey[key]
+	it := tv.byKey.get(key)
 	if it == nil {
 		return nil
 	}
@@ -1330,11 +1326,11 @@ func indexFrozen(topics []frozenTopic) (entries int) {
 // the index. It moves the epoch, so that no item or timeline the clones
 // hold is updated in place, and shares each topic's list of timelines
 // (see topicView.tls). When the epoch wraps, every item and timeline is
-// marked as made before it (once in 65,535 freezes, a walk of the maps).
+// marked as made before it (once in 65,535 freezes, a walk of the indexes).
 func (v *View) freezeLocked() []frozenTopic {
 	if v.epoch++; v.epoch == 0 {
 		for _, tv := range v.topics {
-			for _, it := range tv.byKey {
+			for it := range tv.byKey.all() {
 				it.epoch = 0
 				if it.timed {
 					timedOf(it).cur.epoch = 0

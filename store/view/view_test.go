@@ -313,7 +313,7 @@ func TestViewReplacedValueIsFreed(t *testing.T) {
 	big := string(bytes.Repeat([]byte("x"), 4096))
 	v.Apply(viewPut("t", "key", big, 1, 1, 1).record(t))
 	freed := make(chan struct{})
-	old := v.topics["t"].byKey["key"]
+	old := v.topics["t"].byKey.get("key")
 	runtime.AddCleanup(unsafe.StringData(old.data), func(ch chan struct{}) { close(ch) }, freed)
 	old = nil
 
@@ -688,7 +688,7 @@ func TestViewEpochWraps(t *testing.T) {
 	v := New()
 	v.Apply(viewPut("t", "k", "v1", 1, 1, 1).record(t))
 	v.epoch = 1<<16 - 1
-	v.topics["t"].byKey["k"].epoch = 1<<16 - 1
+	v.topics["t"].byKey.get("k").epoch = 1<<16 - 1
 	frozen := v.FollowFrom(nil, nil) // epoch wraps to 1
 	v.Apply(viewPut("t", "k", "v2", 1, 2, 2).record(t))
 	for c := range frozen {

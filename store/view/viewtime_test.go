@@ -189,7 +189,8 @@ func checkTimeModel(t *testing.T, v *View, recs []timeRec, at int64, what string
 func checkTimelines(v *View) error {
 	for _, tv := range v.topics {
 		timed := 0
-		for k, it := range tv.byKey {
+		for it := range tv.byKey.all() {
+			k := it.key()
 			in, _ := tv.order.Get(it)
 			if !it.timed {
 				if in != it {
