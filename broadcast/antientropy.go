@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/cachecast/cachecast/store"
-	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/broadcast/digest"
+	"github.com/cachecast/cachecast/broadcast/wire"
 )
 
 // antiEntropyLoop starts Fanout exchanges every SyncInterval and keeps the
@@ -70,7 +70,7 @@ func (n *Node) retireAbsent(now time.Time) {
 		if o == n.self || n.links[o] != nil {
 			delete(n.absentSince, o)
 			if n.retired[o] {
-				n.digests.retire(o, false)
+				n.digests.Retire(o, false)
 			}
 			delete(n.retired, o)
 			continue
@@ -89,7 +89,7 @@ func (n *Node) retireAbsent(now time.Time) {
 // retireLocked retires origin o; called with mu and rmu held.
 func (n *Node) retireLocked(o uint64, why string, absent time.Duration) {
 	n.retired[o] = true
-	n.digests.retire(o, true)
+	n.digests.Retire(o, true)
 	if _, ok := n.absentSince[o]; !ok {
 		n.absentSince[o] = time.Now()
 	}
@@ -124,7 +124,7 @@ func (n *Node) adoptRetired(entries map[uint64]uint64) {
 
 // vectorToSend is this node's vector as a vector frame carries it, and
 // the retired origins with their seqs.
-func (n *Node) vectorToSend() (vectorMsg, map[uint64]uint64) {
+func (n *Node) vectorToSend() (wire.VectorMsg, map[uint64]uint64) {
 	live := n.st.Vector()
 	retired := map[uint64]uint64{}
 	n.rmu.Lock()
@@ -135,7 +135,7 @@ func (n *Node) vectorToSend() (vectorMsg, map[uint64]uint64) {
 		}
 	}
 	n.rmu.Unlock()
-	return vectorMsg{live: live, retired: uint32(len(retired)), digest: retiredDigest(retired)}, retired
+	return wire.VectorMsg{Live: live, Retired: uint32(len(retired)), Digest: wire.RetiredDigest(retired)}, retired
 }
 
 // LiveVector is the store's version vector without the retired origins:
@@ -143,7 +143,7 @@ func (n *Node) vectorToSend() (vectorMsg, map[uint64]uint64) {
 // retired ones out too).
 func (n *Node) LiveVector() map[uint64]uint64 {
 	v, _ := n.vectorToSend()
-	return v.live
+	return v.Live
 }
 
 // Retired returns the origins this node has retired from its vectors.
@@ -210,245 +210,89 @@ func (n *Node) Stats() Stats {
 // ackFrame encodes an ack (or a retired list) and counts its entries.
 func (n *Node) ackFrame(v map[uint64]uint64) []byte {
 	n.entriesSent.Add(uint64(len(v)))
-	return encodeAck(v)
+	return wire.EncodeAck(v)
 }
 
 // vectorFrame encodes a vector frame and counts its entries.
-func (n *Node) vectorFrame(m vectorMsg) []byte {
-	n.entriesSent.Add(uint64(len(m.live)))
-	n.exchangeEntries.Add(uint64(len(m.live)))
-	return encodeVector(m)
+func (n *Node) vectorFrame(m wire.VectorMsg) []byte {
+	n.entriesSent.Add(uint64(len(m.Live)))
+	n.exchangeEntries.Add(uint64(len(m.Live)))
+	return wire.EncodeVector(m)
 }
 
 // readAck decodes an ack (or a retired list) and counts its entries.
 func (n *Node) readAck(p []byte) (map[uint64]uint64, error) {
-	v, err := decodeAck(p)
+	v, err := wire.DecodeAck(p)
 	n.entriesReceived.Add(uint64(len(v)))
 	return v, err
 }
 
 // readVector decodes a vector frame and counts its entries.
-func (n *Node) readVector(p []byte) (vectorMsg, error) {
-	m, err := decodeVector(p)
-	n.entriesReceived.Add(uint64(len(m.live)))
-	n.exchangeEntries.Add(uint64(len(m.live)))
+func (n *Node) readVector(p []byte) (wire.VectorMsg, error) {
+	m, err := wire.DecodeVector(p)
+	n.entriesReceived.Add(uint64(len(m.Live)))
+	n.exchangeEntries.Add(uint64(len(m.Live)))
 	return m, err
-}
-
-// handshakeBytes is what one handshake writes and reads, each way.
-const handshakeBytes = helloSize + macSize
-
-// aeFrame is a frame of a digest exchange waiting to be written, with the
-// tree nodes and vector entries it carries (for the counters).
-type aeFrame struct {
-	typ     byte
-	p       []byte
-	entries int
-}
-
-// digestStep is one side's answer to a frame of a digest exchange.
-type digestStep struct {
-	out []aeFrame
-	// learned is what the other side holds, as far as the frame tells:
-	// the entries it sent, and this side's own under the nodes whose sums
-	// were equal (those set since the link's seen mark of these sums).
-	learned map[uint64]uint64
-	// whole says the root's sums were equal: the other side holds at
-	// least all of sums (as of change gen), which the link notes (seen).
-	whole     bool
-	sums, gen uint64
-	// opening says the frame opened an exchange or answered an opening
-	// (it carried the retired summary), sameRetired that the summaries
-	// matched; retired is then this side's retired origins (not to be
-	// changed), which the other side holds too.
-	opening, sameRetired bool
-	retired              map[uint64]uint64
-}
-
-// answerLocked answers a sums or entries frame (payload p; hasCut: the
-// connection speaks ProtocolCut, whose sums frames carry their cut);
-// received is how many tree nodes and entries the frame carried. seen is
-// the link's marks (link.seen: what it learned already of which sums);
-// nil when there is no link to note what the other side holds on: then
-// nothing of this side's own is learned.
-// Sums are compared at the frame's cut; entries frames carry each side's
-// highest seqs (what the other may pull), whatever the cut.
-func (x *digestIndex) answerLocked(typ byte, p []byte, hasCut bool, seen map[uint64]uint64) (st digestStep, received int, err error) {
-	if typ == frameEntries {
-		m, err := decodeEntries(p)
-		if err != nil {
-			return st, 0, err
-		}
-		st.learned = m.entries
-		if m.answer {
-			st.out = entriesFrames(entriesMsg{nodes: m.nodes, entries: x.headsUnderLocked(m.nodes)})
-		}
-		return st, len(m.nodes) + len(m.entries), nil
-	}
-	m, err := decodeSums(p, hasCut)
-	if err != nil {
-		return st, 0, err
-	}
-	sums := x.sumsAtLocked(m.cut)
-	var reply []sumNode
-	var equal, leaves, expand []nodeID
-	for _, x := range m.nodes {
-		switch mine := sums.sum(x.nodeID); {
-		case mine == x.sum:
-			equal = append(equal, x.nodeID)
-			st.whole = st.whole || x.depth == 0
-			if !x.final && x.count > 0 {
-				reply = append(reply, sumNode{nodeID: x.nodeID, sum: mine, final: true})
-			}
-		case x.final:
-			// Changed since the other side looked: a later exchange finds it.
-		case x.depth == digestMaxDepth || max(mine.count, x.count) <= digestLeaf || min(mine.count, x.count) == 0:
-			// Small, or one side holds nothing here: every entry is needed.
-			leaves = append(leaves, x.nodeID)
-		default:
-			for c := range digestFanout {
-				expand = append(expand, x.child(c))
-			}
-		}
-	}
-	for _, id := range expand {
-		reply = append(reply, sumNode{nodeID: id, sum: sums.sum(id)})
-	}
-	// The other side holds at least these sums where they were equal.
-	if seen != nil {
-		st.learned = sums.changedUnder(equal, seen[sums.id])
-	}
-	st.sums, st.gen = sums.id, x.gen
-	st.opening = m.kind != sumsStep
-	retired, digest := x.retiredLocked()
-	st.sameRetired = st.opening && m.retired == retired && m.digest == digest
-	if st.sameRetired {
-		st.retired = x.retiredSum.heads
-	}
-	for i := 0; i < len(reply) || (i == 0 && m.kind == sumsOpen); i += maxFrameNodes {
-		f := sumsMsg{kind: sumsStep, hasCut: m.hasCut, cut: m.cut, nodes: reply[i:min(i+maxFrameNodes, len(reply))]}
-		if i == 0 && m.kind == sumsOpen {
-			// The answer to an opening always goes, with the retired
-			// summary: the dialer learns from it whether to send its
-			// retired list.
-			f.kind, f.retired, f.digest = sumsOpenAnswer, retired, digest
-		}
-		st.out = append(st.out, aeFrame{typ: frameSums, p: encodeSums(f), entries: len(f.nodes)})
-	}
-	if len(leaves) > 0 {
-		st.out = append(st.out, entriesFrames(entriesMsg{answer: true, nodes: leaves, entries: x.headsUnderLocked(leaves)})...)
-	}
-	if st.opening && !st.sameRetired {
-		st.out = append(st.out, aeFrame{typ: frameRetired, p: encodeAck(x.retiredHeads), entries: len(x.retiredHeads)})
-	}
-	return st, len(m.nodes), nil
-}
-
-// answer is answerLocked on the index brought up to date.
-func (x *digestIndex) answer(typ byte, p []byte, hasCut bool, seen map[uint64]uint64) (digestStep, int, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.syncLocked()
-	return x.answerLocked(typ, p, hasCut, seen)
-}
-
-// opening is the first frame of a digest exchange: the root's sum at
-// the cut (noCut: over the highest seqs) and the retired summary.
-func (x *digestIndex) opening(hasCut bool, cut uint64) aeFrame {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.syncLocked()
-	m := sumsMsg{kind: sumsOpen, hasCut: hasCut, cut: cut}
-	m.retired, m.digest = x.retiredLocked()
-	m.nodes = []sumNode{{nodeID: treeRoot, sum: x.sumsAtLocked(cut).sum(treeRoot)}}
-	return aeFrame{typ: frameSums, p: encodeSums(m), entries: 1}
-}
-
-// entriesFrames cuts m into frames of at most maxFrameNodes nodes, each
-// with the entries under its own nodes.
-func entriesFrames(m entriesMsg) []aeFrame {
-	var out []aeFrame
-	for i := 0; i < len(m.nodes) || i == 0; i += maxFrameNodes {
-		f := entriesMsg{answer: m.answer, nodes: m.nodes[i:min(i+maxFrameNodes, len(m.nodes))], entries: m.entries}
-		if len(m.nodes) > maxFrameNodes {
-			f.entries = entriesUnder(m.entries, f.nodes)
-		}
-		out = append(out, aeFrame{typ: frameEntries, p: encodeEntries(f), entries: len(f.nodes) + len(f.entries)})
-	}
-	return out
 }
 
 // openingFrame is the first frame of a digest exchange on a connection
 // of protocol proto: the sum of the whole live vector (at a cut from
 // now, on ProtocolCut) and the retired summary.
-func (n *Node) openingFrame(proto uint8) aeFrame {
-	hasCut, cut := proto >= ProtocolCut, uint64(noCut)
-	if now := time.Now(); hasCut && !n.digests.headsFirst(now, n.cfg.SyncInterval) {
-		cut = cutAt(now, n.cfg.SyncInterval)
+func (n *Node) openingFrame(proto uint8) digest.Frame {
+	hasCut, cut := proto >= ProtocolCut, uint64(digest.NoCut)
+	if now := time.Now(); hasCut && !n.digests.HeadsFirst(now, n.cfg.SyncInterval) {
+		cut = digest.CutAt(now, n.cfg.SyncInterval)
 	}
-	return n.digests.opening(hasCut, cut)
+	return n.digests.Opening(hasCut, cut)
 }
 
 // stampOf is the stamp of origin o's record seq: 0 (old) when it cannot
 // be read (recycled, or lost: the records a cut can reach are young, and
-// those are kept), noCut (young) when it is not committed yet.
-func (n *Node) stampOf(o, seq uint64) uint64 { return stampIn(n.st, o, seq) }
-
-// stampIn is stampOf in the store st.
-func stampIn(st *store.Store, o, seq uint64) uint64 {
-	h, read := uint64(0), false
-	_, err := st.ReadOrigin(o, seq, seq, func(r record.Record) error {
-		h, read = r.HLC(), true
-		return nil
-	})
-	if err == nil && !read {
-		return noCut
-	}
-	return h
-}
+// those are kept), digest.NoCut (young) when it is not committed yet.
+func (n *Node) stampOf(o, seq uint64) uint64 { return digest.StampIn(n.st, o, seq) }
 
 // digestAnswer takes a sums or entries frame from peer (l is this node's
 // link to it, nil when it is not a member here) on a connection of
 // protocol proto: what it learns goes into the link's view of the peer
 // (which then pulls what this node lacks), and it returns the frames
 // that answer it.
-func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]aeFrame, error) {
+func (n *Node) digestAnswer(l *link, typ byte, p []byte, proto uint8) ([]digest.Frame, error) {
 	if proto < ProtocolDigest {
-		return nil, fmt.Errorf("%w: a digest frame (type %d) on a connection of protocol %d", ErrBadFrame, typ, proto)
+		return nil, fmt.Errorf("%w: a digest frame (type %d) on a connection of protocol %d", wire.ErrBadFrame, typ, proto)
 	}
 	var seen map[uint64]uint64
 	var epoch uint64
 	if l != nil {
 		seen, epoch = l.seenMarks()
 	}
-	st, got, err := n.digests.answer(typ, p, proto >= ProtocolCut, seen)
+	st, got, err := n.digests.Answer(typ, p, proto >= ProtocolCut, seen)
 	n.entriesReceived.Add(uint64(got))
 	n.exchangeEntries.Add(uint64(got))
 	if err != nil {
 		return nil, err
 	}
 	if l != nil {
-		if st.sameRetired {
+		if st.SameRetired {
 			l.mu.Lock()
-			l.retiredHolds = st.retired // the same origins at the same seqs
+			l.retiredHolds = st.Retired // the same origins at the same seqs
 			l.mu.Unlock()
 		}
 		l.mergeDigest(st, epoch)
 		l.afterAck()
 	}
-	return st.out, nil
+	return st.Out, nil
 }
 
 // sendDigest writes the frames of a digest exchange with send, counting
 // their entries.
-func (n *Node) sendDigest(out []aeFrame, send func(byte, []byte) error) error {
+func (n *Node) sendDigest(out []digest.Frame, send func(byte, []byte) error) error {
 	for _, f := range out {
-		if err := send(f.typ, f.p); err != nil {
+		if err := send(f.Type, f.Payload); err != nil {
 			return err
 		}
-		n.entriesSent.Add(uint64(f.entries))
-		if f.typ != frameRetired {
-			n.exchangeEntries.Add(uint64(f.entries))
+		n.entriesSent.Add(uint64(f.Entries))
+		if f.Type != wire.FrameRetired {
+			n.exchangeEntries.Add(uint64(f.Entries))
 		}
 	}
 	return nil
@@ -462,7 +306,7 @@ func (n *Node) linkTo(peer uint64) *link {
 }
 
 // queueDigest hands frames of a digest exchange to the link's writer.
-func (l *link) queueDigest(out []aeFrame) {
+func (l *link) queueDigest(out []digest.Frame) {
 	if len(out) == 0 {
 		return
 	}
@@ -476,7 +320,7 @@ func (l *link) queueDigest(out []aeFrame) {
 // protocol 5 the digest frames queued and, when exchange, an opening; on
 // 3 and 4 the whole vector when exchange and the retired list when
 // sendRetired.
-func (l *link) writeExchange(w *frameWriter, proto uint8, exchange, sendRetired bool) error {
+func (l *link) writeExchange(w *wire.Writer, proto uint8, exchange, sendRetired bool) error {
 	l.mu.Lock()
 	queued := l.digestOut
 	l.digestOut = nil
@@ -492,7 +336,7 @@ func (l *link) writeExchange(w *frameWriter, proto uint8, exchange, sendRetired 
 		queued = append(queued, l.n.openingFrame(proto))
 		l.n.exchanges.Add(1)
 	}
-	if err := l.n.sendDigest(queued, w.writeFrame); err != nil {
+	if err := l.n.sendDigest(queued, w.WriteFrame); err != nil {
 		return err
 	}
 	if proto >= ProtocolDigest {
@@ -500,13 +344,13 @@ func (l *link) writeExchange(w *frameWriter, proto uint8, exchange, sendRetired 
 	}
 	mine, retired := l.n.vectorToSend()
 	if exchange {
-		if err := w.writeFrame(frameVector, l.n.vectorFrame(mine)); err != nil {
+		if err := w.WriteFrame(wire.FrameVector, l.n.vectorFrame(mine)); err != nil {
 			return err
 		}
 		l.n.exchanges.Add(1)
 	}
 	if sendRetired {
-		if err := w.writeFrame(frameRetired, l.n.ackFrame(retired)); err != nil {
+		if err := w.WriteFrame(wire.FrameRetired, l.n.ackFrame(retired)); err != nil {
 			return err
 		}
 	}

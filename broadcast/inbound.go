@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cachecast/cachecast/broadcast/wire"
 	"go.uber.org/zap"
 )
 
@@ -22,8 +23,8 @@ type inbound struct {
 	log   *zap.Logger
 
 	wmu sync.Mutex // the keepalive ticker and the frame loop both write
-	w   *frameWriter
-	fr  *frameReader
+	w   *wire.Writer
+	fr  *wire.Reader
 
 	// exchanges: protocol 3 and later send the dialer what it needs to
 	// push (the seq held of its own origin), an empty ack every
@@ -38,22 +39,20 @@ type inbound struct {
 	done    chan struct{} // closed when the link ends: its goroutines stop
 }
 
-func newInbound(n *Node, c net.Conn, peer uint64, keys session) *inbound {
+func newInbound(n *Node, c net.Conn, peer uint64, keys wire.Session) *inbound {
 	in := &inbound{
-		n: n, c: c, peer: peer, proto: keys.proto,
+		n: n, c: c, peer: peer, proto: keys.Proto,
 		log:       n.log.With(zap.String("peer", fmt.Sprintf("%016x", peer))),
-		w:         newFrameWriter(c, keys.listenerToDialer, n.cfg.PeerTimeout),
-		exchanges: keys.proto >= 3,
+		w:         wire.NewWriter(c, keys.ListenerToDialer, n.cfg.PeerTimeout, &n.wireSent),
+		exchanges: keys.Proto >= 3,
 		touched:   map[uint64]uint64{},
 		done:      make(chan struct{}),
 	}
-	in.w.sent = &n.wireSent
 	// No read deadline on this side: the dialer sends only when it has
 	// records, pulls or an exchange, and closes the connection when idle.
 	// A stopped dialer is let go when membership drops it (SetPeers) or a
 	// write to it times out.
-	in.fr = newFrameReader(c, keys.dialerToListener, 0)
-	in.fr.received = &n.wireReceived
+	in.fr = wire.NewReader(c, keys.DialerToListener, 0, &n.wireReceived)
 	return in
 }
 
@@ -62,7 +61,7 @@ func newInbound(n *Node, c net.Conn, peer uint64, keys session) *inbound {
 func (in *inbound) send(typ byte, p []byte) error {
 	in.wmu.Lock()
 	defer in.wmu.Unlock()
-	err := in.w.writeFrame(typ, p)
+	err := in.w.WriteFrame(typ, p)
 	in.stalled(err)
 	if err != nil {
 		in.c.Close()
@@ -100,20 +99,20 @@ func (in *inbound) run() {
 	if in.exchanges {
 		first = in.n.ackFrame(map[uint64]uint64{in.peer: in.n.st.LastSeq(in.peer)})
 	}
-	if err := in.send(frameAck, first); err != nil {
+	if err := in.send(wire.FrameAck, first); err != nil {
 		return
 	}
 	in.n.wg.Add(1)
 	go in.keepalive()
 	for {
-		typ, p, err := in.fr.next()
+		typ, p, err := in.fr.Next()
 		if err != nil {
-			if errors.Is(err, ErrBadFrame) {
+			if errors.Is(err, wire.ErrBadFrame) {
 				in.bad("a bad frame", err)
 			}
 			return
 		}
-		if typ != frameRecords && len(in.touched) > 0 {
+		if typ != wire.FrameRecords && len(in.touched) > 0 {
 			// The ack held back for the records frames before this one.
 			if err := in.ack(); err != nil {
 				return
@@ -128,22 +127,22 @@ func (in *inbound) run() {
 // handle answers one frame; an error ends the link.
 func (in *inbound) handle(typ byte, p []byte) error {
 	switch typ {
-	case frameRecords:
+	case wire.FrameRecords:
 		return in.records(p)
-	case framePull:
+	case wire.FramePull:
 		return in.pull(p)
-	case frameSnapReq:
+	case wire.FrameSnapReq:
 		return in.snapshot()
-	case frameVector:
+	case wire.FrameVector:
 		return in.exchange(p)
-	case frameSums, frameEntries:
-		// A step of a digest exchange the peer started (antientropy.go).
+	case wire.FrameSums, wire.FrameEntries:
+		// A step of a digest exchange the peer started (package digest).
 		out, err := in.n.digestAnswer(in.n.linkTo(in.peer), typ, p, in.proto)
 		if err != nil {
 			return in.bad("a bad digest frame", err)
 		}
 		return in.n.sendDigest(out, in.send)
-	case frameRetired:
+	case wire.FrameRetired:
 		v, err := in.n.readAck(p)
 		if err != nil {
 			return in.bad("a bad retired list", err)
@@ -174,9 +173,9 @@ func (in *inbound) keepalive() {
 		}
 		p := in.vector()
 		if p == nil {
-			p = encodeAck(nil)
+			p = wire.EncodeAck(nil)
 		}
-		if err := in.send(frameAck, p); err != nil {
+		if err := in.send(wire.FrameAck, p); err != nil {
 			return
 		}
 	}
@@ -184,7 +183,7 @@ func (in *inbound) keepalive() {
 
 // ack sends the ack owed for the records frames read since the last one.
 func (in *inbound) ack() error {
-	err := in.send(frameAck, in.n.ackFrame(in.touched))
+	err := in.send(wire.FrameAck, in.n.ackFrame(in.touched))
 	clear(in.touched)
 	return err
 }
@@ -194,13 +193,13 @@ func (in *inbound) ack() error {
 // that came in together.
 func (in *inbound) records(p []byte) error {
 	from := in.n.treeLink(in.peer)
-	if err := in.n.appendAll(p, in.touched, false, maxRecordVersion(in.proto), from); err != nil {
+	if err := in.n.appendAll(p, in.touched, false, wire.MaxRecordVersion(in.proto), from); err != nil {
 		return in.bad("bad records", err)
 	}
 	if from != nil {
 		from.pullIfAhead(in.touched)
 	}
-	if frameWaiting(in.fr) {
+	if in.fr.Waiting() {
 		return nil
 	}
 	return in.ack()
@@ -209,14 +208,14 @@ func (in *inbound) records(p []byte) error {
 // pull answers the dialer's pull with the records it asked for and the
 // pull's end.
 func (in *inbound) pull(p []byte) error {
-	req, err := decodePull(p)
+	req, err := wire.DecodePull(p)
 	if err != nil {
 		return in.bad("a bad pull", err)
 	}
 	in.wmu.Lock()
-	end, held, err := in.n.servePull(in.w, req, maxRecordVersion(in.proto))
+	end, held, err := in.n.servePull(in.w, req, wire.MaxRecordVersion(in.proto))
 	if err == nil && !held {
-		err = in.w.writeFrame(framePullEnd, end)
+		err = in.w.WriteFrame(wire.FramePullEnd, end)
 	}
 	in.wmu.Unlock()
 	if held {
@@ -239,7 +238,7 @@ func (in *inbound) endPullLater(end []byte) {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		in.send(framePullEnd, end)
+		in.send(wire.FramePullEnd, end)
 	case <-in.done:
 	case <-in.n.ctx.Done():
 	}
@@ -265,13 +264,13 @@ func (in *inbound) exchange(p []byte) error {
 	if err != nil {
 		return in.bad("a bad vector", err)
 	}
-	in.n.learned(in.peer, theirs.live)
+	in.n.learned(in.peer, theirs.Live)
 	mine, retired := in.n.vectorToSend()
-	if err := in.send(frameVector, in.n.vectorFrame(mine)); err != nil {
+	if err := in.send(wire.FrameVector, in.n.vectorFrame(mine)); err != nil {
 		return err
 	}
-	if !mine.sameRetired(theirs) {
-		return in.send(frameRetired, in.n.ackFrame(retired))
+	if !mine.SameRetired(theirs) {
+		return in.send(wire.FrameRetired, in.n.ackFrame(retired))
 	}
 	return nil
 }

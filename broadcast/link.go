@@ -14,6 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/broadcast/digest"
+	"github.com/cachecast/cachecast/broadcast/internal/originset"
+	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -45,13 +48,13 @@ type link struct {
 	// afterAck looks at those only, not at every origin.
 	check, ahead map[uint64]bool
 	aheadPeak    int // (compacted)
-	// seen is, per set of the digest index's sums (digestStep.sums), the
+	// seen is, per set of the digest index's sums (digest.Step.sums), the
 	// change up to which holds has every entry of them (the root's sums
 	// were equal then): a later exchange merges only what changed since.
 	seen      map[uint64]uint64
 	seenEpoch uint64          // counts the times holds was replaced (seen cleared)
 	pulling   map[uint64]bool // origins with a pull in flight on this link
-	pulls     []pullReq       // pull requests waiting to be written
+	pulls     []wire.PullReq  // pull requests waiting to be written
 	ackCh     chan struct{}   // closed and replaced when holds grows
 	// retiredHolds is what the peer holds of the retired origins, as of
 	// the last exchange: its retired list, or this node's own when the
@@ -62,7 +65,7 @@ type link struct {
 	sendRetired  bool // this node's retired list waits to be written
 
 	// digestOut: frames of a digest exchange wait to be written.
-	digestOut []aeFrame
+	digestOut []digest.Frame
 
 	// holding: the peer lacks more than BootstrapRecords of this node's
 	// records, so the writer pushes none until it holds more (writeLoop).
@@ -315,17 +318,17 @@ func (l *link) seenMarks() (map[uint64]uint64, uint64) {
 
 // seenKeep bounds the marks a link keeps: the live vector's sums and
 // the kept cuts', with room for those rebuilt meanwhile.
-const seenKeep = 2 * (cutKeep + 1)
+const seenKeep = 2 * (digest.CutKeep + 1)
 
 // mergeDigest merges what a step of a digest exchange learned, and notes
 // (seen) when it learned the whole of a set of sums.
-func (l *link) mergeDigest(st digestStep, epoch uint64) {
+func (l *link) mergeDigest(st digest.Step, epoch uint64) {
 	l.mu.Lock()
-	resume := l.mergeLocked(st.learned)
-	if st.whole && st.gen > l.seen[st.sums] && epoch == l.seenEpoch {
-		l.seen[st.sums] = st.gen
+	resume := l.mergeLocked(st.Learned)
+	if st.Whole && st.Gen > l.seen[st.Sums] && epoch == l.seenEpoch {
+		l.seen[st.Sums] = st.Gen
 		for len(l.seen) > seenKeep {
-			oldest := st.sums
+			oldest := st.Sums
 			for id := range l.seen {
 				oldest = min(oldest, id)
 			}
@@ -358,40 +361,38 @@ func (l *link) session() (healthy bool, err error) {
 	defer c.Close()
 	go func() { <-ctx.Done(); c.Close() }()
 
-	id, keys, err := dialHandshake(c, l.n.self, l.n.currentKeys(), l.n.protos, l.n.cfg.HandshakeTimeout)
+	id, keys, err := wire.DialHandshake(c, l.n.self, l.n.currentKeys(), l.n.protos, l.n.cfg.HandshakeTimeout)
 	if err != nil {
 		l.n.rejected.Add(1)
 		l.log.Warn("data handshake failed", zap.Error(err))
 		return false, err
 	}
 	if id != l.peer.ID {
-		return false, fmt.Errorf("%w: %s is node %016x, membership says %016x", ErrHandshake, l.peer.Addr, id, l.peer.ID)
+		return false, fmt.Errorf("%w: %s is node %016x, membership says %016x", wire.ErrHandshake, l.peer.Addr, id, l.peer.ID)
 	}
-	l.proto.Store(uint32(keys.proto))
-	if keys.proto >= ProtocolTimed {
+	l.proto.Store(uint32(keys.Proto))
+	if keys.Proto >= ProtocolTimed {
 		l.heldBack.Store(0) // upgraded: it reads everything
 	}
-	l.n.wireSent.Add(handshakeBytes)
-	l.n.wireReceived.Add(handshakeBytes)
+	l.n.wireSent.Add(wire.HandshakeBytes)
+	l.n.wireReceived.Add(wire.HandshakeBytes)
 
 	// The peer sends an ack every SyncInterval: a read that waits longer
 	// than PeerTimeout means it is stopped or gone.
-	fr := newFrameReader(c, keys.listenerToDialer, l.n.cfg.PeerTimeout)
-	fr.received = &l.n.wireReceived
-	if err := l.firstAck(fr, keys.proto); err != nil {
+	fr := wire.NewReader(c, keys.ListenerToDialer, l.n.cfg.PeerTimeout, &l.n.wireReceived)
+	if err := l.firstAck(fr, keys.Proto); err != nil {
 		return false, err
 	}
 
 	var talked atomic.Bool // a frame came in after the first vector
 	readErr := make(chan error, 1)
 	go func() {
-		err := l.readLoop(fr, &talked, keys.proto)
+		err := l.readLoop(fr, &talked, keys.Proto)
 		cancel() // a dead connection ends the session: the writer must not wait on it
 		readErr <- err
 	}()
-	w := newFrameWriter(c, keys.dialerToListener, l.n.cfg.PeerTimeout)
-	w.sent = &l.n.wireSent
-	werr := l.writeLoop(ctx, w, keys.proto)
+	w := wire.NewWriter(c, keys.DialerToListener, l.n.cfg.PeerTimeout, &l.n.wireSent)
+	werr := l.writeLoop(ctx, w, keys.Proto)
 	cancel()
 	rerr := <-readErr
 	if werr != nil && !errors.Is(werr, context.Canceled) {
@@ -426,13 +427,13 @@ func (l *link) dial(ctx context.Context) (net.Conn, error) {
 // firstAck reads the session's first frame, an ack: the peer's whole
 // vector (protocol 2), or the seq it holds of this node's origin (3): it
 // says where to start pushing. Then the link is open.
-func (l *link) firstAck(fr *frameReader, proto uint8) error {
-	typ, p, err := fr.next()
+func (l *link) firstAck(fr *wire.Reader, proto uint8) error {
+	typ, p, err := fr.Next()
 	if err != nil {
 		return err
 	}
-	if typ != frameAck {
-		return fmt.Errorf("%w: first frame of type %d", ErrBadFrame, typ)
+	if typ != wire.FrameAck {
+		return fmt.Errorf("%w: first frame of type %d", wire.ErrBadFrame, typ)
 	}
 	v, err := l.n.readAck(p)
 	if err != nil {
@@ -468,7 +469,7 @@ func (l *link) firstAck(fr *frameReader, proto uint8) error {
 // writeLoop pushes this node's records as they are written and sends the
 // pull requests and the exchanges' vectors, until the connection fails,
 // goes idle or the link stops.
-func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error {
+func (l *link) writeLoop(ctx context.Context, w *wire.Writer, proto uint8) error {
 	f := &pushFrame{l: l, w: w}
 	self := l.n.self
 	l.mu.Lock()
@@ -483,7 +484,7 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 		t := l.takeTurn(proto, next)
 		next = t.next
 		if t.wantSnap {
-			if err := w.writeFrame(frameSnapReq, nil); err != nil {
+			if err := w.WriteFrame(wire.FrameSnapReq, nil); err != nil {
 				return err
 			}
 			l.touch()
@@ -492,7 +493,7 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 			return err
 		}
 		for _, r := range t.pulls {
-			if err := w.writeFrame(framePull, encodePull(r)); err != nil {
+			if err := w.WriteFrame(wire.FramePull, wire.EncodePull(r)); err != nil {
 				return err
 			}
 			l.n.pulls.Add(1)
@@ -527,7 +528,7 @@ func (l *link) writeLoop(ctx context.Context, w *frameWriter, proto uint8) error
 // turn is what a writer's turn has to send, taken from the link under its
 // lock at the turn's start.
 type turn struct {
-	pulls                           []pullReq
+	pulls                           []wire.PullReq
 	wantSnap, exchange, sendRetired bool
 	push                            bool   // push this node's own records to the peer
 	next                            uint64 // the first own seq the peer lacks
@@ -540,7 +541,7 @@ func (l *link) takeTurn(proto uint8, next uint64) turn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := turn{
-		pulls:       append([]pullReq(nil), l.pulls...),
+		pulls:       append([]wire.PullReq(nil), l.pulls...),
 		wantSnap:    l.wantSnap,
 		exchange:    l.wantExchange && proto >= 3,
 		sendRetired: l.sendRetired && proto >= 3,
@@ -618,7 +619,7 @@ func (l *link) pushOwn(f *pushFrame, next uint64, proto uint8, push bool) (uint6
 // each of them.
 type pushFrame struct {
 	l    *link
-	w    *frameWriter
+	w    *wire.Writer
 	buf  []byte
 	recs [][]byte
 	own  int // bytes of this node's own records in the frame (Node.BytesSent)
@@ -635,7 +636,7 @@ func (f *pushFrame) undo(m frameMark) { f.buf, f.recs = f.buf[:m.bytes], f.recs[
 // read adds origin's records from seq from on, as many as the frame has
 // room for (readBatch: end is the seq after the last one read).
 func (f *pushFrame) read(origin, from uint64, proto uint8) (end uint64, err error) {
-	f.buf, f.recs, end, err = readBatch(f.l.n.st, origin, from, batchRecords-len(f.recs), frameBytes, maxRecordVersion(proto), f.buf, f.recs)
+	f.buf, f.recs, end, err = readBatch(f.l.n.st, origin, from, batchRecords-len(f.recs), frameBytes, wire.MaxRecordVersion(proto), f.buf, f.recs)
 	return end, err
 }
 
@@ -652,7 +653,7 @@ func (f *pushFrame) flush() error {
 	if len(f.recs) == 0 {
 		return nil
 	}
-	err := f.w.writeRecords(f.recs)
+	err := f.w.WriteRecords(f.recs)
 	if err == nil {
 		f.l.n.bytesSent.Add(uint64(f.own))
 		f.l.n.pushFrames.Add(1)
@@ -665,22 +666,22 @@ func (f *pushFrame) flush() error {
 
 // readLoop takes the peer's acks and the records it sends for pulls on a
 // connection of protocol proto; it sets talked once a frame has come in.
-func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error {
+func (l *link) readLoop(fr *wire.Reader, talked *atomic.Bool, proto uint8) error {
 	// ackPending: acks came in and afterAck has not looked at them yet.
 	// It looks once for the acks that came in together (it copies this
 	// node's vector), before the reader waits on the peer.
 	ackPending := false
 	for {
-		if ackPending && !frameWaiting(fr) {
+		if ackPending && !fr.Waiting() {
 			l.afterAck()
 			ackPending = false
 		}
-		typ, p, err := fr.next()
+		typ, p, err := fr.Next()
 		if err == nil {
 			talked.Store(true)
 		}
 		if err != nil {
-			if errors.Is(err, ErrBadFrame) {
+			if errors.Is(err, wire.ErrBadFrame) {
 				l.n.badFrames.Add(1)
 				l.log.Warn("closing a data link on a bad frame", zap.Error(err))
 			}
@@ -697,7 +698,7 @@ func (l *link) readLoop(fr *frameReader, talked *atomic.Bool, proto uint8) error
 // at once the acks that came in together are read.
 func (l *link) handle(typ byte, p []byte, proto uint8, ackPending *bool) error {
 	switch typ {
-	case frameAck:
+	case wire.FrameAck:
 		v, err := l.n.readAck(p)
 		if err != nil {
 			l.n.badFrames.Add(1)
@@ -705,10 +706,10 @@ func (l *link) handle(typ byte, p []byte, proto uint8, ackPending *bool) error {
 		}
 		l.merge(v) // a restarted peer opens a new session
 		*ackPending = true
-	case frameVector:
+	case wire.FrameVector:
 		return l.exchangeAnswer(p)
-	case frameSums, frameEntries:
-		// A step of this node's digest exchange (antientropy.go).
+	case wire.FrameSums, wire.FrameEntries:
+		// A step of this node's digest exchange (package digest).
 		l.touch()
 		out, err := l.n.digestAnswer(l, typ, p, proto)
 		if err != nil {
@@ -716,7 +717,7 @@ func (l *link) handle(typ byte, p []byte, proto uint8, ackPending *bool) error {
 			return err
 		}
 		l.queueDigest(out)
-	case frameRetired:
+	case wire.FrameRetired:
 		v, err := l.n.readAck(p)
 		if err != nil {
 			l.n.badFrames.Add(1)
@@ -729,26 +730,26 @@ func (l *link) handle(typ byte, p []byte, proto uint8, ackPending *bool) error {
 		l.retiredHolds = v
 		l.mu.Unlock()
 		l.afterAck()
-	case frameRecords:
+	case wire.FrameRecords:
 		l.touch()
 		touched := map[uint64]uint64{}
-		if err := l.n.appendAll(p, touched, true, maxRecordVersion(proto), l.heardFrom()); err != nil {
+		if err := l.n.appendAll(p, touched, true, wire.MaxRecordVersion(proto), l.heardFrom()); err != nil {
 			l.n.badFrames.Add(1)
 			return err
 		}
-	case framePullEnd:
+	case wire.FramePullEnd:
 		return l.pullEnd(p)
-	case frameSnapData:
+	case wire.FrameSnapData:
 		l.touch()
 		return l.snapWrite(p)
-	case frameSnapEnd:
+	case wire.FrameSnapEnd:
 		if err := l.bootstrap(); err != nil {
 			return err
 		}
 		l.afterAck()
 	default:
 		l.n.badFrames.Add(1)
-		return fmt.Errorf("%w: unexpected type %d", ErrBadFrame, typ)
+		return fmt.Errorf("%w: unexpected type %d", wire.ErrBadFrame, typ)
 	}
 	return nil
 }
@@ -762,9 +763,9 @@ func (l *link) exchangeAnswer(p []byte) error {
 		return err
 	}
 	l.touch()
-	l.merge(theirs.live)
+	l.merge(theirs.Live)
 	mine, retired := l.n.vectorToSend()
-	same := mine.sameRetired(theirs)
+	same := mine.SameRetired(theirs)
 	l.mu.Lock()
 	if same {
 		l.retiredHolds = retired // the same origins at the same seqs
@@ -783,21 +784,21 @@ func (l *link) exchangeAnswer(p []byte) error {
 // node lacks and a snapshot is asked for instead.
 func (l *link) pullEnd(p []byte) error {
 	l.touch()
-	e, err := decodePullEnd(p)
+	e, err := wire.DecodePullEnd(p)
 	if err != nil {
 		l.n.badFrames.Add(1)
 		return err
 	}
 	l.mu.Lock()
-	if e.status == pullRecycled && l.startSnap() {
+	if e.Status == wire.PullRecycled && l.startSnap() {
 		l.log.Info("peer has recycled records this node lacks: asking for its snapshot",
-			zap.String("origin", fmt.Sprintf("%016x", e.origin)), zap.Uint64("seq", e.next))
+			zap.String("origin", fmt.Sprintf("%016x", e.Origin)), zap.Uint64("seq", e.Next))
 		l.mu.Unlock()
 		l.wake()
 		return nil // pulls resume after the bootstrap
 	}
-	delete(l.pulling, e.origin)
-	l.n.pullDone(e.origin)
+	delete(l.pulling, e.Origin)
+	l.n.pullDone(e.Origin)
 	l.mu.Unlock()
 	l.afterAck() // still behind? ask again
 	return nil
@@ -821,7 +822,7 @@ func (l *link) snapWrite(p []byte) error {
 	ok := l.snapping
 	l.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("%w: snapshot data not asked for", ErrBadFrame)
+		return fmt.Errorf("%w: snapshot data not asked for", wire.ErrBadFrame)
 	}
 	if l.snapIn == nil {
 		pr, pw := io.Pipe()
@@ -856,10 +857,10 @@ func (l *link) bootstrap() error {
 	l.mu.Unlock()
 	if !ok || in == nil {
 		if in != nil {
-			in.CloseWithError(fmt.Errorf("%w: snapshot end not asked for", ErrBadFrame))
+			in.CloseWithError(fmt.Errorf("%w: snapshot end not asked for", wire.ErrBadFrame))
 			<-done
 		}
-		return fmt.Errorf("%w: snapshot end without a snapshot", ErrBadFrame)
+		return fmt.Errorf("%w: snapshot end without a snapshot", wire.ErrBadFrame)
 	}
 	defer func() {
 		l.mu.Lock()
@@ -940,8 +941,8 @@ func (l *link) afterAck() {
 	for o := range l.check {
 		l.ahead[o] = true
 	}
-	l.check = drained(l.check)
-	l.ahead = compacted(l.ahead, &l.aheadPeak)
+	l.check = originset.Drained(l.check)
+	l.ahead = originset.Compacted(l.ahead, &l.aheadPeak)
 	var lacks uint64
 	for o := range l.ahead {
 		theirs, mine := l.holds[o], l.n.st.LastSeq(o)
@@ -963,7 +964,7 @@ func (l *link) afterAck() {
 			continue
 		}
 		if theirs, mine := l.holds[o], l.n.st.LastSeq(o); theirs > mine && l.n.mayPull(o) {
-			l.pulls = append(l.pulls, pullReq{origin: o, from: mine + 1, to: min(theirs, mine+l.n.cfg.MaxPull)})
+			l.pulls = append(l.pulls, wire.PullReq{Origin: o, From: mine + 1, To: min(theirs, mine+l.n.cfg.MaxPull)})
 			l.pulling[o] = true
 			want = true
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -101,7 +102,7 @@ func (f *natsFanOut) receive(m *nats.Msg) {
 			return
 		}
 	}
-	if err := f.n.appendAll(m.Data, map[uint64]uint64{}, false, maxRecordVersion(f.n.protos.max), nil); err != nil {
+	if err := f.n.appendAll(m.Data, map[uint64]uint64{}, false, wire.MaxRecordVersion(f.n.protos.Max), nil); err != nil {
 		f.n.badFrames.Add(1)
 		f.n.log.Warn("dropped a bad NATS message", zap.String("subject", m.Subject), zap.Error(err))
 	}

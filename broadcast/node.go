@@ -3,7 +3,6 @@ package broadcast
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +15,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/broadcast/digest"
+	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -158,7 +159,7 @@ type Node struct {
 	natsErrors      atomic.Uint64
 
 	rejected atomic.Uint64 // peers refused at the handshake
-	protos   protoRange    // the protocol versions it speaks (protocols at New, Config.ProtoMax)
+	protos   wire.Range    // the protocol versions it speaks (protocols at New, Config.ProtoMax)
 	// fleetRecords is the newest record version every peer reads (the
 	// lowest Peer.Proto of SetPeers): what NATS may carry.
 	fleetRecords atomic.Uint32
@@ -178,7 +179,7 @@ type Node struct {
 	exchanges       atomic.Uint64 // anti-entropy exchanges started
 	dials           atomic.Uint64 // outbound connections opened
 	idleCloses      atomic.Uint64 // outbound connections closed as idle
-	digests         *digestIndex  // this node's side of the digest exchanges (sums.go)
+	digests         *digest.Index // this node's side of the digest exchanges
 
 	// The origins this node leaves out of the vectors it sends (see
 	// "Retired origins" in the package doc). Locked after mu, never before.
@@ -268,10 +269,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	protos := protocols
 	if cfg.ProtoMax != 0 {
-		if cfg.ProtoMax < protos.min || cfg.ProtoMax > protos.max {
+		if cfg.ProtoMax < protos.Min || cfg.ProtoMax > protos.Max {
 			return nil, fmt.Errorf("broadcast: ProtoMax %d outside the versions this build speaks, %s", cfg.ProtoMax, protos)
 		}
-		protos.max = cfg.ProtoMax
+		protos.Max = cfg.ProtoMax
 	}
 	ln := cfg.Listener
 	if ln == nil {
@@ -306,9 +307,9 @@ func New(cfg Config) (*Node, error) {
 		absentSince: make(map[uint64]time.Time),
 		retired:     make(map[uint64]bool),
 	}
-	n.digests = newDigestIndex(cfg.Store, cfg.Store.VectorFeed(), n.stampOf)
+	n.digests = digest.NewIndex(cfg.Store, cfg.Store.VectorFeed(), n.stampOf)
 	n.keys.Store(&cfg.Keys)
-	n.fleetRecords.Store(uint32(maxRecordVersion(protos.max)))
+	n.fleetRecords.Store(uint32(wire.MaxRecordVersion(protos.Max)))
 	if cfg.NATS != nil {
 		if err := n.startNATS(cfg.NATS); err != nil {
 			cancel()
@@ -353,7 +354,7 @@ func (n *Node) currentKeys() [][]byte { return *n.keys.Load() }
 
 // Protocols returns the lowest and highest protocol versions the node
 // speaks (Protocols, lowered by Config.ProtoMax); membership carries them.
-func (n *Node) Protocols() (lowest, highest uint8) { return n.protos.min, n.protos.max }
+func (n *Node) Protocols() (lowest, highest uint8) { return n.protos.Min, n.protos.Max }
 
 // Addr is the data port's bound address.
 func (n *Node) Addr() string { return n.listener.Addr().String() }
@@ -393,7 +394,7 @@ func (n *Node) SetPeers(peers []Peer) {
 		return
 	}
 	want := map[uint64]Peer{}
-	fleet := n.protos.max
+	fleet := n.protos.Max
 	for _, p := range peers {
 		if p.ID != n.self && p.ID != 0 && p.Addr != "" {
 			want[p.ID] = p
@@ -402,7 +403,7 @@ func (n *Node) SetPeers(peers []Peer) {
 			}
 		}
 	}
-	n.fleetRecords.Store(uint32(maxRecordVersion(fleet)))
+	n.fleetRecords.Store(uint32(wire.MaxRecordVersion(fleet)))
 	for id, l := range n.links {
 		p, ok := want[id]
 		if ok && p.Addr == l.peer.Addr {
@@ -428,7 +429,7 @@ func (n *Node) SetPeers(peers []Peer) {
 	for id := range want {
 		// A peer is live: it is in the vectors again, whatever it was.
 		if n.retired[id] {
-			n.digests.retire(id, false)
+			n.digests.Retire(id, false)
 		}
 		delete(n.retired, id)
 		delete(n.absentSince, id)
@@ -611,7 +612,7 @@ func (n *Node) serve(c net.Conn) {
 		delete(n.conns, c)
 		n.mu.Unlock()
 	}()
-	peer, keys, err := acceptHandshake(c, n.self, n.currentKeys(), n.protos, n.cfg.HandshakeTimeout)
+	peer, keys, err := wire.AcceptHandshake(c, n.self, n.currentKeys(), n.protos, n.cfg.HandshakeTimeout)
 	if err != nil {
 		n.rejected.Add(1)
 		n.log.Warn("refused a data connection", zap.String("remote", c.RemoteAddr().String()), zap.Error(err))
@@ -622,22 +623,11 @@ func (n *Node) serve(c net.Conn) {
 		n.conns[c] = peer
 	}
 	n.mu.Unlock()
-	n.wireSent.Add(handshakeBytes)
-	n.wireReceived.Add(handshakeBytes)
+	n.wireSent.Add(wire.HandshakeBytes)
+	n.wireReceived.Add(wire.HandshakeBytes)
 	in := newInbound(n, c, peer, keys)
 	defer close(in.done)
 	in.run()
-}
-
-// frameWaiting says whether the reader holds the next frame whole
-// already, so that reading it does not wait on the peer.
-func frameWaiting(fr *frameReader) bool {
-	k := fr.r.Buffered()
-	if k < 4 {
-		return false
-	}
-	h, err := fr.r.Peek(4)
-	return err == nil && k >= 4+int(binary.LittleEndian.Uint32(h))+macSize
 }
 
 // learned notes what a peer that dialed this node says it holds on this
@@ -659,22 +649,22 @@ func (n *Node) learned(peer uint64, v map[uint64]uint64) {
 // a clone of the view straight into frames of frameBytes, with no file.
 // A peer below ProtocolTimed gets one only while the view holds no time
 // field (a snapshot of version 1, which older builds read).
-func (n *Node) serveSnapshot(w *frameWriter, proto uint8) error {
+func (n *Node) serveSnapshot(w *wire.Writer, proto uint8) error {
 	t0 := time.Now()
 	sw := &snapWriter{w: w, buf: make([]byte, 0, frameBytes)}
-	if err := n.st.SnapshotToVersion(sw, int(maxRecordVersion(proto))); err != nil {
+	if err := n.st.SnapshotToVersion(sw, int(wire.MaxRecordVersion(proto))); err != nil {
 		return err
 	}
 	if err := sw.flush(); err != nil {
 		return err
 	}
 	n.log.Info("sent a snapshot to a peer for its bootstrap", zap.Int64("bytes", sw.sent), zap.Duration("took", time.Since(t0)))
-	return w.writeFrame(frameSnapEnd, nil)
+	return w.WriteFrame(wire.FrameSnapEnd, nil)
 }
 
 // snapWriter cuts a snapshot's stream into snapData frames.
 type snapWriter struct {
-	w    *frameWriter
+	w    *wire.Writer
 	buf  []byte
 	sent int64 // bytes of the snapshot sent
 }
@@ -698,7 +688,7 @@ func (s *snapWriter) flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
-	err := s.w.writeParts(frameSnapData, s.buf)
+	err := s.w.WriteParts(wire.FrameSnapData, s.buf)
 	s.sent += int64(len(s.buf))
 	s.buf = s.buf[:0]
 	return err
@@ -738,9 +728,9 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 		}
 		n.relay(o)
 	}
-	err := splitRecords(p, func(r record.Record) error {
+	err := wire.SplitRecords(p, func(r record.Record) error {
 		if r.Version() > maxVersion {
-			return fmt.Errorf("%w: a record of version %d where the protocol carries at most %d", ErrBadFrame, r.Version(), maxVersion)
+			return fmt.Errorf("%w: a record of version %d where the protocol carries at most %d", wire.ErrBadFrame, r.Version(), maxVersion)
 		}
 		o := r.Origin()
 		if from != nil {
@@ -761,7 +751,7 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 			}
 			advanced = o
 		case errors.Is(err, store.ErrOutOfOrder):
-			n.digests.gap(o, r.Seq(), n.cfg.SyncInterval) // records before it are missing: look for them now
+			n.digests.Gap(o, r.Seq(), n.cfg.SyncInterval) // records before it are missing: look for them now
 		case errors.Is(err, store.ErrDuplicate):
 		case errors.Is(err, store.ErrHeld):
 			// Stamped ahead of this node's clock: the store holds it,
@@ -773,7 +763,7 @@ func (n *Node) appendAll(p []byte, touched map[uint64]uint64, pulled bool, maxVe
 			// past a gap, it makes its origin differ until it is held:
 			// the next exchanges pull it again, and each refusal counts
 			// towards flagging the origin's clock.
-			n.digests.gap(o, r.Seq(), n.cfg.SyncInterval)
+			n.digests.Gap(o, r.Seq(), n.cfg.SyncInterval)
 		case errors.Is(err, store.ErrCorrupt), errors.Is(err, store.ErrInvalid):
 			return err
 		default:
@@ -809,25 +799,25 @@ func (n *Node) wantsSnapshot(mine, theirs map[uint64]uint64) bool {
 // about a megabyte, and returns the pullEnd for the caller to send. held
 // says it stopped at a record above maxVersion, which the peer's
 // protocol cannot carry.
-func (n *Node) servePull(w *frameWriter, req pullReq, maxVersion byte) (end []byte, held bool, err error) {
+func (n *Node) servePull(w *wire.Writer, req wire.PullReq, maxVersion byte) (end []byte, held bool, err error) {
 	// The records are copied into the frame's buffer: a record is valid
 	// only inside ReadOrigin's call. (A pinned, zero-copy batch is a later
 	// step.)
 	var buf []byte
 	var recs [][]byte
-	status := byte(pullDone)
-	next := req.from
-	for next <= req.to {
+	status := byte(wire.PullDone)
+	next := req.From
+	for next <= req.To {
 		var stop uint64
 		var err error
-		buf, recs, stop, err = readBatch(n.st, req.origin, next, int(min(req.to-next+1, 1<<20)), frameBytes, maxVersion, buf[:0], recs[:0])
+		buf, recs, stop, err = readBatch(n.st, req.Origin, next, int(min(req.To-next+1, 1<<20)), frameBytes, maxVersion, buf[:0], recs[:0])
 		if len(recs) > 0 {
-			if werr := w.writeRecords(recs); werr != nil {
+			if werr := w.WriteRecords(recs); werr != nil {
 				return nil, false, werr
 			}
 		}
 		if errors.Is(err, store.ErrRecycled) {
-			next, status = stop, pullRecycled
+			next, status = stop, wire.PullRecycled
 			break
 		} else if errors.Is(err, errTooNew) {
 			next, held = stop, true
@@ -844,5 +834,5 @@ func (n *Node) servePull(w *frameWriter, req pullReq, maxVersion byte) (end []by
 			break // all of the range, or all this node holds of it
 		}
 	}
-	return encodePullEnd(pullEnd{origin: req.origin, next: next, status: status}), held, nil
+	return wire.EncodePullEnd(wire.PullEnd{Origin: req.Origin, Next: next, Status: status}), held, nil
 }

@@ -249,8 +249,8 @@ func TestRetireDepartedOrigin(t *testing.T) {
 		testkit.Eventually(t, 10*time.Second, tn.name+" retired x", func() bool {
 			return slices.Contains(tn.n.Retired(), xo)
 		})
-		if v, retired := tn.n.vectorToSend(); v.live[xo] != 0 || retired[xo] != tn.st.LastSeq(xo) || v.retired != 1 {
-			t.Fatalf("%s sends x in its vector (%v), or not in its retired list (%v)", tn.name, v.live, retired)
+		if v, retired := tn.n.vectorToSend(); v.Live[xo] != 0 || retired[xo] != tn.st.LastSeq(xo) || v.Retired != 1 {
+			t.Fatalf("%s sends x in its vector (%v), or not in its retired list (%v)", tn.name, v.Live, retired)
 		}
 	}
 	if a.st.LastSeq(xo) == last {
@@ -274,7 +274,7 @@ func TestRetireDepartedOrigin(t *testing.T) {
 	testkit.Eventually(t, 10*time.Second, "the retired digests agree", func() bool {
 		v0, _ := a.n.vectorToSend()
 		for _, tn := range []*testNode{b, y} {
-			if v, _ := tn.n.vectorToSend(); !v.sameRetired(v0) {
+			if v, _ := tn.n.vectorToSend(); !v.SameRetired(v0) {
 				return false
 			}
 		}

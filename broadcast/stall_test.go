@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 
@@ -60,12 +61,12 @@ func (p *stuckPeer) accept() {
 
 func (p *stuckPeer) serve(c net.Conn) {
 	defer p.wg.Done()
-	_, keys, err := acceptHandshake(c, p.id, p.keys, protocols, 5*time.Second)
+	_, keys, err := wire.AcceptHandshake(c, p.id, p.keys, protocols, 5*time.Second)
 	if err != nil {
 		return
 	}
-	w := newFrameWriter(c, keys.listenerToDialer, 0)
-	if w.writeFrame(frameAck, encodeAck(nil)) != nil {
+	w := wire.NewWriter(c, keys.ListenerToDialer, 0, nil)
+	if w.WriteFrame(wire.FrameAck, wire.EncodeAck(nil)) != nil {
 		return
 	}
 	switch p.mode {
@@ -78,7 +79,7 @@ func (p *stuckPeer) serve(c net.Conn) {
 				return
 			case <-t.C:
 			}
-			if w.writeFrame(frameAck, encodeAck(nil)) != nil {
+			if w.WriteFrame(wire.FrameAck, wire.EncodeAck(nil)) != nil {
 				return
 			}
 		}
@@ -158,12 +159,12 @@ func TestListenerLetsGoOfADialerThatStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, keys, err := dialHandshake(conn, 0x5758, nil, protocols, 5*time.Second)
+	_, keys, err := wire.DialHandshake(conn, 0x5758, nil, protocols, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newFrameWriter(conn, keys.dialerToListener, 0)
-	if err := w.writeFrame(framePull, encodePull(pullReq{origin: b.st.Origin(), from: 1, to: last})); err != nil {
+	w := wire.NewWriter(conn, keys.DialerToListener, 0, nil)
+	if err := w.WriteFrame(wire.FramePull, wire.EncodePull(wire.PullReq{Origin: b.st.Origin(), From: 1, To: last})); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 20*time.Second, "the listener closed the connection of a dialer that stopped reading", func() bool {
@@ -189,7 +190,7 @@ func TestInboundConnectionFreedWhenPeerLeaves(t *testing.T) {
 	}
 	defer conn.Close()
 	const peer = 0x5759
-	if _, _, err := dialHandshake(conn, peer, nil, protocols, 5*time.Second); err != nil {
+	if _, _, err := wire.DialHandshake(conn, peer, nil, protocols, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	gone, err := net.Listen("tcp", "127.0.0.1:0")

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
 )
 
 // addSpeaking adds a node that speaks the protocol versions r, as a build
 // of another version would (protocols is read by New).
-func (c *testCluster) addSpeaking(name string, r protoRange) *testNode {
+func (c *testCluster) addSpeaking(name string, r wire.Range) *testNode {
 	old := protocols
 	protocols = r
 	defer func() { protocols = old }()
@@ -28,16 +29,16 @@ func (c *testCluster) addSpeaking(name string, r protoRange) *testNode {
 func TestRollingUpgrade(t *testing.T) {
 	tests := []struct {
 		name string
-		a, b protoRange
+		a, b wire.Range
 		want uint8 // 0: refused
 	}{
-		{"upgraded next to old", protoRange{2, 3}, protoRange{2, 2}, 2},
-		{"both upgraded", protoRange{2, 3}, protoRange{2, 3}, 3},
-		{"old dropped next to old", protoRange{3, 3}, protoRange{2, 2}, 0},
-		{"digests next to whole vectors", protoRange{2, 5}, protoRange{2, 4}, 4},
-		{"both digests", protoRange{2, 5}, protoRange{2, 5}, 5},
-		{"cuts next to digests", protoRange{2, 6}, protoRange{2, 5}, 5},
-		{"both cuts", protoRange{2, 6}, protoRange{2, 6}, 6},
+		{"upgraded next to old", wire.Range{Min: 2, Max: 3}, wire.Range{Min: 2, Max: 2}, 2},
+		{"both upgraded", wire.Range{Min: 2, Max: 3}, wire.Range{Min: 2, Max: 3}, 3},
+		{"old dropped next to old", wire.Range{Min: 3, Max: 3}, wire.Range{Min: 2, Max: 2}, 0},
+		{"digests next to whole vectors", wire.Range{Min: 2, Max: 5}, wire.Range{Min: 2, Max: 4}, 4},
+		{"both digests", wire.Range{Min: 2, Max: 5}, wire.Range{Min: 2, Max: 5}, 5},
+		{"cuts next to digests", wire.Range{Min: 2, Max: 6}, wire.Range{Min: 2, Max: 5}, 5},
+		{"both cuts", wire.Range{Min: 2, Max: 6}, wire.Range{Min: 2, Max: 6}, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,7 +100,7 @@ func TestHandshakeNoCommonVersion(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		_, _, err = acceptHandshake(c, 0x2, nil, protoRange{2, 2}, 5*time.Second)
+		_, _, err = wire.AcceptHandshake(c, 0x2, nil, wire.Range{Min: 2, Max: 2}, 5*time.Second)
 		accepted <- err
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -107,15 +108,15 @@ func TestHandshakeNoCommonVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, _, err = dialHandshake(c, 0x3, nil, protoRange{3, 3}, 5*time.Second)
+	_, _, err = wire.DialHandshake(c, 0x3, nil, wire.Range{Min: 3, Max: 3}, 5*time.Second)
 	want := "node 0000000000000002 speaks protocol versions [2,2], this node [3,3]: none in common"
-	if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("dialer: %v; want ErrHandshake saying %q", err, want)
+	if !errors.Is(err, wire.ErrHandshake) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("dialer: %v; want wire.ErrHandshake saying %q", err, want)
 	}
 	err = <-accepted
 	want = "node 0000000000000003 speaks protocol versions [3,3], this node [2,2]: none in common"
-	if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("listener: %v; want ErrHandshake saying %q", err, want)
+	if !errors.Is(err, wire.ErrHandshake) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("listener: %v; want wire.ErrHandshake saying %q", err, want)
 	}
 }
 
@@ -230,20 +231,20 @@ func TestOldProtocolRefusesTimedRecord(t *testing.T) {
 	rec := make([]byte, m.EncodedSize())
 	record.Encode(rec, &m, record.Stamp{Origin: origin, Seq: 1, HLC: record.MakeHLC(time.Now().UnixMilli(), 0)})
 	for _, tt := range []struct {
-		protos protoRange
+		protos wire.Range
 		want   bool // held
-	}{{protoRange{2, 3}, false}, {protoRange{2, 4}, true}} {
+	}{{wire.Range{Min: 2, Max: 3}, false}, {wire.Range{Min: 2, Max: 4}, true}} {
 		conn, err := net.Dial("tcp", b.n.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, keys, err := dialHandshake(conn, origin, nil, tt.protos, 5*time.Second)
+		_, keys, err := wire.DialHandshake(conn, origin, nil, tt.protos, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		bad := b.n.BadFrames()
-		w := newFrameWriter(conn, keys.dialerToListener, 0)
-		if err := w.writeRecords([][]byte{rec}); err != nil {
+		w := wire.NewWriter(conn, keys.DialerToListener, 0, nil)
+		if err := w.WriteRecords([][]byte{rec}); err != nil {
 			t.Fatal(err)
 		}
 		if tt.want {
@@ -274,7 +275,7 @@ func TestDigestsBesideOlderPeers(t *testing.T) {
 	builds := []uint8{6, 5, 4}
 	var nodes []*testNode
 	for i := range 6 {
-		nodes = append(nodes, c.addSpeaking(fmt.Sprintf("n%d", i), protoRange{2, builds[i%3]}))
+		nodes = append(nodes, c.addSpeaking(fmt.Sprintf("n%d", i), wire.Range{Min: 2, Max: builds[i%3]}))
 	}
 	t.Cleanup(c.stop)
 	c.wire()
@@ -321,11 +322,11 @@ func (c *testCluster) byName(name string) int {
 // TestOldProtocolRefusesExpiryChange: an expiry change (a record of
 // version 3) on a connection of protocol 6 is refused as a build of 6
 // refuses it, and taken at protocol 7; a connection carries the record
-// versions of its protocol (maxRecordVersion).
+// versions of its protocol (wire.MaxRecordVersion).
 func TestOldProtocolRefusesExpiryChange(t *testing.T) {
 	for proto, want := range map[uint8]byte{ProtocolTimed - 1: record.Version, ProtocolTimed: record.Version2,
 		ProtocolExpiry - 1: record.Version2, ProtocolExpiry: record.Version3} {
-		if got := maxRecordVersion(proto); got != want {
+		if got := wire.MaxRecordVersion(proto); got != want {
 			t.Errorf("protocol %d carries records up to version %d, want %d", proto, got, want)
 		}
 	}
@@ -339,20 +340,20 @@ func TestOldProtocolRefusesExpiryChange(t *testing.T) {
 	rec := make([]byte, m.EncodedSize())
 	record.Encode(rec, &m, record.Stamp{Origin: origin, Seq: 1, HLC: record.MakeHLC(now, 0)})
 	for _, tt := range []struct {
-		protos protoRange
+		protos wire.Range
 		want   bool // taken
-	}{{protoRange{2, ProtocolExpiry - 1}, false}, {protoRange{2, ProtocolExpiry}, true}} {
+	}{{wire.Range{Min: 2, Max: ProtocolExpiry - 1}, false}, {wire.Range{Min: 2, Max: ProtocolExpiry}, true}} {
 		conn, err := net.Dial("tcp", b.n.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, keys, err := dialHandshake(conn, origin, nil, tt.protos, 5*time.Second)
+		_, keys, err := wire.DialHandshake(conn, origin, nil, tt.protos, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		bad := b.n.BadFrames()
-		w := newFrameWriter(conn, keys.dialerToListener, 0)
-		if err := w.writeRecords([][]byte{rec}); err != nil {
+		w := wire.NewWriter(conn, keys.DialerToListener, 0, nil)
+		if err := w.WriteRecords([][]byte{rec}); err != nil {
 			t.Fatal(err)
 		}
 		if tt.want {

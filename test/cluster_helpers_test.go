@@ -547,7 +547,7 @@ func originSeqs(t *testing.T, n *clusterNode, topic string, origin uint64, want 
 }
 
 // The data port's handshake and frames (protocol 2), written out here from
-// broadcast/handshake.go and broadcast/frame.go so that a test can reach
+// broadcast/wire/handshake.go and broadcast/wire/frame.go so that a test can reach
 // the frame decoder behind them as a peer would (and fail it on purpose).
 const (
 	dataHelloMagic = "CCDATA1"

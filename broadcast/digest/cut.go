@@ -1,4 +1,4 @@
-package broadcast
+package digest
 
 import (
 	"math"
@@ -22,17 +22,17 @@ const (
 	// by default), plus up to one more for the rounding that lets the
 	// exchanges of one interval share a cut.
 	cutIntervals = 2
-	// cutKeep is how many cuts a node keeps computed (its own and its
+	// CutKeep is how many cuts a node keeps computed (its own and its
 	// dialers', a clock's rounding apart).
-	cutKeep = 4
-	// noCut is the cut of protocol 5's sums: every origin's highest seq.
-	noCut = math.MaxUint64
+	CutKeep = 4
+	// NoCut is the cut of protocol 5's sums: every origin's highest seq.
+	NoCut = math.MaxUint64
 )
 
-// cutAt is the cut an exchange opened at now compares at: now less
+// CutAt is the cut an exchange opened at now compares at: now less
 // cutIntervals SyncIntervals, rounded down to a SyncInterval, as an HLC
 // stamp that covers every stamp of that millisecond.
-func cutAt(now time.Time, interval time.Duration) uint64 {
+func CutAt(now time.Time, interval time.Duration) uint64 {
 	q := max(interval.Milliseconds(), 1)
 	ms := now.Add(-cutIntervals * interval).UnixMilli()
 	ms -= ms % q

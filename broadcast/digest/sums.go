@@ -1,16 +1,19 @@
-package broadcast
+package digest
 
 import (
 	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/cachecast/cachecast/broadcast/internal/originset"
+	"github.com/cachecast/cachecast/broadcast/wire"
 )
 
 // The digest sums kept as the vector changes (see "Anti-entropy" in the
 // package doc). Answering a frame used to copy the store's vector,
 // compute the vector at the frame's cut and sum it: three passes over
-// every origin, for every frame. digestIndex keeps instead this node's
+// every origin, for every frame. Index keeps instead this node's
 // live vector, and for it and for each kept cut the digest tree's sums
 // (sumTree), and updates them only for the origins that changed: those
 // the store's change feed (store.VectorFeed) names, those whose
@@ -24,7 +27,7 @@ const sumLeafMax = 32
 
 // sumTree is the digest tree's sums over a vector (origin -> value, the
 // values above 0), kept node by node: a node holds its sum, the last
-// change under it (gen: the digestIndex's counter), and either its
+// change under it (gen: the Index's counter), and either its
 // children or, as a leaf, its entries. Only the nodes down to leaves of
 // at most sumLeafMax origins exist, so it holds about 2N/sumLeafMax
 // nodes; a deeper node's sum is summed from its leaf's entries.
@@ -213,34 +216,34 @@ type cutSums struct {
 	youngPeak int // (compacted)
 }
 
-// vectorFeed is the store's change feed as the index reads it
+// Feed is the store's change feed as the index reads it
 // (store.VectorFeed).
-type vectorFeed interface {
+type Feed interface {
 	Changes(fn func(origin uint64)) bool
 }
 
-// vectorSource is the store as the index reads it.
-type vectorSource interface {
+// VectorSource is the store as the index reads it.
+type VectorSource interface {
 	Vector() map[uint64]uint64
 	LastSeq(origin uint64) uint64
 }
 
-// digestIndex is this node's side of the digest exchanges, kept up to
+// Index is this node's side of the digest exchanges, kept up to
 // date incrementally (see the top of this file). Its methods with a
 // Locked suffix are called with mu held, after sync.
-type digestIndex struct {
+type Index struct {
 	mu    sync.Mutex
-	src   vectorSource
-	feed  vectorFeed
-	stamp func(o, seq uint64) uint64 // an origin's record's stamp (Node.stampOf)
+	src   VectorSource
+	feed  Feed
+	stamp func(o, seq uint64) uint64 // an origin's record's stamp (StampIn)
 
 	gen      uint64            // counts the changes to any sums (sumTree's gens), from 1
 	ids      uint64            // the last id given to a set of sums
 	heads    map[uint64]uint64 // the live vector: the store's, the retired origins left out
-	headSums sumTree           // its sums (noCut), id headsID
-	retired  map[uint64]bool   // as Node.retired
+	headSums sumTree           // its sums (NoCut), id headsID
+	retired  map[uint64]bool   // the retired origins (Retire)
 	// retiredHeads is the store's seq of each retired origin, and
-	// retiredSum its count and digest (retiredDigest), made again when
+	// retiredSum its count and digest (wire.RetiredDigest), made again when
 	// stale.
 	retiredHeads map[uint64]uint64
 	retiredSum   struct {
@@ -249,7 +252,7 @@ type digestIndex struct {
 		heads  map[uint64]uint64 // a copy of retiredHeads, never changed
 	}
 	retiredStale bool
-	cuts         []*cutSums // the last cutKeep cuts used, the latest used first
+	cuts         []*cutSums // the last CutKeep cuts used, the latest used first
 
 	// behind are the origins this node was offered a record of past a
 	// gap (gap): it lacks the records before it, young or not, and its
@@ -262,17 +265,19 @@ type digestIndex struct {
 	pending map[uint64]bool // retirements not taken yet: origin -> retired
 }
 
-// headsID names the live vector's sums (noCut).
+// headsID names the live vector's sums (NoCut).
 const headsID = 1
 
-func newDigestIndex(src vectorSource, feed vectorFeed, stamp func(o, seq uint64) uint64) *digestIndex {
-	return &digestIndex{src: src, feed: feed, stamp: stamp, gen: 1, ids: headsID, heads: map[uint64]uint64{},
+// NewIndex makes the index of the vector src holds, kept up to date by
+// feed; stamp gives an origin's record's stamp (StampIn).
+func NewIndex(src VectorSource, feed Feed, stamp func(o, seq uint64) uint64) *Index {
+	return &Index{src: src, feed: feed, stamp: stamp, gen: 1, ids: headsID, heads: map[uint64]uint64{},
 		retired: map[uint64]bool{}, retiredHeads: map[uint64]uint64{}, retiredStale: true}
 }
 
-// retire notes that origin o was retired (or is live again). It takes no
+// Retire notes that origin o was retired (or is live again). It takes no
 // lock but its own, so that callers may hold theirs.
-func (x *digestIndex) retire(o uint64, retired bool) {
+func (x *Index) Retire(o uint64, retired bool) {
 	x.pmu.Lock()
 	defer x.pmu.Unlock()
 	if x.pending == nil {
@@ -284,7 +289,7 @@ func (x *digestIndex) retire(o uint64, retired bool) {
 // syncLocked brings the live vector and its sums up to date: the origins
 // the store's feed names, the retirements noted, or, when the feed
 // cannot tell, every origin.
-func (x *digestIndex) syncLocked() {
+func (x *Index) syncLocked() {
 	var changed []uint64
 	all := !x.feed.Changes(func(o uint64) { changed = append(changed, o) })
 	x.pmu.Lock()
@@ -320,7 +325,7 @@ func (x *digestIndex) syncLocked() {
 }
 
 // setHeadLocked makes h the store's seq of origin o (0: none).
-func (x *digestIndex) setHeadLocked(o, h uint64) {
+func (x *Index) setHeadLocked(o, h uint64) {
 	if x.retired[o] {
 		if x.retiredHeads[o] != h {
 			x.retiredHeads[o] = h
@@ -350,9 +355,9 @@ func (x *digestIndex) setHeadLocked(o, h uint64) {
 }
 
 // retiredLocked is the retired summary: how many, and their digest.
-func (x *digestIndex) retiredLocked() (uint32, [16]byte) {
+func (x *Index) retiredLocked() (uint32, [16]byte) {
 	if x.retiredStale {
-		x.retiredSum.count, x.retiredSum.digest = uint32(len(x.retiredHeads)), retiredDigest(x.retiredHeads)
+		x.retiredSum.count, x.retiredSum.digest = uint32(len(x.retiredHeads)), wire.RetiredDigest(x.retiredHeads)
 		x.retiredSum.heads = maps.Clone(x.retiredHeads)
 		x.retiredStale = false
 	}
@@ -363,7 +368,7 @@ func (x *digestIndex) retiredLocked() (uint32, [16]byte) {
 // recently used one moved on to it when that one is older (only the
 // origins young there are searched again), else a copy of the latest
 // older one moved on, else one computed afresh.
-func (x *digestIndex) cutLocked(at uint64) *cutSums {
+func (x *Index) cutLocked(at uint64) *cutSums {
 	for i, c := range x.cuts {
 		if c.at == at {
 			copy(x.cuts[1:i+1], x.cuts[:i])
@@ -373,11 +378,11 @@ func (x *digestIndex) cutLocked(at uint64) *cutSums {
 		}
 	}
 	var c *cutSums
-	if len(x.cuts) == cutKeep {
-		if last := x.cuts[cutKeep-1]; last.at < at {
+	if len(x.cuts) == CutKeep {
+		if last := x.cuts[CutKeep-1]; last.at < at {
 			c = last
 		}
-		x.cuts = x.cuts[:cutKeep-1]
+		x.cuts = x.cuts[:CutKeep-1]
 	}
 	if c == nil {
 		var base *cutSums
@@ -414,10 +419,10 @@ func (x *digestIndex) cutLocked(at uint64) *cutSums {
 // advanceLocked moves c on to the cut at, not before its own: an origin
 // whose head was at or before c's cut is there at at too, so only the
 // young ones are searched again (from their cut at c's, which is old).
-func (x *digestIndex) advanceLocked(c *cutSums, at uint64) {
+func (x *Index) advanceLocked(c *cutSums, at uint64) {
 	if at != c.at {
 		c.at = at
-		c.young = compacted(c.young, &c.youngPeak)
+		c.young = originset.Compacted(c.young, &c.youngPeak)
 		for o := range c.young {
 			m := c.marks[o]
 			lo := m.cut
@@ -432,7 +437,7 @@ func (x *digestIndex) advanceLocked(c *cutSums, at uint64) {
 }
 
 // catchUpLocked brings c's marks up to the heads that moved.
-func (x *digestIndex) catchUpLocked(c *cutSums) {
+func (x *Index) catchUpLocked(c *cutSums) {
 	for o := range c.dirty {
 		h := x.heads[o]
 		m, ok := c.marks[o]
@@ -449,36 +454,11 @@ func (x *digestIndex) catchUpLocked(c *cutSums) {
 		}
 		x.markLocked(c, o, m)
 	}
-	c.dirty = drained(c.dirty)
-}
-
-// drained empties the set m. A map keeps the room of its largest size,
-// and clearing or ranging over it costs that: a large one is made anew.
-func drained(m map[uint64]bool) map[uint64]bool {
-	if len(m) > 64 {
-		return map[uint64]bool{}
-	}
-	clear(m)
-	return m
-}
-
-// compacted is the set m, copied into a map of its size when it holds
-// less than a quarter of its largest size (*peak) since the last copy, so
-// that ranging over it costs what it holds (see drained).
-func compacted(m map[uint64]bool, peak *int) map[uint64]bool {
-	if len(m) > 64 && len(m) < *peak/4 {
-		c := make(map[uint64]bool, len(m)) // (maps.Clone keeps the room)
-		for o := range m {
-			c[o] = true
-		}
-		m, *peak = c, 0
-	}
-	*peak = max(*peak, len(m))
-	return m
+	c.dirty = originset.Drained(c.dirty)
 }
 
 // markLocked sets origin o's mark in c (a head of 0: none).
-func (x *digestIndex) markLocked(c *cutSums, o uint64, m cutMark) {
+func (x *Index) markLocked(c *cutSums, o uint64, m cutMark) {
 	old := c.marks[o].cut
 	if m.head == 0 {
 		delete(c.marks, o)
@@ -497,7 +477,7 @@ func (x *digestIndex) markLocked(c *cutSums, o uint64, m cutMark) {
 }
 
 // digestSums is the sums a frame is answered from: the live vector's
-// (noCut) or a cut's, with the origins behind a gap given values of
+// (NoCut) or a cut's, with the origins behind a gap given values of
 // their own (overrides).
 type digestSums struct {
 	id        uint64
@@ -506,9 +486,9 @@ type digestSums struct {
 	overrides map[uint64]uint64
 }
 
-// sumsAtLocked is the sums at cut (noCut: each origin's highest seq).
-func (x *digestIndex) sumsAtLocked(cut uint64) digestSums {
-	if cut == noCut {
+// sumsAtLocked is the sums at cut (NoCut: each origin's highest seq).
+func (x *Index) sumsAtLocked(cut uint64) digestSums {
+	if cut == NoCut {
 		return digestSums{id: headsID, tree: &x.headSums, value: func(o uint64) uint64 { return x.heads[o] }}
 	}
 	c := x.cutLocked(cut)
@@ -563,7 +543,7 @@ func (s digestSums) changedUnder(ids []nodeID, since uint64) map[uint64]uint64 {
 }
 
 // headsUnderLocked is the live entries under the nodes ids.
-func (x *digestIndex) headsUnderLocked(ids []nodeID) map[uint64]uint64 {
+func (x *Index) headsUnderLocked(ids []nodeID) map[uint64]uint64 {
 	out := map[uint64]uint64{}
 	for _, id := range ids {
 		x.headSums.each(id, 0, func(o, v uint64) { out[o] = v })
@@ -571,14 +551,14 @@ func (x *digestIndex) headsUnderLocked(ids []nodeID) map[uint64]uint64 {
 	return out
 }
 
-// headsFirst says whether an exchange this node opens now compares the
-// whole vectors (noCut) rather than at a cut: for its first gapFor after
+// HeadsFirst says whether an exchange this node opens now compares the
+// whole vectors (NoCut) rather than at a cut: for its first gapFor after
 // its first exchange. A node that just started (or restarted) lacks
 // whatever was written while it was down, the youngest of it younger
 // than any cut, and nothing may announce it (the writes may have
 // stopped): its own exchanges find it at once, as protocol 5's do, for
 // the cost of whole-vector differences over a few seconds of its life.
-func (x *digestIndex) headsFirst(now time.Time, interval time.Duration) bool {
+func (x *Index) HeadsFirst(now time.Time, interval time.Duration) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.firstOpen.IsZero() {
@@ -587,7 +567,7 @@ func (x *digestIndex) headsFirst(now time.Time, interval time.Duration) bool {
 	return now.Sub(x.firstOpen) < gapFor(interval)
 }
 
-// gap notes that a record of origin o, seq, came past a gap (the store
+// Gap notes that a record of origin o, seq, came past a gap (the store
 // refused it as out of order) or was refused for its stamp (too far
 // ahead: gap is called again at each refusal, and the mark lasts while
 // the refusals go on): this node lacks records of o up to it,
@@ -596,7 +576,7 @@ func (x *digestIndex) headsFirst(now time.Time, interval time.Duration) bool {
 // the next exchange reaches o's entries, learns a peer's highest seq of
 // it and pulls, as protocol 5 does: a record lost on its way (NATS is at
 // most once) is found as soon as the next one arrives.
-func (x *digestIndex) gap(o, seq uint64, interval time.Duration) {
+func (x *Index) Gap(o, seq uint64, interval time.Duration) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.behind == nil {

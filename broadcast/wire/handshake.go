@@ -1,4 +1,4 @@
-package broadcast
+package wire
 
 import (
 	"crypto/hmac"
@@ -61,6 +61,9 @@ const (
 	helloSize  = 7 + 1 + 8 + 8 + 32
 	macSize    = sha256.Size
 
+	// HandshakeBytes is what one handshake writes and reads, each way.
+	HandshakeBytes = helloSize + macSize
+
 	// ProtocolMin and ProtocolMax are the data port's protocol versions
 	// this build speaks: 2 since frames carry a MAC (see frame.go; 1 had
 	// none and cannot be spoken safely, so it is out of the range); 3
@@ -95,7 +98,7 @@ const (
 	ProtocolDigest = 5
 
 	// ProtocolCut is the first version whose sums frames carry the cut
-	// their digests are computed at (cut.go); a connection of 5 compares
+	// their digests are computed at (package digest); a connection of 5 compares
 	// every origin's highest seq, as the older build does.
 	ProtocolCut = 6
 
@@ -111,9 +114,9 @@ const (
 	ProtocolCounter = 8
 )
 
-// maxRecordVersion is the newest record version a connection of
+// MaxRecordVersion is the newest record version a connection of
 // protocol proto carries.
-func maxRecordVersion(proto uint8) byte {
+func MaxRecordVersion(proto uint8) byte {
 	if proto >= ProtocolCounter {
 		return record.Version4
 	}
@@ -126,24 +129,17 @@ func maxRecordVersion(proto uint8) byte {
 	return record.Version
 }
 
-// protocols is the range a new Node speaks. Only tests change it, to act
-// as another build (a [2,3] node beside a [2,2] one).
-var protocols = protoRange{min: ProtocolMin, max: ProtocolMax}
+// Range is a range of protocol versions, both ends included.
+type Range struct{ Min, Max uint8 }
 
-// Protocols returns the lowest and highest protocol versions a Node made
-// now speaks; membership carries them (gossip.Config.ProtoMin, ProtoMax).
-func Protocols() (lowest, highest uint8) { return protocols.min, protocols.max }
-
-// protoRange is a range of protocol versions, both ends included.
-type protoRange struct{ min, max uint8 }
-
-func (r protoRange) String() string { return fmt.Sprintf("[%d,%d]", r.min, r.max) }
+// String is the range as [min,max].
+func (r Range) String() string { return fmt.Sprintf("[%d,%d]", r.Min, r.Max) }
 
 // negotiate returns the highest version in both ranges; ok is false when
 // they have none in common.
-func negotiate(a, b protoRange) (v uint8, ok bool) {
-	v = min(a.max, b.max)
-	return v, v >= max(a.min, b.min)
+func negotiate(a, b Range) (v uint8, ok bool) {
+	v = min(a.Max, b.Max)
+	return v, v >= max(a.Min, b.Min)
 }
 
 // ErrHandshake means a peer did not complete the handshake: wrong magic,
@@ -151,7 +147,7 @@ func negotiate(a, b protoRange) (v uint8, ok bool) {
 var ErrHandshake = errors.New("broadcast: handshake refused")
 
 type hello struct {
-	protos protoRange
+	protos Range
 	node   uint64
 	nonce  [32]byte
 }
@@ -159,7 +155,7 @@ type hello struct {
 func (h hello) encode() []byte {
 	b := make([]byte, helloSize)
 	copy(b, helloMagic)
-	b[7], b[8] = h.protos.min, h.protos.max
+	b[7], b[8] = h.protos.Min, h.protos.Max
 	binary.LittleEndian.PutUint64(b[16:], h.node)
 	copy(b[24:], h.nonce[:])
 	return b
@@ -169,12 +165,12 @@ func decodeHello(b []byte) (hello, error) {
 	if len(b) != helloSize || string(b[:7]) != helloMagic {
 		return hello{}, fmt.Errorf("%w: not a cachecast data port", ErrHandshake)
 	}
-	h := hello{protos: protoRange{min: b[7], max: b[8]}, node: binary.LittleEndian.Uint64(b[16:])}
-	if h.protos.max == 0 { // a build that spoke one version
-		h.protos.max = h.protos.min
+	h := hello{protos: Range{Min: b[7], Max: b[8]}, node: binary.LittleEndian.Uint64(b[16:])}
+	if h.protos.Max == 0 { // a build that spoke one version
+		h.protos.Max = h.protos.Min
 	}
 	copy(h.nonce[:], b[24:])
-	if h.protos.min == 0 || h.protos.min > h.protos.max {
+	if h.protos.Min == 0 || h.protos.Min > h.protos.Max {
 		return hello{}, fmt.Errorf("%w: bad protocol range %s", ErrHandshake, h.protos)
 	}
 	if h.node == 0 {
@@ -183,22 +179,22 @@ func decodeHello(b []byte) (hello, error) {
 	return h, nil
 }
 
-func newHello(node uint64, protos protoRange) (hello, error) {
+func newHello(node uint64, protos Range) (hello, error) {
 	h := hello{protos: protos, node: node}
 	_, err := rand.Read(h.nonce[:])
 	return h, err
 }
 
-// session is what a handshake yields: the session keys and the protocol
-// version both sides speak on the connection.
-type session struct {
-	sessionKeys
-	proto uint8
+// Session is what a handshake yields: the session keys, one a way, and
+// the protocol version both sides speak on the connection.
+type Session struct {
+	DialerToListener, ListenerToDialer []byte
+	Proto                              uint8
 }
 
 // agree negotiates the version of a connection between ours and theirs,
 // or says why there is none.
-func agree(ours, theirs protoRange, node uint64) (uint8, error) {
+func agree(ours, theirs Range, node uint64) (uint8, error) {
 	v, ok := negotiate(ours, theirs)
 	if !ok {
 		return 0, fmt.Errorf("%w: node %016x speaks protocol versions %s, this node %s: none in common (upgrade the fleet one version range at a time)",
@@ -239,14 +235,10 @@ func primary(keys [][]byte) []byte {
 	return keys[0]
 }
 
-// sessionKeys authenticate the frames of one connection, one key a way.
-type sessionKeys struct {
-	dialerToListener, listenerToDialer []byte
-}
-
 // deriveSession makes a connection's session keys (see the top of this
-// file) from the keys each side proved with and both hellos.
-func deriveSession(listenerKey, dialerKey, dialer, listener []byte) sessionKeys {
+// file) from the keys each side proved with and both hellos, for a
+// connection of protocol proto.
+func deriveSession(listenerKey, dialerKey, dialer, listener []byte, proto uint8) Session {
 	m := hmac.New(sha256.New, listenerKey)
 	m.Write([]byte("cachecast session"))
 	m.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(dialerKey))))
@@ -259,78 +251,78 @@ func deriveSession(listenerKey, dialerKey, dialer, listener []byte) sessionKeys 
 		m.Write([]byte(label))
 		return m.Sum(nil)
 	}
-	return sessionKeys{dialerToListener: sub("dialer->listener"), listenerToDialer: sub("listener->dialer")}
+	return Session{DialerToListener: sub("dialer->listener"), ListenerToDialer: sub("listener->dialer"), Proto: proto}
 }
 
-// dialHandshake runs the dialer's side and returns the listener's node ID
+// DialHandshake runs the dialer's side and returns the listener's node ID
 // and the connection's session.
-func dialHandshake(conn net.Conn, self uint64, keys [][]byte, protos protoRange, timeout time.Duration) (uint64, session, error) {
+func DialHandshake(conn net.Conn, self uint64, keys [][]byte, protos Range, timeout time.Duration) (uint64, Session, error) {
 	conn.SetDeadline(time.Now().Add(timeout))
 	defer conn.SetDeadline(time.Time{})
 	mine, err := newHello(self, protos)
 	if err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	dh := mine.encode()
 	if _, err := conn.Write(dh); err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	buf := make([]byte, helloSize+macSize)
 	if _, err := io.ReadFull(conn, buf); err != nil {
-		return 0, session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, Session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	lh := buf[:helloSize]
 	theirs, err := decodeHello(lh)
 	if err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	v, err := agree(protos, theirs.protos, theirs.node)
 	if err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	theirKey, ok := matchKey(keys, buf[helloSize:], "listener", dh, lh)
 	if !ok {
-		return 0, session{}, fmt.Errorf("%w: the peer does not hold the cluster key", ErrHandshake)
+		return 0, Session{}, fmt.Errorf("%w: the peer does not hold the cluster key", ErrHandshake)
 	}
 	if _, err := conn.Write(mac(primary(keys), "dialer", dh, lh)); err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
-	return theirs.node, session{deriveSession(theirKey, primary(keys), dh, lh), v}, nil
+	return theirs.node, deriveSession(theirKey, primary(keys), dh, lh, v), nil
 }
 
-// acceptHandshake runs the listener's side and returns the dialer's node
+// AcceptHandshake runs the listener's side and returns the dialer's node
 // ID and the connection's session. The listener answers even a dialer it
 // has no version in common with, so that the dialer can say why.
-func acceptHandshake(conn net.Conn, self uint64, keys [][]byte, protos protoRange, timeout time.Duration) (uint64, session, error) {
+func AcceptHandshake(conn net.Conn, self uint64, keys [][]byte, protos Range, timeout time.Duration) (uint64, Session, error) {
 	conn.SetDeadline(time.Now().Add(timeout))
 	defer conn.SetDeadline(time.Time{})
 	dh := make([]byte, helloSize)
 	if _, err := io.ReadFull(conn, dh); err != nil {
-		return 0, session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, Session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	theirs, err := decodeHello(dh)
 	if err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	mine, err := newHello(self, protos)
 	if err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	lh := mine.encode()
 	if _, err := conn.Write(append(lh, mac(primary(keys), "listener", dh, lh)...)); err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	v, err := agree(protos, theirs.protos, theirs.node)
 	if err != nil {
-		return 0, session{}, err
+		return 0, Session{}, err
 	}
 	got := make([]byte, macSize)
 	if _, err := io.ReadFull(conn, got); err != nil {
-		return 0, session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
+		return 0, Session{}, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
 	theirKey, ok := matchKey(keys, got, "dialer", dh, lh)
 	if !ok {
-		return 0, session{}, fmt.Errorf("%w: node %016x does not hold the cluster key", ErrHandshake, theirs.node)
+		return 0, Session{}, fmt.Errorf("%w: node %016x does not hold the cluster key", ErrHandshake, theirs.node)
 	}
-	return theirs.node, session{deriveSession(primary(keys), theirKey, dh, lh), v}, nil
+	return theirs.node, deriveSession(primary(keys), theirKey, dh, lh, v), nil
 }

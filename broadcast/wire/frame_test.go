@@ -1,4 +1,4 @@
-package broadcast
+package wire
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 func TestAckRoundTrip(t *testing.T) {
 	for _, v := range []map[uint64]uint64{{}, {1: 2}, {7: 100, 8: 1, 0xffffffffffffffff: 3}} {
-		got, err := decodeAck(encodeAck(v))
+		got, err := DecodeAck(EncodeAck(v))
 		if err != nil || len(got) != len(v) {
 			t.Fatalf("%v: %v %v", v, got, err)
 		}
@@ -28,22 +28,22 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 		name string
 		err  error
 	}{
-		{"ack short", func() error { _, err := decodeAck([]byte{1, 0}); return err }()},
-		{"ack count lies", func() error { _, err := decodeAck([]byte{2, 0, 0, 0, 1, 2, 3}); return err }()},
-		{"pull short", func() error { _, err := decodePull(make([]byte, 23)); return err }()},
-		{"pull zero origin", func() error { _, err := decodePull(make([]byte, 24)); return err }()},
+		{"ack short", func() error { _, err := DecodeAck([]byte{1, 0}); return err }()},
+		{"ack count lies", func() error { _, err := DecodeAck([]byte{2, 0, 0, 0, 1, 2, 3}); return err }()},
+		{"pull short", func() error { _, err := DecodePull(make([]byte, 23)); return err }()},
+		{"pull zero origin", func() error { _, err := DecodePull(make([]byte, 24)); return err }()},
 		{"pull backwards", func() error {
-			_, err := decodePull(encodePull(pullReq{origin: 1, from: 5, to: 4}))
+			_, err := DecodePull(EncodePull(PullReq{Origin: 1, From: 5, To: 4}))
 			return err
 		}()},
 		{"pullEnd bad status", func() error {
-			b := encodePullEnd(pullEnd{origin: 1, next: 2})
+			b := EncodePullEnd(PullEnd{Origin: 1, Next: 2})
 			b[16] = 9
-			_, err := decodePullEnd(b)
+			_, err := DecodePullEnd(b)
 			return err
 		}()},
-		{"records zero size", splitRecords(make([]byte, 64), func(record.Record) error { return nil })},
-		{"records empty", splitRecords(nil, func(record.Record) error { return nil })},
+		{"records zero size", SplitRecords(make([]byte, 64), func(record.Record) error { return nil })},
+		{"records empty", SplitRecords(nil, func(record.Record) error { return nil })},
 	}
 	for _, tc := range cases {
 		if !errors.Is(tc.err, ErrBadFrame) {
@@ -54,13 +54,13 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 
 func TestFrameReaderLimits(t *testing.T) {
 	var unknown bytes.Buffer
-	newFrameWriter(&unknown, nil, 0).writeFrame(frameEntries+1, nil) // a valid MAC, an unknown type
+	NewWriter(&unknown, nil, 0, nil).WriteFrame(FrameEntries+1, nil) // a valid MAC, an unknown type
 	for _, b := range [][]byte{
 		{0, 0, 0, 0},                // zero length
 		{0xff, 0xff, 0xff, 0xff, 1}, // over MaxFrameSize
 		unknown.Bytes(),
 	} {
-		if _, _, err := newFrameReader(bytes.NewReader(b), nil, 0).next(); !errors.Is(err, ErrBadFrame) {
+		if _, _, err := NewReader(bytes.NewReader(b), nil, 0, nil).Next(); !errors.Is(err, ErrBadFrame) {
 			t.Errorf("% x: %v, want ErrBadFrame", b, err)
 		}
 	}
@@ -74,15 +74,15 @@ func testFrames(t *testing.T, key []byte) ([]byte, []byte, [][]byte) {
 	m := record.Message{Topic: "prices", Key: "sku-1", Value: []byte("12.50")}
 	rec = rec[:record.Encode(rec, &m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})]
 	var buf bytes.Buffer
-	w := newFrameWriter(&buf, key, 0)
-	if err := w.writeRecords([][]byte{rec, rec}); err != nil {
+	w := NewWriter(&buf, key, 0, nil)
+	if err := w.WriteRecords([][]byte{rec, rec}); err != nil {
 		t.Fatal(err)
 	}
-	ack := encodeAck(map[uint64]uint64{1: 1})
-	pull := encodePull(pullReq{1, 2, 9})
-	w.writeFrame(frameAck, ack)
-	w.writeFrame(framePull, pull)
-	return buf.Bytes(), []byte{frameRecords, frameAck, framePull}, [][]byte{append(rec[:len(rec):len(rec)], rec...), ack, pull}
+	ack := EncodeAck(map[uint64]uint64{1: 1})
+	pull := EncodePull(PullReq{1, 2, 9})
+	w.WriteFrame(FrameAck, ack)
+	w.WriteFrame(FramePull, pull)
+	return buf.Bytes(), []byte{FrameRecords, FrameAck, FramePull}, [][]byte{append(rec[:len(rec):len(rec)], rec...), ack, pull}
 }
 
 // TestFrameMAC: frames read back with the session key they were written
@@ -93,9 +93,9 @@ func TestFrameMAC(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
 	stream, types, payloads := testFrames(t, key)
 	readAll := func(b, key []byte) (n int, err error) {
-		fr := newFrameReader(bytes.NewReader(b), key, 0)
+		fr := NewReader(bytes.NewReader(b), key, 0, nil)
 		for {
-			typ, p, err := fr.next()
+			typ, p, err := fr.Next()
 			if err != nil {
 				return n, err
 			}
@@ -133,25 +133,25 @@ func TestFrameMAC(t *testing.T) {
 }
 
 func TestHelloDecode(t *testing.T) {
-	h, _ := newHello(42, protoRange{2, 3})
+	h, _ := newHello(42, Range{2, 3})
 	good := h.encode()
 	with := func(f func(b []byte)) []byte { b := bytes.Clone(good); f(b); return b }
 	tests := []struct {
 		name string
 		b    []byte
-		want protoRange // zero: refused
+		want Range // zero: refused
 	}{
-		{"round trip", good, protoRange{2, 3}},
-		{"a build of one version (max byte zero)", with(func(b []byte) { b[8] = 0 }), protoRange{2, 2}},
-		{"min above max", with(func(b []byte) { b[7], b[8] = 4, 3 }), protoRange{}},
-		{"min zero", with(func(b []byte) { b[7] = 0 }), protoRange{}},
-		{"node ID zero", with(func(b []byte) { clear(b[16:24]) }), protoRange{}},
-		{"http", []byte("GET / HTTP/1.1\r\n"), protoRange{}},
+		{"round trip", good, Range{2, 3}},
+		{"a build of one version (max byte zero)", with(func(b []byte) { b[8] = 0 }), Range{2, 2}},
+		{"min above max", with(func(b []byte) { b[7], b[8] = 4, 3 }), Range{}},
+		{"min zero", with(func(b []byte) { b[7] = 0 }), Range{}},
+		{"node ID zero", with(func(b []byte) { clear(b[16:24]) }), Range{}},
+		{"http", []byte("GET / HTTP/1.1\r\n"), Range{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := decodeHello(tt.b)
-			if tt.want == (protoRange{}) {
+			if tt.want == (Range{}) {
 				if !errors.Is(err, ErrHandshake) {
 					t.Fatalf("decoded %+v, %v; want ErrHandshake", got, err)
 				}
@@ -166,18 +166,18 @@ func TestHelloDecode(t *testing.T) {
 
 func TestNegotiate(t *testing.T) {
 	tests := []struct {
-		a, b protoRange
+		a, b Range
 		want uint8 // 0: none in common
 	}{
-		{protoRange{2, 2}, protoRange{2, 2}, 2},
-		{protoRange{2, 3}, protoRange{2, 2}, 2},
-		{protoRange{2, 3}, protoRange{2, 3}, 3},
-		{protoRange{2, 3}, protoRange{3, 4}, 3},
-		{protoRange{3, 3}, protoRange{2, 2}, 0},
-		{protoRange{2, 2}, protoRange{3, 5}, 0},
+		{Range{2, 2}, Range{2, 2}, 2},
+		{Range{2, 3}, Range{2, 2}, 2},
+		{Range{2, 3}, Range{2, 3}, 3},
+		{Range{2, 3}, Range{3, 4}, 3},
+		{Range{3, 3}, Range{2, 2}, 0},
+		{Range{2, 2}, Range{3, 5}, 0},
 	}
 	for _, tt := range tests {
-		for _, pair := range [][2]protoRange{{tt.a, tt.b}, {tt.b, tt.a}} {
+		for _, pair := range [][2]Range{{tt.a, tt.b}, {tt.b, tt.a}} {
 			v, ok := negotiate(pair[0], pair[1])
 			if tt.want == 0 && ok || tt.want != 0 && (!ok || v != tt.want) {
 				t.Errorf("negotiate(%s, %s) = %d, %v; want %d", pair[0], pair[1], v, ok, tt.want)
@@ -195,20 +195,20 @@ func FuzzFrames(f *testing.F) {
 	rec := make([]byte, 64)
 	m := record.Message{Topic: "t", Key: "k", Value: []byte("v")}
 	rec = rec[:record.Encode(rec, &m, record.Stamp{Origin: 1, Seq: 1, HLC: 1})]
-	f.Add(append([]byte{frameRecords}, rec...))
-	f.Add(append([]byte{frameAck}, encodeAck(map[uint64]uint64{1: 2})...))
-	f.Add(append([]byte{framePull}, encodePull(pullReq{1, 1, 9})...))
-	f.Add(append([]byte{framePullEnd}, encodePullEnd(pullEnd{1, 9, 0})...))
-	f.Add(append([]byte{frameVector}, encodeVector(vectorMsg{live: map[uint64]uint64{1: 2}, retired: 1, digest: retiredDigest(map[uint64]uint64{3: 4})})...))
-	f.Add(append([]byte{frameRetired}, encodeAck(map[uint64]uint64{3: 4})...))
-	h, _ := newHello(7, protocols)
+	f.Add(append([]byte{FrameRecords}, rec...))
+	f.Add(append([]byte{FrameAck}, EncodeAck(map[uint64]uint64{1: 2})...))
+	f.Add(append([]byte{FramePull}, EncodePull(PullReq{1, 1, 9})...))
+	f.Add(append([]byte{FramePullEnd}, EncodePullEnd(PullEnd{1, 9, 0})...))
+	f.Add(append([]byte{FrameVector}, EncodeVector(VectorMsg{Live: map[uint64]uint64{1: 2}, Retired: 1, Digest: RetiredDigest(map[uint64]uint64{3: 4})})...))
+	f.Add(append([]byte{FrameRetired}, EncodeAck(map[uint64]uint64{3: 4})...))
+	h, _ := newHello(7, Range{ProtocolMin, ProtocolMax})
 	f.Add(h.encode())
 	key := []byte("fuzz key")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		decodeHello(b)
-		fr := newFrameReader(bytes.NewReader(b), key, 0)
+		fr := NewReader(bytes.NewReader(b), key, 0, nil)
 		for {
-			if _, _, err := fr.next(); err != nil {
+			if _, _, err := fr.Next(); err != nil {
 				break
 			}
 		}
@@ -216,10 +216,10 @@ func FuzzFrames(f *testing.F) {
 			return
 		}
 		var sealed bytes.Buffer
-		newFrameWriter(&sealed, key, 0).writeFrame(b[0], b[1:])
-		typ, p, err := newFrameReader(&sealed, key, 0).next()
+		NewWriter(&sealed, key, 0, nil).WriteFrame(b[0], b[1:])
+		typ, p, err := NewReader(&sealed, key, 0, nil).Next()
 		if err != nil {
-			if b[0] >= frameRecords && b[0] <= frameEntries {
+			if b[0] >= FrameRecords && b[0] <= FrameEntries {
 				t.Fatalf("a sealed frame of type %d refused: %v", b[0], err)
 			}
 			return
@@ -228,28 +228,28 @@ func FuzzFrames(f *testing.F) {
 			t.Fatal("the reader changed a sealed frame")
 		}
 		switch typ {
-		case frameAck:
-			if v, err := decodeAck(p); err == nil && !bytes.Equal(encodeAck(v), p) && len(v) == int(p[0]) {
+		case FrameAck:
+			if v, err := DecodeAck(p); err == nil && !bytes.Equal(EncodeAck(v), p) && len(v) == int(p[0]) {
 				// Map order differs; compare as sets.
-				back, _ := decodeAck(encodeAck(v))
+				back, _ := DecodeAck(EncodeAck(v))
 				if len(back) != len(v) {
 					t.Fatal("ack round trip")
 				}
 			}
-		case frameVector:
-			if m, err := decodeVector(p); err == nil && len(m.live) <= 1 && !bytes.Equal(encodeVector(m), p) {
+		case FrameVector:
+			if m, err := DecodeVector(p); err == nil && len(m.Live) <= 1 && !bytes.Equal(EncodeVector(m), p) {
 				t.Fatal("vector round trip")
 			}
-		case framePull:
-			if r, err := decodePull(p); err == nil && !bytes.Equal(encodePull(r), p) {
+		case FramePull:
+			if r, err := DecodePull(p); err == nil && !bytes.Equal(EncodePull(r), p) {
 				t.Fatal("pull round trip")
 			}
-		case framePullEnd:
-			if e, err := decodePullEnd(p); err == nil && !bytes.Equal(encodePullEnd(e), p) {
+		case FramePullEnd:
+			if e, err := DecodePullEnd(p); err == nil && !bytes.Equal(EncodePullEnd(e), p) {
 				t.Fatal("pullEnd round trip")
 			}
-		case frameRecords:
-			splitRecords(p, func(r record.Record) error {
+		case FrameRecords:
+			SplitRecords(p, func(r record.Record) error {
 				if _, err := record.Decode(r); err != nil {
 					t.Fatal("split handed out a bad record")
 				}
@@ -272,15 +272,15 @@ func BenchmarkFrameMAC(b *testing.B) {
 	}
 	key := []byte("0123456789abcdef0123456789abcdef")
 	var buf bytes.Buffer
-	w := newFrameWriter(&buf, key, 0)
-	fr := newFrameReader(&buf, key, 0)
+	w := NewWriter(&buf, key, 0, nil)
+	fr := NewReader(&buf, key, 0, nil)
 	b.SetBytes(int64(len(recs) * len(rec)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := w.writeRecords(recs); err != nil {
+		if err := w.WriteRecords(recs); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := fr.next(); err != nil {
+		if _, _, err := fr.Next(); err != nil {
 			b.Fatal(err)
 		}
 	}

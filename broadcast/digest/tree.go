@@ -1,9 +1,11 @@
-package broadcast
+package digest
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+
+	"github.com/cachecast/cachecast/broadcast/wire"
 )
 
 // The digest tree of a version vector (protocol 5's exchanges; see
@@ -119,12 +121,12 @@ const (
 type sumsMsg struct {
 	kind byte
 	// hasCut: the frame carries the cut its sums are computed at
-	// (protocol 6, ProtocolCut; cut.go); without, they are over the whole
-	// vector (noCut).
+	// (protocol 6, wire.ProtocolCut; cut.go); without, they are over the whole
+	// vector (NoCut).
 	hasCut  bool
 	cut     uint64
 	retired uint32   // kinds sumsOpen and sumsOpenAnswer
-	digest  [16]byte // retiredDigest of the retired origins, likewise
+	digest  [16]byte // wire.RetiredDigest of the retired origins, likewise
 	nodes   []sumNode
 }
 
@@ -158,46 +160,46 @@ func encodeSums(m sumsMsg) []byte {
 // connection speaks ProtocolCut).
 func decodeSums(p []byte, hasCut bool) (sumsMsg, error) {
 	if len(p) < 1 || p[0] > sumsOpenAnswer {
-		return sumsMsg{}, fmt.Errorf("%w: sums of %d bytes", ErrBadFrame, len(p))
+		return sumsMsg{}, fmt.Errorf("%w: sums of %d bytes", wire.ErrBadFrame, len(p))
 	}
-	m := sumsMsg{kind: p[0], hasCut: hasCut, cut: noCut}
+	m := sumsMsg{kind: p[0], hasCut: hasCut, cut: NoCut}
 	p = p[1:]
 	if hasCut {
 		if len(p) < 8 {
-			return sumsMsg{}, fmt.Errorf("%w: sums without a cut", ErrBadFrame)
+			return sumsMsg{}, fmt.Errorf("%w: sums without a cut", wire.ErrBadFrame)
 		}
 		m.cut = binary.LittleEndian.Uint64(p)
 		p = p[8:]
 	}
 	if m.kind != sumsStep {
 		if len(p) < 20 {
-			return sumsMsg{}, fmt.Errorf("%w: sums opening of %d bytes", ErrBadFrame, len(p))
+			return sumsMsg{}, fmt.Errorf("%w: sums opening of %d bytes", wire.ErrBadFrame, len(p))
 		}
 		m.retired = binary.LittleEndian.Uint32(p)
 		copy(m.digest[:], p[4:20])
 		p = p[20:]
 	}
 	if len(p) < 4 {
-		return sumsMsg{}, fmt.Errorf("%w: sums without a count", ErrBadFrame)
+		return sumsMsg{}, fmt.Errorf("%w: sums without a count", wire.ErrBadFrame)
 	}
 	n := binary.LittleEndian.Uint32(p)
 	p = p[4:]
 	if n > maxFrameNodes {
-		return sumsMsg{}, fmt.Errorf("%w: sums of %d nodes (at most %d)", ErrBadFrame, n, maxFrameNodes)
+		return sumsMsg{}, fmt.Errorf("%w: sums of %d nodes (at most %d)", wire.ErrBadFrame, n, maxFrameNodes)
 	}
 	if uint64(len(p)) != uint64(n)*sumNodeSize {
-		return sumsMsg{}, fmt.Errorf("%w: sums say %d nodes in %d bytes", ErrBadFrame, n, len(p))
+		return sumsMsg{}, fmt.Errorf("%w: sums say %d nodes in %d bytes", wire.ErrBadFrame, n, len(p))
 	}
 	m.nodes = make([]sumNode, n)
 	for i := range m.nodes {
 		q := p[i*sumNodeSize:]
 		if q[0] > 1 {
-			return sumsMsg{}, fmt.Errorf("%w: sums node flags %#x", ErrBadFrame, q[0])
+			return sumsMsg{}, fmt.Errorf("%w: sums node flags %#x", wire.ErrBadFrame, q[0])
 		}
 		sn := sumNode{final: q[0] == 1, nodeID: nodeID{depth: q[1], prefix: binary.LittleEndian.Uint64(q[2:])}}
 		sn.count, sn.digest = binary.LittleEndian.Uint32(q[10:]), binary.LittleEndian.Uint64(q[14:])
 		if !sn.valid() {
-			return sumsMsg{}, fmt.Errorf("%w: tree node depth %d prefix %016x", ErrBadFrame, sn.depth, sn.prefix)
+			return sumsMsg{}, fmt.Errorf("%w: tree node depth %d prefix %016x", wire.ErrBadFrame, sn.depth, sn.prefix)
 		}
 		m.nodes[i] = sn
 	}
@@ -225,21 +227,21 @@ func encodeEntries(m entriesMsg) []byte {
 		b = append(b, id.depth)
 		b = binary.LittleEndian.AppendUint64(b, id.prefix)
 	}
-	return append(b, encodeAck(m.entries)...)
+	return append(b, wire.EncodeAck(m.entries)...)
 }
 
 func decodeEntries(p []byte) (entriesMsg, error) {
 	if len(p) < 5 || p[0] > 1 {
-		return entriesMsg{}, fmt.Errorf("%w: entries of %d bytes", ErrBadFrame, len(p))
+		return entriesMsg{}, fmt.Errorf("%w: entries of %d bytes", wire.ErrBadFrame, len(p))
 	}
 	m := entriesMsg{answer: p[0] == 1}
 	n := binary.LittleEndian.Uint32(p[1:])
 	p = p[5:]
 	if n > maxFrameNodes {
-		return entriesMsg{}, fmt.Errorf("%w: entries under %d nodes (at most %d)", ErrBadFrame, n, maxFrameNodes)
+		return entriesMsg{}, fmt.Errorf("%w: entries under %d nodes (at most %d)", wire.ErrBadFrame, n, maxFrameNodes)
 	}
 	if uint64(len(p)) < uint64(n)*9 {
-		return entriesMsg{}, fmt.Errorf("%w: entries say %d nodes in %d bytes", ErrBadFrame, n, len(p))
+		return entriesMsg{}, fmt.Errorf("%w: entries say %d nodes in %d bytes", wire.ErrBadFrame, n, len(p))
 	}
 	m.nodes = make([]nodeID, n)
 	under := map[nodeID]bool{}
@@ -247,7 +249,7 @@ func decodeEntries(p []byte) (entriesMsg, error) {
 	for i := range m.nodes {
 		id := nodeID{depth: p[9*i], prefix: binary.LittleEndian.Uint64(p[9*i+1:])}
 		if !id.valid() {
-			return entriesMsg{}, fmt.Errorf("%w: tree node depth %d prefix %016x", ErrBadFrame, id.depth, id.prefix)
+			return entriesMsg{}, fmt.Errorf("%w: tree node depth %d prefix %016x", wire.ErrBadFrame, id.depth, id.prefix)
 		}
 		m.nodes[i] = id
 		under[id] = true
@@ -255,7 +257,7 @@ func decodeEntries(p []byte) (entriesMsg, error) {
 			depths = append(depths, id.depth)
 		}
 	}
-	v, err := decodeAck(p[9*n:])
+	v, err := wire.DecodeAck(p[9*n:])
 	if err != nil {
 		return entriesMsg{}, err
 	}
@@ -273,7 +275,7 @@ func decodeEntries(p []byte) (entriesMsg, error) {
 			}
 		}
 		if !in {
-			return entriesMsg{}, fmt.Errorf("%w: entry of origin %016x under none of the frame's nodes", ErrBadFrame, o)
+			return entriesMsg{}, fmt.Errorf("%w: entry of origin %016x under none of the frame's nodes", wire.ErrBadFrame, o)
 		}
 	}
 	m.entries = v

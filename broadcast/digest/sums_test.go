@@ -1,4 +1,4 @@
-package broadcast
+package digest
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/broadcast/internal/originset"
+	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -42,7 +44,7 @@ func (m *mapVector) Changes(fn func(uint64)) bool {
 	for o := range m.changed {
 		fn(o)
 	}
-	m.changed = drained(m.changed)
+	m.changed = originset.Drained(m.changed)
 	return true
 }
 
@@ -160,9 +162,9 @@ func digestRecount(st *store.Store, retired map[uint64]bool, cut uint64) (at, re
 			ret[o] = h
 			continue
 		}
-		if cut == noCut {
+		if cut == NoCut {
 			at[o] = h
-		} else if s := scanCut(h, cut, func(s uint64) uint64 { return stampIn(st, o, s) }); s > 0 {
+		} else if s := scanCut(h, cut, func(s uint64) uint64 { return StampIn(st, o, s) }); s > 0 {
 			at[o] = s
 		}
 	}
@@ -181,7 +183,7 @@ func digestRecount(st *store.Store, retired map[uint64]bool, cut uint64) (at, re
 func TestDigestIndexMatchesRecount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	dir := t.TempDir()
-	open := func() (*store.Store, *digestIndex) {
+	open := func() (*store.Store, *Index) {
 		o := store.DefaultOptions(dir)
 		o.SegmentSize = 1 << 20
 		o.IndexChunkEntries = 4096
@@ -189,7 +191,7 @@ func TestDigestIndexMatchesRecount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st, newDigestIndex(st, st.VectorFeed(), func(o, s uint64) uint64 { return stampIn(st, o, s) })
+		return st, NewIndex(st, st.VectorFeed(), func(o, s uint64) uint64 { return StampIn(st, o, s) })
 	}
 	st, x := open()
 	defer func() { st.Close() }()
@@ -221,7 +223,7 @@ func TestDigestIndexMatchesRecount(t *testing.T) {
 		}
 		if o := rng.Uint64N(origins) + 1; rng.IntN(5) == 0 {
 			retired[o] = !retired[o]
-			x.retire(o, retired[o])
+			x.Retire(o, retired[o])
 		}
 		if rng.IntN(40) == 0 { // a restart: the store opened again, a new index
 			if err := st.Close(); err != nil {
@@ -229,7 +231,7 @@ func TestDigestIndexMatchesRecount(t *testing.T) {
 			}
 			st, x = open()
 			for o := range retired {
-				x.retire(o, retired[o])
+				x.Retire(o, retired[o])
 			}
 			holds, seen = map[uint64]uint64{}, map[uint64]uint64{}
 		}
@@ -242,7 +244,7 @@ func TestDigestIndexMatchesRecount(t *testing.T) {
 			cut -= record.MakeHLC(int64(rng.IntN(10)), 0)
 		}
 		cuts = append(cuts, cut)
-		for _, at := range []uint64{cut, noCut} {
+		for _, at := range []uint64{cut, NoCut} {
 			want, wantRetired := digestRecount(st, retired, at)
 			x.mu.Lock()
 			x.syncLocked()
@@ -258,7 +260,7 @@ func TestDigestIndexMatchesRecount(t *testing.T) {
 				x.mu.Unlock()
 				t.Fatalf("round %d, cut %d: the index gives %d entries, the recount %d", round, at, len(got), len(want))
 			}
-			if got := x.headsUnderLocked([]nodeID{treeRoot}); at == noCut && !maps.Equal(got, want) {
+			if got := x.headsUnderLocked([]nodeID{treeRoot}); at == NoCut && !maps.Equal(got, want) {
 				x.mu.Unlock()
 				t.Fatalf("round %d: the live vector has %d origins, the recount %d", round, len(got), len(want))
 			}
@@ -266,7 +268,7 @@ func TestDigestIndexMatchesRecount(t *testing.T) {
 			learned := sums.changedUnder([]nodeID{treeRoot}, seen[sums.id])
 			seen[sums.id] = x.gen
 			x.mu.Unlock()
-			if n != uint32(len(wantRetired)) || d != retiredDigest(wantRetired) {
+			if n != uint32(len(wantRetired)) || d != wire.RetiredDigest(wantRetired) {
 				t.Fatalf("round %d: retired summary %d %x, want %d", round, n, d, len(wantRetired))
 			}
 			for o, s := range learned {
@@ -350,16 +352,16 @@ func BenchmarkDigestAnswer(b *testing.B) {
 				for o := range v {
 					src.changed[o] = true
 				}
-				x := newDigestIndex(src, src, func(o, s uint64) uint64 { return s })
-				open := x.opening(true, at)
+				x := NewIndex(src, src, func(o, s uint64) uint64 { return s })
+				open := x.Opening(true, at)
 				seen := map[uint64]uint64{}
-				answer := func() digestStep {
-					st, _, err := x.answer(frameSums, open.p, true, seen)
+				answer := func() Step {
+					st, _, err := x.Answer(wire.FrameSums, open.Payload, true, seen)
 					if err != nil {
 						b.Fatal(err)
 					}
-					if st.whole {
-						seen[st.sums] = st.gen
+					if st.Whole {
+						seen[st.Sums] = st.Gen
 					}
 					return st
 				}
@@ -373,7 +375,7 @@ func BenchmarkDigestAnswer(b *testing.B) {
 						v[o]++
 						src.changed[o] = true
 					}
-					if st := answer(); !st.whole {
+					if st := answer(); !st.Whole {
 						b.Fatal("the sums at the cut differ")
 					}
 				}

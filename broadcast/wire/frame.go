@@ -1,4 +1,4 @@
-package broadcast
+package wire
 
 import (
 	"bufio"
@@ -48,7 +48,7 @@ import (
 //	vector    (protocol 3) count u32, count x (origin u64, seq u64), then
 //	          retired u32 and a 16-byte digest: the sender's whole vector
 //	          but the origins it has retired, and how many it retired and
-//	          their digest (retiredDigest). The dialer sends it to start an
+//	          their digest (RetiredDigest). The dialer sends it to start an
 //	          exchange; the listener answers with its own.
 //	retired   (protocol 3) as ack: the origins the sender has retired with
 //	          the seq it holds of each; sent when the other side's digest
@@ -57,44 +57,44 @@ import (
 //	          opening of an exchange, 2 the answer to an opening); on
 //	          protocol 6 the cut u64 next (an HLC stamp: the sums are
 //	          over each origin's highest seq stamped at or before it,
-//	          cut.go; the dialer's, carried back and forth); for 1
+//	          package digest; the dialer's, carried back and forth); for 1
 //	          and 2 the retired u32 and 16-byte digest as in vector; then
 //	          count u32, count x (flags u8 (bit 0: final), depth u8,
 //	          prefix u64, origins u32, digest u64): the sender's digests
 //	          of nodes of the digest tree (see "Anti-entropy" in the
-//	          package doc and digest.go)
+//	          package doc of broadcast and package digest)
 //	entries   (protocol 5) flags u8 (bit 0: answer with yours), count
 //	          u32, count x (depth u8, prefix u64): nodes of the digest
 //	          tree, then an ack's payload: every live entry the sender
 //	          holds under those nodes, and none outside them
 const (
-	frameRecords  = 1
-	frameAck      = 2
-	framePull     = 3
-	framePullEnd  = 4
-	frameSnapReq  = 5
-	frameSnapData = 6
-	frameSnapEnd  = 7
-	frameVector   = 8
-	frameRetired  = 9
-	frameSums     = 10
-	frameEntries  = 11
+	FrameRecords  = 1
+	FrameAck      = 2
+	FramePull     = 3
+	FramePullEnd  = 4
+	FrameSnapReq  = 5
+	FrameSnapData = 6
+	FrameSnapEnd  = 7
+	FrameVector   = 8
+	FrameRetired  = 9
+	FrameSums     = 10
+	FrameEntries  = 11
 )
 
 // MaxFrameSize bounds a frame; a peer that announces more is cut off.
 const MaxFrameSize = 64 << 20
 
-// Pull statuses.
+// Pull statuses, the status byte of a pullEnd frame.
 const (
-	pullDone     = 0
-	pullRecycled = 1
+	PullDone     = 0
+	PullRecycled = 1
 )
 
 // ErrBadFrame means a peer sent bytes that are not a valid frame. The
 // connection is closed; nothing else is affected.
 var ErrBadFrame = errors.New("broadcast: bad frame")
 
-// frameWriter writes frames to a connection. Not safe for concurrent use:
+// Writer writes frames to a connection. Not safe for concurrent use:
 // a link serializes its writes.
 //
 // Each frame must be written within timeout (when the connection has
@@ -102,7 +102,7 @@ var ErrBadFrame = errors.New("broadcast: bad frame")
 // window full) fails the write with os.ErrDeadlineExceeded instead of
 // blocking the writer for good. The connection is then unusable (part of
 // a frame may be out) and is closed.
-type frameWriter struct {
+type Writer struct {
 	conn     io.Writer
 	deadline writeDeadliner // conn's, nil when it has none
 	timeout  time.Duration  // 0: no deadline
@@ -116,14 +116,17 @@ type frameWriter struct {
 
 type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 
-func newFrameWriter(conn io.Writer, key []byte, timeout time.Duration) *frameWriter {
-	w := &frameWriter{conn: conn, mac: hmac.New(sha256.New, key), timeout: timeout}
+// NewWriter writes frames to conn, sealed with the session key of this
+// direction (Session), each within timeout (0: none); sent, when set,
+// counts the bytes written.
+func NewWriter(conn io.Writer, key []byte, timeout time.Duration, sent *atomic.Uint64) *Writer {
+	w := &Writer{conn: conn, mac: hmac.New(sha256.New, key), timeout: timeout, sent: sent}
 	w.deadline, _ = conn.(writeDeadliner)
 	return w
 }
 
 // arm sets the deadline of the frame about to be written.
-func (w *frameWriter) arm() {
+func (w *Writer) arm() {
 	if w.deadline != nil && w.timeout > 0 {
 		w.deadline.SetWriteDeadline(time.Now().Add(w.timeout))
 	}
@@ -131,7 +134,7 @@ func (w *frameWriter) arm() {
 
 // seal computes the MAC of the next frame (its header in w.hdr, its
 // payload in parts) into w.sum.
-func (w *frameWriter) seal(parts ...[]byte) {
+func (w *Writer) seal(parts ...[]byte) {
 	var seq [8]byte
 	binary.LittleEndian.PutUint64(seq[:], w.seq)
 	w.seq++
@@ -144,16 +147,16 @@ func (w *frameWriter) seal(parts ...[]byte) {
 	w.mac.Sum(w.sum[:0])
 }
 
-// writeRecords sends the records as one frame, with one writev of the
+// WriteRecords sends the records as one frame, with one writev of the
 // slices it is given (the callers copy the records out of the log's map
 // into a send buffer first).
-func (w *frameWriter) writeRecords(recs [][]byte) error {
-	return w.writeParts(frameRecords, recs...)
+func (w *Writer) WriteRecords(recs [][]byte) error {
+	return w.WriteParts(FrameRecords, recs...)
 }
 
-// writeParts sends a frame whose payload is the parts back to back, with
+// WriteParts sends a frame whose payload is the parts back to back, with
 // one writev and no copy (a snapshot's data frames are 1 MiB each).
-func (w *frameWriter) writeParts(typ byte, parts ...[]byte) error {
+func (w *Writer) WriteParts(typ byte, parts ...[]byte) error {
 	n := 1
 	for _, r := range parts {
 		n += len(r)
@@ -171,14 +174,14 @@ func (w *frameWriter) writeParts(typ byte, parts ...[]byte) error {
 	return err
 }
 
-func (w *frameWriter) count(k int) {
+func (w *Writer) count(k int) {
 	if w.sent != nil {
 		w.sent.Add(uint64(k))
 	}
 }
 
-// writeFrame sends a small frame built in one buffer.
-func (w *frameWriter) writeFrame(typ byte, payload []byte) error {
+// WriteFrame sends a small frame built in one buffer.
+func (w *Writer) WriteFrame(typ byte, payload []byte) error {
 	binary.LittleEndian.PutUint32(w.hdr[:], uint32(1+len(payload)))
 	w.hdr[4] = typ
 	w.seal(payload)
@@ -190,7 +193,9 @@ func (w *frameWriter) writeFrame(typ byte, payload []byte) error {
 	return err
 }
 
-func encodeAck(v map[uint64]uint64) []byte {
+// EncodeAck is an ack frame's payload (and a retired frame's): the
+// entries of v in no order.
+func EncodeAck(v map[uint64]uint64) []byte {
 	b := make([]byte, 4, 4+16*len(v))
 	binary.LittleEndian.PutUint32(b, uint32(len(v)))
 	for o, s := range v {
@@ -200,7 +205,8 @@ func encodeAck(v map[uint64]uint64) []byte {
 	return b
 }
 
-func decodeAck(p []byte) (map[uint64]uint64, error) {
+// DecodeAck reads an ack frame's payload (and a retired frame's).
+func DecodeAck(p []byte) (map[uint64]uint64, error) {
 	if len(p) < 4 {
 		return nil, fmt.Errorf("%w: ack of %d bytes", ErrBadFrame, len(p))
 	}
@@ -216,44 +222,46 @@ func decodeAck(p []byte) (map[uint64]uint64, error) {
 	return v, nil
 }
 
-// vectorMsg is the payload of a vector frame: the origins the sender has
+// VectorMsg is the payload of a vector frame: the origins the sender has
 // not retired, and the size and digest of the set it has.
-type vectorMsg struct {
-	live    map[uint64]uint64
-	retired uint32
-	digest  [16]byte
+type VectorMsg struct {
+	Live    map[uint64]uint64 // the sender's vector, its retired origins left out
+	Retired uint32            // how many origins the sender retired
+	Digest  [16]byte          // their RetiredDigest
 }
 
-// sameRetired says whether both sides retired the same origins at the same
+// SameRetired says whether both sides retired the same origins at the same
 // seqs (to the digest's certainty).
-func (m vectorMsg) sameRetired(o vectorMsg) bool {
-	return m.retired == o.retired && m.digest == o.digest
+func (m VectorMsg) SameRetired(o VectorMsg) bool {
+	return m.Retired == o.Retired && m.Digest == o.Digest
 }
 
-func encodeVector(m vectorMsg) []byte {
-	b := encodeAck(m.live)
-	b = binary.LittleEndian.AppendUint32(b, m.retired)
-	return append(b, m.digest[:]...)
+// EncodeVector is a vector frame's payload.
+func EncodeVector(m VectorMsg) []byte {
+	b := EncodeAck(m.Live)
+	b = binary.LittleEndian.AppendUint32(b, m.Retired)
+	return append(b, m.Digest[:]...)
 }
 
-func decodeVector(p []byte) (vectorMsg, error) {
+// DecodeVector reads a vector frame's payload.
+func DecodeVector(p []byte) (VectorMsg, error) {
 	if len(p) < 4+4+16 {
-		return vectorMsg{}, fmt.Errorf("%w: vector of %d bytes", ErrBadFrame, len(p))
+		return VectorMsg{}, fmt.Errorf("%w: vector of %d bytes", ErrBadFrame, len(p))
 	}
 	tail := p[len(p)-20:]
-	live, err := decodeAck(p[:len(p)-20])
+	live, err := DecodeAck(p[:len(p)-20])
 	if err != nil {
-		return vectorMsg{}, err
+		return VectorMsg{}, err
 	}
-	m := vectorMsg{live: live, retired: binary.LittleEndian.Uint32(tail)}
-	copy(m.digest[:], tail[4:])
+	m := VectorMsg{Live: live, Retired: binary.LittleEndian.Uint32(tail)}
+	copy(m.Digest[:], tail[4:])
 	return m, nil
 }
 
-// retiredDigest is the digest of a set of retired origins with their seqs:
+// RetiredDigest is the digest of a set of retired origins with their seqs:
 // the first 16 bytes of SHA-256 over the entries sorted by origin; zero
 // for none.
-func retiredDigest(v map[uint64]uint64) (d [16]byte) {
+func RetiredDigest(v map[uint64]uint64) (d [16]byte) {
 	if len(v) == 0 {
 		return d
 	}
@@ -273,54 +281,62 @@ func retiredDigest(v map[uint64]uint64) (d [16]byte) {
 	return d
 }
 
-type pullReq struct{ origin, from, to uint64 }
+// PullReq is a pull frame's payload: the records of Origin from seq From
+// to To, both included.
+type PullReq struct{ Origin, From, To uint64 }
 
-func encodePull(r pullReq) []byte {
+// EncodePull is a pull frame's payload.
+func EncodePull(r PullReq) []byte {
 	b := make([]byte, 24)
-	binary.LittleEndian.PutUint64(b, r.origin)
-	binary.LittleEndian.PutUint64(b[8:], r.from)
-	binary.LittleEndian.PutUint64(b[16:], r.to)
+	binary.LittleEndian.PutUint64(b, r.Origin)
+	binary.LittleEndian.PutUint64(b[8:], r.From)
+	binary.LittleEndian.PutUint64(b[16:], r.To)
 	return b
 }
 
-func decodePull(p []byte) (pullReq, error) {
+// DecodePull reads a pull frame's payload.
+func DecodePull(p []byte) (PullReq, error) {
 	if len(p) != 24 {
-		return pullReq{}, fmt.Errorf("%w: pull of %d bytes", ErrBadFrame, len(p))
+		return PullReq{}, fmt.Errorf("%w: pull of %d bytes", ErrBadFrame, len(p))
 	}
-	r := pullReq{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), binary.LittleEndian.Uint64(p[16:])}
-	if r.origin == 0 || r.from == 0 || r.to < r.from {
-		return pullReq{}, fmt.Errorf("%w: pull %+v", ErrBadFrame, r)
+	r := PullReq{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), binary.LittleEndian.Uint64(p[16:])}
+	if r.Origin == 0 || r.From == 0 || r.To < r.From {
+		return PullReq{}, fmt.Errorf("%w: pull %+v", ErrBadFrame, r)
 	}
 	return r, nil
 }
 
-type pullEnd struct {
-	origin, next uint64
-	status       byte
+// PullEnd is a pullEnd frame's payload: the pull of Origin ended before
+// seq Next, with Status PullDone or PullRecycled.
+type PullEnd struct {
+	Origin, Next uint64
+	Status       byte
 }
 
-func encodePullEnd(e pullEnd) []byte {
+// EncodePullEnd is a pullEnd frame's payload.
+func EncodePullEnd(e PullEnd) []byte {
 	b := make([]byte, 17)
-	binary.LittleEndian.PutUint64(b, e.origin)
-	binary.LittleEndian.PutUint64(b[8:], e.next)
-	b[16] = e.status
+	binary.LittleEndian.PutUint64(b, e.Origin)
+	binary.LittleEndian.PutUint64(b[8:], e.Next)
+	b[16] = e.Status
 	return b
 }
 
-func decodePullEnd(p []byte) (pullEnd, error) {
-	if len(p) != 17 || p[16] > pullRecycled {
-		return pullEnd{}, fmt.Errorf("%w: pull end of %d bytes", ErrBadFrame, len(p))
+// DecodePullEnd reads a pullEnd frame's payload.
+func DecodePullEnd(p []byte) (PullEnd, error) {
+	if len(p) != 17 || p[16] > PullRecycled {
+		return PullEnd{}, fmt.Errorf("%w: pull end of %d bytes", ErrBadFrame, len(p))
 	}
-	return pullEnd{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), p[16]}, nil
+	return PullEnd{binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), p[16]}, nil
 }
 
-// frameReader reads frames into a buffer it reuses and checks each one's
+// Reader reads frames into a buffer it reuses and checks each one's
 // MAC before it hands it out.
 //
 // With a timeout (and a connection with deadlines), each frame must
 // arrive within it: the dialer's side, whose peer sends its vector every
 // SyncInterval, so that silence means the peer is gone or stopped.
-type frameReader struct {
+type Reader struct {
 	r        *bufio.Reader
 	deadline readDeadliner // the connection's, nil when it has none
 	timeout  time.Duration // 0: no deadline
@@ -333,16 +349,19 @@ type frameReader struct {
 
 type readDeadliner interface{ SetReadDeadline(time.Time) error }
 
-func newFrameReader(r io.Reader, key []byte, timeout time.Duration) *frameReader {
-	fr := &frameReader{r: bufio.NewReaderSize(r, 256<<10), mac: hmac.New(sha256.New, key), timeout: timeout}
+// NewReader reads frames from r, checked with the session key of the
+// peer's direction (Session), each within timeout (0: none); received,
+// when set, counts the bytes read.
+func NewReader(r io.Reader, key []byte, timeout time.Duration, received *atomic.Uint64) *Reader {
+	fr := &Reader{r: bufio.NewReaderSize(r, 256<<10), mac: hmac.New(sha256.New, key), timeout: timeout, received: received}
 	fr.deadline, _ = r.(readDeadliner)
 	return fr
 }
 
-// next returns the next frame's type and payload; the payload is valid
+// Next returns the next frame's type and payload; the payload is valid
 // until the following call. A frame whose MAC does not match is
 // ErrBadFrame: the connection must be closed, nothing of it applied.
-func (fr *frameReader) next() (byte, []byte, error) {
+func (fr *Reader) Next() (byte, []byte, error) {
 	if fr.deadline != nil && fr.timeout > 0 {
 		fr.deadline.SetReadDeadline(time.Now().Add(fr.timeout))
 	}
@@ -375,15 +394,26 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	if !hmac.Equal(fr.mac.Sum(fr.sum[:0]), got) {
 		return 0, nil, fmt.Errorf("%w: frame %d fails its MAC (changed on the way, or not from the peer)", ErrBadFrame, fr.seq-1)
 	}
-	if b[0] < frameRecords || b[0] > frameEntries {
+	if b[0] < FrameRecords || b[0] > FrameEntries {
 		return 0, nil, fmt.Errorf("%w: type %d", ErrBadFrame, b[0])
 	}
 	return b[0], b[1:], nil
 }
 
-// splitRecords cuts a records payload into its records, checking each
+// Waiting says whether the reader holds the next frame whole already,
+// so that reading it does not wait on the peer.
+func (fr *Reader) Waiting() bool {
+	k := fr.r.Buffered()
+	if k < 4 {
+		return false
+	}
+	h, err := fr.r.Peek(4)
+	return err == nil && k >= 4+int(binary.LittleEndian.Uint32(h))+macSize
+}
+
+// SplitRecords cuts a records payload into its records, checking each
 // one's size and CRC; fn gets each record as a slice of p.
-func splitRecords(p []byte, fn func(record.Record) error) error {
+func SplitRecords(p []byte, fn func(record.Record) error) error {
 	if len(p) == 0 {
 		return fmt.Errorf("%w: empty records frame", ErrBadFrame)
 	}

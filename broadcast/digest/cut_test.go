@@ -1,4 +1,4 @@
-package broadcast
+package digest
 
 import (
 	"maps"
@@ -90,7 +90,7 @@ func TestCutCacheMatchesScan(t *testing.T) {
 		src.changed[o] = true
 	}
 	reads := 0
-	x := newDigestIndex(src, src, func(o, s uint64) uint64 { reads++; return stamp(o, s) })
+	x := NewIndex(src, src, func(o, s uint64) uint64 { reads++; return stamp(o, s) })
 	// vectorAt is the index's vector at the cut at.
 	vectorAt := func(at uint64) map[uint64]uint64 {
 		x.mu.Lock()
@@ -245,7 +245,7 @@ func TestDigestCutFindsAnnouncedGap(t *testing.T) {
 	if carried, _ := simulateExchange(t, a, b, at); carried != 2 {
 		t.Fatalf("%d carried before the gap was known; want 2 (equal at the cut)", carried)
 	}
-	b.index().gap(o, 1015, time.Second) // 1015 arrived, past the gap
+	b.index().Gap(o, 1015, time.Second) // 1015 arrived, past the gap
 	for _, dir := range []string{"a dials", "b dials"} {
 		d, l := a, b
 		if dir == "b dials" {
@@ -273,11 +273,11 @@ func TestDigestCutFindsAnnouncedGap(t *testing.T) {
 // to a SyncInterval, and covers every stamp of its millisecond.
 func TestCutAt(t *testing.T) {
 	now := time.UnixMilli(1_000_000_750)
-	got := cutAt(now, time.Second)
+	got := CutAt(now, time.Second)
 	if want := record.MakeHLC(999_998_000, record.MaxLogical); got != want {
 		t.Fatalf("cut %d (%v), want %d", got, record.HLCTime(got), want)
 	}
-	if cutAt(now.Add(200*time.Millisecond), time.Second) != got {
+	if CutAt(now.Add(200*time.Millisecond), time.Second) != got {
 		t.Fatal("two exchanges of one interval got different cuts")
 	}
 	if record.MakeHLC(999_998_000, record.MaxLogical) > got || record.MakeHLC(999_998_001, 0) <= got {
@@ -288,13 +288,13 @@ func TestCutAt(t *testing.T) {
 // TestHeadsFirst: a node's exchanges compare whole vectors for gapFor
 // after its first one, at cuts from then on.
 func TestHeadsFirst(t *testing.T) {
-	c := newDigestIndex(nil, nil, nil)
+	c := NewIndex(nil, nil, nil)
 	t0 := time.Unix(1000, 0)
 	for _, tt := range []struct {
 		after time.Duration
 		want  bool
 	}{{0, true}, {5 * time.Second, true}, {gapFor(time.Second), false}, {time.Hour, false}} {
-		if got := c.headsFirst(t0.Add(tt.after), time.Second); got != tt.want {
+		if got := c.HeadsFirst(t0.Add(tt.after), time.Second); got != tt.want {
 			t.Fatalf("%v after the first exchange: heads %v, want %v", tt.after, got, tt.want)
 		}
 	}

@@ -1,10 +1,12 @@
-package broadcast
+package digest
 
 import (
 	"bytes"
 	"maps"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/cachecast/cachecast/broadcast/wire"
 )
 
 // digestSide is one side of a simulated digest exchange: its vector, its
@@ -16,28 +18,28 @@ type digestSide struct {
 	retiredLearned         map[uint64]uint64 // the other's retired list, if it came
 	sameRetired            bool
 	stamp                  func(o, seq uint64) uint64
-	x                      *digestIndex
+	x                      *Index
 }
 
 // index is the side's digest index, over its maps (read again whole at
 // every frame: live and retired may be changed in between).
-func (d *digestSide) index() *digestIndex {
+func (d *digestSide) index() *Index {
 	if d.x == nil {
 		src := &mapVector{live: func() map[uint64]uint64 { return d.live }, retired: func() map[uint64]uint64 { return d.retired }}
-		d.x = newDigestIndex(src, src, d.stamp)
+		d.x = NewIndex(src, src, d.stamp)
 	}
 	for o := range d.retired {
-		d.x.retire(o, true)
+		d.x.Retire(o, true)
 	}
 	return d.x
 }
 
-// open is the side's opening frame at the cut at (noCut without stamps).
-func (d *digestSide) open(at uint64) aeFrame {
+// open is the side's opening frame at the cut at (NoCut without stamps).
+func (d *digestSide) open(at uint64) Frame {
 	if d.stamp == nil {
-		return d.index().opening(false, noCut)
+		return d.index().Opening(false, NoCut)
 	}
-	return d.index().opening(true, at)
+	return d.index().Opening(true, at)
 }
 
 // simulateExchange runs a digest exchange between a dialer and a listener
@@ -49,7 +51,7 @@ func simulateExchange(t *testing.T, dialer, listener *digestSide, at uint64) (ca
 	dialer.learned, listener.learned = map[uint64]uint64{}, map[uint64]uint64{}
 	type inFlight struct {
 		to *digestSide
-		f  aeFrame
+		f  Frame
 	}
 	queue := []inFlight{{listener, dialer.open(at)}}
 	for len(queue) > 0 {
@@ -62,8 +64,8 @@ func simulateExchange(t *testing.T, dialer, listener *digestSide, at uint64) (ca
 		if q.to == dialer {
 			other = listener
 		}
-		if q.f.typ == frameRetired {
-			v, err := decodeAck(q.f.p)
+		if q.f.Type == wire.FrameRetired {
+			v, err := wire.DecodeAck(q.f.Payload)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,18 +73,18 @@ func simulateExchange(t *testing.T, dialer, listener *digestSide, at uint64) (ca
 			q.to.retiredLearned = v
 			continue
 		}
-		st, got, err := q.to.index().answer(q.f.typ, q.f.p, q.to.stamp != nil, map[uint64]uint64{})
+		st, got, err := q.to.index().Answer(q.f.Type, q.f.Payload, q.to.stamp != nil, map[uint64]uint64{})
 		if err != nil {
-			t.Fatalf("frame of type %d refused: %v", q.f.typ, err)
+			t.Fatalf("frame of type %d refused: %v", q.f.Type, err)
 		}
 		carried += got
-		for o, s := range st.learned {
+		for o, s := range st.Learned {
 			q.to.learned[o] = max(q.to.learned[o], s)
 		}
-		if st.opening {
-			q.to.sameRetired = st.sameRetired
+		if st.Opening {
+			q.to.sameRetired = st.SameRetired
 		}
-		for _, f := range st.out {
+		for _, f := range st.Out {
 			queue = append(queue, inFlight{other, f})
 		}
 	}
@@ -268,7 +270,7 @@ func TestDigestExchangeRetired(t *testing.T) {
 }
 
 // TestDigestDecodersRefuseJunk: malformed sums and entries frames are
-// refused with ErrBadFrame.
+// refused with wire.ErrBadFrame.
 func TestDigestDecodersRefuseJunk(t *testing.T) {
 	good := encodeEntries(entriesMsg{nodes: []nodeID{treeRoot}, entries: map[uint64]uint64{7: 1}})
 	outside := nodeID{depth: 1, prefix: (originKey(7)>>60 + 1) % 16 << 60}
@@ -318,11 +320,11 @@ func decEntries(p []byte) error { _, err := decodeEntries(p); return err }
 // ProtocolCut (sums frames carry their cut).
 func FuzzDigestFrames(f *testing.F) {
 	live := map[uint64]uint64{1: 2, 3: 4, 5: 6}
-	f.Add(append([]byte{frameSums}, encodeSums(sumsMsg{kind: sumsOpen, retired: 1, digest: retiredDigest(map[uint64]uint64{9: 1}),
+	f.Add(append([]byte{wire.FrameSums}, encodeSums(sumsMsg{kind: sumsOpen, retired: 1, digest: wire.RetiredDigest(map[uint64]uint64{9: 1}),
 		nodes: []sumNode{{nodeID: treeRoot, sum: sum{count: 3, digest: 42}}}})...))
-	f.Add(append([]byte{frameSums}, encodeSums(sumsMsg{kind: sumsStep, nodes: []sumNode{{nodeID: treeRoot.child(3), sum: sum{count: 1}, final: true}}})...))
-	f.Add(append([]byte{frameEntries}, encodeEntries(entriesMsg{answer: true, nodes: []nodeID{treeRoot}, entries: map[uint64]uint64{1: 3}})...))
-	f.Add(append([]byte{frameSums | 0x80}, encodeSums(sumsMsg{kind: sumsOpen, hasCut: true, cut: 3,
+	f.Add(append([]byte{wire.FrameSums}, encodeSums(sumsMsg{kind: sumsStep, nodes: []sumNode{{nodeID: treeRoot.child(3), sum: sum{count: 1}, final: true}}})...))
+	f.Add(append([]byte{wire.FrameEntries}, encodeEntries(entriesMsg{answer: true, nodes: []nodeID{treeRoot}, entries: map[uint64]uint64{1: 3}})...))
+	f.Add(append([]byte{wire.FrameSums | 0x80}, encodeSums(sumsMsg{kind: sumsOpen, hasCut: true, cut: 3,
 		nodes: []sumNode{{nodeID: treeRoot, sum: sum{count: 2, digest: 42}}}})...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) == 0 {
@@ -330,12 +332,12 @@ func FuzzDigestFrames(f *testing.F) {
 		}
 		typ, hasCut, p := b[0]&0x7f, b[0]&0x80 != 0, b[1:]
 		switch typ {
-		case frameSums:
+		case wire.FrameSums:
 			m, err := decodeSums(p, hasCut)
 			if err == nil && !bytes.Equal(encodeSums(m), p) {
 				t.Fatal("sums round trip")
 			}
-		case frameEntries:
+		case wire.FrameEntries:
 			m, err := decodeEntries(p)
 			if err == nil && len(m.entries) <= 1 && !bytes.Equal(encodeEntries(m), p) {
 				t.Fatal("entries round trip")
@@ -344,22 +346,22 @@ func FuzzDigestFrames(f *testing.F) {
 			return
 		}
 		side := &digestSide{live: live, stamp: func(o, seq uint64) uint64 { return seq }}
-		st, _, err := side.index().answer(typ, p, hasCut, nil)
+		st, _, err := side.index().Answer(typ, p, hasCut, nil)
 		if err != nil {
 			return
 		}
-		for _, f := range st.out {
+		for _, f := range st.Out {
 			var err error
-			switch f.typ {
-			case frameSums:
-				_, err = decodeSums(f.p, hasCut)
-			case frameEntries:
-				_, err = decodeEntries(f.p)
-			case frameRetired:
-				_, err = decodeAck(f.p)
+			switch f.Type {
+			case wire.FrameSums:
+				_, err = decodeSums(f.Payload, hasCut)
+			case wire.FrameEntries:
+				_, err = decodeEntries(f.Payload)
+			case wire.FrameRetired:
+				_, err = wire.DecodeAck(f.Payload)
 			}
 			if err != nil {
-				t.Fatalf("an answer of type %d does not decode: %v", f.typ, err)
+				t.Fatalf("an answer of type %d does not decode: %v", f.Type, err)
 			}
 		}
 	})
