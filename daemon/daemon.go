@@ -24,6 +24,7 @@ import (
 	"github.com/cachecast/cachecast/daemon/httpapi"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/daemon/internal/cluster"
+	"github.com/cachecast/cachecast/daemon/internal/mirror"
 	"github.com/cachecast/cachecast/group"
 	respsrv "github.com/cachecast/cachecast/resp"
 	"github.com/cachecast/cachecast/store"
@@ -66,7 +67,7 @@ type Daemon struct {
 	// groups runs the consumer groups with members on this node.
 	groups *group.Manager
 	// view mirrors the store's view into --view-file; nil when off.
-	view *viewMirror
+	view *mirror.Mirror
 
 	ln  *access.Listener // the local API's socket
 	api *httpapi.Server
@@ -220,7 +221,7 @@ func (d *Daemon) openStore(flushes prometheus.Histogram) error {
 	}
 	closeView := func() {
 		if d.view != nil {
-			d.view.close()
+			d.view.Close()
 		}
 	}
 	if err := d.checkAway(); err != nil {
@@ -242,7 +243,7 @@ func (d *Daemon) openStore(flushes prometheus.Histogram) error {
 	}
 	d.store = st
 	if d.view != nil {
-		d.view.follow(st)
+		d.view.Follow(st)
 	}
 	stats := st.Stats()
 	log.Info("store recovered",
@@ -253,6 +254,19 @@ func (d *Daemon) openStore(flushes prometheus.Histogram) error {
 		zap.Int("keys", stats.Keys),
 		zap.Duration("took", time.Since(t0)))
 	return nil
+}
+
+// openViewMirror puts a new, not ready generation of the shared view's
+// file in place (--view-file; see mirror.Open).
+func openViewMirror(cfg Config, log *zap.Logger) (*mirror.Mirror, error) {
+	vm, err := mirror.Open(cfg.ViewPath(), log)
+	if err != nil && cfg.ViewFile == ViewFileAuto {
+		return nil, fmt.Errorf("beside --socket %s: %w", cfg.Socket, err)
+	}
+	if err == nil && cfg.hooks.ViewRetry > 0 {
+		vm.Retry = cfg.hooks.ViewRetry
+	}
+	return vm, err
 }
 
 // startCluster starts gossip and the fan-out when the node has a gossip
@@ -319,15 +333,15 @@ func (d *Daemon) listenSocket() error {
 	if d.view == nil {
 		return nil
 	}
-	if err := d.view.useSocketGroup(cfg.Socket); err != nil {
+	if err := d.view.UseSocketGroup(cfg.Socket); err != nil {
 		_ = d.ln.Close()
 		return err
 	}
 	if d.cluster != nil {
-		d.view.members = d.viewMembers
-		d.view.caughtUp = func() bool { return d.catch.CaughtUp() && d.awayReason() == "" }
+		d.view.Members = d.viewMembers
+		d.view.CaughtUp = func() bool { return d.catch.CaughtUp() && d.awayReason() == "" }
 	}
-	d.view.registerMetrics(d.m.reg)
+	d.view.RegisterMetrics(d.m.reg)
 	return nil
 }
 
@@ -427,7 +441,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.wg.Go(d.notifyLoop)
 	d.wg.Go(d.tombstoneLoop)
 	if d.view != nil {
-		d.wg.Go(func() { d.view.run(d.stopLoops) })
+		d.wg.Go(func() { d.view.Run(d.stopLoops) })
 	}
 
 	// The first join and the catch-up with the peers it finds are waited
@@ -593,7 +607,7 @@ func (d *Daemon) writeInternal(ctx context.Context, msgs []record.Message) error
 // closeStore closes the view file (it mirrors the store) and the store.
 func (d *Daemon) closeStore() error {
 	if d.view != nil {
-		d.view.close()
+		d.view.Close()
 	}
 	if err := d.store.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
 		return fmt.Errorf("close store: %w", err)

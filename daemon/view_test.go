@@ -242,10 +242,9 @@ func TestViewBatchesWhole(t *testing.T) {
 // serves on, reads and writes. Once the tmpfs is larger, the mirror starts
 // over by itself and the view has every key.
 func TestViewFileFull(t *testing.T) {
-	defer func(d time.Duration) { viewRetry = d }(viewRetry)
-	viewRetry = 50 * time.Millisecond
 	mnt, remount := testkit.Tmpfs(t, "3m")
 	cfg := testConfig(t)
+	cfg.hooks.ViewRetry = 50 * time.Millisecond
 	cfg.ViewFile = filepath.Join(mnt, "view")
 	td := startDaemon(t, cfg)
 	r, err := localview.Open(cfg.ViewFile)
@@ -330,9 +329,8 @@ func TestViewMetrics(t *testing.T) {
 // (its readers: not ready) until the directory is back, when the mirror
 // starts over by itself.
 func TestViewFileUnlinked(t *testing.T) {
-	defer func(d time.Duration) { viewRetry = d }(viewRetry)
-	viewRetry = 50 * time.Millisecond
 	cfg := testConfig(t)
+	cfg.hooks.ViewRetry = 50 * time.Millisecond
 	run := filepath.Join(t.TempDir(), "run")
 	if err := os.Mkdir(run, 0o755); err != nil {
 		t.Fatal(err)

@@ -26,4 +26,7 @@ type Hooks struct {
 	// node speaks (broadcast.Config.ProtoMax): tests run a node that acts
 	// as an older build beside this one.
 	DataProtocolMax uint8
+	// ViewRetry, if set, is how long after a write error the shared
+	// view's mirror starts over (mirror.Mirror.Retry); 0: its default.
+	ViewRetry time.Duration
 }

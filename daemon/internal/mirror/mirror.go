@@ -1,4 +1,4 @@
-package daemon
+package mirror
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ import (
 // when nothing changes (localview.Reader.Fresh compares with it).
 const viewHeartbeat = 50 * time.Millisecond
 
-// viewMirror keeps the shared view file (--view-file) equal to the store's
+// Mirror keeps the shared view file (--view-file) equal to the store's
 // view. The store calls enqueue under its view lock for every change, from
 // any node, in the order the view applies them, and end once the changes
 // of one publish (a record, an atomic batch, a PublishBatch) are all
@@ -32,19 +32,25 @@ const viewHeartbeat = 50 * time.Millisecond
 // the file when the publish returns); otherwise it queues them, and run
 // applies the queue in order. So a publish is never held up by the file,
 // even while the writer builds a bigger generation.
-type viewMirror struct {
+type Mirror struct {
 	w       *localview.Writer
 	lock    *os.File // flock held for the daemon's life
 	log     *zap.Logger
 	st      *store.Store
-	current iter.Seq[view.Change]     // the view as of follow, applied first
-	members func() (alive, known int) // nil for a lone node
-	// caughtUp says the node has caught up with its peers (cluster.CatchUp)
+	current iter.Seq[view.Change] // the view as of follow, applied first
+	// Members is the cluster state the file's header carries (alive and
+	// known members); nil for a lone node. Set before Run.
+	Members func() (alive, known int)
+	// CaughtUp says the node has caught up with its peers (cluster.CatchUp)
 	// and serves: until then the file stays "not ready", as the socket's
 	// reads answer catching_up; once it is false again (the node left its
-	// cluster, away) the heartbeat clears ready. nil: always.
-	caughtUp func() bool
-	gid      int // the socket's group, for the files
+	// cluster, away) the heartbeat clears ready. nil: always. Set before
+	// Run.
+	CaughtUp func() bool
+	// Retry is how long after a write error Run tries again with a new
+	// file (DefaultRetry unless set before Run).
+	Retry time.Duration
+	gid   int // the socket's group, for the files
 
 	// wmu owns the Writer. run holds it while it loads the view and while
 	// it drains the queue; enqueue applies a change itself only when it
@@ -74,8 +80,8 @@ type queued struct {
 	last bool
 }
 
-// registerMetrics adds the view's gauges to reg.
-func (vm *viewMirror) registerMetrics(reg *prometheus.Registry) {
+// RegisterMetrics adds the view's gauges to reg.
+func (vm *Mirror) RegisterMetrics(reg *prometheus.Registry) {
 	gauge := func(name, help string, v func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v))
 	}
@@ -92,19 +98,12 @@ func (vm *viewMirror) registerMetrics(reg *prometheus.Registry) {
 	})
 }
 
-// openViewMirror puts a new, not ready generation of the view file in
+// Open puts a new, not ready generation of the view file at path in
 // place (before the store recovers, so that readers of an earlier
 // daemon's file see "not ready" instead of values the recovery may
-// change). A lock file beside it keeps a second daemon off the same path.
-func openViewMirror(cfg Config, log *zap.Logger) (*viewMirror, error) {
-	vm, err := openViewFile(cfg.ViewPath(), log)
-	if err != nil && cfg.ViewFile == ViewFileAuto {
-		return nil, fmt.Errorf("beside --socket %s: %w", cfg.Socket, err)
-	}
-	return vm, err
-}
-
-func openViewFile(path string, log *zap.Logger) (*viewMirror, error) {
+// change). A lock file beside it (<path>.lock) keeps a second daemon off
+// the same path.
+func Open(path string, log *zap.Logger) (*Mirror, error) {
 	lock, err := lockViewFile(path)
 	if err != nil {
 		return nil, err
@@ -114,7 +113,7 @@ func openViewFile(path string, log *zap.Logger) (*viewMirror, error) {
 		lock.Close()
 		return nil, fmt.Errorf("--view-file: %w", err)
 	}
-	return &viewMirror{w: w, lock: lock, log: log, gid: -1, kick: make(chan struct{}, 1)}, nil
+	return &Mirror{w: w, lock: lock, log: log, gid: -1, kick: make(chan struct{}, 1), Retry: DefaultRetry}, nil
 }
 
 // lockViewFile takes the lock file beside the view file at path, which
@@ -134,7 +133,7 @@ func lockViewFile(path string) (*os.File, error) {
 // relock takes the lock file again when the one held is no longer at its
 // path (the runtime directory was deleted): another daemon may have made
 // a new one, and then this one must keep off the path.
-func (vm *viewMirror) relock() error {
+func (vm *Mirror) relock() error {
 	path := vm.w.Path() + ".lock"
 	var mine, there syscall.Stat_t
 	if syscall.Fstat(int(vm.lock.Fd()), &mine) == nil && syscall.Stat(path, &there) == nil &&
@@ -150,9 +149,9 @@ func (vm *viewMirror) relock() error {
 	return nil
 }
 
-// useSocketGroup gives the view file the socket's group: whoever may use
+// UseSocketGroup gives the view file the socket's group: whoever may use
 // the API may read the view.
-func (vm *viewMirror) useSocketGroup(socket string) error {
+func (vm *Mirror) UseSocketGroup(socket string) error {
 	fi, err := os.Stat(socket)
 	if err != nil {
 		return fmt.Errorf("--view-file: %w", err)
@@ -164,19 +163,19 @@ func (vm *viewMirror) useSocketGroup(socket string) error {
 	return nil
 }
 
-// follow starts queueing the store's changes; run applies them.
-func (vm *viewMirror) follow(st *store.Store) {
+// Follow starts queueing the store's changes; run applies them.
+func (vm *Mirror) Follow(st *store.Store) {
 	vm.st = st
 	vm.current = st.FollowView(vm.enqueue, vm.end)
 }
 
 // enqueue is the store's follower: it keeps the change for end.
-func (vm *viewMirror) enqueue(c view.Change) { vm.group = append(vm.group, c) }
+func (vm *Mirror) enqueue(c view.Change) { vm.group = append(vm.group, c) }
 
 // end is the store's end of a group of changes. It runs under the view's
 // lock, so it never waits: it writes the group itself, as one batch of the
 // file, when it can, or queues it.
-func (vm *viewMirror) end() {
+func (vm *Mirror) end() {
 	g := vm.group
 	vm.group = g[:0]
 	if len(g) == 0 {
@@ -213,7 +212,7 @@ func (vm *viewMirror) end() {
 // which would stop the mirror for good and queue every later change. The
 // panic goes on, and the mirror starts over with a new file, as after a
 // write error.
-func (vm *viewMirror) writeDirect(g []view.Change) (from int, failed bool) {
+func (vm *Mirror) writeDirect(g []view.Change) (from int, failed bool) {
 	if !vm.wmu.TryLock() {
 		return 0, false
 	}
@@ -254,23 +253,23 @@ func (vm *viewMirror) writeDirect(g []view.Change) (from int, failed bool) {
 	return from, false
 }
 
-func (vm *viewMirror) wake() {
+func (vm *Mirror) wake() {
 	select {
 	case vm.kick <- struct{}{}:
 	default:
 	}
 }
 
-// viewRetry is how long after a write error the mirror tries again with
+// DefaultRetry is how long after a write error the mirror tries again with
 // a new file (the tmpfs may have room by then).
-var viewRetry = 5 * time.Second
+const DefaultRetry = 5 * time.Second
 
-// run serves the view until stop is closed. An error writing the file (a
+// Run serves the view until stop is closed. An error writing the file (a
 // full tmpfs) turns the view off: readers see "not ready" and fall back to
-// the socket, the daemon goes on, and every viewRetry the mirror starts
+// the socket, the daemon goes on, and every Retry the mirror starts
 // over with a new file loaded from the store.
-func (vm *viewMirror) run(stop <-chan struct{}) {
-	defer vm.close()
+func (vm *Mirror) Run(stop <-chan struct{}) {
+	defer vm.Close()
 	for {
 		err := vm.serve(stop)
 		if err == nil {
@@ -283,19 +282,19 @@ func (vm *viewMirror) run(stop <-chan struct{}) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(viewRetry):
+			case <-time.After(vm.Retry):
 			}
 			if err = vm.restart(); err == nil {
 				break
 			}
-			vm.log.Warn("view file: starting over failed; trying again later", zap.Duration("in", viewRetry), zap.Error(err))
+			vm.log.Warn("view file: starting over failed; trying again later", zap.Duration("in", vm.Retry), zap.Error(err))
 		}
 	}
 }
 
 // restart replaces the writer with a new one on a new file (the old one
 // superseded) and follows the store again.
-func (vm *viewMirror) restart() error {
+func (vm *Mirror) restart() error {
 	if err := vm.relock(); err != nil {
 		return err
 	}
@@ -315,7 +314,7 @@ func (vm *viewMirror) restart() error {
 // serve loads the view, marks the file ready, then applies what is queued
 // and beats the heartbeat. It returns nil when stop is closed, or the
 // first error writing the file.
-func (vm *viewMirror) serve(stop <-chan struct{}) error {
+func (vm *Mirror) serve(stop <-chan struct{}) error {
 	vm.wmu.Lock()
 	t0 := time.Now()
 	n := 0
@@ -379,7 +378,7 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 		vm.beat(taken)
 		if vm.ready.Load() == 0 {
 			vm.markReady()
-		} else if vm.caughtUp != nil && !vm.caughtUp() {
+		} else if vm.CaughtUp != nil && !vm.CaughtUp() {
 			vm.w.SetReady(false) // the node stopped serving (away): so do its readers
 			vm.ready.Store(0)
 			vm.log.Warn("view file not ready: the node stopped serving", zap.String("view-file", vm.w.Path()))
@@ -392,9 +391,9 @@ func (vm *viewMirror) serve(stop <-chan struct{}) error {
 // longer the writer's (deleted with its runtime directory, or replaced):
 // readers of the old file, marked superseded, move to the new one, and
 // readers opening the path find it. It fails when the directory is gone
-// (the view is off until it is back: run starts over every viewRetry) or
+// (the view is off until it is back: run starts over every Retry) or
 // another daemon holds the path now. The caller holds wmu.
-func (vm *viewMirror) relink() error {
+func (vm *Mirror) relink() error {
 	vm.log.Warn("view file: the path no longer names the file; making a new one", zap.String("view-file", vm.w.Path()))
 	if err := vm.relock(); err != nil {
 		return err
@@ -404,8 +403,8 @@ func (vm *viewMirror) relink() error {
 
 // markReady sets the file's ready bit once the node has caught up; the
 // heartbeat asks again until it has. The caller holds wmu.
-func (vm *viewMirror) markReady() {
-	if vm.caughtUp != nil && !vm.caughtUp() {
+func (vm *Mirror) markReady() {
+	if vm.CaughtUp != nil && !vm.CaughtUp() {
 		return
 	}
 	vm.w.SetReady(true)
@@ -416,7 +415,7 @@ func (vm *viewMirror) markReady() {
 // drain applies the queue until it is empty and returns when it last
 // found it empty. Each group of the queue is a batch of the file (one
 // end left open continues). The caller holds wmu.
-func (vm *viewMirror) drain(batch []queued) ([]queued, time.Time, error) {
+func (vm *Mirror) drain(batch []queued) ([]queued, time.Time, error) {
 	for {
 		vm.mu.Lock()
 		batch, vm.pending = vm.pending, batch[:0]
@@ -439,14 +438,14 @@ func (vm *viewMirror) drain(batch []queued) ([]queued, time.Time, error) {
 }
 
 // tryApply is apply without a rebuild: false when the change needs one.
-func (vm *viewMirror) tryApply(c view.Change) (bool, error) {
+func (vm *Mirror) tryApply(c view.Change) (bool, error) {
 	if c.Deleted {
 		return true, vm.apply(c) // a delete is in place
 	}
 	return vm.w.TryPut(c.Topic, c.Key, c.Tag, c.Value, localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq})
 }
 
-func (vm *viewMirror) apply(c view.Change) error {
+func (vm *Mirror) apply(c view.Change) error {
 	st := localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq}
 	if c.Deleted {
 		return vm.w.Delete(c.Topic, c.Key, st)
@@ -455,9 +454,9 @@ func (vm *viewMirror) apply(c view.Change) error {
 }
 
 // beat says the view is current as of asOf. The caller holds wmu.
-func (vm *viewMirror) beat(asOf time.Time) {
-	if vm.members != nil {
-		vm.w.SetCluster(vm.members())
+func (vm *Mirror) beat(asOf time.Time) {
+	if vm.Members != nil {
+		vm.w.SetCluster(vm.Members())
 	}
 	vm.w.Heartbeat(asOf)
 	vm.generation.Store(int64(vm.w.Generation()))
@@ -466,7 +465,7 @@ func (vm *viewMirror) beat(asOf time.Time) {
 }
 
 // fail turns the view off after a write error. The caller holds wmu.
-func (vm *viewMirror) fail(err error) {
+func (vm *Mirror) fail(err error) {
 	vm.direct = false
 	vm.ready.Store(0)
 	vm.st.FollowView(nil, nil)
@@ -475,12 +474,12 @@ func (vm *viewMirror) fail(err error) {
 	vm.pending = nil
 	vm.mu.Unlock()
 	vm.log.Error("view file off: readers get \"not ready\"; starting over later", zap.String("view-file", vm.w.Path()),
-		zap.Duration("in", viewRetry), zap.Error(err))
+		zap.Duration("in", vm.Retry), zap.Error(err))
 }
 
-// close stops following the store and closes the file (readers see "not
+// Close stops following the store and closes the file (readers see "not
 // ready": the daemon stopped). It is safe to call more than once.
-func (vm *viewMirror) close() {
+func (vm *Mirror) Close() {
 	vm.closeOnce.Do(func() {
 		if vm.st != nil {
 			vm.st.FollowView(nil, nil) // returns once no enqueue runs

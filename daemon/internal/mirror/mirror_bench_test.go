@@ -1,6 +1,7 @@
-package daemon
+package mirror
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -21,18 +22,18 @@ import (
 // other processes), changes/s the rate one core sustains.
 func BenchmarkViewMirror1M(b *testing.B) {
 	const keys, batch = 1_000_000, 100
-	vm, err := openViewFile(filepath.Join(b.TempDir(), "view"), zap.NewNop())
+	vm, err := Open(filepath.Join(b.TempDir(), "view"), zap.NewNop())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer vm.close()
+	defer vm.Close()
 	if err := vm.w.Reserve(keys, keys*(16+100+6)); err != nil {
 		b.Fatal(err)
 	}
 	value := make([]byte, 100)
 	names := make([]string, keys)
 	for i := range names {
-		names[i] = benchKey(i)
+		names[i] = fmt.Sprintf("sku-%012d", i) // 16 bytes
 		if err := vm.w.Put("prices", names[i], "", value, localview.Stamp{}); err != nil {
 			b.Fatal(err)
 		}
