@@ -22,7 +22,8 @@
 //	<dir>/LOCK                       flock: one process per directory (ErrLocked)
 //	<dir>/meta                       the metafile, one page, two CRC'd copies (segment/meta.go)
 //	<dir>/log/<20-digit position>    segment files, each a fixed number of segments
-//	<dir>/log/<position>.free        recycled segment files waiting for reuse
+//	<dir>/log/<position>             (before the oldest retained) recycled, waiting for reuse
+//	<dir>/log/<position>.free        the same, as older builds named them
 //	<dir>/index/topic/<topic>/...    per-topic index chunks (index/index.go)
 //	<dir>/index/origin/<16 hex>/...  per-origin index chunks
 //	<dir>/cursors                    durable named cursors (cursors/cursors.go)
@@ -72,7 +73,12 @@
 // (MADV_POPULATE_WRITE; MADV_WILLNEED before Linux 5.14), and makes the
 // next segments (1 MiB of them, at least one: a slot of the current file,
 // or the first of a new sparse file or a reused one) with their first
-// window ready, so that switching segments is a pointer swap. A full disk is an
+// window ready, so that switching segments is a pointer swap; with
+// several segments a file it keeps the file after the next segment's
+// made too, so that a writer that outruns it at a file's first slot
+// makes a slot of an open file, never a file. Recycling only takes
+// segments out of the log's table: the preparer unmaps them and keeps
+// or deletes their files (segment/ring.go). A full disk is an
 // ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
 // never writes past what is allocated, and allocates itself when it runs
 // ahead of the preparer. A new store so costs two windows of disk and of
@@ -169,8 +175,11 @@
 // may yet: a snapshot is then written at once), FullRefuse fails the write
 // with ErrFull. Snapshots are written every SnapshotInterval and whenever
 // the log has grown by a quarter of RetentionBytes (1 GiB without a bound).
-// Recycled files are reused for new segments, as the seed design asks;
-// beyond two spare files they are deleted to give the space back.
+// Recycled files are reused for new segments, as the seed design asks: the
+// segment files are a ring, a recycled file kept open under its name and
+// renamed to its next name by the preparer, its blocks allocated and its
+// pages possibly still cached; beyond two spare files they are deleted to
+// give the space back.
 //
 // # The view
 //
@@ -224,7 +233,7 @@
 //
 // # Why it is this large
 //
-// About 3,100 lines, of which store.go is 1,100: the record format, the
+// About 3,900 lines, of which store.go is 1,400: the record format, the
 // segments, the indexes, the cursors and the view are packages of their
 // own (store/record, store/view, store/internal/...); what stays is the
 // orchestration that needs all of them under one write lock (publish,

@@ -49,9 +49,7 @@ func (r *retention) makeRoom(size int) error {
 	}
 	upTo := r.seglog.WritePos() + padded + r.seglog.SegmentSize() - limit
 	floor, holder := r.floor()
-	if _, err := r.recycleTo(min(upTo, floor)); err != nil {
-		return err
-	}
+	r.recycleTo(min(upTo, floor))
 	if r.seglog.WritePos()+padded-r.seglog.Oldest() > limit {
 		r.kickSnapshot()
 		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d, and the oldest segment is still needed by %s",
@@ -95,9 +93,9 @@ func (r *retention) floor() (floor int64, holder *cursors.Entry) {
 // recycleTo retires the segments wholly before upTo and the index chunks
 // that only point into them, and returns the new oldest position. Called
 // under the write lock.
-func (r *retention) recycleTo(upTo int64) (int64, error) {
+func (r *retention) recycleTo(upTo int64) int64 {
 	before := r.seglog.Oldest()
-	oldest, err := r.seglog.Recycle(upTo)
+	oldest := r.seglog.Recycle(upTo)
 	if oldest > before {
 		r.log.Info("recycled log segments", zap.Int64("from", before), zap.Int64("to", oldest))
 		if err := r.topics.DropBefore(oldest); err != nil {
@@ -107,7 +105,7 @@ func (r *retention) recycleTo(upTo int64) (int64, error) {
 			r.log.Warn("dropping origin index chunks failed", zap.Error(err))
 		}
 	}
-	return oldest, err
+	return oldest
 }
 
 // agedUpTo is the end of the sealed segments last written longer ago than

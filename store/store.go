@@ -1148,9 +1148,7 @@ func (s *Store) retireAged() {
 		return
 	}
 	floor, _ := s.retention.floor()
-	if _, err := s.retention.recycleTo(min(upTo, floor)); err != nil {
-		s.log.Warn("recycling aged segments failed", zap.Error(err))
-	}
+	s.retention.recycleTo(min(upTo, floor))
 }
 
 func (s *Store) kickSnapshot() {

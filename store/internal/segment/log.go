@@ -42,7 +42,13 @@ type Log struct {
 	maps  []*segment         // the mapped ones
 	last  int64              // index of the newest segment in segs
 	tick  uint64
-	free  []string // recycled files waiting for reuse
+	free  []*segFile // recycled files waiting for reuse (ring.go)
+	// retiring are segments the log no longer holds, for the preparer to
+	// unmap and release (ring.go).
+	retiring []*segment
+	// makingFile is the first position of the file being made, -1 if
+	// none: the writer and the preparer never make the same one.
+	makingFile int64
 	// ready are the next segments, in order, made ahead by the preparer
 	// goroutine: at most maxReady of them.
 	ready     []*segment
@@ -151,19 +157,20 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 		return nil, fsys.FileError("mkdir", dir, err)
 	}
 	l := &Log{
-		dir:       dir,
-		segSize:   m.segSize,
-		slots:     m.slots,
-		fileSize:  m.slots * m.segSize,
-		maxMapped: max(maxMapped, 2),
-		meta:      m,
-		log:       log,
-		segs:      make(map[int64]*segment),
-		files:     make(map[int64]*segFile),
-		prepKick:  make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		preparing: -1,
-		window:    min(m.segSize, PrefaultWindow),
+		dir:        dir,
+		segSize:    m.segSize,
+		slots:      m.slots,
+		fileSize:   m.slots * m.segSize,
+		maxMapped:  max(maxMapped, 2),
+		meta:       m,
+		log:        log,
+		segs:       make(map[int64]*segment),
+		files:      make(map[int64]*segFile),
+		prepKick:   make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		preparing:  -1,
+		makingFile: -1,
+		window:     min(m.segSize, PrefaultWindow),
 	}
 	// Segments ahead, by bytes (ReadyAhead), so that a writer outrunning
 	// the preparer for a while still finds its next segment made; at
@@ -215,7 +222,7 @@ func (l *Log) load() error {
 		}
 		switch {
 		case strings.HasSuffix(name, freeSuffix):
-			l.free = append(l.free, filepath.Join(l.dir, name))
+			l.free = append(l.free, &segFile{path: filepath.Join(l.dir, name)})
 		case strings.HasSuffix(name, ".tmp"):
 			os.Remove(filepath.Join(l.dir, name))
 		default:
@@ -228,10 +235,8 @@ func (l *Log) load() error {
 	for _, fb := range bases {
 		path := filepath.Join(l.dir, segmentName(fb))
 		if fb+l.fileSize <= oldest {
-			// Recycled in the metafile but not yet renamed: finish the job.
-			if err := l.retire(path); err != nil {
-				return err
-			}
+			// Recycled: free for reuse (or deleted, when enough are).
+			l.keepFree(&segFile{path: path})
 			continue
 		}
 		file, err := openExisting(path, l.fileSize)
@@ -625,32 +630,6 @@ func (l *Log) saveAside(base, off int64, data []byte) (string, error) {
 	return path, nil
 }
 
-// retire turns a segment file into a free one, or deletes it when enough
-// free files wait already.
-func (l *Log) retire(path string) error {
-	if len(l.free) >= MaxFreeSegments {
-		if err := os.Remove(path); err != nil {
-			return fsys.FileError("remove", path, err)
-		}
-		return nil
-	}
-	free := path + freeSuffix
-	if err := os.Rename(path, free); err != nil {
-		return fsys.FileError("rename", path, err)
-	}
-	l.free = append(l.free, free)
-	return nil
-}
-
-func (l *Log) takeFree() string {
-	if len(l.free) == 0 {
-		return ""
-	}
-	f := l.free[len(l.free)-1]
-	l.free = l.free[:len(l.free)-1]
-	return f
-}
-
 // prepareLoop keeps the writer from system calls and page faults: each
 // round it readies a window ahead of the writer in its segment (allocated
 // and faulted in, see ahead), and makes the next segment (created or
@@ -665,6 +644,7 @@ func (l *Log) prepareLoop() {
 			return
 		case <-l.prepKick:
 		}
+		l.retireQueued()
 		l.mu.Lock()
 		cur := l.cur
 		cur.pins++ // not unmapped under ahead
@@ -676,6 +656,7 @@ func (l *Log) prepareLoop() {
 
 		for l.prepareNext() {
 		}
+		l.prepareFileAhead()
 	}
 }
 
@@ -773,25 +754,11 @@ func (l *Log) grow(s *segment, need int64) error {
 	return nil
 }
 
-// makeSegment makes the segment at base in its file (created, or a free
-// one reused, when it is the file's first slot made), maps it, and
-// readies its first ready bytes for the writer (see ahead).
+// makeSegment makes the segment at base in its file (made, or a free one
+// reused, when none holds base yet: see fileFor), maps it, and readies
+// its first ready bytes for the writer (see ahead).
 func (l *Log) makeSegment(base, ready int64) (*segment, error) {
-	l.mu.Lock()
-	file := l.files[l.fileBase(base)]
-	if file != nil {
-		file.refs++
-	}
-	l.mu.Unlock()
-	var s *segment
-	var err error
-	if file == nil {
-		s, err = l.newFileSegment(base)
-	} else if s, err = newSegment(file, base, base-l.fileBase(base), l.segSize, l.window); err != nil {
-		l.mu.Lock()
-		file.refs--
-		l.mu.Unlock()
-	}
+	s, err := l.newFileSegment(base)
 	if err != nil {
 		return nil, err
 	}
@@ -811,30 +778,20 @@ func (l *Log) makeSegment(base, ready int64) (*segment, error) {
 	return s, nil
 }
 
-// newFileSegment makes the file of the segment at base (a free one
-// reused, or a new one) and the segment in it.
+// newFileSegment makes the segment at base in its file (fileFor),
+// allocated for the writer (newSegment), not mapped.
 func (l *Log) newFileSegment(base int64) (*segment, error) {
-	fb := l.fileBase(base)
-	l.mu.Lock()
-	free := l.takeFree()
-	l.mu.Unlock()
-	file, err := createFile(filepath.Join(l.dir, segmentName(fb)), l.fileSize, l.window, free)
-	l.dirDirty.Store(true)
+	file, err := l.fileFor(base)
 	if err != nil {
 		return nil, err
 	}
-	file.refs = 1
-	s, err := newSegment(file, base, base-fb, l.segSize, l.window)
+	s, err := newSegment(file, base, base-l.fileBase(base), l.segSize, l.window)
 	if err != nil {
-		file.f.Close()
-		if free == "" {
-			os.Remove(file.path)
-		}
+		l.mu.Lock()
+		file.refs-- // the file stays, open, for the next try
+		l.mu.Unlock()
 		return nil, err
 	}
-	l.mu.Lock()
-	l.files[fb] = file
-	l.mu.Unlock()
 	return s, nil
 }
 
@@ -851,17 +808,11 @@ func (l *Log) closeSegment(s *segment) bool {
 	return last
 }
 
-// dropReadyLocked gives the ready segments up (their files for reuse,
-// unless a retained segment shares one): they were made for positions
-// the writer no longer goes to next.
+// dropReadyLocked gives the ready segments up (retireLocked): they were
+// made for positions the writer no longer goes to next.
 func (l *Log) dropReadyLocked() {
 	for _, p := range l.ready {
-		l.noteUnmapped(p)
-		if l.closeSegment(p) {
-			if err := l.retire(p.path); err != nil {
-				l.log.Warn("retiring a prepared segment failed", zap.Error(err))
-			}
-		}
+		l.retireLocked(p)
 	}
 	l.ready = nil
 }
@@ -1225,11 +1176,13 @@ func (l *Log) SyncTo(to int64) error {
 
 // Recycle retires every segment wholly before upTo (never the writer's)
 // and returns the new oldest position. Readers that hold a segment pinned
-// finish their read first; new readers are turned away by oldest.
-func (l *Log) Recycle(upTo int64) (int64, error) {
+// finish their read first; new readers are turned away by oldest. The
+// segments' maps and files are the preparer's to let go of (ring.go).
+func (l *Log) Recycle(upTo int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	oldest := l.oldest.Load()
+	queued := false
 	for idx := oldest / l.segSize; ; idx++ {
 		s := l.segs[idx]
 		if s == nil || s == l.cur || s.base+l.segSize > upTo {
@@ -1241,16 +1194,14 @@ func (l *Log) Recycle(upTo int64) (int64, error) {
 		for s.pins > 0 {
 			l.unpinned.Wait()
 		}
-		l.noteUnmapped(s)
 		delete(l.segs, idx)
-		if l.closeSegment(s) {
-			// The file's last segment: it holds nothing retained.
-			if err := l.retire(s.path); err != nil {
-				return oldest, err
-			}
-		}
+		l.retireLocked(s)
+		queued = true
 	}
-	return oldest, nil
+	if queued {
+		l.kickPrepare()
+	}
+	return oldest
 }
 
 // Sealed returns, for each retained segment before the writer's, its
@@ -1304,6 +1255,7 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) closeFiles() error {
+	l.retireQueued()
 	var first error
 	for _, s := range l.segs {
 		if _, err := s.close(); err != nil && first == nil {
@@ -1313,8 +1265,15 @@ func (l *Log) closeFiles() error {
 	for _, p := range l.ready {
 		p.close()
 	}
+	for _, f := range l.files { // those made ahead, with no segment
+		f.closeFD()
+	}
+	for _, f := range l.free {
+		f.closeFD()
+	}
 	l.files = map[int64]*segFile{}
 	l.ready = nil
+	l.free = nil
 	l.segs = map[int64]*segment{}
 	return first
 }

@@ -20,8 +20,11 @@ import (
 // A file holds Log.slots consecutive segments (one in directories made
 // before format version 4, and with segments of 8 MiB or more) and is
 // named by the log position of its first byte in 20 decimal digits (like
-// RocketMQ's CommitLog files), so that names sort in log order. Recycled
-// files wait for reuse under the name "<position>.free".
+// RocketMQ's CommitLog files), so that names sort in log order. A
+// recycled file waits for reuse open, under its old name (Open takes
+// such a file, before the oldest retained position, for a free one), and
+// is renamed to its next name when reused (ring.go); files found under
+// "<position>.free", the name older builds gave them, are free too.
 type segment struct {
 	base int64
 	mark uint32 // the mark of this use's records (markOf)
@@ -89,21 +92,27 @@ func openFile(path string, flags int) (*os.File, error) {
 }
 
 // createFile makes the segment file of size bytes at path. A free file,
-// when one is given, is renamed and kept as it is: its blocks are written
-// already, so the writer's page faults convert no extents, and recovery
-// tells its stale records by their mark. Else a new file is made sparse
-// (its slots are allocated as they are used, see newSegment); a file whose
-// size first bytes are allocated at once (window) gets its size from that
-// allocation, one system call fewer. The directory is not synced here: the
-// next flush does it, once for every file made since (Log.dirDirty).
-func createFile(path string, size, window int64, free string) (*segFile, error) {
-	if free != "" {
-		if err := os.Rename(free, path); err != nil {
-			return nil, fsys.FileError("rename", free, err)
+// when one is given, is renamed and kept as it is (open already, unless
+// it was found free at Open): its blocks are written already, so the
+// writer's page faults convert no extents, its pages may still be in
+// the page cache, and recovery tells its stale records by their mark.
+// Else a new file is made sparse (its slots are allocated as they are
+// used, see newSegment); a file whose size first bytes are allocated at
+// once (window) gets its size from that allocation, one system call
+// fewer. The directory is not synced here: the next flush does it, once
+// for every file made since (Log.dirDirty).
+func createFile(path string, size, window int64, free *segFile) (*segFile, error) {
+	if free != nil {
+		if err := os.Rename(free.path, path); err != nil {
+			free.closeFD()
+			return nil, fsys.FileError("rename", free.path, err)
 		}
-		f, err := openFile(path, unix.O_RDWR)
-		if err != nil {
-			return nil, fsys.FileError("open", path, err)
+		f := free.f
+		if f == nil {
+			var err error
+			if f, err = openFile(path, unix.O_RDWR); err != nil {
+				return nil, fsys.FileError("open", path, err)
+			}
 		}
 		return &segFile{path: path, f: f, size: size, reused: true}, nil
 	}
@@ -119,6 +128,19 @@ func createFile(path string, size, window int64, free string) (*segFile, error) 
 		}
 	}
 	return &segFile{path: path, f: f, size: size}, nil
+}
+
+// closeFD closes the file, if it is open, and reports the error.
+func (f *segFile) closeFD() error {
+	if f.f == nil {
+		return nil
+	}
+	err := f.f.Close()
+	f.f = nil
+	if err != nil {
+		return fsys.FileError("close", f.path, err)
+	}
+	return nil
 }
 
 // newSegment makes the segment at base in slot off of file and allocates
@@ -206,17 +228,24 @@ func (s *segment) unmap() error {
 	return err
 }
 
-// close unmaps the segment and lets go of its file, closing the file with
-// its last segment; last reports that it was. Under Log.mu once the log
-// runs.
-func (s *segment) close() (last bool, err error) {
+// release unmaps the segment and lets go of its file; last reports that
+// it was the file's last open segment (the file stays open). Under Log.mu
+// once the log runs.
+func (s *segment) release() (last bool, err error) {
 	err = s.unmap()
 	s.file.refs--
-	if s.file.refs > 0 {
+	return s.file.refs == 0, err
+}
+
+// close releases the segment, closing its file with its last segment;
+// last reports that it was. Under Log.mu once the log runs.
+func (s *segment) close() (last bool, err error) {
+	last, err = s.release()
+	if !last {
 		return false, err
 	}
-	if cerr := s.file.f.Close(); err == nil && cerr != nil {
-		err = fsys.FileError("close", s.path, cerr)
+	if cerr := s.file.closeFD(); err == nil {
+		err = cerr
 	}
 	return true, err
 }

@@ -1,0 +1,163 @@
+package segment
+
+import (
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+)
+
+// The segment files are a ring: a file whose segments are all recycled is
+// kept open under its name (up to MaxFreeSegments of them) and becomes a
+// later file by one rename, its blocks written already and its pages
+// possibly still in the page cache; the writer's path makes, renames,
+// unmaps and deletes no file:
+//
+//   - Recycle, on the writer's path, only takes the segments out of the
+//     table and queues them (retireLocked); the preparer unmaps them and,
+//     with a file's last segment, keeps the file for reuse or deletes it
+//     (retireQueued).
+//   - the preparer keeps the file after the one the next segment goes in
+//     made ahead (prepareFileAhead), so that a writer that finds no
+//     segment made ahead at a file's first slot (the preparer behind)
+//     makes a slot in an open file, not a file.
+//
+// A file made ahead and not yet written holds nothing of its use: a crash
+// leaves it after the end of the log, where recovery deletes it, as it
+// does a segment made ahead.
+
+// retireLocked queues s, a segment the log no longer holds (recycled, or
+// made ahead for a position the writer no longer goes to), for the
+// preparer: see retireQueued. Under mu.
+func (l *Log) retireLocked(s *segment) {
+	l.noteUnmapped(s)
+	l.retiring = append(l.retiring, s)
+}
+
+// retireQueued does what retireLocked queued: it unmaps the segments and,
+// with a file's last one, keeps the file for reuse (keepFree). The
+// preparer's, and Close's once the preparer has stopped.
+func (l *Log) retireQueued() {
+	l.mu.Lock()
+	var files []*segFile
+	for i, s := range l.retiring {
+		last, err := s.release()
+		if err != nil {
+			l.log.Warn("unmapping a recycled segment failed", zap.String("segment-path", s.path), zap.Error(err))
+		}
+		if last {
+			if fb := s.base - s.off; l.files[fb] == s.file {
+				delete(l.files, fb)
+			}
+			files = append(files, s.file)
+		}
+		l.retiring[i] = nil
+	}
+	l.retiring = l.retiring[:0]
+	l.mu.Unlock()
+	for _, f := range files {
+		l.keepFree(f)
+	}
+}
+
+// keepFree keeps f, a file none of whose segments the log holds, for
+// reuse, as it is (open, under its name), or deletes it when
+// MaxFreeSegments wait already, so that retention gives the space back.
+func (l *Log) keepFree(f *segFile) {
+	l.mu.Lock()
+	keep := len(l.free) < MaxFreeSegments
+	if keep {
+		l.free = append(l.free, f)
+	}
+	l.mu.Unlock()
+	if keep {
+		return
+	}
+	if err := f.closeFD(); err != nil {
+		l.log.Warn("closing a recycled segment file failed", zap.Error(err))
+	}
+	if err := os.Remove(f.path); err != nil {
+		l.log.Warn("deleting a recycled segment file failed", zap.Error(fsys.FileError("remove", f.path, err)))
+	}
+}
+
+// takeFree takes a free file for reuse, nil if there is none. Under mu.
+func (l *Log) takeFree() *segFile {
+	if len(l.free) == 0 {
+		return nil
+	}
+	f := l.free[len(l.free)-1]
+	l.free = l.free[:len(l.free)-1]
+	return f
+}
+
+// fileFor returns the open file that holds position base, with a
+// reference for the caller's segment: the one made ahead, or one made
+// here (a free one reused, or a new one) when there is none.
+func (l *Log) fileFor(base int64) (*segFile, error) {
+	fb := l.fileBase(base)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.makingFile == fb {
+		l.prepCond.Wait()
+	}
+	f := l.files[fb]
+	if f == nil {
+		var err error
+		if f, err = l.makeFileLocked(fb); err != nil {
+			return nil, err
+		}
+	}
+	f.refs++
+	return f, nil
+}
+
+// makeFileLocked makes the file that starts at position fb (a free one
+// reused, or a new one) and adds it to the open files, with no segment
+// yet. Under mu, which it releases while it makes the file.
+func (l *Log) makeFileLocked(fb int64) (*segFile, error) {
+	l.makingFile = fb
+	free := l.takeFree()
+	l.mu.Unlock()
+	f, err := createFile(filepath.Join(l.dir, segmentName(fb)), l.fileSize, l.window, free)
+	l.dirDirty.Store(true)
+	l.mu.Lock()
+	l.makingFile = -1
+	l.prepCond.Broadcast()
+	if err != nil {
+		return nil, err
+	}
+	l.files[fb] = f
+	return f, nil
+}
+
+// prepareFileAhead makes the file after the one the next segment goes in
+// (see the top of this file), for files of several segments: with one
+// segment a file, the segment made ahead is the next file already.
+func (l *Log) prepareFileAhead() {
+	if l.slots == 1 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	want := (l.lastIndex() + 1 + int64(len(l.ready))) * l.segSize
+	ahead := l.fileBase(want + l.fileSize - l.segSize) // want's file when want is its first slot
+	if l.files[ahead] != nil || l.makingFile >= 0 || l.stopping() {
+		return
+	}
+	if _, err := l.makeFileLocked(ahead); err != nil {
+		l.log.Warn("making the next segment file ahead failed", zap.Int64("base", ahead), zap.Error(err))
+	}
+}
+
+// stopping reports whether Close has begun.
+func (l *Log) stopping() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,127 @@
+package segment
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// TestRingReusesFilesInPlace: with several segments a file, the file after
+// the writer's is made ahead of it (so a writer that finds no segment
+// ready at a file's first slot makes no file); recycled files are let go
+// of by the preparer and kept open under their old names, never renamed
+// to .free, and the files made next are those same inodes under new names;
+// a reopen takes the recycled files left under old names for free ones,
+// and the log reads back what it retains.
+func TestRingReusesFilesInPlace(t *testing.T) {
+	const slots = 4
+	dir := t.TempDir()
+	m, _, err := OpenMeta(filepath.Join(dir, "meta"), testSegSize, slots, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(filepath.Join(dir, "log"), m, 4, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeAll := func() { once.Do(func() { l.Close(); m.Close() }) }
+	t.Cleanup(closeAll)
+	fileSize := int64(slots * testSegSize)
+	exists := func(base int64) bool {
+		_, err := os.Stat(filepath.Join(dir, "log", segmentName(base)))
+		return err == nil
+	}
+	testkit.Eventually(t, 10*time.Second, "the second file made ahead of the writer", func() bool { return exists(fileSize) })
+
+	inode := func(base int64) uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(dir, "log", segmentName(base)), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	const size = 256 << 10
+	n := 0
+	writeTo := func(end int64) {
+		t.Helper()
+		for l.WritePos() < end {
+			if _, err := write(l, n, size); err != nil {
+				t.Fatal(err)
+			}
+			l.Commit()
+			n++
+		}
+	}
+	writeTo(2*fileSize + 1) // into the third file
+	first, second := inode(0), inode(fileSize)
+	if got := l.Recycle(2 * fileSize); got != 2*fileSize {
+		t.Fatalf("recycled up to %d, want %d", got, 2*fileSize)
+	}
+	testkit.Until(t, 10*time.Second, "the preparer keeping both recycled files for reuse", func() string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.retiring) > 0 || len(l.free) < 2 {
+			return "not yet"
+		}
+		for _, f := range l.free {
+			if f.f == nil || filepath.Ext(f.path) == freeSuffix {
+				return f.path + " closed or renamed to .free"
+			}
+		}
+		return ""
+	})
+	// The fourth file was made ahead before the recycling; the fifth and
+	// the sixth, made ahead as the writer enters the fourth and the fifth,
+	// are the recycled ones.
+	writeTo(4*fileSize + 1)
+	testkit.Eventually(t, 10*time.Second, "the sixth file made ahead", func() bool { return exists(5 * fileSize) })
+	reused := map[uint64]bool{inode(4 * fileSize): true, inode(5 * fileSize): true}
+	if !reused[first] || !reused[second] {
+		t.Fatalf("files 5 and 6 are not the recycled files 1 and 2 (inodes %v, recycled %d and %d)", reused, first, second)
+	}
+	l.Recycle(3 * fileSize) // the third file, left under its name at Close
+	end := l.End()
+	if err := l.SyncTo(end); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	closeAll()
+	if !exists(2 * fileSize) {
+		t.Fatal("the recycled third file is gone: a reopen had nothing to reuse")
+	}
+
+	m, _, err = OpenMeta(filepath.Join(dir, "meta"), testSegSize, slots, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(filepath.Join(dir, "log"), m, 4, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	once = sync.Once{}
+	if l.Oldest() != 3*fileSize || l.End() != end {
+		t.Fatalf("reopened log holds [%d, %d), want [%d, %d)", l.Oldest(), l.End(), 3*fileSize, end)
+	}
+	l.mu.Lock()
+	free := len(l.free)
+	l.mu.Unlock()
+	if free != 1 {
+		t.Fatalf("%d free files after the reopen, want the recycled third", free)
+	}
+	for pos := l.Oldest(); pos < end; {
+		if pos, err = l.Read(pos, func(record.Record) error { return nil }); err != nil {
+			t.Fatalf("read at %d: %v", pos, err)
+		}
+	}
+}
