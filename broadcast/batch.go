@@ -3,8 +3,6 @@ package broadcast
 import (
 	"errors"
 
-	"github.com/cachecast/cachecast/store"
-
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -39,7 +37,7 @@ var errTooNew = errors.New("broadcast: record version newer than the peer's prot
 // back with the records read before it, and end the seq it stopped at;
 // errTooNew stops it before the first record of a version above
 // maxVersion (end is that record's seq).
-func readBatch(st *store.Store, origin, from uint64, maxRecords, maxBytes int, maxVersion byte, buf []byte, recs [][]byte) ([]byte, [][]byte, uint64, error) {
+func readBatch(st Store, origin, from uint64, maxRecords, maxBytes int, maxVersion byte, buf []byte, recs [][]byte) ([]byte, [][]byte, uint64, error) {
 	end, err := st.ReadOrigin(origin, from, from+uint64(maxRecords)-1, func(r record.Record) error {
 		if r.Version() > maxVersion {
 			return errTooNew

@@ -13,6 +13,7 @@ import (
 // reaches its byte bound, or at the first seq not held; its records are
 // the log's bytes, in seq order.
 func TestReadBatch(t *testing.T) {
+	t.Parallel()
 	o := store.DefaultOptions(t.TempDir())
 	o.SegmentSize = 1 << 20
 	st, err := store.Open(o)

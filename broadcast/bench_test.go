@@ -103,7 +103,7 @@ func newBenchCluster(b *testing.B, size int, opts func(i int, o *store.Options))
 			b.Fatal(err)
 		}
 		n.Start()
-		c.nodes = append(c.nodes, &testNode{name: fmt.Sprintf("n%d", i), dir: o.Dir, st: st, n: n})
+		c.nodes = append(c.nodes, &testNode{name: fmt.Sprintf("n%d", i), dir: o.Dir, st: st, disk: st, n: n})
 		c.rx = append(c.rx, rx)
 	}
 	return c
@@ -157,7 +157,7 @@ func (c *benchCluster) stop() {
 		if err := tn.st.Close(); err != nil {
 			c.b.Error(err)
 		}
-		tn.n, tn.st = nil, nil
+		tn.n, tn.st, tn.disk = nil, nil, nil
 	}
 }
 
@@ -282,7 +282,7 @@ func sortDurations(d []time.Duration) {
 // became visible on one node: it wakes on every write to the store
 // (Changed), reads LastSeq and stamps every seq that appeared since.
 type arrivalWatcher struct {
-	st     *store.Store
+	st     testStore
 	origin uint64
 	base   uint64
 	at     []time.Duration // since t0; 0 until seen
@@ -622,7 +622,7 @@ func BenchmarkCatchUp(b *testing.B) {
 			for k := range ms {
 				ms[k] = record.Message{Topic: benchTopic, Key: benchKeyNames[(j+k)%benchKeys], Value: val[:]}
 			}
-			if _, err := src.st.PublishBatch(ms); err != nil {
+			if _, err := src.disk.PublishBatch(ms); err != nil {
 				b.Fatal(err)
 			}
 		}

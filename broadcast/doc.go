@@ -1,9 +1,11 @@
 // Package broadcast carries records between nodes: fan-out of each node's
 // own records to every peer, anti-entropy repair with a few random peers
 // at a time, and the acknowledgements
-// that sync replication waits for. It reads and appends through package
-// store and takes its peer list from the membership layer (package gossip,
-// wired by the daemon); it knows nothing of HTTP or of the local API.
+// that sync replication waits for. It reads and appends through a Store
+// (package store's, from the daemon; an in-memory one, internal/memstore,
+// in its unit tests) and takes its peer list from the membership layer
+// (package gossip, wired by the daemon); it knows nothing of HTTP or of
+// the local API.
 //
 // # Links
 //
@@ -319,4 +321,11 @@
 // and the NATS fan-out (nats.go). The link and the node share the
 // protocol's state machine (what a peer holds, what is pulled from
 // whom), which is why they stay together.
+//
+// Its tests run their clusters in one process on the in-memory store
+// (internal/memstore: the view of package store/view over records held
+// in slices), over real loopback TCP through internal/faultnet's cuts; a
+// test that needs files (retention and recycling, a store's snapshot)
+// sets testCluster.disk, and TestStoresAgree holds the two stores to the
+// same behaviour.
 package broadcast

@@ -13,6 +13,7 @@ import (
 // 2 to 4 while the build spoke 2 to 6), and an operator plans a rolling
 // upgrade by it. Every "speaks N to M" in the docs must be this build's range.
 func TestDocsProtocolRange(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../docs/*.md")
 	files = append(files, "../README.md", "../DESIGN.md")
 	re := regexp.MustCompile(`(?:this one|this build)\s+speaks\s+(\d+)\s+to\s+(\d+)`)

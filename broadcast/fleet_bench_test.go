@@ -133,7 +133,7 @@ func newFleetCluster(b *testing.B, size int, natsURL string) (c *benchCluster, t
 			b.Fatal(err)
 		}
 		n.Start()
-		c.nodes = append(c.nodes, &testNode{name: fmt.Sprintf("n%d", i), dir: o.Dir, st: st, n: n})
+		c.nodes = append(c.nodes, &testNode{name: fmt.Sprintf("n%d", i), dir: o.Dir, st: st, disk: st, n: n})
 		c.rx = append(c.rx, rx)
 		tx = append(tx, out)
 	}

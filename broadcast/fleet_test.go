@@ -72,7 +72,7 @@ func addFleetNode(c *testCluster, name, dir, urls string) *testNode {
 		c.t.Fatal(err)
 	}
 	n.Start()
-	tn := &testNode{name: name, dir: dir, st: st, n: n}
+	tn := &testNode{name: name, dir: dir, st: st, disk: st, n: n}
 	c.nodes = append(c.nodes, tn)
 	return tn
 }
@@ -129,6 +129,7 @@ func waitNATSReady(t *testing.T, nodes []*testNode, live []*server.Server) {
 // acknowledged write is missing, and NATS alone carries the fan-out again
 // afterwards, from the nodes that failed over too.
 func TestNATSServerCluster(t *testing.T) {
+	t.Parallel()
 	begin := time.Now()
 	servers := startNATSCluster(t, 3) // cleanups first: they run last
 	urls := make([]string, len(servers))

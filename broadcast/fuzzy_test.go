@@ -18,7 +18,10 @@ var (
 // everything and checks that all nodes converge to one view and that no
 // acknowledged write is missing anywhere. Rerun a failure with
 // -fuzzy.seed=N (the seed is logged).
-func TestRandomFaults(t *testing.T) { eachTransport(t, testRandomFaults) }
+func TestRandomFaults(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, testRandomFaults)
+}
 
 func testRandomFaults(t *testing.T, transport string) {
 	seed := *fuzzySeed

@@ -91,7 +91,7 @@ func (n *Node) startNATS(cfg *NATSConfig) error {
 	f.sub = sub
 	n.nats = f
 	n.wg.Add(1)
-	go f.publishLoop()
+	go f.publishLoop(n.st.LogLast(n.self) + 1) // from New on: the loop may start after the first publishes
 	return nil
 }
 
@@ -109,15 +109,14 @@ func (f *natsFanOut) receive(m *nats.Msg) {
 }
 
 // publishLoop publishes this node's records as they are written, in
-// batches of up to 64 KiB, from the first one written after the start
-// (older ones reach peers by their pulls). While a peer speaks a protocol
+// batches of up to 64 KiB, from seq next, the first one written after
+// New (older ones reach peers by their pulls). While a peer speaks a protocol
 // below ProtocolTimed, records with time fields are left out (the peers
 // that read them pull them; the older ones cannot take them at all).
-func (f *natsFanOut) publishLoop() {
+func (f *natsFanOut) publishLoop(next uint64) {
 	defer f.n.wg.Done()
 	self := f.n.self
 	subject := fmt.Sprintf("%s.%016x", f.prefix, self)
-	next := f.n.st.LogLast(self) + 1
 	var buf []byte
 	var recs [][]byte
 	for {

@@ -21,6 +21,7 @@ func eachTransport(t *testing.T, body func(t *testing.T, transport string)) {
 }
 
 func TestNATSCarriesFanOut(t *testing.T) {
+	t.Parallel()
 	c := newClusterOn(t, "nats", 3, nil)
 	for j := 0; j < 300; j++ {
 		publish(t, c.nodes[j%3], fmt.Sprintf("k%d", j%50), fmt.Sprint(j))
@@ -40,6 +41,7 @@ func TestNATSCarriesFanOut(t *testing.T) {
 // starts it again: every view converges and no acknowledged write is
 // missing (NATS drops, anti-entropy repairs).
 func TestNATSServerRestart(t *testing.T) {
+	t.Parallel()
 	ns := testkit.NATS(t, nil)
 	url := ns.ClientURL()
 	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}, natsURL: url}
@@ -89,6 +91,7 @@ func newNATSServerAt(t *testing.T, url string) *server.Server {
 }
 
 func TestNATSWaitReplica(t *testing.T) {
+	t.Parallel()
 	c := newClusterOn(t, "nats", 3, nil)
 	a, b := c.nodes[0], c.nodes[1]
 	a.n.SetReplica(b.st.Origin())

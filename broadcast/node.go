@@ -25,7 +25,7 @@ import (
 // Config configures a Node.
 type Config struct {
 	// Store is the node's store: records are read from it and appended to it.
-	Store *store.Store
+	Store Store
 	// ListenAddr is the data port's address; port 0 picks a free one.
 	ListenAddr string
 	// Keys are the cluster keys; Keys[0] is the one this node proves
@@ -128,7 +128,7 @@ type Peer struct {
 // anyone, also when the origin is gone.
 type Node struct {
 	cfg      Config
-	st       *store.Store
+	st       Store
 	self     uint64
 	log      *zap.Logger
 	listener net.Listener
@@ -307,7 +307,7 @@ func New(cfg Config) (*Node, error) {
 		absentSince: make(map[uint64]time.Time),
 		retired:     make(map[uint64]bool),
 	}
-	n.digests = digest.NewIndex(cfg.Store, cfg.Store.VectorFeed(), n.stampOf)
+	n.digests = digest.NewIndex(cfg.Store, feedOf(cfg.Store), n.stampOf)
 	n.keys.Store(&cfg.Keys)
 	n.fleetRecords.Store(uint32(wire.MaxRecordVersion(protos.Max)))
 	if cfg.NATS != nil {

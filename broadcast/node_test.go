@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/broadcast/internal/memstore"
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,8 +54,22 @@ func (f *faultNet) heal() { f.Heal() }
 type testNode struct {
 	name string
 	dir  string
-	st   *store.Store
+	st   testStore
+	disk *store.Store // st, on disk (testCluster.disk); nil in memory
 	n    *Node
+}
+
+// testStore is what the tests use of a node's store: a Store, and the
+// writes and reads of the view a client makes. Both the store on disk
+// and the in-memory one (internal/memstore) are one.
+type testStore interface {
+	Store
+	Publish(m *record.Message) (store.Result, error)
+	Digest() [32]byte
+	Get(topic, key string) (view.Entry, bool)
+	Keys(topic, prefix, after string, limit int) []string
+	Topics() []view.TopicInfo
+	Close() error
 }
 
 type testCluster struct {
@@ -61,7 +77,14 @@ type testCluster struct {
 	net  *faultNet
 	keys [][]byte
 	tls  *tls.Config // for the next node added, when set
+	// disk puts the next nodes' stores on disk (package store, opts
+	// applied), for what needs files: retention, recycling; else they
+	// are in memory (internal/memstore, kept in mem by directory, so that
+	// a node added again on a stopped one's directory restarts on its
+	// data).
+	disk bool
 	opts func(*store.Options)
+	mem  map[string]*memstore.Store
 	// peerTimeout, when set, is the nodes' Config.PeerTimeout.
 	peerTimeout time.Duration
 	// bootstrapRecords, when set, is the nodes' Config.BootstrapRecords.
@@ -95,16 +118,7 @@ func newClusterOn(t *testing.T, transport string, size int, keys [][]byte) *test
 }
 
 func (c *testCluster) add(name, dir string) *testNode {
-	o := store.DefaultOptions(dir)
-	o.SegmentSize = 1 << 20
-	o.IndexChunkEntries = 4096
-	if c.opts != nil {
-		c.opts(&o)
-	}
-	st, err := store.Open(o)
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	st, disk := c.openStore(dir)
 	cfg := Config{
 		Store: st, ListenAddr: "127.0.0.1:0", Keys: c.keys,
 		Dial: c.net.dialer(name), SyncInterval: 50 * time.Millisecond, TLS: c.tls,
@@ -139,9 +153,34 @@ func (c *testCluster) add(name, dir string) *testNode {
 		n.nats.drop.Store(&drop)
 	}
 	n.Start()
-	tn := &testNode{name: name, dir: dir, st: st, n: n}
+	tn := &testNode{name: name, dir: dir, st: st, disk: disk, n: n}
 	c.nodes = append(c.nodes, tn)
 	return tn
+}
+
+// openStore opens the store of a node on dir: on disk when c.disk is set
+// (disk is then st), else in memory, the one dir had if any.
+func (c *testCluster) openStore(dir string) (st testStore, disk *store.Store) {
+	if !c.disk {
+		if c.mem == nil {
+			c.mem = map[string]*memstore.Store{}
+		}
+		if c.mem[dir] == nil {
+			c.mem[dir] = memstore.New()
+		}
+		return c.mem[dir], nil
+	}
+	o := store.DefaultOptions(dir)
+	o.SegmentSize = 1 << 20
+	o.IndexChunkEntries = 4096
+	if c.opts != nil {
+		c.opts(&o)
+	}
+	disk, err := store.Open(o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return disk, disk
 }
 
 // wire tells every live node about every other, as membership would.
@@ -168,7 +207,7 @@ func (tn *testNode) shutdown(t *testing.T) {
 	if err := tn.st.Close(); err != nil {
 		t.Error(err)
 	}
-	tn.n, tn.st = nil, nil
+	tn.n, tn.st, tn.disk = nil, nil, nil
 }
 
 func (c *testCluster) stop() {
@@ -241,7 +280,10 @@ func publish(t *testing.T, tn *testNode, key, val string) store.Result {
 	return res
 }
 
-func TestFanOutConverges(t *testing.T) { eachTransport(t, testFanOutConverges) }
+func TestFanOutConverges(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, testFanOutConverges)
+}
 
 func testFanOutConverges(t *testing.T, transport string) {
 	for _, size := range []int{3, 5} {
@@ -278,7 +320,10 @@ func testFanOutConverges(t *testing.T, transport string) {
 	}
 }
 
-func TestPartitionHeals(t *testing.T) { eachTransport(t, testPartitionHeals) }
+func TestPartitionHeals(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, testPartitionHeals)
+}
 
 func testPartitionHeals(t *testing.T, transport string) {
 	c := newClusterOn(t, transport, 5, nil)
@@ -312,6 +357,7 @@ func testPartitionHeals(t *testing.T, transport string) {
 }
 
 func TestOneWayCut(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, nil)
 	// n0 cannot reach n1 at all: n1 still gets n0's records through n2,
 	// which pulls them from n0 and serves them to n1's pulls.
@@ -323,7 +369,10 @@ func TestOneWayCut(t *testing.T) {
 	c.waitConverged(10 * time.Second)
 }
 
-func TestLateJoinerAndRestart(t *testing.T) { eachTransport(t, testLateJoinerAndRestart) }
+func TestLateJoinerAndRestart(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, testLateJoinerAndRestart)
+}
 
 func testLateJoinerAndRestart(t *testing.T, transport string) {
 	c := newClusterOn(t, transport, 2, nil)
@@ -352,7 +401,10 @@ func testLateJoinerAndRestart(t *testing.T, transport string) {
 	}
 }
 
-func TestWaitReplica(t *testing.T) { eachTransport(t, testWaitReplica) }
+func TestWaitReplica(t *testing.T) {
+	t.Parallel()
+	eachTransport(t, testWaitReplica)
+}
 
 func testWaitReplica(t *testing.T, transport string) {
 	c := newClusterOn(t, transport, 2, nil)
@@ -384,6 +436,7 @@ func testWaitReplica(t *testing.T, transport string) {
 }
 
 func TestWrongKeyRefused(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2, [][]byte{[]byte("0123456789abcdef")})
 	intruders := []struct {
 		name string
@@ -397,10 +450,15 @@ func TestWrongKeyRefused(t *testing.T) {
 			c.keys = in.keys
 			x := c.add("x-"+in.name, t.TempDir())
 			c.keys = [][]byte{[]byte("0123456789abcdef")}
+			r0, r1 := c.nodes[0].n.Rejected(), c.nodes[1].n.Rejected()
 			c.wire()
 			publish(t, x, "intruder", "bad")
 			publish(t, c.nodes[0], "good", "ok")
-			time.Sleep(300 * time.Millisecond)
+			// Each has tried the others (x pushes to both, they push to
+			// x) and been refused at the handshake, before any frame.
+			testkit.Eventually(t, 10*time.Second, "the handshakes with the intruder refused both ways", func() bool {
+				return c.nodes[0].n.Rejected() > r0 && c.nodes[1].n.Rejected() > r1 && x.n.Rejected() > 0
+			})
 			for _, tn := range c.nodes[:2] {
 				if _, ok := tn.st.Get("prices", "intruder"); ok {
 					t.Fatalf("%s took a record from a node without the key", tn.name)
@@ -422,6 +480,7 @@ func TestWrongKeyRefused(t *testing.T) {
 }
 
 func TestGarbageOnDataPort(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2, nil)
 	target := c.nodes[0]
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -445,7 +504,8 @@ func TestGarbageOnDataPort(t *testing.T) {
 // log, so a node joining later cannot pull it; it bootstraps from a
 // peer's snapshot and converges.
 func TestLateJoinerAfterRecycling(t *testing.T) {
-	c := &testCluster{t: t, net: newFaultNet()}
+	t.Parallel()
+	c := &testCluster{t: t, net: newFaultNet(), disk: true}
 	c.opts = func(o *store.Options) {
 		o.SegmentSize = 64 << 10
 		o.RetentionBytes = 4 * o.SegmentSize
@@ -458,12 +518,12 @@ func TestLateJoinerAfterRecycling(t *testing.T) {
 	for j := 0; j < 2000; j++ {
 		publish(t, []*testNode{a, b}[j%2], fmt.Sprintf("k%d", j%300), fmt.Sprintf("v%d-%s", j, strings.Repeat("x", 200)))
 		if j%200 == 199 {
-			a.st.Snapshot() // lets retention recycle
-			b.st.Snapshot()
+			a.disk.Snapshot() // lets retention recycle
+			b.disk.Snapshot()
 		}
 	}
-	if a.st.Stats().OldestPos == 0 || b.st.Stats().OldestPos == 0 {
-		t.Fatalf("nothing recycled: oldest %d, %d", a.st.Stats().OldestPos, b.st.Stats().OldestPos)
+	if a.disk.Stats().OldestPos == 0 || b.disk.Stats().OldestPos == 0 {
+		t.Fatalf("nothing recycled: oldest %d, %d", a.disk.Stats().OldestPos, b.disk.Stats().OldestPos)
 	}
 	late := c.add("late", dirs[2])
 	c.wire()
@@ -476,8 +536,8 @@ func TestLateJoinerAfterRecycling(t *testing.T) {
 		}
 		return ""
 	})
-	if late.st.Stats().Keys != 300 {
-		t.Fatalf("late node has %d keys, want 300", late.st.Stats().Keys)
+	if late.disk.Stats().Keys != 300 {
+		t.Fatalf("late node has %d keys, want 300", late.disk.Stats().Keys)
 	}
 	// And it keeps up with what comes after.
 	publish(t, a, "after", "bootstrap")
@@ -490,7 +550,8 @@ func TestLateJoinerAfterRecycling(t *testing.T) {
 // the records, and the peers do not push it their old records
 // meanwhile; it converges and keeps up with what comes after.
 func TestFreshNodeTakesSnapshot(t *testing.T) {
-	c := &testCluster{t: t, net: newFaultNet(), bootstrapRecords: 1000}
+	t.Parallel()
+	c := &testCluster{t: t, net: newFaultNet(), bootstrapRecords: 1000, disk: true}
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	t.Cleanup(c.stop)
 	a := c.add("a", dirs[0])
@@ -513,7 +574,7 @@ func TestFreshNodeTakesSnapshot(t *testing.T) {
 	if da, db := a.n.BytesSent()-sentA, b.n.BytesSent()-sentB; da != 0 || db != 0 {
 		t.Errorf("the peers pushed %d and %d bytes of old records to the fresh node, want none", da, db)
 	}
-	if k := fresh.st.Stats().Keys; k != 3000 {
+	if k := fresh.disk.Stats().Keys; k != 3000 {
 		t.Fatalf("the fresh node holds %d keys, want 3000", k)
 	}
 	left, _ := filepath.Glob(filepath.Join(dirs[2], "*bootstrap*"))
@@ -538,6 +599,7 @@ func TestFreshNodeTakesSnapshot(t *testing.T) {
 // BootstrapRecords of it (so most records are not sent twice), and pushes
 // what comes after.
 func TestBehindNodePulls(t *testing.T) {
+	t.Parallel()
 	c := &testCluster{t: t, net: newFaultNet(), bootstrapRecords: 1000}
 	dirs := []string{t.TempDir(), t.TempDir()}
 	t.Cleanup(c.stop) // before the directories' removal
@@ -586,6 +648,7 @@ func TestBehindNodePulls(t *testing.T) {
 // fails), drop the connection and never apply the record; once the path is
 // clean the genuine record arrives.
 func TestTamperedFrameRefused(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 2, [][]byte{[]byte("0123456789abcdef0123456789abcdef")})
 	a, b := c.nodes[0], c.nodes[1]
 	genuine, forged := []byte("price=12.50"), []byte("price=99.99")

@@ -61,6 +61,7 @@ func (c *testCluster) rounds(nodes []*testNode, k uint64, sample func()) {
 // exchanges alone, each node exchanging with 3 peers a round, and the
 // vector entries a node handles stay a fraction of what a full mesh sends.
 func TestScalePartialAntiEntropyConverges(t *testing.T) {
+	t.Parallel()
 	const size, fanout = 20, 3
 	c := newFleet(t, "tcp", size, fanout, 0)
 	origin := c.nodes[0]
@@ -121,6 +122,7 @@ func TestScalePartialAntiEntropyConverges(t *testing.T) {
 // the pushes of a write burst open links to every peer, and they close
 // again once idle.
 func TestScaleConnectionsBoundedWithIdleClose(t *testing.T) {
+	t.Parallel()
 	const size, fanout = 20, 1
 	for _, transport := range []string{"nats", "tcp"} {
 		t.Run("transport="+transport, func(t *testing.T) {
@@ -175,6 +177,7 @@ func TestScaleConnectionsBoundedWithIdleClose(t *testing.T) {
 // A 2|3 partition of 20 nodes heals to one view with partial
 // anti-entropy, writes having gone on on both sides.
 func TestScaleFleetPartitionHeals(t *testing.T) {
+	t.Parallel()
 	eachTransport(t, func(t *testing.T, transport string) {
 		const size = 20
 		c := newFleet(t, transport, size, 3, 0)
@@ -219,6 +222,7 @@ func TestScaleFleetPartitionHeals(t *testing.T) {
 // pulled), no record of it comes back after a newer write, and when the
 // origin returns it is in the vectors again.
 func TestRetireDepartedOrigin(t *testing.T) {
+	t.Parallel()
 	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}}
 	c.config = func(cfg *Config) { cfg.RetireAfter = 200 * time.Millisecond }
 	a, b, y, x := c.add("a", t.TempDir()), c.add("b", t.TempDir()), c.add("y", t.TempDir()), c.add("x", t.TempDir())

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/internal/testkit"
-	"github.com/cachecast/cachecast/store"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -104,10 +103,10 @@ func (p *stuckPeer) close() {
 // stuck peer is closed within PeerTimeout (counted as a stall), not held
 // for good.
 func TestStuckPeerDoesNotStallOthers(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"never reads", "silent"} {
 		t.Run(mode, func(t *testing.T) {
 			c := &testCluster{t: t, net: newFaultNet(), peerTimeout: 300 * time.Millisecond}
-			c.opts = func(o *store.Options) { o.SegmentSize = 4 << 20 } // 64 MiB before recycling
 			a, b := c.add("a", t.TempDir()), c.add("b", t.TempDir())
 			t.Cleanup(c.stop)
 			stuck := startStuckPeer(t, mode, nil)
@@ -140,8 +139,8 @@ func TestStuckPeerDoesNotStallOthers(t *testing.T) {
 // A dialer that asks for records and never reads the answer must not hold
 // the listener's connection (and its goroutines) for good.
 func TestListenerLetsGoOfADialerThatStopsReading(t *testing.T) {
+	t.Parallel()
 	c := &testCluster{t: t, net: newFaultNet(), peerTimeout: 300 * time.Millisecond}
-	c.opts = func(o *store.Options) { o.SegmentSize = 4 << 20 }
 	b := c.add("b", t.TempDir())
 	t.Cleanup(c.stop)
 	val := bytes.Repeat([]byte("y"), 16<<10)
@@ -181,6 +180,7 @@ func TestListenerLetsGoOfADialerThatStopsReading(t *testing.T) {
 // the connections it opened to this node are closed with it, though they
 // are idle and would otherwise stay until Node.Close.
 func TestInboundConnectionFreedWhenPeerLeaves(t *testing.T) {
+	t.Parallel()
 	c := &testCluster{t: t, net: newFaultNet()}
 	b := c.add("b", t.TempDir())
 	t.Cleanup(c.stop)
@@ -220,6 +220,7 @@ func TestInboundConnectionFreedWhenPeerLeaves(t *testing.T) {
 // After a connection that worked, a broken link redials after the
 // shortest wait, not the longest one reached by earlier failures.
 func TestBackoffResetsAfterHealthyConnection(t *testing.T) {
+	t.Parallel()
 	c := &testCluster{t: t, net: newFaultNet()}
 	a, b := c.add("a", t.TempDir()), c.add("b", t.TempDir())
 	t.Cleanup(c.stop)

@@ -58,6 +58,7 @@ func (ca *testCA) issue(t *testing.T, name string) tls.Certificate {
 }
 
 func TestMutualTLS(t *testing.T) {
+	t.Parallel()
 	ca := newTestCA(t)
 	c := &testCluster{t: t, net: newFaultNet()}
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}

@@ -19,6 +19,7 @@ import (
 // node is reached from the first, and no two nodes are more than
 // 2 ceil(log_k N) hops apart.
 func TestTreeNeighbours(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ n, k int }{{1, 4}, {2, 4}, {5, 4}, {6, 4}, {10, 3}, {25, 4}, {50, 2}, {200, 4}, {300, 4}, {300, 8}} {
 		t.Run(fmt.Sprintf("n=%d,k=%d", tc.n, tc.k), func(t *testing.T) {
 			ids := make([]uint64, tc.n)
@@ -109,6 +110,7 @@ func byTree(nodes []*testNode) []*testNode {
 // through the tree alone, and each node pushed to its tree neighbours and
 // its replica only.
 func TestTreeDeliversWithoutAntiEntropy(t *testing.T) {
+	t.Parallel()
 	const size, k = 20, 3
 	c := newTreeFleet(t, size, k, time.Hour)
 	for i, tn := range c.nodes {
@@ -158,6 +160,7 @@ func pushLinksOff(tn *testNode, k int) string {
 // the fleet converges when the load stops; with the direct fan-out the
 // same load keeps a connection open to every peer.
 func TestScaleTreePushConnectionsBounded(t *testing.T) {
+	t.Parallel()
 	const size, k = 12, 3
 	for _, tree := range []bool{true, false} {
 		t.Run(fmt.Sprintf("tree=%v", tree), func(t *testing.T) {
@@ -227,6 +230,7 @@ func TestScaleTreePushConnectionsBounded(t *testing.T) {
 // exchanges and pulls still bring every record to the subtree, and once
 // membership drops the node the tree is rebuilt around it.
 func TestTreeInnerNodeKilled(t *testing.T) {
+	t.Parallel()
 	const size, k = 16, 3
 	c := newTreeFleet(t, size, k, 0)
 	tree := byTree(c.nodes)
@@ -302,6 +306,7 @@ func newStar(t *testing.T) (root *testNode, leaves []*testNode, c *testCluster) 
 // them wrote, then healed, pushes each leaf the three other leaves'
 // records in one frame, not one frame per origin.
 func TestTreeRelayBatchesOrigins(t *testing.T) {
+	t.Parallel()
 	root, leaves, c := newStar(t)
 	for _, l := range leaves {
 		c.net.cutOff(root.name, l.n.Addr())
@@ -334,6 +339,7 @@ func TestTreeRelayBatchesOrigins(t *testing.T) {
 // a frame the root relays is damaged on its way (the leaf refuses it and
 // drops the connection).
 func TestTreeRelayRepushesAfterFailedConnection(t *testing.T) {
+	t.Parallel()
 	root, leaves, c := newStar(t)
 	var damaged atomic.Bool
 	c.net.SetTamper(func(from string, p []byte) {
@@ -365,6 +371,7 @@ func TestTreeRelayRepushesAfterFailedConnection(t *testing.T) {
 // grown to 7 they relay again. With the anti-entropy off, the pushes
 // alone bring every record written in each phase to every node.
 func TestTreeFromFollowsFleetSize(t *testing.T) {
+	t.Parallel()
 	const k = 2
 	c := startFleet(t, "tcp", 6, func(cfg *Config) {
 		cfg.Tree, cfg.TreeFrom, cfg.TreeDegree = true, 5, k

@@ -14,7 +14,8 @@ import (
 )
 
 // addSpeaking adds a node that speaks the protocol versions r, as a build
-// of another version would (protocols is read by New).
+// of another version would (protocols is read by New). The tests that
+// call it do not run in parallel.
 func (c *testCluster) addSpeaking(name string, r wire.Range) *testNode {
 	old := protocols
 	protocols = r
@@ -25,7 +26,7 @@ func (c *testCluster) addSpeaking(name string, r wire.Range) *testNode {
 // TestRollingUpgrade: nodes of overlapping version ranges negotiate the
 // highest common version and exchange records both ways; a range that
 // does not overlap is refused at the handshake, both ways, and nothing
-// passes.
+// passes. Not in parallel: it changes protocols (addSpeaking).
 func TestRollingUpgrade(t *testing.T) {
 	tests := []struct {
 		name string
@@ -87,6 +88,7 @@ func TestRollingUpgrade(t *testing.T) {
 // TestHandshakeNoCommonVersion: the refusal names both ranges, on the
 // dialer's side (the listener answers so that it can) and the listener's.
 func TestHandshakeNoCommonVersion(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +145,7 @@ func (c *testCluster) addOld(name, dir string) *testNode {
 // record). The old node's own records still flow. Restarted at protocol
 // 4 (upgraded), it gets everything and the fleet converges.
 func TestOlderPeerNeverGetsTimedRecords(t *testing.T) {
+	t.Parallel()
 	eachTransport(t, testOlderPeerNeverGetsTimedRecords)
 }
 
@@ -223,6 +226,7 @@ func testOlderPeerNeverGetsTimedRecords(t *testing.T, transport string) {
 // connection of protocol 3 is refused as the older build refuses it (the
 // connection closes on a bad frame) and changes nothing.
 func TestOldProtocolRefusesTimedRecord(t *testing.T) {
+	t.Parallel()
 	c := &testCluster{t: t, net: newFaultNet()}
 	b := c.add("b", t.TempDir())
 	t.Cleanup(c.stop)
@@ -268,7 +272,8 @@ func TestOldProtocolRefusesTimedRecord(t *testing.T) {
 // vectors). Each pair speaks the highest version both have; records that
 // only the exchanges can carry (their origin cannot dial most of the
 // fleet) reach every node whatever the pairs speak, and no node refuses a
-// frame of another build.
+// frame of another build. Not in parallel: it changes protocols
+// (addSpeaking).
 func TestDigestsBesideOlderPeers(t *testing.T) {
 	c := &testCluster{t: t, net: newFaultNet(), names: map[uint64]string{}}
 	c.config = func(cfg *Config) { cfg.Fanout = 2 }
@@ -324,6 +329,7 @@ func (c *testCluster) byName(name string) int {
 // refuses it, and taken at protocol 7; a connection carries the record
 // versions of its protocol (wire.MaxRecordVersion).
 func TestOldProtocolRefusesExpiryChange(t *testing.T) {
+	t.Parallel()
 	for proto, want := range map[uint8]byte{ProtocolTimed - 1: record.Version, ProtocolTimed: record.Version2,
 		ProtocolExpiry - 1: record.Version2, ProtocolExpiry: record.Version3} {
 		if got := wire.MaxRecordVersion(proto); got != want {

@@ -24,6 +24,7 @@ func scanCut(head, at uint64, stamp func(uint64) uint64) uint64 {
 // cut, from any seq known old, with the records it cannot read (stamp 0)
 // counted old, and reads few stamps.
 func TestCutSeq(t *testing.T) {
+	t.Parallel()
 	byTen := func(s uint64) uint64 { return 10 * s }
 	tests := []struct {
 		name         string
@@ -72,6 +73,7 @@ func TestCutSeq(t *testing.T) {
 // back and repeat, the cache gives every origin's cut by its definition,
 // and reads stamps only where heads moved or the cut did.
 func TestCutCacheMatchesScan(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(3, 4))
 	const origins = 200
 	// Origin o's record s is stamped at about s*o%7+1 ms apart: each
@@ -154,6 +156,7 @@ func TestCutCacheMatchesScan(t *testing.T) {
 // is still found, and the side that lacks it learns the other's highest
 // seq of it, to pull.
 func TestDigestCutIgnoresRecordsInFlight(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
 	// Record s of any origin is stamped s ms after the epoch: the cut at
 	// 1,000 ms holds seqs up to 1,000.
@@ -226,6 +229,7 @@ func TestDigestCutIgnoresRecordsInFlight(t *testing.T) {
 // that lacks them learns the other's highest seq at once; once it holds
 // the record, the sums are equal again.
 func TestDigestCutFindsAnnouncedGap(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(9, 10))
 	stamp := func(o, s uint64) uint64 { return record.MakeHLC(int64(s), 0) }
 	at := record.MakeHLC(1000, record.MaxLogical)
@@ -272,6 +276,7 @@ func TestDigestCutFindsAnnouncedGap(t *testing.T) {
 // TestCutAt: the cut lies cutIntervals SyncIntervals back, rounded down
 // to a SyncInterval, and covers every stamp of its millisecond.
 func TestCutAt(t *testing.T) {
+	t.Parallel()
 	now := time.UnixMilli(1_000_000_750)
 	got := CutAt(now, time.Second)
 	if want := record.MakeHLC(999_998_000, record.MaxLogical); got != want {
@@ -288,6 +293,7 @@ func TestCutAt(t *testing.T) {
 // TestHeadsFirst: a node's exchanges compare whole vectors for gapFor
 // after its first one, at cuts from then on.
 func TestHeadsFirst(t *testing.T) {
+	t.Parallel()
 	c := NewIndex(nil, nil, nil)
 	t0 := time.Unix(1000, 0)
 	for _, tt := range []struct {

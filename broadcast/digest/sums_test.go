@@ -89,6 +89,7 @@ func nodesToCheck(origins []uint64, rng *rand.Rand) []nodeID {
 // definition, and each gives exactly the entries under a node, or those
 // changed since a change.
 func TestSumTreeMatchesRecount(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(11, 12))
 	var tree sumTree
 	v := map[uint64]uint64{}
@@ -181,6 +182,7 @@ func digestRecount(st *store.Store, retired map[uint64]bool, cut uint64) (at, re
 // peer that merges only what changed since its last whole merge (seen)
 // holds the whole vector at the cut.
 func TestDigestIndexMatchesRecount(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(13, 14))
 	dir := t.TempDir()
 	open := func() (*store.Store, *Index) {

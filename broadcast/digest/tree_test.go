@@ -112,6 +112,7 @@ func originsUnder(n, depth int, rng *rand.Rand) []uint64 {
 // exactly, and the nodes and entries it carries grow with the
 // differences, not with the vector: two when equal.
 func TestDigestExchangeConverges(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	random := func(n int) map[uint64]uint64 {
 		v := map[uint64]uint64{}
@@ -238,6 +239,7 @@ func agreeing(learned, truth map[uint64]uint64) int {
 // answer and the dialer's reply to it carry each side's retired list;
 // when they match, neither does.
 func TestDigestExchangeRetired(t *testing.T) {
+	t.Parallel()
 	live := map[uint64]uint64{1: 5, 2: 7}
 	tests := []struct {
 		name   string
@@ -272,6 +274,7 @@ func TestDigestExchangeRetired(t *testing.T) {
 // TestDigestDecodersRefuseJunk: malformed sums and entries frames are
 // refused with wire.ErrBadFrame.
 func TestDigestDecodersRefuseJunk(t *testing.T) {
+	t.Parallel()
 	good := encodeEntries(entriesMsg{nodes: []nodeID{treeRoot}, entries: map[uint64]uint64{7: 1}})
 	outside := nodeID{depth: 1, prefix: (originKey(7)>>60 + 1) % 16 << 60}
 	sums := encodeSums(sumsMsg{kind: sumsStep, nodes: []sumNode{{nodeID: treeRoot}}})

@@ -10,6 +10,7 @@ import (
 )
 
 func TestAckRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, v := range []map[uint64]uint64{{}, {1: 2}, {7: 100, 8: 1, 0xffffffffffffffff: 3}} {
 		got, err := DecodeAck(EncodeAck(v))
 		if err != nil || len(got) != len(v) {
@@ -24,6 +25,7 @@ func TestAckRoundTrip(t *testing.T) {
 }
 
 func TestFrameDecodersRefuseJunk(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		err  error
@@ -53,6 +55,7 @@ func TestFrameDecodersRefuseJunk(t *testing.T) {
 }
 
 func TestFrameReaderLimits(t *testing.T) {
+	t.Parallel()
 	var unknown bytes.Buffer
 	NewWriter(&unknown, nil, 0, nil).WriteFrame(FrameEntries+1, nil) // a valid MAC, an unknown type
 	for _, b := range [][]byte{
@@ -90,6 +93,7 @@ func testFrames(t *testing.T, key []byte) ([]byte, []byte, [][]byte) {
 // with frames replayed, dropped or reordered, the reader refuses the frame
 // and hands out nothing that differs from what was sent.
 func TestFrameMAC(t *testing.T) {
+	t.Parallel()
 	key := []byte("0123456789abcdef0123456789abcdef")
 	stream, types, payloads := testFrames(t, key)
 	readAll := func(b, key []byte) (n int, err error) {
@@ -133,6 +137,7 @@ func TestFrameMAC(t *testing.T) {
 }
 
 func TestHelloDecode(t *testing.T) {
+	t.Parallel()
 	h, _ := newHello(42, Range{2, 3})
 	good := h.encode()
 	with := func(f func(b []byte)) []byte { b := bytes.Clone(good); f(b); return b }
@@ -165,6 +170,7 @@ func TestHelloDecode(t *testing.T) {
 }
 
 func TestNegotiate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		a, b Range
 		want uint8 // 0: none in common
