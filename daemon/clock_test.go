@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -80,7 +81,7 @@ func stampTime(t *testing.T, pr wire.PutResult) time.Time {
 func TestClusterClockAheadIsHeldBack(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
-			c.hooks.Clock = func() time.Time { return time.Now().Add(time.Hour) }
+			hook(c, func(h *daemonhooks.Hooks) { h.Clock = func() time.Time { return time.Now().Add(time.Hour) } })
 		}
 	})
 	// Concurrent writes to one key: node0's and node1's first, then
@@ -153,7 +154,7 @@ func TestClusterClockAheadIsHeldBack(t *testing.T) {
 func TestClusterClockBehindIsSaid(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
-			c.hooks.Clock = func() time.Time { return time.Now().Add(-time.Hour) }
+			hook(c, func(h *daemonhooks.Hooks) { h.Clock = func() time.Time { return time.Now().Add(-time.Hour) } })
 		}
 	})
 	ds[0].put("prices", "a", "n0")

@@ -1,14 +1,10 @@
 package daemon
 
 import (
-	"crypto/tls"
-	"errors"
-	"fmt"
-
-	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/broadcast"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/daemon/internal/cluster"
 )
 
@@ -17,15 +13,15 @@ import (
 // the settings it takes, and the rule a node away too long meets at
 // start.
 
-// clusterConfig is the cluster's part of the configuration.
-func (c Config) clusterConfig(log *zap.Logger) (cluster.Config, error) {
-	tlsConf, err := c.tlsConfig()
+// clusterSettings is the cluster's part of c.
+func clusterSettings(c Config, log *zap.Logger) (cluster.Config, error) {
+	tlsConf, err := c.TLS()
 	if err != nil {
 		return cluster.Config{}, err
 	}
 	var natsConf *broadcast.NATSConfig
 	if c.Transport == "nats" {
-		natsConf = &broadcast.NATSConfig{URL: c.NATSURL, SubjectPrefix: c.NATSSubjectPrefix, Options: c.natsOptions()}
+		natsConf = &broadcast.NATSConfig{URL: c.NATSURL, SubjectPrefix: c.NATSSubjectPrefix, Options: c.NATSOptions()}
 	}
 	return cluster.Config{
 		NodeName:           c.NodeName,
@@ -37,7 +33,7 @@ func (c Config) clusterConfig(log *zap.Logger) (cluster.Config, error) {
 		JoinTimeout:        c.JoinTimeout,
 		GossipProfile:      c.GossipProfile,
 		KeyFile:            c.ClusterKeyFile,
-		LoopbackOnly:       loopbackAddr(c.GossipAddr) && loopbackAddr(c.DataAddr),
+		LoopbackOnly:       config.Loopback(c.GossipAddr) && config.Loopback(c.DataAddr),
 		TLS:                tlsConf,
 		NATS:               natsConf,
 		TCPFanout:          c.TCPFanout,
@@ -48,40 +44,9 @@ func (c Config) clusterConfig(log *zap.Logger) (cluster.Config, error) {
 		Replica:            c.Replica,
 		ReplicaTimeout:     c.ReplicaTimeout,
 		ShutdownTimeout:    c.ShutdownTimeout,
-		Hooks:              c.hooks,
+		Hooks:              c.Hooks(),
 		Logger:             log,
 	}, nil
-}
-
-// tlsConfig builds mutual TLS for the data port from --tls-cert,
-// --tls-key and --tls-ca; nil when they are not set.
-func (c Config) tlsConfig() (*tls.Config, error) {
-	if c.TLSCert == "" && c.TLSKey == "" && c.TLSCA == "" {
-		return nil, nil
-	}
-	if c.TLSCert == "" || c.TLSKey == "" || c.TLSCA == "" {
-		return nil, errors.New("--tls-cert, --tls-key and --tls-ca: set all three for mutual TLS on the data port, or none")
-	}
-	conf, err := broadcast.LoadTLS(c.TLSCert, c.TLSKey, c.TLSCA)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-cert/--tls-key/--tls-ca: %w", err)
-	}
-	return conf, nil
-}
-
-// natsOptions turns the --nats-* flags into connection options.
-func (c Config) natsOptions() []nats.Option {
-	var opts []nats.Option
-	if c.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(c.NATSCreds))
-	}
-	if c.NATSTLSCA != "" {
-		opts = append(opts, nats.RootCAs(c.NATSTLSCA))
-	}
-	if c.NATSTLSCert != "" {
-		opts = append(opts, nats.ClientCert(c.NATSTLSCert, c.NATSTLSKey))
-	}
-	return opts
 }
 
 // checkAway is cluster.CheckAway for a node told to join with a

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 )
@@ -170,8 +171,8 @@ func TestClusterOverNATS(t *testing.T) {
 // --allow-insecure-cluster says so (checked by validation alone: no test
 // binds 0.0.0.0), and warns at start that it runs without a key.
 func TestClusterWithoutKeyStaysOnLoopback(t *testing.T) {
-	def := DefaultConfig()
-	if !loopbackAddr(def.GossipAddr) || !loopbackAddr(def.DataAddr) {
+	def := config.Default()
+	if !config.Loopback(def.GossipAddr) || !config.Loopback(def.DataAddr) {
 		t.Fatalf("defaults bind %s and %s; want loopback without a key", def.GossipAddr, def.DataAddr)
 	}
 	keyFile := filepath.Join(t.TempDir(), "key")
@@ -194,13 +195,13 @@ func TestClusterWithoutKeyStaysOnLoopback(t *testing.T) {
 		{"0.0.0.0:17946", "0.0.0.0:17947", "", true, ""},
 		{"0.0.0.0:17946", "0.0.0.0:17947", keyFile, false, ""},
 	} {
-		c := DefaultConfig()
+		c := config.Default()
 		c.GossipAddr, c.DataAddr, c.ClusterKeyFile, c.AllowInsecureCluster = tt.gossip, tt.data, tt.key, tt.insecure
 		err := c.Validate()
 		switch {
 		case tt.wantErr == "" && err != nil:
 			t.Errorf("%s %s key %q insecure %v: %v", tt.gossip, tt.data, tt.key, tt.insecure, err)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInsecureCluster)):
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, config.ErrInsecureCluster)):
 			t.Errorf("%s %s: Validate() = %v; want %q", tt.gossip, tt.data, err, tt.wantErr)
 		}
 	}

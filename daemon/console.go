@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/daemon/console"
 	"github.com/cachecast/cachecast/daemon/httpapi"
 	"github.com/cachecast/cachecast/store/record"
@@ -410,31 +410,15 @@ func keySignature(n wire.KeyOnMember) string {
 	return b.String()
 }
 
-// consoleToken reads --console-token-file's token ("" without the flag).
-func (c Config) consoleToken() (string, error) {
-	if c.ConsoleTokenFile == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(c.ConsoleTokenFile)
-	if err != nil {
-		return "", fmt.Errorf("--console-token-file: %w", err)
-	}
-	tok, _, _ := strings.Cut(string(b), "\n")
-	if tok = strings.TrimSpace(tok); len(tok) < 16 {
-		return "", fmt.Errorf("--console-token-file: the token on its first line must be at least 16 characters, got %d", len(tok))
-	}
-	return tok, nil
-}
-
 // withConsole puts the operator console (package console) in front of
 // the metrics listener's handler.
 func (d *Daemon) withConsole(next http.Handler) (http.Handler, error) {
-	tok, err := d.cfg.consoleToken()
+	tok, err := d.cfg.ConsoleToken()
 	if err != nil {
 		return nil, err
 	}
 	return console.New(console.Config{API: d.api.ReadOnly(), Token: tok,
-		Loopback: loopbackAddr(d.cfg.MetricsAddr), Next: next}), nil
+		Loopback: config.Loopback(d.cfg.MetricsAddr), Next: next}), nil
 }
 
 // historyBytes bounds the bytes of the messages a key's history looks at

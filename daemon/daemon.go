@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/daemon/httpapi"
 	"github.com/cachecast/cachecast/daemon/internal/access"
 	"github.com/cachecast/cachecast/daemon/internal/cluster"
@@ -166,7 +167,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() error { _ = d.ln.Close(); return nil })
-	users, err := cfg.loadRedisUsers()
+	users, err := cfg.LoadRedisUsers()
 	if err != nil {
 		return fail(err)
 	}
@@ -184,7 +185,7 @@ func New(cfg Config, log *zap.Logger) (*Daemon, error) {
 // newDaemon is the daemon before it opens anything: its logger at the
 // configured level, its channels, its role guard.
 func newDaemon(cfg Config, log *zap.Logger) *Daemon {
-	lvl, _ := parseLevel(cfg.LogLevel)
+	lvl, _ := config.ParseLevel(cfg.LogLevel)
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -202,7 +203,7 @@ func newDaemon(cfg Config, log *zap.Logger) *Daemon {
 		catch:     cluster.NewCatchUp(),
 	}
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
-	d.guard = access.NewGuard(cfg.roles(uint32(os.Getuid())), log)
+	d.guard = access.NewGuard(cfg.Roles(uint32(os.Getuid())), log)
 	d.node = &node{d: d}
 	return d
 }
@@ -231,7 +232,7 @@ func (d *Daemon) openStore(flushes prometheus.Histogram) error {
 	d.contact, _ = cluster.ReadContact(cfg.DataDir) // zero when none: see collectTombstones
 	d.notify("STATUS=recovering the store in " + cfg.DataDir)
 	t0 := time.Now()
-	so := cfg.storeOptions(log)
+	so := cfg.StoreOptions(log)
 	so.OnFlush = func(took time.Duration) { flushes.Observe(took.Seconds()) }
 	st, err := store.Open(so)
 	if err != nil {
@@ -260,11 +261,11 @@ func (d *Daemon) openStore(flushes prometheus.Histogram) error {
 // file in place (--view-file; see mirror.Open).
 func openViewMirror(cfg Config, log *zap.Logger) (*mirror.Mirror, error) {
 	vm, err := mirror.Open(cfg.ViewPath(), log)
-	if err != nil && cfg.ViewFile == ViewFileAuto {
+	if err != nil && cfg.ViewFile == config.ViewFileAuto {
 		return nil, fmt.Errorf("beside --socket %s: %w", cfg.Socket, err)
 	}
-	if err == nil && cfg.hooks.ViewRetry > 0 {
-		vm.Retry = cfg.hooks.ViewRetry
+	if err == nil && cfg.Hooks().ViewRetry > 0 {
+		vm.Retry = cfg.Hooks().ViewRetry
 	}
 	return vm, err
 }
@@ -276,7 +277,7 @@ func (d *Daemon) startCluster() error {
 		d.catch.Finish()
 		return nil
 	}
-	cc, err := d.cfg.clusterConfig(d.log)
+	cc, err := clusterSettings(d.cfg, d.log)
 	if err != nil {
 		return err
 	}
@@ -644,21 +645,21 @@ func (d *Daemon) Reload() error {
 			return fmt.Errorf("reload: --cluster-key-file: %w", err)
 		}
 	}
-	users, err := nc.loadRedisUsers()
+	users, err := nc.LoadRedisUsers()
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
-	lvl, _ := parseLevel(nc.LogLevel)
+	lvl, _ := config.ParseLevel(nc.LogLevel)
 	d.level.SetLevel(lvl)
-	d.guard.Set(nc.roles(uint32(os.Getuid())))
+	d.guard.Set(nc.Roles(uint32(os.Getuid())))
 	d.guard.SetUsers(users)
 	if d.redis != nil {
 		d.redis.RolesChanged()
 	}
-	fields := append(reloadFields(nc), zap.Int("redis-users-count", users.Len()))
-	if static := changedSettings(d.cfg, nc, false); len(static) > 0 {
+	fields := append(config.ReloadFields(nc), zap.Int("redis-users-count", users.Len()))
+	if static := config.Changed(d.cfg, nc, false); len(static) > 0 {
 		// Not "reloaded": these changed and are not in force.
-		d.log.Warn("reload applied "+strings.Join(reloadFlags(), ", ")+"; these changed settings need a restart and were not applied",
+		d.log.Warn("reload applied "+strings.Join(config.ReloadFlags(), ", ")+"; these changed settings need a restart and were not applied",
 			append(fields, zap.Strings("not-applied", static))...)
 		return nil
 	}
@@ -864,7 +865,7 @@ func (d *Daemon) newServer() *http.Server {
 		Stop:             d.subsCtx,
 		Registry:         d.m.reg,
 		Logger:           d.log,
-		Clock:            d.cfg.hooks.Clock,
+		Clock:            d.cfg.Hooks().Clock,
 	})
 	return &http.Server{
 		Handler:           d.api,
@@ -878,3 +879,7 @@ func (d *Daemon) newServer() *http.Server {
 		ErrorLog:          zap.NewStdLog(d.log.Named("http")),
 	}
 }
+
+// Config is everything a daemon is started with: package daemon/config
+// has its settings, defaults and rules.
+type Config = config.Config

@@ -2,26 +2,30 @@
 // API over HTTP/1.1 on a Unix socket, exports Prometheus metrics, and talks
 // to systemd. cmd/cachecastd is a thin main around it:
 //
-//	cfg := daemon.DefaultConfig()
+//	cfg := config.Default()
 //	cfg.AddFlags(fs)                    // every field is a flag ...
 //	fs.Parse(os.Args[1:])
-//	daemon.ApplyEnv(fs, os.LookupEnv)   // ... and a CACHECAST_<FLAG> variable
+//	config.ApplyEnv(fs, os.LookupEnv)   // ... and a CACHECAST_<FLAG> variable
 //	d, err := daemon.New(cfg, logger)   // validate, open the store, bind the socket
 //	err = d.Run(ctx)                    // serve until ctx ends or SIGTERM/SIGINT
 //
-// # What is here, and why it is this large
+// # What is here, and what is not
 //
-// The HTTP API (daemon/httpapi), the callers, roles and limits
-// (daemon/internal/access) and the wire format (wire) live in packages
-// of their own; what stays is what only the daemon does, about 5,200
-// lines: the configuration (settings.go, one declaration per setting
-// from which the flags, the environment variables, what SIGHUP applies,
-// the store's options and each setting's own rule are derived; config.go,
-// the defaults and the rules that weigh several settings), New, Run,
-// shutdown and Reload, and the wiring of each part it owns (the cluster,
-// the shared view's mirror, the Redis door's adapter, catch-up
-// readiness, verify, the metrics). Each of those files is one concern
-// and about 500 lines at most but config.go and daemon.go.
+// The daemon is the wiring of parts that live in packages of their own:
+// the configuration (daemon/config: one declaration per setting, the
+// defaults and the rules), the node's part in its fleet
+// (daemon/internal/cluster: gossip and the data port, catch-up, verify,
+// forget, the away rule, the consistency observer), the shared view's
+// writer (daemon/internal/mirror), the HTTP API (daemon/httpapi), the
+// callers, roles and limits (daemon/internal/access), the Redis door
+// (resp) and the wire format (wire). What stays, about 2,800 lines with
+// this doc, is what only the daemon does: New, Run, shutdown and Reload
+// (daemon.go), the node adapter both doors reach the node through and
+// the one write path (node.go, redis.go, redisauth.go), the console's
+// cross-node answers (console.go), the tombstone rounds (tombstones.go),
+// the repair report (repair.go), the metrics and the health gauges, the
+// logger (log.go). Each file is one concern; daemon.go, the lifecycle,
+// is the largest.
 //
 // # Lifecycle
 //
@@ -32,7 +36,7 @@
 // directory fails with an error wrapping store.ErrLocked), binds the socket
 // and the metrics listener. The cluster's ports default to loopback
 // (127.0.0.1:7946 and :7947); without --cluster-key-file a bind beyond
-// loopback is refused (ErrInsecureCluster) unless --allow-insecure-cluster,
+// loopback is refused (config.ErrInsecureCluster) unless --allow-insecure-cluster,
 // and a node without a key warns at start. A socket file left by a crashed
 // daemon is removed if nothing answers on it; a live one is
 // ErrSocketInUse. The socket gets --socket-mode (default 0660: connecting

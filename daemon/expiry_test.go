@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/cachecast/cachecast/broadcast"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
@@ -97,7 +98,7 @@ func TestExpiryChangeFeeds(t *testing.T) {
 func TestFleetTooOldForExpiryChanges(t *testing.T) {
 	ds := startCluster(t, 2, func(i int, c *Config) {
 		if i == 1 {
-			c.hooks.DataProtocolMax = broadcast.ProtocolExpiry - 1
+			hook(c, func(h *daemonhooks.Hooks) { h.DataProtocolMax = broadcast.ProtocolExpiry - 1 })
 		}
 	})
 	ctx := context.Background()

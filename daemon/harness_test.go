@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/config"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 
@@ -29,6 +31,13 @@ func TestMain(m *testing.M) {
 
 // testConfig is a small daemon: 1 MiB segments, a short socket path (Unix
 // socket paths are limited to 107 bytes; t.TempDir() can be longer).
+// hook changes c's test hooks (daemonhooks) with set.
+func hook(c *Config, set func(h *daemonhooks.Hooks)) {
+	h := c.Hooks()
+	set(&h)
+	*c = config.WithHooks(*c, h)
+}
+
 func testConfig(t *testing.T) Config {
 	t.Helper()
 	sockDir, err := os.MkdirTemp("", "cc")
@@ -36,7 +45,7 @@ func testConfig(t *testing.T) Config {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	c := DefaultConfig()
+	c := config.Default()
 	c.DataDir = filepath.Join(t.TempDir(), "data")
 	c.Socket = filepath.Join(sockDir, "s.sock")
 	c.NodeName = "test-node"

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 )
@@ -82,7 +83,7 @@ func TestAllowLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not "reloaded": the warning names what was not applied.
-	partly := "reload applied " + strings.Join(reloadFlags(), ", ") + "; these changed settings need a restart and were not applied"
+	partly := "reload applied " + strings.Join(config.ReloadFlags(), ", ") + "; these changed settings need a restart and were not applied"
 	testkit.Eventually(t, 5*time.Second, "the reload", func() bool { return logs.FilterMessage(partly).Len() == 1 })
 	if w := logs.FilterMessage(partly).All(); fmt.Sprint(w[0].ContextMap()["not-applied"]) != "[flush]" || logs.FilterMessage("reloaded").Len() != 0 {
 		t.Fatalf("the reload's warning: %v; reloaded logged %d times", w[0].ContextMap(), logs.FilterMessage("reloaded").Len())

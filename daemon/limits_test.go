@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 )
@@ -503,7 +504,7 @@ func TestValidateLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultConfig()
+			c := config.Default()
 			tt.mut(&c)
 			err := c.Validate()
 			switch {

@@ -13,22 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// parseLevel reads --log-level. Only the four levels an operator sets are
-// accepted; zap's panic levels are not a verbosity.
-func parseLevel(s string) (zapcore.Level, error) {
-	switch s {
-	case "debug":
-		return zapcore.DebugLevel, nil
-	case "info":
-		return zapcore.InfoLevel, nil
-	case "warn":
-		return zapcore.WarnLevel, nil
-	case "error":
-		return zapcore.ErrorLevel, nil
-	}
-	return 0, fmt.Errorf("--log-level: must be debug, info, warn or error, got %q", s)
-}
-
 // IsTerminal reports whether f is a terminal.
 func IsTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
@@ -51,7 +52,7 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	fn := faultnet.New()
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		c.ObserveInterval = 50 * time.Millisecond
-		c.hooks.DataDial = fn.Dialer(c.NodeName)
+		hook(c, func(h *daemonhooks.Hooks) { h.DataDial = fn.Dialer(c.NodeName) })
 	})
 	keys, _ := skus(20)
 	publishAll(t, ds[0], keys, func(i int) string { return fmt.Sprint("v", i) }, "")

@@ -2,11 +2,8 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,53 +22,10 @@ import (
 // the HTTP API's adapter (node.go): the same view for reads, and
 // Daemon.publish, with its checks, limits and statuses, for writes.
 
-// redisSocketPath is --redis-socket with its default applied: empty is
-// beside --socket (cachecast.sock: cachecast-redis.sock), "off" is none.
-func (c Config) redisSocketPath() string {
-	switch c.RedisSocket {
-	case "off":
-		return ""
-	case "":
-		dir, base := filepath.Split(c.Socket)
-		return dir + strings.TrimSuffix(base, ".sock") + "-redis.sock"
-	}
-	return c.RedisSocket
-}
-
-// validateRedis checks the --redis-* flags.
-func (c Config) validateRedis() error {
-	if p := c.redisSocketPath(); p != "" {
-		if err := socketPath(p); err != nil {
-			return fmt.Errorf("--redis-socket: %w", err)
-		}
-	}
-	if p := c.redisSocketPath(); p != "" && p == c.Socket {
-		return fmt.Errorf("--redis-socket: %s is already --socket", p)
-	}
-	if c.RedisAddr != "" {
-		if err := checkAddr("--redis-addr", c.RedisAddr, false, false); err != nil {
-			return err
-		}
-		if !c.RedisAllowRemote && !loopbackAddr(c.RedisAddr) {
-			return fmt.Errorf("--redis-addr: %s is not a loopback address; a TCP client has no uid to check, so listening beyond this machine needs --redis-allow-remote and --redis-users", c.RedisAddr)
-		}
-	}
-	if err := c.validateRedisAuth(); err != nil {
-		return err
-	}
-	if e := wire.CheckName("--redis-default-topic", c.RedisDefaultTopic); e != nil {
-		return errors.New(e.Message)
-	}
-	if err := respsrv.CheckNotifyKeyspaceEvents(c.RedisNotifyKeyspaceEvents); err != nil {
-		return fmt.Errorf("--redis-notify-keyspace-events: %q: want Redis's letters (K, E, g, $, h, A, ...)", c.RedisNotifyKeyspaceEvents)
-	}
-	return nil
-}
-
 // startRedis binds the Redis listeners and makes the server (New calls
 // it); Run serves them.
 func (d *Daemon) startRedis() error {
-	path := d.cfg.redisSocketPath()
+	path := d.cfg.RedisSocketPath()
 	if path == "" && d.cfg.RedisAddr == "" {
 		return nil
 	}
@@ -93,7 +47,7 @@ func (d *Daemon) startRedis() error {
 		AuthTimeout:          d.cfg.RedisAuthTimeout,
 		NotifyKeyspaceEvents: d.cfg.RedisNotifyKeyspaceEvents,
 		AllowFlush:           d.cfg.RedisAllowFlush,
-		Clock:                d.cfg.hooks.Clock,
+		Clock:                d.cfg.Hooks().Clock,
 		Logger:               d.log.Named("redis"),
 	})
 	if err != nil {
@@ -148,7 +102,7 @@ func (d *Daemon) RedisSocketPath() string {
 	if d.redis == nil {
 		return ""
 	}
-	return d.cfg.redisSocketPath()
+	return d.cfg.RedisSocketPath()
 }
 
 // RedisAddr is the TCP address of the Redis listener, "" when off.

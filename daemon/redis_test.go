@@ -23,6 +23,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 )
@@ -896,7 +897,7 @@ func startRedisBenchDaemon(b *testing.B) *Daemon {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { os.RemoveAll(sockDir) })
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = filepath.Join(b.TempDir(), "data")
 	cfg.Socket = filepath.Join(sockDir, "s.sock")
 	cfg.GossipAddr = ""

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 
@@ -18,37 +17,6 @@ import (
 // without a users file, and with one the roles of its user default when
 // that is on and nopass, else none (NOAUTH). A client of the Redis socket
 // keeps its uid's roles; AUTH there narrows them to the user's.
-
-// validateRedisAuth checks --redis-users, --redis-tls-cert and
-// --redis-tls-key against --redis-addr.
-func (c Config) validateRedisAuth() error {
-	if (c.RedisTLSCert == "") != (c.RedisTLSKey == "") {
-		return errors.New("--redis-tls-cert and --redis-tls-key: set both to serve --redis-addr under TLS, or neither")
-	}
-	if c.RedisTLSCert != "" && c.RedisAddr == "" {
-		return errors.New("--redis-tls-cert: TLS is served on --redis-addr, which is not set")
-	}
-	if c.RedisAddr != "" && !loopbackAddr(c.RedisAddr) && c.RedisUsers == "" {
-		return fmt.Errorf("--redis-addr: %s is not a loopback address; beyond this machine its clients must authenticate: set --redis-users", c.RedisAddr)
-	}
-	return nil
-}
-
-// loadRedisUsers reads --redis-users (none when it is not set); a remote
-// --redis-addr needs at least one user.
-func (c Config) loadRedisUsers() (*access.Users, error) {
-	if c.RedisUsers == "" {
-		return &access.Users{}, nil
-	}
-	u, err := access.LoadUsers(c.RedisUsers)
-	if err != nil {
-		return nil, fmt.Errorf("--redis-users: %w", err)
-	}
-	if u.Len() == 0 && c.RedisAddr != "" && !loopbackAddr(c.RedisAddr) {
-		return nil, fmt.Errorf("--redis-users: %s has no user, and --redis-addr %s is not a loopback address", c.RedisUsers, c.RedisAddr)
-	}
-	return u, nil
-}
 
 // listenRedisTCP listens on --redis-addr, under TLS with
 // --redis-tls-cert, and tells what its clients may do.

@@ -275,7 +275,7 @@ func TestRolesHas(t *testing.T) {
 		{"admin by gid", Config{AllowUIDs: []uint32{5}, AdminGIDs: []uint32{1000}}, me, []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish, access.RoleAdmin}},
 		{"credentials unknown: refused where a list is named", Config{AllowUIDs: []uint32{1000}}, access.Caller{UID: 1000}, []access.Role{access.RoleRead}},
 	} {
-		r := tc.cfg.roles(self)
+		r := tc.cfg.Roles(self)
 		var got []access.Role
 		for _, role := range []access.Role{access.RoleRead, access.RoleConsume, access.RolePublish, access.RoleAdmin} {
 			if r.Has(tc.c, role) {

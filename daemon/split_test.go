@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/daemon/internal/cluster"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
@@ -71,8 +72,8 @@ func TestSplitIsVisibleOnBothSides(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		c.JoinTimeout = 300 * time.Millisecond
 		c.MetricsAddr = "127.0.0.1:0"
-		c.hooks.GossipUnreachable = fn.Unreachable(c.NodeName)
-		c.hooks.DataDial = fn.Dialer(c.NodeName)
+		hook(c, func(h *daemonhooks.Hooks) { h.GossipUnreachable = fn.Unreachable(c.NodeName) })
+		hook(c, func(h *daemonhooks.Hooks) { h.DataDial = fn.Dialer(c.NodeName) })
 	})
 	testkit.Eventually(t, 10*time.Second, "no node degraded", func() bool {
 		for _, td := range ds {

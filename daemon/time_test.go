@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
@@ -38,7 +39,7 @@ var clockOffsets = []time.Duration{0, 150 * time.Millisecond, -150 * time.Millis
 // startTimedCluster is a 3-node cluster on clock.
 func startTimedCluster(t *testing.T, clock *fleetClock) []*testDaemon {
 	clock.base.Store(time.Now().UnixMilli())
-	return startCluster(t, 3, func(i int, c *Config) { c.hooks.Clock = clock.of(clockOffsets[i]) })
+	return startCluster(t, 3, func(i int, c *Config) { hook(c, func(h *daemonhooks.Hooks) { h.Clock = clock.of(clockOffsets[i]) }) })
 }
 
 // getValue is GET of (topic, key): the value, or "" for a 404.
@@ -427,8 +428,8 @@ func TestClusterScheduledPartition(t *testing.T) {
 	clock.base.Store(time.Now().UnixMilli())
 	fn := faultnet.New()
 	ds := startCluster(t, 3, func(i int, c *Config) {
-		c.hooks.Clock = clock.of(clockOffsets[i])
-		c.hooks.DataDial = fn.Dialer(c.NodeName)
+		hook(c, func(h *daemonhooks.Hooks) { h.Clock = clock.of(clockOffsets[i]) })
+		hook(c, func(h *daemonhooks.Hooks) { h.DataDial = fn.Dialer(c.NodeName) })
 	})
 	// cut cuts node i's data links to and from every other node; heal
 	// mends those to the nodes not cut off.
@@ -572,7 +573,7 @@ func TestViewFileTime(t *testing.T) {
 	var clock fleetClock
 	clock.base.Store(time.Now().UnixMilli())
 	cfg := testConfig(t)
-	cfg.hooks.Clock = clock.of(0)
+	hook(&cfg, func(h *daemonhooks.Hooks) { h.Clock = clock.of(0) })
 	td := startDaemon(t, cfg)
 	r, err := localview.Open(cfg.ViewPath())
 	if err != nil {
@@ -636,7 +637,7 @@ func TestScheduleCancelAndStream(t *testing.T) {
 	var clock fleetClock
 	clock.base.Store(time.Now().UnixMilli())
 	cfg := testConfig(t)
-	cfg.hooks.Clock = clock.of(0)
+	hook(&cfg, func(h *daemonhooks.Hooks) { h.Clock = clock.of(0) })
 	td := startDaemon(t, cfg)
 	t0 := clock.base.Load()
 	at := strconv.FormatInt(t0+1000, 10)

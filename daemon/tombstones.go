@@ -120,8 +120,8 @@ func (d *Daemon) viewMembers() (alive, known int) {
 
 // now is the daemon's wall clock (the Clock hook in tests, daemonhooks).
 func (d *Daemon) now() time.Time {
-	if d.cfg.hooks.Clock != nil {
-		return d.cfg.hooks.Clock()
+	if d.cfg.Hooks().Clock != nil {
+		return d.cfg.Hooks().Clock()
 	}
 	return time.Now()
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/daemon/internal/cluster"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
@@ -100,7 +101,9 @@ func TestRetiredOriginsTombstonesCollected(t *testing.T) {
 		c.TombstoneGrace = grace
 		c.RetireOriginsAfter = time.Second
 		if i == 0 {
-			c.hooks.Clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+			hook(c, func(h *daemonhooks.Hooks) {
+				h.Clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+			})
 		}
 	})
 	for i := range keys {
@@ -167,7 +170,7 @@ func snapshotSize(t *testing.T, td *testDaemon) int64 {
 // from it makes.
 func publishOffline(t *testing.T, cfg Config, key, value string) {
 	t.Helper()
-	st, err := store.Open(cfg.storeOptions(nil))
+	st, err := store.Open(cfg.StoreOptions(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/broadcast"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/wire"
 )
@@ -27,7 +28,7 @@ import (
 func TestFleetTooOld(t *testing.T) {
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
-			c.hooks.DataProtocolMax = broadcast.ProtocolTimed - 1
+			hook(c, func(h *daemonhooks.Hooks) { h.DataProtocolMax = broadcast.ProtocolTimed - 1 })
 		}
 	})
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewbench"
@@ -88,7 +89,7 @@ func startBenchDaemonOn(b *testing.B, size int, fs viewbench.Dir) *benchDaemon {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.Socket = filepath.Join(dir, "s.sock")
 	if fs.Path != "" {
@@ -166,7 +167,7 @@ func (w withBenchDaemonsClosed) Run() int {
 		bd.stop()
 		<-bd.done
 		os.RemoveAll(bd.dir)
-		if bd.cfg.ViewFile != ViewFileAuto {
+		if bd.cfg.ViewFile != config.ViewFileAuto {
 			os.RemoveAll(filepath.Dir(bd.cfg.ViewFile))
 		}
 		delete(benchDaemons, key)
@@ -497,7 +498,7 @@ func BenchmarkPublishViewMirror(b *testing.B) {
 	for _, view := range []string{"on", "off"} {
 		b.Run("view="+view, func(b *testing.B) {
 			dir := b.TempDir()
-			cfg := DefaultConfig()
+			cfg := config.Default()
 			cfg.DataDir = filepath.Join(dir, "data")
 			cfg.Socket = filepath.Join(dir, "s.sock")
 			cfg.NodeName = "bench"

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/config"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
@@ -82,7 +84,7 @@ func TestViewFileOff(t *testing.T) {
 	cfg.ViewFile = ""
 	startDaemon(t, cfg)
 	auto := cfg
-	auto.ViewFile = ViewFileAuto
+	auto.ViewFile = config.ViewFileAuto
 	if _, err := os.Stat(auto.ViewPath()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("--view-file= made a file: %v", err)
 	}
@@ -244,7 +246,7 @@ func TestViewBatchesWhole(t *testing.T) {
 func TestViewFileFull(t *testing.T) {
 	mnt, remount := testkit.Tmpfs(t, "3m")
 	cfg := testConfig(t)
-	cfg.hooks.ViewRetry = 50 * time.Millisecond
+	hook(&cfg, func(h *daemonhooks.Hooks) { h.ViewRetry = 50 * time.Millisecond })
 	cfg.ViewFile = filepath.Join(mnt, "view")
 	td := startDaemon(t, cfg)
 	r, err := localview.Open(cfg.ViewFile)
@@ -330,7 +332,7 @@ func TestViewMetrics(t *testing.T) {
 // starts over by itself.
 func TestViewFileUnlinked(t *testing.T) {
 	cfg := testConfig(t)
-	cfg.hooks.ViewRetry = 50 * time.Millisecond
+	hook(&cfg, func(h *daemonhooks.Hooks) { h.ViewRetry = 50 * time.Millisecond })
 	run := filepath.Join(t.TempDir(), "run")
 	if err := os.Mkdir(run, 0o755); err != nil {
 		t.Fatal(err)

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/spf13/pflag"
-
-	"github.com/cachecast/cachecast/daemon"
 )
 
 // TestEnvExampleCoversDaemonFlags checks the example against the daemon's
@@ -19,11 +18,11 @@ func TestEnvExampleCoversDaemonFlags(t *testing.T) {
 	vars := exampleEnv(t)
 	unitEnv := parseUnit(t, readFile(t, unitFile)).env()
 	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
-	cfg := daemon.DefaultConfig()
+	cfg := config.Default()
 	cfg.AddFlags(fs)
 	known := map[string]bool{}
 	fs.VisitAll(func(f *pflag.Flag) {
-		name := daemon.EnvName(f.Name)
+		name := config.EnvName(f.Name)
 		known[name] = true
 		got, ok := vars[name]
 		switch {
@@ -76,7 +75,7 @@ func TestDocsDaemonFlags(t *testing.T) {
 		daemonPart = before + "\n## " + after
 	}
 	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
-	cfg := daemon.DefaultConfig()
+	cfg := config.Default()
 	cfg.AddFlags(fs)
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Name == "help" || f.Name == "version" {
@@ -129,7 +128,7 @@ func normalDefault(f *pflag.Flag, v string) string {
 	v = strings.ReplaceAll(v, " ", "")
 	switch f.Value.Type() {
 	case "size":
-		n, err := daemon.ParseSize(v)
+		n, err := config.ParseSize(v)
 		if err != nil {
 			return ""
 		}

@@ -8,16 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/spf13/pflag"
-
-	"github.com/cachecast/cachecast/daemon"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated table of docs/configuration.md")
 
 // Markers of the generated part of docs/configuration.md.
 const (
-	tableBegin = "<!-- every flag: generated from daemon/settings.go by `go test ./systemd -run TestDocsFlagTable -update` -->\n"
+	tableBegin = "<!-- every flag: generated from daemon/config/settings.go by `go test ./systemd -run TestDocsFlagTable -update` -->\n"
 	tableEnd   = "<!-- end of every flag -->\n"
 )
 
@@ -49,14 +48,14 @@ func TestDocsFlagTable(t *testing.T) {
 func flagTable() string {
 	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
 	fs.SortFlags = false
-	cfg := daemon.DefaultConfig()
+	cfg := config.Default()
 	cfg.NodeName = "" // the host name
 	cfg.AddFlags(fs)
-	reload := daemon.ReloadFlags()
+	reload := config.ReloadFlags()
 	var b strings.Builder
 	b.WriteString("| flag | environment | default | SIGHUP | what |\n|---|---|---|---|---|\n")
 	fs.VisitAll(func(f *pflag.Flag) {
-		env := daemon.EnvName(f.Name)
+		env := config.EnvName(f.Name)
 		def := f.DefValue
 		switch {
 		case f.Name == "node-name":

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
@@ -102,7 +102,7 @@ func TestMakeRun(t *testing.T) {
 // that says nothing of the cause.
 func defaultPortsFree(t *testing.T) {
 	t.Helper()
-	gossip, data := daemon.DefaultConfig().GossipAddr, daemon.DefaultConfig().DataAddr
+	gossip, data := config.Default().GossipAddr, config.Default().DataAddr
 	for _, a := range []struct{ network, addr string }{{"tcp", gossip}, {"udp", gossip}, {"tcp", data}} {
 		var c io.Closer
 		var err error

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/daemon/daemontest"
 	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
@@ -31,7 +32,7 @@ func TestFleetTooOldProcess(t *testing.T) {
 		cfg.GossipProfile = "local"
 		cfg.Join = []string{n.GossipAddr}
 		cfg.JoinTimeout = 5 * time.Second
-		*cfg = daemon.WithHooks(*cfg, daemonhooks.Hooks{DataProtocolMax: broadcast.ProtocolTimed - 1})
+		*cfg = config.WithHooks(*cfg, daemonhooks.Hooks{DataProtocolMax: broadcast.ProtocolTimed - 1})
 	})
 	oldMember := func() (wire.ClusterMember, bool) {
 		var st wire.ClusterStatus

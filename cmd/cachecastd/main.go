@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 )
 
 // Exit codes.
@@ -102,12 +103,12 @@ const (
 // parse builds the configuration: defaults, then the command line, then
 // --env-file and the environment for the flags the command line left out.
 // It also names the CACHECAST_ variables of the environment and the env
-// file that no flag reads (daemon.UnknownEnv), for run to warn about.
+// file that no flag reads (config.UnknownEnv), for run to warn about.
 func parse(args []string, lookup func(string) (string, bool), stdout io.Writer) (daemon.Config, action, []string, error) {
 	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.SetOutput(io.Discard) // errors are printed once, by run
-	cfg := daemon.DefaultConfig()
+	cfg := config.Default()
 	cfg.AddFlags(fs)
 	help := fs.BoolP("help", "h", false, "show this help and exit")
 	version := fs.BoolP("version", "V", false, "print the version and exit")
@@ -137,11 +138,11 @@ Flags:
 	case fs.NArg() > 0:
 		return cfg, actionRun, nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if err := daemon.ApplyEnv(fs, lookup); err != nil {
+	if err := config.ApplyEnv(fs, lookup); err != nil {
 		return cfg, actionRun, nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, actionRun, nil, err
 	}
-	return cfg, actionRun, daemon.UnknownEnv(fs, os.Environ()), nil
+	return cfg, actionRun, config.UnknownEnv(fs, os.Environ()), nil
 }

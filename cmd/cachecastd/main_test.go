@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,7 +53,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	// compare with the line breaks and indents folded into spaces.
 	help := strings.Join(strings.Fields(out.String()), " ")
 	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
-	cfg := daemon.DefaultConfig()
+	cfg := config.Default()
 	cfg.AddFlags(fs)
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -60,8 +61,8 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		if !strings.Contains(help, "--"+f.Name+" ") && !strings.Contains(help, "--"+f.Name+"[") {
 			t.Errorf("--help lacks --%s", f.Name)
 		}
-		if !strings.Contains(help, "$"+daemon.EnvName(f.Name)) {
-			t.Errorf("--help lacks $%s", daemon.EnvName(f.Name))
+		if !strings.Contains(help, "$"+config.EnvName(f.Name)) {
+			t.Errorf("--help lacks $%s", config.EnvName(f.Name))
 		}
 	})
 	for _, want := range []string{`(default "./data")`, `(default "./cachecast.sock")`, `(default "async")`,

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/manpage"
 )
 
@@ -31,7 +32,7 @@ Only one daemon may use a data directory: a second one refuses to start. Two nod
 	p.Section("Signals")
 	p.Item("SIGTERM, SIGINT", "shut down gracefully: drain the requests in flight, flush the log, write the view's snapshot.")
 	p.Item("SIGHUP", "read the command line, the environment and the env file again, and apply --"+
-		strings.Join(daemon.ReloadFlags(), ", --")+"; a change to another flag is logged as needing a restart.")
+		strings.Join(config.ReloadFlags(), ", --")+"; a change to another flag is logged as needing a restart.")
 	p.Section("Files")
 	p.Item("/etc/default/cachecastd", "the settings of the packaged service, one CACHECAST_<FLAG>=value a line.")
 	p.Item("/var/lib/cachecast", "the data directory of the packaged service: log segments, meta, cursors, snapshot. Kept when the package is removed, deleted when it is purged.")

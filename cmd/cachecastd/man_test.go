@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
@@ -31,13 +31,13 @@ func TestManPageListsEveryFlag(t *testing.T) {
 		documented = append(documented, strings.ReplaceAll(m[1], `\-`, "-"))
 	}
 	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
-	cfg := daemon.DefaultConfig()
+	cfg := config.Default()
 	cfg.AddFlags(fs)
 	want := []string{"help", "version"}
 	fs.VisitAll(func(f *pflag.Flag) {
 		want = append(want, f.Name)
-		if !bytes.Contains(out.Bytes(), []byte("[$"+daemon.EnvName(f.Name)+"]")) {
-			t.Errorf("cachecastd(8) does not name %s for --%s", daemon.EnvName(f.Name), f.Name)
+		if !bytes.Contains(out.Bytes(), []byte("[$"+config.EnvName(f.Name)+"]")) {
+			t.Errorf("cachecastd(8) does not name %s for --%s", config.EnvName(f.Name), f.Name)
 		}
 	})
 	slices.Sort(want)

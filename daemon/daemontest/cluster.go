@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/faultnet"
 	"github.com/cachecast/cachecast/internal/testkit"
@@ -40,7 +41,7 @@ func NewCluster(tb testing.TB, n int, configure func(i int, cfg *daemon.Config))
 			cfg.GossipProfile = "local"
 			cfg.Join = seed
 			cfg.JoinTimeout = 5 * time.Second
-			*cfg = daemon.WithHooks(*cfg, daemonhooks.Hooks{DataDial: c.Net.Dialer(name), GossipUnreachable: c.Net.Unreachable(name)})
+			*cfg = config.WithHooks(*cfg, daemonhooks.Hooks{DataDial: c.Net.Dialer(name), GossipUnreachable: c.Net.Unreachable(name)})
 			if configure != nil {
 				configure(i, cfg)
 			}

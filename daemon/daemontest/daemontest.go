@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
@@ -38,7 +39,7 @@ func (n *Node) Stop() { n.stop() }
 func Start(tb testing.TB, configure func(*daemon.Config)) *Node {
 	tb.Helper()
 	dir := testkit.BenchDir(tb)
-	cfg := daemon.DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.Socket = filepath.Join(dir, "s.sock")
 	cfg.NodeName = "daemontest"

@@ -1,5 +1,5 @@
 // Package daemonhooks holds the hooks tests put into a daemon
-// (daemon.WithHooks): a skewed clock, a fault network, an older build's
+// (config.WithHooks): a skewed clock, a fault network, an older build's
 // protocol. They are no settings (no flag, no environment variable), and
 // being internal they are out of reach of the module's users.
 package daemonhooks

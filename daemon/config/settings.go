@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"errors"
@@ -19,8 +19,8 @@ import (
 
 // A setting is the one declaration of a configuration setting. From it
 // come the flag (AddFlags: its name, its help, its default from
-// DefaultConfig), the environment variable (EnvName of the flag, read by
-// ApplyEnv), what SIGHUP applies (Reload, reloadFlags), the store option
+// Default), the environment variable (EnvName of the flag, read by
+// ApplyEnv), what SIGHUP applies (Reload, ReloadFlags), the store option
 // it sets and whose rules are its rules (storeOptions, Validate), and so
 // the manual page (cmd/cachecastd --man) and the reference of
 // docs/configuration.md, which tests check against this table.
@@ -265,7 +265,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		case *[]uint32:
 			fs.Var(newIDListValue(p), s.flag, help)
 		default:
-			panic(fmt.Sprintf("daemon: setting --%s: no flag type for %T", s.flag, p))
+			panic(fmt.Sprintf("config: setting --%s: no flag type for %T", s.flag, p))
 		}
 		_ = fs.SetAnnotation(s.flag, envAnnotation, []string{EnvName(s.flag)})
 		f := fs.Lookup(s.flag)
@@ -273,9 +273,10 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	}
 }
 
-// reloadFlags are the flags whose new values SIGHUP applies, in the
-// order of --help.
-func reloadFlags() []string {
+// ReloadFlags names the flags whose new values SIGHUP applies to a
+// running daemon, in the order of --help; a change to another flag waits
+// for a restart. For the manual page and the docs.
+func ReloadFlags() []string {
 	var names []string
 	for _, s := range settings {
 		if s.reload {
@@ -285,14 +286,9 @@ func reloadFlags() []string {
 	return names
 }
 
-// ReloadFlags names the flags whose new values SIGHUP applies to a
-// running daemon, in the order of --help; a change to another flag waits
-// for a restart. For the manual page and the docs.
-func ReloadFlags() []string { return reloadFlags() }
-
-// changedSettings names the flags whose values differ between a and b,
+// Changed names the flags whose values differ between a and b,
 // of those SIGHUP applies (reload true) or of the others.
-func changedSettings(a, b Config, reload bool) []string {
+func Changed(a, b Config, reload bool) []string {
 	var changed []string
 	for _, s := range settings {
 		if s.reload == reload && !reflect.DeepEqual(s.value(a), s.value(b)) {
@@ -302,9 +298,9 @@ func changedSettings(a, b Config, reload bool) []string {
 	return changed
 }
 
-// reloadFields are the log fields of the settings SIGHUP applies, as c
+// ReloadFields are the log fields of the settings SIGHUP applies, as c
 // has them.
-func reloadFields(c Config) []zap.Field {
+func ReloadFields(c Config) []zap.Field {
 	var fields []zap.Field
 	for _, s := range settings {
 		if s.reload {
@@ -314,10 +310,10 @@ func reloadFields(c Config) []zap.Field {
 	return fields
 }
 
-// storeOptions maps the configuration onto the store's options: each
+// StoreOptions maps the configuration onto the store's options: each
 // setting with a store field sets it. It assumes Validate passed for
 // Flush and WhenFull.
-func (c Config) storeOptions(log *zap.Logger) store.Options {
+func (c Config) StoreOptions(log *zap.Logger) store.Options {
 	o := store.DefaultOptions(c.DataDir)
 	ov := reflect.ValueOf(&o).Elem()
 	for _, s := range settings {
@@ -362,7 +358,7 @@ func (c Config) withStoreDefaults(so store.Options) Config {
 // rules (store.Options.Validate), and reports a problem under the flag
 // that sets the option.
 func (c Config) validateStore() error {
-	err := c.storeOptions(nil).Validate()
+	err := c.StoreOptions(nil).Validate()
 	var oe *store.OptionError
 	if err == nil || !errors.As(err, &oe) {
 		return err

@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"fmt"
@@ -65,14 +65,14 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-func TestDefaultConfigIsValid(t *testing.T) {
-	c := DefaultConfig()
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
 	if err := c.Validate(); err != nil {
-		t.Fatalf("DefaultConfig().Validate() = %v", err)
+		t.Fatalf("Default().Validate() = %v", err)
 	}
 	if c.DataDir != "./data" || c.Socket != "./cachecast.sock" || c.Flush != "async" || c.SocketMode != 0o660 ||
 		c.MaxValueSize != 1<<20 || c.WhenFull != "recycle" || c.MetricsAddr != "" || c.NodeName == "" {
-		t.Fatalf("DefaultConfig() = %+v; not the documented defaults", c)
+		t.Fatalf("Default() = %+v; not the documented defaults", c)
 	}
 }
 
@@ -150,7 +150,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := DefaultConfig()
+			c := Default()
 			tt.mut(&c)
 			err := c.Validate()
 			switch {
@@ -236,7 +236,7 @@ func TestUnknownEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	c := DefaultConfig()
+	c := Default()
 	c.AddFlags(fs)
 	if err := fs.Parse([]string{"--env-file", file}); err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func TestUnknownEnv(t *testing.T) {
 // parseForTest is what cmd/cachecastd does: flags, then the environment.
 func parseForTest(args []string, env map[string]string) (Config, error) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	c := DefaultConfig()
+	c := Default()
 	c.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -291,12 +291,12 @@ OTHER_VAR=ignored
 				"--socket-mode=0600", "--allow-uids=1,2", "--allow-uids=3", "--allow-gids=100", "--metrics-addr=:9464",
 				"--max-connections=7", "--when-full=refuse", "--log-format=json", "--node-name=n1", "--max-body-size=1GiB"},
 			check: func(t *testing.T, c Config) {
-				want := DefaultConfig()
+				want := Default()
 				want.DataDir, want.Socket, want.Flush, want.FlushInterval = "/var/lib/cc", "/run/cc.sock", "sync", 5*time.Millisecond
 				want.SegmentSize, want.MaxValueSize, want.RetentionBytes, want.RetentionAge = 128<<20, 2e6, 1e9, 24*time.Hour
 				want.SocketMode, want.AllowUIDs, want.AllowGIDs, want.MetricsAddr = 0o600, []uint32{1, 2, 3}, []uint32{100}, ":9464"
 				want.MaxConnections, want.WhenFull, want.LogFormat, want.NodeName, want.MaxBodySize = 7, "refuse", "json", "n1", 1<<30
-				if diff := append(changedSettings(want, c, false), changedSettings(want, c, true)...); len(diff) > 0 || !slices.Equal(c.AllowUIDs, want.AllowUIDs) || !slices.Equal(c.AllowGIDs, want.AllowGIDs) {
+				if diff := append(Changed(want, c, false), Changed(want, c, true)...); len(diff) > 0 || !slices.Equal(c.AllowUIDs, want.AllowUIDs) || !slices.Equal(c.AllowGIDs, want.AllowGIDs) {
 					t.Fatalf("fields differ: %v\n got %+v\nwant %+v", diff, c, want)
 				}
 			},
@@ -371,10 +371,10 @@ func TestEnvName(t *testing.T) {
 // TestSettingsTable checks the table of settings against Config and
 // store.Options: every field of Config but Reload and the hooks is one
 // setting, flags are distinct, and a setting's store option is a field of
-// store.Options whose default DefaultConfig carries.
+// store.Options whose default Default carries.
 func TestSettingsTable(t *testing.T) {
 	fields, flags := map[string]bool{}, map[string]bool{}
-	def, so := DefaultConfig(), store.DefaultOptions("./data")
+	def, so := Default(), store.DefaultOptions("./data")
 	for _, s := range settings {
 		if fields[s.field] || flags[s.flag] {
 			t.Errorf("setting %s (--%s) declared twice", s.field, s.flag)
@@ -411,7 +411,7 @@ func TestStoreRulesUnderTheirFlags(t *testing.T) {
 		if s.store == "" || s.store == "Flush" || s.store == "WhenFull" {
 			continue // parsed, so never out of range
 		}
-		c := DefaultConfig()
+		c := Default()
 		switch p := s.ptr(&c).(type) {
 		case *string:
 			*p = ""

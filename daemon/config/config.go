@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ const (
 	maxSocketPath = 107
 )
 
-// Config is everything a daemon is started with. DefaultConfig gives values
+// Config is everything a daemon is started with. Default gives values
 // that run a single node on a laptop. Each field but Reload is a setting,
 // declared once in the table settings (settings.go): cmd/cachecastd binds
 // it to a flag (AddFlags) that can also be set by the environment variable
@@ -309,9 +309,9 @@ type Config struct {
 	hooks daemonhooks.Hooks
 }
 
-// DefaultConfig is the configuration of `cachecastd` with no flags: a single
+// Default is the configuration of `cachecastd` with no flags: a single
 // node with its data in ./data and its socket at ./cachecast.sock.
-func DefaultConfig() Config {
+func Default() Config {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "localhost"
@@ -373,6 +373,9 @@ func DefaultConfig() Config {
 	}.withStoreDefaults(so)
 }
 
+// Hooks are c's test hooks (WithHooks); the zero value when none.
+func (c Config) Hooks() daemonhooks.Hooks { return c.hooks }
+
 // WithHooks is cfg with the test hooks h, in place of any it had. The
 // hooks' type is internal: only the tests of this module set them.
 func WithHooks(cfg Config, h daemonhooks.Hooks) Config {
@@ -411,14 +414,14 @@ func (c Config) Validate() error {
 	if err := c.validateLimits(); err != nil {
 		return err
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
+	if _, err := ParseLevel(c.LogLevel); err != nil {
 		return err
 	}
 	if c.MetricsAddr != "" {
 		if err := checkAddr("--metrics-addr", c.MetricsAddr, false, false); err != nil {
 			return err
 		}
-		if _, err := c.consoleToken(); err != nil {
+		if _, err := c.ConsoleToken(); err != nil {
 			return err
 		}
 	}
@@ -457,7 +460,7 @@ func (c Config) validateCluster() error {
 			return fmt.Errorf("--cluster-key-file: %w", err)
 		}
 	}
-	if _, err := c.tlsConfig(); err != nil {
+	if _, err := c.TLS(); err != nil {
 		return err
 	}
 	return c.validateTransport()
@@ -492,7 +495,7 @@ func (c Config) validateClusterAddrs() error {
 	}
 	if c.GossipAddr != "" && c.ClusterKeyFile == "" && !c.AllowInsecureCluster {
 		for _, a := range []struct{ flag, addr string }{{"--gossip-addr", c.GossipAddr}, {"--data-addr", c.DataAddr}} {
-			if !loopbackAddr(a.addr) {
+			if !Loopback(a.addr) {
 				return fmt.Errorf("%s: %s is reachable beyond this machine and there is no --cluster-key-file, "+
 					"so anyone who reaches it could join the cluster and write to it: give --cluster-key-file, "+
 					"bind 127.0.0.1, or pass --allow-insecure-cluster: %w", a.flag, a.addr, ErrInsecureCluster)
@@ -562,12 +565,12 @@ func checkReadable(flag, path string) error {
 
 // ErrInsecureCluster means a node without a cluster key would open its
 // cluster ports beyond loopback without --allow-insecure-cluster.
-var ErrInsecureCluster = errors.New("daemon: cluster ports open to the network without a key")
+var ErrInsecureCluster = errors.New("config: cluster ports open to the network without a key")
 
-// loopbackAddr reports whether host:port binds loopback only: localhost or
+// Loopback reports whether host:port binds loopback only: localhost or
 // a loopback IP. An empty host, an unspecified IP (0.0.0.0, ::) or any
 // other name or address reaches beyond this machine.
-func loopbackAddr(addr string) bool {
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -595,9 +598,9 @@ func (c Config) validateLimits() error {
 	return nil
 }
 
-// roles are the role lists of the --read-*, --consume-*, --allow-* and
+// Roles are the role lists of the --read-*, --consume-*, --allow-* and
 // --admin-* flags; self is the daemon's own uid.
-func (c Config) roles(self uint32) *access.Roles {
+func (c Config) Roles(self uint32) *access.Roles {
 	return access.NewRoles(access.IDs{UIDs: c.ReadUIDs, GIDs: c.ReadGIDs}, access.IDs{UIDs: c.ConsumeUIDs, GIDs: c.ConsumeGIDs},
 		access.IDs{UIDs: c.AllowUIDs, GIDs: c.AllowGIDs}, access.IDs{UIDs: c.AdminUIDs, GIDs: c.AdminGIDs}, self)
 }

@@ -1,4 +1,4 @@
-package daemon
+package config
 
 import (
 	"flag"
@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite testdata/flags.txt from the fla
 // systemd drop-ins name them.
 func TestFlagsUnchanged(t *testing.T) {
 	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
-	cfg := DefaultConfig()
+	cfg := Default()
 	cfg.NodeName = "" // the host name: not the same on every machine
 	cfg.AddFlags(fs)
 	var b strings.Builder
