@@ -14,6 +14,7 @@ const (
 	ProtocolCut     = wire.ProtocolCut
 	ProtocolExpiry  = wire.ProtocolExpiry
 	ProtocolCounter = wire.ProtocolCounter
+	ProtocolAbsent  = wire.ProtocolAbsent
 )
 
 // protocols is the range a new Node speaks. Only tests change it, to act

@@ -28,6 +28,9 @@ import (
 type node struct{ d *Daemon }
 
 func (n *node) Entry(topic, key string) (view.Entry, bool) { return n.d.store.Get(topic, key) }
+func (n *node) Counting(topic, key string) (view.Entry, bool) {
+	return n.d.store.Counting(topic, key)
+}
 
 func (n *node) Pending(topic, after string, limit int) []view.PendingRecord {
 	return n.d.store.Pending(topic, after, limit)
@@ -191,12 +194,19 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 	if d.cluster == nil {
 		return nil
 	}
-	timed, batch, change, counter := false, false, false, false
+	timed, batch, change, counter, absent := false, false, false, false, false
 	for i := range msgs {
 		timed = timed || msgs[i].TimeFields()
 		batch = batch || msgs[i].BatchFollow != 0
 		change = change || msgs[i].ExpiryChange()
 		counter = counter || msgs[i].Counter()
+		absent = absent || msgs[i].CountAbsent
+	}
+	if absent {
+		if old := d.cluster.TooOld(broadcast.ProtocolAbsent); len(old) > 0 {
+			return wire.Errorf(wire.CodeFleetTooOld, "an increment of a key without a value (INCR and its kin) needs every alive member at data protocol %d or later; upgrade these first: %s (nothing was written)",
+				broadcast.ProtocolAbsent, strings.Join(old, ", "))
+		}
 	}
 	if counter {
 		if old := d.cluster.TooOld(broadcast.ProtocolCounter); len(old) > 0 {

@@ -16,10 +16,10 @@ import (
 // increment of that version once, so increments made on several nodes at
 // once all count. The answer is the value on this node after its own
 // increment (others made elsewhere meanwhile show once they arrive). A
-// key without a value (never set, deleted, expired) is created by the
-// increment as a plain write of its value: two nodes creating the same
-// key at once keep one creation, as two SETs would. See "Counters" in
-// DESIGN.md.
+// key without a value (never set, deleted, expired) gets an increment of
+// its absence (record version 5), from 0, which every node counts the
+// same way: increments made on several nodes of a key none of them had
+// a value of all count. See "Counters" in DESIGN.md.
 
 // counterCommands is the counters' part of the command table.
 func counterCommands() []*command {
@@ -108,7 +108,7 @@ const (
 // and answers the value after it on this node; field says it is a hash's
 // field (Redis words its errors so).
 func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
-	e, found := c.node().Entry(topic, key)
+	e, found := c.node().Counting(topic, key)
 	m, value, err := core.Count(topic, key, e, found, inc)
 	switch {
 	case errors.Is(err, storeview.ErrNotInteger) && field:
@@ -129,7 +129,15 @@ func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
 	}
 	if c.tx != nil {
 		seen := storeview.Entry{Value: value, Tag: e.Tag, Stamp: e.Stamp, ExpiresAt: e.ExpiresAt, EffectiveAt: e.EffectiveAt, Base: e.Base}
-		if !found || e.Stamp.Origin == 0 {
+		switch {
+		case m.CountAbsent:
+			// The revival: the transaction's next increment counts on the
+			// same absence, an expiry change names the revival's version.
+			seen = storeview.Entry{Value: value, Stamp: e.Absence.Of, Base: []byte("0"), Absence: e.Absence}
+			if seen.Stamp.Origin == 0 {
+				seen.Stamp = record.Genesis
+			}
+		case !found || e.Stamp.Origin == 0:
 			seen.Stamp, seen.EffectiveAt, seen.Base = record.Stamp{}, 0, nil
 		}
 		c.tx.counted(topic, key, seen)

@@ -50,25 +50,35 @@ func TestCounters(t *testing.T) {
 	}
 }
 
-// TestCounterRecords: INCR of a missing key writes its value; the next
-// ones write increments bound to that version (its stamp), the value
-// never.
+// TestCounterRecords: INCR of a key never written, and the next ones of
+// what it made, write increments of the key's absence (record version 5,
+// without a target version: the genesis); after a DEL, of the absence
+// after the tombstone; after a SET, increments bound to that version
+// (version 4). The value is never written.
 func TestCounterRecords(t *testing.T) {
 	s, st := newTestServer(t)
-	if got := replies(t, session(s, []byte(cmd("INCR", "r:k")+cmd("INCR", "r:k")+cmd("INCRBY", "r:k", "5")))); fmt.Sprint(got) != fmt.Sprint([]string{":1\r\n", ":2\r\n", ":7\r\n"}) {
+	in := cmd("INCR", "r:k") + cmd("INCR", "r:k") + cmd("INCRBY", "r:k", "5") + cmd("DEL", "r:k") + cmd("INCR", "r:k") + cmd("INCR", "r:k") +
+		cmd("SET", "r:k", "10") + cmd("INCR", "r:k")
+	if got := replies(t, session(s, []byte(in))); fmt.Sprint(got) != fmt.Sprint([]string{":1\r\n", ":2\r\n", ":7\r\n", ":1\r\n", ":1\r\n", ":2\r\n", "+OK\r\n", ":11\r\n"}) {
 		t.Fatalf("answers %q", got)
 	}
-	var kinds, values []string
-	var targets []record.Stamp
-	if _, err := st.ReadOrigin(st.Origin(), 1, 10, func(r record.Record) error {
-		kinds, values, targets = append(kinds, r.Kind().String()), append(values, string(r.Value())), append(targets, r.Target())
+	var recs []record.Record
+	if _, err := st.ReadOrigin(st.Origin(), 1, 20, func(r record.Record) error {
+		recs = append(recs, r.Clone())
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	first := record.Stamp{Origin: st.Origin(), Seq: 1}
-	if fmt.Sprint(kinds) != "[value counter counter]" || fmt.Sprint(values) != "[1 1 5]" ||
-		targets[1].Origin != first.Origin || targets[1].Seq != 1 || targets[2] != targets[1] {
-		t.Fatalf("records %v %v bound to %+v", kinds, values, targets)
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%s/v%d/%s", r.Kind(), r.Version(), r.Value()))
+	}
+	if want := "[counter/v5/1 counter/v5/1 counter/v5/5 tombstone/v1/ counter/v5/1 counter/v5/1 value/v1/10 counter/v4/1]"; fmt.Sprint(got) != want {
+		t.Fatalf("records %v, want %s", got, want)
+	}
+	for i, want := range []record.Stamp{{}, {}, {}, {}, recs[3].Stamp(), recs[3].Stamp(), {}, recs[6].Stamp()} {
+		if tg := recs[i].Target(); tg.Origin != want.Origin || tg.Seq != want.Seq || want.Origin != 0 && tg != want {
+			t.Errorf("record %d names %+v, want %+v", i, tg, want)
+		}
 	}
 }

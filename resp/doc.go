@@ -136,10 +136,10 @@
 // sum, and every node adds every increment of that version once, so
 // increments made on several nodes at once all count; a later SET or DEL
 // resets the counter by the ordinary rule. The answer is this node's
-// value after its own increment. A key without a value is created by a
-// plain write of the increment (two nodes creating one key at once keep
-// one creation). Errors are Redis's (not an integer, not a valid float,
-// overflow).
+// value after its own increment. A key without a value counts from 0 on
+// its absence (record version 5), the same way on every node, so a key
+// created at once on several nodes keeps every increment. Errors are
+// Redis's (not an integer, not a valid float, overflow).
 //
 // MULTI queues the reads and writes of keys (multi.go); EXEC runs them in
 // order against the transaction's view, the node's view under the

@@ -181,7 +181,7 @@ func (t *txView) add(msgs []record.Message) string {
 		if m.ExpiryChange() {
 			e.Stamp, e.EffectiveAt = m.ExpiryOf, m.EffectiveAt
 			if prior, ok := t.Entry(m.Topic, m.Key); ok && prior.Stamp == m.ExpiryOf {
-				e.Value, e.Base = prior.Value, prior.Base // a counter's count stays
+				e.Value, e.Base, e.Absence = prior.Value, prior.Base, prior.Absence // a counter's count stays
 			}
 		}
 		t.seen[[2]string{m.Topic, m.Key}] = txSeen{e: e, live: !m.Delete}
@@ -215,6 +215,16 @@ func (t *txView) Entry(topic, key string) (storeview.Entry, bool) {
 		return e, live
 	}
 	return t.Node.Entry(topic, key)
+}
+
+// Counting is the node's Counting under the transaction's writes: a key
+// the transaction wrote has no Absence (a write of its own, not stamped
+// yet, which an increment cannot name).
+func (t *txView) Counting(topic, key string) (storeview.Entry, bool) {
+	if e, live, found := t.written(topic, key); found {
+		return e, live
+	}
+	return t.Node.Counting(topic, key)
 }
 
 // Get is the node's Get under the transaction's writes.

@@ -35,6 +35,9 @@ func (n *storeNode) Get(topic, key string) ([]byte, bool) {
 }
 
 func (n *storeNode) Entry(topic, key string) (storeview.Entry, bool) { return n.st.Get(topic, key) }
+func (n *storeNode) Counting(topic, key string) (storeview.Entry, bool) {
+	return n.st.Counting(topic, key)
+}
 
 func (n *storeNode) GetMany(topics, keys []string, entries []storeview.Entry, found []bool) {
 	n.st.GetMany(topics, keys, entries, found)

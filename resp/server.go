@@ -30,6 +30,9 @@ type Node interface {
 	Get(topic, key string) ([]byte, bool)
 	// Entry is Get with the rest of the entry: tag, stamp, expiry.
 	Entry(topic, key string) (storeview.Entry, bool)
+	// Counting is Entry for a counter command: for a key without a
+	// value, the entry's Absence says what the key had last.
+	Counting(topic, key string) (storeview.Entry, bool)
 	// GetMany looks up (topics[i], keys[i]) at one instant: the records
 	// of a batch are all seen or none.
 	GetMany(topics, keys []string, entries []storeview.Entry, found []bool)

@@ -930,6 +930,10 @@ func (s *Store) afterWrite() {
 // Get returns the live value of (topic, key).
 func (s *Store) Get(topic, key string) (view.Entry, bool) { return s.view.Get(topic, key) }
 
+// Counting is Get for a counter command: for a key without a value, the
+// entry's Absence says what the key had last (view.View.Counting).
+func (s *Store) Counting(topic, key string) (view.Entry, bool) { return s.view.Counting(topic, key) }
+
 // GetMany looks up several (topics[i], keys[i]) at one instant, under one
 // hold of the view's lock: a batch is seen whole or not at all; into
 // entries and found, of len(keys) at least (see view.View.GetMany).

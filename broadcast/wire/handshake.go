@@ -79,10 +79,12 @@ const (
 	// make no difference; 7 carries records of version 3 (an expiry
 	// change, record.KindExpiry), which builds of 6 and before refuse; 8
 	// carries records of version 4 (a counter increment,
-	// record.KindCounter), which builds of 7 and before refuse. A
-	// connection to a build of [2,2] speaks 2, to one of [2,4] speaks 4.
+	// record.KindCounter), which builds of 7 and before refuse; 9
+	// carries records of version 5 (a counter increment of a key without
+	// a value), which builds of 8 and before refuse. A connection to a
+	// build of [2,2] speaks 2, to one of [2,4] speaks 4.
 	ProtocolMin = 2
-	ProtocolMax = 8
+	ProtocolMax = 9
 
 	// ProtocolTimed is the first version whose connections carry records
 	// of version 2. On a connection of an older version a node sends
@@ -112,11 +114,20 @@ const (
 	// on an older connection they are held back as ProtocolTimed holds
 	// back version 2.
 	ProtocolCounter = 8
+
+	// ProtocolAbsent is the first version whose connections carry
+	// records of version 5 (counter increments of a key without a
+	// value); on an older connection they are held back as ProtocolTimed
+	// holds back version 2.
+	ProtocolAbsent = 9
 )
 
 // MaxRecordVersion is the newest record version a connection of
 // protocol proto carries.
 func MaxRecordVersion(proto uint8) byte {
+	if proto >= ProtocolAbsent {
+		return record.Version5
+	}
 	if proto >= ProtocolCounter {
 		return record.Version4
 	}

@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/cachecast/cachecast/daemon/daemontest"
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -51,8 +52,11 @@ type history struct {
 	values   map[string]writeOp // by value
 	expiries []expiryOp
 	// counts is the sum of the acknowledged increments of each counter
-	// key (cv:c0...), which the run sets to 0 before the actors start.
-	counts map[string]int64
+	// key (cv:c0...) since the phase began (keys no node holds a value
+	// of then: never written, deleted or expired); incremented says
+	// which ones had an increment acknowledged.
+	counts      map[string]int64
+	incremented map[string]bool
 }
 
 // actor is one client of one node, drawing its operations from rng.
@@ -191,8 +195,9 @@ const convergeKeys = 6
 func (a *actor) key() string { return convergeTopic + ":k" + strconv.Itoa(a.rng.IntN(convergeKeys)) }
 
 // convergeCounters is how many counter keys (cv:c0...) the actors
-// increment: keys no other operation writes, set to 0 before the run,
-// so each one's value is known: 0 plus every acknowledged increment.
+// increment: keys no other operation writes, which no node holds a value
+// of when a phase begins (never written, deleted, expired), so each
+// one's value is known: 0 plus every increment acknowledged since.
 const convergeCounters = 3
 
 func (a *actor) counterKey() string {
@@ -204,6 +209,7 @@ func (h *history) counted(k string, d int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.counts[k] += d
+	h.incremented[k] = true
 }
 
 func (a *actor) distinctKeys(n int) []string {
@@ -285,76 +291,127 @@ func convergeSeed(t *testing.T) uint64 {
 // later command wrote again: no command may revert a newer value), and
 // its expiry is the value's own or one an expiry command set while that
 // value was there; and every counter is 0 plus the sum of its
-// acknowledged increments on every node. The seed is logged; CACHECAST_CONVERGE_SEED=<seed>
-// replays the workload.
+// acknowledged increments on every node. The run has three phases, at
+// whose start no node holds a value of a counter (never written, then
+// deleted, then expired): every counter is created from nothing by
+// increments on several nodes at once, and each phase's check is 0 plus
+// the increments acknowledged in it (the reset before it converged
+// first). The seed is logged; CACHECAST_CONVERGE_SEED=<seed> replays the
+// workload.
 func TestConvergeRandomOps(t *testing.T) {
 	seed := convergeSeed(t)
 	t.Logf("seed %d (replay: %s=%d)", seed, convergeSeedEnv, seed)
 	c := daemontest.NewCluster(t, 3, nil)
 	var dmu sync.Mutex
 	drng := rand.New(rand.NewPCG(seed, 1))
-	c.Net.SetDelay(func(string, string) time.Duration {
+	delay := func(string, string) time.Duration {
 		dmu.Lock()
 		defer dmu.Unlock()
 		return time.Duration(drng.IntN(30)) * time.Millisecond
-	})
-	h := &history{values: map[string]writeOp{}, counts: map[string]int64{}}
-	setup := goredis.NewClient(&goredis.Options{Network: "unix", Addr: c.Nodes[0].D.RedisSocketPath(), Protocol: 2})
-	for i := range convergeCounters {
-		if err := setup.Set(context.Background(), convergeTopic+":c"+strconv.Itoa(i), "0", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
 	}
-	setup.Close()
-	c.WaitConverged(20 * time.Second) // every node counts on the same version
-	total := 0
-	for _, op := range convergeOps {
-		total += op.weight
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	h := &history{values: map[string]writeOp{}, counts: map[string]int64{}, incremented: map[string]bool{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const actorsPerNode, opsPerActor = 2, 120
-	var wg sync.WaitGroup
-	errs := make(chan error, len(c.Nodes)*actorsPerNode)
+	const actorsPerNode = 2
+	var actors []*actor
 	for i, nd := range c.Nodes {
 		for j := range actorsPerNode {
 			rc := goredis.NewClient(&goredis.Options{Network: "unix", Addr: nd.D.RedisSocketPath(), Protocol: 2,
 				MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second})
 			defer rc.Close()
-			a := &actor{node: i, rc: rc, rng: rand.New(rand.NewPCG(seed, uint64(2+i*actorsPerNode+j))), h: h}
-			wg.Go(func() {
-				for range opsPerActor {
-					w := a.rng.IntN(total)
-					for _, op := range convergeOps {
-						if w -= op.weight; w < 0 {
-							if err := op.run(ctx, a); err != nil {
-								errs <- fmt.Errorf("node%d %s: %w", a.node, op.name, err)
-								return
-							}
-							break
+			actors = append(actors, &actor{node: i, rc: rc, rng: rand.New(rand.NewPCG(seed, uint64(2+i*actorsPerNode+j))), h: h})
+		}
+	}
+	// Three phases; the counters are created from nothing, concurrently
+	// on every node, in each: they begin never written, then deleted,
+	// then expired (resetCounters).
+	for phase := range 3 {
+		if phase > 0 {
+			resetCounters(ctx, t, c, actors[drng.IntN(len(actors))], phase)
+		}
+		c.Net.SetDelay(delay)
+		runActors(ctx, t, actors, 40)
+		c.Net.SetDelay(nil)
+		c.WaitConverged(20 * time.Second)
+		checkConverged(t, c, h)
+		checkCounters(t, c, h, phase)
+		t.Logf("phase %d: counters at %v", phase, h.counts)
+	}
+	// The run tested something: values written and expiries changed.
+	if len(h.values) < 100 || len(h.expiries) < 20 {
+		t.Fatalf("only %d values written and %d expiry commands applied", len(h.values), len(h.expiries))
+	}
+	t.Logf("%d values written, %d expiry commands applied", len(h.values), len(h.expiries))
+}
+
+// runActors has every actor send ops operations drawn from convergeOps,
+// all at once, and fails the test on an error.
+func runActors(ctx context.Context, t *testing.T, actors []*actor, ops int) {
+	t.Helper()
+	total := 0
+	for _, op := range convergeOps {
+		total += op.weight
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(actors))
+	for _, a := range actors {
+		wg.Go(func() {
+			for range ops {
+				w := a.rng.IntN(total)
+				for _, op := range convergeOps {
+					if w -= op.weight; w < 0 {
+						if err := op.run(ctx, a); err != nil {
+							errs <- fmt.Errorf("node%d %s: %w", a.node, op.name, err)
+							return
 						}
-					}
-					if a.rng.IntN(4) == 0 {
-						time.Sleep(time.Duration(a.rng.IntN(3)) * time.Millisecond) // pacing: the clients' think time
+						break
 					}
 				}
-			})
-		}
+				if a.rng.IntN(4) == 0 {
+					time.Sleep(time.Duration(a.rng.IntN(3)) * time.Millisecond) // pacing: the clients' think time
+				}
+			}
+		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	c.Net.SetDelay(nil)
-	c.WaitConverged(20 * time.Second)
-	checkConverged(t, c, h)
-	checkCounters(t, c, h)
-	// The run tested something: values written and expiries changed.
-	if len(h.values) < 100 || len(h.expiries) < 20 {
-		t.Fatalf("only %d values written and %d expiry commands applied", len(h.values), len(h.expiries))
+}
+
+// resetCounters ends a phase of the converged fleet: a's node deletes
+// every counter (an odd phase) or gives each an expiry 100 ms ahead (an
+// even one), and, once no node serves any, the next phase counts from 0.
+func resetCounters(ctx context.Context, t *testing.T, c *daemontest.Cluster, a *actor, phase int) {
+	t.Helper()
+	for i := range convergeCounters {
+		k := convergeTopic + ":c" + strconv.Itoa(i)
+		var err error
+		if phase%2 == 1 {
+			err = a.rc.Del(ctx, k).Err()
+		} else {
+			err = a.rc.PExpire(ctx, k, 100*time.Millisecond).Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Logf("%d values written, %d expiry commands applied, counters at %v", len(h.values), len(h.expiries), h.counts)
+	testkit.Until(t, 20*time.Second, "no node serves a counter", func() string {
+		for i := range convergeCounters {
+			for _, nd := range c.Nodes {
+				if e, found := nd.D.Store().Get(convergeTopic, "c"+strconv.Itoa(i)); found {
+					return fmt.Sprintf("%s serves c%d = %q", nd.Config.NodeName, i, e.Value)
+				}
+			}
+		}
+		return ""
+	})
+	c.WaitConverged(20 * time.Second)
+	a.h.mu.Lock()
+	defer a.h.mu.Unlock()
+	clear(a.h.counts)
+	clear(a.h.incremented)
 }
 
 // checkConverged checks the converged nodes against what the clients
@@ -412,19 +469,20 @@ func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
 }
 
 // checkCounters checks that every node holds each counter at 0 plus
-// the sum of the increments its clients were told were made, with the
-// same stamp and expiry: none lost, none counted twice.
-func checkCounters(t *testing.T, c *daemontest.Cluster, h *history) {
+// the sum of the increments its clients were told were made in the
+// phase, with the same stamp and expiry: none lost, none counted twice
+// (and none served when none was made).
+func checkCounters(t *testing.T, c *daemontest.Cluster, h *history, phase int) {
 	t.Helper()
 	for i := range convergeCounters {
 		key := "c" + strconv.Itoa(i)
-		want := strconv.FormatInt(h.counts[convergeTopic+":"+key], 10)
+		want, made := strconv.FormatInt(h.counts[convergeTopic+":"+key], 10), h.incremented[convergeTopic+":"+key]
 		first, _ := c.Nodes[0].D.Store().Get(convergeTopic, key)
 		for _, nd := range c.Nodes {
 			got, found := nd.D.Store().Get(convergeTopic, key)
-			if !found || string(got.Value) != want || got.Stamp != first.Stamp || got.ExpiresAt != first.ExpiresAt {
-				t.Errorf("counter %s: %s holds %q %+v expiring at %d (found %v); the acknowledged increments sum to %s, node0's stamp %+v expiry %d",
-					key, nd.Config.NodeName, got.Value, got.Stamp, got.ExpiresAt, found, want, first.Stamp, first.ExpiresAt)
+			if found != made || found && (string(got.Value) != want || got.Stamp != first.Stamp || got.ExpiresAt != first.ExpiresAt) {
+				t.Errorf("phase %d, counter %s: %s holds %q %+v expiring at %d (found %v); the acknowledged increments (made: %v) sum to %s, node0's stamp %+v expiry %d",
+					phase, key, nd.Config.NodeName, got.Value, got.Stamp, got.ExpiresAt, found, made, want, first.Stamp, first.ExpiresAt)
 			}
 		}
 	}

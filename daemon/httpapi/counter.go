@@ -12,8 +12,8 @@ import (
 // incrKey is POST /v1/topics/{topic}/counters/{key}?by=N: the Redis
 // door's INCRBY (INCRBYFLOAT when N is not an integer) by the same rule
 // (command.Count): an increment bound to the version of the key this node
-// holds, which every node counts once; a key without a value gets N
-// written. by defaults to 1. The answer is the write's result, and the
+// holds, or to the absence a key without a value counts after, which
+// every node counts once. by defaults to 1. The answer is the write's result, and the
 // key's value after it on this node in the Cachecast-Count header.
 func (a *Server) incrKey(w http.ResponseWriter, r *http.Request, p params) {
 	if a.failed(w, r, firstError(wire.CheckName("topic", p.topic), wire.CheckKey(p.key))) {
@@ -26,7 +26,7 @@ func (a *Server) incrKey(w http.ResponseWriter, r *http.Request, p params) {
 			return
 		}
 	}
-	e, found := a.node.Entry(p.topic, p.key)
+	e, found := a.node.Counting(p.topic, p.key)
 	m, value, err := command.Count(p.topic, p.key, e, found, inc)
 	if err != nil {
 		a.fail(w, r, command.StoreError(err))

@@ -27,6 +27,9 @@ type Node interface {
 	// Entry is the live entry of (topic, key) in the view. Its bytes are
 	// the view's: read them, do not keep or change them.
 	Entry(topic, key string) (view.Entry, bool)
+	// Counting is Entry for a counter command: for a key without a
+	// value, the entry's Absence says what the key had last.
+	Counting(topic, key string) (view.Entry, bool)
 	// Pending lists the records of topic not in force yet, by key, for
 	// keys after after, at most limit keys; PendingKey those of one key.
 	Pending(topic, after string, limit int) []view.PendingRecord

@@ -103,6 +103,19 @@ var (
 // finite float (INCRBYFLOAT), never empty. Every increment counts once
 // on every node (its origin and seq name it), summed per origin.
 //
+// Version 5 (Version5) is a counter increment of a key the node held no
+// value of (kind 6, KindCounter, and only it): it counts on the absence
+// after the key's last version, from 0 ("Counters" in DESIGN.md), so
+// that increments made on several nodes of a key none had a value of
+// all count. Its header is version 4's: the target is the last version
+// the node held, a tombstone or an expired value, expires at that
+// version's expiry when it expired (0: deleted), effective at its
+// effective_at; or, when the node held nothing of the key (never
+// written, or its tombstone collected), target origin and seq are 0,
+// target hlc is the node's horizon (an HLC whose wall time is the
+// instant before which it may have collected tombstones, 0: none), and
+// expires at and effective at are 0.
+//
 // All integers are little endian. size counts the header and the four
 // fields, not the padding; the record occupies Padded(size) bytes of the log.
 // The CRC-32C (Castagnoli) covers bytes [8, size). A size of zero means
@@ -138,6 +151,12 @@ const (
 	// HeaderSizeV4 is the header of a version 4 record, laid out as
 	// version 3's.
 	HeaderSizeV4 = 88
+	// Version5 is the version of a counter increment of a key without
+	// a value (KindCounter on the absence after a version), which
+	// builds before it refuse: a node sends one only on data protocol 9
+	// and later (package broadcast, ProtocolAbsent). Its header is
+	// version 4's.
+	Version5 = 5
 )
 
 // Kind says what a record does to the key/value view.
@@ -239,11 +258,27 @@ type Message struct {
 	// it), EffectiveAt the version's effective_at (0 for an ordinary
 	// write).
 	CountOn Stamp
+	// CountAbsent makes the message a counter increment (KindCounter,
+	// version 5) of the absence after the version CountOn stamps, which
+	// the node held deleted, or expired at ExpiresAt; a zero CountOn
+	// Origin and Seq say that it held nothing of the key, CountOn's HLC
+	// is then its horizon (see Version5).
+	CountAbsent bool
 }
 
 // Counter reports whether the message is a counter increment (CountOn
-// set): a version 4 record.
-func (m *Message) Counter() bool { return m.CountOn.Origin != 0 }
+// set, or CountAbsent): a version 4 or 5 record.
+func (m *Message) Counter() bool { return m.CountOn.Origin != 0 || m.CountAbsent }
+
+// Unversioned reports whether the message counts on the absence of a
+// key its node held nothing of (CountAbsent without a target version).
+func (m *Message) Unversioned() bool { return m.CountAbsent && m.CountOn.Origin == 0 }
+
+// Genesis is the stamp of the version before every version of a key,
+// which the views give to a counter created on a key no node held
+// anything of (see Version5): no node stamps a message so (its HLC is
+// the instant 0, before every clock's).
+var Genesis = Stamp{Origin: math.MaxUint64, Seq: math.MaxUint64, HLC: 1}
 
 // Delta reads a counter increment's value: an integer within int64 (n),
 // or else a finite float (f, isFloat). ok is false for anything else.
@@ -350,9 +385,11 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: the expiry is not after the effective time", ErrInvalid)
 	case m.ExpiryChange() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryOf.Seq == 0 || m.ExpiryOf.HLC == 0):
 		return fmt.Errorf("%w: an expiry change needs a key and the whole stamp of a value it changes", ErrInvalid)
-	case m.Counter() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryChange() || m.ExpiresAt != 0 || m.Tag != "" ||
-		m.CountOn.Seq == 0 || m.CountOn.HLC == 0):
+	case m.Counter() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryChange() || m.ExpiresAt != 0 && !m.CountAbsent || m.Tag != "" ||
+		!m.Unversioned() && (m.CountOn.Origin == 0 || m.CountOn.Seq == 0 || m.CountOn.HLC == 0)):
 		return fmt.Errorf("%w: a counter increment needs a key and the whole stamp of a value it counts on, and no expiry or tag", ErrInvalid)
+	case m.Unversioned() && (m.CountOn.Seq != 0 || m.ExpiresAt != 0 || m.EffectiveAt != 0):
+		return fmt.Errorf("%w: an increment of a key without a version names no seq, expiry or effective time", ErrInvalid)
 	case m.Counter():
 		if _, _, _, ok := Delta(m.Value); !ok {
 			return fmt.Errorf("%w: a counter increment's value is an integer or a finite float", ErrInvalid)
@@ -397,6 +434,9 @@ func Encode(dst []byte, m *Message, st Stamp) int {
 	}
 	if m.Counter() {
 		dst[9] = Version4
+		if m.CountAbsent {
+			dst[9] = Version5
+		}
 		putTarget(dst, m.CountOn)
 		n = HeaderSizeV4
 	}
@@ -449,9 +489,9 @@ func Decode(b []byte) (Record, error) {
 		if size < HeaderSizeV3 {
 			return nil, fmt.Errorf("%w: version 3 record of %d bytes", ErrCorrupt, size)
 		}
-	case Version4:
+	case Version4, Version5:
 		if size < HeaderSizeV4 {
-			return nil, fmt.Errorf("%w: version 4 record of %d bytes", ErrCorrupt, size)
+			return nil, fmt.Errorf("%w: version %d record of %d bytes", ErrCorrupt, r[9], size)
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, r[9])
@@ -462,7 +502,7 @@ func Decode(b []byte) (Record, error) {
 	if got, want := crc32.Checksum(b[8:size], castagnoli), binary.LittleEndian.Uint32(b[4:]); got != want {
 		return nil, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorrupt, got, want)
 	}
-	if k := r.Kind(); (k == KindExpiry) != (r[9] == Version3) || (k == KindCounter) != (r[9] == Version4) ||
+	if k := r.Kind(); (k == KindExpiry) != (r[9] == Version3) || (k == KindCounter) != r.counter() ||
 		k != KindValue && k != KindTombstone && k != KindExpiry && k != KindCounter && (k != KindCancel || r[9] != Version2) && (k != KindLost || r[9] != Version) {
 		return nil, fmt.Errorf("%w: unknown kind %d in a version %d record", ErrCorrupt, k, r[9])
 	}
@@ -491,7 +531,7 @@ func (r Record) checkTime() error {
 	}
 	m := Message{Topic: "t", Key: "k", Delete: r.Kind() == KindTombstone, Cancel: r.Kind() == KindCancel,
 		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), BatchFollow: r.BatchFollow(),
-		ExpiryOf: r.expiryOf(), CountOn: r.countOn()}
+		ExpiryOf: r.expiryOf(), CountOn: r.countOn(), CountAbsent: r[9] == Version5}
 	if (r[9] == Version3 || r[9] == Version4) && r.Target().Origin == 0 {
 		return fmt.Errorf("%w: an expiry change or an increment without a target origin", ErrCorrupt)
 	}
@@ -501,7 +541,7 @@ func (r Record) checkTime() error {
 	if len(r.Value()) != 0 {
 		m.Value = []byte{0}
 	}
-	if r[9] == Version4 {
+	if r.counter() {
 		m.Value, m.Tag = r.Value(), string(r.Tag())
 	}
 	if !m.timed() {
@@ -517,18 +557,26 @@ func (r Record) checkTime() error {
 }
 
 // headerLen is the header's size: 48 bytes in version 1, 64 in 2, 88
-// in 3 and 4.
+// in 3, 4 and 5.
 func (r Record) headerLen() int {
 	switch r[9] {
 	case Version2:
 		return HeaderSizeV2
 	case Version3:
 		return HeaderSizeV3
-	case Version4:
+	case Version4, Version5:
 		return HeaderSizeV4
 	}
 	return HeaderSize
 }
+
+// counter reports whether the record's version is a counter
+// increment's (4 or 5).
+func (r Record) counter() bool { return r[9] == Version4 || r[9] == Version5 }
+
+// Absent reports whether the record is a counter increment of the
+// absence after its target (version 5).
+func (r Record) Absent() bool { return r[9] == Version5 }
 
 func (r Record) topicLen() uint16 { return binary.LittleEndian.Uint16(r[10:]) }
 func (r Record) keyLen() uint16   { return binary.LittleEndian.Uint16(r[12:]) }
@@ -541,11 +589,11 @@ func (r Record) Size() int { return len(r) }
 // Kind is the record's kind.
 func (r Record) Kind() Kind { return Kind(r[8]) }
 
-// Version is the record's format version: Version to Version4. Builds
+// Version is the record's format version: Version to Version5. Builds
 // before Version2 refuse a Version2 record as corrupt, builds before
-// Version3 a Version3 record and builds before Version4 a Version4 one, so a node never sends
+// Version3 a Version3 record, and so on to Version5, so a node never sends
 // one to a peer that speaks an older data protocol (package broadcast,
-// ProtocolTimed, ProtocolExpiry, ProtocolCounter).
+// ProtocolTimed, ProtocolExpiry, ProtocolCounter, ProtocolAbsent).
 func (r Record) Version() byte { return r[9] }
 
 // Origin is the ID of the node that first accepted the message.
@@ -582,7 +630,10 @@ func (r Record) Effective() uint64 {
 	if e := r.EffectiveAt(); e != 0 {
 		return e
 	}
-	if r[9] == Version3 || r[9] == Version4 {
+	if r[9] == Version5 && r.Target().Origin == 0 {
+		return 0 // the absence of a key without a version: before every version
+	}
+	if r[9] == Version3 || r.counter() {
 		return uint64(HLCMillis(r.Target().HLC))
 	}
 	return uint64(HLCMillis(r.HLC()))
@@ -592,13 +643,13 @@ func (r Record) Effective() uint64 {
 // changes or a counter increment (KindCounter) counts on; the zero
 // Stamp for any other record.
 func (r Record) Target() Stamp {
-	if r[9] != Version3 && r[9] != Version4 {
+	if r[9] != Version3 && !r.counter() {
 		return Stamp{}
 	}
 	return Stamp{HLC: binary.LittleEndian.Uint64(r[64:]), Origin: binary.LittleEndian.Uint64(r[72:]), Seq: binary.LittleEndian.Uint64(r[80:])}
 }
 
-// putTarget writes the stamp of the version a version 3 or 4 record
+// putTarget writes the stamp of the version a version 3, 4 or 5 record
 // names (Target reads it back): HLC, origin, seq at bytes 64 to 88.
 func putTarget(dst []byte, t Stamp) {
 	binary.LittleEndian.PutUint64(dst[64:], t.HLC)
@@ -616,7 +667,7 @@ func (r Record) expiryOf() Stamp {
 
 // countOn is Target for a counter increment, the zero Stamp otherwise.
 func (r Record) countOn() Stamp {
-	if r[9] != Version4 {
+	if !r.counter() {
 		return Stamp{}
 	}
 	return r.Target()
@@ -672,6 +723,7 @@ func (r Record) Message() Message {
 		BatchFollow: r.BatchFollow(),
 		ExpiryOf:    r.expiryOf(),
 		CountOn:     r.countOn(),
+		CountAbsent: r.Absent(),
 	}
 }
 

@@ -36,6 +36,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"persist of a scheduled value", Message{Topic: "p", Key: "k", Value: []byte("v"), EffectiveAt: 10, ExpiryOf: Stamp{Origin: 5, Seq: 6, HLC: 7}}},
 		{"increment", Message{Topic: "p", Key: "k", Value: []byte("-3"), CountOn: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
 		{"float increment in a batch", Message{Topic: "p", Key: "k", Value: []byte("1.5"), BatchFollow: 1, CountOn: Stamp{Origin: 5, Seq: 6, HLC: 7}}},
+		{"increment after a delete", Message{Topic: "p", Key: "k", Value: []byte("2"), CountAbsent: true, CountOn: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
+		{"increment after an expiry", Message{Topic: "p", Key: "k", Value: []byte("1"), CountAbsent: true, ExpiresAt: 1699999999500, CountOn: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
+		{"increment of a key without a version", Message{Topic: "p", Key: "k", Value: []byte("1"), CountAbsent: true, CountOn: Stamp{HLC: MakeHLC(1699999000000, 0)}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,11 +55,13 @@ func TestRecordRoundTrip(t *testing.T) {
 			if got.Topic != tc.m.Topic || got.Key != tc.m.Key || got.Tag != tc.m.Tag ||
 				!bytes.Equal(got.Value, tc.m.Value) || got.Delete != tc.m.Delete ||
 				got.ExpiresAt != tc.m.ExpiresAt || got.EffectiveAt != tc.m.EffectiveAt ||
-				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow || got.ExpiryOf != tc.m.ExpiryOf || got.CountOn != tc.m.CountOn {
+				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow || got.ExpiryOf != tc.m.ExpiryOf || got.CountOn != tc.m.CountOn || got.CountAbsent != tc.m.CountAbsent {
 				t.Errorf("message %+v, want %+v", got, tc.m)
 			}
 			wantVersion := byte(Version2)
 			switch {
+			case tc.m.CountAbsent:
+				wantVersion = Version5
 			case tc.m.Counter():
 				wantVersion = Version4
 			case tc.m.ExpiryChange():
@@ -71,6 +76,8 @@ func TestRecordRoundTrip(t *testing.T) {
 			switch {
 			case wantEff == 0 && tc.m.ExpiryChange():
 				wantEff = uint64(HLCMillis(tc.m.ExpiryOf.HLC)) // the target's, not its own
+			case tc.m.Unversioned():
+				wantEff = 0 // before every version
 			case wantEff == 0 && tc.m.Counter():
 				wantEff = uint64(HLCMillis(tc.m.CountOn.HLC))
 			case wantEff == 0:
@@ -188,6 +195,13 @@ func TestMessageValidate(t *testing.T) {
 		{Message{Topic: "t", Key: "k", CountOn: Stamp{1, 2, 3}}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", Value: []byte("1"), ExpiresAt: 5, CountOn: Stamp{1, 2, 3}}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOn: Stamp{Origin: 1, HLC: 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountAbsent: true}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountAbsent: true, ExpiresAt: 5, CountOn: Stamp{1, 2, 3}}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountAbsent: true, ExpiresAt: 5}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountAbsent: true, CountOn: Stamp{Seq: 2}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountAbsent: true, EffectiveAt: 5}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", CountAbsent: true}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Delete: true, Value: []byte("1"), CountAbsent: true}, ErrInvalid},
 	}
 	for i, tc := range cases {
 		if err := tc.m.Validate(); !errors.Is(err, tc.want) {
@@ -210,6 +224,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, Message{Topic: "prices", Key: "sku", Value: []byte("1"), EffectiveAt: 1700000060000, ExpiryOf: Stamp{7, 2, 99}, BatchFollow: 1}, Stamp{8, 6, 121}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("-2"), CountOn: Stamp{7, 1, 99}}, Stamp{8, 7, 122}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("0.5"), CountOn: Stamp{7, 1, 99}, BatchFollow: 1}, Stamp{8, 8, 123}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("1"), CountAbsent: true, ExpiresAt: 1700000070000, CountOn: Stamp{7, 1, 99}}, Stamp{8, 9, 124}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("1"), CountAbsent: true, CountOn: Stamp{HLC: 98}}, Stamp{8, 10, 125}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
 		if err != nil || r == nil {

@@ -41,11 +41,22 @@ import (
 // counter is what a key's increments counted: an immutable value (a
 // change makes a new one), so that a frozen copy may share it.
 type counter struct {
-	target record.Stamp // the counted version
+	target record.Stamp // the counted version (record.Genesis: none)
 	eff    int64        // its effective time
-	base   []byte       // its own value, once known
-	known  bool
-	counts map[uint64]originCount
+	// absent says that the increments count on the absence after the
+	// target (record version 5), from 0: the target deleted, or expired
+	// at gone. Such a counter's value is served as a version of its own,
+	// the revival: the target's stamp, no tag, no expiry of its own.
+	absent bool
+	gone   int64
+	// horizon is, for a counter on the genesis (absent, target
+	// record.Genesis, gone 0), the least horizon of its increments:
+	// whether they count after a tombstone this node holds (see
+	// joinsAt).
+	horizon int64
+	base    []byte // its own value, once known
+	known   bool
+	counts  map[uint64]originCount
 }
 
 // originCount is one origin's increments of a counter.
@@ -62,6 +73,86 @@ func (c *counter) version() *viewItem { return &viewItem{stamp: c.target, eff: c
 // of reports whether it is the counted version.
 func (c *counter) of(it *viewItem) bool {
 	return it != nil && it.stamp == c.target && it.eff == c.eff && !it.placeholder()
+}
+
+// genesis reports whether c counts on the absence of a key its nodes
+// held nothing of.
+func (c *counter) genesis() bool { return c.absent && c.target == record.Genesis && c.gone == 0 }
+
+// after reports whether c counts on a later version than d, in the
+// rule's order: a version's absence comes right after the version (and
+// one that expired later after one that expired sooner).
+func (c *counter) after(d *counter) bool {
+	if c.target != d.target || c.eff != d.eff {
+		return c.version().after(d.version())
+	}
+	if c.absent != d.absent {
+		return c.absent
+	}
+	return c.gone > d.gone
+}
+
+// same reports whether c and d count on the same version (or absence).
+func (c *counter) same(d *counter) bool {
+	return c.target == d.target && c.eff == d.eff && c.absent == d.absent && c.gone == d.gone
+}
+
+// supersededBy reports whether it, an entry of the key, comes after what c
+// counts on: a later version (after the counted one, or another than the
+// one whose absence c counts on).
+func (c *counter) supersededBy(it *viewItem) bool {
+	if c.absent && c.of(it) {
+		return false
+	}
+	return it.after(c.version())
+}
+
+// collectableAt reports whether the absence of c's target is one a node
+// whose horizon is h may have collected (gc.go's collectable at cutoff
+// h): then an increment made there of a key it held nothing of counts
+// on that absence as well.
+func (c *counter) collectableAt(h int64) bool {
+	return record.HLCMillis(c.target.HLC) < h && c.gone < h && c.eff < h
+}
+
+// absenceOf is the counter that counts on the absence after it, the key's
+// entry: deleted, or expired at its expiry (which it may not have reached
+// yet where the entry is read; a revival past its own expiry too).
+func absenceOf(it *viewItem) *counter {
+	c := &counter{target: it.stamp, eff: it.eff, absent: true, base: []byte("0"), known: true}
+	if !it.isTomb() || it.expires != 0 {
+		c.gone = it.expires
+	}
+	return c
+}
+
+// joinsAt is inc, an increment's counter of the genesis with horizon h,
+// as this node counts it: the absence after the key's entry old (or the
+// counter c in force) when its node may have collected that entry's
+// tombstone, which it then never saw; else the genesis, before every
+// version.
+func joinsAt(inc *counter, h int64, old *viewItem, c *counter) *counter {
+	if old != nil && !old.placeholder() && (old.isTomb() || old.expires != 0) {
+		if a := absenceOf(old); (c == nil || !c.after(a)) && a.collectableAt(h) {
+			return a
+		}
+	}
+	if c != nil && c.absent && c.collectableAt(h) {
+		return c
+	}
+	return inc
+}
+
+// moved is c's counts on the absence a when c counts on the genesis and
+// a is one its increments' nodes may have collected (joinsAt's rule for
+// each of them, by the least horizon), else nil.
+func (c *counter) moved(a *counter) *counter {
+	if c == nil || !c.genesis() || !a.absent || a.genesis() || !a.collectableAt(c.horizon) {
+		return nil
+	}
+	n := *a
+	n.counts = c.counts
+	return &n
 }
 
 // with is c with the increment delta of origin's seq counted.
@@ -146,24 +237,49 @@ func (v *View) applyCounter(r record.Record) bool {
 	return v.counterLocked(v.topicLocked(r.Topic()), r)
 }
 
+// recordCounter is the counter an increment r counts on, empty, and the
+// horizon of a genesis increment.
+func recordCounter(r record.Record) (c *counter, horizon int64) {
+	c = &counter{target: r.Target(), eff: int64(r.Effective())}
+	if !r.Absent() {
+		return c, 0
+	}
+	c.absent, c.gone, c.base, c.known = true, int64(r.ExpiresAt()), []byte("0"), true
+	if c.target.Origin == 0 {
+		horizon = record.HLCMillis(c.target.HLC)
+		c.target, c.eff, c.horizon = record.Genesis, 0, horizon
+	}
+	return c, horizon
+}
+
 // counterLocked counts the increment r and reports whether the entry in
 // force changed. The caller holds the write lock.
 func (v *View) counterLocked(tv *topicView, r record.Record) bool {
 	k := string(r.Key())
-	target := &viewItem{stamp: r.Target(), eff: int64(r.Effective())}
+	inc, horizon := recordCounter(r)
 	old, _ := tv.lookup(k)
 	c := tv.counts[k]
+	if inc.genesis() {
+		inc = joinsAt(inc, horizon, old, c)
+	}
 	switch {
-	case c != nil && c.of(target):
-	case c != nil && !target.after(c.version()):
+	case c != nil && c.same(inc):
+		if c.genesis() && horizon < c.horizon {
+			n := *c
+			n.horizon = horizon
+			c = &n
+		}
+	case c != nil && !inc.after(c):
 		return false // a version older than the one counted
-	case old != nil && !old.placeholder() && old.after(target):
+	case old != nil && !old.placeholder() && inc.supersededBy(old):
 		return false // a version older than the one in force
 	default:
-		c = &counter{target: target.stamp, eff: target.eff}
-		if c.of(old) && !old.isTomb() {
-			c.base, c.known = old.value(), true
+		if m := c.moved(inc); m != nil {
+			inc = m // the genesis' increments count on this absence too
+		} else if !inc.absent && inc.of(old) && !old.isTomb() {
+			inc.base, inc.known = old.value(), true
 		}
+		c = inc
 	}
 	st := r.Stamp()
 	if st.Seq <= c.counts[st.Origin].seq {
@@ -174,19 +290,35 @@ func (v *View) counterLocked(tv *topicView, r record.Record) bool {
 }
 
 // recount gives key k's entry its counted value, when the entry is the
-// version its counter counts on, and reports whether it changed. The
-// caller holds the write lock.
+// version its counter counts on (or that version's absence: the
+// revival), and reports whether it changed. The caller holds the write
+// lock.
 func (v *View) recount(tv *topicView, k string) bool {
 	old, te := tv.lookup(k)
 	c := tv.counts[k]
-	if c == nil || !c.known || !c.of(old) || old.isTomb() {
+	if c == nil || !c.known {
 		return false
 	}
-	it := old.clone()
-	if bytes.Equal(v.counted(tv, k, &it).value(), old.value()) {
+	var it viewItem
+	switch {
+	case c.absent && (old == nil || old.placeholder()):
+		it = c.revival(k, nil)
+	case c.absent && !c.of(old):
+		if c.supersededBy(old) {
+			return false
+		}
+		it = c.revival(k, nil) // the absence after a version not here (yet)
+	case !c.of(old) || !c.absent && old.isTomb():
+		return false
+	default:
+		it = old.clone()
+	}
+	n := v.counted(tv, k, &it)
+	if old != nil && n.stamp == old.stamp && n.isTomb() == old.isTomb() && n.expires == old.expires &&
+		bytes.Equal(n.value(), old.value()) {
 		return false
 	}
-	if te == nil && old.epoch == v.epoch {
+	if old != nil && te == nil && old.epoch == v.epoch {
 		v.update(tv, old, &it)
 		return true
 	}
@@ -197,20 +329,49 @@ func (v *View) recount(tv *topicView, k string) bool {
 	return true
 }
 
+// revival is the entry that serves an absent counter's value: the
+// target's stamp, the expiry of it (an entry at the target version) when
+// that is not the one the counter counts after, no tag.
+func (c *counter) revival(k string, it *viewItem) viewItem {
+	var expires int64
+	var flags uint8
+	if it != nil {
+		if it.expires != c.gone {
+			expires = it.expires
+		}
+		flags = it.flags & itemScheduled
+	}
+	return makeViewItem([]byte(k), nil, c.value(), c.target, flags, c.eff, expires)
+}
+
 // counted is it as the entry of key k: with the counted value when it is
 // the version the key's increments count on (whose base it gives when
-// not known yet). A version after the counted one ends the count. The
-// caller holds the write lock.
+// not known yet), the revival when they count on that version's
+// absence. A later version ends the count. The caller holds the write
+// lock.
 func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	c := tv.counts[k]
 	if c == nil || it == nil || it.placeholder() {
 		return it
 	}
 	if !c.of(it) {
-		if it.after(c.version()) {
+		if c.supersededBy(it) {
+			if m := c.moved(absenceOf(it)); m != nil && (it.isTomb() || it.expires != 0) {
+				tv.setCount(k, m) // the genesis' increments count after it
+				n := m.revival(k, it)
+				return &n
+			}
 			tv.setCount(k, nil) // a SET, a DEL or a scheduled value reset it
 		}
 		return it
+	}
+	if c.absent {
+		if it.isTomb() && it.expires != c.gone {
+			return it // the revival, expired
+		}
+		n := c.revival(k, it)
+		n.epoch = it.epoch
+		return &n
 	}
 	if it.isTomb() {
 		return it
@@ -230,14 +391,56 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	return &n
 }
 
-// countedBase is the base of the counter of key k when e is its counted
+// countedBase is the base of the counter of key k when it is its counted
 // version (nil otherwise): the version's own value, which an expiry
-// change of it carries. The caller holds the read lock.
-func (tv *topicView) countedBase(k string, it *viewItem) []byte {
-	if c := tv.counts[k]; c != nil && c.known && c.of(it) {
-		return c.base
+// change of it carries ("0" for a revival), and, for a revival, the
+// absence its increments count after. The caller holds the read lock.
+func (v *View) countedBase(tv *topicView, k string, it *viewItem) ([]byte, *Absence) {
+	c := tv.counts[k]
+	if c == nil || !c.known || !c.of(it) {
+		return nil, nil
 	}
-	return nil
+	if !c.absent {
+		return c.base, nil
+	}
+	a := &Absence{Of: c.target, EffectiveAt: it.scheduledAt(), Gone: c.gone}
+	if c.genesis() {
+		a = &Absence{Horizon: v.horizon.Load()}
+	}
+	return c.base, a
+}
+
+// Absence is what a key without a value had last, on this node: a
+// counter increment of it counts on the absence after that (record
+// version 5, "Counters" in DESIGN.md), so that increments of a key no
+// node had a value of, made on several nodes at once, all count.
+type Absence struct {
+	// Of is the key's last version, deleted or expired at Gone; zero
+	// when the node holds nothing of the key (never written, or its
+	// tombstone collected): then Horizon is the instant (Unix ms)
+	// before which it may have collected tombstones (0: none).
+	Of          record.Stamp
+	EffectiveAt int64 // Of's effective_at, 0 for an ordinary write
+	Gone        int64
+	Horizon     int64
+}
+
+// Counting is Get for a counter command: when the key has no value,
+// the entry's Absence says what it had last (see Absence).
+func (v *View) Counting(topic, key string) (Entry, bool) {
+	if e, ok := v.Get(topic, key); ok {
+		return e, true
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	a := &Absence{Horizon: v.horizon.Load()}
+	if tv := v.topics[topic]; tv != nil {
+		if it, _ := tv.lookup(key); it != nil && !it.placeholder() {
+			n := absenceOf(it)
+			a = &Absence{Of: n.target, EffectiveAt: it.scheduledAt(), Gone: n.gone}
+		}
+	}
+	return Entry{Absence: a}, false
 }
 
 // mergeCounter merges another view's counter c of key k into tv's (the
@@ -247,21 +450,38 @@ func (tv *topicView) countedBase(k string, it *viewItem) []byte {
 func (tv *topicView) mergeCounter(k string, c *counter) {
 	mine := tv.counts[k]
 	switch {
-	case mine == nil || c.version().after(mine.version()):
+	case mine == nil || c.after(mine):
+		if m := mine.moved(c); m != nil {
+			c = mergeCounts(m, c)
+		}
 		tv.setCount(k, c)
-	case mine.of(c.version()):
-		n := *mine
-		n.counts = maps.Clone(mine.counts)
-		for o, oc := range c.counts {
-			if oc.seq > n.counts[o].seq {
-				n.counts[o] = oc
-			}
+	case mine.same(c):
+		tv.setCount(k, mergeCounts(mine, c))
+	default:
+		if m := c.moved(mine); m != nil {
+			tv.setCount(k, mergeCounts(mine, m))
 		}
-		if !n.known && c.known {
-			n.base, n.known = c.base, true
-		}
-		tv.setCount(k, &n)
 	}
+}
+
+// mergeCounts is mine with the counts of c (of the same version) whose
+// seq is greater, and c's base if mine has none.
+func mergeCounts(mine, c *counter) *counter {
+	n := *mine
+	n.counts = maps.Clone(mine.counts)
+	if n.counts == nil {
+		n.counts = make(map[uint64]originCount, len(c.counts))
+	}
+	for o, oc := range c.counts {
+		if oc.seq > n.counts[o].seq {
+			n.counts[o] = oc
+		}
+	}
+	if !n.known && c.known {
+		n.base, n.known = c.base, true
+	}
+	n.horizon = min(mine.horizon, c.horizon)
+	return &n
 }
 
 // Increment is one counter command's increment: N, or F when Float
@@ -282,12 +502,15 @@ var (
 
 // Count is the one rule of a counter command, whatever door took it: it
 // adds inc to the key (topic, key) whose entry on this node is e (found:
-// it has a value) and returns the message to publish and the key's value
+// it has a value; else e.Absence says what it had last, as Counting
+// gives it) and returns the message to publish and the key's value
 // after it on this node. An entry with a stamp (a version this node
 // holds) gets an increment bound to that version (record.KindCounter),
-// never the sum; a key without a value, or one a transaction wrote and
-// has not stamped yet (e.Stamp zero), gets its value written, with its
-// expiry and tag. The message's strings and bytes are its own.
+// never the sum; a revival, or a key without a value, one bound to the
+// absence it counts after (record version 5), from 0. A key a
+// transaction wrote and has not stamped yet (e.Stamp zero), or deleted
+// (no Absence), gets its value written, with its expiry and tag. The
+// message's strings and bytes are its own.
 func Count(topic, key string, e Entry, found bool, inc Increment) (record.Message, []byte, error) {
 	value, err := addIncrement(e.Value, found, inc)
 	if err != nil {
@@ -295,14 +518,23 @@ func Count(topic, key string, e Entry, found bool, inc Increment) (record.Messag
 	}
 	m := record.Message{Topic: strings.Clone(topic), Key: strings.Clone(key), Value: value}
 	switch {
-	case found && e.Stamp.Origin != 0:
-		m.Value = strconv.AppendInt(nil, inc.N, 10)
-		if inc.Float {
-			m.Value = strconv.AppendFloat(nil, inc.F, 'f', -1, 64)
+	case e.Absence != nil:
+		a := e.Absence
+		m.CountAbsent, m.CountOn, m.EffectiveAt, m.ExpiresAt = true, a.Of, a.EffectiveAt, a.Gone
+		if a.Of.Origin == 0 {
+			m.CountOn = record.Stamp{HLC: record.MakeHLC(max(a.Horizon, 0), 0)}
 		}
+	case found && e.Stamp.Origin != 0:
 		m.CountOn, m.EffectiveAt = e.Stamp, e.EffectiveAt
 	case found:
 		m.ExpiresAt, m.Tag = e.ExpiresAt, e.Tag
+		return m, value, nil
+	default:
+		return m, value, nil
+	}
+	m.Value = strconv.AppendInt(nil, inc.N, 10)
+	if inc.Float {
+		m.Value = strconv.AppendFloat(nil, inc.F, 'f', -1, 64)
 	}
 	return m, value, nil
 }

@@ -58,6 +58,7 @@ func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) 
 			}
 			tv.byKey.delete(c.it.key())
 			tv.dropMark(c.it.key())
+			tv.setCount(c.it.key(), nil) // a counter of the expired version, or of its absence expired
 			tv.writes++
 			tv.order.Delete(c.it)
 			if c.it.timedFields() {
@@ -68,6 +69,8 @@ func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) 
 		v.mu.Unlock()
 	}
 	v.collected.Add(uint64(n))
+	for h := v.horizon.Load(); h < cutoff && !v.horizon.CompareAndSwap(h, cutoff); h = v.horizon.Load() {
+	}
 	return n
 }
 

@@ -96,6 +96,13 @@ import (
 // known is 1 when the base (the version's own value) is known, 0 (and no
 // base) while the version has not come.
 //
+// Version 5 is written when the view holds a counter on the absence of a
+// key's value (record version 5): version 4 where each counter's known
+// has bit 2 set for such a counter, and 16 bytes follow it, gone (u64:
+// the target's expiry when it expired, 0: deleted) and horizon (u64, a
+// genesis counter's least horizon, Unix ms); a genesis counter's target
+// is record.Genesis.
+//
 //	+-----------------------------+
 //	| crc32c (u32) of every byte  |  the last 4 bytes of the file
 //	| before it                   |
@@ -116,6 +123,7 @@ const (
 	snapVersion2   = 2
 	snapVersion3   = 3
 	snapVersion4   = 4
+	snapVersion5   = 5
 	snapMarksSize  = 8  // marks u64
 	snapExpMark    = 42 // key len u16, target origin, seq, hlc, change hlc, origin (u64 each)
 	snapTimedSize  = 16 // effective_at u64, expires u64
@@ -163,7 +171,7 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 // it to a peer that bootstraps, with no file between (the view is cloned
 // at the start; Apply goes on meanwhile).
 func EncodeSnapshot(w io.Writer, v *View, covers int64, marks map[uint64]uint64) error {
-	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion4)
+	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion5)
 }
 
 // ErrSnapshotTooNew means the view needs a newer snapshot version than
@@ -208,9 +216,12 @@ func (v *View) freezeSnapshot(maxVersion int) (topics []frozenTopic, entries, ve
 		if len(tv.marks) > 0 {
 			version = max(version, snapVersion3)
 		}
-		if len(tv.counts) > 0 {
-			version = snapVersion4
-			break
+		for _, c := range tv.counts {
+			version = max(version, snapVersion4)
+			if c.absent {
+				version = snapVersion5
+				break
+			}
 		}
 	}
 	if version > maxVersion {
@@ -265,7 +276,7 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 			writeExpiryMarks(bw, ft.marks)
 		}
 		if version >= snapVersion4 {
-			writeCounters(bw, ft.counts)
+			writeCounters(bw, ft.counts, version)
 		}
 		ft.records(func(it *viewItem) bool {
 			val := it.data[int(it.klen)+int(it.tlen):]
@@ -641,7 +652,7 @@ func (d *snapDecoder) readHeader() (snapHeader, error) {
 	}
 	h := snapHeader{version: le.Uint32(b[8:]), covers: int64(le.Uint64(b[16:])),
 		marks: le.Uint64(b[24:]), topics: le.Uint64(b[32:]), entries: le.Uint64(b[40:])}
-	if h.version < snapVersion || h.version > snapVersion4 {
+	if h.version < snapVersion || h.version > snapVersion5 {
 		return snapHeader{}, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, h.version)
 	}
 	if res := le.Uint32(b[12:]); res != 0 {
@@ -725,7 +736,7 @@ func (d *snapDecoder) readTopic(v *View, name string, count uint64, version uint
 	}
 	d.counts = nil
 	if version >= snapVersion4 {
-		if d.counts, err = d.readCounters(); err != nil {
+		if d.counts, err = d.readCounters(version); err != nil {
 			return err
 		}
 	}
@@ -978,15 +989,18 @@ func (d *snapDecoder) readExpiryMarks() (map[string]expiryMark, error) {
 	return marks, nil
 }
 
-// Counters' sizes in a version 4 snapshot.
+// Counters' sizes in a version 4 snapshot, and the flag of a counter on
+// an absence (version 5).
 const (
+	snapCounterAbsent = 2
+
 	snapCounterHead   = 2 + 8 + 8 + 8 + 8 + 1 + 4 // key len, target, eff, known, base len
 	snapCounterOrigin = 8 + 8 + 8 + 8 + 1
 )
 
-// writeCounters writes a topic's counters as version 4 lays them out,
-// ascending by key.
-func writeCounters(bw *bufio.Writer, counts map[string]*counter) {
+// writeCounters writes a topic's counters as version (4 or 5) lays them
+// out, ascending by key.
+func writeCounters(bw *bufio.Writer, counts map[string]*counter, version int) {
 	le := binary.LittleEndian
 	var b [snapCounterHead]byte
 	le.PutUint64(b[0:], uint64(len(counts)))
@@ -1004,8 +1018,20 @@ func writeCounters(bw *bufio.Writer, counts map[string]*counter) {
 		if c.known {
 			b[32] = 1
 		}
-		le.PutUint32(b[33:], uint32(len(c.base)))
-		bw.Write(b[:37])
+		if c.absent {
+			b[32] |= snapCounterAbsent
+		}
+		if version >= snapVersion5 {
+			bw.Write(b[:33])
+			le.PutUint64(b[0:], uint64(c.gone))
+			le.PutUint64(b[8:], uint64(c.horizon))
+			bw.Write(b[:16])
+			le.PutUint32(b[0:], uint32(len(c.base)))
+			bw.Write(b[:4])
+		} else {
+			le.PutUint32(b[33:], uint32(len(c.base)))
+			bw.Write(b[:37])
+		}
 		bw.Write(c.base)
 		le.PutUint32(b[0:], uint32(len(c.counts)))
 		bw.Write(b[:4])
@@ -1024,8 +1050,8 @@ func writeCounters(bw *bufio.Writer, counts map[string]*counter) {
 	}
 }
 
-// readCounters reads a topic's counters (version 4).
-func (d *snapDecoder) readCounters() (map[string]*counter, error) {
+// readCounters reads a topic's counters (version 4 or 5).
+func (d *snapDecoder) readCounters(version uint32) (map[string]*counter, error) {
 	le := binary.LittleEndian
 	h, err := d.next(8, "counters")
 	if err != nil {
@@ -1043,7 +1069,7 @@ func (d *snapDecoder) readCounters() (map[string]*counter, error) {
 			return nil, err
 		}
 		prev = key
-		c, err := d.readCounter(key)
+		c, err := d.readCounter(key, version)
 		if err != nil {
 			return nil, err
 		}
@@ -1074,17 +1100,30 @@ func (d *snapDecoder) counterKey(i uint64, prev string) (string, error) {
 }
 
 // readCounter reads the rest of the counter of key.
-func (d *snapDecoder) readCounter(key string) (*counter, error) {
+func (d *snapDecoder) readCounter(key string, version uint32) (*counter, error) {
 	le := binary.LittleEndian
-	f, err := d.next(snapCounterHead-2, "counter")
+	f, err := d.next(snapCounterHead-2-4, "counter")
 	if err != nil {
 		return nil, err
 	}
+	flags := f[32]
 	c := &counter{target: record.Stamp{Origin: le.Uint64(f[0:]), Seq: le.Uint64(f[8:]), HLC: le.Uint64(f[16:])},
-		eff: int64(le.Uint64(f[24:])), known: f[32] == 1}
-	blen := int64(le.Uint32(f[33:]))
+		eff: int64(le.Uint64(f[24:])), known: flags&1 == 1, absent: flags&snapCounterAbsent != 0}
+	if version >= snapVersion5 {
+		g, err := d.next(16, "counter absence")
+		if err != nil {
+			return nil, err
+		}
+		c.gone, c.horizon = int64(le.Uint64(g[0:])), int64(le.Uint64(g[8:]))
+	}
+	l, err := d.next(4, "counter base")
+	if err != nil {
+		return nil, err
+	}
+	blen := int64(le.Uint32(l))
 	switch {
-	case c.target.Origin == 0 || c.target.Seq == 0 || c.eff < 0 || f[32] > 1:
+	case c.target.Origin == 0 || c.target.Seq == 0 || c.eff < 0 || flags&^(1|snapCounterAbsent) != 0 ||
+		version < snapVersion5 && c.absent || c.gone < 0 || c.horizon < 0 || !c.absent && (c.gone != 0 || c.horizon != 0):
 		return nil, fmt.Errorf("%w: counter of %q with a zero origin or seq, or bad fields", record.ErrCorrupt, key)
 	case blen > d.left || !c.known && blen != 0:
 		return nil, fmt.Errorf("%w: counter base of %d bytes with %d left", record.ErrCorrupt, blen, d.left)

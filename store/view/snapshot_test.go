@@ -473,6 +473,17 @@ func FuzzReadSnapshot(f *testing.F) {
 			v.Apply(r)
 			return snapEncode(f, v, 64, map[uint64]uint64{1: 2, 2: 2})
 		}(),
+		func() []byte {
+			// Version 5: counters on absences, a key's genesis and a
+			// deleted key's.
+			v := New()
+			d := timeRec{key: "k", del: true, origin: 1, seq: 1, hlc: record.MakeHLC(1, 0)}
+			v.Apply(d.record(f))
+			v.Apply(absRec(f, "2", record.Stamp{Origin: 1, Seq: 1, HLC: d.hlc}, 0, 2, 1, record.MakeHLC(2, 0)))
+			m := &record.Message{Topic: "prices", Key: "g", Value: []byte("0.5"), CountAbsent: true, CountOn: record.Stamp{HLC: record.MakeHLC(1, 0)}}
+			v.Apply(stamped(f, m, record.Stamp{Origin: 2, Seq: 2, HLC: record.MakeHLC(3, 0)}))
+			return snapEncode(f, v, 64, map[uint64]uint64{1: 1, 2: 2})
+		}(),
 	}
 	for _, s := range seeds {
 		f.Add(s)

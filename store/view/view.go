@@ -113,6 +113,11 @@ type Entry struct {
 	// expiry change of that version carries. nil for any other key, and
 	// from GetMany.
 	Base []byte
+	// Absence is, for a counter created on a key without a value (its
+	// revival, see Absence), the absence its increments count after;
+	// from Counting, for a key without a value, what it had last. nil
+	// otherwise, and from GetMany.
+	Absence *Absence
 	// EffectiveAt is when a scheduled message took (or takes) effect, in
 	// Unix milliseconds; 0 for an ordinary write.
 	EffectiveAt int64
@@ -173,6 +178,10 @@ type View struct {
 	dropped atomic.Uint64
 	// collected counts the tombstones CollectTombstones dropped (gc.go).
 	collected atomic.Uint64
+	// horizon is the latest cutoff CollectTombstones collected below
+	// (Unix ms): a counter created here on a key without a version
+	// names it (see Absence).
+	horizon atomic.Int64
 	// epoch counts the freezes (from 1, wrapping; see freezeLocked): an
 	// item whose epoch is the view's is in no frozen clone, and may be
 	// updated in place.
@@ -1113,7 +1122,7 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 	}
 	e := it.entry()
 	if tv.counts != nil {
-		e.Base = tv.countedBase(key, it)
+		e.Base, e.Absence = v.countedBase(tv, key, it)
 	}
 	return e, true
 }
