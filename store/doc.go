@@ -22,8 +22,7 @@
 //	<dir>/LOCK                       flock: one process per directory (ErrLocked)
 //	<dir>/meta                       the metafile, one page, two CRC'd copies (segment/meta.go)
 //	<dir>/log/<20-digit position>    segment files, each a fixed number of segments
-//	<dir>/log/<position>             (before the oldest retained) recycled, waiting for reuse
-//	<dir>/log/<position>.free        the same, as older builds named them
+//	<dir>/log/<position>.free        recycled segment files waiting for reuse
 //	<dir>/index/topic/<topic>/...    per-topic index chunks (index/index.go)
 //	<dir>/index/origin/<16 hex>/...  per-origin index chunks
 //	<dir>/cursors                    durable named cursors (cursors/cursors.go)
@@ -76,9 +75,9 @@
 // window ready, so that switching segments is a pointer swap; with
 // several segments a file it keeps the file after the next segment's
 // made too, so that a writer that outruns it at a file's first slot
-// makes a slot of an open file, never a file. Recycling only takes
-// segments out of the log's table: the preparer unmaps them and keeps
-// or deletes their files (segment/ring.go). A full disk is an
+// makes a slot of an open file, never a file. Recycling takes segments
+// out of the log's table and renames a file it empties: the preparer
+// unmaps them and keeps or deletes the files (segment/ring.go). A full disk is an
 // ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
 // never writes past what is allocated, and allocates itself when it runs
 // ahead of the preparer. A new store so costs two windows of disk and of
@@ -176,10 +175,10 @@
 // with ErrFull. Snapshots are written every SnapshotInterval and whenever
 // the log has grown by a quarter of RetentionBytes (1 GiB without a bound).
 // Recycled files are reused for new segments, as the seed design asks: the
-// segment files are a ring, a recycled file kept open under its name and
-// renamed to its next name by the preparer, its blocks allocated and its
-// pages possibly still cached; beyond two spare files they are deleted to
-// give the space back.
+// segment files are a ring, a recycled file renamed "<position>.free"
+// and kept open, then renamed to its next name by the preparer, its
+// blocks allocated and its pages possibly still cached; beyond two spare
+// files they are deleted (by the preparer) to give the space back.
 //
 // # The view
 //

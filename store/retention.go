@@ -49,7 +49,9 @@ func (r *retention) makeRoom(size int) error {
 	}
 	upTo := r.seglog.WritePos() + padded + r.seglog.SegmentSize() - limit
 	floor, holder := r.floor()
-	r.recycleTo(min(upTo, floor))
+	if _, err := r.recycleTo(min(upTo, floor)); err != nil {
+		return err
+	}
 	if r.seglog.WritePos()+padded-r.seglog.Oldest() > limit {
 		r.kickSnapshot()
 		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d, and the oldest segment is still needed by %s",
@@ -93,9 +95,9 @@ func (r *retention) floor() (floor int64, holder *cursors.Entry) {
 // recycleTo retires the segments wholly before upTo and the index chunks
 // that only point into them, and returns the new oldest position. Called
 // under the write lock.
-func (r *retention) recycleTo(upTo int64) int64 {
+func (r *retention) recycleTo(upTo int64) (int64, error) {
 	before := r.seglog.Oldest()
-	oldest := r.seglog.Recycle(upTo)
+	oldest, err := r.seglog.Recycle(upTo)
 	if oldest > before {
 		r.log.Info("recycled log segments", zap.Int64("from", before), zap.Int64("to", oldest))
 		if err := r.topics.DropBefore(oldest); err != nil {
@@ -105,7 +107,7 @@ func (r *retention) recycleTo(upTo int64) int64 {
 			r.log.Warn("dropping origin index chunks failed", zap.Error(err))
 		}
 	}
-	return oldest
+	return oldest, err
 }
 
 // agedUpTo is the end of the sealed segments last written longer ago than

@@ -1152,7 +1152,9 @@ func (s *Store) retireAged() {
 		return
 	}
 	floor, _ := s.retention.floor()
-	s.retention.recycleTo(min(upTo, floor))
+	if _, err := s.retention.recycleTo(min(upTo, floor)); err != nil {
+		s.log.Warn("recycling aged segments failed", zap.Error(err))
+	}
 }
 
 func (s *Store) kickSnapshot() {

@@ -44,8 +44,10 @@ type Log struct {
 	tick  uint64
 	free  []*segFile // recycled files waiting for reuse (ring.go)
 	// retiring are segments the log no longer holds, for the preparer to
-	// unmap and release (ring.go).
-	retiring []*segment
+	// unmap, and retiringFiles their files, to keep for reuse after
+	// (ring.go).
+	retiring      []*segment
+	retiringFiles []*segFile
 	// makingFile is the first position of the file being made, -1 if
 	// none: the writer and the preparer never make the same one.
 	makingFile int64
@@ -812,7 +814,9 @@ func (l *Log) closeSegment(s *segment) bool {
 // made for positions the writer no longer goes to next.
 func (l *Log) dropReadyLocked() {
 	for _, p := range l.ready {
-		l.retireLocked(p)
+		if err := l.retireLocked(p); err != nil {
+			l.log.Warn("retiring a prepared segment failed", zap.Error(err))
+		}
 	}
 	l.ready = nil
 }
@@ -1177,12 +1181,12 @@ func (l *Log) SyncTo(to int64) error {
 // Recycle retires every segment wholly before upTo (never the writer's)
 // and returns the new oldest position. Readers that hold a segment pinned
 // finish their read first; new readers are turned away by oldest. The
-// segments' maps and files are the preparer's to let go of (ring.go).
-func (l *Log) Recycle(upTo int64) int64 {
+// segments' maps are the preparer's to drop (ring.go).
+func (l *Log) Recycle(upTo int64) (int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	oldest := l.oldest.Load()
-	queued := false
+	defer l.kickPrepare()
 	for idx := oldest / l.segSize; ; idx++ {
 		s := l.segs[idx]
 		if s == nil || s == l.cur || s.base+l.segSize > upTo {
@@ -1195,13 +1199,11 @@ func (l *Log) Recycle(upTo int64) int64 {
 			l.unpinned.Wait()
 		}
 		delete(l.segs, idx)
-		l.retireLocked(s)
-		queued = true
+		if err := l.retireLocked(s); err != nil {
+			return oldest, err
+		}
 	}
-	if queued {
-		l.kickPrepare()
-	}
-	return oldest
+	return oldest, nil
 }
 
 // Sealed returns, for each retained segment before the writer's, its

@@ -10,52 +10,66 @@ import (
 )
 
 // The segment files are a ring: a file whose segments are all recycled is
-// kept open under its name (up to MaxFreeSegments of them) and becomes a
-// later file by one rename, its blocks written already and its pages
-// possibly still in the page cache; the writer's path makes, renames,
-// unmaps and deletes no file:
+// kept open (up to MaxFreeSegments of them) and becomes a later file by
+// one rename, its blocks written already and its pages possibly still in
+// the page cache. The writer's path makes, unmaps and deletes no file:
 //
-//   - Recycle, on the writer's path, only takes the segments out of the
-//     table and queues them (retireLocked); the preparer unmaps them and,
-//     with a file's last segment, keeps the file for reuse or deletes it
-//     (retireQueued).
+//   - Recycle, on the writer's path, takes the segments out of the table
+//     and renames a file whose last segment it was to "<position>.free"
+//     (retireLocked); the preparer unmaps the segments and keeps the file
+//     for reuse or deletes it (retireQueued).
 //   - the preparer keeps the file after the one the next segment goes in
 //     made ahead (prepareFileAhead), so that a writer that finds no
 //     segment made ahead at a file's first slot (the preparer behind)
 //     makes a slot in an open file, not a file.
 //
-// A file made ahead and not yet written holds nothing of its use: a crash
-// leaves it after the end of the log, where recovery deletes it, as it
-// does a segment made ahead.
+// The rename is the writer's, at once, so that no crash finds a recycled
+// file under its name with a metafile that still counts it retained (the
+// metafile is synced by the next flush): its records would read again,
+// where the indexes no longer hold them, and a file reused after it would
+// leave a gap. A file made ahead and not yet written holds nothing of its
+// use: a crash leaves it after the end of the log, where recovery deletes
+// it, as it does a segment made ahead.
 
-// retireLocked queues s, a segment the log no longer holds (recycled, or
-// made ahead for a position the writer no longer goes to), for the
-// preparer: see retireQueued. Under mu.
-func (l *Log) retireLocked(s *segment) {
+// retireLocked takes s, a segment the log no longer holds (recycled, or
+// made ahead for a position the writer no longer goes to), out of the
+// log: its map is the preparer's to drop (retireQueued); its file, when
+// s was the last segment of it open, is renamed "<position>.free" here
+// (see above) and kept for reuse once its maps are dropped. Under mu.
+func (l *Log) retireLocked(s *segment) error {
 	l.noteUnmapped(s)
 	l.retiring = append(l.retiring, s)
+	f := s.file
+	if f.refs--; f.refs > 0 {
+		return nil
+	}
+	if fb := s.base - s.off; l.files[fb] == f {
+		delete(l.files, fb)
+	}
+	free := f.path + freeSuffix
+	if err := os.Rename(f.path, free); err != nil {
+		f.closeFD() // left under its name: the next Open sees to it
+		return fsys.FileError("rename", f.path, err)
+	}
+	f.path = free
+	l.retiringFiles = append(l.retiringFiles, f)
+	return nil
 }
 
-// retireQueued does what retireLocked queued: it unmaps the segments and,
-// with a file's last one, keeps the file for reuse (keepFree). The
-// preparer's, and Close's once the preparer has stopped.
+// retireQueued does what retireLocked left to the preparer: it unmaps the
+// segments, then keeps their files for reuse (keepFree). The preparer's,
+// and Close's once the preparer has stopped.
 func (l *Log) retireQueued() {
 	l.mu.Lock()
-	var files []*segFile
 	for i, s := range l.retiring {
-		last, err := s.release()
-		if err != nil {
+		if err := s.unmap(); err != nil {
 			l.log.Warn("unmapping a recycled segment failed", zap.String("segment-path", s.path), zap.Error(err))
-		}
-		if last {
-			if fb := s.base - s.off; l.files[fb] == s.file {
-				delete(l.files, fb)
-			}
-			files = append(files, s.file)
 		}
 		l.retiring[i] = nil
 	}
 	l.retiring = l.retiring[:0]
+	files := l.retiringFiles
+	l.retiringFiles = nil
 	l.mu.Unlock()
 	for _, f := range files {
 		l.keepFree(f)
@@ -63,7 +77,7 @@ func (l *Log) retireQueued() {
 }
 
 // keepFree keeps f, a file none of whose segments the log holds, for
-// reuse, as it is (open, under its name), or deletes it when
+// reuse, as it is (open, unless Open found it free), or deletes it when
 // MaxFreeSegments wait already, so that retention gives the space back.
 func (l *Log) keepFree(f *segFile) {
 	l.mu.Lock()

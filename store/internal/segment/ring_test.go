@@ -17,10 +17,9 @@ import (
 // TestRingReusesFilesInPlace: with several segments a file, the file after
 // the writer's is made ahead of it (so a writer that finds no segment
 // ready at a file's first slot makes no file); recycled files are let go
-// of by the preparer and kept open under their old names, never renamed
-// to .free, and the files made next are those same inodes under new names;
-// a reopen takes the recycled files left under old names for free ones,
-// and the log reads back what it retains.
+// of by the preparer and kept open, and the files made next are those
+// same inodes under new names; a reopen finds the one left free, and the
+// log reads back what it retains.
 func TestRingReusesFilesInPlace(t *testing.T) {
 	const slots = 4
 	dir := t.TempDir()
@@ -63,8 +62,8 @@ func TestRingReusesFilesInPlace(t *testing.T) {
 	}
 	writeTo(2*fileSize + 1) // into the third file
 	first, second := inode(0), inode(fileSize)
-	if got := l.Recycle(2 * fileSize); got != 2*fileSize {
-		t.Fatalf("recycled up to %d, want %d", got, 2*fileSize)
+	if got, err := l.Recycle(2 * fileSize); got != 2*fileSize || err != nil {
+		t.Fatalf("recycled up to %d (%v), want %d", got, err, 2*fileSize)
 	}
 	testkit.Until(t, 10*time.Second, "the preparer keeping both recycled files for reuse", func() string {
 		l.mu.Lock()
@@ -73,8 +72,8 @@ func TestRingReusesFilesInPlace(t *testing.T) {
 			return "not yet"
 		}
 		for _, f := range l.free {
-			if f.f == nil || filepath.Ext(f.path) == freeSuffix {
-				return f.path + " closed or renamed to .free"
+			if f.f == nil {
+				return f.path + " closed"
 			}
 		}
 		return ""
@@ -88,7 +87,9 @@ func TestRingReusesFilesInPlace(t *testing.T) {
 	if !reused[first] || !reused[second] {
 		t.Fatalf("files 5 and 6 are not the recycled files 1 and 2 (inodes %v, recycled %d and %d)", reused, first, second)
 	}
-	l.Recycle(3 * fileSize) // the third file, left under its name at Close
+	if _, err := l.Recycle(3 * fileSize); err != nil { // the third file, free at Close
+		t.Fatal(err)
+	}
 	end := l.End()
 	if err := l.SyncTo(end); err != nil {
 		t.Fatal(err)
@@ -97,8 +98,8 @@ func TestRingReusesFilesInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeAll()
-	if !exists(2 * fileSize) {
-		t.Fatal("the recycled third file is gone: a reopen had nothing to reuse")
+	if _, err := os.Stat(filepath.Join(dir, "log", segmentName(2*fileSize)+freeSuffix)); err != nil {
+		t.Fatalf("the recycled third file: %v", err)
 	}
 
 	m, _, err = OpenMeta(filepath.Join(dir, "meta"), testSegSize, slots, 0, nil)

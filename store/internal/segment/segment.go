@@ -21,10 +21,8 @@ import (
 // before format version 4, and with segments of 8 MiB or more) and is
 // named by the log position of its first byte in 20 decimal digits (like
 // RocketMQ's CommitLog files), so that names sort in log order. A
-// recycled file waits for reuse open, under its old name (Open takes
-// such a file, before the oldest retained position, for a free one), and
-// is renamed to its next name when reused (ring.go); files found under
-// "<position>.free", the name older builds gave them, are free too.
+// recycled file waits for reuse under the name "<position>.free", open
+// (ring.go).
 type segment struct {
 	base int64
 	mark uint32 // the mark of this use's records (markOf)
@@ -228,20 +226,12 @@ func (s *segment) unmap() error {
 	return err
 }
 
-// release unmaps the segment and lets go of its file; last reports that
-// it was the file's last open segment (the file stays open). Under Log.mu
-// once the log runs.
-func (s *segment) release() (last bool, err error) {
-	err = s.unmap()
-	s.file.refs--
-	return s.file.refs == 0, err
-}
-
-// close releases the segment, closing its file with its last segment;
-// last reports that it was. Under Log.mu once the log runs.
+// close unmaps the segment and lets go of its file, closing the file with
+// its last segment; last reports that it was. Under Log.mu once the log
+// runs.
 func (s *segment) close() (last bool, err error) {
-	last, err = s.release()
-	if !last {
+	err = s.unmap()
+	if s.file.refs--; s.file.refs > 0 {
 		return false, err
 	}
 	if cerr := s.file.closeFD(); err == nil {
