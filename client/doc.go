@@ -73,7 +73,7 @@
 // connection for as long as it lives.
 //
 // Code that speaks HTTP to the daemon itself (`cachecast bench` drives
-// one raw connection from its calling goroutine, cmd/cachecast/conn.go:
+// one raw connection from its calling goroutine, cmd/cachecast/internal/rawconn:
 // it spends a third of net/http's CPU per request, which matters when the
 // client shares the machine with the daemon it measures) reads the
 // answers with ParseResult, ParseResults, ParseValue and ParseAPIError,

@@ -338,7 +338,7 @@ func BenchmarkLocalGetMany(b *testing.B) {
 // BenchmarkSocketGet is a GET over the Unix socket (HTTP/1.1, one
 // connection of a client.Client, as an application reads) of the same
 // daemon and keys. (cachecast bench's raw connection spends less on the
-// client's side: cmd/cachecast's BenchmarkBenchConn.)
+// client's side: cmd/cachecast/internal/rawconn's BenchmarkBenchConn.)
 func BenchmarkSocketGet(b *testing.B) {
 	b.Run("keys=1M/value=100", func(b *testing.B) {
 		bd := startBenchDaemon(b, 100)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/cmd/cachecast/internal/rawconn"
 	"github.com/cachecast/cachecast/localview"
 )
 
@@ -383,7 +384,7 @@ func benchLocal(ctx context.Context, path string, o benchOptions, keys []string,
 }
 
 // benchConn is what a bench worker sends its requests through: a
-// rawConn, or a client.Client limited to one connection.
+// rawconn.Conn, or a client.Client limited to one connection.
 type benchConn interface {
 	Get(topic, key string) (client.Value, error)
 	Publish(topic, key string, value []byte, tag string) (client.PutResult, error)
@@ -392,17 +393,17 @@ type benchConn interface {
 }
 
 // dialBench opens a worker's connection; headers (the time fields, from
-// timeHeaders) go into every publish of a rawConn, the only transport
+// timeHeaders) go into every publish of a rawconn.Conn, the only transport
 // validate lets them have.
 func dialBench(ctx context.Context, g *globals, transport, headers string) (benchConn, error) {
 	if transport == "http" {
 		return &httpBench{ctx: ctx, c: g.client(client.WithMaxConns(1), client.WithUserAgent("cachecast-bench"))}, nil
 	}
-	c, err := dialRaw(ctx, g.socket, g.timeout)
+	c, err := rawconn.Dial(ctx, g.socket, g.timeout)
 	if err != nil {
 		return nil, err
 	}
-	c.headers = headers
+	c.SetHeaders(headers)
 	return c, nil
 }
 

@@ -1,4 +1,12 @@
-package main
+// Package rawconn is `cachecast bench`'s raw connection to the daemon's
+// socket: one request at a time on one keep-alive HTTP/1.1 connection,
+// read on the calling goroutine with a parser of only what the daemon
+// sends (Content-Length or chunked bodies), so that a benchmark sharing
+// the machine with the daemon measures the daemon rather than net/http's
+// pooling (BenchmarkBenchConn sets it beside a client.Client). The
+// answers' JSON is package client's and wire's; FuzzReadAnswer holds the
+// parser to net/http's reading.
+package rawconn
 
 import (
 	"bufio"
@@ -17,22 +25,22 @@ import (
 	"github.com/cachecast/cachecast/wire"
 )
 
-// rawConn is bench's connection to the daemon (--transport raw, the
+// Conn is `cachecast bench`'s connection to the daemon (--transport raw, the
 // default): each call writes its request and reads the answer on the
 // calling goroutine, one request at a time on one keep-alive connection.
 // A client.Client spends more CPU per request than a local daemon does
 // (net/http's pooling and its two goroutines per connection); a benchmark
 // that shares the machine with the daemon would measure that
-// (BenchmarkBenchConn sets the two side by side). rawConn speaks only
+// (BenchmarkBenchConn sets the two side by side). Conn speaks only
 // what the daemon sends (HTTP/1.1, Content-Length or chunked bodies) and
 // offers only the calls a benchmark makes; the answers' JSON is package
 // client's and wire's.
 //
-// A rawConn is not safe for concurrent use. After a transport error (or
+// A Conn is not safe for concurrent use. After a transport error (or
 // an answer that breaks HTTP) it is closed, and every later call returns
 // that error; after Close, client.ErrClosed. Error answers of the API
 // (*client.APIError) leave it usable.
-type rawConn struct {
+type Conn struct {
 	socket  string
 	nc      net.Conn
 	r       *bufio.Reader
@@ -57,15 +65,19 @@ func needName(what, name string) error {
 // the daemon sends.
 const maxAnswer = 256 << 20
 
-// dialRaw opens a rawConn to the daemon's socket. timeout bounds each call
+// SetHeaders sets header lines ("Name: value\r\n" each) that every
+// publish carries from now on (bench's time fields).
+func (c *Conn) SetHeaders(lines string) { c.headers = lines }
+
+// Dial opens a Conn to the daemon's socket. timeout bounds each call
 // (zero: no bound).
-func dialRaw(ctx context.Context, socketPath string, timeout time.Duration) (*rawConn, error) {
+func Dial(ctx context.Context, socketPath string, timeout time.Duration) (*Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", socketPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", client.ErrUnreachable, socketPath, err)
 	}
-	return &rawConn{
+	return &Conn{
 		socket:  socketPath,
 		nc:      nc,
 		r:       bufio.NewReaderSize(nc, 64<<10),
@@ -75,7 +87,7 @@ func dialRaw(ctx context.Context, socketPath string, timeout time.Duration) (*ra
 }
 
 // Close closes the connection.
-func (c *rawConn) Close() error {
+func (c *Conn) Close() error {
 	if c.broken == nil {
 		c.broken = client.ErrClosed
 	}
@@ -99,7 +111,7 @@ type answerHeader struct {
 
 // roundTrip writes the request in c.buf and reads the answer. Any error
 // breaks the connection.
-func (c *rawConn) roundTrip() (answer, error) {
+func (c *Conn) roundTrip() (answer, error) {
 	if c.broken != nil {
 		return answer{}, c.broken
 	}
@@ -123,7 +135,7 @@ func (c *rawConn) roundTrip() (answer, error) {
 	return a, nil
 }
 
-func (c *rawConn) exchange() (answer, error) {
+func (c *Conn) exchange() (answer, error) {
 	if _, werr := c.nc.Write(c.buf); werr != nil {
 		// The daemon answers some requests before it has read them whole
 		// (413 for a body over its limit) and closes: its answer, already
@@ -141,7 +153,7 @@ func (c *rawConn) exchange() (answer, error) {
 }
 
 // readAnswer reads one answer, its body into c.body.
-func (c *rawConn) readAnswer() (answer, error) {
+func (c *Conn) readAnswer() (answer, error) {
 	var err error
 	var a answer
 	a.status, a.header, err = readHead(c.r)
@@ -350,7 +362,7 @@ func readBody(r *bufio.Reader, status int, h answerHeader, dst []byte) ([]byte, 
 }
 
 // startRequest begins c.buf with a request line and the common fields.
-func (c *rawConn) startRequest(method string, parts []string) {
+func (c *Conn) startRequest(method string, parts []string) {
 	c.buf = append(c.buf[:0], method...)
 	c.buf = append(c.buf, ' ')
 	for i, p := range parts {
@@ -366,7 +378,7 @@ func (c *rawConn) startRequest(method string, parts []string) {
 
 // endRequest ends the header with the body's type and length, then adds
 // the body.
-func (c *rawConn) endRequest(ctype string, body []byte) {
+func (c *Conn) endRequest(ctype string, body []byte) {
 	if ctype != "" {
 		c.buf = append(c.buf, "Content-Type: "...)
 		c.buf = append(c.buf, ctype...)
@@ -386,7 +398,7 @@ func (a *answer) apiError() error {
 }
 
 // Get is client.Client.Get on this connection.
-func (c *rawConn) Get(topic, key string) (client.Value, error) {
+func (c *Conn) Get(topic, key string) (client.Value, error) {
 	if err := needName("topic", topic); err != nil {
 		return client.Value{}, err
 	}
@@ -416,7 +428,7 @@ func (c *rawConn) Get(topic, key string) (client.Value, error) {
 
 // Publish is client.Client.Publish on this connection (PUT; with an empty key,
 // POST of one message).
-func (c *rawConn) Publish(topic, key string, value []byte, tag string) (client.PutResult, error) {
+func (c *Conn) Publish(topic, key string, value []byte, tag string) (client.PutResult, error) {
 	if err := needName("topic", topic); err != nil {
 		return client.PutResult{}, err
 	}
@@ -446,7 +458,7 @@ func (c *rawConn) Publish(topic, key string, value []byte, tag string) (client.P
 }
 
 // PublishBatch is client.Client.PublishBatch on this connection.
-func (c *rawConn) PublishBatch(topic string, msgs []client.Message) ([]client.PutResult, error) {
+func (c *Conn) PublishBatch(topic string, msgs []client.Message) ([]client.PutResult, error) {
 	if err := needName("topic", topic); err != nil {
 		return nil, err
 	}
@@ -456,7 +468,7 @@ func (c *rawConn) PublishBatch(topic string, msgs []client.Message) ([]client.Pu
 	return c.publishMessages(topic, msgs, "application/x-ndjson")
 }
 
-func (c *rawConn) publishMessages(topic string, msgs []client.Message, ctype string) ([]client.PutResult, error) {
+func (c *Conn) publishMessages(topic string, msgs []client.Message, ctype string) ([]client.PutResult, error) {
 	if err := client.CheckMessages(msgs); err != nil {
 		return nil, err
 	}

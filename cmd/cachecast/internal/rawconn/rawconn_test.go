@@ -1,4 +1,4 @@
-package main
+package rawconn
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ import (
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
-func dial(t *testing.T, srv *clienttest.Server) *rawConn {
+func dial(t *testing.T, srv *clienttest.Server) *Conn {
 	t.Helper()
-	c, err := dialRaw(context.Background(), srv.Socket, 10*time.Second)
+	c, err := Dial(context.Background(), srv.Socket, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestConnBroken(t *testing.T) {
 	if _, err2 := c.Get("p", "k"); err2 == nil || err2.Error() != err.Error() {
 		t.Errorf("second call: %v, want the first error %v", err2, err)
 	}
-	if _, err := dialRaw(context.Background(), srv.Socket, 0); !errors.Is(err, client.ErrUnreachable) {
+	if _, err := Dial(context.Background(), srv.Socket, 0); !errors.Is(err, client.ErrUnreachable) {
 		t.Errorf("dial of a closed daemon: %v", err)
 	}
 }
@@ -176,7 +176,7 @@ func TestConnAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := dialRaw(context.Background(), testkit.CannedServer(t, tt.answer), 5*time.Second)
+			c, err := Dial(context.Background(), testkit.CannedServer(t, tt.answer), 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,7 +202,7 @@ func TestConnAnswers(t *testing.T) {
 		})
 	}
 	t.Run("timeout", func(t *testing.T) {
-		c, err := dialRaw(context.Background(), testkit.CannedServer(t, ""), 100*time.Millisecond)
+		c, err := Dial(context.Background(), testkit.CannedServer(t, ""), 100*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +219,7 @@ func TestConnAnswers(t *testing.T) {
 func TestConnAnswerBeforeBody(t *testing.T) {
 	const body = `{"error":{"code":"value_too_large","message":"value of 8388608 bytes exceeds --max-value-size (1MiB)"}}`
 	answer := fmt.Sprintf("HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	c, err := dialRaw(context.Background(), testkit.CannedServer(t, answer), 5*time.Second)
+	c, err := Dial(context.Background(), testkit.CannedServer(t, answer), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

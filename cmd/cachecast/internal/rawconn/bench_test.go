@@ -1,4 +1,4 @@
-package main
+package rawconn
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func BenchmarkBenchConn(b *testing.B) {
 	ctx := context.Background()
 	c := client.New(n.Socket, client.WithMaxConns(1), client.WithTimeout(10*time.Second))
 	defer c.Close()
-	raw, err := dialRaw(ctx, n.Socket, 10*time.Second)
+	raw, err := Dial(ctx, n.Socket, 10*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}
