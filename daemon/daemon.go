@@ -294,7 +294,7 @@ func (d *Daemon) startCluster() error {
 func (d *Daemon) startGroups() error {
 	cfg := d.cfg
 	gcfg := group.Config{
-		Store:      d.store,
+		Store:      group.StoreOf(d.store),
 		Write:      d.writeInternal,
 		Queues:     cfg.QueuesPerTopic,
 		AckTimeout: cfg.AckTimeout,

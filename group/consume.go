@@ -182,7 +182,7 @@ type group struct {
 	members  []*Member // by ID
 	queues   map[int]*queue
 	gaining  map[int]time.Time // queues allocated here, waiting for their release since
-	readers  [nSources]*store.TopicReader
+	readers  [nSources]TopicReader
 	held     [nSources]*store.Delivery
 	passed   [nSources]vector // highest seq read per origin since the reader started
 	flights  map[ID]*flight

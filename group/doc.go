@@ -108,4 +108,13 @@
 // the same tags, as RocketMQ requires: a message one node's filter skips
 // counts as handled. A member with other tags, or on a node with another
 // queue count, is refused while the group has live hosts that differ.
+//
+// # The store
+//
+// A Manager reads the node's store through Store (store.go): the values
+// of its internal topics, the topics' logs in order, the node's vector
+// and its change signal; StoreOf makes one of a *store.Store, and it
+// writes through Config.Write. The package's unit tests run on a store
+// held in memory, held to the real one's answers by a test of its own;
+// the daemon's tests run groups on real stores and real clusters.
 package group

@@ -153,36 +153,33 @@ func FuzzParseID(f *testing.F) {
 	})
 }
 
-// rig is a store and a manager on it, writing straight to the store.
+// rig is a manager on a store held in memory (memStore), writing straight
+// to it. The store outlives the manager: close then open is the node's
+// restart.
 type rig struct {
 	t   *testing.T
-	dir string
-	st  *store.Store
+	st  *memStore
 	m   *Manager
 	cfg Config
 }
 
 func newRig(t *testing.T, edit func(*Config)) *rig {
 	t.Helper()
-	r := &rig{t: t, dir: t.TempDir()}
+	r := &rig{t: t, st: newMemStore(0xc0ffee)}
 	r.open(edit)
-	t.Cleanup(r.close)
+	t.Cleanup(func() {
+		r.close()
+		r.st.Close()
+	})
 	return r
 }
 
 func (r *rig) open(edit func(*Config)) {
 	r.t.Helper()
-	opts := store.DefaultOptions(r.dir)
-	opts.SegmentSize = 4 << 20
-	st, err := store.Open(opts)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.st = st
 	r.cfg = Config{
-		Store: st,
+		Store: r.st,
 		Write: func(_ context.Context, msgs []record.Message) error {
-			_, err := st.PublishBatch(msgs)
+			_, err := r.st.PublishBatch(msgs)
 			return err
 		},
 		Interval:       20 * time.Millisecond,
@@ -191,29 +188,27 @@ func (r *rig) open(edit func(*Config)) {
 	if edit != nil {
 		edit(&r.cfg)
 	}
+	var err error
 	if r.m, err = New(r.cfg); err != nil {
 		r.t.Fatal(err)
 	}
 }
 
+// close stops the manager, as the node's stop does.
 func (r *rig) close() {
 	if r.m != nil {
 		r.m.Close()
 		r.m = nil
 	}
-	if r.st != nil {
-		r.st.Close()
-		r.st = nil
-	}
 }
 
 func (r *rig) publish(topic, key, value, tag string) ID {
 	r.t.Helper()
-	res, err := r.st.Publish(&record.Message{Topic: topic, Key: key, Value: []byte(value), Tag: tag})
+	res, err := r.st.PublishBatch([]record.Message{{Topic: topic, Key: key, Value: []byte(value), Tag: tag}})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return ID{res.Origin, res.Seq}
+	return ID{res[0].Origin, res[0].Seq}
 }
 
 // next waits for one delivery of mb.

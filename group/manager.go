@@ -47,8 +47,8 @@ var (
 
 // Config configures a Manager.
 type Config struct {
-	// Store is the node's store.
-	Store *store.Store
+	// Store is the node's store (StoreOf).
+	Store Store
 	// Nodes returns the IDs (origins) of the live nodes, this one
 	// included. Nil for a lone node.
 	Nodes func() []uint64
@@ -120,7 +120,7 @@ func (c *Config) setDefaults() {
 // Manager runs the consumer groups that have members on this node.
 type Manager struct {
 	cfg  Config
-	st   *store.Store
+	st   Store
 	self uint64
 	log  *zap.Logger
 
