@@ -30,6 +30,7 @@ import (
 // /readyz, the shared view's ready bit and the daemon's ready flag say
 // not ready; then it is ready, and holds every key.
 func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
+	t.Parallel()
 	const keys = 200_000
 	ds := startCluster(t, 2, nil)
 	a := ds[0]

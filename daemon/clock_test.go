@@ -79,6 +79,7 @@ func stampTime(t *testing.T, pr wire.PutResult) time.Time {
 // ahead: its writes must not win over the others' concurrent writes, the
 // others' clocks must not follow it, and they flag it.
 func TestClusterClockAheadIsHeldBack(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
 			hook(c, func(h *daemonhooks.Hooks) { h.Clock = func() time.Time { return time.Now().Add(time.Hour) } })
@@ -152,6 +153,7 @@ func TestClusterClockAheadIsHeldBack(t *testing.T) {
 // TestClusterClockBehindIsSaid runs three nodes, node2's clock an hour
 // behind: node2 finds both peers ahead and says its own clock is behind.
 func TestClusterClockBehindIsSaid(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 2 {
 			hook(c, func(h *daemonhooks.Hooks) { h.Clock = func() time.Time { return time.Now().Add(-time.Hour) } })

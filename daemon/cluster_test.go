@@ -108,6 +108,7 @@ func TestSyncReplicationWithoutPeer(t *testing.T) {
 }
 
 func TestClusterKeyMismatch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, key string) string {
 		p := filepath.Join(dir, name)

@@ -46,6 +46,7 @@ func fleetMember(f wire.Fleet, name string) wire.FleetMember {
 // GET /v1/fleet/groups lists every node's consumer groups, and a member
 // that does not answer as such.
 func TestConsoleRoutes(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, nil)
 	ds[0].put("prices", "sku-42", "10")
 

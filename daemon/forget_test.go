@@ -21,6 +21,7 @@ import (
 // peers.json too), after which none is degraded and verify passes. Alive
 // members and the node itself are refused.
 func TestForgetMemberRemovedForGood(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, nil)
 	for _, tc := range []struct{ name, want string }{
 		{"node1", "is alive"},

@@ -162,6 +162,7 @@ func steadyGossip(_ int, c *Config) { c.GossipProfile = "lan" }
 // once, each key's messages in order on one member; with the fan-out over
 // TCP and over NATS.
 func TestGroupSharesAcrossNodes(t *testing.T) {
+	t.Parallel()
 	t.Run("tcp", func(t *testing.T) { groupSharesAcrossNodes(t, startCluster(t, 3, steadyGossip)) })
 	t.Run("nats", func(t *testing.T) {
 		url := testkit.NATS(t, nil).ClientURL()
@@ -269,6 +270,7 @@ func head(s []string) []string { return s[:min(5, len(s))] }
 // one topic at once: each broadcasting subscriber gets exactly what its
 // filter takes, each group gets it exactly once across the nodes.
 func TestGroupBesideBroadcastAndTags(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 2, steadyGossip)
 	type reader struct {
 		name  string
@@ -466,6 +468,7 @@ func TestGroupMetrics(t *testing.T) {
 // handed over (drained, released, then started), so every message is
 // still handled exactly once.
 func TestGroupHandoverOnJoin(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, steadyGossip)
 	out, errs, stop := make(chan handled, 1024), make(chan error, 16), make(chan struct{})
 	var wg sync.WaitGroup
@@ -552,6 +555,7 @@ func TestGroupHandoverOnJoin(t *testing.T) {
 // --queues-per-topic, or whose tags, differ from the group's live hosts:
 // the allocation needs one queue count, the positions one filter.
 func TestGroupHostsMustAgree(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		if i == 1 {
 			c.QueuesPerTopic = 8
@@ -593,6 +597,7 @@ func TestGroupHostsMustAgree(t *testing.T) {
 // when it differs from what was written by then. The entry is still written for
 // a member that stays, and its tombstone once the last one leaves.
 func TestShortMembersCostNoRecords(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, testConfig(t))
 	records := func(topic string) uint64 {
 		for _, tp := range td.d.Store().Topics() {

@@ -284,6 +284,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 }
 
 func TestSocketFile(t *testing.T) {
+	t.Parallel()
 	t.Run("stale socket is replaced", func(t *testing.T) {
 		cfg := testConfig(t)
 		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})

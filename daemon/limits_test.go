@@ -400,6 +400,7 @@ func TestLimitsPerUID(t *testing.T) {
 // in ./test measures the daemon's resident memory under the load of issue
 // 13.
 func TestBodyMemoryBudget(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		node    int64
@@ -468,6 +469,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 // no longer than --read-timeout, as with the defaults (a minute each):
 // the answer is written after the read deadline, past the write deadline.
 func TestStalledBodyAnswered(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	cfg.ReadTimeout, cfg.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
 	td := startDaemon(t, cfg)

@@ -484,6 +484,7 @@ func rueidisClient(t *testing.T, td *testDaemon, opt rueidis.ClientOption) rueid
 // asserts the cache lags the view by less than the fan-out itself took
 // (plus a margin for a busy machine).
 func TestRedisClientCacheAcrossCluster(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, nil)
 	a, c := ds[0], ds[2]
 	ctx := context.Background()

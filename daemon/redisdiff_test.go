@@ -309,6 +309,7 @@ func (p *redisPair) differs(why, ours, theirs string, args ...string) {
 // between the two. The replies that differ by design are listed
 // with their reasons (resp's package doc and README say them).
 func TestRedisTimeAgainstRedisServer(t *testing.T) {
+	t.Parallel()
 	theirs := startRedisServer(t)
 	td := startDaemon(t, testConfig(t))
 	for _, proto := range []string{"2", "3"} {

@@ -12,6 +12,7 @@ import (
 // route's body past its fixed limit is not blamed on --max-body-size.
 // The callers are another uid where the route has a role to check.
 func TestRefusedWhatCannotBeKept(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	const uid = 61090
 	td := startDaemon(t, roleConfig(t))

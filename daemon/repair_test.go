@@ -25,6 +25,7 @@ import (
 // the topic from the start reads every message, and status says what
 // happened.
 func TestDamagedLogHealsFromTheFleet(t *testing.T) {
+	t.Parallel()
 	for _, snap := range []bool{true, false} {
 		t.Run(map[bool]string{true: "with its snapshot", false: "without a snapshot"}[snap], func(t *testing.T) {
 			const perNode = 200
@@ -112,6 +113,7 @@ func TestDamagedLogHealsFromTheFleet(t *testing.T) {
 // A lone node (nobody holds its records) says so, and an operator gives
 // the lost records up: the vector goes on, readers read past them.
 func TestDamagedLogWithNoPeerIsAccepted(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	td := startDaemon(t, cfg)
 	for i := range 300 {
@@ -167,6 +169,7 @@ func TestDamagedLogWithNoPeerIsAccepted(t *testing.T) {
 // until the record came back or `cachecast repair accept`. Once the
 // record turns up it is pulled back and told too.
 func TestLostRecordDoesNotHoldBackNewWrites(t *testing.T) {
+	t.Parallel()
 	const before, after = 200, 20
 	ds := startCluster(t, 2, nil)
 	own := ds[0].d.store.Origin()

@@ -94,6 +94,7 @@ func (u uidClient) do(method, path, body string) resp {
 // refused request is 403 forbidden naming the role and the uid, and
 // changes nothing.
 func TestRoles(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	const (
 		none = 61000 + iota
@@ -295,6 +296,7 @@ func TestRolesHas(t *testing.T) {
 // user holds its one member, a second is 429 too_many; once the first
 // leaves, it may join again. Root, an admin, is not counted.
 func TestMemberBound(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	const user = 61050
 	cfg := roleConfig(t)

@@ -68,6 +68,7 @@ func scrape(t *testing.T, td *testDaemon) string {
 // verify fails on both sides; after the heal all of it clears. Each side's
 // time to say so is measured and bounded.
 func TestSplitIsVisibleOnBothSides(t *testing.T) {
+	t.Parallel()
 	fn := faultnet.New()
 	ds := startCluster(t, 3, func(i int, c *Config) {
 		c.JoinTimeout = 300 * time.Millisecond

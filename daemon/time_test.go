@@ -69,6 +69,7 @@ func postNDJSON(t *testing.T, td *testDaemon, topic string, lines []string, head
 // expiry; a node down across the expiries never serves the values when it
 // comes back; no snapshot holds an expired value.
 func TestClusterExpiry(t *testing.T) {
+	t.Parallel()
 	var clock fleetClock
 	ds := startTimedCluster(t, &clock)
 	t0 := clock.base.Load()
@@ -342,6 +343,7 @@ func checkValues(t *testing.T, td *testDaemon, names []string, want func(i int) 
 // instant the scheduled one; a subscriber hears each take effect; after
 // the instant an ordinary write wins again.
 func TestClusterScheduledFlip(t *testing.T) {
+	t.Parallel()
 	var clock fleetClock
 	ds := startTimedCluster(t, &clock)
 	const n = 1000
@@ -489,6 +491,7 @@ func TestClusterScheduledPartition(t *testing.T) {
 // the shared view file's GetMany on every node, never see a mix of two
 // batches.
 func TestClusterBatchVisibleTogether(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, nil)
 	keys, names := skus(100)
 	const batches = 200

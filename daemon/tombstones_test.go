@@ -46,6 +46,7 @@ func deletedEverywhere(t *testing.T, ds []*testDaemon, key string) {
 // Every node of three collects the tombstones once the grace has passed:
 // the view's entries and the snapshot shrink, the fleet stays identical.
 func TestTombstonesCollectedOnEveryNode(t *testing.T) {
+	t.Parallel()
 	const keys = 300
 	// A grace of 8 s: a node out of contact for half of it leaves its
 	// cluster (away), and a loaded CI machine has kept nodes from each
@@ -95,6 +96,7 @@ func TestTombstonesCollectedOnEveryNode(t *testing.T) {
 // that joined after the retirement reports none of them in its vector,
 // so before, its peers never collected them.
 func TestRetiredOriginsTombstonesCollected(t *testing.T) {
+	t.Parallel()
 	const keys, grace = 100, 30 * time.Second
 	var skew atomic.Int64 // node0's clock ahead of the wall clock, to pass the grace
 	ds := startCluster(t, 3, func(i int, c *Config) {
@@ -211,6 +213,7 @@ func TestLateWriteWithinGraceLosesToTombstone(t *testing.T) {
 // with its old log; with --start-over it moves the log aside and starts
 // fresh, and the key stays deleted everywhere.
 func TestAwayNodeDoesNotResurrectCollectedDelete(t *testing.T) {
+	t.Parallel()
 	const grace = 2 * time.Second
 	ds := startCluster(t, 3, func(i int, c *Config) { c.TombstoneGrace = grace })
 	ds[0].put("prices", "sku", "first")

@@ -32,6 +32,7 @@ func (td *testDaemon) verify() wire.VerifyResult {
 // /v1/status shows the same digest); once one node's view differs on a
 // topic at the same vector, it names that node and that topic.
 func TestVerifyCluster(t *testing.T) {
+	t.Parallel()
 	ds := startCluster(t, 3, nil)
 	for i := range 20 {
 		ds[i%3].put("prices", fmt.Sprintf("sku-%d", i), fmt.Sprintf("v%d", i))

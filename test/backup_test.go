@@ -20,6 +20,7 @@ import (
 // own, and that the three converge on the records written during and
 // after the backup.
 func TestBackupRestore(t *testing.T) {
+	t.Parallel()
 	nodes := startClusterNodes(t, []clusterSpec{{Name: "a"}, {Name: "b"}})
 	waitClusterUp(t, nodes, namesOf(nodes), false, 30*time.Second)
 	a := nodes[0]

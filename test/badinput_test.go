@@ -19,6 +19,7 @@ import (
 // rejected request was written. The daemon package has the long table
 // in-process; this one proves the binary.
 func TestBadInputs(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "bad", Args: append([]string{
 		"--max-body-size", "64KiB", "--read-header-timeout", "300ms", "--read-timeout", "500ms",
 	}, append(smallNode, "--max-value-size", "1KiB")...)})

@@ -61,6 +61,7 @@ var publishLine = regexp.MustCompile(`^ok seq=(\d+) origin=([0-9a-f]{16}) hlc=\d
 // live, durable cursor, JSON) and a small bench, and the exit statuses of
 // errors.
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "cli", Args: smallNode})
 	st, err := n.Client.Status(ctx(t))
 	if err != nil {
@@ -352,6 +353,7 @@ func subscriptionLines(t *testing.T, n *Node, topic string, count int) string {
 // TestCLIPending: cachecast pending lists a topic's scheduled values, a
 // scheduled delete and an expiry, and nothing once their instant has come.
 func TestCLIPending(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "cli-pending", Args: smallNode})
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	soon := time.Now().Add(1500 * time.Millisecond).UnixMilli()
@@ -383,6 +385,7 @@ func TestCLIPending(t *testing.T) {
 // past --redis-tracking-max-keys, a silent one past --redis-idle-timeout
 // and one past --max-connections.
 func TestCLIStatusRedis(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "cli-redis", Args: append(smallNode,
 		"--max-connections", "2", "--max-connections-per-uid", "2",
 		"--redis-idle-timeout", "3s", "--redis-tracking-max-keys", "10")})

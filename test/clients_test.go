@@ -23,6 +23,7 @@ import (
 // Without python3-redis, node or npm the test is skipped outside CI
 // (.ci/run installs them) and fails in CI.
 func TestRedisClients(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "clients", Args: smallNode})
 	sock := strings.TrimSuffix(n.Socket, ".sock") + "-redis.sock"
 	src, err := filepath.Abs("clients")

@@ -60,6 +60,7 @@ type write struct {
 // identical (value and stamp of every key) and that each key holds the
 // write the (HLC, origin) rule picks among all acknowledged writes.
 func TestClusterConverges(t *testing.T) {
+	t.Parallel()
 	const (
 		topic      = "conv"
 		shared     = 40  // keys every node writes
@@ -193,6 +194,7 @@ func checkRing(t *testing.T, nodes []*clusterNode) {
 // stored on a. After a restarts, every acknowledged write, whatever its
 // status, is on every node, and the views converge.
 func TestClusterSIGKILLSyncReplication(t *testing.T) {
+	t.Parallel()
 	const (
 		topic   = "sync"
 		writers = 4
@@ -433,6 +435,7 @@ func TestClusterSIGKILLSyncReplication(t *testing.T) {
 // every node then sees it connected and caught up, and a sync publish on
 // the nodes whose replica it is (pinned with --replica) answers ok.
 func TestClusterQuickRestartRelinks(t *testing.T) {
+	t.Parallel()
 	const topic = "relink"
 	args := func(replica string) []string {
 		return []string{"--replication=sync", "--replica-timeout", "2s", "--replica", replica}
@@ -510,6 +513,7 @@ func head(s []uint64) []uint64 {
 // TestClusterNodeDownCatchesUp stops one node of three, writes 2,000 keys
 // on the others, and restarts it: it catches up and converges.
 func TestClusterNodeDownCatchesUp(t *testing.T) {
+	t.Parallel()
 	const (
 		topic  = "down"
 		before = 100  // keys written while all three run
@@ -575,6 +579,7 @@ func TestClusterNodeDownCatchesUp(t *testing.T) {
 // reaches the others, nothing they write reaches it, and the data port
 // refuses a peer that proves the wrong key, or none.
 func TestClusterWrongKey(t *testing.T) {
+	t.Parallel()
 	const topic = "keys"
 	good, goodKey := writeKeyFile(t, "good.key")
 	bad, badKey := writeKeyFile(t, "bad.key")
@@ -682,6 +687,7 @@ func TestClusterWrongKey(t *testing.T) {
 // with a logged reason; the node keeps serving, its links stay up, and
 // writes made afterwards reach every node.
 func TestClusterGarbageDataPort(t *testing.T) {
+	t.Parallel()
 	const topic = "garbage"
 	seed := testSeed(t)
 	rng := mrand.New(mrand.NewPCG(seed, 0))

@@ -83,6 +83,7 @@ func (s codeSet) check(t *testing.T, what string, r response, code string) {
 // a fault (a full store, a full disk, an I/O error, a shutdown) from a
 // daemon of their own.
 func TestErrorCodes(t *testing.T) {
+	t.Parallel()
 	seen := codeSet{}
 	// ran counts the subtests that ran and were not skipped: the check
 	// that every code was produced needs them all (go test -run may select

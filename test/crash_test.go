@@ -194,6 +194,7 @@ func (w *crashWriter) run(c *client.Client, rng *rand.Rand, origin uint64, stop 
 // its startup, before it is ready. CACHECAST_E2E_SEED replays a seed
 // (the kill moments still differ with the machine's timing).
 func TestCrashSyncLosesNoAck(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CACHECAST_E2E_SEED"); s != "" {
 		var err error

@@ -23,6 +23,7 @@ import (
 // had received it without the daemon confirming its ack before the kill.
 // It logs how long the survivors took to deliver c's queues again.
 func TestGroupKillMember(t *testing.T) {
+	t.Parallel()
 	const (
 		topic        = "orders"
 		group        = "billing"
@@ -315,6 +316,7 @@ func checkGroupRun(t *testing.T, dels []delivery, acks []*ackBatch, published []
 // `groups` lists the group, and `group reset` with `watch --group`
 // delivers the topic again from the earliest message.
 func TestGroupCLIDeadLetters(t *testing.T) {
+	t.Parallel()
 	const (
 		topic = "jobs"
 		group = "workers"
@@ -425,6 +427,7 @@ func TestGroupCLIDeadLetters(t *testing.T) {
 // README shows; the groups' internal topics are left out of `cachecast
 // topics` but listed with --internal.
 func TestGroupCLINoLiveMember(t *testing.T) {
+	t.Parallel()
 	const (
 		topic = "jobs"
 		group = "workers"

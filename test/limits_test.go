@@ -69,15 +69,8 @@ func settledRSS(t *testing.T, pid int) int64 {
 // system after the burst. Before the body budget the same load took the
 // daemon from 142 MiB to 653 MiB resident, where it stayed.
 func TestBodyMemoryBurst(t *testing.T) {
-	b := bins
-	if raceEnabled {
-		// The race detector's shadow memory is not the daemon's: measure
-		// the daemon as it is shipped.
-		var err error
-		if b, err = Build(t.TempDir(), testVersion, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Parallel()
+	b := shippedBins(t)
 	const batches, size = 8, 60 << 20
 	line := `{"key":"k","value":"` + strings.Repeat("v", 1000) + `"}` + "\n"
 	var body bytes.Buffer

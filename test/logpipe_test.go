@@ -30,6 +30,7 @@ import (
 // cachecast_log_lines_lost_total, note the loss once to journald when it
 // runs, and stop cleanly on SIGTERM: exit 0, socket removed.
 func TestBrokenLogPipe(t *testing.T) {
+	t.Parallel()
 	t.Run("no journald", func(t *testing.T) {
 		brokenLogPipe(t, bins.Daemon, nil)
 	})

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -14,6 +16,9 @@ import (
 // bins are the binaries every test of the package runs, built once by
 // TestMain.
 var bins *Binaries
+
+// binDir holds bins, and shippedBins's build; TestMain removes it.
+var binDir string
 
 // testVersion is the version compiled into the test binaries; the tests
 // check that the daemon reports it.
@@ -35,6 +40,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	binDir = dir
 	// The daemon is built with the race detector when the tests are: a race
 	// in the real process under the tests' load fails the test.
 	bins, err = Build(dir, testVersion, raceEnabled)
@@ -50,4 +56,25 @@ func run(m *testing.M) int {
 		}
 	}
 	return code
+}
+
+// shipped builds the binaries as they are shipped, without the race
+// detector, once per run (the memory tests run side by side).
+var shipped = sync.OnceValues(func() (*Binaries, error) {
+	return Build(filepath.Join(binDir, "shipped"), testVersion, false)
+})
+
+// shippedBins are the binaries the memory tests measure: bins, or with
+// -race a build without it, as the race detector's shadow memory is not
+// the daemon's.
+func shippedBins(t *testing.T) *Binaries {
+	t.Helper()
+	if !raceEnabled {
+		return bins
+	}
+	b, err := shipped()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

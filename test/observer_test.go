@@ -45,6 +45,7 @@ func lateRecords(t *testing.T, metricsAddr, from string) (perNode, perOrigin flo
 // origin); the others agree with it again. The times are measured,
 // printed and bounded.
 func TestObserverSeesAPausedNode(t *testing.T) {
+	t.Parallel()
 	var specs []clusterSpec
 	metrics := map[string]string{}
 	for _, name := range []string{"a", "b", "c"} {

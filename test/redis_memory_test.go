@@ -27,14 +27,8 @@ import (
 // closed; the daemon's resident memory stays within the budget; and
 // another user of --redis-users, with a share of its own, is still served.
 func TestRedisTCPBodyMemory(t *testing.T) {
-	b := bins
-	if raceEnabled {
-		// The race detector's shadow memory is not the daemon's.
-		var err error
-		if b, err = Build(t.TempDir(), testVersion, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	t.Parallel()
+	b := shippedBins(t)
 	users := filepath.Join(t.TempDir(), "users.acl")
 	if err := os.WriteFile(users, []byte("user alice on >alice-pw ~* +@all\nuser bob on >bob-pw ~* +@all\n"), 0o600); err != nil {
 		t.Fatal(err)

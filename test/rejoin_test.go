@@ -99,6 +99,7 @@ func waitGoneForgotten(t *testing.T, nodes []*clusterNode, down int) {
 // after another on one cluster, so each also starts from a cluster that a
 // restart reformed.
 func TestClusterRestartOrdersReform(t *testing.T) {
+	t.Parallel()
 	const topic = "rejoin"
 	nodes := startClusterNodes(t, readmeLayout())
 	names := namesOf(nodes)
@@ -157,6 +158,7 @@ func TestClusterRestartOrdersReform(t *testing.T) {
 // the README's seed, has no --join at all).
 // The six orders alternate SIGTERM and SIGKILL on one cluster.
 func TestClusterColdRestartEveryOrder(t *testing.T) {
+	t.Parallel()
 	const topic = "cold"
 	nodes := startClusterNodes(t, readmeLayout())
 	names := namesOf(nodes)

@@ -17,6 +17,7 @@ import (
 // repair` names the records lost (nobody else holds them: it is alone)
 // and exits 1 until `cachecast repair accept` gives them up.
 func TestRepairCLI(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "repair", Args: smallNode})
 	for i := range 300 {
 		if r := httpDo(t, n, "PUT", fmt.Sprintf("/v1/topics/prices/keys/sku-%d", i), strings.NewReader(strings.Repeat("v", 150))); r.status != 200 {

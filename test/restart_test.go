@@ -101,6 +101,7 @@ func (m model) check(t *testing.T, c *client.Client) {
 // which under --flush async loses nothing either (the page cache holds the
 // log; only a machine crash can lose the last interval).
 func TestRestartKeepsEverything(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "restart", Args: smallNode})
 	c := n.Client
 	ctx := ctx(t)
@@ -280,6 +281,7 @@ func snapshotOf(t *testing.T, c *client.Client) stateSummary {
 // finished and answered, and kept; the stream ends cleanly; the daemon
 // exits 0 and removes its socket.
 func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "drain", Args: []string{"--shutdown-timeout", "10s"}})
 	c := n.Client
 	sub, err := c.Subscribe(ctx(t), "t", client.SubscribeOptions{})
@@ -350,6 +352,7 @@ func TestShutdownDrains(t *testing.T) {
 // of a running one, then on its socket: each refuses to start, exits 1 and
 // says why, and the first one serves on, unharmed.
 func TestSecondDaemonRefuses(t *testing.T) {
+	t.Parallel()
 	first := StartNode(t, bins, NodeOptions{Name: "first"})
 	if _, err := first.Client.Publish(ctx(t), "t", "k", []byte("v"), ""); err != nil {
 		t.Fatal(err)

@@ -65,6 +65,7 @@ func checkWirePutResult(t *testing.T, raw json.RawMessage, topic, key string) {
 // topics what it reads back, so that each runs alone (-run
 // 'TestRoutes/get') as well as after the others.
 func TestRoutes(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "routes", Args: smallNode})
 	c := n.Client
 	ctx := ctx(t)

@@ -19,6 +19,7 @@ import (
 // in status. It used to refuse to start ("start the node afresh from its
 // peers"), a restart loop under systemd.
 func TestDamagedSnapshotPastRecycledLogFromPeer(t *testing.T) {
+	t.Parallel()
 	args := []string{"--segment-size", "1MiB", "--retention-bytes", "2MiB", "--max-value-size", "64KiB",
 		"--flush-interval", "20ms", "--snapshot-interval", "100ms"}
 	nodes := startClusterNodes(t, []clusterSpec{{Name: "a", Args: args}, {Name: "b", Args: args}})

@@ -41,6 +41,7 @@ func (l latencies) String() string {
 // without the frozen peer is logged (BENCHMARKS.md has the figures), not
 // asserted: the machine is shared.
 func TestClusterSIGSTOPOneNode(t *testing.T) {
+	t.Parallel()
 	const (
 		topic   = "stall"
 		rate    = 5000 // publishes a second, over both publishing nodes
@@ -200,6 +201,7 @@ func checkLastWrites(t *testing.T, view map[string]keyView, last map[string]int)
 // no node may wait its --shutdown-timeout (30s here) for one. Each must
 // exit 0 well within it.
 func TestClusterStopAllAtOnce(t *testing.T) {
+	t.Parallel()
 	nodes := startClusterNodes(t, threeNodes("--shutdown-timeout", "30s"))
 	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
 	start := time.Now()

@@ -78,6 +78,7 @@ func cliOnTerminal(t *testing.T, n *Node, stdinTTY, stdoutTTY bool, args ...stri
 // terminal shows it as CR LF) and publish without a value refuses to wait
 // for typing; piped, TestCLI checks the raw bytes.
 func TestCLITerminal(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "tty", Args: smallNode})
 	cli(t, n, "", "publish", "prices", "sku-1", "12.50").ok(t, "publish")
 

@@ -23,6 +23,7 @@ import (
 // 409 fleet_too_old naming it, and its ordinary writes reach the old node;
 // once the old node has left, the same write is taken.
 func TestFleetTooOldProcess(t *testing.T) {
+	t.Parallel()
 	nodes := startClusterNodes(t, []clusterSpec{{Name: "new"}})
 	n := nodes[0]
 	old := daemontest.Start(t, func(cfg *daemon.Config) {

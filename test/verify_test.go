@@ -16,6 +16,7 @@ import (
 // the data port as a peer would, so no anti-entropy can see it), it exits
 // 1 naming that node and that topic.
 func TestVerifyCLI(t *testing.T) {
+	t.Parallel()
 	nodes := startClusterNodes(t, threeNodes())
 	defer stopAll(nodes)
 	waitClusterUp(t, nodes, namesOf(nodes), true, 15*time.Second)

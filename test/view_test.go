@@ -54,6 +54,7 @@ func waitViewValues(t *testing.T, path, topic string, want []uint64) {
 // consistent value or "not ready", never garbage, and moves to the
 // restarted daemon's generation by itself.
 func TestViewSIGKILL(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "view"})
 	path := viewPath(n)
 	const keys, size, batch = 200, 100, 100
@@ -146,6 +147,7 @@ func TestViewSIGKILL(t *testing.T) {
 // bounded by 2s; and once c's socket answers with an update, c's view has
 // it within 100ms (the mirror's own delay is microseconds).
 func TestViewCrossNode(t *testing.T) {
+	t.Parallel()
 	nodes := startClusterNodes(t, threeNodes())
 	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
 	a, c := nodes[0], nodes[2]
@@ -229,6 +231,7 @@ func TestViewCrossNode(t *testing.T) {
 // TestCLILocal: cachecast get --local reads the shared view; bench --mode
 // local-get measures it; a stopped daemon's view is refused.
 func TestCLILocal(t *testing.T) {
+	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "cli-local"})
 	cli(t, n, "", "publish", "--tag", "eu", "prices", "sku-1", "12.50").ok(t, "publish")
 	var r cliResult
