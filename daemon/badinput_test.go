@@ -19,7 +19,6 @@ import (
 // code, and afterwards the daemon still serves and its data is unchanged:
 // nothing of a rejected request is written.
 func TestBadInputs(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig(t)
 	cfg.MaxValueSize = 1 << 10
 	cfg.MaxBodySize = 64 << 10

@@ -30,7 +30,6 @@ import (
 // /readyz, the shared view's ready bit and the daemon's ready flag say
 // not ready; then it is ready, and holds every key.
 func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
-	t.Parallel()
 	const keys = 200_000
 	ds := startCluster(t, 2, nil)
 	a := ds[0]
@@ -46,7 +45,7 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 		}
 	}
 	want := a.d.store.Vector()
-	testkit.Eventually(t, 60*time.Second, "node1 to hold the 200,000 keys", func() bool {
+	testkit.Eventually(t, 3*time.Minute, "node1 to hold the 200,000 keys", func() bool {
 		return cluster.Covers(ds[1].d.store.Vector(), want)
 	})
 
@@ -165,7 +164,7 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 	td.runErr = make(chan error, 1)
 	go func() { td.runErr <- d.Run(ctx) }()
 	t.Cleanup(td.stop)
-	testkit.Eventually(t, 120*time.Second, "the fresh node to be ready", d.ready.Load)
+	testkit.Eventually(t, 3*time.Minute, "the fresh node to be ready", d.ready.Load)
 	// Past ready every read is served: let the pollers see it a while.
 	n := served.Load()
 	testkit.Eventually(t, 30*time.Second, "reads served after ready", func() bool { return served.Load() > n+200 })

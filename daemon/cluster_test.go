@@ -50,7 +50,7 @@ func startCluster(t *testing.T, n int, edit func(i int, c *Config)) []*testDaemo
 			seed = []string{td.d.cluster.Gossip().Addr()}
 		}
 	}
-	testkit.Eventually(t, 5*time.Second, "every node sees every other", func() bool {
+	testkit.Eventually(t, 30*time.Second, "every node sees every other", func() bool {
 		for _, td := range ds {
 			if len(td.d.cluster.Gossip().Alive()) != n {
 				return false

@@ -162,7 +162,6 @@ func steadyGossip(_ int, c *Config) { c.GossipProfile = "lan" }
 // once, each key's messages in order on one member; with the fan-out over
 // TCP and over NATS.
 func TestGroupSharesAcrossNodes(t *testing.T) {
-	t.Parallel()
 	t.Run("tcp", func(t *testing.T) { groupSharesAcrossNodes(t, startCluster(t, 3, steadyGossip)) })
 	t.Run("nats", func(t *testing.T) {
 		url := testkit.NATS(t, nil).ClientURL()
@@ -270,7 +269,6 @@ func head(s []string) []string { return s[:min(5, len(s))] }
 // one topic at once: each broadcasting subscriber gets exactly what its
 // filter takes, each group gets it exactly once across the nodes.
 func TestGroupBesideBroadcastAndTags(t *testing.T) {
-	t.Parallel()
 	ds := startCluster(t, 2, steadyGossip)
 	type reader struct {
 		name  string

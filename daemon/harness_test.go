@@ -106,7 +106,10 @@ func (td *testDaemon) stop() {
 
 func (td *testDaemon) waitReady() {
 	td.t.Helper()
-	testkit.Eventually(td.t, 5*time.Second, "the daemon to be ready", td.d.ready.Load)
+	// A bound, not a margin: a cluster node is ready once it has joined
+	// and caught up, which takes long on two loaded cores under -race
+	// with the package's parallel tests beside it.
+	testkit.Eventually(td.t, 30*time.Second, "the daemon to be ready", td.d.ready.Load)
 }
 
 // resp is a response read whole.

@@ -400,7 +400,6 @@ func TestLimitsPerUID(t *testing.T) {
 // in ./test measures the daemon's resident memory under the load of issue
 // 13.
 func TestBodyMemoryBudget(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name    string
 		node    int64

@@ -20,7 +20,6 @@ import (
 // every acknowledged increment: none is lost and none counted twice, as
 // a read-modify-write by last writer wins would lose them.
 func TestRedisCountersConvergeOnThreeNodes(t *testing.T) {
-	t.Parallel()
 	ds := startCluster(t, 3, nil)
 	ctx := context.Background()
 	seed := goRedis(t, ds[0], 2)

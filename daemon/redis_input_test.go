@@ -192,7 +192,6 @@ func redisCLI(t *testing.T, td *testDaemon, stdin io.Reader, args ...string) (st
 // TestRedisCLI: a scripted redis-cli session, and --pipe mass insertion
 // of 100,000 keys.
 func TestRedisCLI(t *testing.T) {
-	t.Parallel()
 	td := startDaemon(t, testConfig(t))
 	script := strings.Join([]string{
 		"PING",
@@ -482,7 +481,6 @@ func TestRedisRolesReload(t *testing.T) {
 // the keys the daemon forgot were invalidated first, so the client's
 // cache never serves one that changed.
 func TestRedisRueidisTrackingCap(t *testing.T) {
-	t.Parallel()
 	const keys, limit = 500, 50
 	cfg := testConfig(t)
 	cfg.RedisTrackingMaxKeys = limit

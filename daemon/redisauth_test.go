@@ -420,7 +420,6 @@ func TestRedisStrangerFlags(t *testing.T) {
 // fourth at AUTH (and it is closed), while another user is served; once
 // one of hers closes, she is served again.
 func TestRedisPushConnectionsCountAgainstTheirUser(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig(t)
 	cfg.RedisAddr = "127.0.0.1:0"
 	cfg.RedisUsers = writeUsers(t, testUsers)

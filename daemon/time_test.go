@@ -491,7 +491,6 @@ func TestClusterScheduledPartition(t *testing.T) {
 // the shared view file's GetMany on every node, never see a mix of two
 // batches.
 func TestClusterBatchVisibleTogether(t *testing.T) {
-	t.Parallel()
 	ds := startCluster(t, 3, nil)
 	keys, names := skus(100)
 	const batches = 200

@@ -175,7 +175,6 @@ func TestViewReadersUnderLoad(t *testing.T) {
 // publishes of new keys in between, which grow the file. No read sees
 // a part of a batch or a mix of two.
 func TestViewBatchesWhole(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig(t)
 	cfg.SegmentSize = 64 << 20
 	td := startDaemon(t, cfg)

@@ -23,7 +23,10 @@ import (
 // had received it without the daemon confirming its ack before the kill.
 // It logs how long the survivors took to deliver c's queues again.
 func TestGroupKillMember(t *testing.T) {
-	t.Parallel()
+	// Sequential: its bound on duplicates needs gossip's failure detector
+	// (the local profile, to see c's death soon) never to take a slow live
+	// node for failed, and beside the parallel tests, under -race on two
+	// cores, a and b took each other for failed and both delivered.
 	const (
 		topic        = "orders"
 		group        = "billing"
