@@ -245,3 +245,58 @@ func TestCount(t *testing.T) {
 		}
 	}
 }
+
+// entries is a Reader over fixed entries (a lower floor's fake: the
+// doors' tests run the daemon's node adapter).
+type entries map[string]view.Entry
+
+func (m entries) Counting(_, key string) (view.Entry, bool) {
+	e, ok := m[key]
+	return e, ok && e.Value != nil
+}
+
+func (m entries) PendingKey(string, string) []view.PendingRecord { return nil }
+
+// TestIncr: the counter operation reads the key and gives the message
+// (an increment of the version held, of the absence, or a transaction's
+// own value written again) and the entry a later read of the transaction
+// sees.
+func TestIncr(t *testing.T) {
+	v1 := record.Stamp{HLC: 9, Origin: 1, Seq: 1}
+	tomb := record.Stamp{HLC: 5, Origin: 2, Seq: 3}
+	n := entries{
+		"held":    {Value: []byte("10"), Stamp: v1, Base: []byte("10")},
+		"deleted": {Absence: &view.Absence{Of: tomb}},
+		"never":   {Absence: &view.Absence{Horizon: 7}},
+		"revived": {Value: []byte("4"), Stamp: record.Genesis, Base: []byte("0"), Absence: &view.Absence{Horizon: 7}},
+		"tx":      {Value: []byte("2")},
+	}
+	tests := []struct {
+		key, value string
+		on         record.Stamp // the message's target
+		absent     bool
+		seen       record.Stamp // the stamp a later read sees
+	}{
+		{"held", "13", v1, false, v1},
+		{"deleted", "3", tomb, true, tomb},
+		{"never", "3", record.Stamp{HLC: record.MakeHLC(7, 0)}, true, record.Genesis},
+		{"revived", "7", record.Stamp{HLC: record.MakeHLC(7, 0)}, true, record.Genesis},
+		{"tx", "5", record.Stamp{}, false, record.Stamp{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			res, err := Incr(n, "t", tt.key, view.Increment{N: 3})
+			m := res.Message
+			switch {
+			case err != nil || m.Validate() != nil:
+				t.Fatalf("Incr: %+v, %v (valid: %v)", m, err, m.Validate())
+			case string(res.Value) != tt.value || string(res.Entry.Value) != tt.value:
+				t.Fatalf("value %q, entry %q; want %q", res.Value, res.Entry.Value, tt.value)
+			case m.CountOn != tt.on || m.CountAbsent != tt.absent || res.Entry.Stamp != tt.seen:
+				t.Fatalf("counts on %+v (absent %v), the transaction sees %+v; want %+v (%v), %+v", m.CountOn, m.CountAbsent, res.Entry.Stamp, tt.on, tt.absent, tt.seen)
+			case tt.absent != (res.Entry.Absence != nil):
+				t.Fatalf("the transaction's entry names the absence %+v", res.Entry.Absence)
+			}
+		})
+	}
+}

@@ -18,6 +18,50 @@ func ParseIncrement(s string) (view.Increment, *wire.Error) {
 	return view.Increment{}, wire.Errorf(wire.CodeBadRequest, "increment %q: want an integer or a finite float", s)
 }
 
+// Reader is what an operation reads of its node: the view (for the
+// Redis door inside MULTI, the view under the transaction's own writes).
+// The daemon's node adapter is one, for both doors.
+type Reader interface {
+	// Counting is the entry of (topic, key) for a counter command: for
+	// a key without a value, its Absence (view.View.Counting).
+	Counting(topic, key string) (view.Entry, bool)
+	// PendingKey lists the records of (topic, key) not in force yet.
+	PendingKey(topic, key string) []view.PendingRecord
+}
+
+// Counted is what a counter operation decided: the message to write,
+// the key's value after it on this node, and the entry a later read of
+// the same transaction sees (the version counted on with the new value,
+// or the revival of the absence counted on).
+type Counted struct {
+	Message record.Message
+	Value   []byte
+	Entry   view.Entry
+}
+
+// Incr is the counter operation, whatever door took it: it reads (topic,
+// key) of n and adds inc by the counters' rule (Count).
+func Incr(n Reader, topic, key string, inc view.Increment) (Counted, error) {
+	e, found := n.Counting(topic, key)
+	m, value, err := Count(topic, key, e, found, inc)
+	if err != nil {
+		return Counted{}, err
+	}
+	seen := view.Entry{Value: value, Tag: e.Tag, Stamp: e.Stamp, ExpiresAt: e.ExpiresAt, EffectiveAt: e.EffectiveAt, Base: e.Base}
+	switch {
+	case m.CountAbsent:
+		// The revival: a later increment counts on the same absence, an
+		// expiry change names the revival's version.
+		seen = view.Entry{Value: value, Stamp: e.Absence.Of, Base: []byte("0"), Absence: e.Absence}
+		if seen.Stamp.Origin == 0 {
+			seen.Stamp = record.Genesis
+		}
+	case !found || e.Stamp.Origin == 0:
+		seen.Stamp, seen.EffectiveAt, seen.Base = record.Stamp{}, 0, nil
+	}
+	return Counted{Message: m, Value: value, Entry: seen}, nil
+}
+
 // Count adds inc to (topic, key), whose entry on this node is e (found:
 // it has a value), by the counters' one rule (view.Count: an increment
 // bound to the version this node holds, which every node counts once),

@@ -16,7 +16,9 @@
 //   - the operations that decide what a write is from what the node
 //     holds: an expiry change bound to the version it changes
 //     (ExpiryChange, Expire, PastExpiry), a cancel of a pending instant
-//     (Cancel), a counter increment (Count);
+//     (Cancel; CancelKey reads what is pending of the node, a Reader), a
+//     counter increment (Count; Incr reads the key of the node and gives
+//     the entry a transaction sees after it);
 //   - the node's refusals of its view (State: away, catching up), and
 //     the store's errors as typed errors (StoreError).
 //

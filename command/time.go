@@ -60,6 +60,12 @@ func Effective(m *record.Message, now int64) *wire.Error {
 // FormatMs is Unix milliseconds in the wire's time layout.
 func FormatMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(wire.TimeLayout) }
 
+// CancelKey is the cancel operation: Cancel of the records of (topic,
+// key) that n holds pending.
+func CancelKey(n Reader, topic, key string, at, now int64) (record.Message, *wire.Error) {
+	return Cancel(topic, key, at, now, n.PendingKey(topic, key))
+}
+
 // Cancel is the cancel of the records of (topic, key) scheduled for at
 // (Unix ms), given what is pending for the key on this node (its
 // PendingKey) and the clock now: not_pending when at is not ahead or

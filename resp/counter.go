@@ -104,12 +104,11 @@ const (
 	errNotFloat   = "ERR value is not a valid float"
 )
 
-// count adds inc to (topic, key) by the counters' rule (command.Count)
+// count adds inc to (topic, key) by the counter operation (command.Incr)
 // and answers the value after it on this node; field says it is a hash's
 // field (Redis words its errors so).
 func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
-	e, found := c.node().Counting(topic, key)
-	m, value, err := core.Count(topic, key, e, found, inc)
+	res, err := core.Incr(c.node(), topic, key, inc)
 	switch {
 	case errors.Is(err, storeview.ErrNotInteger) && field:
 		c.err("ERR hash value is not an integer")
@@ -124,28 +123,16 @@ func (c *conn) count(topic, key string, inc storeview.Increment, field bool) {
 	case errors.Is(err, storeview.ErrOverflow):
 		c.err("ERR increment or decrement would overflow")
 	}
-	if err != nil || !c.publish([]record.Message{m}) {
+	if err != nil || !c.publish([]record.Message{res.Message}) {
 		return
 	}
 	if c.tx != nil {
-		seen := storeview.Entry{Value: value, Tag: e.Tag, Stamp: e.Stamp, ExpiresAt: e.ExpiresAt, EffectiveAt: e.EffectiveAt, Base: e.Base}
-		switch {
-		case m.CountAbsent:
-			// The revival: the transaction's next increment counts on the
-			// same absence, an expiry change names the revival's version.
-			seen = storeview.Entry{Value: value, Stamp: e.Absence.Of, Base: []byte("0"), Absence: e.Absence}
-			if seen.Stamp.Origin == 0 {
-				seen.Stamp = record.Genesis
-			}
-		case !found || e.Stamp.Origin == 0:
-			seen.Stamp, seen.EffectiveAt, seen.Base = record.Stamp{}, 0, nil
-		}
-		c.tx.counted(topic, key, seen)
+		c.tx.counted(topic, key, res.Entry)
 	}
 	if inc.Float {
-		c.bulk(value)
+		c.bulk(res.Value)
 		return
 	}
-	n, _ := storeview.ParseInt(value)
+	n, _ := storeview.ParseInt(res.Value)
 	c.integer(n)
 }

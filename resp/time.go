@@ -366,7 +366,7 @@ func cmdCancel(c *conn, a [][]byte) {
 	if !ok {
 		return
 	}
-	m, e := core.Cancel(t, k, at, c.s.now().UnixMilli(), c.s.node.PendingKey(t, k))
+	m, e := core.CancelKey(c.s.node, t, k, at, c.s.now().UnixMilli())
 	if e != nil && e.Code == wire.CodeNotPending {
 		c.integer(0) // nothing pending there (its instant has come, or none)
 		return

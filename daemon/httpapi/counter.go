@@ -11,7 +11,7 @@ import (
 
 // incrKey is POST /v1/topics/{topic}/counters/{key}?by=N: the Redis
 // door's INCRBY (INCRBYFLOAT when N is not an integer) by the same rule
-// (command.Count): an increment bound to the version of the key this node
+// (command.Incr): an increment bound to the version of the key this node
 // holds, or to the absence a key without a value counts after, which
 // every node counts once. by defaults to 1. The answer is the write's result, and the
 // key's value after it on this node in the Cachecast-Count header.
@@ -26,12 +26,11 @@ func (a *Server) incrKey(w http.ResponseWriter, r *http.Request, p params) {
 			return
 		}
 	}
-	e, found := a.node.Counting(p.topic, p.key)
-	m, value, err := command.Count(p.topic, p.key, e, found, inc)
+	res, err := command.Incr(a.node, p.topic, p.key, inc)
 	if err != nil {
 		a.fail(w, r, command.StoreError(err))
 		return
 	}
-	w.Header().Set("Cachecast-Count", string(value))
-	a.publish(w, r, []record.Message{m}, false)
+	w.Header().Set("Cachecast-Count", string(res.Value))
+	a.publish(w, r, []record.Message{res.Message}, false)
 }

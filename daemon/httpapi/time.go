@@ -295,7 +295,7 @@ func (a *Server) cancelPending(w http.ResponseWriter, r *http.Request, p params)
 		a.fail(w, r, wire.Errorf(wire.CodeBadRequest, "effective_at: want the instant of the records to cancel, Unix milliseconds or an RFC 3339 time, got %q", q.Get("effective_at")))
 		return
 	}
-	m, e := command.Cancel(p.topic, p.key, at, a.now(), a.node.PendingKey(p.topic, p.key))
+	m, e := command.CancelKey(a.node, p.topic, p.key, at, a.now())
 	if a.failed(w, r, e) {
 		return
 	}
