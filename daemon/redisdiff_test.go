@@ -21,9 +21,9 @@ import (
 
 // startRedisServer runs Debian's redis-server (redis-server, which
 // .ci/run installs) on a Unix socket of its own, without persistence,
-// and returns the socket's path once it accepts connections; the server
-// is killed when the test ends.
-func startRedisServer(t *testing.T) string {
+// with the options in extra too, and returns the socket's path once it
+// accepts connections; the server is killed when the test ends.
+func startRedisServer(t *testing.T, extra ...string) string {
 	t.Helper()
 	bin := testkit.NeedTool(t, "redis-server", "redis-server")
 	dir, err := os.MkdirTemp("", "rs") // short: a socket path is at most 107 bytes
@@ -32,8 +32,9 @@ func startRedisServer(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "redis.sock")
-	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no")
+	args := []string{"--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--daemonize", "no"}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	out := &readyWriter{ready: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -67,7 +67,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		return -1, false
 	}
 	c.mu.Lock()
-	if c.inMulti || c.proto == 2 && c.subscribed() || c.refusal(setCommand) != "" {
+	if c.inMulti || c.reply.muted() || c.proto == 2 && c.subscribed() || c.refusal(setCommand) != "" {
 		c.mu.Unlock()
 		return -1, false // exec answers these as it does
 	}

@@ -118,6 +118,8 @@ func init() {
 	table = append(table, timeCommands()...)
 	table = append(table, stringCommands()...)
 	table = append(table, counterCommands()...)
+	table = append(table, debugCommands()...)
+	table = append(table, pubsubCommands()...)
 	commands = make(map[string]*command, len(table))
 	sort.Slice(table, func(i, j int) bool { return table[i].name < table[j].name })
 	for i, cmd := range table {
@@ -157,7 +159,9 @@ func (c *conn) refused() {
 // outFlushSize (read under mu: the pusher appends to them too).
 func (c *conn) exec(cmd *command, a [][]byte) (full bool) {
 	c.mu.Lock()
+	mark := len(c.out)
 	defer func() {
+		c.replied(cmd, mark)
 		// CLIENT CACHING holds until a command other than CLIENT (a
 		// refused one too) ends outside MULTI, as Redis's resetClient
 		// keeps it after any CLIENT subcommand.
@@ -1066,6 +1070,7 @@ func cmdReset(c *conn, _ [][]byte) {
 	c.s.track.off(c)
 	c.trk = trackState{}
 	c.caching, c.inMulti, c.multiErr, c.queued, c.watched = 0, false, false, nil, nil
+	c.reply = replyMode{}
 	c.setProto(2)
 	c.setName("")
 	c.simple("RESET")
@@ -1146,6 +1151,7 @@ func validClientName(b []byte) bool {
 var clientArity = map[string]int{
 	"id": 2, "setname": 3, "getname": 2, "setinfo": 4, "info": 2, "list": -2, "tracking": -3,
 	"caching": 3, "getredir": 2, "trackinginfo": 2, "no-evict": 3, "no-touch": 3, "capa": -3, "help": 2,
+	"reply": 3,
 }
 
 // clientHelp is CLIENT HELP's list of subcommands.
@@ -1161,6 +1167,7 @@ var clientHelp = []string{
 	"    * ID <id> [<id> ...]", "      Return the clients of the given ids.",
 	"NO-EVICT (ON|OFF)", "    Accepted and ignored (cachecast evicts no client).",
 	"NO-TOUCH (ON|OFF)", "    Accepted and ignored.",
+	"REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
 	"SETINFO <option> <value>", "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
 	"SETNAME <name>", "    Assign the name <name> to the current connection.",
 	"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
@@ -1264,6 +1271,8 @@ func cmdClient(c *conn, a [][]byte) {
 		c.ok()
 	case "CAPA":
 		c.ok()
+	case "REPLY":
+		c.clientReply(a)
 	case "HELP":
 		c.help("CLIENT", clientHelp)
 	}

@@ -70,6 +70,9 @@ type conn struct {
 	// pushed: it subscribed or turned tracking on (it receives without
 	// sending commands), set once.
 	pushed atomic.Bool
+	// hupWatched: its socket is in the subscribers' hang-up set
+	// (hangup.go), set once.
+	hupWatched atomic.Bool
 
 	readDeadlineSet time.Time // when the idle deadline was last moved
 	// readAt is when the last read returned (or the connection was made,
@@ -101,7 +104,8 @@ type conn struct {
 	// Tracking (CLIENT TRACKING), under mu; the server's tracker holds the
 	// tables the follower reads.
 	trk     trackState
-	caching int8 // CLIENT CACHING: 1 yes, -1 no, until a command other than CLIENT
+	caching int8      // CLIENT CACHING: 1 yes, -1 no, until a command other than CLIENT
+	reply   replyMode // CLIENT REPLY (reply.go)
 	// MULTI: the queued commands and whether one was refused; tx is
 	// the transaction's view while EXEC runs them (multi.go).
 	inMulti   bool
@@ -214,7 +218,7 @@ func (c *conn) process(inLoop bool) int {
 			continue
 		}
 		cmd := lookup(args[0])
-		if inLoop && c.s.mayWait(cmd, args) {
+		if inLoop && (c.s.mayWait(cmd, args) || c.sleeps(cmd)) {
 			return stepHandOff
 		}
 		c.start += n

@@ -28,8 +28,9 @@
 //
 // Connection: HELLO 2|3 [AUTH user pass] [SETNAME name], AUTH, CLIENT
 // (ID, SETNAME, GETNAME, SETINFO, INFO, LIST [TYPE type | ID id...],
-// TRACKING, CACHING, GETREDIR, TRACKINGINFO, HELP; NO-EVICT ON|OFF,
-// NO-TOUCH ON|OFF and CAPA answer OK; KILL is not served), SELECT 0,
+// TRACKING, CACHING, GETREDIR, TRACKINGINFO, REPLY ON|OFF|SKIP, HELP;
+// NO-EVICT ON|OFF, NO-TOUCH ON|OFF and CAPA answer OK; KILL is not
+// served), SELECT 0,
 // PING, ECHO, QUIT, RESET, READONLY, READWRITE. Who may read and write
 // is the node's to say, by the connection (AuthorizeRead, Authorize): the
 // daemon asks a Unix client's uid and groups (SO_PEERCRED) and a TCP
@@ -55,6 +56,19 @@
 // runs as Redis writes it (+<unix time.micros> [0 <addr or unix:path>]
 // "arg" ..., quoted as Redis quotes; AUTH and HELLO are not sent); a
 // command queued in MULTI is sent when it is queued.
+//
+// CLIENT REPLY OFF drops the answers of the connection's commands until
+// ON, SKIP the next command's only (reply.go); messages, invalidations
+// and the subscription commands' confirmations still arrive, as Redis
+// writes those as pushes.
+//
+// DEBUG, for the admin role only (debug.go): SLEEP seconds holds the
+// calling connection only (at most 10 s; its next commands and pushes
+// wait; the event loop hands it to a goroutine of its own first, so the
+// other connections are served meanwhile, where Redis stops them all);
+// PROTOCOL type answers Redis's test value of each RESP type; HELP. The
+// other subcommands are answered Redis's "unknown subcommand or wrong
+// number of arguments".
 //
 // Server: INFO [section ...] (server, with the TCP listener's tcp_port;
 // clients; memory: used_memory is what the Go runtime holds in use,
@@ -144,7 +158,9 @@
 // MULTI queues the reads and writes of keys (multi.go); EXEC runs them in
 // order against the transaction's view, the node's view under the
 // transaction's own earlier writes (a read after a SET in the same
-// transaction sees it, as in Redis), answers each command's reply in
+// transaction sees it, as in Redis; whether one has expired is decided
+// at the instant EXEC started, as Redis decides it for every key of a
+// transaction), answers each command's reply in
 // order, and publishes all their writes as one batch: all or nothing,
 // visible together on every node, as MSET. A queueing error (an unknown
 // command, a wrong arity, a writer without the publish role) makes EXEC
@@ -199,7 +215,11 @@
 // an update of a key is its full name topic:key (default-topic keys too:
 // default:sku-1), with the value as the message; deletions have no channel
 // message. So SUBSCRIBE prices gets the topic's stream and PSUBSCRIBE
-// prices:* its key updates. Keyspace notifications, when enabled (CONFIG
+// prices:* its key updates. PUBLISH answers how many of this node's
+// connections receive the message (not a client that has closed its
+// connection: hangup.go); PUBSUB CHANNELS, NUMSUB and NUMPAT count this
+// node's subscriptions, and SHARDCHANNELS and SHARDNUMSUB find none
+// (SSUBSCRIBE is not served). Keyspace notifications, when enabled (CONFIG
 // SET notify-keyspace-events, or --redis-notify-keyspace-events; Redis's
 // letters, K E g $ x A), send __keyspace@0__:<topic:key> with "set",
 // "del" or "expired" and __keyevent@0__:set|del|expired with the key, for
@@ -256,7 +276,11 @@
 // would drop its invalidations). An update that reaches this node from any
 // node of the fleet invalidates the local clients once the view has it;
 // the answer to a read always goes out before the invalidation of what it
-// read. The changes the follower finds at one wake-up (a publish, a
+// read. NOLOOP holds back the invalidations of the connection's own
+// writes, but not of an expiry (a key of its own that expired), nor of
+// its own write of a value that has expired by the time the follower
+// reads it, as Redis sends the invalidation of a lazy expiry. The
+// changes the follower finds at one wake-up (a publish, a
 // batch from a peer, the keys a schedule flips at one instant) are told
 // together at its end: one invalidation of all their keys for each
 // client, and each subscriber's keyspace messages in one write, as Redis
@@ -345,7 +369,8 @@
 // own, for good and at the point it had reached (the bytes read and not
 // run, the answers not written, the pushes queued, all kept in order),
 // before a command that may wait: WAIT, SUBSCRIBE, PSUBSCRIBE, CLIENT
-// TRACKING (they receive pushes, written by a pusher goroutine), and
+// TRACKING (they receive pushes, written by a pusher goroutine), DEBUG
+// SLEEP and an EXEC that holds one, and
 // every write when the node's publish path waits for the disk or a
 // replica (--flush sync, --replication=sync: Node.PublishWaits); also
 // when its client does not take its answers at once (the goroutine's

@@ -24,8 +24,9 @@ import (
 //
 // The loop never waits for anything but epoll. A connection leaves it
 // for a goroutine of its own (handOff), for good, before a command that
-// may wait (mayWait: WAIT, SUBSCRIBE, PSUBSCRIBE, CLIENT TRACKING, and
-// the writes when the node's publish path waits for a disk or a replica),
+// may wait (mayWait: WAIT, SUBSCRIBE, PSUBSCRIBE, CLIENT TRACKING, DEBUG
+// SLEEP and an EXEC that holds one (sleeps), and the writes when the
+// node's publish path waits for a disk or a replica),
 // when its client does not take its answers at once (the goroutine's
 // blocking write, under --write-timeout, then disconnects a slow
 // reader), and when a push is queued for it (the pusher goroutine writes
@@ -109,6 +110,8 @@ func (s *Server) mayWait(cmd *command, a [][]byte) bool {
 		return s.node.PublishWaits()
 	case "client":
 		return len(a) > 1 && bytes.EqualFold(a[1], []byte("tracking"))
+	case "debug":
+		return isDebugSleep(a)
 	}
 	return cmd.write && s.node.PublishWaits()
 }

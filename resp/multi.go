@@ -100,7 +100,11 @@ func (c *conn) nullArray() {
 // which says the batch is stored here): each command that wrote answers
 // the publish's error in its place, the others their own answer.
 func (c *conn) execBatch(queued [][][]byte) {
-	tx := &txView{Node: c.s.node, now: c.s.now, seen: make(map[[2]string]txSeen)}
+	// Its own writes are read at the instant EXEC starts, as Redis reads
+	// every key in a transaction (a SET PX 1 is still there after a DEBUG
+	// SLEEP queued after it).
+	at := c.s.now()
+	tx := &txView{Node: c.s.node, now: func() time.Time { return at }, seen: make(map[[2]string]txSeen)}
 	out := c.out
 	c.tx, c.out = tx, make([]byte, 0, 256)
 	ends := make([]int, len(queued))

@@ -20,6 +20,7 @@ type subscriptions struct {
 	// sent at the round's end (flush) or past outboxFlush bytes. The
 	// follower's goroutine alone touches it.
 	out map[*conn][]byte
+	hup hangups // the subscribers' sockets, for their hang-ups (hangup.go)
 }
 
 // outboxFlush is how much a round gathers for one connection before it
@@ -30,6 +31,7 @@ const outboxFlush = 64 << 10
 func (p *subscriptions) init() {
 	p.channels = map[string]map[*conn]struct{}{}
 	p.patterns = map[string]map[*conn]struct{}{}
+	p.hup.epfd = -1
 }
 
 func (p *subscriptions) table(pattern bool) map[string]map[*conn]struct{} {
@@ -52,6 +54,7 @@ func (p *subscriptions) add(c *conn, name string, pattern bool) {
 		set[c] = struct{}{}
 		p.count.Add(1)
 	}
+	p.hup.watch(c)
 }
 
 func (p *subscriptions) remove(c *conn, name string, pattern bool) {
@@ -71,11 +74,12 @@ func (p *subscriptions) remove(c *conn, name string, pattern bool) {
 
 // dropConn removes every subscription of c.
 func (p *subscriptions) dropConn(c *conn) {
-	if p.count.Load() == 0 {
+	if p.count.Load() == 0 && !c.hupWatched.Load() {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.hup.conns, c.id)
 	for _, m := range []map[string]map[*conn]struct{}{p.channels, p.patterns} {
 		for name, set := range m {
 			if _, ok := set[c]; ok {
@@ -120,14 +124,28 @@ func (p *subscriptions) counts(c *conn) (channels, patterns int) {
 	return channels, patterns
 }
 
-// receivers counts the local connections a message on channel reaches.
+// receivers counts the local connections a message on channel reaches,
+// leaving out those whose client has closed (reapHungUp) and those
+// closing, whose subscriptions are dropped next (forget).
 func (p *subscriptions) receivers(channel string) int {
+	p.reapHungUp()
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	n := len(p.channels[channel])
+	n := live(p.channels[channel])
 	for pat, set := range p.patterns {
 		if globMatch(pat, channel) {
-			n += len(set)
+			n += live(set)
+		}
+	}
+	return n
+}
+
+// live counts the connections of set that are not closed.
+func live(set map[*conn]struct{}) int {
+	n := 0
+	for c := range set {
+		if !c.dead.Load() {
+			n++
 		}
 	}
 	return n

@@ -135,6 +135,8 @@ type Change struct {
 	// Counter: the record is a counter increment (INCR and its kin;
 	// record.KindCounter): Value is the increment, not the key's value.
 	Counter bool
+	// ExpiresAt: the record's value expires then, Unix ms (0: never).
+	ExpiresAt uint64
 }
 
 // RecordChange is record r as Follow reports it: its kind says whether it
@@ -144,7 +146,7 @@ func RecordChange(r record.Record) Change {
 	change, counter := r.Kind() == record.KindExpiry, r.Kind() == record.KindCounter
 	return Change{Topic: r.Topic(), Key: r.Key(), Value: r.Value(), Delete: r.Kind() == record.KindTombstone,
 		Origin: r.Origin(), Seq: r.Seq(), Scheduled: r.EffectiveAt() != 0 && !change && !counter,
-		ExpiryChange: change, Persist: change && r.ExpiresAt() == 0, Counter: counter}
+		ExpiryChange: change, Persist: change && r.ExpiresAt() == 0, Counter: counter, ExpiresAt: r.ExpiresAt()}
 }
 
 // EventChange is a change of the view that no record brought (an
@@ -433,6 +435,7 @@ func (s *Server) Close() error {
 	}
 	s.followMu.Unlock()
 	s.wg.Wait()
+	s.subs.closeHangups()
 	return errors.Join(errs...)
 }
 

@@ -270,10 +270,12 @@ func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
 	// A change no record brought (an expiry, a scheduled record taking
 	// effect) is nobody's write: NOLOOP does not hold it back, as Redis
 	// sends a NOLOOP client the invalidation of a key of its own that
-	// expired.
-	own := func(e *trackEntry) bool { return ch.Event == "" && e.wrote(ch.Origin, ch.Seq) }
+	// expired. So is a value that has expired already when it arrives
+	// (expiredOnArrival): the view holds no value for its key.
+	nobodys := ch.Event != "" || expiredOnArrival(s, ch)
+	own := func(e *trackEntry) bool { return !nobodys && e.wrote(ch.Origin, ch.Seq) }
 	add := func(c *conn, e *trackEntry, n string) {
-		if e.inflight > 0 && ch.Event == "" {
+		if e.inflight > 0 && !nobodys {
 			// Maybe its own write: decided when the write returns.
 			if l := len(e.deferred); l > 0 && e.deferred[l-1].seq == ch.Seq && e.deferred[l-1].origin == ch.Origin {
 				e.deferred[l-1].names = append(e.deferred[l-1].names, n)
@@ -325,6 +327,16 @@ func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
 	if full {
 		t.flush(s)
 	}
+}
+
+// expiredOnArrival says whether ch is a value record whose expiry has
+// passed by the time the follower reads it (a SET PX 1 in a transaction
+// that then sleeps): Redis expires such a key lazily, as nobody's write.
+func expiredOnArrival(s *Server, ch *Change) bool {
+	if ch.ExpiresAt == 0 || ch.Delete || ch.ExpiryChange || ch.Counter || ch.Event != "" {
+		return false
+	}
+	return uint64(s.now().UnixMilli()) >= ch.ExpiresAt
 }
 
 // flush sends the invalidations queued in the follower's round.

@@ -1,0 +1,209 @@
+package resp
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DEBUG, for the admin role: the subcommands Redis's own test units
+// use that fit a cache door. SLEEP holds the connection for a while
+// (bounded by maxDebugSleep); PROTOCOL answers one value of each RESP
+// type; HELP lists them. The others are refused with Redis's words for
+// an unknown subcommand.
+
+// maxDebugSleep bounds DEBUG SLEEP: a longer one is refused.
+const maxDebugSleep = 10 * time.Second
+
+// debugHelp is DEBUG HELP's list of subcommands.
+var debugHelp = []string{
+	"PROTOCOL <type>", "    Reply with a test value of the specified type. <type> can be: string,",
+	"    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+	"    true, false.",
+	"SLEEP <seconds>", "    Stop the server for <seconds>. Decimals allowed. Here it holds this",
+	"    connection only (its next commands and its pushes wait); at most 10 seconds.",
+}
+
+func debugCommands() []*command {
+	return []*command{
+		{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, group: "server",
+			summary: "DEBUG SLEEP (this connection only, at most 10 s), DEBUG PROTOCOL, HELP: for the admin role.", fn: cmdDebug, inMulti: true},
+	}
+}
+
+func cmdDebug(c *conn, a [][]byte) {
+	if !c.authorizeAdmin("DEBUG") {
+		return
+	}
+	sub := strings.ToUpper(view(a[1]))
+	switch {
+	case sub == "HELP" && len(a) == 2:
+		c.help("DEBUG", debugHelp)
+	case sub == "SLEEP" && len(a) == 3:
+		c.debugSleep(a[2])
+	case sub == "PROTOCOL" && len(a) == 3:
+		c.debugProtocol(strings.ToLower(view(a[2])))
+	default:
+		c.err("ERR unknown subcommand or wrong number of arguments for '" + cString(a[1], 128) + "'. Try DEBUG HELP.")
+	}
+}
+
+// debugSleep holds the connection for the seconds arg says, read as
+// Redis's strtod reads it (its longest number prefix; none, or a
+// negative one, is 0), while mu is held: the connection's next commands
+// and its pushes wait, as they would in Redis. Unlike Redis, which stops
+// the whole server, the other connections are served meanwhile: the
+// event loop hands a connection to a goroutine of its own before a
+// DEBUG SLEEP or an EXEC that holds one (sleeps). The server's Close
+// ends the sleep.
+func (c *conn) debugSleep(arg []byte) {
+	d := time.Duration(strtod(arg) * float64(time.Second))
+	if d > maxDebugSleep {
+		c.err("ERR DEBUG SLEEP is at most " + maxDebugSleep.String() + " here: it holds a connection of a shared node")
+		return
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-c.s.ctx.Done():
+			t.Stop()
+		}
+		c.readAt = time.Now() // its answer's deadline starts now, as after WAIT
+	}
+	c.ok()
+}
+
+// strtod is the number at the start of b as C's strtod reads a decimal
+// one (0 when b starts with none).
+func strtod(b []byte) float64 {
+	s := strings.TrimLeft(view(b), " \t\n\v\f\r")
+	for n := min(len(s), 64); n > 0; n-- {
+		if v, err := strconv.ParseFloat(s[:n], 64); err == nil || errIsRange(err) {
+			return v
+		}
+	}
+	return 0
+}
+
+// errIsRange says whether err is ParseFloat's out-of-range error (its
+// value is then ±Inf or 0, as strtod's).
+func errIsRange(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+// sleeps says whether running cmd (an EXEC) would run a queued DEBUG
+// SLEEP: the event loop then hands the connection to a goroutine first.
+func (c *conn) sleeps(cmd *command) bool {
+	if cmd == nil || cmd.name != "exec" || !c.inMulti {
+		return false
+	}
+	for _, q := range c.queued {
+		if isDebugSleep(q) {
+			return true
+		}
+	}
+	return false
+}
+
+// isDebugSleep says whether a is DEBUG SLEEP.
+func isDebugSleep(a [][]byte) bool {
+	return len(a) > 1 && bytes.EqualFold(a[0], []byte("debug")) && bytes.EqualFold(a[1], []byte("sleep"))
+}
+
+// debugProtocol answers DEBUG PROTOCOL name as Redis 7.0's debug.c does,
+// in the connection's protocol.
+func (c *conn) debugProtocol(name string) {
+	switch name {
+	case "string":
+		c.bulkString("Hello World")
+	case "integer":
+		c.integer(12345)
+	case "double":
+		c.double("3.141") // Redis's %.17g of 3.141 (%g drops the trailing zeros)
+	case "bignum":
+		c.resp3Scalar('(', "1234567999999999999999999999999999999")
+	case "null":
+		c.null()
+	case "array", "set":
+		if name == "set" {
+			c.set(3)
+		} else {
+			c.array(3)
+		}
+		for j := range int64(3) {
+			c.integer(j)
+		}
+	case "map":
+		c.mapOf(3)
+		for j := range int64(3) {
+			c.integer(j)
+			c.boolean(j == 1)
+		}
+	default:
+		c.debugProtocolMore(name)
+	}
+}
+
+// debugProtocolMore is debugProtocol's other half: the types that only
+// RESP3 has a frame of its own for.
+func (c *conn) debugProtocolMore(name string) {
+	switch name {
+	case "attrib":
+		if c.proto == 3 {
+			c.out = append(c.out, "|1\r\n"...)
+			c.bulkString("key-popularity")
+			c.array(2)
+			c.bulkString("key:123")
+			c.integer(90)
+		}
+		c.bulkString("Some real reply following the attribute")
+	case "push":
+		if c.proto != 3 {
+			c.err("ERR RESP2 is not supported by this command")
+			return
+		}
+		c.out = append(c.out, ">2\r\n"...)
+		c.bulkString("server-cpu-usage")
+		c.integer(42)
+		c.bulkString("Some real reply following the push reply")
+	case "true", "false":
+		c.boolean(name == "true")
+	case "verbatim":
+		c.verbatim("This is a verbatim\nstring")
+	default:
+		c.err("ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false")
+	}
+}
+
+// boolean answers a boolean: RESP3 #t or #f, RESP2 the integer 1 or 0.
+func (c *conn) boolean(v bool) {
+	switch {
+	case c.proto != 3 && v:
+		c.integer(1)
+	case c.proto != 3:
+		c.integer(0)
+	case v:
+		c.out = append(c.out, "#t\r\n"...)
+	default:
+		c.out = append(c.out, "#f\r\n"...)
+	}
+}
+
+// double answers a double already written as Redis writes it: RESP3
+// ,text; RESP2 a bulk string.
+func (c *conn) double(text string) { c.resp3Scalar(',', text) }
+
+// resp3Scalar answers text as a RESP3 scalar of type typ (a double, a
+// big number), a bulk string in RESP2.
+func (c *conn) resp3Scalar(typ byte, text string) {
+	if c.proto != 3 {
+		c.bulkString(text)
+		return
+	}
+	c.out = append(c.out, typ)
+	c.out = append(c.out, text...)
+	c.out = append(c.out, '\r', '\n')
+}
