@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 # The version of both binaries: daemon.Version for cachecastd, main.version
 # for cachecast (cachecast version prints both).
 LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main.version=$(VERSION)
-FUZZTIME  ?= 8s
+FUZZTIME  ?= 5s
 FUZZJOBS  ?= 2
 
 .PHONY: all build deb dist run test vet race scale fuzz python bench bench-accumulate bench-daemon bench-fleet bench-memory bench-redis bench-satellite bench-time install clean

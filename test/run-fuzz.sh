@@ -13,7 +13,7 @@
 # retried once; any other failure, and any run that writes a failing
 # input, fails the pass.
 set -uo pipefail
-FUZZTIME=${FUZZTIME:-8s}
+FUZZTIME=${FUZZTIME:-5s}
 FUZZJOBS=${FUZZJOBS:-2}
 GO=${GO:-go}
 export FUZZTIME GO
