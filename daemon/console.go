@@ -18,6 +18,7 @@ import (
 	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/daemon/console"
 	"github.com/cachecast/cachecast/daemon/httpapi"
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
 	"github.com/cachecast/cachecast/wire"
@@ -164,44 +165,22 @@ func askTimeout(t time.Duration) time.Duration {
 	return min(t, consoleAskMax)
 }
 
-// memberAnswer is a member's answer to a console question, with when (by
-// this node's clock) the question went out and the answer came.
-type memberAnswer struct {
-	b          []byte
-	sent, came time.Time
-}
-
 // askEach asks q of every member but this node that is alive, at once,
 // each within timeout, and returns the answers and why none came, by
 // member name.
-func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Duration) (answers map[string]memberAnswer, errs map[string]string) {
-	answers, errs = map[string]memberAnswer{}, map[string]string{}
+func (d *Daemon) askEach(ctx context.Context, q consoleQuestion, timeout time.Duration) (answers map[string]cluster.Answer, errs map[string]string) {
+	answers, errs = map[string]cluster.Answer{}, map[string]string{}
 	if d.cluster == nil {
 		return answers, errs
 	}
 	question, _ := json.Marshal(q)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range d.cluster.Gossip().Alive() {
-		if m.Name == d.cfg.NodeName {
+	for name, a := range d.cluster.AskAlive(ctx, question, timeout, d.now) {
+		if a.Err != nil {
+			errs[name] = fmt.Sprintf("no answer within %s: %v", timeout, a.Err)
 			continue
 		}
-		wg.Go(func() {
-			actx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			sent := d.now()
-			b, err := d.cluster.Gossip().Ask(actx, m.Name, question)
-			came := d.now()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs[m.Name] = fmt.Sprintf("no answer within %s: %v", timeout, err)
-				return
-			}
-			answers[m.Name] = memberAnswer{b: b, sent: sent, came: came}
-		})
+		answers[name] = a
 	}
-	wg.Wait()
 	return answers, errs
 }
 
@@ -272,18 +251,18 @@ func (d *Daemon) fleet(ctx context.Context, timeout time.Duration) wire.Fleet {
 		case m.Self:
 			s := d.summary()
 			fm.Summary = &s
-		case answers[m.Name].b != nil:
+		case answers[m.Name].B != nil:
 			a := answers[m.Name]
 			var s wire.NodeSummary
-			if err := json.Unmarshal(a.b, &s); err != nil || s.Time == "" {
+			if err := json.Unmarshal(a.B, &s); err != nil || s.Time == "" {
 				fm.Error = "no summary in its answer (a build without the console?)"
 				break
 			}
 			fm.Summary = &s
-			fm.RoundTripSeconds = a.came.Sub(a.sent).Seconds()
+			fm.RoundTripSeconds = a.Came.Sub(a.Sent).Seconds()
 			if t, err := time.Parse(time.RFC3339Nano, s.Time); err == nil {
 				// Its clock against this node's at the middle of the round trip.
-				fm.ClockOffsetSeconds = t.Sub(a.sent.Add(a.came.Sub(a.sent) / 2)).Seconds()
+				fm.ClockOffsetSeconds = t.Sub(a.Sent.Add(a.Came.Sub(a.Sent) / 2)).Seconds()
 			}
 		case errs[m.Name] != "":
 			fm.Error = errs[m.Name]
@@ -307,8 +286,8 @@ func (d *Daemon) keyAcross(ctx context.Context, topic, key string, timeout time.
 		case m.Self:
 			k = d.keyOnNode(topic, key)
 			k.Self = true
-		case answers[m.Name].b != nil:
-			if err := json.Unmarshal(answers[m.Name].b, &k); err != nil || !k.Answered {
+		case answers[m.Name].B != nil:
+			if err := json.Unmarshal(answers[m.Name].B, &k); err != nil || !k.Answered {
 				k = wire.KeyOnMember{Error: "no key in its answer (a build without the console?)"}
 			}
 		case errs[m.Name] != "":
@@ -348,8 +327,8 @@ func (d *Daemon) groupsAcross(ctx context.Context, timeout time.Duration) wire.G
 		case m.Self:
 			g = d.groupsOnNode()
 			g.Self = true
-		case answers[m.Name].b != nil:
-			if err := json.Unmarshal(answers[m.Name].b, &g); err != nil || !g.Answered {
+		case answers[m.Name].B != nil:
+			if err := json.Unmarshal(answers[m.Name].B, &g); err != nil || !g.Answered {
 				g = wire.GroupsOnMember{Error: "no groups in its answer (a build without them?)"}
 			}
 		case errs[m.Name] != "":

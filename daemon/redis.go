@@ -55,7 +55,7 @@ func (d *Daemon) startRedis() error {
 	}
 	d.redis = srv
 	if path != "" {
-		ln, err := listenUnix(path, d.cfg.SocketMode, nil, "--redis-socket")
+		ln, err := access.ListenUnix(path, d.cfg.SocketMode, nil, "--redis-socket")
 		if err != nil {
 			_ = srv.Close()
 			return err

@@ -4,7 +4,9 @@
 // permission check of every front door), and the limits that keep one
 // local user from starving the node (Limits: connections and streams;
 // Budget: request bodies and Redis commands in memory), and the Redis
-// door's users (--redis-users; Users, TCPConn). The HTTP API (daemon/httpapi) and
+// door's users (--redis-users; Users, TCPConn), and the sockets
+// themselves (ListenUnix: the mode set, a stale socket file removed, one
+// another process answers on refused with ErrSocketInUse). The HTTP API (daemon/httpapi) and
 // the Redis front door's adapter (daemon) use it; daemon wires it.
 package access
 

@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,6 +26,46 @@ func (c *Cluster) SetAnswer(other func(question []byte) ([]byte, bool)) {
 		}
 		return c.AnswerVerify(question)
 	})
+}
+
+// Answer is one member's answer to a question AskAlive asked.
+type Answer struct {
+	// B is the answer, nil when Err is set.
+	B   []byte
+	Err error
+	// Sent and Came are when the question went out and the answer (or
+	// the error) came, by AskAlive's clock.
+	Sent, Came time.Time
+}
+
+// AskAlive asks question of every alive member but this node over
+// gossip, at once, each within timeout, and returns their answers by
+// member name. now stamps Sent and Came (nil: time.Now; the daemon's
+// clock hook in tests).
+func (c *Cluster) AskAlive(ctx context.Context, question []byte, timeout time.Duration, now func() time.Time) map[string]Answer {
+	if now == nil {
+		now = time.Now
+	}
+	var mu sync.Mutex
+	out := map[string]Answer{}
+	var wg sync.WaitGroup
+	for _, m := range c.g.Alive() {
+		if m.Name == c.cfg.NodeName {
+			continue
+		}
+		wg.Go(func() {
+			actx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			a := Answer{Sent: now()}
+			a.B, a.Err = c.g.Ask(actx, m.Name, question)
+			a.Came = now()
+			mu.Lock()
+			out[m.Name] = a
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // PeerHolds is, per origin, the highest seq a connected peer says it

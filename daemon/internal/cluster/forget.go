@@ -3,8 +3,8 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"sort"
-	"sync"
+	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -95,33 +95,20 @@ func (c *Cluster) answerForget(from, name string) []byte {
 // once, each for up to verifyAskWait; their answers by name.
 func (c *Cluster) askForget(ctx context.Context, name string) []wire.ForgetNode {
 	question, _ := json.Marshal(forgetQuestion{Forget: name})
-	var mu sync.Mutex
-	var out []wire.ForgetNode
-	var wg sync.WaitGroup
-	for _, m := range c.g.Alive() {
-		if m.Name == c.cfg.NodeName {
-			continue
+	answers := c.AskAlive(ctx, question, verifyAskWait, nil)
+	out := make([]wire.ForgetNode, 0, len(answers))
+	for _, member := range slices.Sorted(maps.Keys(answers)) {
+		n := wire.ForgetNode{Name: member}
+		var a forgetAnswer
+		switch ans := answers[member]; {
+		case ans.Err != nil:
+			n.Error = "no answer: " + ans.Err.Error()
+		case json.Unmarshal(ans.B, &a) != nil || !a.Done:
+			n.Error = "it does not know the question (a build older than this one?): forget it there with its own `cachecast peers forget`"
+		default:
+			n.Held, n.Error = a.Held, a.Error
 		}
-		wg.Go(func() {
-			n := wire.ForgetNode{Name: m.Name}
-			actx, cancel := context.WithTimeout(ctx, verifyAskWait)
-			b, err := c.g.Ask(actx, m.Name, question)
-			cancel()
-			var a forgetAnswer
-			switch {
-			case err != nil:
-				n.Error = "no answer: " + err.Error()
-			case json.Unmarshal(b, &a) != nil || !a.Done:
-				n.Error = "it does not know the question (a build older than this one?): forget it there with its own `cachecast peers forget`"
-			default:
-				n.Held, n.Error = a.Held, a.Error
-			}
-			mu.Lock()
-			out = append(out, n)
-			mu.Unlock()
-		})
+		out = append(out, n)
 	}
-	wg.Wait()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

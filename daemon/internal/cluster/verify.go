@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/cachecast/cachecast/store"
@@ -139,36 +138,21 @@ func Verify(ctx context.Context, st *store.Store, name string, c *Cluster) wire.
 // covers vector.
 func (c *Cluster) askMembers(ctx context.Context, vector map[uint64]uint64) []wire.VerifyNode {
 	question, _ := json.Marshal(verifyQuestion{Vector: vector})
-	var names []string
-	for _, m := range c.g.Alive() {
-		if m.Name != c.cfg.NodeName {
-			names = append(names, m.Name)
+	answers := c.AskAlive(ctx, question, verifyAskWait, nil)
+	out := make([]wire.VerifyNode, 0, len(answers))
+	for _, name := range slices.Sorted(maps.Keys(answers)) {
+		v := wire.VerifyNode{Name: name}
+		var n wire.VerifyNode
+		switch a := answers[name]; {
+		case a.Err != nil:
+			v.Error = a.Err.Error()
+		case json.Unmarshal(a.B, &n) != nil || n.View == nil && n.Error == "":
+			v.Error = "malformed answer"
+		default:
+			v.View, v.Error = n.View, n.Error
 		}
+		out = append(out, v)
 	}
-	slices.Sort(names)
-	out := make([]wire.VerifyNode, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = wire.VerifyNode{Name: name}
-			actx, cancel := context.WithTimeout(ctx, verifyAskWait)
-			defer cancel()
-			b, err := c.g.Ask(actx, name, question)
-			if err != nil {
-				out[i].Error = err.Error()
-				return
-			}
-			var n wire.VerifyNode
-			if err := json.Unmarshal(b, &n); err != nil || n.View == nil && n.Error == "" {
-				out[i].Error = "malformed answer"
-				return
-			}
-			out[i].View, out[i].Error = n.View, n.Error
-		}()
-	}
-	wg.Wait()
 	return out
 }
 
