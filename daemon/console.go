@@ -418,7 +418,8 @@ func (d *Daemon) keyHistory(topic, key string, limit int, scan uint64) (wire.Key
 		hr := wire.HistoryRecord{Offset: dl.Offset, Kind: historyKind(r.Kind()),
 			KeyEntry: keyEntry(view.Entry{Value: r.Value(), Tag: string(r.Tag()), Stamp: r.Stamp(),
 				ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt())})}
-		if t := r.Target(); t != (record.Stamp{}) {
+		hr.Absent = r.Absent()
+		if t := r.Target(); t.Origin != 0 { // an absence of a key never held has a horizon, no version
 			hr.Target = &wire.Version{HLC: strconv.FormatUint(t.HLC, 10), Origin: wire.FormatOrigin(t.Origin), Seq: t.Seq}
 		}
 		out.Records = append(out.Records, hr)

@@ -211,12 +211,16 @@ func TestKeyHistory(t *testing.T) {
 		w1.Kind != "write" || w1.Value != "10.00" || w1.HLC != first.HLC || w1.Offset != 0 || w1.Seq != 1 || w1.Time == "" {
 		t.Fatalf("records %+v; want the delete, then 12.50 (eu) and 10.00 at their versions", h.Records)
 	}
+	// A counter created from nothing: both increments count from 0 on
+	// the absence of a key the node never held (no version to name).
 	hits := getJSON[wire.KeyHistory](td, "/v1/topics/prices/history/hits")
-	if len(hits.Records) != 2 || hits.Records[0].Kind != "counter" || hits.Records[0].Value != "4" || hits.Records[1].Kind != "write" || hits.Records[1].Value != "3" {
-		t.Fatalf("counter history %+v; want the increment by 4 on the write of 3", hits.Records)
+	if len(hits.Records) != 2 {
+		t.Fatalf("counter history %+v; want the increments by 4 and 3", hits.Records)
 	}
-	if c := hits.Records[0]; c.Target == nil || c.Target.HLC != hits.Records[1].HLC {
-		t.Fatalf("an increment without the version it counts on: %+v", c)
+	for i, want := range []string{"4", "3"} {
+		if c := hits.Records[i]; c.Kind != "counter" || c.Value != want || !c.Absent || c.Target != nil {
+			t.Fatalf("increment %d: %+v; want a counter of %s on the absence, naming no version", i, c, want)
+		}
 	}
 	for _, tc := range []struct {
 		query     string
@@ -244,6 +248,27 @@ func TestKeyHistory(t *testing.T) {
 		if r := td.do("GET", "/v1/topics/prices/history/sku-42"+q, nil); r.status != http.StatusBadRequest {
 			t.Errorf("%s: %d %s; want 400", q, r.status, r.body)
 		}
+	}
+	// An increment of a value names the version it counts on; one of a
+	// deleted key names the tombstone it counts after.
+	views := td.put("prices", "views", "10")
+	for range 2 {
+		if r := td.do("POST", "/v1/topics/prices/counters/views?by=1", nil); r.status != http.StatusOK {
+			t.Fatalf("incr: %d %s", r.status, r.body)
+		}
+		if r := td.do("DELETE", "/v1/topics/prices/keys/views", nil); r.status != http.StatusOK {
+			t.Fatalf("delete: %d %s", r.status, r.body)
+		}
+	}
+	vh := getJSON[wire.KeyHistory](td, "/v1/topics/prices/history/views").Records
+	if len(vh) != 5 {
+		t.Fatalf("history of views: %+v; want 5 records", vh)
+	}
+	if c := vh[3]; c.Kind != "counter" || c.Absent || c.Target == nil || c.Target.HLC != views.HLC {
+		t.Errorf("the increment of the write: %+v; want it to name version %s", c, views.HLC)
+	}
+	if c, del := vh[1], vh[2]; c.Kind != "counter" || !c.Absent || c.Target == nil || c.Target.HLC != del.HLC {
+		t.Errorf("the increment after the delete: %+v; want it on the absence after %s", c, del.HLC)
 	}
 }
 

@@ -145,14 +145,17 @@ type KeyHistory struct {
 // "delete", "cancel" (of the scheduled records at its effective_at),
 // "expiry" (a change of the expiry of the version Target names, to
 // expires_at; none: no expiry) or "counter" (an increment, its value, of
-// the version Target names); Offset is its offset in the topic on the
-// node asked. The fields of KeyEntry are the record's (value, tag,
-// origin, seq, hlc, time, expires_at, effective_at).
+// the version Target names, or with Absent of the key's absence after
+// that version: deleted or expired, or with no Target never held by the
+// node); Offset is its offset in the topic on the node asked. The fields
+// of KeyEntry are the record's (value, tag, origin, seq, hlc, time,
+// expires_at, effective_at).
 type HistoryRecord struct {
 	Offset uint64 `json:"offset"`
 	Kind   string `json:"kind"`
 	KeyEntry
 	Target *Version `json:"target,omitempty"`
+	Absent bool     `json:"absent,omitempty"`
 }
 
 // Version names one version of a key: the stamp of the record that

@@ -225,7 +225,8 @@ async function refreshKey() {
 // historyWhat is what a record of a key's history did.
 function historyWhat(h) {
   const short = (v) => JSON.stringify(v.length > 60 ? v.slice(0, 60) + "…" : v);
-  const on = h.target ? ` of version ${h.target.hlc}` : "";
+  const on = h.absent ? (h.target ? ` from 0, after version ${h.target.hlc}` : " from 0 (no value before)") :
+    h.target ? ` of version ${h.target.hlc}` : "";
   switch (h.kind) {
     case "write": return (h.effective_at ? `scheduled for ${h.effective_at}: ` : "") + (h.binary ? "hex " : "") + short(h.value) +
       (h.expires_at ? `, expires at ${h.expires_at}` : "");
