@@ -22,6 +22,10 @@ func (d *Daemon) tombstoneLoop() {
 	if d.cfg.TombstoneGrace == 0 {
 		return
 	}
+	// A node running has been in contact within the grace (the away
+	// rule), so a tombstone older than the grace that it lacks was
+	// collected (before a restart, or by the peer whose snapshot it took).
+	d.store.RaiseHorizon(d.now().Add(-d.cfg.TombstoneGrace))
 	tick := time.NewTicker(cluster.CollectEvery(d.cfg.TombstoneGrace))
 	defer tick.Stop()
 	for {

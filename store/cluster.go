@@ -330,6 +330,11 @@ func (s *Store) CollectTombstones(cutoff time.Time, held map[uint64]uint64) int 
 	return n
 }
 
+// RaiseHorizon raises the view's horizon to at (view.View.RaiseHorizon):
+// tombstones stamped before it may have been collected, here or by the
+// peer whose snapshot this node took.
+func (s *Store) RaiseHorizon(at time.Time) { s.view.RaiseHorizon(at.UnixMilli()) }
+
 // Tombstones reports the tombstones the view holds and those collected
 // since the store opened.
 func (s *Store) Tombstones() (live int, collected uint64) {

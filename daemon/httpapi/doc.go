@@ -57,9 +57,9 @@
 //
 //	POST /v1/topics/{topic}/counters/{key}?by=N   [publish]
 //	    Adds N (default 1; a float for a float) to the key as a counter,
-//	    as Redis's INCRBY (view.Count, the one rule): an increment bound
-//	    to the version this node holds, which every node counts once; a
-//	    key without a value gets N written. 200 PutResult, and the
+//	    as Redis's INCRBY (command.Incr, the one rule): an increment bound
+//	    to the version this node holds, or to the absence a key without
+//	    a value counts after, from 0, which every node counts once. 200 PutResult, and the
 //	    key's value after it on this node in Cachecast-Count; 409
 //	    conflict when the value is no number or the sum overflows.
 //	    curl -sS $S -X POST 'http://x/v1/topics/stats/counters/hits?by=3'

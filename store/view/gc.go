@@ -69,9 +69,19 @@ func (v *View) CollectTombstones(cutoff int64, covered func(origin, seq uint64) 
 		v.mu.Unlock()
 	}
 	v.collected.Add(uint64(n))
-	for h := v.horizon.Load(); h < cutoff && !v.horizon.CompareAndSwap(h, cutoff); h = v.horizon.Load() {
-	}
+	v.RaiseHorizon(cutoff)
 	return n
+}
+
+// RaiseHorizon makes at (Unix ms) the view's horizon, when it is later
+// than the one it has: the instant before which this node may have
+// collected tombstones, which a counter increment of a key it holds
+// nothing of names (see Absence). CollectTombstones raises it to its
+// cutoff; the daemon raises it to now less the grace when it starts, as
+// its peers may have collected before then what its snapshot lacks.
+func (v *View) RaiseHorizon(at int64) {
+	for h := v.horizon.Load(); h < at && !v.horizon.CompareAndSwap(h, at); h = v.horizon.Load() {
+	}
 }
 
 // collectable reports whether it is a tombstone (or an expired value)
