@@ -315,8 +315,10 @@
 // Package wire holds the data port's bytes (the handshake, the frames
 // and their payloads), package digest one node's side of the digest
 // exchanges; both stand alone, tested and fuzzed on their own. This
-// package is the node that drives them: the per-peer link with its
-// pushes, pulls and snapshots (link.go), the listener's side of a link
+// package is the node that drives them: the per-peer link (link.go),
+// each of its connections a session with a method per frame type the
+// peer sends (session.go), its writer's turns (push.go), the snapshots
+// it takes and serves (snapshot.go), the listener's side of a link
 // (inbound.go), the node that owns the links, the anti-entropy rounds
 // and retirement (node.go, antientropy.go), the relay tree (tree.go)
 // and the NATS fan-out (nats.go). The link and the node share the

@@ -644,56 +644,6 @@ func (n *Node) learned(peer uint64, v map[uint64]uint64) {
 	}
 }
 
-// serveSnapshot streams a snapshot of the view, for a peer that needs
-// records this node has recycled or that bootstraps empty: encoded from
-// a clone of the view straight into frames of frameBytes, with no file.
-// A peer below ProtocolTimed gets one only while the view holds no time
-// field (a snapshot of version 1, which older builds read).
-func (n *Node) serveSnapshot(w *wire.Writer, proto uint8) error {
-	t0 := time.Now()
-	sw := &snapWriter{w: w, buf: make([]byte, 0, frameBytes)}
-	if err := n.st.SnapshotToVersion(sw, int(wire.MaxRecordVersion(proto))); err != nil {
-		return err
-	}
-	if err := sw.flush(); err != nil {
-		return err
-	}
-	n.log.Info("sent a snapshot to a peer for its bootstrap", zap.Int64("bytes", sw.sent), zap.Duration("took", time.Since(t0)))
-	return w.WriteFrame(wire.FrameSnapEnd, nil)
-}
-
-// snapWriter cuts a snapshot's stream into snapData frames.
-type snapWriter struct {
-	w    *wire.Writer
-	buf  []byte
-	sent int64 // bytes of the snapshot sent
-}
-
-func (s *snapWriter) Write(p []byte) (int, error) {
-	k := len(p)
-	for len(p) > 0 {
-		c := min(len(p), cap(s.buf)-len(s.buf))
-		s.buf = append(s.buf, p[:c]...)
-		p = p[c:]
-		if len(s.buf) == cap(s.buf) {
-			if err := s.flush(); err != nil {
-				return k - len(p), err
-			}
-		}
-	}
-	return k, nil
-}
-
-func (s *snapWriter) flush() error {
-	if len(s.buf) == 0 {
-		return nil
-	}
-	err := s.w.WriteParts(wire.FrameSnapData, s.buf)
-	s.sent += int64(len(s.buf))
-	s.buf = s.buf[:0]
-	return err
-}
-
 // treeLink is this node's link to peer, to note the records the peer
 // sends on (link.heard), with the relay tree; nil without it.
 func (n *Node) treeLink(peer uint64) *link {
