@@ -116,8 +116,8 @@
 //     write at each hop. The origin's cost per record is flat in N;
 //     a node's work per record is its k+1 neighbours' writes. A link's
 //     writer gathers a turn's records, its own and every other origin's
-//     the neighbour lacks, into one frame (up to batchRecords records
-//     and frameBytes), and the listener acks once for the records
+//     the neighbour lacks, into one frame (up to batch.Records records
+//     and batch.FrameBytes), and the listener acks once for the records
 //     frames that came in together: under load a hop costs a write and
 //     an ack per turn, not per origin. With Config.TreeFrom (cachecastd
 //     --tcp-fanout=auto, the default, from DefaultTreeFrom members) the
@@ -321,7 +321,8 @@
 // it takes and serves (snapshot.go), the listener's side of a link
 // (inbound.go), the node that owns the links, the anti-entropy rounds
 // and retirement (node.go, antientropy.go), the relay tree (tree.go)
-// and the NATS fan-out (nats.go). The link and the node share the
+// and the NATS fan-out (internal/natsfan; records are read out of the
+// log in batches by internal/batch). The link and the node share the
 // protocol's state machine (what a peer holds, what is pulled from
 // whom), which is why they stay together.
 //

@@ -162,7 +162,7 @@ func benchFleet(b *testing.B, transport string, size int) {
 	wire := func() uint64 {
 		n := tx[0].Load()
 		if src.n.nats != nil {
-			n += src.n.nats.nc.Stats().OutBytes
+			n += src.n.nats.Conn().Stats().OutBytes
 		}
 		return n
 	}

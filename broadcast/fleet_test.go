@@ -98,7 +98,7 @@ func (c *testCluster) cutAllDataPorts() {
 func waitNATSReady(t *testing.T, nodes []*testNode, live []*server.Server) {
 	t.Helper()
 	for _, tn := range nodes {
-		nc := tn.n.nats.nc
+		nc := tn.n.nats.Conn()
 		testkit.Eventually(t, 10*time.Second, tn.name+" connected to NATS", nc.IsConnected)
 		if err := nc.FlushTimeout(5 * time.Second); err != nil {
 			t.Fatalf("%s: NATS flush: %v", tn.name, err)
@@ -153,7 +153,7 @@ func TestNATSServerCluster(t *testing.T) {
 	c.wire()
 	waitNATSReady(t, c.nodes, servers)
 	for _, tn := range c.nodes {
-		if got, want := tn.n.nats.nc.ConnectedServerId(), home[tn].ID(); got != want {
+		if got, want := tn.n.nats.Conn().ConnectedServerId(), home[tn].ID(); got != want {
 			t.Fatalf("%s is on NATS server %s, want %s", tn.name, got, want)
 		}
 	}
@@ -261,7 +261,7 @@ func TestNATSServerCluster(t *testing.T) {
 				t.Errorf("%s holds %016x up to %d, %d acknowledged", tn.name, o, v[o], s)
 			}
 		}
-		id := tn.n.nats.nc.ConnectedServerId()
+		id := tn.n.nats.Conn().ConnectedServerId()
 		if home[tn] == dead {
 			if id == dead.ID() || (id != servers[0].ID() && id != servers[2].ID()) {
 				t.Errorf("%s is on NATS server %q after its own went away", tn.name, id)

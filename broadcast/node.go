@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/broadcast/digest"
+	"github.com/cachecast/cachecast/broadcast/internal/batch"
+	"github.com/cachecast/cachecast/broadcast/internal/natsfan"
 	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/store"
 
@@ -146,17 +148,15 @@ type Node struct {
 
 	keys atomic.Pointer[[][]byte] // the cluster keys in force (SetKeys)
 
-	nats *natsFanOut // nil: fan-out over the data port
+	nats *natsfan.FanOut // nil: fan-out over the data port
 	// treeLinks are the links to the relay tree's neighbours (Config.Tree).
 	treeLinks atomic.Pointer[[]*link]
 	// treeOn: the relay tree is in use now (Config.Tree, and the fleet
 	// has at least Config.TreeFrom members).
-	treeOn          atomic.Bool
-	replica         atomic.Uint64 // the peer pushed to directly under NATS
-	bytesSent       atomic.Uint64 // bytes of own records sent (pushes, NATS publishes)
-	pushFrames      atomic.Uint64 // records frames pushed (own and relayed records)
-	natsDisconnects atomic.Uint64
-	natsErrors      atomic.Uint64
+	treeOn     atomic.Bool
+	replica    atomic.Uint64 // the peer pushed to directly under NATS
+	bytesSent  atomic.Uint64 // bytes of own records sent (pushes, NATS publishes)
+	pushFrames atomic.Uint64 // records frames pushed (own and relayed records)
 
 	rejected atomic.Uint64 // peers refused at the handshake
 	protos   wire.Range    // the protocol versions it speaks (protocols at New, Config.ProtoMax)
@@ -340,10 +340,20 @@ func (n *Node) SetReplica(peer uint64) {
 func (n *Node) BytesSent() uint64 { return n.bytesSent.Load() }
 
 // NATSDisconnects counts disconnections from NATS; zero without NATS.
-func (n *Node) NATSDisconnects() uint64 { return n.natsDisconnects.Load() }
+func (n *Node) NATSDisconnects() uint64 {
+	if n.nats == nil {
+		return 0
+	}
+	return n.nats.Disconnects()
+}
 
 // NATSErrors counts NATS errors (slow consumer and the like).
-func (n *Node) NATSErrors() uint64 { return n.natsErrors.Load() }
+func (n *Node) NATSErrors() uint64 {
+	if n.nats == nil {
+		return 0
+	}
+	return n.nats.Errors()
+}
 
 // SetKeys replaces the cluster keys for new connections (key rotation:
 // add the new key everywhere, make it first everywhere, then drop the old
@@ -370,7 +380,7 @@ func (n *Node) Start() {
 func (n *Node) Close() error {
 	n.cancel()
 	if n.nats != nil {
-		n.nats.close()
+		n.nats.Close()
 	}
 	err := n.listener.Close()
 	n.mu.Lock()
@@ -760,7 +770,7 @@ func (n *Node) servePull(w *wire.Writer, req wire.PullReq, maxVersion byte) (end
 	for next <= req.To {
 		var stop uint64
 		var err error
-		buf, recs, stop, err = readBatch(n.st, req.Origin, next, int(min(req.To-next+1, 1<<20)), frameBytes, maxVersion, buf[:0], recs[:0])
+		buf, recs, stop, err = batch.Read(n.st, req.Origin, next, int(min(req.To-next+1, 1<<20)), batch.FrameBytes, maxVersion, buf[:0], recs[:0])
 		if len(recs) > 0 {
 			if werr := w.WriteRecords(recs); werr != nil {
 				return nil, false, werr
@@ -769,7 +779,7 @@ func (n *Node) servePull(w *wire.Writer, req wire.PullReq, maxVersion byte) (end
 		if errors.Is(err, store.ErrRecycled) {
 			next, status = stop, wire.PullRecycled
 			break
-		} else if errors.Is(err, errTooNew) {
+		} else if errors.Is(err, batch.ErrTooNew) {
 			next, held = stop, true
 			break
 		} else if errors.Is(err, store.ErrLost) {
@@ -778,7 +788,7 @@ func (n *Node) servePull(w *wire.Writer, req wire.PullReq, maxVersion byte) (end
 		} else if err != nil {
 			return nil, false, err
 		}
-		full := len(buf) >= frameBytes
+		full := len(buf) >= batch.FrameBytes
 		next = stop
 		if !full {
 			break // all of the range, or all this node holds of it

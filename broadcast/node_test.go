@@ -150,7 +150,7 @@ func (c *testCluster) add(name, dir string) *testNode {
 			c.namesMu.Unlock()
 			return c.net.IsCut(name, addr)
 		}
-		n.nats.drop.Store(&drop)
+		n.nats.SetDrop(drop)
 	}
 	n.Start()
 	tn := &testNode{name: name, dir: dir, st: st, disk: disk, n: n}

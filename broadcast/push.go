@@ -3,6 +3,7 @@ package broadcast
 import (
 	"errors"
 
+	"github.com/cachecast/cachecast/broadcast/internal/batch"
 	"github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/store"
 )
@@ -56,7 +57,7 @@ func (l *link) takeTurn(proto uint8, next uint64) turn {
 // pushOwn gathers into f what the peer lacks of this node's own records
 // from seq next on (when push), and returns the seq it goes on from.
 // f is flushed whenever full, so all of them go out in frames of up to
-// batchRecords records and frameBytes bytes: one write (and one ack back)
+// batch.Records records and batch.FrameBytes bytes: one write (and one ack back)
 // a turn for whatever is new, of every origin (relayDirty adds the other
 // origins' on the relay tree). Up to the log's end, not LastSeq, and past
 // an own record set aside as damaged (ErrLost): it must not hold the new
@@ -78,7 +79,7 @@ func (l *link) pushOwn(f *pushFrame, next uint64, proto uint8, push bool) (uint6
 			f.undo(mark)
 			break
 		}
-		lost, tooNew := errors.Is(err, store.ErrLost), errors.Is(err, errTooNew)
+		lost, tooNew := errors.Is(err, store.ErrLost), errors.Is(err, batch.ErrTooNew)
 		if err != nil && !lost && !tooNew {
 			return next, err
 		}
@@ -99,7 +100,7 @@ func (l *link) pushOwn(f *pushFrame, next uint64, proto uint8, push bool) (uint6
 }
 
 // pushFrame gathers what a link's writer pushes in one turn, records of
-// any origins, into frames of up to batchRecords records and frameBytes
+// any origins, into frames of up to batch.Records records and batch.FrameBytes
 // bytes. On the relay tree a node forwards many origins' records to each
 // neighbour: a frame per origin would cost a write, and an ack back, for
 // each of them.
@@ -122,13 +123,13 @@ func (f *pushFrame) undo(m frameMark) { f.buf, f.recs = f.buf[:m.bytes], f.recs[
 // read adds origin's records from seq from on, as many as the frame has
 // room for (readBatch: end is the seq after the last one read).
 func (f *pushFrame) read(origin, from uint64, proto uint8) (end uint64, err error) {
-	f.buf, f.recs, end, err = readBatch(f.l.n.st, origin, from, batchRecords-len(f.recs), frameBytes, wire.MaxRecordVersion(proto), f.buf, f.recs)
+	f.buf, f.recs, end, err = batch.Read(f.l.n.st, origin, from, batch.Records-len(f.recs), batch.FrameBytes, wire.MaxRecordVersion(proto), f.buf, f.recs)
 	return end, err
 }
 
 // flushIfFull sends the frame when it has no room for another record.
 func (f *pushFrame) flushIfFull() error {
-	if len(f.recs) < batchRecords && len(f.buf) < frameBytes {
+	if len(f.recs) < batch.Records && len(f.buf) < batch.FrameBytes {
 		return nil
 	}
 	return f.flush()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cachecast/cachecast/broadcast/internal/batch"
 	"github.com/cachecast/cachecast/broadcast/wire"
 	"go.uber.org/zap"
 )
@@ -18,12 +19,12 @@ import (
 
 // serveSnapshot streams a snapshot of the view, for a peer that needs
 // records this node has recycled or that bootstraps empty: encoded from
-// a clone of the view straight into frames of frameBytes, with no file.
+// a clone of the view straight into frames of batch.FrameBytes, with no file.
 // A peer below ProtocolTimed gets one only while the view holds no time
 // field (a snapshot of version 1, which older builds read).
 func (n *Node) serveSnapshot(w *wire.Writer, proto uint8) error {
 	t0 := time.Now()
-	sw := &snapWriter{w: w, buf: make([]byte, 0, frameBytes)}
+	sw := &snapWriter{w: w, buf: make([]byte, 0, batch.FrameBytes)}
 	if err := n.st.SnapshotToVersion(sw, int(wire.MaxRecordVersion(proto))); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cachecast/cachecast/broadcast/internal/batch"
 	"github.com/cachecast/cachecast/store"
 )
 
@@ -197,7 +198,7 @@ func (l *link) relayDirty(f *pushFrame, proto uint8) error {
 			}
 			mark := f.mark()
 			end, err := f.read(o, next, proto)
-			if errors.Is(err, store.ErrRecycled) || errors.Is(err, errTooNew) {
+			if errors.Is(err, store.ErrRecycled) || errors.Is(err, batch.ErrTooNew) {
 				// Gone here, or too new for the peer's protocol: it pulls
 				// (or bootstraps from) whichever peer can give them.
 				next = last + 1

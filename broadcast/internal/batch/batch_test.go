@@ -1,4 +1,4 @@
-package broadcast
+package batch
 
 import (
 	"bytes"
@@ -9,10 +9,10 @@ import (
 	"github.com/cachecast/cachecast/store/record"
 )
 
-// TestReadBatch: a batch stops at its record count, after the record that
+// TestRead: a batch stops at its record count, after the record that
 // reaches its byte bound, or at the first seq not held; its records are
 // the log's bytes, in seq order.
-func TestReadBatch(t *testing.T) {
+func TestRead(t *testing.T) {
 	t.Parallel()
 	o := store.DefaultOptions(t.TempDir())
 	o.SegmentSize = 1 << 20
@@ -48,7 +48,7 @@ func TestReadBatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			buf, recs, end, err := readBatch(st, origin, tt.from, tt.maxRecords, tt.maxBytes, record.Version2, nil, nil)
+			buf, recs, end, err := Read(st, origin, tt.from, tt.maxRecords, tt.maxBytes, record.Version2, nil, nil)
 			if err != nil || end != tt.wantEnd {
 				t.Fatalf("end %d, %v; want %d", end, err, tt.wantEnd)
 			}
