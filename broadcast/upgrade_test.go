@@ -73,6 +73,12 @@ func TestRollingUpgrade(t *testing.T) {
 						t.Fatalf("%s lacks %s", tn.name, k)
 					}
 				}
+				// The records may have crossed on the other's link alone
+				// (it pulls what it lacks): wait for this one's too.
+				testkit.Eventually(t, 20*time.Second, tn.name+"'s link connected", func() bool {
+					ps := tn.n.Peers()
+					return len(ps) == 1 && ps[0].Connected
+				})
 				ps := tn.n.Peers()
 				if len(ps) != 1 || ps[0].Proto != tt.want {
 					t.Fatalf("%s: peers %+v; want one link at protocol %d", tn.name, ps, tt.want)
