@@ -320,11 +320,18 @@
 // peer sends (session.go), its writer's turns (push.go), the snapshots
 // it takes and serves (snapshot.go), the listener's side of a link
 // (inbound.go), the node that owns the links, the anti-entropy rounds
-// and retirement (node.go, antientropy.go), the relay tree (tree.go)
-// and the NATS fan-out (internal/natsfan; records are read out of the
-// log in batches by internal/batch). The link and the node share the
-// protocol's state machine (what a peer holds, what is pulled from
-// whom), which is why they stay together.
+// and retirement (node.go, antientropy.go), the counters (stats.go),
+// the relay tree (tree.go) and the NATS fan-out (internal/natsfan;
+// records are read out of the log in batches by internal/batch).
+//
+// It is about 3,500 lines, a third of them comments (this doc alone is
+// 330): more than the 2,500 the house aims at, because the link, its
+// sessions, the listener's side and the node share one state machine,
+// what each peer holds and what is pulled from whom (link.holds,
+// Node.mayPull, the relay tree's positions), which a package boundary
+// would cut through: each of them reads and moves the others' state
+// under their locks. What stands alone is out of it (wire, digest,
+// internal/natsfan, internal/batch).
 //
 // Its tests run their clusters in one process on the in-memory store
 // (internal/memstore: the view of package store/view over records held

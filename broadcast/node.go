@@ -335,26 +335,6 @@ func (n *Node) SetReplica(peer uint64) {
 	n.mu.Unlock()
 }
 
-// BytesSent counts the bytes of this node's own records it has sent:
-// pushed to peers and published to NATS (not pulls it served).
-func (n *Node) BytesSent() uint64 { return n.bytesSent.Load() }
-
-// NATSDisconnects counts disconnections from NATS; zero without NATS.
-func (n *Node) NATSDisconnects() uint64 {
-	if n.nats == nil {
-		return 0
-	}
-	return n.nats.Disconnects()
-}
-
-// NATSErrors counts NATS errors (slow consumer and the like).
-func (n *Node) NATSErrors() uint64 {
-	if n.nats == nil {
-		return 0
-	}
-	return n.nats.Errors()
-}
-
 // SetKeys replaces the cluster keys for new connections (key rotation:
 // add the new key everywhere, make it first everywhere, then drop the old
 // one). Connections already open stay.
@@ -551,13 +531,6 @@ func (n *Node) Peers() []PeerStatus {
 	return out
 }
 
-// Rejected counts peers refused at the handshake.
-func (n *Node) Rejected() uint64 { return n.rejected.Load() }
-
-// Stalls counts connections closed because the peer stopped reading or
-// went silent for longer than PeerTimeout.
-func (n *Node) Stalls() uint64 { return n.stalls.Load() }
-
 // stalled counts err if it is a deadline that expired, and says so.
 func (n *Node) stalled(err error) bool {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -566,22 +539,6 @@ func (n *Node) stalled(err error) bool {
 	n.stalls.Add(1)
 	return true
 }
-
-// BadFrames counts connections closed for a malformed frame or record.
-func (n *Node) BadFrames() uint64 { return n.badFrames.Load() }
-
-// Bootstraps counts the times this node took a peer's snapshot because
-// the records it needed were recycled everywhere.
-func (n *Node) Bootstraps() uint64 { return n.boots.Load() }
-
-// VectorEntries counts the version vector entries (one per origin) this
-// node has sent and received in acks, vectors and retired lists (Stats
-// splits them): the anti-entropy's cost, which the
-// fleet harness (internal/fleet) measures against the fleet's size.
-func (n *Node) VectorEntries() uint64 { return n.entriesSent.Load() + n.entriesReceived.Load() }
-
-// Pulls counts the anti-entropy pull requests this node has sent.
-func (n *Node) Pulls() uint64 { return n.pulls.Load() }
 
 func (n *Node) acceptLoop() {
 	defer n.wg.Done()
