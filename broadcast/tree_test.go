@@ -160,7 +160,6 @@ func pushLinksOff(tn *testNode, k int) string {
 // the fleet converges when the load stops; with the direct fan-out the
 // same load keeps a connection open to every peer.
 func TestScaleTreePushConnectionsBounded(t *testing.T) {
-	t.Parallel()
 	const size, k = 12, 3
 	for _, tree := range []bool{true, false} {
 		t.Run(fmt.Sprintf("tree=%v", tree), func(t *testing.T) {
