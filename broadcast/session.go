@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -73,7 +74,9 @@ func (l *link) connect() (healthy bool, err error) {
 	werr := s.writeLoop(ctx, w)
 	cancel()
 	rerr := <-readErr
-	if werr != nil && !errors.Is(werr, context.Canceled) {
+	// A reader that waited past PeerTimeout closed the connection under
+	// the writer: the stall is the cause, whatever the writer then saw.
+	if werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(rerr, os.ErrDeadlineExceeded) {
 		return s.talked.Load() || errors.Is(werr, errIdle), werr
 	}
 	return s.talked.Load(), rerr
