@@ -238,3 +238,39 @@ func TestNoloopExpiredOnArrival(t *testing.T) {
 		t.Fatalf("invalidation %q, %v; want one naming k:1 and not k:2", got, err)
 	}
 }
+
+// TestPublishHalfClosedSubscriber: a subscriber that sends a command and
+// then closes its side of the connection is not counted by PUBLISH, and
+// its command still runs and is answered, as Redis runs what it read
+// before the close.
+func TestPublishHalfClosedSubscriber(t *testing.T) {
+	s, _ := limitServer(t, Config{})
+	addr := serveTCP(t, s)
+	sub, pub := dial(t, addr), dial(t, addr)
+	sub.do("HELLO", "3")
+	if got := sub.do("SUBSCRIBE", "news"); got != ">3 subscribe news :1" {
+		t.Fatalf("SUBSCRIBE = %q", got)
+	}
+	sub.send("SET", "k:h", "v")
+	if err := sub.nc.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if got := pub.do("PUBLISH", "news", "x"); got != ":0" {
+		t.Fatalf("PUBLISH after the subscriber closed its side = %q", got)
+	}
+	for {
+		got, err := sub.reply()
+		if err != nil {
+			t.Fatalf("the SET sent before the close was not answered: %v", err)
+		}
+		if got == "+OK" {
+			break
+		}
+		if got != ">3 message news x" {
+			t.Fatalf("unexpected answer %q", got)
+		}
+	}
+	if got := pub.do("GET", "k:h"); got != "v" {
+		t.Fatalf("GET of the half-closed subscriber's SET = %q", got)
+	}
+}

@@ -71,8 +71,8 @@ type conn struct {
 	// sending commands), set once.
 	pushed atomic.Bool
 	// hupWatched: its socket is in the subscribers' hang-up set
-	// (hangup.go), set once.
-	hupWatched atomic.Bool
+	// (hangup.go), set once; hungUp: that set said its client closed.
+	hupWatched, hungUp atomic.Bool
 
 	readDeadlineSet time.Time // when the idle deadline was last moved
 	// readAt is when the last read returned (or the connection was made,

@@ -13,10 +13,12 @@ import (
 // subscribing connection's socket is in an epoll set of its own, for
 // the peer's hang-up only (EPOLLRDHUP, one-shot); before it counts
 // receivers, PUBLISH asks that set without waiting (one epoll_wait) and
-// closes the connections it names, dropping their subscriptions. A
-// socket leaves the set when it is closed; a connection without a
-// descriptor (TLS) is not watched, and is dropped when its goroutine
-// reads the close. All under subscriptions.mu.
+// marks the connections it names hung up, which no count includes
+// since. Nothing else changes for them: their goroutine still runs the
+// commands the client sent before it closed, then reads the close and
+// drops the subscriptions. A socket leaves the set when it is closed; a
+// connection without a descriptor (TLS) is not watched, and is left out
+// once its goroutine reads the close. All under subscriptions.mu.
 type hangups struct {
 	epfd   int             // -1: not made yet
 	failed bool            // epoll_create failed: nothing is watched
@@ -91,18 +93,16 @@ func (h *hangups) close() {
 	h.epfd, h.failed = -1, true
 }
 
-// reapHungUp closes the subscribers whose clients have closed, and drops
-// their subscriptions, before PUBLISH counts receivers.
+// reapHungUp marks the subscribers whose clients have closed, before
+// PUBLISH or PUBSUB counts receivers (live).
 func (p *subscriptions) reapHungUp() {
 	if p.count.Load() == 0 {
 		return
 	}
 	p.mu.Lock()
-	gone := p.hup.hungUp()
-	p.mu.Unlock()
-	for _, c := range gone {
-		p.dropConn(c)
-		c.close()
+	defer p.mu.Unlock()
+	for _, c := range p.hup.hungUp() {
+		c.hungUp.Store(true)
 	}
 }
 

@@ -140,11 +140,12 @@ func (p *subscriptions) receivers(channel string) int {
 	return n
 }
 
-// live counts the connections of set that are not closed.
+// live counts the connections of set that are not closed, and whose
+// client has not closed them (hungUp).
 func live(set map[*conn]struct{}) int {
 	n := 0
 	for c := range set {
-		if !c.dead.Load() {
+		if !c.dead.Load() && !c.hungUp.Load() {
 			n++
 		}
 	}
