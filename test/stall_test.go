@@ -141,8 +141,13 @@ func TestClusterSIGSTOPOneNode(t *testing.T) {
 	t.Logf("publish latency, %s stopped for %v: %v", frozen.Name, paused, stopped)
 	t.Logf("publish p99 with %s stopped: %.2fx the unpaused p99", frozen.Name,
 		float64(stopped.at(0.99))/float64(max(unpaused.at(0.99), time.Microsecond)))
-	// a shows the stopped node behind by what it lacks: at least every
-	// record published while it was stopped (its last vector is older).
+	// No loss on the running nodes, before the frozen one is back. First,
+	// so that a holds every record when it is asked how far behind c is.
+	want := acked.Load()
+	checkLastWrites(t, waitConverged(t, []*clusterNode{a, b}, topic, keys, want, 30*time.Second), last)
+	// a, holding everything, shows the stopped node behind by what it
+	// lacks: at least every record published while it was stopped (its
+	// last vector is older).
 	testkit.Until(t, 10*time.Second, "a to show c behind by what it missed", func() string {
 		st, err := a.clusterStatus(c)
 		if err != nil {
@@ -165,9 +170,6 @@ func TestClusterSIGSTOPOneNode(t *testing.T) {
 		return "c is not a member"
 	})
 
-	// No loss on the running nodes, before the frozen one is back.
-	want := acked.Load()
-	checkLastWrites(t, waitConverged(t, []*clusterNode{a, b}, topic, keys, want, 30*time.Second), last)
 	if err := frozen.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
