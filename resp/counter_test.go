@@ -39,6 +39,9 @@ func TestCounters(t *testing.T) {
 			cmd("SET", "c:t", "5") + cmd("MULTI") + cmd("INCR", "c:t") + cmd("INCRBY", "c:t", "3") + cmd("GET", "c:t") + cmd("SET", "c:u", "1") + cmd("INCR", "c:u") + cmd("EXEC") + cmd("MGET", "c:t", "c:u"),
 			[]string{"+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n",
 				"*5\r\n:6\r\n:9\r\n$1\r\n9\r\n+OK\r\n:2\r\n", "*2\r\n$1\r\n9\r\n$1\r\n2\r\n"}},
+		{"from nothing in a transaction, with an expiry (a rate limiter)",
+			cmd("MULTI") + cmd("INCR", "c:r") + cmd("EXPIRE", "c:r", "100") + cmd("INCR", "c:r") + cmd("EXEC") + cmd("GET", "c:r") + cmd("TTL", "c:r") + cmd("INCR", "c:r"),
+			[]string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*3\r\n:1\r\n:1\r\n:2\r\n", "$1\r\n2\r\n", ":100\r\n", ":3\r\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestServer(t)
@@ -80,5 +83,27 @@ func TestCounterRecords(t *testing.T) {
 		if tg := recs[i].Target(); tg.Origin != want.Origin || tg.Seq != want.Seq || want.Origin != 0 && tg != want {
 			t.Errorf("record %d names %+v, want %+v", i, tg, want)
 		}
+	}
+}
+
+// TestCounterExpiryInTransaction: MULTI INCR, EXPIRE of a key without a
+// value writes an increment of its absence and an expiry change of its
+// revival (record.Genesis), never the value: increments of other nodes
+// still count.
+func TestCounterExpiryInTransaction(t *testing.T) {
+	s, st := newTestServer(t)
+	in := cmd("MULTI") + cmd("INCR", "x:r") + cmd("EXPIRE", "x:r", "100") + cmd("EXEC")
+	if got := replies(t, session(s, []byte(in))); fmt.Sprint(got) != fmt.Sprint([]string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n:1\r\n:1\r\n"}) {
+		t.Fatalf("answers %q", got)
+	}
+	var got []string
+	if _, err := st.ReadOrigin(st.Origin(), 1, 20, func(r record.Record) error {
+		got = append(got, fmt.Sprintf("%s/v%d/%v", r.Kind(), r.Version(), r.Target() == record.Genesis))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "[counter/v5/false expiry/v3/true]"; fmt.Sprint(got) != want {
+		t.Fatalf("records %v, want %s", got, want)
 	}
 }
