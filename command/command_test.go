@@ -300,3 +300,37 @@ func TestIncr(t *testing.T) {
 		})
 	}
 }
+
+// TestChangeExpiry: the expiry operation writes an expiry change bound to
+// the version held, under its condition; an instant past (0 too: PERSIST
+// is ExpiryChange to 0) becomes the version's first instant past.
+func TestChangeExpiry(t *testing.T) {
+	v := record.Stamp{HLC: 9, Origin: 1, Seq: 1}
+	tests := []struct {
+		name      string
+		cur, at   int64
+		x         Expire
+		change    bool
+		wantAt    int64
+		wantValue string
+	}{
+		{"expire", 0, 5000, Expire{}, true, 5000, "10"},
+		{"nx refuses an expiry", 3000, 5000, Expire{NX: true}, false, 0, ""},
+		{"gt", 3000, 5000, Expire{GT: true}, true, 5000, "10"},
+		{"lt refuses a later one", 3000, 5000, Expire{LT: true}, false, 0, ""},
+		{"past", 0, 500, Expire{}, true, 500, "10"},
+		{"at 0 is an instant past", 3000, 0, Expire{}, true, 1, "10"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := view.Entry{Value: []byte("13"), Base: []byte("10"), Stamp: v, ExpiresAt: tt.cur}
+			m, change := ChangeExpiry("t", "k", e, tt.at, 1000, tt.x)
+			if change != tt.change {
+				t.Fatalf("change %v, want %v", change, tt.change)
+			}
+			if change && (m.ExpiryOf != v || m.ExpiresAt != tt.wantAt || string(m.Value) != tt.wantValue || m.Validate() != nil) {
+				t.Fatalf("message %+v; want an expiry change of %+v to %d carrying the base %q", m, v, tt.wantAt, tt.wantValue)
+			}
+		})
+	}
+}

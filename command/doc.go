@@ -15,7 +15,7 @@
 //     expiry and an effective time ahead, a cancel of an instant ahead;
 //   - the operations that decide what a write is from what the node
 //     holds: an expiry change bound to the version it changes
-//     (ExpiryChange, Expire, PastExpiry), a cancel of a pending instant
+//     (ChangeExpiry: Expire's condition, PastExpiry, ExpiryChange), a cancel of a pending instant
 //     (Cancel; CancelKey reads what is pending of the node, a Reader), a
 //     counter increment (Count; Incr reads the key of the node and gives
 //     the entry a transaction sees after it);

@@ -114,6 +114,18 @@ func (x Expire) Allows(cur, at int64) bool {
 	return true
 }
 
+// ChangeExpiry is the expiry operation (the EXPIRE family, GETEX EX):
+// whether x allows giving e, the version of (topic, key) this node
+// holds, the expiry at (an instant, Unix ms) at the clock now, and the
+// expiry change that does (ExpiryChange, an instant past as PastExpiry
+// makes it). A PERSIST is ExpiryChange to 0.
+func ChangeExpiry(topic, key string, e view.Entry, at, now int64, x Expire) (record.Message, bool) {
+	if !x.Allows(e.ExpiresAt, at) {
+		return record.Message{}, false
+	}
+	return ExpiryChange(topic, key, e, PastExpiry(at, now, e)), true
+}
+
 // PastExpiry is the expiry at of the version e as an expiry change
 // writes it at the clock now (Unix ms): an instant already past becomes
 // the version's first instant past, never 0 (which is "none") nor at or

@@ -164,10 +164,7 @@ func cmdGetEx(c *conn, a [][]byte) {
 	}
 	old := bytes.Clone(e.Value)
 	if unit != "" || persist && e.ExpiresAt != 0 {
-		if unit != "" {
-			at = core.PastExpiry(at, c.s.now().UnixMilli(), e)
-		}
-		if !c.changeExpiry(a[1], e, at) {
+		if _, ok := c.changeExpiry(a[1], e, at, core.Expire{}, unit == ""); !ok {
 			return
 		}
 	}

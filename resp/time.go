@@ -263,34 +263,34 @@ func cmdExpire(c *conn, a [][]byte) {
 		c.integer(0)
 		return
 	}
-	if !(core.Expire{NX: nx, XX: xx, GT: gt, LT: lt}).Allows(e.ExpiresAt, at) {
-		c.integer(0)
-		return
-	}
-	if c.changeExpiry(a[1], e, core.PastExpiry(at, now.UnixMilli(), e)) {
+	changed, ok := c.changeExpiry(a[1], e, at, core.Expire{NX: nx, XX: xx, GT: gt, LT: lt}, false)
+	switch {
+	case ok && changed:
 		c.integer(1)
+	case ok:
+		c.integer(0) // the condition refused it
 	}
 }
 
-// changeExpiry publishes the expiry change (expiryChange) that gives e,
-// the version of the key name this node holds, the expiry at (0: none),
-// answering the error when it cannot (false). EXPIRE, PEXPIRE, EXPIREAT,
-// PEXPIREAT, PERSIST and GETEX all take this path.
-func (c *conn) changeExpiry(name []byte, e storeview.Entry, at int64) bool {
-	m, ok := c.expiryChange(name, e, at)
-	return ok && c.publish([]record.Message{m})
-}
-
-// expiryChange is the message that gives e, the version of the key name
-// this node holds, the expiry at (0: none), and nothing else
-// (command.ExpiryChange); false with the error answered for a name
-// without a key.
-func (c *conn) expiryChange(name []byte, e storeview.Entry, at int64) (record.Message, bool) {
+// changeExpiry publishes the expiry change the expiry operation
+// (command.ChangeExpiry) decides for e, the version of the key name this
+// node holds: the expiry at under x's condition, or none (persist).
+// changed is false when x refused it (nothing written); ok is false with
+// the error answered. EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST and
+// GETEX all take this path.
+func (c *conn) changeExpiry(name []byte, e storeview.Entry, at int64, x core.Expire, persist bool) (changed, ok bool) {
 	t, k, ok := c.keyOf(name)
 	if !ok {
-		return record.Message{}, false
+		return false, false
 	}
-	return core.ExpiryChange(t, k, e, at), true
+	m, change := core.ExpiryChange(t, k, e, 0), true
+	if !persist {
+		m, change = core.ChangeExpiry(t, k, e, at, c.s.now().UnixMilli(), x)
+	}
+	if !change {
+		return false, true
+	}
+	return true, c.publish([]record.Message{m})
 }
 
 func cmdPersist(c *conn, a [][]byte) {
@@ -299,7 +299,7 @@ func cmdPersist(c *conn, a [][]byte) {
 		c.integer(0)
 		return
 	}
-	if c.changeExpiry(a[1], e, 0) {
+	if _, ok := c.changeExpiry(a[1], e, 0, core.Expire{}, true); ok {
 		c.integer(1)
 	}
 }
