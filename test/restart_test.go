@@ -104,7 +104,6 @@ func TestRestartKeepsEverything(t *testing.T) {
 	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "restart", Args: smallNode})
 	c := n.Client
-	ctx := ctx(t)
 	m := model{}
 
 	// 1,800 keys in batches of 100 in topic a, 200 single PUTs with tags
@@ -115,7 +114,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 			key := fmt.Sprintf("key-%04d", b*100+i)
 			msgs[i] = client.Message{Key: key, Value: []byte("v1 of " + key)}
 		}
-		res, err := c.PublishBatch(ctx, "a", msgs)
+		res, err := c.PublishBatch(ctx(t), "a", msgs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +126,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		key := fmt.Sprintf("b/%03d", i)
 		tag := []string{"eu", "us"}[i%2]
 		val := []byte{byte(i), 0xff, 'x'} // not UTF-8: base64 on the stream
-		res, err := c.Publish(ctx, "b", key, val, tag)
+		res, err := c.Publish(ctx(t), "b", key, val, tag)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +134,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 	for i := 0; i < 1800; i += 18 {
 		key := fmt.Sprintf("key-%04d", i)
-		res, err := c.Publish(ctx, "a", key, []byte("v2 of "+key), "new")
+		res, err := c.Publish(ctx(t), "a", key, []byte("v2 of "+key), "new")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,20 +142,20 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 	for i := 1; i < 1800; i += 36 {
 		key := fmt.Sprintf("key-%04d", i)
-		res, err := c.Delete(ctx, "a", key)
+		res, err := c.Delete(ctx(t), "a", key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m.del("a", key, res)
 	}
-	if _, err := c.SetCursor(ctx, "reader-a", "a", 1234); err != nil {
+	if _, err := c.SetCursor(ctx(t), "reader-a", "a", 1234); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.Subscribe(ctx, "b", client.SubscribeOptions{Name: "reader-b", From: client.FromOffset(50)})
+	sub, err := c.Subscribe(ctx(t), "b", client.SubscribeOptions{Name: "reader-b", From: client.FromOffset(50)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sub.Ack(ctx, readEvents(t, sub, 10)[9]); err != nil {
+	if err := sub.Ack(ctx(t), readEvents(t, sub, 10)[9]); err != nil {
 		t.Fatal(err)
 	}
 	sub.Close()
@@ -189,17 +188,17 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 	checkCursors := func() {
 		t.Helper()
-		if cur, err := c.GetCursor(ctx, "reader-a"); err != nil || cur.Offset != 1234 || cur.Topic != "a" {
+		if cur, err := c.GetCursor(ctx(t), "reader-a"); err != nil || cur.Offset != 1234 || cur.Topic != "a" {
 			t.Fatalf("cursor reader-a: %+v %v", cur, err)
 		}
-		if cur, err := c.GetCursor(ctx, "reader-b"); err != nil || cur.Offset != 60 || cur.Topic != "b" {
+		if cur, err := c.GetCursor(ctx(t), "reader-b"); err != nil || cur.Offset != 60 || cur.Topic != "b" {
 			t.Fatalf("cursor reader-b: %+v %v", cur, err)
 		}
 	}
 	checkCursors()
 	// The stream of a from the start: every message, in order, with the
 	// seqs the daemon answered before the restart.
-	sub, err = c.Subscribe(ctx, "a", client.SubscribeOptions{From: client.FromEarliest})
+	sub, err = c.Subscribe(ctx(t), "a", client.SubscribeOptions{From: client.FromEarliest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +210,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		}
 	}
 	// A named subscription resumes at its cursor.
-	sub, err = c.Subscribe(ctx, "b", client.SubscribeOptions{Name: "reader-b"})
+	sub, err = c.Subscribe(ctx(t), "b", client.SubscribeOptions{Name: "reader-b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +220,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 		t.Fatalf("reader-b resumed at %+v; want offset 60, b/060", ev)
 	}
 	// Seqs go on; nothing is reused.
-	res, err := c.Publish(ctx, "a", "after-restart", []byte("x"), "")
+	res, err := c.Publish(ctx(t), "a", "after-restart", []byte("x"), "")
 	if err != nil || res.Seq != published+1 || res.Origin != before.origin {
 		t.Fatalf("first publish after the restart: %+v %v; want seq %d", res, err, published+1)
 	}
@@ -231,7 +230,7 @@ func TestRestartKeepsEverything(t *testing.T) {
 	// process crash loses nothing acknowledged.
 	for i := range 100 {
 		key := fmt.Sprintf("late-%03d", i)
-		res, err := c.Publish(ctx, "a", key, []byte(key), "")
+		res, err := c.Publish(ctx(t), "a", key, []byte(key), "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func TestClusterSIGSTOPOneNode(t *testing.T) {
 	nodes := startClusterNodes(t, threeNodes())
 	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
 	a, b, frozen := nodes[0], nodes[1], nodes[2]
-	// Not ctx(t)'s 30s: on a loaded machine the paced phases alone can
+	// Not ctx(t)'s 2 minutes: on a loaded machine the paced phases alone can
 	// take longer than planned; the test still ends in bounded time.
 	c, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
