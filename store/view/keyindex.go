@@ -15,7 +15,10 @@ import (
 // probing, at most 7/8 full): the top bits of a key's hash pick its
 // table in a directory, the low bits its first slot, 8 more bits its tag
 // (an empty slot's tag is 0), so that a probe reads a key only where
-// the tag matches. A table doubles up to keyTableMax slots, then splits
+// the tag matches. The price against a map: a lookup's cache misses are
+// the slot, the entry, then the key, one after the other (a map's slot
+// holds the key's string header and reaches key and entry at once);
+// BENCHMARKS.md (issue 34) has what that costs a Get. A table doubles up to keyTableMax slots, then splits
 // in two by one more bit of the hash, so that a growth rehashes at most
 // keyTableMax*7/8 keys (the write lock is held for that; a map the size
 // of the view, doubled at once, would hold it for all of them). A
