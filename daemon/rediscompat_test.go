@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"io"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -13,16 +12,10 @@ import (
 // then compares them byte for byte.
 func (p *redisPair) exchange(n int, cmds ...[]string) {
 	p.t.Helper()
-	var b strings.Builder
-	for _, args := range cmds {
-		b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
-		for _, a := range args {
-			b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
-		}
-	}
+	wire := encodeCommands(cmds)
 	var got [2][]string
 	for i, c := range p.conns {
-		if _, err := io.WriteString(c, b.String()); err != nil {
+		if _, err := io.WriteString(c, wire); err != nil {
 			p.t.Fatalf("%q to %s: %v", cmds, p.name(i), err)
 		}
 		for range n {
@@ -45,56 +38,49 @@ func (p *redisPair) exchange(n int, cmds ...[]string) {
 // a real redis-server (--enable-debug-command yes), over RESP2 and RESP3,
 // and compares the replies byte for byte.
 func TestRedisReplyDebugPubsubAgainstRedisServer(t *testing.T) {
-	theirs := startRedisServer(t, "--enable-debug-command", "yes")
-	td := startDaemon(t, testConfig(t))
-	for _, proto := range []string{"2", "3"} {
-		t.Run("RESP"+proto, func(t *testing.T) {
-			p := newRedisPair(t, td.d.RedisSocketPath(), theirs)
-			if proto == "3" {
-				p.do("HELLO", "3") // the server's own description: not compared
+	t.Parallel()
+	eachProtocol(t, []string{"--enable-debug-command", "yes"}, func(t *testing.T, proto string, p *redisPair, pair func() *redisPair) {
+		k := "c" + proto + ":k"
+		// CLIENT REPLY: the answers that arrive.
+		p.exchange(2, []string{"CLIENT", "REPLY", "OFF"}, []string{"SET", k, "1"}, []string{"GET", k},
+			[]string{"CLIENT", "REPLY", "SKIP"}, []string{"PING"}, []string{"CLIENT", "REPLY", "ON"}, []string{"GET", k})
+		p.exchange(2, []string{"CLIENT", "REPLY", "SKIP"}, []string{"SET", k, "2"}, []string{"GET", k}, []string{"ECHO", "x"})
+		p.exchange(2, []string{"CLIENT", "REPLY", "OFF"}, []string{"NOSUCH"}, []string{"MULTI"}, []string{"GET", k},
+			[]string{"EXEC"}, []string{"CLIENT", "REPLY", "ON"}, []string{"CLIENT", "REPLY", "ON"})
+		p.same("CLIENT", "REPLY", "MAYBE")
+		p.same("CLIENT", "REPLY")
+		p.same("CLIENT", "REPLY", "ON", "OFF")
+		// DEBUG PROTOCOL and SLEEP.
+		for _, typ := range []string{"string", "integer", "double", "bignum", "null", "array", "set", "map", "verbatim", "true", "false", "float", "PUSH"} {
+			n := 1
+			if proto == "3" && typ == "PUSH" {
+				n = 2
 			}
-			k := "c" + proto + ":k"
-			// CLIENT REPLY: the answers that arrive.
-			p.exchange(2, []string{"CLIENT", "REPLY", "OFF"}, []string{"SET", k, "1"}, []string{"GET", k},
-				[]string{"CLIENT", "REPLY", "SKIP"}, []string{"PING"}, []string{"CLIENT", "REPLY", "ON"}, []string{"GET", k})
-			p.exchange(2, []string{"CLIENT", "REPLY", "SKIP"}, []string{"SET", k, "2"}, []string{"GET", k}, []string{"ECHO", "x"})
-			p.exchange(2, []string{"CLIENT", "REPLY", "OFF"}, []string{"NOSUCH"}, []string{"MULTI"}, []string{"GET", k},
-				[]string{"EXEC"}, []string{"CLIENT", "REPLY", "ON"}, []string{"CLIENT", "REPLY", "ON"})
-			p.same("CLIENT", "REPLY", "MAYBE")
-			p.same("CLIENT", "REPLY")
-			p.same("CLIENT", "REPLY", "ON", "OFF")
-			// DEBUG PROTOCOL and SLEEP.
-			for _, typ := range []string{"string", "integer", "double", "bignum", "null", "array", "set", "map", "verbatim", "true", "false", "float", "PUSH"} {
-				n := 1
-				if proto == "3" && typ == "PUSH" {
-					n = 2
-				}
-				p.exchange(n, []string{"DEBUG", "PROTOCOL", typ})
-			}
-			p.exchange(map[string]int{"2": 1, "3": 2}[proto], []string{"DEBUG", "PROTOCOL", "attrib"})
-			for _, arg := range []string{"0", "0.001", "abc", "-1", ".002x"} {
-				p.same("DEBUG", "SLEEP", arg)
-			}
-			p.same("DEBUG", "SLEEP")
-			p.same("DEBUG", "NOSUCH", "x")
-			p.same("DEBUG")
-			p.exchange(5, []string{"MULTI"}, []string{"SET", k, "v", "PX", "1"}, []string{"DEBUG", "SLEEP", "0.01"}, []string{"GET", k}, []string{"EXEC"})
-			// PUBSUB, with subscribers on another connection.
-			sub := newRedisPair(t, td.d.RedisSocketPath(), theirs)
-			ch := "news" + proto
-			sub.same("SUBSCRIBE", ch)
-			sub.same("PSUBSCRIBE", "news*")
-			sub.same("PSUBSCRIBE", "x*")
-			for _, args := range [][]string{{"NUMSUB", ch, "other"}, {"NUMSUB"}, {"NUMPAT"}, {"CHANNELS"}, {"CHANNELS", "news*"},
-				{"CHANNELS", "y*"}, {"SHARDCHANNELS"}, {"SHARDNUMSUB", ch}, {"NOSUCH"}, {"CHANNELS", "a", "b"}, {"NUMPAT", "x"}} {
-				p.same(append([]string{"PUBSUB"}, args...)...)
-			}
-			p.same("PUBLISH", ch, "hello")
-			sub.exchange(2) // the message, by channel and by pattern
-			sub.exchange(2, []string{"UNSUBSCRIBE"}, []string{"PUNSUBSCRIBE", "x*"})
-			p.same("PUBSUB", "NUMSUB", ch)
-			p.same("PUBSUB", "NUMPAT")
-			sub.same("PUNSUBSCRIBE")
-		})
-	}
+			p.exchange(n, []string{"DEBUG", "PROTOCOL", typ})
+		}
+		p.exchange(map[string]int{"2": 1, "3": 2}[proto], []string{"DEBUG", "PROTOCOL", "attrib"})
+		for _, arg := range []string{"0", "0.001", "abc", "-1", ".002x"} {
+			p.same("DEBUG", "SLEEP", arg)
+		}
+		p.same("DEBUG", "SLEEP")
+		p.same("DEBUG", "NOSUCH", "x")
+		p.same("DEBUG")
+		p.exchange(5, []string{"MULTI"}, []string{"SET", k, "v", "PX", "1"}, []string{"DEBUG", "SLEEP", "0.01"}, []string{"GET", k}, []string{"EXEC"})
+		// PUBSUB, with subscribers on another connection.
+		sub := pair()
+		ch := "news" + proto
+		sub.same("SUBSCRIBE", ch)
+		sub.same("PSUBSCRIBE", "news*")
+		sub.same("PSUBSCRIBE", "x*")
+		for _, args := range [][]string{{"NUMSUB", ch, "other"}, {"NUMSUB"}, {"NUMPAT"}, {"CHANNELS"}, {"CHANNELS", "news*"},
+			{"CHANNELS", "y*"}, {"SHARDCHANNELS"}, {"SHARDNUMSUB", ch}, {"NOSUCH"}, {"CHANNELS", "a", "b"}, {"NUMPAT", "x"}} {
+			p.same(append([]string{"PUBSUB"}, args...)...)
+		}
+		p.same("PUBLISH", ch, "hello")
+		sub.exchange(2) // the message, by channel and by pattern
+		sub.exchange(2, []string{"UNSUBSCRIBE"}, []string{"PUNSUBSCRIBE", "x*"})
+		p.same("PUBSUB", "NUMSUB", ch)
+		p.same("PUBSUB", "NUMPAT")
+		sub.same("PUNSUBSCRIBE")
+	})
 }
