@@ -167,7 +167,7 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 	testkit.Eventually(t, 3*time.Minute, "the fresh node to be ready", d.ready.Load)
 	// Past ready every read is served: let the pollers see it a while.
 	n := served.Load()
-	testkit.Eventually(t, 30*time.Second, "reads served after ready", func() bool { return served.Load() > n+200 })
+	testkit.Eventually(t, 2*time.Minute, "reads served after ready", func() bool { return served.Load() > n+200 })
 	close(stop)
 	rc.Close() // a poller blocked on Redis returns
 	wg.Wait()

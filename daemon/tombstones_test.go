@@ -46,7 +46,9 @@ func deletedEverywhere(t *testing.T, ds []*testDaemon, key string) {
 // Every node of three collects the tombstones once the grace has passed:
 // the view's entries and the snapshot shrink, the fleet stays identical.
 func TestTombstonesCollectedOnEveryNode(t *testing.T) {
-	t.Parallel()
+	// Sequential: it counts the tombstones before the 8 s grace has
+	// passed, which beside the parallel tests on two loaded cores it did
+	// not always reach in time.
 	const keys = 300
 	// A grace of 8 s: a node out of contact for half of it leaves its
 	// cluster (away), and a loaded CI machine has kept nodes from each
@@ -213,7 +215,9 @@ func TestLateWriteWithinGraceLosesToTombstone(t *testing.T) {
 // with its old log; with --start-over it moves the log aside and starts
 // fresh, and the key stays deleted everywhere.
 func TestAwayNodeDoesNotResurrectCollectedDelete(t *testing.T) {
-	t.Parallel()
+	// Sequential: with a grace of 2 s a node out of gossip's contact for
+	// 1 s is away, and beside the parallel tests on two loaded cores the
+	// cluster did not hold together.
 	const grace = 2 * time.Second
 	ds := startCluster(t, 3, func(i int, c *Config) { c.TombstoneGrace = grace })
 	ds[0].put("prices", "sku", "first")
