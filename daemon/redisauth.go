@@ -80,6 +80,16 @@ func (n *respNode) Authenticate(c net.Conn, user, pass string) error {
 	return nil
 }
 
+// Logout makes c no user's again (RESET, as Redis returns the
+// connection to the user default): a TCP client holds the
+// unauthenticated roles, a Redis-socket caller its uid's.
+func (n *respNode) Logout(c net.Conn) {
+	if lc, ok := c.(loginConn); ok && lc.User() != "" {
+		lc.Login("")
+		n.d.log.Debug("redis client reset to no user", callerOfConn(c).Fields()...)
+	}
+}
+
 // MustAuthenticate: a TCP client that has not authenticated, when the
 // users file gives such clients no roles (no user default on and nopass).
 func (n *respNode) MustAuthenticate(c net.Conn) bool {

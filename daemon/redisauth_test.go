@@ -481,3 +481,58 @@ func readUntil(r *bufio.Reader, line string) bool {
 		}
 	}
 }
+
+// TestRedisResetLogsOut: RESET returns a connection to no user, as Redis
+// returns it to the user default: a TCP client that must authenticate
+// is answered NOAUTH again until it does; on the Redis socket a caller
+// narrowed by AUTH gets its uid's roles back.
+func TestRedisResetLogsOut(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	td := startDaemon(t, cfg)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, network, addr string
+		steps               [][2]string // a command, the start of its answer
+	}{
+		{"TCP", "tcp", td.d.RedisAddr(), [][2]string{
+			{"AUTH alice alice-pw", "OK"}, {"SET r:k v", "OK"}, {"RESET", "RESET"},
+			{"GET r:k", "NOAUTH"}, {"SET r:k w", "NOAUTH"},
+			{"AUTH reader reader-pw", "OK"}, {"GET r:k", "v"}, {"SET r:k w", "NOPERM"},
+		}},
+		{"the Redis socket", "unix", td.d.RedisSocketPath(), [][2]string{
+			{"AUTH reader reader-pw", "OK"}, {"SET r:u v", "NOPERM"}, {"RESET", "RESET"},
+			{"SET r:u v", "OK"}, {"GET r:u", "v"},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rc := goredis.NewClient(&goredis.Options{Network: c.network, Addr: c.addr, PoolSize: 1})
+			defer rc.Close()
+			cn := rc.Conn()
+			defer cn.Close()
+			for _, s := range c.steps {
+				var args []any
+				for _, a := range strings.Fields(s[0]) {
+					args = append(args, a)
+				}
+				v, err := cn.Do(ctx, args...).Result()
+				got := fmtAnswer(v, err)
+				if !strings.HasPrefix(got, s[1]) {
+					t.Fatalf("%s: %q, want %q", s[0], got, s[1])
+				}
+			}
+		})
+	}
+}
+
+// fmtAnswer is a command's answer or its error, as text.
+func fmtAnswer(v any, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return "unexpected answer"
+}

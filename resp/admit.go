@@ -95,6 +95,25 @@ func (s *Server) repeer(c *conn) string {
 	return ""
 }
 
+// restrange moves c, which must authenticate again (RESET), to the
+// count of strangers and into their pool, closing the oldest stranger
+// when the pool is full.
+func (s *Server) restrange(c *conn) {
+	peer := s.peerOf(c.nc)
+	s.mu.Lock()
+	s.uncountPeerLocked(c.peer)
+	s.peers[peer]++
+	c.peer = peer
+	var evicted *conn
+	if c.stranger.elem == nil {
+		evicted = s.admitStrangerLocked(c)
+	}
+	s.mu.Unlock()
+	if evicted != nil {
+		evicted.close()
+	}
+}
+
 // uncountPeerLocked takes one connection off peer's count.
 func (s *Server) uncountPeerLocked(peer string) {
 	if s.peers[peer]--; s.peers[peer] <= 0 {

@@ -34,6 +34,12 @@ func (n *authNode) user(c net.Conn) string {
 
 func (n *authNode) MustAuthenticate(c net.Conn) bool { return n.user(c) == "" }
 
+func (n *authNode) Logout(c net.Conn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.logins, c)
+}
+
 func (n *authNode) Peer(c net.Conn) string {
 	if u := n.user(c); u != "" {
 		return "user " + u
@@ -114,5 +120,31 @@ func TestStrangers(t *testing.T) {
 	}
 	if got := a.do("PING"); got != "+PONG" {
 		t.Fatalf("alice's connection after the strangers went: %q", got)
+	}
+}
+
+// TestResetRejoinsStrangers: RESET makes an authenticated connection a
+// stranger again, as Redis returns it to the user default: NOAUTH until
+// it authenticates, its place in its user's share given back, and a
+// place in the strangers' pool taken (the oldest closes for a new one).
+func TestResetRejoinsStrangers(t *testing.T) {
+	addr := authServer(t, Config{MaxUnauthenticated: 1, MaxConnectionsPerPeer: 1, AuthTimeout: time.Minute})
+	a := dial(t, addr)
+	for _, step := range []struct{ args, want string }{
+		{"AUTH alice pw", "+OK"},
+		{"PING", "+PONG"},
+		{"RESET", "+RESET"},
+		{"PING", "-NOAUTH Authentication required."},
+	} {
+		if got := a.do(strings.Fields(step.args)...); !strings.HasPrefix(got, step.want) {
+			t.Fatalf("%s: %q, want %q", step.args, got, step.want)
+		}
+	}
+	b := dial(t, addr) // the pool (1) is full: a, the oldest stranger, closes
+	if !a.closed() {
+		t.Fatal("a connection RESET left the strangers' pool")
+	}
+	if got := b.do("AUTH", "alice", "pw"); got != "+OK" {
+		t.Fatalf("alice's share after her connection's RESET: %q", got)
 	}
 }

@@ -17,6 +17,10 @@ type Authenticator interface {
 	// answered NOAUTH until it does. Asked at a connection's first
 	// command and again after RolesChanged (a reload of the users).
 	MustAuthenticate(conn net.Conn) bool
+	// Logout makes conn no user's again, as at accept (RESET): a TCP
+	// client then holds the unauthenticated roles, a Unix-socket caller
+	// its uid's.
+	Logout(conn net.Conn)
 }
 
 // Redis's words for a refused authentication.
@@ -99,6 +103,25 @@ func (c *conn) authenticate(user, pass string) bool {
 		return false
 	}
 	return true
+}
+
+// deauthenticate is RESET's part in authentication: c is no user's
+// again, counted as at accept (in the strangers' pool when it must now
+// authenticate, else in its peer's share); an error text when that share
+// is full (then c is to be closed).
+func (c *conn) deauthenticate() string {
+	a, ok := c.s.node.(Authenticator)
+	if !ok {
+		return ""
+	}
+	a.Logout(c.nc)
+	c.rolesSeen = 0 // ask MustAuthenticate and the read role again
+	if !a.MustAuthenticate(c.nc) {
+		return c.s.repeer(c)
+	}
+	c.lim = &strangerLimits // the commands pipelined after RESET are parsed before gate asks
+	c.s.restrange(c)
+	return ""
 }
 
 // Error is an error whose text is the Redis error as it is answered

@@ -1073,6 +1073,11 @@ func cmdReset(c *conn, _ [][]byte) {
 	c.reply = replyMode{}
 	c.setProto(2)
 	c.setName("")
+	if why := c.deauthenticate(); why != "" {
+		c.err(why)
+		c.quit = true // its peer's share is full: closed, as at accept
+		return
+	}
 	c.simple("RESET")
 }
 

@@ -40,7 +40,8 @@
 // says a connection must authenticate (MustAuthenticate), every command
 // but AUTH, HELLO (with AUTH), QUIT and RESET is answered "NOAUTH
 // Authentication required." and the connection goes on, as in Redis;
-// RESET keeps the connection's user. A node that is not an Authenticator
+// RESET returns the connection to no user (Authenticator.Logout), as
+// Redis returns it to the user default. A node that is not an Authenticator
 // answers AUTH as a Redis without passwords does. The read
 // role is asked at a connection's first command and again at its next
 // command after RolesChanged (a SIGHUP's reload): without it the command
