@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -74,9 +75,12 @@ type Daemon struct {
 	srv *http.Server
 	mln net.Listener // metrics; nil when off
 
-	redis    *respsrv.Server // the Redis front door; nil when off
-	redisLns []net.Listener
-	msrv     *http.Server
+	redis *respsrv.Server // the Redis front door; nil when off
+	// redisCert is the TLS certificate of --redis-addr, swapped by
+	// Reload; nil without --redis-tls-cert.
+	redisCert atomic.Pointer[tls.Certificate]
+	redisLns  []net.Listener
+	msrv      *http.Server
 
 	guard *access.Guard // the roles, swapped by Reload
 	node  *node         // the node as the front doors see it
@@ -618,8 +622,9 @@ func (d *Daemon) closeStore() error {
 // Reload applies a new configuration from cfg.Reload (cmd/cachecastd reads
 // the command line, the environment and --env-file again): the settings
 // the table marks reload (ReloadFlags: the log level, the role lists, the
-// Redis users) change at once; other settings that differ are logged as
-// needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
+// Redis users) change at once, and the Redis door's TLS certificate is
+// read again from the same files (loadRedisCert); other settings that
+// differ are logged as needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
 func (d *Daemon) Reload() error {
 	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec() + "\nSTATUS=reloading")
 	defer func() {
@@ -648,10 +653,15 @@ func (d *Daemon) Reload() error {
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
+	cert, err := d.loadRedisCert(nc)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
 	lvl, _ := config.ParseLevel(nc.LogLevel)
 	d.level.SetLevel(lvl)
 	d.guard.Set(nc.Roles(uint32(os.Getuid())))
 	d.guard.SetUsers(users)
+	d.swapRedisCert(cert)
 	if d.redis != nil {
 		d.redis.RolesChanged()
 	}

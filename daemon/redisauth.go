@@ -31,7 +31,9 @@ func (d *Daemon) listenRedisTCP() (net.Listener, error) {
 			_ = ln.Close()
 			return nil, fmt.Errorf("--redis-tls-cert/--redis-tls-key: %w", err)
 		}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		d.redisCert.Store(&cert)
+		ln = tls.NewListener(ln, &tls.Config{MinVersion: tls.VersionTLS12,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return d.redisCert.Load(), nil }})
 	}
 	users := d.guard.Users()
 	anon, open := users.Anonymous()
@@ -46,6 +48,32 @@ func (d *Daemon) listenRedisTCP() (net.Listener, error) {
 		d.log.Info("redis TCP door: clients must AUTH as a user of --redis-users (NOAUTH before)", fields...)
 	}
 	return access.TCPListener{Listener: ln}, nil
+}
+
+// loadRedisCert reads the TLS certificate of --redis-addr again for a
+// reload (a renewed certificate at the same paths): nil when the door has
+// no TLS or nc names other files (that needs a restart; Changed names
+// them), an error when the files do not load.
+func (d *Daemon) loadRedisCert(nc Config) (*tls.Certificate, error) {
+	if d.redisCert.Load() == nil || nc.RedisTLSCert != d.cfg.RedisTLSCert || nc.RedisTLSKey != d.cfg.RedisTLSKey {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(nc.RedisTLSCert, nc.RedisTLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-tls-cert/--redis-tls-key: %w (the certificate in force is kept)", err)
+	}
+	return &cert, nil
+}
+
+// swapRedisCert serves cert (loadRedisCert's) to the TLS connections
+// accepted from now on; open ones keep theirs.
+func (d *Daemon) swapRedisCert(cert *tls.Certificate) {
+	if cert == nil {
+		return
+	}
+	d.redisCert.Store(cert)
+	d.log.Info("redis TLS certificate reloaded", zap.String("serial", cert.Leaf.SerialNumber.String()),
+		zap.Time("not-after", cert.Leaf.NotAfter))
 }
 
 // loginConn is a connection that may authenticate (AUTH): a TCP one, or

@@ -230,12 +230,22 @@ func TestRedisTLS(t *testing.T) {
 // certificate's PEM.
 func writeSelfSigned(t *testing.T, cfg *Config) []byte {
 	t.Helper()
+	dir := t.TempDir()
+	cfg.RedisTLSCert, cfg.RedisTLSKey = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	return writeCert(t, cfg.RedisTLSCert, cfg.RedisTLSKey, 1)
+}
+
+// writeCert writes a self-signed certificate for 127.0.0.1 of serial
+// number serial and its key to the files certFile and keyFile, and
+// returns the certificate's PEM.
+func writeCert(t *testing.T, certFile, keyFile string, serial int64) []byte {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cachecast redis test"},
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "cachecast redis test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -248,16 +258,66 @@ func writeSelfSigned(t *testing.T, cfg *Config) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	cfg.RedisTLSCert, cfg.RedisTLSKey = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(cfg.RedisTLSCert, certPEM, 0o600); err != nil {
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg.RedisTLSKey, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return certPEM
+}
+
+// TestRedisTLSReload: a reload (SIGHUP) reads --redis-tls-cert and
+// --redis-tls-key again: a TLS client that connects afterwards gets the
+// renewed certificate, one already connected is still served, and files
+// that do not load fail the reload and keep the certificate in force.
+func TestRedisTLSReload(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, testUsers)
+	writeSelfSigned(t, &cfg)
+	reloadTo := cfg
+	cfg.Reload = func() (Config, error) { return reloadTo, nil }
+	td := startDaemon(t, cfg)
+	// serial dials the door and answers the serial number of the
+	// certificate it was served, and the connection.
+	serial := func() (int64, *tls.Conn) {
+		t.Helper()
+		c, err := tls.Dial("tcp", td.d.RedisAddr(), &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), c
+	}
+	first, old := serial()
+	if first != 1 {
+		t.Fatalf("the certificate at start has serial %d, want 1", first)
+	}
+	writeCert(t, cfg.RedisTLSCert, cfg.RedisTLSKey, 2)
+	noErr(t, td.d.Reload())
+	if got, _ := serial(); got != 2 {
+		t.Fatalf("after the reload a new connection got serial %d, want 2", got)
+	}
+	if _, err := old.Write([]byte("AUTH alice alice-pw\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(old).ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("the connection opened before the reload: %q, %v", line, err)
+	}
+	for _, broken := range []struct{ name, cert string }{
+		{"not PEM", "garbage"},
+		{"another key's certificate", string(writeCert(t, filepath.Join(t.TempDir(), "c"), filepath.Join(t.TempDir(), "k"), 3))},
+	} {
+		if err := os.WriteFile(cfg.RedisTLSCert, []byte(broken.cert), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "a reload with a certificate "+broken.name, td.d.Reload(), "--redis-tls-cert", "kept")
+		if got, _ := serial(); got != 2 {
+			t.Fatalf("after a reload with a certificate %s a new connection got serial %d, want 2 (the one in force)", broken.name, got)
+		}
+	}
 }
 
 // TestRedisFairConnections: nobody holds 5,000 idle connections to the

@@ -177,7 +177,7 @@ var settings = []setting{
 	{field: "RedisUsers", flag: "redis-users", reload: true,
 		help: "users file of the Redis door, in Redis ACL syntax (user NAME on >PASSWORD ~* +@read|+@write|+@consume|+@all): AUTH's users and their roles; without it a TCP client may only read"},
 	{field: "RedisTLSCert", flag: "redis-tls-cert",
-		help: "PEM certificate (chain) to serve --redis-addr under TLS, with --redis-tls-key"},
+		help: "PEM certificate (chain) to serve --redis-addr under TLS, with --redis-tls-key; both files are read again on SIGHUP (a new path needs a restart)"},
 	{field: "RedisTLSKey", flag: "redis-tls-key",
 		help: "PEM private key of --redis-tls-cert"},
 	{field: "RedisDefaultTopic", flag: "redis-default-topic",
