@@ -164,13 +164,20 @@ func TestFreshNodeCatchesUpBeforeServingReads(t *testing.T) {
 	td.runErr = make(chan error, 1)
 	go func() { td.runErr <- d.Run(ctx) }()
 	t.Cleanup(td.stop)
+	// The pollers end before the daemon stops, also when a wait below
+	// fails the test: past its end a poller's failed request would fail a
+	// finished test.
+	stopPollers := sync.OnceFunc(func() {
+		close(stop)
+		rc.Close() // a poller blocked on Redis returns
+		wg.Wait()
+	})
+	t.Cleanup(stopPollers)
 	testkit.Eventually(t, 3*time.Minute, "the fresh node to be ready", d.ready.Load)
 	// Past ready every read is served: let the pollers see it a while.
 	n := served.Load()
 	testkit.Eventually(t, 2*time.Minute, "reads served after ready", func() bool { return served.Load() > n+200 })
-	close(stop)
-	rc.Close() // a poller blocked on Redis returns
-	wg.Wait()
+	stopPollers()
 	select {
 	case err := <-viewReadyEarly:
 		t.Error(err)
