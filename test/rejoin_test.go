@@ -133,17 +133,8 @@ func TestClusterRestartOrdersReform(t *testing.T) {
 		start := time.Now()
 		n.Start()
 		waitClusterUp(t, nodes, names, false, 20*time.Second)
-		own := fmt.Sprintf("from-%s-after-%d", n.Name, i)
-		if _, err := n.Client.Publish(ctx(t), topic, own, clusterValue(own, i), ""); err != nil {
-			t.Fatalf("step %d: publish on %s: %v", i, n.Name, err)
-		}
-		keys = append(keys, own)
-		view := waitConverged(t, nodes, topic, keys, int64(len(keys)), 20*time.Second)
-		for _, k := range keys {
-			if v := view[k]; v.Absent {
-				t.Fatalf("step %d: %s absent", i, k)
-			}
-		}
+		keys = append(keys, publishOwn(t, n, topic, i))
+		waitEveryKey(t, nodes, topic, keys, fmt.Sprint("step ", i))
 		t.Logf("step %d: one cluster again, every write everywhere, %v after the restart", i, time.Since(start).Round(time.Millisecond))
 	}
 	stopAll(nodes)
@@ -200,22 +191,35 @@ func TestClusterColdRestartEveryOrder(t *testing.T) {
 		}
 		waitClusterUp(t, nodes, names, false, 30*time.Second)
 		for _, n := range nodes {
-			own := fmt.Sprintf("from-%s-after-%d", n.Name, i)
-			if _, err := n.Client.Publish(ctx(t), topic, own, clusterValue(own, i), ""); err != nil {
-				t.Fatalf("order %d: publish on %s: %v", i, n.Name, err)
-			}
-			keys = append(keys, own)
+			keys = append(keys, publishOwn(t, n, topic, i))
 		}
-		view := waitConverged(t, nodes, topic, keys, int64(len(keys)), 20*time.Second)
-		for _, k := range keys {
-			if view[k].Absent {
-				t.Fatalf("order %d: %s absent", i, k)
-			}
-		}
+		waitEveryKey(t, nodes, topic, keys, fmt.Sprint("order ", i))
 		t.Logf("order %d (%s, started %s): one cluster, every write everywhere, %v after the first start",
 			i, map[bool]string{false: "SIGTERM", true: "SIGKILL"}[kill], orderNames(nodes, order), time.Since(start).Round(time.Millisecond))
 	}
 	stopAll(nodes)
+}
+
+// publishOwn publishes on n a key of its own for step i and returns it.
+func publishOwn(t *testing.T, n *clusterNode, topic string, i int) string {
+	t.Helper()
+	own := fmt.Sprintf("from-%s-after-%d", n.Name, i)
+	if _, err := n.Client.Publish(ctx(t), topic, own, clusterValue(own, i), ""); err != nil {
+		t.Fatalf("step %d: publish on %s: %v", i, n.Name, err)
+	}
+	return own
+}
+
+// waitEveryKey waits for nodes to converge on keys (one message each)
+// and fails the test, naming the step, if one is absent.
+func waitEveryKey(t *testing.T, nodes []*clusterNode, topic string, keys []string, step string) {
+	t.Helper()
+	view := waitConverged(t, nodes, topic, keys, int64(len(keys)), 20*time.Second)
+	for _, k := range keys {
+		if view[k].Absent {
+			t.Fatalf("%s: %s absent", step, k)
+		}
+	}
 }
 
 // orderNames spells a start order as "b, a, c".
