@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"crypto/tls"
+	"fmt"
+
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/broadcast"
@@ -13,11 +16,12 @@ import (
 // the settings it takes, and the rule a node away too long meets at
 // start.
 
-// clusterSettings is the cluster's part of c.
-func clusterSettings(c Config, log *zap.Logger) (cluster.Config, error) {
-	tlsConf, err := c.TLS()
-	if err != nil {
-		return cluster.Config{}, err
+// clusterSettings is the cluster's part of c, with the data port's TLS
+// files read (nil without TLS).
+func clusterSettings(c Config, files *broadcast.TLSFiles, log *zap.Logger) cluster.Config {
+	var tlsConf *tls.Config
+	if files != nil {
+		tlsConf = files.Config()
 	}
 	var natsConf *broadcast.NATSConfig
 	if c.Transport == "nats" {
@@ -46,7 +50,7 @@ func clusterSettings(c Config, log *zap.Logger) (cluster.Config, error) {
 		ShutdownTimeout:    c.ShutdownTimeout,
 		Hooks:              c.Hooks(),
 		Logger:             log,
-	}, nil
+	}
 }
 
 // checkAway is cluster.CheckAway for a node told to join with a
@@ -57,4 +61,21 @@ func (d *Daemon) checkAway() error {
 		return nil
 	}
 	return cluster.CheckAway(cfg.DataDir, cfg.TombstoneGrace, cfg.StartOver, d.now(), d.log)
+}
+
+// reloadDataTLS reads the data port's TLS files again for a reload (a
+// renewed certificate or CA at the same paths): nothing when the port has
+// no TLS or nc names other files (that needs a restart; Changed names
+// them); the files in force are kept when the new ones do not load.
+func (d *Daemon) reloadDataTLS(nc Config) error {
+	if d.dataTLS == nil || nc.TLSCert != d.cfg.TLSCert || nc.TLSKey != d.cfg.TLSKey || nc.TLSCA != d.cfg.TLSCA {
+		return nil
+	}
+	if err := d.dataTLS.Reload(); err != nil {
+		return fmt.Errorf("--tls-cert/--tls-key/--tls-ca: %w (the certificate and CA in force are kept)", err)
+	}
+	leaf := d.dataTLS.Leaf()
+	d.log.Info("data port TLS certificate and CA reloaded", zap.String("serial", leaf.SerialNumber.String()),
+		zap.Time("not-after", leaf.NotAfter))
+	return nil
 }

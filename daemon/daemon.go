@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/cachecast/cachecast/broadcast"
 	"github.com/cachecast/cachecast/daemon/config"
 	"github.com/cachecast/cachecast/daemon/httpapi"
 	"github.com/cachecast/cachecast/daemon/internal/access"
@@ -79,8 +80,11 @@ type Daemon struct {
 	// redisCert is the TLS certificate of --redis-addr, swapped by
 	// Reload; nil without --redis-tls-cert.
 	redisCert atomic.Pointer[tls.Certificate]
-	redisLns  []net.Listener
-	msrv      *http.Server
+	// dataTLS is the data port's TLS (nil without one), read again by
+	// Reload.
+	dataTLS  *broadcast.TLSFiles
+	redisLns []net.Listener
+	msrv     *http.Server
 
 	guard *access.Guard // the roles, swapped by Reload
 	node  *node         // the node as the front doors see it
@@ -280,11 +284,12 @@ func (d *Daemon) startCluster() error {
 		d.catch.Finish()
 		return nil
 	}
-	cc, err := clusterSettings(d.cfg, d.log)
+	files, err := d.cfg.TLS()
 	if err != nil {
 		return err
 	}
-	c, err := cluster.New(cc, d.store)
+	d.dataTLS = files
+	c, err := cluster.New(clusterSettings(d.cfg, files, d.log), d.store)
 	if err != nil {
 		return err
 	}
@@ -655,6 +660,9 @@ func (d *Daemon) Reload() error {
 	}
 	cert, err := d.loadRedisCert(nc)
 	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if err := d.reloadDataTLS(nc); err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
 	lvl, _ := config.ParseLevel(nc.LogLevel)

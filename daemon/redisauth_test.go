@@ -24,6 +24,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/cachecast/cachecast/broadcast"
+	bwire "github.com/cachecast/cachecast/broadcast/wire"
 	"github.com/cachecast/cachecast/internal/testkit"
 )
 
@@ -247,7 +249,7 @@ func writeCert(t *testing.T, certFile, keyFile string, serial int64) []byte {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "cachecast redis test"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
@@ -595,4 +597,47 @@ func fmtAnswer(v any, err error) string {
 		return s
 	}
 	return "unexpected answer"
+}
+
+// TestDataTLSReload: a reload reads --tls-cert, --tls-key and --tls-ca
+// again: a peer whose certificate the CA file did not hold is refused on
+// the data port before and admitted after, and a CA file that does not
+// load fails the reload and keeps the files in force.
+func TestDataTLSReload(t *testing.T) {
+	cfg := clusterConfig(t, "a", nil)
+	dir := t.TempDir()
+	cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "ca.pem")
+	nodePEM := writeCert(t, cfg.TLSCert, cfg.TLSKey, 1)
+	noErr(t, os.WriteFile(cfg.TLSCA, nodePEM, 0o600)) // self-signed: its own CA
+	peerCert, peerKey := filepath.Join(dir, "peer.pem"), filepath.Join(dir, "peer.key")
+	peerPEM := writeCert(t, peerCert, peerKey, 2)
+	reloadTo := cfg
+	cfg.Reload = func() (Config, error) { return reloadTo, nil }
+	td := startDaemon(t, cfg)
+
+	pair, err := tls.LoadX509KeyPair(peerCert, peerKey)
+	noErr(t, err)
+	trust := x509.NewCertPool()
+	trust.AppendCertsFromPEM(nodePEM)
+	peer := broadcast.NewTLS(pair, trust)
+	// dial is a peer's connection to the node's data port: TLS, then the
+	// data port's own handshake, which a node only answers past TLS.
+	dial := func() error {
+		c, err := tls.Dial("tcp", td.d.DataAddr(), peer)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, _, err = bwire.DialHandshake(c, 42, nil, bwire.Range{Min: bwire.ProtocolMin, Max: bwire.ProtocolMax}, 10*time.Second)
+		return err
+	}
+	if err := dial(); err == nil {
+		t.Fatal("a peer the CA file does not hold was admitted")
+	}
+	noErr(t, os.WriteFile(cfg.TLSCA, append(nodePEM, peerPEM...), 0o600))
+	noErr(t, td.d.Reload())
+	noErr(t, dial())
+	noErr(t, os.WriteFile(cfg.TLSCA, []byte("not PEM"), 0o600))
+	wantErr(t, "a reload with a CA file that is not PEM", td.d.Reload(), "--tls-ca", "no certificate")
+	noErr(t, dial())
 }

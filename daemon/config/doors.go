@@ -1,7 +1,6 @@
 package config
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -16,20 +15,20 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// TLS builds mutual TLS for the data port from --tls-cert,
-// --tls-key and --tls-ca; nil when they are not set.
-func (c Config) TLS() (*tls.Config, error) {
+// TLS reads mutual TLS for the data port from --tls-cert, --tls-key and
+// --tls-ca; nil when they are not set.
+func (c Config) TLS() (*broadcast.TLSFiles, error) {
 	if c.TLSCert == "" && c.TLSKey == "" && c.TLSCA == "" {
 		return nil, nil
 	}
 	if c.TLSCert == "" || c.TLSKey == "" || c.TLSCA == "" {
 		return nil, errors.New("--tls-cert, --tls-key and --tls-ca: set all three for mutual TLS on the data port, or none")
 	}
-	conf, err := broadcast.LoadTLS(c.TLSCert, c.TLSKey, c.TLSCA)
+	files, err := broadcast.LoadTLS(c.TLSCert, c.TLSKey, c.TLSCA)
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert/--tls-key/--tls-ca: %w", err)
 	}
-	return conf, nil
+	return files, nil
 }
 
 // NATSOptions turns the --nats-* flags into connection options.

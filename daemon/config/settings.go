@@ -145,7 +145,7 @@ var settings = []setting{
 	{field: "RetryBackoff", flag: "retry-backoff", check: durations,
 		help: "consumer groups: wait before each retry, comma separated; the last repeats"},
 	{field: "TLSCert", flag: "tls-cert",
-		help: "certificate (PEM) of this node for mutual TLS on the data port"},
+		help: "certificate (PEM) of this node for mutual TLS on the data port; --tls-cert, --tls-key and --tls-ca are read again on SIGHUP (a new path needs a restart)"},
 	{field: "TLSKey", flag: "tls-key",
 		help: "private key (PEM) for --tls-cert"},
 	{field: "TLSCA", flag: "tls-ca",
