@@ -1,0 +1,399 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+)
+
+// The README's examples, run as written against real daemons: the shell
+// sessions of "First steps with curl", "The CLI" and "Redis clients" on
+// one node laid out as `make run` lays it out (TestReadmeSingleNode), the
+// Go snippet of the shared view compiled and run against that node's
+// view file, and "A cluster of three" (TestReadmeCluster). What the
+// README shows a command printing is what it must print, but for the
+// figures no run repeats (an origin, an HLC, a time); a command whose
+// output the README leaves out must succeed. The README's other
+// examples are run elsewhere: make run by TestMakeRun, make deb and the
+// package by TestDebPackage, the unit's snippets by systemd's tests.
+
+// mdBlock is one fenced code block of a Markdown file.
+type mdBlock struct {
+	section string // the "## " heading it is under
+	lang    string // the fence's info string
+	lines   []string
+}
+
+// markdownBlocks reads the fenced code blocks of the file at path.
+func markdownBlocks(t *testing.T, path string) []mdBlock {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []mdBlock
+	var cur *mdBlock
+	section := ""
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case cur != nil && strings.HasPrefix(l, "```"):
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			cur.lines = append(cur.lines, l)
+		case strings.HasPrefix(l, "```"):
+			cur = &mdBlock{section: section, lang: strings.TrimPrefix(l, "```")}
+		case strings.HasPrefix(l, "## "):
+			section = strings.TrimPrefix(l, "## ")
+		}
+	}
+	return blocks
+}
+
+// readmeBlock is the one block of README.md in section written in lang.
+func readmeBlock(t *testing.T, section, lang string) mdBlock {
+	t.Helper()
+	var found []mdBlock
+	for _, b := range markdownBlocks(t, "../README.md") {
+		if b.section == section && b.lang == lang {
+			found = append(found, b)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("README.md has %d %s blocks under %q; this test runs exactly one", len(found), lang, section)
+	}
+	return found[0]
+}
+
+// consoleStep is one command of a console block: the command line (its
+// continuation lines joined), what the README shows it printing, and for
+// a line typed at a program's prompt (redis-cli's), that program's
+// command line, run with the line on its standard input.
+type consoleStep struct {
+	cmd     string
+	want    []string
+	program string
+}
+
+// redisPrompt is how the README shows a line typed at redis-cli's prompt.
+const redisPrompt = "redis> "
+
+// parseConsole splits a console block into its steps: a line "$ cmd"
+// (with the lines a trailing backslash continues) is a command, a line
+// "redis> cmd" a command typed at the prompt of the "$" command before
+// it, and the lines up to the next command what it prints.
+func parseConsole(lines []string) []consoleStep {
+	var steps []consoleStep
+	session := ""
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case strings.HasPrefix(l, "$ "):
+			cmd := strings.TrimPrefix(l, "$ ")
+			for strings.HasSuffix(cmd, `\`) && i+1 < len(lines) {
+				i++
+				cmd += "\n" + lines[i]
+			}
+			session = cmd
+			steps = append(steps, consoleStep{cmd: cmd})
+		case strings.HasPrefix(l, redisPrompt):
+			steps = append(steps, consoleStep{cmd: strings.TrimPrefix(l, redisPrompt), program: session})
+		case len(steps) > 0 && strings.TrimSpace(l) != "":
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
+		}
+	}
+	return steps
+}
+
+// unrepeatable are the figures of a command's output that no two runs
+// share: a node's origin, an HLC, a time.
+var unrepeatable = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`"origin":"[0-9a-f]{16}"`), `"origin":"ORIGIN"`},
+	{regexp.MustCompile(`"hlc":"[0-9]+"`), `"hlc":"HLC"`},
+	{regexp.MustCompile(`"time":"[^"]+"`), `"time":"TIME"`},
+	{regexp.MustCompile(`origin=[0-9a-f]{16}`), `origin=ORIGIN`},
+	{regexp.MustCompile(`hlc=[0-9]+`), `hlc=HLC`},
+	{regexp.MustCompile(`time=[^ ]+`), `time=TIME`},
+}
+
+// masked is s with its unrepeatable figures replaced by their names.
+func masked(s string) string {
+	s = strings.TrimSpace(s)
+	for _, u := range unrepeatable {
+		s = u.re.ReplaceAllString(s, u.with)
+	}
+	return s
+}
+
+// live says whether the README shows a command as one that runs until
+// it is stopped (a subscription, a watch): its comment says so.
+func live(cmd string) bool {
+	_, comment, _ := strings.Cut(cmd, "#")
+	return strings.Contains(comment, "live") || strings.Contains(comment, "Ctrl-C")
+}
+
+// shellRun runs steps in dir as a user at a shell would, one after the
+// other, each variable an earlier step set still set. With eventually, a
+// step whose output is not yet what the README shows is run again until
+// it is (a read on another node of a cluster), within a deadline.
+func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool) {
+	t.Helper()
+	vars := "" // the assignments so far, "S=...\n"
+	assign := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	for _, s := range steps {
+		if live(s.cmd) {
+			shellLive(t, dir, vars, s.cmd)
+			continue
+		}
+		script, input := vars+s.cmd, ""
+		if s.program != "" {
+			// redis-cli formats its replies as on a terminal with --no-raw.
+			script, input = vars+s.program+" --no-raw", s.cmd+"\n"
+		}
+		if assign.MatchString(s.cmd) {
+			vars += s.cmd + "\n"
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			out, stderr, err := shell(dir, script, input)
+			why := stepFails(s, out, err)
+			if why == "" {
+				break
+			}
+			if !eventually || time.Now().After(deadline) {
+				t.Fatalf("README step %q: %s\noutput:\n%s\nstderr:\n%s", s.cmd, why, out, stderr)
+			}
+			time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
+		}
+	}
+}
+
+// stepFails says why a step's run does not do what the README shows, or
+// "" when it does.
+func stepFails(s consoleStep, out string, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if len(s.want) == 0 {
+		// The README leaves the output out: the command must not answer
+		// one of the API's errors.
+		if strings.Contains(out, `"code":"`) {
+			return "it answered an error"
+		}
+		return ""
+	}
+	if got, want := masked(out), masked(strings.Join(s.want, "\n")); got != want {
+		return "it printed\n" + got + "\nwhere the README shows\n" + want
+	}
+	return ""
+}
+
+// shell runs script with bash in dir, input on its standard input, and
+// returns what it wrote to its standard output and error.
+func shell(dir, script, input string) (string, string, error) {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(c, "bash", "-e", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = bins.Env()
+	cmd.Stdin = strings.NewReader(input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// shellLive runs cmd, a command that runs until it is stopped, after the
+// assignments vars, until it has printed a line, then stops it. The line
+// must not be an error.
+func shellLive(t *testing.T, dir, vars, cmd string) {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(c, "bash", "-e", "-c", vars+"exec "+cmd)
+	sh.Dir = dir
+	sh.Env = bins.Env()
+	var stderr bytes.Buffer
+	sh.Stderr = &stderr
+	stdout, err := sh.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	first := ""
+	if sc.Scan() {
+		first = sc.Text()
+	}
+	cancel()
+	_ = sh.Wait() // killed: its status says nothing
+	if first == "" || strings.Contains(first, `"code":"`) {
+		t.Fatalf("README step %q printed %q first (stderr %q); want a line of its stream", cmd, first, stderr.String())
+	}
+}
+
+// readmeDir is a fresh working directory as a source tree's: ./bin holds
+// the binaries under test. Its path is short, for the sockets in it.
+func readmeDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "cc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{bins.Daemon, bins.CLI} {
+		if err := os.Symlink(p, filepath.Join(dir, "bin", filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestReadmeSingleNode runs the README's sessions with curl, the CLI and
+// redis-cli, in that order, against one node with `make run`'s defaults
+// (./data, ./cachecast.sock, ./cachecast-redis.sock, ./cachecast.view) but
+// for the cluster's ports, which it does not open (TestMakeRun checks
+// those); then its Go snippet reads the key the sessions wrote from the
+// shared view.
+func TestReadmeSingleNode(t *testing.T) {
+	t.Parallel()
+	testkit.NeedTool(t, "curl", "curl")
+	testkit.NeedTool(t, "redis-cli", "redis-tools")
+	dir := readmeDir(t)
+	n := StartNode(t, bins, NodeOptions{
+		Name: "readme", Bare: true, Dir: dir, Command: "./bin/cachecastd",
+		DataDir: filepath.Join(dir, "data"), Socket: "cachecast.sock",
+		Args: []string{"--gossip-addr="},
+	})
+	for _, section := range []string{"First steps with curl", "The CLI", "Redis clients"} {
+		shellRun(t, dir, parseConsole(readmeBlock(t, section, "console").lines), false)
+	}
+	v, err := n.Client.Get(ctx(t), "prices", "sku-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runReadmeGo(t, filepath.Join(dir, "cachecast.view"))
+	if want := string(v.Bytes) + " " + v.Tag; out != want {
+		t.Fatalf("the README's Go snippet read %q; the node holds %q", out, want)
+	}
+}
+
+// runReadmeGo compiles the README's Go snippet into a program that reads
+// the view file at path instead of the snippet's and prints what the
+// snippet's Get returned, runs it, and returns what it printed. The
+// program is laid into the module by an overlay (go build -overlay), so
+// nothing is written into the source tree.
+func runReadmeGo(t *testing.T, path string) string {
+	t.Helper()
+	snippet := strings.Join(readmeBlock(t, "Reading at memory speed: the shared view", "go").lines, "\n")
+	const readmePath = `"/run/cachecast/cachecast.view"`
+	if !strings.Contains(snippet, readmePath) || !strings.Contains(snippet, "{ ... }") {
+		t.Fatalf("the README's Go snippet no longer opens %s with its errors left as { ... }:\n%s", readmePath, snippet)
+	}
+	snippet = strings.ReplaceAll(snippet, readmePath, `"`+path+`"`)
+	snippet = strings.ReplaceAll(snippet, "{ ... }", "{ return err }")
+	src := "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\n\t\"" + Module + "/localview\"\n)\n\n" +
+		"func main() {\n\tif err := run(); err != nil {\n\t\tfmt.Fprintln(os.Stderr, err)\n\t\tos.Exit(1)\n\t}\n}\n\n" +
+		"func run() error {\n" + snippet + "\n\tif err != nil {\n\t\treturn err\n\t}\n" +
+		"\t_ = stamp\n\tfmt.Print(string(price), \" \", tag)\n\treturn nil\n}\n"
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "main.go")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := filepath.Join(root, "internal", "readmesnippet")
+	overlay, _ := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(pkg, "main.go"): file}})
+	if err := os.WriteFile(filepath.Join(tmp, "overlay.json"), overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(tmp, "snippet")
+	build := exec.Command("go", "build", "-overlay", filepath.Join(tmp, "overlay.json"), "-o", bin, pkg)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the README's Go snippet does not build: %v\n%s\n%s", err, out, src)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's Go snippet: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// TestReadmeCluster runs "A cluster of three": the three daemons as the
+// README starts them, on free ports instead of the README's (every
+// 127.0.0.1:PORT of the block moved to a free one, the same for each
+// mention), each waited for until it is ready, then the README's
+// commands, each read on another node until it shows the write.
+func TestReadmeCluster(t *testing.T) {
+	t.Parallel()
+	dir := readmeDir(t)
+	start := readmeBlock(t, "A cluster of three", "sh")
+	ports := map[string]string{}
+	port := regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+	vars, started := "", 0
+	for _, l := range start.lines {
+		l = port.ReplaceAllStringFunc(l, func(a string) string {
+			if ports[a] == "" {
+				ports[a] = freeGossipAddr(t) // free for TCP and UDP: a gossip port or a data port
+			}
+			return ports[a]
+		})
+		cmd, _, _ := strings.Cut(l, "#")
+		cmd = strings.TrimSpace(cmd)
+		switch {
+		case cmd == "":
+		case strings.HasSuffix(cmd, "&"):
+			readmeClusterNode(t, dir, vars, strings.TrimSpace(strings.TrimSuffix(cmd, "&")))
+			started++
+		default:
+			vars += cmd + "\n"
+		}
+	}
+	if started != 3 {
+		t.Fatalf("the README's cluster block starts %d daemons; want 3", started)
+	}
+	shellRun(t, dir, parseConsole(readmeBlock(t, "A cluster of three", "console").lines), true)
+}
+
+// readmeClusterNode starts cmd, a daemon's command line of the README, in
+// dir after the assignments vars, and waits until it is ready.
+func readmeClusterNode(t *testing.T, dir, vars, cmd string) {
+	t.Helper()
+	f := strings.Fields(cmd)
+	flag := func(name string) string {
+		for i := range len(f) - 1 {
+			if f[i] == "--"+name {
+				return f[i+1]
+			}
+		}
+		t.Fatalf("the README's daemon %q has no --%s", cmd, name)
+		return ""
+	}
+	StartNode(t, bins, NodeOptions{
+		Name: flag("node-name"), Bare: true, Dir: dir, Command: "bash",
+		DataDir: filepath.Join(dir, flag("data-dir")), Socket: flag("socket"),
+		Args: []string{"-e", "-c", vars + "exec " + cmd},
+	})
+}
