@@ -2,6 +2,8 @@ package resp
 
 import (
 	"net"
+
+	"github.com/cachecast/cachecast/resp/internal/session"
 )
 
 // Authenticator is a Node that has users: AUTH and HELLO's AUTH ask it. A
@@ -48,8 +50,8 @@ const (
 // it: NOAUTH while it must authenticate first, and the read role
 // (mayRead). cmd is nil for an unknown command, which is answered as such
 // whatever the connection's state, as Redis answers it.
-func (c *conn) gate(cmd *command) int {
-	if cmd != nil && noAuth[cmd.name] {
+func (c *conn) gate(cmd *session.Command) int {
+	if cmd != nil && noAuth[cmd.Name] {
 		return gateRun
 	}
 	if gen := c.s.roles.Load(); gen != c.rolesSeen {
@@ -65,7 +67,7 @@ func (c *conn) gate(cmd *command) int {
 			return gateRun
 		}
 		c.mu.Lock()
-		c.err(errNoAuth)
+		c.Err(errNoAuth)
 		c.mu.Unlock()
 		return gateSkip
 	}
@@ -92,13 +94,13 @@ func (c *conn) authenticate(user, pass string) bool {
 		}
 	}
 	if err != nil {
-		c.writeError(err)
+		c.WriteError(err)
 		return false
 	}
 	c.rolesSeen = 0  // ask MustAuthenticate and the read role again
 	c.lim = &c.s.lim // the commands pipelined after AUTH are parsed before gate asks
 	if why := c.s.repeer(c); why != "" {
-		c.err(why)
+		c.Err(why)
 		c.quit = true // its user's share is full: closed, as at accept
 		return false
 	}
@@ -145,14 +147,14 @@ func cmdAuth(c *conn, a [][]byte) {
 	switch len(a) {
 	case 2:
 		if c.authenticate("", string(a[1])) {
-			c.ok()
+			c.OK()
 		}
 	case 3:
 		if c.authenticate(string(a[1]), string(a[2])) {
-			c.ok()
+			c.OK()
 		}
 	default:
-		c.err("ERR syntax error")
+		c.Err("ERR syntax error")
 	}
 }
 
@@ -164,7 +166,7 @@ func (c *conn) helloAuth(auth bool, user, pass string) bool {
 		return c.authenticate(user, pass)
 	}
 	if a, ok := c.s.node.(Authenticator); ok && a.MustAuthenticate(c.nc) {
-		c.err(errNoAuthHello)
+		c.Err(errNoAuthHello)
 		return false
 	}
 	return true

@@ -2,9 +2,10 @@ package resp
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/keys"
+	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -12,22 +13,7 @@ import (
 const maxSetBatch = 1024
 
 // setCommand is SET's entry of the command table (set by its init).
-var setCommand *command
-
-// setMessage is the message of SET topic:key value. Key and value are
-// not copied: a SET's publish returns before the read buffer they point
-// into is read into again (the command runs on the goroutine that reads,
-// and a write is never queued, not even in MULTI), and no one keeps a
-// message's key or value past its publish (the log and the view copy
-// them). The topic is the connection's copy of the last one it set (the
-// store keeps a new topic's name): a copy the first time, none for the
-// next SETs of the same topic.
-func (c *conn) setMessage(topic, key string, value []byte) record.Message {
-	if topic != c.setTopic {
-		c.setTopic = strings.Clone(topic)
-	}
-	return record.Message{Topic: c.setTopic, Key: key, Value: value}
-}
+var setCommand *session.Command
 
 // isBatchSet reports whether a is a SET a pipeline's run can batch: SET
 // key value, with any options but KEEPTTL, NX, XX and GET (which read
@@ -67,12 +53,12 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		return -1, false
 	}
 	c.mu.Lock()
-	if c.inMulti || c.reply.muted() || c.proto == 2 && c.subscribed() || c.refusal(setCommand) != "" {
+	if c.inMulti || c.reply.muted() || c.Proto == 2 && c.subscribed() || c.refusal(setCommand) != "" {
 		c.mu.Unlock()
 		return -1, false // exec answers these as it does
 	}
 	defer func() {
-		full = len(c.out) >= outFlushSize
+		full = len(c.Out) >= outFlushSize
 		c.mu.Unlock()
 	}()
 	sets := 2
@@ -80,7 +66,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	for {
 		c.batchSet(next)
 		used += n
-		if len(c.out) >= outFlushSize {
+		if len(c.Out) >= outFlushSize {
 			break // the main loop writes the answers so far
 		}
 		next, n, _, err = codec.Parse(rest[used:], c.peek[:0], c.lim)
@@ -92,7 +78,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	}
 	// Counted once for the run: two atomic adds a SET otherwise.
 	c.s.stats.commands.Add(int64(sets))
-	c.s.stats.byCommand[setCommand.index].Add(int64(sets))
+	c.s.stats.byCommand[setCommand.Index].Add(int64(sets))
 	c.publishSets()
 	c.caching = 0 // CLIENT CACHING applies to the command after it only
 	c.showCmd(setCommand, nil)
@@ -108,14 +94,14 @@ func (c *conn) batchSet(a [][]byte) {
 	if c.s.monitors.n.Load() > 0 {
 		c.s.monitors.feed(c, setCommand, a)
 	}
-	t, k := c.s.split(a[1])
+	t, k := c.s.env.Split(a[1])
 	limit := c.s.cfg.MaxFrameSize
 	if limit <= 0 {
 		limit = c.s.lim.MaxFrame
 	}
 	if k == "" {
 		c.publishSets()
-		cmdSet(c, a)
+		setCommand.Fn(&c.Session, a)
 		return
 	}
 	if len(c.sets) == maxSetBatch || c.setBytes+len(a[2]) > limit {
@@ -123,17 +109,17 @@ func (c *conn) batchSet(a [][]byte) {
 	}
 	// Checked in place: a message of its own passed to Check would be
 	// one more allocation per SET.
-	c.sets = append(c.sets, c.setMessage(t, k, a[2]))
+	c.sets = append(c.sets, c.SetMessage(t, k, a[2]))
 	last := len(c.sets) - 1
 	bad := ""
 	if len(a) > 3 {
-		_, bad = c.parseSetOptions(&c.sets[last], a[3:])
+		bad = keys.SetOptions(&c.Session, &c.sets[last], a[3:])
 	}
-	if bad != "" || c.s.checks.Message(&c.sets[last]) != nil {
+	if bad != "" || c.s.env.Checks.Message(&c.sets[last]) != nil {
 		c.sets[last] = record.Message{}
 		c.sets = c.sets[:last]
 		c.publishSets()
-		cmdSet(c, a)
+		setCommand.Fn(&c.Session, a)
 		return
 	}
 	c.setBytes += len(a[2])
@@ -146,12 +132,12 @@ func (c *conn) publishSets() {
 	if len(c.sets) == 0 {
 		return
 	}
-	msg := c.publishChecked(c.sets, true)
+	msg := c.PublishBatch(c.sets, true)
 	for range c.sets {
 		if msg == "" {
-			c.ok()
+			c.OK()
 		} else {
-			c.err(msg)
+			c.Err(msg)
 		}
 	}
 	clear(c.sets)

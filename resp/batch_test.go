@@ -45,7 +45,7 @@ func TestPipelinedSetsBatch(t *testing.T) {
 		case 300: // an empty key: refused by the server
 			c := cmd("SET", "b:", val)
 			in.WriteString(c)
-			want = append(want, string(session(alone, []byte(c))))
+			want = append(want, string(runSession(alone, []byte(c))))
 			continue
 		case 600: // a condition reads the key: not batched, it sees the SETs before it
 			in.WriteString(cmd("SET", key, val, "NX"))
@@ -54,7 +54,7 @@ func TestPipelinedSetsBatch(t *testing.T) {
 		case 700: // refused by the checks of a message (a key too long)
 			c := cmd("SET", "b:"+strings.Repeat("k", 1025), val)
 			in.WriteString(c)
-			want = append(want, string(session(alone, []byte(c))))
+			want = append(want, string(runSession(alone, []byte(c))))
 			continue
 		case 400, 500: // bad options: refused by the server
 			c := cmd("SET", key, val, "PX", "soon")
@@ -62,7 +62,7 @@ func TestPipelinedSetsBatch(t *testing.T) {
 				c = cmd("SET", key, val, "EFFECTIVEAT", "0")
 			}
 			in.WriteString(c)
-			want = append(want, string(session(alone, []byte(c))))
+			want = append(want, string(runSession(alone, []byte(c))))
 			continue
 		case 650: // KEEPTTL reads the key: not batched, run as usual
 			in.WriteString(cmd("SET", key, val, "KEEPTTL"))
@@ -83,7 +83,7 @@ func TestPipelinedSetsBatch(t *testing.T) {
 		last[key] = val
 		expires[key] = i%10 == 5
 	}
-	got := replies(t, session(s, []byte(in.String())))
+	got := replies(t, runSession(s, []byte(in.String())))
 	if len(got) != len(want) {
 		t.Fatalf("%d replies, want %d", len(got), len(want))
 	}
@@ -128,7 +128,7 @@ func TestPipelinedSetsCheckedOnce(t *testing.T) {
 		}
 		in.WriteString(cmd("SET", key, fmt.Sprintf("value-%03d", i)))
 	}
-	got := replies(t, session(s, []byte(in.String())))
+	got := replies(t, runSession(s, []byte(in.String())))
 	if len(got) != 200 {
 		t.Fatalf("%d replies, want 200", len(got))
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cachecast/cachecast/resp/internal/session"
 )
 
 // shownState is what CLIENT LIST and CLIENT INFO show of a connection
@@ -32,14 +34,14 @@ var (
 
 // showCmd records cmd (nil: unknown), run with the arguments a, as the
 // connection's last command, before it runs, as Redis's lastcmd.
-func (c *conn) showCmd(cmd *command, a [][]byte) {
+func (c *conn) showCmd(cmd *session.Command, a [][]byte) {
 	switch {
 	case cmd == nil:
-	case cmd.subcommands != nil && len(a) > 1:
-		name := cmd.name + "|" + strings.ToLower(string(a[1]))
+	case cmd.Subcommands != nil && len(a) > 1:
+		name := cmd.Name + "|" + strings.ToLower(string(a[1]))
 		c.shown.cmd.Store(&name)
-	case c.shown.cmd.Load() != &cmd.name:
-		c.shown.cmd.Store(&cmd.name)
+	case c.shown.cmd.Load() != &cmd.Name:
+		c.shown.cmd.Store(&cmd.Name)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -30,6 +31,9 @@ const (
 // the answer to a read is always in front of the invalidation of what it
 // read.
 type conn struct {
+	// Session is the connection as the command handlers see it (its
+	// answers, protocol, view, transaction and tracking state).
+	session.Session
 	s *Server
 	// nc is the connection as the listener gave it: what the node's
 	// methods are asked about (its peer, roles, memory). io is what the
@@ -87,15 +91,13 @@ type conn struct {
 
 	deadlineSet time.Time // when the write deadline was last set (under mu)
 
-	mu    sync.Mutex
-	out   []byte
-	proto int
+	mu sync.Mutex
 	// protoShared is proto for the follower, under metaMu.
 	protoShared int
 	name        string
 	libName     string
 	libVer      string
-	lastCmd     *command
+	lastCmd     *session.Command
 	quit        bool
 	// Pub/sub: the channels and patterns this connection subscribed to
 	// (the tables that route messages are the server's).
@@ -106,20 +108,16 @@ type conn struct {
 	trk     trackState
 	caching int8      // CLIENT CACHING: 1 yes, -1 no, until a command other than CLIENT
 	reply   replyMode // CLIENT REPLY (reply.go)
-	// MULTI: the queued commands and whether one was refused; tx is
+	// MULTI: the queued commands and whether one was refused; Tx is
 	// the transaction's view while EXEC runs them (multi.go).
 	inMulti   bool
 	multiErr  bool
 	queued    [][][]byte
-	tx        *txView
 	watched   []watchedKey // WATCH
 	lastWrite uint64       // seq of this connection's last write, for WAIT
-	mget      lookups      // MGET's buffers
 	// A pipeline's SETs waiting to be published as one batch (execSets).
 	sets     []record.Message
 	setBytes int
-	one      [1]record.Message // an unpipelined SET's batch
-	setTopic string            // the topic of the last SET (setMessage)
 
 	// Pushes waiting for the pusher goroutine.
 	pmu      sync.Mutex
@@ -141,10 +139,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 		created: time.Now(),
 		rbuf:    make([]byte, readBufSize),
 		args:    make([][]byte, 0, 8),
-		out:     make([]byte, 0, 4096),
-		proto:   2, protoShared: 2,
-		kick: make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
 	}
+	c.Session.Init(c, &s.env)
+	c.protoShared = 2
 	c.lim = &s.lim
 	c.readAt = c.created
 	c.addr, c.laddr, c.sockFD = connAddrs(nc)
@@ -331,7 +329,7 @@ func (c *conn) mayRead() bool {
 		return true
 	}
 	c.mu.Lock()
-	c.writeError(c.readErr)
+	c.WriteError(c.readErr)
 	c.mu.Unlock()
 	_ = c.flush()
 	return false
@@ -341,13 +339,13 @@ func (c *conn) mayRead() bool {
 // connection closes.
 func (c *conn) fatal(err error) {
 	c.s.stats.protocolErrors.Add(1)
-	msg := redisText(err)
+	msg := session.RedisText(err)
 	var pe *codec.Error
 	if errors.As(err, &pe) {
 		msg = "ERR " + pe.Msg
 	}
 	c.mu.Lock()
-	c.out = codec.AppendError(c.out, msg)
+	c.Out = codec.AppendError(c.Out, msg)
 	c.mu.Unlock()
 	_ = c.flush()
 	c.s.log.Debug("redis protocol error; closing the connection", zap.Int64("client-id", c.id), zap.String("error", msg))
@@ -364,7 +362,7 @@ func (c *conn) flush() error {
 // goroutine passes when its last read returned, to spare reading the
 // clock for every answer).
 func (c *conn) flushLocked(now time.Time) error {
-	if len(c.out) == 0 {
+	if len(c.Out) == 0 {
 		return nil
 	}
 	if c.lp != nil {
@@ -377,7 +375,7 @@ func (c *conn) flushLocked(now time.Time) error {
 		_ = c.io.SetWriteDeadline(now.Add(c.s.cfg.WriteTimeout))
 		c.deadlineSet = now
 	}
-	_, err := c.io.Write(c.out)
+	_, err := c.io.Write(c.Out)
 	c.resetOut()
 	if err != nil {
 		c.close()
@@ -388,10 +386,10 @@ func (c *conn) flushLocked(now time.Time) error {
 // resetOut empties out after a write, dropping a buffer a long pipeline
 // grew.
 func (c *conn) resetOut() {
-	if cap(c.out) > outFlushSize*4 {
-		c.out = make([]byte, 0, 4096)
+	if cap(c.Out) > outFlushSize*4 {
+		c.Out = make([]byte, 0, 4096)
 	} else {
-		c.out = c.out[:0]
+		c.Out = c.Out[:0]
 	}
 }
 
@@ -468,7 +466,7 @@ func (c *conn) pusher() {
 			continue
 		}
 		c.mu.Lock()
-		c.out = append(c.out, buf...)
+		c.Out = append(c.Out, buf...)
 		err := c.flushLocked(time.Now())
 		c.mu.Unlock()
 		if err != nil {

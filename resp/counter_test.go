@@ -45,7 +45,7 @@ func TestCounters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestServer(t)
-			got := replies(t, session(s, []byte(tc.in)))
+			got := replies(t, runSession(s, []byte(tc.in)))
 			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 				t.Fatalf("replies\n%q\nwant\n%q", got, tc.want)
 			}
@@ -62,7 +62,7 @@ func TestCounterRecords(t *testing.T) {
 	s, st := newTestServer(t)
 	in := cmd("INCR", "r:k") + cmd("INCR", "r:k") + cmd("INCRBY", "r:k", "5") + cmd("DEL", "r:k") + cmd("INCR", "r:k") + cmd("INCR", "r:k") +
 		cmd("SET", "r:k", "10") + cmd("INCR", "r:k")
-	if got := replies(t, session(s, []byte(in))); fmt.Sprint(got) != fmt.Sprint([]string{":1\r\n", ":2\r\n", ":7\r\n", ":1\r\n", ":1\r\n", ":2\r\n", "+OK\r\n", ":11\r\n"}) {
+	if got := replies(t, runSession(s, []byte(in))); fmt.Sprint(got) != fmt.Sprint([]string{":1\r\n", ":2\r\n", ":7\r\n", ":1\r\n", ":1\r\n", ":2\r\n", "+OK\r\n", ":11\r\n"}) {
 		t.Fatalf("answers %q", got)
 	}
 	var recs []record.Record
@@ -93,7 +93,7 @@ func TestCounterRecords(t *testing.T) {
 func TestCounterExpiryInTransaction(t *testing.T) {
 	s, st := newTestServer(t)
 	in := cmd("MULTI") + cmd("INCR", "x:r") + cmd("EXPIRE", "x:r", "100") + cmd("EXEC")
-	if got := replies(t, session(s, []byte(in))); fmt.Sprint(got) != fmt.Sprint([]string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n:1\r\n:1\r\n"}) {
+	if got := replies(t, runSession(s, []byte(in))); fmt.Sprint(got) != fmt.Sprint([]string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n:1\r\n:1\r\n"}) {
 		t.Fatalf("answers %q", got)
 	}
 	var got []string

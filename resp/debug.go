@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cachecast/cachecast/resp/internal/session"
 )
 
 // DEBUG, for the admin role: the subcommands Redis's own test units
@@ -25,27 +27,27 @@ var debugHelp = []string{
 	"    connection only (its next commands and its pushes wait); at most 10 seconds.",
 }
 
-func debugCommands() []*command {
-	return []*command{
-		{name: "debug", arity: -2, flags: []string{"admin", "noscript", "loading", "stale"}, group: "server",
-			summary: "DEBUG SLEEP (this connection only, at most 10 s), DEBUG PROTOCOL, HELP: for the admin role.", fn: cmdDebug, inMulti: true},
+func debugCommands() []*session.Command {
+	return []*session.Command{
+		{Name: "debug", Arity: -2, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
+			Summary: "DEBUG SLEEP (this connection only, at most 10 s), DEBUG PROTOCOL, HELP: for the admin role.", Fn: own(cmdDebug), InMulti: true},
 	}
 }
 
 func cmdDebug(c *conn, a [][]byte) {
-	if !c.authorizeAdmin("DEBUG") {
+	if !c.AuthorizeAdmin("DEBUG") {
 		return
 	}
-	sub := strings.ToUpper(view(a[1]))
+	sub := strings.ToUpper(session.Str(a[1]))
 	switch {
 	case sub == "HELP" && len(a) == 2:
-		c.help("DEBUG", debugHelp)
+		c.Help("DEBUG", debugHelp)
 	case sub == "SLEEP" && len(a) == 3:
 		c.debugSleep(a[2])
 	case sub == "PROTOCOL" && len(a) == 3:
-		c.debugProtocol(strings.ToLower(view(a[2])))
+		c.debugProtocol(strings.ToLower(session.Str(a[2])))
 	default:
-		c.err("ERR unknown subcommand or wrong number of arguments for '" + cString(a[1], 128) + "'. Try DEBUG HELP.")
+		c.Err("ERR unknown subcommand or wrong number of arguments for '" + session.CString(a[1], 128) + "'. Try DEBUG HELP.")
 	}
 }
 
@@ -60,7 +62,7 @@ func cmdDebug(c *conn, a [][]byte) {
 func (c *conn) debugSleep(arg []byte) {
 	d := time.Duration(strtod(arg) * float64(time.Second))
 	if d > maxDebugSleep {
-		c.err("ERR DEBUG SLEEP is at most " + maxDebugSleep.String() + " here: it holds a connection of a shared node")
+		c.Err("ERR DEBUG SLEEP is at most " + maxDebugSleep.String() + " here: it holds a connection of a shared node")
 		return
 	}
 	if d > 0 {
@@ -72,13 +74,13 @@ func (c *conn) debugSleep(arg []byte) {
 		}
 		c.readAt = time.Now() // its answer's deadline starts now, as after WAIT
 	}
-	c.ok()
+	c.OK()
 }
 
 // strtod is the number at the start of b as C's strtod reads a decimal
 // one (0 when b starts with none).
 func strtod(b []byte) float64 {
-	s := strings.TrimLeft(view(b), " \t\n\v\f\r")
+	s := strings.TrimLeft(session.Str(b), " \t\n\v\f\r")
 	for n := min(len(s), 64); n > 0; n-- {
 		if v, err := strconv.ParseFloat(s[:n], 64); err == nil || errIsRange(err) {
 			return v
@@ -96,8 +98,8 @@ func errIsRange(err error) bool {
 
 // sleeps says whether running cmd (an EXEC) would run a queued DEBUG
 // SLEEP: the event loop then hands the connection to a goroutine first.
-func (c *conn) sleeps(cmd *command) bool {
-	if cmd == nil || cmd.name != "exec" || !c.inMulti {
+func (c *conn) sleeps(cmd *session.Command) bool {
+	if cmd == nil || cmd.Name != "exec" || !c.inMulti {
 		return false
 	}
 	for _, q := range c.queued {
@@ -118,28 +120,28 @@ func isDebugSleep(a [][]byte) bool {
 func (c *conn) debugProtocol(name string) {
 	switch name {
 	case "string":
-		c.bulkString("Hello World")
+		c.BulkString("Hello World")
 	case "integer":
-		c.integer(12345)
+		c.Int(12345)
 	case "double":
 		c.double("3.141") // Redis's %.17g of 3.141 (%g drops the trailing zeros)
 	case "bignum":
 		c.resp3Scalar('(', "1234567999999999999999999999999999999")
 	case "null":
-		c.null()
+		c.Null()
 	case "array", "set":
 		if name == "set" {
-			c.set(3)
+			c.Set(3)
 		} else {
-			c.array(3)
+			c.Array(3)
 		}
 		for j := range int64(3) {
-			c.integer(j)
+			c.Int(j)
 		}
 	case "map":
-		c.mapOf(3)
+		c.Map(3)
 		for j := range int64(3) {
-			c.integer(j)
+			c.Int(j)
 			c.boolean(j == 1)
 		}
 	default:
@@ -152,43 +154,43 @@ func (c *conn) debugProtocol(name string) {
 func (c *conn) debugProtocolMore(name string) {
 	switch name {
 	case "attrib":
-		if c.proto == 3 {
-			c.out = append(c.out, "|1\r\n"...)
-			c.bulkString("key-popularity")
-			c.array(2)
-			c.bulkString("key:123")
-			c.integer(90)
+		if c.Proto == 3 {
+			c.Out = append(c.Out, "|1\r\n"...)
+			c.BulkString("key-popularity")
+			c.Array(2)
+			c.BulkString("key:123")
+			c.Int(90)
 		}
-		c.bulkString("Some real reply following the attribute")
+		c.BulkString("Some real reply following the attribute")
 	case "push":
-		if c.proto != 3 {
-			c.err("ERR RESP2 is not supported by this command")
+		if c.Proto != 3 {
+			c.Err("ERR RESP2 is not supported by this command")
 			return
 		}
-		c.out = append(c.out, ">2\r\n"...)
-		c.bulkString("server-cpu-usage")
-		c.integer(42)
-		c.bulkString("Some real reply following the push reply")
+		c.Out = append(c.Out, ">2\r\n"...)
+		c.BulkString("server-cpu-usage")
+		c.Int(42)
+		c.BulkString("Some real reply following the push reply")
 	case "true", "false":
 		c.boolean(name == "true")
 	case "verbatim":
-		c.verbatim("This is a verbatim\nstring")
+		c.Verbatim("This is a verbatim\nstring")
 	default:
-		c.err("ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false")
+		c.Err("ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false")
 	}
 }
 
 // boolean answers a boolean: RESP3 #t or #f, RESP2 the integer 1 or 0.
 func (c *conn) boolean(v bool) {
 	switch {
-	case c.proto != 3 && v:
-		c.integer(1)
-	case c.proto != 3:
-		c.integer(0)
+	case c.Proto != 3 && v:
+		c.Int(1)
+	case c.Proto != 3:
+		c.Int(0)
 	case v:
-		c.out = append(c.out, "#t\r\n"...)
+		c.Out = append(c.Out, "#t\r\n"...)
 	default:
-		c.out = append(c.out, "#f\r\n"...)
+		c.Out = append(c.Out, "#f\r\n"...)
 	}
 }
 
@@ -199,11 +201,11 @@ func (c *conn) double(text string) { c.resp3Scalar(',', text) }
 // resp3Scalar answers text as a RESP3 scalar of type typ (a double, a
 // big number), a bulk string in RESP2.
 func (c *conn) resp3Scalar(typ byte, text string) {
-	if c.proto != 3 {
-		c.bulkString(text)
+	if c.Proto != 3 {
+		c.BulkString(text)
 		return
 	}
-	c.out = append(c.out, typ)
-	c.out = append(c.out, text...)
-	c.out = append(c.out, '\r', '\n')
+	c.Out = append(c.Out, typ)
+	c.Out = append(c.Out, text...)
+	c.Out = append(c.Out, '\r', '\n')
 }

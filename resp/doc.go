@@ -146,7 +146,7 @@
 // local subscribers).
 //
 // INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT, HINCRBY and HINCRBYFLOAT are
-// counters that converge (counter.go): each writes an increment bound to
+// counters that converge (resp/internal/keys/counter.go): each writes an increment bound to
 // the version of the key this node holds (record.KindCounter), never the
 // sum, and every node adds every increment of that version once, so
 // increments made on several nodes at once all count; a later SET or DEL
@@ -304,7 +304,7 @@
 // not on the allow-lists), OOM (store_full, disk_full), LOADING
 // (catching_up), CLUSTERDOWN (unavailable: away, or stopping),
 // NOREPLICAS. The refusals of package command and of the node are typed
-// (*wire.Error) and mapped to these words in one place (errorText); any
+// (*wire.Error) and mapped to these words in one place (session.ErrorText); any
 // other keeps the API's code (ERR invalid_name: ...; ERR
 // fleet_too_old: ... for an expiry or EFFECTIVEAT while a member of the
 // cluster runs a build before them). A
@@ -413,14 +413,18 @@
 // an event loop for the plain connections and a goroutine, and a second
 // one for pushes, for a tracking or subscribed connection.
 //
-// # Why it is this large
+// # Packages
 //
-// About 6,500 lines: the server and its connections and their event
-// loop (loop.go), the command table (commands.go, about 1,200 lines: one
-// function a command family, each with its Redis-compatible errors),
-// client-side caching (tracking.go), pub/sub and keyspace events, and the
-// time commands (time.go). They share one connection type and its
-// buffers; split apart they would have to export it. The protocol's
-// codec (reader and writers) is package resp/codec; what a command
-// means (checks, time rules, refusals) is package command.
+// This package is the server: listeners, admission, AUTH, connections
+// and their event loop (loop.go), the command table and its dispatch
+// (commands.go), the connection commands, transactions (multi.go),
+// client-side caching (tracking.go), pub/sub and keyspace events,
+// MONITOR and INFO. The command families stand on one seam,
+// resp/internal/session: a handler receives a session.Session (its
+// answers, protocol, view, transaction and tracking state, and the one
+// publish path back through the connection, session.Host), never the
+// connection. The key space's commands (strings, hashes, counters, time,
+// SCAN) are resp/internal/keys. The protocol's codec (reader and
+// writers) is package resp/codec; what a command means (checks, time
+// rules, refusals) is package command.
 package resp

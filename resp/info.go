@@ -85,7 +85,7 @@ func (s *Server) Stats() Stats {
 		ByCommand:       make(map[string]int64, len(commandList)),
 	}
 	for i, cmd := range commandList {
-		st.ByCommand[cmd.name] = s.stats.byCommand[i].Load()
+		st.ByCommand[cmd.Name] = s.stats.byCommand[i].Load()
 	}
 	return st
 }
@@ -94,7 +94,7 @@ func (s *Server) Stats() Stats {
 func CommandNames() []string {
 	out := make([]string, len(commandList))
 	for i, cmd := range commandList {
-		out[i] = cmd.name
+		out[i] = cmd.Name
 	}
 	return out
 }
@@ -180,7 +180,7 @@ func cmdInfo(c *conn, a [][]byte) {
 		b.WriteString("# " + title + "\r\n")
 		sec.generate(c, st, line)
 	}
-	c.verbatim(b.String())
+	c.Verbatim(b.String())
 }
 
 func infoServer(c *conn, st *infoState, line func(string, any)) {
@@ -350,8 +350,8 @@ func infoCPU(_ *conn, _ *infoState, line func(string, any)) {
 // (the server counts calls only: usec stays 0).
 func infoCommandStats(_ *conn, st *infoState, line func(string, any)) {
 	for _, cmd := range commandList {
-		if n := st.stats.ByCommand[cmd.name]; n > 0 {
-			line("cmdstat_"+cmd.name, "calls="+strconv.FormatInt(n, 10)+",usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0")
+		if n := st.stats.ByCommand[cmd.Name]; n > 0 {
+			line("cmdstat_"+cmd.Name, "calls="+strconv.FormatInt(n, 10)+",usec=0,usec_per_call=0.00,rejected_calls=0,failed_calls=0")
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 func TestLoadingWhileCatchingUp(t *testing.T) {
 	s, _ := newTestServer(t)
 	node := s.node.(*storeNode)
-	session(s, []byte(cmd("SET", "p:k", "v")))
+	runSession(s, []byte(cmd("SET", "p:k", "v")))
 	node.loading.Store(true)
 	const loading = "-LOADING this node is catching up with the cluster: 7 records behind what its peers held when it joined; it serves reads once it holds it too\r\n"
 	for _, tc := range []struct {
@@ -30,22 +30,22 @@ func TestLoadingWhileCatchingUp(t *testing.T) {
 			[]string{"+OK\r\n", loading, "-EXECABORT Transaction discarded because of previous errors.\r\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := replies(t, session(s, []byte(tc.in)))
+			got := replies(t, runSession(s, []byte(tc.in)))
 			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 				t.Fatalf("replies\n%q\nwant\n%q", got, tc.want)
 			}
 		})
 	}
-	info := string(session(s, []byte(cmd("INFO", "persistence"))))
+	info := string(runSession(s, []byte(cmd("INFO", "persistence"))))
 	if !strings.Contains(info, "loading:1\r\n") || !strings.Contains(info, "cachecast_catch_up_lag_records:7\r\n") {
 		t.Fatalf("INFO while catching up:\n%s", info)
 	}
 
 	node.loading.Store(false)
-	if got := replies(t, session(s, []byte(cmd("GET", "p:k")))); len(got) != 1 || got[0] != "$1\r\nw\r\n" {
+	if got := replies(t, runSession(s, []byte(cmd("GET", "p:k")))); len(got) != 1 || got[0] != "$1\r\nw\r\n" {
 		t.Fatalf("GET after the catch-up: %q", got)
 	}
-	if info := string(session(s, []byte(cmd("INFO", "persistence")))); !strings.Contains(info, "loading:0\r\n") || strings.Contains(info, "lag_records") {
+	if info := string(runSession(s, []byte(cmd("INFO", "persistence")))); !strings.Contains(info, "loading:0\r\n") || strings.Contains(info, "lag_records") {
 		t.Fatalf("INFO after the catch-up:\n%s", info)
 	}
 }
@@ -56,7 +56,7 @@ func TestLoadingWhileCatchingUp(t *testing.T) {
 func TestClusterDownWhenAway(t *testing.T) {
 	s, _ := newTestServer(t)
 	node := s.node.(*storeNode)
-	session(s, []byte(cmd("SET", "p:k", "v")))
+	runSession(s, []byte(cmd("SET", "p:k", "v")))
 	why := "out of contact with the fleet for 1m0s; restart it with --start-over"
 	node.away.Store(&why)
 	node.loading.Store(true) // away wins over catching up
@@ -77,7 +77,7 @@ func TestClusterDownWhenAway(t *testing.T) {
 			[]string{"+OK\r\n", down, "-EXECABORT Transaction discarded because of previous errors.\r\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := replies(t, session(s, []byte(tc.in)))
+			got := replies(t, runSession(s, []byte(tc.in)))
 			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 				t.Fatalf("replies\n%q\nwant\n%q", got, tc.want)
 			}
@@ -85,7 +85,7 @@ func TestClusterDownWhenAway(t *testing.T) {
 	}
 	node.away.Store(nil)
 	node.loading.Store(false)
-	if got := replies(t, session(s, []byte(cmd("GET", "p:k")))); len(got) != 1 || got[0] != "$1\r\nv\r\n" {
+	if got := replies(t, runSession(s, []byte(cmd("GET", "p:k")))); len(got) != 1 || got[0] != "$1\r\nv\r\n" {
 		t.Fatalf("GET once serving again: %q (the refused writes changed it?)", got)
 	}
 }

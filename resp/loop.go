@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cachecast/cachecast/resp/internal/session"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -99,11 +100,11 @@ func secondP() {
 
 // mayWait says whether running a (cmd its entry) could wait for more
 // than the CPU: those commands run on a connection's own goroutine.
-func (s *Server) mayWait(cmd *command, a [][]byte) bool {
+func (s *Server) mayWait(cmd *session.Command, a [][]byte) bool {
 	if cmd == nil {
 		return false
 	}
-	switch cmd.name {
+	switch cmd.Name {
 	case "wait", "subscribe", "psubscribe":
 		return true
 	case "exec": // its queued writes are one publish
@@ -113,7 +114,7 @@ func (s *Server) mayWait(cmd *command, a [][]byte) bool {
 	case "debug":
 		return isDebugSleep(a)
 	}
-	return cmd.write && s.node.PublishWaits()
+	return cmd.Write && s.node.PublishWaits()
 }
 
 // attach gives c to the loop, or says why not (then c keeps its
@@ -352,14 +353,14 @@ var errWouldBlock = errors.New("resp: the write would block")
 // socket does not take stays in out (errWouldBlock), for the goroutine
 // the connection is handed off to.
 func (c *conn) writeOwn() error {
-	for len(c.out) > 0 {
-		n, err := rawWrite(c.fd, c.out)
+	for len(c.Out) > 0 {
+		n, err := rawWrite(c.fd, c.Out)
 		if n > 0 {
-			if n == len(c.out) {
+			if n == len(c.Out) {
 				c.resetOut()
 				return nil
 			}
-			c.out = c.out[:copy(c.out, c.out[n:])]
+			c.Out = c.Out[:copy(c.Out, c.Out[n:])]
 			continue
 		}
 		switch err {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cachecast/cachecast/resp/internal/session"
 )
 
 // monitors are the connections in MONITOR, which receive every command
@@ -51,8 +53,8 @@ func (m *monitors) has(c *conn) bool {
 // replicationFeedMonitors writes it: +<unix seconds.micros> [0 <addr>]
 // and each argument quoted. AUTH and HELLO, which may carry a password,
 // and MONITOR are not sent, as Redis does not send them.
-func (m *monitors) feed(c *conn, cmd *command, a [][]byte) {
-	if cmd != nil && (cmd.name == "auth" || cmd.name == "hello" || cmd.name == "monitor") {
+func (m *monitors) feed(c *conn, cmd *session.Command, a [][]byte) {
+	if cmd != nil && (cmd.Name == "auth" || cmd.Name == "hello" || cmd.Name == "monitor") {
 		return
 	}
 	m.mu.Lock()
@@ -122,10 +124,10 @@ func appendRepr(b, s []byte) []byte {
 // then sent every command the server runs. It is not closed for
 // idleness, as it sends nothing.
 func cmdMonitor(c *conn, _ [][]byte) {
-	if !c.authorizeAdmin("MONITOR") {
+	if !c.AuthorizeAdmin("MONITOR") {
 		return
 	}
-	c.ok()
+	c.OK()
 	c.pushed.Store(true)
 	c.s.monitors.add(c)
 }

@@ -59,7 +59,7 @@ func TestTransactions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newTestServer(t)
-			got := replies(t, session(s, []byte(tc.in)))
+			got := replies(t, runSession(s, []byte(tc.in)))
 			if tc.want == nil {
 				if got[len(got)-1] != "_\r\n" {
 					t.Fatalf("EXEC answered %q, want RESP3's null", got[len(got)-1])
@@ -78,7 +78,7 @@ func TestTransactions(t *testing.T) {
 func TestTransactionIsOneBatch(t *testing.T) {
 	s, st := newTestServer(t)
 	in := cmd("MULTI") + cmd("SET", "b:a", "1") + cmd("HSET", "b", "c", "3") + cmd("SET", "b:d", "4") + cmd("EXEC")
-	if got := replies(t, session(s, []byte(in))); got[len(got)-1] != "*3\r\n+OK\r\n:1\r\n+OK\r\n" {
+	if got := replies(t, runSession(s, []byte(in))); got[len(got)-1] != "*3\r\n+OK\r\n:1\r\n+OK\r\n" {
 		t.Fatalf("EXEC answered %q", got[len(got)-1])
 	}
 	var keys []string

@@ -149,7 +149,7 @@ func (p *pipeConn) SetWriteDeadline(time.Time) error { return nil }
 
 // session runs a whole connection over input and returns what the server
 // wrote.
-func session(s *Server, input []byte) []byte {
+func runSession(s *Server, input []byte) []byte {
 	pc := &pipeConn{in: bytes.NewReader(input)}
 	c := newConn(s, pc)
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/session"
 )
 
 // subscriptions route messages to the connections subscribed to a
@@ -133,7 +134,7 @@ func (p *subscriptions) receivers(channel string) int {
 	defer p.mu.RUnlock()
 	n := live(p.channels[channel])
 	for pat, set := range p.patterns {
-		if globMatch(pat, channel) {
+		if session.Match(pat, channel) {
 			n += live(set)
 		}
 	}
@@ -164,7 +165,7 @@ func (p *subscriptions) deliver(channel string, payload []byte) {
 		p.queue(c, codec.AppendBulk(b, payload))
 	}
 	for pat, set := range p.patterns {
-		if !globMatch(pat, channel) {
+		if !session.Match(pat, channel) {
 			continue
 		}
 		for c := range set {
@@ -229,14 +230,14 @@ func (c *conn) subscribe(names [][]byte, pattern bool) {
 }
 
 func (c *conn) subReply(kind, name string, named bool) {
-	c.out = codec.AppendPush(c.out, 3, c.proto)
-	c.bulkString(kind)
+	c.Out = codec.AppendPush(c.Out, 3, c.Proto)
+	c.BulkString(kind)
 	if named {
-		c.bulkString(name)
+		c.BulkString(name)
 	} else {
-		c.null()
+		c.Null()
 	}
-	c.integer(int64(len(c.channels) + len(c.patterns)))
+	c.Int(int64(len(c.channels) + len(c.patterns)))
 }
 
 func cmdUnsubscribe(c *conn, a [][]byte)  { c.unsubscribe(a[1:], false) }

@@ -3,6 +3,8 @@ package resp
 import (
 	"slices"
 	"strings"
+
+	"github.com/cachecast/cachecast/resp/internal/session"
 )
 
 // PUBSUB CHANNELS, NUMSUB and NUMPAT answer about this node's
@@ -10,10 +12,10 @@ import (
 // of another node is not counted. Shard channels (SSUBSCRIBE) are not
 // served, so SHARDCHANNELS and SHARDNUMSUB find none.
 
-func pubsubCommands() []*command {
-	return []*command{
-		{name: "pubsub", arity: -2, flags: []string{"pubsub", "loading", "stale"}, group: "pubsub",
-			summary: "CHANNELS, NUMSUB, NUMPAT of this node's subscriptions; SHARDCHANNELS, SHARDNUMSUB (none).", fn: cmdPubsub, inMulti: true, subcommands: pubsubArity},
+func pubsubCommands() []*session.Command {
+	return []*session.Command{
+		{Name: "pubsub", Arity: -2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub",
+			Summary: "CHANNELS, NUMSUB, NUMPAT of this node's subscriptions; SHARDCHANNELS, SHARDNUMSUB (none).", Fn: own(cmdPubsub), InMulti: true, Subcommands: pubsubArity},
 	}
 }
 
@@ -40,34 +42,34 @@ var pubsubHelp = []string{
 // checked first (pubsubArity).
 func cmdPubsub(c *conn, a [][]byte) {
 	c.s.subs.reapHungUp() // as PUBLISH counts: not a client that has closed
-	switch sub := strings.ToLower(view(a[1])); {
+	switch sub := strings.ToLower(session.Str(a[1])); {
 	case sub == "help":
-		c.help("PUBSUB", pubsubHelp)
+		c.Help("PUBSUB", pubsubHelp)
 	case (sub == "channels" || sub == "shardchannels") && len(a) > 3:
-		c.err("ERR unknown subcommand or wrong number of arguments for '" + cString(a[1], 128) + "'. Try PUBSUB HELP.")
+		c.Err("ERR unknown subcommand or wrong number of arguments for '" + session.CString(a[1], 128) + "'. Try PUBSUB HELP.")
 	case sub == "channels":
 		pat := "*"
 		if len(a) == 3 {
 			pat = string(a[2])
 		}
 		names := c.s.subs.channelNames(pat)
-		c.array(len(names))
+		c.Array(len(names))
 		for _, n := range names {
-			c.bulkString(n)
+			c.BulkString(n)
 		}
 	case sub == "shardchannels":
-		c.array(0)
+		c.Array(0)
 	case sub == "numpat":
-		c.integer(int64(c.s.subs.livePatterns()))
+		c.Int(int64(c.s.subs.livePatterns()))
 	default: // numsub, shardnumsub
-		c.array(2 * (len(a) - 2))
+		c.Array(2 * (len(a) - 2))
 		for _, ch := range a[2:] {
-			c.bulk(ch)
+			c.Bulk(ch)
 			n := 0
 			if sub == "numsub" {
-				n = c.s.subs.subscribers(view(ch))
+				n = c.s.subs.subscribers(session.Str(ch))
 			}
-			c.integer(int64(n))
+			c.Int(int64(n))
 		}
 	}
 }
@@ -79,7 +81,7 @@ func (p *subscriptions) channelNames(pattern string) []string {
 	defer p.mu.RUnlock()
 	var out []string
 	for name, set := range p.channels {
-		if live(set) > 0 && globMatch(pattern, name) {
+		if live(set) > 0 && session.Match(pattern, name) {
 			out = append(out, name)
 		}
 	}

@@ -1,6 +1,10 @@
 package resp
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cachecast/cachecast/resp/internal/session"
+)
 
 // CLIENT REPLY ON|OFF|SKIP, as Redis 7.0 serves it: OFF drops the
 // answers of every command until ON; SKIP drops the answer of the next
@@ -25,10 +29,10 @@ func (r *replyMode) muted() bool { return r.off || r.skip }
 // clientReply is CLIENT REPLY's own part: ON answers OK, OFF and SKIP
 // answer nothing (their answer is dropped as the next ones are).
 func (c *conn) clientReply(a [][]byte) {
-	switch strings.ToUpper(view(a[2])) {
+	switch strings.ToUpper(session.Str(a[2])) {
 	case "ON":
 		c.reply = replyMode{}
-		c.ok()
+		c.OK()
 	case "OFF":
 		c.reply.off = true
 	case "SKIP":
@@ -36,7 +40,7 @@ func (c *conn) clientReply(a [][]byte) {
 			c.reply.skipNext = true
 		}
 	default:
-		c.err("ERR syntax error")
+		c.Err("ERR syntax error")
 	}
 }
 
@@ -45,9 +49,9 @@ func (c *conn) clientReply(a [][]byte) {
 // muted it drops what the command wrote after mark (the length of out
 // before it ran), but not a subscription command's confirmations; then a
 // SKIP applies to the next command only.
-func (c *conn) replied(cmd *command, mark int) {
-	if c.reply.muted() && !pushesOnly(cmd) && len(c.out) > mark {
-		c.out = c.out[:mark]
+func (c *conn) replied(cmd *session.Command, mark int) {
+	if c.reply.muted() && !pushesOnly(cmd) && len(c.Out) > mark {
+		c.Out = c.Out[:mark]
 	}
 	c.reply.skip, c.reply.skipNext = c.reply.skipNext, false
 }
@@ -55,11 +59,11 @@ func (c *conn) replied(cmd *command, mark int) {
 // pushesOnly says whether cmd answers only with what Redis writes as
 // pushes, which CLIENT REPLY OFF does not drop: the confirmations of the
 // subscription commands.
-func pushesOnly(cmd *command) bool {
+func pushesOnly(cmd *session.Command) bool {
 	if cmd == nil {
 		return false
 	}
-	switch cmd.name {
+	switch cmd.Name {
 	case "subscribe", "psubscribe", "unsubscribe", "punsubscribe":
 		return true
 	}

@@ -11,27 +11,6 @@ import (
 	"github.com/cachecast/cachecast/store/record"
 )
 
-func TestGlobMatch(t *testing.T) {
-	for _, tc := range []struct {
-		pat, s string
-		want   bool
-	}{
-		{"*", "", true}, {"*", "abc", true}, {"a*", "abc", true}, {"a*", "bac", false},
-		{"*c", "abc", true}, {"a?c", "abc", true}, {"a?c", "ac", false},
-		{"prices:*", "prices:sku-1", true}, {"prices:*", "price:sku-1", false},
-		{"[abc]x", "bx", true}, {"[^abc]x", "bx", false}, {"[a-c]x", "cx", true}, {"[c-a]x", "bx", true},
-		{"\\*", "*", true}, {"\\*", "a", false}, {"a\\?b", "a?b", true},
-		{"h[\\]]", "h]", true}, {"**a", "ba", true}, {"a[", "a", false},
-		// Redis's quirks: ']' after '-' is a range's bound; bounds are signed chars.
-		{"[a-]", "]", true}, {"[a-]", "-", false}, {"[a-]x", "]x", false},
-		{"[a-\xff]", "\xc3", false}, {"[a-\xff]", "\xff", true}, {"[a-\xff]", "0", true}, {"[\x80-\xfe]", "\xc3", true},
-	} {
-		if got := globMatch(tc.pat, tc.s); got != tc.want {
-			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pat, tc.s, got, tc.want)
-		}
-	}
-}
-
 // cmd encodes a command as a client sends it.
 func cmd(args ...string) string {
 	var b strings.Builder
@@ -147,7 +126,7 @@ func TestSessionReplies(t *testing.T) {
 			[]string{":1\r\n", ":0\r\n", "$1\r\n1\r\n", "$1\r\n3\r\n", "$-1\r\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := replies(t, session(s, []byte(tc.in)))
+			got := replies(t, runSession(s, []byte(tc.in)))
 			if tc.want != nil && fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 				t.Fatalf("replies\n%q\nwant\n%q", got, tc.want)
 			}
@@ -188,7 +167,7 @@ func TestGetAllocatesNothing(t *testing.T) {
 			}
 			c.args = args
 			c.exec(lookup(args[0]), args)
-			c.out = c.out[:0]
+			c.Out = c.Out[:0]
 		}
 		run()
 		if n := testing.AllocsPerRun(1000, run); n != 0 {
@@ -218,7 +197,7 @@ func BenchmarkCommandGet(b *testing.B) {
 		args, _, _, _ := codec.Parse(f, c.args, &s.lim)
 		c.args = args
 		c.exec(lookup(args[0]), args)
-		c.out = c.out[:0]
+		c.Out = c.Out[:0]
 	}
 }
 
@@ -238,7 +217,7 @@ func BenchmarkCommandSet(b *testing.B) {
 		args, _, _, _ := codec.Parse(frames[i%len(frames)], c.args, &s.lim)
 		c.args = args
 		c.exec(lookup(args[0]), args)
-		c.out = c.out[:0]
+		c.Out = c.Out[:0]
 	}
 }
 
@@ -263,6 +242,6 @@ func FuzzSession(f *testing.F) {
 	}
 	s, _ := newTestServer(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		replies(t, session(s, in))
+		replies(t, runSession(s, in))
 	})
 }

@@ -17,6 +17,7 @@ import (
 	core "github.com/cachecast/cachecast/command"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
 )
@@ -25,25 +26,9 @@ import (
 // it with its own write path, checks and limits; the server adds nothing
 // of its own to a write.
 type Node interface {
-	// Get returns the live value of (topic, key) in the local view. The
-	// bytes are shared with the view and must not be modified or kept.
-	Get(topic, key string) ([]byte, bool)
-	// Entry is Get with the rest of the entry: tag, stamp, expiry.
-	Entry(topic, key string) (storeview.Entry, bool)
-	// Counting is Entry for a counter command: for a key without a
-	// value, the entry's Absence says what the key had last.
-	Counting(topic, key string) (storeview.Entry, bool)
-	// GetMany looks up (topics[i], keys[i]) at one instant: the records
-	// of a batch are all seen or none.
-	GetMany(topics, keys []string, entries []storeview.Entry, found []bool)
-	// PendingKey lists the records of (topic, key) not in force yet:
-	// scheduled values and deletes, and cancels.
-	PendingKey(topic, key string) []storeview.PendingRecord
-	// Keys lists the live keys of topic that start with prefix and sort
-	// after after, in byte order, at most limit.
-	Keys(topic, prefix, after string, limit int) []string
-	// Topics lists the topics of the view, sorted, with their live keys.
-	Topics() []storeview.TopicInfo
+	// View is what the commands read: the node's local view (Get,
+	// Entry, Counting, GetMany, PendingKey, Keys, Topics).
+	session.View
 	// Authorize says whether the peer of conn may write (nil) or why not.
 	// The server asks it once for every command its table flags write,
 	// before anything else of the command (as Redis checks its ACL); the
@@ -67,7 +52,7 @@ type Node interface {
 	// Publish writes msgs as one all-or-nothing batch through the node's
 	// write path, as the peer of conn. The server has checked them
 	// (command.Limits: names, sizes, time fields). A *wire.Error is
-	// answered in Redis's words for its code (errorText); an error that
+	// answered in Redis's words for its code (session.ErrorText); an error that
 	// has a RedisError method gives its own text.
 	Publish(ctx context.Context, conn net.Conn, msgs []record.Message) (Written, error)
 	// WaitReplicas waits at most timeout (0: not at all; negative: until
@@ -234,9 +219,10 @@ type Server struct {
 	node Node
 	log  *zap.Logger
 	lim  codec.Limits
-	// checks are the node's bounds on a write, checked by package
-	// command before a publish.
-	checks core.Limits
+	// env is what every connection's session shares: the node's view,
+	// the default topic, the clock, the bounds on a write (checked by
+	// package command before a publish), the SCAN cursors.
+	env session.Env
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -268,7 +254,6 @@ type Server struct {
 	subs     subscriptions
 	track    tracker
 	monitors monitors
-	cursors  cursorTable
 	started  time.Time
 	runID    string        // INFO's run_id: 40 hex digits, new at each start
 	memPeak  atomic.Uint64 // INFO's used_memory_peak
@@ -315,7 +300,6 @@ func New(cfg Config) (*Server, error) {
 		refusal: make(chan struct{}, maxRefusing),
 		started: time.Now(),
 		runID:   newRunID(),
-		checks:  core.Limits{MaxValue: int64(cfg.MaxValueSize), MaxBatch: int64(cfg.MaxFrameSize)},
 		lim: codec.Limits{
 			MaxBulk:  max(cfg.MaxValueSize, 64<<10),
 			MaxFrame: max(cfg.MaxFrameSize, cfg.MaxValueSize+64<<10),
@@ -323,6 +307,8 @@ func New(cfg Config) (*Server, error) {
 			MaxLine:  64 << 10,
 		},
 	}
+	s.env = session.Env{Node: cfg.Node, DefaultTopic: cfg.DefaultTopic, Clock: cfg.Clock, AllowFlush: cfg.AllowFlush,
+		Checks: core.Limits{MaxValue: int64(cfg.MaxValueSize), MaxBatch: int64(cfg.MaxFrameSize)}}
 	s.notify.Store(flags)
 	s.roles.Store(1)
 	s.subs.init()

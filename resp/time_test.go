@@ -109,7 +109,7 @@ func TestTimeCommands(t *testing.T) {
 			s := newTimeServer(t, &clock)
 			for i, st := range tc.steps {
 				clock.Store(t0 + st.at)
-				got := replies(t, session(s, []byte(st.in)))
+				got := replies(t, runSession(s, []byte(st.in)))
 				if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", st.want) {
 					t.Fatalf("step %d (+%dms): replies\n%q\nwant\n%q", i, st.at, got, st.want)
 				}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/session"
 )
 
 // trackState is a connection's CLIENT TRACKING mode; the connection's own
@@ -84,9 +85,9 @@ func (c *conn) wantsTracking() bool {
 	return true
 }
 
-// trackRead registers a key the client reads; before the read, so that a
-// change after the read is always invalidated.
-func (c *conn) trackRead(name []byte) {
+// Track registers a key the client reads (session.Host); before the
+// read, so that a change after the read is always invalidated.
+func (c *conn) Track(name []byte) {
 	if !c.wantsTracking() {
 		return
 	}
@@ -95,7 +96,7 @@ func (c *conn) trackRead(name []byte) {
 	e := t.clients[c]
 	var evicted []string
 	dest := c
-	if e != nil && !e.names[view(name)] {
+	if e != nil && !e.names[session.Str(name)] {
 		if len(e.names) >= c.s.cfg.TrackingMaxKeys {
 			evicted = t.evictLocked(c, e, max(c.s.cfg.TrackingMaxKeys/10, 1))
 			if e.redirect != nil {
@@ -336,7 +337,7 @@ func expiredOnArrival(s *Server, ch *Change) bool {
 	if ch.ExpiresAt == 0 || ch.Delete || ch.ExpiryChange || ch.Counter || ch.Event != "" {
 		return false
 	}
-	return uint64(s.now().UnixMilli()) >= ch.ExpiresAt
+	return uint64(s.env.Now().UnixMilli()) >= ch.ExpiresAt
 }
 
 // flush sends the invalidations queued in the follower's round.
@@ -388,20 +389,20 @@ func (c *conn) clientTracking(a [][]byte) {
 	var target *conn
 	for i := 3; i < len(a); i++ {
 		more := i+1 < len(a)
-		switch opt := strings.ToUpper(view(a[i])); {
+		switch opt := strings.ToUpper(session.Str(a[i])); {
 		case opt == "REDIRECT" && more:
 			i++
 			if st.redirect != 0 {
-				c.err("ERR A client can only redirect to a single other client")
+				c.Err("ERR A client can only redirect to a single other client")
 				return
 			}
-			id, ok := redisInt(a[i])
+			id, ok := session.Int(a[i])
 			if !ok {
-				c.err("ERR value is not an integer or out of range")
+				c.Err("ERR value is not an integer or out of range")
 				return
 			}
 			if target = c.s.byID(id); target == nil {
-				c.err("ERR The client ID you want redirect to does not exist")
+				c.Err("ERR The client ID you want redirect to does not exist")
 				return
 			}
 			st.redirect = id
@@ -417,38 +418,38 @@ func (c *conn) clientTracking(a [][]byte) {
 		case opt == "NOLOOP":
 			st.noloop = true
 		default:
-			c.err("ERR syntax error")
+			c.Err("ERR syntax error")
 			return
 		}
 	}
-	switch strings.ToUpper(view(a[2])) {
+	switch strings.ToUpper(session.Str(a[2])) {
 	case "ON":
 		st.on = true
 	case "OFF":
 		c.s.track.off(c)
-		c.trk = trackState{}
-		c.ok()
+		c.trk, c.Tracking = trackState{}, false
+		c.OK()
 		return
 	default:
-		c.err("ERR syntax error")
+		c.Err("ERR syntax error")
 		return
 	}
 	const reenable = " before disabling tracking for this client, and then re-enabling it with a different mode."
 	switch {
 	case len(st.prefixes) > 0 && !st.bcast:
-		c.err("ERR PREFIX option requires BCAST mode to be enabled")
+		c.Err("ERR PREFIX option requires BCAST mode to be enabled")
 		return
 	case c.trk.on && c.trk.bcast != st.bcast:
-		c.err("ERR You can't switch BCAST mode on/off" + reenable)
+		c.Err("ERR You can't switch BCAST mode on/off" + reenable)
 		return
 	case st.bcast && (st.optin || st.optout):
-		c.err("ERR OPTIN and OPTOUT are not compatible with BCAST")
+		c.Err("ERR OPTIN and OPTOUT are not compatible with BCAST")
 		return
 	case st.optin && st.optout:
-		c.err("ERR You can't specify both OPTIN mode and OPTOUT mode")
+		c.Err("ERR You can't specify both OPTIN mode and OPTOUT mode")
 		return
 	case c.trk.on && (st.optin && c.trk.optout || st.optout && c.trk.optin):
-		c.err("ERR You can't switch OPTIN/OPTOUT mode" + reenable)
+		c.Err("ERR You can't switch OPTIN/OPTOUT mode" + reenable)
 		return
 	case st.bcast && !c.prefixesApart(st.prefixes):
 		return
@@ -456,10 +457,10 @@ func (c *conn) clientTracking(a [][]byte) {
 	if target == c {
 		target = nil // its own invalidations, as without REDIRECT
 	}
-	if c.proto == 2 && target == nil {
+	if c.Proto == 2 && target == nil {
 		// Redis would accept this and drop the invalidations; a client
 		// cache that is never told is stale, so it is refused.
-		c.err("ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)")
+		c.Err("ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)")
 		return
 	}
 	if st.bcast {
@@ -475,9 +476,9 @@ func (c *conn) clientTracking(a [][]byte) {
 	}
 	c.pushed.Store(true)
 	c.s.follow()
-	c.trk = st
+	c.trk, c.Tracking = st, st.on
 	c.s.track.on(c, st, target)
-	c.ok()
+	c.OK()
 }
 
 // prefixesApart checks BCAST's new prefixes as Redis's
@@ -489,14 +490,14 @@ func (c *conn) prefixesApart(prefixes []string) bool {
 	for i, p := range prefixes {
 		for _, old := range c.trk.prefixes {
 			if overlap(old, p) {
-				c.err("ERR Prefix '" + cString([]byte(p), len(p)) + "' overlaps with an existing prefix '" + cString([]byte(old), len(old)) +
+				c.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with an existing prefix '" + session.CString([]byte(old), len(old)) +
 					"'. Prefixes for a single client must not overlap.")
 				return false
 			}
 		}
 		for _, q := range prefixes[i+1:] {
 			if overlap(p, q) {
-				c.err("ERR Prefix '" + cString([]byte(p), len(p)) + "' overlaps with another provided prefix '" + cString([]byte(q), len(q)) +
+				c.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with another provided prefix '" + session.CString([]byte(q), len(q)) +
 					"'. Prefixes for a single client must not overlap.")
 				return false
 			}
@@ -509,27 +510,27 @@ func (c *conn) prefixesApart(prefixes []string) bool {
 // CLIENT (see exec). Its arity is checked by the command table (clientArity).
 func (c *conn) clientCaching(a [][]byte) {
 	if !c.trk.on {
-		c.err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+		c.Err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 		return
 	}
-	switch strings.ToUpper(view(a[2])) {
+	switch strings.ToUpper(session.Str(a[2])) {
 	case "YES":
 		if !c.trk.optin {
-			c.err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+			c.Err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 			return
 		}
 		c.caching = 1
 	case "NO":
 		if !c.trk.optout {
-			c.err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+			c.Err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
 			return
 		}
 		c.caching = -1
 	default:
-		c.err("ERR syntax error")
+		c.Err("ERR syntax error")
 		return
 	}
-	c.ok()
+	c.OK()
 }
 
 func (c *conn) trackingInfo() {
@@ -550,23 +551,23 @@ func (c *conn) trackingInfo() {
 			}
 		}
 	}
-	c.mapOf(3)
-	c.bulkString("flags")
-	c.set(len(flags))
+	c.Map(3)
+	c.BulkString("flags")
+	c.Set(len(flags))
 	for _, f := range flags {
-		c.bulkString(f)
+		c.BulkString(f)
 	}
-	c.bulkString("redirect")
+	c.BulkString("redirect")
 	switch {
 	case !tk.on:
-		c.integer(-1)
+		c.Int(-1)
 	default:
-		c.integer(tk.redirect)
+		c.Int(tk.redirect)
 	}
-	c.bulkString("prefixes")
-	c.array(len(tk.prefixes))
+	c.BulkString("prefixes")
+	c.Array(len(tk.prefixes))
 	for _, p := range tk.prefixes {
-		c.bulkString(p)
+		c.BulkString(p)
 	}
 }
 
@@ -607,7 +608,7 @@ func (c *conn) setLib(name, ver string) {
 // setProto sets the protocol (HELLO); protoShared is the copy the
 // follower reads when it builds a push.
 func (c *conn) setProto(p int) {
-	c.proto = p
+	c.Proto = p
 	metaMu.Lock()
 	c.protoShared = p
 	metaMu.Unlock()

@@ -1,4 +1,4 @@
-package resp
+package session
 
 import (
 	"strings"
@@ -22,8 +22,8 @@ func TestTopicOf(t *testing.T) {
 		{"ünïcode", ""},
 		{"a:b", ""},
 	} {
-		if got := topicOf([]byte(tc.name)); got != tc.want {
-			t.Errorf("topicOf(%.20q, %d bytes) = %.20q; want %.20q", tc.name, len(tc.name), got, tc.want)
+		if got := TopicOf([]byte(tc.name)); got != tc.want {
+			t.Errorf("TopicOf(%.20q, %d bytes) = %.20q; want %.20q", tc.name, len(tc.name), got, tc.want)
 		}
 	}
 }
