@@ -378,3 +378,27 @@ func TestTopicCache(t *testing.T) {
 		t.Errorf("after the caller rewrote its buffer: %d, want %d", got, want)
 	}
 }
+
+// TestTouchChangesNothing: Touch of keys held, keys not held and keys of
+// topics the file has not seen leaves every byte of the file as it was,
+// called again with fewer keys (its scratch kept) too.
+func TestTouchChangesNothing(t *testing.T) {
+	w := newWriter(t, filepath.Join(t.TempDir(), "view"))
+	w.SetReady(true)
+	for i := range 50 {
+		if err := w.Put("prices", fmt.Sprint("k", i), "", []byte(strings.Repeat("v", i*7)), Stamp{HLC: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := [][2]string{{"prices", "k3"}, {"prices", "missing"}, {"stock", "k3"}, {"prices", "k49"}, {"", ""}}
+	for i := range 40 {
+		keys = append(keys, [2]string{"prices", fmt.Sprint("k", i)})
+	}
+	before := slices.Clone(w.m)
+	for _, n := range []int{len(keys), 3, 0} {
+		w.Touch(n, func(i int) (string, string) { return keys[i][0], keys[i][1] })
+		if !slices.Equal(w.m, before) {
+			t.Fatalf("Touch of %d keys changed the file", n)
+		}
+	}
+}

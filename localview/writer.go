@@ -66,8 +66,10 @@ type Writer struct {
 	writes, committed uint64
 	inBatch           bool
 
-	// sink keeps Touch's loads from being dropped.
-	sink uint64
+	// sink keeps Touch's loads from being dropped; touch is its
+	// scratch, kept for the next call.
+	sink  uint64
+	touch []touchSlot
 
 	// smallKeys and smallBytes: below these a new generation doubles;
 	// tests shrink them to make small files.
@@ -307,31 +309,58 @@ func (w *Writer) apply(topic, key, tag string, value []byte, st Stamp, del, grow
 	return nil
 }
 
-// Touch loads the cache lines a Put of (topic, key) reads and writes:
-// its slot, and every line of the record the slot names when its hash is
-// the key's. It changes nothing. A caller with many changes at hand
-// touches them all before it puts them, so that their cache misses
-// overlap instead of coming one after another (the daemon's mirror, for
-// each publish). The record's lines past its first matter most: update's
-// last version store is a locked instruction, which waits until every
-// store before it is done, so a store of the value that misses the
-// cache is waited for there, once a record.
-func (w *Writer) Touch(topic, key string) {
+// Touch loads the cache lines the Puts of n keys (key(i) is the i-th
+// topic and key) read and write: each key's slot, and every line of the
+// record the slot names when its hash is the key's. It changes nothing.
+// A caller with many changes at hand touches them all before it puts
+// them (the daemon's mirror, for each publish). It goes level by level,
+// every key's hash, then every slot, then every record's first line,
+// then their other lines, each level a short loop, so that the cache
+// misses of a level overlap instead of coming one after another. The
+// record's lines past its first matter most: update's last version
+// store is a locked instruction, which waits until every store before it
+// is done, so a store of the value that misses the cache is waited for
+// there, once a record.
+func (w *Writer) Touch(n int, key func(i int) (topic, key string)) {
 	if w.m == nil {
 		return
 	}
-	h := w.topics.hash(topic, key)
-	s := le64(w.m, headerSize+8*(int(h)&w.mask))
-	if uint32(s>>32) != h {
-		return
+	ts := w.touch[:0]
+	for i := range n {
+		ts = append(ts, touchSlot{hash: w.topics.hash(key(i))})
 	}
-	off := int(uint32(s)) * 8
-	end := min(off+recordSize(le32(w.m, off+recCap), le16(w.m, off+recTopicLen), le16(w.m, off+recKeyLen)), len(w.m))
+	w.touch = ts
+	for i := range ts {
+		ts[i].slot = le64(w.m, headerSize+8*(int(ts[i].hash)&w.mask))
+	}
 	sink := w.sink
-	for o := off; o < end; o += cacheLine {
-		sink += uint64(w.m[o])
+	for i := range ts {
+		if uint32(ts[i].slot>>32) != ts[i].hash {
+			ts[i].off = -1
+			continue
+		}
+		ts[i].off = int(uint32(ts[i].slot)) * 8
+		sink += uint64(w.m[ts[i].off])
 	}
-	w.sink = sink + uint64(w.m[end-1])
+	for _, t := range ts {
+		if t.off < 0 {
+			continue
+		}
+		end := min(t.off+recordSize(le32(w.m, t.off+recCap), le16(w.m, t.off+recTopicLen), le16(w.m, t.off+recKeyLen)), len(w.m))
+		for o := t.off + cacheLine; o < end; o += cacheLine {
+			sink += uint64(w.m[o])
+		}
+		sink += uint64(w.m[end-1])
+	}
+	w.sink = sink
+}
+
+// touchSlot is Touch's scratch for one key: its hash, its first slot,
+// and the offset of the record the slot names (-1: none of the key's).
+type touchSlot struct {
+	hash uint32
+	slot uint64
+	off  int
 }
 
 // cacheLine is the size of a CPU cache line, the step of Touch.

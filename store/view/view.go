@@ -572,14 +572,18 @@ func (tv *topicView) lookup(k string) (*viewItem, *timedEntry) {
 	return it, nil
 }
 
-// touchLocked looks up the keys of a batch (rs, whose keyed records are
-// items) once before ApplyBatch applies them: each key's index slots, key
-// and entry, three cache misses a key, are then loaded together, not one
-// key after another between the applies. It changes nothing. The caller
-// holds the write lock.
+// touchLocked loads, before ApplyBatch applies rs (whose keyed records
+// are items), what the lookup of each key will read: its index slot, the
+// entry the slot names, the entry's key. It goes level by level over
+// touchStep keys at a time, every key's slot first, then every entry,
+// then every key, so that the cache misses of a level overlap instead of
+// coming three a key, one after another (a lookup's loads depend on each
+// other). It decides nothing on what it loads and changes nothing. The
+// caller holds the write lock.
 func (v *View) touchLocked(rs []record.Record, items []viewItem) {
+	var ts [touchStep]touchKey
+	n, j := 0, 0
 	var tv *topicView
-	j := 0
 	for _, r := range rs {
 		if len(r.Key()) == 0 {
 			continue
@@ -591,10 +595,67 @@ func (v *View) touchLocked(rs []record.Record, items []viewItem) {
 				continue
 			}
 		}
-		if old := tv.byKey.get(k); old != nil {
-			v.touched += uint64(old.epoch)
+		if tv.byKey.n == 0 {
+			continue
+		}
+		h := keyHash(k)
+		ts[n] = touchKey{t: tv.byKey.table(h), h: h}
+		if n++; n == len(ts) {
+			v.touchEntries(ts[:n])
+			n = 0
 		}
 	}
+	v.touchEntries(ts[:n])
+}
+
+// touchStep is how many keys touchLocked takes a level at a time: a
+// pipeline of 16 SETs is one step.
+const touchStep = 16
+
+// touchKey is touchLocked's scratch for one key: its table, its hash,
+// then the entry its probe reaches.
+type touchKey struct {
+	t  *keyTable
+	h  uint64
+	it *viewItem
+}
+
+// touchEntries is touchLocked's levels for ts, whose tables and hashes
+// are known: it loads every key's first slot (its tag and entry
+// pointer), then probes each key's table by tag to the entry a lookup
+// would compare first, loads every such entry, then every entry's key.
+// Each level is a short loop of its own, so that all of its loads are in
+// flight together.
+func (v *View) touchEntries(ts []touchKey) {
+	sum := v.touched
+	for i := range ts {
+		t := ts[i].t
+		s := int(ts[i].h) & (len(t.tags) - 1)
+		sum += uint64(t.tags[s])
+		ts[i].it = t.items[s]
+	}
+	for i := range ts {
+		t, tag := ts[i].t, keyTag(ts[i].h)
+		mask := len(t.tags) - 1
+		ts[i].it = nil
+		for s := int(ts[i].h) & mask; t.tags[s] != 0; s = (s + 1) & mask {
+			if t.tags[s] == tag {
+				ts[i].it = t.items[s]
+				break
+			}
+		}
+	}
+	for i := range ts {
+		if it := ts[i].it; it != nil {
+			sum += uint64(it.klen)
+		}
+	}
+	for i := range ts {
+		if it := ts[i].it; it != nil && it.klen > 0 {
+			sum += uint64(it.data[0])
+		}
+	}
+	v.touched = sum
 }
 
 // topicLocked is the view of topic, made if it has none. The caller

@@ -20,6 +20,17 @@ import (
 
 var viewSeed = flag.Uint64("view.seed", 0, "seed of the view property tests (0: from the clock)")
 
+// propertySeed is the seed of a property test: -view.seed, or the clock's
+// when that is 0; it is logged, so that a failure can be run again.
+func propertySeed(t *testing.T) uint64 {
+	seed := *viewSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -view.seed=%d)", seed, seed)
+	return seed
+}
+
 // viewRec builds a checked record the way the log holds one: encoded into a
 // buffer and decoded back.
 type viewRec struct {
@@ -425,11 +436,7 @@ func viewModel(recs []viewRec) map[[2]string]viewRec {
 }
 
 func TestViewConvergesInAnyOrder(t *testing.T) {
-	seed := *viewSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -view.seed=%d)", seed, seed)
+	seed := propertySeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 
 	for round := range 5 {
@@ -712,5 +719,44 @@ func TestViewMergeKeepsOtherIntact(t *testing.T) {
 	}
 	if e, ok := v.Get("t", "k"); !ok || string(e.Value) != "v3" {
 		t.Fatalf("the merging view reads %q %v, want v3", e.Value, ok)
+	}
+}
+
+// TestViewApplyBatchIsApply checks that ApplyBatch, which touches a
+// batch's keys level by level before it applies them (touchLocked), ends
+// where Apply of each record ends: the same entries, the same count of
+// changes. The batches are of 1 to 40 records (past a touch step of 16),
+// over enough keys for the key index to split into several tables, with
+// repeats of a key in one batch, tombstones and keyless records.
+func TestViewApplyBatchIsApply(t *testing.T) {
+	seed := propertySeed(t)
+	rng := rand.New(rand.NewPCG(seed, seed^0xba7c))
+	recs := viewRandomRecords(rng, 20000)
+	for i := range recs {
+		if recs[i].key != "" && rng.IntN(4) != 0 {
+			recs[i].key = fmt.Sprintf("k%04d", rng.IntN(3000)) // most over many keys, some over the 12 of viewRandomRecords
+		}
+	}
+	batched, single := New(), New()
+	for len(recs) > 0 {
+		n := min(1+rng.IntN(40), len(recs))
+		batch := make([]record.Record, n)
+		want := 0
+		for i, r := range recs[:n] {
+			batch[i] = r.record(t)
+			if single.Apply(batch[i]) {
+				want++
+			}
+		}
+		recs = recs[n:]
+		if got := batched.ApplyBatch(batch); got != want {
+			t.Fatalf("seed %d: ApplyBatch of %d records changed %d, Apply of each %d", seed, n, got, want)
+		}
+	}
+	if batched.Len() < 1000 {
+		t.Fatalf("seed %d: %d live keys, want the index over several tables", seed, batched.Len())
+	}
+	if b, s := batched.Digest(), single.Digest(); b != s || batched.Len() != single.Len() {
+		t.Fatalf("seed %d: ApplyBatch's view has %d keys, digest %x; Apply's %d, %x", seed, batched.Len(), b, single.Len(), s)
 	}
 }

@@ -235,11 +235,7 @@ func checkTimelines(v *View) error {
 // apply the records while the clock moves (so records arrive after their
 // instant, cancels after the value they cancel took effect) and read after.
 func TestViewTimeConvergesInAnyOrder(t *testing.T) {
-	seed := *viewSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -view.seed=%d)", seed, seed)
+	seed := propertySeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0x71e))
 	for round := range 40 {
 		recs := timeRandomRecords(rng, 10+rng.IntN(60))
@@ -301,11 +297,7 @@ func TestViewTimeConvergesInAnyOrder(t *testing.T) {
 // expired, cancelled) to a snapshot and reads it back: the same reads at
 // the same instants, and no expired value in the file.
 func TestViewTimeSnapshotRoundTrip(t *testing.T) {
-	seed := *viewSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d", seed)
+	seed := propertySeed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for round := range 20 {
 		recs := timeRandomRecords(rng, 10+rng.IntN(40))

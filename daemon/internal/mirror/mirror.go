@@ -234,9 +234,7 @@ func (vm *Mirror) writeDirect(g []view.Change) (from int, failed bool) {
 	if len(g) > 1 {
 		// Every key's slot and record first, so that their cache misses
 		// overlap instead of coming one per change.
-		for i := range g {
-			vm.w.Touch(g[i].Topic, g[i].Key)
-		}
+		vm.w.Touch(len(g), func(i int) (string, string) { return g[i].Topic, g[i].Key })
 	}
 	vm.w.BeginBatch()
 	for ; from < len(g); from++ {
