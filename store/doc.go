@@ -77,7 +77,12 @@
 // made too, so that a writer that outruns it at a file's first slot
 // makes a slot of an open file, never a file. Recycling takes segments
 // out of the log's table and renames a file it empties: the preparer
-// unmaps them and keeps or deletes the files (segment/ring.go). A full disk is an
+// unmaps them and keeps or deletes the files (segment/ring.go). The
+// preparer drops the pages the writer wrote from the process's resident
+// set once they are flushed and a window behind the flushed end
+// (MADV_DONTNEED; the maps stay): they stay in the page cache, from where
+// a reader behind the tail faults them back in, to be dropped again after
+// it (segment/release.go). A full disk is an
 // ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
 // never writes past what is allocated, and allocates itself when it runs
 // ahead of the preparer. A new store so costs two windows of disk and of

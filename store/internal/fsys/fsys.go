@@ -144,6 +144,21 @@ func PopulateWrite(b []byte) {
 	}
 }
 
+// Release drops the pages of b (part of a shared file map, starting on a
+// page) from the process's resident set (MADV_DONTNEED): they stay in the
+// page cache, dirty ones too (a shared map's dirty bit goes to the page),
+// and a later access maps them again from there, a minor fault. What the
+// kernel must keep resident for the process shrinks; nothing is lost.
+func Release(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := unix.Madvise(b, unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("%w: madvise DONTNEED: %v", errs.ErrIO, err)
+	}
+	return nil
+}
+
 // SyncRange writes the pages of b[from:to] back to the file and waits for
 // the device (msync MS_SYNC). The range is widened to whole pages.
 func SyncRange(b []byte, from, to int) error {

@@ -48,6 +48,7 @@ type Log struct {
 	// (ring.go).
 	retiring      []*segment
 	retiringFiles []*segFile
+	releasing     []releaseRange // the preparer's scratch (release.go)
 	// makingFile is the first position of the file being made, -1 if
 	// none: the writer and the preparer never make the same one.
 	makingFile int64
@@ -636,8 +637,9 @@ func (l *Log) saveAside(base, off int64, data []byte) (string, error) {
 // round it readies a window ahead of the writer in its segment (allocated
 // and faulted in, see ahead), and makes the next segment (created or
 // reused, mapped, its first window readied; maxReady of them), so that
-// moving to it is a pointer swap, not a file creation. The writer kicks it when it passes
-// prepAt, and at every segment switch.
+// moving to it is a pointer swap, not a file creation; last, it drops the
+// flushed pages behind the writer from the resident set (release.go). The
+// writer kicks it when it passes prepAt, and at every segment switch.
 func (l *Log) prepareLoop() {
 	defer l.wg.Done()
 	for {
@@ -659,6 +661,7 @@ func (l *Log) prepareLoop() {
 		for l.prepareNext() {
 		}
 		l.prepareFileAhead()
+		l.releaseFlushed()
 	}
 }
 

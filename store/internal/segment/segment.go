@@ -43,6 +43,11 @@ type segment struct {
 	used    uint64    // last use, for choosing which map to drop
 	isReady bool      // made ahead, not the writer's yet: never unmapped
 	sealed  time.Time // when the writer left it, in this process
+	// released is how far from the start the pages were dropped from the
+	// resident set, and releasedAt the tick of that release (0: none), to
+	// tell whether a reader used the segment since (release.go).
+	released   int64
+	releasedAt uint64
 }
 
 // A segFile is an open segment file, shared by the segments of its slots

@@ -1,0 +1,86 @@
+package segment
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/store/internal/fsys"
+)
+
+// The log's written pages leave the process's resident set once they are
+// flushed (issue 34): the writer never goes back to them, and only readers
+// behind the live tail (catch-up, followers, snapshots, backup) read them.
+// The preparer drops them (fsys.Release) from its maps, which keep
+// mapping them: they stay in the page cache, where a read faults them back
+// in. A page is dropped once it lies a window (PrefaultWindow, or the
+// segment) behind the flushed end, so that a reader just behind the writer
+// still finds it mapped:
+//
+//   - in the writer's segment, a window at a time, from where the last
+//     release ended;
+//   - a sealed segment, the rest of it, once it is not in use;
+//   - and again from a segment's start when a reader used it since its
+//     last release (pin marks its use), since it may have mapped pages.
+//
+// The preparer does this each round (every half window the writer writes,
+// and at each segment change); on an idle log the pages read meanwhile
+// stay until the writer moves on.
+
+// releaseRange is a part of a mapped segment to drop, pinned meanwhile.
+type releaseRange struct {
+	s        *segment
+	from, to int64
+}
+
+// releaseFlushed drops the pages of the mapped segments that lie a window
+// behind the flushed end (see above). The preparer's.
+func (l *Log) releaseFlushed() {
+	edge := l.flushed.Load() - l.window
+	l.mu.Lock()
+	jobs := l.releasing[:0]
+	for _, s := range l.maps {
+		if j, ok := l.releasableLocked(s, edge); ok {
+			s.pins++
+			jobs = append(jobs, j)
+		}
+	}
+	l.mu.Unlock()
+	for _, j := range jobs {
+		if err := fsys.Release(j.s.data[j.from:j.to]); err != nil {
+			l.log.Warn("releasing a segment's flushed pages failed", zap.String("segment-path", j.s.path), zap.Error(err))
+		}
+	}
+	l.mu.Lock()
+	for i, j := range jobs {
+		l.tick++
+		j.s.releasedAt = l.tick
+		j.s.released = max(j.s.released, j.to)
+		j.s.pins--
+		jobs[i] = releaseRange{}
+	}
+	l.releasing = jobs[:0]
+	if len(jobs) > 0 {
+		l.unpinned.Broadcast() // a Recycle may wait for these pins
+	}
+	l.mu.Unlock()
+}
+
+// releasableLocked reports the part of s to drop below edge, if any:
+// from where its last release ended (from its start when a reader used it
+// since) to edge, window-aligned, for the writer's segment once that is a
+// window more or a reader used it; all of a sealed one not in use. Under
+// mu.
+func (l *Log) releasableLocked(s *segment, edge int64) (releaseRange, bool) {
+	if s.isReady || s.data == nil || s.base > l.cur.base || s.base+l.window > edge {
+		return releaseRange{}, false
+	}
+	j := releaseRange{s: s, from: s.released, to: l.segSize}
+	read := s.used > s.releasedAt
+	if read {
+		j.from = 0
+	}
+	if s == l.cur {
+		j.to = min((edge-s.base)/l.window*l.window, l.segSize)
+		return j, j.to-s.released >= l.window || read
+	}
+	return j, s.base+l.segSize <= edge && s.pins == 0 && (s.released < l.segSize || read)
+}

@@ -1,0 +1,119 @@
+package segment
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"go.uber.org/zap"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/store/internal/fsys"
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// resident counts the pages of b mapped in this process now
+// (/proc/self/pagemap's present bit): the process's resident set, not the
+// page cache (mincore's), which keeps a released page.
+func resident(t *testing.T, b []byte) int {
+	t.Helper()
+	f, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Fatalf("pagemap: %v", err)
+	}
+	defer f.Close()
+	page := uintptr(fsys.PageSize)
+	first := uintptr(unsafe.Pointer(unsafe.SliceData(b))) / page
+	entries := make([]byte, 8*((uintptr(len(b))+page-1)/page))
+	if _, err := f.ReadAt(entries, int64(first*8)); err != nil {
+		t.Fatalf("pagemap: %v", err)
+	}
+	n := 0
+	for i := 0; i < len(entries); i += 8 {
+		if binary.LittleEndian.Uint64(entries[i:])&(1<<63) != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFlushedPagesLeaveTheResidentSet: once flushed and a window behind
+// the flushed end, the pages of sealed segments and of the writer's
+// segment leave the process's resident set (the maps stay); the records
+// read back whole from the page cache, the unflushed tail stays mapped,
+// and a sealed segment a reader mapped again is released again.
+func TestFlushedPagesLeaveTheResidentSet(t *testing.T) {
+	const size, segSize = 64 << 10, 4 * PrefaultWindow
+	dir := t.TempDir()
+	m, _, err := OpenMeta(filepath.Join(dir, "meta"), segSize, 1, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(filepath.Join(dir, "log"), m, 8, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { l.Close(); m.Close() }) })
+
+	// Two sealed segments and 3.25 windows of the third, all flushed: the
+	// edge (the flushed end less a window) is 2.25 windows into the third,
+	// so its first two windows go too.
+	n := 0
+	for l.WritePos() < 2*segSize+13*PrefaultWindow/4 {
+		if _, err := write(l, n, size); err != nil {
+			t.Fatal(err)
+		}
+		l.Commit()
+		n++
+	}
+	if err := l.SyncTo(l.End()); err != nil {
+		t.Fatal(err)
+	}
+	seg := func(i int64) *segment {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.segs[i]
+	}
+	s0, s1, cur := seg(0), seg(1), seg(2)
+	tail := l.WritePos() - cur.base
+	if l.cur != cur || tail < 3*PrefaultWindow {
+		t.Fatalf("the writer is %d bytes into segment %d, want 3 windows into segment 2", tail, l.cur.base/segSize)
+	}
+	gone := func() bool {
+		l.kickPrepare()
+		return resident(t, s0.data) == 0 && resident(t, s1.data) == 0 && resident(t, cur.data[:2*PrefaultWindow]) == 0
+	}
+	testkit.Eventually(t, 10*time.Second, "the flushed pages released", gone)
+	if r := resident(t, cur.data[tail-size:tail]); r == 0 {
+		t.Errorf("the writer's last record's pages are not mapped, want them kept")
+	}
+
+	// Every record reads back from the page cache.
+	i := 0
+	for pos := l.Oldest(); pos < l.End(); i++ {
+		next, err := l.Read(pos, func(r record.Record) error {
+			want := testMessage(i, size)
+			if r.Seq() != uint64(i+1) || !bytes.Equal(r.Value(), want.Value) {
+				t.Fatalf("record %d at %d: seq %d, value differs: %v", i, pos, r.Seq(), !bytes.Equal(r.Value(), want.Value))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("read at %d: %v", pos, err)
+		}
+		pos = next
+	}
+	if i != n {
+		t.Fatalf("read %d records, wrote %d", i, n)
+	}
+	if resident(t, s0.data) == 0 {
+		t.Fatalf("reading the first segment mapped none of its pages")
+	}
+	testkit.Eventually(t, 10*time.Second, "the pages a reader mapped again released", gone)
+}
