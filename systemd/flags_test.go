@@ -1,6 +1,7 @@
 package systemd
 
 import (
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -74,22 +75,63 @@ func TestDocsDaemonFlags(t *testing.T) {
 		_, after, _ := strings.Cut(rest, "\n## ")
 		daemonPart = before + "\n## " + after
 	}
+	daemonFlags(func(f *pflag.Flag) {
+		named := regexp.MustCompile("--" + regexp.QuoteMeta(f.Name) + "(?:[^a-z0-9-]|$)")
+		if !named.MatchString(readme) {
+			t.Errorf("docs/configuration.md does not name --%s (default %q)", f.Name, f.DefValue)
+		}
+	})
+	checkDefaultsSaid(t, "docs/configuration.md", daemonPart)
+}
+
+// TestDocsDefaultsSaid checks the defaults README.md and the pages of
+// docs/ write beside a daemon flag's name, as "`--flag` (default" or
+// "`--flag`, default", against the flag's: a default changed in the
+// settings table fails here until the prose says the new one. docs/cli.md
+// is left out: the CLI's flags share names with the daemon's (--view-file)
+// but not their defaults; docs/configuration.md has its own test above.
+func TestDocsDefaultsSaid(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(pages, "../README.md", "../DESIGN.md", "../ARCHITECTURE.md") {
+		if name := filepath.Base(p); name == "cli.md" || name == "configuration.md" {
+			continue
+		}
+		checkDefaultsSaid(t, strings.TrimPrefix(p, "../"), readFile(t, p))
+	}
+}
+
+// daemonFlags calls fn with each of cachecastd's flags but --help and
+// --version, defaults set.
+func daemonFlags(fn func(f *pflag.Flag)) {
 	fs := pflag.NewFlagSet("cachecastd", pflag.ContinueOnError)
 	cfg := config.Default()
 	cfg.AddFlags(fs)
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name == "help" || f.Name == "version" {
-			return
+		if f.Name != "help" && f.Name != "version" {
+			fn(f)
 		}
-		named := regexp.MustCompile("--" + regexp.QuoteMeta(f.Name) + "(?:[^a-z0-9-]|$)")
-		if !named.MatchString(readme) {
-			t.Errorf("docs/configuration.md does not name --%s (default %q)", f.Name, f.DefValue)
-			return
-		}
-		withDefault := regexp.MustCompile("`--" + regexp.QuoteMeta(f.Name) + "` \\(([^;)]*)")
-		for _, m := range withDefault.FindAllStringSubmatch(daemonPart, -1) {
-			if said, ok := readmeDefault(f, m[1]); ok && said != normalDefault(f, f.DefValue) {
-				t.Errorf("docs/configuration.md gives --%s the default %q; the flag's is %q", f.Name, m[1], f.DefValue)
+	})
+}
+
+// checkDefaultsSaid fails t for each default text (the file name) writes
+// beside a daemon flag's name that is not the flag's.
+func checkDefaultsSaid(t *testing.T, name, text string) {
+	t.Helper()
+	daemonFlags(func(f *pflag.Flag) {
+		withDefault := regexp.MustCompile("`--" + regexp.QuoteMeta(f.Name) + "`(?: \\(|, )([^;)]*)")
+		for _, m := range withDefault.FindAllStringSubmatch(text, -1) {
+			if strings.HasPrefix(m[1], "`") {
+				continue // another flag's name: "`--a`, `--b`"
+			}
+			said, ok := readmeDefault(f, m[1])
+			if said == "off" && (f.DefValue == "" || f.DefValue == "off") {
+				continue // "off": the door or port is not opened by default
+			}
+			if ok && said != normalDefault(f, f.DefValue) {
+				t.Errorf("%s gives --%s the default %q; the flag's is %q", name, f.Name, m[1], f.DefValue)
 			}
 		}
 	})
@@ -99,7 +141,7 @@ func TestDocsDaemonFlags(t *testing.T) {
 // a default of f's type, in normalDefault's form; ok is false when they
 // are a remark, not a default.
 func readmeDefault(f *pflag.Flag, words string) (string, bool) {
-	w := strings.TrimSpace(words)
+	w := strings.TrimPrefix(strings.TrimSpace(words), "default ")
 	if i := strings.Index(w, ": "); i >= 0 {
 		w = w[:i] // "`auto`: beside the socket"
 	}
