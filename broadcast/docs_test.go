@@ -36,3 +36,40 @@ func TestDocsProtocolRange(t *testing.T) {
 		t.Errorf("no doc says which protocol versions this build speaks (\"this one speaks N to M\" in README.md, DESIGN.md or docs/)")
 	}
 }
+
+// TestDocsProtocolNames checks each protocol version the docs name by its
+// constant ("data protocol 4 (`broadcast.ProtocolTimed`)") against the
+// constant: a feature moved to another version fails here until the
+// prose follows.
+func TestDocsProtocolNames(t *testing.T) {
+	t.Parallel()
+	named := map[string]int{
+		"ProtocolMin": ProtocolMin, "ProtocolMax": ProtocolMax, "ProtocolTimed": ProtocolTimed,
+		"ProtocolDigest": ProtocolDigest, "ProtocolCut": ProtocolCut, "ProtocolExpiry": ProtocolExpiry,
+		"ProtocolCounter": ProtocolCounter, "ProtocolAbsent": ProtocolAbsent,
+	}
+	files, _ := filepath.Glob("../docs/*.md")
+	files = append(files, "../README.md", "../DESIGN.md", "../ARCHITECTURE.md")
+	re := regexp.MustCompile("(\\d+) \\(`(?:broadcast\\.)?(Protocol\\w+)`\\)")
+	found := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			found++
+			said, _ := strconv.Atoi(string(m[1]))
+			v, ok := named[string(m[2])]
+			switch {
+			case !ok:
+				t.Errorf("%s names %s, which is not one of broadcast's protocol constants", f, m[2])
+			case said != v:
+				t.Errorf("%s says %s is %d; it is %d", f, m[2], said, v)
+			}
+		}
+	}
+	if found == 0 {
+		t.Errorf("no doc names a protocol version by its constant (\"protocol 4 (`broadcast.ProtocolTimed`)\"): the pattern this test reads has changed")
+	}
+}
