@@ -397,3 +397,25 @@ func readmeClusterNode(t *testing.T, dir, vars, cmd string) {
 		Args: []string{"-e", "-c", vars + "exec " + cmd},
 	})
 }
+
+// TestReadmeGoVersion checks the Go release README.md says building needs
+// against go.mod's go line, the one go build enforces.
+func TestReadmeGoVersion(t *testing.T) {
+	t.Parallel()
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := regexp.MustCompile(`needs Go (\S+) or later`).FindSubmatch(readme)
+	if goLine == nil || said == nil {
+		t.Fatalf("go.mod's go line (%q) or README.md's \"needs Go N or later\" (%q) is gone", goLine, said)
+	}
+	if string(said[1]) != string(goLine[1]) {
+		t.Errorf("README.md says building needs Go %s; go.mod says go %s", said[1], goLine[1])
+	}
+}
