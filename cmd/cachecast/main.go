@@ -15,12 +15,13 @@
 // (where `cachecastd` with no flags puts it). Exit status: 0 success, 1
 // an error (its message on stderr), 2 a usage error.
 //
-// The package is about 3,000 lines and stays one: it is a table of small
+// The package is about 2,550 lines and stays one: it is a table of small
 // commands (commands.go), each a flag set and a few calls of package
 // client, that share the globals, the output and the exit rules of
 // main.go; no seam runs between them that a second package would show.
-// The one part with a protocol of its own, bench's raw HTTP connection,
-// is package cmd/cachecast/internal/rawconn.
+// What runs on its own is out of it: bench's load generator is package
+// cmd/cachecast/internal/bench, and its raw HTTP connection
+// cmd/cachecast/internal/rawconn.
 package main
 
 import (
