@@ -59,7 +59,7 @@ func (s *Server) admitStrangerLocked(c *conn) (evicted *conn) {
 		if still {
 			s.log.Debug("redis connection did not authenticate in time; closing it",
 				zap.Int64("client-id", c.id), zap.Duration("auth-timeout", s.cfg.AuthTimeout))
-			c.close()
+			c.Close()
 		}
 	})
 	return evicted
@@ -110,7 +110,7 @@ func (s *Server) restrange(c *conn) {
 	}
 	s.mu.Unlock()
 	if evicted != nil {
-		evicted.close()
+		evicted.Close()
 	}
 }
 

@@ -53,7 +53,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 		return -1, false
 	}
 	c.mu.Lock()
-	if c.inMulti || c.reply.muted() || c.Proto == 2 && c.subscribed() || c.refusal(setCommand) != "" {
+	if c.inMulti || c.reply.muted() || c.Proto == 2 && c.ps.Subscribed() || c.refusal(setCommand) != "" {
 		c.mu.Unlock()
 		return -1, false // exec answers these as it does
 	}
@@ -80,7 +80,7 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 	c.s.stats.commands.Add(int64(sets))
 	c.s.stats.byCommand[setCommand.Index].Add(int64(sets))
 	c.publishSets()
-	c.caching = 0 // CLIENT CACHING applies to the command after it only
+	c.ps.EndCommand() // CLIENT CACHING applies to the command after it only
 	c.showCmd(setCommand, nil)
 	c.show()
 	return used, false
@@ -91,8 +91,8 @@ func (c *conn) execSets(a [][]byte, rest []byte) (used int, full bool) {
 // the SET alone (which answers the error).
 func (c *conn) batchSet(a [][]byte) {
 	c.lastCmd = setCommand
-	if c.s.monitors.n.Load() > 0 {
-		c.s.monitors.feed(c, setCommand, a)
+	if c.s.hub.Monitoring() {
+		c.s.hub.Feed(c, setCommand, a)
 	}
 	t, k := c.s.env.Split(a[1])
 	limit := c.s.cfg.MaxFrameSize

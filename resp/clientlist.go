@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -54,25 +55,26 @@ func (c *conn) show() {
 		multi = int32(len(c.queued))
 	}
 	c.shown.multi.Store(multi)
+	on, bcast, redirect := c.ps.Tracking()
 	f := &flagsNone
 	switch {
-	case c.inMulti && c.trk.on && c.trk.bcast:
+	case c.inMulti && on && bcast:
 		f = &flagsMultiTrB
-	case c.inMulti && c.trk.on:
+	case c.inMulti && on:
 		f = &flagsMultiTr
 	case c.inMulti:
 		f = &flagsMulti
-	case c.trk.on && c.trk.bcast:
+	case on && bcast:
 		f = &flagsTrackB
-	case c.trk.on:
+	case on:
 		f = &flagsTrack
 	}
 	if c.shown.flags.Load() != f {
 		c.shown.flags.Store(f)
 	}
 	redir := int64(-1)
-	if c.trk.on {
-		redir = c.trk.redirect
+	if on {
+		redir = redirect
 	}
 	c.shown.redir.Store(redir)
 }
@@ -104,7 +106,7 @@ func connAddrs(nc net.Conn) (addr, laddr string, fd int) {
 func (c *conn) infoLine() string {
 	m := c.meta()
 	now := time.Now()
-	subs, psubs := c.s.subs.counts(c)
+	subs, psubs := c.s.hub.Counts(&c.ps)
 	flags := ""
 	if f := c.shown.flags.Load(); f != nil {
 		flags = *f
@@ -112,7 +114,7 @@ func (c *conn) infoLine() string {
 	if subs+psubs > 0 {
 		flags = "P" + flags
 	}
-	if c.s.monitors.has(c) {
+	if c.s.hub.Monitors(&c.ps) {
 		flags = "O" + flags
 	}
 	if c.unix {
@@ -160,4 +162,54 @@ func (c *conn) infoLine() string {
 	field("lib-ver", m.libVer)
 	b.WriteByte('\n')
 	return b.String()
+}
+
+// Connection metadata, read by other connections (CLIENT LIST) under its
+// own small lock.
+
+type connMeta struct {
+	name, libName, libVer string
+	proto                 int
+}
+
+var metaMu sync.Mutex
+
+func (c *conn) meta() connMeta {
+	metaMu.Lock()
+	defer metaMu.Unlock()
+	m := connMeta{name: c.name, libName: c.libName, libVer: c.libVer, proto: c.protoShared}
+	return m
+}
+
+func (c *conn) setName(n string) {
+	metaMu.Lock()
+	c.name = n
+	metaMu.Unlock()
+}
+
+func (c *conn) setLib(name, ver string) {
+	metaMu.Lock()
+	if name != "" {
+		c.libName = name
+	}
+	if ver != "" {
+		c.libVer = ver
+	}
+	metaMu.Unlock()
+}
+
+// setProto sets the protocol (HELLO); protoShared is the copy the
+// follower reads when it builds a push.
+func (c *conn) setProto(p int) {
+	c.Proto = p
+	metaMu.Lock()
+	c.protoShared = p
+	metaMu.Unlock()
+}
+
+// ProtoNow is its protocol, read from any goroutine (pubsub.Client).
+func (c *conn) ProtoNow() int {
+	metaMu.Lock()
+	defer metaMu.Unlock()
+	return c.protoShared
 }

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"cmp"
 	"math"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/resp/internal/keys"
+	"github.com/cachecast/cachecast/resp/internal/pubsub"
 	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -26,7 +26,6 @@ var commandList []*session.Command
 func init() {
 	ro := []string{"readonly", "fast"}
 	cn := []string{"fast", "loading", "stale"}
-	ps := []string{"pubsub", "noscript", "loading", "stale"}
 	table := []*session.Command{
 		// Connection.
 		{Name: "hello", Arity: -1, Flags: cn, Group: "connection", Summary: "Handshakes with the server (RESP2 or RESP3, AUTH, SETNAME).", Fn: own(cmdHello)},
@@ -51,20 +50,10 @@ func init() {
 		{Name: "discard", Arity: 1, Flags: cn, Group: "transactions", Summary: "Drops the queued commands.", Fn: own(cmdDiscard)},
 		{Name: "watch", Arity: -2, Flags: cn, First: 1, Last: -1, Step: 1, Group: "transactions", Summary: "EXEC aborts if one of the keys changes in this node's view first.", Fn: own(cmdWatch)},
 		{Name: "unwatch", Arity: 1, Flags: cn, Group: "transactions", Summary: "Forgets the watched keys.", Fn: own(cmdUnwatch), InMulti: true},
-
-		{Name: "publish", Arity: 3, Flags: []string{"pubsub", "loading", "stale", "fast"}, Group: "pubsub", Summary: "A keyless message on the channel's topic, to every node.", Fn: own(cmdPublish), Write: true},
-
-		{Name: "monitor", Arity: 1, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server", Summary: "Streams every command the server runs, as Redis writes them: for the admin role.", Fn: own(cmdMonitor)},
-
-		// Pub/sub.
-		{Name: "subscribe", Arity: -2, Flags: ps, Group: "pubsub", Summary: "Messages of topics and keys, from every node.", Fn: own(cmdSubscribe), Pubsub: true},
-		{Name: "psubscribe", Arity: -2, Flags: ps, Group: "pubsub", Summary: "Like SUBSCRIBE, by pattern.", Fn: own(cmdPSubscribe), Pubsub: true},
-		{Name: "unsubscribe", Arity: -1, Flags: ps, Group: "pubsub", Summary: "Ends subscriptions.", Fn: own(cmdUnsubscribe), Pubsub: true},
-		{Name: "punsubscribe", Arity: -1, Flags: ps, Group: "pubsub", Summary: "Ends pattern subscriptions.", Fn: own(cmdPUnsubscribe), Pubsub: true},
 	}
 	table = append(table, keys.Commands()...)
 	table = append(table, debugCommands()...)
-	table = append(table, pubsubCommands()...)
+	table = append(table, pubsub.Commands()...)
 	commands = make(map[string]*session.Command, len(table))
 	sort.Slice(table, func(i, j int) bool { return table[i].Name < table[j].Name })
 	for i, cmd := range table {
@@ -117,7 +106,7 @@ func (c *conn) exec(cmd *session.Command, a [][]byte) (full bool) {
 		// refused one too) ends outside MULTI, as Redis's resetClient
 		// keeps it after any CLIENT subcommand.
 		if !c.inMulti && (cmd == nil || cmd.Name != "client") {
-			c.caching = 0
+			c.ps.EndCommand()
 		}
 		c.show()
 		full = len(c.Out) >= outFlushSize
@@ -167,7 +156,7 @@ func (c *conn) exec(cmd *session.Command, a [][]byte) (full bool) {
 			return
 		}
 	}
-	if c.Proto == 2 && c.subscribed() && !cmd.Pubsub {
+	if c.Proto == 2 && c.ps.Subscribed() && !cmd.Pubsub {
 		name := cmd.Name // Redis's fullname: client|id for a subcommand
 		if cmd.Subcommands != nil && len(a) > 1 {
 			name += "|" + strings.ToLower(session.Str(a[1]))
@@ -175,8 +164,8 @@ func (c *conn) exec(cmd *session.Command, a [][]byte) (full bool) {
 		c.Err("ERR Can't execute '" + name + "': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 		return
 	}
-	if c.s.monitors.n.Load() > 0 {
-		c.s.monitors.feed(c, cmd, a)
+	if c.s.hub.Monitoring() {
+		c.s.hub.Feed(c, cmd, a)
 	}
 	if c.inMulti && !runsInMulti[cmd.Name] {
 		c.queue(cmd, a)
@@ -247,12 +236,12 @@ func (c *conn) PublishBatch(msgs []record.Message, checked bool) string {
 	if e := c.s.env.Checks.Batch(msgs); e != nil {
 		return session.ErrorText(e)
 	}
-	noloop := c.s.track.beginWrite(c)
+	noloop := c.s.hub.BeginWrite(&c.ps)
 	c.mu.Unlock()
 	w, err := c.s.node.Publish(c.s.ctx, c.nc, msgs)
 	c.mu.Lock()
 	if noloop {
-		c.s.track.endWrite(c.s, c, err == nil, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
+		c.s.hub.EndWrite(&c.ps, err == nil, w.Origin, w.Seq+1-uint64(len(msgs)), w.Seq)
 	}
 	if err != nil {
 		return session.RedisText(err)
@@ -263,18 +252,6 @@ func (c *conn) PublishBatch(msgs []record.Message, checked bool) string {
 			", --replication=sync); it reaches the other nodes by fan-out and anti-entropy; WAIT 1 <ms> waits for the replica"
 	}
 	return ""
-}
-
-func cmdPublish(c *conn, a [][]byte) {
-	ch := string(a[1])
-	if session.TopicOf(a[1]) == "" {
-		c.Err("ERR PUBLISH channel " + strconv.Quote(session.Clip(a[1])) + ": a channel names a topic (1 to 128 bytes of A-Z a-z 0-9 . _ -); keyed updates are published with SET topic:key")
-		return
-	}
-	if !c.Publish([]record.Message{{Topic: ch, Value: bytes.Clone(a[2])}}) {
-		return
-	}
-	c.Int(int64(c.s.subs.receivers(ch)))
 }
 
 // cmdWait answers how many replicas hold this connection's last write.
@@ -344,7 +321,7 @@ func cmdPing(c *conn, a [][]byte) {
 		c.Err("ERR wrong number of arguments for 'ping' command")
 		return
 	}
-	if c.Proto == 2 && c.subscribed() {
+	if c.Proto == 2 && c.ps.Subscribed() {
 		c.Array(2)
 		c.BulkString("pong")
 		if len(a) == 2 {
@@ -389,12 +366,8 @@ func cmdCluster(c *conn, _ [][]byte) {
 }
 
 func cmdReset(c *conn, _ [][]byte) {
-	c.s.monitors.drop(c)
-	c.s.subs.dropConn(c)
-	c.channels, c.patterns = nil, nil
-	c.s.track.off(c)
-	c.trk, c.Tracking = trackState{}, false
-	c.caching, c.inMulti, c.multiErr, c.queued, c.watched = 0, false, false, nil, nil
+	c.ps.Reset()
+	c.inMulti, c.multiErr, c.queued, c.watched = false, false, nil, nil
 	c.reply = replyMode{}
 	c.setProto(2)
 	c.setName("")
@@ -569,18 +542,17 @@ func cmdClient(c *conn, a [][]byte) {
 		}
 		c.Verbatim(b.String())
 	case "TRACKING":
-		c.clientTracking(a)
+		c.ps.ClientTracking(a)
 	case "CACHING":
-		c.clientCaching(a)
+		c.ps.ClientCaching(a)
 	case "GETREDIR":
-		switch {
-		case !c.trk.on:
+		if on, _, redirect := c.ps.Tracking(); on {
+			c.Int(redirect)
+		} else {
 			c.Int(-1)
-		default:
-			c.Int(c.trk.redirect)
 		}
 	case "TRACKINGINFO":
-		c.trackingInfo()
+		c.ps.TrackingInfo()
 	case "NO-EVICT", "NO-TOUCH":
 		if on := strings.ToUpper(session.Str(a[2])); on != "ON" && on != "OFF" {
 			c.Err("ERR syntax error")
@@ -622,7 +594,7 @@ func (c *conn) clientList(filter [][]byte) ([]*conn, bool) {
 		var out []*conn
 		for _, o := range all {
 			// Subscribed over either protocol: Redis's CLIENT_PUBSUB.
-			if subs, psubs := c.s.subs.counts(o); (subs+psubs > 0) == pubsub {
+			if subs, psubs := c.s.hub.Counts(&o.ps); (subs+psubs > 0) == pubsub {
 				out = append(out, o)
 			}
 		}
@@ -678,7 +650,7 @@ func cmdConfig(c *conn, a [][]byte) {
 	switch strings.ToUpper(session.Str(a[1])) {
 	case "GET":
 		params := map[string]string{
-			"notify-keyspace-events": formatNotifyFlags(c.s.notify.Load()),
+			"notify-keyspace-events": c.s.hub.NotifyFlags(),
 			"databases":              "1",
 			"save":                   "",
 			"appendonly":             "no",
@@ -715,12 +687,10 @@ func cmdConfig(c *conn, a [][]byte) {
 			c.WriteError(err)
 			return
 		}
-		flags, err := parseNotifyFlags(session.Str(a[3]))
-		if err != nil {
+		if err := c.s.hub.SetNotify(session.Str(a[3])); err != nil {
 			c.Err("ERR Invalid argument '" + session.Clip(a[3]) + "' for CONFIG SET 'notify-keyspace-events'")
 			return
 		}
-		c.s.notify.Store(flags)
 		c.OK()
 	case "RESETSTAT":
 		c.OK()

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/pubsub"
 	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -34,7 +35,9 @@ type conn struct {
 	// Session is the connection as the command handlers see it (its
 	// answers, protocol, view, transaction and tracking state).
 	session.Session
-	s *Server
+	// ps is its part in the pushes: subscriptions, tracking, MONITOR.
+	ps pubsub.Peer
+	s  *Server
 	// nc is the connection as the listener gave it: what the node's
 	// methods are asked about (its peer, roles, memory). io is what the
 	// connection's goroutine reads and writes: nc, or, for a connection
@@ -71,12 +74,6 @@ type conn struct {
 	readErr   error
 	// mustAuth: answer NOAUTH until AUTH succeeds (gate, auth.go).
 	mustAuth bool
-	// pushed: it subscribed or turned tracking on (it receives without
-	// sending commands), set once.
-	pushed atomic.Bool
-	// hupWatched: its socket is in the subscribers' hang-up set
-	// (hangup.go), set once; hungUp: that set said its client closed.
-	hupWatched, hungUp atomic.Bool
 
 	readDeadlineSet time.Time // when the idle deadline was last moved
 	// readAt is when the last read returned (or the connection was made,
@@ -99,15 +96,7 @@ type conn struct {
 	libVer      string
 	lastCmd     *session.Command
 	quit        bool
-	// Pub/sub: the channels and patterns this connection subscribed to
-	// (the tables that route messages are the server's).
-	channels map[string]struct{}
-	patterns map[string]struct{}
-	// Tracking (CLIENT TRACKING), under mu; the server's tracker holds the
-	// tables the follower reads.
-	trk     trackState
-	caching int8      // CLIENT CACHING: 1 yes, -1 no, until a command other than CLIENT
-	reply   replyMode // CLIENT REPLY (reply.go)
+	reply       replyMode // CLIENT REPLY (reply.go)
 	// MULTI: the queued commands and whether one was refused; Tx is
 	// the transaction's view while EXEC runs them (multi.go).
 	inMulti   bool
@@ -142,6 +131,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 		kick:    make(chan struct{}, 1),
 	}
 	c.Session.Init(c, &s.env)
+	c.ps.Init(&s.hub, c, &c.Session)
 	c.protoShared = 2
 	c.lim = &s.lim
 	c.readAt = c.created
@@ -165,7 +155,7 @@ const (
 // pipeline's answers go out together), then read.
 func (c *conn) serve() {
 	defer c.s.forget(c)
-	defer c.close()
+	defer c.Close()
 	defer c.s.node.ReleaseMemory(c.nc)
 	for {
 		if c.process(false) != stepRead {
@@ -307,7 +297,7 @@ func (c *conn) read(b []byte) (int, error) {
 		now := time.Now()
 		next := c.readAt.Add(idle)
 		switch {
-		case c.pushed.Load():
+		case c.ps.Pushed():
 			next = now.Add(idle) // it waits for pushes, not for its client
 		case !now.Before(next):
 			return 0, errIdle
@@ -378,7 +368,7 @@ func (c *conn) flushLocked(now time.Time) error {
 	_, err := c.io.Write(c.Out)
 	c.resetOut()
 	if err != nil {
-		c.close()
+		c.Close()
 	}
 	return err
 }
@@ -393,11 +383,11 @@ func (c *conn) resetOut() {
 	}
 }
 
-// close closes the connection once; the goroutines see it and end. The
+// Close closes the connection once; the goroutines see it and end. The
 // socket of a connection the event loop serves is closed by the loop
 // (only its owner may close a descriptor, or the number could be reused
 // under it).
-func (c *conn) close() {
+func (c *conn) Close() {
 	c.closeOnce.Do(func() {
 		c.dead.Store(true)
 		c.pmu.Lock()
@@ -415,11 +405,12 @@ func (c *conn) close() {
 	})
 }
 
-// push queues an out-of-band frame (built by build for the connection's
-// protocol) for the pusher goroutine. A connection whose queue is past
-// --redis-push-buffer is disconnected: its client-side cache goes with
-// it, so it never serves a value it was not told is stale.
-func (c *conn) push(frame []byte) {
+// Push queues an out-of-band frame (built for the connection's
+// protocol) for the pusher goroutine (pubsub.Client). A connection whose
+// queue is past --redis-push-buffer is disconnected: its client-side
+// cache goes with it, so it never serves a value it was not told is
+// stale.
+func (c *conn) Push(frame []byte) {
 	if c.dead.Load() {
 		return
 	}
@@ -429,7 +420,7 @@ func (c *conn) push(frame []byte) {
 		c.s.stats.slowDisconnects.Add(1)
 		c.s.log.Warn("redis client does not read its pushes; disconnecting it",
 			zap.Int64("client-id", c.id), zap.String("name", c.name), zap.Int("push-buffer", c.s.cfg.PushBuffer))
-		c.close()
+		c.Close()
 		return
 	}
 	c.pending = append(c.pending, frame...)
@@ -477,3 +468,36 @@ func (c *conn) pusher() {
 		}
 	}
 }
+
+// The connection as the pushes see it (pubsub.Client) and as its session
+// asks it (session.Host; PublishBatch and AuthorizeAdmin are in
+// commands.go).
+
+// ID is its CLIENT ID.
+func (c *conn) ID() int64 { return c.id }
+
+// Closed says it is closed or closing.
+func (c *conn) Closed() bool { return c.dead.Load() }
+
+// Socket is the net.Conn its goroutine reads (nil while the event loop
+// serves it: the loop has its own descriptor).
+func (c *conn) Socket() net.Conn {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return c.io
+}
+
+// MonitorAddr is its address as MONITOR shows it: unix:<path> for a Unix
+// socket, addr for TCP.
+func (c *conn) MonitorAddr() string {
+	if c.unix {
+		return "unix:" + c.laddr[:len(c.laddr)-len(":0")]
+	}
+	return c.addr
+}
+
+// Pushes is its part in the pushes.
+func (c *conn) Pushes() *pubsub.Peer { return &c.ps }
+
+// Track registers a key the client reads (session.Host).
+func (c *conn) Track(name []byte) { c.ps.Track(name) }

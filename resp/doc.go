@@ -218,7 +218,7 @@
 // message. So SUBSCRIBE prices gets the topic's stream and PSUBSCRIBE
 // prices:* its key updates. PUBLISH answers how many of this node's
 // connections receive the message (not a client that has closed its
-// connection: hangup.go); PUBSUB CHANNELS, NUMSUB and NUMPAT count this
+// connection: resp/internal/pubsub/hangup.go); PUBSUB CHANNELS, NUMSUB and NUMPAT count this
 // node's subscriptions, and SHARDCHANNELS and SHARDNUMSUB find none
 // (SSUBSCRIBE is not served). Keyspace notifications, when enabled (CONFIG
 // SET notify-keyspace-events, or --redis-notify-keyspace-events; Redis's
@@ -417,14 +417,17 @@
 //
 // This package is the server: listeners, admission, AUTH, connections
 // and their event loop (loop.go), the command table and its dispatch
-// (commands.go), the connection commands, transactions (multi.go),
-// client-side caching (tracking.go), pub/sub and keyspace events,
-// MONITOR and INFO. The command families stand on one seam,
-// resp/internal/session: a handler receives a session.Session (its
-// answers, protocol, view, transaction and tracking state, and the one
-// publish path back through the connection, session.Host), never the
-// connection. The key space's commands (strings, hashes, counters, time,
-// SCAN) are resp/internal/keys. The protocol's codec (reader and
-// writers) is package resp/codec; what a command means (checks, time
-// rules, refusals) is package command.
+// (commands.go), the connection commands, transactions (multi.go), a
+// pipeline's SETs as one publish (batch.go), MONITOR's feed and INFO.
+// The command families stand on one seam, resp/internal/session: a
+// handler receives a session.Session (its answers, protocol, view,
+// transaction and tracking state, and the one publish path back through
+// the connection, session.Host), never the connection. The key space's
+// commands (strings, hashes, counters, time, SCAN) are
+// resp/internal/keys; what a connection is sent without asking (pub/sub
+// and keyspace events, client-side caching's invalidations, MONITOR's
+// stream) is resp/internal/pubsub, whose Hub the server's follower of
+// the node's changes feeds. The protocol's codec (reader and writers)
+// is package resp/codec; what a command means (checks, time rules,
+// refusals) is package command.
 package resp

@@ -22,11 +22,9 @@ type stats struct {
 	commands        atomic.Int64
 	unknown         atomic.Int64
 	protocolErrors  atomic.Int64
-	invalidations   atomic.Int64
 	slowDisconnects atomic.Int64
 	refused         atomic.Int64
 	idleClosed      atomic.Int64
-	trackingEvicted atomic.Int64
 	byCommand       []atomic.Int64
 }
 
@@ -75,13 +73,13 @@ func (s *Server) Stats() Stats {
 		Commands:        s.stats.commands.Load(),
 		Unknown:         s.stats.unknown.Load(),
 		ProtocolErrors:  s.stats.protocolErrors.Load(),
-		TrackingClients: s.track.active.Load(),
-		Invalidations:   s.stats.invalidations.Load(),
-		SlowDisconnects: s.stats.slowDisconnects.Load(),
-		Subscriptions:   s.subs.count.Load(),
+		TrackingClients: s.hub.TrackingClients(),
+		Invalidations:   s.hub.Counters.Invalidations.Load(),
+		SlowDisconnects: s.stats.slowDisconnects.Load() + s.hub.Counters.SlowDisconnects.Load(),
+		Subscriptions:   s.hub.Subscriptions(),
 		Refused:         s.stats.refused.Load(),
 		IdleClosed:      s.stats.idleClosed.Load(),
-		TrackingEvicted: s.stats.trackingEvicted.Load(),
+		TrackingEvicted: s.hub.Counters.TrackingEvicted.Load(),
 		ByCommand:       make(map[string]int64, len(commandList)),
 	}
 	for i, cmd := range commandList {
@@ -320,8 +318,8 @@ func infoStats(c *conn, st *infoState, line func(string, any)) {
 	line("tracking_invalidations_sent", st.stats.Invalidations)
 	line("slow_clients_disconnected", st.stats.SlowDisconnects)
 	line("evicted_keys", 0)
-	line("pubsub_channels", c.s.subs.channelCount())
-	line("pubsub_patterns", c.s.subs.patternCount())
+	line("pubsub_channels", c.s.hub.Channels())
+	line("pubsub_patterns", c.s.hub.Patterns())
 }
 
 func infoReplication(_ *conn, st *infoState, line func(string, any)) {

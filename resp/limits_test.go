@@ -253,14 +253,7 @@ func TestTrackingMaxKeys(t *testing.T) {
 			}
 		}
 	}
-	s.track.mu.Lock()
-	var tracked []string
-	for _, e := range s.track.clients {
-		for k := range e.names {
-			tracked = append(tracked, k)
-		}
-	}
-	s.track.mu.Unlock()
+	tracked := s.hub.TrackedKeys()
 	if len(tracked) > limit {
 		t.Fatalf("%d keys tracked for the client, more than its %d", len(tracked), limit)
 	}

@@ -391,7 +391,7 @@ func (l *loop) closeConn(c *conn) {
 	c.pmu.Unlock()
 	_ = unix.Close(c.fd)
 	c.fd = -1
-	c.close()
+	c.Close()
 	c.s.node.ReleaseMemory(c.nc)
 	c.s.forget(c)
 }
@@ -410,7 +410,7 @@ func (l *loop) handOff(c *conn) {
 		c.pmu.Lock()
 		c.lp, c.io = nil, c.nc
 		c.pmu.Unlock()
-		c.close()
+		c.Close()
 		c.s.node.ReleaseMemory(c.nc)
 		c.s.forget(c)
 		return

@@ -19,7 +19,7 @@ import (
 // of CLIENT ID id (false: it has a goroutine of its own).
 func inLoop(t *testing.T, s *Server, id int64) bool {
 	t.Helper()
-	c := s.byID(id)
+	c, _ := s.byID(id).(*conn)
 	if c == nil {
 		t.Fatalf("no connection %d", id)
 	}

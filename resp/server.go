@@ -17,6 +17,7 @@ import (
 	core "github.com/cachecast/cachecast/command"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/pubsub"
 	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
 	storeview "github.com/cachecast/cachecast/store/view"
@@ -86,6 +87,10 @@ type Node interface {
 	State() core.State
 }
 
+// CheckNotifyKeyspaceEvents says whether s is a notify-keyspace-events
+// value the server accepts (nil) or not.
+func CheckNotifyKeyspaceEvents(s string) error { return pubsub.CheckNotifyKeyspaceEvents(s) }
+
 // Written is what a publish did.
 type Written struct {
 	// Seq is this node's sequence number of the batch's last message.
@@ -99,30 +104,9 @@ type Written struct {
 }
 
 // Change is one record as Follow reports it, or a change of the view that
-// no record brought (Event).
-type Change struct {
-	Topic, Key []byte // Key is empty for a stream message
-	Value      []byte
-	Delete     bool
-	Origin     uint64
-	Seq        uint64
-	// Scheduled: the record takes effect at its instant (a scheduled
-	// value or delete, a cancel), when an Event "effective" tells it.
-	Scheduled bool
-	// Event is "expired" (the key's value expired) or "effective" (a
-	// scheduled record took effect: Value and Delete say what the key
-	// holds now) for a change no record brought; "" for a record.
-	Event string
-	// ExpiryChange: the record changed the expiry of a version of the
-	// key (EXPIRE, PERSIST; record.KindExpiry), Persist that it removed
-	// it. Value is that version's, not a new one.
-	ExpiryChange, Persist bool
-	// Counter: the record is a counter increment (INCR and its kin;
-	// record.KindCounter): Value is the increment, not the key's value.
-	Counter bool
-	// ExpiresAt: the record's value expires then, Unix ms (0: never).
-	ExpiresAt uint64
-}
+// no record brought (Event): what the pushes (pub/sub, keyspace events,
+// invalidations) are made of.
+type Change = pubsub.Change
 
 // RecordChange is record r as Follow reports it: its kind says whether it
 // is a delete, a scheduled record, an expiry change or a counter
@@ -246,17 +230,15 @@ type Server struct {
 	roles   atomic.Uint64
 	refusal chan struct{} // bounds the goroutines answering refused connections
 
-	notify atomic.Uint32 // keyspace notification flags
-
 	followMu  sync.Mutex
 	following <-chan struct{} // closed when the follower ends; nil before it starts
 
-	subs     subscriptions
-	track    tracker
-	monitors monitors
-	started  time.Time
-	runID    string        // INFO's run_id: 40 hex digits, new at each start
-	memPeak  atomic.Uint64 // INFO's used_memory_peak
+	// hub holds the pushes' tables: subscriptions, tracking, monitors,
+	// notify-keyspace-events.
+	hub     pubsub.Hub
+	started time.Time
+	runID   string        // INFO's run_id: 40 hex digits, new at each start
+	memPeak atomic.Uint64 // INFO's used_memory_peak
 
 	stats stats
 }
@@ -287,10 +269,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.AuthTimeout <= 0 {
 		cfg.AuthTimeout = DefaultAuthTimeout
 	}
-	flags, err := parseNotifyFlags(cfg.NotifyKeyspaceEvents)
-	if err != nil {
-		return nil, err
-	}
 	s := &Server{
 		cfg:     cfg,
 		node:    cfg.Node,
@@ -309,10 +287,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.env = session.Env{Node: cfg.Node, DefaultTopic: cfg.DefaultTopic, Clock: cfg.Clock, AllowFlush: cfg.AllowFlush,
 		Checks: core.Limits{MaxValue: int64(cfg.MaxValueSize), MaxBatch: int64(cfg.MaxFrameSize)}}
-	s.notify.Store(flags)
+	err := s.hub.Init(pubsub.Config{Env: &s.env, Notify: cfg.NotifyKeyspaceEvents, TrackingMaxKeys: cfg.TrackingMaxKeys,
+		Follow: s.follow, ByID: s.byID, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
 	s.roles.Store(1)
-	s.subs.init()
-	s.track.init()
 	s.stats.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if lp, err := newLoop(s); err != nil {
@@ -378,7 +358,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		if evicted != nil {
-			evicted.close()
+			evicted.Close()
 		}
 		s.stats.connections.Add(1)
 		s.stats.accepted.Add(1)
@@ -411,7 +391,7 @@ func (s *Server) Close() error {
 		s.lp.stop()
 	}
 	for _, c := range conns {
-		c.close()
+		c.Close()
 	}
 	// The follower first: it may start a connection's pusher (wg.Go)
 	// until it has returned.
@@ -421,7 +401,7 @@ func (s *Server) Close() error {
 	}
 	s.followMu.Unlock()
 	s.wg.Wait()
-	s.subs.closeHangups()
+	s.hub.Close()
 	return errors.Join(errs...)
 }
 
@@ -432,7 +412,7 @@ func (s *Server) follow() {
 	s.followMu.Lock()
 	defer s.followMu.Unlock()
 	if s.following == nil && s.ctx.Err() == nil {
-		s.following = s.node.Follow(s.ctx, s.changed, s.changesEnd)
+		s.following = s.node.Follow(s.ctx, s.hub.Changed, s.hub.ChangesEnd)
 	}
 }
 
@@ -442,14 +422,12 @@ func (s *Server) forget(c *conn) {
 	s.uncountPeerLocked(c.peer)
 	s.leavePoolLocked(c)
 	s.mu.Unlock()
-	s.subs.dropConn(c)
-	s.track.dropConn(s, c)
-	s.monitors.drop(c)
+	c.ps.Drop()
 	s.stats.connections.Add(-1)
 }
 
-// byID finds a connection by its CLIENT ID.
-func (s *Server) byID(id int64) *conn {
+// byID finds a connection by its CLIENT ID (nil: none).
+func (s *Server) byID(id int64) pubsub.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -530,12 +508,12 @@ func (s *Server) refuse(nc net.Conn, why string) {
 func (s *Server) RolesChanged() {
 	s.roles.Add(1)
 	for _, c := range s.allConns() {
-		if !c.pushed.Load() {
+		if !c.ps.Pushed() {
 			continue
 		}
 		if err := s.node.AuthorizeRead(c.nc); err != nil {
 			s.log.Info("redis client lost the read role; disconnecting it", zap.Int64("client-id", c.id), zap.Error(err))
-			c.close()
+			c.Close()
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package resp
+package pubsub
 
 import (
 	"syscall"
@@ -22,30 +22,27 @@ import (
 type hangups struct {
 	epfd   int             // -1: not made yet
 	failed bool            // epoll_create failed: nothing is watched
-	conns  map[int64]*conn // the watched connections, by id
+	conns  map[int64]*Peer // the watched connections, by id
 }
 
 // watch puts c's socket in the set, once; called when c subscribes.
-func (h *hangups) watch(c *conn) {
+func (h *hangups) watch(c *Peer) {
 	if h.epfd < 0 && !h.failed {
 		fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
 			h.failed = true
 			return
 		}
-		h.epfd, h.conns = fd, map[int64]*conn{}
+		h.epfd, h.conns = fd, map[int64]*Peer{}
 	}
 	if h.epfd < 0 {
 		return
 	}
-	h.conns[c.id] = c
+	h.conns[c.c.ID()] = c
 	if c.hupWatched.Load() {
 		return
 	}
-	c.pmu.Lock()
-	nc := c.io
-	c.pmu.Unlock()
-	sc, ok := nc.(syscall.Conn)
+	sc, ok := c.c.Socket().(syscall.Conn)
 	if !ok {
 		return
 	}
@@ -53,7 +50,7 @@ func (h *hangups) watch(c *conn) {
 	if err != nil {
 		return
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(c.id), Pad: int32(c.id >> 32)}
+	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(c.c.ID()), Pad: int32(c.c.ID() >> 32)}
 	_ = rc.Control(func(fd uintptr) {
 		c.hupWatched.Store(unix.EpollCtl(h.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev) == nil)
 	})
@@ -61,12 +58,12 @@ func (h *hangups) watch(c *conn) {
 
 // hungUp is the watched connections whose peer has closed since the
 // last call (a socket's hang-up is reported once); it forgets them.
-func (h *hangups) hungUp() []*conn {
+func (h *hangups) hungUp() []*Peer {
 	if h.epfd < 0 {
 		return nil
 	}
 	var evs [16]unix.EpollEvent
-	var out []*conn
+	var out []*Peer
 	for {
 		n, err := unix.EpollWait(h.epfd, evs[:], 0)
 		if err != nil || n <= 0 {

@@ -1,4 +1,4 @@
-package resp
+package pubsub
 
 import (
 	"errors"
@@ -14,13 +14,13 @@ import (
 // channel or a pattern.
 type subscriptions struct {
 	mu       sync.RWMutex
-	channels map[string]map[*conn]struct{}
-	patterns map[string]map[*conn]struct{}
+	channels map[string]map[*Peer]struct{}
+	patterns map[string]map[*Peer]struct{}
 	count    atomic.Int64 // channel and pattern entries, read without the lock
 	// out is the messages of the follower's round for each connection,
 	// sent at the round's end (flush) or past outboxFlush bytes. The
 	// follower's goroutine alone touches it.
-	out map[*conn][]byte
+	out map[*Peer][]byte
 	hup hangups // the subscribers' sockets, for their hang-ups (hangup.go)
 }
 
@@ -30,25 +30,25 @@ type subscriptions struct {
 const outboxFlush = 64 << 10
 
 func (p *subscriptions) init() {
-	p.channels = map[string]map[*conn]struct{}{}
-	p.patterns = map[string]map[*conn]struct{}{}
+	p.channels = map[string]map[*Peer]struct{}{}
+	p.patterns = map[string]map[*Peer]struct{}{}
 	p.hup.epfd = -1
 }
 
-func (p *subscriptions) table(pattern bool) map[string]map[*conn]struct{} {
+func (p *subscriptions) table(pattern bool) map[string]map[*Peer]struct{} {
 	if pattern {
 		return p.patterns
 	}
 	return p.channels
 }
 
-func (p *subscriptions) add(c *conn, name string, pattern bool) {
+func (p *subscriptions) add(c *Peer, name string, pattern bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.table(pattern)
 	set := m[name]
 	if set == nil {
-		set = map[*conn]struct{}{}
+		set = map[*Peer]struct{}{}
 		m[name] = set
 	}
 	if _, ok := set[c]; !ok {
@@ -58,7 +58,7 @@ func (p *subscriptions) add(c *conn, name string, pattern bool) {
 	p.hup.watch(c)
 }
 
-func (p *subscriptions) remove(c *conn, name string, pattern bool) {
+func (p *subscriptions) remove(c *Peer, name string, pattern bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.table(pattern)
@@ -74,14 +74,14 @@ func (p *subscriptions) remove(c *conn, name string, pattern bool) {
 }
 
 // dropConn removes every subscription of c.
-func (p *subscriptions) dropConn(c *conn) {
+func (p *subscriptions) dropConn(c *Peer) {
 	if p.count.Load() == 0 && !c.hupWatched.Load() {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.hup.conns, c.id)
-	for _, m := range []map[string]map[*conn]struct{}{p.channels, p.patterns} {
+	delete(p.hup.conns, c.c.ID())
+	for _, m := range []map[string]map[*Peer]struct{}{p.channels, p.patterns} {
 		for name, set := range m {
 			if _, ok := set[c]; ok {
 				delete(set, c)
@@ -109,7 +109,7 @@ func (p *subscriptions) patternCount() int {
 	return len(p.patterns)
 }
 
-func (p *subscriptions) counts(c *conn) (channels, patterns int) {
+func (p *subscriptions) counts(c *Peer) (channels, patterns int) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for _, set := range p.channels {
@@ -143,10 +143,10 @@ func (p *subscriptions) receivers(channel string) int {
 
 // live counts the connections of set that are not closed, and whose
 // client has not closed them (hungUp).
-func live(set map[*conn]struct{}) int {
+func live(set map[*Peer]struct{}) int {
 	n := 0
 	for c := range set {
-		if !c.dead.Load() && !c.hungUp.Load() {
+		if !c.c.Closed() && !c.hungUp.Load() {
 			n++
 		}
 	}
@@ -159,7 +159,7 @@ func (p *subscriptions) deliver(channel string, payload []byte) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for c := range p.channels[channel] {
-		b := codec.AppendPush(p.out[c], 3, c.protoNow())
+		b := codec.AppendPush(p.out[c], 3, c.c.ProtoNow())
 		b = codec.AppendBulkString(b, "message")
 		b = codec.AppendBulkString(b, channel)
 		p.queue(c, codec.AppendBulk(b, payload))
@@ -169,7 +169,7 @@ func (p *subscriptions) deliver(channel string, payload []byte) {
 			continue
 		}
 		for c := range set {
-			b := codec.AppendPush(p.out[c], 4, c.protoNow())
+			b := codec.AppendPush(p.out[c], 4, c.c.ProtoNow())
 			b = codec.AppendBulkString(b, "pmessage")
 			b = codec.AppendBulkString(b, pat)
 			b = codec.AppendBulkString(b, channel)
@@ -179,13 +179,13 @@ func (p *subscriptions) deliver(channel string, payload []byte) {
 }
 
 // queue keeps b as what c's round holds, sending it once it is large.
-func (p *subscriptions) queue(c *conn, b []byte) {
+func (p *subscriptions) queue(c *Peer, b []byte) {
 	if len(b) >= outboxFlush {
-		c.push(b)
+		c.c.Push(b)
 		b = b[:0] // push copied it
 	}
 	if p.out == nil {
-		p.out = map[*conn][]byte{}
+		p.out = map[*Peer][]byte{}
 	}
 	p.out[c] = b
 }
@@ -194,26 +194,22 @@ func (p *subscriptions) queue(c *conn, b []byte) {
 func (p *subscriptions) flush() {
 	for c, b := range p.out {
 		if len(b) > 0 {
-			c.push(b)
+			c.c.Push(b)
 		}
 	}
 	clear(p.out)
 }
 
-// subscribed reports whether c has a subscription (RESP2 then accepts
-// only the pub/sub commands).
-func (c *conn) subscribed() bool { return len(c.channels)+len(c.patterns) > 0 }
+func cmdSubscribe(s *session.Session, a [][]byte)  { peerOf(s).subscribe(a[1:], false) }
+func cmdPSubscribe(s *session.Session, a [][]byte) { peerOf(s).subscribe(a[1:], true) }
 
-func cmdSubscribe(c *conn, a [][]byte)  { c.subscribe(a[1:], false) }
-func cmdPSubscribe(c *conn, a [][]byte) { c.subscribe(a[1:], true) }
-
-func (c *conn) subscribe(names [][]byte, pattern bool) {
+func (c *Peer) subscribe(names [][]byte, pattern bool) {
 	kind := "subscribe"
 	if pattern {
 		kind = "psubscribe"
 	}
 	c.pushed.Store(true)
-	c.s.follow()
+	c.hub.cfg.Follow()
 	for _, n := range names {
 		name := string(n)
 		set := &c.channels
@@ -224,26 +220,26 @@ func (c *conn) subscribe(names [][]byte, pattern bool) {
 			*set = map[string]struct{}{}
 		}
 		(*set)[name] = struct{}{}
-		c.s.subs.add(c, name, pattern)
+		c.hub.subs.add(c, name, pattern)
 		c.subReply(kind, name, true)
 	}
 }
 
-func (c *conn) subReply(kind, name string, named bool) {
-	c.Out = codec.AppendPush(c.Out, 3, c.Proto)
-	c.BulkString(kind)
+func (c *Peer) subReply(kind, name string, named bool) {
+	c.sess.Out = codec.AppendPush(c.sess.Out, 3, c.sess.Proto)
+	c.sess.BulkString(kind)
 	if named {
-		c.BulkString(name)
+		c.sess.BulkString(name)
 	} else {
-		c.Null()
+		c.sess.Null()
 	}
-	c.Int(int64(len(c.channels) + len(c.patterns)))
+	c.sess.Int(int64(len(c.channels) + len(c.patterns)))
 }
 
-func cmdUnsubscribe(c *conn, a [][]byte)  { c.unsubscribe(a[1:], false) }
-func cmdPUnsubscribe(c *conn, a [][]byte) { c.unsubscribe(a[1:], true) }
+func cmdUnsubscribe(s *session.Session, a [][]byte)  { peerOf(s).unsubscribe(a[1:], false) }
+func cmdPUnsubscribe(s *session.Session, a [][]byte) { peerOf(s).unsubscribe(a[1:], true) }
 
-func (c *conn) unsubscribe(names [][]byte, pattern bool) {
+func (c *Peer) unsubscribe(names [][]byte, pattern bool) {
 	kind := "unsubscribe"
 	set := c.channels
 	if pattern {
@@ -265,7 +261,7 @@ func (c *conn) unsubscribe(names [][]byte, pattern bool) {
 	}
 	for _, n := range list {
 		delete(set, n)
-		c.s.subs.remove(c, n, pattern)
+		c.hub.subs.remove(c, n, pattern)
 		c.subReply(kind, n, true)
 	}
 }
@@ -342,36 +338,36 @@ func formatNotifyFlags(f uint32) string {
 	return b.String()
 }
 
-// changed is the follower: every record the node stores, from any node,
+// Changed is the follower (the server passes it to Node.Follow): every record the node stores, from any node,
 // after the view has it. It invalidates the client caches that may hold
 // the key and delivers the messages of the subscriptions, which go out
-// at the end of the round (changesEnd).
-func (s *Server) changed(ch Change) {
+// at the end of the round (ChangesEnd).
+func (h *Hub) Changed(ch Change) {
 	if len(ch.Topic) == 0 || ch.Topic[0] == '$' {
 		return // the daemon's own topics
 	}
-	tracking := s.track.active.Load() > 0
-	subs := s.subs.count.Load() > 0
+	tracking := h.track.active.Load() > 0
+	subs := h.subs.count.Load() > 0
 	if !tracking && !subs {
 		return
 	}
 	topic := string(ch.Topic)
 	if len(ch.Key) == 0 {
 		if subs {
-			s.subs.deliver(topic, ch.Value)
+			h.subs.deliver(topic, ch.Value)
 		}
 		return
 	}
 	key := string(ch.Key)
 	full := topic + ":" + key
 	bare := ""
-	if topic == s.cfg.DefaultTopic && strings.IndexByte(key, ':') < 0 {
+	if topic == h.cfg.Env.DefaultTopic && strings.IndexByte(key, ':') < 0 {
 		bare = key
 	}
 	if tracking {
 		// The names a client may have read it by: topic:key, the bare
 		// key of the default topic, and the hash (HGET topic key).
-		s.track.invalidate(s, &ch, [3]string{full, bare, topic})
+		h.track.invalidate(h, &ch, [3]string{full, bare, topic})
 	}
 	if !subs || ch.Scheduled {
 		return // a scheduled record is told when it takes effect (Event)
@@ -388,21 +384,21 @@ func (s *Server) changed(ch Change) {
 		event, class = eventDel, notifyGeneric
 	case ch.Counter:
 		event = eventIncrBy
-		if v, ok := s.node.Get(topic, key); ok {
-			s.subs.deliver(full, v) // the value now, not the increment
+		if v, ok := h.cfg.Env.Node.Get(topic, key); ok {
+			h.subs.deliver(full, v) // the value now, not the increment
 		}
 	default:
-		s.subs.deliver(full, ch.Value)
+		h.subs.deliver(full, ch.Value)
 	}
-	f := s.notify.Load()
+	f := h.notify.Load()
 	if f&class == 0 {
 		return
 	}
 	if f&notifyKeyspace != 0 {
-		s.subs.deliver("__keyspace@0__:"+full, event.name)
+		h.subs.deliver("__keyspace@0__:"+full, event.name)
 	}
 	if f&notifyKeyevent != 0 {
-		s.subs.deliver(event.channel, []byte(full))
+		h.subs.deliver(event.channel, []byte(full))
 	}
 }
 
@@ -422,10 +418,10 @@ var (
 	eventIncrBy  = keyEvent{[]byte("incrby"), "__keyevent@0__:incrby"}
 )
 
-// changesEnd ends a round of the follower: the invalidations and messages
+// ChangesEnd ends a round of the follower: the invalidations and messages
 // it gathered go out, one push a connection, as Redis sends the
 // invalidations of one event-loop turn together.
-func (s *Server) changesEnd() {
-	s.track.flush(s)
-	s.subs.flush()
+func (h *Hub) ChangesEnd() {
+	h.track.flush(h)
+	h.subs.flush()
 }

@@ -1,10 +1,13 @@
-package resp
+package pubsub
 
 import (
+	"bytes"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cachecast/cachecast/resp/internal/session"
+	"github.com/cachecast/cachecast/store/record"
 )
 
 // PUBSUB CHANNELS, NUMSUB and NUMPAT answer about this node's
@@ -12,10 +15,18 @@ import (
 // of another node is not counted. Shard channels (SSUBSCRIBE) are not
 // served, so SHARDCHANNELS and SHARDNUMSUB find none.
 
-func pubsubCommands() []*session.Command {
+// Commands is the pushes' part of the command table.
+func Commands() []*session.Command {
+	ps := []string{"pubsub", "noscript", "loading", "stale"}
 	return []*session.Command{
+		{Name: "publish", Arity: 3, Flags: []string{"pubsub", "loading", "stale", "fast"}, Group: "pubsub", Summary: "A keyless message on the channel's topic, to every node.", Fn: cmdPublish, Write: true},
+		{Name: "monitor", Arity: 1, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server", Summary: "Streams every command the server runs, as Redis writes them: for the admin role.", Fn: cmdMonitor},
+		{Name: "subscribe", Arity: -2, Flags: ps, Group: "pubsub", Summary: "Messages of topics and keys, from every node.", Fn: cmdSubscribe, Pubsub: true},
+		{Name: "psubscribe", Arity: -2, Flags: ps, Group: "pubsub", Summary: "Like SUBSCRIBE, by pattern.", Fn: cmdPSubscribe, Pubsub: true},
+		{Name: "unsubscribe", Arity: -1, Flags: ps, Group: "pubsub", Summary: "Ends subscriptions.", Fn: cmdUnsubscribe, Pubsub: true},
+		{Name: "punsubscribe", Arity: -1, Flags: ps, Group: "pubsub", Summary: "Ends pattern subscriptions.", Fn: cmdPUnsubscribe, Pubsub: true},
 		{Name: "pubsub", Arity: -2, Flags: []string{"pubsub", "loading", "stale"}, Group: "pubsub",
-			Summary: "CHANNELS, NUMSUB, NUMPAT of this node's subscriptions; SHARDCHANNELS, SHARDNUMSUB (none).", Fn: own(cmdPubsub), InMulti: true, Subcommands: pubsubArity},
+			Summary: "CHANNELS, NUMSUB, NUMPAT of this node's subscriptions; SHARDCHANNELS, SHARDNUMSUB (none).", Fn: cmdPubsub, InMulti: true, Subcommands: pubsubArity},
 	}
 }
 
@@ -40,36 +51,37 @@ var pubsubHelp = []string{
 
 // cmdPubsub serves PUBSUB's subcommands, whose names and arities exec
 // checked first (pubsubArity).
-func cmdPubsub(c *conn, a [][]byte) {
-	c.s.subs.reapHungUp() // as PUBLISH counts: not a client that has closed
+func cmdPubsub(s *session.Session, a [][]byte) {
+	c := peerOf(s)
+	c.hub.subs.reapHungUp() // as PUBLISH counts: not a client that has closed
 	switch sub := strings.ToLower(session.Str(a[1])); {
 	case sub == "help":
-		c.Help("PUBSUB", pubsubHelp)
+		c.sess.Help("PUBSUB", pubsubHelp)
 	case (sub == "channels" || sub == "shardchannels") && len(a) > 3:
-		c.Err("ERR unknown subcommand or wrong number of arguments for '" + session.CString(a[1], 128) + "'. Try PUBSUB HELP.")
+		c.sess.Err("ERR unknown subcommand or wrong number of arguments for '" + session.CString(a[1], 128) + "'. Try PUBSUB HELP.")
 	case sub == "channels":
 		pat := "*"
 		if len(a) == 3 {
 			pat = string(a[2])
 		}
-		names := c.s.subs.channelNames(pat)
-		c.Array(len(names))
+		names := c.hub.subs.channelNames(pat)
+		c.sess.Array(len(names))
 		for _, n := range names {
-			c.BulkString(n)
+			c.sess.BulkString(n)
 		}
 	case sub == "shardchannels":
-		c.Array(0)
+		c.sess.Array(0)
 	case sub == "numpat":
-		c.Int(int64(c.s.subs.livePatterns()))
+		c.sess.Int(int64(c.hub.subs.livePatterns()))
 	default: // numsub, shardnumsub
-		c.Array(2 * (len(a) - 2))
+		c.sess.Array(2 * (len(a) - 2))
 		for _, ch := range a[2:] {
-			c.Bulk(ch)
+			c.sess.Bulk(ch)
 			n := 0
 			if sub == "numsub" {
-				n = c.s.subs.subscribers(session.Str(ch))
+				n = c.hub.subs.subscribers(session.Str(ch))
 			}
-			c.Int(int64(n))
+			c.sess.Int(int64(n))
 		}
 	}
 }
@@ -109,4 +121,16 @@ func (p *subscriptions) livePatterns() int {
 		}
 	}
 	return n
+}
+
+func cmdPublish(c *session.Session, a [][]byte) {
+	ch := string(a[1])
+	if session.TopicOf(a[1]) == "" {
+		c.Err("ERR PUBLISH channel " + strconv.Quote(session.Clip(a[1])) + ": a channel names a topic (1 to 128 bytes of A-Z a-z 0-9 . _ -); keyed updates are published with SET topic:key")
+		return
+	}
+	if !c.Publish([]record.Message{{Topic: ch, Value: bytes.Clone(a[2])}}) {
+		return
+	}
+	c.Int(int64(peerOf(c).hub.subs.receivers(ch)))
 }

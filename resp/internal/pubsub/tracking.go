@@ -1,4 +1,4 @@
-package resp
+package pubsub
 
 import (
 	"slices"
@@ -23,7 +23,7 @@ type trackEntry struct {
 	bcast    bool
 	noloop   bool
 	prefixes []string
-	redirect *conn           // where the invalidations go; nil: to itself
+	redirect *Peer           // where the invalidations go; nil: to itself
 	names    map[string]bool // default mode: the keys it may have cached
 	own      [16][3]uint64   // NOLOOP: recent writes (origin, first, last seq)
 	ownNext  int
@@ -45,19 +45,19 @@ type deferredInvalidation struct {
 // in Redis: the client reads it again to track it again.
 type tracker struct {
 	mu      sync.Mutex
-	keys    map[string]map[*conn]struct{}
-	clients map[*conn]*trackEntry
+	keys    map[string]map[*Peer]struct{}
+	clients map[*Peer]*trackEntry
 	active  atomic.Int64 // len(clients), read without the lock
 	// batch is the invalidations of the follower's round for each
 	// tracking connection, sent at the round's end (flush) or past
 	// batchFlush names; queued names counts them. Under mu.
-	batch  map[*conn]*invalidation
+	batch  map[*Peer]*invalidation
 	queued int
 }
 
 // invalidation is the names to tell one tracking connection, and where.
 type invalidation struct {
-	dest  *conn
+	dest  *Peer
 	names []string
 }
 
@@ -66,12 +66,12 @@ type invalidation struct {
 const batchFlush = 4096
 
 func (t *tracker) init() {
-	t.keys = map[string]map[*conn]struct{}{}
-	t.clients = map[*conn]*trackEntry{}
+	t.keys = map[string]map[*Peer]struct{}{}
+	t.clients = map[*Peer]*trackEntry{}
 }
 
 // wantsTracking says whether the command now running registers its keys.
-func (c *conn) wantsTracking() bool {
+func (c *Peer) wantsTracking() bool {
 	tk := &c.trk
 	if !tk.on || tk.bcast {
 		return false
@@ -85,20 +85,20 @@ func (c *conn) wantsTracking() bool {
 	return true
 }
 
-// Track registers a key the client reads (session.Host); before the
+// Track registers a key the client reads (its connection's session.Host.Track); before the
 // read, so that a change after the read is always invalidated.
-func (c *conn) Track(name []byte) {
+func (c *Peer) Track(name []byte) {
 	if !c.wantsTracking() {
 		return
 	}
-	t := &c.s.track
+	t := &c.hub.track
 	t.mu.Lock()
 	e := t.clients[c]
 	var evicted []string
 	dest := c
 	if e != nil && !e.names[session.Str(name)] {
-		if len(e.names) >= c.s.cfg.TrackingMaxKeys {
-			evicted = t.evictLocked(c, e, max(c.s.cfg.TrackingMaxKeys/10, 1))
+		if len(e.names) >= c.hub.cfg.TrackingMaxKeys {
+			evicted = t.evictLocked(c, e, max(c.hub.cfg.TrackingMaxKeys/10, 1))
 			if e.redirect != nil {
 				dest = e.redirect
 			}
@@ -107,16 +107,16 @@ func (c *conn) Track(name []byte) {
 		e.names[n] = true
 		set := t.keys[n]
 		if set == nil {
-			set = map[*conn]struct{}{}
+			set = map[*Peer]struct{}{}
 			t.keys[n] = set
 		}
 		set[c] = struct{}{}
 	}
 	t.mu.Unlock()
 	if len(evicted) > 0 {
-		c.s.stats.trackingEvicted.Add(int64(len(evicted)))
-		c.s.stats.invalidations.Add(int64(len(evicted)))
-		dest.push(invalidateFrame(dest.protoNow(), evicted))
+		c.hub.Counters.TrackingEvicted.Add(int64(len(evicted)))
+		c.hub.Counters.Invalidations.Add(int64(len(evicted)))
+		dest.c.Push(invalidateFrame(dest.c.ProtoNow(), evicted))
 	}
 }
 
@@ -126,7 +126,7 @@ func (c *conn) Track(name []byte) {
 // Redis's clients do at tracking-table-max-keys, so the memory the
 // server holds for one client stays bounded and no cached key goes
 // untracked.
-func (t *tracker) evictLocked(c *conn, e *trackEntry, n int) []string {
+func (t *tracker) evictLocked(c *Peer, e *trackEntry, n int) []string {
 	out := make([]string, 0, n)
 	for name := range e.names {
 		if len(out) == n {
@@ -145,7 +145,7 @@ func (t *tracker) evictLocked(c *conn, e *trackEntry, n int) []string {
 }
 
 // on starts or changes tracking for c.
-func (t *tracker) on(c *conn, st trackState, redirect *conn) {
+func (t *tracker) on(c *Peer, st trackState, redirect *Peer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.clients[c]
@@ -158,13 +158,13 @@ func (t *tracker) on(c *conn, st trackState, redirect *conn) {
 }
 
 // off ends tracking for c and forgets its keys.
-func (t *tracker) off(c *conn) {
+func (t *tracker) off(c *Peer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.offLocked(c)
 }
 
-func (t *tracker) offLocked(c *conn) {
+func (t *tracker) offLocked(c *Peer) {
 	e := t.clients[c]
 	if e == nil {
 		return
@@ -183,10 +183,10 @@ func (t *tracker) offLocked(c *conn) {
 
 // dropConn forgets a closed connection, and disconnects the connections
 // whose invalidations went to it: they could no longer be told.
-func (t *tracker) dropConn(s *Server, c *conn) {
+func (t *tracker) dropConn(h *Hub, c *Peer) {
 	t.mu.Lock()
 	t.offLocked(c)
-	var orphans []*conn
+	var orphans []*Peer
 	for o, e := range t.clients {
 		if e.redirect == c {
 			orphans = append(orphans, o)
@@ -194,15 +194,15 @@ func (t *tracker) dropConn(s *Server, c *conn) {
 	}
 	t.mu.Unlock()
 	for _, o := range orphans {
-		s.stats.slowDisconnects.Add(1)
-		s.log.Warn("the redirect target of a tracking client closed; disconnecting the client")
-		o.close()
+		h.Counters.SlowDisconnects.Add(1)
+		h.cfg.Logger.Warn("the redirect target of a tracking client closed; disconnecting the client")
+		o.c.Close()
 	}
 }
 
 // beginWrite marks a write of c in flight, for NOLOOP: true when
 // endWrite must follow.
-func (t *tracker) beginWrite(c *conn) bool {
+func (t *tracker) beginWrite(c *Peer) bool {
 	if t.active.Load() == 0 {
 		return false
 	}
@@ -219,7 +219,7 @@ func (t *tracker) beginWrite(c *conn) bool {
 // endWrite remembers the write of c that began with beginWrite (ok: it
 // was stored, with seqs first to last of origin) and sends the held
 // invalidations that were not its own.
-func (t *tracker) endWrite(s *Server, c *conn, ok bool, origin, first, last uint64) {
+func (t *tracker) endWrite(h *Hub, c *Peer, ok bool, origin, first, last uint64) {
 	t.mu.Lock()
 	e := t.clients[c]
 	if e == nil {
@@ -246,8 +246,8 @@ func (t *tracker) endWrite(s *Server, c *conn, ok bool, origin, first, last uint
 	}
 	t.mu.Unlock()
 	if len(send) > 0 {
-		dest.push(invalidateFrame(dest.protoNow(), send))
-		s.stats.invalidations.Add(int64(len(send)))
+		dest.c.Push(invalidateFrame(dest.c.ProtoNow(), send))
+		h.Counters.Invalidations.Add(int64(len(send)))
 	}
 }
 
@@ -267,15 +267,15 @@ func (e *trackEntry) wrote(origin, seq uint64) bool {
 // names, that it changed: the follower's round sends them at its end
 // (flush), one invalidation a connection, as Redis sends a BCAST
 // client the invalidations of one event-loop turn together.
-func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
+func (t *tracker) invalidate(h *Hub, ch *Change, names [3]string) {
 	// A change no record brought (an expiry, a scheduled record taking
 	// effect) is nobody's write: NOLOOP does not hold it back, as Redis
 	// sends a NOLOOP client the invalidation of a key of its own that
 	// expired. So is a value that has expired already when it arrives
 	// (expiredOnArrival): the view holds no value for its key.
-	nobodys := ch.Event != "" || expiredOnArrival(s, ch)
+	nobodys := ch.Event != "" || expiredOnArrival(h, ch)
 	own := func(e *trackEntry) bool { return !nobodys && e.wrote(ch.Origin, ch.Seq) }
-	add := func(c *conn, e *trackEntry, n string) {
+	add := func(c *Peer, e *trackEntry, n string) {
 		if e.inflight > 0 && !nobodys {
 			// Maybe its own write: decided when the write returns.
 			if l := len(e.deferred); l > 0 && e.deferred[l-1].seq == ch.Seq && e.deferred[l-1].origin == ch.Origin {
@@ -286,7 +286,7 @@ func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
 			return
 		}
 		if t.batch == nil {
-			t.batch = map[*conn]*invalidation{}
+			t.batch = map[*Peer]*invalidation{}
 		}
 		inv := t.batch[c]
 		if inv == nil {
@@ -326,29 +326,29 @@ func (t *tracker) invalidate(s *Server, ch *Change, names [3]string) {
 	full := t.queued >= batchFlush
 	t.mu.Unlock()
 	if full {
-		t.flush(s)
+		t.flush(h)
 	}
 }
 
 // expiredOnArrival says whether ch is a value record whose expiry has
 // passed by the time the follower reads it (a SET PX 1 in a transaction
 // that then sleeps): Redis expires such a key lazily, as nobody's write.
-func expiredOnArrival(s *Server, ch *Change) bool {
+func expiredOnArrival(h *Hub, ch *Change) bool {
 	if ch.ExpiresAt == 0 || ch.Delete || ch.ExpiryChange || ch.Counter || ch.Event != "" {
 		return false
 	}
-	return uint64(s.env.Now().UnixMilli()) >= ch.ExpiresAt
+	return uint64(h.now().UnixMilli()) >= ch.ExpiresAt
 }
 
 // flush sends the invalidations queued in the follower's round.
-func (t *tracker) flush(s *Server) {
+func (t *tracker) flush(h *Hub) {
 	t.mu.Lock()
 	batch := t.batch
 	t.batch, t.queued = nil, 0
 	t.mu.Unlock()
 	for _, inv := range batch {
-		inv.dest.push(invalidateFrame(inv.dest.protoNow(), inv.names))
-		s.stats.invalidations.Add(int64(len(inv.names)))
+		inv.dest.c.Push(invalidateFrame(inv.dest.c.ProtoNow(), inv.names))
+		h.Counters.Invalidations.Add(int64(len(inv.names)))
 	}
 }
 
@@ -379,32 +379,34 @@ func invalidateFrame(proto int, names []string) []byte {
 	return b
 }
 
-// clientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
+// ClientTracking is CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p]...
 // [BCAST] [OPTIN] [OPTOUT] [NOLOOP], read and refused as Redis 7.0 reads
 // it: the options first (a REDIRECT to a client that is not there is
 // refused then), then ON or OFF, then the checks of ON's modes in
 // Redis's order and words.
-func (c *conn) clientTracking(a [][]byte) {
+func (c *Peer) ClientTracking(a [][]byte) {
 	var st trackState
-	var target *conn
+	var target *Peer
 	for i := 3; i < len(a); i++ {
 		more := i+1 < len(a)
 		switch opt := strings.ToUpper(session.Str(a[i])); {
 		case opt == "REDIRECT" && more:
 			i++
 			if st.redirect != 0 {
-				c.Err("ERR A client can only redirect to a single other client")
+				c.sess.Err("ERR A client can only redirect to a single other client")
 				return
 			}
 			id, ok := session.Int(a[i])
 			if !ok {
-				c.Err("ERR value is not an integer or out of range")
+				c.sess.Err("ERR value is not an integer or out of range")
 				return
 			}
-			if target = c.s.byID(id); target == nil {
-				c.Err("ERR The client ID you want redirect to does not exist")
+			o := c.hub.cfg.ByID(id)
+			if o == nil {
+				c.sess.Err("ERR The client ID you want redirect to does not exist")
 				return
 			}
+			target = o.Pushes()
 			st.redirect = id
 		case opt == "PREFIX" && more:
 			i++
@@ -418,7 +420,7 @@ func (c *conn) clientTracking(a [][]byte) {
 		case opt == "NOLOOP":
 			st.noloop = true
 		default:
-			c.Err("ERR syntax error")
+			c.sess.Err("ERR syntax error")
 			return
 		}
 	}
@@ -426,30 +428,30 @@ func (c *conn) clientTracking(a [][]byte) {
 	case "ON":
 		st.on = true
 	case "OFF":
-		c.s.track.off(c)
-		c.trk, c.Tracking = trackState{}, false
-		c.OK()
+		c.hub.track.off(c)
+		c.trk, c.sess.Tracking = trackState{}, false
+		c.sess.OK()
 		return
 	default:
-		c.Err("ERR syntax error")
+		c.sess.Err("ERR syntax error")
 		return
 	}
 	const reenable = " before disabling tracking for this client, and then re-enabling it with a different mode."
 	switch {
 	case len(st.prefixes) > 0 && !st.bcast:
-		c.Err("ERR PREFIX option requires BCAST mode to be enabled")
+		c.sess.Err("ERR PREFIX option requires BCAST mode to be enabled")
 		return
 	case c.trk.on && c.trk.bcast != st.bcast:
-		c.Err("ERR You can't switch BCAST mode on/off" + reenable)
+		c.sess.Err("ERR You can't switch BCAST mode on/off" + reenable)
 		return
 	case st.bcast && (st.optin || st.optout):
-		c.Err("ERR OPTIN and OPTOUT are not compatible with BCAST")
+		c.sess.Err("ERR OPTIN and OPTOUT are not compatible with BCAST")
 		return
 	case st.optin && st.optout:
-		c.Err("ERR You can't specify both OPTIN mode and OPTOUT mode")
+		c.sess.Err("ERR You can't specify both OPTIN mode and OPTOUT mode")
 		return
 	case c.trk.on && (st.optin && c.trk.optout || st.optout && c.trk.optin):
-		c.Err("ERR You can't switch OPTIN/OPTOUT mode" + reenable)
+		c.sess.Err("ERR You can't switch OPTIN/OPTOUT mode" + reenable)
 		return
 	case st.bcast && !c.prefixesApart(st.prefixes):
 		return
@@ -457,10 +459,10 @@ func (c *conn) clientTracking(a [][]byte) {
 	if target == c {
 		target = nil // its own invalidations, as without REDIRECT
 	}
-	if c.Proto == 2 && target == nil {
+	if c.sess.Proto == 2 && target == nil {
 		// Redis would accept this and drop the invalidations; a client
 		// cache that is never told is stale, so it is refused.
-		c.Err("ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)")
+		c.sess.Err("ERR tracking over RESP2 needs REDIRECT <client-id> of a connection subscribed to __redis__:invalidate (or HELLO 3 for pushes)")
 		return
 	}
 	if st.bcast {
@@ -475,29 +477,29 @@ func (c *conn) clientTracking(a [][]byte) {
 		st.prefixes = slices.Compact(st.prefixes)
 	}
 	c.pushed.Store(true)
-	c.s.follow()
-	c.trk, c.Tracking = st, st.on
-	c.s.track.on(c, st, target)
-	c.OK()
+	c.hub.cfg.Follow()
+	c.trk, c.sess.Tracking = st, st.on
+	c.hub.track.on(c, st, target)
+	c.sess.OK()
 }
 
 // prefixesApart checks BCAST's new prefixes as Redis's
 // checkPrefixCollisionsOrReply does: none may be a prefix of, or have as
 // a prefix, one the client has or another new one; false when it
 // answered the error.
-func (c *conn) prefixesApart(prefixes []string) bool {
+func (c *Peer) prefixesApart(prefixes []string) bool {
 	overlap := func(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
 	for i, p := range prefixes {
 		for _, old := range c.trk.prefixes {
 			if overlap(old, p) {
-				c.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with an existing prefix '" + session.CString([]byte(old), len(old)) +
+				c.sess.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with an existing prefix '" + session.CString([]byte(old), len(old)) +
 					"'. Prefixes for a single client must not overlap.")
 				return false
 			}
 		}
 		for _, q := range prefixes[i+1:] {
 			if overlap(p, q) {
-				c.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with another provided prefix '" + session.CString([]byte(q), len(q)) +
+				c.sess.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with another provided prefix '" + session.CString([]byte(q), len(q)) +
 					"'. Prefixes for a single client must not overlap.")
 				return false
 			}
@@ -506,34 +508,35 @@ func (c *conn) prefixesApart(prefixes []string) bool {
 	return true
 }
 
-// clientCaching is CLIENT CACHING YES|NO, until a command other than
+// ClientCaching is CLIENT CACHING YES|NO, until a command other than
 // CLIENT (see exec). Its arity is checked by the command table (clientArity).
-func (c *conn) clientCaching(a [][]byte) {
+func (c *Peer) ClientCaching(a [][]byte) {
 	if !c.trk.on {
-		c.Err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
+		c.sess.Err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled")
 		return
 	}
 	switch strings.ToUpper(session.Str(a[2])) {
 	case "YES":
 		if !c.trk.optin {
-			c.Err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
+			c.sess.Err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.")
 			return
 		}
 		c.caching = 1
 	case "NO":
 		if !c.trk.optout {
-			c.Err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
+			c.sess.Err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.")
 			return
 		}
 		c.caching = -1
 	default:
-		c.Err("ERR syntax error")
+		c.sess.Err("ERR syntax error")
 		return
 	}
-	c.OK()
+	c.sess.OK()
 }
 
-func (c *conn) trackingInfo() {
+// TrackingInfo is CLIENT TRACKINGINFO.
+func (c *Peer) TrackingInfo() {
 	var flags []string
 	tk := c.trk
 	if !tk.on {
@@ -551,71 +554,22 @@ func (c *conn) trackingInfo() {
 			}
 		}
 	}
-	c.Map(3)
-	c.BulkString("flags")
-	c.Set(len(flags))
+	c.sess.Map(3)
+	c.sess.BulkString("flags")
+	c.sess.Set(len(flags))
 	for _, f := range flags {
-		c.BulkString(f)
+		c.sess.BulkString(f)
 	}
-	c.BulkString("redirect")
+	c.sess.BulkString("redirect")
 	switch {
 	case !tk.on:
-		c.Int(-1)
+		c.sess.Int(-1)
 	default:
-		c.Int(tk.redirect)
+		c.sess.Int(tk.redirect)
 	}
-	c.BulkString("prefixes")
-	c.Array(len(tk.prefixes))
+	c.sess.BulkString("prefixes")
+	c.sess.Array(len(tk.prefixes))
 	for _, p := range tk.prefixes {
-		c.BulkString(p)
+		c.sess.BulkString(p)
 	}
-}
-
-// Connection metadata, read by other connections (CLIENT LIST) under its
-// own small lock.
-
-type connMeta struct {
-	name, libName, libVer string
-	proto                 int
-}
-
-var metaMu sync.Mutex
-
-func (c *conn) meta() connMeta {
-	metaMu.Lock()
-	defer metaMu.Unlock()
-	m := connMeta{name: c.name, libName: c.libName, libVer: c.libVer, proto: c.protoShared}
-	return m
-}
-
-func (c *conn) setName(n string) {
-	metaMu.Lock()
-	c.name = n
-	metaMu.Unlock()
-}
-
-func (c *conn) setLib(name, ver string) {
-	metaMu.Lock()
-	if name != "" {
-		c.libName = name
-	}
-	if ver != "" {
-		c.libVer = ver
-	}
-	metaMu.Unlock()
-}
-
-// setProto sets the protocol (HELLO); protoShared is the copy the
-// follower reads when it builds a push.
-func (c *conn) setProto(p int) {
-	c.Proto = p
-	metaMu.Lock()
-	c.protoShared = p
-	metaMu.Unlock()
-}
-
-func (c *conn) protoNow() int {
-	metaMu.Lock()
-	defer metaMu.Unlock()
-	return c.protoShared
 }

@@ -1,4 +1,4 @@
-package resp
+package pubsub
 
 import (
 	"strconv"
@@ -14,21 +14,21 @@ import (
 // the server runs as Redis writes it.
 type monitors struct {
 	mu    sync.Mutex
-	conns map[*conn]struct{}
+	conns map[*Peer]struct{}
 	n     atomic.Int32 // len(conns), read without the lock on every command
 }
 
-func (m *monitors) add(c *conn) {
+func (m *monitors) add(c *Peer) {
 	m.mu.Lock()
 	if m.conns == nil {
-		m.conns = map[*conn]struct{}{}
+		m.conns = map[*Peer]struct{}{}
 	}
 	m.conns[c] = struct{}{}
 	m.n.Store(int32(len(m.conns)))
 	m.mu.Unlock()
 }
 
-func (m *monitors) drop(c *conn) {
+func (m *monitors) drop(c *Peer) {
 	if m.n.Load() == 0 {
 		return
 	}
@@ -39,7 +39,7 @@ func (m *monitors) drop(c *conn) {
 }
 
 // has says whether c is a monitor.
-func (m *monitors) has(c *conn) bool {
+func (m *monitors) has(c *Peer) bool {
 	if m.n.Load() == 0 {
 		return false
 	}
@@ -53,7 +53,7 @@ func (m *monitors) has(c *conn) bool {
 // replicationFeedMonitors writes it: +<unix seconds.micros> [0 <addr>]
 // and each argument quoted. AUTH and HELLO, which may carry a password,
 // and MONITOR are not sent, as Redis does not send them.
-func (m *monitors) feed(c *conn, cmd *session.Command, a [][]byte) {
+func (m *monitors) feed(c Client, cmd *session.Command, a [][]byte) {
 	if cmd != nil && (cmd.Name == "auth" || cmd.Name == "hello" || cmd.Name == "monitor") {
 		return
 	}
@@ -73,12 +73,7 @@ func (m *monitors) feed(c *conn, cmd *session.Command, a [][]byte) {
 	}
 	b = append(b, us...)
 	b = append(b, " [0 "...)
-	if c.unix {
-		b = append(b, "unix:"...)
-		b = append(b, c.laddr[:len(c.laddr)-len(":0")]...)
-	} else {
-		b = append(b, c.addr...)
-	}
+	b = append(b, c.MonitorAddr()...)
 	b = append(b, ']')
 	for _, arg := range a {
 		b = append(b, ' ')
@@ -86,7 +81,7 @@ func (m *monitors) feed(c *conn, cmd *session.Command, a [][]byte) {
 	}
 	b = append(b, '\r', '\n')
 	for mc := range m.conns {
-		mc.push(b)
+		mc.c.Push(b)
 	}
 }
 
@@ -123,11 +118,12 @@ func appendRepr(b, s []byte) []byte {
 // cmdMonitor makes c a monitor, for the admin role: it is answered OK,
 // then sent every command the server runs. It is not closed for
 // idleness, as it sends nothing.
-func cmdMonitor(c *conn, _ [][]byte) {
-	if !c.AuthorizeAdmin("MONITOR") {
+func cmdMonitor(s *session.Session, _ [][]byte) {
+	c := peerOf(s)
+	if !c.c.AuthorizeAdmin("MONITOR") {
 		return
 	}
-	c.OK()
+	c.sess.OK()
 	c.pushed.Store(true)
-	c.s.monitors.add(c)
+	c.hub.monitors.add(c)
 }
