@@ -19,51 +19,84 @@ import (
 const (
 	crashChildEnv = "CACHECAST_STORE_CRASH_CHILD"
 	// crashReuseEnv makes the child keep its log within four segments, so
-	// that it reuses segment files (and is killed after reuse).
+	// that it reuses segment files (and is killed after reuse); with
+	// crashChunks, it writes small records in batches, so many that it
+	// drops and reuses index chunk files too.
 	crashReuseEnv = "CACHECAST_STORE_CRASH_REUSE"
 )
 
+// The crash tests' modes (crashReuseEnv's values).
+const (
+	crashPlain    = ""
+	crashSegments = "segments"
+	crashChunks   = "chunks"
+)
+
 // crashOptions are the child's options, and the parent's when it reopens.
-func crashOptions(dir string, reuse bool) Options {
+func crashOptions(dir, mode string) Options {
 	o := DefaultOptions(dir)
 	o.SegmentSize = 64 << 10
 	o.IndexChunkEntries = 1024
 	o.Flush = FlushSync
-	if reuse {
+	if mode != crashPlain {
 		o.RetentionBytes = 4 * o.SegmentSize
 	}
 	return o
 }
 
 // crashSize is the value size of message seq in the crash test: it varies,
-// so that records straddle pages and segment ends differently.
-func crashSize(seq uint64) int { return 50 + int(seq*7919%3000) }
+// so that records straddle pages and segment ends differently. Records of
+// crashChunks are small: a thousand fit in the four segments.
+func crashSize(mode string, seq uint64) int {
+	if mode == crashChunks {
+		return 20 + int(seq*7919%100)
+	}
+	return 50 + int(seq*7919%3000)
+}
+
+// crashBatch is how many records the child publishes at once: one a sync,
+// or many, so that the records of crashChunks cross index chunks quickly.
+func crashBatch(mode string) int {
+	if mode == crashChunks {
+		return 64
+	}
+	return 1
+}
 
 // crashChild is the body of the child process: it appends under sync
 // flush forever and prints each acknowledged seq. The parent kills it.
 func crashChild() {
-	s, err := Open(crashOptions(os.Getenv(crashChildEnv), os.Getenv(crashReuseEnv) != ""))
+	mode := os.Getenv(crashReuseEnv)
+	s, err := Open(crashOptions(os.Getenv(crashChildEnv), mode))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(3)
 	}
 	out := os.Stdout // unbuffered: a line written is a line the parent gets
 	fmt.Fprintln(out, "ready")
+	ms := make([]record.Message, crashBatch(mode))
 	for {
-		seq := s.nextSeq
-		m := record.Message{Topic: "crash", Key: strconv.FormatUint(seq%97, 10), Value: value(int(seq), crashSize(seq))}
-		res, err := s.Publish(&m)
+		for i := range ms {
+			seq := s.nextSeq + uint64(i)
+			ms[i] = record.Message{Topic: "crash", Key: strconv.FormatUint(seq%97, 10), Value: value(int(seq), crashSize(mode, seq))}
+		}
+		res, err := s.PublishBatch(ms)
 		for errors.Is(err, ErrFull) {
 			// Retention waits for the snapshot to cover what it recycles.
 			if err = s.Snapshot(); err == nil {
-				res, err = s.Publish(&m)
+				res, err = s.PublishBatch(ms)
 			}
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "child publish:", err)
 			os.Exit(4)
 		}
-		fmt.Fprintln(out, res.Seq)
+		var b []byte
+		for _, r := range res {
+			b = strconv.AppendUint(b, r.Seq, 10)
+			b = append(b, '\n')
+		}
+		out.Write(b)
 	}
 }
 
@@ -71,7 +104,7 @@ func crashChild() {
 // least 50 times, and checks after each kill that every acknowledged
 // record is in the log byte for byte, that the log holds nothing it should
 // not, and that appending goes on.
-func TestCrashSIGKILL(t *testing.T) { crashRounds(t, 50, false) }
+func TestCrashSIGKILL(t *testing.T) { crashRounds(t, 50, crashPlain) }
 
 // TestCrashSIGKILLAfterReuse is TestCrashSIGKILL with the child's log
 // bound to four segments: it reuses segment files without zeroing them,
@@ -79,29 +112,52 @@ func TestCrashSIGKILL(t *testing.T) { crashRounds(t, 50, false) }
 // recovery must never take for new ones. It goes on past its 30 rounds
 // until the log has recycled 8 segments (a loaded machine writes little
 // in a round), 300 rounds at most.
-func TestCrashSIGKILLAfterReuse(t *testing.T) { crashRounds(t, 30, true) }
+func TestCrashSIGKILLAfterReuse(t *testing.T) { crashRounds(t, 30, crashSegments) }
 
-// reusedSegments is how many segments TestCrashSIGKILLAfterReuse has the
-// log recycle, at least.
-const reusedSegments = 8
+// TestCrashSIGKILLAfterChunkReuse is TestCrashSIGKILLAfterReuse with
+// small records published 64 at a time: the topic's and the origin's
+// index drop their chunks as the log recycles, and make the next ones
+// from the dropped files (zeroed, renamed), so the child is killed while
+// writing into reused index files, whose old entries recovery must never
+// take for retained ones. It goes on past its 20 rounds until the topic
+// index has dropped reusedChunks chunks of 1,024 entries.
+func TestCrashSIGKILLAfterChunkReuse(t *testing.T) { crashRounds(t, 20, crashChunks) }
 
-func crashRounds(t *testing.T, rounds int, reuse bool) {
+const (
+	// reusedSegments is how many segments TestCrashSIGKILLAfterReuse
+	// has the log recycle, at least.
+	reusedSegments = 8
+	// reusedChunks is how many index chunks of 1,024 entries (after the
+	// first two, of 512 and 1,024) TestCrashSIGKILLAfterChunkReuse has
+	// the topic index drop, at least: all but the first two kept free
+	// and reused.
+	reusedChunks = 6
+)
+
+func crashRounds(t *testing.T, rounds int, mode string) {
+	reuse := mode != crashPlain
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	dir := t.TempDir()
 	var acked uint64
 	var recycled int64 // the log's oldest position after the last round
-	more := func(round int) bool {
-		return round < rounds || reuse && recycled < reusedSegments*crashOptions(dir, reuse).SegmentSize && round < 10*rounds
+	var dropped uint64 // the topic index's first entry after the last round
+	enough := func() bool {
+		switch mode {
+		case crashSegments:
+			return recycled >= reusedSegments*crashOptions(dir, mode).SegmentSize
+		case crashChunks:
+			return dropped >= 512+1024*reusedChunks
+		}
+		return true
 	}
+	more := func(round int) bool { return round < rounds || !enough() && round < 10*rounds }
 	round := 0
 	for ; more(round); round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir)
-		if reuse {
-			cmd.Env = append(cmd.Env, crashReuseEnv+"=1")
-		}
+		cmd.Env = append(cmd.Env, crashReuseEnv+"="+mode)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
@@ -137,7 +193,7 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 			t.Fatalf("round %d: child ended by itself (%v): %s", round, err, stderr.String())
 		}
 
-		s, err := Open(crashOptions(dir, reuse))
+		s, err := Open(crashOptions(dir, mode))
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
@@ -151,7 +207,7 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 				if last != 0 && r.Seq() != last+1 {
 					return fmt.Errorf("seq %d after %d", r.Seq(), last)
 				}
-				if !bytes.Equal(r.Value(), value(int(r.Seq()), crashSize(r.Seq()))) {
+				if !bytes.Equal(r.Value(), value(int(r.Seq()), crashSize(mode, r.Seq()))) {
 					return fmt.Errorf("record %d is not what was written", r.Seq())
 				}
 				if first == 0 {
@@ -172,17 +228,20 @@ func crashRounds(t *testing.T, rounds int, reuse bool) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		recycled = s.seglog.Oldest()
+		if ti := s.topics.Get("crash"); ti != nil {
+			dropped = ti.First()
+		}
 		if err := s.Close(); err != nil {
 			t.Fatalf("round %d: close: %v", round, err)
 		}
 	}
-	if reuse && recycled < reusedSegments*crashOptions(dir, reuse).SegmentSize {
-		t.Fatalf("the log was recycled only up to %d in %d rounds: too few files reused to test", recycled, round)
+	if !enough() {
+		t.Fatalf("the log was recycled only up to %d, the topic index dropped up to %d, in %d rounds: too few files reused to test", recycled, dropped, round)
 	}
 	if acked < uint64(rounds) {
 		t.Fatalf("only %d writes acknowledged in %d rounds", acked, rounds)
 	}
-	t.Logf("%d rounds, %d writes acknowledged, log recycled up to %d", round, acked, recycled)
+	t.Logf("%d rounds, %d writes acknowledged, log recycled up to %d, topic index from %d", round, acked, recycled, dropped)
 }
 
 // checkCrashIndexes checks that the indexes recovered after a crash hold

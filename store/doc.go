@@ -88,11 +88,14 @@
 // ahead of the preparer. A new store so costs two windows of disk and of
 // resident memory, not two segments. The indexes do the same for their
 // chunk files, with a preparer goroutine for the topic indexes and one for
-// the origin indexes: the next chunk of an index (each doubles, from 512
-// entries up to IndexChunkEntries) is made, mapped and faulted in ahead
-// of the writer, and the directory fsync of a chunk file is the
-// preparer's, or the index sync's before it syncs entries in the chunk,
-// never the writer's (index/array.go). At most MaxMappedSegments segments
+// the origin indexes: the next two chunks of an index (each doubles, from
+// 512 entries up to IndexChunkEntries) are made, mapped and faulted in
+// ahead of the writer, at a random moment after it asks rather than at
+// the entry it asks at (the one every node of a fleet reaches at once);
+// the files of chunks dropped by retention are kept and made the next
+// chunks (zeroed and renamed), and the directory fsync of a chunk file is
+// the index sync's, before it syncs entries in the chunk, never the
+// writer's or the preparer's (index/array.go). At most MaxMappedSegments segments
 // are mapped; the least recently used unpinned one is unmapped when
 // another is needed. Code that touches a map runs with
 // runtime/debug.SetPanicOnFault, so an I/O error under a page is an ErrIO,

@@ -91,10 +91,32 @@ func Discard(f *os.File, off, n int64) (allocated bool, err error) {
 // ZeroRange makes [off, off+n) of f read as zeros while keeping its blocks
 // allocated, so a recycled segment reads as empty.
 func ZeroRange(f *os.File, off, n int64) error {
+	_, err := zeroRange(f, off, n)
+	return err
+}
+
+// ZeroBeforeRename is ZeroRange for a file about to be renamed to a name
+// where its old bytes must never show (a dropped index chunk's file made
+// the next chunk): once the rename is durable, so are the zeros. A
+// fallocate is a metadata change the file system's journal orders before
+// the rename; zeros written where fallocate cannot are fsynced first.
+func ZeroBeforeRename(f *os.File, off, n int64) error {
+	wrote, err := zeroRange(f, off, n)
+	if err == nil && wrote {
+		if err = f.Sync(); err != nil {
+			err = FileError("fsync", f.Name(), err)
+		}
+	}
+	return err
+}
+
+// zeroRange is ZeroRange; wrote says it wrote zeros (the file system has
+// no fallocate for it) rather than changed the file's metadata.
+func zeroRange(f *os.File, off, n int64) (wrote bool, err error) {
 	fd := int(f.Fd())
-	err := unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+	err = unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
 	if err == nil {
-		return nil
+		return false, nil
 	}
 	if err == unix.EOPNOTSUPP || err == unix.EINVAL {
 		// Punch a hole (reads as zeros) and allocate it again.
@@ -103,9 +125,12 @@ func ZeroRange(f *os.File, off, n int64) error {
 		}
 	}
 	if err == unix.EOPNOTSUPP || err == unix.EINVAL {
-		return writeZeros(f, off, off+n)
+		return true, writeZeros(f, off, off+n)
 	}
-	return FileError("zero", f.Name(), err)
+	if err != nil {
+		return false, FileError("zero", f.Name(), err)
+	}
+	return false, nil
 }
 
 // Map maps size bytes of f shared, read and write.

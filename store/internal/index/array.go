@@ -51,24 +51,38 @@ import (
 // entry (entries are written in order). Users must therefore never store
 // an all-zero entry; append refuses one.
 //
-// Making a chunk (fallocate, mmap, a rename, and a directory fsync) takes
-// milliseconds, which the entry that crossed into it waited for. An array
-// given a preparer (arrayConfig.prep) therefore has its next chunk made
-// ahead, off the writer's path: at the writer's first entry in a chunk
-// (half way into the first chunk, see setPrepAt) it asks the preparer for
-// the next one (a slice append, once a chunk), which makes it under its
-// final name, faults its pages in, and keeps it as next until the writer
-// crosses into it (a pointer swap). A writer that gets there first, or a
-// preparer that failed, makes the chunk itself. The directory fsync, most
-// of a chunk's cost, is on no writer's path: the preparer syncs the
-// directory after it hands the chunk over, and sync syncs it first when
-// no one has yet (syncDir), so no entry of a chunk is durable before the
-// chunk's file is.
+// Making a chunk (a file created, fallocated, mapped and renamed into the
+// directory, then the directory fsynced) takes milliseconds, and on every
+// node of a fleet at the same record, since the nodes' indexes cross
+// their boundaries at the same entries. An array given a preparer
+// (arrayConfig.prep) therefore has its chunks made ahead, off the
+// writer's path and at no boundary: at the writer's first entry in a
+// chunk (half way into the first chunk, see setPrepAt) it asks the
+// preparer (a slice append, once a chunk), which keeps aheadChunks chunks
+// made ahead (next), under their final names, their pages faulted in; the
+// writer crossing into one swaps a pointer. The preparer makes them at a
+// random moment up to prepLater after the ask (preparer.go), not at the
+// ask, so that no record of the fleet finds every node making a chunk;
+// only when the writer has crossed into a chunk with none left made ahead
+// (the preparer behind) does it make the next one at once. A writer that
+// gets there first, or a preparer that failed, makes the chunk itself.
+// The directory fsync is on no writer's or preparer's path: sync syncs
+// the directory first when a chunk file was renamed into it since
+// (syncDir), so no entry of a chunk is durable before the chunk's file is.
+//
+// The files of the chunks dropped below first (dropChunksBefore) are not
+// deleted but renamed <name>.free and kept (up to maxFreeChunks) for the
+// next chunks of their size, which are then made by zeroing the file
+// (fsys.ZeroBeforeRename: a crash never shows a reused file's old entries
+// under its new name) and renaming it: no file created, no block
+// allocated. A .free file is nobody's chunk: openArray keeps it for
+// reuse (or removes it, beyond maxFreeChunks or of another size), close
+// removes it.
 //
 // A chunk made ahead and never written is an all-zero file after a last
-// chunk that is not full: openArray removes it (a crash left it), close
-// removes it, and truncate removes it before anything else, so that the
-// chunks on disk stay contiguous.
+// chunk that is not full: openArray removes it (and any after it; a crash
+// left them), close removes it, and truncate removes it before anything
+// else, so that the chunks on disk stay contiguous.
 //
 // Concurrency: one writer, many readers. The writer calls append,
 // truncate, dropChunksBefore and close, one call at a time; prepareNext
@@ -95,22 +109,26 @@ type array struct {
 	clock      atomic.Uint64 // use counter for the LRU
 	closed     atomic.Bool
 
-	// prep makes the next chunk ahead (nil: never; the chunk is made when
+	// prep makes the next chunks ahead (nil: never; a chunk is made when
 	// the writer crosses into it). The writer asks it once its length
-	// passes prepAt (math.MaxUint64 once asked, until the writer crosses),
-	// for the chunk starting at prepFor: a request the preparer comes to
-	// after the writer made that chunk itself is stale, and makes nothing.
-	prep    *preparer
-	prepAt  atomic.Uint64
-	prepFor atomic.Uint64
+	// passes prepAt (math.MaxUint64 once asked, until the writer crosses).
+	prep   *preparer
+	prepAt atomic.Uint64
 
-	// prepMu guards next, the chunk made ahead of the writer: mapped,
-	// its file all zeros under its final name, not in chunks yet. It is
-	// held while a chunk is made (by prepareNext, or by grow), so that a
-	// chunk is never made twice, and by truncate and close, which drop
-	// or unmap next. Lock order: prepMu, syncMu, mu.
-	prepMu sync.Mutex
-	next   *arrayChunk
+	// prepMu guards next, the chunks made ahead of the writer, in order
+	// after the last of chunks: mapped, their files all zeros under their
+	// final names, not in chunks yet; making, set while the preparer makes
+	// the chunk after next's last without the lock (grow, truncate and
+	// close wait for it on prepCond, so that a chunk is never made twice
+	// and next is never dropped half made); and free, the files of dropped
+	// chunks kept for reuse. The writer's grow holds it while it makes a
+	// chunk itself. Lock order: prepMu, syncMu, mu.
+	prepMu   sync.Mutex
+	prepCond sync.Cond
+	next     []*arrayChunk
+	making   bool
+	free     []string     // paths of <name>.free files of chunkEntries entries
+	ahead    atomic.Int32 // len(next), for the writer's ask
 
 	// dirMu is held while the directory is synced; dirDirty says a chunk
 	// file was renamed into it since (createChunk).
@@ -155,9 +173,23 @@ type arrayConfig struct {
 	prep *preparer
 }
 
-// defaultChunkEntries is the number of entries per chunk: 24 MiB chunks
-// for the topic index, 8 MiB for the origin index.
-const defaultChunkEntries = 1 << 20
+const (
+	// defaultChunkEntries is the number of entries per chunk: 24 MiB
+	// chunks for the topic index, 8 MiB for the origin index.
+	defaultChunkEntries = 1 << 20
+
+	// aheadChunks is how many chunks the preparer keeps made ahead of
+	// the writer: with two, the one it makes is needed two chunks on, a
+	// chunk and a half at least after the ask (see prepLater).
+	aheadChunks = 2
+
+	// maxFreeChunks bounds the files of dropped chunks an array keeps for
+	// reuse; the others are deleted, so that retention gives space back.
+	maxFreeChunks = 2
+
+	// freeSuffix ends the name of a dropped chunk's file kept for reuse.
+	freeSuffix = ".free"
+)
 
 // openArray opens the array in dir, which must exist. An array without
 // chunks starts empty at entry start (its first chunk will be named
@@ -188,6 +220,7 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 		log:          log,
 		prep:         cfg.prep,
 	}
+	a.prepCond.L = &a.prepMu
 	a.prepAt.Store(math.MaxUint64) // set when the writer has a chunk
 	chunks, err := a.scanDir()
 	if err != nil {
@@ -301,7 +334,10 @@ func (a *array) scanDir() ([]*arrayChunk, error) {
 	var chunks []*arrayChunk
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasSuffix(name, fsys.TmpSuffix) {
+		if a.keepFree(de) {
+			continue
+		}
+		if strings.HasSuffix(name, fsys.TmpSuffix) || strings.HasSuffix(name, freeSuffix) {
 			p := filepath.Join(a.dir, name)
 			a.log.Info("removing a leftover index chunk", zap.String("path", p))
 			if err := os.Remove(p); err != nil {
@@ -326,6 +362,20 @@ func (a *array) scanDir() ([]*arrayChunk, error) {
 	}
 	slices.SortFunc(chunks, func(x, y *arrayChunk) int { return cmp.Compare(x.base, y.base) })
 	return chunks, nil
+}
+
+// keepFree keeps de, if it is a dropped chunk's file of chunkEntries
+// entries and fewer than maxFreeChunks are kept, for reuse (scanDir's).
+func (a *array) keepFree(de os.DirEntry) bool {
+	if !strings.HasSuffix(de.Name(), freeSuffix) || len(a.free) >= maxFreeChunks || !de.Type().IsRegular() {
+		return false
+	}
+	info, err := de.Info()
+	if err != nil || info.Size() != int64(a.chunkEntries)*int64(a.entrySize) {
+		return false
+	}
+	a.free = append(a.free, filepath.Join(a.dir, de.Name()))
+	return true
 }
 
 // scanLength finds the first zero entry of the last chunk by binary
@@ -376,25 +426,40 @@ func (a *array) mapChunk(c *arrayChunk) error {
 	return nil
 }
 
-// createChunk makes, preallocates and maps the chunk of entries starting
-// at base. The file is prepared under a temporary name and renamed, so a
-// crash never leaves a chunk of the wrong size; the directory is left for
-// syncDir (sync's, or the preparer's), so that the writer never waits for
-// its fsync. ahead is the preparer's way: its pages are faulted in
-// writable too, so that the writer takes no fault in them.
-func (a *array) createChunk(base, entries uint64, ahead bool) (*arrayChunk, error) {
+// makeChunk makes and maps the chunk of entries starting at base: from
+// free, the path of a dropped chunk's file of that size, when it is set,
+// else a new file. A new file is prepared (fallocated) under a temporary
+// name and renamed, so a crash never leaves a chunk of the wrong size;
+// the directory is left for syncDir (sync's), so that neither the writer
+// nor the preparer waits for its fsync. ahead is the preparer's way: its
+// pages are faulted in writable too, so that the writer takes no fault in
+// them.
+func (a *array) makeChunk(base, entries uint64, free string, ahead bool) (*arrayChunk, error) {
 	c := &arrayChunk{base: base, entries: entries}
 	size := int(entries) * a.entrySize
-	err := fsys.CreateRenamed(a.chunkPath(base), func(f *os.File) (err error) {
-		// Zeros, preallocated: nothing to fsync (see fsys.CreateAtomic).
-		if err = fsys.Allocate(f, int64(size)); err == nil {
-			c.data, err = fsys.Map(f, size)
-		}
-		if err == nil && ahead {
+	fill := func(f *os.File) (err error) {
+		if c.data, err = fsys.Map(f, size); err == nil && ahead {
 			fsys.PopulateWrite(c.data)
 		}
 		return err
-	})
+	}
+	var err error
+	if free != "" {
+		if err = a.reuseFile(free, a.chunkPath(base), int64(size), fill); err != nil {
+			a.log.Warn("reusing a dropped index chunk's file failed", zap.String("path", free), zap.Error(err))
+			os.Remove(free)
+			free = ""
+		}
+	}
+	if free == "" {
+		err = fsys.CreateRenamed(a.chunkPath(base), func(f *os.File) error {
+			// Zeros, preallocated: nothing to fsync (see fsys.CreateAtomic).
+			if err := fsys.Allocate(f, int64(size)); err != nil {
+				return err
+			}
+			return fill(f)
+		})
+	}
 	if err != nil {
 		fsys.Unmap(c.data)
 		return nil, err
@@ -402,6 +467,30 @@ func (a *array) createChunk(base, entries uint64, ahead bool) (*arrayChunk, erro
 	a.dirDirty.Store(true)
 	c.used.Store(a.clock.Add(1))
 	return c, nil
+}
+
+// reuseFile makes the dropped chunk's file free (of size bytes) the file
+// at path: zeroed, renamed, and given to fill.
+func (a *array) reuseFile(free, path string, size int64, fill func(*os.File) error) error {
+	f, err := os.OpenFile(free, os.O_RDWR, 0)
+	if err != nil {
+		return fsys.FileError("open", free, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fsys.FileError("stat", free, err)
+	}
+	if st.Size() != size {
+		return fmt.Errorf("%w: index chunk file %s to reuse has %d bytes, want %d", errs.ErrIO, free, st.Size(), size)
+	}
+	if err := fsys.ZeroBeforeRename(f, 0, size); err != nil {
+		return err
+	}
+	if err := os.Rename(free, path); err != nil {
+		return fsys.FileError("rename", free, err)
+	}
+	return fill(f)
 }
 
 // syncDir makes the chunk files renamed into the directory since the last
@@ -461,9 +550,11 @@ func (a *array) appendAll(entries []byte) error {
 		if n != start {
 			a.length.Store(n)
 			if n >= a.prepAt.Load() {
+				// Now only if none is made ahead past the first chunk
+				// (the preparer is behind): see the top of this file.
 				a.prepAt.Store(math.MaxUint64)
-				a.prepFor.Store(a.chunks[len(a.chunks)-1].end())
-				a.prep.request(a)
+				now := a.ahead.Load() == 0 && a.chunks[len(a.chunks)-1].base != a.firstEntry.Load()
+				a.prep.request(a, now)
 			}
 		}
 	}()
@@ -493,21 +584,31 @@ func (a *array) appendAll(entries []byte) error {
 }
 
 // grow adds the chunk starting at n, which must follow the last one (see
-// nextChunk): the one made ahead, or one made here. Writer only.
+// nextChunk): the first one made ahead (waiting for the preparer if it is
+// making it), or one made here. Writer only.
 func (a *array) grow(n uint64) (*arrayChunk, error) {
 	a.prepMu.Lock()
 	defer a.prepMu.Unlock()
-	base, entries := a.nextChunk()
-	if base != n {
-		return nil, fmt.Errorf("%w: index %s grows at entry %d, its chunks end at %d", record.ErrInvalid, a.dir, n, base)
+	for a.making && len(a.next) == 0 {
+		a.prepCond.Wait()
 	}
-	c := a.next
-	a.next = nil
+	var c *arrayChunk
+	if len(a.next) > 0 {
+		c = a.next[0]
+		a.next = slices.Delete(a.next, 0, 1)
+		a.ahead.Store(int32(len(a.next)))
+	}
 	if c == nil {
+		base, entries := a.nextChunk()
+		if base != n {
+			return nil, fmt.Errorf("%w: index %s grows at entry %d, its chunks end at %d", record.ErrInvalid, a.dir, n, base)
+		}
 		var err error
-		if c, err = a.createChunk(base, entries, false); err != nil {
+		if c, err = a.makeChunk(base, entries, a.takeFree(entries), false); err != nil {
 			return nil, err
 		}
+	} else if c.base != n {
+		return nil, fmt.Errorf("%w: index %s grows at entry %d, its next chunk starts at %d", record.ErrInvalid, a.dir, n, c.base)
 	}
 	a.mu.Lock()
 	a.chunks = append(a.chunks, c)
@@ -518,12 +619,16 @@ func (a *array) grow(n uint64) (*arrayChunk, error) {
 	return c, nil
 }
 
-// nextChunk is where the chunk after the last one starts and how many
-// entries it holds: the first of an empty array holds firstChunk entries,
-// each next one twice as many as the last, up to chunkEntries. The caller
-// holds prepMu (only grow and truncate, which hold it, change the last
-// chunk).
+// nextChunk is where the chunk after the last one (of chunks, then next)
+// starts and how many entries it holds: the first of an empty array holds
+// firstChunk entries, each next one twice as many as the last, up to
+// chunkEntries. The caller holds prepMu (only grow and truncate, which
+// hold it, change the last chunk).
 func (a *array) nextChunk() (base, entries uint64) {
+	if k := len(a.next); k > 0 {
+		last := a.next[k-1]
+		return last.end(), min(2*last.entries, a.chunkEntries)
+	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	k := len(a.chunks)
@@ -534,57 +639,92 @@ func (a *array) nextChunk() (base, entries uint64) {
 	return last.end(), min(2*last.entries, a.chunkEntries)
 }
 
-// prepareNext makes the next chunk ahead of the writer, unless it is made
-// already, the request is stale (the writer made the chunk asked for, or
-// truncate moved the end) or the array is closed, and then syncs the
-// directory, the writer free to cross into the chunk meanwhile. A failure
-// is logged only: the writer makes the chunk itself when it gets there,
-// and sync syncs the directory, and each meets the error then. The
-// preparer's goroutine calls it.
-func (a *array) prepareNext() {
+// takeFree takes a dropped chunk's file to make a chunk of entries
+// entries from, "" if there is none. prepMu is held.
+func (a *array) takeFree(entries uint64) string {
+	if entries != a.chunkEntries || len(a.free) == 0 {
+		return ""
+	}
+	p := a.free[len(a.free)-1]
+	a.free = a.free[:len(a.free)-1]
+	return p
+}
+
+// prepareNext makes chunks ahead of the writer until want are made ahead,
+// unless the array is closed. It makes each without prepMu (making set),
+// so that the writer crossing into a chunk made before takes it meanwhile.
+// A failure is logged only: the writer makes the chunk itself when it gets
+// there, and meets the error then. The preparer's goroutine calls it.
+func (a *array) prepareNext(want int) {
 	a.prepMu.Lock()
-	if a.closed.Load() || a.next != nil {
+	defer a.prepMu.Unlock()
+	for !a.closed.Load() && !a.making && len(a.next) < want {
+		base, entries := a.nextChunk()
+		free := a.takeFree(entries)
+		a.making = true
 		a.prepMu.Unlock()
-		return
-	}
-	base, entries := a.nextChunk()
-	if base != a.prepFor.Load() {
-		a.prepMu.Unlock()
-		return
-	}
-	c, err := a.createChunk(base, entries, true)
-	if err == nil {
-		a.next = c
-	}
-	a.prepMu.Unlock()
-	if err == nil {
-		err = a.syncDir()
-	}
-	if err != nil {
-		a.log.Warn("making an index chunk ahead of the writer failed", zap.String("path", a.chunkPath(base)), zap.Error(err))
+		c, err := a.makeChunk(base, entries, free, true)
+		a.prepMu.Lock()
+		a.making = false
+		a.prepCond.Broadcast()
+		if err != nil {
+			a.log.Warn("making an index chunk ahead of the writer failed", zap.String("path", a.chunkPath(base)), zap.Error(err))
+			return
+		}
+		a.next = append(a.next, c)
+		a.ahead.Store(int32(len(a.next)))
 	}
 }
 
-// dropNextLocked removes the chunk made ahead, if any: truncate moves the
-// end of the array away from where it starts, and close leaves the files
-// as they were without it. durable syncs the directory after the removal
-// (truncate's need: it removes chunks before it next); without it, a
-// crash may bring the file back, and openArray removes it. prepMu is
-// held.
+// waitMakingLocked waits until the preparer is not making a chunk. prepMu
+// is held.
+func (a *array) waitMakingLocked() {
+	for a.making {
+		a.prepCond.Wait()
+	}
+}
+
+// dropNextLocked removes the chunks made ahead, newest first: truncate
+// moves the end of the array away from where they start, and close leaves
+// the files as they were without them. durable syncs the directory after
+// the removal (truncate's need: it removes chunks before them next);
+// without it, a crash may bring the files back, and openArray removes
+// them. prepMu is held, and no chunk is being made.
 func (a *array) dropNextLocked(durable bool) error {
-	c := a.next
-	if c == nil {
+	if len(a.next) == 0 {
 		return nil
 	}
+	next := a.next
 	a.next = nil
-	err := fsys.Unmap(c.data)
-	p := a.chunkPath(c.base)
-	if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-		return fsys.FileError("remove", p, rerr)
+	a.ahead.Store(0)
+	var err error
+	for i := len(next) - 1; i >= 0; i-- {
+		c := next[i]
+		if uerr := fsys.Unmap(c.data); err == nil {
+			err = uerr
+		}
+		c.data = nil
+		p := a.chunkPath(c.base)
+		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			return fsys.FileError("remove", p, rerr)
+		}
 	}
 	if durable {
 		return fsys.SyncDir(a.dir)
 	}
+	return err
+}
+
+// dropFreeLocked deletes the files kept for reuse (close's). prepMu is
+// held.
+func (a *array) dropFreeLocked() error {
+	var err error
+	for _, p := range a.free {
+		if rerr := os.Remove(p); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+			err = fsys.FileError("remove", p, rerr)
+		}
+	}
+	a.free = nil
 	return err
 }
 
@@ -701,7 +841,9 @@ func (a *array) copyOut(c *arrayChunk, i uint64, dst []byte) error {
 
 // dropChunksBefore removes every chunk whose entries all lie below i,
 // oldest first, but never the last chunk: it carries the array's length
-// across a restart. Writer only.
+// across a restart. The files of the last ones of chunkEntries entries
+// are renamed <name>.free and kept for reuse (up to maxFreeChunks), the
+// others deleted. Writer only.
 func (a *array) dropChunksBefore(i uint64) error {
 	a.mu.Lock()
 	if a.closed.Load() {
@@ -730,8 +872,17 @@ func (a *array) dropChunksBefore(i uint64) error {
 		return nil
 	}
 	// Oldest first, so a crash leaves the chunks contiguous.
-	for _, c := range drop {
+	a.prepMu.Lock()
+	defer a.prepMu.Unlock()
+	for k, c := range drop {
 		p := a.chunkPath(c.base)
+		if len(drop)-k <= maxFreeChunks-len(a.free) && c.entries == a.chunkEntries {
+			if err := os.Rename(p, p+freeSuffix); err != nil {
+				return fsys.FileError("rename", p, err)
+			}
+			a.free = append(a.free, p+freeSuffix)
+			continue
+		}
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fsys.FileError("remove", p, err)
 		}
@@ -746,6 +897,7 @@ func (a *array) dropChunksBefore(i uint64) error {
 func (a *array) truncate(n uint64) error {
 	a.prepMu.Lock()
 	defer a.prepMu.Unlock()
+	a.waitMakingLocked()
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	a.mu.Lock()
@@ -758,7 +910,7 @@ func (a *array) truncate(n uint64) error {
 	if n >= old || len(a.chunks) == 0 {
 		return nil
 	}
-	// The chunk made ahead goes first: it follows the last chunk, which
+	// The chunks made ahead go first: they follow the last chunk, which
 	// may go now.
 	if err := a.dropNextLocked(true); err != nil {
 		return err
@@ -855,11 +1007,12 @@ func (a *array) syncLocked() error {
 	return nil
 }
 
-// close syncs and unmaps everything, and removes the chunk made ahead.
-// Reads after close return ErrClosed.
+// close syncs and unmaps everything, and removes the chunks made ahead
+// and the files kept for reuse. Reads after close return ErrClosed.
 func (a *array) close() error {
 	a.prepMu.Lock()
 	defer a.prepMu.Unlock()
+	a.waitMakingLocked()
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	if a.closed.Load() {
@@ -873,6 +1026,9 @@ func (a *array) close() error {
 	}
 	if derr := a.dropNextLocked(false); err == nil {
 		err = derr
+	}
+	if ferr := a.dropFreeLocked(); err == nil {
+		err = ferr
 	}
 	a.mu.Unlock()
 	return err

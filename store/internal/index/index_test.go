@@ -725,13 +725,13 @@ func TestIndexDiskFull(t *testing.T) {
 	if ti.Get("new") != nil || len(ti.Names()) != 0 || ti.LastPos() != -1 {
 		t.Fatal("a topic whose first append failed is visible")
 	}
-	const full = firstIndexChunkEntries + 1024 // the first two chunks
+	const full = firstIndexChunkEntries + 2*1024 // the first three chunks
 	for i := range full {
 		if i == firstIndexChunkEntries {
-			// The second chunk is made ahead; the third is asked for at the
-			// first entry in the second: the limit is set before, so that
-			// the preparer fails to make it too.
-			preparedNext(t, ti.Get("a").arr)
+			// The second and third chunks are made ahead; the fourth is
+			// asked for at the first entry in the second: the limit is set
+			// before, so that the preparer fails to make it too.
+			preparedAhead(t, ti.Get("a").arr)
 			testkit.SetFSizeLimit(t, 8<<10)
 		}
 		if _, err := ti.Append([]byte("a"), idxEntry(int64(8*i))); err != nil {

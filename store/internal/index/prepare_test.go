@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,24 +88,34 @@ func openPreparedArray(t testing.TB, dir string, first, chunk uint64, p *prepare
 	return a
 }
 
-// preparedNext is the chunk the preparer made ahead, once it is there.
-func preparedNext(t *testing.T, a *array) *arrayChunk {
+// preparedAhead is the chunks the preparer made ahead, once there are
+// aheadChunks of them.
+func preparedAhead(t *testing.T, a *array) []*arrayChunk {
 	t.Helper()
-	var c *arrayChunk
-	testkit.Eventually(t, 10*time.Second, "the next index chunk made ahead", func() bool {
+	var next []*arrayChunk
+	testkit.Eventually(t, 10*time.Second, "the next index chunks made ahead", func() bool {
 		a.prepMu.Lock()
 		defer a.prepMu.Unlock()
-		c = a.next
-		return c != nil
+		next = slices.Clone(a.next)
+		return len(next) == aheadChunks
 	})
-	return c
+	return next
 }
 
-// TestArrayPreparesNextChunk: once the last chunk holds half a first
-// chunk (half of it, for the first), the next one is made ahead (its file
-// on disk, all zeros, under its final name), and the writer crossing into
-// it uses that one. A close removes a chunk made ahead and never written,
-// and the array reopens with its entries.
+// bases is the first entries of chunks.
+func bases(chunks []*arrayChunk) []uint64 {
+	var b []uint64
+	for _, c := range chunks {
+		b = append(b, c.base)
+	}
+	return b
+}
+
+// TestArrayPreparesNextChunk: once the first chunk is half full, the
+// next two are made ahead (their files on disk, all zeros, under their
+// final names), and the writer crossing into one uses it and asks for
+// the one after. A close removes the chunks made ahead and never
+// written, and the array reopens with its entries.
 func TestArrayPreparesNextChunk(t *testing.T) {
 	p := newPreparer()
 	defer p.stop()
@@ -117,23 +128,22 @@ func TestArrayPreparesNextChunk(t *testing.T) {
 	}
 	a.prepMu.Unlock()
 	appendEntries(t, a, 1, 2)
-	next := preparedNext(t, a)
-	if next.base != 4 || next.entries != 8 {
-		t.Fatalf("made ahead: chunk %d of %d entries, want 4 of 8", next.base, next.entries)
+	next := preparedAhead(t, a)
+	if got := bases(next); !slices.Equal(got, []uint64{4, 12}) || next[0].entries != 8 || next[1].entries != 16 {
+		t.Fatalf("made ahead: chunks %v, want 4 (8 entries) and 12 (16)", got)
 	}
-	if files := chunkFiles(t, dir); !slices.Equal(files, []uint64{0, 4}) {
-		t.Fatalf("chunk files %v, want [0 4]", files)
+	if files := chunkFiles(t, dir); !slices.Equal(files, []uint64{0, 4, 12}) {
+		t.Fatalf("chunk files %v, want [0 4 12]", files)
 	}
 	appendEntries(t, a, 2, 5)
-	if got := a.chunks[len(a.chunks)-1]; got != next {
+	if got := a.chunks[len(a.chunks)-1]; got != next[0] {
 		t.Fatal("the writer made the chunk the preparer had made")
 	}
-	// Chunk 4 (8 entries) holds half a first chunk at 6: chunk 12 is made
-	// then.
-	appendEntries(t, a, 5, 9)
-	if next := preparedNext(t, a); next.base != 12 || next.entries != 16 {
-		t.Fatalf("made ahead: chunk %d of %d entries, want 12 of 16", next.base, next.entries)
+	// The writer's first entry in chunk 4 asks for chunk 28.
+	if got := bases(preparedAhead(t, a)); !slices.Equal(got, []uint64{12, 28}) {
+		t.Fatalf("made ahead: chunks %v, want [12 28]", got)
 	}
+	appendEntries(t, a, 5, 9)
 	checkArray(t, a, 0, 9)
 	if err := a.close(); err != nil {
 		t.Fatal(err)
@@ -206,8 +216,8 @@ func TestArrayTruncateDropsPreparedChunk(t *testing.T) {
 			defer p.stop()
 			dir := t.TempDir()
 			a := openPreparedArray(t, dir, 4, 16, p)
-			appendEntries(t, a, 0, 9) // chunks 0 and 4, and 12 made ahead
-			preparedNext(t, a)
+			appendEntries(t, a, 0, 9) // chunks 0 and 4, and 12 and 28 made ahead
+			preparedAhead(t, a)
 			if err := a.truncate(cut); err != nil {
 				t.Fatal(err)
 			}
@@ -290,9 +300,9 @@ func TestArrayPrepareRacesWriter(t *testing.T) {
 	}
 }
 
-// TestArraySyncSyncsPreparedChunkDir: the preparer syncs the directory
-// after it hands a chunk over; while that sync has not succeeded, a sync
-// of the array fails rather than count entries of the chunk durable
+// TestArraySyncSyncsPreparedChunkDir: the preparer leaves the directory
+// of the chunks it makes to sync; while the directory cannot be synced, a
+// sync of the array fails rather than count entries of a chunk durable
 // before the chunk's file is, and once the directory syncs again it
 // succeeds.
 func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
@@ -309,7 +319,7 @@ func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
 	fsys.FaultHook.Store(&fail)
 	defer fsys.FaultHook.Store(nil)
 	appendEntries(t, a, 1, 4)
-	preparedNext(t, a)
+	preparedAhead(t, a)
 	appendEntries(t, a, 4, 6) // into the chunk made ahead
 	if err := a.sync(); !errors.Is(err, errs.ErrIO) {
 		t.Fatalf("sync while the chunk's directory is not synced: %v, want ErrIO", err)
@@ -324,4 +334,119 @@ func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
 	if err := a.close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestArrayReusesDroppedChunks: the files of dropped chunks are renamed
+// .free (the last maxFreeChunks, the others deleted) and become the next
+// chunks made, the same inodes, reading as zeros: a crash right after the
+// drop or after the reuse reopens with the entries written and nothing
+// else (and reuses the .free files it finds), and close leaves no .free
+// file.
+func TestArrayReusesDroppedChunks(t *testing.T) {
+	p := newPreparer()
+	defer p.stop()
+	dir := t.TempDir()
+	a := openPreparedArray(t, dir, 4, 4, p)
+	appendEntries(t, a, 0, 25)
+	if got := bases(preparedAhead(t, a)); !slices.Equal(got, []uint64{28, 32}) {
+		t.Fatalf("made ahead: chunks %v, want [28 32]", got)
+	}
+	kept := []uint64{inode(t, dir, 8), inode(t, dir, 12)}
+	if err := a.dropChunksBefore(16); err != nil {
+		t.Fatal(err)
+	}
+	if files := chunkFiles(t, dir); !slices.Equal(files, []uint64{16, 20, 24, 28, 32}) {
+		t.Fatalf("chunk files after the drop %v", files)
+	}
+	if free := freeFiles(t, dir); len(free) != maxFreeChunks {
+		t.Fatalf("files kept for reuse %v, want %d", free, maxFreeChunks)
+	}
+	crashCopy(t, dir, 16, 25)
+	appendEntries(t, a, 25, 33) // into 28 and 32: 36 and 40 are asked for
+	next := preparedAhead(t, a)
+	if got := bases(next); !slices.Equal(got, []uint64{36, 40}) {
+		t.Fatalf("made ahead: chunks %v, want [36 40]", got)
+	}
+	for _, base := range []uint64{36, 40} {
+		if ino := inode(t, dir, base); !slices.Contains(kept, ino) {
+			t.Errorf("chunk %d is a new file (inode %d), not a dropped one's %v", base, ino, kept)
+		}
+	}
+	if free := freeFiles(t, dir); len(free) != 0 {
+		t.Fatalf("files kept for reuse after reusing them: %v", free)
+	}
+	crashCopy(t, dir, 16, 33)
+	appendEntries(t, a, 33, 50)
+	checkArray(t, a, 16, 50)
+	if err := a.dropChunksBefore(40); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	if free := freeFiles(t, dir); len(free) != 0 {
+		t.Fatalf("files kept for reuse after close: %v", free)
+	}
+	a = openPreparedArray(t, dir, 4, 4, nil)
+	defer a.close()
+	if a.first() != 40 || a.len() != 50 {
+		t.Fatalf("reopened with entries [%d, %d), want [40, 50)", a.first(), a.len())
+	}
+	checkArray(t, a, 40, 50)
+}
+
+// crashCopy opens a copy of the array in dir, every file as it is now (a
+// crash), and checks that it holds entries [first, n) and no more, and
+// that its writer goes on, in the .free files it found.
+func crashCopy(t *testing.T, dir string, first, n uint64) {
+	t.Helper()
+	crashed := t.TempDir()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, de := range des {
+		b, err := os.ReadFile(filepath.Join(dir, de.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(crashed, de.Name()), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := openPreparedArray(t, crashed, 4, 4, nil)
+	defer a.close()
+	if a.first() != first || a.len() != n {
+		t.Fatalf("after a crash: entries [%d, %d), want [%d, %d)", a.first(), a.len(), first, n)
+	}
+	checkArray(t, a, first, n)
+	free := freeFiles(t, crashed)
+	if !slices.Equal(a.free, free) {
+		t.Fatalf("reopened keeping %v for reuse, want %v", a.free, free)
+	}
+	appendEntries(t, a, n, n+12)
+	checkArray(t, a, first, n+12)
+	if left := freeFiles(t, crashed); len(left) != 0 {
+		t.Fatalf("files left for reuse after three chunks made: %v", left)
+	}
+}
+
+// freeFiles lists the .free files in dir.
+func freeFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	free, err := filepath.Glob(filepath.Join(dir, "*"+freeSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return free
+}
+
+// inode is the inode number of chunk base's file in dir.
+func inode(t *testing.T, dir string, base uint64) uint64 {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(dir, fsys.NumberName(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
 }

@@ -1,16 +1,32 @@
 package index
 
-import "sync"
+import (
+	"math/rand/v2"
+	"sync"
+	"time"
+)
 
-// preparer makes the next chunk of a set's arrays ahead of their writer,
-// on one goroutine for the set: an array asks once its last chunk is half
-// full (see array.prepareNext), so that crossing into the next chunk is a
-// pointer swap, not a file creation, a map and a directory fsync on the
-// writer's path (where a topic's entries 512, 1536, 3584, ... waited
-// milliseconds for them).
+// prepLater bounds how long after an ask the preparer makes the chunks
+// asked for (see array.prepareNext): a random moment in [0, prepLater),
+// so that the nodes of a fleet, whose indexes ask at the same records,
+// make their chunks at different ones (BenchmarkBoundaryLatencyProcs in
+// internal/fleet). A writer appending up to about a first chunk's half
+// (256 entries) within it outruns the preparer at the first chunk and
+// makes the second itself.
+const prepLater = 50 * time.Millisecond
+
+// preparer makes the next chunks of a set's arrays ahead of their
+// writer, on one goroutine for the set, so that crossing into the next
+// chunk is a pointer swap, not a file creation and a map on the writer's
+// path (where a topic's entries 512, 1536, 3584, ... waited milliseconds
+// for them), and so that no node makes them at the records every node
+// crosses at once (where they delayed those records on every node).
 type preparer struct {
 	mu    sync.Mutex
-	queue []*array // asked, not prepared yet
+	now   []*array        // the preparer is behind: make one at once
+	later map[*array]bool // make up to aheadChunks, at a random moment
+	timer *time.Timer     // armed while later is not empty
+	fire  chan struct{}   // the timer's
 
 	kick chan struct{}
 	done chan struct{}
@@ -19,43 +35,68 @@ type preparer struct {
 
 // newPreparer starts a preparer; stop ends it.
 func newPreparer() *preparer {
-	p := &preparer{kick: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &preparer{later: map[*array]bool{}, fire: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.loop()
 	return p
 }
 
-// request asks for a's next chunk. It does not block. Safe from any
+// request asks for a's next chunks: aheadChunks of them within
+// prepLater, and with now one at once. It does not block. Safe from any
 // goroutine.
-func (p *preparer) request(a *array) {
+func (p *preparer) request(a *array, now bool) {
 	p.mu.Lock()
-	p.queue = append(p.queue, a)
+	if now {
+		p.now = append(p.now, a)
+	}
+	p.later[a] = true
+	if p.timer == nil {
+		p.timer = time.AfterFunc(rand.N(prepLater), func() {
+			select {
+			case p.fire <- struct{}{}:
+			default:
+			}
+		})
+	}
 	p.mu.Unlock()
-	select {
-	case p.kick <- struct{}{}:
-	default:
+	if now {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
 func (p *preparer) loop() {
 	defer p.wg.Done()
 	for {
+		var queue []*array
+		want := 1
 		select {
 		case <-p.done:
 			return
 		case <-p.kick:
+			p.mu.Lock()
+			queue, p.now = p.now, nil
+			p.mu.Unlock()
+		case <-p.fire:
+			p.mu.Lock()
+			for a := range p.later {
+				queue = append(queue, a)
+			}
+			clear(p.later)
+			p.timer = nil
+			p.mu.Unlock()
+			want = aheadChunks
 		}
-		p.mu.Lock()
-		queue := p.queue
-		p.queue = nil
-		p.mu.Unlock()
 		for _, a := range queue {
 			select {
 			case <-p.done:
 				return
 			default:
 			}
-			a.prepareNext()
+			a.prepareNext(want)
 		}
 	}
 }
@@ -64,5 +105,10 @@ func (p *preparer) loop() {
 // yet the writers make themselves (a closed array makes nothing).
 func (p *preparer) stop() {
 	close(p.done)
+	p.mu.Lock()
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 }
