@@ -45,8 +45,14 @@ func BenchmarkBoundaryLatency(b *testing.B) {
 		}
 		round++
 	}
+	reportBoundaries(b, lat, "index", "segment", "other")
+}
+
+// reportBoundaries reports the latencies of each class of records, and of
+// the publisher's calls at them (class+"-publish"), and the p99.9 of all.
+func reportBoundaries(b *testing.B, lat map[string][]time.Duration, classes ...string) {
 	var all []time.Duration
-	for _, class := range []string{"index", "segment", "other"} {
+	for _, class := range classes {
 		ds := lat[class]
 		all = append(all, ds...)
 		b.ReportMetric(float64(len(ds)), class+"-records")

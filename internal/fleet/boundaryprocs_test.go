@@ -52,17 +52,7 @@ func BenchmarkBoundaryLatencyProcs(b *testing.B) {
 		}
 		round++
 	}
-	var all []time.Duration
-	for _, class := range []string{"index", "other"} {
-		ds := lat[class]
-		all = append(all, ds...)
-		b.ReportMetric(float64(len(ds)), class+"-records")
-		b.ReportMetric(Quantile(ds, 0.5), class+"-p50-ms")
-		b.ReportMetric(Quantile(ds, 0.99), class+"-p99-ms")
-		b.ReportMetric(Quantile(ds, 1), class+"-max-ms")
-		b.ReportMetric(Quantile(lat[class+"-publish"], 0.5), class+"-publish-p50-ms")
-	}
-	b.ReportMetric(Quantile(all, 0.999), "all-p99.9-ms")
+	reportBoundaries(b, lat, "index", "other")
 }
 
 // procsRound publishes a round to topic on the first process and returns
