@@ -37,15 +37,22 @@ func BenchmarkBoundaryLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
+	lat := boundaryRounds(b, func(topic string) map[string][]time.Duration { return boundaryRound(ctx, b, f, topic) })
+	reportBoundaries(b, lat, "index", "segment", "other")
+}
+
+// boundaryRounds runs round with a new topic for each of b's rounds and
+// returns the latencies of all, by class.
+func boundaryRounds(b *testing.B, round func(topic string) map[string][]time.Duration) map[string][]time.Duration {
 	lat := map[string][]time.Duration{}
-	round := 0
+	n := 0
 	for b.Loop() {
-		for class, ds := range boundaryRound(ctx, b, f, fmt.Sprintf("boundary-%d", round)) {
+		for class, ds := range round(fmt.Sprintf("boundary-%d", n)) {
 			lat[class] = append(lat[class], ds...)
 		}
-		round++
+		n++
 	}
-	reportBoundaries(b, lat, "index", "segment", "other")
+	return lat
 }
 
 // reportBoundaries reports the latencies of each class of records, and of

@@ -44,14 +44,7 @@ func BenchmarkBoundaryLatencyProcs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer pf.Close()
-	lat := map[string][]time.Duration{}
-	round := 0
-	for b.Loop() {
-		for class, ds := range procsRound(ctx, b, pf, fmt.Sprintf("boundary-%d", round)) {
-			lat[class] = append(lat[class], ds...)
-		}
-		round++
-	}
+	lat := boundaryRounds(b, func(topic string) map[string][]time.Duration { return procsRound(ctx, b, pf, topic) })
 	reportBoundaries(b, lat, "index", "other")
 }
 
