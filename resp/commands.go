@@ -4,13 +4,12 @@ import (
 	"cmp"
 	"math"
 	"net"
-	"os"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cachecast/cachecast/resp/internal/admin"
 	"github.com/cachecast/cachecast/resp/internal/keys"
 	"github.com/cachecast/cachecast/resp/internal/pubsub"
 	"github.com/cachecast/cachecast/resp/internal/session"
@@ -24,7 +23,6 @@ var commands map[string]*session.Command
 var commandList []*session.Command
 
 func init() {
-	ro := []string{"readonly", "fast"}
 	cn := []string{"fast", "loading", "stale"}
 	table := []*session.Command{
 		// Connection.
@@ -39,11 +37,6 @@ func init() {
 		{Name: "readonly", Arity: 1, Flags: cn, Group: "cluster", Summary: "Accepted: every read is local.", Fn: own(cmdOK)},
 		{Name: "readwrite", Arity: 1, Flags: cn, Group: "cluster", Summary: "Accepted.", Fn: own(cmdOK)},
 		{Name: "cluster", Arity: -2, Flags: cn, Group: "cluster", Summary: "Refused: a standalone endpoint.", Fn: own(cmdCluster)},
-		{Name: "info", Arity: -1, Flags: cn, Group: "server", Summary: "Sections server, clients, persistence, stats, replication, keyspace, cachecast.", Fn: own(cmdInfo), InMulti: true},
-		{Name: "command", Arity: -1, Flags: cn, Group: "server", Summary: "The command table: COMMAND, COUNT, DOCS, INFO, LIST.", Fn: own(cmdCommand), Subcommands: commandArity},
-		{Name: "config", Arity: -2, Flags: cn, Group: "server", Summary: "GET of a few parameters; SET notify-keyspace-events.", Fn: own(cmdConfig), Subcommands: configArity},
-		{Name: "dbsize", Arity: 1, Flags: ro, Group: "server", Summary: "The number of live keys.", Fn: own(cmdDBSize), InMulti: true},
-		{Name: "time", Arity: 1, Flags: ro, Group: "server", Summary: "The server's time.", Fn: own(cmdTime), InMulti: true},
 		{Name: "wait", Arity: 3, Flags: []string{"noscript"}, Group: "generic", Summary: "Waits until the replica holds this connection's last write.", Fn: own(cmdWait)},
 		{Name: "multi", Arity: 1, Flags: cn, Group: "transactions", Summary: "Queues commands until EXEC.", Fn: own(cmdMulti)},
 		{Name: "exec", Arity: 1, Flags: cn, Group: "transactions", Summary: "Runs the queued commands; their writes are one batch, all or nothing.", Fn: own(cmdExec)},
@@ -52,7 +45,7 @@ func init() {
 		{Name: "unwatch", Arity: 1, Flags: cn, Group: "transactions", Summary: "Forgets the watched keys.", Fn: own(cmdUnwatch), InMulti: true},
 	}
 	table = append(table, keys.Commands()...)
-	table = append(table, debugCommands()...)
+	table = append(table, admin.Commands()...)
 	table = append(table, pubsub.Commands()...)
 	commands = make(map[string]*session.Command, len(table))
 	sort.Slice(table, func(i, j int) bool { return table[i].Name < table[j].Name })
@@ -423,7 +416,7 @@ func cmdHello(c *conn, a [][]byte) {
 	c.BulkString("server")
 	c.BulkString("redis")
 	c.BulkString("version")
-	c.BulkString(redisVersion)
+	c.BulkString(session.RedisVersion)
 	c.BulkString("proto")
 	c.Int(int64(proto))
 	c.BulkString("id")
@@ -435,9 +428,6 @@ func cmdHello(c *conn, a [][]byte) {
 	c.BulkString("modules")
 	c.Array(0)
 }
-
-// redisVersion is the Redis version the server answers like.
-const redisVersion = "7.2.0"
 
 func validClientName(b []byte) bool {
 	for _, ch := range b {
@@ -620,194 +610,3 @@ func (c *conn) clientList(filter [][]byte) ([]*conn, bool) {
 	c.Err("ERR syntax error")
 	return nil, false
 }
-
-// Server commands.
-
-func cmdDBSize(c *conn, _ [][]byte) { c.Int(int64(c.s.liveKeys())) }
-
-func (s *Server) liveKeys() int {
-	n := 0
-	for _, t := range s.node.Topics() {
-		if !strings.HasPrefix(t.Name, "$") {
-			n += t.Keys
-		}
-	}
-	return n
-}
-
-func cmdTime(c *conn, _ [][]byte) {
-	now := time.Now()
-	c.Array(2)
-	c.BulkString(strconv.FormatInt(now.Unix(), 10))
-	c.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
-}
-
-// configArity is each CONFIG subcommand's arity, as Redis's command
-// table has it; REWRITE and HELP are not served.
-var configArity = map[string]int{"get": -3, "set": -4, "resetstat": 2}
-
-func cmdConfig(c *conn, a [][]byte) {
-	switch strings.ToUpper(session.Str(a[1])) {
-	case "GET":
-		params := map[string]string{
-			"notify-keyspace-events": c.s.hub.NotifyFlags(),
-			"databases":              "1",
-			"save":                   "",
-			"appendonly":             "no",
-			"maxmemory":              "0",
-			"maxmemory-policy":       "noeviction",
-			"proto-max-bulk-len":     strconv.Itoa(c.s.lim.MaxBulk),
-			"timeout":                "0",
-		}
-		var names []string
-		for name := range params {
-			for _, p := range a[2:] {
-				if session.Match(strings.ToLower(session.Str(p)), name) {
-					names = append(names, name)
-					break
-				}
-			}
-		}
-		sort.Strings(names)
-		c.Map(len(names))
-		for _, n := range names {
-			c.BulkString(n)
-			c.BulkString(params[n])
-		}
-	case "SET":
-		if len(a)%2 == 1 {
-			c.Err("ERR syntax error") // not parameter and value pairs: Redis's first check
-			return
-		}
-		if len(a) != 4 || !strings.EqualFold(session.Str(a[2]), "notify-keyspace-events") {
-			c.Err("ERR CONFIG SET supports notify-keyspace-events only")
-			return
-		}
-		if err := c.s.node.Authorize(c.nc); err != nil {
-			c.WriteError(err)
-			return
-		}
-		if err := c.s.hub.SetNotify(session.Str(a[3])); err != nil {
-			c.Err("ERR Invalid argument '" + session.Clip(a[3]) + "' for CONFIG SET 'notify-keyspace-events'")
-			return
-		}
-		c.OK()
-	case "RESETSTAT":
-		c.OK()
-	}
-}
-
-// commandArity is each COMMAND subcommand's arity, as Redis's command
-// table has it; GETKEYS, GETKEYSANDFLAGS and HELP are not served.
-var commandArity = map[string]int{"count": 2, "list": -2, "info": -2, "docs": -2}
-
-func cmdCommand(c *conn, a [][]byte) {
-	if len(a) == 1 {
-		c.Array(len(commandList))
-		for _, cmd := range commandList {
-			c.commandInfo(cmd)
-		}
-		return
-	}
-	switch strings.ToUpper(session.Str(a[1])) {
-	case "COUNT":
-		c.Int(int64(len(commandList)))
-	case "LIST":
-		c.commandList(a[2:])
-	case "INFO":
-		if len(a) == 2 {
-			c.Array(len(commandList))
-			for _, cmd := range commandList {
-				c.commandInfo(cmd)
-			}
-			return
-		}
-		c.Array(len(a) - 2)
-		for _, name := range a[2:] {
-			if cmd := lookup(name); cmd != nil {
-				c.commandInfo(cmd)
-			} else {
-				c.Null()
-			}
-		}
-	case "DOCS":
-		var list []*session.Command
-		if len(a) == 2 {
-			list = commandList
-		} else {
-			for _, name := range a[2:] {
-				if cmd := lookup(name); cmd != nil {
-					list = append(list, cmd)
-				}
-			}
-		}
-		c.Map(len(list))
-		for _, cmd := range list {
-			c.BulkString(cmd.Name)
-			c.Map(3)
-			c.BulkString("summary")
-			c.BulkString(cmd.Summary)
-			c.BulkString("since")
-			c.BulkString("1.0.0")
-			c.BulkString("group")
-			c.BulkString(cmd.Group)
-		}
-	}
-}
-
-// commandList is COMMAND LIST [FILTERBY MODULE name | ACLCAT category |
-// PATTERN pattern], read as Redis 7.0 reads it. There are no modules, and
-// the commands are in no ACL category (COMMAND INFO lists none); a
-// pattern matches the names in any case, as in Redis.
-func (c *conn) commandList(opts [][]byte) {
-	match := func(string) bool { return true }
-	switch {
-	case len(opts) == 0:
-	case len(opts) == 3 && strings.EqualFold(session.Str(opts[0]), "FILTERBY"):
-		switch strings.ToUpper(session.Str(opts[1])) {
-		case "MODULE", "ACLCAT":
-			match = func(string) bool { return false }
-		case "PATTERN":
-			pattern := strings.ToLower(string(opts[2])) // the names are lower case
-			match = func(name string) bool { return session.Match(pattern, name) }
-		default:
-			c.Err("ERR syntax error")
-			return
-		}
-	default:
-		c.Err("ERR syntax error")
-		return
-	}
-	var names []string
-	for _, cmd := range commandList {
-		if match(cmd.Name) {
-			names = append(names, cmd.Name)
-		}
-	}
-	c.Array(len(names))
-	for _, n := range names {
-		c.BulkString(n)
-	}
-}
-
-// commandInfo writes one command as COMMAND INFO does (Redis 7's ten
-// fields; in RESP3 the flags, categories, tips, key specs and an empty
-// list of subcommands are sets, as Redis writes them).
-func (c *conn) commandInfo(cmd *session.Command) {
-	c.Array(10)
-	c.BulkString(cmd.Name)
-	c.Int(int64(cmd.Arity))
-	c.Set(len(cmd.Flags))
-	for _, f := range cmd.Flags {
-		c.Simple(f)
-	}
-	c.Int(int64(cmd.First))
-	c.Int(int64(cmd.Last))
-	c.Int(int64(cmd.Step))
-	c.Set(0) // ACL categories
-	c.Set(0) // tips
-	c.Set(0) // key specs
-	c.Set(0) // subcommands
-}
-
-var pid = os.Getpid()

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cachecast/cachecast/resp/internal/admin"
 )
 
 // adminStoreNode is storeNode with an admin role: granted, or refused
@@ -185,7 +187,7 @@ func TestDebugSleepHoldsItsConnectionOnly(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(closed); d >= maxDebugSleep {
+	if d := time.Since(closed); d >= admin.MaxDebugSleep {
 		t.Fatalf("Close waited %v for the sleep", d)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cachecast/cachecast/resp/internal/admin"
 	"github.com/cachecast/cachecast/resp/internal/session"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -112,7 +113,7 @@ func (s *Server) mayWait(cmd *session.Command, a [][]byte) bool {
 	case "client":
 		return len(a) > 1 && bytes.EqualFold(a[1], []byte("tracking"))
 	case "debug":
-		return isDebugSleep(a)
+		return admin.IsDebugSleep(a)
 	}
 	return cmd.Write && s.node.PublishWaits()
 }
@@ -454,4 +455,18 @@ func rawWrite(fd int, p []byte) (int, error) {
 		return -1, e
 	}
 	return int(n), nil
+}
+
+// sleeps says whether running cmd (an EXEC) would run a queued DEBUG
+// SLEEP: the event loop then hands the connection to a goroutine first.
+func (c *conn) sleeps(cmd *session.Command) bool {
+	if cmd == nil || cmd.Name != "exec" || !c.inMulti {
+		return false
+	}
+	for _, q := range c.queued {
+		if admin.IsDebugSleep(q) {
+			return true
+		}
+	}
+	return false
 }

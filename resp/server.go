@@ -17,6 +17,7 @@ import (
 	core "github.com/cachecast/cachecast/command"
 
 	"github.com/cachecast/cachecast/resp/codec"
+	"github.com/cachecast/cachecast/resp/internal/admin"
 	"github.com/cachecast/cachecast/resp/internal/pubsub"
 	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
@@ -126,24 +127,10 @@ func EventChange(c *storeview.Change) Change {
 }
 
 // Status is the node's state as INFO shows it.
-type Status struct {
-	Node        string
-	Origin      string
-	Version     string
-	Flush       string
-	Replication string
-	Replica     string // the replica peer's name, if any
-	Members     []Member
-	Keys        int
-}
+type Status = admin.Status
 
 // Member is one member of the cluster as this node sees it.
-type Member struct {
-	Name, State string
-	Self        bool
-	LagRecords  uint64
-	LagSeconds  float64
-}
+type Member = admin.Member
 
 // Config configures a Server.
 type Config struct {

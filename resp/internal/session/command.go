@@ -1,5 +1,9 @@
 package session
 
+// RedisVersion is the Redis version the server answers like (HELLO,
+// INFO).
+const RedisVersion = "7.2.0"
+
 // Command is one entry of the command table.
 type Command struct {
 	Name    string // lower case, as COMMAND lists it

@@ -1,4 +1,4 @@
-package resp
+package admin
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 
 // DEBUG, for the admin role: the subcommands Redis's own test units
 // use that fit a cache door. SLEEP holds the connection for a while
-// (bounded by maxDebugSleep); PROTOCOL answers one value of each RESP
+// (bounded by MaxDebugSleep); PROTOCOL answers one value of each RESP
 // type; HELP lists them. The others are refused with Redis's words for
 // an unknown subcommand.
 
-// maxDebugSleep bounds DEBUG SLEEP: a longer one is refused.
-const maxDebugSleep = 10 * time.Second
+// MaxDebugSleep bounds DEBUG SLEEP: a longer one is refused.
+const MaxDebugSleep = 10 * time.Second
 
 // debugHelp is DEBUG HELP's list of subcommands.
 var debugHelp = []string{
@@ -27,15 +27,8 @@ var debugHelp = []string{
 	"    connection only (its next commands and its pushes wait); at most 10 seconds.",
 }
 
-func debugCommands() []*session.Command {
-	return []*session.Command{
-		{Name: "debug", Arity: -2, Flags: []string{"admin", "noscript", "loading", "stale"}, Group: "server",
-			Summary: "DEBUG SLEEP (this connection only, at most 10 s), DEBUG PROTOCOL, HELP: for the admin role.", Fn: own(cmdDebug), InMulti: true},
-	}
-}
-
-func cmdDebug(c *conn, a [][]byte) {
-	if !c.AuthorizeAdmin("DEBUG") {
+func cmdDebug(c *session.Session, a [][]byte) {
+	if !c.Host().AuthorizeAdmin("DEBUG") {
 		return
 	}
 	sub := strings.ToUpper(session.Str(a[1]))
@@ -43,9 +36,9 @@ func cmdDebug(c *conn, a [][]byte) {
 	case sub == "HELP" && len(a) == 2:
 		c.Help("DEBUG", debugHelp)
 	case sub == "SLEEP" && len(a) == 3:
-		c.debugSleep(a[2])
+		debugSleep(c, a[2])
 	case sub == "PROTOCOL" && len(a) == 3:
-		c.debugProtocol(strings.ToLower(session.Str(a[2])))
+		debugProtocol(c, strings.ToLower(session.Str(a[2])))
 	default:
 		c.Err("ERR unknown subcommand or wrong number of arguments for '" + session.CString(a[1], 128) + "'. Try DEBUG HELP.")
 	}
@@ -59,20 +52,14 @@ func cmdDebug(c *conn, a [][]byte) {
 // event loop hands a connection to a goroutine of its own before a
 // DEBUG SLEEP or an EXEC that holds one (sleeps). The server's Close
 // ends the sleep.
-func (c *conn) debugSleep(arg []byte) {
+func debugSleep(c *session.Session, arg []byte) {
 	d := time.Duration(strtod(arg) * float64(time.Second))
-	if d > maxDebugSleep {
-		c.Err("ERR DEBUG SLEEP is at most " + maxDebugSleep.String() + " here: it holds a connection of a shared node")
+	if d > MaxDebugSleep {
+		c.Err("ERR DEBUG SLEEP is at most " + MaxDebugSleep.String() + " here: it holds a connection of a shared node")
 		return
 	}
 	if d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-c.s.ctx.Done():
-			t.Stop()
-		}
-		c.readAt = time.Now() // its answer's deadline starts now, as after WAIT
+		serverOf(c).Sleep(d)
 	}
 	c.OK()
 }
@@ -96,37 +83,23 @@ func errIsRange(err error) bool {
 	return ok && ne.Err == strconv.ErrRange
 }
 
-// sleeps says whether running cmd (an EXEC) would run a queued DEBUG
-// SLEEP: the event loop then hands the connection to a goroutine first.
-func (c *conn) sleeps(cmd *session.Command) bool {
-	if cmd == nil || cmd.Name != "exec" || !c.inMulti {
-		return false
-	}
-	for _, q := range c.queued {
-		if isDebugSleep(q) {
-			return true
-		}
-	}
-	return false
-}
-
-// isDebugSleep says whether a is DEBUG SLEEP.
-func isDebugSleep(a [][]byte) bool {
+// IsDebugSleep says whether a is DEBUG SLEEP.
+func IsDebugSleep(a [][]byte) bool {
 	return len(a) > 1 && bytes.EqualFold(a[0], []byte("debug")) && bytes.EqualFold(a[1], []byte("sleep"))
 }
 
 // debugProtocol answers DEBUG PROTOCOL name as Redis 7.0's debug.c does,
 // in the connection's protocol.
-func (c *conn) debugProtocol(name string) {
+func debugProtocol(c *session.Session, name string) {
 	switch name {
 	case "string":
 		c.BulkString("Hello World")
 	case "integer":
 		c.Int(12345)
 	case "double":
-		c.double("3.141") // Redis's %.17g of 3.141 (%g drops the trailing zeros)
+		double(c, "3.141") // Redis's %.17g of 3.141 (%g drops the trailing zeros)
 	case "bignum":
-		c.resp3Scalar('(', "1234567999999999999999999999999999999")
+		resp3Scalar(c, '(', "1234567999999999999999999999999999999")
 	case "null":
 		c.Null()
 	case "array", "set":
@@ -142,16 +115,16 @@ func (c *conn) debugProtocol(name string) {
 		c.Map(3)
 		for j := range int64(3) {
 			c.Int(j)
-			c.boolean(j == 1)
+			boolean(c, j == 1)
 		}
 	default:
-		c.debugProtocolMore(name)
+		debugProtocolMore(c, name)
 	}
 }
 
 // debugProtocolMore is debugProtocol's other half: the types that only
 // RESP3 has a frame of its own for.
-func (c *conn) debugProtocolMore(name string) {
+func debugProtocolMore(c *session.Session, name string) {
 	switch name {
 	case "attrib":
 		if c.Proto == 3 {
@@ -172,7 +145,7 @@ func (c *conn) debugProtocolMore(name string) {
 		c.Int(42)
 		c.BulkString("Some real reply following the push reply")
 	case "true", "false":
-		c.boolean(name == "true")
+		boolean(c, name == "true")
 	case "verbatim":
 		c.Verbatim("This is a verbatim\nstring")
 	default:
@@ -181,7 +154,7 @@ func (c *conn) debugProtocolMore(name string) {
 }
 
 // boolean answers a boolean: RESP3 #t or #f, RESP2 the integer 1 or 0.
-func (c *conn) boolean(v bool) {
+func boolean(c *session.Session, v bool) {
 	switch {
 	case c.Proto != 3 && v:
 		c.Int(1)
@@ -196,11 +169,11 @@ func (c *conn) boolean(v bool) {
 
 // double answers a double already written as Redis writes it: RESP3
 // ,text; RESP2 a bulk string.
-func (c *conn) double(text string) { c.resp3Scalar(',', text) }
+func double(c *session.Session, text string) { resp3Scalar(c, ',', text) }
 
 // resp3Scalar answers text as a RESP3 scalar of type typ (a double, a
 // big number), a bulk string in RESP2.
-func (c *conn) resp3Scalar(typ byte, text string) {
+func resp3Scalar(c *session.Session, typ byte, text string) {
 	if c.Proto != 3 {
 		c.BulkString(text)
 		return
