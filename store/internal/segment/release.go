@@ -23,7 +23,16 @@ import (
 //
 // The preparer does this each round (every half window the writer writes,
 // and at each segment change); on an idle log the pages read meanwhile
-// stay until the writer moves on.
+// stay until the writer moves on. A log whose mapped segments hold at most
+// ReleaseAbove bytes (small segments: eviction bounds them) releases
+// nothing: there a release per segment costs the writer more (a system
+// call and a TLB flush a segment, measured +30% an 8 KB append at 128 KB
+// segments on ext4) than the few MiB it gives back.
+
+// ReleaseAbove is the bound on the mapped segments' bytes
+// (MaxMappedSegments x SegmentSize) above which the log releases its
+// flushed pages.
+const ReleaseAbove = 64 << 20
 
 // releaseRange is a part of a mapped segment to drop, pinned meanwhile.
 type releaseRange struct {
@@ -34,6 +43,9 @@ type releaseRange struct {
 // releaseFlushed drops the pages of the mapped segments that lie a window
 // behind the flushed end (see above). The preparer's.
 func (l *Log) releaseFlushed() {
+	if int64(l.maxMapped)*l.segSize <= ReleaseAbove {
+		return
+	}
 	edge := l.flushed.Load() - l.window
 	l.mu.Lock()
 	jobs := l.releasing[:0]
