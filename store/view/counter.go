@@ -68,11 +68,13 @@ type originCount struct {
 }
 
 // version is the counted version as an item, for the rule's order.
-func (c *counter) version() *viewItem { return &viewItem{stamp: c.target, eff: c.eff} }
+func (c *counter) version() *viewItem {
+	return &(&wideItem{viewItem: viewItem{stamp: c.target, flags: itemWide}, eff: c.eff}).viewItem
+}
 
 // of reports whether it is the counted version.
 func (c *counter) of(it *viewItem) bool {
-	return it != nil && it.stamp == c.target && it.eff == c.eff && !it.placeholder()
+	return it != nil && it.stamp == c.target && it.effAt() == c.eff && !it.placeholder()
 }
 
 // genesis reports whether c counts on the absence of a key its nodes
@@ -119,9 +121,9 @@ func (c *counter) collectableAt(h int64) bool {
 // entry: deleted, or expired at its expiry (which it may not have reached
 // yet where the entry is read; a revival past its own expiry too).
 func absenceOf(it *viewItem) *counter {
-	c := &counter{target: it.stamp, eff: it.eff, absent: true, base: []byte("0"), known: true}
-	if !it.isTomb() || it.expires != 0 {
-		c.gone = it.expires
+	c := &counter{target: it.stamp, eff: it.effAt(), absent: true, base: []byte("0"), known: true}
+	if !it.isTomb() || it.expiry() != 0 {
+		c.gone = it.expiry()
 	}
 	return c
 }
@@ -132,7 +134,7 @@ func absenceOf(it *viewItem) *counter {
 // tombstone, which it then never saw; else the genesis, before every
 // version.
 func joinsAt(inc *counter, h int64, old *viewItem, c *counter) *counter {
-	if old != nil && !old.placeholder() && (old.isTomb() || old.expires != 0) {
+	if old != nil && !old.placeholder() && (old.isTomb() || old.expiry() != 0) {
 		if a := absenceOf(old); (c == nil || !c.after(a)) && a.collectableAt(h) {
 			return a
 		}
@@ -299,7 +301,7 @@ func (v *View) recount(tv *topicView, k string) bool {
 	if c == nil || !c.known {
 		return false
 	}
-	var it viewItem
+	var it wideItem
 	switch {
 	case c.absent && (old == nil || old.placeholder()):
 		it = c.revival(k, nil)
@@ -313,17 +315,16 @@ func (v *View) recount(tv *topicView, k string) bool {
 	default:
 		it = old.clone()
 	}
-	n := v.counted(tv, k, &it)
-	if old != nil && n.stamp == old.stamp && n.isTomb() == old.isTomb() && n.expires == old.expires &&
+	n := v.counted(tv, k, &it.viewItem)
+	if old != nil && n.stamp == old.stamp && n.isTomb() == old.isTomb() && n.expiry() == old.expiry() &&
 		bytes.Equal(n.value(), old.value()) {
 		return false
 	}
-	if old != nil && te == nil && old.epoch == v.epoch {
-		v.update(tv, old, &it)
+	if old != nil && te == nil && old.epoch == v.epoch && old.fits(&it.viewItem) {
+		v.update(tv, old, &it.viewItem)
 		return true
 	}
-	heap := new(viewItem)
-	*heap = it
+	heap := copyItem(&it.viewItem)
 	heap.epoch = v.epoch
 	v.install(tv, k, old, heap, te, "")
 	return true
@@ -332,12 +333,12 @@ func (v *View) recount(tv *topicView, k string) bool {
 // revival is the entry that serves an absent counter's value: the
 // target's stamp, the expiry of it (an entry at the target version) when
 // that is not the one the counter counts after, no tag.
-func (c *counter) revival(k string, it *viewItem) viewItem {
+func (c *counter) revival(k string, it *viewItem) wideItem {
 	var expires int64
 	var flags uint8
 	if it != nil {
-		if it.expires != c.gone {
-			expires = it.expires
+		if it.expiry() != c.gone {
+			expires = it.expiry()
 		}
 		flags = it.flags & itemScheduled
 	}
@@ -356,22 +357,22 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	}
 	if !c.of(it) {
 		if c.supersededBy(it) {
-			if m := c.moved(absenceOf(it)); m != nil && (it.isTomb() || it.expires != 0) {
+			if m := c.moved(absenceOf(it)); m != nil && (it.isTomb() || it.expiry() != 0) {
 				tv.setCount(k, m) // the genesis' increments count after it
 				n := m.revival(k, it)
-				return &n
+				return &n.viewItem
 			}
 			tv.setCount(k, nil) // a SET, a DEL or a scheduled value reset it
 		}
 		return it
 	}
 	if c.absent {
-		if it.isTomb() && it.expires != c.gone {
+		if it.isTomb() && it.expiry() != c.gone {
 			return it // the revival, expired
 		}
 		n := c.revival(k, it)
 		n.epoch = it.epoch
-		return &n
+		return &n.viewItem
 	}
 	if it.isTomb() {
 		return it
@@ -386,9 +387,9 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	if bytes.Equal(val, it.value()) {
 		return it
 	}
-	n := makeViewItem([]byte(it.key()), []byte(it.tag()), val, it.stamp, it.flags, it.eff, it.expires)
+	n := makeViewItem([]byte(it.key()), []byte(it.tag()), val, it.stamp, it.flags, it.effAt(), it.expiry())
 	n.epoch = it.epoch
-	return &n
+	return &n.viewItem
 }
 
 // countedBase is the base of the counter of key k when it is its counted

@@ -78,7 +78,7 @@ func (v *View) applyExpiry(r record.Record) bool {
 	st := r.Stamp()
 	v.mu.Lock()
 	defer v.unlock()
-	return v.expiryLocked(v.topicLocked(r.Topic()), &it, st.HLC, st.Origin)
+	return v.expiryLocked(v.topicLocked(r.Topic()), &it.viewItem, st.HLC, st.Origin)
 }
 
 // expiryLocked applies an expiry change stamped (hlc, origin) whose item
@@ -102,10 +102,9 @@ func (v *View) expiryLocked(tv *topicView, it *viewItem, hlc, origin uint64) boo
 	case old == nil || it.after(old):
 		// The version has not come yet: it comes now, with its expiry
 		// (a scheduled one makes the key's timeline).
-		heap := new(viewItem)
-		*heap = *it
+		heap := copyItem(it)
 		changed = v.put(tv, old, nil, heap)
-	case old.stamp == it.stamp && old.eff == it.eff:
+	case old.stamp == it.stamp && old.effAt() == it.effAt():
 		v.reexpire(tv, old, it)
 		changed = true
 	default:
@@ -119,18 +118,17 @@ func (v *View) expiryLocked(tv *topicView, it *viewItem, hlc, origin uint64) boo
 // with a new expiry, the key's entry. The caller holds the write lock.
 func (v *View) reexpire(tv *topicView, old, it *viewItem) {
 	k := it.key()
-	if it.expires != 0 {
-		if now := v.clock(); it.expires <= now {
+	if it.expiry() != 0 {
+		if now := v.clock(); it.expiry() <= now {
 			it = it.expired()
 			if !old.isTomb() {
 				v.dropped.Add(1)
 			}
 		} else {
-			v.queue(it.expires, tv, k)
+			v.queue(it.expiry(), tv, k)
 		}
 	}
-	heap := new(viewItem)
-	*heap = *it
+	heap := copyItem(it)
 	heap.epoch = v.epoch
 	v.install(tv, k, old, heap, nil, "")
 }
@@ -140,11 +138,10 @@ func (v *View) reexpire(tv *topicView, old, it *viewItem) {
 // it joins the timeline when the version has not come yet. ok is false
 // when the version is superseded here (nothing done).
 func (v *View) expiryTimed(tv *topicView, old *viewItem, te *timedEntry, tl *timeline, it *viewItem) (changed, ok bool) {
-	heap := new(viewItem)
-	*heap = *it
+	heap := copyItem(it)
 	heap.epoch = v.epoch
 	for i, r := range tl.recs {
-		if r.stamp == it.stamp && r.eff == it.eff {
+		if r.stamp == it.stamp && r.effAt() == it.effAt() {
 			ntl := newTimeline(len(tl.recs), tl.queued())
 			ntl.recs = append(ntl.recs, tl.recs...)
 			ntl.recs[i] = heap
@@ -192,7 +189,7 @@ func (v *View) Expiring(topic, after string, scan int) (keys []KeyedEntry, walke
 		}
 		walked++
 		last = k
-		if cur := v.current(tv, k, at); cur != nil && cur.expires != 0 {
+		if cur := v.current(tv, k, at); cur != nil && cur.expiry() != 0 {
 			keys = append(keys, KeyedEntry{Key: strings.Clone(k), Entry: cur.entry()})
 		}
 		return true

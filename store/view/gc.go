@@ -90,7 +90,7 @@ func collectable(it *viewItem, timeline bool, cutoff int64) bool {
 	if timeline || it.placeholder() || it.cancel() || !it.isTomb() {
 		return false
 	}
-	return record.HLCMillis(it.stamp.HLC) < cutoff && it.expires < cutoff && it.eff < cutoff
+	return record.HLCMillis(it.stamp.HLC) < cutoff && it.expiry() < cutoff && it.effAt() < cutoff
 }
 
 // Collected counts the tombstones CollectTombstones has dropped.

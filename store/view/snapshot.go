@@ -303,7 +303,7 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 			bw.Write(b[:snapEntrySize])
 			if timed {
 				binary.LittleEndian.PutUint64(b[0:], uint64(it.scheduledAt()))
-				binary.LittleEndian.PutUint64(b[8:], uint64(it.expires))
+				binary.LittleEndian.PutUint64(b[8:], uint64(it.expiry()))
 				bw.Write(b[:snapTimedSize])
 			}
 			// key, tag and value lie back to back in it.data.
@@ -392,9 +392,10 @@ type snapDecoder struct {
 	// counts are the counters of the topic being read (version 4).
 	counts map[string]*counter
 
-	// items and data are the unused rest of the slabs the entries are
-	// cut from (newItem, newData).
+	// items, wides and data are the unused rest of the slabs the
+	// entries are cut from (newItem, newWide, newData).
 	items []viewItem
+	wides []wideItem
 	data  []byte
 }
 
@@ -406,7 +407,7 @@ type snapDecoder struct {
 // loaded from a snapshot holds at most the snapshot's own bytes beyond
 // its live entries, until its keys are written again.
 const (
-	slabItems = 1024    // items per slab (64 KiB)
+	slabItems = 1024    // items per slab (48 KiB; 64 KiB of wide items)
 	slabBytes = 1 << 18 // data bytes per slab
 	// slabLargest is the largest entry cut from a data slab; a larger
 	// one gets an allocation of its own, so a slab wastes little.
@@ -421,6 +422,17 @@ func (d *snapDecoder) newItem() *viewItem {
 	it := &d.items[0]
 	d.items = d.items[1:]
 	return it
+}
+
+// newWide returns a zero wide item from the wide item slab, flagged so.
+func (d *snapDecoder) newWide() *wideItem {
+	if len(d.wides) == 0 {
+		d.wides = make([]wideItem, slabItems)
+	}
+	w := &d.wides[0]
+	d.wides = d.wides[1:]
+	w.flags = itemWide
+	return w
 }
 
 // newData returns n bytes from the data slab, which are never written
@@ -791,7 +803,7 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 	// prev is a copy of the entry before: the entry itself may be in the
 	// live view already (ApplySnapshot), where a writer may update it in
 	// place.
-	var prev viewItem
+	var prev wideItem
 	for j := uint64(0); j < count; j++ {
 		it, err := d.readEntry(version)
 		if err != nil {
@@ -801,11 +813,11 @@ func (d *snapDecoder) readEntries(v *View, tv *topicView, count uint64, version 
 			pk, k := prev.key(), it.key()
 			// Version 1: keys ascend and are distinct. Version 2: a key's
 			// records may repeat it, ascending in (eff, HLC, origin).
-			if k < pk || k == pk && (version == snapVersion || !it.after(&prev)) {
+			if k < pk || k == pk && (version == snapVersion || !it.after(&prev.viewItem)) {
 				return fmt.Errorf("%w: key %q after %q", record.ErrCorrupt, k, pk)
 			}
 		}
-		prev = *it
+		prev.set(it)
 		switch {
 		case d.into != nil:
 			if d.batch = append(d.batch, it); len(d.batch) == applyBatchSize {
@@ -875,14 +887,22 @@ func (d *snapDecoder) readEntry(version uint32) (*viewItem, error) {
 		flags&snapFlagCancel != 0 && tomb:
 		return nil, fmt.Errorf("%w: entry flags %#x", record.ErrCorrupt, flags)
 	}
-	it := d.newItem()
-	*it = viewItem{stamp: st, klen: klen, tlen: tlen, eff: int64(record.HLCMillis(st.HLC))}
-	if tomb {
-		it.flags = itemTomb
-	}
+	var it *viewItem
 	if flags&snapFlagTimed != 0 {
-		if err := d.readEntryTimes(it, flags); err != nil {
+		w := d.newWide()
+		w.stamp, w.klen, w.tlen, w.eff = st, klen, tlen, record.HLCMillis(st.HLC)
+		if tomb {
+			w.flags |= itemTomb
+		}
+		if err := d.readEntryTimes(w, flags); err != nil {
 			return nil, err
+		}
+		it = &w.viewItem
+	} else {
+		it = d.newItem()
+		*it = viewItem{stamp: st, klen: klen, tlen: tlen}
+		if tomb {
+			it.flags = itemTomb
 		}
 	}
 	n := int64(klen) + int64(tlen) + int64(vlen)
@@ -899,7 +919,7 @@ func (d *snapDecoder) readEntry(version uint32) (*viewItem, error) {
 
 // readEntryTimes reads a timed entry's effective time and expiry into it
 // and checks them against the entry's flags.
-func (d *snapDecoder) readEntryTimes(it *viewItem, flags uint8) error {
+func (d *snapDecoder) readEntryTimes(it *wideItem, flags uint8) error {
 	le := binary.LittleEndian
 	t, err := d.next(snapTimedSize, "entry times")
 	if err != nil {
@@ -920,7 +940,7 @@ func (d *snapDecoder) readEntryTimes(it *viewItem, flags uint8) error {
 		it.flags |= itemScheduled
 	}
 	if flags&snapFlagCancel != 0 {
-		it.flags = itemCancel
+		it.flags = itemCancel | itemWide
 	}
 	return nil
 }

@@ -644,10 +644,21 @@ func BenchmarkViewDigests(b *testing.B) {
 }
 
 // TestViewItemSize: the epoch of in-place updates lives in what was the
-// item's padding; an item is one 64-byte allocation class.
+// item's padding; an item without times of its own is one 48-byte
+// allocation class, with them (wideItem) one of 64, and a key's
+// timedEntry one of 80.
 func TestViewItemSize(t *testing.T) {
-	if n := unsafe.Sizeof(viewItem{}); n != 64 {
-		t.Fatalf("a view item is %d bytes, want 64", n)
+	for _, tc := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"viewItem", unsafe.Sizeof(viewItem{}), 48},
+		{"wideItem", unsafe.Sizeof(wideItem{}), 64},
+		{"timedEntry", unsafe.Sizeof(timedEntry{}), 80},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("a %s is %d bytes, want %d", tc.name, tc.got, tc.want)
+		}
 	}
 }
 

@@ -58,7 +58,7 @@ func (tl *timeline) key() string { return tl.recs[0].key() }
 // under the view's lock: frozen copies read the B-tree's items and the
 // topic's list of timelines, never a timedEntry.
 type timedEntry struct {
-	viewItem
+	wideItem
 	cur *viewItem
 	tl  *timeline
 }
@@ -76,7 +76,7 @@ func (te *timedEntry) timeline() *timeline {
 
 // set makes te show it, the key's entry from now on.
 func (te *timedEntry) set(it *viewItem) {
-	te.viewItem = *it
+	te.wideItem.set(it)
 	te.timed = true
 	te.cur = it
 }
@@ -106,9 +106,9 @@ func (tl *timeline) init(n int, queued int64) {
 // firstTimeline is a key's first timeline made together with the record
 // that made it (View.putFirst): one 128-byte allocation instead of two of
 // 64, the same bytes. firstTimelineHeld also holds the placeholder that
-// holds the key while nothing is in force (192 bytes, not three
-// allocations of 64); once the record is in force the placeholder's 64
-// bytes stay with the timeline until the key's next timeline replaces it.
+// holds the key while nothing is in force (176 bytes, not three
+// allocations); once the record is in force the placeholder's 48 bytes
+// stay with the timeline until the key's next timeline replaces it.
 // Of another size class than the entries, so that these stay together in
 // memory whatever is scheduled between them (a read of a key with a value
 // pending misses less). The key's timedEntry, which a read takes, is an
@@ -118,12 +118,12 @@ func (tl *timeline) init(n int, queued int64) {
 // 80-byte timedEntries lie together in their own size class).
 type firstTimeline struct {
 	tl  timeline
-	rec viewItem
+	rec wideItem
 }
 
 type firstTimelineHeld struct {
 	tl   timeline
-	rec  viewItem
+	rec  wideItem
 	hold viewItem
 }
 
@@ -153,13 +153,13 @@ func withRecord(have []*viewItem, queued int64, it *viewItem, ntl *timeline) (*t
 		return nil, false // the same message again
 	}
 	same := func(r *viewItem) bool {
-		return r.eff == it.eff && r.cancel() == it.cancel() && r.scheduled() == it.scheduled()
+		return r.effAt() == it.effAt() && r.cancel() == it.cancel() && r.scheduled() == it.scheduled()
 	}
 	timed := it.scheduled() || it.cancel()
 	n := len(have) + 1
 	if timed {
 		for _, r := range have[i:] {
-			if r.eff != it.eff {
+			if r.effAt() != it.effAt() {
 				break
 			}
 			if same(r) {
@@ -202,7 +202,7 @@ func (tl *timeline) replaceable(it *viewItem) int {
 	}
 	// with keeps one record of an instant and kind: with a smaller one
 	// below it there is no greater one.
-	if r := have[i-1]; r.eff != it.eff || r.cancel() != it.cancel() || r.scheduled() != it.scheduled() {
+	if r := have[i-1]; r.effAt() != it.effAt() || r.cancel() != it.cancel() || r.scheduled() != it.scheduled() {
 		return -1
 	}
 	return i - 1
@@ -216,7 +216,7 @@ func (tl *timeline) voided(i int) bool {
 		return false
 	}
 	for _, c := range tl.recs[i+1:] {
-		if c.eff != r.eff {
+		if c.effAt() != r.effAt() {
 			break
 		}
 		if c.cancel() {
@@ -229,7 +229,7 @@ func (tl *timeline) voided(i int) bool {
 // inForce reports whether the record at i may be in force at now.
 func (tl *timeline) inForce(i int, now int64) bool {
 	r := tl.recs[i]
-	return !r.cancel() && (!r.scheduled() || r.eff <= now) && !tl.voided(i)
+	return !r.cancel() && (!r.scheduled() || r.effAt() <= now) && !tl.voided(i)
 }
 
 // resolve is the record in force at now, nil when none is.
@@ -269,13 +269,13 @@ func (tl *timeline) prune() *timeline {
 // none. tl may be nil.
 func (tl *timeline) next(now int64, w *viewItem) int64 {
 	var next int64
-	if w != nil && w.expires > now {
-		next = w.expires
+	if w != nil && w.expiry() > now {
+		next = w.expiry()
 	}
 	if tl != nil {
 		for _, r := range tl.recs {
-			if r.scheduled() && r.eff > now && (next == 0 || r.eff < next) {
-				next = r.eff
+			if r.scheduled() && r.effAt() > now && (next == 0 || r.effAt() < next) {
+				next = r.effAt()
 			}
 		}
 	}
@@ -528,7 +528,7 @@ func (v *View) PendingKey(topic, key string) []PendingRecord {
 // but those a cancel voids.
 func (tl *timeline) pending(key string, now int64, out []PendingRecord) []PendingRecord {
 	for i, r := range tl.recs {
-		if (r.scheduled() || r.cancel()) && r.eff > now && !tl.voided(i) {
+		if (r.scheduled() || r.cancel()) && r.effAt() > now && !tl.voided(i) {
 			out = append(out, PendingRecord{Key: key, Entry: r.entry(), Delete: r.flags&itemTomb != 0, Cancel: r.cancel()})
 		}
 	}

@@ -200,15 +200,21 @@ func checkTimelines(v *View) error {
 			}
 			timed++
 			te := timedOf(it)
-			shown := te.viewItem
+			// The entry as shown and as held, but for the kind of their
+			// allocations (a timedEntry's is wide): the same header and
+			// times.
+			shown, cur := te.viewItem, *te.cur
 			shown.timed = false
+			shown.flags &^= itemWide
+			cur.flags &^= itemWide
 			switch {
 			case te.tl == nil || te.cur == nil:
 				return fmt.Errorf("topic %s: the timed entry of %s holds timeline %p, entry %p", tv.name, k, te.tl, te.cur)
 			case in != te.cur:
 				return fmt.Errorf("topic %s: the B-tree holds %p for %s, its timed entry %p", tv.name, in, k, te.cur)
-			case shown != *te.cur:
-				return fmt.Errorf("topic %s: the timed entry of %s shows %+v, the entry is %+v", tv.name, k, shown, *te.cur)
+			case shown != cur || te.effAt() != te.cur.effAt() || te.expiry() != te.cur.expiry():
+				return fmt.Errorf("topic %s: the timed entry of %s shows %+v (times %d, %d), the entry is %+v (%d, %d)", tv.name, k,
+					shown, te.effAt(), te.expiry(), cur, te.cur.effAt(), te.cur.expiry())
 			case te.tl.key() != k:
 				return fmt.Errorf("topic %s: the timeline of %s holds records of %s", tv.name, k, te.tl.key())
 			case te.tl.slot >= len(tv.tls) || tv.tls[te.tl.slot] != te.tl:
