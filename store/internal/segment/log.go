@@ -49,6 +49,9 @@ type Log struct {
 	retiring      []*segment
 	retiringFiles []*segFile
 	releasing     []releaseRange // the preparer's scratch (release.go)
+	// releases is whether the mapped segments may hold more than
+	// ReleaseAbove bytes, and so flushed pages are released (release.go).
+	releases bool
 	// makingFile is the first position of the file being made, -1 if
 	// none: the writer and the preparer never make the same one.
 	makingFile int64
@@ -175,6 +178,7 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 		makingFile: -1,
 		window:     min(m.segSize, PrefaultWindow),
 	}
+	l.releases = int64(l.maxMapped)*l.segSize > ReleaseAbove
 	// Segments ahead, by bytes (ReadyAhead), so that a writer outrunning
 	// the preparer for a while still finds its next segment made; at
 	// most half the maps, at least one.

@@ -43,7 +43,7 @@ type releaseRange struct {
 // releaseFlushed drops the pages of the mapped segments that lie a window
 // behind the flushed end (see above). The preparer's.
 func (l *Log) releaseFlushed() {
-	if int64(l.maxMapped)*l.segSize <= ReleaseAbove {
+	if !l.releases {
 		return
 	}
 	edge := l.flushed.Load() - l.window
