@@ -7,6 +7,7 @@ import (
 	core "github.com/cachecast/cachecast/command"
 	"github.com/cachecast/cachecast/resp/internal/session"
 	"github.com/cachecast/cachecast/store/record"
+	storeview "github.com/cachecast/cachecast/store/view"
 )
 
 // The strings commands that read the key before they write: SETNX,
@@ -69,14 +70,24 @@ func cmdGetSet(c *session.Session, a [][]byte) {
 	}
 }
 
+// lookupOrNull reads a key's entry as lookup does; when the key has no
+// value it answers null (WRONGTYPE for a hash), and false.
+func lookupOrNull(c *session.Session, name []byte) (storeview.Entry, bool) {
+	e, found := lookup(c, name)
+	switch {
+	case found:
+		return e, true
+	case isHash(c, name):
+		c.Err(wrongType)
+	default:
+		c.Null()
+	}
+	return e, false
+}
+
 func cmdGetDel(c *session.Session, a [][]byte) {
-	e, found := lookup(c, a[1])
+	e, found := lookupOrNull(c, a[1])
 	if !found {
-		if isHash(c, a[1]) {
-			c.Err(wrongType)
-		} else {
-			c.Null()
-		}
 		return
 	}
 	m, ok := message(c, a[1], nil, true)
@@ -117,13 +128,8 @@ func cmdGetEx(c *session.Session, a [][]byte) {
 			return
 		}
 	}
-	e, found := lookup(c, a[1])
+	e, found := lookupOrNull(c, a[1])
 	if !found {
-		if isHash(c, a[1]) {
-			c.Err(wrongType)
-		} else {
-			c.Null()
-		}
 		return
 	}
 	var at int64

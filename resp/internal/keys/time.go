@@ -307,32 +307,40 @@ func cmdPersist(c *session.Session, a [][]byte) {
 	}
 }
 
-func cmdTTL(c *session.Session, a [][]byte) {
-	e, found := lookup(c, a[1])
+// withExpiry reads a key's entry for TTL and EXPIRETIME: when the key
+// has no expiry (or is a hash) it answers -1, when it has no value -2,
+// and false.
+func withExpiry(c *session.Session, name []byte) (storeview.Entry, bool) {
+	e, found := lookup(c, name)
 	switch {
-	case !found && isHash(c, a[1]), found && e.ExpiresAt == 0:
+	case !found && isHash(c, name), found && e.ExpiresAt == 0:
 		c.Int(-1)
 	case !found:
 		c.Int(-2)
 	default:
-		left := max(e.ExpiresAt-c.Env.Now().UnixMilli(), 0)
-		if bytes.EqualFold(a[0], []byte("ttl")) {
-			left = (left + 500) / 1000
-		}
-		c.Int(left)
+		return e, true
 	}
+	return e, false
+}
+
+func cmdTTL(c *session.Session, a [][]byte) {
+	e, ok := withExpiry(c, a[1])
+	if !ok {
+		return
+	}
+	left := max(e.ExpiresAt-c.Env.Now().UnixMilli(), 0)
+	if bytes.EqualFold(a[0], []byte("ttl")) {
+		left = (left + 500) / 1000
+	}
+	c.Int(left)
 }
 
 func cmdExpireTime(c *session.Session, a [][]byte) {
-	e, found := lookup(c, a[1])
+	e, ok := withExpiry(c, a[1])
 	switch {
-	case !found && isHash(c, a[1]), found && e.ExpiresAt == 0:
-		c.Int(-1)
-	case !found:
-		c.Int(-2)
+	case !ok:
 	case bytes.EqualFold(a[0], []byte("expiretime")):
 		c.Int(e.ExpiresAt/1000 + (e.ExpiresAt%1000+500)/1000) // to the nearest second, as Redis rounds
-
 	default:
 		c.Int(e.ExpiresAt)
 	}
