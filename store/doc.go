@@ -82,7 +82,8 @@
 // set once they are flushed and a window behind the flushed end
 // (MADV_DONTNEED; the maps stay): they stay in the page cache, from where
 // a reader behind the tail faults them back in, to be dropped again after
-// it (segment/release.go). A full disk is an
+// it (segment/release.go; not when the mapped segments hold at most 64
+// MiB, which eviction bounds). A full disk is an
 // ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
 // never writes past what is allocated, and allocates itself when it runs
 // ahead of the preparer. A new store so costs two windows of disk and of
