@@ -164,7 +164,7 @@ func (c *conn) exec(cmd *session.Command, a [][]byte) (full bool) {
 		c.queue(cmd, a)
 		return
 	}
-	cmd.Fn(&c.Session, a)
+	c.Run(cmd, a)
 	return full
 }
 

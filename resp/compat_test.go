@@ -2,7 +2,9 @@ package resp
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,5 +288,74 @@ func TestPublishHalfClosedSubscriber(t *testing.T) {
 	}
 	if got := pub.do("GET", "k:h"); got != "v" {
 		t.Fatalf("GET of the half-closed subscriber's SET = %q", got)
+	}
+}
+
+// TestWritesTrackNothing: a tracking client's write commands register
+// none of the keys they read (INCR, the GETSET family, SETNX, EXPIRE),
+// as Redis remembers the keys of read-only commands only: another
+// client's write of such a key sends no invalidation, and neither does
+// the command's own write. A GET, and a write queued in MULTI, are the
+// controls. A sentinel key read after each tells the first invalidation
+// that arrives.
+func TestWritesTrackNothing(t *testing.T) {
+	s, _ := limitServer(t, Config{})
+	addr := serveTCP(t, s)
+	for i, tc := range []struct {
+		cmds    [][]string // on the tracking client; "w" is the key
+		want    []string
+		tracked bool
+	}{
+		{[][]string{{"GET", "w"}}, []string{"_"}, true},
+		{[][]string{{"INCR", "w"}}, []string{":1"}, false},
+		{[][]string{{"INCRBYFLOAT", "w", "1.5"}}, []string{"1.5"}, false},
+		{[][]string{{"HINCRBY", "t", "w", "2"}}, []string{":2"}, false},
+		{[][]string{{"GETSET", "w", "v"}}, []string{"_"}, false},
+		{[][]string{{"SET", "w", "v", "GET"}}, []string{"_"}, false},
+		{[][]string{{"SETNX", "w", "v"}}, []string{":1"}, false},
+		{[][]string{{"SET", "w", "v"}, {"GETDEL", "w"}}, []string{"+OK", "v"}, false},
+		{[][]string{{"SET", "w", "v"}, {"GETEX", "w"}}, []string{"+OK", "v"}, false},
+		{[][]string{{"SET", "w", "v"}, {"EXPIRE", "w", "100"}}, []string{"+OK", ":1"}, false},
+		{[][]string{{"MULTI"}, {"INCR", "w"}, {"GET", "x"}, {"EXEC"}}, []string{"+OK", "+QUEUED", "+QUEUED", "*2 :1 _"}, false},
+	} {
+		t.Run(strings.Join(tc.cmds[len(tc.cmds)-1], " "), func(t *testing.T) {
+			trk, pub := dial(t, addr), dial(t, addr)
+			key, sentinel := fmt.Sprintf("t:w%d", i), fmt.Sprintf("t:s%d", i)
+			for _, cmd := range [][]string{{"HELLO", "3"}, {"CLIENT", "TRACKING", "ON"}} {
+				trk.send(cmd...)
+				if _, err := trk.reply(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for j, cmd := range tc.cmds {
+				cmd = slices.Clone(cmd)
+				for k, a := range cmd {
+					switch {
+					case a == "w" && cmd[0] == "HINCRBY":
+						cmd[k] = key[2:]
+					case a == "w":
+						cmd[k] = key
+					}
+				}
+				if got := trk.do(cmd...); got != tc.want[j] {
+					t.Fatalf("%q = %q, want %q", cmd, got, tc.want[j])
+				}
+			}
+			if got := trk.do("GET", sentinel); got != "_" {
+				t.Fatalf("GET %s = %q", sentinel, got)
+			}
+			for _, k := range []string{key, sentinel} {
+				if got := pub.do("SET", k, "z"); got != "+OK" {
+					t.Fatalf("SET %s = %q", k, got)
+				}
+			}
+			want := ">2 invalidate *1 " + sentinel
+			if tc.tracked {
+				want = ">2 invalidate *1 " + key
+			}
+			if got, err := trk.reply(); err != nil || got != want {
+				t.Fatalf("first invalidation %q, %v; want %q", got, err, want)
+			}
+		})
 	}
 }

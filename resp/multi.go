@@ -80,7 +80,7 @@ func cmdExec(c *conn, _ [][]byte) {
 	}
 	c.Array(len(queued))
 	for _, q := range queued {
-		lookup(q[0]).Fn(&c.Session, q)
+		c.Run(lookup(q[0]), q)
 	}
 }
 
@@ -109,7 +109,7 @@ func (c *conn) execBatch(queued [][][]byte) {
 	wrote := make([]bool, len(queued))
 	for i, q := range queued {
 		n := len(tx.Msgs())
-		lookup(q[0]).Fn(&c.Session, q)
+		c.Run(lookup(q[0]), q)
 		ends[i], wrote[i] = len(c.Out), len(tx.Msgs()) > n
 	}
 	answers := c.Out

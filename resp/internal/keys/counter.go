@@ -81,7 +81,6 @@ func cmdIncr(c *session.Session, a [][]byte) {
 	if !ok {
 		return
 	}
-	c.TrackRead(a[1])
 	countBy(c, t, k, inc, false)
 }
 
@@ -95,7 +94,6 @@ func cmdHIncr(c *session.Session, a [][]byte) {
 		c.Err("ERR invalid_name: HINCRBY names a topic (the hash) and a key (the field), both not empty")
 		return
 	}
-	c.TrackRead(a[1])
 	countBy(c, t, session.Str(a[2]), inc, true)
 }
 

@@ -124,6 +124,9 @@ type Session struct {
 	// Tracking says CLIENT TRACKING is on: a read registers its keys
 	// (TrackRead). The host sets it.
 	Tracking bool
+	// writing says the command running (Run) is a write: its reads
+	// register no key for tracking.
+	writing bool
 	// Lookups are MGET's buffers, reused by the session's next MGET.
 	Lookups Lookups
 
@@ -156,11 +159,20 @@ func (s *Session) Node() View {
 func (s *Session) Split(name []byte) (topic, key string) { return s.Env.Split(name) }
 
 // TrackRead registers a key the client reads; before the read, so that a
-// change after the read is always invalidated.
+// change after the read is always invalidated. A write command's reads
+// (INCR's, GETSET's, EXPIRE's...) register nothing: Redis remembers the
+// keys of read-only commands only (CMD_READONLY in its call()).
 func (s *Session) TrackRead(name []byte) {
-	if s.Tracking {
+	if s.Tracking && !s.writing {
 		s.host.Track(name)
 	}
+}
+
+// Run runs cmd with the arguments a (a[0] its name) on s.
+func (s *Session) Run(cmd *Command, a [][]byte) {
+	s.writing = cmd.Write
+	cmd.Fn(s, a)
+	s.writing = false
 }
 
 // Publish writes msgs through the node, answering the error when there
