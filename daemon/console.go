@@ -132,10 +132,10 @@ func (d *Daemon) keyOnNode(topic, key string) wire.KeyOnMember {
 // keyEntry is e as the console shows it.
 func keyEntry(e view.Entry) wire.KeyEntry {
 	sum := sha256.Sum256(e.Value)
-	v := e.Value
+	v, st := e.Value, e.Stamp.Shown()
 	out := wire.KeyEntry{Size: len(v), SHA256: hex.EncodeToString(sum[:]), Tag: e.Tag,
-		Origin: wire.FormatOrigin(e.Stamp.Origin), Seq: e.Stamp.Seq, HLC: strconv.FormatUint(e.Stamp.HLC, 10),
-		Time: record.HLCTime(e.Stamp.HLC).UTC().Format(wire.TimeLayout)}
+		Origin: wire.FormatOrigin(st.Origin), Seq: st.Seq, HLC: strconv.FormatUint(st.HLC, 10),
+		Time: record.HLCTime(st.HLC).UTC().Format(wire.TimeLayout)}
 	if len(v) > consolePreview {
 		v, out.Truncated = v[:consolePreview], true
 	}
@@ -418,8 +418,11 @@ func (d *Daemon) keyHistory(topic, key string, limit int, scan uint64) (wire.Key
 		hr := wire.HistoryRecord{Offset: dl.Offset, Kind: historyKind(r.Kind()),
 			KeyEntry: keyEntry(view.Entry{Value: r.Value(), Tag: string(r.Tag()), Stamp: r.Stamp(),
 				ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt())})}
-		hr.Absent = r.Absent()
-		if t := r.Target(); t.Origin != 0 { // an absence of a key never held has a horizon, no version
+		// An absence of a key never held has a horizon, no version; an
+		// expiry change of its revival names Genesis, no version either.
+		t := r.Target()
+		hr.Absent = r.Absent() || t == record.Genesis
+		if t = t.Shown(); t.Origin != 0 {
 			hr.Target = &wire.Version{HLC: strconv.FormatUint(t.HLC, 10), Origin: wire.FormatOrigin(t.Origin), Seq: t.Seq}
 		}
 		out.Records = append(out.Records, hr)

@@ -270,6 +270,21 @@ func TestKeyHistory(t *testing.T) {
 	if c, del := vh[1], vh[2]; c.Kind != "counter" || !c.Absent || c.Target == nil || c.Target.HLC != del.HLC {
 		t.Errorf("the increment after the delete: %+v; want it on the absence after %s", c, del.HLC)
 	}
+	// Its revival has no version (record.Genesis): its entry, its GET and
+	// an expiry change of it (Redis EXPIRE) show none, origin 0.
+	if out, _ := redisCLI(t, td, nil, "EXPIRE", "prices:hits", "3600"); out != "1\n" {
+		t.Fatalf("EXPIRE of the revival: %q", out)
+	}
+	if c := getJSON[wire.KeyHistory](td, "/v1/topics/prices/history/hits").Records[0]; c.Kind != "expiry" || !c.Absent || c.Target != nil {
+		t.Errorf("the EXPIRE of the revival: %+v; want an expiry of the absence, naming no version", c)
+	}
+	none := wire.FormatOrigin(0)
+	if e := getJSON[wire.KeyAcross](td, "/v1/topics/prices/nodes/hits").Nodes[0].Entry; e == nil || e.Value != "7" || e.Origin != none || e.Seq != 0 || e.HLC != "0" {
+		t.Errorf("the revival's entry: %+v; want 7 at no version", e)
+	}
+	if r := td.do("GET", "/v1/topics/prices/keys/hits", nil); r.header.Get("Cachecast-Origin") != none || r.header.Get("Cachecast-Seq") != "0" || r.header.Get("Cachecast-Hlc") != "0" {
+		t.Errorf("GET of the revival: %d %v; want origin %s, seq 0, hlc 0", r.status, r.header, none)
+	}
 }
 
 // TestExpiriesRoute covers GET /v1/topics/{t}/expiries: the keys whose

@@ -144,9 +144,10 @@ type KeyHistory struct {
 // HistoryRecord is one record of a key in KeyHistory: Kind is "write",
 // "delete", "cancel" (of the scheduled records at its effective_at),
 // "expiry" (a change of the expiry of the version Target names, to
-// expires_at; none: no expiry) or "counter" (an increment, its value, of
-// the version Target names, or with Absent of the key's absence after
-// that version: deleted or expired, or with no Target never held by the
+// expires_at; none: no expiry; with Absent and no Target, of the revival
+// of a key never held) or "counter" (an increment, its value, of the
+// version Target names, or with Absent of the key's absence after that
+// version: deleted or expired, or with no Target never held by the
 // node); Offset is its offset in the topic on the node asked. The fields
 // of KeyEntry are the record's (value, tag, origin, seq, hlc, time,
 // expires_at, effective_at).

@@ -271,11 +271,12 @@ func appendExpiring(b []byte, k *view.KeyedEntry) []byte {
 	b = wire.AppendString(b, k.Tag)
 	b = wire.AppendValue(b, k.Value)
 	b = append(b, `,"origin":"`...)
-	b = append(b, wire.FormatOrigin(k.Stamp.Origin)...)
+	st := k.Stamp.Shown() // a counter revived from nothing: no version
+	b = append(b, wire.FormatOrigin(st.Origin)...)
 	b = append(b, `","seq":`...)
-	b = strconv.AppendUint(b, k.Stamp.Seq, 10)
+	b = strconv.AppendUint(b, st.Seq, 10)
 	b = append(b, `,"hlc":"`...)
-	b = strconv.AppendUint(b, k.Stamp.HLC, 10)
+	b = strconv.AppendUint(b, st.HLC, 10)
 	return append(b, `"}`...)
 }
 

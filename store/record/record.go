@@ -280,6 +280,16 @@ func (m *Message) Unversioned() bool { return m.CountAbsent && m.CountOn.Origin 
 // the instant 0, before every clock's).
 var Genesis = Stamp{Origin: math.MaxUint64, Seq: math.MaxUint64, HLC: 1}
 
+// Shown is s as an answer shows a version: the zero stamp (origin 0,
+// seq 0, hlc 0: no version) for Genesis, which no record wrote, the
+// version of the revival of a key never held; s otherwise.
+func (s Stamp) Shown() Stamp {
+	if s == Genesis {
+		return Stamp{}
+	}
+	return s
+}
+
 // Delta reads a counter increment's value: an integer within int64 (n),
 // or else a finite float (f, isFloat). ok is false for anything else.
 func Delta(v []byte) (n int64, f float64, isFloat, ok bool) {
