@@ -49,14 +49,21 @@ func CheckKey(s string) *Error {
 	if s == "" || len(s) > MaxAPIKeyLen {
 		return Errorf(CodeInvalidName, "key: must be 1 to %d bytes, got %d", MaxAPIKeyLen, len(s))
 	}
-	for i, r := range s {
+	// Printable ASCII (nearly every key) needs no decoding: the runes
+	// are checked from the first other byte on.
+	i := 0
+	for i < len(s) && ' ' <= s[i] && s[i] < 0x7f {
+		i++
+	}
+	for j, r := range s[i:] {
+		at := i + j
 		if r == utf8.RuneError {
-			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
-				return Errorf(CodeInvalidName, "key: invalid UTF-8 at byte %d", i)
+			if _, n := utf8.DecodeRuneInString(s[at:]); n == 1 {
+				return Errorf(CodeInvalidName, "key: invalid UTF-8 at byte %d", at)
 			}
 		}
 		if unicode.IsControl(r) {
-			return Errorf(CodeInvalidName, "key: control character %U at byte %d", r, i)
+			return Errorf(CodeInvalidName, "key: control character %U at byte %d", r, at)
 		}
 	}
 	return nil

@@ -68,6 +68,9 @@ func TestNameErrorShowsTheCharacter(t *testing.T) {
 		{CheckName("cursor name", "t\xff"), `cursor name "t\xff": byte 0xff at byte 1 (not UTF-8) is not one of`},
 		{CheckName("topic", "with space"), `' ' at byte 4 is not one of`},
 		{CheckTag("é"), `tag "é": 'é' (bytes c3 a9) at byte 0 is not one of`},
+		{CheckKey("sku\xff"), "key: invalid UTF-8 at byte 3"},
+		{CheckKey("sku-ключ\x01"), "key: control character U+0001 at byte 12"},
+		{CheckKey("\x7f"), "key: control character U+007F at byte 0"},
 	}
 	for _, tt := range tests {
 		if tt.err == nil || !strings.Contains(tt.err.Message, tt.want) || strings.Contains(tt.err.Message, "Ã") {
