@@ -79,8 +79,9 @@
 // out of the log's table and renames a file it empties: the preparer
 // unmaps them and keeps or deletes the files (segment/ring.go). The
 // preparer drops the pages the writer wrote from the process's resident
-// set once they are flushed and a window behind the flushed end
-// (MADV_DONTNEED; the maps stay): they stay in the page cache, from where
+// set once they are a window behind the committed end (MADV_DONTNEED;
+// the maps stay): they stay in the page cache, dirty until the flusher's
+// msync of the file's range, from where
 // a reader behind the tail faults them back in, to be dropped again after
 // it (segment/release.go; not when the mapped segments hold at most 64
 // MiB, which eviction bounds). A full disk is an

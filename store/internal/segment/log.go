@@ -50,7 +50,7 @@ type Log struct {
 	retiringFiles []*segFile
 	releasing     []releaseRange // the preparer's scratch (release.go)
 	// releases is whether the mapped segments may hold more than
-	// ReleaseAbove bytes, and so flushed pages are released (release.go).
+	// ReleaseAbove bytes, and so written pages are released (release.go).
 	releases bool
 	// makingFile is the first position of the file being made, -1 if
 	// none: the writer and the preparer never make the same one.
@@ -642,7 +642,7 @@ func (l *Log) saveAside(base, off int64, data []byte) (string, error) {
 // and faulted in, see ahead), and makes the next segment (created or
 // reused, mapped, its first window readied; maxReady of them), so that
 // moving to it is a pointer swap, not a file creation; last, it drops the
-// flushed pages behind the writer from the resident set (release.go). The
+// written pages behind the writer from the resident set (release.go). The
 // writer kicks it when it passes prepAt, and at every segment switch.
 func (l *Log) prepareLoop() {
 	defer l.wg.Done()
@@ -665,7 +665,7 @@ func (l *Log) prepareLoop() {
 		for l.prepareNext() {
 		}
 		l.prepareFileAhead()
-		l.releaseFlushed()
+		l.releaseWritten()
 	}
 }
 

@@ -6,14 +6,18 @@ import (
 	"github.com/cachecast/cachecast/store/internal/fsys"
 )
 
-// The log's written pages leave the process's resident set once they are
-// flushed (issue 34): the writer never goes back to them, and only readers
-// behind the live tail (catch-up, followers, snapshots, backup) read them.
-// The preparer drops them (fsys.Release) from its maps, which keep
-// mapping them: they stay in the page cache, where a read faults them back
-// in. A page is dropped once it lies a window (PrefaultWindow, or the
-// segment) behind the flushed end, so that a reader just behind the writer
-// still finds it mapped:
+// The log's written pages leave the process's resident set once the
+// writer is a window past them (issue 34): the writer never goes back to
+// them, and only readers behind the live tail (catch-up, followers,
+// snapshots, backup) read them. The preparer drops them (fsys.Release)
+// from its maps, which keep mapping them: they stay in the page cache,
+// where a read faults them back in. A page not yet flushed stays dirty
+// there (the map's dirty bit goes to the page), and the flusher's msync,
+// a sync of the file's range, writes it back all the same: waiting for
+// the flush would keep a writer faster than the disk resident up to the
+// mapped segments (a GiB at the defaults). A page is dropped once it lies
+// a window (PrefaultWindow, or the segment) behind the committed end, so
+// that a reader just behind the writer still finds it mapped:
 //
 //   - in the writer's segment, a window at a time, from where the last
 //     release ended;
@@ -31,7 +35,7 @@ import (
 
 // ReleaseAbove is the bound on the mapped segments' bytes
 // (MaxMappedSegments x SegmentSize) above which the log releases its
-// flushed pages.
+// written pages.
 const ReleaseAbove = 64 << 20
 
 // releaseRange is a part of a mapped segment to drop, pinned meanwhile.
@@ -40,13 +44,13 @@ type releaseRange struct {
 	from, to int64
 }
 
-// releaseFlushed drops the pages of the mapped segments that lie a window
-// behind the flushed end (see above). The preparer's.
-func (l *Log) releaseFlushed() {
+// releaseWritten drops the pages of the mapped segments that lie a window
+// behind the committed end (see above). The preparer's.
+func (l *Log) releaseWritten() {
 	if !l.releases {
 		return
 	}
-	edge := l.flushed.Load() - l.window
+	edge := l.end.Load() - l.window
 	l.mu.Lock()
 	jobs := l.releasing[:0]
 	for _, s := range l.maps {
@@ -58,7 +62,7 @@ func (l *Log) releaseFlushed() {
 	l.mu.Unlock()
 	for _, j := range jobs {
 		if err := fsys.Release(j.s.data[j.from:j.to]); err != nil {
-			l.log.Warn("releasing a segment's flushed pages failed", zap.String("segment-path", j.s.path), zap.Error(err))
+			l.log.Warn("releasing a segment's written pages failed", zap.String("segment-path", j.s.path), zap.Error(err))
 		}
 	}
 	l.mu.Lock()
