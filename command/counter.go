@@ -29,6 +29,14 @@ type Reader interface {
 	PendingKey(topic, key string) []view.PendingRecord
 }
 
+// Batch is a Reader of a transaction's view (the Redis door's MULTI),
+// whose writes are one batch: WrittenBy names the message of the batch
+// so far (1-based; 0: none) that wrote the version of (topic, key) a
+// read sees, and whether it was a delete.
+type Batch interface {
+	WrittenBy(topic, key string) (msg int, deleted bool)
+}
+
 // Counted is what a counter operation decided: the message to write,
 // the key's value after it on this node, and the entry a later read of
 // the same transaction sees (the version counted on with the new value,
@@ -58,6 +66,15 @@ func Incr(n Reader, topic, key string, inc view.Increment) (Counted, error) {
 		}
 	case !found || e.Stamp.Origin == 0:
 		seen.Stamp, seen.EffectiveAt, seen.Base = record.Stamp{}, 0, nil
+	}
+	if b, ok := n.(Batch); ok && !m.Counter() {
+		// A key the batch wrote has no stamp yet: the increment counts
+		// on the batch's message that wrote it (on the absence after it
+		// for a delete), which the store stamps first. One the batch
+		// wrote that has expired since stays a write of the sum.
+		if j, deleted := b.WrittenBy(topic, key); j > 0 && (found || deleted) {
+			m = record.Message{Topic: m.Topic, Key: m.Key, Value: inc.Text(), CountOnEarlier: j, CountAbsent: deleted}
+		}
 	}
 	return Counted{Message: m, Value: value, Entry: seen}, nil
 }

@@ -770,6 +770,11 @@ func TestRedisTimeAgainstRedisServer(t *testing.T) {
 			{{"MULTI"}, {"SET", k("th"), "1"}, {"SET", k("th")}, {"EXEC"}, {"GET", k("th")}},
 			{{"SET", k("tn"), "5"}, {"MULTI"}, {"INCR", k("tn")}, {"INCRBY", k("tn"), "2"}, {"GET", k("tn")}, {"SET", k("to"), "1"},
 				{"INCR", k("to")}, {"INCR", k("tp")}, {"EXEC"}, {"MGET", k("tn"), k("to"), k("tp")}, {"DEL", k("tn"), k("to"), k("tp")}},
+			// Increments of the transaction's own SET and DEL: counted on
+			// that write's version, or the absence after that delete.
+			{{"SET", k("tq"), "7"}, {"MULTI"}, {"DEL", k("tq")}, {"INCR", k("tq")}, {"DECRBY", k("tq"), "3"}, {"SET", k("tr"), "1.5"},
+				{"INCRBYFLOAT", k("tr"), "1"}, {"GET", k("tr")}, {"HSET", hash, "t5", "2"}, {"HINCRBY", hash, "t5", "3"}, {"EXEC"},
+				{"MGET", k("tq"), k("tr")}, {"HGET", hash, "t5"}, {"DEL", k("tq"), k("tr")}, {"HDEL", hash, "t5"}},
 			{{"MULTI"}, {"SET", k("ti"), "1"}, {"DISCARD"}, {"GET", k("ti")}, {"MULTI"}, {"DEL", k("ti")}, {"EXEC"}},
 			{{"WATCH", k("tw")}, {"SET", k("tw"), "1"}, {"MULTI"}, {"SET", k("tw"), "2"}, {"EXEC"}, {"GET", k("tw")},
 				{"WATCH", k("tw"), k("tx")}, {"MULTI"}, {"SET", k("tw"), "3"}, {"EXEC"}, {"GET", k("tw")},

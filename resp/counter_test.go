@@ -2,6 +2,7 @@ package resp
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cachecast/cachecast/store/record"
@@ -105,5 +106,67 @@ func TestCounterExpiryInTransaction(t *testing.T) {
 	}
 	if want := "[counter/v5/false expiry/v3/true]"; fmt.Sprint(got) != want {
 		t.Fatalf("records %v, want %s", got, want)
+	}
+}
+
+// TestCounterOnTransactionsWrite: an increment in MULTI of a key the same
+// transaction SET (HSET) or DEL'd counts on that write's version (record
+// version 4), or on the absence after that delete (version 5), which the
+// store stamps first in the batch: the counters' rule, never a write of
+// the sum. Each case writes its key once before the transaction.
+func TestCounterOnTransactionsWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name, key string
+		tx        [][]string
+		exec      string
+		records   string // the transaction's (version 2: a batch): kind/version/value>target (the index of the record it names, - none)
+		value     string
+	}{
+		{"SET then INCR", "a:k", [][]string{{"SET", "a:k", "5"}, {"INCR", "a:k"}, {"INCRBY", "a:k", "2"}, {"GET", "a:k"}},
+			"*4\r\n+OK\r\n:6\r\n:8\r\n$1\r\n8\r\n", "[value/v2/5>- counter/v4/1>0 counter/v4/2>0]", "8"},
+		{"SET EX then INCRBYFLOAT", "b:k", [][]string{{"SET", "b:k", "1", "EX", "100"}, {"INCRBYFLOAT", "b:k", "0.5"}},
+			"*2\r\n+OK\r\n$3\r\n1.5\r\n", "[value/v2/1>- counter/v4/0.5>0]", "1.5"},
+		{"DEL then INCR", "c:k", [][]string{{"DEL", "c:k"}, {"INCR", "c:k"}, {"DECR", "c:k"}, {"DECR", "c:k"}},
+			"*4\r\n:1\r\n:1\r\n:0\r\n:-1\r\n", "[tombstone/v2/>- counter/v5/1>0 counter/v5/-1>0 counter/v5/-1>0]", "-1"},
+		{"HSET then HINCRBY", "d:f", [][]string{{"HSET", "d", "f", "2"}, {"HINCRBY", "d", "f", "3"}},
+			"*2\r\n:0\r\n:5\r\n", "[value/v2/2>- counter/v4/3>0]", "5"},
+		{"SET, INCR, SET, INCR", "e:k", [][]string{{"SET", "e:k", "1"}, {"INCR", "e:k"}, {"SET", "e:k", "10"}, {"INCR", "e:k"}},
+			"*4\r\n+OK\r\n:2\r\n+OK\r\n:11\r\n", "[value/v2/1>- counter/v4/1>0 value/v2/10>- counter/v4/1>2]", "11"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, st := newTestServer(t)
+			in := cmd("SET", tc.key, "100") + cmd("MULTI")
+			for _, c := range tc.tx {
+				in += cmd(c...)
+			}
+			got := replies(t, runSession(s, []byte(in+cmd("EXEC"))))
+			if len(got) != len(tc.tx)+3 || got[len(got)-1] != tc.exec {
+				t.Fatalf("answers %q; want EXEC's %q", got, tc.exec)
+			}
+			var recs []record.Record
+			if _, err := st.ReadOrigin(st.Origin(), 2, 20, func(r record.Record) error {
+				recs = append(recs, r.Clone())
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			var desc []string
+			for _, r := range recs {
+				target := "-"
+				for j, w := range recs {
+					if r.Target() == w.Stamp() {
+						target = fmt.Sprint(j)
+					}
+				}
+				desc = append(desc, fmt.Sprintf("%s/v%d/%s>%s", r.Kind(), r.Version(), r.Value(), target))
+			}
+			if fmt.Sprint(desc) != tc.records {
+				t.Errorf("records %v, want %s", desc, tc.records)
+			}
+			topic, key, _ := strings.Cut(tc.key, ":")
+			if e, ok := st.Get(topic, key); !ok || string(e.Value) != tc.value {
+				t.Errorf("the store holds %q (%t), want %s", e.Value, ok, tc.value)
+			}
+		})
 	}
 }

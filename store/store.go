@@ -504,6 +504,9 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 		if err := ms[i].Validate(); err != nil {
 			return err
 		}
+		if ms[i].CountOnEarlier > i {
+			return fmt.Errorf("%w: message %d counts on message %d of its batch, not an earlier one", ErrInvalid, i, ms[i].CountOnEarlier-1)
+		}
 		if (i == 0 || ms[i].Topic != ms[i-1].Topic) && s.topics.Get(ms[i].Topic) == nil {
 			if err := s.prepareTopic(ms[i].Topic); err != nil {
 				return err
@@ -540,6 +543,9 @@ func (s *Store) publishLocked(ms []record.Message, results []Result) (end int64,
 				return err
 			}
 			st := record.Stamp{Origin: s.origin, Seq: s.nextSeq + uint64(i), HLC: hlc + uint64(i)}
+			if j := m.CountOnEarlier; j > 0 { // an INCR after a SET or DEL in one MULTI
+				m.CountOn, m.CountOnEarlier = results[j-1].Stamp, 0
+			}
 			record.Encode(buf, m, st)
 			if len(ms) == 1 {
 				if err := s.index(record.Record(buf), pos); err != nil {

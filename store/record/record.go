@@ -264,15 +264,26 @@ type Message struct {
 	// Origin and Seq say that it held nothing of the key, CountOn's HLC
 	// is then its horizon (see Version5).
 	CountAbsent bool
+	// CountOnEarlier, when above 0, makes the message a counter increment
+	// of the version an earlier message of its batch writes, message
+	// CountOnEarlier-1 (with CountAbsent, of the absence after that
+	// message's delete): an INCR after a SET or DEL in one MULTI. That
+	// version's stamp is known only when the store stamps the batch,
+	// which sets CountOn then (and CountOnEarlier back to 0).
+	CountOnEarlier int
 }
 
 // Counter reports whether the message is a counter increment (CountOn
-// set, or CountAbsent): a version 4 or 5 record.
-func (m *Message) Counter() bool { return m.CountOn.Origin != 0 || m.CountAbsent }
+// set, CountOnEarlier, or CountAbsent): a version 4 or 5 record.
+func (m *Message) Counter() bool {
+	return m.CountOn.Origin != 0 || m.CountAbsent || m.CountOnEarlier > 0
+}
 
 // Unversioned reports whether the message counts on the absence of a
 // key its node held nothing of (CountAbsent without a target version).
-func (m *Message) Unversioned() bool { return m.CountAbsent && m.CountOn.Origin == 0 }
+func (m *Message) Unversioned() bool {
+	return m.CountAbsent && m.CountOn.Origin == 0 && m.CountOnEarlier == 0
+}
 
 // Genesis is the stamp of the version before every version of a key,
 // which the views give to a counter created on a key no node held
@@ -395,8 +406,10 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: the expiry is not after the effective time", ErrInvalid)
 	case m.ExpiryChange() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryOf.Seq == 0 || m.ExpiryOf.HLC == 0):
 		return fmt.Errorf("%w: an expiry change needs a key and the whole stamp of a value it changes", ErrInvalid)
+	case m.CountOnEarlier < 0 || m.CountOnEarlier > 0 && (m.CountOn != Stamp{} || m.ExpiresAt != 0 || m.EffectiveAt != 0):
+		return fmt.Errorf("%w: an increment of an earlier message of its batch names no stamp, expiry or effective time of its own", ErrInvalid)
 	case m.Counter() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryChange() || m.ExpiresAt != 0 && !m.CountAbsent || m.Tag != "" ||
-		!m.Unversioned() && (m.CountOn.Origin == 0 || m.CountOn.Seq == 0 || m.CountOn.HLC == 0)):
+		!m.Unversioned() && m.CountOnEarlier == 0 && (m.CountOn.Origin == 0 || m.CountOn.Seq == 0 || m.CountOn.HLC == 0)):
 		return fmt.Errorf("%w: a counter increment needs a key and the whole stamp of a value it counts on, and no expiry or tag", ErrInvalid)
 	case m.Unversioned() && (m.CountOn.Seq != 0 || m.ExpiresAt != 0 || m.EffectiveAt != 0):
 		return fmt.Errorf("%w: an increment of a key without a version names no seq, expiry or effective time", ErrInvalid)

@@ -202,6 +202,13 @@ func TestMessageValidate(t *testing.T) {
 		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountAbsent: true, EffectiveAt: 5}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", CountAbsent: true}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", Delete: true, Value: []byte("1"), CountAbsent: true}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: 1}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: 2, CountAbsent: true}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("x"), CountOnEarlier: 1}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: 1, CountOn: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: 1, CountAbsent: true, ExpiresAt: 5}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: 1, EffectiveAt: 5}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: -1}, ErrInvalid},
 	}
 	for i, tc := range cases {
 		if err := tc.m.Validate(); !errors.Is(err, tc.want) {

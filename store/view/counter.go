@@ -533,11 +533,16 @@ func Count(topic, key string, e Entry, found bool, inc Increment) (record.Messag
 	default:
 		return m, value, nil
 	}
-	m.Value = strconv.AppendInt(nil, inc.N, 10)
-	if inc.Float {
-		m.Value = strconv.AppendFloat(nil, inc.F, 'f', -1, 64)
-	}
+	m.Value = inc.Text()
 	return m, value, nil
+}
+
+// Text is the increment in decimal, a counter record's value.
+func (inc Increment) Text() []byte {
+	if inc.Float {
+		return strconv.AppendFloat(nil, inc.F, 'f', -1, 64)
+	}
+	return strconv.AppendInt(nil, inc.N, 10)
 }
 
 // addIncrement is cur (found: the key has a value) plus inc, in decimal.

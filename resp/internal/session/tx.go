@@ -14,10 +14,11 @@ import (
 // for one publish. Reads of a key the transaction wrote see its latest
 // write; scheduled records and cancels change no read, as in the view.
 // A key the transaction wrote has no stamp (its records have none yet):
-// a command that binds a record to the version it reads (an expiry
-// change, an increment) writes the key's value itself then, in the same
-// batch. An increment of a version the node holds keeps that version's
-// stamp, so that the next one counts on the same version.
+// an expiry change of it writes the key's value itself then, in the same
+// batch; an increment names the batch's message that wrote it
+// (WrittenBy, record.Message.CountOnEarlier). An increment of a version
+// the node holds keeps that version's stamp, so that the next one counts
+// on the same version.
 type TxView struct {
 	View
 	now  func() time.Time
@@ -39,6 +40,10 @@ func (t *TxView) Msgs() []record.Message { return t.msgs }
 type txSeen struct {
 	e    storeview.Entry
 	live bool
+	// by is the message (1-based; 0: none) that wrote the version a read
+	// sees, a delete when deleted (WrittenBy).
+	by      int
+	deleted bool
 }
 
 // Add keeps msgs, checked one by one (Host.PublishBatch), for the
@@ -60,15 +65,29 @@ func (t *TxView) Add(msgs []record.Message) string {
 				e.Value, e.Base, e.Absence = prior.Value, prior.Base, prior.Absence // a counter's count stays
 			}
 		}
-		t.seen[[2]string{m.Topic, m.Key}] = txSeen{e: e, live: !m.Delete}
+		s := txSeen{e: e, live: !m.Delete, by: len(t.msgs), deleted: m.Delete}
+		if m.ExpiryChange() {
+			s.by = 0 // a version the node holds, not one of the transaction
+		}
+		t.seen[[2]string{m.Topic, m.Key}] = s
 	}
 	return ""
 }
 
 // Counted makes a read of (topic, key) see e, the entry an increment
-// left.
+// left; the version it counts on stays the one that was written.
 func (t *TxView) Counted(topic, key string, e storeview.Entry) {
-	t.seen[[2]string{topic, key}] = txSeen{e: e, live: true}
+	s := t.seen[[2]string{topic, key}]
+	s.e, s.live = e, true
+	t.seen[[2]string{topic, key}] = s
+}
+
+// WrittenBy is the message of the transaction (1-based; 0: none) that
+// wrote the version of (topic, key) a read sees, and whether it was a
+// delete: an increment counts on it (command.Batch).
+func (t *TxView) WrittenBy(topic, key string) (msg int, deleted bool) {
+	s := t.seen[[2]string{topic, key}]
+	return s.by, s.deleted
 }
 
 // written is what a read of (topic, key) sees after the transaction's
