@@ -89,4 +89,39 @@ func TestRedisCountersConvergeOnThreeNodes(t *testing.T) {
 			return fmt.Sprintf("ctr:a %s (want %s), ctrh f %s (want %s)", a, wantA, f, wantF)
 		})
 	}
+	// Increments of a transaction's own SET and DEL count on that
+	// write's version (on the absence after that delete) on every node,
+	// and so do the increments made after it on each node.
+	if _, err := seed.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, "ctr:b", "10", 0)
+		p.IncrBy(ctx, "ctr:b", 5)
+		p.Del(ctx, "ctr:a")
+		p.Incr(ctx, "ctr:a")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	convergedTo(t, ds, "15", "1")
+	for _, td := range ds {
+		c := goRedis(t, td, 2)
+		noErr(t, c.IncrBy(ctx, "ctr:b", 2).Err())
+		noErr(t, c.Incr(ctx, "ctr:a").Err())
+	}
+	convergedTo(t, ds, "21", "4")
+}
+
+// convergedTo waits for every node of ds to serve ctr:b and ctr:a as b
+// and a.
+func convergedTo(t *testing.T, ds []*testDaemon, b, a string) {
+	t.Helper()
+	ctx := context.Background()
+	for i, td := range ds {
+		c := goRedis(t, td, 2)
+		testkit.Until(t, 20*time.Second, fmt.Sprintf("node %d serves ctr:b %s, ctr:a %s", i, b, a), func() string {
+			if vs, err := c.MGet(ctx, "ctr:b", "ctr:a").Result(); err != nil || fmt.Sprint(vs) != fmt.Sprint([]any{b, a}) {
+				return fmt.Sprint(vs, err)
+			}
+			return ""
+		})
+	}
 }
