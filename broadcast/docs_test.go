@@ -14,26 +14,16 @@ import (
 // upgrade by it. Every "speaks N to M" in the docs must be this build's range.
 func TestDocsProtocolRange(t *testing.T) {
 	t.Parallel()
-	files, _ := filepath.Glob("../docs/*.md")
-	files = append(files, "../README.md", "../DESIGN.md")
 	re := regexp.MustCompile(`(?:this one|this build)\s+speaks\s+(\d+)\s+to\s+(\d+)`)
-	found := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	found := docsMatching(t, re, func(f string, m [][]byte) {
+		lo, _ := strconv.Atoi(string(m[1]))
+		hi, _ := strconv.Atoi(string(m[2]))
+		if lo != ProtocolMin || hi != ProtocolMax {
+			t.Errorf("%s says this build speaks %d to %d; it speaks %d to %d (broadcast.ProtocolMin, ProtocolMax)", f, lo, hi, ProtocolMin, ProtocolMax)
 		}
-		for _, m := range re.FindAllSubmatch(b, -1) {
-			found++
-			lo, _ := strconv.Atoi(string(m[1]))
-			hi, _ := strconv.Atoi(string(m[2]))
-			if lo != ProtocolMin || hi != ProtocolMax {
-				t.Errorf("%s says this build speaks %d to %d; it speaks %d to %d (broadcast.ProtocolMin, ProtocolMax)", f, lo, hi, ProtocolMin, ProtocolMax)
-			}
-		}
-	}
+	})
 	if found == 0 {
-		t.Errorf("no doc says which protocol versions this build speaks (\"this one speaks N to M\" in README.md, DESIGN.md or docs/)")
+		t.Errorf("no doc says which protocol versions this build speaks (\"this one speaks N to M\" in README.md, DESIGN.md, ARCHITECTURE.md or docs/)")
 	}
 }
 
@@ -48,9 +38,28 @@ func TestDocsProtocolNames(t *testing.T) {
 		"ProtocolDigest": ProtocolDigest, "ProtocolCut": ProtocolCut, "ProtocolExpiry": ProtocolExpiry,
 		"ProtocolCounter": ProtocolCounter, "ProtocolAbsent": ProtocolAbsent,
 	}
+	re := regexp.MustCompile("(\\d+) \\(`(?:broadcast\\.)?(Protocol\\w+)`\\)")
+	found := docsMatching(t, re, func(f string, m [][]byte) {
+		said, _ := strconv.Atoi(string(m[1]))
+		v, ok := named[string(m[2])]
+		switch {
+		case !ok:
+			t.Errorf("%s names %s, which is not one of broadcast's protocol constants", f, m[2])
+		case said != v:
+			t.Errorf("%s says %s is %d; it is %d", f, m[2], said, v)
+		}
+	})
+	if found == 0 {
+		t.Errorf("no doc names a protocol version by its constant (\"protocol 4 (`broadcast.ProtocolTimed`)\"): the pattern this test reads has changed")
+	}
+}
+
+// docsMatching calls check with each match of re in README.md, DESIGN.md,
+// ARCHITECTURE.md and docs/, and counts them.
+func docsMatching(t *testing.T, re *regexp.Regexp, check func(file string, m [][]byte)) int {
+	t.Helper()
 	files, _ := filepath.Glob("../docs/*.md")
 	files = append(files, "../README.md", "../DESIGN.md", "../ARCHITECTURE.md")
-	re := regexp.MustCompile("(\\d+) \\(`(?:broadcast\\.)?(Protocol\\w+)`\\)")
 	found := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -59,17 +68,8 @@ func TestDocsProtocolNames(t *testing.T) {
 		}
 		for _, m := range re.FindAllSubmatch(b, -1) {
 			found++
-			said, _ := strconv.Atoi(string(m[1]))
-			v, ok := named[string(m[2])]
-			switch {
-			case !ok:
-				t.Errorf("%s names %s, which is not one of broadcast's protocol constants", f, m[2])
-			case said != v:
-				t.Errorf("%s says %s is %d; it is %d", f, m[2], said, v)
-			}
+			check(f, m)
 		}
 	}
-	if found == 0 {
-		t.Errorf("no doc names a protocol version by its constant (\"protocol 4 (`broadcast.ProtocolTimed`)\"): the pattern this test reads has changed")
-	}
+	return found
 }

@@ -23,20 +23,7 @@ func TestFunctionLength(t *testing.T) {
 	root := moduleRoot(t)
 	fset := token.NewFileSet()
 	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (name == "testdata" || name == "vendor" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
+	err := walkSources(root, func(path string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
@@ -61,6 +48,27 @@ func TestFunctionLength(t *testing.T) {
 	if files < 100 {
 		t.Fatalf("read only %d files under %s: not the module's root?", files, root)
 	}
+}
+
+// walkSources calls fn with the path of every non-test Go file under root,
+// past testdata, vendor, node_modules and hidden directories.
+func walkSources(root string, fn func(path string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != root && (name == "testdata" || name == "vendor" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		return fn(path)
+	})
 }
 
 // funcName is fn's name, with its receiver's type for a method.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -81,20 +80,7 @@ func readPackages(t *testing.T, root string) map[string]*goPackage {
 	t.Helper()
 	fset := token.NewFileSet()
 	pkgs := map[string]*goPackage{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		name := d.Name()
-		if d.IsDir() {
-			if path != root && (name == "testdata" || name == "vendor" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			return nil
-		}
+	err := walkSources(root, func(path string) error {
 		src, err := os.ReadFile(path)
 		if err != nil {
 			return err
