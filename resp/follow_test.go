@@ -62,3 +62,42 @@ func TestRoundsInvalidateTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestBcastInvalidatesEachPrefix: a BCAST client of two prefixes gets the
+// changes of one batch as one invalidation a prefix, as Redis sends them
+// (its own test "Clients can enable the BCAST mode with prefixes" reads
+// two messages), never one of names under both.
+func TestBcastInvalidatesEachPrefix(t *testing.T) {
+	s, n := limitServer(t, Config{})
+	tracker := dial(t, serveTCP(t, s))
+	tracker.do("HELLO", "3")
+	if r := tracker.do("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a:", "PREFIX", "b:"); r != "+OK" {
+		t.Fatalf("CLIENT TRACKING ON BCAST = %q", r)
+	}
+	var msgs []record.Message
+	for _, topic := range []string{"a", "b"} {
+		for _, key := range []string{"1", "2"} {
+			msgs = append(msgs, record.Message{Topic: topic, Key: key, Value: []byte("v")})
+		}
+	}
+	if _, err := n.st.PublishBatch(msgs); err != nil {
+		t.Fatal(err)
+	}
+	told := map[string]bool{}
+	for len(told) < len(msgs) {
+		r, err := tracker.reply()
+		if err != nil {
+			t.Fatalf("%d of %d keys invalidated: %v", len(told), len(msgs), err)
+		}
+		names := strings.Fields(r)[3:]
+		if !strings.HasPrefix(r, ">2 invalidate ") || len(names) == 0 {
+			t.Fatalf("the tracking client got %q", r)
+		}
+		for _, k := range names {
+			if k[:2] != names[0][:2] {
+				t.Fatalf("one invalidation holds names of both prefixes: %q", r)
+			}
+			told[k] = true
+		}
+	}
+}

@@ -49,10 +49,19 @@ type tracker struct {
 	clients map[*Peer]*trackEntry
 	active  atomic.Int64 // len(clients), read without the lock
 	// batch is the invalidations of the follower's round for each
-	// tracking connection, sent at the round's end (flush) or past
-	// batchFlush names; queued names counts them. Under mu.
-	batch  map[*Peer]*invalidation
+	// tracking connection (and each of a BCAST one's prefixes), sent at
+	// the round's end (flush) or past batchFlush names; queued names
+	// counts them. Under mu.
+	batch  map[batchKey]*invalidation
 	queued int
+}
+
+// batchKey is whom an invalidation of the round is for: a connection, and
+// for a BCAST one the prefix the names are under, since Redis sends a
+// BCAST client one invalidation a prefix.
+type batchKey struct {
+	c      *Peer
+	prefix string
 }
 
 // invalidation is the names to tell one tracking connection, and where.
@@ -265,8 +274,9 @@ func (e *trackEntry) wrote(origin, seq uint64) bool {
 
 // invalidate queues, for the connections that may have cached one of
 // names, that it changed: the follower's round sends them at its end
-// (flush), one invalidation a connection, as Redis sends a BCAST
-// client the invalidations of one event-loop turn together.
+// (flush), one invalidation a connection (a BCAST one: a prefix), as
+// Redis sends a BCAST client the invalidations of one event-loop turn
+// together, one message for each of its prefixes.
 func (t *tracker) invalidate(h *Hub, ch *Change, names [3]string) {
 	// A change no record brought (an expiry, a scheduled record taking
 	// effect) is nobody's write: NOLOOP does not hold it back, as Redis
@@ -275,7 +285,7 @@ func (t *tracker) invalidate(h *Hub, ch *Change, names [3]string) {
 	// (expiredOnArrival): the view holds no value for its key.
 	nobodys := ch.Event != "" || expiredOnArrival(h, ch)
 	own := func(e *trackEntry) bool { return !nobodys && e.wrote(ch.Origin, ch.Seq) }
-	add := func(c *Peer, e *trackEntry, n string) {
+	add := func(c *Peer, e *trackEntry, n, prefix string) {
 		if e.inflight > 0 && !nobodys {
 			// Maybe its own write: decided when the write returns.
 			if l := len(e.deferred); l > 0 && e.deferred[l-1].seq == ch.Seq && e.deferred[l-1].origin == ch.Origin {
@@ -286,15 +296,16 @@ func (t *tracker) invalidate(h *Hub, ch *Change, names [3]string) {
 			return
 		}
 		if t.batch == nil {
-			t.batch = map[*Peer]*invalidation{}
+			t.batch = map[batchKey]*invalidation{}
 		}
-		inv := t.batch[c]
+		k := batchKey{c, prefix}
+		inv := t.batch[k]
 		if inv == nil {
 			inv = &invalidation{dest: c}
 			if e.redirect != nil {
 				inv.dest = e.redirect
 			}
-			t.batch[c] = inv
+			t.batch[k] = inv
 		}
 		inv.names = append(inv.names, n)
 		t.queued++
@@ -308,7 +319,7 @@ func (t *tracker) invalidate(h *Hub, ch *Change, names [3]string) {
 			e := t.clients[c]
 			delete(e.names, n)
 			if !own(e) {
-				add(c, e, n)
+				add(c, e, n, "")
 			}
 		}
 		delete(t.keys, n)
@@ -318,8 +329,8 @@ func (t *tracker) invalidate(h *Hub, ch *Change, names [3]string) {
 			continue
 		}
 		for _, n := range names {
-			if n != "" && hasPrefix(e.prefixes, n) {
-				add(c, e, n)
+			if p, ok := prefixOf(e.prefixes, n); n != "" && ok {
+				add(c, e, n, p)
 			}
 		}
 	}
@@ -352,15 +363,15 @@ func (t *tracker) flush(h *Hub) {
 	}
 }
 
-// hasPrefix reports whether name is under one of a BCAST client's
-// prefixes (BCAST without PREFIX has the prefix "").
-func hasPrefix(prefixes []string, name string) bool {
+// prefixOf is the one of a BCAST client's prefixes name is under (BCAST
+// without PREFIX has the prefix ""; a client's prefixes never overlap).
+func prefixOf(prefixes []string, name string) (string, bool) {
 	for _, p := range prefixes {
 		if strings.HasPrefix(name, p) {
-			return true
+			return p, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // invalidateFrame is the invalidation of names: a RESP3 push, or on a
