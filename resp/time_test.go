@@ -83,6 +83,11 @@ func TestTimeCommands(t *testing.T) {
 			{20000, cmd("GET", "p:k"), []string{"$-1\r\n"}},
 			{20001, cmd("SET", "p:j", "v") + cmd("EXPIREAT", "p:j", "1") + cmd("GET", "p:j") + cmd("EXPIRE", "p:j", "5"),
 				[]string{"+OK\r\n", ":1\r\n", "$-1\r\n", ":0\r\n"}},
+			{20002, cmd("SET", "p:o", "v") + cmd("EXPIRE", "p:o", "5", "NX", "GT") + cmd("EXPIRE", "p:o", "5", "GT", "LT") +
+				cmd("PEXPIRE", "p:o", "5", "XX", "NX") + cmd("EXPIRE", "p:o", "5", "KEEP") + cmd("TTL", "p:o"),
+				[]string{"+OK\r\n", "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+					"-ERR GT and LT options at the same time are not compatible\r\n",
+					"-ERR NX and XX, GT or LT options at the same time are not compatible\r\n", "-ERR Unsupported option KEEP\r\n", ":-1\r\n"}},
 		}},
 		{"EFFECTIVEAT, CACHECAST.PENDING, CACHECAST.CANCEL", []step{
 			{0, cmd("SET", "p:sku", "regular") + cmd("SET", "p:sku", "sale", "EFFECTIVEAT", ms(1000), "PXAT", ms(3000)) +

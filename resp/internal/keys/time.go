@@ -242,12 +242,9 @@ func cmdExpire(c *session.Session, a [][]byte) {
 			return
 		}
 	}
-	if nx && (xx || gt || lt) {
-		c.Err("ERR NX and XX, GT or LT options at the same time are not compatible")
-		return
-	}
-	if gt && lt {
-		c.Err("ERR GT and LT options at the same time are not compatible")
+	x := core.Expire{NX: nx, XX: xx, GT: gt, LT: lt}
+	if err := x.Check(); err != nil {
+		c.Err("ERR " + err.Message) // Redis's words, without the code
 		return
 	}
 	n, ok := session.Int(a[2])
@@ -266,7 +263,7 @@ func cmdExpire(c *session.Session, a [][]byte) {
 		c.Int(0)
 		return
 	}
-	changed, ok := changeExpiry(c, a[1], e, at, core.Expire{NX: nx, XX: xx, GT: gt, LT: lt}, false)
+	changed, ok := changeExpiry(c, a[1], e, at, x, false)
 	switch {
 	case ok && changed:
 		c.Int(1)
