@@ -49,12 +49,19 @@ func newBrowser(tb testing.TB) *browser {
 	}
 	dir := os.Getenv("CACHECAST_SCREENSHOTS")
 	if dir == "" {
+		// Kept for a person to look at when the test fails; removed when
+		// it passes, so that passing runs leave nothing behind.
 		var err error
 		if dir, err = os.MkdirTemp("", "cachecast-console-"); err != nil {
 			tb.Fatal(err)
 		}
+		tb.Cleanup(func() {
+			if !tb.Failed() {
+				_ = os.RemoveAll(dir)
+			}
+		})
 	}
-	tb.Logf("screenshots in %s", dir)
+	tb.Logf("screenshots in %s (kept if the test fails; CACHECAST_SCREENSHOTS=DIR keeps them)", dir)
 	return &browser{tb: tb, ctx: ctx, shot: dir}
 }
 
