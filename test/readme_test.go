@@ -22,8 +22,10 @@ import (
 // Go snippet of the shared view compiled and run against that node's
 // view file, and "A cluster of three" (TestReadmeCluster). What the
 // README shows a command printing is what it must print, but for the
-// figures no run repeats (an origin, an HLC, a time); a command whose
-// output the README leaves out must succeed. The README's other
+// figures no run repeats (an origin, an HLC, a time) and what an
+// elision ("...") leaves out; a command whose output the README leaves
+// out must succeed. docs/http-api.md's walk-through is run by the same
+// machinery (TestDocsHTTPAPI). The README's other
 // examples are run elsewhere: make run by TestMakeRun, make deb and the
 // package by TestDebPackage, the unit's snippets by systemd's tests.
 
@@ -91,7 +93,8 @@ const redisPrompt = "redis> "
 // parseConsole splits a console block into its steps: a line "$ cmd"
 // (with the lines a trailing backslash continues) is a command, a line
 // "redis> cmd" a command typed at the prompt of the "$" command before
-// it, and the lines up to the next command what it prints.
+// it, and the lines up to the next command what it prints (the blank
+// lines among them too).
 func parseConsole(lines []string) []consoleStep {
 	var steps []consoleStep
 	session := ""
@@ -108,9 +111,16 @@ func parseConsole(lines []string) []consoleStep {
 			steps = append(steps, consoleStep{cmd: cmd})
 		case strings.HasPrefix(l, redisPrompt):
 			steps = append(steps, consoleStep{cmd: strings.TrimPrefix(l, redisPrompt), program: session})
-		case len(steps) > 0 && strings.TrimSpace(l) != "":
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
+		case len(steps) > 0 && (strings.TrimSpace(l) != "" || len(steps[len(steps)-1].want) > 0):
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l) // a blank line inside an output is part of it
 		}
+	}
+	for i := range steps { // the blank lines after an output are not
+		w := steps[i].want
+		for len(w) > 0 && strings.TrimSpace(w[len(w)-1]) == "" {
+			w = w[:len(w)-1]
+		}
+		steps[i].want = w
 	}
 	return steps
 }
@@ -127,22 +137,56 @@ var unrepeatable = []struct {
 	{regexp.MustCompile(`origin=[0-9a-f]{16}`), `origin=ORIGIN`},
 	{regexp.MustCompile(`hlc=[0-9]+`), `hlc=HLC`},
 	{regexp.MustCompile(`time=[^ ]+`), `time=TIME`},
+	{regexp.MustCompile(`(?m)^Cachecast-Origin: [0-9a-f]{16}$`), `Cachecast-Origin: ORIGIN`},
+	{regexp.MustCompile(`(?m)^Cachecast-Hlc: [0-9]+$`), `Cachecast-Hlc: HLC`},
+	{regexp.MustCompile(`(?m)^(Cachecast-Time|Date): .+$`), `$1: TIME`},
+	{regexp.MustCompile(`"uptime_seconds":[0-9.]+`), `"uptime_seconds":UPTIME`},
+	{regexp.MustCompile(`"version":"[^"]*"`), `"version":"VERSION"`}, // the build's
+	{regexp.MustCompile(`"owner_uid":[0-9]+`), `"owner_uid":UID`},    // the user's who runs it
 }
 
-// masked is s with its unrepeatable figures replaced by their names.
+// elision is how a document leaves part of an output out: "..." stands
+// for any text (a line of its own, for any lines).
+const elision = "..."
+
+// masked is s with its unrepeatable figures replaced by their names, its
+// lines ended by "\n" alone (HTTP's headers end in "\r\n").
 func masked(s string) string {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n"))
 	for _, u := range unrepeatable {
 		s = u.re.ReplaceAllString(s, u.with)
 	}
 	return s
 }
 
-// live says whether the README shows a command as one that runs until
-// it is stopped (a subscription, a watch): its comment says so.
-func live(cmd string) bool {
-	_, comment, _ := strings.Cut(cmd, "#")
-	return strings.Contains(comment, "live") || strings.Contains(comment, "Ctrl-C")
+// live says whether a document shows a step as a command that runs until
+// it is stopped (a subscription, a watch): its comment says so, or the
+// output shown ends in a line of its own that is an elision.
+func live(s consoleStep) bool {
+	_, comment, _ := strings.Cut(s.cmd, "#")
+	return strings.Contains(comment, "live") || strings.Contains(comment, "Ctrl-C") ||
+		len(s.want) > 0 && strings.TrimSpace(s.want[len(s.want)-1]) == elision
+}
+
+// catFile matches a step "cat FILE", with which a document shows a file
+// the reader writes.
+var catFile = regexp.MustCompile(`^cat ([A-Za-z0-9._-]+)$`)
+
+// writeShown writes the file a step "cat FILE" shows into dir, as the
+// reader would before the step, unless an earlier step made it.
+func writeShown(t *testing.T, dir string, s consoleStep) {
+	t.Helper()
+	m := catFile.FindStringSubmatch(s.cmd)
+	if m == nil {
+		return
+	}
+	path := filepath.Join(dir, m[1])
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(s.want, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // shellRun runs steps in dir as a user at a shell would, one after the
@@ -154,10 +198,11 @@ func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool) {
 	vars := "" // the assignments so far, "S=...\n"
 	assign := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 	for _, s := range steps {
-		if live(s.cmd) {
-			shellLive(t, dir, vars, s.cmd)
+		if live(s) {
+			shellLive(t, dir, vars, s)
 			continue
 		}
+		writeShown(t, dir, s)
 		script, input := vars+s.cmd, ""
 		if s.program != "" {
 			// redis-cli formats its replies as on a terminal with --no-raw.
@@ -174,7 +219,7 @@ func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool) {
 				break
 			}
 			if !eventually || time.Now().After(deadline) {
-				t.Fatalf("README step %q: %s\noutput:\n%s\nstderr:\n%s", s.cmd, why, out, stderr)
+				t.Fatalf("step %q: %s\noutput:\n%s\nstderr:\n%s", s.cmd, why, out, stderr)
 			}
 			time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
 		}
@@ -195,8 +240,20 @@ func stepFails(s consoleStep, out string, err error) string {
 		}
 		return ""
 	}
-	if got, want := masked(out), masked(strings.Join(s.want, "\n")); got != want {
-		return "it printed\n" + got + "\nwhere the README shows\n" + want
+	return outputDiffers(out, s.want)
+}
+
+// outputDiffers says how out differs from want, the lines a document
+// shows a command printing, or "" when it does not: out must be want but
+// for the unrepeatable figures and what an elision leaves out.
+func outputDiffers(out string, want []string) string {
+	got, w := masked(out), masked(strings.Join(want, "\n"))
+	parts := strings.Split(w, elision)
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	if !regexp.MustCompile(`^(?s:` + strings.Join(parts, ".*") + `)$`).MatchString(got) {
+		return "it printed\n" + got + "\nwhere the document shows\n" + w
 	}
 	return ""
 }
@@ -216,14 +273,20 @@ func shell(dir, script, input string) (string, string, error) {
 	return stdout.String(), stderr.String(), err
 }
 
-// shellLive runs cmd, a command that runs until it is stopped, after the
-// assignments vars, until it has printed a line, then stops it. The line
-// must not be an error.
-func shellLive(t *testing.T, dir, vars, cmd string) {
+// shellLive runs s, a command that runs until it is stopped, after the
+// assignments vars, until it has printed the lines shown before the
+// elision that ends them (or, when none are shown, one line), then
+// stops it. The lines must be those shown; a first line of its own must
+// not be an error.
+func shellLive(t *testing.T, dir, vars string, s consoleStep) {
 	t.Helper()
+	want := s.want
+	if len(want) > 0 {
+		want = want[:len(want)-1] // the elision: the stream goes on
+	}
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sh := exec.CommandContext(c, "bash", "-e", "-c", vars+"exec "+cmd)
+	sh := exec.CommandContext(c, "bash", "-e", "-c", vars+"exec "+s.cmd)
 	sh.Dir = dir
 	sh.Env = bins.Env()
 	var stderr bytes.Buffer
@@ -236,14 +299,19 @@ func shellLive(t *testing.T, dir, vars, cmd string) {
 		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(stdout)
-	first := ""
-	if sc.Scan() {
-		first = sc.Text()
+	var got []string
+	for len(got) < max(len(want), 1) && sc.Scan() {
+		got = append(got, sc.Text())
 	}
 	cancel()
 	_ = sh.Wait() // killed: its status says nothing
-	if first == "" || strings.Contains(first, `"code":"`) {
-		t.Fatalf("README step %q printed %q first (stderr %q); want a line of its stream", cmd, first, stderr.String())
+	switch {
+	case len(want) > 0:
+		if why := outputDiffers(strings.Join(got, "\n"), want); why != "" {
+			t.Fatalf("step %q: %s\nstderr:\n%s", s.cmd, why, stderr.String())
+		}
+	case len(got) == 0 || got[0] == "" || strings.Contains(got[0], `"code":"`):
+		t.Fatalf("step %q printed %q first (stderr %q); want a line of its stream", s.cmd, got, stderr.String())
 	}
 }
 
