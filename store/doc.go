@@ -180,9 +180,15 @@
 // segment is recycled only when the view's snapshot covers it and every
 // durable cursor has passed it, so nothing unconsumed is dropped silently.
 // When a write would pass RetentionBytes, WhenFull decides: FullRecycle
-// recycles the oldest segments that may go (and fails with ErrFull if none
-// may yet: a snapshot is then written at once), FullRefuse fails the write
-// with ErrFull. Snapshots are written every SnapshotInterval and whenever
+// recycles the oldest segments that may go, and fails with ErrFull if none
+// may yet; FullRefuse fails the write with ErrFull. When only the view's
+// snapshot holds the oldest segment (a writer that filled the bound
+// before the next snapshot covered it), FullRecycle's refusal asks for a
+// snapshot at once and the write waits for it, holding no lock, and is
+// tried again: back-pressure, not an error, unless no snapshot covers
+// more of the log within 5 s (a peer's together batch half arrived keeps
+// it back) or one fails. A durable cursor holding the log back fails the
+// write at once. Snapshots are written every SnapshotInterval and whenever
 // the log has grown by a quarter of RetentionBytes (1 GiB without a bound).
 // Recycled files are reused for new segments, as the seed design asks: the
 // segment files are a ring, a recycled file renamed "<position>.free"

@@ -31,8 +31,8 @@ var (
 
 	// ErrFull means the store reached its byte bound and the retention
 	// policy forbids recycling (or nothing can be recycled yet: a segment
-	// is still needed by the snapshot or by a durable cursor). Nothing was
-	// written.
+	// is still needed by a durable cursor, or by the snapshot and none
+	// covered it within the write's wait for one). Nothing was written.
 	ErrFull = errors.New("store: full")
 
 	// ErrDiskFull means the file system refused to allocate a segment or

@@ -142,11 +142,21 @@ type Options struct {
 	// Logger receives the store's logs; nil discards them.
 	Logger *zap.Logger
 
+	// fullWait, when set (by tests), is how long a write waits for the
+	// snapshot that alone holds a full log back, in place of
+	// defaultFullWait.
+	fullWait time.Duration
 	// segmentsPerFile, when set (by tests), is how many segments a
 	// segment file of a new directory holds, in place of
 	// segment.SlotsFor's choice.
 	segmentsPerFile int64
 }
+
+// defaultFullWait bounds how long a write waits, when the log is at
+// RetentionBytes and only the view's snapshot holds its oldest segment
+// back, for the snapshot that frees it (one of 1M keys takes about 0.1 s,
+// of 10M about 1 s) before it fails with ErrFull.
+const defaultFullWait = 5 * time.Second
 
 // DefaultOptions returns the defaults for a store in dir.
 func DefaultOptions(dir string) Options {

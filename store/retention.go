@@ -54,11 +54,28 @@ func (r *retention) makeRoom(size int) error {
 	}
 	if r.seglog.WritePos()+padded-r.seglog.Oldest() > limit {
 		r.kickSnapshot()
-		return fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d, and the oldest segment is still needed by %s",
-			ErrFull, r.seglog.WritePos()-r.seglog.Oldest(), limit, holderText(holder, r.snapCovers.Load()))
+		covers := r.snapCovers.Load()
+		err := fmt.Errorf("%w: the log holds %d bytes, --retention-bytes is %d, and the oldest segment is still needed by %s",
+			ErrFull, r.seglog.WritePos()-r.seglog.Oldest(), limit, holderText(holder, covers))
+		if holder == nil && floor < upTo {
+			return &snapshotBehind{err: err, covers: covers}
+		}
+		return err
 	}
 	return nil
 }
+
+// snapshotBehind is makeRoom's ErrFull when only the view's snapshot
+// holds the oldest segment back: the snapshot it asked for clears it, so
+// the writer waits for that (Store.awaitSnapshot) before it gives up.
+// covers is how far the snapshot covered the log at the refusal.
+type snapshotBehind struct {
+	err    error
+	covers int64
+}
+
+func (e *snapshotBehind) Error() string { return e.err.Error() }
+func (e *snapshotBehind) Unwrap() error { return e.err }
 
 // holderText names what holds the log back: a durable cursor (with its
 // owner), or else the snapshot.

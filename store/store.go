@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -84,6 +85,10 @@ type Store struct {
 
 	snapMu     sync.Mutex // one snapshot at a time
 	snapCovers atomic.Int64
+	// snapDone wakes the writers a full log holds back for a snapshot
+	// (awaitSnapshot) after each one; snapFails counts those that failed.
+	snapDone  notifier
+	snapFails atomic.Uint64
 	// snapAside is where a damaged view snapshot was set aside at Open
 	// (the view then rebuilt from the log); "" when none was.
 	snapAside string
@@ -513,11 +518,16 @@ func (s *Store) publish(ms []record.Message, results []Result) error {
 			}
 		}
 	}
-	end, err := s.publishLocked(ms, results)
-	if err != nil {
-		return err
+	var deadline time.Time
+	for {
+		end, err := s.publishLocked(ms, results)
+		if err == nil {
+			return s.flusher.waitDurable(end, results) // outside the lock: the next publish need not wait for this flush
+		}
+		if !s.awaitSnapshot(err, &deadline) {
+			return err
+		}
 	}
-	return s.flusher.waitDurable(end, results) // outside the lock: the next publish need not wait for this flush
 }
 
 // publishLocked appends and applies ms under the write lock and returns
@@ -657,7 +667,11 @@ func (s *Store) AppendRecord(raw []byte) (Result, error) {
 			return Result{}, err
 		}
 	}
+	var deadline time.Time
 	res, end, err := s.appendRecordLocked(r)
+	for err != nil && s.awaitSnapshot(err, &deadline) {
+		res, end, err = s.appendRecordLocked(r)
+	}
 	if err != nil || end == 0 { // end 0: a lost record restored into its slot, no flush to wait for
 		return res, err
 	}
@@ -1163,6 +1177,45 @@ func (s *Store) retireAged() {
 	}
 }
 
+// awaitSnapshot is a write's back-pressure when the log is full and only
+// the view's snapshot holds its oldest segment back (err is a
+// snapshotBehind; the refusal asked for a snapshot): it waits, holding no
+// lock, for a snapshot to cover more of the log than at the refusal, and
+// says whether to try the write again. It gives up, and the write returns
+// err, on any other error, when the view waits for a peer's snapshot (no
+// snapshot is written meanwhile), when a snapshot fails, and once the
+// deadline passes (set at the write's first wait: fullWait from then).
+// At Close it says to try again, which finds the store closed.
+func (s *Store) awaitSnapshot(err error, deadline *time.Time) bool {
+	var behind *snapshotBehind
+	if !errors.As(err, &behind) || s.viewPending.Load() {
+		return false
+	}
+	if deadline.IsZero() {
+		*deadline = time.Now().Add(cmp.Or(s.opts.fullWait, defaultFullWait))
+	}
+	timer := time.NewTimer(time.Until(*deadline))
+	defer timer.Stop()
+	fails := s.snapFails.Load()
+	s.kickSnapshot() // again: the one the refusal asked for may have failed since
+	for {
+		done := s.snapDone.wait() // before the loads below: a snapshot after them wakes it
+		switch {
+		case s.snapCovers.Load() > behind.covers:
+			return true
+		case s.snapFails.Load() != fails:
+			return false
+		}
+		select {
+		case <-done:
+		case <-s.done:
+			return true
+		case <-timer.C:
+			return s.snapCovers.Load() > behind.covers
+		}
+	}
+}
+
 func (s *Store) kickSnapshot() {
 	select {
 	case s.snapshotKick <- struct{}{}:
@@ -1200,7 +1253,9 @@ func (s *Store) snapshot(force bool) error {
 	if !force && covers == s.snapCovers.Load() && dropped == s.snapDropped && s.lastSnapshotTime() != (time.Time{}) {
 		return nil
 	}
+	defer s.snapDone.notify()
 	if err := view.WriteSnapshot(filepath.Join(s.dir, snapshotName), s.view, covers, marks); err != nil {
+		s.snapFails.Add(1)
 		return err
 	}
 	s.snapCovers.Store(covers)
