@@ -418,11 +418,9 @@ func (d *Daemon) keyHistory(topic, key string, limit int, scan uint64) (wire.Key
 		hr := wire.HistoryRecord{Offset: dl.Offset, Kind: historyKind(r.Kind()),
 			KeyEntry: keyEntry(view.Entry{Value: r.Value(), Tag: string(r.Tag()), Stamp: r.Stamp(),
 				ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt())})}
-		// An absence of a key never held has a horizon, no version; an
-		// expiry change of its revival names Genesis, no version either.
-		t := r.Target()
-		hr.Absent = r.Absent() || t == record.Genesis
-		if t = t.Shown(); t.Origin != 0 {
+		t, absent := r.AppliesTo()
+		hr.Absent = absent
+		if t.Origin != 0 {
 			hr.Target = &wire.Version{HLC: strconv.FormatUint(t.HLC, 10), Origin: wire.FormatOrigin(t.Origin), Seq: t.Seq}
 		}
 		out.Records = append(out.Records, hr)

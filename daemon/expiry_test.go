@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,84 @@ func TestFleetTooOldForExpiryChanges(t *testing.T) {
 		}
 		if ttl := must(rc.TTL(ctx, "prices:sku").Result()); ttl > time.Hour || ttl < 59*time.Minute {
 			t.Fatalf("TTL on %s after the refused changes: %v", td.cfg.NodeName, ttl)
+		}
+	}
+}
+
+// TestStreamNamesWhatAChangeAppliesTo: a subscription's line says what
+// its record is. An increment is an "increment_of" the version it counts
+// on, its value the increment (not an expiry change, not a write of the
+// delta); one of a key's absence says "absent" (after the version named,
+// or with no version for a key never held, as the revival of such a key
+// has none); an expiry change of that revival is an "expiry_of" no
+// version either.
+func TestStreamNamesWhatAChangeAppliesTo(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	ctx := context.Background()
+	rc := goRedis(t, td, 2)
+	must(rc.Set(ctx, "stats:a", "5", 0).Result())
+	must(rc.IncrBy(ctx, "stats:a", 3).Result())
+	must(rc.IncrBy(ctx, "stats:hits", 3).Result())
+	must(rc.Expire(ctx, "stats:hits", time.Hour).Result())
+	must(rc.Set(ctx, "stats:b", "1", 0).Result())
+	must(rc.Del(ctx, "stats:b").Result())
+	must(rc.Incr(ctx, "stats:b").Result())
+
+	lines := subscribeLines(t, td, "/v1/topics/stats/subscribe?from=earliest")
+	var got []map[string]any
+	testkit.Eventually(t, 10*time.Second, "the seven messages on the stream", func() bool {
+		for {
+			select {
+			case l := <-lines:
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				got = append(got, m)
+				continue
+			default:
+			}
+			return len(got) >= 7
+		}
+	})
+	// of is the version a line names, as the line shows it: "" for
+	// none, "absent" for an absence of no version, "seq N" for version N
+	// of this node, "absent after seq N".
+	of := func(m map[string]any, field string) string {
+		o, ok := m[field].(map[string]any)
+		if !ok {
+			return ""
+		}
+		s := ""
+		if seq, ok := o["seq"].(float64); ok {
+			if o["origin"] != m["origin"] {
+				t.Fatalf("%s %v names another node's version", field, o)
+			}
+			s = fmt.Sprintf("seq %d", int(seq))
+		}
+		switch a := o["absent"]; {
+		case a == true && s == "":
+			return "absent"
+		case a == true:
+			return "absent after " + s
+		case a != nil || s == "":
+			t.Fatalf("%s %v: want a version, or absent", field, o)
+		}
+		return s
+	}
+	want := []struct{ key, value, expiryOf, incrementOf string }{
+		{"a", "5", "", ""},
+		{"a", "3", "", "seq 1"},
+		{"hits", "3", "", "absent"},
+		{"hits", "0", "absent", ""},
+		{"b", "1", "", ""},
+		{"b", "", "", ""},
+		{"b", "1", "", "absent after seq 6"},
+	}
+	for i, w := range want {
+		m := got[i]
+		if m["key"] != w.key || m["value"] != w.value || of(m, "expiry_of") != w.expiryOf || of(m, "increment_of") != w.incrementOf {
+			t.Errorf("line %d %v: want key %s value %q expiry_of %q increment_of %q", i, m, w.key, w.value, w.expiryOf, w.incrementOf)
 		}
 	}
 }

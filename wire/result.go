@@ -118,12 +118,39 @@ type Delivery struct {
 	// line, only when set.
 	ExpiresAt, EffectiveAt int64
 	Cancel                 bool
-	// ExpiryOfOrigin and ExpiryOfSeq, when set, make the message an
-	// expiry change (EXPIRE, PERSIST) of the key's version they name:
-	// "expiry_of":{"origin":"..","seq":N} on the line. Its value is that
-	// version's, not a new one; no "expires_at" means the expiry was
-	// removed.
-	ExpiryOfOrigin, ExpiryOfSeq uint64
+	// Change, when not ChangeNone, makes the message a change of the
+	// key's version Of names rather than a version of its own.
+	Change Change
+	Of     Of
+}
+
+// Change is what a message of a subscription does to the version of its
+// key that Delivery.Of names.
+type Change uint8
+
+const (
+	// ChangeNone: the message is a version of its own (a write, a
+	// delete, a cancel).
+	ChangeNone Change = iota
+	// ChangeExpiry: an expiry change (EXPIRE, PERSIST), "expiry_of" on
+	// the line. Its value is that version's, not a new one; no
+	// "expires_at" means the expiry was removed.
+	ChangeExpiry
+	// ChangeIncrement: a counter increment (INCRBY, POST
+	// .../counters/{key}), "increment_of" on the line. Its value is the
+	// increment, not the sum.
+	ChangeIncrement
+)
+
+// Of names the version of a key a change applies to, on the line
+// {"origin":"..","seq":N}: Origin and Seq its stamp's, Origin 0 for none
+// (a key never held). Absent, "absent":true, says the change applies to
+// the key's absence after that version (deleted or expired), or with no
+// version to the absence of a key never held (an increment of it, or an
+// expiry change of the counter such increments revived).
+type Of struct {
+	Origin, Seq uint64
+	Absent      bool
 }
 
 // AppendDelivery appends d's line (without the newline).
@@ -179,14 +206,32 @@ func appendDeliveryFields(b []byte, d *Delivery) []byte {
 	if d.Cancel {
 		b = append(b, `,"cancel":true`...)
 	}
-	if d.ExpiryOfOrigin != 0 {
-		b = append(b, `,"expiry_of":{"origin":"`...)
-		b = appendOrigin(b, d.ExpiryOfOrigin)
-		b = append(b, `","seq":`...)
-		b = strconv.AppendUint(b, d.ExpiryOfSeq, 10)
-		b = append(b, '}')
+	switch d.Change {
+	case ChangeExpiry:
+		b = appendOf(append(b, `,"expiry_of":`...), d.Of)
+	case ChangeIncrement:
+		b = appendOf(append(b, `,"increment_of":`...), d.Of)
 	}
 	return b
+}
+
+// appendOf appends of's object: {"origin":"..","seq":N}, with
+// "absent":true when of.Absent, {"absent":true} alone for no version.
+func appendOf(b []byte, of Of) []byte {
+	b = append(b, '{')
+	if of.Origin != 0 {
+		b = append(b, `"origin":"`...)
+		b = appendOrigin(b, of.Origin)
+		b = append(b, `","seq":`...)
+		b = strconv.AppendUint(b, of.Seq, 10)
+		if of.Absent {
+			b = append(b, ',')
+		}
+	}
+	if of.Absent {
+		b = append(b, `"absent":true`...)
+	}
+	return append(b, '}')
 }
 
 // AppendValue appends a value field with its leading comma: "value" when

@@ -154,7 +154,12 @@
 //	    published), "cancel":true; an expiry change (a Redis EXPIRE or
 //	    PERSIST) has "expiry_of":{"origin":..,"seq":..}, the version whose
 //	    expiry it changed, with that version's value and its new
-//	    "expires_at" (none: removed). events=expired,effective (either or
+//	    "expires_at" (none: removed); a counter increment has
+//	    "increment_of":{"origin":..,"seq":..}, the version it counts on,
+//	    its value the increment (not the sum). Either object says
+//	    "absent":true when it applies to the key's absence after that
+//	    version, and is {"absent":true} alone for a key never held, whose
+//	    revival has no version. events=expired,effective (either or
 //	    both) adds a line when a key of the topic expires on this node,
 //	    {"event":"expired","topic":"prices","key":"sku-1","time":"..."},
 //	    and when a scheduled record takes effect, {"event":"effective",

@@ -1094,9 +1094,18 @@ func newCursorAnswer(c store.CursorInfo) wire.Cursor {
 // is the subscribed one (a consumer group's replayed message's record
 // names the retry topic).
 func delivery(offset uint64, topic []byte, r record.Record) wire.Delivery {
-	target := r.Target()
-	return wire.Delivery{Offset: offset, Topic: topic, Key: r.Key(), Tag: r.Tag(), Value: r.Value(),
+	d := wire.Delivery{Offset: offset, Topic: topic, Key: r.Key(), Tag: r.Tag(), Value: r.Value(),
 		Delete: r.Kind() == record.KindTombstone, Origin: r.Origin(), Seq: r.Seq(), HLC: r.HLC(), Time: record.HLCTime(r.HLC()),
-		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), Cancel: r.Kind() == record.KindCancel,
-		ExpiryOfOrigin: target.Origin, ExpiryOfSeq: target.Seq}
+		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), Cancel: r.Kind() == record.KindCancel}
+	switch r.Kind() {
+	case record.KindExpiry:
+		d.Change = wire.ChangeExpiry
+	case record.KindCounter:
+		d.Change = wire.ChangeIncrement
+	}
+	if d.Change != wire.ChangeNone {
+		v, absent := r.AppliesTo()
+		d.Of = wire.Of{Origin: v.Origin, Seq: v.Seq, Absent: absent}
+	}
+	return d
 }

@@ -672,6 +672,22 @@ func (r Record) Target() Stamp {
 	return Stamp{HLC: binary.LittleEndian.Uint64(r[64:]), Origin: binary.LittleEndian.Uint64(r[72:]), Seq: binary.LittleEndian.Uint64(r[80:])}
 }
 
+// AppliesTo is the version an expiry change or a counter increment
+// applies to, as answers show it: v is its stamp, the zero Stamp for
+// none (the key was never held: an increment counting on its absence,
+// or an expiry change of the revival of that absence, which names
+// Genesis); absent says the record applies to the key's absence after v
+// (an increment of version 5) or to a key never held. Other records
+// apply to no version: the zero Stamp, false.
+func (r Record) AppliesTo() (v Stamp, absent bool) {
+	v = r.Target()
+	absent = r.Absent() || v == Genesis
+	if v = v.Shown(); v.Origin == 0 {
+		v = Stamp{}
+	}
+	return v, absent
+}
+
 // putTarget writes the stamp of the version a version 3, 4 or 5 record
 // names (Target reads it back): HLC, origin, seq at bytes 64 to 88.
 func putTarget(dst []byte, t Stamp) {
