@@ -31,11 +31,11 @@ func BenchmarkAppendString(b *testing.B) {
 	})
 }
 
-func benchResults() []PutResult {
-	rs := make([]PutResult, 1000)
+func benchResults() []Published {
+	rs := make([]Published, 1000)
 	for i := range rs {
-		rs[i] = PutResult{Topic: "bench", Key: fmt.Sprintf("bench-%08d", i), Origin: "00c0ffee12345678", Seq: uint64(i + 1),
-			HLC: "117703579866824704", Time: "2026-11-30T04:48:17.089Z", Status: StatusOK}
+		rs[i] = Published{Topic: "bench", Key: fmt.Sprintf("bench-%08d", i), Origin: 0x00c0ffee12345678, Seq: uint64(i + 1),
+			HLC: 117703579866824704, Millis: 1796014097089, Status: StatusOK}
 	}
 	return rs
 }
@@ -55,9 +55,13 @@ func BenchmarkAppendResults(b *testing.B) {
 		b.SetBytes(int64(len(rs)))
 		b.ReportAllocs()
 		for b.Loop() {
+			prs := make([]PutResult, len(rs))
+			for i := range rs {
+				prs[i] = rs[i].putResult()
+			}
 			if _, err := json.Marshal(struct {
 				Results []PutResult `json:"results"`
-			}{rs}); err != nil {
+			}{prs}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -167,6 +171,24 @@ func BenchmarkAppendMessage(b *testing.B) {
 				}
 				buf = append(append(buf, m...), '\n')
 			}
+		}
+	})
+}
+
+// BenchmarkAppendUnixMilli: a result's "time", against time's formatting.
+func BenchmarkAppendUnixMilli(b *testing.B) {
+	ms := time.Date(2026, 12, 5, 8, 48, 17, 89e6, time.UTC).UnixMilli()
+	buf := make([]byte, 0, 64)
+	b.Run("impl=wire", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = AppendUnixMilli(buf[:0], ms)
+		}
+	})
+	b.Run("impl=time", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = time.UnixMilli(ms).UTC().AppendFormat(buf[:0], TimeLayout)
 		}
 	})
 }

@@ -258,8 +258,7 @@ func (w *wireMessage) fastField(field int, b []byte, i int) (int, bool) {
 	case fieldValue:
 		// The value is kept as bytes of the body, not copied.
 		raw, j, ok := fastBytes(b, i)
-		empty := ""
-		w.raw, w.Value = raw, &empty // Value marks the field as given
+		w.raw, w.Value = raw, &rawValue // Value marks the field as given
 		return j, ok
 	}
 	v, j, ok := fastString(b, i)
@@ -269,10 +268,16 @@ func (w *wireMessage) fastField(field int, b []byte, i int) (int, bool) {
 	case fieldTag:
 		w.Tag = v
 	case fieldBase64:
-		w.ValueBase64 = &v
+		v64 := v // only this field's string is moved to the heap
+		w.ValueBase64 = &v64
 	}
 	return j, ok
 }
+
+// rawValue is what a wireMessage's Value points to when fastMessage took
+// the value as raw bytes: an allocation fewer a message. Nothing writes
+// through it.
+var rawValue = ""
 
 // The fields fastMessage reads, by their index in fastFields.
 const (
