@@ -114,7 +114,11 @@
 //     FlushInterval (default 100ms) or after FlushBytes (default 16 MiB).
 //   - FlushSync: Publish returns once an msync covering the record (an
 //     fdatasync for a segment no longer mapped) has returned (group
-//     commit: one flush serves every writer waiting on it).
+//     commit: one flush serves every writer waiting on it). Before a
+//     flush the flusher waits, at most half the last flush's time (and
+//     10ms), until as many writers wait as waited for the last one: the
+//     writers that flush released come back with their next records,
+//     and one flush carries all of them, not half (flusher.go's gather).
 //     Nothing acknowledged is lost to a crash of the process, the machine
 //     or the power, as far as the device honours the flush.
 //

@@ -2,7 +2,6 @@ package store
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,8 @@ import (
 // waiting, FlushBytes reached) and does the store's timed work on every
 // FlushInterval tick; Flush and Close flush on their own goroutines. One
 // flush serves every writer waiting for a position it covers (group
-// commit).
+// commit), and under FlushSync it waits for the writers the last flush
+// released to come back first (gather).
 //
 // Concurrency: every method is safe for concurrent use; flushes may run
 // on two goroutines at once (the log's SyncTo serializes what matters).
@@ -30,9 +30,15 @@ type flusher struct {
 	log        *zap.Logger
 	closed     *atomic.Bool // the store's: waiting writers give up once it is set
 
-	mu   sync.Mutex // guards err; cond wakes the writers waiting for a flush
-	cond *sync.Cond
-	err  error // the last flush's
+	mu  sync.Mutex // guards err
+	err error      // the last flush's
+
+	next     atomic.Pointer[flushDone] // the next flush's end: the writers waiting for a flush wait for it
+	peak     atomic.Int32              // writers that waited for the last flush
+	synced   atomic.Int64              // duration of the last flush that synced anything, ns
+	gatherTo atomic.Int32              // gather waits for this many writers (0: gather is not waiting)
+	gathered chan struct{}             // a writer tells gather that gatherTo writers wait
+	timer    *time.Timer               // gather's deadline
 
 	kicks     chan struct{}
 	last      atomic.Int64 // duration of the last flush, ns
@@ -49,8 +55,11 @@ func newFlusher(seglog *segment.Log, o Options, closed *atomic.Bool, log *zap.Lo
 		log:        log,
 		closed:     closed,
 		kicks:      make(chan struct{}, 1),
+		gathered:   make(chan struct{}, 1),
+		timer:      time.NewTimer(time.Hour),
 	}
-	f.cond = sync.NewCond(&f.mu)
+	f.timer.Stop()
+	f.next.Store(&flushDone{ch: make(chan struct{})})
 	return f
 }
 
@@ -65,8 +74,11 @@ func (f *flusher) flush() error {
 	err := f.seglog.SyncTo(to)
 	took := time.Since(start)
 	f.last.Store(int64(took))
-	if f.onFlush != nil && err == nil && flushed {
-		f.onFlush(took)
+	if err == nil && flushed {
+		f.synced.Store(int64(took))
+		if f.onFlush != nil {
+			f.onFlush(took)
+		}
 	}
 	if took > time.Second {
 		f.log.Warn("slow flush", zap.Duration("took", took), zap.Int64("to", to))
@@ -76,9 +88,27 @@ func (f *flusher) flush() error {
 	}
 	f.mu.Lock()
 	f.err = err
-	f.cond.Broadcast()
 	f.mu.Unlock()
+	f.release(err)
 	return err
+}
+
+// flushDone is one flush's end, for the writers waiting for it: closing
+// ch wakes all of them at once (a sync.Cond's Broadcast made each woken
+// writer take the cond's lock again, one after the other).
+type flushDone struct {
+	ch      chan struct{} // closed when the flush has ended
+	err     error         // the flush's; set before ch is closed
+	waiting atomic.Int32  // writers waiting for it
+}
+
+// release ends the current flushDone with err, waking its writers, and
+// puts the next one in its place.
+func (f *flusher) release(err error) {
+	d := f.next.Swap(&flushDone{ch: make(chan struct{})})
+	f.peak.Store(d.waiting.Load())
+	d.err = err
+	close(d.ch)
 }
 
 // kick asks the flusher goroutine for a flush; it never blocks.
@@ -105,17 +135,21 @@ func (f *flusher) written(end int64) {
 // under FlushAsync it only records whether it already is.
 func (f *flusher) waitDurable(end int64, results []Result) error {
 	if f.mode == FlushSync {
-		f.mu.Lock()
-		for f.seglog.Flushed() < end && !f.closed.Load() {
+		for {
+			// Take the next flush's end before looking at Flushed and
+			// closed: a flush (or Close's wakeAll) that ends after the
+			// look wakes this writer.
+			d := f.next.Load()
+			if f.seglog.Flushed() >= end || f.closed.Load() {
+				break
+			}
+			f.arrive(d)
 			f.kick()
-			f.cond.Wait()
-			if f.err != nil && f.seglog.Flushed() < end {
-				err := f.err
-				f.mu.Unlock()
-				return fmt.Errorf("stored but not flushed: %w", err)
+			<-d.ch
+			if d.err != nil && f.seglog.Flushed() < end {
+				return fmt.Errorf("stored but not flushed: %w", d.err)
 			}
 		}
-		f.mu.Unlock()
 	}
 	durable := f.seglog.Flushed() >= end
 	for i := range results {
@@ -127,12 +161,21 @@ func (f *flusher) waitDurable(end int64, results []Result) error {
 	return nil
 }
 
+// arrive counts a writer waiting for d and tells gather when it is the
+// one gather waits for.
+func (f *flusher) arrive(d *flushDone) {
+	if d.waiting.Add(1) == f.gatherTo.Load() {
+		select {
+		case f.gathered <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // wakeAll wakes every waiting writer (the store is closing: they see
 // closed and give up).
 func (f *flusher) wakeAll() {
-	f.mu.Lock()
-	f.cond.Broadcast()
-	f.mu.Unlock()
+	f.release(nil)
 }
 
 // unhealthy says why the log's durability is in doubt: the last flush
@@ -167,11 +210,7 @@ func (f *flusher) run(done <-chan struct{}, tick func()) {
 			return
 		case <-f.kicks:
 			if f.mode == FlushSync {
-				// Writers woken by the last flush are on their way back
-				// with their next records: let them append before this
-				// flush takes the end of the log, so that one flush
-				// serves more of them (group commit).
-				runtime.Gosched()
+				f.gather(done, min(time.Duration(f.synced.Load())/2, maxGather))
 			}
 			f.flush()
 		case <-t.C:
@@ -179,3 +218,40 @@ func (f *flusher) run(done <-chan struct{}, tick func()) {
 		}
 	}
 }
+
+// gather lets the writers that the last flush woke, on their way back with
+// their next records, append before this flush takes the end of the log,
+// so that one flush serves all of them (group commit). Without it a flush
+// began as soon as the first of them waited again, the rest appended
+// while it ran and waited for the one after: the writers fell into two
+// halves taking turns, each flush carrying half of them. It waits until
+// as many writers wait as waited for the last flush, for at most wait
+// (run: half the last flush's time, at most maxGather), or until done is
+// closed: a lone writer never waits, and when fewer come back the next
+// flush waits for fewer.
+func (f *flusher) gather(done <-chan struct{}, wait time.Duration) {
+	target := f.peak.Load()
+	if target <= 1 || f.next.Load().waiting.Load() >= target {
+		return
+	}
+	select { // a signal left from an earlier gather
+	case <-f.gathered:
+	default:
+	}
+	f.gatherTo.Store(target)
+	defer f.gatherTo.Store(0)
+	if f.next.Load().waiting.Load() >= target {
+		return
+	}
+	f.timer.Reset(wait)
+	defer f.timer.Stop()
+	select {
+	case <-f.gathered:
+	case <-f.timer.C:
+	case <-done:
+	}
+}
+
+// maxGather bounds gather's wait, whatever the last flush took: the
+// writers it waits for come back in the time of a few appends.
+const maxGather = 10 * time.Millisecond

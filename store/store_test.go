@@ -308,23 +308,6 @@ func TestLocked(t *testing.T) {
 	}
 }
 
-func TestSyncFlushIsDurable(t *testing.T) {
-	o := testOptions(t, t.TempDir())
-	o.Flush = FlushSync
-	s := openTest(t, o)
-	defer s.Close()
-	for i := 0; i < 50; i++ {
-		m := record.Message{Topic: "t", Key: "k", Value: value(i, 100)}
-		res, err := s.Publish(&m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !res.Durable || s.Stats().FlushedPos < res.Pos {
-			t.Fatalf("publish %d returned before a flush covered it: %+v flushed %d", i, res, s.Stats().FlushedPos)
-		}
-	}
-}
-
 func TestRetention(t *testing.T) {
 	for _, policy := range []FullPolicy{FullRecycle, FullRefuse} {
 		t.Run(policy.String(), func(t *testing.T) {
