@@ -537,3 +537,40 @@ func TestRedisIdleTimeoutGoRedis(t *testing.T) {
 		t.Fatalf("GET on the pool after its connection was closed as idle: %q %v", v, err)
 	}
 }
+
+// TestRedisPathologicalPatterns: a pattern of many stars that cannot
+// match (Redis's CVE-2022-36021), given to KEYS, SCAN MATCH or PSUBSCRIBE
+// by any reader, is answered at once and holds nobody up: the
+// subscriptions' follower, which matches every update's channel against
+// it, goes on delivering to the others.
+func TestRedisPathologicalPatterns(t *testing.T) {
+	td := startDaemon(t, testConfig(t))
+	rdb := goRedis(t, td, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	long := strings.Repeat("a", 200)
+	bad := "pat:" + strings.Repeat("*a", 40) + "*b"
+	evil := rdb.PSubscribe(ctx, bad)
+	defer evil.Close()
+	good := rdb.PSubscribe(ctx, "pat:*")
+	defer good.Close()
+	for _, ps := range []*goredis.PubSub{evil, good} {
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatalf("PSUBSCRIBE: %v", err)
+		}
+	}
+	must(rdb.Set(ctx, "pat:"+long, "v", 0).Result())
+	if keys := must(rdb.Keys(ctx, bad).Result()); len(keys) != 0 {
+		t.Fatalf("KEYS %.20q...: %q", bad, keys)
+	}
+	if keys, _ := must2(rdb.Scan(ctx, 0, bad, 1000).Result()); len(keys) != 0 {
+		t.Fatalf("SCAN MATCH %.20q...: %q", bad, keys)
+	}
+	msg, err := good.ReceiveMessage(ctx)
+	if err != nil || msg.Channel != "pat:"+long {
+		t.Fatalf("the other subscriber got %+v, %v; want the update of pat:%.20s...", msg, err, long)
+	}
+	if got := must(rdb.Ping(ctx).Result()); got != "PONG" {
+		t.Fatalf("PING: %q", got)
+	}
+}
