@@ -627,9 +627,10 @@ func (d *Daemon) closeStore() error {
 // Reload applies a new configuration from cfg.Reload (cmd/cachecastd reads
 // the command line, the environment and --env-file again): the settings
 // the table marks reload (ReloadFlags: the log level, the role lists, the
-// Redis users) change at once, and the Redis door's TLS certificate is
-// read again from the same files (loadRedisCert); other settings that
-// differ are logged as needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
+// Redis users) change at once, and the files of --cluster-key-file, of
+// the data port's TLS (--tls-cert, --tls-key, --tls-ca) and of the Redis
+// door's (--redis-tls-cert, --redis-tls-key) are read again from the same
+// paths; other settings that differ are logged as needing a restart. SIGHUP calls it, between RELOADING=1 and READY=1.
 func (d *Daemon) Reload() error {
 	d.notify(sd.SdNotifyReloading + "\n" + sd.SdNotifyMonotonicUsec() + "\nSTATUS=reloading")
 	defer func() {

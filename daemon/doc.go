@@ -54,7 +54,8 @@
 // the pings, and systemd restarts the unit; a full disk does not, since a
 // restart frees no space). SIGHUP sends RELOADING=1, applies --log-level
 // and the role lists (--read-*, --consume-*, --allow-*, --admin-*) from
-// Config.Reload, reads the Redis door's TLS certificate again, and sends
+// Config.Reload, reads the cluster keys and the data port's and the Redis
+// door's TLS files again (Daemon.Reload), and sends
 // READY=1. SIGTERM or SIGINT (or the context, or
 // Close) shut down: STOPPING=1, stop accepting, end subscription streams,
 // drain in-flight requests for at most --shutdown-timeout, close the store

@@ -32,7 +32,7 @@ Only one daemon may use a data directory: a second one refuses to start. Two nod
 	p.Section("Signals")
 	p.Item("SIGTERM, SIGINT", "shut down gracefully: drain the requests in flight, flush the log, write the view's snapshot.")
 	p.Item("SIGHUP", "read the command line, the environment and the env file again, and apply --"+
-		strings.Join(config.ReloadFlags(), ", --")+"; a change to another flag is logged as needing a restart.")
+		strings.Join(config.ReloadFlags(), ", --")+"; read the files of --cluster-key-file, --tls-cert, --tls-key, --tls-ca, --redis-tls-cert and --redis-tls-key again (renewed keys and certificates at the same paths; files that do not load fail the reload and what is in force stays); a change to another flag is logged as needing a restart.")
 	p.Section("Files")
 	p.Item("/etc/default/cachecastd", "the settings of the packaged service, one CACHECAST_<FLAG>=value a line.")
 	p.Item("/var/lib/cachecast", "the data directory of the packaged service: log segments, meta, cursors, snapshot. Kept when the package is removed, deleted when it is purged.")
