@@ -76,8 +76,10 @@
 // several segments a file it keeps the file after the next segment's
 // made too, so that a writer that outruns it at a file's first slot
 // makes a slot of an open file, never a file. Recycling takes segments
-// out of the log's table and renames a file it empties: the preparer
-// unmaps them and keeps or deletes the files (segment/ring.go). The
+// out of the log's table: the preparer renames the files they empty
+// free, oldest first, unmaps them and keeps or deletes the files
+// (segment/ring.go; a crash before the rename finds the file retained
+// if the metafile still counts it, else free). The
 // preparer drops the pages the writer wrote from the process's resident
 // set once they are a window behind the committed end (MADV_DONTNEED;
 // the maps stay): they stay in the page cache, dirty until the flusher's
@@ -97,7 +99,13 @@
 // the files of chunks dropped by retention are kept and made the next
 // chunks (zeroed and renamed), and the directory fsync of a chunk file is
 // the index sync's, before it syncs entries in the chunk, never the
-// writer's or the preparer's (index/array.go). At most MaxMappedSegments segments
+// writer's or the preparer's (index/array.go). Retention takes the
+// dropped chunks out of an index's table only; their files are renamed
+// free or deleted, and the directory synced, by the index's preparer
+// once the flusher has synced the log's new oldest position into the
+// metafile (Store.removeDropped), so that a crash never finds log records
+// retained whose index chunks are gone; Open drops again the chunks a
+// crash left that point below the log's oldest record. At most MaxMappedSegments segments
 // are mapped; the least recently used unpinned one is unmapped when
 // another is needed. Code that touches a map runs with
 // runtime/debug.SetPanicOnFault, so an I/O error under a page is an ErrIO,
@@ -195,8 +203,8 @@
 // write at once. Snapshots are written every SnapshotInterval and whenever
 // the log has grown by a quarter of RetentionBytes (1 GiB without a bound).
 // Recycled files are reused for new segments, as the seed design asks: the
-// segment files are a ring, a recycled file renamed "<position>.free"
-// and kept open, then renamed to its next name by the preparer, its
+// segment files are a ring, a recycled file renamed "<position>.free" by
+// the preparer and kept open, then renamed to its next name, its
 // blocks allocated and its pages possibly still cached; beyond two spare
 // files they are deleted (by the preparer) to give the space back.
 //

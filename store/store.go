@@ -83,6 +83,10 @@ type Store struct {
 	undoFailures  atomic.Uint64         // failed writes that could not be taken back
 	fullErr       atomic.Pointer[error] // the last write refused for want of space, until one passes or room is back
 
+	// removedTo is the log position up to which the index preparers were
+	// asked to remove dropped chunks' files (removeDropped).
+	removedTo int64
+
 	snapMu     sync.Mutex // one snapshot at a time
 	snapCovers atomic.Int64
 	// snapDone wakes the writers a full log holds back for a snapshot
@@ -212,6 +216,16 @@ func (s *Store) open() error {
 	if err = s.origins.Truncate(end); err != nil {
 		return err
 	}
+	// Index chunks dropped by retention whose files a crash left under
+	// their names point below the log's oldest record (which recovery
+	// synced into the metafile): they go again.
+	if err = s.topics.DropBefore(s.seglog.Oldest()); err != nil {
+		return err
+	}
+	if err = s.origins.DropBefore(s.seglog.Oldest()); err != nil {
+		return err
+	}
+	s.removeDropped(s.seglog.Oldest())
 	// A snapshot being written when the process died is never read.
 	if tmps, _ := filepath.Glob(filepath.Join(s.dir, snapshotName+"*"+fsys.TmpSuffix)); len(tmps) > 0 {
 		for _, tmp := range tmps {
@@ -1092,8 +1106,11 @@ func (s *Store) flushLoop() {
 	s.flusher.run(s.done, func() {
 		s.releaseDue()
 		s.flusher.flush()
+		oldest := s.seglog.Oldest() // the sync writes this or later
 		if err := s.meta.Sync(); err != nil {
 			s.log.Warn("syncing the metafile failed", zap.Error(err))
+		} else {
+			s.removeDropped(oldest)
 		}
 		if time.Since(lastHousekeeping) < time.Second {
 			return
@@ -1101,6 +1118,20 @@ func (s *Store) flushLoop() {
 		lastHousekeeping = time.Now()
 		s.housekeeping()
 	})
+}
+
+// removeDropped has the index preparers rename free or delete the files
+// of the index chunks retention dropped, up to the log's oldest position
+// upTo, once the metafile says the log no longer holds what they point
+// to (see index.Topics.RemoveDropped): none of it is on the writer's
+// path. Open's goroutine, then the flusher's.
+func (s *Store) removeDropped(upTo int64) {
+	if upTo <= s.removedTo {
+		return
+	}
+	s.removedTo = upTo
+	s.topics.RemoveDropped(upTo)
+	s.origins.RemoveDropped(upTo)
 }
 
 // syncIndexes syncs both indexes and then records in the metafile how far

@@ -129,6 +129,14 @@ type array struct {
 	making   bool
 	free     []string     // paths of <name>.free files of chunkEntries entries
 	ahead    atomic.Int32 // len(next), for the writer's ask
+	// dropped are the chunks dropped below first whose files are still
+	// under their names, in order, for the preparer to rename free or
+	// delete once asked to (reapDropped; close at the latest); reaping is
+	// set while it does that without prepMu, and close waits for it on
+	// prepCond. reapTo is the greatest position asked for (askReap).
+	dropped []droppedChunk
+	reaping bool
+	reapTo  atomic.Int64
 
 	// dirMu is held while the directory is synced; dirDirty says a chunk
 	// file was renamed into it since (createChunk).
@@ -155,6 +163,14 @@ type arrayChunk struct {
 	entries uint64
 	data    []byte
 	used    atomic.Uint64
+}
+
+// droppedChunk is a chunk dropped below the first entry whose file is
+// still under its name: dropped for the log position pos (the log's
+// oldest then).
+type droppedChunk struct {
+	c   *arrayChunk
+	pos int64
 }
 
 // end is the entry after the chunk's last.
@@ -841,16 +857,28 @@ func (a *array) copyOut(c *arrayChunk, i uint64, dst []byte) error {
 
 // dropChunksBefore removes every chunk whose entries all lie below i,
 // oldest first, but never the last chunk: it carries the array's length
-// across a restart. The files of the last ones of chunkEntries entries
-// are renamed <name>.free and kept for reuse (up to maxFreeChunks), the
-// others deleted. Writer only.
-func (a *array) dropChunksBefore(i uint64) error {
+// across a restart; pos is the log position they were dropped for (all
+// their entries point below it). The files of the last ones of
+// chunkEntries entries are renamed <name>.free and kept for reuse (up to
+// maxFreeChunks), the others deleted, and the directory synced: when the
+// array has a preparer, by the preparer once asked to for a position at
+// or past pos (askReap: once the log's oldest position is durable in the
+// metafile), so that the writer's path renames, deletes and fsyncs
+// nothing; at once when not. Writer only.
+//
+// A crash before the files are seen to finds the dropped chunks under
+// their names, and the array opens with them: then the metafile may still
+// count the log's segments they point into retained (the log reads them
+// again, and the chunks are theirs); if it does not, the store drops them
+// again at Open (Store.open). No reuse of their files can have happened:
+// a file is reused only once renamed free.
+func (a *array) dropChunksBefore(i uint64, pos int64) error {
 	a.mu.Lock()
 	if a.closed.Load() {
 		a.mu.Unlock()
 		return errs.ErrClosed
 	}
-	var drop []*arrayChunk
+	var drop []droppedChunk
 	for len(a.chunks) > 1 && a.chunks[0].end() <= i {
 		c := a.chunks[0]
 		if c.data != nil {
@@ -861,7 +889,7 @@ func (a *array) dropChunksBefore(i uint64) error {
 			c.data = nil
 			a.mapped--
 		}
-		drop = append(drop, c)
+		drop = append(drop, droppedChunk{c, pos})
 		a.chunks = slices.Delete(a.chunks, 0, 1)
 	}
 	if len(a.chunks) > 0 {
@@ -871,23 +899,106 @@ func (a *array) dropChunksBefore(i uint64) error {
 	if len(drop) == 0 {
 		return nil
 	}
-	// Oldest first, so a crash leaves the chunks contiguous.
 	a.prepMu.Lock()
 	defer a.prepMu.Unlock()
-	for k, c := range drop {
-		p := a.chunkPath(c.base)
-		if len(drop)-k <= maxFreeChunks-len(a.free) && c.entries == a.chunkEntries {
+	a.dropped = append(a.dropped, drop...)
+	if a.prep != nil {
+		return nil
+	}
+	return a.removeDroppedLocked(len(a.dropped))
+}
+
+// askReap asks the preparer to see to the files of the chunks dropped
+// for positions up to upTo (see dropChunksBefore). It does not block.
+// Safe from any goroutine.
+func (a *array) askReap(upTo int64) {
+	for {
+		old := a.reapTo.Load()
+		if upTo <= old || a.reapTo.CompareAndSwap(old, upTo) {
+			break
+		}
+	}
+	a.prepMu.Lock()
+	due := len(a.dropped) > 0 && a.dropped[0].pos <= upTo && a.prep != nil
+	a.prepMu.Unlock()
+	if due {
+		a.prep.reap(a)
+	}
+}
+
+// reapDropped renames free or deletes the files of the dropped chunks
+// asked for (askReap), without prepMu. The preparer's goroutine calls
+// it.
+func (a *array) reapDropped() {
+	a.prepMu.Lock()
+	if a.closed.Load() || a.reaping {
+		a.prepMu.Unlock()
+		return
+	}
+	n := a.due()
+	if n == 0 {
+		a.prepMu.Unlock()
+		return
+	}
+	drop, keep := a.dropped[:n:n], maxFreeChunks-len(a.free)
+	a.dropped, a.reaping = a.dropped[n:], true
+	a.prepMu.Unlock()
+	done, kept, err := a.removeDropped(drop, keep)
+	a.prepMu.Lock()
+	defer a.prepMu.Unlock()
+	a.reaping = false
+	a.prepCond.Broadcast()
+	a.free = append(a.free, kept...)
+	a.dropped = append(drop[done:], a.dropped...) // tried again when next asked, or at close
+	if err != nil {
+		a.log.Warn("removing the files of dropped index chunks failed", zap.String("dir", a.dir), zap.Error(err))
+	}
+}
+
+// due is how many of the dropped chunks, from the first, were asked to
+// be seen to. prepMu is held.
+func (a *array) due() int {
+	upTo := a.reapTo.Load()
+	n := 0
+	for n < len(a.dropped) && a.dropped[n].pos <= upTo {
+		n++
+	}
+	return n
+}
+
+// removeDroppedLocked sees to the files of the first n dropped chunks at
+// once (an array with no preparer, close). prepMu is held and no reap
+// runs.
+func (a *array) removeDroppedLocked(n int) error {
+	done, kept, err := a.removeDropped(a.dropped[:n], maxFreeChunks-len(a.free))
+	a.free = append(a.free, kept...)
+	a.dropped = a.dropped[done:]
+	return err
+}
+
+// removeDropped renames the files of the last keep chunks of drop that
+// are of chunkEntries entries <name>.free (kept, their paths) and deletes
+// the others, oldest first, so that a crash leaves the chunks contiguous,
+// then syncs the directory. done is how many of drop it saw to; on an
+// error the rest stay under their names.
+func (a *array) removeDropped(drop []droppedChunk, keep int) (done int, kept []string, err error) {
+	for k, d := range drop {
+		p := a.chunkPath(d.c.base)
+		if len(drop)-k <= keep && d.c.entries == a.chunkEntries {
 			if err := os.Rename(p, p+freeSuffix); err != nil {
-				return fsys.FileError("rename", p, err)
+				return k, kept, fsys.FileError("rename", p, err)
 			}
-			a.free = append(a.free, p+freeSuffix)
+			kept = append(kept, p+freeSuffix)
 			continue
 		}
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fsys.FileError("remove", p, err)
+			return k, kept, fsys.FileError("remove", p, err)
 		}
 	}
-	return fsys.SyncDir(a.dir)
+	if len(drop) == 0 {
+		return 0, nil, nil
+	}
+	return len(drop), kept, fsys.SyncDir(a.dir)
 }
 
 // truncate drops entries n and after; n below first() is taken as first(),
@@ -1013,6 +1124,10 @@ func (a *array) close() error {
 	a.prepMu.Lock()
 	defer a.prepMu.Unlock()
 	a.waitMakingLocked()
+	for a.reaping {
+		a.prepCond.Wait()
+	}
+	rerr := a.removeDroppedLocked(len(a.dropped))
 	a.syncMu.Lock()
 	defer a.syncMu.Unlock()
 	if a.closed.Load() {
@@ -1031,7 +1146,7 @@ func (a *array) close() error {
 		err = ferr
 	}
 	a.mu.Unlock()
-	return err
+	return cmp.Or(err, rerr)
 }
 
 func (a *array) unmapAll() error {

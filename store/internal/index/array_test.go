@@ -247,7 +247,7 @@ func TestArrayTruncate(t *testing.T) {
 			dir := t.TempDir()
 			a := openTestArray(t, dir, 0, chunk, 2)
 			appendEntries(t, a, 0, n)
-			if err := a.dropChunksBefore(tc.drop); err != nil {
+			if err := a.dropChunksBefore(tc.drop, 0); err != nil {
 				t.Fatal(err)
 			}
 			first := a.first()
@@ -309,7 +309,7 @@ func TestArrayDropChunksBefore(t *testing.T) {
 		a := openTestArray(t, dir, 0, chunk, 2)
 		appendEntries(t, a, 0, n)
 		for _, d := range tc.drop {
-			if err := a.dropChunksBefore(d); err != nil {
+			if err := a.dropChunksBefore(d, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -335,7 +335,7 @@ func TestArrayDropChunksBefore(t *testing.T) {
 		check(a)
 		// Append after dropping still works, then drop everything but the last.
 		appendEntries(t, a, n, n+8)
-		if err := a.dropChunksBefore(n + 8); err != nil {
+		if err := a.dropChunksBefore(n+8, 0); err != nil {
 			t.Fatal(err)
 		}
 		if a.first() != 48 {
@@ -376,7 +376,7 @@ func TestArrayErrors(t *testing.T) {
 		"read":     a.read(0, buf),
 		"append":   a.append(arrayEntry(10)),
 		"truncate": a.truncate(0),
-		"drop":     a.dropChunksBefore(8),
+		"drop":     a.dropChunksBefore(8, 0),
 		"sync":     a.sync(),
 	} {
 		if !errors.Is(err, errs.ErrClosed) {
@@ -616,7 +616,7 @@ func TestArrayChunksGrow(t *testing.T) {
 	if got := sizes(dir); !slices.Equal(got, []int64{4, 8, 16, 32}) {
 		t.Fatalf("after growing again: chunks of %v entries", got)
 	}
-	if err := a.dropChunksBefore(20); err != nil {
+	if err := a.dropChunksBefore(20, 0); err != nil {
 		t.Fatal(err)
 	}
 	if a.first() != 12 {

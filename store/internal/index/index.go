@@ -158,7 +158,7 @@ func dropIndexBefore(a *array, pos int64) error {
 	if err != nil {
 		return err
 	}
-	return a.dropChunksBefore(k)
+	return a.dropChunksBefore(k, pos)
 }
 
 // topicDirName is the directory name of a topic's index.

@@ -321,6 +321,7 @@ func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
 	appendEntries(t, a, 1, 4)
 	preparedAhead(t, a)
 	appendEntries(t, a, 4, 6) // into the chunk made ahead
+	preparedAhead(t, a)       // and the next two made: the preparer idle, no chunk made under the syncs below
 	if err := a.sync(); !errors.Is(err, errs.ErrIO) {
 		t.Fatalf("sync while the chunk's directory is not synced: %v, want ErrIO", err)
 	}
@@ -337,11 +338,12 @@ func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
 }
 
 // TestArrayReusesDroppedChunks: the files of dropped chunks are renamed
-// .free (the last maxFreeChunks, the others deleted) and become the next
-// chunks made, the same inodes, reading as zeros: a crash right after the
-// drop or after the reuse reopens with the entries written and nothing
-// else (and reuses the .free files it finds), and close leaves no .free
-// file.
+// .free (the last maxFreeChunks, the others deleted) by the preparer, once
+// asked to, and
+// become the next chunks made, the same inodes, reading as zeros: a crash
+// once they are renamed or after the reuse reopens with the entries
+// written and nothing else (and reuses the .free files it finds), and
+// close leaves no .free file.
 func TestArrayReusesDroppedChunks(t *testing.T) {
 	p := newPreparer()
 	defer p.stop()
@@ -352,9 +354,15 @@ func TestArrayReusesDroppedChunks(t *testing.T) {
 		t.Fatalf("made ahead: chunks %v, want [28 32]", got)
 	}
 	kept := []uint64{inode(t, dir, 8), inode(t, dir, 12)}
-	if err := a.dropChunksBefore(16); err != nil {
+	if err := a.dropChunksBefore(16, 0); err != nil {
 		t.Fatal(err)
 	}
+	a.askReap(0)
+	testkit.Eventually(t, 10*time.Second, "the preparer seeing to the dropped chunks' files", func() bool {
+		a.prepMu.Lock()
+		defer a.prepMu.Unlock()
+		return len(a.dropped) == 0 && !a.reaping
+	})
 	if files := chunkFiles(t, dir); !slices.Equal(files, []uint64{16, 20, 24, 28, 32}) {
 		t.Fatalf("chunk files after the drop %v", files)
 	}
@@ -378,7 +386,7 @@ func TestArrayReusesDroppedChunks(t *testing.T) {
 	crashCopy(t, dir, 16, 33)
 	appendEntries(t, a, 33, 50)
 	checkArray(t, a, 16, 50)
-	if err := a.dropChunksBefore(40); err != nil {
+	if err := a.dropChunksBefore(40, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.close(); err != nil {
@@ -393,6 +401,42 @@ func TestArrayReusesDroppedChunks(t *testing.T) {
 		t.Fatalf("reopened with entries [%d, %d), want [40, 50)", a.first(), a.len())
 	}
 	checkArray(t, a, 40, 50)
+}
+
+// TestArrayDropLeavesFilesToThePreparer: dropping chunks renames, deletes
+// and syncs nothing on the writer's path when the array has a preparer:
+// the files stay under their names until the preparer is asked to see to
+// the chunks dropped up to their position (the store asks once the log's
+// oldest position is in the metafile); a crash before that reopens the
+// array as before the drop, every entry readable and the chunks
+// contiguous.
+func TestArrayDropLeavesFilesToThePreparer(t *testing.T) {
+	p := newPreparer()
+	defer p.stop()
+	dir := t.TempDir()
+	a := openPreparedArray(t, dir, 4, 4, p)
+	defer a.close()
+	appendEntries(t, a, 0, 25)
+	preparedAhead(t, a)
+	before := chunkFiles(t, dir)
+	if err := a.dropChunksBefore(16, 100); err != nil {
+		t.Fatal(err)
+	}
+	a.askReap(99) // not yet up to the drop's position: nothing asked of the preparer
+	if a.first() != 16 {
+		t.Fatalf("first entry %d after the drop, want 16", a.first())
+	}
+	if files := chunkFiles(t, dir); !slices.Equal(files, before) || len(freeFiles(t, dir)) != 0 {
+		t.Fatalf("files after the drop %v (free %v), want them as before %v", files, freeFiles(t, dir), before)
+	}
+	crashCopy(t, dir, 0, 25)
+	a.askReap(100)
+	testkit.Until(t, 10*time.Second, "the preparer seeing to the dropped chunks' files", func() string {
+		if files := chunkFiles(t, dir); files[0] != 16 || len(freeFiles(t, dir)) != maxFreeChunks {
+			return fmt.Sprintf("files %v, free %v", files, freeFiles(t, dir))
+		}
+		return ""
+	})
 }
 
 // crashCopy opens a copy of the array in dir, every file as it is now (a

@@ -24,6 +24,7 @@ const prepLater = 50 * time.Millisecond
 type preparer struct {
 	mu    sync.Mutex
 	now   []*array        // the preparer is behind: make one at once
+	reaps []*array        // with dropped chunks' files to see to
 	later map[*array]bool // make up to aheadChunks, at a random moment
 	timer *time.Timer     // armed while later is not empty
 	fire  chan struct{}   // the timer's
@@ -68,10 +69,23 @@ func (p *preparer) request(a *array, now bool) {
 	}
 }
 
+// reap asks for the files of a's dropped chunks to be renamed free or
+// deleted (array.reapDropped), at once. It does not block. Safe from any
+// goroutine.
+func (p *preparer) reap(a *array) {
+	p.mu.Lock()
+	p.reaps = append(p.reaps, a)
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (p *preparer) loop() {
 	defer p.wg.Done()
 	for {
-		var queue []*array
+		var queue, reaps []*array
 		want := 1
 		select {
 		case <-p.done:
@@ -79,6 +93,7 @@ func (p *preparer) loop() {
 		case <-p.kick:
 			p.mu.Lock()
 			queue, p.now = p.now, nil
+			reaps, p.reaps = p.reaps, nil
 			p.mu.Unlock()
 		case <-p.fire:
 			p.mu.Lock()
@@ -97,6 +112,9 @@ func (p *preparer) loop() {
 			default:
 			}
 			a.prepareNext(want)
+		}
+		for _, a := range reaps {
+			a.reapDropped()
 		}
 	}
 }

@@ -180,6 +180,22 @@ func (s *set[K, M]) DropBefore(pos int64) error {
 	return s.each(func(m M) error { return dropIndexBefore(m.base().arr, pos) })
 }
 
+// RemoveDropped asks the set's preparer to rename free or delete the
+// files of the chunks DropBefore dropped for positions up to upTo, and
+// sync their directories. The store asks once the log's oldest position
+// upTo is durable in the metafile, so that no crash finds the log holding
+// records whose index chunks are gone (see array.dropChunksBefore). Safe
+// from any goroutine.
+func (s *set[K, M]) RemoveDropped(upTo int64) {
+	if s.closed.Load() {
+		return
+	}
+	s.each(func(m M) error {
+		m.base().arr.askReap(upTo)
+		return nil
+	})
+}
+
 // LastPos is the greatest position indexed in any index of the set, -1 if
 // none. After a crash, indexes may have been synced to different points;
 // a caller re-indexing the log should start from a position it knows all

@@ -821,7 +821,7 @@ func (l *Log) closeSegment(s *segment) bool {
 // made for positions the writer no longer goes to next.
 func (l *Log) dropReadyLocked() {
 	for _, p := range l.ready {
-		if err := l.retireLocked(p); err != nil {
+		if err := l.retireLocked(p, true); err != nil {
 			l.log.Warn("retiring a prepared segment failed", zap.Error(err))
 		}
 	}
@@ -1206,7 +1206,7 @@ func (l *Log) Recycle(upTo int64) (int64, error) {
 			l.unpinned.Wait()
 		}
 		delete(l.segs, idx)
-		if err := l.retireLocked(s); err != nil {
+		if err := l.retireLocked(s, false); err != nil {
 			return oldest, err
 		}
 	}
@@ -1280,6 +1280,10 @@ func (l *Log) closeFiles() error {
 	for _, f := range l.free {
 		f.closeFD()
 	}
+	for _, f := range l.retiringFiles { // left under their names: the next Open sees to them
+		f.closeFD()
+	}
+	l.retiringFiles = nil
 	l.files = map[int64]*segFile{}
 	l.ready = nil
 	l.free = nil

@@ -3,6 +3,7 @@ package segment
 import (
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -15,28 +16,37 @@ import (
 // the page cache. The writer's path makes, unmaps and deletes no file:
 //
 //   - Recycle, on the writer's path, takes the segments out of the table
-//     and renames a file whose last segment it was to "<position>.free"
-//     (retireLocked); the preparer unmaps the segments and keeps the file
-//     for reuse or deletes it (retireQueued).
+//     and queues them and the files whose last segments they were
+//     (retireLocked); the preparer renames those files "<position>.free",
+//     oldest first, unmaps the segments and keeps the files for reuse or
+//     deletes them (retireQueued).
 //   - the preparer keeps the file after the one the next segment goes in
 //     made ahead (prepareFileAhead), so that a writer that finds no
 //     segment made ahead at a file's first slot (the preparer behind)
 //     makes a slot in an open file, not a file.
 //
-// The rename is the writer's, at once, so that no crash finds a recycled
-// file under its name with a metafile that still counts it retained (the
-// metafile is synced by the next flush): its records would read again,
-// where the indexes no longer hold them, and a file reused after it would
-// leave a gap. A file made ahead and not yet written holds nothing of its
-// use: a crash leaves it after the end of the log, where recovery deletes
-// it, as it does a segment made ahead.
+// A crash between the two finds a recycled file under its name. Open
+// takes it for free when the metafile's oldest position is past it (the
+// metafile is synced by the next flush); when the metafile still counts it
+// retained, the log starts at it again, as if it had not been recycled
+// (its records read again, before the snapshot's position; the index
+// entries that point into it may be gone, as with the recycled first
+// slots of a file still written, which a file keeps until its last slot
+// goes, and readers skip what the indexes lack). Never is a later file
+// renamed (nor reused) while an earlier one keeps its name, so a crash
+// leaves the retained files contiguous, never a gap that would set the
+// log after it aside. A file made ahead and never written (dropped when a
+// rollback moved the writer back, whose position it may come to again) is
+// renamed at once; a crash leaves such a file after the end of the log,
+// where recovery deletes it, as it does a segment made ahead.
 
 // retireLocked takes s, a segment the log no longer holds (recycled, or
 // made ahead for a position the writer no longer goes to), out of the
 // log: its map is the preparer's to drop (retireQueued); its file, when
-// s was the last segment of it open, is renamed "<position>.free" here
-// (see above) and kept for reuse once its maps are dropped. Under mu.
-func (l *Log) retireLocked(s *segment) error {
+// s was the last segment of it open, is renamed "<position>.free" (here
+// when now, else by the preparer: see above) and kept for reuse once its
+// maps are dropped. Under mu.
+func (l *Log) retireLocked(s *segment, now bool) error {
 	l.noteUnmapped(s)
 	l.retiring = append(l.retiring, s)
 	f := s.file
@@ -46,21 +56,51 @@ func (l *Log) retireLocked(s *segment) error {
 	if fb := s.base - s.off; l.files[fb] == f {
 		delete(l.files, fb)
 	}
-	free := f.path + freeSuffix
-	if err := os.Rename(f.path, free); err != nil {
-		f.closeFD() // left under its name: the next Open sees to it
-		return fsys.FileError("rename", f.path, err)
+	if now {
+		if err := f.renameFree(); err != nil {
+			f.closeFD() // left under its name: the next Open sees to it
+			return err
+		}
 	}
-	f.path = free
 	l.retiringFiles = append(l.retiringFiles, f)
 	return nil
 }
 
-// retireQueued does what retireLocked left to the preparer: it unmaps the
-// segments, then keeps their files for reuse (keepFree). The preparer's,
-// and Close's once the preparer has stopped.
+// renameFree renames f, a file none of whose segments the log holds,
+// "<position>.free".
+func (f *segFile) renameFree() error {
+	free := f.path + freeSuffix
+	if err := os.Rename(f.path, free); err != nil {
+		return fsys.FileError("rename", f.path, err)
+	}
+	f.path = free
+	return nil
+}
+
+// retireQueued does what retireLocked left to the preparer: it renames
+// the files free, oldest first, unmaps the segments, then keeps the files
+// for reuse (keepFree). The preparer's, and Close's once the preparer has
+// stopped.
 func (l *Log) retireQueued() {
 	l.mu.Lock()
+	files := l.retiringFiles
+	l.retiringFiles = nil
+	l.mu.Unlock()
+	renamed := len(files)
+	for i, f := range files {
+		if strings.HasSuffix(f.path, freeSuffix) {
+			continue
+		}
+		if err := f.renameFree(); err != nil {
+			// Tried again next round, with every file after it: a later
+			// file renamed before an earlier one would leave a gap.
+			l.log.Warn("renaming a recycled segment file free failed", zap.Error(err))
+			renamed = i
+			break
+		}
+	}
+	l.mu.Lock()
+	l.retiringFiles = append(files[renamed:len(files):len(files)], l.retiringFiles...)
 	for i, s := range l.retiring {
 		if err := s.unmap(); err != nil {
 			l.log.Warn("unmapping a recycled segment failed", zap.String("segment-path", s.path), zap.Error(err))
@@ -68,10 +108,8 @@ func (l *Log) retireQueued() {
 		l.retiring[i] = nil
 	}
 	l.retiring = l.retiring[:0]
-	files := l.retiringFiles
-	l.retiringFiles = nil
 	l.mu.Unlock()
-	for _, f := range files {
+	for _, f := range files[:renamed] {
 		l.keepFree(f)
 	}
 }
