@@ -71,10 +71,11 @@ type Daemon struct {
 	// view mirrors the store's view into --view-file; nil when off.
 	view *mirror.Mirror
 
-	ln  *access.Listener // the local API's socket
-	api *httpapi.Server
-	srv *http.Server
-	mln net.Listener // metrics; nil when off
+	ln   *access.Listener // the local API's socket
+	api  *httpapi.Server
+	srv  *http.Server
+	lane *httpapi.Lane // srv's listener: d.ln with the fast lane in front
+	mln  net.Listener  // metrics; nil when off
 
 	redis *respsrv.Server // the Redis front door; nil when off
 	// redisCert is the TLS certificate of --redis-addr, swapped by
@@ -435,7 +436,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// The first fatal error of a server loop ends Run (nsqd's exitFunc).
 	errc := make(chan error, 2+len(d.redisLns))
 	d.wg.Go(func() {
-		if err := d.srv.Serve(d.ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := d.srv.Serve(d.lane); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("local api on %s: %w", d.cfg.Socket, err)
 		}
 	})
@@ -550,7 +551,8 @@ func (d *Daemon) shutdown() error {
 			zap.Duration("shutdown-timeout", d.cfg.ShutdownTimeout), zap.Error(err))
 		_ = d.srv.Close()
 	}
-	_ = d.ln.Close() // when Serve never ran
+	d.lane.Shutdown(ctx) // its connections, which the http.Server does not see
+	_ = d.ln.Close()     // when Serve never ran
 	d.closeRedis()
 	if d.msrv != nil {
 		if err := d.msrv.Shutdown(ctx); err != nil {
@@ -819,6 +821,8 @@ func (d *Daemon) newServer() *http.Server {
 		Logger:           d.log,
 		Clock:            d.cfg.Hooks().Clock,
 	})
+	d.lane = httpapi.NewLane(d.api, d.ln, httpapi.LaneConfig{ReadHeaderTimeout: d.cfg.ReadHeaderTimeout,
+		ReadTimeout: d.cfg.ReadTimeout, WriteTimeout: d.cfg.WriteTimeout, IdleTimeout: d.cfg.IdleTimeout})
 	return &http.Server{
 		Handler:           d.api,
 		ReadHeaderTimeout: d.cfg.ReadHeaderTimeout,

@@ -31,10 +31,11 @@ const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // digits.
 func FormatOrigin(o uint64) string {
 	var b [16]byte
-	return string(appendOrigin(b[:0], o))
+	return string(AppendOrigin(b[:0], o))
 }
 
-func appendOrigin(b []byte, o uint64) []byte {
+// AppendOrigin appends an origin ID as FormatOrigin renders it.
+func AppendOrigin(b []byte, o uint64) []byte {
 	for i := 60; i >= 0; i -= 4 {
 		b = append(b, hexDigits[(o>>uint(i))&0xf])
 	}
@@ -79,7 +80,7 @@ func (p *Published) AppendJSON(b []byte) []byte {
 	b = append(b, `,"key":`...)
 	b = AppendString(b, p.Key)
 	b = append(b, `,"origin":"`...)
-	b = appendOrigin(b, p.Origin)
+	b = AppendOrigin(b, p.Origin)
 	b = append(b, `","seq":`...)
 	b = strconv.AppendUint(b, p.Seq, 10)
 	b = append(b, `,"hlc":"`...)
@@ -252,7 +253,7 @@ func appendDeliveryFields(b []byte, d *Delivery) []byte {
 	b = append(b, `,"delete":`...)
 	b = strconv.AppendBool(b, d.Delete)
 	b = append(b, `,"origin":"`...)
-	b = appendOrigin(b, d.Origin)
+	b = AppendOrigin(b, d.Origin)
 	b = append(b, `","seq":`...)
 	b = strconv.AppendUint(b, d.Seq, 10)
 	b = append(b, `,"hlc":"`...)
@@ -288,7 +289,7 @@ func appendOf(b []byte, of Of) []byte {
 	b = append(b, '{')
 	if of.Origin != 0 {
 		b = append(b, `"origin":"`...)
-		b = appendOrigin(b, of.Origin)
+		b = AppendOrigin(b, of.Origin)
 		b = append(b, `","seq":`...)
 		b = strconv.AppendUint(b, of.Seq, 10)
 		if of.Absent {

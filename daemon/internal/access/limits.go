@@ -198,6 +198,9 @@ func (l *Limits) admit(c *Conn, force bool) admission {
 		victims = append(victims, v)
 	}
 	l.starved.Store(false)
+	// An eviction above may have uncounted the uid's last connection,
+	// and with it dropped p: count c in the uid's entry of now.
+	p = l.peer(c.key)
 	l.open++
 	p.open++
 	c.state = connWaiting
@@ -602,6 +605,7 @@ type Conn struct {
 	spare         *wire.Error   // set on a spare connection: the answer to anything but health
 	elem, uidElem *list.Element // in the waiting lists, while waiting
 	hold          holding       // the current request's bytes counted in the budget
+	unread        []byte        // given back by Unread, read first
 }
 
 // Caller is who connected, as the kernel said when it did, and the user
@@ -639,8 +643,19 @@ func (c *Conn) limitReached() *wire.Error {
 		c.caller.Who(), c.l.limits.maxConnsPerUID)
 }
 
+// Unread gives b back to be read again: the next Reads return it before
+// anything more from the socket. The local API's fast lane hands a
+// connection to net/http so, with the request it did not answer. Not
+// safe beside a Read.
+func (c *Conn) Unread(b []byte) { c.unread = append(c.unread[:0], b...) }
+
 // Read notes when the daemon waits for the client (see idle).
 func (c *Conn) Read(b []byte) (int, error) {
+	if len(c.unread) > 0 {
+		n := copy(b, c.unread)
+		c.unread = c.unread[n:]
+		return n, nil
+	}
 	if c.l.limits == nil {
 		return c.UnixConn.Read(b)
 	}
