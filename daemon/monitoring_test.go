@@ -68,9 +68,41 @@ func monitoringExprs(t *testing.T) map[string]string {
 	return out
 }
 
-// Every metric the dashboard and the alert rules name is exported by a
-// running daemon (a node of a two-node cluster with its observer, its
-// Redis door and a peer's records), and promtool accepts the rules.
+// docsSeries are the metric names the documentation names (the pages
+// under docs/, README.md, DESIGN.md, ARCHITECTURE.md), each with the
+// pages that name it.
+func docsSeries(t *testing.T) map[string][]string {
+	t.Helper()
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range append(pages, "../README.md", "../DESIGN.md", "../ARCHITECTURE.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range docSeriesName.FindAllString(string(b), -1) {
+			if name != "cachecast_view" { // the Python module of the shared view
+				out[name] = append(out[name], filepath.Base(p))
+			}
+		}
+	}
+	if len(out) < 20 {
+		t.Fatalf("only %d metric names found in the docs", len(out))
+	}
+	return out
+}
+
+// docSeriesName matches a metric's name in prose: a prefix of names
+// ("cachecast_cluster_*") is not one.
+var docSeriesName = regexp.MustCompile(`\bcachecast_[a-z0-9_]*[a-z0-9]\b`)
+
+// Every metric the dashboard, the alert rules and the docs name is
+// exported by a running daemon (a node of a two-node cluster with its
+// observer, its Redis door and a peer's records), and promtool accepts
+// the rules.
 func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	ds := startCluster(t, 2, func(i int, c *Config) {
 		c.MetricsAddr = "127.0.0.1:0"
@@ -98,9 +130,16 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 			names[name] = append(names[name], where)
 		}
 	}
-	t.Logf("%d metric names in the dashboard and the rules", len(names))
+	for name, pages := range docsSeries(t) {
+		names[name] = append(names[name], pages...)
+	}
+	t.Logf("%d metric names in the dashboard, the rules and the docs", len(names))
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		if !strings.Contains(text, "\n"+name+"{") && !strings.Contains(text, "\n"+name+" ") {
+		exported := func(n string) bool {
+			return strings.Contains(text, "\n"+n+"{") || strings.Contains(text, "\n"+n+" ")
+		}
+		if !exported(name) && !exported(name+"_bucket") { // a histogram's name, as prose names it
+
 			t.Errorf("%s (in %s) is not exported by a running daemon", name, strings.Join(names[name], ", "))
 		}
 	}
@@ -109,5 +148,32 @@ func TestMonitoringNamesExportedMetrics(t *testing.T) {
 	out, err := exec.Command(promtool, "check", "rules", filepath.Join(monitoringDir, "cachecast-alerts.yml")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+}
+
+// TestMonitoringDocNamesEveryAlert: docs/monitoring.md's list of alerts
+// is the rules file's: every alert of the one is named in the other.
+func TestMonitoringDocNamesEveryAlert(t *testing.T) {
+	rules, err := os.ReadFile(filepath.Join(monitoringDir, "cachecast-alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/monitoring.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inRules []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllSubmatch(rules, -1) {
+		inRules = append(inRules, string(m[1]))
+	}
+	var inDoc []string
+	for _, m := range regexp.MustCompile("`(Cachecast[A-Za-z]+)`").FindAllSubmatch(doc, -1) {
+		inDoc = append(inDoc, string(m[1]))
+	}
+	slices.Sort(inRules)
+	slices.Sort(inDoc)
+	inDoc = slices.Compact(inDoc)
+	if len(inRules) < 5 || !slices.Equal(inRules, inDoc) {
+		t.Errorf("the rules file's alerts\n%q\ndocs/monitoring.md names\n%q", inRules, inDoc)
 	}
 }
