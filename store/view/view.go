@@ -496,13 +496,17 @@ func makeViewItem(key, tag, value []byte, st record.Stamp, flags uint8, eff, exp
 	if flags&(itemTomb|itemCancel|itemPlaceholder) != 0 {
 		tag, value = nil, nil
 	}
-	buf := make([]byte, len(key)+len(tag)+len(value))
-	n := copy(buf, key)
-	n += copy(buf[n:], tag)
-	copy(buf[n:], value)
+	// A Builder grown once allocates without zeroing what the copies
+	// overwrite at once (make did: a tenth of a recovery's CPU with 8 KB
+	// values).
+	var buf strings.Builder
+	buf.Grow(len(key) + len(tag) + len(value))
+	buf.Write(key)
+	buf.Write(tag)
+	buf.Write(value)
 	return wideItem{
 		viewItem: viewItem{
-			data:  unsafe.String(unsafe.SliceData(buf), len(buf)),
+			data:  buf.String(),
 			stamp: st,
 			klen:  uint16(len(key)),
 			tlen:  uint16(len(tag)),

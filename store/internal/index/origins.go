@@ -189,6 +189,13 @@ func (o *Origins) Last(origin uint64) uint64 {
 	return oi.arr.len() - 1
 }
 
+// Holds reports whether the index holds seq of origin (a Put of it would
+// be refused as a duplicate).
+func (o *Origins) Holds(origin, seq uint64) bool {
+	oi := o.lookup(origin)
+	return oi != nil && seq < oi.arr.len()
+}
+
 // Vector returns origin -> last(origin) for every origin with a last seq.
 func (o *Origins) Vector() map[uint64]uint64 {
 	o.mu.RLock()

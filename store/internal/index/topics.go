@@ -232,6 +232,16 @@ func (t *Topics) Has(topic []byte) bool {
 	return t.m[string(topic)] != nil
 }
 
+// Holds reports whether topic's index has an entry at pos or after it
+// (an Append of pos would be refused as a duplicate), without allocating.
+// Safe from any goroutine.
+func (t *Topics) Holds(topic []byte, pos int64) bool {
+	t.mu.RLock()
+	ti := t.m[string(topic)]
+	t.mu.RUnlock()
+	return ti != nil && ti.last.Load() >= pos
+}
+
 // Names lists the indexed topics, sorted.
 func (t *Topics) Names() []string {
 	t.mu.RLock()
