@@ -291,6 +291,25 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// acceptFailed waits after a failed accept of a listener that is still
+// open, as net/http's server does: from 5 ms, doubling up to a second
+// while the failures go on, and returns the next wait. Such a failure
+// passes (the process out of file descriptors, EMFILE, while clients
+// hold them all; the kernel short of memory): the door keeps its other
+// connections and accepts again once it can. The first of a run is
+// logged.
+func (s *Server) acceptFailed(ln net.Listener, err error, backoff time.Duration) time.Duration {
+	if backoff == 0 {
+		s.log.Warn("redis: accepting a connection failed; retrying", zap.Stringer("addr", ln.Addr()), zap.Error(err))
+		backoff = 5 * time.Millisecond
+	}
+	select {
+	case <-time.After(backoff):
+	case <-s.ctx.Done():
+	}
+	return min(2*backoff, time.Second)
+}
+
 // newRunID is a random run id, as Redis's: 40 hex digits.
 func newRunID() string {
 	var b [20]byte
@@ -308,19 +327,17 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
+	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
+			backoff = s.acceptFailed(ln, err, backoff)
+			continue
 		}
+		backoff = 0
 		c := newConn(s, nc)
 		c.peer = s.peerOf(nc)
 		a, ok := s.node.(Authenticator)
