@@ -228,12 +228,8 @@ func (b *run) request(c conn, msgs []client.Message, r int) (int, error) {
 		for i := range n {
 			msgs[i] = client.Message{Key: b.keys[(first+i)%o.Keys], Tag: o.Tag, Value: b.value}
 		}
-		rs, err := c.PublishBatch(o.Topic, msgs[:n])
-		for _, res := range rs {
-			if !res.OK() {
-				b.warnings.Add(1)
-			}
-		}
+		notOK, err := c.PublishBatch(o.Topic, msgs[:n])
+		b.warnings.Add(int64(notOK))
 		return n, err
 	}
 }
@@ -349,7 +345,9 @@ func localWorker(ctx context.Context, path string, o Options, keys []string, nex
 type conn interface {
 	Get(topic, key string) (client.Value, error)
 	Publish(topic, key string, value []byte, tag string) (client.PutResult, error)
-	PublishBatch(topic string, msgs []client.Message) ([]client.PutResult, error)
+	// PublishBatch says how many of msgs were stored with a status
+	// other than ok.
+	PublishBatch(topic string, msgs []client.Message) (notOK int, err error)
 	Close() error
 }
 
@@ -403,8 +401,14 @@ func (h *httpConn) Get(topic, key string) (client.Value, error) { return h.c.Get
 func (h *httpConn) Publish(topic, key string, value []byte, tag string) (client.PutResult, error) {
 	return h.c.Publish(h.ctx, topic, key, value, tag)
 }
-func (h *httpConn) PublishBatch(topic string, msgs []client.Message) ([]client.PutResult, error) {
-	return h.c.PublishBatch(h.ctx, topic, msgs)
+func (h *httpConn) PublishBatch(topic string, msgs []client.Message) (notOK int, err error) {
+	rs, err := h.c.PublishBatch(h.ctx, topic, msgs)
+	for _, r := range rs {
+		if !r.OK() {
+			notOK++
+		}
+	}
+	return notOK, err
 }
 func (h *httpConn) Close() error { return h.c.Close() }
 

@@ -1,11 +1,16 @@
 package rawconn
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -82,19 +87,13 @@ func TestConnBatch(t *testing.T) {
 	}
 	msgs[7].Value = []byte{0xff}
 	msgs[9] = client.Message{Key: "k001", Delete: true}
-	for round := range 3 {
-		rs, err := c.PublishBatch("b", msgs)
-		if err != nil {
-			t.Fatal(err)
+	for range 3 {
+		if notOK, err := c.PublishBatch("b", msgs); notOK != 0 || err != nil {
+			t.Fatalf("batch: %d not ok, %v", notOK, err)
 		}
-		if len(rs) != len(msgs) {
-			t.Fatalf("%d results", len(rs))
-		}
-		for i, r := range rs {
-			if r.Seq != uint64(round*len(msgs)+i+1) || r.Key != msgs[i].Key || !r.OK() {
-				t.Fatalf("result %d: %+v", i, r)
-			}
-		}
+	}
+	if n := srv.Requests("POST /v1/topics/{topic}/messages"); n != 3 {
+		t.Errorf("%d batches sent, want 3", n)
 	}
 	if v, err := c.Get("b", "k007"); err != nil || !bytes.Equal(v.Bytes, []byte{0xff}) {
 		t.Errorf("k007: %q %v", v.Bytes, err)
@@ -102,9 +101,89 @@ func TestConnBatch(t *testing.T) {
 	if _, err := c.Get("b", "k001"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("deleted in the batch: %v", err)
 	}
-	if rs, err := c.PublishBatch("b", nil); rs != nil || err != nil {
-		t.Errorf("empty batch: %v %v", rs, err)
+	if notOK, err := c.PublishBatch("b", nil); notOK != 0 || err != nil {
+		t.Errorf("empty batch: %v %v", notOK, err)
 	}
+}
+
+// TestConnBatchStatuses: PublishBatch counts the results that are not ok,
+// and refuses an answer with too few or too many results, whichever way
+// it reads the answer (counting the statuses, or parsing it).
+func TestConnBatchStatuses(t *testing.T) {
+	result := func(status string) string {
+		return `{"topic":"b","key":"k","origin":"00000000000000ab","seq":1,"hlc":"1","time":"2026-12-05T00:00:00.000Z","status":"` + status + `"}`
+	}
+	msgs := []client.Message{{Key: "k"}, {Key: "k"}, {Key: "k"}}
+	for _, tc := range []struct {
+		name     string
+		statuses []string
+		notOK    int
+		bad      bool
+	}{
+		{"all ok", []string{"ok", "ok", "ok"}, 0, false},
+		{"one replica_timeout", []string{"ok", "replica_timeout", "ok"}, 1, false},
+		{"none ok", []string{"replica_unavailable", "replica_timeout", "later"}, 3, false},
+		{"a result short", []string{"ok", "ok"}, 0, true},
+		{"a result more", []string{"ok", "ok", "ok", "ok"}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rs []string
+			for _, st := range tc.statuses {
+				rs = append(rs, result(st))
+			}
+			body := `{"results":[` + strings.Join(rs, ",") + "]}\n"
+			sock := serveOnce(t, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body)
+			c, err := Dial(context.Background(), sock, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			notOK, err := c.PublishBatch("b", msgs)
+			if tc.bad {
+				if !errors.Is(err, client.ErrBadResponse) {
+					t.Errorf("%d results for 3 messages: %d, %v; want ErrBadResponse", len(rs), notOK, err)
+				}
+				return
+			}
+			if notOK != tc.notOK || err != nil {
+				t.Errorf("PublishBatch: %d not ok, %v; want %d", notOK, err, tc.notOK)
+			}
+		})
+	}
+}
+
+// serveOnce listens on a fresh socket and answers the first request of
+// its first connection with answer (the request's head and body read
+// whatever they are).
+func serveOnce(t *testing.T, answer string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "rc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		req, err := http.ReadRequest(bufio.NewReader(nc))
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		_, _ = io.WriteString(nc, answer)
+	}()
+	return sock
 }
 
 func TestConnErrors(t *testing.T) {
