@@ -24,8 +24,8 @@ import (
 // README shows a command printing is what it must print, but for the
 // figures no run repeats (an origin, an HLC, a time) and what an
 // elision ("...") leaves out; a command whose output the README leaves
-// out must succeed. docs/http-api.md's walk-through is run by the same
-// machinery (TestDocsHTTPAPI). The README's other
+// out must succeed. The sessions of docs/http-api.md and docs/cli.md are
+// run by the same machinery (docs_test.go). The README's other
 // examples are run elsewhere: make run by TestMakeRun, make deb and the
 // package by TestDebPackage, the unit's snippets by systemd's tests.
 
@@ -137,7 +137,7 @@ var unrepeatable = []struct {
 	{regexp.MustCompile(`origin=[0-9a-f]{16}`), `origin=ORIGIN`},
 	{regexp.MustCompile(`hlc=[0-9]+`), `hlc=HLC`},
 	{regexp.MustCompile(`time=[^ ]+`), `time=TIME`},
-	{regexp.MustCompile(`(?m)^Cachecast-Origin: [0-9a-f]{16}$`), `Cachecast-Origin: ORIGIN`},
+	{regexp.MustCompile(`(?m)^(Cachecast-Origin: |origin +)[0-9a-f]{16}$`), `${1}ORIGIN`},
 	{regexp.MustCompile(`(?m)^Cachecast-Hlc: [0-9]+$`), `Cachecast-Hlc: HLC`},
 	{regexp.MustCompile(`(?m)^(Cachecast-Time|Date): .+$`), `$1: TIME`},
 	{regexp.MustCompile(`"uptime_seconds":[0-9.]+`), `"uptime_seconds":UPTIME`},
@@ -160,12 +160,10 @@ func masked(s string) string {
 }
 
 // live says whether a document shows a step as a command that runs until
-// it is stopped (a subscription, a watch): its comment says so, or the
-// output shown ends in a line of its own that is an elision.
+// it is stopped (a subscription, a watch): its comment says so.
 func live(s consoleStep) bool {
 	_, comment, _ := strings.Cut(s.cmd, "#")
-	return strings.Contains(comment, "live") || strings.Contains(comment, "Ctrl-C") ||
-		len(s.want) > 0 && strings.TrimSpace(s.want[len(s.want)-1]) == elision
+	return strings.Contains(comment, "live") || strings.Contains(comment, "Ctrl-C")
 }
 
 // catFile matches a step "cat FILE", with which a document shows a file
@@ -274,15 +272,15 @@ func shell(dir, script, input string) (string, string, error) {
 }
 
 // shellLive runs s, a command that runs until it is stopped, after the
-// assignments vars, until it has printed the lines shown before the
-// elision that ends them (or, when none are shown, one line), then
-// stops it. The lines must be those shown; a first line of its own must
-// not be an error.
+// assignments vars, until it has printed the lines shown (but for an
+// elision that ends them: the stream goes on), or one line when none
+// are shown, then stops it. The lines must be those shown; a first line
+// of its own must not be an error.
 func shellLive(t *testing.T, dir, vars string, s consoleStep) {
 	t.Helper()
 	want := s.want
-	if len(want) > 0 {
-		want = want[:len(want)-1] // the elision: the stream goes on
+	if len(want) > 0 && strings.TrimSpace(want[len(want)-1]) == elision {
+		want = want[:len(want)-1]
 	}
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
