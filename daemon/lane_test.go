@@ -124,8 +124,9 @@ func TestFastLaneAnswersAsNetHTTP(t *testing.T) {
 		{"binary value", get("/v1/topics/prices/keys/binary", ""), true},
 		{"pending value beside the one in force", get("/v1/topics/sched/keys/k", ""), true},
 		{"the fields curl and Go send", get("/v1/topics/prices/keys/sku-1", "User-Agent: curl/8\r\naccept: */*\r\nAccept-Encoding: gzip\r\n"), true},
-		{"no key", get("/v1/topics/prices/keys/nope", ""), false},
-		{"no topic", get("/v1/topics/nope/keys/sku-1", ""), false},
+		{"no key", get("/v1/topics/prices/keys/nope", ""), true},
+		{"no topic", get("/v1/topics/nope/keys/sku-1", ""), true},
+		{"topic of a bad name", get("/v1/topics/pri!ces/keys/sku-1", ""), true},
 		{"escaped key", get("/v1/topics/prices/keys/eu%2Fsku-2", ""), false},
 		{"query", get("/v1/topics/prices/keys/sku-1?x=1", ""), false},
 		{"dot segment", get("/v1/topics/prices/keys/eu/./sku-2", ""), false},
@@ -141,19 +142,22 @@ func TestFastLaneAnswersAsNetHTTP(t *testing.T) {
 		{"other route", get("/healthz", ""), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := td.d.lane.Served()
+			before, errs0 := td.d.lane.Served(), errorsCounted(td)
 			head := strings.HasPrefix(tc.raw, "HEAD ")
 			c := dialLane(t, td.cfg.Socket)
 			c.noBody = head
 			c.send(tc.raw)
 			got := c.answer()
-			served := td.d.lane.Served() - before
+			served, errs1 := td.d.lane.Served()-before, errorsCounted(td)
 			c2 := dialLane(t, td.cfg.Socket)
 			c2.noBody = head
 			c2.send(withSlow(tc.raw))
 			want := c2.answer()
 			if td.d.lane.Served()-before != served {
 				t.Errorf("the fast lane answered a request with %q", slow)
+			}
+			if errs2 := errorsCounted(td); errs1-errs0 != errs2-errs1 {
+				t.Errorf("errors counted: %v, by net/http %v", errs1-errs0, errs2-errs1)
 			}
 			if got != want {
 				t.Errorf("answer:\n%s\nnet/http's:\n%s", got, want)
@@ -163,6 +167,24 @@ func TestFastLaneAnswersAsNetHTTP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// errorsCounted is the sum of cachecast_api_errors_total over its codes.
+func errorsCounted(td *testDaemon) float64 {
+	td.t.Helper()
+	mfs, err := td.d.m.reg.Gather()
+	if err != nil {
+		td.t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "cachecast_api_errors_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }
 
 // TestFastLaneHandsOver: on one connection, requests the lane answers,
@@ -184,8 +206,8 @@ func TestFastLaneHandsOver(t *testing.T) {
 		}
 		return out
 	}
-	reqs := []string{get("a"), get("b"), get("none"), get("a"), get("b")}
-	want := fmt.Sprint([]string{"A", "B", `{"error":{"code":"not_found","message":"no key \"none\" in topic \"t\""}}` + "\n", "A", "B"})
+	reqs := []string{get("a"), get("none"), get("b?x=1"), get("a"), get("b")}
+	want := fmt.Sprint([]string{"A", `{"error":{"code":"not_found","message":"no key \"none\" in topic \"t\""}}` + "\n", "B", "A", "B"})
 
 	t.Run("one at a time", func(t *testing.T) {
 		before := td.d.lane.Served()

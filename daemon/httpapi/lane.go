@@ -31,10 +31,11 @@ import (
 // a request itself only when its head arrived whole, is exactly the
 // common shape (GET /v1/topics/{topic}/keys/{key} HTTP/1.1, a path that
 // needs no unescaping or cleaning, no header but Host, User-Agent, Accept
-// and Accept-Encoding) and its answer is the value: any other request, and
-// any other answer (an error, a refusal, a spare connection, catching up)
-// hands the connection, with the bytes read so far, to the http.Server
-// for good, which reads that request again and answers it. So the lane
+// and Accept-Encoding) and its answer is the value or a plain error (no
+// such key, a bad name): any other request, and any other answer (a
+// refusal by role, a spare connection, catching up) hands the
+// connection, with the bytes read so far, to the http.Server for good,
+// which reads that request again and answers it. So the lane
 // only ever writes what net/http would write for the same request (the
 // tests compare the two byte for byte), and everything else the API does
 // stays net/http's.
@@ -416,18 +417,21 @@ func allIn(b []byte, set *charSet128) bool {
 	return true
 }
 
-// appendValue appends the whole answer (status line, header, value) that
-// net/http writes for getKey's answer to a GET of topic/key on c that
-// finds the key, and observes the route's latency from start; ok is false
-// for any other answer (a refusal, an error, a tag net/http would alter):
-// net/http is to give it.
+// appendValue appends the whole answer (status line, header, value or
+// error) that net/http writes for getKey's answer to a GET of topic/key
+// on c, and observes the route's latency from start; ok is false for a
+// refusal by role, an error appendError does not write, and a tag net/http
+// would alter: net/http is to give those.
 func (a *Server) appendValue(b []byte, c *access.Conn, topic, key string, start time.Time) ([]byte, bool) {
 	if !a.guard.Has(c.Caller(), access.RoleRead) || !a.handlers.enter() {
 		return b, false
 	}
 	defer a.handlers.leave()
 	e, we := a.entry(topic, key)
-	if we != nil || !fieldAsIs(e.Tag) {
+	if we != nil {
+		return a.appendError(b, c, topic, key, we, start)
+	}
+	if !fieldAsIs(e.Tag) {
 		return b, false
 	}
 	// The fields in net/http's order: the handler's sorted by name, then
@@ -451,6 +455,28 @@ func (a *Server) appendValue(b []byte, c *access.Conn, topic, key string, start 
 	b = append(b, "\r\nContent-Type: application/octet-stream\r\nDate: "...)
 	b = appendDate(b, start)
 	b = append(append(b, "\r\n\r\n"...), e.Value...)
+	a.getLatency.Observe(time.Since(start).Seconds())
+	return b, true
+}
+
+// appendError appends the whole error answer e that net/http writes for
+// getKey's refusal of a GET of topic/key on c, counted and logged as
+// fail does, and observes the route's latency from start; ok is false
+// for an error answered with more header fields than the error's
+// (Retry-After): net/http is to give it.
+func (a *Server) appendError(b []byte, c *access.Conn, topic, key string, e *wire.Error, start time.Time) ([]byte, bool) {
+	status := wire.HTTPStatus(e.Code)
+	text := http.StatusText(status)
+	if e.Code == wire.CodeBusy || e.Code == wire.CodeCatchingUp || text == "" {
+		return b, false
+	}
+	a.noteFailure(c.Caller(), http.MethodGet, "/v1/topics/"+topic+"/keys/"+key, e)
+	body := errorBody(e)
+	b = strconv.AppendInt(append(b, "HTTP/1.1 "...), int64(status), 10)
+	b = strconv.AppendInt(append(append(append(b, ' '), text...), "\r\nContent-Length: "...), int64(len(body)), 10)
+	b = append(b, "\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\nDate: "...)
+	b = appendDate(b, start)
+	b = append(append(b, "\r\n\r\n"...), body...)
 	a.getLatency.Observe(time.Since(start).Seconds())
 	return b, true
 }

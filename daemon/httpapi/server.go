@@ -125,6 +125,22 @@ func (a *Server) failed(w http.ResponseWriter, r *http.Request, e *wire.Error) b
 }
 
 func (a *Server) fail(w http.ResponseWriter, r *http.Request, e *wire.Error) {
+	status := a.noteFailure(access.CallerFrom(r.Context()), r.Method, r.URL.Path, e)
+	h := w.Header()
+	for k := range h {
+		if strings.HasPrefix(k, "Cachecast-") {
+			h.Del(k)
+		}
+	}
+	if e.Code == wire.CodeBusy || e.Code == wire.CodeCatchingUp {
+		h.Set("Retry-After", "1")
+	}
+	writeJSONBytes(w, status, errorBody(e))
+}
+
+// noteFailure counts the error answer e to a request of c in the metrics
+// and logs it, and returns its status.
+func (a *Server) noteFailure(c access.Caller, method, path string, e *wire.Error) int {
 	status := wire.HTTPStatus(e.Code)
 	a.m.errors.WithLabelValues(e.Code).Inc()
 	lvl := zapcore.DebugLevel
@@ -135,20 +151,15 @@ func (a *Server) fail(w http.ResponseWriter, r *http.Request, e *wire.Error) {
 		lvl = zapcore.ErrorLevel
 	}
 	if ce := a.log.Check(lvl, "request failed"); ce != nil {
-		ce.Write(append(access.CallerFrom(r.Context()).Fields(),
-			zap.String("method", r.Method), zap.String("path", r.URL.Path),
+		ce.Write(append(c.Fields(), zap.String("method", method), zap.String("path", path),
 			zap.String("code", e.Code), zap.String("message", e.Message))...)
 	}
-	h := w.Header()
-	for k := range h {
-		if strings.HasPrefix(k, "Cachecast-") {
-			h.Del(k)
-		}
-	}
-	if e.Code == wire.CodeBusy || e.Code == wire.CodeCatchingUp {
-		h.Set("Retry-After", "1")
-	}
-	writeJSONBytes(w, status, append(wire.AppendError(make([]byte, 0, 64+len(e.Message)), e), '\n'))
+	return status
+}
+
+// errorBody is the body of the error answer e.
+func errorBody(e *wire.Error) []byte {
+	return append(wire.AppendError(make([]byte, 0, 64+len(e.Message)), e), '\n')
 }
 
 func writeJSONBytes(w http.ResponseWriter, status int, b []byte) {
