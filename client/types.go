@@ -73,6 +73,12 @@ type Event struct {
 	Seq    uint64
 	HLC    uint64
 	Time   time.Time
+	// ExpiryOf and IncrementOf, at most one set, make the message a
+	// change of the version of Key they name rather than a version of
+	// its own: an expiry change (EXPIRE, PERSIST; Value is that
+	// version's) or a counter increment (Value is the increment, not the
+	// sum). The wire's "expiry_of" and "increment_of".
+	ExpiryOf, IncrementOf *VersionOf
 
 	// ID, Attempt and Queue are set in clustering mode only.
 
@@ -88,6 +94,15 @@ type Event struct {
 	// Raw is the message's line as the daemon sent it, without the
 	// newline, when SubscribeOptions.RawLines asks for it.
 	Raw []byte
+}
+
+// VersionOf names the version of a key a change applies to: Origin and
+// Seq its stamp's (Origin 0: none, the key was never held); Absent says
+// the change applies to the key's absence after that version (deleted
+// or expired), or with no version to the absence of a key never held.
+type VersionOf struct {
+	Origin, Seq uint64
+	Absent      bool
 }
 
 // Value is a key's latest value and its identity, as Get returns it.
@@ -174,6 +189,40 @@ type eventWire struct {
 	ID          string      `json:"id,omitempty"`
 	Attempt     int         `json:"attempt,omitempty"`
 	Queue       *int        `json:"queue,omitempty"` // a pointer: queue 0 is a queue
+	ExpiryOf    *ofWire     `json:"expiry_of,omitempty"`
+	IncrementOf *ofWire     `json:"increment_of,omitempty"`
+}
+
+// ofWire is a VersionOf on the wire: {"origin":"..","seq":N}, with
+// "absent":true, or {"absent":true} alone.
+type ofWire struct {
+	Origin string `json:"origin,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
+	Absent bool   `json:"absent,omitempty"`
+}
+
+// versionOf decodes o; nil for nil.
+func (o *ofWire) versionOf() (*VersionOf, error) {
+	if o == nil {
+		return nil, nil
+	}
+	origin, err := parseOrigin(o.Origin)
+	if err != nil {
+		return nil, err
+	}
+	return &VersionOf{Origin: origin, Seq: o.Seq, Absent: o.Absent}, nil
+}
+
+// ofWireOf encodes v; nil for nil.
+func ofWireOf(v *VersionOf) *ofWire {
+	if v == nil {
+		return nil
+	}
+	o := &ofWire{Seq: v.Seq, Absent: v.Absent}
+	if v.Origin != 0 {
+		o.Origin = FormatOrigin(v.Origin)
+	}
+	return o
 }
 
 // messageWire is the API's message object as a Message holds it (no time
@@ -361,6 +410,12 @@ func (w *eventWire) event() (Event, error) {
 	if e.Time, err = parseTime(w.Time); err != nil {
 		return Event{}, err
 	}
+	if e.ExpiryOf, err = w.ExpiryOf.versionOf(); err != nil {
+		return Event{}, err
+	}
+	if e.IncrementOf, err = w.IncrementOf.versionOf(); err != nil {
+		return Event{}, err
+	}
 	return e, nil
 }
 
@@ -405,7 +460,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	w := out{eventWire: eventWire{
 		Offset: e.Offset, Topic: e.Topic, Key: e.Key, Tag: e.Tag, Delete: e.Delete,
 		Origin: FormatOrigin(e.Origin), Seq: e.Seq, Time: formatTime(e.Time),
-		ID: e.ID, Attempt: e.Attempt,
+		ID: e.ID, Attempt: e.Attempt, ExpiryOf: ofWireOf(e.ExpiryOf), IncrementOf: ofWireOf(e.IncrementOf),
 	}, HLC: hlcString(e.HLC)}
 	w.Value, w.ValueBase64 = encodeValue(e.Value)
 	if e.ID != "" || e.Queue != 0 {

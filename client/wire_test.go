@@ -108,7 +108,12 @@ func sameEvent(a, b Event) bool {
 	return a.Offset == b.Offset && a.Topic == b.Topic && a.Key == b.Key && a.Tag == b.Tag &&
 		bytes.Equal(a.Value, b.Value) && a.Delete == b.Delete && a.Origin == b.Origin &&
 		a.Seq == b.Seq && a.HLC == b.HLC && a.Time.Equal(b.Time) &&
-		a.ID == b.ID && a.Attempt == b.Attempt && a.Queue == b.Queue
+		a.ID == b.ID && a.Attempt == b.Attempt && a.Queue == b.Queue &&
+		sameOf(a.ExpiryOf, b.ExpiryOf) && sameOf(a.IncrementOf, b.IncrementOf)
+}
+
+func sameOf(a, b *VersionOf) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
 
 func TestAppendMessage(t *testing.T) {
@@ -141,6 +146,9 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"value":"\ud800"}`))
 	f.Add([]byte(`{"offset":5,"value":"v","origin":"00000000deadbeef","seq":42,"id":"00000000deadbeef-42","attempt":2,"queue":0}`))
 	f.Add([]byte(`{"queue":3}`))
+	f.Add([]byte(`{"value":"3","increment_of":{"origin":"00000000deadbeef","seq":6,"absent":true}}`))
+	f.Add([]byte(`{"value":"0","expiry_of":{"absent":true}}`))
+	f.Add([]byte(`{"expiry_of":{"origin":"zz"}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		ev, err := decodeEvent(line)

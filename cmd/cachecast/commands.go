@@ -677,7 +677,8 @@ func writeEventLine(w *bufio.Writer, ev client.Event) {
 }
 
 // writeEventFields writes the end of an event's line: a tab, then key,
-// tag and value.
+// tag and value: "(deleted)" for a delete, "+N" for a counter increment
+// of N (as history prints it), "(expiry change)" for an expiry change.
 func writeEventFields(w *bufio.Writer, ev client.Event) {
 	w.WriteByte('\t')
 	w.WriteString(dash(ev.Key))
@@ -687,6 +688,11 @@ func writeEventFields(w *bufio.Writer, ev client.Event) {
 	switch {
 	case ev.Delete:
 		w.WriteString("(deleted)")
+	case ev.ExpiryOf != nil:
+		w.WriteString("(expiry change)")
+	case ev.IncrementOf != nil:
+		w.WriteByte('+')
+		w.Write(ev.Value)
 	case printable(ev.Value):
 		w.Write(ev.Value)
 	default:

@@ -409,6 +409,10 @@ func TestWatchStreamLines(t *testing.T) {
 			"0\ta\t-\t1\n", exitError, `(malformed lines so far: 1): client: malformed response: origin "zz"`},
 		{"error line", []string{good[0], `{"error":{"code":"internal","message":"record corrupt"}}`}, []string{"--json"},
 			good[0] + "\n", exitError, "internal: record corrupt"},
+		{"changes", []string{
+			`{"offset":2,"topic":"w","key":"n","tag":"","value":"3","delete":false,"origin":"00000000deadbeef","seq":3,"hlc":"1","time":"2026-11-30T05:12:01.582Z","increment_of":{"absent":true}}`,
+			`{"offset":3,"topic":"w","key":"n","tag":"","value":"0","delete":false,"origin":"00000000deadbeef","seq":4,"hlc":"2","time":"2026-11-30T05:12:01.582Z","expires_at":"2026-11-30T06:12:01.582Z","expiry_of":{"absent":true}}`,
+		}, []string{"--count", "2"}, "2\tn\t-\t+3\n3\tn\t-\t(expiry change)\n", exitOK, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
