@@ -155,7 +155,9 @@
 // and Open fails, unless Options.ViewFromPeers: then the view starts from
 // what the log holds and waits for a peer's snapshot (ViewFromPeer), and
 // no snapshot is written nor sent until Bootstrap has taken one. Reads check the CRC too, so a page damaged after
-// recovery reads as ErrCorrupt, never as wrong bytes.
+// recovery reads as ErrCorrupt, never as wrong bytes; only the replay in
+// Open reads the records recovery has just checked without their CRCs
+// (record.DecodeChecked: the CRC was a third of a recovery's CPU).
 //
 // Damage under the committed position (a bad sector, a stray write into
 // flushed data) is not a torn tail: what follows it is good. It is found

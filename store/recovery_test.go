@@ -567,3 +567,24 @@ func TestRebuiltIndexesNameWhereRecordsLie(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsCheckTheCRCAfterOpen: the replay reads the records recovery
+// has just checked without checking their CRCs again, and no read after
+// Open does so: a record damaged after Open in the range recovery
+// checked reads as ErrCorrupt.
+func TestReadsCheckTheCRCAfterOpen(t *testing.T) {
+	dir := t.TempDir()
+	o := noFlushOptions(t, dir)
+	s := openTest(t, o)
+	pos := writeRecords(t, s, 50, 300)
+	s.crash() // nothing was flushed: recovery checks every record
+	s = openTest(t, o)
+	if got := len(readAll(t, s)); got != 50 {
+		t.Fatalf("recovered %d records, want 50", got)
+	}
+	path, off := segmentFile(s, pos[20])
+	flip(t, path, off+record.HeaderSize+10) // the file's page is the map's
+	if _, err := s.seglog.Read(pos[20], func(record.Record) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("read of a record damaged after Open: %v, want ErrCorrupt", err)
+	}
+}

@@ -238,7 +238,9 @@ func (s *Store) open() error {
 	if err = s.loadView(); err != nil {
 		return err
 	}
-	if err = s.replay(); err != nil {
+	err = s.replay()
+	s.seglog.ForgetChecked() // from here on every read checks the CRC
+	if err != nil {
 		return err
 	}
 	s.nextSeq = s.origins.Last(s.origin) + 1

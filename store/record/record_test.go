@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"strings"
 	"testing"
 )
 
@@ -235,6 +236,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("1"), CountAbsent: true, CountOn: Stamp{HLC: 98}}, Stamp{8, 10, 125}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
+		rc, cerr := DecodeChecked(b)
+		switch {
+		case err == nil && (cerr != nil || !bytes.Equal(rc, r)):
+			t.Fatalf("DecodeChecked gave %x, %v where Decode accepts %x", []byte(rc), cerr, []byte(r))
+		case err != nil && cerr == nil && !strings.Contains(err.Error(), "crc"):
+			t.Fatalf("DecodeChecked accepts what Decode refuses for more than its CRC: %v", err)
+		}
 		if err != nil || r == nil {
 			return
 		}
@@ -245,4 +253,32 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", again, []byte(r))
 		}
 	})
+}
+
+// TestDecodeChecked: DecodeChecked skips the CRC only: a record whose
+// value changed decodes, one whose size or fields do not add up does not.
+func TestDecodeChecked(t *testing.T) {
+	good := encode(t, Message{Topic: "prices", Key: "sku", Value: []byte("1.00")}, Stamp{7, 1, 99})
+	for _, tc := range []struct {
+		name    string
+		damage  func(b []byte)
+		decode  bool // Decode accepts it
+		checked bool // DecodeChecked accepts it
+	}{
+		{"intact", func([]byte) {}, true, true},
+		{"a value byte changed", func(b []byte) { b[binary.LittleEndian.Uint32(b)-1] ^= 1 }, false, true},
+		{"the size changed", func(b []byte) { b[0]++ }, false, false},
+		{"an unknown version", func(b []byte) { b[9] = 99 }, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := append([]byte(nil), good...)
+			tc.damage(b)
+			if _, err := Decode(b); (err == nil) != tc.decode {
+				t.Errorf("Decode: %v, want accepted %t", err, tc.decode)
+			}
+			if _, err := DecodeChecked(b); (err == nil) != tc.checked {
+				t.Errorf("DecodeChecked: %v, want accepted %t", err, tc.checked)
+			}
+		})
+	}
 }

@@ -77,6 +77,11 @@ type Log struct {
 	oldest  atomic.Int64 // and at or above this
 	flushed atomic.Int64 // durable below this
 
+	// checkedFrom and checkedTo are the range recover checked record by
+	// record in this Open: reads there skip the records' CRCs (the
+	// store's replay reads it again at once) until ForgetChecked.
+	checkedFrom, checkedTo atomic.Int64
+
 	// markedFrom is where marked records begin: every record at or after
 	// it carries its segment's mark, those before it (written before
 	// marks existed) zero.
@@ -384,6 +389,8 @@ func (l *Log) recover() error {
 			}
 		}
 	}
+	l.checkedFrom.Store(start)
+	l.checkedTo.Store(pos)
 	if l.markedFrom == math.MaxInt64 {
 		l.markedFrom = pos
 	}
@@ -497,14 +504,23 @@ func (l *Log) putPrefix(s *segment, off int64, kind uint32) {
 	binary.LittleEndian.PutUint32(s.data[off+4:], kind)
 }
 
+// ForgetChecked ends the reads without CRCs of the range recover checked
+// (the store calls it once its replay has read that range).
+func (l *Log) ForgetChecked() { l.checkedTo.Store(l.checkedFrom.Load()) }
+
 // decodeAt checks the entry at offset off of s: the record (nil: nothing
-// of this use is there) and the offset of the next entry.
+// of this use is there) and the offset of the next entry. The CRC of a
+// record recover checked is not checked again until ForgetChecked.
 func (l *Log) decodeAt(s *segment, off int64) (record.Record, int64, error) {
+	decode := record.Decode
+	if pos := s.base + off; pos >= l.checkedFrom.Load() && pos < l.checkedTo.Load() {
+		decode = record.DecodeChecked
+	}
 	if !l.framed(s, off) {
 		if off+record.HeaderSize > l.segSize {
 			return nil, off, nil
 		}
-		r, err := record.Decode(s.data[off:])
+		r, err := decode(s.data[off:])
 		if err != nil || r == nil {
 			return nil, off, err
 		}
@@ -513,7 +529,7 @@ func (l *Log) decodeAt(s *segment, off int64) (record.Record, int64, error) {
 	if off+prefixSize+record.HeaderSize > l.segSize || !l.prefixed(s, off, kindRecord) {
 		return nil, off, nil
 	}
-	r, err := record.Decode(s.data[off+prefixSize:])
+	r, err := decode(s.data[off+prefixSize:])
 	if err != nil || r == nil {
 		// A prefix whose record did not make it (a torn write): the end.
 		return nil, off, err
