@@ -641,3 +641,46 @@ func TestDataTLSReload(t *testing.T) {
 	wantErr(t, "a reload with a CA file that is not PEM", td.d.Reload(), "--tls-ca", "no certificate")
 	noErr(t, dial())
 }
+
+// TestRedisClientListOwnConnections: CLIENT LIST (and CLIENT LIST ID)
+// shows a caller without the admin role only its own user's connections:
+// another user's names, addresses and last commands are not its to read,
+// as Redis keeps CLIENT LIST for @admin. An admin sees every one.
+func TestRedisClientListOwnConnections(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisAddr = "127.0.0.1:0"
+	cfg.RedisUsers = writeUsers(t, "user boss on >boss-pw ~* +@all\nuser r1 on >r1-pw ~* +@read\nuser r2 on >r2-pw ~* +@read\n")
+	td := startDaemon(t, cfg)
+	ctx := context.Background()
+	client := func(user string) *goredis.Client {
+		rc := goredis.NewClient(&goredis.Options{Addr: td.d.RedisAddr(), Username: user, Password: user + "-pw",
+			ClientName: user + "-conn", PoolSize: 1})
+		t.Cleanup(func() { _ = rc.Close() })
+		return rc
+	}
+	boss, r1, r2 := client("boss"), client("r1"), client("r2")
+	r1ID := must(r1.ClientID(ctx).Result())
+	for _, tc := range []struct {
+		name     string
+		rc       *goredis.Client
+		args     []any
+		has, not []string
+	}{
+		{"a reader's list", r2, []any{"CLIENT", "LIST"}, []string{"name=r2-conn"}, []string{"r1-conn", "boss-conn"}},
+		{"a reader asks another's id", r2, []any{"CLIENT", "LIST", "ID", r1ID}, nil, []string{"r1-conn"}},
+		{"the admin's list", boss, []any{"CLIENT", "LIST"}, []string{"name=r1-conn", "name=r2-conn", "name=boss-conn"}, nil},
+		{"the admin asks r1's id", boss, []any{"CLIENT", "LIST", "ID", r1ID}, []string{"name=r1-conn"}, nil},
+	} {
+		out := must(tc.rc.Do(ctx, tc.args...).Text())
+		for _, s := range tc.has {
+			if !strings.Contains(out, s) {
+				t.Errorf("%s: no %q in %q", tc.name, s, out)
+			}
+		}
+		for _, s := range tc.not {
+			if strings.Contains(out, s) {
+				t.Errorf("%s: %q is there: %q", tc.name, s, out)
+			}
+		}
+	}
+}

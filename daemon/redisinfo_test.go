@@ -97,7 +97,8 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 // # Memory and # Keyspace are there; CLIENT LIST names a TCP client by
 // its ip:port and a Unix one by the socket's path and :0, as Redis does,
 // with the flags (x in MULTI, U on a Unix socket, N for none), multi
-// and cmd of each connection's state.
+// and cmd of each connection's state; to an admin (a client without the
+// role sees its own user's connections only).
 func TestRedisInfoAndClientList(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.RedisAddr = "127.0.0.1:0"
@@ -139,7 +140,17 @@ func TestRedisInfoAndClientList(t *testing.T) {
 
 	uc.do("MULTI")
 	uc.do("GET", "k1")
-	list := tc.do("CLIENT", "LIST")
+	// Listed by the daemon's own user on a third connection: an admin,
+	// who sees every connection (the TCP client sees its own only).
+	admin, err := net.Dial("unix", td.d.RedisSocketPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if own := tc.do("CLIENT", "LIST"); strings.Count(own, "\n") != 1 || !strings.Contains(own, "addr="+tcp.LocalAddr().String()+" ") {
+		t.Errorf("CLIENT LIST of the unauthenticated TCP client should be its own connection alone: %q", own)
+	}
+	list := newRawClient(t, admin).do("CLIENT", "LIST")
 	sock := td.d.RedisSocketPath()
 	fields := `id=\d+ addr=%s laddr=%s fd=\d+ name= age=\d+ idle=\d+ flags=%s db=0 sub=0 psub=0 ssub=0 multi=%s ` +
 		`qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default redir=-1 resp=2 lib-name= lib-ver=\n`

@@ -562,9 +562,20 @@ func cmdClient(c *conn, a [][]byte) {
 // its filters read and refused as Redis 7.0 reads them, in Redis's order
 // (the order they connected in, which is their ids'; ID's own order for
 // ID). A node has no Redis replication links: TYPE master and replica
-// (or slave) name none. False when it answered an error.
+// (or slave) name none. A caller without the admin role sees only the
+// connections of its own uid or Redis user (Redis keeps CLIENT LIST for
+// @admin): another user's names, addresses and commands are not its to
+// read. False when it answered an error.
 func (c *conn) clientList(filter [][]byte) ([]*conn, bool) {
-	all := c.s.allConns()
+	var all []*conn
+	if an, ok := c.s.node.(adminNode); ok && an.AuthorizeAdmin(c.nc) == nil {
+		all = c.s.allConns()
+	} else {
+		c.s.mu.Lock()
+		peer := c.peer
+		c.s.mu.Unlock()
+		all = c.s.connsOf(peer)
+	}
 	slices.SortFunc(all, func(x, y *conn) int { return cmp.Compare(x.id, y.id) })
 	switch {
 	case len(filter) == 0:

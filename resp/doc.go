@@ -87,7 +87,9 @@
 // CLIENT LIST and CLIENT INFO write Redis 7.2's fields in its order (addr
 // ip:port, or the Unix socket's path and :0 as Redis writes it; laddr,
 // fd, idle, flags (N, P, x, t, B, U), multi, cmd, redir, resp); the
-// buffer fields Redis keeps of its allocator are 0. COMMAND, COMMAND COUNT/LIST/INFO/DOCS, CONFIG GET (a few
+// buffer fields Redis keeps of its allocator are 0. CLIENT LIST shows a
+// caller without the admin role only the connections of its own uid or
+// Redis user (Redis keeps it for @admin). COMMAND, COMMAND COUNT/LIST/INFO/DOCS, CONFIG GET (a few
 // parameters), CONFIG SET notify-keyspace-events, DBSIZE, TIME. CLUSTER
 // answers "ERR This instance has cluster support disabled": every node is
 // a standalone endpoint that holds the whole view (clients that probe for

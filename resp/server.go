@@ -443,11 +443,19 @@ func (s *Server) byID(id int64) pubsub.Client {
 }
 
 func (s *Server) allConns() []*conn {
+	return s.connsOf("")
+}
+
+// connsOf is the open connections of peer (their share of the limits:
+// a uid, a Redis user; see peerOf), or every one for "".
+func (s *Server) connsOf(peer string) []*conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
-		out = append(out, c)
+		if peer == "" || c.peer == peer {
+			out = append(out, c)
+		}
 	}
 	return out
 }
