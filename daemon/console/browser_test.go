@@ -224,7 +224,7 @@ func groupsJS(members map[string]int) string {
 // second write of it in its history beside the first; a scheduled value
 // shows on the time view and flips on the page when its time comes, and
 // an expiry shows there with its countdown; the traffic view tails a
-// topic by key prefix; the groups view shows each node's groups; a
+// topic by key prefix, an increment as one; the groups view shows each node's groups; a
 // stopped node shows as down.
 func TestBrowser(t *testing.T) {
 	b := newBrowser(t)
@@ -303,6 +303,15 @@ func TestBrowser(t *testing.T) {
 		}
 		return ""
 	})
+	res, err := testkit.UnixClient(c.Nodes[1].Socket, false, 5*time.Second).Post("http://cachecast/v1/topics/prices/counters/tail-n?by=3", "", nil)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("an increment of tail-n: %v %v", res, err)
+	}
+	res.Body.Close()
+	b.until(10*time.Second, "the increment shown as one in the tail", `(() => {
+		const r = [...document.querySelectorAll("#tail tbody tr")].find(r => r.children[2].textContent === "tail-n");
+		return r && r.children[4].textContent === "+3" ? "" : "tail-n: " + (r ? r.children[4].textContent : "no row");
+	})()`)
 	joinGroup(t, c.Nodes[1], "prices", "billing")
 	b.run(chromedp.Navigate(base + "console/#groups"))
 	b.until(10*time.Second, "the group on every node, its member on node1", groupsJS(map[string]int{"node0": 0, "node1": 1, "node2": 0}))

@@ -336,7 +336,9 @@ function startTail(ev) {
   es.onmessage = (m) => {
     const d = JSON.parse(m.data);
     if (prefix && !d.key.startsWith(prefix)) return;
-    const value = d.delete ? "(deleted)" : d.value != null ? d.value : "base64 " + d.value_base64;
+    // An increment or an expiry change is a change of a version, not a value.
+    const value = d.delete ? "(deleted)" : d.increment_of ? "+" + d.value : d.expiry_of ? "(expiry change)" :
+      d.value != null ? d.value : "base64 " + d.value_base64;
     tbody.prepend(el("tr", {}, el("td", { class: "mono", text: d.time }), el("td", { text: d.topic }), el("td", { class: "mono", text: d.key }),
       el("td", { text: d.tag }), el("td", { class: "mono" }, el("span", { class: "value", text: value.slice(0, 200) })), el("td", { class: "mono", text: shortOrigin(d.origin) }), el("td", { class: "num", text: d.seq })));
     while (tbody.children.length > 200) tbody.lastChild.remove();
