@@ -489,8 +489,10 @@ var watchCmd = &command{
 	args:    "TOPIC",
 	summary: "print a topic's messages as they arrive, one per line",
 	help: `Each line is: offset, key, tag, value, separated by tabs. An empty key
-or tag shows as "-"; a tombstone's value as "(deleted)"; a value that is
-not printable text is shown Go-quoted ("\xff..."). --json prints the
+or tag shows as "-"; a tombstone's value as "(deleted)", a counter
+increment of N as "+N", an expiry change (EXPIRE, PERSIST) as "(expiry
+change)"; a value that is not printable text is shown Go-quoted
+("\xff..."). --json prints the
 API's NDJSON lines instead, byte for byte as the daemon sent them.
 
 --from is earliest, latest (the default, or the cursor's position when
