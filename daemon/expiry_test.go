@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -65,21 +64,7 @@ func TestExpiryChangeFeeds(t *testing.T) {
 		}
 	}
 
-	var got []map[string]any
-	testkit.Eventually(t, 10*time.Second, "the three messages on the stream", func() bool {
-		for {
-			select {
-			case l := <-lines:
-				var m map[string]any
-				if json.Unmarshal([]byte(l), &m) == nil {
-					got = append(got, m)
-				}
-				continue
-			default:
-			}
-			return len(got) >= 3
-		}
-	})
+	got := streamObjects(t, lines, 3, "the three messages on the stream")
 	set, expire, persist := got[0], got[1], got[2]
 	of, _ := expire["expiry_of"].(map[string]any)
 	switch {
@@ -144,22 +129,7 @@ func TestStreamNamesWhatAChangeAppliesTo(t *testing.T) {
 	must(rc.Incr(ctx, "stats:b").Result())
 
 	lines := subscribeLines(t, td, "/v1/topics/stats/subscribe?from=earliest")
-	var got []map[string]any
-	testkit.Eventually(t, 10*time.Second, "the seven messages on the stream", func() bool {
-		for {
-			select {
-			case l := <-lines:
-				var m map[string]any
-				if err := json.Unmarshal([]byte(l), &m); err != nil {
-					t.Fatalf("line %q: %v", l, err)
-				}
-				got = append(got, m)
-				continue
-			default:
-			}
-			return len(got) >= 7
-		}
-	})
+	got := streamObjects(t, lines, 7, "the seven messages on the stream")
 	// of is the version a line names, as the line shows it: "" for
 	// none, "absent" for an absence of no version, "seq N" for version N
 	// of this node, "absent after seq N".

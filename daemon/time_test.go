@@ -247,6 +247,30 @@ func subscribeLines(t *testing.T, td *testDaemon, path string) <-chan string {
 	return lines
 }
 
+// streamObjects waits for the first n lines of a stream subscribeLines
+// reads, and returns them decoded; what names them for the message of a
+// timeout.
+func streamObjects(t *testing.T, lines <-chan string, n int, what string) []map[string]any {
+	t.Helper()
+	var got []map[string]any
+	testkit.Eventually(t, 10*time.Second, what, func() bool {
+		for {
+			select {
+			case l := <-lines:
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("line %q: %v", l, err)
+				}
+				got = append(got, m)
+				continue
+			default:
+			}
+			return len(got) >= n
+		}
+	})
+	return got
+}
+
 // TestClusterExpiryRealClock: the same on the real clock, TTLs from 50 ms
 // to 1 s: every read that served a value started before its expiry, and
 // every node stops serving it.
@@ -650,21 +674,7 @@ func TestScheduleCancelAndStream(t *testing.T) {
 	if r := td.do("DELETE", "/v1/topics/prices/keys/sku-2", nil, "Cachecast-Effective-At", at); r.status != 200 {
 		t.Fatalf("scheduled delete: %d %s", r.status, r.body)
 	}
-	var got []map[string]any
-	testkit.Eventually(t, 10*time.Second, "the four messages on the stream", func() bool {
-		for {
-			select {
-			case l := <-lines:
-				var m map[string]any
-				if json.Unmarshal([]byte(l), &m) == nil {
-					got = append(got, m)
-				}
-				continue
-			default:
-			}
-			return len(got) >= 4
-		}
-	})
+	got := streamObjects(t, lines, 4, "the four messages on the stream")
 	if got[1]["value"] != "9.99" || got[1]["effective_at"] != msTimeOf(t0+1000) || got[0]["effective_at"] != nil {
 		t.Fatalf("the stream's lines: %v", got)
 	}
