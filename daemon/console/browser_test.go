@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"go.uber.org/goleak"
 
 	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/daemon/daemontest"
@@ -21,7 +20,9 @@ import (
 	"github.com/cachecast/cachecast/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the package's run if a test left a goroutine behind
+// (allowing memberlist's probes in flight to end: testkit.FindLeaks).
+func TestMain(m *testing.M) { os.Exit(testkit.RunLeakFree(m, 10*time.Second)) }
 
 // browser is a headless chromium (Debian's package) driven over the
 // DevTools protocol, and where its screenshots go.

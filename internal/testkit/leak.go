@@ -3,7 +3,6 @@ package testkit
 import (
 	"fmt"
 	"os"
-	"testing"
 	"time"
 
 	"go.uber.org/goleak"
@@ -25,10 +24,10 @@ func FindLeaks(within time.Duration) error {
 	}
 }
 
-// RunLeakFree runs a package's tests and, when they pass, fails the run
-// if a goroutine is still alive after within (FindLeaks). It returns the
-// exit code for os.Exit.
-func RunLeakFree(m *testing.M, within time.Duration) int {
+// RunLeakFree runs a package's tests (m: a *testing.M, or what wraps
+// one) and, when they pass, fails the run if a goroutine is still alive
+// after within (FindLeaks). It returns the exit code for os.Exit.
+func RunLeakFree(m interface{ Run() int }, within time.Duration) int {
 	code := m.Run()
 	if code == 0 {
 		if err := FindLeaks(within); err != nil {
