@@ -63,3 +63,10 @@ func TestDocsCLI(t *testing.T) {
 	t.Parallel()
 	docSession(t, "docs/cli.md", "./bin/cachecast bench")
 }
+
+// TestDocsRedis runs docs/redis.md's session with redis-cli.
+func TestDocsRedis(t *testing.T) {
+	t.Parallel()
+	testkit.NeedTool(t, "redis-cli", "redis-tools")
+	docSession(t, "docs/redis.md")
+}

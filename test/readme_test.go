@@ -24,8 +24,8 @@ import (
 // README shows a command printing is what it must print, but for the
 // figures no run repeats (an origin, an HLC, a time) and what an
 // elision ("...") leaves out; a command whose output the README leaves
-// out must succeed. The sessions of docs/http-api.md and docs/cli.md are
-// run by the same machinery (docs_test.go). The README's other
+// out must succeed. The sessions of docs/http-api.md, docs/cli.md and
+// docs/redis.md are run by the same machinery (docs_test.go). The README's other
 // examples are run elsewhere: make run by TestMakeRun, make deb and the
 // package by TestDebPackage, the unit's snippets by systemd's tests.
 
