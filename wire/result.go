@@ -173,7 +173,9 @@ func appendDigits(b []byte, v int64, n int) []byte {
 //	{"offset":12,"topic":"t","key":"k","tag":"","value":"...","delete":false,
 //	 "origin":"..","seq":3,"hlc":"...","time":"..."}
 //
-// with "value_base64" instead of "value" when the value is not UTF-8.
+// with "value_base64" instead of "value" when the value is not UTF-8,
+// and after "time" the fields of its time and its Change, when set:
+// "expires_at", "effective_at", "cancel", "expiry_of", "increment_of".
 type Delivery struct {
 	Offset           uint64
 	Topic, Key, Tag  []byte
