@@ -1,11 +1,18 @@
 package test
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cachecast/cachecast/client"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/localview"
 )
 
 // docSession runs the console blocks of the page at path (relative to
@@ -69,4 +76,73 @@ func TestDocsRedis(t *testing.T) {
 	t.Parallel()
 	testkit.NeedTool(t, "redis-cli", "redis-tools")
 	docSession(t, "docs/redis.md")
+}
+
+// TestDocsSharedView runs docs/shared-view.md's Go and Python snippets
+// as written, but for the view file's path (the node's instead of the
+// package's), against a node that holds the keys they read, once its
+// view has them: the Go one prints the value of sku-42 its GetMany read,
+// the Python one the value, tag and HLC its get read.
+func TestDocsSharedView(t *testing.T) {
+	t.Parallel()
+	py := testkit.NeedTool(t, "python3", "python3")
+	snippets := map[string]string{}
+	for _, b := range markdownBlocks(t, "../docs/shared-view.md") {
+		snippets[b.lang] = strings.Join(b.lines, "\n")
+	}
+	dir := readmeDir(t)
+	n := StartNode(t, bins, NodeOptions{Name: "vm", Dir: dir, Socket: filepath.Join(dir, "cachecast.sock")})
+	var last client.PutResult
+	for _, k := range []string{"sku-43", "sku-42"} {
+		r, err := n.Client.Publish(ctx(t), "prices", k, []byte("12.50"), "eu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r
+	}
+	view := viewPath(n)
+	waitInView(t, view, "prices", map[string]viewEntry{"sku-42": {"12.50", "eu"}, "sku-43": {"12.50", "eu"}})
+
+	out := runGoSnippet(t, "docs/shared-view.md", snippets["go"], view, []string{"time"}, "_, _, _, _ = price, tag, stamp, v")
+	if out != "12.50\n" {
+		t.Errorf("docs/shared-view.md's Go snippet printed %q; want the value of sku-42, 12.50", out)
+	}
+
+	if !strings.Contains(snippets["python"], snippetView) {
+		t.Fatalf("docs/shared-view.md's Python snippet no longer opens %s:\n%s", snippetView, snippets["python"])
+	}
+	module, err := filepath.Abs("../localview/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-c", strings.ReplaceAll(snippets["python"], snippetView, strconv.Quote(view)))
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+module)
+	b, err := cmd.CombinedOutput()
+	if want := fmt.Sprintf("b'12.50' b'eu' %d", last.HLC); err != nil || strings.TrimSpace(string(b)) != want { // value and tag are bytes
+		t.Errorf("docs/shared-view.md's Python snippet printed %q (%v); want %q", b, err, want)
+	}
+}
+
+// viewEntry is a key's value and tag as a view file holds them.
+type viewEntry struct{ value, tag string }
+
+// waitInView waits until the view file at path holds want, each key of
+// topic with its value and tag (the node's mirror writes the view after
+// a publish answers).
+func waitInView(t *testing.T, path, topic string, want map[string]viewEntry) {
+	t.Helper()
+	r, err := localview.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	testkit.Until(t, 20*time.Second, "the keys in the view", func() string {
+		for k, w := range want {
+			v, tag, _, err := r.Get(topic, k)
+			if err != nil || (viewEntry{string(v), tag}) != w {
+				return fmt.Sprintf("%s: %q %q %v; want %q %q", k, v, tag, err, w.value, w.tag)
+			}
+		}
+		return ""
+	})
 }

@@ -337,8 +337,8 @@ func readmeDir(t *testing.T) string {
 // redis-cli, in that order, against one node with `make run`'s defaults
 // (./data, ./cachecast.sock, ./cachecast-redis.sock, ./cachecast.view) but
 // for the cluster's ports, which it does not open (TestMakeRun checks
-// those); then its Go snippet reads the key the sessions wrote from the
-// shared view.
+// those); then, once the shared view holds the key the sessions wrote,
+// its Go snippet reads it from there.
 func TestReadmeSingleNode(t *testing.T) {
 	t.Parallel()
 	testkit.NeedTool(t, "curl", "curl")
@@ -356,30 +356,46 @@ func TestReadmeSingleNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := runReadmeGo(t, filepath.Join(dir, "cachecast.view"))
+	view := filepath.Join(dir, "cachecast.view")
+	waitInView(t, view, "prices", map[string]viewEntry{"sku-42": {string(v.Bytes), v.Tag}})
+	out := runReadmeGo(t, view)
 	if want := string(v.Bytes) + " " + v.Tag; out != want {
 		t.Fatalf("the README's Go snippet read %q; the node holds %q", out, want)
 	}
 }
 
-// runReadmeGo compiles the README's Go snippet into a program that reads
-// the view file at path instead of the snippet's and prints what the
-// snippet's Get returned, runs it, and returns what it printed. The
-// program is laid into the module by an overlay (go build -overlay), so
-// nothing is written into the source tree.
+// runReadmeGo runs the README's Go snippet (runGoSnippet) and returns
+// what its Get returned, as "value tag".
 func runReadmeGo(t *testing.T, path string) string {
 	t.Helper()
 	snippet := strings.Join(readmeBlock(t, "Reading at memory speed: the shared view", "go").lines, "\n")
-	const readmePath = `"/run/cachecast/cachecast.view"`
-	if !strings.Contains(snippet, readmePath) || !strings.Contains(snippet, "{ ... }") {
-		t.Fatalf("the README's Go snippet no longer opens %s with its errors left as { ... }:\n%s", readmePath, snippet)
+	return runGoSnippet(t, "README.md", snippet, path, nil, "_ = stamp\n\tfmt.Print(string(price), \" \", tag)")
+}
+
+// snippetView is the view file a document's Go snippet opens.
+const snippetView = `"/run/cachecast/cachecast.view"`
+
+// runGoSnippet compiles the Go snippet of the document doc into a
+// program that reads the view file at path instead of the snippet's,
+// its errors left as { ... } returned, then runs tail; it runs it and
+// returns what it printed. The program imports fmt, os, localview and
+// imports. It is laid into the module by an overlay (go build
+// -overlay), so nothing is written into the source tree.
+func runGoSnippet(t *testing.T, doc, snippet, path string, imports []string, tail string) string {
+	t.Helper()
+	if !strings.Contains(snippet, snippetView) || !strings.Contains(snippet, "{ ... }") {
+		t.Fatalf("%s's Go snippet no longer opens %s with its errors left as { ... }:\n%s", doc, snippetView, snippet)
 	}
-	snippet = strings.ReplaceAll(snippet, readmePath, `"`+path+`"`)
+	snippet = strings.ReplaceAll(snippet, snippetView, `"`+path+`"`)
 	snippet = strings.ReplaceAll(snippet, "{ ... }", "{ return err }")
-	src := "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\n\t\"" + Module + "/localview\"\n)\n\n" +
+	imp := "\t\"fmt\"\n\t\"os\"\n"
+	for _, i := range imports {
+		imp += "\t\"" + i + "\"\n"
+	}
+	src := "package main\n\nimport (\n" + imp + "\n\t\"" + Module + "/localview\"\n)\n\n" +
 		"func main() {\n\tif err := run(); err != nil {\n\t\tfmt.Fprintln(os.Stderr, err)\n\t\tos.Exit(1)\n\t}\n}\n\n" +
 		"func run() error {\n" + snippet + "\n\tif err != nil {\n\t\treturn err\n\t}\n" +
-		"\t_ = stamp\n\tfmt.Print(string(price), \" \", tag)\n\treturn nil\n}\n"
+		"\t" + tail + "\n\treturn nil\n}\n"
 	tmp := t.TempDir()
 	file := filepath.Join(tmp, "main.go")
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
@@ -398,11 +414,11 @@ func runReadmeGo(t *testing.T, path string) string {
 	build := exec.Command("go", "build", "-overlay", filepath.Join(tmp, "overlay.json"), "-o", bin, pkg)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("the README's Go snippet does not build: %v\n%s\n%s", err, out, src)
+		t.Fatalf("%s's Go snippet does not build: %v\n%s\n%s", doc, err, out, src)
 	}
 	out, err := exec.Command(bin).CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's Go snippet: %v\n%s", err, out)
+		t.Fatalf("%s's Go snippet: %v\n%s", doc, err, out)
 	}
 	return string(out)
 }
