@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
@@ -42,6 +43,10 @@ func TestGuardFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fsys.Unmap(data)
+	// The preparer allocates the next segments in the same file: once it
+	// did, nothing extends the file again under the truncation (a read
+	// past its end is the fault; a hole would read as zeros).
+	testkit.Eventually(t, 10*time.Second, "the next segments prepared", s.seglog.Prepared)
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -733,7 +733,15 @@ func (l *Log) ahead(s *segment, to int64) error {
 	if err := l.grow(s, to); err != nil {
 		return err
 	}
-	if from := s.populated; from < to { // the preparer's alone: no lock
+	// From where the writer is, never behind it: its pages there are
+	// written, and may have been released (release.go) since this
+	// segment's last round, when the writer outran the preparer into it;
+	// faulting them in again would put them back in the resident set.
+	from := max(s.populated, s.released) // the preparer's alone: no lock
+	if w := l.end.Load() - s.base; w > from {
+		from = min(w, to)
+	}
+	if from < to {
 		if err := fsys.Guard(func() error { s.populate(from, to); return nil }); err != nil {
 			return err
 		}
@@ -842,6 +850,15 @@ func (l *Log) dropReadyLocked() {
 		}
 	}
 	l.ready = nil
+}
+
+// Prepared reports whether the preparer has made every segment it keeps
+// ready and is making no segment or file now: until the writer moves on,
+// it changes no file. For tests that change the log's files under it.
+func (l *Log) Prepared() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ready) >= l.maxReady && l.preparing < 0 && l.makingFile < 0
 }
 
 func (l *Log) kickPrepare() {
