@@ -364,12 +364,18 @@ func (t *tracker) flush(h *Hub) {
 }
 
 // prefixOf is the one of a BCAST client's prefixes name is under (BCAST
-// without PREFIX has the prefix ""; a client's prefixes never overlap).
+// without PREFIX has the prefix ""). The prefixes are sorted and never
+// overlap, so the only one that can be is the greatest not above name
+// (any between it and name would start with it): a binary search, as
+// the follower asks it of every changed key for every BCAST client, and
+// a client may hold any number of prefixes.
 func prefixOf(prefixes []string, name string) (string, bool) {
-	for _, p := range prefixes {
-		if strings.HasPrefix(name, p) {
-			return p, true
-		}
+	i, found := slices.BinarySearch(prefixes, name)
+	if found {
+		return name, true
+	}
+	if i > 0 && strings.HasPrefix(name, prefixes[i-1]) {
+		return prefixes[i-1], true
 	}
 	return "", false
 }
@@ -497,26 +503,80 @@ func (c *Peer) ClientTracking(a [][]byte) {
 // prefixesApart checks BCAST's new prefixes as Redis's
 // checkPrefixCollisionsOrReply does: none may be a prefix of, or have as
 // a prefix, one the client has or another new one; false when it
-// answered the error.
+// answered the error, which names the pair Redis names (the first new
+// prefix in the command's order that overlaps any, and the first prefix
+// it overlaps: the client's in sorted order, then the new ones after it).
 func (c *Peer) prefixesApart(prefixes []string) bool {
-	overlap := func(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
-	for i, p := range prefixes {
-		for _, old := range c.trk.prefixes {
-			if overlap(old, p) {
-				c.sess.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with an existing prefix '" + session.CString([]byte(old), len(old)) +
-					"'. Prefixes for a single client must not overlap.")
-				return false
-			}
-		}
-		for _, q := range prefixes[i+1:] {
-			if overlap(p, q) {
-				c.sess.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with another provided prefix '" + session.CString([]byte(q), len(q)) +
-					"'. Prefixes for a single client must not overlap.")
-				return false
-			}
+	i, old, ok := firstOverlap(c.trk.prefixes, prefixes)
+	switch {
+	case i < 0:
+		return true
+	case ok:
+		c.sess.Err("ERR Prefix '" + session.CString([]byte(prefixes[i]), len(prefixes[i])) + "' overlaps with an existing prefix '" + session.CString([]byte(old), len(old)) +
+			"'. Prefixes for a single client must not overlap.")
+		return false
+	}
+	p := prefixes[i]
+	for _, q := range prefixes[i+1:] {
+		if strings.HasPrefix(p, q) || strings.HasPrefix(q, p) {
+			c.sess.Err("ERR Prefix '" + session.CString([]byte(p), len(p)) + "' overlaps with another provided prefix '" + session.CString([]byte(q), len(q)) +
+				"'. Prefixes for a single client must not overlap.")
+			break
 		}
 	}
-	return true
+	return false
+}
+
+// firstOverlap is the index of the first of the new prefixes that is a
+// prefix of, or has as a prefix, another new one or one of the client's
+// (old: sorted, none a prefix of another), -1 for none; with the first
+// of the client's it overlaps, in sorted order, if any (ok). It takes
+// O(n log n) of the prefixes, not the O(n²) of comparing every pair: a
+// client may send 32,767 prefixes in one command, again and again.
+func firstOverlap(old, prefixes []string) (first int, oldOne string, ok bool) {
+	overlaps := make([]bool, len(prefixes))
+	// Among the new ones, in sorted order: a stack of the prefixes of the
+	// current one (each a prefix of the next above it). Any prefix of a
+	// later one is still on the stack when it comes, as every one between
+	// them in sorted order starts with it too.
+	order := make([]int, len(prefixes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(prefixes[a], prefixes[b]) })
+	var stack []int
+	for _, i := range order {
+		for len(stack) > 0 && !strings.HasPrefix(prefixes[i], prefixes[stack[len(stack)-1]]) {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			overlaps[i], overlaps[stack[len(stack)-1]] = true, true
+		}
+		stack = append(stack, i)
+	}
+	for i, p := range prefixes {
+		if o, found := oldOverlap(old, p); found {
+			return i, o, true
+		}
+		if overlaps[i] {
+			return i, "", false
+		}
+	}
+	return -1, "", false
+}
+
+// oldOverlap is the first of the sorted, non-overlapping prefixes old
+// that is a prefix of p or has p as a prefix: the greatest not above p
+// (the only one that can be a prefix of p, as in prefixOf), else the
+// least not below it.
+func oldOverlap(old []string, p string) (string, bool) {
+	if o, ok := prefixOf(old, p); ok {
+		return o, true
+	}
+	if i, _ := slices.BinarySearch(old, p); i < len(old) && strings.HasPrefix(old[i], p) {
+		return old[i], true
+	}
+	return "", false
 }
 
 // ClientCaching is CLIENT CACHING YES|NO, until a command other than
