@@ -60,7 +60,8 @@ type Message struct {
 
 // Event is one message delivered by a subscription. It mirrors the wire
 // line {"offset":12,"topic":"t","key":"k","tag":"","value":"...","delete":false,
-// "origin":"..","seq":3,"hlc":"...","time":"..."}, plus, in clustering mode,
+// "origin":"..","seq":3,"hlc":"...","time":"..."}, plus its time fields
+// and the change it makes when set, and, in clustering mode,
 // "id":"<origin>-<seq>","attempt":1,"queue":0.
 type Event struct {
 	Offset uint64 // the message's position in its topic on this node (0 = first ever)
@@ -79,6 +80,19 @@ type Event struct {
 	// version's) or a counter increment (Value is the increment, not the
 	// sum). The wire's "expiry_of" and "increment_of".
 	ExpiryOf, IncrementOf *VersionOf
+	// ExpiresAt, when not zero, is when the version expires (after it
+	// the key reads as absent); on an expiry change, the version's new
+	// expiry, and zero there means the change removed it (PERSIST). The
+	// wire's "expires_at".
+	ExpiresAt time.Time
+	// EffectiveAt, when not zero, is the instant a scheduled message
+	// takes effect: until then the key's value in force is another. The
+	// wire's "effective_at".
+	EffectiveAt time.Time
+	// Cancel marks a cancel of Key's scheduled messages at EffectiveAt
+	// (DELETE .../pending/{key}, CACHECAST.CANCEL): nothing takes effect
+	// then. The wire's "cancel".
+	Cancel bool
 
 	// ID, Attempt and Queue are set in clustering mode only.
 
@@ -189,6 +203,9 @@ type eventWire struct {
 	ID          string      `json:"id,omitempty"`
 	Attempt     int         `json:"attempt,omitempty"`
 	Queue       *int        `json:"queue,omitempty"` // a pointer: queue 0 is a queue
+	ExpiresAt   string      `json:"expires_at,omitempty"`
+	EffectiveAt string      `json:"effective_at,omitempty"`
+	Cancel      bool        `json:"cancel,omitempty"`
 	ExpiryOf    *ofWire     `json:"expiry_of,omitempty"`
 	IncrementOf *ofWire     `json:"increment_of,omitempty"`
 }
@@ -393,7 +410,7 @@ func resultOf(w *wire.PutResult) (PutResult, error) {
 
 func (w *eventWire) event() (Event, error) {
 	e := Event{Offset: w.Offset, Topic: w.Topic, Key: w.Key, Tag: w.Tag, Delete: w.Delete, Seq: w.Seq,
-		ID: w.ID, Attempt: w.Attempt}
+		Cancel: w.Cancel, ID: w.ID, Attempt: w.Attempt}
 	if w.Queue != nil {
 		e.Queue = *w.Queue
 	}
@@ -408,6 +425,12 @@ func (w *eventWire) event() (Event, error) {
 		return Event{}, err
 	}
 	if e.Time, err = parseTime(w.Time); err != nil {
+		return Event{}, err
+	}
+	if e.ExpiresAt, err = parseTime(w.ExpiresAt); err != nil {
+		return Event{}, err
+	}
+	if e.EffectiveAt, err = parseTime(w.EffectiveAt); err != nil {
 		return Event{}, err
 	}
 	if e.ExpiryOf, err = w.ExpiryOf.versionOf(); err != nil {
@@ -460,6 +483,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	w := out{eventWire: eventWire{
 		Offset: e.Offset, Topic: e.Topic, Key: e.Key, Tag: e.Tag, Delete: e.Delete,
 		Origin: FormatOrigin(e.Origin), Seq: e.Seq, Time: formatTime(e.Time),
+		ExpiresAt: formatTime(e.ExpiresAt), EffectiveAt: formatTime(e.EffectiveAt), Cancel: e.Cancel,
 		ID: e.ID, Attempt: e.Attempt, ExpiryOf: ofWireOf(e.ExpiryOf), IncrementOf: ofWireOf(e.IncrementOf),
 	}, HLC: hlcString(e.HLC)}
 	w.Value, w.ValueBase64 = encodeValue(e.Value)

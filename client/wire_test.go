@@ -71,6 +71,13 @@ func TestDecodeEvent(t *testing.T) {
 		{"hlc as number", `{"hlc":123}`, Event{HLC: 123, Value: []byte{}}, false},
 		{"clustering", `{"offset":5,"topic":"t","key":"k","value":"v","origin":"00000000deadbeef","seq":42,"hlc":"9","id":"00000000deadbeef-42","attempt":3,"queue":7}`,
 			Event{Offset: 5, Topic: "t", Key: "k", Value: []byte("v"), Origin: 0xdeadbeef, Seq: 42, HLC: 9, ID: "00000000deadbeef-42", Attempt: 3, Queue: 7}, false},
+		{"time fields", `{"offset":2,"key":"k","value":"9.99","origin":"ab","seq":2,"hlc":"9","time":"2025-01-02T03:04:05.678Z","expires_at":"2025-01-03T02:00:00.000Z","effective_at":"2025-01-03T00:00:00Z"}`,
+			Event{Offset: 2, Key: "k", Value: []byte("9.99"), Origin: 0xab, Seq: 2, HLC: 9, Time: time.Date(2025, 1, 2, 3, 4, 5, 678e6, time.UTC),
+				ExpiresAt: time.Date(2025, 1, 3, 2, 0, 0, 0, time.UTC), EffectiveAt: time.Date(2025, 1, 3, 0, 0, 0, 0, time.UTC)}, false},
+		{"cancel", `{"key":"k","value":"","cancel":true,"effective_at":"2025-01-03T00:00:00.000Z"}`,
+			Event{Key: "k", Value: []byte{}, Cancel: true, EffectiveAt: time.Date(2025, 1, 3, 0, 0, 0, 0, time.UTC)}, false},
+		{"bad expires_at", `{"expires_at":"tomorrow"}`, Event{}, true},
+		{"bad effective_at", `{"effective_at":1735862400000}`, Event{}, true},
 		{"queue 0", `{"id":"0000000000000001-1","attempt":1,"queue":0}`, Event{Value: []byte{}, ID: "0000000000000001-1", Attempt: 1}, false},
 		{"bad attempt", `{"attempt":"1"}`, Event{}, true},
 		{"both values", `{"value":"a","value_base64":"YQ=="}`, Event{}, true},
@@ -108,6 +115,7 @@ func sameEvent(a, b Event) bool {
 	return a.Offset == b.Offset && a.Topic == b.Topic && a.Key == b.Key && a.Tag == b.Tag &&
 		bytes.Equal(a.Value, b.Value) && a.Delete == b.Delete && a.Origin == b.Origin &&
 		a.Seq == b.Seq && a.HLC == b.HLC && a.Time.Equal(b.Time) &&
+		a.ExpiresAt.Equal(b.ExpiresAt) && a.EffectiveAt.Equal(b.EffectiveAt) && a.Cancel == b.Cancel &&
 		a.ID == b.ID && a.Attempt == b.Attempt && a.Queue == b.Queue &&
 		sameOf(a.ExpiryOf, b.ExpiryOf) && sameOf(a.IncrementOf, b.IncrementOf)
 }
@@ -149,6 +157,9 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Add([]byte(`{"value":"3","increment_of":{"origin":"00000000deadbeef","seq":6,"absent":true}}`))
 	f.Add([]byte(`{"value":"0","expiry_of":{"absent":true}}`))
 	f.Add([]byte(`{"expiry_of":{"origin":"zz"}}`))
+	f.Add([]byte(`{"value":"9.99","expires_at":"2025-01-03T02:00:00.000Z","effective_at":"2025-01-03T00:00:00+01:00"}`))
+	f.Add([]byte(`{"cancel":true,"effective_at":"2025-01-03T00:00:00.123456789Z"}`))
+	f.Add([]byte(`{"value":"0","expires_at":"","expiry_of":{"origin":"00000000deadbeef","seq":2}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		ev, err := decodeEvent(line)
@@ -169,6 +180,8 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 		// Time keeps milliseconds on the wire.
 		ev.Time = ev.Time.Truncate(time.Millisecond)
+		ev.ExpiresAt = ev.ExpiresAt.Truncate(time.Millisecond)
+		ev.EffectiveAt = ev.EffectiveAt.Truncate(time.Millisecond)
 		if !sameEvent(ev, back) {
 			t.Fatalf("round trip: %+v -> %s -> %+v", ev, b, back)
 		}

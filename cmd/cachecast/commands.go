@@ -489,10 +489,13 @@ var watchCmd = &command{
 	args:    "TOPIC",
 	summary: "print a topic's messages as they arrive, one per line",
 	help: `Each line is: offset, key, tag, value, separated by tabs. An empty key
-or tag shows as "-"; a tombstone's value as "(deleted)", a counter
-increment of N as "+N", an expiry change (EXPIRE, PERSIST) as "(expiry
-change)"; a value that is not printable text is shown Go-quoted
-("\xff..."). --json prints the
+or tag shows as "-"; a tombstone's value as "(deleted)", a cancel of
+scheduled values as "(cancel)", a counter increment of N as "+N", an
+expiry change (EXPIRE, PERSIST) as "(expiry change)"; a value that is
+not printable text is shown Go-quoted ("\xff..."). A message's times
+follow, each after a tab, when it has them: "effective TIME" (a
+scheduled message, or the instant a cancel cancels), "expires TIME",
+and "no expiry" for an expiry change that removes the expiry. --json prints the
 API's NDJSON lines instead, byte for byte as the daemon sent them.
 
 --from is earliest, latest (the default, or the cursor's position when
@@ -679,8 +682,11 @@ func writeEventLine(w *bufio.Writer, ev client.Event) {
 }
 
 // writeEventFields writes the end of an event's line: a tab, then key,
-// tag and value: "(deleted)" for a delete, "+N" for a counter increment
-// of N (as history prints it), "(expiry change)" for an expiry change.
+// tag and value: "(deleted)" for a delete, "(cancel)" for a cancel,
+// "+N" for a counter increment of N (as history prints it), "(expiry
+// change)" for an expiry change; then, each after a tab, when set,
+// "effective TIME" and "expires TIME", and "no expiry" for an expiry
+// change that removes it.
 func writeEventFields(w *bufio.Writer, ev client.Event) {
 	w.WriteByte('\t')
 	w.WriteString(dash(ev.Key))
@@ -690,6 +696,8 @@ func writeEventFields(w *bufio.Writer, ev client.Event) {
 	switch {
 	case ev.Delete:
 		w.WriteString("(deleted)")
+	case ev.Cancel:
+		w.WriteString("(cancel)")
 	case ev.ExpiryOf != nil:
 		w.WriteString("(expiry change)")
 	case ev.IncrementOf != nil:
@@ -699,6 +707,15 @@ func writeEventFields(w *bufio.Writer, ev client.Event) {
 		w.Write(ev.Value)
 	default:
 		w.WriteString(strconv.Quote(string(ev.Value)))
+	}
+	if !ev.EffectiveAt.IsZero() {
+		w.WriteString("\teffective " + ev.EffectiveAt.UTC().Format(timeLayout))
+	}
+	switch {
+	case !ev.ExpiresAt.IsZero():
+		w.WriteString("\texpires " + ev.ExpiresAt.UTC().Format(timeLayout))
+	case ev.ExpiryOf != nil:
+		w.WriteString("\tno expiry")
 	}
 	w.WriteByte('\n')
 }

@@ -390,7 +390,8 @@ func TestStatusGroups(t *testing.T) {
 // TestWatchStreamLines: watch --json prints a broadcasting stream's lines
 // byte for byte; a line that does not decode ends watch (exit 1, the line
 // on stderr) after what came before it, and so does the daemon's error
-// line, with its code.
+// line, with its code; a change and a message with times print what they
+// are and their times.
 func TestWatchStreamLines(t *testing.T) {
 	good := []string{
 		`{"offset":0,"topic":"w","key":"a","tag":"","value":"1","delete":false,"origin":"00000000deadbeef","seq":1,"hlc":"117703673222397952","time":"2026-11-30T05:12:01.582Z","future":true}`,
@@ -412,7 +413,14 @@ func TestWatchStreamLines(t *testing.T) {
 		{"changes", []string{
 			`{"offset":2,"topic":"w","key":"n","tag":"","value":"3","delete":false,"origin":"00000000deadbeef","seq":3,"hlc":"1","time":"2026-11-30T05:12:01.582Z","increment_of":{"absent":true}}`,
 			`{"offset":3,"topic":"w","key":"n","tag":"","value":"0","delete":false,"origin":"00000000deadbeef","seq":4,"hlc":"2","time":"2026-11-30T05:12:01.582Z","expires_at":"2026-11-30T06:12:01.582Z","expiry_of":{"absent":true}}`,
-		}, []string{"--count", "2"}, "2\tn\t-\t+3\n3\tn\t-\t(expiry change)\n", exitOK, ""},
+			`{"offset":4,"topic":"w","key":"n","tag":"","value":"0","delete":false,"origin":"00000000deadbeef","seq":5,"hlc":"3","time":"2026-11-30T05:12:01.582Z","expiry_of":{"origin":"00000000deadbeef","seq":1}}`,
+		}, []string{"--count", "3"}, "2\tn\t-\t+3\n3\tn\t-\t(expiry change)\texpires 2026-11-30T06:12:01.582Z\n4\tn\t-\t(expiry change)\tno expiry\n", exitOK, ""},
+		{"times", []string{
+			`{"offset":5,"topic":"w","key":"s","tag":"eu","value":"9.99","delete":false,"origin":"00000000deadbeef","seq":6,"hlc":"4","time":"2026-11-30T05:12:01.582Z","expires_at":"2026-12-01T02:00:00.000Z","effective_at":"2026-12-01T00:00:00.000Z"}`,
+			`{"offset":6,"topic":"w","key":"s","tag":"","value":"","delete":false,"origin":"00000000deadbeef","seq":7,"hlc":"5","time":"2026-11-30T05:12:01.582Z","effective_at":"2026-12-01T00:00:00.000Z","cancel":true}`,
+			`{"offset":7,"topic":"w","key":"b","tag":"","value":"x","delete":false,"origin":"00000000deadbeef","seq":8,"hlc":"6","time":"2026-11-30T05:12:01.582Z","expires_at":"2026-11-30T06:12:01.582+01:00"}`,
+		}, []string{"--count", "3"}, "5\ts\teu\t9.99\teffective 2026-12-01T00:00:00.000Z\texpires 2026-12-01T02:00:00.000Z\n" +
+			"6\ts\t-\t(cancel)\teffective 2026-12-01T00:00:00.000Z\n7\tb\t-\tx\texpires 2026-11-30T05:12:01.582Z\n", exitOK, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
