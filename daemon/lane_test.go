@@ -103,6 +103,7 @@ func TestFastLaneAnswersAsNetHTTP(t *testing.T) {
 	td.put("prices", "expiring", "v", "Cachecast-Expires", strconv.FormatInt(later, 10))
 	td.put("prices", "empty", "")
 	td.put("prices", "binary", "\x00\xff\r\n")
+	td.put("prices", "large", strings.Repeat("v", 64<<10)) // an answer past what a connection keeps
 	td.put("sched", "k", "now")
 	td.put("sched", "k", "later", "Cachecast-Effective-At", strconv.FormatInt(later, 10))
 
@@ -122,6 +123,7 @@ func TestFastLaneAnswersAsNetHTTP(t *testing.T) {
 		{"expiry", get("/v1/topics/prices/keys/expiring", ""), true},
 		{"empty value", get("/v1/topics/prices/keys/empty", ""), true},
 		{"binary value", get("/v1/topics/prices/keys/binary", ""), true},
+		{"large value", get("/v1/topics/prices/keys/large", ""), true},
 		{"pending value beside the one in force", get("/v1/topics/sched/keys/k", ""), true},
 		{"the fields curl and Go send", get("/v1/topics/prices/keys/sku-1", "User-Agent: curl/8\r\naccept: */*\r\nAccept-Encoding: gzip\r\n"), true},
 		{"no key", get("/v1/topics/prices/keys/nope", ""), true},

@@ -46,8 +46,13 @@ import (
 // route's latency is observed.
 
 // laneBuf is how much of a request's head the lane reads: a longer one
-// goes to net/http.
-const laneBuf = 4 << 10
+// goes to net/http. laneKeep is the most answer memory a connection keeps
+// between requests (thousands of connections may each have read a
+// value of --max-value-size once).
+const (
+	laneBuf  = 4 << 10
+	laneKeep = 64 << 10
+)
 
 // LaneConfig are the timeouts of the http.Server the lane stands in front
 // of, which it keeps as net/http does.
@@ -314,6 +319,9 @@ func (l *Lane) answer(lc *laneConn) bool {
 		return false
 	}
 	lc.out = out
+	if cap(out) > laneKeep {
+		lc.out = nil // a large value's copy is not kept for the connection's life
+	}
 	l.served.Add(1)
 	if _, err := lc.c.Write(out); err != nil {
 		lc.in = lc.in[:0] // the connection is spent: toServer closes it
