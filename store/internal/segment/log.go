@@ -79,7 +79,8 @@ type Log struct {
 
 	// checkedFrom and checkedTo are the range recover checked record by
 	// record in this Open: reads there skip the records' CRCs (the
-	// store's replay reads it again at once) until ForgetChecked.
+	// store's replay reads it again at once), and the preparer releases
+	// no written pages (release.go), until ForgetChecked.
 	checkedFrom, checkedTo atomic.Int64
 
 	// markedFrom is where marked records begin: every record at or after
@@ -504,9 +505,17 @@ func (l *Log) putPrefix(s *segment, off int64, kind uint32) {
 	binary.LittleEndian.PutUint32(s.data[off+4:], kind)
 }
 
-// ForgetChecked ends the reads without CRCs of the range recover checked
-// (the store calls it once its replay has read that range).
-func (l *Log) ForgetChecked() { l.checkedTo.Store(l.checkedFrom.Load()) }
+// ForgetChecked ends what the store's replay of the range recover checked
+// needs (it calls it once the replay is done): reads there check the
+// records' CRCs again, and the preparer releases the written pages again.
+func (l *Log) ForgetChecked() {
+	l.checkedTo.Store(l.checkedFrom.Load())
+	l.kickPrepare()
+}
+
+// replaying reports whether the store's replay may still read the range
+// recover checked (ForgetChecked not yet called).
+func (l *Log) replaying() bool { return l.checkedTo.Load() > l.checkedFrom.Load() }
 
 // decodeAt checks the entry at offset off of s: the record (nil: nothing
 // of this use is there) and the offset of the next entry. The CRC of a

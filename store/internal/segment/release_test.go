@@ -165,3 +165,53 @@ func TestWrittenPagesLeaveTheResidentSet(t *testing.T) {
 	l, _ = open()
 	readAll(l)
 }
+
+// TestReplayKeepsRecoveredPages: after a crash the pages recovery has just
+// read stay mapped for the store's replay, which reads them again at once:
+// the preparer releases none of them until ForgetChecked, and then does.
+func TestReplayKeepsRecoveredPages(t *testing.T) {
+	const size, segSize = 64 << 10, 4 * PrefaultWindow
+	dir := t.TempDir()
+	open := func() (*Log, func()) {
+		m, _, err := OpenMeta(filepath.Join(dir, "meta"), segSize, 1, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := Open(filepath.Join(dir, "log"), m, 8, zap.NewNop())
+		if err != nil {
+			m.Close()
+			t.Fatal(err)
+		}
+		var once sync.Once
+		closeAll := func() { once.Do(func() { l.Close(); m.Close() }) }
+		t.Cleanup(closeAll)
+		return l, closeAll
+	}
+	l, closeLog := open()
+	for n := 0; l.WritePos() < 3*PrefaultWindow; n++ {
+		if _, err := write(l, n, size); err != nil {
+			t.Fatal(err)
+		}
+		l.Commit()
+	}
+	closeLog() // nothing flushed: the next Open checks every record
+	l, _ = open()
+	if !l.replaying() {
+		t.Fatal("recovery checked nothing")
+	}
+	l.mu.Lock()
+	first := l.segs[0].data[:PrefaultWindow] // a window behind the end: released once the replay is done
+	l.mu.Unlock()
+	if resident(t, first) == 0 {
+		t.Fatal("the pages recovery read are not mapped")
+	}
+	l.releaseWritten() // what the preparer does each round
+	if r := resident(t, first); r == 0 {
+		t.Fatal("the preparer released the recovered pages before the replay was done")
+	}
+	l.ForgetChecked()
+	testkit.Eventually(t, 10*time.Second, "the recovered pages released after the replay", func() bool {
+		l.kickPrepare()
+		return resident(t, first) == 0
+	})
+}
