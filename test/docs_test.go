@@ -7,10 +7,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/daemon"
+	"github.com/cachecast/cachecast/daemon/config"
+	"github.com/cachecast/cachecast/daemon/daemontest"
+	"github.com/cachecast/cachecast/internal/daemonhooks"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 )
@@ -31,6 +36,13 @@ func docSession(t *testing.T, path string, except ...string) {
 		DataDir: filepath.Join(dir, "data"), Socket: "cachecast.sock",
 		Args: []string{"--gossip-addr=", "--node-name=vm"},
 	})
+	shellRun(t, dir, docSteps(t, path, except...), false, nil)
+}
+
+// docSteps are the steps of the console blocks of the page at path, but
+// for the blocks whose first command starts with one of except.
+func docSteps(t *testing.T, path string, except ...string) []consoleStep {
+	t.Helper()
 	var steps []consoleStep
 	for _, b := range markdownBlocks(t, filepath.Join("..", path)) {
 		if b.lang != "console" {
@@ -44,7 +56,7 @@ func docSession(t *testing.T, path string, except ...string) {
 	if len(steps) < 5 {
 		t.Fatalf("%s has %d console steps to run; its session has more", path, len(steps))
 	}
-	shellRun(t, dir, steps, false)
+	return steps
 }
 
 // startsWithAny says whether s starts with one of prefixes.
@@ -76,6 +88,72 @@ func TestDocsRedis(t *testing.T) {
 	t.Parallel()
 	testkit.NeedTool(t, "redis-cli", "redis-tools")
 	docSession(t, "docs/redis.md")
+}
+
+// pageMidnight is the coming midnight of docs/time.md's session: the
+// instant its outputs show.
+var pageMidnight = time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+
+// TestDocsTime runs docs/time.md's session with curl, the CLI and
+// redis-cli against a node whose clock the test holds (a daemon in this
+// process, config.WithHooks): it stands still, so a TTL reads as set,
+// until the step the page runs "after midnight", where it moves to the
+// instant the session's scheduled values take effect (the coming
+// midnight, as the daemon holds it pending), and the test waits until
+// they are in force. The session's instants are those of the day it
+// runs: its outputs show them as the page's (pageMidnight).
+func TestDocsTime(t *testing.T) {
+	t.Parallel()
+	testkit.NeedTool(t, "curl", "curl")
+	testkit.NeedTool(t, "redis-cli", "redis-tools")
+	dir := readmeDir(t)
+	var now atomic.Int64 // the node's clock, Unix ms
+	now.Store(time.Now().UnixMilli())
+	n := daemontest.Start(t, func(cfg *daemon.Config) {
+		cfg.NodeName = "vm"
+		cfg.DataDir = filepath.Join(dir, "data")
+		cfg.Socket = filepath.Join(dir, "cachecast.sock")
+		*cfg = config.WithHooks(*cfg, daemonhooks.Hooks{Clock: func() time.Time { return time.UnixMilli(now.Load()) }})
+	})
+	c := client.New(n.Socket)
+	defer c.Close()
+	var shown []string // the run's instants, each followed by the page's
+	pending := func() []client.Pending {
+		recs, _, err := c.Pending(ctx(t), "prices", "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	shellRun(t, dir, docSteps(t, "docs/time.md"), false, func(s consoleStep) []string {
+		recs := pending()
+		for _, r := range recs {
+			day := r.EffectiveAt.Truncate(24 * time.Hour)
+			shown = append(shown, day.Format("2006-01-02T"), pageMidnight.Format("2006-01-02T"),
+				strconv.FormatInt(day.UnixMilli(), 10), strconv.FormatInt(pageMidnight.UnixMilli(), 10))
+		}
+		if _, comment, _ := strings.Cut(s.cmd, "#"); strings.Contains(comment, "after midnight") {
+			if len(recs) == 0 {
+				t.Fatalf("step %q: nothing is pending to take effect", s.cmd)
+			}
+			at := recs[0].EffectiveAt
+			for _, r := range recs {
+				if r.EffectiveAt.Before(at) {
+					at = r.EffectiveAt
+				}
+			}
+			now.Store(at.UnixMilli())
+			testkit.Until(t, 20*time.Second, "the values scheduled for "+at.String()+" in force", func() string {
+				for _, r := range pending() {
+					if !r.EffectiveAt.After(at) {
+						return fmt.Sprintf("%s still pending", r.Key)
+					}
+				}
+				return ""
+			})
+		}
+		return shown
+	})
 }
 
 // TestDocsSharedView runs docs/shared-view.md's Go and Python snippets

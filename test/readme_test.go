@@ -24,8 +24,9 @@ import (
 // README shows a command printing is what it must print, but for the
 // figures no run repeats (an origin, an HLC, a time) and what an
 // elision ("...") leaves out; a command whose output the README leaves
-// out must succeed. The sessions of docs/http-api.md, docs/cli.md and
-// docs/redis.md are run by the same machinery (docs_test.go). The README's other
+// out must succeed. The sessions of docs/http-api.md, docs/cli.md,
+// docs/redis.md and docs/time.md are run by the same machinery
+// (docs_test.go). The README's other
 // examples are run elsewhere: make run by TestMakeRun, make deb and the
 // package by TestDebPackage, the unit's snippets by systemd's tests.
 
@@ -187,17 +188,28 @@ func writeShown(t *testing.T, dir string, s consoleStep) {
 	}
 }
 
+// beforeStep, given to shellRun, runs before each step of a session and
+// returns the replacements (old, new pairs) that make what the step
+// prints show the page's figures where the run has its own (the
+// instants of a run on another day).
+type beforeStep func(consoleStep) []string
+
 // shellRun runs steps in dir as a user at a shell would, one after the
 // other, each variable an earlier step set still set. With eventually, a
 // step whose output is not yet what the README shows is run again until
-// it is (a read on another node of a cluster), within a deadline.
-func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool) {
+// it is (a read on another node of a cluster), within a deadline. before,
+// if not nil, runs before each step.
+func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool, before beforeStep) {
 	t.Helper()
 	vars := "" // the assignments so far, "S=...\n"
 	assign := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 	for _, s := range steps {
+		rep := strings.NewReplacer()
+		if before != nil {
+			rep = strings.NewReplacer(before(s)...)
+		}
 		if live(s) {
-			shellLive(t, dir, vars, s)
+			shellLive(t, dir, vars, s, rep)
 			continue
 		}
 		writeShown(t, dir, s)
@@ -212,7 +224,7 @@ func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool) {
 		deadline := time.Now().Add(15 * time.Second)
 		for {
 			out, stderr, err := shell(dir, script, input)
-			why := stepFails(s, out, err)
+			why := stepFails(s, rep.Replace(out), err)
 			if why == "" {
 				break
 			}
@@ -274,9 +286,9 @@ func shell(dir, script, input string) (string, string, error) {
 // shellLive runs s, a command that runs until it is stopped, after the
 // assignments vars, until it has printed the lines shown (but for an
 // elision that ends them: the stream goes on), or one line when none
-// are shown, then stops it. The lines must be those shown; a first line
-// of its own must not be an error.
-func shellLive(t *testing.T, dir, vars string, s consoleStep) {
+// are shown, then stops it. The lines must be those shown (after rep's
+// replacements); a first line of its own must not be an error.
+func shellLive(t *testing.T, dir, vars string, s consoleStep, rep *strings.Replacer) {
 	t.Helper()
 	want := s.want
 	if len(want) > 0 && strings.TrimSpace(want[len(want)-1]) == elision {
@@ -305,7 +317,7 @@ func shellLive(t *testing.T, dir, vars string, s consoleStep) {
 	_ = sh.Wait() // killed: its status says nothing
 	switch {
 	case len(want) > 0:
-		if why := outputDiffers(strings.Join(got, "\n"), want); why != "" {
+		if why := outputDiffers(rep.Replace(strings.Join(got, "\n")), want); why != "" {
 			t.Fatalf("step %q: %s\nstderr:\n%s", s.cmd, why, stderr.String())
 		}
 	case len(got) == 0 || got[0] == "" || strings.Contains(got[0], `"code":"`):
@@ -350,7 +362,7 @@ func TestReadmeSingleNode(t *testing.T) {
 		Args: []string{"--gossip-addr="},
 	})
 	for _, section := range []string{"First steps with curl", "The CLI", "Redis clients"} {
-		shellRun(t, dir, parseConsole(readmeBlock(t, section, "console").lines), false)
+		shellRun(t, dir, parseConsole(readmeBlock(t, section, "console").lines), false, nil)
 	}
 	v, err := n.Client.Get(ctx(t), "prices", "sku-42")
 	if err != nil {
@@ -456,7 +468,7 @@ func TestReadmeCluster(t *testing.T) {
 	if started != 3 {
 		t.Fatalf("the README's cluster block starts %d daemons; want 3", started)
 	}
-	shellRun(t, dir, parseConsole(readmeBlock(t, "A cluster of three", "console").lines), true)
+	shellRun(t, dir, parseConsole(readmeBlock(t, "A cluster of three", "console").lines), true, nil)
 }
 
 // readmeClusterNode starts cmd, a daemon's command line of the README, in
