@@ -114,6 +114,8 @@ type Event struct {
 // Seq its stamp's (Origin 0: none, the key was never held); Absent says
 // the change applies to the key's absence after that version (deleted
 // or expired), or with no version to the absence of a key never held.
+// An expiry change of the revival of a deleted or expired key names the
+// version it follows without Absent, as Get shows that revival.
 type VersionOf struct {
 	Origin, Seq uint64
 	Absent      bool

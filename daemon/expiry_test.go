@@ -115,7 +115,10 @@ func TestFleetTooOldForExpiryChanges(t *testing.T) {
 // delta); one of a key's absence says "absent" (after the version named,
 // or with no version for a key never held, as the revival of such a key
 // has none); an expiry change of that revival is an "expiry_of" no
-// version either.
+// version either. The revival of a key after a version (deleted, or
+// expired) is served as that version (GET's Cachecast-Seq says it), and
+// an expiry change of it is an "expiry_of" that version, its value the
+// revival's base "0": the line names the version as answers show it.
 func TestStreamNamesWhatAChangeAppliesTo(t *testing.T) {
 	td := startDaemon(t, testConfig(t))
 	ctx := context.Background()
@@ -127,9 +130,21 @@ func TestStreamNamesWhatAChangeAppliesTo(t *testing.T) {
 	must(rc.Set(ctx, "stats:b", "1", 0).Result())
 	must(rc.Del(ctx, "stats:b").Result())
 	must(rc.Incr(ctx, "stats:b").Result())
+	must(rc.Expire(ctx, "stats:b", time.Hour).Result())
+	must(rc.Set(ctx, "stats:c", "7", time.Millisecond).Result())
+	testkit.Eventually(t, 10*time.Second, "stats:c expired", func() bool {
+		return td.do("GET", "/v1/topics/stats/keys/c", nil).status == 404
+	})
+	must(rc.Incr(ctx, "stats:c").Result())
+	must(rc.Expire(ctx, "stats:c", time.Hour).Result())
+	for key, seq := range map[string]string{"b": "6", "c": "9"} {
+		if r := td.do("GET", "/v1/topics/stats/keys/"+key, nil); r.status != 200 || string(r.body) != "1" || r.header.Get("Cachecast-Seq") != seq {
+			t.Fatalf("GET stats/%s: %d %q seq %s; want the revival, 1, served as version %s", key, r.status, r.body, r.header.Get("Cachecast-Seq"), seq)
+		}
+	}
 
 	lines := subscribeLines(t, td, "/v1/topics/stats/subscribe?from=earliest")
-	got := streamObjects(t, lines, 7, "the seven messages on the stream")
+	got := streamObjects(t, lines, 11, "the messages on the stream")
 	// of is the version a line names, as the line shows it: "" for
 	// none, "absent" for an absence of no version, "seq N" for version N
 	// of this node, "absent after seq N".
@@ -163,6 +178,10 @@ func TestStreamNamesWhatAChangeAppliesTo(t *testing.T) {
 		{"b", "1", "", ""},
 		{"b", "", "", ""},
 		{"b", "1", "", "absent after seq 6"},
+		{"b", "0", "seq 6", ""},
+		{"c", "7", "", ""},
+		{"c", "1", "", "absent after seq 9"},
+		{"c", "0", "seq 9", ""},
 	}
 	for i, w := range want {
 		m := got[i]

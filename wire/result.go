@@ -217,7 +217,9 @@ const (
 // (a key never held). Absent, "absent":true, says the change applies to
 // the key's absence after that version (deleted or expired), or with no
 // version to the absence of a key never held (an increment of it, or an
-// expiry change of the counter such increments revived).
+// expiry change of the counter such increments revived). An expiry
+// change of the revival after a version names that version without
+// Absent: the revival is served as it (record.Record.AppliesTo).
 type Of struct {
 	Origin, Seq uint64
 	Absent      bool

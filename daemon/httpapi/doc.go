@@ -158,10 +158,14 @@
 //	    expiry it changed, with that version's value and its new
 //	    "expires_at" (none: removed); a counter increment has
 //	    "increment_of":{"origin":..,"seq":..}, the version it counts on,
-//	    its value the increment (not the sum). Either object says
-//	    "absent":true when it applies to the key's absence after that
-//	    version, and is {"absent":true} alone for a key never held, whose
-//	    revival has no version. events=expired,effective (either or
+//	    its value the increment (not the sum), with "absent":true when it
+//	    counts (from 0) on the key's absence after that version. Either
+//	    object is {"absent":true} alone for a key never held, whose
+//	    revival has no version. The revival of a deleted or expired key
+//	    (the counter increments of its absence make) is served as the
+//	    version it follows, as GET shows it: an expiry change of it names
+//	    that version, without "absent", its value the revival's base "0".
+//	    events=expired,effective (either or
 //	    both) adds a line when a key of the topic expires on this node,
 //	    {"event":"expired","topic":"prices","key":"sku-1","time":"..."},
 //	    and when a scheduled record takes effect, {"event":"effective",

@@ -687,8 +687,11 @@ func (r Record) Target() Stamp {
 // none (the key was never held: an increment counting on its absence,
 // or an expiry change of the revival of that absence, which names
 // Genesis); absent says the record applies to the key's absence after v
-// (an increment of version 5) or to a key never held. Other records
-// apply to no version: the zero Stamp, false.
+// (an increment of version 5) or to a key never held. An expiry change
+// of the revival after a held version (deleted or expired) names that
+// version, not absent: the revival is served as that version, and the
+// record does not say which of the two it changed. Other records apply
+// to no version: the zero Stamp, false.
 func (r Record) AppliesTo() (v Stamp, absent bool) {
 	v = r.Target()
 	absent = r.Absent() || v == Genesis
