@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -74,6 +75,14 @@ type Writer struct {
 	// smallKeys and smallBytes: below these a new generation doubles;
 	// tests shrink them to make small files.
 	smallKeys, smallBytes int
+
+	// mine reads the current generation for AppendValue and Warm,
+	// which other goroutines call while the writer writes (holding
+	// RLock); nil once closed. rmu guards it: a new generation is put in
+	// place, and the old one unmapped, under its write lock, once no
+	// reader holds RLock.
+	rmu  sync.RWMutex
+	mine *Reader
 }
 
 // Create makes a new generation of the view file at path, empty and not
@@ -665,6 +674,9 @@ func (w *Writer) build(keys, bytes int) error {
 		unix.Munmap(m)
 		return fail(fmt.Errorf("localview: %w", err))
 	}
+	w.rmu.Lock()
+	w.mine = &Reader{m: m, mask: slots - 1, slots: headerSize, arena: arenaOff, end: size}
+	w.rmu.Unlock()
 	if w.m != nil {
 		orState(w.m, stateSuperseded, 0)
 		unix.Munmap(w.m)
@@ -745,7 +757,65 @@ func (w *Writer) Close() error {
 	}
 	w.state = w.state&^stateReady | stateClosed
 	w.storeState()
+	w.rmu.Lock()
+	w.mine = nil
+	w.rmu.Unlock()
 	err := unix.Munmap(w.m)
 	w.m = nil
 	return errors.Join(err, w.f.Close())
+}
+
+// RLock keeps the current generation mapped (a new one waits to unmap
+// it) until RUnlock, for AppendValue and Warm. Unlike the Writer's other
+// methods these three are safe to call from any goroutine while the
+// writer writes: the daemon's view reads the values it keeps out of its
+// heap so (store/view's ValueFile). A goroutine must not RLock twice.
+func (w *Writer) RLock() { w.rmu.RLock() }
+
+// RUnlock ends what RLock started.
+func (w *Writer) RUnlock() { w.rmu.RUnlock() }
+
+// Warm loads (topic, key)'s slot and the first line of the record it
+// names, and changes nothing: a reader that will read the value soon
+// calls it first, then does other work whose cache misses overlap with
+// these (the daemon's view looks the key up in its own index meanwhile).
+// The caller holds RLock; the sum of what it loaded is returned so that
+// the loads are kept.
+func (w *Writer) Warm(topic, key string) uint64 {
+	r := w.mine
+	if r == nil {
+		return 0
+	}
+	h := Hash(topic, key)
+	s := load64(r.m, r.slots+8*(int(h)&r.mask))
+	if off := int(uint32(s)) * 8; uint32(s>>32) == h && off >= r.arena && off < r.end {
+		return s + uint64(r.m[off])
+	}
+	return s
+}
+
+// AppendValue appends to dst the value of (topic, key) when the current
+// generation holds the version stamped st, and reports whether it did:
+// false for another version, a deleted or unknown key, or a closed
+// writer. The caller holds RLock. The record is read under its seqlock,
+// as a Reader reads it.
+func (w *Writer) AppendValue(dst []byte, topic, key string, st Stamp) ([]byte, bool) {
+	r := w.mine
+	if r == nil {
+		return dst, false
+	}
+	off, c, err := r.lookup(Hash(topic, key), topic, key)
+	if err != nil {
+		return dst, false
+	}
+	at := len(dst)
+	value, tag, got, _, err := r.readRecord(off, c, dataAt(off, len(topic), len(key)), &dst, at)
+	if err != nil || got != st {
+		return dst[:at], false
+	}
+	dst = dst[:at+len(value)]
+	if len(tag) > 0 {
+		copy(dst[at:], value) // over the tag, which came first
+	}
+	return dst, true
 }
