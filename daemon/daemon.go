@@ -275,6 +275,9 @@ func openViewMirror(cfg Config, log *zap.Logger) (*mirror.Mirror, error) {
 	if err == nil && cfg.Hooks().ViewRetry > 0 {
 		vm.Retry = cfg.Hooks().ViewRetry
 	}
+	if err == nil {
+		vm.ValuesInFile = cfg.ViewFileValues
+	}
 	return vm, err
 }
 

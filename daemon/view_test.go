@@ -248,6 +248,7 @@ func TestViewFileFull(t *testing.T) {
 	cfg := testConfig(t)
 	hook(&cfg, func(h *daemonhooks.Hooks) { h.ViewRetry = 50 * time.Millisecond })
 	cfg.ViewFile = filepath.Join(mnt, "view")
+	cfg.ViewFileValues = true // the values the file holds come back to the heap before it goes
 	td := startDaemon(t, cfg)
 	r, err := localview.Open(cfg.ViewFile)
 	if err != nil {
@@ -255,16 +256,25 @@ func TestViewFileFull(t *testing.T) {
 	}
 	defer r.Close()
 	waitView(t, r, "ready", func() bool { return r.Fresh(time.Second) == nil })
-	value := strings.Repeat("x", 1000)
-	for i := 0; ; i++ {
-		if r := td.do("PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", i), strings.NewReader(value)); r.status != 200 {
-			t.Fatalf("PUT %d: %d %s", i, r.status, r.body)
+	value := func(i int) string { return fmt.Sprintf("%d:%s", i, strings.Repeat("x", 1000)) }
+	n := 0
+	for ; ; n++ {
+		if r := td.do("PUT", fmt.Sprintf("/v1/topics/t/keys/k%d", n), strings.NewReader(value(n))); r.status != 200 {
+			t.Fatalf("PUT %d: %d %s", n, r.status, r.body)
 		}
-		if _, _, _, err := r.Get("t", fmt.Sprintf("k%d", i)); errors.Is(err, localview.ErrNotReady) {
+		if _, _, _, err := r.Get("t", fmt.Sprintf("k%d", n)); errors.Is(err, localview.ErrNotReady) {
 			break
 		}
-		if i > 10000 {
+		if n > 10000 {
 			t.Fatal("the view never outgrew a 3 MiB tmpfs")
+		}
+	}
+	// The store's view kept the values the file held in the file only
+	// (store/view/file.go): they came back to its heap before the file
+	// went.
+	for i := range n + 1 {
+		if e, ok := td.d.Store().Get("t", fmt.Sprintf("k%d", i)); !ok || string(e.Value) != value(i) {
+			t.Fatalf("the store's k%d after the view was turned off: %v %.20q", i, ok, e.Value)
 		}
 	}
 	if err := r.Fresh(time.Minute); !errors.Is(err, localview.ErrNotReady) {
@@ -296,6 +306,88 @@ func TestViewFileFull(t *testing.T) {
 	if err != nil || len(keys) != len(td.d.Store().Keys("t", "", "", 0)) {
 		t.Errorf("the view holds %d keys, the store %d: %v", len(keys), len(td.d.Store().Keys("t", "", "", 0)), err)
 	}
+}
+
+// TestViewValuesAcrossGrowth: with --view-file-values, the store's view
+// keeps the values the mirror wrote in the shared view file only
+// (store/view/file.go). Reads
+// of the store, made while publishes of new keys grow the file into new
+// generations (the old one unmapped) and rewrite old keys' records in
+// place, each get a value written for their key; every key holds its
+// last value at the end, and after the values came back to the heap.
+func TestViewValuesAcrossGrowth(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ViewFileValues = true
+	td := startDaemon(t, cfg)
+	st := td.d.Store()
+	r, err := localview.Open(cfg.ViewPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitView(t, r, "ready", func() bool { return r.Fresh(time.Second) == nil })
+	gen := r.Generation()
+	const keys, batch = 40_000, 500
+	value := func(i, round int) []byte { return fmt.Appendf(nil, "k%05d/%d/%s", i, round, strings.Repeat("v", 90)) }
+	publish := func(from, to, round int) {
+		msgs := make([]record.Message, 0, batch)
+		for i := from; i < to; i++ {
+			msgs = append(msgs, record.Message{Topic: "t", Key: fmt.Sprintf("k%05d", i), Value: value(i, round)})
+			if len(msgs) == batch || i == to-1 {
+				if _, err := st.PublishBatch(msgs); err != nil {
+					t.Fatal(err)
+				}
+				msgs = msgs[:0]
+			}
+		}
+	}
+	publish(0, batch, 0)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := 0; ; i = (i + 7919) % batch {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := fmt.Sprintf("k%05d", i)
+			if e, ok := st.Get("t", k); !ok || !strings.HasPrefix(string(e.Value), k+"/") {
+				done <- fmt.Errorf("Get(%s) = %v %q", k, ok, e.Value)
+				return
+			}
+		}
+	}()
+	last := 0 // the read keys' round
+	for from := batch; from < keys; from += 4 * batch {
+		publish(from, min(from+4*batch, keys), 1) // new keys: the file grows
+		publish(0, batch, from)                   // the read keys, in place
+		last = from
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitView(t, r, "every key", func() bool { ks, err := r.Keys("t"); return err == nil && len(ks) == keys })
+	if r.Generation() == gen {
+		t.Fatal("the view file never grew: the test meant reads across a new generation")
+	}
+	check := func(when string) {
+		for i := range keys {
+			round := 1
+			if i < batch {
+				round = last
+			}
+			k := fmt.Sprintf("k%05d", i)
+			if e, ok := st.Get("t", k); !ok || string(e.Value) != string(value(i, round)) {
+				t.Fatalf("%s: Get(%s) = %v %q", when, k, ok, e.Value)
+			}
+		}
+	}
+	check("with the file")
+	st.UnfileView() // what the mirror does before it lets the file go
+	check("with the values back on the heap")
 }
 
 // TestViewMetrics: the view's gauges on /metrics.

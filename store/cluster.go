@@ -195,6 +195,23 @@ func (s *Store) FollowView(fn func(view.Change), end func()) iter.Seq[view.Chang
 	return s.view.FollowFrom(fn, end)
 }
 
+// ViewFileWritten tells the view that the follower wrote the changes cs
+// into f, the shared view file, which then keeps the values the view need
+// not (view.View.FileWritten). The caller is the follower's end, which
+// runs under the view's lock.
+func (s *Store) ViewFileWritten(f view.ValueFile, cs []view.Change) { s.view.FileWritten(f, cs) }
+
+// ViewFileWrittenLater is ViewFileWritten for a caller that does not
+// hold the view's lock.
+func (s *Store) ViewFileWrittenLater(f view.ValueFile, cs []view.Change) {
+	s.view.FileWrittenLater(f, cs)
+}
+
+// UnfileView copies every value the view keeps in the shared view file
+// back to the heap: the follower calls it before it stops writing the
+// file.
+func (s *Store) UnfileView() { s.view.Unfile() }
+
 // TimeEvents calls fn for each change of the view that no record
 // brought (view.Change.Cause: an expiry, a scheduled record taking
 // effect) from number from on (0: from the next one to come), and returns

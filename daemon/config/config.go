@@ -56,6 +56,9 @@ type Config struct {
 	// (/run): it is rebuilt at each start and costs about the view's size
 	// in memory.
 	ViewFile string
+	// ViewFileValues makes the store's view keep the values the view file
+	// holds there only (store/view/file.go), not on the heap as well.
+	ViewFileValues bool
 	// NodeName names the node for people (logs, status). The cluster
 	// identity is the store's origin ID, not this.
 	NodeName string

@@ -168,7 +168,7 @@ type KeyedEntry struct {
 // go on ("" once the walk reached the topic's end). It holds the read
 // lock for its walk only: scan bounds what one call costs the writers.
 func (v *View) Expiring(topic, after string, scan int) (keys []KeyedEntry, walked int, next string) {
-	probe := &viewItem{data: after, klen: uint16(min(len(after), record.MaxKeyBytes))}
+	probe := &viewItem{body: keyBody(after), klen: uint16(min(len(after), record.MaxKeyBytes))}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	tv := v.topics[topic]
@@ -190,7 +190,7 @@ func (v *View) Expiring(topic, after string, scan int) (keys []KeyedEntry, walke
 		walked++
 		last = k
 		if cur := v.current(tv, k, at); cur != nil && cur.expiry() != 0 {
-			keys = append(keys, KeyedEntry{Key: strings.Clone(k), Entry: cur.entry()})
+			keys = append(keys, KeyedEntry{Key: strings.Clone(k), Entry: cur.entry(v.file, topic, false)})
 		}
 		return true
 	})

@@ -33,18 +33,13 @@ func BenchmarkViewHeap(b *testing.B) {
 	for _, size := range []int{0, 100} {
 		b.Run(fmt.Sprintf("value=%d", size), func(b *testing.B) {
 			value := []byte(strings.Repeat("v", size))
-			buf := make([]byte, 256)
 			for b.Loop() {
 				heapView = nil
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				v := New()
-				for i := range keys {
-					m := &record.Message{Topic: "prices", Key: fmt.Sprintf("sku-%07d", i), Value: value}
-					n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
-					v.Apply(record.Record(buf[:n]))
-				}
+				loadSKUs(v, keys, value)
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				heapView = v
@@ -53,6 +48,17 @@ func BenchmarkViewHeap(b *testing.B) {
 			b.ReportMetric(float64(unsafe.Sizeof(viewItem{})), "item-B/key")
 			b.ReportMetric(float64(sizeClass(len("sku-0000000")+size)), "data-B/key")
 		})
+	}
+}
+
+// loadSKUs applies keys records prices:sku-NNNNNNN of value to v, one
+// Apply each, as a Redis SET publishes them.
+func loadSKUs(v *View, keys int, value []byte) {
+	buf := make([]byte, 256)
+	for i := range keys {
+		m := &record.Message{Topic: "prices", Key: fmt.Sprintf("sku-%07d", i), Value: value}
+		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+		v.Apply(record.Record(buf[:n]))
 	}
 }
 

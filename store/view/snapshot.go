@@ -278,8 +278,8 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 		if version >= snapVersion4 {
 			writeCounters(bw, ft.counts, version)
 		}
+		var val []byte
 		ft.records(func(it *viewItem) bool {
-			val := it.data[int(it.klen)+int(it.tlen):]
 			b[0] = 0
 			if it.flags&itemTomb != 0 {
 				b[0] = snapFlagTombstone
@@ -296,7 +296,7 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 			}
 			binary.LittleEndian.PutUint16(b[1:], it.klen)
 			binary.LittleEndian.PutUint16(b[3:], it.tlen)
-			binary.LittleEndian.PutUint32(b[5:], uint32(len(val)))
+			binary.LittleEndian.PutUint32(b[5:], it.vlen)
 			binary.LittleEndian.PutUint64(b[9:], it.stamp.Origin)
 			binary.LittleEndian.PutUint64(b[17:], it.stamp.Seq)
 			binary.LittleEndian.PutUint64(b[25:], it.stamp.HLC)
@@ -306,8 +306,12 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 				binary.LittleEndian.PutUint64(b[8:], uint64(it.expiry()))
 				bw.Write(b[:snapTimedSize])
 			}
-			// key, tag and value lie back to back in it.data.
-			_, err := bw.WriteString(it.data)
+			// key, tag and value, the value read from the file when it
+			// is there.
+			bw.WriteString(it.key())
+			bw.WriteString(it.tag())
+			val = it.appendValue(val[:0], ft.file, ft.name)
+			_, err := bw.Write(val)
 			return err == nil
 		})
 	}
@@ -913,7 +917,7 @@ func (d *snapDecoder) readEntry(version uint32) (*viewItem, error) {
 	if err != nil {
 		return nil, err
 	}
-	it.data = unsafe.String(unsafe.SliceData(buf), len(buf))
+	it.body, it.vlen = unsafe.Pointer(unsafe.SliceData(buf)), vlen
 	return it, nil
 }
 

@@ -16,11 +16,12 @@
 //
 // # Why it is this large
 //
-// About 4,600 lines, each file one concern: the rule, the layout and the
+// About 5,000 lines, each file one concern: the rule, the layout and the
 // reads (view.go), time (viewtime.go), counters (counter.go), expiry
 // changes (expiry.go), tombstone collection (gc.go), the point-get index
-// (keyindex.go) and the snapshot's format, writer and loader
-// (snapshot.go, 1,160 lines). It stays one package because every one of
+// (keyindex.go), the values kept in the shared view file only (file.go)
+// and the snapshot's format, writer and loader (snapshot.go, 1,160
+// lines). It stays one package because every one of
 // them reads and changes the same unexported items, timelines and
 // per-topic indexes under the view's one write lock, and the snapshot
 // cuts its entries from the view's own slabs: a package boundary between
@@ -90,7 +91,10 @@ import (
 // item. An item is 48 bytes (64 with times of its own, see viewItem) plus
 // one allocation holding key, tag and value back to back; the index and
 // the B-tree's ordering both read the key inside that allocation, so a
-// key is stored once. Measured with 10 million 14-byte keys and 16-byte
+// key is stored once. With the shared view file, an item whose value the
+// daemon's mirror wrote there keeps key and tag only and reads its value
+// from the file (file.go: 96 heap bytes a key fewer at 100-byte values).
+// Measured with 10 million 14-byte keys and 16-byte
 // values (BenchmarkViewGet): 116 heap bytes per key (132 with every item
 // 64 bytes, 160 with a map[string]*viewItem for the index, issue 34), 0
 // allocations per Get. Without the index it would be about 95 bytes per
@@ -208,6 +212,9 @@ type View struct {
 	// read. Guarded by mu.
 	batchNow int64
 	inBatch  bool
+	// file is where the values of the items inFile are (file.go), nil
+	// while there are none. Guarded by mu.
+	file ValueFile
 }
 
 // Dropped counts the expired values the view has dropped: when it moves,
@@ -227,6 +234,9 @@ type Change struct {
 	// Cause is why the key changed without a record arriving: "" (a
 	// record), CauseExpired or CauseEffective.
 	Cause string
+	// item is the entry the change made, when it may keep its value in
+	// the file once written there (FileWritten).
+	item *viewItem
 }
 
 // The causes of a Change that no record brought.
@@ -238,12 +248,14 @@ const (
 	CauseEffective = "effective"
 )
 
-func (it *viewItem) change(topic string) Change {
+// change is the item as a Change of topic, its value read from f when
+// it is there.
+func (it *viewItem) change(f ValueFile, topic string) Change {
 	c := Change{Topic: topic, Key: it.key(), Deleted: it.isTomb()}
 	c.Stamp = it.stamp
 	c.ExpiresAt, c.EffectiveAt = it.expiry(), it.scheduledAt()
 	if !it.isTomb() {
-		c.Value, c.Tag = it.value(), it.tag()
+		c.Value, c.Tag = it.valueIn(f, topic), it.tag()
 	}
 	return c
 }
@@ -327,11 +339,19 @@ func (tv *topicView) removeTimeline(tl *timeline) {
 // into a wideItem with set: a plain copy of the struct would carry the
 // flag without the times.
 type viewItem struct {
-	// data is key | tag | value in one allocation, made from a []byte the
+	// body is key | tag | value in one allocation, made from a []byte the
 	// view owns and never writes again, so that the key and tag can be
-	// handed out as strings and the value as a []byte without a copy.
-	data  string
+	// handed out as strings and the value as a []byte without a copy;
+	// key | tag only while the value is in the shared view file (state
+	// inFile: see file.go). It is read and swapped atomically: a frozen
+	// clone may read an item whose value is copied back meanwhile.
+	body  unsafe.Pointer
 	stamp record.Stamp
+	// vlen is the value's length, wherever the value is.
+	vlen uint32
+	// state says where the value is (onHeap, inFile, retired), read and
+	// written atomically (see file.go).
+	state uint32
 	klen  uint16
 	tlen  uint16
 	flags uint8
@@ -466,27 +486,19 @@ func (it *viewItem) after(o *viewItem) bool {
 // clone is a copy of the item without the view's own marks (epoch,
 // timed): an item of another view's frozen copy, which that view may set
 // timed on meanwhile (see timed), read field by field.
-func (it *viewItem) clone() wideItem {
-	return wideItem{viewItem: viewItem{data: it.data, stamp: it.stamp, klen: it.klen, tlen: it.tlen, flags: it.flags | itemWide},
+// Its value is read from f when it is there (of topic); the clone's is
+// on the heap.
+func (it *viewItem) clone(f ValueFile, topic string) wideItem {
+	w := wideItem{viewItem: viewItem{stamp: it.stamp, vlen: it.vlen, klen: it.klen, tlen: it.tlen, flags: it.flags | itemWide},
 		eff: it.effAt(), expires: it.expiry()}
+	w.body = it.heapBody(f, topic)
+	return w
 }
 
-// entry is the item as an Entry.
-func (it *viewItem) entry() Entry {
-	return Entry{Value: it.value(), Tag: it.tag(), Stamp: it.stamp, ExpiresAt: it.expiry(), EffectiveAt: it.scheduledAt()}
-}
-
-func (it *viewItem) key() string { return it.data[:it.klen] }
-func (it *viewItem) tag() string { return it.data[it.klen : int(it.klen)+int(it.tlen)] }
-
-// value returns the value bytes without a copy (nil when empty). The bytes
-// were a []byte before they became it.data, and nothing writes them again.
-func (it *viewItem) value() []byte {
-	v := it.data[int(it.klen)+int(it.tlen):]
-	if len(v) == 0 {
-		return nil
-	}
-	return unsafe.Slice(unsafe.StringData(v), len(v))
+// entry is the item as an Entry of topic, its value read from f when it
+// is there (held: the caller holds f's RLock).
+func (it *viewItem) entry(f ValueFile, topic string, held bool) Entry {
+	return Entry{Value: it.valueOf(f, topic, held), Tag: it.tag(), Stamp: it.stamp, ExpiresAt: it.expiry(), EffectiveAt: it.scheduledAt()}
 }
 
 // makeViewItem copies key, tag and value into one new allocation. A
@@ -506,7 +518,8 @@ func makeViewItem(key, tag, value []byte, st record.Stamp, flags uint8, eff, exp
 	buf.Write(value)
 	return wideItem{
 		viewItem: viewItem{
-			data:  buf.String(),
+			body:  keyBody(buf.String()), // key | tag | value
+			vlen:  uint32(len(value)),
 			stamp: st,
 			klen:  uint16(len(key)),
 			tlen:  uint16(len(tag)),
@@ -540,14 +553,14 @@ func recordItemValue(r record.Record) wideItem {
 // place in the order (its stamp, effective time and expiry), so that no
 // older record comes back.
 func (it *viewItem) expired() *viewItem {
-	w := &wideItem{viewItem: viewItem{data: it.key(), stamp: it.stamp, klen: it.klen, flags: it.flags&itemScheduled | itemTomb | itemWide},
+	w := &wideItem{viewItem: viewItem{body: keyBody(it.key()), stamp: it.stamp, klen: it.klen, flags: it.flags&itemScheduled | itemTomb | itemWide},
 		eff: it.effAt(), expires: it.expiry()}
 	return &w.viewItem
 }
 
 // placeholderItem holds a key that has a timeline but nothing in force.
 func placeholderItem(key string) *viewItem {
-	return &viewItem{data: key, klen: uint16(len(key)), flags: itemPlaceholder}
+	return &viewItem{body: keyBody(key), klen: uint16(len(key)), flags: itemPlaceholder}
 }
 
 // beats reports whether a message stamped (hlc, origin) wins over the one
@@ -754,7 +767,7 @@ func (v *View) touchEntries(ts []touchKey) {
 	}
 	for i := range ts {
 		if it := ts[i].it; it != nil && it.klen > 0 {
-			sum += uint64(it.data[0])
+			sum += uint64(it.key()[0])
 		}
 	}
 	v.touched = sum
@@ -974,7 +987,7 @@ func (v *View) putFirst(tv *topicView, old, it *viewItem) bool {
 		// Nothing in force: settle installs the block's placeholder,
 		// which the new timedEntry shows (cur) meanwhile.
 		b := &firstTimelineHeld{}
-		b.hold = viewItem{data: it.key(), klen: it.klen, flags: itemPlaceholder}
+		b.hold = viewItem{body: keyBody(it.key()), klen: it.klen, flags: itemPlaceholder}
 		te.cur = &b.hold
 		b.rec.set(it)
 		ntl, rec = &b.tl, &b.rec.viewItem
@@ -1022,6 +1035,7 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntr
 	}
 	tv.writes++
 	if old != nil {
+		v.retire(tv.name, old) // before the follower hears of the change
 		if !old.isTomb() {
 			tv.live--
 			v.live--
@@ -1056,8 +1070,11 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntr
 		v.timed++
 	}
 	if (v.follow != nil || cause != "") && !(it.placeholder() && (old == nil || old.isTomb())) {
-		c := it.change(tv.name)
+		c := it.change(v.file, tv.name)
 		c.Cause = cause
+		if te == nil {
+			c.item = it
+		}
 		v.tell(c)
 		v.events.add(c)
 	}
@@ -1124,7 +1141,9 @@ func (v *View) update(tv *topicView, old, it *viewItem) {
 		v.timed++
 	}
 	if v.follow != nil {
-		v.tell(old.change(tv.name))
+		c := old.change(v.file, tv.name)
+		c.item = old
+		v.tell(c)
 	}
 }
 
@@ -1208,6 +1227,7 @@ func (v *View) settle(tv *topicView, k string, old *viewItem, te *timedEntry, tl
 			// B-tree, which holds the entry itself).
 			mapped := old
 			if te != nil {
+				v.retire(tv.name, old) // it goes into the timeline
 				te.set(old)
 				mapped = &te.wideItem.viewItem
 			}
@@ -1265,7 +1285,7 @@ func (v *View) addNew(tv *topicView, it *viewItem) {
 		v.queue(it.expiry(), tv, it.key())
 	}
 	if v.follow != nil && !it.placeholder() {
-		v.tell(it.change(tv.name))
+		v.tell(it.change(v.file, tv.name))
 	}
 }
 
@@ -1278,11 +1298,19 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 	if tv == nil {
 		return Entry{}, false
 	}
+	f := v.file
+	if f != nil {
+		// The file's slot and record first, the index's lookup next:
+		// their cache misses overlap.
+		f.RLock()
+		defer f.RUnlock()
+		f.Warm(topic, key)
+	}
 	it := v.current(tv, key, v.now)
 	if it == nil {
 		return Entry{}, false
 	}
-	e := it.entry()
+	e := it.entry(f, topic, true)
 	if tv.counts != nil {
 		e.Base, e.Absence = v.countedBase(tv, key, it)
 	}
@@ -1308,10 +1336,19 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	f := v.file
+	if f != nil {
+		// Every key's slot and record in the file first (see Get).
+		f.RLock()
+		defer f.RUnlock()
+		for i, k := range keys {
+			f.Warm(topics[i], k)
+		}
+	}
 	for i, k := range keys {
 		if tv := v.topics[topics[i]]; tv != nil {
 			if it := v.current(tv, k, now); it != nil {
-				entries[i], found[i] = it.entry(), true
+				entries[i], found[i] = it.entry(f, topics[i], true), true
 			}
 		}
 	}
@@ -1365,7 +1402,7 @@ func (v *View) Keys(topic, prefix, after string, limit int) []string {
 	}
 	// No key is longer than record.MaxKeyBytes; starting from a longer after's first
 	// record.MaxKeyBytes bytes only visits a few keys more, which the loop skips.
-	probe := &viewItem{data: start, klen: uint16(min(len(start), record.MaxKeyBytes))}
+	probe := &viewItem{body: keyBody(start), klen: uint16(min(len(start), record.MaxKeyBytes))}
 	var keys []string
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -1422,6 +1459,9 @@ type frozenTopic struct {
 	// counts is the topic's counters (topicView.counts), shared.
 	counts map[string]*counter
 	now    int64
+	// file is the view's file as of the clone, which its items' values
+	// may be in.
+	file ValueFile
 }
 
 // index fills ft.times from ft.tls, without the view's lock: the
@@ -1519,7 +1559,7 @@ func (v *View) freezeLocked() []frozenTopic {
 	topics := make([]frozenTopic, 0, len(v.topics))
 	now := v.now()
 	for _, tv := range v.topics {
-		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, marks: tv.marks, counts: tv.counts, now: now})
+		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, marks: tv.marks, counts: tv.counts, now: now, file: v.file})
 		tv.shared = len(tv.tls)
 		tv.marksShared = tv.marks != nil
 		tv.countsShared = tv.counts != nil
@@ -1544,7 +1584,7 @@ func (v *View) FollowFrom(fn func(Change), end func()) iter.Seq[Change] {
 			ok := true
 			ft.items.Ascend(func(it *viewItem) bool {
 				if !it.placeholder() {
-					ok = yield(it.change(ft.name))
+					ok = yield(it.change(ft.file, ft.name))
 				}
 				return ok
 			})
@@ -1652,9 +1692,8 @@ func (ft frozenTopic) hashItem(h hash.Hash, buf []byte, it *viewItem) []byte {
 	buf = append(buf, it.key()...)
 	buf = binary.LittleEndian.AppendUint16(buf, it.tlen)
 	buf = append(buf, it.tag()...)
-	val := it.data[int(it.klen)+int(it.tlen):]
-	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(val)))
-	buf = append(buf, val...)
+	buf = binary.LittleEndian.AppendUint32(buf, it.vlen)
+	buf = it.appendValue(buf, ft.file, ft.name)
 	buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Origin)
 	buf = binary.LittleEndian.AppendUint64(buf, it.stamp.Seq)
 	buf = binary.LittleEndian.AppendUint64(buf, it.stamp.HLC)
@@ -1687,7 +1726,7 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 		}
 		ft.records(func(it *viewItem) bool {
 			maxHLC = max(maxHLC, it.stamp.HLC)
-			own := it.clone()
+			own := it.clone(ft.file, ft.name)
 			if m, ok := ft.marks[own.key()]; ok && m.target == own.stamp {
 				if v.expiryLocked(tv, &own.viewItem, m.hlc, m.origin) { // the version an expiry change reached
 					changed++

@@ -325,7 +325,7 @@ func TestViewReplacedValueIsFreed(t *testing.T) {
 	v.Apply(viewPut("t", "key", big, 1, 1, 1).record(t))
 	freed := make(chan struct{})
 	old := v.topics["t"].byKey.get("key")
-	runtime.AddCleanup(unsafe.StringData(old.data), func(ch chan struct{}) { close(ch) }, freed)
+	runtime.AddCleanup((*byte)(old.body), func(ch chan struct{}) { close(ch) }, freed)
 	old = nil
 
 	v.Apply(viewPut("t", "key", "small", 1, 2, 2).record(t))

@@ -847,7 +847,7 @@ func TestRescheduleAfterFreeze(t *testing.T) {
 	pending := func(topics []frozenTopic) (values []string) {
 		for _, ft := range topics {
 			ft.records(func(it *viewItem) bool {
-				values = append(values, string(it.value()))
+				values = append(values, string(it.valueIn(ft.file, ft.name)))
 				return true
 			})
 		}

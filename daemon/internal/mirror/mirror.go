@@ -14,6 +14,7 @@ import (
 
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/store"
+	"github.com/cachecast/cachecast/store/record"
 
 	"github.com/cachecast/cachecast/store/view"
 )
@@ -34,7 +35,8 @@ const viewHeartbeat = 50 * time.Millisecond
 // even while the writer builds a bigger generation.
 type Mirror struct {
 	w       *localview.Writer
-	lock    *os.File // flock held for the daemon's life
+	values  *fileValues // w, as the view reads the values it keeps there
+	lock    *os.File    // flock held for the daemon's life
 	log     *zap.Logger
 	st      *store.Store
 	current iter.Seq[view.Change] // the view as of follow, applied first
@@ -50,7 +52,11 @@ type Mirror struct {
 	// Retry is how long after a write error Run tries again with a new
 	// file (DefaultRetry unless set before Run).
 	Retry time.Duration
-	gid   int // the socket's group, for the files
+	// ValuesInFile lets the store's view keep the values written into
+	// the file there only (--view-file-values; store/view/file.go). Set
+	// before Follow.
+	ValuesInFile bool
+	gid          int // the socket's group, for the files
 
 	// wmu owns the Writer. run holds it while it loads the view and while
 	// it drains the queue; enqueue applies a change itself only when it
@@ -62,6 +68,9 @@ type Mirror struct {
 	// group is the changes given since the last end; only enqueue and
 	// end touch it, under the view's lock.
 	group []view.Change
+	// written is drain's scratch: the queued changes it wrote, which the
+	// view may then keep in the file only.
+	written []view.Change
 
 	mu      sync.Mutex
 	pending []queued
@@ -113,7 +122,16 @@ func Open(path string, log *zap.Logger) (*Mirror, error) {
 		lock.Close()
 		return nil, fmt.Errorf("--view-file: %w", err)
 	}
-	return &Mirror{w: w, lock: lock, log: log, gid: -1, kick: make(chan struct{}, 1), Retry: DefaultRetry}, nil
+	return &Mirror{w: w, values: &fileValues{w}, lock: lock, log: log, gid: -1, kick: make(chan struct{}, 1), Retry: DefaultRetry}, nil
+}
+
+// fileValues is a Writer as the view's ValueFile: the view reads the
+// values it keeps out of its heap there (issue 34, store/view/file.go).
+type fileValues struct{ *localview.Writer }
+
+// AppendValue is the Writer's, with the view's stamp.
+func (f *fileValues) AppendValue(dst []byte, topic, key string, st record.Stamp) ([]byte, bool) {
+	return f.Writer.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq})
 }
 
 // lockViewFile takes the lock file beside the view file at path, which
@@ -186,6 +204,11 @@ func (vm *Mirror) end() {
 	if failed {
 		vm.wake()
 		return
+	}
+	// The view keeps the values just written in the file only (it holds
+	// the lock: end runs under it).
+	if vm.ValuesInFile && vm.st != nil {
+		vm.st.ViewFileWritten(vm.values, g[:from])
 	}
 	if from == len(g) {
 		return
@@ -302,7 +325,7 @@ func (vm *Mirror) restart() error {
 	}
 	vm.wmu.Lock()
 	old := vm.w
-	vm.w, vm.err = w, nil
+	vm.w, vm.values, vm.err = w, &fileValues{w}, nil
 	vm.wmu.Unlock()
 	old.Close()
 	vm.current = vm.st.FollowView(vm.enqueue, vm.end)
@@ -430,8 +453,16 @@ func (vm *Mirror) drain(batch []queued) ([]queued, time.Time, error) {
 			if batch[i].last {
 				vm.w.EndBatch()
 			}
+			if vm.ValuesInFile {
+				vm.written = append(vm.written, batch[i].Change)
+			}
 			batch[i] = queued{} // drop the references to the values
 		}
+		if len(vm.written) > 0 && vm.st != nil {
+			vm.st.ViewFileWrittenLater(vm.values, vm.written)
+		}
+		clear(vm.written)
+		vm.written = vm.written[:0]
 	}
 }
 
@@ -467,6 +498,7 @@ func (vm *Mirror) fail(err error) {
 	vm.direct = false
 	vm.ready.Store(0)
 	vm.st.FollowView(nil, nil)
+	vm.st.UnfileView() // the values back to the heap before the file goes
 	vm.w.SetReady(false)
 	vm.mu.Lock()
 	vm.pending = nil
@@ -481,6 +513,7 @@ func (vm *Mirror) Close() {
 	vm.closeOnce.Do(func() {
 		if vm.st != nil {
 			vm.st.FollowView(nil, nil) // returns once no enqueue runs
+			vm.st.UnfileView()         // the values back to the heap before the file goes
 		}
 		vm.wmu.Lock()
 		defer vm.wmu.Unlock()

@@ -1,0 +1,241 @@
+package view
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// Values in the shared view file (issue 34). The daemon's mirror writes
+// every change of the view into the shared view file (--view-file), which
+// then holds each live key's value, stamp and tag. An item whose value the
+// mirror has written keeps only key | tag on the heap and reads its value
+// from the file: the two-state item. Its state says where the value is:
+//
+//   - onHeap: the body holds key | tag | value (every item starts so);
+//   - inFile: the body holds key | tag, the value is the file's record of
+//     the key, which holds the item's stamp;
+//   - retired: onHeap, and never inFile again: the item is no longer its
+//     key's entry alone (replaced, or its key has a timeline).
+//
+// An item goes inFile only under the write lock, once the mirror reports
+// it wrote its change (FileWritten), and only when nothing but the view's
+// indexes can hold it: it is its key's entry, of a topic without
+// counters, made since the last freeze (its epoch: no frozen clone holds
+// it), a plain value (no times, not in a timeline), and the body the
+// mirror wrote is still its own. The file's record of the key changes
+// only by a later change of the key, which the view makes first, under
+// the write lock: install retires the item it replaces and copies its
+// value back to the heap before the follower hears of the change, and
+// update gives the item its new value on the heap. So a reader holding
+// the read lock finds the item's value in the file; a frozen clone
+// (Digest, the snapshot writer, FollowFrom), which reads without the
+// lock, checks the stamp of the record it read and, when the record was
+// rewritten, finds the value copied back (the copy came first). A
+// growth of the file moves records, which readers find by key; the file
+// keeps its old mapping until no read is under way in it (the writer's
+// business). When the mirror stops writing the file (a write error, a
+// restart, Close), Unfile copies every value back first.
+const (
+	onHeap uint32 = iota
+	inFile
+	retired
+)
+
+// ValueFile is where the view reads the values it keeps out of the heap:
+// the shared view file, as its writer maps it (localview.Writer). Its
+// methods are safe for concurrent use with each other and with the
+// file's writer.
+type ValueFile interface {
+	// RLock keeps the file's current mapping until RUnlock, for Warm and
+	// AppendValue; a goroutine does not RLock twice.
+	RLock()
+	RUnlock()
+	// Warm loads what a read of (topic, key) will, and returns what it
+	// loaded, so that the loads are kept: a point read warms the file
+	// first, then looks the key up in the view's index, and the cache
+	// misses of the two overlap.
+	Warm(topic, key string) uint64
+	// AppendValue appends to dst the value of (topic, key) when the file
+	// holds the version stamped st, and reports whether it did.
+	AppendValue(dst []byte, topic, key string, st record.Stamp) ([]byte, bool)
+}
+
+// keyBody is the body of an item that keeps only the key s (a
+// tombstone, a placeholder, a probe): s's own bytes.
+func keyBody(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
+
+func (it *viewItem) loadBody() unsafe.Pointer { return atomic.LoadPointer(&it.body) }
+
+func (it *viewItem) key() string { return unsafe.String((*byte)(it.loadBody()), int(it.klen)) }
+
+func (it *viewItem) tag() string {
+	if it.tlen == 0 {
+		return ""
+	}
+	return unsafe.String((*byte)(unsafe.Add(it.loadBody(), it.klen)), int(it.tlen))
+}
+
+// inFile reports whether the item's value is in the file.
+func (it *viewItem) inFile() bool { return atomic.LoadUint32(&it.state) == inFile }
+
+// heapValue is the value of a body holding key | tag | value, without a
+// copy (nil when empty): the bytes were a []byte before they became the
+// body, and nothing writes them again.
+func (it *viewItem) heapValue(body unsafe.Pointer) []byte {
+	if it.vlen == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(body, int(it.klen)+int(it.tlen))), it.vlen)
+}
+
+// valueIn is the item's value: shared with its body when on the heap, a
+// copy read from f (the file its topic's values are in) otherwise.
+func (it *viewItem) valueIn(f ValueFile, topic string) []byte { return it.valueOf(f, topic, false) }
+
+// valueOf is valueIn for a caller that holds f's RLock (held) or not.
+func (it *viewItem) valueOf(f ValueFile, topic string, held bool) []byte {
+	for {
+		if !it.inFile() {
+			return it.heapValue(it.loadBody())
+		}
+		if v, ok := it.fileValue(nil, f, topic, held); ok {
+			if len(v) == 0 {
+				return nil
+			}
+			return v
+		}
+	}
+}
+
+// appendValue appends the item's value to dst.
+func (it *viewItem) appendValue(dst []byte, f ValueFile, topic string) []byte {
+	for {
+		if !it.inFile() {
+			return append(dst, it.heapValue(it.loadBody())...)
+		}
+		if v, ok := it.fileValue(dst, f, topic, false); ok {
+			return v
+		}
+	}
+}
+
+// fileValue appends the value of it, inFile when last looked at, from f
+// (whose RLock the caller holds when held): false when the record no
+// longer holds it, which a frozen clone may find (the key rewritten
+// since), and then the item is on the heap again (the copy came first).
+func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool) ([]byte, bool) {
+	if f != nil {
+		if !held {
+			f.RLock()
+		}
+		v, ok := f.AppendValue(dst, topic, it.key(), it.stamp)
+		if !held {
+			f.RUnlock()
+		}
+		if ok {
+			return v, true
+		}
+	}
+	if it.inFile() {
+		// Nothing rewrites a record before its item has its value back:
+		// a bug, and a wrong value would be worse than the crash.
+		panic("view: a value the shared view file should hold is not there: " + topic + " " + it.key())
+	}
+	return dst, false
+}
+
+// heapBody is a body holding key | tag | value for the item: its own
+// when on the heap, else a new one with the value read from f.
+func (it *viewItem) heapBody(f ValueFile, topic string) unsafe.Pointer {
+	for {
+		if !it.inFile() {
+			return it.loadBody()
+		}
+		n := int(it.klen) + int(it.tlen)
+		b := make([]byte, n, n+int(it.vlen))
+		copy(b, unsafe.String((*byte)(it.loadBody()), n))
+		if b, ok := it.fileValue(b, f, topic, false); ok {
+			return unsafe.Pointer(unsafe.SliceData(b)) // a key is never empty
+		}
+	}
+}
+
+// retire makes it, which stops being its key's entry alone (the caller
+// replaces it, or gives its key a timeline), never inFile again, with
+// its value copied back to the heap first when it is in the file: a
+// frozen clone or a timeline may read it after the file's record is
+// rewritten. The caller holds the write lock.
+func (v *View) retire(topic string, it *viewItem) {
+	switch atomic.LoadUint32(&it.state) {
+	case inFile:
+		// The body first, then the state: a reader that sees the state
+		// finds the value in the body.
+		atomic.StorePointer(&it.body, it.heapBody(v.file, topic))
+		atomic.StoreUint32(&it.state, retired)
+	case onHeap:
+		atomic.StoreUint32(&it.state, retired)
+	}
+}
+
+// FileWritten tells the view that the changes cs (as its follower got
+// them) are in f now, the file whose values it may read from then on:
+// the items they came from keep their values there instead of the heap
+// when nothing else may hold them (see inFile). The caller is the
+// follower's end (Store.FollowView), which runs under the write lock.
+func (v *View) FileWritten(f ValueFile, cs []Change) {
+	if v.file != f {
+		v.unfileLocked()
+		v.file = f
+	}
+	for i := range cs {
+		it := cs[i].item
+		if it == nil || it.epoch != v.epoch || it.flags != 0 || it.timed || it.vlen == 0 ||
+			atomic.LoadUint32(&it.state) != onHeap || unsafe.SliceData(cs[i].Value) != unsafe.SliceData(it.heapValue(it.body)) {
+			continue
+		}
+		if tv := v.topics[cs[i].Topic]; tv == nil || tv.counts != nil {
+			continue
+		}
+		n := int(it.klen) + int(it.tlen)
+		kt := make([]byte, n)
+		copy(kt, unsafe.String((*byte)(it.body), n))
+		atomic.StorePointer(&it.body, unsafe.Pointer(unsafe.SliceData(kt)))
+		atomic.StoreUint32(&it.state, inFile)
+	}
+}
+
+// FileWrittenLater is FileWritten for a caller that does not hold the
+// lock (the mirror, after it wrote changes it had queued).
+func (v *View) FileWrittenLater(f ValueFile, cs []Change) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.FileWritten(f, cs)
+}
+
+// Unfile copies every value the view keeps in its file back to the heap
+// and forgets the file: the mirror calls it before it stops writing the
+// file (a write error, Close). The heap grows by the values.
+func (v *View) Unfile() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.unfileLocked()
+}
+
+// unfileLocked is Unfile under the write lock. Every item inFile is its
+// key's entry, in the B-tree.
+func (v *View) unfileLocked() {
+	if v.file == nil {
+		return
+	}
+	for _, tv := range v.topics {
+		tv.order.Ascend(func(it *viewItem) bool {
+			if it.inFile() {
+				v.retire(tv.name, it)
+			}
+			return true
+		})
+	}
+	v.file = nil
+}

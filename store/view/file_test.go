@@ -1,0 +1,440 @@
+package view
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/localview"
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// fileFollower is the daemon's mirror reduced to what the view's side of
+// the two-state item needs (daemon/internal/mirror is the real one): it
+// follows the view, writes each group of changes into a real view file
+// at the group's end, under the view's lock, and then tells the view
+// (FileWritten), whose items may keep their values there only.
+type fileFollower struct {
+	v     *View
+	w     *localview.Writer
+	group []Change
+}
+
+func (f *fileFollower) RLock()                        { f.w.RLock() }
+func (f *fileFollower) RUnlock()                      { f.w.RUnlock() }
+func (f *fileFollower) Warm(topic, key string) uint64 { return f.w.Warm(topic, key) }
+
+func (f *fileFollower) AppendValue(dst []byte, topic, key string, st record.Stamp) ([]byte, bool) {
+	return f.w.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq})
+}
+
+func (f *fileFollower) end() {
+	for _, c := range f.group {
+		st := localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq}
+		var err error
+		if c.Deleted {
+			err = f.w.Delete(c.Topic, c.Key, st)
+		} else {
+			err = f.w.Put(c.Topic, c.Key, c.Tag, c.Value, st)
+		}
+		if err != nil {
+			panic(err) // a test's tmpfs or disk: nothing to recover
+		}
+	}
+	f.v.FileWritten(f, f.group)
+	clear(f.group)
+	f.group = f.group[:0]
+}
+
+// followFile makes v keep its values in a view file in a temporary
+// directory, from its next change on (v is empty or its values stay on
+// the heap).
+func followFile(tb testing.TB, v *View) *fileFollower {
+	tb.Helper()
+	w, err := localview.Create(filepath.Join(tb.TempDir(), "view"), localview.WriterOptions{GID: -1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &fileFollower{v: v, w: w}
+	v.FollowFrom(func(c Change) { f.group = append(f.group, c) }, f.end)
+	tb.Cleanup(func() {
+		v.FollowFrom(nil, nil)
+		v.Unfile()
+		w.Close()
+	})
+	return f
+}
+
+// inFileCount is how many of v's entries keep their value in the file.
+func inFileCount(v *View) int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n := 0
+	for _, tv := range v.topics {
+		tv.order.Ascend(func(it *viewItem) bool {
+			if it.inFile() {
+				n++
+			}
+			return true
+		})
+	}
+	return n
+}
+
+// fileTwins is a view keeping its values in a file beside one that keeps
+// them on the heap, given the same records: whatever the two-state item
+// does, a reader must not tell them apart.
+type fileTwins struct {
+	v, twin *View
+	file    *fileFollower
+	clock   *fakeClock
+	keys    [][2]string
+	// frozen clones of both taken at one instant, compared at each
+	// check: the file's records are rewritten under them meanwhile.
+	frozen [][2]Frozen
+}
+
+func newFileTwins(t *testing.T) *fileTwins {
+	c := &fakeClock{}
+	c.ms.Store(timeBase)
+	ft := &fileTwins{v: newTimedView(c), twin: newTimedView(c), clock: c}
+	ft.file = followFile(t, ft.v)
+	for _, topic := range []string{"prices", "stock"} {
+		for i := range 6 {
+			ft.keys = append(ft.keys, [2]string{topic, fmt.Sprintf("k%02d", i)})
+		}
+	}
+	ft.keys = append(ft.keys, [2]string{"prices", "k"}) // the counter tests' key
+	return ft
+}
+
+func (ft *fileTwins) apply(rs ...record.Record) {
+	if len(rs) == 1 {
+		ft.v.Apply(rs[0])
+		ft.twin.Apply(rs[0])
+		return
+	}
+	ft.v.ApplyBatch(rs)
+	ft.twin.ApplyBatch(rs)
+}
+
+// check compares everything a reader sees of the twins.
+func (ft *fileTwins) check(t *testing.T, step int) {
+	t.Helper()
+	if a, b := ft.v.Digest(), ft.twin.Digest(); a != b {
+		t.Fatalf("step %d: digests differ", step)
+	}
+	topics := make([]string, len(ft.keys))
+	keys := make([]string, len(ft.keys))
+	got, want := make([]Entry, len(keys)), make([]Entry, len(keys))
+	gotOK, wantOK := make([]bool, len(keys)), make([]bool, len(keys))
+	for i, k := range ft.keys {
+		topics[i], keys[i] = k[0], k[1]
+		g, gok := ft.v.Get(k[0], k[1])
+		w, wok := ft.twin.Get(k[0], k[1])
+		if err := sameEntry(g, w, gok, wok); err != nil {
+			t.Fatalf("step %d: Get(%s, %s): %v", step, k[0], k[1], err)
+		}
+	}
+	ft.v.GetMany(topics, keys, got, gotOK)
+	ft.twin.GetMany(topics, keys, want, wantOK)
+	for i := range keys {
+		if err := sameEntry(got[i], want[i], gotOK[i], wantOK[i]); err != nil {
+			t.Fatalf("step %d: GetMany %s: %v", step, keys[i], err)
+		}
+	}
+	for i, p := range ft.frozen {
+		a, b := p[0].Digests(), p[1].Digests()
+		for topic, d := range b {
+			if a[topic] != d {
+				t.Fatalf("step %d: frozen clone %d: topic %s's digest differs", step, i, topic)
+			}
+		}
+	}
+	var sa, sb bytes.Buffer
+	if err := EncodeSnapshot(&sa, ft.v, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := EncodeSnapshot(&sb, ft.twin, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sa.Bytes(), sb.Bytes()) {
+		t.Fatalf("step %d: snapshots differ", step)
+	}
+}
+
+func sameEntry(g, w Entry, gok, wok bool) error {
+	switch {
+	case gok != wok:
+		return fmt.Errorf("found %v, want %v", gok, wok)
+	case !bytes.Equal(g.Value, w.Value) || g.Tag != w.Tag || g.Stamp != w.Stamp || g.ExpiresAt != w.ExpiresAt ||
+		g.EffectiveAt != w.EffectiveAt || !bytes.Equal(g.Base, w.Base):
+		return fmt.Errorf("%q %q %v exp %d eff %d base %q, want %q %q %v exp %d eff %d base %q", g.Value, g.Tag, g.Stamp,
+			g.ExpiresAt, g.EffectiveAt, g.Base, w.Value, w.Tag, w.Stamp, w.ExpiresAt, w.EffectiveAt, w.Base)
+	}
+	return nil
+}
+
+// TestFileValuesAsOnTheHeap applies random records of every kind
+// (plain writes of values of every size, deletes, scheduled records,
+// cancels, expiring values, expiry changes, counter increments; alone
+// and in batches) to a view that keeps its values in a view file and to
+// one that keeps them on the heap, with frozen clones of both taken at
+// random and kept while later writes rewrite the file's records, and the
+// file let go at random (Unfile) and taken again: after each step every
+// read (Get, GetMany, Digest, each clone's digests, the snapshot's bytes)
+// must be the same.
+func TestFileValuesAsOnTheHeap(t *testing.T) {
+	seed := propertySeed(t)
+	rng := rand.New(rand.NewPCG(seed, seed^0xf11e))
+	ft := newFileTwins(t)
+	seqs := map[uint64]uint64{}
+	maxInFile := 0
+	for step := range 600 {
+		now := ft.clock.ms.Add(int64(rng.IntN(40)))
+		origin := uint64(1 + rng.IntN(3))
+		next := func() (uint64, uint64, uint64) {
+			seqs[origin]++
+			return origin, seqs[origin], record.MakeHLC(now+int64(rng.IntN(5)), uint16(seqs[origin]))
+		}
+		var rs []record.Record
+		key := -1 // any key
+		if rng.IntN(4) == 0 {
+			key = rng.IntN(len(ft.keys)) // a batch of one key's records
+		}
+		for range 1 + rng.IntN(3) {
+			rs = append(rs, ft.randomRecord(t, rng, key, now, next))
+		}
+		held := rng.IntN(8) == 0
+		if held {
+			// One group for the follower, with a freeze inside it: the
+			// items of its first changes are in a clone when it ends.
+			ft.v.Hold()
+			ft.twin.Hold()
+			ft.apply(rs[0])
+			ft.freeze()
+			rs = rs[1:]
+		}
+		if rng.IntN(2) == 0 && len(rs) > 1 {
+			ft.apply(rs...)
+		} else {
+			for _, r := range rs {
+				ft.apply(r)
+			}
+		}
+		if held {
+			ft.v.Release()
+			ft.twin.Release()
+		}
+		switch p := rng.IntN(20); {
+		case p == 0:
+			ft.freeze()
+		case p == 1:
+			ft.v.Unfile() // the next change takes the file again
+		}
+		maxInFile = max(maxInFile, inFileCount(ft.v))
+		ft.check(t, step)
+	}
+	if maxInFile == 0 {
+		t.Fatal("no value was ever kept in the file only: the test tested nothing")
+	}
+	t.Logf("at most %d of %d keys had their value in the file only", maxInFile, len(ft.keys))
+}
+
+// freeze keeps a frozen clone of each twin, taken at one instant.
+func (ft *fileTwins) freeze() {
+	ft.frozen = append(ft.frozen, [2]Frozen{ft.v.Freeze(), ft.twin.Freeze()})
+	if len(ft.frozen) > 3 {
+		ft.frozen = ft.frozen[1:]
+	}
+}
+
+// randomRecord is a record of the twins' key number key (-1: a random
+// one), of a random kind.
+func (ft *fileTwins) randomRecord(t *testing.T, rng *rand.Rand, key int, now int64, next func() (uint64, uint64, uint64)) record.Record {
+	if key < 0 {
+		key = rng.IntN(len(ft.keys))
+	}
+	k := ft.keys[key]
+	o, s, h := next()
+	value := fmt.Sprintf("%s=%d:%s", k[1], s, bytes.Repeat([]byte("v"), rng.IntN(3)*rng.IntN(90)))
+	cur, found := ft.twin.Get(k[0], k[1])
+	switch p := rng.IntN(20); {
+	case p < 3 && k[0] == "prices":
+		r := timeRec{key: k[1], value: value, origin: o, seq: s, hlc: h}
+		switch rng.IntN(4) {
+		case 0:
+			r.eff = now + int64(rng.IntN(100)-20) // late ones in force at once
+		case 1:
+			r.expires = now + int64(1+rng.IntN(150))
+		case 2:
+			r.cancel, r.value, r.eff = true, "", now+int64(1+rng.IntN(100))
+		default:
+			r.del, r.value = true, ""
+		}
+		return r.record(t)
+	case p < 5 && found && k == [2]string{"prices", "k"}:
+		return incRec(t, fmt.Sprint(rng.IntN(7)-3), cur.Stamp, o, s, h)
+	case p < 6 && found && k[0] == "prices" && cur.EffectiveAt == 0:
+		return expiryRec(t, k[1], string(cur.Value), 0, cur.Stamp, now+int64(rng.IntN(200)), o, s, h)
+	case p < 7:
+		return viewDel(k[0], k[1], o, s, h).record(t)
+	}
+	r := viewPut(k[0], k[1], value, o, s, h)
+	r.tag = []string{"", "", "eu"}[rng.IntN(3)]
+	return r.record(t)
+}
+
+// TestFileClonesReadWhileRewritten has frozen clones hashed and point
+// reads made by other goroutines while every key's file record is
+// rewritten in place (values of the same size), moved (a larger one) and
+// deleted, and the file grows into new generations (the old one
+// unmapped): each clone keeps hashing as its twin's clone, taken at the
+// same instant from a view that keeps its values on the heap, and every
+// read value is one written for its key. Run it with -race.
+func TestFileClonesReadWhileRewritten(t *testing.T) {
+	ft := newFileTwins(t)
+	const keys = 3000
+	write := func(round int, size int, del bool) {
+		rs := make([]record.Record, 0, 16)
+		for i := range keys {
+			k := fmt.Sprintf("key-%05d", i)
+			st := uint64(round*keys + i + 1)
+			if del && i%3 == 0 {
+				rs = append(rs, viewDel("prices", k, 1, st, st).record(t))
+			} else {
+				rs = append(rs, viewPut("prices", k, fmt.Sprintf("%s/%d/%s", k, round, bytes.Repeat([]byte("x"), size)), 1, st, st).record(t))
+			}
+			if len(rs) == cap(rs) {
+				ft.apply(rs...)
+				rs = rs[:0]
+			}
+		}
+		ft.apply(rs...)
+	}
+	write(0, 80, false)
+	if n := inFileCount(ft.v); n != keys {
+		t.Fatalf("%d of %d values in the file only after the load", n, keys)
+	}
+	gen := ft.file.w.Generation()
+	clones := [][2]Frozen{{ft.v.Freeze(), ft.twin.Freeze()}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	hash := func(p [2]Frozen) {
+		defer wg.Done()
+		want := p[1].Digests()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if got := p[0].Digests(); got["prices"] != want["prices"] {
+				errs <- fmt.Errorf("a frozen clone's digest changed under a rewrite")
+				return
+			}
+		}
+	}
+	wg.Add(2)
+	go hash(clones[0])
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k := fmt.Sprintf("key-%05d", rng.IntN(keys))
+			if e, ok := ft.v.Get("prices", k); ok && !bytes.HasPrefix(e.Value, []byte(k+"/")) {
+				errs <- fmt.Errorf("Get(%s) = %q", k, e.Value)
+				return
+			}
+		}
+	}()
+	for round, size := range []int{80, 80, 200, 80, 400} {
+		write(round+1, size, round == 3)
+		if round == 1 {
+			clones = append(clones, [2]Frozen{ft.v.Freeze(), ft.twin.Freeze()})
+			wg.Add(1)
+			go hash(clones[1])
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if ft.file.w.Generation() == gen {
+		t.Fatal("the file never grew: the test meant reads across a new generation")
+	}
+	ft.check(t, 0)
+}
+
+// TestFileUnfile checks that the view's values come back to the heap
+// when it lets the file go, and stay right after the file is closed.
+func TestFileUnfile(t *testing.T) {
+	ft := newFileTwins(t)
+	for i := range 100 {
+		ft.apply(viewPut("stock", fmt.Sprintf("k%02d", i%6), fmt.Sprintf("value %d", i), 1, uint64(i+1), uint64(i+1)).record(t))
+	}
+	if n := inFileCount(ft.v); n != 6 {
+		t.Fatalf("%d of 6 values in the file only", n)
+	}
+	frozen := [2]Frozen{ft.v.Freeze(), ft.twin.Freeze()}
+	ft.v.FollowFrom(nil, nil)
+	ft.v.Unfile()
+	if err := ft.file.w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := inFileCount(ft.v); n != 0 {
+		t.Fatalf("%d values in the file after Unfile", n)
+	}
+	ft.frozen = append(ft.frozen, frozen)
+	ft.check(t, 0)
+}
+
+// BenchmarkViewGetFile is a Get of random keys among 1M (100-byte
+// values), the values on the heap or in the shared view file (what the
+// two-state item costs a read); heap-B/key is the heap the view keeps.
+func BenchmarkViewGetFile(b *testing.B) {
+	for _, where := range []string{"heap", "file"} {
+		b.Run("values="+where, func(b *testing.B) {
+			const keys = 1_000_000
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			v := New()
+			if where == "file" {
+				followFile(b, v)
+			}
+			loadSKUs(v, keys, bytes.Repeat([]byte("v"), 100))
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			rng := rand.New(rand.NewPCG(1, 2))
+			names := make([]string, 1<<16)
+			for i := range names {
+				names[i] = fmt.Sprintf("sku-%07d", rng.IntN(keys))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := testkit.StartThreadCPU()
+			n := 0
+			for ; b.Loop(); n++ {
+				if e, ok := v.Get("prices", names[n&(len(names)-1)]); !ok || len(e.Value) != 100 {
+					b.Fatal("key not found")
+				}
+			}
+			cpu.Report(b, n)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+		})
+	}
+}
