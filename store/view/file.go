@@ -62,8 +62,8 @@ type ValueFile interface {
 	AppendValue(dst []byte, topic, key string, st record.Stamp) ([]byte, bool)
 }
 
-// keyBody is the body of an item that keeps only the key s (a
-// tombstone, a placeholder, a probe): s's own bytes.
+// keyBody is s's own bytes as an item's body: key | tag | value made as
+// one string, or the key alone (a tombstone, a placeholder, a probe).
 func keyBody(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
 
 func (it *viewItem) loadBody() unsafe.Pointer { return atomic.LoadPointer(&it.body) }
