@@ -97,13 +97,15 @@ type conn struct {
 	lastCmd     *session.Command
 	quit        bool
 	reply       replyMode // CLIENT REPLY (reply.go)
-	// MULTI: the queued commands and whether one was refused; Tx is
-	// the transaction's view while EXEC runs them (multi.go).
-	inMulti   bool
-	multiErr  bool
-	queued    [][][]byte
-	watched   []watchedKey // WATCH
-	lastWrite uint64       // seq of this connection's last write, for WAIT
+	// MULTI: the queued commands, their bytes, and whether one was
+	// refused; Tx is the transaction's view while EXEC runs them
+	// (multi.go).
+	inMulti     bool
+	multiErr    bool
+	queued      [][][]byte
+	queuedBytes int
+	watched     []watchedKey // WATCH
+	lastWrite   uint64       // seq of this connection's last write, for WAIT
 	// A pipeline's SETs waiting to be published as one batch (execSets).
 	sets     []record.Message
 	setBytes int

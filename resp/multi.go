@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 
 	"github.com/cachecast/cachecast/resp/internal/session"
@@ -24,18 +25,42 @@ var runsInMulti = map[string]bool{"exec": true, "discard": true, "multi": true, 
 // queue queues a command after MULTI, or answers why not (then EXEC
 // aborts). A write was authorized before (exec), as Redis checks ACLs
 // while queueing, so that a writer without the role learns it before EXEC.
+//
+// The queue is held until EXEC, whose writes are one batch, and a batch
+// is at most --max-body-size (Config.MaxFrameSize): past that the
+// queueing is refused and the queue dropped, so that a connection holds
+// at most that much. Once EXEC is bound to abort, a command is answered
+// QUEUED, as in Redis, and not kept.
 func (c *conn) queue(cmd *session.Command, a [][]byte) {
 	if !cmd.InMulti && !cmd.Write {
-		c.multiErr = true
-		c.Err("ERR " + strings.ToUpper(cmd.Name) + " cannot be queued: MULTI here holds the reads and writes of keys")
+		c.abortMulti("ERR " + strings.ToUpper(cmd.Name) + " cannot be queued: MULTI here holds the reads and writes of keys")
 		return
 	}
-	q := make([][]byte, len(a))
-	for i := range a {
-		q[i] = bytes.Clone(a[i])
+	size := 0
+	for _, arg := range a {
+		size += len(arg)
 	}
-	c.queued = append(c.queued, q)
+	if limit := c.s.cfg.MaxFrameSize; limit > 0 && !c.multiErr && c.queuedBytes+size > limit {
+		c.abortMulti("ERR the transaction's queued commands pass " + strconv.Itoa(limit) +
+			" bytes (--max-body-size), the most one batch of writes holds: it is discarded and EXEC will abort")
+		return
+	}
+	if !c.multiErr {
+		q := make([][]byte, len(a))
+		for i := range a {
+			q[i] = bytes.Clone(a[i])
+		}
+		c.queued = append(c.queued, q)
+		c.queuedBytes += size
+	}
 	c.Out = append(c.Out, "+QUEUED\r\n"...)
+}
+
+// abortMulti answers why a command cannot be queued: EXEC will abort, so
+// the queue is dropped.
+func (c *conn) abortMulti(why string) {
+	c.multiErr, c.queued, c.queuedBytes = true, nil, 0
+	c.Err(why)
 }
 
 func cmdMulti(c *conn, _ [][]byte) {
@@ -43,7 +68,7 @@ func cmdMulti(c *conn, _ [][]byte) {
 		c.Err("ERR MULTI calls can not be nested")
 		return
 	}
-	c.inMulti, c.multiErr, c.queued = true, false, nil
+	c.inMulti, c.multiErr, c.queued, c.queuedBytes = true, false, nil, 0
 	c.OK()
 }
 
@@ -52,7 +77,7 @@ func cmdDiscard(c *conn, _ [][]byte) {
 		c.Err("ERR DISCARD without MULTI")
 		return
 	}
-	c.inMulti, c.multiErr, c.queued, c.watched = false, false, nil, nil
+	c.inMulti, c.multiErr, c.queued, c.queuedBytes, c.watched = false, false, nil, 0, nil
 	c.OK()
 }
 
@@ -63,7 +88,7 @@ func cmdExec(c *conn, _ [][]byte) {
 	}
 	queued, failed := c.queued, c.multiErr
 	changed := c.watchedChanged()
-	c.inMulti, c.multiErr, c.queued, c.watched = false, false, nil, nil
+	c.inMulti, c.multiErr, c.queued, c.queuedBytes, c.watched = false, false, nil, 0, nil
 	switch {
 	case failed:
 		c.Err("EXECABORT Transaction discarded because of previous errors.")
