@@ -72,7 +72,10 @@
 // (MADV_POPULATE_WRITE; MADV_WILLNEED before Linux 5.14), and makes the
 // next segments (1 MiB of them, at least one: a slot of the current file,
 // or the first of a new sparse file or a reused one) with their first
-// window ready, so that switching segments is a pointer swap; with
+// window ready, so that switching segments is a pointer swap (the switch
+// asks for the next one at a random moment within 50 ms, not at the
+// record every node of a fleet switches at, unless the ready ones would
+// not last the writer twice that at its rate: segment/switch.go); with
 // several segments a file it keeps the file after the next segment's
 // made too, so that a writer that outruns it at a file's first slot
 // makes a slot of an open file, never a file. Recycling takes segments

@@ -94,6 +94,9 @@ type Log struct {
 	window int64
 	growMu sync.Mutex
 	prepAt atomic.Int64 // the writer kicks the preparer once its end passes this
+	// switcher kicks the preparer a while after a segment switch
+	// (switch.go).
+	switcher switchTimer
 
 	evict func() // evictLocked's work (newEvict)
 
@@ -207,6 +210,7 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	l.newSwitchTimer()
 	l.wg.Add(1)
 	go l.prepareLoop()
 	l.kickPrepare()
@@ -934,11 +938,12 @@ func (l *Log) advance() error {
 	l.crossed = append(l.crossed, l.cur) // pinned until commit or rollback
 	l.cur.sealed = time.Now()
 	l.cur = s
+	// The preparer unmaps what is over the bound (munmap of a big segment
+	// takes milliseconds, which the writer should not wait for) and makes
+	// the next segment: soon, or at once if the writer is close.
+	l.kickAtSwitch(s)
 	l.mu.Unlock()
 	l.wpos = base
-	// The preparer unmaps what is over the bound: munmap of a big segment
-	// takes milliseconds, which the writer should not wait for.
-	l.kickPrepare()
 	return nil
 }
 
@@ -1300,6 +1305,7 @@ func (l *Log) Counts() (segments, mapped int) {
 
 // Close stops the preparer and closes every file. The caller flushed.
 func (l *Log) Close() error {
+	l.switcher.t.Stop()
 	close(l.done)
 	l.wg.Wait()
 	return l.closeFiles()
