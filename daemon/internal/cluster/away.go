@@ -86,6 +86,11 @@ func WriteContact(dir string, t time.Time) error {
 func CheckAway(dataDir string, grace time.Duration, startOver bool, now time.Time, log *zap.Logger) error {
 	last, ok := ReadContact(dataDir)
 	if !ok {
+		path := filepath.Join(dataDir, contactFile)
+		if _, err := os.Stat(path); err == nil {
+			log.Warn("the last contact with the fleet recorded in the data directory is unreadable (damaged): the check of the time out of contact (--tombstone-grace) is skipped at this start",
+				zap.String("path", path))
+		}
 		return nil
 	}
 	away := now.Sub(last)
