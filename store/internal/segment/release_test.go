@@ -63,6 +63,26 @@ func dirtyPages(t *testing.T, s *segment) (dirty uint64, ok bool) {
 	return st.Dirty, true
 }
 
+// openReleaseLog opens the log in dir with segments of segSize and 8
+// mapped (above ReleaseAbove), closed at the test's end; closeAll closes
+// it before that, once.
+func openReleaseLog(t *testing.T, dir string, segSize int64) (l *Log, closeAll func()) {
+	t.Helper()
+	m, _, err := OpenMeta(filepath.Join(dir, "meta"), segSize, 1, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(filepath.Join(dir, "log"), m, 8, zap.NewNop())
+	if err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeAll = func() { once.Do(func() { l.Close(); m.Close() }) }
+	t.Cleanup(closeAll)
+	return l, closeAll
+}
+
 // TestWrittenPagesLeaveTheResidentSet: a window behind the committed end,
 // flushed or not, the pages of sealed segments and of the writer's
 // segment leave the process's resident set (the maps stay); the records
@@ -73,21 +93,7 @@ func dirtyPages(t *testing.T, s *segment) (dirty uint64, ok bool) {
 func TestWrittenPagesLeaveTheResidentSet(t *testing.T) {
 	const size, segSize = 64 << 10, 4 * PrefaultWindow
 	dir := t.TempDir()
-	open := func() (*Log, func()) {
-		m, _, err := OpenMeta(filepath.Join(dir, "meta"), segSize, 1, 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := Open(filepath.Join(dir, "log"), m, 8, zap.NewNop())
-		if err != nil {
-			m.Close()
-			t.Fatal(err)
-		}
-		var once sync.Once
-		closeAll := func() { once.Do(func() { l.Close(); m.Close() }) }
-		t.Cleanup(closeAll)
-		return l, closeAll
-	}
+	open := func() (*Log, func()) { return openReleaseLog(t, dir, segSize) }
 	l, closeLog := open()
 
 	// Two sealed segments and 3.25 windows of the third, none flushed:
@@ -172,21 +178,7 @@ func TestWrittenPagesLeaveTheResidentSet(t *testing.T) {
 func TestReplayKeepsRecoveredPages(t *testing.T) {
 	const size, segSize = 64 << 10, 4 * PrefaultWindow
 	dir := t.TempDir()
-	open := func() (*Log, func()) {
-		m, _, err := OpenMeta(filepath.Join(dir, "meta"), segSize, 1, 0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := Open(filepath.Join(dir, "log"), m, 8, zap.NewNop())
-		if err != nil {
-			m.Close()
-			t.Fatal(err)
-		}
-		var once sync.Once
-		closeAll := func() { once.Do(func() { l.Close(); m.Close() }) }
-		t.Cleanup(closeAll)
-		return l, closeAll
-	}
+	open := func() (*Log, func()) { return openReleaseLog(t, dir, segSize) }
 	l, closeLog := open()
 	for n := 0; l.WritePos() < 3*PrefaultWindow; n++ {
 		if _, err := write(l, n, size); err != nil {
