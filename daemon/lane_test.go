@@ -277,8 +277,8 @@ func TestFastLaneIdleEvicted(t *testing.T) {
 	// The first connection is idle (evictable) once the lane reads from
 	// it again, a moment after its answer: a second connection in between
 	// finds every connection running and is told busy, retry, as the doc
-	// says. It retries until it is served (the first went idle 1 run in 3
-	// of the package under -race on busy cores only after the second came).
+	// says. It retries until it is served (the first went idle only after
+	// the second came in 4 runs of 60 under -race on busy cores).
 	testkit.Until(t, 10*time.Second, "a second connection to be served", func() string {
 		second := dialLane(t, cfg.Socket)
 		second.send(get)
