@@ -22,6 +22,18 @@ import (
 // faultSink keeps the compiler from dropping a read the test needs.
 var faultSink byte
 
+// truncateUnderMap truncates s's segment file at path to nothing, so that
+// its mapped pages fault. The preparer allocates the next segments in the
+// same file: once it has, nothing extends the file again under the
+// truncation (a read past its end is the fault; a hole would read zeros).
+func truncateUnderMap(t *testing.T, s *Store, path string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, "the next segments prepared", s.seglog.Prepared)
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestGuardFault: a real fault on a mapped page (the file truncated under
 // the map, so the page has nothing behind it: SIGBUS) comes back from each
 // guarded path as ErrIO saying what was being done; the process goes on.
@@ -43,13 +55,7 @@ func TestGuardFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fsys.Unmap(data)
-	// The preparer allocates the next segments in the same file: once it
-	// did, nothing extends the file again under the truncation (a read
-	// past its end is the fault; a hole would read as zeros).
-	testkit.Eventually(t, 10*time.Second, "the next segments prepared", s.seglog.Prepared)
-	if err := os.Truncate(path, 0); err != nil {
-		t.Fatal(err)
-	}
+	truncateUnderMap(t, s, path)
 
 	tests := []struct {
 		name string
@@ -154,9 +160,7 @@ func TestViewOrUndoFailureMarksUnhealthy(t *testing.T) {
 				t.Fatal(err)
 			}
 			path := s.seglog.SegmentPath(res.Pos)
-			if err := os.Truncate(path, 0); err != nil {
-				t.Fatal(err)
-			}
+			truncateUnderMap(t, s, path)
 			tt.fail(s, res.Pos)
 			err = s.Healthy()
 			if err == nil || !strings.Contains(err.Error(), "no longer matches the log") {
