@@ -389,7 +389,7 @@ func TestCLIStatusRedis(t *testing.T) {
 	n := StartNode(t, bins, NodeOptions{Name: "cli-redis", Args: append(smallNode,
 		"--max-connections", "2", "--max-connections-per-uid", "2",
 		"--redis-idle-timeout", "3s", "--redis-tracking-max-keys", "10")})
-	sock := strings.TrimSuffix(n.Socket, ".sock") + "-redis.sock"
+	sock := n.RedisSocket()
 	dial := func() net.Conn {
 		c, err := net.Dial("unix", sock)
 		if err != nil {

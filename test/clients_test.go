@@ -25,7 +25,7 @@ import (
 func TestRedisClients(t *testing.T) {
 	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "clients", Args: smallNode})
-	sock := strings.TrimSuffix(n.Socket, ".sock") + "-redis.sock"
+	sock := n.RedisSocket()
 	src, err := filepath.Abs("clients")
 	if err != nil {
 		t.Fatal(err)

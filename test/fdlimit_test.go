@@ -23,7 +23,7 @@ import (
 func TestOutOfFileDescriptors(t *testing.T) {
 	t.Parallel()
 	n := StartNode(t, bins, NodeOptions{Name: "fdlimit", Args: smallNode})
-	redisSock := strings.TrimSuffix(n.Socket, ".sock") + "-redis.sock"
+	redisSock := n.RedisSocket()
 	pid := n.PID()
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {

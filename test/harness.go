@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/daemon/config"
 )
 
 // Module is the import path of the cachecast module; Build compiles its
@@ -277,6 +278,12 @@ func (n *Node) WaitReady(timeout time.Duration) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return fmt.Errorf("%s: not ready after %v: %v", n.opts.Name, timeout, last)
+}
+
+// RedisSocket is the node's default Redis socket, beside its local API
+// socket (config's rule for an empty --redis-socket).
+func (n *Node) RedisSocket() string {
+	return config.Config{Socket: n.Socket}.RedisSocketPath()
 }
 
 // PID is the process ID of the current (or last) process; 0 before Start.

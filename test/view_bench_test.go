@@ -217,7 +217,7 @@ func benchLocalThroughput(b *testing.B, path string, order []string, size int) f
 func benchSocketThroughput(b *testing.B, n throughputNode, door string, conns int, order []string, size int) float64 {
 	sock := n.Socket
 	if door == "redis" {
-		sock = strings.TrimSuffix(n.Socket, ".sock") + "-redis.sock"
+		sock = n.RedisSocket()
 	}
 	clients := make([]*getConn, conns)
 	for i := range clients {
