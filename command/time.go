@@ -2,7 +2,6 @@ package command
 
 import (
 	"strings"
-	"time"
 
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/store/view"
@@ -58,7 +57,7 @@ func Effective(m *record.Message, now int64) *wire.Error {
 }
 
 // FormatMs is Unix milliseconds in the wire's time layout.
-func FormatMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(wire.TimeLayout) }
+func FormatMs(ms int64) string { return string(wire.AppendUnixMilli(nil, ms)) }
 
 // CancelKey is the cancel operation: Cancel of the records of (topic,
 // key) that n holds pending.
