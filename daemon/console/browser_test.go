@@ -309,10 +309,21 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("an increment of tail-n: %v %v", res, err)
 	}
 	res.Body.Close()
-	b.until(10*time.Second, "the increment shown as one in the tail", `(() => {
-		const r = [...document.querySelectorAll("#tail tbody tr")].find(r => r.children[2].textContent === "tail-n");
-		return r && r.children[4].textContent === "+3" ? "" : "tail-n: " + (r ? r.children[4].textContent : "no row");
-	})()`)
+	at = time.Now().Add(time.Hour).UTC().Format(wire.TimeLayout)
+	mustPut(t, c.Nodes[1], "prices", "tail-s", "60", "Cachecast-Effective-At", at)
+	mustPut(t, c.Nodes[1], "prices", "tail-e", "70", "Cachecast-Expires", at)
+	// Each message is said as the key's history says a record: an
+	// increment as one, the times of a scheduled or expiring value.
+	for key, want := range map[string]string{
+		"tail-n": "+3 from 0 (no value before)",
+		"tail-s": `scheduled for ` + at + `: "60"`,
+		"tail-e": `"70", expires at ` + at,
+	} {
+		b.until(10*time.Second, key+" said in the tail", fmt.Sprintf(`(() => {
+		const r = [...document.querySelectorAll("#tail tbody tr")].find(r => r.children[2].textContent === %q);
+		return r && r.children[4].textContent === %q ? "" : %q + ": " + (r ? r.children[4].textContent : "no row");
+	})()`, key, want, key))
+	}
 	joinGroup(t, c.Nodes[1], "prices", "billing")
 	b.run(chromedp.Navigate(base + "console/#groups"))
 	b.until(10*time.Second, "the group on every node, its member on node1", groupsJS(map[string]int{"node0": 0, "node1": 1, "node2": 0}))

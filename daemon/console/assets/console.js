@@ -223,19 +223,36 @@ async function refreshKey() {
 }
 
 // historyWhat is what a record of a key's history did.
-function historyWhat(h) {
+function historyWhat(h) { return recordWhat(h, h.target && h.target.hlc); }
+
+// tailWhat is what a message of the subscribe stream did, said as a
+// record of the history is: the stream names a changed version by its
+// origin and seq where the history has its hlc.
+function tailWhat(d) {
+  const of = d.increment_of || d.expiry_of;
+  const binary = d.value == null;
+  return recordWhat({
+    kind: d.cancel ? "cancel" : d.delete ? "delete" : d.increment_of ? "counter" : d.expiry_of ? "expiry" : "write",
+    value: binary ? d.value_base64 : d.value, binary: binary, base64: binary,
+    effective_at: d.effective_at, expires_at: d.expires_at, absent: !!(of && of.absent),
+  }, of && of.origin ? `${shortOrigin(of.origin)}:${of.seq}` : null);
+}
+
+// recordWhat says what record r did (its kind, value, times); version
+// names the version an expiry change or an increment applies to.
+function recordWhat(r, version) {
   const short = (v) => JSON.stringify(v.length > 60 ? v.slice(0, 60) + "…" : v);
-  const on = h.absent ? (h.target ? ` from 0, after version ${h.target.hlc}` : " from 0 (no value before)") :
-    h.target ? ` of version ${h.target.hlc}` : "";
-  switch (h.kind) {
-    case "write": return (h.effective_at ? `scheduled for ${h.effective_at}: ` : "") + (h.binary ? "hex " : "") + short(h.value) +
-      (h.expires_at ? `, expires at ${h.expires_at}` : "");
-    case "delete": return h.effective_at ? `delete scheduled for ${h.effective_at}` : "(deleted)";
-    case "cancel": return `cancels what is scheduled for ${h.effective_at}`;
-    case "expiry": return (h.expires_at ? `expires at ${h.expires_at}` : "no expiry") + on;
-    case "counter": return `+${h.value}${on}`;
+  const on = r.absent ? (version ? ` from 0, after version ${version}` : " from 0 (no value before)") :
+    version ? ` of version ${version}` : "";
+  switch (r.kind) {
+    case "write": return (r.effective_at ? `scheduled for ${r.effective_at}: ` : "") + (r.binary ? (r.base64 ? "base64 " : "hex ") : "") + short(r.value) +
+      (r.expires_at ? `, expires at ${r.expires_at}` : "");
+    case "delete": return r.effective_at ? `delete scheduled for ${r.effective_at}` : "(deleted)";
+    case "cancel": return `cancels what is scheduled for ${r.effective_at}`;
+    case "expiry": return (r.expires_at ? `expires at ${r.expires_at}` : "no expiry") + on;
+    case "counter": return `+${r.value}${on}`;
   }
-  return h.kind;
+  return r.kind;
 }
 
 async function refreshHistory(topic, key) {
@@ -336,9 +353,7 @@ function startTail(ev) {
   es.onmessage = (m) => {
     const d = JSON.parse(m.data);
     if (prefix && !d.key.startsWith(prefix)) return;
-    // An increment or an expiry change is a change of a version, not a value.
-    const value = d.delete ? "(deleted)" : d.increment_of ? "+" + d.value : d.expiry_of ? "(expiry change)" :
-      d.value != null ? d.value : "base64 " + d.value_base64;
+    const value = tailWhat(d);
     tbody.prepend(el("tr", {}, el("td", { class: "mono", text: d.time }), el("td", { text: d.topic }), el("td", { class: "mono", text: d.key }),
       el("td", { text: d.tag }), el("td", { class: "mono" }, el("span", { class: "value", text: value.slice(0, 200) })), el("td", { class: "mono", text: shortOrigin(d.origin) }), el("td", { class: "num", text: d.seq })));
     while (tbody.children.length > 200) tbody.lastChild.remove();
