@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -30,11 +31,18 @@ import (
 // "cat" is the reader's to write.
 func docSession(t *testing.T, path string, except ...string) {
 	t.Helper()
+	docSessionOn(t, path, []string{"--gossip-addr="}, except...)
+}
+
+// docSessionOn is docSession on a node started with args, the flags
+// its page starts it with.
+func docSessionOn(t *testing.T, path string, args []string, except ...string) {
+	t.Helper()
 	dir := readmeDir(t)
 	StartNode(t, bins, NodeOptions{
 		Name: "vm", Bare: true, Dir: dir, Command: "./bin/cachecastd",
 		DataDir: filepath.Join(dir, "data"), Socket: "cachecast.sock",
-		Args: []string{"--gossip-addr=", "--node-name=vm"},
+		Args: append([]string{"--node-name=vm"}, args...),
 	})
 	shellRun(t, dir, docSteps(t, path, except...), false, nil)
 }
@@ -88,6 +96,27 @@ func TestDocsRedis(t *testing.T) {
 	t.Parallel()
 	testkit.NeedTool(t, "redis-cli", "redis-tools")
 	docSession(t, "docs/redis.md")
+}
+
+// TestDocsGroups runs docs/groups.md's session with the CLI and curl on
+// a node started as the page starts it, with the short settings that
+// dead-letter a message in seconds: the page must name them, and its
+// steps that wait for one run again until they print what it shows.
+func TestDocsGroups(t *testing.T) {
+	t.Parallel()
+	testkit.NeedTool(t, "curl", "curl")
+	var args []string
+	for _, b := range markdownBlocks(t, "../docs/groups.md") {
+		if f := strings.Fields(strings.Join(b.lines, " ")); b.lang == "sh" && len(f) > 0 && f[0] == "./bin/cachecastd" {
+			args = append(args, f[1:]...)
+		}
+	}
+	for _, flag := range []string{"--gossip-addr=", "--ack-timeout", "--retry-backoff", "--max-retries"} {
+		if !slices.Contains(args, flag) {
+			t.Fatalf("docs/groups.md starts its node with %q, without %s", args, flag)
+		}
+	}
+	docSessionOn(t, "docs/groups.md", args)
 }
 
 // pageMidnight is the coming midnight of docs/time.md's session: the

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 // figures no run repeats (an origin, an HLC, a time) and what an
 // elision ("...") leaves out; a command whose output the README leaves
 // out must succeed. The sessions of docs/http-api.md, docs/cli.md,
-// docs/redis.md and docs/time.md are run by the same machinery
+// docs/redis.md, docs/time.md and docs/groups.md are run by the same machinery
 // (docs_test.go). The README's other
 // examples are run elsewhere: make run by TestMakeRun, make deb and the
 // package by TestDebPackage, the unit's snippets by systemd's tests.
@@ -144,6 +145,9 @@ var unrepeatable = []struct {
 	{regexp.MustCompile(`"uptime_seconds":[0-9.]+`), `"uptime_seconds":UPTIME`},
 	{regexp.MustCompile(`"version":"[^"]*"`), `"version":"VERSION"`}, // the build's
 	{regexp.MustCompile(`"owner_uid":[0-9]+`), `"owner_uid":UID`},    // the user's who runs it
+	// A dead letter's time in `dlq list`, then a message's id (<origin>-<seq>).
+	{regexp.MustCompile(`(?m)^([0-9a-f]{16}-[0-9]+ +[a-z]+ +[0-9]+ +)[0-9]{4}-[0-9T:.-]+Z`), `${1}TIME`},
+	{regexp.MustCompile(`\b[0-9a-f]{16}-([0-9]+)\b`), `ORIGIN-$1`},
 }
 
 // elision is how a document leaves part of an output out: "..." stands
@@ -194,11 +198,25 @@ func writeShown(t *testing.T, dir string, s consoleStep) {
 // instants of a run on another day).
 type beforeStep func(consoleStep) []string
 
+// again says whether a document shows a step as one the reader runs
+// again until it prints what is shown (a dead letter that comes seconds
+// later): its comment says "again until".
+func again(s consoleStep) bool {
+	_, comment, _ := strings.Cut(s.cmd, "#")
+	return strings.Contains(comment, "again until")
+}
+
+// stepDeadline bounds how long a step is run again until it prints what
+// the document shows.
+const stepDeadline = time.Minute
+
 // shellRun runs steps in dir as a user at a shell would, one after the
-// other, each variable an earlier step set still set. With eventually, a
-// step whose output is not yet what the README shows is run again until
-// it is (a read on another node of a cluster), within a deadline. before,
-// if not nil, runs before each step.
+// other, each variable an earlier step set still set. A step whose output
+// is not yet what the document shows is run again until it is, within
+// stepDeadline, with eventually (a read on another node of a cluster) or
+// when the page says to (again). A step ended by "&" runs in the
+// background until the test ends. before, if not nil, runs before each
+// step.
 func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool, before beforeStep) {
 	t.Helper()
 	vars := "" // the assignments so far, "S=...\n"
@@ -212,6 +230,10 @@ func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool, be
 			shellLive(t, dir, vars, s, rep)
 			continue
 		}
+		if cmd, ok := backgrounded(s); ok {
+			shellBackground(t, dir, vars+"exec "+cmd)
+			continue
+		}
 		writeShown(t, dir, s)
 		script, input := vars+s.cmd, ""
 		if s.program != "" {
@@ -221,14 +243,14 @@ func shellRun(t *testing.T, dir string, steps []consoleStep, eventually bool, be
 		if assign.MatchString(s.cmd) {
 			vars += s.cmd + "\n"
 		}
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(stepDeadline)
 		for {
 			out, stderr, err := shell(dir, script, input)
 			why := stepFails(s, rep.Replace(out), err)
 			if why == "" {
 				break
 			}
-			if !eventually || time.Now().After(deadline) {
+			if !(eventually || again(s)) || time.Now().After(deadline) {
 				t.Fatalf("step %q: %s\noutput:\n%s\nstderr:\n%s", s.cmd, why, out, stderr)
 			}
 			time.Sleep(50 * time.Millisecond) // polling a condition, bounded by the deadline
@@ -283,11 +305,38 @@ func shell(dir, script, input string) (string, string, error) {
 	return stdout.String(), stderr.String(), err
 }
 
+// backgrounded is the command of a step the document shows ended by "&",
+// run in the background, without its "&" and its comment.
+func backgrounded(s consoleStep) (string, bool) {
+	cmd, _, _ := strings.Cut(s.cmd, "#")
+	return strings.CutSuffix(strings.TrimSpace(cmd), "&")
+}
+
+// shellBackground starts script with bash in dir, as a step the document
+// runs in the background, and stops it as the test ends (its cleanup
+// runs before those registered earlier: the node's, the directory's).
+func shellBackground(t *testing.T, dir, script string) {
+	t.Helper()
+	sh := exec.Command("bash", "-e", "-c", script)
+	sh.Dir = dir
+	sh.Env = bins.Env()
+	sh.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // not beyond the test's binary
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sh.Process.Kill()
+		_ = sh.Wait() // killed: its status says nothing
+	})
+}
+
 // shellLive runs s, a command that runs until it is stopped, after the
 // assignments vars, until it has printed the lines shown (but for an
 // elision that ends them: the stream goes on), or one line when none
-// are shown, then stops it. The lines must be those shown (after rep's
-// replacements); a first line of its own must not be an error.
+// are shown, then stops it as the reader does, with Ctrl-C (SIGINT: a
+// `watch --group` acknowledges what it printed as it ends). The lines
+// must be those shown (after rep's replacements); a first line of its
+// own must not be an error.
 func shellLive(t *testing.T, dir, vars string, s consoleStep, rep *strings.Replacer) {
 	t.Helper()
 	want := s.want
@@ -299,6 +348,8 @@ func shellLive(t *testing.T, dir, vars string, s consoleStep, rep *strings.Repla
 	sh := exec.CommandContext(c, "bash", "-e", "-c", vars+"exec "+s.cmd)
 	sh.Dir = dir
 	sh.Env = bins.Env()
+	sh.Cancel = func() error { return sh.Process.Signal(os.Interrupt) }
+	sh.WaitDelay = 10 * time.Second // then killed
 	var stderr bytes.Buffer
 	sh.Stderr = &stderr
 	stdout, err := sh.StdoutPipe()
