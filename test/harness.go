@@ -235,6 +235,7 @@ func (n *Node) StartProcess() error {
 	fmt.Fprintf(n.logs, "=== %s run %d: %s %s\n", n.opts.Name, n.runs, prog, strings.Join(n.Args(), " "))
 	cmd.Stdout = n.logs
 	cmd.Stderr = n.logs
+	ownProcess(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%s: start: %w", n.opts.Name, err)
 	}
@@ -249,6 +250,17 @@ func (n *Node) StartProcess() error {
 		close(done)
 	}()
 	return nil
+}
+
+// ownProcess makes cmd's process the test's own: in a process group of
+// its own, so that no signal meant for the test binary's group reaches
+// it (a stopped node would get SIGHUP and SIGCONT when the group it
+// shares is orphaned, as when the shell that started the test exits),
+// and killed when the test binary dies, so that none outlives it (the
+// signal comes when the thread that started it ends: the runtime ends a
+// thread only when a goroutine ends locked to it, which none here does).
+func ownProcess(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
 // WaitReady polls GET /readyz until it answers 200. It returns an error,

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -320,7 +319,7 @@ func shellBackground(t *testing.T, dir, script string) {
 	sh := exec.Command("bash", "-e", "-c", script)
 	sh.Dir = dir
 	sh.Env = bins.Env()
-	sh.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // not beyond the test's binary
+	ownProcess(sh)
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)
 	}
