@@ -348,6 +348,22 @@ func TestErrorCodes(t *testing.T) {
 		if _, err := n.Client.Publish(ctx(t), "t", "a", []byte("before"), ""); err != nil {
 			t.Fatal(err)
 		}
+		// The preparer allocates the next segment in the same file: once it
+		// has (it maps it last: two segments mapped), nothing extends the
+		// file again under the truncation (a window is the whole 1 MiB
+		// segment, so the writer's was allocated whole at its start). An
+		// allocation after it would make a hole of the truncation, which
+		// reads as zeros, not as a fault (store's truncateUnderMap).
+		testkit.Until(t, 20*time.Second, "the next segment made ready", func() string {
+			st, err := n.Client.Status(ctx(t))
+			if err != nil {
+				return err.Error()
+			}
+			if st.Store.MappedSegments < 2 {
+				return fmt.Sprintf("%d segments mapped", st.Store.MappedSegments)
+			}
+			return ""
+		})
 		seg := filepath.Join(n.DataDir, "log", fmt.Sprintf("%020d", 0))
 		if err := os.Truncate(seg, 0); err != nil {
 			t.Fatal(err)
