@@ -164,7 +164,7 @@ func (n *node) NodeStatus() wire.Status {
 		obs := d.cluster.Observer().Status(time.Now())
 		b.Observer = &obs
 	}
-	view := cluster.WireDigest(d.store.ViewDigests())
+	view := cluster.WireDigest(d.store.RecentViewDigests())
 	b.View = &view
 	return b
 }

@@ -157,28 +157,6 @@ func (s *Store) isLost(origin, seq uint64) bool {
 // key) order: two nodes with equal digests hold the same view.
 func (s *Store) Digest() [32]byte { return s.view.Digest() }
 
-// ViewDigest is the view's digest per topic (as Digest, topic by topic)
-// and the version vector of exactly the records it holds.
-type ViewDigest struct {
-	Vector map[uint64]uint64
-	Topics map[string][32]byte
-}
-
-// ViewDigests returns the view's digest per topic with the vector it
-// covers, taken together under the write lock (the hashing runs after).
-func (s *Store) ViewDigests() ViewDigest {
-	frozen, vec := s.freezeView()
-	return ViewDigest{Vector: vec, Topics: frozen.Digests()}
-}
-
-// freezeView freezes the view and takes the vector it covers under the
-// write lock, which a defer releases (a panic's path too).
-func (s *Store) freezeView() (view.Frozen, map[uint64]uint64) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.view.Freeze(), s.origins.Vector()
-}
-
 // FollowView makes fn see every later change of the view, in the order the
 // view applies them, whichever node the record came from, deletes
 // included (view.Change.Deleted), and returns the view as it stood at that

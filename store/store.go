@@ -105,6 +105,8 @@ type Store struct {
 	snapDropped  uint64 // view.Dropped at the last snapshot; guarded by snapMu
 	snapshotKick chan struct{}
 
+	digests digests // the last view digest taken (digest.go)
+
 	done chan struct{}
 	wg   sync.WaitGroup
 }

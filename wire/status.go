@@ -28,7 +28,10 @@ type Status struct {
 	// half of --tombstone-grace left the cluster and stopped serving;
 	// absent while it serves.
 	Away string `json:"away,omitempty"`
-	// View is the view's digest per topic and the vector it covers.
+	// View is the view's digest per topic and the vector it covers, as
+	// at its At: the current one, or the last taken when the view
+	// changed since and the node hashed it too recently to hash it
+	// again (the hashing a status call causes is bounded).
 	View *ViewDigest `json:"view"`
 	// CatchUp is the catch-up with the cluster before the node's first
 	// ready; absent once it is done.

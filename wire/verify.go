@@ -7,6 +7,12 @@ package wire
 type ViewDigest struct {
 	Vector map[string]uint64 `json:"vector"`
 	Topics map[string]string `json:"topics"`
+	// At is when the node took it (TimeLayout, UTC): the view's digest
+	// as at that moment. In GET /v1/status it may be older than the
+	// status (a write came since and the node hashed its view too
+	// recently to hash it again: see docs/http-api.md); absent from
+	// builds before it.
+	At string `json:"at,omitempty"`
 }
 
 // VerifyNode is one node's answer in GET /v1/verify.

@@ -285,9 +285,16 @@
 //	    one (it is being pulled back); where a damaged view snapshot was
 //	    moved, and, when the log no longer covered it, whether the view
 //	    still waits for a peer's snapshot (not ready meanwhile). view is
-//	    the view's digest per topic (entries and tombstones, as store's
-//	    Digest) and the vector of exactly the records it holds; it hashes the
-//	    whole view, so it costs O(keys) per call.
+//	    the view's digest per topic (as store's Digest), the vector of
+//	    exactly the records it holds and "at", when it was taken. A hash
+//	    of the view costs O(keys) (0.6 s at 300,000 keys); the node keeps
+//	    the last one and answers it again, at the current vector, while
+//	    the view holds it (no write, no expiry or scheduled instant
+//	    since). After a change it hashes again only when its last hash
+//	    ended 19 times that hash's length ago and no other runs (status
+//	    causes at most a twentieth of a core of hashing, however often
+//	    it is called); otherwise view is the last digest with the vector
+//	    and "at" it was taken at: older than the call, never mixed.
 //	    curl -sS $S http://x/v1/status
 //
 //	POST /v1/repair/accept   [admin]

@@ -771,6 +771,7 @@ func (d *snapDecoder) topic(v *View, name string, version uint32) *topicView {
 	tv := v.topics[name]
 	if tv == nil {
 		tv = v.addTopic(name, d.hint)
+		v.gen.Add(1) // a topic Digests lists
 	} else {
 		d.hint = 0 // made by someone else: grown at the first batch
 	}

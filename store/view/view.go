@@ -35,6 +35,7 @@ import (
 	"encoding/binary"
 	"hash"
 	"iter"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -215,6 +216,10 @@ type View struct {
 	// file is where the values of the items inFile are (file.go), nil
 	// while there are none. Guarded by mu.
 	file ValueFile
+	// gen counts the holds of the write lock that may have changed what
+	// Digest hashes (unlock moves it): a digest holds while gen has not
+	// moved and no instant has come (Moment).
+	gen atomic.Uint64
 }
 
 // Dropped counts the expired values the view has dropped: when it moves,
@@ -841,6 +846,9 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 			items = append(items, recordItemValue(r))
 		}
 	}
+	if len(items) == 0 {
+		return 0 // messages without a key: nothing to take, and no change (gen)
+	}
 	changed := 0
 	v.mu.Lock()
 	defer v.unlock()
@@ -1088,9 +1096,17 @@ func (v *View) tell(c Change) {
 	}
 }
 
-// unlock releases the write lock, first telling the follower that the
-// changes made under it are all told, unless a Hold keeps them open.
+// unlock releases the write lock after a change (it moves gen), first
+// telling the follower that the changes made under it are all told,
+// unless a Hold keeps them open.
 func (v *View) unlock() {
+	v.gen.Add(1)
+	v.release()
+}
+
+// release is unlock for a hold of the lock that changed nothing a digest
+// hashes.
+func (v *View) release() {
 	if v.told && v.holds == 0 {
 		v.told = false
 		if v.followEnd != nil {
@@ -1113,7 +1129,7 @@ func (v *View) Hold() {
 func (v *View) Release() {
 	v.mu.Lock()
 	v.holds--
-	v.unlock()
+	v.release()
 }
 
 // update copies it, an ordinary write of old's key, into old, which no
@@ -1615,8 +1631,9 @@ func (v *View) Digest() [32]byte {
 	topics, _ := v.freeze()
 	h := sha256.New()
 	var buf []byte
+	until := int64(math.MaxInt64) // Digest keeps no Moment
 	for _, ft := range topics {
-		buf = ft.hash(h, buf)
+		buf = ft.hash(h, buf, &until)
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
@@ -1625,42 +1642,84 @@ func (v *View) Digest() [32]byte {
 
 // Frozen is a read-only, copy-on-write clone of the view (Freeze), to
 // be hashed without holding the view's lock.
-type Frozen struct{ topics []frozenTopic }
+type Frozen struct {
+	topics []frozenTopic
+	gen    uint64 // View.gen at the freeze
+}
 
 // Freeze clones the view (lazily: O(1) per topic) so that a caller can
 // take the clone together with other state under its own lock and hash it
 // afterwards (Frozen.Digests).
 func (v *View) Freeze() Frozen {
-	topics, _ := v.freeze()
-	return Frozen{topics: topics}
+	v.mu.Lock()
+	topics := v.freezeLocked()
+	gen := v.gen.Load()
+	v.mu.Unlock()
+	indexFrozen(topics)
+	return Frozen{topics: topics, gen: gen}
+}
+
+// Moment is where digests of a frozen view (Frozen.Hash) hold: the view
+// as it was (no change since) over the span of its wall clock from the
+// freeze to the first instant after it at which one of the entries
+// hashed would hash otherwise (a value's expiry, a scheduled record or a
+// cancel coming into force). A digest is defined as of the moment it is
+// taken; within its Moment a digest taken again hashes the same bytes,
+// so a caller may keep one (View.Holds).
+type Moment struct {
+	gen         uint64 // View.gen at the freeze
+	from, until int64  // [from, until) in the view's Unix ms
+}
+
+// Holds reports whether a digest taken within m is the view's digest now:
+// nothing changed the view since and its clock is still within m.
+func (v *View) Holds(m Moment) bool {
+	if v.gen.Load() != m.gen {
+		return false
+	}
+	now := v.now()
+	return m.from <= now && now < m.until
 }
 
 // Digests is Digest for each topic of the frozen view alone.
-func (f Frozen) Digests() map[string][32]byte { return digestTopics(f.topics) }
+func (f Frozen) Digests() map[string][32]byte {
+	d, _ := f.Hash()
+	return d
+}
 
-// digestTopics is Digest for each topic alone: the same bytes hashed,
-// topic by topic.
-func digestTopics(topics []frozenTopic) map[string][32]byte {
-	out := make(map[string][32]byte, len(topics))
+// Hash is Digests, and the Moment they hold for.
+func (f Frozen) Hash() (map[string][32]byte, Moment) {
+	out := make(map[string][32]byte, len(f.topics))
+	m := Moment{gen: f.gen, from: math.MinInt64, until: math.MaxInt64}
 	h := sha256.New()
 	var buf []byte
-	for _, ft := range topics {
+	for _, ft := range f.topics {
 		h.Reset()
-		buf = ft.hash(h, buf)
+		buf = ft.hash(h, buf, &m.until)
 		var sum [32]byte
 		h.Sum(sum[:0])
 		out[ft.name] = sum
+		m.from = ft.now
 	}
-	return out
+	return out, m
 }
 
-// hash writes every entry of the topic into h, as Digest describes; buf
-// is scratch space, returned for reuse.
-func (ft frozenTopic) hash(h hash.Hash, buf []byte) []byte {
+// hash writes every entry of the topic into h, as Digest describes, and
+// lowers *until to the first instant after ft.now at which an entry it
+// hashed would hash otherwise (see Moment); buf is scratch space,
+// returned for reuse.
+func (ft frozenTopic) hash(h hash.Hash, buf []byte, until *int64) []byte {
+	later := func(at int64) bool {
+		if at > ft.now {
+			*until = min(*until, at)
+			return true
+		}
+		return false
+	}
 	ft.items.Ascend(func(it *viewItem) bool {
 		tl := ft.times[it.key()]
 		if tl == nil {
-			if !it.isTomb() && (it.expiry() == 0 || it.expiry() > ft.now) {
+			if !it.isTomb() && (it.expiry() == 0 || later(it.expiry())) {
 				buf = ft.hashItem(h, buf, it)
 			}
 			return true
@@ -1668,13 +1727,13 @@ func (ft frozenTopic) hash(h hash.Hash, buf []byte) []byte {
 		// What is in force now, then what is pending: the same on every
 		// node that holds the same records, whenever its timer ran.
 		if w := tl.resolve(ft.now); w != nil {
-			if w.expiry() != 0 && w.expiry() <= ft.now {
+			if w.expiry() != 0 && !later(w.expiry()) {
 				w = w.expired()
 			}
 			buf = ft.hashItem(h, buf, w)
 		}
 		for _, r := range tl.recs {
-			if (r.scheduled() || r.cancel()) && r.effAt() > ft.now {
+			if (r.scheduled() || r.cancel()) && later(r.effAt()) {
 				buf = ft.hashItem(h, buf, r)
 			}
 		}

@@ -587,6 +587,7 @@ func (v *View) settleDue() time.Duration {
 	for {
 		v.mu.Lock()
 		now := v.clock()
+		settled := v.times.due(now)
 		for n := 0; v.times.due(now) && n < settleBatch; n++ {
 			in := v.times.pop()
 			topic, key := v.timeKeys.get(in.ref)
@@ -609,7 +610,11 @@ func (v *View) settleDue() time.Duration {
 			more = first <= now
 			v.timerAt = first
 		}
-		v.unlock()
+		if settled {
+			v.unlock()
+		} else {
+			v.release() // the timer's poll: nothing came
+		}
 		if !more {
 			return wait
 		}

@@ -43,8 +43,10 @@ import (
 //     nor differed.
 //
 // Its cost is one digest of the view on each side per comparison (a
-// SHA-256 over the view's entries: ~O(keys)), once per interval per node
-// on average in each role; BENCHMARKS.md has the figures.
+// SHA-256 over the view's entries: ~O(keys)) when the view changed since
+// the side's last digest (the store keeps it while the view holds it:
+// store.Store.ViewDigests), once per interval per node on average in
+// each role; BENCHMARKS.md has the figures.
 
 const (
 	// observeRounds bounds the asks of one comparison while writes keep

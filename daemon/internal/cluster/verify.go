@@ -44,6 +44,9 @@ func WireDigest(d store.ViewDigest) wire.ViewDigest {
 	for t, sum := range d.Topics {
 		out.Topics[t] = hex.EncodeToString(sum[:])
 	}
+	if !d.At.IsZero() {
+		out.At = d.At.UTC().Format(wire.TimeLayout)
+	}
 	return out
 }
 
