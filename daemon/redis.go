@@ -155,10 +155,10 @@ func (n *respNode) Peer(c net.Conn) string {
 	return ""
 }
 
-// HoldMemory counts a large Redis command against --max-body-memory and
-// a share of it (--max-body-memory-per-uid), as the HTTP bodies are: a
-// Unix client's uid's share, a TCP client's user's, or the one all
-// unauthenticated TCP clients share.
+// HoldMemory counts a large Redis command, or a MULTI's queued commands,
+// against --max-body-memory and a share of it (--max-body-memory-per-uid),
+// as the HTTP bodies are: a Unix client's uid's share, a TCP client's
+// user's, or the one all unauthenticated TCP clients share.
 func (n *respNode) HoldMemory(c net.Conn, size int) error {
 	if e := n.d.bodies.Hold(holderOf(c), int64(size)); e != nil {
 		return e
@@ -166,8 +166,9 @@ func (n *respNode) HoldMemory(c net.Conn, size int) error {
 	return nil
 }
 
-func (n *respNode) ReleaseMemory(c net.Conn) {
-	n.d.bodies.ReleaseHeld(holderOf(c))
+// ReleaseMemory gives size bytes of what c holds back to the budget.
+func (n *respNode) ReleaseMemory(c net.Conn, size int) {
+	n.d.bodies.Release(holderOf(c), int64(size))
 }
 
 // holderOf is c as the memory budget counts it; nil for a connection not

@@ -574,3 +574,92 @@ func TestRedisPathologicalPatterns(t *testing.T) {
 		t.Fatalf("PING: %q", got)
 	}
 }
+
+// TestRedisMultiQueueMemoryBudget: the commands a MULTI queues count
+// against --max-body-memory-per-uid with the uid's other requests: a
+// second connection of the same uid whose queue would pass the share is
+// refused, its queue dropped (EXEC aborts) and its bytes given back; once
+// the first's EXEC has run, its bytes are back too and the second may
+// queue as many.
+func TestRedisMultiQueueMemoryBudget(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxBodyMemory = 2 * cfg.MaxBodySize
+	cfg.MaxBodyMemoryPerUID = cfg.MaxBodySize
+	td := startDaemon(t, cfg)
+	const sets = 100
+	value := strings.Repeat("v", 8<<10) // each command fits the read buffer: only the queue is held
+	var tx strings.Builder
+	tx.WriteString("*1\r\n$5\r\nMULTI\r\n")
+	each := 0
+	for i := range sets {
+		key := fmt.Sprintf("big:k%03d", i)
+		fmt.Fprintf(&tx, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(key), key, len(value), value)
+		each = len("SET") + len(key) + len(value)
+	}
+	queue := func(name string) (net.Conn, *bufio.Reader, []string) {
+		c, err := net.Dial("unix", td.d.RedisSocketPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, tx.String()); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(c)
+		lines := make([]string, 1+sets)
+		for i := range lines {
+			if lines[i], err = r.ReadString('\n'); err != nil {
+				t.Fatalf("%s: answer %d: %v", name, i, err)
+			}
+		}
+		return c, r, lines
+	}
+	exec := func(name string, c net.Conn, r *bufio.Reader) string {
+		if _, err := io.WriteString(c, "*1\r\n$4\r\nEXEC\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("%s: EXEC: %v", name, err)
+		}
+		return line
+	}
+
+	first, r1, lines := queue("first")
+	if n := strings.Count(strings.Join(lines, ""), "+QUEUED\r\n"); lines[0] != "+OK\r\n" || n != sets {
+		t.Fatalf("first: MULTI %q, %d of %d queued", lines[0], n, sets)
+	}
+	if got := td.d.bodies.InUse(); got != int64(sets*each) {
+		t.Fatalf("first's queue holds %d bytes of the budget; want %d", got, sets*each)
+	}
+
+	second, r2, lines := queue("second")
+	fits := (int(cfg.MaxBodyMemoryPerUID) - sets*each) / each
+	refused := lines[1+fits]
+	if !strings.HasPrefix(refused, "-ERR too_many: ") || !strings.Contains(refused, "--max-body-memory-per-uid") {
+		t.Fatalf("second: the command past the share answered %q; want the per-uid share refused", refused)
+	}
+	if q := strings.Count(strings.Join(lines[1:1+fits], ""), "+QUEUED\r\n"); q != fits {
+		t.Fatalf("second: %d of the %d commands within the share queued", q, fits)
+	}
+	if got := exec("second", second, r2); !strings.HasPrefix(got, "-EXECABORT") {
+		t.Fatalf("second: EXEC answered %q; want EXECABORT", got)
+	}
+	if got := td.d.bodies.InUse(); got != int64(sets*each) {
+		t.Fatalf("after the second's abort the budget holds %d bytes; want the first's %d", got, sets*each)
+	}
+
+	if got := exec("first", first, r1); got != fmt.Sprintf("*%d\r\n", sets) {
+		t.Fatalf("first: EXEC answered %q; want %d answers", got, sets)
+	}
+	testkit.Eventually(t, 5*time.Second, "the first's queue given back", func() bool { return td.d.bodies.InUse() == 0 })
+	_, _, lines = queue("second, again")
+	if n := strings.Count(strings.Join(lines, ""), "+QUEUED\r\n"); n != sets {
+		t.Fatalf("second, again: %d of %d queued once the first's bytes are back", n, sets)
+	}
+	rc := goRedis(t, td, 2)
+	if n := must(rc.HLen(context.Background(), "big").Result()); n != sets {
+		t.Fatalf("HLEN big: %d", n)
+	}
+}

@@ -83,7 +83,8 @@ func lookup(name []byte) *session.Command {
 // command's error: its EXEC then aborts, as Redis's does.
 func (c *conn) refused() {
 	if c.inMulti {
-		c.multiErr, c.queued, c.queuedBytes = true, nil, 0 // EXEC aborts: nothing queued runs
+		c.multiErr = true // EXEC aborts: nothing queued runs
+		c.dropQueue()
 	}
 }
 
@@ -119,7 +120,8 @@ func (c *conn) exec(cmd *session.Command, a [][]byte) (full bool) {
 		if cmd.Name == "exec" {
 			// Redis's rejectCommand aborts the transaction (there may be
 			// none) with the reason.
-			c.inMulti, c.multiErr, c.queued, c.queuedBytes = false, false, nil, 0
+			c.inMulti, c.multiErr = false, false
+			c.dropQueue()
 			c.Err("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
 			return
 		}
@@ -360,7 +362,8 @@ func cmdCluster(c *conn, _ [][]byte) {
 
 func cmdReset(c *conn, _ [][]byte) {
 	c.ps.Reset()
-	c.inMulti, c.multiErr, c.queued, c.queuedBytes, c.watched = false, false, nil, 0, nil
+	c.inMulti, c.multiErr, c.watched = false, false, nil
+	c.dropQueue()
 	c.reply = replyMode{}
 	c.setProto(2)
 	c.setName("")

@@ -104,8 +104,11 @@ type conn struct {
 	multiErr    bool
 	queued      [][][]byte
 	queuedBytes int
-	watched     []watchedKey // WATCH
-	lastWrite   uint64       // seq of this connection's last write, for WAIT
+	// held is what the connection holds in the node's budget for request
+	// bodies: its read buffer past readBufSize and its queued commands.
+	held      int
+	watched   []watchedKey // WATCH
+	lastWrite uint64       // seq of this connection's last write, for WAIT
 	// A pipeline's SETs waiting to be published as one batch (execSets).
 	sets     []record.Message
 	setBytes int
@@ -158,7 +161,7 @@ const (
 func (c *conn) serve() {
 	defer c.s.forget(c)
 	defer c.Close()
-	defer c.s.node.ReleaseMemory(c.nc)
+	defer func() { c.release(c.held) }()
 	for {
 		if c.process(false) != stepRead {
 			return
@@ -242,8 +245,8 @@ func (c *conn) process(inLoop bool) int {
 	if c.start == c.end {
 		c.start, c.end = 0, 0
 		if len(c.rbuf) > readBufSize {
+			c.release(len(c.rbuf) - readBufSize)
 			c.rbuf = make([]byte, readBufSize)
-			c.s.node.ReleaseMemory(c.nc)
 		}
 	} else if c.start > 0 {
 		c.end = copy(c.rbuf, c.rbuf[c.start:c.end])
@@ -255,6 +258,7 @@ func (c *conn) process(inLoop bool) int {
 			c.fatal(err)
 			return stepClose
 		}
+		c.held += size - len(c.rbuf)
 		nb := make([]byte, size)
 		copy(nb, c.rbuf[:c.end])
 		c.rbuf = nb
@@ -503,3 +507,12 @@ func (c *conn) Pushes() *pubsub.Peer { return &c.ps }
 
 // Track registers a key the client reads (session.Host).
 func (c *conn) Track(name []byte) { c.ps.Track(name) }
+
+// release gives n of the bytes the connection holds back to the node's
+// budget (held).
+func (c *conn) release(n int) {
+	if n > 0 {
+		c.held -= n
+		c.s.node.ReleaseMemory(c.nc, n)
+	}
+}

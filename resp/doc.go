@@ -322,7 +322,10 @@
 // client's user's, or the one all unauthenticated TCP clients share),
 // and a command that would pass it is refused, before the bytes past it
 // are read, with the
-// budget's error and the connection closed. A frame that breaks these
+// budget's error and the connection closed. The commands a MULTI queues
+// are counted in the same budget and share until EXEC has run them or
+// the transaction is dropped: one that would pass it is refused with the
+// budget's error, and EXEC aborts. A frame that breaks these
 // or RESP's syntax (a bad length, a missing CRLF, a null or non-bulk
 // argument) cannot be resynchronised: the connection gets "ERR Protocol
 // error: ..." and is closed; other connections are not affected.

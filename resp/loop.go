@@ -393,7 +393,7 @@ func (l *loop) closeConn(c *conn) {
 	_ = unix.Close(c.fd)
 	c.fd = -1
 	c.Close()
-	c.s.node.ReleaseMemory(c.nc)
+	c.release(c.held)
 	c.s.forget(c)
 }
 
@@ -412,7 +412,7 @@ func (l *loop) handOff(c *conn) {
 		c.lp, c.io = nil, c.nc
 		c.pmu.Unlock()
 		c.Close()
-		c.s.node.ReleaseMemory(c.nc)
+		c.release(c.held)
 		c.s.forget(c)
 		return
 	}

@@ -29,8 +29,11 @@ var runsInMulti = map[string]bool{"exec": true, "discard": true, "multi": true, 
 // The queue is held until EXEC, whose writes are one batch, and a batch
 // is at most --max-body-size (Config.MaxFrameSize): past that the
 // queueing is refused and the queue dropped, so that a connection holds
-// at most that much. Once EXEC is bound to abort, a command is answered
-// QUEUED, as in Redis, and not kept.
+// at most that much. Its bytes count against the node's budget for
+// request bodies, in the caller's share (Node.HoldMemory), with its large
+// commands' and HTTP bodies': a command that would pass it is refused and
+// the queue dropped as well. Once EXEC is bound to abort, a command is
+// answered QUEUED, as in Redis, and not kept.
 func (c *conn) queue(cmd *session.Command, a [][]byte) {
 	if !cmd.InMulti && !cmd.Write {
 		c.abortMulti("ERR " + strings.ToUpper(cmd.Name) + " cannot be queued: MULTI here holds the reads and writes of keys")
@@ -46,6 +49,11 @@ func (c *conn) queue(cmd *session.Command, a [][]byte) {
 		return
 	}
 	if !c.multiErr {
+		if err := c.s.node.HoldMemory(c.nc, size); err != nil {
+			c.abortMulti(session.RedisText(err) + " (the transaction's queued commands: it is discarded and EXEC will abort)")
+			return
+		}
+		c.held += size
 		q := make([][]byte, len(a))
 		for i := range a {
 			q[i] = bytes.Clone(a[i])
@@ -59,8 +67,16 @@ func (c *conn) queue(cmd *session.Command, a [][]byte) {
 // abortMulti answers why a command cannot be queued: EXEC will abort, so
 // the queue is dropped.
 func (c *conn) abortMulti(why string) {
-	c.multiErr, c.queued, c.queuedBytes = true, nil, 0
+	c.multiErr = true
+	c.dropQueue()
 	c.Err(why)
+}
+
+// dropQueue drops the commands queued after MULTI and gives their bytes
+// back to the node's budget.
+func (c *conn) dropQueue() {
+	c.release(c.queuedBytes)
+	c.queued, c.queuedBytes = nil, 0
 }
 
 func cmdMulti(c *conn, _ [][]byte) {
@@ -68,7 +84,8 @@ func cmdMulti(c *conn, _ [][]byte) {
 		c.Err("ERR MULTI calls can not be nested")
 		return
 	}
-	c.inMulti, c.multiErr, c.queued, c.queuedBytes = true, false, nil, 0
+	c.inMulti, c.multiErr = true, false
+	c.dropQueue()
 	c.OK()
 }
 
@@ -77,7 +94,8 @@ func cmdDiscard(c *conn, _ [][]byte) {
 		c.Err("ERR DISCARD without MULTI")
 		return
 	}
-	c.inMulti, c.multiErr, c.queued, c.queuedBytes, c.watched = false, false, nil, 0, nil
+	c.inMulti, c.multiErr, c.watched = false, false, nil
+	c.dropQueue()
 	c.OK()
 }
 
@@ -88,7 +106,9 @@ func cmdExec(c *conn, _ [][]byte) {
 	}
 	queued, failed := c.queued, c.multiErr
 	changed := c.watchedChanged()
-	c.inMulti, c.multiErr, c.queued, c.queuedBytes, c.watched = false, false, nil, 0, nil
+	c.inMulti, c.multiErr, c.watched = false, false, nil
+	defer c.dropQueue() // held until its writes are published
+	c.queued = nil
 	switch {
 	case failed:
 		c.Err("EXECABORT Transaction discarded because of previous errors.")

@@ -55,7 +55,7 @@ func (n *storeNode) Topics() []storeview.TopicInfo  { return n.st.Topics() }
 func (n *storeNode) Authorize(net.Conn) error       { return nil }
 func (n *storeNode) Peer(net.Conn) string           { return "" }
 func (n *storeNode) HoldMemory(net.Conn, int) error { return nil }
-func (n *storeNode) ReleaseMemory(net.Conn)         {}
+func (n *storeNode) ReleaseMemory(net.Conn, int)    {}
 
 func (n *storeNode) AuthorizeRead(net.Conn) error {
 	if n.noReads.Load() {

@@ -44,13 +44,13 @@ type Node interface {
 	// against ("uid 1000"); "" when the node does not know (then a TCP
 	// peer's share is its IP address's, and the others share one).
 	Peer(conn net.Conn) string
-	// HoldMemory counts n more bytes of a large command being read from
-	// conn against the node's budget for request bodies (the HTTP
-	// bodies' too), or says which limit they would pass; ReleaseMemory
-	// gives back all conn holds. Only a read buffer past its first 16 KiB
-	// is counted.
+	// HoldMemory counts n more bytes held for conn against the node's
+	// budget for request bodies (the HTTP bodies' too), or says which
+	// limit they would pass; ReleaseMemory gives n of them back. Counted
+	// are a read buffer past its first 16 KiB (a large command being
+	// read) and the commands queued after MULTI.
 	HoldMemory(conn net.Conn, n int) error
-	ReleaseMemory(conn net.Conn)
+	ReleaseMemory(conn net.Conn, n int)
 	// Publish writes msgs as one all-or-nothing batch through the node's
 	// write path, as the peer of conn. The server has checked them
 	// (command.Limits: names, sizes, time fields). A *wire.Error is

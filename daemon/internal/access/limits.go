@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -464,15 +465,21 @@ func (b *Budget) uncountLocked(key peerKey, n int64) {
 
 // ReleaseHeld gives back what h's request held, once it is answered.
 func (b *Budget) ReleaseHeld(h Holder) {
-	if h == nil {
+	b.Release(h, math.MaxInt64)
+}
+
+// Release gives back n of the bytes h holds (all of them, if it holds
+// fewer).
+func (b *Budget) Release(h Holder, n int64) {
+	if h == nil || n <= 0 {
 		return
 	}
 	hd := h.holding()
 	if hd == nil || hd.n == 0 {
 		return
 	}
-	n := hd.n
-	hd.n = 0
+	n = min(n, hd.n)
+	hd.n -= n
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inFlight -= n
