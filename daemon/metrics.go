@@ -148,6 +148,7 @@ type storeCollector struct {
 	mismatches                                               *prometheus.Desc
 	lost, damaged, repaired                                  *prometheus.Desc
 	tombstones, collected                                    *prometheus.Desc
+	digests, digestSeconds                                   *prometheus.Desc
 }
 
 func newStoreCollector(s *store.Store, node string) *storeCollector {
@@ -155,29 +156,31 @@ func newStoreCollector(s *store.Store, node string) *storeCollector {
 		return prometheus.NewDesc("cachecast_store_"+name, help, labels, nil)
 	}
 	return &storeCollector{
-		s:          s,
-		node:       node,
-		segments:   d("segments", "Log segments retained, the one being written included."),
-		mapped:     d("mapped_segments", "Log segments mapped into memory, the next ones made ready ahead of the writer included."),
-		logBytes:   d("log_bytes", "Bytes of log retained."),
-		writePos:   d("write_position_bytes", "Log position of the next append."),
-		flushedPos: d("flushed_position_bytes", "Log position up to which the log is on disk."),
-		oldest:     d("oldest_position_bytes", "Log position of the oldest retained record."),
-		records:    d("records", "Records appended or replayed since the store opened."),
-		keys:       d("view_keys", "Live keys in the key/value view."),
-		lastFlush:  d("last_flush_seconds", "Duration of the last flush."),
-		mismatches: d("log_mismatches_total", "Failures that leave the view or an index not matching the log, by kind: apply (a committed record the view could not take), undo (a failed write that could not be taken back). Any makes the store unhealthy until a restart.", "kind"),
-		lost:       d("lost_records", "Records of the log set aside as damaged and not back from a peer yet (cachecast repair)."),
-		damaged:    d("damaged_records_total", "Records of the log found damaged and set aside since the start."),
-		repaired:   d("repaired_records_total", "Records lost to a damaged log and pulled back from a peer since the start."),
-		tombstones: d("view_tombstones", "Entries of the view that serve no value: tombstones of deletes and expired values (collected after --tombstone-grace)."),
-		collected:  d("tombstones_collected_total", "Tombstones collected since the store opened (--tombstone-grace)."),
-		info:       prometheus.NewDesc("cachecast_node_info", "The node's identity (value 1).", []string{"node", "origin", "version", "flush"}, nil),
+		s:             s,
+		node:          node,
+		segments:      d("segments", "Log segments retained, the one being written included."),
+		mapped:        d("mapped_segments", "Log segments mapped into memory, the next ones made ready ahead of the writer included."),
+		logBytes:      d("log_bytes", "Bytes of log retained."),
+		writePos:      d("write_position_bytes", "Log position of the next append."),
+		flushedPos:    d("flushed_position_bytes", "Log position up to which the log is on disk."),
+		oldest:        d("oldest_position_bytes", "Log position of the oldest retained record."),
+		records:       d("records", "Records appended or replayed since the store opened."),
+		keys:          d("view_keys", "Live keys in the key/value view."),
+		lastFlush:     d("last_flush_seconds", "Duration of the last flush."),
+		mismatches:    d("log_mismatches_total", "Failures that leave the view or an index not matching the log, by kind: apply (a committed record the view could not take), undo (a failed write that could not be taken back). Any makes the store unhealthy until a restart.", "kind"),
+		lost:          d("lost_records", "Records of the log set aside as damaged and not back from a peer yet (cachecast repair)."),
+		damaged:       d("damaged_records_total", "Records of the log found damaged and set aside since the start."),
+		repaired:      d("repaired_records_total", "Records lost to a damaged log and pulled back from a peer since the start."),
+		tombstones:    d("view_tombstones", "Entries of the view that serve no value: tombstones of deletes and expired values (collected after --tombstone-grace)."),
+		collected:     d("tombstones_collected_total", "Tombstones collected since the store opened (--tombstone-grace)."),
+		digests:       d("view_digests_total", "Hashes of the whole view taken for its digest (status, verify, the consistency observer) since the store opened: a digest the view still holds is given again without one."),
+		digestSeconds: d("view_digest_seconds_total", "Time spent hashing the whole view for its digest since the store opened."),
+		info:          prometheus.NewDesc("cachecast_node_info", "The node's identity (value 1).", []string{"node", "origin", "version", "flush"}, nil),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info, c.mismatches, c.lost, c.damaged, c.repaired, c.tombstones, c.collected} {
+	for _, d := range []*prometheus.Desc{c.segments, c.mapped, c.logBytes, c.writePos, c.flushedPos, c.oldest, c.records, c.keys, c.lastFlush, c.info, c.mismatches, c.lost, c.damaged, c.repaired, c.tombstones, c.collected, c.digests, c.digestSeconds} {
 		ch <- d
 	}
 }
@@ -203,6 +206,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	tombs, collected := c.s.Tombstones()
 	g(c.tombstones, float64(tombs))
 	ch <- prometheus.MustNewConstMetric(c.collected, prometheus.CounterValue, float64(collected))
+	hashes, took := c.s.DigestStats()
+	ch <- prometheus.MustNewConstMetric(c.digests, prometheus.CounterValue, float64(hashes))
+	ch <- prometheus.MustNewConstMetric(c.digestSeconds, prometheus.CounterValue, took.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1,
 		c.node, wire.FormatOrigin(s.Origin), Version, s.Flush.String())
 }

@@ -76,6 +76,8 @@ func TestMetricsEndpoint(t *testing.T) {
 		"cachecast_store_records 3",
 		"cachecast_store_view_tombstones 0",
 		"cachecast_store_tombstones_collected_total 0",
+		"cachecast_store_view_digests_total ",
+		"cachecast_store_view_digest_seconds_total ",
 		"cachecast_store_flush_duration_seconds_bucket",
 		`cachecast_node_info{flush="async",node="test-node"`,
 		"cachecast_api_connections ",

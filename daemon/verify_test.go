@@ -3,13 +3,16 @@ package daemon
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/daemon/internal/cluster"
 	"github.com/cachecast/cachecast/internal/testkit"
-
+	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
 	"github.com/cachecast/cachecast/wire"
 )
@@ -80,5 +83,45 @@ func TestVerifyCluster(t *testing.T) {
 		return a.Node == b.Node && slices.Equal(a.Topics, b.Topics)
 	}) {
 		t.Fatalf("diverged cluster: %+v; want node2 differing on prices", res)
+	}
+}
+
+// TestStatusKeepsTheViewDigest: GET /v1/status hashes the view once and
+// answers that digest again while the view holds it, however often it is
+// called (cachecast_store_view_digests_total does not move), at the
+// current vector (a message without a key moves the vector, not the
+// view), with the time it was taken; a write makes it hash again, and
+// its answer is the view's digest as a full hash gives it.
+func TestStatusKeepsTheViewDigest(t *testing.T) {
+	t.Parallel()
+	td := startDaemon(t, testConfig(t))
+	for i := range 50 {
+		td.put("prices", fmt.Sprintf("sku-%d", i), fmt.Sprint(i))
+	}
+	first := getStatus(t, td).View
+	hashes, _ := td.d.store.DigestStats()
+	td.do("POST", "/v1/topics/prices/messages", strings.NewReader(`{"value":"no key"}`+"\n"), "Content-Type", "application/x-ndjson")
+	var last *wire.ViewDigest
+	for range 100 {
+		last = getStatus(t, td).View
+	}
+	if n, _ := td.d.store.DigestStats(); n != hashes {
+		t.Fatalf("100 status calls on an unchanged view took %d hashes of it", n-hashes)
+	}
+	if !maps.Equal(last.Topics, first.Topics) || maps.Equal(last.Vector, first.Vector) || last.At <= first.At {
+		t.Fatalf("status digest after a message without a key %+v; want the first one's digest %+v at the new vector, taken later", last, first)
+	}
+	td.put("prices", "sku-1", "changed")
+	// Status hashes the changed view once its last hash is far enough
+	// behind (statusHashShare): until then it answers the last digest.
+	var d *wire.ViewDigest
+	vector := cluster.WireDigest(store.ViewDigest{Vector: td.d.store.Vector()}).Vector
+	testkit.Eventually(t, 10*time.Second, "status to show the write", func() bool {
+		d = getStatus(t, td).View
+		return maps.Equal(d.Vector, vector)
+	})
+	want := cluster.WireDigest(store.ViewDigest{Vector: td.d.store.Vector(), Topics: td.d.store.ViewDigests().Topics})
+	if n, _ := td.d.store.DigestStats(); n != hashes+1 || !maps.Equal(d.Topics, want.Topics) || !maps.Equal(d.Vector, want.Vector) || maps.Equal(d.Topics, first.Topics) {
+		t.Fatalf("status after a write: %+v (%d hashes since), want the view's digest %+v", d, n-hashes, want)
 	}
 }

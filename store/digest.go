@@ -35,10 +35,19 @@ type ViewDigest struct {
 // user polling status) keep it under 1/(statusHashShare+1) of a core.
 const statusHashShare = 19
 
-// digests is the store's last view digest and who is hashing.
+// digests is the store's last view digest and who is hashing; hashes
+// and hashTime count the hashes taken and their time (DigestStats).
 type digests struct {
-	hashing sync.Mutex // held by the one hash under way
-	last    atomic.Pointer[takenDigest]
+	hashing  sync.Mutex // held by the one hash under way
+	last     atomic.Pointer[takenDigest]
+	hashes   atomic.Uint64
+	hashTime atomic.Int64 // ns
+}
+
+// DigestStats returns how many hashes of the whole view the store took
+// for digests since it opened, and their time in all.
+func (s *Store) DigestStats() (hashes uint64, took time.Duration) {
+	return s.digests.hashes.Load(), time.Duration(s.digests.hashTime.Load())
 }
 
 // takenDigest is a digest taken, the Moment of the view it holds for,
@@ -96,6 +105,8 @@ func (s *Store) viewDigestsLocked() ViewDigest {
 	t := &takenDigest{ViewDigest: ViewDigest{Vector: vec, Topics: topics, At: at},
 		moment: moment, took: ended.Sub(start), ended: ended}
 	s.digests.last.Store(t)
+	s.digests.hashes.Add(1)
+	s.digests.hashTime.Add(int64(t.took))
 	return t.clone()
 }
 

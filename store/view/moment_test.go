@@ -158,3 +158,59 @@ func TestMomentHeldByAnIdleView(t *testing.T) {
 		}
 	}
 }
+
+// TestDigestDefinitionPinned pins the bytes a digest hashes for records
+// of every kind (a tagged value, a delete, an expiring value, a pending
+// scheduled value and cancel, a counter, an expiry change), as the
+// builds of a fleet compare them (GET /v1/verify, the observer): a
+// change of the definition makes a fleet in an upgrade report
+// divergence between the old builds and the new. Before changing these
+// sums, version the digest on the wire (wire.ViewDigest) so that nodes
+// compare only digests of one definition.
+func TestDigestDefinitionPinned(t *testing.T) {
+	c := &fakeClock{}
+	c.ms.Store(timeBase + 100)
+	v := newTimedView(c)
+	h := func(ms int64, l uint16) uint64 { return record.MakeHLC(timeBase+ms, l) }
+	tagged := viewPut("prices", "a", "12.75", 1, 1, h(1, 0))
+	tagged.tag = "eu"
+	counted := viewPut("prices", "k", "10", 1, 6, h(6, 0)) // incRec's key
+	changed := viewPut("prices", "g", "4", 2, 1, h(7, 0))
+	for _, r := range []record.Record{
+		tagged.record(t),
+		viewPut("prices", "b", "gone", 1, 2, h(2, 0)).record(t),
+		viewDel("prices", "b", 1, 3, h(3, 0)).record(t),
+		timeRec{key: "c", value: "soon", expires: timeBase + 1000, origin: 1, seq: 4, hlc: h(4, 0)}.record(t),
+		timeRec{key: "d", value: "later", eff: timeBase + 500, origin: 1, seq: 5, hlc: h(5, 0)}.record(t),
+		timeRec{key: "e", cancel: true, eff: timeBase + 600, origin: 2, seq: 2, hlc: h(5, 1)}.record(t),
+		counted.record(t),
+		incRec(t, "3", record.Stamp{Origin: 1, Seq: 6, HLC: h(6, 0)}, 2, 3, h(8, 0)),
+		changed.record(t),
+		viewPut("stock", "a", "4", 2, 4, h(9, 1)).record(t),
+		expiryRec(t, "g", "4", 0, record.Stamp{Origin: 2, Seq: 1, HLC: h(7, 0)}, timeBase+2000, 1, 7, h(9, 0)),
+	} {
+		v.Apply(r)
+	}
+	for _, k := range []struct{ topic, key, value string }{{"prices", "a", "12.75"}, {"prices", "c", "soon"}, {"prices", "k", "13"}, {"prices", "g", "4"}, {"stock", "a", "4"}} {
+		if e, ok := v.Get(k.topic, k.key); !ok || string(e.Value) != k.value {
+			t.Fatalf("%s/%s = %q, %v; want %q", k.topic, k.key, e.Value, ok, k.value)
+		}
+	}
+	if e, _ := v.Get("prices", "g"); e.ExpiresAt != timeBase+2000 {
+		t.Fatalf("the expiry change did not take: %+v", e)
+	}
+	if p := v.Pending("prices", "", 10); len(p) != 2 {
+		t.Fatalf("pending %+v; want the scheduled value and the cancel", p)
+	}
+	got := map[string]string{}
+	for topic, sum := range v.Freeze().Digests() {
+		got[topic] = fmt.Sprintf("%x", sum)
+	}
+	want := map[string]string{
+		"prices": "72a8d38bc2ef29c9e80fb423f49a44413922c4a9a5e7850ec77c920e289ed81a",
+		"stock":  "0702edf115d48f45471c49e56c8a515781b30d69a0f98beb561af3092dfea106",
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("the digest's definition changed (see the test's comment): %v, pinned %v", got, want)
+	}
+}
