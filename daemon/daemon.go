@@ -89,6 +89,8 @@ type Daemon struct {
 
 	guard *access.Guard // the roles, swapped by Reload
 	node  *node         // the node as the front doors see it
+	// verifies paces GET /v1/verify (one at a time, see VerifyTurns).
+	verifies *cluster.VerifyTurns
 
 	// limits and bodies keep one local user from starving the node.
 	limits *access.Limits
@@ -209,6 +211,7 @@ func newDaemon(cfg Config, log *zap.Logger) *Daemon {
 		exit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		catch:     cluster.NewCatchUp(),
+		verifies:  cluster.NewVerifyTurns(),
 	}
 	d.subsCtx, d.stopSubs = context.WithCancel(context.Background())
 	d.guard = access.NewGuard(cfg.Roles(uint32(os.Getuid())), log)

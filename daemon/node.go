@@ -101,7 +101,7 @@ func (n *node) State() command.State {
 }
 
 func (n *node) Verify(ctx context.Context) wire.VerifyResult {
-	return cluster.Verify(ctx, n.d.store, n.d.cfg.NodeName, n.d.cluster)
+	return n.d.verifies.Verify(ctx, n.d.store, n.d.cfg.NodeName, n.d.cluster)
 }
 
 func (n *node) NewTopicReader(topic string, start store.Start, tags []string) (*store.TopicReader, error) {

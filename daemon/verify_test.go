@@ -125,3 +125,26 @@ func TestStatusKeepsTheViewDigest(t *testing.T) {
 		t.Fatalf("status after a write: %+v (%d hashes since), want the view's digest %+v", d, n-hashes, want)
 	}
 }
+
+// TestVerifyOfAnUnchangedView: GET /v1/verify hashes the view when it
+// changed since the last digest, and not when it did not (a loop of
+// verifies on a quiet node costs no hash); every answer is exact.
+func TestVerifyOfAnUnchangedView(t *testing.T) {
+	t.Parallel()
+	td := startDaemon(t, testConfig(t))
+	td.put("prices", "sku-1", "12.75")
+	check := func(what string, wantHashes uint64) {
+		t.Helper()
+		before, _ := td.d.store.DigestStats()
+		res := td.verify()
+		after, _ := td.d.store.DigestStats()
+		want := cluster.WireDigest(td.d.store.ViewDigests())
+		if !res.Identical || len(res.Nodes) != 1 || !maps.Equal(res.Nodes[0].View.Topics, want.Topics) || after-before != wantHashes {
+			t.Fatalf("%s: %+v after %d hashes; want the view's digest %v after %d", what, res, after-before, want.Topics, wantHashes)
+		}
+	}
+	check("first", 1)
+	check("again", 0)
+	td.put("prices", "sku-1", "13.00")
+	check("after a write", 1)
+}

@@ -331,6 +331,11 @@
 //	    the digest most nodes hold is the reference, and differ names the
 //	    nodes with another. identical needs every node's answer at one
 //	    vector. `cachecast verify` prints it and exits 1 unless identical.
+//	    Each node hashes its view only when it changed since its last
+//	    digest. Verifies on a node take turns: one at a time, and after one
+//	    that hashed the view for d, the next starts 4 d after it ended (a
+//	    loop of them while writes go on keeps the node's hashing under a
+//	    fifth of a core).
 //	    curl -sS $S http://x/v1/verify
 //
 //	GET /v1/cluster   [read]

@@ -34,6 +34,57 @@ const (
 	verifyAskWait = 10 * time.Second
 )
 
+// VerifyShare paces GET /v1/verify (VerifyTurns): after a verify
+// that hashed this node's view for d in all, the next starts d times
+// VerifyShare after it ended, so that callers looping on it while writes
+// change the view keep this node's hashing (and, as their views are
+// alike, each peer's answering them) under 1/(VerifyShare+1) of a core.
+// A view that did not change is not hashed again
+// (store.Store.ViewDigests): no wait.
+const VerifyShare = 4
+
+// VerifyTurns makes the callers of GET /v1/verify on a node take turns:
+// one verify at a time, each one exact (Verify), paced by VerifyShare.
+type VerifyTurns struct {
+	turn chan struct{} // holds the verify under way
+	next time.Time     // when the next may start; guarded by turn
+}
+
+// NewVerifyTurns returns a node's VerifyTurns.
+func NewVerifyTurns() *VerifyTurns { return &VerifyTurns{turn: make(chan struct{}, 1)} }
+
+// Verify is Verify once this caller's turn came: the verify under way
+// ended, and the pause its hashing asks for (VerifyShare) passed. A
+// caller whose ctx ends first gets an empty result (Identical false).
+func (vt *VerifyTurns) Verify(ctx context.Context, st *store.Store, name string, c *Cluster) wire.VerifyResult {
+	return vt.take(ctx, st.DigestStats, func() wire.VerifyResult { return Verify(ctx, st, name, c) })
+}
+
+// take runs verify in its turn; hashing reads how long the node hashed
+// its view so far (store.Store.DigestStats).
+func (vt *VerifyTurns) take(ctx context.Context, hashing func() (uint64, time.Duration), verify func() wire.VerifyResult) wire.VerifyResult {
+	select {
+	case vt.turn <- struct{}{}:
+	case <-ctx.Done():
+		return wire.VerifyResult{}
+	}
+	defer func() { <-vt.turn }()
+	if wait := time.Until(vt.next); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return wire.VerifyResult{}
+		}
+	}
+	_, before := hashing()
+	res := verify()
+	_, after := hashing()
+	vt.next = time.Now().Add(VerifyShare * (after - before))
+	return res
+}
+
 // WireDigest is a store's view digest as the wire carries it: origins
 // and sums in hex.
 func WireDigest(d store.ViewDigest) wire.ViewDigest {
