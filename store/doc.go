@@ -138,6 +138,14 @@
 //
 // # Recovery
 //
+// A metafile found missing or empty beside segment files is made again
+// around them (segment.FindLog, Meta.Adopt): their size and the oldest
+// one's records must agree with Options.SegmentSize, recovery checks
+// every record from the oldest file on, the indexes are fed again, and
+// the node takes a new origin; else Open fails naming the metafile and
+// changes nothing. A new metafile is never taken for a new log's, which
+// would set the log aside.
+//
 // Open checks the records from the metafile's committed (flushed) position
 // on: prefix, length, field lengths and CRC. The log ends at the first bad
 // record, at the first entry without this use's prefix (zeros, or stale

@@ -173,12 +173,8 @@ func (s *Store) open() error {
 	if s.lock, err = lockDir(filepath.Join(s.dir, lockName)); err != nil {
 		return err
 	}
-	var fresh bool
-	slots := s.opts.segmentsPerFile
-	if slots == 0 {
-		slots = segment.SlotsFor(s.opts.SegmentSize, s.opts.RetentionBytes)
-	}
-	if s.meta, fresh, err = segment.OpenMeta(filepath.Join(s.dir, metaName), s.opts.SegmentSize, slots, time.Now().Unix(), s.log); err != nil {
+	fresh, err := s.openMeta()
+	if err != nil {
 		return err
 	}
 	if !fresh && s.meta.SegmentSize() != s.opts.SegmentSize {
@@ -256,6 +252,54 @@ func (s *Store) open() error {
 		zap.Int64("oldest", s.seglog.Oldest()), zap.Int64("end", end),
 		zap.Int64("snapshot-covers", s.snapCovers.Load()), zap.Int("keys", s.view.Len()))
 	return nil
+}
+
+// openMeta opens the metafile, made around the log's segment files when
+// it was lost (findLostLog), and reports whether it is a new one.
+func (s *Store) openMeta() (fresh bool, err error) {
+	slots := s.opts.segmentsPerFile
+	if slots == 0 {
+		slots = segment.SlotsFor(s.opts.SegmentSize, s.opts.RetentionBytes)
+	}
+	metaPath := filepath.Join(s.dir, metaName)
+	found, lost, err := s.findLostLog(metaPath)
+	if err != nil {
+		return false, err
+	}
+	if lost {
+		slots = found.Slots
+	}
+	if s.meta, fresh, err = segment.OpenMeta(metaPath, s.opts.SegmentSize, slots, time.Now().Unix(), s.log); err != nil {
+		return false, err
+	}
+	if lost {
+		if err := s.meta.Adopt(found); err != nil {
+			return false, err
+		}
+		s.log.Warn("the metafile was missing or empty: made a new one around the log's segment files, whose records recovery checks again; the node goes on as a new origin",
+			zap.String("metafile", metaPath), zap.Int64("oldest", found.Oldest), zap.Int64("segments-a-file", found.Slots),
+			zap.String("origin", fmt.Sprintf("%016x", s.meta.Get(segment.OffOrigin))))
+	}
+	return fresh, nil
+}
+
+// findLostLog reads the log's segment files when the metafile at path is
+// missing or empty (deleted, or emptied by a bad restore) and the log is
+// still there: lost says the metafile is to be made around them
+// (Meta.Adopt), not taken for a new directory's, whose recovery would set
+// the whole log aside. When the files cannot be read for it, the error
+// names the metafile and what to do, and nothing is changed.
+func (s *Store) findLostLog(path string) (f segment.Found, lost bool, err error) {
+	if lost, err = segment.MetaLost(path); err != nil || !lost {
+		return f, false, err
+	}
+	f, lost, err = segment.FindLog(filepath.Join(s.dir, logDirName), s.opts.SegmentSize)
+	if err != nil {
+		return f, false, fmt.Errorf("%w: metafile %s is missing or empty, and the log beside it cannot be read without it: %v. "+
+			"Nothing was changed: start the node with the --segment-size the directory was made with, "+
+			"or move the data directory aside to start the node afresh from its peers", ErrCorrupt, path, err)
+	}
+	return f, lost, nil
 }
 
 func (s *Store) openIndexes() error {

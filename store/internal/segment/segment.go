@@ -6,13 +6,14 @@
 //
 // # Why it is this large
 //
-// About 2,550 lines, of which log.go is 1,340: the writer's path, the
+// About 2,700 lines, of which log.go is 1,340: the writer's path, the
 // recovery of the tail and the preparer that keeps file work and page
 // faults off that path share the log's lock and its segment table, and
 // splitting them would put that table behind an API used by one caller.
 // The metafile (meta.go), the file ring (ring.go), the release of written
-// pages (release.go), the repair reads (repair.go) and the switch's kick
-// (switch.go) are files of their own.
+// pages (release.go), the repair reads (repair.go), the switch's kick
+// (switch.go) and the reading of a log whose metafile was lost
+// (rebuild.go) are files of their own.
 package segment
 
 import (
