@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
 )
@@ -86,7 +87,7 @@ func TestGetMany(t *testing.T) {
 func TestGetManyWhileBatchesArePublished(t *testing.T) {
 	const keys = 64
 	batches := uint64(3000)
-	if raceEnabled {
+	if testkit.Race {
 		batches = 800
 	}
 	path := filepath.Join(t.TempDir(), "view")

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/localview/viewtest"
 
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 // 1.5 times its key and value bytes plus 48 bytes a key.
 func TestGrowthWhileReading(t *testing.T) {
 	keys := 1_000_000
-	if raceEnabled {
+	if testkit.Race {
 		keys = 200_000
 	}
 	dir, err := os.MkdirTemp("/dev/shm", "cachecast-view-") // a tmpfs, as /run

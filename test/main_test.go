@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/localview/viewtest"
 )
 
@@ -43,7 +44,7 @@ func run(m *testing.M) int {
 	binDir = dir
 	// The daemon is built with the race detector when the tests are: a race
 	// in the real process under the tests' load fails the test.
-	bins, err = Build(dir, testVersion, raceEnabled)
+	bins, err = Build(dir, testVersion, testkit.Race)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -69,7 +70,7 @@ var shipped = sync.OnceValues(func() (*Binaries, error) {
 // the daemon's.
 func shippedBins(t *testing.T) *Binaries {
 	t.Helper()
-	if !raceEnabled {
+	if !testkit.Race {
 		return bins
 	}
 	b, err := shipped()

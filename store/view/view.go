@@ -835,17 +835,18 @@ func (v *View) applyLocked(tv *topicView, old *viewItem, te *timedEntry, it *vie
 // 17, and no read lock (BenchmarkPublishSET10k).
 func (v *View) ApplyBatch(rs []record.Record) int {
 	// Copy outside the lock, into items that are values: an item is
-	// allocated only when it is not copied into the one it updates.
-	var buf [16]wideItem
-	items := buf[:0]
-	if len(rs) > len(buf) {
-		items = make([]wideItem, 0, len(rs))
-	}
+	// allocated only when it is not copied into the one it updates. The
+	// items are scratch (applyLocked copies what it keeps), reused from
+	// batchItems: a new slice each batch was a third of a SET's garbage.
+	sc := getBatchScratch(len(rs))
+	defer sc.release()
+	items := sc.items
 	for _, r := range rs {
 		if len(r.Key()) > 0 {
 			items = append(items, recordItemValue(r))
 		}
 	}
+	sc.items = items
 	if len(items) == 0 {
 		return 0 // messages without a key: nothing to take, and no change (gen)
 	}
@@ -887,6 +888,40 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 		}
 	}
 	return changed
+}
+
+// batchItems holds ApplyBatch's scratch between batches (*batchScratch).
+var batchItems sync.Pool
+
+// maxPooledBatch is the most items a scratch batchItems keeps may hold
+// (256 KiB): a rare huge batch does not stay allocated.
+const maxPooledBatch = 4096
+
+// batchScratch is ApplyBatch's copy of a batch's records as items.
+type batchScratch struct{ items []wideItem }
+
+// getBatchScratch is a scratch whose items are empty, with room for n.
+func getBatchScratch(n int) *batchScratch {
+	sc, _ := batchItems.Get().(*batchScratch)
+	if sc == nil {
+		sc = new(batchScratch)
+	}
+	if cap(sc.items) < n {
+		sc.items = make([]wideItem, 0, max(n, 16))
+	}
+	sc.items = sc.items[:0]
+	return sc
+}
+
+// release clears the items (their bodies are the view's now, or
+// garbage) and keeps the scratch for the next batch.
+func (sc *batchScratch) release() {
+	if cap(sc.items) > maxPooledBatch {
+		return
+	}
+	clear(sc.items)
+	sc.items = sc.items[:0]
+	batchItems.Put(sc)
 }
 
 // updatable reports whether put would update old, the entry of a key

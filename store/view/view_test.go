@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -769,5 +770,41 @@ func TestViewApplyBatchIsApply(t *testing.T) {
 	}
 	if b, s := batched.Digest(), single.Digest(); b != s || batched.Len() != single.Len() {
 		t.Fatalf("seed %d: ApplyBatch's view has %d keys, digest %x; Apply's %d, %x", seed, batched.Len(), b, single.Len(), s)
+	}
+}
+
+// TestApplyBatchAllocatesBodies: a batch of updates in place (ordinary
+// writes over keys the view holds) allocates each record's body and
+// nothing else: ApplyBatch's scratch items are reused, not a new slice a
+// batch (a third of a pipelined SET's garbage, which sets how often the
+// collector runs). Both sizes of batch: within the touch step and past it.
+func TestApplyBatchAllocatesBodies(t *testing.T) {
+	if testkit.Race {
+		t.Skip("the race detector drops sync.Pool's Puts at random")
+	}
+	for _, n := range []int{16, 40} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			const runs = 50
+			v := New()
+			batches := make([][]record.Record, runs+2) // AllocsPerRun runs once more to warm up
+			for b := range batches {
+				batches[b] = make([]record.Record, n)
+				for i := range n {
+					batches[b][i] = viewRec{topic: "prices", key: fmt.Sprintf("sku-%03d", i), value: fmt.Sprintf("%8d", b),
+						origin: 1, seq: uint64(b*n + i + 1), hlc: uint64(b*n + i + 1)}.record(t)
+				}
+			}
+			v.ApplyBatch(batches[0]) // the keys, new
+			b := 1
+			allocs := testing.AllocsPerRun(runs, func() {
+				if got := v.ApplyBatch(batches[b]); got != n {
+					t.Fatalf("batch %d changed %d, want %d", b, got, n)
+				}
+				b++
+			})
+			if allocs != float64(n) {
+				t.Fatalf("a batch of %d updates allocated %v times, want %d (the bodies)", n, allocs, n)
+			}
+		})
 	}
 }

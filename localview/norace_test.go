@@ -1,5 +1,0 @@
-//go:build !race
-
-package localview_test
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build !race
-
-package test
-
-const raceEnabled = false
