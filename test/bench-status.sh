@@ -10,12 +10,14 @@
 # then a writer alone (redis-benchmark SET -c 1, WRITES requests over the
 # loaded keys: p50/p99 ms) and the same writer beside the status loops
 # (its p50/p99, their calls/s, the daemon's CPU a call over the writer's
-# and the loops' requests both).
+# and the loops' requests both). CALL=/v1/verify loops on GET /v1/verify
+# instead (a lone node: its own digest alone).
 set -euo pipefail
 KEYS=${KEYS:-300000}
 SECS=${SECS:-10}
 CALLERS=${CALLERS:-2}
 WRITES=${WRITES:-20000}
+CALL=${CALL:-/v1/status}
 work=$(mktemp -d /tmp/cc-status.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 command -v redis-benchmark >/dev/null && command -v curl >/dev/null || {
@@ -27,17 +29,17 @@ if [ -z "${BINS:-}" ]; then
 	BINS=./bin
 fi
 cpu() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
-# start SECONDS: CALLERS curls, each calling /v1/status on one connection
+# start SECONDS: CALLERS curls, each calling $CALL on one connection
 # until SECONDS pass or it is killed, its answers into calls.N; their
 # pids in $callers.
 start() {
 	callers=()
 	for i in $(seq "$CALLERS"); do
-		timeout "$1" curl -s --unix-socket "$work/cc.sock" "http://x/v1/status?[1-100000000]" >"$work/calls.$i" &
+		timeout "$1" curl -s --unix-socket "$work/cc.sock" "http://x$CALL?[1-100000000]" >"$work/calls.$i" &
 		callers+=($!)
 	done
 }
-calls() { cat "$work"/calls.* | grep -o '"uptime_seconds"' | wc -l; }
+calls() { cat "$work"/calls.* | grep -o '"uptime_seconds"\|"identical"' | wc -l; }
 writer() { # prints "p50 p99" of WRITES SETs, one at a time
 	redis-benchmark -s "$work/cc-redis.sock" -t set -n "$WRITES" -c 1 -r "$KEYS" -d 100 2>/dev/null | tr '\r' '\n' |
 		awk '/latency summary/ {getline; getline; print $3, $5; exit}'
@@ -56,7 +58,7 @@ for bin in $BINS; do
 	wait "${callers[@]}" || true
 	c1=$(cpu "$pid")
 	n=$(calls)
-	echo "$bin: $KEYS keys, $CALLERS status loops, no writes: $((n / SECS)) calls/s, daemon CPU $(((c1 - c0) / (n + 1) / 1000)) µs a call"
+	echo "$bin: $KEYS keys, $CALLERS $CALL loops, no writes: $((n / SECS)) calls/s, daemon CPU $(((c1 - c0) / (n + 1) / 1000)) µs a call"
 	read -r p50 p99 <<<"$(writer)"
 	echo "$bin: writer alone: SET p50 $p50 ms, p99 $p99 ms"
 	rm -f "$work"/calls.*
@@ -69,7 +71,7 @@ for bin in $BINS; do
 	kill "${callers[@]}"
 	wait "${callers[@]}" 2>/dev/null || true
 	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
-	echo "$bin: writer beside $CALLERS status loops: SET p50 $p50 ms, p99 $p99 ms; $(calls) status calls in $secs s; daemon CPU $(((c1 - c0) / 1000000)) ms for the $WRITES SETs and the calls"
+	echo "$bin: writer beside $CALLERS $CALL loops: SET p50 $p50 ms, p99 $p99 ms; $(calls) calls in $secs s; daemon CPU $(((c1 - c0) / 1000000)) ms for the $WRITES SETs and the calls"
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
 done
