@@ -56,18 +56,21 @@ func FindLog(dir string, segSize int64) (f Found, ok bool, err error) {
 	if oldest%size != 0 {
 		return Found{}, false, fmt.Errorf("the oldest segment file starts at %d, not at a multiple of its size %d", oldest, size)
 	}
+	data, done, err := mapSegmentFile(dir, oldest, size)
+	if err != nil {
+		return Found{}, false, err
+	}
+	defer done()
+	var next []byte
+	if slices.Contains(bases, oldest+size) {
+		var doneNext func()
+		if next, doneNext, err = mapSegmentFile(dir, oldest+size, size); err != nil {
+			return Found{}, false, err
+		}
+		defer doneNext()
+	}
 	path := filepath.Join(dir, segmentName(oldest))
-	file, err := os.Open(path)
-	if err != nil {
-		return Found{}, false, fsys.FileError("open", path, err)
-	}
-	defer file.Close()
-	data, err := unix.Mmap(int(file.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return Found{}, false, fsys.FileError("mmap", path, err)
-	}
-	defer fsys.Unmap(data)
-	if err := fsys.GuardDoing("reading", path, func() error { return checkSize(data, markOf(oldest, segSize), segSize) }); err != nil {
+	if err := fsys.GuardDoing("reading", path, func() error { return checkSize(data, next, markOf(oldest, segSize), segSize) }); err != nil {
 		return Found{}, false, fmt.Errorf("%s: %w", path, err)
 	}
 	return Found{Slots: size / segSize, Oldest: oldest}, true, nil
@@ -102,36 +105,22 @@ func segmentFiles(dir string) (bases []int64, size int64, err error) {
 }
 
 // checkSize checks segSize against the records of data, a segment file
-// from its first segment, whose mark is mark: that segment's records
-// (read as recovery reads them, each checked) must end before segSize,
-// and when the writer left it (its end marker), the next segment's first
-// record must be at segSize: the first page-aligned offset after the end
-// marker that holds a valid record with the next mark (between them lie
-// zeros or stale bytes of the file's earlier use, whose marks are older).
-// Nothing written (zeros) fits any size.
-func checkSize(data []byte, mark uint32, segSize int64) error {
+// from its first segment, whose mark is mark, and of next, the file after
+// it (nil: none): that segment's records (read as recovery reads them,
+// each checked) must end before segSize, and when the writer left it (its
+// end marker), the next segment's first record must be at segSize: the
+// first page-aligned offset after the end marker that holds a valid
+// record with the next mark (between them lie zeros or stale bytes of the
+// file's earlier use, whose marks are older), or, when data holds none,
+// next's first. Nothing written (zeros) fits any size, and so does a
+// segment the writer has not left yet, or left before its next record.
+func checkSize(data, next []byte, mark uint32, segSize int64) error {
 	size := int64(len(data))
-	prefix := func(off int64) (uint32, uint32) {
-		if off+prefixSize > size {
-			return 0, 0
-		}
-		return binary.LittleEndian.Uint32(data[off:]), binary.LittleEndian.Uint32(data[off+4:])
-	}
-	valid := func(off int64, mark uint32) (int64, bool) {
-		if m, k := prefix(off); m != mark || k != kindRecord || off+prefixSize+record.HeaderSize > size {
-			return 0, false
-		}
-		r, err := record.Decode(data[off+prefixSize:])
-		if err != nil || r == nil {
-			return 0, false
-		}
-		return entrySize(r.Size()), true
-	}
 	off := int64(0)
-	for n, ok := valid(0, mark); ok; n, ok = valid(off, mark) {
+	for n, ok := validAt(data, 0, mark); ok; n, ok = validAt(data, off, mark) {
 		off += n
 	}
-	switch m, k := prefix(off); {
+	switch m, k := prefixAt(data, off); {
 	case off == 0 && m == 0 && k == 0:
 		return nil // nothing written
 	case off == 0:
@@ -142,19 +131,57 @@ func checkSize(data []byte, mark uint32, segSize int64) error {
 		return nil // the writer is still in the first segment, or its end was lost with its tail
 	}
 	page := int64(fsys.PageSize)
-	for next := (off + prefixSize + page - 1) &^ (page - 1); next < size; next += page {
-		if _, ok := valid(next, mark+1); !ok {
+	for at := (off + prefixSize + page - 1) &^ (page - 1); at < size; at += page {
+		if _, ok := validAt(data, at, mark+1); !ok {
 			continue
 		}
-		if next != segSize {
-			return fmt.Errorf("its second segment begins at offset %d, not %d: the log was written in segments of %d bytes", next, segSize, next)
+		if at != segSize {
+			return fmt.Errorf("its second segment begins at offset %d, not %d: the log was written in segments of %d bytes", at, segSize, at)
 		}
 		return nil
 	}
-	if segSize < size {
-		return fmt.Errorf("its second segment is not in it: the log was written in segments of %d bytes, not %d", size, segSize)
+	if _, ok := validAt(next, 0, mark+1); ok && segSize != size {
+		return fmt.Errorf("its second segment is the next file's first: the log was written in segments of %d bytes, not %d", size, segSize)
 	}
 	return nil
+}
+
+// prefixAt is the mark and kind of the entry at off of b (see putPrefix);
+// zeros past its end.
+func prefixAt(b []byte, off int64) (mark, kind uint32) {
+	if off+prefixSize > int64(len(b)) {
+		return 0, 0
+	}
+	return binary.LittleEndian.Uint32(b[off:]), binary.LittleEndian.Uint32(b[off+4:])
+}
+
+// validAt reports whether b holds a valid record with mark at off, and
+// the log bytes it takes.
+func validAt(b []byte, off int64, mark uint32) (int64, bool) {
+	if m, k := prefixAt(b, off); m != mark || k != kindRecord || off+prefixSize+record.HeaderSize > int64(len(b)) {
+		return 0, false
+	}
+	r, err := record.Decode(b[off+prefixSize:])
+	if err != nil || r == nil {
+		return 0, false
+	}
+	return entrySize(r.Size()), true
+}
+
+// mapSegmentFile maps the segment file at base in dir, size bytes, read
+// only; done unmaps and closes it.
+func mapSegmentFile(dir string, base, size int64) (data []byte, done func(), err error) {
+	path := filepath.Join(dir, segmentName(base))
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fsys.FileError("open", path, err)
+	}
+	data, err = unix.Mmap(int(file.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		file.Close()
+		return nil, nil, fsys.FileError("mmap", path, err)
+	}
+	return data, func() { fsys.Unmap(data); file.Close() }, nil
 }
 
 // Adopt makes m, a metafile just made (OpenMeta found it missing or
