@@ -9,8 +9,9 @@ import (
 )
 
 // TestAppendValue: AppendValue finds the version of a key it is asked
-// for, with a tag or without, appended after what dst holds; not another
-// version, a deleted or unknown key, or anything once the writer closed.
+// for, with a tag or without, appended after what dst holds, with Warm's
+// hint or without one; not another version, a deleted or unknown key, or
+// anything once the writer closed. WarmMany's hints are Warm's.
 func TestAppendValue(t *testing.T) {
 	w := newWriter(t, filepath.Join(t.TempDir(), "view"))
 	st := Stamp{HLC: 7, Origin: 1, Seq: 3}
@@ -44,19 +45,29 @@ func TestAppendValue(t *testing.T) {
 		{"unknown", st, "-"},
 	} {
 		w.RLock()
-		got, ok := w.AppendValue([]byte("pre|"), "prices", c.key, c.st)
-		w.RUnlock()
-		switch {
-		case c.want == "-" && (ok || string(got) != "pre|"):
-			t.Errorf("%s %+v: %q %v, want nothing appended", c.key, c.st, got, ok)
-		case c.want != "-" && (!ok || string(got) != "pre|"+c.want):
-			t.Errorf("%s %+v: %q %v, want %q", c.key, c.st, got, ok, "pre|"+c.want)
+		// No hint, Warm's, and the key's hash with another key's record
+		// (which AppendValue must not take for the key's).
+		hints := []uint64{0, w.Warm("prices", c.key), w.Warm("prices", c.key)&^0xffffffff | w.Warm("prices", "tagged")&0xffffffff}
+		many := make([]uint64, 2)
+		w.WarmMany([]string{"prices", "prices"}, []string{"tagged", c.key}, many)
+		if many[1] != hints[1] || many[0] != w.Warm("prices", "tagged") {
+			t.Errorf("%s: WarmMany's hints %x, Warm's %x and %x", c.key, many, w.Warm("prices", "tagged"), hints[1])
 		}
+		for _, hint := range hints {
+			got, ok := w.AppendValue([]byte("pre|"), "prices", c.key, c.st, hint)
+			switch {
+			case c.want == "-" && (ok || string(got) != "pre|"):
+				t.Errorf("%s %+v, hint %x: %q %v, want nothing appended", c.key, c.st, hint, got, ok)
+			case c.want != "-" && (!ok || string(got) != "pre|"+c.want):
+				t.Errorf("%s %+v, hint %x: %q %v, want %q", c.key, c.st, hint, got, ok, "pre|"+c.want)
+			}
+		}
+		w.RUnlock()
 	}
 	w.Close()
 	w.RLock()
 	defer w.RUnlock()
-	if got, ok := w.AppendValue(nil, "prices", "plain", st); ok {
+	if got, ok := w.AppendValue(nil, "prices", "plain", st, 0); ok {
 		t.Errorf("after Close: %q %v", got, ok)
 	}
 }
@@ -105,8 +116,8 @@ func TestAppendValueWhileGrowing(t *testing.T) {
 				k := fmt.Sprintf("hot%02d", i)
 				var ok bool
 				w.RLock()
-				w.Warm("t", k)
-				buf, ok = w.AppendValue(buf[:0], "t", k, Stamp{HLC: v, Origin: 1})
+				hint := w.Warm("t", k)
+				buf, ok = w.AppendValue(buf[:0], "t", k, Stamp{HLC: v, Origin: 1}, hint)
 				w.RUnlock()
 				if ok && string(buf) != string(value(k, v)) {
 					errs <- fmt.Errorf("%s version %d: %q", k, v, buf)
@@ -142,7 +153,7 @@ func TestAppendValueWhileGrowing(t *testing.T) {
 	for i := range hot {
 		k := fmt.Sprintf("hot%02d", i)
 		w.RLock()
-		got, ok := w.AppendValue(nil, "t", k, Stamp{HLC: versions[i], Origin: 1})
+		got, ok := w.AppendValue(nil, "t", k, Stamp{HLC: versions[i], Origin: 1}, 0)
 		w.RUnlock()
 		if !ok || string(got) != string(value(k, versions[i])) {
 			t.Fatalf("%s at the end: %q %v", k, got, ok)

@@ -373,30 +373,37 @@ func (r *Reader) lookup(h uint32, topic, key string) (off, capacity int, err err
 		if uint32(s>>32) != h {
 			continue
 		}
-		// The topic and key are right after the fixed fields, and are
-		// compared at the wanted lengths before those are loaded: every
-		// address is known from the slot alone, so the record's cache
-		// lines are fetched together, not one after another.
 		off = int(uint32(s)) * 8
-		k := off + recordHeader
-		if off < r.arena || k+len(topic)+len(key) > r.end ||
-			string(m[k:k+len(topic)]) != topic || string(m[k+len(topic):k+len(topic)+len(key)]) != key {
-			if _, _, _, err := r.recordAt(uint32(s)); err != nil {
-				return 0, 0, err
-			}
-			continue
+		if c := r.keyRecord(off, topic, key); c >= 0 {
+			return off, c, nil
 		}
-		fixed := load64(m, off+recCap) // immutable: cap, topic and key lengths
-		c := int(uint32(fixed))
-		if int(uint16(fixed>>32)) != len(topic) || int(uint16(fixed>>48)) != len(key) {
-			continue
+		if _, _, _, err := r.recordAt(uint32(s)); err != nil {
+			return 0, 0, err
 		}
-		if c%8 != 0 || c > r.end-k-align8(len(topic)+len(key)) {
-			return 0, 0, fmt.Errorf("%w: the record at %d overruns the arena", ErrCorrupt, off)
-		}
-		return off, c, nil
 	}
 	return 0, 0, ErrNotFound
+}
+
+// keyRecord is the capacity of the record at off when it is (topic,
+// key)'s and inside the arena, else -1 (recordAt tells a record that
+// overruns the arena). The topic and key are right after the fixed
+// fields, and are compared at the wanted lengths before those are
+// loaded: every address is known from the offset alone, so the record's
+// cache lines are fetched together, not one after another.
+func (r *Reader) keyRecord(off int, topic, key string) int {
+	m := r.m
+	k := off + recordHeader
+	if off < r.arena || k+len(topic)+len(key) > r.end ||
+		string(m[k:k+len(topic)]) != topic || string(m[k+len(topic):k+len(topic)+len(key)]) != key {
+		return -1
+	}
+	fixed := load64(m, off+recCap) // immutable: cap, topic and key lengths
+	c := int(uint32(fixed))
+	if int(uint16(fixed>>32)) != len(topic) || int(uint16(fixed>>48)) != len(key) ||
+		c%8 != 0 || c > r.end-k-align8(len(topic)+len(key)) {
+		return -1
+	}
+	return c
 }
 
 // recordAt checks the record a slot names against the arena and returns

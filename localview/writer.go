@@ -775,21 +775,70 @@ func (w *Writer) RLock() { w.rmu.RLock() }
 // RUnlock ends what RLock started.
 func (w *Writer) RUnlock() { w.rmu.RUnlock() }
 
-// Warm loads (topic, key)'s slot and the first line of the record it
-// names, and changes nothing: a reader that will read the value soon
-// calls it first, then does other work whose cache misses overlap with
-// these (the daemon's view looks the key up in its own index meanwhile).
-// The caller holds RLock; the sum of what it loaded is returned so that
-// the loads are kept.
+// Warm loads (topic, key)'s slot and the line of the record it names
+// that holds the record's lengths, and changes nothing: a reader that
+// will read the value soon calls it first, then does other work whose
+// cache misses overlap with these (the daemon's view looks the key up in
+// its own index meanwhile). The caller holds RLock. It returns a hint
+// for AppendValue under the same RLock: the key's hash, and the offset
+// of the record its first slot names when that record's lengths are the
+// key's (0 when the writer is closed).
 func (w *Writer) Warm(topic, key string) uint64 {
 	r := w.mine
 	if r == nil {
 		return 0
 	}
-	h := Hash(topic, key)
+	return r.warm(Hash(topic, key), len(topic), len(key))
+}
+
+// WarmMany is Warm for every (topics[i], keys[i]), its hints in
+// hints[i] (of len(keys) at least), level by level as Touch goes: every
+// hash, then every slot, then every record's line, so that the misses of
+// all the keys overlap instead of coming one key after another.
+func (w *Writer) WarmMany(topics, keys []string, hints []uint64) {
+	r := w.mine
+	hints = hints[:len(keys)]
+	if r == nil {
+		clear(hints)
+		return
+	}
+	for i, k := range keys {
+		hints[i] = uint64(Hash(topics[i], k))
+	}
+	for i, h := range hints {
+		if s := load64(r.m, r.slots+8*(int(h)&r.mask)); uint32(s>>32) == uint32(h) {
+			hints[i] = s
+		} else {
+			hints[i] = h << 32
+		}
+	}
+	for i, h := range hints {
+		hints[i] = r.hinted(h, len(topics[i]), len(keys[i]))
+	}
+}
+
+// warm is Warm's hint for hash h of a key of the given lengths, read
+// from the key's first slot.
+func (r *Reader) warm(h uint32, topicLen, keyLen int) uint64 {
 	s := load64(r.m, r.slots+8*(int(h)&r.mask))
-	if off := int(uint32(s)) * 8; uint32(s>>32) == h && off >= r.arena && off < r.end {
-		return s + uint64(r.m[off])
+	if uint32(s>>32) != h {
+		return uint64(h) << 32
+	}
+	return r.hinted(s, topicLen, keyLen)
+}
+
+// hinted is the hint of slot s (hash << 32 | offset / 8, or 0 as the
+// offset): s when it names a record inside the arena whose lengths are
+// topicLen and keyLen, else the hash alone. Its load of the record's
+// lengths is what warms the record.
+func (r *Reader) hinted(s uint64, topicLen, keyLen int) uint64 {
+	off := int(uint32(s)) * 8
+	if off < r.arena || off > r.end-recordHeader {
+		return s &^ 0xffffffff
+	}
+	fixed := le64(r.m, off+recCap) // immutable: cap, topic and key lengths
+	if int(uint16(fixed>>32)) != topicLen || int(uint16(fixed>>48)) != keyLen {
+		return s &^ 0xffffffff
 	}
 	return s
 }
@@ -797,16 +846,28 @@ func (w *Writer) Warm(topic, key string) uint64 {
 // AppendValue appends to dst the value of (topic, key) when the current
 // generation holds the version stamped st, and reports whether it did:
 // false for another version, a deleted or unknown key, or a closed
-// writer. The caller holds RLock. The record is read under its seqlock,
-// as a Reader reads it.
-func (w *Writer) AppendValue(dst []byte, topic, key string, st Stamp) ([]byte, bool) {
+// writer. The caller holds RLock; hint is what Warm or WarmMany returned
+// for the key under the same RLock, or 0. The record is read under its
+// seqlock, as a Reader reads it: the hint spares the hash and the probe
+// (the record it names is checked to be the key's).
+func (w *Writer) AppendValue(dst []byte, topic, key string, st Stamp, hint uint64) ([]byte, bool) {
 	r := w.mine
 	if r == nil {
 		return dst, false
 	}
-	off, c, err := r.lookup(Hash(topic, key), topic, key)
-	if err != nil {
-		return dst, false
+	off, c := int(uint32(hint))*8, -1
+	if off != 0 {
+		c = r.keyRecord(off, topic, key)
+	}
+	if c < 0 {
+		h := uint32(hint >> 32)
+		if h == 0 {
+			h = Hash(topic, key)
+		}
+		var err error
+		if off, c, err = r.lookup(h, topic, key); err != nil {
+			return dst, false
+		}
 	}
 	at := len(dst)
 	value, tag, got, _, err := r.readRecord(off, c, dataAt(off, len(topic), len(key)), &dst, at)

@@ -52,14 +52,19 @@ type ValueFile interface {
 	// AppendValue; a goroutine does not RLock twice.
 	RLock()
 	RUnlock()
-	// Warm loads what a read of (topic, key) will, and returns what it
-	// loaded, so that the loads are kept: a point read warms the file
-	// first, then looks the key up in the view's index, and the cache
-	// misses of the two overlap.
+	// Warm loads what a read of (topic, key) will, and returns a hint for
+	// AppendValue under the same RLock (the loads are kept so): a point
+	// read warms the file first, then looks the key up in the view's
+	// index, and the cache misses of the two overlap.
 	Warm(topic, key string) uint64
+	// WarmMany is Warm for every (topics[i], keys[i]), the hints in
+	// hints[i], level by level (every key's first load before any
+	// second), so that the misses of all the keys overlap.
+	WarmMany(topics, keys []string, hints []uint64)
 	// AppendValue appends to dst the value of (topic, key) when the file
-	// holds the version stamped st, and reports whether it did.
-	AppendValue(dst []byte, topic, key string, st record.Stamp) ([]byte, bool)
+	// holds the version stamped st, and reports whether it did; hint is
+	// Warm's for the key under the same RLock, or 0.
+	AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool)
 }
 
 // keyBody is s's own bytes as an item's body: key | tag | value made as
@@ -92,15 +97,16 @@ func (it *viewItem) heapValue(body unsafe.Pointer) []byte {
 
 // valueIn is the item's value: shared with its body when on the heap, a
 // copy read from f (the file its topic's values are in) otherwise.
-func (it *viewItem) valueIn(f ValueFile, topic string) []byte { return it.valueOf(f, topic, false) }
+func (it *viewItem) valueIn(f ValueFile, topic string) []byte { return it.valueOf(f, topic, false, 0) }
 
-// valueOf is valueIn for a caller that holds f's RLock (held) or not.
-func (it *viewItem) valueOf(f ValueFile, topic string, held bool) []byte {
+// valueOf is valueIn for a caller that holds f's RLock (held) or not;
+// hint is f's Warm for the key under that RLock, or 0.
+func (it *viewItem) valueOf(f ValueFile, topic string, held bool, hint uint64) []byte {
 	for {
 		if !it.inFile() {
 			return it.heapValue(it.loadBody())
 		}
-		if v, ok := it.fileValue(nil, f, topic, held); ok {
+		if v, ok := it.fileValue(nil, f, topic, held, hint); ok {
 			if len(v) == 0 {
 				return nil
 			}
@@ -115,22 +121,32 @@ func (it *viewItem) appendValue(dst []byte, f ValueFile, topic string) []byte {
 		if !it.inFile() {
 			return append(dst, it.heapValue(it.loadBody())...)
 		}
-		if v, ok := it.fileValue(dst, f, topic, false); ok {
+		if v, ok := it.fileValue(dst, f, topic, false, 0); ok {
 			return v
 		}
 	}
 }
 
+// appendHeld appends the value of it, in f, to dst, for a caller that
+// holds the view's read lock (it stays inFile) and f's RLock, under
+// which hint is f's Warm for the key.
+func (it *viewItem) appendHeld(dst []byte, f ValueFile, topic string, hint uint64) []byte {
+	v, _ := it.fileValue(dst, f, topic, true, hint)
+	return v
+}
+
 // fileValue appends the value of it, inFile when last looked at, from f
-// (whose RLock the caller holds when held): false when the record no
-// longer holds it, which a frozen clone may find (the key rewritten
-// since), and then the item is on the heap again (the copy came first).
-func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool) ([]byte, bool) {
+// (whose RLock the caller holds when held, and hint is f's Warm for the
+// key under it): false when the record no longer holds it, which a
+// frozen clone may find (the key rewritten since), and then the item is
+// on the heap again (the copy came first).
+func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool, hint uint64) ([]byte, bool) {
 	if f != nil {
 		if !held {
 			f.RLock()
+			hint = 0
 		}
-		v, ok := f.AppendValue(dst, topic, it.key(), it.stamp)
+		v, ok := f.AppendValue(dst, topic, it.key(), it.stamp, hint)
 		if !held {
 			f.RUnlock()
 		}
@@ -156,7 +172,7 @@ func (it *viewItem) heapBody(f ValueFile, topic string) unsafe.Pointer {
 		n := int(it.klen) + int(it.tlen)
 		b := make([]byte, n, n+int(it.vlen))
 		copy(b, unsafe.String((*byte)(it.loadBody()), n))
-		if b, ok := it.fileValue(b, f, topic, false); ok {
+		if b, ok := it.fileValue(b, f, topic, false, 0); ok {
 			return unsafe.Pointer(unsafe.SliceData(b)) // a key is never empty
 		}
 	}

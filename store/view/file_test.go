@@ -29,8 +29,12 @@ func (f *fileFollower) RLock()                        { f.w.RLock() }
 func (f *fileFollower) RUnlock()                      { f.w.RUnlock() }
 func (f *fileFollower) Warm(topic, key string) uint64 { return f.w.Warm(topic, key) }
 
-func (f *fileFollower) AppendValue(dst []byte, topic, key string, st record.Stamp) ([]byte, bool) {
-	return f.w.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq})
+func (f *fileFollower) WarmMany(topics, keys []string, hints []uint64) {
+	f.w.WarmMany(topics, keys, hints)
+}
+
+func (f *fileFollower) AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool) {
+	return f.w.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq}, hint)
 }
 
 func (f *fileFollower) end() {
@@ -129,25 +133,21 @@ func (ft *fileTwins) check(t *testing.T, step int) {
 	if a, b := ft.v.Digest(), ft.twin.Digest(); a != b {
 		t.Fatalf("step %d: digests differ", step)
 	}
-	topics := make([]string, len(ft.keys))
-	keys := make([]string, len(ft.keys))
-	got, want := make([]Entry, len(keys)), make([]Entry, len(keys))
-	gotOK, wantOK := make([]bool, len(keys)), make([]bool, len(keys))
+	// GetMany of every key, and of every key twice (more keys than
+	// GetMany keeps on its stack).
+	var topics, keys []string
 	for i, k := range ft.keys {
-		topics[i], keys[i] = k[0], k[1]
+		topics, keys = append(topics, k[0]), append(keys, k[1])
 		g, gok := ft.v.Get(k[0], k[1])
 		w, wok := ft.twin.Get(k[0], k[1])
 		if err := sameEntry(g, w, gok, wok); err != nil {
 			t.Fatalf("step %d: Get(%s, %s): %v", step, k[0], k[1], err)
 		}
-	}
-	ft.v.GetMany(topics, keys, got, gotOK)
-	ft.twin.GetMany(topics, keys, want, wantOK)
-	for i := range keys {
-		if err := sameEntry(got[i], want[i], gotOK[i], wantOK[i]); err != nil {
-			t.Fatalf("step %d: GetMany %s: %v", step, keys[i], err)
+		if i == len(ft.keys)-1 {
+			ft.checkMany(t, step, topics, keys)
 		}
 	}
+	ft.checkMany(t, step, append(topics, topics...), append(keys, keys...))
 	for i, p := range ft.frozen {
 		a, b := p[0].Digests(), p[1].Digests()
 		for topic, d := range b {
@@ -165,6 +165,26 @@ func (ft *fileTwins) check(t *testing.T, step int) {
 	}
 	if !bytes.Equal(sa.Bytes(), sb.Bytes()) {
 		t.Fatalf("step %d: snapshots differ", step)
+	}
+}
+
+// checkMany compares the twins' GetMany of keys: the values are equal,
+// and each is a slice of its own (appending to one changes no other).
+func (ft *fileTwins) checkMany(t *testing.T, step int, topics, keys []string) {
+	t.Helper()
+	got, want := make([]Entry, len(keys)), make([]Entry, len(keys))
+	gotOK, wantOK := make([]bool, len(keys)), make([]bool, len(keys))
+	ft.v.GetMany(topics, keys, got, gotOK)
+	ft.twin.GetMany(topics, keys, want, wantOK)
+	for round := range 2 {
+		for i := range keys {
+			if err := sameEntry(got[i], want[i], gotOK[i], wantOK[i]); err != nil {
+				t.Fatalf("step %d: GetMany of %d keys, round %d: %s: %v", step, len(keys), round, keys[i], err)
+			}
+		}
+		for i := range got {
+			_ = append(got[i].Value, '!')
+		}
 	}
 }
 

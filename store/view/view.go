@@ -501,9 +501,15 @@ func (it *viewItem) clone(f ValueFile, topic string) wideItem {
 }
 
 // entry is the item as an Entry of topic, its value read from f when it
-// is there (held: the caller holds f's RLock).
-func (it *viewItem) entry(f ValueFile, topic string, held bool) Entry {
-	return Entry{Value: it.valueOf(f, topic, held), Tag: it.tag(), Stamp: it.stamp, ExpiresAt: it.expiry(), EffectiveAt: it.scheduledAt()}
+// is there (held: the caller holds f's RLock, and hint is f's Warm for
+// the key under it, or 0).
+func (it *viewItem) entry(f ValueFile, topic string, held bool, hint uint64) Entry {
+	return it.entryWith(it.valueOf(f, topic, held, hint))
+}
+
+// entryWith is the item as an Entry with value as its value.
+func (it *viewItem) entryWith(value []byte) Entry {
+	return Entry{Value: value, Tag: it.tag(), Stamp: it.stamp, ExpiresAt: it.expiry(), EffectiveAt: it.scheduledAt()}
 }
 
 // makeViewItem copies key, tag and value into one new allocation. A
@@ -1350,18 +1356,19 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 		return Entry{}, false
 	}
 	f := v.file
+	var hint uint64
 	if f != nil {
 		// The file's slot and record first, the index's lookup next:
 		// their cache misses overlap.
 		f.RLock()
 		defer f.RUnlock()
-		f.Warm(topic, key)
+		hint = f.Warm(topic, key)
 	}
 	it := v.current(tv, key, v.now)
 	if it == nil {
 		return Entry{}, false
 	}
-	e := it.entry(f, topic, true)
+	e := it.entry(f, topic, true, hint)
 	if tv.counts != nil {
 		e.Base, e.Absence = v.countedBase(tv, key, it)
 	}
@@ -1388,19 +1395,52 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	f := v.file
-	if f != nil {
-		// Every key's slot and record in the file first (see Get).
-		f.RLock()
-		defer f.RUnlock()
+	if f == nil {
 		for i, k := range keys {
-			f.Warm(topics[i], k)
+			if tv := v.topics[topics[i]]; tv != nil {
+				if it := v.current(tv, k, now); it != nil {
+					entries[i], found[i] = it.entry(nil, topics[i], false, 0), true
+				}
+			}
+		}
+		return
+	}
+	// Every key's slot and record in the file first (see Get), then the
+	// index, then the values in the file, copied into one allocation.
+	f.RLock()
+	defer f.RUnlock()
+	hints := make([]uint64, len(keys))
+	f.WarmMany(topics, keys, hints)
+	var small [16]*viewItem
+	filed := small[:0] // the items whose values are in the file, by key
+	if len(keys) > len(small) {
+		filed = make([]*viewItem, 0, len(keys))
+	}
+	size := 0
+	for i, k := range keys {
+		var it *viewItem
+		if tv := v.topics[topics[i]]; tv != nil {
+			it = v.current(tv, k, now)
+		}
+		if it != nil && it.inFile() { // no write changes it under the read lock
+			found[i], size = true, size+int(it.vlen)
+			filed = append(filed, it)
+			continue
+		}
+		filed = append(filed, nil)
+		if it != nil {
+			entries[i], found[i] = it.entryWith(it.heapValue(it.loadBody())), true
 		}
 	}
-	for i, k := range keys {
-		if tv := v.topics[topics[i]]; tv != nil {
-			if it := v.current(tv, k, now); it != nil {
-				entries[i], found[i] = it.entry(f, topics[i], true), true
-			}
+	if size == 0 {
+		return
+	}
+	buf := make([]byte, 0, size)
+	for i, it := range filed {
+		if it != nil {
+			n := len(buf)
+			buf = it.appendHeld(buf, f, topics[i], hints[i])
+			entries[i] = it.entryWith(buf[n:len(buf):len(buf)])
 		}
 	}
 }

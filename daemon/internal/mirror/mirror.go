@@ -130,8 +130,8 @@ func Open(path string, log *zap.Logger) (*Mirror, error) {
 type fileValues struct{ *localview.Writer }
 
 // AppendValue is the Writer's, with the view's stamp.
-func (f *fileValues) AppendValue(dst []byte, topic, key string, st record.Stamp) ([]byte, bool) {
-	return f.Writer.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq})
+func (f *fileValues) AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool) {
+	return f.Writer.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq}, hint)
 }
 
 // lockViewFile takes the lock file beside the view file at path, which
