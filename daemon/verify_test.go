@@ -90,7 +90,7 @@ func TestVerifyCluster(t *testing.T) {
 // answers that digest again while the view holds it, however often it is
 // called (cachecast_store_view_digests_total does not move), at the
 // current vector (a message without a key moves the vector, not the
-// view), with the time it was taken; a write makes it hash again, and
+// view), with the time of the call; a write makes it hash again, and
 // its answer is the view's digest as a full hash gives it.
 func TestStatusKeepsTheViewDigest(t *testing.T) {
 	t.Parallel()
@@ -108,8 +108,8 @@ func TestStatusKeepsTheViewDigest(t *testing.T) {
 	if n, _ := td.d.store.DigestStats(); n != hashes {
 		t.Fatalf("100 status calls on an unchanged view took %d hashes of it", n-hashes)
 	}
-	if !maps.Equal(last.Topics, first.Topics) || maps.Equal(last.Vector, first.Vector) || last.At <= first.At {
-		t.Fatalf("status digest after a message without a key %+v; want the first one's digest %+v at the new vector, taken later", last, first)
+	if !maps.Equal(last.Topics, first.Topics) || maps.Equal(last.Vector, first.Vector) || last.At < first.At {
+		t.Fatalf("status digest after a message without a key %+v; want the first one's digest %+v at the new vector, not taken earlier", last, first)
 	}
 	td.put("prices", "sku-1", "changed")
 	// Status hashes the changed view once its last hash is far enough
