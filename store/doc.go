@@ -97,8 +97,11 @@
 // chunk files, with a preparer goroutine for the topic indexes and one for
 // the origin indexes: the next two chunks of an index (each doubles, from
 // 512 entries up to IndexChunkEntries) are made, mapped and faulted in
-// ahead of the writer, at a random moment after it asks rather than at
-// the entry it asks at (the one every node of a fleet reaches at once);
+// ahead of the writer, at a random moment within 50 ms after it asks
+// rather than at the entry it asks at (the one every node of a fleet
+// reaches at once), unless the entries ready would not last the writer
+// twice that at its rate since its last ask: then at once, as a writer
+// back to back would otherwise make them itself (index/array.go askNow);
 // the files of chunks dropped by retention are kept and made the next
 // chunks (zeroed and renamed), and the directory fsync of a chunk file is
 // the index sync's, before it syncs entries in the chunk, never the

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -56,16 +57,16 @@ import (
 // node of a fleet at the same record, since the nodes' indexes cross
 // their boundaries at the same entries. An array given a preparer
 // (arrayConfig.prep) therefore has its chunks made ahead, off the
-// writer's path and at no boundary: at the writer's first entry in a
+// writer's path and at no boundary: at the writer's second entry in a
 // chunk (half way into the first chunk, see setPrepAt) it asks the
 // preparer (a slice append, once a chunk), which keeps aheadChunks chunks
 // made ahead (next), under their final names, their pages faulted in; the
 // writer crossing into one swaps a pointer. The preparer makes them at a
 // random moment up to prepLater after the ask (preparer.go), not at the
 // ask, so that no record of the fleet finds every node making a chunk;
-// only when the writer has crossed into a chunk with none left made ahead
-// (the preparer behind) does it make the next one at once. A writer that
-// gets there first, or a preparer that failed, makes the chunk itself.
+// at once only when the writer would get there first (askNow: the
+// preparer is behind, or the writer is fast). A writer that gets there
+// first, or a preparer that failed, makes the chunk itself.
 // The directory fsync is on no writer's or preparer's path: sync syncs
 // the directory first when a chunk file was renamed into it since
 // (syncDir), so no entry of a chunk is durable before the chunk's file is.
@@ -114,6 +115,10 @@ type array struct {
 	// passes prepAt (math.MaxUint64 once asked, until the writer crosses).
 	prep   *preparer
 	prepAt atomic.Uint64
+	// askedAt and askedN are when the writer last asked (or opened or
+	// truncated the array) and its length then, for askNow. Writer only.
+	askedAt time.Time
+	askedN  uint64
 
 	// prepMu guards next, the chunks made ahead of the writer, in order
 	// after the last of chunks: mapped, their files all zeros under their
@@ -246,6 +251,7 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 		a.firstEntry.Store(start)
 		a.length.Store(start)
 		a.synced.Store(start)
+		a.askedAt, a.askedN = time.Now(), start
 		return a, nil
 	}
 	for i, c := range chunks {
@@ -271,6 +277,7 @@ func openArray(dir string, start uint64, cfg arrayConfig, log *zap.Logger) (*arr
 	a.firstEntry.Store(chunks[0].base)
 	a.length.Store(n)
 	a.synced.Store(n)
+	a.askedAt, a.askedN = time.Now(), n
 	a.setPrepAt(last)
 	return a, nil
 }
@@ -322,17 +329,18 @@ func (a *array) lengthOf(c *arrayChunk) (uint64, error) {
 	return n, err
 }
 
-// setPrepAt makes the writer ask for the chunk after c at its first entry
-// in c, or, if c is the array's first chunk, once c is half full: a chunk
-// made ahead later than that was not ready in time for a writer appending
-// back to back (BenchmarkPublishIndexBoundaries), and an index of a few
-// entries (a topic or an origin written a few times) gets none made
-// ahead. Without a preparer, it never asks.
+// setPrepAt makes the writer ask for the chunk after c at its second
+// entry in c, or, if c is the array's first chunk, once c is half full: a
+// chunk made ahead later than that was not ready in time for a writer
+// appending back to back (BenchmarkPublishIndexBoundaries), and an index
+// of a few entries (a topic or an origin written a few times) gets none
+// made ahead. The second, as an ask may wake the preparer (askNow) and
+// the first pays for the crossing. Without a preparer, it never asks.
 func (a *array) setPrepAt(c *arrayChunk) {
 	if a.prep == nil {
 		return
 	}
-	at := c.base + 1
+	at := c.base + min(2, c.entries)
 	if c.base == a.firstEntry.Load() {
 		at = c.base + c.entries/2
 	}
@@ -566,11 +574,8 @@ func (a *array) appendAll(entries []byte) error {
 		if n != start {
 			a.length.Store(n)
 			if n >= a.prepAt.Load() {
-				// Now only if none is made ahead past the first chunk
-				// (the preparer is behind): see the top of this file.
 				a.prepAt.Store(math.MaxUint64)
-				now := a.ahead.Load() == 0 && a.chunks[len(a.chunks)-1].base != a.firstEntry.Load()
-				a.prep.request(a, now)
+				a.prep.request(a, a.askNow(n))
 			}
 		}
 	}()
@@ -597,6 +602,31 @@ func (a *array) appendAll(entries []byte) error {
 		entries = entries[k:]
 	}
 	return nil
+}
+
+// askNow says whether the writer, asking at length n, wants its next
+// chunks made at once rather than within the preparer's delay: when none
+// is made ahead past the first chunk (the preparer is behind), or when
+// the entries ready (the rest of its chunk and those made ahead) would
+// last it less than twice the delay at its rate since its last ask (at
+// 2,000 a second the first chunk's 256 last 128 ms; back to back, 0.14 ms:
+// BenchmarkPublishIndexBoundaries). Writer only.
+func (a *array) askNow(n uint64) bool {
+	now := time.Now()
+	took, wrote := now.Sub(a.askedAt), n-a.askedN
+	a.askedAt, a.askedN = now, n
+	last := a.chunks[len(a.chunks)-1]
+	made := a.ahead.Load()
+	if made == 0 && last.base != a.firstEntry.Load() {
+		return true
+	}
+	ready, size := last.end()-n, last.entries
+	for range made {
+		size = min(2*size, a.chunkEntries)
+		ready += size
+	}
+	// The ready entries last ready/wrote times what the last ones took.
+	return float64(ready)*float64(took) < 2*float64(a.prep.delay)*float64(wrote)
 }
 
 // grow adds the chunk starting at n, which must follow the last one (see
@@ -1063,6 +1093,7 @@ func (a *array) truncate(n uint64) error {
 	if a.synced.Load() > n {
 		a.synced.Store(n)
 	}
+	a.askedAt, a.askedN = time.Now(), n
 	a.setPrepAt(c)
 	err := fsys.Guard(func() error {
 		clear(c.data[from:to])

@@ -729,7 +729,7 @@ func TestIndexDiskFull(t *testing.T) {
 	for i := range full {
 		if i == firstIndexChunkEntries {
 			// The second and third chunks are made ahead; the fourth is
-			// asked for at the first entry in the second: the limit is set
+			// asked for at the second entry in the second: the limit is set
 			// before, so that the preparer fails to make it too.
 			preparedAhead(t, ti.Get("a").arr)
 			testkit.SetFSizeLimit(t, 8<<10)

@@ -117,7 +117,7 @@ func bases(chunks []*arrayChunk) []uint64 {
 // the one after. A close removes the chunks made ahead and never
 // written, and the array reopens with its entries.
 func TestArrayPreparesNextChunk(t *testing.T) {
-	p := newPreparer()
+	p := newPreparer(prepLater)
 	defer p.stop()
 	dir := t.TempDir()
 	a := openPreparedArray(t, dir, 4, 16, p)
@@ -135,15 +135,15 @@ func TestArrayPreparesNextChunk(t *testing.T) {
 	if files := chunkFiles(t, dir); !slices.Equal(files, []uint64{0, 4, 12}) {
 		t.Fatalf("chunk files %v, want [0 4 12]", files)
 	}
-	appendEntries(t, a, 2, 5)
+	appendEntries(t, a, 2, 6)
 	if got := a.chunks[len(a.chunks)-1]; got != next[0] {
 		t.Fatal("the writer made the chunk the preparer had made")
 	}
-	// The writer's first entry in chunk 4 asks for chunk 28.
+	// The writer's second entry in chunk 4 asks for chunk 28.
 	if got := bases(preparedAhead(t, a)); !slices.Equal(got, []uint64{12, 28}) {
 		t.Fatalf("made ahead: chunks %v, want [12 28]", got)
 	}
-	appendEntries(t, a, 5, 9)
+	appendEntries(t, a, 6, 9)
 	checkArray(t, a, 0, 9)
 	if err := a.close(); err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestArrayOpenDropsUnusedChunks(t *testing.T) {
 func TestArrayTruncateDropsPreparedChunk(t *testing.T) {
 	for _, cut := range []uint64{2, 4, 6} {
 		t.Run(fmt.Sprint(cut), func(t *testing.T) {
-			p := newPreparer()
+			p := newPreparer(prepLater)
 			defer p.stop()
 			dir := t.TempDir()
 			a := openPreparedArray(t, dir, 4, 16, p)
@@ -255,7 +255,7 @@ func TestArrayTruncateDropsPreparedChunk(t *testing.T) {
 // with the race detector on: every entry reads back, during and after,
 // and each chunk is made once.
 func TestArrayPrepareRacesWriter(t *testing.T) {
-	p := newPreparer()
+	p := newPreparer(prepLater)
 	defer p.stop()
 	dir := t.TempDir()
 	a := openPreparedArray(t, dir, 4, 64, p)
@@ -312,7 +312,7 @@ func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
 		}
 		return nil
 	}
-	p := newPreparer()
+	p := newPreparer(prepLater)
 	defer p.stop()
 	a := openPreparedArray(t, t.TempDir(), 4, 16, p)
 	appendEntries(t, a, 0, 1) // the first chunk, made here
@@ -345,7 +345,7 @@ func TestArraySyncSyncsPreparedChunkDir(t *testing.T) {
 // written and nothing else (and reuses the .free files it finds), and
 // close leaves no .free file.
 func TestArrayReusesDroppedChunks(t *testing.T) {
-	p := newPreparer()
+	p := newPreparer(prepLater)
 	defer p.stop()
 	dir := t.TempDir()
 	a := openPreparedArray(t, dir, 4, 4, p)
@@ -411,7 +411,7 @@ func TestArrayReusesDroppedChunks(t *testing.T) {
 // array as before the drop, every entry readable and the chunks
 // contiguous.
 func TestArrayDropLeavesFilesToThePreparer(t *testing.T) {
-	p := newPreparer()
+	p := newPreparer(prepLater)
 	defer p.stop()
 	dir := t.TempDir()
 	a := openPreparedArray(t, dir, 4, 4, p)

@@ -10,9 +10,8 @@ import (
 // asked for (see array.prepareNext): a random moment in [0, prepLater),
 // so that the nodes of a fleet, whose indexes ask at the same records,
 // make their chunks at different ones (BenchmarkBoundaryLatencyProcs in
-// internal/fleet). A writer appending up to about a first chunk's half
-// (256 entries) within it outruns the preparer at the first chunk and
-// makes the second itself.
+// internal/fleet). A writer whose ready entries would not last twice
+// that asks for its chunks at once instead (array.askNow).
 const prepLater = 50 * time.Millisecond
 
 // preparer makes the next chunks of a set's arrays ahead of their
@@ -22,10 +21,12 @@ const prepLater = 50 * time.Millisecond
 // for them), and so that no node makes them at the records every node
 // crosses at once (where they delayed those records on every node).
 type preparer struct {
+	delay time.Duration // the bound of the random moment (prepLater; tests' own)
+
 	mu    sync.Mutex
-	now   []*array        // the preparer is behind: make one at once
+	now   []*array        // make up to aheadChunks at once (array.askNow)
 	reaps []*array        // with dropped chunks' files to see to
-	later map[*array]bool // make up to aheadChunks, at a random moment
+	later map[*array]bool // make up to aheadChunks at a random moment
 	timer *time.Timer     // armed while later is not empty
 	fire  chan struct{}   // the timer's
 
@@ -34,31 +35,32 @@ type preparer struct {
 	wg   sync.WaitGroup
 }
 
-// newPreparer starts a preparer; stop ends it.
-func newPreparer() *preparer {
-	p := &preparer{later: map[*array]bool{}, fire: make(chan struct{}, 1),
+// newPreparer starts a preparer that makes what is asked for later at a
+// random moment within delay (prepLater but in tests); stop ends it.
+func newPreparer(delay time.Duration) *preparer {
+	p := &preparer{delay: delay, later: map[*array]bool{}, fire: make(chan struct{}, 1),
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.loop()
 	return p
 }
 
-// request asks for a's next chunks: aheadChunks of them within
-// prepLater, and with now one at once. It does not block. Safe from any
-// goroutine.
+// request asks for a's next chunks, aheadChunks of them: within p.delay,
+// or with now at once. It does not block. Safe from any goroutine.
 func (p *preparer) request(a *array, now bool) {
 	p.mu.Lock()
 	if now {
 		p.now = append(p.now, a)
-	}
-	p.later[a] = true
-	if p.timer == nil {
-		p.timer = time.AfterFunc(rand.N(prepLater), func() {
-			select {
-			case p.fire <- struct{}{}:
-			default:
-			}
-		})
+	} else {
+		p.later[a] = true
+		if p.timer == nil {
+			p.timer = time.AfterFunc(rand.N(p.delay), func() {
+				select {
+				case p.fire <- struct{}{}:
+				default:
+				}
+			})
+		}
 	}
 	p.mu.Unlock()
 	if now {
@@ -86,7 +88,6 @@ func (p *preparer) loop() {
 	defer p.wg.Done()
 	for {
 		var queue, reaps []*array
-		want := 1
 		select {
 		case <-p.done:
 			return
@@ -103,7 +104,6 @@ func (p *preparer) loop() {
 			clear(p.later)
 			p.timer = nil
 			p.mu.Unlock()
-			want = aheadChunks
 		}
 		for _, a := range queue {
 			select {
@@ -111,7 +111,7 @@ func (p *preparer) loop() {
 				return
 			default:
 			}
-			a.prepareNext(want)
+			a.prepareNext(aheadChunks)
 		}
 		for _, a := range reaps {
 			a.reapDropped()

@@ -72,7 +72,7 @@ func (s *set[K, M]) init(dir string, entrySize, chunkEntries, maxMapped int, log
 	if err := makeIndexDir(dir); err != nil {
 		return err
 	}
-	s.cfg.prep = newPreparer()
+	s.cfg.prep = newPreparer(prepLater)
 	return nil
 }
 
