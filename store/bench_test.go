@@ -447,21 +447,7 @@ func BenchmarkMapCopyProbe(b *testing.B) {
 				synced = w
 			}
 		}
-		stop := make(chan struct{})
-		flusherDone := make(chan struct{})
-		go func() {
-			defer close(flusherDone)
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					flushOnce()
-				}
-			}
-		}()
+		stopFlusher := probeFlusher(flushOnce)
 		newFile := func(n int) []byte {
 			f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%020d", int64(n)*fileSize)), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
 			if err != nil {
@@ -503,8 +489,7 @@ func BenchmarkMapCopyProbe(b *testing.B) {
 			written.Store(int64(off))
 		}
 		b.StopTimer()
-		close(stop)
-		<-flusherDone
+		stopFlusher()
 		flushOnce()
 		mu.Lock()
 		if err := fsys.Unmap(cur); err != nil {
