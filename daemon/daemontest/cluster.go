@@ -51,7 +51,14 @@ func NewCluster(tb testing.TB, n int, configure func(i int, cfg *daemon.Config))
 			seed = []string{node.D.GossipAddr()}
 		}
 	}
-	testkit.Until(tb, 10*time.Second, "every node sees every other", func() string {
+	c.waitAlive()
+	return c
+}
+
+// waitAlive waits until every node sees every node alive.
+func (c *Cluster) waitAlive() {
+	c.tb.Helper()
+	testkit.Until(c.tb, 10*time.Second, "every node sees every other", func() string {
 		for _, node := range c.Nodes {
 			st := node.D.ClusterStatus()
 			alive := 0
@@ -60,13 +67,27 @@ func NewCluster(tb testing.TB, n int, configure func(i int, cfg *daemon.Config))
 					alive++
 				}
 			}
-			if alive != n {
-				return fmt.Sprintf("%s sees %d of %d members alive", node.Config.NodeName, alive, n)
+			if alive != len(c.Nodes) {
+				return fmt.Sprintf("%s sees %d of %d members alive", node.Config.NodeName, alive, len(c.Nodes))
 			}
 		}
 		return ""
 	})
-	return c
+}
+
+// Restart stops node i (it leaves the cluster) and starts it again with
+// the same configuration, on its data directory and sockets (its TCP
+// ports are new ones when they were :0), and waits until every node sees
+// every other alive. Node i must not be the first, which the others join.
+func (c *Cluster) Restart(i int) {
+	c.tb.Helper()
+	if i == 0 {
+		c.tb.Fatal("daemontest: Restart(0): the other nodes join node 0")
+	}
+	old := c.Nodes[i]
+	old.Stop()
+	c.Nodes[i] = Start(c.tb, func(cfg *daemon.Config) { *cfg = old.Config })
+	c.waitAlive()
 }
 
 // Partition cuts the data connections between nodes of different sides,

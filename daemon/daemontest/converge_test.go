@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,6 +14,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/cachecast/cachecast/client"
+	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/daemon/daemontest"
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store"
@@ -59,13 +62,33 @@ type history struct {
 	incremented map[string]bool
 }
 
-// actor is one client of one node, drawing its operations from rng.
+// actor is one client of one node, drawing its operations from rng: rc
+// speaks Redis (on the Unix socket or on TCP with AUTH), hc the local
+// HTTP API, to the same keys.
 type actor struct {
 	node int
+	tcp  bool // rc is on TCP with AUTH, not on the Unix socket
 	rc   *goredis.Client
+	hc   *client.Client
 	rng  *rand.Rand
 	h    *history
 	n    int // values written, for unique values
+}
+
+// connect opens a's clients of node nd.
+func (a *actor) connect(nd *daemontest.Node) {
+	opts := &goredis.Options{Network: "unix", Addr: nd.D.RedisSocketPath(), Protocol: 2,
+		MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second}
+	if a.tcp {
+		opts.Network, opts.Addr, opts.Username, opts.Password = "tcp", nd.D.RedisAddr(), "cv", "cv-pw"
+	}
+	a.rc, a.hc = goredis.NewClient(opts), client.New(nd.Socket)
+}
+
+// close closes a's clients.
+func (a *actor) close() {
+	a.rc.Close()
+	a.hc.Close()
 }
 
 // convergeOp is one kind of operation of the randomized test: weight is
@@ -103,6 +126,23 @@ var convergeOps = []convergeOp{
 	{"DEL", 8, func(ctx context.Context, a *actor) error {
 		k := a.key()
 		return a.write(ctx, []any{"DEL", k}, []writeOp{{key: k}})
+	}},
+	{"HTTP PUT", 8, func(ctx context.Context, a *actor) error {
+		// The same keys through the other door: a PUT is a value
+		// without an expiry, as a SET without one.
+		name, v := a.keyName(), a.value()
+		start := time.Now()
+		if _, err := a.hc.Publish(ctx, convergeTopic, name, []byte(v), ""); err != nil {
+			return err
+		}
+		a.h.mu.Lock()
+		defer a.h.mu.Unlock()
+		a.h.values[v] = writeOp{key: convergeTopic + ":" + name, value: v, start: start}
+		return nil
+	}},
+	{"HTTP DELETE", 3, func(ctx context.Context, a *actor) error {
+		_, err := a.hc.Delete(ctx, convergeTopic, a.keyName())
+		return err
 	}},
 	{"EXPIRE", 12, func(ctx context.Context, a *actor) error {
 		s := 3600 + a.rng.Int64N(3600)
@@ -192,7 +232,11 @@ var convergeOps = []convergeOp{
 // write the same keys at the same moments.
 const convergeKeys = 6
 
-func (a *actor) key() string { return convergeTopic + ":k" + strconv.Itoa(a.rng.IntN(convergeKeys)) }
+// key is a Redis key of the test, keyName the key in its topic, as the
+// HTTP API names it: "cv:k3" is the topic cv's key k3.
+func (a *actor) key() string { return convergeTopic + ":" + a.keyName() }
+
+func (a *actor) keyName() string { return "k" + strconv.Itoa(a.rng.IntN(convergeKeys)) }
 
 // convergeCounters is how many counter keys (cv:c0...) the actors
 // increment: keys no other operation writes, which no node holds a value
@@ -284,8 +328,9 @@ func convergeSeed(t *testing.T) uint64 {
 // TestConvergeRandomOps is the fleet's write semantics under concurrent
 // clients: 3 daemons whose links delay every write at random, and on
 // every node actors sending SET, MSET, DEL, the expiry commands,
-// counter increments and MULTI batches (convergeOps) to the same few
-// keys at once. Once the nodes converged,
+// counter increments and MULTI batches on the Unix socket or on TCP with
+// AUTH, and PUTs and DELETEs on the HTTP API (convergeOps), to the same
+// few keys at once. Once the nodes converged,
 // every node holds the same entry for every key, that entry is the
 // last-writer-wins winner of the writes clients sent (never a value a
 // later command wrote again: no command may revert a newer value), and
@@ -296,12 +341,19 @@ func convergeSeed(t *testing.T) uint64 {
 // deleted, then expired): every counter is created from nothing by
 // increments on several nodes at once, and each phase's check is 0 plus
 // the increments acknowledged in it (the reset before it converged
-// first). The seed is logged; CACHECAST_CONVERGE_SEED=<seed> replays the
+// first). In the second phase a node restarts on its data while the
+// others take writes. The seed is logged; CACHECAST_CONVERGE_SEED=<seed> replays the
 // workload.
 func TestConvergeRandomOps(t *testing.T) {
 	seed := convergeSeed(t)
 	t.Logf("seed %d (replay: %s=%d)", seed, convergeSeedEnv, seed)
-	c := daemontest.NewCluster(t, 3, nil)
+	users := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(users, []byte("user cv on >cv-pw ~* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := daemontest.NewCluster(t, 3, func(_ int, cfg *daemon.Config) {
+		cfg.RedisAddr, cfg.RedisUsers = "127.0.0.1:0", users
+	})
 	var dmu sync.Mutex
 	drng := rand.New(rand.NewPCG(seed, 1))
 	delay := func(string, string) time.Duration {
@@ -314,23 +366,30 @@ func TestConvergeRandomOps(t *testing.T) {
 	defer cancel()
 	const actorsPerNode = 2
 	var actors []*actor
-	for i, nd := range c.Nodes {
+	for i := range c.Nodes {
 		for j := range actorsPerNode {
-			rc := goredis.NewClient(&goredis.Options{Network: "unix", Addr: nd.D.RedisSocketPath(), Protocol: 2,
-				MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second})
-			defer rc.Close()
-			actors = append(actors, &actor{node: i, rc: rc, rng: rand.New(rand.NewPCG(seed, uint64(2+i*actorsPerNode+j))), h: h})
+			a := &actor{node: i, tcp: j == 1, rng: rand.New(rand.NewPCG(seed, uint64(2+i*actorsPerNode+j))), h: h}
+			a.connect(c.Nodes[i])
+			t.Cleanup(a.close)
+			actors = append(actors, a)
 		}
 	}
 	// Three phases; the counters are created from nothing, concurrently
 	// on every node, in each: they begin never written, then deleted,
-	// then expired (resetCounters).
+	// then expired (resetCounters). In the second, node 1 or 2 restarts
+	// on its data while the others' actors write.
 	for phase := range 3 {
 		if phase > 0 {
 			resetCounters(ctx, t, c, actors[drng.IntN(len(actors))], phase)
 		}
+		restart := 1 + drng.IntN(len(c.Nodes)-1) // drawn before the links draw from drng
 		c.Net.SetDelay(delay)
-		runActors(ctx, t, actors, 40)
+		if phase == 1 {
+			restartDuringWrites(ctx, t, c, actors, restart)
+		}
+		if err := runActors(ctx, actors, 40); err != nil {
+			t.Fatal(err)
+		}
 		c.Net.SetDelay(nil)
 		c.WaitConverged(20 * time.Second)
 		checkConverged(t, c, h)
@@ -344,10 +403,37 @@ func TestConvergeRandomOps(t *testing.T) {
 	t.Logf("%d values written, %d expiry commands applied", len(h.values), len(h.expiries))
 }
 
-// runActors has every actor send ops operations drawn from convergeOps,
-// all at once, and fails the test on an error.
-func runActors(ctx context.Context, t *testing.T, actors []*actor, ops int) {
+// restartDuringWrites restarts node r (Cluster.Restart: it leaves, then
+// starts again on its data) while the actors of the other nodes send 20
+// operations each, and connects r's actors to the new node.
+func restartDuringWrites(ctx context.Context, t *testing.T, c *daemontest.Cluster, actors []*actor, r int) {
 	t.Helper()
+	var others, own []*actor
+	for _, a := range actors {
+		if a.node == r {
+			own = append(own, a)
+		} else {
+			others = append(others, a)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- runActors(ctx, others, 20) }()
+	for _, a := range own {
+		a.close()
+	}
+	c.Restart(r)
+	t.Logf("restarted node%d", r)
+	for _, a := range own {
+		a.connect(c.Nodes[r])
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runActors has every actor send ops operations drawn from convergeOps,
+// all at once, and returns the first error.
+func runActors(ctx context.Context, actors []*actor, ops int) error {
 	total := 0
 	for _, op := range convergeOps {
 		total += op.weight
@@ -375,9 +461,7 @@ func runActors(ctx context.Context, t *testing.T, actors []*actor, ops int) {
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	return <-errs
 }
 
 // resetCounters ends a phase of the converged fleet: a's node deletes
