@@ -349,7 +349,10 @@ func TestArrayReusesDroppedChunks(t *testing.T) {
 	defer p.stop()
 	dir := t.TempDir()
 	a := openPreparedArray(t, dir, 4, 4, p)
-	appendEntries(t, a, 0, 25)
+	// 26 entries: past the ask in chunk 24 (its second entry), so that
+	// the chunks made ahead are 28 and 32 however soon the preparer ran
+	// (at 25, a preparer quicker than the writer had made 28 only).
+	appendEntries(t, a, 0, 26)
 	if got := bases(preparedAhead(t, a)); !slices.Equal(got, []uint64{28, 32}) {
 		t.Fatalf("made ahead: chunks %v, want [28 32]", got)
 	}
@@ -369,8 +372,8 @@ func TestArrayReusesDroppedChunks(t *testing.T) {
 	if free := freeFiles(t, dir); len(free) != maxFreeChunks {
 		t.Fatalf("files kept for reuse %v, want %d", free, maxFreeChunks)
 	}
-	crashCopy(t, dir, 16, 25)
-	appendEntries(t, a, 25, 33) // into 28 and 32: 36 and 40 are asked for
+	crashCopy(t, dir, 16, 26)
+	appendEntries(t, a, 26, 34) // into 28 and 32, past the asks at 30 and 34: 36 and 40 made
 	next := preparedAhead(t, a)
 	if got := bases(next); !slices.Equal(got, []uint64{36, 40}) {
 		t.Fatalf("made ahead: chunks %v, want [36 40]", got)
@@ -383,8 +386,8 @@ func TestArrayReusesDroppedChunks(t *testing.T) {
 	if free := freeFiles(t, dir); len(free) != 0 {
 		t.Fatalf("files kept for reuse after reusing them: %v", free)
 	}
-	crashCopy(t, dir, 16, 33)
-	appendEntries(t, a, 33, 50)
+	crashCopy(t, dir, 16, 34)
+	appendEntries(t, a, 34, 50)
 	checkArray(t, a, 16, 50)
 	if err := a.dropChunksBefore(40, 0); err != nil {
 		t.Fatal(err)
@@ -416,7 +419,7 @@ func TestArrayDropLeavesFilesToThePreparer(t *testing.T) {
 	dir := t.TempDir()
 	a := openPreparedArray(t, dir, 4, 4, p)
 	defer a.close()
-	appendEntries(t, a, 0, 25)
+	appendEntries(t, a, 0, 26) // past the ask in chunk 24: two made ahead (see TestArrayReusesDroppedChunks)
 	preparedAhead(t, a)
 	before := chunkFiles(t, dir)
 	if err := a.dropChunksBefore(16, 100); err != nil {
@@ -429,7 +432,7 @@ func TestArrayDropLeavesFilesToThePreparer(t *testing.T) {
 	if files := chunkFiles(t, dir); !slices.Equal(files, before) || len(freeFiles(t, dir)) != 0 {
 		t.Fatalf("files after the drop %v (free %v), want them as before %v", files, freeFiles(t, dir), before)
 	}
-	crashCopy(t, dir, 0, 25)
+	crashCopy(t, dir, 0, 26)
 	a.askReap(100)
 	testkit.Until(t, 10*time.Second, "the preparer seeing to the dropped chunks' files", func() string {
 		if files := chunkFiles(t, dir); files[0] != 16 || len(freeFiles(t, dir)) != maxFreeChunks {
