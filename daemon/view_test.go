@@ -390,6 +390,39 @@ func TestViewValuesAcrossGrowth(t *testing.T) {
 	check("with the values back on the heap")
 }
 
+// TestViewValuesAfterRestart: with --view-file-values, the values a
+// restart loads (snapshot and replay) go into the shared view file once
+// the mirror has loaded it, as those written later do: every key keeps
+// its value in the file only, and reads give it.
+func TestViewValuesAfterRestart(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ViewFileValues = true
+	td := startDaemon(t, cfg)
+	const keys = 200
+	value := func(i int) string { return fmt.Sprintf("v%03d/%s", i, strings.Repeat("v", 90)) }
+	for i := range keys {
+		td.put("t", fmt.Sprintf("k%03d", i), value(i))
+	}
+	td.stop()
+	td = startDaemon(t, cfg)
+	r, err := localview.Open(cfg.ViewPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	waitView(t, r, "ready", func() bool { return r.Fresh(time.Second) == nil })
+	st := td.d.Store()
+	if n := st.ViewValuesInFile(); n != keys {
+		t.Errorf("%d of %d values in the file only after the restart", n, keys)
+	}
+	for i := range keys {
+		k := fmt.Sprintf("k%03d", i)
+		if e, ok := st.Get("t", k); !ok || string(e.Value) != value(i) {
+			t.Fatalf("Get(%s) = %v %q", k, ok, e.Value)
+		}
+	}
+}
+
 // TestViewMetrics: the view's gauges on /metrics.
 func TestViewMetrics(t *testing.T) {
 	cfg := testConfig(t)

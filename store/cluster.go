@@ -185,6 +185,15 @@ func (s *Store) ViewFileWrittenLater(f view.ValueFile, cs []view.Change) {
 	s.view.FileWrittenLater(f, cs)
 }
 
+// ViewFileLoaded is ViewFileWrittenLater for the changes FollowView
+// returned (the view as it stood), which the follower wrote into f when
+// it loaded the file (view.View.FileLoaded).
+func (s *Store) ViewFileLoaded(f view.ValueFile, cs []view.Change) { s.view.FileLoaded(f, cs) }
+
+// ViewValuesInFile is how many of the view's entries keep their value
+// in the shared view file only (view.View.ValuesInFile).
+func (s *Store) ViewValuesInFile() int { return s.view.ValuesInFile() }
+
 // UnfileView copies every value the view keeps in the shared view file
 // back to the heap: the follower calls it before it stops writing the
 // file.

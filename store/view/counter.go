@@ -279,7 +279,7 @@ func (v *View) counterLocked(tv *topicView, r record.Record) bool {
 		if m := c.moved(inc); m != nil {
 			inc = m // the genesis' increments count on this absence too
 		} else if !inc.absent && inc.of(old) && !old.isTomb() {
-			inc.base, inc.known = old.valueIn(v.file, tv.name), true
+			inc.base, inc.known = old.valueIn(&v.shared, tv.name), true
 		}
 		c = inc
 	}
@@ -313,11 +313,11 @@ func (v *View) recount(tv *topicView, k string) bool {
 	case !c.of(old) || !c.absent && old.isTomb():
 		return false
 	default:
-		it = old.clone(v.file, tv.name)
+		it = old.clone(&v.shared, tv.name)
 	}
 	n := v.counted(tv, k, &it.viewItem)
 	if old != nil && n.stamp == old.stamp && n.isTomb() == old.isTomb() && n.expiry() == old.expiry() &&
-		bytes.Equal(n.valueIn(v.file, tv.name), old.valueIn(v.file, tv.name)) {
+		bytes.Equal(n.valueIn(&v.shared, tv.name), old.valueIn(&v.shared, tv.name)) {
 		return false
 	}
 	if old != nil && te == nil && old.epoch == v.epoch && old.fits(&it.viewItem) {
@@ -379,12 +379,12 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	}
 	if !c.known {
 		n := *c
-		n.base, n.known = bytes.Clone(it.valueIn(v.file, tv.name)), true
+		n.base, n.known = bytes.Clone(it.valueIn(&v.shared, tv.name)), true
 		c = &n
 		tv.setCount(k, c)
 	}
 	val := c.value()
-	if bytes.Equal(val, it.valueIn(v.file, tv.name)) {
+	if bytes.Equal(val, it.valueIn(&v.shared, tv.name)) {
 		return it
 	}
 	n := makeViewItem([]byte(it.key()), []byte(it.tag()), val, it.stamp, it.flags, it.effAt(), it.expiry())

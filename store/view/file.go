@@ -16,27 +16,32 @@ import (
 //   - onHeap: the body holds key | tag | value (every item starts so);
 //   - inFile: the body holds key | tag, the value is the file's record of
 //     the key, which holds the item's stamp;
-//   - retired: onHeap, and never inFile again: the item is no longer its
-//     key's entry alone (replaced, or its key has a timeline).
+//   - retired: onHeap, and not inFile again while it is not its key's
+//     entry alone (replaced, or its key has a timeline; or the mirror
+//     let the file go, Unfile, and has not loaded it again).
 //
 // An item goes inFile only under the write lock, once the mirror reports
-// it wrote its change (FileWritten), and only when nothing but the view's
-// indexes can hold it: it is its key's entry, of a topic without
-// counters, made since the last freeze (its epoch: no frozen clone holds
-// it), a plain value (no times, not in a timeline), and the body the
-// mirror wrote is still its own. The file's record of the key changes
-// only by a later change of the key, which the view makes first, under
-// the write lock: install retires the item it replaces and copies its
-// value back to the heap before the follower hears of the change, and
-// update gives the item its new value on the heap. So a reader holding
-// the read lock finds the item's value in the file; a frozen clone
-// (Digest, the snapshot writer, FollowFrom), which reads without the
-// lock, checks the stamp of the record it read and, when the record was
-// rewritten, finds the value copied back (the copy came first). A
-// growth of the file moves records, which readers find by key; the file
-// keeps its old mapping until no read is under way in it (the writer's
-// business). When the mirror stops writing the file (a write error, a
-// restart, Close), Unfile copies every value back first.
+// it wrote its change (FileWritten), or wrote it when it loaded the view
+// into a new file (FileLoaded: a restart's snapshot and replay), and
+// only when it is its key's entry alone, of a topic without counters, a
+// plain value (no times, not in a timeline), and the body the mirror
+// wrote is still its own. The file's record of the key changes only by
+// a later change of the key, which the view makes first, under the write
+// lock: install retires the item it replaces and copies its value back
+// to the heap before the follower hears of the change, and update (an
+// item no frozen clone holds) gives the item its new value on the heap.
+// So a reader holding the read lock finds the item's value in the file.
+// A frozen clone (Digest, the snapshot writer, FollowFrom) reads without
+// the lock, and may hold an item that goes inFile after the clone was
+// taken: it reads the state, the body and the state again (the marking
+// stores the state first, then the body), loads the view's file only
+// once it found the item inFile (View.shared), checks the stamp of the
+// record it read and, when the record was rewritten, finds the value
+// copied back (the copy came first). A growth of the file moves
+// records, which readers find by key; the file keeps its old mapping
+// until no read is under way in it (the writer's business). When the
+// mirror stops writing the file (a write error, a restart, Close),
+// Unfile copies every value back first.
 const (
 	onHeap uint32 = iota
 	inFile
@@ -85,6 +90,44 @@ func (it *viewItem) tag() string {
 // inFile reports whether the item's value is in the file.
 func (it *viewItem) inFile() bool { return atomic.LoadUint32(&it.state) == inFile }
 
+// heapBodyNow is the item's body when its value is on the heap (true):
+// the state, the body, the state again, so that a reader without the
+// view's lock (a frozen clone) does not take the key | tag body of an
+// item FileWritten moves into the file meanwhile (it stores the state
+// first, then the body).
+func (it *viewItem) heapBodyNow() (unsafe.Pointer, bool) {
+	if it.inFile() {
+		return nil, false
+	}
+	b := it.loadBody()
+	return b, !it.inFile()
+}
+
+// sharedFile is the view's file (View.file) as readers without the
+// view's lock (frozen clones) find it: set before an item goes inFile in
+// it, cleared once every item is back on the heap, so that a reader that
+// finds an item inFile and then loads the file finds the file its value
+// is in, or finds the item on the heap again.
+type sharedFile struct{ p atomic.Pointer[ValueFile] }
+
+func (s *sharedFile) load() ValueFile {
+	if p := s.p.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setFile makes f the view's file (nil: none). The caller holds the
+// write lock.
+func (v *View) setFile(f ValueFile) {
+	v.file = f
+	if f == nil {
+		v.shared.p.Store(nil)
+	} else {
+		v.shared.p.Store(&f)
+	}
+}
+
 // heapValue is the value of a body holding key | tag | value, without a
 // copy (nil when empty): the bytes were a []byte before they became the
 // body, and nothing writes them again.
@@ -96,15 +139,29 @@ func (it *viewItem) heapValue(body unsafe.Pointer) []byte {
 }
 
 // valueIn is the item's value: shared with its body when on the heap, a
-// copy read from f (the file its topic's values are in) otherwise.
-func (it *viewItem) valueIn(f ValueFile, topic string) []byte { return it.valueOf(f, topic, false, 0) }
+// copy read from src's file (the file its topic's values are in)
+// otherwise.
+func (it *viewItem) valueIn(src *sharedFile, topic string) []byte {
+	for {
+		if b, ok := it.heapBodyNow(); ok {
+			return it.heapValue(b)
+		}
+		if v, ok := it.fileValue(nil, src.load(), topic, false, 0); ok {
+			if len(v) == 0 {
+				return nil
+			}
+			return v
+		}
+	}
+}
 
-// valueOf is valueIn for a caller that holds f's RLock (held) or not;
+// valueOf is valueIn for a caller holding the view's lock, which reads
+// from f (the view's file), whose RLock it holds as well (held) or not;
 // hint is f's Warm for the key under that RLock, or 0.
 func (it *viewItem) valueOf(f ValueFile, topic string, held bool, hint uint64) []byte {
 	for {
-		if !it.inFile() {
-			return it.heapValue(it.loadBody())
+		if b, ok := it.heapBodyNow(); ok {
+			return it.heapValue(b)
 		}
 		if v, ok := it.fileValue(nil, f, topic, held, hint); ok {
 			if len(v) == 0 {
@@ -116,12 +173,12 @@ func (it *viewItem) valueOf(f ValueFile, topic string, held bool, hint uint64) [
 }
 
 // appendValue appends the item's value to dst.
-func (it *viewItem) appendValue(dst []byte, f ValueFile, topic string) []byte {
+func (it *viewItem) appendValue(dst []byte, src *sharedFile, topic string) []byte {
 	for {
-		if !it.inFile() {
-			return append(dst, it.heapValue(it.loadBody())...)
+		if b, ok := it.heapBodyNow(); ok {
+			return append(dst, it.heapValue(b)...)
 		}
-		if v, ok := it.fileValue(dst, f, topic, false, 0); ok {
+		if v, ok := it.fileValue(dst, src.load(), topic, false, 0); ok {
 			return v
 		}
 	}
@@ -163,16 +220,16 @@ func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool, 
 }
 
 // heapBody is a body holding key | tag | value for the item: its own
-// when on the heap, else a new one with the value read from f.
-func (it *viewItem) heapBody(f ValueFile, topic string) unsafe.Pointer {
+// when on the heap, else a new one with the value read from src's file.
+func (it *viewItem) heapBody(src *sharedFile, topic string) unsafe.Pointer {
 	for {
-		if !it.inFile() {
-			return it.loadBody()
+		if b, ok := it.heapBodyNow(); ok {
+			return b
 		}
 		n := int(it.klen) + int(it.tlen)
 		b := make([]byte, n, n+int(it.vlen))
 		copy(b, unsafe.String((*byte)(it.loadBody()), n))
-		if b, ok := it.fileValue(b, f, topic, false, 0); ok {
+		if b, ok := it.fileValue(b, src.load(), topic, false, 0); ok {
 			return unsafe.Pointer(unsafe.SliceData(b)) // a key is never empty
 		}
 	}
@@ -188,7 +245,7 @@ func (v *View) retire(topic string, it *viewItem) {
 	case inFile:
 		// The body first, then the state: a reader that sees the state
 		// finds the value in the body.
-		atomic.StorePointer(&it.body, it.heapBody(v.file, topic))
+		atomic.StorePointer(&it.body, it.heapBody(&v.shared, topic))
 		atomic.StoreUint32(&it.state, retired)
 	case onHeap:
 		atomic.StoreUint32(&it.state, retired)
@@ -200,25 +257,53 @@ func (v *View) retire(topic string, it *viewItem) {
 // the items they came from keep their values there instead of the heap
 // when nothing else may hold them (see inFile). The caller is the
 // follower's end (Store.FollowView), which runs under the write lock.
-func (v *View) FileWritten(f ValueFile, cs []Change) {
+func (v *View) FileWritten(f ValueFile, cs []Change) { v.fileChanges(f, cs, false) }
+
+// FileLoaded is FileWritten for changes of FollowFrom's iteration (the
+// view as it stood when the follower began: a restart's snapshot and
+// replay), which the follower wrote into f; it takes the write lock. An
+// item of theirs is marked only while it is its key's entry alone, as it
+// was told (not rewritten since).
+func (v *View) FileLoaded(f ValueFile, cs []Change) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.fileChanges(f, cs, true)
+}
+
+// fileChanges is FileWritten (loaded false) and FileLoaded. An item goes
+// inFile when it is a plain value of a topic without counters, not in a
+// timeline, and still holds the body its change carried (an update in
+// place gives it another): install's items are their keys' entries
+// alone until install retires them; a loaded item must be its key's
+// entry now, and may have been retired by an Unfile (a mirror starting
+// over). A frozen clone may hold the item: it reads the state before
+// and after the body (heapBodyNow) and finds the file through
+// View.shared.
+func (v *View) fileChanges(f ValueFile, cs []Change, loaded bool) {
 	if v.file != f {
 		v.unfileLocked()
-		v.file = f
+		v.setFile(f)
 	}
 	for i := range cs {
 		it := cs[i].item
-		if it == nil || it.epoch != v.epoch || it.flags != 0 || it.timed || it.vlen == 0 ||
-			atomic.LoadUint32(&it.state) != onHeap || unsafe.SliceData(cs[i].Value) != unsafe.SliceData(it.heapValue(it.body)) {
+		if it == nil || it.flags != 0 || it.timed || it.vlen == 0 {
 			continue
 		}
-		if tv := v.topics[cs[i].Topic]; tv == nil || tv.counts != nil {
+		if st := atomic.LoadUint32(&it.state); st != onHeap && !(loaded && st == retired) ||
+			unsafe.SliceData(cs[i].Value) != unsafe.SliceData(it.heapValue(it.body)) {
+			continue
+		}
+		if tv := v.topics[cs[i].Topic]; tv == nil || tv.counts != nil || loaded && tv.byKey.get(cs[i].Key) != it {
 			continue
 		}
 		n := int(it.klen) + int(it.tlen)
 		kt := make([]byte, n)
 		copy(kt, unsafe.String((*byte)(it.body), n))
-		atomic.StorePointer(&it.body, unsafe.Pointer(unsafe.SliceData(kt)))
+		// The state first, then the body: a reader without the lock that
+		// took the whole body finds the state moved (heapBodyNow), and
+		// the value is in the file already.
 		atomic.StoreUint32(&it.state, inFile)
+		atomic.StorePointer(&it.body, unsafe.Pointer(unsafe.SliceData(kt)))
 	}
 }
 
@@ -228,6 +313,23 @@ func (v *View) FileWrittenLater(f ValueFile, cs []Change) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.FileWritten(f, cs)
+}
+
+// ValuesInFile is how many of the view's entries keep their value in the
+// file only.
+func (v *View) ValuesInFile() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n := 0
+	for _, tv := range v.topics {
+		tv.order.Ascend(func(it *viewItem) bool {
+			if it.inFile() {
+				n++
+			}
+			return true
+		})
+	}
+	return n
 }
 
 // Unfile copies every value the view keeps in its file back to the heap
@@ -253,5 +355,5 @@ func (v *View) unfileLocked() {
 			return true
 		})
 	}
-	v.file = nil
+	v.setFile(nil)
 }

@@ -18,11 +18,15 @@ import (
 // the two-state item needs (daemon/internal/mirror is the real one): it
 // follows the view, writes each group of changes into a real view file
 // at the group's end, under the view's lock, and then tells the view
-// (FileWritten), whose items may keep their values there only.
+// (FileWritten), whose items may keep their values there only. While it
+// loads the view into the file (loading: reload), it queues the groups
+// instead, as the mirror does.
 type fileFollower struct {
-	v     *View
-	w     *localview.Writer
-	group []Change
+	v       *View
+	w       *localview.Writer
+	group   []Change
+	loading bool
+	queued  []Change
 }
 
 func (f *fileFollower) RLock()                        { f.w.RLock() }
@@ -38,21 +42,46 @@ func (f *fileFollower) AppendValue(dst []byte, topic, key string, st record.Stam
 }
 
 func (f *fileFollower) end() {
-	for _, c := range f.group {
-		st := localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq}
-		var err error
-		if c.Deleted {
-			err = f.w.Delete(c.Topic, c.Key, st)
-		} else {
-			err = f.w.Put(c.Topic, c.Key, c.Tag, c.Value, st)
+	if f.loading {
+		f.queued = append(f.queued, f.group...)
+	} else {
+		for _, c := range f.group {
+			f.write(c)
 		}
-		if err != nil {
-			panic(err) // a test's tmpfs or disk: nothing to recover
-		}
+		f.v.FileWritten(f, f.group)
 	}
-	f.v.FileWritten(f, f.group)
 	clear(f.group)
 	f.group = f.group[:0]
+}
+
+// write writes c into the file.
+func (f *fileFollower) write(c Change) {
+	st := localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq}
+	var err error
+	if c.Deleted {
+		err = f.w.Delete(c.Topic, c.Key, st)
+	} else {
+		err = f.w.Put(c.Topic, c.Key, c.Tag, c.Value, st)
+	}
+	if err != nil {
+		panic(err) // a test's tmpfs or disk: nothing to recover
+	}
+}
+
+// newFollower is a follower of v with a new view file in a temporary
+// directory, which it does not follow yet.
+func newFollower(tb testing.TB, v *View) *fileFollower {
+	tb.Helper()
+	w, err := localview.Create(filepath.Join(tb.TempDir(), "view"), localview.WriterOptions{GID: -1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		v.FollowFrom(nil, nil)
+		v.Unfile()
+		w.Close()
+	})
+	return &fileFollower{v: v, w: w}
 }
 
 // followFile makes v keep its values in a view file in a temporary
@@ -60,34 +89,9 @@ func (f *fileFollower) end() {
 // the heap).
 func followFile(tb testing.TB, v *View) *fileFollower {
 	tb.Helper()
-	w, err := localview.Create(filepath.Join(tb.TempDir(), "view"), localview.WriterOptions{GID: -1})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f := &fileFollower{v: v, w: w}
+	f := newFollower(tb, v)
 	v.FollowFrom(func(c Change) { f.group = append(f.group, c) }, f.end)
-	tb.Cleanup(func() {
-		v.FollowFrom(nil, nil)
-		v.Unfile()
-		w.Close()
-	})
 	return f
-}
-
-// inFileCount is how many of v's entries keep their value in the file.
-func inFileCount(v *View) int {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	n := 0
-	for _, tv := range v.topics {
-		tv.order.Ascend(func(it *viewItem) bool {
-			if it.inFile() {
-				n++
-			}
-			return true
-		})
-	}
-	return n
 }
 
 // fileTwins is a view keeping its values in a file beside one that keeps
@@ -101,6 +105,8 @@ type fileTwins struct {
 	// frozen clones of both taken at one instant, compared at each
 	// check: the file's records are rewritten under them meanwhile.
 	frozen [][2]Frozen
+	// loaded is the most values a reload left in the file only.
+	loaded int
 }
 
 func newFileTwins(t *testing.T) *fileTwins {
@@ -256,14 +262,52 @@ func TestFileValuesAsOnTheHeap(t *testing.T) {
 			ft.freeze()
 		case p == 1:
 			ft.v.Unfile() // the next change takes the file again
+		case p == 2:
+			ft.reload(t, rng, func() { ft.apply(ft.randomRecord(t, rng, -1, now, next)) })
 		}
-		maxInFile = max(maxInFile, inFileCount(ft.v))
+		maxInFile = max(maxInFile, ft.v.ValuesInFile())
 		ft.check(t, step)
 	}
-	if maxInFile == 0 {
-		t.Fatal("no value was ever kept in the file only: the test tested nothing")
+	if maxInFile == 0 || ft.loaded == 0 {
+		t.Fatalf("values in the file only: at most %d, after a reload at most %d: the test tested nothing", maxInFile, ft.loaded)
 	}
-	t.Logf("at most %d of %d keys had their value in the file only", maxInFile, len(ft.keys))
+	t.Logf("at most %d of %d keys had their value in the file only, %d after a reload", maxInFile, len(ft.keys), ft.loaded)
+}
+
+// reload has the view's values loaded into a new file, as the mirror
+// does when it starts over (a restart's snapshot and replay, a write
+// error): the follower stops, the view takes its values back (Unfile), a
+// new follower writes the view as FollowFrom returns it into a new file,
+// telling the view of each chunk written (FileLoaded), while records
+// applied meanwhile (applyOne) are queued and written after the load;
+// the kept frozen clones read on.
+func (ft *fileTwins) reload(t *testing.T, rng *rand.Rand, applyOne func()) {
+	ft.v.FollowFrom(nil, nil)
+	ft.v.Unfile()
+	ft.file.w.Close()
+	f := newFollower(t, ft.v)
+	f.loading = true
+	ft.file = f
+	var chunk []Change
+	for c := range ft.v.FollowFrom(func(c Change) { f.group = append(f.group, c) }, f.end) {
+		f.write(c)
+		chunk = append(chunk, c)
+		if rng.IntN(3) == 0 {
+			ft.v.FileLoaded(f, chunk)
+			chunk = chunk[:0]
+			if rng.IntN(2) == 0 {
+				applyOne()
+			}
+		}
+	}
+	ft.v.FileLoaded(f, chunk)
+	ft.loaded = max(ft.loaded, ft.v.ValuesInFile())
+	f.loading = false
+	for _, c := range f.queued {
+		f.write(c)
+	}
+	ft.v.FileWrittenLater(f, f.queued)
+	f.queued = nil
 }
 
 // freeze keeps a frozen clone of each twin, taken at one instant.
@@ -316,7 +360,8 @@ func (ft *fileTwins) randomRecord(t *testing.T, rng *rand.Rand, key int, now int
 // deleted, and the file grows into new generations (the old one
 // unmapped): each clone keeps hashing as its twin's clone, taken at the
 // same instant from a view that keeps its values on the heap, and every
-// read value is one written for its key. Run it with -race.
+// read value is one written for its key; then the same while the view's
+// values are loaded into a new file (reload). Run it with -race.
 func TestFileClonesReadWhileRewritten(t *testing.T) {
 	ft := newFileTwins(t)
 	const keys = 3000
@@ -338,7 +383,7 @@ func TestFileClonesReadWhileRewritten(t *testing.T) {
 		ft.apply(rs...)
 	}
 	write(0, 80, false)
-	if n := inFileCount(ft.v); n != keys {
+	if n := ft.v.ValuesInFile(); n != keys {
 		t.Fatalf("%d of %d values in the file only after the load", n, keys)
 	}
 	gen := ft.file.w.Generation()
@@ -387,13 +432,29 @@ func TestFileClonesReadWhileRewritten(t *testing.T) {
 			go hash(clones[1])
 		}
 	}
+	grew := ft.file.w.Generation() != gen
+	// The clones read on while the view takes its values back and loads
+	// them into a new file, as a mirror starting over does, with writes
+	// queued meanwhile: the items they hold go into the file under them.
+	clones = append(clones, [2]Frozen{ft.v.Freeze(), ft.twin.Freeze()})
+	wg.Add(1)
+	go hash(clones[2])
+	st := uint64(10 * keys)
+	ft.reload(t, rand.New(rand.NewPCG(3, 4)), func() {
+		st++
+		k := fmt.Sprintf("key-%05d", st%keys)
+		ft.apply(viewPut("prices", k, k+"/reload", 1, st, st).record(t))
+	})
+	if n := ft.v.ValuesInFile(); n != keys {
+		t.Errorf("%d of %d values in the file only after the reload", n, keys)
+	}
 	close(stop)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if ft.file.w.Generation() == gen {
+	if !grew {
 		t.Fatal("the file never grew: the test meant reads across a new generation")
 	}
 	ft.check(t, 0)
@@ -406,7 +467,7 @@ func TestFileUnfile(t *testing.T) {
 	for i := range 100 {
 		ft.apply(viewPut("stock", fmt.Sprintf("k%02d", i%6), fmt.Sprintf("value %d", i), 1, uint64(i+1), uint64(i+1)).record(t))
 	}
-	if n := inFileCount(ft.v); n != 6 {
+	if n := ft.v.ValuesInFile(); n != 6 {
 		t.Fatalf("%d of 6 values in the file only", n)
 	}
 	frozen := [2]Frozen{ft.v.Freeze(), ft.twin.Freeze()}
@@ -415,7 +476,7 @@ func TestFileUnfile(t *testing.T) {
 	if err := ft.file.w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := inFileCount(ft.v); n != 0 {
+	if n := ft.v.ValuesInFile(); n != 0 {
 		t.Fatalf("%d values in the file after Unfile", n)
 	}
 	ft.frozen = append(ft.frozen, frozen)

@@ -106,7 +106,7 @@ func checkItemKind(v *View, topic, key string, wide bool) error {
 		return fmt.Errorf("no entry for %s", key)
 	}
 	if got := it.flags&itemWide != 0; got != wide {
-		return fmt.Errorf("entry %q: wide %v, want %v (expiry %d, effective %d)", it.valueIn(v.file, topic), got, wide, it.expiry(), it.effAt())
+		return fmt.Errorf("entry %q: wide %v, want %v (expiry %d, effective %d)", it.valueIn(&v.shared, topic), got, wide, it.expiry(), it.effAt())
 	}
 	return nil
 }

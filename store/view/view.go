@@ -214,8 +214,10 @@ type View struct {
 	batchNow int64
 	inBatch  bool
 	// file is where the values of the items inFile are (file.go), nil
-	// while there are none. Guarded by mu.
-	file ValueFile
+	// while there are none. Guarded by mu; shared is the same for
+	// readers without the lock (frozen clones).
+	file   ValueFile
+	shared sharedFile
 	// gen counts the holds of the write lock that may have changed what
 	// Digest hashes (unlock moves it): a digest holds while gen has not
 	// moved and no instant has come (Moment).
@@ -255,7 +257,7 @@ const (
 
 // change is the item as a Change of topic, its value read from f when
 // it is there.
-func (it *viewItem) change(f ValueFile, topic string) Change {
+func (it *viewItem) change(f *sharedFile, topic string) Change {
 	c := Change{Topic: topic, Key: it.key(), Deleted: it.isTomb()}
 	c.Stamp = it.stamp
 	c.ExpiresAt, c.EffectiveAt = it.expiry(), it.scheduledAt()
@@ -493,7 +495,7 @@ func (it *viewItem) after(o *viewItem) bool {
 // timed on meanwhile (see timed), read field by field.
 // Its value is read from f when it is there (of topic); the clone's is
 // on the heap.
-func (it *viewItem) clone(f ValueFile, topic string) wideItem {
+func (it *viewItem) clone(f *sharedFile, topic string) wideItem {
 	w := wideItem{viewItem: viewItem{stamp: it.stamp, vlen: it.vlen, klen: it.klen, tlen: it.tlen, flags: it.flags | itemWide},
 		eff: it.effAt(), expires: it.expiry()}
 	w.body = it.heapBody(f, topic)
@@ -1119,7 +1121,7 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntr
 		v.timed++
 	}
 	if (v.follow != nil || cause != "") && !(it.placeholder() && (old == nil || old.isTomb())) {
-		c := it.change(v.file, tv.name)
+		c := it.change(&v.shared, tv.name)
 		c.Cause = cause
 		if te == nil {
 			c.item = it
@@ -1198,7 +1200,7 @@ func (v *View) update(tv *topicView, old, it *viewItem) {
 		v.timed++
 	}
 	if v.follow != nil {
-		c := old.change(v.file, tv.name)
+		c := old.change(&v.shared, tv.name)
 		c.item = old
 		v.tell(c)
 	}
@@ -1342,7 +1344,7 @@ func (v *View) addNew(tv *topicView, it *viewItem) {
 		v.queue(it.expiry(), tv, it.key())
 	}
 	if v.follow != nil && !it.placeholder() {
-		v.tell(it.change(v.file, tv.name))
+		v.tell(it.change(&v.shared, tv.name))
 	}
 }
 
@@ -1550,9 +1552,9 @@ type frozenTopic struct {
 	// counts is the topic's counters (topicView.counts), shared.
 	counts map[string]*counter
 	now    int64
-	// file is the view's file as of the clone, which its items' values
-	// may be in.
-	file ValueFile
+	// file is the view's file as readers without the lock find it, which
+	// its items' values may be in.
+	file *sharedFile
 }
 
 // index fills ft.times from ft.tls, without the view's lock: the
@@ -1650,7 +1652,7 @@ func (v *View) freezeLocked() []frozenTopic {
 	topics := make([]frozenTopic, 0, len(v.topics))
 	now := v.now()
 	for _, tv := range v.topics {
-		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, marks: tv.marks, counts: tv.counts, now: now, file: v.file})
+		topics = append(topics, frozenTopic{name: tv.name, items: tv.order.Clone(), tls: tv.tls, marks: tv.marks, counts: tv.counts, now: now, file: &v.shared})
 		tv.shared = len(tv.tls)
 		tv.marksShared = tv.marks != nil
 		tv.countsShared = tv.counts != nil
@@ -1675,7 +1677,9 @@ func (v *View) FollowFrom(fn func(Change), end func()) iter.Seq[Change] {
 			ok := true
 			ft.items.Ascend(func(it *viewItem) bool {
 				if !it.placeholder() {
-					ok = yield(it.change(ft.file, ft.name))
+					c := it.change(ft.file, ft.name)
+					c.item = it // for FileLoaded
+					ok = yield(c)
 				}
 				return ok
 			})

@@ -68,8 +68,8 @@ type Mirror struct {
 	// group is the changes given since the last end; only enqueue and
 	// end touch it, under the view's lock.
 	group []view.Change
-	// written is drain's scratch: the queued changes it wrote, which the
-	// view may then keep in the file only.
+	// written is drain's and serve's scratch: the changes they wrote,
+	// queued or loaded, which the view may then keep in the file only.
 	written []view.Change
 
 	mu      sync.Mutex
@@ -350,8 +350,18 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 		if err != nil {
 			break
 		}
-		err = vm.apply(c)
+		if err = vm.apply(c); err == nil && vm.ValuesInFile {
+			vm.written = append(vm.written, c)
+			if len(vm.written) == loadedChunk {
+				vm.loaded()
+			}
+		}
 	}
+	if err == nil && len(vm.written) > 0 {
+		vm.loaded()
+	}
+	clear(vm.written)
+	vm.written = vm.written[:0]
 	vm.w.EndBatch()
 	vm.current = nil
 	var batch []queued
@@ -406,6 +416,20 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 		}
 		vm.wmu.Unlock()
 	}
+}
+
+// loadedChunk is how many loaded changes the view is told of at once
+// (loaded): each chunk holds its write lock for a few milliseconds at
+// most.
+const loadedChunk = 4096
+
+// loaded tells the view that the loaded changes in written are in the
+// file (their values may stay there only) and empties written. The
+// caller holds wmu.
+func (vm *Mirror) loaded() {
+	vm.st.ViewFileLoaded(vm.values, vm.written)
+	clear(vm.written)
+	vm.written = vm.written[:0]
 }
 
 // relink puts a new generation at the path when the file there is no
