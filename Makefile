@@ -14,7 +14,7 @@ LDFLAGS   := -X github.com/cachecast/cachecast/daemon.Version=$(VERSION) -X main
 FUZZTIME  ?= 5s
 FUZZJOBS  ?= 2
 
-.PHONY: all build deb dist run test vet race scale fuzz python bench bench-accumulate bench-daemon bench-fleet bench-memory bench-redis bench-satellite bench-status bench-time install clean
+.PHONY: all build deb dist run test vet race scale fuzz python bench bench-accumulate bench-daemon bench-fleet bench-gc bench-memory bench-redis bench-satellite bench-status bench-time install clean
 
 all: build
 
@@ -76,6 +76,12 @@ bench-redis:
 # not in CI, minutes).
 bench-memory:
 	bash test/bench-memory.sh
+
+# The Go collector under pipelined SETs at 1M keys: collections a million
+# SETs, live heap and goal, daemon CPU a SET (test/bench-gc.sh; not in CI,
+# minutes; BINS, GOGCS and ROUNDS compare builds and GOGC values).
+bench-gc:
+	bash test/bench-gc.sh
 
 # What GET /v1/status costs a node of 300,000 keys and what loops of it do to
 # a writer's SET latency (test/bench-status.sh; not in CI, minutes);

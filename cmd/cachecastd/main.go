@@ -13,6 +13,10 @@
 // `cachecastd --man` prints the manual page cachecastd(8), made from the
 // same flags (make deb packs it).
 //
+// The Go collector's headroom is bounded (internal/gctune: 64 MiB or 60% of
+// the live heap) unless GOGC is set in the environment (docs/operations.md,
+// "Memory and the collector").
+//
 // SIGHUP reloads the log level and the role lists from the command line,
 // the environment and --env-file. At start and on SIGHUP it warns about
 // every CACHECAST_ name of the environment or the env file that no flag
@@ -29,6 +33,7 @@ import (
 
 	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/daemon/config"
+	"github.com/cachecast/cachecast/internal/gctune"
 )
 
 // Exit codes.
@@ -78,6 +83,11 @@ func run(args []string, lookup func(string) (string, bool), stdout io.Writer, st
 		return c, err
 	}
 
+	if gctune.Operator(lookup) {
+		log.Info("collector: GOGC from the environment")
+	} else {
+		defer gctune.Start(gctune.Default).Stop()
+	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start: " + err.Error())

@@ -1,0 +1,138 @@
+// Package gctune keeps the Go collector's headroom, the heap it lets
+// grow beyond the live heap before it collects again, bounded for a large
+// heap: headroom = max(Floor, Percent% of the live heap), where the
+// runtime's default (GOGC=100) lets the heap grow to twice the live heap.
+// cachecastd's heap is mostly its view, and every SET turns the value it
+// replaces into garbage, so at GOGC=100 a view of 210 MB live under SETs
+// held 480 MB (BENCHMARKS.md, "The collector's headroom").
+//
+// The rule is re-applied after each collection (debug.SetGCPercent from
+// the live heap that cycle marked, runtime/metrics /gc/heap/live:bytes),
+// so that the next cycle starts once the heap has grown by the headroom.
+// The floor keeps a small heap from being collected more often than at
+// GOGC=100: its headroom is the floor, and the collector's work a SET
+// (proportional to live heap over headroom) falls. An operator's GOGC
+// wins: with GOGC set in the environment the tuner does nothing. A
+// GOMEMLIMIT applies beside the rule (the runtime takes the lower goal).
+//
+// The tuner is the process's: cmd/cachecastd starts it, the daemon
+// package does not (tests run many daemons in one process).
+package gctune
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+)
+
+// Rule is the headroom the collector is given: Floor bytes, or Percent
+// of the live heap when that is more.
+type Rule struct {
+	// Floor is the least headroom in bytes. Below Floor*100/Percent of
+	// live heap the headroom is Floor.
+	Floor uint64
+	// Percent of the live heap is the headroom above that.
+	Percent int
+}
+
+// Default is cachecastd's rule: 64 MiB, or 60% of the live heap when
+// that is more. At 1M keys under pipelined SETs the view's heap holds
+// about 1.6x its live bytes, not 2.2x, and the collector runs 1.2 times a
+// million SETs, against 1.0 at GOGC=100 before ApplyBatch reused its
+// scratch (0.7 with it): the scratch's saving pays for most of the lower
+// headroom (BENCHMARKS.md, "The collector's headroom").
+var Default = Rule{Floor: 64 << 20, Percent: 60}
+
+// heapMinimum is the runtime's least heap goal at GOGC=100 (4 MiB),
+// which it scales by GOGC/100: GCPercent keeps that scaled minimum
+// within live heap plus headroom.
+const heapMinimum = 4 << 20
+
+// GCPercent is the GOGC percent that gives a live heap of live bytes the
+// rule's headroom: at least r.Percent, and no more than keeps the
+// runtime's scaled minimum heap (4 MiB x GOGC/100) within live + Floor.
+func (r Rule) GCPercent(live uint64) int {
+	headroom := max(r.Floor, live/100*uint64(r.Percent))
+	var p uint64
+	if live == 0 {
+		p = math.MaxInt32
+	} else {
+		p = (headroom*100 + live - 1) / live // rounded up
+	}
+	p = min(p, (live+r.Floor)*100/heapMinimum, math.MaxInt32)
+	return max(int(p), r.Percent)
+}
+
+// Operator reports whether the environment sets the collector (a GOGC
+// that is not empty: the runtime reads an empty one as unset), in which
+// case the operator's setting wins and no tuner runs.
+func Operator(lookup func(string) (string, bool)) bool {
+	v, ok := lookup("GOGC")
+	return ok && v != ""
+}
+
+// Tuner re-applies a Rule after each collection until Stop.
+type Tuner struct {
+	rule    Rule
+	before  int // the percent before Start, restored by Stop
+	stopped atomic.Bool
+	mu      sync.Mutex    // serializes tune with Stop
+	cycles  atomic.Uint64 // collections tuned after (tests wait on it)
+	sample  [1]metrics.Sample
+}
+
+// Start applies r to the current live heap and after every collection
+// from now on. Stop ends it.
+func Start(r Rule) *Tuner {
+	t := &Tuner{rule: r}
+	t.sample[0].Name = "/gc/heap/live:bytes"
+	t.mu.Lock()
+	t.before = debug.SetGCPercent(r.GCPercent(t.live()))
+	t.mu.Unlock()
+	t.arm()
+	return t
+}
+
+// sentinel is allocated for each cycle: its cleanup runs once a
+// collection found it unreachable. It holds a pointer so that it is not
+// a tiny allocation, which may share its block and outlive the cycle.
+type sentinel struct{ _ *byte }
+
+// arm makes the next collection call tune.
+func (t *Tuner) arm() {
+	runtime.AddCleanup(new(sentinel), func(t *Tuner) { t.tune() }, t)
+}
+
+// tune sets the percent from the live heap the last cycle marked, and
+// arms the next cycle's call.
+func (t *Tuner) tune() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped.Load() {
+		return
+	}
+	debug.SetGCPercent(t.rule.GCPercent(t.live()))
+	t.cycles.Add(1)
+	t.arm()
+}
+
+// live is the heap the last collection marked live, in bytes.
+func (t *Tuner) live() uint64 {
+	metrics.Read(t.sample[:])
+	if t.sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return t.sample[0].Value.Uint64()
+}
+
+// Stop ends the tuning and restores the percent Start found.
+func (t *Tuner) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.stopped.Swap(true) {
+		debug.SetGCPercent(t.before)
+	}
+}
