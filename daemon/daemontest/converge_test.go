@@ -342,20 +342,17 @@ func convergeSeed(t *testing.T) uint64 {
 // increments on several nodes at once, and each phase's check is 0 plus
 // the increments acknowledged in it (the reset before it converged
 // first). In the second phase a node restarts on its data while the
-// others take writes. The seed is logged; CACHECAST_CONVERGE_SEED=<seed> replays the
-// workload.
+// others take writes. An odd seed fans out through NATS. The seed is
+// logged; CACHECAST_CONVERGE_SEED=<seed> replays the workload.
 func TestConvergeRandomOps(t *testing.T) {
 	seed := convergeSeed(t)
 	t.Logf("seed %d (replay: %s=%d)", seed, convergeSeedEnv, seed)
-	users := filepath.Join(t.TempDir(), "users.acl")
-	if err := os.WriteFile(users, []byte("user cv on >cv-pw ~* +@all\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := daemontest.NewCluster(t, 3, func(_ int, cfg *daemon.Config) {
-		cfg.RedisAddr, cfg.RedisUsers = "127.0.0.1:0", users
-	})
+	c := convergeCluster(t, seed)
+	// drng draws the links' delays, on their writers' goroutines (a
+	// write may still draw after SetDelay(nil): it read the function
+	// before); prng draws the phases' choices, on the test's.
 	var dmu sync.Mutex
-	drng := rand.New(rand.NewPCG(seed, 1))
+	drng, prng := rand.New(rand.NewPCG(seed, 1)), rand.New(rand.NewPCG(seed, 0))
 	delay := func(string, string) time.Duration {
 		dmu.Lock()
 		defer dmu.Unlock()
@@ -380,12 +377,11 @@ func TestConvergeRandomOps(t *testing.T) {
 	// on its data while the others' actors write.
 	for phase := range 3 {
 		if phase > 0 {
-			resetCounters(ctx, t, c, actors[drng.IntN(len(actors))], phase)
+			resetCounters(ctx, t, c, actors[prng.IntN(len(actors))], phase)
 		}
-		restart := 1 + drng.IntN(len(c.Nodes)-1) // drawn before the links draw from drng
 		c.Net.SetDelay(delay)
 		if phase == 1 {
-			restartDuringWrites(ctx, t, c, actors, restart)
+			restartDuringWrites(ctx, t, c, actors, 1+prng.IntN(len(c.Nodes)-1))
 		}
 		if err := runActors(ctx, actors, 40); err != nil {
 			t.Fatal(err)
@@ -429,6 +425,28 @@ func restartDuringWrites(ctx context.Context, t *testing.T, c *daemontest.Cluste
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// convergeCluster starts the 3 nodes of TestConvergeRandomOps, each
+// with a Redis door on TCP that takes AUTH as the user cv; an odd seed
+// fans the writes out through a NATS server, an even one over TCP.
+func convergeCluster(t *testing.T, seed uint64) *daemontest.Cluster {
+	t.Helper()
+	users := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(users, []byte("user cv on >cv-pw ~* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	natsURL := ""
+	if seed%2 == 1 {
+		natsURL = testkit.NATS(t, nil).ClientURL()
+	}
+	t.Logf("fan-out over NATS: %v", natsURL != "")
+	return daemontest.NewCluster(t, 3, func(_ int, cfg *daemon.Config) {
+		cfg.RedisAddr, cfg.RedisUsers = "127.0.0.1:0", users
+		if natsURL != "" {
+			cfg.Transport, cfg.NATSURL = "nats", natsURL
+		}
+	})
 }
 
 // runActors has every actor send ops operations drawn from convergeOps,
