@@ -66,6 +66,20 @@ func TestViewFileMirrorsTheStore(t *testing.T) {
 	})
 	td.put("prices", "sku%2F2", "7")
 
+	// A counter made on a key never held has no version: the file shows
+	// the stamp every answer shows for it, 0 (record.Stamp.Shown), not
+	// the view's record.Genesis.
+	if r := td.do("POST", "/v1/topics/prices/counters/hits?by=3", nil); r.status/100 != 2 {
+		t.Fatalf("POST counter: %d %s", r.status, r.body)
+	}
+	waitView(t, r, "the counter", func() bool {
+		v, _, st, err = r.Get("prices", "hits")
+		return err == nil
+	})
+	if string(v) != "3" || st != (localview.Stamp{}) {
+		t.Fatalf("view holds the counter as %q %+v, want \"3\" stamped 0", v, st)
+	}
+
 	// Stopped: not ready. Restarted: the values again, in a new generation.
 	gen := r.Generation()
 	td.stop()

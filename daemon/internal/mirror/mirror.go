@@ -131,7 +131,15 @@ type fileValues struct{ *localview.Writer }
 
 // AppendValue is the Writer's, with the view's stamp.
 func (f *fileValues) AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool) {
-	return f.Writer.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq}, hint)
+	return f.Writer.AppendValue(dst, topic, key, fileStamp(st), hint)
+}
+
+// fileStamp is st as the file holds it: as every answer shows a version
+// (record.Stamp.Shown), the zero stamp for a counter made on a key no
+// node held, which has no version of its own.
+func fileStamp(st record.Stamp) localview.Stamp {
+	st = st.Shown()
+	return localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq}
 }
 
 // lockViewFile takes the lock file beside the view file at path, which
@@ -495,11 +503,11 @@ func (vm *Mirror) tryApply(c view.Change) (bool, error) {
 	if c.Deleted {
 		return true, vm.apply(c) // a delete is in place
 	}
-	return vm.w.TryPut(c.Topic, c.Key, c.Tag, c.Value, localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq})
+	return vm.w.TryPut(c.Topic, c.Key, c.Tag, c.Value, fileStamp(c.Stamp))
 }
 
 func (vm *Mirror) apply(c view.Change) error {
-	st := localview.Stamp{HLC: c.Stamp.HLC, Origin: c.Stamp.Origin, Seq: c.Stamp.Seq}
+	st := fileStamp(c.Stamp)
 	if c.Deleted {
 		return vm.w.Delete(c.Topic, c.Key, st)
 	}
