@@ -3,6 +3,7 @@ package localview
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,10 +49,10 @@ func TestAppendValue(t *testing.T) {
 		// No hint, Warm's, and the key's hash with another key's record
 		// (which AppendValue must not take for the key's).
 		hints := []uint64{0, w.Warm("prices", c.key), w.Warm("prices", c.key)&^0xffffffff | w.Warm("prices", "tagged")&0xffffffff}
-		many := make([]uint64, 2)
-		w.WarmMany([]string{"prices", "prices"}, []string{"tagged", c.key}, many)
-		if many[1] != hints[1] || many[0] != w.Warm("prices", "tagged") {
-			t.Errorf("%s: WarmMany's hints %x, Warm's %x and %x", c.key, many, w.Warm("prices", "tagged"), hints[1])
+		many := make([]uint64, 4)
+		w.WarmMany([]string{"prices", "prices", "stock", "prices"}, []string{"tagged", c.key, c.key, c.key}, many)
+		if want := []uint64{w.Warm("prices", "tagged"), hints[1], w.Warm("stock", c.key), hints[1]}; !slices.Equal(many, want) {
+			t.Errorf("%s: WarmMany's hints %x, Warm's %x", c.key, many, want)
 		}
 		for _, hint := range hints {
 			got, ok := w.AppendValue([]byte("pre|"), "prices", c.key, c.st, hint)

@@ -802,8 +802,12 @@ func (w *Writer) WarmMany(topics, keys []string, hints []uint64) {
 		clear(hints)
 		return
 	}
+	var crc uint32
 	for i, k := range keys {
-		hints[i] = uint64(Hash(topics[i], k))
+		if i == 0 || topics[i] != topics[i-1] {
+			crc = topicCRC(topics[i]) // a run of keys of one topic hashes it once
+		}
+		hints[i] = uint64(hashKey(crc, k))
 	}
 	for i, h := range hints {
 		if s := load64(r.m, r.slots+8*(int(h)&r.mask)); uint32(s>>32) == uint32(h) {
