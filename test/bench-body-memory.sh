@@ -9,7 +9,7 @@ set -euo pipefail
 bin=${1:-./bin/cachecastd}
 [ "$#" -gt 0 ] || make -s build
 work=$(mktemp -d /tmp/cc-bodymem.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 sock=$work/cc.sock
 
 python3 -c '

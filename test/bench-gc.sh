@@ -21,7 +21,7 @@ LOADN=${LOADN:-3000000}
 MEASN=${MEASN:-6000000}
 GOGCS=${GOGCS:--}
 work=$(mktemp -d /tmp/cc-gc.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 command -v redis-benchmark >/dev/null || {
 	echo "install redis-tools first" >&2
 	exit 1

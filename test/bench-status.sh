@@ -19,7 +19,7 @@ CALLERS=${CALLERS:-2}
 WRITES=${WRITES:-20000}
 CALL=${CALL:-/v1/status}
 work=$(mktemp -d /tmp/cc-status.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 command -v redis-benchmark >/dev/null && command -v curl >/dev/null || {
 	echo "install redis-tools and curl first" >&2
 	exit 1

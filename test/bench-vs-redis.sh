@@ -16,7 +16,7 @@ set -euo pipefail
 N=${N:-200000}
 SIZE=${SIZE:-100}
 work=$(mktemp -d /tmp/cc-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
 command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
 	echo "install redis-server and redis-tools first (apt-get install redis-server redis-tools)" >&2
