@@ -2,6 +2,7 @@ package daemontest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -18,8 +19,10 @@ import (
 	"github.com/cachecast/cachecast/daemon"
 	"github.com/cachecast/cachecast/daemon/daemontest"
 	"github.com/cachecast/cachecast/internal/testkit"
+	"github.com/cachecast/cachecast/localview"
 	"github.com/cachecast/cachecast/store"
 	"github.com/cachecast/cachecast/store/record"
+	"github.com/cachecast/cachecast/store/view"
 )
 
 // convergeSeedEnv names the variable that replays a run of
@@ -390,6 +393,7 @@ func TestConvergeRandomOps(t *testing.T) {
 		c.WaitConverged(20 * time.Second)
 		checkConverged(t, c, h)
 		checkCounters(t, c, h, phase)
+		checkDoors(ctx, t, c, actors)
 		t.Logf("phase %d: counters at %v", phase, h.counts)
 	}
 	// The run tested something: values written and expiries changed.
@@ -568,6 +572,79 @@ func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
 			t.Errorf("%s: %q expires at %d, the rule says %d", key, want.Value, want.ExpiresAt, wantExp)
 		}
 	}
+}
+
+// checkDoors checks that each node's doors serve what its store holds,
+// for every key of the test: a Redis GET and PEXPIRETIME on the Unix
+// socket and on TCP, an HTTP GET (value and stamp), and a read of its
+// shared view file (value and stamp; the file follows the store a moment
+// later, so the check waits for it, bounded).
+func checkDoors(ctx context.Context, t *testing.T, c *daemontest.Cluster, actors []*actor) {
+	t.Helper()
+	var names []string
+	for i := range convergeKeys {
+		names = append(names, "k"+strconv.Itoa(i))
+	}
+	for i := range convergeCounters {
+		names = append(names, "c"+strconv.Itoa(i))
+	}
+	for i, nd := range c.Nodes {
+		r, err := localview.Open(nd.Config.ViewPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		testkit.Until(t, 10*time.Second, nd.Config.NodeName+"'s doors serve its store", func() string {
+			for _, name := range names {
+				e, found := nd.D.Store().Get(convergeTopic, name)
+				if d := doorsDiffer(ctx, actors, i, r, name, e, found); d != "" {
+					return fmt.Sprintf("%s: %s: %s", nd.Config.NodeName, name, d)
+				}
+			}
+			return ""
+		})
+	}
+}
+
+// doorsDiffer says how node i's doors (its actors' clients, its view
+// file r) serve key name other than its store's entry e (found), or "".
+func doorsDiffer(ctx context.Context, actors []*actor, i int, r *localview.Reader, name string, e view.Entry, found bool) string {
+	stamp := e.Stamp
+	if stamp == record.Genesis {
+		// A counter made on a key no node held has no version of its
+		// own: the doors show stamp 0 (docs/http-api.md).
+		stamp = record.Stamp{}
+	}
+	wantExp := int64(-2) // PEXPIRETIME: -2 no key, -1 no expiry
+	switch {
+	case found && e.ExpiresAt == 0:
+		wantExp = -1
+	case found:
+		wantExp = e.ExpiresAt
+	}
+	for _, a := range actors {
+		if a.node != i {
+			continue
+		}
+		v, err := a.rc.Get(ctx, convergeTopic+":"+name).Result()
+		if (err == goredis.Nil) == found || err != nil && err != goredis.Nil || found && v != string(e.Value) {
+			return fmt.Sprintf("Redis (tcp %v) GET: %q %v, the store %q (found %v)", a.tcp, v, err, e.Value, found)
+		}
+		if exp, err := a.rc.Do(ctx, "PEXPIRETIME", convergeTopic+":"+name).Int64(); err != nil || exp != wantExp {
+			return fmt.Sprintf("Redis (tcp %v) PEXPIRETIME: %v %v, the store's expiry %d", a.tcp, exp, err, wantExp)
+		}
+		hv, err := a.hc.Get(ctx, convergeTopic, name)
+		if errors.Is(err, client.ErrNotFound) == found || err != nil && !errors.Is(err, client.ErrNotFound) ||
+			found && (string(hv.Bytes) != string(e.Value) || record.Stamp{Origin: hv.Origin, Seq: hv.Seq, HLC: hv.HLC} != stamp) {
+			return fmt.Sprintf("HTTP GET: %q %+v %v, the store %q %+v (found %v)", hv.Bytes, hv, err, e.Value, stamp, found)
+		}
+	}
+	v, _, st, err := r.Get(convergeTopic, name)
+	if errors.Is(err, localview.ErrNotFound) == found || err != nil && !errors.Is(err, localview.ErrNotFound) ||
+		found && (string(v) != string(e.Value) || record.Stamp{Origin: st.Origin, Seq: st.Seq, HLC: st.HLC} != stamp) {
+		return fmt.Sprintf("view file: %q %+v %v, the store %q %+v (found %v)", v, st, err, e.Value, stamp, found)
+	}
+	return ""
 }
 
 // checkCounters checks that every node holds each counter at 0 plus
