@@ -412,10 +412,14 @@ func TestViewValuesAfterRestart(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.ViewFileValues = true
 	td := startDaemon(t, cfg)
-	const keys = 200
-	value := func(i int) string { return fmt.Sprintf("v%03d/%s", i, strings.Repeat("v", 90)) }
+	const keys = 5000 // more than one of the mirror's chunks (loadedChunk)
+	value := func(i int) string { return fmt.Sprintf("v%04d/%s", i, strings.Repeat("v", 90)) }
+	msgs := make([]record.Message, 0, keys)
 	for i := range keys {
-		td.put("t", fmt.Sprintf("k%03d", i), value(i))
+		msgs = append(msgs, record.Message{Topic: "t", Key: fmt.Sprintf("k%04d", i), Value: []byte(value(i))})
+	}
+	if _, err := td.d.Store().PublishBatch(msgs); err != nil {
+		t.Fatal(err)
 	}
 	td.stop()
 	td = startDaemon(t, cfg)
@@ -430,7 +434,7 @@ func TestViewValuesAfterRestart(t *testing.T) {
 		t.Errorf("%d of %d values in the file only after the restart", n, keys)
 	}
 	for i := range keys {
-		k := fmt.Sprintf("k%03d", i)
+		k := fmt.Sprintf("k%04d", i)
 		if e, ok := st.Get("t", k); !ok || string(e.Value) != value(i) {
 			t.Fatalf("Get(%s) = %v %q", k, ok, e.Value)
 		}
