@@ -143,6 +143,33 @@ var convergeOps = []convergeOp{
 		a.h.values[v] = writeOp{key: convergeTopic + ":" + name, value: v, start: start}
 		return nil
 	}},
+	{"HTTP BATCH", 5, func(ctx context.Context, a *actor) error {
+		// An NDJSON batch of 2 or 3 keys, one of them deleted at times:
+		// one publish, as an MSET.
+		var msgs []client.Message
+		var ws []writeOp
+		for _, k := range a.distinctKeys(2 + a.rng.IntN(2)) {
+			name := k[len(convergeTopic)+1:]
+			if a.rng.IntN(4) == 0 {
+				msgs = append(msgs, client.Message{Key: name, Delete: true})
+				continue
+			}
+			v := a.value()
+			msgs = append(msgs, client.Message{Key: name, Value: []byte(v)})
+			ws = append(ws, writeOp{key: k, value: v})
+		}
+		start := time.Now()
+		if _, err := a.hc.PublishBatch(ctx, convergeTopic, msgs); err != nil {
+			return err
+		}
+		a.h.mu.Lock()
+		defer a.h.mu.Unlock()
+		for _, w := range ws {
+			w.start = start
+			a.h.values[w.value] = w
+		}
+		return nil
+	}},
 	{"HTTP DELETE", 3, func(ctx context.Context, a *actor) error {
 		_, err := a.hc.Delete(ctx, convergeTopic, a.keyName())
 		return err
