@@ -1,7 +1,8 @@
 // Package gctune keeps the Go collector's headroom, the heap it lets
 // grow beyond the live heap before it collects again, bounded for a large
-// heap: headroom = max(Floor, Percent% of the live heap), where the
-// runtime's default (GOGC=100) lets the heap grow to twice the live heap.
+// heap: headroom = max(min(live, Floor), Percent% of the live heap), where
+// the runtime's default (GOGC=100) lets the heap grow to twice the live
+// heap, whatever its size.
 // cachecastd's heap is mostly its view, and every SET turns the value it
 // replaces into garbage, so at GOGC=100 a view of 210 MB live under SETs
 // held 480 MB (BENCHMARKS.md, "The collector's headroom").
@@ -9,9 +10,12 @@
 // The rule is re-applied after each collection (debug.SetGCPercent from
 // the live heap that cycle marked, runtime/metrics /gc/heap/live:bytes),
 // so that the next cycle starts once the heap has grown by the headroom.
-// The floor keeps a small heap from being collected more often than at
-// GOGC=100: its headroom is the floor, and the collector's work a SET
-// (proportional to live heap over headroom) falls. An operator's GOGC
+// A heap up to Floor live keeps GOGC=100's headroom (the live heap): a
+// small view's daemon holds no more than the runtime's default would, and
+// is collected no more often. Past it the headroom is at least Floor, so
+// that a view just past the knee is not collected more often at once
+// (the collector's work a SET is the live heap over the headroom). An
+// operator's GOGC
 // wins: with GOGC set in the environment the tuner does nothing. A
 // GOMEMLIMIT applies beside the rule (the runtime takes the lower goal).
 //
@@ -20,7 +24,6 @@
 package gctune
 
 import (
-	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -28,41 +31,39 @@ import (
 	"sync/atomic"
 )
 
-// Rule is the headroom the collector is given: Floor bytes, or Percent
-// of the live heap when that is more.
+// Rule is the headroom the collector is given: the live heap up to Floor
+// bytes (GOGC=100's), Floor past it, or Percent of the live heap when
+// that is more.
 type Rule struct {
-	// Floor is the least headroom in bytes. Below Floor*100/Percent of
-	// live heap the headroom is Floor.
+	// Floor is the least headroom in bytes of a live heap past Floor;
+	// a smaller live heap gets its own size (GOGC=100). Between Floor and
+	// Floor*100/Percent of live heap the headroom is Floor.
 	Floor uint64
 	// Percent of the live heap is the headroom above that.
 	Percent int
 }
 
-// Default is cachecastd's rule: 64 MiB, or 60% of the live heap when
-// that is more. At 1M keys under pipelined SETs the view's heap holds
+// Default is cachecastd's rule: GOGC=100 up to 64 MiB of live heap, then
+// 64 MiB, or 60% of the live heap when that is more. At 1M keys under pipelined SETs the view's heap holds
 // about 1.6x its live bytes, not 2.2x, and the collector runs 1.2 times a
 // million SETs, against 1.0 at GOGC=100 before ApplyBatch reused its
 // scratch (0.7 with it): the scratch's saving pays for most of the lower
 // headroom (BENCHMARKS.md, "The collector's headroom").
 var Default = Rule{Floor: 64 << 20, Percent: 60}
 
-// heapMinimum is the runtime's least heap goal at GOGC=100 (4 MiB),
-// which it scales by GOGC/100: GCPercent keeps that scaled minimum
-// within live heap plus headroom.
-const heapMinimum = 4 << 20
-
 // GCPercent is the GOGC percent that gives a live heap of live bytes the
-// rule's headroom: at least r.Percent, and no more than keeps the
-// runtime's scaled minimum heap (4 MiB x GOGC/100) within live + Floor.
+// rule's headroom (rounded up), and never less than r.Percent. Nothing
+// marked yet (live 0) is a small heap: GOGC=100, or r.Percent without a
+// floor.
 func (r Rule) GCPercent(live uint64) int {
-	headroom := max(r.Floor, live/100*uint64(r.Percent))
-	var p uint64
-	if live == 0 {
-		p = math.MaxInt32
-	} else {
-		p = (headroom*100 + live - 1) / live // rounded up
+	if live == 0 && r.Floor > 0 {
+		return max(100, r.Percent)
 	}
-	p = min(p, (live+r.Floor)*100/heapMinimum, math.MaxInt32)
+	if live == 0 {
+		return r.Percent
+	}
+	headroom := max(min(live, r.Floor), live/100*uint64(r.Percent))
+	p := (headroom*100 + live - 1) / live
 	return max(int(p), r.Percent)
 }
 

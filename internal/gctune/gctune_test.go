@@ -14,9 +14,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const mib = 1 << 20
 
-// TestGCPercent: the percent gives the rule's headroom, max(Floor,
-// Percent of live), within the runtime's scaled minimum heap, and never
-// less than Percent.
+// TestGCPercent: the percent gives the rule's headroom, max(min(live,
+// Floor), Percent of live), and never less than Percent: a heap up to
+// Floor live collects as at GOGC=100, never later.
 func TestGCPercent(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -27,10 +27,13 @@ func TestGCPercent(t *testing.T) {
 		{"large heap: the fraction", Default, 214e6, 60},
 		{"past the knee (106.7 MiB): the fraction", Default, 128 * mib, 60},
 		{"below the knee: the floor", Default, 100 * mib, 64},
-		{"small heap: the floor, more than GOGC=100", Default, 10 * mib, 640},
-		{"tiny heap: the scaled minimum heap stays within live + floor", Default, 2 * mib, 1650},
-		{"nothing marked yet", Default, 0, 1600},
+		{"at the floor: GOGC=100", Default, 64 * mib, 100},
+		{"just past the floor: the floor", Default, 65 * mib, 99},
+		{"small heap: GOGC=100, not the floor (640)", Default, 10 * mib, 100},
+		{"tiny heap: GOGC=100", Default, 2 * mib, 100},
+		{"nothing marked yet: GOGC=100", Default, 0, 100},
 		{"no floor: the fraction", Rule{Percent: 50}, 1 << 30, 50},
+		{"no floor, nothing marked yet: the fraction", Rule{Percent: 50}, 0, 50},
 		{"no floor, tiny heap: never below the fraction", Rule{Percent: 50}, 1 * mib, 50},
 		{"rounded up: at least the floor", Rule{Floor: 64 * mib, Percent: 25}, 3 * 64 * mib, 34},
 		{"GOGC=100's rule", Rule{Floor: 4 * mib, Percent: 100}, 1 << 30, 100},
