@@ -778,13 +778,17 @@ func TestViewApplyBatchIsApply(t *testing.T) {
 // nothing else: ApplyBatch's scratch items are reused, not a new slice a
 // batch (a third of a pipelined SET's garbage, which sets how often the
 // collector runs). Both sizes of batch: within the touch step and past it.
+// Under the race detector sync.Pool drops a Put in four at random, and the
+// next batch makes its scratch again (2 allocations): there the mean over
+// 400 batches must stay under one more than the bodies, which a new
+// scratch a batch reaches (a quarter dropped is 0.5 more).
 func TestApplyBatchAllocatesBodies(t *testing.T) {
+	runs, slack := 50, 0.0
 	if testkit.Race {
-		t.Skip("the race detector drops sync.Pool's Puts at random")
+		runs, slack = 400, 0.999
 	}
 	for _, n := range []int{16, 40} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			const runs = 50
 			v := New()
 			batches := make([][]record.Record, runs+2) // AllocsPerRun runs once more to warm up
 			for b := range batches {
@@ -802,8 +806,8 @@ func TestApplyBatchAllocatesBodies(t *testing.T) {
 				}
 				b++
 			})
-			if allocs != float64(n) {
-				t.Fatalf("a batch of %d updates allocated %v times, want %d (the bodies)", n, allocs, n)
+			if allocs < float64(n) || allocs > float64(n)+slack {
+				t.Fatalf("a batch of %d updates allocated %v times, want %d (the bodies; %v more under -race)", n, allocs, n, slack)
 			}
 		})
 	}
