@@ -20,17 +20,13 @@ KEYS=${KEYS:-1000000}
 LOADN=${LOADN:-3000000}
 MEASN=${MEASN:-6000000}
 GOGCS=${GOGCS:--}
-work=$(mktemp -d /tmp/cc-gc.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+. "$(dirname "$0")/benchlib.sh"
+bench_workdir gc
 command -v redis-benchmark >/dev/null || {
 	echo "install redis-tools first" >&2
 	exit 1
 }
-if [ -z "${BINS:-}" ]; then
-	make -s build
-	BINS=./bin
-fi
-cpu() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
+bench_bins
 anon() { awk '$1 == "RssAnon:" { print $2 }' "/proc/$1/status"; }
 sets() { redis-benchmark -s "$work/d/cc-redis.sock" -t set -n "$1" -r "$KEYS" -d 100 -P 16 -c 50 -q 2>/dev/null | tr '\r' '\n' | grep 'per second' | tail -1 | awk '{ print $2 }'; }
 # run DIR GOGC: one daemon, loaded, then measured; one line.

@@ -18,17 +18,13 @@ SECS=${SECS:-10}
 CALLERS=${CALLERS:-2}
 WRITES=${WRITES:-20000}
 CALL=${CALL:-/v1/status}
-work=$(mktemp -d /tmp/cc-status.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+. "$(dirname "$0")/benchlib.sh"
+bench_workdir status
 command -v redis-benchmark >/dev/null && command -v curl >/dev/null || {
 	echo "install redis-tools and curl first" >&2
 	exit 1
 }
-if [ -z "${BINS:-}" ]; then
-	make -s build
-	BINS=./bin
-fi
-cpu() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
+bench_bins
 # start SECONDS: CALLERS curls, each calling $CALL on one connection
 # until SECONDS pass or it is killed, its answers into calls.N; their
 # pids in $callers.

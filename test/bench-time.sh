@@ -66,7 +66,7 @@ done
 
 value=$(printf 'v%.0s' $(seq 100))
 at=$(($(date +%s%3N) + 6 * 3600 * 1000)) # one instant for every scheduled write
-cpu() { cat /proc/"$1"/task/*/schedstat | awk '{ns += $1} END {printf "%.0f", ns}'; }
+. "$(dirname "$0")/benchlib.sh" # cpu
 
 # run I DOOR OPT KIND: one run on cachecastd I; prints the figures and adds
 # the benchstat line.
