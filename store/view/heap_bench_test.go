@@ -1,11 +1,13 @@
 package view
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
-	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/google/btree"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -17,38 +19,89 @@ var heapView *View
 
 // BenchmarkViewHeap is the daemon's heap view as issue 34's memory
 // benchmark (test/bench-memory.sh) loads it: 1M keys prices:sku-NNNNNNN
-// of 100-byte values, one Apply each, as a Redis SET publishes them. It
-// reports the heap bytes per key (runtime.ReadMemStats, after a GC) and
-// what the fixed parts cost: the item, the key and value's allocation
-// (rounded up to its size class). The rest is the key index and the
-// B-tree. value=0 is the same view with empty values: what the heap would
-// keep if the values lived elsewhere (in the shared view file, issue 34's
-// direction), measured instead of estimated. It runs first, so that the
-// 100-byte view is the one the profile holds:
+// of 100-byte values, one Apply each, as a Redis SET publishes them, the
+// values on the heap or in a shared view file (values=file, as
+// --view-file-values keeps them). It reports the live heap bytes a key
+// (runtime.ReadMemStats after a GC) and their parts (heapParts). The
+// heap case runs last, so that its view is the one the profile holds:
 //
 //	go test -run '^$' -bench ViewHeap -benchtime 1x -memprofile mem.out -memprofilerate 1 ./store/view/
 //	go tool pprof -sample_index=inuse_space -top view.test mem.out
 func BenchmarkViewHeap(b *testing.B) {
 	const keys = 1_000_000
-	for _, size := range []int{0, 100} {
-		b.Run(fmt.Sprintf("value=%d", size), func(b *testing.B) {
-			value := []byte(strings.Repeat("v", size))
+	for _, where := range []string{"file", "heap"} {
+		b.Run("values="+where, func(b *testing.B) {
 			for b.Loop() {
 				heapView = nil
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				v := New()
-				loadSKUs(v, keys, value)
+				if where == "file" {
+					followFile(b, v)
+				}
+				loadSKUs(v, keys, bytes.Repeat([]byte("v"), 100))
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				heapView = v
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+				for name, n := range heapParts(v) {
+					b.ReportMetric(float64(n)/keys, name+"-B/key")
+				}
 			}
-			b.ReportMetric(float64(unsafe.Sizeof(viewItem{})), "item-B/key")
-			b.ReportMetric(float64(sizeClass(len("sku-0000000")+size)), "data-B/key")
 		})
 	}
+}
+
+// heapParts is the live heap bytes of v's parts, by name: its items
+// (item: 48 or 64 bytes each, a timedEntry 80), their bodies (body:
+// key | tag | value, or key | tag in the file, rounded up to the size
+// class), the key index (keyindex: slots, tables and directory) and the
+// B-tree (btree: what a GC frees when the view's B-trees are replaced by
+// empty ones; the view is of no use after). Timelines, marks and counters are not
+// counted: the loads measured have none.
+func heapParts(v *View) map[string]uint64 {
+	classes := map[int]int{}
+	class := func(n int) uint64 {
+		if _, ok := classes[n]; !ok {
+			classes[n] = sizeClass(n)
+		}
+		return uint64(classes[n])
+	}
+	parts := map[string]uint64{}
+	for _, tv := range v.topics {
+		for it := range tv.byKey.all() {
+			switch {
+			case it.timed:
+				parts["item"] += class(80)
+			case it.flags&itemWide != 0:
+				parts["item"] += 64
+			default:
+				parts["item"] += 48
+			}
+			n := int(it.klen) + int(it.tlen)
+			if !it.inFile() {
+				n += int(it.vlen)
+			}
+			parts["body"] += class(n)
+		}
+		x := &tv.byKey
+		parts["keyindex"] += class(8 * cap(x.dir))
+		for i := 0; i < len(x.dir); i += 1 << (x.depth - x.dir[i].depth) {
+			t := x.dir[i]
+			parts["keyindex"] += class(int(unsafe.Sizeof(*t))) + class(cap(t.tags)) + class(8*cap(t.items))
+		}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, tv := range v.topics {
+		tv.order = btree.NewG(btreeDegree, itemLess)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	parts["btree"] = before.HeapAlloc - after.HeapAlloc
+	return parts
 }
 
 // loadSKUs applies keys records prices:sku-NNNNNNN of value to v, one
@@ -63,9 +116,9 @@ func loadSKUs(v *View, keys int, value []byte) {
 }
 
 // sizeClass is the runtime's allocation size for n bytes, as measured:
-// the heap growth of many allocations of n bytes.
+// the heap growth of many allocations of n bytes (up to 16 MiB of them).
 func sizeClass(n int) int {
-	const count = 1 << 14
+	count := min(1<<14, 1<<24/max(n, 1))
 	var before, after runtime.MemStats
 	keep := make([][]byte, count)
 	runtime.GC()
@@ -75,5 +128,5 @@ func sizeClass(n int) int {
 	}
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(keep)
-	return int((after.HeapAlloc - before.HeapAlloc + count/2) / count)
+	return int((after.HeapAlloc - before.HeapAlloc + uint64(count)/2) / uint64(count))
 }
