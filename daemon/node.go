@@ -28,6 +28,9 @@ import (
 type node struct{ d *Daemon }
 
 func (n *node) Entry(topic, key string) (view.Entry, bool) { return n.d.store.Get(topic, key) }
+func (n *node) EntryInto(buf []byte, topic, key string) (view.Entry, []byte, bool) {
+	return n.d.store.GetInto(buf, topic, key)
+}
 func (n *node) Counting(topic, key string) (view.Entry, bool) {
 	return n.d.store.Counting(topic, key)
 }

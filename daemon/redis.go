@@ -123,8 +123,13 @@ func (n *respNode) Get(topic, key string) ([]byte, bool) {
 	return e.Value, ok
 }
 
-func (n *respNode) GetMany(topics, keys []string, entries []view.Entry, found []bool) {
-	n.d.store.GetMany(topics, keys, entries, found)
+func (n *respNode) GetInto(buf []byte, topic, key string) ([]byte, []byte, bool) {
+	e, buf, ok := n.d.store.GetInto(buf, topic, key)
+	return e.Value, buf, ok
+}
+
+func (n *respNode) GetMany(topics, keys []string, entries []view.Entry, found []bool, buf []byte) []byte {
+	return n.d.store.GetMany(topics, keys, entries, found, buf)
 }
 
 // callerOfConn is the peer of a Redis connection: a Unix one's

@@ -39,8 +39,13 @@ func (n *storeNode) Counting(topic, key string) (storeview.Entry, bool) {
 	return n.st.Counting(topic, key)
 }
 
-func (n *storeNode) GetMany(topics, keys []string, entries []storeview.Entry, found []bool) {
-	n.st.GetMany(topics, keys, entries, found)
+func (n *storeNode) GetInto(buf []byte, topic, key string) ([]byte, []byte, bool) {
+	e, buf, ok := n.st.GetInto(buf, topic, key)
+	return e.Value, buf, ok
+}
+
+func (n *storeNode) GetMany(topics, keys []string, entries []storeview.Entry, found []bool, buf []byte) []byte {
+	return n.st.GetMany(topics, keys, entries, found, buf)
 }
 
 func (n *storeNode) PendingKey(topic, key string) []storeview.PendingRecord {

@@ -1014,15 +1014,23 @@ func (s *Store) afterWrite() {
 // Get returns the live value of (topic, key).
 func (s *Store) Get(topic, key string) (view.Entry, bool) { return s.view.Get(topic, key) }
 
+// GetInto is Get reading a value the view keeps in the view file only
+// into buf, which it returns for the next read (view.View.GetInto).
+func (s *Store) GetInto(buf []byte, topic, key string) (view.Entry, []byte, bool) {
+	return s.view.GetInto(buf, topic, key)
+}
+
 // Counting is Get for a counter command: for a key without a value, the
 // entry's Absence says what the key had last (view.View.Counting).
 func (s *Store) Counting(topic, key string) (view.Entry, bool) { return s.view.Counting(topic, key) }
 
 // GetMany looks up several (topics[i], keys[i]) at one instant, under one
 // hold of the view's lock: a batch is seen whole or not at all; into
-// entries and found, of len(keys) at least (see view.View.GetMany).
-func (s *Store) GetMany(topics, keys []string, entries []view.Entry, found []bool) {
-	s.view.GetMany(topics, keys, entries, found)
+// entries and found, of len(keys) at least, the values the view keeps in
+// the view file only read into buf, which it returns for the next call
+// (see view.View.GetMany).
+func (s *Store) GetMany(topics, keys []string, entries []view.Entry, found []bool, buf []byte) []byte {
+	return s.view.GetMany(topics, keys, entries, found, buf)
 }
 
 // PendingKey lists the records of (topic, key) not in force yet.

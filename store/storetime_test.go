@@ -46,7 +46,7 @@ func TestBatchVisibleTogether(t *testing.T) {
 	visible := func(s *Store) (n int) {
 		keys := []string{"k0", "k1", "k3", "k4"}
 		found := make([]bool, len(keys))
-		s.view.GetMany([]string{"t", "t", "t", "t"}, keys, make([]view.Entry, len(keys)), found)
+		s.view.GetMany([]string{"t", "t", "t", "t"}, keys, make([]view.Entry, len(keys)), found, nil)
 		for _, f := range found {
 			if f {
 				n++

@@ -234,7 +234,8 @@ func (l *Lane) Served() uint64 { return l.served.Load() }
 type laneConn struct {
 	c        *access.Conn
 	in, out  []byte
-	deadline bool // a read deadline is set
+	value    []byte // where a value the view keeps in its file is read
+	deadline bool   // a read deadline is set
 }
 
 // serve runs c in the lane until it closes or goes to net/http. A panic
@@ -311,7 +312,11 @@ func (l *Lane) answer(lc *laneConn) bool {
 	l.api.limits.ConnState(lc.c, http.StateActive)
 	defer l.api.limits.ConnState(lc.c, http.StateIdle)
 	start := time.Now()
-	out, ok := l.api.appendValue(lc.out[:0], lc.c, topic, key, start)
+	out, value, ok := l.api.appendValue(lc.out[:0], lc.value, lc.c, topic, key, start)
+	lc.value = value
+	if cap(value) > laneKeep {
+		lc.value = nil
+	}
 	if !ok {
 		return false
 	}
@@ -429,18 +434,20 @@ func allIn(b []byte, set *charSet128) bool {
 // error) that net/http writes for getKey's answer to a GET of topic/key
 // on c, and observes the route's latency from start; ok is false for a
 // refusal by role, an error appendError does not write, and a tag net/http
-// would alter: net/http is to give those.
-func (a *Server) appendValue(b []byte, c *access.Conn, topic, key string, start time.Time) ([]byte, bool) {
+// would alter: net/http is to give those. The value may be read into buf
+// first (Server.entry), which it returns for the next request.
+func (a *Server) appendValue(b, buf []byte, c *access.Conn, topic, key string, start time.Time) (_, _ []byte, ok bool) {
 	if !a.guard.Has(c.Caller(), access.RoleRead) || !a.handlers.enter() {
-		return b, false
+		return b, buf, false
 	}
 	defer a.handlers.leave()
-	e, we := a.entry(topic, key)
+	e, buf, we := a.entry(buf, topic, key)
 	if we != nil {
-		return a.appendError(b, c, topic, key, we, start)
+		b, ok = a.appendError(b, c, topic, key, we, start)
+		return b, buf, ok
 	}
 	if !fieldAsIs(e.Tag) {
-		return b, false
+		return b, buf, false
 	}
 	// The fields in net/http's order: the handler's sorted by name, then
 	// the Date it adds.
@@ -464,7 +471,7 @@ func (a *Server) appendValue(b []byte, c *access.Conn, topic, key string, start 
 	b = appendDate(b, start)
 	b = append(append(b, "\r\n\r\n"...), e.Value...)
 	a.getLatency.Observe(time.Since(start).Seconds())
-	return b, true
+	return b, buf, true
 }
 
 // appendError appends the whole error answer e that net/http writes for

@@ -24,9 +24,12 @@ import (
 // methods both need, Keys and Topics, are one); every method may be
 // called from many goroutines at once.
 type Node interface {
-	// Entry is the live entry of (topic, key) in the view. Its bytes are
-	// the view's: read them, do not keep or change them.
-	Entry(topic, key string) (view.Entry, bool)
+	// EntryInto is the live entry of (topic, key) in the view. Its bytes
+	// are the view's, or, for a value the view does not keep on the heap
+	// (--view-file-values), in buf, read from its start (grown when
+	// short): read them, do not keep or change them. It returns the
+	// buffer to pass next time.
+	EntryInto(buf []byte, topic, key string) (view.Entry, []byte, bool)
 	// Counting is Entry for a counter command: for a key without a
 	// value, the entry's Absence says what the key had last.
 	Counting(topic, key string) (view.Entry, bool)

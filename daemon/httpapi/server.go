@@ -343,23 +343,24 @@ func (a *Server) deleteKey(w http.ResponseWriter, r *http.Request, p params) {
 
 // entry is what a GET of topic/key reads: the key's entry, or the error
 // that answers the GET (a bad name, catching up, no such key). getKey
-// and the fast lane's appendValue answer from it.
-func (a *Server) entry(topic, key string) (view.Entry, *wire.Error) {
+// and the fast lane's appendValue answer from it. The value may be read
+// into buf (Node.EntryInto), which it returns for the next read.
+func (a *Server) entry(buf []byte, topic, key string) (view.Entry, []byte, *wire.Error) {
 	if e := firstError(wire.CheckName("topic", topic), wire.CheckKey(key)); e != nil {
-		return view.Entry{}, e
+		return view.Entry{}, buf, e
 	}
 	if e := a.catchingUp(); e != nil {
-		return view.Entry{}, e
+		return view.Entry{}, buf, e
 	}
-	e, ok := a.node.Entry(topic, key)
+	e, buf, ok := a.node.EntryInto(buf, topic, key)
 	if !ok {
-		return view.Entry{}, wire.Errorf(wire.CodeNotFound, "no key %q in topic %q", key, topic)
+		return view.Entry{}, buf, wire.Errorf(wire.CodeNotFound, "no key %q in topic %q", key, topic)
 	}
-	return e, nil
+	return e, buf, nil
 }
 
 func (a *Server) getKey(w http.ResponseWriter, r *http.Request, p params) {
-	e, we := a.entry(p.topic, p.key)
+	e, _, we := a.entry(nil, p.topic, p.key)
 	if a.failed(w, r, we) {
 		return
 	}

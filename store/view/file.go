@@ -157,17 +157,19 @@ func (it *viewItem) valueIn(src *sharedFile, topic string) []byte {
 
 // valueOf is valueIn for a caller holding the view's lock, which reads
 // from f (the view's file), whose RLock it holds as well (held) or not;
-// hint is f's Warm for the key under that RLock, or 0.
-func (it *viewItem) valueOf(f ValueFile, topic string, held bool, hint uint64) []byte {
+// hint is f's Warm for the key under that RLock, or 0. A value in the
+// file is read into buf from its start (grown when short: nil makes one
+// of the value's size); it returns buf, grown, as well.
+func (it *viewItem) valueOf(buf []byte, f ValueFile, topic string, held bool, hint uint64) (value, grown []byte) {
 	for {
 		if b, ok := it.heapBodyNow(); ok {
-			return it.heapValue(b)
+			return it.heapValue(b), buf
 		}
-		if v, ok := it.fileValue(nil, f, topic, held, hint); ok {
+		if v, ok := it.fileValue(buf[:0], f, topic, held, hint); ok {
 			if len(v) == 0 {
-				return nil
+				return nil, v
 			}
-			return v
+			return v[:len(v):len(v)], v
 		}
 	}
 }

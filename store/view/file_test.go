@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -107,6 +108,20 @@ type fileTwins struct {
 	frozen [][2]Frozen
 	// loaded is the most values a reload left in the file only.
 	loaded int
+	// buf is the buffer of the last GetInto or GetMany of v, passed to
+	// the next one scribbled over.
+	buf []byte
+}
+
+// scribble fills all of buf's room with a byte no value of the tests
+// holds, so that a read into it (from its start, whatever its length)
+// cannot pass on what the read before left there.
+func scribble(buf []byte) []byte {
+	buf = buf[:cap(buf)]
+	for i := range buf {
+		buf[i] = 0xfe
+	}
+	return buf
 }
 
 func newFileTwins(t *testing.T) *fileTwins {
@@ -149,6 +164,11 @@ func (ft *fileTwins) check(t *testing.T, step int) {
 		if err := sameEntry(g, w, gok, wok); err != nil {
 			t.Fatalf("step %d: Get(%s, %s): %v", step, k[0], k[1], err)
 		}
+		// GetInto with the buffer of the read before, scribbled over.
+		g, ft.buf, gok = ft.v.GetInto(scribble(ft.buf), k[0], k[1])
+		if err := sameEntry(g, w, gok, wok); err != nil {
+			t.Fatalf("step %d: GetInto(%s, %s): %v", step, k[0], k[1], err)
+		}
 		if i == len(ft.keys)-1 {
 			ft.checkMany(t, step, topics, keys)
 		}
@@ -180,8 +200,8 @@ func (ft *fileTwins) checkMany(t *testing.T, step int, topics, keys []string) {
 	t.Helper()
 	got, want := make([]Entry, len(keys)), make([]Entry, len(keys))
 	gotOK, wantOK := make([]bool, len(keys)), make([]bool, len(keys))
-	ft.v.GetMany(topics, keys, got, gotOK)
-	ft.twin.GetMany(topics, keys, want, wantOK)
+	ft.buf = ft.v.GetMany(topics, keys, got, gotOK, scribble(ft.buf))
+	ft.twin.GetMany(topics, keys, want, wantOK, nil)
 	for round := range 2 {
 		for i := range keys {
 			if err := sameEntry(got[i], want[i], gotOK[i], wantOK[i]); err != nil {
@@ -517,5 +537,57 @@ func BenchmarkViewGetFile(b *testing.B) {
 			cpu.Report(b, n)
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
 		})
+	}
+}
+
+// TestFileReadsAllocateNothing: a GetInto and a GetMany of values the
+// view keeps in the file, each given the buffer the read before
+// returned, allocate nothing (a read's own allocation was most of what
+// the file cost a read over the heap); the values are right.
+func TestFileReadsAllocateNothing(t *testing.T) {
+	runs, slack := 50, 0.0
+	if testkit.Race {
+		runs, slack = 400, 0.999 // sync.Pool drops a Put in four under -race
+	}
+	v := New()
+	followFile(t, v)
+	const keys = 40
+	topics, names, values := make([]string, keys), make([]string, keys), make([]string, keys)
+	for i := range keys {
+		topics[i], names[i] = "prices", fmt.Sprintf("sku-%02d", i)
+		values[i] = fmt.Sprintf("%02d:%s", i, strings.Repeat("v", 10*i))
+		v.Apply(viewRec{topic: "prices", key: names[i], value: values[i], origin: 1, seq: uint64(i + 1), hlc: uint64(i + 1)}.record(t))
+	}
+	if n := v.ValuesInFile(); n != keys {
+		t.Fatalf("%d of %d values in the file", n, keys)
+	}
+	value := func(i int) string { return values[i] }
+	var buf []byte
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		var e Entry
+		var ok bool
+		k := (i * 7) % keys // the long values and the short ones in turn
+		if e, buf, ok = v.GetInto(buf, "prices", names[k]); !ok || string(e.Value) != value(k) {
+			t.Fatalf("GetInto(%s) = %v %q, want %q", names[k], ok, e.Value, value(k))
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("a GetInto with the buffer of the one before allocated %v times, want 0", allocs)
+	}
+	entries, found := make([]Entry, keys), make([]bool, keys)
+	for _, n := range []int{10, keys} { // less than the scratch's first room, and more
+		allocs = testing.AllocsPerRun(runs, func() {
+			buf = v.GetMany(topics[:n], names[:n], entries, found, buf)
+			for k := range n {
+				if !found[k] || string(entries[k].Value) != value(k) {
+					t.Fatalf("GetMany of %d: %s = %v %q, want %q", n, names[k], found[k], entries[k].Value, value(k))
+				}
+			}
+		})
+		if allocs > slack {
+			t.Errorf("a GetMany of %d keys with the buffer of the one before allocated %v times, want 0 (%v under -race)", n, allocs, slack)
+		}
 	}
 }

@@ -506,7 +506,8 @@ func (it *viewItem) clone(f *sharedFile, topic string) wideItem {
 // is there (held: the caller holds f's RLock, and hint is f's Warm for
 // the key under it, or 0).
 func (it *viewItem) entry(f ValueFile, topic string, held bool, hint uint64) Entry {
-	return it.entryWith(it.valueOf(f, topic, held, hint))
+	v, _ := it.valueOf(nil, f, topic, held, hint)
+	return it.entryWith(v)
 }
 
 // entryWith is the item as an Entry with value as its value.
@@ -1351,11 +1352,22 @@ func (v *View) addNew(tv *topicView, it *viewItem) {
 // Get returns the live value of (topic, key). A deleted or unknown key
 // reports false. Entry.Value is shared: do not modify it.
 func (v *View) Get(topic, key string) (Entry, bool) {
+	e, _, ok := v.GetInto(nil, topic, key)
+	return e, ok
+}
+
+// GetInto is Get for a caller that is done with the value before its
+// next read, and keeps a buffer for the values: a value the view keeps
+// in the shared view file only (see file.go) is read into buf, from its
+// start (grown when short), instead of a new allocation. It returns the
+// buffer to pass next time; until then Entry.Value may be a slice of it.
+// Any other value is shared with the view, as Get's.
+func (v *View) GetInto(buf []byte, topic, key string) (Entry, []byte, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	tv := v.topics[topic]
 	if tv == nil {
-		return Entry{}, false
+		return Entry{}, buf, false
 	}
 	f := v.file
 	var hint uint64
@@ -1368,13 +1380,14 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 	}
 	it := v.current(tv, key, v.now)
 	if it == nil {
-		return Entry{}, false
+		return Entry{}, buf, false
 	}
-	e := it.entry(f, topic, true, hint)
+	value, buf := it.valueOf(buf, f, topic, true, hint)
+	e := it.entryWith(value)
 	if tv.counts != nil {
 		e.Base, e.Absence = v.countedBase(tv, key, it)
 	}
-	return e, true
+	return e, buf, true
 }
 
 // GetMany looks up several keys of one instant: under one hold of the read
@@ -1382,8 +1395,11 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 // and at one reading of the clock, so that keys scheduled for one instant
 // are all before it or all after it. found[i] says whether keys[i] has a
 // live value; entries[i] is it. The caller gives both, of len(keys) at
-// least (a reader reuses them: a lookup allocates nothing).
-func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
+// least, and buf, which the values the view keeps in the file only are
+// read into (from its start, grown when short); it returns buf, to pass
+// next time (a reader that reuses all three allocates nothing). Until
+// then the values may be slices of it; the others are shared, as Get's.
+func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf []byte) []byte {
 	entries, found = entries[:len(keys)], found[:len(keys)]
 	clear(entries)
 	clear(found)
@@ -1405,19 +1421,17 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
 				}
 			}
 		}
-		return
+		return buf
 	}
 	// Every key's slot and record in the file first (see Get), then the
-	// index, then the values in the file, copied into one allocation.
+	// index, then the values in the file, copied into buf.
 	f.RLock()
 	defer f.RUnlock()
-	hints := make([]uint64, len(keys))
+	sc := getManyScratch(len(keys))
+	defer sc.release()
+	hints := sc.hints[:len(keys)]
 	f.WarmMany(topics, keys, hints)
-	var small [16]*viewItem
-	filed := small[:0] // the items whose values are in the file, by key
-	if len(keys) > len(small) {
-		filed = make([]*viewItem, 0, len(keys))
-	}
+	filed := sc.filed[:0] // the items whose values are in the file, by key
 	size := 0
 	for i, k := range keys {
 		var it *viewItem
@@ -1435,15 +1449,51 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool) {
 		}
 	}
 	if size == 0 {
-		return
+		return buf
 	}
-	buf := make([]byte, 0, size)
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	buf = buf[:0]
 	for i, it := range filed {
 		if it != nil {
 			n := len(buf)
 			buf = it.appendHeld(buf, f, topics[i], hints[i])
 			entries[i] = it.entryWith(buf[n:len(buf):len(buf)])
 		}
+	}
+	return buf
+}
+
+// manyScratch is GetMany's hints for WarmMany (which an interface call
+// would otherwise allocate each time) and its items whose values are in
+// the file; manyScratches keeps them.
+type manyScratch struct {
+	hints []uint64
+	filed []*viewItem
+}
+
+var manyScratches sync.Pool
+
+// getManyScratch is a scratch with room for n hints.
+func getManyScratch(n int) *manyScratch {
+	sc, _ := manyScratches.Get().(*manyScratch)
+	if sc == nil {
+		sc = new(manyScratch)
+	}
+	if cap(sc.hints) < n {
+		sc.hints = make([]uint64, max(n, 16))
+		sc.filed = make([]*viewItem, 0, max(n, 16))
+	}
+	return sc
+}
+
+// release keeps the scratch for the next GetMany, its items let go,
+// unless a rare huge one grew it past maxPooledBatch.
+func (sc *manyScratch) release() {
+	if cap(sc.hints) <= maxPooledBatch {
+		clear(sc.filed[:cap(sc.filed)])
+		manyScratches.Put(sc)
 	}
 }
 

@@ -739,7 +739,7 @@ func TestGetManyOneInstant(t *testing.T) {
 	}
 	entries, found := make([]Entry, n), make([]bool, n)
 	for c.ms.Load() < timeBase+100 {
-		v.GetMany(topics, keys, entries, found)
+		v.GetMany(topics, keys, entries, found, nil)
 		for i := range n {
 			if !found[i] || string(entries[i].Value) != string(entries[0].Value) {
 				t.Fatalf("at +%dms one GetMany served k0 %q and k%d %q", c.ms.Load()-timeBase, entries[0].Value, i, entries[i].Value)

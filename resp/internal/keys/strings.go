@@ -19,11 +19,12 @@ func isHash(c *session.Session, name []byte) bool {
 	return len(c.Node().Keys(session.Str(name), "", "", 1)) > 0
 }
 
-// getString reads a Redis key as a string, tracking it for the client.
+// getString reads a Redis key as a string, tracking it for the client;
+// the value is the caller's until the session's next read (Value).
 func getString(c *session.Session, name []byte) ([]byte, bool) {
 	c.TrackRead(name)
 	t, k := c.Split(name)
-	return c.Node().Get(t, k)
+	return c.Value(t, k)
 }
 
 func cmdGet(c *session.Session, a [][]byte) {
@@ -52,7 +53,7 @@ func cmdMGet(c *session.Session, a [][]byte) {
 	if cap(lk.Entries) < n {
 		lk.Entries, lk.Found = make([]storeview.Entry, n), make([]bool, n)
 	}
-	c.Node().GetMany(lk.Topics, lk.Keys, lk.Entries[:n], lk.Found[:n])
+	lk.Values = c.Node().GetMany(lk.Topics, lk.Keys, lk.Entries[:n], lk.Found[:n], lk.Values)
 	c.Array(n)
 	for i := range n {
 		if lk.Found[i] {

@@ -33,14 +33,22 @@ type View interface {
 	// Get returns the live value of (topic, key) in the local view. The
 	// bytes are shared with the view and must not be modified or kept.
 	Get(topic, key string) ([]byte, bool)
+	// GetInto is Get for a caller done with the value before its next
+	// read: a value the view does not keep on the heap (the daemon's
+	// --view-file-values) is read into buf, from its start (grown when
+	// short), instead of a new allocation. It returns the buffer to pass
+	// next time; until then the value may be a slice of it.
+	GetInto(buf []byte, topic, key string) (value, next []byte, ok bool)
 	// Entry is Get with the rest of the entry: tag, stamp, expiry.
 	Entry(topic, key string) (storeview.Entry, bool)
 	// Counting is Entry for a counter command: for a key without a
 	// value, the entry's Absence says what the key had last.
 	Counting(topic, key string) (storeview.Entry, bool)
 	// GetMany looks up (topics[i], keys[i]) at one instant: the records
-	// of a batch are all seen or none.
-	GetMany(topics, keys []string, entries []storeview.Entry, found []bool)
+	// of a batch are all seen or none. The values the view does not keep
+	// on the heap are read into buf, as GetInto's value, and it returns
+	// buf for the next call.
+	GetMany(topics, keys []string, entries []storeview.Entry, found []bool, buf []byte) []byte
 	// PendingKey lists the records of (topic, key) not in force yet:
 	// scheduled values and deletes, and cancels.
 	PendingKey(topic, key string) []storeview.PendingRecord
@@ -129,6 +137,8 @@ type Session struct {
 	writing bool
 	// Lookups are MGET's buffers, reused by the session's next MGET.
 	Lookups Lookups
+	// values is Value's buffer (View.GetInto).
+	values []byte
 
 	host Host
 	// setTopic is the topic of the last SET (SetMessage); one an
@@ -265,17 +275,38 @@ func (s *Session) Help(cmd string, lines []string) {
 	s.Simple("    Prints this help.")
 }
 
+// keepValues is the most room a session keeps for the values it reads
+// (Value, MGET's Lookups) between commands: a connection that read a
+// large value once does not hold its copy for its life.
+const keepValues = 64 << 10
+
+// Value is the live value of (topic, key) in the session's view, for a
+// command that is done with it before its next read (it answers it, or
+// looks at it): it may be in a buffer of the session's, which the next
+// Value reuses (View.GetInto).
+func (s *Session) Value(topic, key string) ([]byte, bool) {
+	v, next, ok := s.Node().GetInto(s.values, topic, key)
+	s.values = next
+	if cap(next) > keepValues {
+		s.values = nil
+	}
+	return v, ok
+}
+
 // Lookups are buffers for a GetMany, reused by the session's next one.
 type Lookups struct {
 	Topics, Keys []string
 	Entries      []storeview.Entry
 	Found        []bool
+	// Values is where GetMany reads the values the view does not keep on
+	// the heap.
+	Values []byte
 }
 
 // Drop lets go of what the buffers point at (the read buffer, the view's
 // values), and of buffers grown for a very large lookup.
 func (l *Lookups) Drop() {
-	if cap(l.Keys) > 1024 {
+	if cap(l.Keys) > 1024 || cap(l.Values) > keepValues {
 		*l = Lookups{}
 		return
 	}

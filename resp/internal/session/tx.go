@@ -128,14 +128,23 @@ func (t *TxView) Get(topic, key string) ([]byte, bool) {
 	return e.Value, ok
 }
 
+// GetInto is the node's GetInto under the transaction's writes.
+func (t *TxView) GetInto(buf []byte, topic, key string) ([]byte, []byte, bool) {
+	if e, live, found := t.written(topic, key); found {
+		return e.Value, buf, live
+	}
+	return t.View.GetInto(buf, topic, key)
+}
+
 // GetMany is the node's GetMany under the transaction's writes.
-func (t *TxView) GetMany(topics, keys []string, entries []storeview.Entry, found []bool) {
-	t.View.GetMany(topics, keys, entries, found)
+func (t *TxView) GetMany(topics, keys []string, entries []storeview.Entry, found []bool, buf []byte) []byte {
+	buf = t.View.GetMany(topics, keys, entries, found, buf)
 	for i := range keys {
 		if e, live, ok := t.written(topics[i], keys[i]); ok {
 			entries[i], found[i] = e, live
 		}
 	}
+	return buf
 }
 
 // Keys is the node's Keys under the transaction's writes: the node's
