@@ -227,8 +227,9 @@
 // messages while a peer (Peer.Proto) is below 4; the others pull them.
 // Records of version 3 (expiry changes) travel the same way from
 // ProtocolExpiry (7) on, records of version 4 (counter increments)
-// from ProtocolCounter (8) on, and records of version 5 from
-// ProtocolAbsent (9) on: the record version a connection carries
+// from ProtocolCounter (8) on, records of version 5 from
+// ProtocolAbsent (9) on, and records of version 6 from ProtocolRevival
+// (10) on: the record version a connection carries
 // follows its protocol (wire.MaxRecordVersion), and so does the snapshot
 // version sent to a peer.
 // The daemon refuses to write them meanwhile (fleet_too_old), so this is

@@ -36,7 +36,7 @@ func TestDocsProtocolNames(t *testing.T) {
 	named := map[string]int{
 		"ProtocolMin": ProtocolMin, "ProtocolMax": ProtocolMax, "ProtocolTimed": ProtocolTimed,
 		"ProtocolDigest": ProtocolDigest, "ProtocolCut": ProtocolCut, "ProtocolExpiry": ProtocolExpiry,
-		"ProtocolCounter": ProtocolCounter, "ProtocolAbsent": ProtocolAbsent,
+		"ProtocolCounter": ProtocolCounter, "ProtocolAbsent": ProtocolAbsent, "ProtocolRevival": ProtocolRevival,
 	}
 	re := regexp.MustCompile("(\\d+) \\(`(?:broadcast\\.)?(Protocol\\w+)`\\)")
 	found := docsMatching(t, re, func(f string, m [][]byte) {

@@ -15,6 +15,7 @@ const (
 	ProtocolExpiry  = wire.ProtocolExpiry
 	ProtocolCounter = wire.ProtocolCounter
 	ProtocolAbsent  = wire.ProtocolAbsent
+	ProtocolRevival = wire.ProtocolRevival
 )
 
 // protocols is the range a new Node speaks. Only tests change it, to act

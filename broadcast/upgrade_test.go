@@ -337,7 +337,8 @@ func (c *testCluster) byName(name string) int {
 func TestOldProtocolRefusesExpiryChange(t *testing.T) {
 	t.Parallel()
 	for proto, want := range map[uint8]byte{ProtocolTimed - 1: record.Version, ProtocolTimed: record.Version2,
-		ProtocolExpiry - 1: record.Version2, ProtocolExpiry: record.Version3} {
+		ProtocolExpiry - 1: record.Version2, ProtocolExpiry: record.Version3,
+		ProtocolRevival - 1: record.Version5, ProtocolRevival: record.Version6} {
 		if got := wire.MaxRecordVersion(proto); got != want {
 			t.Errorf("protocol %d carries records up to version %d, want %d", proto, got, want)
 		}

@@ -162,7 +162,7 @@ func TestExpiryChange(t *testing.T) {
 			}
 		})
 	}
-	m := ExpiryChange("t", "k", e, 5000)
+	m := view.ExpiryChange("t", "k", e, 5000)
 	if !m.ExpiryChange() || m.ExpiryOf != e.Stamp || string(m.Value) != "10" || m.Tag != "tg" || m.ExpiresAt != 5000 || m.EffectiveAt != 400 {
 		t.Fatalf("ExpiryChange = %+v: want bound to the version's stamp, with its base and tag", m)
 	}
@@ -172,6 +172,18 @@ func TestExpiryChange(t *testing.T) {
 	e.Base[0] = 'X'
 	if string(m.Value) != "10" {
 		t.Fatal("ExpiryChange shares the entry's bytes")
+	}
+	if m.ExpiryAbsent || m.Gone != 0 {
+		t.Fatalf("ExpiryChange of a version = %+v: names an absence", m)
+	}
+	// A counter's revival: the change names the absence it serves.
+	rev := view.Entry{Value: []byte("7"), Base: []byte("0"), Stamp: e.Stamp, Absence: &view.Absence{Of: e.Stamp, Gone: 350}}
+	m = view.ExpiryChange("t", "k", rev, 5000)
+	if !m.ExpiryAbsent || m.Gone != 350 || m.ExpiryOf != e.Stamp || string(m.Value) != "0" {
+		t.Fatalf("ExpiryChange of a revival = %+v: want the absence after the version, gone 350, base 0", m)
+	}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -116,13 +116,13 @@ func (x Expire) Allows(cur, at int64) bool {
 // ChangeExpiry is the expiry operation (the EXPIRE family, GETEX EX):
 // whether x allows giving e, the version of (topic, key) this node
 // holds, the expiry at (an instant, Unix ms) at the clock now, and the
-// expiry change that does (ExpiryChange, an instant past as PastExpiry
+// expiry change that does (view.ExpiryChange, an instant past as PastExpiry
 // makes it). A PERSIST is ExpiryChange to 0.
 func ChangeExpiry(topic, key string, e view.Entry, at, now int64, x Expire) (record.Message, bool) {
 	if !x.Allows(e.ExpiresAt, at) {
 		return record.Message{}, false
 	}
-	return ExpiryChange(topic, key, e, PastExpiry(at, now, e)), true
+	return view.ExpiryChange(topic, key, e, PastExpiry(at, now, e)), true
 }
 
 // PastExpiry is the expiry at of the version e as an expiry change
@@ -134,20 +134,4 @@ func PastExpiry(at, now int64, e view.Entry) int64 {
 		return max(at, 1, e.EffectiveAt+1)
 	}
 	return at
-}
-
-// ExpiryChange is the message that gives e, the version of (topic, key)
-// this node holds, the expiry at (0: none) and changes nothing else: an
-// expiry change bound to e's stamp (record.KindExpiry), which no node
-// applies to any other version, so it never brings an older value back
-// (DESIGN.md, "Expiry changes"). It carries e's value and tag as that
-// version's (a counter's base, not its count), never as a write of its
-// own. Its strings and bytes are its own.
-func ExpiryChange(topic, key string, e view.Entry, at int64) record.Message {
-	v := e.Value
-	if e.Base != nil {
-		v = e.Base
-	}
-	return record.Message{Topic: strings.Clone(topic), Key: strings.Clone(key), Tag: strings.Clone(e.Tag),
-		Value: append([]byte(nil), v...), EffectiveAt: e.EffectiveAt, ExpiresAt: at, ExpiryOf: e.Stamp}
 }

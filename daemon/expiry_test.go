@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/cachecast/cachecast/broadcast"
@@ -117,8 +118,9 @@ func TestFleetTooOldForExpiryChanges(t *testing.T) {
 // has none); an expiry change of that revival is an "expiry_of" no
 // version either. The revival of a key after a version (deleted, or
 // expired) is served as that version (GET's Cachecast-Seq says it), and
-// an expiry change of it is an "expiry_of" that version, its value the
-// revival's base "0": the line names the version as answers show it.
+// an expiry change of it is an "expiry_of" the absence after that
+// version (record version 6), as the increments it follows, its value
+// the revival's base "0".
 func TestStreamNamesWhatAChangeAppliesTo(t *testing.T) {
 	td := startDaemon(t, testConfig(t))
 	ctx := context.Background()
@@ -178,15 +180,54 @@ func TestStreamNamesWhatAChangeAppliesTo(t *testing.T) {
 		{"b", "1", "", ""},
 		{"b", "", "", ""},
 		{"b", "1", "", "absent after seq 6"},
-		{"b", "0", "seq 6", ""},
+		{"b", "0", "absent after seq 6", ""},
 		{"c", "7", "", ""},
 		{"c", "1", "", "absent after seq 9"},
-		{"c", "0", "seq 9", ""},
+		{"c", "0", "absent after seq 9", ""},
 	}
 	for i, w := range want {
 		m := got[i]
 		if m["key"] != w.key || m["value"] != w.value || of(m, "expiry_of") != w.expiryOf || of(m, "increment_of") != w.incrementOf {
 			t.Errorf("line %d %v: want key %s value %q expiry_of %q increment_of %q", i, m, w.key, w.value, w.expiryOf, w.incrementOf)
 		}
+	}
+}
+
+// TestRevivalExpiryBesideProtocol9: beside a node of data protocol 9,
+// which refuses records of version 6, an EXPIRE of a counter's revival
+// is not refused: it is written as that build writes it, a version 3
+// change naming the version only (its line's expiry_of has no
+// "absent"), and both nodes serve the revival with its expiry.
+func TestRevivalExpiryBesideProtocol9(t *testing.T) {
+	ds := startCluster(t, 2, func(i int, c *Config) {
+		if i == 1 {
+			hook(c, func(h *daemonhooks.Hooks) { h.DataProtocolMax = broadcast.ProtocolRevival - 1 })
+		}
+	})
+	ctx := context.Background()
+	rc := goRedis(t, ds[0], 2)
+	must(rc.Set(ctx, "stats:r", "5", 0).Result())
+	must(rc.Del(ctx, "stats:r").Result())
+	must(rc.IncrBy(ctx, "stats:r", 3).Result())
+	old := goRedis(t, ds[1], 2)
+	testkit.Eventually(t, 20*time.Second, "node1 has the revival", func() bool {
+		v, err := old.Get(ctx, "stats:r").Result()
+		return err == nil && v == "3"
+	})
+	if ok := must(rc.Expire(ctx, "stats:r", time.Hour).Result()); !ok {
+		t.Fatal("EXPIRE of the revival found no key")
+	}
+	for _, c := range []*goredis.Client{rc, old} {
+		testkit.Eventually(t, 20*time.Second, "the revival's expiry on both nodes", func() bool {
+			ttl, err := c.TTL(ctx, "stats:r").Result()
+			v, gerr := c.Get(ctx, "stats:r").Result()
+			return err == nil && gerr == nil && v == "3" && ttl > 59*time.Minute && ttl <= time.Hour
+		})
+	}
+	lines := subscribeLines(t, ds[0], "/v1/topics/stats/subscribe?from=earliest")
+	got := streamObjects(t, lines, 4, "the messages on the stream")
+	of, _ := got[3]["expiry_of"].(map[string]any)
+	if of == nil || of["absent"] != nil || of["seq"] != got[1]["seq"] {
+		t.Fatalf("the EXPIRE's line %v: want an expiry_of the deleted version %v without absent (record version 3)", got[3], got[1]["seq"])
 	}
 }

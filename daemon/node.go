@@ -192,13 +192,16 @@ func (n *node) Cluster() wire.ClusterStatus {
 // and one runs a build before record version 4. A batch's marking needs
 // record version 2: while a member below it is alive it is dropped, and
 // the batch is written as older builds write one, its records applied
-// one by one.
+// one by one. So is the absence an expiry change of a counter's revival
+// names (record version 6): while a member below data protocol 10 is
+// alive the change names the version only, as that build writes it.
 func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 	if d.cluster == nil {
 		return nil
 	}
-	timed, batch, change, counter, absent := false, false, false, false, false
+	timed, batch, change, counter, absent, revival := false, false, false, false, false, false
 	for i := range msgs {
+		revival = revival || msgs[i].ExpiryAbsent
 		timed = timed || msgs[i].TimeFields()
 		batch = batch || msgs[i].BatchFollow != 0
 		change = change || msgs[i].ExpiryChange()
@@ -215,6 +218,13 @@ func (d *Daemon) fleetCanWrite(msgs []record.Message) error {
 		if old := d.cluster.TooOld(broadcast.ProtocolCounter); len(old) > 0 {
 			return wire.Errorf(wire.CodeFleetTooOld, "a counter increment (INCR and its kin) needs every alive member at data protocol %d or later; upgrade these first: %s (nothing was written)",
 				broadcast.ProtocolCounter, strings.Join(old, ", "))
+		}
+	}
+	if revival && len(d.cluster.TooOld(broadcast.ProtocolRevival)) > 0 {
+		// A member below 10 refuses a version 6 record: the change is
+		// written as that build writes it, naming the version only.
+		for i := range msgs {
+			msgs[i].ExpiryAbsent, msgs[i].Gone = false, 0
 		}
 	}
 	if change {

@@ -89,8 +89,8 @@ func TestCounterRecords(t *testing.T) {
 
 // TestCounterExpiryInTransaction: MULTI INCR, EXPIRE of a key without a
 // value writes an increment of its absence and an expiry change of its
-// revival (record.Genesis), never the value: increments of other nodes
-// still count.
+// revival (record.Genesis), which names that absence (record version 6),
+// never the value: increments of other nodes still count.
 func TestCounterExpiryInTransaction(t *testing.T) {
 	s, st := newTestServer(t)
 	in := cmd("MULTI") + cmd("INCR", "x:r") + cmd("EXPIRE", "x:r", "100") + cmd("EXEC")
@@ -104,7 +104,7 @@ func TestCounterExpiryInTransaction(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if want := "[counter/v5/false expiry/v3/true]"; fmt.Sprint(got) != want {
+	if want := "[counter/v5/false expiry/v6/true]"; fmt.Sprint(got) != want {
 		t.Fatalf("records %v, want %s", got, want)
 	}
 }

@@ -10,7 +10,7 @@
 //
 // # Protocol versions
 //
-// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,9]
+// A node speaks the protocol versions [ProtocolMin, ProtocolMax] ([2,10]
 // in this build: 1 had no frame MAC and is not spoken; 3 adds the
 // exchanges; 4 carries records of version 2, with time fields, which
 // older builds refuse as corrupt; 5 exchanges digests of the vectors
@@ -18,7 +18,8 @@
 // of version 3, expiry changes, which builds of 6 refuse; 8 carries
 // records of version 4, counter increments, which builds of 7 refuse; 9
 // carries records of version 5, increments of a key without a value,
-// which builds of 8 refuse).
+// which builds of 8 refuse; 10 carries records of version 6, expiry
+// changes of a counter's revival, which builds of 9 refuse).
 // Both hellos of the handshake carry the sender's range; each side takes
 // the highest version in both (Session.Proto) or, with none in common,
 // refuses the connection with ErrHandshake naming both ranges (the

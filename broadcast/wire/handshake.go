@@ -81,10 +81,12 @@ const (
 	// carries records of version 4 (a counter increment,
 	// record.KindCounter), which builds of 7 and before refuse; 9
 	// carries records of version 5 (a counter increment of a key without
-	// a value), which builds of 8 and before refuse. A connection to a
+	// a value), which builds of 8 and before refuse; 10 carries records
+	// of version 6 (an expiry change of a counter's revival, naming its
+	// absence), which builds of 9 and before refuse. A connection to a
 	// build of [2,2] speaks 2, to one of [2,4] speaks 4.
 	ProtocolMin = 2
-	ProtocolMax = 9
+	ProtocolMax = 10
 
 	// ProtocolTimed is the first version whose connections carry records
 	// of version 2. On a connection of an older version a node sends
@@ -120,11 +122,20 @@ const (
 	// value); on an older connection they are held back as ProtocolTimed
 	// holds back version 2.
 	ProtocolAbsent = 9
+
+	// ProtocolRevival is the first version whose connections carry
+	// records of version 6 (an expiry change of a counter's revival);
+	// on an older connection they are held back as ProtocolTimed holds
+	// back version 2.
+	ProtocolRevival = 10
 )
 
 // MaxRecordVersion is the newest record version a connection of
 // protocol proto carries.
 func MaxRecordVersion(proto uint8) byte {
+	if proto >= ProtocolRevival {
+		return record.Version6
+	}
 	if proto >= ProtocolAbsent {
 		return record.Version5
 	}

@@ -116,6 +116,24 @@ var (
 // instant before which it may have collected tombstones, 0: none), and
 // expires at and effective at are 0.
 //
+// Version 6 (Version6) is an expiry change (kind 5, KindExpiry, and only
+// it) of a counter's revival: the value served for the absence after a
+// version, which an increment of version 5 counts on ("Counters" in
+// DESIGN.md). It names that absence as version 5 does, so that no node
+// applies it to another absence of the same version, nor to the version
+// itself. Its header is 96 bytes: version 3's 88, where the target is
+// the version the absence follows (record.Genesis for a key no node
+// held), effective at that version's effective_at, expires at the
+// revival's new expiry; then the instant the absence began:
+//
+//	88                              96
+//	|  gone (u64, Unix ms: the       | topic | key | tag | value | pad
+//	|  target's expiry when it       |
+//	|  expired, 0: deleted)          |
+//	+-------------------------------+
+//
+// tag is empty and value the revival's base, "0".
+//
 // All integers are little endian. size counts the header and the four
 // fields, not the padding; the record occupies Padded(size) bytes of the log.
 // The CRC-32C (Castagnoli) covers bytes [8, size). A size of zero means
@@ -157,6 +175,14 @@ const (
 	// and later (package broadcast, ProtocolAbsent). Its header is
 	// version 4's.
 	Version5 = 5
+	// Version6 is the version of an expiry change of a counter's
+	// revival (KindExpiry naming the absence after a version), which
+	// builds before it refuse: a node sends one only on data protocol
+	// 10 and later (package broadcast, ProtocolRevival).
+	Version6 = 6
+	// HeaderSizeV6 is the header of a version 6 record: version 3's and
+	// the absence's gone.
+	HeaderSizeV6 = 96
 )
 
 // Kind says what a record does to the key/value view.
@@ -180,7 +206,8 @@ const (
 	KindLost Kind = 4
 	// KindExpiry changes the expiry of one version of (topic, key), the
 	// one its target stamp names, and of no other: see Version3 and
-	// "Time" in DESIGN.md. Version 3 only.
+	// "Time" in DESIGN.md; or of the revival of one absence after that
+	// version (Version6). Versions 3 and 6 only.
 	KindExpiry Kind = 5
 	// KindCounter adds its value, a decimal increment, to the version of
 	// (topic, key) its target stamp names, and to no other: see Version4
@@ -252,6 +279,14 @@ type Message struct {
 	// effective_at (0 for an ordinary write), ExpiresAt the new expiry
 	// (0: none).
 	ExpiryOf Stamp
+	// ExpiryAbsent makes an expiry change (ExpiryOf set) one of the
+	// revival of the absence after the version ExpiryOf stamps (a
+	// counter's, see CountAbsent): that version deleted (Gone 0) or
+	// expired at Gone. Value is the revival's base, "0" (version 6).
+	ExpiryAbsent bool
+	// Gone is, for ExpiryAbsent, the instant ExpiryOf's version expired
+	// at, in Unix milliseconds (0: it was deleted).
+	Gone int64
 	// CountOn, when its Origin is set, makes the message a counter
 	// increment (KindCounter) of the version of (Topic, Key) it stamps,
 	// and of no other: Value is the increment in decimal (Delta reads
@@ -363,6 +398,9 @@ func (m *Message) headerSize() int {
 	if m.Counter() {
 		return HeaderSizeV4
 	}
+	if m.ExpiryAbsent {
+		return HeaderSizeV6
+	}
 	if m.ExpiryChange() {
 		return HeaderSizeV3
 	}
@@ -406,6 +444,8 @@ func (m *Message) Validate() error {
 		return fmt.Errorf("%w: the expiry is not after the effective time", ErrInvalid)
 	case m.ExpiryChange() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryOf.Seq == 0 || m.ExpiryOf.HLC == 0):
 		return fmt.Errorf("%w: an expiry change needs a key and the whole stamp of a value it changes", ErrInvalid)
+	case (m.ExpiryAbsent || m.Gone != 0) && !m.ExpiryChange() || m.Gone != 0 && !m.ExpiryAbsent || m.Gone < 0 || m.Gone > MaxInstant:
+		return fmt.Errorf("%w: the absence of a revival (and its gone) belongs to an expiry change only", ErrInvalid)
 	case m.CountOnEarlier < 0 || m.CountOnEarlier > 0 && (m.CountOn != Stamp{} || m.ExpiresAt != 0 || m.EffectiveAt != 0):
 		return fmt.Errorf("%w: an increment of an earlier message of its batch names no stamp, expiry or effective time of its own", ErrInvalid)
 	case m.Counter() && (m.Key == "" || m.Delete || m.Cancel || m.ExpiryChange() || m.ExpiresAt != 0 && !m.CountAbsent || m.Tag != "" ||
@@ -454,6 +494,11 @@ func Encode(dst []byte, m *Message, st Stamp) int {
 		dst[9] = Version3
 		putTarget(dst, m.ExpiryOf)
 		n = HeaderSizeV3
+	}
+	if m.ExpiryAbsent {
+		dst[9] = Version6
+		binary.LittleEndian.PutUint64(dst[88:], uint64(m.Gone))
+		n = HeaderSizeV6
 	}
 	if m.Counter() {
 		dst[9] = Version4
@@ -524,6 +569,10 @@ func decode(b []byte, crc bool) (Record, error) {
 		if size < HeaderSizeV4 {
 			return nil, fmt.Errorf("%w: version %d record of %d bytes", ErrCorrupt, r[9], size)
 		}
+	case Version6:
+		if size < HeaderSizeV6 {
+			return nil, fmt.Errorf("%w: version 6 record of %d bytes", ErrCorrupt, size)
+		}
 	default:
 		return nil, fmt.Errorf("%w: unknown version %d", ErrCorrupt, r[9])
 	}
@@ -535,7 +584,7 @@ func decode(b []byte, crc bool) (Record, error) {
 			return nil, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorrupt, got, want)
 		}
 	}
-	if k := r.Kind(); (k == KindExpiry) != (r[9] == Version3) || (k == KindCounter) != r.counter() ||
+	if k := r.Kind(); (k == KindExpiry) != r.expiryChange() || (k == KindCounter) != r.counter() ||
 		k != KindValue && k != KindTombstone && k != KindExpiry && k != KindCounter && (k != KindCancel || r[9] != Version2) && (k != KindLost || r[9] != Version) {
 		return nil, fmt.Errorf("%w: unknown kind %d in a version %d record", ErrCorrupt, k, r[9])
 	}
@@ -564,8 +613,9 @@ func (r Record) checkTime() error {
 	}
 	m := Message{Topic: "t", Key: "k", Delete: r.Kind() == KindTombstone, Cancel: r.Kind() == KindCancel,
 		ExpiresAt: int64(r.ExpiresAt()), EffectiveAt: int64(r.EffectiveAt()), BatchFollow: r.BatchFollow(),
-		ExpiryOf: r.expiryOf(), CountOn: r.countOn(), CountAbsent: r[9] == Version5}
-	if (r[9] == Version3 || r[9] == Version4) && r.Target().Origin == 0 {
+		ExpiryOf: r.expiryOf(), CountOn: r.countOn(), CountAbsent: r[9] == Version5,
+		ExpiryAbsent: r[9] == Version6, Gone: r.gone()}
+	if (r.expiryChange() || r[9] == Version4) && r.Target().Origin == 0 {
 		return fmt.Errorf("%w: an expiry change or an increment without a target origin", ErrCorrupt)
 	}
 	if len(r.Key()) == 0 {
@@ -580,7 +630,7 @@ func (r Record) checkTime() error {
 	if !m.timed() {
 		return fmt.Errorf("%w: a version 2 record without an expiry, effective time, cancel or batch", ErrCorrupt)
 	}
-	if m.ExpiresAt < 0 || m.EffectiveAt < 0 {
+	if m.ExpiresAt < 0 || m.EffectiveAt < 0 || m.Gone < 0 {
 		return fmt.Errorf("%w: time field out of range", ErrCorrupt)
 	}
 	if err := m.Validate(); err != nil {
@@ -590,9 +640,11 @@ func (r Record) checkTime() error {
 }
 
 // headerLen is the header's size: 48 bytes in version 1, 64 in 2, 88
-// in 3, 4 and 5.
+// in 3, 4 and 5, 96 in 6.
 func (r Record) headerLen() int {
 	switch r[9] {
+	case Version6:
+		return HeaderSizeV6
 	case Version2:
 		return HeaderSizeV2
 	case Version3:
@@ -607,9 +659,35 @@ func (r Record) headerLen() int {
 // increment's (4 or 5).
 func (r Record) counter() bool { return r[9] == Version4 || r[9] == Version5 }
 
-// Absent reports whether the record is a counter increment of the
-// absence after its target (version 5).
-func (r Record) Absent() bool { return r[9] == Version5 }
+// expiryChange reports whether the record's version is an expiry
+// change's (3 or 6).
+func (r Record) expiryChange() bool { return r[9] == Version3 || r[9] == Version6 }
+
+// Absent reports whether the record applies to the absence after its
+// target: a counter increment of it (version 5), or an expiry change of
+// its revival (version 6).
+func (r Record) Absent() bool { return r[9] == Version5 || r[9] == Version6 }
+
+// Gone is, for a record that applies to the absence after its target
+// (Absent), the instant that target expired at, in Unix milliseconds (0:
+// it was deleted); 0 for any other record.
+func (r Record) Gone() int64 {
+	switch r[9] {
+	case Version5:
+		return int64(r.ExpiresAt())
+	case Version6:
+		return r.gone()
+	}
+	return 0
+}
+
+// gone is a version 6 record's gone field, 0 for any other.
+func (r Record) gone() int64 {
+	if r[9] != Version6 {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(r[88:]))
+}
 
 func (r Record) topicLen() uint16 { return binary.LittleEndian.Uint16(r[10:]) }
 func (r Record) keyLen() uint16   { return binary.LittleEndian.Uint16(r[12:]) }
@@ -622,11 +700,12 @@ func (r Record) Size() int { return len(r) }
 // Kind is the record's kind.
 func (r Record) Kind() Kind { return Kind(r[8]) }
 
-// Version is the record's format version: Version to Version5. Builds
+// Version is the record's format version: Version to Version6. Builds
 // before Version2 refuse a Version2 record as corrupt, builds before
-// Version3 a Version3 record, and so on to Version5, so a node never sends
+// Version3 a Version3 record, and so on to Version6, so a node never sends
 // one to a peer that speaks an older data protocol (package broadcast,
-// ProtocolTimed, ProtocolExpiry, ProtocolCounter, ProtocolAbsent).
+// ProtocolTimed, ProtocolExpiry, ProtocolCounter, ProtocolAbsent,
+// ProtocolRevival).
 func (r Record) Version() byte { return r[9] }
 
 // Origin is the ID of the node that first accepted the message.
@@ -666,7 +745,7 @@ func (r Record) Effective() uint64 {
 	if r[9] == Version5 && r.Target().Origin == 0 {
 		return 0 // the absence of a key without a version: before every version
 	}
-	if r[9] == Version3 || r.counter() {
+	if r.expiryChange() || r.counter() {
 		return uint64(HLCMillis(r.Target().HLC))
 	}
 	return uint64(HLCMillis(r.HLC()))
@@ -676,7 +755,7 @@ func (r Record) Effective() uint64 {
 // changes or a counter increment (KindCounter) counts on; the zero
 // Stamp for any other record.
 func (r Record) Target() Stamp {
-	if r[9] != Version3 && !r.counter() {
+	if !r.expiryChange() && !r.counter() {
 		return Stamp{}
 	}
 	return Stamp{HLC: binary.LittleEndian.Uint64(r[64:]), Origin: binary.LittleEndian.Uint64(r[72:]), Seq: binary.LittleEndian.Uint64(r[80:])}
@@ -687,11 +766,13 @@ func (r Record) Target() Stamp {
 // none (the key was never held: an increment counting on its absence,
 // or an expiry change of the revival of that absence, which names
 // Genesis); absent says the record applies to the key's absence after v
-// (an increment of version 5) or to a key never held. An expiry change
-// of the revival after a held version (deleted or expired) names that
-// version, not absent: the revival is served as that version, and the
-// record does not say which of the two it changed. Other records apply
-// to no version: the zero Stamp, false.
+// (an increment of version 5, an expiry change of its revival of
+// version 6) or to a key never held. A version 3 expiry change of the
+// revival after a held version (deleted or expired), which a build
+// before version 6 writes, names that version, not absent: the revival
+// is served as that version, and the record does not say which of the
+// two it changed. Other records apply to no version: the zero Stamp,
+// false.
 func (r Record) AppliesTo() (v Stamp, absent bool) {
 	v = r.Target()
 	absent = r.Absent() || v == Genesis
@@ -701,7 +782,7 @@ func (r Record) AppliesTo() (v Stamp, absent bool) {
 	return v, absent
 }
 
-// putTarget writes the stamp of the version a version 3, 4 or 5 record
+// putTarget writes the stamp of the version a version 3 to 6 record
 // names (Target reads it back): HLC, origin, seq at bytes 64 to 88.
 func putTarget(dst []byte, t Stamp) {
 	binary.LittleEndian.PutUint64(dst[64:], t.HLC)
@@ -711,7 +792,7 @@ func putTarget(dst []byte, t Stamp) {
 
 // expiryOf is Target for an expiry change, the zero Stamp otherwise.
 func (r Record) expiryOf() Stamp {
-	if r[9] != Version3 {
+	if !r.expiryChange() {
 		return Stamp{}
 	}
 	return r.Target()
@@ -764,18 +845,20 @@ func (r Record) Value() []byte {
 // Message copies the record's fields into a Message.
 func (r Record) Message() Message {
 	return Message{
-		Topic:       string(r.Topic()),
-		Key:         string(r.Key()),
-		Tag:         string(r.Tag()),
-		Value:       append([]byte(nil), r.Value()...),
-		Delete:      r.Kind() == KindTombstone,
-		ExpiresAt:   int64(r.ExpiresAt()),
-		EffectiveAt: int64(r.EffectiveAt()),
-		Cancel:      r.Kind() == KindCancel,
-		BatchFollow: r.BatchFollow(),
-		ExpiryOf:    r.expiryOf(),
-		CountOn:     r.countOn(),
-		CountAbsent: r.Absent(),
+		Topic:        string(r.Topic()),
+		Key:          string(r.Key()),
+		Tag:          string(r.Tag()),
+		Value:        append([]byte(nil), r.Value()...),
+		Delete:       r.Kind() == KindTombstone,
+		ExpiresAt:    int64(r.ExpiresAt()),
+		EffectiveAt:  int64(r.EffectiveAt()),
+		Cancel:       r.Kind() == KindCancel,
+		BatchFollow:  r.BatchFollow(),
+		ExpiryOf:     r.expiryOf(),
+		CountOn:      r.countOn(),
+		CountAbsent:  r[9] == Version5,
+		ExpiryAbsent: r[9] == Version6,
+		Gone:         r.gone(),
 	}
 }
 

@@ -40,6 +40,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		{"increment after a delete", Message{Topic: "p", Key: "k", Value: []byte("2"), CountAbsent: true, CountOn: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
 		{"increment after an expiry", Message{Topic: "p", Key: "k", Value: []byte("1"), CountAbsent: true, ExpiresAt: 1699999999500, CountOn: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
 		{"increment of a key without a version", Message{Topic: "p", Key: "k", Value: []byte("1"), CountAbsent: true, CountOn: Stamp{HLC: MakeHLC(1699999000000, 0)}}},
+		{"expiry change of a revival after a delete", Message{Topic: "p", Key: "k", Value: []byte("0"), ExpiresAt: 1700000009000, ExpiryAbsent: true, ExpiryOf: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
+		{"persist of a revival after an expiry", Message{Topic: "p", Key: "k", Value: []byte("0"), ExpiryAbsent: true, Gone: 1699999999500, ExpiryOf: Stamp{Origin: 5, Seq: 6, HLC: MakeHLC(1699999999000, 1)}}},
+		{"expiry change of the revival of a key never held", Message{Topic: "p", Key: "k", Value: []byte("0"), ExpiresAt: 1700000009000, ExpiryAbsent: true, ExpiryOf: Genesis}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,13 +59,16 @@ func TestRecordRoundTrip(t *testing.T) {
 			if got.Topic != tc.m.Topic || got.Key != tc.m.Key || got.Tag != tc.m.Tag ||
 				!bytes.Equal(got.Value, tc.m.Value) || got.Delete != tc.m.Delete ||
 				got.ExpiresAt != tc.m.ExpiresAt || got.EffectiveAt != tc.m.EffectiveAt ||
-				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow || got.ExpiryOf != tc.m.ExpiryOf || got.CountOn != tc.m.CountOn || got.CountAbsent != tc.m.CountAbsent {
+				got.Cancel != tc.m.Cancel || got.BatchFollow != tc.m.BatchFollow || got.ExpiryOf != tc.m.ExpiryOf || got.CountOn != tc.m.CountOn || got.CountAbsent != tc.m.CountAbsent ||
+				got.ExpiryAbsent != tc.m.ExpiryAbsent || got.Gone != tc.m.Gone {
 				t.Errorf("message %+v, want %+v", got, tc.m)
 			}
 			wantVersion := byte(Version2)
 			switch {
 			case tc.m.CountAbsent:
 				wantVersion = Version5
+			case tc.m.ExpiryAbsent:
+				wantVersion = Version6
 			case tc.m.Counter():
 				wantVersion = Version4
 			case tc.m.ExpiryChange():
@@ -142,17 +148,23 @@ func TestRecordCorruption(t *testing.T) {
 		})
 	}
 	change := encode(t, Message{Topic: "t", Key: "k", Value: []byte("v"), ExpiresAt: 20, ExpiryOf: Stamp{1, 1, 1}}, Stamp{2, 2, 2})
+	revival := encode(t, Message{Topic: "t", Key: "k", Value: []byte("0"), ExpiresAt: 20, ExpiryAbsent: true, Gone: 10, ExpiryOf: Stamp{1, 1, 1}}, Stamp{2, 2, 2})
 	for _, tc := range []struct {
 		name    string
+		good    []byte
 		corrupt func(b []byte)
 	}{
-		{"value kind in v3", func(b []byte) { b[8] = byte(KindValue) }},
-		{"v3 without a target origin", func(b []byte) { clear(b[72:80]) }},
-		{"v3 without a target seq", func(b []byte) { clear(b[80:88]) }},
-		{"v3 cut to a v2 header", func(b []byte) { b[9] = Version2 }},
+		{"value kind in v3", change, func(b []byte) { b[8] = byte(KindValue) }},
+		{"v3 without a target origin", change, func(b []byte) { clear(b[72:80]) }},
+		{"v3 without a target seq", change, func(b []byte) { clear(b[80:88]) }},
+		{"v3 cut to a v2 header", change, func(b []byte) { b[9] = Version2 }},
+		{"counter kind in v6", revival, func(b []byte) { b[8] = byte(KindCounter) }},
+		{"v6 without a target origin", revival, func(b []byte) { clear(b[72:80]) }},
+		{"v6 gone past int64", revival, func(b []byte) { b[95] = 0x80 }},
+		{"v6 cut to a v3 header", revival, func(b []byte) { b[9] = Version3 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := append([]byte(nil), change...)
+			b := append([]byte(nil), tc.good...)
 			tc.corrupt(b)
 			binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:Record(b).Size()], castagnoli))
 			if r, err := Decode(b); !errors.Is(err, ErrCorrupt) {
@@ -210,6 +222,12 @@ func TestMessageValidate(t *testing.T) {
 		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: 1, CountAbsent: true, ExpiresAt: 5}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: 1, EffectiveAt: 5}, ErrInvalid},
 		{Message{Topic: "t", Key: "k", Value: []byte("1"), CountOnEarlier: -1}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("0"), ExpiresAt: 9, ExpiryAbsent: true, Gone: 5, ExpiryOf: Stamp{1, 2, 3}}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("0"), ExpiryAbsent: true, ExpiryOf: Genesis}, nil},
+		{Message{Topic: "t", Key: "k", Value: []byte("0"), ExpiryAbsent: true}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("0"), Gone: 5, ExpiryOf: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("0"), ExpiryAbsent: true, Gone: -1, ExpiryOf: Stamp{1, 2, 3}}, ErrInvalid},
+		{Message{Topic: "t", Key: "k", Value: []byte("1"), ExpiryAbsent: true, CountAbsent: true}, ErrInvalid},
 	}
 	for i, tc := range cases {
 		if err := tc.m.Validate(); !errors.Is(err, tc.want) {
@@ -234,6 +252,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("0.5"), CountOn: Stamp{7, 1, 99}, BatchFollow: 1}, Stamp{8, 8, 123}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("1"), CountAbsent: true, ExpiresAt: 1700000070000, CountOn: Stamp{7, 1, 99}}, Stamp{8, 9, 124}))
 	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("1"), CountAbsent: true, CountOn: Stamp{HLC: 98}}, Stamp{8, 10, 125}))
+	f.Add(encode(f, Message{Topic: "prices", Key: "hits", Value: []byte("0"), ExpiresAt: 1700000080000, ExpiryAbsent: true, Gone: 1700000070000, ExpiryOf: Stamp{7, 1, 99}}, Stamp{8, 11, 126}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
 		rc, cerr := DecodeChecked(b)

@@ -52,7 +52,8 @@ type counter struct {
 	// horizon is, for a counter on the genesis (absent, target
 	// record.Genesis, gone 0), the least horizon of its increments:
 	// whether they count after a tombstone this node holds (see
-	// joinsAt).
+	// joinsAt). One an expiry change of the revival started counts
+	// nothing yet and has none: its first increment's is its own.
 	horizon int64
 	base    []byte // its own value, once known
 	known   bool
@@ -266,7 +267,7 @@ func (v *View) counterLocked(tv *topicView, r record.Record) bool {
 	}
 	switch {
 	case c != nil && c.same(inc):
-		if c.genesis() && horizon < c.horizon {
+		if c.genesis() && (horizon < c.horizon || len(c.counts) == 0) {
 			n := *c
 			n.horizon = horizon
 			c = &n
@@ -481,7 +482,12 @@ func mergeCounts(mine, c *counter) *counter {
 	if !n.known && c.known {
 		n.base, n.known = c.base, true
 	}
-	n.horizon = min(mine.horizon, c.horizon)
+	switch {
+	case len(mine.counts) == 0:
+		n.horizon = c.horizon // none yet (see counter.horizon)
+	case len(c.counts) != 0:
+		n.horizon = min(mine.horizon, c.horizon)
+	}
 	return &n
 }
 

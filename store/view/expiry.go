@@ -28,6 +28,20 @@ import (
 // every node and after a restart (snapshot version 3 holds the marks). A key with a timeline (a scheduled record, a cancel) has the
 // version's record replaced in its timeline, so that every instant
 // settles it with the new expiry.
+//
+// An expiry change of a counter's revival (record version 6) names the
+// absence the revival serves, the version's and its gone (counter.go),
+// and applies to that absence only, by the counters' order
+// (revivalExpiryLocked): to the absence counted here, it gives the
+// revival the new expiry; to one after it (its increments have not come
+// yet, or the key counts on the version or an earlier absence), it
+// starts that absence's counter, from 0, and serves its revival with the
+// expiry, as the node that took the command did; to one before it (the
+// key counts on a later absence or a later version), it does nothing.
+// A change of a version whose absence the key's last change reached
+// loses (the absence comes after the version), whatever its stamp. A
+// version 3 change of a revival, which builds before version 6 write,
+// names the version only and is applied as a change of the version.
 
 // expiryMark is the expiry change in force for a key's version: the
 // version's stamp and the change's own (HLC, origin), which a later
@@ -35,6 +49,17 @@ import (
 type expiryMark struct {
 	target      record.Stamp
 	hlc, origin uint64
+	// absent says that the change was of the revival of the absence
+	// after target, deleted or expired at gone (record version 6;
+	// snapshot version 6 holds it).
+	absent bool
+	gone   int64
+}
+
+// ofAbsence reports whether m is a change of the revival of the absence
+// a (counter.go).
+func (m expiryMark) ofAbsence(a *counter) bool {
+	return m.absent && m.target == a.target && m.gone == a.gone
 }
 
 // beatenBy reports whether the change stamped (hlc, origin) wins over m.
@@ -72,13 +97,107 @@ func (tv *topicView) dropMark(k string) {
 	delete(tv.marks, k)
 }
 
+// ExpiryChange is the message that gives e, the version of (topic, key)
+// this node holds, the expiry at (0: none) and changes nothing else: an
+// expiry change bound to e's stamp (record.KindExpiry), which no node
+// applies to any other version, so it never brings an older value back
+// (DESIGN.md, "Expiry changes"). It carries e's value and tag as that
+// version's (a counter's base, not its count), never as a write of its
+// own. For a counter's revival (e.Absence) it names the absence the
+// revival serves (record version 6), so that no node gives the expiry to
+// another absence of the version, nor to the version itself. Its
+// strings and bytes are its own.
+func ExpiryChange(topic, key string, e Entry, at int64) record.Message {
+	v := e.Value
+	if e.Base != nil {
+		v = e.Base
+	}
+	m := record.Message{Topic: strings.Clone(topic), Key: strings.Clone(key), Tag: strings.Clone(e.Tag),
+		Value: append([]byte(nil), v...), EffectiveAt: e.EffectiveAt, ExpiresAt: at, ExpiryOf: e.Stamp}
+	if e.Absence != nil {
+		m.ExpiryAbsent, m.Gone = true, e.Absence.Gone
+	}
+	return m
+}
+
 // applyExpiry is Apply of an expiry change r.
 func (v *View) applyExpiry(r record.Record) bool {
 	it := recordItemValue(r)
 	st := r.Stamp()
 	v.mu.Lock()
 	defer v.unlock()
-	return v.expiryLocked(v.topicLocked(r.Topic()), &it.viewItem, st.HLC, st.Origin)
+	return v.markedLocked(v.topicLocked(r.Topic()), &it.viewItem, expiryMark{target: it.stamp, hlc: st.HLC, origin: st.Origin, absent: r.Absent(), gone: r.Gone()})
+}
+
+// markedLocked applies the expiry change m whose item is it (its target
+// version with the new expiry: a record's, recordItemValue, or the entry
+// of a view or snapshot whose mark m is), of the revival of an absence
+// (revivalExpiryLocked) or of a version (expiryLocked), and reports
+// whether the entry in force changed. The caller holds the write lock.
+func (v *View) markedLocked(tv *topicView, it *viewItem, m expiryMark) bool {
+	if m.absent {
+		return v.revivalExpiryLocked(tv, it, m.gone, m.hlc, m.origin)
+	}
+	return v.expiryLocked(tv, it, m.hlc, m.origin)
+}
+
+// revivalExpiryLocked applies an expiry change stamped (hlc, origin) of
+// the revival of the absence after it's version, deleted or expired at
+// gone (record version 6; it is the version with the new expiry and the
+// base, recordItemValue), by the counters' order, and reports whether the
+// entry in force changed. A key with a timeline takes the change as
+// expiryLocked does. The caller holds the write lock.
+func (v *View) revivalExpiryLocked(tv *topicView, it *viewItem, gone int64, hlc, origin uint64) bool {
+	k := it.key()
+	a := &counter{target: it.stamp, eff: it.effAt(), absent: true, gone: gone, base: []byte("0"), known: true}
+	old, te := tv.lookup(k)
+	c := tv.counts[k]
+	if te.timeline() != nil {
+		return v.expiryMarked(tv, it, hlc, origin, a)
+	}
+	switch m, marked := tv.marks[k]; {
+	case c != nil && c.after(a):
+		return false // an ended revival: a later absence or version counts
+	case old != nil && !old.placeholder() && a.supersededBy(old):
+		return false // a later version is in force
+	case c == nil || !c.same(a):
+		// Its increments have not come: the absence is counted from
+		// here on, from 0 (or with the genesis' counts, see moved).
+		if n := c.moved(a); n != nil {
+			a = n
+		}
+		tv.setCount(k, a)
+		c = a
+	case marked && m.ofAbsence(a) && !m.beatenBy(hlc, origin):
+		return false // an older change of this revival, or this one again
+	}
+	rv := c.revival(k, nil)
+	rv.expires, rv.flags = it.expiry(), rv.flags|it.flags&itemScheduled
+	if old == nil {
+		v.put(tv, nil, nil, copyItem(&rv.viewItem))
+	} else {
+		v.reexpire(tv, old, &rv.viewItem)
+	}
+	tv.setMark(k, expiryMark{target: it.stamp, hlc: hlc, origin: origin, absent: true, gone: gone})
+	return true
+}
+
+// expiryMarked is expiryLocked of a change of the revival of the
+// absence a, marked as one.
+func (v *View) expiryMarked(tv *topicView, it *viewItem, hlc, origin uint64, a *counter) bool {
+	k := it.key()
+	if m, ok := tv.marks[k]; ok && m.absent && m.target == a.target {
+		if m.gone > a.gone || m.gone == a.gone && !m.beatenBy(hlc, origin) {
+			return false // a change of a later absence, or an older one of this
+		}
+		tv.dropMark(k) // a change of an earlier absence: this one wins
+	}
+	changed := v.expiryLocked(tv, it, hlc, origin)
+	if m, ok := tv.marks[k]; ok && m.target == it.stamp && m.hlc == hlc && m.origin == origin {
+		m.absent, m.gone = true, a.gone
+		tv.setMark(k, m)
+	}
+	return changed
 }
 
 // expiryLocked applies an expiry change stamped (hlc, origin) whose item
@@ -87,8 +206,10 @@ func (v *View) applyExpiry(r record.Record) bool {
 // lock.
 func (v *View) expiryLocked(tv *topicView, it *viewItem, hlc, origin uint64) bool {
 	k := it.key()
-	if m, ok := tv.marks[k]; ok && m.target == it.stamp && !m.beatenBy(hlc, origin) {
-		return false // an older change of this version, or this one again
+	if m, ok := tv.marks[k]; ok && m.target == it.stamp && (m.absent || !m.beatenBy(hlc, origin)) {
+		// An older change of this version, or this one again; or the
+		// version's absence has a change.
+		return false
 	}
 	old, te := tv.lookup(k)
 	tl := te.timeline()

@@ -103,6 +103,14 @@ import (
 // genesis counter's least horizon, Unix ms); a genesis counter's target
 // is record.Genesis.
 //
+// Version 6 is written when the view holds an expiry change of a
+// counter's revival (record version 6), as its mark or as a counter on
+// an absence that counts nothing yet, which such a change started. It is
+// version 5 where such a counter has 0 origins, and where each expiry
+// mark is followed by 9 bytes: absent (u8, 1 for a change of the revival
+// of the absence after the target, else 0) and gone (u64, that
+// absence's; 0 unless absent).
+//
 //	+-----------------------------+
 //	| crc32c (u32) of every byte  |  the last 4 bytes of the file
 //	| before it                   |
@@ -124,14 +132,18 @@ const (
 	snapVersion3   = 3
 	snapVersion4   = 4
 	snapVersion5   = 5
+	snapVersion6   = 6
 	snapMarksSize  = 8  // marks u64
 	snapExpMark    = 42 // key len u16, target origin, seq, hlc, change hlc, origin (u64 each)
 	snapTimedSize  = 16 // effective_at u64, expires u64
 	snapHeaderSize = 48
 	snapMarkSize   = 16
-	snapTopicSize  = 10 // entries u64 + name len u16
-	snapEntrySize  = 33 // flags .. hlc
-	snapTrailer    = 4
+	// snapMarkAbsence is an expiry mark's absence in version 6: absent
+	// u8, gone u64.
+	snapMarkAbsence = 9
+	snapTopicSize   = 10 // entries u64 + name len u16
+	snapEntrySize   = 33 // flags .. hlc
+	snapTrailer     = 4
 
 	snapFlagTombstone = 1
 	snapFlagTimed     = 2
@@ -171,7 +183,7 @@ func WriteSnapshot(path string, v *View, covers int64, marks map[uint64]uint64) 
 // it to a peer that bootstraps, with no file between (the view is cloned
 // at the start; Apply goes on meanwhile).
 func EncodeSnapshot(w io.Writer, v *View, covers int64, marks map[uint64]uint64) error {
-	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion5)
+	return EncodeSnapshotUpTo(w, v, covers, marks, snapVersion6)
 }
 
 // ErrSnapshotTooNew means the view needs a newer snapshot version than
@@ -203,9 +215,10 @@ func checkSnapshotArgs(covers int64, marks map[uint64]uint64) error {
 }
 
 // freezeSnapshot is freeze, with the snapshot version the view needs:
-// version 1 (which every build reads) unless it holds a time field (2)
-// or an expiry change's mark (3). ok is false, and nothing frozen, when
-// that is above maxVersion.
+// version 1 (which every build reads) unless it holds a time field (2),
+// an expiry change's mark (3), a counter (4), one on an absence (5), or
+// a change of a revival (6). ok is false, and nothing frozen, when that
+// is above maxVersion.
 func (v *View) freezeSnapshot(maxVersion int) (topics []frozenTopic, entries, version int, ok bool) {
 	v.mu.Lock()
 	version = snapVersion
@@ -213,13 +226,23 @@ func (v *View) freezeSnapshot(maxVersion int) (topics []frozenTopic, entries, ve
 		version = snapVersion2
 	}
 	for _, tv := range v.topics {
-		if len(tv.marks) > 0 {
+		if version == snapVersion6 {
+			break
+		}
+		for _, m := range tv.marks {
 			version = max(version, snapVersion3)
+			if m.absent {
+				version = snapVersion6
+				break
+			}
 		}
 		for _, c := range tv.counts {
 			version = max(version, snapVersion4)
 			if c.absent {
-				version = snapVersion5
+				version = max(version, snapVersion5)
+			}
+			if len(c.counts) == 0 {
+				version = snapVersion6
 				break
 			}
 		}
@@ -273,7 +296,7 @@ func encodeSnapshot(w io.Writer, topics []frozenTopic, entries int, covers int64
 		bw.Write(b[:snapTopicSize])
 		bw.WriteString(ft.name)
 		if version >= snapVersion3 {
-			writeExpiryMarks(bw, ft.marks)
+			writeExpiryMarks(bw, ft.marks, version)
 		}
 		if version >= snapVersion4 {
 			writeCounters(bw, ft.counts, version)
@@ -479,8 +502,9 @@ func (d *snapDecoder) flush(tv *topicView) {
 	for _, it := range d.batch {
 		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
 		if m, ok := d.marks[it.key()]; ok && m.target == it.stamp {
-			// The version an expiry change reached: merged as that change.
-			v.expiryLocked(tv, it, m.hlc, m.origin)
+			// The version (or revival) an expiry change reached: merged
+			// as that change.
+			v.markedLocked(tv, it, m)
 		} else if d.fresh {
 			it.epoch = v.epoch
 		} else {
@@ -668,7 +692,7 @@ func (d *snapDecoder) readHeader() (snapHeader, error) {
 	}
 	h := snapHeader{version: le.Uint32(b[8:]), covers: int64(le.Uint64(b[16:])),
 		marks: le.Uint64(b[24:]), topics: le.Uint64(b[32:]), entries: le.Uint64(b[40:])}
-	if h.version < snapVersion || h.version > snapVersion5 {
+	if h.version < snapVersion || h.version > snapVersion6 {
 		return snapHeader{}, fmt.Errorf("%w: unknown snapshot version %d", record.ErrCorrupt, h.version)
 	}
 	if res := le.Uint32(b[12:]); res != 0 {
@@ -746,7 +770,7 @@ func (d *snapDecoder) readTopic(v *View, name string, count uint64, version uint
 	var err error
 	d.marks = nil
 	if version >= snapVersion3 {
-		if d.marks, err = d.readExpiryMarks(); err != nil {
+		if d.marks, err = d.readExpiryMarks(version); err != nil {
 			return err
 		}
 	}
@@ -952,8 +976,8 @@ func (d *snapDecoder) readEntryTimes(it *wideItem, flags uint8) error {
 
 // writeExpiryMarks writes a topic's expiry marks as version 3 lays them
 // out, ascending by key.
-func writeExpiryMarks(bw *bufio.Writer, marks map[string]expiryMark) {
-	var b [snapExpMark]byte
+func writeExpiryMarks(bw *bufio.Writer, marks map[string]expiryMark, version int) {
+	var b [snapExpMark + snapMarkAbsence]byte
 	binary.LittleEndian.PutUint64(b[0:], uint64(len(marks)))
 	bw.Write(b[:snapMarksSize])
 	for _, k := range slices.Sorted(maps.Keys(marks)) {
@@ -967,11 +991,20 @@ func writeExpiryMarks(bw *bufio.Writer, marks map[string]expiryMark) {
 		bw.Write(b[:2])
 		bw.WriteString(k)
 		bw.Write(b[2:snapExpMark])
+		if version >= snapVersion6 {
+			b[0] = 0
+			if m.absent {
+				b[0] = 1
+			}
+			binary.LittleEndian.PutUint64(b[1:], uint64(m.gone))
+			bw.Write(b[:snapMarkAbsence])
+		}
 	}
 }
 
-// readExpiryMarks reads a topic's expiry marks (version 3).
-func (d *snapDecoder) readExpiryMarks() (map[string]expiryMark, error) {
+// readExpiryMarks reads a topic's expiry marks (version 3; with their
+// absence from version 6).
+func (d *snapDecoder) readExpiryMarks(version uint32) (map[string]expiryMark, error) {
 	le := binary.LittleEndian
 	h, err := d.next(snapMarksSize, "expiry marks")
 	if err != nil {
@@ -1008,6 +1041,16 @@ func (d *snapDecoder) readExpiryMarks() (map[string]expiryMark, error) {
 			hlc: le.Uint64(f[24:]), origin: le.Uint64(f[32:])}
 		if m.target.Origin == 0 || m.target.Seq == 0 || m.origin == 0 {
 			return nil, fmt.Errorf("%w: expiry mark of %q with a zero origin or seq", record.ErrCorrupt, key)
+		}
+		if version >= snapVersion6 {
+			a, err := d.next(snapMarkAbsence, "expiry mark absence")
+			if err != nil {
+				return nil, err
+			}
+			m.absent, m.gone = a[0] == 1, int64(le.Uint64(a[1:]))
+			if a[0] > 1 || m.gone < 0 || m.gone != 0 && !m.absent {
+				return nil, fmt.Errorf("%w: expiry mark of %q with a bad absence", record.ErrCorrupt, key)
+			}
 		}
 		marks[prev] = m
 	}
@@ -1162,7 +1205,7 @@ func (d *snapDecoder) readCounter(key string, version uint32) (*counter, error) 
 		return nil, err
 	}
 	norigins := uint64(le.Uint32(o))
-	if norigins == 0 || norigins > uint64(d.left)/snapCounterOrigin {
+	if norigins == 0 && (version < snapVersion6 || !c.absent) || norigins > uint64(d.left)/snapCounterOrigin {
 		return nil, fmt.Errorf("%w: counter of %q with %d origins in %d bytes", record.ErrCorrupt, key, norigins, d.left)
 	}
 	c.counts = make(map[uint64]originCount, norigins)

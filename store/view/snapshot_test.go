@@ -50,7 +50,10 @@ var snapTestMarks = map[uint64]uint64{1: 3, 2: 2, 3: 2, 0xfeedface: 9}
 // snapEncode returns the bytes WriteSnapshot would write for v.
 func snapEncode(tb testing.TB, v *View, covers int64, marks map[uint64]uint64) []byte {
 	tb.Helper()
-	topics, entries, version, _ := v.freezeSnapshot(snapVersion2)
+	topics, entries, version, ok := v.freezeSnapshot(snapVersion6)
+	if !ok {
+		tb.Fatalf("freezeSnapshot: the view needs version %d", version)
+	}
 	var buf bytes.Buffer
 	if err := encodeSnapshot(&buf, topics, entries, covers, marks, version); err != nil {
 		tb.Fatalf("encodeSnapshot: %v", err)
@@ -483,6 +486,21 @@ func FuzzReadSnapshot(f *testing.F) {
 			m := &record.Message{Topic: "prices", Key: "g", Value: []byte("0.5"), CountAbsent: true, CountOn: record.Stamp{HLC: record.MakeHLC(1, 0)}}
 			v.Apply(stamped(f, m, record.Stamp{Origin: 2, Seq: 2, HLC: record.MakeHLC(3, 0)}))
 			return snapEncode(f, v, 64, map[uint64]uint64{1: 1, 2: 2})
+		}(),
+		func() []byte {
+			// Version 6: changes of revivals, the marks' absences: of a
+			// deleted key's revival with its count, and of one whose
+			// increments have not come (its counter counts nothing).
+			v := New()
+			far := int64(4_000_000_000_000)
+			d := timeRec{key: "k", del: true, origin: 1, seq: 1, hlc: record.MakeHLC(1, 0)}
+			dSt := record.Stamp{Origin: 1, Seq: 1, HLC: d.hlc}
+			v.Apply(d.record(f))
+			v.Apply(absRec(f, "2", dSt, 0, 2, 1, record.MakeHLC(2, 0)))
+			v.Apply(revivalRec(f, dSt, 0, far, 2, 2, record.MakeHLC(3, 0)))
+			m := &record.Message{Topic: "prices", Key: "e", Value: []byte("0"), ExpiresAt: far, ExpiryOf: record.Stamp{Origin: 3, Seq: 1, HLC: record.MakeHLC(2, 1)}, ExpiryAbsent: true, Gone: 5}
+			v.Apply(stamped(f, m, record.Stamp{Origin: 2, Seq: 3, HLC: record.MakeHLC(4, 0)}))
+			return snapEncode(f, v, 64, map[uint64]uint64{1: 1, 2: 3})
 		}(),
 	}
 	for _, s := range seeds {

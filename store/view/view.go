@@ -881,7 +881,8 @@ func (v *View) ApplyBatch(rs []record.Record) int {
 			tv = v.topicLocked(topic)
 		}
 		if r.Kind() == record.KindExpiry {
-			if st := r.Stamp(); v.expiryLocked(tv, it, st.HLC, st.Origin) {
+			st := r.Stamp()
+			if v.markedLocked(tv, it, expiryMark{target: it.stamp, hlc: st.HLC, origin: st.Origin, absent: r.Absent(), gone: r.Gone()}) {
 				changed++
 			}
 			continue
@@ -1916,7 +1917,7 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 			maxHLC = max(maxHLC, it.stamp.HLC)
 			own := it.clone(ft.file, ft.name)
 			if m, ok := ft.marks[own.key()]; ok && m.target == own.stamp {
-				if v.expiryLocked(tv, &own.viewItem, m.hlc, m.origin) { // the version an expiry change reached
+				if v.markedLocked(tv, &own.viewItem, m) { // the version (or revival) an expiry change reached
 					changed++
 				}
 			} else if old, te := tv.lookup(own.key()); v.applyLocked(tv, old, te, &own.viewItem) {

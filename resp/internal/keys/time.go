@@ -283,7 +283,7 @@ func changeExpiry(c *session.Session, name []byte, e storeview.Entry, at int64, 
 	if !ok {
 		return false, false
 	}
-	m, change := core.ExpiryChange(t, k, e, 0), true
+	m, change := storeview.ExpiryChange(t, k, e, 0), true
 	if !persist {
 		m, change = core.ChangeExpiry(t, k, e, at, c.Env.Now().UnixMilli(), x)
 	}

@@ -1,0 +1,185 @@
+package view
+
+import (
+	"bytes"
+	"maps"
+	"testing"
+
+	"github.com/cachecast/cachecast/store/record"
+)
+
+// revivalRec is an expiry change of the revival of the absence after
+// target (deleted, or expired at gone) to expires (record version 6).
+func revivalRec(tb testing.TB, target record.Stamp, gone, expires int64, origin, seq, hlc uint64) record.Record {
+	tb.Helper()
+	m := &record.Message{Topic: "prices", Key: "k", Value: []byte("0"), ExpiresAt: expires, ExpiryOf: target, ExpiryAbsent: true, Gone: gone}
+	return stamped(tb, m, record.Stamp{Origin: origin, Seq: seq, HLC: hlc})
+}
+
+// TestViewCounterRevivalExpiryFirst: node a counts on the absence of a
+// deleted version D (its revival), node b gets that increment and gives
+// the revival an expiry, node c gets b's change before a's increment and
+// takes an increment itself. The change names the absence (record
+// version 6), so c counts on it too: every node ends at the sum of the
+// acknowledged increments, with the change's expiry, and c answers its
+// own increment without an ended count. Without the absence in the
+// change (record version 3) c applied it to what it held of D and its
+// increment was dropped on every node.
+func TestViewCounterRevivalExpiryFirst(t *testing.T) {
+	hlc := func(ms int64) uint64 { return record.MakeHLC(ms, 0) }
+	far := int64(timeBase + 3_600_000)
+	del := timeRec{key: "k", del: true, origin: 9, seq: 1, hlc: hlc(timeBase - 1000)}
+	delSt := record.Stamp{Origin: 9, Seq: 1, HLC: del.hlc}
+	for _, tc := range []struct {
+		name  string
+		reset func(t *testing.T, vs []*View, clock *fakeClock) (gone int64) // the state at the phase's start
+	}{
+		{"the absence after a delete", func(t *testing.T, vs []*View, _ *fakeClock) int64 { return 0 }},
+		{"the absence after a revival's expiry", func(t *testing.T, vs []*View, clock *fakeClock) int64 {
+			// A count of 50 on D's absence, then PEXPIRE 100 ms.
+			inc := absRec(t, "50", delSt, 0, 8, 1, hlc(timeBase-900))
+			exp := revivalRec(t, delSt, 0, timeBase+100, 8, 2, hlc(timeBase-800))
+			for _, v := range vs {
+				v.Apply(inc)
+				v.Apply(exp)
+			}
+			clock.ms.Store(timeBase + 200)
+			for _, v := range vs {
+				v.settleDue()
+				if _, found := v.Get("prices", "k"); found {
+					t.Fatal("the revival did not expire")
+				}
+			}
+			return timeBase + 100
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{}
+			clock.ms.Store(timeBase)
+			a, b, c := newTimedView(clock), newTimedView(clock), newTimedView(clock)
+			vs := []*View{a, b, c}
+			for _, v := range vs {
+				v.Apply(del.record(t))
+			}
+			gone := tc.reset(t, vs, clock)
+			now := clock.ms.Load()
+			incA := absRec(t, "3", delSt, gone, 1, 1, hlc(now+1))
+			a.Apply(incA)
+			b.Apply(incA)
+			e, found := b.Get("prices", "k")
+			if !found || string(e.Value) != "3" {
+				t.Fatalf("b holds %q (found %v) after a's increment", e.Value, found)
+			}
+			cm := ExpiryChange("prices", "k", e, far)
+			if !cm.ExpiryAbsent || cm.Gone != gone {
+				t.Fatalf("b's change %+v does not name the absence after D gone at %d", cm, gone)
+			}
+			chg := stamped(t, &cm, record.Stamp{Origin: 2, Seq: 1, HLC: hlc(now + 2)})
+			b.Apply(chg)
+			c.Apply(chg) // before a's increment
+			ce, cfound := c.Counting("prices", "k")
+			m, acked, err := Count("prices", "k", ce, cfound, Increment{N: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(acked) != "4" {
+				t.Errorf("c answers INCRBY 4 with %s, want 4 (a's increment has not come)", acked)
+			}
+			incC := stamped(t, &m, record.Stamp{Origin: 3, Seq: 1, HLC: hlc(now + 3)})
+			c.Apply(incC)
+			a.Apply(chg)
+			c.Apply(incA)
+			a.Apply(incC)
+			b.Apply(incC)
+			for i, v := range vs {
+				if e, found := v.Get("prices", "k"); !found || string(e.Value) != "7" || e.ExpiresAt != far {
+					t.Errorf("node %c holds %q expiring at %d (found %v), want 7 expiring at %d; c counted on %+v absent %v gone %d",
+						'a'+i, e.Value, e.ExpiresAt, found, far, m.CountOn, m.CountAbsent, m.ExpiresAt)
+				}
+				if v.Digest() != a.Digest() {
+					t.Errorf("node %c's digest differs from a's", 'a'+i)
+				}
+			}
+		})
+	}
+}
+
+// TestViewCounterRevivalExtendedConcurrently: a's revival still lives
+// when a extends it (PEXPIRE 1 h after PEXPIRE 100 ms); b's clock saw
+// the 100 ms pass first. The extension names the same absence, which
+// both count on: both serve the same value with the same expiry,
+// whatever their clocks saw first.
+func TestViewCounterRevivalExtendedConcurrently(t *testing.T) {
+	hlc := func(ms int64) uint64 { return record.MakeHLC(ms, 0) }
+	del := timeRec{key: "k", del: true, origin: 9, seq: 1, hlc: hlc(timeBase - 1000)}
+	delSt := record.Stamp{Origin: 9, Seq: 1, HLC: del.hlc}
+	ca, cb := &fakeClock{}, &fakeClock{}
+	ca.ms.Store(timeBase)
+	cb.ms.Store(timeBase)
+	a, b := newTimedView(ca), newTimedView(cb)
+	inc := absRec(t, "50", delSt, 0, 8, 1, hlc(timeBase-900))
+	r := revivalRec(t, delSt, 0, timeBase+100, 8, 2, hlc(timeBase-800))
+	for _, v := range []*View{a, b} {
+		v.Apply(del.record(t))
+		v.Apply(inc)
+		v.Apply(r)
+	}
+	ca.ms.Store(timeBase + 50)
+	a.settleDue()
+	ea, found := a.Get("prices", "k")
+	if !found {
+		t.Fatal("a's revival expired before its time")
+	}
+	m := ExpiryChange("prices", "k", ea, timeBase+3_600_000)
+	t2 := stamped(t, &m, record.Stamp{Origin: 1, Seq: 1, HLC: hlc(timeBase + 50)})
+	a.Apply(t2)
+	cb.ms.Store(timeBase + 200)
+	b.settleDue()
+	b.Apply(t2)
+	ea, _ = a.Get("prices", "k")
+	eb, _ := b.Get("prices", "k")
+	if string(ea.Value) != "50" || string(eb.Value) != "50" || ea.ExpiresAt != eb.ExpiresAt || a.Digest() != b.Digest() {
+		t.Fatalf("a serves %q expiring at %d, b %q expiring at %d; want both 50, the extension's", ea.Value, ea.ExpiresAt, eb.Value, eb.ExpiresAt)
+	}
+}
+
+// TestSnapshotKeepsRevivalChanges: a view holding changes of revivals
+// (one of a revival with its count, one whose increments have not come,
+// whose counter counts nothing yet) writes a snapshot of version 6 that
+// loads into the same view: the same digest, marks with their absences,
+// and an older change of the same revival loses there as it does here.
+func TestSnapshotKeepsRevivalChanges(t *testing.T) {
+	far := int64(4_000_000_000_000)
+	d := timeRec{key: "k", del: true, origin: 1, seq: 1, hlc: record.MakeHLC(1, 0)}
+	dSt := record.Stamp{Origin: 1, Seq: 1, HLC: d.hlc}
+	eSt := record.Stamp{Origin: 3, Seq: 1, HLC: record.MakeHLC(2, 1)}
+	v := New()
+	v.Apply(d.record(t))
+	v.Apply(absRec(t, "2", dSt, 0, 2, 1, record.MakeHLC(2, 0)))
+	v.Apply(revivalRec(t, dSt, 0, far, 2, 2, record.MakeHLC(3, 0)))
+	m := &record.Message{Topic: "prices", Key: "e", Value: []byte("0"), ExpiresAt: far, ExpiryOf: eSt, ExpiryAbsent: true, Gone: 5}
+	v.Apply(stamped(t, m, record.Stamp{Origin: 2, Seq: 3, HLC: record.MakeHLC(4, 0)}))
+	b := snapEncode(t, v, 64, nil)
+	if got := b[8]; got != snapVersion6 {
+		t.Fatalf("snapshot version %d, want %d", got, snapVersion6)
+	}
+	got, _, _, err := decodeSnapshot(bytes.NewReader(b), int64(len(b)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tv := got.topics["prices"]; tv == nil || got.Digest() != v.Digest() || !maps.Equal(tv.marks, v.topics["prices"].marks) {
+		t.Fatal("the snapshot loads into another view (digest or marks)")
+	}
+	older := revivalRec(t, dSt, 0, far+1, 2, 9, record.MakeHLC(2, 5))
+	for _, w := range []*View{v, got} {
+		if w.Apply(older) {
+			t.Fatal("an older change of the revival won")
+		}
+		if e, ok := w.Get("prices", "k"); !ok || string(e.Value) != "2" || e.ExpiresAt != far {
+			t.Fatalf("k = %q expiring at %d (found %v), want 2 expiring at %d", e.Value, e.ExpiresAt, ok, far)
+		}
+		if e, ok := w.Get("prices", "e"); !ok || string(e.Value) != "0" || e.ExpiresAt != far {
+			t.Fatalf("e = %q expiring at %d (found %v), want the revival 0 expiring at %d", e.Value, e.ExpiresAt, ok, far)
+		}
+	}
+}
