@@ -3,12 +3,14 @@ package view
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"unsafe"
 
 	"github.com/google/btree"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
 )
 
@@ -22,7 +24,8 @@ var heapView *View
 // of 100-byte values, one Apply each, as a Redis SET publishes them, the
 // values on the heap or in a shared view file (values=file, as
 // --view-file-values keeps them). It reports the live heap bytes a key
-// (runtime.ReadMemStats after a GC) and their parts (heapParts). The
+// (runtime.ReadMemStats after a GC), their parts (heapParts) and the
+// process's CPU time a key for the load (the collector's included). The
 // heap case runs last, so that its view is the one the profile holds:
 //
 //	go test -run '^$' -bench ViewHeap -benchtime 1x -memprofile mem.out -memprofilerate 1 ./store/view/
@@ -40,7 +43,9 @@ func BenchmarkViewHeap(b *testing.B) {
 				if where == "file" {
 					followFile(b, v)
 				}
+				cpu := testkit.ProcessCPU()
 				loadSKUs(v, keys, bytes.Repeat([]byte("v"), 100))
+				b.ReportMetric(float64(testkit.ProcessCPU()-cpu)/keys, "load-cpu-ns/key")
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				heapView = v
@@ -129,4 +134,37 @@ func sizeClass(n int) int {
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(keep)
 	return int((after.HeapAlloc - before.HeapAlloc + uint64(count)/2) / uint64(count))
+}
+
+// BenchmarkOrderedRefs is the heap an ordered index of 8-byte references
+// would keep a key (issue 34's direction: the shared view file as the
+// view, the heap keeping only what the file cannot do): a B-tree of the
+// view's degree over 1M uint64s, inserted in order (as
+// BenchmarkViewHeap's keys arrive) and at random.
+func BenchmarkOrderedRefs(b *testing.B) {
+	const keys = 1_000_000
+	for _, order := range []string{"in-order", "random"} {
+		b.Run(order, func(b *testing.B) {
+			refs := make([]uint64, keys)
+			for i := range refs {
+				refs[i] = uint64(i)
+			}
+			if order == "random" {
+				rand.New(rand.NewPCG(1, 2)).Shuffle(keys, func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				t := btree.NewOrderedG[uint64](btreeDegree)
+				for _, r := range refs {
+					t.ReplaceOrInsert(r)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				runtime.KeepAlive(t)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+			}
+		})
+	}
 }

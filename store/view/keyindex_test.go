@@ -72,3 +72,29 @@ func checkKeyIndex(t *testing.T, x *keyIndex, model map[string]*viewItem, keys i
 		t.Fatalf("all yields %d entries, the map holds %d", len(seen), len(model))
 	}
 }
+
+// TestKeyIndexFill checks how full the tables stay as keys come: at
+// most 7/8 (a probe ends), and a table that split off another more than
+// half full (keySplitFill; two tables of keyTableMax slots would be 44%
+// full after a split), at sizes right after a wave of splits and
+// between.
+func TestKeyIndexFill(t *testing.T) {
+	for _, keys := range []int{2_000, 3_700, 7_400, 30_000, 60_000} {
+		t.Run(fmt.Sprint(keys), func(t *testing.T) {
+			var x keyIndex
+			for i := range keys {
+				x.set(placeholderItem(fmt.Sprintf("sku-%07d", i)))
+			}
+			slots, tables := 0, 0
+			for i := 0; i < len(x.dir); i += 1 << (x.depth - x.dir[i].depth) {
+				tb := x.dir[i]
+				slots += len(tb.tags)
+				tables++
+				if tb.n*8 > len(tb.tags)*7 || tb.depth > 0 && tb.n*2 <= len(tb.tags) {
+					t.Fatalf("a table of depth %d holds %d keys in %d slots", tb.depth, tb.n, len(tb.tags))
+				}
+			}
+			t.Logf("%d keys: %d tables, %.2f slots a key", keys, tables, float64(slots)/float64(keys))
+		})
+	}
+}

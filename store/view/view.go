@@ -759,15 +759,14 @@ func (v *View) touchEntries(ts []touchKey) {
 	sum := v.touched
 	for i := range ts {
 		t := ts[i].t
-		s := int(ts[i].h) & (len(t.tags) - 1)
+		s := t.home(ts[i].h)
 		sum += uint64(t.tags[s])
 		ts[i].it = t.items[s]
 	}
 	for i := range ts {
 		t, tag := ts[i].t, keyTag(ts[i].h)
-		mask := len(t.tags) - 1
 		ts[i].it = nil
-		for s := int(ts[i].h) & mask; t.tags[s] != 0; s = (s + 1) & mask {
+		for s := t.home(ts[i].h); t.tags[s] != 0; s = t.next(s) {
 			if t.tags[s] == tag {
 				ts[i].it = t.items[s]
 				break
