@@ -183,3 +183,36 @@ func TestSnapshotKeepsRevivalChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestViewRevivalChangeBeatsVersionChange: a change of a deleted
+// version D (record version 3, as a build before version 6 writes for
+// the revival) and a change of the revival of D's absence (version 6)
+// end the same in either order: the revival's change wins, whatever the
+// stamps, since the absence comes after the version; the count stays.
+func TestViewRevivalChangeBeatsVersionChange(t *testing.T) {
+	hlc := func(ms int64) uint64 { return record.MakeHLC(ms, 0) }
+	far := int64(timeBase + 3_600_000)
+	del := timeRec{key: "k", del: true, origin: 9, seq: 1, hlc: hlc(timeBase - 1000)}
+	delSt := record.Stamp{Origin: 9, Seq: 1, HLC: del.hlc}
+	inc := absRec(t, "5", delSt, 0, 1, 1, hlc(timeBase-900))
+	ofVersion := expiryRec(t, "k", "0", 0, delSt, far+500, 2, 1, hlc(timeBase-100)) // the greater stamp
+	ofRevival := revivalRec(t, delSt, 0, far, 3, 1, hlc(timeBase-800))
+	var digests [][32]byte
+	for _, order := range [][]record.Record{{ofVersion, ofRevival}, {ofRevival, ofVersion}} {
+		clock := &fakeClock{}
+		clock.ms.Store(timeBase)
+		v := newTimedView(clock)
+		v.Apply(del.record(t))
+		v.Apply(inc)
+		for _, r := range order {
+			v.Apply(r)
+		}
+		if e, ok := v.Get("prices", "k"); !ok || string(e.Value) != "5" || e.ExpiresAt != far {
+			t.Errorf("k = %q expiring at %d (found %v), want the revival 5 expiring at %d (its change's)", e.Value, e.ExpiresAt, ok, far)
+		}
+		digests = append(digests, v.Digest())
+	}
+	if digests[0] != digests[1] {
+		t.Error("the two orders end in different views")
+	}
+}
