@@ -216,3 +216,57 @@ func TestViewRevivalChangeBeatsVersionChange(t *testing.T) {
 		t.Error("the two orders end in different views")
 	}
 }
+
+// TestViewCounterLostDecrementOverCounts is the soak's over-count (a
+// counter converged on 34 where the acknowledged increments summed to
+// 30): a lost increment that was negative. a decrements a key no node
+// held (its genesis, from 0), b gets that and gives the revival an
+// expiry, c gets b's change before a's DECR and takes a DECRBY 4. The
+// change names the absence, so c counts on it too: every node ends at
+// -5. When the change named the version only, c made the genesis a
+// plain value "0" with the expiry, counted on that version, and every
+// node dropped its DECRBY: they all served -1, above the sum.
+func TestViewCounterLostDecrementOverCounts(t *testing.T) {
+	hlc := func(ms int64) uint64 { return record.MakeHLC(ms, 0) }
+	far := int64(timeBase + 3_600_000)
+	clock := &fakeClock{}
+	clock.ms.Store(timeBase)
+	a, b, c := newTimedView(clock), newTimedView(clock), newTimedView(clock)
+	count := func(v *View, n int64, st record.Stamp) (record.Record, []byte) {
+		e, found := v.Counting("prices", "k")
+		m, acked, err := Count("prices", "k", e, found, Increment{N: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stamped(t, &m, st), acked
+	}
+	decrA, _ := count(a, -1, record.Stamp{Origin: 1, Seq: 1, HLC: hlc(timeBase + 1)})
+	a.Apply(decrA)
+	b.Apply(decrA)
+	e, found := b.Get("prices", "k")
+	if !found || string(e.Value) != "-1" {
+		t.Fatalf("b holds %q (found %v) after a's DECR", e.Value, found)
+	}
+	cm := ExpiryChange("prices", "k", e, far)
+	chg := stamped(t, &cm, record.Stamp{Origin: 2, Seq: 1, HLC: hlc(timeBase + 2)})
+	b.Apply(chg)
+	c.Apply(chg) // before a's DECR
+	decrC, acked := count(c, -4, record.Stamp{Origin: 3, Seq: 1, HLC: hlc(timeBase + 3)})
+	if string(acked) != "-4" {
+		t.Errorf("c answers DECRBY 4 with %s, want -4 (a's DECR has not come)", acked)
+	}
+	c.Apply(decrC)
+	a.Apply(chg)
+	c.Apply(decrA)
+	a.Apply(decrC)
+	b.Apply(decrC)
+	for i, v := range []*View{a, b, c} {
+		if e, found := v.Get("prices", "k"); !found || string(e.Value) != "-5" || e.ExpiresAt != far {
+			t.Errorf("node %c holds %q expiring at %d (found %v), want -5 (the acknowledged -1 and -4) expiring at %d",
+				'a'+i, e.Value, e.ExpiresAt, found, far)
+		}
+		if v.Digest() != a.Digest() {
+			t.Errorf("node %c's digest differs from a's", 'a'+i)
+		}
+	}
+}

@@ -14,20 +14,27 @@ import (
 
 var counterSims = flag.Int("view.countersims", 400, "runs of TestCounterSim (seeds -view.seed on)")
 
-// simNode is one node of the counter simulation: its view, its origin
-// and the records it has yet to deliver to each other node, in order.
+// simNode is one node of the counter simulation: its view, its origin,
+// the publishes it has yet to deliver to each other node, in order, and
+// for a restart every publish it applied, with its last checkpoint (a
+// snapshot of its view, taken when it had applied snapAt of them).
 type simNode struct {
-	v      *View
-	origin uint64
-	seq    uint64
-	out    [][]record.Record // per destination
+	v       *View
+	origin  uint64
+	seq     uint64
+	out     [][][]record.Record // per destination, a publish's records
+	applied [][]record.Record
+	snap    []byte
+	snapAt  int
 }
 
-// counterSim is three views of one key that take counter commands and
-// expiry changes as the daemon makes them (Count, ExpiryChange), deliver
-// each other's records in each origin's order but in any order across
-// origins, and merge each other's snapshots or reload their own; sum is the increments
-// acknowledged since the phase's reset.
+// counterSim is three views of one key that take counter commands (alone
+// or several in one MULTI, one batch) and expiry changes as the daemon
+// makes them (Count, ExpiryChange), deliver each other's publishes in
+// each origin's order but in any order across origins, merge each
+// other's snapshots, and restart (their last checkpoint, then the
+// publishes applied since, some of those before it again); sum is the
+// increments acknowledged since the phase's reset.
 type counterSim struct {
 	t     *testing.T
 	rng   *rand.Rand
@@ -48,29 +55,70 @@ func (s *counterSim) logf(format string, args ...any) {
 	s.log = append(s.log, fmt.Sprintf(format, args...))
 }
 
-// publish applies m on node i and queues it for the others.
-func (s *counterSim) publish(i int, m *record.Message) {
+// publish stamps ms (one batch when several) on node i, applies them
+// there and queues them for the others.
+func (s *counterSim) publish(i int, ms ...record.Message) {
 	n := s.nodes[i]
-	r := stamped(s.t, m, s.stamp(n))
-	n.v.Apply(r)
+	var rs []record.Record
+	for j := range ms {
+		if len(ms) > 1 {
+			ms[j].BatchFollow = uint32(len(ms) - 1 - j)
+		}
+		rs = append(rs, stamped(s.t, &ms[j], s.stamp(n)))
+	}
+	s.apply(n, rs)
 	for j := range s.nodes {
 		if j != i {
-			n.out[j] = append(n.out[j], r)
+			n.out[j] = append(n.out[j], rs)
 		}
 	}
 }
 
-// incr is INCRBY d on node i.
-func (s *counterSim) incr(i int, d int64) {
-	e, found := s.nodes[i].v.Counting("prices", "k")
-	m, _, err := Count("prices", "k", e, found, Increment{N: d})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.logf("node%d incr %d on %+v absent %v gone %d", i, d, m.CountOn, m.CountAbsent, m.ExpiresAt)
-	s.sum += d
-	s.publish(i, &m)
+// apply applies the records of one publish to n's view, as the store
+// does (a batch under one hold of the lock), and remembers them.
+func (s *counterSim) apply(n *simNode, rs []record.Record) {
+	applyUnit(n.v, rs)
+	n.applied = append(n.applied, rs)
 }
+
+func applyUnit(v *View, rs []record.Record) {
+	if len(rs) == 1 {
+		v.Apply(rs[0])
+		return
+	}
+	v.ApplyBatch(rs)
+}
+
+// incr is a MULTI of INCRBY ds[0], ds[1]... of the key on node i (one
+// INCRBY alone when ds has one): the first counts on what Counting
+// says, the next ones on what the transaction's view shows after it,
+// the same version or absence (as resp's TxView).
+func (s *counterSim) incr(i int, ds ...int64) {
+	e, found := s.nodes[i].v.Counting("prices", "k")
+	ms := make([]record.Message, 0, len(ds))
+	for _, d := range ds {
+		m, value, err := Count("prices", "k", e, found, Increment{N: d})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if m.CountAbsent {
+			e = Entry{Stamp: e.Absence.Of, Base: []byte("0"), Absence: e.Absence}
+			if e.Stamp.Origin == 0 {
+				e.Stamp = record.Genesis
+			}
+		}
+		e.Value, found = value, true
+		ms = append(ms, m)
+		s.sum += d
+	}
+	s.logf("node%d incr %v on %+v absent %v gone %d", i, ds, ms[0].CountOn, ms[0].CountAbsent, ms[0].ExpiresAt)
+	s.publish(i, ms...)
+}
+
+// delta is an increment as TestConvergeRandomOps draws them: -5 to 10,
+// so that a lost increment can leave the sum above the acknowledged
+// one as well as below.
+func (s *counterSim) delta() int64 { return s.rng.Int64N(16) - 5 }
 
 // expire is PEXPIREAT at on node i, when it holds the key.
 func (s *counterSim) expire(i int, at int64) {
@@ -80,10 +128,10 @@ func (s *counterSim) expire(i int, at int64) {
 	}
 	m := ExpiryChange("prices", "k", e, at)
 	s.logf("node%d pexpireat %d of %+v absent %v gone %d", i, at, m.ExpiryOf, m.ExpiryAbsent, m.Gone)
-	s.publish(i, &m)
+	s.publish(i, m)
 }
 
-// deliverOne delivers the next record of one queue, drawn at random.
+// deliverOne delivers the next publish of one queue, drawn at random.
 func (s *counterSim) deliverOne() bool {
 	var qs [][2]int
 	for i, n := range s.nodes {
@@ -98,10 +146,10 @@ func (s *counterSim) deliverOne() bool {
 	}
 	q := qs[s.rng.IntN(len(qs))]
 	n := s.nodes[q[0]]
-	r := n.out[q[1]][0]
+	rs := n.out[q[1]][0]
 	n.out[q[1]] = n.out[q[1]][1:]
-	s.nodes[q[1]].v.Apply(r)
-	s.logf("  node%d gets %d/%d", q[1], r.Stamp().Origin, r.Stamp().Seq)
+	s.apply(s.nodes[q[1]], rs)
+	s.logf("  node%d gets %d/%d-%d", q[1], rs[0].Origin(), rs[0].Seq(), rs[len(rs)-1].Seq())
 	return true
 }
 
@@ -128,19 +176,41 @@ func (s *counterSim) merge(i, j int) {
 	s.logf("  node%d merges node%d's snapshot", j, i)
 }
 
-// reload makes node i's view the one its own snapshot loads (a
-// restart's, records after it being on their way still).
-func (s *counterSim) reload(i int) {
+// checkpoint snapshots node i's view (a store's snapshot).
+func (s *counterSim) checkpoint(i int) {
+	n := s.nodes[i]
 	var buf bytes.Buffer
-	if err := EncodeSnapshot(&buf, s.nodes[i].v, 0, nil); err != nil {
+	if err := EncodeSnapshot(&buf, n.v, 0, nil); err != nil {
 		s.t.Fatal(err)
 	}
-	v, _, _, err := decodeSnapshot(&buf, int64(buf.Len()), s.clock.now)
-	if err != nil {
-		s.t.Fatal(err)
+	n.snap, n.snapAt = buf.Bytes(), len(n.applied)
+	s.logf("  node%d checkpoint after %d publishes", i, n.snapAt)
+}
+
+// restart makes node i's view what a restart loads: its last checkpoint
+// (none: an empty view), then the publishes it applied since, from up
+// to 3 before the checkpoint on (a snapshot may hold records past the
+// log position it covers, which the replay applies again).
+func (s *counterSim) restart(i int) {
+	n := s.nodes[i]
+	v := newTimedView(s.clock)
+	if n.snap != nil {
+		var err error
+		if v, _, _, err = decodeSnapshot(bytes.NewReader(n.snap), int64(len(n.snap)), s.clock.now); err != nil {
+			s.t.Fatal(err)
+		}
 	}
-	s.nodes[i].v = v
-	s.logf("  node%d reloads its snapshot", i)
+	from := n.snapAt
+	if from > 0 {
+		from -= s.rng.IntN(min(from, 3) + 1)
+	}
+	v.settleDue()
+	for _, rs := range n.applied[from:] {
+		applyUnit(v, rs)
+	}
+	v.settleDue()
+	n.v = v
+	s.logf("  node%d restarts: checkpoint after %d publishes, replay from %d", i, n.snapAt, from)
 }
 
 // check is "" when every node serves the acknowledged sum with one
@@ -149,7 +219,11 @@ func (s *counterSim) check() string {
 	want := strconv.FormatInt(s.sum, 10)
 	for i, n := range s.nodes {
 		if e, found := n.v.Get("prices", "k"); !found || string(e.Value) != want {
-			return fmt.Sprintf("node%d serves %q (found %v), the acknowledged increments sum to %s", i, e.Value, found, want)
+			over := ""
+			if got, _ := strconv.ParseInt(string(e.Value), 10, 64); found && got > s.sum {
+				over = " (over)"
+			}
+			return fmt.Sprintf("node%d serves %q (found %v), the acknowledged increments sum to %s%s", i, e.Value, found, want, over)
 		}
 		if n.v.Digest() != s.nodes[0].v.Digest() {
 			return fmt.Sprintf("node%d's digest differs from node0's", i)
@@ -158,12 +232,14 @@ func (s *counterSim) check() string {
 	return ""
 }
 
-// TestCounterSim: three nodes take INCRBY and PEXPIRE (1 h) on one key,
-// deliver each other's records in any order across origins and merge
-// each other's snapshots (or reload their own), in three phases (a fresh key; after a DEL;
-// after a PEXPIRE of 100 ms has expired the counter), as the daemon's
-// TestConvergeRandomOps does. After each phase every node must serve
-// the sum of the increments acknowledged in it, with one digest.
+// TestCounterSim: three nodes take INCRBY (-5 to 10), MULTIs of 2 or 3
+// INCRBYs and PEXPIRE (1 h) on one key, deliver each other's publishes
+// in any order across origins, merge each other's snapshots, take
+// checkpoints and restart from them (replaying some publishes twice), in
+// three phases (a fresh key; after a DEL; after a PEXPIRE of 100 ms has
+// expired the counter), as the daemon's TestConvergeRandomOps does.
+// After each phase every node must serve the sum of the increments
+// acknowledged in it, with one digest.
 // -view.countersims runs more seeds (from -view.seed on).
 func TestCounterSim(t *testing.T) {
 	base := propertySeed(t)
@@ -179,12 +255,12 @@ func runCounterSim(t *testing.T, seed uint64) (msg, log string) {
 	clock.ms.Store(timeBase)
 	s := &counterSim{t: t, rng: rand.New(rand.NewPCG(seed, 7)), clock: clock}
 	for i := range 3 {
-		s.nodes = append(s.nodes, &simNode{v: newTimedView(clock), origin: uint64(i + 1), out: make([][]record.Record, 3)})
+		s.nodes = append(s.nodes, &simNode{v: newTimedView(clock), origin: uint64(i + 1), out: make([][][]record.Record, 3)})
 	}
 	for phase := range 3 {
 		if phase > 0 {
 			if r := s.rng.IntN(3); phase == 1 {
-				s.publish(r, &record.Message{Topic: "prices", Key: "k", Delete: true})
+				s.publish(r, record.Message{Topic: "prices", Key: "k", Delete: true})
 			} else {
 				s.expire(r, clock.ms.Load()+100)
 			}
@@ -196,20 +272,9 @@ func runCounterSim(t *testing.T, seed uint64) (msg, log string) {
 			s.sum = 0
 			s.logf("--- phase %d", phase)
 		}
-		for range 12 {
+		for range 16 {
 			clock.ms.Add(1)
-			switch x := s.rng.IntN(10); {
-			case x < 4:
-				s.incr(s.rng.IntN(3), 1+s.rng.Int64N(5))
-			case x < 5:
-				s.expire(s.rng.IntN(3), clock.ms.Load()+3_600_000+s.rng.Int64N(1000))
-			case x < 6 && s.rng.IntN(4) == 0:
-				s.reload(s.rng.IntN(3))
-			case x < 6:
-				s.merge(s.rng.IntN(3), s.rng.IntN(3))
-			default:
-				s.deliverOne()
-			}
+			s.step()
 		}
 		s.converge()
 		if s.sum != 0 {
@@ -219,4 +284,25 @@ func runCounterSim(t *testing.T, seed uint64) (msg, log string) {
 		}
 	}
 	return "", ""
+}
+
+// step is one draw of the simulation.
+func (s *counterSim) step() {
+	switch x := s.rng.IntN(20); {
+	case x < 7:
+		s.incr(s.rng.IntN(3), s.delta())
+	case x < 9:
+		i, ds := s.rng.IntN(3), []int64{s.delta(), s.delta(), s.delta()}
+		s.incr(i, ds[:2+s.rng.IntN(2)]...)
+	case x < 10:
+		s.expire(s.rng.IntN(3), s.clock.ms.Load()+3_600_000+s.rng.Int64N(1000))
+	case x < 11:
+		s.merge(s.rng.IntN(3), s.rng.IntN(3))
+	case x < 12:
+		s.checkpoint(s.rng.IntN(3))
+	case x < 13:
+		s.restart(s.rng.IntN(3))
+	default:
+		s.deliverOne()
+	}
 }
