@@ -9,7 +9,9 @@
 # measured again once its resident set has settled: VmRSS and its RssAnon /
 # RssFile / RssShmem parts (/proc/PID/status), Pss_Anon / Pss_File from
 # smaps_rollup, the file-backed part by file (smaps), INFO's used_memory,
-# bytes per key, and the ratios.
+# bytes per key, and the ratios; then once more after REST seconds without
+# writes (at rest: cachecastd hands its free heap back once quiet, see
+# internal/gctune's Quiet; REST=0 skips it).
 # Needs redis-server and redis-tools (Debian packages); from the repository root:
 #   make bench-memory                 (N=1000000)
 #   N=10000000 make bench-memory      (the stream is ~1.5 GB in the temp dir)
@@ -17,6 +19,7 @@ set -euo pipefail
 N=${N:-1000000}
 SIZE=${SIZE:-100}
 SETTLE=${SETTLE:-60} # at most this many seconds waiting for RSS to settle
+REST=${REST:-20}     # seconds without writes before the figures at rest
 work=$(mktemp -d /tmp/cc-mem.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -84,6 +87,10 @@ run() {
 	[ "$keys" = "$N" ] || { echo "$1: DBSIZE $keys, want $N" >&2; exit 1; }
 	settle "$2"
 	measure "$1" "$2" "$3" loaded
+	if [ "$REST" -gt 0 ]; then
+		sleep "$REST"
+		measure "$1" "$2" "$3" rested
+	fi
 }
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u '+%F %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -111,16 +118,21 @@ awk -F'|' -v n="$N" '
 	END {
 		printf "%-12s %-7s %9s %9s %9s %12s\n", "server", "state", "rss MB", "anon MB", "file MB", "used_mem MB"
 		split("cachecastd redis-server", s, " ")
-		for (i = 1; i <= 2; i++) for (j = 0; j < 2; j++) {
-			k = s[i] "|" (j ? "loaded" : "idle")
-			printf "%-12s %-7s %9.1f %9.1f %9.1f %12.1f\n", s[i], j ? "loaded" : "idle", rss[k] / 1e6, anon[k] / 1e6, file[k] / 1e6, used[k] / 1e6
+		split("idle loaded rested", st, " ")
+		for (i = 1; i <= 2; i++) for (j = 1; j <= 3; j++) {
+			k = s[i] "|" st[j]
+			if (k in rss)
+				printf "%-12s %-7s %9.1f %9.1f %9.1f %12.1f\n", s[i], st[j], rss[k] / 1e6, anon[k] / 1e6, file[k] / 1e6, used[k] / 1e6
 		}
-		for (i = 1; i <= 2; i++) {
-			l = s[i] "|loaded"; d = s[i] "|idle"
-			printf "%s bytes per key: rss %.0f, anon %.0f, file %.0f, used_memory %.0f\n", s[i],
-				(rss[l] - rss[d]) / n, (anon[l] - anon[d]) / n, (file[l] - file[d]) / n, (used[l] - used[d]) / n
+		for (j = 2; j <= 3; j++) {
+			if (!(("cachecastd|" st[j]) in rss)) continue
+			for (i = 1; i <= 2; i++) {
+				l = s[i] "|" st[j]; d = s[i] "|idle"
+				printf "%s bytes per key, %s: rss %.0f, anon %.0f, file %.0f, used_memory %.0f\n", s[i], st[j],
+					(rss[l] - rss[d]) / n, (anon[l] - anon[d]) / n, (file[l] - file[d]) / n, (used[l] - used[d]) / n
+			}
+			c = "cachecastd|" st[j]; r = "redis-server|" st[j]
+			printf "ratio cachecastd / redis-server, %s: rss %.2fx, anon %.2fx (anon / redis rss %.2fx), used_memory %.2fx\n",
+				st[j], rss[c] / rss[r], anon[c] / anon[r], anon[c] / rss[r], used[c] / used[r]
 		}
-		c = "cachecastd|loaded"; r = "redis-server|loaded"
-		printf "ratio cachecastd / redis-server, loaded: rss %.2fx, anon %.2fx (anon / redis rss %.2fx), used_memory %.2fx\n",
-			rss[c] / rss[r], anon[c] / anon[r], anon[c] / rss[r], used[c] / used[r]
 	}' "$work/results"

@@ -14,8 +14,9 @@
 // same flags (make deb packs it).
 //
 // The Go collector's headroom is bounded (internal/gctune: 64 MiB or 60% of
-// the live heap) unless GOGC is set in the environment (docs/operations.md,
-// "Memory and the collector").
+// the live heap), and the free heap is handed back to the system once the
+// process goes quiet after 64 MiB of allocation, unless GOGC is set in the
+// environment (docs/operations.md, "Memory and the collector").
 //
 // SIGHUP reloads the log level and the role lists from the command line,
 // the environment and --env-file. At start and on SIGHUP it warns about
@@ -87,6 +88,7 @@ func run(args []string, lookup func(string) (string, bool), stdout io.Writer, st
 		log.Info("collector: GOGC from the environment")
 	} else {
 		defer gctune.Start(gctune.Default).Stop()
+		defer gctune.StartRelease(gctune.DefaultQuiet).Stop()
 	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {

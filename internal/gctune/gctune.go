@@ -19,8 +19,14 @@
 // wins: with GOGC set in the environment the tuner does nothing. A
 // GOMEMLIMIT applies beside the rule (the runtime takes the lower goal).
 //
-// The tuner is the process's: cmd/cachecastd starts it, the daemon
-// package does not (tests run many daemons in one process).
+// The headroom is kept however long the process then idles; a Releaser
+// (release.go) hands the free heap back to the system once the process
+// goes quiet after making garbage (Quiet), so that at rest it holds about
+// its live heap.
+//
+// The tuner and the releaser are the process's: cmd/cachecastd starts
+// them, the daemon package does not (tests run many daemons in one
+// process).
 package gctune
 
 import (
