@@ -775,11 +775,10 @@ func (w *Writer) RLock() { w.rmu.RLock() }
 // RUnlock ends what RLock started.
 func (w *Writer) RUnlock() { w.rmu.RUnlock() }
 
-// Warm loads (topic, key)'s slot and the line of the record it names
-// that holds the record's lengths, and changes nothing: a reader that
-// will read the value soon calls it first, then does other work whose
-// cache misses overlap with these (the daemon's view looks the key up in
-// its own index meanwhile). The caller holds RLock. It returns a hint
+// Warm loads (topic, key)'s slot and the record it names (touchRecord),
+// and changes nothing: a reader that will read the value soon calls it
+// first, then does other work whose cache misses overlap with these (the
+// daemon's view looks the key up in its own index meanwhile). The caller holds RLock. It returns a hint
 // for AppendValue under the same RLock: the key's hash, and the offset
 // of the record its first slot names when that record's lengths are the
 // key's (0 when the writer is closed).
@@ -788,13 +787,16 @@ func (w *Writer) Warm(topic, key string) uint64 {
 	if r == nil {
 		return 0
 	}
-	return r.warm(Hash(topic, key), len(topic), len(key))
+	hint := r.warm(Hash(topic, key), len(topic), len(key))
+	r.touchRecord(hint)
+	return hint
 }
 
 // WarmMany is Warm for every (topics[i], keys[i]), its hints in
 // hints[i] (of len(keys) at least), level by level as Touch goes: every
-// hash, then every slot, then every record's line, so that the misses of
-// all the keys overlap instead of coming one key after another.
+// hash, then every slot, then every record's line that holds its
+// lengths, then every record whole, so that the misses of all the keys
+// overlap instead of coming one key after another.
 func (w *Writer) WarmMany(topics, keys []string, hints []uint64) {
 	r := w.mine
 	hints = hints[:len(keys)]
@@ -819,7 +821,30 @@ func (w *Writer) WarmMany(topics, keys []string, hints []uint64) {
 	for i, h := range hints {
 		hints[i] = r.hinted(h, len(topics[i]), len(keys[i]))
 	}
+	for _, h := range hints {
+		r.touchRecord(h)
+	}
 }
+
+// touchRecord loads the cache lines of the record a hint names, the
+// first touchLines from the one its offset is in, so that the misses of
+// its version, key and value come while the caller does other work
+// (WarmMany: all of its keys' at once), not one after another in
+// AppendValue. The loads are atomic, which the compiler keeps although
+// nothing uses them; they decide nothing.
+func (r *Reader) touchRecord(hint uint64) {
+	off := int(uint32(hint)) * 8
+	if off < r.arena {
+		return
+	}
+	for l := off &^ 63; l < off&^63+64*touchLines && l <= r.end-8; l += 64 {
+		_ = load64(r.m, l)
+	}
+}
+
+// touchLines is how many lines touchRecord loads: every line of a record
+// of a 16-byte key and a 100-byte value (168 bytes) wherever it starts.
+const touchLines = 4
 
 // warm is Warm's hint for hash h of a key of the given lengths, read
 // from the key's first slot.

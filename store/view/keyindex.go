@@ -135,7 +135,14 @@ func (x *keyIndex) get(k string) *viewItem {
 	if x.n == 0 {
 		return nil
 	}
-	h := keyHash(k)
+	return x.getHashed(k, keyHash(k))
+}
+
+// getHashed is get for a caller that has k's hash h already.
+func (x *keyIndex) getHashed(k string, h uint64) *viewItem {
+	if x.n == 0 {
+		return nil
+	}
 	t := x.table(h)
 	if i, ok := t.find(h, k); ok {
 		return t.items[i]

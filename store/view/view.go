@@ -730,11 +730,47 @@ func (v *View) touchLocked(rs []record.Record, items []wideItem) {
 		h := keyHash(k)
 		ts[n] = touchKey{t: tv.byKey.table(h), h: h}
 		if n++; n == len(ts) {
-			v.touchEntries(ts[:n])
+			v.touched += touchEntries(ts[:n])
 			n = 0
 		}
 	}
-	v.touchEntries(ts[:n])
+	v.touched += touchEntries(ts[:n])
+}
+
+// touchReads is touchLocked for GetMany's keys, for a caller that holds
+// the read lock: it finds each key's topic and hash (sc.keys) for the
+// lookups that follow, and keeps the sum of what it loads in
+// sc.touched, where the compiler must keep it.
+func (v *View) touchReads(topics, keys []string, sc *manyScratch) {
+	var ts [touchStep]touchKey
+	n, sum := 0, uint64(0)
+	var tv *topicView
+	for i, k := range keys {
+		if tv == nil || tv.name != topics[i] {
+			tv = v.topics[topics[i]]
+		}
+		sc.keys[i].tv = tv
+		if tv == nil || tv.byKey.n == 0 {
+			continue
+		}
+		h := keyHash(k)
+		sc.keys[i].hash = h
+		ts[n] = touchKey{t: tv.byKey.table(h), h: h}
+		if n++; n == len(ts) {
+			sum += touchEntries(ts[:n])
+			n = 0
+		}
+	}
+	sc.touched = sum + touchEntries(ts[:n])
+}
+
+// lookup is GetMany's current for keys[i], after touchReads.
+func (sc *manyScratch) lookup(v *View, keys []string, i int, now func() int64) *viewItem {
+	k := &sc.keys[i]
+	if k.tv == nil {
+		return nil
+	}
+	return v.currentOf(k.tv.byKey.getHashed(keys[i], k.hash), now)
 }
 
 // touchStep is how many keys touchLocked takes a level at a time: a
@@ -754,9 +790,9 @@ type touchKey struct {
 // pointer), then probes each key's table by tag to the entry a lookup
 // would compare first, loads every such entry, then every entry's key.
 // Each level is a short loop of its own, so that all of its loads are in
-// flight together.
-func (v *View) touchEntries(ts []touchKey) {
-	sum := v.touched
+// flight together. It returns the sum of what it loaded.
+func touchEntries(ts []touchKey) uint64 {
+	sum := uint64(0)
 	for i := range ts {
 		t := ts[i].t
 		s := t.home(ts[i].h)
@@ -783,7 +819,7 @@ func (v *View) touchEntries(ts []touchKey) {
 			sum += uint64(it.key()[0])
 		}
 	}
-	v.touched = sum
+	return sum
 }
 
 // topicLocked is the view of topic, made if it has none. The caller
@@ -1410,40 +1446,36 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 		}
 		return at
 	}
+	sc := getManyScratch(len(keys))
+	defer sc.release()
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	f := v.file
 	if f == nil {
-		for i, k := range keys {
-			if tv := v.topics[topics[i]]; tv != nil {
-				if it := v.current(tv, k, now); it != nil {
-					entries[i], found[i] = it.entry(nil, topics[i], false, 0), true
-				}
+		v.touchReads(topics, keys, sc)
+		for i := range keys {
+			if it := sc.lookup(v, keys, i, now); it != nil {
+				entries[i], found[i] = it.entry(nil, topics[i], false, 0), true
 			}
 		}
 		return buf
 	}
-	// Every key's slot and record in the file first (see Get), then the
-	// index, then the values in the file, copied into buf.
+	// Every key's slot and record in the file first (see Get), and its
+	// entry in the index (touchReads), then the lookups, then the values
+	// in the file, copied into buf.
 	f.RLock()
 	defer f.RUnlock()
-	sc := getManyScratch(len(keys))
-	defer sc.release()
 	hints := sc.hints[:len(keys)]
 	f.WarmMany(topics, keys, hints)
-	filed := sc.filed[:0] // the items whose values are in the file, by key
+	v.touchReads(topics, keys, sc)
 	size := 0
-	for i, k := range keys {
-		var it *viewItem
-		if tv := v.topics[topics[i]]; tv != nil {
-			it = v.current(tv, k, now)
-		}
+	for i := range keys {
+		it := sc.lookup(v, keys, i, now)
 		if it != nil && it.inFile() { // no write changes it under the read lock
 			found[i], size = true, size+int(it.vlen)
-			filed = append(filed, it)
+			sc.keys[i].filed = it
 			continue
 		}
-		filed = append(filed, nil)
 		if it != nil {
 			entries[i], found[i] = it.entryWith(it.heapValue(it.loadBody())), true
 		}
@@ -1455,8 +1487,8 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 		buf = make([]byte, 0, size)
 	}
 	buf = buf[:0]
-	for i, it := range filed {
-		if it != nil {
+	for i := range keys {
+		if it := sc.keys[i].filed; it != nil {
 			n := len(buf)
 			buf = it.appendHeld(buf, f, topics[i], hints[i])
 			entries[i] = it.entryWith(buf[n:len(buf):len(buf)])
@@ -1465,34 +1497,44 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 	return buf
 }
 
-// manyScratch is GetMany's hints for WarmMany (which an interface call
-// would otherwise allocate each time) and its items whose values are in
-// the file; manyScratches keeps them.
+// manyScratch is GetMany's scratch, which manyScratches keeps: its
+// hints for WarmMany (which an interface call would otherwise allocate
+// each time), and what it found of each key.
 type manyScratch struct {
 	hints []uint64
-	filed []*viewItem
+	keys  []manyKey
+	// touched keeps what touchReads loaded.
+	touched uint64
+}
+
+// manyKey is what GetMany found of one key: its topic (nil: none) and
+// hash (touchReads), and its entry when the entry's value is in the file.
+type manyKey struct {
+	tv    *topicView
+	hash  uint64
+	filed *viewItem
 }
 
 var manyScratches sync.Pool
 
-// getManyScratch is a scratch with room for n hints.
+// getManyScratch is a scratch for n keys, its keys zero.
 func getManyScratch(n int) *manyScratch {
 	sc, _ := manyScratches.Get().(*manyScratch)
 	if sc == nil {
 		sc = new(manyScratch)
 	}
 	if cap(sc.hints) < n {
-		sc.hints = make([]uint64, max(n, 16))
-		sc.filed = make([]*viewItem, 0, max(n, 16))
+		sc.hints, sc.keys = make([]uint64, max(n, 16)), make([]manyKey, max(n, 16))
 	}
+	sc.keys = sc.keys[:n]
 	return sc
 }
 
-// release keeps the scratch for the next GetMany, its items let go,
+// release keeps the scratch for the next GetMany, what it found let go,
 // unless a rare huge one grew it past maxPooledBatch.
 func (sc *manyScratch) release() {
 	if cap(sc.hints) <= maxPooledBatch {
-		clear(sc.filed[:cap(sc.filed)])
+		clear(sc.keys)
 		manyScratches.Put(sc)
 	}
 }
@@ -1507,7 +1549,11 @@ func (sc *manyScratch) release() {
 // settling (settledAt) to the earliest instant queued, every entry is in
 // force, and a read takes it without looking its timeline up.
 func (v *View) current(tv *topicView, key string, now func() int64) *viewItem {
-	it := tv.byKey.get(key)
+	return v.currentOf(tv.byKey.get(key), now)
+}
+
+// currentOf is current for it, a key's entry in byKey (nil: none).
+func (v *View) currentOf(it *viewItem, now func() int64) *viewItem {
 	if it == nil {
 		return nil
 	}
