@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"unsafe"
 
@@ -24,8 +26,11 @@ var heapView *View
 // of 100-byte values, one Apply each, as a Redis SET publishes them, the
 // values on the heap or in a shared view file (values=file, as
 // --view-file-values keeps them). It reports the live heap bytes a key
-// (runtime.ReadMemStats after a GC), their parts (heapParts) and the
-// process's CPU time a key for the load (the collector's included). The
+// (runtime.ReadMemStats after a GC), their parts (heapParts), what the
+// runtime holds in use for them once it handed every free page back
+// (used: live objects, the free room in their spans, metadata; INFO's
+// used_memory of a daemon at rest) and the process's CPU time a key for
+// the load (the collector's included). The
 // heap case runs last, so that its view is the one the profile holds:
 //
 //	go test -run '^$' -bench ViewHeap -benchtime 1x -memprofile mem.out -memprofilerate 1 ./store/view/
@@ -37,6 +42,7 @@ func BenchmarkViewHeap(b *testing.B) {
 			for b.Loop() {
 				heapView = nil
 				var before, after runtime.MemStats
+				used0 := usedAfterRelease()
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				v := New()
@@ -50,6 +56,7 @@ func BenchmarkViewHeap(b *testing.B) {
 				runtime.ReadMemStats(&after)
 				heapView = v
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+				b.ReportMetric(float64(usedAfterRelease()-used0)/keys, "used-B/key")
 				for name, n := range heapParts(v) {
 					b.ReportMetric(float64(n)/keys, name+"-B/key")
 				}
@@ -167,4 +174,15 @@ func BenchmarkOrderedRefs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// usedAfterRelease is the memory the runtime holds in use once it handed
+// every free page back (INFO's used_memory at rest, the daemon's
+// gctune.Quiet): the heap's live objects, the free room in its spans
+// and the runtime's own metadata.
+func usedAfterRelease() uint64 {
+	debug.FreeOSMemory()
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/free:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64() - s[1].Value.Uint64() - s[2].Value.Uint64()
 }
