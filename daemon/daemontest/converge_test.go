@@ -63,6 +63,9 @@ type history struct {
 	// which ones had an increment acknowledged.
 	counts      map[string]int64
 	incremented map[string]bool
+	// answers are the counter commands of the phase and what they
+	// answered, for a failure's log.
+	answers []string
 }
 
 // actor is one client of one node, drawing its operations from rng: rc
@@ -219,32 +222,37 @@ var convergeOps = []convergeOp{
 	}},
 	{"INCRBY", 12, func(ctx context.Context, a *actor) error {
 		k, d := a.counterKey(), a.rng.Int64N(16)-5
-		if err := a.rc.IncrBy(ctx, k, d).Err(); err != nil {
+		n, err := a.rc.IncrBy(ctx, k, d).Result()
+		if err != nil {
 			return err
 		}
-		a.h.counted(k, d)
+		a.h.counted(fmt.Sprintf("node%d INCRBY %s %d: %d", a.node, k, d, n), keyInc{k, d})
 		return nil
 	}},
 	{"MULTI INCRBY", 5, func(ctx context.Context, a *actor) error {
 		// Two increments and a DECR in one batch, of any counters (the
 		// same one twice, too).
 		k0, k1, k2, d0, d1 := a.counterKey(), a.counterKey(), a.counterKey(), a.rng.Int64N(9), a.rng.Int64N(9)
+		var r0, r1, r2 *goredis.IntCmd
 		if _, err := a.rc.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-			p.IncrBy(ctx, k0, d0)
-			p.IncrBy(ctx, k1, d1)
-			p.Decr(ctx, k2)
+			r0, r1, r2 = p.IncrBy(ctx, k0, d0), p.IncrBy(ctx, k1, d1), p.Decr(ctx, k2)
 			return nil
 		}); err != nil {
 			return err
 		}
-		a.h.counted(k0, d0)
-		a.h.counted(k1, d1)
-		a.h.counted(k2, -1)
+		a.h.counted(fmt.Sprintf("node%d MULTI: INCRBY %s %d: %d, INCRBY %s %d: %d, DECR %s: %d",
+			a.node, k0, d0, r0.Val(), k1, d1, r1.Val(), k2, r2.Val()), keyInc{k0, d0}, keyInc{k1, d1}, keyInc{k2, -1})
 		return nil
 	}},
 	{"PEXPIRE counter", 3, func(ctx context.Context, a *actor) error {
 		// An expiry change of a counted version: the count stays.
-		return a.rc.PExpire(ctx, a.counterKey(), time.Hour+time.Duration(a.rng.IntN(3600))*time.Second).Err()
+		k := a.counterKey()
+		set, err := a.rc.PExpire(ctx, k, time.Hour+time.Duration(a.rng.IntN(3600))*time.Second).Result()
+		if err != nil {
+			return err
+		}
+		a.h.counted(fmt.Sprintf("node%d PEXPIRE %s: %v", a.node, k, set))
+		return nil
 	}},
 	{"PERSIST", 12, func(ctx context.Context, a *actor) error {
 		k := a.key()
@@ -278,12 +286,22 @@ func (a *actor) counterKey() string {
 	return convergeTopic + ":c" + strconv.Itoa(a.rng.IntN(convergeCounters))
 }
 
-// counted adds an acknowledged increment of counter key k.
-func (h *history) counted(k string, d int64) {
+// keyInc is an acknowledged increment n of counter key.
+type keyInc struct {
+	key string
+	n   int64
+}
+
+// counted notes a counter command and its answer, and adds its
+// acknowledged increments.
+func (h *history) counted(answer string, incs ...keyInc) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.counts[k] += d
-	h.incremented[k] = true
+	h.answers = append(h.answers, time.Now().Format("15:04:05.000 ")+answer)
+	for _, inc := range incs {
+		h.counts[inc.key] += inc.n
+		h.incremented[inc.key] = true
+	}
 }
 
 func (a *actor) distinctKeys(n int) []string {
@@ -372,7 +390,8 @@ func convergeSeed(t *testing.T) uint64 {
 // increments on several nodes at once, and each phase's check is 0 plus
 // the increments acknowledged in it (the reset before it converged
 // first). In the second phase a node restarts on its data while the
-// others take writes. An odd seed fans out through NATS. The seed is
+// others take writes; in the third a node is cut off from the others'
+// data ports while all take writes, then healed. An odd seed fans out through NATS. The seed is
 // logged; CACHECAST_CONVERGE_SEED=<seed> replays the workload.
 func TestConvergeRandomOps(t *testing.T) {
 	seed := convergeSeed(t)
@@ -410,12 +429,16 @@ func TestConvergeRandomOps(t *testing.T) {
 			resetCounters(ctx, t, c, actors[prng.IntN(len(actors))], phase)
 		}
 		c.Net.SetDelay(delay)
-		if phase == 1 {
+		switch phase {
+		case 1:
 			restartDuringWrites(ctx, t, c, actors, 1+prng.IntN(len(c.Nodes)-1))
+		case 2:
+			cutOff(t, c, prng.IntN(len(c.Nodes)))
 		}
 		if err := runActors(ctx, actors, 40); err != nil {
 			t.Fatal(err)
 		}
+		c.Heal()
 		c.Net.SetDelay(nil)
 		c.WaitConverged(20 * time.Second)
 		checkConverged(t, c, h)
@@ -456,6 +479,21 @@ func restartDuringWrites(ctx context.Context, t *testing.T, c *daemontest.Cluste
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cutOff cuts node p off from the other nodes' data ports, both ways
+// (Heal lifts it): their records reach it only through NATS, when the
+// run fans out through NATS, and neither side can pull from the other.
+func cutOff(t *testing.T, c *daemontest.Cluster, p int) {
+	t.Helper()
+	var others []int
+	for i := range c.Nodes {
+		if i != p {
+			others = append(others, i)
+		}
+	}
+	t.Logf("node%d cut off from the others' data ports while they all write", p)
+	c.Partition([]int{p}, others)
 }
 
 // convergeCluster starts the 3 nodes of TestConvergeRandomOps, each
@@ -545,6 +583,7 @@ func resetCounters(ctx context.Context, t *testing.T, c *daemontest.Cluster, a *
 	defer a.h.mu.Unlock()
 	clear(a.h.counts)
 	clear(a.h.incremented)
+	a.h.answers = nil
 }
 
 // checkConverged checks the converged nodes against what the clients
@@ -689,7 +728,33 @@ func checkCounters(t *testing.T, c *daemontest.Cluster, h *history, phase int) {
 			if found != made || found && (string(got.Value) != want || got.Stamp != first.Stamp || got.ExpiresAt != first.ExpiresAt) {
 				t.Errorf("phase %d, counter %s: %s holds %q %+v expiring at %d (found %v); the acknowledged increments (made: %v) sum to %s, node0's stamp %+v expiry %d",
 					phase, key, nd.Config.NodeName, got.Value, got.Stamp, got.ExpiresAt, found, made, want, first.Stamp, first.ExpiresAt)
+				logCounter(t, c.Nodes[0].D.Store(), h, key)
+				return
 			}
+		}
+	}
+}
+
+// logCounter logs, for a failed check of counter key, the counter
+// commands of the phase with their answers and the key's records in
+// st's log (each increment's version or absence, each expiry change's
+// target), from which the count can be redone.
+func logCounter(t *testing.T, st *store.Store, h *history, key string) {
+	t.Helper()
+	h.mu.Lock()
+	for _, a := range h.answers {
+		t.Log(a)
+	}
+	h.mu.Unlock()
+	for origin, last := range st.LogVector() {
+		if _, err := st.ReadOrigin(origin, 1, last, func(r record.Record) error {
+			if string(r.Topic()) == convergeTopic && string(r.Key()) == key {
+				t.Logf("record %d/%d hlc %d: %v version %d of %+v, expires %d, gone %d, value %q, batch follow %d",
+					r.Origin(), r.Seq(), r.HLC(), r.Kind(), r.Version(), r.Target(), r.ExpiresAt(), r.Gone(), r.Value(), r.BatchFollow())
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
