@@ -598,8 +598,11 @@ func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
 		for _, nd := range c.Nodes[1:] {
 			if got, found := nd.D.Store().Get(convergeTopic, key); found != wantFound ||
 				found && (string(got.Value) != string(want.Value) || got.Stamp != want.Stamp || got.ExpiresAt != want.ExpiresAt) {
-				t.Errorf("%s: %s holds %q %+v (found %v), node0 %q %+v (found %v)", key, nd.Config.NodeName,
-					got.Value, got.Stamp, found, want.Value, want.Stamp, wantFound)
+				// "same digest" true: the entry a Get reads differs while
+				// the digests WaitConverged compared still agree.
+				t.Errorf("%s: %s holds %q %+v expiring at %d (found %v), node0 %q %+v expiring at %d (found %v); same digest: %v",
+					key, nd.Config.NodeName, got.Value, got.Stamp, got.ExpiresAt, found, want.Value, want.Stamp, want.ExpiresAt, wantFound,
+					nd.D.Store().Digest() == st.Digest())
 			}
 		}
 		w, ok := winners[key]
