@@ -673,8 +673,12 @@ func (v *View) Apply(r record.Record) bool {
 
 	// Copy outside the lock: readers wait only for the swap. The item
 	// itself is allocated only when it is not copied into the one it
-	// updates (see update).
-	it := recordItemValue(r)
+	// updates (see update); the copy is ApplyBatch's scratch, a value
+	// here escaped (64 bytes of garbage a record).
+	sc := getBatchScratch(1)
+	defer sc.release()
+	sc.items = append(sc.items, recordItemValue(r))
+	it := &sc.items[0]
 
 	v.mu.Lock()
 	defer v.unlock()
