@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -525,17 +526,37 @@ func BenchmarkViewGetFile(b *testing.B) {
 			for i := range names {
 				names[i] = fmt.Sprintf("sku-%07d", rng.IntN(keys))
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := testkit.StartThreadCPU()
-			n := 0
-			for ; b.Loop(); n++ {
-				if e, ok := v.Get("prices", names[n&(len(names)-1)]); !ok || len(e.Value) != 100 {
-					b.Fatal("key not found")
+			b.Run("read=get", func(b *testing.B) {
+				b.ReportAllocs()
+				cpu := testkit.StartThreadCPU()
+				n := 0
+				var buf []byte
+				for ; b.Loop(); n++ {
+					var e Entry
+					var ok bool
+					if e, buf, ok = v.GetInto(buf, "prices", names[n&(len(names)-1)]); !ok || len(e.Value) != 100 {
+						b.Fatal("key not found")
+					}
 				}
-			}
-			cpu.Report(b, n)
-			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+				cpu.Report(b, n)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+			})
+			// An MGET of 10 keys (GetMany), each a random one.
+			b.Run("read=many10", func(b *testing.B) {
+				topics := slices.Repeat([]string{"prices"}, 10)
+				entries, found := make([]Entry, 10), make([]bool, 10)
+				b.ReportAllocs()
+				cpu := testkit.StartThreadCPU()
+				n := 0
+				var buf []byte
+				for ; b.Loop(); n++ {
+					i := (n * 16) & (len(names) - 1)
+					if buf = v.GetMany(topics, names[i:i+10], entries, found, buf); !found[9] || len(entries[9].Value) != 100 {
+						b.Fatal("key not found")
+					}
+				}
+				cpu.Report(b, n)
+			})
 		})
 	}
 }
