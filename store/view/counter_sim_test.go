@@ -286,8 +286,16 @@ func runCounterSim(t *testing.T, seed uint64) (msg, log string) {
 	return "", ""
 }
 
-// step is one draw of the simulation.
+// step is one draw of the simulation; every node's index must agree
+// with its B-tree after it.
 func (s *counterSim) step() {
+	defer func() {
+		for i, n := range s.nodes {
+			if err := indexAgrees(n.v); err != nil {
+				s.t.Fatalf("node%d: %v\n%s", i, err, strings.Join(s.log, "\n"))
+			}
+		}
+	}()
 	switch x := s.rng.IntN(20); {
 	case x < 7:
 		s.incr(s.rng.IntN(3), s.delta())

@@ -155,6 +155,11 @@ func (ft *fileTwins) check(t *testing.T, step int) {
 	if a, b := ft.v.Digest(), ft.twin.Digest(); a != b {
 		t.Fatalf("step %d: digests differ", step)
 	}
+	for _, v := range []*View{ft.v, ft.twin} {
+		if err := indexAgrees(v); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
 	// GetMany of every key, and of every key twice (more keys than
 	// GetMany keeps on its stack).
 	var topics, keys []string

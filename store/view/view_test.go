@@ -764,6 +764,13 @@ func TestViewApplyBatchIsApply(t *testing.T) {
 		if got := batched.ApplyBatch(batch); got != want {
 			t.Fatalf("seed %d: ApplyBatch of %d records changed %d, Apply of each %d", seed, n, got, want)
 		}
+		if rng.IntN(20) == 0 || len(recs) == 0 {
+			for _, v := range []*View{batched, single} {
+				if err := indexAgrees(v); err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+			}
+		}
 	}
 	if batched.Len() < 1000 {
 		t.Fatalf("seed %d: %d live keys, want the index over several tables", seed, batched.Len())

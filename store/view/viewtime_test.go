@@ -274,6 +274,9 @@ func TestViewTimeConvergesInAnyOrder(t *testing.T) {
 					}
 				}
 				v.Apply(encoded[p])
+				if err := indexAgrees(v); err != nil {
+					t.Fatalf("%s, record %d: %v", what, i, err)
+				}
 			}
 			var digests [][32]byte
 			for _, at := range reads {
@@ -287,6 +290,9 @@ func TestViewTimeConvergesInAnyOrder(t *testing.T) {
 					}
 				}
 				v.settleDue()
+				if err := indexAgrees(v); err != nil {
+					t.Fatalf("%s at +%dms: %v", what, at-timeBase, err)
+				}
 				checkTimeModel(t, v, recs, at, what)
 				digests = append(digests, v.Digest())
 			}
