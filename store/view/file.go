@@ -34,10 +34,12 @@ import (
 // A frozen clone (Digest, the snapshot writer, FollowFrom) reads without
 // the lock, and may hold an item that goes inFile after the clone was
 // taken: it reads the state, the body and the state again (the marking
-// stores the state first, then the body), loads the view's file only
-// once it found the item inFile (View.shared), checks the stamp of the
-// record it read and, when the record was rewritten, finds the value
-// copied back (the copy came first). A growth of the file moves
+// stores the state first, then the body), takes the view's file
+// (View.shared) before the state, checks the stamp of the record it read
+// and, when the record was rewritten, finds the value copied back (the
+// copy came first), or finds that the view changed files meanwhile (an
+// Unfile and a load into a new file, which may take the item again
+// before its record there is written), and reads again. A growth of the file moves
 // records, which readers find by key; the file keeps its old mapping
 // until no read is under way in it (the writer's business). When the
 // mirror stops writing the file (a write error, a restart, Close),
@@ -105,9 +107,10 @@ func (it *viewItem) heapBodyNow() (unsafe.Pointer, bool) {
 
 // sharedFile is the view's file (View.file) as readers without the
 // view's lock (frozen clones) find it: set before an item goes inFile in
-// it, cleared once every item is back on the heap, so that a reader that
-// finds an item inFile and then loads the file finds the file its value
-// is in, or finds the item on the heap again.
+// it, cleared once every item is back on the heap, each time a new
+// pointer, so that a reader that took it before it found an item inFile
+// and then failed to read the item there knows whether the view changed
+// files meanwhile (missing).
 type sharedFile struct{ p atomic.Pointer[ValueFile] }
 
 func (s *sharedFile) load() ValueFile {
@@ -115,6 +118,32 @@ func (s *sharedFile) load() ValueFile {
 		return *p
 	}
 	return nil
+}
+
+// read is the file a reader without the view's lock reads an item's
+// value from: the view's file as loaded before the item's state (the token),
+// which missing checks the reader's failure against.
+func (s *sharedFile) read() (ValueFile, *ValueFile) {
+	p := s.p.Load()
+	if p == nil {
+		return nil, nil
+	}
+	return *p, p
+}
+
+// missing is, for a reader without the view's lock whose read of it from
+// the file of token (sharedFile.read, loaded before the item's state)
+// failed, whether to read again: yes when the item left the file, or
+// when the view changed files meanwhile (an Unfile, then a load into a
+// new file, which may take a retired item again: the reader may have
+// looked in the new file before the item's record was written there).
+// An item still in the same file whose record does not hold it is a bug
+// (nothing rewrites a record before its item has its value back), and a
+// wrong value would be worse than the crash.
+func (it *viewItem) missing(src *sharedFile, token *ValueFile, topic string) {
+	if it.inFile() && src.p.Load() == token {
+		panic("view: a value the shared view file should hold is not there: " + topic + " " + it.key())
+	}
 }
 
 // setFile makes f the view's file (nil: none). The caller holds the
@@ -143,15 +172,17 @@ func (it *viewItem) heapValue(body unsafe.Pointer) []byte {
 // otherwise.
 func (it *viewItem) valueIn(src *sharedFile, topic string) []byte {
 	for {
+		f, token := src.read()
 		if b, ok := it.heapBodyNow(); ok {
 			return it.heapValue(b)
 		}
-		if v, ok := it.fileValue(nil, src.load(), topic, false, 0); ok {
+		if v, ok := it.fileValue(nil, f, topic, false, 0); ok {
 			if len(v) == 0 {
 				return nil
 			}
 			return v
 		}
+		it.missing(src, token, topic)
 	}
 }
 
@@ -171,18 +202,21 @@ func (it *viewItem) valueOf(buf []byte, f ValueFile, topic string, held bool, hi
 			}
 			return v[:len(v):len(v)], v
 		}
+		it.missingHeld(topic)
 	}
 }
 
 // appendValue appends the item's value to dst.
 func (it *viewItem) appendValue(dst []byte, src *sharedFile, topic string) []byte {
 	for {
+		f, token := src.read()
 		if b, ok := it.heapBodyNow(); ok {
 			return append(dst, it.heapValue(b)...)
 		}
-		if v, ok := it.fileValue(dst, src.load(), topic, false, 0); ok {
+		if v, ok := it.fileValue(dst, f, topic, false, 0); ok {
 			return v
 		}
+		it.missing(src, token, topic)
 	}
 }
 
@@ -190,33 +224,41 @@ func (it *viewItem) appendValue(dst []byte, src *sharedFile, topic string) []byt
 // holds the view's read lock (it stays inFile) and f's RLock, under
 // which hint is f's Warm for the key.
 func (it *viewItem) appendHeld(dst []byte, f ValueFile, topic string, hint uint64) []byte {
-	v, _ := it.fileValue(dst, f, topic, true, hint)
+	v, ok := it.fileValue(dst, f, topic, true, hint)
+	if !ok {
+		it.missingHeld(topic)
+	}
 	return v
+}
+
+// missingHeld is missing for a reader that holds the view's lock: the
+// item cannot leave the file under it, nor the view change files.
+func (it *viewItem) missingHeld(topic string) {
+	if it.inFile() {
+		panic("view: a value the shared view file should hold is not there: " + topic + " " + it.key())
+	}
 }
 
 // fileValue appends the value of it, inFile when last looked at, from f
 // (whose RLock the caller holds when held, and hint is f's Warm for the
 // key under it): false when the record no longer holds it, which a
-// frozen clone may find (the key rewritten since), and then the item is
-// on the heap again (the copy came first).
+// frozen clone may find (the key rewritten since: the item is on the
+// heap again, the copy came first), and the caller checks the item
+// (missing, missingHeld).
 func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool, hint uint64) ([]byte, bool) {
-	if f != nil {
-		if !held {
-			f.RLock()
-			hint = 0
-		}
-		v, ok := f.AppendValue(dst, topic, it.key(), it.stamp, hint)
-		if !held {
-			f.RUnlock()
-		}
-		if ok {
-			return v, true
-		}
+	if f == nil {
+		return dst, false
 	}
-	if it.inFile() {
-		// Nothing rewrites a record before its item has its value back:
-		// a bug, and a wrong value would be worse than the crash.
-		panic("view: a value the shared view file should hold is not there: " + topic + " " + it.key())
+	if !held {
+		f.RLock()
+		hint = 0
+	}
+	v, ok := f.AppendValue(dst, topic, it.key(), it.stamp, hint)
+	if !held {
+		f.RUnlock()
+	}
+	if ok {
+		return v, true
 	}
 	return dst, false
 }
@@ -225,15 +267,17 @@ func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool, 
 // when on the heap, else a new one with the value read from src's file.
 func (it *viewItem) heapBody(src *sharedFile, topic string) unsafe.Pointer {
 	for {
+		f, token := src.read()
 		if b, ok := it.heapBodyNow(); ok {
 			return b
 		}
 		n := int(it.klen) + int(it.tlen)
 		b := make([]byte, n, n+int(it.vlen))
 		copy(b, unsafe.String((*byte)(it.loadBody()), n))
-		if b, ok := it.fileValue(b, src.load(), topic, false, 0); ok {
+		if b, ok := it.fileValue(b, f, topic, false, 0); ok {
 			return unsafe.Pointer(unsafe.SliceData(b)) // a key is never empty
 		}
+		it.missing(src, token, topic)
 	}
 }
 
