@@ -617,3 +617,65 @@ func TestFileReadsAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// hookedFile is a view's file whose next AppendValue runs before instead
+// of reading, and fails: what a reader sees when the view changes files
+// between its look at an item's state and its read.
+type hookedFile struct {
+	*fileFollower
+	before func()
+}
+
+func (h *hookedFile) AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool) {
+	if b := h.before; b != nil {
+		h.before = nil
+		b()
+		return dst, false
+	}
+	return h.fileFollower.AppendValue(dst, topic, key, st, hint)
+}
+
+// TestFileCloneAcrossReload: a frozen clone finds an item in the file,
+// and before its read there the view lets the file go and loads its
+// values into a new one, the item included (a mirror starting over):
+// the clone reads the item again, from the new file, where a look at
+// the state after the failed read alone took it for a record lost.
+func TestFileCloneAcrossReload(t *testing.T) {
+	v, twin := New(), New()
+	f1 := newFollower(t, v)
+	h := &hookedFile{fileFollower: f1}
+	v.FollowFrom(func(c Change) { f1.group = append(f1.group, c) }, func() {
+		for _, c := range f1.group {
+			f1.write(c)
+		}
+		v.FileWritten(h, f1.group)
+		f1.group = f1.group[:0]
+	})
+	r := viewPut("prices", "sku-1", "12.50", 1, 1, 1).record(t)
+	v.Apply(r)
+	twin.Apply(r)
+	if n := v.ValuesInFile(); n != 1 {
+		t.Fatalf("%d values in the file, want 1", n)
+	}
+	clone, want := v.Freeze(), twin.Freeze().Digests()
+	h.before = func() {
+		// The mirror starting over (ft.reload): the value back to the
+		// heap, then the view loaded into a new file, item and all.
+		v.FollowFrom(nil, nil)
+		v.Unfile()
+		f2 := newFollower(t, v)
+		for c := range v.FollowFrom(func(c Change) { f2.group = append(f2.group, c) }, f2.end) {
+			f2.write(c)
+			v.FileLoaded(f2, []Change{c})
+		}
+		if n := v.ValuesInFile(); n != 1 {
+			t.Errorf("%d values in the new file, want 1", n)
+		}
+	}
+	if got := clone.Digests(); got["prices"] != want["prices"] {
+		t.Fatal("the clone's digest differs from the twin's")
+	}
+	if h.before != nil {
+		t.Fatal("the clone never read the item from the file")
+	}
+}
