@@ -129,14 +129,22 @@ func (c *Cluster) Heal() { c.Net.Heal() }
 func (c *Cluster) WaitConverged(within time.Duration) {
 	c.tb.Helper()
 	testkit.Until(c.tb, within, "the nodes converged", func() string {
-		i := divergent(len(c.Nodes), func(i int) nodeReading {
-			st := c.Nodes[i].D.Store()
-			return nodeReading{vector: fmt.Sprint(st.Vector()), digest: st.Digest()}
-		})
-		if i == 0 {
-			return ""
+		if i := c.firstDivergent(); i != 0 {
+			return fmt.Sprintf("%s differs from %s", c.Nodes[i].Config.NodeName, c.Nodes[0].Config.NodeName)
 		}
-		return fmt.Sprintf("%s differs from %s", c.Nodes[i].Config.NodeName, c.Nodes[0].Config.NodeName)
+		return ""
+	})
+}
+
+// Converged reports whether every node holds the same view now (the
+// same vector and the same digest), each node read once (see divergent).
+func (c *Cluster) Converged() bool { return c.firstDivergent() == 0 }
+
+// firstDivergent is divergent of the nodes' readings now.
+func (c *Cluster) firstDivergent() int {
+	return divergent(len(c.Nodes), func(i int) nodeReading {
+		st := c.Nodes[i].D.Store()
+		return nodeReading{vector: fmt.Sprint(st.Vector()), digest: st.Digest()}
 	})
 }
 

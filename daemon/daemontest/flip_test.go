@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -55,24 +54,12 @@ func scheduleFlip(tb testing.TB, c *daemontest.Cluster, topic string, n int, lea
 	}
 	post(tb, c.Nodes[1], topic, sale.String())
 	for time.Until(instant) > 1500*time.Millisecond {
-		if converged(c) {
+		if c.Converged() {
 			return instant, true
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return instant, false
-}
-
-// converged says every node holds the same view (digest and vector).
-func converged(c *daemontest.Cluster) bool {
-	first := c.Nodes[0].D.Store()
-	for _, nd := range c.Nodes[1:] {
-		st := nd.D.Store()
-		if st.Digest() != first.Digest() || !maps.Equal(st.Vector(), first.Vector()) {
-			return false
-		}
-	}
-	return true
 }
 
 // post publishes an NDJSON batch on node nd.
