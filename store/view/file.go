@@ -113,13 +113,6 @@ func (it *viewItem) heapBodyNow() (unsafe.Pointer, bool) {
 // files meanwhile (missing).
 type sharedFile struct{ p atomic.Pointer[ValueFile] }
 
-func (s *sharedFile) load() ValueFile {
-	if p := s.p.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // read is the file a reader without the view's lock reads an item's
 // value from: the view's file as loaded before the item's state (the token),
 // which missing checks the reader's failure against.
