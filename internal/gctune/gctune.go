@@ -127,12 +127,16 @@ func (t *Tuner) tune() {
 }
 
 // live is the heap the last collection marked live, in bytes.
-func (t *Tuner) live() uint64 {
-	metrics.Read(t.sample[:])
-	if t.sample[0].Value.Kind() != metrics.KindUint64 {
+func (t *Tuner) live() uint64 { return readBytes(&t.sample) }
+
+// readBytes reads the runtime metric s names, a byte count (0 where this
+// runtime does not have it).
+func readBytes(s *[1]metrics.Sample) uint64 {
+	metrics.Read(s[:])
+	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
 	}
-	return t.sample[0].Value.Uint64()
+	return s[0].Value.Uint64()
 }
 
 // Stop ends the tuning and restores the percent Start found.

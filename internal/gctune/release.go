@@ -83,10 +83,7 @@ func (r *Releaser) run() {
 }
 
 // allocated is the bytes the process has allocated on the heap so far.
-func (r *Releaser) allocated() uint64 {
-	metrics.Read(r.sample[:])
-	return r.sample[0].Value.Uint64()
-}
+func (r *Releaser) allocated() uint64 { return readBytes(&r.sample) }
 
 // Stop ends the looking; the Releaser's goroutine is gone on return.
 func (r *Releaser) Stop() {
