@@ -164,16 +164,27 @@ func (it *viewItem) heapValue(body unsafe.Pointer) []byte {
 // copy read from src's file (the file its topic's values are in)
 // otherwise.
 func (it *viewItem) valueIn(src *sharedFile, topic string) []byte {
+	body, v := it.read(nil, src, topic)
+	if body != nil {
+		return it.heapValue(body)
+	}
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}
+
+// read is, for a reader without the view's lock, the item's body when
+// its value is on the heap, or else dst with the value appended, read
+// from src's file (again when it failed there: missing).
+func (it *viewItem) read(dst []byte, src *sharedFile, topic string) (body unsafe.Pointer, v []byte) {
 	for {
 		f, token := src.read()
 		if b, ok := it.heapBodyNow(); ok {
-			return it.heapValue(b)
+			return b, nil
 		}
-		if v, ok := it.fileValue(nil, f, topic, false, 0); ok {
-			if len(v) == 0 {
-				return nil
-			}
-			return v
+		if v, ok := it.fileValue(dst, f, topic, false, 0); ok {
+			return nil, v
 		}
 		it.missing(src, token, topic)
 	}
@@ -201,16 +212,11 @@ func (it *viewItem) valueOf(buf []byte, f ValueFile, topic string, held bool, hi
 
 // appendValue appends the item's value to dst.
 func (it *viewItem) appendValue(dst []byte, src *sharedFile, topic string) []byte {
-	for {
-		f, token := src.read()
-		if b, ok := it.heapBodyNow(); ok {
-			return append(dst, it.heapValue(b)...)
-		}
-		if v, ok := it.fileValue(dst, f, topic, false, 0); ok {
-			return v
-		}
-		it.missing(src, token, topic)
+	body, v := it.read(dst, src, topic)
+	if body != nil {
+		return append(dst, it.heapValue(body)...)
 	}
+	return v
 }
 
 // appendHeld appends the value of it, in f, to dst, for a caller that
@@ -259,19 +265,15 @@ func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool, 
 // heapBody is a body holding key | tag | value for the item: its own
 // when on the heap, else a new one with the value read from src's file.
 func (it *viewItem) heapBody(src *sharedFile, topic string) unsafe.Pointer {
-	for {
-		f, token := src.read()
-		if b, ok := it.heapBodyNow(); ok {
-			return b
-		}
-		n := int(it.klen) + int(it.tlen)
-		b := make([]byte, n, n+int(it.vlen))
-		copy(b, unsafe.String((*byte)(it.loadBody()), n))
-		if b, ok := it.fileValue(b, f, topic, false, 0); ok {
-			return unsafe.Pointer(unsafe.SliceData(b)) // a key is never empty
-		}
-		it.missing(src, token, topic)
+	// key | tag: the same in either body.
+	n := int(it.klen) + int(it.tlen)
+	b := make([]byte, n, n+int(it.vlen))
+	copy(b, unsafe.String((*byte)(it.loadBody()), n))
+	body, v := it.read(b, src, topic)
+	if body != nil {
+		return body
 	}
+	return unsafe.Pointer(unsafe.SliceData(v)) // a key is never empty
 }
 
 // retire makes it, which stops being its key's entry alone (the caller
