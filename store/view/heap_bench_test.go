@@ -29,8 +29,9 @@ var heapView *View
 // (runtime.ReadMemStats after a GC), their parts (heapParts), what the
 // runtime holds in use for them once it handed every free page back
 // (used: live objects, the free room in their spans, metadata; INFO's
-// used_memory of a daemon at rest) and the process's CPU time a key for
-// the load (the collector's included). The
+// used_memory of a daemon at rest), the process's CPU time a key for
+// the load (the collector's included) and what a release after the load
+// costs (gctune.Quiet's debug.FreeOSMemory). The
 // heap case runs last, so that its view is the one the profile holds:
 //
 //	go test -run '^$' -bench ViewHeap -benchtime 1x -memprofile mem.out -memprofilerate 1 ./store/view/
@@ -52,6 +53,12 @@ func BenchmarkViewHeap(b *testing.B) {
 				cpu := testkit.ProcessCPU()
 				loadSKUs(v, keys, bytes.Repeat([]byte("v"), 100))
 				b.ReportMetric(float64(testkit.ProcessCPU()-cpu)/keys, "load-cpu-ns/key")
+				// What gctune.Quiet's release costs the daemon once a
+				// load went quiet: a collection, then every free page
+				// handed back.
+				cpu = testkit.ProcessCPU()
+				debug.FreeOSMemory()
+				b.ReportMetric(float64(testkit.ProcessCPU()-cpu)/1e6, "release-cpu-ms")
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				heapView = v
