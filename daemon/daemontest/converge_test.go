@@ -31,9 +31,15 @@ import (
 // machine's, so a replay is the same workload, not the same schedule).
 const convergeSeedEnv = "CACHECAST_CONVERGE_SEED"
 
-// convergeTopic is the topic every key of the test lives in: the Redis
-// key "cv:k3" is (cv, k3).
+// convergeTopic is the topic the plain keys of the test live in: the
+// Redis key "cv:k3" is (cv, k3). The counters live there too, or in
+// counterOwnTopic (convergeSettings).
 const convergeTopic = "cv"
+
+// counterOwnTopic is the counters' topic when they have one of their
+// own: the plain values of a topic with counters stay on the heap, so
+// only then do the values go into the view file with --view-file-values.
+const counterOwnTopic = "cn"
 
 // writeOp is a write a client sent and the node acknowledged: a value
 // (unique in the run) or a delete.
@@ -63,6 +69,9 @@ type history struct {
 	// which ones had an increment acknowledged.
 	counts      map[string]int64
 	incremented map[string]bool
+	// counterTopic is the counters' topic: convergeTopic or
+	// counterOwnTopic.
+	counterTopic string
 	// answers are the counter commands of the phase and what they
 	// answered, for a failure's log.
 	answers []string
@@ -266,6 +275,10 @@ var convergeOps = []convergeOp{
 	}},
 }
 
+// actorsPerNode is how many actors each node has: one on its Unix
+// socket, one on TCP.
+const actorsPerNode = 2
+
 // convergeKeys is how many keys the actors share: few, so that they
 // write the same keys at the same moments.
 const convergeKeys = 6
@@ -283,7 +296,7 @@ func (a *actor) keyName() string { return "k" + strconv.Itoa(a.rng.IntN(converge
 const convergeCounters = 3
 
 func (a *actor) counterKey() string {
-	return convergeTopic + ":c" + strconv.Itoa(a.rng.IntN(convergeCounters))
+	return a.h.counterTopic + ":c" + strconv.Itoa(a.rng.IntN(convergeCounters))
 }
 
 // keyInc is an acknowledged increment n of counter key.
@@ -391,12 +404,16 @@ func convergeSeed(t *testing.T) uint64 {
 // the increments acknowledged in it (the reset before it converged
 // first). In the second phase a node restarts on its data while the
 // others take writes; in the third a node is cut off from the others'
-// data ports while all take writes, then healed. An odd seed fans out through NATS. The seed is
+// data ports while all take writes, then healed. The seed draws the
+// settings too (convergeSettings): the fan-out, whether the values live in
+// the view file, whether the counters have a topic of their own. The seed is
 // logged; CACHECAST_CONVERGE_SEED=<seed> replays the workload.
 func TestConvergeRandomOps(t *testing.T) {
 	seed := convergeSeed(t)
 	t.Logf("seed %d (replay: %s=%d)", seed, convergeSeedEnv, seed)
-	c := convergeCluster(t, seed)
+	set := convergeSettings(seed)
+	t.Logf("settings: %+v", set)
+	c := convergeCluster(t, set)
 	// drng draws the links' delays, on their writers' goroutines (a
 	// write may still draw after SetDelay(nil): it read the function
 	// before); prng draws the phases' choices, on the test's.
@@ -407,10 +424,9 @@ func TestConvergeRandomOps(t *testing.T) {
 		defer dmu.Unlock()
 		return time.Duration(drng.IntN(30)) * time.Millisecond
 	}
-	h := &history{values: map[string]writeOp{}, counts: map[string]int64{}, incremented: map[string]bool{}}
+	h := &history{values: map[string]writeOp{}, counts: map[string]int64{}, incremented: map[string]bool{}, counterTopic: set.counterTopic()}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	const actorsPerNode = 2
 	var actors []*actor
 	for i := range c.Nodes {
 		for j := range actorsPerNode {
@@ -444,11 +460,15 @@ func TestConvergeRandomOps(t *testing.T) {
 		checkConverged(t, c, h)
 		checkCounters(t, c, h, phase)
 		checkDoors(ctx, t, c, actors)
-		t.Logf("phase %d: counters at %v", phase, h.counts)
+		t.Logf("phase %d: counters at %v; values in the view files only: %d", phase, h.counts, valuesInFile(c))
 	}
-	// The run tested something: values written and expiries changed.
+	// The run tested something: values written and expiries changed,
+	// and with the values in the file, some of them read from there.
 	if len(h.values) < 100 || len(h.expiries) < 20 {
 		t.Fatalf("only %d values written and %d expiry commands applied", len(h.values), len(h.expiries))
+	}
+	if set.fileReached() {
+		checkFiled(ctx, t, c, actors)
 	}
 	t.Logf("%d values written, %d expiry commands applied", len(h.values), len(h.expiries))
 }
@@ -496,22 +516,80 @@ func cutOff(t *testing.T, c *daemontest.Cluster, p int) {
 	c.Partition([]int{p}, others)
 }
 
+// convergeSetting is what a seed of TestConvergeRandomOps draws besides
+// the workload, each from a bit of its own: every combination comes up.
+type convergeSetting struct {
+	// NATS fans the writes out through a NATS server (bit 0), else TCP.
+	NATS bool
+	// ValuesInFile runs the daemons with --view-file-values (bit 1),
+	// whatever the daemon's default.
+	ValuesInFile bool
+	// CountersApart puts the counters in a topic of their own (bit 2),
+	// else beside the plain keys, whose values then stay on the heap.
+	CountersApart bool
+}
+
+func convergeSettings(seed uint64) convergeSetting {
+	return convergeSetting{NATS: seed&1 == 1, ValuesInFile: seed&2 != 0, CountersApart: seed&4 != 0}
+}
+
+func (s convergeSetting) counterTopic() string {
+	if s.CountersApart {
+		return counterOwnTopic
+	}
+	return convergeTopic
+}
+
+// fileReached says the plain keys' values may go into the view file.
+func (s convergeSetting) fileReached() bool { return s.ValuesInFile && s.CountersApart }
+
+// checkFiled checks that the setting reached the daemons: a value of no
+// expiry each node takes (a key of its own, of no other operation) goes
+// into its view file only. The phases' keys may all have been given an
+// expiry, which keeps a value on the heap.
+func checkFiled(ctx context.Context, t *testing.T, c *daemontest.Cluster, actors []*actor) {
+	t.Helper()
+	for i := range c.Nodes {
+		if err := actors[i*actorsPerNode].rc.Set(ctx, fmt.Sprintf("%s:filed%d", convergeTopic, i), "f", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Until(t, 10*time.Second, "a value in every node's view file only", func() string {
+		for _, nd := range c.Nodes {
+			if nd.D.Store().ViewValuesInFile() == 0 {
+				return nd.Config.NodeName + " keeps no value in its view file only"
+			}
+		}
+		return ""
+	})
+}
+
+// valuesInFile is how many values the nodes keep in their view files
+// only, summed.
+func valuesInFile(c *daemontest.Cluster) int {
+	n := 0
+	for _, nd := range c.Nodes {
+		n += nd.D.Store().ViewValuesInFile()
+	}
+	return n
+}
+
 // convergeCluster starts the 3 nodes of TestConvergeRandomOps, each
-// with a Redis door on TCP that takes AUTH as the user cv; an odd seed
-// fans the writes out through a NATS server, an even one over TCP.
-func convergeCluster(t *testing.T, seed uint64) *daemontest.Cluster {
+// with a Redis door on TCP that takes AUTH as the user cv, with set's
+// fan-out and --view-file-values.
+func convergeCluster(t *testing.T, set convergeSetting) *daemontest.Cluster {
 	t.Helper()
 	users := filepath.Join(t.TempDir(), "users.acl")
 	if err := os.WriteFile(users, []byte("user cv on >cv-pw ~* +@all\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	natsURL := ""
-	if seed%2 == 1 {
+	if set.NATS {
 		natsURL = testkit.NATS(t, nil).ClientURL()
 	}
-	t.Logf("fan-out over NATS: %v", natsURL != "")
 	return daemontest.NewCluster(t, 3, func(_ int, cfg *daemon.Config) {
 		cfg.RedisAddr, cfg.RedisUsers = "127.0.0.1:0", users
+		cfg.ViewFileValues = set.ValuesInFile
 		if natsURL != "" {
 			cfg.Transport, cfg.NATSURL = "nats", natsURL
 		}
@@ -557,7 +635,7 @@ func runActors(ctx context.Context, actors []*actor, ops int) error {
 func resetCounters(ctx context.Context, t *testing.T, c *daemontest.Cluster, a *actor, phase int) {
 	t.Helper()
 	for i := range convergeCounters {
-		k := convergeTopic + ":c" + strconv.Itoa(i)
+		k := a.h.counterTopic + ":c" + strconv.Itoa(i)
 		var err error
 		if phase%2 == 1 {
 			err = a.rc.Del(ctx, k).Err()
@@ -571,7 +649,7 @@ func resetCounters(ctx context.Context, t *testing.T, c *daemontest.Cluster, a *
 	testkit.Until(t, 20*time.Second, "no node serves a counter", func() string {
 		for i := range convergeCounters {
 			for _, nd := range c.Nodes {
-				if e, found := nd.D.Store().Get(convergeTopic, "c"+strconv.Itoa(i)); found {
+				if e, found := nd.D.Store().Get(a.h.counterTopic, "c"+strconv.Itoa(i)); found {
 					return fmt.Sprintf("%s serves c%d = %q", nd.Config.NodeName, i, e.Value)
 				}
 			}
@@ -650,12 +728,12 @@ func checkConverged(t *testing.T, c *daemontest.Cluster, h *history) {
 // later, so the check waits for it, bounded).
 func checkDoors(ctx context.Context, t *testing.T, c *daemontest.Cluster, actors []*actor) {
 	t.Helper()
-	var names []string
+	var keys [][2]string // topic, name
 	for i := range convergeKeys {
-		names = append(names, "k"+strconv.Itoa(i))
+		keys = append(keys, [2]string{convergeTopic, "k" + strconv.Itoa(i)})
 	}
 	for i := range convergeCounters {
-		names = append(names, "c"+strconv.Itoa(i))
+		keys = append(keys, [2]string{actors[0].h.counterTopic, "c" + strconv.Itoa(i)})
 	}
 	for i, nd := range c.Nodes {
 		r, err := localview.Open(nd.Config.ViewPath())
@@ -664,10 +742,10 @@ func checkDoors(ctx context.Context, t *testing.T, c *daemontest.Cluster, actors
 		}
 		defer r.Close()
 		testkit.Until(t, 10*time.Second, nd.Config.NodeName+"'s doors serve its store", func() string {
-			for _, name := range names {
-				e, found := nd.D.Store().Get(convergeTopic, name)
-				if d := doorsDiffer(ctx, actors, i, r, name, e, found); d != "" {
-					return fmt.Sprintf("%s: %s: %s", nd.Config.NodeName, name, d)
+			for _, k := range keys {
+				e, found := nd.D.Store().Get(k[0], k[1])
+				if d := doorsDiffer(ctx, actors, i, r, k[0], k[1], e, found); d != "" {
+					return fmt.Sprintf("%s: %s:%s: %s", nd.Config.NodeName, k[0], k[1], d)
 				}
 			}
 			return ""
@@ -676,8 +754,9 @@ func checkDoors(ctx context.Context, t *testing.T, c *daemontest.Cluster, actors
 }
 
 // doorsDiffer says how node i's doors (its actors' clients, its view
-// file r) serve key name other than its store's entry e (found), or "".
-func doorsDiffer(ctx context.Context, actors []*actor, i int, r *localview.Reader, name string, e view.Entry, found bool) string {
+// file r) serve key name of topic other than its store's entry e
+// (found), or "".
+func doorsDiffer(ctx context.Context, actors []*actor, i int, r *localview.Reader, topic, name string, e view.Entry, found bool) string {
 	stamp := e.Stamp
 	if stamp == record.Genesis {
 		// A counter made on a key no node held has no version of its
@@ -695,20 +774,20 @@ func doorsDiffer(ctx context.Context, actors []*actor, i int, r *localview.Reade
 		if a.node != i {
 			continue
 		}
-		v, err := a.rc.Get(ctx, convergeTopic+":"+name).Result()
+		v, err := a.rc.Get(ctx, topic+":"+name).Result()
 		if (err == goredis.Nil) == found || err != nil && err != goredis.Nil || found && v != string(e.Value) {
 			return fmt.Sprintf("Redis (tcp %v) GET: %q %v, the store %q (found %v)", a.tcp, v, err, e.Value, found)
 		}
-		if exp, err := a.rc.Do(ctx, "PEXPIRETIME", convergeTopic+":"+name).Int64(); err != nil || exp != wantExp {
+		if exp, err := a.rc.Do(ctx, "PEXPIRETIME", topic+":"+name).Int64(); err != nil || exp != wantExp {
 			return fmt.Sprintf("Redis (tcp %v) PEXPIRETIME: %v %v, the store's expiry %d", a.tcp, exp, err, wantExp)
 		}
-		hv, err := a.hc.Get(ctx, convergeTopic, name)
+		hv, err := a.hc.Get(ctx, topic, name)
 		if errors.Is(err, client.ErrNotFound) == found || err != nil && !errors.Is(err, client.ErrNotFound) ||
 			found && (string(hv.Bytes) != string(e.Value) || record.Stamp{Origin: hv.Origin, Seq: hv.Seq, HLC: hv.HLC} != stamp) {
 			return fmt.Sprintf("HTTP GET: %q %+v %v, the store %q %+v (found %v)", hv.Bytes, hv, err, e.Value, stamp, found)
 		}
 	}
-	v, _, st, err := r.Get(convergeTopic, name)
+	v, _, st, err := r.Get(topic, name)
 	if errors.Is(err, localview.ErrNotFound) == found || err != nil && !errors.Is(err, localview.ErrNotFound) ||
 		found && (string(v) != string(e.Value) || record.Stamp{Origin: st.Origin, Seq: st.Seq, HLC: st.HLC} != stamp) {
 		return fmt.Sprintf("view file: %q %+v %v, the store %q %+v (found %v)", v, st, err, e.Value, stamp, found)
@@ -724,10 +803,10 @@ func checkCounters(t *testing.T, c *daemontest.Cluster, h *history, phase int) {
 	t.Helper()
 	for i := range convergeCounters {
 		key := "c" + strconv.Itoa(i)
-		want, made := strconv.FormatInt(h.counts[convergeTopic+":"+key], 10), h.incremented[convergeTopic+":"+key]
-		first, _ := c.Nodes[0].D.Store().Get(convergeTopic, key)
+		want, made := strconv.FormatInt(h.counts[h.counterTopic+":"+key], 10), h.incremented[h.counterTopic+":"+key]
+		first, _ := c.Nodes[0].D.Store().Get(h.counterTopic, key)
 		for _, nd := range c.Nodes {
-			got, found := nd.D.Store().Get(convergeTopic, key)
+			got, found := nd.D.Store().Get(h.counterTopic, key)
 			if found != made || found && (string(got.Value) != want || got.Stamp != first.Stamp || got.ExpiresAt != first.ExpiresAt) {
 				t.Errorf("phase %d, counter %s: %s holds %q %+v expiring at %d (found %v); the acknowledged increments (made: %v) sum to %s, node0's stamp %+v expiry %d",
 					phase, key, nd.Config.NodeName, got.Value, got.Stamp, got.ExpiresAt, found, made, want, first.Stamp, first.ExpiresAt)
@@ -751,7 +830,7 @@ func logCounter(t *testing.T, st *store.Store, h *history, key string) {
 	h.mu.Unlock()
 	for origin, last := range st.LogVector() {
 		if _, err := st.ReadOrigin(origin, 1, last, func(r record.Record) error {
-			if string(r.Topic()) == convergeTopic && string(r.Key()) == key {
+			if string(r.Topic()) == h.counterTopic && string(r.Key()) == key {
 				t.Logf("record %d/%d hlc %d: %v version %d of %+v, expires %d, gone %d, value %q, batch follow %d",
 					r.Origin(), r.Seq(), r.HLC(), r.Kind(), r.Version(), r.Target(), r.ExpiresAt(), r.Gone(), r.Value(), r.BatchFollow())
 			}
