@@ -34,6 +34,16 @@ func testSeed(t *testing.T) uint64 {
 	return s
 }
 
+// valuesInFileArg is the --view-file-values a randomized test draws from
+// its seed, logged: said either way, so that both settings stay tested
+// whatever the daemon's default.
+func valuesInFileArg(t *testing.T, seed uint64) string {
+	t.Helper()
+	on := mrand.New(mrand.NewPCG(seed, 0xf11e)).IntN(2) == 1
+	t.Logf("values in the view file: %v", on)
+	return "--view-file-values=" + strconv.FormatBool(on)
+}
+
 func threeNodes(args ...string) []clusterSpec {
 	return []clusterSpec{{Name: "a", Args: args}, {Name: "b", Args: args}, {Name: "c", Args: args}}
 }
@@ -58,7 +68,8 @@ type write struct {
 // TestClusterConverges writes on every node of three at once, the same
 // keys from different nodes included, and checks that all views become
 // identical (value and stamp of every key) and that each key holds the
-// write the (HLC, origin) rule picks among all acknowledged writes.
+// write the (HLC, origin) rule picks among all acknowledged writes. The
+// seed draws --view-file-values too (valuesInFileArg).
 func TestClusterConverges(t *testing.T) {
 	t.Parallel()
 	const (
@@ -70,7 +81,7 @@ func TestClusterConverges(t *testing.T) {
 		deleteEach = 9   // one write in deleteEach is a delete
 	)
 	seed := testSeed(t)
-	nodes := startClusterNodes(t, threeNodes())
+	nodes := startClusterNodes(t, threeNodes(valuesInFileArg(t, seed)))
 	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
 
 	var keys []string
@@ -192,7 +203,8 @@ func checkRing(t *testing.T, nodes []*clusterNode) {
 // for a while before, so that some writes answer replica_timeout (or
 // replica_unavailable, if gossip declares it dead meanwhile): those are
 // stored on a. After a restarts, every acknowledged write, whatever its
-// status, is on every node, and the views converge.
+// status, is on every node, and the views converge. The seed draws
+// --view-file-values too (valuesInFileArg).
 func TestClusterSIGKILLSyncReplication(t *testing.T) {
 	t.Parallel()
 	const (
@@ -204,7 +216,7 @@ func TestClusterSIGKILLSyncReplication(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(seed, 0))
 	// a's replica is pinned, so that it stays b while b is frozen (the
 	// ring's choice is checked by TestClusterConverges).
-	args := []string{"--replication=sync", "--flush", "sync", "--replica-timeout", "500ms"}
+	args := []string{"--replication=sync", "--flush", "sync", "--replica-timeout", "500ms", valuesInFileArg(t, seed)}
 	nodes := startClusterNodes(t, []clusterSpec{
 		{Name: "a", Args: append(args[:len(args):len(args)], "--replica", "b")},
 		{Name: "b", Args: args},

@@ -191,8 +191,10 @@ func (w *crashWriter) run(c *client.Client, rng *rand.Rand, origin uint64, stop 
 // was after its last acknowledged write or a later one that was sent, and
 // the topic's stream from earliest holds every acknowledged seq with its
 // message, seqs gap-free from 1. Some rounds also kill the daemon during
-// its startup, before it is ready. CACHECAST_E2E_SEED replays a seed
-// (the kill moments still differ with the machine's timing).
+// its startup, before it is ready. The seed also draws whether the
+// daemon keeps the values in its view file (valuesInFileArg).
+// CACHECAST_E2E_SEED replays a seed (the kill moments still differ with
+// the machine's timing).
 func TestCrashSyncLosesNoAck(t *testing.T) {
 	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
@@ -207,6 +209,7 @@ func TestCrashSyncLosesNoAck(t *testing.T) {
 
 	n := NewNode(t, bins, NodeOptions{Name: "crash", Args: []string{
 		"--flush", "sync", "--segment-size", "1MiB", "--max-value-size", "64KiB", "--snapshot-interval", "150ms",
+		valuesInFileArg(t, seed),
 	}})
 	writers := make([]*crashWriter, crashWriters)
 	for i := range writers {
