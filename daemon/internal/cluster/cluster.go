@@ -154,6 +154,7 @@ func New(cfg Config, st *store.Store) (*Cluster, error) {
 		return nil, fmt.Errorf("--gossip-addr: %w", err)
 	}
 	c.g, c.b, c.keys, c.join, c.peers = g, b, keys, join, peers
+	c.obs.byOrigin.named(c.originName) // after c.g is set: b's records may be coming in
 	return c, nil
 }
 

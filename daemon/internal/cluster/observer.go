@@ -114,7 +114,7 @@ func newObserver(c *Cluster) *Observer {
 			Name:    "cachecast_observer_origin_freshness_seconds",
 			Help:    "cachecast_observer_freshness_seconds by the origin's node name (its hex origin when no member has it), coarser buckets; the first 32 names, later ones under origin=\"other\".",
 			Buckets: originFreshnessBuckets,
-		}, []string{"origin"}), name: c.originName},
+		}, []string{"origin"}), name: wire.FormatOrigin},
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cachecast_observer_comparisons_total",
 			Help: "View digest comparisons with a peer at a common vector, by result: agreed, differed, no_common_vector (writes kept the vectors apart), no_answer.",
@@ -137,12 +137,24 @@ func (o *Observer) applied(origin uint64, stamp time.Time) {
 
 // originFreshness is the freshness by origin, with a bounded label.
 type originFreshness struct {
-	vec  *prometheus.HistogramVec
-	name func(origin uint64) string // the label of an origin first seen
+	vec *prometheus.HistogramVec
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// name is the label of an origin first seen: its hex until the
+	// cluster's gossip exists (named).
+	name   func(origin uint64) string
 	by     map[uint64]prometheus.Observer
 	labels map[string]bool // the names labelled so far, at most maxFreshnessOrigins
+}
+
+// named makes f label the origins it sees from now on by name: the
+// cluster's New calls it once its gossip exists. The broadcast node
+// applies records from NATS from its own New on, before: their origins
+// are labelled in hex, as those of no member are.
+func (f *originFreshness) named(name func(origin uint64) string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.name = name
 }
 
 // observer is origin's histogram, labelled at the origin's first record

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cachecast/cachecast/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,5 +63,32 @@ func TestOriginFreshnessBounded(t *testing.T) {
 	if len(counts) != maxFreshnessOrigins+1 || counts["node0"] != 2 || counts[otherOrigins] != 2*(50-maxFreshnessOrigins) {
 		t.Fatalf("series %d (want %d), node0 %d (want 2), other %d (want %d)",
 			len(counts), maxFreshnessOrigins+1, counts["node0"], counts[otherOrigins], 2*(50-maxFreshnessOrigins))
+	}
+}
+
+// TestObserverBeforeGossip: the broadcast node applies records from NATS
+// from its own New on, before the cluster's New has made its gossip, and
+// the observer takes each (broadcast.Config.Applied): an origin seen then
+// is labelled in hex, as one no member has, and the observer does not
+// read the gossip New has not set (it did: a data race, seen on a restart
+// over NATS in daemontest's TestConvergeRandomOps, and a nil gossip's
+// panic for a record applied before it existed).
+func TestObserverBeforeGossip(t *testing.T) {
+	c := &Cluster{}
+	c.obs = newObserver(c) // as New makes it, before broadcast.New
+	c.obs.applied(0xabc, time.Now())
+	ch := make(chan prometheus.Metric, 1)
+	c.obs.byOrigin.vec.Collect(ch)
+	close(ch)
+	var labels []string
+	for m := range ch {
+		var d dto.Metric
+		if err := m.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		labels = append(labels, d.GetLabel()[0].GetValue())
+	}
+	if want := wire.FormatOrigin(0xabc); len(labels) != 1 || labels[0] != want {
+		t.Fatalf("labels %q; want [%s]", labels, want)
 	}
 }
