@@ -89,11 +89,15 @@
 // msync of the file's range, from where
 // a reader behind the tail faults them back in, to be dropped again after
 // it (segment/release.go; not when the mapped segments hold at most 64
-// MiB, which eviction bounds). A full disk is an
+// MiB, which eviction bounds). At rest, once the housekeeping round finds
+// the log's end where the round before found it, the preparer drops the
+// rest as well (Log.Rest): the writer's segment, the window faulted in
+// ahead of it, the next segment's first window; the writer's next commit
+// has the window made ready again. A full disk is an
 // ErrDiskFull from an allocation, never a SIGBUS on a page: the writer
 // never writes past what is allocated, and allocates itself when it runs
-// ahead of the preparer. A new store so costs two windows of disk and of
-// resident memory, not two segments. The indexes do the same for their
+// ahead of the preparer. A new store so costs two windows of disk, and
+// of resident memory until it rests, not two segments. The indexes do the same for their
 // chunk files, with a preparer goroutine for the topic indexes and one for
 // the origin indexes: the next two chunks of an index (each doubles, from
 // 512 entries up to IndexChunkEntries) are made, mapped and faulted in
@@ -102,6 +106,9 @@
 // reaches at once), unless the entries ready would not last the writer
 // twice that at its rate since its last ask: then at once, as a writer
 // back to back would otherwise make them itself (index/array.go askNow);
+// the preparer drops the full chunks behind the one before the writer's
+// from the resident set, once each, and at rest the store drops every
+// chunk, the writer's and those made ahead too (index/release.go);
 // the files of chunks dropped by retention are kept and made the next
 // chunks (zeroed and renamed), and the directory fsync of a chunk file is
 // the index sync's, before it syncs entries in the chunk, never the

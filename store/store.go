@@ -86,6 +86,8 @@ type Store struct {
 	// removedTo is the log position up to which the index preparers were
 	// asked to remove dropped chunks' files (removeDropped).
 	removedTo int64
+	// quietEnd is the log's end at the last housekeeping round (rest).
+	quietEnd int64
 
 	snapMu     sync.Mutex // one snapshot at a time
 	snapCovers atomic.Int64
@@ -1238,6 +1240,26 @@ func (s *Store) housekeeping() {
 	if s.opts.RetentionAge > 0 {
 		s.retireAged()
 	}
+	s.rest()
+}
+
+// rest drops the log's and the indexes' pages the writer keeps in the
+// resident set (its segment, the windows faulted in ahead, the index
+// chunks it writes and those made ahead) once the log's end is where the
+// last round found it, a second or more without a write, and every round
+// after while it stays there (dropping what a reader mapped meanwhile):
+// at rest the daemon holds its view, not the pages of its log
+// (segment.Log.Rest, index's release.go). The flusher's goroutine.
+func (s *Store) rest() {
+	end := s.seglog.End()
+	quiet := end == s.quietEnd
+	s.quietEnd = end
+	if !quiet {
+		return
+	}
+	s.seglog.Rest()
+	s.topics.Rest()
+	s.origins.Rest()
 }
 
 func (s *Store) lastSnapshotTime() time.Time {

@@ -168,6 +168,9 @@ type arrayChunk struct {
 	entries uint64
 	data    []byte
 	used    atomic.Uint64
+	// releasedAt and releasedTo are the array's clock and length at the
+	// chunk's last release from the resident set (release.go).
+	releasedAt, releasedTo atomic.Uint64
 }
 
 // droppedChunk is a chunk dropped below the first entry whose file is
@@ -1093,6 +1096,7 @@ func (a *array) truncate(n uint64) error {
 	if a.synced.Load() > n {
 		a.synced.Store(n)
 	}
+	c.releasedTo.Store(min(c.releasedTo.Load(), n)) // what is written next was not released
 	a.askedAt, a.askedN = time.Now(), n
 	a.setPrepAt(c)
 	err := fsys.Guard(func() error {

@@ -112,6 +112,7 @@ func (p *preparer) loop() {
 			default:
 			}
 			a.prepareNext(aheadChunks)
+			a.releaseBehind()
 		}
 		for _, a := range reaps {
 			a.reapDropped()

@@ -101,6 +101,7 @@ type Log struct {
 	evict func() // evictLocked's work (newEvict)
 
 	prepKick chan struct{}
+	restKick chan struct{} // Rest's (release.go)
 	done     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -182,6 +183,7 @@ func Open(dir string, m *Meta, maxMapped int, log *zap.Logger) (*Log, error) {
 		segs:       make(map[int64]*segment),
 		files:      make(map[int64]*segFile),
 		prepKick:   make(chan struct{}, 1),
+		restKick:   make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		preparing:  -1,
 		makingFile: -1,
@@ -679,6 +681,9 @@ func (l *Log) prepareLoop() {
 		select {
 		case <-l.done:
 			return
+		case <-l.restKick:
+			l.releaseAtRest()
+			continue
 		case <-l.prepKick:
 		}
 		l.retireQueued()

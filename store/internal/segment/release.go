@@ -39,10 +39,12 @@ import (
 // written pages.
 const ReleaseAbove = 64 << 20
 
-// releaseRange is a part of a mapped segment to drop, pinned meanwhile.
+// releaseRange is a part of a mapped segment to drop, pinned meanwhile,
+// and what s.released and s.populated become once it is dropped.
 type releaseRange struct {
-	s        *segment
-	from, to int64
+	s                   *segment
+	from, to            int64
+	released, populated int64
 }
 
 // releaseWritten drops the pages of the mapped segments that lie a window
@@ -64,16 +66,22 @@ func (l *Log) releaseWritten() {
 		}
 	}
 	l.mu.Unlock()
+	l.drop(jobs)
+}
+
+// drop drops the pinned ranges jobs (from the preparer's scratch), notes
+// what each segment has released, and unpins them. The preparer's.
+func (l *Log) drop(jobs []releaseRange) {
 	for _, j := range jobs {
 		if err := fsys.Release(j.s.data[j.from:j.to]); err != nil {
-			l.log.Warn("releasing a segment's written pages failed", zap.String("segment-path", j.s.path), zap.Error(err))
+			l.log.Warn("releasing a segment's pages failed", zap.String("segment-path", j.s.path), zap.Error(err))
 		}
 	}
 	l.mu.Lock()
 	for i, j := range jobs {
 		l.tick++
 		j.s.releasedAt = l.tick
-		j.s.released = max(j.s.released, j.to)
+		j.s.released, j.s.populated = j.released, j.populated
 		j.s.pins--
 		jobs[i] = releaseRange{}
 	}
@@ -93,14 +101,87 @@ func (l *Log) releasableLocked(s *segment, edge int64) (releaseRange, bool) {
 	if s.isReady || s.data == nil || s.base > l.cur.base || s.base+l.window > edge {
 		return releaseRange{}, false
 	}
-	j := releaseRange{s: s, from: s.released, to: l.segSize}
+	j := releaseRange{s: s, from: s.released, to: l.segSize, released: l.segSize, populated: s.populated}
 	read := s.used > s.releasedAt
 	if read {
 		j.from = 0
 	}
 	if s == l.cur {
 		j.to = min((edge-s.base)/l.window*l.window, l.segSize)
+		j.released = max(s.released, j.to)
 		return j, j.to-s.released >= l.window || read
 	}
 	return j, s.base+l.segSize <= edge && s.pins == 0 && (s.released < l.segSize || read)
+}
+
+// At rest (the store calls Rest once the writer has been quiet a while,
+// see Store.housekeeping) the preparer drops the rest too: the writer's
+// segment up to its end and the window faulted in ahead of it, the first
+// window of the segments made ahead, and the sealed segments a reader
+// mapped again. What a writer that comes back finds is then in the page
+// cache, not mapped: its first commit kicks the preparer (prepAt), which
+// faults a window ahead of it in again; until then its pages cost it a
+// minor fault each (4 KiB of records). Each Rest drops only what was
+// mapped since the last one (read, written or faulted in ahead), so a
+// store that stays quiet asks it every round for nearly nothing.
+
+// Rest asks the preparer to drop from the resident set what it keeps
+// there for the writer (see above). It does not block; safe from any
+// goroutine.
+func (l *Log) Rest() {
+	select {
+	case l.restKick <- struct{}{}:
+	default:
+	}
+}
+
+// releaseAtRest is Rest's work, the preparer's.
+func (l *Log) releaseAtRest() {
+	if !l.releases || l.replaying() {
+		return
+	}
+	end := l.end.Load()
+	l.mu.Lock()
+	jobs := l.releasing[:0]
+	for _, s := range l.maps {
+		if j, ok := l.restingLocked(s, end); ok {
+			s.pins++
+			jobs = append(jobs, j)
+		}
+	}
+	l.mu.Unlock()
+	l.drop(jobs)
+	// The writer's next commit past end kicks the preparer, which readies
+	// its window again.
+	l.prepAt.Store(end)
+}
+
+// restingLocked reports the part of s to drop at rest with the log ending
+// at end, if any: of the writer's segment, from where its last release
+// ended (its start if a reader used it since), once it was written,
+// read or faulted in ahead since; of a segment made ahead, all once its
+// first window was faulted in; of a sealed one not in use, what
+// releasableLocked would drop with nothing kept behind the end. Under
+// mu.
+func (l *Log) restingLocked(s *segment, end int64) (releaseRange, bool) {
+	if s.data == nil {
+		return releaseRange{}, false
+	}
+	page := int64(fsys.PageSize)
+	read := s.used > s.releasedAt
+	switch {
+	case s.isReady:
+		return releaseRange{s: s, to: l.segSize}, s.populated > 0
+	case s == l.cur:
+		// To the segment's end: an madvise costs next to nothing where
+		// nothing is mapped, and the kernel may map a page or two past
+		// what it was asked to fault in.
+		kept := (end - s.base) &^ (page - 1)
+		j := releaseRange{s: s, from: s.released, to: l.segSize, released: kept, populated: kept}
+		if read {
+			j.from = 0
+		}
+		return j, read || s.released != kept || s.populated > kept
+	}
+	return l.releasableLocked(s, end+l.segSize)
 }

@@ -2,65 +2,39 @@ package segment
 
 import (
 	"bytes"
-	"encoding/binary"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/internal/fsys"
 	"github.com/cachecast/cachecast/store/record"
 )
 
-// resident counts the pages of b mapped in this process now
-// (/proc/self/pagemap's present bit): the process's resident set, not the
-// page cache (mincore's), which keeps a released page.
-func resident(t *testing.T, b []byte) int {
+// readAll reads every record of l and checks that they are the n records
+// of size bytes the tests wrote (write), in order.
+func readAll(t *testing.T, l *Log, n, size int) {
 	t.Helper()
-	f, err := os.Open("/proc/self/pagemap")
-	if err != nil {
-		t.Fatalf("pagemap: %v", err)
-	}
-	defer f.Close()
-	page := uintptr(fsys.PageSize)
-	first := uintptr(unsafe.Pointer(unsafe.SliceData(b))) / page
-	entries := make([]byte, 8*((uintptr(len(b))+page-1)/page))
-	if _, err := f.ReadAt(entries, int64(first*8)); err != nil {
-		t.Fatalf("pagemap: %v", err)
-	}
-	n := 0
-	for i := 0; i < len(entries); i += 8 {
-		if binary.LittleEndian.Uint64(entries[i:])&(1<<63) != 0 {
-			n++
+	i := 0
+	for pos := l.Oldest(); pos < l.End(); i++ {
+		next, err := l.Read(pos, func(r record.Record) error {
+			want := testMessage(i, size)
+			if r.Seq() != uint64(i+1) || !bytes.Equal(r.Value(), want.Value) {
+				t.Fatalf("record %d at %d: seq %d, value differs: %v", i, pos, r.Seq(), !bytes.Equal(r.Value(), want.Value))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("read at %d: %v", pos, err)
 		}
+		pos = next
 	}
-	return n
-}
-
-// dirtyPages reports how many pages of s's file are dirty in the page
-// cache (cachestat); ok is false where that cannot be told: a tmpfs, or a
-// kernel without cachestat.
-func dirtyPages(t *testing.T, s *segment) (dirty uint64, ok bool) {
-	t.Helper()
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(int(s.file.f.Fd()), &fs); err != nil {
-		t.Fatal(err)
+	if i != n {
+		t.Fatalf("read %d records, wrote %d", i, n)
 	}
-	if fs.Type == unix.TMPFS_MAGIC {
-		return 0, false
-	}
-	var st unix.Cachestat_t
-	if err := unix.Cachestat(uint(s.file.f.Fd()), &unix.CachestatRange{Off: uint64(s.off), Len: uint64(len(s.data))}, &st, 0); err != nil {
-		t.Logf("cachestat: %v", err)
-		return 0, false
-	}
-	return st.Dirty, true
 }
 
 // openReleaseLog opens the log in dir with segments of segSize and 8
@@ -119,10 +93,10 @@ func TestWrittenPagesLeaveTheResidentSet(t *testing.T) {
 	}
 	gone := func() bool {
 		l.kickPrepare()
-		return resident(t, s0.data) == 0 && resident(t, s1.data) == 0 && resident(t, cur.data[:2*PrefaultWindow]) == 0
+		return testkit.Resident(t, s0.data) == 0 && testkit.Resident(t, s1.data) == 0 && testkit.Resident(t, cur.data[:2*PrefaultWindow]) == 0
 	}
 	testkit.Eventually(t, 10*time.Second, "the written pages released", gone)
-	if r := resident(t, cur.data[tail-size:tail]); r == 0 {
+	if r := testkit.Resident(t, cur.data[tail-size:tail]); r == 0 {
 		t.Errorf("the writer's last record's pages are not mapped, want them kept")
 	}
 	if l.Flushed() != 0 {
@@ -130,28 +104,8 @@ func TestWrittenPagesLeaveTheResidentSet(t *testing.T) {
 	}
 
 	// Every record reads back from the page cache.
-	readAll := func(l *Log) {
-		t.Helper()
-		i := 0
-		for pos := l.Oldest(); pos < l.End(); i++ {
-			next, err := l.Read(pos, func(r record.Record) error {
-				want := testMessage(i, size)
-				if r.Seq() != uint64(i+1) || !bytes.Equal(r.Value(), want.Value) {
-					t.Fatalf("record %d at %d: seq %d, value differs: %v", i, pos, r.Seq(), !bytes.Equal(r.Value(), want.Value))
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatalf("read at %d: %v", pos, err)
-			}
-			pos = next
-		}
-		if i != n {
-			t.Fatalf("read %d records, wrote %d", i, n)
-		}
-	}
-	readAll(l)
-	if resident(t, s0.data) == 0 {
+	readAll(t, l, n, size)
+	if testkit.Resident(t, s0.data) == 0 {
 		t.Fatalf("reading the first segment mapped none of its pages")
 	}
 	testkit.Eventually(t, 10*time.Second, "the pages a reader mapped again released", gone)
@@ -163,13 +117,13 @@ func TestWrittenPagesLeaveTheResidentSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []*segment{s0, s1} {
-		if dirty, ok := dirtyPages(t, s); ok && dirty != 0 {
+		if dirty, ok := testkit.DirtyPages(t, s.file.f, s.off, segSize); ok && dirty != 0 {
 			t.Errorf("segment %d: %d pages still dirty after the flush", s.base/segSize, dirty)
 		}
 	}
 	closeLog()
 	l, _ = open()
-	readAll(l)
+	readAll(t, l, n, size)
 }
 
 // TestReplayKeepsRecoveredPages: after a crash the pages recovery has just
@@ -194,16 +148,80 @@ func TestReplayKeepsRecoveredPages(t *testing.T) {
 	l.mu.Lock()
 	first := l.segs[0].data[:PrefaultWindow] // a window behind the end: released once the replay is done
 	l.mu.Unlock()
-	if resident(t, first) == 0 {
+	if testkit.Resident(t, first) == 0 {
 		t.Fatal("the pages recovery read are not mapped")
 	}
 	l.releaseWritten() // what the preparer does each round
-	if r := resident(t, first); r == 0 {
+	if r := testkit.Resident(t, first); r == 0 {
 		t.Fatal("the preparer released the recovered pages before the replay was done")
 	}
 	l.ForgetChecked()
 	testkit.Eventually(t, 10*time.Second, "the recovered pages released after the replay", func() bool {
 		l.kickPrepare()
-		return resident(t, first) == 0
+		return testkit.Resident(t, first) == 0
 	})
+}
+
+// TestRestReleasesTheWritersPages: at rest (Rest) the writer's segment
+// leaves the resident set, its written pages and the window faulted in
+// ahead of the writer, and so does the first window of the segment made
+// ahead; the records read back whole, a Rest after a read drops the pages
+// the read mapped, the writer's next commit has the preparer fault a
+// window ahead of it in again, a flush writes back the pages released
+// dirty, and the records read back after a reopen.
+func TestRestReleasesTheWritersPages(t *testing.T) {
+	const size, segSize = 64 << 10, 4 * PrefaultWindow
+	dir := t.TempDir()
+	l, closeLog := openReleaseLog(t, dir, segSize)
+	n := 0
+	writeTo := func(to int64) {
+		t.Helper()
+		for ; l.WritePos() < to; n++ {
+			if _, err := write(l, n, size); err != nil {
+				t.Fatal(err)
+			}
+			l.Commit()
+		}
+	}
+	writeTo(3 * PrefaultWindow / 2) // a window and a half into segment 0, none flushed
+	testkit.Eventually(t, 10*time.Second, "the next segment made", l.Prepared)
+	l.mu.Lock()
+	cur, next := l.cur, l.ready[0]
+	l.mu.Unlock()
+	page := fsys.PageSize
+	w := int(l.End() - cur.base)
+	ahead := func() int { return testkit.Resident(t, cur.data[w:min(w+PrefaultWindow, int(segSize))]) }
+	if ahead() == 0 || testkit.Resident(t, cur.data[:w]) == 0 || testkit.Resident(t, next.data) == 0 {
+		t.Fatalf("before the rest: %d pages ahead of the writer, %d behind it, %d of the next segment resident, want some of each",
+			ahead(), testkit.Resident(t, cur.data[:w]), testkit.Resident(t, next.data))
+	}
+
+	rested := func() bool {
+		l.Rest()
+		return testkit.Resident(t, cur.data) == 0 && testkit.Resident(t, next.data) == 0
+	}
+	testkit.Eventually(t, 10*time.Second, "the writer's pages released at rest", rested)
+	readAll(t, l, n, size)
+	if testkit.Resident(t, cur.data) == 0 {
+		t.Fatal("reading the records mapped none of their pages")
+	}
+	testkit.Eventually(t, 10*time.Second, "the pages the read mapped released at the next rest", rested)
+
+	// The writer comes back: its commit kicks the preparer, which faults
+	// a window ahead of it in again.
+	writeTo(l.WritePos() + 1)
+	w = int(l.End() - cur.base)
+	testkit.Eventually(t, 10*time.Second, "a window faulted in ahead of the writer again", func() bool {
+		return ahead() >= PrefaultWindow/page
+	})
+
+	if err := l.SyncTo(l.End()); err != nil {
+		t.Fatal(err)
+	}
+	if dirty, ok := testkit.DirtyPages(t, cur.file.f, cur.off, int64(w)&^int64(page-1)); ok && dirty != 0 {
+		t.Errorf("%d written pages still dirty after the flush", dirty)
+	}
+	closeLog()
+	l, _ = openReleaseLog(t, dir, segSize)
+	readAll(t, l, n, size)
 }
