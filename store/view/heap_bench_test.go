@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/google/btree"
+	"github.com/cachecast/cachecast/store/internal/btree"
 
 	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/store/record"
@@ -170,7 +170,7 @@ func BenchmarkOrderedRefs(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				t := btree.NewOrderedG[uint64](btreeDegree)
+				t := btree.NewG(btreeDegree, func(a, b uint64) bool { return a < b })
 				for _, r := range refs {
 					t.ReplaceOrInsert(r)
 				}

@@ -44,7 +44,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/google/btree"
+	"github.com/cachecast/cachecast/store/internal/btree"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -87,9 +87,10 @@ import (
 //
 // Layout, chosen for memory (10 million keys is the design point): per topic
 // a hash index for point gets (keyIndex: 9 bytes a slot, the entry's
-// pointer and a tag of the key's hash) and a B-tree
-// (github.com/google/btree) for ordered listing, both pointing at the same
-// item. An item is 48 bytes (64 with times of its own, see viewItem) plus
+// pointer and a tag of the key's hash) and a B-tree (store/internal/btree,
+// a fork of github.com/google/btree that splits a node at its end when an
+// insert goes past its last item, so that keys arriving in order fill its
+// nodes) for ordered listing, both pointing at the same item. An item is 48 bytes (64 with times of its own, see viewItem) plus
 // one allocation holding key, tag and value back to back; the index and
 // the B-tree's ordering both read the key inside that allocation, so a
 // key is stored once. With the shared view file, an item whose value the
