@@ -50,28 +50,29 @@ type releaseRange struct {
 // releaseWritten drops the pages of the mapped segments that lie a window
 // behind the committed end (see above). The preparer's.
 func (l *Log) releaseWritten() {
+	edge := l.end.Load() - l.window
+	l.releaseEach(func(s *segment) (releaseRange, bool) { return l.releasableLocked(s, edge) })
+}
+
+// releaseEach drops, of each mapped segment, the part pick reports (under
+// mu; the segment is pinned meanwhile), and notes what each has
+// released; it reports whether it looked. The preparer's.
+func (l *Log) releaseEach(pick func(*segment) (releaseRange, bool)) bool {
 	if !l.releases || l.replaying() {
 		// Not under the store's replay after recovery either: it reads
 		// every page recovery just read, which a release would make it
 		// fault in again (a tenth of an Open's CPU, 1 GiB recovered).
-		return
+		return false
 	}
-	edge := l.end.Load() - l.window
 	l.mu.Lock()
 	jobs := l.releasing[:0]
 	for _, s := range l.maps {
-		if j, ok := l.releasableLocked(s, edge); ok {
+		if j, ok := pick(s); ok {
 			s.pins++
 			jobs = append(jobs, j)
 		}
 	}
 	l.mu.Unlock()
-	l.drop(jobs)
-}
-
-// drop drops the pinned ranges jobs (from the preparer's scratch), notes
-// what each segment has released, and unpins them. The preparer's.
-func (l *Log) drop(jobs []releaseRange) {
 	for _, j := range jobs {
 		if err := fsys.Release(j.s.data[j.from:j.to]); err != nil {
 			l.log.Warn("releasing a segment's pages failed", zap.String("segment-path", j.s.path), zap.Error(err))
@@ -90,6 +91,7 @@ func (l *Log) drop(jobs []releaseRange) {
 		l.unpinned.Broadcast() // a Recycle may wait for these pins
 	}
 	l.mu.Unlock()
+	return true
 }
 
 // releasableLocked reports the part of s to drop below edge, if any:
@@ -137,23 +139,12 @@ func (l *Log) Rest() {
 
 // releaseAtRest is Rest's work, the preparer's.
 func (l *Log) releaseAtRest() {
-	if !l.releases || l.replaying() {
-		return
-	}
 	end := l.end.Load()
-	l.mu.Lock()
-	jobs := l.releasing[:0]
-	for _, s := range l.maps {
-		if j, ok := l.restingLocked(s, end); ok {
-			s.pins++
-			jobs = append(jobs, j)
-		}
+	if l.releaseEach(func(s *segment) (releaseRange, bool) { return l.restingLocked(s, end) }) {
+		// The writer's next commit past end kicks the preparer, which
+		// readies its window again.
+		l.prepAt.Store(end)
 	}
-	l.mu.Unlock()
-	l.drop(jobs)
-	// The writer's next commit past end kicks the preparer, which readies
-	// its window again.
-	l.prepAt.Store(end)
 }
 
 // restingLocked reports the part of s to drop at rest with the log ending
