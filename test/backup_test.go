@@ -93,12 +93,10 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("restore into a used directory: exit %d\n%s", r.code, r.stderr)
 	}
 
-	args := []string{
-		"--gossip-addr", freeGossipAddr(t), "--data-addr", freeDataAddr(t), "--gossip-profile", "local",
-		"--join", a.GossipAddr + "," + nodes[1].GossipAddr, "--join-timeout", clusterJoinTimeout,
-	}
-	c := &clusterNode{Node: NewNode(t, bins, NodeOptions{Name: "c", DataDir: dataC, Args: args}), Name: "c"}
-	c.Start()
+	// Started as the cluster's nodes are: on new ports when one picked
+	// was taken before the node bound it.
+	c := startClusterNodes(t, []clusterSpec{{Name: "c", DataDir: dataC,
+		Join: func([]string) []string { return []string{a.GossipAddr, nodes[1].GossipAddr} }}})[0]
 	close(stop)
 	wg.Wait()
 

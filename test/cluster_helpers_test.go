@@ -54,6 +54,8 @@ type clusterSpec struct {
 	// Join picks the seeds from the gossip addresses of all the nodes
 	// (default: all of them).
 	Join func(gossip []string) []string
+	// DataDir is the node's --data-dir (default: a new one).
+	DataDir string
 }
 
 // startClusterNodes starts one node per spec and waits until each is
@@ -106,7 +108,7 @@ func newClusterNode(t testing.TB, sp clusterSpec, gossipAddr, dataAddr string, j
 		"--log-level", "info",
 	}
 	args = append(args, sp.Args...)
-	n := NewNode(t, bins, NodeOptions{Name: sp.Name, Args: args})
+	n := NewNode(t, bins, NodeOptions{Name: sp.Name, DataDir: sp.DataDir, Args: args})
 	return &clusterNode{Node: n, Name: sp.Name, GossipAddr: gossipAddr, DataAddr: dataAddr}
 }
 
