@@ -311,7 +311,7 @@ func (v *View) Expiring(topic, after string, scan int) (keys []KeyedEntry, walke
 		walked++
 		last = k
 		if cur := v.current(tv, k, at); cur != nil && cur.expiry() != 0 {
-			keys = append(keys, KeyedEntry{Key: strings.Clone(k), Entry: cur.entry(v.file, topic, false, 0)})
+			keys = append(keys, KeyedEntry{Key: strings.Clone(k), Entry: cur.entry(v.file, topic, false)})
 		}
 		return true
 	})

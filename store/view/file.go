@@ -44,10 +44,25 @@ import (
 // until no read is under way in it (the writer's business). When the
 // mirror stops writing the file (a write error, a restart, Close),
 // Unfile copies every value back first.
+//
+// An item inFile also keeps where its key was in the file at its last
+// read (the file's answer, see ValueFile.AppendValue: its record's
+// offset / 8), so that the next read goes to the record without the
+// file's hash and probe. The item's 48 bytes are full, and the state needs 2 bits: the
+// two share the state word, the place in its upper 30 bits (0: unknown),
+// so that a reader stores it with one compare-and-swap, which fails when
+// the state moved meanwhile. A new item of the key takes the place of
+// the one it replaces (keepAt), which it keeps on the heap until it goes
+// inFile; retire drops it. It is a hint: the file checks it at every use
+// (a growth moves every key), and a wrong one costs the lookup it would
+// have spared.
 const (
 	onHeap uint32 = iota
 	inFile
 	retired
+
+	stateBits = 2
+	stateMask = 1<<stateBits - 1
 )
 
 // ValueFile is where the view reads the values it keeps out of the heap:
@@ -55,23 +70,19 @@ const (
 // methods are safe for concurrent use with each other and with the
 // file's writer.
 type ValueFile interface {
-	// RLock keeps the file's current mapping until RUnlock, for Warm and
-	// AppendValue; a goroutine does not RLock twice.
+	// RLock keeps the file's current mapping until RUnlock, for WarmAt
+	// and AppendValue; a goroutine does not RLock twice.
 	RLock()
 	RUnlock()
-	// Warm loads what a read of (topic, key) will, and returns a hint for
-	// AppendValue under the same RLock (the loads are kept so): a point
-	// read warms the file first, then looks the key up in the view's
-	// index, and the cache misses of the two overlap.
-	Warm(topic, key string) uint64
-	// WarmMany is Warm for every (topics[i], keys[i]), the hints in
-	// hints[i], level by level (every key's first load before any
-	// second), so that the misses of all the keys overlap.
-	WarmMany(topics, keys []string, hints []uint64)
+	// WarmAt loads what AppendValue will for each key whose place (its
+	// answer, or 0) is in ats, every key's first load before any second,
+	// so that the misses of all the keys overlap (GetMany).
+	WarmAt(ats []uint32)
 	// AppendValue appends to dst the value of (topic, key) when the file
-	// holds the version stamped st, and reports whether it did; hint is
-	// Warm's for the key under the same RLock, or 0.
-	AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool)
+	// holds the version stamped st, and reports whether it did and where
+	// the key is (0 when it did not): at, its answer for the key before
+	// (or 0), spares the lookup when the key is still there.
+	AppendValue(dst []byte, topic, key string, st record.Stamp, at uint32) ([]byte, uint32, bool)
 }
 
 // keyBody is s's own bytes as an item's body: key | tag | value made as
@@ -90,7 +101,28 @@ func (it *viewItem) tag() string {
 }
 
 // inFile reports whether the item's value is in the file.
-func (it *viewItem) inFile() bool { return atomic.LoadUint32(&it.state) == inFile }
+func (it *viewItem) inFile() bool { return atomic.LoadUint32(&it.state)&stateMask == inFile }
+
+// at is where the file had the item's key at its last read (0: unknown).
+func (it *viewItem) at() uint32 { return atomic.LoadUint32(&it.state) >> stateBits }
+
+// keepAt gives it, a new item of the key of old (which it replaces or
+// updates in place; no reader has it yet), old's place in the file: the
+// file rewrites a key's record in place while the new value fits, and
+// the place rides along in the state word's upper bits, on the heap,
+// until the item goes inFile. The caller holds the write lock.
+func (it *viewItem) keepAt(old *viewItem) {
+	atomic.StoreUint32(&it.state, atomic.LoadUint32(&it.state)&stateMask|old.at()<<stateBits)
+}
+
+// remember keeps at, the file's answer to a read of the item made while
+// its state word was s, for the next read: when it fits, and the word is
+// still s (inFile, the place it had).
+func (it *viewItem) remember(s, at uint32) {
+	if s&stateMask == inFile && at != s>>stateBits && at < 1<<(32-stateBits) {
+		atomic.CompareAndSwapUint32(&it.state, s, inFile|at<<stateBits)
+	}
+}
 
 // heapBodyNow is the item's body when its value is on the heap (true):
 // the state, the body, the state again, so that a reader without the
@@ -183,7 +215,7 @@ func (it *viewItem) read(dst []byte, src *sharedFile, topic string) (body unsafe
 		if b, ok := it.heapBodyNow(); ok {
 			return b, nil
 		}
-		if v, ok := it.fileValue(dst, f, topic, false, 0); ok {
+		if v, ok := it.fileValue(dst, f, topic, false); ok {
 			return nil, v
 		}
 		it.missing(src, token, topic)
@@ -191,16 +223,15 @@ func (it *viewItem) read(dst []byte, src *sharedFile, topic string) (body unsafe
 }
 
 // valueOf is valueIn for a caller holding the view's lock, which reads
-// from f (the view's file), whose RLock it holds as well (held) or not;
-// hint is f's Warm for the key under that RLock, or 0. A value in the
-// file is read into buf from its start (grown when short: nil makes one
-// of the value's size); it returns buf, grown, as well.
-func (it *viewItem) valueOf(buf []byte, f ValueFile, topic string, held bool, hint uint64) (value, grown []byte) {
+// from f (the view's file), whose RLock it holds as well (held) or not.
+// A value in the file is read into buf from its start (grown when short:
+// nil makes one of the value's size); it returns buf, grown, as well.
+func (it *viewItem) valueOf(buf []byte, f ValueFile, topic string, held bool) (value, grown []byte) {
 	for {
 		if b, ok := it.heapBodyNow(); ok {
 			return it.heapValue(b), buf
 		}
-		if v, ok := it.fileValue(buf[:0], f, topic, held, hint); ok {
+		if v, ok := it.fileValue(buf[:0], f, topic, held); ok {
 			if len(v) == 0 {
 				return nil, v
 			}
@@ -220,10 +251,9 @@ func (it *viewItem) appendValue(dst []byte, src *sharedFile, topic string) []byt
 }
 
 // appendHeld appends the value of it, in f, to dst, for a caller that
-// holds the view's read lock (it stays inFile) and f's RLock, under
-// which hint is f's Warm for the key.
-func (it *viewItem) appendHeld(dst []byte, f ValueFile, topic string, hint uint64) []byte {
-	v, ok := it.fileValue(dst, f, topic, true, hint)
+// holds the view's read lock (it stays inFile) and f's RLock.
+func (it *viewItem) appendHeld(dst []byte, f ValueFile, topic string) []byte {
+	v, ok := it.fileValue(dst, f, topic, true)
 	if !ok {
 		it.missingHeld(topic)
 	}
@@ -239,24 +269,25 @@ func (it *viewItem) missingHeld(topic string) {
 }
 
 // fileValue appends the value of it, inFile when last looked at, from f
-// (whose RLock the caller holds when held, and hint is f's Warm for the
-// key under it): false when the record no longer holds it, which a
-// frozen clone may find (the key rewritten since: the item is on the
-// heap again, the copy came first), and the caller checks the item
-// (missing, missingHeld).
-func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool, hint uint64) ([]byte, bool) {
+// (whose RLock the caller holds when held), where the item's last read
+// found its key first (remember): false when the record no longer holds
+// it, which a frozen clone may find (the key rewritten since: the item
+// is on the heap again, the copy came first), and the caller checks the
+// item (missing, missingHeld).
+func (it *viewItem) fileValue(dst []byte, f ValueFile, topic string, held bool) ([]byte, bool) {
 	if f == nil {
 		return dst, false
 	}
 	if !held {
 		f.RLock()
-		hint = 0
 	}
-	v, ok := f.AppendValue(dst, topic, it.key(), it.stamp, hint)
+	s := atomic.LoadUint32(&it.state)
+	v, at, ok := f.AppendValue(dst, topic, it.key(), it.stamp, s>>stateBits)
 	if !held {
 		f.RUnlock()
 	}
 	if ok {
+		it.remember(s, at)
 		return v, true
 	}
 	return dst, false
@@ -282,7 +313,7 @@ func (it *viewItem) heapBody(src *sharedFile, topic string) unsafe.Pointer {
 // frozen clone or a timeline may read it after the file's record is
 // rewritten. The caller holds the write lock.
 func (v *View) retire(topic string, it *viewItem) {
-	switch atomic.LoadUint32(&it.state) {
+	switch atomic.LoadUint32(&it.state) & stateMask {
 	case inFile:
 		// The body first, then the state: a reader that sees the state
 		// finds the value in the body.
@@ -330,7 +361,7 @@ func (v *View) fileChanges(f ValueFile, cs []Change, loaded bool) {
 		if it == nil || it.flags != 0 || it.timed || it.vlen == 0 {
 			continue
 		}
-		if st := atomic.LoadUint32(&it.state); st != onHeap && !(loaded && st == retired) ||
+		if st := atomic.LoadUint32(&it.state) & stateMask; st != onHeap && !(loaded && st == retired) ||
 			unsafe.SliceData(cs[i].Value) != unsafe.SliceData(it.heapValue(it.body)) {
 			continue
 		}
@@ -343,7 +374,7 @@ func (v *View) fileChanges(f ValueFile, cs []Change, loaded bool) {
 		// The state first, then the body: a reader without the lock that
 		// took the whole body finds the state moved (heapBodyNow), and
 		// the value is in the file already.
-		atomic.StoreUint32(&it.state, inFile)
+		atomic.StoreUint32(&it.state, inFile|it.at()<<stateBits)
 		atomic.StorePointer(&it.body, unsafe.Pointer(unsafe.SliceData(kt)))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cachecast/cachecast/internal/testkit"
@@ -31,16 +32,12 @@ type fileFollower struct {
 	queued  []Change
 }
 
-func (f *fileFollower) RLock()                        { f.w.RLock() }
-func (f *fileFollower) RUnlock()                      { f.w.RUnlock() }
-func (f *fileFollower) Warm(topic, key string) uint64 { return f.w.Warm(topic, key) }
+func (f *fileFollower) RLock()              { f.w.RLock() }
+func (f *fileFollower) RUnlock()            { f.w.RUnlock() }
+func (f *fileFollower) WarmAt(ats []uint32) { f.w.WarmAt(ats) }
 
-func (f *fileFollower) WarmMany(topics, keys []string, hints []uint64) {
-	f.w.WarmMany(topics, keys, hints)
-}
-
-func (f *fileFollower) AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool) {
-	return f.w.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq}, hint)
+func (f *fileFollower) AppendValue(dst []byte, topic, key string, st record.Stamp, at uint32) ([]byte, uint32, bool) {
+	return f.w.AppendValue(dst, topic, key, localview.Stamp{HLC: st.HLC, Origin: st.Origin, Seq: st.Seq}, at)
 }
 
 func (f *fileFollower) end() {
@@ -509,6 +506,109 @@ func TestFileUnfile(t *testing.T) {
 	ft.check(t, 0)
 }
 
+// TestFilePlacesAcrossGrowth: the place in the file an item keeps from
+// its last read (viewItem.at) goes stale when the file grows into new
+// generations (every key rehashed into a bigger table), or names another
+// key's record: a read with it still finds the item's own value (Get,
+// GetMany), and keeps the key's new place, which the next read finds
+// right (it keeps it). A write of a key gives its new item the place
+// of the one before.
+func TestFilePlacesAcrossGrowth(t *testing.T) {
+	v := New()
+	f := followFile(t, v)
+	key := func(i int) string { return fmt.Sprintf("sku-%07d", i) }
+	version := 1
+	value := func(i int) string { return fmt.Sprintf("price %d of %d: %s", version, i, strings.Repeat("9", i%40)) }
+	put := func(i int) {
+		v.Apply(viewPut("prices", key(i), value(i), 1, uint64(version<<20+i), uint64(version<<20+i)).record(t))
+	}
+	const keys = 3000
+	for i := range keys {
+		put(i)
+	}
+	items := make([]*viewItem, keys)
+	places := func() []uint32 {
+		ats := make([]uint32, keys)
+		for i := range keys {
+			ats[i] = items[i].at()
+		}
+		return ats
+	}
+	read := func(step string) {
+		t.Helper()
+		for i := range keys {
+			if e, ok := v.Get("prices", key(i)); !ok || string(e.Value) != value(i) {
+				t.Fatalf("%s: Get(%s) = %q %v, want %q", step, key(i), e.Value, ok, value(i))
+			}
+		}
+		topics, names := make([]string, keys), make([]string, keys)
+		for i := range keys {
+			topics[i], names[i] = "prices", key(i)
+		}
+		entries, found := make([]Entry, keys), make([]bool, keys)
+		v.GetMany(topics, names, entries, found, nil)
+		for i := range keys {
+			if !found[i] || string(entries[i].Value) != value(i) {
+				t.Fatalf("%s: GetMany's %s = %q %v, want %q", step, key(i), entries[i].Value, found[i], value(i))
+			}
+		}
+	}
+	for i := range keys {
+		if items[i] = v.topics["prices"].byKey.get(key(i)); items[i] == nil || !items[i].inFile() || items[i].at() != 0 {
+			t.Fatalf("%s: item %v, in the file %v, place %d before any read", key(i), items[i], items[i] != nil && items[i].inFile(), items[i].at())
+		}
+	}
+	read("first reads")
+	first := places()
+	if i := slices.Index(first, 0); i >= 0 {
+		t.Fatalf("%s kept no place from its read", key(i))
+	}
+	read("with the places")
+	if !slices.Equal(places(), first) {
+		t.Fatal("a read with the right places changed them")
+	}
+	gen := f.w.Generation()
+	for i := keys; f.w.Generation() < gen+2; i++ {
+		put(i)
+	}
+	read("after two growths")
+	grown := places()
+	moved := 0
+	for i := range keys {
+		if grown[i] != first[i] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no key's place moved: the test grew nothing")
+	}
+	read("with the new places")
+	if !slices.Equal(places(), grown) {
+		t.Fatal("a read with the right places changed them")
+	}
+	// Each item given the place of the key after it.
+	for i := range keys {
+		atomic.StoreUint32(&items[i].state, inFile|grown[(i+1)%keys]<<stateBits)
+	}
+	read("with other keys' places")
+	if !slices.Equal(places(), grown) {
+		t.Fatal("the reads did not put the keys' own places back")
+	}
+	version = 2
+	for i := range keys {
+		put(i)
+		if items[i] = v.topics["prices"].byKey.get(key(i)); !items[i].inFile() {
+			t.Fatalf("%s not in the file after its write", key(i))
+		}
+	}
+	for i, at := range places() {
+		if at != grown[i] {
+			t.Fatalf("%s's new item has the place %d, want the one before's, %d", key(i), at, grown[i])
+		}
+	}
+	read("after a write of each key")
+}
+
 // BenchmarkViewGetFile is a Get of random keys among 1M (100-byte
 // values), the values on the heap or in the shared view file (what the
 // two-state item costs a read); heap-B/key is the heap the view keeps.
@@ -626,13 +726,13 @@ type hookedFile struct {
 	before func()
 }
 
-func (h *hookedFile) AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool) {
+func (h *hookedFile) AppendValue(dst []byte, topic, key string, st record.Stamp, at uint32) ([]byte, uint32, bool) {
 	if b := h.before; b != nil {
 		h.before = nil
 		b()
-		return dst, false
+		return dst, 0, false
 	}
-	return h.fileFollower.AppendValue(dst, topic, key, st, hint)
+	return h.fileFollower.AppendValue(dst, topic, key, st, at)
 }
 
 // TestFileCloneAcrossReload: a frozen clone finds an item in the file,

@@ -357,8 +357,9 @@ type viewItem struct {
 	stamp record.Stamp
 	// vlen is the value's length, wherever the value is.
 	vlen uint32
-	// state says where the value is (onHeap, inFile, retired), read and
-	// written atomically (see file.go).
+	// state says where the value is (onHeap, inFile, retired), and
+	// where the file had it at its last read; read and written
+	// atomically (see file.go).
 	state uint32
 	klen  uint16
 	tlen  uint16
@@ -504,10 +505,9 @@ func (it *viewItem) clone(f *sharedFile, topic string) wideItem {
 }
 
 // entry is the item as an Entry of topic, its value read from f when it
-// is there (held: the caller holds f's RLock, and hint is f's Warm for
-// the key under it, or 0).
-func (it *viewItem) entry(f ValueFile, topic string, held bool, hint uint64) Entry {
-	v, _ := it.valueOf(nil, f, topic, held, hint)
+// is there (held: the caller holds f's RLock).
+func (it *viewItem) entry(f ValueFile, topic string, held bool) Entry {
+	v, _ := it.valueOf(nil, f, topic, held)
 	return it.entryWith(v)
 }
 
@@ -1128,6 +1128,9 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntr
 	}
 	tv.writes++
 	if old != nil {
+		if it != nil && te == nil {
+			it.keepAt(old)
+		}
 		v.retire(tv.name, old) // before the follower hears of the change
 		if !old.isTomb() {
 			tv.live--
@@ -1233,6 +1236,7 @@ func (v *View) update(tv *topicView, old, it *viewItem) {
 	}
 	tv.writes++
 	it.epoch = old.epoch
+	it.keepAt(old)
 	assign(old, it)
 	if !old.isTomb() {
 		tv.live++
@@ -1410,20 +1414,16 @@ func (v *View) GetInto(buf []byte, topic, key string) (Entry, []byte, bool) {
 	if tv == nil {
 		return Entry{}, buf, false
 	}
-	f := v.file
-	var hint uint64
-	if f != nil {
-		// The file's slot and record first, the index's lookup next:
-		// their cache misses overlap.
-		f.RLock()
-		defer f.RUnlock()
-		hint = f.Warm(topic, key)
-	}
 	it := v.current(tv, key, v.now)
 	if it == nil {
 		return Entry{}, buf, false
 	}
-	value, buf := it.valueOf(buf, f, topic, true, hint)
+	f := v.file
+	if f != nil {
+		f.RLock()
+		defer f.RUnlock()
+	}
+	value, buf := it.valueOf(buf, f, topic, true)
 	e := it.entryWith(value)
 	if tv.counts != nil {
 		e.Base, e.Absence = v.countedBase(tv, key, it)
@@ -1460,34 +1460,35 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 		v.touchReads(topics, keys, sc)
 		for i := range keys {
 			if it := sc.lookup(v, keys, i, now); it != nil {
-				entries[i], found[i] = it.entry(nil, topics[i], false, 0), true
+				entries[i], found[i] = it.entry(nil, topics[i], false), true
 			}
 		}
 		return buf
 	}
-	// Every key's slot and record in the file first (see Get), and its
-	// entry in the index (touchReads), then the lookups, then the values
-	// in the file, copied into buf.
-	f.RLock()
-	defer f.RUnlock()
-	hints := sc.hints[:len(keys)]
-	f.WarmMany(topics, keys, hints)
+	// Every key's entry in the index (touchReads), then the lookups,
+	// then the records in the file of the values there (WarmAt, from
+	// where each item's last read found its key), then their values,
+	// copied into buf.
 	v.touchReads(topics, keys, sc)
-	size := 0
+	size, ats := 0, sc.ats[:0]
 	for i := range keys {
 		it := sc.lookup(v, keys, i, now)
 		if it != nil && it.inFile() { // no write changes it under the read lock
 			found[i], size = true, size+int(it.vlen)
 			sc.keys[i].filed = it
+			ats = append(ats, it.at())
 			continue
 		}
 		if it != nil {
 			entries[i], found[i] = it.entryWith(it.heapValue(it.loadBody())), true
 		}
 	}
-	if size == 0 {
+	if len(ats) == 0 {
 		return buf
 	}
+	f.RLock()
+	defer f.RUnlock()
+	f.WarmAt(ats)
 	if cap(buf) < size {
 		buf = make([]byte, 0, size)
 	}
@@ -1495,19 +1496,19 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 	for i := range keys {
 		if it := sc.keys[i].filed; it != nil {
 			n := len(buf)
-			buf = it.appendHeld(buf, f, topics[i], hints[i])
+			buf = it.appendHeld(buf, f, topics[i])
 			entries[i] = it.entryWith(buf[n:len(buf):len(buf)])
 		}
 	}
 	return buf
 }
 
-// manyScratch is GetMany's scratch, which manyScratches keeps: its
-// hints for WarmMany (which an interface call would otherwise allocate
-// each time), and what it found of each key.
+// manyScratch is GetMany's scratch, which manyScratches keeps: the
+// places in the file for WarmAt (which an interface call would otherwise
+// allocate each time), and what it found of each key.
 type manyScratch struct {
-	hints []uint64
-	keys  []manyKey
+	ats  []uint32
+	keys []manyKey
 	// touched keeps what touchReads loaded.
 	touched uint64
 }
@@ -1528,8 +1529,8 @@ func getManyScratch(n int) *manyScratch {
 	if sc == nil {
 		sc = new(manyScratch)
 	}
-	if cap(sc.hints) < n {
-		sc.hints, sc.keys = make([]uint64, max(n, 16)), make([]manyKey, max(n, 16))
+	if cap(sc.keys) < n {
+		sc.ats, sc.keys = make([]uint32, 0, max(n, 16)), make([]manyKey, max(n, 16))
 	}
 	sc.keys = sc.keys[:n]
 	return sc
@@ -1538,7 +1539,7 @@ func getManyScratch(n int) *manyScratch {
 // release keeps the scratch for the next GetMany, what it found let go,
 // unless a rare huge one grew it past maxPooledBatch.
 func (sc *manyScratch) release() {
-	if cap(sc.hints) <= maxPooledBatch {
+	if cap(sc.keys) <= maxPooledBatch {
 		clear(sc.keys)
 		manyScratches.Put(sc)
 	}

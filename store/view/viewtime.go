@@ -529,7 +529,7 @@ func (v *View) PendingKey(topic, key string) []PendingRecord {
 func (tl *timeline) pending(key string, now int64, out []PendingRecord) []PendingRecord {
 	for i, r := range tl.recs {
 		if (r.scheduled() || r.cancel()) && r.effAt() > now && !tl.voided(i) {
-			out = append(out, PendingRecord{Key: key, Entry: r.entry(nil, "", false, 0), Delete: r.flags&itemTomb != 0, Cancel: r.cancel()})
+			out = append(out, PendingRecord{Key: key, Entry: r.entry(nil, "", false), Delete: r.flags&itemTomb != 0, Cancel: r.cancel()})
 		}
 	}
 	return out

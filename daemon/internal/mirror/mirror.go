@@ -130,8 +130,8 @@ func Open(path string, log *zap.Logger) (*Mirror, error) {
 type fileValues struct{ *localview.Writer }
 
 // AppendValue is the Writer's, with the view's stamp.
-func (f *fileValues) AppendValue(dst []byte, topic, key string, st record.Stamp, hint uint64) ([]byte, bool) {
-	return f.Writer.AppendValue(dst, topic, key, fileStamp(st), hint)
+func (f *fileValues) AppendValue(dst []byte, topic, key string, st record.Stamp, at uint32) ([]byte, uint32, bool) {
+	return f.Writer.AppendValue(dst, topic, key, fileStamp(st), at)
 }
 
 // fileStamp is st as the file holds it: as every answer shows a version
