@@ -38,7 +38,10 @@
 // anywhere else splits in the middle, as the library does.
 package btree
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // LessFunc reports whether a sorts before b: a strict weak ordering, two
 // items neither of which is less than the other being the same item.
@@ -162,13 +165,21 @@ func (n *node[T]) mutableChild(i int) *node[T] {
 func (n *node[T]) split(i int) (T, *node[T]) {
 	item := n.items[i]
 	next := &node[T]{cow: n.cow}
-	next.items = append(next.items, n.items[i+1:]...)
+	next.items = withRoom(n.items[i+1:])
 	n.items.truncate(i)
 	if len(n.children) > 0 {
-		next.children = append(next.children, n.children[i+1:]...)
+		next.children = withRoom(n.children[i+1:])
 		n.children.truncate(i + 1)
 	}
 	return item, next
+}
+
+// withRoom copies s into a new slice with room for 8 items at least (the
+// right node of an appendSplit, which an ascending load goes on filling:
+// append would grow it from one item through 2, 4 and 8), its capacity
+// rounded up to the allocation's size class as append's.
+func withRoom[T any](s items[T]) items[T] {
+	return append(slices.Grow(items[T](nil), max(len(s), 8)), s...)
 }
 
 // splitAt is where a full node is split before item goes into it (or into
