@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -207,16 +206,7 @@ func BenchmarkSnapshotTree(b *testing.B) {
 		}
 		b.ReportMetric(float64(heapParts(v)["btree"])/keys, "random-btree-B/key")
 		runtime.KeepAlive(v) // or heapParts's second GC frees all of v
-		w := New()
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _, err = w.ApplySnapshot(f)
-		f.Close()
-		if err != nil || w.Len() != keys {
-			b.Fatalf("ApplySnapshot: %d keys, %v", w.Len(), err)
-		}
+		w := applySnapshotFile(b, path, keys)
 		b.ReportMetric(float64(heapParts(w)["btree"])/keys, "snapshot-btree-B/key")
 		runtime.KeepAlive(w)
 	}

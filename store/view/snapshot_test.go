@@ -630,22 +630,26 @@ func BenchmarkApplySnapshot(b *testing.B) {
 	cpu := cpuTime()
 	b.ResetTimer()
 	for b.Loop() {
-		v := New()
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _, err = v.ApplySnapshot(f)
-		f.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if v.Len() != 1_000_000 {
-			b.Fatalf("%d keys", v.Len())
-		}
+		applySnapshotFile(b, path, 1_000_000)
 	}
 	// The CPU time, which a busy machine changes less than the wall time.
 	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// applySnapshotFile returns a new view that applied the snapshot at path,
+// which holds keys keys.
+func applySnapshotFile(b *testing.B, path string, keys int) *View {
+	v := New()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _, err = v.ApplySnapshot(f)
+	f.Close()
+	if err != nil || v.Len() != keys {
+		b.Fatalf("ApplySnapshot: %d keys, %v", v.Len(), err)
+	}
+	return v
 }
 
 // cpuTime is the process's user and system CPU time so far.
