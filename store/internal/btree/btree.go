@@ -15,7 +15,8 @@
 // Modified by the cachecast authors: a fork of github.com/google/btree
 // v1.1.3's generic tree (btree_generic.go), cut to what the view uses, with
 // one change of behaviour: an insert past the last item of a full node
-// splits it at its end (appendSplit), not in its middle.
+// splits it at its end (appendSplit), not in its middle; and a split's new
+// node made with room for 8 items at least (withRoom).
 
 // Package btree is an in-memory B-tree of arbitrary degree with lazy
 // copy-on-write clones: a fork of github.com/google/btree v1.1.3's BTreeG,
