@@ -428,13 +428,17 @@ type Absence struct {
 }
 
 // Counting is Get for a counter command: when the key has no value,
-// the entry's Absence says what it had last (see Absence).
+// the entry's Absence says what it had last (see Absence). Both are
+// read under one hold of the lock: an increment that lands in between
+// may make the entry a revival, whose absence is not the one it
+// serves (a revival of the absence after an expiry has no expiry of
+// its own).
 func (v *View) Counting(topic, key string) (Entry, bool) {
-	if e, ok := v.Get(topic, key); ok {
-		return e, true
-	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	if e, _, ok := v.getLocked(nil, topic, key); ok {
+		return e, true
+	}
 	a := &Absence{Horizon: v.horizon.Load()}
 	if tv := v.topics[topic]; tv != nil {
 		if it, _ := tv.lookup(key); it != nil && !it.placeholder() {

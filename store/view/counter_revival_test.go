@@ -3,7 +3,9 @@ package view
 import (
 	"bytes"
 	"maps"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -268,5 +270,79 @@ func TestViewCounterLostDecrementOverCounts(t *testing.T) {
 		if v.Digest() != a.Digest() {
 			t.Errorf("node %c's digest differs from a's", 'a'+i)
 		}
+	}
+}
+
+// TestViewCountingWhileAnIncrementLands is the soak's lost INCRBY (a
+// counter converged 6 short): a revival expired at X, settled or not,
+// and the first increment after X of another node, which counts on the
+// absence after X, lands while this node's Counting reads the key.
+// Counting read the key twice, under two holds of the lock: the first
+// read found no value, the second the revival that increment started
+// (no expiry of its own), whose absence it named as the one after the
+// delete (gone 0), which every node had ended: they all dropped the
+// increment. Read under one hold, the increment counts on the absence
+// after X, and every node counts both.
+func TestViewCountingWhileAnIncrementLands(t *testing.T) {
+	hlc := func(ms int64) uint64 { return record.MakeHLC(ms, 0) }
+	del := timeRec{key: "k", del: true, origin: 9, seq: 1, hlc: hlc(timeBase - 1000)}
+	delSt := record.Stamp{Origin: 9, Seq: 1, HLC: del.hlc}
+	gone := int64(timeBase + 100)
+	for _, tc := range []struct {
+		name    string
+		settled bool
+	}{
+		{"the expiry not settled yet", false},
+		{"the expiry settled", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{}
+			clock.ms.Store(timeBase)
+			var land func() // run at the next reading of the clock, once
+			v := New()
+			v.SetClock(func() time.Time {
+				if f := land; f != nil {
+					land = nil
+					f()
+				}
+				return clock.now()
+			})
+			v.Apply(del.record(t))
+			v.Apply(absRec(t, "50", delSt, 0, 8, 1, hlc(timeBase-900)))
+			v.Apply(revivalRec(t, delSt, 0, gone, 8, 2, hlc(timeBase-800)))
+			clock.ms.Store(gone + 30)
+			if tc.settled {
+				v.settleDue()
+			}
+			other := absRec(t, "7", delSt, gone, 2, 1, hlc(gone+20)) // another node's, after X
+			landed := make(chan struct{})
+			land = func() {
+				// Counting's read holds the read lock: the increment
+				// waits for the write lock, and gets it before any
+				// later reader (sync.RWMutex: TryRLock fails then).
+				go func() {
+					v.Apply(other)
+					close(landed)
+				}()
+				for v.mu.TryRLock() {
+					v.mu.RUnlock()
+					runtime.Gosched()
+				}
+			}
+			e, found := v.Counting("prices", "k")
+			<-landed
+			m, acked, err := Count("prices", "k", e, found, Increment{N: 6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m.CountAbsent || m.CountOn != delSt || m.ExpiresAt != gone {
+				t.Errorf("the INCRBY counts on %+v (absent %v, gone %d), want the absence after %+v expired at %d",
+					m.CountOn, m.CountAbsent, m.ExpiresAt, delSt, gone)
+			}
+			v.Apply(stamped(t, &m, record.Stamp{Origin: 1, Seq: 1, HLC: hlc(gone + 30)}))
+			if e, found := v.Get("prices", "k"); !found || string(e.Value) != "13" {
+				t.Errorf("k = %q (found %v) after the INCRBY answered %s, want 13 (7 and 6 after the expiry)", e.Value, found, acked)
+			}
+		})
 	}
 }

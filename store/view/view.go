@@ -1410,6 +1410,11 @@ func (v *View) Get(topic, key string) (Entry, bool) {
 func (v *View) GetInto(buf []byte, topic, key string) (Entry, []byte, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
+	return v.getLocked(buf, topic, key)
+}
+
+// getLocked is GetInto. The caller holds the read lock.
+func (v *View) getLocked(buf []byte, topic, key string) (Entry, []byte, bool) {
 	tv := v.topics[topic]
 	if tv == nil {
 		return Entry{}, buf, false
