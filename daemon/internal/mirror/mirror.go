@@ -389,6 +389,7 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 
 	tick := time.NewTicker(viewHeartbeat)
 	defer tick.Stop()
+	kicked := false // since the last heartbeat
 	for {
 		ticked := false
 		select {
@@ -397,12 +398,19 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 		case <-tick.C:
 			ticked = true
 		case <-vm.kick:
+			kicked = true
 		}
 		vm.wmu.Lock()
 		var taken time.Time
 		err := vm.err
 		if err == nil {
 			batch, taken, err = vm.drain(batch)
+		}
+		if err == nil && ticked {
+			if !kicked {
+				batch = vm.shrink(batch)
+			}
+			kicked = false
 		}
 		if err == nil && ticked && !vm.w.Linked() {
 			err = vm.relink()
@@ -424,6 +432,29 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 		}
 		vm.wmu.Unlock()
 	}
+}
+
+// keepQueued is the most changes the queue's arrays keep room for once
+// the queue went unused for a heartbeat.
+const keepQueued = 1024
+
+// shrink drops the queue's arrays that grew past keepQueued: a burst the
+// file's writer fell behind grows them (24-32 B a key at 1M keys loaded
+// by redis-cli --pipe), and they would keep that room at rest. The caller
+// holds wmu, drained the queue and got no kick for a heartbeat.
+func (vm *Mirror) shrink(batch []queued) []queued {
+	vm.mu.Lock()
+	if len(vm.pending) == 0 && cap(vm.pending) > keepQueued {
+		vm.pending = nil
+	}
+	vm.mu.Unlock()
+	if cap(vm.written) > keepQueued {
+		vm.written = nil
+	}
+	if cap(batch) > keepQueued {
+		return nil
+	}
+	return batch
 }
 
 // loadedChunk is how many loaded changes the view is told of at once
