@@ -2,6 +2,19 @@
 // derived from the log and rebuilt from it when damaged: per topic (offset
 // -> record, RocketMQ's ConsumeQueue) and per origin (seq -> record), each
 // an array of fixed-size entries in memory-mapped chunk files.
+//
+// # Why it is this large
+//
+// About 2,600 lines, of which array.go is 1,200: the chunked array both
+// indexes are made of keeps its chunk files' life in one place (opening
+// and scanning them after a crash, mapping, growing ahead of the writer
+// with reused files, eviction, truncation, the retention's drops and
+// their reaping, sync), all under the array's one lock and chunk table;
+// splitting it would put that table behind an API with one caller. The
+// two indexes (topics.go, origins.go), their sets (set.go), the preparer
+// that makes chunks off the writer's path (preparer.go), the release of
+// their pages from the resident set (release.go), the change log
+// (changes.go) and the lookups (find.go) are files of their own.
 package index
 
 import (
