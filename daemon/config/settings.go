@@ -55,7 +55,7 @@ var settings = []setting{
 	{field: "ViewFile", flag: "view-file",
 		help: `shared-memory view file local processes read with no system call (mode 0640, the socket's group); "auto": beside the socket, ".view" for ".sock"; empty: off`},
 	{field: "ViewFileValues", flag: "view-file-values",
-		help: "keep the values the view file holds there only, not on the daemon's heap as well: about 100 bytes a key less at 100-byte values, but a read costs more CPU (the value's record read from the file under its seqlock and copied; through the Redis door about 7% more a GET, 35% more an MGET of 10)"},
+		help: "keep the values the view file holds there only, not on the daemon's heap as well: about 100 bytes a key less at 100-byte values (half the heap), but a read costs more CPU (the value's record read from the file under its seqlock and copied; through the Redis door about 7% more a GET, 35% more an MGET of 10); false keeps them on the heap too"},
 	{field: "NodeName", flag: "node-name", check: nodeName,
 		help: "name of this node for people; defaults to the host name"},
 	{field: "EnvFile", flag: "env-file", reload: true,
