@@ -349,8 +349,8 @@ func (c *counter) revival(k string, it *viewItem) wideItem {
 // counted is it as the entry of key k: with the counted value when it is
 // the version the key's increments count on (whose base it gives when
 // not known yet), the revival when they count on that version's
-// absence. A later version ends the count. The caller holds the write
-// lock.
+// absence. A later version ends the count. An item it makes is of the
+// kind its times make (copyItem). The caller holds the write lock.
 func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	c := tv.counts[k]
 	if c == nil || it == nil || it.placeholder() {
@@ -361,7 +361,7 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 			if m := c.moved(absenceOf(it)); m != nil && (it.isTomb() || it.expiry() != 0) {
 				tv.setCount(k, m) // the genesis' increments count after it
 				n := m.revival(k, it)
-				return &n.viewItem
+				return copyItem(&n.viewItem)
 			}
 			tv.setCount(k, nil) // a SET, a DEL or a scheduled value reset it
 		}
@@ -373,7 +373,7 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 		}
 		n := c.revival(k, it)
 		n.epoch = it.epoch
-		return &n.viewItem
+		return copyItem(&n.viewItem)
 	}
 	if it.isTomb() {
 		return it
@@ -390,7 +390,7 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	}
 	n := makeViewItem([]byte(it.key()), []byte(it.tag()), val, it.stamp, it.flags, it.effAt(), it.expiry())
 	n.epoch = it.epoch
-	return &n.viewItem
+	return copyItem(&n.viewItem)
 }
 
 // countedBase is the base of the counter of key k when it is its counted

@@ -126,11 +126,16 @@ func heapParts(v *View) map[string]uint64 {
 
 // loadSKUs applies keys records prices:sku-NNNNNNN of value to v, one
 // Apply each, as a Redis SET publishes them.
-func loadSKUs(v *View, keys int, value []byte) {
+func loadSKUs(v *View, keys int, value []byte) { loadSKUsExpiring(v, keys, value, 0, 0) }
+
+// loadSKUsExpiring is loadSKUs of values expiring at expires (0: none),
+// stamped after seq0 (a load over another).
+func loadSKUsExpiring(v *View, keys int, value []byte, expires int64, seq0 uint64) {
 	buf := make([]byte, 256)
 	for i := range keys {
-		m := &record.Message{Topic: "prices", Key: fmt.Sprintf("sku-%07d", i), Value: value}
-		n := record.Encode(buf, m, record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: uint64(i + 1)})
+		m := &record.Message{Topic: "prices", Key: fmt.Sprintf("sku-%07d", i), Value: value, ExpiresAt: expires}
+		st := record.Stamp{Origin: 1, Seq: seq0 + uint64(i+1), HLC: seq0 + uint64(i+1)}
+		n := record.Encode(buf, m, st)
 		v.Apply(record.Record(buf[:n]))
 	}
 }

@@ -19,7 +19,10 @@ var indexSims = flag.Int("view.indexsims", 4, "runs of TestIndexAgreesWithTree (
 // same item, or for a key with a timeline a timedEntry whose cur is that
 // item and whose copy of it carries the same fields (what Get serves,
 // against what Digest hashes); byKey holds no other key. A mismatch is a
-// converged node (one digest) serving another entry than its peers.
+// converged node (one digest) serving another entry than its peers. And
+// every entry without times of its own (no expiry, neither scheduled
+// nor a cancel) is a 48-byte item: a wide one would keep 16 bytes and,
+// with the values in the view file, its value on the heap for nothing.
 func indexAgrees(v *View) error {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -46,6 +49,8 @@ func entryAgrees(v *View, tv *topicView, it *viewItem) error {
 	switch {
 	case it.timed:
 		return fmt.Errorf("key %q: the B-tree holds a timedEntry", k)
+	case it.flags&itemWide != 0 && !it.timedFields():
+		return fmt.Errorf("key %q: the entry %s is wide without times of its own", k, itemText(v, tv, it))
 	case e == nil:
 		return fmt.Errorf("key %q: in the B-tree, not in byKey", k)
 	case !e.timed && e != it:

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"iter"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -13,10 +15,11 @@ import (
 // ApplyBatch, with and without an expiry, frozen clones taken on the way:
 // a new entry is a 48-byte item when its times are an ordinary write's
 // (none of its own), a 64-byte wideItem otherwise; an update in place
-// keeps the entry's allocation, so it never puts times into a narrow
-// item (such a write makes a wide one instead) and a wide one stays wide;
-// reads see each write's value and expiry; each clone keeps the entry of
-// its instant; and a snapshot of the view loads to the same digest.
+// keeps the entry's allocation, so it is made only into an entry of the
+// write's kind (a write with times over a narrow entry makes a wide one,
+// a write without over a wide one a narrow one); reads see each write's
+// value and expiry; each clone keeps the entry of its instant; and a
+// snapshot of the view loads to the same digest.
 func TestItemKinds(t *testing.T) {
 	var clock fakeClock
 	clock.ms.Store(timeBase)
@@ -32,10 +35,10 @@ func TestItemKinds(t *testing.T) {
 		{value: "plain-again"}, // in place, narrow into narrow
 		{value: "expiring", expires: far, wide: true},
 		{value: "expiring-later", expires: far + 1, wide: true}, // in place, wide into wide
-		{value: "plain-after-expiring", wide: true},             // in place, narrow into wide
-		{value: "batched", batch: true, wide: true, freeze: true},
+		{value: "plain-after-expiring"},                         // a new item: narrow
+		{value: "batched", batch: true, freeze: true},           // in place, narrow into narrow
 		{value: "expiring-after-freeze", expires: far, batch: true, wide: true},
-		{value: "plain-after-freeze", wide: true, freeze: true},
+		{value: "plain-after-freeze", freeze: true},
 		{value: "plain-after-second-freeze"}, // a new item: narrow
 		{value: "expiring-again", expires: far + 2, wide: true},
 	}
@@ -109,4 +112,185 @@ func checkItemKind(v *View, topic, key string, wide bool) error {
 		return fmt.Errorf("entry %q: wide %v, want %v (expiry %d, effective %d)", it.valueIn(&v.shared, topic), got, wide, it.expiry(), it.effAt())
 	}
 	return nil
+}
+
+// TestFileValuesAfterTimes: a key whose entry once had times of its own
+// (an expiry, by SET EX or EXPIRE; an expired value) and has none any
+// more (a plain SET, a PERSIST; by Apply, ApplyBatch, Merge and
+// ApplySnapshot) is a 48-byte item again, whose value goes into the view
+// file; one that gets an expiry is a 64-byte item whose value is on the
+// heap. Each case runs with the entry updatable in place (no clone
+// holds it) and with a clone frozen before the last step, which must
+// hash after it as before. Each step checks the entry read, its kind and
+// where its value is.
+func TestFileValuesAfterTimes(t *testing.T) {
+	far := int64(timeBase + 3_600_000)
+	cases := []struct {
+		name  string
+		steps []fileStep
+		gone  bool // the last step's entry expired
+	}{
+		{name: "EX then SET", steps: []fileStep{{value: "a", expires: far}, {value: "b"}}},
+		{name: "EX then SET batched", steps: []fileStep{{value: "a", expires: far}, {value: "b", via: "batch"}}},
+		{name: "EX then PERSIST", steps: []fileStep{{value: "a", expires: far}, {persist: true}}},
+		{name: "SET, EXPIRE, SET", steps: []fileStep{{value: "a"}, {persist: true, expires: far}, {value: "b"}}},
+		{name: "SET, EXPIRE, PERSIST", steps: []fileStep{{value: "a"}, {persist: true, expires: far}, {persist: true}}},
+		{name: "EX, expired, SET", steps: []fileStep{{value: "a", expires: far}, {value: "b", expire: true}}},
+		{name: "EX then SET merged", steps: []fileStep{{value: "a", expires: far}, {value: "b", via: "merge"}}},
+		{name: "EX then SET from a snapshot", steps: []fileStep{{value: "a", expires: far}, {value: "b", via: "snapshot"}}},
+		{name: "SET then EX", steps: []fileStep{{value: "a"}, {value: "b", expires: far}}},
+		{name: "SET, EX, SET", steps: []fileStep{{value: "a"}, {value: "b", expires: far}, {value: "c"}}},
+		{name: "EX, EX later", steps: []fileStep{{value: "a", expires: far}, {value: "b", expires: far + 1}}},
+		{name: "SET then EX merged", steps: []fileStep{{value: "a"}, {value: "b", expires: far, via: "merge"}}},
+		{name: "SET then EX from a snapshot", steps: []fileStep{{value: "a"}, {value: "b", expires: far, via: "snapshot"}}},
+		{name: "SET, EX, expired", steps: []fileStep{{value: "a"}, {value: "b", expires: far}, {expire: true}}, gone: true},
+	}
+	for _, tc := range cases {
+		for _, freeze := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/frozen=%v", tc.name, freeze), func(t *testing.T) {
+				checkFileValuesAfterTimes(t, tc.steps, tc.gone, freeze)
+			})
+		}
+	}
+}
+
+// fileStep is a step of TestFileValuesAfterTimes: the clock passes the
+// entry's expiry (expire), then a write of value expiring at expires,
+// or (persist) an expiry change of the entry in force to expires, or
+// nothing (value empty); by Apply or via "batch" (ApplyBatch), "merge"
+// (from a view holding the record) or "snapshot" (ApplySnapshot of that
+// view's).
+type fileStep struct {
+	value   string
+	expires int64
+	persist bool
+	via     string
+	expire  bool
+}
+
+// checkFileValuesAfterTimes runs the steps on a view whose values go into
+// a view file, with a clone frozen before the last (freeze), and checks
+// the entry at the end: gone, or the last step's, narrow and in the file
+// when it has no expiry, wide and on the heap otherwise.
+func checkFileValuesAfterTimes(t *testing.T, steps []fileStep, gone, freeze bool) {
+	clock := &fakeClock{}
+	clock.ms.Store(timeBase)
+	v := newTimedView(clock)
+	followFile(t, v)
+	var (
+		frozen Frozen
+		want   map[string][32]byte
+	)
+	for i, s := range steps {
+		if freeze && i == len(steps)-1 {
+			frozen = v.Freeze()
+			want = frozen.Digests()
+		}
+		if s.expire {
+			e, _ := v.Get("prices", "k")
+			clock.ms.Store(e.ExpiresAt)
+			v.settleDue()
+		}
+		if s.value != "" || s.persist {
+			applyFileStep(t, v, clock, i, s)
+		}
+	}
+	v.mu.RLock()
+	it := v.topics["prices"].byKey.get("k")
+	wide, inFile := it.flags&itemWide != 0, it.inFile()
+	v.mu.RUnlock()
+	e, ok := v.Get("prices", "k")
+	last := steps[len(steps)-1]
+	switch {
+	case gone:
+		if ok {
+			t.Fatalf("Get = %q, expiring %d, want none (expired)", e.Value, e.ExpiresAt)
+		}
+	case !ok || e.ExpiresAt != last.expires:
+		t.Fatalf("Get = %q, %v, expiring %d; want expiring %d", e.Value, ok, e.ExpiresAt, last.expires)
+	case string(e.Value) != last.value && !last.persist:
+		t.Fatalf("Get = %q, want %q", e.Value, last.value)
+	case wide != (last.expires != 0) || inFile != (last.expires == 0):
+		t.Fatalf("the entry %q expiring %d: wide %v, in the file %v", e.Value, e.ExpiresAt, wide, inFile)
+	}
+	if got := frozen.Digests(); freeze && got["prices"] != want["prices"] {
+		t.Fatalf("the clone frozen before the last step hashes %x after it, %x before", got["prices"], want["prices"])
+	}
+}
+
+// applyFileStep applies s, step i of TestFileValuesAfterTimes, to v.
+func applyFileStep(t *testing.T, v *View, clock *fakeClock, i int, s fileStep) {
+	t.Helper()
+	st := record.Stamp{Origin: 1, Seq: uint64(i + 1), HLC: record.MakeHLC(clock.ms.Load()-1000+int64(i), 0)}
+	m := &record.Message{Topic: "prices", Key: "k", Value: []byte(s.value), ExpiresAt: s.expires}
+	if s.persist {
+		e, ok := v.Get("prices", "k")
+		if !ok {
+			t.Fatalf("step %d: no entry to change the expiry of", i)
+		}
+		m = &record.Message{Topic: "prices", Key: "k", Value: e.Value, ExpiresAt: s.expires, ExpiryOf: e.Stamp}
+	}
+	r := stamped(t, m, st)
+	switch s.via {
+	case "":
+		v.Apply(r)
+	case "batch":
+		v.ApplyBatch([]record.Record{r})
+	default:
+		other := newTimedView(clock)
+		other.Apply(r)
+		if s.via == "merge" {
+			v.Merge(other)
+			return
+		}
+		var snap bytes.Buffer
+		if err := EncodeSnapshot(&snap, other, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := v.ApplySnapshot(&snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkViewHeapAfterExpiry is BenchmarkViewHeap's load with the
+// values in a view file (1M keys prices:sku-NNNNNNN, 100-byte values),
+// written twice: first with an expiry an hour away (SET EX) and then
+// without (a plain SET over each key), beside the same keys written
+// plainly twice. It reports the live heap bytes a key after both loads
+// (runtime.ReadMemStats after a GC), their parts (heapParts), the share
+// of the values in the file only, and the expiry instants still queued
+// a key (the first load's, which fire an hour on and find no expiry).
+//
+//	go test -run '^$' -bench ViewHeapAfterExpiry -benchtime 1x ./store/view/
+func BenchmarkViewHeapAfterExpiry(b *testing.B) {
+	const keys = 1_000_000
+	value := bytes.Repeat([]byte("v"), 100)
+	for _, first := range []string{"plain", "expiring"} {
+		b.Run("first="+first, func(b *testing.B) {
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				v := New()
+				followFile(b, v)
+				expires := int64(0)
+				if first == "expiring" {
+					expires = time.Now().Add(time.Hour).UnixMilli()
+				}
+				loadSKUsExpiring(v, keys, value, expires, 0)
+				loadSKUsExpiring(v, keys, value, 0, keys)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
+				b.ReportMetric(float64(v.ValuesInFile())/keys, "in-file/key")
+				v.mu.RLock()
+				b.ReportMetric(float64(v.times.len())/keys, "queued/key")
+				v.mu.RUnlock()
+				for name, n := range heapParts(v) {
+					b.ReportMetric(float64(n)/keys, name+"-B/key")
+				}
+			}
+		})
+	}
 }

@@ -422,7 +422,7 @@ func (w *wideItem) set(src *viewItem) {
 }
 
 // assign copies src into dst, an item the view owns, keeping dst's
-// kind: dst must be wide or src narrow (fits).
+// kind: dst must be of the kind src's times make (fits).
 func assign(dst, src *viewItem) {
 	if dst.flags&itemWide != 0 {
 		dst.wide().set(src)
@@ -432,8 +432,13 @@ func assign(dst, src *viewItem) {
 	dst.flags &^= itemWide
 }
 
-// fits reports whether dst can take src's times (assign).
-func (dst *viewItem) fits(src *viewItem) bool { return dst.flags&itemWide != 0 || src.narrow() }
+// fits reports whether dst, updated in place with src (assign), is of
+// the kind copyItem would make for src: wide exactly when src has times
+// of its own. A wide item that takes a write without times is replaced
+// by a narrow one instead: 16 bytes fewer, and only a narrow item's
+// value goes into the view file (fileChanges), so that a key that once
+// had an expiry does not keep its value on the heap for good.
+func (dst *viewItem) fits(src *viewItem) bool { return dst.flags&itemWide != 0 != src.narrow() }
 
 // copyItem is a new heap copy of it: 48 bytes when its times allow, 64
 // otherwise.
@@ -1126,6 +1131,11 @@ func (v *View) install(tv *topicView, k string, old, it *viewItem, te *timedEntr
 	if tv.counts != nil {
 		it = v.counted(tv, k, it)
 	}
+	v.place(tv, k, old, it, te, cause)
+}
+
+// place is install of it as it is (counted already).
+func (v *View) place(tv *topicView, k string, old, it *viewItem, te *timedEntry, cause string) {
 	tv.writes++
 	if old != nil {
 		if it != nil && te == nil {
@@ -1220,12 +1230,18 @@ func (v *View) Release() {
 	v.release()
 }
 
-// update copies it, an ordinary write of old's key, into old, which no
-// frozen clone holds, and tells the follower: install without the
-// B-tree's descent. The caller holds the write lock.
+// update copies it, an ordinary write of old's key of old's kind (fits),
+// into old, which no frozen clone holds, and tells the follower: install
+// without the B-tree's descent. The caller holds the write lock.
 func (v *View) update(tv *topicView, old, it *viewItem) {
 	if tv.counts != nil {
-		it = v.counted(tv, old.key(), it)
+		if it = v.counted(tv, old.key(), it); !old.fits(it) {
+			// A counter's revival, whose times are not the record's:
+			// counted made a new item of its kind.
+			it.epoch = v.epoch
+			v.place(tv, it.key(), old, it, nil, "")
+			return
+		}
 	}
 	if !old.isTomb() {
 		tv.live--
