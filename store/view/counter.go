@@ -349,7 +349,8 @@ func (c *counter) revival(k string, it *viewItem) wideItem {
 // counted is it as the entry of key k: with the counted value when it is
 // the version the key's increments count on (whose base it gives when
 // not known yet), the revival when they count on that version's
-// absence. A later version ends the count. An item it makes is of the
+// absence (with it's expiry, but for one of a revival of another
+// absence). A later version ends the count. An item it makes is of the
 // kind its times make (copyItem). The caller holds the write lock.
 func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 	c := tv.counts[k]
@@ -368,10 +369,19 @@ func (v *View) counted(tv *topicView, k string, it *viewItem) *viewItem {
 		return it
 	}
 	if c.absent {
-		if it.isTomb() && it.expiry() != c.gone {
-			return it // the revival, expired
+		if it.isTomb() && it.expiry() > c.gone {
+			// The revival, expired. A tomb gone before the absence
+			// (the delete, 0; an earlier revival) is an earlier state of
+			// the key, which a node holding it alone never saw revived.
+			return it
 		}
 		n := c.revival(k, it)
+		if m, ok := tv.marks[k]; ok && m.absent && m.target == c.target && m.gone != c.gone {
+			// it is the revival of another absence, whose expiry is
+			// that absence's change's, none of this one's (a node that
+			// counted on this absence first drops that change).
+			n.expires = 0
+		}
 		n.epoch = it.epoch
 		return copyItem(&n.viewItem)
 	}

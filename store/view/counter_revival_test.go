@@ -2,6 +2,7 @@ package view
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"runtime"
 	"testing"
@@ -344,5 +345,101 @@ func TestViewCountingWhileAnIncrementLands(t *testing.T) {
 				t.Errorf("k = %q (found %v) after the INCRBY answered %s, want 13 (7 and 6 after the expiry)", e.Value, found, acked)
 			}
 		})
+	}
+}
+
+// TestViewRevivalOfLaterAbsenceAnyOrder: a counter's revival expires, is
+// extended concurrently, and a later absence gets its own revival. D
+// deletes k; an increment counts on D's absence (the revival R1, 3);
+// R1 gets an expiry (T+100); node o extends R1 (T+5000) before its
+// clock reaches T+100, while node p, whose clock passed T+100, counts
+// on the absence after R1's expiry (R2, 4). The records, applied one by
+// one in every order, end the same; and so does a view that merges
+// (Merge, ApplySnapshot) another that took some of them in another
+// order, and then takes the rest: the revival R2 of the later absence
+// (4), without the extension of R1, which is a change of an earlier
+// absence than the one counted. A view whose R1 expired, merging one
+// that holds R2 and the extension's mark, tells its follower of R2 only:
+// R2 does not carry the extension's expiry, and is no R1 to give it to.
+func TestViewRevivalOfLaterAbsenceAnyOrder(t *testing.T) {
+	hlc := func(ms int64) uint64 { return record.MakeHLC(ms, 0) }
+	del := timeRec{key: "k", del: true, origin: 9, seq: 1, hlc: hlc(timeBase - 1000)}
+	delSt := record.Stamp{Origin: 9, Seq: 1, HLC: del.hlc}
+	recs := []record.Record{
+		del.record(t),
+		absRec(t, "3", delSt, 0, 1, 1, hlc(timeBase-900)),
+		revivalRec(t, delSt, 0, timeBase+100, 2, 1, hlc(timeBase-800)),
+		revivalRec(t, delSt, 0, timeBase+5000, 3, 1, hlc(timeBase+50)), // o's extension
+		absRec(t, "4", delSt, timeBase+100, 4, 1, hlc(timeBase+200)),   // p's increment
+	}
+	clock := &fakeClock{}
+	clock.ms.Store(timeBase + 300)
+	build := func(order []int) *View {
+		v := newTimedView(clock)
+		for _, i := range order {
+			v.Apply(recs[i])
+		}
+		v.settleDue()
+		return v
+	}
+	check := func(v *View, what string) {
+		t.Helper()
+		if e, ok := v.Get("prices", "k"); !ok || string(e.Value) != "4" || e.ExpiresAt != 0 || e.Stamp != delSt {
+			t.Errorf("%s: k = %q expiring at %d, stamp %v (found %v); want the revival of the later absence, 4, no expiry",
+				what, e.Value, e.ExpiresAt, e.Stamp, ok)
+		}
+	}
+	ref := build([]int{0, 1, 2, 4, 3}).Digest()
+	for p := range permutations(len(recs)) {
+		v := build(p)
+		check(v, fmt.Sprintf("order %v", p))
+		if v.Digest() != ref {
+			t.Errorf("order %v: the digest differs", p)
+		}
+	}
+	for _, via := range []string{"merge", "snapshot"} {
+		v := build([]int{0, 1, 2})
+		var told []Change
+		v.FollowFrom(func(c Change) { told = append(told, c) }, nil)
+		mergeInto(t, v, build([]int{0, 1, 2, 3, 4}), via)
+		for _, c := range told {
+			if string(c.Value) != "4" || c.ExpiresAt != 0 || c.Deleted {
+				t.Errorf("%s: the follower is told %q expiring at %d (deleted %v), want only the revival of the later absence",
+					via, c.Value, c.ExpiresAt, c.Deleted)
+			}
+		}
+		check(v, via+" of R2 into R1 expired")
+	}
+	// A view that took the records of in, in that order, merges one that
+	// took those of other, and then takes them all again.
+	for in := range permutations(len(recs)) {
+		for _, other := range [][]int{{0, 1, 2, 4}, {0, 1, 2, 3, 4}, {0, 1, 4}, {0, 1, 2, 3}} {
+			for _, via := range []string{"merge", "snapshot"} {
+				for n := range len(recs) + 1 {
+					v, o := build(in[:n]), build(other)
+					mergeInto(t, v, o, via)
+					for _, r := range recs {
+						v.Apply(r)
+					}
+					v.settleDue()
+					what := fmt.Sprintf("%v then %s of %v", in[:n], via, other)
+					check(v, what)
+					if v.Digest() != ref {
+						t.Errorf("%s: the digest differs", what)
+					}
+				}
+			}
+		}
+	}
+}
+
+// mergeInto merges o into v via "merge" (Merge) or "snapshot"
+// (ApplySnapshot of o's snapshot).
+func mergeInto(t *testing.T, v, o *View, via string) {
+	t.Helper()
+	if via == "merge" {
+		v.Merge(o)
+	} else if _, _, err := v.ApplySnapshot(bytes.NewReader(snapEncode(t, o, 1, nil))); err != nil {
+		t.Fatal(err)
 	}
 }

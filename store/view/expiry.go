@@ -120,6 +120,25 @@ func ExpiryChange(topic, key string, e Entry, at int64) record.Message {
 	return m
 }
 
+// markOf is the expiry mark of it, an entry of another view whose marks
+// and counters are marks and counts (a peer's, for Merge and
+// ApplySnapshot), when that mark gave it its expiry: the mark names its
+// version, and, for a change of a revival, the key still counts on the
+// absence the change is of. A revival of a later absence has the same
+// stamp but not the change's expiry (counted), which markedLocked would
+// take for the change's: the entry goes by the rule then, and the
+// peer's counter of the later absence, merged after it, serves it.
+func markOf(marks map[string]expiryMark, counts map[string]*counter, it *viewItem) (expiryMark, bool) {
+	m, ok := marks[it.key()]
+	if !ok || m.target != it.stamp {
+		return m, false
+	}
+	if c := counts[it.key()]; m.absent && c != nil && c.absent && c.target == m.target && c.gone != m.gone {
+		return m, false
+	}
+	return m, true
+}
+
 // applyExpiry is Apply of an expiry change r.
 func (v *View) applyExpiry(r record.Record) bool {
 	it := recordItemValue(r)
@@ -173,12 +192,14 @@ func (v *View) revivalExpiryLocked(tv *topicView, it *viewItem, gone int64, hlc,
 	}
 	rv := c.revival(k, nil)
 	rv.expires, rv.flags = it.expiry(), rv.flags|it.flags&itemScheduled
+	// The mark first: counted, which install calls, keeps the expiry of
+	// a revival of the marked absence only.
+	tv.setMark(k, expiryMark{target: it.stamp, hlc: hlc, origin: origin, absent: true, gone: gone})
 	if old == nil {
 		v.put(tv, nil, nil, copyItem(&rv.viewItem))
 	} else {
 		v.reexpire(tv, old, &rv.viewItem)
 	}
-	tv.setMark(k, expiryMark{target: it.stamp, hlc: hlc, origin: origin, absent: true, gone: gone})
 	return true
 }
 

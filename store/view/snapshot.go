@@ -501,7 +501,7 @@ func (d *snapDecoder) flush(tv *topicView) {
 	}
 	for _, it := range d.batch {
 		d.maxHLC = max(d.maxHLC, it.stamp.HLC)
-		if m, ok := d.marks[it.key()]; ok && m.target == it.stamp {
+		if m, ok := markOf(d.marks, d.counts, it); ok {
 			// The version (or revival) an expiry change reached: merged
 			// as that change.
 			v.markedLocked(tv, it, m)

@@ -1988,7 +1988,7 @@ func (v *View) Merge(other *View) (changed int, maxHLC uint64) {
 		ft.records(func(it *viewItem) bool {
 			maxHLC = max(maxHLC, it.stamp.HLC)
 			own := it.clone(ft.file, ft.name)
-			if m, ok := ft.marks[own.key()]; ok && m.target == own.stamp {
+			if m, ok := markOf(ft.marks, ft.counts, &own.viewItem); ok {
 				if v.markedLocked(tv, &own.viewItem, m) { // the version (or revival) an expiry change reached
 					changed++
 				}
