@@ -132,6 +132,8 @@ func (n *respNode) GetMany(topics, keys []string, entries []view.Entry, found []
 	return n.d.store.GetMany(topics, keys, entries, found, buf)
 }
 
+func (n *respNode) WarmReads(topics, keys []string) { n.d.store.WarmReads(topics, keys) }
+
 // callerOfConn is the peer of a Redis connection: a Unix one's
 // credentials, a TCP client over TCP; with the user it authenticated as.
 func callerOfConn(c net.Conn) access.Caller {

@@ -85,6 +85,11 @@ type conn struct {
 	start, end int // the bytes of rbuf not run yet
 	args       [][]byte
 	peek       [][]byte // the next command's arguments, while execSets looks ahead
+	// warmed is how many GETs after the one running warmGets loaded
+	// ahead: it does not look again before they have run.
+	warmed int
+	// The keys of a run of GETs, while warmGets looks ahead.
+	warmTopics, warmKeys []string
 
 	deadlineSet time.Time // when the write deadline was last set (under mu)
 
@@ -215,6 +220,11 @@ func (c *conn) process(inLoop bool) int {
 			return stepHandOff
 		}
 		c.start += n
+		if c.warmed > 0 {
+			c.warmed--
+		} else if isGet(args) {
+			c.warmed = c.warmGets(args, c.rbuf[c.start:c.end])
+		}
 		switch c.gate(cmd) {
 		case gateClose:
 			return stepClose

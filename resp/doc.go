@@ -424,7 +424,8 @@
 // This package is the server: listeners, admission, AUTH, connections
 // and their event loop (loop.go), the command table and its dispatch
 // (commands.go), the connection commands (HELLO, CLIENT, RESET, WAIT...),
-// transactions (multi.go), a pipeline's SETs as one publish (batch.go)
+// transactions (multi.go), a pipeline's SETs as one publish and its runs
+// of GETs loaded ahead (batch.go)
 // and the follower of the node's changes. The command families stand on
 // one seam, resp/internal/session: a handler receives a session.Session
 // (its answers, protocol, view, transaction and tracking state, and the

@@ -92,6 +92,8 @@ func (n *storeNode) Follow(ctx context.Context, fn func(Change), end func()) <-c
 	}, end)
 }
 
+func (n *storeNode) WarmReads(topics, keys []string) { n.st.WarmReads(topics, keys) }
+
 func (n *storeNode) PublishWaits() bool { return n.waits.Load() }
 
 func (n *storeNode) State() core.State {

@@ -3,10 +3,12 @@ package resp
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cachecast/cachecast/internal/testkit"
 	"github.com/cachecast/cachecast/resp/codec"
 	"github.com/cachecast/cachecast/store/record"
 )
@@ -199,6 +201,41 @@ func BenchmarkCommandGet(b *testing.B) {
 		c.exec(lookup(args[0]), args)
 		c.Out = c.Out[:0]
 	}
+}
+
+// BenchmarkPipelinedGets is a pipeline of 16 GETs of 100-byte values,
+// random keys among 10,000 (redis-benchmark -P 16 -r 10000), as the
+// event loop runs what one read of a connection brought: each command
+// parsed, run and answered (a run of GETs loaded ahead first, warmGets).
+// An op is the pipeline; cpu-ns/op is the thread's CPU time a GET.
+func BenchmarkPipelinedGets(b *testing.B) {
+	const keys, depth = 10000, 16
+	s, st := newTestServer(b)
+	for i := range keys {
+		if _, err := st.Publish(&record.Message{Topic: "key", Key: "k-" + strconv.Itoa(i), Value: bytes.Repeat([]byte("x"), 100)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pipelines := make([][]byte, 1024)
+	for i := range pipelines {
+		for range depth {
+			pipelines[i] = append(pipelines[i], cmd("GET", "key:k-"+strconv.Itoa(rng.IntN(keys)))...)
+		}
+	}
+	c := newConn(s, &pipeConn{})
+	want := depth * len("$100\r\n"+strings.Repeat("x", 100)+"\r\n")
+	b.ReportAllocs()
+	cpu := testkit.StartThreadCPU()
+	n := 0
+	for ; b.Loop(); n++ {
+		c.start, c.end = 0, copy(c.rbuf, pipelines[n%len(pipelines)])
+		if c.process(true) != stepRead || len(c.Out) != want {
+			b.Fatalf("%d bytes of answers, want %d: %q", len(c.Out), want, c.Out[:min(len(c.Out), 80)])
+		}
+		c.Out = c.Out[:0]
+	}
+	cpu.Report(b, n*depth)
 }
 
 // BenchmarkCommandSet is SET through the publish path of the test node

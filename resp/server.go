@@ -31,6 +31,10 @@ type Node interface {
 	// View is what the commands read: the node's local view (Get,
 	// Entry, Counting, GetMany, PendingKey, Keys, Topics).
 	session.View
+	// WarmReads loads what reads of (topics[i], keys[i]) that follow soon
+	// will load, so that their cache misses overlap (a pipeline's run of
+	// GETs); it decides nothing.
+	WarmReads(topics, keys []string)
 	// Authorize says whether the peer of conn may write (nil) or why not.
 	// The server asks it once for every command its table flags write,
 	// before anything else of the command (as Redis checks its ACL); the

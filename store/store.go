@@ -1035,6 +1035,10 @@ func (s *Store) GetMany(topics, keys []string, entries []view.Entry, found []boo
 	return s.view.GetMany(topics, keys, entries, found, buf)
 }
 
+// WarmReads loads what reads of (topics[i], keys[i]) that follow soon
+// will, so that their cache misses overlap (view.View.WarmReads).
+func (s *Store) WarmReads(topics, keys []string) { s.view.WarmReads(topics, keys) }
+
 // PendingKey lists the records of (topic, key) not in force yet.
 func (s *Store) PendingKey(topic, key string) []view.PendingRecord {
 	return s.view.PendingKey(topic, key)

@@ -12,6 +12,8 @@
 # unpinned ones. TESTS (default "GET SET MGET") and OPTS (default "1 50 50P16":
 # -c 1, -c 50, -c 50 -P 16) restrict that section, e.g.
 #   env REDIS_ONLY=1 TESTS=GET OPTS="1 50" ROUNDS=5 PIN=1 bash test/bench-vs-redis.sh
+# NOBUILD=1 runs the binaries in BIN (default ./bin) as they are, so that
+# builds can take turns (each built into a directory of its own).
 set -euo pipefail
 N=${N:-200000}
 SIZE=${SIZE:-100}
@@ -22,9 +24,10 @@ command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null || {
 	echo "install redis-server and redis-tools first (apt-get install redis-server redis-tools)" >&2
 	exit 1
 }
-make -s build
+BIN=${BIN:-./bin}
+[ -x "$BIN/cachecastd" ] && [ -n "${NOBUILD:-}" ] || make -s build BIN="$BIN"
 
-./bin/cachecastd --data-dir "$work/data" --socket "$work/cc.sock" --gossip-addr= \
+"$BIN"/cachecastd --data-dir "$work/data" --socket "$work/cc.sock" --gossip-addr= \
 	--flush async --log-level warn --max-connections 4096 2>"$work/cachecastd.log" &
 ccpid=$!
 redis-server --unixsocket "$work/redis.sock" --port 0 --save "" --appendonly no \
@@ -32,7 +35,7 @@ redis-server --unixsocket "$work/redis.sock" --port 0 --save "" --appendonly no 
 rspid=$!
 if [ -n "${PIN:-}" ]; then
 	[ "$(nproc)" -ge 2 ] || { echo "PIN=1 needs 2 CPUs" >&2; exit 1; }
-	taskset -c 0 ./bin/cachecastd --data-dir "$work/pdata" --socket "$work/pcc.sock" --gossip-addr= \
+	taskset -c 0 "$BIN"/cachecastd --data-dir "$work/pdata" --socket "$work/pcc.sock" --gossip-addr= \
 		--flush async --log-level warn --max-connections 4096 2>"$work/pcachecastd.log" &
 	pccpid=$!
 	taskset -c 0 redis-server --unixsocket "$work/predis.sock" --port 0 --save "" --appendonly no \
@@ -45,7 +48,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 
-cc() { ./bin/cachecast --socket "$work/cc.sock" bench --size "$SIZE" --keys 10000 "$@" 2>/dev/null; }
+cc() { "$BIN"/cachecast --socket "$work/cc.sock" bench --size "$SIZE" --keys 10000 "$@" 2>/dev/null; }
 rb() { redis-benchmark -s "$work/redis.sock" -d "$SIZE" -r 10000 -q "$@" | tr "\r" "\n" | grep "per second"; }
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u '+%F %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -176,7 +176,15 @@ func (ft *fileTwins) check(t *testing.T, step int) {
 			ft.checkMany(t, step, topics, keys)
 		}
 	}
-	ft.checkMany(t, step, append(topics, topics...), append(keys, keys...))
+	// WarmReads (every key, twice) changes nothing a reader sees.
+	topics, keys = append(topics, topics...), append(keys, keys...)
+	inFile := ft.v.ValuesInFile()
+	ft.v.WarmReads(topics, keys)
+	ft.twin.WarmReads(topics, keys)
+	if n := ft.v.ValuesInFile(); n != inFile {
+		t.Fatalf("step %d: %d values in the file after WarmReads, %d before", step, n, inFile)
+	}
+	ft.checkMany(t, step, topics, keys)
 	for i, p := range ft.frozen {
 		a, b := p[0].Digests(), p[1].Digests()
 		for topic, d := range b {
@@ -610,60 +618,68 @@ func TestFilePlacesAcrossGrowth(t *testing.T) {
 }
 
 // BenchmarkViewGetFile is a Get of random keys among 1M (100-byte
-// values), the values on the heap or in the shared view file (what the
-// two-state item costs a read); heap-B/key is the heap the view keeps.
+// values; 10k: the Redis door's benchmark, in cache), the values on the
+// heap or in the shared view file (what the two-state item costs a
+// read); heap-B/key is the heap the view keeps.
 func BenchmarkViewGetFile(b *testing.B) {
-	for _, where := range []string{"heap", "file"} {
-		b.Run("values="+where, func(b *testing.B) {
-			const keys = 1_000_000
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			v := New()
-			if where == "file" {
-				followFile(b, v)
-			}
-			loadSKUs(v, keys, bytes.Repeat([]byte("v"), 100))
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			rng := rand.New(rand.NewPCG(1, 2))
-			names := make([]string, 1<<16)
-			for i := range names {
-				names[i] = fmt.Sprintf("sku-%07d", rng.IntN(keys))
-			}
-			b.Run("read=get", func(b *testing.B) {
-				b.ReportAllocs()
-				cpu := testkit.StartThreadCPU()
-				n := 0
-				var buf []byte
-				for ; b.Loop(); n++ {
-					var e Entry
-					var ok bool
-					if e, buf, ok = v.GetInto(buf, "prices", names[n&(len(names)-1)]); !ok || len(e.Value) != 100 {
-						b.Fatal("key not found")
-					}
-				}
-				cpu.Report(b, n)
-				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")
-			})
-			// An MGET of 10 keys (GetMany), each a random one.
-			b.Run("read=many10", func(b *testing.B) {
-				topics := slices.Repeat([]string{"prices"}, 10)
-				entries, found := make([]Entry, 10), make([]bool, 10)
-				b.ReportAllocs()
-				cpu := testkit.StartThreadCPU()
-				n := 0
-				var buf []byte
-				for ; b.Loop(); n++ {
-					i := (n * 16) & (len(names) - 1)
-					if buf = v.GetMany(topics, names[i:i+10], entries, found, buf); !found[9] || len(entries[9].Value) != 100 {
-						b.Fatal("key not found")
-					}
-				}
-				cpu.Report(b, n)
-			})
-		})
+	for _, kw := range []struct {
+		name string
+		keys int
+	}{{"10k", 10_000}, {"1M", 1_000_000}} {
+		for _, where := range []string{"heap", "file"} {
+			b.Run("keys="+kw.name+"/values="+where, func(b *testing.B) { benchGetFile(b, kw.keys, where) })
+		}
 	}
+}
+
+// benchGetFile is BenchmarkViewGetFile for keys keys, the values where.
+func benchGetFile(b *testing.B, keys int, where string) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := New()
+	if where == "file" {
+		followFile(b, v)
+	}
+	loadSKUs(v, keys, bytes.Repeat([]byte("v"), 100))
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := make([]string, 1<<16)
+	for i := range names {
+		names[i] = fmt.Sprintf("sku-%07d", rng.IntN(keys))
+	}
+	b.Run("read=get", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := testkit.StartThreadCPU()
+		n := 0
+		var buf []byte
+		for ; b.Loop(); n++ {
+			var e Entry
+			var ok bool
+			if e, buf, ok = v.GetInto(buf, "prices", names[n&(len(names)-1)]); !ok || len(e.Value) != 100 {
+				b.Fatal("key not found")
+			}
+		}
+		cpu.Report(b, n)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(keys), "heap-B/key")
+	})
+	// An MGET of 10 keys (GetMany), each a random one.
+	b.Run("read=many10", func(b *testing.B) {
+		topics := slices.Repeat([]string{"prices"}, 10)
+		entries, found := make([]Entry, 10), make([]bool, 10)
+		b.ReportAllocs()
+		cpu := testkit.StartThreadCPU()
+		n := 0
+		var buf []byte
+		for ; b.Loop(); n++ {
+			i := (n * 16) & (len(names) - 1)
+			if buf = v.GetMany(topics, names[i:i+10], entries, found, buf); !found[9] || len(entries[9].Value) != 100 {
+				b.Fatal("key not found")
+			}
+		}
+		cpu.Report(b, n)
+	})
 }
 
 // TestFileReadsAllocateNothing: a GetInto and a GetMany of values the
@@ -701,6 +717,9 @@ func TestFileReadsAllocateNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("a GetInto with the buffer of the one before allocated %v times, want 0", allocs)
+	}
+	if allocs = testing.AllocsPerRun(runs, func() { v.WarmReads(topics, names) }); allocs > slack {
+		t.Errorf("a WarmReads of %d keys allocated %v times, want 0 (%v under -race)", keys, allocs, slack)
 	}
 	entries, found := make([]Entry, keys), make([]bool, keys)
 	for _, n := range []int{10, keys} { // less than the scratch's first room, and more

@@ -750,10 +750,24 @@ func (v *View) touchLocked(rs []record.Record, items []wideItem) {
 // touchReads is touchLocked for GetMany's keys, for a caller that holds
 // the read lock: it finds each key's topic and hash (sc.keys) for the
 // lookups that follow, and keeps the sum of what it loads in
-// sc.touched, where the compiler must keep it.
+// sc.touched, where the compiler must keep it. When the view has a file,
+// sc.ats gets the place of every entry reached whose value is there
+// (warmReads).
 func (v *View) touchReads(topics, keys []string, sc *manyScratch) {
 	var ts [touchStep]touchKey
 	n, sum := 0, uint64(0)
+	sc.ats = sc.ats[:0]
+	step := func() {
+		sum += touchEntries(ts[:n])
+		if v.file != nil {
+			for _, t := range ts[:n] {
+				if s := t.state(); s&stateMask == inFile {
+					sc.ats = append(sc.ats, s>>stateBits)
+				}
+			}
+		}
+		n = 0
+	}
 	var tv *topicView
 	for i, k := range keys {
 		if tv == nil || tv.name != topics[i] {
@@ -767,11 +781,11 @@ func (v *View) touchReads(topics, keys []string, sc *manyScratch) {
 		sc.keys[i].hash = h
 		ts[n] = touchKey{t: tv.byKey.table(h), h: h}
 		if n++; n == len(ts) {
-			sum += touchEntries(ts[:n])
-			n = 0
+			step()
 		}
 	}
-	sc.touched = sum + touchEntries(ts[:n])
+	step()
+	sc.touched = sum
 }
 
 // lookup is GetMany's current for keys[i], after touchReads.
@@ -793,6 +807,15 @@ type touchKey struct {
 	t  *keyTable
 	h  uint64
 	it *viewItem
+}
+
+// state is the state word of the entry t's probe reached, 0 (onHeap)
+// for none.
+func (t *touchKey) state() uint32 {
+	if t.it == nil {
+		return 0
+	}
+	return atomic.LoadUint32(&t.it.state)
 }
 
 // touchEntries is touchLocked's levels for ts, whose tables and hashes
@@ -1486,30 +1509,27 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 		}
 		return buf
 	}
-	// Every key's entry in the index (touchReads), then the lookups,
-	// then the records in the file of the values there (WarmAt, from
-	// where each item's last read found its key), then their values,
-	// copied into buf.
-	v.touchReads(topics, keys, sc)
-	size, ats := 0, sc.ats[:0]
+	// Every key's entry in the index and the records in the file of the
+	// values there (warmReads), then the lookups, then the values in the
+	// file, copied into buf.
+	f.RLock()
+	defer f.RUnlock()
+	v.warmReads(f, topics, keys, sc)
+	size, filed := 0, false
 	for i := range keys {
 		it := sc.lookup(v, keys, i, now)
 		if it != nil && it.inFile() { // no write changes it under the read lock
-			found[i], size = true, size+int(it.vlen)
+			found[i], size, filed = true, size+int(it.vlen), true
 			sc.keys[i].filed = it
-			ats = append(ats, it.at())
 			continue
 		}
 		if it != nil {
 			entries[i], found[i] = it.entryWith(it.heapValue(it.loadBody())), true
 		}
 	}
-	if len(ats) == 0 {
+	if !filed {
 		return buf
 	}
-	f.RLock()
-	defer f.RUnlock()
-	f.WarmAt(ats)
 	if cap(buf) < size {
 		buf = make([]byte, 0, size)
 	}
@@ -1522,6 +1542,39 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 		}
 	}
 	return buf
+}
+
+// WarmReads loads what reads of (topics[i], keys[i]) that follow soon
+// will load (a pipeline's run of GETs through the Redis door): each
+// key's index slot, entry and key, and the record in the view file of
+// an entry whose value is there (warmReads), so that the cache misses of
+// all the keys overlap instead of coming one read after another, each
+// read's after the one before. It decides nothing and changes nothing.
+func (v *View) WarmReads(topics, keys []string) {
+	sc := getManyScratch(len(keys))
+	defer sc.release()
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	f := v.file
+	if f == nil {
+		v.touchReads(topics, keys, sc)
+		return
+	}
+	f.RLock()
+	defer f.RUnlock()
+	v.warmReads(f, topics, keys, sc)
+}
+
+// warmReads is touchReads, then WarmAt of the places in the file of the
+// entries whose values are there, from where each entry's last read
+// found its key: the entries each key's probe reaches first (its own
+// but for a tag shared with another key, which costs a useless load).
+// The caller holds the read lock and f's RLock; f is the view's file.
+func (v *View) warmReads(f ValueFile, topics, keys []string, sc *manyScratch) {
+	v.touchReads(topics, keys, sc)
+	if len(sc.ats) > 0 {
+		f.WarmAt(sc.ats)
+	}
 }
 
 // manyScratch is GetMany's scratch, which manyScratches keeps: the
