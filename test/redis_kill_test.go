@@ -34,6 +34,9 @@ const (
 	rkKeysPerActor  = 3
 	rkCounters      = 3
 	rkOpsPerActor   = 120
+	// rkMoveEvery: an actor moves its keys to another node once in so
+	// many operations, on average.
+	rkMoveEvery = 25
 )
 
 // rkState is what a key holds by the model: nothing, or a value whose
@@ -153,8 +156,10 @@ func (c *rkCounts) allows(k string, v int64) bool {
 // rkFleet is the nodes of the test and their lives: gen[i] counts node
 // i's kills, up[i] is closed once it serves again after the last one.
 type rkFleet struct {
-	nodes []*clusterNode
-	acked atomic.Int64 // operations answered, of every actor
+	nodes      []*clusterNode
+	redisAddrs []string     // each node's --redis-addr
+	acked      atomic.Int64 // operations answered, of every actor
+	moves      atomic.Int64 // actors moved to another node
 	// unanswered counts the operations a kill left unanswered, by how
 	// resolve decided them: applied, not applied, cannot tell.
 	unanswered [3]atomic.Int64
@@ -454,6 +459,11 @@ func (a *rkActor) run(ctx context.Context, ops int) error {
 				break
 			}
 		}
+		if a.rng.IntN(rkMoveEvery) == 0 {
+			if err := a.move(ctx); err != nil {
+				return err
+			}
+		}
 		eff, err := op.run(ctx, a)
 		if err == nil {
 			for k, s := range eff.after {
@@ -490,6 +500,77 @@ func (a *rkActor) afterKill(ctx context.Context, what string, eff rkEffect, err 
 		err = a.resolve(ctx, what, eff)
 	}
 	return nil
+}
+
+// move takes a's keys to another node b: a PUT of one of them on its
+// node, then, once b holds every record its node held with that PUT, a
+// talks to b. What a sends b then comes after everything a wrote before
+// (b's stamps are past theirs), and b's answers follow from it.
+func (a *rkActor) move(ctx context.Context) error {
+	k, v := a.keys[0], a.value()
+	res, err := a.hc.Publish(ctx, rkTopic, nameOf(k), []byte(v), "")
+	eff := rkEffect{after: map[string]rkState{k: {present: true, value: v}}}
+	if err != nil {
+		return a.afterKill(ctx, "PUT before a move", eff, err) // no move
+	}
+	a.model[k] = eff.after[k]
+	var held map[uint64]uint64
+	if _, err := a.f.waitVector(ctx, a.node, func(vec map[uint64]uint64) bool {
+		held = vec
+		return vec[res.Origin] >= res.Seq
+	}); err != nil {
+		return fmt.Errorf("actor %d: %w", a.id, err)
+	}
+	b := (a.node + 1 + a.rng.IntN(len(a.f.nodes)-1)) % len(a.f.nodes)
+	gen, err := a.f.waitVector(ctx, b, func(vec map[uint64]uint64) bool {
+		for o, seq := range held {
+			if vec[o] < seq {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("actor %d: %w", a.id, err)
+	}
+	a.close()
+	a.node, a.tcpAddr = b, a.f.redisAddrs[b]
+	a.connect(gen)
+	a.f.moves.Add(1)
+	return nil
+}
+
+// waitVector waits until node i's view covers a vector cond takes (its
+// GET /v1/status's, origin -> highest seq), through its kills, and says
+// the node's generation that answered.
+func (f *rkFleet) waitVector(ctx context.Context, i int, cond func(map[uint64]uint64) bool) (int, error) {
+	deadline, last := time.Now().Add(30*time.Second), ""
+	for ; time.Now().Before(deadline); time.Sleep(testkit.Step) {
+		gen, up := f.life(i)
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		d, err := viewDigestOf(ctx, f.nodes[i])
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		vec := map[uint64]uint64{}
+		for o, seq := range d.Vector {
+			origin, err := strconv.ParseUint(o, 16, 64)
+			if err != nil {
+				return 0, fmt.Errorf("node%d: vector %v: %w", i, d.Vector, err)
+			}
+			vec[origin] = seq
+		}
+		if cond(vec) {
+			return gen, nil
+		}
+		last = fmt.Sprintf("vector %v", d.Vector)
+	}
+	return 0, fmt.Errorf("node%d did not cover the vector in 30s: %s", i, last)
 }
 
 // resolve decides, from what its node serves after it came back, whether
@@ -679,9 +760,11 @@ func countersDiffer(ctx context.Context, rcs []*goredis.Client, counts *rkCounts
 // door on the Unix socket and on TCP with AUTH, PUT and DELETE through
 // the HTTP API, to keys of their own, and INCRBY to counters every actor
 // increments; they read their keys back (GET, HTTP GET) and check every
-// answer against a model of what was acknowledged. One or two nodes are
-// killed (SIGKILL, or SIGTERM) and restarted at once on their data at
-// moments the seed draws, while the other nodes' actors go on; a write
+// answer against a model of what was acknowledged. Now and then an actor
+// moves to another node, once that node holds what its own held after
+// the actor's last write there. One or two nodes are killed (SIGKILL, or
+// SIGTERM) and restarted at once on their data at moments the seed
+// draws, while the other nodes' actors go on; a write
 // its node was killed under counts as applied or not as the node serves
 // it once back (a MULTI whole or not at all). Then every node's Redis
 // door, HTTP API and shared view file serve the same value, stamp and
@@ -709,7 +792,12 @@ func TestRedisDoorKillRandomOps(t *testing.T) {
 	}
 	nodes := startClusterNodes(t, specs)
 	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
-	f := &rkFleet{nodes: nodes, gen: make([]int, 3), up: make([]chan struct{}, 3)}
+	f := &rkFleet{nodes: nodes, redisAddrs: redisAddrs, gen: make([]int, 3)}
+	for range nodes {
+		up := make(chan struct{})
+		close(up)
+		f.up = append(f.up, up)
+	}
 	counts := &rkCounts{acked: map[string]int64{}, unknown: map[string][]int64{}}
 	var actors []*rkActor
 	for i := range len(nodes) * rkActorsPerNode {
@@ -745,8 +833,8 @@ func TestRedisDoorKillRandomOps(t *testing.T) {
 		t.FailNow()
 	}
 	counts.mu.Lock()
-	t.Logf("%d operations answered; left unanswered by a kill: %d applied, %d not, %d either; counters %v, unknown increments %v",
-		f.acked.Load(), f.unanswered[0].Load(), f.unanswered[1].Load(), f.unanswered[2].Load(), counts.acked, counts.unknown)
+	t.Logf("%d operations answered, %d moves; left unanswered by a kill: %d applied, %d not, %d either; counters %v, unknown increments %v",
+		f.acked.Load(), f.moves.Load(), f.unanswered[0].Load(), f.unanswered[1].Load(), f.unanswered[2].Load(), counts.acked, counts.unknown)
 	counts.mu.Unlock()
 
 	rcs := make([]*goredis.Client, len(nodes))
