@@ -73,7 +73,7 @@ type Mirror struct {
 	written []view.Change
 
 	mu      sync.Mutex
-	pending []queued
+	pending changeQueue
 	kick    chan struct{}
 
 	// For the metrics, set at each heartbeat.
@@ -103,7 +103,7 @@ func (vm *Mirror) RegisterMetrics(reg *prometheus.Registry) {
 	gauge("cachecast_view_queued", "Changes of the view waiting to be written to the file.", func() float64 {
 		vm.mu.Lock()
 		defer vm.mu.Unlock()
-		return float64(len(vm.pending))
+		return float64(vm.pending.n)
 	})
 }
 
@@ -222,9 +222,9 @@ func (vm *Mirror) end() {
 		return
 	}
 	vm.mu.Lock()
-	first := len(vm.pending) == 0
+	first := vm.pending.n == 0
 	for i := from; i < len(g); i++ {
-		vm.pending = append(vm.pending, queued{Change: g[i], last: i == len(g)-1})
+		vm.pending.push(queued{Change: g[i], last: i == len(g)-1})
 	}
 	vm.mu.Unlock()
 	if first {
@@ -259,7 +259,7 @@ func (vm *Mirror) writeDirect(g []view.Change) (from int, failed bool) {
 	// pending is read here without mu: only end appends to it (one call
 	// at a time, under the view's lock) and only drain empties it,
 	// holding wmu, which this call holds now.
-	if !vm.direct || len(vm.pending) != 0 {
+	if !vm.direct || vm.pending.n != 0 {
 		return 0, false
 	}
 	if len(g) > 1 {
@@ -360,19 +360,19 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 		}
 		if err = vm.apply(c); err == nil && vm.ValuesInFile {
 			vm.written = append(vm.written, c)
-			if len(vm.written) == loadedChunk {
-				vm.loaded()
+			if len(vm.written) == writtenChunk {
+				vm.tell(true)
 			}
 		}
 	}
-	if err == nil && len(vm.written) > 0 {
-		vm.loaded()
+	if err == nil {
+		vm.tell(true)
 	}
 	clear(vm.written)
 	vm.written = vm.written[:0]
 	vm.w.EndBatch()
 	vm.current = nil
-	var batch []queued
+	var batch [][]queued
 	if err == nil {
 		batch, _, err = vm.drain(batch)
 	}
@@ -434,39 +434,49 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 	}
 }
 
-// keepQueued is the most changes the queue's arrays keep room for once
-// the queue went unused for a heartbeat.
+// keepQueued is the most changes the queue's blocks and arrays keep room
+// for once the queue went unused for a heartbeat.
 const keepQueued = 1024
 
-// shrink drops the queue's arrays that grew past keepQueued: a burst the
-// file's writer fell behind grows them (24-32 B a key at 1M keys loaded
-// by redis-cli --pipe), and they would keep that room at rest. The caller
-// holds wmu, drained the queue and got no kick for a heartbeat.
-func (vm *Mirror) shrink(batch []queued) []queued {
+// shrink drops the queue's spare blocks and the arrays that grew past
+// keepQueued: a burst the file's writer fell behind grows them (24-32 B
+// a key at 1M keys loaded by redis-cli --pipe), and they would keep that
+// room at rest. The caller holds wmu, drained the queue and got no kick
+// for a heartbeat.
+func (vm *Mirror) shrink(batch [][]queued) [][]queued {
 	vm.mu.Lock()
-	if len(vm.pending) == 0 && cap(vm.pending) > keepQueued {
-		vm.pending = nil
-	}
+	vm.pending.trim(keepQueued)
 	vm.mu.Unlock()
 	if cap(vm.written) > keepQueued {
 		vm.written = nil
 	}
-	if cap(batch) > keepQueued {
+	if cap(batch) > keepQueued/queueBlock {
 		return nil
 	}
 	return batch
 }
 
-// loadedChunk is how many loaded changes the view is told of at once
-// (loaded): each chunk holds its write lock for a few milliseconds at
-// most.
-const loadedChunk = 4096
+// writtenChunk is how many written changes the view is told of at once
+// (tell): each chunk holds its write lock for a few milliseconds at
+// most, and written never grows past it. A queue drained whole before
+// its changes were told grew written to the queue's length, and kept
+// the queued values on the heap till then: at 1M keys loaded by
+// redis-cli --pipe, 227 of the 867 bytes allocated a SET (BENCHMARKS.md,
+// "Memory per key").
+const writtenChunk = 4096
 
-// loaded tells the view that the loaded changes in written are in the
-// file (their values may stay there only) and empties written. The
-// caller holds wmu.
-func (vm *Mirror) loaded() {
-	vm.st.ViewFileLoaded(vm.values, vm.written)
+// tell tells the view that the changes in written, loaded (serve's load
+// of the view) or queued (drain), are in the file (their values may stay
+// there only) and empties written. The caller holds wmu.
+func (vm *Mirror) tell(loaded bool) {
+	if len(vm.written) == 0 || vm.st == nil {
+		return
+	}
+	if loaded {
+		vm.st.ViewFileLoaded(vm.values, vm.written)
+	} else {
+		vm.st.ViewFileWrittenLater(vm.values, vm.written)
+	}
 	clear(vm.written)
 	vm.written = vm.written[:0]
 }
@@ -498,35 +508,56 @@ func (vm *Mirror) markReady() {
 
 // drain applies the queue until it is empty and returns when it last
 // found it empty. Each group of the queue is a batch of the file (one
-// end left open continues). The caller holds wmu.
-func (vm *Mirror) drain(batch []queued) ([]queued, time.Time, error) {
+// end left open continues). batch is its scratch, returned for the next
+// call. The caller holds wmu.
+func (vm *Mirror) drain(batch [][]queued) ([][]queued, time.Time, error) {
 	for {
 		vm.mu.Lock()
-		batch, vm.pending = vm.pending, batch[:0]
+		batch = vm.pending.take(batch)
 		taken := time.Now()
 		vm.mu.Unlock()
 		if len(batch) == 0 {
 			return batch, taken, nil
 		}
-		for i := range batch {
-			vm.w.BeginBatch()
-			if err := vm.apply(batch[i].Change); err != nil {
-				return batch, taken, err
+		for _, b := range batch {
+			for i := range b {
+				if err := vm.applyQueued(b[i]); err != nil {
+					// Not told: the file failed, and a new one's load must
+					// not tell the view of changes it has not written yet.
+					clear(vm.written)
+					vm.written = vm.written[:0]
+					return batch, taken, err
+				}
+				b[i] = queued{} // drop the references to the values
 			}
-			if batch[i].last {
-				vm.w.EndBatch()
-			}
-			if vm.ValuesInFile {
-				vm.written = append(vm.written, batch[i].Change)
-			}
-			batch[i] = queued{} // drop the references to the values
 		}
-		if len(vm.written) > 0 && vm.st != nil {
-			vm.st.ViewFileWrittenLater(vm.values, vm.written)
-		}
-		clear(vm.written)
-		vm.written = vm.written[:0]
+		vm.tell(false)
+		vm.mu.Lock()
+		vm.pending.giveBack(batch)
+		vm.mu.Unlock()
+		clear(batch) // the blocks are the queue's spares now
+		batch = batch[:0]
 	}
+}
+
+// applyQueued writes c, a change of the queue, into the file, ending the
+// file's batch at the end of its group, and keeps it in written for the
+// view when its value may stay in the file only. The caller holds wmu.
+func (vm *Mirror) applyQueued(c queued) error {
+	vm.w.BeginBatch()
+	if err := vm.apply(c.Change); err != nil {
+		return err
+	}
+	if c.last {
+		vm.w.EndBatch()
+	}
+	if vm.ValuesInFile {
+		vm.written = append(vm.written, c.Change)
+		if len(vm.written) == writtenChunk {
+			vm.tell(false)
+		}
+	}
+	return nil
 }
 
 // tryApply is apply without a rebuild: false when the change needs one.
@@ -564,7 +595,7 @@ func (vm *Mirror) fail(err error) {
 	vm.st.UnfileView() // the values back to the heap before the file goes
 	vm.w.SetReady(false)
 	vm.mu.Lock()
-	vm.pending = nil
+	vm.pending.reset()
 	vm.mu.Unlock()
 	vm.log.Error("view file off: readers get \"not ready\"; starting over later", zap.String("view-file", vm.w.Path()),
 		zap.Duration("in", vm.Retry), zap.Error(err))
