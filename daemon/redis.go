@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -217,9 +218,16 @@ func (n *respNode) AuthorizeRead(c net.Conn) error {
 // node's state, the fleet's protocol, the store, the replica's status.
 func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Message) (respsrv.Written, error) {
 	// A pipeline's batch of SETs (16 of them at redis-benchmark's -P 16)
-	// takes its results on the stack.
-	var buf [16]store.Result
-	results, status, err := n.d.publish(ctx, msgs, callerOfConn(c), buf[:])
+	// takes its results on the stack, a longer one (up to 1,024) from
+	// resultBufs.
+	var stack [16]store.Result
+	buf := stack[:]
+	if len(msgs) > len(stack) && len(msgs) <= maxPooledResults {
+		p := resultBufs.Get().(*[]store.Result)
+		defer resultBufs.Put(p)
+		buf = *p
+	}
+	results, status, err := n.d.publish(ctx, msgs, callerOfConn(c), buf)
 	if err != nil {
 		return respsrv.Written{}, command.StoreError(err)
 	}
@@ -229,6 +237,20 @@ func (n *respNode) Publish(ctx context.Context, c net.Conn, msgs []record.Messag
 	}
 	return w, nil
 }
+
+// maxPooledResults is the longest batch whose results come from
+// resultBufs: a pipeline's batch of SETs (the Redis door's, redis-cli
+// --pipe's) is at most 1,024.
+const maxPooledResults = 1024
+
+// resultBufs holds results arrays of maxPooledResults for the batches
+// of SETs past 16: allocated a batch, they were 40 of the 867 bytes a
+// SET allocated at 1M keys loaded by redis-cli --pipe (BENCHMARKS.md,
+// "Memory per key").
+var resultBufs = sync.Pool{New: func() any {
+	b := make([]store.Result, maxPooledResults)
+	return &b
+}}
 
 func (n *respNode) WaitReplicas(ctx context.Context, seq uint64, timeout time.Duration) int {
 	if n.d.cluster == nil {
