@@ -27,12 +27,16 @@ type Quiet struct {
 	Garbage uint64
 }
 
-// DefaultQuiet is cachecastd's: a look every 5 s; quiet under 1 MiB
-// allocated in it (an idle daemon's gossip and timers allocate a few KiB
-// a second); a release once 64 MiB were allocated since the last, the
-// Default rule's floor, so that a release costs at most one collection
-// more a headroom of allocation than the rule's own.
-var DefaultQuiet = Quiet{Every: 5 * time.Second, Below: 1 << 20, Garbage: 64 << 20}
+// DefaultQuiet is cachecastd's: a look every second; quiet under 200
+// KiB allocated in it (an idle daemon's gossip and timers allocate a few
+// KiB a second: 4 KB measured without a cluster); a release once 64 MiB
+// were allocated since the last, the Default rule's floor, so that a
+// release costs at most one collection more a headroom of allocation
+// than the rule's own. A look every 5 s (and 1 MiB, the same rate)
+// released 5-10 s after a load ended: 180 B a key of anonymous memory
+// held that long at 1M keys, 98 once released (BENCHMARKS.md, "Memory
+// per key"); a look costs one runtime/metrics read.
+var DefaultQuiet = Quiet{Every: time.Second, Below: 200 << 10, Garbage: 64 << 20}
 
 // due reports whether a look that finds last bytes allocated since the
 // look before and since bytes since the last release releases.
