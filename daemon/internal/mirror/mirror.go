@@ -69,7 +69,8 @@ type Mirror struct {
 	// end touch it, under the view's lock.
 	group []view.Change
 	// written is drain's and serve's scratch: the changes they wrote,
-	// queued or loaded, which the view may then keep in the file only.
+	// queued or loaded, which the view may then keep in the file only
+	// (at most writtenChunk, see keep).
 	written []view.Change
 
 	mu      sync.Mutex
@@ -359,10 +360,7 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 			break
 		}
 		if err = vm.apply(c); err == nil && vm.ValuesInFile {
-			vm.written = append(vm.written, c)
-			if len(vm.written) == writtenChunk {
-				vm.tell(true)
-			}
+			vm.keep(c, true)
 		}
 	}
 	if err == nil {
@@ -434,22 +432,18 @@ func (vm *Mirror) serve(stop <-chan struct{}) error {
 	}
 }
 
-// keepQueued is the most changes the queue's blocks and arrays keep room
-// for once the queue went unused for a heartbeat.
+// keepQueued is the most changes the queue's blocks keep room for once
+// the queue went unused for a heartbeat.
 const keepQueued = 1024
 
-// shrink drops the queue's spare blocks and the arrays that grew past
-// keepQueued: a burst the file's writer fell behind grows them (24-32 B
-// a key at 1M keys loaded by redis-cli --pipe), and they would keep that
-// room at rest. The caller holds wmu, drained the queue and got no kick
-// for a heartbeat.
+// shrink drops the queue's spare blocks past keepQueued: a burst the
+// file's writer fell behind grows them (24-32 B a key at 1M keys loaded
+// by redis-cli --pipe), and they would keep that room at rest. The
+// caller holds wmu, drained the queue and got no kick for a heartbeat.
 func (vm *Mirror) shrink(batch [][]queued) [][]queued {
 	vm.mu.Lock()
 	vm.pending.trim(keepQueued)
 	vm.mu.Unlock()
-	if cap(vm.written) > keepQueued {
-		vm.written = nil
-	}
 	if cap(batch) > keepQueued/queueBlock {
 		return nil
 	}
@@ -457,13 +451,25 @@ func (vm *Mirror) shrink(batch [][]queued) [][]queued {
 }
 
 // writtenChunk is how many written changes the view is told of at once
-// (tell): each chunk holds its write lock for a few milliseconds at
-// most, and written never grows past it. A queue drained whole before
-// its changes were told grew written to the queue's length, and kept
-// the queued values on the heap till then: at 1M keys loaded by
-// redis-cli --pipe, 227 of the 867 bytes allocated a SET (BENCHMARKS.md,
-// "Memory per key").
-const writtenChunk = 4096
+// (tell): each chunk holds its write lock for a fraction of a
+// millisecond, and written is made once with room for them (176 KB)
+// and kept. A queue drained whole before its changes were told grew
+// written to the queue's length, and kept the queued values on the heap
+// till then: at 1M keys loaded by redis-cli --pipe, 227 of the 867
+// bytes allocated a SET (BENCHMARKS.md, "Memory per key").
+const writtenChunk = 1024
+
+// keep adds c, written into the file, to written, and tells the view
+// once written is full. The caller holds wmu.
+func (vm *Mirror) keep(c view.Change, loaded bool) {
+	if vm.written == nil {
+		vm.written = make([]view.Change, 0, writtenChunk)
+	}
+	vm.written = append(vm.written, c)
+	if len(vm.written) == writtenChunk {
+		vm.tell(loaded)
+	}
+}
 
 // tell tells the view that the changes in written, loaded (serve's load
 // of the view) or queued (drain), are in the file (their values may stay
@@ -552,10 +558,7 @@ func (vm *Mirror) applyQueued(c queued) error {
 		vm.w.EndBatch()
 	}
 	if vm.ValuesInFile {
-		vm.written = append(vm.written, c.Change)
-		if len(vm.written) == writtenChunk {
-			vm.tell(false)
-		}
+		vm.keep(c.Change, false)
 	}
 	return nil
 }
