@@ -345,6 +345,61 @@ func (a *rkActor) get(ctx context.Context, redis bool) (rkEffect, error) {
 	return rkEffect{}, err
 }
 
+// pipelined reads a's keys through a Redis door in one pipeline: GETs of
+// them in an order drawn (a key twice at times), then an MGET of all,
+// each checked against the model (the value: a pipeline's GETs are
+// loaded ahead together).
+func (a *rkActor) pipelined(ctx context.Context) (rkEffect, error) {
+	var ks []string
+	for range 2 + a.rng.IntN(4) {
+		ks = append(ks, a.key())
+	}
+	var gets []*goredis.StringCmd
+	var mget *goredis.SliceCmd
+	start := time.Now()
+	cmds, _ := a.rc().Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for _, k := range ks {
+			gets = append(gets, p.Get(ctx, k))
+		}
+		mget = p.MGet(ctx, a.keys...)
+		return nil
+	})
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && err != goredis.Nil {
+			return rkEffect{}, err
+		}
+	}
+	from, to := ms(start), ms(time.Now())
+	check := func(how, k string, v any) error {
+		o := rkObs{exp: -1}
+		if s, ok := v.(string); ok {
+			o.present, o.value = true, s
+		}
+		if s := a.model[k]; o.present && s.lo != 0 {
+			o.exp = s.lo // the value alone is checked
+		}
+		if !a.model[k].allows(o, from, to) {
+			return mismatchf("actor %d: node%d's pipelined %s serves %s as %+v; the model's state %+v", a.id, a.node, how, k, o, a.model[k])
+		}
+		return nil
+	}
+	for i, g := range gets {
+		var v any
+		if g.Err() == nil {
+			v = g.Val()
+		}
+		if err := check("GET", ks[i], v); err != nil {
+			return rkEffect{}, err
+		}
+	}
+	for i, v := range mget.Val() {
+		if err := check("MGET", a.keys[i], v); err != nil {
+			return rkEffect{}, err
+		}
+	}
+	return rkEffect{}, nil
+}
+
 // multi sends a transaction of a SET of one key, a PEXPIRE of another, a
 // DEL of the third and an increment of a counter: all of it applies, or
 // none.
@@ -414,6 +469,7 @@ var rkOps = []rkOp{
 		return rkEffect{after: map[string]rkState{k: {}}}, err
 	}},
 	{"GET", 12, func(ctx context.Context, a *rkActor) (rkEffect, error) { return a.get(ctx, true) }},
+	{"pipelined GETs", 6, func(ctx context.Context, a *rkActor) (rkEffect, error) { return a.pipelined(ctx) }},
 	{"HTTP GET", 6, func(ctx context.Context, a *rkActor) (rkEffect, error) { return a.get(ctx, false) }},
 	{"INCRBY", 10, func(ctx context.Context, a *rkActor) (rkEffect, error) {
 		c, d := a.counter(), a.rng.Int64N(20)-5
@@ -759,10 +815,10 @@ func countersDiffer(ctx context.Context, rcs []*goredis.Client, counts *rkCounts
 // MULTI/EXEC (a SET, a PEXPIRE, a DEL and an INCRBY) through the Redis
 // door on the Unix socket and on TCP with AUTH, PUT and DELETE through
 // the HTTP API, to keys of their own, and INCRBY to counters every actor
-// increments; they read their keys back (GET, HTTP GET) and check every
-// answer against a model of what was acknowledged. Now and then an actor
-// moves to another node, once that node holds what its own held after
-// the actor's last write there. One or two nodes are killed (SIGKILL, or
+// increments; they read their keys back (GET, pipelined GETs and MGET,
+// HTTP GET) and check every answer against a model of what was
+// acknowledged. Now and then an actor moves to another node, once that
+// node holds what its own held after the actor's last write there. One or two nodes are killed (SIGKILL, or
 // SIGTERM) and restarted at once on their data at moments the seed
 // draws, while the other nodes' actors go on; a write
 // its node was killed under counts as applied or not as the node serves
