@@ -43,6 +43,7 @@ type clusterNode struct {
 	Name       string
 	GossipAddr string // 127.0.0.1:port, UDP and TCP
 	DataAddr   string // 127.0.0.1:port
+	RedisAddr  string // 127.0.0.1:port of --redis-addr, with clusterSpec.RedisTCP
 }
 
 // clusterSpec says how to run one node of a cluster.
@@ -56,6 +57,9 @@ type clusterSpec struct {
 	Join func(gossip []string) []string
 	// DataDir is the node's --data-dir (default: a new one).
 	DataDir string
+	// RedisTCP serves the Redis door on TCP too, on a port picked as
+	// the others are (--redis-addr).
+	RedisTCP bool
 }
 
 // startClusterNodes starts one node per spec and waits until each is
@@ -66,9 +70,15 @@ func startClusterNodes(t testing.TB, specs []clusterSpec) []*clusterNode {
 	t.Helper()
 	gossip := make([]string, len(specs))
 	data := make([]string, len(specs))
+	redis := make([]string, len(specs))
+	pick := func(i int) {
+		gossip[i], data[i] = freeGossipAddr(t), freeDataAddr(t)
+		if specs[i].RedisTCP {
+			redis[i] = freeDataAddr(t)
+		}
+	}
 	for i := range specs {
-		gossip[i] = freeGossipAddr(t)
-		data[i] = freeDataAddr(t)
+		pick(i)
 	}
 	nodes := make([]*clusterNode, len(specs))
 	for i, sp := range specs {
@@ -77,7 +87,7 @@ func startClusterNodes(t testing.TB, specs []clusterSpec) []*clusterNode {
 			if sp.Join != nil {
 				join = sp.Join(gossip)
 			}
-			n := newClusterNode(t, sp, gossip[i], data[i], join)
+			n := newClusterNode(t, sp, gossip[i], data[i], redis[i], join)
 			err := n.StartProcess()
 			if err == nil {
 				err = n.WaitReady(15 * time.Second)
@@ -89,7 +99,7 @@ func startClusterNodes(t testing.TB, specs []clusterSpec) []*clusterNode {
 			if attempt < 5 && strings.Contains(n.Logs(), "address already in use") {
 				t.Logf("%s: a port was taken (%v); new ports", sp.Name, err)
 				n.Kill()
-				gossip[i], data[i] = freeGossipAddr(t), freeDataAddr(t)
+				pick(i)
 				continue
 			}
 			t.Fatal(err)
@@ -98,7 +108,7 @@ func startClusterNodes(t testing.TB, specs []clusterSpec) []*clusterNode {
 	return nodes
 }
 
-func newClusterNode(t testing.TB, sp clusterSpec, gossipAddr, dataAddr string, join []string) *clusterNode {
+func newClusterNode(t testing.TB, sp clusterSpec, gossipAddr, dataAddr, redisAddr string, join []string) *clusterNode {
 	args := []string{
 		"--gossip-addr", gossipAddr,
 		"--data-addr", dataAddr,
@@ -107,9 +117,12 @@ func newClusterNode(t testing.TB, sp clusterSpec, gossipAddr, dataAddr string, j
 		"--join-timeout", clusterJoinTimeout,
 		"--log-level", "info",
 	}
+	if redisAddr != "" {
+		args = append(args, "--redis-addr", redisAddr)
+	}
 	args = append(args, sp.Args...)
 	n := NewNode(t, bins, NodeOptions{Name: sp.Name, DataDir: sp.DataDir, Args: args})
-	return &clusterNode{Node: n, Name: sp.Name, GossipAddr: gossipAddr, DataAddr: dataAddr}
+	return &clusterNode{Node: n, Name: sp.Name, GossipAddr: gossipAddr, DataAddr: dataAddr, RedisAddr: redisAddr}
 }
 
 // freeGossipAddr is a 127.0.0.1 port free for both TCP and UDP, as

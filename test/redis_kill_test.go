@@ -156,10 +156,9 @@ func (c *rkCounts) allows(k string, v int64) bool {
 // rkFleet is the nodes of the test and their lives: gen[i] counts node
 // i's kills, up[i] is closed once it serves again after the last one.
 type rkFleet struct {
-	nodes      []*clusterNode
-	redisAddrs []string     // each node's --redis-addr
-	acked      atomic.Int64 // operations answered, of every actor
-	moves      atomic.Int64 // actors moved to another node
+	nodes []*clusterNode
+	acked atomic.Int64 // operations answered, of every actor
+	moves atomic.Int64 // actors moved to another node
 	// unanswered counts the operations a kill left unanswered, by how
 	// resolve decided them: applied, not applied, cannot tell.
 	unanswered [3]atomic.Int64
@@ -189,7 +188,6 @@ type rkActor struct {
 	model    map[string]rkState
 	counts   *rkCounts
 	n        int
-	tcpAddr  string
 }
 
 // connect opens a's clients of its node in its generation gen.
@@ -199,7 +197,7 @@ func (a *rkActor) connect(gen int) {
 	opts := goredis.Options{Network: "unix", Addr: n.RedisSocket(), Protocol: 2, MaxRetries: -1,
 		DialTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
 	a.redis[0] = goredis.NewClient(&opts)
-	opts.Network, opts.Addr, opts.Username, opts.Password = "tcp", a.tcpAddr, "rk", "rk-pw"
+	opts.Network, opts.Addr, opts.Username, opts.Password = "tcp", n.RedisAddr, "rk", "rk-pw"
 	a.redis[1] = goredis.NewClient(&opts)
 	a.hc = client.New(n.Socket, client.WithTimeout(10*time.Second))
 }
@@ -590,7 +588,7 @@ func (a *rkActor) move(ctx context.Context) error {
 		return fmt.Errorf("actor %d: %w", a.id, err)
 	}
 	a.close()
-	a.node, a.tcpAddr = b, a.f.redisAddrs[b]
+	a.node = b
 	a.connect(gen)
 	a.f.moves.Add(1)
 	return nil
@@ -841,14 +839,13 @@ func TestRedisDoorKillRandomOps(t *testing.T) {
 		args = append(args, "--transport", "nats", "--nats-url", testkit.NATS(t, nil).ClientURL())
 	}
 	t.Logf("flags: %v", args)
-	specs, redisAddrs := threeNodes(args...), make([]string, 3)
+	specs := threeNodes(args...)
 	for i := range specs {
-		redisAddrs[i] = freeDataAddr(t)
-		specs[i].Args = append(specs[i].Args[:len(specs[i].Args):len(specs[i].Args)], "--redis-addr", redisAddrs[i])
+		specs[i].RedisTCP = true
 	}
 	nodes := startClusterNodes(t, specs)
 	waitClusterUp(t, nodes, namesOf(nodes), false, 15*time.Second)
-	f := &rkFleet{nodes: nodes, redisAddrs: redisAddrs, gen: make([]int, 3)}
+	f := &rkFleet{nodes: nodes, gen: make([]int, 3)}
 	for range nodes {
 		up := make(chan struct{})
 		close(up)
@@ -858,7 +855,7 @@ func TestRedisDoorKillRandomOps(t *testing.T) {
 	var actors []*rkActor
 	for i := range len(nodes) * rkActorsPerNode {
 		a := &rkActor{id: i, node: i / rkActorsPerNode, f: f, rng: mrand.New(mrand.NewPCG(seed, uint64(1+i))),
-			model: map[string]rkState{}, counts: counts, tcpAddr: redisAddrs[i/rkActorsPerNode]}
+			model: map[string]rkState{}, counts: counts}
 		for j := range rkKeysPerActor {
 			a.keys = append(a.keys, fmt.Sprintf("%s:a%dk%d", rkTopic, i, j))
 		}
