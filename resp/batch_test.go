@@ -165,63 +165,74 @@ func (n *warmingNode) WarmReads(topics, keys []string) {
 }
 
 // TestPipelinedGetsWarmed: a pipeline's runs of GETs are loaded ahead
-// (Node.WarmReads), each run once, its GETs in order, at most
+// (Node.WarmReads), each run once, its keys in order, at most
 // maxWarmGets at a time; a lone GET is not; every command answers what
-// it answers alone, the GETs after a SET or a DEL of their key included.
+// it answers alone, the GETs after a SET or a DEL of their key
+// included; and so when the pipeline arrives a few bytes at a time, its
+// runs cut anywhere.
 func TestPipelinedGetsWarmed(t *testing.T) {
-	s, _ := newTestServer(t)
-	node := &warmingNode{storeNode: s.node.(*storeNode)}
-	s.node = node
-	alone, _ := newTestServer(t)
-	for _, srv := range []*Server{s, alone} {
-		runSession(srv, []byte(cmd("SET", "w:a", "1")+cmd("SET", "w:b", "2")+cmd("HSET", "h", "f", "3")))
-	}
-	node.runs = nil
 	var in strings.Builder
 	var want [][]string // the runs WarmReads should get
+	// run writes the GETs of a run.
 	run := func(names ...string) {
 		var keys []string
 		for _, name := range names {
 			in.WriteString(cmd("GET", name))
-			topic, key := s.env.Split([]byte(name))
-			keys = append(keys, topic+":"+key)
+			if !strings.Contains(name, ":") {
+				name = "default:" + name
+			}
+			keys = append(keys, name)
 		}
 		want = append(want, keys)
 	}
 	add := func(c string) { in.WriteString(c) }
 	run("w:a", "w:b", "w:none", "other:a", "h") // a hash: WRONGTYPE
 	add(cmd("SET", "w:a", "10"))
-	in.WriteString(cmd("get", "w:a")) // alone: the SET after it ends the run
+	add(cmd("get", "w:a")) // alone: the SET after it ends the run
 	add(cmd("DEL", "w:b"))
 	run("w:b", "w:a")
 	add(cmd("GET", "w:a", "extra")) // not GET key: ends the run, a wrong arity
+	add(cmd("MGET", "w:a", "w:b"))
 	long := make([]string, maxWarmGets+3)
 	for i := range long {
 		long[i] = fmt.Sprintf("w:%c", 'a'+i%3)
 	}
 	run(long[:maxWarmGets]...)
 	run(long[maxWarmGets:]...)
-	out := replies(t, runSession(s, []byte(in.String())))
 	var cmds []string
 	for rest := []byte(in.String()); len(rest) > 0; {
 		n := bytesOfCommand(t, rest)
 		cmds = append(cmds, string(rest[:n]))
 		rest = rest[n:]
 	}
-	if len(out) != len(cmds) {
-		t.Fatalf("%d replies to %d commands", len(out), len(cmds))
-	}
-	for i, c := range cmds {
-		if got, w := out[i], string(runSession(alone, []byte(c))); got != w {
-			t.Fatalf("command %d %q: %q, alone %q", i, c, got, w)
+	for _, chunk := range []int{0, 13} { // the whole pipeline in one read; 13 bytes a read
+		s, _ := newTestServer(t)
+		node := &warmingNode{storeNode: s.node.(*storeNode)}
+		s.node = node
+		alone, _ := newTestServer(t)
+		for _, srv := range []*Server{s, alone} {
+			runSession(srv, []byte(cmd("SET", "w:a", "1")+cmd("SET", "w:b", "2")+cmd("HSET", "h", "f", "3")))
 		}
-	}
-	if len(node.runs) != len(want) {
-		t.Fatalf("WarmReads got %d runs %q, want %d %q", len(node.runs), node.runs, len(want), want)
-	}
-	for i := range want {
-		if strings.Join(node.runs[i], " ") != strings.Join(want[i], " ") {
-			t.Fatalf("run %d: WarmReads got %q, want %q", i, node.runs[i], want[i])
+		node.runs = nil
+		out := replies(t, runChunks(s, []byte(in.String()), chunk))
+		if len(out) != len(cmds) {
+			t.Fatalf("reads of %d bytes: %d replies to %d commands", chunk, len(out), len(cmds))
+		}
+		for i, c := range cmds {
+			if got, w := out[i], string(runSession(alone, []byte(c))); got != w {
+				t.Fatalf("reads of %d bytes: command %d %q: %q, alone %q", chunk, i, c, got, w)
+			}
+		}
+		if chunk > 0 {
+			continue
+		}
+		if len(node.runs) != len(want) {
+			t.Fatalf("WarmReads got %d runs %q, want %d %q", len(node.runs), node.runs, len(want), want)
+		}
+		for i := range want {
+			if strings.Join(node.runs[i], " ") != strings.Join(want[i], " ") {
+				t.Fatalf("run %d: WarmReads got %q, want %q", i, node.runs[i], want[i])
+			}
 		}
 	}
 }
@@ -229,7 +240,7 @@ func TestPipelinedGetsWarmed(t *testing.T) {
 // bytesOfCommand is the length of the RESP command that starts b.
 func bytesOfCommand(t *testing.T, b []byte) int {
 	t.Helper()
-	args, n, _, err := codec.Parse(b, nil, &codec.Limits{MaxBulk: 1 << 20, MaxArgs: 16, MaxFrame: 1 << 20, MaxLine: 1 << 10})
+	args, n, _, err := codec.Parse(b, nil, &codec.Limits{MaxBulk: 1 << 20, MaxArgs: 1 << 10, MaxFrame: 1 << 20, MaxLine: 1 << 10})
 	if err != nil || n == 0 || len(args) == 0 {
 		t.Fatalf("no whole command at %q: %v", b[:min(len(b), 40)], err)
 	}

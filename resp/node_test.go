@@ -156,9 +156,25 @@ func (p *pipeConn) SetWriteDeadline(time.Time) error { return nil }
 
 // session runs a whole connection over input and returns what the server
 // wrote.
-func runSession(s *Server, input []byte) []byte {
+func runSession(s *Server, input []byte) []byte { return runChunks(s, input, 0) }
+
+// chunkConn is a pipeConn whose reads return at most size bytes.
+type chunkConn struct {
+	*pipeConn
+	size int
+}
+
+func (c *chunkConn) Read(b []byte) (int, error) { return c.pipeConn.Read(b[:min(len(b), c.size)]) }
+
+// runChunks is runSession with the input read size bytes at a time (0:
+// as much as a read takes).
+func runChunks(s *Server, input []byte, size int) []byte {
 	pc := &pipeConn{in: bytes.NewReader(input)}
-	c := newConn(s, pc)
+	var nc net.Conn = pc
+	if size > 0 {
+		nc = &chunkConn{pc, size}
+	}
+	c := newConn(s, nc)
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()

@@ -664,6 +664,27 @@ func benchGetFile(b *testing.B, keys int, where string) {
 		cpu.Report(b, n)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(keys), "heap-B/key")
 	})
+	// Gets of 16 keys after a WarmReads of them (a pipeline's run of
+	// GETs through the Redis door); an op is a Get.
+	b.Run("read=warm16", func(b *testing.B) {
+		topics := slices.Repeat([]string{"prices"}, 16)
+		b.ReportAllocs()
+		cpu := testkit.StartThreadCPU()
+		n := 0
+		var buf []byte
+		for ; b.Loop(); n++ {
+			i := n & (len(names) - 1)
+			if i%16 == 0 {
+				v.WarmReads(topics, names[i:i+16])
+			}
+			var e Entry
+			var ok bool
+			if e, buf, ok = v.GetInto(buf, "prices", names[i]); !ok || len(e.Value) != 100 {
+				b.Fatal("key not found")
+			}
+		}
+		cpu.Report(b, n)
+	})
 	// An MGET of 10 keys (GetMany), each a random one.
 	b.Run("read=many10", func(b *testing.B) {
 		topics := slices.Repeat([]string{"prices"}, 10)

@@ -1548,8 +1548,8 @@ func (v *View) GetMany(topics, keys []string, entries []Entry, found []bool, buf
 // will load (a pipeline's run of GETs through the Redis door): each
 // key's index slot, entry and key, and the record in the view file of
 // an entry whose value is there (warmReads), so that the cache misses of
-// all the keys overlap instead of coming one read after another, each
-// read's after the one before. It decides nothing and changes nothing.
+// all the keys overlap instead of coming one read after another. It
+// decides nothing and changes nothing.
 func (v *View) WarmReads(topics, keys []string) {
 	sc := getManyScratch(len(keys))
 	defer sc.release()
