@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -548,12 +549,28 @@ type Gauge interface {
 type Listener struct {
 	*net.UnixListener
 	limits *Limits // nil: none
+	path   string  // the socket's path, removed by the first Close
+	unlink sync.Once
 }
 
-// NewListener wraps l; limits nil reads the credentials only.
-func NewListener(l *net.UnixListener, limits *Limits) *Listener {
-	return &Listener{UnixListener: l, limits: limits}
+// Close removes the socket's path and stops the listener. The path goes
+// first, so that nobody finds it refusing; and once only, so that a later
+// Close does not remove the socket of a daemon started since.
+func (l *Listener) Close() error {
+	var err error
+	l.unlink.Do(func() {
+		if rerr := os.Remove(l.path); !errors.Is(rerr, os.ErrNotExist) {
+			err = rerr
+		}
+	})
+	if cerr := l.UnixListener.Close(); cerr != nil {
+		err = cerr
+	}
+	return err
 }
+
+// Addr is the socket's path, not the name it was bound under.
+func (l *Listener) Addr() net.Addr { return &net.UnixAddr{Name: l.path, Net: "unix"} }
 
 // Accept returns the next connection the limits admit.
 func (l *Listener) Accept() (net.Conn, error) {
@@ -634,6 +651,10 @@ func (c *Conn) holding() *holding {
 // (admitted over them, for health checks) it is the answer to anything
 // but health.
 func (c *Conn) Spare() *wire.Error { return c.spare }
+
+// LocalAddr is the socket's path (CLIENT LIST's laddr, MONITOR's lines),
+// not the name it was bound under.
+func (c *Conn) LocalAddr() net.Addr { return c.l.Addr() }
 
 // Counts is how many connections are counted against --max-connections,
 // how many of them wait for a request, and how many subscription streams

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrSocketInUse means another process answers on the socket path.
@@ -16,6 +18,13 @@ var ErrSocketInUse = errors.New("access: socket in use")
 // ListenUnix binds the socket at path. A leftover socket file is removed
 // only when nothing answers on it (a daemon that crashed); a live one is
 // ErrSocketInUse, and a file that is not a socket is left alone.
+//
+// The socket is made under a name of its own beside path, set to mode,
+// and only then renamed to path (without replacing anything there), so
+// that whoever finds path finds it listening and as open as mode says:
+// bound under path itself, a client could see it refuse a connection
+// (between bind and listen) or see it as open as the umask allows. Close
+// removes path. A path too long for the temporary name is bound directly.
 func ListenUnix(path string, mode os.FileMode, limits *Limits, flag string) (*Listener, error) {
 	stale, err := CheckSocket(path, flag)
 	if err != nil {
@@ -26,20 +35,38 @@ func ListenUnix(path string, mode os.FileMode, limits *Limits, flag string) (*Li
 			return nil, fmt.Errorf(flag+": remove stale socket: %w", err)
 		}
 	}
-	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	tmp := path + ".new"
+	if len(tmp) >= maxSocketPath {
+		tmp = path
+	}
+	_ = os.Remove(tmp) // a crashed start's leftover
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf(flag+": %w", err)
 	}
-	// The socket is created under the umask and then set to the mode.
-	// In between it is at most as open as the umask allows; a daemon that
-	// must never be reachable more widely runs under a strict umask (the
-	// systemd unit's UMask=) or in a private RuntimeDirectory.
-	if err := os.Chmod(path, mode); err != nil {
+	ul.SetUnlinkOnClose(false) // Close removes path, not the bound name
+	l := &Listener{UnixListener: ul, limits: limits, path: path}
+	if err := os.Chmod(tmp, mode); err != nil {
+		_ = os.Remove(tmp)
 		_ = ul.Close()
 		return nil, fmt.Errorf("--socket-mode: %w", err) // chmod <path>: <why>
 	}
-	return NewListener(ul, limits), nil
+	if tmp != path {
+		if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE); err != nil {
+			_ = os.Remove(tmp)
+			_ = ul.Close()
+			if errors.Is(err, unix.EEXIST) {
+				return nil, fmt.Errorf(flag+": %s: another process made it meanwhile: %w", path, ErrSocketInUse)
+			}
+			return nil, fmt.Errorf(flag+": rename %s to %s: %w", tmp, path, err)
+		}
+	}
+	return l, nil
 }
+
+// maxSocketPath is the room for a socket's path in sockaddr_un, with its
+// terminating NUL.
+const maxSocketPath = len(unix.RawSockaddrUnix{}.Path)
 
 // CheckSocket checks that a socket can be made at path: its directory
 // exists and this process may create files in it, and nothing answers at
