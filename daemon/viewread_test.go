@@ -17,8 +17,8 @@ import (
 // MGET through the Redis door and a GET through the HTTP fast lane
 // answer the values the view keeps in the file only, on one connection
 // each that reads them into one buffer it reuses (long values and short
-// ones in turn, one past what a connection keeps between reads), mixed
-// with values kept on the heap (an empty one, one with an expiry).
+// ones in turn, one past what a connection keeps between reads, and one
+// with an expiry), mixed with a value kept on the heap (an empty one).
 func TestViewValuesThroughTheDoors(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.ViewFileValues = true
@@ -38,9 +38,10 @@ func TestViewValuesThroughTheDoors(t *testing.T) {
 		}
 		msgs = append(msgs, record.Message{Topic: "t", Key: names[i], Value: []byte(values[i])})
 	}
-	names[keys], values[keys] = "timed", "on the heap: it has an expiry"
+	names[keys], values[keys] = "timed", "in the file too: it has an expiry"
 	msgs = append(msgs, record.Message{Topic: "t", Key: names[keys], Value: []byte(values[keys]),
 		ExpiresAt: time.Now().Add(time.Hour).UnixMilli()})
+	filed++
 	if _, err := st.PublishBatch(msgs); err != nil {
 		t.Fatal(err)
 	}

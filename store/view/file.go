@@ -24,8 +24,10 @@ import (
 // it wrote its change (FileWritten), or wrote it when it loaded the view
 // into a new file (FileLoaded: a restart's snapshot and replay), and
 // only when it is its key's entry alone, of a topic without counters, a
-// plain value (no times, not in a timeline), and the body the mirror
-// wrote is still its own. The file's record of the key changes only by
+// value an ordinary write made (with an expiry or not; not scheduled,
+// not in a timeline), and the body the mirror wrote is still its own.
+// An expiring value's record is the file's until its expiry's change,
+// which install makes after it copied the value back (retire). The file's record of the key changes only by
 // a later change of the key, which the view makes first, under the write
 // lock: install retires the item it replaces and copies its value back
 // to the heap before the follower hears of the change, and update (an
@@ -343,7 +345,8 @@ func (v *View) FileLoaded(f ValueFile, cs []Change) {
 }
 
 // fileChanges is FileWritten (loaded false) and FileLoaded. An item goes
-// inFile when it is a plain value of a topic without counters, not in a
+// inFile when it is an ordinary write's value (an expiry allowed, no
+// other flag) of a topic without counters, not in a
 // timeline, and still holds the body its change carried (an update in
 // place gives it another): install's items are their keys' entries
 // alone until install retires them; a loaded item must be its key's
@@ -358,7 +361,7 @@ func (v *View) fileChanges(f ValueFile, cs []Change, loaded bool) {
 	}
 	for i := range cs {
 		it := cs[i].item
-		if it == nil || it.flags != 0 || it.timed || it.vlen == 0 {
+		if it == nil || it.flags&^itemWide != 0 || it.timed || it.vlen == 0 {
 			continue
 		}
 		if st := atomic.LoadUint32(&it.state) & stateMask; st != onHeap && !(loaded && st == retired) ||

@@ -245,13 +245,14 @@ func sameEntry(g, w Entry, gok, wok bool) error {
 // random and kept while later writes rewrite the file's records, and the
 // file let go at random (Unfile) and taken again: after each step every
 // read (Get, GetMany, Digest, each clone's digests, the snapshot's bytes)
-// must be the same.
+// must be the same. Values, expiring ones among them, must have been in
+// the file only at some step, or the test tested nothing.
 func TestFileValuesAsOnTheHeap(t *testing.T) {
 	seed := propertySeed(t)
 	rng := rand.New(rand.NewPCG(seed, seed^0xf11e))
 	ft := newFileTwins(t)
 	seqs := map[uint64]uint64{}
-	maxInFile := 0
+	maxInFile, widePeak := 0, 0
 	for step := range 600 {
 		now := ft.clock.ms.Add(int64(rng.IntN(40)))
 		origin := uint64(1 + rng.IntN(3))
@@ -297,12 +298,17 @@ func TestFileValuesAsOnTheHeap(t *testing.T) {
 			ft.reload(t, rng, func() { ft.apply(ft.randomRecord(t, rng, -1, now, next)) })
 		}
 		maxInFile = max(maxInFile, ft.v.ValuesInFile())
+		if wideInFile(ft.v) > 0 {
+			widePeak++
+		}
 		ft.check(t, step)
 	}
-	if maxInFile == 0 || ft.loaded == 0 {
-		t.Fatalf("values in the file only: at most %d, after a reload at most %d: the test tested nothing", maxInFile, ft.loaded)
+	if maxInFile == 0 || ft.loaded == 0 || widePeak == 0 {
+		t.Fatalf("values in the file only: at most %d, after a reload at most %d, expiring ones after %d steps: the test tested nothing",
+			maxInFile, ft.loaded, widePeak)
 	}
-	t.Logf("at most %d of %d keys had their value in the file only, %d after a reload", maxInFile, len(ft.keys), ft.loaded)
+	t.Logf("at most %d of %d keys had their value in the file only, %d after a reload; expiring ones after %d of the steps",
+		maxInFile, len(ft.keys), ft.loaded, widePeak)
 }
 
 // reload has the view's values loaded into a new file, as the mirror
@@ -818,4 +824,21 @@ func TestFileCloneAcrossReload(t *testing.T) {
 	if h.before != nil {
 		t.Fatal("the clone never read the item from the file")
 	}
+}
+
+// wideInFile counts v's entries with an expiry whose value is in the file
+// only.
+func wideInFile(v *View) int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	n := 0
+	for _, tv := range v.topics {
+		tv.order.Ascend(func(it *viewItem) bool {
+			if it.inFile() && it.expiry() != 0 {
+				n++
+			}
+			return true
+		})
+	}
+	return n
 }

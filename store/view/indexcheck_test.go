@@ -21,8 +21,8 @@ var indexSims = flag.Int("view.indexsims", 4, "runs of TestIndexAgreesWithTree (
 // against what Digest hashes); byKey holds no other key. A mismatch is a
 // converged node (one digest) serving another entry than its peers. And
 // every entry without times of its own (no expiry, neither scheduled
-// nor a cancel) is a 48-byte item: a wide one would keep 16 bytes and,
-// with the values in the view file, its value on the heap for nothing.
+// nor a cancel) is a 48-byte item: a wide one would keep 16 bytes for
+// nothing.
 func indexAgrees(v *View) error {
 	v.mu.RLock()
 	defer v.mu.RUnlock()

@@ -117,12 +117,12 @@ func checkItemKind(v *View, topic, key string, wide bool) error {
 // TestFileValuesAfterTimes: a key whose entry once had times of its own
 // (an expiry, by SET EX or EXPIRE; an expired value) and has none any
 // more (a plain SET, a PERSIST; by Apply, ApplyBatch, Merge and
-// ApplySnapshot) is a 48-byte item again, whose value goes into the view
-// file; one that gets an expiry is a 64-byte item whose value is on the
-// heap. Each case runs with the entry updatable in place (no clone
-// holds it) and with a clone frozen before the last step, which must
-// hash after it as before. Each step checks the entry read, its kind and
-// where its value is.
+// ApplySnapshot) is a 48-byte item again; one that gets an expiry is a
+// 64-byte item; either keeps its value in the view file only, once the
+// follower wrote it there. Each case runs with the entry updatable in
+// place (no clone holds it) and with a clone frozen before the last
+// step, which must hash after it as before. The end checks the entry
+// read, its kind and where its value is.
 func TestFileValuesAfterTimes(t *testing.T) {
 	far := int64(timeBase + 3_600_000)
 	cases := []struct {
@@ -170,8 +170,8 @@ type fileStep struct {
 
 // checkFileValuesAfterTimes runs the steps on a view whose values go into
 // a view file, with a clone frozen before the last (freeze), and checks
-// the entry at the end: gone, or the last step's, narrow and in the file
-// when it has no expiry, wide and on the heap otherwise.
+// the entry at the end: gone, or the last step's, in the file, narrow
+// when it has no expiry, wide otherwise.
 func checkFileValuesAfterTimes(t *testing.T, steps []fileStep, gone, freeze bool) {
 	clock := &fakeClock{}
 	clock.ms.Store(timeBase)
@@ -210,7 +210,7 @@ func checkFileValuesAfterTimes(t *testing.T, steps []fileStep, gone, freeze bool
 		t.Fatalf("Get = %q, %v, expiring %d; want expiring %d", e.Value, ok, e.ExpiresAt, last.expires)
 	case string(e.Value) != last.value && !last.persist:
 		t.Fatalf("Get = %q, want %q", e.Value, last.value)
-	case wide != (last.expires != 0) || inFile != (last.expires == 0):
+	case wide != (last.expires != 0) || !inFile:
 		t.Fatalf("the entry %q expiring %d: wide %v, in the file %v", e.Value, e.ExpiresAt, wide, inFile)
 	}
 	if got := frozen.Digests(); freeze && got["prices"] != want["prices"] {
@@ -255,31 +255,37 @@ func applyFileStep(t *testing.T, v *View, clock *fakeClock, i int, s fileStep) {
 
 // BenchmarkViewHeapAfterExpiry is BenchmarkViewHeap's load with the
 // values in a view file (1M keys prices:sku-NNNNNNN, 100-byte values),
-// written twice: first with an expiry an hour away (SET EX) and then
-// without (a plain SET over each key), beside the same keys written
-// plainly twice. It reports the live heap bytes a key after both loads
-// (runtime.ReadMemStats after a GC), their parts (heapParts), the share
-// of the values in the file only, and the expiry instants still queued
-// a key (the first load's, which fire an hour on and find no expiry).
+// written with an expiry an hour away (SET EX: load=expiring), then again
+// without (a plain SET over each key: load=expiring,plain), beside the
+// same keys written plainly twice (load=plain,plain). It reports the live
+// heap bytes a key after the loads (runtime.ReadMemStats after a GC),
+// their parts (heapParts), the share of the values in the file only, and
+// the expiry instants queued a key (the first load's, which stay queued
+// until their instant, then find no expiry where a plain SET came).
 //
 //	go test -run '^$' -bench ViewHeapAfterExpiry -benchtime 1x ./store/view/
 func BenchmarkViewHeapAfterExpiry(b *testing.B) {
 	const keys = 1_000_000
 	value := bytes.Repeat([]byte("v"), 100)
-	for _, first := range []string{"plain", "expiring"} {
-		b.Run("first="+first, func(b *testing.B) {
+	far := time.Now().Add(time.Hour).UnixMilli()
+	for _, load := range [][]int64{{0, 0}, {far, 0}, {far}} {
+		name := "plain,plain"
+		switch {
+		case len(load) == 1:
+			name = "expiring"
+		case load[0] != 0:
+			name = "expiring,plain"
+		}
+		b.Run("load="+name, func(b *testing.B) {
 			for b.Loop() {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
 				v := New()
 				followFile(b, v)
-				expires := int64(0)
-				if first == "expiring" {
-					expires = time.Now().Add(time.Hour).UnixMilli()
+				for i, expires := range load {
+					loadSKUsExpiring(v, keys, value, expires, uint64(i*keys))
 				}
-				loadSKUsExpiring(v, keys, value, expires, 0)
-				loadSKUsExpiring(v, keys, value, 0, keys)
 				runtime.GC()
 				runtime.ReadMemStats(&after)
 				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/keys, "heap-B/key")

@@ -435,9 +435,8 @@ func assign(dst, src *viewItem) {
 // fits reports whether dst, updated in place with src (assign), is of
 // the kind copyItem would make for src: wide exactly when src has times
 // of its own. A wide item that takes a write without times is replaced
-// by a narrow one instead: 16 bytes fewer, and only a narrow item's
-// value goes into the view file (fileChanges), so that a key that once
-// had an expiry does not keep its value on the heap for good.
+// by a narrow one instead, so that a key that once had an expiry does
+// not keep 16 bytes for it for good.
 func (dst *viewItem) fits(src *viewItem) bool { return dst.flags&itemWide != 0 != src.narrow() }
 
 // copyItem is a new heap copy of it: 48 bytes when its times allow, 64
