@@ -56,7 +56,7 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	})
 	keys, _ := skus(20)
 	publishAll(t, ds[0], keys, func(i int) string { return fmt.Sprint("v", i) }, "")
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 	testkit.Until(t, 10*time.Second, "every node to agree with both peers", func() string {
 		for _, td := range ds {
 			s := td.d.cluster.Observer().Status(time.Now())
@@ -103,7 +103,7 @@ func TestObserverSeesACutOffNode(t *testing.T) {
 	t.Logf("node0 stopped agreeing with the cut-off node2 (past %vs) %v after the cut", bound, time.Since(cut).Round(time.Millisecond))
 	overBefore, _ := freshnessOver(t, ds[2], 1)
 	links(fn.Uncut)
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 	// A record is in the store before the broadcast layer reports it
 	// applied, so the histogram may trail waitSameRecords for a moment.
 	testkit.Until(t, 10*time.Second, "node2's freshness to hold the records that reached it late", func() string {

@@ -95,7 +95,7 @@ func TestClusterExpiry(t *testing.T) {
 	}
 	expires["header-sku"] = t0 + 700
 
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 	if r := ds[0].do("GET", "/v1/topics/prices/keys/sku-1", nil); r.header.Get("Cachecast-Expires") != msTimeOf(expires["sku-1"]) {
 		t.Fatalf("Cachecast-Expires %q, want %q", r.header.Get("Cachecast-Expires"), msTimeOf(expires["sku-1"]))
 	}
@@ -181,29 +181,6 @@ func TestClusterExpiry(t *testing.T) {
 			t.Fatalf("%s: the snapshot holds an expired value", td.cfg.NodeName)
 		}
 	}
-}
-
-// waitSameRecords waits until every node holds every record of every
-// origin that any of them holds.
-func waitSameRecords(t *testing.T, ds []*testDaemon) {
-	t.Helper()
-	testkit.Eventually(t, 20*time.Second, "every node holds every record", func() bool {
-		want := map[uint64]uint64{}
-		for _, td := range ds {
-			for o, seq := range td.d.store.Vector() {
-				want[o] = max(want[o], seq)
-			}
-		}
-		for _, td := range ds {
-			v := td.d.store.Vector()
-			for o, seq := range want {
-				if v[o] < seq {
-					return false
-				}
-			}
-		}
-		return true
-	})
 }
 
 // msTimeOf is Unix ms as the API writes a time.
@@ -386,7 +363,7 @@ func TestClusterScheduledFlip(t *testing.T) {
 		}
 		return regular(i)
 	}
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 	events := subscribeLines(t, ds[2], "/v1/topics/prices/subscribe?from=latest&events=effective")
 	for _, td := range ds {
 		r := td.do("GET", "/v1/topics/prices/pending?limit=10000", nil)
@@ -428,7 +405,7 @@ func TestClusterScheduledFlip(t *testing.T) {
 	// After the instant an ordinary write wins again.
 	clock.base.Add(1000)
 	publishAll(t, ds[1], keys[:10], func(i int) string { return "after" }, "")
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 	for _, td := range ds {
 		checkValues(t, td, names, func(i int) string {
 			if i < 10 {
@@ -475,7 +452,7 @@ func TestClusterScheduledPartition(t *testing.T) {
 	regular := func(i int) string { return fmt.Sprintf("regular-%d", i) }
 	sale := func(i int) string { return fmt.Sprintf("sale-%d", i) }
 	publishAll(t, ds[0], keys, regular, "")
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 
 	cut(1)
 	cut(2)
@@ -492,7 +469,7 @@ func TestClusterScheduledPartition(t *testing.T) {
 
 	clock.base.Add(200)
 	heal(1)
-	waitSameRecords(t, ds[:2])
+	waitVectors(t, ds[:2])
 	if r := ds[1].do("GET", "/v1/topics/prices/pending?limit=1000", nil); strings.Count(string(r.body), `"effective_at"`) != n {
 		t.Fatalf("node1, healed before the instant: pending: %d %s", r.status, r.body)
 	}
@@ -506,7 +483,7 @@ func TestClusterScheduledPartition(t *testing.T) {
 	clock.base.Store(instant + 3000)
 	checkValues(t, ds[2], names, regular, "still cut off, past the instant")
 	heal(2)
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 	checkValues(t, ds[2], names, sale, "healed after the instant, once it holds the records")
 }
 
@@ -580,7 +557,7 @@ func TestClusterBatchVisibleTogether(t *testing.T) {
 	for b := range batches {
 		publishAll(t, ds[0], keys, func(int) string { return fmt.Sprintf("batch-%d", b) }, "")
 	}
-	waitSameRecords(t, ds)
+	waitVectors(t, ds)
 	cancel()
 	wg.Wait()
 	t.Logf("%d MGETs and %d view GetManys of 100 keys over %d batches", reads.Load(), viewReads.Load(), batches)
