@@ -11,7 +11,11 @@
 # smaps_rollup, the file-backed part by file (smaps), INFO's used_memory,
 # bytes per key, and the ratios; then once more after REST seconds without
 # writes (at rest: cachecastd hands its free heap back once quiet, see
-# internal/gctune's Quiet; REST=0 skips it).
+# internal/gctune's Quiet; REST=0 skips it). From the load's start until
+# it settled it samples each server's RssAnon every 0.2 s (the peak), and
+# reads cachecastd's runtime through its Prometheus endpoint
+# (--metrics-addr on a free loopback port): the bytes allocated a SET and
+# the collections the load took.
 # Needs redis-server and redis-tools (Debian packages); from the repository root:
 #   make bench-memory                 (N=1000000)
 #   N=10000000 make bench-memory      (the stream is ~1.5 GB in the temp dir)
@@ -41,6 +45,20 @@ awk -v n="$N" -v size="$SIZE" 'BEGIN {
 kib() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 rollup() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/smaps_rollup"; }
 info() { redis-cli -s "$1" info memory | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'; }
+# sample PID FILE: keeps the highest RssAnon of PID (KiB) in FILE, looking
+# every 0.2 s until killed.
+sample() {
+	local a peak=0
+	while a=$(kib "$1" RssAnon); do
+		if ((a > peak)); then
+			peak=$a
+			echo "$peak" >"$2"
+		fi
+		sleep 0.2
+	done
+}
+# metric NAME: cachecastd's Prometheus sample NAME (0 without the endpoint).
+metric() { { curl -fs "http://127.0.0.1:$mport/metrics" || true; } | awk -v f="$1" '$1 == f { printf "%d\n", $2; n++ } END { if (!n) print 0 }'; }
 # settle PID: waits until VmRSS moved less than 1% over 3 s (at most SETTLE s).
 settle() {
 	local prev cur i
@@ -80,12 +98,25 @@ run() {
 	done
 	sleep 2
 	measure "$1" "$2" "$3" idle
+	local sp alloc0=0 gc0=0
+	if [ "$1" = cachecastd ]; then
+		alloc0=$(metric go_memstats_alloc_bytes_total) gc0=$(metric go_gc_duration_seconds_count)
+	fi
+	echo 0 >"$work/peak"
+	sample "$2" "$work/peak" &
+	sp=$!
 	start=$(date +%s.%N)
 	redis-cli -s "$3" --pipe <"$work/load.resp" | tail -1
 	keys=$(redis-cli -s "$3" dbsize)
 	echo "$1: $keys keys loaded in $(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }') s"
 	[ "$keys" = "$N" ] || { echo "$1: DBSIZE $keys, want $N" >&2; exit 1; }
 	settle "$2"
+	kill "$sp"
+	wait "$sp" 2>/dev/null || true
+	echo "$1|$(cat "$work/peak")" >>"$work/peaks"
+	if [ "$1" = cachecastd ]; then
+		echo "$1: allocated $((($(metric go_memstats_alloc_bytes_total) - alloc0) / N)) B a SET, $(($(metric go_gc_duration_seconds_count) - gc0)) collections from the load's start to settled"
+	fi
 	measure "$1" "$2" "$3" loaded
 	if [ "$REST" -gt 0 ]; then
 		sleep "$REST"
@@ -96,9 +127,11 @@ run() {
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u '+%F %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== $N keys prices:sku-NNNNNNN, $SIZE-byte values, stream $(($(stat -c %s "$work/load.resp") / 1048576)) MiB"
 : >"$work/results"
+: >"$work/peaks"
 
+mport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 ./bin/cachecastd --data-dir "$work/data" --socket "$work/cc.sock" --gossip-addr= \
-	--log-level warn 2>"$work/cachecastd.log" &
+	--metrics-addr "127.0.0.1:$mport" --log-level warn 2>"$work/cachecastd.log" &
 ccpid=$!
 run cachecastd "$ccpid" "$work/cc-redis.sock"
 echo "cachecastd: data dir $(du -sm "$work/data" | cut -f1) MiB, view file $(du -m "$work/cc.view" | cut -f1) MiB on disk"
@@ -112,8 +145,9 @@ run redis-server "$rspid" "$work/redis.sock"
 kill "$rspid"
 wait "$rspid" || true
 
-echo "== summary (MB = 10^6 bytes; per key = loaded minus idle, over N)"
+echo "== summary (MB = 10^6 bytes; per key = loaded minus idle, over N; peak: the highest RssAnon sampled from the load's start until settled)"
 awk -F'|' -v n="$N" '
+	FILENAME == ARGV[1] { peak[$1] = $2 * 1024; next }
 	{ k = $1 "|" $2; rss[k] = $3 * 1024; anon[k] = $4 * 1024; file[k] = ($5 + $6) * 1024; used[k] = $7 * 1024 }
 	END {
 		printf "%-12s %-7s %9s %9s %9s %12s\n", "server", "state", "rss MB", "anon MB", "file MB", "used_mem MB"
@@ -135,4 +169,9 @@ awk -F'|' -v n="$N" '
 			printf "ratio cachecastd / redis-server, %s: rss %.2fx, anon %.2fx (anon / redis rss %.2fx), used_memory %.2fx\n",
 				st[j], rss[c] / rss[r], anon[c] / anon[r], anon[c] / rss[r], used[c] / used[r]
 		}
-	}' "$work/results"
+		for (i = 1; i <= 2; i++)
+			if (s[i] in peak)
+				printf "%s anonymous peak, loading: %.1f MB, %.0f B a key\n", s[i], peak[s[i]] / 1e6, (peak[s[i]] - anon[s[i] "|idle"]) / n
+		if (("cachecastd" in peak) && ("redis-server|loaded" in rss))
+			printf "ratio cachecastd anonymous peak, loading / redis-server rss loaded: %.2fx\n", peak["cachecastd"] / rss["redis-server|loaded"]
+	}' "$work/peaks" "$work/results"
