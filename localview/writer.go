@@ -807,16 +807,6 @@ func (w *Writer) RLock() { w.rmu.RLock() }
 // RUnlock ends what RLock started.
 func (w *Writer) RUnlock() { w.rmu.RUnlock() }
 
-// Where a key is: AppendValue's answer, which the caller keeps and
-// passes back at the key's next read (the daemon's view keeps it in the
-// key's item) so that the read goes to the key's record without the
-// key's hash and probe. It is the record's offset / 8 (0: unknown), and
-// is checked at every use: a record of the current generation must start
-// there (ownGen.starts: a place kept from an earlier generation may be
-// anywhere in this one's records, the bytes of a value included), hold
-// the key, and hold the version asked for (a record the key left for a
-// bigger one holds an older version); else the read looks the key up.
-
 // WarmAt loads the record at each of ats (AppendValue's answers, 0 for
 // none), and the word of ownGen.starts that tells it, so that the cache
 // misses of all the keys overlap instead of coming one after another in
@@ -854,12 +844,18 @@ const touchLines = 4
 // AppendValue appends to dst the value of (topic, key) when the current
 // generation holds the version stamped st, and reports whether it did
 // (false for another version, a deleted or unknown key, or a closed
-// writer) and where the key's record is (see WarmAt; 0 when it did not):
-// the caller passes that back as at for the key's next read, which then
-// reads the record there when it is still the key's at that version, and
-// skips the key's hash and probe (0, or a stale at: it hashes and
-// probes). The caller holds RLock. The record is read under its seqlock,
-// as a Reader reads it.
+// writer) and where the key's record is (0 when it did not): the caller
+// keeps that (the daemon's view, in the key's item) and passes it back as
+// at for the key's next read, which then goes to the record there without
+// the key's hash and probe. The caller holds RLock. The record is read
+// under its seqlock, as a Reader reads it.
+//
+// The place is the record's offset / 8, and is checked at every use: a
+// record of the current generation must start there (ownGen.starts: a
+// place kept from an earlier generation may be anywhere in this one's
+// records, the bytes of a value included), hold the key, and hold the
+// version asked for (a record the key left for a bigger one holds an
+// older version); else (0, or a stale place) the read hashes and probes.
 func (w *Writer) AppendValue(dst []byte, topic, key string, st Stamp, at uint32) ([]byte, uint32, bool) {
 	g := w.mine
 	if g == nil {
