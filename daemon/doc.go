@@ -70,11 +70,13 @@
 // its vector over gossip (the verify question, vector only, again every
 // 500ms for at most 10s; a peer that does not answer is not waited for),
 // and the records come by anti-entropy or a bootstrap from a peer's
-// snapshot (package daemon/internal/cluster, catchup.go). What only a peer since gone reported, and
-// origins whose records are held back by --max-clock-offset, are not
-// waited for. Until then the reads of the view answer catching_up (the
-// HTTP API: GET and HEAD of a key, the list of keys and /readyz, 503 with
-// the progress, never not_found; the Redis door: -LOADING). Writes,
+// snapshot (package daemon/internal/cluster, catchup.go). What only a
+// peer since gone reported (it left, or has been failed for 30s: a peer
+// failed for a moment is still waited for), and origins whose records are
+// held back by --max-clock-offset, are not waited for. Until then the
+// reads of the view answer catching_up (the HTTP API: GET and HEAD of a
+// key, the list of keys and /readyz, 503 with the progress, never
+// not_found; the Redis door: -LOADING). Writes,
 // subscriptions, status and the group routes are served. While the
 // catch-up moves, every 10s the STATUS line says "CATCHING UP (pulling, N
 // records behind)" and systemd is asked for one more minute
