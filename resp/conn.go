@@ -220,16 +220,18 @@ func (c *conn) process(inLoop bool) int {
 			return stepHandOff
 		}
 		c.start += n
-		if c.warmed > 0 {
-			c.warmed--
-		} else if isGet(args) {
-			c.warmed = c.warmGets(args, c.rbuf[c.start:c.end])
-		}
 		switch c.gate(cmd) {
 		case gateClose:
 			return stepClose
 		case gateSkip:
 			continue
+		}
+		// Only a GET the gate let through loads its run ahead: a caller
+		// refused, or a transaction queueing, has nothing read for it.
+		if c.warmed > 0 {
+			c.warmed--
+		} else if isGet(args) {
+			c.warmed = c.warmGets(args, c.rbuf[c.start:c.end])
 		}
 		k, full := c.execSets(args, c.rbuf[c.start:c.end])
 		if k >= 0 {
